@@ -1,0 +1,36 @@
+# Two commands do all the set-up: `make demo` runs the simulation demo, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_OUT ?= out/demo
+
+.PHONY: demo test lint prometheus clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade "pip>=23.2"
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/leadtime simulate --config config/examples/helios-earth.yaml \
+		--trace data/helios-earth/demand_5min.csv.gz --out $(DEMO_OUT)
+	@echo "report: $(DEMO_OUT)/report.html  results: $(DEMO_OUT)/results.json"
+
+# The tests start their own Prometheus server (Debian package `prometheus`); install it when it is missing.
+prometheus:
+	@command -v prometheus >/dev/null 2>&1 && command -v promtool >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
+	@prometheus --version 2>&1 | head -1
+
+test: $(STAMP) prometheus
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
+
+lint: $(STAMP)
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy && $(BIN)/lint-imports
+
+clean:
+	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,34 @@
+"""The interfaces between the agent and the infrastructure it changes.
+
+Targets cross this boundary as absolute whole units with an idempotency key, never as deltas. Implementations
+translate vendor errors into ``TransientActuatorError``, ``CapacityUnavailable`` or ``PermanentActuatorError``
+(see ``models.errors``) and import no SDK type into their signatures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Protocol
+
+from models import ActionResult, PoolState
+
+
+class Actuator(Protocol):
+    def list_pools(self) -> Sequence[PoolState]:
+        """Observed state of every pool this actuator manages."""
+        ...
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        """Ask for ``to_units`` units in total. Repeating a key is a no-op that reports the first outcome."""
+        ...
+
+
+class NodeDrainer(Protocol):
+    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        """Nodes of the pool that ran no accelerator work for at least ``idle_for``."""
+        ...
+
+    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+        """Cordon the node and evict its pods, respecting disruption budgets."""
+        ...

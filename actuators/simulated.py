@@ -1,0 +1,177 @@
+"""The simulated cluster: pools whose units arrive after their lead time, leave at once, and can stock out.
+
+It implements the Actuator interface, so the agent drives it exactly as it drives real pools. The simulation
+runner moves it through time (``advance``) and feeds it each step's demand (``serve``), which is how it knows
+which units are idle and since when.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from models import ActionResult, ActionStatus, CapacityUnavailable, PermanentActuatorError, PoolSpec, PoolState
+from models.allocation import allocate, unassigned, units_for
+from models.clock import Clock
+
+
+@dataclass
+class _Pool:
+    spec: PoolSpec
+    ready: int
+    arrivals: list[tuple[datetime, int]] = field(default_factory=list)
+    idle_since: list[datetime] = field(default_factory=list)
+
+    @property
+    def in_flight(self) -> int:
+        return sum(n for _, n in self.arrivals)
+
+    @property
+    def target(self) -> int:
+        return self.ready + self.in_flight
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one step of demand met: chips served and left waiting per class, units in use per pool."""
+
+    served: dict[str, float]
+    unserved: dict[str, float]
+    used_units: dict[str, int]
+
+
+class SimulatedCluster:
+    """Pools in simulated time. ``stockouts`` maps a pool to windows in which it cannot get new units."""
+
+    def __init__(
+        self,
+        pools: Sequence[PoolSpec],
+        clock: Clock,
+        initial_units: Mapping[str, int] | None = None,
+        stockouts: Mapping[str, Sequence[tuple[datetime, datetime]]] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self._clock = clock
+        initial = initial_units or {}
+        self._pools = {p.pool_id: _Pool(p, p.clamp(initial.get(p.pool_id, p.min_units))) for p in pools}
+        self._stockouts = {k: list(v) for k, v in (stockouts or {}).items()}
+        self._results: dict[str, ActionResult] = {}
+        self._rng = random.Random(seed)
+        self.scale_actions = 0
+        self.interruptions = 0
+
+    # -- Actuator -----------------------------------------------------------------------------------------
+    def list_pools(self) -> Sequence[PoolState]:
+        now = self._clock.now()
+        return [
+            PoolState(
+                pool_id=pool_id,
+                observed_at=now,
+                ready_units=pool.ready,
+                target_units=pool.target,
+                idle_units=len(pool.idle_since),
+                idle_since=tuple(pool.idle_since),
+            )
+            for pool_id, pool in self._pools.items()
+        ]
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        if key in self._results:
+            return self._results[key]
+        pool = self._pools.get(pool_id)
+        if pool is None:
+            raise PermanentActuatorError(pool_id, "no such pool in the simulated cluster")
+        now = self._clock.now()
+        to_units = pool.spec.clamp(to_units)
+        if to_units > pool.target:
+            if self._stocked_out(pool_id, now):
+                raise CapacityUnavailable(pool_id, "simulated stockout: no capacity in this window")
+            self._add(pool, to_units - pool.target, now)
+        elif to_units < pool.target:
+            self._remove(pool, pool.target - to_units)
+        else:
+            result = ActionResult(key, pool_id, ActionStatus.DONE, now, detail="already at target")
+            self._results[key] = result
+            return result
+        self.scale_actions += 1
+        status = ActionStatus.STARTED if pool.in_flight else ActionStatus.DONE
+        result = ActionResult(key, pool_id, status, now, detail=f"target {to_units} units")
+        self._results[key] = result
+        return result
+
+    # -- driven by the simulation runner -------------------------------------------------------------------
+    def advance(self, now: datetime) -> None:
+        """Units whose lead time has passed become ready; spot units may be interrupted."""
+        for pool in self._pools.values():
+            arrived = sum(n for at, n in pool.arrivals if at <= now)
+            if arrived:
+                pool.arrivals = [(at, n) for at, n in pool.arrivals if at > now]
+                pool.ready += arrived
+
+    def interrupt_spot(self, step: timedelta) -> None:
+        """Each ready spot unit is lost with its pool's hourly interruption probability scaled to ``step``."""
+        hours = step.total_seconds() / 3600.0
+        for pool in self._pools.values():
+            rate = pool.spec.spot_interruption_per_hour
+            if rate <= 0.0 or pool.ready == 0:
+                continue
+            lost = sum(1 for _ in range(pool.ready) if self._rng.random() < rate * hours)
+            if lost:
+                self.interruptions += lost
+                pool.ready -= lost
+                del pool.idle_since[max(0, len(pool.idle_since) - lost) :]
+
+    def serve(self, now: datetime, demand: Mapping[str, float]) -> StepOutcome:
+        """Meet one step of demand with ready capacity; track which units sat idle and since when."""
+        specs = [p.spec for p in self._pools.values()]
+        capacity = {pid: p.ready * p.spec.chips_per_unit for pid, p in self._pools.items()}
+        assigned = allocate(demand, specs, capacity)
+        left = unassigned(demand, assigned)
+        used: dict[str, int] = {}
+        for pool_id, pool in self._pools.items():
+            used_units = min(pool.ready, units_for(sum(assigned[pool_id].values()), pool.spec.chips_per_unit))
+            used[pool_id] = used_units
+            idle = pool.ready - used_units
+            if idle < len(pool.idle_since):
+                del pool.idle_since[idle:]
+            else:
+                pool.idle_since.extend([now] * (idle - len(pool.idle_since)))
+        served = {name: float(value) - left.get(name, 0.0) for name, value in demand.items()}
+        return StepOutcome(served=served, unserved=left, used_units=used)
+
+    def paid_units(self) -> dict[str, int]:
+        """Units being paid for: ready and in flight (billing starts when a unit is requested)."""
+        return {pool_id: pool.target for pool_id, pool in self._pools.items()}
+
+    def ready_units(self) -> dict[str, int]:
+        return {pool_id: pool.ready for pool_id, pool in self._pools.items()}
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _stocked_out(self, pool_id: str, now: datetime) -> bool:
+        return any(start <= now < end for start, end in self._stockouts.get(pool_id, ()))
+
+    @staticmethod
+    def _add(pool: _Pool, units: int, now: datetime) -> None:
+        arrive = now + pool.spec.lead_time
+        if arrive <= now:
+            pool.ready += units
+        else:
+            pool.arrivals.append((arrive, units))
+
+    @staticmethod
+    def _remove(pool: _Pool, units: int) -> None:
+        """Release idle ready units first (longest idle first), then other ready units, then cancel the
+        latest-arriving units still in flight."""
+        from_ready = min(units, pool.ready)
+        pool.ready -= from_ready
+        del pool.idle_since[: min(from_ready, len(pool.idle_since))]
+        units -= from_ready
+        while units > 0 and pool.arrivals:
+            at, n = pool.arrivals.pop()
+            if n > units:
+                pool.arrivals.append((at, n - units))
+                units = 0
+            else:
+                units -= n

@@ -1,0 +1,1 @@
+"""The agent: wiring, the loop, planning, metric sources, ledger, notifiers, reports, simulation and the CLI."""

@@ -1,0 +1,1 @@
+"""Planning: a pure function from forecasts, pool states, budgets and prices to a CapacityPlan."""

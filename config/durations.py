@@ -1,0 +1,54 @@
+"""Human-friendly durations in configuration files: ``90s``, ``10m``, ``1h30m``, ``7d`` or plain seconds."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+
+
+def parse_duration(value: object) -> timedelta:
+    """Parse a duration. Numbers are seconds; strings combine parts like ``1h30m``. Negative is refused."""
+    if isinstance(value, timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, bool):
+        raise ValueError("expected a duration such as '10m' or a number of seconds, got a boolean")
+    elif isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower().replace(" ", "")
+        if text.startswith("-"):
+            raise ValueError(f"duration must not be negative, got {value!r}")
+        pos, seconds = 0, 0.0
+        for match in _PART.finditer(text):
+            if match.start() != pos:
+                break
+            seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+            pos = match.end()
+        if pos != len(text) or not text:
+            try:
+                seconds = float(text)
+            except ValueError:
+                raise ValueError(
+                    f"cannot read {value!r} as a duration; write e.g. '90s', '10m', '1h30m', '7d' or seconds"
+                ) from None
+    else:
+        raise ValueError(f"expected a duration such as '10m' or a number of seconds, got {type(value).__name__}")
+    if seconds < 0:
+        raise ValueError(f"duration must not be negative, got {value!r}")
+    return timedelta(seconds=seconds)
+
+
+def format_duration(delta: timedelta) -> str:
+    """Short form for reports and logs: ``10m``, ``1h30m``, ``45s``."""
+    total = round(delta.total_seconds())
+    if total == 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if total >= size:
+            parts.append(f"{total // size}{unit}")
+            total %= size
+    return "".join(parts)

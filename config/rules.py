@@ -1,0 +1,100 @@
+"""Rules that relate several parts of a configuration; each broken rule is one problem with its key path."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from datetime import datetime
+
+from config.schema import Settings
+from models import AcceleratorFamily, ConfigProblem, PoolKind
+
+
+def check_rules(settings: Settings) -> list[ConfigProblem]:
+    return [
+        *_unique_names(settings),
+        *_pool_rules(settings),
+        *_coverage(settings),
+        *_budget_rules(settings),
+        *_simulation_rules(settings),
+    ]
+
+
+def _unique_names(settings: Settings) -> Iterator[ConfigProblem]:
+    for section, names in (
+        ("demand_classes", [c.name for c in settings.demand_classes]),
+        ("pools", [p.id for p in settings.pools]),
+        ("budgets", [b.name for b in settings.budgets]),
+    ):
+        for name, count in Counter(names).items():
+            if count > 1:
+                yield ConfigProblem(section, f"name {name!r} is used {count} times; names must be unique")
+
+
+def _pool_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    families = {c.name: c.family for c in settings.demand_classes}
+    for i, pool in enumerate(settings.pools):
+        at = f"pools[{i}]"
+        if pool.min_units > pool.max_units:
+            yield ConfigProblem(
+                f"{at}.min_units", f"min_units ({pool.min_units}) must not exceed max_units ({pool.max_units})"
+            )
+        prices = (pool.price_per_chip_hour_usd, pool.price_per_unit_hour_usd)
+        if all(p is None for p in prices):
+            yield ConfigProblem(at, "set price_per_chip_hour_usd or price_per_unit_hour_usd")
+        elif all(p is not None for p in prices):
+            yield ConfigProblem(at, "set only one of price_per_chip_hour_usd and price_per_unit_hour_usd")
+        if pool.kind is PoolKind.ON_PREM and pool.min_units != pool.max_units:
+            yield ConfigProblem(f"{at}.min_units", "an on-prem pool is fixed: min_units must equal max_units")
+        is_tpu_kind = pool.kind in (PoolKind.TPU_SLICE_GROUP, PoolKind.TPU_QUEUED_RESOURCE)
+        if is_tpu_kind and pool.family is not AcceleratorFamily.TPU:
+            yield ConfigProblem(f"{at}.family", f"a {pool.kind} pool must have family 'tpu'")
+        for j, name in enumerate(pool.serves):
+            if name not in families:
+                known = ", ".join(sorted(families)) or "none"
+                yield ConfigProblem(f"{at}.serves[{j}]", f"unknown demand class {name!r} (known: {known})")
+            elif families[name] is not pool.family:
+                yield ConfigProblem(
+                    f"{at}.serves[{j}]",
+                    f"demand class {name!r} needs {families[name]} but pool {pool.id!r} has {pool.family}",
+                )
+
+
+def _coverage(settings: Settings) -> Iterator[ConfigProblem]:
+    served = {name for pool in settings.pools for name in pool.serves}
+    for i, demand_class in enumerate(settings.demand_classes):
+        if demand_class.name not in served:
+            yield ConfigProblem(f"demand_classes[{i}]", f"no pool serves demand class {demand_class.name!r}")
+
+
+def _budget_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    pool_ids = {p.id for p in settings.pools}
+    for i, budget in enumerate(settings.budgets):
+        at = f"budgets[{i}]"
+        if budget.monthly_cap_usd is None and budget.hourly_cap_usd is None:
+            yield ConfigProblem(at, "set monthly_cap_usd, hourly_cap_usd or both")
+        for j, pool in enumerate(budget.pools):
+            if pool not in pool_ids:
+                yield ConfigProblem(f"{at}.pools[{j}]", f"unknown pool {pool!r}")
+        for j, threshold in enumerate(budget.alert_thresholds):
+            if not 0.0 < threshold <= 2.0:
+                yield ConfigProblem(f"{at}.alert_thresholds[{j}]", "a threshold is a fraction of the cap in (0, 2]")
+        try:
+            from zoneinfo import ZoneInfo
+
+            ZoneInfo(budget.timezone)
+        except Exception:  # noqa: BLE001 - zoneinfo raises several unrelated types for a bad key
+            yield ConfigProblem(f"{at}.timezone", f"unknown time zone {budget.timezone!r}")
+
+
+def _simulation_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    pool_ids = {p.id for p in settings.pools}
+    for i, window in enumerate(settings.simulation.stockouts):
+        at = f"simulation.stockouts[{i}]"
+        if window.pool not in pool_ids:
+            yield ConfigProblem(f"{at}.pool", f"unknown pool {window.pool!r}")
+        for key in ("start", "end"):
+            try:
+                datetime.fromisoformat(getattr(window, key))
+            except ValueError:
+                yield ConfigProblem(f"{at}.{key}", "expected an ISO-8601 timestamp")

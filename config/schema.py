@@ -1,0 +1,144 @@
+"""The configuration schema: grouped, typed, frozen settings with units in their names.
+
+Unknown keys are rejected everywhere. Field-level rules live here; rules that relate several parts of the file
+(names that must exist, bounds that must be ordered) live in ``config.rules`` so that every problem is reported
+with its own key path.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+
+from config.durations import format_duration, parse_duration
+from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
+
+Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+]
+Probability = Annotated[float, Field(gt=0.0, lt=1.0)]
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class DemandClassSettings(_Section):
+    name: str = Field(min_length=1)
+    family: AcceleratorFamily = AcceleratorFamily.GPU
+    series: str | None = None
+    waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0)
+    service_level: Probability | None = None
+
+    def to_demand_class(self) -> DemandClass:
+        return DemandClass(
+            name=self.name,
+            family=self.family,
+            series=self.series,
+            waiting_cost_per_accelerator_hour=self.waiting_cost_per_accelerator_hour_usd,
+            service_level=self.service_level,
+        )
+
+
+class PoolSettings(_Section):
+    id: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    kind: PoolKind
+    tier: CapacityTier = CapacityTier.ON_DEMAND
+    family: AcceleratorFamily = AcceleratorFamily.GPU
+    chips_per_unit: int = Field(ge=1)
+    min_units: int = Field(default=0, ge=0)
+    max_units: int = Field(ge=0)
+    price_per_chip_hour_usd: float | None = Field(default=None, ge=0.0)
+    price_per_unit_hour_usd: float | None = Field(default=None, ge=0.0)
+    lead_time: Duration
+    serves: tuple[str, ...] = Field(min_length=1)
+    spot_interruption_per_hour: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    @property
+    def unit_price_usd(self) -> float:
+        if self.price_per_unit_hour_usd is not None:
+            return self.price_per_unit_hour_usd
+        return (self.price_per_chip_hour_usd or 0.0) * self.chips_per_unit
+
+    def to_spec(self) -> PoolSpec:
+        return PoolSpec(
+            pool_id=self.id,
+            kind=self.kind,
+            tier=self.tier,
+            family=self.family,
+            chips_per_unit=self.chips_per_unit,
+            min_units=self.min_units,
+            max_units=self.max_units,
+            price_per_unit_hour_usd=self.unit_price_usd,
+            lead_time=self.lead_time,
+            serves=self.serves,
+            spot_interruption_per_hour=self.spot_interruption_per_hour,
+        )
+
+
+class PlannerSettings(_Section):
+    """How forecasts become targets. ``service_level`` is the forecast quantile to provision for; when unset it
+    comes from each class's waiting cost against the unit price (newsvendor critical ratio), else 0.9."""
+
+    service_level: Probability | None = None
+    waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0)
+    headroom_units: int = Field(default=0, ge=0)
+    scale_down_stabilization: Duration = timedelta(minutes=10)
+    max_scale_up_units_per_tick: int | None = Field(default=None, ge=1)
+    max_scale_down_units_per_tick: int | None = Field(default=None, ge=1)
+    min_direction_change_interval: Duration = timedelta(0)
+
+
+class ForecastSettings(_Section):
+    model: Literal["last-value"] = "last-value"
+    quantiles: tuple[Probability, ...] = (0.5, 0.9, 0.95)
+    history: Duration = timedelta(days=7)
+    refit_interval: Duration = timedelta(hours=1)
+    step: Duration = timedelta(minutes=5)
+    max_staleness: Duration = timedelta(minutes=15)
+
+
+class BudgetSettings(_Section):
+    name: str = Field(min_length=1)
+    pools: tuple[str, ...] = Field(min_length=1)
+    monthly_cap_usd: float | None = Field(default=None, gt=0.0)
+    hourly_cap_usd: float | None = Field(default=None, gt=0.0)
+    period_start_day: int = Field(default=1, ge=1, le=28)
+    timezone: str = "UTC"
+    alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
+
+
+class StockoutWindow(_Section):
+    """Simulation only: the pool cannot get new units between ``start`` and ``end`` (ISO-8601)."""
+
+    pool: str
+    start: str
+    end: str
+
+
+class SimulationSettings(_Section):
+    stockouts: tuple[StockoutWindow, ...] = ()
+
+
+class LoopSettings(_Section):
+    tick_interval: Duration = timedelta(seconds=60)
+
+
+class Settings(_Section):
+    demand_classes: tuple[DemandClassSettings, ...] = Field(min_length=1)
+    pools: tuple[PoolSettings, ...] = Field(min_length=1)
+    planner: PlannerSettings = PlannerSettings()
+    forecast: ForecastSettings = ForecastSettings()
+    budgets: tuple[BudgetSettings, ...] = ()
+    simulation: SimulationSettings = SimulationSettings()
+    loop: LoopSettings = LoopSettings()
+
+    def demand_class_models(self) -> tuple[DemandClass, ...]:
+        return tuple(c.to_demand_class() for c in self.demand_classes)
+
+    def pool_specs(self) -> tuple[PoolSpec, ...]:
+        return tuple(p.to_spec() for p in self.pools)

@@ -1,0 +1,55 @@
+"""Cheapest-first allocation of demand to pools: the one rule shared by planning, simulation and the oracle.
+
+Each demand class is filled from the pools that may serve it, in fill order (on-prem, reserved, spot,
+on-demand; then price per chip; then name). Quantities are in accelerator chips.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from models.pools import PoolSpec
+
+
+def allocate(
+    demand: Mapping[str, float],
+    pools: Sequence[PoolSpec],
+    capacity_chips: Mapping[str, float],
+) -> dict[str, dict[str, float]]:
+    """Assign each class's demand to pools with room, cheapest first.
+
+    Returns ``{pool_id: {class: chips}}`` for every pool (empty when it serves nothing). Demand that does not
+    fit anywhere is simply not assigned; ``unassigned`` computes it.
+    """
+    room = {p.pool_id: float(capacity_chips.get(p.pool_id, 0.0)) for p in pools}
+    assigned: dict[str, dict[str, float]] = {p.pool_id: {} for p in pools}
+    ordered = sorted(pools, key=lambda p: p.fill_key)
+    for name in sorted(demand):
+        remaining = max(0.0, float(demand[name]))
+        for pool in ordered:
+            if remaining <= 0.0:
+                break
+            if name not in pool.serves or room[pool.pool_id] <= 0.0:
+                continue
+            take = min(remaining, room[pool.pool_id])
+            assigned[pool.pool_id][name] = assigned[pool.pool_id].get(name, 0.0) + take
+            room[pool.pool_id] -= take
+            remaining -= take
+    return assigned
+
+
+def unassigned(demand: Mapping[str, float], assigned: Mapping[str, Mapping[str, float]]) -> dict[str, float]:
+    """Demand per class left over after ``allocate``."""
+    got: dict[str, float] = {}
+    for per_class in assigned.values():
+        for name, chips in per_class.items():
+            got[name] = got.get(name, 0.0) + chips
+    return {name: max(0.0, float(value) - got.get(name, 0.0)) for name, value in demand.items()}
+
+
+def units_for(chips: float, chips_per_unit: int) -> int:
+    """Whole units needed to hold ``chips`` (fractional demand from time-averaged traces rounds up)."""
+    if chips <= 1e-9:
+        return 0
+    whole = int(chips // chips_per_unit)
+    return whole + (1 if chips - whole * chips_per_unit > 1e-9 else 0)

@@ -1,0 +1,85 @@
+"""The error hierarchy, in one place.
+
+Errors are named for what the caller should do about them:
+
+    LeadtimeError
+    ├── ConfigError              a person must fix the configuration (lists every problem with its key path)
+    ├── TraceError               a recorded demand trace cannot be used as given
+    ├── MetricsUnavailable       no trustworthy observation: hold the pools, alert, try again next tick
+    ├── ForecastError            a model could not produce a usable forecast: fall back, record why
+    └── ActuatorError            something went wrong while reading or changing infrastructure
+        ├── TransientActuatorError   retry later (HTTP 429/5xx, PDB-blocked eviction, operation conflict)
+        ├── CapacityUnavailable      back off this pool, try the next eligible one (stockout, quota)
+        └── PermanentActuatorError   alert a human, stop touching this pool (bad credentials, not found)
+
+Adapters translate vendor exceptions into these at the boundary; nothing above the adapters imports an SDK
+exception type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class LeadtimeError(Exception):
+    """Base of every error leadtime raises on purpose."""
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """One problem in a configuration file: where it is and what is wrong."""
+
+    key_path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.key_path}: {self.message}" if self.key_path else self.message
+
+
+class ConfigError(LeadtimeError):
+    """The configuration cannot be used. Carries one problem per offending key."""
+
+    def __init__(self, source: str, problems: list[ConfigProblem]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"invalid configuration {source}:\n{lines}")
+
+
+class TraceError(LeadtimeError):
+    """A recorded demand trace is missing, malformed or does not cover what was asked."""
+
+
+class MetricsUnavailable(LeadtimeError):
+    """Observations for a demand class are missing, empty, NaN or stale. Never read this as zero demand."""
+
+    def __init__(self, demand_class: str, reason: str, query: str | None = None) -> None:
+        self.demand_class = demand_class
+        self.reason = reason
+        self.query = query
+        where = f" (query: {query})" if query else ""
+        super().__init__(f"metrics unavailable for demand class {demand_class!r}: {reason}{where}")
+
+
+class ForecastError(LeadtimeError):
+    """A forecaster could not produce a usable forecast for a series."""
+
+
+class ActuatorError(LeadtimeError):
+    """Reading or changing a pool failed."""
+
+    def __init__(self, pool_id: str, message: str) -> None:
+        self.pool_id = pool_id
+        super().__init__(f"pool {pool_id!r}: {message}")
+
+
+class TransientActuatorError(ActuatorError):
+    """Try again later; the same request may succeed (rate limits, server errors, PDB-blocked evictions)."""
+
+
+class CapacityUnavailable(ActuatorError):
+    """The provider has no capacity (stockout) or quota for this pool: back off it, use the next eligible pool."""
+
+
+class PermanentActuatorError(ActuatorError):
+    """Retrying will not help (credentials, permissions, missing resource): alert and stop touching the pool."""

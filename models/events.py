@@ -1,0 +1,38 @@
+"""Alert events: what the agent tells people about."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class AlertKind(StrEnum):
+    BUDGET_THRESHOLD = "budget-threshold"
+    PROJECTED_OVERSPEND = "projected-overspend"
+    STOCKOUT = "stockout"
+    STALLED_SCALE_UP = "stalled-scale-up"
+    MISSING_DATA = "missing-data"
+    ACTUATOR_FAILURE = "actuator-failure"
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+@dataclass(frozen=True)
+class AlertEvent:
+    """One thing worth telling a person. ``dedup_key`` identifies repeats of the same condition."""
+
+    kind: AlertKind
+    severity: Severity
+    at: datetime
+    subject: str
+    summary: str
+    details: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def dedup_key(self) -> str:
+        return f"{self.kind}:{self.subject}"

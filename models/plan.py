@@ -1,0 +1,93 @@
+"""Capacity plans and their outcomes: every decision, and every decision not to act, with its reason."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+
+class SkipReason(StrEnum):
+    """Why the planner decided not to change a pool (or changed it less than it wanted)."""
+
+    AT_TARGET = "at-target"
+    COOLDOWN = "cooldown"
+    IN_FLIGHT = "in-flight"
+    MISSING_DATA = "missing-data"
+    NOT_IDLE = "not-idle"
+    STABILIZING = "stabilizing"
+    BUDGET = "budget"
+    BACKOFF = "backoff"
+    BOUNDS = "bounds"
+    FIXED_POOL = "fixed-pool"
+    PERMANENT_ERROR = "permanent-error"
+    STEP_LIMIT = "step-limit"
+
+
+@dataclass(frozen=True)
+class Resize:
+    """Set a pool to an absolute number of units. ``key`` makes repeated submissions idempotent."""
+
+    pool_id: str
+    from_units: int
+    to_units: int
+    reason: str
+    key: str
+
+    @property
+    def is_scale_up(self) -> bool:
+        return self.to_units > self.from_units
+
+
+@dataclass(frozen=True)
+class Drain:
+    """Cordon and evict one idle node before its pool shrinks by exactly that node."""
+
+    pool_id: str
+    node: str
+    reason: str
+    key: str
+
+
+@dataclass(frozen=True)
+class Skip:
+    """A decision not to act on a pool, with the reason a person would want to read."""
+
+    pool_id: str
+    reason: SkipReason
+    detail: str
+
+
+@dataclass(frozen=True)
+class CapacityPlan:
+    """What the planner decided at ``now``: resizes and drains to carry out, skips to record."""
+
+    now: datetime
+    resizes: tuple[Resize, ...] = ()
+    drains: tuple[Drain, ...] = ()
+    skips: tuple[Skip, ...] = ()
+    targets: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.resizes and not self.drains
+
+
+class ActionStatus(StrEnum):
+    DONE = "done"
+    STARTED = "started"  # accepted; the operation completes later (units in flight)
+    RECORDED = "recorded"  # dry-run: written down, not carried out
+    REJECTED = "rejected"  # re-validation on fresh state found the action no longer valid
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    """The outcome of one action."""
+
+    key: str
+    pool_id: str
+    status: ActionStatus
+    at: datetime
+    detail: str = ""
+    error: str | None = None

@@ -1,0 +1,84 @@
+"""Pools: the places capacity lives, and their observed state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+
+from models.demand import AcceleratorFamily
+
+
+class PoolKind(StrEnum):
+    """What infrastructure a pool is, which decides how it scales."""
+
+    ON_PREM = "on-prem"  # a fixed node group, sunk cost; never resized
+    GPU_NODE_POOL = "gpu-node-pool"  # a GKE node pool resized by node count
+    TPU_SLICE_GROUP = "tpu-slice-group"  # identical multi-host slices, each created and deleted whole
+    TPU_QUEUED_RESOURCE = "tpu-queued-resource"  # Cloud TPU queued resources of one accelerator type
+
+
+class CapacityTier(StrEnum):
+    """How capacity is bought; also the order in which it is filled (cheapest commitment first)."""
+
+    ON_PREM = "on-prem"
+    RESERVED = "reserved"
+    SPOT = "spot"
+    ON_DEMAND = "on-demand"
+
+    @property
+    def fill_rank(self) -> int:
+        return _FILL_ORDER.index(self)
+
+
+_FILL_ORDER = [CapacityTier.ON_PREM, CapacityTier.RESERVED, CapacityTier.SPOT, CapacityTier.ON_DEMAND]
+
+
+@dataclass(frozen=True)
+class PoolSpec:
+    """What a pool is and what it may do: fixed for the life of a configuration."""
+
+    pool_id: str
+    kind: PoolKind
+    tier: CapacityTier
+    family: AcceleratorFamily
+    chips_per_unit: int
+    min_units: int
+    max_units: int
+    price_per_unit_hour_usd: float
+    lead_time: timedelta
+    serves: tuple[str, ...]
+    spot_interruption_per_hour: float = 0.0
+
+    @property
+    def price_per_chip_hour_usd(self) -> float:
+        return self.price_per_unit_hour_usd / self.chips_per_unit
+
+    @property
+    def fill_key(self) -> tuple[int, float, str]:
+        """Sort key for cheapest-first filling: tier, then price per chip-hour, then name for determinism."""
+        return (self.tier.fill_rank, self.price_per_chip_hour_usd, self.pool_id)
+
+    def clamp(self, units: int) -> int:
+        return max(self.min_units, min(self.max_units, units))
+
+
+@dataclass(frozen=True)
+class PoolState:
+    """A pool as observed at ``observed_at``.
+
+    ``ready_units`` accept work now; ``target_units`` is what was last asked for (ready + in flight). A unit
+    that is provisioning counts in ``target_units`` but not in ``ready_units``.
+    """
+
+    pool_id: str
+    observed_at: datetime
+    ready_units: int
+    target_units: int
+    in_flight_operation: str | None = None
+    idle_units: int = 0
+    idle_since: tuple[datetime, ...] = field(default_factory=tuple)
+
+    @property
+    def provisioning_units(self) -> int:
+        return max(0, self.target_units - self.ready_units)
