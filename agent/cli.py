@@ -1,0 +1,57 @@
+"""The ``leadtime`` command line. Each subcommand lives in ``agent.commands.<name>``.
+
+Exit codes: 0 success, 1 unexpected failure, 2 bad input (configuration, trace, arguments) with a message a
+person can act on, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from importlib import import_module
+
+from models import ConfigError, LeadtimeError
+
+COMMANDS = ("simulate", "validate_config")
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="leadtime", description="Forecasting-driven autoscaling for AI accelerators.")
+    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name in COMMANDS:
+        import_module(f"agent.commands.{name}").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
+    )
+    try:
+        code: int = args.handler(args)
+    except ConfigError as exc:
+        print(f"leadtime: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except LeadtimeError as exc:
+        print(f"leadtime: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("leadtime: interrupted", file=sys.stderr)
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""One module per ``leadtime`` subcommand, each with ``register(subparsers)`` setting ``handler``."""
