@@ -94,7 +94,7 @@ class PlannerSettings(_Section):
 
 
 class ForecastSettings(_Section):
-    model: Literal["last-value"] = "last-value"
+    model: Literal["last-value", "naive"] = "last-value"
     quantiles: tuple[Probability, ...] = (0.5, 0.9, 0.95)
     history: Duration = timedelta(days=7)
     refit_interval: Duration = timedelta(hours=1)
