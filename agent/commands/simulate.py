@@ -39,7 +39,9 @@ def parse_timestamp(text: str) -> datetime:
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO-8601 timestamp (e.g. 2020-05-08T00:00+08:00)")
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 timestamp (e.g. 2020-05-08T00:00+08:00)"
+        ) from None
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
 
 

@@ -9,10 +9,10 @@ from collections.abc import Mapping, Sequence
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
 
 POLICY_COLOURS = {"forecast": "#1f77b4", "reactive": "#d62728", "static": "#7f7f7f", "oracle": "#2ca02c"}
 

@@ -48,7 +48,7 @@ def write_simulation_report(
             f'<img alt="demand and forecast bands per class" src="{_forecasts(window, bands)}">',
         ]
     sections.append(f"<p class='note'>{html.escape(document['billing'])}. {html.escape(ATTRIBUTION)}</p>")
-    page = f"<!doctype html><html><head><meta charset='utf-8'><title>leadtime simulation</title>"
+    page = "<!doctype html><html><head><meta charset='utf-8'><title>leadtime simulation</title>"
     page += f"<style>{STYLE}</style></head><body>{''.join(sections)}</body></html>\n"
     path.write_text(page, encoding="utf-8")
 
