@@ -156,7 +156,10 @@ class LeaseElector:
             self._observed, self._observed_at = record, now
         if record.holder == self.identity:
             self._write(record, now, transitions=record.transitions)
-        elif self._may_take(record, now):
+            return
+        # Someone else holds it (we may have been replaced while cut off): whatever our clock says, stop now.
+        self._renewed_at = None
+        if self._may_take(record, now):
             self._write(record, now, transitions=record.transitions + 1)
 
     def _may_take(self, record: LeaseRecord, now: datetime) -> bool:
