@@ -107,9 +107,11 @@ class LeaseElector:
             error = f"Kubernetes API unreachable: {type(exc).__name__}: {exc}"
         else:
             self.last_contact = now
-        self.last_error = error
-        if error:
+        if error and error != self.last_error:  # once per outage, not every retry period
             log.warning("leader election: %s (lease %s/%s)", error, self.namespace, self.name)
+        elif self.last_error and not error:
+            log.info("leader election: the Kubernetes API answers again")
+        self.last_error = error
         leading = self.is_leader(now)
         step = ElectionStep(
             leading=leading,
