@@ -37,9 +37,10 @@ class EndpointServer:
         log.info("endpoints: serving /healthz /readyz /metrics on %s:%d", *self.address)
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():  # shutdown() would wait forever for a server that never started
+            self._server.shutdown()
+            self._thread.join(timeout=5)
         self._server.server_close()
-        self._thread.join(timeout=5)
 
 
 def _handler_for(health: HealthState, metrics: DaemonMetrics, clock: Clock) -> type[BaseHTTPRequestHandler]:
