@@ -1,4 +1,5 @@
-"""Shared fixtures: paths to the bundled data and example configurations, and small synthetic traces."""
+"""Shared fixtures: paths to the bundled data and example configurations, small synthetic traces, and (as a
+plugin) the fake cloud and Kubernetes API servers of ``tests/fakes``."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+pytest_plugins = ("tests.fakes.fixtures",)
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"
