@@ -76,7 +76,7 @@ class CloudTpuQueuedResourceActuator:
             self._create(pool_id, mapping, name, key)
         detail = f"target {to_units} queued resources (create {list(change.create)}, delete {list(change.delete)})"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
-        return self._result(key, pool_id, ActionStatus.STARTED, detail)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
     # -- internals -----------------------------------------------------------------------------------------
     def _parent(self, mapping: QueuedResourceMapping) -> str:

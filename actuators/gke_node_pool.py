@@ -91,10 +91,10 @@ class GkeNodePoolActuator:
                 f"GKE autoscaling is on for node pool {mapping.node_pool!r}; turn it off, or set "
                 "gke_autoscaling: move-bounds in its cloud mapping to let the agent move its bounds",
             )
-        if seen.operation is not None:
-            raise TransientActuatorError(pool_id, f"operation {seen.operation} is still running on this pool")
         if to_units == seen.target:
             return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
+        if seen.operation is not None:
+            raise TransientActuatorError(pool_id, f"operation {seen.operation} is still running on this pool")
         if to_units > seen.target:
             stockouts = [i.stockout for i in seen.instances if i.stockout]
             if stockouts:
@@ -165,7 +165,9 @@ class GkeNodePoolActuator:
             )
         listed = ", ".join(i.name for i in victims)
         log.info("pool %s: deleting instances %s (key %s)", pool_id, listed, key)
-        return self._result(key, pool_id, ActionStatus.STARTED, f"deleting {len(victims)} nodes: {listed}")
+        return self._results.remember(
+            self._result(key, pool_id, ActionStatus.STARTED, f"deleting {len(victims)} nodes: {listed}")
+        )
 
     def _track(self, pool_id: str, op: Any, key: str, what: str) -> ActionResult:
         """Look at the new operation once: errors GKE finds at once surface now, the rest on later ticks."""

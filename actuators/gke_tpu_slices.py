@@ -78,7 +78,8 @@ class GkeTpuSliceActuator:
         for name in change.create:
             self._create(pool_id, mapping, name)
         log.info("pool %s: slices %s -> %s: %s (key %s)", pool_id, target, to_units, _describe(change), key)
-        return self._result(key, pool_id, ActionStatus.STARTED, f"target {to_units} slices: {_describe(change)}")
+        detail = f"target {to_units} slices: {_describe(change)}"
+        return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
     # -- internals -----------------------------------------------------------------------------------------
     def _node_pools(self, pool_id: str) -> list[Any]:

@@ -55,7 +55,7 @@ class KubernetesNodeDrainer:
         self._pool_label = pool_label
         self._idle_since: dict[str, datetime] = {}
         self._draining_since: dict[str, datetime] = {}
-        self._results = KeyedResults()
+        self._results = KeyedResults(settled_only=True)
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         now = self._clock.now()

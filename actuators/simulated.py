@@ -101,6 +101,10 @@ class SimulatedCluster:
         self._results[key] = result
         return result
 
+    def add_stockout(self, pool_id: str, start: datetime, end: datetime) -> None:
+        """The pool cannot get new units between ``start`` and ``end``."""
+        self._stockouts.setdefault(pool_id, []).append((start, end))
+
     # -- driven by the simulation runner -------------------------------------------------------------------
     def advance(self, now: datetime) -> None:
         """Units whose lead time has passed become ready; spot units may be interrupted."""
@@ -162,12 +166,9 @@ class SimulatedCluster:
 
     @staticmethod
     def _remove(pool: _Pool, units: int) -> None:
-        """Release idle ready units first (longest idle first), then other ready units, then cancel the
-        latest-arriving units still in flight."""
-        from_ready = min(units, pool.ready)
-        pool.ready -= from_ready
-        del pool.idle_since[: min(from_ready, len(pool.idle_since))]
-        units -= from_ready
+        """Cancel units still in flight first (latest-arriving first), then release ready units, longest idle
+        first. The real adapters do the same: an instance group drops instances being created before running ones,
+        and the slice and queued-resource adapters delete provisioning units before ready ones."""
         while units > 0 and pool.arrivals:
             at, n = pool.arrivals.pop()
             if n > units:
@@ -175,3 +176,6 @@ class SimulatedCluster:
                 units = 0
             else:
                 units -= n
+        from_ready = min(units, pool.ready)
+        pool.ready -= from_ready
+        del pool.idle_since[: min(from_ready, len(pool.idle_since))]

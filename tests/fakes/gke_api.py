@@ -100,6 +100,12 @@ class FakeGkeApi(GoogleJsonServer):
         with self._lock:
             self.stockouts.clear()
 
+    def finish_operations(self) -> None:
+        """Running operations finish (GKE's resize operations end long before the new nodes are up)."""
+        with self._lock:
+            for op in self.operations.values():
+                op.status = "DONE"
+
     def advance(self) -> None:
         """Lead time passes: running operations finish and instances arrive (unless their zone is stocked out)."""
         with self._lock:
