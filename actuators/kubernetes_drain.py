@@ -1,7 +1,7 @@
 """KubernetesNodeDrainer: find idle accelerator nodes, cordon them, evict their pods safely, then remove exactly them.
 
-Idle means no pod on the node requests an accelerator resource (DaemonSet pods, mirror pods of static pods and
-finished pods are ignored), continuously since the first time this drainer saw it so; after a restart that
+Idle means the node is schedulable and no pod on it requests an accelerator resource (DaemonSet pods, mirror pods
+of static pods and finished pods are ignored), continuously since the first time this drainer saw it so; after a restart that
 memory starts again, which only delays a scale-in. A drain cordons the node and evicts its pods through the
 Eviction API, so PodDisruptionBudgets are respected: a 429 means "not now", the drain reports itself started
 and the same key continues it on a later tick; nothing is ever deleted by force. A pod annotated
@@ -66,6 +66,8 @@ class KubernetesNodeDrainer:
         idle = []
         for node in nodes:
             name = node.metadata.name
+            if node.spec and node.spec.unschedulable:  # cordoned: being drained, or held by a person
+                continue
             if any(_needs_accelerator(p) for p in self._pods_on(pool_id, name) if _counts(p)):
                 self._idle_since.pop(name, None)
                 continue

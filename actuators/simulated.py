@@ -101,6 +101,30 @@ class SimulatedCluster:
         self._results[key] = result
         return result
 
+    # -- NodeDrainer ---------------------------------------------------------------------------------------
+    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        """Idle ready units, longest idle first, named ``<pool>-idle-<i>`` by their place in that order."""
+        pool = self._pool(pool_id)
+        now = self._clock.now()
+        return [f"{pool_id}-idle-{i}" for i, since in enumerate(pool.idle_since) if now - since >= idle_for]
+
+    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+        """Remove exactly that idle unit (a unit that is no longer idle cannot be drained)."""
+        if key in self._results:
+            return self._results[key]
+        pool = self._pool(pool_id)
+        now = self._clock.now()
+        index = int(node.rsplit("-", 1)[-1]) if node.startswith(f"{pool_id}-idle-") else len(pool.idle_since)
+        if index >= len(pool.idle_since):
+            result = ActionResult(key, pool_id, ActionStatus.REJECTED, now, detail=f"{node} is not an idle unit")
+        else:
+            del pool.idle_since[index]
+            pool.ready -= 1
+            self.scale_actions += 1
+            result = ActionResult(key, pool_id, ActionStatus.DONE, now, detail=f"{node} drained and removed")
+        self._results[key] = result
+        return result
+
     def add_stockout(self, pool_id: str, start: datetime, end: datetime) -> None:
         """The pool cannot get new units between ``start`` and ``end``."""
         self._stockouts.setdefault(pool_id, []).append((start, end))
@@ -153,6 +177,12 @@ class SimulatedCluster:
         return {pool_id: pool.ready for pool_id, pool in self._pools.items()}
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _pool(self, pool_id: str) -> _Pool:
+        pool = self._pools.get(pool_id)
+        if pool is None:
+            raise PermanentActuatorError(pool_id, "no such pool in the simulated cluster")
+        return pool
+
     def _stocked_out(self, pool_id: str, now: datetime) -> bool:
         return any(start <= now < end for start, end in self._stockouts.get(pool_id, ()))
 
