@@ -4,7 +4,6 @@ uncordon, and only the drained node is removed."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
@@ -37,7 +36,7 @@ class Cluster:
 
 
 @pytest.fixture
-def cluster(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi) -> Iterator[Cluster]:
+def cluster(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi) -> Cluster:
     gke_api.add_pool("a100", nodes=3)
     nodes = [i.name for m in gke_api.pools["a100"].migs for i in m.instances]
     for name in nodes:
@@ -50,7 +49,7 @@ def cluster(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeA
         clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="a", node_pool="a100")], clock
     )
     drainer = KubernetesNodeDrainer(k8s.CoreV1Api(kube_client), clock, {"a": "a100"}, actuator, timedelta(minutes=15))
-    yield Cluster(kube_api, gke_api, drainer, clock, nodes)
+    return Cluster(kube_api, gke_api, drainer, clock, nodes)
 
 
 def _cordoned(c: Cluster, node: str) -> bool:
