@@ -2,12 +2,14 @@
 
 Idle means the node is schedulable and no pod on it requests an accelerator resource (DaemonSet pods, mirror
 pods of static pods and finished pods are ignored), continuously since the first time this drainer saw it so;
-after a restart that memory starts again, which only delays a scale-in. A drain cordons the node and evicts its
-pods through the Eviction API, so PodDisruptionBudgets are respected: a 429 means "not now", the drain reports itself started
-and the same key continues it on a later tick; nothing is ever deleted by force. A pod annotated
-``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or ``karpenter.sh/do-not-disrupt: "true"`` blocks
-the drain: the node is uncordoned and the drain rejected. A drain still blocked after ``timeout`` gives up and
-uncordons. When the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node.
+after a restart that memory starts again, which only delays a scale-in.
+
+A drain cordons the node and evicts its pods through the Eviction API, so PodDisruptionBudgets are respected:
+a 429 means "not now", the drain reports itself started and the same key continues it on a later tick; nothing
+is ever deleted by force. A pod annotated ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or
+``karpenter.sh/do-not-disrupt: "true"`` blocks the drain: the node is uncordoned and the drain rejected. A drain
+still blocked after ``timeout`` gives up and uncordons. When the node is empty, the ``NodeRemover`` (the pool's
+actuator) deletes exactly that node.
 """
 
 from __future__ import annotations
