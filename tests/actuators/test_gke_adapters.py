@@ -98,7 +98,8 @@ def test_an_operation_running_across_a_restart_is_seen_and_not_repeated(gke_api:
     _node_pools(gke_api).resize("gpu", 3, "k")
     restarted = _node_pools(gke_api)
     (state,) = restarted.list_pools()
-    assert state.in_flight_operation is not None and "set_node_pool_size" in state.in_flight_operation
+    assert state.in_flight_operation is not None
+    assert "set_node_pool_size" in state.in_flight_operation
     assert restarted.resize("gpu", 3, "k").status is ActionStatus.DONE
     with pytest.raises(TransientActuatorError, match="still running"):
         restarted.resize("gpu", 5, "k2")
