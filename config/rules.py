@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 
+from config.cloud import check_cloud
 from config.schema import Settings
 from models import AcceleratorFamily, ConfigProblem, PoolKind
 
@@ -17,6 +18,7 @@ def check_rules(settings: Settings) -> list[ConfigProblem]:
         *_coverage(settings),
         *_budget_rules(settings),
         *_simulation_rules(settings),
+        *check_cloud(settings.cloud, settings.pools),
     ]
 
 

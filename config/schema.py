@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
 from config.durations import format_duration, parse_duration
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
@@ -138,6 +139,7 @@ class Settings(_Section):
     simulation: SimulationSettings = SimulationSettings()
     loop: LoopSettings = LoopSettings()
     daemon: DaemonSettings = DaemonSettings()
+    cloud: CloudSettings | None = None
 
     def demand_class_models(self) -> tuple[DemandClass, ...]:
         return tuple(c.to_demand_class() for c in self.demand_classes)
