@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 
+from config.prometheus import prometheus_problems
 from config.schema import Settings
 from models import AcceleratorFamily, ConfigProblem, PoolKind
 
@@ -17,6 +18,9 @@ def check_rules(settings: Settings) -> list[ConfigProblem]:
         *_coverage(settings),
         *_budget_rules(settings),
         *_simulation_rules(settings),
+        *prometheus_problems(
+            settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
+        ),
     ]
 
 

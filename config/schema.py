@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.durations import format_duration, parse_duration
+from config.prometheus import PrometheusSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
 
 Duration = Annotated[
@@ -136,6 +137,7 @@ class Settings(_Section):
     budgets: tuple[BudgetSettings, ...] = ()
     simulation: SimulationSettings = SimulationSettings()
     loop: LoopSettings = LoopSettings()
+    prometheus: PrometheusSettings | None = None
 
     def demand_class_models(self) -> tuple[DemandClass, ...]:
         return tuple(c.to_demand_class() for c in self.demand_classes)
