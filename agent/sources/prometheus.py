@@ -110,6 +110,20 @@ class PrometheusSource:
             return pd.DataFrame({"unique_id": [], "ds": [], "y": []})
         return pd.concat(parts, ignore_index=True)
 
+    def fetch_each(
+        self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta
+    ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
+        """Every class that has a trustworthy answer, and why each of the others has none (so they can be held
+        one by one instead of all together)."""
+        parts, missing = [], {}
+        for demand_class in classes:
+            try:
+                parts.append(self.fetch_class(demand_class, start, end, step))
+            except MetricsUnavailable as exc:
+                missing[demand_class.name] = exc
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"unique_id": [], "ds": [], "y": []})
+        return frame, missing
+
     def fetch_class(self, demand_class: DemandClass, start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
         query = self._queries.get(demand_class.name)
         if query is None:

@@ -124,3 +124,18 @@ def test_an_outage_at_the_end_reads_as_stale(prometheus: PrometheusServer, loade
         source.fetch(CLASSES[:1], at - timedelta(days=1), at, STEP)
     frame = source.fetch(CLASSES[:1], at - timedelta(days=1), at - timedelta(hours=12), STEP)
     assert frame["y"].notna().all()
+
+
+def test_one_class_without_data_does_not_hide_the_others(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace
+) -> None:
+    _, settings = _source(prometheus)
+    queries = {**demand_queries(CLASSES, settings), "earth/vcMod": "sum(leadtime_no_such_metric)"}
+    source = PrometheusSource(connect(settings), queries, max_staleness=timedelta(minutes=15))
+    start, end = _span(loaded_trace)
+    frame, missing = source.fetch_each(CLASSES, end - timedelta(days=1), end, STEP)
+    assert set(frame["unique_id"]) == {"earth/vc6YE", "earth/vcJkd"}
+    assert list(missing) == ["earth/vcMod"]
+    assert "no data" in missing["earth/vcMod"].reason
+    with pytest.raises(MetricsUnavailable, match="earth/vcMod"):
+        source.fetch(CLASSES, start, end, STEP)
