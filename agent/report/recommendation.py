@@ -17,7 +17,7 @@ from agent.report.charts import figure_to_data_uri
 from agent.report.simulation import STYLE
 from forecasting.series import series_arrays
 
-SHOWN_HISTORY_STEPS = 288  # one day at 5 minutes
+SHOWN_HISTORY_STEPS = 72  # six hours at 5 minutes: enough context, and the short horizon stays visible
 
 
 def write_recommendation_reports(
@@ -98,6 +98,7 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
             "USD/h recommended": b["recommended_per_hour_usd"],
             "projected month (recommended)": b["recommended_projected_period_usd"],
             "monthly cap": b["monthly_cap_usd"],
+            "share of monthly cap": b.get("recommended_fraction_of_monthly_cap"),
             "hourly cap": b["hourly_cap_usd"],
         }
         for b in document["budgets"]
