@@ -12,6 +12,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from config.daemon import DaemonSettings
 from config.durations import format_duration, parse_duration
 from config.prometheus import PrometheusSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
@@ -138,6 +139,7 @@ class Settings(_Section):
     simulation: SimulationSettings = SimulationSettings()
     loop: LoopSettings = LoopSettings()
     prometheus: PrometheusSettings | None = None
+    daemon: DaemonSettings = DaemonSettings()
 
     def demand_class_models(self) -> tuple[DemandClass, ...]:
         return tuple(c.to_demand_class() for c in self.demand_classes)

@@ -47,6 +47,7 @@ class PolicyRun:
     accelerator_hours: float = 0.0
     demanded_accelerator_hours: float = 0.0
     served_accelerator_hours: float = 0.0
+    unserved_accelerator_hours: float = 0.0
     scale_actions: int = 0
     spend_by_pool_usd: dict[str, float] = field(default_factory=dict)
     paid_units: dict[str, np.ndarray] = field(default_factory=dict)
@@ -54,10 +55,6 @@ class PolicyRun:
     unserved_by_step: np.ndarray = field(default_factory=lambda: np.zeros(0))
     forecast_bands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     alerts: list[AlertEvent] = field(default_factory=list)
-
-    @property
-    def unserved_accelerator_hours(self) -> float:
-        return max(0.0, self.demanded_accelerator_hours - self.served_accelerator_hours)
 
     @property
     def unserved_fraction(self) -> float:
@@ -187,6 +184,7 @@ def _drive(
         run.demanded_accelerator_hours += float(np.nansum(window.demand[t])) * hours
         run.served_accelerator_hours += sum(outcome.served.values()) * hours
         run.unserved_by_step[t] = sum(outcome.unserved.values())
+        run.unserved_accelerator_hours += run.unserved_by_step[t] * hours
         if progress is not None and t % 64 == 63:
             progress(64)
     if progress is not None:

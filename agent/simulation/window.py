@@ -46,13 +46,13 @@ def select_window(
     first, last = trace.index[0], trace.index[-1] + trace.step
     begin = pd.Timestamp(start) if start is not None else first + DEFAULT_HISTORY
     finish = pd.Timestamp(end) if end is not None else last
-    if begin >= finish:
-        raise TraceError(f"empty window: start {begin.isoformat()} is not before end {finish.isoformat()}")
     if begin >= last or finish <= first:
         raise TraceError(
             f"window {begin.isoformat()} .. {finish.isoformat()} is outside the trace "
             f"({first.isoformat()} .. {last.isoformat()})"
         )
+    if begin >= finish:
+        raise TraceError(f"empty window: start {begin.isoformat()} is not before end {finish.isoformat()}")
     lo, hi = trace.position(begin.to_pydatetime()), trace.position(finish.to_pydatetime())
     columns = np.stack([trace.column(c.series_id) for c in classes], axis=1)
     window = columns[lo:hi]
