@@ -15,6 +15,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSeriali
 from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
 from config.durations import format_duration, parse_duration
+from config.prometheus import PrometheusSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
 
 Duration = Annotated[
@@ -138,6 +139,7 @@ class Settings(_Section):
     budgets: tuple[BudgetSettings, ...] = ()
     simulation: SimulationSettings = SimulationSettings()
     loop: LoopSettings = LoopSettings()
+    prometheus: PrometheusSettings | None = None
     daemon: DaemonSettings = DaemonSettings()
     cloud: CloudSettings | None = None
 
