@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -53,6 +54,19 @@ class TickReport:
     alerts: tuple[AlertEvent, ...] = field(default_factory=tuple)
 
 
+@dataclass(frozen=True)
+class Outlook:
+    """What one tick knows before it decides: observations, forecasts and why some classes have neither.
+
+    It depends only on the metrics, never on what the agent did, so a simulation can compute it once per tick
+    and replay it for many planner settings.
+    """
+
+    observed: dict[str, float]
+    forecasts: dict[str, DemandForecast]
+    problems: dict[str, str]
+
+
 @dataclass
 class AgentParts:
     """The outside world of one agent, passed in so that tests and the simulator can substitute any part."""
@@ -73,6 +87,7 @@ class Agent:
         tick: timedelta | None = None,
         step: timedelta | None = None,
         planner: PlannerSettings | None = None,
+        extra_quantiles: Sequence[float] = (),
     ) -> None:
         self.settings = settings
         self.parts = parts
@@ -84,7 +99,9 @@ class Agent:
         self.pool_by_id = {p.pool_id: p for p in self.pools}
         self.groups = demand_groups([c.name for c in self.classes], self.pools)
         self.service_levels = resolve_service_levels(self.classes, self.pools, self.planner)
-        self.levels = tuple(sorted(set(settings.forecast.quantiles) | set(self.service_levels.values())))
+        self.levels = tuple(
+            sorted(set(settings.forecast.quantiles) | set(self.service_levels.values()) | set(extra_quantiles))
+        )
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
         self.last_refit: datetime | None = None
@@ -100,9 +117,18 @@ class Agent:
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
 
     def run_once(self, now: datetime) -> TickReport:
-        alerts: list[AlertEvent] = []
+        return self.act(now, self.observe(now))
+
+    def observe(self, now: datetime) -> Outlook:
+        """Observe demand and forecast it (refitting first when the refit interval has passed)."""
         problems: dict[str, str] = {}
-        observed, forecasts = self._observe_and_forecast(now, problems, alerts)
+        observed, forecasts = self._observe_and_forecast(now, problems)
+        return Outlook(observed, forecasts, problems)
+
+    def act(self, now: datetime, outlook: Outlook) -> TickReport:
+        """Plan on ``outlook`` and the pools' fresh state, re-validate, act, record spend and alert."""
+        observed, forecasts, problems = outlook.observed, outlook.forecasts, outlook.problems
+        alerts: list[AlertEvent] = [self._missing_alert(now, problems)] if problems else []
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         plan = plan_capacity(
             PlanInput(
@@ -132,7 +158,7 @@ class Agent:
 
     # -- steps of the tick -----------------------------------------------------------------------------------
     def _observe_and_forecast(
-        self, now: datetime, problems: dict[str, str], alerts: list[AlertEvent]
+        self, now: datetime, problems: dict[str, str]
     ) -> tuple[dict[str, float], dict[str, DemandForecast]]:
         names = [c.name for c in self.classes]
         recent_steps = max(self.parts.forecaster.min_history_steps, 1) + self._stale_steps()
@@ -140,7 +166,6 @@ class Agent:
             recent, unavailable = self._fetch(now - recent_steps * self.step, now)
         except MetricsUnavailable as exc:
             problems.update({name: str(exc) for name in names})
-            alerts.append(self._missing_alert(now, problems))
             return {}, {}
         problems.update({name: str(exc) for name, exc in unavailable.items()})
         observable = [name for name in names if name not in unavailable]
@@ -162,8 +187,6 @@ class Agent:
         forecasts = {k: v for k, v in forecasts.items() if k in observed or k in aggregates}
         for name in aggregates:
             problems.pop(name, None)
-        if problems:
-            alerts.append(self._missing_alert(now, problems))
         return observed, forecasts
 
     def _record_spend(self, now: datetime, states: dict[str, PoolState]) -> None:

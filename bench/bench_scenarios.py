@@ -14,8 +14,9 @@ import argparse
 import time
 from pathlib import Path
 
-from agent.simulation import select_window, simulate
-from agent.simulation.equal_service import equal_service
+from agent.simulation import select_window
+from agent.simulation.equal_service import SERVICE_LEVELS, equal_service
+from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
 from bench.memory import peak_rss_mib
 from config import load_settings
@@ -37,10 +38,11 @@ def main() -> None:
         settings = load_settings(config)
         window = select_window(trace, settings.demand_class_models(), None, None)
         started = time.perf_counter()
-        runs = simulate(settings, trace, window, ("forecast", "reactive", "oracle"))
+        session = Simulation(settings, trace, window, SERVICE_LEVELS)
+        runs = {name: session.run(name) for name in ("forecast", "reactive", "oracle")}
         goals = SCENARIOS.get(Path(config).name, {"target": 0.005, "vs_reactive": 1.0, "vs_oracle": 1.1})
         targets = sorted({0.005, 0.001, goals["target"]}, reverse=True)
-        same = equal_service(settings, trace, window, targets, known=runs)
+        same = equal_service(session, targets, known=runs)
         elapsed = time.perf_counter() - started
         print(f"\n{Path(config).name} on {Path(args.trace).name} ({len(window.index)} steps, {elapsed:.0f} s)")
         for name, run in runs.items():

@@ -12,10 +12,11 @@ from typing import Any
 from tqdm import tqdm
 
 from agent.report.simulation import write_simulation_report
-from agent.simulation import select_window, simulate
-from agent.simulation.equal_service import equal_service
-from agent.simulation.policies import POLICIES
+from agent.simulation import select_window
+from agent.simulation.equal_service import SERVICE_LEVELS, equal_service
+from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
+from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
 from config import load_settings
 from models import TraceError
@@ -78,19 +79,24 @@ def run(args: argparse.Namespace) -> int:
     window = select_window(trace, settings.demand_class_models(), args.start, args.end)
     if window.step != settings.forecast.step:
         settings = settings.model_copy(update={"forecast": settings.forecast.model_copy(update={"step": window.step})})
-    total = len(window.index) * len(args.policy)
-    with tqdm(total=total, desc="simulating", unit="tick", disable=args.no_progress, file=sys.stderr) as bar:
+    compare = bool(args.equal_service) and {"forecast", "reactive"} <= set(args.policy)
+    total = len(window.index) * len(set(args.policy) & set(AGENT_POLICIES))
+    with tqdm(total=total, desc="forecasting", unit="tick", disable=args.no_progress, file=sys.stderr) as bar:
 
         def advance(ticks: int) -> None:
             bar.update(ticks)
 
-        runs = simulate(settings, trace, window, args.policy, progress=advance)
+        session = Simulation(settings, trace, window, SERVICE_LEVELS if compare else (), progress=advance)
+        for policy in args.policy:
+            if policy in AGENT_POLICIES:
+                session.outlooks(policy)
+    runs = {}
+    for policy in tqdm(args.policy, desc="simulating", unit="policy", disable=args.no_progress, file=sys.stderr):
+        runs[policy] = session.run(policy)
     comparison = None
-    if args.equal_service and {"forecast", "reactive"} <= set(args.policy):
+    if compare:
         with tqdm(total=2, desc="equal service", unit="search", disable=args.no_progress, file=sys.stderr) as bar:
-            comparison = equal_service(
-                settings, trace, window, args.equal_service, known=runs, on_done=lambda _: bar.update(1)
-            )
+            comparison = equal_service(session, args.equal_service, known=runs, on_done=lambda _: bar.update(1))
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)

@@ -140,7 +140,7 @@ def _desired_units(given: PlanInput, needs: Mapping[str, float]) -> dict[str, in
     desired: dict[str, int] = {}
     for pool in given.pools:
         units = units_for(sum(assigned[pool.pool_id].values()), pool.chips_per_unit)
-        if pool.kind is not PoolKind.ON_PREM and units > 0:
+        if pool.kind is not PoolKind.ON_PREM:
             units += given.settings.headroom_units + _interruption_reserve(pool, units)
         desired[pool.pool_id] = pool.clamp(units)
     return desired

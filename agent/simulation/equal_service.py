@@ -2,21 +2,17 @@
 
 The reactive policy gets the smallest constant headroom (extra units per pool) that meets the target; the
 forecast policy the lowest service level (forecast quantile) that meets it. Costs are interpolated linearly in
-the unserved fraction between the two nearest settings that bracket the target. The two searches run in
-separate processes.
+the unserved fraction between the two nearest settings that bracket the target. Every trial replays the
+session's outlooks, so a trial costs planning and the simulated cluster only.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from agent.simulation.runner import PolicyRun, run_policy
-from agent.simulation.window import SimulationWindow
-from agent.sources.trace import Trace
-from config.schema import Settings
+from agent.simulation.runner import PolicyRun, Simulation
 
 TARGETS = (0.005, 0.001)
 SERVICE_LEVELS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.998, 0.999)
@@ -34,27 +30,24 @@ Evaluate = Callable[[float], Trial]
 
 
 def equal_service(
-    settings: Settings,
-    trace: Trace,
-    window: SimulationWindow,
+    session: Simulation,
     targets: Sequence[float] = TARGETS,
     known: Mapping[str, PolicyRun] | None = None,
     on_done: Callable[[str], object] | None = None,
-    workers: int = 2,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """``equal_service[target][policy]`` with ``cost_usd``, ``unserved_fraction`` and the bracketing settings."""
+    """``equal_service[target][policy]`` with ``cost_usd``, ``unserved_fraction`` and the bracketing settings.
+
+    The session should have been created with ``extra_quantiles=SERVICE_LEVELS`` so that every service level
+    tried has its forecast quantile.
+    """
     known = known or {}
-    jobs: dict[str, Future[list[Trial]]] = {}
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        jobs["reactive"] = pool.submit(
-            _search_headroom, settings, trace, window, tuple(targets), _seed(known, "reactive")
-        )
-        jobs["forecast"] = pool.submit(_search_levels, settings, trace, window, tuple(targets))
-        trials: dict[str, list[Trial]] = {}
-        for name, job in jobs.items():
-            trials[name] = job.result()
-            if on_done is not None:
-                on_done(name)
+    trials = {
+        "reactive": _search_headroom(session, tuple(targets), _seed(known, "reactive")),
+        "forecast": _search_levels(session, tuple(targets)),
+    }
+    if on_done is not None:
+        for name in trials:
+            on_done(name)
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for target in targets:
         key = f"{target:g}"
@@ -100,12 +93,10 @@ def _seed(known: Mapping[str, PolicyRun], name: str) -> Trial | None:
     return None if run is None else Trial(0.0, run.cost_usd, run.unserved_fraction)
 
 
-def _search_headroom(
-    settings: Settings, trace: Trace, window: SimulationWindow, targets: tuple[float, ...], seed: Trial | None
-) -> list[Trial]:
+def _search_headroom(session: Simulation, targets: tuple[float, ...], seed: Trial | None) -> list[Trial]:
     def evaluate(headroom: float) -> Trial:
-        planner = settings.planner.model_copy(update={"headroom_units": int(headroom)})
-        run = run_policy(settings, trace, window, "reactive", planner=planner)
+        planner = session.settings.planner.model_copy(update={"headroom_units": int(headroom)})
+        run = session.run("reactive", planner)
         return Trial(headroom, run.cost_usd, run.unserved_fraction)
 
     cache: dict[float, Trial] = {0.0: seed} if seed is not None else {}
@@ -130,16 +121,14 @@ def _search_headroom(
     return list(cache.values())
 
 
-def _search_levels(
-    settings: Settings, trace: Trace, window: SimulationWindow, targets: tuple[float, ...]
-) -> list[Trial]:
+def _search_levels(session: Simulation, targets: tuple[float, ...]) -> list[Trial]:
     cache: dict[int, Trial] = {}
 
     def trial(i: int) -> Trial:
         if i not in cache:
             level = SERVICE_LEVELS[i]
-            planner = settings.planner.model_copy(update={"service_level": level})
-            run = run_policy(settings, trace, window, "forecast", planner=planner)
+            planner = session.settings.planner.model_copy(update={"service_level": level})
+            run = session.run("forecast", planner)
             cache[i] = Trial(level, run.cost_usd, run.unserved_fraction)
         return cache[i]
 

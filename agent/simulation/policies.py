@@ -10,16 +10,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
 import numpy as np
 
 from actuators.simulated import SimulatedCluster
-from agent.loop import Agent, TickReport
+from agent.loop import Agent, Outlook, TickReport
 
 POLICIES = ("forecast", "reactive", "static", "oracle")
+AGENT_POLICIES = ("forecast", "reactive")
 REACTIVE_UNNEEDED_TIME = timedelta(minutes=10)
 
 
@@ -28,13 +29,17 @@ class Controller(Protocol):
 
 
 class AgentController:
-    """Drives an ``Agent`` (the forecast and reactive policies)."""
+    """Drives an ``Agent`` (the forecast and reactive policies). With ``outlooks`` (one per step, computed once
+    for the whole window) the agent only plans and acts; otherwise it observes and forecasts every tick."""
 
-    def __init__(self, agent: Agent) -> None:
+    def __init__(self, agent: Agent, outlooks: Sequence[Outlook] | None = None) -> None:
         self.agent = agent
+        self.outlooks = outlooks
 
     def tick(self, index: int, now: datetime) -> TickReport | None:
-        return self.agent.run_once(now)
+        if self.outlooks is None:
+            return self.agent.run_once(now)
+        return self.agent.act(now, self.outlooks[index])
 
 
 class StaticController:

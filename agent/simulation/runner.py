@@ -16,10 +16,11 @@ import numpy as np
 
 from actuators.simulated import SimulatedCluster
 from agent.ledger import InMemoryLedger
-from agent.loop import Agent, AgentParts, TickReport
+from agent.loop import Agent, AgentParts, Outlook, TickReport
 from agent.notify import RecordingNotifier
 from agent.simulation.oracle import oracle_schedule
 from agent.simulation.policies import (
+    AGENT_POLICIES,
     POLICIES,
     REACTIVE_UNNEEDED_TIME,
     AgentController,
@@ -88,10 +89,52 @@ def simulate(
     policies: Sequence[str] = POLICIES,
     progress: Progress | None = None,
 ) -> dict[str, PolicyRun]:
-    unknown = [p for p in policies if p not in POLICIES]
-    if unknown:
-        raise ValueError(f"unknown policy {unknown}; choose from {', '.join(POLICIES)}")
-    return {name: run_policy(settings, trace, window, name, progress=progress) for name in policies}
+    session = Simulation(settings, trace, window, progress=progress)
+    return {name: session.run(name) for name in policies}
+
+
+class Simulation:
+    """Runs policies over one window. The agent-driven policies observe and forecast each tick only once per
+    session: what a tick sees does not depend on what was done before, so every planner setting tried on the
+    same window replays the same outlooks (``extra_quantiles`` lists forecast levels such sweeps need)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        trace: Trace,
+        window: SimulationWindow,
+        extra_quantiles: Sequence[float] = (),
+        progress: Progress | None = None,
+    ) -> None:
+        self.settings = settings
+        self.trace = trace
+        self.window = window
+        self.extra_quantiles = tuple(extra_quantiles)
+        self.progress = progress
+        self._outlooks: dict[str, list[Outlook]] = {}
+
+    def run(self, policy: str, planner: PlannerSettings | None = None) -> PolicyRun:
+        """Run one policy; ``planner`` overrides the planner settings of the agent-driven policies."""
+        if policy not in POLICIES:
+            raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
+        outlooks = self.outlooks(policy) if policy in AGENT_POLICIES else None
+        return run_policy(self.settings, self.trace, self.window, policy, planner, outlooks=outlooks)
+
+    def outlooks(self, policy: str) -> list[Outlook]:
+        if policy not in self._outlooks:
+            cluster, clock = _cluster(self.settings, self.window, policy)
+            agent = _agent(policy, self.settings, self.trace, self.window, cluster, None, self.extra_quantiles)
+            seen: list[Outlook] = []
+            for t, stamp in enumerate(self.window.index):
+                now = stamp.to_pydatetime()
+                clock.set(now)
+                seen.append(agent.observe(now))
+                if self.progress is not None and t % 64 == 63:
+                    self.progress(64)
+            if self.progress is not None:
+                self.progress(len(self.window.index) % 64)
+            self._outlooks[policy] = seen
+        return self._outlooks[policy]
 
 
 def run_policy(
@@ -101,41 +144,49 @@ def run_policy(
     policy: str,
     planner: PlannerSettings | None = None,
     progress: Progress | None = None,
+    outlooks: Sequence[Outlook] | None = None,
 ) -> PolicyRun:
-    """Run one policy. ``planner`` overrides the planner settings of the agent-driven policies."""
+    """Run one policy. ``planner`` overrides the planner settings of the agent-driven policies; ``outlooks``
+    (one per step) replays precomputed observations and forecasts instead of computing them."""
     pools = settings.pool_specs()
-    clock = SimulatedClock(window.index[0].to_pydatetime())
-    start_units = static_units(window, pools) if policy == "static" else initial_units(window, pools)
-    cluster = SimulatedCluster(pools, clock, start_units, _stockouts(settings))
-    controller = _controller(policy, settings, trace, window, cluster, pools, planner)
+    cluster, clock = _cluster(settings, window, policy)
+    controller: Controller
+    if policy == "static":
+        controller = StaticController()
+    elif policy == "oracle":
+        required = required_units(window.demand, window.classes, pools)
+        schedule = {p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step) for p in pools}
+        controller = OracleController(cluster, schedule)
+    else:
+        controller = AgentController(_agent(policy, settings, trace, window, cluster, planner), outlooks)
     return _drive(policy, controller, cluster, clock, window, pools, progress)
 
 
-def _controller(
+def _cluster(settings: Settings, window: SimulationWindow, policy: str) -> tuple[SimulatedCluster, SimulatedClock]:
+    pools = settings.pool_specs()
+    clock = SimulatedClock(window.index[0].to_pydatetime())
+    start_units = static_units(window, pools) if policy == "static" else initial_units(window, pools)
+    return SimulatedCluster(pools, clock, start_units, _stockouts(settings)), clock
+
+
+def _agent(
     policy: str,
     settings: Settings,
     trace: Trace,
     window: SimulationWindow,
     cluster: SimulatedCluster,
-    pools: Sequence[PoolSpec],
     planner: PlannerSettings | None,
-) -> Controller:
-    if policy == "static":
-        return StaticController()
-    if policy == "oracle":
-        required = required_units(window.demand, window.classes, pools)
-        schedule = {p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step) for p in pools}
-        return OracleController(cluster, schedule)
+    extra_quantiles: Sequence[float] = (),
+) -> Agent:
     source = TraceSource(trace)
-    notifier = RecordingNotifier()
     if policy == "reactive":
         reactive = (planner or settings.planner).model_copy(
             update={"scale_down_stabilization": REACTIVE_UNNEEDED_TIME, "service_level": None}
         )
-        parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), notifier)
-        return AgentController(Agent(settings, parts, tick=window.step, step=window.step, planner=reactive))
-    parts = AgentParts(source, build_forecaster(settings.forecast), cluster, InMemoryLedger(), notifier)
-    return AgentController(Agent(settings, parts, tick=window.step, step=window.step, planner=planner))
+        parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), RecordingNotifier())
+        return Agent(settings, parts, tick=window.step, step=window.step, planner=reactive)
+    parts = AgentParts(source, build_forecaster(settings.forecast), cluster, InMemoryLedger(), RecordingNotifier())
+    return Agent(settings, parts, tick=window.step, step=window.step, planner=planner, extra_quantiles=extra_quantiles)
 
 
 def _drive(
