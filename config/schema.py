@@ -12,7 +12,9 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from config.alerts import AlertSettings
 from config.durations import format_duration, parse_duration
+from config.ledger import LedgerSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
 
 Duration = Annotated[
@@ -136,6 +138,8 @@ class Settings(_Section):
     budgets: tuple[BudgetSettings, ...] = ()
     simulation: SimulationSettings = SimulationSettings()
     loop: LoopSettings = LoopSettings()
+    alerts: AlertSettings = AlertSettings()
+    ledger: LedgerSettings = LedgerSettings()
 
     def demand_class_models(self) -> tuple[DemandClass, ...]:
         return tuple(c.to_demand_class() for c in self.demand_classes)
