@@ -28,7 +28,8 @@ class SpendMeter:
     def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
         """Record what the readings add to the ledger, all in one write (one transaction in SQLite)."""
         newest: dict[str, LedgerEntry | None] = {}
-        accruals, entries = [], []
+        accruals: list[Accrual] = []
+        entries: list[LedgerEntry] = []
         for reading in readings:
             pool = reading.pool_id
             if pool not in newest:
