@@ -63,7 +63,7 @@ def test_from_settings_reads_zone_day_and_caps() -> None:
 def test_naive_time_is_refused() -> None:
     budget = Budget("b", frozenset({"p"}), monthly_cap_usd=1.0)
     with pytest.raises(ValueError, match="tz-aware"):
-        budget.period(datetime(2024, 3, 5))  # noqa: DTZ001
+        budget.period(datetime(2024, 3, 5))
 
 
 def test_projection_runs_units_to_the_period_end_and_releases_settle_for_a_tick() -> None:
