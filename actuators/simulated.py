@@ -141,6 +141,11 @@ class SimulatedCluster:
         served = {name: float(value) - left.get(name, 0.0) for name, value in demand.items()}
         return StepOutcome(served=served, unserved=left, used_units=used)
 
+    def forget_idle(self) -> None:
+        """Demand is unknown at this step (a trace gap): no unit counts as idle until it is observed again."""
+        for pool in self._pools.values():
+            pool.idle_since.clear()
+
     def paid_units(self) -> dict[str, int]:
         """Units being paid for: ready and in flight (billing starts when a unit is requested)."""
         return {pool_id: pool.target for pool_id, pool in self._pools.items()}

@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.alerts import AlertSettings
+from config.daemon import DaemonSettings
 from config.durations import format_duration, parse_duration
 from config.ledger import LedgerSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
@@ -138,6 +139,7 @@ class Settings(_Section):
     budgets: tuple[BudgetSettings, ...] = ()
     simulation: SimulationSettings = SimulationSettings()
     loop: LoopSettings = LoopSettings()
+    daemon: DaemonSettings = DaemonSettings()
     alerts: AlertSettings = AlertSettings()
     ledger: LedgerSettings = LedgerSettings()
 

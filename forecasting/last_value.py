@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Self
+from typing import Self, cast
 
 import numpy as np
 import pandas as pd
@@ -114,18 +114,27 @@ def _rows(
 ) -> dict[str, object]:
     grid = np.broadcast_to(values, (len(levels), horizon)) if values.ndim == 1 else values
     out: dict[str, object] = {
-        "unique_id": [uid] * horizon,
-        "ds": [last_ds + step * (i + 1) for i in range(horizon)],
-        "model": [model] * horizon,
-        "note": [note] * horizon,
+        "unique_id": np.full(horizon, uid, dtype=object),
+        "ds": pd.date_range(start=last_ds + step, periods=horizon, freq=step),
+        "model": np.full(horizon, model, dtype=object),
+        "note": np.full(horizon, note, dtype=object),
     }
     for i, level in enumerate(levels):
-        out[quantile_column(level)] = grid[i]
+        out[quantile_column(level)] = np.asarray(grid[i], dtype=float)
     return out
 
 
 def _frame(rows: list[dict[str, object]], levels: Sequence[float]) -> pd.DataFrame:
+    """One frame from per-series column blocks, built column-wise (no per-series DataFrames)."""
     columns = ["unique_id", "ds", "model", "note", *[quantile_column(q) for q in levels]]
     if not rows:
         return pd.DataFrame(columns=columns)
-    return pd.concat([pd.DataFrame(r) for r in rows], ignore_index=True)[columns]
+    data: dict[str, object] = {}
+    for column in columns:
+        parts = [row[column] for row in rows]
+        if column == "ds":
+            stamps = [cast(pd.DatetimeIndex, p).tz_convert("UTC").as_unit("ns").asi8 for p in parts]
+            data[column] = pd.DatetimeIndex(np.concatenate(stamps), tz="UTC")
+        else:
+            data[column] = np.concatenate([np.asarray(p) for p in parts])
+    return pd.DataFrame(data, columns=columns)

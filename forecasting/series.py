@@ -17,13 +17,22 @@ def check_long_frame(df: pd.DataFrame) -> None:
 
 
 def series_arrays(df: pd.DataFrame) -> dict[str, tuple[pd.DatetimeIndex, np.ndarray]]:
-    """Split a long frame into per-series (timestamps, values), each sorted by time; NaN stays NaN."""
+    """Split a long frame into per-series (timestamps, values), each sorted by time; NaN stays NaN.
+
+    Vectorised: the agent calls this every tick, so it avoids a pandas group-by.
+    """
     check_long_frame(df)
-    out: dict[str, tuple[pd.DatetimeIndex, np.ndarray]] = {}
-    for uid, group in df.groupby("unique_id", sort=True):
-        ordered = group.sort_values("ds")
-        out[str(uid)] = (pd.DatetimeIndex(ordered["ds"]), ordered["y"].to_numpy(dtype=float))
-    return out
+    if df.empty:
+        return {}
+    codes, names = pd.factorize(df["unique_id"], sort=True)
+    stamps = pd.DatetimeIndex(df["ds"])
+    order = np.lexsort((stamps.asi8, codes))
+    codes = codes[order]
+    stamps = stamps[order]
+    values = df["y"].to_numpy(dtype=float)[order]
+    starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+    ends = np.r_[starts[1:], len(codes)]
+    return {str(names[codes[b]]): (stamps[b:e], values[b:e]) for b, e in zip(starts, ends, strict=True)}
 
 
 def last_valid(y: np.ndarray) -> tuple[float, str]:

@@ -44,7 +44,8 @@ def unassigned(demand: Mapping[str, float], assigned: Mapping[str, Mapping[str, 
     for per_class in assigned.values():
         for name, chips in per_class.items():
             got[name] = got.get(name, 0.0) + chips
-    return {name: max(0.0, float(value) - got.get(name, 0.0)) for name, value in demand.items()}
+    left = {name: float(value) - got.get(name, 0.0) for name, value in demand.items()}
+    return {name: value if value > 1e-9 else 0.0 for name, value in left.items()}
 
 
 def units_for(chips: float, chips_per_unit: int) -> int:

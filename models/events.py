@@ -14,6 +14,9 @@ class AlertKind(StrEnum):
     STALLED_SCALE_UP = "stalled-scale-up"
     MISSING_DATA = "missing-data"
     ACTUATOR_FAILURE = "actuator-failure"
+    TICK_FAILED = "tick-failed"
+    LEADERSHIP_LOST = "leadership-lost"
+    DAILY_REPORT = "daily-report"
 
 
 class Severity(StrEnum):

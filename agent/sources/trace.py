@@ -128,10 +128,12 @@ class TraceSource:
             raise MetricsUnavailable("*", f"trace step is {self.trace.step}, asked for {step}")
         lo, hi = self.trace.position(start), self.trace.position(end)
         stamps = self.trace.index[lo:hi]
-        parts = []
-        for demand_class in classes:
-            values = self.trace.column(demand_class.series_id)[lo:hi]
-            parts.append(pd.DataFrame({"unique_id": demand_class.name, "ds": stamps, "y": values}))
-        if not parts:
-            return pd.DataFrame({"unique_id": [], "ds": [], "y": []})
-        return pd.concat(parts, ignore_index=True)
+        columns = [self.trace.column(c.series_id)[lo:hi] for c in classes]
+        names = np.repeat(np.array([c.name for c in classes], dtype=object), len(stamps))
+        return pd.DataFrame(
+            {
+                "unique_id": names,
+                "ds": pd.DatetimeIndex(np.tile(stamps.as_unit("ns").asi8, len(classes)), tz="UTC"),
+                "y": np.concatenate(columns) if columns else np.empty(0),
+            }
+        )

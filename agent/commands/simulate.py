@@ -1,0 +1,88 @@
+"""``leadtime simulate``: replay a recorded trace through every policy and write results and a report."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from agent.report.simulation import write_simulation_report
+from agent.simulation import select_window, simulate
+from agent.simulation.policies import POLICIES
+from agent.simulation.results import results_document
+from agent.sources.trace import read_trace
+from config import load_settings
+from models import TraceError
+
+DEFAULT_TRACE = "data/helios-earth/demand_5min.csv.gz"
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("simulate", help="replay a demand trace through the agent and baseline policies")
+    parser.add_argument("--config", required=True, help="YAML configuration (pools, classes, planner)")
+    parser.add_argument("--trace", default=DEFAULT_TRACE, help=f"long-format demand CSV (default {DEFAULT_TRACE})")
+    parser.add_argument("--start", type=parse_timestamp, help="window start, ISO-8601 (default: trace start + 7d)")
+    parser.add_argument("--end", type=parse_timestamp, help="window end, ISO-8601 (default: end of the trace)")
+    parser.add_argument("--policy", default=",".join(POLICIES), type=parse_policies, help="comma-separated")
+    parser.add_argument("--out", required=True, help="directory for results.json and report.html")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(handler=run)
+
+
+def parse_timestamp(text: str) -> datetime:
+    """ISO-8601 with or without an offset; without one it is read as UTC."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO-8601 timestamp (e.g. 2020-05-08T00:00+08:00)"
+        ) from None
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def parse_policies(text: str) -> list[str]:
+    names = [p.strip() for p in text.split(",") if p.strip()]
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(f"unknown policy {unknown or text!r}; choose from {', '.join(POLICIES)}")
+    return names
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    trace = read_trace(args.trace)
+    window = select_window(trace, settings.demand_class_models(), args.start, args.end)
+    if window.step != settings.forecast.step:
+        settings = settings.model_copy(update={"forecast": settings.forecast.model_copy(update={"step": window.step})})
+    total = len(window.index) * len(args.policy)
+    with tqdm(total=total, desc="simulating", unit="tick", disable=args.no_progress, file=sys.stderr) as bar:
+
+        def advance(ticks: int) -> None:
+            bar.update(ticks)
+
+        runs = simulate(settings, trace, window, args.policy, progress=advance)
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TraceError(f"cannot create output directory {out}: {exc}") from None
+    document = results_document(settings, args.config, trace, window, runs)
+    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_simulation_report(out / "report.html", document, window, runs, settings)
+    _print_table(document)
+    print(f"wrote {out / 'results.json'} and {out / 'report.html'}")
+    return 0
+
+
+def _print_table(document: dict[str, Any]) -> None:
+    print(f"{'policy':<10} {'cost USD':>12} {'accel-h':>10} {'unserved':>9} {'util':>6} {'actions':>8}")
+    for name, row in document["policies"].items():
+        print(
+            f"{name:<10} {row['cost_usd']:>12,.0f} {row['accelerator_hours']:>10,.0f} "
+            f"{row['unserved_fraction']:>9.4%} {row['utilization']:>6.1%} {row['scale_actions']:>8}"
+        )

@@ -1,0 +1,83 @@
+"""Fitting the agent loop (``agent.loop.Agent``) to what the daemon drives and reports.
+
+``AgentLoopAdapter`` turns the loop's ``TickReport`` into the daemon's view (forecasts, pool states, plan,
+results, errors); ``PoolStateRecorder`` wraps the actuator the loop reads, keeping the newest pool states for the
+metrics (an instrumentation wrapper, the loop is not changed for it).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from actuators import Actuator
+from agent.loop import Agent
+from models import (
+    ActionResult,
+    ActionStatus,
+    ActuatorError,
+    BudgetSnapshot,
+    CapacityPlan,
+    DemandForecast,
+    MetricsUnavailable,
+    PoolState,
+)
+
+
+class PoolStateRecorder:
+    """Passes everything through; remembers what ``list_pools`` returned last."""
+
+    def __init__(self, inner: Actuator) -> None:
+        self._inner = inner
+        self._lock = threading.Lock()
+        self._last: tuple[PoolState, ...] = ()
+
+    def list_pools(self) -> Sequence[PoolState]:
+        pools = tuple(self._inner.list_pools())
+        with self._lock:
+            self._last = pools
+        return pools
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        return self._inner.resize(pool_id, to_units, key)
+
+    @property
+    def last(self) -> tuple[PoolState, ...]:
+        with self._lock:
+            return self._last
+
+
+@dataclass(frozen=True)
+class DaemonTickReport:
+    forecasts: Sequence[DemandForecast]
+    pools: Sequence[PoolState]
+    plan: CapacityPlan | None
+    results: Sequence[ActionResult]
+    budgets: Sequence[BudgetSnapshot]
+    errors: Sequence[Exception]
+
+
+class AgentLoopAdapter:
+    def __init__(self, agent: Agent, pools: PoolStateRecorder) -> None:
+        self._agent = agent
+        self._pools = pools
+
+    def run_once(self, now: datetime) -> DaemonTickReport:
+        report = self._agent.run_once(now)
+        errors: list[Exception] = [MetricsUnavailable(name, why) for name, why in sorted(report.problems.items())]
+        errors += [
+            ActuatorError(r.pool_id, r.error or "failed") for r in report.results if r.status is ActionStatus.FAILED
+        ]
+        return DaemonTickReport(
+            forecasts=tuple(report.forecasts.values()),
+            pools=self._pools.last,
+            plan=report.plan,
+            results=report.results,
+            budgets=(),
+            errors=errors,
+        )
+
+    def refit(self, now: datetime) -> None:
+        self._agent.refit(now)

@@ -1,0 +1,49 @@
+"""Kubernetes Events about leadership, attached to the Lease, so ``kubectl describe lease`` tells the story.
+
+Recording an Event is best effort: a failure is logged and never disturbs the daemon.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from kubernetes.client import CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+log = logging.getLogger(__name__)
+
+
+class KubernetesEventRecorder:
+    def __init__(
+        self, api: CoreV1Api, *, namespace: str, lease_name: str, identity: str, request_timeout: timedelta
+    ) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._lease_name = lease_name
+        self._identity = identity
+        self._timeout = request_timeout.total_seconds()
+
+    def record(self, now: datetime, reason: str, message: str, warning: bool = False) -> bool:
+        event = CoreV1Event(
+            metadata=V1ObjectMeta(generate_name=f"{self._lease_name}.", namespace=self._namespace),
+            involved_object=V1ObjectReference(
+                api_version="coordination.k8s.io/v1", kind="Lease", name=self._lease_name, namespace=self._namespace
+            ),
+            reason=reason,
+            message=message,
+            type="Warning" if warning else "Normal",
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=V1EventSource(component="leadtime", host=self._identity),
+            reporting_component="leadtime",
+            reporting_instance=self._identity,
+        )
+        try:
+            self._api.create_namespaced_event(self._namespace, event, _request_timeout=self._timeout)
+        except (ApiException, HTTPError, OSError) as exc:
+            log.warning("could not record event %s: %s", reason, exc)
+            return False
+        return True

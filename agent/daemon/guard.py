@@ -1,0 +1,57 @@
+"""Leader-only wrappers around the writers: a replica that does not lead at the moment of a write refuses it.
+
+The daemon checks leadership before a tick starts; these wrappers check again right before every resize and
+drain, so a tick that outlives the leader's renew deadline stops before its next write instead of racing the
+new leader. Reads pass through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from actuators import Actuator, NodeDrainer
+from models import ActionResult, PoolState, TransientActuatorError
+from models.clock import Clock
+
+
+class Leadership(Protocol):
+    def is_leader(self, now: datetime) -> bool: ...
+
+
+class SoleReplica:
+    """Leadership when election is off: a single replica always leads."""
+
+    def is_leader(self, now: datetime) -> bool:
+        return True
+
+
+class LeaderOnlyActuator:
+    def __init__(self, inner: Actuator, leadership: Leadership, clock: Clock) -> None:
+        self._inner = inner
+        self._leadership = leadership
+        self._clock = clock
+
+    def list_pools(self) -> Sequence[PoolState]:
+        return self._inner.list_pools()
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        if not self._leadership.is_leader(self._clock.now()):
+            raise TransientActuatorError(pool_id, "this replica no longer leads; the resize is left to the leader")
+        return self._inner.resize(pool_id, to_units, key)
+
+
+class LeaderOnlyDrainer:
+    def __init__(self, inner: NodeDrainer, leadership: Leadership, clock: Clock) -> None:
+        self._inner = inner
+        self._leadership = leadership
+        self._clock = clock
+
+    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        return self._inner.idle_nodes(pool_id, idle_for)
+
+    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+        if not self._leadership.is_leader(self._clock.now()):
+            raise TransientActuatorError(pool_id, f"this replica no longer leads; node {node} is left to the leader")
+        return self._inner.drain(pool_id, node, key)

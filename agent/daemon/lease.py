@@ -1,0 +1,219 @@
+"""Leader election on a coordination.k8s.io Lease: our own small loop over the kubernetes client.
+
+The client's ``leaderelection`` module is not used: when the connection itself fails its leader thread dies
+without ever reporting that it stopped leading, so a second replica takes over while the first still acts.
+
+The rules, all measured on this replica's own clock (``now`` is always passed in):
+
+* The leader acts only while ``now < last successful renewal + renew_deadline``. A renewal counts from the
+  moment it was *sent*, so a slow or lost answer only shortens the window.
+* A standby takes the lease only after it has seen the same holder record, unchanged, for the record's lease
+  duration, measured from when *it* first saw that record (never from the timestamp written in the record, so
+  clock skew between nodes does not matter).
+* Every write carries the resourceVersion that was read: of two replicas racing for the lease, the API server
+  accepts one and answers 409 to the other.
+
+Because ``renew_deadline < lease_duration`` and a standby sees a renewal no earlier than it was sent, the old
+leader has stopped acting before any standby can take over.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubernetes.client import CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectMeta
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class LeaseRecord:
+    """What the Lease says: who holds it, for how long, and the version that was read."""
+
+    holder: str
+    duration: timedelta
+    transitions: int
+    resource_version: str | None
+
+
+@dataclass(frozen=True)
+class ElectionStep:
+    """The outcome of one attempt: whether this replica leads afterwards, and what changed."""
+
+    leading: bool
+    became_leader: bool = False
+    lost_leadership: bool = False
+    holder: str = ""
+    error: str | None = None
+
+
+class LeaseElector:
+    """One replica's side of the election. Not thread-safe for ``step``; call it from one job at a time."""
+
+    def __init__(
+        self,
+        api: CoordinationV1Api,
+        *,
+        name: str,
+        namespace: str,
+        identity: str,
+        lease_duration: timedelta,
+        renew_deadline: timedelta,
+        request_timeout: timedelta,
+    ) -> None:
+        if renew_deadline >= lease_duration:
+            raise ValueError("renew_deadline must be shorter than lease_duration")
+        self._api = api
+        self.name = name
+        self.namespace = namespace
+        self.identity = identity
+        self._lease_duration = lease_duration
+        self._renew_deadline = renew_deadline
+        self._timeout = request_timeout.total_seconds()
+        self._renewed_at: datetime | None = None
+        self._observed: LeaseRecord | None = None
+        self._observed_at: datetime | None = None
+        self._was_leading = False
+        self.last_error: str | None = None
+        self.last_contact: datetime | None = None
+
+    # -- queries ------------------------------------------------------------------------------------------
+    def is_leader(self, now: datetime) -> bool:
+        """True only while the last successful renewal is younger than the renew deadline."""
+        return self._renewed_at is not None and now < self._renewed_at + self._renew_deadline
+
+    def leading_until(self) -> datetime | None:
+        return None if self._renewed_at is None else self._renewed_at + self._renew_deadline
+
+    @property
+    def holder(self) -> str:
+        return self._observed.holder if self._observed else ""
+
+    # -- the loop body ------------------------------------------------------------------------------------
+    def step(self, now: datetime) -> ElectionStep:
+        """Read the Lease; renew it if ours, take it if free or expired; otherwise watch it. Never raises for
+        an API or connection failure: that is reported in the result and simply means no renewal this round."""
+        error: str | None = None
+        try:
+            self._attempt(now)
+        except ApiException as exc:
+            error = f"Kubernetes API answered {exc.status} {exc.reason}".strip()
+        except (HTTPError, OSError) as exc:
+            error = f"Kubernetes API unreachable: {type(exc).__name__}: {exc}"
+        else:
+            self.last_contact = now
+        if error and error != self.last_error:  # once per outage, not every retry period
+            log.warning("leader election: %s (lease %s/%s)", error, self.namespace, self.name)
+        elif self.last_error and not error:
+            log.info("leader election: the Kubernetes API answers again")
+        self.last_error = error
+        leading = self.is_leader(now)
+        step = ElectionStep(
+            leading=leading,
+            became_leader=leading and not self._was_leading,
+            lost_leadership=self._was_leading and not leading,
+            holder=self.holder,
+            error=error,
+        )
+        self._was_leading = leading
+        if step.became_leader:
+            log.info("leader election: %s now leads (lease %s/%s)", self.identity, self.namespace, self.name)
+        if step.lost_leadership:
+            log.warning("leader election: %s stopped leading (last renewal too old)", self.identity)
+        return step
+
+    def release(self, now: datetime) -> bool:
+        """Give the lease up on shutdown so a standby takes over at once. Only when this replica still leads."""
+        if not self.is_leader(now) or self._observed is None:
+            return False
+        body = self._lease(
+            LeaseRecord("", timedelta(seconds=1), self._observed.transitions, self._observed.resource_version), now
+        )
+        self._renewed_at = None
+        self._was_leading = False
+        try:
+            self._api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=self._timeout)
+        except (ApiException, HTTPError, OSError) as exc:
+            log.warning("leader election: could not release lease %s/%s: %s", self.namespace, self.name, exc)
+            return False
+        log.info("leader election: %s released lease %s/%s", self.identity, self.namespace, self.name)
+        return True
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _attempt(self, now: datetime) -> None:
+        try:
+            current = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            self._create(now)
+            return
+        record = _record_of(current)
+        if record != self._observed:
+            self._observed, self._observed_at = record, now
+        if record.holder == self.identity:
+            self._write(record, now, transitions=record.transitions)
+            return
+        # Someone else holds it (we may have been replaced while cut off): whatever our clock says, stop now.
+        self._renewed_at = None
+        if self._may_take(record, now):
+            self._write(record, now, transitions=record.transitions + 1)
+
+    def _may_take(self, record: LeaseRecord, now: datetime) -> bool:
+        if not record.holder:
+            return True
+        assert self._observed_at is not None  # set just before in _attempt
+        return now >= self._observed_at + record.duration
+
+    def _create(self, now: datetime) -> None:
+        record = LeaseRecord(self.identity, self._lease_duration, 0, None)
+        created = self._api.create_namespaced_lease(
+            self.namespace, self._lease(record, now, acquired=True), _request_timeout=self._timeout
+        )
+        self._took(created, now)
+
+    def _write(self, seen: LeaseRecord, now: datetime, transitions: int) -> None:
+        taking = seen.holder != self.identity
+        record = LeaseRecord(self.identity, self._lease_duration, transitions, seen.resource_version)
+        try:
+            written = self._api.replace_namespaced_lease(
+                self.name, self.namespace, self._lease(record, now, acquired=taking), _request_timeout=self._timeout
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                # Someone else wrote the lease since we read it: whatever our clock says, we no longer lead.
+                self._renewed_at = None
+            raise
+        self._took(written, now)
+
+    def _took(self, lease: Any, now: datetime) -> None:
+        self._renewed_at = now
+        self._observed, self._observed_at = _record_of(lease), now
+
+    def _lease(self, record: LeaseRecord, now: datetime, acquired: bool = False) -> V1Lease:
+        spec = V1LeaseSpec(
+            holder_identity=record.holder or None,
+            lease_duration_seconds=max(1, round(record.duration.total_seconds())),
+            renew_time=now,
+            lease_transitions=record.transitions,
+        )
+        if acquired:
+            spec.acquire_time = now
+        meta = V1ObjectMeta(name=self.name, namespace=self.namespace, resource_version=record.resource_version)
+        return V1Lease(api_version="coordination.k8s.io/v1", kind="Lease", metadata=meta, spec=spec)
+
+
+def _record_of(lease: Any) -> LeaseRecord:
+    spec = lease.spec
+    seconds = spec.lease_duration_seconds if spec is not None and spec.lease_duration_seconds else 0
+    return LeaseRecord(
+        holder=(spec.holder_identity or "") if spec is not None else "",
+        duration=timedelta(seconds=seconds),
+        transitions=(spec.lease_transitions or 0) if spec is not None else 0,
+        resource_version=lease.metadata.resource_version if lease.metadata is not None else None,
+    )

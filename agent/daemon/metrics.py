@@ -1,0 +1,124 @@
+"""The daemon's own Prometheus metrics, in a registry of its own (never the process-global one).
+
+Gauges describe the latest tick (forecasts, units, budgets); counters accumulate decisions, skips, errors and
+ticks so rates can be taken. Every metric is prefixed ``leadtime_``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from agent.daemon.ports import TickReport
+from models import ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
+
+_DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0)
+
+
+class DaemonMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.forecast = Gauge(
+            "leadtime_forecast_accelerators",
+            "Peak forecast of accelerator demand over the lead-time horizon, per demand class and quantile.",
+            ["demand_class", "quantile"],
+            registry=r,
+        )
+        self.observed_demand = Gauge(
+            "leadtime_demand_observed_accelerators",
+            "Newest trustworthy demand observation.",
+            ["demand_class"],
+            registry=r,
+        )
+        self.recommended_units = Gauge(
+            "leadtime_pool_recommended_units", "Units the latest plan wants per pool.", ["pool"], registry=r
+        )
+        self.target_units = Gauge(
+            "leadtime_pool_target_units", "Units asked for per pool (ready plus in flight).", ["pool"], registry=r
+        )
+        self.ready_units = Gauge("leadtime_pool_ready_units", "Units accepting work per pool.", ["pool"], registry=r)
+        self.decisions = Counter(
+            "leadtime_decisions", "Actions decided and their outcome.", ["pool", "action", "status"], registry=r
+        )
+        self.skips = Counter("leadtime_skips", "Decisions not to act, by reason.", ["pool", "reason"], registry=r)
+        self.budget_spent = Gauge(
+            "leadtime_budget_spent_usd", "Spend in the current budget period.", ["budget"], registry=r
+        )
+        self.budget_remaining = Gauge(
+            "leadtime_budget_remaining_usd", "Cap minus spend in the current period.", ["budget"], registry=r
+        )
+        self.budget_projected = Gauge(
+            "leadtime_budget_projected_usd", "Spend projected to the end of the period.", ["budget"], registry=r
+        )
+        self.tick_duration = Histogram(
+            "leadtime_tick_duration_seconds", "Duration of one tick.", ["role"], buckets=_DURATION_BUCKETS, registry=r
+        )
+        self.refit_duration = Histogram(
+            "leadtime_refit_duration_seconds", "Duration of one model refit.", buckets=_DURATION_BUCKETS, registry=r
+        )
+        self.errors = Counter("leadtime_errors", "Errors survived, by class.", ["error"], registry=r)
+        self.ticks = Counter("leadtime_ticks", "Ticks run, by role and outcome.", ["role", "outcome"], registry=r)
+        self.is_leader = Gauge("leadtime_is_leader", "1 while this replica leads and may act.", registry=r)
+        self.last_success = Gauge(
+            "leadtime_last_successful_tick_timestamp_seconds", "Unix time of the last successful tick.", registry=r
+        )
+        self.info = Gauge("leadtime_info", "Mode and identity of this replica.", ["mode", "identity"], registry=r)
+
+    # -- per tick -----------------------------------------------------------------------------------------
+    def record_tick(self, report: TickReport) -> None:
+        self.record_forecasts(report.forecasts)
+        self.record_pools(report.pools)
+        if report.plan is not None:
+            self.record_plan(report.plan)
+        self.record_results(report.results, report.plan)
+        self.record_budgets(report.budgets)
+        for error in report.errors:
+            self.record_error(error)
+
+    def record_forecasts(self, forecasts: Sequence[DemandForecast]) -> None:
+        for forecast in forecasts:
+            for level in forecast.quantiles:
+                self.forecast.labels(forecast.demand_class, f"{level:g}").set(forecast.peak(level))
+            self.observed_demand.labels(forecast.demand_class).set(forecast.last_observed)
+
+    def record_pools(self, pools: Sequence[PoolState]) -> None:
+        for pool in pools:
+            self.target_units.labels(pool.pool_id).set(pool.target_units)
+            self.ready_units.labels(pool.pool_id).set(pool.ready_units)
+
+    def record_plan(self, plan: CapacityPlan) -> None:
+        for pool_id, units in plan.targets.items():
+            self.recommended_units.labels(pool_id).set(units)
+        for skip in plan.skips:
+            self.skips.labels(skip.pool_id, str(skip.reason)).inc()
+
+    def record_results(self, results: Sequence[ActionResult], plan: CapacityPlan | None) -> None:
+        kinds: dict[str, str] = {}
+        if plan is not None:
+            kinds.update({r.key: "scale-up" if r.is_scale_up else "scale-down" for r in plan.resizes})
+            kinds.update({d.key: "drain" for d in plan.drains})
+        for result in results:
+            self.decisions.labels(result.pool_id, kinds.get(result.key, "resize"), str(result.status)).inc()
+
+    def record_budgets(self, budgets: Sequence[BudgetSnapshot]) -> None:
+        for budget in budgets:
+            self.budget_spent.labels(budget.budget).set(budget.spent_usd)
+            self.budget_projected.labels(budget.budget).set(budget.projected_usd)
+            if budget.remaining_usd is not None:
+                self.budget_remaining.labels(budget.budget).set(budget.remaining_usd)
+
+    # -- daemon events ------------------------------------------------------------------------------------
+    def record_error(self, error: BaseException) -> None:
+        self.errors.labels(type(error).__name__).inc()
+
+    def record_success(self, now: datetime) -> None:
+        self.last_success.set(now.timestamp())
+
+    def set_identity(self, mode: str, identity: str) -> None:
+        self.info.labels(mode, identity).set(1)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)

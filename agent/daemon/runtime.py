@@ -1,0 +1,131 @@
+"""Running the daemon: APScheduler jobs, the endpoints, and an orderly stop on SIGTERM.
+
+Jobs (APScheduler 3, background thread, UTC):
+
+* ``election`` every retry period, on an executor of its own so a long tick never delays a renewal;
+* ``tick`` every tick interval: one instance at a time, coalesced, dropped when it cannot start within the
+  misfire grace (never a burst of late ticks); run at once when this replica becomes the leader;
+* ``refit`` every refit interval, first at start so models are warm before the replica may lead;
+* ``daily-report`` once a day at the configured UTC time.
+
+Stopping (SIGTERM or SIGINT): no new tick or refit starts; the one in progress finishes, with the election still
+renewing the lease meanwhile; then the scheduler stops, the lease is handed over, the endpoints close, exit 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
+
+from agent.daemon.endpoints import EndpointServer
+from agent.daemon.service import Daemon
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    tick_interval: timedelta
+    refit_interval: timedelta
+    election_interval: timedelta
+    misfire_grace: timedelta
+    daily_report_at: str  # HH:MM, UTC
+
+
+class DaemonRuntime:
+    def __init__(self, daemon: Daemon, schedule: Schedule, endpoints: EndpointServer) -> None:
+        self._daemon = daemon
+        self._schedule = schedule
+        self._endpoints = endpoints
+        self._stop_requested = threading.Event()
+        self._scheduler = BackgroundScheduler(
+            timezone=UTC,
+            executors={"default": ThreadPoolExecutor(2), "election": ThreadPoolExecutor(1)},
+            job_defaults={"coalesce": True, "max_instances": 1},
+        )
+        daemon.set_on_became_leader(self._tick_now)
+
+    def start(self) -> None:
+        """Serve the endpoints, take part in the election once, then hand every job to the scheduler."""
+        self._endpoints.start()
+        self._daemon.elect()
+        now = datetime.now(UTC)
+        s = self._schedule
+        grace = max(1, round(s.misfire_grace.total_seconds()))
+        self._scheduler.add_job(
+            self._daemon.elect,
+            IntervalTrigger(seconds=s.election_interval.total_seconds(), timezone=UTC),
+            id="election",
+            executor="election",
+            misfire_grace_time=max(1, round(s.election_interval.total_seconds())),
+            next_run_time=now + s.election_interval,
+        )
+        self._scheduler.add_job(
+            self._daemon.refit,
+            IntervalTrigger(seconds=s.refit_interval.total_seconds(), timezone=UTC),
+            id="refit",
+            misfire_grace_time=grace,
+            next_run_time=now,
+        )
+        self._scheduler.add_job(
+            self._daemon.tick,
+            IntervalTrigger(seconds=s.tick_interval.total_seconds(), timezone=UTC),
+            id="tick",
+            misfire_grace_time=grace,
+            next_run_time=now,
+        )
+        hour, minute = (int(part) for part in s.daily_report_at.split(":"))
+        self._scheduler.add_job(
+            self._daemon.daily_report,
+            CronTrigger(hour=hour, minute=minute, timezone=UTC),
+            id="daily-report",
+            misfire_grace_time=3600,
+        )
+        self._scheduler.start()
+        log.info(
+            "daemon started: %s, mode %s, tick every %ss",
+            self._daemon.identity,
+            self._daemon.mode,
+            s.tick_interval.total_seconds(),
+        )
+
+    def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
+        if signum is not None:
+            log.info("received %s: finishing the tick in progress, then stopping", signal.Signals(signum).name)
+        self._stop_requested.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until a stop is requested (or ``timeout`` seconds pass); True when one was requested."""
+        return self._stop_requested.wait(timeout)
+
+    def stop(self) -> None:
+        for job in ("tick", "refit", "daily-report"):
+            if self._scheduler.get_job(job) is not None:
+                self._scheduler.pause_job(job)
+        self._daemon.stop_working()  # the election job keeps renewing while the last tick finishes
+        self._scheduler.shutdown(wait=True)
+        released = self._daemon.release()
+        self._endpoints.stop()
+        log.info("daemon stopped%s", " and handed over the lease" if released else "")
+
+    def run_until_signalled(self) -> int:
+        """Install SIGTERM/SIGINT handlers (main thread only), start, wait, stop; the exit code is 0."""
+        signal.signal(signal.SIGTERM, self.request_stop)
+        signal.signal(signal.SIGINT, self.request_stop)
+        self.start()
+        self.wait()
+        self.stop()
+        return 0
+
+    def _tick_now(self) -> None:
+        if self._scheduler.running and self._scheduler.get_job("tick") is not None:
+            self._scheduler.modify_job("tick", next_run_time=datetime.now(UTC))

@@ -1,0 +1,232 @@
+"""The daemon's job bodies: election, tick, refit and daily report, and an orderly stop.
+
+Scheduling lives in ``agent.daemon.runtime``; this module decides what each job does, with time from the
+injected clock, so tests drive it directly with a simulated clock.
+
+* Only the leader runs the agent loop. A standby's tick checks that it can still see the Lease (so it is ready
+  to take over) and does nothing else; both replicas refit their models, so a new leader starts warm.
+* A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh.
+* A tick and a refit never overlap (they share the loop's models); on shutdown the one in progress finishes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from typing import Protocol
+
+from agent.daemon.events import KubernetesEventRecorder
+from agent.daemon.health import HealthState
+from agent.daemon.lease import ElectionStep
+from agent.daemon.metrics import DaemonMetrics
+from agent.daemon.ports import AgentLoop, AlertSink
+from agent.daemon.summary import DailySummary
+from models import ActuatorError, AlertEvent, AlertKind, MetricsUnavailable, Severity
+from models.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class Elector(Protocol):
+    identity: str
+    last_error: str | None
+    last_contact: datetime | None
+
+    def step(self, now: datetime) -> ElectionStep: ...
+
+    def is_leader(self, now: datetime) -> bool: ...
+
+    def release(self, now: datetime) -> bool: ...
+
+
+class SoleReplicaElector:
+    """Election switched off: one replica, always the leader. For single-replica and local runs."""
+
+    def __init__(self, identity: str) -> None:
+        self.identity = identity
+        self.last_error: str | None = None
+        self.last_contact: datetime | None = None
+        self._started = False
+
+    def step(self, now: datetime) -> ElectionStep:
+        self.last_contact = now
+        became = not self._started
+        self._started = True
+        return ElectionStep(leading=True, became_leader=became, holder=self.identity)
+
+    def is_leader(self, now: datetime) -> bool:
+        return True
+
+    def release(self, now: datetime) -> bool:
+        return False
+
+
+class Daemon:
+    def __init__(
+        self,
+        loop: AgentLoop,
+        elector: Elector,
+        *,
+        clock: Clock,
+        metrics: DaemonMetrics,
+        health: HealthState,
+        notifier: AlertSink,
+        mode: str,
+        contact_bound: timedelta,
+        events: KubernetesEventRecorder | None = None,
+        on_became_leader: Callable[[], None] | None = None,
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self._loop = loop
+        self._elector = elector
+        self._clock = clock
+        self._metrics = metrics
+        self._health = health
+        self._notifier = notifier
+        self.mode = mode
+        self._contact_bound = contact_bound
+        self._events = events
+        self._on_became_leader = on_became_leader
+        self._timer = timer  # durations for metrics only; decisions never read it
+        self._work = threading.Lock()
+        self._stopping = threading.Event()
+        self.summary = DailySummary(clock.now())
+        metrics.set_identity(mode, elector.identity)
+        metrics.is_leader.set(0)
+
+    @property
+    def identity(self) -> str:
+        return self._elector.identity
+
+    def set_on_became_leader(self, hook: Callable[[], None]) -> None:
+        self._on_became_leader = hook
+
+    # -- jobs ---------------------------------------------------------------------------------------------
+    def elect(self) -> ElectionStep:
+        now = self._clock.now()
+        step = self._elector.step(now)
+        self._metrics.is_leader.set(1 if step.leading else 0)
+        if step.error:
+            self._metrics.errors.labels("KubernetesApiUnavailable").inc()
+        if step.became_leader:
+            self._record_event(now, "LeaderElected", f"{self.identity} leads and plans ({self.mode})")
+            if self._on_became_leader is not None and not self._stopping.is_set():
+                self._on_became_leader()
+        if step.lost_leadership:
+            why = step.error or f"the lease is now held by {step.holder or 'nobody'}"
+            self._record_event(now, "LeadershipLost", f"{self.identity} stopped acting: {why}", warning=True)
+            self._alert(AlertKind.LEADERSHIP_LOST, Severity.WARNING, now, "stopped acting: lease not renewed", why)
+        return step
+
+    def tick(self) -> None:
+        with self._work:
+            if self._stopping.is_set():
+                return
+            now = self._clock.now()
+            if self._elector.is_leader(now):
+                self._leader_tick(now)
+            else:
+                self._standby_tick(now)
+
+    def refit(self) -> None:
+        with self._work:
+            if self._stopping.is_set():
+                return
+            now = self._clock.now()
+            started = self._timer()
+            try:
+                self._loop.refit(now)
+            except Exception as exc:  # a failed refit keeps the previous models; never fatal
+                log.exception("refit failed; ticks keep the previous models")
+                self._metrics.record_error(exc)
+                self.summary.add_error(exc)
+            finally:
+                self._metrics.refit_duration.observe(self._timer() - started)
+
+    def daily_report(self) -> None:
+        now = self._clock.now()
+        event = self.summary.close(now, self.identity, self.mode)
+        log.info("daily report: %s %s", event.summary, event.details)
+        self._deliver(event)
+
+    # -- shutdown -----------------------------------------------------------------------------------------
+    def stop_working(self) -> None:
+        """Start no new tick or refit, and wait for the one in progress to finish."""
+        self._stopping.set()
+        with self._work:
+            pass
+
+    def release(self) -> bool:
+        """Hand the lease over; call after ``stop_working`` so nothing acts after the handover."""
+        released = self._elector.release(self._clock.now())
+        self._metrics.is_leader.set(0)
+        return released
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _leader_tick(self, now: datetime) -> None:
+        started = self._timer()
+        try:
+            report = self._loop.run_once(now)
+        except Exception as exc:  # noqa: BLE001 - the daemon survives any failed tick and retries next time
+            self._tick_failed(now, "leader", exc)
+        else:
+            self._metrics.record_tick(report)
+            self.summary.add_report(report)
+            self._tick_succeeded(now, "leader")
+            if report.errors:
+                log.info("tick survived %d error(s): %s", len(report.errors), "; ".join(map(str, report.errors)))
+        finally:
+            self._metrics.tick_duration.labels("leader").observe(self._timer() - started)
+
+    def _standby_tick(self, now: datetime) -> None:
+        contact = self._elector.last_contact
+        if contact is not None and now - contact <= self._contact_bound:
+            self._tick_succeeded(now, "standby")
+            return
+        reason = self._elector.last_error or "no contact with the Kubernetes API yet"
+        self._health.tick_failed(now, reason)
+        self._metrics.ticks.labels("standby", "failed").inc()
+        self.summary.add_tick("standby", "failed")
+
+    def _tick_succeeded(self, now: datetime, role: str) -> None:
+        self._health.tick_succeeded(now)
+        self._metrics.record_success(now)
+        self._metrics.ticks.labels(role, "ok").inc()
+        self.summary.add_tick(role, "ok")
+
+    def _tick_failed(self, now: datetime, role: str, exc: Exception) -> None:
+        log.error("tick failed, pools held until the next tick: %s: %s", type(exc).__name__, exc)
+        self._health.tick_failed(now, f"{type(exc).__name__}: {exc}")
+        self._metrics.record_error(exc)
+        self._metrics.ticks.labels(role, "failed").inc()
+        self.summary.add_tick(role, "failed")
+        self.summary.add_error(exc)
+        kind = (
+            AlertKind.MISSING_DATA
+            if isinstance(exc, MetricsUnavailable)
+            else AlertKind.ACTUATOR_FAILURE
+            if isinstance(exc, ActuatorError)
+            else AlertKind.TICK_FAILED
+        )
+        self._alert(kind, Severity.WARNING, now, "tick failed, pools held", f"{type(exc).__name__}: {exc}")
+
+    def _alert(self, kind: AlertKind, severity: Severity, now: datetime, summary: str, detail: str) -> None:
+        event = AlertEvent(kind, severity, now, f"replica/{self.identity}", summary, {"detail": detail})
+        self._deliver(event)
+
+    def _deliver(self, event: AlertEvent) -> None:
+        try:
+            delivered = self._notifier.notify(event)
+        except Exception as exc:  # noqa: BLE001 - a notifier outage must never stop the daemon
+            log.warning("alert not delivered (%s): %s", type(exc).__name__, exc)
+            self._metrics.record_error(exc)
+            return
+        if not delivered:
+            self._metrics.errors.labels("AlertNotDelivered").inc()
+
+    def _record_event(self, now: datetime, reason: str, message: str, warning: bool = False) -> None:
+        if self._events is not None:
+            self._events.record(now, reason, message, warning=warning)

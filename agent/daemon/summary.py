@@ -1,0 +1,81 @@
+"""The daily report: what the agent did since the last one, as one readable message.
+
+Counts are kept in memory from each tick's report; the report is sent through the notifier and logged, then the
+counts start again. A replica that did not lead all day says so.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from datetime import datetime
+
+from agent.daemon.ports import TickReport
+from models import AlertEvent, AlertKind, BudgetSnapshot, Severity
+
+
+class DailySummary:
+    def __init__(self, since: datetime) -> None:
+        self._lock = threading.Lock()
+        self._since = since
+        self._ticks: Counter[str] = Counter()
+        self._actions: Counter[str] = Counter()
+        self._skips: Counter[str] = Counter()
+        self._errors: Counter[str] = Counter()
+        self._budgets: dict[str, BudgetSnapshot] = {}
+
+    def add_tick(self, role: str, outcome: str) -> None:
+        with self._lock:
+            self._ticks[f"{role} {outcome}"] += 1
+
+    def add_error(self, error: BaseException) -> None:
+        with self._lock:
+            self._errors[type(error).__name__] += 1
+
+    def add_report(self, report: TickReport) -> None:
+        with self._lock:
+            for result in report.results:
+                self._actions[str(result.status)] += 1
+            if report.plan is not None:
+                for skip in report.plan.skips:
+                    self._skips[str(skip.reason)] += 1
+            for error in report.errors:
+                self._errors[type(error).__name__] += 1
+            for budget in report.budgets:
+                self._budgets[budget.budget] = budget
+
+    def close(self, now: datetime, identity: str, mode: str) -> AlertEvent:
+        """The report for [since, now), and a fresh start."""
+        with self._lock:
+            since = self._since
+            details = {
+                "window": f"{since.isoformat()} .. {now.isoformat()}",
+                "replica": identity,
+                "mode": mode,
+                "ticks": _line(self._ticks),
+                "actions": _line(self._actions),
+                "skips": _line(self._skips),
+                "errors": _line(self._errors),
+            }
+            for name, budget in sorted(self._budgets.items()):
+                cap = f" of {budget.cap_usd:,.0f}" if budget.cap_usd is not None else ""
+                spent, projected = budget.spent_usd, budget.projected_usd
+                details[f"budget {name}"] = f"spent {spent:,.2f}{cap} USD, projected {projected:,.2f}"
+            acted, errors = sum(self._actions.values()), sum(self._errors.values())
+            led = any(key.startswith("leader") for key in self._ticks)
+            self._since = now
+            self._ticks.clear()
+            self._actions.clear()
+            self._skips.clear()
+            self._errors.clear()
+            self._budgets.clear()
+        summary = (
+            f"{acted} action(s), {errors} error(s) in the last day"
+            if led
+            else "this replica did not lead in the last day (standby)"
+        )
+        return AlertEvent(AlertKind.DAILY_REPORT, Severity.INFO, now, f"daily/{identity}", summary, details)
+
+
+def _line(counts: Counter[str]) -> str:
+    return ", ".join(f"{key}: {n}" for key, n in sorted(counts.items())) or "none"

@@ -1,0 +1,123 @@
+"""Assembling a daemon from settings and its parts. Every outside system comes in as a constructor argument
+(``DaemonParts``), so tests pass fakes and the ``run`` command passes the real adapters.
+
+The actuator the loop sees is wrapped, innermost first: dry-run (in ``dry-run`` mode: writes are recorded,
+never sent), leader-only (a replica that does not lead at the moment of a write refuses it), and a recorder of
+the newest pool states for the metrics.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kubernetes import client as k8s
+
+from actuators import Actuator, DryRunActuator
+from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
+from agent.daemon.endpoints import EndpointServer
+from agent.daemon.events import KubernetesEventRecorder
+from agent.daemon.guard import LeaderOnlyActuator
+from agent.daemon.health import HealthState
+from agent.daemon.kube import KubernetesUnconfigured, lease_namespace, replica_identity
+from agent.daemon.lease import LeaseElector
+from agent.daemon.metrics import DaemonMetrics
+from agent.daemon.runtime import DaemonRuntime, Schedule
+from agent.daemon.service import Daemon, Elector, SoleReplicaElector
+from agent.ledger import Ledger
+from agent.loop import Agent, AgentParts
+from agent.notify import Notifier
+from agent.sources.base import MetricSource
+from config.schema import Settings
+from forecasting.base import Forecaster
+from forecasting.factory import build_forecaster
+from models.clock import Clock
+
+
+@dataclass
+class DaemonParts:
+    source: MetricSource
+    actuator: Actuator
+    ledger: Ledger
+    notifier: Notifier
+    clock: Clock
+    kube: k8s.ApiClient | None = None  # needed when leader election is on
+    forecaster: Forecaster | None = None  # default: the configured model
+
+
+@dataclass(frozen=True)
+class AssembledDaemon:
+    runtime: DaemonRuntime
+    daemon: Daemon
+    elector: Elector
+    metrics: DaemonMetrics
+    health: HealthState
+    endpoints: EndpointServer
+
+
+def assemble(
+    settings: Settings, mode: str, parts: DaemonParts, environ: Mapping[str, str] = os.environ
+) -> AssembledDaemon:
+    daemon_settings = settings.daemon
+    election = daemon_settings.leader_election
+    clock = parts.clock
+    identity = replica_identity(election, environ)
+    elector: Elector
+    events = None
+    if election.enabled:
+        if parts.kube is None:
+            raise KubernetesUnconfigured("leader election needs the Kubernetes API; none was configured")
+        namespace = lease_namespace(election, environ)
+        timeout = daemon_settings.kubernetes.request_timeout
+        elector = LeaseElector(
+            k8s.CoordinationV1Api(parts.kube),
+            name=election.lease_name,
+            namespace=namespace,
+            identity=identity,
+            lease_duration=election.lease_duration,
+            renew_deadline=election.renew_deadline,
+            request_timeout=timeout,
+        )
+        events = KubernetesEventRecorder(
+            k8s.CoreV1Api(parts.kube),
+            namespace=namespace,
+            lease_name=election.lease_name,
+            identity=identity,
+            request_timeout=timeout,
+        )
+    else:
+        elector = SoleReplicaElector(identity)
+
+    actuator: Actuator = parts.actuator
+    if mode == "dry-run":
+        actuator = DryRunActuator(actuator, clock)
+    recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
+    forecaster = parts.forecaster or build_forecaster(settings.forecast)
+    agent = Agent(settings, AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier))
+
+    metrics = DaemonMetrics()
+    health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))
+    daemon = Daemon(
+        AgentLoopAdapter(agent, recorder),
+        elector,
+        clock=clock,
+        metrics=metrics,
+        health=health,
+        notifier=parts.notifier,
+        mode=mode,
+        contact_bound=election.renew_deadline,
+        events=events,
+    )
+    endpoints = EndpointServer(
+        daemon_settings.endpoints.bind_address, daemon_settings.endpoints.port, health, metrics, clock
+    )
+    schedule = Schedule(
+        tick_interval=settings.loop.tick_interval,
+        refit_interval=settings.forecast.refit_interval,
+        election_interval=election.retry_period,
+        misfire_grace=daemon_settings.misfire_grace,
+        daily_report_at=daemon_settings.daily_report_at,
+    )
+    runtime = DaemonRuntime(daemon, schedule, endpoints)
+    return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints)

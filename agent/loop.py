@@ -1,0 +1,186 @@
+"""The agent loop: observe -> forecast -> plan -> re-validate -> act -> record -> alert, one tick at a time.
+
+``Agent.run_once(now)`` is the whole tick; time is always the ``now`` argument, so the simulator can drive a
+month in seconds and the daemon drives it from a scheduler. Models are refitted by ``refit(now)`` on their own
+schedule; ``run_once`` only refits when no model has been fitted yet or the refit interval has passed.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from actuators.base import Actuator
+from agent.executor import execute
+from agent.ledger.base import Ledger
+from agent.notify.base import Notifier
+from agent.observation import forecasts_from_frame, latest_observations
+from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
+from agent.sources.base import MetricSource
+from config.schema import PlannerSettings, Settings
+from forecasting.base import Forecaster
+from models import (
+    ActionResult,
+    AlertEvent,
+    AlertKind,
+    CapacityPlan,
+    DemandForecast,
+    ForecastError,
+    LedgerEntry,
+    MetricsUnavailable,
+    PoolState,
+    Severity,
+)
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TickReport:
+    """What one tick saw, decided and did."""
+
+    now: datetime
+    observed: dict[str, float]
+    forecasts: dict[str, DemandForecast]
+    problems: dict[str, str]
+    plan: CapacityPlan
+    results: tuple[ActionResult, ...]
+    alerts: tuple[AlertEvent, ...] = field(default_factory=tuple)
+
+
+@dataclass
+class AgentParts:
+    """The outside world of one agent, passed in so that tests and the simulator can substitute any part."""
+
+    source: MetricSource
+    forecaster: Forecaster
+    actuator: Actuator
+    ledger: Ledger
+    notifier: Notifier
+
+
+class Agent:
+    def __init__(
+        self,
+        settings: Settings,
+        parts: AgentParts,
+        *,
+        tick: timedelta | None = None,
+        step: timedelta | None = None,
+        planner: PlannerSettings | None = None,
+    ) -> None:
+        self.settings = settings
+        self.parts = parts
+        self.tick = tick or settings.loop.tick_interval
+        self.step = step or settings.forecast.step
+        self.planner = planner or settings.planner
+        self.classes = settings.demand_class_models()
+        self.pools = settings.pool_specs()
+        self.pool_by_id = {p.pool_id: p for p in self.pools}
+        self.service_levels = resolve_service_levels(self.classes, self.pools, self.planner)
+        self.levels = tuple(sorted(set(settings.forecast.quantiles) | set(self.service_levels.values())))
+        self.horizon = self._horizon_steps()
+        self.memory = PlannerMemory()
+        self.last_refit: datetime | None = None
+        self._last_tick: datetime | None = None
+
+    # -- schedule-driven entry points -------------------------------------------------------------------------
+    def refit(self, now: datetime) -> None:
+        """Fit the forecaster on the configured history window ending at ``now``."""
+        start = now - self.settings.forecast.history
+        history = self.parts.source.fetch(self.classes, start, now, self.step)
+        self.parts.forecaster.fit(history, self.step)
+        self.last_refit = now
+        log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
+
+    def run_once(self, now: datetime) -> TickReport:
+        alerts: list[AlertEvent] = []
+        problems: dict[str, str] = {}
+        observed, forecasts = self._observe_and_forecast(now, problems, alerts)
+        states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
+        plan = plan_capacity(
+            PlanInput(
+                now=now,
+                tick=self.tick,
+                pools=self.pools,
+                states=states,
+                forecasts=forecasts,
+                observed=observed,
+                service_levels=self.service_levels,
+                settings=self.planner,
+                memory=self.memory,
+            )
+        )
+        for skip in plan.skips:
+            log.info("skip pool=%s reason=%s detail=%r", skip.pool_id, skip.reason, skip.detail)
+        execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now)
+        self.memory = execution.memory
+        alerts.extend(execution.alerts)
+        self._record_spend(now, states)
+        for event in alerts:
+            self.parts.notifier.notify(event)
+        self._last_tick = now
+        return TickReport(now, observed, forecasts, problems, plan, execution.results, tuple(alerts))
+
+    # -- steps of the tick -----------------------------------------------------------------------------------
+    def _observe_and_forecast(
+        self, now: datetime, problems: dict[str, str], alerts: list[AlertEvent]
+    ) -> tuple[dict[str, float], dict[str, DemandForecast]]:
+        names = [c.name for c in self.classes]
+        recent_steps = max(self.parts.forecaster.min_history_steps, 1) + self._stale_steps()
+        try:
+            recent = self.parts.source.fetch(self.classes, now - recent_steps * self.step, now, self.step)
+        except MetricsUnavailable as exc:
+            problems.update({name: str(exc) for name in names})
+            alerts.append(self._missing_alert(now, problems))
+            return {}, {}
+        observed, missing = latest_observations(recent, names, now, self.step, self.settings.forecast.max_staleness)
+        problems.update(missing)
+        forecasts: dict[str, DemandForecast] = {}
+        if observed:
+            try:
+                if self.last_refit is None or now - self.last_refit >= self.settings.forecast.refit_interval:
+                    self.refit(now)
+                frame = self.parts.forecaster.predict(recent, self.horizon, self.levels)
+                forecasts, bad = forecasts_from_frame(frame, now, self.step, self.levels, observed)
+                problems.update({k: v for k, v in bad.items() if k not in problems})
+            except (ForecastError, MetricsUnavailable) as exc:
+                problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
+        forecasts = {k: v for k, v in forecasts.items() if k in observed}
+        if problems:
+            alerts.append(self._missing_alert(now, problems))
+        return observed, forecasts
+
+    def _record_spend(self, now: datetime, states: dict[str, PoolState]) -> None:
+        if self._last_tick is None:
+            return
+        hours = (now - self._last_tick).total_seconds() / 3600.0
+        for pool_id, state in states.items():
+            spec = self.pool_by_id.get(pool_id)
+            if spec is None or hours <= 0:
+                continue
+            cost = state.target_units * spec.price_per_unit_hour_usd * hours
+            self.parts.ledger.record(LedgerEntry(pool_id, self._last_tick, now, state.target_units, cost))
+
+    # -- helpers ---------------------------------------------------------------------------------------------
+    def _horizon_steps(self) -> int:
+        longest = max((p.lead_time for p in self.pools), default=timedelta(0))
+        return max(1, math.ceil((longest + self.tick) / self.step))
+
+    def _stale_steps(self) -> int:
+        return max(1, math.ceil(self.settings.forecast.max_staleness / self.step))
+
+    @staticmethod
+    def _missing_alert(now: datetime, problems: dict[str, str]) -> AlertEvent:
+        classes = sorted(problems)
+        shown = ", ".join(classes[:5]) + (f" and {len(classes) - 5} more" if len(classes) > 5 else "")
+        return AlertEvent(
+            kind=AlertKind.MISSING_DATA,
+            severity=Severity.WARNING,
+            at=now,
+            subject="metrics",
+            summary=f"Holding pools: no trustworthy demand for {shown}",
+            details={name: problems[name] for name in classes[:10]},
+        )

@@ -1,0 +1,79 @@
+"""Turning frames from a metric source and a forecaster into per-class observations and forecasts.
+
+Missing, NaN or stale values never become zero: a class without a trustworthy value is simply absent, and the
+reason is returned so the loop can hold and alert.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+
+from forecasting.base import quantile_column
+from forecasting.series import series_arrays
+from models import DemandForecast
+
+
+def latest_observations(
+    frame: pd.DataFrame, classes: Sequence[str], now: datetime, step: timedelta, max_staleness: timedelta
+) -> tuple[dict[str, float], dict[str, str]]:
+    """Newest trustworthy value per class, and why each other class has none.
+
+    A value observed at ``ds`` covers [ds, ds + step); it is stale when that interval ended more than
+    ``max_staleness`` before ``now``.
+    """
+    observed: dict[str, float] = {}
+    problems: dict[str, str] = {}
+    by_class: dict[str, tuple[pd.Timestamp, float]] = {}
+    for name, (stamps, values) in series_arrays(frame).items():
+        valid = np.flatnonzero(~np.isnan(values))
+        if len(valid):
+            by_class[name] = (stamps[valid[-1]], float(values[valid[-1]]))
+    for name in classes:
+        if name not in by_class:
+            problems[name] = "no observed value in the recent window (empty or NaN)"
+            continue
+        at, value = by_class[name]
+        age = now - (at.to_pydatetime() + step)
+        if age > max_staleness:
+            problems[name] = f"newest value is {age} old (limit {max_staleness})"
+            continue
+        observed[name] = value
+    return observed, problems
+
+
+def forecasts_from_frame(
+    frame: pd.DataFrame, issued_at: datetime, step: timedelta, levels: Sequence[float], last: dict[str, float]
+) -> tuple[dict[str, DemandForecast], dict[str, str]]:
+    """Per-class ``DemandForecast`` from a forecaster's output; a class with NaN values has no forecast."""
+    forecasts: dict[str, DemandForecast] = {}
+    problems: dict[str, str] = {}
+    if frame.empty:
+        return forecasts, problems
+    ordered = frame.sort_values(["unique_id", "ds"], kind="stable")
+    ids = ordered["unique_id"].to_numpy()
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    bounds = [*starts[1:], len(ids)]
+    columns = {level: ordered[quantile_column(level)].to_numpy(dtype=float) for level in levels}
+    models = ordered["model"].to_numpy()
+    notes = ordered["note"].to_numpy()
+    for begin, end in zip(starts, bounds, strict=True):
+        name = str(ids[begin])
+        values = {level: tuple(float(v) for v in columns[level][begin:end]) for level in levels}
+        if any(math.isnan(v) for vals in values.values() for v in vals):
+            problems[name] = f"forecast has no value ({notes[begin] or 'NaN from the model'})"
+            continue
+        forecasts[name] = DemandForecast(
+            demand_class=name,
+            issued_at=issued_at,
+            step=step,
+            quantiles=values,
+            last_observed=last.get(name, math.nan),
+            model=str(models[begin]),
+            note=str(notes[begin]),
+        )
+    return forecasts, problems

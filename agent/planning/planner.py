@@ -1,0 +1,184 @@
+"""The capacity planner: forecasts and observed state in, an immutable CapacityPlan out.
+
+Rules (DESIGN.md):
+- scale-up target per class = max(forecast quantile over the lead-time horizon, demand observed now);
+- classes are filled into their eligible pools cheapest first; a pool in back-off or blocked cannot grow, so
+  its share spills to the next eligible pool;
+- never release on a forecast alone: a unit goes only if it has been observed idle for the stabilization window;
+- a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason;
+- targets are absolute whole units within each pool's bounds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from agent.planning.memory import PlannerMemory
+from config.schema import PlannerSettings
+from models import CapacityPlan, DemandForecast, PoolKind, PoolSpec, PoolState, Resize, Skip, SkipReason
+from models.allocation import allocate, units_for
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """Everything one planning decision depends on. ``observed`` holds the newest trustworthy demand per class;
+    a class absent from both ``forecasts`` and ``observed`` is unknown."""
+
+    now: datetime
+    tick: timedelta
+    pools: Sequence[PoolSpec]
+    states: Mapping[str, PoolState]
+    forecasts: Mapping[str, DemandForecast]
+    observed: Mapping[str, float]
+    service_levels: Mapping[str, float]
+    settings: PlannerSettings
+    memory: PlannerMemory = field(default_factory=PlannerMemory)
+
+
+def plan_capacity(given: PlanInput) -> CapacityPlan:
+    needs, unknown = class_needs(given)
+    desired = _desired_units(given, needs)
+    resizes: list[Resize] = []
+    skips: list[Skip] = []
+    for pool in sorted(given.pools, key=lambda p: p.pool_id):
+        decision = _decide(given, pool, desired[pool.pool_id], unknown)
+        if isinstance(decision, Resize):
+            resizes.append(decision)
+        elif decision is not None:
+            skips.append(decision)
+    return CapacityPlan(now=given.now, resizes=tuple(resizes), skips=tuple(skips), targets=desired)
+
+
+def class_needs(given: PlanInput) -> tuple[dict[str, float], set[str]]:
+    """Chips each class should have ready; and the classes whose demand is unknown (hold their pools)."""
+    needs: dict[str, float] = {}
+    unknown: set[str] = set()
+    lead_steps = _horizon_steps(given)
+    for name in _class_names(given.pools):
+        observed = given.observed.get(name)
+        forecast = given.forecasts.get(name)
+        if observed is not None and math.isnan(observed):
+            observed = None
+        if forecast is None or observed is None:
+            unknown.add(name)
+        candidates = [observed] if observed is not None else []
+        if forecast is not None:
+            level = given.service_levels.get(name, 0.9)
+            peak = forecast.peak(level, lead_steps.get(name))
+            if not math.isnan(peak):
+                candidates.append(peak)
+        if candidates:
+            needs[name] = max(candidates)
+    return needs, unknown
+
+
+def _class_names(pools: Sequence[PoolSpec]) -> list[str]:
+    return sorted({name for pool in pools for name in pool.serves})
+
+
+def _horizon_steps(given: PlanInput) -> dict[str, int | None]:
+    """Forecast steps that matter per class: the longest lead time among its scalable pools, plus one tick."""
+    steps: dict[str, int | None] = {}
+    for name in _class_names(given.pools):
+        leads = [p.lead_time for p in given.pools if name in p.serves and p.kind is not PoolKind.ON_PREM]
+        forecast = given.forecasts.get(name)
+        if not leads or forecast is None:
+            steps[name] = None
+            continue
+        horizon = max(leads) + given.tick
+        steps[name] = max(1, math.ceil(horizon / forecast.step))
+    return steps
+
+
+def _desired_units(given: PlanInput, needs: Mapping[str, float]) -> dict[str, int]:
+    room: dict[str, float] = {}
+    for pool in given.pools:
+        state = given.states.get(pool.pool_id)
+        frozen = pool.pool_id in given.memory.blocked or given.memory.in_backoff(pool.pool_id, given.now)
+        if pool.kind is PoolKind.ON_PREM:
+            units = pool.max_units
+        elif frozen:
+            units = state.target_units if state is not None else 0
+        else:
+            units = pool.max_units
+        room[pool.pool_id] = float(units * pool.chips_per_unit)
+    assigned = allocate(needs, given.pools, room)
+    desired: dict[str, int] = {}
+    for pool in given.pools:
+        units = units_for(sum(assigned[pool.pool_id].values()), pool.chips_per_unit)
+        if pool.kind is not PoolKind.ON_PREM and units > 0:
+            units += given.settings.headroom_units
+        desired[pool.pool_id] = pool.clamp(units)
+    return desired
+
+
+def _decide(given: PlanInput, pool: PoolSpec, desired: int, unknown: set[str]) -> Resize | Skip | None:
+    state = given.states.get(pool.pool_id)
+    pid = pool.pool_id
+    if pool.kind is PoolKind.ON_PREM:
+        return None
+    if state is None:
+        return Skip(pid, SkipReason.MISSING_DATA, "pool state could not be observed; holding")
+    current = state.target_units
+    if desired == current:
+        return None
+    if pid in given.memory.blocked:
+        return Skip(pid, SkipReason.PERMANENT_ERROR, given.memory.blocked[pid])
+    if desired > current:
+        return _scale_up(given, pool, state, desired)
+    return _scale_down(given, pool, state, desired, unknown)
+
+
+def _scale_up(given: PlanInput, pool: PoolSpec, state: PoolState, desired: int) -> Resize | Skip:
+    pid, current = pool.pool_id, state.target_units
+    if given.memory.in_backoff(pid, given.now):
+        until = given.memory.backoff_until[pid].isoformat()
+        return Skip(pid, SkipReason.BACKOFF, f"capacity unavailable recently; no scale-up before {until}")
+    if state.in_flight_operation:
+        return Skip(pid, SkipReason.IN_FLIGHT, f"operation {state.in_flight_operation} still running")
+    if _flapping(given, pid, direction=+1):
+        return Skip(pid, SkipReason.COOLDOWN, "scaled down too recently to reverse direction")
+    to_units = desired
+    limit = given.settings.max_scale_up_units_per_tick
+    if limit is not None and to_units - current > limit:
+        to_units = current + limit
+    reason = f"demand forecast needs {desired} units within lead time {pool.lead_time}"
+    return Resize(pid, current, to_units, reason, _key(given.now, pid, to_units))
+
+
+def _scale_down(given: PlanInput, pool: PoolSpec, state: PoolState, desired: int, unknown: set[str]) -> Resize | Skip:
+    pid, current = pool.pool_id, state.target_units
+    missing = sorted(set(pool.serves) & unknown)
+    if missing:
+        return Skip(pid, SkipReason.MISSING_DATA, f"no trustworthy demand for {', '.join(missing)}; holding")
+    window = given.settings.scale_down_stabilization
+    settled = sum(1 for since in state.idle_since if given.now - since >= window)
+    if settled == 0:
+        if state.idle_units:
+            return Skip(pid, SkipReason.STABILIZING, f"{state.idle_units} idle units, none idle for {window} yet")
+        return Skip(pid, SkipReason.NOT_IDLE, f"forecast allows {desired} units but no unit is idle")
+    if _flapping(given, pid, direction=-1):
+        return Skip(pid, SkipReason.COOLDOWN, "scaled up too recently to reverse direction")
+    release = min(current - desired, settled)
+    limit = given.settings.max_scale_down_units_per_tick
+    if limit is not None:
+        release = min(release, limit)
+    to_units = current - release
+    reason = f"{settled} units idle for {window} and forecast needs {desired}"
+    return Resize(pid, current, to_units, reason, _key(given.now, pid, to_units))
+
+
+def _flapping(given: PlanInput, pool_id: str, direction: int) -> bool:
+    interval = given.settings.min_direction_change_interval
+    last = given.memory.last_change.get(pool_id)
+    if last is None or interval <= timedelta(0):
+        return False
+    when, previous = last
+    return previous != direction and given.now - when < interval
+
+
+def _key(now: datetime, pool_id: str, to_units: int) -> str:
+    return f"{pool_id}@{now.isoformat()}->{to_units}"

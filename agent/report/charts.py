@@ -1,0 +1,95 @@
+"""Charts for reports, rendered with matplotlib (Agg) to PNG and embedded in HTML as data URIs."""
+
+from __future__ import annotations
+
+import base64
+import io
+from collections.abc import Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+POLICY_COLOURS = {"forecast": "#1f77b4", "reactive": "#d62728", "static": "#7f7f7f", "oracle": "#2ca02c"}
+
+
+def figure_to_data_uri(figure: Figure) -> str:
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
+    plt.close(figure)
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def capacity_panels(
+    index: pd.DatetimeIndex,
+    panels: Sequence[tuple[str, np.ndarray, Mapping[str, np.ndarray]]],
+    unit_label: str,
+    columns: int = 2,
+) -> str:
+    """Small multiples: per panel, demand (filled grey) and each policy's ready capacity as a step line."""
+    rows = max(1, -(-len(panels) // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 2.4 * rows), squeeze=False, sharex=True)
+    for ax, (title, demand, capacity) in zip(axes.flat, panels, strict=False):
+        ax.fill_between(index, np.nan_to_num(demand), step="post", color="#cccccc", label="demand", linewidth=0)
+        for policy, series in capacity.items():
+            ax.step(index, series, where="post", linewidth=0.9, label=policy, color=POLICY_COLOURS.get(policy))
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(unit_label, fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8, frameon=False)
+    figure.autofmt_xdate()
+    figure.tight_layout(rect=(0, 0, 1, 0.97))
+    return figure_to_data_uri(figure)
+
+
+def forecast_panels(
+    index: pd.DatetimeIndex,
+    panels: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]],
+    columns: int = 4,
+) -> str:
+    """Per class: observed demand with the forecast median and upper quantile issued one step before."""
+    rows = max(1, -(-len(panels) // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 2.0 * rows), squeeze=False, sharex=True)
+    for ax, (title, demand, median, upper) in zip(axes.flat, panels, strict=False):
+        ax.fill_between(
+            index,
+            np.nan_to_num(median),
+            np.nan_to_num(upper),
+            color="#9ecae1",
+            alpha=0.7,
+            label="forecast band",
+            linewidth=0,
+            step="post",
+        )
+        ax.plot(index, demand, color="black", linewidth=0.6, label="demand")
+        ax.set_title(title, fontsize=8)
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[len(panels) :]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False)
+    figure.autofmt_xdate()
+    figure.tight_layout(rect=(0, 0, 1, 0.96))
+    return figure_to_data_uri(figure)
+
+
+def cost_bars(costs: Mapping[str, float], unserved: Mapping[str, float]) -> str:
+    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 2.8))
+    names = list(costs)
+    colours = [POLICY_COLOURS.get(n, "#333333") for n in names]
+    left.barh(names, [costs[n] for n in names], color=colours)
+    left.set_title("cost (USD)", fontsize=9)
+    right.barh(names, [100 * unserved[n] for n in names], color=colours)
+    right.set_title("unserved demand (% of accelerator-hours)", fontsize=9)
+    for ax in (left, right):
+        ax.invert_yaxis()
+        ax.tick_params(labelsize=8)
+    figure.tight_layout()
+    return figure_to_data_uri(figure)

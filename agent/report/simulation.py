@@ -1,0 +1,97 @@
+"""The HTML report of ``leadtime simulate``: the results table, cost and service at a glance, capacity against
+demand per pool, and forecast bands per demand class."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agent.report.charts import capacity_panels, cost_bars, forecast_panels
+from agent.simulation.runner import PolicyRun
+from agent.simulation.window import SimulationWindow
+from config.schema import Settings
+
+ATTRIBUTION = (
+    'Trace data: Hu et al., "Characterization and Prediction of Deep Learning Workloads in Large-Scale GPU '
+    "Datacenters\", SC'21 (Helios, CC BY 4.0), where the bundled trace is used."
+)
+STYLE = """
+body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
+table{border-collapse:collapse;margin:1em 0}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}
+th:first-child,td:first-child{text-align:left}img{max-width:100%}.note{color:#666;font-size:90%}
+"""
+
+
+def write_simulation_report(
+    path: Path,
+    document: Mapping[str, Any],
+    window: SimulationWindow,
+    runs: Mapping[str, PolicyRun],
+    settings: Settings,
+) -> None:
+    sections = [
+        f"<h1>leadtime simulation</h1><p>{_describe(document)}</p>",
+        _table(document["policies"]),
+        f'<img alt="cost and unserved demand by policy" src="{_costs(runs)}">',
+        "<h2>Capacity against demand, per pool</h2>",
+        f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
+    ]
+    bands = runs.get("forecast")
+    if bands is not None and bands.forecast_bands:
+        sections += [
+            "<h2>Forecasts per demand class</h2>",
+            "<p class='note'>Band: median to the highest configured quantile, issued one step ahead.</p>",
+            f'<img alt="demand and forecast bands per class" src="{_forecasts(window, bands)}">',
+        ]
+    sections.append(f"<p class='note'>{html.escape(document['billing'])}. {html.escape(ATTRIBUTION)}</p>")
+    page = "<!doctype html><html><head><meta charset='utf-8'><title>leadtime simulation</title>"
+    page += f"<style>{STYLE}</style></head><body>{''.join(sections)}</body></html>\n"
+    path.write_text(page, encoding="utf-8")
+
+
+def _describe(document: Mapping[str, Any]) -> str:
+    w, t = document["window"], document["trace"]
+    return html.escape(
+        f"Trace {t['path']} ({len(t['series'])} demand classes, {t['step_s'] // 60}-minute steps), window "
+        f"{w['start']} to {w['end']} ({w['steps']} steps, {w['gap_steps']} gap steps not counted); "
+        f"config {document['config']['path']}."
+    )
+
+
+def _table(policies: Mapping[str, Mapping[str, Any]]) -> str:
+    head = "<tr><th>policy</th><th>cost (USD)</th><th>accelerator-hours</th><th>unserved</th>"
+    head += "<th>utilization</th><th>scale actions</th></tr>"
+    rows = [
+        f"<tr><td>{html.escape(name)}</td><td>{r['cost_usd']:,.0f}</td><td>{r['accelerator_hours']:,.0f}</td>"
+        f"<td>{r['unserved_fraction']:.3%}</td><td>{r['utilization']:.1%}</td><td>{r['scale_actions']}</td></tr>"
+        for name, r in policies.items()
+    ]
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def _costs(runs: Mapping[str, PolicyRun]) -> str:
+    return cost_bars({n: r.cost_usd for n, r in runs.items()}, {n: r.unserved_fraction for n, r in runs.items()})
+
+
+def _capacity(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
+    panels = []
+    for pool in settings.pool_specs():
+        columns = [window.classes.index(name) for name in pool.serves if name in window.classes]
+        demand = window.demand[:, columns].sum(axis=1) if columns else np.zeros(len(window.index))
+        demand[np.isnan(window.demand[:, columns]).any(axis=1)] = np.nan
+        capacity = {name: run.ready_units[pool.pool_id] * pool.chips_per_unit for name, run in runs.items()}
+        panels.append((f"{pool.pool_id} ({pool.chips_per_unit} chips/unit, lead {pool.lead_time})", demand, capacity))
+    return capacity_panels(window.index, panels, "chips", columns=1 if len(panels) == 1 else 2)
+
+
+def _forecasts(window: SimulationWindow, run: PolicyRun) -> str:
+    panels = [
+        (name, window.demand[:, i], *run.forecast_bands[name])
+        for i, name in enumerate(window.classes)
+        if name in run.forecast_bands
+    ]
+    return forecast_panels(window.index, panels)

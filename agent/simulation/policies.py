@@ -1,0 +1,60 @@
+"""The policies compared in simulation. Each is a controller that the runner calls once per tick.
+
+- ``forecast``: the leadtime agent with its configured forecaster and planner.
+- ``reactive``: behaves like the Kubernetes cluster-autoscaler: scales up only on demand it already sees
+  (running + queued, counting units in flight), and releases a unit once it has been unneeded for 10 minutes.
+  It is the same agent loop with a last-value point forecast and no forecast uncertainty.
+- ``static``: a fixed cluster sized to the peak seen before the window; never changes.
+- ``oracle``: perfect foresight, the cost floor at zero unserved demand (see ``agent.simulation.oracle``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from typing import Protocol
+
+import numpy as np
+
+from actuators.simulated import SimulatedCluster
+from agent.loop import Agent, TickReport
+
+POLICIES = ("forecast", "reactive", "static", "oracle")
+REACTIVE_UNNEEDED_TIME = timedelta(minutes=10)
+
+
+class Controller(Protocol):
+    def tick(self, index: int, now: datetime) -> TickReport | None: ...
+
+
+class AgentController:
+    """Drives an ``Agent`` (the forecast and reactive policies)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+
+    def tick(self, index: int, now: datetime) -> TickReport | None:
+        return self.agent.run_once(now)
+
+
+class StaticController:
+    """Holds whatever the cluster started with."""
+
+    def tick(self, index: int, now: datetime) -> TickReport | None:
+        return None
+
+
+class OracleController:
+    """Replays a precomputed perfect-foresight schedule of paid units per pool."""
+
+    def __init__(self, cluster: SimulatedCluster, schedule: Mapping[str, np.ndarray]) -> None:
+        self.cluster = cluster
+        self.schedule = schedule
+
+    def tick(self, index: int, now: datetime) -> TickReport | None:
+        paid = self.cluster.paid_units()
+        for pool_id, units in self.schedule.items():
+            target = int(units[index])
+            if target != paid[pool_id]:
+                self.cluster.resize(pool_id, target, f"oracle:{pool_id}@{now.isoformat()}->{target}")
+        return None

@@ -1,0 +1,34 @@
+"""The ``results.json`` document of a simulation: per-policy figures plus what was simulated, with what."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from agent.simulation.runner import PolicyRun
+from agent.simulation.window import SimulationWindow
+from agent.sources.trace import Trace
+from config.schema import Settings
+
+
+def results_document(
+    settings: Settings, config_path: str, trace: Trace, window: SimulationWindow, runs: Mapping[str, PolicyRun]
+) -> dict[str, Any]:
+    observed = int(window.observed.sum())
+    return {
+        "trace": {
+            "path": trace.path,
+            "series": list(window.classes),
+            "step_s": int(window.step.total_seconds()),
+        },
+        "window": {
+            "start": window.index[0].isoformat(),
+            "end": (window.index[-1] + window.step).isoformat(),
+            "steps": len(window.index),
+            "observed_steps": observed,
+            "gap_steps": len(window.index) - observed,
+        },
+        "config": {"path": config_path, "settings": settings.model_dump(mode="json")},
+        "billing": "a unit is paid from when it is requested until it is released; gap steps are not counted",
+        "policies": {name: run.summary() for name, run in runs.items()},
+    }

@@ -1,0 +1,232 @@
+"""Running policies through the simulated cluster over a trace window, step by step.
+
+At each step ``t`` the cluster first receives units whose lead time has passed, then the policy ticks (seeing
+only demand before ``t``), then the step's demand is served by the ready units. A unit is paid from the moment
+it is requested until it is released. Steps where any class's demand is missing (trace gaps) count neither
+cost nor service: they are skipped in the metrics, never read as zero demand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from actuators.simulated import SimulatedCluster
+from agent.ledger import InMemoryLedger
+from agent.loop import Agent, AgentParts, TickReport
+from agent.notify import RecordingNotifier
+from agent.simulation.oracle import oracle_schedule
+from agent.simulation.policies import (
+    POLICIES,
+    REACTIVE_UNNEEDED_TIME,
+    AgentController,
+    Controller,
+    OracleController,
+    StaticController,
+)
+from agent.simulation.window import SimulationWindow, initial_units, required_units, static_units
+from agent.sources.trace import Trace, TraceSource
+from config.schema import PlannerSettings, Settings
+from forecasting.factory import build_forecaster
+from forecasting.last_value import PersistenceForecaster
+from models import AlertEvent, PoolSpec
+from models.clock import SimulatedClock
+
+Progress = Callable[[int], None]
+
+
+@dataclass
+class PolicyRun:
+    """Outcome of one policy over the window: totals and the per-step series the report draws."""
+
+    name: str
+    cost_usd: float = 0.0
+    accelerator_hours: float = 0.0
+    demanded_accelerator_hours: float = 0.0
+    served_accelerator_hours: float = 0.0
+    unserved_accelerator_hours: float = 0.0
+    scale_actions: int = 0
+    spend_by_pool_usd: dict[str, float] = field(default_factory=dict)
+    paid_units: dict[str, np.ndarray] = field(default_factory=dict)
+    ready_units: dict[str, np.ndarray] = field(default_factory=dict)
+    unserved_by_step: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    forecast_bands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    alerts: list[AlertEvent] = field(default_factory=list)
+
+    @property
+    def unserved_fraction(self) -> float:
+        demanded = self.demanded_accelerator_hours
+        return self.unserved_accelerator_hours / demanded if demanded > 0 else 0.0
+
+    @property
+    def utilization(self) -> float:
+        paid = self.accelerator_hours
+        return self.served_accelerator_hours / paid if paid > 0 else 0.0
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "cost_usd": round(self.cost_usd, 2),
+            "accelerator_hours": round(self.accelerator_hours, 2),
+            "unserved_fraction": self.unserved_fraction,
+            "utilization": self.utilization,
+            "scale_actions": self.scale_actions,
+            "demanded_accelerator_hours": round(self.demanded_accelerator_hours, 2),
+            "served_accelerator_hours": round(self.served_accelerator_hours, 2),
+            "unserved_accelerator_hours": round(self.unserved_accelerator_hours, 4),
+            "spend_by_pool_usd": {k: round(v, 2) for k, v in sorted(self.spend_by_pool_usd.items())},
+            "alerts": len(self.alerts),
+        }
+
+
+def simulate(
+    settings: Settings,
+    trace: Trace,
+    window: SimulationWindow,
+    policies: Sequence[str] = POLICIES,
+    progress: Progress | None = None,
+) -> dict[str, PolicyRun]:
+    unknown = [p for p in policies if p not in POLICIES]
+    if unknown:
+        raise ValueError(f"unknown policy {unknown}; choose from {', '.join(POLICIES)}")
+    return {name: run_policy(settings, trace, window, name, progress=progress) for name in policies}
+
+
+def run_policy(
+    settings: Settings,
+    trace: Trace,
+    window: SimulationWindow,
+    policy: str,
+    planner: PlannerSettings | None = None,
+    progress: Progress | None = None,
+) -> PolicyRun:
+    """Run one policy. ``planner`` overrides the planner settings of the agent-driven policies."""
+    pools = settings.pool_specs()
+    clock = SimulatedClock(window.index[0].to_pydatetime())
+    start_units = static_units(window, pools) if policy == "static" else initial_units(window, pools)
+    cluster = SimulatedCluster(pools, clock, start_units, _stockouts(settings))
+    controller = _controller(policy, settings, trace, window, cluster, pools, planner)
+    return _drive(policy, controller, cluster, clock, window, pools, progress)
+
+
+def _controller(
+    policy: str,
+    settings: Settings,
+    trace: Trace,
+    window: SimulationWindow,
+    cluster: SimulatedCluster,
+    pools: Sequence[PoolSpec],
+    planner: PlannerSettings | None,
+) -> Controller:
+    if policy == "static":
+        return StaticController()
+    if policy == "oracle":
+        required = required_units(window.demand, window.classes, pools)
+        start = cluster.paid_units()
+        schedule = {
+            p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step, start[p.pool_id]) for p in pools
+        }
+        return OracleController(cluster, schedule)
+    source = TraceSource(trace)
+    notifier = RecordingNotifier()
+    if policy == "reactive":
+        reactive = (planner or settings.planner).model_copy(
+            update={"scale_down_stabilization": REACTIVE_UNNEEDED_TIME, "service_level": None}
+        )
+        parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), notifier)
+        return AgentController(Agent(settings, parts, tick=window.step, step=window.step, planner=reactive))
+    parts = AgentParts(source, build_forecaster(settings.forecast), cluster, InMemoryLedger(), notifier)
+    return AgentController(Agent(settings, parts, tick=window.step, step=window.step, planner=planner))
+
+
+def _drive(
+    policy: str,
+    controller: Controller,
+    cluster: SimulatedCluster,
+    clock: SimulatedClock,
+    window: SimulationWindow,
+    pools: Sequence[PoolSpec],
+    progress: Progress | None,
+) -> PolicyRun:
+    steps = len(window.index)
+    hours = window.step.total_seconds() / 3600.0
+    observed = window.observed
+    run = PolicyRun(name=policy, unserved_by_step=np.full(steps, np.nan))
+    run.paid_units = {p.pool_id: np.zeros(steps, dtype=int) for p in pools}
+    run.ready_units = {p.pool_id: np.zeros(steps, dtype=int) for p in pools}
+    run.spend_by_pool_usd = {p.pool_id: 0.0 for p in pools}
+    bands = _BandRecorder(window)
+    for t in range(steps):
+        now: datetime = window.index[t].to_pydatetime()
+        clock.set(now)
+        cluster.advance(now)
+        report = controller.tick(t, now)
+        cluster.advance(now)
+        cluster.interrupt_spot(window.step)
+        if report is not None:
+            bands.record(t, report)
+            run.alerts.extend(report.alerts)
+        paid, ready = cluster.paid_units(), cluster.ready_units()
+        for pool in pools:
+            run.paid_units[pool.pool_id][t] = paid[pool.pool_id]
+            run.ready_units[pool.pool_id][t] = ready[pool.pool_id]
+        if not observed[t]:
+            cluster.forget_idle()
+            continue
+        outcome = cluster.serve(now, window.at(t))
+        for pool in pools:
+            cost = paid[pool.pool_id] * pool.price_per_unit_hour_usd * hours
+            run.spend_by_pool_usd[pool.pool_id] += cost
+            run.cost_usd += cost
+            run.accelerator_hours += paid[pool.pool_id] * pool.chips_per_unit * hours
+        run.demanded_accelerator_hours += float(np.nansum(window.demand[t])) * hours
+        run.served_accelerator_hours += sum(outcome.served.values()) * hours
+        run.unserved_by_step[t] = sum(outcome.unserved.values())
+        run.unserved_accelerator_hours += run.unserved_by_step[t] * hours
+        if progress is not None and t % 64 == 63:
+            progress(64)
+    if progress is not None:
+        progress(steps % 64)
+    run.scale_actions = cluster.scale_actions
+    run.forecast_bands = bands.result()
+    return run
+
+
+class _BandRecorder:
+    """Keeps, per class and step, the median and upper forecast made one tick earlier, for the report."""
+
+    def __init__(self, window: SimulationWindow) -> None:
+        steps = len(window.index)
+        self._median = {c: np.full(steps, np.nan) for c in window.classes}
+        self._upper = {c: np.full(steps, np.nan) for c in window.classes}
+        self._any = False
+
+    def record(self, t: int, report: TickReport) -> None:
+        for name, forecast in report.forecasts.items():
+            if name not in self._median or forecast.horizon_steps == 0:
+                continue
+            levels = sorted(forecast.quantiles)
+            self._median[name][t] = forecast.quantiles[forecast.level_at_or_above(0.5)][0]
+            self._upper[name][t] = forecast.quantiles[levels[-1]][0]
+            self._any = True
+
+    def result(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+        if not self._any:
+            return {}
+        return {c: (self._median[c], self._upper[c]) for c in self._median}
+
+
+def _stockouts(settings: Settings) -> dict[str, list[tuple[datetime, datetime]]]:
+    out: dict[str, list[tuple[datetime, datetime]]] = {}
+    for window in settings.simulation.stockouts:
+        start, end = (_aware(datetime.fromisoformat(v)) for v in (window.start, window.end))
+        out.setdefault(window.pool, []).append((start, end))
+    return out
+
+
+def _aware(when: datetime) -> datetime:
+    from datetime import UTC
+
+    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

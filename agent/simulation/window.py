@@ -1,0 +1,111 @@
+"""The simulated window of a trace, and the demand each pool must carry in it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+
+from agent.sources.trace import Trace
+from models import DemandClass, PoolKind, PoolSpec, TraceError
+from models.allocation import allocate, units_for
+
+DEFAULT_HISTORY = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class SimulationWindow:
+    """Steps ``index`` of the trace being simulated; ``demand[t, i]`` for class ``classes[i]`` (NaN = gap)."""
+
+    index: pd.DatetimeIndex
+    classes: tuple[str, ...]
+    demand: np.ndarray
+    history: np.ndarray  # demand before the window, same columns
+    step: timedelta
+
+    @property
+    def observed(self) -> np.ndarray:
+        """Steps at which every class has a value; only these count in the metrics."""
+        return np.asarray(~np.isnan(self.demand).any(axis=1))
+
+    def at(self, t: int) -> dict[str, float]:
+        return {name: float(v) for name, v in zip(self.classes, self.demand[t], strict=True)}
+
+
+def select_window(
+    trace: Trace, classes: Sequence[DemandClass], start: datetime | None, end: datetime | None
+) -> SimulationWindow:
+    missing = [c.series_id for c in classes if c.series_id not in trace.series]
+    if missing:
+        raise TraceError(
+            f"trace {trace.path} has no series for demand class(es) {missing}; it has {list(trace.series)[:20]}"
+        )
+    first, last = trace.index[0], trace.index[-1] + trace.step
+    begin = pd.Timestamp(start) if start is not None else first + DEFAULT_HISTORY
+    finish = pd.Timestamp(end) if end is not None else last
+    if begin >= last or finish <= first:
+        raise TraceError(
+            f"window {begin.isoformat()} .. {finish.isoformat()} is outside the trace "
+            f"({first.isoformat()} .. {last.isoformat()})"
+        )
+    if begin >= finish:
+        raise TraceError(f"empty window: start {begin.isoformat()} is not before end {finish.isoformat()}")
+    lo, hi = trace.position(begin.to_pydatetime()), trace.position(finish.to_pydatetime())
+    columns = np.stack([trace.column(c.series_id) for c in classes], axis=1)
+    window = columns[lo:hi]
+    if len(window) == 0:
+        raise TraceError(f"empty window: no trace steps between {begin.isoformat()} and {finish.isoformat()}")
+    if np.isnan(window).all():
+        raise TraceError(
+            f"no observed demand in the window {begin.isoformat()} .. {finish.isoformat()}: every value is "
+            "missing (NaN); choose another window"
+        )
+    for i, name in enumerate(c.name for c in classes):
+        if np.isnan(window[:, i]).all():
+            raise TraceError(f"demand class {name!r} has no observed value in the window; cannot simulate it")
+    return SimulationWindow(
+        index=trace.index[lo:hi],
+        classes=tuple(c.name for c in classes),
+        demand=window,
+        history=columns[:lo],
+        step=trace.step,
+    )
+
+
+def required_units(rows: np.ndarray, classes: Sequence[str], pools: Sequence[PoolSpec]) -> dict[str, np.ndarray]:
+    """Units each pool needs per step to serve all demand, split cheapest-first; NaN steps need nothing."""
+    room = {p.pool_id: float(p.max_units * p.chips_per_unit) for p in pools}
+    out = {p.pool_id: np.zeros(len(rows), dtype=int) for p in pools}
+    for t, row in enumerate(rows):
+        if np.isnan(row).any():
+            continue
+        assigned = allocate(dict(zip(classes, row.tolist(), strict=True)), pools, room)
+        for pool in pools:
+            out[pool.pool_id][t] = units_for(sum(assigned[pool.pool_id].values()), pool.chips_per_unit)
+    return out
+
+
+def initial_units(window: SimulationWindow, pools: Sequence[PoolSpec]) -> dict[str, int]:
+    """Units every policy starts with: enough for the demand of the first lead time of the window."""
+    out: dict[str, int] = {}
+    for pool in pools:
+        if pool.kind is PoolKind.ON_PREM:
+            out[pool.pool_id] = pool.max_units
+            continue
+        lead_steps = int(pool.lead_time / window.step) + 1
+        head = window.demand[:lead_steps]
+        need = required_units(head, window.classes, pools)[pool.pool_id]
+        out[pool.pool_id] = pool.clamp(int(need.max(initial=0)))
+    return out
+
+
+def static_units(window: SimulationWindow, pools: Sequence[PoolSpec]) -> dict[str, int]:
+    """The static cluster: the peak each pool needed before the window."""
+    observed = window.history[~np.isnan(window.history).any(axis=1)] if len(window.history) else window.history
+    if len(observed) == 0:
+        raise TraceError("the static policy needs history before the window; start the window later")
+    need = required_units(observed, window.classes, pools)
+    return {p.pool_id: p.clamp(int(need[p.pool_id].max(initial=0))) for p in pools}

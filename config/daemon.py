@@ -1,0 +1,82 @@
+"""Settings of the in-cluster daemon (``leadtime run``): mode, endpoints, leader election, Kubernetes API, jobs.
+
+Durations follow the rest of the schema (``15s``, ``1h``). The replica's identity is read from the environment
+variable named by ``leader_election.identity_env`` (the Deployment sets it from the pod name), never from the file.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Annotated, Literal, Self
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+
+from config.durations import format_duration, parse_duration
+
+# The same duration type as in ``config.schema``; defined here so this module does not import the schema that
+# imports it.
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EndpointSettings(Section):
+    """The one HTTP server of a replica: ``/healthz``, ``/readyz`` and ``/metrics``."""
+
+    bind_address: str = "0.0.0.0"  # the pod's probes and the metrics scrape come from outside
+    port: int = Field(default=8080, ge=0, le=65535)
+    # /readyz fails when the last successful tick is older than this; unset means three tick intervals.
+    ready_max_tick_age: Duration | None = None
+
+
+class LeaderElectionSettings(Section):
+    """A coordination.k8s.io Lease decides which replica plans and acts.
+
+    A leader stops acting once ``renew_deadline`` has passed since its last successful renewal; a standby takes
+    the lease only after it has seen the same holder record unchanged for ``lease_duration``. The deadline must
+    be shorter than the lease so the two windows never overlap.
+    """
+
+    enabled: bool = True
+    lease_name: str = Field(default="leadtime", min_length=1)
+    # Unset: the namespace the pod runs in (POD_NAMESPACE, else the service account's namespace file).
+    lease_namespace: str | None = None
+    lease_duration: Duration = timedelta(seconds=15)
+    renew_deadline: Duration = timedelta(seconds=10)
+    retry_period: Duration = timedelta(seconds=2)
+    identity_env: str = "POD_NAME"
+
+    @model_validator(mode="after")
+    def _deadline_inside_lease(self) -> Self:
+        if self.renew_deadline >= self.lease_duration:
+            raise ValueError("renew_deadline must be shorter than lease_duration, or two replicas could both act")
+        if self.retry_period >= self.renew_deadline:
+            raise ValueError("retry_period must be shorter than renew_deadline, or a leader could never renew")
+        if self.retry_period <= timedelta(0):
+            raise ValueError("retry_period must be positive")
+        return self
+
+
+class KubernetesApiSettings(Section):
+    """How the daemon reaches the Kubernetes API."""
+
+    # Unset: in-cluster configuration when running in a pod, else the local kubeconfig.
+    api_url: str | None = None
+    # Every call is bounded, so a hung connection can never hold up leadership decisions.
+    request_timeout: Duration = timedelta(seconds=5)
+
+
+class DaemonSettings(Section):
+    mode: Literal["dry-run", "enforce"] = "dry-run"
+    endpoints: EndpointSettings = EndpointSettings()
+    leader_election: LeaderElectionSettings = LeaderElectionSettings()
+    kubernetes: KubernetesApiSettings = KubernetesApiSettings()
+    # A tick that could not start within this grace of its slot is dropped, never run late in a burst.
+    misfire_grace: Duration = timedelta(seconds=30)
+    # The daily report is sent at this UTC time of day (HH:MM).
+    daily_report_at: str = Field(default="08:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
+
+    def ready_bound(self, tick_interval: timedelta) -> timedelta:
+        return self.endpoints.ready_max_tick_age or 3 * tick_interval

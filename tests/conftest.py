@@ -1,0 +1,59 @@
+"""Shared fixtures: paths to the bundled data and example configurations, small synthetic traces, and (as a
+plugin) the fake cloud and Kubernetes API servers of ``tests/fakes``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+pytest_plugins = ("tests.fakes.fixtures",)
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED_TRACE = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"
+EXAMPLES = ROOT / "config" / "examples"
+
+
+@pytest.fixture
+def bundled_trace() -> Path:
+    return BUNDLED_TRACE
+
+
+@pytest.fixture
+def examples() -> Path:
+    return EXAMPLES
+
+
+TraceWriter = Callable[..., Path]
+
+
+@pytest.fixture
+def write_trace(tmp_path: Path) -> TraceWriter:
+    """Write a long-format trace CSV from per-series value lists on a regular 5-minute grid."""
+
+    def write(
+        series: dict[str, Sequence[float]],
+        start: str = "2024-01-01T00:00:00+00:00",
+        step: str = "5min",
+        name: str = "trace.csv",
+    ) -> Path:
+        frames = []
+        for uid, values in series.items():
+            stamps = pd.date_range(start, periods=len(values), freq=step)
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "unique_id": uid,
+                        "ds": stamps.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                        "y": np.asarray(values, dtype=float),
+                    }
+                )
+            )
+        path = tmp_path / name
+        pd.concat(frames).to_csv(path, index=False)
+        return path
+
+    return write

@@ -1,0 +1,1 @@
+"""Tests of the in-cluster daemon: election, scheduling, endpoints, shutdown, deployment manifests."""

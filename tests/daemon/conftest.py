@@ -1,0 +1,78 @@
+"""Fixtures for the daemon tests: replicas' electors wired to the fake Kubernetes API through cuttable links."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kubernetes import client as k8s
+
+from agent.daemon.kube import kubernetes_api_client
+from agent.daemon.lease import LeaseElector
+from config.daemon import KubernetesApiSettings
+from models.clock import SimulatedClock
+from tests.daemon.links import CuttableLink
+from tests.fakes.kube_api import FakeKubeApi
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+LEASE = timedelta(seconds=15)
+DEADLINE = timedelta(seconds=10)
+RETRY = timedelta(seconds=2)
+NAMESPACE = "leadtime"
+LEASE_NAME = "leadtime"
+
+
+@pytest.fixture
+def clock() -> SimulatedClock:
+    return SimulatedClock(T0)
+
+
+@pytest.fixture
+def link_to(kube_api: FakeKubeApi) -> Iterator[Callable[[], CuttableLink]]:
+    links: list[CuttableLink] = []
+
+    def make() -> CuttableLink:
+        link = CuttableLink(kube_api.port)
+        links.append(link)
+        return link
+
+    yield make
+    for link in links:
+        link.close()
+
+
+@pytest.fixture
+def api_client_for() -> Iterator[Callable[[str], k8s.ApiClient]]:
+    clients: list[k8s.ApiClient] = []
+
+    def make(url: str) -> k8s.ApiClient:
+        api_client = kubernetes_api_client(KubernetesApiSettings(api_url=url))
+        clients.append(api_client)
+        return api_client
+
+    yield make
+    for api_client in clients:
+        api_client.close()
+
+
+@pytest.fixture
+def elector_for(
+    link_to: Callable[[], CuttableLink], api_client_for: Callable[[str], k8s.ApiClient]
+) -> Callable[[str], tuple[LeaseElector, CuttableLink]]:
+    """A replica's elector, talking to the fake API through its own link; short request timeout for speed."""
+
+    def make(identity: str) -> tuple[LeaseElector, CuttableLink]:
+        link = link_to()
+        elector = LeaseElector(
+            k8s.CoordinationV1Api(api_client_for(link.url)),
+            name=LEASE_NAME,
+            namespace=NAMESPACE,
+            identity=identity,
+            lease_duration=LEASE,
+            renew_deadline=DEADLINE,
+            request_timeout=timedelta(seconds=0.3),
+        )
+        return elector, link
+
+    return make

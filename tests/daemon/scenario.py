@@ -1,0 +1,110 @@
+"""Whole daemons (the real agent loop, election, events) assembled from parts for scenario tests: a replayed
+trace for metrics, a simulated cluster for pools, the fake Kubernetes API for the Lease, a simulated clock.
+Sources, actuators and notifiers are wrapped so a test can take each dependency down and bring it back."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from functools import cache
+from pathlib import Path
+
+import pandas as pd
+from kubernetes import client as k8s
+
+from actuators import Actuator, SimulatedCluster
+from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
+from agent.daemon.wiring import AssembledDaemon, DaemonParts, assemble
+from agent.ledger import InMemoryLedger
+from agent.sources.base import MetricSource
+from agent.sources.trace import Trace, read_trace
+from config import load_settings
+from config.schema import Settings
+from models import ActionResult, AlertEvent, DemandClass, MetricsUnavailable, PoolState, TransientActuatorError
+from models.clock import SimulatedClock
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE_START = datetime.fromisoformat("2020-05-12T00:00:00+00:00")
+
+
+@cache
+def helios_trace() -> Trace:
+    return read_trace(ROOT / "data" / "helios-earth" / "demand_5min.csv.gz")
+
+
+def helios_settings(kube_url: str | None, mode_tick: timedelta = timedelta(seconds=60)) -> Settings:
+    base = load_settings(ROOT / "config" / "examples" / "helios-earth.yaml")
+    daemon = base.daemon.model_copy(
+        update={
+            "endpoints": base.daemon.endpoints.model_copy(update={"bind_address": "127.0.0.1", "port": 0}),
+            "leader_election": base.daemon.leader_election.model_copy(update={"enabled": kube_url is not None}),
+            "kubernetes": base.daemon.kubernetes.model_copy(
+                update={"api_url": kube_url, "request_timeout": timedelta(seconds=0.3)}
+            ),
+        }
+    )
+    return base.model_copy(update={"daemon": daemon, "loop": base.loop.model_copy(update={"tick_interval": mode_tick})})
+
+
+@dataclass
+class Switchable:
+    """Wraps a metric source and an actuator; ``down`` makes every call fail like the real dependency would."""
+
+    source: MetricSource
+    actuator: Actuator
+    metrics_down: bool = False
+    cloud_down: bool = False
+
+    def fetch(self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
+        if self.metrics_down:
+            raise MetricsUnavailable("*", "Prometheus is unreachable: connection refused")
+        return self.source.fetch(classes, start, end, step)
+
+    def list_pools(self) -> Sequence[PoolState]:
+        if self.cloud_down:
+            raise TransientActuatorError("*", "GKE answered 503 Service Unavailable")
+        return self.actuator.list_pools()
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        if self.cloud_down:
+            raise TransientActuatorError(pool_id, "GKE answered 503 Service Unavailable")
+        return self.actuator.resize(pool_id, to_units, key)
+
+
+@dataclass
+class FlakyNotifier:
+    down: bool = False
+    delivered: list[AlertEvent] = field(default_factory=list)
+    refused: list[AlertEvent] = field(default_factory=list)
+
+    def notify(self, event: AlertEvent) -> bool:
+        if self.down:
+            self.refused.append(event)
+            return False  # the Notifier contract: report, never raise
+        self.delivered.append(event)
+        return True
+
+
+@dataclass
+class ScenarioReplica:
+    name: str
+    assembled: AssembledDaemon
+    deps: Switchable
+    notifier: FlakyNotifier
+
+
+def scenario_replica(
+    name: str,
+    settings: Settings,
+    clock: SimulatedClock,
+    cluster: SimulatedCluster,
+    mode: str,
+    kube: k8s.ApiClient | None,
+) -> ScenarioReplica:
+    deps = Switchable(ShiftedTraceSource(helios_trace(), TRACE_START, clock.now()), RehearsalCluster(cluster, clock))
+    notifier = FlakyNotifier()
+    parts = DaemonParts(source=deps, actuator=deps, ledger=InMemoryLedger(), notifier=notifier, clock=clock, kube=kube)
+    assembled = assemble(settings, mode, parts, {"POD_NAME": name, "POD_NAMESPACE": "leadtime"})
+    assembled.endpoints.stop()  # scenario tests drive the jobs directly; no socket needed
+    return ScenarioReplica(name, assembled, deps, notifier)

@@ -1,0 +1,116 @@
+"""The HTTP endpoints on a real socket: liveness, readiness from the last successful tick, Prometheus metrics."""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agent.daemon.endpoints import EndpointServer
+from agent.daemon.health import HealthState
+from agent.daemon.metrics import DaemonMetrics
+from models import (
+    ActionResult,
+    ActionStatus,
+    BudgetSnapshot,
+    CapacityPlan,
+    DemandForecast,
+    PoolState,
+    Resize,
+    Skip,
+    SkipReason,
+)
+from models.clock import SimulatedClock
+from tests.daemon.conftest import T0
+from tests.daemon.fake_loop import FakeTickReport
+
+
+@pytest.fixture
+def served(clock: SimulatedClock) -> Iterator[tuple[str, HealthState, DaemonMetrics]]:
+    health = HealthState(max_tick_age=timedelta(minutes=3))
+    metrics = DaemonMetrics()
+    server = EndpointServer("127.0.0.1", 0, health, metrics, clock)
+    server.start()
+    host, port = server.address
+    try:
+        yield f"http://{host}:{port}", health, metrics
+    finally:
+        server.stop()
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_healthz_answers_while_the_process_runs(served: tuple[str, HealthState, DaemonMetrics]) -> None:
+    url, _, _ = served
+    assert _get(f"{url}/healthz") == (200, "ok\n")
+    assert _get(f"{url}/nope")[0] == 404
+
+
+def test_readyz_follows_the_last_successful_tick(
+    served: tuple[str, HealthState, DaemonMetrics], clock: SimulatedClock
+) -> None:
+    url, health, _ = served
+    status, body = _get(f"{url}/readyz")
+    assert status == 503
+    assert "no successful tick yet" in body
+    health.tick_succeeded(clock.now())
+    assert _get(f"{url}/readyz")[0] == 200
+    clock.advance(timedelta(minutes=2))
+    health.tick_failed(clock.now(), "MetricsUnavailable: Prometheus answered 503")
+    assert _get(f"{url}/readyz")[0] == 200  # one failure inside the bound does not flap readiness
+    clock.advance(timedelta(minutes=1, seconds=1))
+    status, body = _get(f"{url}/readyz")
+    assert status == 503
+    assert "181s ago" in body
+    assert "Prometheus answered 503" in body
+
+
+def test_metrics_expose_what_the_tick_saw_decided_and_did(served: tuple[str, HealthState, DaemonMetrics]) -> None:
+    url, _, metrics = served
+    plan = CapacityPlan(
+        now=T0,
+        resizes=(Resize("a100", 2, 4, "forecast p90 above capacity", "k1"),),
+        skips=(Skip("v5e", SkipReason.COOLDOWN, "changed 3m ago"), Skip("v5e", SkipReason.BUDGET, "cap")),
+        targets={"a100": 4, "v5e": 1},
+    )
+    report = FakeTickReport(
+        forecasts=[DemandForecast("train", T0, timedelta(minutes=5), {0.5: (10.0, 12.0), 0.9: (14.0, 19.0)}, 9.0, "m")],
+        pools=[PoolState("a100", T0, ready_units=2, target_units=4), PoolState("v5e", T0, 1, 1)],
+        plan=plan,
+        results=[ActionResult("k1", "a100", ActionStatus.STARTED, T0)],
+        budgets=[BudgetSnapshot("fleet", T0, T0 + timedelta(days=30), 1200.0, 5000.0, 4100.0)],
+        errors=[ValueError("x")],
+    )
+    metrics.record_tick(report)
+    metrics.is_leader.set(1)
+    metrics.tick_duration.labels("leader").observe(0.4)
+    status, body = _get(f"{url}/metrics")
+    assert status == 200
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+    }
+    assert samples[("leadtime_forecast_accelerators", (("demand_class", "train"), ("quantile", "0.9")))] == 19.0
+    assert samples[("leadtime_forecast_accelerators", (("demand_class", "train"), ("quantile", "0.5")))] == 12.0
+    assert samples[("leadtime_pool_recommended_units", (("pool", "a100"),))] == 4
+    assert samples[("leadtime_pool_ready_units", (("pool", "a100"),))] == 2
+    assert samples[("leadtime_pool_target_units", (("pool", "a100"),))] == 4
+    decided = (("action", "scale-up"), ("pool", "a100"), ("status", "started"))
+    assert samples[("leadtime_decisions_total", decided)] == 1
+    assert samples[("leadtime_skips_total", (("pool", "v5e"), ("reason", "cooldown")))] == 1
+    assert samples[("leadtime_budget_remaining_usd", (("budget", "fleet"),))] == 3800.0
+    assert samples[("leadtime_budget_projected_usd", (("budget", "fleet"),))] == 4100.0
+    assert samples[("leadtime_errors_total", (("error", "ValueError"),))] == 1
+    assert samples[("leadtime_is_leader", ())] == 1
+    assert samples[("leadtime_tick_duration_seconds_count", (("role", "leader"),))] == 1

@@ -1,0 +1,199 @@
+"""Leader election on a Lease held in the fake Kubernetes API, two replicas, simulated time.
+
+Each round advances the shared simulated clock by the retry period and lets every live replica take one election
+step; the API calls are real HTTP through the kubernetes client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from agent.daemon.lease import LeaseElector
+from models.clock import SimulatedClock
+from tests.daemon.conftest import DEADLINE, LEASE, LEASE_NAME, NAMESPACE, RETRY
+from tests.daemon.links import CuttableLink
+from tests.fakes.kube_api import FakeKubeApi
+
+Make = Callable[[str], tuple[LeaseElector, CuttableLink]]
+
+
+def _rounds(clock: SimulatedClock, electors: Sequence[LeaseElector], count: int) -> list[tuple[bool, ...]]:
+    """Step every elector ``count`` times; who leads at each instant. Fails on any instant with two leaders."""
+    leading = []
+    for _ in range(count):
+        clock.advance(RETRY)
+        for elector in electors:
+            elector.step(clock.now())
+        now = clock.now()
+        state = tuple(e.is_leader(now) for e in electors)
+        assert sum(state) <= 1, f"two leaders at {now}"
+        leading.append(state)
+    return leading
+
+
+def test_exactly_one_of_two_replicas_leads_and_keeps_leading(
+    kube_api: FakeKubeApi, clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, _ = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    first = a.step(clock.now())
+    second = b.step(clock.now())
+    assert first.became_leader
+    assert first.leading
+    assert not second.leading
+    assert second.holder == "replica-a"
+
+    history = _rounds(clock, [a, b], 30)  # a minute of renewals
+    assert all(state == (True, False) for state in history)
+    lease = kube_api.get("leases", LEASE_NAME, NAMESPACE, group="coordination.k8s.io")
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == "replica-a"
+    assert lease["spec"]["leaseDurationSeconds"] == 15
+    assert lease["spec"]["leaseTransitions"] == 0
+
+
+def test_a_killed_leader_is_replaced_after_the_lease_expires_and_not_before(
+    clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, _ = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 3)
+    assert a.is_leader(clock.now())
+    last_renewal = clock.now()
+
+    # replica-a dies: it takes no more steps (and never releases the lease)
+    took_over_at = None
+    for _ in range(20):
+        clock.advance(RETRY)
+        step = b.step(clock.now())
+        if step.became_leader:
+            took_over_at = clock.now()
+            break
+    assert took_over_at is not None
+    waited = took_over_at - last_renewal
+    assert LEASE <= waited <= LEASE + RETRY
+    assert b.holder == "replica-b"
+
+
+def test_a_leader_cut_off_from_the_api_stops_acting_before_the_standby_starts(
+    kube_api: FakeKubeApi, clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, link_a = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 3)
+    link_a.cut()
+
+    stopped_at = started_at = None
+    for _ in range(20):
+        clock.advance(RETRY)
+        step_a = a.step(clock.now())
+        step_b = b.step(clock.now())
+        assert step_a.error is not None
+        assert "unreachable" in step_a.error
+        now = clock.now()
+        assert not (a.is_leader(now) and b.is_leader(now))
+        if step_a.lost_leadership:
+            stopped_at = now
+        if step_b.became_leader:
+            started_at = now
+            break
+    assert stopped_at is not None
+    assert started_at is not None
+    assert stopped_at < started_at
+    # the old leader's window closed a whole (lease - deadline) before the new one opened
+    assert a.leading_until() is not None
+    assert b.leading_until() is not None
+    assert started_at - a.leading_until() >= LEASE - DEADLINE - RETRY
+
+    link_a.restore()  # back online: it sees the new holder and stays a standby
+    history = _rounds(clock, [a, b], 10)
+    assert all(state == (False, True) for state in history)
+    lease = kube_api.get("leases", LEASE_NAME, NAMESPACE, group="coordination.k8s.io")
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == "replica-b"
+    assert lease["spec"]["leaseTransitions"] == 1
+
+
+def test_a_hung_connection_times_out_and_the_leader_still_stops_in_time(
+    clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, link_a = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 2)
+    link_a.hang()
+    clock.advance(RETRY)
+    step = a.step(clock.now())  # returns after the 0.3 s request timeout instead of blocking the loop
+    assert step.error is not None
+    clock.advance(DEADLINE)
+    assert not a.is_leader(clock.now())
+
+
+def test_a_leader_that_comes_back_before_anyone_took_over_renews_its_own_lease(
+    clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, link_a = elector_for("replica-a")
+    _rounds(clock, [a], 2)
+    link_a.cut()
+    _rounds(clock, [a], 6)  # 12 s without renewal: past the deadline, not acting
+    assert not a.is_leader(clock.now())
+    link_a.restore()
+    clock.advance(RETRY)
+    step = a.step(clock.now())
+    assert step.became_leader
+
+
+def test_racing_candidates_for_a_free_lease_get_one_winner(clock: SimulatedClock, elector_for: Make) -> None:
+    a, _ = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    a.step(clock.now())
+    assert a.release(clock.now())  # the lease exists, held by nobody
+    # both read the free lease before either writes: the second write carries a stale resourceVersion
+    a_seen = a._api.read_namespaced_lease(LEASE_NAME, NAMESPACE)
+    b_seen = b._api.read_namespaced_lease(LEASE_NAME, NAMESPACE)
+    assert a_seen.metadata.resource_version == b_seen.metadata.resource_version
+    clock.advance(RETRY)
+    results = [a.step(clock.now()), b.step(clock.now())]
+    assert [r.leading for r in results] == [True, False]
+    assert results[1].holder == "replica-a"
+
+
+def test_a_leader_that_finds_another_holder_stops_at_once(
+    kube_api: FakeKubeApi, clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, _ = elector_for("replica-a")
+    a.step(clock.now())
+    lease = kube_api.get("leases", LEASE_NAME, NAMESPACE, group="coordination.k8s.io")
+    assert lease is not None
+    lease["spec"]["holderIdentity"] = "someone-else"
+    kube_api.put("leases", lease, group="coordination.k8s.io")  # written behind replica-a's back
+    clock.advance(RETRY)
+    step = a.step(clock.now())
+    assert not step.leading
+    assert step.lost_leadership
+    assert step.holder == "someone-else"
+
+
+def test_a_conflict_on_renewal_ends_leadership_at_once(
+    kube_api: FakeKubeApi, clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, _ = elector_for("replica-a")
+    a.step(clock.now())
+    kube_api.fail_next(1, 409, verb="update", resource="leases")
+    clock.advance(RETRY)
+    step = a.step(clock.now())
+    assert step.error is not None
+    assert "409" in step.error
+    assert not step.leading
+    assert step.lost_leadership
+    clock.advance(RETRY)
+    assert a.step(clock.now()).became_leader  # still the holder on record: the next renewal succeeds
+
+
+def test_release_hands_the_lease_to_the_standby_at_its_next_step(clock: SimulatedClock, elector_for: Make) -> None:
+    a, _ = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 2)
+    assert a.release(clock.now())
+    assert not a.is_leader(clock.now())
+    clock.advance(RETRY)
+    assert b.step(clock.now()).became_leader

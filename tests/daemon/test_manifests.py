@@ -1,0 +1,146 @@
+"""The deployment in ``deploy/``: both overlays render with ``kubectl kustomize`` into what an SRE expects, the
+bundled config is valid, the RBAC is least-privilege and the image runs unprivileged."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from config import settings_from_mapping
+from tests.daemon.manifests import DEPLOY, KUBECTL, allowed, find, grants_for, render
+
+pytestmark = [
+    pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: it renders the kustomize overlays"),
+    pytest.mark.xdist_group("kustomize"),
+]
+
+
+@pytest.fixture(scope="module", params=["dry-run", "enforce"])
+def rendered(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    mode = str(request.param)
+    return mode, render(f"overlays/{mode}")
+
+
+def _container(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    (deployment,) = find(objects, "Deployment", "leadtime")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    return dict(container)
+
+
+def test_every_object_lives_in_the_agent_namespace(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = rendered
+    kinds = {o["kind"] for o in objects}
+    assert kinds >= {
+        "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding",
+        "ConfigMap", "Deployment", "Service", "PodDisruptionBudget",
+    }  # fmt: skip
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    for obj in objects:
+        if obj["kind"] not in cluster_scoped:
+            assert obj["metadata"]["namespace"] == "leadtime", obj["metadata"]["name"]
+
+
+def test_deployment_runs_two_hardened_replicas_with_probes(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    mode, objects = rendered
+    (deployment,) = find(objects, "Deployment", "leadtime")
+    spec = deployment["spec"]
+    pod = spec["template"]["spec"]
+    container = _container(objects)
+    assert spec["replicas"] == 2
+    assert pod["serviceAccountName"] == "leadtime"
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["resources"]["requests"]["cpu"]
+    assert container["resources"]["limits"]["memory"]
+    assert container["args"][-1] == f"--mode={mode}"
+    assert container["args"][1:4] == ["run", "--config", "/etc/leadtime/config.yaml"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    secret = env["LEADTIME_SLACK_WEBHOOK_URL"]["valueFrom"]["secretKeyRef"]
+    assert secret == {"name": "leadtime-slack", "key": "webhook-url", "optional": True}
+    mounts = {m["mountPath"] for m in container["volumeMounts"]}
+    assert {"/etc/leadtime", "/tmp"} <= mounts  # the only writable place besides the state dir is /tmp
+    assert pod["terminationGracePeriodSeconds"] >= 60
+
+
+def test_pdb_service_and_workload_identity(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = rendered
+    (pdb,) = find(objects, "PodDisruptionBudget")
+    (deployment,) = find(objects, "Deployment", "leadtime")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert pdb["spec"]["minAvailable"] == 1
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    (service,) = find(objects, "Service")
+    assert service["spec"]["selector"].items() <= labels.items()
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    (account,) = find(objects, "ServiceAccount", "leadtime")
+    assert account["metadata"]["annotations"]["iam.gke.io/gcp-service-account"].endswith(".iam.gserviceaccount.com")
+
+
+def test_the_bundled_config_is_valid_and_matches_the_manifests(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = rendered
+    (config_map,) = [o for o in find(objects, "ConfigMap") if o["metadata"]["name"].startswith("leadtime-config")]
+    settings = settings_from_mapping(yaml.safe_load(config_map["data"]["config.yaml"]), source="deploy config")
+    container = _container(objects)
+    assert settings.daemon.endpoints.port == container["ports"][0]["containerPort"]
+    assert settings.daemon.leader_election.identity_env in {e["name"] for e in container["env"]}
+    (role,) = find(objects, "Role", "leadtime-election")
+    names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
+    assert names == {settings.daemon.leader_election.lease_name}
+    volumes = {v["name"]: v for v in find(objects, "Deployment")[0]["spec"]["template"]["spec"]["volumes"]}
+    assert volumes["config"]["configMap"]["name"] == config_map["metadata"]["name"]  # hashed: edits roll pods
+
+
+def test_only_the_enforce_overlay_may_cordon_and_evict(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    mode, objects = rendered
+    grants = grants_for(objects, "leadtime", "leadtime")
+    may_write = [
+        allowed(grants, "patch", "", "nodes", "", "gpu-1"),
+        allowed(grants, "create", "", "pods/eviction", "team-a", "train-1"),
+    ]
+    assert may_write == ([True, True] if mode == "enforce" else [False, False])
+    # both may read nodes and pods, hold their own Lease and record Events, and nothing more
+    assert allowed(grants, "list", "", "pods", "team-a", "")
+    assert allowed(grants, "update", "coordination.k8s.io", "leases", "leadtime", "leadtime")
+    assert not allowed(grants, "update", "coordination.k8s.io", "leases", "kube-system", "leadtime")
+    assert not allowed(grants, "update", "coordination.k8s.io", "leases", "leadtime", "other-lease")
+    assert not allowed(grants, "get", "", "secrets", "leadtime", "leadtime-slack")
+    assert not allowed(grants, "delete", "", "pods", "team-a", "train-1")
+    assert not allowed(grants, "delete", "", "nodes", "", "gpu-1")
+    assert all("*" not in g.verbs | g.resources | g.api_groups for g in grants)
+
+
+def test_the_service_monitor_component_renders(tmp_path: Path) -> None:
+    tree = tmp_path / "deploy"
+    shutil.copytree(DEPLOY, tree)
+    overlay = tree / "overlays" / "monitored"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"
+        "resources: ['../enforce']\ncomponents: ['../../components/service-monitor']\n"
+    )
+    objects = render("overlays/monitored", root=tree)
+    (monitor,) = find(objects, "ServiceMonitor")
+    assert monitor["metadata"]["namespace"] == "leadtime"
+    assert monitor["spec"]["endpoints"][0]["port"] == "http"
+
+
+def test_the_image_runs_unprivileged_without_writing_its_filesystem() -> None:
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    final_stage = dockerfile.rsplit("\nFROM ", 1)[1]
+    assert "\nUSER 10001:10001" in final_stage
+    assert "PYTHONDONTWRITEBYTECODE=1" in final_stage
+    assert 'ENTRYPOINT ["leadtime"]' in final_stage
+    assert "/src" not in final_stage.split("COPY --from=build", 1)[1]  # only the built virtualenv is copied

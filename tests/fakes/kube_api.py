@@ -1,0 +1,429 @@
+"""FakeKubeApi: a small in-process HTTP server that speaks the Kubernetes REST protocol for what the agent uses.
+
+The real ``kubernetes`` client is pointed at it (``Configuration.host = fake.url``). It serves nodes, pods (with
+the Eviction subresource refusing with 429 when a PodDisruptionBudget would be violated), PodDisruptionBudgets,
+Leases (409 Conflict on a stale resourceVersion), ConfigMaps and Events. Every request is logged as an RBAC
+tuple (verb, API group, resource, subresource, namespace, name), and faults can be injected: the next N matching
+calls fail with a chosen status, or the server stops accepting connections and later restarts on the same port.
+
+Simplifications, on purpose: strategic-merge patches are applied as JSON merge patches (lists are replaced),
+an evicted pod is deleted at once (no grace period), a PDB counts running, non-deleted pods as healthy, and its
+expected pod count is ``status.expectedPods`` when a test sets it (the owning controller's scale), else the number
+of matching pods.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.http_server import LocalJsonServer
+
+Obj = dict[str, Any]
+
+# (api group, resource) -> (kind, apiVersion, namespaced)
+RESOURCES: dict[tuple[str, str], tuple[str, str, bool]] = {
+    ("", "nodes"): ("Node", "v1", False),
+    ("", "pods"): ("Pod", "v1", True),
+    ("", "configmaps"): ("ConfigMap", "v1", True),
+    ("", "events"): ("Event", "v1", True),
+    ("policy", "poddisruptionbudgets"): ("PodDisruptionBudget", "policy/v1", True),
+    ("coordination.k8s.io", "leases"): ("Lease", "coordination.k8s.io/v1", True),
+    ("events.k8s.io", "events"): ("Event", "events.k8s.io/v1", True),
+}
+_PATH = re.compile(
+    r"^/(?:api/v1|apis/(?P<group>[^/]+)/(?P<version>[^/]+))"
+    r"(?:/namespaces/(?P<ns>[^/]+))?/(?P<resource>[^/]+)(?:/(?P<name>[^/]+))?(?:/(?P<sub>[^/]+))?$"
+)
+
+
+@dataclass(frozen=True)
+class RequestRecord:
+    """One request in RBAC terms; an eviction is ``RequestRecord("create", "", "pods", "eviction", ns, pod)``."""
+
+    verb: str
+    api_group: str
+    resource: str
+    subresource: str
+    namespace: str
+    name: str
+
+
+@dataclass
+class _Fault:
+    remaining: int
+    status: int
+    matches: Callable[[RequestRecord], bool]
+
+
+class ApiError(Exception):
+    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None) -> None:
+        super().__init__(message)
+        self.code, self.reason, self.message, self.details = code, reason, message, details or {}
+
+    def status(self) -> Obj:
+        return {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "details": self.details,
+            "code": self.code,
+        }
+
+
+class FakeKubeApi(LocalJsonServer):
+    """The fake API server. Seed objects with ``put``; read them back with ``get``; inspect ``requests``."""
+
+    name = "fake-kube"
+
+    def __init__(self, port: int = 0) -> None:
+        super().__init__(port)
+        self._objects: dict[tuple[str, str, str, str], Obj] = {}  # (group, resource, namespace, name)
+        self._version = 0
+        self._faults: list[_Fault] = []
+        self.requests: list[RequestRecord] = []
+
+    def start(self) -> FakeKubeApi:
+        super().start()
+        return self
+
+    # -- fault injection and inspection ----------------------------------------------------------------------
+    def fail_next(
+        self, count: int = 1, status: int = 500, *, verb: str | None = None, resource: str | None = None
+    ) -> None:
+        """The next ``count`` requests matching ``verb``/``resource`` (any when None) answer ``status``."""
+
+        def matches(rec: RequestRecord) -> bool:
+            return (verb is None or rec.verb == verb) and (resource is None or rec.resource == resource)
+
+        with self._lock:
+            self._faults.append(_Fault(count, status, matches))
+
+    def calls(self, verb: str | None = None, resource: str | None = None, subresource: str | None = None) -> int:
+        with self._lock:
+            return sum(
+                1
+                for r in self.requests
+                if (verb is None or r.verb == verb)
+                and (resource is None or r.resource == resource)
+                and (subresource is None or r.subresource == subresource)
+            )
+
+    # -- direct object access for tests ----------------------------------------------------------------------
+    def put(self, resource: str, obj: Obj, group: str = "") -> Obj:
+        """Create or overwrite an object as the cluster would hold it (no request is logged)."""
+        kind, api_version, _ = RESOURCES[(group, resource)]
+        with self._lock:
+            obj = copy.deepcopy(obj)
+            obj.setdefault("kind", kind)
+            obj.setdefault("apiVersion", api_version)
+            meta = obj.setdefault("metadata", {})
+            key = (group, resource, meta.get("namespace", ""), meta["name"])
+            self._stamp(meta, new=key not in self._objects)
+            self._objects[key] = obj
+            return copy.deepcopy(obj)
+
+    def get(self, resource: str, name: str, namespace: str = "", group: str = "") -> Obj | None:
+        with self._lock:
+            found = self._objects.get((group, resource, namespace, name))
+            return copy.deepcopy(found) if found is not None else None
+
+    def list(self, resource: str, group: str = "", namespace: str | None = None) -> list[Obj]:
+        with self._lock:
+            return [
+                copy.deepcopy(o)
+                for (g, r, ns, _), o in sorted(self._objects.items())
+                if g == group and r == resource and (namespace is None or ns == namespace)
+            ]
+
+    def delete(self, resource: str, name: str, namespace: str = "", group: str = "") -> None:
+        with self._lock:
+            self._objects.pop((group, resource, namespace, name), None)
+
+    # -- request handling (called from server threads) --------------------------------------------------------
+    def respond(self, method: str, raw_path: str, headers: dict[str, str], body: bytes) -> tuple[int, Obj]:
+        content_type = headers.get("content-type", "")
+        parts = urlsplit(raw_path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        match = _PATH.match(parts.path)
+        if match is None:
+            return 404, ApiError(
+                404, "NotFound", f"the server could not find the requested resource {parts.path}"
+            ).status()
+        group = match["group"] or ""
+        resource, name, sub, namespace = match["resource"], match["name"] or "", match["sub"] or "", match["ns"] or ""
+        record = RequestRecord(_verb(method, name, query), group, resource, sub, namespace, name)
+        with self._lock:
+            self.requests.append(record)
+            fault = next((f for f in self._faults if f.remaining > 0 and f.matches(record)), None)
+            if fault is not None:
+                fault.remaining -= 1
+                error = ApiError(
+                    fault.status, "InternalError" if fault.status >= 500 else "TooManyRequests", "injected fault"
+                )
+                return fault.status, error.status()
+            try:
+                if (group, resource) not in RESOURCES:
+                    raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})")
+                payload = json.loads(body) if body else None
+                return self._dispatch(record, query, content_type, payload)
+            except ApiError as exc:
+                return exc.code, exc.status()
+
+    def _dispatch(self, rec: RequestRecord, query: dict[str, str], content_type: str, payload: Any) -> tuple[int, Obj]:
+        key = (rec.api_group, rec.resource, rec.namespace, rec.name)
+        if rec.subresource == "eviction" and rec.resource == "pods" and rec.verb == "create":
+            return self._evict(rec.namespace, rec.name)
+        if rec.subresource not in ("", "status"):
+            raise ApiError(404, "NotFound", f"subresource {rec.subresource!r} is not served by this fake")
+        if rec.verb == "list":
+            return 200, self._list(rec, query)
+        if rec.verb == "create":
+            return 201, self._create(rec, payload)
+        current = self._objects.get(key)
+        if current is None:
+            kind = RESOURCES[(rec.api_group, rec.resource)][0]
+            raise ApiError(404, "NotFound", f'{rec.resource} "{rec.name}" not found', {"name": rec.name, "kind": kind})
+        if rec.verb == "get":
+            return 200, copy.deepcopy(current)
+        if rec.verb == "delete":
+            del self._objects[key]
+            return 200, copy.deepcopy(current)
+        if rec.verb == "update":
+            return 200, self._write(key, current, payload)
+        if rec.verb == "patch":
+            return 200, self._write(key, current, _apply_patch(current, payload, content_type))
+        raise ApiError(405, "MethodNotAllowed", f"{rec.verb} is not supported on {rec.resource}")
+
+    def _list(self, rec: RequestRecord, query: dict[str, str]) -> Obj:
+        kind, api_version, _ = RESOURCES[(rec.api_group, rec.resource)]
+        items = [
+            copy.deepcopy(o)
+            for (g, r, ns, _), o in sorted(self._objects.items())
+            if g == rec.api_group and r == rec.resource and (not rec.namespace or ns == rec.namespace)
+            if label_selector_matches(query.get("labelSelector", ""), o["metadata"].get("labels") or {})
+            and field_selector_matches(query.get("fieldSelector", ""), o)
+        ]
+        start = int(query.get("continue") or 0)
+        limit = int(query.get("limit") or 0) or len(items)
+        page, more = items[start : start + limit], start + limit < len(items)
+        meta = {"resourceVersion": str(self._version), **({"continue": str(start + limit)} if more else {})}
+        return {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta, "items": page}
+
+    def _create(self, rec: RequestRecord, payload: Obj) -> Obj:
+        kind, api_version, namespaced = RESOURCES[(rec.api_group, rec.resource)]
+        meta = payload.setdefault("metadata", {})
+        if not meta.get("name") and meta.get("generateName"):
+            meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
+        if namespaced:
+            meta["namespace"] = rec.namespace
+        key = (rec.api_group, rec.resource, rec.namespace, meta.get("name", ""))
+        if key in self._objects:
+            raise ApiError(409, "AlreadyExists", f'{rec.resource} "{key[3]}" already exists', {"name": key[3]})
+        payload.update(kind=kind, apiVersion=api_version)
+        self._stamp(meta, new=True)
+        self._objects[key] = payload
+        return copy.deepcopy(payload)
+
+    def _write(self, key: tuple[str, str, str, str], current: Obj, new: Obj) -> Obj:
+        sent = (new.get("metadata") or {}).get("resourceVersion")
+        if sent and sent != current["metadata"]["resourceVersion"]:
+            raise ApiError(
+                409,
+                "Conflict",
+                f'Operation cannot be fulfilled on {key[1]} "{key[3]}": the object has been modified; '
+                "please apply your changes to the latest version and try again",
+                {"name": key[3], "kind": key[1]},
+            )
+        meta = new.setdefault("metadata", {})
+        for kept in ("name", "namespace", "uid", "creationTimestamp"):
+            if kept in current["metadata"]:
+                meta[kept] = current["metadata"][kept]
+        new.update(kind=current["kind"], apiVersion=current["apiVersion"])
+        self._stamp(meta, new=False)
+        self._objects[key] = new
+        return copy.deepcopy(new)
+
+    def _stamp(self, meta: Obj, new: bool) -> None:
+        self._version += 1
+        meta["resourceVersion"] = str(self._version)
+        if new:
+            meta.setdefault("uid", str(uuid.uuid4()))
+            meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+    # -- the Eviction subresource -----------------------------------------------------------------------------
+    def _evict(self, namespace: str, name: str) -> tuple[int, Obj]:
+        pod = self._objects.get(("", "pods", namespace, name))
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+        if _is_healthy(pod):
+            for pdb in self._pdbs_covering(pod):
+                allowed, healthy, desired = self._disruptions_allowed(pdb)
+                if allowed < 1:
+                    pdb_name = pdb["metadata"]["name"]
+                    raise ApiError(
+                        429,
+                        "TooManyRequests",
+                        "Cannot evict pod as it would violate the pod's disruption budget.",
+                        {
+                            "causes": [
+                                {
+                                    "reason": "DisruptionBudget",
+                                    "message": f"The disruption budget {pdb_name} needs {desired} healthy pods "
+                                    f"and has {healthy} currently",
+                                }
+                            ]
+                        },
+                    )
+        del self._objects[("", "pods", namespace, name)]
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _pdbs_covering(self, pod: Obj) -> Iterator[Obj]:
+        labels = pod["metadata"].get("labels") or {}
+        for (g, r, ns, _), pdb in self._objects.items():
+            if (g, r, ns) == ("policy", "poddisruptionbudgets", pod["metadata"]["namespace"]):
+                selector = (pdb.get("spec") or {}).get("selector") or {}
+                if selector_object_matches(selector, labels):
+                    yield pdb
+
+    def _disruptions_allowed(self, pdb: Obj) -> tuple[int, int, int]:
+        """(disruptions allowed, healthy pods, desired healthy) for a PDB, counting matching pods directly."""
+        spec, ns = pdb.get("spec") or {}, pdb["metadata"]["namespace"]
+        selector = spec.get("selector") or {}
+        pods = [
+            p
+            for (g, r, pns, _), p in self._objects.items()
+            if (g, r, pns) == ("", "pods", ns) and selector_object_matches(selector, p["metadata"].get("labels") or {})
+        ]
+        # The disruption controller takes the expected count from the owning controller's scale; a test sets it
+        # as status.expectedPods (pods evicted and not yet replaced still count), else the matching pods count.
+        expected = (pdb.get("status") or {}).get("expectedPods", len(pods))
+        healthy = sum(1 for p in pods if _is_healthy(p))
+        if spec.get("maxUnavailable") is not None:
+            desired = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
+        else:
+            desired = _scaled(spec.get("minAvailable", 1), expected, round_up=True)
+        return healthy - max(desired, 0), healthy, max(desired, 0)
+
+
+def _scaled(value: int | str, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        exact = int(value[:-1]) * total / 100
+        return int(-(-exact // 1)) if round_up else int(exact)
+    return int(value)
+
+
+def _is_healthy(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def _verb(method: str, name: str, query: dict[str, str]) -> str:
+    if method == "GET":
+        return "get" if name else ("watch" if query.get("watch") in ("true", "1") else "list")
+    if method == "DELETE":
+        return "delete" if name else "deletecollection"
+    return {"POST": "create", "PUT": "update", "PATCH": "patch"}.get(method, method.lower())
+
+
+# -- selectors and patches ----------------------------------------------------------------------------------------
+_REQUIREMENT = re.compile(r"\s*(!?)([\w./-]+)\s*(?:(==|=|!=)\s*([\w./-]*)|\s+(in|notin)\s*\(([^)]*)\))?\s*(?:,|$)")
+
+
+def label_selector_matches(selector: str, labels: dict[str, str]) -> bool:
+    """A label selector string (``a=b,c!=d,e in (x,y),f notin (z),g,!h``) against a label map."""
+    pos = 0
+    while pos < len(selector):
+        req = _REQUIREMENT.match(selector, pos)
+        if req is None or req.end() == pos:
+            raise ApiError(400, "BadRequest", f"unable to parse requirement: {selector[pos:]!r}")
+        pos = req.end()
+        negate, key, op, value, set_op, values = req.groups()
+        if op:
+            if (labels.get(key) == value) == (op == "!="):
+                return False
+        elif set_op:
+            choices = {v.strip() for v in values.split(",")}
+            if (labels.get(key) in choices) != (set_op == "in"):
+                return False
+        elif (key in labels) == bool(negate):
+            return False
+    return True
+
+
+def selector_object_matches(selector: Obj, labels: dict[str, str]) -> bool:
+    """A LabelSelector object (matchLabels, matchExpressions) against a label map."""
+    for key, value in (selector.get("matchLabels") or {}).items():
+        if labels.get(key) != value:
+            return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], set(expr.get("values") or [])
+        ok = {
+            "In": key in labels and labels[key] in values,
+            "NotIn": labels.get(key) not in values,
+            "Exists": key in labels,
+            "DoesNotExist": key not in labels,
+        }[op]
+        if not ok:
+            return False
+    return True
+
+
+def field_selector_matches(selector: str, obj: Obj) -> bool:
+    for term in filter(None, (t.strip() for t in selector.split(","))):
+        path, op, value = re.split(r"(!=|==|=)", term, maxsplit=1)
+        actual: Any = obj
+        for part in path.split("."):
+            actual = actual.get(part) if isinstance(actual, dict) else None
+        if (str(actual if actual is not None else "") == value) == (op == "!="):
+            return False
+    return True
+
+
+def _apply_patch(current: Obj, patch: Any, content_type: str) -> Obj:
+    if content_type.startswith("application/json-patch+json"):
+        return _json_patch(copy.deepcopy(current), patch)
+    if content_type.split(";", maxsplit=1)[0] in (
+        "application/merge-patch+json",
+        "application/strategic-merge-patch+json",
+    ):
+        return _merge(copy.deepcopy(current), patch)
+    raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}")
+
+
+def _merge(target: Any, patch: Any) -> Any:
+    if not isinstance(patch, dict) or not isinstance(target, dict):
+        return copy.deepcopy(patch)
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = _merge(target.get(key), value)
+    return target
+
+
+def _json_patch(doc: Obj, ops: list[Obj]) -> Obj:
+    for op in ops:
+        *parents, last = [p.replace("~1", "/").replace("~0", "~") for p in op["path"].lstrip("/").split("/")]
+        node: Any = doc
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        if op["op"] in ("add", "replace"):
+            if isinstance(node, list):
+                node.insert(len(node) if last == "-" else int(last), op["value"])
+            else:
+                node[last] = op["value"]
+        elif op["op"] == "remove":
+            del node[int(last) if isinstance(node, list) else last]
+        else:
+            raise ApiError(422, "Invalid", f"json patch operation {op['op']!r} is not supported by this fake")
+    return doc

@@ -1,0 +1,213 @@
+"""``leadtime simulate`` end to end on the bundled real trace and on small synthetic traces."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+
+from agent.cli import main
+from agent.simulation import run_policy, select_window
+from agent.sources.trace import read_trace
+from config import load_settings, settings_from_mapping
+from tests.conftest import TraceWriter
+
+WINDOW = ["--start", "2020-05-12T12:00:00+08:00", "--end", "2020-05-14T12:00:00+08:00"]
+
+
+@pytest.fixture(scope="module")
+def pooled_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    out = tmp_path_factory.mktemp("pooled")
+    root = Path(__file__).resolve().parents[2]
+    code = main(
+        [
+            "simulate",
+            "--config",
+            str(root / "config/examples/helios-earth.yaml"),
+            "--trace",
+            str(root / "data/helios-earth/demand_5min.csv.gz"),
+            *WINDOW,
+            "--out",
+            str(out),
+            "--no-progress",
+        ]
+    )
+    assert code == 0
+    return json.loads((out / "results.json").read_text()), out
+
+
+def test_results_document_has_the_promised_shape(pooled_results: tuple[dict[str, Any], Path]) -> None:
+    document, out = pooled_results
+    assert set(document["policies"]) == {"forecast", "reactive", "static", "oracle"}
+    for row in document["policies"].values():
+        assert {"cost_usd", "accelerator_hours", "unserved_fraction", "utilization", "scale_actions"} <= set(row)
+    assert document["window"]["start"] == "2020-05-12T04:00:00+00:00"
+    assert document["window"]["steps"] == 576
+    assert document["trace"]["path"].endswith("demand_5min.csv.gz")
+    assert document["config"]["settings"]["pools"][0]["id"] == "a100-on-demand"
+    page = (out / "report.html").read_text()
+    assert page.count("<img") >= 3 and "<table>" in page and "Hu et al." in page
+
+
+def test_served_plus_unserved_is_the_demand(pooled_results: tuple[dict[str, Any], Path], bundled_trace: Path) -> None:
+    document, _ = pooled_results
+    trace = read_trace(bundled_trace)
+    settings = load_settings(Path(document["config"]["path"]))
+    window = select_window(
+        trace, settings.demand_class_models(), datetime.fromisoformat(WINDOW[1]), datetime.fromisoformat(WINDOW[3])
+    )
+    observed = window.demand[window.observed]
+    demand_hours = float(observed.sum()) * window.step.total_seconds() / 3600
+    assert document["window"]["gap_steps"] == 24  # 2020-05-12 14:00-16:00 +08:00 is missing in the trace
+    for name, row in document["policies"].items():
+        assert row["demanded_accelerator_hours"] == pytest.approx(demand_hours, rel=1e-6), name
+        total = row["served_accelerator_hours"] + row["unserved_accelerator_hours"]
+        assert total == pytest.approx(demand_hours, rel=1e-6), name
+
+
+def test_oracle_serves_everything_at_the_lowest_cost_of_full_service(
+    pooled_results: tuple[dict[str, Any], Path],
+) -> None:
+    policies = pooled_results[0]["policies"]
+    assert policies["oracle"]["unserved_fraction"] == 0.0
+    for name, row in policies.items():
+        if row["unserved_fraction"] == 0.0:
+            assert policies["oracle"]["cost_usd"] <= row["cost_usd"] + 1e-6, name
+    assert policies["reactive"]["unserved_fraction"] > 0.0
+
+
+def two_class_config(lead: str = "15m") -> dict[str, Any]:
+    return {
+        "demand_classes": [{"name": "a"}, {"name": "b"}],
+        "pools": [
+            {
+                "id": "gpu",
+                "kind": "gpu-node-pool",
+                "chips_per_unit": 4,
+                "max_units": 50,
+                "price_per_chip_hour_usd": 2.0,
+                "lead_time": lead,
+                "serves": ["a", "b"],
+            }
+        ],
+        "forecast": {"history": "1d"},
+    }
+
+
+def test_reactive_leaves_rising_demand_unserved_when_lead_time_is_positive(write_trace: TraceWriter) -> None:
+    rise = [4.0] * 300 + [4.0 + 2 * i for i in range(40)] + [84.0] * 60
+    trace = read_trace(write_trace({"a": rise, "b": [4.0] * len(rise)}))
+    settings = settings_from_mapping(two_class_config())
+    window = select_window(trace, settings.demand_class_models(), trace.index[288].to_pydatetime(), None)
+    reactive = run_policy(settings, trace, window, "reactive")
+    oracle = run_policy(settings, trace, window, "oracle")
+    assert reactive.unserved_accelerator_hours > 0
+    assert oracle.unserved_accelerator_hours == 0
+    # With no lead time only the one-step delay of seeing the queue remains; the lead time is what hurts.
+    instant = settings_from_mapping(two_class_config(lead="0s"))
+    assert run_policy(instant, trace, window, "reactive").unserved_accelerator_hours < (
+        reactive.unserved_accelerator_hours / 2
+    )
+
+
+def test_gaps_count_neither_cost_nor_service_and_the_agent_holds(write_trace: TraceWriter) -> None:
+    values = [40.0] * 400
+    values[320:350] = [math.nan] * 30
+    trace = read_trace(write_trace({"a": values, "b": [0.0] * 400}))
+    settings = settings_from_mapping(two_class_config())
+    window = select_window(trace, settings.demand_class_models(), trace.index[300].to_pydatetime(), None)
+    run = run_policy(settings, trace, window, "forecast")
+    assert run.demanded_accelerator_hours == pytest.approx(40.0 * (100 - 30) / 12)
+    held = run.paid_units["gpu"][20:50]
+    assert (held == 10).all(), "no unit may be released while demand is unknown"
+    assert any(a.kind == "missing-data" for a in run.alerts)
+
+
+def write_yaml(path: Path, raw: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("missing-config", "no such file"),
+        ("unknown-key", "pools[0].colour: unknown key"),
+        ("negative-lead", "pools[0].lead_time: duration must not be negative"),
+        ("unknown-columns", "unknown column(s) ['colour']"),
+        ("empty-window", "empty window"),
+        ("all-nan-window", "no observed demand in the window"),
+        ("non-monotonic", "must increase strictly"),
+        ("bad-timestamp", "is not an ISO-8601 timestamp"),
+    ],
+)
+def test_bad_input_gets_a_clear_error_and_exit_code_2(
+    case: str, message: str, tmp_path: Path, write_trace: TraceWriter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = two_class_config()
+    config = write_yaml(tmp_path / "c.yaml", raw)
+    trace = write_trace({"a": [1.0] * 400, "b": [1.0] * 400})
+    extra: list[str] = []
+    if case == "missing-config":
+        config = tmp_path / "absent.yaml"
+    elif case == "unknown-key":
+        raw["pools"][0]["colour"] = "red"
+        write_yaml(config, raw)
+    elif case == "negative-lead":
+        raw["pools"][0]["lead_time"] = -60
+        write_yaml(config, raw)
+    elif case == "unknown-columns":
+        trace.write_text("unique_id,ds,y,colour\na,2024-01-01T00:00:00,1,red\n")
+    elif case == "empty-window":
+        extra = ["--start", "2024-01-02T00:00:00+00:00", "--end", "2024-01-02T00:00:00+00:00"]
+    elif case == "all-nan-window":
+        trace = write_trace({"a": [1.0] * 300 + [math.nan] * 100, "b": [1.0] * 300 + [math.nan] * 100})
+        extra = ["--start", "2024-01-02T02:00:00+00:00"]
+    elif case == "non-monotonic":
+        trace.write_text("unique_id,ds,y\na,2024-01-01T00:10:00,1\na,2024-01-01T00:05:00,1\n")
+    elif case == "bad-timestamp":
+        extra = ["--start", "next tuesday"]
+    argv = ["simulate", "--config", str(config), "--trace", str(trace), "--out", str(tmp_path / "o")]
+    assert run_cli([*argv, "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not (tmp_path / "o" / "results.json").exists()
+
+
+def run_cli(argv: list[str]) -> int:
+    """Exit code of the CLI, whether it returns one or argparse exits with it."""
+    try:
+        return main(argv)
+    except SystemExit as exited:
+        return int(exited.code or 0)
+
+
+def test_console_script_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "leadtime"
+    result = subprocess.run(
+        [str(script), "validate-config", str(tmp_path / "missing.yaml")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 2
+    assert "no such file" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_static_policy_is_sized_to_the_peak_before_the_window(write_trace: TraceWriter) -> None:
+    history = [10.0] * 200 + [30.0] + [10.0] * 200
+    trace = read_trace(write_trace({"a": history, "b": [0.0] * len(history)}))
+    settings = settings_from_mapping(two_class_config())
+    window = select_window(trace, settings.demand_class_models(), trace.index[300].to_pydatetime(), None)
+    run = run_policy(settings, trace, window, "static")
+    assert np.unique(run.paid_units["gpu"]).tolist() == [8]  # ceil(30 / 4)
+    assert run.scale_actions == 0

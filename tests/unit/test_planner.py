@@ -1,0 +1,203 @@
+"""The planner: table-driven rules and property-based invariants."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from agent.planning import PlanInput, PlannerMemory, plan_capacity
+from config.schema import PlannerSettings
+from models import (
+    AcceleratorFamily,
+    CapacityTier,
+    DemandForecast,
+    PoolKind,
+    PoolSpec,
+    PoolState,
+    SkipReason,
+)
+
+NOW = datetime(2024, 1, 1, 12, tzinfo=UTC)
+STEP = timedelta(minutes=5)
+
+
+def pool(
+    pool_id: str = "gpu",
+    *,
+    tier: CapacityTier = CapacityTier.ON_DEMAND,
+    kind: PoolKind = PoolKind.GPU_NODE_POOL,
+    chips: int = 8,
+    lo: int = 0,
+    hi: int = 100,
+    price: float = 8.0,
+    lead: int = 10,
+    serves: tuple[str, ...] = ("a",),
+) -> PoolSpec:
+    family = AcceleratorFamily.TPU if kind is PoolKind.TPU_SLICE_GROUP else AcceleratorFamily.GPU
+    return PoolSpec(pool_id, kind, tier, family, chips, lo, hi, price, timedelta(minutes=lead), serves)
+
+
+def state(
+    pool_id: str = "gpu", target: int = 0, ready: int | None = None, idle_minutes: tuple[int, ...] = ()
+) -> PoolState:
+    return PoolState(
+        pool_id,
+        NOW,
+        target if ready is None else ready,
+        target,
+        idle_units=len(idle_minutes),
+        idle_since=tuple(NOW - timedelta(minutes=m) for m in idle_minutes),
+    )
+
+
+def forecast(name: str, values: list[float], level: float = 0.9) -> DemandForecast:
+    return DemandForecast(name, NOW, STEP, {0.5: tuple(values), level: tuple(values)}, values[0], "test")
+
+
+def plan_for(
+    pools: list[PoolSpec],
+    states: list[PoolState],
+    forecasts: dict[str, list[float]],
+    observed: dict[str, float],
+    memory: PlannerMemory | None = None,
+    planner: PlannerSettings | None = None,
+):  # type: ignore[no-untyped-def]
+    return plan_capacity(
+        PlanInput(
+            now=NOW,
+            tick=STEP,
+            pools=pools,
+            states={s.pool_id: s for s in states},
+            forecasts={k: forecast(k, v) for k, v in forecasts.items()},
+            observed=observed,
+            service_levels=dict.fromkeys(observed, 0.9),
+            settings=planner or PlannerSettings(),
+            memory=memory or PlannerMemory(),
+        )
+    )
+
+
+def test_scale_up_covers_the_forecast_peak_within_the_horizon() -> None:
+    # lead 10m + tick 5m = 3 steps: the peak at step 3 counts, the one at step 5 does not.
+    plan = plan_for([pool()], [state(target=2)], {"a": [10, 12, 30, 12, 90]}, {"a": 10})
+    (resize,) = plan.resizes
+    assert (resize.from_units, resize.to_units) == (2, 4)
+
+
+def test_queued_demand_now_is_a_floor_under_the_forecast() -> None:
+    plan = plan_for([pool()], [state(target=1)], {"a": [5, 5, 5]}, {"a": 41})
+    assert plan.resizes[0].to_units == 6
+
+
+def test_cheapest_tier_fills_first_and_overflow_spills() -> None:
+    pools = [pool("ondemand", price=30.0), pool("spot", tier=CapacityTier.SPOT, price=10.0, hi=2)]
+    plan = plan_for(pools, [state("ondemand"), state("spot")], {"a": [40, 40, 40]}, {"a": 40})
+    assert {r.pool_id: r.to_units for r in plan.resizes} == {"spot": 2, "ondemand": 3}
+
+
+def test_no_release_without_observed_idleness() -> None:
+    plan = plan_for([pool()], [state(target=10)], {"a": [8, 8, 8]}, {"a": 8})
+    assert not plan.resizes
+    assert plan.skips[0].reason is SkipReason.NOT_IDLE
+
+
+def test_release_only_units_idle_for_the_stabilization_window() -> None:
+    plan = plan_for([pool()], [state(target=10, idle_minutes=(30, 12, 3))], {"a": [8, 8, 8]}, {"a": 8})
+    (resize,) = plan.resizes
+    assert resize.to_units == 8  # two units idle >= 10 minutes; the third is still stabilizing
+
+
+def test_unknown_demand_holds_the_pool() -> None:
+    plan = plan_for([pool()], [state(target=10, idle_minutes=(60, 60, 60))], {}, {})
+    assert not plan.resizes
+    assert plan.skips[0].reason is SkipReason.MISSING_DATA
+
+
+def test_missing_forecast_still_applies_the_reactive_floor() -> None:
+    plan = plan_for([pool()], [state(target=1)], {}, {"a": 30})
+    assert plan.resizes[0].to_units == 4
+
+
+def test_unobserved_pool_is_held() -> None:
+    plan = plan_for([pool()], [], {"a": [80, 80, 80]}, {"a": 80})
+    assert not plan.resizes and plan.skips[0].reason is SkipReason.MISSING_DATA
+
+
+def test_backoff_sends_demand_to_the_next_eligible_pool() -> None:
+    pools = [pool("spot", tier=CapacityTier.SPOT, price=4.0), pool("ondemand", price=8.0)]
+    memory = PlannerMemory().back_off("spot", NOW + timedelta(minutes=5))
+    plan = plan_for(pools, [state("spot", 1), state("ondemand")], {"a": [24, 24, 24]}, {"a": 24}, memory)
+    assert {r.pool_id: r.to_units for r in plan.resizes} == {"ondemand": 2}
+
+
+def test_blocked_pool_is_not_touched() -> None:
+    memory = PlannerMemory().block("gpu", "permission denied")
+    plan = plan_for([pool()], [state(target=1)], {"a": [80, 80, 80]}, {"a": 80}, memory)
+    assert not plan.resizes
+
+
+def test_step_limits_and_anti_flapping() -> None:
+    limited = PlannerSettings(max_scale_up_units_per_tick=2, min_direction_change_interval=timedelta(minutes=30))
+    plan = plan_for([pool()], [state(target=1)], {"a": [80, 80, 80]}, {"a": 80}, planner=limited)
+    assert plan.resizes[0].to_units == 3
+    memory = PlannerMemory().changed("gpu", NOW - timedelta(minutes=10), -1)
+    plan = plan_for([pool()], [state(target=1)], {"a": [80, 80, 80]}, {"a": 80}, memory, limited)
+    assert plan.skips[0].reason is SkipReason.COOLDOWN
+
+
+def test_whole_slices_for_tpu_demand() -> None:
+    slices = pool("slices", kind=PoolKind.TPU_SLICE_GROUP, chips=32, hi=8, serves=("a",))
+    plan = plan_for([slices], [state("slices")], {"a": [33, 33, 33]}, {"a": 33})
+    assert plan.resizes[0].to_units == 2
+
+
+@st.composite
+def scenarios(draw: st.DrawFn) -> tuple[list[PoolSpec], list[PoolState], dict[str, list[float]], dict[str, float]]:
+    count = draw(st.integers(1, 4))
+    pools, states = [], []
+    for i in range(count):
+        lo = draw(st.integers(0, 3))
+        hi = draw(st.integers(lo, 20))
+        serves = tuple(draw(st.sets(st.sampled_from(["a", "b", "c"]), min_size=1)))
+        pools.append(
+            pool(
+                f"p{i}",
+                lo=lo,
+                hi=hi,
+                chips=draw(st.sampled_from([1, 4, 8, 32])),
+                tier=draw(st.sampled_from(list(CapacityTier)[1:])),
+                price=draw(st.floats(0.5, 50)),
+                serves=serves,
+            )
+        )
+        target = draw(st.integers(lo, hi))
+        idle = tuple(draw(st.lists(st.integers(0, 60), max_size=target)))
+        states.append(state(f"p{i}", target, idle_minutes=idle))
+    values = st.lists(st.floats(0, 400), min_size=3, max_size=3)
+    forecasts = draw(st.dictionaries(st.sampled_from(["a", "b", "c"]), values))
+    observed = draw(st.dictionaries(st.sampled_from(["a", "b", "c"]), st.floats(0, 400)))
+    return pools, states, forecasts, observed
+
+
+@settings(max_examples=150, deadline=None)
+@given(scenarios())
+def test_plan_invariants(
+    scenario: tuple[list[PoolSpec], list[PoolState], dict[str, list[float]], dict[str, float]],
+) -> None:
+    pools, states, forecasts, observed = scenario
+    plan = plan_for(pools, states, forecasts, observed)
+    again = plan_for(pools, states, forecasts, observed)
+    assert plan == again, "same inputs must give the same plan"
+    by_id = {p.pool_id: p for p in pools}
+    current = {s.pool_id: s for s in states}
+    known = {name for name in ("a", "b", "c") if name in forecasts and name in observed}
+    for resize in plan.resizes:
+        spec, st_ = by_id[resize.pool_id], current[resize.pool_id]
+        assert spec.min_units <= resize.to_units <= spec.max_units, "targets within bounds"
+        assert resize.from_units == st_.target_units
+        if resize.to_units < resize.from_units:
+            assert set(spec.serves) <= known, "no release while a served class is unknown"
+            settled = sum(1 for s in st_.idle_since if NOW - s >= timedelta(minutes=10))
+            assert resize.from_units - resize.to_units <= settled, "only units observed idle long enough"
