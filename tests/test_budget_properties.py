@@ -131,9 +131,8 @@ def test_shedding_spares_fixed_pools_and_minimums_and_clears_the_overrun_when_it
         floor = {p: case.pools[p].min_units if prices[p] > 0 else final[p] for p in case.pools}
         floor_cost = project(spent, period, case.now, pools, floor, prices, case.billed, TICK)
         if after > cap + 1e-5:
-            # Still over: then everything that could go in this budget went.
-            assert all(final[p] == floor[p] or case.pools[p].kind is PoolKind.ON_PREM for p in pools)
-            assert floor_cost > cap - 1e-5 or after <= floor_cost + 1e-5
+            # Still over: then nothing more could be shed (all at the floor, or too late in the period to save).
+            assert after <= floor_cost + 1e-5
 
 
 @settings(max_examples=100, deadline=None)
