@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.planning.budget import ScaleUpCharge
-from agent.planning.enforcement import Overspend, Shed
-from models import AlertEvent, AlertKind, BudgetSnapshot, PoolSpec, PoolState, Severity
+from agent.planning.enforcement import Overspend
+from models import AlertEvent, AlertKind, BudgetSnapshot, PoolSpec, PoolState, Resize, Severity
 
 MAX_LISTED = 5
 
@@ -60,18 +60,15 @@ def _threshold_event(snapshot: BudgetSnapshot, threshold: float, at: datetime) -
 
 
 def projected_overspend_event(
-    overspend: Overspend, at: datetime, drivers: Sequence[ScaleUpCharge], shed: Iterable[Shed]
+    overspend: Overspend, at: datetime, drivers: Sequence[ScaleUpCharge], releases: Iterable[Resize]
 ) -> AlertEvent:
-    """The projection breaks a cap even with no further scale-up: which scale-ups drove it and what is shed."""
+    """The projection breaks a cap even with no further scale-up: which scale-ups drove it, and the releases the
+    plan makes in the budget's pools (burst capacity shed, cheapest to lose first)."""
     listed = list(drivers)[:MAX_LISTED]
     lines = [c.describe() for c in listed]
     if len(drivers) > len(listed):
         lines.append(f"... and {len(drivers) - len(listed)} more")
-    shedding = [
-        f"{s.pool_id}: {s.units} units ({s.idle_units} idle), saves {s.saves_usd:,.2f} USD"
-        for s in shed
-        if s.budget == overspend.budget
-    ]
+    shedding = [f"{r.pool_id}: {r.from_units} -> {r.to_units} units" for r in releases if not r.is_scale_up]
     over = overspend.projected_usd - overspend.cap_usd
     return AlertEvent(
         kind=AlertKind.PROJECTED_OVERSPEND,
@@ -85,7 +82,7 @@ def projected_overspend_event(
         ),
         details={
             "scale-ups that drove it": "\n".join(lines) or "none by the agent this period",
-            "shedding": "\n".join(shedding) or "nothing sheddable (fixed pools or minimums)",
+            "shedding": "\n".join(shedding) or "nothing can go safely now (no unit idle long enough, or at minimum)",
         },
     )
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from actuators.base import Actuator
+from agent.budget_watch import BudgetWatch
 from agent.executor import execute
 from agent.ledger.base import Ledger
-from agent.notify.base import Notifier
+from agent.notify.base import Flushable, Notifier
 from agent.observation import forecasts_from_frame, latest_observations
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.sources.base import MetricSource
@@ -28,9 +29,7 @@ from models import (
     CapacityPlan,
     DemandForecast,
     ForecastError,
-    LedgerEntry,
     MetricsUnavailable,
-    PoolState,
     Severity,
 )
 
@@ -83,6 +82,7 @@ class Agent:
         self.levels = tuple(sorted(set(settings.forecast.quantiles) | set(self.service_levels.values())))
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
+        self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger)
         self.last_refit: datetime | None = None
         self._last_tick: datetime | None = None
 
@@ -100,6 +100,7 @@ class Agent:
         problems: dict[str, str] = {}
         observed, forecasts = self._observe_and_forecast(now, problems, alerts)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
+        spends = self.budget_watch.observe(now, states)
         plan = plan_capacity(
             PlanInput(
                 now=now,
@@ -111,6 +112,7 @@ class Agent:
                 service_levels=self.service_levels,
                 settings=self.planner,
                 memory=self.memory,
+                budgets=spends,
             )
         )
         for skip in plan.skips:
@@ -118,9 +120,12 @@ class Agent:
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now)
         self.memory = execution.memory
         alerts.extend(execution.alerts)
-        self._record_spend(now, states)
+        self.budget_watch.acted(now, plan, execution.results)
+        alerts.extend(self.budget_watch.alerts(now, plan, spends, states))
         for event in alerts:
             self.parts.notifier.notify(event)
+        if isinstance(self.parts.notifier, Flushable):
+            self.parts.notifier.flush()
         self._last_tick = now
         return TickReport(now, observed, forecasts, problems, plan, execution.results, tuple(alerts))
 
@@ -152,17 +157,6 @@ class Agent:
         if problems:
             alerts.append(self._missing_alert(now, problems))
         return observed, forecasts
-
-    def _record_spend(self, now: datetime, states: dict[str, PoolState]) -> None:
-        if self._last_tick is None:
-            return
-        hours = (now - self._last_tick).total_seconds() / 3600.0
-        for pool_id, state in states.items():
-            spec = self.pool_by_id.get(pool_id)
-            if spec is None or hours <= 0:
-                continue
-            cost = state.target_units * spec.price_per_unit_hour_usd * hours
-            self.parts.ledger.record(LedgerEntry(pool_id, self._last_tick, now, state.target_units, cost))
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def _horizon_steps(self) -> int:

@@ -18,8 +18,18 @@ from agent.alerts import (
 )
 from agent.notify.slack_message import blocks, fallback_text
 from agent.planning.budget import CapKind, Period, ScaleUpCharge
-from agent.planning.enforcement import Overspend, Shed
-from models import AcceleratorFamily, AlertKind, BudgetSnapshot, CapacityTier, PoolKind, PoolSpec, PoolState, Severity
+from agent.planning.enforcement import Overspend
+from models import (
+    AcceleratorFamily,
+    AlertKind,
+    BudgetSnapshot,
+    CapacityTier,
+    PoolKind,
+    PoolSpec,
+    PoolState,
+    Resize,
+    Severity,
+)
 
 NOW = datetime(2024, 3, 20, 12, 0, tzinfo=UTC)
 PERIOD = Period(datetime(2024, 3, 1, tzinfo=UTC), datetime(2024, 4, 1, tzinfo=UTC))
@@ -57,15 +67,16 @@ def test_threshold_severity_rises_with_the_threshold_and_the_text_says_how_much(
 def test_projected_overspend_names_the_scale_ups_that_drove_it_and_what_is_shed() -> None:
     overspend = Overspend("team-a", CapKind.MONTH, PERIOD, 1000.0, 1250.0)
     drivers = [ScaleUpCharge(datetime(2024, 3, 19, 8, 30, tzinfo=UTC), f"pool-{i}", 1, 3, 100.0 - i) for i in range(7)]
-    shed = [Shed("pool-0", 2, 1, "team-a", CapKind.MONTH, 180.0), Shed("x", 1, 0, "other", CapKind.MONTH, 5.0)]
-    event = projected_overspend_event(overspend, NOW, drivers, shed)
+    releases = [Resize("pool-0", 3, 1, "budget", "k1"), Resize("pool-1", 1, 2, "forecast", "k2")]
+    event = projected_overspend_event(overspend, NOW, drivers, releases)
     assert event.severity is Severity.CRITICAL
     assert event.subject == "budget team-a (monthly)"
     assert "Projected 1,250.00 USD against a monthly cap of 1,000.00 USD by 2024-04-01 00:00 UTC" in event.summary
     lines = event.details["scale-ups that drove it"].splitlines()
     assert lines[0] == "2024-03-19 08:30 UTC pool-0 1->3 units (+100.00 USD to period end)"
     assert lines[-1] == "... and 2 more"
-    assert event.details["shedding"] == "pool-0: 2 units (1 idle), saves 180.00 USD"
+    assert event.details["shedding"] == "pool-0: 3 -> 1 units"
+    assert "nothing can go safely" in projected_overspend_event(overspend, NOW, [], []).details["shedding"]
 
 
 def _spec(pool_id: str, lead_minutes: int) -> PoolSpec:

@@ -143,6 +143,20 @@ def enforce_budgets(
     return BudgetEnforcement(targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots)
 
 
+def find_overspends(
+    now: datetime, spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
+) -> list[Overspend]:
+    """The caps whose projection with the units billed now exceeds them (what ``enforce_budgets`` sheds for)."""
+    prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
+    base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
+    out = []
+    for cap in _caps(now, spends):
+        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices)
+        if projected > cap.cap_usd + _EPS_USD:
+            out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected))
+    return out
+
+
 def _caps(now: datetime, spends: Sequence[BudgetSpend]) -> list[_Cap]:
     """Every cap at ``now``. An hourly cap is also held over the whole next hour (a rate): otherwise a scale-up
     late in an hour, cheap against the minutes left, would break the next hour the moment it starts."""

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from agent.planning.budget import BudgetSpend
+from agent.planning.budgeting import apply_budgets
 from agent.planning.memory import PlannerMemory
 from config.schema import PlannerSettings
 from models import CapacityPlan, DemandForecast, PoolKind, PoolSpec, PoolState, Resize, Skip, SkipReason
@@ -36,6 +38,7 @@ class PlanInput:
     service_levels: Mapping[str, float]
     settings: PlannerSettings
     memory: PlannerMemory = field(default_factory=PlannerMemory)
+    budgets: Sequence[BudgetSpend] = ()  # spend so far of each budget (from the ledger); caps bind the plan
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
@@ -49,7 +52,11 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
             resizes.append(decision)
         elif decision is not None:
             skips.append(decision)
-    return CapacityPlan(now=given.now, resizes=tuple(resizes), skips=tuple(skips), targets=desired)
+    held = apply_budgets(
+        given.now, given.tick, given.settings.scale_down_stabilization, given.pools, given.states, given.budgets,
+        resizes, skips, desired,
+    )  # fmt: skip
+    return CapacityPlan(given.now, held.resizes, skips=held.skips, targets=held.targets, budgets=held.snapshots)
 
 
 def class_needs(given: PlanInput) -> tuple[dict[str, float], set[str]]:
