@@ -22,7 +22,7 @@ from agent.ledger.meter import SpendMeter
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerUnavailable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2024, 3, 31, 23, 0, 7, 123456, tzinfo=UTC)
 GAP = timedelta(minutes=5)
 PRICES = {"gpu-a": 29.36, "tpu-b": 38.4}
@@ -83,7 +83,7 @@ _WRITER = """
 import sys
 from datetime import timedelta
 sys.path.insert(0, {root!r})
-from tests.test_ledger_sqlite import GAP, readings
+from tests.unit.test_ledger_sqlite import GAP, readings
 from agent.ledger.meter import SpendMeter
 from agent.ledger.sqlite import SqliteLedger
 ledger = SqliteLedger(sys.argv[1])
