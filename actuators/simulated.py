@@ -101,6 +101,34 @@ class SimulatedCluster:
         self._results[key] = result
         return result
 
+    # -- NodeDrainer ---------------------------------------------------------------------------------------
+    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        """Idle ready units, longest idle first, named ``<pool>-idle-<i>`` by their place in that order."""
+        pool = self._pool(pool_id)
+        now = self._clock.now()
+        return [f"{pool_id}-idle-{i}" for i, since in enumerate(pool.idle_since) if now - since >= idle_for]
+
+    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+        """Remove exactly that idle unit (a unit that is no longer idle cannot be drained)."""
+        if key in self._results:
+            return self._results[key]
+        pool = self._pool(pool_id)
+        now = self._clock.now()
+        index = int(node.rsplit("-", 1)[-1]) if node.startswith(f"{pool_id}-idle-") else len(pool.idle_since)
+        if index >= len(pool.idle_since):
+            result = ActionResult(key, pool_id, ActionStatus.REJECTED, now, detail=f"{node} is not an idle unit")
+        else:
+            del pool.idle_since[index]
+            pool.ready -= 1
+            self.scale_actions += 1
+            result = ActionResult(key, pool_id, ActionStatus.DONE, now, detail=f"{node} drained and removed")
+        self._results[key] = result
+        return result
+
+    def add_stockout(self, pool_id: str, start: datetime, end: datetime) -> None:
+        """The pool cannot get new units between ``start`` and ``end``."""
+        self._stockouts.setdefault(pool_id, []).append((start, end))
+
     # -- driven by the simulation runner -------------------------------------------------------------------
     def advance(self, now: datetime) -> None:
         """Units whose lead time has passed become ready; spot units may be interrupted."""
@@ -154,6 +182,12 @@ class SimulatedCluster:
         return {pool_id: pool.ready for pool_id, pool in self._pools.items()}
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _pool(self, pool_id: str) -> _Pool:
+        pool = self._pools.get(pool_id)
+        if pool is None:
+            raise PermanentActuatorError(pool_id, "no such pool in the simulated cluster")
+        return pool
+
     def _stocked_out(self, pool_id: str, now: datetime) -> bool:
         return any(start <= now < end for start, end in self._stockouts.get(pool_id, ()))
 
@@ -167,12 +201,9 @@ class SimulatedCluster:
 
     @staticmethod
     def _remove(pool: _Pool, units: int) -> None:
-        """Release idle ready units first (longest idle first), then other ready units, then cancel the
-        latest-arriving units still in flight."""
-        from_ready = min(units, pool.ready)
-        pool.ready -= from_ready
-        del pool.idle_since[: min(from_ready, len(pool.idle_since))]
-        units -= from_ready
+        """Cancel units still in flight first (latest-arriving first), then release ready units, longest idle
+        first. The real adapters do the same: an instance group drops instances being created before running ones,
+        and the slice and queued-resource adapters delete provisioning units before ready ones."""
         while units > 0 and pool.arrivals:
             at, n = pool.arrivals.pop()
             if n > units:
@@ -180,3 +211,6 @@ class SimulatedCluster:
                 units = 0
             else:
                 units -= n
+        from_ready = min(units, pool.ready)
+        pool.ready -= from_ready
+        del pool.idle_since[: min(from_ready, len(pool.idle_since))]

@@ -6,6 +6,8 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 
+from config.cloud import check_cloud
+from config.prometheus import prometheus_problems
 from config.schema import Settings
 from models import AcceleratorFamily, ConfigProblem, PoolKind
 
@@ -17,6 +19,10 @@ def check_rules(settings: Settings) -> list[ConfigProblem]:
         *_coverage(settings),
         *_budget_rules(settings),
         *_simulation_rules(settings),
+        *check_cloud(settings.cloud, settings.pools),
+        *prometheus_problems(
+            settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
+        ),
     ]
 
 

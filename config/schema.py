@@ -13,9 +13,11 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.alerts import AlertSettings
+from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
 from config.durations import format_duration, parse_duration
 from config.ledger import LedgerSettings
+from config.prometheus import PrometheusSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
 
 Duration = Annotated[
@@ -139,7 +141,9 @@ class Settings(_Section):
     budgets: tuple[BudgetSettings, ...] = ()
     simulation: SimulationSettings = SimulationSettings()
     loop: LoopSettings = LoopSettings()
+    prometheus: PrometheusSettings | None = None
     daemon: DaemonSettings = DaemonSettings()
+    cloud: CloudSettings | None = None
     alerts: AlertSettings = AlertSettings()
     ledger: LedgerSettings = LedgerSettings()
 

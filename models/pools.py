@@ -68,7 +68,8 @@ class PoolState:
     """A pool as observed at ``observed_at``.
 
     ``ready_units`` accept work now; ``target_units`` is what was last asked for (ready + in flight). A unit
-    that is provisioning counts in ``target_units`` but not in ``ready_units``.
+    that is provisioning counts in ``target_units`` but not in ``ready_units``. ``failed_units`` (a failed or
+    suspended slice or queued resource) count in neither; they are reported so a person can be told.
     """
 
     pool_id: str
@@ -78,6 +79,7 @@ class PoolState:
     in_flight_operation: str | None = None
     idle_units: int = 0
     idle_since: tuple[datetime, ...] = field(default_factory=tuple)
+    failed_units: int = 0
 
     @property
     def provisioning_units(self) -> int:

@@ -124,10 +124,7 @@ def _controller(
         return StaticController()
     if policy == "oracle":
         required = required_units(window.demand, window.classes, pools)
-        start = cluster.paid_units()
-        schedule = {
-            p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step, start[p.pool_id]) for p in pools
-        }
+        schedule = {p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step) for p in pools}
         return OracleController(cluster, schedule)
     source = TraceSource(trace)
     notifier = RecordingNotifier()

@@ -1,0 +1,50 @@
+"""Building the real actuators from the cloud settings: the Google clients, one adapter per kind of pool, and the
+routing actuator that presents them as one. Nothing connects here; the clients connect on first use.
+
+Credentials come from the environment (Application Default Credentials, e.g. GKE Workload Identity). With
+``cloud.endpoint`` set, every client talks plain HTTP to that endpoint with anonymous credentials: that is for
+local test servers only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from actuators.cloud_tpu import CloudTpuQueuedResourceActuator
+from actuators.gke_node_pool import GkeNodePoolActuator
+from actuators.gke_tpu_slices import GkeTpuSliceActuator
+from actuators.routing import RoutingActuator
+from config.cloud import CloudSettings
+from models.clock import Clock
+
+
+@dataclass(frozen=True)
+class CloudActuators:
+    """The router the agent drives, and the node-pool adapter a ``KubernetesNodeDrainer`` removes nodes with."""
+
+    router: RoutingActuator
+    node_pools: GkeNodePoolActuator
+
+
+def build_cloud_actuators(cloud: CloudSettings, clock: Clock) -> CloudActuators:
+    from google.cloud import compute_v1, container_v1, tpu_v2
+
+    options: dict[str, Any] = {}
+    if cloud.endpoint is not None:
+        from google.auth.credentials import AnonymousCredentials
+
+        anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
+        options = {"credentials": anonymous, "client_options": {"api_endpoint": cloud.endpoint}}
+    gke = container_v1.ClusterManagerClient(transport="rest", **options)
+    migs = compute_v1.InstanceGroupManagersClient(transport="rest", **options)
+    node_pools = GkeNodePoolActuator(gke, migs, cloud.cluster_path, cloud.node_pools, clock)
+    routes: dict[str, Any] = {m.pool: node_pools for m in cloud.node_pools}
+    if cloud.tpu_slice_groups:
+        slices = GkeTpuSliceActuator(gke, cloud.cluster_path, cloud.tpu_slice_groups, clock)
+        routes |= {m.pool: slices for m in cloud.tpu_slice_groups}
+    if cloud.queued_resources:
+        tpu = tpu_v2.TpuClient(transport="rest", **options)
+        queued = CloudTpuQueuedResourceActuator(tpu, cloud.project, cloud.queued_resources, clock)
+        routes |= {m.pool: queued for m in cloud.queued_resources}
+    return CloudActuators(RoutingActuator(routes), node_pools)

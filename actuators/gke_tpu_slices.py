@@ -1,0 +1,145 @@
+"""GkeTpuSliceActuator: groups of identical multi-host TPU slices on GKE, each slice its own node pool.
+
+A slice cannot be resized: it is created whole (machine type, ``placementPolicy.tpuTopology``, node count =
+chips / chips per host) and deleted whole. Slice ``n`` of group ``g`` is node pool ``g-n``, so the cloud's node
+pool list is the state: RUNNING/RECONCILING slices are ready, PROVISIONING ones are in flight, ERROR ones are
+failed (deleted on the next resize; a stockout among them refuses a scale-up with CapacityUnavailable), STOPPING
+ones are leaving. A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no second
+slice. Operations are started, looked at once, and not waited for.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from actuators.idempotency import KeyedResults
+from actuators.unit_groups import GroupChange, Unit, UnitPhase, change_for, counted, members
+from actuators.vendor_errors import (
+    GOOGLE_ERRORS,
+    from_google,
+    from_operation_error,
+    is_already_exists,
+    is_capacity_message,
+    is_not_found,
+)
+from config.cloud import TpuSliceGroupMapping
+from models import ActionResult, ActionStatus, CapacityUnavailable, PermanentActuatorError, PoolState
+from models.clock import Clock
+
+log = logging.getLogger(__name__)
+_PHASES = {
+    "RUNNING": UnitPhase.READY,
+    "RECONCILING": UnitPhase.READY,
+    "PROVISIONING": UnitPhase.IN_FLIGHT,
+    "STOPPING": UnitPhase.LEAVING,
+    "ERROR": UnitPhase.FAILED,
+    "RUNNING_WITH_ERROR": UnitPhase.FAILED,
+}
+
+
+class GkeTpuSliceActuator:
+    """``gke`` is a ``container_v1.ClusterManagerClient``."""
+
+    def __init__(self, gke: Any, cluster_path: str, mappings: Sequence[TpuSliceGroupMapping], clock: Clock) -> None:
+        self._gke = gke
+        self._cluster = cluster_path
+        self._location = cluster_path.rsplit("/clusters/", 1)[0]
+        self._mappings = {m.pool: m for m in mappings}
+        self._clock = clock
+        self._results = KeyedResults()
+
+    def list_pools(self) -> Sequence[PoolState]:
+        now = self._clock.now()
+        pools = self._node_pools(next(iter(self._mappings), ""))
+        states = []
+        for pool_id, mapping in self._mappings.items():
+            ready, target, failed = counted(self._slices(mapping, pools))
+            states.append(PoolState(pool_id, now, ready, target, failed_units=failed))
+        return states
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        if (known := self._results.get(key)) is not None:
+            return known
+        mapping = self._mappings.get(pool_id)
+        if mapping is None:
+            raise PermanentActuatorError(pool_id, "no TPU slice group is mapped to this pool")
+        slices = self._slices(mapping, self._node_pools(pool_id))
+        _, target, _ = counted(slices)
+        change = change_for(mapping.group, slices, to_units)
+        stockouts = [u.message for u in slices if u.phase is UnitPhase.FAILED and is_capacity_message(u.message)]
+        for name in change.delete:
+            self._delete(pool_id, name)
+        if to_units > target and stockouts:
+            raise CapacityUnavailable(pool_id, f"a slice of group {mapping.group!r} failed: {stockouts[0]}")
+        if not change.create and not change.delete:
+            return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
+        for name in change.create:
+            self._create(pool_id, mapping, name)
+        log.info("pool %s: slices %s -> %s: %s (key %s)", pool_id, target, to_units, _describe(change), key)
+        detail = f"target {to_units} slices: {_describe(change)}"
+        return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _node_pools(self, pool_id: str) -> list[Any]:
+        return list(self._call(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
+
+    @staticmethod
+    def _slices(mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
+        return members(
+            mapping.group,
+            ((p.name, _PHASES.get(p.status.name, UnitPhase.IN_FLIGHT), p.status_message) for p in node_pools),
+        )
+
+    def _create(self, pool_id: str, mapping: TpuSliceGroupMapping, name: str) -> None:
+        node_pool: dict[str, Any] = {
+            "name": name,
+            "initial_node_count": mapping.hosts_per_slice,
+            "config": {"machine_type": mapping.machine_type, "spot": mapping.spot},
+            "placement_policy": {"type_": "COMPACT", "tpu_topology": mapping.tpu_topology},
+            "autoscaling": {"enabled": False},
+        }
+        if mapping.zone:
+            node_pool["locations"] = [mapping.zone]
+        try:
+            op = self._gke.create_node_pool(request={"parent": self._cluster, "node_pool": node_pool})
+        except GOOGLE_ERRORS as exc:
+            if is_already_exists(exc):
+                log.info("pool %s: slice %s already exists; not creating it again", pool_id, name)
+                return
+            raise from_google(pool_id, exc) from exc
+        self._look_once(pool_id, op)
+
+    def _delete(self, pool_id: str, name: str) -> None:
+        try:
+            op = self._gke.delete_node_pool(name=f"{self._cluster}/nodePools/{name}")
+        except GOOGLE_ERRORS as exc:
+            if is_not_found(exc):
+                return
+            raise from_google(pool_id, exc) from exc
+        self._look_once(pool_id, op)
+
+    def _look_once(self, pool_id: str, op: Any) -> None:
+        op = self._call(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
+        if op.status.name == "DONE" and op.error and op.error.message:
+            raise from_operation_error(pool_id, op.error.code, op.error.message)
+
+    def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
+        return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
+
+    @staticmethod
+    def _call(pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except GOOGLE_ERRORS as exc:
+            raise from_google(pool_id, exc) from exc
+
+
+def _describe(change: GroupChange) -> str:
+    parts = []
+    if change.create:
+        parts.append("create " + ", ".join(change.create))
+    if change.delete:
+        parts.append("delete " + ", ".join(change.delete))
+    return "; ".join(parts)

@@ -1,0 +1,58 @@
+"""InstrumentedActuator: Prometheus metrics around any Actuator, by wrapping it (the actuator is not edited).
+
+leadtime_actuator_calls_total{method, pool, outcome}    outcome: a status (done, started...) or an error class
+leadtime_actuator_call_duration_seconds{method}          time spent in the wrapped call
+leadtime_pool_ready_units{pool}, leadtime_pool_target_units{pool}, leadtime_pool_failed_units{pool}
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from actuators.base import Actuator
+from models import ActionResult, ActuatorError, PoolState
+
+
+class InstrumentedActuator:
+    def __init__(self, inner: Actuator, registry: CollectorRegistry) -> None:
+        self._inner = inner
+        self.calls = Counter(
+            "leadtime_actuator_calls", "Actuator calls by outcome.", ["method", "pool", "outcome"], registry=registry
+        )
+        self.duration = Histogram(
+            "leadtime_actuator_call_duration_seconds", "Time spent in actuator calls.", ["method"], registry=registry
+        )
+        self.ready = Gauge("leadtime_pool_ready_units", "Units accepting work.", ["pool"], registry=registry)
+        self.target = Gauge("leadtime_pool_target_units", "Units asked for.", ["pool"], registry=registry)
+        self.failed = Gauge("leadtime_pool_failed_units", "Failed or suspended units.", ["pool"], registry=registry)
+
+    def list_pools(self) -> Sequence[PoolState]:
+        started = time.perf_counter()
+        try:
+            states = self._inner.list_pools()
+        except ActuatorError as exc:
+            self.calls.labels("list_pools", exc.pool_id, type(exc).__name__).inc()
+            raise
+        finally:
+            self.duration.labels("list_pools").observe(time.perf_counter() - started)
+        for state in states:
+            self.ready.labels(state.pool_id).set(state.ready_units)
+            self.target.labels(state.pool_id).set(state.target_units)
+            self.failed.labels(state.pool_id).set(state.failed_units)
+        self.calls.labels("list_pools", "", "done").inc()
+        return states
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        started = time.perf_counter()
+        try:
+            result = self._inner.resize(pool_id, to_units, key)
+        except ActuatorError as exc:
+            self.calls.labels("resize", pool_id, type(exc).__name__).inc()
+            raise
+        finally:
+            self.duration.labels("resize").observe(time.perf_counter() - started)
+        self.calls.labels("resize", pool_id, str(result.status)).inc()
+        return result

@@ -1,0 +1,172 @@
+"""KubernetesNodeDrainer: find idle accelerator nodes, cordon them, evict their pods safely, then remove exactly them.
+
+Idle means the node is schedulable and no pod on it requests an accelerator resource (DaemonSet pods, mirror
+pods of static pods and finished pods are ignored), continuously since the first time this drainer saw it so;
+after a restart that memory starts again, which only delays a scale-in.
+
+A drain cordons the node and evicts its pods through the Eviction API, so PodDisruptionBudgets are respected:
+a 429 means "not now", the drain reports itself started and the same key continues it on a later tick; nothing
+is ever deleted by force. A pod annotated ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or
+``karpenter.sh/do-not-disrupt: "true"`` blocks the drain: the node is uncordoned and the drain rejected. A drain
+still blocked after ``timeout`` gives up and uncordons. When the node is empty, the ``NodeRemover`` (the pool's
+actuator) deletes exactly that node.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from actuators.idempotency import KeyedResults
+from actuators.vendor_errors import KUBERNETES_ERRORS, from_kubernetes, kubernetes_status
+from models import ActionResult, ActionStatus, PermanentActuatorError
+from models.clock import Clock
+
+log = logging.getLogger(__name__)
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
+_BLOCKING_ANNOTATIONS = {
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+    "karpenter.sh/do-not-disrupt": "true",
+}
+
+
+class NodeRemover(Protocol):
+    def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult: ...
+
+
+class KubernetesNodeDrainer:
+    """``core`` is a ``kubernetes.client.CoreV1Api``; ``node_pools`` maps our pool ids to node pool label values."""
+
+    def __init__(
+        self,
+        core: Any,
+        clock: Clock,
+        node_pools: Mapping[str, str],
+        remover: NodeRemover,
+        timeout: timedelta = timedelta(minutes=15),
+        pool_label: str = NODE_POOL_LABEL,
+    ) -> None:
+        self._core = core
+        self._clock = clock
+        self._node_pools = dict(node_pools)
+        self._remover = remover
+        self._timeout = timeout
+        self._pool_label = pool_label
+        self._idle_since: dict[str, datetime] = {}
+        self._draining_since: dict[str, datetime] = {}
+        self._results = KeyedResults(settled_only=True)
+
+    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        now = self._clock.now()
+        label = self._node_pools.get(pool_id)
+        if label is None:
+            raise PermanentActuatorError(pool_id, "no node pool label is mapped to this pool")
+        nodes = self._call(pool_id, self._core.list_node, label_selector=f"{self._pool_label}={label}").items
+        idle = []
+        for node in nodes:
+            name = node.metadata.name
+            if node.spec and node.spec.unschedulable:  # cordoned: being drained, or held by a person
+                continue
+            if any(_needs_accelerator(p) for p in self._pods_on(pool_id, name) if _counts(p)):
+                self._idle_since.pop(name, None)
+                continue
+            since = self._idle_since.setdefault(name, now)
+            if now - since >= idle_for:
+                idle.append((since, name))
+        return [name for _, name in sorted(idle)]
+
+    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+        if (known := self._results.get(key)) is not None:
+            return known
+        now = self._clock.now()
+        started = self._draining_since.setdefault(node, now)
+        self._cordon(pool_id, node, True)
+        pods = [p for p in self._pods_on(pool_id, node) if _counts(p)]
+        blockers = [_name(p) for p in pods if _blocks(p)]
+        if blockers:
+            self._give_up(pool_id, node)
+            detail = f"pods {blockers} must not be disrupted; node {node} uncordoned"
+            return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
+        waiting = [_name(p) for p in pods if not self._evict(pool_id, p)]
+        if waiting and now - started >= self._timeout:
+            self._give_up(pool_id, node)
+            detail = f"disruption budgets still block {waiting} after {self._timeout}; node {node} uncordoned"
+            return self._results.remember(self._result(key, pool_id, ActionStatus.FAILED, detail))
+        if waiting:
+            detail = f"waiting for disruption budgets to allow evicting {waiting} from {node}"
+            log.info("pool %s: %s (key %s)", pool_id, detail, key)
+            return self._result(key, pool_id, ActionStatus.STARTED, detail)
+        removed = self._remover.delete_nodes(pool_id, [node], key)
+        self._draining_since.pop(node, None)
+        self._idle_since.pop(node, None)
+        log.info("pool %s: node %s drained and removed (key %s)", pool_id, node, key)
+        return self._results.remember(
+            self._result(key, pool_id, ActionStatus.DONE, f"node {node} drained; {removed.detail}")
+        )
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _pods_on(self, pool_id: str, node: str) -> list[Any]:
+        listed = self._call(pool_id, self._core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}")
+        return list(listed.items)
+
+    def _evict(self, pool_id: str, pod: Any) -> bool:
+        """True when the pod is gone or on its way; False when a disruption budget says not now (HTTP 429)."""
+        namespace, name = _name(pod)
+        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+        try:
+            self._core.create_namespaced_pod_eviction(name, namespace, body)
+        except KUBERNETES_ERRORS as exc:
+            status = kubernetes_status(exc)
+            if status in (404, 429):
+                return status == 404
+            raise from_kubernetes(pool_id, exc) from exc
+        return True
+
+    def _cordon(self, pool_id: str, node: str, unschedulable: bool) -> None:
+        self._call(pool_id, self._core.patch_node, node, {"spec": {"unschedulable": unschedulable or None}})
+
+    def _give_up(self, pool_id: str, node: str) -> None:
+        self._cordon(pool_id, node, False)
+        self._draining_since.pop(node, None)
+        log.warning("pool %s: drain of %s abandoned; node uncordoned", pool_id, node)
+
+    def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
+        return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
+
+    @staticmethod
+    def _call(pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except KUBERNETES_ERRORS as exc:
+            raise from_kubernetes(pool_id, exc) from exc
+
+
+def _name(pod: Any) -> tuple[str, str]:
+    return (pod.metadata.namespace, pod.metadata.name)
+
+
+def _counts(pod: Any) -> bool:
+    """Pods a drain has to move: not DaemonSet-owned, not a static pod's mirror, not finished."""
+    owners = pod.metadata.owner_references or []
+    if any(o.kind == "DaemonSet" for o in owners):
+        return False
+    if "kubernetes.io/config.mirror" in (pod.metadata.annotations or {}):
+        return False
+    return (pod.status.phase if pod.status else None) not in ("Succeeded", "Failed")
+
+
+def _needs_accelerator(pod: Any) -> bool:
+    for container in pod.spec.containers or []:
+        requests = (container.resources.requests if container.resources else None) or {}
+        limits = (container.resources.limits if container.resources else None) or {}
+        if any(str({**limits, **requests}.get(r, "0")) not in ("0", "") for r in ACCELERATOR_RESOURCES):
+            return True
+    return False
+
+
+def _blocks(pod: Any) -> bool:
+    annotations = pod.metadata.annotations or {}
+    return any(annotations.get(k, "").lower() == v for k, v in _BLOCKING_ANNOTATIONS.items())

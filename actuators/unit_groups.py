@@ -1,0 +1,72 @@
+"""Groups of whole units with deterministic names (``<group>-<n>``): TPU slices as GKE node pools, Cloud TPU
+queued resources. Pure bookkeeping shared by both adapters: which units count, and which to create or delete.
+
+Names are deterministic so that a create repeated after a restart collides with the first one (409 ALREADY_EXISTS)
+instead of making a second unit: the cloud's own list is the journal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class UnitPhase(StrEnum):
+    READY = "ready"  # accepting work
+    IN_FLIGHT = "in-flight"  # asked for, not ready yet (queued, provisioning): paid for, counts in the target
+    FAILED = "failed"  # failed, suspended, in error: counts nowhere; cleaned up on the next resize
+    LEAVING = "leaving"  # being deleted; its name is not reusable yet
+
+
+@dataclass(frozen=True)
+class Unit:
+    index: int
+    name: str
+    phase: UnitPhase
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class GroupChange:
+    create: tuple[str, ...]
+    delete: tuple[str, ...]
+
+
+def unit_name(group: str, index: int) -> str:
+    return f"{group}-{index}"
+
+
+def members(group: str, names: Iterable[tuple[str, UnitPhase, str]]) -> list[Unit]:
+    """The units of ``group`` among (name, phase, message) triples, by index; other names are ignored."""
+    pattern = re.compile(rf"^{re.escape(group)}-(\d+)$")
+    units = []
+    for name, phase, message in names:
+        found = pattern.match(name)
+        if found:
+            units.append(Unit(int(found[1]), name, phase, message))
+    return sorted(units, key=lambda u: u.index)
+
+
+def counted(units: Sequence[Unit]) -> tuple[int, int, int]:
+    """(ready, target = ready + in flight, failed)."""
+    ready = sum(1 for u in units if u.phase is UnitPhase.READY)
+    in_flight = sum(1 for u in units if u.phase is UnitPhase.IN_FLIGHT)
+    return ready, ready + in_flight, sum(1 for u in units if u.phase is UnitPhase.FAILED)
+
+
+def change_for(group: str, units: Sequence[Unit], to_units: int) -> GroupChange:
+    """Create the lowest free indices, or delete in-flight units first (newest first), then ready ones.
+
+    Failed units are always deleted so their names and quota come back.
+    """
+    _, target, _ = counted(units)
+    failed = tuple(u.name for u in units if u.phase is UnitPhase.FAILED)
+    if to_units > target:
+        taken = {u.index for u in units}
+        free = (i for i in range(len(units) + to_units + 1) if i not in taken)
+        return GroupChange(tuple(unit_name(group, next(free)) for _ in range(to_units - target)), failed)
+    removable = [u for u in reversed(units) if u.phase is UnitPhase.IN_FLIGHT]
+    removable += [u for u in reversed(units) if u.phase is UnitPhase.READY]
+    return GroupChange((), failed + tuple(u.name for u in removable[: target - to_units]))

@@ -1,0 +1,84 @@
+"""Vendor errors translated into decisions, in one place: the only module that reads SDK exception types.
+
+    stockout or quota (any status code)        -> CapacityUnavailable     back off this pool, try the next one
+    HTTP 429 (rate limit), 5xx, 409 conflict,
+    an operation already running, connection   -> TransientActuatorError  retry on a later tick
+    HTTP 401/403, 404, 400 invalid argument    -> PermanentActuatorError  alert, stop touching this pool
+
+A message naming a stockout or an exhausted quota wins over the status code: GKE, Compute Engine and Cloud TPU
+report them as 400, 403, 429 or 503 depending on the call (``ZONE_RESOURCE_POOL_EXHAUSTED``, ``GCE_STOCKOUT``,
+``QUOTA_EXCEEDED``, "Quota ... exhausted"), and a quota that ran out is back-off material, not a bad request.
+"""
+
+from __future__ import annotations
+
+import re
+
+from google.api_core import exceptions as google_exceptions
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
+
+_CAPACITY = re.compile(
+    r"ZONE_RESOURCE_POOL_EXHAUSTED|GCE_STOCKOUT|STOCKOUT|QUOTA_EXCEEDED|quota .*exhausted|quota exceeded|"
+    r"insufficient capacity|no more capacity|resource_exhausted_.*capacity",
+    re.IGNORECASE,
+)
+_BUSY = re.compile(r"is currently operating on|already in progress|try again once it is done", re.IGNORECASE)
+
+
+def is_capacity_message(message: str) -> bool:
+    return bool(_CAPACITY.search(message))
+
+
+def from_status(pool_id: str, code: int, message: str) -> ActuatorError:
+    """The decision for an HTTP-style status code and message (also used for errors inside operations)."""
+    if is_capacity_message(message):
+        return CapacityUnavailable(pool_id, message)
+    if code == 429 or code >= 500 or code == 409 or _BUSY.search(message):
+        return TransientActuatorError(pool_id, f"HTTP {code}: {message}")
+    return PermanentActuatorError(pool_id, f"HTTP {code}: {message}")
+
+
+_GRPC_TO_HTTP = {1: 499, 2: 500, 3: 400, 4: 504, 5: 404, 6: 409, 7: 403, 8: 429, 9: 400, 10: 409, 13: 500, 14: 503}
+
+
+def from_operation_error(pool_id: str, grpc_code: int, message: str) -> ActuatorError:
+    """An error recorded in a finished operation (a ``google.rpc.Status``: gRPC code and message)."""
+    return from_status(pool_id, _GRPC_TO_HTTP.get(grpc_code, 500), message)
+
+
+def from_google(pool_id: str, exc: Exception) -> ActuatorError:
+    """A ``google.api_core`` exception (or a transport failure under it) as one of ours."""
+    if isinstance(exc, google_exceptions.GoogleAPICallError):
+        code = int(exc.code) if exc.code is not None else 500
+        return from_status(pool_id, code, exc.message or str(exc))
+    if isinstance(exc, google_exceptions.RetryError | google_exceptions.GoogleAPIError):
+        return TransientActuatorError(pool_id, f"Google API unavailable: {exc}")
+    return TransientActuatorError(pool_id, f"cannot reach the Google API: {exc}")
+
+
+def from_kubernetes(pool_id: str, exc: Exception) -> ActuatorError:
+    """A ``kubernetes`` client exception (or a connection failure) as one of ours."""
+    if isinstance(exc, ApiException):
+        return from_status(pool_id, int(exc.status or 500), f"{exc.reason}: {exc.body or ''}".strip())
+    return TransientActuatorError(pool_id, f"cannot reach the Kubernetes API: {exc}")
+
+
+def is_already_exists(exc: Exception) -> bool:
+    return isinstance(exc, google_exceptions.Conflict)
+
+
+def kubernetes_status(exc: Exception) -> int | None:
+    """The HTTP status of a Kubernetes API error, None for a connection failure."""
+    return int(exc.status) if isinstance(exc, ApiException) and exc.status is not None else None
+
+
+def is_not_found(exc: Exception) -> bool:
+    return isinstance(exc, google_exceptions.NotFound) or (isinstance(exc, ApiException) and exc.status == 404)
+
+
+# What the adapters catch around a vendor call: API errors and the transport errors beneath them.
+GOOGLE_ERRORS: tuple[type[Exception], ...] = (google_exceptions.GoogleAPIError, ConnectionError, OSError)
+KUBERNETES_ERRORS: tuple[type[Exception], ...] = (ApiException, Urllib3Error, ConnectionError, OSError)

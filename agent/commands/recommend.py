@@ -1,0 +1,263 @@
+"""``leadtime recommend``: what the agent would do now, and what it would cost or save, changing nothing.
+
+Reads demand history from the configured Prometheus, fits the configured forecaster, reads the pools' current
+state through the read side of the actuators wrapped in ``DryRunActuator`` (so no write can reach a pool, by
+construction), runs one tick of the agent loop at ``--at`` and writes ``report.html``, ``report.md`` and
+``recommendation.json``: per pool the current and recommended units with the reason, per class the forecast
+bands and lead time, spend against each budget, cost per day against the current capacity, and a backtest of
+the forecaster over the history.
+"""
+
+from __future__ import annotations
+
+import argparse
+import calendar
+import json
+import math
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pandas as pd
+
+from actuators.base import Actuator
+from actuators.dry_run import DryRunActuator
+from actuators.simulated import SimulatedCluster
+from agent.commands.simulate import parse_timestamp
+from agent.forecast_quality import backtest, quality_table
+from agent.ledger import InMemoryLedger
+from agent.loop import Agent, AgentParts, TickReport
+from agent.notify import RecordingNotifier
+from agent.report.recommendation import write_recommendation_reports
+from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus_queries import demand_queries
+from config import load_settings
+from config.schema import BudgetSettings, Settings
+from forecasting.factory import build_forecaster
+from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable, PoolState
+from models.clock import SimulatedClock, SystemClock
+
+BACKTEST_SPAN = timedelta(days=1)
+BACKTEST_EVERY = timedelta(hours=1)
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("recommend", help="dry run: write what the agent would do now, change nothing")
+    parser.add_argument("--config", required=True, help="YAML configuration with a prometheus section")
+    parser.add_argument("--out", required=True, help="directory for report.html, report.md, recommendation.json")
+    parser.add_argument("--at", type=parse_timestamp, help="recommend as of this ISO-8601 time (default: now)")
+    parser.add_argument(
+        "--current-units",
+        type=parse_units,
+        default={},
+        help="current units per pool as POOL=N[,POOL=N] (default: each pool's min_units); read through the "
+        "simulated cluster until a cloud actuator is configured",
+    )
+    parser.set_defaults(handler=run)
+
+
+def parse_units(text: str) -> dict[str, int]:
+    units: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        pool, _, count = part.partition("=")
+        if not pool or not count.isdigit():
+            raise argparse.ArgumentTypeError(f"expected POOL=N[,POOL=N], got {part!r}")
+        units[pool] = int(count)
+    return units
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    at = args.at or SystemClock().now()
+    unknown = sorted(set(args.current_units) - {p.id for p in settings.pools})
+    if unknown:
+        raise LeadtimeError(f"--current-units names unknown pool(s) {unknown}")
+    clock = SimulatedClock(at)
+    cluster = SimulatedCluster(settings.pool_specs(), clock, initial_units=args.current_units)
+    document = recommend(settings, args.config, Path(args.out), at, cluster, pool_state_source="--current-units")
+    cost = document["cost"]
+    print(
+        f"recommendation at {document['at']}: {cost['current_per_day_usd']:,.0f} USD/day now, "
+        f"{cost['recommended_per_day_usd']:,.0f} USD/day recommended; wrote {args.out}/report.html, report.md, "
+        "recommendation.json"
+    )
+    return 0
+
+
+def recommend(
+    settings: Settings,
+    config_path: str,
+    out: Path,
+    at: datetime,
+    read_side: Actuator,
+    pool_state_source: str,
+    source: PrometheusSource | None = None,
+) -> dict[str, Any]:
+    """One dry-run tick at ``at``; writes the three files into ``out`` and returns the JSON document."""
+    at = at.astimezone(UTC)
+    prometheus = settings.prometheus
+    if prometheus is None:
+        raise ConfigError(
+            config_path,
+            [ConfigProblem("prometheus", "recommend reads Prometheus: add a prometheus section with its url")],
+        )
+    classes = settings.demand_class_models()
+    source = source or PrometheusSource.from_settings(prometheus, demand_queries(classes, prometheus))
+    dry_run = DryRunActuator(read_side, SimulatedClock(at))
+    states = {s.pool_id: s for s in dry_run.list_pools()}
+    agent = Agent(
+        settings,
+        AgentParts(source, build_forecaster(settings.forecast), dry_run, InMemoryLedger(), RecordingNotifier()),
+    )
+    tick = agent.run_once(at)
+    history, history_problem = _history(source, agent, at)
+    document = _document(settings, config_path, at, agent, tick, states, pool_state_source, prometheus.url)
+    document["backtest"] = _backtest(agent, history, at, history_problem)
+    document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
+    (out / "recommendation.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_recommendation_reports(out, document, history, tick)
+    return document
+
+
+def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.DataFrame, str | None]:
+    start = at - agent.settings.forecast.history
+    frame, missing = source.fetch_each(agent.classes, start, at, agent.step)
+    problem = "; ".join(str(exc) for exc in missing.values()) or None
+    return frame, problem
+
+
+def _document(
+    settings: Settings,
+    config_path: str,
+    at: datetime,
+    agent: Agent,
+    tick: TickReport,
+    states: Mapping[str, PoolState],
+    pool_state_source: str,
+    url: str,
+) -> dict[str, Any]:
+    resizes = {r.pool_id: r for r in tick.plan.resizes}
+    skips = {s.pool_id: s for s in tick.plan.skips}
+    pools: list[dict[str, Any]] = []
+    for spec in agent.pools:
+        state = states.get(spec.pool_id)
+        current = state.target_units if state is not None else None
+        resize = resizes.get(spec.pool_id)
+        recommended = resize.to_units if resize else current
+        if resize:
+            action, reason = ("scale-up" if resize.is_scale_up else "scale-down"), resize.reason
+        elif spec.pool_id in skips:
+            action, reason = "hold", f"{skips[spec.pool_id].reason}: {skips[spec.pool_id].detail}"
+        else:
+            action, reason = "keep", "already at the planned target"
+        price = spec.price_per_unit_hour_usd
+        pools.append(
+            {
+                "pool_id": spec.pool_id,
+                "kind": str(spec.kind),
+                "tier": str(spec.tier),
+                "chips_per_unit": spec.chips_per_unit,
+                "lead_time_s": int(spec.lead_time.total_seconds()),
+                "price_per_unit_hour_usd": price,
+                "current_units": current,
+                "ready_units": state.ready_units if state is not None else None,
+                "recommended_units": recommended,
+                "planned_target_units": tick.plan.targets.get(spec.pool_id),
+                "action": action,
+                "reason": reason,
+                "current_cost_per_day_usd": _per_day(current, price),
+                "recommended_cost_per_day_usd": _per_day(recommended, price),
+            }
+        )
+    current_day = sum(p["current_cost_per_day_usd"] or 0.0 for p in pools)
+    recommended_day = sum(p["recommended_cost_per_day_usd"] or 0.0 for p in pools)
+    return {
+        "at": at.isoformat(),
+        "config": config_path,
+        "prometheus": url,
+        "pool_state_source": pool_state_source,
+        "step_s": int(agent.step.total_seconds()),
+        "pools": pools,
+        "classes": [_class_entry(agent, tick, c.name) for c in agent.classes],
+        "cost": {
+            "current_per_day_usd": round(current_day, 2),
+            "recommended_per_day_usd": round(recommended_day, 2),
+            "change_per_day_usd": round(recommended_day - current_day, 2),
+        },
+        "budgets": [_budget(b, pools, at) for b in settings.budgets],
+        "problems": dict(sorted(tick.problems.items())),
+        "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
+    }
+
+
+def _class_entry(agent: Agent, tick: TickReport, name: str) -> dict[str, Any]:
+    forecast = tick.forecasts.get(name)
+    leads = [p.lead_time for p in agent.pools if name in p.serves]
+    entry: dict[str, Any] = {
+        "name": name,
+        "observed": tick.observed.get(name),
+        "service_level": agent.service_levels.get(name),
+        "lead_time_s": int(max(leads).total_seconds()) if leads else None,
+        "problem": tick.problems.get(name),
+        "model": None,
+        "forecast": None,
+    }
+    if forecast is not None:
+        entry["model"] = forecast.model + (f" ({forecast.note})" if forecast.note else "")
+        entry["forecast"] = {
+            "issued_at": forecast.issued_at.isoformat(),
+            "step_s": int(forecast.step.total_seconds()),
+            "quantiles": {f"{level:g}": [round(v, 3) for v in values] for level, values in forecast.quantiles.items()},
+        }
+    return entry
+
+
+def _budget(budget: BudgetSettings, pools: list[dict[str, Any]], at: datetime) -> dict[str, Any]:
+    rate = {"current": 0.0, "recommended": 0.0}
+    for pool in pools:
+        if pool["pool_id"] in budget.pools:
+            rate["current"] += (pool["current_units"] or 0) * pool["price_per_unit_hour_usd"]
+            rate["recommended"] += (pool["recommended_units"] or 0) * pool["price_per_unit_hour_usd"]
+    local = at.astimezone(ZoneInfo(budget.timezone))
+    period_hours = calendar.monthrange(local.year, local.month)[1] * 24.0
+    entry: dict[str, Any] = {"name": budget.name, "pools": list(budget.pools), "period_hours": period_hours}
+    for which, per_hour in rate.items():
+        entry[f"{which}_per_hour_usd"] = round(per_hour, 2)
+        entry[f"{which}_projected_period_usd"] = round(per_hour * period_hours, 2)
+    entry["monthly_cap_usd"], entry["hourly_cap_usd"] = budget.monthly_cap_usd, budget.hourly_cap_usd
+    if budget.monthly_cap_usd:
+        entry["recommended_fraction_of_monthly_cap"] = round(
+            rate["recommended"] * period_hours / budget.monthly_cap_usd, 4
+        )
+    if budget.hourly_cap_usd:
+        entry["recommended_fraction_of_hourly_cap"] = round(rate["recommended"] / budget.hourly_cap_usd, 4)
+    return entry
+
+
+def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | None) -> dict[str, Any]:
+    first_origin = at - BACKTEST_SPAN - agent.horizon * agent.step
+    forecaster = build_forecaster(agent.settings.forecast)
+    try:
+        results = backtest(
+            forecaster, history, agent.step, agent.horizon, agent.service_levels, first_origin, BACKTEST_EVERY
+        )
+    except MetricsUnavailable as exc:
+        results, problem = {}, str(exc)
+    return {
+        "model": forecaster.name,
+        "span_s": int(BACKTEST_SPAN.total_seconds()),
+        "every_s": int(BACKTEST_EVERY.total_seconds()),
+        "horizon_steps": agent.horizon,
+        "classes": quality_table(results, [c.name for c in agent.classes]),
+        "problem": problem,
+    }
+
+
+def _per_day(units: int | None, price: float) -> float | None:
+    return None if units is None or math.isnan(price) else round(units * price * 24.0, 2)

@@ -1,0 +1,190 @@
+"""The reports of ``leadtime recommend``: ``report.md`` (tables) and ``report.html`` (the same, with charts of each
+class's recent demand and forecast bands, and of each pool's current against recommended units)."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from agent.loop import TickReport
+from agent.report.charts import figure_to_data_uri
+from agent.report.simulation import STYLE
+from forecasting.series import series_arrays
+
+SHOWN_HISTORY_STEPS = 72  # six hours at 5 minutes: enough context, and the short horizon stays visible
+
+
+def write_recommendation_reports(
+    out: Path, document: Mapping[str, Any], history: pd.DataFrame, tick: TickReport
+) -> None:
+    (out / "report.md").write_text(markdown(document), encoding="utf-8")
+    charts = [
+        ("Current and recommended units per pool", pool_chart(document["pools"])),
+        ("Recent demand and forecast per demand class", forecast_chart(history, tick)),
+    ]
+    body = [f"<h1>leadtime recommendation</h1><p>{html.escape(_intro(document))}</p>"]
+    for title, rows in _tables(document):
+        body.append(f"<h2>{html.escape(title)}</h2>{_html_table(rows)}")
+    for title, uri in charts:
+        body.append(f'<h2>{html.escape(title)}</h2><img alt="{html.escape(title)}" src="{uri}">')
+    page = "<!doctype html><html><head><meta charset='utf-8'><title>leadtime recommendation</title>"
+    page += f"<style>{STYLE}</style></head><body>{''.join(body)}</body></html>\n"
+    (out / "report.html").write_text(page, encoding="utf-8")
+
+
+def markdown(document: Mapping[str, Any]) -> str:
+    lines = ["# leadtime recommendation", "", _intro(document), ""]
+    for title, rows in _tables(document):
+        lines += [f"## {title}", ""]
+        if not rows:
+            lines += ["(none)", ""]
+            continue
+        head = list(rows[0])
+        lines.append("| " + " | ".join(head) + " |")
+        lines.append("|" + "|".join(" --- " for _ in head) + "|")
+        lines += ["| " + " | ".join(_cell(row[k]) for k in head) + " |" for row in rows]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _intro(document: Mapping[str, Any]) -> str:
+    cost = document["cost"]
+    change = cost["change_per_day_usd"]
+    verdict = f"saves {-change:,.2f} USD/day" if change < 0 else f"costs {change:,.2f} USD/day more"
+    return (
+        f"Dry run at {document['at']} from {document['prometheus']} (pool state: {document['pool_state_source']}). "
+        f"Nothing was changed. Current capacity costs {cost['current_per_day_usd']:,.2f} USD/day; the "
+        f"recommendation {verdict} ({cost['recommended_per_day_usd']:,.2f} USD/day)."
+    )
+
+
+def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]]]:
+    pools = [
+        {
+            "pool": p["pool_id"],
+            "current units": p["current_units"],
+            "recommended units": p["recommended_units"],
+            "action": p["action"],
+            "reason": p["reason"],
+            "USD/day now": p["current_cost_per_day_usd"],
+            "USD/day recommended": p["recommended_cost_per_day_usd"],
+        }
+        for p in document["pools"]
+    ]
+    classes = []
+    for c in document["classes"]:
+        bands = (c["forecast"] or {}).get("quantiles", {})
+        classes.append(
+            {
+                "demand class": c["name"],
+                "observed": c["observed"],
+                "lead time": f"{(c['lead_time_s'] or 0) // 60} min",
+                "service level": c["service_level"],
+                "forecast peak by quantile": ", ".join(f"q{q}: {max(v):.1f}" for q, v in bands.items()) or "-",
+                "model": c["model"] or "-",
+                "problem": c["problem"] or "",
+            }
+        )
+    budgets = [
+        {
+            "budget": b["name"],
+            "USD/h now": b["current_per_hour_usd"],
+            "USD/h recommended": b["recommended_per_hour_usd"],
+            "projected month (recommended)": b["recommended_projected_period_usd"],
+            "monthly cap": b["monthly_cap_usd"],
+            "share of monthly cap": b.get("recommended_fraction_of_monthly_cap"),
+            "hourly cap": b["hourly_cap_usd"],
+        }
+        for b in document["budgets"]
+    ]
+    quality = document.get("backtest", {})
+    backtest_rows = [
+        {
+            "demand class": q["demand_class"],
+            "origins": q["origins"],
+            "MAE": q["mae"],
+            "persistence MAE": q["persistence_mae"],
+            "skill": q["skill"],
+            "coverage of the service level": q["coverage"],
+            "service level": q["level"],
+        }
+        for q in quality.get("classes", [])
+    ]
+    backtest_title = (
+        f"Backtest of {quality.get('model', '?')} over the last day of history "
+        f"(horizon {quality.get('horizon_steps', '?')} steps, an origin every hour)"
+    )
+    return [
+        ("Pools", pools),
+        ("Demand classes", classes),
+        ("Budgets", budgets),
+        (backtest_title, backtest_rows),
+    ]
+
+
+def _html_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    if not rows:
+        return "<p class='note'>(none)</p>"
+    head = "".join(f"<th>{html.escape(k)}</th>" for k in rows[0])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_cell(v))}</td>" for v in row.values()) + "</tr>" for row in rows
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.3f}".rstrip("0").rstrip(".")
+    return str(value).replace("|", "/")
+
+
+def pool_chart(pools: Sequence[Mapping[str, Any]]) -> str:
+    figure, ax = plt.subplots(figsize=(8, 0.6 + 0.5 * len(pools)))
+    names = [p["pool_id"] for p in pools]
+    y = np.arange(len(names))
+    ax.barh(y - 0.2, [p["current_units"] or 0 for p in pools], height=0.4, color="#7f7f7f", label="current")
+    ax.barh(y + 0.2, [p["recommended_units"] or 0 for p in pools], height=0.4, color="#1f77b4", label="recommended")
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("units", fontsize=8)
+    ax.legend(fontsize=8, frameon=False)
+    figure.tight_layout()
+    return figure_to_data_uri(figure)
+
+
+def forecast_chart(history: pd.DataFrame, tick: TickReport, columns: int = 3) -> str:
+    series = series_arrays(history) if not history.empty else {}
+    names = sorted(set(series) | set(tick.forecasts))
+    rows = max(1, -(-len(names) // columns))
+    figure, axes = plt.subplots(rows, columns, figsize=(4.5 * columns, 2.2 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, names, strict=False):
+        if name in series:
+            stamps, values = series[name]
+            ax.plot(stamps[-SHOWN_HISTORY_STEPS:], values[-SHOWN_HISTORY_STEPS:], color="black", linewidth=0.7)
+        forecast = tick.forecasts.get(name)
+        if forecast is not None:
+            steps = pd.date_range(
+                forecast.issued_at + forecast.step, periods=forecast.horizon_steps, freq=forecast.step
+            )
+            levels = sorted(forecast.quantiles)
+            ax.fill_between(
+                steps, forecast.quantiles[levels[0]], forecast.quantiles[levels[-1]], color="#9ecae1", step="post"
+            )
+            ax.step(
+                steps, forecast.quantiles[forecast.level_at_or_above(0.5)], where="post", color="#1f77b4", linewidth=0.9
+            )
+        ax.set_title(name if forecast is not None else f"{name} (no forecast: holding)", fontsize=8)
+        ax.tick_params(labelsize=6)
+    for ax in list(axes.flat)[len(names) :]:
+        ax.set_visible(False)
+    figure.autofmt_xdate()
+    figure.tight_layout()
+    return figure_to_data_uri(figure)

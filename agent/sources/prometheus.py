@@ -1,0 +1,272 @@
+"""``PrometheusSource``: demand history and accelerator activity from a Prometheus server.
+
+Reads with ``custom_query_range`` of prometheus-api-client, in chunks below Prometheus' 11,000-points-per-series
+limit, on a grid aligned to the step (multiples of the step since the epoch), so that chunks meet without
+duplicate or missing steps. A step without a value is NaN in the frame, never 0.
+
+Whatever makes an answer untrustworthy becomes ``MetricsUnavailable`` naming the demand class and the query:
+no series at all, a NaN newest value, a newest value older than ``max_staleness``, several series where one
+was expected, HTTP errors (including refused credentials and "too many points"), timeouts and connection
+failures. Vendor exception types stay in this module.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import requests
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.util.retry import Retry
+
+from config.prometheus import PrometheusSettings
+from models import DemandClass, MetricsUnavailable
+
+_STATUS = re.compile(r"HTTP Status Code (\d{3})")
+RETRY_ON_STATUS = (429, 502, 503, 504, 500)
+
+
+def connect(settings: PrometheusSettings) -> PrometheusConnect:
+    """A client for the configured server: CA file, timeout and a bounded number of retries with back-off.
+
+    The bearer token is not read here but by ``PrometheusSource`` before every fetch, so a rotated
+    (projected service-account) token is picked up without a restart.
+    """
+    session = requests.Session()
+    if settings.ca_file:
+        session.verify = settings.ca_file
+    retry = Retry(
+        total=settings.retries,
+        connect=settings.retries,
+        read=settings.retries,
+        status=settings.retries,
+        backoff_factor=settings.retry_backoff_s,
+        status_forcelist=RETRY_ON_STATUS,
+        allowed_methods=frozenset({"GET", "POST"}),
+        raise_on_status=False,
+    )
+    return PrometheusConnect(
+        url=settings.url.rstrip("/"),
+        session=session,
+        retry=retry,
+        timeout=settings.timeout.total_seconds(),
+    )
+
+
+def step_grid(start: datetime, end: datetime, step: timedelta) -> pd.DatetimeIndex:
+    """Steps in [start, end) that are whole multiples of ``step`` since the epoch, tz-aware UTC."""
+    seconds = _step_seconds(step)
+    first = math.ceil(_epoch(start) / seconds) * seconds
+    last = math.ceil(_epoch(end) / seconds) * seconds  # exclusive
+    stamps = np.arange(first, last, seconds, dtype=np.int64)
+    return pd.DatetimeIndex(pd.to_datetime(stamps, unit="s", utc=True))
+
+
+class PrometheusSource:
+    """A MetricSource over Prometheus. ``queries`` maps a demand class name to PromQL returning one series."""
+
+    def __init__(
+        self,
+        client: PrometheusConnect,
+        queries: Mapping[str, str],
+        max_staleness: timedelta,
+        bearer_token_file: str | None = None,
+        query_timeout: timedelta | None = None,
+        max_points_per_query: int = 10_000,
+    ) -> None:
+        if max_points_per_query < 2:
+            raise ValueError("max_points_per_query must be at least 2")
+        self._client = client
+        self._queries = dict(queries)
+        self._max_staleness = max_staleness
+        self._token_file = bearer_token_file
+        self._query_timeout = query_timeout
+        self._max_points = max_points_per_query
+
+    @classmethod
+    def from_settings(
+        cls, settings: PrometheusSettings, queries: Mapping[str, str], client: PrometheusConnect | None = None
+    ) -> PrometheusSource:
+        return cls(
+            client if client is not None else connect(settings),
+            queries,
+            max_staleness=settings.max_staleness,
+            bearer_token_file=settings.bearer_token_file,
+            query_timeout=settings.timeout,
+            max_points_per_query=settings.max_points_per_query,
+        )
+
+    def fetch(self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
+        """Demand per class on the step grid; the first class without a trustworthy answer raises."""
+        parts = [self.fetch_class(c, start, end, step) for c in classes]
+        if not parts:
+            return pd.DataFrame({"unique_id": [], "ds": [], "y": []})
+        return pd.concat(parts, ignore_index=True)
+
+    def fetch_each(
+        self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta
+    ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
+        """Every class that has a trustworthy answer, and why each of the others has none (so they can be held
+        one by one instead of all together)."""
+        parts, missing = [], {}
+        for demand_class in classes:
+            try:
+                parts.append(self.fetch_class(demand_class, start, end, step))
+            except MetricsUnavailable as exc:
+                missing[demand_class.name] = exc
+        frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"unique_id": [], "ds": [], "y": []})
+        return frame, missing
+
+    def fetch_class(self, demand_class: DemandClass, start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
+        query = self._queries.get(demand_class.name)
+        if query is None:
+            known = ", ".join(sorted(self._queries)) or "none"
+            raise MetricsUnavailable(demand_class.name, f"no Prometheus query is configured (configured: {known})")
+        values = self.series(demand_class.name, query, start, end, step)
+        return pd.DataFrame({"unique_id": demand_class.name, "ds": values.index, "y": values.to_numpy()})
+
+    def series(self, name: str, query: str, start: datetime, end: datetime, step: timedelta) -> pd.Series:
+        """One query's values on the step grid of [start, end), NaN where Prometheus had none; checked."""
+        grid = step_grid(start, end, step)
+        if len(grid) == 0:
+            raise MetricsUnavailable(name, f"empty time range {start.isoformat()} .. {end.isoformat()}", query)
+        headers = self._headers(name, query)
+        labels: dict[str, str] | None = None
+        samples: dict[int, float] = {}
+        seconds = _step_seconds(step)
+        for chunk in _chunks(grid, self._max_points):
+            for result in self._query_range(name, query, chunk, seconds, headers):
+                metric = dict(result.get("metric") or {})
+                if labels is None:
+                    labels = metric
+                elif metric != labels:
+                    raise MetricsUnavailable(
+                        name,
+                        f"the query returned several series ({_describe(labels)}, {_describe(metric)}, ...) where "
+                        "one was expected; aggregate it, e.g. sum(...) or sum by () (...)",
+                        query,
+                    )
+                for stamp, text in result.get("values") or ():
+                    samples[round(float(stamp))] = _number(text)
+        if not samples:
+            raise MetricsUnavailable(name, "Prometheus returned no data for the whole range", query)
+        values = pd.Series(samples, dtype=float).reindex(grid.as_unit("s").asi8)
+        values.index = grid
+        self._check_newest(name, query, values, max(samples), end)
+        return values
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _headers(self, name: str, query: str) -> dict[str, str] | None:
+        if not self._token_file:
+            return None
+        try:
+            token = Path(self._token_file).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise MetricsUnavailable(name, f"cannot read the bearer token file: {exc}", query) from None
+        if not token:
+            raise MetricsUnavailable(name, f"the bearer token file {self._token_file} is empty", query)
+        return {"Authorization": f"Bearer {token}"}
+
+    def _query_range(
+        self, name: str, query: str, chunk: pd.DatetimeIndex, step_s: int, headers: dict[str, str] | None
+    ) -> list[dict[str, Any]]:
+        params = {"timeout": f"{self._query_timeout.total_seconds():g}s"} if self._query_timeout else None
+        self._client.headers = headers
+        try:
+            data = self._client.custom_query_range(
+                query,
+                start_time=chunk[0].to_pydatetime(),
+                end_time=chunk[-1].to_pydatetime(),
+                step=str(step_s),
+                params=params,
+            )
+        except PrometheusApiClientException as exc:
+            raise MetricsUnavailable(name, _http_reason(str(exc)), query) from None
+        except requests.exceptions.SSLError as exc:
+            raise MetricsUnavailable(name, f"TLS verification failed (check ca_file): {exc}", query) from None
+        except requests.exceptions.Timeout:
+            raise MetricsUnavailable(name, "Prometheus did not answer in time (timeout)", query) from None
+        except requests.exceptions.RetryError as exc:
+            raise MetricsUnavailable(
+                name, f"Prometheus kept failing after the configured retries: {exc}", query
+            ) from None
+        except requests.exceptions.ConnectionError as exc:
+            raise MetricsUnavailable(name, f"cannot connect to Prometheus: {exc}", query) from None
+        except (requests.exceptions.RequestException, ValueError, KeyError, TypeError) as exc:
+            raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc}", query) from None
+        if not isinstance(data, list):
+            raise MetricsUnavailable(
+                name, f"malformed answer from Prometheus: expected a list, got {data!r:.80}", query
+            )
+        return data
+
+    def _check_newest(self, name: str, query: str, values: pd.Series, newest_returned: int, end: datetime) -> None:
+        if math.isnan(values.get(pd.Timestamp(newest_returned, unit="s", tz=UTC), math.nan)):
+            when = datetime.fromtimestamp(newest_returned, UTC).isoformat()
+            raise MetricsUnavailable(name, f"the newest value Prometheus returned ({when}) is NaN", query)
+        present = values.dropna()
+        if present.empty:
+            raise MetricsUnavailable(name, "every value in the range is NaN", query)
+        age = pd.Timestamp(end) - present.index[-1]
+        if age > pd.Timedelta(self._max_staleness):
+            raise MetricsUnavailable(
+                name,
+                f"the newest value is stale: {present.index[-1].isoformat()} is {_age(age)} before "
+                f"{pd.Timestamp(end).isoformat()} (max_staleness {_age(pd.Timedelta(self._max_staleness))})",
+                query,
+            )
+
+
+def _chunks(grid: pd.DatetimeIndex, size: int) -> list[pd.DatetimeIndex]:
+    return [grid[i : i + size] for i in range(0, len(grid), size)]
+
+
+def _number(text: object) -> float:
+    try:
+        value = float(str(text))
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
+
+
+def _http_reason(message: str) -> str:
+    match = _STATUS.search(message)
+    code = int(match.group(1)) if match else 0
+    if code in (401, 403):
+        return f"Prometheus refused the credentials (HTTP {code}); check bearer_token_file"
+    if code == 400 and "maximum resolution" in message:
+        return f"Prometheus refused the range as too many points per series (HTTP 400): {message[:200]}"
+    if code in {400, 422}:
+        return f"Prometheus could not run the query (HTTP {code}): {message[:300]}"
+    if code >= 500:
+        return f"Prometheus answered with a server error (HTTP {code}) after the configured retries"
+    return f"Prometheus answered HTTP {code or '?'}: {message[:300]}"
+
+
+def _describe(labels: Mapping[str, str]) -> str:
+    return "{" + ", ".join(f"{k}={v!r}" for k, v in sorted(labels.items())) + "}"
+
+
+def _age(delta: pd.Timedelta) -> str:
+    minutes = int(delta.total_seconds() // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+
+
+def _epoch(when: datetime) -> float:
+    if when.tzinfo is None:
+        raise ValueError(f"expected a tz-aware time, got {when.isoformat()}")
+    return when.astimezone(UTC).timestamp()
+
+
+def _step_seconds(step: timedelta) -> int:
+    seconds = step.total_seconds()
+    if seconds < 1 or seconds != int(seconds):
+        raise ValueError(f"the step must be a whole number of seconds, got {step}")
+    return int(seconds)

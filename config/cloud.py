@@ -1,0 +1,146 @@
+"""Cloud settings: which GKE cluster and Cloud TPU location the agent changes, and how each of our pools maps to a
+GKE node pool, a group of TPU slices (one node pool each) or a group of Cloud TPU queued resources.
+
+Cross-checks against the pools section are in ``check_cloud`` (called by ``config.rules``), one problem per key.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models import ConfigProblem, PoolKind
+
+if TYPE_CHECKING:
+    from config.schema import PoolSettings
+
+_NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class NodePoolMapping(_Section):
+    """A GKE node pool resized by node count (GPU, or single-host TPU). ``gke_autoscaling`` decides what to do when
+    GKE's own autoscaler is on for it: ``refuse`` (the default: the agent will not fight it) or ``move-bounds``
+    (the agent sets the autoscaler's min and max to its target instead of the size)."""
+
+    pool: str
+    node_pool: str = Field(pattern=_NAME, max_length=40)
+    gke_autoscaling: Literal["refuse", "move-bounds"] = "refuse"
+
+
+class TpuSliceGroupMapping(_Section):
+    """Identical multi-host TPU slices, each its own node pool named ``<group>-<n>``, created and deleted whole."""
+
+    pool: str
+    group: str = Field(pattern=_NAME, max_length=36)
+    machine_type: str = Field(min_length=1)
+    tpu_topology: str = Field(pattern=r"^\d+(x\d+){1,2}$")
+    chips_per_host: int = Field(default=4, ge=1)
+    zone: str | None = None
+    spot: bool = False
+
+    @property
+    def chips_per_slice(self) -> int:
+        return math.prod(int(d) for d in self.tpu_topology.split("x"))
+
+    @property
+    def hosts_per_slice(self) -> int:
+        return self.chips_per_slice // self.chips_per_host
+
+
+class QueuedResourceMapping(_Section):
+    """Cloud TPU queued resources of one accelerator type, named ``<group>-<n>``, in ``zone``."""
+
+    pool: str
+    group: str = Field(pattern=_NAME, max_length=40)
+    zone: str = Field(min_length=1)
+    accelerator_type: str = Field(min_length=1)
+    runtime_version: str = Field(min_length=1)
+    chips: int = Field(ge=1)
+    spot: bool = False
+
+
+class CloudSettings(_Section):
+    project: str = Field(min_length=1)
+    location: str = Field(min_length=1)
+    cluster: str = Field(min_length=1)
+    node_pools: tuple[NodePoolMapping, ...] = ()
+    tpu_slice_groups: tuple[TpuSliceGroupMapping, ...] = ()
+    queued_resources: tuple[QueuedResourceMapping, ...] = ()
+    endpoint: str | None = None  # one API endpoint for every Google client (a local test server)
+
+    @property
+    def cluster_path(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
+
+
+_KINDS = {
+    "node_pools": (PoolKind.GPU_NODE_POOL,),
+    "tpu_slice_groups": (PoolKind.TPU_SLICE_GROUP,),
+    "queued_resources": (PoolKind.TPU_QUEUED_RESOURCE,),
+}
+
+
+def check_cloud(cloud: CloudSettings | None, pools: Sequence[PoolSettings]) -> list[ConfigProblem]:
+    return [] if cloud is None else list(_problems(cloud, pools))
+
+
+def _problems(cloud: CloudSettings, pools: Sequence[PoolSettings]) -> Iterator[ConfigProblem]:
+    by_id = {p.id: p for p in pools}
+    mapped: Counter[str] = Counter()
+    for section, kinds in _KINDS.items():
+        mappings: tuple[NodePoolMapping | TpuSliceGroupMapping | QueuedResourceMapping, ...] = getattr(cloud, section)
+        for i, mapping in enumerate(mappings):
+            at = f"cloud.{section}[{i}]"
+            mapped[mapping.pool] += 1
+            pool = by_id.get(mapping.pool)
+            if pool is None:
+                yield ConfigProblem(f"{at}.pool", f"unknown pool {mapping.pool!r} (known: {', '.join(by_id)})")
+                continue
+            if pool.kind not in kinds:
+                yield ConfigProblem(
+                    f"{at}.pool", f"pool {pool.id!r} is of kind {pool.kind}; cloud.{section} maps {kinds[0]} pools"
+                )
+            if isinstance(mapping, TpuSliceGroupMapping):
+                yield from _slice_problems(at, mapping, pool)
+            if isinstance(mapping, QueuedResourceMapping) and mapping.chips != pool.chips_per_unit:
+                yield ConfigProblem(
+                    f"{at}.chips",
+                    f"{mapping.chips} chips but pool {pool.id!r} has chips_per_unit {pool.chips_per_unit}",
+                )
+    for pool_id, count in mapped.items():
+        if count > 1:
+            yield ConfigProblem("cloud", f"pool {pool_id!r} is mapped {count} times; map each pool once")
+    cloud_kinds = {k for kinds in _KINDS.values() for k in kinds}
+    for i, pool in enumerate(pools):
+        if pool.kind in cloud_kinds and pool.id not in mapped:
+            yield ConfigProblem(f"pools[{i}]", f"pool {pool.id!r} ({pool.kind}) has no mapping in the cloud section")
+    names = [m.group for m in cloud.tpu_slice_groups] + [m.group for m in cloud.queued_resources]
+    names += [m.node_pool for m in cloud.node_pools]
+    for name, count in Counter(names).items():
+        if count > 1:
+            yield ConfigProblem("cloud", f"name {name!r} is used by {count} mappings; names must be unique")
+
+
+def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) -> Iterator[ConfigProblem]:
+    if mapping.chips_per_slice != pool.chips_per_unit:
+        yield ConfigProblem(
+            f"{at}.tpu_topology",
+            f"topology {mapping.tpu_topology} has {mapping.chips_per_slice} chips but pool {pool.id!r} has "
+            f"chips_per_unit {pool.chips_per_unit}",
+        )
+    if mapping.chips_per_slice % mapping.chips_per_host:
+        yield ConfigProblem(
+            f"{at}.chips_per_host",
+            f"{mapping.chips_per_slice} chips do not split into hosts of {mapping.chips_per_host}",
+        )
+    if not re.fullmatch(r"[a-z0-9]+-[a-z0-9-]+", mapping.machine_type):
+        yield ConfigProblem(f"{at}.machine_type", f"not a machine type: {mapping.machine_type!r}")

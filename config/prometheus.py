@@ -1,0 +1,89 @@
+"""Settings for reading demand and accelerator activity from Prometheus.
+
+Which exporter the default queries are written for (``demand_metrics``), how to reach the server (URL, bearer
+token file, CA file, timeout, bounded retries), when a series counts as stale, and per demand class or pool
+overrides of the default queries (``agent.sources.prometheus_queries`` builds them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from datetime import timedelta
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
+
+from config.durations import format_duration, parse_duration
+from models import ConfigProblem
+
+_Duration = Annotated[
+    timedelta,
+    BeforeValidator(parse_duration),
+    PlainSerializer(format_duration, return_type=str),
+]
+
+# Prometheus refuses a range query above 11,000 points per series; stay clearly below it.
+PROMETHEUS_MAX_POINTS = 11_000
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ClassQuerySettings(_Section):
+    """How one demand class is read. ``query`` replaces the default query entirely (it must return one
+    series); otherwise ``selector`` (PromQL label matchers, e.g. ``cluster_queue="team-a", flavor="a100"``)
+    and ``resource`` adjust the default query of ``demand_metrics``."""
+
+    query: str | None = Field(default=None, min_length=1)
+    selector: str | None = Field(default=None, min_length=1)
+    resource: str | None = Field(default=None, min_length=1)
+
+
+class PoolQuerySettings(_Section):
+    """How one pool's accelerator activity (0..1) is read: ``activity_query`` replaces the default DCGM query,
+    ``node_selector`` (label matchers on the DCGM series) narrows it to the pool's nodes."""
+
+    activity_query: str | None = Field(default=None, min_length=1)
+    node_selector: str | None = Field(default=None, min_length=1)
+
+
+class PrometheusSettings(_Section):
+    url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")
+    bearer_token_file: str | None = None
+    ca_file: str | None = None
+    timeout: _Duration = timedelta(seconds=30)
+    retries: int = Field(default=2, ge=0, le=10)
+    retry_backoff_s: float = Field(default=0.5, ge=0.0, le=30.0)
+    max_staleness: _Duration = timedelta(minutes=15)
+    max_points_per_query: int = Field(default=10_000, ge=2, le=PROMETHEUS_MAX_POINTS - 1)
+    demand_metrics: Literal["kueue", "kube-state-metrics"] = "kube-state-metrics"
+    classes: dict[str, ClassQuerySettings] = Field(default_factory=dict)
+    pools: dict[str, PoolQuerySettings] = Field(default_factory=dict)
+
+    @field_validator("timeout")
+    @classmethod
+    def _positive_timeout(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("timeout must be positive, e.g. '30s'")
+        return value
+
+    @field_validator("max_staleness")
+    @classmethod
+    def _positive_staleness(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("max_staleness must be positive, e.g. '15m'")
+        return value
+
+
+def prometheus_problems(
+    settings: PrometheusSettings | None, class_names: Iterable[str], pool_ids: Iterable[str]
+) -> Iterator[ConfigProblem]:
+    """Overrides must name demand classes and pools that exist."""
+    if settings is None:
+        return
+    for section, known in (("classes", set(class_names)), ("pools", set(pool_ids))):
+        for name in getattr(settings, section):
+            if name not in known:
+                listed = ", ".join(sorted(known)) or "none"
+                yield ConfigProblem(f"prometheus.{section}.{name}", f"unknown name {name!r} (known: {listed})")

@@ -1,0 +1,137 @@
+"""KubernetesNodeDrainer on the fake Kubernetes API, removing nodes through GkeNodePoolActuator on the fake GKE and
+Compute Engine APIs: disruption budgets respected (429 waits, never force), annotations honoured, timeouts
+uncordon, and only the drained node is removed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kubernetes import client as k8s
+
+from actuators.gke_node_pool import GkeNodePoolActuator
+from actuators.kubernetes_drain import KubernetesNodeDrainer
+from config.cloud import NodePoolMapping
+from models import ActionStatus
+from models.clock import SimulatedClock
+from tests.fakes import kube_objects as objs
+from tests.fakes.fixtures import google_clients
+from tests.fakes.gke_api import FakeGkeApi
+from tests.fakes.kube_api import FakeKubeApi, RequestRecord
+
+CLUSTER = "projects/test-project/locations/us-central1/clusters/ml"
+
+
+@dataclass
+class Cluster:
+    kube: FakeKubeApi
+    gke: FakeGkeApi
+    drainer: KubernetesNodeDrainer
+    clock: SimulatedClock
+    nodes: list[str]
+
+    def instances(self) -> list[tuple[str, str]]:
+        return [(i.name, i.action) for m in self.gke.pools["a100"].migs for i in m.instances]
+
+
+@pytest.fixture
+def cluster(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi) -> Cluster:
+    gke_api.add_pool("a100", nodes=3)
+    nodes = [i.name for m in gke_api.pools["a100"].migs for i in m.instances]
+    for name in nodes:
+        kube_api.put("nodes", objs.node(name, "a100"))
+        kube_api.put("pods", objs.pod(f"logs-{name}", name, namespace="kube-system", owner_kind="DaemonSet"))
+        kube_api.put("pods", objs.pod(f"web-{name}", name, labels={"app": "web"}, owner_kind="ReplicaSet"))
+    clients = google_clients(gke_api.url)
+    clock = SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC))
+    actuator = GkeNodePoolActuator(
+        clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="a", node_pool="a100")], clock
+    )
+    drainer = KubernetesNodeDrainer(k8s.CoreV1Api(kube_client), clock, {"a": "a100"}, actuator, timedelta(minutes=15))
+    return Cluster(kube_api, gke_api, drainer, clock, nodes)
+
+
+def _cordoned(c: Cluster, node: str) -> bool:
+    found = c.kube.get("nodes", node)
+    assert found is not None
+    return bool(found["spec"].get("unschedulable"))
+
+
+def test_pdb_refusal_waits_and_only_the_drained_node_is_removed(cluster: Cluster) -> None:
+    budget = objs.pdb("web", {"app": "web"}, min_available=3, expected_pods=3)
+    cluster.kube.put("poddisruptionbudgets", budget, group="policy")
+    node = cluster.nodes[1]
+
+    waiting = cluster.drainer.drain("a", node, "drain-1")
+    assert waiting.status is ActionStatus.STARTED
+    assert "disruption budgets" in waiting.detail
+    assert _cordoned(cluster, node)
+    assert cluster.kube.get("pods", f"web-{node}", "default") is not None  # refused, not forced
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
+
+    cluster.kube.put("pods", objs.pod("web-replacement", cluster.nodes[0], labels={"app": "web"}))  # 4 healthy
+    cluster.clock.advance(timedelta(minutes=1))
+    done = cluster.drainer.drain("a", node, "drain-1")  # the same key continues the drain
+    assert done.status is ActionStatus.DONE
+    assert cluster.kube.get("pods", f"web-{node}", "default") is None
+    assert cluster.kube.get("pods", f"logs-{node}", "kube-system") is not None  # DaemonSet pods stay
+    assert cluster.gke.calls("POST", "deleteInstances") == 1
+    assert cluster.instances() == [(n, "DELETING" if n == node else "NONE") for n in cluster.nodes]
+    assert cluster.gke.pools["a100"].migs[0].target_size == 2
+    assert cluster.kube.calls("delete", "pods") == 0
+
+
+def test_a_drain_blocked_past_the_timeout_gives_up_and_uncordons(cluster: Cluster) -> None:
+    cluster.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, min_available=3), group="policy")
+    node = cluster.nodes[0]
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
+    cluster.clock.advance(timedelta(minutes=14))
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
+    cluster.clock.advance(timedelta(minutes=1))
+    gave_up = cluster.drainer.drain("a", node, "d")
+    assert gave_up.status is ActionStatus.FAILED
+    assert not _cordoned(cluster, node)
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
+    assert cluster.drainer.drain("a", node, "d") == gave_up  # settled: the key is spent
+
+
+@pytest.mark.parametrize(
+    "annotation",
+    [{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}, {"karpenter.sh/do-not-disrupt": "true"}],
+)
+def test_pods_that_must_not_be_disrupted_block_the_drain(cluster: Cluster, annotation: dict[str, str]) -> None:
+    node = cluster.nodes[2]
+    cluster.kube.put("pods", objs.pod("precious", node, annotations=annotation))
+    result = cluster.drainer.drain("a", node, "d")
+    assert result.status is ActionStatus.REJECTED
+    assert "precious" in result.detail
+    assert not _cordoned(cluster, node)
+    assert cluster.kube.calls("create", "pods", "eviction") == 0
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
+
+
+def test_idleness_ignores_daemonsets_and_mirror_pods_but_not_accelerator_work(cluster: Cluster) -> None:
+    busy, mirrored, _ = cluster.nodes
+    cluster.kube.put("pods", objs.pod("train", busy, accelerators=8))
+    cluster.kube.put("pods", objs.mirror_pod("kube-proxy", mirrored))
+    cluster.drainer.idle_nodes("a", timedelta(minutes=10))
+    cluster.clock.advance(timedelta(minutes=10))
+    assert cluster.drainer.idle_nodes("a", timedelta(minutes=10)) == sorted(cluster.nodes[1:])
+    cluster.kube.put("pods", objs.pod("train-2", mirrored, accelerators=1, resource=objs.TPU_RESOURCE))
+    assert cluster.drainer.idle_nodes("a", timedelta(minutes=10)) == [cluster.nodes[2]]
+
+
+def test_the_drainer_uses_only_the_api_calls_its_rbac_role_grants(cluster: Cluster) -> None:
+    cluster.drainer.idle_nodes("a", timedelta(0))
+    cluster.drainer.drain("a", cluster.nodes[0], "d")
+    used = {(r.verb, r.api_group, r.resource, r.subresource) for r in cluster.kube.requests}
+    assert used <= {
+        ("list", "", "nodes", ""),
+        ("patch", "", "nodes", ""),
+        ("list", "", "pods", ""),
+        ("create", "", "pods", "eviction"),
+    }
+    assert (
+        RequestRecord("create", "", "pods", "eviction", "default", f"web-{cluster.nodes[0]}") in cluster.kube.requests
+    )

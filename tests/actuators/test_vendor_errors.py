@@ -1,0 +1,47 @@
+"""Vendor error translation, table-driven: the decision depends on the status code and on what the message names."""
+
+from __future__ import annotations
+
+import pytest
+from google.api_core import exceptions as google_exceptions
+from kubernetes.client.exceptions import ApiException
+
+from actuators.vendor_errors import from_google, from_kubernetes, from_operation_error
+from models import CapacityUnavailable, PermanentActuatorError, TransientActuatorError
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (google_exceptions.TooManyRequests("Rate limit exceeded"), TransientActuatorError),
+        (google_exceptions.ServiceUnavailable("try later"), TransientActuatorError),
+        (google_exceptions.InternalServerError("oops"), TransientActuatorError),
+        (google_exceptions.Forbidden("caller lacks permission"), PermanentActuatorError),
+        (google_exceptions.NotFound("node pool x"), PermanentActuatorError),
+        (google_exceptions.BadRequest("invalid nodeCount"), PermanentActuatorError),
+        (google_exceptions.FailedPrecondition("Operation o is currently operating on"), TransientActuatorError),
+        (google_exceptions.BadRequest("ZONE_RESOURCE_POOL_EXHAUSTED in us-central1-a"), CapacityUnavailable),
+        (google_exceptions.Forbidden("QUOTA_EXCEEDED: NVIDIA_A100_GPUS"), CapacityUnavailable),
+        (google_exceptions.ResourceExhausted("Quota 'TPUS' exhausted. Limit 8"), CapacityUnavailable),
+        (ConnectionError("refused"), TransientActuatorError),
+    ],
+)
+def test_google_errors(exc: Exception, expected: type[Exception]) -> None:
+    translated = from_google("p", exc)
+    assert type(translated) is expected
+    assert translated.pool_id == "p"
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [(429, TransientActuatorError), (500, TransientActuatorError), (409, TransientActuatorError),
+     (403, PermanentActuatorError), (404, PermanentActuatorError), (401, PermanentActuatorError)],
+)  # fmt: skip
+def test_kubernetes_errors(status: int, expected: type[Exception]) -> None:
+    assert type(from_kubernetes("p", ApiException(status=status, reason="r"))) is expected
+
+
+def test_operation_errors_use_grpc_codes_and_messages() -> None:
+    assert type(from_operation_error("p", 8, "GCE_STOCKOUT")) is CapacityUnavailable
+    assert type(from_operation_error("p", 14, "unavailable")) is TransientActuatorError
+    assert type(from_operation_error("p", 7, "permission denied")) is PermanentActuatorError

@@ -1,0 +1,171 @@
+"""One harness per Actuator implementation, so the same contract runs on each: the simulated cluster and the real
+adapters on the fake Google APIs. A harness builds the actuator with one pool at ``INITIAL`` ready units, lets lead
+time pass (``settle``), makes the pool's provider run out of capacity (``stockout``) and can throw the adapter away
+and build a new one on the same cloud state (``restarted``: what an agent restart does).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from actuators.base import Actuator
+from actuators.cloud_tpu import CloudTpuQueuedResourceActuator
+from actuators.gke_node_pool import GkeNodePoolActuator
+from actuators.gke_tpu_slices import GkeTpuSliceActuator
+from actuators.simulated import SimulatedCluster
+from config.cloud import NodePoolMapping, QueuedResourceMapping, TpuSliceGroupMapping
+from models import AcceleratorFamily, CapacityTier, PoolKind, PoolSpec
+from models.clock import SimulatedClock
+from tests.fakes.fixtures import google_clients
+from tests.fakes.gke_api import FakeGkeApi
+from tests.fakes.tpu_api import FakeTpuApi
+
+POOL = "accel"
+INITIAL = 2
+START = datetime(2024, 5, 1, tzinfo=UTC)
+CLUSTER = "projects/test-project/locations/us-central1/clusters/ml"
+
+
+class Harness:
+    actuator: Actuator
+    clock: SimulatedClock
+
+    def settle(self) -> None:
+        raise NotImplementedError
+
+    def finish_operations(self) -> None:
+        """Cloud operations end; units they asked for may still be on their way."""
+
+    def stockout(self) -> None:
+        raise NotImplementedError
+
+    def restarted(self) -> Actuator:
+        raise NotImplementedError
+
+    def creates(self) -> int:
+        """How many requests for more capacity reached the provider so far (to spot duplicates)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class SimHarness(Harness):
+    def __init__(self, kind: PoolKind) -> None:
+        self.clock = SimulatedClock(START)
+        family = AcceleratorFamily.GPU if kind is PoolKind.GPU_NODE_POOL else AcceleratorFamily.TPU
+        spec = PoolSpec(POOL, kind, CapacityTier.ON_DEMAND, family, 8, 0, 10, 10.0, timedelta(minutes=10), ("c",))
+        self.sim = SimulatedCluster([spec], self.clock, initial_units={POOL: INITIAL})
+        self.actuator = self.sim
+
+    def settle(self) -> None:
+        self.clock.advance(timedelta(minutes=10))
+        self.sim.advance(self.clock.now())
+
+    def stockout(self) -> None:
+        self.sim.add_stockout(POOL, self.clock.now(), self.clock.now() + timedelta(hours=1))
+
+    def restarted(self) -> Actuator:
+        return self.sim  # the simulated cluster is the cloud: its state is what survives a restart
+
+    def creates(self) -> int:
+        return self.sim.scale_actions
+
+
+class GkeNodePoolHarness(Harness):
+    def __init__(self) -> None:
+        self.clock = SimulatedClock(START)
+        self.fake = FakeGkeApi().start()
+        self.fake.add_pool("a100", nodes=INITIAL, zones=("us-central1-a", "us-central1-b"))
+        self.actuator = self.restarted()
+
+    def restarted(self) -> Actuator:
+        clients = google_clients(self.fake.url)
+        mapping = NodePoolMapping(pool=POOL, node_pool="a100")
+        return GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [mapping], self.clock)
+
+    def settle(self) -> None:
+        self.fake.advance()
+
+    def finish_operations(self) -> None:
+        self.fake.finish_operations()
+
+    def stockout(self) -> None:
+        self.fake.stockout("us-central1-a", mode="http")
+
+    def creates(self) -> int:
+        return self.fake.calls("POST", ":setSize")
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+SLICES = TpuSliceGroupMapping(pool=POOL, group="v5e", machine_type="ct5lp-hightpu-4t", tpu_topology="4x4")
+
+
+class GkeTpuSliceHarness(Harness):
+    def __init__(self) -> None:
+        self.clock = SimulatedClock(START)
+        self.fake = FakeGkeApi().start()
+        for i in range(INITIAL):
+            self.fake.add_pool(f"v5e-{i}", nodes=SLICES.hosts_per_slice, zones=("us-central1-a",))
+        self.actuator = self.restarted()
+
+    def restarted(self) -> Actuator:
+        return GkeTpuSliceActuator(google_clients(self.fake.url).gke, CLUSTER, [SLICES], self.clock)
+
+    def settle(self) -> None:
+        self.fake.advance()
+
+    def finish_operations(self) -> None:
+        self.fake.finish_operations()
+
+    def stockout(self) -> None:
+        self.fake.stockout("us-central1-a", mode="http")
+
+    def creates(self) -> int:
+        return self.fake.calls("POST", "/nodePools")
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+QUEUED = QueuedResourceMapping(
+    pool=POOL, group="v5e", zone="us-central2-b", accelerator_type="v5litepod-8", runtime_version="v2", chips=8
+)
+
+
+class QueuedResourceHarness(Harness):
+    def __init__(self) -> None:
+        self.clock = SimulatedClock(START)
+        self.fake = FakeTpuApi().start()
+        self.actuator = self.restarted()
+        self.actuator.resize(POOL, INITIAL, "seed")
+        self.settle()
+        self.actuator = self.restarted()
+        self._seeded = self.creates()
+
+    def restarted(self) -> Actuator:
+        return CloudTpuQueuedResourceActuator(google_clients(self.fake.url).tpu, "test-project", [QUEUED], self.clock)
+
+    def settle(self) -> None:
+        self.fake.advance()  # waiting for resources -> provisioning
+        self.fake.advance()  # provisioning -> active
+
+    def stockout(self) -> None:
+        self.fake.stockout(mode="http")
+
+    def creates(self) -> int:
+        return self.fake.calls("POST", "/queuedResources") - getattr(self, "_seeded", 0)
+
+    def close(self) -> None:
+        self.fake.stop()
+
+
+HARNESSES = {
+    "simulated-node-pool": lambda: SimHarness(PoolKind.GPU_NODE_POOL),
+    "simulated-slice-group": lambda: SimHarness(PoolKind.TPU_SLICE_GROUP),
+    "gke-node-pool": GkeNodePoolHarness,
+    "gke-tpu-slices": GkeTpuSliceHarness,
+    "cloud-tpu-queued-resources": QueuedResourceHarness,
+}

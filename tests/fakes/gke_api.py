@@ -1,0 +1,271 @@
+"""FakeGkeApi: GKE v1 node pools and operations, plus the Compute Engine managed instance groups behind them.
+
+The real ``ClusterManagerClient`` and ``InstanceGroupManagersClient`` (REST transport, anonymous credentials,
+``api_endpoint`` = ``fake.url``) talk to it. Served:
+
+    GET    /v1/projects/P/locations/L/clusters/C/nodePools[/NP]        list / get node pools
+    POST   /v1/projects/P/locations/L/clusters/C/nodePools             create (an operation)
+    DELETE /v1/projects/P/locations/L/clusters/C/nodePools/NP          delete (an operation)
+    POST   /v1/.../nodePools/NP:setSize | :setAutoscaling              resize / autoscaling (an operation)
+    GET    /v1/projects/P/locations/L/operations[/OP]                  list / get operations
+    GET    /compute/v1/projects/P/zones/Z/instanceGroupManagers/M      a pool's MIG (targetSize)
+    POST   /compute/v1/.../instanceGroupManagers/M/listManagedInstances    its instances (paged)
+    POST   /compute/v1/.../instanceGroupManagers/M/deleteInstances     delete chosen instances
+
+Nothing moves on its own: ``advance()`` is the passing of lead time (operations finish, creating instances become
+running unless their zone is stocked out, deleting ones go away, provisioning pools become RUNNING). Faults:
+``fail_next`` (any status and message), ``stockout(zone, mode)`` where mode "http" refuses the call the way GKE
+does and mode "operation" accepts it and fails later (the operation error and the instances' last attempt name
+GCE_STOCKOUT / ZONE_RESOURCE_POOL_EXHAUSTED, as cluster-autoscaler sees them).
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.fakes.google_api import GoogleApiError, GoogleJsonServer, Obj
+
+STOCKOUT_MESSAGE = "ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources available (GCE_STOCKOUT)"
+_COMPUTE = "https://www.googleapis.com/compute/v1"
+
+
+@dataclass
+class Instance:
+    name: str
+    action: str = "CREATING"  # CREATING | NONE (running) | DELETING, as in ManagedInstance.currentAction
+    error: str = ""
+
+
+@dataclass
+class Mig:
+    name: str
+    zone: str
+    target_size: int = 0
+    instances: list[Instance] = field(default_factory=list)
+
+
+@dataclass
+class NodePool:
+    name: str
+    spec: Obj
+    migs: list[Mig]
+    status: str = "PROVISIONING"
+    status_message: str = ""
+
+
+@dataclass
+class Operation:
+    name: str
+    op_type: str
+    target: str
+    status: str = "RUNNING"
+    error: Obj | None = None
+
+
+class FakeGkeApi(GoogleJsonServer):
+    name = "fake-gke"
+
+    def __init__(self, project: str = "test-project", location: str = "us-central1", cluster: str = "ml") -> None:
+        super().__init__()
+        self.project, self.location, self.cluster = project, location, cluster
+        self.pools: dict[str, NodePool] = {}
+        self.operations: dict[str, Operation] = {}
+        self.stockouts: dict[str, str] = {}  # zone -> "http" | "operation"
+        self._ids = itertools.count(1)
+
+    def start(self) -> FakeGkeApi:
+        super().start()
+        return self
+
+    # -- seeding, time and faults ------------------------------------------------------------------------------
+    def add_pool(self, name: str, nodes: int = 0, zones: tuple[str, ...] = ("us-central1-a",), **spec: Any) -> None:
+        """A RUNNING node pool with ``nodes`` running instances spread over ``zones`` (first zones get more)."""
+        with self._lock:
+            pool = NodePool(name, {"name": name, "locations": list(zones), **spec}, [], status="RUNNING")
+            pool.migs = [Mig(f"gke-{self.cluster}-{name}-{i}-grp", zone) for i, zone in enumerate(zones)]
+            self.pools[name] = pool
+            self._resize(pool, nodes)
+            for mig in pool.migs:
+                for inst in mig.instances:
+                    inst.action = "NONE"
+
+    def stockout(self, zone: str = "us-central1-a", mode: str = "operation") -> None:
+        with self._lock:
+            self.stockouts[zone] = mode
+
+    def restock(self) -> None:
+        with self._lock:
+            self.stockouts.clear()
+
+    def finish_operations(self) -> None:
+        """Running operations finish (GKE's resize operations end long before the new nodes are up)."""
+        with self._lock:
+            for op in self.operations.values():
+                op.status = "DONE"
+
+    def advance(self) -> None:
+        """Lead time passes: running operations finish and instances arrive (unless their zone is stocked out)."""
+        with self._lock:
+            for op in self.operations.values():
+                if op.status == "RUNNING":
+                    op.status = "DONE"
+            for pool in list(self.pools.values()):
+                for mig in pool.migs:
+                    stocked_out = self.stockouts.get(mig.zone) == "operation"
+                    for inst in mig.instances:
+                        if inst.action == "CREATING":
+                            inst.action, inst.error = ("CREATING", STOCKOUT_MESSAGE) if stocked_out else ("NONE", "")
+                    mig.instances = [i for i in mig.instances if i.action != "DELETING"]
+                if pool.status == "STOPPING":
+                    del self.pools[pool.name]
+                elif pool.status == "PROVISIONING":
+                    ready = all(i.action == "NONE" for m in pool.migs for i in m.instances)
+                    pool.status = "RUNNING" if ready else pool.status
+                    if not ready and any(i.error for m in pool.migs for i in m.instances):
+                        pool.status, pool.status_message = "ERROR", STOCKOUT_MESSAGE
+
+    # -- HTTP -----------------------------------------------------------------------------------------------------
+    def route(self, method: str, path: str, query: dict[str, str], body: Obj) -> Obj:
+        base = f"/v1/projects/{self.project}/locations/{self.location}"
+        pools_path = f"{base}/clusters/{self.cluster}/nodePools"
+        if m := re.fullmatch(r"/compute/v1/projects/[^/]+/zones/([^/]+)/instanceGroupManagers/([^/]+)(/\w+)?", path):
+            return self._compute(method, m[1], m[2], (m[3] or "").lstrip("/"), query, body)
+        if path == f"{base}/operations" and method == "GET":
+            return {"operations": [self._operation_json(op) for op in self.operations.values()]}
+        if path.startswith(f"{base}/operations/") and method == "GET":
+            return self._operation_json(self._find_operation(path.rsplit("/", 1)[1]))
+        if path == pools_path and method == "GET":
+            return {"nodePools": [self._pool_json(p) for p in self.pools.values()]}
+        if path == pools_path and method == "POST":
+            return self._create_pool(body["nodePool"])
+        if m := re.fullmatch(re.escape(pools_path) + r"/([^/:]+)(?::(\w+))?", path):
+            return self._pool_call(method, self._find_pool(m[1]), m[2] or "", body)
+        raise GoogleApiError(404, f"unknown path {path}")
+
+    def _pool_call(self, method: str, pool: NodePool, verb: str, body: Obj) -> Obj:
+        if method == "GET" and not verb:
+            return self._pool_json(pool)
+        self._check_not_busy(pool)
+        if method == "DELETE" and not verb:
+            pool.status = "STOPPING"
+            return self._start("DELETE_NODE_POOL", pool)
+        if method == "POST" and verb == "setSize":
+            self._check_capacity(pool, int(body.get("nodeCount", 0)))
+            self._resize(pool, int(body.get("nodeCount", 0)))
+            return self._start("SET_NODE_POOL_SIZE", pool)
+        if method == "POST" and verb == "setAutoscaling":
+            pool.spec["autoscaling"] = body.get("autoscaling", {})
+            return self._start("UPDATE_CLUSTER", pool)
+        raise GoogleApiError(400, f"unsupported call {method} {verb} on a node pool")
+
+    def _create_pool(self, spec: Obj) -> Obj:
+        name = spec.get("name", "")
+        if name in self.pools:
+            raise GoogleApiError(409, f"Already exists: projects/{self.project}/.../nodePools/{name}.")
+        zones = tuple(spec.get("locations") or [f"{self.location}-a"])
+        pool = NodePool(name, spec, [Mig(f"gke-{self.cluster}-{name}-{i}-grp", z) for i, z in enumerate(zones)])
+        self._check_capacity(pool, int(spec.get("initialNodeCount", 0)))
+        self.pools[name] = pool
+        self._resize(pool, int(spec.get("initialNodeCount", 0)))
+        op = self._start("CREATE_NODE_POOL", pool)
+        if self.stockouts.get(zones[0]) == "operation":
+            self.operations[op["name"]].error = {"code": 8, "message": STOCKOUT_MESSAGE}
+        return op
+
+    def _check_capacity(self, pool: NodePool, nodes: int) -> None:
+        growing = nodes > sum(m.target_size for m in pool.migs)
+        if growing and any(self.stockouts.get(m.zone) == "http" for m in pool.migs):
+            raise GoogleApiError(503, f"Insufficient capacity for node pool {pool.name}: {STOCKOUT_MESSAGE}")
+
+    def _check_not_busy(self, pool: NodePool) -> None:
+        for op in self.operations.values():
+            if op.status == "RUNNING" and op.target.endswith(f"/nodePools/{pool.name}"):
+                raise GoogleApiError(
+                    400,
+                    f"Operation {op.name} is currently operating on node pool {pool.name}. "
+                    "Please wait and try again once it is done.",
+                    "FAILED_PRECONDITION",
+                )
+
+    def _resize(self, pool: NodePool, nodes: int) -> None:
+        """Spread ``nodes`` over the pool's MIGs; shrinking drops creating instances first, then the newest."""
+        per_zone = [nodes // len(pool.migs) + (1 if i < nodes % len(pool.migs) else 0) for i in range(len(pool.migs))]
+        for mig, want in zip(pool.migs, per_zone, strict=True):
+            live = [i for i in mig.instances if i.action != "DELETING"]
+            while len(live) < want:
+                inst = Instance(f"{mig.name[:-4]}-{next(self._ids):04d}")
+                mig.instances.append(inst)
+                live.append(inst)
+            surplus = len(live) - want
+            for inst in sorted(live, key=lambda i: (i.action != "CREATING", -live.index(i)))[:surplus]:
+                inst.action = "DELETING"
+            mig.target_size = want
+
+    def _start(self, op_type: str, pool: NodePool) -> Obj:
+        name = f"operation-{next(self._ids)}-{op_type.lower()}"
+        target = f"/projects/{self.project}/locations/{self.location}/clusters/{self.cluster}/nodePools/{pool.name}"
+        self.operations[name] = Operation(name, op_type, target)
+        return self._operation_json(self.operations[name])
+
+    def _find_pool(self, name: str) -> NodePool:
+        if name not in self.pools:
+            raise GoogleApiError(404, f"Not found: projects/{self.project}/locations/{self.location}/.../{name}.")
+        return self.pools[name]
+
+    def _find_operation(self, name: str) -> Operation:
+        if name not in self.operations:
+            raise GoogleApiError(404, f"Not found: operation {name}.")
+        return self.operations[name]
+
+    def _pool_json(self, pool: NodePool) -> Obj:
+        urls = [f"{_COMPUTE}/projects/{self.project}/zones/{m.zone}/instanceGroupManagers/{m.name}" for m in pool.migs]
+        return {**pool.spec, "status": pool.status, "statusMessage": pool.status_message, "instanceGroupUrls": urls}
+
+    def _operation_json(self, op: Operation) -> Obj:
+        out: Obj = {"name": op.name, "operationType": op.op_type, "status": op.status, "targetLink": op.target}
+        if op.error is not None and op.status == "DONE":
+            out["error"] = op.error
+            out["statusMessage"] = op.error["message"]
+        return out
+
+    # -- Compute Engine managed instance groups ---------------------------------------------------------------
+    def _compute(self, method: str, zone: str, name: str, verb: str, query: dict[str, str], body: Obj) -> Obj:
+        mig = next((m for p in self.pools.values() for m in p.migs if m.name == name and m.zone == zone), None)
+        if mig is None:
+            raise GoogleApiError(404, f"The resource 'instanceGroupManagers/{name}' was not found")
+        if method == "GET" and not verb:
+            stable = all(i.action == "NONE" for i in mig.instances)
+            return {"name": mig.name, "zone": zone, "targetSize": mig.target_size, "status": {"isStable": stable}}
+        if verb == "listManagedInstances":
+            start, size = int(query.get("pageToken") or 0), int(query.get("maxResults") or 500)
+            page = mig.instances[start : start + size]
+            out: Obj = {"managedInstances": [self._instance_json(mig, i) for i in page]}
+            if start + size < len(mig.instances):
+                out["nextPageToken"] = str(start + size)
+            return out
+        if verb == "deleteInstances":
+            wanted = {u.rsplit("/", 1)[1] for u in body.get("instances", [])}
+            found = [i for i in mig.instances if i.name in wanted and i.action != "DELETING"]
+            if len(found) != len(wanted):
+                raise GoogleApiError(400, f"Some instances are not members of {name}: {sorted(wanted)}")
+            for inst in found:
+                inst.action = "DELETING"
+            mig.target_size -= len(found)
+            return {"name": f"operation-{next(self._ids)}-delete-instances", "status": "RUNNING", "zone": zone}
+        raise GoogleApiError(400, f"unsupported call {method} {verb} on an instance group manager")
+
+    def _instance_json(self, mig: Mig, inst: Instance) -> Obj:
+        out: Obj = {
+            "instance": f"{_COMPUTE}/projects/{self.project}/zones/{mig.zone}/instances/{inst.name}",
+            "name": inst.name,
+            "currentAction": inst.action,
+            "instanceStatus": "RUNNING" if inst.action == "NONE" else "PROVISIONING",
+        }
+        if inst.error:
+            out["lastAttempt"] = {
+                "errors": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": inst.error}]}
+            }
+        return out

@@ -1,0 +1,61 @@
+"""GoogleJsonServer: what the fake Google Cloud APIs share: the error body Google's REST APIs return, a request
+log of (method, path), and fault injection (the next N matching requests fail with a chosen status and message).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.http_server import LocalJsonServer
+
+Obj = dict[str, Any]
+_STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS"}
+_STATUS |= {412: "FAILED_PRECONDITION", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+
+
+class GoogleApiError(Exception):
+    """An error as Google's REST APIs send it: ``{"error": {"code", "message", "status"}}``."""
+
+    def __init__(self, code: int, message: str, status: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.status = code, message, status or _STATUS.get(code, "UNKNOWN")
+
+    def body(self) -> Obj:
+        return {"error": {"code": self.code, "message": self.message, "status": self.status}}
+
+
+class GoogleJsonServer(LocalJsonServer):
+    """Subclasses implement ``route(method, path, query, body) -> JSON`` and raise ``GoogleApiError``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[tuple[str, str]] = []  # (method, path without query)
+        self._faults: list[list[Any]] = []  # [remaining, status, message, path fragment]
+
+    def fail_next(self, count: int = 1, status: int = 500, message: str = "injected fault", path: str = "") -> None:
+        """The next ``count`` requests whose path contains ``path`` answer ``status`` with ``message``."""
+        with self._lock:
+            self._faults.append([count, status, message, path])
+
+    def calls(self, method: str, fragment: str = "") -> int:
+        with self._lock:
+            return sum(1 for m, p in self.requests if m == method and fragment in p)
+
+    def respond(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
+        parts = urlsplit(path)
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        with self._lock:
+            self.requests.append((method, parts.path))
+            try:
+                for fault in self._faults:
+                    if fault[0] > 0 and fault[3] in parts.path:
+                        fault[0] -= 1
+                        raise GoogleApiError(fault[1], fault[2])
+                return 200, self.route(method, parts.path, query, json.loads(body) if body else {})
+            except GoogleApiError as exc:
+                return exc.code, exc.body()
+
+    def route(self, method: str, path: str, query: dict[str, str], body: Obj) -> Obj:
+        raise NotImplementedError

@@ -1,0 +1,163 @@
+"""FakeTpuApi: Cloud TPU v2 queued resources and their long-running operations, for the real ``TpuClient``.
+
+Served (REST transport, ``api_endpoint`` = ``fake.url``):
+
+    GET    /v2/projects/P/locations/L/queuedResources             list, paged (pageSize, pageToken)
+    POST   /v2/projects/P/locations/L/queuedResources?queuedResourceId=ID&requestId=R    create (an LRO)
+    GET    /v2/projects/P/locations/L/queuedResources/ID          get
+    DELETE /v2/projects/P/locations/L/queuedResources/ID[?force=true]                   delete (an LRO)
+    GET    /v2/projects/P/locations/L/operations[/OP]             list / get operations
+
+A repeated ``requestId`` returns the first operation (Google's idempotency). ``advance()`` is the passing of lead
+time: operations finish, WAITING_FOR_RESOURCES becomes PROVISIONING (unless stocked out), PROVISIONING becomes
+ACTIVE, DELETING ones go away. ``stockout(mode)``: "wait" keeps new requests waiting for resources, "fail" fails
+them with a stockout error, "http" refuses the create call with a quota error (HTTP 429 RESOURCE_EXHAUSTED).
+``set_state`` puts a queued resource in any state (e.g. SUSPENDED after a spot preemption).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from tests.fakes.google_api import GoogleApiError, GoogleJsonServer, Obj
+
+STOCKOUT_MESSAGE = "There is no more capacity in the zone; stockout (GCE_STOCKOUT)"
+QUOTA_MESSAGE = "Quota 'TPUV5sLitepodPerProjectPerZoneForTPUAPI' exhausted. Limit 16 in zone us-central2-b"
+_OPERATION_METADATA = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
+_QUEUED_RESOURCE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
+
+
+@dataclass
+class _Operation:
+    name: str
+    target: str
+    done: bool = False
+    result: Obj | None = None
+
+
+class FakeTpuApi(GoogleJsonServer):
+    name = "fake-tpu"
+
+    def __init__(self, project: str = "test-project", location: str = "us-central2-b") -> None:
+        super().__init__()
+        self.project, self.location = project, location
+        self.queued: dict[str, Obj] = {}  # id -> QueuedResource JSON
+        self.operations: dict[str, _Operation] = {}
+        self.stockout_mode: str | None = None
+        self._by_request_id: dict[str, str] = {}
+        self._ids = itertools.count(1)
+
+    def start(self) -> FakeTpuApi:
+        super().start()
+        return self
+
+    @property
+    def parent(self) -> str:
+        return f"projects/{self.project}/locations/{self.location}"
+
+    def stockout(self, mode: str = "wait") -> None:
+        with self._lock:
+            self.stockout_mode = mode
+
+    def restock(self) -> None:
+        with self._lock:
+            self.stockout_mode = None
+
+    def set_state(self, qr_id: str, state: str, error: str = "") -> None:
+        with self._lock:
+            qr = self.queued[qr_id]
+            qr["state"] = {"state": state}
+            if state == "FAILED":
+                qr["state"]["failedData"] = {"error": {"code": 8, "message": error or STOCKOUT_MESSAGE}}
+
+    def state_of(self, qr_id: str) -> str | None:
+        with self._lock:
+            return self.queued[qr_id]["state"]["state"] if qr_id in self.queued else None
+
+    def advance(self) -> None:
+        with self._lock:
+            for qr_id, qr in list(self.queued.items()):
+                state = qr["state"]["state"]
+                if state == "DELETING":
+                    del self.queued[qr_id]
+                elif state == "PROVISIONING":
+                    qr["state"] = {"state": "ACTIVE"}
+                elif state == "WAITING_FOR_RESOURCES" and self.stockout_mode is None:
+                    qr["state"] = {"state": "PROVISIONING"}
+                elif state == "WAITING_FOR_RESOURCES" and self.stockout_mode == "fail":
+                    self.set_state(qr_id, "FAILED")
+            for op in self.operations.values():
+                if not op.done:
+                    op.done = True
+                    qr = self.queued.get(op.target.rsplit("/", 1)[1])
+                    op.result = (
+                        {"@type": _QUEUED_RESOURCE, **qr}
+                        if qr
+                        else {"@type": "type.googleapis.com/google.protobuf.Empty"}
+                    )
+
+    # -- HTTP -----------------------------------------------------------------------------------------------------
+    def route(self, method: str, path: str, query: dict[str, str], body: Obj) -> Obj:
+        base = f"/v2/{self.parent}"
+        if path == f"{base}/queuedResources" and method == "GET":
+            return self._list(query)
+        if path == f"{base}/queuedResources" and method == "POST":
+            return self._create(query, body)
+        if path.startswith(f"{base}/queuedResources/"):
+            qr_id = path.rsplit("/", 1)[1]
+            if qr_id not in self.queued:
+                raise GoogleApiError(404, f"Resource '{self.parent}/queuedResources/{qr_id}' was not found")
+            if method == "GET":
+                return self.queued[qr_id]
+            if method == "DELETE":
+                return self._delete(qr_id, query.get("force") == "true")
+        if path == f"{base}/operations" and method == "GET":
+            return {"operations": [self._operation_json(op) for op in self.operations.values()]}
+        if path.startswith(f"{base}/operations/") and method == "GET":
+            name = path.removeprefix("/v2/")
+            if name not in self.operations:
+                raise GoogleApiError(404, f"Operation {name} was not found")
+            return self._operation_json(self.operations[name])
+        raise GoogleApiError(404, f"unknown path {path}")
+
+    def _list(self, query: dict[str, str]) -> Obj:
+        items = list(self.queued.values())
+        start, size = int(query.get("pageToken") or 0), int(query.get("pageSize") or 50)
+        out: Obj = {"queuedResources": items[start : start + size]}
+        if start + size < len(items):
+            out["nextPageToken"] = str(start + size)
+        return out
+
+    def _create(self, query: dict[str, str], body: Obj) -> Obj:
+        request_id = query.get("requestId", "")
+        if request_id and request_id in self._by_request_id:
+            return self._operation_json(self.operations[self._by_request_id[request_id]])
+        qr_id = query.get("queuedResourceId", "")
+        if qr_id in self.queued:
+            raise GoogleApiError(409, f"Resource '{self.parent}/queuedResources/{qr_id}' already exists")
+        if self.stockout_mode == "http":
+            raise GoogleApiError(429, QUOTA_MESSAGE)
+        name = f"{self.parent}/queuedResources/{qr_id}"
+        self.queued[qr_id] = {**body, "name": name, "state": {"state": "WAITING_FOR_RESOURCES"}}
+        return self._start(name, request_id)
+
+    def _delete(self, qr_id: str, force: bool) -> Obj:
+        qr = self.queued[qr_id]
+        if qr["state"]["state"] == "ACTIVE" and not force:
+            raise GoogleApiError(400, "Cannot delete a queued resource with active nodes; delete them or use force")
+        qr["state"] = {"state": "DELETING"}
+        return self._start(qr["name"], "")
+
+    def _start(self, target: str, request_id: str) -> Obj:
+        name = f"{self.parent}/operations/operation-{next(self._ids)}"
+        self.operations[name] = _Operation(name, target)
+        if request_id:
+            self._by_request_id[request_id] = name
+        return self._operation_json(self.operations[name])
+
+    def _operation_json(self, op: _Operation) -> Obj:
+        out: Obj = {"name": op.name, "done": op.done, "metadata": {"@type": _OPERATION_METADATA, "target": op.target}}
+        if op.done and op.result is not None:
+            out["response"] = op.result
+        return out

@@ -1,0 +1,216 @@
+"""A real Prometheus server for the tests, loaded with history from the bundled Helios Earth trace.
+
+The trace (per tenant GPUs running and queued, 5-minute averages) is written as OpenMetrics with the metric names
+the default queries read, backfilled with ``promtool tsdb create-blocks-from openmetrics`` and served by the
+``prometheus`` binary on 127.0.0.1, with a temporary data dir, stopped by PID.
+
+- kube-state-metrics: each tenant is a namespace; its running GPUs are one pod ``<tenant>-run-<k>`` that is
+  replaced every 6 hours and its queued GPUs one pod ``<tenant>-wait-<k>`` replaced every 2 hours (pods appear
+  and vanish as they do in a cluster); a pod only exists while its value is above zero. ``kube_node_info`` is
+  reported whenever the collector was up (the trace's outages have no samples at all).
+- Kueue: each tenant is a ClusterQueue with flavor ``default``: usage = running, pending = queued.
+- DCGM: one node of the pool ``a100-on-demand`` whose ``DCGM_FI_DEV_GPU_UTIL`` is the busy share of the loaded
+  tenants' GPUs (running / capacity, in percent), derived from the trace.
+
+Pitfalls handled here (see the field notes): timestamps are seconds; out-of-order samples are dropped silently
+by promtool, so every series is written in time order; retention must be long or the 2020 blocks are deleted
+at start. ``--query.lookback-delta=4m`` makes each 5-minute step read only its own sample, so the trace's gaps
+stay gaps (backfilled data carries no staleness markers).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import socket
+import subprocess
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from agent.sources.trace import read_trace
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"
+TENANTS = ("earth/vc6YE", "earth/vcMod", "earth/vcJkd")
+POOL_NODE = "gke-earth-a100-on-demand-1a2b3c4d-n001"
+RUN_POD_HOURS, WAIT_POD_HOURS = 6, 2
+
+
+@dataclass(frozen=True)
+class LoadedTrace:
+    """What was loaded: the grid and, per tenant, total demand (y) as the trace has it (NaN = outage)."""
+
+    index: pd.DatetimeIndex
+    demand: dict[str, np.ndarray]
+    pending: dict[str, np.ndarray]
+
+
+def load_trace(tenants: Sequence[str] = TENANTS) -> LoadedTrace:
+    trace = read_trace(TRACE)
+    # read_trace keeps total demand only; the queued part comes from the same file's ``pending`` column.
+    raw = pd.read_csv(TRACE, usecols=["unique_id", "ds", "pending"])
+    raw["ds"] = pd.to_datetime(raw["ds"], format="ISO8601", utc=True)
+    pending = raw.pivot(index="ds", columns="unique_id", values="pending").reindex(trace.index)
+    return LoadedTrace(
+        index=trace.index,
+        demand={t: trace.column(t) for t in tenants},
+        pending={t: pending[t].to_numpy(dtype=float) for t in tenants},
+    )
+
+
+def capacity(tenants: Sequence[str] = TENANTS) -> float:
+    raw = pd.read_csv(TRACE, usecols=["unique_id", "capacity"])
+    return float(raw[raw["unique_id"].isin(tenants)].groupby("unique_id")["capacity"].max().sum())
+
+
+def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterator[str]:
+    """OpenMetrics text, one metric family after the other, each series in time order."""
+    seconds = loaded.index.as_unit("s").asi8
+    up = np.all([~np.isnan(loaded.demand[t]) for t in tenants], axis=0)
+    parts: dict[str, dict[str, np.ndarray]] = {}
+    for tenant in tenants:
+        pending = np.where(np.isnan(loaded.pending[tenant]), 0.0, loaded.pending[tenant])
+        total = loaded.demand[tenant]
+        parts[tenant] = {"running": total - np.minimum(pending, total), "pending": np.minimum(pending, total)}
+
+    def family(name: str, kind: str, series: Iterator[tuple[str, np.ndarray]]) -> Iterator[str]:
+        yield f"# TYPE {name} {kind}\n"
+        for labels, values in series:
+            for stamp, value in zip(seconds, values, strict=True):
+                if not math.isnan(value):
+                    yield f"{name}{{{labels}}} {value:g} {stamp}\n"
+
+    def pods(phase: str, hours: int) -> Iterator[tuple[str, str, np.ndarray]]:
+        generation = (seconds - seconds[0]) // (hours * 3600)
+        for tenant in tenants:
+            values = parts[tenant]["running" if phase == "Running" else "pending"]
+            for k in np.unique(generation):
+                mask = (generation == k) & (values > 0)
+                if mask.any():
+                    pod = f"{tenant.split('/')[-1].lower()}-{'run' if phase == 'Running' else 'wait'}-{k}"
+                    yield tenant, pod, np.where(mask, values, np.nan)
+
+    def all_pods() -> Iterator[tuple[str, str, str, np.ndarray]]:
+        for phase, hours in (("Running", RUN_POD_HOURS), ("Pending", WAIT_POD_HOURS)):
+            for tenant, pod, values in pods(phase, hours):
+                yield phase, tenant, pod, values
+
+    yield from family(
+        "kube_pod_container_resource_requests",
+        "gauge",
+        (
+            (f'namespace="{t}",pod="{p}",container="main",resource="nvidia_com_gpu",unit="integer"', v)
+            for _, t, p, v in all_pods()
+        ),
+    )
+    yield from family(
+        "kube_pod_status_phase",
+        "gauge",
+        (
+            (f'namespace="{t}",pod="{p}",phase="{phase}"', np.where(np.isnan(v), np.nan, 1.0))
+            for phase, t, p, v in all_pods()
+        ),
+    )
+    yield from family("kube_node_info", "gauge", iter([(f'node="{POOL_NODE}"', np.where(up, 1.0, np.nan))]))
+    for metric, part in (
+        ("kueue_cluster_queue_resource_usage", "running"),
+        ("kueue_cluster_queue_resource_pending", "pending"),
+    ):
+        yield from family(
+            metric,
+            "gauge",
+            ((f'cluster_queue="{t}",flavor="default",resource="nvidia.com/gpu"', parts[t][part]) for t in tenants),
+        )
+    busy = np.sum([parts[t]["running"] for t in tenants], axis=0) / capacity(tenants) * 100.0
+    yield from family(
+        "DCGM_FI_DEV_GPU_UTIL", "gauge", iter([(f'Hostname="{POOL_NODE}",gpu="0",modelName="A100"', busy)])
+    )
+    yield "# EOF\n"
+
+
+def backfill(loaded: LoadedTrace, data_dir: Path, work: Path) -> None:
+    source = work / "history.om"
+    with source.open("w", encoding="utf-8") as out:
+        out.writelines(openmetrics(loaded))
+    subprocess.run(
+        [
+            "promtool",
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            "--max-block-duration=24h",
+            str(source),
+            str(data_dir),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrometheusServer:
+    """One ``prometheus`` process on 127.0.0.1 serving ``data_dir``; ``stop`` ends it by PID."""
+
+    def __init__(self, data_dir: Path, work: Path) -> None:
+        self.data_dir = data_dir
+        self.work = work
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, ready_within_s: float = 30.0) -> None:
+        config = self.work / "prometheus.yml"
+        config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n", encoding="utf-8")
+        log = (self.work / "prometheus.log").open("wb")
+        self._process = subprocess.Popen(
+            [
+                "prometheus",
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.data_dir}",
+                "--storage.tsdb.retention.time=3650d",
+                f"--web.listen-address=127.0.0.1:{self.port}",
+                "--query.lookback-delta=4m",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + ready_within_s
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise RuntimeError(f"prometheus exited early: {(self.work / 'prometheus.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/-/ready", timeout=1) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("prometheus did not become ready in time")
+
+    def stop(self) -> None:
+        if self._process is None:
+            return
+        self._process.terminate()
+        try:
+            self._process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(timeout=10)
+        self._process = None
+
+
+def prometheus_available() -> bool:
+    return shutil.which("prometheus") is not None and shutil.which("promtool") is not None

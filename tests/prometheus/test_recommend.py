@@ -1,0 +1,191 @@
+"""``leadtime recommend`` against the real Prometheus loaded with the Helios trace: the three files, what they say,
+and that nothing is ever written to a pool."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from actuators.simulated import SimulatedCluster
+from agent.cli import main
+from agent.commands.recommend import recommend
+from config import load_settings
+from models import ActionResult, PoolState
+from models.clock import SimulatedClock
+from tests.prometheus.server import TENANTS, PrometheusServer
+
+pytestmark = pytest.mark.xdist_group("prometheus")
+AT = datetime(2020, 5, 8, 4, 0, tzinfo=UTC)  # 12:00 in the cluster's zone, a week into the trace
+OUTAGE = datetime(2020, 5, 10, 4, 0, tzinfo=UTC)  # the collector was down all of 2020-05-10 (UTC+8)
+
+
+class WritesForbidden:
+    """The read side of a pool actuator that fails the test if anything tries to change a pool."""
+
+    def __init__(self, inner: SimulatedCluster) -> None:
+        self.inner = inner
+        self.writes: list[tuple[str, int]] = []
+
+    def list_pools(self) -> Sequence[PoolState]:
+        return self.inner.list_pools()
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        self.writes.append((pool_id, to_units))
+        raise AssertionError(f"recommend tried to resize {pool_id} to {to_units}")
+
+    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+        raise AssertionError(f"recommend tried to drain {node} of {pool_id}")
+
+
+def _config(tmp_path: Path, server: PrometheusServer) -> Path:
+    document: dict[str, Any] = {
+        "demand_classes": [{"name": t} for t in TENANTS],
+        "pools": [
+            {
+                "id": "a100-on-demand",
+                "kind": "gpu-node-pool",
+                "chips_per_unit": 8,
+                "max_units": 60,
+                "price_per_chip_hour_usd": 3.67,
+                "lead_time": "10m",
+                "serves": list(TENANTS),
+            }
+        ],
+        "budgets": [{"name": "research", "pools": ["a100-on-demand"], "monthly_cap_usd": 500000}],
+        "prometheus": {"url": server.url, "retries": 0},
+    }
+    path = tmp_path / "leadtime.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
+    return path
+
+
+def _run(tmp_path: Path, server: PrometheusServer, at: datetime, units: int) -> tuple[dict[str, Any], WritesForbidden]:
+    config = _config(tmp_path, server)
+    settings = load_settings(config)
+    read_side = WritesForbidden(
+        SimulatedCluster(settings.pool_specs(), SimulatedClock(at), initial_units={"a100-on-demand": units})
+    )
+    document = recommend(settings, str(config), tmp_path / "out", at, read_side, pool_state_source="test")
+    return document, read_side
+
+
+def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
+    prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    document, read_side = _run(tmp_path, prometheus, AT, units=10)
+    assert read_side.writes == []
+    out = tmp_path / "out"
+    assert json.loads((out / "recommendation.json").read_text()) == document
+    (pool,) = document["pools"]
+    observed = sum(c["observed"] for c in document["classes"])
+    assert pool["current_units"] == 10
+    assert pool["action"] == "scale-up"
+    assert pool["recommended_units"] >= math.ceil(observed / 8)
+    assert document["dry_run"] == [
+        {"pool_id": "a100-on-demand", "to_units": pool["recommended_units"], "key": document["dry_run"][0]["key"]}
+    ]
+    assert document["cost"]["current_per_day_usd"] == pytest.approx(10 * 8 * 3.67 * 24)
+    assert document["cost"]["change_per_day_usd"] > 0
+    for entry in document["classes"]:
+        assert entry["problem"] is None
+        assert entry["lead_time_s"] == 600
+        assert set(entry["forecast"]["quantiles"]) >= {"0.5", "0.9"}
+    (budget,) = document["budgets"]
+    assert budget["recommended_projected_period_usd"] == pytest.approx(
+        pool["recommended_units"] * 8 * 3.67 * 31 * 24, rel=1e-6
+    )
+    quality = {q["demand_class"]: q for q in document["backtest"]["classes"]}
+    assert set(quality) == set(TENANTS)
+    assert quality["earth/vc6YE"]["origins"] >= 20
+    assert 0.0 <= quality["earth/vc6YE"]["coverage"] <= 1.0
+    page = (out / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == 2
+    markdown = (out / "report.md").read_text()
+    assert "| a100-on-demand | 10 |" in markdown
+    assert "scale-up" in markdown
+
+
+def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServer, tmp_path: Path) -> None:
+    document, read_side = _run(tmp_path, prometheus, AT, units=60)
+    (pool,) = document["pools"]
+    assert read_side.writes == []
+    assert pool["recommended_units"] == 60  # no unit has been observed idle yet
+    assert pool["action"] == "hold"
+    assert document["cost"]["change_per_day_usd"] == 0
+
+
+def test_recommend_during_an_outage_holds_and_says_why(prometheus: PrometheusServer, tmp_path: Path) -> None:
+    document, read_side = _run(tmp_path, prometheus, OUTAGE, units=30)
+    (pool,) = document["pools"]
+    assert read_side.writes == []
+    assert pool["recommended_units"] == 30
+    assert set(document["problems"]) == set(TENANTS)
+    assert all("no data" in reason or "stale" in reason for reason in document["problems"].values())
+    assert all(c["forecast"] is None for c in document["classes"])
+    assert (tmp_path / "out" / "report.html").exists()
+
+
+def test_the_command_line_writes_the_files(
+    prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = _config(tmp_path, prometheus)
+    out = tmp_path / "cli"
+    code = main(
+        [
+            "recommend",
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+            "--at",
+            "2020-05-08T12:00+08:00",
+            "--current-units",
+            "a100-on-demand=12",
+        ]
+    )
+    assert code == 0
+    assert sorted(p.name for p in out.iterdir()) == ["recommendation.json", "report.html", "report.md"]
+    document = json.loads((out / "recommendation.json").read_text())
+    assert document["at"] == AT.isoformat()
+    assert document["pools"][0]["current_units"] == 12
+    assert "USD/day" in capsys.readouterr().out
+
+
+def test_the_command_line_needs_a_prometheus_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "c.yaml"
+    plain = {
+        "demand_classes": [{"name": "gpu"}],
+        "pools": [
+            {
+                "id": "p",
+                "kind": "gpu-node-pool",
+                "chips_per_unit": 8,
+                "max_units": 2,
+                "price_per_unit_hour_usd": 1.0,
+                "lead_time": "5m",
+                "serves": ["gpu"],
+            }
+        ],
+    }
+    config.write_text(yaml.safe_dump(plain), encoding="utf-8")
+    assert main(["recommend", "--config", str(config), "--out", str(tmp_path / "o")]) == 2
+    assert "add a prometheus section" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as bad_units:
+        main(["recommend", "--config", str(config), "--out", str(tmp_path / "o"), "--current-units", "p=x"])
+    assert bad_units.value.code == 2
+
+
+def test_an_unreachable_prometheus_holds_every_pool(tmp_path: Path) -> None:
+    never_started = PrometheusServer(tmp_path, tmp_path)  # a free port nobody listens on
+    document, read_side = _run(tmp_path, never_started, AT, units=7)
+    assert read_side.writes == []
+    assert document["pools"][0]["recommended_units"] == 7
+    assert all("cannot connect" in reason for reason in document["problems"].values())
+    assert document["backtest"]["classes"] == []

@@ -1,0 +1,141 @@
+"""PrometheusSource against a real Prometheus loaded with the Helios Earth trace: the values, the chunking and
+every untrustworthy answer the server itself can give."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from agent.sources.prometheus import PrometheusSource, connect, step_grid
+from agent.sources.prometheus_queries import activity_query, demand_queries
+from config.prometheus import PrometheusSettings
+from models import DemandClass, MetricsUnavailable
+from tests.prometheus.server import TENANTS, LoadedTrace, PrometheusServer
+
+pytestmark = pytest.mark.xdist_group("prometheus")
+STEP = timedelta(minutes=5)
+CLASSES = tuple(DemandClass(name=t) for t in TENANTS)
+
+
+def _source(server: PrometheusServer, **overrides: object) -> tuple[PrometheusSource, PrometheusSettings]:
+    settings = PrometheusSettings.model_validate({"url": server.url, "retries": 0, **overrides})
+    return PrometheusSource.from_settings(settings, demand_queries(CLASSES, settings)), settings
+
+
+def _span(loaded: LoadedTrace) -> tuple[datetime, datetime]:
+    return loaded.index[0].to_pydatetime(), (loaded.index[-1] + STEP).to_pydatetime()
+
+
+@pytest.mark.parametrize("demand_metrics", ["kube-state-metrics", "kueue"])
+def test_default_queries_read_the_trace_demand_step_for_step(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace, demand_metrics: str
+) -> None:
+    # 21 days at 5 minutes = 6,048 steps per class, read in chunks of 1,000 points.
+    source, _ = _source(prometheus, demand_metrics=demand_metrics, max_points_per_query=1000)
+    start, end = _span(loaded_trace)
+    frame = source.fetch(CLASSES, start, end, STEP)
+    assert list(frame.columns) == ["unique_id", "ds", "y"]
+    for tenant in TENANTS:
+        got = frame[frame["unique_id"] == tenant]
+        assert got["ds"].tolist() == list(loaded_trace.index)
+        want = loaded_trace.demand[tenant]
+        np.testing.assert_array_equal(np.isnan(got["y"].to_numpy()), np.isnan(want))  # outages stay NaN
+        np.testing.assert_allclose(got["y"].to_numpy(), want, rtol=1e-9, equal_nan=True)
+    quiet = frame[frame["unique_id"] == "earth/vcJkd"]["y"]
+    assert (quiet == 0.0).sum() > 1000  # no pods at all: zero, because kube-state-metrics / Kueue still report
+
+
+def test_chunk_edges_neither_duplicate_nor_drop_steps(prometheus: PrometheusServer, loaded_trace: LoadedTrace) -> None:
+    start = loaded_trace.index[100].to_pydatetime() + timedelta(seconds=150)  # not on the grid
+    end = start + timedelta(hours=7, seconds=10)
+    whole, _ = _source(prometheus)
+    tiny, _ = _source(prometheus, max_points_per_query=7)
+    a = whole.fetch(CLASSES[:1], start, end, STEP)
+    b = tiny.fetch(CLASSES[:1], start, end, STEP)
+    pd.testing.assert_frame_equal(a, b)
+    assert a["ds"].is_unique
+    assert a["ds"].iloc[0] == loaded_trace.index[101]
+    assert len(a) == len(step_grid(start, end, STEP)) == 84
+
+
+def test_dcgm_activity_query_reads_the_pool_activity(prometheus: PrometheusServer, loaded_trace: LoadedTrace) -> None:
+    from models import PoolSpec
+
+    source, settings = _source(prometheus)
+    pool = PoolSpec("a100-on-demand", *_pool_defaults())
+    start, end = _span(loaded_trace)
+    activity = source.series("a100-on-demand", activity_query(pool, settings), start, end, STEP)
+    present = activity.dropna()
+    assert 0.3 < present.mean() < 1.0
+    assert present.max() <= 1.0 + 1e-9
+
+
+def _pool_defaults() -> tuple[object, ...]:
+    from models import AcceleratorFamily, CapacityTier, PoolKind
+
+    return (PoolKind.GPU_NODE_POOL, CapacityTier.ON_DEMAND, AcceleratorFamily.GPU, 8, 0, 10, 29.36, STEP, TENANTS)
+
+
+@pytest.mark.parametrize(
+    ("query", "end_shift", "reason"),
+    [
+        ("sum(leadtime_no_such_metric)", timedelta(0), "no data"),
+        ('sum(kueue_cluster_queue_resource_usage{cluster_queue="earth/vc6YE"}) * NaN', timedelta(0), "NaN"),
+        ('sum(kueue_cluster_queue_resource_usage{cluster_queue="earth/vc6YE"})', timedelta(hours=2), "stale"),
+        ("kueue_cluster_queue_resource_usage", timedelta(0), "several series"),
+        ("sum(rate(", timedelta(0), "could not run the query"),
+    ],
+)
+def test_untrustworthy_answers_are_unavailable_not_zero(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace, query: str, end_shift: timedelta, reason: str
+) -> None:
+    source, settings = _source(prometheus)
+    source = PrometheusSource(connect(settings), {"gpu": query}, max_staleness=timedelta(minutes=15))
+    end = (loaded_trace.index[-1] + STEP).to_pydatetime() + end_shift
+    with pytest.raises(MetricsUnavailable) as caught:
+        source.fetch([DemandClass("gpu")], end - timedelta(days=1), end, STEP)
+    assert reason in caught.value.reason
+    assert caught.value.demand_class == "gpu"
+    assert caught.value.query == query
+    assert query in str(caught.value)
+
+
+def test_a_range_above_the_server_point_limit_is_refused_clearly(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace
+) -> None:
+    source, settings = _source(prometheus)
+    unchunked = PrometheusSource(
+        connect(settings), demand_queries(CLASSES, settings), timedelta(minutes=15), max_points_per_query=20_000
+    )
+    start, end = _span(loaded_trace)
+    with pytest.raises(MetricsUnavailable, match="too many points"):
+        unchunked.fetch(CLASSES[:1], start, end, timedelta(minutes=1))  # 30,240 points in one query
+    assert len(source.fetch(CLASSES[:1], start, end, timedelta(minutes=1))) == 30_240  # chunked: fine
+
+
+def test_an_outage_at_the_end_reads_as_stale(prometheus: PrometheusServer, loaded_trace: LoadedTrace) -> None:
+    # The trace's collector was down all of 2020-05-10 (UTC+8): asking at noon that day finds only old values.
+    source, _ = _source(prometheus)
+    at = datetime(2020, 5, 10, 4, 0, tzinfo=UTC)
+    with pytest.raises(MetricsUnavailable, match="stale"):
+        source.fetch(CLASSES[:1], at - timedelta(days=1), at, STEP)
+    frame = source.fetch(CLASSES[:1], at - timedelta(days=1), at - timedelta(hours=12), STEP)
+    assert frame["y"].notna().all()
+
+
+def test_one_class_without_data_does_not_hide_the_others(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace
+) -> None:
+    _, settings = _source(prometheus)
+    queries = {**demand_queries(CLASSES, settings), "earth/vcMod": "sum(leadtime_no_such_metric)"}
+    source = PrometheusSource(connect(settings), queries, max_staleness=timedelta(minutes=15))
+    start, end = _span(loaded_trace)
+    frame, missing = source.fetch_each(CLASSES, end - timedelta(days=1), end, STEP)
+    assert set(frame["unique_id"]) == {"earth/vc6YE", "earth/vcJkd"}
+    assert list(missing) == ["earth/vcMod"]
+    assert "no data" in missing["earth/vcMod"].reason
+    with pytest.raises(MetricsUnavailable, match="earth/vcMod"):
+        source.fetch(CLASSES, start, end, STEP)
