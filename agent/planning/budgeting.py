@@ -1,10 +1,10 @@
 """The planner's last step: hold its decisions to the budget caps. Pure.
 
 Scale-ups are trimmed by ``enforce_budgets``. Where a cap is broken anyway (prices rose, a cap was lowered, a
-new period began with capacity bought late in the last one), the units it names are released: units idle for
-the stabilization window first, then busy ones, because a cap is hard and the demand it leaves waiting is
-reported, not hidden. A pool the planner is holding (missing data, an operation in flight, a permanent error)
-is never shed; a budget skip says so.
+new period began with capacity bought late in the last one), the units it names are released through the
+planner's safe release rule: only units observed idle for the stabilization window go, never from a pool the
+planner is holding (missing data, an operation in flight, a permanent error). Whatever should go but cannot go
+safely is kept, with a budget skip that says how many and why; the loop alerts on the overrun.
 """
 
 from __future__ import annotations
@@ -61,20 +61,25 @@ def apply_budgets(
     held = {s.pool_id for s in skips if s.reason in _HOLDS}
     for shed in out.shed:
         pool_id, current = shed.pool_id, billed[shed.pool_id]
-        if pool_id in held:
-            detail = f"budget {shed.budget!r} is over its {shed.cap} cap but this pool is held; keeping its units"
-            new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
-            continue
         planned = by_pool.get(pool_id)
         after = planned.to_units if planned is not None else current
-        idle = min(shed.units, max(0, settled.get(pool_id, 0) - (current - after)))
-        to_units = after - shed.units
-        reason = (
-            f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {idle} idle and "
-            f"{shed.units - idle} busy units (cheapest to lose first)"
-        )
-        by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
-        new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
+        idle_left = 0 if pool_id in held else max(0, settled.get(pool_id, 0) - (current - after))
+        release = min(shed.units, idle_left)
+        if release:
+            to_units = after - release
+            reason = (
+                f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {release} idle units "
+                f"(cheapest to lose first)"
+            )
+            by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
+            new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
+        if release < shed.units:
+            why = "in a pool that is held" if pool_id in held else f"not idle for {stabilization}"
+            detail = (
+                f"budget {shed.budget!r} projected over its {shed.cap} cap: {shed.units - release} more units "
+                f"should be released but are {why}; keeping them"
+            )
+            new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
     return BudgetedDecisions(ordered, tuple(new_skips), new_targets, out.snapshots)
 

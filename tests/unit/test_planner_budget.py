@@ -8,10 +8,15 @@ from agent.planning import PlanInput, PlannerMemory, plan_capacity
 from agent.planning.budget import Budget, BudgetSpend
 from config.schema import PlannerSettings
 from models import CapacityPlan, DemandForecast, PoolSpec, PoolState, SkipReason
-from tests.unit.test_planner import forecast, pool, state
+from tests.unit.test_planner import forecast, pool
 
 NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends
 STEP = timedelta(minutes=5)
+
+
+def state(target: int, idle_minutes: tuple[int, ...] = ()) -> PoolState:
+    since = tuple(NOW - timedelta(minutes=m) for m in idle_minutes)
+    return PoolState("gpu", NOW, target, target, idle_units=len(since), idle_since=since)
 
 
 def plan(
@@ -62,22 +67,29 @@ def test_a_scale_up_is_trimmed_to_the_cap_with_a_budget_skip_and_a_snapshot() ->
     assert snapshot.spent_usd == 200.0
 
 
-def test_an_overrun_sheds_idle_units_first_then_busy_ones() -> None:
+def test_an_overrun_sheds_idle_units_and_keeps_busy_ones_with_a_skip() -> None:
     # 6 units billed and wanted, 2 of them idle for 30 minutes. Projection 100 + 6 x 80 = 580 against 420: each
-    # released unit saves 8 USD x (10 h - one tick) = 79.33 USD, so three must go.
+    # released unit saves 8 USD x (10 h - one tick) = 79.33 USD, so three should go; only the idle two may.
     over = plan([pool()], [state(target=6, idle_minutes=(30, 30))], {"a": 48.0}, [monthly(420.0, 100.0)])
     [release] = over.resizes
-    assert (release.from_units, release.to_units) == (6, 3)
-    assert "releasing 2 idle and 1 busy units (cheapest to lose first)" in release.reason
-    assert over.budgets[0].projected_usd <= 420.0
+    assert (release.from_units, release.to_units) == (6, 4)
+    assert "releasing 2 idle units (cheapest to lose first)" in release.reason
+    [skip] = [s for s in over.skips if s.reason is SkipReason.BUDGET]
+    assert "1 more units should be released but are not idle for 0:10:00; keeping them" in skip.detail
+
+
+def test_units_idle_for_less_than_the_window_are_not_shed() -> None:
+    fresh = plan([pool()], [state(target=6, idle_minutes=(3, 3))], {"a": 48.0}, [monthly(420.0, 100.0)])
+    assert fresh.resizes == ()
+    assert any(s.reason is SkipReason.BUDGET for s in fresh.skips)
 
 
 def test_the_planners_own_releases_count_towards_an_overrun() -> None:
-    # Demand needs 4 of 6 units; the planner releases the 2 idle ones itself, and one more must go for the cap.
-    over = plan([pool()], [state(target=6, idle_minutes=(30, 30))], {"a": 32.0}, [monthly(360.0, 100.0)])
+    # Demand needs 4 of 6 units; the planner releases the 2 idle ones itself, which is enough for a 430 cap.
+    over = plan([pool()], [state(target=6, idle_minutes=(30, 30))], {"a": 32.0}, [monthly(430.0, 100.0)])
     [release] = over.resizes
-    assert (release.from_units, release.to_units) == (6, 3)
-    assert "releasing 0 idle and 1 busy units" in release.reason
+    assert (release.from_units, release.to_units) == (6, 4)
+    assert not any(s.reason is SkipReason.BUDGET for s in over.skips)
 
 
 def test_a_held_pool_is_never_shed() -> None:
@@ -86,4 +98,4 @@ def test_a_held_pool_is_never_shed() -> None:
     assert held.resizes == ()
     reasons = {s.reason for s in held.skips}
     assert SkipReason.MISSING_DATA in reasons
-    assert any("this pool is held" in s.detail for s in held.skips if s.reason is SkipReason.BUDGET)
+    assert any("in a pool that is held" in s.detail for s in held.skips if s.reason is SkipReason.BUDGET)
