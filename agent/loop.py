@@ -16,9 +16,10 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from actuators.base import Actuator
+from agent.budget_watch import BudgetWatch
 from agent.executor import execute
 from agent.ledger.base import Ledger
-from agent.notify.base import Notifier
+from agent.notify.base import Flushable, Notifier
 from agent.observation import forecasts_from_frame, latest_observations, with_group_series
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
@@ -32,9 +33,7 @@ from models import (
     CapacityPlan,
     DemandForecast,
     ForecastError,
-    LedgerEntry,
     MetricsUnavailable,
-    PoolState,
     Severity,
 )
 
@@ -104,6 +103,7 @@ class Agent:
         )
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
+        self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger)
         self.last_refit: datetime | None = None
         self._last_tick: datetime | None = None
 
@@ -130,6 +130,7 @@ class Agent:
         observed, forecasts, problems = outlook.observed, outlook.forecasts, outlook.problems
         alerts: list[AlertEvent] = [self._missing_alert(now, problems)] if problems else []
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
+        spends = self.budget_watch.observe(now, states)
         plan = plan_capacity(
             PlanInput(
                 now=now,
@@ -143,6 +144,7 @@ class Agent:
                 memory=self.memory,
                 groups=self.groups,
                 forecast_step=self.step,
+                budgets=spends,
             )
         )
         for skip in plan.skips:
@@ -150,9 +152,12 @@ class Agent:
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now)
         self.memory = execution.memory
         alerts.extend(execution.alerts)
-        self._record_spend(now, states)
+        self.budget_watch.acted(now, plan, execution.results)
+        alerts.extend(self.budget_watch.alerts(now, plan, spends, states))
         for event in alerts:
             self.parts.notifier.notify(event)
+        if isinstance(self.parts.notifier, Flushable):
+            self.parts.notifier.flush()
         self._last_tick = now
         return TickReport(now, observed, forecasts, problems, plan, execution.results, tuple(alerts))
 
@@ -188,17 +193,6 @@ class Agent:
         for name in aggregates:
             problems.pop(name, None)
         return observed, forecasts
-
-    def _record_spend(self, now: datetime, states: dict[str, PoolState]) -> None:
-        if self._last_tick is None:
-            return
-        hours = (now - self._last_tick).total_seconds() / 3600.0
-        for pool_id, state in states.items():
-            spec = self.pool_by_id.get(pool_id)
-            if spec is None or hours <= 0:
-                continue
-            cost = state.target_units * spec.price_per_unit_hour_usd * hours
-            self.parts.ledger.record(LedgerEntry(pool_id, self._last_tick, now, state.target_units, cost))
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def _fetch(self, start: datetime, end: datetime) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:

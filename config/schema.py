@@ -12,9 +12,11 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from config.alerts import AlertSettings
 from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
 from config.durations import format_duration, parse_duration
+from config.ledger import LedgerSettings
 from config.prometheus import PrometheusSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
 
@@ -142,6 +144,8 @@ class Settings(_Section):
     prometheus: PrometheusSettings | None = None
     daemon: DaemonSettings = DaemonSettings()
     cloud: CloudSettings | None = None
+    alerts: AlertSettings = AlertSettings()
+    ledger: LedgerSettings = LedgerSettings()
 
     def demand_class_models(self) -> tuple[DemandClass, ...]:
         return tuple(c.to_demand_class() for c in self.demand_classes)

@@ -7,6 +7,7 @@ Errors are named for what the caller should do about them:
     ├── TraceError               a recorded demand trace cannot be used as given
     ├── MetricsUnavailable       no trustworthy observation: hold the pools, alert, try again next tick
     ├── ForecastError            a model could not produce a usable forecast: fall back, record why
+    ├── LedgerUnavailable        the spend ledger cannot be opened or written: fix its storage; spend is unknown
     └── ActuatorError            something went wrong while reading or changing infrastructure
         ├── TransientActuatorError   retry later (HTTP 429/5xx, PDB-blocked eviction, operation conflict)
         ├── CapacityUnavailable      back off this pool, try the next eligible one (stockout, quota)
@@ -63,6 +64,10 @@ class MetricsUnavailable(LeadtimeError):
 
 class ForecastError(LeadtimeError):
     """A forecaster could not produce a usable forecast for a series."""
+
+
+class LedgerUnavailable(LeadtimeError):
+    """The spend ledger cannot be opened, read or written (unwritable path, corrupt or foreign file)."""
 
 
 class ActuatorError(LeadtimeError):

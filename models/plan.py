@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from models.budget import BudgetSnapshot
+
 
 class SkipReason(StrEnum):
     """Why the planner decided not to change a pool (or changed it less than it wanted)."""
@@ -67,6 +69,7 @@ class CapacityPlan:
     drains: tuple[Drain, ...] = ()
     skips: tuple[Skip, ...] = ()
     targets: dict[str, int] = field(default_factory=dict)
+    budgets: tuple[BudgetSnapshot, ...] = ()  # each cap's spend so far and its projection with this plan
 
     @property
     def is_empty(self) -> bool:

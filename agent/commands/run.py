@@ -23,6 +23,7 @@ from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
 from agent.daemon.wiring import DaemonParts, assemble
 from agent.ledger import InMemoryLedger
 from agent.notify.log import LogNotifier
+from agent.notify.slack import build_slack_notifier
 from agent.sources.trace import read_trace
 from config import load_settings
 from config.schema import Settings
@@ -65,7 +66,7 @@ def _rehearsal_parts(settings: Settings, clock: Clock, path: str, replay_from: d
         source=ShiftedTraceSource(trace, start, clock.now()),
         actuator=RehearsalCluster(cluster, clock),
         ledger=InMemoryLedger(),
-        notifier=LogNotifier(),
+        notifier=build_slack_notifier(settings.alerts, clock, os.environ) or LogNotifier(),
         clock=clock,
     )
 

@@ -1,4 +1,8 @@
-"""The Ledger interface: spend entries in, totals out. Implementations must not lose or double-count."""
+"""The Ledger interface: spend entries in, totals out. Implementations must not lose or double-count.
+
+Entries are keyed by pool and start. Zero-length entries are opening marks (see ``agent.ledger.accrual``):
+they cost nothing and say where accrual resumes; ``accrual.resolve`` decides what a repeated key stores.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +18,18 @@ class Ledger(Protocol):
         """Add spend for [entry.start, entry.end). Recording the same pool and start twice has no effect."""
         ...
 
+    def record_many(self, entries: Sequence[LedgerEntry]) -> None:
+        """Record several entries all together or not at all."""
+        ...
+
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         """Spend of ``pools`` in entries that start in [start, end)."""
         ...
 
     def last_recorded(self, pool_id: str) -> datetime | None:
         """End of the newest entry for the pool, so accrual resumes where it stopped after a restart."""
+        ...
+
+    def last_entry(self, pool_id: str) -> LedgerEntry | None:
+        """The newest entry for the pool (latest end, then latest start): the state accrual resumes from."""
         ...

@@ -1,33 +1,74 @@
-"""An in-memory ledger for simulation and tests."""
+"""An in-memory ledger for simulation and tests; same rules as the SQLite one, nothing persisted.
+
+Totals are answered from per-pool prefix sums, so a month-long simulation that asks every tick stays linear.
+"""
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from agent.ledger.accrual import resolve
 from models import LedgerEntry
+
+
+@dataclass
+class _PoolEntries:
+    """One pool's entries sorted by start, with running totals (``totals[i]`` is the cost of the first i)."""
+
+    starts: list[datetime] = field(default_factory=list)
+    entries: list[LedgerEntry] = field(default_factory=list)
+    totals: list[float] = field(default_factory=lambda: [0.0])
+    newest: LedgerEntry | None = None
+
+    def get(self, start: datetime) -> LedgerEntry | None:
+        i = bisect_left(self.starts, start)
+        return self.entries[i] if i < len(self.starts) and self.starts[i] == start else None
+
+    def put(self, entry: LedgerEntry) -> None:
+        i = bisect_left(self.starts, entry.start)
+        if i < len(self.starts) and self.starts[i] == entry.start:
+            self.entries[i] = entry
+        else:
+            self.starts.insert(i, entry.start)
+            self.entries.insert(i, entry)
+            self.totals.append(0.0)
+        for j in range(i, len(self.entries)):  # usually only the newest entry: accrual appends in time order
+            self.totals[j + 1] = self.totals[j] + self.entries[j].cost_usd
+        if self.newest is None or (entry.end, entry.start) >= (self.newest.end, self.newest.start):
+            self.newest = entry
+
+    def total(self, start: datetime, end: datetime) -> float:
+        lo, hi = bisect_left(self.starts, start), bisect_left(self.starts, end)
+        return self.totals[hi] - self.totals[lo] if hi > lo else 0.0
 
 
 class InMemoryLedger:
     def __init__(self) -> None:
-        self._entries: dict[tuple[str, datetime], LedgerEntry] = {}
-        self._last: dict[str, datetime] = {}
+        self._pools: dict[str, _PoolEntries] = {}
 
     def record(self, entry: LedgerEntry) -> None:
-        key = (entry.pool_id, entry.start)
-        if key in self._entries:
-            return
-        self._entries[key] = entry
-        last = self._last.get(entry.pool_id)
-        if last is None or entry.end > last:
-            self._last[entry.pool_id] = entry.end
+        pool = self._pools.setdefault(entry.pool_id, _PoolEntries())
+        stored = resolve(pool.get(entry.start), entry)
+        if stored is not None:
+            pool.put(stored)
+
+    def record_many(self, entries: Sequence[LedgerEntry]) -> None:
+        for entry in entries:
+            self.record(entry)
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
-        wanted = set(pools)
-        return sum(e.cost_usd for (pool, at), e in self._entries.items() if pool in wanted and start <= at < end)
+        return sum(self._pools[p].total(start, end) for p in set(pools) if p in self._pools)
 
     def last_recorded(self, pool_id: str) -> datetime | None:
-        return self._last.get(pool_id)
+        last = self.last_entry(pool_id)
+        return None if last is None else last.end
+
+    def last_entry(self, pool_id: str) -> LedgerEntry | None:
+        pool = self._pools.get(pool_id)
+        return None if pool is None else pool.newest
 
     def entries(self) -> list[LedgerEntry]:
-        return sorted(self._entries.values(), key=lambda e: (e.start, e.pool_id))
+        return sorted((e for p in self._pools.values() for e in p.entries), key=lambda e: (e.start, e.pool_id))

@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from agent.planning.budget import BudgetSpend
+from agent.planning.budgeting import apply_budgets
 from agent.planning.groups import DemandGroup, single_class_groups
 from agent.planning.memory import PlannerMemory
 from config.schema import PlannerSettings
@@ -50,6 +52,7 @@ class PlanInput:
     memory: PlannerMemory = field(default_factory=PlannerMemory)
     groups: Sequence[DemandGroup] | None = None
     forecast_step: timedelta | None = None
+    budgets: Sequence[BudgetSpend] = ()  # spend so far of each budget (from the ledger); caps bind the plan
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
@@ -63,7 +66,11 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
             resizes.append(decision)
         elif decision is not None:
             skips.append(decision)
-    return CapacityPlan(now=given.now, resizes=tuple(resizes), skips=tuple(skips), targets=desired)
+    held = apply_budgets(
+        given.now, given.tick, given.settings.scale_down_stabilization, given.pools, given.states, given.budgets,
+        resizes, skips, desired,
+    )  # fmt: skip
+    return CapacityPlan(given.now, held.resizes, skips=held.skips, targets=held.targets, budgets=held.snapshots)
 
 
 def plan_groups(given: PlanInput) -> tuple[DemandGroup, ...]:

@@ -10,7 +10,9 @@ from typing import Any
 
 import numpy as np
 
+from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
+from agent.simulation.budgets import budget_usage
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from config.schema import Settings
@@ -40,6 +42,13 @@ def write_simulation_report(
         "<h2>Capacity against demand, per pool</h2>",
         f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
     ]
+    if settings.budgets:
+        sections += [
+            "<h2>Spend against each budget cap</h2>",
+            "<p class='note'>Spend in the current period (or clock hour) by the units each policy paid for, "
+            "against the cap (dashed). Only the forecast and reactive policies are held to caps.</p>",
+            f'<img alt="spend of each policy against each budget cap" src="{_budgets(window, runs, settings)}">',
+        ]
     bands = runs.get("forecast")
     if bands is not None and bands.forecast_bands:
         sections += [
@@ -86,6 +95,19 @@ def _capacity(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings:
         capacity = {name: run.ready_units[pool.pool_id] * pool.chips_per_unit for name, run in runs.items()}
         panels.append((f"{pool.pool_id} ({pool.chips_per_unit} chips/unit, lead {pool.lead_time})", demand, capacity))
     return capacity_panels(window.index, panels, "chips", columns=1 if len(panels) == 1 else 2)
+
+
+def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
+    usage = {name: budget_usage(settings, window, run) for name, run in runs.items()}
+    panels = []
+    for i, budget in enumerate(settings.budgets):
+        if budget.monthly_cap_usd is not None:
+            spend = {name: usages[i].period_spend for name, usages in usage.items()}
+            panels.append((f"{budget.name}: spend this month period", spend, budget.monthly_cap_usd))
+        if budget.hourly_cap_usd is not None:
+            spend = {name: usages[i].hour_spend for name, usages in usage.items()}
+            panels.append((f"{budget.name}: spend this hour", spend, budget.hourly_cap_usd))
+    return budget_panels(window.index, panels)
 
 
 def _forecasts(window: SimulationWindow, run: PolicyRun) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from agent.simulation.budgets import budget_summary
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace
@@ -35,7 +36,7 @@ def results_document(
         },
         "config": {"path": config_path, "settings": settings.model_dump(mode="json")},
         "billing": "a unit is paid from when it is requested until it is released; gap steps are not counted",
-        "policies": {name: run.summary() for name, run in runs.items()},
+        "policies": {name: {**run.summary(), **budget_summary(settings, window, run)} for name, run in runs.items()},
     }
     if equal_service is not None:
         document["equal_service"] = dict(equal_service)

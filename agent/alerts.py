@@ -1,0 +1,194 @@
+"""What the agent tells people, as ``AlertEvent`` values: pure builders, one per condition worth a message.
+
+The loop decides when a condition holds and hands the events to a Notifier, which de-duplicates by
+``AlertEvent.dedup_key`` (kind and subject): subjects here name the budget, pool or demand class, so one message
+goes out per condition per window, not one per tick.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from agent.planning.budget import ScaleUpCharge
+from agent.planning.enforcement import Overspend
+from models import AlertEvent, AlertKind, BudgetSnapshot, PoolSpec, PoolState, Resize, Severity
+
+MAX_LISTED = 5
+
+
+def budget_threshold_events(
+    snapshot: BudgetSnapshot, previous_spent_usd: float | None, thresholds: Sequence[float], at: datetime
+) -> list[AlertEvent]:
+    """An event for each threshold (a fraction of the cap) that spend crossed since ``previous_spent_usd``.
+
+    With no previous value (the agent just started) only the highest threshold already reached is reported,
+    not every one below it. Spend falling back (a new period) crosses nothing.
+    """
+    if snapshot.cap_usd is None or snapshot.cap_usd <= 0:
+        return []
+    now_fraction = snapshot.spent_usd / snapshot.cap_usd
+    crossed = [t for t in sorted(thresholds) if now_fraction >= t]
+    if previous_spent_usd is None:
+        crossed = crossed[-1:]
+    else:
+        before = previous_spent_usd / snapshot.cap_usd
+        crossed = [t for t in crossed if before < t]
+    return [_threshold_event(snapshot, t, at) for t in crossed]
+
+
+def _threshold_event(snapshot: BudgetSnapshot, threshold: float, at: datetime) -> AlertEvent:
+    cap = snapshot.cap_usd or 0.0
+    percent = round(threshold * 100)
+    severity = Severity.CRITICAL if threshold >= 1.0 else Severity.WARNING if threshold >= 0.8 else Severity.INFO
+    return AlertEvent(
+        kind=AlertKind.BUDGET_THRESHOLD,
+        severity=severity,
+        at=at,
+        subject=f"budget {snapshot.budget}: {percent}% of cap",
+        summary=(
+            f"Spent {snapshot.spent_usd:,.2f} USD of {cap:,.2f} USD "
+            f"({snapshot.spent_usd / cap:.0%}) in the period ending {_when(snapshot.period_end)}; "
+            f"projected {snapshot.projected_usd:,.2f} USD by then."
+        ),
+        details={
+            "period": f"{_when(snapshot.period_start)} to {_when(snapshot.period_end)}",
+            "remaining": f"{max(0.0, cap - snapshot.spent_usd):,.2f} USD",
+        },
+    )
+
+
+def projected_overspend_event(
+    overspend: Overspend, at: datetime, drivers: Sequence[ScaleUpCharge], releases: Iterable[Resize]
+) -> AlertEvent:
+    """The projection breaks a cap even with no further scale-up: which scale-ups drove it, and the releases the
+    plan makes in the budget's pools (burst capacity shed, cheapest to lose first)."""
+    listed = list(drivers)[:MAX_LISTED]
+    lines = [c.describe() for c in listed]
+    if len(drivers) > len(listed):
+        lines.append(f"... and {len(drivers) - len(listed)} more")
+    shedding = [f"{r.pool_id}: {r.from_units} -> {r.to_units} units" for r in releases if not r.is_scale_up]
+    over = overspend.projected_usd - overspend.cap_usd
+    return AlertEvent(
+        kind=AlertKind.PROJECTED_OVERSPEND,
+        severity=Severity.CRITICAL,
+        at=at,
+        subject=f"budget {overspend.budget} ({overspend.cap})",
+        summary=(
+            f"Projected {overspend.projected_usd:,.2f} USD against a {overspend.cap} cap of "
+            f"{overspend.cap_usd:,.2f} USD by {_when(overspend.period.end)} ({over:,.2f} USD over). "
+            f"Scale-ups are stopped; {'burst capacity is being shed' if shedding else 'nothing can be shed'}."
+        ),
+        details={
+            "scale-ups that drove it": "\n".join(lines) or "none by the agent this period",
+            "shedding": "\n".join(shedding) or "nothing can go safely now (no unit idle long enough, or at minimum)",
+        },
+    )
+
+
+def stockout_event(pool_id: str, at: datetime, error: str, next_pool: str | None = None) -> AlertEvent:
+    """A pool could not get capacity (stockout or quota); the agent backs off it."""
+    fallback = f" Trying {next_pool} instead." if next_pool else " No other eligible pool has room."
+    return AlertEvent(
+        kind=AlertKind.STOCKOUT,
+        severity=Severity.WARNING if next_pool else Severity.CRITICAL,
+        at=at,
+        subject=f"pool {pool_id}",
+        summary=f"No capacity available in pool {pool_id}: backing off it.{fallback}",
+        details={"error": error},
+    )
+
+
+@dataclass(frozen=True)
+class PendingScaleUp:
+    """A scale-up the agent asked for, waiting for its units to become ready."""
+
+    pool_id: str
+    requested_at: datetime
+    from_units: int
+    to_units: int
+
+
+def outstanding(pending: Iterable[PendingScaleUp], states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
+    """The scale-ups still waiting: their pool is not yet ready at the asked size and was not asked for less."""
+    out = []
+    for scale_up in pending:
+        state = states.get(scale_up.pool_id)
+        if state is None:
+            out.append(scale_up)  # unobserved: still owed
+        elif state.ready_units < scale_up.to_units <= state.target_units:
+            out.append(scale_up)
+    return out
+
+
+def stalled_scale_up_events(
+    pending: Iterable[PendingScaleUp],
+    states: Mapping[str, PoolState],
+    pools: Mapping[str, PoolSpec],
+    now: datetime,
+    factor: float = 2.0,
+) -> list[AlertEvent]:
+    """Scale-ups still not ready after ``factor`` times their pool's lead time."""
+    events = []
+    for scale_up in outstanding(pending, states):
+        spec = pools.get(scale_up.pool_id)
+        if spec is None:
+            continue
+        waited = now - scale_up.requested_at
+        if waited < spec.lead_time * factor:
+            continue
+        state = states.get(scale_up.pool_id)
+        ready = "unknown" if state is None else str(state.ready_units)
+        events.append(
+            AlertEvent(
+                kind=AlertKind.STALLED_SCALE_UP,
+                severity=Severity.WARNING,
+                at=now,
+                subject=f"pool {scale_up.pool_id}",
+                summary=(
+                    f"Scale-up of {scale_up.pool_id} to {scale_up.to_units} units, asked at "
+                    f"{_when(scale_up.requested_at)}, is still not ready after {_duration(waited)} "
+                    f"(lead time {_duration(spec.lead_time)})."
+                ),
+                details={"ready units": ready, "asked": f"{scale_up.from_units} -> {scale_up.to_units} units"},
+            )
+        )
+    return events
+
+
+def missing_data_event(demand_class: str, at: datetime, reason: str, held_pools: Sequence[str]) -> AlertEvent:
+    """Metrics for a demand class are missing or stale: its pools are held (no scale-down) until they return."""
+    return AlertEvent(
+        kind=AlertKind.MISSING_DATA,
+        severity=Severity.WARNING,
+        at=at,
+        subject=f"demand class {demand_class}",
+        summary=(
+            f"No trustworthy demand data for {demand_class} ({reason}). Holding its pools: no scale-down until "
+            "data returns; queued demand still scales up."
+        ),
+        details={"held pools": ", ".join(sorted(held_pools)) or "none"},
+    )
+
+
+def actuator_failure_event(pool_id: str, at: datetime, error: str, permanent: bool) -> AlertEvent:
+    """Changing a pool failed; a permanent failure means the agent stopped touching it."""
+    action = "The agent stopped changing this pool; a person must fix it." if permanent else "Retrying later."
+    return AlertEvent(
+        kind=AlertKind.ACTUATOR_FAILURE,
+        severity=Severity.CRITICAL if permanent else Severity.WARNING,
+        at=at,
+        subject=f"pool {pool_id}",
+        summary=f"Could not change pool {pool_id}. {action}",
+        details={"error": error},
+    )
+
+
+def _when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _duration(span: timedelta) -> str:
+    minutes = int(span.total_seconds() // 60)
+    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"

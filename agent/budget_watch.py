@@ -1,0 +1,81 @@
+"""The loop's money side: charge the ledger for what the pools hold, hand the planner each budget's spend, and
+raise the alerts about spend and slow capacity (budget thresholds, projected overspend, stalled scale-ups).
+
+One tick: ``observe`` (charge what was held since the last tick, return budget spend for the planner),
+``acted`` (charge the agent's own scale-ups from this instant; remember them), ``alerts``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from agent.alerts import (
+    PendingScaleUp,
+    budget_threshold_events,
+    outstanding,
+    projected_overspend_event,
+    stalled_scale_up_events,
+)
+from agent.ledger.accrual import PoolReading
+from agent.ledger.base import Ledger
+from agent.ledger.meter import SpendMeter
+from agent.planning.budget import Budget, BudgetSpend, scale_up_charges
+from agent.planning.enforcement import find_overspends
+from config.schema import Settings
+from models import ActionResult, ActionStatus, AlertEvent, CapacityPlan, PoolSpec, PoolState, Resize
+
+_BILLED = (ActionStatus.DONE, ActionStatus.STARTED)  # a recorded (dry-run) action bills nothing
+_HISTORY = timedelta(days=32)  # longer than any month period: every scale-up that could drive a projection
+
+
+class BudgetWatch:
+    def __init__(self, settings: Settings, pools: Mapping[str, PoolSpec], ledger: Ledger) -> None:
+        self.budgets = [Budget.from_settings(b) for b in settings.budgets]
+        self.meter = SpendMeter(ledger, settings.ledger.gap_after)
+        self.pools = pools
+        self.stall_factor = settings.alerts.stalled_after_lead_times
+        self._by_name = {b.name: b for b in self.budgets}
+        self._scale_ups: list[tuple[datetime, Resize]] = []
+        self._pending: list[PendingScaleUp] = []
+        self._spent: dict[str, tuple[datetime, float]] = {}  # budget -> (period start, spent at the last tick)
+
+    def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
+        """Charge what each pool held since the last tick; each budget's spend so far, for the planner."""
+        self.meter.observe(self._reading(now, s.pool_id, s.target_units) for s in states.values())
+        return self.meter.budget_spend(self.budgets, now)
+
+    def acted(self, now: datetime, plan: CapacityPlan, results: Sequence[ActionResult]) -> None:
+        """Charge the agent's own scale-ups from now on, and remember them for overspend and stall alerts."""
+        billed = {r.key for r in results if r.status in _BILLED}
+        ups = [r for r in plan.resizes if r.key in billed and r.is_scale_up]
+        self.meter.observe(self._reading(now, r.pool_id, r.to_units) for r in ups)
+        self._scale_ups = [(at, r) for at, r in self._scale_ups if now - at <= _HISTORY]
+        self._scale_ups += [(now, r) for r in ups]
+        self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units) for r in ups]
+
+    def alerts(
+        self, now: datetime, plan: CapacityPlan, spends: Sequence[BudgetSpend], states: Mapping[str, PoolState]
+    ) -> list[AlertEvent]:
+        events: list[AlertEvent] = []
+        for snapshot in plan.budgets:
+            budget = self._by_name.get(snapshot.budget)
+            if budget is None:  # an hourly cap: its overrun is a projected-overspend alert, not a threshold
+                continue
+            last = self._spent.get(budget.name)
+            previous = None if last is None else (last[1] if last[0] == snapshot.period_start else 0.0)
+            events += budget_threshold_events(snapshot, previous, budget.alert_thresholds, now)
+            self._spent[budget.name] = (snapshot.period_start, snapshot.spent_usd)
+        billed = {pool_id: s.target_units for pool_id, s in states.items()}
+        for overspend in find_overspends(now, spends, self.pools, billed):
+            budget = self._by_name[overspend.budget]
+            drivers = scale_up_charges(self._scale_ups, self.pools, budget, overspend.period)
+            releases = [r for r in plan.resizes if r.pool_id in budget.pools]
+            events.append(projected_overspend_event(overspend, now, drivers, releases))
+        self._pending = outstanding(self._pending, states)
+        events += stalled_scale_up_events(self._pending, states, self.pools, now, self.stall_factor)
+        return events
+
+    def _reading(self, now: datetime, pool_id: str, units: int) -> PoolReading:
+        spec = self.pools.get(pool_id)
+        return PoolReading(pool_id, now, units, spec.price_per_unit_hour_usd if spec else 0.0)

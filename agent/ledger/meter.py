@@ -1,0 +1,76 @@
+"""The spend meter: feeds pool readings through accrual into a ledger, and reads budget spend back out.
+
+This is the only place the loop touches the ledger: ``observe`` after each observation of the pools (and again
+after the agent's own resizes, so a scale-up is charged from the moment it was asked for), ``budget_spend``
+before planning.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
+from agent.ledger.base import Ledger
+from agent.planning.budget import Budget, BudgetSpend
+from models import LedgerEntry
+
+log = logging.getLogger(__name__)
+
+
+class SpendMeter:
+    def __init__(self, ledger: Ledger, gap_after: timedelta, grid: timedelta = GRID) -> None:
+        self.ledger = ledger
+        self.gap_after = gap_after
+        self.grid = grid
+
+    def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
+        """Record what the readings add to the ledger, all in one write (one transaction in SQLite)."""
+        newest: dict[str, LedgerEntry | None] = {}
+        accruals: list[Accrual] = []
+        entries: list[LedgerEntry] = []
+        for reading in readings:
+            pool = reading.pool_id
+            if pool not in newest:
+                newest[pool] = self.ledger.last_entry(pool)
+            accrual = accrue(newest[pool], reading, self.gap_after, self.grid)
+            for entry in accrual.entries:
+                newest[pool] = _newer(newest[pool], entry)
+            entries.extend(accrual.entries)
+            accruals.append(accrual)
+            if accrual.gap is not None:
+                log.warning(
+                    "pool %s was not observed for %s; charged %d units through the gap (%.2f USD)",
+                    pool,
+                    accrual.gap,
+                    accrual.entries[0].units,
+                    accrual.cost_usd,
+                    extra={"pool": pool, "gap_s": accrual.gap.total_seconds()},
+                )
+        self.ledger.record_many(entries)
+        return accruals
+
+    def budget_spend(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:
+        """What each budget's pools have spent in the current month period and the current hour, up to ``now``."""
+        spends = []
+        for budget in budgets:
+            period, hour = budget.period(now), budget.hour(now)
+            spends.append(
+                BudgetSpend(
+                    budget=budget,
+                    now=now,
+                    spent_period_usd=self.ledger.spent(sorted(budget.pools), period.start, now),
+                    spent_hour_usd=self.ledger.spent(sorted(budget.pools), hour.start, now),
+                )
+            )
+        return spends
+
+
+def _newer(last: LedgerEntry | None, entry: LedgerEntry) -> LedgerEntry:
+    """The pool's newest entry once ``entry`` is recorded, as the ledger will report it."""
+    if last is None or (entry.end, entry.start) > (last.end, last.start):
+        return entry
+    if entry.start == last.start:
+        return resolve(last, entry) or last
+    return last

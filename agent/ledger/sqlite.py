@@ -1,0 +1,173 @@
+"""The SQLite ledger: spend entries in an embedded database file, so spend survives restarts.
+
+Each ``record_many`` is one transaction, so a crash leaves either all of a reading's entries or none. Times are
+stored as integer microseconds since the Unix epoch (UTC), which keeps keys exact and ordering trivial. What a
+repeated (pool, start) stores is decided by ``accrual.resolve``, the same rule the in-memory ledger follows.
+sqlite3 errors are translated into ``LedgerUnavailable`` here.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from agent.ledger.accrual import resolve
+from models import LedgerEntry, LedgerUnavailable
+
+SCHEMA_VERSION = 1
+_APPLICATION_ID = 0x4C44_5447  # "LDTG": marks the file as a leadtime ledger
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS entries (
+    pool_id  TEXT    NOT NULL,
+    start_us INTEGER NOT NULL,
+    end_us   INTEGER NOT NULL,
+    units    INTEGER NOT NULL,
+    cost_usd REAL    NOT NULL,
+    PRIMARY KEY (pool_id, start_us)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS entries_by_end ON entries (pool_id, end_us);
+"""
+_COLUMNS = "pool_id, start_us, end_us, units, cost_usd"
+
+
+class SqliteLedger:
+    """A ledger in the SQLite file at ``path`` (created with its parent directory when missing)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        except (OSError, sqlite3.Error) as exc:
+            raise LedgerUnavailable(f"cannot open the ledger file {self.path}: {exc}") from None
+        try:
+            self._prepare()
+        except sqlite3.Error as exc:
+            self._db.close()
+            raise LedgerUnavailable(
+                f"{self.path} is not a usable leadtime ledger ({exc}); point ledger.path at a new file"
+            ) from None
+
+    # -- Ledger -------------------------------------------------------------------------------------------
+    def record(self, entry: LedgerEntry) -> None:
+        self.record_many([entry])
+
+    def record_many(self, entries: Sequence[LedgerEntry]) -> None:
+        if not entries:
+            return
+        with self._transaction() as db:
+            for entry in entries:
+                row = db.execute(
+                    f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? AND start_us = ?",
+                    (entry.pool_id, _to_us(entry.start)),
+                ).fetchone()
+                stored = resolve(None if row is None else _entry(row), entry)
+                if stored is not None:
+                    db.execute(f"INSERT OR REPLACE INTO entries ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", _row(stored))
+
+    def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        wanted = sorted(set(pools))
+        if not wanted:
+            return 0.0
+        marks = ", ".join("?" for _ in wanted)
+        row = self._query(
+            f"SELECT COALESCE(SUM(cost_usd), 0.0) FROM entries WHERE pool_id IN ({marks})"
+            " AND start_us >= ? AND start_us < ?",
+            (*wanted, _to_us(start), _to_us(end)),
+        )
+        return float(row[0][0])
+
+    def last_recorded(self, pool_id: str) -> datetime | None:
+        last = self.last_entry(pool_id)
+        return None if last is None else last.end
+
+    def last_entry(self, pool_id: str) -> LedgerEntry | None:
+        rows = self._query(
+            f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1",
+            (pool_id,),
+        )
+        return _entry(rows[0]) if rows else None
+
+    # -- reading back, closing ----------------------------------------------------------------------------
+    def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:
+        where, args = ("WHERE pool_id = ?", (pool_id,)) if pool_id is not None else ("", ())
+        rows = self._query(f"SELECT {_COLUMNS} FROM entries {where} ORDER BY start_us, pool_id", args)
+        return [_entry(r) for r in rows]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def __enter__(self) -> SqliteLedger:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _prepare(self) -> None:
+        application_id = self._db.execute("PRAGMA application_id").fetchone()[0]
+        version = self._db.execute("PRAGMA user_version").fetchone()[0]
+        tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+        if tables and application_id != _APPLICATION_ID:
+            raise sqlite3.DatabaseError("the file holds another application's database")
+        if version > SCHEMA_VERSION:
+            raise sqlite3.DatabaseError(f"ledger schema {version} is newer than this release knows ({SCHEMA_VERSION})")
+        self._db.execute("PRAGMA journal_mode = WAL")
+        self._db.execute("PRAGMA synchronous = FULL")
+        with self._transaction() as db:
+            for statement in _SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+            db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
+            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self._db
+                except BaseException:
+                    self._db.execute("ROLLBACK")
+                    raise
+                self._db.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise LedgerUnavailable(f"cannot write the ledger {self.path}: {exc}") from None
+
+    def _query(self, sql: str, args: Sequence[object]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            try:
+                return list(self._db.execute(sql, tuple(args)).fetchall())
+            except sqlite3.Error as exc:
+                raise LedgerUnavailable(f"cannot read the ledger {self.path}: {exc}") from None
+
+
+def _to_us(when: datetime) -> int:
+    if when.tzinfo is None:
+        raise ValueError(f"ledger times must be tz-aware, got {when.isoformat()}")
+    return (when - _EPOCH) // timedelta(microseconds=1)
+
+
+def _from_us(value: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=value)
+
+
+def _row(entry: LedgerEntry) -> tuple[str, int, int, int, float]:
+    return (entry.pool_id, _to_us(entry.start), _to_us(entry.end), entry.units, entry.cost_usd)
+
+
+def _entry(row: tuple[Any, ...]) -> LedgerEntry:
+    pool_id, start, end, units, cost = row
+    return LedgerEntry(str(pool_id), _from_us(int(start)), _from_us(int(end)), int(units), float(cost))

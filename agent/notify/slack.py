@@ -1,0 +1,262 @@
+"""Alerts to Slack through an incoming webhook (slack_sdk ``WebhookClient``).
+
+What it promises the loop: ``notify`` never raises and never waits long. A delivery that fails (connection
+refused, timeout, HTTP 5xx, a 429 asking to wait longer than ``max_retry_after``) keeps the alert pending and
+holds further attempts for a back-off; the next ``notify`` or ``flush`` after it tries again. An outage is logged
+once when it starts and once when it ends. A 429 with a short Retry-After is retried in place by slack_sdk's
+``RateLimitErrorRetryHandler``.
+
+Also: one message per alert key per ``dedup_window`` (measured in event time), at most
+``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
+while Slack is unreachable (the oldest are dropped first, and counted).
+
+The webhook URL is a secret: it comes from an environment variable or a mounted file, never from the YAML,
+and it is never logged (the SDK gets its own logger, quiet below WARNING and redacting the URL).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
+from slack_sdk.http_retry.request import HttpRequest
+from slack_sdk.http_retry.response import HttpResponse
+from slack_sdk.http_retry.state import RetryState
+from slack_sdk.webhook import WebhookClient
+
+from agent.notify.slack_message import blocks, fallback_text
+from config.alerts import AlertSettings
+from models import AlertEvent, ConfigError, ConfigProblem
+from models.clock import Clock
+
+log = logging.getLogger(__name__)
+_REDACTED = "<slack-webhook-url>"
+_MAX_BACKOFF_FACTOR = 16
+
+
+class BoundedRateLimitRetryHandler(RateLimitErrorRetryHandler):
+    """Retry a 429 in place only when Slack asks to wait at most ``max_wait_s``; longer waits are not spent
+    blocking the loop (the notifier holds the alert and tries again after Retry-After)."""
+
+    def __init__(self, max_wait_s: float) -> None:
+        super().__init__(max_retry_count=1)
+        self.max_wait_s = max_wait_s
+
+    def _can_retry(
+        self,
+        *,
+        state: RetryState,
+        request: HttpRequest,
+        response: HttpResponse | None = None,
+        error: Exception | None = None,
+    ) -> bool:
+        if not super()._can_retry(state=state, request=request, response=response, error=error):
+            return False
+        wait = retry_after_s(response.headers if response is not None else {})
+        return wait is not None and wait <= self.max_wait_s
+
+
+def retry_after_s(headers: Mapping[str, Any]) -> float | None:
+    """Retry-After in seconds from response headers (any case; a value or a list of values), if readable."""
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            raw = value[0] if isinstance(value, list | tuple) and value else value
+            try:
+                return max(0.0, float(str(raw)))
+            except ValueError:
+                return None
+    return None
+
+
+class SlackNotifier:
+    def __init__(
+        self,
+        client: WebhookClient,
+        clock: Clock,
+        dedup_window: timedelta = timedelta(hours=1),
+        rate_limit_per_minute: int = 10,
+        outage_backoff: timedelta = timedelta(minutes=1),
+        max_pending: int = 100,
+    ) -> None:
+        self._client = client
+        self._clock = clock
+        self.dedup_window = dedup_window
+        self._rate = rate_limit_per_minute
+        self._tokens = float(rate_limit_per_minute)
+        self._tokens_at: datetime | None = None
+        self._backoff = outage_backoff
+        self._failures = 0
+        self._hold_until: datetime | None = None
+        self._pending: OrderedDict[str, AlertEvent] = OrderedDict()
+        self._max_pending = max_pending
+        self._last_sent: dict[str, datetime] = {}
+        self._outage_since: datetime | None = None
+        self.delivered = 0
+        self.dropped = 0
+
+    def __repr__(self) -> str:
+        return f"SlackNotifier(pending={len(self._pending)}, delivered={self.delivered}, dropped={self.dropped})"
+
+    @property
+    def pending(self) -> tuple[AlertEvent, ...]:
+        return tuple(self._pending.values())
+
+    def notify(self, event: AlertEvent) -> bool:
+        """Deliver ``event`` now if allowed; True when delivered or a duplicate within the window."""
+        if self._is_duplicate(event):
+            return True
+        self._pending.pop(event.dedup_key, None)
+        self._pending[event.dedup_key] = event
+        while len(self._pending) > self._max_pending:
+            _, dropped = self._pending.popitem(last=False)
+            self.dropped += 1
+            log.warning("alert queue full: dropped %s %s", dropped.kind, dropped.subject)
+        self.flush()
+        return event.dedup_key not in self._pending
+
+    def flush(self) -> int:
+        """Try the pending alerts, oldest first, within the rate limit and outside a back-off. How many went."""
+        sent = 0
+        for key, event in list(self._pending.items()):
+            now = self._clock.now()
+            if self._hold_until is not None and now < self._hold_until:
+                break
+            if self._is_duplicate(event):
+                del self._pending[key]
+                continue
+            if not self._take_token(now):
+                break
+            if not self._send(event, now):
+                break
+            del self._pending[key]
+            self._last_sent[key] = event.at
+            sent += 1
+        return sent
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _is_duplicate(self, event: AlertEvent) -> bool:
+        last = self._last_sent.get(event.dedup_key)
+        return last is not None and event.at - last < self.dedup_window
+
+    def _take_token(self, now: datetime) -> bool:
+        if self._tokens_at is not None:
+            refill = (now - self._tokens_at).total_seconds() / 60.0 * self._rate
+            self._tokens = min(float(self._rate), self._tokens + max(0.0, refill))
+        self._tokens_at = now
+        if self._tokens < 1.0:
+            return False
+        self._tokens -= 1.0
+        return True
+
+    def _send(self, event: AlertEvent, now: datetime) -> bool:
+        try:
+            response = self._client.send(text=fallback_text(event), blocks=blocks(event))
+        except Exception as exc:  # noqa: BLE001 - whatever breaks in the chat path must not reach the loop
+            self._failed(now, f"{type(exc).__name__}: {self._redact(str(exc))}")
+            return False
+        if response.status_code == 200:
+            self._recovered(now)
+            self.delivered += 1
+            return True
+        body = self._redact(str(response.body or ""))[:200]
+        if response.status_code == 429:
+            wait = retry_after_s(dict(response.headers or {}))
+            self._failed(now, f"rate limited by Slack (HTTP 429): {body}", wait)
+        else:
+            self._failed(now, f"HTTP {response.status_code}: {body}")
+        return False
+
+    def _failed(self, now: datetime, reason: str, retry_after_s: float | None = None) -> None:
+        self._failures += 1
+        if retry_after_s is not None:
+            hold = timedelta(seconds=retry_after_s)
+        else:
+            hold = self._backoff * min(_MAX_BACKOFF_FACTOR, 2 ** (self._failures - 1))
+        self._hold_until = now + hold
+        if self._outage_since is None:
+            self._outage_since = now
+            log.warning(
+                "Slack alerts are not getting through (%s); keeping them and trying again after %s",
+                reason,
+                hold,
+                extra={"pending": len(self._pending)},
+            )
+        else:
+            log.debug("Slack still unreachable (%s); next try after %s", reason, hold)
+
+    def _recovered(self, now: datetime) -> None:
+        if self._outage_since is not None:
+            log.warning("Slack alerts are getting through again after %s", now - self._outage_since)
+        self._outage_since = None
+        self._failures = 0
+        self._hold_until = None
+
+    def _redact(self, text: str) -> str:
+        return text.replace(self._client.url, _REDACTED) if self._client.url else text
+
+
+class _RedactUrl(logging.Filter):
+    def __init__(self, url: str) -> None:
+        super().__init__()
+        self._url = url
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self._url in message:
+            record.msg, record.args = message.replace(self._url, _REDACTED), None
+        return True
+
+
+def webhook_url(settings: AlertSettings, environ: Mapping[str, str]) -> str | None:
+    """The webhook URL from the mounted file named in the settings, else from the environment variable.
+
+    ``None`` when neither is set (alerts then only go to the log). Errors never quote the secret.
+    """
+    if settings.slack_webhook_url_file is not None:
+        key = "alerts.slack_webhook_url_file"
+        try:
+            url = Path(settings.slack_webhook_url_file).read_text(encoding="utf-8").strip()
+        except (OSError, UnicodeDecodeError) as exc:
+            problem = ConfigProblem(key, f"cannot read the webhook URL file: {type(exc).__name__}: {exc.args[-1]}")
+            raise ConfigError("alerts", [problem]) from None
+        where = f"the file {settings.slack_webhook_url_file}"
+    else:
+        key = "alerts.slack_webhook_url_env"
+        url = environ.get(settings.slack_webhook_url_env, "").strip()
+        where = f"the environment variable {settings.slack_webhook_url_env}"
+        if not url:
+            return None
+    if not url.startswith(("https://", "http://")):
+        raise ConfigError("alerts", [ConfigProblem(key, f"{where} does not hold an http(s) webhook URL")])
+    return url
+
+
+def build_slack_notifier(
+    settings: AlertSettings, clock: Clock, environ: Mapping[str, str], url: str | None = None
+) -> SlackNotifier | None:
+    """A SlackNotifier wired as the settings say, or ``None`` when no webhook URL is configured."""
+    url = url or webhook_url(settings, environ)
+    if url is None:
+        return None
+    sdk_log = logging.Logger(f"{__name__}.sdk", logging.WARNING)
+    sdk_log.parent = log
+    sdk_log.addFilter(_RedactUrl(url))
+    client = WebhookClient(
+        url,
+        timeout=settings.request_timeout.total_seconds(),  # type: ignore[arg-type]  # urlopen takes float seconds
+        logger=sdk_log,
+        retry_handlers=[BoundedRateLimitRetryHandler(settings.max_retry_after.total_seconds())],
+    )
+    return SlackNotifier(
+        client,
+        clock,
+        dedup_window=settings.dedup_window,
+        rate_limit_per_minute=settings.rate_limit_per_minute,
+        outage_backoff=settings.outage_backoff,
+        max_pending=settings.max_pending,
+    )

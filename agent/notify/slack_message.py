@@ -1,0 +1,59 @@
+"""How an alert reads in Slack: Block Kit blocks for people, and a plain-text fallback for notifications and
+clients that cannot show blocks. Pure; Slack's size limits are respected by truncation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from models import AlertEvent, AlertKind, Severity
+
+TITLES = {
+    AlertKind.BUDGET_THRESHOLD: "Budget threshold crossed",
+    AlertKind.PROJECTED_OVERSPEND: "Projected overspend",
+    AlertKind.STOCKOUT: "Capacity stockout",
+    AlertKind.STALLED_SCALE_UP: "Scale-up not ready",
+    AlertKind.MISSING_DATA: "Metrics missing or stale: holding",
+    AlertKind.ACTUATOR_FAILURE: "Actuator failure",
+}
+_EMOJI = {Severity.INFO: ":information_source:", Severity.WARNING: ":warning:", Severity.CRITICAL: ":rotating_light:"}
+_HEADER_MAX, _SECTION_MAX, _FIELD_MAX, _FIELDS_MAX, _TEXT_MAX = 150, 3000, 2000, 10, 3000
+
+
+def fallback_text(event: AlertEvent) -> str:
+    """One line: what a phone notification or a text-only client shows."""
+    line = f"[{event.severity.upper()}] {TITLES.get(event.kind, str(event.kind))}: {event.subject} - {event.summary}"
+    return _cut(line, _TEXT_MAX)
+
+
+def blocks(event: AlertEvent) -> list[dict[str, Any]]:
+    """Header, the summary, one field per detail, and a context line with kind, severity and time."""
+    title = f"{_EMOJI[event.severity]} {TITLES.get(event.kind, str(event.kind))}"
+    out: list[dict[str, Any]] = [
+        {"type": "header", "text": {"type": "plain_text", "text": _cut(title, _HEADER_MAX), "emoji": True}},
+        {
+            "type": "section",
+            "text": {
+                "type": "mrkdwn",
+                "text": _cut(f"*{_escape(event.subject)}*\n{_escape(event.summary)}", _SECTION_MAX),
+            },
+        },
+    ]
+    fields = [
+        {"type": "mrkdwn", "text": _cut(f"*{_escape(key)}*\n{_escape(value)}", _FIELD_MAX)}
+        for key, value in list(event.details.items())[:_FIELDS_MAX]
+    ]
+    if fields:
+        out.append({"type": "section", "fields": fields})
+    when = event.at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
+    context = f"{event.kind} · {event.severity} · {when} · leadtime"
+    out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _escape(context)}]})
+    return out
+
+
+def _escape(text: str) -> str:
+    """Slack mrkdwn needs only these three escaped; anything else is shown as written."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,183 @@
+"""Budgets: their periods (a month from a configured day in a time zone, and the clock hour), spend projected to
+the end of a period, and what the agent's scale-ups cost against them. Pure: ``now`` is always a parameter.
+
+A projection assumes the units a plan holds keep running to the end of the period (a run-rate projection), on
+top of what the ledger says was already spent. Enforcement of caps on a plan lives in
+``agent.planning.enforcement``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from enum import StrEnum
+from zoneinfo import ZoneInfo
+
+from config.schema import BudgetSettings
+from models import PoolSpec, Resize
+
+_HOUR = timedelta(hours=1)
+
+
+class CapKind(StrEnum):
+    MONTH = "monthly"
+    HOUR = "hourly"
+
+
+@dataclass(frozen=True)
+class Period:
+    """A half-open interval of time ``[start, end)``, both tz-aware UTC."""
+
+    start: datetime
+    end: datetime
+
+    def remaining(self, now: datetime) -> timedelta:
+        """Time left in the period after ``now`` (all of it before it starts, none after it ends)."""
+        return max(timedelta(0), self.end - max(now, self.start))
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A cap in USD per month (from ``period_start_day`` at midnight in ``tz``) and/or per clock hour, over a
+    named set of pools."""
+
+    name: str
+    pools: frozenset[str]
+    monthly_cap_usd: float | None = None
+    hourly_cap_usd: float | None = None
+    period_start_day: int = 1
+    tz: tzinfo = UTC
+    alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.period_start_day <= 28:
+            raise ValueError(f"budget {self.name!r}: period_start_day must be within 1..28")
+
+    @classmethod
+    def from_settings(cls, settings: BudgetSettings) -> Budget:
+        return cls(
+            name=settings.name,
+            pools=frozenset(settings.pools),
+            monthly_cap_usd=settings.monthly_cap_usd,
+            hourly_cap_usd=settings.hourly_cap_usd,
+            period_start_day=settings.period_start_day,
+            tz=ZoneInfo(settings.timezone),
+            alert_thresholds=tuple(sorted(settings.alert_thresholds)),
+        )
+
+    def period(self, now: datetime) -> Period:
+        """The month period holding ``now``: from the start day at local midnight to the same day next month."""
+        local = _aware(now).astimezone(self.tz)
+        year, month = local.year, local.month
+        if local.day < self.period_start_day:
+            year, month = _shift_month(year, month, -1)
+        start = datetime(year, month, self.period_start_day, tzinfo=self.tz)
+        end = datetime(*_shift_month(year, month, 1), self.period_start_day, tzinfo=self.tz)
+        return Period(start.astimezone(UTC), end.astimezone(UTC))
+
+    def hour(self, now: datetime) -> Period:
+        """The local clock hour holding ``now`` (matters for zones offset by a half or quarter hour)."""
+        local = _aware(now).astimezone(self.tz)
+        start = local.replace(minute=0, second=0, microsecond=0).astimezone(UTC)
+        return Period(start, start + _HOUR)
+
+    def caps(self, now: datetime) -> list[tuple[CapKind, Period, float]]:
+        """Each cap this budget sets, with the period it applies to at ``now``."""
+        caps = []
+        if self.monthly_cap_usd is not None:
+            caps.append((CapKind.MONTH, self.period(now), self.monthly_cap_usd))
+        if self.hourly_cap_usd is not None:
+            caps.append((CapKind.HOUR, self.hour(now), self.hourly_cap_usd))
+        return caps
+
+
+@dataclass(frozen=True)
+class BudgetSpend:
+    """What a budget's pools spent so far (from the ledger) in the current month period and clock hour."""
+
+    budget: Budget
+    now: datetime
+    spent_period_usd: float
+    spent_hour_usd: float
+
+    def spent(self, kind: CapKind) -> float:
+        return self.spent_period_usd if kind is CapKind.MONTH else self.spent_hour_usd
+
+
+def project(
+    spent_usd: float,
+    period: Period,
+    now: datetime,
+    pools: Iterable[str],
+    units: Mapping[str, int],
+    prices: Mapping[str, float],
+    held: Mapping[str, int] | None = None,
+    settle: timedelta = timedelta(0),
+) -> float:
+    """Spend at the end of ``period`` if each pool holds ``units`` from ``now`` on.
+
+    A pool asked to shrink keeps billing its ``held`` units for ``settle`` (one tick: the ledger charges the
+    last observed capacity until the next observation), then bills its new units.
+    """
+    remaining = period.remaining(now)
+    first = min(settle, remaining)
+    first_h, rest_h = _hours(first), _hours(remaining - first)
+    total = spent_usd
+    for pool in pools:
+        target = units.get(pool, 0)
+        before = max(target, (held or {}).get(pool, target))
+        total += prices.get(pool, 0.0) * (before * first_h + target * rest_h)
+    return total
+
+
+@dataclass(frozen=True)
+class ScaleUpCharge:
+    """What one of the agent's scale-ups adds to a period's spend: its extra units from ``at`` to period end."""
+
+    at: datetime
+    pool_id: str
+    from_units: int
+    to_units: int
+    cost_usd: float
+
+    def describe(self) -> str:
+        return (
+            f"{self.at:%Y-%m-%d %H:%M} UTC {self.pool_id} {self.from_units}->{self.to_units} units "
+            f"(+{self.cost_usd:,.2f} USD to period end)"
+        )
+
+
+def scale_up_charges(
+    scale_ups: Sequence[tuple[datetime, Resize]],
+    pools: Mapping[str, PoolSpec],
+    budget: Budget,
+    period: Period,
+) -> list[ScaleUpCharge]:
+    """The scale-ups inside ``period`` on the budget's pools, most expensive first: what drove a projection."""
+    charges = []
+    for at, resize in scale_ups:
+        spec = pools.get(resize.pool_id)
+        if spec is None or resize.pool_id not in budget.pools or not resize.is_scale_up:
+            continue
+        if not period.start <= at < period.end:
+            continue
+        extra = resize.to_units - resize.from_units
+        cost = extra * spec.price_per_unit_hour_usd * _hours(period.end - at)
+        charges.append(ScaleUpCharge(at, resize.pool_id, resize.from_units, resize.to_units, cost))
+    return sorted(charges, key=lambda c: (-c.cost_usd, c.at, c.pool_id))
+
+
+def _hours(span: timedelta) -> float:
+    return span.total_seconds() / 3600.0
+
+
+def _aware(now: datetime) -> datetime:
+    if now.tzinfo is None:
+        raise ValueError(f"budget periods need a tz-aware time, got {now.isoformat()}")
+    return now
+
+
+def _shift_month(year: int, month: int, by: int) -> tuple[int, int]:
+    index = year * 12 + (month - 1) + by
+    return index // 12, index % 12 + 1

@@ -1,0 +1,93 @@
+"""The planner's last step: hold its decisions to the budget caps. Pure.
+
+Scale-ups are trimmed by ``enforce_budgets``. Where a cap is broken anyway (prices rose, a cap was lowered, a
+new period began with capacity bought late in the last one), the units it names are released through the
+planner's safe release rule: only units observed idle for the stabilization window go, never from a pool the
+planner is holding (missing data, an operation in flight, a permanent error). Whatever should go but cannot go
+safely is kept, with a budget skip that says how many and why; the loop alerts on the overrun.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from agent.planning.budget import BudgetSpend
+from agent.planning.enforcement import enforce_budgets
+from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
+
+_HOLDS = {SkipReason.MISSING_DATA, SkipReason.PERMANENT_ERROR, SkipReason.IN_FLIGHT}
+
+
+@dataclass(frozen=True)
+class BudgetedDecisions:
+    resizes: tuple[Resize, ...]
+    skips: tuple[Skip, ...]
+    targets: dict[str, int]
+    snapshots: tuple[BudgetSnapshot, ...] = ()
+
+
+def apply_budgets(
+    now: datetime,
+    tick: timedelta,
+    stabilization: timedelta,
+    pools: Sequence[PoolSpec],
+    states: Mapping[str, PoolState],
+    spends: Sequence[BudgetSpend],
+    resizes: Sequence[Resize],
+    skips: Sequence[Skip],
+    targets: Mapping[str, int],
+) -> BudgetedDecisions:
+    if not spends:
+        return BudgetedDecisions(tuple(resizes), tuple(skips), dict(targets))
+    specs = {p.pool_id: p for p in pools}
+    billed = {pool_id: state.target_units for pool_id, state in states.items()}
+    settled = {pool_id: _settled_idle(state, now, stabilization) for pool_id, state in states.items()}
+    out = enforce_budgets(now, spends, specs, billed, {r.pool_id: r.to_units for r in resizes}, settled, tick)
+
+    by_pool: dict[str, Resize] = {}
+    for resize in resizes:
+        allowed = out.targets[resize.pool_id]
+        if allowed == resize.to_units:
+            by_pool[resize.pool_id] = resize
+        elif allowed != resize.from_units:
+            reason = f"{resize.reason}; trimmed to {allowed} units by a budget cap"
+            by_pool[resize.pool_id] = Resize(
+                resize.pool_id, resize.from_units, allowed, reason, _key(now, resize.pool_id, allowed)
+            )
+    new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}
+    new_skips = [*skips, *out.skips]
+    held = {s.pool_id for s in skips if s.reason in _HOLDS}
+    for shed in out.shed:
+        pool_id, current = shed.pool_id, billed[shed.pool_id]
+        planned = by_pool.get(pool_id)
+        after = planned.to_units if planned is not None else current
+        idle_left = 0 if pool_id in held else max(0, settled.get(pool_id, 0) - (current - after))
+        release = min(shed.units, idle_left)
+        if release:
+            to_units = after - release
+            reason = (
+                f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {release} idle units "
+                f"(cheapest to lose first)"
+            )
+            by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
+            new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
+        if release < shed.units:
+            why = "in a pool that is held" if pool_id in held else f"not idle for {stabilization}"
+            detail = (
+                f"budget {shed.budget!r} projected over its {shed.cap} cap: {shed.units - release} more units "
+                f"should be released but are {why}; keeping them"
+            )
+            new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
+    ordered = tuple(by_pool[p] for p in sorted(by_pool))
+    return BudgetedDecisions(ordered, tuple(new_skips), new_targets, out.snapshots)
+
+
+def _settled_idle(state: PoolState, now: datetime, window: timedelta) -> int:
+    return sum(1 for since in state.idle_since if now - since >= window)
+
+
+def _key(now: datetime, pool_id: str, to_units: int) -> str:
+    """The planner's idempotency key format: one key per pool, tick and target."""
+    return f"{pool_id}@{now.isoformat()}->{to_units}"

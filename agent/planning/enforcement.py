@@ -1,0 +1,303 @@
+"""Enforcing budget caps on a plan. Pure: the planner calls ``enforce_budgets`` with its proposed targets.
+
+Two duties:
+
+1. **Trim.** A scale-up (a proposed absolute target above the units billed now) that would take any cap's
+   projection above the cap is cut to what fits, in whole units, with a ``SkipReason.BUDGET`` skip naming the
+   budget. Room is handed out in fill order (on-prem, reserved, spot, on-demand; then price per chip), so the
+   scale-ups the planner would fill first are the last to be trimmed. Releases proposed in the same tick are
+   not counted as room: a release may still be refused, and the cap must hold either way.
+2. **Shed.** When the projection exceeds a cap even without any scale-up (prices rose, a cap was lowered), the
+   result names burst units to release, cheapest to lose first: idle units before busy ones, then on-demand
+   before spot before reserved, then the dearest per chip. Fixed (on-prem) pools and units at a pool's minimum
+   are never named. Releasing is the planner's job, through its safe release path; this only says what.
+
+A monthly cap is held over what is left of the month. An hourly cap is held over what is left of the hour and
+over the whole next hour, so it also caps the rate of spend.
+
+A budget pool missing from ``billed`` is counted at its ``max_units``: spend of a pool nobody observed is never
+assumed to be zero.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from agent.planning.budget import BudgetSpend, CapKind, Period, project
+from models import BudgetSnapshot, CapacityTier, PoolKind, PoolSpec, Skip, SkipReason
+
+_EPS_USD = 1e-6
+
+
+@dataclass(frozen=True)
+class Trim:
+    """A scale-up cut short by a cap: the pool wanted ``wanted_units`` and may have ``allowed_units``."""
+
+    pool_id: str
+    billed_units: int
+    wanted_units: int
+    allowed_units: int
+    budget: str
+    cap: CapKind
+
+
+@dataclass(frozen=True)
+class Shed:
+    """Units of a pool to release to bring a projection back under its cap (``idle_units`` of them idle now)."""
+
+    pool_id: str
+    units: int
+    idle_units: int
+    budget: str
+    cap: CapKind
+    saves_usd: float
+
+
+@dataclass(frozen=True)
+class Overspend:
+    """A cap whose projection exceeds it with the units billed now, before anything is shed."""
+
+    budget: str
+    cap: CapKind
+    period: Period
+    cap_usd: float
+    projected_usd: float
+
+
+@dataclass(frozen=True)
+class BudgetEnforcement:
+    """Targets with scale-ups trimmed to the caps, the skips saying why, and what to shed if over a cap."""
+
+    targets: dict[str, int]
+    skips: tuple[Skip, ...] = ()
+    trims: tuple[Trim, ...] = ()
+    shed: tuple[Shed, ...] = ()
+    overspends: tuple[Overspend, ...] = ()
+    snapshots: tuple[BudgetSnapshot, ...] = field(default=())
+
+
+@dataclass
+class _Cap:
+    budget: str
+    kind: CapKind
+    period: Period
+    cap_usd: float
+    spent_usd: float
+    pools: frozenset[str]
+    lookahead: bool = False
+    room_usd: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"budget {self.budget!r} ({self.kind} cap {self.cap_usd:,.2f} USD)"
+
+
+def enforce_budgets(
+    now: datetime,
+    spends: Sequence[BudgetSpend],
+    pools: Mapping[str, PoolSpec],
+    billed: Mapping[str, int],
+    proposed: Mapping[str, int],
+    idle: Mapping[str, int] | None = None,
+    settle: timedelta = timedelta(minutes=1),
+) -> BudgetEnforcement:
+    """Trim ``proposed`` scale-ups to every cap in ``spends`` and say what to shed where a cap is already broken.
+
+    ``billed`` holds the units each pool bills now (ready plus provisioning), ``proposed`` the planner's absolute
+    targets, ``idle`` the units observed idle, ``settle`` the loop's tick (how long a released unit keeps
+    billing in the ledger).
+    """
+    caps = _caps(now, spends)
+    prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
+    base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
+    overspends = []
+    for cap in caps:
+        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices)
+        cap.room_usd = cap.cap_usd - projected
+        if cap.room_usd < -_EPS_USD:
+            overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected))
+
+    targets = dict(proposed)
+    trims, skips = _trim(now, caps, pools, base, targets)
+    shed = _shed(now, caps, pools, base, targets, idle or {}, settle)
+    final = dict(targets)
+    for item in shed:
+        final[item.pool_id] = final.get(item.pool_id, base[item.pool_id]) - item.units
+    snapshots = tuple(
+        BudgetSnapshot(
+            budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
+            period_start=cap.period.start,
+            period_end=cap.period.end,
+            spent_usd=cap.spent_usd,
+            cap_usd=cap.cap_usd,
+            projected_usd=project(
+                cap.spent_usd, cap.period, now, sorted(cap.pools), {**base, **final}, prices, base, settle
+            ),
+        )
+        for cap in caps
+        if not cap.lookahead
+    )
+    return BudgetEnforcement(targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots)
+
+
+def find_overspends(
+    now: datetime, spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
+) -> list[Overspend]:
+    """The caps whose projection with the units billed now exceeds them (what ``enforce_budgets`` sheds for)."""
+    prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
+    base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
+    out = []
+    for cap in _caps(now, spends):
+        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices)
+        if projected > cap.cap_usd + _EPS_USD:
+            out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected))
+    return out
+
+
+def _caps(now: datetime, spends: Sequence[BudgetSpend]) -> list[_Cap]:
+    """Every cap at ``now``. An hourly cap is also held over the whole next hour (a rate): otherwise a scale-up
+    late in an hour, cheap against the minutes left, would break the next hour the moment it starts."""
+    caps = []
+    for spend in sorted(spends, key=lambda s: s.budget.name):
+        name, pools = spend.budget.name, spend.budget.pools
+        for kind, period, cap_usd in spend.budget.caps(now):
+            caps.append(_Cap(name, kind, period, cap_usd, spend.spent(kind), pools))
+            if kind is CapKind.HOUR:
+                following = Period(period.end, period.end + (period.end - period.start))
+                caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True))
+    return caps
+
+
+def _trim(
+    now: datetime,
+    caps: list[_Cap],
+    pools: Mapping[str, PoolSpec],
+    base: Mapping[str, int],
+    targets: dict[str, int],
+) -> tuple[list[Trim], list[Skip]]:
+    """Grant scale-ups in fill order while every cap over the pool keeps its projection within the cap."""
+    trims: list[Trim] = []
+    skips: list[Skip] = []
+    ups = sorted((p for p, t in targets.items() if p in pools and t > base[p]), key=lambda p: pools[p].fill_key)
+    for pool_id in ups:
+        wanted = targets[pool_id] - base[pool_id]
+        allowed, binding = wanted, None
+        for cap in caps:
+            if pool_id not in cap.pools:
+                continue
+            per_unit = pools[pool_id].price_per_unit_hour_usd * _hours(cap.period.remaining(now))
+            if per_unit <= 0.0:
+                continue
+            fits = max(0, math.floor((cap.room_usd + _EPS_USD) / per_unit))
+            if fits < allowed:
+                allowed, binding = fits, cap
+        for cap in caps:
+            if pool_id in cap.pools:
+                cap.room_usd -= allowed * pools[pool_id].price_per_unit_hour_usd * _hours(cap.period.remaining(now))
+        if binding is None:
+            continue
+        targets[pool_id] = base[pool_id] + allowed
+        trims.append(
+            Trim(pool_id, base[pool_id], base[pool_id] + wanted, targets[pool_id], binding.budget, binding.kind)
+        )
+        skips.append(
+            Skip(
+                pool_id,
+                SkipReason.BUDGET,
+                f"{binding.label} allows {allowed} of {wanted} more units "
+                f"({base[pool_id]}->{targets[pool_id]} instead of ->{base[pool_id] + wanted}); "
+                f"{max(0.0, binding.room_usd):,.2f} USD of room left to period end",
+            )
+        )
+    return trims, skips
+
+
+def _shed(
+    now: datetime,
+    caps: list[_Cap],
+    pools: Mapping[str, PoolSpec],
+    base: Mapping[str, int],
+    targets: Mapping[str, int],
+    idle: Mapping[str, int],
+    settle: timedelta,
+) -> list[Shed]:
+    """Units to release, in cheapest-to-lose order, until no cap is broken (or nothing more can be shed).
+
+    The planner's own releases in this tick count towards the shortfall; scale-ups were already trimmed to zero
+    in every broken budget, because a broken cap has no room.
+    """
+    prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
+    kept = {p: min(targets.get(p, base[p]), base[p]) for p in base}
+    excess: dict[int, float] = {}
+    for i, cap in enumerate(caps):
+        if cap.room_usd >= -_EPS_USD:
+            continue
+        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle)
+        if projected > cap.cap_usd + _EPS_USD:
+            excess[i] = projected - cap.cap_usd
+    shed: dict[str, Shed] = {}
+    for _, pool_id, is_idle, count in _candidates([caps[i] for i in excess], pools, base, kept, idle):
+        saves = {
+            i: prices[pool_id] * _hours(max(timedelta(0), caps[i].period.remaining(now) - settle))
+            for i in excess
+            if pool_id in caps[i].pools
+        }
+        needed = [math.ceil((excess[i] - _EPS_USD) / v) for i, v in saves.items() if v > 0.0 and excess[i] > _EPS_USD]
+        if not needed:
+            continue
+        n = min(count, max(needed))
+        for i, value in saves.items():
+            excess[i] -= n * value
+        worst = next(i for i, v in saves.items() if v > 0.0)
+        before = shed.get(pool_id)
+        shed[pool_id] = Shed(
+            pool_id,
+            n + (before.units if before else 0),
+            (n if is_idle else 0) + (before.idle_units if before else 0),
+            caps[worst].budget,
+            caps[worst].kind,
+            n * max(saves.values()) + (before.saves_usd if before else 0.0),
+        )
+        if all(v <= _EPS_USD for v in excess.values()):
+            break
+    return [shed[p] for p in sorted(shed)]
+
+
+def _candidates(
+    broken: list[_Cap],
+    pools: Mapping[str, PoolSpec],
+    base: Mapping[str, int],
+    kept: Mapping[str, int],
+    idle: Mapping[str, int],
+) -> list[tuple[tuple[int, int, float, str], str, bool, int]]:
+    """Groups of sheddable units (pool, idle or busy, how many), cheapest to lose first."""
+    members = sorted({p for cap in broken for p in cap.pools if p in pools})
+    groups = []
+    for pool_id in members:
+        spec = pools[pool_id]
+        if spec.kind is PoolKind.ON_PREM or spec.price_per_unit_hour_usd <= 0.0:
+            continue
+        sheddable = max(0, kept[pool_id] - spec.min_units)
+        already_released = base[pool_id] - kept[pool_id]
+        idle_left = min(sheddable, max(0, idle.get(pool_id, 0) - already_released))
+        rank = (-_TIER_SHED_RANK[spec.tier], -spec.price_per_chip_hour_usd, pool_id)
+        if idle_left:
+            groups.append(((0, *rank), pool_id, True, idle_left))
+        if sheddable - idle_left:
+            groups.append(((1, *rank), pool_id, False, sheddable - idle_left))
+    return sorted(groups)
+
+
+_TIER_SHED_RANK = {
+    CapacityTier.ON_DEMAND: 3,
+    CapacityTier.SPOT: 2,
+    CapacityTier.RESERVED: 1,
+    CapacityTier.ON_PREM: 0,
+}
+
+
+def _hours(span: timedelta) -> float:
+    return span.total_seconds() / 3600.0

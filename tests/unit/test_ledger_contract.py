@@ -1,0 +1,74 @@
+"""One contract for every Ledger: the in-memory one and the SQLite one pass the same tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent.ledger import InMemoryLedger, Ledger
+from agent.ledger.sqlite import SqliteLedger
+from models import LedgerEntry
+
+T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+MIN = timedelta(minutes=1)
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
+    if request.param == "memory":
+        yield InMemoryLedger()
+        return
+    sqlite = SqliteLedger(tmp_path / "ledger.sqlite")
+    yield sqlite
+    sqlite.close()
+
+
+def entry(pool: str, start_min: int, end_min: int, units: int, cost: float) -> LedgerEntry:
+    return LedgerEntry(pool, T0 + start_min * MIN, T0 + end_min * MIN, units, cost)
+
+
+def test_recording_the_same_pool_and_start_twice_has_no_effect(ledger: Ledger) -> None:
+    ledger.record(entry("a", 0, 1, 2, 1.5))
+    ledger.record(entry("a", 0, 1, 2, 1.5))
+    ledger.record(entry("a", 0, 2, 9, 99.0))  # same key, different content: the first wins
+    assert ledger.spent(["a"], T0, T0 + 10 * MIN) == pytest.approx(1.5)
+
+
+def test_spent_counts_entries_starting_in_the_range_for_the_named_pools(ledger: Ledger) -> None:
+    ledger.record_many([entry("a", 0, 1, 1, 1.0), entry("a", 1, 2, 1, 2.0), entry("b", 1, 2, 1, 4.0)])
+    assert ledger.spent(["a"], T0, T0 + 10 * MIN) == pytest.approx(3.0)
+    assert ledger.spent(["a", "b"], T0 + MIN, T0 + 2 * MIN) == pytest.approx(6.0)
+    assert ledger.spent(["a", "a"], T0 + MIN, T0 + 2 * MIN) == pytest.approx(2.0)
+    assert ledger.spent(["c"], T0, T0 + 10 * MIN) == 0.0
+    assert ledger.spent([], T0, T0 + 10 * MIN) == 0.0
+
+
+def test_a_real_entry_replaces_a_mark_and_marks_keep_the_larger(ledger: Ledger) -> None:
+    ledger.record(entry("a", 1, 1, 3, 0.0))
+    ledger.record(entry("a", 1, 1, 5, 0.0))
+    ledger.record(entry("a", 1, 1, 4, 0.0))
+    assert ledger.last_entry("a") == entry("a", 1, 1, 5, 0.0)
+    ledger.record(entry("a", 1, 2, 5, 7.0))
+    ledger.record(entry("a", 1, 1, 9, 0.0))  # a mark after the real entry changes nothing
+    assert ledger.last_entry("a") == entry("a", 1, 2, 5, 7.0)
+    assert ledger.spent(["a"], T0, T0 + 10 * MIN) == pytest.approx(7.0)
+
+
+def test_last_entry_is_the_newest_by_end_then_start(ledger: Ledger) -> None:
+    assert ledger.last_entry("a") is None
+    assert ledger.last_recorded("a") is None
+    ledger.record_many([entry("a", 0, 1, 1, 1.0), entry("a", 1, 1, 2, 0.0)])
+    assert ledger.last_entry("a") == entry("a", 1, 1, 2, 0.0)
+    assert ledger.last_recorded("a") == T0 + MIN
+    ledger.record(entry("a", 1, 3, 2, 1.0))
+    assert ledger.last_recorded("a") == T0 + 3 * MIN
+
+
+def test_entries_recorded_out_of_order_add_up(ledger: Ledger) -> None:
+    ledger.record_many([entry("a", 5, 6, 1, 5.0), entry("a", 0, 1, 1, 1.0), entry("a", 2, 3, 1, 2.0)])
+    assert ledger.spent(["a"], T0, T0 + 3 * MIN) == pytest.approx(3.0)
+    assert ledger.spent(["a"], T0 + 2 * MIN, T0 + 6 * MIN) == pytest.approx(7.0)
+    assert ledger.last_recorded("a") == T0 + 6 * MIN

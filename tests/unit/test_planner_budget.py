@@ -1,0 +1,101 @@
+"""The planner held to budget caps: scale-ups trimmed with a budget skip, overruns shed, held pools spared."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from agent.planning import PlanInput, PlannerMemory, plan_capacity
+from agent.planning.budget import Budget, BudgetSpend
+from config.schema import PlannerSettings
+from models import CapacityPlan, DemandForecast, PoolSpec, PoolState, SkipReason
+from tests.unit.test_planner import forecast, pool
+
+NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends
+STEP = timedelta(minutes=5)
+
+
+def state(target: int, idle_minutes: tuple[int, ...] = ()) -> PoolState:
+    since = tuple(NOW - timedelta(minutes=m) for m in idle_minutes)
+    return PoolState("gpu", NOW, target, target, idle_units=len(since), idle_since=since)
+
+
+def plan(
+    pools: list[PoolSpec],
+    states: list[PoolState],
+    demand: dict[str, float],
+    budgets: list[BudgetSpend],
+    forecasts: dict[str, DemandForecast] | None = None,
+) -> CapacityPlan:
+    return plan_capacity(
+        PlanInput(
+            now=NOW,
+            tick=STEP,
+            pools=pools,
+            states={s.pool_id: s for s in states},
+            forecasts=forecasts if forecasts is not None else {k: forecast(k, [v] * 4) for k, v in demand.items()},
+            observed=demand,
+            service_levels=dict.fromkeys(demand, 0.9),
+            settings=PlannerSettings(),
+            memory=PlannerMemory(),
+            budgets=budgets,
+        )
+    )
+
+
+def monthly(cap: float, spent: float, pools: tuple[str, ...] = ("gpu",)) -> BudgetSpend:
+    return BudgetSpend(Budget("team-a", frozenset(pools), monthly_cap_usd=cap), NOW, spent, 0.0)
+
+
+def test_without_budgets_the_plan_is_unchanged() -> None:
+    unbounded = plan([pool()], [state(target=2)], {"a": 80.0}, [])
+    assert [(r.from_units, r.to_units) for r in unbounded.resizes] == [(2, 10)]
+    assert unbounded.budgets == ()
+
+
+def test_a_scale_up_is_trimmed_to_the_cap_with_a_budget_skip_and_a_snapshot() -> None:
+    # 8 USD per unit-hour, 10 hours left: each extra unit projects 80 USD. Room: 1000 - 200 - 2 x 80 = 640.
+    capped = plan([pool()], [state(target=2)], {"a": 80.0}, [monthly(1000.0, 200.0)])
+    assert [(r.from_units, r.to_units) for r in capped.resizes] == [(2, 10)]
+    tight = plan([pool()], [state(target=2)], {"a": 80.0}, [monthly(600.0, 200.0)])
+    assert [(r.from_units, r.to_units) for r in tight.resizes] == [(2, 5)]
+    assert "trimmed to 5 units by a budget cap" in tight.resizes[0].reason
+    assert tight.targets["gpu"] == 5
+    [skip] = [s for s in tight.skips if s.reason is SkipReason.BUDGET]
+    assert "budget 'team-a' (monthly cap 600.00 USD) allows 3 of 8 more units" in skip.detail
+    [snapshot] = tight.budgets
+    assert snapshot.projected_usd <= 600.0
+    assert snapshot.spent_usd == 200.0
+
+
+def test_an_overrun_sheds_idle_units_and_keeps_busy_ones_with_a_skip() -> None:
+    # 6 units billed and wanted, 2 of them idle for 30 minutes. Projection 100 + 6 x 80 = 580 against 420: each
+    # released unit saves 8 USD x (10 h - one tick) = 79.33 USD, so three should go; only the idle two may.
+    over = plan([pool()], [state(target=6, idle_minutes=(30, 30))], {"a": 48.0}, [monthly(420.0, 100.0)])
+    [release] = over.resizes
+    assert (release.from_units, release.to_units) == (6, 4)
+    assert "releasing 2 idle units (cheapest to lose first)" in release.reason
+    [skip] = [s for s in over.skips if s.reason is SkipReason.BUDGET]
+    assert "1 more units should be released but are not idle for 0:10:00; keeping them" in skip.detail
+
+
+def test_units_idle_for_less_than_the_window_are_not_shed() -> None:
+    fresh = plan([pool()], [state(target=6, idle_minutes=(3, 3))], {"a": 48.0}, [monthly(420.0, 100.0)])
+    assert fresh.resizes == ()
+    assert any(s.reason is SkipReason.BUDGET for s in fresh.skips)
+
+
+def test_the_planners_own_releases_count_towards_an_overrun() -> None:
+    # Demand needs 4 of 6 units; the planner releases the 2 idle ones itself, which is enough for a 430 cap.
+    over = plan([pool()], [state(target=6, idle_minutes=(30, 30))], {"a": 32.0}, [monthly(430.0, 100.0)])
+    [release] = over.resizes
+    assert (release.from_units, release.to_units) == (6, 4)
+    assert not any(s.reason is SkipReason.BUDGET for s in over.skips)
+
+
+def test_a_held_pool_is_never_shed() -> None:
+    # No trustworthy demand for class a: the planner holds the pool, and the budget does not override that.
+    held = plan([pool()], [state(target=6, idle_minutes=(30,))], {}, [monthly(100.0, 100.0)], forecasts={})
+    assert held.resizes == ()
+    reasons = {s.reason for s in held.skips}
+    assert SkipReason.MISSING_DATA in reasons
+    assert any("in a pool that is held" in s.detail for s in held.skips if s.reason is SkipReason.BUDGET)
