@@ -48,6 +48,7 @@ class KubernetesNodeDrainer:
         remover: NodeRemover,
         timeout: timedelta = timedelta(minutes=15),
         pool_label: str = NODE_POOL_LABEL,
+        request_timeout: timedelta | None = None,
     ) -> None:
         self._core = core
         self._clock = clock
@@ -55,6 +56,8 @@ class KubernetesNodeDrainer:
         self._remover = remover
         self._timeout = timeout
         self._pool_label = pool_label
+        # Every call bounded, so a hung API connection fails the call instead of holding up a tick.
+        self._bounds = {"_request_timeout": request_timeout.total_seconds()} if request_timeout else {}
         self._idle_since: dict[str, datetime] = {}
         self._draining_since: dict[str, datetime] = {}
         self._results = KeyedResults(settled_only=True)
@@ -117,7 +120,7 @@ class KubernetesNodeDrainer:
         namespace, name = _name(pod)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         try:
-            self._core.create_namespaced_pod_eviction(name, namespace, body)
+            self._core.create_namespaced_pod_eviction(name, namespace, body, **self._bounds)
         except KUBERNETES_ERRORS as exc:
             status = kubernetes_status(exc)
             if status in (404, 429):
@@ -136,10 +139,9 @@ class KubernetesNodeDrainer:
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
 
-    @staticmethod
-    def _call(pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(*args, **kwargs)
+            return method(*args, **kwargs, **self._bounds)
         except KUBERNETES_ERRORS as exc:
             raise from_kubernetes(pool_id, exc) from exc
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from actuators.base import Actuator
+from actuators.base import Actuator, NodeDrainer
+from agent.drains import NodeDrains
 from agent.executor import execute
 from agent.ledger.base import Ledger
 from agent.notify.base import Notifier
@@ -59,6 +61,8 @@ class AgentParts:
     actuator: Actuator
     ledger: Ledger
     notifier: Notifier
+    # Pools that shrink only by draining idle nodes, each with its drainer (GKE node pools); the others resize.
+    drainers: Mapping[str, NodeDrainer] = field(default_factory=dict)
 
 
 class Agent:
@@ -83,6 +87,7 @@ class Agent:
         self.levels = tuple(sorted(set(settings.forecast.quantiles) | set(self.service_levels.values())))
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
+        self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
         self._last_tick: datetime | None = None
 
@@ -105,7 +110,7 @@ class Agent:
                 now=now,
                 tick=self.tick,
                 pools=self.pools,
-                states=states,
+                states=self._with_idle_nodes(states, now, alerts),
                 forecasts=forecasts,
                 observed=observed,
                 service_levels=self.service_levels,
@@ -115,7 +120,7 @@ class Agent:
         )
         for skip in plan.skips:
             log.info("skip pool=%s reason=%s detail=%r", skip.pool_id, skip.reason, skip.detail)
-        execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now)
+        execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)
         self._record_spend(now, states)
@@ -152,6 +157,16 @@ class Agent:
         if problems:
             alerts.append(self._missing_alert(now, problems))
         return observed, forecasts
+
+    def _with_idle_nodes(
+        self, states: dict[str, PoolState], now: datetime, alerts: list[AlertEvent]
+    ) -> dict[str, PoolState]:
+        """Pools that shrink by drains, as the planner must see them: idle nodes observed, drains in progress out."""
+        if self.drains is None:
+            return states
+        seen, drain_alerts = self.drains.observe(states, now)
+        alerts.extend(drain_alerts)
+        return seen
 
     def _record_spend(self, now: datetime, states: dict[str, PoolState]) -> None:
         if self._last_tick is None:
