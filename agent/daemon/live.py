@@ -80,7 +80,7 @@ def live_parts(
     if cloud is None:
         return parts
     actuators = build_cloud_actuators(cloud, clock)
-    parts.actuator = InstrumentedActuator(actuators.router, registry)
+    parts.actuator = InstrumentedActuator(actuators.router, registry, unit_gauges=False)
     if cloud.node_pools:
         if kube is None:
             raise ValueError("GKE node pools are drained through the Kubernetes API: pass its client")
