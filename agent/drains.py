@@ -38,6 +38,7 @@ from models import (
 )
 
 log = logging.getLogger(__name__)
+DRAIN_KEY_MARK = "/drain/"  # a drain's key is "<key of the planned release>/drain/<node>"
 _SETTLED = (ActionStatus.DONE, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.RECORDED)
 
 
@@ -139,7 +140,7 @@ class NodeDrains:
             return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
         outcome = DrainOutcome()
         for node in chosen:
-            pending = PendingDrain(pool_id, node, f"{resize.key}/drain/{node}")
+            pending = PendingDrain(pool_id, node, f"{resize.key}{DRAIN_KEY_MARK}{node}")
             self._pending[node] = pending
             log.info("pool %s: draining idle node %s (%s)", pool_id, node, resize.reason)
             outcome.extend(self._step(pending, now))
