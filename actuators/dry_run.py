@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
 from actuators.base import Actuator, NodeDrainer
@@ -53,3 +53,6 @@ class DryRunDrainer:
             at=self._clock.now(),
             detail=f"dry-run: would drain and remove node {node} of {pool_id}",
         )
+
+    def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
+        return self._inner.draining_nodes(pool_id)

@@ -14,7 +14,8 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   was deleted through the pool's actuator), failed (timeout: uncordoned, not removed) or rejected (a pod must
   not be disrupted). A node whose drain failed or was rejected is not chosen again for one stabilization window.
 
-Drains in progress are held in memory; after a restart the drainer's own state and the cloud's decide.
+The cluster's record of drains in progress (``NodeDrainer.draining_nodes``) is read every tick and wins over this
+memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned.
 """
 
 from __future__ import annotations
@@ -84,8 +85,13 @@ class NodeDrains:
     ) -> tuple[dict[str, PoolState], tuple[AlertEvent, ...]]:
         """The states the planner should see: idle nodes filled in, nodes being drained taken out."""
         self._held_until = {n: t for n, t in self._held_until.items() if t > now}
-        seen = self.adjusted(states)
         alerts: list[AlertEvent] = []
+        for pool_id, drainer in self._drainers.items():
+            try:
+                self._reconcile(pool_id, drainer.draining_nodes(pool_id))
+            except ActuatorError as exc:  # drains in progress stay as remembered; continuing them will tell
+                log.warning("pool %s: drains in progress unknown: %s", pool_id, exc)
+        seen = self.adjusted(states)
         for pool_id, drainer in self._drainers.items():
             state = seen.get(pool_id)
             if state is None:
@@ -149,6 +155,17 @@ class NodeDrains:
         return outcome
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _reconcile(self, pool_id: str, draining: Mapping[str, str]) -> None:
+        """The cluster's record of drains in progress wins: take over the ones another agent (or this one before
+        a restart) started, forget the ones that ended elsewhere (a person uncordoned the node, it is gone)."""
+        for node, key in draining.items():
+            if node not in self._pending:
+                log.info("pool %s: taking over the drain of %s (key %s)", pool_id, node, key)
+                self._pending[node] = PendingDrain(pool_id, node, key)
+        for node, pending in list(self._pending.items()):
+            if pending.pool_id == pool_id and node not in draining:
+                del self._pending[node]
+
     def _step(self, pending: PendingDrain, now: datetime) -> DrainOutcome:
         try:
             result = self._drainers[pending.pool_id].drain(pending.pool_id, pending.node, pending.key)
