@@ -13,14 +13,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import pandas as pd
+
 from actuators.base import Actuator, NodeDrainer
 from agent.drains import NodeDrains
 from agent.executor import execute
 from agent.ledger.base import Ledger
 from agent.notify.base import Notifier
-from agent.observation import forecasts_from_frame, latest_observations
+from agent.observation import forecasts_from_frame, latest_observations, with_group_series
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
-from agent.sources.base import MetricSource
+from agent.planning.groups import demand_groups
+from agent.sources.base import MetricSource, PerClassMetricSource
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
@@ -83,6 +86,7 @@ class Agent:
         self.classes = settings.demand_class_models()
         self.pools = settings.pool_specs()
         self.pool_by_id = {p.pool_id: p for p in self.pools}
+        self.groups = demand_groups([c.name for c in self.classes], self.pools)
         self.service_levels = resolve_service_levels(self.classes, self.pools, self.planner)
         self.levels = tuple(sorted(set(settings.forecast.quantiles) | set(self.service_levels.values())))
         self.horizon = self._horizon_steps()
@@ -95,8 +99,8 @@ class Agent:
     def refit(self, now: datetime) -> None:
         """Fit the forecaster on the configured history window ending at ``now``."""
         start = now - self.settings.forecast.history
-        history = self.parts.source.fetch(self.classes, start, now, self.step)
-        self.parts.forecaster.fit(history, self.step)
+        history, _ = self._fetch(start, now)
+        self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
         self.last_refit = now
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
 
@@ -116,6 +120,8 @@ class Agent:
                 service_levels=self.service_levels,
                 settings=self.planner,
                 memory=self.memory,
+                groups=self.groups,
+                forecast_step=self.step,
             )
         )
         for skip in plan.skips:
@@ -136,24 +142,31 @@ class Agent:
         names = [c.name for c in self.classes]
         recent_steps = max(self.parts.forecaster.min_history_steps, 1) + self._stale_steps()
         try:
-            recent = self.parts.source.fetch(self.classes, now - recent_steps * self.step, now, self.step)
+            recent, unavailable = self._fetch(now - recent_steps * self.step, now)
         except MetricsUnavailable as exc:
             problems.update({name: str(exc) for name in names})
             alerts.append(self._missing_alert(now, problems))
             return {}, {}
-        observed, missing = latest_observations(recent, names, now, self.step, self.settings.forecast.max_staleness)
+        problems.update({name: str(exc) for name, exc in unavailable.items()})
+        observable = [name for name in names if name not in unavailable]
+        observed, missing = latest_observations(
+            recent, observable, now, self.step, self.settings.forecast.max_staleness
+        )
         problems.update(missing)
         forecasts: dict[str, DemandForecast] = {}
         if observed:
             try:
                 if self.last_refit is None or now - self.last_refit >= self.settings.forecast.refit_interval:
                     self.refit(now)
-                frame = self.parts.forecaster.predict(recent, self.horizon, self.levels)
+                frame = self.parts.forecaster.predict(with_group_series(recent, self.groups), self.horizon, self.levels)
                 forecasts, bad = forecasts_from_frame(frame, now, self.step, self.levels, observed)
                 problems.update({k: v for k, v in bad.items() if k not in problems})
             except (ForecastError, MetricsUnavailable) as exc:
                 problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
-        forecasts = {k: v for k, v in forecasts.items() if k in observed}
+        aggregates = {g.name for g in self.groups if g.is_aggregate}
+        forecasts = {k: v for k, v in forecasts.items() if k in observed or k in aggregates}
+        for name in aggregates:
+            problems.pop(name, None)
         if problems:
             alerts.append(self._missing_alert(now, problems))
         return observed, forecasts
@@ -180,6 +193,13 @@ class Agent:
             self.parts.ledger.record(LedgerEntry(pool_id, self._last_tick, now, state.target_units, cost))
 
     # -- helpers ---------------------------------------------------------------------------------------------
+    def _fetch(self, start: datetime, end: datetime) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
+        """Demand of every class in [start, end); with a per-class source, also why some classes have none."""
+        source = self.parts.source
+        if isinstance(source, PerClassMetricSource):
+            return source.fetch_each(self.classes, start, end, self.step)
+        return source.fetch(self.classes, start, end, self.step), {}
+
     def _horizon_steps(self) -> int:
         longest = max((p.lead_time for p in self.pools), default=timedelta(0))
         return max(1, math.ceil((longest + self.tick) / self.step))

@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 
+from agent.planning.groups import DemandGroup
 from forecasting.base import quantile_column
-from forecasting.series import series_arrays
+from forecasting.series import series_values, timestamp
 from models import DemandForecast
 
 
@@ -29,10 +30,10 @@ def latest_observations(
     observed: dict[str, float] = {}
     problems: dict[str, str] = {}
     by_class: dict[str, tuple[pd.Timestamp, float]] = {}
-    for name, (stamps, values) in series_arrays(frame).items():
+    for name, (stamps, values) in series_values(frame).items():
         valid = np.flatnonzero(~np.isnan(values))
         if len(valid):
-            by_class[name] = (stamps[valid[-1]], float(values[valid[-1]]))
+            by_class[name] = (timestamp(stamps[valid[-1]]), float(values[valid[-1]]))
     for name in classes:
         if name not in by_class:
             problems[name] = "no observed value in the recent window (empty or NaN)"
@@ -44,6 +45,33 @@ def latest_observations(
             continue
         observed[name] = value
     return observed, problems
+
+
+def with_group_series(frame: pd.DataFrame, groups: Sequence[DemandGroup]) -> pd.DataFrame:
+    """Add one summed series per group of several classes; a step where any member is missing stays missing."""
+    aggregates = [g for g in groups if g.is_aggregate]
+    if not aggregates or frame.empty:
+        return frame
+    series = series_values(frame)
+    names, stamps, values = [], [], []
+    for group in aggregates:
+        if any(m not in series for m in group.members):
+            continue  # a member without any data leaves the group without a total
+        grid = series[group.members[0]][0]
+        if all(np.array_equal(series[m][0], grid) for m in group.members):
+            total = np.sum([series[m][1] for m in group.members], axis=0)  # NaN in any member stays NaN
+        else:
+            wide = pd.DataFrame({m: pd.Series(series[m][1], index=series[m][0]) for m in group.members})
+            grid = wide.index.to_numpy(dtype=np.int64)
+            total = wide.sum(axis=1, skipna=False).to_numpy()
+        names.append(np.full(len(grid), group.name, dtype=object))
+        stamps.append(grid)
+        values.append(total)
+    if not names:
+        return frame
+    ds = pd.DatetimeIndex(np.concatenate(stamps), tz="UTC")
+    extra = pd.DataFrame({"unique_id": np.concatenate(names), "ds": ds, "y": np.concatenate(values)})
+    return pd.concat([frame, extra], ignore_index=True)
 
 
 def forecasts_from_frame(

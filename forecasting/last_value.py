@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Self, cast
+from typing import Self
 
 import numpy as np
 import pandas as pd
 
-from forecasting.base import quantile_column
-from forecasting.series import last_valid, series_arrays
+from forecasting.output import ForecastFrameBuilder
+from forecasting.series import last_valid, series_values
 
 MIN_CHANGES = 24  # fewer observed h-step changes than this and the spread is not trusted
 
@@ -38,11 +38,11 @@ class PersistenceForecaster:
         return self
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        rows = []
-        for uid, (ds, y) in series_arrays(recent).items():
+        out = ForecastFrameBuilder(tuple(quantiles), horizon, self._step)
+        for uid, (ds, y) in series_values(recent).items():
             value, note = last_valid(y)
-            rows.append(_rows(uid, ds[-1], self._step, horizon, quantiles, np.full(horizon, value), self.name, note))
-        return _frame(rows, quantiles)
+            out.add(uid, ds[-1], np.full(horizon, value), self.name, note)
+        return out.frame()
 
 
 class LastValueForecaster:
@@ -63,21 +63,18 @@ class LastValueForecaster:
     def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
         self._step = step
         keep = max(1, int(self.lookback / step))
-        self._history = {uid: y[-keep:] for uid, (_, y) in series_arrays(history).items()}
+        self._history = {uid: y[-keep:] for uid, (_, y) in series_values(history).items()}
         self._spread_cache = {}
         return self
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         levels = tuple(quantiles)
-        rows = []
-        for uid, (ds, y) in series_arrays(recent).items():
+        out = ForecastFrameBuilder(levels, horizon, self._step)
+        for uid, (ds, y) in series_values(recent).items():
             value, note = last_valid(y)
             spreads, spread_note = self._spreads(uid, horizon, levels)
-            values = value + spreads  # shape (len(levels), horizon)
-            rows.append(
-                _rows(uid, ds[-1], self._step, horizon, levels, np.maximum(values, 0.0), self.name, note or spread_note)
-            )
-        return _frame(rows, levels)
+            out.add(uid, ds[-1], np.maximum(value + spreads, 0.0), self.name, note or spread_note)
+        return out.frame()
 
     def _spreads(self, uid: str, horizon: int, levels: tuple[float, ...]) -> tuple[np.ndarray, str]:
         key = (uid, horizon, levels)
@@ -100,41 +97,3 @@ class LastValueForecaster:
             spreads = np.maximum.accumulate(spreads, axis=1) if horizon else spreads
         self._spread_cache[key] = spreads
         return spreads, note
-
-
-def _rows(
-    uid: str,
-    last_ds: pd.Timestamp,
-    step: timedelta,
-    horizon: int,
-    levels: Sequence[float],
-    values: np.ndarray,
-    model: str,
-    note: str,
-) -> dict[str, object]:
-    grid = np.broadcast_to(values, (len(levels), horizon)) if values.ndim == 1 else values
-    out: dict[str, object] = {
-        "unique_id": np.full(horizon, uid, dtype=object),
-        "ds": pd.date_range(start=last_ds + step, periods=horizon, freq=step),
-        "model": np.full(horizon, model, dtype=object),
-        "note": np.full(horizon, note, dtype=object),
-    }
-    for i, level in enumerate(levels):
-        out[quantile_column(level)] = np.asarray(grid[i], dtype=float)
-    return out
-
-
-def _frame(rows: list[dict[str, object]], levels: Sequence[float]) -> pd.DataFrame:
-    """One frame from per-series column blocks, built column-wise (no per-series DataFrames)."""
-    columns = ["unique_id", "ds", "model", "note", *[quantile_column(q) for q in levels]]
-    if not rows:
-        return pd.DataFrame(columns=columns)
-    data: dict[str, object] = {}
-    for column in columns:
-        parts = [row[column] for row in rows]
-        if column == "ds":
-            stamps = [cast(pd.DatetimeIndex, p).tz_convert("UTC").as_unit("ns").asi8 for p in parts]
-            data[column] = pd.DatetimeIndex(np.concatenate(stamps), tz="UTC")
-        else:
-            data[column] = np.concatenate([np.asarray(p) for p in parts])
-    return pd.DataFrame(data, columns=columns)

@@ -17,22 +17,31 @@ def check_long_frame(df: pd.DataFrame) -> None:
 
 
 def series_arrays(df: pd.DataFrame) -> dict[str, tuple[pd.DatetimeIndex, np.ndarray]]:
-    """Split a long frame into per-series (timestamps, values), each sorted by time; NaN stays NaN.
+    """Split a long frame into per-series (timestamps, values), each sorted by time; NaN stays NaN."""
+    return {uid: (pd.DatetimeIndex(stamps, tz="UTC"), values) for uid, (stamps, values) in series_values(df).items()}
 
-    Vectorised: the agent calls this every tick, so it avoids a pandas group-by.
+
+def series_values(df: pd.DataFrame) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Like ``series_arrays`` with timestamps as int64 nanoseconds since the epoch (UTC).
+
+    Vectorised and free of per-series pandas objects: the agent calls it several times every tick.
     """
     check_long_frame(df)
     if df.empty:
         return {}
     codes, names = pd.factorize(df["unique_id"], sort=True)
-    stamps = pd.DatetimeIndex(df["ds"])
-    order = np.lexsort((stamps.asi8, codes))
+    stamps = pd.DatetimeIndex(df["ds"]).as_unit("ns").asi8
+    order = np.lexsort((stamps, codes))
     codes = codes[order]
     stamps = stamps[order]
     values = df["y"].to_numpy(dtype=float)[order]
     starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
     ends = np.r_[starts[1:], len(codes)]
     return {str(names[codes[b]]): (stamps[b:e], values[b:e]) for b, e in zip(starts, ends, strict=True)}
+
+
+def timestamp(nanoseconds: int | np.integer) -> pd.Timestamp:
+    return pd.Timestamp(int(nanoseconds), unit="ns", tz="UTC")
 
 
 def last_valid(y: np.ndarray) -> tuple[float, str]:

@@ -6,7 +6,7 @@ on-demand; then price per chip; then name). Quantities are in accelerator chips.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from models.pools import PoolSpec
 
@@ -15,11 +15,13 @@ def allocate(
     demand: Mapping[str, float],
     pools: Sequence[PoolSpec],
     capacity_chips: Mapping[str, float],
+    eligible: Mapping[str, Collection[str]] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Assign each class's demand to pools with room, cheapest first.
 
     Returns ``{pool_id: {class: chips}}`` for every pool (empty when it serves nothing). Demand that does not
-    fit anywhere is simply not assigned; ``unassigned`` computes it.
+    fit anywhere is simply not assigned; ``unassigned`` computes it. ``eligible`` names the pools a demand may
+    use when that is not what the pools' ``serves`` say (e.g. for a group of classes planned together).
     """
     room = {p.pool_id: float(capacity_chips.get(p.pool_id, 0.0)) for p in pools}
     assigned: dict[str, dict[str, float]] = {p.pool_id: {} for p in pools}
@@ -29,7 +31,8 @@ def allocate(
         for pool in ordered:
             if remaining <= 0.0:
                 break
-            if name not in pool.serves or room[pool.pool_id] <= 0.0:
+            allowed = name in pool.serves if eligible is None else pool.pool_id in eligible.get(name, ())
+            if not allowed or room[pool.pool_id] <= 0.0:
                 continue
             take = min(remaining, room[pool.pool_id])
             assigned[pool.pool_id][name] = assigned[pool.pool_id].get(name, 0.0) + take

@@ -13,6 +13,7 @@ from tqdm import tqdm
 
 from agent.report.simulation import write_simulation_report
 from agent.simulation import select_window, simulate
+from agent.simulation.equal_service import equal_service
 from agent.simulation.policies import POLICIES
 from agent.simulation.results import results_document
 from agent.sources.trace import read_trace
@@ -30,6 +31,12 @@ def register(sub: Any) -> None:
     parser.add_argument("--end", type=parse_timestamp, help="window end, ISO-8601 (default: end of the trace)")
     parser.add_argument("--policy", default=",".join(POLICIES), type=parse_policies, help="comma-separated")
     parser.add_argument("--out", required=True, help="directory for results.json and report.html")
+    parser.add_argument(
+        "--equal-service",
+        default="0.005,0.001",
+        type=parse_targets,
+        help="unserved-demand targets at which to compare what the same service costs ('none' to skip)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.set_defaults(handler=run)
 
@@ -53,6 +60,18 @@ def parse_policies(text: str) -> list[str]:
     return names
 
 
+def parse_targets(text: str) -> list[float]:
+    if text.strip().lower() in ("", "none"):
+        return []
+    try:
+        targets = [float(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected fractions such as 0.005,0.001 or 'none'") from None
+    if any(not 0.0 < t < 1.0 for t in targets):
+        raise argparse.ArgumentTypeError(f"{text!r}: each target is a fraction of demand in (0, 1)")
+    return targets
+
+
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     trace = read_trace(args.trace)
@@ -66,12 +85,18 @@ def run(args: argparse.Namespace) -> int:
             bar.update(ticks)
 
         runs = simulate(settings, trace, window, args.policy, progress=advance)
+    comparison = None
+    if args.equal_service and {"forecast", "reactive"} <= set(args.policy):
+        with tqdm(total=2, desc="equal service", unit="search", disable=args.no_progress, file=sys.stderr) as bar:
+            comparison = equal_service(
+                settings, trace, window, args.equal_service, known=runs, on_done=lambda _: bar.update(1)
+            )
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise TraceError(f"cannot create output directory {out}: {exc}") from None
-    document = results_document(settings, args.config, trace, window, runs)
+    document = results_document(settings, args.config, trace, window, runs, comparison)
     (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     write_simulation_report(out / "report.html", document, window, runs, settings)
     _print_table(document)
@@ -86,3 +111,9 @@ def _print_table(document: dict[str, Any]) -> None:
             f"{name:<10} {row['cost_usd']:>12,.0f} {row['accelerator_hours']:>10,.0f} "
             f"{row['unserved_fraction']:>9.4%} {row['utilization']:>6.1%} {row['scale_actions']:>8}"
         )
+    for target, rows in document.get("equal_service", {}).items():
+        costs = ", ".join(
+            f"{name} {row['cost_usd']:,.0f}" if row.get("cost_usd") is not None else f"{name} n/a"
+            for name, row in rows.items()
+        )
+        print(f"same service ({float(target):.1%} unserved): {costs} USD")

@@ -16,16 +16,28 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from agent.planning.groups import DemandGroup, single_class_groups
 from agent.planning.memory import PlannerMemory
 from config.schema import PlannerSettings
-from models import CapacityPlan, DemandForecast, PoolKind, PoolSpec, PoolState, Resize, Skip, SkipReason
+from models import (
+    CapacityPlan,
+    CapacityTier,
+    DemandForecast,
+    PoolKind,
+    PoolSpec,
+    PoolState,
+    Resize,
+    Skip,
+    SkipReason,
+)
 from models.allocation import allocate, units_for
 
 
 @dataclass(frozen=True)
 class PlanInput:
     """Everything one planning decision depends on. ``observed`` holds the newest trustworthy demand per class;
-    a class absent from both ``forecasts`` and ``observed`` is unknown."""
+    a class without an observation or a forecast is unknown. ``forecasts`` may also hold the forecast of a
+    demand group's summed demand, under the group's name; ``groups`` defaults to one group per class."""
 
     now: datetime
     tick: timedelta
@@ -36,10 +48,12 @@ class PlanInput:
     service_levels: Mapping[str, float]
     settings: PlannerSettings
     memory: PlannerMemory = field(default_factory=PlannerMemory)
+    groups: Sequence[DemandGroup] | None = None
+    forecast_step: timedelta | None = None
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
-    needs, unknown = class_needs(given)
+    needs, unknown = group_needs(given)
     desired = _desired_units(given, needs)
     resizes: list[Resize] = []
     skips: list[Skip] = []
@@ -52,45 +66,61 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
     return CapacityPlan(now=given.now, resizes=tuple(resizes), skips=tuple(skips), targets=desired)
 
 
-def class_needs(given: PlanInput) -> tuple[dict[str, float], set[str]]:
-    """Chips each class should have ready; and the classes whose demand is unknown (hold their pools)."""
+def plan_groups(given: PlanInput) -> tuple[DemandGroup, ...]:
+    if given.groups is not None:
+        return tuple(given.groups)
+    return single_class_groups(_class_names(given.pools), given.pools)
+
+
+def group_needs(given: PlanInput) -> tuple[dict[str, float], set[str]]:
+    """Chips each demand group should have ready; and the classes whose demand is unknown (hold their pools).
+
+    Need = max(forecast quantile over the horizon, demand observed now). A group of several classes uses the
+    forecast of its summed demand when there is one, else the sum of its members' forecasts.
+    """
     needs: dict[str, float] = {}
     unknown: set[str] = set()
-    lead_steps = _horizon_steps(given)
-    for name in _class_names(given.pools):
-        observed = given.observed.get(name)
-        forecast = given.forecasts.get(name)
-        if observed is not None and math.isnan(observed):
-            observed = None
-        if forecast is None or observed is None:
-            unknown.add(name)
-        candidates = [observed] if observed is not None else []
-        if forecast is not None:
-            level = given.service_levels.get(name, 0.9)
-            peak = forecast.peak(level, lead_steps.get(name))
-            if not math.isnan(peak):
-                candidates.append(peak)
+    for group in plan_groups(given):
+        observed = [_known(given.observed.get(name)) for name in group.members]
+        missing = [n for n, o in zip(group.members, observed, strict=True) if o is None or n not in given.forecasts]
+        if missing:
+            unknown.update(group.members)  # a pool shared with an unknown class is held as a whole
+        floor = sum(o for o in observed if o is not None)
+        steps = _horizon_steps(given, group)
+        level = given.service_levels.get(group.name) or max(given.service_levels.get(n, 0.9) for n in group.members)
+        peak = _peak(given.forecasts.get(group.name), level, steps) if group.is_aggregate else None
+        if peak is None:
+            peaks = [_peak(given.forecasts.get(n), level, steps) for n in group.members]
+            known_peaks = [p for p in peaks if p is not None]
+            peak = sum(known_peaks) if known_peaks else None
+        candidates = [v for v in (peak, floor if any(o is not None for o in observed) else None) if v is not None]
         if candidates:
-            needs[name] = max(candidates)
+            needs[group.name] = max(candidates)
     return needs, unknown
+
+
+def _known(value: float | None) -> float | None:
+    return None if value is None or math.isnan(value) else value
+
+
+def _peak(forecast: DemandForecast | None, level: float, steps: int | None) -> float | None:
+    if forecast is None:
+        return None
+    peak = forecast.peak(level, steps)
+    return None if math.isnan(peak) else peak
 
 
 def _class_names(pools: Sequence[PoolSpec]) -> list[str]:
     return sorted({name for pool in pools for name in pool.serves})
 
 
-def _horizon_steps(given: PlanInput) -> dict[str, int | None]:
-    """Forecast steps that matter per class: the longest lead time among its scalable pools, plus one tick."""
-    steps: dict[str, int | None] = {}
-    for name in _class_names(given.pools):
-        leads = [p.lead_time for p in given.pools if name in p.serves and p.kind is not PoolKind.ON_PREM]
-        forecast = given.forecasts.get(name)
-        if not leads or forecast is None:
-            steps[name] = None
-            continue
-        horizon = max(leads) + given.tick
-        steps[name] = max(1, math.ceil(horizon / forecast.step))
-    return steps
+def _horizon_steps(given: PlanInput, group: DemandGroup) -> int | None:
+    """Forecast steps that matter: the longest lead time among the group's scalable pools, plus one tick."""
+    leads = [p.lead_time for p in given.pools if p.pool_id in group.pools and p.kind is not PoolKind.ON_PREM]
+    if not leads:
+        return None
+    step = given.forecast_step or given.tick
+    return max(1, math.ceil((max(leads) + given.tick) / step))
 
 
 def _desired_units(given: PlanInput, needs: Mapping[str, float]) -> dict[str, int]:
@@ -105,14 +135,23 @@ def _desired_units(given: PlanInput, needs: Mapping[str, float]) -> dict[str, in
         else:
             units = pool.max_units
         room[pool.pool_id] = float(units * pool.chips_per_unit)
-    assigned = allocate(needs, given.pools, room)
+    eligible = {g.name: g.pools for g in plan_groups(given)}
+    assigned = allocate(needs, given.pools, room, eligible)
     desired: dict[str, int] = {}
     for pool in given.pools:
         units = units_for(sum(assigned[pool.pool_id].values()), pool.chips_per_unit)
         if pool.kind is not PoolKind.ON_PREM and units > 0:
-            units += given.settings.headroom_units
+            units += given.settings.headroom_units + _interruption_reserve(pool, units)
         desired[pool.pool_id] = pool.clamp(units)
     return desired
+
+
+def _interruption_reserve(pool: PoolSpec, units: int) -> int:
+    """Spot units expected to be reclaimed before a replacement could be ready: hold that many more."""
+    if pool.tier is not CapacityTier.SPOT or pool.spot_interruption_per_hour <= 0.0:
+        return 0
+    exposure = pool.spot_interruption_per_hour * pool.lead_time.total_seconds() / 3600.0
+    return math.ceil(units * min(exposure, 1.0) - 1e-9)
 
 
 def _decide(given: PlanInput, pool: PoolSpec, desired: int, unknown: set[str]) -> Resize | Skip | None:

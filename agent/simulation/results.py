@@ -12,10 +12,15 @@ from config.schema import Settings
 
 
 def results_document(
-    settings: Settings, config_path: str, trace: Trace, window: SimulationWindow, runs: Mapping[str, PolicyRun]
+    settings: Settings,
+    config_path: str,
+    trace: Trace,
+    window: SimulationWindow,
+    runs: Mapping[str, PolicyRun],
+    equal_service: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     observed = int(window.observed.sum())
-    return {
+    document: dict[str, Any] = {
         "trace": {
             "path": trace.path,
             "series": list(window.classes),
@@ -32,3 +37,10 @@ def results_document(
         "billing": "a unit is paid from when it is requested until it is released; gap steps are not counted",
         "policies": {name: run.summary() for name, run in runs.items()},
     }
+    if equal_service is not None:
+        document["equal_service"] = dict(equal_service)
+        document["equal_service_method"] = (
+            "reactive: smallest constant headroom (units per pool) meeting the target; forecast: lowest service "
+            "level meeting it; costs interpolated linearly between the two settings that bracket the target"
+        )
+    return document
