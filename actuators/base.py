@@ -7,7 +7,7 @@ translate vendor errors into ``TransientActuatorError``, ``CapacityUnavailable``
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol
 
@@ -31,4 +31,9 @@ class NodeDrainer(Protocol):
 
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
         """Cordon the node and evict its pods, respecting disruption budgets."""
+        ...
+
+    def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
+        """Nodes of the pool with a drain started and not settled, each with its key, as the cluster records them
+        (so a restarted or newly elected agent continues them instead of leaving nodes cordoned)."""
         ...

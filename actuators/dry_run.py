@@ -1,10 +1,11 @@
-"""The dry-run wrapper: reads pass through, writes are recorded and never reach the wrapped actuator."""
+"""The dry-run wrappers: reads pass through, writes are recorded and never reach the wrapped actuator or drainer."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
-from actuators.base import Actuator
+from actuators.base import Actuator, NodeDrainer
 from models import ActionResult, ActionStatus, PoolState
 from models.clock import Clock
 
@@ -29,3 +30,29 @@ class DryRunActuator:
             at=self._clock.now(),
             detail=f"dry-run: would set {pool_id} to {to_units} units",
         )
+
+
+class DryRunDrainer:
+    """Wraps any NodeDrainer: idle nodes are read for real, drains are recorded (no cordon, no eviction, no
+    node removed). ``recorded`` lists ``(pool, node, key)`` in order."""
+
+    def __init__(self, inner: NodeDrainer, clock: Clock) -> None:
+        self._inner = inner
+        self._clock = clock
+        self.recorded: list[tuple[str, str, str]] = []
+
+    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        return self._inner.idle_nodes(pool_id, idle_for)
+
+    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+        self.recorded.append((pool_id, node, key))
+        return ActionResult(
+            key=key,
+            pool_id=pool_id,
+            status=ActionStatus.RECORDED,
+            at=self._clock.now(),
+            detail=f"dry-run: would drain and remove node {node} of {pool_id}",
+        )
+
+    def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
+        return self._inner.draining_nodes(pool_id)

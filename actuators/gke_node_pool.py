@@ -44,6 +44,7 @@ class _Instance:
     mig: tuple[str, str, str]  # project, zone, instance group manager
     ready: bool
     stockout: str
+    deleting: bool = False
 
 
 @dataclass(frozen=True)
@@ -107,12 +108,14 @@ class GkeNodePoolActuator:
             request = {"name": self._pool_path(pool_id), "node_count": to_units}
             op = self._call(pool_id, self._gke.set_node_pool_size, request=request)
         else:
-            victims = [i for i in seen.instances if not i.ready] + [i for i in reversed(seen.instances) if i.ready]
+            pending = [i for i in seen.instances if not i.ready and not i.deleting]
+            victims = pending + [i for i in reversed(seen.instances) if i.ready]
             return self._delete(pool_id, victims[: seen.target - to_units], key)
         return self._track(pool_id, op, key, f"target {to_units} nodes")
 
     def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
-        """Remove exactly these nodes (GKE node name = instance name), shrinking the pool by as many."""
+        """Remove exactly these nodes (GKE node name = instance name), shrinking the pool by as many. Nodes whose
+        instances are already being deleted are not asked for again (a drain repeated after a restart)."""
         if (known := self._results.get(key)) is not None:
             return known
         seen = self._observe(pool_id)
@@ -120,7 +123,11 @@ class GkeNodePoolActuator:
         missing = [n for n in nodes if n not in by_name]
         if missing:
             raise PermanentActuatorError(pool_id, f"nodes {missing} are not instances of this pool")
-        return self._delete(pool_id, [by_name[n] for n in nodes], key)
+        victims = [by_name[n] for n in nodes if not by_name[n].deleting]
+        if not victims:
+            detail = f"nodes {', '.join(nodes)} are already being deleted"
+            return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
+        return self._delete(pool_id, victims, key)
 
     # -- internals -----------------------------------------------------------------------------------------
     def _observe(self, pool_id: str) -> _Observed:
@@ -196,4 +203,5 @@ def _instance(managed: Any, mig: tuple[str, str, str]) -> _Instance:
     errors = managed.last_attempt.errors.errors if managed.last_attempt and managed.last_attempt.errors else []
     stockout = next((f"{e.code}: {e.message}" for e in errors if is_capacity_message(f"{e.code} {e.message}")), "")
     name = managed.instance.rsplit("/", 1)[-1] if managed.instance else managed.name
-    return _Instance(name, mig, managed.current_action == "NONE", stockout if managed.current_action != "NONE" else "")
+    action = managed.current_action
+    return _Instance(name, mig, action == "NONE", stockout if action != "NONE" else "", deleting=action == "DELETING")

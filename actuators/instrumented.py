@@ -3,6 +3,9 @@
 leadtime_actuator_calls_total{method, pool, outcome}    outcome: a status (done, started...) or an error class
 leadtime_actuator_call_duration_seconds{method}          time spent in the wrapped call
 leadtime_pool_ready_units{pool}, leadtime_pool_target_units{pool}, leadtime_pool_failed_units{pool}
+
+The daemon exports ready and target units itself; it passes ``unit_gauges=False`` so the names are not registered
+twice in its registry (failed units are still exported here).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from models import ActionResult, ActuatorError, PoolState
 
 
 class InstrumentedActuator:
-    def __init__(self, inner: Actuator, registry: CollectorRegistry) -> None:
+    def __init__(self, inner: Actuator, registry: CollectorRegistry, unit_gauges: bool = True) -> None:
         self._inner = inner
         self.calls = Counter(
             "leadtime_actuator_calls", "Actuator calls by outcome.", ["method", "pool", "outcome"], registry=registry
@@ -25,8 +28,11 @@ class InstrumentedActuator:
         self.duration = Histogram(
             "leadtime_actuator_call_duration_seconds", "Time spent in actuator calls.", ["method"], registry=registry
         )
-        self.ready = Gauge("leadtime_pool_ready_units", "Units accepting work.", ["pool"], registry=registry)
-        self.target = Gauge("leadtime_pool_target_units", "Units asked for.", ["pool"], registry=registry)
+        self.ready: Gauge | None = None
+        self.target: Gauge | None = None
+        if unit_gauges:
+            self.ready = Gauge("leadtime_pool_ready_units", "Units accepting work.", ["pool"], registry=registry)
+            self.target = Gauge("leadtime_pool_target_units", "Units asked for.", ["pool"], registry=registry)
         self.failed = Gauge("leadtime_pool_failed_units", "Failed or suspended units.", ["pool"], registry=registry)
 
     def list_pools(self) -> Sequence[PoolState]:
@@ -39,8 +45,9 @@ class InstrumentedActuator:
         finally:
             self.duration.labels("list_pools").observe(time.perf_counter() - started)
         for state in states:
-            self.ready.labels(state.pool_id).set(state.ready_units)
-            self.target.labels(state.pool_id).set(state.target_units)
+            if self.ready is not None and self.target is not None:
+                self.ready.labels(state.pool_id).set(state.ready_units)
+                self.target.labels(state.pool_id).set(state.target_units)
             self.failed.labels(state.pool_id).set(state.failed_units)
         self.calls.labels("list_pools", "", "done").inc()
         return states

@@ -9,7 +9,9 @@ a 429 means "not now", the drain reports itself started and the same key continu
 is ever deleted by force. A pod annotated ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or
 ``karpenter.sh/do-not-disrupt: "true"`` blocks the drain: the node is uncordoned and the drain rejected. A drain
 still blocked after ``timeout`` gives up and uncordons. When the node is empty, the ``NodeRemover`` (the pool's
-actuator) deletes exactly that node.
+actuator) deletes exactly that node. While a drain is in progress the node carries the annotation
+``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted or newly elected agent continue
+it instead of leaving the node cordoned; the timeout then counts from when that agent took it over.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from models.clock import Clock
 
 log = logging.getLogger(__name__)
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+# Set on a node while a drain of ours is in progress (value: the drain's key); removed when the drain gives up.
+DRAIN_ANNOTATION = "leadtime.io/drain-key"
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
 _BLOCKING_ANNOTATIONS = {
     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
@@ -48,6 +52,7 @@ class KubernetesNodeDrainer:
         remover: NodeRemover,
         timeout: timedelta = timedelta(minutes=15),
         pool_label: str = NODE_POOL_LABEL,
+        request_timeout: timedelta | None = None,
     ) -> None:
         self._core = core
         self._clock = clock
@@ -55,18 +60,16 @@ class KubernetesNodeDrainer:
         self._remover = remover
         self._timeout = timeout
         self._pool_label = pool_label
+        # Every call bounded, so a hung API connection fails the call instead of holding up a tick.
+        self._bounds = {"_request_timeout": request_timeout.total_seconds()} if request_timeout else {}
         self._idle_since: dict[str, datetime] = {}
         self._draining_since: dict[str, datetime] = {}
         self._results = KeyedResults(settled_only=True)
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         now = self._clock.now()
-        label = self._node_pools.get(pool_id)
-        if label is None:
-            raise PermanentActuatorError(pool_id, "no node pool label is mapped to this pool")
-        nodes = self._call(pool_id, self._core.list_node, label_selector=f"{self._pool_label}={label}").items
         idle = []
-        for node in nodes:
+        for node in self._nodes(pool_id):
             name = node.metadata.name
             if node.spec and node.spec.unschedulable:  # cordoned: being drained, or held by a person
                 continue
@@ -78,12 +81,21 @@ class KubernetesNodeDrainer:
                 idle.append((since, name))
         return [name for _, name in sorted(idle)]
 
+    def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
+        """Cordoned nodes of the pool carrying our drain annotation, with the key of their drain."""
+        draining = {}
+        for node in self._nodes(pool_id):
+            key = (node.metadata.annotations or {}).get(DRAIN_ANNOTATION)
+            if key and node.spec and node.spec.unschedulable:
+                draining[node.metadata.name] = key
+        return draining
+
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
             return known
         now = self._clock.now()
         started = self._draining_since.setdefault(node, now)
-        self._cordon(pool_id, node, True)
+        self._cordon(pool_id, node, key)
         pods = [p for p in self._pods_on(pool_id, node) if _counts(p)]
         blockers = [_name(p) for p in pods if _blocks(p)]
         if blockers:
@@ -100,6 +112,7 @@ class KubernetesNodeDrainer:
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
         removed = self._remover.delete_nodes(pool_id, [node], key)
+        self._call(pool_id, self._core.patch_node, node, {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}})
         self._draining_since.pop(node, None)
         self._idle_since.pop(node, None)
         log.info("pool %s: node %s drained and removed (key %s)", pool_id, node, key)
@@ -108,6 +121,12 @@ class KubernetesNodeDrainer:
         )
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _nodes(self, pool_id: str) -> list[Any]:
+        label = self._node_pools.get(pool_id)
+        if label is None:
+            raise PermanentActuatorError(pool_id, "no node pool label is mapped to this pool")
+        return list(self._call(pool_id, self._core.list_node, label_selector=f"{self._pool_label}={label}").items)
+
     def _pods_on(self, pool_id: str, node: str) -> list[Any]:
         listed = self._call(pool_id, self._core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}")
         return list(listed.items)
@@ -117,7 +136,7 @@ class KubernetesNodeDrainer:
         namespace, name = _name(pod)
         body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         try:
-            self._core.create_namespaced_pod_eviction(name, namespace, body)
+            self._core.create_namespaced_pod_eviction(name, namespace, body, **self._bounds)
         except KUBERNETES_ERRORS as exc:
             status = kubernetes_status(exc)
             if status in (404, 429):
@@ -125,21 +144,25 @@ class KubernetesNodeDrainer:
             raise from_kubernetes(pool_id, exc) from exc
         return True
 
-    def _cordon(self, pool_id: str, node: str, unschedulable: bool) -> None:
-        self._call(pool_id, self._core.patch_node, node, {"spec": {"unschedulable": unschedulable or None}})
+    def _cordon(self, pool_id: str, node: str, drain_key: str | None) -> None:
+        """Cordon and mark the node with the drain's key, or (``None``) uncordon it and remove the mark."""
+        body = {
+            "spec": {"unschedulable": True if drain_key else None},
+            "metadata": {"annotations": {DRAIN_ANNOTATION: drain_key}},
+        }
+        self._call(pool_id, self._core.patch_node, node, body)
 
     def _give_up(self, pool_id: str, node: str) -> None:
-        self._cordon(pool_id, node, False)
+        self._cordon(pool_id, node, None)
         self._draining_since.pop(node, None)
         log.warning("pool %s: drain of %s abandoned; node uncordoned", pool_id, node)
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
 
-    @staticmethod
-    def _call(pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
         try:
-            return method(*args, **kwargs)
+            return method(*args, **kwargs, **self._bounds)
         except KUBERNETES_ERRORS as exc:
             raise from_kubernetes(pool_id, exc) from exc
 

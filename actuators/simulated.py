@@ -125,6 +125,11 @@ class SimulatedCluster:
         self._results[key] = result
         return result
 
+    def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
+        """A simulated drain is done at once: nothing is ever left draining."""
+        self._pool(pool_id)
+        return {}
+
     def add_stockout(self, pool_id: str, start: datetime, end: datetime) -> None:
         """The pool cannot get new units between ``start`` and ``end``."""
         self._stockouts.setdefault(pool_id, []).append((start, end))

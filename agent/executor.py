@@ -1,7 +1,9 @@
 """Carrying out a plan: re-validate each action on freshly observed state, then act, translating outcomes.
 
-Only this module calls an actuator's write methods. Outcomes update the planner's memory: a stockout backs the
-pool off (the next plan fills the next eligible pool), a permanent error blocks the pool until a person looks.
+Only this module calls an actuator's or a drainer's write methods. Outcomes update the planner's memory: a
+stockout backs the pool off (the next plan fills the next eligible pool), a permanent error blocks the pool until
+a person looks. A pool served by a node drainer never shrinks by a size change: its releases become drains of
+nodes observed idle (``agent.drains``), and drains still waiting on a disruption budget go on every tick.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from actuators.base import Actuator
+from agent.drains import DrainOutcome, NodeDrains
 from agent.planning import PlannerMemory
 from models import (
     ActionResult,
@@ -21,12 +24,14 @@ from models import (
     CapacityUnavailable,
     PermanentActuatorError,
     PoolSpec,
+    Resize,
     Severity,
     TransientActuatorError,
 )
 
 log = logging.getLogger(__name__)
 MIN_BACKOFF = timedelta(minutes=10)
+_ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED, ActionStatus.RECORDED)
 
 
 @dataclass(frozen=True)
@@ -37,13 +42,22 @@ class Execution:
 
 
 def execute(
-    plan: CapacityPlan, actuator: Actuator, pools: dict[str, PoolSpec], memory: PlannerMemory, now: datetime
+    plan: CapacityPlan,
+    actuator: Actuator,
+    pools: dict[str, PoolSpec],
+    memory: PlannerMemory,
+    now: datetime,
+    drains: NodeDrains | None = None,
 ) -> Execution:
-    if plan.is_empty:
-        return Execution((), memory)
-    fresh = {state.pool_id: state for state in actuator.list_pools()}
     results: list[ActionResult] = []
     alerts: list[AlertEvent] = []
+    if drains is not None:
+        memory = _absorb(drains.continue_pending(now), memory, now, results, alerts)
+    if plan.is_empty:
+        return Execution(tuple(results), memory, tuple(alerts))
+    fresh = {state.pool_id: state for state in actuator.list_pools()}
+    if drains is not None:
+        fresh = drains.adjusted(fresh)
     for resize in plan.resizes:
         state = fresh.get(resize.pool_id)
         if state is None or state.target_units != resize.from_units:
@@ -51,41 +65,13 @@ def execute(
             detail = f"planned from {resize.from_units} units but the pool is now {seen}; re-planning next tick"
             results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.REJECTED, now, detail))
             continue
-        try:
-            result = actuator.resize(resize.pool_id, resize.to_units, resize.key)
-        except CapacityUnavailable as exc:
-            backoff = max(MIN_BACKOFF, pools[resize.pool_id].lead_time)
-            memory = memory.back_off(resize.pool_id, now + backoff)
-            results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-            alerts.append(
-                AlertEvent(
-                    AlertKind.STOCKOUT,
-                    Severity.WARNING,
-                    now,
-                    resize.pool_id,
-                    f"No capacity for {resize.pool_id}; backing off {backoff} and using the next pool",
-                    {"error": str(exc), "wanted_units": str(resize.to_units)},
-                )
-            )
-        except TransientActuatorError as exc:
-            results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-        except PermanentActuatorError as exc:
-            memory = memory.block(resize.pool_id, str(exc))
-            results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-            alerts.append(
-                AlertEvent(
-                    AlertKind.ACTUATOR_FAILURE,
-                    Severity.CRITICAL,
-                    now,
-                    resize.pool_id,
-                    f"Stopped touching {resize.pool_id} after a permanent error",
-                    {"error": str(exc)},
-                )
-            )
+        if drains is not None and drains.serves(resize.pool_id) and not resize.is_scale_up:
+            outcome = drains.scale_down(resize, now)
+            if any(r.status in _ACCEPTED for r in outcome.results):
+                memory = memory.changed(resize.pool_id, now, -1)
+            memory = _absorb(outcome, memory, now, results, alerts)
         else:
-            if result.status in (ActionStatus.DONE, ActionStatus.STARTED, ActionStatus.RECORDED):
-                memory = memory.changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
-            results.append(result)
+            memory = _resize(resize, actuator, pools, memory, now, results, alerts)
         log.info(
             "action pool=%s from=%d to=%d status=%s reason=%r",
             resize.pool_id,
@@ -95,3 +81,66 @@ def execute(
             resize.reason,
         )
     return Execution(tuple(results), memory, tuple(alerts))
+
+
+def _resize(
+    resize: Resize,
+    actuator: Actuator,
+    pools: dict[str, PoolSpec],
+    memory: PlannerMemory,
+    now: datetime,
+    results: list[ActionResult],
+    alerts: list[AlertEvent],
+) -> PlannerMemory:
+    try:
+        result = actuator.resize(resize.pool_id, resize.to_units, resize.key)
+    except CapacityUnavailable as exc:
+        backoff = max(MIN_BACKOFF, pools[resize.pool_id].lead_time)
+        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
+        alerts.append(
+            AlertEvent(
+                AlertKind.STOCKOUT,
+                Severity.WARNING,
+                now,
+                resize.pool_id,
+                f"No capacity for {resize.pool_id}; backing off {backoff} and using the next pool",
+                {"error": str(exc), "wanted_units": str(resize.to_units)},
+            )
+        )
+        return memory.back_off(resize.pool_id, now + backoff)
+    except TransientActuatorError as exc:
+        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
+        return memory
+    except PermanentActuatorError as exc:
+        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
+        alerts.append(_blocked_alert(resize.pool_id, now, str(exc)))
+        return memory.block(resize.pool_id, str(exc))
+    results.append(result)
+    if result.status in _ACCEPTED:
+        return memory.changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
+    return memory
+
+
+def _absorb(
+    outcome: DrainOutcome,
+    memory: PlannerMemory,
+    now: datetime,
+    results: list[ActionResult],
+    alerts: list[AlertEvent],
+) -> PlannerMemory:
+    results.extend(outcome.results)
+    for pool_id, error in outcome.permanent.items():
+        alerts.append(_blocked_alert(pool_id, now, error))
+        memory = memory.block(pool_id, error)
+    return memory
+
+
+def _blocked_alert(pool_id: str, now: datetime, error: str) -> AlertEvent:
+    return AlertEvent(
+        AlertKind.ACTUATOR_FAILURE,
+        Severity.CRITICAL,
+        now,
+        pool_id,
+        f"Stopped touching {pool_id} after a permanent error",
+        {"error": error},
+    )

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pandas as pd
 
-from actuators.base import Actuator
+from actuators.base import Actuator, NodeDrainer
 from agent.budget_watch import BudgetWatch
+from agent.drains import NodeDrains
 from agent.executor import execute
 from agent.ledger.base import Ledger
 from agent.notify.base import Flushable, Notifier
@@ -34,6 +35,7 @@ from models import (
     DemandForecast,
     ForecastError,
     MetricsUnavailable,
+    PoolState,
     Severity,
 )
 
@@ -75,6 +77,8 @@ class AgentParts:
     actuator: Actuator
     ledger: Ledger
     notifier: Notifier
+    # Pools that shrink only by draining idle nodes, each with its drainer (GKE node pools); the others resize.
+    drainers: Mapping[str, NodeDrainer] = field(default_factory=dict)
 
 
 class Agent:
@@ -104,6 +108,7 @@ class Agent:
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
         self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger)
+        self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
         self._last_tick: datetime | None = None
 
@@ -136,7 +141,7 @@ class Agent:
                 now=now,
                 tick=self.tick,
                 pools=self.pools,
-                states=states,
+                states=self._with_idle_nodes(states, now, alerts),
                 forecasts=forecasts,
                 observed=observed,
                 service_levels=self.service_levels,
@@ -149,7 +154,7 @@ class Agent:
         )
         for skip in plan.skips:
             log.info("skip pool=%s reason=%s detail=%r", skip.pool_id, skip.reason, skip.detail)
-        execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now)
+        execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)
         self.budget_watch.acted(now, plan, execution.results)
@@ -193,6 +198,16 @@ class Agent:
         for name in aggregates:
             problems.pop(name, None)
         return observed, forecasts
+
+    def _with_idle_nodes(
+        self, states: dict[str, PoolState], now: datetime, alerts: list[AlertEvent]
+    ) -> dict[str, PoolState]:
+        """Pools that shrink by drains, as the planner must see them: idle nodes observed, drains in progress out."""
+        if self.drains is None:
+            return states
+        seen, drain_alerts = self.drains.observe(states, now)
+        alerts.extend(drain_alerts)
+        return seen
 
     # -- helpers ---------------------------------------------------------------------------------------------
     def _fetch(self, start: datetime, end: datetime) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:

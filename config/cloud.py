@@ -10,16 +10,19 @@ import math
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Literal
+from datetime import timedelta
+from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
+from config.durations import format_duration, parse_duration
 from models import ConfigProblem, PoolKind
 
 if TYPE_CHECKING:
     from config.schema import PoolSettings
 
 _NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
 
 
 class _Section(BaseModel):
@@ -76,6 +79,9 @@ class CloudSettings(_Section):
     tpu_slice_groups: tuple[TpuSliceGroupMapping, ...] = ()
     queued_resources: tuple[QueuedResourceMapping, ...] = ()
     endpoint: str | None = None  # one API endpoint for every Google client (a local test server)
+    # A node pool shrinks only by draining idle nodes; a drain still blocked by disruption budgets after this long
+    # gives up and uncordons the node.
+    drain_timeout: _Duration = timedelta(minutes=15)
 
     @property
     def cluster_path(self) -> str:

@@ -2,10 +2,11 @@
 
 Reads demand history from the configured Prometheus, fits the configured forecaster, reads the pools' current
 state through the read side of the actuators wrapped in ``DryRunActuator`` (so no write can reach a pool, by
-construction), runs one tick of the agent loop at ``--at`` and writes ``report.html``, ``report.md`` and
-``recommendation.json``: per pool the current and recommended units with the reason, per class the forecast
-bands and lead time, spend against each budget, cost per day against the current capacity, and a backtest of
-the forecaster over the history.
+construction): the cloud actuators of the ``cloud`` section, or else a simulated cluster holding
+``--current-units``. Then it runs one tick of the agent loop at ``--at`` and writes ``report.html``,
+``report.md`` and ``recommendation.json``: per pool the current and recommended units with the reason, per class
+the forecast bands and lead time, spend against each budget, cost per day against the current capacity, and a
+backtest of the forecaster over the history.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 
 from actuators.base import Actuator
+from actuators.cloud_wiring import build_cloud_actuators
 from actuators.dry_run import DryRunActuator
 from actuators.simulated import SimulatedCluster
 from agent.commands.simulate import parse_timestamp
@@ -52,8 +54,8 @@ def register(sub: Any) -> None:
         "--current-units",
         type=parse_units,
         default={},
-        help="current units per pool as POOL=N[,POOL=N] (default: each pool's min_units); read through the "
-        "simulated cluster until a cloud actuator is configured",
+        help="current units per pool as POOL=N[,POOL=N] (default: each pool's min_units); without this option the "
+        "pools are read from the cloud when the configuration has a cloud section",
     )
     parser.set_defaults(handler=run)
 
@@ -74,9 +76,14 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.current_units) - {p.id for p in settings.pools})
     if unknown:
         raise LeadtimeError(f"--current-units names unknown pool(s) {unknown}")
-    clock = SimulatedClock(at)
-    cluster = SimulatedCluster(settings.pool_specs(), clock, initial_units=args.current_units)
-    document = recommend(settings, args.config, Path(args.out), at, cluster, pool_state_source="--current-units")
+    read_side: Actuator
+    if settings.cloud is not None and not args.current_units:
+        read_side, state_source = build_cloud_actuators(settings.cloud, SystemClock()).router, "cloud"
+    else:
+        clock = SimulatedClock(at)
+        read_side = SimulatedCluster(settings.pool_specs(), clock, initial_units=args.current_units)
+        state_source = "--current-units"
+    document = recommend(settings, args.config, Path(args.out), at, read_side, pool_state_source=state_source)
     cost = document["cost"]
     print(
         f"recommendation at {document['at']}: {cost['current_per_day_usd']:,.0f} USD/day now, "

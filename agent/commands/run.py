@@ -4,6 +4,10 @@ Replicas elect a leader on a Lease; the leader runs the agent loop every tick; e
 serves ``/healthz``, ``/readyz`` and ``/metrics``, and stops cleanly on SIGTERM (the tick in progress finishes,
 exit 0). ``--mode`` overrides ``daemon.mode`` (the kustomize overlays set it); ``dry-run`` writes nothing.
 
+Live, the daemon reads demand from the ``prometheus`` section's server and changes the pools of the ``cloud``
+section (GKE node pools, GKE TPU slice groups, Cloud TPU queued resources); GKE node pools shrink only by draining
+idle nodes through the Kubernetes API. Alerts go to the log.
+
 ``--replay TRACE`` rehearses the daemon without any cloud: a recorded demand trace stands in for live metrics
 (shifted so that ``--replay-from`` is now) and a simulated cluster stands in for the pools.
 """
@@ -16,9 +20,12 @@ import os
 from datetime import datetime
 from typing import Any
 
+from prometheus_client import CollectorRegistry
+
 from actuators import SimulatedCluster
 from agent.commands.simulate import parse_timestamp
 from agent.daemon.kube import kubernetes_api_client
+from agent.daemon.live import check_live_settings, live_parts, needs_kubernetes
 from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
 from agent.daemon.wiring import DaemonParts, assemble
 from agent.ledger import InMemoryLedger
@@ -27,12 +34,7 @@ from agent.notify.slack import build_slack_notifier
 from agent.sources.trace import read_trace
 from config import load_settings
 from config.schema import Settings
-from models import LeadtimeError
 from models.clock import Clock, SystemClock
-
-
-class NoLiveAdapters(LeadtimeError):
-    """The live metric source and cloud actuators are not available to this command."""
 
 
 def register(sub: Any) -> None:
@@ -50,9 +52,17 @@ def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     mode = args.mode or settings.daemon.mode
     clock = SystemClock()
-    parts = _rehearsal_parts(settings, clock, args.replay, args.replay_from) if args.replay else _live_parts()
-    if settings.daemon.leader_election.enabled:
-        parts.kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
+    live = not args.replay
+    if live:
+        check_live_settings(settings, args.config)  # before anything connects: a missing section is exit 2
+    kube = None
+    if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
+        kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
+    if live:
+        parts = live_parts(settings, args.config, clock, LogNotifier(), kube, CollectorRegistry())
+    else:
+        parts = _rehearsal_parts(settings, clock, args.replay, args.replay_from)
+        parts.kube = kube
     assembled = assemble(settings, mode, parts, os.environ)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run is noise to an operator
     return assembled.runtime.run_until_signalled()
@@ -68,11 +78,4 @@ def _rehearsal_parts(settings: Settings, clock: Clock, path: str, replay_from: d
         ledger=InMemoryLedger(),
         notifier=build_slack_notifier(settings.alerts, clock, os.environ) or LogNotifier(),
         clock=clock,
-    )
-
-
-def _live_parts() -> DaemonParts:
-    raise NoLiveAdapters(
-        "this build has no live metric source or cloud actuators wired into `leadtime run` yet; "
-        "rehearse the daemon with --replay TRACE (a recorded demand trace against a simulated cluster)"
     )

@@ -7,7 +7,7 @@ new leader. Reads pass through.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -55,3 +55,6 @@ class LeaderOnlyDrainer:
         if not self._leadership.is_leader(self._clock.now()):
             raise TransientActuatorError(pool_id, f"this replica no longer leads; node {node} is left to the leader")
         return self._inner.drain(pool_id, node, key)
+
+    def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
+        return self._inner.draining_nodes(pool_id)

@@ -12,6 +12,7 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from agent.daemon.ports import TickReport
+from agent.drains import DRAIN_KEY_MARK
 from models import ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
 
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0)
@@ -101,7 +102,8 @@ class DaemonMetrics:
             kinds.update({r.key: "scale-up" if r.is_scale_up else "scale-down" for r in plan.resizes})
             kinds.update({d.key: "drain" for d in plan.drains})
         for result in results:
-            self.decisions.labels(result.pool_id, kinds.get(result.key, "resize"), str(result.status)).inc()
+            kind = kinds.get(result.key, "drain" if DRAIN_KEY_MARK in result.key else "resize")
+            self.decisions.labels(result.pool_id, kind, str(result.status)).inc()
 
     def record_budgets(self, budgets: Sequence[BudgetSnapshot]) -> None:
         for budget in budgets:

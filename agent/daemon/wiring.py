@@ -3,22 +3,23 @@
 
 The actuator the loop sees is wrapped, innermost first: dry-run (in ``dry-run`` mode: writes are recorded,
 never sent), leader-only (a replica that does not lead at the moment of a write refuses it), and a recorder of
-the newest pool states for the metrics.
+the newest pool states for the metrics. Node drainers are wrapped the same way (dry-run, then leader-only).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kubernetes import client as k8s
+from prometheus_client import CollectorRegistry
 
-from actuators import Actuator, DryRunActuator
+from actuators import Actuator, DryRunActuator, DryRunDrainer, NodeDrainer
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.events import KubernetesEventRecorder
-from agent.daemon.guard import LeaderOnlyActuator
+from agent.daemon.guard import LeaderOnlyActuator, LeaderOnlyDrainer, Leadership
 from agent.daemon.health import HealthState
 from agent.daemon.kube import KubernetesUnconfigured, lease_namespace, replica_identity
 from agent.daemon.lease import LeaseElector
@@ -44,6 +45,10 @@ class DaemonParts:
     clock: Clock
     kube: k8s.ApiClient | None = None  # needed when leader election is on
     forecaster: Forecaster | None = None  # default: the configured model
+    # Pools that shrink only by draining idle nodes, each with its drainer (several pools may share one).
+    drainers: Mapping[str, NodeDrainer] = field(default_factory=dict)
+    # Where parts register their own metrics (e.g. an instrumented actuator); served on /metrics with the daemon's.
+    registry: CollectorRegistry | None = None
 
 
 @dataclass(frozen=True)
@@ -94,9 +99,10 @@ def assemble(
         actuator = DryRunActuator(actuator, clock)
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
     forecaster = parts.forecaster or build_forecaster(settings.forecast)
-    agent = Agent(settings, AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier))
+    drainers = _guarded_drainers(parts.drainers, mode, elector, clock)
+    agent = Agent(settings, AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier, drainers))
 
-    metrics = DaemonMetrics()
+    metrics = DaemonMetrics(parts.registry)
     health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))
     daemon = Daemon(
         AgentLoopAdapter(agent, recorder),
@@ -121,3 +127,15 @@ def assemble(
     )
     runtime = DaemonRuntime(daemon, schedule, endpoints)
     return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints)
+
+
+def _guarded_drainers(
+    drainers: Mapping[str, NodeDrainer], mode: str, leadership: Leadership, clock: Clock
+) -> dict[str, NodeDrainer]:
+    """Each distinct drainer wrapped once (dry-run in ``dry-run`` mode, then leader-only), mapped to its pools."""
+    wrapped: dict[int, NodeDrainer] = {}
+    for drainer in drainers.values():
+        if id(drainer) not in wrapped:
+            inner: NodeDrainer = DryRunDrainer(drainer, clock) if mode == "dry-run" else drainer
+            wrapped[id(drainer)] = LeaderOnlyDrainer(inner, leadership, clock)
+    return {pool_id: wrapped[id(drainer)] for pool_id, drainer in drainers.items()}

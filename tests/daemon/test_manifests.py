@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from agent.daemon.live import check_live_settings
 from config import settings_from_mapping
 from tests.daemon.manifests import DEPLOY, KUBECTL, allowed, find, grants_for, render
 
@@ -144,3 +145,13 @@ def test_the_image_runs_unprivileged_without_writing_its_filesystem() -> None:
     assert "PYTHONDONTWRITEBYTECODE=1" in final_stage
     assert 'ENTRYPOINT ["leadtime"]' in final_stage
     assert "/src" not in final_stage.split("COPY --from=build", 1)[1]  # only the built virtualenv is copied
+
+
+def test_the_bundled_config_has_what_a_live_daemon_needs(rendered: tuple[str, list[dict[str, Any]]]) -> None:
+    _, objects = rendered
+    (config_map,) = [o for o in find(objects, "ConfigMap") if o["metadata"]["name"].startswith("leadtime-config")]
+    settings = settings_from_mapping(yaml.safe_load(config_map["data"]["config.yaml"]), source="deploy config")
+    check_live_settings(settings, "deploy config")  # leadtime run without --replay starts on it
+    assert settings.cloud is not None and settings.cloud.endpoint is None  # real Google APIs, real credentials
+    mapped = {m.pool for m in settings.cloud.node_pools} | {m.pool for m in settings.cloud.tpu_slice_groups}
+    assert mapped == {p.id for p in settings.pools}

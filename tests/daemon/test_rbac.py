@@ -1,6 +1,8 @@
 """Every Kubernetes API call the daemon makes in a full scenario must be granted by the RBAC rendered from
 ``deploy/``: two whole daemons (real loop, election, events) start, elect, tick, refit, lose the API, fail
-over, come back, and shut down, while the fake API server logs each request in RBAC terms."""
+over, come back, and shut down, while the fake API server logs each request in RBAC terms. The scenario runs
+twice: rehearsed (replayed trace, simulated pools) and on the live wiring (Prometheus, GKE node pools, node
+drains through the Kubernetes API, a drain taken over by the new leader)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,22 @@ from collections.abc import Callable
 
 import pytest
 from kubernetes import client as k8s
+from prometheus_client import CollectorRegistry
 
 from actuators import SimulatedCluster
+from agent.daemon.live import live_parts
+from agent.daemon.wiring import assemble
+from agent.notify import RecordingNotifier
 from models.clock import SimulatedClock
 from tests.daemon.conftest import RETRY
 from tests.daemon.links import CuttableLink
 from tests.daemon.manifests import KUBECTL, allowed, grants_for, render
 from tests.daemon.scenario import ScenarioReplica, helios_settings, scenario_replica
+from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, SPOT, T0, NodeMirror, Rig
+from tests.fakes import kube_objects as objs
+from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi, RequestRecord
+from tests.fakes.prometheus_api import FakePrometheusApi
 
 pytestmark = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: it renders the RBAC to check")
 
@@ -88,3 +98,121 @@ def test_every_call_of_a_full_scenario_is_granted_by_the_rendered_rbac(
     kinds = {(r.verb, r.resource) for r in requests}
     assert {("get", "leases"), ("create", "leases"), ("update", "leases"), ("create", "events")} <= kinds
     assert sum(1 for r in requests if r.verb == "update" and r.resource == "leases") > 100
+
+
+def _live_scenario(
+    rig: Rig,
+    link_to: Callable[[], CuttableLink],
+    api_client_for: Callable[[str], k8s.ApiClient],
+    mode: str,
+) -> tuple[list[RequestRecord], str]:
+    """Two daemons on the live wiring (``leadtime run`` without --replay): the spot pool grows, two idle on-demand
+    nodes are drained (one waits on a disruption budget), the leader loses the API mid-drain and the other takes
+    the drain over and finishes it. Returns the Kubernetes requests and the node that waited."""
+    rig.add_pools(on_demand_nodes=3)
+    busy, waits, _ = rig.mirror.nodes(ON_DEMAND)
+    rig.kube.put("pods", objs.pod("train", busy, namespace=CLASS, accelerators=8))
+    rig.kube.put("pods", objs.pod("web", waits, labels={"app": "web"}, owner_kind="ReplicaSet"))
+    rig.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, min_available=1), group="policy")
+    rig.prometheus.set_demand(CLASS, 8)
+    settings = rig.settings(election=True, mode=mode)
+    links = [link_to(), link_to()]
+    replicas = []
+    for name, link in zip(("leadtime-a", "leadtime-b"), links, strict=True):
+        kube = api_client_for(link.url)
+        parts = live_parts(settings, "rbac scenario", rig.clock, RecordingNotifier(), kube, CollectorRegistry())
+        assembled = assemble(settings, mode, parts, {"POD_NAME": name, "POD_NAMESPACE": "leadtime"})
+        assembled.endpoints.stop()
+        replicas.append(assembled)
+
+    def play(seconds: int) -> None:
+        for i in range(int(seconds / RETRY.total_seconds())):
+            rig.clock.advance(RETRY)
+            for replica in replicas:
+                replica.daemon.elect()
+            if i % 30 == 0:
+                for replica in replicas:
+                    replica.daemon.tick()
+
+    for replica in replicas:
+        replica.daemon.refit()
+    play(14 * 60)  # idle for the stabilization window, then drained; one drain waits on the budget
+    leader = next(i for i, r in enumerate(replicas) if r.elector.is_leader(rig.clock.now()))
+    links[leader].cut()
+    play(60)  # the other replica leads and takes over the waiting drain
+    rig.kube.delete("poddisruptionbudgets", "web", "default", group="policy")
+    play(120)
+    links[leader].restore()
+    play(60)
+    for replica in replicas:
+        replica.daemon.stop_working()
+        replica.daemon.release()
+    return list(rig.kube.requests), waits
+
+
+def _denied(requests: list[RequestRecord], mode: str) -> list[RequestRecord]:
+    grants = grants_for(render(f"overlays/{mode}"), "leadtime", "leadtime")
+    return sorted(
+        {
+            r
+            for r in requests
+            if not allowed(
+                grants,
+                r.verb,
+                r.api_group,
+                f"{r.resource}/{r.subresource}" if r.subresource else r.resource,
+                r.namespace,
+                r.name,
+            )
+        },
+        key=str,
+    )
+
+
+def test_the_live_daemons_drains_and_takeover_use_only_what_the_enforce_overlay_grants(
+    gke_api: FakeGkeApi,
+    kube_api: FakeKubeApi,
+    prometheus_api: FakePrometheusApi,
+    link_to: Callable[[], CuttableLink],
+    api_client_for: Callable[[str], k8s.ApiClient],
+) -> None:
+    rig = Rig(gke_api, kube_api, prometheus_api, SimulatedClock(T0), NodeMirror(gke_api, kube_api))
+    requests, waited = _live_scenario(rig, link_to, api_client_for, "enforce")
+    assert _denied(requests, "enforce") == []
+    used = {(r.verb, r.resource, r.subresource) for r in requests}
+    drainer_calls = {
+        ("list", "nodes", ""),
+        ("patch", "nodes", ""),
+        ("list", "pods", ""),
+        ("create", "pods", "eviction"),
+    }
+    assert drainer_calls <= used
+    # the drain the first leader started behind the budget was finished by the second: the node is gone
+    deleting = {i.name for i in gke_api.pools[NODE_POOLS[ON_DEMAND]].migs[0].instances if i.action == "DELETING"}
+    assert waited in deleting
+    assert len(deleting) == 2
+    assert all(
+        not (n.get("spec") or {}).get("unschedulable")
+        for n in kube_api.list("nodes")
+        if n["metadata"]["name"] not in deleting
+    )
+    assert gke_api.pools[NODE_POOLS[SPOT]].migs[0].target_size == 1
+
+
+def test_the_live_daemons_in_dry_run_write_nothing_to_nodes_or_pods(
+    gke_api: FakeGkeApi,
+    kube_api: FakeKubeApi,
+    prometheus_api: FakePrometheusApi,
+    link_to: Callable[[], CuttableLink],
+    api_client_for: Callable[[str], k8s.ApiClient],
+) -> None:
+    rig = Rig(gke_api, kube_api, prometheus_api, SimulatedClock(T0), NodeMirror(gke_api, kube_api))
+    requests, _ = _live_scenario(rig, link_to, api_client_for, "dry-run")
+    assert _denied(requests, "dry-run") == []
+    writes = {(r.verb, r.resource) for r in requests if r.verb not in ("get", "list", "watch")}
+    assert writes <= {("create", "leases"), ("update", "leases"), ("create", "events")}
+    assert {("list", "nodes"), ("list", "pods")} <= {(r.verb, r.resource) for r in requests}
+    grants = grants_for(render("overlays/dry-run"), "leadtime", "leadtime")
+    for verb, resource in (("patch", "nodes"), ("update", "nodes"), ("create", "pods/eviction"), ("delete", "pods")):
+        assert not allowed(grants, verb, "", resource, "default", "any")
+    assert [(m, p) for m, p in gke_api.requests if m in ("POST", "DELETE") and "listManagedInstances" not in p] == []

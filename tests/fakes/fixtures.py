@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
+from tests.fakes.prometheus_api import FakePrometheusApi
 from tests.fakes.tpu_api import FakeTpuApi
 
 
@@ -54,6 +55,16 @@ def gke_api() -> Iterator[FakeGkeApi]:
 def tpu_api() -> Iterator[FakeTpuApi]:
     """A running FakeTpuApi (Cloud TPU v2 queued resources and operations)."""
     fake = FakeTpuApi().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def prometheus_api() -> Iterator[FakePrometheusApi]:
+    """A running FakePrometheusApi answering range queries with the demand a test sets."""
+    fake = FakePrometheusApi().start()
     try:
         yield fake
     finally:

@@ -1,0 +1,96 @@
+"""The daemon's live parts, built from settings: demand from Prometheus, pools through the Google Cloud actuators
+(routed per pool and instrumented), GKE node pools shrunk only by draining idle nodes through the Kubernetes API.
+
+Nothing connects here: every client connects on first use. The notifier, the clock and the Kubernetes API client
+come in as arguments, so a deployment (or a test) chooses them. Dry-run and leader-only wrapping happens in
+``agent.daemon.wiring.assemble``, for every mode alike.
+"""
+
+from __future__ import annotations
+
+from kubernetes import client as k8s
+from prometheus_client import CollectorRegistry
+
+from actuators.cloud_wiring import build_cloud_actuators
+from actuators.instrumented import InstrumentedActuator
+from actuators.kubernetes_drain import KubernetesNodeDrainer
+from actuators.routing import RoutingActuator
+from agent.daemon.wiring import DaemonParts
+from agent.ledger import InMemoryLedger
+from agent.notify import Notifier
+from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus_queries import demand_queries
+from config.schema import Settings
+from models import ConfigError, ConfigProblem, PoolKind
+from models.clock import Clock
+
+_REHEARSE = "or rehearse without any cloud: leadtime run --replay TRACE"
+
+
+def check_live_settings(settings: Settings, source: str) -> None:
+    """The sections a live daemon needs; every one missing is reported at once (exit code 2)."""
+    problems: list[ConfigProblem] = []
+    if settings.prometheus is None:
+        problems.append(
+            ConfigProblem(
+                "prometheus",
+                f"leadtime run reads demand from Prometheus: add a prometheus section with its url, {_REHEARSE}",
+            )
+        )
+    cloud_pools = [p.id for p in settings.pools if p.kind is not PoolKind.ON_PREM]
+    if settings.cloud is None and cloud_pools:
+        problems.append(
+            ConfigProblem(
+                "cloud",
+                f"pools {', '.join(cloud_pools)} are changed through Google Cloud: add a cloud section with project, "
+                f"location, cluster and a mapping for each pool, {_REHEARSE}",
+            )
+        )
+    if problems:
+        raise ConfigError(source, problems)
+
+
+def needs_kubernetes(settings: Settings) -> bool:
+    """GKE node pools are drained through the Kubernetes API before they shrink."""
+    return settings.cloud is not None and bool(settings.cloud.node_pools)
+
+
+def live_parts(
+    settings: Settings,
+    source: str,
+    clock: Clock,
+    notifier: Notifier,
+    kube: k8s.ApiClient | None,
+    registry: CollectorRegistry,
+) -> DaemonParts:
+    check_live_settings(settings, source)
+    prometheus = settings.prometheus
+    assert prometheus is not None  # checked above
+    queries = demand_queries(settings.demand_class_models(), prometheus)
+    parts = DaemonParts(
+        source=PrometheusSource.from_settings(prometheus, queries),
+        actuator=RoutingActuator({}),  # on-prem pools only: nothing to change
+        ledger=InMemoryLedger(),
+        notifier=notifier,
+        clock=clock,
+        kube=kube,
+        registry=registry,
+    )
+    cloud = settings.cloud
+    if cloud is None:
+        return parts
+    actuators = build_cloud_actuators(cloud, clock)
+    parts.actuator = InstrumentedActuator(actuators.router, registry, unit_gauges=False)
+    if cloud.node_pools:
+        if kube is None:
+            raise ValueError("GKE node pools are drained through the Kubernetes API: pass its client")
+        drainer = KubernetesNodeDrainer(
+            k8s.CoreV1Api(kube),
+            clock,
+            {m.pool: m.node_pool for m in cloud.node_pools},
+            actuators.node_pools,
+            timeout=cloud.drain_timeout,
+            request_timeout=settings.daemon.kubernetes.request_timeout,
+        )
+        parts.drainers = {m.pool: drainer for m in cloud.node_pools}
+    return parts

@@ -1,0 +1,196 @@
+"""Scale-down through safe drains: the agent's side of a ``NodeDrainer``, for the pools one serves.
+
+A real node pool must never shrink by a blind size change: the instance group would pick the victims, and their
+pods would be killed without regard to disruption budgets. For a pool served by a drainer:
+
+* **Observing** (every tick, before planning): the drainer's idle nodes become the pool's ``idle_units`` and
+  ``idle_since`` (when this agent first saw each node idle), so the planner's rule "release only units observed
+  idle for the stabilization window" holds on real pools. A pool whose idle nodes cannot be read has none (it is
+  held, never shrunk on unknown idleness). Nodes being drained are taken out of the pool's ready and target
+  units: they were already asked to go, so the planner does not release capacity twice for the same need.
+* **Acting** (in the executor): a planned release of ``k`` units drains ``k`` nodes chosen among those idle for
+  the stabilization window (longest idle first). Each drain has its own key; a drain that waits on a disruption
+  budget is continued on later ticks with the same key until the drainer reports it done (the node is empty and
+  was deleted through the pool's actuator), failed (timeout: uncordoned, not removed) or rejected (a pod must
+  not be disrupted). A node whose drain failed or was rejected is not chosen again for one stabilization window.
+
+The cluster's record of drains in progress (``NodeDrainer.draining_nodes``) is read every tick and wins over this
+memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from actuators.base import NodeDrainer
+from models import (
+    ActionResult,
+    ActionStatus,
+    ActuatorError,
+    AlertEvent,
+    AlertKind,
+    PermanentActuatorError,
+    PoolState,
+    Resize,
+    Severity,
+)
+
+log = logging.getLogger(__name__)
+DRAIN_KEY_MARK = "/drain/"  # a drain's key is "<key of the planned release>/drain/<node>"
+_SETTLED = (ActionStatus.DONE, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.RECORDED)
+
+
+@dataclass(frozen=True)
+class PendingDrain:
+    pool_id: str
+    node: str
+    key: str
+
+
+@dataclass
+class DrainOutcome:
+    """Results of drain calls; ``permanent`` names pools whose drainer failed for good (stop touching them)."""
+
+    results: list[ActionResult] = field(default_factory=list)
+    permanent: dict[str, str] = field(default_factory=dict)
+
+    def extend(self, other: DrainOutcome) -> None:
+        self.results.extend(other.results)
+        self.permanent.update(other.permanent)
+
+
+class NodeDrains:
+    """``drainers`` maps each pool that shrinks through drains to its drainer."""
+
+    def __init__(self, drainers: Mapping[str, NodeDrainer], stabilization: timedelta) -> None:
+        self._drainers = dict(drainers)
+        self._window = stabilization
+        self._first_idle: dict[str, dict[str, datetime]] = {}  # pool -> node -> first seen idle
+        self._pending: dict[str, PendingDrain] = {}  # node -> drain in progress
+        self._held_until: dict[str, datetime] = {}  # node -> not chosen again before this time
+
+    def serves(self, pool_id: str) -> bool:
+        return pool_id in self._drainers
+
+    @property
+    def pending(self) -> tuple[PendingDrain, ...]:
+        return tuple(self._pending.values())
+
+    # -- observing ---------------------------------------------------------------------------------------------
+    def observe(
+        self, states: Mapping[str, PoolState], now: datetime
+    ) -> tuple[dict[str, PoolState], tuple[AlertEvent, ...]]:
+        """The states the planner should see: idle nodes filled in, nodes being drained taken out."""
+        self._held_until = {n: t for n, t in self._held_until.items() if t > now}
+        alerts: list[AlertEvent] = []
+        for pool_id, drainer in self._drainers.items():
+            try:
+                self._reconcile(pool_id, drainer.draining_nodes(pool_id))
+            except ActuatorError as exc:  # drains in progress stay as remembered; continuing them will tell
+                log.warning("pool %s: drains in progress unknown: %s", pool_id, exc)
+        seen = self.adjusted(states)
+        for pool_id, drainer in self._drainers.items():
+            state = seen.get(pool_id)
+            if state is None:
+                continue
+            try:
+                idle = [n for n in drainer.idle_nodes(pool_id, timedelta(0)) if self._choosable(n)]
+            except ActuatorError as exc:
+                log.warning("pool %s: idle nodes unknown, holding its size: %s", pool_id, exc)
+                alerts.append(_alert(now, pool_id, "Idle nodes cannot be read; holding the pool's size", exc))
+                idle = []
+            known = self._first_idle.get(pool_id, {})
+            self._first_idle[pool_id] = {node: known.get(node, now) for node in idle}
+            since = tuple(sorted(self._first_idle[pool_id].values()))
+            seen[pool_id] = replace(state, idle_units=len(idle), idle_since=since)
+        return seen, tuple(alerts)
+
+    def adjusted(self, states: Mapping[str, PoolState]) -> dict[str, PoolState]:
+        """Pool states with the nodes being drained taken out of ready and target units (no calls)."""
+        draining: dict[str, int] = {}
+        for pending in self._pending.values():
+            draining[pending.pool_id] = draining.get(pending.pool_id, 0) + 1
+        out = dict(states)
+        for pool_id, count in draining.items():
+            state = out.get(pool_id)
+            if state is not None:
+                out[pool_id] = replace(
+                    state,
+                    ready_units=max(0, state.ready_units - count),
+                    target_units=max(0, state.target_units - count),
+                )
+        return out
+
+    # -- acting (called by the executor only) ------------------------------------------------------------------
+    def continue_pending(self, now: datetime) -> DrainOutcome:
+        """Carry every drain in progress one step further, with its own key."""
+        outcome = DrainOutcome()
+        for pending in list(self._pending.values()):
+            outcome.extend(self._step(pending, now))
+        return outcome
+
+    def scale_down(self, resize: Resize, now: datetime) -> DrainOutcome:
+        """Release ``from_units - to_units`` units of the pool by draining as many nodes idle for the window."""
+        pool_id = resize.pool_id
+        wanted = resize.from_units - resize.to_units
+        try:
+            idle = self._drainers[pool_id].idle_nodes(pool_id, self._window)
+        except ActuatorError as exc:
+            return self._failed(resize.key, pool_id, now, exc)
+        chosen = [n for n in idle if self._choosable(n)][:wanted]
+        if not chosen:
+            detail = f"no node of {pool_id} is idle for {self._window} any more; re-planning next tick"
+            return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
+        outcome = DrainOutcome()
+        for node in chosen:
+            pending = PendingDrain(pool_id, node, f"{resize.key}{DRAIN_KEY_MARK}{node}")
+            self._pending[node] = pending
+            log.info("pool %s: draining idle node %s (%s)", pool_id, node, resize.reason)
+            outcome.extend(self._step(pending, now))
+            if pool_id in outcome.permanent:
+                break
+        return outcome
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _reconcile(self, pool_id: str, draining: Mapping[str, str]) -> None:
+        """The cluster's record of drains in progress wins: take over the ones another agent (or this one before
+        a restart) started, forget the ones that ended elsewhere (a person uncordoned the node, it is gone)."""
+        for node, key in draining.items():
+            if node not in self._pending:
+                log.info("pool %s: taking over the drain of %s (key %s)", pool_id, node, key)
+                self._pending[node] = PendingDrain(pool_id, node, key)
+        for node, pending in list(self._pending.items()):
+            if pending.pool_id == pool_id and node not in draining:
+                del self._pending[node]
+
+    def _step(self, pending: PendingDrain, now: datetime) -> DrainOutcome:
+        try:
+            result = self._drainers[pending.pool_id].drain(pending.pool_id, pending.node, pending.key)
+        except PermanentActuatorError as exc:
+            self._pending.pop(pending.node, None)
+            return self._failed(pending.key, pending.pool_id, now, exc)
+        except ActuatorError as exc:  # transient: the same key continues the drain next tick
+            return self._failed(pending.key, pending.pool_id, now, exc)
+        if result.status in _SETTLED:
+            self._pending.pop(pending.node, None)
+            self._first_idle.get(pending.pool_id, {}).pop(pending.node, None)
+        if result.status in (ActionStatus.FAILED, ActionStatus.REJECTED):
+            self._held_until[pending.node] = now + max(self._window, timedelta(minutes=1))
+        log.info("pool %s: drain of %s %s: %s", pending.pool_id, pending.node, result.status, result.detail)
+        return DrainOutcome([result])
+
+    def _choosable(self, node: str) -> bool:
+        return node not in self._pending and node not in self._held_until
+
+    @staticmethod
+    def _failed(key: str, pool_id: str, now: datetime, exc: ActuatorError) -> DrainOutcome:
+        result = ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc))
+        permanent = {pool_id: str(exc)} if isinstance(exc, PermanentActuatorError) else {}
+        return DrainOutcome([result], permanent)
+
+
+def _alert(now: datetime, pool_id: str, summary: str, exc: Exception) -> AlertEvent:
+    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, {"error": str(exc)})
