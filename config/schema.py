@@ -93,6 +93,9 @@ class PlannerSettings(_Section):
     waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0)
     headroom_units: int = Field(default=0, ge=0)
     scale_down_stabilization: Duration = timedelta(minutes=10)
+    # A unit released and needed again within its lead time costs at least as much as keeping it (billing
+    # starts at the request): hold idle units for at least the pool's lead time as well.
+    hold_idle_for_lead_time: bool = True
     max_scale_up_units_per_tick: int | None = Field(default=None, ge=1)
     max_scale_down_units_per_tick: int | None = Field(default=None, ge=1)
     min_direction_change_interval: Duration = timedelta(0)

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
     if live:
-        parts = live_parts(settings, args.config, clock, LogNotifier(), kube, CollectorRegistry())
+        notifier = build_slack_notifier(settings.alerts, clock, os.environ) or LogNotifier()
+        parts = live_parts(settings, args.config, clock, notifier, kube, CollectorRegistry())
     else:
         parts = _rehearsal_parts(settings, clock, args.replay, args.replay_from)
         parts.kube = kube

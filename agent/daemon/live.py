@@ -16,7 +16,7 @@ from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
 from agent.daemon.wiring import DaemonParts
-from agent.ledger import InMemoryLedger
+from agent.ledger.factory import open_ledger
 from agent.notify import Notifier
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
@@ -70,7 +70,7 @@ def live_parts(
     parts = DaemonParts(
         source=PrometheusSource.from_settings(prometheus, queries),
         actuator=RoutingActuator({}),  # on-prem pools only: nothing to change
-        ledger=InMemoryLedger(),
+        ledger=open_ledger(settings.ledger),
         notifier=notifier,
         clock=clock,
         kube=kube,

@@ -181,7 +181,11 @@ def _agent(
     source = TraceSource(trace)
     if policy == "reactive":
         reactive = (planner or settings.planner).model_copy(
-            update={"scale_down_stabilization": REACTIVE_UNNEEDED_TIME, "service_level": None}
+            update={
+                "scale_down_stabilization": REACTIVE_UNNEEDED_TIME,
+                "hold_idle_for_lead_time": False,
+                "service_level": None,
+            }
         )
         parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), RecordingNotifier())
         return Agent(settings, parts, tick=window.step, step=window.step, planner=reactive)

@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent.planning import PlanInput, PlannerMemory, plan_capacity
+from agent.planning.groups import demand_groups
 from config.schema import PlannerSettings
 from models import (
     AcceleratorFamily,
@@ -201,3 +202,63 @@ def test_plan_invariants(
             assert set(spec.serves) <= known, "no release while a served class is unknown"
             settled = sum(1 for s in st_.idle_since if NOW - s >= timedelta(minutes=10))
             assert resize.from_units - resize.to_units <= settled, "only units observed idle long enough"
+
+
+def test_classes_sharing_their_pools_are_planned_on_their_summed_forecast() -> None:
+    shared = pool(serves=("a", "b"))
+    groups = demand_groups(["a", "b"], [shared])
+    (group,) = groups
+    assert group.is_aggregate
+    forecasts = {
+        "a": forecast("a", [30, 30, 30]),
+        "b": forecast("b", [30, 30, 30]),
+        group.name: forecast(group.name, [41, 41, 41]),
+    }
+    plan = plan_capacity(
+        PlanInput(
+            now=NOW,
+            tick=STEP,
+            pools=[shared],
+            states={"gpu": state(target=0)},
+            forecasts=forecasts,
+            observed={"a": 20, "b": 20},
+            service_levels={"a": 0.9, "b": 0.9},
+            settings=PlannerSettings(),
+            groups=groups,
+            forecast_step=STEP,
+        )
+    )
+    assert plan.resizes[0].to_units == 6  # ceil(41 / 8), not ceil(60 / 8)
+
+
+def test_idle_units_are_held_for_at_least_the_lead_time() -> None:
+    slow = pool(lead=30)
+    idle = state(target=10, idle_minutes=(40, 20, 15))
+    plan = plan_for([slow], [idle], {"a": [8, 8, 8]}, {"a": 8})
+    assert plan.resizes[0].to_units == 9  # only the unit idle for 40 minutes goes
+    plain = PlannerSettings(hold_idle_for_lead_time=False)
+    plan = plan_for([slow], [idle], {"a": [8, 8, 8]}, {"a": 8}, planner=plain)
+    assert plan.resizes[0].to_units == 7  # all three have been idle for 10 minutes
+
+
+def test_spot_pools_hold_a_reserve_for_interruptions() -> None:
+    spot = PoolSpec(
+        "spot",
+        PoolKind.GPU_NODE_POOL,
+        CapacityTier.SPOT,
+        AcceleratorFamily.GPU,
+        8,
+        0,
+        100,
+        3.0,
+        timedelta(minutes=30),
+        ("a",),
+        spot_interruption_per_hour=0.2,
+    )
+    plan = plan_for([spot], [state("spot")], {"a": [80, 80, 80]}, {"a": 80})
+    assert plan.resizes[0].to_units == 11  # 10 units + ceil(10 * 0.2/h * 0.5 h)
+
+
+def test_constant_headroom_applies_even_without_demand() -> None:
+    plan = plan_for([pool()], [state(target=0)], {"a": [0, 0, 0]}, {"a": 0}, planner=PlannerSettings(headroom_units=2))
+    assert plan.resizes[0].to_units == 2
