@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 POLICY_COLOURS = {"forecast": "#1f77b4", "reactive": "#d62728", "static": "#7f7f7f", "oracle": "#2ca02c"}
@@ -24,16 +25,29 @@ def figure_to_data_uri(figure: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def shade_gaps(ax: Axes, index: pd.DatetimeIndex, gaps: np.ndarray | None) -> None:
+    """Mark steps without data (not counted in any metric) so nobody reads them as zero demand."""
+    if gaps is None or not gaps.any():
+        return
+    edges = np.flatnonzero(np.diff(np.r_[0, gaps.astype(np.int8), 0]))
+    step = index[1] - index[0] if len(index) > 1 else pd.Timedelta(0)
+    for i, (start, end) in enumerate(zip(edges[::2], edges[1::2], strict=True)):
+        label = "no data" if i == 0 else None
+        ax.axvspan(index[start], index[end - 1] + step, color="#f4cccc", alpha=0.6, linewidth=0, label=label)
+
+
 def capacity_panels(
     index: pd.DatetimeIndex,
     panels: Sequence[tuple[str, np.ndarray, Mapping[str, np.ndarray]]],
     unit_label: str,
     columns: int = 2,
+    gaps: np.ndarray | None = None,
 ) -> str:
     """Small multiples: per panel, demand (filled grey) and each policy's ready capacity as a step line."""
     rows = max(1, -(-len(panels) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 2.4 * rows), squeeze=False, sharex=True)
     for ax, (title, demand, capacity) in zip(axes.flat, panels, strict=False):
+        shade_gaps(ax, index, gaps)
         ax.fill_between(index, np.nan_to_num(demand), step="post", color="#cccccc", label="demand", linewidth=0)
         for policy, series in capacity.items():
             ax.step(index, series, where="post", linewidth=0.9, label=policy, color=POLICY_COLOURS.get(policy))

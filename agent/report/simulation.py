@@ -39,6 +39,7 @@ def write_simulation_report(
         f"<h1>leadtime simulation</h1><p>{_describe(document)}</p>",
         _table(document["policies"]),
         f'<img alt="cost and unserved demand by policy" src="{_costs(runs)}">',
+        _equal_service(document.get("equal_service")),
         "<h2>Capacity against demand, per pool</h2>",
         f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
     ]
@@ -60,6 +61,29 @@ def write_simulation_report(
     page = "<!doctype html><html><head><meta charset='utf-8'><title>leadtime simulation</title>"
     page += f"<style>{STYLE}</style></head><body>{''.join(sections)}</body></html>\n"
     path.write_text(page, encoding="utf-8")
+
+
+def _equal_service(comparison: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> str:
+    """What the same service costs, per unserved-demand target, with the forecast policy's ratios."""
+    if not comparison:
+        return ""
+    head = "<tr><th>unserved target</th><th>forecast (USD)</th><th>reactive (USD)</th><th>oracle (USD)</th>"
+    head += "<th>forecast / reactive</th><th>forecast / oracle</th></tr>"
+    rows = []
+    for target, row in comparison.items():
+        costs = {name: row.get(name, {}).get("cost_usd") for name in ("forecast", "reactive", "oracle")}
+        cells = "".join(f"<td>{c:,.0f}</td>" if c is not None else "<td>not reached</td>" for c in costs.values())
+        ratios = "".join(
+            f"<td>{costs['forecast'] / costs[base]:.3f}x</td>" if costs["forecast"] and costs[base] else "<td></td>"
+            for base in ("reactive", "oracle")
+        )
+        rows.append(f"<tr><td>{float(target):.1%}</td>{cells}{ratios}</tr>")
+    note = (
+        "<p class='note'>Each policy tuned to leave the same share of demand unserved: the reactive policy with "
+        "the smallest constant headroom (units per pool), the forecast policy with the lowest service level "
+        "that meets the target; costs interpolated between the two settings that bracket it.</p>"
+    )
+    return f"<h2>What the same service costs</h2>{note}<table>{head}{''.join(rows)}</table>"
 
 
 def _describe(document: Mapping[str, Any]) -> str:
@@ -94,7 +118,7 @@ def _capacity(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings:
         demand[np.isnan(window.demand[:, columns]).any(axis=1)] = np.nan
         capacity = {name: run.ready_units[pool.pool_id] * pool.chips_per_unit for name, run in runs.items()}
         panels.append((f"{pool.pool_id} ({pool.chips_per_unit} chips/unit, lead {pool.lead_time})", demand, capacity))
-    return capacity_panels(window.index, panels, "chips", columns=1 if len(panels) == 1 else 2)
+    return capacity_panels(window.index, panels, "chips", columns=1 if len(panels) == 1 else 2, gaps=~window.observed)
 
 
 def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
