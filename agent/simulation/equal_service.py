@@ -112,12 +112,7 @@ def _search_headroom(session: Simulation, targets: tuple[float, ...], seed: Tria
             continue
         while trial(high).unserved_fraction > target and high < MAX_HEADROOM:
             low, high = high, high * 2
-        while high - low > 1:
-            mid = (low + high) // 2
-            if trial(mid).unserved_fraction <= target:
-                high = mid
-            else:
-                low = mid
+        _bisect(trial, target, low, high)
     return list(cache.values())
 
 
@@ -133,13 +128,19 @@ def _search_levels(session: Simulation, targets: tuple[float, ...]) -> list[Tria
         return cache[i]
 
     for target in sorted(targets, reverse=True):
-        low, high = -1, len(SERVICE_LEVELS) - 1  # invariant: low fails (or is below the grid), high is the top
-        if trial(high).unserved_fraction > target:
-            continue
-        while high - low > 1:
-            mid = (low + high) // 2
-            if trial(mid).unserved_fraction <= target:
-                high = mid
-            else:
-                low = mid
+        top = len(SERVICE_LEVELS) - 1
+        if trial(top).unserved_fraction <= target:
+            _bisect(trial, target, -1, top)
     return list(cache.values())
+
+
+def _bisect(trial: Callable[[int], Trial], target: float, low: int, high: int) -> int:
+    """Smallest setting in (low, high] that meets the target, given that ``high`` does and ``low`` does not
+    (unserved demand falls as the setting grows); every setting tried is remembered by the caller."""
+    while high - low > 1:
+        mid = (low + high) // 2
+        if trial(mid).unserved_fraction <= target:
+            high = mid
+        else:
+            low = mid
+    return high
