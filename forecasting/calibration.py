@@ -1,0 +1,81 @@
+"""Calibrating quantiles on recent residuals (split conformal), and the pinball loss that scores them.
+
+For a base forecast ``b`` estimating quantile ``k`` and a wanted level ``q``, the calibrated forecast at ``h``
+steps ahead is ``b + Q_q(y - b)``, the empirical ``q`` quantile of that series' own recent ``h``-step residuals.
+If ``b`` were already a perfect ``q`` quantile the correction would be zero; for a point forecast it is the usual
+residual quantile. The level is nudged up by the finite-sample term of split conformal prediction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_RESIDUALS = 24  # fewer observed h-step residuals than this and an offset is not trusted
+
+
+@dataclass(frozen=True)
+class Residuals:
+    """``values[k, i, h]``: actual minus base ``k`` at origin ``origins_ns[i]``, ``h + 1`` steps ahead."""
+
+    origins_ns: np.ndarray
+    values: np.ndarray
+
+    @property
+    def count(self) -> int:
+        return len(self.origins_ns)
+
+    def keep(self, mask: np.ndarray) -> Residuals:
+        return Residuals(self.origins_ns[mask], self.values[:, mask, :])
+
+    @staticmethod
+    def empty(bases: int, horizon: int) -> Residuals:
+        return Residuals(np.empty(0, dtype=np.int64), np.empty((bases, 0, horizon)))
+
+    @staticmethod
+    def join(first: Residuals, second: Residuals) -> Residuals:
+        origins = np.concatenate((first.origins_ns, second.origins_ns))
+        values = np.concatenate((first.values, second.values), axis=1)
+        order = np.argsort(origins, kind="stable")
+        return Residuals(origins[order], values[:, order, :])
+
+
+def nearest_base(base_levels: Sequence[float], level: float) -> int:
+    return int(np.argmin([abs(b - level) for b in base_levels]))
+
+
+def conformal_offsets(
+    residuals: np.ndarray, base_levels: Sequence[float], levels: Sequence[float], horizon: int
+) -> tuple[np.ndarray, int]:
+    """Offsets of shape (levels, horizon) and the first step (0-based) with too few residuals (``horizon`` if none).
+
+    Steps beyond the residuals' own horizon reuse the last one.
+    """
+    offsets = np.zeros((len(levels), horizon))
+    bases, _, width = residuals.shape
+    short = horizon
+    if bases == 0:
+        return offsets, 0
+    for i, level in enumerate(levels):
+        block = residuals[nearest_base(base_levels, level)]
+        for h in range(min(horizon, width)):
+            column = block[:, h]
+            column = column[~np.isnan(column)]
+            if len(column) < MIN_RESIDUALS:
+                short = min(short, h)
+                break
+            adjusted = min(1.0, level * (1.0 + 1.0 / len(column)))
+            offsets[i, h] = np.quantile(column, adjusted)
+        if width < horizon and short >= width:
+            offsets[i, width:] = offsets[i, width - 1]
+    if short < horizon:
+        offsets[:, short:] = offsets[:, short - 1 : short] if short > 0 else 0.0
+    return offsets, short
+
+
+def pinball(actual: np.ndarray, forecast: np.ndarray, level: float) -> np.ndarray:
+    """Pinball (quantile) loss, elementwise; NaN where either side is NaN."""
+    diff = actual - forecast
+    return np.where(diff >= 0, level * diff, (level - 1.0) * diff)
