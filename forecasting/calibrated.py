@@ -58,10 +58,11 @@ class CalibratedForecaster:
         make_model: Callable[[], PathModel],
         *,
         calibration_window: timedelta = timedelta(days=2),
-        calibration_horizon: timedelta = timedelta(hours=2),
+        calibration_horizon: timedelta = timedelta(hours=1),
         retrain_interval: timedelta = timedelta(days=1),
         recent_window: timedelta = timedelta(hours=3),
         fallback: CalibratedForecaster | None = None,
+        stale_after: timedelta = timedelta(hours=6),
     ) -> None:
         self.name = name
         self.make_model = make_model
@@ -71,6 +72,7 @@ class CalibratedForecaster:
         self.retrain_interval = retrain_interval
         self.recent_window = recent_window
         self.fallback = fallback
+        self.stale_after = stale_after
         self._state = _State()
 
     @property
@@ -193,6 +195,10 @@ class CalibratedForecaster:
         paths = self.model.paths(requests, horizon)
         rescue: dict[int, str] = {}
         for i, uid in enumerate(uids):
+            stale = _staleness(windows[uid])
+            if stale * windows[uid].step_ns >= self.stale_after.total_seconds() * 1e9:
+                block.notes[i] = f"{self.name}: no observation in the last {self.stale_after}: no forecast"
+                continue
             reason = state.train_notes.get(uid) or self._reason_to_fall_back(uid, horizon, levels)
             if reason:
                 rescue[i] = reason
@@ -238,6 +244,12 @@ class CalibratedForecaster:
             block.values[i] = backup.values[j]
             block.models[i] = backup.models[j]
             block.notes[i] = f"{self.name}: {reason}" + (f"; {backup.notes[j]}" if backup.notes[j] else "")
+
+
+def _staleness(series: SeriesData) -> int:
+    """Steps since the newest observed value (the window's length when there is none)."""
+    observed = np.flatnonzero(~np.isnan(series.y))
+    return len(series.y) - 1 - int(observed[-1]) if len(observed) else len(series.y) + 10**9
 
 
 def _ordered(values: np.ndarray, levels: Sequence[float]) -> np.ndarray:
