@@ -149,14 +149,18 @@ def _summarise(
     before = grid.values[max(0, first - round(spec.history / grid.step)) : first]
     with np.errstate(invalid="ignore", divide="ignore"):
         level_mean = np.nanmean(np.where(np.isnan(window), np.nan, window), axis=0)
-        naive_mae = np.nanmean(np.abs(np.diff(before, axis=0)), axis=0) if len(before) > 1 else np.full(len(grid.series), np.nan)
+        naive_mae = (
+            np.nanmean(np.abs(np.diff(before, axis=0)), axis=0)
+            if len(before) > 1
+            else np.full(len(grid.series), np.nan)
+        )
     common = _common_mask(grid, steps, levels, collected)
     out_models: dict[str, object] = {}
     per_series: dict[str, dict[str, object]] = {uid: {} for uid in grid.series}
     for name, box in collected.items():
-        mase = {label: [] for label in steps}
-        pin = {q_label: {label: [] for label in steps} for q_label, _ in spec.quantiles}
-        cover = {q_label: [] for q_label, _ in spec.quantiles}
+        mase: dict[str, list[float]] = {label: [] for label in steps}
+        pin: dict[str, dict[str, list[float]]] = {q: {label: [] for label in steps} for q, _ in spec.quantiles}
+        cover: dict[str, list[float]] = {q_label: [] for q_label, _ in spec.quantiles}
         for i, uid in enumerate(grid.series):
             series_scores: dict[str, float] = {}
             hits: dict[str, list[np.ndarray]] = {q_label: [] for q_label, _ in spec.quantiles}

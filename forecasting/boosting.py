@@ -46,7 +46,7 @@ class LightGbmPaths:
         max_rows: int = 60_000,
         seed: int = 7,
     ) -> None:
-        self.base_levels = tuple(sorted(set(base_levels)))
+        self.base_levels: tuple[float, ...] = tuple(sorted(set(base_levels)))
         self.rounds = rounds
         self.max_rows = max_rows
         self.seed = seed
@@ -63,7 +63,7 @@ class LightGbmPaths:
         ahead = np.unique([max(1, round(m * MINUTE_NS / step)) for m in TRAIN_AHEAD_MINUTES])
         x, y, notes = self._training_rows(panel, ahead)
         if len(y) < 500:
-            return {uid: "too little history to train the global model" for uid in panel}
+            return dict.fromkeys(panel, "too little history to train the global model")
         data = lgb.Dataset(x, label=y, feature_name=list(FEATURE_NAMES), free_raw_data=True)
         for level in self.base_levels:
             params = {**PARAMS, "alpha": level, "seed": self.seed}
@@ -84,7 +84,9 @@ class LightGbmPaths:
                 notes[uid] = "less than a day of history: not in the global model's training"
                 continue
             candidates = np.arange(warmup, last_origin + 1)
-            chosen.append((series, np.sort(rng.choice(candidates, size=min(per_series, len(candidates)), replace=False))))
+            chosen.append(
+                (series, np.sort(rng.choice(candidates, size=min(per_series, len(candidates)), replace=False)))
+            )
         if not chosen:
             return np.empty((0, len(FEATURE_NAMES))), np.empty(0), notes
         rows, valid = _rows(chosen, ahead)
@@ -92,7 +94,9 @@ class LightGbmPaths:
         for series, origins in chosen:
             padded = np.full(valid.shape[1], -1)
             padded[: len(origins)] = origins
-            target = np.where(padded[:, None] >= 0, series.y[np.clip(padded, 0, None)[:, None] + ahead[None, :]], np.nan)
+            target = np.where(
+                padded[:, None] >= 0, series.y[np.clip(padded, 0, None)[:, None] + ahead[None, :]], np.nan
+            )
             targets.append(target)
         label = ((np.stack(targets) - rows.last[:, :, None]) / rows.scale[:, :, None]).reshape(-1)
         keep = np.isfinite(label) & np.repeat(np.isfinite(rows.last).reshape(-1), len(ahead))

@@ -86,6 +86,14 @@ class CalibratedForecaster:
     def horizon_steps(self, size: int) -> int:
         return max(1, -(-round(self.calibration_horizon.total_seconds() * 1e9) // size))
 
+    def residuals(self, uid: str) -> Residuals | None:
+        """The calibration residuals of a series under the current training, if any."""
+        return self._state.residuals.get(uid)
+
+    def train_note(self, uid: str) -> str:
+        """Why the model could not learn this series at the last training (empty when it could)."""
+        return self._state.train_notes.get(uid, "")
+
     # -- fitting -------------------------------------------------------------------------------------------
 
     def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
@@ -153,9 +161,9 @@ class CalibratedForecaster:
         for (series, origins), (uid, stamps), path in zip(requests, new_origins, paths, strict=True):
             target = origins[:, None] + np.arange(1, horizon + 1)[None, :]
             actual = series.y[target]
-            fresh = Residuals(stamps, actual[None, :, :] - path)
+            computed = Residuals(stamps, actual[None, :, :] - path)
             known = state.residuals.get(uid)
-            state.residuals[uid] = fresh if known is None else Residuals.join(known, fresh)
+            state.residuals[uid] = computed if known is None else Residuals.join(known, computed)
 
     # -- predicting ----------------------------------------------------------------------------------------
 
@@ -187,8 +195,13 @@ class CalibratedForecaster:
     def forecast_windows(self, windows: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
         state = self._state
         uids = sorted(windows)
-        block = Block(uids, [windows[u].end_ns for u in uids], np.full((len(uids), len(levels), horizon), np.nan),
-                      [self.name] * len(uids), [""] * len(uids))
+        block = Block(
+            uids,
+            [windows[u].end_ns for u in uids],
+            np.full((len(uids), len(levels), horizon), np.nan),
+            [self.name] * len(uids),
+            [""] * len(uids),
+        )
         if horizon <= 0 or not uids:
             return block
         requests = [(windows[u], np.array([len(windows[u].y) - 1])) for u in uids]
@@ -274,6 +287,6 @@ def _persistence(windows: Mapping[str, SeriesData], horizon: int, levels: Sequen
     return Block(uids, [windows[u].end_ns for u in uids], values, ["persistence"] * len(uids), notes)
 
 
-def last_value_forecaster(**kwargs: timedelta) -> CalibratedForecaster:
+def last_value_forecaster() -> CalibratedForecaster:
     """The calibrated last value: the bar, and every other model's fallback."""
-    return CalibratedForecaster("naive", LastValuePaths, **kwargs)
+    return CalibratedForecaster("naive", LastValuePaths)

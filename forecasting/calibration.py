@@ -78,4 +78,4 @@ def conformal_offsets(
 def pinball(actual: np.ndarray, forecast: np.ndarray, level: float) -> np.ndarray:
     """Pinball (quantile) loss, elementwise; NaN where either side is NaN."""
     diff = actual - forecast
-    return np.where(diff >= 0, level * diff, (level - 1.0) * diff)
+    return np.asarray(np.where(diff >= 0, level * diff, (level - 1.0) * diff))

@@ -82,7 +82,7 @@ def _extreme(values: np.ndarray, origins: np.ndarray, width: int, largest: bool)
     idx = origins[:, :, None] + offsets[None, None, :]
     rows = np.arange(values.shape[0])[:, None, None]
     picked = np.where(idx >= 0, values[rows, np.clip(idx, 0, None)], np.nan)
-    return np.nanmax(picked, axis=2) if largest else np.nanmin(picked, axis=2)
+    return np.asarray(np.nanmax(picked, axis=2) if largest else np.nanmin(picked, axis=2))
 
 
 def feature_rows(values: np.ndarray, start_ns: np.ndarray, step: int, origins: np.ndarray, ahead: np.ndarray) -> Rows:
@@ -126,9 +126,9 @@ def feature_rows(values: np.ndarray, start_ns: np.ndarray, step: int, origins: n
             lag = season // step
             then_target = np.clip(target - lag, 0, values.shape[1] - 1).reshape(n_s, -1)
             then_origin = np.clip(origins - lag, 0, None)
-            moved = take(filled, then_target, axis=1).reshape(n_s, n_o, n_h) - take(filled, then_origin, axis=1)[
-                :, :, None
-            ]
+            moved = (
+                take(filled, then_target, axis=1).reshape(n_s, n_o, n_h) - take(filled, then_origin, axis=1)[:, :, None]
+            )
             step_cols.append(np.where((origins >= lag)[:, :, None], moved / scale[:, :, None], np.nan))
     stamp_ns = start_ns[:, None, None] + target * step
     step_cols.append((stamp_ns % DAY_NS) / 3.6e12)

@@ -43,14 +43,13 @@ def forward_filled(y: np.ndarray) -> np.ndarray:
         return y
     idx = np.where(valid, np.arange(len(y)), -1)
     np.maximum.accumulate(idx, out=idx)
-    out = np.where(idx >= 0, y[np.maximum(idx, 0)], np.nan)
-    return out
+    return np.where(idx >= 0, y[np.maximum(idx, 0)], np.nan)
 
 
 class LastValuePaths:
     """The newest observed value, for every step ahead."""
 
-    base_levels = (0.5,)
+    base_levels: tuple[float, ...] = (0.5,)
 
     def context_steps(self, step_ns: int) -> int:
         return max(1, (6 * 3600 * 10**9) // step_ns)  # look back up to 6 hours for an observed value
@@ -69,7 +68,7 @@ class LastValuePaths:
 class SeasonalNaivePaths:
     """The value one season ago at the same time of day (daily) or week (weekly, when the history allows)."""
 
-    base_levels = (0.5,)
+    base_levels: tuple[float, ...] = (0.5,)
 
     def __init__(self) -> None:
         self._lag_ns: dict[str, int] = {}

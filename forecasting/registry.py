@@ -7,14 +7,14 @@ keeps meaning bare persistence (see ``forecasting.factory``), because the reacti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from forecasting.base import Forecaster
 from forecasting.boosting import LightGbmPaths
 from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
 from forecasting.last_value import LastValueForecaster, PersistenceForecaster
-from forecasting.paths import SeasonalNaivePaths
+from forecasting.paths import PathModel, SeasonalNaivePaths
 from forecasting.selection import AutoForecaster
 from forecasting.smoothing import DampedTrendPaths, StlDampedPaths
 
@@ -35,25 +35,29 @@ def model_names() -> tuple[str, ...]:
     return tuple(FAMILIES)
 
 
-def build_calibrated(name: str, quantiles: Sequence[float]) -> CalibratedForecaster:
+def build_calibrated(
+    name: str, quantiles: Sequence[float], retrain_interval: timedelta = timedelta(days=1)
+) -> CalibratedForecaster:
     """One of the calibrated models (``naive``, ``seasonal_naive``, ``ets``, ``stl``, ``lightgbm``)."""
     if name == "naive":
         return last_value_forecaster()
     fallback = last_value_forecaster()
-    if name == "seasonal_naive":
-        return CalibratedForecaster(name, SeasonalNaivePaths, fallback=fallback)
-    if name == "ets":
-        return CalibratedForecaster(name, DampedTrendPaths, fallback=fallback)
-    if name == "stl":
-        return CalibratedForecaster(name, StlDampedPaths, fallback=fallback)
-    if name == "lightgbm":
-        levels = tuple(sorted({0.5, *quantiles}))
-        return CalibratedForecaster(name, lambda: LightGbmPaths(levels), fallback=fallback)
+    makers: dict[str, Callable[[], PathModel]] = {
+        "seasonal_naive": SeasonalNaivePaths,
+        "ets": DampedTrendPaths,
+        "stl": StlDampedPaths,
+        "lightgbm": lambda: LightGbmPaths(tuple(sorted({0.5, *quantiles}))),
+    }
+    if name in makers:
+        return CalibratedForecaster(name, makers[name], fallback=fallback, retrain_interval=retrain_interval)
     raise ValueError(f"{name!r} is not a calibrated model; known: {', '.join(FAMILIES)}")
 
 
 def build(
-    name: str, quantiles: Sequence[float] = (0.5, 0.9, 0.95), lookback: timedelta = timedelta(days=7)
+    name: str,
+    quantiles: Sequence[float] = (0.5, 0.9, 0.95),
+    lookback: timedelta = timedelta(days=7),
+    retrain_interval: timedelta = timedelta(days=1),
 ) -> Forecaster:
     """The forecaster called ``name``; ``ValueError`` names the known ones when it is not one of them."""
     if name == "persistence":
@@ -61,5 +65,6 @@ def build(
     if name == "last-value":
         return LastValueForecaster(lookback=lookback)
     if name == "auto":
-        return AutoForecaster([build_calibrated(n, quantiles) for n in AUTO_CANDIDATES], quantiles=quantiles)
-    return build_calibrated(name, quantiles)
+        candidates = [build_calibrated(n, quantiles, retrain_interval) for n in AUTO_CANDIDATES]
+        return AutoForecaster(candidates, quantiles=quantiles)
+    return build_calibrated(name, quantiles, retrain_interval)

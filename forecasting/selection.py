@@ -76,9 +76,9 @@ class AutoForecaster:
             self.choice[uid] = best if good else self.baseline
 
     def _score(self, candidate: CalibratedForecaster, uid: str, horizon: int) -> float:
-        if uid in candidate._state.train_notes:
+        if candidate.train_note(uid):
             return float("inf")
-        residuals = candidate._state.residuals.get(uid)
+        residuals = candidate.residuals(uid)
         if residuals is None or residuals.count < 2 * MIN_RESIDUALS:
             return float("inf")
         width = min(horizon, residuals.values.shape[2])
@@ -111,8 +111,13 @@ class AutoForecaster:
         groups: dict[str, list[str]] = {}
         for uid in uids:
             groups.setdefault(self.choice.get(uid, self.baseline), []).append(uid)
-        block = Block(uids, [windows[u].end_ns for u in uids], np.full((len(uids), len(levels), horizon), np.nan),
-                      [""] * len(uids), [""] * len(uids))
+        block = Block(
+            uids,
+            [windows[u].end_ns for u in uids],
+            np.full((len(uids), len(levels), horizon), np.nan),
+            [""] * len(uids),
+            [""] * len(uids),
+        )
         position = {uid: i for i, uid in enumerate(uids)}
         for name, members in groups.items():
             part = self.candidates[name].forecast_windows({u: windows[u] for u in members}, horizon, levels)

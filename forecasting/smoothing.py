@@ -70,13 +70,13 @@ def damped_states(y: np.ndarray, p: DampedParams) -> tuple[np.ndarray, np.ndarra
 
 def damped_paths(level: np.ndarray, trend: np.ndarray, origins: np.ndarray, phi: float, horizon: int) -> np.ndarray:
     weights = np.cumsum(phi ** np.arange(1, horizon + 1))
-    return level[origins][:, None] + trend[origins][:, None] * weights[None, :]
+    return np.asarray(level[origins][:, None] + trend[origins][:, None] * weights[None, :])
 
 
 class DampedTrendPaths:
     """Additive damped-trend exponential smoothing (statsmodels ``ExponentialSmoothing``), one per series."""
 
-    base_levels = (0.5,)
+    base_levels: tuple[float, ...] = (0.5,)
 
     def __init__(self) -> None:
         self._params: dict[str, DampedParams] = {}
@@ -116,7 +116,7 @@ class _SeasonalFit:
 class StlDampedPaths:
     """STL (daily period, statsmodels) to remove the daily cycle, damped-trend smoothing on the adjusted series."""
 
-    base_levels = (0.5,)
+    base_levels: tuple[float, ...] = (0.5,)
 
     def __init__(self) -> None:
         self._fits: dict[str, _SeasonalFit] = {}
