@@ -136,7 +136,10 @@ def _clean(value: Any) -> Any:
 def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:
     """Per-series pinball loss at the highest quantile, averaged over the horizons, one column per model."""
     names = list(result["models"])
-    lines = [f"pinball@{q_label} / mean level, averaged over {','.join(horizons)}", "series".ljust(24) + "".join(n[:14].rjust(15) for n in names)]
+    lines = [
+        f"pinball@{q_label} / mean level, averaged over {','.join(horizons)}",
+        "series".ljust(24) + "".join(n[:14].rjust(15) for n in names),
+    ]
     for uid, by_model in result["series"].items():
         cells = []
         for name in names:

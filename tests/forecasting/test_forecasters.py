@@ -109,7 +109,9 @@ def test_series_that_appears_after_fit_is_forecast_and_one_that_disappears_is_no
     history = make_history(days=3, names=("a", "b"))
     model = _fitted(name, history)
     recent = _recent(history, model)
-    newcomer = long_frame({"new": np.full(len(recent) // 2, 12.0)}, start=history["ds"].max() - STEP * (len(recent) // 2 - 1))
+    newcomer = long_frame(
+        {"new": np.full(len(recent) // 2, 12.0)}, start=history["ds"].max() - STEP * (len(recent) // 2 - 1)
+    )
     recent = pd.concat([recent[recent["unique_id"] == "a"], newcomer], ignore_index=True)
     out = model.predict(recent, 3, LEVELS)
     assert set(out["unique_id"]) == {"a", "new"}

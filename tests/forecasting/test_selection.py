@@ -1,0 +1,35 @@
+"""Selection: ``auto`` picks per series what backtests best on recent history, and falls back rather than loses."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from forecasting.registry import build_calibrated
+from forecasting.selection import AutoForecaster
+from tests.forecasting.conftest import DAY, STEP, long_frame
+
+LEVELS = (0.5, 0.9)
+
+
+def _auto(names: tuple[str, ...]) -> AutoForecaster:
+    return AutoForecaster([build_calibrated(n, LEVELS) for n in names], quantiles=LEVELS)
+
+
+def test_a_daily_cycle_goes_to_the_seasonal_model_and_a_random_walk_stays_with_the_last_value() -> None:
+    rng = np.random.default_rng(3)
+    n = 5 * DAY
+    cycle = 100 + 60 * np.sin(2 * np.pi * np.arange(n) / DAY) + rng.normal(0, 0.5, n)
+    walk = np.maximum(200 + np.cumsum(rng.normal(0, 2.0, n)), 0)
+    history = long_frame({"cycle": cycle, "walk": walk})
+    auto = _auto(("naive", "seasonal_naive")).fit(history, STEP)
+    assert auto.choice == {"cycle": "seasonal_naive", "walk": "naive"}
+    assert auto.scores["cycle"]["seasonal_naive"] < auto.scores["cycle"]["naive"]
+    out = auto.predict(history.groupby("unique_id").tail(auto.min_history_steps), 3, LEVELS)
+    assert out.set_index("unique_id")["model"].to_dict() == {"cycle": "seasonal_naive", "walk": "naive"}
+    assert out["note"].str.startswith("auto: selected").all()
+
+
+def test_without_enough_history_to_score_the_last_value_runs() -> None:
+    history = long_frame({"s": np.linspace(10, 20, 40)})
+    auto = _auto(("naive", "ets")).fit(history, STEP)
+    assert auto.choice == {"s": "naive"}
