@@ -3,7 +3,7 @@
 For a base forecast ``b`` estimating quantile ``k`` and a wanted level ``q``, the calibrated forecast at ``h``
 steps ahead is ``b + Q_q(y - b)``, the empirical ``q`` quantile of that series' own recent ``h``-step residuals.
 If ``b`` were already a perfect ``q`` quantile the correction would be zero; for a point forecast it is the usual
-residual quantile. The level is nudged up by the finite-sample term of split conformal prediction.
+residual quantile. The order statistic taken is the split-conformal one, which carries the finite-sample term.
 """
 
 from __future__ import annotations
@@ -51,28 +51,26 @@ def conformal_offsets(
 ) -> tuple[np.ndarray, int]:
     """Offsets of shape (levels, horizon) and the first step (0-based) with too few residuals (``horizon`` if none).
 
-    Steps beyond the residuals' own horizon reuse the last one.
+    The offset for level ``q`` at a step with ``n`` residuals is the ``ceil((n + 1) q)``-th smallest of them (the
+    split-conformal order statistic). Steps beyond the residuals' own horizon reuse the last one.
     """
     offsets = np.zeros((len(levels), horizon))
     bases, _, width = residuals.shape
-    short = horizon
-    if bases == 0:
+    if bases == 0 or width == 0:
         return offsets, 0
+    counts = (~np.isnan(residuals[0])).sum(axis=0)
+    too_few = np.flatnonzero(counts < MIN_RESIDUALS)
+    short = min(horizon, int(too_few[0]) if len(too_few) else width)
+    if short == 0:
+        return offsets, 0
+    ordered = np.sort(residuals[:, :, :short], axis=1)  # NaN sort last
+    steps = np.arange(short)
     for i, level in enumerate(levels):
-        block = residuals[nearest_base(base_levels, level)]
-        for h in range(min(horizon, width)):
-            column = block[:, h]
-            column = column[~np.isnan(column)]
-            if len(column) < MIN_RESIDUALS:
-                short = min(short, h)
-                break
-            adjusted = min(1.0, level * (1.0 + 1.0 / len(column)))
-            offsets[i, h] = np.quantile(column, adjusted)
-        if width < horizon and short >= width:
-            offsets[i, width:] = offsets[i, width - 1]
-    if short < horizon:
-        offsets[:, short:] = offsets[:, short - 1 : short] if short > 0 else 0.0
-    return offsets, short
+        n = (~np.isnan(ordered[nearest_base(base_levels, level)])).sum(axis=0)
+        rank = np.clip(np.ceil((n + 1) * level).astype(int) - 1, 0, n - 1)
+        offsets[i, :short] = ordered[nearest_base(base_levels, level)][rank, steps]
+    offsets[:, short:] = offsets[:, short - 1 : short]
+    return offsets, short if short < min(horizon, width) else horizon
 
 
 def pinball(actual: np.ndarray, forecast: np.ndarray, level: float) -> np.ndarray:

@@ -1,10 +1,10 @@
 """Choosing a model per demand class by rolling-origin backtest on recent history: the ``auto`` forecaster.
 
 Every candidate keeps residuals of its forecasts from many recent origins (its calibration window). Selection
-splits those origins in time: offsets are calibrated on the older half and the calibrated quantiles are scored
-(pinball loss over the configured quantiles and the selection horizon) on the newer half, for each series. The
-best candidate wins only if it beats the calibrated last value by ``margin``; otherwise the last value runs, so
-selection falls back rather than loses. Selection is re-run at every fit (it only reads stored residuals); each
+splits those origins in time: offsets are calibrated on one half and the calibrated quantiles are scored
+(pinball loss over the configured quantiles and the selection horizon) on the other, both ways round, for each
+series; a candidate's score is its worse fold. The best candidate wins only if it beats the calibrated last value
+by ``margin``; otherwise the last value runs, so selection falls back rather than loses. Selection is re-run at every fit (it only reads stored residuals); each
 candidate retrains on its own, slower schedule.
 """
 
@@ -35,7 +35,7 @@ class AutoForecaster:
         baseline: str = "naive",
         quantiles: Sequence[float] = (0.5, 0.9, 0.95),
         selection_horizon: timedelta = timedelta(hours=1),
-        margin: float = 0.01,
+        margin: float = 0.02,
     ) -> None:
         self.candidates = {c.name: c for c in candidates}
         if baseline not in self.candidates:
@@ -76,6 +76,8 @@ class AutoForecaster:
             self.choice[uid] = best if good else self.baseline
 
     def _score(self, candidate: CalibratedForecaster, uid: str, horizon: int) -> float:
+        """Pinball loss of the calibrated candidate, two-fold: calibrate on one half of the recent origins and
+        score on the other, both ways round; the worse fold counts, so a lucky half does not win selection."""
         if candidate.train_note(uid):
             return float("inf")
         residuals = candidate.residuals(uid)
@@ -84,14 +86,18 @@ class AutoForecaster:
         width = min(horizon, residuals.values.shape[2])
         half = residuals.count // 2
         older, newer = residuals.values[:, :half, :width], residuals.values[:, half:, :width]
-        offsets, short = conformal_offsets(older, candidate.model.base_levels, self.quantiles, width)
+        folds = [self._fold(candidate, older, newer, width), self._fold(candidate, newer, older, width)]
+        return max(folds)
+
+    def _fold(self, candidate: CalibratedForecaster, calibrate: np.ndarray, score: np.ndarray, width: int) -> float:
+        offsets, short = conformal_offsets(calibrate, candidate.model.base_levels, self.quantiles, width)
         if short < width:
             return float("inf")
         losses = []
         for i, level in enumerate(self.quantiles):
             # residual = actual - base, so actual - (base + offset) = residual - offset
             k = nearest_base(candidate.model.base_levels, level)
-            losses.append(pinball(newer[k], offsets[i][None, :], level))
+            losses.append(pinball(score[k], offsets[i][None, :], level))
         stacked = np.stack(losses)
         if np.isnan(stacked).all():
             return float("inf")

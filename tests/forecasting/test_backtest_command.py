@@ -63,11 +63,13 @@ def test_writes_the_documented_keys_as_written_on_the_command_line(
         assert set(scores["coverage"]) == {"0.5", "0.9"}
         assert 0.0 <= scores["coverage"]["0.9"] <= 1.0
         assert scores["pinball"]["0.9"]["30m"] > 0
-        assert scores["fit_seconds"] >= 0 and scores["predict_seconds"] >= 0
+        assert scores["fit_seconds"] >= 0
+        assert scores["predict_seconds"] >= 0
     assert set(result["series"]) == {"earth/a", "earth/b"}
     assert result["trace"]["origins"] == 6
     printed = capsys.readouterr().out
-    assert "earth/a" in printed and "pinball@0.9" in printed
+    assert "earth/a" in printed
+    assert "pinball@0.9" in printed
 
 
 @pytest.mark.parametrize(

@@ -30,7 +30,7 @@ class FakePathModel:
         return 12
 
     def train(self, panel: Mapping[str, SeriesData]) -> dict[str, str]:
-        return {uid: "fit diverged" for uid in panel} if self.fail_training else {}
+        return dict.fromkeys(panel, "fit diverged") if self.fail_training else {}
 
     def paths(self, requests: Sequence[PathRequest], horizon: int) -> list[np.ndarray]:
         out = []
@@ -85,7 +85,8 @@ def test_calibration_removes_a_constant_bias() -> None:
     history = long_frame({"s": np.full(3 * DAY, 30.0)})
     model = CalibratedForecaster("biased", lambda: BiasedPathModel(45.0)).fit(history, STEP)
     out = model.predict(history.tail(36), 3, LEVELS)
-    assert np.allclose(out["q0.5"], 30.0) and np.allclose(out["q0.9"], 30.0)
+    assert np.allclose(out["q0.5"], 30.0)
+    assert np.allclose(out["q0.9"], 30.0)
 
 
 def test_a_model_without_usable_residuals_falls_back() -> None:

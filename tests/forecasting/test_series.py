@@ -18,7 +18,8 @@ STEP_NS = 300 * 10**9
 def test_missing_timestamps_become_nan_not_zero() -> None:
     frame = long_frame({"a": np.array([1.0, 2.0, 3.0, 4.0])}).drop(index=[1, 2])
     panel = to_panel(frame, STEP)
-    assert np.isnan(panel["a"].y[1]) and np.isnan(panel["a"].y[2])
+    assert np.isnan(panel["a"].y[1])
+    assert np.isnan(panel["a"].y[2])
     assert panel["a"].y[[0, 3]].tolist() == [1.0, 4.0]
 
 
@@ -61,4 +62,5 @@ def test_merge_keeps_only_the_newest_steps_and_leaves_holes_as_nan() -> None:
     merged = merge(older, newer, keep=5)
     assert merged.end_ns == 5 * STEP_NS
     assert len(merged.y) == 5
-    assert np.isnan(merged.y[:4]).tolist() == [False, True, True, True] and merged.y[-1] == 9.0
+    assert np.isnan(merged.y[:4]).tolist() == [False, True, True, True]
+    assert merged.y[-1] == 9.0
