@@ -4,8 +4,8 @@ Every candidate keeps residuals of its forecasts from many recent origins (its c
 splits those origins in time: offsets are calibrated on one half and the calibrated quantiles are scored
 (pinball loss over the configured quantiles and the selection horizon) on the other, both ways round, for each
 series; a candidate's score is its worse fold. The best candidate wins only if it beats the calibrated last value
-by ``margin``; otherwise the last value runs, so selection falls back rather than loses. Selection is re-run at every fit (it only reads stored residuals); each
-candidate retrains on its own, slower schedule.
+by ``margin``; otherwise the last value runs, so selection falls back rather than loses. Selection is re-run at
+every fit (it only reads stored residuals); each candidate retrains on its own, slower schedule.
 """
 
 from __future__ import annotations
