@@ -15,8 +15,8 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.base import quantile_column
-from forecasting.series import last_valid, series_arrays
+from forecasting.output import forecast_frame
+from forecasting.series import last_valid, series_arrays, step_ns, to_panel
 
 MIN_CHANGES = 24  # fewer observed h-step changes than this and the spread is not trusted
 
@@ -38,11 +38,16 @@ class PersistenceForecaster:
         return self
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        rows = []
-        for uid, (ds, y) in series_arrays(recent).items():
-            value, note = last_valid(y)
-            rows.append(_rows(uid, ds[-1], self._step, horizon, quantiles, np.full(horizon, value), self.name, note))
-        return _frame(rows, quantiles)
+        panel = to_panel(recent, self._step)
+        uids = sorted(panel)
+        values = np.full((len(uids), len(quantiles), max(horizon, 0)), np.nan)
+        notes = []
+        for i, uid in enumerate(uids):
+            value, note = last_valid(panel[uid].y)
+            values[i] = value
+            notes.append(note)
+        ends = [panel[u].end_ns for u in uids]
+        return forecast_frame(uids, ends, step_ns(self._step), values, [self.name] * len(uids), notes, quantiles)
 
 
 class LastValueForecaster:
@@ -69,15 +74,17 @@ class LastValueForecaster:
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         levels = tuple(quantiles)
-        rows = []
-        for uid, (ds, y) in series_arrays(recent).items():
-            value, note = last_valid(y)
+        panel = to_panel(recent, self._step)
+        uids = sorted(panel)
+        values = np.full((len(uids), len(levels), max(horizon, 0)), np.nan)
+        notes = []
+        for i, uid in enumerate(uids):
+            value, note = last_valid(panel[uid].y)
             spreads, spread_note = self._spreads(uid, horizon, levels)
-            values = value + spreads  # shape (len(levels), horizon)
-            rows.append(
-                _rows(uid, ds[-1], self._step, horizon, levels, np.maximum(values, 0.0), self.name, note or spread_note)
-            )
-        return _frame(rows, levels)
+            values[i] = np.maximum(value + spreads, 0.0)  # shape (len(levels), horizon)
+            notes.append(note or spread_note)
+        ends = [panel[u].end_ns for u in uids]
+        return forecast_frame(uids, ends, step_ns(self._step), values, [self.name] * len(uids), notes, levels)
 
     def _spreads(self, uid: str, horizon: int, levels: tuple[float, ...]) -> tuple[np.ndarray, str]:
         key = (uid, horizon, levels)
@@ -100,32 +107,3 @@ class LastValueForecaster:
             spreads = np.maximum.accumulate(spreads, axis=1) if horizon else spreads
         self._spread_cache[key] = spreads
         return spreads, note
-
-
-def _rows(
-    uid: str,
-    last_ds: pd.Timestamp,
-    step: timedelta,
-    horizon: int,
-    levels: Sequence[float],
-    values: np.ndarray,
-    model: str,
-    note: str,
-) -> dict[str, object]:
-    grid = np.broadcast_to(values, (len(levels), horizon)) if values.ndim == 1 else values
-    out: dict[str, object] = {
-        "unique_id": [uid] * horizon,
-        "ds": [last_ds + step * (i + 1) for i in range(horizon)],
-        "model": [model] * horizon,
-        "note": [note] * horizon,
-    }
-    for i, level in enumerate(levels):
-        out[quantile_column(level)] = grid[i]
-    return out
-
-
-def _frame(rows: list[dict[str, object]], levels: Sequence[float]) -> pd.DataFrame:
-    columns = ["unique_id", "ds", "model", "note", *[quantile_column(q) for q in levels]]
-    if not rows:
-        return pd.DataFrame(columns=columns)
-    return pd.concat([pd.DataFrame(r) for r in rows], ignore_index=True)[columns]
