@@ -29,6 +29,7 @@ FAMILIES = {
     "auto": "auto",
 }
 AUTO_CANDIDATES = ("naive", "ets", "lightgbm")  # stl lost to them on every trace tried, at twice the cost
+AUTO_COMBINATIONS = (("lightgbm", "naive"), ("ets", "naive"))
 
 
 def model_names() -> tuple[str, ...]:
@@ -66,5 +67,5 @@ def build(
         return LastValueForecaster(lookback=lookback)
     if name == "auto":
         candidates = [build_calibrated(n, quantiles, retrain_interval) for n in AUTO_CANDIDATES]
-        return AutoForecaster(candidates, quantiles=quantiles)
+        return AutoForecaster(candidates, quantiles=quantiles, combinations=AUTO_COMBINATIONS)
     return build_calibrated(name, quantiles, retrain_interval)

@@ -3,9 +3,11 @@
 Every candidate keeps residuals of its forecasts from many recent origins (its calibration window). Selection
 splits those origins in time: offsets are calibrated on one half and the calibrated quantiles are scored
 (pinball loss over the configured quantiles and the selection horizon) on the other, both ways round, for each
-series; a candidate's score is its worse fold. The best candidate wins only if it beats the calibrated last value
-by ``margin``; otherwise the last value runs, so selection falls back rather than loses. Selection is re-run at
-every fit (it only reads stored residuals); each candidate retrains on its own, slower schedule.
+series; a candidate's score is its worse fold. Besides the candidates themselves, equal-weight combinations of
+two of them (the average of their calibrated quantiles) are scored the same way. The best wins only if it beats
+the calibrated last value by ``margin``; otherwise the last value runs, so selection falls back rather than
+loses. Selection is re-run at every fit (it only reads stored residuals); each candidate retrains on its own,
+slower schedule.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from forecasting.calibration import MIN_RESIDUALS, conformal_offsets, nearest_ba
 from forecasting.output import forecast_frame
 from forecasting.series import SeriesData, merge, step_ns, to_panel
 
+JOIN = "+"  # a combination is named after its parts: "lightgbm+naive"
+
 
 class AutoForecaster:
-    """Per-series choice among calibrated candidates; ``baseline`` names the one that wins ties."""
+    """Per-series choice among calibrated candidates and their pairwise combinations; ``baseline`` wins ties."""
 
     name = "auto"
 
@@ -36,14 +40,19 @@ class AutoForecaster:
         quantiles: Sequence[float] = (0.5, 0.9, 0.95),
         selection_horizon: timedelta = timedelta(hours=1),
         margin: float = 0.02,
+        combinations: Sequence[tuple[str, str]] = (),
     ) -> None:
         self.candidates = {c.name: c for c in candidates}
         if baseline not in self.candidates:
             raise ValueError(f"auto needs its baseline {baseline!r} among the candidates {sorted(self.candidates)}")
+        unknown = [p for pair in combinations for p in pair if p not in self.candidates]
+        if unknown:
+            raise ValueError(f"combinations name models that are not candidates: {unknown}")
         self.baseline = baseline
         self.quantiles = tuple(quantiles)
         self.selection_horizon = selection_horizon
         self.margin = margin
+        self.combinations = tuple(combinations)
         self.choice: dict[str, str] = {}
         self.scores: dict[str, dict[str, float]] = {}
         self._step_ns = 0
@@ -62,46 +71,67 @@ class AutoForecaster:
         keep = max(c.context_steps(size) for c in self.candidates.values()) + 1
         for uid, series in panel.items():
             self._tails[uid] = merge(self._tails.get(uid), series, keep)
-        self._select(list(panel), size)
+        horizon = max(1, round(self.selection_horizon.total_seconds() * 1e9 / size))
+        for uid in panel:
+            self.scores[uid] = self._scores(uid, horizon)
+            self.choice[uid] = self._choose(self.scores[uid])
         return self
 
-    def _select(self, uids: Sequence[str], size: int) -> None:
-        horizon = max(1, round(self.selection_horizon.total_seconds() * 1e9 / size))
-        for uid in uids:
-            scores = {name: self._score(c, uid, horizon) for name, c in self.candidates.items()}
-            self.scores[uid] = scores
-            bar = scores[self.baseline]
-            best = min(scores, key=lambda n: scores[n])
-            good = np.isfinite(scores[best]) and (not np.isfinite(bar) or scores[best] < bar * (1.0 - self.margin))
-            self.choice[uid] = best if good else self.baseline
+    def _choose(self, scores: Mapping[str, float]) -> str:
+        bar = scores.get(self.baseline, float("inf"))
+        best = min(scores, key=lambda n: scores[n])
+        good = np.isfinite(scores[best]) and (not np.isfinite(bar) or scores[best] < bar * (1.0 - self.margin))
+        return best if good else self.baseline
 
-    def _score(self, candidate: CalibratedForecaster, uid: str, horizon: int) -> float:
-        """Pinball loss of the calibrated candidate, two-fold: calibrate on one half of the recent origins and
-        score on the other, both ways round; the worse fold counts, so a lucky half does not win selection."""
-        if candidate.train_note(uid):
-            return float("inf")
-        residuals = candidate.residuals(uid)
-        if residuals is None or residuals.count < 2 * MIN_RESIDUALS:
-            return float("inf")
-        width = min(horizon, residuals.values.shape[2])
-        half = residuals.count // 2
-        older, newer = residuals.values[:, :half, :width], residuals.values[:, half:, :width]
-        folds = [self._fold(candidate, older, newer, width), self._fold(candidate, newer, older, width)]
-        return max(folds)
+    def _scores(self, uid: str, horizon: int) -> dict[str, float]:
+        """Worse-fold pinball loss of every candidate and combination that has enough shared residual origins."""
+        scores = {name: float("inf") for name in self.candidates}
+        usable = {}
+        for name, candidate in self.candidates.items():
+            residuals = candidate.residuals(uid)
+            if not candidate.train_note(uid) and residuals is not None and residuals.count >= 2 * MIN_RESIDUALS:
+                usable[name] = residuals
+        if not usable:
+            return scores
+        shared = np.asarray(sorted(set.intersection(*(set(r.origins_ns.tolist()) for r in usable.values()))))
+        if len(shared) < 2 * MIN_RESIDUALS:
+            return scores
+        half = len(shared) // 2
+        folds = (shared[:half], shared[half:])
+        errors: dict[str, list[np.ndarray | None]] = {}
+        for name, residuals in usable.items():
+            width = min(horizon, residuals.values.shape[2])
+            blocks = [residuals.values[:, np.isin(residuals.origins_ns, f), :width] for f in folds]
+            base_levels = self.candidates[name].model.base_levels
+            errors[name] = [self._errors(blocks[1 - i], blocks[i], base_levels, width) for i in (0, 1)]
+            scores[name] = self._loss(errors[name])
+        for first, second in self.combinations:
+            if first in errors and second in errors:
+                mixed = [_mean_pair(a, b) for a, b in zip(errors[first], errors[second], strict=True)]
+                scores[first + JOIN + second] = self._loss(mixed)
+        return scores
 
-    def _fold(self, candidate: CalibratedForecaster, calibrate: np.ndarray, score: np.ndarray, width: int) -> float:
-        offsets, short = conformal_offsets(calibrate, candidate.model.base_levels, self.quantiles, width)
+    def _errors(
+        self, calibrate: np.ndarray, score: np.ndarray, base_levels: Sequence[float], width: int
+    ) -> np.ndarray | None:
+        """Outcome minus calibrated forecast on the scoring fold, shape (levels, origins, steps); None if unusable.
+
+        A residual is outcome minus base, so outcome minus (base + offset) is residual minus offset.
+        """
+        offsets, short = conformal_offsets(calibrate, base_levels, self.quantiles, width)
         if short < width:
-            return float("inf")
+            return None
+        picked = [score[nearest_base(base_levels, q)] - offsets[i][None, :] for i, q in enumerate(self.quantiles)]
+        return np.stack(picked)
+
+    def _loss(self, folds: Sequence[np.ndarray | None]) -> float:
         losses = []
-        for i, level in enumerate(self.quantiles):
-            # residual = actual - base, so actual - (base + offset) = residual - offset
-            k = nearest_base(candidate.model.base_levels, level)
-            losses.append(pinball(score[k], offsets[i][None, :], level))
-        stacked = np.stack(losses)
-        if np.isnan(stacked).all():
-            return float("inf")
-        return float(np.nanmean(stacked))
+        for errors in folds:
+            if errors is None or np.isnan(errors).all():
+                return float("inf")
+            per_level = [pinball(errors[i], np.zeros(1), q) for i, q in enumerate(self.quantiles)]
+            losses.append(float(np.nanmean(np.stack(per_level))))
+        return max(losses)
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         size = self._step_ns or step_ns(timedelta(minutes=5))
@@ -125,11 +155,21 @@ class AutoForecaster:
             [""] * len(uids),
         )
         position = {uid: i for i, uid in enumerate(uids)}
-        for name, members in groups.items():
-            part = self.candidates[name].forecast_windows({u: windows[u] for u in members}, horizon, levels)
-            for j, uid in enumerate(part.uids):
+        for choice, members in groups.items():
+            subset = {u: windows[u] for u in members}
+            parts = [self.candidates[name].forecast_windows(subset, horizon, levels) for name in choice.split(JOIN)]
+            for j, uid in enumerate(parts[0].uids):
                 i = position[uid]
-                block.values[i], block.models[i] = part.values[j], part.models[j]
-                chosen = "new series, not yet selected" if uid not in self.choice else f"selected {name}"
-                block.notes[i] = f"auto: {chosen}" + (f"; {part.notes[j]}" if part.notes[j] else "")
+                block.values[i] = np.mean([p.values[j] for p in parts], axis=0)
+                block.models[i] = JOIN.join(p.models[j] for p in parts)
+                chosen = "new series, not yet selected" if uid not in self.choice else f"selected {choice}"
+                detail = "; ".join(p.notes[j] for p in parts if p.notes[j])
+                block.notes[i] = f"auto: {chosen}" + (f"; {detail}" if detail else "")
         return block
+
+
+def _mean_pair(first: np.ndarray | None, second: np.ndarray | None) -> np.ndarray | None:
+    """Errors of the average of two calibrated forecasts: the average of their errors."""
+    if first is None or second is None or first.shape != second.shape:
+        return None
+    return np.asarray((first + second) / 2.0)
