@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from forecasting.registry import build_calibrated
 from forecasting.selection import AutoForecaster
@@ -33,3 +34,27 @@ def test_without_enough_history_to_score_the_last_value_runs() -> None:
     history = long_frame({"s": np.linspace(10, 20, 40)})
     auto = _auto(("naive", "ets")).fit(history, STEP)
     assert auto.choice == {"s": "naive"}
+
+
+def test_a_combination_is_scored_and_forecasts_the_average_of_its_parts() -> None:
+    rng = np.random.default_rng(8)
+    n = 5 * DAY
+    y = 100 + 30 * np.sin(2 * np.pi * np.arange(n) / DAY) + np.cumsum(rng.normal(0, 1.0, n))
+    history = long_frame({"s": np.maximum(y, 0)})
+    auto = AutoForecaster(
+        [build_calibrated(n, LEVELS) for n in ("naive", "seasonal_naive")],
+        quantiles=LEVELS,
+        combinations=(("seasonal_naive", "naive"),),
+    ).fit(history, STEP)
+    assert np.isfinite(auto.scores["s"]["seasonal_naive+naive"])
+    auto.choice["s"] = "seasonal_naive+naive"
+    recent = history.tail(auto.min_history_steps)
+    out = auto.predict(recent, 3, LEVELS)
+    parts = [auto.candidates[name].predict(recent, 3, LEVELS) for name in ("seasonal_naive", "naive")]
+    assert np.allclose(out["q0.9"], (parts[0]["q0.9"] + parts[1]["q0.9"]) / 2)
+    assert set(out["model"]) == {"seasonal_naive+naive"}
+
+
+def test_combinations_must_name_candidates() -> None:
+    with pytest.raises(ValueError, match="not candidates"):
+        AutoForecaster([build_calibrated("naive", LEVELS)], combinations=(("naive", "lightgbm"),))
