@@ -20,4 +20,5 @@ def build_forecaster(settings: ForecastSettings) -> Forecaster:
         quantiles=settings.quantiles,
         lookback=settings.history,
         retrain_interval=settings.retrain_interval,
+        reselect_interval=settings.reselect_interval,
     )

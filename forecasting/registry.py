@@ -59,6 +59,7 @@ def build(
     quantiles: Sequence[float] = (0.5, 0.9, 0.95),
     lookback: timedelta = timedelta(days=7),
     retrain_interval: timedelta = timedelta(days=1),
+    reselect_interval: timedelta = timedelta(hours=1),
 ) -> Forecaster:
     """The forecaster called ``name``; ``ValueError`` names the known ones when it is not one of them."""
     if name == "persistence":
@@ -67,5 +68,7 @@ def build(
         return LastValueForecaster(lookback=lookback)
     if name == "auto":
         candidates = [build_calibrated(n, quantiles, retrain_interval) for n in AUTO_CANDIDATES]
-        return AutoForecaster(candidates, quantiles=quantiles, combinations=AUTO_COMBINATIONS)
+        return AutoForecaster(
+            candidates, quantiles=quantiles, combinations=AUTO_COMBINATIONS, reselect_interval=reselect_interval
+        )
     return build_calibrated(name, quantiles, retrain_interval)

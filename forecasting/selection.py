@@ -6,8 +6,8 @@ splits those origins in time: offsets are calibrated on one half and the calibra
 series; a candidate's score is its worse fold. Besides the candidates themselves, equal-weight combinations of
 two of them (the average of their calibrated quantiles) are scored the same way. The best wins only if it beats
 the calibrated last value by ``margin``; otherwise the last value runs, so selection falls back rather than
-loses. Selection is re-run at every fit (it only reads stored residuals); each candidate retrains on its own,
-slower schedule.
+loses. Selection reads only stored residuals and re-runs every ``reselect_interval`` (and for any series not
+yet chosen); between reselections a fit only recalibrates. Each candidate retrains on its own, slower schedule.
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ class AutoForecaster:
         selection_horizon: timedelta = timedelta(hours=1),
         margin: float = 0.02,
         combinations: Sequence[tuple[str, str]] = (),
+        reselect_interval: timedelta = timedelta(hours=1),
     ) -> None:
         self.candidates = {c.name: c for c in candidates}
         if baseline not in self.candidates:
@@ -53,6 +54,8 @@ class AutoForecaster:
         self.selection_horizon = selection_horizon
         self.margin = margin
         self.combinations = tuple(combinations)
+        self.reselect_interval = reselect_interval
+        self._selected_end_ns: int | None = None
         self.choice: dict[str, str] = {}
         self.scores: dict[str, dict[str, float]] = {}
         self._step_ns = 0
@@ -71,10 +74,19 @@ class AutoForecaster:
         keep = max(c.context_steps(size) for c in self.candidates.values()) + 1
         for uid, series in panel.items():
             self._tails[uid] = merge(self._tails.get(uid), series, keep)
+        if not panel:
+            return self
+        end = max(s.end_ns for s in panel.values())
+        due = (
+            self._selected_end_ns is None or end - self._selected_end_ns >= self.reselect_interval.total_seconds() * 1e9
+        )
         horizon = max(1, round(self.selection_horizon.total_seconds() * 1e9 / size))
         for uid in panel:
-            self.scores[uid] = self._scores(uid, horizon)
-            self.choice[uid] = self._choose(self.scores[uid])
+            if due or uid not in self.choice:
+                self.scores[uid] = self._scores(uid, horizon)
+                self.choice[uid] = self._choose(self.scores[uid])
+        if due:
+            self._selected_end_ns = end
         return self
 
     def _choose(self, scores: Mapping[str, float]) -> str:
@@ -154,17 +166,23 @@ class AutoForecaster:
             [""] * len(uids),
             [""] * len(uids),
         )
-        position = {uid: i for i, uid in enumerate(uids)}
+        needed: dict[str, list[str]] = {}
         for choice, members in groups.items():
-            subset = {u: windows[u] for u in members}
-            parts = [self.candidates[name].forecast_windows(subset, horizon, levels) for name in choice.split(JOIN)]
-            for j, uid in enumerate(parts[0].uids):
-                i = position[uid]
-                block.values[i] = np.mean([p.values[j] for p in parts], axis=0)
-                block.models[i] = JOIN.join(p.models[j] for p in parts)
-                chosen = "new series, not yet selected" if uid not in self.choice else f"selected {choice}"
-                detail = "; ".join(p.notes[j] for p in parts if p.notes[j])
-                block.notes[i] = f"auto: {chosen}" + (f"; {detail}" if detail else "")
+            for name in choice.split(JOIN):
+                needed.setdefault(name, []).extend(members)
+        runs = {
+            name: self.candidates[name].forecast_windows({u: windows[u] for u in members}, horizon, levels)
+            for name, members in needed.items()
+        }
+        rows = {name: {uid: j for j, uid in enumerate(run.uids)} for name, run in runs.items()}
+        for i, uid in enumerate(uids):
+            choice = self.choice.get(uid, self.baseline)
+            parts = [(runs[name], rows[name][uid]) for name in choice.split(JOIN)]
+            block.values[i] = np.mean([run.values[j] for run, j in parts], axis=0)
+            block.models[i] = JOIN.join(run.models[j] for run, j in parts)
+            chosen = "new series, not yet selected" if uid not in self.choice else f"selected {choice}"
+            detail = "; ".join(run.notes[j] for run, j in parts if run.notes[j])
+            block.notes[i] = f"auto: {chosen}" + (f"; {detail}" if detail else "")
         return block
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from forecasting.registry import build_calibrated
@@ -58,3 +61,22 @@ def test_a_combination_is_scored_and_forecasts_the_average_of_its_parts() -> Non
 def test_combinations_must_name_candidates() -> None:
     with pytest.raises(ValueError, match="not candidates"):
         AutoForecaster([build_calibrated("naive", LEVELS)], combinations=(("naive", "lightgbm"),))
+
+
+def test_between_reselections_a_fit_keeps_the_choice_but_new_series_are_chosen_at_once() -> None:
+    rng = np.random.default_rng(3)
+    n = 5 * DAY
+    cycle = 100 + 60 * np.sin(2 * np.pi * np.arange(n) / DAY) + rng.normal(0, 0.5, n)
+    history = long_frame({"cycle": cycle})
+    auto = AutoForecaster(
+        [build_calibrated(n, LEVELS) for n in ("naive", "seasonal_naive")],
+        quantiles=LEVELS,
+        reselect_interval=timedelta(days=1),
+    ).fit(history.iloc[: 4 * DAY], STEP)
+    assert auto.choice == {"cycle": "seasonal_naive"}
+    auto.choice["cycle"] = "naive"  # a stale choice: kept until the next reselection is due
+    walk = long_frame({"walk": np.maximum(200 + np.cumsum(rng.normal(0, 2.0, n)), 0)})
+    auto.fit(pd.concat([history.iloc[: 4 * DAY + 12], walk.iloc[: 4 * DAY + 12]]), STEP)
+    assert auto.choice == {"cycle": "naive", "walk": "naive"}
+    auto.fit(history, STEP)  # a day later
+    assert auto.choice["cycle"] == "seasonal_naive"
