@@ -3,7 +3,7 @@
 Runs the rolling-origin backtest (hourly origins) on each trace given (default: the bundled Helios trace) and
 prints, measured in the same run, the ratio of ``auto``'s pinball loss at the 0.9 quantile (averaged over the
 15/30/60-minute horizons and over series) to that of ``naive`` (calibrated last value), ``persistence`` (bare
-last value), ``seasonal_naive`` and the best statsmodels model, for per-tenant series and for aggregates
+last value), ``last-value`` (the previous default), ``seasonal_naive`` and the best statsmodels model, for per-tenant series and for aggregates
 (series named ``*/total``) separately, with the 0.9 coverage. Not a timed test: it takes minutes.
 
     python bench/bench_forecast_accuracy.py [TRACE ...] [--days 7] [--start ISO]
@@ -28,7 +28,7 @@ from forecasting.registry import FAMILIES, build
 BUNDLED = Path(__file__).resolve().parents[1] / "data" / "helios-earth" / "demand_5min.csv.gz"
 HORIZONS = (("15m", timedelta(minutes=15)), ("30m", timedelta(minutes=30)), ("60m", timedelta(minutes=60)))
 QUANTILES = (("0.5", 0.5), ("0.9", 0.9), ("0.95", 0.95))
-MODELS = ("naive", "persistence", "seasonal_naive", "ets", "stl", "lightgbm", "auto")
+MODELS = ("naive", "persistence", "last-value", "seasonal_naive", "ets", "stl", "lightgbm", "auto")
 
 
 def _group_score(result: dict, name: str, series: list[str]) -> float:
@@ -74,6 +74,7 @@ def bench(path: Path, days: float, start: str | None) -> None:
             print(f"    {n:15s} {score[n]:.5f}  coverage@0.9 {_group_coverage(result, n, members):.3f}")
         print(f"    auto / naive (calibrated last value)  {auto / score['naive']:.3f}")
         print(f"    auto / persistence (bare last value)  {auto / score['persistence']:.3f}")
+        print(f"    auto / last-value (empirical changes) {auto / score['last-value']:.3f}")
         print(f"    auto / seasonal_naive                 {auto / score['seasonal_naive']:.3f}")
         print(f"    auto / best statsmodels ({best_sm:4s})       {auto / score[best_sm]:.3f}")
         print(f"    lightgbm / naive                      {score['lightgbm'] / score['naive']:.3f}")
