@@ -3,8 +3,9 @@
 Runs the rolling-origin backtest (hourly origins) on each trace given (default: the bundled Helios trace) and
 prints, measured in the same run, the ratio of ``auto``'s pinball loss at the 0.9 quantile (averaged over the
 15/30/60-minute horizons and over series) to that of ``naive`` (calibrated last value), ``persistence`` (bare
-last value), ``last-value`` (the previous default), ``seasonal_naive`` and the best statsmodels model, for per-tenant series and for aggregates
-(series named ``*/total``) separately, with the 0.9 coverage. Not a timed test: it takes minutes.
+last value), ``last-value`` (the previous default), ``seasonal_naive`` and the best statsmodels model, for
+per-tenant series and for aggregates (series named ``*/total``) separately, with the 0.9 coverage. Not a timed
+test: it takes minutes.
 
     python bench/bench_forecast_accuracy.py [TRACE ...] [--days 7] [--start ISO]
 """
