@@ -59,7 +59,7 @@ def build(
     quantiles: Sequence[float] = (0.5, 0.9, 0.95),
     lookback: timedelta = timedelta(days=7),
     retrain_interval: timedelta = timedelta(days=1),
-    reselect_interval: timedelta = timedelta(hours=1),
+    reselect_interval: timedelta = timedelta(days=1),
 ) -> Forecaster:
     """The forecaster called ``name``; ``ValueError`` names the known ones when it is not one of them."""
     if name == "persistence":

@@ -63,18 +63,18 @@ def to_panel(df: pd.DataFrame, step: timedelta) -> dict[str, SeriesData]:
     size = step_ns(step)
     if df.empty:
         return {}
-    uids = df["unique_id"].astype(str).to_numpy()
+    codes, names = pd.factorize(df["unique_id"].astype(str), sort=True)
     stamps = pd.DatetimeIndex(df["ds"])
     if stamps.tz is None:
         raise ForecastError("demand frame column ds must be tz-aware (UTC)")
     ns = stamps.as_unit("ns").asi8
     y = pd.to_numeric(df["y"], errors="coerce").to_numpy(dtype=float)
-    order = np.lexsort((ns, uids))
-    uids, ns, y = uids[order], ns[order], y[order]
-    names, first = np.unique(uids, return_index=True)
-    bounds = [*first[1:].tolist(), len(uids)]
+    order = np.lexsort((ns, codes))
+    codes, ns, y = codes[order], ns[order], y[order]
+    bounds = np.searchsorted(codes, np.arange(len(names) + 1))
     panel: dict[str, SeriesData] = {}
-    for name, lo, hi in zip(names, first.tolist(), bounds, strict=True):
+    for i, name in enumerate(names):
+        lo, hi = int(bounds[i]), int(bounds[i + 1])
         panel[str(name)] = _regular(str(name), ns[lo:hi], y[lo:hi], size)
     return panel
 
