@@ -5,7 +5,7 @@ splits those origins in time: offsets are calibrated on one half and the calibra
 (pinball loss over the configured quantiles and the selection horizon) on the other, both ways round, for each
 series; a candidate's score is its worse fold. Besides the candidates themselves, equal-weight combinations of
 two of them (the average of their calibrated quantiles) are scored the same way. The best wins only if it beats
-the calibrated last value by ``margin``; otherwise the last value runs, so selection falls back rather than
+the calibrated last value by ``margin`` (5%); otherwise the last value runs, so selection falls back rather than
 loses. Selection reads only stored residuals and re-runs every ``reselect_interval`` (and for any series not
 yet chosen); between reselections a fit only recalibrates. Each candidate retrains on its own, slower schedule.
 """
@@ -39,7 +39,7 @@ class AutoForecaster:
         baseline: str = "naive",
         quantiles: Sequence[float] = (0.5, 0.9, 0.95),
         selection_horizon: timedelta = timedelta(hours=1),
-        margin: float = 0.02,
+        margin: float = 0.05,
         combinations: Sequence[tuple[str, str]] = (),
         reselect_interval: timedelta = timedelta(hours=1),
     ) -> None:
