@@ -14,7 +14,7 @@ from importlib import import_module
 
 from models import ConfigError, LeadtimeError
 
-COMMANDS = ("recommend", "run", "simulate", "validate_config")
+COMMANDS = ("backtest", "recommend", "run", "simulate", "validate_config")
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
 

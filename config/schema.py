@@ -102,10 +102,16 @@ class PlannerSettings(_Section):
 
 
 class ForecastSettings(_Section):
-    model: Literal["last-value", "naive"] = "last-value"
+    """``refit_interval``: how often the loop refits: forecasts are recalibrated on the newest residuals (cheap).
+    ``reselect_interval``: how often ``auto`` re-chooses the model per demand class by backtest (cheap, reads stored
+    residuals). ``retrain_interval``: how often the models themselves are retrained (costly)."""
+
+    model: Literal["auto", "last-value", "naive", "seasonal_naive", "ets", "stl", "lightgbm"] = "auto"
     quantiles: tuple[Probability, ...] = (0.5, 0.9, 0.95)
     history: Duration = timedelta(days=7)
     refit_interval: Duration = timedelta(hours=1)
+    retrain_interval: Duration = timedelta(days=1)
+    reselect_interval: Duration = timedelta(days=1)
     step: Duration = timedelta(minutes=5)
     max_staleness: Duration = timedelta(minutes=15)
 

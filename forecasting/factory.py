@@ -1,15 +1,24 @@
-"""Building the configured forecaster from settings."""
+"""Building the configured forecaster from settings.
+
+The configuration's ``naive`` is bare persistence (every quantile is the last value): the simulator's reactive
+baseline relies on it. Every other name is built by ``forecasting.registry``.
+"""
 
 from __future__ import annotations
 
 from config.schema import ForecastSettings
 from forecasting.base import Forecaster
-from forecasting.last_value import LastValueForecaster, PersistenceForecaster
+from forecasting.last_value import PersistenceForecaster
+from forecasting.registry import build
 
 
 def build_forecaster(settings: ForecastSettings) -> Forecaster:
-    if settings.model == "last-value":
-        return LastValueForecaster(lookback=settings.history)
     if settings.model == "naive":
         return PersistenceForecaster()
-    raise ValueError(f"unknown forecast model {settings.model!r}")
+    return build(
+        settings.model,
+        quantiles=settings.quantiles,
+        lookback=settings.history,
+        retrain_interval=settings.retrain_interval,
+        reselect_interval=settings.reselect_interval,
+    )

@@ -15,8 +15,8 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.output import ForecastFrameBuilder
-from forecasting.series import last_valid, series_values
+from forecasting.output import forecast_frame
+from forecasting.series import last_valid, series_arrays, step_ns, to_panel
 
 MIN_CHANGES = 24  # fewer observed h-step changes than this and the spread is not trusted
 
@@ -38,11 +38,16 @@ class PersistenceForecaster:
         return self
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
-        out = ForecastFrameBuilder(tuple(quantiles), horizon, self._step)
-        for uid, (ds, y) in series_values(recent).items():
-            value, note = last_valid(y)
-            out.add(uid, ds[-1], np.full(horizon, value), self.name, note)
-        return out.frame()
+        panel = to_panel(recent, self._step)
+        uids = sorted(panel)
+        values = np.full((len(uids), len(quantiles), max(horizon, 0)), np.nan)
+        notes = []
+        for i, uid in enumerate(uids):
+            value, note = last_valid(panel[uid].y)
+            values[i] = value
+            notes.append(note)
+        ends = [panel[u].end_ns for u in uids]
+        return forecast_frame(uids, ends, step_ns(self._step), values, [self.name] * len(uids), notes, quantiles)
 
 
 class LastValueForecaster:
@@ -63,18 +68,23 @@ class LastValueForecaster:
     def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
         self._step = step
         keep = max(1, int(self.lookback / step))
-        self._history = {uid: y[-keep:] for uid, (_, y) in series_values(history).items()}
+        self._history = {uid: y[-keep:] for uid, (_, y) in series_arrays(history).items()}
         self._spread_cache = {}
         return self
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         levels = tuple(quantiles)
-        out = ForecastFrameBuilder(levels, horizon, self._step)
-        for uid, (ds, y) in series_values(recent).items():
-            value, note = last_valid(y)
+        panel = to_panel(recent, self._step)
+        uids = sorted(panel)
+        values = np.full((len(uids), len(levels), max(horizon, 0)), np.nan)
+        notes = []
+        for i, uid in enumerate(uids):
+            value, note = last_valid(panel[uid].y)
             spreads, spread_note = self._spreads(uid, horizon, levels)
-            out.add(uid, ds[-1], np.maximum(value + spreads, 0.0), self.name, note or spread_note)
-        return out.frame()
+            values[i] = np.maximum(value + spreads, 0.0)  # shape (len(levels), horizon)
+            notes.append(note or spread_note)
+        ends = [panel[u].end_ns for u in uids]
+        return forecast_frame(uids, ends, step_ns(self._step), values, [self.name] * len(uids), notes, levels)
 
     def _spreads(self, uid: str, horizon: int, levels: tuple[float, ...]) -> tuple[np.ndarray, str]:
         key = (uid, horizon, levels)

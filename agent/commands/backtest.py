@@ -1,0 +1,156 @@
+"""``leadtime backtest``: score forecasters by rolling-origin backtest on a recorded trace, write JSON.
+
+Each model is refitted at every origin on the history before it and asked for quantiles over the horizons; the
+JSON has ``models.<name>.{family, mase, pinball, coverage, fit_seconds, predict_seconds}`` averaged over series
+(keys as written on the command line) and a per-series table under ``series``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Iterable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from tqdm import tqdm
+
+from agent.sources import read_trace
+from config.durations import parse_duration
+from forecasting.backtest import BacktestSpec, Grid, run_backtest
+from forecasting.registry import FAMILIES, build
+from models import LeadtimeError
+
+DEFAULT_MODELS = "naive,seasonal_naive,ets,stl,lightgbm,auto"
+
+
+class BacktestInputError(LeadtimeError):
+    """The backtest was asked for something it cannot do (bad time, horizon, quantile or model)."""
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("backtest", help="score forecasters on a recorded demand trace")
+    parser.add_argument("--trace", required=True, help="long-format demand CSV (unique_id, ds, y), may be gzipped")
+    parser.add_argument("--start", required=True, help="first origin, ISO-8601 (naive means UTC)")
+    parser.add_argument("--end", help="origins stop before this time (default: the end of the trace)")
+    parser.add_argument("--horizons", default="15m,30m,60m", help="comma-separated lead times (default 15m,30m,60m)")
+    parser.add_argument("--quantiles", default="0.5,0.9", help="comma-separated quantile levels (default 0.5,0.9)")
+    parser.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated, from: {', '.join(FAMILIES)}")
+    parser.add_argument("--every", default="1h", help="time between origins (default 1h)")
+    parser.add_argument("--history", default="7d", help="history each fit sees (default 7d)")
+    parser.add_argument("--series", help="comma-separated series to keep (default: all)")
+    parser.add_argument("--out", required=True, help="JSON file to write")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    trace = read_trace(args.trace)
+    keep = _names(args.series, trace.series, "series") if args.series else list(trace.series)
+    columns = [trace.series.index(s) for s in keep]
+    grid = Grid(trace.index, tuple(keep), trace.values[:, columns], trace.step)
+    quantiles = tuple((label, _quantile(label)) for label in _split(args.quantiles, "quantiles"))
+    spec = BacktestSpec(
+        start=_time(args.start, "--start"),
+        end=_time(args.end, "--end") if args.end else trace.index[-1] + trace.step,
+        horizons=tuple((label, _duration(label, "--horizons")) for label in _split(args.horizons, "horizons")),
+        quantiles=quantiles,
+        origin_every=_duration(args.every, "--every"),
+        history=_duration(args.history, "--history"),
+    )
+    if spec.end <= spec.start:
+        raise BacktestInputError(f"--end {spec.end.isoformat()} must come after --start {spec.start.isoformat()}")
+    names = _names(args.models, FAMILIES, "models")
+    levels = tuple(q for _, q in quantiles)
+    factories = {name: (lambda n=name: build(n, quantiles=tuple(sorted({0.5, *levels})))) for name in names}
+
+    def bar(origins: Iterable[int]) -> Iterable[int]:
+        return tqdm(origins, desc="backtest origins", unit="origin")
+
+    result = run_backtest(grid, factories, spec, progress=bar, families=FAMILIES)
+    result["trace"]["path"] = args.trace  # type: ignore[index]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(_clean(result), indent=2) + "\n")
+    print(_table(result, quantiles[-1][0], [h for h, _ in spec.horizons]))
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _split(text: str, what: str) -> list[str]:
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts:
+        raise BacktestInputError(f"--{what} is empty")
+    return parts
+
+
+def _names(text: str, known: Iterable[str], what: str) -> list[str]:
+    allowed = list(known)
+    names = _split(text, what)
+    unknown = [n for n in names if n not in allowed]
+    if unknown:
+        raise BacktestInputError(f"unknown {what} {unknown}; known: {', '.join(allowed[:30])}")
+    return names
+
+
+def _quantile(label: str) -> float:
+    try:
+        value = float(label)
+    except ValueError:
+        raise BacktestInputError(f"--quantiles: {label!r} is not a number; write e.g. 0.5,0.9") from None
+    if not 0.0 < value < 1.0:
+        raise BacktestInputError(f"--quantiles: {label} must be strictly between 0 and 1")
+    return value
+
+
+def _duration(label: str, flag: str) -> timedelta:
+    try:
+        value = parse_duration(label)
+    except ValueError as exc:
+        raise BacktestInputError(f"{flag}: {exc}") from None
+    if value <= timedelta(0):
+        raise BacktestInputError(f"{flag}: {label} must be longer than zero")
+    return value
+
+
+def _time(text: str, flag: str) -> pd.Timestamp:
+    try:
+        stamp = pd.Timestamp(text)
+    except ValueError:
+        raise BacktestInputError(f"{flag}: cannot read {text!r} as an ISO-8601 time") from None
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
+
+
+def _clean(value: Any) -> Any:
+    """JSON has no NaN: missing scores become null."""
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:
+    """Per-series pinball loss at the highest quantile, averaged over the horizons, one column per model."""
+    names = list(result["models"])
+    lines = [
+        f"pinball@{q_label} / mean level, averaged over {','.join(horizons)}",
+        "series".ljust(24) + "".join(n[:14].rjust(15) for n in names),
+    ]
+    for uid, by_model in result["series"].items():
+        cells = []
+        for name in names:
+            values = [by_model[name].get(f"pinball_{q_label}_{h}") for h in horizons]
+            finite = [v for v in values if v is not None and math.isfinite(v)]
+            cells.append(f"{sum(finite) / len(finite):.4f}".rjust(15) if finite else "-".rjust(15))
+        lines.append(uid[:24].ljust(24) + "".join(cells))
+    summary = []
+    for name in names:
+        values = [result["models"][name]["pinball"][q_label][h] for h in horizons]
+        finite = [v for v in values if v is not None]
+        summary.append(f"{sum(finite) / len(finite):.4f}".rjust(15) if finite else "-".rjust(15))
+    lines.append("mean".ljust(24) + "".join(summary))
+    return "\n".join(lines)

@@ -1,0 +1,233 @@
+"""The rolling-origin backtest engine: every model refitted and asked for quantiles at each origin.
+
+At each origin (default hourly) in [start, end) a model is fitted on the history before the origin (up to
+``history`` long) and predicts from the newest ``min_history_steps`` steps; it never sees the origin or anything
+after it. Scores per series and model: MASE of the median at each horizon (scaled by the one-step naive error of
+the history before ``start``), pinball loss at each quantile and horizon divided by the series' mean level over
+the evaluated window, and coverage of each quantile over the listed horizons. Series averages are the headline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+import numpy as np
+import pandas as pd
+
+from forecasting.base import Forecaster, quantile_column
+from forecasting.calibration import pinball
+from models import ForecastError
+
+
+@dataclass(frozen=True)
+class BacktestSpec:
+    """What to evaluate. ``horizons`` and ``quantiles`` pair the label written on the command line with its value."""
+
+    start: pd.Timestamp
+    end: pd.Timestamp
+    horizons: tuple[tuple[str, timedelta], ...]
+    quantiles: tuple[tuple[str, float], ...]
+    origin_every: timedelta = timedelta(hours=1)
+    history: timedelta = timedelta(days=7)
+
+
+@dataclass
+class _Collected:
+    forecasts: dict[tuple[str, float], list[float]] = field(default_factory=dict)  # (horizon label, level)
+    actuals: dict[str, list[float]] = field(default_factory=dict)
+    fit_seconds: list[float] = field(default_factory=list)
+    predict_seconds: list[float] = field(default_factory=list)
+    models: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A trace as a dense matrix: ``values[t, i]`` is series ``series[i]`` at ``index[t]``; NaN is a gap."""
+
+    index: pd.DatetimeIndex
+    series: tuple[str, ...]
+    values: np.ndarray
+    step: timedelta
+
+
+def run_backtest(
+    grid: Grid,
+    models: Mapping[str, Callable[[], Forecaster]],
+    spec: BacktestSpec,
+    progress: Callable[[Iterable[int]], Iterable[int]] = lambda it: it,
+    families: Mapping[str, str] | None = None,
+) -> dict[str, object]:
+    """Scores of every model, averaged over series (``models``) and per series (``series``)."""
+    step_ns = round(grid.step.total_seconds() * 1e9)
+    steps = {label: _steps(h, grid.step, label) for label, h in spec.horizons}
+    levels = tuple(sorted({0.5, *(q for _, q in spec.quantiles)}))
+    max_h = max(steps.values())
+    first = int(grid.index.searchsorted(spec.start))
+    last = int(grid.index.searchsorted(spec.end))
+    every = max(1, round(spec.origin_every / grid.step))
+    origins = list(range(max(first, 1), last, every))
+    if not origins:
+        raise ForecastError(f"no origin in [{spec.start}, {spec.end}): the trace ends {grid.index[-1]}")
+    keep = max(1, round(spec.history / grid.step))
+    instances = {name: make() for name, make in models.items()}
+    collected = {name: _Collected() for name in models}
+    for origin in progress(origins):
+        history = _frame(grid, max(0, origin - keep), origin)
+        for name, model in instances.items():
+            box = collected[name]
+            began = time.perf_counter()
+            model.fit(history, grid.step)
+            fitted = time.perf_counter()
+            recent = _frame(grid, max(0, origin - model.min_history_steps), origin)
+            forecast = model.predict(recent, max_h, levels)
+            box.fit_seconds.append(fitted - began)
+            box.predict_seconds.append(time.perf_counter() - fitted)
+            _collect(box, forecast, grid, origin, steps, levels, step_ns)
+    summary = _summarise(grid, spec, steps, levels, collected, first, last, origins)
+    for name, scores in summary["models"].items():  # type: ignore[attr-defined]
+        scores["family"] = (families or {}).get(name, "unknown")
+    return summary
+
+
+def _steps(horizon: timedelta, step: timedelta, label: str) -> int:
+    count = horizon / step
+    if count < 1 or abs(count - round(count)) > 1e-9:
+        raise ForecastError(f"horizon {label} is not a whole number of trace steps ({step})")
+    return round(count)
+
+
+def _frame(grid: Grid, lo: int, hi: int) -> pd.DataFrame:
+    n = hi - lo
+    return pd.DataFrame(
+        {
+            "unique_id": np.repeat(np.asarray(grid.series, dtype=object), n),
+            "ds": np.tile(grid.index[lo:hi], len(grid.series)),
+            "y": grid.values[lo:hi].T.reshape(-1),
+        }
+    )
+
+
+def _collect(
+    box: _Collected,
+    forecast: pd.DataFrame,
+    grid: Grid,
+    origin: int,
+    steps: Mapping[str, int],
+    levels: Sequence[float],
+    step_ns: int,
+) -> None:
+    by_uid = {str(u): g for u, g in forecast.groupby("unique_id", sort=False)}
+    for model in forecast["model"]:
+        box.models[str(model)] = box.models.get(str(model), 0) + 1
+    for i, uid in enumerate(grid.series):
+        rows = by_uid.get(uid)
+        for label, h in steps.items():
+            target = origin - 1 + h
+            actual = grid.values[target, i] if target < len(grid.index) else np.nan
+            box.actuals.setdefault(f"{uid}|{label}", []).append(float(actual))
+            for level in levels:
+                value = np.nan
+                if rows is not None and len(rows) >= h:
+                    value = float(rows[quantile_column(level)].iloc[h - 1])
+                box.forecasts.setdefault((f"{uid}|{label}", level), []).append(value)
+
+
+def _summarise(
+    grid: Grid,
+    spec: BacktestSpec,
+    steps: Mapping[str, int],
+    levels: Sequence[float],
+    collected: Mapping[str, _Collected],
+    first: int,
+    last: int,
+    origins: Sequence[int],
+) -> dict[str, object]:
+    window = grid.values[first:last]
+    before = grid.values[max(0, first - round(spec.history / grid.step)) : first]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        level_mean = np.nanmean(np.where(np.isnan(window), np.nan, window), axis=0)
+        naive_mae = (
+            np.nanmean(np.abs(np.diff(before, axis=0)), axis=0)
+            if len(before) > 1
+            else np.full(len(grid.series), np.nan)
+        )
+    common = _common_mask(grid, steps, levels, collected)
+    out_models: dict[str, object] = {}
+    per_series: dict[str, dict[str, object]] = {uid: {} for uid in grid.series}
+    for name, box in collected.items():
+        mase: dict[str, list[float]] = {label: [] for label in steps}
+        pin: dict[str, dict[str, list[float]]] = {q: {label: [] for label in steps} for q, _ in spec.quantiles}
+        cover: dict[str, list[float]] = {q_label: [] for q_label, _ in spec.quantiles}
+        for i, uid in enumerate(grid.series):
+            series_scores: dict[str, float] = {}
+            hits: dict[str, list[np.ndarray]] = {q_label: [] for q_label, _ in spec.quantiles}
+            for label in steps:
+                actual = np.where(common[f"{uid}|{label}"], np.asarray(box.actuals[f"{uid}|{label}"]), np.nan)
+                median = np.asarray(box.forecasts[(f"{uid}|{label}", 0.5)])
+                ok = ~np.isnan(actual) & ~np.isnan(median)
+                mase[label].append(_ratio(np.abs(actual - median)[ok].mean() if ok.any() else np.nan, naive_mae[i]))
+                for q_label, q in spec.quantiles:
+                    f = np.asarray(box.forecasts[(f"{uid}|{label}", q)])
+                    ok = ~np.isnan(actual) & ~np.isnan(f)
+                    loss = _ratio(pinball(actual[ok], f[ok], q).mean() if ok.any() else np.nan, level_mean[i])
+                    pin[q_label][label].append(loss)
+                    series_scores[f"pinball_{q_label}_{label}"] = loss
+                    hits[q_label].append((actual[ok] <= f[ok]).astype(float))
+            for q_label, _ in spec.quantiles:
+                joined = np.concatenate(hits[q_label]) if hits[q_label] else np.empty(0)
+                value = float(joined.mean()) if len(joined) else float("nan")
+                cover[q_label].append(value)
+                series_scores[f"coverage_{q_label}"] = value
+            per_series[uid][name] = series_scores
+        out_models[name] = {
+            "mase": {label: _mean(v) for label, v in mase.items()},
+            "pinball": {q: {label: _mean(v) for label, v in by_h.items()} for q, by_h in pin.items()},
+            "coverage": {q: _mean(v) for q, v in cover.items()},
+            "fit_seconds": float(np.mean(box.fit_seconds)),
+            "predict_seconds": float(np.mean(box.predict_seconds)),
+            "models_used": dict(sorted(box.models.items())),
+        }
+    return {
+        "trace": {
+            "start": spec.start.isoformat(),
+            "end": spec.end.isoformat(),
+            "origins": len(origins),
+            "series": len(grid.series),
+            "step_seconds": grid.step.total_seconds(),
+        },
+        "models": out_models,
+        "series": per_series,
+    }
+
+
+def _common_mask(
+    grid: Grid, steps: Mapping[str, int], levels: Sequence[float], collected: Mapping[str, _Collected]
+) -> dict[str, np.ndarray]:
+    """Where every model gave every quantile and the outcome was observed: all models are scored on the same
+    (series, origin, horizon) points, so a model that declines to forecast from stale data is not rewarded."""
+    masks = {}
+    for uid in grid.series:
+        for label in steps:
+            key = f"{uid}|{label}"
+            ok = None
+            for box in collected.values():
+                here = ~np.isnan(np.asarray(box.actuals[key]))
+                for level in levels:
+                    here &= ~np.isnan(np.asarray(box.forecasts[(key, level)]))
+                ok = here if ok is None else ok & here
+            masks[key] = ok if ok is not None else np.zeros(0, dtype=bool)
+    return masks
+
+
+def _ratio(value: float, scale: float) -> float:
+    if not np.isfinite(value) or not np.isfinite(scale) or scale <= 0:
+        return float("nan")
+    return float(value / scale)
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else None

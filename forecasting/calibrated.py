@@ -1,0 +1,292 @@
+"""A path model made into a Forecaster: training on its own schedule, conformal calibration, guards, fallback.
+
+``fit`` keeps the newest history per series, retrains the path model when its training is older than
+``retrain_interval`` (training holds out the calibration window), and brings the residuals of the calibration
+window up to date; residuals already computed for the current training are kept, so an hourly refit only
+forecasts the origins that are new. ``predict`` forecasts from the newest origin of each series and adds the
+conformal offsets. Any series whose model did not train, whose residuals are too few, or whose forecast fails
+the guards is answered by the calibrated last value instead, and the row says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Self
+
+import numpy as np
+import pandas as pd
+
+from forecasting.calibration import Residuals, conformal_offsets
+from forecasting.guards import check_forecast
+from forecasting.output import forecast_frame
+from forecasting.paths import LastValuePaths, PathModel
+from forecasting.series import SeriesData, merge, step_ns, to_panel
+
+MAX_ORIGINS = 240  # calibration origins per series: enough for a 0.95 quantile, cheap to forecast
+
+
+@dataclass
+class Block:
+    """Forecasts for a set of series: values (series, levels, horizon), which model ran and why."""
+
+    uids: list[str]
+    end_ns: list[int]
+    values: np.ndarray
+    models: list[str]
+    notes: list[str]
+
+
+@dataclass
+class _State:
+    step_ns: int = 0
+    trained_end_ns: int | None = None
+    train_notes: dict[str, str] = field(default_factory=dict)
+    residuals: dict[str, Residuals] = field(default_factory=dict)
+    tails: dict[str, SeriesData] = field(default_factory=dict)
+    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    offsets: dict[tuple[str, int, tuple[float, ...]], tuple[np.ndarray, int]] = field(default_factory=dict)
+
+
+class CalibratedForecaster:
+    """Conformally calibrated quantile forecasts from a path model, with a calibrated last-value fallback."""
+
+    def __init__(
+        self,
+        name: str,
+        make_model: Callable[[], PathModel],
+        *,
+        calibration_window: timedelta = timedelta(days=2),
+        calibration_horizon: timedelta = timedelta(hours=1),
+        retrain_interval: timedelta = timedelta(days=1),
+        recent_window: timedelta = timedelta(hours=3),
+        fallback: CalibratedForecaster | None = None,
+        stale_after: timedelta = timedelta(hours=6),
+    ) -> None:
+        self.name = name
+        self.make_model = make_model
+        self.model: PathModel = make_model()
+        self.calibration_window = calibration_window
+        self.calibration_horizon = calibration_horizon
+        self.retrain_interval = retrain_interval
+        self.recent_window = recent_window
+        self.fallback = fallback
+        self.stale_after = stale_after
+        self._state = _State()
+
+    @property
+    def min_history_steps(self) -> int:
+        size = self._state.step_ns or step_ns(timedelta(minutes=5))
+        return max(1, round(self.recent_window.total_seconds() * 1e9 / size))
+
+    def context_steps(self, size: int) -> int:
+        return max(self.model.context_steps(size), 1)
+
+    def horizon_steps(self, size: int) -> int:
+        return max(1, -(-round(self.calibration_horizon.total_seconds() * 1e9) // size))
+
+    def residuals(self, uid: str) -> Residuals | None:
+        """The calibration residuals of a series under the current training, if any."""
+        return self._state.residuals.get(uid)
+
+    def train_note(self, uid: str) -> str:
+        """Why the model could not learn this series at the last training (empty when it could)."""
+        return self._state.train_notes.get(uid, "")
+
+    # -- fitting -------------------------------------------------------------------------------------------
+
+    def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
+        self.fit_panel(to_panel(history, step), step_ns(step))
+        return self
+
+    def fit_panel(self, panel: Mapping[str, SeriesData], size: int) -> None:
+        if self.fallback is not None:
+            self.fallback.fit_panel(panel, size)
+        state = self._state
+        if size != state.step_ns:
+            self._state = state = _State(step_ns=size)
+        horizon = self.horizon_steps(size)
+        window = round(self.calibration_window.total_seconds() * 1e9 / size)
+        keep = self.context_steps(size) + window + horizon
+        for uid, series in panel.items():
+            state.tails[uid] = merge(state.tails.get(uid), series, keep)
+            observed = state.tails[uid].y[~np.isnan(state.tails[uid].y)]
+            if len(observed):
+                state.ranges[uid] = (float(observed.min()), float(observed.max()))
+        if not panel:
+            return
+        end = max(s.end_ns for s in panel.values())
+        if state.trained_end_ns is None or end - state.trained_end_ns >= self.retrain_interval.total_seconds() * 1e9:
+            self._retrain(panel, end, window, size)
+        self._calibrate(panel, window, horizon)
+        state.offsets = {}
+
+    def _retrain(self, panel: Mapping[str, SeriesData], end: int, window: int, size: int) -> None:
+        state = self._state
+        span = max(len(s.y) for s in panel.values())
+        held_out = min(window, span // 2)  # short histories: keep half for training
+        cut = end - (held_out + self.horizon_steps(size)) * size
+        self.model = self.make_model()
+        train = {uid: s.until(cut + size) for uid, s in panel.items()}
+        state.train_notes = self.model.train({uid: s for uid, s in train.items() if len(s.y)})
+        state.trained_end_ns = end
+        state.residuals = {}
+
+    def _calibrate(self, panel: Mapping[str, SeriesData], window: int, horizon: int) -> None:
+        state = self._state
+        requests, new_origins = [], []
+        for uid, series in panel.items():
+            size = series.step_ns
+            stride = max(1, window // MAX_ORIGINS)
+            last = len(series.y) - 1 - horizon
+            first = max(last - window + 1, 0)
+            if last < first:
+                continue
+            absolute = series.start_ns // size + np.arange(first, last + 1)
+            origins = np.arange(first, last + 1)[absolute % stride == 0]
+            stamps = series.start_ns + origins * size
+            known = state.residuals.get(uid)
+            if known is not None:
+                known = known.keep(known.origins_ns >= stamps[0]) if len(stamps) else known
+                state.residuals[uid] = known
+                fresh = ~np.isin(stamps, known.origins_ns)
+                origins, stamps = origins[fresh], stamps[fresh]
+            if len(origins):
+                requests.append((series, origins))
+                new_origins.append((uid, stamps))
+        if not requests:
+            return
+        paths = self.model.paths(requests, horizon)
+        for (series, origins), (uid, stamps), path in zip(requests, new_origins, paths, strict=True):
+            target = origins[:, None] + np.arange(1, horizon + 1)[None, :]
+            actual = series.y[target]
+            computed = Residuals(stamps, actual[None, :, :] - path)
+            known = state.residuals.get(uid)
+            state.residuals[uid] = computed if known is None else Residuals.join(known, computed)
+
+    # -- predicting ----------------------------------------------------------------------------------------
+
+    def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        size = self._state.step_ns or step_ns(timedelta(minutes=5))
+        windows = self.windows(to_panel(recent, timedelta(microseconds=size // 1000)))
+        block = self.forecast_windows(windows, horizon, tuple(quantiles))
+        return forecast_frame(block.uids, block.end_ns, size, block.values, block.models, block.notes, quantiles)
+
+    def windows(self, recent: Mapping[str, SeriesData]) -> dict[str, SeriesData]:
+        """Each recent series laid over the history kept at fit time, cut to what the model looks at."""
+        if not recent:
+            return {}
+        size = self._state.step_ns or next(iter(recent.values())).step_ns
+        keep = self.context_steps(size) + 1
+        return {uid: merge(self._state.tails.get(uid), s, keep) for uid, s in recent.items()}
+
+    def offsets(self, uid: str, horizon: int, levels: tuple[float, ...]) -> tuple[np.ndarray, int] | None:
+        key = (uid, horizon, levels)
+        cached = self._state.offsets.get(key)
+        if cached is None:
+            residuals = self._state.residuals.get(uid)
+            if residuals is None or residuals.count == 0:
+                return None
+            cached = conformal_offsets(residuals.values, self.model.base_levels, levels, horizon)
+            self._state.offsets[key] = cached
+        return cached
+
+    def forecast_windows(self, windows: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
+        state = self._state
+        uids = sorted(windows)
+        block = Block(
+            uids,
+            [windows[u].end_ns for u in uids],
+            np.full((len(uids), len(levels), horizon), np.nan),
+            [self.name] * len(uids),
+            [""] * len(uids),
+        )
+        if horizon <= 0 or not uids:
+            return block
+        requests = [(windows[u], np.array([len(windows[u].y) - 1])) for u in uids]
+        paths = self.model.paths(requests, horizon)
+        rescue: dict[int, str] = {}
+        for i, uid in enumerate(uids):
+            stale = _staleness(windows[uid])
+            if stale * windows[uid].step_ns >= self.stale_after.total_seconds() * 1e9:
+                block.notes[i] = f"{self.name}: no observation in the last {self.stale_after}: no forecast"
+                continue
+            reason = state.train_notes.get(uid) or self._reason_to_fall_back(uid, horizon, levels)
+            if reason:
+                rescue[i] = reason
+                continue
+            found = self.offsets(uid, horizon, levels)
+            assert found is not None
+            bases = paths[i][:, 0, :]
+            chosen = np.array([bases[int(np.argmin([abs(b - q) for b in self.model.base_levels]))] for q in levels])
+            values = _ordered(chosen + found[0], levels)
+            problem = check_forecast(values, state.ranges.get(uid))
+            if problem:
+                rescue[i] = problem
+            else:
+                block.values[i] = np.maximum(values, 0.0)
+        if rescue:
+            self._rescue(block, windows, rescue, horizon, levels)
+        return block
+
+    def _reason_to_fall_back(self, uid: str, horizon: int, levels: tuple[float, ...]) -> str:
+        found = self.offsets(uid, horizon, levels)
+        if found is None:
+            return "no calibration residuals for this series (new or too short)"
+        if found[1] < horizon:
+            return f"fewer than the needed residuals {found[1] + 1} steps ahead"
+        return ""
+
+    def _rescue(
+        self,
+        block: Block,
+        windows: Mapping[str, SeriesData],
+        rescue: Mapping[int, str],
+        horizon: int,
+        levels: tuple[float, ...],
+    ) -> None:
+        subset = {block.uids[i]: windows[block.uids[i]] for i in rescue}
+        if self.fallback is not None:
+            backup = self.fallback.forecast_windows(subset, horizon, levels)
+        else:
+            backup = _persistence(subset, horizon, levels)
+        position = {uid: j for j, uid in enumerate(backup.uids)}
+        for i, reason in rescue.items():
+            j = position[block.uids[i]]
+            block.values[i] = backup.values[j]
+            block.models[i] = backup.models[j]
+            block.notes[i] = f"{self.name}: {reason}" + (f"; {backup.notes[j]}" if backup.notes[j] else "")
+
+
+def _staleness(series: SeriesData) -> int:
+    """Steps since the newest observed value (the window's length when there is none)."""
+    observed = np.flatnonzero(~np.isnan(series.y))
+    return len(series.y) - 1 - int(observed[-1]) if len(observed) else len(series.y) + 10**9
+
+
+def _ordered(values: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    """Quantiles that never cross: sorted along the level axis in the order of the levels."""
+    order = np.argsort(levels)
+    out = values.copy()
+    out[order] = np.maximum.accumulate(values[order], axis=0)
+    return out
+
+
+def _persistence(windows: Mapping[str, SeriesData], horizon: int, levels: Sequence[float]) -> Block:
+    uids = sorted(windows)
+    values = np.full((len(uids), len(levels), horizon), np.nan)
+    notes = []
+    for i, uid in enumerate(uids):
+        observed = np.flatnonzero(~np.isnan(windows[uid].y))
+        if len(observed):
+            values[i] = windows[uid].y[observed[-1]]
+            notes.append("persistence without spread")
+        else:
+            notes.append("no observed value in the recent window")
+    return Block(uids, [windows[u].end_ns for u in uids], values, ["persistence"] * len(uids), notes)
+
+
+def last_value_forecaster() -> CalibratedForecaster:
+    """The calibrated last value: the bar, and every other model's fallback."""
+    return CalibratedForecaster("naive", LastValuePaths)

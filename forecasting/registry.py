@@ -1,0 +1,74 @@
+"""Forecasters by name, with their family: what the configuration and the backtest may ask for.
+
+``naive`` here is the calibrated last value (the bar every model must clear); ``persistence`` is the bare last
+value with no spread, and ``last-value`` the older empirical-change forecaster. The configuration's ``naive``
+keeps meaning bare persistence (see ``forecasting.factory``), because the reactive baseline depends on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+
+from forecasting.base import Forecaster
+from forecasting.boosting import LightGbmPaths
+from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
+from forecasting.last_value import LastValueForecaster, PersistenceForecaster
+from forecasting.paths import PathModel, SeasonalNaivePaths
+from forecasting.selection import AutoForecaster
+from forecasting.smoothing import DampedTrendPaths, StlDampedPaths
+
+FAMILIES = {
+    "naive": "baseline",
+    "persistence": "baseline",
+    "last-value": "baseline",
+    "seasonal_naive": "baseline",
+    "ets": "statsmodels",
+    "stl": "statsmodels",
+    "lightgbm": "lightgbm",
+    "auto": "auto",
+}
+AUTO_CANDIDATES = ("naive", "ets", "lightgbm")  # stl lost to them on every trace tried, at twice the cost
+AUTO_COMBINATIONS = (("lightgbm", "naive"), ("ets", "naive"))
+
+
+def model_names() -> tuple[str, ...]:
+    return tuple(FAMILIES)
+
+
+def build_calibrated(
+    name: str, quantiles: Sequence[float], retrain_interval: timedelta = timedelta(days=1)
+) -> CalibratedForecaster:
+    """One of the calibrated models (``naive``, ``seasonal_naive``, ``ets``, ``stl``, ``lightgbm``)."""
+    if name == "naive":
+        return last_value_forecaster()
+    fallback = last_value_forecaster()
+    makers: dict[str, Callable[[], PathModel]] = {
+        "seasonal_naive": SeasonalNaivePaths,
+        "ets": DampedTrendPaths,
+        "stl": StlDampedPaths,
+        "lightgbm": lambda: LightGbmPaths(tuple(sorted({0.5, *quantiles}))),
+    }
+    if name in makers:
+        return CalibratedForecaster(name, makers[name], fallback=fallback, retrain_interval=retrain_interval)
+    raise ValueError(f"{name!r} is not a calibrated model; known: {', '.join(FAMILIES)}")
+
+
+def build(
+    name: str,
+    quantiles: Sequence[float] = (0.5, 0.9, 0.95),
+    lookback: timedelta = timedelta(days=7),
+    retrain_interval: timedelta = timedelta(days=1),
+    reselect_interval: timedelta = timedelta(days=1),
+) -> Forecaster:
+    """The forecaster called ``name``; ``ValueError`` names the known ones when it is not one of them."""
+    if name == "persistence":
+        return PersistenceForecaster()
+    if name == "last-value":
+        return LastValueForecaster(lookback=lookback)
+    if name == "auto":
+        candidates = [build_calibrated(n, quantiles, retrain_interval) for n in AUTO_CANDIDATES]
+        return AutoForecaster(
+            candidates, quantiles=quantiles, combinations=AUTO_COMBINATIONS, reselect_interval=reselect_interval
+        )
+    return build_calibrated(name, quantiles, retrain_interval)

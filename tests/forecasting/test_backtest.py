@@ -1,0 +1,122 @@
+"""The backtest engine: no look-ahead, the scores it reports, and the same points for every model."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Self
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from forecasting.backtest import BacktestSpec, Grid, run_backtest
+from forecasting.base import Forecaster
+from forecasting.last_value import PersistenceForecaster
+from forecasting.output import forecast_frame
+from forecasting.series import step_ns, to_panel
+from models import ForecastError
+from tests.forecasting.conftest import START, STEP
+
+HORIZONS = (("5m", timedelta(minutes=5)), ("10m", timedelta(minutes=10)))
+
+
+def _grid(values: np.ndarray) -> Grid:
+    index = pd.date_range(START, periods=values.shape[0], freq=STEP)
+    return Grid(index, tuple(f"s{i}" for i in range(values.shape[1])), values, STEP)
+
+
+def _spec(
+    grid: Grid, first: int, last: int, quantiles: tuple[tuple[str, float], ...] = (("0.9", 0.9),)
+) -> BacktestSpec:
+    return BacktestSpec(
+        start=grid.index[first], end=grid.index[last], horizons=HORIZONS, quantiles=quantiles, origin_every=STEP
+    )
+
+
+class PeekingForecaster:
+    """Records the newest timestamp it was shown, and forecasts a constant."""
+
+    name = "peek"
+
+    def __init__(self, value: float = 1.0) -> None:
+        self.value = value
+        self.seen: list[pd.Timestamp] = []
+
+    @property
+    def min_history_steps(self) -> int:
+        return 2
+
+    def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
+        self.seen.append(history["ds"].max())
+        return self
+
+    def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        self.seen.append(recent["ds"].max())
+        panel = to_panel(recent, STEP)
+        uids = sorted(panel)
+        values = np.full((len(uids), len(quantiles), horizon), self.value)
+        ends = [panel[u].end_ns for u in uids]
+        return forecast_frame(uids, ends, step_ns(STEP), values, ["peek"] * len(uids), [""] * len(uids), quantiles)
+
+
+def test_models_never_see_the_origin_or_later() -> None:
+    grid = _grid(np.arange(40, dtype=float)[:, None])
+    peek = PeekingForecaster()
+    run_backtest(grid, {"peek": lambda: peek}, _spec(grid, 20, 30))
+    origins = grid.index[20:30]
+    fits, predicts = peek.seen[0::2], peek.seen[1::2]
+    assert all(seen < origin for seen, origin in zip(fits, origins, strict=True))
+    assert all(seen == origin - STEP for seen, origin in zip(predicts, origins, strict=True))
+
+
+def test_scores_of_a_known_forecast() -> None:
+    # y rises by one per step: persistence misses by h at h steps ahead; the one-step naive error is 1.
+    grid = _grid(np.arange(1, 41, dtype=float)[:, None])
+    result = run_backtest(
+        grid,
+        {"naive": PersistenceForecaster},
+        _spec(grid, 20, 30, (("0.5", 0.5), ("0.9", 0.9))),
+        families={"naive": "baseline"},
+    )
+    scores = result["models"]["naive"]  # type: ignore[index]
+    assert scores["family"] == "baseline"
+    assert scores["mase"] == pytest.approx({"5m": 1.0, "10m": 2.0})
+    mean_level = np.mean(np.arange(21, 31))
+    assert scores["pinball"]["0.9"]["5m"] == pytest.approx(0.9 * 1.0 / mean_level)
+    assert scores["pinball"]["0.5"]["10m"] == pytest.approx(0.5 * 2.0 / mean_level)
+    assert scores["coverage"]["0.9"] == 0.0
+    assert scores["fit_seconds"] >= 0
+    assert scores["predict_seconds"] >= 0
+    assert set(result["series"]["s0"]["naive"]) >= {"pinball_0.9_5m", "coverage_0.9"}  # type: ignore[index]
+
+
+def test_every_model_is_scored_on_the_same_points() -> None:
+    values = np.arange(1, 41, dtype=float)[:, None]
+    grid = _grid(values)
+
+    class Declining(PeekingForecaster):
+        def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+            out = super().predict(recent, horizon, quantiles)
+            if recent["ds"].max() >= grid.index[25]:
+                out[[c for c in out.columns if c.startswith("q")]] = np.nan
+            return out
+
+    result = run_backtest(grid, {"a": PeekingForecaster, "b": Declining}, _spec(grid, 20, 30))
+    a, b = result["models"]["a"], result["models"]["b"]  # type: ignore[index]
+    assert a["pinball"] == b["pinball"]  # same constant forecast, scored where both answered
+
+
+def test_no_origin_in_the_window_is_an_error() -> None:
+    grid = _grid(np.ones((10, 1)))
+    spec = BacktestSpec(grid.index[-1] + STEP * 5, grid.index[-1] + STEP * 9, HORIZONS, (("0.9", 0.9),))
+    models: dict[str, type[Forecaster]] = {"naive": PersistenceForecaster}
+    with pytest.raises(ForecastError, match="no origin"):
+        run_backtest(grid, models, spec)
+
+
+def test_a_horizon_that_is_not_a_whole_number_of_steps_is_an_error() -> None:
+    grid = _grid(np.ones((10, 1)))
+    spec = BacktestSpec(grid.index[2], grid.index[5], (("7m", timedelta(minutes=7)),), (("0.9", 0.9),))
+    with pytest.raises(ForecastError, match="whole number"):
+        run_backtest(grid, {"naive": PersistenceForecaster}, spec)

@@ -1,0 +1,50 @@
+"""The configured forecaster: every name the schema allows builds, and ``naive`` stays bare persistence."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import get_args
+
+import pytest
+from pydantic import ValidationError
+
+from config.schema import ForecastSettings
+from forecasting.calibrated import CalibratedForecaster
+from forecasting.factory import build_forecaster
+from forecasting.last_value import LastValueForecaster, PersistenceForecaster
+from forecasting.selection import AutoForecaster
+
+NAMES = get_args(ForecastSettings.model_fields["model"].annotation)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_configurable_model_builds_under_its_own_name(name: str) -> None:
+    model = build_forecaster(ForecastSettings(model=name))
+    assert model.name == name
+    assert model.min_history_steps >= 1
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("naive", PersistenceForecaster),
+        ("last-value", LastValueForecaster),
+        ("auto", AutoForecaster),
+        ("lightgbm", CalibratedForecaster),
+    ],
+)
+def test_kinds(name: str, kind: type) -> None:
+    assert isinstance(build_forecaster(ForecastSettings(model=name)), kind)
+
+
+def test_settings_reach_the_models() -> None:
+    settings = ForecastSettings(model="auto", quantiles=(0.5, 0.8), retrain_interval=timedelta(hours=6))
+    model = build_forecaster(settings)
+    assert isinstance(model, AutoForecaster)
+    assert model.quantiles == (0.5, 0.8)
+    assert all(c.retrain_interval == timedelta(hours=6) for c in model.candidates.values() if c.name != "naive")
+
+
+def test_unknown_model_is_a_configuration_error() -> None:
+    with pytest.raises(ValidationError):
+        ForecastSettings(model="prophet")  # type: ignore[arg-type]

@@ -1,0 +1,121 @@
+"""Guards and fallback: a model that fails, diverges or talks nonsense is replaced by the calibrated last value."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pytest
+
+from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
+from forecasting.guards import check_forecast
+from forecasting.paths import PathRequest
+from forecasting.series import SeriesData
+from tests.forecasting.conftest import DAY, STEP, bursty, long_frame
+
+LEVELS = (0.5, 0.9)
+
+
+class FakePathModel:
+    """Forecasts the last value from past origins (so calibration sees a sane model) and ``value`` from the newest
+    origin of a series, as a model that diverges on new data would; or fails its training."""
+
+    base_levels: tuple[float, ...] = (0.5,)
+
+    def __init__(self, value: float, fail_training: bool = False) -> None:
+        self.value = value
+        self.fail_training = fail_training
+
+    def context_steps(self, step_ns: int) -> int:
+        return 12
+
+    def train(self, panel: Mapping[str, SeriesData]) -> dict[str, str]:
+        return dict.fromkeys(panel, "fit diverged") if self.fail_training else {}
+
+    def paths(self, requests: Sequence[PathRequest], horizon: int) -> list[np.ndarray]:
+        out = []
+        for series, origins in requests:
+            last = np.nan_to_num(series.y[origins], nan=0.0)
+            path = np.repeat(last[None, :, None], horizon, axis=2)
+            path[:, origins == len(series.y) - 1, :] = self.value
+            out.append(path)
+        return out
+
+
+def _forecaster(value: float, fail_training: bool = False) -> CalibratedForecaster:
+    return CalibratedForecaster("fake", lambda: FakePathModel(value, fail_training), fallback=last_value_forecaster())
+
+
+@pytest.mark.parametrize(
+    ("value", "fail", "reason"),
+    [
+        (np.nan, False, "NaN or infinite"),
+        (np.inf, False, "NaN or infinite"),
+        (-500.0, False, "far below zero"),
+        (1e6, False, "beyond a sane multiple"),
+        (30.0, True, "fit diverged"),
+    ],
+)
+def test_bad_forecasts_fall_back_to_the_calibrated_last_value(value: float, fail: bool, reason: str) -> None:
+    y = bursty(3 * DAY, seed=4)
+    history = long_frame({"s": y})
+    model = _forecaster(value, fail).fit(history, STEP)
+    out = model.predict(history.tail(36), 3, LEVELS)
+    assert set(out["model"]) == {"naive"}
+    assert out["note"].str.startswith("fake: ").all()
+    assert out["note"].str.contains(reason).all()
+    reference = last_value_forecaster().fit(history, STEP).predict(history.tail(36), 3, LEVELS)
+    assert np.allclose(out["q0.9"], reference["q0.9"])
+
+
+def test_a_sane_forecast_is_kept_and_named_after_its_model() -> None:
+    history = long_frame({"s": np.full(3 * DAY, 30.0)})
+    out = _forecaster(31.0).fit(history, STEP).predict(history.tail(36), 3, LEVELS)
+    assert set(out["model"]) == {"fake"}
+    assert (out["note"] == "").all()
+    assert np.allclose(out["q0.5"], 31.0)
+
+
+class BiasedPathModel(FakePathModel):
+    def paths(self, requests: Sequence[PathRequest], horizon: int) -> list[np.ndarray]:
+        return [np.full((1, len(origins), horizon), self.value) for _, origins in requests]
+
+
+def test_calibration_removes_a_constant_bias() -> None:
+    history = long_frame({"s": np.full(3 * DAY, 30.0)})
+    model = CalibratedForecaster("biased", lambda: BiasedPathModel(45.0)).fit(history, STEP)
+    out = model.predict(history.tail(36), 3, LEVELS)
+    assert np.allclose(out["q0.5"], 30.0)
+    assert np.allclose(out["q0.9"], 30.0)
+
+
+def test_a_model_without_usable_residuals_falls_back() -> None:
+    history = long_frame({"s": bursty(3 * DAY, seed=4)})
+    model = CalibratedForecaster("nan", lambda: BiasedPathModel(np.nan), fallback=last_value_forecaster())
+    out = model.fit(history, STEP).predict(history.tail(36), 3, LEVELS)
+    assert set(out["model"]) == {"naive"}
+    assert out["note"].str.contains("residuals").all()
+
+
+def test_forecasts_from_stale_data_are_refused_not_invented() -> None:
+    y = bursty(3 * DAY, seed=4)
+    y[-80:] = np.nan  # more than six hours without an observation
+    history = long_frame({"s": y})
+    out = _forecaster(30.0).fit(history, STEP).predict(history.tail(36), 3, LEVELS)
+    assert np.isnan(out[["q0.5", "q0.9"]].to_numpy()).all()
+    assert out["note"].str.contains("no observation").all()
+
+
+@pytest.mark.parametrize(
+    ("values", "history_range", "ok"),
+    [
+        (np.array([[1.0, 2.0]]), (0.0, 10.0), True),
+        (np.array([[1.0, np.nan]]), (0.0, 10.0), False),
+        (np.array([[1.0, 41.0]]), (0.0, 10.0), False),
+        (np.array([[1.0, 39.0]]), (0.0, 10.0), True),
+        (np.array([[-20.0, 1.0]]), (0.0, 10.0), False),
+        (np.array([[5.0, 6.0]]), None, True),
+    ],
+)
+def test_guard_limits(values: np.ndarray, history_range: tuple[float, float] | None, ok: bool) -> None:
+    assert (check_forecast(values, history_range) == "") is ok
