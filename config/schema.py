@@ -93,9 +93,10 @@ class PlannerSettings(_Section):
     waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0)
     headroom_units: int = Field(default=0, ge=0)
     scale_down_stabilization: Duration = timedelta(minutes=10)
-    # A unit released and needed again within its lead time costs at least as much as keeping it (billing
-    # starts at the request): hold idle units for at least the pool's lead time as well.
-    hold_idle_for_lead_time: bool = True
+    # Releasing an idle unit and asking for it again costs a lead time of billing (billing starts at the request)
+    # and exposes demand for a lead time while it provisions: like renting versus buying, hold idle units for
+    # at least this many of their pool's lead times before releasing them (0 turns the rule off).
+    idle_hold_lead_times: float = Field(default=2.0, ge=0.0, le=10.0)
     max_scale_up_units_per_tick: int | None = Field(default=None, ge=1)
     max_scale_down_units_per_tick: int | None = Field(default=None, ge=1)
     min_direction_change_interval: Duration = timedelta(0)

@@ -201,8 +201,7 @@ def _scale_down(given: PlanInput, pool: PoolSpec, state: PoolState, desired: int
     if missing:
         return Skip(pid, SkipReason.MISSING_DATA, f"no trustworthy demand for {', '.join(missing)}; holding")
     window = given.settings.scale_down_stabilization
-    if given.settings.hold_idle_for_lead_time:
-        window = max(window, pool.lead_time)
+    window = max(window, pool.lead_time * given.settings.idle_hold_lead_times)
     settled = sum(1 for since in state.idle_since if given.now - since >= window)
     if settled == 0:
         if state.idle_units:

@@ -183,7 +183,7 @@ def _agent(
         reactive = (planner or settings.planner).model_copy(
             update={
                 "scale_down_stabilization": REACTIVE_UNNEEDED_TIME,
-                "hold_idle_for_lead_time": False,
+                "idle_hold_lead_times": 0.0,
                 "service_level": None,
             }
         )

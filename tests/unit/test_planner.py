@@ -105,9 +105,12 @@ def test_no_release_without_observed_idleness() -> None:
 
 
 def test_release_only_units_idle_for_the_stabilization_window() -> None:
-    plan = plan_for([pool()], [state(target=10, idle_minutes=(30, 12, 3))], {"a": [8, 8, 8]}, {"a": 8})
+    plain = PlannerSettings(idle_hold_lead_times=0)
+    plan = plan_for([pool()], [state(target=10, idle_minutes=(30, 12, 3))], {"a": [8, 8, 8]}, {"a": 8}, planner=plain)
     (resize,) = plan.resizes
     assert resize.to_units == 8  # two units idle >= 10 minutes; the third is still stabilizing
+    held = plan_for([pool()], [state(target=10, idle_minutes=(30, 12, 3))], {"a": [8, 8, 8]}, {"a": 8})
+    assert held.resizes[0].to_units == 9  # by default idle units are also held for two lead times (20 minutes)
 
 
 def test_unknown_demand_holds_the_pool() -> None:
@@ -231,12 +234,12 @@ def test_classes_sharing_their_pools_are_planned_on_their_summed_forecast() -> N
     assert plan.resizes[0].to_units == 6  # ceil(41 / 8), not ceil(60 / 8)
 
 
-def test_idle_units_are_held_for_at_least_the_lead_time() -> None:
-    slow = pool(lead=30)
-    idle = state(target=10, idle_minutes=(40, 20, 15))
+def test_idle_units_are_held_for_a_multiple_of_the_lead_time() -> None:
+    slow = pool(lead=20)
+    idle = state(target=10, idle_minutes=(40, 30, 15))
     plan = plan_for([slow], [idle], {"a": [8, 8, 8]}, {"a": 8})
-    assert plan.resizes[0].to_units == 9  # only the unit idle for 40 minutes goes
-    plain = PlannerSettings(hold_idle_for_lead_time=False)
+    assert plan.resizes[0].to_units == 9  # two lead times: only the unit idle for 40 minutes goes
+    plain = PlannerSettings(idle_hold_lead_times=0)
     plan = plan_for([slow], [idle], {"a": [8, 8, 8]}, {"a": 8}, planner=plain)
     assert plan.resizes[0].to_units == 7  # all three have been idle for 10 minutes
 
