@@ -107,7 +107,8 @@ class Rig:
         return {
             "demand_classes": [{"name": CLASS, "family": "gpu"}],
             "pools": [pool(SPOT, "spot", spot_max, 1.47), pool(ON_DEMAND, "on-demand", 8, 3.67)],
-            "planner": {"scale_down_stabilization": "10m"},
+            # The drain tests time releases by the stabilization window alone.
+            "planner": {"scale_down_stabilization": "10m", "idle_hold_lead_times": 0},
             "forecast": {"model": "naive", "history": "2h", "step": "1m", "max_staleness": "5m"},
             "prometheus": {"url": self.prometheus.url, "retries": 0, "timeout": "5s"},
             "cloud": {
