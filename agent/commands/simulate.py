@@ -87,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
             bar.update(ticks)
 
         session = Simulation(settings, trace, window, SERVICE_LEVELS if compare else (), progress=advance)
-        for policy in args.policy:
-            if policy in AGENT_POLICIES:
-                session.outlooks(policy)
+        session.prepare(args.policy)
     runs = {}
     for policy in tqdm(args.policy, desc="simulating", unit="policy", disable=args.no_progress, file=sys.stderr):
         runs[policy] = session.run(policy)

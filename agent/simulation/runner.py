@@ -9,8 +9,10 @@ cost nor service: they are skipped in the metrics, never read as zero demand.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
+from multiprocessing import get_context
 
 import numpy as np
 
@@ -122,19 +124,51 @@ class Simulation:
 
     def outlooks(self, policy: str) -> list[Outlook]:
         if policy not in self._outlooks:
-            cluster, clock = _cluster(self.settings, self.window, policy)
-            agent = _agent(policy, self.settings, self.trace, self.window, cluster, None, self.extra_quantiles)
-            seen: list[Outlook] = []
-            for t, stamp in enumerate(self.window.index):
-                now = stamp.to_pydatetime()
-                clock.set(now)
-                seen.append(agent.observe(now))
-                if self.progress is not None and t % 64 == 63:
-                    self.progress(64)
-            if self.progress is not None:
-                self.progress(len(self.window.index) % 64)
-            self._outlooks[policy] = seen
+            self._outlooks[policy] = observe_window(
+                self.settings, self.trace, self.window, policy, self.extra_quantiles, self.progress
+            )
         return self._outlooks[policy]
+
+    def prepare(self, policies: Sequence[str]) -> None:
+        """Compute the outlooks of the agent-driven ``policies``, the others in a second process meanwhile
+        (the first in this one, with progress). Forecasts need no shared state, so this halves the wait on two
+        cores."""
+        todo = [p for p in dict.fromkeys(policies) if p in AGENT_POLICIES and p not in self._outlooks]
+        if len(todo) < 2:
+            for policy in todo:
+                self.outlooks(policy)
+            return
+        args = (self.settings, self.trace, self.window)
+        with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+            others = {p: pool.submit(observe_window, *args, p, self.extra_quantiles) for p in todo[1:]}
+            self.outlooks(todo[0])
+            for policy, job in others.items():
+                self._outlooks[policy] = job.result()
+                if self.progress is not None:
+                    self.progress(len(self.window.index))
+
+
+def observe_window(
+    settings: Settings,
+    trace: Trace,
+    window: SimulationWindow,
+    policy: str,
+    extra_quantiles: Sequence[float] = (),
+    progress: Progress | None = None,
+) -> list[Outlook]:
+    """What the ``policy``'s agent observes and forecasts at every step of the window."""
+    cluster, clock = _cluster(settings, window, policy)
+    agent = _agent(policy, settings, trace, window, cluster, None, extra_quantiles)
+    seen: list[Outlook] = []
+    for t, stamp in enumerate(window.index):
+        now = stamp.to_pydatetime()
+        clock.set(now)
+        seen.append(agent.observe(now))
+        if progress is not None and t % 64 == 63:
+            progress(64)
+    if progress is not None:
+        progress(len(window.index) % 64)
+    return seen
 
 
 def run_policy(
