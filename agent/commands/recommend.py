@@ -32,6 +32,7 @@ from agent.forecast_quality import backtest, quality_table
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
+from agent.observation import with_group_series
 from agent.report.recommendation import write_recommendation_reports
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
@@ -128,7 +129,8 @@ def recommend(
     except OSError as exc:
         raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
     (out / "recommendation.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    write_recommendation_reports(out, document, history, tick)
+    # The chart shows each summed pool-group series with its own history next to its forecast.
+    write_recommendation_reports(out, document, with_group_series(history, agent.groups), tick)
     return document
 
 
