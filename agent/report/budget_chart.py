@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from agent.report.charts import POLICY_COLOURS, figure_to_data_uri
+from agent.report.charts import POLICY_COLOURS
 
 
 def budget_panels(
@@ -25,10 +25,4 @@ def budget_panels(
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("USD", fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8, frameon=False)
-    figure.autofmt_xdate()
-    figure.tight_layout(rect=(0, 0, 1, 0.95))
-    return figure_to_data_uri(figure)
+    return finish_panels(figure, axes, len(panels), top=0.95)

@@ -25,6 +25,17 @@ def figure_to_data_uri(figure: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+def finish_panels(figure: Figure, axes: np.ndarray, used: int, top: float = 0.97) -> str:
+    """Hide unused panels, put one legend on top, and render the figure."""
+    for ax in list(axes.flat)[used:]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    figure.legend(handles, labels, loc="upper center", ncol=max(1, len(labels)), fontsize=8, frameon=False)
+    figure.autofmt_xdate()
+    figure.tight_layout(rect=(0, 0, 1, top))
+    return figure_to_data_uri(figure)
+
+
 def shade_gaps(ax: Axes, index: pd.DatetimeIndex, gaps: np.ndarray | None) -> None:
     """Mark steps without data (not counted in any metric) so nobody reads them as zero demand."""
     if gaps is None or not gaps.any():
@@ -54,13 +65,7 @@ def capacity_panels(
         ax.set_title(title, fontsize=9)
         ax.set_ylabel(unit_label, fontsize=8)
         ax.tick_params(labelsize=7)
-    for ax in list(axes.flat)[len(panels) :]:
-        ax.set_visible(False)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    figure.legend(handles, labels, loc="upper center", ncol=len(labels), fontsize=8, frameon=False)
-    figure.autofmt_xdate()
-    figure.tight_layout(rect=(0, 0, 1, 0.97))
-    return figure_to_data_uri(figure)
+    return finish_panels(figure, axes, len(panels))
 
 
 def forecast_panels(
