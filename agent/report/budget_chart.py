@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from agent.report.charts import POLICY_COLOURS
+from agent.report.charts import POLICY_COLOURS, finish_panels
 
 
 def budget_panels(
