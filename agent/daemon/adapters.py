@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from actuators import Actuator
+from agent.daemon.guard import Leadership
 from agent.loop import Agent
 from agent.state import MemoryKeeper, StateStore
 from models import (
@@ -27,6 +28,7 @@ from models import (
     MetricsUnavailable,
     PoolState,
 )
+from models.clock import Clock
 
 
 class PoolStateRecorder:
@@ -63,10 +65,14 @@ class DaemonTickReport:
 
 
 class AgentLoopAdapter:
-    def __init__(self, agent: Agent, pools: PoolStateRecorder, state: StateStore) -> None:
+    def __init__(
+        self, agent: Agent, pools: PoolStateRecorder, state: StateStore, leadership: Leadership, clock: Clock
+    ) -> None:
         self._agent = agent
         self._pools = pools
         self.keeper = MemoryKeeper(state)
+        self._leadership = leadership
+        self._clock = clock
 
     def resume(self) -> None:
         self.keeper.resume()
@@ -77,8 +83,12 @@ class AgentLoopAdapter:
         self._agent.memory = memory
         try:
             report = self._agent.run_once(now)
-        finally:  # what was acted on is saved even when the tick failed afterwards
-            save_error = self.keeper.after_tick(self._agent.memory, now)
+        finally:  # what was acted on is saved even when the tick failed afterwards; only ever by the leader
+            save_error = (
+                self.keeper.after_tick(self._agent.memory, now)
+                if self._leadership.is_leader(self._clock.now())
+                else None
+            )
         errors += [MetricsUnavailable(name, why) for name, why in sorted(report.problems.items())]
         errors += [
             ActuatorError(r.pool_id, r.error or "failed") for r in report.results if r.status is ActionStatus.FAILED

@@ -113,7 +113,7 @@ def assemble(
     metrics = DaemonMetrics(parts.registry)
     health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))
     daemon = Daemon(
-        AgentLoopAdapter(agent, recorder, _state_store(settings, parts, identity, environ)),
+        AgentLoopAdapter(agent, recorder, _state_store(settings, parts, identity, environ), elector, clock),
         elector,
         clock=clock,
         metrics=metrics,

@@ -35,8 +35,9 @@ class KubernetesStateStore:
         self.namespace = namespace
         self._identity = identity
         self._timeout = request_timeout.total_seconds()
-        self._version: str | None = None  # resourceVersion last read or written; None: read before writing
+        self._known = False  # whether _exists and _version are what the API server last said
         self._exists = False
+        self._version: str | None = None  # resourceVersion last read or written
 
     def load(self) -> PlannerMemory | None:
         config_map = self._read()
@@ -57,7 +58,7 @@ class KubernetesStateStore:
             return None
 
     def save(self, memory: PlannerMemory, now: datetime) -> None:
-        if self._version is None:
+        if not self._known:
             self._read()
         body = V1ConfigMap(
             api_version="v1",
@@ -86,7 +87,7 @@ class KubernetesStateStore:
                     ),
                 )
         except StateUnavailable:
-            self._version = None  # whatever happened (a conflict, a deleted ConfigMap, a lost answer): read first
+            self._known = False  # whatever happened (a conflict, a deleted ConfigMap, a lost answer): read first
             raise
         self._remember(written)
 
@@ -98,13 +99,13 @@ class KubernetesStateStore:
                 lambda: self._api.read_namespaced_config_map(self.name, self.namespace, _request_timeout=self._timeout),
             )
         except _NotFound:
-            self._exists, self._version = False, None
+            self._known, self._exists, self._version = True, False, None
             return None
         self._remember(config_map)
         return config_map
 
     def _remember(self, config_map: Any) -> None:
-        self._exists = True
+        self._known, self._exists = True, True
         meta = config_map.metadata
         self._version = meta.resource_version if meta is not None else None
 
