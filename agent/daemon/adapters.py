@@ -74,6 +74,10 @@ class AgentLoopAdapter:
         self._leadership = leadership
         self._clock = clock
 
+    @property
+    def agent(self) -> Agent:
+        return self._agent
+
     def resume(self) -> None:
         self.keeper.resume()
 

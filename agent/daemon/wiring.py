@@ -67,6 +67,7 @@ class AssembledDaemon:
     metrics: DaemonMetrics
     health: HealthState
     endpoints: EndpointServer
+    loop: AgentLoopAdapter
 
 
 def assemble(
@@ -112,8 +113,9 @@ def assemble(
 
     metrics = DaemonMetrics(parts.registry)
     health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))
+    loop = AgentLoopAdapter(agent, recorder, _state_store(settings, parts, identity, environ), elector, clock)
     daemon = Daemon(
-        AgentLoopAdapter(agent, recorder, _state_store(settings, parts, identity, environ), elector, clock),
+        loop,
         elector,
         clock=clock,
         metrics=metrics,
@@ -134,7 +136,7 @@ def assemble(
         daily_report_at=daemon_settings.daily_report_at,
     )
     runtime = DaemonRuntime(daemon, schedule, endpoints)
-    return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints)
+    return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints, loop)
 
 
 def _state_store(settings: Settings, parts: DaemonParts, identity: str, environ: Mapping[str, str]) -> StateStore:
