@@ -139,7 +139,7 @@ def test_a_back_off_set_by_one_leader_is_honoured_by_the_next(
     assert second.assembled.loop.agent.memory.backoff_until == {POOL: backoff_until}
     assert _metric(second, "leadtime_ticks_total", {"role": "leader", "outcome": "ok"}) >= 4
     stage.play(backoff_until - clock.now() + TICK, [second])
-    assert [at for who, at in stage.attempts if who == second.name][0] >= backoff_until  # and only after it
+    assert next(at for who, at in stage.attempts if who == second.name) >= backoff_until  # and only after it
 
 
 def test_a_blocked_pool_stays_blocked_when_the_replica_restarts(
