@@ -90,6 +90,7 @@ def stage(clock: SimulatedClock) -> Stage:
     return Stage(clock, SimulatedCluster(settings.pool_specs(), clock))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shared", [True, False], ids=["configmap", "separate-stores"])
 def test_a_back_off_set_by_one_leader_is_honoured_by_the_next(
     stage: Stage,
@@ -142,6 +143,7 @@ def test_a_back_off_set_by_one_leader_is_honoured_by_the_next(
     assert next(at for who, at in stage.attempts if who == second.name) >= backoff_until  # and only after it
 
 
+@pytest.mark.slow
 def test_a_blocked_pool_stays_blocked_when_the_replica_restarts(
     stage: Stage,
     kube_api: FakeKubeApi,
@@ -217,6 +219,7 @@ def test_a_failed_save_neither_fails_the_tick_nor_loses_the_memory(
     assert saved() == leader.assembled.loop.agent.memory
 
 
+@pytest.mark.slow
 def test_the_standby_ledger_has_no_hole_after_it_takes_over(
     stage: Stage,
     kube_api: FakeKubeApi,
