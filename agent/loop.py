@@ -124,6 +124,12 @@ class Agent:
     def run_once(self, now: datetime) -> TickReport:
         return self.act(now, self.observe(now))
 
+    def watch(self, now: datetime) -> None:
+        """A standby's tick: read the pools and charge the ledger, nothing else (no plan, no write to a pool), so
+        the ledger of a replica that takes over has no hole for the time another replica led."""
+        states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
+        self.budget_watch.observe(now, states)
+
     def observe(self, now: datetime) -> Outlook:
         """Observe demand and forecast it (refitting first when the refit interval has passed)."""
         problems: dict[str, str] = {}

@@ -1,4 +1,5 @@
-"""Settings of the in-cluster daemon (``leadtime run``): mode, endpoints, leader election, Kubernetes API, jobs.
+"""Settings of the in-cluster daemon (``leadtime run``): mode, endpoints, leader election, Kubernetes API, the
+ConfigMap that keeps the planner memory, jobs.
 
 Durations follow the rest of the schema (``15s``, ``1h``). The replica's identity is read from the environment
 variable named by ``leader_election.identity_env`` (the Deployment sets it from the pod name), never from the file.
@@ -68,11 +69,22 @@ class KubernetesApiSettings(Section):
     request_timeout: Duration = timedelta(seconds=5)
 
 
+class StateSettings(Section):
+    """Where the planner's memory (recent changes, back-offs after a stockout, blocked pools) is kept so that a
+    restarted replica, or the replica that takes over, continues with it: one ConfigMap, written by the leader.
+    Used whenever the daemon reaches the Kubernetes API; without it the memory lives in the process only."""
+
+    config_map_name: str = Field(default="leadtime-state", min_length=1, max_length=253)
+    # Unset: the Lease's namespace.
+    config_map_namespace: str | None = None
+
+
 class DaemonSettings(Section):
     mode: Literal["dry-run", "enforce"] = "dry-run"
     endpoints: EndpointSettings = EndpointSettings()
     leader_election: LeaderElectionSettings = LeaderElectionSettings()
     kubernetes: KubernetesApiSettings = KubernetesApiSettings()
+    state: StateSettings = StateSettings()
     # A tick that could not start within this grace of its slot is dropped, never run late in a burst.
     misfire_grace: Duration = timedelta(seconds=30)
     # The daily report is sent at this UTC time of day (HH:MM).

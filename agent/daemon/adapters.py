@@ -1,8 +1,10 @@
 """Fitting the agent loop (``agent.loop.Agent``) to what the daemon drives and reports.
 
 ``AgentLoopAdapter`` turns the loop's ``TickReport`` into the daemon's view (forecasts, pool states, plan,
-results, errors); ``PoolStateRecorder`` wraps the actuator the loop reads, keeping the newest pool states for the
-metrics (an instrumentation wrapper, the loop is not changed for it).
+results, errors), keeps the planner's memory in its store across restarts and leader changes (loaded when this
+replica becomes the leader, saved after a tick that changed it) and lets a standby charge its ledger.
+``PoolStateRecorder`` wraps the actuator the loop reads, keeping the newest pool states for the metrics (an
+instrumentation wrapper, the loop is not changed for it).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from actuators import Actuator
+from agent.daemon.guard import Leadership
 from agent.loop import Agent
+from agent.state import MemoryKeeper, StateStore
 from models import (
     ActionResult,
     ActionStatus,
@@ -24,6 +28,7 @@ from models import (
     MetricsUnavailable,
     PoolState,
 )
+from models.clock import Clock
 
 
 class PoolStateRecorder:
@@ -60,16 +65,39 @@ class DaemonTickReport:
 
 
 class AgentLoopAdapter:
-    def __init__(self, agent: Agent, pools: PoolStateRecorder) -> None:
+    def __init__(
+        self, agent: Agent, pools: PoolStateRecorder, state: StateStore, leadership: Leadership, clock: Clock
+    ) -> None:
         self._agent = agent
         self._pools = pools
+        self.keeper = MemoryKeeper(state)
+        self._leadership = leadership
+        self._clock = clock
+
+    @property
+    def agent(self) -> Agent:
+        return self._agent
+
+    def resume(self) -> None:
+        self.keeper.resume()
 
     def run_once(self, now: datetime) -> DaemonTickReport:
-        report = self._agent.run_once(now)
-        errors: list[Exception] = [MetricsUnavailable(name, why) for name, why in sorted(report.problems.items())]
+        errors: list[Exception] = []
+        memory, load_error = self.keeper.before_tick(self._agent.memory)
+        self._agent.memory = memory
+        try:
+            report = self._agent.run_once(now)
+        finally:  # what was acted on is saved even when the tick failed afterwards; only ever by the leader
+            save_error = (
+                self.keeper.after_tick(self._agent.memory, now)
+                if self._leadership.is_leader(self._clock.now())
+                else None
+            )
+        errors += [MetricsUnavailable(name, why) for name, why in sorted(report.problems.items())]
         errors += [
             ActuatorError(r.pool_id, r.error or "failed") for r in report.results if r.status is ActionStatus.FAILED
         ]
+        errors += [e for e in (load_error, save_error) if e is not None]
         return DaemonTickReport(
             forecasts=tuple(report.forecasts.values()),
             pools=self._pools.last,
@@ -78,6 +106,9 @@ class AgentLoopAdapter:
             budgets=(),
             errors=errors,
         )
+
+    def watch(self, now: datetime) -> None:
+        self._agent.watch(now)
 
     def refit(self, now: datetime) -> None:
         self._agent.refit(now)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from models import ActionResult, AlertEvent, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
 
@@ -44,6 +44,24 @@ class AgentLoop(Protocol):
 
     def refit(self, now: datetime) -> None:
         """Refit the forecasting models on the history up to ``now``; ticks keep predicting meanwhile."""
+        ...
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    """A loop with state that outlives a leader: it reloads it when this replica becomes the leader."""
+
+    def resume(self) -> None:
+        """Leadership starts: read the saved state before the next tick plans."""
+        ...
+
+
+@runtime_checkable
+class Watching(Protocol):
+    """A loop whose standby ticks observe read-only (the pools' spend), so a new leader's records have no hole."""
+
+    def watch(self, now: datetime) -> None:
+        """Observe without planning or writing to any pool; raises when the observation failed."""
         ...
 
 

@@ -4,7 +4,10 @@ Scheduling lives in ``agent.daemon.runtime``; this module decides what each job 
 injected clock, so tests drive it directly with a simulated clock.
 
 * Only the leader runs the agent loop. A standby's tick checks that it can still see the Lease (so it is ready
-  to take over) and does nothing else; both replicas refit their models, so a new leader starts warm.
+  to take over) and, when the loop can, watches read-only (reads the pools and charges its own ledger, so its
+  ledger has no hole when it leads); both replicas refit their models, so a new leader starts warm.
+* A replica that becomes the leader asks the loop to resume (reload the state the previous leader saved)
+  before its first tick as leader.
 * A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh.
 * A tick and a refit never overlap (they share the loop's models); on shutdown the one in progress finishes.
 """
@@ -22,7 +25,7 @@ from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.health import HealthState
 from agent.daemon.lease import ElectionStep
 from agent.daemon.metrics import DaemonMetrics
-from agent.daemon.ports import AgentLoop, AlertSink
+from agent.daemon.ports import AgentLoop, AlertSink, Resumable, Watching
 from agent.daemon.summary import DailySummary
 from models import ActuatorError, AlertEvent, AlertKind, MetricsUnavailable, Severity
 from models.clock import Clock
@@ -93,6 +96,7 @@ class Daemon:
         self._timer = timer  # durations for metrics only; decisions never read it
         self._work = threading.Lock()
         self._stopping = threading.Event()
+        self._resume = threading.Event()  # set by the election thread, consumed by the next leader tick
         self.summary = DailySummary(clock.now())
         metrics.set_identity(mode, elector.identity)
         metrics.is_leader.set(0)
@@ -112,6 +116,7 @@ class Daemon:
         if step.error:
             self._metrics.errors.labels("KubernetesApiUnavailable").inc()
         if step.became_leader:
+            self._resume.set()
             self._record_event(now, "LeaderElected", f"{self.identity} leads and plans ({self.mode})")
             if self._on_became_leader is not None and not self._stopping.is_set():
                 self._on_became_leader()
@@ -168,6 +173,9 @@ class Daemon:
     # -- internals ----------------------------------------------------------------------------------------
     def _leader_tick(self, now: datetime) -> None:
         started = self._timer()
+        if self._resume.is_set() and isinstance(self._loop, Resumable):
+            self._resume.clear()
+            self._loop.resume()
         try:
             report = self._loop.run_once(now)
         except Exception as exc:  # noqa: BLE001 - the daemon survives any failed tick and retries next time
@@ -182,6 +190,7 @@ class Daemon:
             self._metrics.tick_duration.labels("leader").observe(self._timer() - started)
 
     def _standby_tick(self, now: datetime) -> None:
+        self._watch(now)
         contact = self._elector.last_contact
         if contact is not None and now - contact <= self._contact_bound:
             self._tick_succeeded(now, "standby")
@@ -190,6 +199,20 @@ class Daemon:
         self._health.tick_failed(now, reason)
         self._metrics.ticks.labels("standby", "failed").inc()
         self.summary.add_tick("standby", "failed")
+
+    def _watch(self, now: datetime) -> None:
+        """Read-only observation on a standby; a failure is logged and counted, never a failed tick: the
+        standby stays ready to lead, and the gap is charged conservatively once the pools are seen again."""
+        if not isinstance(self._loop, Watching):
+            return
+        started = self._timer()
+        try:
+            self._loop.watch(now)
+        except Exception as exc:  # noqa: BLE001 - a failed read must never make the standby unready
+            log.warning("standby could not observe the pools: %s: %s", type(exc).__name__, exc)
+            self._metrics.record_error(exc)
+        finally:
+            self._metrics.tick_duration.labels("standby").observe(self._timer() - started)
 
     def _tick_succeeded(self, now: datetime, role: str) -> None:
         self._health.tick_succeeded(now)

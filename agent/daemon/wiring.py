@@ -4,6 +4,10 @@
 The actuator the loop sees is wrapped, innermost first: dry-run (in ``dry-run`` mode: writes are recorded,
 never sent), leader-only (a replica that does not lead at the moment of a write refuses it), and a recorder of
 the newest pool states for the metrics. Node drainers are wrapped the same way (dry-run, then leader-only).
+
+The planner's memory is kept in a ConfigMap (``daemon.state``) whenever the Kubernetes API is configured, so a
+restarted replica or the next leader continues with it; otherwise (or when a test passes its own store) in the
+given store or in process memory.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from agent.ledger import Ledger
 from agent.loop import Agent, AgentParts
 from agent.notify import Notifier
 from agent.sources.base import MetricSource
+from agent.state import InMemoryStateStore, StateStore
+from agent.state.configmap import KubernetesStateStore
 from config.schema import Settings
 from forecasting.base import Forecaster
 from forecasting.factory import build_forecaster
@@ -49,6 +55,8 @@ class DaemonParts:
     drainers: Mapping[str, NodeDrainer] = field(default_factory=dict)
     # Where parts register their own metrics (e.g. an instrumented actuator); served on /metrics with the daemon's.
     registry: CollectorRegistry | None = None
+    # Where the planner's memory is kept; default: a ConfigMap when ``kube`` is set, else process memory.
+    state: StateStore | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class AssembledDaemon:
     metrics: DaemonMetrics
     health: HealthState
     endpoints: EndpointServer
+    loop: AgentLoopAdapter
 
 
 def assemble(
@@ -104,8 +113,9 @@ def assemble(
 
     metrics = DaemonMetrics(parts.registry)
     health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))
+    loop = AgentLoopAdapter(agent, recorder, _state_store(settings, parts, identity, environ), elector, clock)
     daemon = Daemon(
-        AgentLoopAdapter(agent, recorder),
+        loop,
         elector,
         clock=clock,
         metrics=metrics,
@@ -126,7 +136,23 @@ def assemble(
         daily_report_at=daemon_settings.daily_report_at,
     )
     runtime = DaemonRuntime(daemon, schedule, endpoints)
-    return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints)
+    return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints, loop)
+
+
+def _state_store(settings: Settings, parts: DaemonParts, identity: str, environ: Mapping[str, str]) -> StateStore:
+    if parts.state is not None:
+        return parts.state
+    if parts.kube is None:
+        return InMemoryStateStore(identity)
+    daemon_settings = settings.daemon
+    return KubernetesStateStore(
+        k8s.CoreV1Api(parts.kube),
+        name=daemon_settings.state.config_map_name,
+        namespace=daemon_settings.state.config_map_namespace
+        or lease_namespace(daemon_settings.leader_election, environ),
+        identity=identity,
+        request_timeout=daemon_settings.kubernetes.request_timeout,
+    )
 
 
 def _guarded_drainers(

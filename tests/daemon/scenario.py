@@ -19,6 +19,7 @@ from agent.daemon.wiring import AssembledDaemon, DaemonParts, assemble
 from agent.ledger import InMemoryLedger
 from agent.sources.base import MetricSource
 from agent.sources.trace import Trace, read_trace
+from agent.state import StateStore
 from config import load_settings
 from config.schema import Settings
 from models import ActionResult, AlertEvent, DemandClass, MetricsUnavailable, PoolState, TransientActuatorError
@@ -92,6 +93,7 @@ class ScenarioReplica:
     assembled: AssembledDaemon
     deps: Switchable
     notifier: FlakyNotifier
+    ledger: InMemoryLedger
 
 
 def scenario_replica(
@@ -101,10 +103,18 @@ def scenario_replica(
     cluster: SimulatedCluster,
     mode: str,
     kube: k8s.ApiClient | None,
+    state: StateStore | None = None,
+    trace_start: datetime | None = None,
 ) -> ScenarioReplica:
-    deps = Switchable(ShiftedTraceSource(helios_trace(), TRACE_START, clock.now()), RehearsalCluster(cluster, clock))
+    """``state``: where the planner memory is kept (default: the ConfigMap when ``kube`` is set); ``trace_start``:
+    the simulated time the trace starts at (default: now), for a replica started later in the same scenario."""
+    source = ShiftedTraceSource(helios_trace(), TRACE_START, trace_start or clock.now())
+    deps = Switchable(source, RehearsalCluster(cluster, clock))
     notifier = FlakyNotifier()
-    parts = DaemonParts(source=deps, actuator=deps, ledger=InMemoryLedger(), notifier=notifier, clock=clock, kube=kube)
+    ledger = InMemoryLedger()
+    parts = DaemonParts(
+        source=deps, actuator=deps, ledger=ledger, notifier=notifier, clock=clock, kube=kube, state=state
+    )
     assembled = assemble(settings, mode, parts, {"POD_NAME": name, "POD_NAMESPACE": "leadtime"})
     assembled.endpoints.stop()  # scenario tests drive the jobs directly; no socket needed
-    return ScenarioReplica(name, assembled, deps, notifier)
+    return ScenarioReplica(name, assembled, deps, notifier, ledger)

@@ -100,6 +100,10 @@ def test_the_bundled_config_is_valid_and_matches_the_manifests(rendered: tuple[s
     (role,) = find(objects, "Role", "leadtime-election")
     names = {n for rule in role["rules"] for n in rule.get("resourceNames", [])}
     assert names == {settings.daemon.leader_election.lease_name}
+    (state_role,) = find(objects, "Role", "leadtime-state")
+    state_names = {n for rule in state_role["rules"] for n in rule.get("resourceNames", [])}
+    assert state_names == {settings.daemon.state.config_map_name}
+    assert settings.daemon.state.config_map_namespace in (None, "leadtime")
     volumes = {v["name"]: v for v in find(objects, "Deployment")[0]["spec"]["template"]["spec"]["volumes"]}
     assert volumes["config"]["configMap"]["name"] == config_map["metadata"]["name"]  # hashed: edits roll pods
 
@@ -118,6 +122,11 @@ def test_only_the_enforce_overlay_may_cordon_and_evict(rendered: tuple[str, list
     assert not allowed(grants, "update", "coordination.k8s.io", "leases", "kube-system", "leadtime")
     assert not allowed(grants, "update", "coordination.k8s.io", "leases", "leadtime", "other-lease")
     assert not allowed(grants, "get", "", "secrets", "leadtime", "leadtime-slack")
+    # the planner memory's ConfigMap, and no other: never the agent's own configuration
+    assert allowed(grants, "update", "", "configmaps", "leadtime", "leadtime-state")
+    assert not allowed(grants, "update", "", "configmaps", "leadtime", "leadtime-config")
+    assert not allowed(grants, "get", "", "configmaps", "kube-system", "leadtime-state")
+    assert not allowed(grants, "delete", "", "configmaps", "leadtime", "leadtime-state")
     assert not allowed(grants, "delete", "", "pods", "team-a", "train-1")
     assert not allowed(grants, "delete", "", "nodes", "", "gpu-1")
     assert all("*" not in g.verbs | g.resources | g.api_groups for g in grants)

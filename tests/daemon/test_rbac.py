@@ -97,6 +97,8 @@ def test_every_call_of_a_full_scenario_is_granted_by_the_rendered_rbac(
     # the scenario exercised what the roles are for (a vacuous pass is a failure)
     kinds = {(r.verb, r.resource) for r in requests}
     assert {("get", "leases"), ("create", "leases"), ("update", "leases"), ("create", "events")} <= kinds
+    # the planner memory was read by each new leader and created by the first (updates: the live scenario)
+    assert {("get", "configmaps"), ("create", "configmaps")} <= kinds
     assert sum(1 for r in requests if r.verb == "update" and r.resource == "leases") > 100
 
 
@@ -187,6 +189,8 @@ def test_the_live_daemons_drains_and_takeover_use_only_what_the_enforce_overlay_
         ("create", "pods", "eviction"),
     }
     assert drainer_calls <= used
+    # the planner memory: read by each new leader, created once, updated after the ticks that changed it
+    assert {("get", "configmaps", ""), ("create", "configmaps", ""), ("update", "configmaps", "")} <= used
     # the drain the first leader started behind the budget was finished by the second: the node is gone
     deleting = {i.name for i in gke_api.pools[NODE_POOLS[ON_DEMAND]].migs[0].instances if i.action == "DELETING"}
     assert waited in deleting
@@ -210,7 +214,13 @@ def test_the_live_daemons_in_dry_run_write_nothing_to_nodes_or_pods(
     requests, _ = _live_scenario(rig, link_to, api_client_for, "dry-run")
     assert _denied(requests, "dry-run") == []
     writes = {(r.verb, r.resource) for r in requests if r.verb not in ("get", "list", "watch")}
-    assert writes <= {("create", "leases"), ("update", "leases"), ("create", "events")}
+    assert writes <= {
+        ("create", "leases"),
+        ("update", "leases"),
+        ("create", "events"),
+        ("create", "configmaps"),  # the agent's own planner memory (recorded decisions count for anti-flapping)
+        ("update", "configmaps"),
+    }
     assert {("list", "nodes"), ("list", "pods")} <= {(r.verb, r.resource) for r in requests}
     grants = grants_for(render("overlays/dry-run"), "leadtime", "leadtime")
     for verb, resource in (("patch", "nodes"), ("update", "nodes"), ("create", "pods/eviction"), ("delete", "pods")):

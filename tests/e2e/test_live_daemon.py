@@ -94,7 +94,12 @@ def test_dry_run_mode_reads_the_pools_and_the_nodes_but_changes_nothing(rig: Rig
     gke_writes = [(m, p) for m, p in rig.gke.requests if m in ("POST", "DELETE") and "listManagedInstances" not in p]
     assert gke_writes == []
     kube_writes = [r for r in rig.kube.requests if r.verb not in ("get", "list", "watch") and r.resource != "leases"]
-    assert {(r.verb, r.resource) for r in kube_writes} <= {("create", "events")}
+    # besides its Events, only its own planner memory (recorded decisions count for anti-flapping, as in enforce)
+    assert {(r.verb, r.resource, r.name) for r in kube_writes} <= {
+        ("create", "events", ""),
+        ("create", "configmaps", ""),
+        ("update", "configmaps", "leadtime-state"),
+    }
     assert rig.kube.calls("list", "nodes") > 0 and rig.kube.calls("list", "pods") > 0
 
 

@@ -1,0 +1,86 @@
+"""The planner memory as a versioned JSON document, the form every state store keeps.
+
+Version 1::
+
+    {"version": 1, "saved_at": "...", "saved_by": "leadtime-0",
+     "last_change": {"pool": {"at": "...", "direction": 1}},
+     "backoff_until": {"pool": "..."},
+     "blocked": {"pool": "why"}}
+
+Times are ISO 8601 in UTC. A document this code cannot read (unknown version, malformed) raises
+``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save replaces it.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from agent.planning import PlannerMemory
+from models import LeadtimeError
+
+VERSION = 1
+
+
+class StateDocumentUnreadable(LeadtimeError):
+    """The saved document is not a planner memory this version of the agent can read."""
+
+
+def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
+    document = {
+        "version": VERSION,
+        "saved_at": _time(now),
+        "saved_by": saved_by,
+        "last_change": {
+            pool: {"at": _time(at), "direction": direction}
+            for pool, (at, direction) in sorted(memory.last_change.items())
+        },
+        "backoff_until": {pool: _time(until) for pool, until in sorted(memory.backoff_until.items())},
+        "blocked": dict(sorted(memory.blocked.items())),
+    }
+    return json.dumps(document, indent=1, sort_keys=False)
+
+
+def decode(text: str) -> PlannerMemory:
+    try:
+        document = json.loads(text)
+    except ValueError as exc:
+        raise StateDocumentUnreadable(f"not JSON: {exc}") from None
+    if not isinstance(document, dict):
+        raise StateDocumentUnreadable("not a JSON object")
+    version = document.get("version")
+    if version != VERSION:
+        raise StateDocumentUnreadable(f"version {version!r}; this agent reads version {VERSION}")
+    try:
+        return PlannerMemory(
+            last_change={
+                str(pool): (_parse(change["at"]), _direction(change["direction"]))
+                for pool, change in document.get("last_change", {}).items()
+            },
+            backoff_until={str(pool): _parse(until) for pool, until in document.get("backoff_until", {}).items()},
+            blocked={str(pool): str(why) for pool, why in document.get("blocked", {}).items()},
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None
+
+
+def _time(at: datetime) -> str:
+    if at.tzinfo is None:
+        raise ValueError("planner memory times must be timezone-aware")
+    return at.astimezone(UTC).isoformat()
+
+
+def _parse(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError(f"time {value!r} is not a string")
+    at = datetime.fromisoformat(value)
+    if at.tzinfo is None:
+        raise ValueError(f"time {value!r} has no time zone")
+    return at.astimezone(UTC)
+
+
+def _direction(value: Any) -> int:
+    if value not in (1, -1):
+        raise ValueError(f"direction {value!r} is neither 1 nor -1")
+    return int(value)
