@@ -19,7 +19,7 @@ from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
 from config import load_settings
-from models import TraceError
+from models import LeadtimeError
 
 DEFAULT_TRACE = "data/helios-earth/demand_5min.csv.gz"
 
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise TraceError(f"cannot create output directory {out}: {exc}") from None
+        raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
     document = results_document(settings, args.config, trace, window, runs, comparison)
     (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     write_simulation_report(out / "report.html", document, window, runs, settings)
