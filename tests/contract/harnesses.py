@@ -6,6 +6,7 @@ and build a new one on the same cloud state (``restarted``: what an agent restar
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from datetime import UTC, datetime, timedelta
 
 from actuators.base import Actuator
@@ -26,27 +27,30 @@ START = datetime(2024, 5, 1, tzinfo=UTC)
 CLUSTER = "projects/test-project/locations/us-central1/clusters/ml"
 
 
-class Harness:
+class Harness(ABC):
     actuator: Actuator
     clock: SimulatedClock
 
+    @abstractmethod
     def settle(self) -> None:
-        raise NotImplementedError
+        """Let the pool's lead time pass so requested units become ready."""
 
-    def finish_operations(self) -> None:
+    def finish_operations(self) -> None:  # noqa: B027 - optional hook: nothing to finish by default
         """Cloud operations end; units they asked for may still be on their way."""
 
+    @abstractmethod
     def stockout(self) -> None:
-        raise NotImplementedError
+        """The pool's provider has no more capacity."""
 
+    @abstractmethod
     def restarted(self) -> Actuator:
-        raise NotImplementedError
+        """A new adapter on the same cloud state, as after an agent restart."""
 
+    @abstractmethod
     def creates(self) -> int:
         """How many requests for more capacity reached the provider so far (to spot duplicates)."""
-        raise NotImplementedError
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 - optional hook: nothing to close by default
         pass
 
 

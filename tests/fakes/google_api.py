@@ -5,6 +5,7 @@ log of (method, path), and fault injection (the next N matching requests fail wi
 from __future__ import annotations
 
 import json
+from abc import abstractmethod
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -57,5 +58,6 @@ class GoogleJsonServer(LocalJsonServer):
             except GoogleApiError as exc:
                 return exc.code, exc.body()
 
+    @abstractmethod
     def route(self, method: str, path: str, query: dict[str, str], body: Obj) -> Obj:
-        raise NotImplementedError
+        """The API's answer to one request; raise GoogleApiError for an error answer."""

@@ -12,11 +12,12 @@ import contextlib
 import json
 import socket
 import threading
+from abc import ABC, abstractmethod
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
-class LocalJsonServer:
+class LocalJsonServer(ABC):
     """Base class of the fakes: ``respond(method, path, headers, body) -> (status, JSON payload)``."""
 
     name = "fake"
@@ -71,8 +72,9 @@ class LocalJsonServer:
         self.stop()
         self.start()
 
+    @abstractmethod
     def respond(self, method: str, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
-        raise NotImplementedError
+        """Status and JSON body for one request."""
 
     def _track(self, conn: socket.socket, open_: bool) -> None:
         with self._lock:
