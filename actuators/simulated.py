@@ -23,6 +23,7 @@ class _Pool:
     ready: int
     arrivals: list[tuple[datetime, int]] = field(default_factory=list)
     idle_since: list[datetime] = field(default_factory=list)
+    failed: int = 0  # asked for, then found impossible (a stockout after the request): in no count but this one
 
     @property
     def in_flight(self) -> int:
@@ -73,6 +74,7 @@ class SimulatedCluster:
                 target_units=pool.target,
                 idle_units=len(pool.idle_since),
                 idle_since=tuple(pool.idle_since),
+                failed_units=pool.failed,
             )
             for pool_id, pool in self._pools.items()
         ]
@@ -85,6 +87,10 @@ class SimulatedCluster:
             raise PermanentActuatorError(pool_id, "no such pool in the simulated cluster")
         now = self._clock.now()
         to_units = pool.spec.clamp(to_units)
+        if pool.failed:  # cleared by any resize, as the real adapters delete their failed units
+            failed, pool.failed = pool.failed, 0
+            if to_units > pool.target:
+                raise CapacityUnavailable(pool_id, f"simulated stockout: {failed} units could not be created")
         if to_units > pool.target:
             if self._stocked_out(pool_id, now):
                 raise CapacityUnavailable(pool_id, "simulated stockout: no capacity in this window")
@@ -129,6 +135,13 @@ class SimulatedCluster:
         """A simulated drain is done at once: nothing is ever left draining."""
         self._pool(pool_id)
         return {}
+
+    def fail_in_flight(self, pool_id: str) -> None:
+        """The units on their way cannot be created after all (a stockout found after the request was accepted):
+        they leave the target and are reported failed; the next resize clears them and refuses to grow."""
+        pool = self._pool(pool_id)
+        pool.failed += pool.in_flight
+        pool.arrivals.clear()
 
     def add_stockout(self, pool_id: str, start: datetime, end: datetime) -> None:
         """The pool cannot get new units between ``start`` and ``end``."""

@@ -8,11 +8,16 @@
 A message naming a stockout or an exhausted quota wins over the status code: GKE, Compute Engine and Cloud TPU
 report them as 400, 403, 429 or 503 depending on the call (``ZONE_RESOURCE_POOL_EXHAUSTED``, ``GCE_STOCKOUT``,
 ``QUOTA_EXCEEDED``, "Quota ... exhausted"), and a quota that ran out is back-off material, not a bad request.
+
+A stockout can also come after an accepted call, recorded instead of raised: on a managed instance's
+``lastAttempt.errors`` or on a finished operation's error ("Not all instances running in IGM ...
+[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS] ..."). ``capacity_failure`` picks those out.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from google.api_core import exceptions as google_exceptions
 from kubernetes.client.exceptions import ApiException
@@ -30,6 +35,17 @@ _BUSY = re.compile(r"is currently operating on|already in progress|try again onc
 
 def is_capacity_message(message: str) -> bool:
     return bool(_CAPACITY.search(message))
+
+
+def capacity_failure(errors: Iterable[tuple[str, str]]) -> str:
+    """The first recorded (code, message) error that names a stockout or an exhausted quota, as "code: message";
+    "" when none does (other recorded errors are not capacity and are left to the caller)."""
+    found = (
+        f"{code}: {message}" if code else message
+        for code, message in errors
+        if is_capacity_message(f"{code} {message}")
+    )
+    return next(found, "")
 
 
 def from_status(pool_id: str, code: int, message: str) -> ActuatorError:

@@ -52,17 +52,85 @@ def test_move_bounds_sets_the_autoscaler_bounds_to_the_target(gke_api: FakeGkeAp
     assert gke_api.calls("POST", ":setSize") == 0
 
 
-def test_a_stockout_found_after_the_call_refuses_the_next_scale_up(gke_api: FakeGkeApi) -> None:
+@pytest.mark.parametrize(
+    "shown_on",
+    [("instances",), ("operation",), ("instances", "operation")],
+    ids=["instance-last-attempt", "operation-error", "both"],
+)
+def test_a_stockout_after_an_accepted_resize_is_failed_units_then_removed_and_refused(
+    gke_api: FakeGkeApi, shown_on: tuple[str, ...]
+) -> None:
     gke_api.add_pool("a100", nodes=1)
-    actuator = _node_pools(gke_api)
-    gke_api.stockout(mode="operation")
-    assert actuator.resize("gpu", 3, "up-1").status is ActionStatus.STARTED
-    gke_api.advance()  # the operation ends; the instances cannot be created
+    gke_api.stockout(mode="operation", room=1, shown_on=shown_on)  # room for one more instance, not three
+    assert _node_pools(gke_api).resize("gpu", 4, "up-1").status is ActionStatus.STARTED
+    gke_api.advance()  # the operation ends; two of the three new instances cannot be created
+    mig = gke_api.pools["a100"].migs[0]
+    assert mig.target_size == 4
+    actuator = _node_pools(gke_api)  # read from the cloud alone, as after a restart
     (state,) = actuator.list_pools()
-    assert (state.ready_units, state.target_units) == (1, 3)
-    with pytest.raises(CapacityUnavailable, match="ZONE_RESOURCE_POOL_EXHAUSTED"):
-        actuator.resize("gpu", 4, "up-2")
-    assert actuator.resize("gpu", 1, "down").status is ActionStatus.STARTED  # giving up the stuck ones is allowed
+    assert (state.ready_units, state.target_units, state.failed_units) == (2, 2, 2)
+    assert state.in_flight_operation is None
+    stuck = [i.name for i in mig.instances if i.action == "CREATING"]
+
+    with pytest.raises(CapacityUnavailable, match="ZONE_RESOURCE_POOL_EXHAUSTED") as refused:
+        actuator.resize("gpu", 5, "up-2")
+    assert "2 instances could not be created" in str(refused.value)
+    assert mig.target_size == 2  # back to what exists
+    assert [i.name for i in mig.instances if i.action == "DELETING"] == stuck
+    assert gke_api.calls("POST", ":setSize") == 1  # the refused scale-up asked GKE for nothing
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (2, 2, 0)
+    gke_api.advance()
+    assert [i.action for i in mig.instances] == ["NONE", "NONE"]
+
+
+def test_failed_instances_go_first_on_a_resize_that_does_not_grow(gke_api: FakeGkeApi) -> None:
+    gke_api.add_pool("a100", nodes=2)
+    gke_api.stockout(mode="operation")
+    _node_pools(gke_api).resize("gpu", 4, "up")
+    gke_api.advance()
+    mig = gke_api.pools["a100"].migs[0]
+    ready = [i.name for i in mig.instances if i.action == "NONE"]
+    actuator = _node_pools(gke_api)
+    same = actuator.resize("gpu", 2, "same")  # already the target once the failed ones are left out
+    assert (same.status, same.detail) == (ActionStatus.STARTED, "removed 2 instances that could not be created")
+    assert mig.target_size == 2
+    gke_api.advance()
+    gke_api.stockout(mode="operation")
+    actuator.resize("gpu", 3, "up-again")
+    gke_api.advance()
+    actuator.resize("gpu", 1, "down")  # the failed instance and the newest ready one
+    assert mig.target_size == 1
+    assert [i.name for i in mig.instances if i.action == "NONE"] == ready[:1]
+
+
+def test_a_restock_before_the_next_resize_brings_the_stuck_instances_up(gke_api: FakeGkeApi) -> None:
+    gke_api.add_pool("a100", nodes=1)
+    gke_api.stockout(mode="operation", shown_on=("instances",))
+    actuator = _node_pools(gke_api)
+    actuator.resize("gpu", 3, "up")
+    gke_api.advance()
+    assert actuator.list_pools()[0].failed_units == 2
+    gke_api.restock()
+    gke_api.advance()  # the instance group kept retrying; the zone has room again
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (3, 3, 0)
+
+
+def test_a_late_stockout_under_move_bounds_moves_the_bounds_to_what_exists(gke_api: FakeGkeApi) -> None:
+    gke_api.add_pool("a100", nodes=1, autoscaling={"enabled": True, "minNodeCount": 0, "maxNodeCount": 4})
+    actuator = _node_pools(gke_api, "move-bounds")
+    gke_api.stockout(mode="operation")
+    gke_api.autoscale("a100", 3)  # GKE's own autoscaler grows the pool into the stockout
+    gke_api.advance()
+    with pytest.raises(CapacityUnavailable):
+        actuator.resize("gpu", 3, "up")
+    assert gke_api.pools["a100"].spec["autoscaling"] == {
+        "enabled": True,
+        "totalMinNodeCount": 1,
+        "totalMaxNodeCount": 1,
+    }
+    assert gke_api.pools["a100"].migs[0].target_size == 1
 
 
 @pytest.mark.parametrize(

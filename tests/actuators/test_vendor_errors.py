@@ -6,7 +6,7 @@ import pytest
 from google.api_core import exceptions as google_exceptions
 from kubernetes.client.exceptions import ApiException
 
-from actuators.vendor_errors import from_google, from_kubernetes, from_operation_error
+from actuators.vendor_errors import capacity_failure, from_google, from_kubernetes, from_operation_error
 from models import CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 
 
@@ -45,3 +45,12 @@ def test_operation_errors_use_grpc_codes_and_messages() -> None:
     assert type(from_operation_error("p", 8, "GCE_STOCKOUT")) is CapacityUnavailable
     assert type(from_operation_error("p", 14, "unavailable")) is TransientActuatorError
     assert type(from_operation_error("p", 7, "permission denied")) is PermanentActuatorError
+
+
+def test_recorded_errors_name_a_stockout_only_when_one_is_there() -> None:
+    igm = "Not all instances running in IGM after 35m0s. Current errors: [ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]"
+    assert capacity_failure([("", igm)]) == igm
+    recorded = [("CONDITION_NOT_MET", "disk not ready"), ("ZONE_RESOURCE_POOL_EXHAUSTED", "no capacity in the zone")]
+    assert capacity_failure(recorded) == "ZONE_RESOURCE_POOL_EXHAUSTED: no capacity in the zone"
+    assert capacity_failure([("CONDITION_NOT_MET", "disk not ready")]) == ""
+    assert capacity_failure([]) == ""

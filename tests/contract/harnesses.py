@@ -1,7 +1,8 @@
 """One harness per Actuator implementation, so the same contract runs on each: the simulated cluster and the real
 adapters on the fake Google APIs. A harness builds the actuator with one pool at ``INITIAL`` ready units, lets lead
-time pass (``settle``), makes the pool's provider run out of capacity (``stockout``) and can throw the adapter away
-and build a new one on the same cloud state (``restarted``: what an agent restart does).
+time pass (``settle``), makes the pool's provider run out of capacity, refusing the call (``stockout``) or
+accepting it and failing the new units afterwards (``late_stockout``), and can throw the adapter away and build a
+new one on the same cloud state (``restarted``: what an agent restart does).
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ class Harness(ABC):
         """The pool's provider has no more capacity."""
 
     @abstractmethod
+    def late_stockout(self) -> None:
+        """The provider accepts the next scale-up, then cannot create its units when lead time passes."""
+
+    @abstractmethod
     def restarted(self) -> Actuator:
         """A new adapter on the same cloud state, as after an agent restart."""
 
@@ -61,10 +66,16 @@ class SimHarness(Harness):
         spec = PoolSpec(POOL, kind, CapacityTier.ON_DEMAND, family, 8, 0, 10, 10.0, timedelta(minutes=10), ("c",))
         self.sim = SimulatedCluster([spec], self.clock, initial_units={POOL: INITIAL})
         self.actuator = self.sim
+        self._late = False
 
     def settle(self) -> None:
         self.clock.advance(timedelta(minutes=10))
+        if self._late:
+            self.sim.fail_in_flight(POOL)
         self.sim.advance(self.clock.now())
+
+    def late_stockout(self) -> None:
+        self._late = True
 
     def stockout(self) -> None:
         self.sim.add_stockout(POOL, self.clock.now(), self.clock.now() + timedelta(hours=1))
@@ -97,6 +108,10 @@ class GkeNodePoolHarness(Harness):
     def stockout(self) -> None:
         self.fake.stockout("us-central1-a", mode="http")
 
+    def late_stockout(self) -> None:
+        for zone in ("us-central1-a", "us-central1-b"):
+            self.fake.stockout(zone, mode="operation")
+
     def creates(self) -> int:
         return self.fake.calls("POST", ":setSize")
 
@@ -126,6 +141,9 @@ class GkeTpuSliceHarness(Harness):
 
     def stockout(self) -> None:
         self.fake.stockout("us-central1-a", mode="http")
+
+    def late_stockout(self) -> None:
+        self.fake.stockout("us-central1-a", mode="operation")
 
     def creates(self) -> int:
         return self.fake.calls("POST", "/nodePools")
@@ -158,6 +176,9 @@ class QueuedResourceHarness(Harness):
 
     def stockout(self) -> None:
         self.fake.stockout(mode="http")
+
+    def late_stockout(self) -> None:
+        self.fake.stockout(mode="fail")
 
     def creates(self) -> int:
         return self.fake.calls("POST", "/queuedResources") - getattr(self, "_seeded", 0)

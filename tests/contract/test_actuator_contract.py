@@ -88,6 +88,23 @@ def test_stockout_is_capacity_unavailable_and_changes_nothing(harness: Harness) 
     assert (state.ready_units, state.target_units) == (INITIAL, INITIAL)
 
 
+def test_units_that_cannot_be_created_after_an_accepted_scale_up_are_failed_not_awaited(harness: Harness) -> None:
+    harness.late_stockout()
+    assert harness.actuator.resize(POOL, INITIAL + 2, "up").status is ActionStatus.STARTED
+    harness.settle()  # the provider finds it has no capacity for the two new units
+    state = _state(harness)
+    assert (state.ready_units, state.target_units, state.failed_units) == (INITIAL, INITIAL, 2)
+    assert state.provisioning_units == 0
+    with pytest.raises(CapacityUnavailable) as refused:
+        harness.actuator.resize(POOL, INITIAL + 1, "again")  # growing again is refused; the failed units go
+    assert refused.value.pool_id == POOL
+    state = _state(harness)
+    assert (state.ready_units, state.target_units, state.failed_units) == (INITIAL, INITIAL, 0)
+    harness.settle()
+    state = _state(harness)
+    assert (state.ready_units, state.target_units, state.failed_units) == (INITIAL, INITIAL, 0)
+
+
 def test_an_unknown_pool_is_a_permanent_error(harness: Harness) -> None:
     with pytest.raises(PermanentActuatorError):
         harness.actuator.resize("no-such-pool", 1, "k")

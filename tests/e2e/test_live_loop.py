@@ -1,7 +1,8 @@
 """The real agent loop on the live parts ``leadtime run`` wires (PrometheusSource, the GKE node pool actuator
 behind the router and metrics wrapper, the Kubernetes node drainer), talking over HTTP to the fake GKE, Compute
-Engine, Kubernetes and Prometheus APIs: a scale-up, a stockout that spills to the next pool, and a scale-down
-that drains exactly one idle node through a disruption budget over several ticks."""
+Engine, Kubernetes and Prometheus APIs: a scale-up, a stockout that spills to the next pool (refused at the call,
+or accepted and failed afterwards), and a scale-down that drains exactly one idle node through a disruption budget
+over several ticks."""
 
 from __future__ import annotations
 
@@ -72,6 +73,47 @@ def test_a_stockout_on_the_spot_pool_makes_the_next_tick_use_the_on_demand_pool(
     assert rig.gke.pools[NODE_POOLS[ON_DEMAND]].migs[0].target_size == 3
     assert rig.gke.pools[NODE_POOLS[SPOT]].migs[0].target_size == 0
     assert _set_size_calls(rig, SPOT) == 1  # the backed-off pool is not asked again
+
+
+def test_a_stockout_after_an_accepted_resize_sends_the_demand_to_the_on_demand_pool(
+    rig: Rig, kube_client: k8s.ApiClient
+) -> None:
+    rig.add_pools()
+    rig.gke.stockout(ZONES[SPOT], mode="operation")  # GKE accepts the resize; the zone cannot create the instances
+    rig.prometheus.set_demand(CLASS, 24)
+    agent = live_agent(rig, rig.settings(), kube_client, RecordingNotifier())
+
+    first = agent.run_once(rig.clock.now())
+    assert [(r.pool_id, r.status) for r in first.results] == [(SPOT, ActionStatus.STARTED)]
+    spot = rig.gke.pools[NODE_POOLS[SPOT]].migs[0]
+    assert spot.target_size == 3
+
+    rig.settle()  # the resize operation ends with the stockout; none of the three instances comes up
+    rig.clock.advance(10 * MINUTE)
+    second = agent.run_once(rig.clock.now())
+    # the failed instances are not waited for: the pool's target is what exists, so the scale-up is asked again,
+    # refused as a stockout (the pool backs off) and the stuck instances are removed
+    assert [(r.pool_id, r.from_units, r.to_units) for r in second.plan.resizes] == [(SPOT, 0, 3)]
+    (failed,) = second.results
+    assert (failed.pool_id, failed.status) == (SPOT, ActionStatus.FAILED)
+    assert "ZONE_RESOURCE_POOL_EXHAUSTED" in (failed.error or "")
+    assert [(a.kind, a.subject) for a in second.alerts] == [(AlertKind.STOCKOUT, SPOT)]
+    assert spot.target_size == 0
+    assert [i.action for i in spot.instances] == ["DELETING"] * 3
+    assert _set_size_calls(rig, ON_DEMAND) == 0
+
+    rig.clock.advance(MINUTE)
+    third = agent.run_once(rig.clock.now())
+    assert [(r.pool_id, r.from_units, r.to_units) for r in third.plan.resizes] == [(ON_DEMAND, 0, 3)]
+    assert [(r.pool_id, r.status) for r in third.results] == [(ON_DEMAND, ActionStatus.STARTED)]
+    assert rig.gke.pools[NODE_POOLS[ON_DEMAND]].migs[0].target_size == 3
+    assert _set_size_calls(rig, SPOT) == 1  # the backed-off pool is not asked again
+
+    rig.settle()
+    rig.clock.advance(5 * MINUTE)  # within the spot pool's back-off: the demand stays where it was served
+    steady = agent.run_once(rig.clock.now())
+    assert steady.plan.resizes == ()
+    assert (len(rig.mirror.nodes(SPOT)), len(rig.mirror.nodes(ON_DEMAND))) == (0, 3)
 
 
 def test_a_scale_down_drains_exactly_the_idle_node_through_a_disruption_budget(

@@ -15,8 +15,11 @@ The real ``ClusterManagerClient`` and ``InstanceGroupManagersClient`` (REST tran
 Nothing moves on its own: ``advance()`` is the passing of lead time (operations finish, creating instances become
 running unless their zone is stocked out, deleting ones go away, provisioning pools become RUNNING). Faults:
 ``fail_next`` (any status and message), ``stockout(zone, mode)`` where mode "http" refuses the call the way GKE
-does and mode "operation" accepts it and fails later (the operation error and the instances' last attempt name
-GCE_STOCKOUT / ZONE_RESOURCE_POOL_EXHAUSTED, as cluster-autoscaler sees them).
+does and mode "operation" accepts it and fails later: the zone creates ``room`` more instances, the others stay
+CREATING and the failure shows where ``shown_on`` says: on each instance's ``lastAttempt.errors``
+(ZONE_RESOURCE_POOL_EXHAUSTED, as cluster-autoscaler reads it) and/or on the error of the operation that asked for
+them ("Not all instances running in IGM ...", the shape GKE reports, e.g. terraform-provider-google issue 3304).
+``restock()`` ends it: instances still being created come up on the next ``advance()`` (the group keeps retrying).
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ from tests.fakes.google_api import GoogleApiError, GoogleJsonServer, Obj
 
 STOCKOUT_MESSAGE = "ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources available (GCE_STOCKOUT)"
 _COMPUTE = "https://www.googleapis.com/compute/v1"
+SHOWN_ON = ("instances", "operation")
+
+
+@dataclass
+class Stockout:
+    mode: str  # "http": the call is refused; "operation": the call is accepted and the creates fail later
+    room: int = 0  # instances the zone can still create before it runs out (mode "operation")
+    shown_on: tuple[str, ...] = SHOWN_ON  # where a late failure shows: instances' last attempt, the operation
 
 
 @dataclass
@@ -63,6 +74,7 @@ class Operation:
     target: str
     status: str = "RUNNING"
     error: Obj | None = None
+    start_time: str = ""
 
 
 class FakeGkeApi(GoogleJsonServer):
@@ -73,7 +85,7 @@ class FakeGkeApi(GoogleJsonServer):
         self.project, self.location, self.cluster = project, location, cluster
         self.pools: dict[str, NodePool] = {}
         self.operations: dict[str, Operation] = {}
-        self.stockouts: dict[str, str] = {}  # zone -> "http" | "operation"
+        self.stockouts: dict[str, Stockout] = {}  # by zone
         self._ids = itertools.count(1)
 
     def start(self) -> FakeGkeApi:
@@ -92,9 +104,16 @@ class FakeGkeApi(GoogleJsonServer):
                 for inst in mig.instances:
                     inst.action = "NONE"
 
-    def stockout(self, zone: str = "us-central1-a", mode: str = "operation") -> None:
+    def stockout(
+        self, zone: str = "us-central1-a", mode: str = "operation", room: int = 0, shown_on: tuple[str, ...] = SHOWN_ON
+    ) -> None:
         with self._lock:
-            self.stockouts[zone] = mode
+            self.stockouts[zone] = Stockout(mode, room, shown_on)
+
+    def autoscale(self, name: str, nodes: int) -> None:
+        """GKE's own autoscaler resizes the pool (no operation: it resizes the instance groups directly)."""
+        with self._lock:
+            self._resize(self.pools[name], nodes)
 
     def restock(self) -> None:
         with self._lock:
@@ -107,25 +126,51 @@ class FakeGkeApi(GoogleJsonServer):
                 op.status = "DONE"
 
     def advance(self) -> None:
-        """Lead time passes: running operations finish and instances arrive (unless their zone is stocked out)."""
+        """Lead time passes: instances arrive (unless their zone is stocked out) and running operations finish,
+        with an error naming the stockout if some of the instances they asked for could not be created."""
         with self._lock:
-            for op in self.operations.values():
-                if op.status == "RUNNING":
-                    op.status = "DONE"
+            failures: dict[str, Obj] = {}  # node pool -> the error of the operation that grew it
             for pool in list(self.pools.values()):
+                stuck = 0
                 for mig in pool.migs:
-                    stocked_out = self.stockouts.get(mig.zone) == "operation"
-                    for inst in mig.instances:
-                        if inst.action == "CREATING":
-                            inst.action, inst.error = ("CREATING", STOCKOUT_MESSAGE) if stocked_out else ("NONE", "")
+                    stuck += self._create_instances(pool, mig, failures)
                     mig.instances = [i for i in mig.instances if i.action != "DELETING"]
                 if pool.status == "STOPPING":
                     del self.pools[pool.name]
                 elif pool.status == "PROVISIONING":
                     ready = all(i.action == "NONE" for m in pool.migs for i in m.instances)
                     pool.status = "RUNNING" if ready else pool.status
-                    if not ready and any(i.error for m in pool.migs for i in m.instances):
+                    if stuck:
                         pool.status, pool.status_message = "ERROR", STOCKOUT_MESSAGE
+            for op in self.operations.values():
+                if op.status == "RUNNING":
+                    op.status = "DONE"
+                    op.error = failures.get(op.target.rsplit("/", 1)[1], op.error)
+
+    def _create_instances(self, pool: NodePool, mig: Mig, failures: dict[str, Obj]) -> int:
+        """Instances being created come up, as far as the zone has room; returns how many could not."""
+        out = self.stockouts.get(mig.zone)
+        late = out if out is not None and out.mode == "operation" else None
+        creating = [i for i in mig.instances if i.action == "CREATING"]
+        for inst in creating:
+            if late is None or late.room > 0:
+                inst.action, inst.error = "NONE", ""
+                if late is not None:
+                    late.room -= 1
+            elif "instances" in late.shown_on:
+                inst.error = STOCKOUT_MESSAGE
+        stuck = [i for i in creating if i.action == "CREATING"]
+        if late is not None and stuck and "operation" in late.shown_on:
+            running = sum(1 for i in mig.instances if i.action == "NONE")
+            failures[pool.name] = {
+                "code": 8,
+                "message": f"Google Compute Engine: Not all instances running in IGM after 35m0s. Expected "
+                f"{mig.target_size}, running {running}, transitioning {len(stuck)}. Current errors: "
+                f"[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]: Instance '{stuck[0].name}' creation failed: The zone "
+                f"'projects/{self.project}/zones/{mig.zone}' does not have enough resources available to fulfill "
+                "the request. '(resource type:compute)'.",
+            }
+        return len(stuck)
 
     # -- HTTP -----------------------------------------------------------------------------------------------------
     def route(self, method: str, path: str, query: dict[str, str], body: Obj) -> Obj:
@@ -170,14 +215,12 @@ class FakeGkeApi(GoogleJsonServer):
         self._check_capacity(pool, int(spec.get("initialNodeCount", 0)))
         self.pools[name] = pool
         self._resize(pool, int(spec.get("initialNodeCount", 0)))
-        op = self._start("CREATE_NODE_POOL", pool)
-        if self.stockouts.get(zones[0]) == "operation":
-            self.operations[op["name"]].error = {"code": 8, "message": STOCKOUT_MESSAGE}
-        return op
+        return self._start("CREATE_NODE_POOL", pool)
 
     def _check_capacity(self, pool: NodePool, nodes: int) -> None:
         growing = nodes > sum(m.target_size for m in pool.migs)
-        if growing and any(self.stockouts.get(m.zone) == "http" for m in pool.migs):
+        refused = [m for m in pool.migs if (out := self.stockouts.get(m.zone)) is not None and out.mode == "http"]
+        if growing and refused:
             raise GoogleApiError(503, f"Insufficient capacity for node pool {pool.name}: {STOCKOUT_MESSAGE}")
 
     def _check_not_busy(self, pool: NodePool) -> None:
@@ -205,9 +248,11 @@ class FakeGkeApi(GoogleJsonServer):
             mig.target_size = want
 
     def _start(self, op_type: str, pool: NodePool) -> Obj:
-        name = f"operation-{next(self._ids)}-{op_type.lower()}"
+        serial = next(self._ids)
+        name = f"operation-{serial}-{op_type.lower()}"
         target = f"/projects/{self.project}/locations/{self.location}/clusters/{self.cluster}/nodePools/{pool.name}"
-        self.operations[name] = Operation(name, op_type, target)
+        started = f"2024-05-01T00:00:00.{serial:09d}Z"  # RFC 3339 with nanoseconds, as GKE writes it
+        self.operations[name] = Operation(name, op_type, target, start_time=started)
         return self._operation_json(self.operations[name])
 
     def _find_pool(self, name: str) -> NodePool:
@@ -226,6 +271,7 @@ class FakeGkeApi(GoogleJsonServer):
 
     def _operation_json(self, op: Operation) -> Obj:
         out: Obj = {"name": op.name, "operationType": op.op_type, "status": op.status, "targetLink": op.target}
+        out["startTime"] = op.start_time
         if op.error is not None and op.status == "DONE":
             out["error"] = op.error
             out["statusMessage"] = op.error["message"]
