@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from actuators.idempotency import KeyedResults
-from actuators.unit_groups import Unit, UnitPhase, change_for, counted, members
-from actuators.vendor_errors import GOOGLE_ERRORS, from_google, is_already_exists, is_capacity_message, is_not_found
+from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
+from actuators.vendor_errors import GOOGLE_ERRORS, from_google, is_already_exists, is_not_found
 from config.cloud import QueuedResourceMapping
-from models import ActionResult, ActionStatus, CapacityUnavailable, PermanentActuatorError, PoolState
+from models import ActionResult, ActionStatus, PermanentActuatorError, PoolState
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -50,11 +50,7 @@ class CloudTpuQueuedResourceActuator:
 
     def list_pools(self) -> Sequence[PoolState]:
         now = self._clock.now()
-        states = []
-        for pool_id, mapping in self._mappings.items():
-            ready, target, failed = counted(self._units(pool_id, mapping))
-            states.append(PoolState(pool_id, now, ready, target, failed_units=failed))
-        return states
+        return [group_state(pool_id, now, self._units(pool_id, mapping)) for pool_id, mapping in self._mappings.items()]
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
@@ -62,18 +58,17 @@ class CloudTpuQueuedResourceActuator:
         mapping = self._mappings.get(pool_id)
         if mapping is None:
             raise PermanentActuatorError(pool_id, "no Cloud TPU queued resource group is mapped to this pool")
-        units = self._units(pool_id, mapping)
-        _, target, _ = counted(units)
-        change = change_for(mapping.group, units, to_units)
-        stockouts = [u.message for u in units if u.phase is UnitPhase.FAILED and is_capacity_message(u.message)]
-        for name in change.delete:
-            self._delete(pool_id, mapping, name)
-        if to_units > target and stockouts:
-            raise CapacityUnavailable(pool_id, f"a queued resource of {mapping.group!r} failed: {stockouts[0]}")
-        if not change.create and not change.delete:
+        _, change = resize_group(
+            pool_id,
+            mapping.group,
+            self._units(pool_id, mapping),
+            to_units,
+            create=lambda name: self._create(pool_id, mapping, name, key),
+            delete=lambda name: self._delete(pool_id, mapping, name),
+            unit_of_group="a queued resource of",
+        )
+        if change.is_empty:
             return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
-        for name in change.create:
-            self._create(pool_id, mapping, name, key)
         detail = f"target {to_units} queued resources (create {list(change.create)}, delete {list(change.delete)})"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))

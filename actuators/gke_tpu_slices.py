@@ -15,17 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from actuators.idempotency import KeyedResults
-from actuators.unit_groups import GroupChange, Unit, UnitPhase, change_for, counted, members
-from actuators.vendor_errors import (
-    GOOGLE_ERRORS,
-    from_google,
-    from_operation_error,
-    is_already_exists,
-    is_capacity_message,
-    is_not_found,
-)
+from actuators.unit_groups import GroupChange, Unit, UnitPhase, group_state, members, resize_group
+from actuators.vendor_errors import GOOGLE_ERRORS, from_google, from_operation_error, is_already_exists, is_not_found
 from config.cloud import TpuSliceGroupMapping
-from models import ActionResult, ActionStatus, CapacityUnavailable, PermanentActuatorError, PoolState
+from models import ActionResult, ActionStatus, PermanentActuatorError, PoolState
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -53,11 +46,7 @@ class GkeTpuSliceActuator:
     def list_pools(self) -> Sequence[PoolState]:
         now = self._clock.now()
         pools = self._node_pools(next(iter(self._mappings), ""))
-        states = []
-        for pool_id, mapping in self._mappings.items():
-            ready, target, failed = counted(self._slices(mapping, pools))
-            states.append(PoolState(pool_id, now, ready, target, failed_units=failed))
-        return states
+        return [group_state(pool_id, now, self._slices(mapping, pools)) for pool_id, mapping in self._mappings.items()]
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
@@ -65,18 +54,17 @@ class GkeTpuSliceActuator:
         mapping = self._mappings.get(pool_id)
         if mapping is None:
             raise PermanentActuatorError(pool_id, "no TPU slice group is mapped to this pool")
-        slices = self._slices(mapping, self._node_pools(pool_id))
-        _, target, _ = counted(slices)
-        change = change_for(mapping.group, slices, to_units)
-        stockouts = [u.message for u in slices if u.phase is UnitPhase.FAILED and is_capacity_message(u.message)]
-        for name in change.delete:
-            self._delete(pool_id, name)
-        if to_units > target and stockouts:
-            raise CapacityUnavailable(pool_id, f"a slice of group {mapping.group!r} failed: {stockouts[0]}")
-        if not change.create and not change.delete:
+        target, change = resize_group(
+            pool_id,
+            mapping.group,
+            self._slices(mapping, self._node_pools(pool_id)),
+            to_units,
+            create=lambda name: self._create(pool_id, mapping, name),
+            delete=lambda name: self._delete(pool_id, name),
+            unit_of_group="a slice of group",
+        )
+        if change.is_empty:
             return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
-        for name in change.create:
-            self._create(pool_id, mapping, name)
         log.info("pool %s: slices %s -> %s: %s (key %s)", pool_id, target, to_units, _describe(change), key)
         detail = f"target {to_units} slices: {_describe(change)}"
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))

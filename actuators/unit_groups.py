@@ -1,5 +1,7 @@
 """Groups of whole units with deterministic names (``<group>-<n>``): TPU slices as GKE node pools, Cloud TPU
-queued resources. Pure bookkeeping shared by both adapters: which units count, and which to create or delete.
+queued resources. What both adapters share: which units count (``counted``, ``group_state``), which to create or
+delete (``change_for``), and the order a resize carries that out in (``resize_group``); the adapters bring the
+calls that list, create and delete one unit.
 
 Names are deterministic so that a create repeated after a restart collides with the first one (409 ALREADY_EXISTS)
 instead of making a second unit: the cloud's own list is the journal.
@@ -8,9 +10,13 @@ instead of making a second unit: the cloud's own list is the journal.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+
+from actuators.vendor_errors import is_capacity_message
+from models import CapacityUnavailable, PoolState
 
 
 class UnitPhase(StrEnum):
@@ -32,6 +38,10 @@ class Unit:
 class GroupChange:
     create: tuple[str, ...]
     delete: tuple[str, ...]
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.create and not self.delete
 
 
 def unit_name(group: str, index: int) -> str:
@@ -56,6 +66,11 @@ def counted(units: Sequence[Unit]) -> tuple[int, int, int]:
     return ready, ready + in_flight, sum(1 for u in units if u.phase is UnitPhase.FAILED)
 
 
+def group_state(pool_id: str, observed_at: datetime, units: Sequence[Unit]) -> PoolState:
+    ready, target, failed = counted(units)
+    return PoolState(pool_id, observed_at, ready, target, failed_units=failed)
+
+
 def change_for(group: str, units: Sequence[Unit], to_units: int) -> GroupChange:
     """Create the lowest free indices, or delete in-flight units first (newest first), then ready ones.
 
@@ -70,3 +85,27 @@ def change_for(group: str, units: Sequence[Unit], to_units: int) -> GroupChange:
     removable = [u for u in reversed(units) if u.phase is UnitPhase.IN_FLIGHT]
     removable += [u for u in reversed(units) if u.phase is UnitPhase.READY]
     return GroupChange((), failed + tuple(u.name for u in removable[: target - to_units]))
+
+
+def resize_group(
+    pool_id: str,
+    group: str,
+    units: Sequence[Unit],
+    to_units: int,
+    create: Callable[[str], None],
+    delete: Callable[[str], None],
+    unit_of_group: str,
+) -> tuple[int, GroupChange]:
+    """Carry out ``change_for``: delete first (failed units always), then refuse a scale-up with CapacityUnavailable
+    if a unit failed for capacity (the provider has none now), else create. Returns the target before and the
+    change (empty when already at target). ``unit_of_group`` names a unit for the error ("a slice of group")."""
+    _, target, _ = counted(units)
+    change = change_for(group, units, to_units)
+    stockouts = [u.message for u in units if u.phase is UnitPhase.FAILED and is_capacity_message(u.message)]
+    for name in change.delete:
+        delete(name)
+    if to_units > target and stockouts:
+        raise CapacityUnavailable(pool_id, f"{unit_of_group} {group!r} failed: {stockouts[0]}")
+    for name in change.create:
+        create(name)
+    return target, change
