@@ -20,7 +20,11 @@ class Actuator(Protocol):
         ...
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
-        """Ask for ``to_units`` units in total. Repeating a key is a no-op that reports the first outcome."""
+        """Ask for ``to_units`` units in total. Repeating a key is a no-op that reports the first outcome.
+
+        Any resize also removes the pool's failed units (``PoolState.failed_units``); one that asks for more than
+        the target right after such a capacity failure raises ``CapacityUnavailable``.
+        """
         ...
 
 

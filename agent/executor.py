@@ -2,13 +2,16 @@
 
 Only this module calls an actuator's or a drainer's write methods. Outcomes update the planner's memory: a
 stockout backs the pool off (the next plan fills the next eligible pool), a permanent error blocks the pool until
-a person looks. A pool served by a node drainer never shrinks by a size change: its releases become drains of
-nodes observed idle (``agent.drains``), and drains still waiting on a disruption budget go on every tick.
+a person looks. Units a pool reports failed (a stockout found after an accepted request) are removed and their
+pool backed off before the tick plans. A pool served by a node drainer never shrinks by a size change: its
+releases become drains of nodes observed idle (``agent.drains``), and drains still waiting on a disruption budget
+go on every tick.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -24,6 +27,7 @@ from models import (
     CapacityUnavailable,
     PermanentActuatorError,
     PoolSpec,
+    PoolState,
     Resize,
     Severity,
     TransientActuatorError,
@@ -80,6 +84,51 @@ def execute(
             results[-1].status,
             resize.reason,
         )
+    return Execution(tuple(results), memory, tuple(alerts))
+
+
+def clear_failed_units(
+    states: Mapping[str, PoolState],
+    actuator: Actuator,
+    pools: Mapping[str, PoolSpec],
+    memory: PlannerMemory,
+    now: datetime,
+) -> Execution:
+    """Remove units the cloud accepted and then could not create (a stockout found after the request), and back
+    their pool off, before this tick plans: the plan then already fills the next eligible pool. The removal is a
+    resize to the pool's own target, which every actuator takes as "delete the failed units"."""
+    results: list[ActionResult] = []
+    alerts: list[AlertEvent] = []
+    for pool_id, state in sorted(states.items()):
+        if state.failed_units <= 0 or pool_id not in pools or pool_id in memory.blocked:
+            continue
+        key = f"{pool_id}@{now.isoformat()}->clear-failed"
+        try:
+            results.append(actuator.resize(pool_id, state.target_units, key))
+        except CapacityUnavailable:
+            pass  # the actuator refused for the same stockout: backing off below is the whole answer
+        except TransientActuatorError as exc:
+            results.append(ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc)))
+        except PermanentActuatorError as exc:
+            results.append(ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc)))
+            alerts.append(_blocked_alert(pool_id, now, str(exc)))
+            memory = memory.block(pool_id, str(exc))
+            continue
+        if memory.in_backoff(pool_id, now):
+            continue
+        backoff = max(MIN_BACKOFF, pools[pool_id].lead_time)
+        alerts.append(
+            AlertEvent(
+                AlertKind.STOCKOUT,
+                Severity.WARNING,
+                now,
+                pool_id,
+                f"{state.failed_units} units of {pool_id} failed after the request was accepted (no capacity, "
+                f"suspended or in error); removed them, backing off {backoff} and using the next pool",
+                {"failed_units": str(state.failed_units), "target_units": str(state.target_units)},
+            )
+        )
+        memory = memory.back_off(pool_id, now + backoff)
     return Execution(tuple(results), memory, tuple(alerts))
 
 

@@ -18,7 +18,7 @@ import pandas as pd
 from actuators.base import Actuator, NodeDrainer
 from agent.budget_watch import BudgetWatch
 from agent.drains import NodeDrains
-from agent.executor import execute
+from agent.executor import clear_failed_units, execute
 from agent.ledger.base import Ledger
 from agent.notify.base import Flushable, Notifier
 from agent.observation import forecasts_from_frame, latest_observations, with_group_series
@@ -142,6 +142,9 @@ class Agent:
         alerts: list[AlertEvent] = [self._missing_alert(now, problems)] if problems else []
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         spends = self.budget_watch.observe(now, states)
+        cleared = clear_failed_units(states, self.parts.actuator, self.pool_by_id, self.memory, now)
+        self.memory = cleared.memory
+        alerts.extend(cleared.alerts)
         plan = plan_capacity(
             PlanInput(
                 now=now,
@@ -170,7 +173,8 @@ class Agent:
         if isinstance(self.parts.notifier, Flushable):
             self.parts.notifier.flush()
         self._last_tick = now
-        return TickReport(now, observed, forecasts, problems, plan, execution.results, tuple(alerts))
+        results = cleared.results + execution.results
+        return TickReport(now, observed, forecasts, problems, plan, results, tuple(alerts))
 
     # -- steps of the tick -----------------------------------------------------------------------------------
     def _observe_and_forecast(
