@@ -14,12 +14,13 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Protocol
 
 import pytest
 from kubernetes import client as k8s
 
 from actuators import Actuator, SimulatedCluster
-from agent.state import InMemoryStateStore
+from agent.state import InMemoryStateStore, StateStore
 from agent.state.codec import decode
 from agent.state.configmap import KEY
 from models import ActionResult, PermanentActuatorError, PoolState
@@ -90,30 +91,38 @@ def stage(clock: SimulatedClock) -> Stage:
     return Stage(clock, SimulatedCluster(settings.pool_specs(), clock))
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("shared", [True, False], ids=["configmap", "separate-stores"])
-def test_a_back_off_set_by_one_leader_is_honoured_by_the_next(
+class Enforcing(Protocol):
+    def __call__(
+        self, name: str, state: StateStore | None = None, trace_start: datetime | None = None
+    ) -> ScenarioReplica: ...
+
+
+@pytest.fixture
+def enforcing(
     stage: Stage,
     kube_api: FakeKubeApi,
     link_to: Callable[[], CuttableLink],
     api_client_for: Callable[[str], k8s.ApiClient],
-    shared: bool,
-) -> None:
+) -> Enforcing:
+    """A new enforcing replica on the stage's clock and cluster, with its own link to the fake Kubernetes API."""
     settings = helios_settings(kube_api.url)
+
+    def make(name: str, state: StateStore | None = None, trace_start: datetime | None = None) -> ScenarioReplica:
+        kube = api_client_for(link_to().url)
+        return scenario_replica(name, settings, stage.clock, stage.cluster, "enforce", kube, state, trace_start)
+
+    return make
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shared", [True, False], ids=["configmap", "separate-stores"])
+def test_a_back_off_set_by_one_leader_is_honoured_by_the_next(
+    stage: Stage, kube_api: FakeKubeApi, enforcing: Enforcing, shared: bool
+) -> None:
     clock = stage.clock
     stage.cluster.add_stockout(POOL, clock.now(), clock.now() + timedelta(hours=2))
     a, b = (
-        stage.add(
-            scenario_replica(
-                name,
-                settings,
-                clock,
-                stage.cluster,
-                "enforce",
-                api_client_for(link_to().url),
-                state=None if shared else InMemoryStateStore(name),
-            )
-        )
+        stage.add(enforcing(name, state=None if shared else InMemoryStateStore(name)))
         for name in ("leadtime-a", "leadtime-b")
     )
     for replica in (a, b):
@@ -144,20 +153,11 @@ def test_a_back_off_set_by_one_leader_is_honoured_by_the_next(
 
 
 @pytest.mark.slow
-def test_a_blocked_pool_stays_blocked_when_the_replica_restarts(
-    stage: Stage,
-    kube_api: FakeKubeApi,
-    link_to: Callable[[], CuttableLink],
-    api_client_for: Callable[[str], k8s.ApiClient],
-) -> None:
-    settings = helios_settings(kube_api.url)
+def test_a_blocked_pool_stays_blocked_when_the_replica_restarts(stage: Stage, enforcing: Enforcing) -> None:
     clock = stage.clock
     why = "403 Forbidden: the service account lacks container.nodePools.update"
     started = clock.now()
-    before = stage.add(
-        scenario_replica("leadtime-a", settings, clock, stage.cluster, "enforce", api_client_for(link_to().url)),
-        refuse=why,
-    )
+    before = stage.add(enforcing("leadtime-a"), refuse=why)
     before.assembled.daemon.refit()
     stage.play(TICK, [before])
     assert len(stage.attempts) == 1
@@ -165,11 +165,8 @@ def test_a_blocked_pool_stays_blocked_when_the_replica_restarts(
     before.assembled.daemon.stop_working()
     before.assembled.daemon.release()
 
-    after = stage.add(  # a new process: empty memory, its own ledger, the same pod name and ConfigMap
-        scenario_replica(
-            "leadtime-a", settings, clock, stage.cluster, "enforce", api_client_for(link_to().url), trace_start=started
-        )
-    )
+    # a new process: empty memory, its own ledger, the same pod name and ConfigMap
+    after = stage.add(enforcing("leadtime-a", trace_start=started))
     after.assembled.daemon.refit()
     stage.play(timedelta(minutes=5), [after])
     assert stage.leader() is after
@@ -179,17 +176,11 @@ def test_a_blocked_pool_stays_blocked_when_the_replica_restarts(
 
 
 def test_a_failed_save_neither_fails_the_tick_nor_loses_the_memory(
-    stage: Stage,
-    kube_api: FakeKubeApi,
-    link_to: Callable[[], CuttableLink],
-    api_client_for: Callable[[str], k8s.ApiClient],
+    stage: Stage, kube_api: FakeKubeApi, enforcing: Enforcing
 ) -> None:
-    settings = helios_settings(kube_api.url)
     clock = stage.clock
     stage.cluster.add_stockout(POOL, clock.now(), clock.now() + timedelta(hours=2))
-    leader = stage.add(
-        scenario_replica("leadtime-a", settings, clock, stage.cluster, "enforce", api_client_for(link_to().url))
-    )
+    leader = stage.add(enforcing("leadtime-a"))
     leader.assembled.daemon.refit()
 
     def saved() -> object:
@@ -221,19 +212,11 @@ def test_a_failed_save_neither_fails_the_tick_nor_loses_the_memory(
 
 @pytest.mark.slow
 def test_the_standby_ledger_has_no_hole_after_it_takes_over(
-    stage: Stage,
-    kube_api: FakeKubeApi,
-    link_to: Callable[[], CuttableLink],
-    api_client_for: Callable[[str], k8s.ApiClient],
-    caplog: pytest.LogCaptureFixture,
+    stage: Stage, enforcing: Enforcing, caplog: pytest.LogCaptureFixture
 ) -> None:
-    settings = helios_settings(kube_api.url)
     clock = stage.clock
     started = clock.now()
-    a, b = (
-        stage.add(scenario_replica(name, settings, clock, stage.cluster, "enforce", api_client_for(link_to().url)))
-        for name in ("leadtime-a", "leadtime-b")
-    )
+    a, b = (stage.add(enforcing(name)) for name in ("leadtime-a", "leadtime-b"))
     for replica in (a, b):
         replica.assembled.daemon.refit()
     stage.play(timedelta(minutes=20), [a, b])
@@ -256,18 +239,9 @@ def test_the_standby_ledger_has_no_hole_after_it_takes_over(
     assert second.ledger.spent([POOL], handover, clock.now()) > 0
 
 
-def test_a_standby_that_cannot_read_the_pools_stays_ready_to_lead(
-    stage: Stage,
-    kube_api: FakeKubeApi,
-    link_to: Callable[[], CuttableLink],
-    api_client_for: Callable[[str], k8s.ApiClient],
-) -> None:
-    settings = helios_settings(kube_api.url)
+def test_a_standby_that_cannot_read_the_pools_stays_ready_to_lead(stage: Stage, enforcing: Enforcing) -> None:
     clock = stage.clock
-    a, b = (
-        stage.add(scenario_replica(name, settings, clock, stage.cluster, "enforce", api_client_for(link_to().url)))
-        for name in ("leadtime-a", "leadtime-b")
-    )
+    a, b = (stage.add(enforcing(name)) for name in ("leadtime-a", "leadtime-b"))
     stage.play(TICK, [a, b])
     standby = b if stage.leader() is a else a
     standby.deps.cloud_down = True
