@@ -18,7 +18,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.calibration import Residuals, conformal_offsets
+from forecasting.calibration import Residuals, conformal_offsets, local_scales, scale_floor
 from forecasting.guards import check_forecast
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
@@ -46,6 +46,7 @@ class _State:
     residuals: dict[str, Residuals] = field(default_factory=dict)
     tails: dict[str, SeriesData] = field(default_factory=dict)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+    floors: dict[str, float] = field(default_factory=dict)
     offsets: dict[tuple[str, int, tuple[float, ...]], tuple[np.ndarray, int]] = field(default_factory=dict)
 
 
@@ -61,6 +62,7 @@ class CalibratedForecaster:
         calibration_horizon: timedelta = timedelta(hours=1),
         retrain_interval: timedelta = timedelta(days=1),
         recent_window: timedelta = timedelta(hours=3),
+        scale_window: timedelta | None = timedelta(hours=1),
         fallback: CalibratedForecaster | None = None,
         stale_after: timedelta = timedelta(hours=6),
     ) -> None:
@@ -71,6 +73,7 @@ class CalibratedForecaster:
         self.calibration_horizon = calibration_horizon
         self.retrain_interval = retrain_interval
         self.recent_window = recent_window
+        self.scale_window = scale_window
         self.fallback = fallback
         self.stale_after = stale_after
         self._state = _State()
@@ -81,7 +84,14 @@ class CalibratedForecaster:
         return max(1, round(self.recent_window.total_seconds() * 1e9 / size))
 
     def context_steps(self, size: int) -> int:
-        return max(self.model.context_steps(size), 1)
+        return max(self.model.context_steps(size), self.scale_steps(size) + 1, 1)
+
+    def scale_steps(self, size: int) -> int:
+        """Step changes averaged into the local scale that calibration divides residuals by (0: no local scale,
+        plain split conformal)."""
+        if self.scale_window is None:
+            return 0
+        return max(1, round(self.scale_window.total_seconds() * 1e9 / size))
 
     def horizon_steps(self, size: int) -> int:
         return max(1, -(-round(self.calibration_horizon.total_seconds() * 1e9) // size))
@@ -161,9 +171,21 @@ class CalibratedForecaster:
         for (series, origins), (uid, stamps), path in zip(requests, new_origins, paths, strict=True):
             target = origins[:, None] + np.arange(1, horizon + 1)[None, :]
             actual = series.y[target]
-            computed = Residuals(stamps, actual[None, :, :] - path)
+            computed = Residuals.unscaled(stamps, actual[None, :, :] - path)
             known = state.residuals.get(uid)
             state.residuals[uid] = computed if known is None else Residuals.join(known, computed)
+        if self.scale_window is not None:
+            for uid, _ in new_origins:
+                self._rescale(uid)
+
+    def _rescale(self, uid: str) -> None:
+        """Every residual's local scale, from the kept history, under the series' current floor."""
+        state, tail = self._state, self._state.tails[uid]
+        state.floors[uid] = scale_floor(tail.y)
+        residuals = state.residuals[uid]
+        ends = np.clip((residuals.origins_ns - tail.start_ns) // tail.step_ns, 0, len(tail.y) - 1)
+        scales = local_scales(tail.y, ends, self.scale_steps(tail.step_ns), state.floors[uid])
+        state.residuals[uid] = residuals.rescaled(scales)
 
     # -- predicting ----------------------------------------------------------------------------------------
 
@@ -188,7 +210,7 @@ class CalibratedForecaster:
             residuals = self._state.residuals.get(uid)
             if residuals is None or residuals.count == 0:
                 return None
-            cached = conformal_offsets(residuals.values, self.model.base_levels, levels, horizon)
+            cached = conformal_offsets(residuals.normalized(), self.model.base_levels, levels, horizon)
             self._state.offsets[key] = cached
         return cached
 
@@ -220,7 +242,7 @@ class CalibratedForecaster:
             assert found is not None
             bases = paths[i][:, 0, :]
             chosen = np.array([bases[int(np.argmin([abs(b - q) for b in self.model.base_levels]))] for q in levels])
-            values = _ordered(chosen + found[0], levels)
+            values = _ordered(chosen + found[0] * self._scale_now(uid, windows[uid]), levels)
             problem = check_forecast(values, state.ranges.get(uid))
             if problem:
                 rescue[i] = problem
@@ -229,6 +251,19 @@ class CalibratedForecaster:
         if rescue:
             self._rescue(block, windows, rescue, horizon, levels)
         return block
+
+    def _scale_now(self, uid: str, window: SeriesData) -> float:
+        """The series' local scale at its newest point, within the scales its calibration saw (the offsets are
+        only known to hold there)."""
+        if self.scale_window is None:
+            return 1.0
+        floor = self._state.floors.get(uid, scale_floor(window.y))
+        ends = np.array([len(window.y) - 1])
+        now = float(local_scales(window.y, ends, self.scale_steps(window.step_ns), floor)[0])
+        residuals = self._state.residuals.get(uid)
+        if residuals is None or residuals.count == 0:
+            return now
+        return float(np.clip(now, residuals.scales.min(), residuals.scales.max()))
 
     def _reason_to_fall_back(self, uid: str, horizon: int, levels: tuple[float, ...]) -> str:
         found = self.offsets(uid, horizon, levels)
@@ -288,5 +323,8 @@ def _persistence(windows: Mapping[str, SeriesData], horizon: int, levels: Sequen
 
 
 def last_value_forecaster() -> CalibratedForecaster:
-    """The calibrated last value: the bar, and every other model's fallback."""
-    return CalibratedForecaster("naive", LastValuePaths)
+    """The calibrated last value: the bar, and every other model's fallback. Should its locally weighted band
+    fail the guards (a rare jump in an otherwise still series can stretch it), the same model with one band
+    for all hours (plain split conformal) answers instead."""
+    plain = CalibratedForecaster("naive", LastValuePaths, scale_window=None)
+    return CalibratedForecaster("naive", LastValuePaths, fallback=plain)

@@ -1,9 +1,13 @@
-"""Calibrating quantiles on recent residuals (split conformal), and the pinball loss that scores them.
+"""Calibrating quantiles on recent residuals (locally weighted split conformal), and the pinball loss.
 
 For a base forecast ``b`` estimating quantile ``k`` and a wanted level ``q``, the calibrated forecast at ``h``
-steps ahead is ``b + Q_q(y - b)``, the empirical ``q`` quantile of that series' own recent ``h``-step residuals.
-If ``b`` were already a perfect ``q`` quantile the correction would be zero; for a point forecast it is the usual
-residual quantile. The order statistic taken is the split-conformal one, which carries the finite-sample term.
+steps ahead is ``b + s * Q_q((y - b) / s)``: the empirical ``q`` quantile of that series' own recent ``h``-step
+residuals, each divided by the local scale ``s`` at its origin, times the scale now. The scale is how much the
+series moved lately (mean absolute step change over the last hour) plus how much it usually moves (the same
+mean over the kept history), so a band widens while demand churns and narrows while it sits still. This is
+the locally weighted conformal interval of Lei et al., "Distribution-Free Predictive Inference for Regression"
+(JASA 2018). If ``b`` were already a perfect ``q`` quantile the correction would be zero; for a point forecast it
+is the usual residual quantile. The order statistic taken is the split-conformal one, with its finite-sample term.
 """
 
 from __future__ import annotations
@@ -12,34 +16,74 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 MIN_RESIDUALS = 24  # fewer observed h-step residuals than this and an offset is not trusted
 
 
 @dataclass(frozen=True)
 class Residuals:
-    """``values[k, i, h]``: actual minus base ``k`` at origin ``origins_ns[i]``, ``h + 1`` steps ahead."""
+    """``values[k, i, h]``: actual minus base ``k`` at origin ``origins_ns[i]``, ``h + 1`` steps ahead;
+    ``scales[i]``: the series' local scale at that origin (ones until set)."""
 
     origins_ns: np.ndarray
     values: np.ndarray
+    scales: np.ndarray
 
     @property
     def count(self) -> int:
         return len(self.origins_ns)
 
+    def normalized(self) -> np.ndarray:
+        """Residuals in units of their origin's local scale."""
+        return np.asarray(self.values / self.scales[None, :, None])
+
     def keep(self, mask: np.ndarray) -> Residuals:
-        return Residuals(self.origins_ns[mask], self.values[:, mask, :])
+        return Residuals(self.origins_ns[mask], self.values[:, mask, :], self.scales[mask])
+
+    def rescaled(self, scales: np.ndarray) -> Residuals:
+        return Residuals(self.origins_ns, self.values, scales)
+
+    @staticmethod
+    def unscaled(origins_ns: np.ndarray, values: np.ndarray) -> Residuals:
+        return Residuals(origins_ns, values, np.ones(len(origins_ns)))
 
     @staticmethod
     def empty(bases: int, horizon: int) -> Residuals:
-        return Residuals(np.empty(0, dtype=np.int64), np.empty((bases, 0, horizon)))
+        return Residuals.unscaled(np.empty(0, dtype=np.int64), np.empty((bases, 0, horizon)))
 
     @staticmethod
     def join(first: Residuals, second: Residuals) -> Residuals:
         origins = np.concatenate((first.origins_ns, second.origins_ns))
         values = np.concatenate((first.values, second.values), axis=1)
+        scales = np.concatenate((first.scales, second.scales))
         order = np.argsort(origins, kind="stable")
-        return Residuals(origins[order], values[:, order, :])
+        return Residuals(origins[order], values[:, order, :], scales[order])
+
+
+MIN_SCALE_FLOOR = 0.01  # accelerators: keeps a series that never moved from dividing by zero
+
+
+def scale_floor(y: np.ndarray) -> float:
+    """What every local scale of a series adds: its mean absolute step change over the whole kept history. The
+    local scale is then the recent move plus the usual move, so a band never shrinks to nothing in a still hour
+    and a rare jump does not stretch the next hour's band without bound."""
+    filled = np.asarray(pd.Series(y).ffill().to_numpy(dtype=float))
+    changes = np.abs(np.diff(filled))
+    changes = changes[~np.isnan(changes)]
+    usual = float(changes.mean()) if len(changes) else 0.0
+    return max(usual, MIN_SCALE_FLOOR)
+
+
+def local_scales(y: np.ndarray, ends: np.ndarray, steps: int, floor: float) -> np.ndarray:
+    """Mean absolute one-step change over the (up to) ``steps`` changes ending at each index of ``ends``, plus
+    ``floor``. Gaps are carried forward, so a gap neither moves the series nor hides a move across it."""
+    filled = np.asarray(pd.Series(y).ffill().to_numpy(dtype=float))
+    change = np.nan_to_num(np.abs(np.diff(filled, prepend=np.nan)), nan=0.0)
+    total = np.concatenate(([0.0], np.cumsum(change)))
+    ends = np.asarray(ends, dtype=int)
+    starts = np.maximum(ends - steps + 1, 0)
+    return np.asarray((total[ends + 1] - total[starts]) / (ends - starts + 1) + floor)
 
 
 def nearest_base(base_levels: Sequence[float], level: float) -> int:

@@ -113,9 +113,11 @@ class AutoForecaster:
         errors: dict[str, list[np.ndarray | None]] = {}
         for name, residuals in usable.items():
             width = min(horizon, residuals.values.shape[2])
-            blocks = [residuals.values[:, np.isin(residuals.origins_ns, f), :width] for f in folds]
+            masks = [np.isin(residuals.origins_ns, f) for f in folds]
+            blocks = [residuals.normalized()[:, m, :width] for m in masks]
+            scales = [residuals.scales[m] for m in masks]
             base_levels = self.candidates[name].model.base_levels
-            errors[name] = [self._errors(blocks[1 - i], blocks[i], base_levels, width) for i in (0, 1)]
+            errors[name] = [self._errors(blocks[1 - i], blocks[i], scales[i], base_levels, width) for i in (0, 1)]
             scores[name] = self._loss(errors[name])
         for first, second in self.combinations:
             if first in errors and second in errors:
@@ -124,16 +126,25 @@ class AutoForecaster:
         return scores
 
     def _errors(
-        self, calibrate: np.ndarray, score: np.ndarray, base_levels: Sequence[float], width: int
+        self,
+        calibrate: np.ndarray,
+        score: np.ndarray,
+        scales: np.ndarray,
+        base_levels: Sequence[float],
+        width: int,
     ) -> np.ndarray | None:
         """Outcome minus calibrated forecast on the scoring fold, shape (levels, origins, steps); None if unusable.
 
-        A residual is outcome minus base, so outcome minus (base + offset) is residual minus offset.
+        Both folds hold residuals divided by their origin's scale; a residual is outcome minus base, so outcome
+        minus (base + scale x offset) is scale x (normalized residual minus offset).
         """
         offsets, short = conformal_offsets(calibrate, base_levels, self.quantiles, width)
         if short < width:
             return None
-        picked = [score[nearest_base(base_levels, q)] - offsets[i][None, :] for i, q in enumerate(self.quantiles)]
+        picked = [
+            (score[nearest_base(base_levels, q)] - offsets[i][None, :]) * scales[:, None]
+            for i, q in enumerate(self.quantiles)
+        ]
         return np.stack(picked)
 
     def _loss(self, folds: Sequence[np.ndarray | None]) -> float:
