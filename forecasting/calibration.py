@@ -68,8 +68,7 @@ def scale_floor(y: np.ndarray) -> float:
     """What every local scale of a series adds: its mean absolute step change over the whole kept history. The
     local scale is then the recent move plus the usual move, so a band never shrinks to nothing in a still hour
     and a rare jump does not stretch the next hour's band without bound."""
-    filled = np.asarray(pd.Series(y).ffill().to_numpy(dtype=float))
-    changes = np.abs(np.diff(filled))
+    changes = np.abs(np.diff(_carried_forward(y)))
     changes = changes[~np.isnan(changes)]
     usual = float(changes.mean()) if len(changes) else 0.0
     return max(usual, MIN_SCALE_FLOOR)
@@ -78,12 +77,15 @@ def scale_floor(y: np.ndarray) -> float:
 def local_scales(y: np.ndarray, ends: np.ndarray, steps: int, floor: float) -> np.ndarray:
     """Mean absolute one-step change over the (up to) ``steps`` changes ending at each index of ``ends``, plus
     ``floor``. Gaps are carried forward, so a gap neither moves the series nor hides a move across it."""
-    filled = np.asarray(pd.Series(y).ffill().to_numpy(dtype=float))
-    change = np.nan_to_num(np.abs(np.diff(filled, prepend=np.nan)), nan=0.0)
+    change = np.nan_to_num(np.abs(np.diff(_carried_forward(y), prepend=np.nan)), nan=0.0)
     total = np.concatenate(([0.0], np.cumsum(change)))
     ends = np.asarray(ends, dtype=int)
     starts = np.maximum(ends - steps + 1, 0)
     return np.asarray((total[ends + 1] - total[starts]) / (ends - starts + 1) + floor)
+
+
+def _carried_forward(y: np.ndarray) -> np.ndarray:
+    return np.asarray(pd.Series(y).ffill().to_numpy(dtype=float))
 
 
 def nearest_base(base_levels: Sequence[float], level: float) -> int:
