@@ -7,6 +7,7 @@ drains through the Kubernetes API, a drain taken over by the new leader)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from kubernetes import client as k8s
@@ -162,8 +163,9 @@ def test_the_live_daemons_drains_and_takeover_use_only_what_the_enforce_overlay_
     prometheus_api: FakePrometheusApi,
     link_to: Callable[[], CuttableLink],
     api_client_for: Callable[[str], k8s.ApiClient],
+    tmp_path: Path,
 ) -> None:
-    rig = Rig(gke_api, kube_api, prometheus_api, SimulatedClock(T0), NodeMirror(gke_api, kube_api))
+    rig = Rig(gke_api, kube_api, prometheus_api, SimulatedClock(T0), NodeMirror(gke_api, kube_api), tmp_path)
     requests, waited = _live_scenario(rig, link_to, api_client_for, "enforce")
     assert _denied(requests, "enforce") == []
     used = {(r.verb, r.resource, r.subresource) for r in requests}
@@ -194,8 +196,9 @@ def test_the_live_daemons_in_dry_run_write_nothing_to_nodes_or_pods(
     prometheus_api: FakePrometheusApi,
     link_to: Callable[[], CuttableLink],
     api_client_for: Callable[[str], k8s.ApiClient],
+    tmp_path: Path,
 ) -> None:
-    rig = Rig(gke_api, kube_api, prometheus_api, SimulatedClock(T0), NodeMirror(gke_api, kube_api))
+    rig = Rig(gke_api, kube_api, prometheus_api, SimulatedClock(T0), NodeMirror(gke_api, kube_api), tmp_path)
     requests, _ = _live_scenario(rig, link_to, api_client_for, "dry-run")
     assert _denied(requests, "dry-run") == []
     writes = {(r.verb, r.resource) for r in requests if r.verb not in ("get", "list", "watch")}

@@ -77,6 +77,7 @@ class Rig:
     prometheus: FakePrometheusApi
     clock: SimulatedClock
     mirror: NodeMirror
+    workdir: Path  # the test's own directory: the ledger file lives here, never in the working directory
 
     def add_pools(self, spot_nodes: int = 0, on_demand_nodes: int = 0) -> None:
         self.gke.add_pool(NODE_POOLS[SPOT], nodes=spot_nodes, zones=(ZONES[SPOT],))
@@ -120,6 +121,7 @@ class Rig:
                 "node_pools": [{"pool": p, "node_pool": n} for p, n in NODE_POOLS.items()],
             },
             "loop": {"tick_interval": "60s"},
+            "ledger": {"path": str(self.workdir / "ledger.sqlite")},
             "daemon": {
                 "mode": mode,
                 "endpoints": {"bind_address": "127.0.0.1", "port": 0},
