@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
 
 MIN_RESIDUALS = 24  # fewer observed h-step residuals than this and an offset is not trusted
 
@@ -85,7 +84,11 @@ def local_scales(y: np.ndarray, ends: np.ndarray, steps: int, floor: float) -> n
 
 
 def _carried_forward(y: np.ndarray) -> np.ndarray:
-    return np.asarray(pd.Series(y).ffill().to_numpy(dtype=float))
+    """``y`` with each gap filled by the last value before it (leading gaps stay NaN)."""
+    y = np.asarray(y, dtype=float)
+    seen = np.where(np.isnan(y), 0, np.arange(len(y)))
+    filled = y[np.maximum.accumulate(seen)] if len(y) else y
+    return np.asarray(filled)
 
 
 def nearest_base(base_levels: Sequence[float], level: float) -> int:
