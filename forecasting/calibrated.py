@@ -255,14 +255,11 @@ class CalibratedForecaster:
     def _scale_now(self, uid: str, window: SeriesData) -> float:
         """The series' local scale at its newest point, within the scales its calibration saw (the offsets are
         only known to hold there)."""
-        if self.scale_window is None:
-            return 1.0
-        floor = self._state.floors.get(uid, scale_floor(window.y))
+        floor, residuals = self._state.floors.get(uid), self._state.residuals.get(uid)
+        if floor is None or residuals is None or residuals.count == 0:
+            return 1.0  # residuals not scaled (plain calibration, or none yet): offsets are in demand units
         ends = np.array([len(window.y) - 1])
         now = float(local_scales(window.y, ends, self.scale_steps(window.step_ns), floor)[0])
-        residuals = self._state.residuals.get(uid)
-        if residuals is None or residuals.count == 0:
-            return now
         return float(np.clip(now, residuals.scales.min(), residuals.scales.max()))
 
     def _reason_to_fall_back(self, uid: str, horizon: int, levels: tuple[float, ...]) -> str:
