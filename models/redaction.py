@@ -22,7 +22,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 REDACTED = "<redacted>"
 
@@ -49,6 +48,7 @@ _ANYWHERE_PARAM = re.compile(rf"(?<![\w-])({_NAMED})=([^\s&'\"#,;)]+)", re.IGNOR
 _QUERY_PARAM = re.compile(r"([?&;](?:key|sig|signature|auth|code|pwd))=([^\s&'\"#,;)]+)", re.IGNORECASE)
 _JSON_FIELD = re.compile(rf"([\"'](?:{_NAMED})[\"']\s*:\s*[\"'])[^\"']*", re.IGNORECASE)
 
+_ORIGIN = re.compile(rf"^{_SCHEME}[^/?#]*")
 _FRAGMENT_SPLIT = re.compile(r"(?:[/\s?&=#;]|\\[ntr]|%[0-9A-Fa-f]{2})+")
 _GENERIC_SEGMENTS = frozenset({"services", "workflows", "triggers", "hooks", "hook", "webhook", "webhooks", "api"})
 _MIN_FRAGMENT = 4
@@ -60,16 +60,13 @@ def secret_fragments(secret: str) -> tuple[str, ...]:
     """The pieces of a secret URL that must never appear in output: the whole value, and each segment of its path
     and query of at least four characters (split at ``/``, whitespace, escapes), longest first.
 
-    For a value that is not a URL, the value itself and its whitespace-separated pieces.
+    For a value that is not a URL, the value itself and its pieces. (Not ``urlsplit``: it silently drops tabs and
+    newlines, and those are exactly the manglings that split a secret in an error message.)
     """
     value = secret.strip()
     if not value:
         return ()
-    try:
-        parts = urlsplit(value)
-        secret_part = f"{parts.path}?{parts.query}#{parts.fragment}" if parts.netloc else value
-    except ValueError:
-        secret_part = value
+    secret_part = _ORIGIN.sub("", value, count=1)
     pieces = {value}
     for piece in _FRAGMENT_SPLIT.split(secret_part):
         if len(piece) >= _MIN_FRAGMENT and piece.lower() not in _GENERIC_SEGMENTS:
@@ -78,10 +75,9 @@ def secret_fragments(secret: str) -> tuple[str, ...]:
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every secret-shaped part, and every given secret fragment, replaced by ``<redacted>``."""
-    for fragment in secrets:
-        if fragment and fragment in text:
-            text = text.replace(fragment, REDACTED)
+    """``text`` with every secret-shaped part, and every given secret fragment, replaced by ``<redacted>``.
+
+    Shapes go first: a fragment replaced first could hide the shape that would have taken the whole path."""
     text = _USERINFO.sub(rf"\1{REDACTED}@", text)
     text = _SLACK_HOST.sub(rf"\1/{REDACTED}", text)
     text = _WEBHOOK_PATH.sub(rf"\1{REDACTED}", text)
@@ -90,7 +86,11 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     text = _SCHEME_CREDENTIAL.sub(rf"\1 {REDACTED}", text)
     text = _ANYWHERE_PARAM.sub(rf"\1={REDACTED}", text)
     text = _QUERY_PARAM.sub(rf"\1={REDACTED}", text)
-    return _JSON_FIELD.sub(rf"\1{REDACTED}", text)
+    text = _JSON_FIELD.sub(rf"\1{REDACTED}", text)
+    for fragment in secrets:
+        if fragment and fragment in text:
+            text = text.replace(fragment, REDACTED)
+    return text
 
 
 def redact_tree(value: T, secrets: Iterable[str] = ()) -> T:

@@ -187,6 +187,26 @@ def test_the_webhook_url_is_never_logged(
     assert all(SECRET not in r.getMessage() for r in caplog.records)  # ... without the secret
 
 
+@pytest.mark.parametrize("mangle", [" ", "\t", "\n", "  \r\n"])
+def test_a_whitespace_mangled_url_leaves_no_webhook_path_in_the_logs(
+    receiver: SlackReceiver, clock: SimulatedClock, caplog: pytest.LogCaptureFixture, mangle: str
+) -> None:
+    """The client refuses the URL and its error quotes the path, escaped and split: none of it is logged."""
+    caplog.set_level(logging.DEBUG)
+    secret_at = receiver.url.index(SECRET)
+    url = receiver.url[: secret_at + 6] + mangle + receiver.url[secret_at + 6 :]
+    slack = notifier(url, clock, outage_backoff="1m")
+    assert not slack.notify(event())
+    clock.advance(timedelta(minutes=1))
+    assert slack.flush() == 0
+    assert receiver.received == []
+    assert "not getting through (InvalidURL" in caplog.text  # the failure is logged, and says why ...
+    pieces = [piece for piece in WEBHOOK_PATH.split("/") if piece and piece != "services"]
+    pieces += [SECRET[:6], SECRET[6:]]
+    leaked = [piece for piece in pieces if piece in caplog.text]
+    assert leaked == []  # ... without any piece of the webhook path
+
+
 def test_the_url_comes_from_a_mounted_file_before_the_environment(tmp_path: Path) -> None:
     secret = tmp_path / "webhook-url"
     secret.write_text("https://hooks.example.test/services/X\n")
