@@ -4,14 +4,19 @@ the text is kept, and redacting twice changes nothing. Also the logging filter t
 from __future__ import annotations
 
 import io
+import json
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from agent.cli import main
+from agent.daemon.health import HealthState
 from agent.log_redaction import RedactingFilter, install_log_redaction, protect_secret
+from agent.notify.slack_message import blocks, fallback_text
+from models import AlertEvent, AlertKind, Severity
 from models.redaction import REDACTED, redact, redact_tree, secret_fragments
 
 HOOK = "https://hooks.slack.com/services/T0LEADTIME/B0ALERTS/s3cr3tT0k3nN0tF0rL0gs"
@@ -148,3 +153,16 @@ def test_the_cli_installs_the_filter_and_redacts_its_error_messages(
     logging.getLogger("leadtime.test.cli").warning("GET https://admin:hunter2@prom/ failed")
     assert "hunter2" not in root_stream.getvalue()
     assert "https://<redacted>@prom/ failed" in root_stream.getvalue()
+
+
+def test_daemon_outputs_are_redacted() -> None:
+    """What the daemon serves on /readyz and sends to Slack quotes errors; their credentials are hidden."""
+    now = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+    failure = "MetricsUnavailable: GET https://admin:hunter2@prom/api/v1/query_range: HTTP 503"
+    health = HealthState(timedelta(minutes=5))
+    health.tick_failed(now, failure)
+    detail = health.readiness(now).detail
+    assert "HTTP 503" in detail and "hunter2" not in detail
+    alert = AlertEvent(AlertKind.TICK_FAILED, Severity.WARNING, now, "replica/a", failure, {"detail": failure})
+    sent = json.dumps({"text": fallback_text(alert), "blocks": blocks(alert)})
+    assert "HTTP 503" in sent and "hunter2" not in sent
