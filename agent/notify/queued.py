@@ -67,9 +67,7 @@ class QueuedNotifier:
         self._in_flight = 0  # taken off the queue, not yet handed to the inner notifier
         self._holding = 0  # alerts the inner notifier keeps, as of the thread's last pass
         self._thread: threading.Thread | None = None
-        self.accepted = 0
         self.dropped = 0
-        self.passed_on = 0
 
     def __repr__(self) -> str:
         return f"QueuedNotifier(queued={len(self._queue)}, dropped={self.dropped}, inner={self._inner!r})"
@@ -86,7 +84,6 @@ class QueuedNotifier:
                 dropped = self._queue.popleft()
                 self.dropped += 1
             self._queue.append(event)
-            self.accepted += 1
             self._wake = True
             self._start_locked()
             self._changed.notify_all()
@@ -190,7 +187,6 @@ class QueuedNotifier:
             self._guarded(functools.partial(self._inner.notify, event))
             with self._changed:
                 self._in_flight -= 1
-                self.passed_on += 1
         if not batch:
             self._guarded(self._inner.flush)
         holding = len(self._inner.pending)
