@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
-from agent.log_redaction import install_log_redaction
+from agent.log_redaction import install_log_redaction, redacting_excepthook
 from models import ConfigError, LeadtimeError
 from models.redaction import redact
 
@@ -45,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
     )
     install_log_redaction()
+    sys.excepthook = redacting_excepthook  # an unexpected failure (exit 1) prints its traceback redacted too
     try:
         code: int = args.handler(args)
     except ConfigError as exc:

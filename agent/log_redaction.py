@@ -4,12 +4,16 @@ stack) with ``models.redaction.redact`` before any handler formats it.
 The CLI installs one filter on every handler of the root logger (``install_log_redaction``), so records of any
 logger, ours or a library's, are redacted whatever their level. A component that learns a secret at run time (the
 Slack notifier, its webhook URL) hands it to ``protect_secret``, and from then on any fragment of it is hidden too.
+An exception nobody caught is printed by ``redacting_excepthook``, redacted the same way.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
+import traceback
 from collections.abc import Iterable
+from types import TracebackType
 
 from models.redaction import redact, secret_fragments
 
@@ -73,3 +77,13 @@ def protect_secret(secret: str, logger: logging.Logger | None = None) -> None:
         for installed in handler.filters:
             if isinstance(installed, RedactingFilter):
                 installed.protect(secret)
+
+
+def redacting_excepthook(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None, logger: logging.Logger | None = None
+) -> None:
+    """``sys.excepthook``: the traceback of an uncaught exception, printed to stderr with secrets redacted."""
+    text = "".join(traceback.format_exception(kind, value, tb))
+    target = logger or logging.getLogger()
+    fragments = [f for h in target.handlers for f in h.filters if isinstance(f, RedactingFilter)]
+    sys.stderr.write(fragments[0].redact(text) if fragments else RedactingFilter().redact(text))

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import logging
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +20,7 @@ from agent.log_redaction import RedactingFilter, install_log_redaction, protect_
 from agent.notify.slack_message import blocks, fallback_text
 from models import AlertEvent, AlertKind, Severity
 from models.redaction import REDACTED, redact, redact_tree, secret_fragments
+from tests.conftest import ROOT
 
 HOOK = "https://hooks.slack.com/services/T0LEADTIME/B0ALERTS/s3cr3tT0k3nN0tF0rL0gs"
 SECRETS = ("hunter2", "s3cr3t", "T0k3nN0tF0rL0gs", "eyJhbGciOi", "abcDEF123456", "xoxb-1234", "Zm9vOmJhcg")
@@ -166,3 +169,21 @@ def test_daemon_outputs_are_redacted() -> None:
     alert = AlertEvent(AlertKind.TICK_FAILED, Severity.WARNING, now, "replica/a", failure, {"detail": failure})
     sent = json.dumps({"text": fallback_text(alert), "blocks": blocks(alert)})
     assert "HTTP 503" in sent and "hunter2" not in sent
+
+
+def test_an_unexpected_failure_prints_its_traceback_redacted(tmp_path: Path) -> None:
+    script = (
+        "import sys\n"
+        "import agent.commands.validate_config as command\n"
+        "def fail(args):\n"
+        "    raise RuntimeError('GET https://admin:hunter2@prom.example/api failed')\n"
+        "command.run = fail\n"
+        "from agent.cli import main\n"
+        "sys.exit(main(['validate-config', 'leadtime.yaml']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=ROOT, check=False
+    )
+    assert done.returncode == 1
+    assert "RuntimeError: GET https://<redacted>@prom.example/api failed" in done.stderr
+    assert "Traceback" in done.stderr and "hunter2" not in done.stderr
