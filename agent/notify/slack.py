@@ -1,10 +1,11 @@
 """Alerts to Slack through an incoming webhook (slack_sdk ``WebhookClient``).
 
-What it promises the loop: ``notify`` never raises and never waits long. A delivery that fails (connection
-refused, timeout, HTTP 5xx, a 429 asking to wait longer than ``max_retry_after``) keeps the alert pending and
-holds further attempts for a back-off; the next ``notify`` or ``flush`` after it tries again. An outage is logged
-once when it starts and once when it ends. A 429 with a short Retry-After is retried in place by slack_sdk's
-``RateLimitErrorRetryHandler``.
+What it promises its caller: ``notify`` never raises; it may wait up to ``request_timeout`` (a hanging webhook) or
+``max_retry_after`` (a 429), so the daemon calls it only from the delivery thread of ``agent.notify.queued``,
+never from a tick. A delivery that fails (connection refused, timeout, HTTP 5xx, a 429 asking to wait longer than
+``max_retry_after``) keeps the alert pending and holds further attempts for a back-off; the next ``notify`` or
+``flush`` after it tries again. An outage is logged once when it starts and once when it ends. A 429 with a short
+Retry-After is retried in place by slack_sdk's ``RateLimitErrorRetryHandler``.
 
 Also: one message per alert key per ``dedup_window`` (measured in event time), at most
 ``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
