@@ -2,6 +2,9 @@
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (configuration, trace, arguments) with a message a
 person can act on, never a traceback.
+
+Every log handler gets a redacting filter (``agent.log_redaction``) and error messages are redacted before they
+are printed, so no credential or webhook path reaches the terminal or the log, whatever quotes it.
 """
 
 from __future__ import annotations
@@ -12,7 +15,9 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
+from agent.log_redaction import install_log_redaction, redacting_excepthook
 from models import ConfigError, LeadtimeError
+from models.redaction import redact
 
 COMMANDS = ("backtest", "recommend", "run", "simulate", "validate_config")
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
@@ -39,13 +44,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
     )
+    install_log_redaction()
+    sys.excepthook = redacting_excepthook  # an unexpected failure (exit 1) prints its traceback redacted too
     try:
         code: int = args.handler(args)
     except ConfigError as exc:
-        print(f"leadtime: {exc}", file=sys.stderr)
+        print(f"leadtime: {redact(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except LeadtimeError as exc:
-        print(f"leadtime: {exc}", file=sys.stderr)
+        print(f"leadtime: {redact(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("leadtime: interrupted", file=sys.stderr)

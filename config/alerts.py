@@ -22,4 +22,5 @@ class AlertSettings(Section):
     request_timeout: Duration = timedelta(seconds=5)
     outage_backoff: Duration = timedelta(minutes=1)
     max_pending: int = Field(default=100, ge=1)
+    shutdown_flush_timeout: Duration = timedelta(seconds=10)
     stalled_after_lead_times: float = Field(default=2.0, gt=0.0)

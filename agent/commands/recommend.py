@@ -6,7 +6,8 @@ construction): the cloud actuators of the ``cloud`` section, or else a simulated
 ``--current-units``. Then it runs one tick of the agent loop at ``--at`` and writes ``report.html``,
 ``report.md`` and ``recommendation.json``: per pool the current and recommended units with the reason, per class
 the forecast bands and lead time, spend against each budget, cost per day against the current capacity, and a
-backtest of the forecaster over the history.
+backtest of the forecaster over the history. Every text in them is redacted (``models.redaction``): a
+``user:password@`` in the Prometheus URL, or a token quoted by an error, is never written.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from config.schema import BudgetSettings, Settings
 from forecasting.factory import build_forecaster
 from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable, PoolState
 from models.clock import SimulatedClock, SystemClock
+from models.redaction import redact_tree
 
 BACKTEST_SPAN = timedelta(days=1)
 BACKTEST_EVERY = timedelta(hours=1)
@@ -124,6 +126,7 @@ def recommend(
     document = _document(settings, config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
+    document = redact_tree(document)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

@@ -6,7 +6,9 @@ exit 0). ``--mode`` overrides ``daemon.mode`` (the kustomize overlays set it); `
 
 Live, the daemon reads demand from the ``prometheus`` section's server and changes the pools of the ``cloud``
 section (GKE node pools, GKE TPU slice groups, Cloud TPU queued resources); GKE node pools shrink only by draining
-idle nodes through the Kubernetes API. Alerts go to the log.
+idle nodes through the Kubernetes API. Alerts go to Slack when a webhook URL is configured, delivered from a
+bounded queue on a thread of their own (a tick never waits on Slack; what is still queued at shutdown gets up to
+``alerts.shutdown_flush_timeout``), else to the log.
 
 ``--replay TRACE`` rehearses the daemon without any cloud: a recorded demand trace stands in for live metrics
 (shifted so that ``--replay-from`` is now) and a simulated cluster stands in for the pools.
@@ -29,8 +31,9 @@ from agent.daemon.live import check_live_settings, live_parts, needs_kubernetes
 from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
 from agent.daemon.wiring import DaemonParts, assemble
 from agent.ledger import InMemoryLedger
+from agent.notify.base import Notifier
 from agent.notify.log import LogNotifier
-from agent.notify.slack import build_slack_notifier
+from agent.notify.queued import AlertQueueCollector, QueuedNotifier, queued_slack_notifier
 from agent.sources.trace import read_trace
 from config import load_settings
 from config.schema import Settings
@@ -58,18 +61,32 @@ def run(args: argparse.Namespace) -> int:
     kube = None
     if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
+    slack = queued_slack_notifier(settings.alerts, clock, os.environ)
+    notifier: Notifier = slack or LogNotifier()
     if live:
-        notifier = build_slack_notifier(settings.alerts, clock, os.environ) or LogNotifier()
         parts = live_parts(settings, args.config, clock, notifier, kube, CollectorRegistry())
     else:
-        parts = _rehearsal_parts(settings, clock, args.replay, args.replay_from)
+        parts = _rehearsal_parts(settings, clock, args.replay, args.replay_from, notifier)
         parts.kube = kube
     assembled = assemble(settings, mode, parts, os.environ)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run is noise to an operator
-    return assembled.runtime.run_until_signalled()
+    if slack is not None:
+        assembled.metrics.registry.register(AlertQueueCollector(slack))
+    try:
+        return assembled.runtime.run_until_signalled()
+    finally:
+        _close(slack, settings)
 
 
-def _rehearsal_parts(settings: Settings, clock: Clock, path: str, replay_from: datetime | None) -> DaemonParts:
+def _close(slack: QueuedNotifier | None, settings: Settings) -> None:
+    """Deliver what is still queued, within the configured deadline (the lease has been handed over already)."""
+    if slack is not None:
+        slack.close(settings.alerts.shutdown_flush_timeout)
+
+
+def _rehearsal_parts(
+    settings: Settings, clock: Clock, path: str, replay_from: datetime | None, notifier: Notifier
+) -> DaemonParts:
     trace = read_trace(path)
     start = replay_from or trace.index[0].to_pydatetime() + settings.forecast.history
     cluster = SimulatedCluster(settings.pool_specs(), clock)
@@ -77,6 +94,6 @@ def _rehearsal_parts(settings: Settings, clock: Clock, path: str, replay_from: d
         source=ShiftedTraceSource(trace, start, clock.now()),
         actuator=RehearsalCluster(cluster, clock),
         ledger=InMemoryLedger(),
-        notifier=build_slack_notifier(settings.alerts, clock, os.environ) or LogNotifier(),
+        notifier=notifier,
         clock=clock,
     )

@@ -1,4 +1,7 @@
-"""``leadtime simulate``: replay a recorded trace through every policy and write results and a report."""
+"""``leadtime simulate``: replay a recorded trace through every policy and write results and a report.
+
+The results document (and the report drawn from it) is redacted: the configuration it records may hold a
+``prometheus.url`` with credentials."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
 from config import load_settings
 from models import LeadtimeError
+from models.redaction import redact_tree
 
 DEFAULT_TRACE = "data/helios-earth/demand_5min.csv.gz"
 
@@ -100,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
-    document = results_document(settings, args.config, trace, window, runs, comparison)
+    document = redact_tree(results_document(settings, args.config, trace, window, runs, comparison))
     (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     write_simulation_report(out / "report.html", document, window, runs, settings)
     _print_table(document)

@@ -12,6 +12,8 @@ from kubernetes.client import CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMet
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
+from models.redaction import redact
+
 log = logging.getLogger(__name__)
 
 
@@ -32,7 +34,7 @@ class KubernetesEventRecorder:
                 api_version="coordination.k8s.io/v1", kind="Lease", name=self._lease_name, namespace=self._namespace
             ),
             reason=reason,
-            message=message,
+            message=redact(message),
             type="Warning" if warning else "Normal",
             first_timestamp=now,
             last_timestamp=now,

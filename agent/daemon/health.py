@@ -11,6 +11,8 @@ import threading
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from models.redaction import redact
+
 
 @dataclass(frozen=True)
 class Readiness:
@@ -33,7 +35,7 @@ class HealthState:
 
     def tick_failed(self, now: datetime, reason: str) -> None:
         with self._lock:
-            self._last_failure = (now, reason)
+            self._last_failure = (now, redact(reason))  # served on /readyz: no credential an error quoted
 
     @property
     def last_success(self) -> datetime | None:

@@ -1,17 +1,19 @@
 """Alerts to Slack through an incoming webhook (slack_sdk ``WebhookClient``).
 
-What it promises the loop: ``notify`` never raises and never waits long. A delivery that fails (connection
-refused, timeout, HTTP 5xx, a 429 asking to wait longer than ``max_retry_after``) keeps the alert pending and
-holds further attempts for a back-off; the next ``notify`` or ``flush`` after it tries again. An outage is logged
-once when it starts and once when it ends. A 429 with a short Retry-After is retried in place by slack_sdk's
-``RateLimitErrorRetryHandler``.
+What it promises its caller: ``notify`` never raises; it may wait up to ``request_timeout`` (a hanging webhook) or
+``max_retry_after`` (a 429), so the daemon calls it only from the delivery thread of ``agent.notify.queued``,
+never from a tick. A delivery that fails (connection refused, timeout, HTTP 5xx, a 429 asking to wait longer than
+``max_retry_after``) keeps the alert pending and holds further attempts for a back-off; the next ``notify`` or
+``flush`` after it tries again. An outage is logged once when it starts and once when it ends. A 429 with a short
+Retry-After is retried in place by slack_sdk's ``RateLimitErrorRetryHandler``.
 
 Also: one message per alert key per ``dedup_window`` (measured in event time), at most
 ``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
 while Slack is unreachable (the oldest are dropped first, and counted).
 
 The webhook URL is a secret: it comes from an environment variable or a mounted file, never from the YAML,
-and it is never logged (the SDK gets its own logger, quiet below WARNING and redacting the URL).
+and it is never logged, even mangled (``models.redaction``): the notifier redacts what it logs, the SDK gets its
+own logger, quiet below WARNING and redacting, and the URL is handed to the process's redacting log filters.
 """
 
 from __future__ import annotations
@@ -29,13 +31,14 @@ from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
+from agent.log_redaction import RedactingFilter, protect_secret
 from agent.notify.slack_message import blocks, fallback_text
 from config.alerts import AlertSettings
 from models import AlertEvent, ConfigError, ConfigProblem
 from models.clock import Clock
+from models.redaction import redact, secret_fragments
 
 log = logging.getLogger(__name__)
-_REDACTED = "<slack-webhook-url>"
 _MAX_BACKOFF_FACTOR = 16
 
 
@@ -84,6 +87,7 @@ class SlackNotifier:
         max_pending: int = 100,
     ) -> None:
         self._client = client
+        self._secrets = secret_fragments(client.url or "")
         self._clock = clock
         self.dedup_window = dedup_window
         self._rate = rate_limit_per_minute
@@ -197,19 +201,7 @@ class SlackNotifier:
         self._hold_until = None
 
     def _redact(self, text: str) -> str:
-        return text.replace(self._client.url, _REDACTED) if self._client.url else text
-
-
-class _RedactUrl(logging.Filter):
-    def __init__(self, url: str) -> None:
-        super().__init__()
-        self._url = url
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self._url in message:
-            record.msg, record.args = message.replace(self._url, _REDACTED), None
-        return True
+        return redact(text, self._secrets)
 
 
 def webhook_url(settings: AlertSettings, environ: Mapping[str, str]) -> str | None:
@@ -245,7 +237,8 @@ def build_slack_notifier(
         return None
     sdk_log = logging.Logger(f"{__name__}.sdk", logging.WARNING)
     sdk_log.parent = log
-    sdk_log.addFilter(_RedactUrl(url))
+    sdk_log.addFilter(RedactingFilter([url]))
+    protect_secret(url)
     client = WebhookClient(
         url,
         timeout=settings.request_timeout.total_seconds(),  # type: ignore[arg-type]  # urlopen takes float seconds

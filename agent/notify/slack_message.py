@@ -1,11 +1,13 @@
 """How an alert reads in Slack: Block Kit blocks for people, and a plain-text fallback for notifications and
-clients that cannot show blocks. Pure; Slack's size limits are respected by truncation."""
+clients that cannot show blocks. Pure; Slack's size limits are respected by truncation, and every text an alert
+carries is redacted (an error quoting a credential or a webhook path is sent without it)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from models import AlertEvent, AlertKind, Severity
+from models.redaction import redact
 
 TITLES = {
     AlertKind.BUDGET_THRESHOLD: "Budget threshold crossed",
@@ -22,7 +24,7 @@ _HEADER_MAX, _SECTION_MAX, _FIELD_MAX, _FIELDS_MAX, _TEXT_MAX = 150, 3000, 2000,
 def fallback_text(event: AlertEvent) -> str:
     """One line: what a phone notification or a text-only client shows."""
     line = f"[{event.severity.upper()}] {TITLES.get(event.kind, str(event.kind))}: {event.subject} - {event.summary}"
-    return _cut(line, _TEXT_MAX)
+    return _cut(redact(line), _TEXT_MAX)
 
 
 def blocks(event: AlertEvent) -> list[dict[str, Any]]:
@@ -51,8 +53,8 @@ def blocks(event: AlertEvent) -> list[dict[str, Any]]:
 
 
 def _escape(text: str) -> str:
-    """Slack mrkdwn needs only these three escaped; anything else is shown as written."""
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """Redacted, then the three characters Slack mrkdwn needs escaped; anything else is shown as written."""
+    return redact(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _cut(text: str, limit: int) -> str:

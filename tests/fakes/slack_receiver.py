@@ -1,6 +1,8 @@
 """A local stand-in for a Slack incoming webhook on 127.0.0.1: records what is posted, answers from a script.
 
-Each scripted answer is (status, body, headers, delay_s); without one it answers 200 ``ok`` like Slack does.
+Each scripted answer is (status, body, headers, delay_s, hold); without one it answers 200 ``ok`` like Slack does.
+``hold`` is an event the answer waits for (a webhook that hangs until the test releases it, or the receiver stops),
+so tests can observe a client blocked inside a request without measuring time.
 Only posts to the webhook path are accepted (anything else gets 404 ``no_service``, as Slack answers).
 """
 
@@ -8,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -23,6 +26,7 @@ class Answer:
     body: str = "ok"
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
+    hold: threading.Event | None = None
 
 
 class SlackReceiver:
@@ -47,6 +51,9 @@ class SlackReceiver:
                     answer = receiver.script.popleft() if receiver.script else Answer()
                 if answer.delay_s:
                     receiver._stopping.wait(answer.delay_s)
+                if answer.hold is not None:
+                    while not (answer.hold.is_set() or receiver._stopping.is_set()):
+                        answer.hold.wait(0.05)
                 self._answer(answer)
 
             def _answer(self, answer: Answer) -> None:
@@ -84,6 +91,17 @@ class SlackReceiver:
     def start(self) -> SlackReceiver:
         self._thread.start()
         return self
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self.received)
+
+    def wait_for(self, count: int, timeout_s: float = 30.0) -> bool:
+        """Block until ``count`` posts arrived (a generous bound, for a delivery thread); True if they did."""
+        deadline = time.monotonic() + timeout_s
+        while self.count() < count and time.monotonic() < deadline:
+            self._stopping.wait(0.01)
+        return self.count() >= count
 
     def stop(self) -> None:
         self._stopping.set()

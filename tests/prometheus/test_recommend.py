@@ -189,3 +189,30 @@ def test_an_unreachable_prometheus_holds_every_pool(tmp_path: Path) -> None:
     assert document["pools"][0]["recommended_units"] == 7
     assert all("cannot connect" in reason for reason in document["problems"].values())
     assert document["backtest"]["classes"] == []
+
+
+def test_a_password_in_the_prometheus_url_is_never_written(
+    prometheus: PrometheusServer,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    password = "hunter2Secret"
+    config = _config(tmp_path, prometheus)
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["prometheus"]["url"] = prometheus.url.replace("://", f"://admin:{password}@")
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    out = tmp_path / "cli"
+    caplog.set_level("DEBUG")
+    args = ["recommend", "--config", str(config), "--out", str(out), "--at", "2020-05-08T12:00+08:00"]
+    assert main([*args, "--current-units", "a100-on-demand=12"]) == 0
+    written = {path.name: path.read_text(encoding="utf-8") for path in out.iterdir()}
+    assert set(written) == {"recommendation.json", "report.html", "report.md"}
+    leaked = [name for name, text in written.items() if password in text]
+    assert leaked == []
+    document = json.loads(written["recommendation.json"])
+    assert document["prometheus"] == prometheus.url.replace("://", "://<redacted>@")
+    assert all(c["forecast"] is not None for c in document["classes"])  # the credentials were used, not lost
+    assert "&lt;redacted&gt;@" in written["report.html"] and "<redacted>@" in written["report.md"]
+    printed = capsys.readouterr()
+    assert password not in printed.out + printed.err + caplog.text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
-import time
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -138,20 +138,31 @@ def _unused_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def test_an_unreachable_slack_neither_raises_nor_blocks(clock: SimulatedClock) -> None:
+def test_an_unreachable_slack_neither_raises_nor_waits(clock: SimulatedClock, sleeps: list[float]) -> None:
     slack = notifier(f"http://127.0.0.1:{_unused_port()}{WEBHOOK_PATH}", clock)
-    started = time.monotonic()
     assert not slack.notify(event())
-    assert time.monotonic() - started < 1.0
+    assert sleeps == []  # a refused connection is not retried in place: no back-off sleep
     assert len(slack.pending) == 1
 
 
-def test_a_hanging_slack_costs_at_most_the_request_timeout(receiver: SlackReceiver, clock: SimulatedClock) -> None:
-    receiver.answer(Answer(delay_s=5.0))
+def test_a_hanging_slack_is_given_up_after_the_request_timeout(
+    receiver: SlackReceiver, clock: SimulatedClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    hanging = threading.Event()
+    receiver.answer(Answer(hold=hanging))
     slack = notifier(receiver.url, clock, request_timeout="1s")
-    started = time.monotonic()
-    assert not slack.notify(event())
-    assert time.monotonic() - started < 2.5
+    backstop = threading.Timer(60.0, hanging.set)  # a client without a timeout fails the test, it does not hang it
+    backstop.start()
+    try:
+        with caplog.at_level(logging.WARNING, logger="agent.notify.slack"):
+            assert not slack.notify(event())
+        assert not hanging.is_set()  # the webhook never answered: the client gave up on its own timeout
+    finally:
+        hanging.set()
+        backstop.cancel()
+    assert receiver.count() == 1
+    assert [e.subject for e in slack.pending] == ["team-a"]
+    assert "not getting through" in caplog.text and "timed out" in caplog.text
 
 
 def test_the_rate_limit_spreads_a_burst_over_minutes(receiver: SlackReceiver, clock: SimulatedClock) -> None:
@@ -185,6 +196,26 @@ def test_the_webhook_url_is_never_logged(
         assert SECRET not in repr(slack)
     assert caplog.records  # the outage was logged ...
     assert all(SECRET not in r.getMessage() for r in caplog.records)  # ... without the secret
+
+
+@pytest.mark.parametrize("mangle", [" ", "\t", "\n", "  \r\n"])
+def test_a_whitespace_mangled_url_leaves_no_webhook_path_in_the_logs(
+    receiver: SlackReceiver, clock: SimulatedClock, caplog: pytest.LogCaptureFixture, mangle: str
+) -> None:
+    """The client refuses the URL and its error quotes the path, escaped and split: none of it is logged."""
+    caplog.set_level(logging.DEBUG)
+    secret_at = receiver.url.index(SECRET)
+    url = receiver.url[: secret_at + 6] + mangle + receiver.url[secret_at + 6 :]
+    slack = notifier(url, clock, outage_backoff="1m")
+    assert not slack.notify(event())
+    clock.advance(timedelta(minutes=1))
+    assert slack.flush() == 0
+    assert receiver.received == []
+    assert "not getting through (InvalidURL" in caplog.text  # the failure is logged, and says why ...
+    pieces = [piece for piece in WEBHOOK_PATH.split("/") if piece and piece != "services"]
+    pieces += [SECRET[:6], SECRET[6:]]
+    leaked = [piece for piece in pieces if piece in caplog.text]
+    assert leaked == []  # ... without any piece of the webhook path
 
 
 def test_the_url_comes_from_a_mounted_file_before_the_environment(tmp_path: Path) -> None:
