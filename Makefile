@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= out/demo
 
-.PHONY: demo test lint prometheus clean
+.PHONY: demo test lint prometheus manifests clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,6 +31,15 @@ test: $(STAMP) prometheus
 
 lint: $(STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy && $(BIN)/lint-imports
+
+# One install manifest per mode, for `kubectl apply -f`; a test fails when they drift from the overlays.
+manifests:
+	@for mode in dry-run enforce; do \
+		{ echo "# leadtime $$mode install manifest, rendered by \`make manifests\` from deploy/overlays/$$mode (do not edit by hand)."; \
+		  echo "# Install: kubectl apply -f deploy/install/$$mode.yaml   (then edit the ConfigMap leadtime-config; see docs/install.md)"; \
+		  kubectl kustomize deploy/overlays/$$mode; } > deploy/install/$$mode.yaml; \
+	done
+	@echo "wrote deploy/install/dry-run.yaml deploy/install/enforce.yaml"
 
 clean:
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache

@@ -3,6 +3,7 @@ bundled config is valid, the RBAC is least-privilege and the image runs unprivil
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -154,6 +155,8 @@ def test_the_image_runs_unprivileged_without_writing_its_filesystem() -> None:
     assert "PYTHONDONTWRITEBYTECODE=1" in final_stage
     assert 'ENTRYPOINT ["leadtime"]' in final_stage
     assert "/src" not in final_stage.split("COPY --from=build", 1)[1]  # only the built virtualenv is copied
+    # The base image is pinned to a patch release (a digest can be added with --build-arg).
+    assert re.search(r"^ARG PYTHON_IMAGE=python:\d+\.\d+\.\d+-slim-\w+$", dockerfile, re.MULTILINE)
 
 
 def test_the_bundled_config_has_what_a_live_daemon_needs(rendered: tuple[str, list[dict[str, Any]]]) -> None:
