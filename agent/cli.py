@@ -1,5 +1,7 @@
 """The ``leadtime`` command line. Each subcommand lives in ``agent.commands.<name>``.
 
+Options that apply to every subcommand (``--log-level``, ``--log-format``) are accepted before or after it.
+
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (configuration, trace, arguments) with a message a
 person can act on, never a traceback.
 
@@ -10,17 +12,20 @@ are printed, so no credential or webhook path reaches the terminal or the log, w
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from collections.abc import Sequence
 from importlib import import_module
 
+from agent.log_format import LOG_FORMATS, configure_logging
 from agent.log_redaction import install_log_redaction, redacting_excepthook
+from agent.version import version_text
 from models import ConfigError, LeadtimeError
 from models.redaction import redact
 
 COMMANDS = ("backtest", "recommend", "run", "simulate", "validate_config")
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+DEFAULTS = {"log_level": "WARNING", "log_format": "text"}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -31,19 +36,34 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="leadtime", description="Forecasting-driven autoscaling for AI accelerators.")
-    parser.add_argument("--log-level", default="WARNING", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--version", action="version", version=version_text())
+    _add_common_options(parser)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         import_module(f"agent.commands.{name}").register(sub)
+    for subparser in sub.choices.values():
+        _add_common_options(subparser)
     return parser
+
+
+def _add_common_options(parser: argparse.ArgumentParser) -> None:
+    # SUPPRESS: an option given after the subcommand must not be reset by the subparser's default.
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS, help="default: WARNING")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default=argparse.SUPPRESS,
+        help="text (default) or json: one JSON object per line, with the structured fields of each record",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=args.log_level, format="%(asctime)s %(levelname)s %(name)s %(message)s", stream=sys.stderr
-    )
+    for name, default in DEFAULTS.items():
+        if not hasattr(args, name):
+            setattr(args, name, default)
+    configure_logging(args.log_level, args.log_format)
     install_log_redaction()
     sys.excepthook = redacting_excepthook  # an unexpected failure (exit 1) prints its traceback redacted too
     try:

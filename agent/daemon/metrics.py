@@ -1,11 +1,15 @@
 """The daemon's own Prometheus metrics, in a registry of its own (never the process-global one).
 
 Gauges describe the latest tick (forecasts, units, budgets); counters accumulate decisions, skips, errors and
-ticks so rates can be taken. Every metric is prefixed ``leadtime_``.
+ticks so rates can be taken. Every metric is prefixed ``leadtime_`` and names its unit. A label holds one kind
+of value only: demand classes in ``demand_class``, and the summed demand of a pool group (classes planned
+together on the same pools) in metrics of its own with a ``pool_group`` label, so sums over classes never count
+a group's demand twice.
 """
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -13,6 +17,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from agent.daemon.ports import TickReport
 from agent.drains import DRAIN_KEY_MARK
+from agent.planning.groups import GROUP_PREFIX
+from agent.version import package_version
 from models import ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
 
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0)
@@ -28,6 +34,22 @@ class DaemonMetrics:
             ["demand_class", "quantile"],
             registry=r,
         )
+        self.group_forecast = Gauge(
+            "leadtime_pool_group_forecast_accelerators",
+            "Peak forecast of the summed demand of a pool group over the lead-time horizon, per quantile.",
+            ["pool_group", "quantile"],
+            registry=r,
+        )
+        self.group_observed_demand = Gauge(
+            "leadtime_pool_group_demand_observed_accelerators",
+            "Newest trustworthy summed demand of a pool group.",
+            ["pool_group"],
+            registry=r,
+        )
+        self.build_info = Gauge(
+            "leadtime_build_info", "Always 1; the labels say which version runs.", ["version", "python"], registry=r
+        )
+        self.build_info.labels(package_version(), platform.python_version()).set(1)
         self.observed_demand = Gauge(
             "leadtime_demand_observed_accelerators",
             "Newest trustworthy demand observation.",
@@ -81,6 +103,12 @@ class DaemonMetrics:
 
     def record_forecasts(self, forecasts: Sequence[DemandForecast]) -> None:
         for forecast in forecasts:
+            if forecast.demand_class.startswith(GROUP_PREFIX):
+                group = forecast.demand_class.removeprefix(GROUP_PREFIX)
+                for level in forecast.quantiles:
+                    self.group_forecast.labels(group, f"{level:g}").set(forecast.peak(level))
+                self.group_observed_demand.labels(group).set(forecast.last_observed)
+                continue
             for level in forecast.quantiles:
                 self.forecast.labels(forecast.demand_class, f"{level:g}").set(forecast.peak(level))
             self.observed_demand.labels(forecast.demand_class).set(forecast.last_observed)

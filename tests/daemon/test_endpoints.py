@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import platform
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -114,3 +116,35 @@ def test_metrics_expose_what_the_tick_saw_decided_and_did(served: tuple[str, Hea
     assert samples[("leadtime_errors_total", (("error", "ValueError"),))] == 1
     assert samples[("leadtime_is_leader", ())] == 1
     assert samples[("leadtime_tick_duration_seconds_count", (("role", "leader"),))] == 1
+
+
+def test_pool_group_demand_has_metrics_of_its_own_and_never_a_demand_class_label(
+    served: tuple[str, HealthState, DaemonMetrics],
+) -> None:
+    url, _, metrics = served
+    bands = {0.9: (14.0, 19.0)}
+    metrics.record_forecasts(
+        [
+            DemandForecast("train", T0, timedelta(minutes=5), bands, 9.0, "m"),
+            DemandForecast("pool-group:a100+v5e", T0, timedelta(minutes=5), {0.9: (30.0, 41.0)}, 25.0, "m"),
+        ]
+    )
+    body = _get(f"{url}/metrics")[1]
+    families = {family.name: family for family in text_string_to_metric_families(body)}
+    classes = {s.labels["demand_class"] for s in families["leadtime_forecast_accelerators"].samples}
+    assert classes == {"train"}
+    observed = {s.labels["demand_class"] for s in families["leadtime_demand_observed_accelerators"].samples}
+    assert observed == {"train"}
+    (group,) = families["leadtime_pool_group_forecast_accelerators"].samples
+    assert group.labels == {"pool_group": "a100+v5e", "quantile": "0.9"} and group.value == 41.0
+    (group_observed,) = families["leadtime_pool_group_demand_observed_accelerators"].samples
+    assert group_observed.value == 25.0
+
+
+def test_build_info_names_the_installed_version(served: tuple[str, HealthState, DaemonMetrics]) -> None:
+    url, _, _ = served
+    body = _get(f"{url}/metrics")[1]
+    (info,) = next(f for f in text_string_to_metric_families(body) if f.name == "leadtime_build_info").samples
+    assert info.value == 1
+    assert info.labels["version"] == importlib.metadata.version("leadtime")
+    assert info.labels["python"] == platform.python_version()

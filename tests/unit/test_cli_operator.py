@@ -1,0 +1,95 @@
+"""The operator surface of the command line: ``--version``, options after the subcommand, JSON logs that keep
+the structured fields of each record and redact them like the message."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from agent.cli import main
+from agent.log_format import JsonFormatter, StderrHandler, TextFormatter
+from agent.log_redaction import install_log_redaction
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = ROOT / "config" / "examples" / "helios-earth.yaml"
+
+
+def _record(msg: str = "resized %s", args: tuple[object, ...] = ("a100",), **extra: object) -> logging.LogRecord:
+    record = logging.LogRecord("agent.executor", logging.WARNING, __file__, 1, msg, args, None)
+    record.__dict__.update(extra)
+    return record
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["--version"])
+    assert stopped.value.code == 0
+    assert f"leadtime {importlib.metadata.version('leadtime')}" in capsys.readouterr().out
+
+
+def test_log_options_are_accepted_after_the_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate-config", str(CONFIG), "--log-level", "INFO", "--log-format", "json"]) == 0
+    assert logging.getLogger().level == logging.INFO
+    (ours,) = [h for h in logging.getLogger().handlers if isinstance(h, StderrHandler)]
+    assert isinstance(ours.formatter, JsonFormatter)
+    assert main(["--log-format", "text", "validate-config", str(CONFIG)]) == 0
+    (ours,) = [h for h in logging.getLogger().handlers if isinstance(h, StderrHandler)]
+    assert isinstance(ours.formatter, TextFormatter)
+    assert logging.getLogger().level == logging.WARNING
+    assert "ok" in capsys.readouterr().out
+
+
+def test_an_unknown_log_format_is_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        main(["validate-config", str(CONFIG), "--log-format", "xml"])
+    assert stopped.value.code == 2
+    assert "invalid choice: 'xml'" in capsys.readouterr().err
+
+
+def test_json_lines_keep_the_fields_passed_with_extra() -> None:
+    line = JsonFormatter().format(_record(pool="a100", units=4, share=0.5, ratio=float("nan")))
+    entry = json.loads(line)
+    assert entry["message"] == "resized a100"
+    assert entry["level"] == "WARNING" and entry["logger"] == "agent.executor"
+    assert entry["pool"] == "a100" and entry["units"] == 4 and entry["share"] == 0.5
+    assert entry["ratio"] == "nan"  # never a bare NaN, which is not JSON
+    assert entry["time"].endswith("+00:00")
+
+
+def test_text_lines_keep_the_fields_passed_with_extra() -> None:
+    line = TextFormatter().format(_record(pool="a100", reason="no capacity in zone"))
+    assert line.endswith('resized a100 pool=a100 reason="no capacity in zone"')
+
+
+def test_fields_are_redacted_like_the_message() -> None:
+    url = "https://hooks.slack.com/services/T000/B000/XXXXSECRETXXXX"
+    record = _record("posting to %s", (url,), webhook=url)
+    handler = logging.Handler()
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("test.redaction.fields")
+    logger.addHandler(handler)
+    try:
+        install_log_redaction(logger)
+        for flt in handler.filters:
+            flt.filter(record)
+        line = handler.format(record)
+    finally:
+        logger.removeHandler(handler)
+    assert "XXXXSECRETXXXX" not in line
+    assert "hooks.slack.com" in json.loads(line)["webhook"]
+
+
+def test_after_main_every_log_line_on_stderr_is_a_json_object(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate-config", str(CONFIG), "--log-format", "json"]) == 0
+    capsys.readouterr()
+    logging.getLogger("agent.ledger").warning("charged %s", "a100", extra={"usd": 12.5})
+    logging.getLogger("agent.notify").error("failed", exc_info=ValueError("boom"))
+    lines = capsys.readouterr().err.splitlines()
+    entries = [json.loads(line) for line in lines]
+    assert [e["message"] for e in entries] == ["charged a100", "failed"]
+    assert entries[0]["usd"] == 12.5
+    assert "ValueError: boom" in entries[1]["exception"]
