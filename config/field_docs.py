@@ -1,0 +1,200 @@
+"""What every configuration key means, with its unit: the text of ``leadtime config schema`` and of
+``docs/configuration.md``. Keyed ``<Section class>.<field>``; a test fails when a field has no entry here or an
+entry names a field that no longer exists. Durations are written like ``90s``, ``10m``, ``1h30m``, ``7d``.
+"""
+
+from __future__ import annotations
+
+SECTIONS: dict[str, str] = {
+    "Settings": "The whole configuration file.",
+    "DemandClassSettings": "A demand class: one stream of accelerator demand (a tenant, a queue, a model).",
+    "PoolSettings": "A pool of capacity: on-prem nodes, a GKE GPU node pool, TPU slices or queued resources.",
+    "PlannerSettings": "How forecasts become targets.",
+    "ForecastSettings": "The forecaster.",
+    "BudgetSettings": "A spending cap over some pools.",
+    "SimulationSettings": "What only `leadtime simulate` uses.",
+    "StockoutWindow": "A window in which a simulated pool gets no new units.",
+    "LoopSettings": "The control loop.",
+    "PrometheusSettings": "Where demand and activity are read from.",
+    "ClassQuerySettings": "How one demand class is read from Prometheus.",
+    "PoolQuerySettings": "How one pool's accelerator activity is read from Prometheus.",
+    "DaemonSettings": "The in-cluster daemon (`leadtime run`).",
+    "EndpointSettings": "The daemon's HTTP server: /healthz, /readyz, /metrics.",
+    "LeaderElectionSettings": "Leader election on a coordination.k8s.io Lease.",
+    "KubernetesApiSettings": "How the daemon reaches the Kubernetes API.",
+    "StateSettings": "Where the planner's memory is kept across restarts.",
+    "CloudSettings": "Which Google Cloud resources the pools are.",
+    "NodePoolMapping": "A GKE node pool resized by node count.",
+    "TpuSliceGroupMapping": "Multi-host TPU slices, each its own GKE node pool, created and deleted whole.",
+    "QueuedResourceMapping": "Cloud TPU queued resources of one accelerator type.",
+    "AlertSettings": "Slack alerts: where the webhook comes from, de-duplication, rate limits, delivery.",
+    "LedgerSettings": "Where spend is recorded.",
+}
+
+FIELDS: dict[str, str] = {
+    # -- top level
+    "Settings.demand_classes": "The demand classes, at least one.",
+    "Settings.pools": "The pools, at least one; each serves some demand classes.",
+    "Settings.planner": "How forecasts become targets.",
+    "Settings.forecast": "The forecaster and how often it is refitted.",
+    "Settings.budgets": "Spending caps, each over some pools.",
+    "Settings.simulation": "Settings of `leadtime simulate` only.",
+    "Settings.loop": "The control loop's timing.",
+    "Settings.prometheus": "Where demand is read (needed by `recommend` and `run`).",
+    "Settings.daemon": "The in-cluster daemon.",
+    "Settings.cloud": "Google Cloud resources behind the pools (needed by `run` for every pool not on-prem).",
+    "Settings.alerts": "Slack alerts.",
+    "Settings.ledger": "Where spend is recorded.",
+    # -- demand classes
+    "DemandClassSettings.name": "Unique name of the class, used in pools' `serves` and in metrics.",
+    "DemandClassSettings.family": "Accelerator family the class needs: `gpu` or `tpu`.",
+    "DemandClassSettings.series": "Series that carries its demand (a namespace or ClusterQueue; a trace column "
+    "value). Default: the name.",
+    "DemandClassSettings.waiting_cost_per_accelerator_hour_usd": "What an accelerator-hour of queued demand costs "
+    "this class (USD). With it the service level follows from the unit price (newsvendor ratio).",
+    "DemandClassSettings.service_level": "Forecast quantile to provision for, in (0, 1); overrides the planner's.",
+    # -- pools
+    "PoolSettings.id": "Unique pool id (lowercase letters, digits, dashes).",
+    "PoolSettings.kind": "What the pool is: `on-prem`, `gpu-node-pool`, `tpu-slice-group` or `tpu-queued-resource`.",
+    "PoolSettings.tier": "Capacity tier; pools are filled in cost order: `on-prem`, `reserved`, `spot`, `on-demand`.",
+    "PoolSettings.family": "Accelerator family of its units: `gpu` or `tpu`.",
+    "PoolSettings.chips_per_unit": "Accelerators (GPUs or TPU chips) per unit (a node or a slice).",
+    "PoolSettings.min_units": "Fewest units the pool is ever sized to.",
+    "PoolSettings.max_units": "Most units the pool is ever sized to.",
+    "PoolSettings.price_per_chip_hour_usd": "Price of one accelerator-hour (USD); or give the unit price.",
+    "PoolSettings.price_per_unit_hour_usd": "Price of one unit-hour (USD); takes precedence over the chip price.",
+    "PoolSettings.lead_time": "Time from asking for a unit until it accepts work (duration).",
+    "PoolSettings.serves": "Demand classes the pool may serve.",
+    "PoolSettings.spot_interruption_per_hour": "Spot only: probability per hour that a unit is preempted (0..1).",
+    # -- planner
+    "PlannerSettings.service_level": "Forecast quantile to provision for, in (0, 1). Default: from each class's "
+    "waiting cost against the unit price, else 0.9.",
+    "PlannerSettings.waiting_cost_per_accelerator_hour_usd": "Default waiting cost of classes that set none "
+    "(USD per queued accelerator-hour).",
+    "PlannerSettings.headroom_units": "Extra units kept on top of the forecast, per pool.",
+    "PlannerSettings.scale_down_stabilization": "A unit must be unneeded this long before it is released (duration).",
+    "PlannerSettings.idle_hold_lead_times": "Hold an idle unit at least this many of its pool's lead times before "
+    "releasing it (0 turns the rule off; at most 10).",
+    "PlannerSettings.max_scale_up_units_per_tick": "Most units added to a pool in one tick (unset: no limit).",
+    "PlannerSettings.max_scale_down_units_per_tick": "Most units released from a pool in one tick (unset: no limit).",
+    "PlannerSettings.min_direction_change_interval": "Least time between a scale-up and a scale-down of the same "
+    "pool, either way (duration).",
+    # -- forecast
+    "ForecastSettings.model": "Forecaster: `auto` (chosen per class by backtest), `last-value`, `naive`, "
+    "`seasonal_naive`, `ets`, `stl` or `lightgbm`.",
+    "ForecastSettings.quantiles": "Forecast quantiles, each in (0, 1); the service level must be one of them or "
+    "between them.",
+    "ForecastSettings.history": "How much history the models are fitted on (duration).",
+    "ForecastSettings.refit_interval": "How often forecasts are recalibrated on the newest errors (duration; cheap).",
+    "ForecastSettings.retrain_interval": "How often the models are retrained (duration; costly).",
+    "ForecastSettings.reselect_interval": "How often `auto` re-chooses the model per class (duration).",
+    "ForecastSettings.step": "Spacing of the demand series and forecasts (duration).",
+    "ForecastSettings.max_staleness": "A class whose newest reading is older than this is held as missing data "
+    "(duration).",
+    # -- budgets
+    "BudgetSettings.name": "Unique budget name, used in metrics and alerts.",
+    "BudgetSettings.pools": "Pools whose spend counts against this budget.",
+    "BudgetSettings.monthly_cap_usd": "Most spend per budget period of one month (USD).",
+    "BudgetSettings.hourly_cap_usd": "Most spend in any clock hour (USD).",
+    "BudgetSettings.period_start_day": "Day of the month a period starts (1-28).",
+    "BudgetSettings.timezone": "IANA time zone of the period boundaries, e.g. `Europe/Berlin`.",
+    "BudgetSettings.alert_thresholds": "Fractions of the cap at which an alert is sent (spent or projected).",
+    # -- simulation
+    "SimulationSettings.stockouts": "Windows in which a pool gets no new units (to rehearse a stockout).",
+    "StockoutWindow.pool": "The pool that cannot get units.",
+    "StockoutWindow.start": "Start of the window (ISO-8601 timestamp).",
+    "StockoutWindow.end": "End of the window (ISO-8601 timestamp).",
+    "LoopSettings.tick_interval": "Time between two ticks of the loop (duration).",
+    # -- prometheus
+    "PrometheusSettings.url": "Base URL of the Prometheus HTTP API, e.g. `http://prometheus.monitoring:9090`.",
+    "PrometheusSettings.bearer_token_file": "File holding a bearer token sent with every query.",
+    "PrometheusSettings.ca_file": "CA bundle to verify an HTTPS Prometheus with.",
+    "PrometheusSettings.timeout": "Timeout of one query (duration).",
+    "PrometheusSettings.retries": "Retries of a failed query (0-10).",
+    "PrometheusSettings.retry_backoff_s": "Wait before the first retry, doubling after each (seconds).",
+    "PrometheusSettings.max_staleness": "A series whose newest sample is older than this is missing (duration).",
+    "PrometheusSettings.max_points_per_query": "Most points per series in one range query; longer ranges are "
+    "chunked (Prometheus refuses more than 11,000).",
+    "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "
+    "(ClusterQueue usage plus pending).",
+    "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
+    "PrometheusSettings.pools": "Per pool: how its accelerator activity is read.",
+    "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
+    "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
+    '`cluster_queue="team-a", flavor="a100"`.',
+    "ClassQuerySettings.resource": "Resource name in the default query, e.g. `nvidia_com_gpu` or `google.com/tpu`.",
+    "PoolQuerySettings.activity_query": "A PromQL query for the pool's accelerator activity (0..1).",
+    "PoolQuerySettings.node_selector": "Label matchers on the DCGM series that select the pool's nodes.",
+    # -- daemon
+    "DaemonSettings.mode": "`dry-run` (decide, record, alert, change nothing) or `enforce` (act on the pools).",
+    "DaemonSettings.endpoints": "The HTTP server of each replica.",
+    "DaemonSettings.leader_election": "Which replica plans and acts.",
+    "DaemonSettings.kubernetes": "How the Kubernetes API is reached.",
+    "DaemonSettings.state": "Where the planner's memory is kept.",
+    "DaemonSettings.misfire_grace": "A tick that could not start within this of its slot is skipped, never run late "
+    "(duration).",
+    "DaemonSettings.daily_report_at": "UTC time of day (HH:MM) of the daily Slack report.",
+    "EndpointSettings.bind_address": "Address the HTTP server listens on.",
+    "EndpointSettings.port": "Port of /healthz, /readyz and /metrics.",
+    "EndpointSettings.ready_max_tick_age": "/readyz fails when the last successful tick is older than this "
+    "(duration; unset: three tick intervals).",
+    "LeaderElectionSettings.enabled": "Elect a leader (turn off only for a single replica, e.g. a local replay).",
+    "LeaderElectionSettings.lease_name": "Name of the Lease.",
+    "LeaderElectionSettings.lease_namespace": "Namespace of the Lease (unset: the pod's namespace).",
+    "LeaderElectionSettings.lease_duration": "How long a standby waits on an unchanged Lease before it takes over "
+    "(duration).",
+    "LeaderElectionSettings.renew_deadline": "A leader that could not renew for this long stops acting (duration; "
+    "shorter than the lease duration).",
+    "LeaderElectionSettings.retry_period": "Time between attempts to acquire or renew the Lease (duration).",
+    "LeaderElectionSettings.identity_env": "Environment variable holding this replica's identity (the pod name).",
+    "KubernetesApiSettings.api_url": "API server URL (unset: in-cluster configuration, else the local kubeconfig).",
+    "KubernetesApiSettings.request_timeout": "Timeout of every Kubernetes API call (duration).",
+    "StateSettings.config_map_name": "ConfigMap holding the planner's memory.",
+    "StateSettings.config_map_namespace": "Its namespace (unset: the Lease's namespace).",
+    # -- cloud
+    "CloudSettings.project": "Google Cloud project of the cluster.",
+    "CloudSettings.location": "Region or zone of the GKE cluster.",
+    "CloudSettings.cluster": "Name of the GKE cluster.",
+    "CloudSettings.node_pools": "GKE node pools resized by node count (GPU pools).",
+    "CloudSettings.tpu_slice_groups": "Multi-host TPU slice groups.",
+    "CloudSettings.queued_resources": "Cloud TPU queued resources.",
+    "CloudSettings.endpoint": "One API endpoint for every Google client (for a local test server; unset in "
+    "production).",
+    "CloudSettings.drain_timeout": "A drain still blocked by disruption budgets after this long gives up and "
+    "uncordons the node (duration).",
+    "NodePoolMapping.pool": "The pool id this node pool is.",
+    "NodePoolMapping.node_pool": "Name of the GKE node pool.",
+    "NodePoolMapping.gke_autoscaling": "When GKE's own autoscaler is on: `refuse` to touch the pool, or "
+    "`move-bounds` (set the autoscaler's min/max to the target).",
+    "TpuSliceGroupMapping.pool": "The pool id this slice group is.",
+    "TpuSliceGroupMapping.group": "Name prefix of the slices' node pools (`<group>-<n>`).",
+    "TpuSliceGroupMapping.machine_type": "TPU machine type, e.g. `ct5lp-hightpu-4t`.",
+    "TpuSliceGroupMapping.tpu_topology": "Slice topology, e.g. `4x4`; its chips must equal the pool's chips_per_unit.",
+    "TpuSliceGroupMapping.chips_per_host": "TPU chips per host of the machine type.",
+    "TpuSliceGroupMapping.zone": "Zone of the slices (unset: the cluster's default node locations).",
+    "TpuSliceGroupMapping.spot": "Create the slices as Spot capacity.",
+    "QueuedResourceMapping.pool": "The pool id these queued resources are.",
+    "QueuedResourceMapping.group": "Name prefix of the queued resources (`<group>-<n>`).",
+    "QueuedResourceMapping.zone": "Zone of the queued resources.",
+    "QueuedResourceMapping.accelerator_type": "TPU accelerator type, e.g. `v5litepod-16`.",
+    "QueuedResourceMapping.runtime_version": "TPU software version, e.g. `v2-alpha-tpuv5-lite`.",
+    "QueuedResourceMapping.chips": "Chips per queued resource; must equal the pool's chips_per_unit.",
+    "QueuedResourceMapping.spot": "Ask for Spot capacity.",
+    # -- alerts
+    "AlertSettings.slack_webhook_url_env": "Environment variable holding the Slack incoming-webhook URL.",
+    "AlertSettings.slack_webhook_url_file": "File holding the webhook URL (a mounted Secret); read when set.",
+    "AlertSettings.dedup_window": "The same alert is not sent again within this (duration).",
+    "AlertSettings.rate_limit_per_minute": "Most Slack messages per minute.",
+    "AlertSettings.max_retry_after": "Longest Retry-After of a 429 that delivery waits out (duration).",
+    "AlertSettings.request_timeout": "Timeout of one Slack request (duration).",
+    "AlertSettings.outage_backoff": "After Slack failed, wait this long before trying again (duration).",
+    "AlertSettings.max_pending": "Most alerts waiting for delivery; when full the oldest is dropped.",
+    "AlertSettings.shutdown_flush_timeout": "On shutdown, how long pending alerts may still be delivered (duration).",
+    "AlertSettings.stalled_after_lead_times": "Alert when a scale-up has not arrived after this many of its pool's "
+    "lead times.",
+    # -- ledger
+    "LedgerSettings.backend": "`sqlite` (a file that survives restarts) or `memory` (simulations).",
+    "LedgerSettings.path": "File of the SQLite ledger.",
+    "LedgerSettings.gap_after": "A silence between two observations of a pool longer than this is a gap, charged "
+    "at the larger capacity on either side (duration).",
+}
