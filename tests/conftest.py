@@ -3,7 +3,8 @@ plugin) the fake cloud and Kubernetes API servers of ``tests/fakes``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,18 @@ pytest_plugins = ("tests.fakes.fixtures",)
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"
 EXAMPLES = ROOT / "config" / "examples"
+
+
+@pytest.fixture(autouse=True)
+def _restore_root_logger() -> Iterator[None]:
+    """``leadtime``'s main() installs its stderr handler and level on the root logger; a test that calls it must
+    not leave them to the next test (whose log lines would go to the terminal instead of pytest's capture)."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    for handler in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(handler)
+    root.setLevel(level)
 
 
 @pytest.fixture
