@@ -40,7 +40,14 @@ from agent.sources.prometheus_queries import demand_queries
 from config import load_settings
 from config.schema import BudgetSettings, Settings
 from forecasting.factory import build_forecaster
-from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable, PoolState
+from models import (
+    ConfigError,
+    ConfigProblem,
+    LeadtimeError,
+    MetricSourceUnavailable,
+    MetricsUnavailable,
+    PoolState,
+)
 from models.clock import SimulatedClock, SystemClock
 from models.redaction import redact_tree
 
@@ -115,14 +122,15 @@ def recommend(
         )
     classes = settings.demand_class_models()
     source = source or PrometheusSource.from_settings(prometheus, demand_queries(classes, prometheus))
+    source.probe()
     dry_run = DryRunActuator(read_side, SimulatedClock(at))
     states = {s.pool_id: s for s in dry_run.list_pools()}
     agent = Agent(
         settings,
         AgentParts(source, build_forecaster(settings.forecast), dry_run, InMemoryLedger(), RecordingNotifier()),
     )
-    tick = agent.run_once(at)
     history, history_problem = _history(source, agent, at)
+    tick = agent.run_once(at)
     document = _document(settings, config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
@@ -138,10 +146,22 @@ def recommend(
 
 
 def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.DataFrame, str | None]:
+    """The forecast history of every class; when no class has any, there is nothing to recommend."""
     start = at - agent.settings.forecast.history
     frame, missing = source.fetch_each(agent.classes, start, at, agent.step)
+    if agent.classes and len(missing) == len(agent.classes):
+        raise no_data_for_any_class(source.url, missing)
     problem = "; ".join(str(exc) for exc in missing.values()) or None
     return frame, problem
+
+
+def no_data_for_any_class(url: str, missing: Mapping[str, MetricsUnavailable]) -> MetricSourceUnavailable:
+    """One line for "every class came back empty": how many, and the first class's reason."""
+    name, first = next(iter(missing.items()))
+    others = f" and {len(missing) - 1} other class(es)" if len(missing) > 1 else ""
+    return MetricSourceUnavailable(
+        f"Prometheus at {url} has no usable data for any demand class: {name!r}{others}: {first.reason}"
+    )
 
 
 def _document(

@@ -83,7 +83,7 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
         classes.append(
             {
                 "demand class": c["name"],
-                "observed": c["observed"],
+                "observed": c["observed"] if c["observed"] is not None else "no data",
                 "lead time": f"{(c['lead_time_s'] or 0) // 60} min",
                 "service level": c["service_level"],
                 "forecast peak by quantile": ", ".join(f"q{q}: {max(v):.1f}" for q, v in bands.items()) or "-",
