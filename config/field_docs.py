@@ -118,13 +118,16 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "
     "(ClusterQueue usage plus pending).",
     "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
-    "PrometheusSettings.pools": "Per pool: how its accelerator activity is read.",
+    "PrometheusSettings.pools": "Per pool: how its accelerator activity and its recorded capacity are read.",
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
     '`cluster_queue="team-a", flavor="a100"`.',
     "ClassQuerySettings.resource": "Resource name in the default query, e.g. `nvidia_com_gpu` or `google.com/tpu`.",
     "PoolQuerySettings.activity_query": "A PromQL query for the pool's accelerator activity (0..1).",
     "PoolQuerySettings.node_selector": "Label matchers on the DCGM series that select the pool's nodes.",
+    "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "
+    'slices), e.g. `count(kube_node_labels{label_cloud_google_com_gke_nodepool="a100"})`; '
+    "`simulate --source prometheus` reports it as the `actual` row.",
     # -- daemon
     "DaemonSettings.mode": "`dry-run` (decide, record, alert, change nothing) or `enforce` (act on the pools).",
     "DaemonSettings.endpoints": "The HTTP server of each replica.",

@@ -35,7 +35,7 @@ from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
 from agent.report.recommendation import write_recommendation_reports
-from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from config import load_settings
 from config.schema import BudgetSettings, Settings
@@ -44,7 +44,6 @@ from models import (
     ConfigError,
     ConfigProblem,
     LeadtimeError,
-    MetricSourceUnavailable,
     MetricsUnavailable,
     PoolState,
 )
@@ -150,18 +149,9 @@ def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.D
     start = at - agent.settings.forecast.history
     frame, missing = source.fetch_each(agent.classes, start, at, agent.step)
     if agent.classes and len(missing) == len(agent.classes):
-        raise no_data_for_any_class(source.url, missing)
+        raise no_usable_data(source.url, missing, every_class=True)
     problem = "; ".join(str(exc) for exc in missing.values()) or None
     return frame, problem
-
-
-def no_data_for_any_class(url: str, missing: Mapping[str, MetricsUnavailable]) -> MetricSourceUnavailable:
-    """One line for "every class came back empty": how many, and the first class's reason."""
-    name, first = next(iter(missing.items()))
-    others = f" and {len(missing) - 1} other class(es)" if len(missing) > 1 else ""
-    return MetricSourceUnavailable(
-        f"Prometheus at {url} has no usable data for any demand class: {name!r}{others}: {first.reason}"
-    )
 
 
 def _document(

@@ -254,6 +254,15 @@ class PrometheusSource:
             )
 
 
+def no_usable_data(url: str, missing: Mapping[str, MetricsUnavailable], every_class: bool) -> MetricSourceUnavailable:
+    """One line for classes that came back without usable data: which (the first few), and the first reason."""
+    names = list(missing)
+    shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} other class(es)" if len(names) > 3 else "")
+    first = missing[names[0]]
+    scope = "any demand class" if every_class else "demand class(es)"
+    return MetricSourceUnavailable(f"Prometheus at {url} has no usable data for {scope}: {shown}: {first.reason}")
+
+
 def _chunks(grid: pd.DatetimeIndex, size: int) -> list[pd.DatetimeIndex]:
     return [grid[i : i + size] for i in range(0, len(grid), size)]
 

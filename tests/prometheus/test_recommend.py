@@ -124,7 +124,7 @@ def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServe
 def test_recommend_during_an_outage_of_every_class_stops_with_one_reason(
     prometheus: PrometheusServer, tmp_path: Path
 ) -> None:
-    expected = r"no usable data for any demand class: 'earth/vc6YE' and 2 other"
+    expected = r"no usable data for any demand class: 'earth/vc6YE', 'earth/vcMod', 'earth/vcJkd': "
     with pytest.raises(MetricSourceUnavailable, match=expected):
         _run(tmp_path, prometheus, OUTAGE, units=30)
     assert not (tmp_path / "out" / "report.html").exists()
