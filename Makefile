@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= out/demo
 
-.PHONY: demo test lint prometheus manifests clean
+.PHONY: demo test lint prometheus chromium manifests clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,15 @@ prometheus:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@prometheus --version 2>&1 | head -1
 
-test: $(STAMP) prometheus
+# The report test screenshots the HTML report in headless Chromium (Debian package `chromium`).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@chromium --version 2>/dev/null | head -1
+
+test: $(STAMP) prometheus chromium
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)

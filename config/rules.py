@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from datetime import datetime
 
 from config.cloud import check_cloud
+from config.energy import energy_problems
 from config.prometheus import prometheus_problems
 from config.schema import Settings
 from models import AcceleratorFamily, ConfigProblem, PoolKind
@@ -20,6 +21,7 @@ def check_rules(settings: Settings) -> list[ConfigProblem]:
         *_budget_rules(settings),
         *_simulation_rules(settings),
         *check_cloud(settings.cloud, settings.pools),
+        *energy_problems(settings.energy, (p.id for p in settings.pools)),
         *prometheus_problems(
             settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
         ),
