@@ -3,6 +3,7 @@ and that nothing is ever written to a pool."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from collections.abc import Sequence
@@ -138,7 +139,7 @@ def test_a_class_without_data_is_named_in_the_report_and_its_pools_hold(
     raw["demand_classes"].append({"name": "earth/vcGone"})
     raw["pools"][0]["serves"].append("earth/vcGone")
     # A ClusterQueue that was never recorded: the query answers with no series at all.
-    never = 'sum(kueue_cluster_queue_resource_usage{cluster_queue="gone"})'
+    never = 'sum(kueue_cluster_queue_resource_usage{cluster_queue=~"gone|lost"})'
     raw["prometheus"]["classes"] = {"earth/vcGone": {"query": never}}
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
     settings = load_settings(config)
@@ -151,6 +152,9 @@ def test_a_class_without_data_is_named_in_the_report_and_its_pools_hold(
     markdown = (tmp_path / "out" / "report.md").read_text()
     (row,) = [line for line in markdown.splitlines() if line.startswith("| earth/vcGone |")]
     assert "| no data |" in row and "| 0 |" not in row
+    assert never.replace("|", "\\|") in row  # the query as written, escaped only for the table
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert html.escape(never) in page
 
 
 def test_the_command_line_writes_the_files(
