@@ -29,7 +29,7 @@ from models.plan import (
     Skip,
     SkipReason,
 )
-from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState
+from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState, ZoneState
 
 __all__ = [
     "AcceleratorFamily",
@@ -62,4 +62,5 @@ __all__ = [
     "SkipReason",
     "TraceError",
     "TransientActuatorError",
+    "ZoneState",
 ]
