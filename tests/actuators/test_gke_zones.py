@@ -7,8 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from prometheus_client import CollectorRegistry
 
 from actuators.gke_node_pool import GkeNodePoolActuator
+from actuators.instrumented import InstrumentedActuator
 from config.cloud import NodePoolMapping
 from models import ActionStatus, CapacityUnavailable, ZoneState
 from models.clock import SimulatedClock
@@ -131,3 +133,20 @@ def test_total_bounds_cap_the_placement(gke_api: FakeGkeApi) -> None:
     actuator = _adapter(gke_api, SimulatedClock(START))
     actuator.resize("gpu", 6, "up")
     assert sum(_per_zone(gke_api)) == 4
+
+
+def test_per_zone_units_and_backoff_are_exported(gke_api: FakeGkeApi) -> None:
+    gke_api.add_pool("a100", nodes=9, zones=ZONES)
+    gke_api.stockout("us-central1-a", mode="http")
+    registry = CollectorRegistry()
+    actuator = InstrumentedActuator(_adapter(gke_api, SimulatedClock(START)), registry)
+    actuator.resize("gpu", 12, "up")
+    actuator.list_pools()
+
+    def sample(name: str, **labels: str) -> float | None:
+        return registry.get_sample_value(name, {"pool": "gpu", **labels})
+
+    assert [sample("leadtime_pool_zone_units", zone=z, state="target") for z in ZONES] == [3.0, 5.0, 4.0]
+    assert [sample("leadtime_pool_zone_units", zone=z, state="ready") for z in ZONES] == [3.0, 3.0, 3.0]
+    until = (START + timedelta(minutes=30)).timestamp()
+    assert [sample("leadtime_pool_zone_backoff_until_seconds", zone=z) for z in ZONES] == [until, 0.0, 0.0]
