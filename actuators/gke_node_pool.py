@@ -54,6 +54,7 @@ from models.clock import Clock
 log = logging.getLogger(__name__)
 _MIG_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/]+)$")
 _NOT_CREATED = ("CREATING", "CREATING_WITHOUT_RETRIES", "RECREATING")  # ManagedInstance.currentAction values
+_LEAVING = ("DELETING", "ABANDONING")  # leaving the group (cluster-autoscaler reads both so)
 _ZONE_NAMED = re.compile(r"zones/([a-z0-9-]+)")
 
 
@@ -426,4 +427,4 @@ def _instance(managed: Any, mig: tuple[str, str, str], pool_failure: str) -> _In
     failure = ""
     if action in _NOT_CREATED:
         failure = capacity_failure([(str(e.code), str(e.message)) for e in errors]) or pool_failure
-    return _Instance(name, mig, action == "NONE", failure, deleting=action == "DELETING")
+    return _Instance(name, mig, action == "NONE", failure, deleting=action in _LEAVING)

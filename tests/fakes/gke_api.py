@@ -298,7 +298,7 @@ class FakeGkeApi(GoogleJsonServer):
     def _compute(self, method: str, zone: str, name: str, verb: str, query: dict[str, str], body: Obj) -> Obj:
         mig = next((m for p in self.pools.values() for m in p.migs if m.name == name and m.zone == zone), None)
         if mig is None:
-            raise GoogleApiError(404, f"The resource 'instanceGroupManagers/{name}' was not found")
+            raise GoogleApiError(404, f"The resource 'instanceGroupManagers/{name}' was not found", reason="notFound")
         if method == "GET" and not verb:
             stable = all(i.action == "NONE" for i in mig.instances)
             return {"name": mig.name, "zone": zone, "targetSize": mig.target_size, "status": {"isStable": stable}}
@@ -318,14 +318,17 @@ class FakeGkeApi(GoogleJsonServer):
                     400, f"Invalid value for field 'size': '{size}'. Must be greater than or equal to 0."
                 )
             if size > mig.target_size and self._refuses(zone):
-                raise GoogleApiError(503, f"Instance group {name} cannot grow in zone {zone}: {STOCKOUT_MESSAGE}")
+                message = f"Instance group {name} cannot grow in zone {zone}: {STOCKOUT_MESSAGE}"
+                raise GoogleApiError(503, message, reason="insufficientCapacity")
             self._resize_mig(mig, size)
             return self._zonal_operation("resize", zone, name)
         if verb == "deleteInstances":
             wanted = {u.rsplit("/", 1)[1] for u in body.get("instances", [])}
             found = [i for i in mig.instances if i.name in wanted and i.action != "DELETING"]
             if len(found) != len(wanted):
-                raise GoogleApiError(400, f"Some instances are not members of {name}: {sorted(wanted)}")
+                raise GoogleApiError(
+                    400, f"Some instances are not members of {name}: {sorted(wanted)}", reason="invalid"
+                )
             for inst in found:
                 inst.action = "DELETING"
             mig.target_size -= len(found)
