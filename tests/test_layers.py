@@ -29,7 +29,13 @@ def _lint_imports_with(
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     only = ["--contract", contract] if contract else []
     return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache", *only], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+        [str(LINT_IMPORTS), "--no-cache", *only],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
     )
 
 
