@@ -76,3 +76,24 @@ def test_planning_reads_no_clock_and_opens_no_file() -> None:
                 if name in CLOCK_CALLS:
                     found.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}()")
     assert found == [], "planning must take time and data as arguments: " + ", ".join(found)
+
+
+def test_every_error_class_lives_in_models_errors() -> None:
+    """One hierarchy in one file, so a caller can see what to catch; private control-flow classes excepted."""
+    import builtins
+
+    known = {name for name, value in vars(builtins).items() if isinstance(value, type) and issubclass(value, Exception)}
+    errors_module = ROOT / "models" / "errors.py"
+    known |= {n.name for n in ast.walk(ast.parse(errors_module.read_text())) if isinstance(n, ast.ClassDef)}
+    elsewhere: list[str] = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if path == errors_module:
+                continue
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.ClassDef) or node.name.startswith("_"):
+                    continue
+                bases = {b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases}
+                if bases & known:
+                    elsewhere.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert elsewhere == [], "define error classes in models/errors.py: " + ", ".join(elsewhere)

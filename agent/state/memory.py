@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agent.planning import PlannerMemory
-from agent.state.base import StateConflict
-from agent.state.codec import StateDocumentUnreadable, decode, encode
+from agent.state.codec import decode, encode
+from models import StateConflict, StateDocumentUnreadable
 
 log = logging.getLogger(__name__)
 
