@@ -32,11 +32,11 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from actuators.idempotency import KeyedResults
+from actuators.node_pool_zones import Instance, Observed, Zone, instance_from
 from actuators.vendor_errors import GOOGLE_ERRORS, capacity_failure, from_google, from_operation_error
 from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
@@ -53,76 +53,6 @@ from models.clock import Clock
 
 log = logging.getLogger(__name__)
 _MIG_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/]+)$")
-_NOT_CREATED = ("CREATING", "CREATING_WITHOUT_RETRIES", "RECREATING")  # ManagedInstance.currentAction values
-_LEAVING = ("DELETING", "ABANDONING")  # leaving the group (cluster-autoscaler reads both so)
-_ZONE_NAMED = re.compile(r"zones/([a-z0-9-]+)")
-
-
-@dataclass(frozen=True)
-class _Instance:
-    name: str
-    mig: tuple[str, str, str]  # project, zone, instance group manager
-    ready: bool
-    failure: str  # why it could not be created (a stockout), "" when nothing says it cannot be
-    deleting: bool = False
-
-
-@dataclass(frozen=True)
-class _Zone:
-    mig: tuple[str, str, str]  # project, zone, instance group manager
-    asked: int  # the group's targetSize, failed instances included
-    instances: tuple[_Instance, ...]
-
-    @property
-    def name(self) -> str:
-        return self.mig[1]
-
-    @property
-    def ready(self) -> int:
-        return sum(1 for i in self.instances if i.ready)
-
-    @property
-    def failed(self) -> tuple[_Instance, ...]:
-        return tuple(i for i in self.instances if i.failure)
-
-    @property
-    def target(self) -> int:
-        """Ready and still coming: what was asked for minus what cannot be created."""
-        return self.asked - len(self.failed)
-
-
-@dataclass(frozen=True)
-class _Observed:
-    autoscaling: bool
-    zones: tuple[_Zone, ...]
-    operation: str | None
-    zone_max: int | None = None  # GKE's per-zone maxNodeCount, when the pool has one
-    total_max: int | None = None  # GKE's totalMaxNodeCount, when the pool has one
-
-    @property
-    def asked(self) -> int:
-        return sum(z.asked for z in self.zones)
-
-    @property
-    def instances(self) -> tuple[_Instance, ...]:
-        return tuple(i for z in self.zones for i in z.instances)
-
-    @property
-    def ready(self) -> int:
-        return sum(z.ready for z in self.zones)
-
-    @property
-    def failed(self) -> tuple[_Instance, ...]:
-        return tuple(i for z in self.zones for i in z.failed)
-
-    @property
-    def target(self) -> int:
-        return sum(z.target for z in self.zones)
-
-    def without_failed(self) -> _Observed:
-        """As it is once the failed instances are deleted."""
-        kept = tuple(_Zone(z.mig, z.target, tuple(i for i in z.instances if not i.failure)) for z in self.zones)
-        return replace(self, zones=kept)
 
 
 class GkeNodePoolActuator:
@@ -215,12 +145,12 @@ class GkeNodePoolActuator:
         return self._delete(pool_id, victims, key)
 
     # -- internals -----------------------------------------------------------------------------------------
-    def _observe(self, pool_id: str) -> _Observed:
+    def _observe(self, pool_id: str) -> Observed:
         if pool_id not in self._mappings:
             raise PermanentActuatorError(pool_id, "no GKE node pool is mapped to this pool")
         pool = self._call(pool_id, self._gke.get_node_pool, name=self._pool_path(pool_id))
         operation, failure = self._operations(pool_id)
-        zones: list[_Zone] = []
+        zones: list[Zone] = []
         for url in pool.instance_group_urls:
             found = _MIG_URL.search(url)
             if found is None:
@@ -229,12 +159,12 @@ class GkeNodePoolActuator:
             where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
             asked = int(self._call(pool_id, self._migs.get, **where).target_size)
             listed = self._call(pool_id, self._migs.list_managed_instances, **where)
-            zones.append(_Zone(mig, asked, tuple(_instance(managed, mig, failure) for managed in listed)))
+            zones.append(Zone(mig, asked, tuple(instance_from(managed, mig, failure) for managed in listed)))
         bounds = pool.autoscaling
         autoscaling = bool(bounds and bounds.enabled)
         zone_max = int(bounds.max_node_count) if bounds and bounds.max_node_count else None
         total_max = int(bounds.total_max_node_count) if bounds and bounds.total_max_node_count else None
-        return _Observed(autoscaling, tuple(zones), operation, zone_max, total_max)
+        return Observed(autoscaling, tuple(zones), operation, zone_max, total_max)
 
     def _operations(self, pool_id: str) -> tuple[str | None, str]:
         """The operation still running on the pool, if any, and the stockout its latest operation ended with
@@ -248,7 +178,7 @@ class GkeNodePoolActuator:
             return running, ""
         return None, capacity_failure([("", str(latest.error.message))])
 
-    def _grow(self, pool_id: str, seen: _Observed, to_units: int, key: str, why: str) -> ActionResult:
+    def _grow(self, pool_id: str, seen: Observed, to_units: int, key: str, why: str) -> ActionResult:
         """Spread the new nodes over the zones not backed off, resizing each zone's group; a zone that refuses for
         capacity is backed off and its share goes to the others. Refused only when no node could be placed."""
         now = self._clock.now()
@@ -295,7 +225,7 @@ class GkeNodePoolActuator:
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
-    def _no_room(self, pool_id: str, seen: _Observed, why: str, refusals: Sequence[str], now: datetime) -> str:
+    def _no_room(self, pool_id: str, seen: Observed, why: str, refusals: Sequence[str], now: datetime) -> str:
         out = [f"{z} until {t:%H:%M}Z" for (p, z), t in sorted(self._zones_out.items()) if p == pool_id and t > now]
         reasons = [why] if why else []
         reasons += list(refusals)
@@ -307,7 +237,7 @@ class GkeNodePoolActuator:
             reasons.append(f"every open zone at GKE's maxNodeCount {seen.zone_max}")
         return "; ".join(reasons) or "no zone can take a node"
 
-    def _shrink(self, pool_id: str, seen: _Observed, to_units: int, key: str) -> ActionResult:
+    def _shrink(self, pool_id: str, seen: Observed, to_units: int, key: str) -> ActionResult:
         """Instances still being created go first, then the newest ready ones of the fullest zones."""
         pending = [i for i in seen.instances if not i.ready and not i.deleting and not i.failure]
         victims = pending[: seen.target - to_units]
@@ -335,12 +265,12 @@ class GkeNodePoolActuator:
             "pool %s: zone %s has no capacity, left out of scale-ups until %s: %s", pool_id, zone, until, reason
         )
 
-    def _zone_state(self, pool_id: str, zone: _Zone) -> ZoneState:
+    def _zone_state(self, pool_id: str, zone: Zone) -> ZoneState:
         until = self._zones_out.get((pool_id, zone.name))
         until = until if until is not None and until > self._clock.now() else None
         return ZoneState(zone.name, zone.ready, zone.target, len(zone.failed), until)
 
-    def _drop_failed(self, pool_id: str, seen: _Observed, to_units: int) -> None:
+    def _drop_failed(self, pool_id: str, seen: Observed, to_units: int) -> None:
         """Delete the instances that could not be created, so the groups' target is what exists again, and back
         their zones off; under ``move-bounds`` also move GKE's autoscaler bounds there, or it would ask for them
         again."""
@@ -365,7 +295,7 @@ class GkeNodePoolActuator:
         request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
         return self._call(pool_id, self._gke.set_node_pool_autoscaling, request=request)
 
-    def _delete(self, pool_id: str, victims: Sequence[_Instance], key: str) -> ActionResult:
+    def _delete(self, pool_id: str, victims: Sequence[Instance], key: str) -> ActionResult:
         self._delete_instances(pool_id, victims)
         listed = ", ".join(i.name for i in victims)
         log.info("pool %s: deleting instances %s (key %s)", pool_id, listed, key)
@@ -373,7 +303,7 @@ class GkeNodePoolActuator:
             self._result(key, pool_id, ActionStatus.STARTED, f"deleting {len(victims)} nodes: {listed}")
         )
 
-    def _delete_instances(self, pool_id: str, victims: Sequence[_Instance]) -> None:
+    def _delete_instances(self, pool_id: str, victims: Sequence[Instance]) -> None:
         by_mig: dict[tuple[str, str, str], list[str]] = {}
         for inst in victims:
             by_mig.setdefault(inst.mig, []).append(inst.name)
@@ -413,18 +343,3 @@ class GkeNodePoolActuator:
 
 def _short(wanted: int, placed: int) -> str:
     return f"; {wanted - placed} more found no zone with room" if placed < wanted else ""
-
-
-def _instance(managed: Any, mig: tuple[str, str, str], pool_failure: str) -> _Instance:
-    """One managed instance; ``pool_failure`` is the stockout the pool's latest operation ended with, if any: it
-    applies to the instances of the zone it names (GKE's message names the zone), or of every zone if it names none."""
-    named = _ZONE_NAMED.search(pool_failure)
-    if named is not None and named[1] != mig[1]:
-        pool_failure = ""
-    errors = managed.last_attempt.errors.errors if managed.last_attempt and managed.last_attempt.errors else []
-    name = managed.instance.rsplit("/", 1)[-1] if managed.instance else managed.name
-    action = managed.current_action
-    failure = ""
-    if action in _NOT_CREATED:
-        failure = capacity_failure([(str(e.code), str(e.message)) for e in errors]) or pool_failure
-    return _Instance(name, mig, action == "NONE", failure, deleting=action in _LEAVING)
