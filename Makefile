@@ -4,6 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= out/demo
+# The reference scenario where forecasting pays most (TPU slices, 30-minute lead time); the pooled GPU scenario
+# is `make demo DEMO_CONFIG=config/examples/helios-earth.yaml`.
+DEMO_CONFIG ?= config/examples/helios-earth-slices.yaml
 
 .PHONY: demo test lint prometheus chromium manifests rbac-doc clean
 
@@ -14,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/leadtime simulate --config config/examples/helios-earth.yaml \
+	$(BIN)/leadtime simulate --config $(DEMO_CONFIG) \
 		--trace data/helios-earth/demand_5min.csv.gz --out $(DEMO_OUT)
 	@echo "report: $(DEMO_OUT)/report.html  results: $(DEMO_OUT)/results.json"
 
