@@ -8,7 +8,7 @@ through the Kubernetes API): a budget cap trims the spot pool's scale-up, two id
 
 from __future__ import annotations
 
-import json
+import re
 import subprocess
 from datetime import timedelta
 from pathlib import Path
@@ -74,7 +74,175 @@ def _events(kube: k8s.ApiClient) -> list[k8s.CoreV1Event]:
 
 def test_each_decision_of_the_live_daemon_is_one_readable_event(rig: Rig, kube_client: k8s.ApiClient) -> None:
     waits, idle = _scenario(rig, kube_client, "enforce")
-    events = _events(kube_client)
+    core = k8s.CoreV1Api(kube_client)
+    state_uid = core.read_namespaced_config_map(STATE, "leadtime").metadata.uid
+    events = [e for e in core.list_event_for_all_namespaces().items if e.reason not in ("LeaderElected",)]
+    seen = {(e.involved_object.kind, e.involved_object.name, e.reason, e.message) for e in events}
+    assert len(seen) == len(events), "a repeated decision must be one Event with a count, not several"
+
+    by_reason: dict[str, list[Any]] = {}
     for e in events:
-        print(e.metadata.namespace, e.involved_object.kind, e.involved_object.name, e.reason, e.count, e.message)
-    assert False
+        by_reason.setdefault(e.reason, []).append(e)
+    # pool decisions: on the state ConfigMap (with its uid, which kubectl describe searches by), naming the pool
+    assert [e.message for e in by_reason["ScaleUp"]] == [
+        f"pool {SPOT}: scale up from 0 to 1 units: demand forecast needs 3 units within lead time 0:10:00; "
+        "trimmed to 1 units by a budget cap"
+    ]
+    (trim,) = by_reason["BudgetTrimmed"]
+    assert trim.message.startswith(f"pool {SPOT}: budget 'spot-hourly' (hourly cap 20.00 USD) allows 1 of 3 more")
+    assert [e.message for e in by_reason["ScaleDown"]] == [
+        f"pool {ON_DEMAND}: scale down from 3 to 1 units by draining {waits}, {idle}: 2 units idle for 0:10:00 "
+        "and forecast needs 0"
+    ]
+    held = sorted(e.message for e in by_reason["HeldMissingData"])
+    assert held == [f"pool {p}: held: no trustworthy demand for {CLASS}; holding" for p in sorted((ON_DEMAND, SPOT))]
+    assert all(e.count == 2 for e in by_reason["HeldMissingData"])  # held on two ticks: one Event, count 2
+    for reason in ("ScaleUp", "BudgetTrimmed", "ScaleDown", "HeldMissingData"):
+        for e in by_reason[reason]:
+            assert (e.metadata.namespace, e.involved_object.kind, e.involved_object.uid) == (
+                "leadtime",
+                "ConfigMap",
+                state_uid,
+            )
+    # node decisions: on each Node, in the "default" namespace, the node name as uid (as the kubelet does)
+    for reason in ("Cordoned", "DrainStarted", "DrainFinished"):
+        assert sorted(e.involved_object.name for e in by_reason[reason]) == sorted((waits, idle))
+    (blocked,) = by_reason["DrainBlocked"]
+    assert blocked.involved_object.name == waits
+    assert blocked.message == (
+        f"pool {ON_DEMAND}: waiting for disruption budgets to allow evicting [('default', 'web')] from {waits} "
+        "(PodDisruptionBudget)"
+    )
+    assert blocked.count == 3  # blocked on three ticks: patched, not created again
+    assert blocked.last_timestamp > blocked.first_timestamp
+    for reason in ("Cordoned", "DrainStarted", "DrainBlocked", "DrainFinished"):
+        for e in by_reason[reason]:
+            assert (e.metadata.namespace, e.involved_object.kind) == ("default", "Node")
+            assert e.involved_object.uid == e.involved_object.name
+            assert e.source.component == "leadtime" and e.reporting_component == "leadtime"
+    assert {e.type for e in by_reason["DrainBlocked"] + by_reason["HeldMissingData"]} == {"Warning"}
+    assert set(by_reason) == {
+        "ScaleUp",
+        "BudgetTrimmed",
+        "ScaleDown",
+        "HeldMissingData",
+        "Cordoned",
+        "DrainStarted",
+        "DrainBlocked",
+        "DrainFinished",
+    }
+    # what kubectl describe asks for: the Events of this object, by name, kind and uid
+    described = core.list_namespaced_event(
+        "leadtime",
+        field_selector=f"involvedObject.name={STATE},involvedObject.kind=ConfigMap,involvedObject.uid={state_uid}",
+    ).items
+    assert {e.reason for e in described} == {"ScaleUp", "BudgetTrimmed", "ScaleDown", "HeldMissingData"}
+
+
+COLUMNS = (
+    "NAMESPACE:.metadata.namespace,KIND:.involvedObject.kind,OBJECT:.involvedObject.name,REASON:.reason,"
+    "COUNT:.count,MESSAGE:.message"
+)
+
+
+def _kubectl(tmp_path: Path, server: str, *args: str) -> str:
+    """``kubectl`` against ``server`` through a kubeconfig of its own (no user kubeconfig or cache is touched)."""
+    assert KUBECTL is not None
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "fake", "cluster": {"server": server}}],
+                "users": [{"name": "fake", "user": {}}],
+                "contexts": [{"name": "fake", "context": {"cluster": "fake", "user": "fake"}}],
+                "current-context": "fake",
+            }
+        ),
+        encoding="utf-8",
+    )
+    command = [KUBECTL, "--kubeconfig", str(kubeconfig), "--cache-dir", str(tmp_path / "kube-cache"), *args]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False, env={"HOME": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+@pytest.mark.skipif(
+    KUBECTL is None, reason="kubectl is not installed (not a Debian package; a fresh CI machine lacks it)"
+)
+def test_kubectl_get_events_shows_one_readable_line_per_decision(
+    rig: Rig, kube_client: k8s.ApiClient, tmp_path: Path
+) -> None:
+    waits, idle = _scenario(rig, kube_client, "enforce")
+    table = _kubectl(tmp_path, rig.kube.url, "get", "events", "-A")
+    header, *lines = table.splitlines()
+    assert re.split(r"\s{2,}", header.strip()) == ["NAMESPACE", "LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    rows = sorted(tuple(re.split(r"\s{2,}", line.strip(), maxsplit=5)[i] for i in (0, 2, 3, 4, 5)) for line in lines)
+    decisions = [r for r in rows if r[2] != "LeaderElected"]
+    pool = f"configmap/{STATE}"
+    why = "2 units idle for 0:10:00 and forecast needs 0"
+    held = f"held: no trustworthy demand for {CLASS}; holding"
+    expected = (
+        [
+            ("default", "Normal", "Cordoned", f"node/{n}", f"cordoned to shrink pool {ON_DEMAND} from 3 to 1 units")
+            for n in (waits, idle)
+        ]
+        + [
+            ("default", "Normal", "DrainStarted", f"node/{n}", f"evicting pods to shrink pool {ON_DEMAND}: {why}")
+            for n in (waits, idle)
+        ]
+        + [
+            (
+                "default",
+                "Normal",
+                "DrainFinished",
+                f"node/{n}",
+                f"pool {ON_DEMAND}: node {n} drained; deleting 1 nodes: {n}",
+            )
+            for n in (waits, idle)
+        ]
+        + [
+            (
+                "default",
+                "Warning",
+                "DrainBlocked",
+                f"node/{waits}",
+                f"pool {ON_DEMAND}: waiting for disruption budgets to allow evicting [('default', 'web')] from {waits} "
+                "(PodDisruptionBudget)",
+            ),
+            (
+                "leadtime",
+                "Normal",
+                "ScaleDown",
+                pool,
+                f"pool {ON_DEMAND}: scale down from 3 to 1 units by draining {waits}, {idle}: {why}",
+            ),
+            (
+                "leadtime",
+                "Normal",
+                "ScaleUp",
+                pool,
+                f"pool {SPOT}: scale up from 0 to 1 units: demand forecast needs 3 "
+                "units within lead time 0:10:00; trimmed to 1 units by a budget cap",
+            ),
+            ("leadtime", "Warning", "HeldMissingData", pool, f"pool {ON_DEMAND}: {held}"),
+            ("leadtime", "Warning", "HeldMissingData", pool, f"pool {SPOT}: {held}"),
+        ]
+    )
+    trims = [r for r in decisions if r[2] == "BudgetTrimmed"]
+    assert len(trims) == 1 and trims[0][4].startswith(f"pool {SPOT}: budget 'spot-hourly' (hourly cap 20.00 USD)")
+    assert [r for r in decisions if r[2] != "BudgetTrimmed"] == sorted(expected)
+
+    counts = _kubectl(tmp_path, rig.kube.url, "get", "events", "-A", "-o", "custom-columns=REASON:.reason,COUNT:.count")
+    assert sorted(line.split() for line in counts.splitlines()[1:] if "Drain" in line or "Held" in line) == sorted(
+        [["DrainStarted", "1"]] * 2
+        + [["DrainFinished", "1"]] * 2
+        + [["DrainBlocked", "3"]]
+        + [["HeldMissingData", "2"]] * 2
+    )
+    described = _kubectl(tmp_path, rig.kube.url, "describe", "configmap", STATE, "-n", "leadtime")
+    shown = described.split("Events:", maxsplit=1)[1]
+    for reason in ("BudgetTrimmed", "ScaleUp", "ScaleDown"):
+        assert shown.count(f" {reason} ") == 1
+    assert shown.count("(x2 over") == 2  # each pool held on two ticks: one Event each, shown with its count

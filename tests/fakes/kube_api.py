@@ -30,6 +30,8 @@ from tests.fakes.kube_events import (
     event_field_selector_problem,
     event_field_value,
     event_namespace_problem,
+    event_table,
+    wants_table,
 )
 
 Obj = dict[str, Any]
@@ -184,7 +186,10 @@ class FakeKubeApi(LocalJsonServer):
                 if (group, resource) not in RESOURCES:
                     raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})")
                 payload = json.loads(body) if body else None
-                return self._dispatch(record, query, content_type, payload)
+                status, answer = self._dispatch(record, query, content_type, payload)
+                if record.verb == "list" and (group, resource) == ("", "events") and wants_table(headers):
+                    return status, event_table(answer, datetime.now(UTC))
+                return status, answer
             except ApiError as exc:
                 return exc.code, exc.status()
 

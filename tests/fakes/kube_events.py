@@ -23,10 +23,18 @@ Each behaviour below is a fact of the Kubernetes API the fake relies on, with it
    ``GET /apis/<group>/<version>`` an ``APIResourceList`` (name, namespaced, kind, verbs). A client asking for
    aggregated discovery gets the legacy documents and falls back to them, as against a server without it.
    Source: Kubernetes API reference, "API discovery" (kubernetes.io/docs/concepts/overview/kubernetes-api/).
+6. A list whose request accepts ``application/json;as=Table;v=v1;g=meta.k8s.io`` (``kubectl get`` sends it) is
+   answered as a ``meta.k8s.io/v1`` ``Table``: column definitions and one row of cells per object, with the
+   object itself. For Events the columns are Last Seen, Type, Reason, Object (``kind/name``, kind in lower
+   case), Message, and at priority 1 Subobject, Source, First Seen, Count, Name. Sources: "Receiving resources
+   as Tables" (kubernetes.io/docs/reference/using-api/api-concepts/#receiving-resources-as-tables) and
+   kubernetes ``pkg/printers/internalversion/printers.go`` (``eventColumnDefinitions``, ``printEvent``); ages
+   are printed as kubectl's ``duration.HumanDuration`` does, coarsened here to s, m, h or d.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 Obj = dict[str, Any]
@@ -124,3 +132,69 @@ def discovery(path: str, resources: dict[tuple[str, str], tuple[str, str, bool]]
             ],
         }
     return None
+
+
+_EVENT_COLUMNS = [
+    ("Last Seen", 0),
+    ("Type", 0),
+    ("Reason", 0),
+    ("Object", 0),
+    ("Subobject", 1),
+    ("Source", 1),
+    ("Message", 0),
+    ("First Seen", 1),
+    ("Count", 1),
+    ("Name", 1),
+]
+
+
+def wants_table(headers: dict[str, str]) -> bool:
+    """Fact 6: the request accepts a server-side Table."""
+    return "as=Table" in headers.get("accept", "")
+
+
+def event_table(listed: Obj, now: datetime) -> Obj:
+    """Fact 6: an EventList as the Table the API server prints for ``kubectl get events``."""
+    rows = []
+    for event in listed["items"]:
+        involved = event.get("involvedObject") or {}
+        source = event.get("source") or {}
+        cells = [
+            _age(event.get("lastTimestamp"), now),
+            event.get("type", ""),
+            event.get("reason", ""),
+            f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+            involved.get("fieldPath", ""),
+            ", ".join(filter(None, (source.get("component"), source.get("host")))),
+            str(event.get("message", "")).strip(),
+            _age(event.get("firstTimestamp"), now),
+            int(event.get("count") or 1),
+            event["metadata"]["name"],
+        ]
+        rows.append({"cells": cells, "object": event})
+    return {
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": dict(listed.get("metadata") or {}),
+        "columnDefinitions": [
+            {
+                "name": name,
+                "type": "integer" if name == "Count" else "string",
+                "format": "",
+                "description": "",
+                "priority": priority,
+            }
+            for name, priority in _EVENT_COLUMNS
+        ],
+        "rows": rows,
+    }
+
+
+def _age(stamp: str | None, now: datetime) -> str:
+    if not stamp:
+        return "<unknown>"
+    seconds = max(0, int((now - datetime.fromisoformat(stamp.replace("Z", "+00:00"))).total_seconds()))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= 2 * size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
