@@ -246,3 +246,31 @@ def test_kubectl_get_events_shows_one_readable_line_per_decision(
     for reason in ("BudgetTrimmed", "ScaleUp", "ScaleDown"):
         assert shown.count(f" {reason} ") == 1
     assert shown.count("(x2 over") == 2  # each pool held on two ticks: one Event each, shown with its count
+
+
+def test_in_dry_run_the_same_decisions_are_events_marked_as_recommendations(
+    rig: Rig, kube_client: k8s.ApiClient
+) -> None:
+    waits, idle = _scenario(rig, kube_client, "dry-run")
+    events = [e for e in _events(kube_client) if e.reason != "LeaderElected"]
+    assert all(e.message.startswith("dry-run: ") for e in events)
+    reasons = {(e.involved_object.kind, e.reason) for e in events}
+    assert {
+        ("ConfigMap", "RecommendScaleUp"),
+        ("ConfigMap", "BudgetTrimmed"),
+        ("ConfigMap", "RecommendScaleDown"),
+        ("ConfigMap", "HeldMissingData"),
+        ("Node", "RecommendDrain"),
+    } <= reasons
+    # nothing was cordoned or drained, and no Event says so
+    assert not {r for _, r in reasons} & {"ScaleUp", "ScaleDown", "Cordoned", "DrainStarted", "DrainFinished"}
+    drains = sorted(e.involved_object.name for e in events if e.reason == "RecommendDrain")
+    assert drains == sorted((waits, idle))
+    ups = {(e.message, e.count) for e in events if e.reason == "RecommendScaleUp"}
+    would = f"dry-run: pool {SPOT}: would scale up from 0 to 1 units: demand forecast needs"
+    # the trimmed first recommendation, then the same recommendation on every later tick (nothing moved): one
+    # Event with its count
+    assert ups == {
+        (f"{would} 3 units within lead time 0:10:00; trimmed to 1 units by a budget cap", 1),
+        (f"{would} 1 units within lead time 0:10:00", 5),
+    }
