@@ -194,7 +194,9 @@ FIELDS: dict[str, str] = {
     "lead times.",
     # -- ledger
     "LedgerSettings.backend": "`sqlite` (a file that survives restarts) or `memory` (simulations).",
-    "LedgerSettings.path": "File of the SQLite ledger.",
+    "LedgerSettings.path": "File of the SQLite ledger; one process at a time writes it (lock file `<path>.lock`).",
+    "LedgerSettings.fresh_if_empty": "Start a new ledger in a zero-length ledger file instead of refusing it "
+    "(month-to-date spend restarts at zero).",
     "LedgerSettings.gap_after": "A silence between two observations of a pool longer than this is a gap, charged "
     "at the larger capacity on either side (duration).",
 }

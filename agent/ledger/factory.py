@@ -12,4 +12,4 @@ def open_ledger(settings: LedgerSettings) -> Ledger:
     """The SQLite ledger at ``settings.path`` (the default), or an in-memory one for simulations."""
     if settings.backend == "memory":
         return InMemoryLedger()
-    return SqliteLedger(settings.path)
+    return SqliteLedger(settings.path, fresh_if_empty=settings.fresh_if_empty)

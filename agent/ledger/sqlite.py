@@ -1,16 +1,23 @@
 """The SQLite ledger: spend entries in an embedded database file, so spend survives restarts.
 
-Each ``record_many`` is one transaction, so a crash leaves either all of a reading's entries or none. Times are
-stored as integer microseconds since the Unix epoch (UTC), which keeps keys exact and ordering trivial. What a
-repeated (pool, start) stores is decided by ``accrual.resolve``, the same rule the in-memory ledger follows.
-sqlite3 errors are translated into ``LedgerUnavailable`` here.
+Each ``record_many`` and ``update`` is one transaction, so a crash leaves either all of a reading's entries or
+none; ``update`` reads the pools' newest entries inside its ``BEGIN IMMEDIATE`` transaction, so no other writer
+commits between that read and the write. Times are stored as integer microseconds since the Unix epoch (UTC),
+which keeps keys exact and ordering trivial. What a repeated (pool, start) stores is decided by
+``accrual.resolve``, the same rule the in-memory ledger follows. sqlite3 errors are translated into
+``LedgerUnavailable`` here.
+
+Two guards against losing spend without a word (see ``agent.ledger.guard``): a zero-length file is refused
+unless ``fresh_if_empty`` (it was a ledger whose contents are gone, or a file created by mistake: either way
+month-to-date spend would silently restart at zero), and only one process at a time may open the file for
+writing, enforced by an exclusive lock on ``<path>.lock``.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,6 +25,8 @@ from types import TracebackType
 from typing import Any
 
 from agent.ledger.accrual import resolve
+from agent.ledger.base import Newest
+from agent.ledger.guard import WriterLock, refuse_empty_file
 from models import LedgerEntry, LedgerUnavailable
 
 SCHEMA_VERSION = 1
@@ -35,23 +44,39 @@ CREATE TABLE IF NOT EXISTS entries (
 CREATE INDEX IF NOT EXISTS entries_by_end ON entries (pool_id, end_us);
 """
 _COLUMNS = "pool_id, start_us, end_us, units, cost_usd"
+_NEWEST = f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
 class SqliteLedger:
-    """A ledger in the SQLite file at ``path`` (created with its parent directory when missing)."""
+    """A ledger in the SQLite file at ``path`` (created with its parent directory when missing).
 
-    def __init__(self, path: str | Path) -> None:
+    ``fresh_if_empty`` accepts a zero-length file as a new ledger. ``exclusive=False`` skips the writer lock; it
+    is only for a process that reads, or for showing that the write transaction alone keeps two writers exact.
+    """
+
+    def __init__(self, path: str | Path, *, fresh_if_empty: bool = False, exclusive: bool = True) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._writer: WriterLock | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerUnavailable(f"cannot open the ledger file {self.path}: {exc}") from None
+        if exclusive:
+            self._writer = WriterLock.acquire(self.path)
+        try:
+            refuse_empty_file(self.path, fresh_if_empty)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, LedgerUnavailable) as exc:
+            self._release_writer()
+            if isinstance(exc, LedgerUnavailable):
+                raise
             raise LedgerUnavailable(f"cannot open the ledger file {self.path}: {exc}") from None
         try:
             self._prepare()
         except sqlite3.Error as exc:
             self._db.close()
+            self._release_writer()
             raise LedgerUnavailable(
                 f"{self.path} is not a usable leadtime ledger ({exc}); point ledger.path at a new file"
             ) from None
@@ -64,14 +89,12 @@ class SqliteLedger:
         if not entries:
             return
         with self._transaction() as db:
-            for entry in entries:
-                row = db.execute(
-                    f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? AND start_us = ?",
-                    (entry.pool_id, _to_us(entry.start)),
-                ).fetchone()
-                stored = resolve(None if row is None else _entry(row), entry)
-                if stored is not None:
-                    db.execute(f"INSERT OR REPLACE INTO entries ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", _row(stored))
+            self._write(db, entries)
+
+    def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
+        with self._transaction() as db:
+            newest = {pool: self._newest(db, pool) for pool in pools}
+            self._write(db, derive(newest))
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))
@@ -90,10 +113,7 @@ class SqliteLedger:
         return None if last is None else last.end
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
-        rows = self._query(
-            f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1",
-            (pool_id,),
-        )
+        rows = self._query(_NEWEST, (pool_id,))
         return _entry(rows[0]) if rows else None
 
     # -- reading back, closing ----------------------------------------------------------------------------
@@ -105,6 +125,7 @@ class SqliteLedger:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._release_writer()
 
     def __enter__(self) -> SqliteLedger:
         return self
@@ -131,6 +152,27 @@ class SqliteLedger:
                     db.execute(statement)
             db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+
+    @staticmethod
+    def _newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
+        row = db.execute(_NEWEST, (pool_id,)).fetchone()
+        return None if row is None else _entry(row)
+
+    @staticmethod
+    def _write(db: sqlite3.Connection, entries: Sequence[LedgerEntry]) -> None:
+        for entry in entries:
+            row = db.execute(
+                f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? AND start_us = ?",
+                (entry.pool_id, _to_us(entry.start)),
+            ).fetchone()
+            stored = resolve(None if row is None else _entry(row), entry)
+            if stored is not None:
+                db.execute(f"INSERT OR REPLACE INTO entries ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", _row(stored))
+
+    def _release_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.release()
+            self._writer = None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:

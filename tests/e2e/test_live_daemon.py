@@ -170,3 +170,16 @@ def _leader_ticks(port: int) -> float:
         return 0.0
     line = 'leadtime_ticks_total{outcome="ok",role="leader"} '
     return next((float(row.split()[-1]) for row in body.splitlines() if row.startswith(line)), 0.0)
+
+
+def test_run_refuses_an_empty_ledger_file_naming_it_and_the_way_to_start_fresh(
+    rig: Rig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = rig.workdir / "ledger.sqlite"
+    ledger.touch()
+    config = rig.write_config(tmp_path / "leadtime.yaml")
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"the ledger file {ledger} is empty (0 bytes)" in err
+    assert "--fresh-ledger" in err and "Traceback" not in err
+    assert ledger.stat().st_size == 0
