@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= out/demo
 
-.PHONY: demo test lint prometheus manifests clean
+.PHONY: demo test lint prometheus postgresql manifests clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,7 +26,16 @@ prometheus:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@prometheus --version 2>&1 | head -1
 
-test: $(STAMP) prometheus
+# The tests start their own PostgreSQL server (Debian package `postgresql`; initdb and postgres live under
+# /usr/lib/postgresql/<major>/bin); install it when it is missing.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
+	@ls -d /usr/lib/postgresql/*/bin/postgres | tail -1
+
+test: $(STAMP) prometheus postgresql
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)

@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,11 +27,11 @@ from typing import Any
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
 from agent.ledger.guard import WriterLock, refuse_empty_file
+from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
 SCHEMA_VERSION = 1
 _APPLICATION_ID = 0x4C44_5447  # "LDTG": marks the file as a leadtime ledger
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
     pool_id  TEXT    NOT NULL,
@@ -43,8 +43,7 @@ CREATE TABLE IF NOT EXISTS entries (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_by_end ON entries (pool_id, end_us);
 """
-_COLUMNS = "pool_id, start_us, end_us, units, cost_usd"
-_NEWEST = f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
+_NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
 class SqliteLedger:
@@ -104,7 +103,7 @@ class SqliteLedger:
         row = self._query(
             f"SELECT COALESCE(SUM(cost_usd), 0.0) FROM entries WHERE pool_id IN ({marks})"
             " AND start_us >= ? AND start_us < ?",
-            (*wanted, _to_us(start), _to_us(end)),
+            (*wanted, to_us(start), to_us(end)),
         )
         return float(row[0][0])
 
@@ -114,13 +113,13 @@ class SqliteLedger:
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         rows = self._query(_NEWEST, (pool_id,))
-        return _entry(rows[0]) if rows else None
+        return from_row(rows[0]) if rows else None
 
     # -- reading back, closing ----------------------------------------------------------------------------
     def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:
         where, args = ("WHERE pool_id = ?", (pool_id,)) if pool_id is not None else ("", ())
-        rows = self._query(f"SELECT {_COLUMNS} FROM entries {where} ORDER BY start_us, pool_id", args)
-        return [_entry(r) for r in rows]
+        rows = self._query(f"SELECT {COLUMNS} FROM entries {where} ORDER BY start_us, pool_id", args)
+        return [from_row(r) for r in rows]
 
     def close(self) -> None:
         with self._lock:
@@ -156,18 +155,18 @@ class SqliteLedger:
     @staticmethod
     def _newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
         row = db.execute(_NEWEST, (pool_id,)).fetchone()
-        return None if row is None else _entry(row)
+        return None if row is None else from_row(row)
 
     @staticmethod
     def _write(db: sqlite3.Connection, entries: Sequence[LedgerEntry]) -> None:
         for entry in entries:
             row = db.execute(
-                f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? AND start_us = ?",
-                (entry.pool_id, _to_us(entry.start)),
+                f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? AND start_us = ?",
+                (entry.pool_id, to_us(entry.start)),
             ).fetchone()
-            stored = resolve(None if row is None else _entry(row), entry)
+            stored = resolve(None if row is None else from_row(row), entry)
             if stored is not None:
-                db.execute(f"INSERT OR REPLACE INTO entries ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", _row(stored))
+                db.execute(f"INSERT OR REPLACE INTO entries ({COLUMNS}) VALUES (?, ?, ?, ?, ?)", to_row(stored))
 
     def _release_writer(self) -> None:
         if self._writer is not None:
@@ -194,22 +193,3 @@ class SqliteLedger:
                 return list(self._db.execute(sql, tuple(args)).fetchall())
             except sqlite3.Error as exc:
                 raise LedgerUnavailable(f"cannot read the ledger {self.path}: {exc}") from None
-
-
-def _to_us(when: datetime) -> int:
-    if when.tzinfo is None:
-        raise ValueError(f"ledger times must be tz-aware, got {when.isoformat()}")
-    return (when - _EPOCH) // timedelta(microseconds=1)
-
-
-def _from_us(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
-
-def _row(entry: LedgerEntry) -> tuple[str, int, int, int, float]:
-    return (entry.pool_id, _to_us(entry.start), _to_us(entry.end), entry.units, entry.cost_usd)
-
-
-def _entry(row: tuple[Any, ...]) -> LedgerEntry:
-    pool_id, start, end, units, cost = row
-    return LedgerEntry(str(pool_id), _from_us(int(start)), _from_us(int(end)), int(units), float(cost))

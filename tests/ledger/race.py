@@ -7,11 +7,13 @@ charged exactly once: a hole (an interval nobody charged) is spend lost, an over
 ``measure`` reads the ledger back and reports both against what the span should have cost.
 
 Run one writer as ``python -m tests.ledger.race BACKEND TARGET ROLE TICKS POOLS`` (BACKEND ``sqlite`` with a
-file, or ``postgres`` with a connection string); ``run_two_writers`` starts two and releases them together.
+file, or ``postgresql`` with a URL, the password in ``LEADTIME_LEDGER_PASSWORD``); ``run_two_writers`` starts two
+and releases them together.
 """
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -29,6 +31,7 @@ T0 = datetime(2024, 5, 31, 22, 0, tzinfo=UTC)
 HALF_MINUTE = timedelta(seconds=30)
 UNITS, PRICE = 4, 10.0  # 40 USD an hour per pool
 GAP_AFTER = timedelta(hours=1)
+PASSWORD_ENV = "LEADTIME_LEDGER_PASSWORD"
 
 
 def pools(count: int) -> list[str]:
@@ -94,13 +97,16 @@ def measure(entries_of: Callable[[str], Sequence[LedgerEntry]], pool_count: int)
     return Outcome(expected, charged, holes, overlaps, uncharged, doubled)
 
 
-def run_two_writers(backend: str, target: str, ticks: int, pool_count: int, timeout_s: float = 120.0) -> None:
+def run_two_writers(
+    backend: str, target: str, ticks: int, pool_count: int, password: str | None = None, timeout_s: float = 120.0
+) -> None:
     """Start both writers, let each open its ledger, then release both for each tick once both finished the
     previous one; fail if either fails."""
     children = [
         subprocess.Popen(
             [sys.executable, "-m", "tests.ledger.race", backend, target, str(role), str(ticks), str(pool_count)],
             cwd=ROOT,
+            env={**os.environ, PASSWORD_ENV: password or ""},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -139,6 +145,10 @@ def open_writer_ledger(backend: str, target: str) -> Ledger:
         from agent.ledger.sqlite import SqliteLedger
 
         return SqliteLedger(target, exclusive=False)
+    if backend == "postgresql":
+        from agent.ledger.postgres import PostgresLedger
+
+        return PostgresLedger(target, os.environ[PASSWORD_ENV])
     raise SystemExit(f"unknown backend {backend!r}")
 
 
