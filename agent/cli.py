@@ -22,7 +22,7 @@ from agent.version import version_text
 from models import ConfigError, LeadtimeError
 from models.redaction import redact
 
-COMMANDS = ("backtest", "config_reference", "recommend", "run", "simulate", "validate_config")
+COMMANDS = ("backtest", "config_reference", "ledger", "recommend", "run", "simulate", "validate_config")
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 DEFAULTS = {"log_level": "WARNING", "log_format": "text"}
