@@ -4,7 +4,12 @@ schema it does not know, surviving a restart to the cent and a lost connection."
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -21,9 +26,12 @@ from config.ledger import LedgerSettings
 from models import ConfigError, LedgerEntry, LedgerUnavailable
 from tests.postgres.fixtures import POSTGRES, Database
 from tests.postgres.server import free_port
+from tests.unit import test_ledger_sqlite as sqlite_restart
 from tests.unit.test_config_alerts_ledger import BASE
 
 pytestmark = POSTGRES
+
+ROOT = Path(__file__).resolve().parents[2]
 
 T0 = datetime(2024, 6, 30, 23, 0, 3, 250001, tzinfo=UTC)
 SPEND = LedgerEntry("a100", T0, T0 + timedelta(minutes=15), 4, 10.0)
@@ -157,3 +165,51 @@ def _reference(readings: list[PoolReading]) -> list[LedgerEntry]:
     memory = InMemoryLedger()
     SpendMeter(memory, timedelta(minutes=10)).observe(readings)
     return memory.entries()
+
+
+_WRITER = """
+import os, sys
+from agent.ledger.meter import SpendMeter
+from agent.ledger.postgres import PostgresLedger
+from tests.unit.test_ledger_sqlite import GAP, readings
+ledger = PostgresLedger(sys.argv[1], os.environ["LEADTIME_LEDGER_PASSWORD"])
+meter = SpendMeter(ledger, GAP)
+for i, reading in enumerate(readings(3000)):
+    meter.observe([reading])
+    if i == 200:
+        print("ready", flush=True)
+"""
+
+
+def test_a_killed_writer_leaves_a_ledger_that_replay_completes(postgres_database: Database) -> None:
+    child = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, postgres_database.url],
+        cwd=ROOT,
+        env={**os.environ, "LEADTIME_LEDGER_PASSWORD": postgres_database.password},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.05)
+        os.kill(child.pid, signal.SIGKILL)
+    finally:
+        child.wait(timeout=10)
+    assert child.returncode == -signal.SIGKILL
+    feed = sqlite_restart.readings(3000)
+    with PostgresLedger(postgres_database.url, postgres_database.password) as ledger:
+        recorded = len(ledger.entries())
+        SpendMeter(ledger, sqlite_restart.GAP).observe(feed)
+        got = ledger.entries()
+    assert 0 < recorded < len(got)
+    assert got == sqlite_restart.reference(feed).entries()
+
+
+def test_close_reopen_and_replay_loses_and_duplicates_nothing(postgres_database: Database) -> None:
+    feed = sqlite_restart.readings(300)
+    with PostgresLedger(postgres_database.url, postgres_database.password) as first:
+        SpendMeter(first, sqlite_restart.GAP).observe(feed[:250])
+    with PostgresLedger(postgres_database.url, postgres_database.password) as second:
+        SpendMeter(second, sqlite_restart.GAP).observe(feed[100:])  # replays 150 readings already recorded
+        assert second.entries() == sqlite_restart.reference(feed).entries()
