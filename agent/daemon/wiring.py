@@ -25,7 +25,7 @@ from agent.daemon.endpoints import EndpointServer
 from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.guard import LeaderOnlyActuator, LeaderOnlyDrainer, Leadership
 from agent.daemon.health import HealthState
-from agent.daemon.kube import KubernetesUnconfigured, lease_namespace, replica_identity
+from agent.daemon.kube import lease_namespace, replica_identity
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.runtime import DaemonRuntime, Schedule
@@ -39,6 +39,7 @@ from agent.state.configmap import KubernetesStateStore
 from config.schema import Settings
 from forecasting.base import Forecaster
 from forecasting.factory import build_forecaster
+from models import KubernetesUnconfigured
 from models.clock import Clock
 
 
