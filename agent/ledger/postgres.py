@@ -6,6 +6,9 @@ takes a transaction-scoped advisory lock on the ledger, so writers (several agen
 ``update`` reads the pools' newest entries after taking it, so no other writer commits between that read and the
 write. Readers never wait for the lock.
 
+Budget reservations (``agent.ledger.reservations``) live beside the entries and are decided under the same
+writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them.
+
 The schema is versioned: ``MIGRATIONS`` are applied in order at open, inside one transaction holding another
 advisory lock, so two agents starting at once apply each migration exactly once. A database whose schema is newer
 than this release knows is refused. The password never appears in the URL, the settings or any message: it is
@@ -25,6 +28,7 @@ import psycopg
 
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
+from agent.ledger.reservations import Grant, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
@@ -49,6 +53,20 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
             )""",
             "CREATE INDEX leadtime_ledger_entries_by_end"
             " ON leadtime_ledger_entries (pool_id, end_us DESC, start_us DESC)",
+        ),
+    ),
+    (
+        2,
+        (
+            """CREATE TABLE leadtime_budget_reservations (
+                id         bigserial        PRIMARY KEY,
+                budget     text             NOT NULL,
+                holder     text             NOT NULL,
+                amount_usd double precision NOT NULL CHECK (amount_usd >= 0),
+                created_us bigint           NOT NULL,
+                expires_us bigint           NOT NULL
+            )""",
+            "CREATE INDEX leadtime_budget_reservations_by_budget ON leadtime_budget_reservations (budget, expires_us)",
         ),
     ),
 )
@@ -127,6 +145,56 @@ class PostgresLedger:
             (pool_id,),
         )
         return from_row(rows[0]) if rows else None
+
+    # -- Reservations (see agent.ledger.reservations) ------------------------------------------------------
+    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
+        def decide(db: Connection) -> Grant:
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+                db.execute(
+                    "DELETE FROM leadtime_budget_reservations WHERE budget = %s AND expires_us <= %s",
+                    (request.budget, to_us(now)),
+                )
+                row = db.execute(
+                    "SELECT (SELECT COALESCE(SUM(cost_usd), 0.0) FROM leadtime_ledger_entries"
+                    "        WHERE pool_id = ANY(%s) AND start_us >= %s AND start_us < %s),"
+                    "       (SELECT COALESCE(SUM(amount_usd), 0.0) FROM leadtime_budget_reservations"
+                    "        WHERE budget = %s)",
+                    (list(request.pools), to_us(request.period_start), to_us(request.period_end), request.budget),
+                ).fetchone()
+                assert row is not None
+                headroom = request.cap_usd - float(row[0]) - float(row[1])
+                if request.amount_usd > headroom:
+                    return Grant(None, headroom)
+                granted = db.execute(
+                    "INSERT INTO leadtime_budget_reservations (budget, holder, amount_usd, created_us, expires_us)"
+                    " VALUES (%s, %s, %s, %s, %s) RETURNING id",
+                    (request.budget, request.holder, request.amount_usd, to_us(now), to_us(now + request.ttl)),
+                ).fetchone()
+                assert granted is not None
+                return Grant(int(granted[0]), headroom)
+
+        with self._lock:
+            return self._run("reserve in", decide)
+
+    def release(self, reservation_ids: Sequence[int]) -> None:
+        if not reservation_ids:
+            return
+        with self._lock:
+            self._run(
+                "release in",
+                lambda db: db.execute(
+                    "DELETE FROM leadtime_budget_reservations WHERE id = ANY(%s)", (list(reservation_ids),)
+                ),
+            )
+
+    def reserved(self, budget: str, now: datetime) -> float:
+        rows = self._query(
+            "SELECT COALESCE(SUM(amount_usd), 0.0) FROM leadtime_budget_reservations"
+            " WHERE budget = %s AND expires_us > %s",
+            (budget, to_us(now)),
+        )
+        return float(rows[0][0])
 
     # -- reading back, closing ----------------------------------------------------------------------------
     def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:
