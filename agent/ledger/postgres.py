@@ -148,32 +148,56 @@ class PostgresLedger:
 
     # -- Reservations (see agent.ledger.reservations) ------------------------------------------------------
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
-        def decide(db: Connection) -> Grant:
+        return self.reserve_many([request], now)[0]
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        """Decide the requests in order, in one transaction: each sees the grants before it."""
+
+        def decide(db: Connection) -> list[Grant]:
+            names = sorted({r.budget for r in requests})
             with db.transaction():
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
                 db.execute(
-                    "DELETE FROM leadtime_budget_reservations WHERE budget = %s AND expires_us <= %s",
-                    (request.budget, to_us(now)),
+                    "DELETE FROM leadtime_budget_reservations WHERE budget = ANY(%s) AND expires_us <= %s",
+                    (names, to_us(now)),
                 )
-                row = db.execute(
-                    "SELECT (SELECT COALESCE(SUM(cost_usd), 0.0) FROM leadtime_ledger_entries"
-                    "        WHERE pool_id = ANY(%s) AND start_us >= %s AND start_us < %s),"
-                    "       (SELECT COALESCE(SUM(amount_usd), 0.0) FROM leadtime_budget_reservations"
-                    "        WHERE budget = %s)",
-                    (list(request.pools), to_us(request.period_start), to_us(request.period_end), request.budget),
-                ).fetchone()
-                assert row is not None
-                headroom = request.cap_usd - float(row[0]) - float(row[1])
-                if request.amount_usd > headroom:
-                    return Grant(None, headroom)
-                granted = db.execute(
-                    "INSERT INTO leadtime_budget_reservations (budget, holder, amount_usd, created_us, expires_us)"
-                    " VALUES (%s, %s, %s, %s, %s) RETURNING id",
-                    (request.budget, request.holder, request.amount_usd, to_us(now), to_us(now + request.ttl)),
-                ).fetchone()
-                assert granted is not None
-                return Grant(int(granted[0]), headroom)
+                reserved = dict.fromkeys(names, 0.0)
+                for budget, amount in db.execute(
+                    "SELECT budget, SUM(amount_usd) FROM leadtime_budget_reservations"
+                    " WHERE budget = ANY(%s) GROUP BY budget",
+                    (names,),
+                ).fetchall():
+                    reserved[str(budget)] = float(amount)
+                recorded = _recorded(db, requests)
+                grants: list[Grant] = []
+                rows: list[tuple[str, str, float, int, int]] = []
+                for i, request in enumerate(requests):
+                    headroom = request.cap_usd - recorded[i] - reserved[request.budget]
+                    if request.amount_usd > headroom:
+                        grants.append(Grant(None, headroom))
+                        continue
+                    reserved[request.budget] += request.amount_usd
+                    grants.append(Grant(len(rows), headroom))  # the row's place until the database numbers it
+                    rows.append(
+                        (request.budget, request.holder, request.amount_usd, to_us(now), to_us(now + request.ttl))
+                    )
+                if not rows:
+                    return grants
+                ids = sorted(  # numbered in insertion order: every insert holds the writer lock
+                    int(r[0])
+                    for r in db.execute(
+                        "INSERT INTO leadtime_budget_reservations (budget, holder, amount_usd, created_us, expires_us)"
+                        " SELECT r.budget, r.holder, r.amount_usd, r.created_us, r.expires_us"
+                        " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[], %s::bigint[])"
+                        " WITH ORDINALITY AS r (budget, holder, amount_usd, created_us, expires_us, n) ORDER BY r.n"
+                        " RETURNING id",
+                        [list(column) for column in zip(*rows, strict=True)],
+                    ).fetchall()
+                )
+                return [g if g.reservation_id is None else Grant(ids[g.reservation_id], g.headroom_usd) for g in grants]
 
+        if not requests:
+            return []
         with self._lock:
             return self._run("reserve in", decide)
 
@@ -263,6 +287,26 @@ class PostgresLedger:
                     for statement in statements:
                         db.execute(statement)
                     db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
+
+
+def _recorded(db: Connection, requests: Sequence[ReservationRequest]) -> list[float]:
+    """Recorded spend of each request's pools in its period, by the request's place."""
+    rows = [
+        (i, pool, to_us(r.period_start), to_us(r.period_end))
+        for i, r in enumerate(requests)
+        for pool in sorted(set(r.pools))
+    ]
+    recorded = [0.0] * len(requests)
+    if rows:
+        for i, spent in db.execute(
+            "SELECT q.i, SUM(x.cost_usd) FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[])"
+            " AS q (i, pool_id, period_start, period_end)"
+            " JOIN leadtime_ledger_entries AS x ON x.pool_id = q.pool_id"
+            " AND x.start_us >= q.period_start AND x.start_us < q.period_end GROUP BY q.i",
+            [list(column) for column in zip(*rows, strict=True)],
+        ).fetchall():
+            recorded[int(i)] = float(spent)
+    return recorded
 
 
 def _write(db: Connection, entries: Sequence[LedgerEntry]) -> None:

@@ -38,6 +38,20 @@ def test_a_reservation_counts_recorded_and_reserved_spend_against_the_cap(postgr
         assert ledger.reserve(ask(50.0), NOW).granted
 
 
+def test_requests_decided_together_each_see_the_grants_before_them(postgres_database: Database) -> None:
+    other = ReservationRequest("training", ("tpu",), *PERIOD, 10.0, 6.0, "agent-a", timedelta(minutes=10))
+    with PostgresLedger(postgres_database.url, postgres_database.password) as ledger:
+        grants = ledger.reserve_many([ask(60.0), other, ask(30.0), ask(20.0), other], NOW)
+        assert [g.granted for g in grants] == [True, True, True, False, False]
+        assert [g.headroom_usd for g in grants] == pytest.approx([100.0, 10.0, 40.0, 10.0, 4.0])
+        assert ledger.reserved("research", NOW) == pytest.approx(90.0)
+        ids = [g.reservation_id for g in grants if g.reservation_id is not None]
+        assert len(set(ids)) == 3
+        ledger.release(ids[:1])  # the first request's reservation: 60 USD of research
+        assert ledger.reserved("research", NOW) == pytest.approx(30.0)
+        assert ledger.reserved("training", NOW) == pytest.approx(6.0)
+
+
 def test_a_reservation_of_an_agent_that_died_expires(postgres_database: Database) -> None:
     with PostgresLedger(postgres_database.url, postgres_database.password) as ledger:
         assert ledger.reserve(ask(80.0, ttl=timedelta(minutes=5)), NOW).granted
