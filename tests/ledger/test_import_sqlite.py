@@ -27,10 +27,11 @@ MONTH = (datetime(2024, 7, 1, tzinfo=UTC), datetime(2024, 8, 1, tzinfo=UTC))
 def _sqlite_ledger(path: Path) -> None:
     rng = random.Random(11)
     with SqliteLedger(path) as ledger:
-        meter = SpendMeter(ledger, timedelta(minutes=5))
-        for minute in range(0, 600, 3):
-            at = T0 + timedelta(minutes=minute)
-            meter.observe([PoolReading(p, at, rng.randint(0, 6), 12.5) for p in ("a100", "h100")])
+        SpendMeter(ledger, timedelta(minutes=5)).observe(  # 200 ticks of two pools, in one transaction
+            PoolReading(p, T0 + timedelta(minutes=minute), rng.randint(0, 6), 12.5)
+            for minute in range(0, 600, 3)
+            for p in ("a100", "h100")
+        )
 
 
 def _config(tmp_path: Path, database: Database, monkeypatch: pytest.MonkeyPatch) -> Path:
