@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from agent.cli import main
 from agent.daemon.live import live_parts
 from agent.daemon.wiring import AssembledDaemon, assemble
+from agent.ledger.sqlite import SqliteLedger
 from agent.notify import RecordingNotifier
 from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
 
@@ -137,9 +138,11 @@ def test_leadtime_run_as_a_process_resizes_a_pool_and_stops_on_sigterm(rig: Rig,
     config = tmp_path / "leadtime.yaml"
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     log = tmp_path / "leadtime.log"
+    ledger = rig.workdir / "ledger.sqlite"
+    ledger.touch()  # an empty ledger file: refused without --fresh-ledger (see the test below)
     with log.open("w") as err:
         process = subprocess.Popen(
-            [str(LEADTIME), "--log-level", "INFO", "run", "--config", str(config)],
+            [str(LEADTIME), "--log-level", "INFO", "run", "--config", str(config), "--fresh-ledger"],
             env={**os.environ, **ENVIRON},
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -160,6 +163,8 @@ def test_leadtime_run_as_a_process_resizes_a_pool_and_stops_on_sigterm(rig: Rig,
     assert rig.gke.calls("POST", f"/nodePools/{NODE_POOLS[SPOT]}:setSize") == 1, text
     assert "daemon stopped and handed over the lease" in text
     assert "Traceback" not in text
+    with SqliteLedger(ledger) as spend:  # the fresh ledger charged the pools while the daemon ran
+        assert spend.entries()
 
 
 def _leader_ticks(port: int) -> float:
