@@ -213,3 +213,10 @@ def test_close_reopen_and_replay_loses_and_duplicates_nothing(postgres_database:
     with PostgresLedger(postgres_database.url, postgres_database.password) as second:
         SpendMeter(second, sqlite_restart.GAP).observe(feed[100:])  # replays 150 readings already recorded
         assert second.entries() == sqlite_restart.reference(feed).entries()
+
+
+def test_the_tls_mode_reaches_the_driver(postgres_database: Database) -> None:
+    # The test server has no certificate: requiring TLS must fail the connection, not fall back to plain text.
+    required = LedgerSettings(backend="postgresql", url=postgres_database.url, sslmode="require")
+    with pytest.raises(LedgerUnavailable, match="server does not support SSL"):
+        open_ledger(required, {"LEADTIME_LEDGER_PASSWORD": postgres_database.password})
