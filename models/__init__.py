@@ -34,7 +34,7 @@ from models.plan import (
     Skip,
     SkipReason,
 )
-from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState
+from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState, ZoneState
 
 __all__ = [
     "AcceleratorFamily",
@@ -72,4 +72,5 @@ __all__ = [
     "StateUnavailable",
     "TraceError",
     "TransientActuatorError",
+    "ZoneState",
 ]

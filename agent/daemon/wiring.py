@@ -93,6 +93,7 @@ def assemble(
             lease_duration=election.lease_duration,
             renew_deadline=election.renew_deadline,
             request_timeout=timeout,
+            monotonic=clock.monotonic,
         )
         events = KubernetesEventRecorder(
             k8s.CoreV1Api(parts.kube),
