@@ -162,7 +162,7 @@ def test_leadtime_run_as_a_process_resizes_a_pool_and_stops_on_sigterm(rig: Rig,
     text = log.read_text()
     assert rig.gke.calls("POST", f"/nodePools/{NODE_POOLS[SPOT]}:setSize") == 1, text
     assert "daemon stopped and handed over the lease" in text
-    assert "Traceback" not in text
+    assert "Traceback" not in text, text
     with SqliteLedger(ledger) as spend:  # the fresh ledger charged the pools while the daemon ran
         assert spend.entries()
 
