@@ -208,8 +208,19 @@ FIELDS: dict[str, str] = {
     "AlertSettings.stalled_after_lead_times": "Alert when a scale-up has not arrived after this many of its pool's "
     "lead times.",
     # -- ledger
-    "LedgerSettings.backend": "`sqlite` (a file that survives restarts) or `memory` (simulations).",
-    "LedgerSettings.path": "File of the SQLite ledger.",
+    "LedgerSettings.backend": "`sqlite` (a file that survives restarts), `postgresql` (a database shared by "
+    "replicas and agents) or `memory` (simulations).",
+    "LedgerSettings.path": "File of the SQLite ledger; one process at a time writes it (lock file `<path>.lock`).",
+    "LedgerSettings.fresh_if_empty": "Start a new ledger in a zero-length ledger file instead of refusing it "
+    "(month-to-date spend restarts at zero).",
+    "LedgerSettings.url": "PostgreSQL ledger: `postgresql://USER@HOST:PORT/DATABASE`, without a password.",
+    "LedgerSettings.password_env": "Environment variable holding the PostgreSQL password (read when no "
+    "`password_file` is set).",
+    "LedgerSettings.password_file": "File holding the PostgreSQL password (a mounted Secret); read when set.",
+    "LedgerSettings.sslmode": "TLS to PostgreSQL: `disable`, `allow`, `prefer`, `require`, `verify-ca` or "
+    "`verify-full` (use `verify-full` in production).",
+    "LedgerSettings.sslrootcert": "CA certificate file that the PostgreSQL server certificate is checked against.",
+    "LedgerSettings.connect_timeout": "Timeout of one connection attempt to PostgreSQL (duration).",
     "LedgerSettings.gap_after": "A silence between two observations of a pool longer than this is a gap, charged "
     "at the larger capacity on either side (duration).",
 }

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from config.rules import check_rules
 from config.schema import Settings
 from models import ConfigError, ConfigProblem
+from models.redaction import redact
 
 
 def load_settings(path: str | Path) -> Settings:
@@ -71,5 +72,5 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
     else:
         message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
         if "input" in error and kind not in ("model_type", "dict_type"):
-            message += f" (got {error['input']!r})"
+            message += f" (got {redact(repr(error['input']))})"  # a credential in a URL is not echoed
     return ConfigProblem(path, message)
