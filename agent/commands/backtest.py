@@ -8,7 +8,6 @@ JSON has ``models.<name>.{family, mase, pinball, coverage, fit_seconds, predict_
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Iterable
 from datetime import timedelta
@@ -19,6 +18,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from agent.sources import read_trace
+from agent.strict_json import write_json
 from config.durations import parse_duration
 from forecasting.backtest import BacktestSpec, Grid, run_backtest
 from forecasting.registry import FAMILIES, build
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_backtest(grid, factories, spec, progress=bar, families=FAMILIES)
     result["trace"]["path"] = args.trace  # type: ignore[index]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(_clean(result), indent=2) + "\n")
+    write_json(Path(args.out), result)
     print(_table(result, quantiles[-1][0], [h for h, _ in spec.horizons]))
     print(f"wrote {args.out}")
     return 0
@@ -120,17 +120,6 @@ def _time(text: str, flag: str) -> pd.Timestamp:
     except ValueError:
         raise BacktestInputError(f"{flag}: cannot read {text!r} as an ISO-8601 time") from None
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-
-
-def _clean(value: Any) -> Any:
-    """JSON has no NaN: missing scores become null."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:

@@ -6,7 +6,6 @@ The results document (and the report drawn from it) is redacted: the configurati
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,6 +20,7 @@ from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
+from agent.strict_json import write_json
 from config import load_settings
 from models import LeadtimeError
 from models.redaction import redact_tree
@@ -105,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
     document = redact_tree(results_document(settings, args.config, trace, window, runs, comparison))
-    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_json(out / "results.json", document)
     write_simulation_report(out / "report.html", document, window, runs, settings)
     _print_table(document)
     print(f"wrote {out / 'results.json'} and {out / 'report.html'}")
