@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
@@ -62,6 +63,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if spec.end <= spec.start:
         raise BacktestInputError(f"--end {spec.end.isoformat()} must come after --start {spec.start.isoformat()}")
+    _require_data(grid, spec)
     names = _names(args.models, FAMILIES, "models")
     levels = tuple(q for _, q in quantiles)
     factories = {name: (lambda n=name: build(n, quantiles=tuple(sorted({0.5, *levels})))) for name in names}
@@ -143,3 +145,13 @@ def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:
         summary.append(f"{sum(finite) / len(finite):.4f}".rjust(15) if finite else "-".rjust(15))
     lines.append("mean".ljust(24) + "".join(summary))
     return "\n".join(lines)
+
+
+def _require_data(grid: Grid, spec: BacktestSpec) -> None:
+    """A window without a single observed value has nothing to score: say so instead of writing empty scores."""
+    lo, hi = grid.index.searchsorted(spec.start), grid.index.searchsorted(spec.end)
+    if not np.isfinite(grid.values[lo:hi]).any():
+        raise BacktestInputError(
+            f"no observed demand in the window {spec.start.isoformat()} .. {spec.end.isoformat()} of the trace "
+            f"({grid.index[0].isoformat()} .. {grid.index[-1].isoformat()}); choose --start/--end where it has data"
+        )
