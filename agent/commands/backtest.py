@@ -23,13 +23,9 @@ from agent.strict_json import write_json
 from config.durations import parse_duration
 from forecasting.backtest import BacktestSpec, Grid, run_backtest
 from forecasting.registry import FAMILIES, build
-from models import LeadtimeError
+from models import BacktestInputError
 
 DEFAULT_MODELS = "naive,seasonal_naive,ets,stl,lightgbm,auto"
-
-
-class BacktestInputError(LeadtimeError):
-    """The backtest was asked for something it cannot do (bad time, horizon, quantile or model)."""
 
 
 def register(sub: Any) -> None:
@@ -150,7 +146,7 @@ def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:
 def _require_data(grid: Grid, spec: BacktestSpec) -> None:
     """A window without a single observed value has nothing to score: say so instead of writing empty scores."""
     lo, hi = grid.index.searchsorted(spec.start), grid.index.searchsorted(spec.end)
-    if not np.isfinite(grid.values[lo:hi]).any():
+    if lo < hi and not np.isfinite(grid.values[lo:hi]).any():  # outside the trace: "no origin" says more
         raise BacktestInputError(
             f"no observed demand in the window {spec.start.isoformat()} .. {spec.end.isoformat()} of the trace "
             f"({grid.index[0].isoformat()} .. {grid.index[-1].isoformat()}); choose --start/--end where it has data"
