@@ -26,7 +26,7 @@ _Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerialize
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class NodePoolMapping(_Section):
