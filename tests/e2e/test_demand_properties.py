@@ -22,7 +22,7 @@ from agent.strict_json import dumps
 from config import settings_from_mapping
 from models import AlertKind, SkipReason, TraceError
 from models.demand import MAX_DEMAND, implausible_demand
-from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, Rig, live_agent
+from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, Rig, end_process, live_agent
 from tests.fakes import kube_objects as objs
 
 
@@ -48,7 +48,11 @@ def test_no_implausible_value_from_prometheus_ever_shrinks_a_pool(rig: Rig, kube
     for value in _implausible_values(seed=20, count=8):
         rig.prometheus.set_demand(CLASS, value)
         notifier = RecordingNotifier()
-        report = live_agent(rig, config, kube_client, notifier).run_once(rig.clock.now())
+        agent = live_agent(rig, config, kube_client, notifier)
+        try:
+            report = agent.run_once(rig.clock.now())
+        finally:
+            end_process(agent)  # each value is a fresh agent process on the same ledger
 
         assert report.plan.resizes == (), value
         assert report.results == (), value
