@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Iterator
 from datetime import datetime
 
+from config.aws import check_aws
 from config.cloud import check_cloud
 from config.prometheus import prometheus_problems
 from config.schema import Settings
@@ -19,7 +20,8 @@ def check_rules(settings: Settings) -> list[ConfigProblem]:
         *_coverage(settings),
         *_budget_rules(settings),
         *_simulation_rules(settings),
-        *check_cloud(settings.cloud, settings.pools),
+        *check_cloud(settings.cloud, settings.pools, settings.aws.pools if settings.aws else frozenset()),
+        *check_aws(settings.aws, settings.pools),
         *prometheus_problems(
             settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
         ),
