@@ -454,7 +454,7 @@ def _clients(url: str) -> AwsClients:
     session = boto3.session.Session(aws_access_key_id="testing", aws_secret_access_key="testing", region_name=REGION)
     from botocore.config import Config
 
-    config = Config(retries={"max_attempts": 1, "mode": "standard"})
+    config = Config(retries={"total_max_attempts": 1, "mode": "standard"})  # each call once: faults are counted
     return AwsClients(
         autoscaling=session.client("autoscaling", endpoint_url=url, config=config),
         ec2=session.client("ec2", endpoint_url=url, config=config),
