@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= out/demo
 
-.PHONY: demo test lint prometheus manifests clean
+.PHONY: demo test lint prometheus manifests rbac-doc clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -43,3 +43,7 @@ manifests:
 
 clean:
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache
+
+# docs/kubernetes-rbac.md is written from the calls the RBAC test records; a test fails when it drifts.
+rbac-doc: $(STAMP)
+	LEADTIME_WRITE_RBAC_DOC=1 $(BIN)/python -m pytest -q -p no:randomly tests/daemon/test_rbac.py -k rbac_doc

@@ -167,6 +167,10 @@ FIELDS: dict[str, str] = {
     "production).",
     "CloudSettings.drain_timeout": "A drain still blocked by disruption budgets after this long gives up and "
     "uncordons the node (duration).",
+    "CloudSettings.zone_backoff": "A zone of a node pool that ran out of capacity (a refused resize, or nodes that "
+    "could not be created) is left out of that pool's scale-ups for this long; its share goes to the pool's other "
+    "zones, and only when no zone can take a node is the pool refused and the demand sent to the next pool "
+    "(duration).",
     "NodePoolMapping.pool": "The pool id this node pool is.",
     "NodePoolMapping.node_pool": "Name of the GKE node pool.",
     "NodePoolMapping.gke_autoscaling": "When GKE's own autoscaler is on: `refuse` to touch the pool, or "

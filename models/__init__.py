@@ -7,14 +7,19 @@ from models.budget import BudgetSnapshot, LedgerEntry
 from models.demand import AcceleratorFamily, DemandClass
 from models.errors import (
     ActuatorError,
+    BacktestInputError,
     CapacityUnavailable,
     ConfigError,
     ConfigProblem,
     ForecastError,
+    KubernetesUnconfigured,
     LeadtimeError,
     LedgerUnavailable,
     MetricsUnavailable,
     PermanentActuatorError,
+    StateConflict,
+    StateDocumentUnreadable,
+    StateUnavailable,
     TraceError,
     TransientActuatorError,
 )
@@ -29,7 +34,7 @@ from models.plan import (
     Skip,
     SkipReason,
 )
-from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState
+from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState, ZoneState
 
 __all__ = [
     "AcceleratorFamily",
@@ -38,6 +43,7 @@ __all__ = [
     "ActuatorError",
     "AlertEvent",
     "AlertKind",
+    "BacktestInputError",
     "BudgetSnapshot",
     "CapacityPlan",
     "CapacityTier",
@@ -48,6 +54,7 @@ __all__ = [
     "DemandForecast",
     "Drain",
     "ForecastError",
+    "KubernetesUnconfigured",
     "LeadtimeError",
     "LedgerEntry",
     "LedgerUnavailable",
@@ -60,6 +67,10 @@ __all__ = [
     "Severity",
     "Skip",
     "SkipReason",
+    "StateConflict",
+    "StateDocumentUnreadable",
+    "StateUnavailable",
     "TraceError",
     "TransientActuatorError",
+    "ZoneState",
 ]

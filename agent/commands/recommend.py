@@ -40,7 +40,7 @@ from agent.sources.prometheus_queries import demand_queries
 from config import load_settings
 from config.schema import BudgetSettings, Settings
 from forecasting.factory import build_forecaster
-from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable, PoolState
+from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable, PoolState, ZoneState
 from models.clock import SimulatedClock, SystemClock
 from models.redaction import redact_tree
 
@@ -185,6 +185,7 @@ def _document(
                 "reason": reason,
                 "current_cost_per_day_usd": _per_day(current, price),
                 "recommended_cost_per_day_usd": _per_day(recommended, price),
+                "zones": [_zone_entry(z) for z in state.zones] if state is not None else [],
             }
         )
     current_day = sum(p["current_cost_per_day_usd"] or 0.0 for p in pools)
@@ -205,6 +206,17 @@ def _document(
         "budgets": [_budget(b, pools, at) for b in settings.budgets],
         "problems": dict(sorted(tick.problems.items())),
         "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
+    }
+
+
+def _zone_entry(zone: ZoneState) -> dict[str, Any]:
+    until = zone.backoff_until.isoformat() if zone.backoff_until is not None else None
+    return {
+        "zone": zone.zone,
+        "ready_units": zone.ready_units,
+        "target_units": zone.target_units,
+        "failed_units": zone.failed_units,
+        "backoff_until": until,
     }
 
 

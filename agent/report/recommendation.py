@@ -77,6 +77,18 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
         }
         for p in document["pools"]
     ]
+    zones = [
+        {
+            "pool": p["pool_id"],
+            "zone": z["zone"],
+            "ready units": z["ready_units"],
+            "target units": z["target_units"],
+            "failed units": z["failed_units"],
+            "out of capacity until": z["backoff_until"] or "",
+        }
+        for p in document["pools"]
+        for z in p.get("zones", [])
+    ]
     classes = []
     for c in document["classes"]:
         bands = (c["forecast"] or {}).get("quantiles", {})
@@ -122,6 +134,7 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
     )
     return [
         ("Pools", pools),
+        *([("Zones of the pools that span zones", zones)] if zones else []),
         ("Demand classes", classes),
         ("Budgets", budgets),
         (backtest_title, backtest_rows),

@@ -2,7 +2,7 @@
 
 ``MotoServer`` runs moto's own server process on 127.0.0.1 (a free port), stopped by its PID. ``FakeAwsApi`` is what
 the boto3 clients under test talk to: it forwards every request to moto unchanged, except for the behaviours below
-(each with its source in ``tests/fakes/AWS-REFERENCE.md``), which it adds at the HTTP layer:
+(each with its source in ``tests/fakes/REFERENCE.md``), which it adds at the HTTP layer:
 
 - lead time: instances launched since the last ``settle`` are ``Pending``, not ``InService``;
 - launches that fail for capacity after ``SetDesiredCapacity`` was accepted (``late_stockout``): the desired
