@@ -170,3 +170,25 @@ def test_a_drain_terminates_exactly_the_drained_instance(
     assert (state.ready_units, state.target_units) == (2, 2)  # the node group's size followed its group
     with pytest.raises(PermanentActuatorError, match="not EC2 instances"):
         eks.delete_nodes("od", ["no-such-node"], "bad")
+
+
+def test_a_node_group_health_issue_naming_a_capacity_shortage_is_failed_units(aws_api: FakeAwsApi) -> None:
+    group = aws_api.add_nodegroup("ml", "p5", nodes=1)
+    clock = SimulatedClock(T0)
+    aws_api.arm_late_stockout()
+    _eks(aws_api, clock).resize("od", 3, "up")
+    aws_api.finish_operations()
+    actuator = _eks(aws_api, clock)
+    assert actuator.list_pools()[0].failed_units == 0  # launches still under way: nothing says they cannot
+    aws_api.health_issue(
+        "p5",
+        "AsgInstanceLaunchFailures",
+        "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient "
+        "p5.48xlarge capacity in the Availability Zone you requested (us-east-1a).",
+    )
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 2)
+    with pytest.raises(CapacityUnavailable, match="AsgInstanceLaunchFailures"):
+        actuator.resize("od", 4, "up-again")
+    assert aws_api.group(group)["DesiredCapacity"] == 1
+    assert aws_api.calls("UpdateNodegroupConfig") == 2  # the scale-up, then the removal of what cannot launch

@@ -13,6 +13,7 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
   ``finish_operations`` or ``settle``; ``ListUpdates``/``DescribeUpdate`` (not in moto) answered from them; a
   repeated ``clientRequestToken`` returns the first update; the node group's Auto Scaling group follows its
   scaling config, and ``desiredSize`` follows the group's desired capacity;
+- node group health issues (``health_issue``), as ``DescribeNodegroup`` reports them;
 - errors injected per operation (``fail``): throttling, access denied, capacity, in each API's error format.
 """
 
@@ -168,6 +169,7 @@ class _State:
     updates: list[_Update] = field(default_factory=list)
     tokens: dict[str, _Update] = field(default_factory=dict)
     nodegroup_groups: dict[tuple[str, str], str] = field(default_factory=dict)
+    health: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node group -> health issues
     faults: dict[str, _Fault] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     late_stockout: bool = False
@@ -285,6 +287,12 @@ class FakeAwsApi:
         with self._lock:
             self._state.activities.setdefault(group, []).insert(0, activity)
 
+    def health_issue(self, nodegroup: str, code: str, message: str) -> None:
+        """EKS reports a health issue on the node group (``Nodegroup.health.issues``)."""
+        group = next(g for (_, ng), g in self._state.nodegroup_groups.items() if ng == nodegroup)
+        issue = {"code": code, "message": message, "resourceIds": [group]}
+        self._state.health.setdefault(nodegroup, []).append(issue)
+
     def arm_late_stockout(self) -> None:
         """From now on, instances asked for beyond those already there cannot be launched."""
         self._state.late_stockout = True
@@ -386,6 +394,7 @@ class FakeAwsApi:
             group = self.group(self._state.nodegroup_groups[(cluster, nodegroup)])
             running = any(u.status == "InProgress" and u.nodegroup == nodegroup for u in self._state.updates)
             ng["status"] = "UPDATING" if running else ng["status"]
+            ng.setdefault("health", {})["issues"] = self._state.health.get(nodegroup, [])
             ng["scalingConfig"]["desiredSize"] = (
                 group["DesiredCapacity"] + self._state.shortfall[group["AutoScalingGroupName"]]
             )
