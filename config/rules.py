@@ -8,6 +8,7 @@ from datetime import datetime
 
 from config.aws import check_aws
 from config.cloud import check_cloud
+from config.energy import energy_problems
 from config.prometheus import prometheus_problems
 from config.schema import Settings
 from models import AcceleratorFamily, ConfigProblem, PoolKind
@@ -31,6 +32,10 @@ def _prometheus_rules(settings: Settings) -> Iterable[ConfigProblem]:
     return prometheus_problems(
         settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
     )
+
+
+def _energy_rules(settings: Settings) -> Iterable[ConfigProblem]:
+    return energy_problems(settings.energy, (p.id for p in settings.pools))
 
 
 def _unique_names(settings: Settings) -> Iterator[ConfigProblem]:
@@ -123,4 +128,5 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_cloud_rules, frozenset({"cloud", "pools", "aws"})),
     (_aws_rules, frozenset({"aws", "pools"})),
     (_prometheus_rules, frozenset({"prometheus", "demand_classes", "pools"})),
+    (_energy_rules, frozenset({"energy", "pools"})),
 )

@@ -17,6 +17,7 @@ from config.aws import AwsSettings
 from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
 from config.durations import format_duration, parse_duration
+from config.energy import EnergySettings
 from config.ledger import LedgerSettings
 from config.prometheus import PrometheusSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
@@ -158,6 +159,7 @@ class Settings(_Section):
     aws: AwsSettings | None = None
     alerts: AlertSettings = AlertSettings()
     ledger: LedgerSettings = LedgerSettings()
+    energy: EnergySettings = EnergySettings()
 
     def demand_class_models(self) -> tuple[DemandClass, ...]:
         return tuple(c.to_demand_class() for c in self.demand_classes)
