@@ -13,6 +13,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.alerts import AlertSettings
+from config.aws import AwsSettings
 from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
 from config.durations import at_least_one_second, format_duration, parse_duration
@@ -159,6 +160,7 @@ class Settings(_Section):
     prometheus: PrometheusSettings | None = None
     daemon: DaemonSettings = DaemonSettings()
     cloud: CloudSettings | None = None
+    aws: AwsSettings | None = None
     alerts: AlertSettings = AlertSettings()
     ledger: LedgerSettings = LedgerSettings()
     energy: EnergySettings = EnergySettings()
