@@ -12,6 +12,7 @@ import numpy as np
 
 from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
+from agent.report.hybrid import hybrid_section
 from agent.simulation.budgets import budget_usage
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
@@ -40,6 +41,7 @@ def write_simulation_report(
         _table(document["policies"]),
         f'<img alt="cost and unserved demand by policy" src="{_costs(runs)}">',
         _equal_service(document.get("equal_service")),
+        hybrid_section(document.get("hybrid")),
         "<h2>Capacity against demand, per pool</h2>",
         f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
     ]

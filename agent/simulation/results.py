@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.simulation.budgets import budget_summary
+from agent.simulation.hybrid import hybrid_summary, is_hybrid
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace
@@ -38,6 +39,8 @@ def results_document(
         "billing": "a unit is paid from when it is requested until it is released; gap steps are not counted",
         "policies": {name: {**run.summary(), **budget_summary(settings, window, run)} for name, run in runs.items()},
     }
+    if is_hybrid(settings.pool_specs()):
+        document["hybrid"] = hybrid_summary(settings.pool_specs(), window, runs)
     if equal_service is not None:
         document["equal_service"] = dict(equal_service)
         document["equal_service_method"] = (
