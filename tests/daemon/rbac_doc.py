@@ -22,7 +22,8 @@ MODES = ("dry-run", "enforce")
 # cannot reach the document without a reason.
 PURPOSE: dict[tuple[str, str], str] = {
     ("coordination.k8s.io", "leases"): "leader election: only the replica holding the `leadtime` Lease acts",
-    ("", "events"): "Events on the agent's own objects (leader election), shown by `kubectl get events`",
+    ("", "events"): "Events: leadership on the Lease, pool decisions on `leadtime-state`, node decisions on the Node "
+    "(in `default`); patch: a repeated decision's count",
     ("", "configmaps"): "the planner memory `leadtime-state`: recent decisions kept across restarts and failovers",
     ("", "nodes"): "list: map cloud instances to nodes and find idle ones; patch: cordon before a drain",
     ("", "pods"): "list: what runs on a node, before it is drained",

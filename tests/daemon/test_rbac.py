@@ -229,6 +229,9 @@ def test_the_live_daemons_drains_and_takeover_use_only_what_the_enforce_overlay_
         ("create", "pods", "eviction"),
     }
     assert drainer_calls <= used
+    # decisions as Events: on the nodes (in "default") and the pools (on the state ConfigMap); repeats patched
+    events = {(r.verb, r.namespace) for r in requests if r.resource == "events"}
+    assert {("create", "default"), ("create", "leadtime"), ("patch", "default")} <= events
     # the planner memory: read by each new leader, created once, updated after the ticks that changed it
     assert {("get", "configmaps", ""), ("create", "configmaps", ""), ("update", "configmaps", "")} <= used
     # the drain the first leader started behind the budget was finished by the second: the node is gone
@@ -256,10 +259,13 @@ def test_the_live_daemons_in_dry_run_write_nothing_to_nodes_or_pods(
         ("create", "leases"),
         ("update", "leases"),
         ("create", "events"),
+        ("patch", "events"),  # the same recommendation on the next tick: its count
         ("create", "configmaps"),  # the agent's own planner memory (recorded decisions count for anti-flapping)
         ("update", "configmaps"),
     }
     assert {("list", "nodes"), ("list", "pods")} <= {(r.verb, r.resource) for r in requests}
+    # the recommended drains are Events on the nodes, which the API server keeps in "default"
+    assert ("create", "events", "default") in {(r.verb, r.resource, r.namespace) for r in requests}
     grants = grants_for(render("overlays/dry-run"), "leadtime", "leadtime")
     for verb, resource in (("patch", "nodes"), ("update", "nodes"), ("create", "pods/eviction"), ("delete", "pods")):
         assert not allowed(grants, verb, "", resource, "default", "any")
