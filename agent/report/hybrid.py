@@ -27,7 +27,9 @@ def _overview(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) 
     burst = list(hybrid["burst_pools"])
     head = "<tr><th>policy</th><th>queued accelerator-hours</th><th>avoided</th><th>on-prem utilization</th>"
     head += "".join(f"<th>{html.escape(p)} (USD)</th>" for p in burst)
-    head += "<th>burst spend (USD)</th><th>USD per avoided queued accelerator-hour</th></tr>"
+    head += "<th>burst spend (USD)</th><th>USD per avoided queued accelerator-hour</th>"
+    priced = all(row.get("waiting_cost_usd") is not None for row in rows.values())
+    head += "<th>waiting cost (USD)</th><th>avoided waiting cost (USD)</th></tr>" if priced else "</tr>"
     body = []
     for name, row in rows.items():
         spend = row.get("burst_spend_by_pool_usd", {})
@@ -38,7 +40,7 @@ def _overview(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) 
             f"<td>{row.get('avoided_queued_accelerator_hours', 0.0):,.1f}</td>"
             f"<td>{_percent(row['onprem_utilization'])}</td>{cells}"
             f"<td>{row.get('burst_spend_usd', 0.0):,.0f}</td>"
-            f"<td>{f'{per_hour:,.2f}' if per_hour is not None else '—'}</td></tr>"
+            f"<td>{f'{per_hour:,.2f}' if per_hour is not None else '—'}</td>{_waiting(row) if priced else ''}</tr>"
         )
     return f"<table>{head}{''.join(body)}</table>"
 
@@ -57,6 +59,11 @@ def _per_class(rows: Mapping[str, Mapping[str, Any]]) -> str:
         body.append(f"<tr><td>{html.escape(name)}</td>{cells}</tr>")
     note = "<p class='note'>Per demand class: queued accelerator-hours (hours in which some of its demand waited).</p>"
     return f"{note}<table>{head}{''.join(body)}</table>"
+
+
+def _waiting(row: Mapping[str, Any]) -> str:
+    avoided = row.get("avoided_waiting_cost_usd")
+    return f"<td>{row['waiting_cost_usd']:,.0f}</td><td>{f'{avoided:,.0f}' if avoided is not None else '—'}</td>"
 
 
 def _percent(value: float | None) -> str:

@@ -11,6 +11,8 @@ by the same cheapest-first rule the simulated cluster uses. Against it, per poli
 - on-prem utilization: chips served on on-prem pools over on-prem chips held, over observed steps.
 - burst spend: what each cloud pool cost (the runner's billing), and dollars per avoided queued
   accelerator-hour: total burst spend over (baseline queued accelerator-hours minus the policy's).
+- waiting cost, when every class has a waiting cost per accelerator-hour: queued accelerator-hours priced at
+  their class's cost, and the waiting cost each policy avoided. A class without a cost makes it unknown, never 0.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ METHOD = (
     "ready capacity, summed over observed steps; hours with a queue: observed hours in which some of the class's "
     "demand waited; mean accelerators waiting: queued accelerator-hours over observed hours; on-prem "
     "utilization: chips served on on-prem pools over on-prem chips held; dollars per avoided queued "
-    "accelerator-hour: burst spend over (baseline queued accelerator-hours minus the policy's)"
+    "accelerator-hour: burst spend over (baseline queued accelerator-hours minus the policy's); waiting cost: "
+    "queued accelerator-hours priced at each class's waiting cost (unknown when a class has none)"
 )
 
 
@@ -63,15 +66,23 @@ def baseline_queue(window: SimulationWindow, pools: Sequence[PoolSpec]) -> tuple
 
 
 def hybrid_summary(
-    pools: Sequence[PoolSpec], window: SimulationWindow, runs: Mapping[str, PolicyRun]
+    pools: Sequence[PoolSpec],
+    window: SimulationWindow,
+    runs: Mapping[str, PolicyRun],
+    waiting_costs: Mapping[str, float | None] | None = None,
 ) -> dict[str, Any]:
-    """The hybrid section of ``results.json``: the baseline row, then one row per policy run."""
+    """The hybrid section of ``results.json``: the baseline row, then one row per policy run. ``waiting_costs``
+    (USD per queued accelerator-hour, per class) prices the waiting when every class has one."""
+    costs = waiting_costs or {}
+    known = all(costs.get(name) is not None for name in window.classes)
+    prices = {name: float(costs[name] or 0.0) for name in window.classes} if known else None
     hours = window.step.total_seconds() / 3600.0
     observed = window.observed
     onprem_chips = sum(p.max_units * p.chips_per_unit for p in pools if p.kind is PoolKind.ON_PREM)
     held = onprem_chips * float(observed.sum()) * hours
     queued, served = baseline_queue(window, pools)
     base = _row(queued, float(np.nansum(served)) * hours, held, observed, hours)
+    base["waiting_cost_usd"] = _waiting_cost(base, prices)
     rows: dict[str, dict[str, Any]] = {BASELINE: base}
     onprem_ids = [p.pool_id for p in pools if p.kind is PoolKind.ON_PREM]
     burst_ids = [p.pool_id for p in pools if p.kind is not PoolKind.ON_PREM]
@@ -85,6 +96,9 @@ def hybrid_summary(
         row["burst_spend_usd"] = round(total, 2)
         row["avoided_queued_accelerator_hours"] = round(avoided, 2)
         row["usd_per_avoided_queued_accelerator_hour"] = round(total / avoided, 4) if avoided > 0 else None
+        row["waiting_cost_usd"] = _waiting_cost(row, prices)
+        before, after = base["waiting_cost_usd"], row["waiting_cost_usd"]
+        row["avoided_waiting_cost_usd"] = round(before - after, 2) if before is not None and after is not None else None
         rows[name] = row
     return {
         "baseline": BASELINE,
@@ -112,3 +126,10 @@ def _row(
         },
         "onprem_utilization": served_onprem / held if held > 0 else None,
     }
+
+
+def _waiting_cost(row: Mapping[str, Any], prices: Mapping[str, float] | None) -> float | None:
+    if prices is None:
+        return None
+    by_class: Mapping[str, float] = row["queued_accelerator_hours_by_class"]
+    return round(sum(hours * prices[name] for name, hours in by_class.items()), 2)

@@ -40,7 +40,9 @@ def results_document(
         "policies": {name: {**run.summary(), **budget_summary(settings, window, run)} for name, run in runs.items()},
     }
     if is_hybrid(settings.pool_specs()):
-        document["hybrid"] = hybrid_summary(settings.pool_specs(), window, runs)
+        default = settings.planner.waiting_cost_per_accelerator_hour_usd
+        costs = {c.name: _or(c.waiting_cost_per_accelerator_hour_usd, default) for c in settings.demand_classes}
+        document["hybrid"] = hybrid_summary(settings.pool_specs(), window, runs, costs)
     if equal_service is not None:
         document["equal_service"] = dict(equal_service)
         document["equal_service_method"] = (
@@ -48,3 +50,7 @@ def results_document(
             "level meeting it; costs interpolated linearly between the two settings that bracket the target"
         )
     return document
+
+
+def _or(value: float | None, default: float | None) -> float | None:
+    return value if value is not None else default

@@ -140,3 +140,24 @@ def test_hybrid_reference_scenario_keeps_each_tenants_quota_from_the_trace() -> 
         assert 10 <= pool.lead_time.total_seconds() / 60 <= 15
     assert burst["spot"].spot_interruption_per_hour > 0
     assert burst["spot"].price_per_chip_hour_usd < burst["on-demand"].price_per_chip_hour_usd
+
+
+def test_waiting_is_priced_per_class_and_unknown_when_a_class_has_no_cost(tmp_path: Path) -> None:
+    settings, trace, window = hand_made(tmp_path)
+    runs = {"oracle": run_policy(settings, trace, window, "oracle")}
+    # Two tiers 4x apart: a at $4 per queued accelerator-hour (16 queued), b at the planner's default $1 (2).
+    raw = settings.model_dump(mode="json")
+    raw["demand_classes"][0]["waiting_cost_per_accelerator_hour_usd"] = 4.0
+    raw["planner"]["waiting_cost_per_accelerator_hour_usd"] = 1.0
+    priced = settings_from_mapping(raw, source="hybrid.yaml")
+    rows = results_document(priced, "hybrid.yaml", trace, window, runs)["hybrid"]["rows"]
+    assert rows[BASELINE]["waiting_cost_usd"] == 16 * 4.0 + 2 * 1.0
+    assert rows["oracle"]["waiting_cost_usd"] == 0.0
+    assert rows["oracle"]["avoided_waiting_cost_usd"] == 66.0
+    assert "avoided waiting cost" in hybrid_section(results_document(priced, "h.yaml", trace, window, runs)["hybrid"])
+    # Without a cost for b (and no default), the waiting cost is unknown, never 0.
+    raw["planner"]["waiting_cost_per_accelerator_hour_usd"] = None
+    partly = settings_from_mapping(raw, source="hybrid.yaml")
+    rows = results_document(partly, "hybrid.yaml", trace, window, runs)["hybrid"]["rows"]
+    assert rows[BASELINE]["waiting_cost_usd"] is None
+    assert rows["oracle"]["avoided_waiting_cost_usd"] is None
