@@ -9,6 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -161,3 +162,16 @@ def test_waiting_is_priced_per_class_and_unknown_when_a_class_has_no_cost(tmp_pa
     rows = results_document(partly, "hybrid.yaml", trace, window, runs)["hybrid"]["rows"]
     assert rows[BASELINE]["waiting_cost_usd"] is None
     assert rows["oracle"]["avoided_waiting_cost_usd"] is None
+
+
+def test_burst_budget_bound_spends_first_come_in_time_order_and_value_aware_on_the_dearest() -> None:
+    from bench.bench_burst_budget_bound import first_come, value_aware
+
+    # Accelerator-hours queued per step (rows) and class (columns); class 1 waits at 4x the cost of class 0.
+    queued = np.array([[2.0, 0.0], [1.0, 1.0], [0.0, 3.0]])
+    cost = np.array([1.0, 4.0])
+    # 3 accelerator-hours: first-come buys step 0 (2 x 1) and half of step 1 (0.5 x 1 + 0.5 x 4).
+    assert first_come(queued, cost, 3.0) == pytest.approx(2.0 + 0.5 + 2.0)
+    # value-aware buys class 1's 4 queued hours first: 3 of them.
+    assert value_aware(queued, cost, 3.0) == pytest.approx(12.0)
+    assert first_come(queued, cost, 100.0) == value_aware(queued, cost, 100.0) == pytest.approx(3.0 + 16.0)
