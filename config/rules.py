@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
 from config.cloud import check_cloud
+from config.energy import energy_problems
 from config.prometheus import prometheus_problems
 from config.schema import Settings
 from models import AcceleratorFamily, ConfigProblem, PoolKind
@@ -26,6 +27,10 @@ def _prometheus_rules(settings: Settings) -> Iterable[ConfigProblem]:
     return prometheus_problems(
         settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
     )
+
+
+def _energy_rules(settings: Settings) -> Iterable[ConfigProblem]:
+    return energy_problems(settings.energy, (p.id for p in settings.pools))
 
 
 def _unique_names(settings: Settings) -> Iterator[ConfigProblem]:
@@ -117,4 +122,5 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_simulation_rules, frozenset({"simulation", "pools"})),
     (_cloud_rules, frozenset({"cloud", "pools"})),
     (_prometheus_rules, frozenset({"prometheus", "demand_classes", "pools"})),
+    (_energy_rules, frozenset({"energy", "pools"})),
 )

@@ -6,6 +6,8 @@ Errors are named for what the caller should do about them:
     ├── ConfigError              a person must fix the configuration (lists every problem with its key path)
     ├── TraceError               a recorded demand trace cannot be used as given
     ├── MetricsUnavailable       no trustworthy observation: hold the pools, alert, try again next tick
+    ├── MetricSourceUnavailable  the metric source cannot be reached, or has data for no demand class at all:
+    │                            a one-shot command has nothing to say (exit 3); fix the source or its query
     ├── ForecastError            a model could not produce a usable forecast: fall back, record why
     ├── LedgerUnavailable        the spend ledger cannot be opened or written: fix its storage; spend is unknown
     ├── StateUnavailable         the planner memory cannot be read or written now: keep it in memory, try again
@@ -65,6 +67,11 @@ class MetricsUnavailable(LeadtimeError):
         self.query = query
         where = f" (query: {query})" if query else ""
         super().__init__(f"metrics unavailable for demand class {demand_class!r}: {reason}{where}")
+
+
+class MetricSourceUnavailable(LeadtimeError):
+    """The metric source cannot be reached, or answers with no usable data for any demand class. A one-shot
+    command (``recommend``, ``simulate --source prometheus``) stops with this instead of reporting zero."""
 
 
 class ForecastError(LeadtimeError):
