@@ -14,6 +14,7 @@ from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
 from agent.report.fleet import MAX_PANELS, top_classes, top_pools, top_pools_table
 from agent.report.headline import energy_section, headline_section
+from agent.report.hybrid import hybrid_section
 from agent.simulation.budgets import budget_usage
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
@@ -46,6 +47,7 @@ def write_simulation_report(
         _equal_service(document.get("equal_service")),
         energy_section(document),
         top_pools_table(settings.pool_specs(), runs),
+        hybrid_section(document.get("hybrid")),
         "<h2>Capacity against demand, per pool</h2>",
         f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
     ]
