@@ -72,6 +72,17 @@ def test_slices_reference_scenario_keeps_its_meaning(examples: Path) -> None:
         assert len(pool.serves) == 1
 
 
+def test_llm_serving_reference_scenario_keeps_its_meaning(examples: Path) -> None:
+    settings = load_settings(examples / "servegen-llm.yaml")
+    assert [c.name for c in settings.demand_classes] == ["servegen/m-large", "servegen/m-mid", "servegen/deepseek-r1"]
+    pools = settings.pool_specs()
+    assert len(pools) == 3
+    for pool in pools:
+        assert (pool.kind, pool.chips_per_unit, pool.min_units) == (PoolKind.GPU_NODE_POOL, 8, 0)
+        assert pool.lead_time == timedelta(minutes=15)
+        assert len(pool.serves) == 1
+
+
 def test_unknown_key_is_named_with_its_path() -> None:
     raw = minimal()
     raw["pools"][0]["lead_tme"] = "5m"
