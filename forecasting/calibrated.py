@@ -65,6 +65,8 @@ class CalibratedForecaster:
         scale_window: timedelta | None = timedelta(hours=1),
         fallback: CalibratedForecaster | None = None,
         stale_after: timedelta = timedelta(hours=6),
+        offset_bases: bool = True,
+        hold_out: bool = True,
     ) -> None:
         self.name = name
         self.make_model = make_model
@@ -76,6 +78,8 @@ class CalibratedForecaster:
         self.scale_window = scale_window
         self.fallback = fallback
         self.stale_after = stale_after
+        self.offset_bases = offset_bases
+        self.hold_out = hold_out
         self._state = _State()
 
     @property
@@ -136,7 +140,7 @@ class CalibratedForecaster:
         state = self._state
         span = max(len(s.y) for s in panel.values())
         held_out = min(window, span // 2)  # short histories: keep half for training
-        cut = end - (held_out + self.horizon_steps(size)) * size
+        cut = end - (held_out + self.horizon_steps(size)) * size if self.hold_out else end
         self.model = self.make_model()
         train = {uid: s.until(cut + size) for uid, s in panel.items()}
         state.train_notes = self.model.train({uid: s for uid, s in train.items() if len(s.y)})
@@ -211,6 +215,8 @@ class CalibratedForecaster:
             if residuals is None or residuals.count == 0:
                 return None
             cached = conformal_offsets(residuals.normalized(), self.model.base_levels, levels, horizon)
+            if not self.offset_bases:
+                cached[0][[q in self.model.base_levels for q in levels]] = 0.0
             self._state.offsets[key] = cached
         return cached
 

@@ -50,7 +50,13 @@ def build_calibrated(
         "lightgbm": lambda: LightGbmPaths(tuple(sorted({0.5, *quantiles}))),
     }
     if name in makers:
-        return CalibratedForecaster(name, makers[name], fallback=fallback, retrain_interval=retrain_interval)
+        return CalibratedForecaster(
+            name,
+            makers[name],
+            fallback=fallback,
+            retrain_interval=retrain_interval,
+            offset_bases=name != "lightgbm",  # trained at each asked level: its quantiles stand as they are
+        )
     raise ValueError(f"{name!r} is not a calibrated model; known: {', '.join(FAMILIES)}")
 
 

@@ -116,8 +116,13 @@ class AutoForecaster:
             masks = [np.isin(residuals.origins_ns, f) for f in folds]
             blocks = [residuals.normalized()[:, m, :width] for m in masks]
             scales = [residuals.scales[m] for m in masks]
-            base_levels = self.candidates[name].model.base_levels
-            errors[name] = [self._errors(blocks[1 - i], blocks[i], scales[i], base_levels, width) for i in (0, 1)]
+            candidate = self.candidates[name]
+            errors[name] = [
+                self._errors(
+                    blocks[1 - i], blocks[i], scales[i], candidate.model.base_levels, width, candidate.offset_bases
+                )
+                for i in (0, 1)
+            ]
             scores[name] = self._loss(errors[name])
         for first, second in self.combinations:
             if first in errors and second in errors:
@@ -132,15 +137,19 @@ class AutoForecaster:
         scales: np.ndarray,
         base_levels: Sequence[float],
         width: int,
+        offset_bases: bool = True,
     ) -> np.ndarray | None:
         """Outcome minus calibrated forecast on the scoring fold, shape (levels, origins, steps); None if unusable.
 
         Both folds hold residuals divided by their origin's scale; a residual is outcome minus base, so outcome
-        minus (base + scale x offset) is scale x (normalized residual minus offset).
+        minus (base + scale x offset) is scale x (normalized residual minus offset). A candidate that forecasts
+        its base levels without offsets is scored without them at those levels.
         """
         offsets, short = conformal_offsets(calibrate, base_levels, self.quantiles, width)
         if short < width:
             return None
+        if not offset_bases:  # the candidate forecasts its base quantiles as they are: score them that way
+            offsets[[q in base_levels for q in self.quantiles]] = 0.0
         picked = [
             (score[nearest_base(base_levels, q)] - offsets[i][None, :]) * scales[:, None]
             for i, q in enumerate(self.quantiles)
