@@ -175,8 +175,7 @@ def _aggregates(result: dict[str, Any], q_label: str, horizons: list[str]) -> li
         medians = (scores.get("ratio_median") or {}).get(q_label, {})
         cells = [_cell(weighted[h], 15, ".5f") for h in horizons]
         cells += [
-            _cell(weighted[h] / bar[h] if weighted[h] is not None and bar.get(h) else None, 13, ".3f")
-            for h in horizons
+            _cell(weighted[h] / bar[h] if weighted[h] is not None and bar.get(h) else None, 13, ".3f") for h in horizons
         ]
         cells += [_cell(medians.get(h), 13, ".3f") for h in horizons]
         lines.append(name[:24].ljust(24) + "".join(cells))

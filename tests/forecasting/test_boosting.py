@@ -96,7 +96,7 @@ def test_one_booster_per_rung_and_level_and_quantiles_that_hold() -> None:
     assert all(len(b) == 2 for b in model._boosters.values())
     origins = np.arange(8 * DAY, 10 * DAY - 12, 3)
     hits = []
-    for uid, series in panel.items():
+    for series in panel.values():
         (path,) = model.paths([(series, origins)], 12)
         assert path.shape == (2, len(origins), 12)
         assert np.all(path[1] >= path[0])  # the 0.9 quantile never below the median
