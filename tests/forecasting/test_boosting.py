@@ -65,7 +65,7 @@ def test_a_model_that_sees_the_target_is_caught() -> None:
 
 def test_the_global_model_never_looks_past_the_origin() -> None:
     panel = _panel(9)
-    model = LightGbmPaths((0.5, 0.9), rounds=20)
+    model = LightGbmPaths((0.5, 0.9), rounds=20, min_rows=500)
     model.train({uid: s.until(START_NS + 7 * DAY * SIZE) for uid, s in panel.items()})
     origins = [7 * DAY + 10, 8 * DAY + 100]
     assert sees_the_future(model, panel["b"], origins, 12) == []
@@ -89,7 +89,7 @@ def test_features_at_an_origin_read_nothing_after_it() -> None:
 def test_one_booster_per_rung_and_level_and_quantiles_that_hold() -> None:
     panel = _panel(10)
     cut = START_NS + 8 * DAY * SIZE
-    model = LightGbmPaths((0.5, 0.9), rounds=60)
+    model = LightGbmPaths((0.5, 0.9), rounds=60, min_rows=500)
     notes = model.train({uid: s.until(cut) for uid, s in panel.items()})
     assert notes == {}
     assert sorted(model._boosters) == ladder(SIZE).tolist() == [1, 2, 3, 6, 9, 12, 18, 24]
@@ -108,6 +108,10 @@ def test_one_booster_per_rung_and_level_and_quantiles_that_hold() -> None:
 def test_too_little_history_is_said_per_series() -> None:
     panel = _panel(3)
     panel["short"] = SeriesData("short", START_NS, SIZE, np.full(10, 5.0))
-    notes = LightGbmPaths((0.5,), rounds=5).train(panel)
+    notes = LightGbmPaths((0.5,), rounds=5, min_rows=500).train(panel)
     assert set(notes) == {"short"}
     assert "too little history" in notes["short"]
+    # Too few rows in all for a global model: every series says so (and falls back).
+    notes = LightGbmPaths((0.5,), rounds=5).train(panel)
+    assert set(notes) == set(panel)
+    assert all("too little history to train the global model" in note for note in notes.values())
