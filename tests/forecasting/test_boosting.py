@@ -7,10 +7,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from forecasting.boosting import LightGbmPaths, ladder
+from forecasting.calibrated import CalibratedForecaster
 from forecasting.features import FEATURE_NAMES, SeriesFeatures
 from forecasting.paths import PathModel, PathRequest
 from forecasting.series import SeriesData, step_ns
-from tests.forecasting.conftest import DAY, START, STEP, bursty
+from tests.forecasting.conftest import DAY, START, STEP, bursty, long_frame
 
 SIZE = step_ns(STEP)
 START_NS = START.value
@@ -115,3 +116,34 @@ def test_too_little_history_is_said_per_series() -> None:
     notes = LightGbmPaths((0.5,), rounds=5).train(panel)
     assert set(notes) == set(panel)
     assert all("too little history to train the global model" in note for note in notes.values())
+
+
+class FixedSpread:
+    """Quantiles at fixed distances above the last value: 1 for the median, 5 for q0.9."""
+
+    base_levels: tuple[float, ...] = (0.5, 0.9)
+
+    def context_steps(self, step_ns: int) -> int:
+        return 2
+
+    def train(self, panel: Mapping[str, SeriesData]) -> dict[str, str]:
+        return {}
+
+    def paths(self, requests: Sequence[PathRequest], horizon: int) -> list[np.ndarray]:
+        out = []
+        for series, origins in requests:
+            last = series.y[origins][None, :, None]
+            out.append(np.repeat(last + np.array([1.0, 5.0])[:, None, None], horizon, axis=2))
+        return out
+
+
+def test_trained_quantiles_stand_without_offsets_when_asked() -> None:
+    history = long_frame({"s": bursty(3 * DAY, seed=2)})
+    recent = history.tail(40)
+    last = float(history["y"].iloc[-1])
+    as_trained = CalibratedForecaster("lightgbm", FixedSpread, offset_bases=False).fit(history, STEP)
+    out = as_trained.predict(recent, 3, (0.5, 0.9))
+    assert np.allclose(out["q0.5"], last + 1.0)
+    assert np.allclose(out["q0.9"], last + 5.0)
+    offset = CalibratedForecaster("lightgbm", FixedSpread).fit(history, STEP).predict(recent, 3, (0.5, 0.9))
+    assert not np.allclose(offset["q0.9"], last + 5.0)  # the default recalibrates the same bases
