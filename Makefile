@@ -4,8 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= out/demo
+# The reference scenario where forecasting pays most (TPU slices, 30-minute lead time); the pooled GPU scenario
+# is `make demo DEMO_CONFIG=config/examples/helios-earth.yaml`.
+DEMO_CONFIG ?= config/examples/helios-earth-slices.yaml
 
-.PHONY: demo test lint prometheus manifests clean
+.PHONY: demo test lint prometheus chromium manifests rbac-doc clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +17,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/leadtime simulate --config config/examples/helios-earth.yaml \
+	$(BIN)/leadtime simulate --config $(DEMO_CONFIG) \
 		--trace data/helios-earth/demand_5min.csv.gz --out $(DEMO_OUT)
 	@echo "report: $(DEMO_OUT)/report.html  results: $(DEMO_OUT)/results.json"
 
@@ -26,7 +29,15 @@ prometheus:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@prometheus --version 2>&1 | head -1
 
-test: $(STAMP) prometheus
+# The report test screenshots the HTML report in headless Chromium (Debian package `chromium`).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
+	@chromium --version 2>/dev/null | head -1
+
+test: $(STAMP) prometheus chromium
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)
@@ -43,3 +54,7 @@ manifests:
 
 clean:
 	rm -rf $(VENV) out .mypy_cache .ruff_cache .pytest_cache
+
+# docs/kubernetes-rbac.md is written from the calls the RBAC test records; a test fails when it drifts.
+rbac-doc: $(STAMP)
+	LEADTIME_WRITE_RBAC_DOC=1 $(BIN)/python -m pytest -q -p no:randomly tests/daemon/test_rbac.py -k rbac_doc

@@ -38,7 +38,7 @@ def build_cloud_actuators(cloud: CloudSettings, clock: Clock) -> CloudActuators:
         options = {"credentials": anonymous, "client_options": {"api_endpoint": cloud.endpoint}}
     gke = container_v1.ClusterManagerClient(transport="rest", **options)
     migs = compute_v1.InstanceGroupManagersClient(transport="rest", **options)
-    node_pools = GkeNodePoolActuator(gke, migs, cloud.cluster_path, cloud.node_pools, clock)
+    node_pools = GkeNodePoolActuator(gke, migs, cloud.cluster_path, cloud.node_pools, clock, cloud.zone_backoff)
     routes: dict[str, Any] = {m.pool: node_pools for m in cloud.node_pools}
     if cloud.tpu_slice_groups:
         slices = GkeTpuSliceActuator(gke, cloud.cluster_path, cloud.tpu_slice_groups, clock)

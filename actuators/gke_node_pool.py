@@ -1,22 +1,30 @@
-"""GkeNodePoolActuator: GKE node pools resized by node count (GPU pools, single-host TPU pools).
+"""GkeNodePoolActuator: GKE node pools resized by node count (GPU pools, single-host TPU pools), zone by zone.
 
-What a pool is made of, as the APIs tell it: GKE's node pool (status, autoscaling, running operations) and the
-Compute Engine managed instance groups behind it (``instanceGroupUrls``): the target size is the groups'
-``targetSize``, a node is ready when its instance has no current action.
+What a pool is made of, as the APIs tell it: GKE's node pool (status, autoscaling, running operations) and one
+Compute Engine managed instance group per zone behind it (``instanceGroupUrls``): a zone's target size is its
+group's ``targetSize``, a node is ready when its instance has no current action. GKE's ``setSize`` sets the size of
+*every* zone (its ``nodeCount`` is per zone), so the adapter never sends a pool total there: it decides whole nodes
+per zone and resizes each zone's group, the way cluster-autoscaler treats each group as a node group.
+
+Growing spreads the new nodes over the zones that have room (``zone_placement``), within GKE's own bounds when the
+pool has them (``maxNodeCount`` per zone, ``totalMaxNodeCount``). A zone out of accelerators is backed off for
+``zone_backoff``: its share goes to the pool's other zones, and only when no zone can take any node is the resize
+refused with CapacityUnavailable, which backs the pool off and sends the demand to the next eligible pool.
 
 A zone out of capacity may accept a resize and fail the creates afterwards. An instance still being created whose
 last attempt failed with a stockout (as cluster-autoscaler reads it), or while the pool's latest operation ended
-with a stockout error, is a failed unit: reported in ``failed_units`` and left out of ``target_units``, so the
-planner does not wait for it. The next resize of the pool deletes those instances by name (the group's target goes
-back to what exists; a pool under ``move-bounds`` gets its bounds moved there too), and a resize that asked for
-more is refused with CapacityUnavailable, which backs the pool off and sends the demand to the next eligible pool.
+with a stockout error in its zone, is a failed unit: reported in ``failed_units`` and left out of ``target_units``,
+so the planner does not wait for it. The next resize of the pool deletes those instances by name (the group's
+target goes back to what exists; a pool under ``move-bounds`` gets its bounds moved there too) and backs their
+zone off.
 
-Growing uses GKE's ``setSize``; the operation is not waited for (the agent must not block a tick): it shows as the
-pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent sees it too
-and never starts a second one. Shrinking never lets the instance group pick victims: instances still being
-created go first, then the newest ready ones, deleted by name with ``deleteInstances`` (what cluster-autoscaler
-does on GCE). ``delete_nodes`` removes exactly the nodes a drain emptied. A pool with GKE autoscaling on is
-refused unless its mapping says ``move-bounds``, in which case the autoscaler's bounds are set to the target.
+Resizes are not waited for (the agent must not block a tick). A GKE operation on the pool (an autoscaling change)
+shows as the pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent
+sees it too and never starts a second one. Shrinking never lets the instance group pick victims: instances still
+being created go first, then the newest ready ones of the fullest zone, deleted by name with ``deleteInstances``
+(what cluster-autoscaler does on GCE). ``delete_nodes`` removes exactly the nodes a drain emptied. A pool with GKE
+autoscaling on is refused unless its mapping says ``move-bounds``, in which case the autoscaler's total bounds are
+set to the target and GKE places the nodes.
 """
 
 from __future__ import annotations
@@ -24,11 +32,13 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from actuators.idempotency import KeyedResults
+from actuators.node_pool_zones import Instance, Observed, Zone, instance_from
 from actuators.vendor_errors import GOOGLE_ERRORS, capacity_failure, from_google, from_operation_error
+from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
 from models import (
     ActionResult,
@@ -37,49 +47,25 @@ from models import (
     PermanentActuatorError,
     PoolState,
     TransientActuatorError,
+    ZoneState,
 )
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
 _MIG_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/]+)$")
-_NOT_CREATED = ("CREATING", "CREATING_WITHOUT_RETRIES", "RECREATING")  # ManagedInstance.currentAction values
-
-
-@dataclass(frozen=True)
-class _Instance:
-    name: str
-    mig: tuple[str, str, str]  # project, zone, instance group manager
-    ready: bool
-    failure: str  # why it could not be created (a stockout), "" when nothing says it cannot be
-    deleting: bool = False
-
-
-@dataclass(frozen=True)
-class _Observed:
-    autoscaling: bool
-    asked: int  # the groups' targetSize, failed instances included
-    instances: tuple[_Instance, ...]
-    operation: str | None
-
-    @property
-    def ready(self) -> int:
-        return sum(1 for i in self.instances if i.ready)
-
-    @property
-    def failed(self) -> tuple[_Instance, ...]:
-        return tuple(i for i in self.instances if i.failure)
-
-    @property
-    def target(self) -> int:
-        """Ready and still coming: what was asked for minus what cannot be created."""
-        return self.asked - len(self.failed)
 
 
 class GkeNodePoolActuator:
     """``gke`` is a ``container_v1.ClusterManagerClient``; ``migs`` an ``compute_v1.InstanceGroupManagersClient``."""
 
     def __init__(
-        self, gke: Any, migs: Any, cluster_path: str, mappings: Sequence[NodePoolMapping], clock: Clock
+        self,
+        gke: Any,
+        migs: Any,
+        cluster_path: str,
+        mappings: Sequence[NodePoolMapping],
+        clock: Clock,
+        zone_backoff: timedelta = timedelta(minutes=30),
     ) -> None:
         self._gke = gke
         self._migs = migs
@@ -88,6 +74,8 @@ class GkeNodePoolActuator:
         self._mappings = {m.pool: m for m in mappings}
         self._clock = clock
         self._results = KeyedResults()
+        self._zone_backoff = zone_backoff
+        self._zones_out: dict[tuple[str, str], datetime] = {}  # (pool, zone) -> left out of scale-ups until
 
     def list_pools(self) -> Sequence[PoolState]:
         now = self._clock.now()
@@ -102,6 +90,7 @@ class GkeNodePoolActuator:
                     seen.target,
                     in_flight_operation=seen.operation,
                     failed_units=len(seen.failed),
+                    zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),
                 )
             )
         return states
@@ -121,25 +110,23 @@ class GkeNodePoolActuator:
             return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
         if seen.operation is not None:
             raise TransientActuatorError(pool_id, f"operation {seen.operation} is still running on this pool")
+        why = ""
         if seen.failed:
+            dropped = len(seen.failed)
+            why = f"{dropped} instances could not be created: {seen.failed[0].failure}"
             self._drop_failed(pool_id, seen, to_units)
-            if to_units > seen.target:
-                raise CapacityUnavailable(
-                    pool_id, f"{len(seen.failed)} instances could not be created: {seen.failed[0].failure}"
-                )
+            seen = seen.without_failed()
             if to_units == seen.target:
-                detail = f"removed {len(seen.failed)} instances that could not be created"
+                detail = f"removed {dropped} instances that could not be created"
                 return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
         if seen.autoscaling:
+            if why and to_units > seen.target:
+                raise CapacityUnavailable(pool_id, why)
             op = self._set_bounds(pool_id, to_units)
-        elif to_units > seen.target:
-            request = {"name": self._pool_path(pool_id), "node_count": to_units}
-            op = self._call(pool_id, self._gke.set_node_pool_size, request=request)
-        else:
-            pending = [i for i in seen.instances if not i.ready and not i.deleting and not i.failure]
-            victims = pending + [i for i in reversed(seen.instances) if i.ready]
-            return self._delete(pool_id, victims[: seen.target - to_units], key)
-        return self._track(pool_id, op, key, f"target {to_units} nodes")
+            return self._track(pool_id, op, key, f"target {to_units} nodes")
+        if to_units > seen.target:
+            return self._grow(pool_id, seen, to_units, key, why)
+        return self._shrink(pool_id, seen, to_units, key)
 
     def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
         """Remove exactly these nodes (GKE node name = instance name), shrinking the pool by as many. Nodes whose
@@ -158,24 +145,26 @@ class GkeNodePoolActuator:
         return self._delete(pool_id, victims, key)
 
     # -- internals -----------------------------------------------------------------------------------------
-    def _observe(self, pool_id: str) -> _Observed:
+    def _observe(self, pool_id: str) -> Observed:
         if pool_id not in self._mappings:
             raise PermanentActuatorError(pool_id, "no GKE node pool is mapped to this pool")
         pool = self._call(pool_id, self._gke.get_node_pool, name=self._pool_path(pool_id))
         operation, failure = self._operations(pool_id)
-        instances: list[_Instance] = []
-        target = 0
+        zones: list[Zone] = []
         for url in pool.instance_group_urls:
             found = _MIG_URL.search(url)
             if found is None:
                 raise PermanentActuatorError(pool_id, f"unexpected instance group URL {url}")
             mig = (found[1], found[2], found[3])
             where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
-            target += int(self._call(pool_id, self._migs.get, **where).target_size)
-            for managed in self._call(pool_id, self._migs.list_managed_instances, **where):
-                instances.append(_instance(managed, mig, failure))
-        autoscaling = bool(pool.autoscaling and pool.autoscaling.enabled)
-        return _Observed(autoscaling, target, tuple(instances), operation)
+            asked = int(self._call(pool_id, self._migs.get, **where).target_size)
+            listed = self._call(pool_id, self._migs.list_managed_instances, **where)
+            zones.append(Zone(mig, asked, tuple(instance_from(managed, mig, failure) for managed in listed)))
+        bounds = pool.autoscaling
+        autoscaling = bool(bounds and bounds.enabled)
+        zone_max = int(bounds.max_node_count) if bounds and bounds.max_node_count else None
+        total_max = int(bounds.total_max_node_count) if bounds and bounds.total_max_node_count else None
+        return Observed(autoscaling, tuple(zones), operation, zone_max, total_max)
 
     def _operations(self, pool_id: str) -> tuple[str | None, str]:
         """The operation still running on the pool, if any, and the stockout its latest operation ended with
@@ -189,9 +178,106 @@ class GkeNodePoolActuator:
             return running, ""
         return None, capacity_failure([("", str(latest.error.message))])
 
-    def _drop_failed(self, pool_id: str, seen: _Observed, to_units: int) -> None:
-        """Delete the instances that could not be created, so the groups' target is what exists again; under
-        ``move-bounds`` also move GKE's autoscaler bounds there, or it would ask for them again."""
+    def _grow(self, pool_id: str, seen: Observed, to_units: int, key: str, why: str) -> ActionResult:
+        """Spread the new nodes over the zones not backed off, resizing each zone's group; a zone that refuses for
+        capacity is backed off and its share goes to the others. Refused only when no node could be placed."""
+        now = self._clock.now()
+        targets = {z.name: z.target for z in seen.zones}
+        migs = {z.name: z.mig for z in seen.zones}
+        goal = to_units if seen.total_max is None else min(to_units, seen.total_max)
+        open_zones = [z for z in targets if self._zones_out.get((pool_id, z), now) <= now]
+        refusals: list[str] = []
+        even = spread(targets, open_zones, goal - seen.target, seen.zone_max)
+        uniform = len(open_zones) == len(targets) and len(set(even.values())) == 1
+        if uniform and sum(even.values()) > seen.target:
+            try:  # the same size in every zone: one GKE setSize says it (its nodeCount is per zone)
+                request = {"name": self._pool_path(pool_id), "node_count": even[open_zones[0]]}
+                op = self._call(pool_id, self._gke.set_node_pool_size, request=request)
+            except CapacityUnavailable as exc:
+                if len(targets) == 1:
+                    self._back_off(pool_id, open_zones[0], now, str(exc))
+                    raise
+                refusals.append(str(exc))  # which zone refused is not said: ask zone by zone
+            else:
+                total = sum(even.values())
+                what = f"target {total} nodes ({even[open_zones[0]]} in each of {len(even)} zones)"
+                return self._track(pool_id, op, key, what + _short(to_units, total))
+        while open_zones:
+            want = spread(targets, open_zones, goal - sum(targets.values()), seen.zone_max)
+            refused = None
+            for zone in (z for z in open_zones if want[z] != targets[z]):
+                try:
+                    self._resize_group(pool_id, migs[zone], want[zone])
+                except CapacityUnavailable as exc:
+                    self._back_off(pool_id, zone, now, str(exc))
+                    refusals.append(f"zone {zone}: {exc}")
+                    refused = zone
+                    break
+                targets[zone] = want[zone]
+            if refused is None:
+                break
+            open_zones.remove(refused)
+        total = sum(targets.values())
+        if total == seen.target:
+            raise CapacityUnavailable(pool_id, self._no_room(pool_id, seen, why, refusals, now))
+        per_zone = ", ".join(f"{z} {n}" for z, n in targets.items())
+        detail = f"target {total} nodes ({per_zone})" + _short(to_units, total)
+        log.info("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
+
+    def _no_room(self, pool_id: str, seen: Observed, why: str, refusals: Sequence[str], now: datetime) -> str:
+        out = [f"{z} until {t:%H:%M}Z" for (p, z), t in sorted(self._zones_out.items()) if p == pool_id and t > now]
+        reasons = [why] if why else []
+        reasons += list(refusals)
+        if out:
+            reasons.append("zones out of capacity: " + ", ".join(out))
+        if seen.total_max is not None and seen.target >= seen.total_max:
+            reasons.append(f"at GKE's totalMaxNodeCount {seen.total_max}")
+        elif seen.zone_max is not None:
+            reasons.append(f"every open zone at GKE's maxNodeCount {seen.zone_max}")
+        return "; ".join(reasons) or "no zone can take a node"
+
+    def _shrink(self, pool_id: str, seen: Observed, to_units: int, key: str) -> ActionResult:
+        """Instances still being created go first, then the newest ready ones of the fullest zones."""
+        pending = [i for i in seen.instances if not i.ready and not i.deleting and not i.failure]
+        victims = pending[: seen.target - to_units]
+        targets = {z.name: z.target - sum(1 for v in victims if v.mig == z.mig) for z in seen.zones}
+        ready = {z.name: [i for i in z.instances if i.ready] for z in seen.zones}
+        for zone in shrink_order(targets, {z: len(r) for z, r in ready.items()}, seen.target - to_units - len(victims)):
+            victims.append(ready[zone].pop())
+        return self._delete(pool_id, victims, key)
+
+    def _resize_group(self, pool_id: str, mig: tuple[str, str, str], size: int) -> None:
+        """One zone's instance group to ``size``. The Compute operation is done once the creates are scheduled;
+        creates that fail later show on the instances' last attempt."""
+        project, zone, name = mig
+        op = self._call(
+            pool_id, self._migs.resize_unary, project=project, zone=zone, instance_group_manager=name, size=size
+        )
+        errors = op.error.errors if op.error else []
+        if errors:
+            raise from_operation_error(pool_id, 8, "; ".join(f"{e.code}: {e.message}" for e in errors))
+
+    def _back_off(self, pool_id: str, zone: str, now: datetime, reason: str) -> None:
+        until = now + self._zone_backoff
+        self._zones_out[(pool_id, zone)] = until
+        log.warning(
+            "pool %s: zone %s has no capacity, left out of scale-ups until %s: %s", pool_id, zone, until, reason
+        )
+
+    def _zone_state(self, pool_id: str, zone: Zone) -> ZoneState:
+        until = self._zones_out.get((pool_id, zone.name))
+        until = until if until is not None and until > self._clock.now() else None
+        return ZoneState(zone.name, zone.ready, zone.target, len(zone.failed), until)
+
+    def _drop_failed(self, pool_id: str, seen: Observed, to_units: int) -> None:
+        """Delete the instances that could not be created, so the groups' target is what exists again, and back
+        their zones off; under ``move-bounds`` also move GKE's autoscaler bounds there, or it would ask for them
+        again."""
+        now = self._clock.now()
+        for zone in seen.zones:
+            if zone.failed:
+                self._back_off(pool_id, zone.name, now, zone.failed[0].failure)
         self._delete_instances(pool_id, seen.failed)
         log.warning(
             "pool %s: %d instances could not be created (%s); removed them (target %d -> %d)",
@@ -209,7 +295,7 @@ class GkeNodePoolActuator:
         request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
         return self._call(pool_id, self._gke.set_node_pool_autoscaling, request=request)
 
-    def _delete(self, pool_id: str, victims: Sequence[_Instance], key: str) -> ActionResult:
+    def _delete(self, pool_id: str, victims: Sequence[Instance], key: str) -> ActionResult:
         self._delete_instances(pool_id, victims)
         listed = ", ".join(i.name for i in victims)
         log.info("pool %s: deleting instances %s (key %s)", pool_id, listed, key)
@@ -217,7 +303,7 @@ class GkeNodePoolActuator:
             self._result(key, pool_id, ActionStatus.STARTED, f"deleting {len(victims)} nodes: {listed}")
         )
 
-    def _delete_instances(self, pool_id: str, victims: Sequence[_Instance]) -> None:
+    def _delete_instances(self, pool_id: str, victims: Sequence[Instance]) -> None:
         by_mig: dict[tuple[str, str, str], list[str]] = {}
         for inst in victims:
             by_mig.setdefault(inst.mig, []).append(inst.name)
@@ -255,12 +341,5 @@ class GkeNodePoolActuator:
             raise from_google(pool_id, exc) from exc
 
 
-def _instance(managed: Any, mig: tuple[str, str, str], pool_failure: str) -> _Instance:
-    """One managed instance; ``pool_failure`` is the stockout the pool's latest operation ended with, if any."""
-    errors = managed.last_attempt.errors.errors if managed.last_attempt and managed.last_attempt.errors else []
-    name = managed.instance.rsplit("/", 1)[-1] if managed.instance else managed.name
-    action = managed.current_action
-    failure = ""
-    if action in _NOT_CREATED:
-        failure = capacity_failure([(str(e.code), str(e.message)) for e in errors]) or pool_failure
-    return _Instance(name, mig, action == "NONE", failure, deleting=action == "DELETING")
+def _short(wanted: int, placed: int) -> str:
+    return f"; {wanted - placed} more found no zone with room" if placed < wanted else ""

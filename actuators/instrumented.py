@@ -3,6 +3,8 @@
 leadtime_actuator_calls_total{method, pool, outcome}    outcome: a status (done, started...) or an error class
 leadtime_actuator_call_duration_seconds{method}          time spent in the wrapped call
 leadtime_pool_ready_units{pool}, leadtime_pool_target_units{pool}, leadtime_pool_failed_units{pool}
+leadtime_pool_zone_units{pool, zone, state}              state: ready, target, failed; pools that span zones
+leadtime_pool_zone_backoff_until_seconds{pool, zone}     Unix time a zone out of capacity is left out until; 0 if not
 
 The daemon exports ready and target units itself; it passes ``unit_gauges=False`` so the names are not registered
 twice in its registry (failed units are still exported here).
@@ -34,6 +36,15 @@ class InstrumentedActuator:
             self.ready = Gauge("leadtime_pool_ready_units", "Units accepting work.", ["pool"], registry=registry)
             self.target = Gauge("leadtime_pool_target_units", "Units asked for.", ["pool"], registry=registry)
         self.failed = Gauge("leadtime_pool_failed_units", "Failed or suspended units.", ["pool"], registry=registry)
+        self.zone_units = Gauge(
+            "leadtime_pool_zone_units", "Units per zone by state.", ["pool", "zone", "state"], registry=registry
+        )
+        self.zone_backoff = Gauge(
+            "leadtime_pool_zone_backoff_until_seconds",
+            "Unix time until which a zone out of capacity is left out of scale-ups (0: not backed off).",
+            ["pool", "zone"],
+            registry=registry,
+        )
 
     def list_pools(self) -> Sequence[PoolState]:
         started = time.perf_counter()
@@ -49,6 +60,12 @@ class InstrumentedActuator:
                 self.ready.labels(state.pool_id).set(state.ready_units)
                 self.target.labels(state.pool_id).set(state.target_units)
             self.failed.labels(state.pool_id).set(state.failed_units)
+            for zone in state.zones:
+                self.zone_units.labels(state.pool_id, zone.zone, "ready").set(zone.ready_units)
+                self.zone_units.labels(state.pool_id, zone.zone, "target").set(zone.target_units)
+                self.zone_units.labels(state.pool_id, zone.zone, "failed").set(zone.failed_units)
+                until = zone.backoff_until.timestamp() if zone.backoff_until is not None else 0.0
+                self.zone_backoff.labels(state.pool_id, zone.zone).set(until)
         self.calls.labels("list_pools", "", "done").inc()
         return states
 

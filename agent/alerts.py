@@ -87,19 +87,6 @@ def projected_overspend_event(
     )
 
 
-def stockout_event(pool_id: str, at: datetime, error: str, next_pool: str | None = None) -> AlertEvent:
-    """A pool could not get capacity (stockout or quota); the agent backs off it."""
-    fallback = f" Trying {next_pool} instead." if next_pool else " No other eligible pool has room."
-    return AlertEvent(
-        kind=AlertKind.STOCKOUT,
-        severity=Severity.WARNING if next_pool else Severity.CRITICAL,
-        at=at,
-        subject=f"pool {pool_id}",
-        summary=f"No capacity available in pool {pool_id}: backing off it.{fallback}",
-        details={"error": error},
-    )
-
-
 @dataclass(frozen=True)
 class PendingScaleUp:
     """A scale-up the agent asked for, waiting for its units to become ready."""
@@ -155,34 +142,6 @@ def stalled_scale_up_events(
             )
         )
     return events
-
-
-def missing_data_event(demand_class: str, at: datetime, reason: str, held_pools: Sequence[str]) -> AlertEvent:
-    """Metrics for a demand class are missing or stale: its pools are held (no scale-down) until they return."""
-    return AlertEvent(
-        kind=AlertKind.MISSING_DATA,
-        severity=Severity.WARNING,
-        at=at,
-        subject=f"demand class {demand_class}",
-        summary=(
-            f"No trustworthy demand data for {demand_class} ({reason}). Holding its pools: no scale-down until "
-            "data returns; queued demand still scales up."
-        ),
-        details={"held pools": ", ".join(sorted(held_pools)) or "none"},
-    )
-
-
-def actuator_failure_event(pool_id: str, at: datetime, error: str, permanent: bool) -> AlertEvent:
-    """Changing a pool failed; a permanent failure means the agent stopped touching it."""
-    action = "The agent stopped changing this pool; a person must fix it." if permanent else "Retrying later."
-    return AlertEvent(
-        kind=AlertKind.ACTUATOR_FAILURE,
-        severity=Severity.CRITICAL if permanent else Severity.WARNING,
-        at=at,
-        subject=f"pool {pool_id}",
-        summary=f"Could not change pool {pool_id}. {action}",
-        details={"error": error},
-    )
 
 
 def _when(at: datetime) -> str:

@@ -3,7 +3,8 @@
 Options that apply to every subcommand (``--log-level``, ``--log-format``) are accepted before or after it.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (configuration, trace, arguments) with a message a
-person can act on, never a traceback.
+person can act on, never a traceback, 3 the metric source (Prometheus) cannot be reached or has no data for any
+demand class, in one line.
 
 Every log handler gets a redacting filter (``agent.log_redaction``) and error messages are redacted before they
 are printed, so no credential or webhook path reaches the terminal or the log, whatever quotes it.
@@ -19,11 +20,11 @@ from importlib import import_module
 from agent.log_format import LOG_FORMATS, configure_logging
 from agent.log_redaction import install_log_redaction, redacting_excepthook
 from agent.version import version_text
-from models import ConfigError, LeadtimeError
+from models import ConfigError, LeadtimeError, MetricSourceUnavailable
 from models.redaction import redact
 
-COMMANDS = ("backtest", "config_reference", "recommend", "run", "simulate", "validate_config")
-EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+COMMANDS = ("backtest", "config_reference", "export_trace", "recommend", "run", "simulate", "validate_config")
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_SOURCE_UNAVAILABLE = 0, 1, 2, 3
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 DEFAULTS = {"log_level": "WARNING", "log_format": "text"}
 
@@ -71,6 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"leadtime: {redact(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except MetricSourceUnavailable as exc:
+        print(f"leadtime: {redact(str(exc))}", file=sys.stderr)
+        return EXIT_SOURCE_UNAVAILABLE
     except LeadtimeError as exc:
         print(f"leadtime: {redact(str(exc))}", file=sys.stderr)
         return EXIT_BAD_INPUT

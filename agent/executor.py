@@ -11,7 +11,7 @@ go on every tick.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -116,6 +116,9 @@ def clear_failed_units(
             continue
         if memory.in_backoff(pool_id, now):
             continue
+        if spare := _zones_with_room(state, now):
+            alerts.append(_zone_stockout_alert(state, spare, now))
+            continue  # the pool's other zones take the nodes; the pool backs off once none is left
         backoff = max(MIN_BACKOFF, pools[pool_id].lead_time)
         alerts.append(
             AlertEvent(
@@ -130,6 +133,24 @@ def clear_failed_units(
         )
         memory = memory.back_off(pool_id, now + backoff)
     return Execution(tuple(results), memory, tuple(alerts))
+
+
+def _zones_with_room(state: PoolState, now: datetime) -> list[str]:
+    """Zones of a pool that spans zones where nothing failed and that are not backed off."""
+    return [z.zone for z in state.zones if z.failed_units == 0 and (z.backoff_until is None or z.backoff_until <= now)]
+
+
+def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) -> AlertEvent:
+    out = [z.zone for z in state.zones if z.failed_units]
+    return AlertEvent(
+        AlertKind.STOCKOUT,
+        Severity.WARNING,
+        now,
+        state.pool_id,
+        f"{state.failed_units} units of {state.pool_id} failed in {', '.join(out)} after the request was accepted; "
+        f"removed them, those zones back off and {', '.join(spare)} take the nodes",
+        {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(spare)},
+    )
 
 
 def _resize(

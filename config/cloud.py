@@ -82,6 +82,9 @@ class CloudSettings(_Section):
     # A node pool shrinks only by draining idle nodes; a drain still blocked by disruption budgets after this long
     # gives up and uncordons the node.
     drain_timeout: _Duration = timedelta(minutes=15)
+    # A zone of a node pool that ran out of capacity is left out of that pool's scale-ups for this long; its share
+    # goes to the pool's other zones.
+    zone_backoff: _Duration = timedelta(minutes=30)
 
     @property
     def cluster_path(self) -> str:

@@ -13,6 +13,7 @@ SECTIONS: dict[str, str] = {
     "ForecastSettings": "The forecaster.",
     "BudgetSettings": "A spending cap over some pools.",
     "SimulationSettings": "What only `leadtime simulate` uses.",
+    "EnergySettings": "What a paid accelerator draws, for the energy and carbon figures of the reports.",
     "StockoutWindow": "A window in which a simulated pool gets no new units.",
     "LoopSettings": "The control loop.",
     "PrometheusSettings": "Where demand and activity are read from.",
@@ -45,6 +46,13 @@ FIELDS: dict[str, str] = {
     "Settings.cloud": "Google Cloud resources behind the pools (needed by `run` for every pool not on-prem).",
     "Settings.alerts": "Slack alerts.",
     "Settings.ledger": "Where spend is recorded.",
+    "Settings.energy": "Power per chip, site overhead (PUE) and grid carbon intensity, for energy and carbon.",
+    # -- energy
+    "EnergySettings.watts_per_chip": "Power drawn by one paid accelerator, busy or idle (watts; default: an A100 "
+    "SXM's 400 W board power).",
+    "EnergySettings.pool_watts_per_chip": "Per pool id: watts per chip where it differs from `watts_per_chip`.",
+    "EnergySettings.pue": "Power usage effectiveness of the site: facility power / IT power (1.0-3.0; default 1.1).",
+    "EnergySettings.grid_gco2e_per_kwh": "Carbon intensity of the grid that powers the site (gCO2e per kWh).",
     # -- demand classes
     "DemandClassSettings.name": "Unique name of the class, used in pools' `serves` and in metrics.",
     "DemandClassSettings.family": "Accelerator family the class needs: `gpu` or `tpu`.",
@@ -118,13 +126,16 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "
     "(ClusterQueue usage plus pending).",
     "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
-    "PrometheusSettings.pools": "Per pool: how its accelerator activity is read.",
+    "PrometheusSettings.pools": "Per pool: how its accelerator activity and its recorded capacity are read.",
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
     '`cluster_queue="team-a", flavor="a100"`.',
     "ClassQuerySettings.resource": "Resource name in the default query, e.g. `nvidia_com_gpu` or `google.com/tpu`.",
     "PoolQuerySettings.activity_query": "A PromQL query for the pool's accelerator activity (0..1).",
     "PoolQuerySettings.node_selector": "Label matchers on the DCGM series that select the pool's nodes.",
+    "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "
+    'slices), e.g. `count(kube_node_labels{label_cloud_google_com_gke_nodepool="a100"})`; '
+    "`simulate --source prometheus` reports it as the `actual` row.",
     # -- daemon
     "DaemonSettings.mode": "`dry-run` (decide, record, alert, change nothing) or `enforce` (act on the pools).",
     "DaemonSettings.endpoints": "The HTTP server of each replica.",
@@ -162,6 +173,10 @@ FIELDS: dict[str, str] = {
     "production).",
     "CloudSettings.drain_timeout": "A drain still blocked by disruption budgets after this long gives up and "
     "uncordons the node (duration).",
+    "CloudSettings.zone_backoff": "A zone of a node pool that ran out of capacity (a refused resize, or nodes that "
+    "could not be created) is left out of that pool's scale-ups for this long; its share goes to the pool's other "
+    "zones, and only when no zone can take a node is the pool refused and the demand sent to the next pool "
+    "(duration).",
     "NodePoolMapping.pool": "The pool id this node pool is.",
     "NodePoolMapping.node_pool": "Name of the GKE node pool.",
     "NodePoolMapping.gke_autoscaling": "When GKE's own autoscaler is on: `refuse` to touch the pool, or "

@@ -38,11 +38,25 @@ def settings_from_mapping(raw: Mapping[str, Any], source: str = "<mapping>") -> 
     try:
         settings = Settings.model_validate(dict(raw))
     except ValidationError as exc:
-        raise ConfigError(source, [_problem(err) for err in exc.errors()]) from None
+        raise ConfigError(source, [_problem(err) for err in exc.errors()] + _rules_beside(raw, exc)) from None
     problems = check_rules(settings)
     if problems:
         raise ConfigError(source, problems)
     return settings
+
+
+def _rules_beside(raw: Mapping[str, Any], exc: ValidationError) -> list[ConfigProblem]:
+    """The rules across sections that read only sections which are valid on their own, so that one run reports
+    the broken rules together with the basic mistakes instead of after they are fixed."""
+    locations = [err.get("loc", ()) for err in exc.errors()]
+    if any(not loc for loc in locations):
+        return []  # a problem of the whole file: no section can be trusted
+    invalid = frozenset(str(loc[0]) for loc in locations)
+    try:
+        rest = Settings.model_validate({k: v for k, v in raw.items() if k not in invalid})
+    except ValidationError:
+        return []  # a required section is among the invalid ones
+    return check_rules(rest, invalid)
 
 
 def _problem(error: Mapping[str, Any]) -> ConfigProblem:

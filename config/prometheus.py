@@ -42,10 +42,13 @@ class ClassQuerySettings(_Section):
 
 class PoolQuerySettings(_Section):
     """How one pool's accelerator activity (0..1) is read: ``activity_query`` replaces the default DCGM query,
-    ``node_selector`` (label matchers on the DCGM series) narrows it to the pool's nodes."""
+    ``node_selector`` (label matchers on the DCGM series) narrows it to the pool's nodes. ``capacity_query``
+    (one series, in the pool's units: nodes or slices) is what the pool really ran; ``simulate --source
+    prometheus`` replays it as the ``actual`` row."""
 
     activity_query: str | None = Field(default=None, min_length=1)
     node_selector: str | None = Field(default=None, min_length=1)
+    capacity_query: str | None = Field(default=None, min_length=1)
 
 
 class PrometheusSettings(_Section):

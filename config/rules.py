@@ -3,27 +3,34 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
 from config.cloud import check_cloud
+from config.energy import energy_problems
 from config.prometheus import prometheus_problems
 from config.schema import Settings
 from models import AcceleratorFamily, ConfigProblem, PoolKind
 
 
-def check_rules(settings: Settings) -> list[ConfigProblem]:
-    return [
-        *_unique_names(settings),
-        *_pool_rules(settings),
-        *_coverage(settings),
-        *_budget_rules(settings),
-        *_simulation_rules(settings),
-        *check_cloud(settings.cloud, settings.pools),
-        *prometheus_problems(
-            settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
-        ),
-    ]
+def check_rules(settings: Settings, invalid: frozenset[str] = frozenset()) -> list[ConfigProblem]:
+    """Every broken rule. ``invalid`` names top-level sections that failed their own validation (and were left
+    out of ``settings``): a rule that reads one of them is not run, so that it cannot report a false problem."""
+    return [problem for rule, reads in _RULES if not reads & invalid for problem in rule(settings)]
+
+
+def _cloud_rules(settings: Settings) -> Iterable[ConfigProblem]:
+    return check_cloud(settings.cloud, settings.pools)
+
+
+def _prometheus_rules(settings: Settings) -> Iterable[ConfigProblem]:
+    return prometheus_problems(
+        settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
+    )
+
+
+def _energy_rules(settings: Settings) -> Iterable[ConfigProblem]:
+    return energy_problems(settings.energy, (p.id for p in settings.pools))
 
 
 def _unique_names(settings: Settings) -> Iterator[ConfigProblem]:
@@ -104,3 +111,16 @@ def _simulation_rules(settings: Settings) -> Iterator[ConfigProblem]:
                 datetime.fromisoformat(getattr(window, key))
             except ValueError:
                 yield ConfigProblem(f"{at}.{key}", "expected an ISO-8601 timestamp")
+
+
+# Each rule with the top-level sections it reads.
+_RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str]], ...] = (
+    (_unique_names, frozenset({"demand_classes", "pools", "budgets"})),
+    (_pool_rules, frozenset({"pools", "demand_classes"})),
+    (_coverage, frozenset({"pools", "demand_classes"})),
+    (_budget_rules, frozenset({"budgets", "pools"})),
+    (_simulation_rules, frozenset({"simulation", "pools"})),
+    (_cloud_rules, frozenset({"cloud", "pools"})),
+    (_prometheus_rules, frozenset({"prometheus", "demand_classes", "pools"})),
+    (_energy_rules, frozenset({"energy", "pools"})),
+)

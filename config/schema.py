@@ -16,6 +16,7 @@ from config.alerts import AlertSettings
 from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
 from config.durations import format_duration, parse_duration
+from config.energy import EnergySettings
 from config.ledger import LedgerSettings
 from config.prometheus import PrometheusSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
@@ -156,6 +157,7 @@ class Settings(_Section):
     cloud: CloudSettings | None = None
     alerts: AlertSettings = AlertSettings()
     ledger: LedgerSettings = LedgerSettings()
+    energy: EnergySettings = EnergySettings()
 
     def demand_class_models(self) -> tuple[DemandClass, ...]:
         return tuple(c.to_demand_class() for c in self.demand_classes)

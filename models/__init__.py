@@ -7,14 +7,20 @@ from models.budget import BudgetSnapshot, LedgerEntry
 from models.demand import AcceleratorFamily, DemandClass
 from models.errors import (
     ActuatorError,
+    BacktestInputError,
     CapacityUnavailable,
     ConfigError,
     ConfigProblem,
     ForecastError,
+    KubernetesUnconfigured,
     LeadtimeError,
     LedgerUnavailable,
+    MetricSourceUnavailable,
     MetricsUnavailable,
     PermanentActuatorError,
+    StateConflict,
+    StateDocumentUnreadable,
+    StateUnavailable,
     TraceError,
     TransientActuatorError,
 )
@@ -29,7 +35,7 @@ from models.plan import (
     Skip,
     SkipReason,
 )
-from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState
+from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState, ZoneState
 
 __all__ = [
     "AcceleratorFamily",
@@ -38,6 +44,7 @@ __all__ = [
     "ActuatorError",
     "AlertEvent",
     "AlertKind",
+    "BacktestInputError",
     "BudgetSnapshot",
     "CapacityPlan",
     "CapacityTier",
@@ -48,9 +55,11 @@ __all__ = [
     "DemandForecast",
     "Drain",
     "ForecastError",
+    "KubernetesUnconfigured",
     "LeadtimeError",
     "LedgerEntry",
     "LedgerUnavailable",
+    "MetricSourceUnavailable",
     "MetricsUnavailable",
     "PermanentActuatorError",
     "PoolKind",
@@ -60,6 +69,10 @@ __all__ = [
     "Severity",
     "Skip",
     "SkipReason",
+    "StateConflict",
+    "StateDocumentUnreadable",
+    "StateUnavailable",
     "TraceError",
     "TransientActuatorError",
+    "ZoneState",
 ]

@@ -6,8 +6,15 @@ Errors are named for what the caller should do about them:
     ├── ConfigError              a person must fix the configuration (lists every problem with its key path)
     ├── TraceError               a recorded demand trace cannot be used as given
     ├── MetricsUnavailable       no trustworthy observation: hold the pools, alert, try again next tick
+    ├── MetricSourceUnavailable  the metric source cannot be reached, or has data for no demand class at all:
+    │                            a one-shot command has nothing to say (exit 3); fix the source or its query
     ├── ForecastError            a model could not produce a usable forecast: fall back, record why
     ├── LedgerUnavailable        the spend ledger cannot be opened or written: fix its storage; spend is unknown
+    ├── StateUnavailable         the planner memory cannot be read or written now: keep it in memory, try again
+    │   └── StateConflict            someone wrote it since it was read: read again before the next write
+    ├── StateDocumentUnreadable  the saved planner memory is not one this version can read: start from empty
+    ├── KubernetesUnconfigured   no way to reach a Kubernetes API was found: configure one
+    ├── BacktestInputError       the backtest was asked for something it cannot do: change the request
     └── ActuatorError            something went wrong while reading or changing infrastructure
         ├── TransientActuatorError   retry later (HTTP 429/5xx, PDB-blocked eviction, operation conflict)
         ├── CapacityUnavailable      back off this pool, try the next eligible one (stockout, quota)
@@ -62,6 +69,11 @@ class MetricsUnavailable(LeadtimeError):
         super().__init__(f"metrics unavailable for demand class {demand_class!r}: {reason}{where}")
 
 
+class MetricSourceUnavailable(LeadtimeError):
+    """The metric source cannot be reached, or answers with no usable data for any demand class. A one-shot
+    command (``recommend``, ``simulate --source prometheus``) stops with this instead of reporting zero."""
+
+
 class ForecastError(LeadtimeError):
     """A forecaster could not produce a usable forecast for a series."""
 
@@ -88,3 +100,23 @@ class CapacityUnavailable(ActuatorError):
 
 class PermanentActuatorError(ActuatorError):
     """Retrying will not help (credentials, permissions, missing resource): alert and stop touching the pool."""
+
+
+class StateUnavailable(LeadtimeError):
+    """The state store cannot be read or written now; keep the copy in memory and try again next tick."""
+
+
+class StateConflict(StateUnavailable):
+    """The document changed since it was last read (a stale version): read it again before the next write."""
+
+
+class StateDocumentUnreadable(LeadtimeError):
+    """The saved document is not a planner memory this version of the agent can read."""
+
+
+class KubernetesUnconfigured(LeadtimeError):
+    """No way to reach a Kubernetes API was found."""
+
+
+class BacktestInputError(LeadtimeError):
+    """The backtest was asked for something it cannot do (bad time, horizon, quantile or model)."""

@@ -64,12 +64,27 @@ class PoolSpec:
 
 
 @dataclass(frozen=True)
+class ZoneState:
+    """One zone of a pool that spans zones (a GKE node pool's instance group in that zone), as observed.
+
+    ``backoff_until`` is set while the zone is left out of scale-ups after it ran out of capacity.
+    """
+
+    zone: str
+    ready_units: int
+    target_units: int
+    failed_units: int = 0
+    backoff_until: datetime | None = None
+
+
+@dataclass(frozen=True)
 class PoolState:
     """A pool as observed at ``observed_at``.
 
     ``ready_units`` accept work now; ``target_units`` is what was last asked for (ready + in flight). A unit
     that is provisioning counts in ``target_units`` but not in ``ready_units``. ``failed_units`` (a failed or
-    suspended slice or queued resource) count in neither; they are reported so a person can be told.
+    suspended slice or queued resource) count in neither; they are reported so a person can be told. ``zones``
+    breaks the counts down per zone for pools that span zones (empty otherwise).
     """
 
     pool_id: str
@@ -80,6 +95,7 @@ class PoolState:
     idle_units: int = 0
     idle_since: tuple[datetime, ...] = field(default_factory=tuple)
     failed_units: int = 0
+    zones: tuple[ZoneState, ...] = ()
 
     @property
     def provisioning_units(self) -> int:

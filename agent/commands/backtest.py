@@ -23,13 +23,9 @@ from agent.sources import read_trace
 from config.durations import parse_duration
 from forecasting.backtest import BacktestSpec, Grid, run_backtest
 from forecasting.registry import FAMILIES, build
-from models import LeadtimeError
+from models import BacktestInputError
 
 DEFAULT_MODELS = "naive,seasonal_naive,ets,stl,lightgbm,auto"
-
-
-class BacktestInputError(LeadtimeError):
-    """The backtest was asked for something it cannot do (bad time, horizon, quantile or model)."""
 
 
 def register(sub: Any) -> None:

@@ -35,12 +35,12 @@ from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
 from agent.report.recommendation import write_recommendation_reports
-from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from config import load_settings
 from config.schema import BudgetSettings, Settings
 from forecasting.factory import build_forecaster
-from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable, PoolState
+from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable, PoolState, ZoneState
 from models.clock import SimulatedClock, SystemClock
 from models.redaction import redact_tree
 
@@ -115,14 +115,15 @@ def recommend(
         )
     classes = settings.demand_class_models()
     source = source or PrometheusSource.from_settings(prometheus, demand_queries(classes, prometheus))
+    source.probe()
     dry_run = DryRunActuator(read_side, SimulatedClock(at))
     states = {s.pool_id: s for s in dry_run.list_pools()}
     agent = Agent(
         settings,
         AgentParts(source, build_forecaster(settings.forecast), dry_run, InMemoryLedger(), RecordingNotifier()),
     )
-    tick = agent.run_once(at)
     history, history_problem = _history(source, agent, at)
+    tick = agent.run_once(at)
     document = _document(settings, config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
@@ -138,8 +139,11 @@ def recommend(
 
 
 def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.DataFrame, str | None]:
+    """The forecast history of every class; when no class has any, there is nothing to recommend."""
     start = at - agent.settings.forecast.history
     frame, missing = source.fetch_each(agent.classes, start, at, agent.step)
+    if agent.classes and len(missing) == len(agent.classes):
+        raise no_usable_data(source.url, missing, every_class=True)
     problem = "; ".join(str(exc) for exc in missing.values()) or None
     return frame, problem
 
@@ -185,6 +189,7 @@ def _document(
                 "reason": reason,
                 "current_cost_per_day_usd": _per_day(current, price),
                 "recommended_cost_per_day_usd": _per_day(recommended, price),
+                "zones": [_zone_entry(z) for z in state.zones] if state is not None else [],
             }
         )
     current_day = sum(p["current_cost_per_day_usd"] or 0.0 for p in pools)
@@ -205,6 +210,17 @@ def _document(
         "budgets": [_budget(b, pools, at) for b in settings.budgets],
         "problems": dict(sorted(tick.problems.items())),
         "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
+    }
+
+
+def _zone_entry(zone: ZoneState) -> dict[str, Any]:
+    until = zone.backoff_until.isoformat() if zone.backoff_until is not None else None
+    return {
+        "zone": zone.zone,
+        "ready_units": zone.ready_units,
+        "target_units": zone.target_units,
+        "failed_units": zone.failed_units,
+        "backoff_until": until,
     }
 
 

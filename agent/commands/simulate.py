@@ -1,4 +1,6 @@
-"""``leadtime simulate``: replay a recorded trace through every policy and write results and a report.
+"""``leadtime simulate``: replay a recorded trace, or the cluster's own history in Prometheus (``--source
+prometheus``), through every policy and write results and a report. From Prometheus, pools with a
+``capacity_query`` add an ``actual`` row: what they really ran, billed and served the same way.
 
 The results document (and the report drawn from it) is redacted: the configuration it records may hold a
 ``prometheus.url`` with credentials."""
@@ -8,7 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +18,46 @@ from tqdm import tqdm
 
 from agent.report.simulation import write_simulation_report
 from agent.simulation import select_window
+from agent.simulation.actual import actual_note, actual_run
 from agent.simulation.equal_service import SERVICE_LEVELS, equal_service
 from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
+from agent.simulation.window import DEFAULT_HISTORY
+from agent.sources.prometheus_history import ClusterHistory, prometheus_source, read_history
 from agent.sources.trace import read_trace
 from config import load_settings
+from config.durations import parse_duration
+from config.schema import Settings
 from models import LeadtimeError
+from models.clock import SystemClock
 from models.redaction import redact_tree
 
 DEFAULT_TRACE = "data/helios-earth/demand_5min.csv.gz"
+DEFAULT_SPAN = timedelta(days=7)
 
 
 def register(sub: Any) -> None:
     parser = sub.add_parser("simulate", help="replay a demand trace through the agent and baseline policies")
     parser.add_argument("--config", required=True, help="YAML configuration (pools, classes, planner)")
     parser.add_argument("--trace", default=DEFAULT_TRACE, help=f"long-format demand CSV (default {DEFAULT_TRACE})")
-    parser.add_argument("--start", type=parse_timestamp, help="window start, ISO-8601 (default: trace start + 7d)")
-    parser.add_argument("--end", type=parse_timestamp, help="window end, ISO-8601 (default: end of the trace)")
+    parser.add_argument(
+        "--source",
+        choices=("trace", "prometheus"),
+        default="trace",
+        help="where demand comes from: the --trace file (default) or the configured Prometheus queries",
+    )
+    parser.add_argument(
+        "--since",
+        type=parse_span,
+        help="with --source prometheus: simulate this much history before --end (default 7d), e.g. 14d",
+    )
+    parser.add_argument(
+        "--start", type=parse_timestamp, help="window start, ISO-8601 (default: trace start + 7d, or --end - --since)"
+    )
+    parser.add_argument(
+        "--end", type=parse_timestamp, help="window end, ISO-8601 (default: end of the trace, or now from Prometheus)"
+    )
     parser.add_argument("--policy", default=",".join(POLICIES), type=parse_policies, help="comma-separated")
     parser.add_argument("--out", required=True, help="directory for results.json and report.html")
     parser.add_argument(
@@ -55,6 +79,16 @@ def parse_timestamp(text: str) -> datetime:
             f"{text!r} is not an ISO-8601 timestamp (e.g. 2020-05-08T00:00+08:00)"
         ) from None
     return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
+
+
+def parse_span(text: str) -> timedelta:
+    try:
+        span = parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if span <= timedelta(0):
+        raise argparse.ArgumentTypeError(f"{text!r}: the span must be positive, e.g. 14d")
+    return span
 
 
 def parse_policies(text: str) -> list[str]:
@@ -79,8 +113,17 @@ def parse_targets(text: str) -> list[float]:
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
-    trace = read_trace(args.trace)
-    window = select_window(trace, settings.demand_class_models(), args.start, args.end)
+    history: ClusterHistory | None = None
+    if args.source == "prometheus":
+        if args.start is not None and args.since is not None:
+            raise LeadtimeError("give either --start or --since, not both")
+        history, start, end = _from_prometheus(settings, args)
+        trace = history.trace
+    else:
+        if args.since is not None:
+            raise LeadtimeError("--since reads Prometheus history: add --source prometheus (or use --start/--end)")
+        trace, start, end = read_trace(args.trace), args.start, args.end
+    window = select_window(trace, settings.demand_class_models(), start, end)
     if window.step != settings.forecast.step:
         settings = settings.model_copy(update={"forecast": settings.forecast.model_copy(update={"step": window.step})})
     compare = bool(args.equal_service) and {"forecast", "reactive"} <= set(args.policy)
@@ -99,17 +142,50 @@ def run(args: argparse.Namespace) -> int:
     if compare:
         with tqdm(total=2, desc="equal service", unit="search", disable=args.no_progress, file=sys.stderr) as bar:
             comparison = equal_service(session, args.equal_service, known=runs, on_done=lambda _: bar.update(1))
+    actual = actual_run(settings, history, window) if history is not None else None
+    if actual is not None:
+        runs["actual"] = actual
     out = Path(args.out)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
-    document = redact_tree(results_document(settings, args.config, trace, window, runs, comparison))
+    document = results_document(settings, args.config, trace, window, runs, comparison)
+    if history is not None:
+        document["actual"] = actual_note(settings, history)
+    document = redact_tree(document)
     (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     write_simulation_report(out / "report.html", document, window, runs, settings)
     _print_table(document)
+    if history is not None and document["actual"]["missing"]:
+        print(f"no actual row: {document['actual']['missing']}")
     print(f"wrote {out / 'results.json'} and {out / 'report.html'}")
     return 0
+
+
+def _from_prometheus(settings: Settings, args: argparse.Namespace) -> tuple[ClusterHistory, datetime, datetime]:
+    """The window asked for, and the history read for it: the window plus what came before it (at least the
+    forecaster's history), so that the static policy and the forecasters see what they would have seen."""
+    start, end = prometheus_range(settings, args.start, args.end, args.since or DEFAULT_SPAN)
+    before = max(DEFAULT_HISTORY, settings.forecast.history)
+    source = prometheus_source(settings, args.config)
+    return read_history(settings, source, start - before, end), start, end
+
+
+def prometheus_range(
+    settings: Settings, start: datetime | None, end: datetime | None, since: timedelta
+) -> tuple[datetime, datetime]:
+    """[start, end): ``end`` defaults to now (at a whole step), ``start`` to ``end - since``."""
+    end = end or _floor(SystemClock().now(), settings.forecast.step)
+    start = start or end - since
+    if start >= end:
+        raise LeadtimeError(f"empty window: start {start.isoformat()} is not before end {end.isoformat()}")
+    return start, end
+
+
+def _floor(when: datetime, step: timedelta) -> datetime:
+    seconds = step.total_seconds()
+    return datetime.fromtimestamp(when.timestamp() // seconds * seconds, UTC)
 
 
 def _print_table(document: dict[str, Any]) -> None:

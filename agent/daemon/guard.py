@@ -20,13 +20,6 @@ class Leadership(Protocol):
     def is_leader(self, now: datetime) -> bool: ...
 
 
-class SoleReplica:
-    """Leadership when election is off: a single replica always leads."""
-
-    def is_leader(self, now: datetime) -> bool:
-        return True
-
-
 class LeaderOnlyActuator:
     def __init__(self, inner: Actuator, leadership: Leadership, clock: Clock) -> None:
         self._inner = inner

@@ -12,13 +12,9 @@ from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from config.daemon import KubernetesApiSettings, LeaderElectionSettings
-from models import LeadtimeError
+from models import KubernetesUnconfigured
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
-
-
-class KubernetesUnconfigured(LeadtimeError):
-    """No way to reach a Kubernetes API was found."""
 
 
 def kubernetes_api_client(settings: KubernetesApiSettings, environ: Mapping[str, str] = os.environ) -> client.ApiClient:

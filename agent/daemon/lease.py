@@ -3,10 +3,12 @@
 The client's ``leaderelection`` module is not used: when the connection itself fails its leader thread dies
 without ever reporting that it stopped leading, so a second replica takes over while the first still acts.
 
-The rules, all measured on this replica's own clock (``now`` is always passed in):
+The rules, all measured on this replica's own monotonic clock (``time.monotonic`` unless one is injected), as
+client-go does: a wall clock stepped back or forward (NTP, a VM resumed) changes neither deadline. The wall time
+(``now``, always passed in) is only written into the Lease (renew and acquire times) and reported as last contact.
 
-* The leader acts only while ``now < last successful renewal + renew_deadline``. A renewal counts from the
-  moment it was *sent*, so a slow or lost answer only shortens the window.
+* The leader acts only while its monotonic clock is before the last successful renewal + renew_deadline. A
+  renewal counts from the moment it was *sent*, so a slow or lost answer only shortens the window.
 * A standby takes the lease only after it has seen the same holder record, unchanged, for the record's lease
   duration, measured from when *it* first saw that record (never from the timestamp written in the record, so
   clock skew between nodes does not matter).
@@ -20,6 +22,8 @@ leader has stopped acting before any standby can take over.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -65,6 +69,7 @@ class LeaseElector:
         lease_duration: timedelta,
         renew_deadline: timedelta,
         request_timeout: timedelta,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if renew_deadline >= lease_duration:
             raise ValueError("renew_deadline must be shorter than lease_duration")
@@ -75,20 +80,25 @@ class LeaseElector:
         self._lease_duration = lease_duration
         self._renew_deadline = renew_deadline
         self._timeout = request_timeout.total_seconds()
-        self._renewed_at: datetime | None = None
+        self._monotonic = monotonic
+        self._renewed_at: float | None = None  # monotonic seconds when the last successful renewal was sent
         self._observed: LeaseRecord | None = None
-        self._observed_at: datetime | None = None
+        self._observed_at: float | None = None  # monotonic seconds when this record was first seen
         self._was_leading = False
         self.last_error: str | None = None
         self.last_contact: datetime | None = None
 
     # -- queries ------------------------------------------------------------------------------------------
-    def is_leader(self, now: datetime) -> bool:
-        """True only while the last successful renewal is younger than the renew deadline."""
-        return self._renewed_at is not None and now < self._renewed_at + self._renew_deadline
+    def is_leader(self, now: datetime | None = None) -> bool:
+        """True only while the last successful renewal is younger than the renew deadline on the monotonic
+        clock. ``now`` (wall time) is accepted for the callers' ``Leadership`` protocol and never compared."""
+        return self._renewed_at is not None and self._monotonic() < self._deadline(self._renewed_at)
 
-    def leading_until(self) -> datetime | None:
-        return None if self._renewed_at is None else self._renewed_at + self._renew_deadline
+    def leading_until(self, now: datetime) -> datetime | None:
+        """When leadership lapses without another renewal, as a wall time seen from ``now`` (for display)."""
+        if self._renewed_at is None:
+            return None
+        return now + timedelta(seconds=self._deadline(self._renewed_at) - self._monotonic())
 
     @property
     def holder(self) -> str:
@@ -97,10 +107,11 @@ class LeaseElector:
     # -- the loop body ------------------------------------------------------------------------------------
     def step(self, now: datetime) -> ElectionStep:
         """Read the Lease; renew it if ours, take it if free or expired; otherwise watch it. Never raises for
-        an API or connection failure: that is reported in the result and simply means no renewal this round."""
+        an API or connection failure: that is reported in the result and simply means no renewal this round.
+        ``now`` is the wall time written into the Lease."""
         error: str | None = None
         try:
-            self._attempt(now)
+            self._attempt(now, self._monotonic())
         except ApiException as exc:
             error = f"Kubernetes API answered {exc.status} {exc.reason}".strip()
         except (HTTPError, OSError) as exc:
@@ -112,7 +123,7 @@ class LeaseElector:
         elif self.last_error and not error:
             log.info("leader election: the Kubernetes API answers again")
         self.last_error = error
-        leading = self.is_leader(now)
+        leading = self.is_leader()
         step = ElectionStep(
             leading=leading,
             became_leader=leading and not self._was_leading,
@@ -129,7 +140,7 @@ class LeaseElector:
 
     def release(self, now: datetime) -> bool:
         """Give the lease up on shutdown so a standby takes over at once. Only when this replica still leads."""
-        if not self.is_leader(now) or self._observed is None:
+        if not self.is_leader() or self._observed is None:
             return False
         body = self._lease(
             LeaseRecord("", timedelta(seconds=1), self._observed.transitions, self._observed.resource_version), now
@@ -145,39 +156,43 @@ class LeaseElector:
         return True
 
     # -- internals ----------------------------------------------------------------------------------------
-    def _attempt(self, now: datetime) -> None:
+    def _attempt(self, now: datetime, sent: float) -> None:
+        """One round; ``sent`` is the monotonic time before the first request, from which a renewal counts."""
         try:
             current = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
         except ApiException as exc:
             if exc.status != 404:
                 raise
-            self._create(now)
+            self._create(now, sent)
             return
         record = _record_of(current)
         if record != self._observed:
-            self._observed, self._observed_at = record, now
+            self._observed, self._observed_at = record, sent
         if record.holder == self.identity:
-            self._write(record, now, transitions=record.transitions)
+            self._write(record, now, sent, transitions=record.transitions)
             return
         # Someone else holds it (we may have been replaced while cut off): whatever our clock says, stop now.
         self._renewed_at = None
-        if self._may_take(record, now):
-            self._write(record, now, transitions=record.transitions + 1)
+        if self._may_take(record, sent):
+            self._write(record, now, sent, transitions=record.transitions + 1)
 
-    def _may_take(self, record: LeaseRecord, now: datetime) -> bool:
+    def _may_take(self, record: LeaseRecord, sent: float) -> bool:
         if not record.holder:
             return True
         assert self._observed_at is not None  # set just before in _attempt
-        return now >= self._observed_at + record.duration
+        return sent - self._observed_at >= record.duration.total_seconds()
 
-    def _create(self, now: datetime) -> None:
+    def _deadline(self, renewed_at: float) -> float:
+        return renewed_at + self._renew_deadline.total_seconds()
+
+    def _create(self, now: datetime, sent: float) -> None:
         record = LeaseRecord(self.identity, self._lease_duration, 0, None)
         created = self._api.create_namespaced_lease(
             self.namespace, self._lease(record, now, acquired=True), _request_timeout=self._timeout
         )
-        self._took(created, now)
+        self._took(created, sent)
 
-    def _write(self, seen: LeaseRecord, now: datetime, transitions: int) -> None:
+    def _write(self, seen: LeaseRecord, now: datetime, sent: float, transitions: int) -> None:
         taking = seen.holder != self.identity
         record = LeaseRecord(self.identity, self._lease_duration, transitions, seen.resource_version)
         try:
@@ -189,11 +204,11 @@ class LeaseElector:
                 # Someone else wrote the lease since we read it: whatever our clock says, we no longer lead.
                 self._renewed_at = None
             raise
-        self._took(written, now)
+        self._took(written, sent)
 
-    def _took(self, lease: Any, now: datetime) -> None:
-        self._renewed_at = now
-        self._observed, self._observed_at = _record_of(lease), now
+    def _took(self, lease: Any, sent: float) -> None:
+        self._renewed_at = sent
+        self._observed, self._observed_at = _record_of(lease), sent
 
     def _lease(self, record: LeaseRecord, now: datetime, acquired: bool = False) -> V1Lease:
         spec = V1LeaseSpec(

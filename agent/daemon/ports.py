@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
+from agent.decision_events import DecisionEvent
 from models import ActionResult, AlertEvent, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
 
 
@@ -63,6 +64,12 @@ class Watching(Protocol):
     def watch(self, now: datetime) -> None:
         """Observe without planning or writing to any pool; raises when the observation failed."""
         ...
+
+
+class DecisionSink(Protocol):
+    """Where the leader's decisions go as Kubernetes Events; best effort, never raises."""
+
+    def record(self, now: datetime, events: Sequence[DecisionEvent]) -> int: ...
 
 
 class AlertSink(Protocol):

@@ -25,8 +25,9 @@ from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.health import HealthState
 from agent.daemon.lease import ElectionStep
 from agent.daemon.metrics import DaemonMetrics
-from agent.daemon.ports import AgentLoop, AlertSink, Resumable, Watching
+from agent.daemon.ports import AgentLoop, AlertSink, DecisionSink, Resumable, TickReport, Watching
 from agent.daemon.summary import DailySummary
+from agent.decision_events import decision_events
 from models import ActuatorError, AlertEvent, AlertKind, MetricsUnavailable, Severity
 from models.clock import Clock
 
@@ -80,6 +81,7 @@ class Daemon:
         mode: str,
         contact_bound: timedelta,
         events: KubernetesEventRecorder | None = None,
+        decisions: DecisionSink | None = None,
         on_became_leader: Callable[[], None] | None = None,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
@@ -92,6 +94,7 @@ class Daemon:
         self.mode = mode
         self._contact_bound = contact_bound
         self._events = events
+        self._decisions = decisions
         self._on_became_leader = on_became_leader
         self._timer = timer  # durations for metrics only; decisions never read it
         self._work = threading.Lock()
@@ -184,6 +187,7 @@ class Daemon:
             self._metrics.record_tick(report)
             self.summary.add_report(report)
             self._tick_succeeded(now, "leader")
+            self._record_decisions(now, report)
             if report.errors:
                 log.info("tick survived %d error(s): %s", len(report.errors), "; ".join(map(str, report.errors)))
         finally:
@@ -249,6 +253,15 @@ class Daemon:
             return
         if not delivered:
             self._metrics.errors.labels("AlertNotDelivered").inc()
+
+    def _record_decisions(self, now: datetime, report: TickReport) -> None:
+        if self._decisions is None:
+            return
+        try:
+            events = decision_events(report.plan, report.results, recommend=self.mode == "dry-run")
+            self._decisions.record(now, events)
+        except Exception:  # Events are best effort; a tick that acted has succeeded
+            log.exception("decision events not recorded")
 
     def _record_event(self, now: datetime, reason: str, message: str, warning: bool = False) -> None:
         if self._events is not None:

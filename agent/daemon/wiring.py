@@ -21,11 +21,12 @@ from prometheus_client import CollectorRegistry
 
 from actuators import Actuator, DryRunActuator, DryRunDrainer, NodeDrainer
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
+from agent.daemon.decision_recorder import KubernetesDecisionRecorder
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.guard import LeaderOnlyActuator, LeaderOnlyDrainer, Leadership
 from agent.daemon.health import HealthState
-from agent.daemon.kube import KubernetesUnconfigured, lease_namespace, replica_identity
+from agent.daemon.kube import lease_namespace, replica_identity
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.runtime import DaemonRuntime, Schedule
@@ -39,6 +40,7 @@ from agent.state.configmap import KubernetesStateStore
 from config.schema import Settings
 from forecasting.base import Forecaster
 from forecasting.factory import build_forecaster
+from models import KubernetesUnconfigured
 from models.clock import Clock
 
 
@@ -92,6 +94,7 @@ def assemble(
             lease_duration=election.lease_duration,
             renew_deadline=election.renew_deadline,
             request_timeout=timeout,
+            monotonic=clock.monotonic,
         )
         events = KubernetesEventRecorder(
             k8s.CoreV1Api(parts.kube),
@@ -124,6 +127,7 @@ def assemble(
         mode=mode,
         contact_bound=election.renew_deadline,
         events=events,
+        decisions=_decision_recorder(settings, parts, identity, environ),
     )
     endpoints = EndpointServer(
         daemon_settings.endpoints.bind_address, daemon_settings.endpoints.port, health, metrics, clock
@@ -137,6 +141,23 @@ def assemble(
     )
     runtime = DaemonRuntime(daemon, schedule, endpoints)
     return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints, loop)
+
+
+def _decision_recorder(
+    settings: Settings, parts: DaemonParts, identity: str, environ: Mapping[str, str]
+) -> KubernetesDecisionRecorder | None:
+    """Decisions as Kubernetes Events whenever the API is configured; pool decisions on the state ConfigMap."""
+    if parts.kube is None:
+        return None
+    daemon_settings = settings.daemon
+    return KubernetesDecisionRecorder(
+        k8s.CoreV1Api(parts.kube),
+        namespace=daemon_settings.state.config_map_namespace
+        or lease_namespace(daemon_settings.leader_election, environ),
+        pool_object=daemon_settings.state.config_map_name,
+        identity=identity,
+        request_timeout=daemon_settings.kubernetes.request_timeout,
+    )
 
 
 def _state_store(settings: Settings, parts: DaemonParts, identity: str, environ: Mapping[str, str]) -> StateStore:

@@ -20,11 +20,10 @@ How spend accrues:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from models import LedgerEntry, PoolSpec, PoolState
+from models import LedgerEntry
 
 GRID = timedelta(minutes=15)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -111,15 +110,6 @@ def split(start: datetime, end: datetime, grid: timedelta = GRID) -> list[tuple[
     if cursor < end:
         pieces.append((cursor, end))
     return pieces
-
-
-def readings_from_states(states: Iterable[PoolState], specs: Mapping[str, PoolSpec]) -> list[PoolReading]:
-    """Readings for observed pools: billed units are the target (ready plus provisioning, which bill too)."""
-    return [
-        PoolReading(s.pool_id, s.observed_at, s.target_units, specs[s.pool_id].price_per_unit_hour_usd)
-        for s in states
-        if s.pool_id in specs
-    ]
 
 
 def _cost(units: int, price_per_unit_hour_usd: float, span: timedelta) -> float:

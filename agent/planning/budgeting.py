@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend
-from agent.planning.enforcement import enforce_budgets
+from agent.planning.enforcement import budget_snapshots, enforce_budgets
 from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
 
 _HOLDS = {SkipReason.MISSING_DATA, SkipReason.PERMANENT_ERROR, SkipReason.IN_FLIGHT}
@@ -44,7 +44,8 @@ def apply_budgets(
     specs = {p.pool_id: p for p in pools}
     billed = {pool_id: state.target_units for pool_id, state in states.items()}
     settled = {pool_id: _settled_idle(state, now, stabilization) for pool_id, state in states.items()}
-    out = enforce_budgets(now, spends, specs, billed, {r.pool_id: r.to_units for r in resizes}, settled, tick)
+    proposed = {r.pool_id: r.to_units for r in resizes}
+    out = enforce_budgets(now, spends, specs, billed, proposed, settled, tick, release_after=stabilization)
 
     by_pool: dict[str, Resize] = {}
     for resize in resizes:
@@ -81,7 +82,10 @@ def apply_budgets(
             )
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
-    return BudgetedDecisions(ordered, tuple(new_skips), new_targets, out.snapshots)
+    # projected with the units actually kept: busy units that should go but stay keep billing, and show
+    kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}
+    snapshots = budget_snapshots(now, spends, specs, billed, kept, tick)
+    return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots)
 
 
 def _settled_idle(state: PoolState, now: datetime, window: timedelta) -> int:

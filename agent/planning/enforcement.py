@@ -15,6 +15,12 @@ Two duties:
 A monthly cap is held over what is left of the month. An hourly cap is held over what is left of the hour and
 over the whole next hour, so it also caps the rate of spend.
 
+A scale-up commits spend for at least its minimum hold: the pool's lead time, the idle window before a unit may
+be released, and one tick. When that reaches past the end of the month period, the units are still there when
+the next period opens, and the projection then runs them to the end of that period: such a scale-up must also
+fit the next period's cap, with everything billed now counted over the whole of it. (Units bought earlier can
+still be released before the period ends if they turn out idle; busy units never are, whatever a cap says.)
+
 A budget pool missing from ``billed`` is counted at its ``max_units``: spend of a pool nobody observed is never
 assumed to be zero.
 """
@@ -88,11 +94,18 @@ class _Cap:
     spent_usd: float
     pools: frozenset[str]
     lookahead: bool = False
+    crossing: bool = False  # the next month period: binds only scale-ups whose minimum hold reaches into it
     room_usd: float = 0.0
 
     @property
     def label(self) -> str:
-        return f"budget {self.budget!r} ({self.kind} cap {self.cap_usd:,.2f} USD)"
+        label = f"budget {self.budget!r} ({self.kind} cap {self.cap_usd:,.2f} USD)"
+        if self.crossing:
+            label += (
+                f" for the period opening {self.period.start:%Y-%m-%d %H:%M} UTC, which units bought now reach "
+                f"(lead time + idle window + one tick)"
+            )
+        return label
 
 
 def enforce_budgets(
@@ -103,30 +116,47 @@ def enforce_budgets(
     proposed: Mapping[str, int],
     idle: Mapping[str, int] | None = None,
     settle: timedelta = timedelta(minutes=1),
+    release_after: timedelta = timedelta(0),
 ) -> BudgetEnforcement:
     """Trim ``proposed`` scale-ups to every cap in ``spends`` and say what to shed where a cap is already broken.
 
     ``billed`` holds the units each pool bills now (ready plus provisioning), ``proposed`` the planner's absolute
     targets, ``idle`` the units observed idle, ``settle`` the loop's tick (how long a released unit keeps
-    billing in the ledger).
+    billing in the ledger), ``release_after`` how long a unit must be idle before it may be released.
     """
-    caps = _caps(now, spends)
+    caps = _caps(now, spends, crossing=True)
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
     overspends = []
     for cap in caps:
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices)
         cap.room_usd = cap.cap_usd - projected
-        if cap.room_usd < -_EPS_USD:
+        if cap.room_usd < -_EPS_USD and not cap.crossing:
             overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected))
 
     targets = dict(proposed)
-    trims, skips = _trim(now, caps, pools, base, targets)
+    holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
+    trims, skips = _trim(now, caps, pools, base, targets, holds)
     shed = _shed(now, caps, pools, base, targets, idle or {}, settle)
     final = dict(targets)
     for item in shed:
         final[item.pool_id] = final.get(item.pool_id, base[item.pool_id]) - item.units
-    snapshots = tuple(
+    snapshots = budget_snapshots(now, spends, pools, billed, final, settle)
+    return BudgetEnforcement(targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots)
+
+
+def budget_snapshots(
+    now: datetime,
+    spends: Sequence[BudgetSpend],
+    pools: Mapping[str, PoolSpec],
+    billed: Mapping[str, int],
+    units: Mapping[str, int],
+    settle: timedelta = timedelta(minutes=1),
+) -> tuple[BudgetSnapshot, ...]:
+    """Each cap's spend so far and its projection to period end if the pools go from ``billed`` to ``units``."""
+    prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
+    base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
+    return tuple(
         BudgetSnapshot(
             budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
             period_start=cap.period.start,
@@ -134,13 +164,12 @@ def enforce_budgets(
             spent_usd=cap.spent_usd,
             cap_usd=cap.cap_usd,
             projected_usd=project(
-                cap.spent_usd, cap.period, now, sorted(cap.pools), {**base, **final}, prices, base, settle
+                cap.spent_usd, cap.period, now, sorted(cap.pools), {**base, **units}, prices, base, settle
             ),
         )
-        for cap in caps
+        for cap in _caps(now, spends)
         if not cap.lookahead
     )
-    return BudgetEnforcement(targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots)
 
 
 def find_overspends(
@@ -157,9 +186,10 @@ def find_overspends(
     return out
 
 
-def _caps(now: datetime, spends: Sequence[BudgetSpend]) -> list[_Cap]:
+def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[_Cap]:
     """Every cap at ``now``. An hourly cap is also held over the whole next hour (a rate): otherwise a scale-up
-    late in an hour, cheap against the minutes left, would break the next hour the moment it starts."""
+    late in an hour, cheap against the minutes left, would break the next hour the moment it starts. With
+    ``crossing``, a monthly cap is also held over the next month period, for the scale-ups that reach it."""
     caps = []
     for spend in sorted(spends, key=lambda s: s.budget.name):
         name, pools = spend.budget.name, spend.budget.pools
@@ -168,6 +198,9 @@ def _caps(now: datetime, spends: Sequence[BudgetSpend]) -> list[_Cap]:
             if kind is CapKind.HOUR:
                 following = Period(period.end, period.end + (period.end - period.start))
                 caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True))
+            elif crossing:
+                following = spend.budget.period(period.end)
+                caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True, crossing=True))
     return caps
 
 
@@ -177,26 +210,26 @@ def _trim(
     pools: Mapping[str, PoolSpec],
     base: Mapping[str, int],
     targets: dict[str, int],
+    holds: Mapping[str, timedelta],
 ) -> tuple[list[Trim], list[Skip]]:
-    """Grant scale-ups in fill order while every cap over the pool keeps its projection within the cap."""
+    """Grant scale-ups in fill order while every cap over the pool keeps its projection within the cap. A next
+    period's cap binds a pool's scale-up only when the pool's minimum hold (``holds``) reaches into it."""
     trims: list[Trim] = []
     skips: list[Skip] = []
     ups = sorted((p for p, t in targets.items() if p in pools and t > base[p]), key=lambda p: pools[p].fill_key)
     for pool_id in ups:
         wanted = targets[pool_id] - base[pool_id]
         allowed, binding = wanted, None
-        for cap in caps:
-            if pool_id not in cap.pools:
-                continue
+        binds = [c for c in caps if pool_id in c.pools and (not c.crossing or now + holds[pool_id] > c.period.start)]
+        for cap in binds:
             per_unit = pools[pool_id].price_per_unit_hour_usd * _hours(cap.period.remaining(now))
             if per_unit <= 0.0:
                 continue
             fits = max(0, math.floor((cap.room_usd + _EPS_USD) / per_unit))
             if fits < allowed:
                 allowed, binding = fits, cap
-        for cap in caps:
-            if pool_id in cap.pools:
-                cap.room_usd -= allowed * pools[pool_id].price_per_unit_hour_usd * _hours(cap.period.remaining(now))
+        for cap in binds:
+            cap.room_usd -= allowed * pools[pool_id].price_per_unit_hour_usd * _hours(cap.period.remaining(now))
         if binding is None:
             continue
         targets[pool_id] = base[pool_id] + allowed
@@ -233,7 +266,7 @@ def _shed(
     kept = {p: min(targets.get(p, base[p]), base[p]) for p in base}
     excess: dict[int, float] = {}
     for i, cap in enumerate(caps):
-        if cap.room_usd >= -_EPS_USD:
+        if cap.room_usd >= -_EPS_USD or cap.crossing:  # a next period is held at its opening, not before
             continue
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle)
         if projected > cap.cap_usd + _EPS_USD:

@@ -15,7 +15,13 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-POLICY_COLOURS = {"forecast": "#1f77b4", "reactive": "#d62728", "static": "#7f7f7f", "oracle": "#2ca02c"}
+POLICY_COLOURS = {
+    "forecast": "#1f77b4",
+    "reactive": "#d62728",
+    "static": "#7f7f7f",
+    "oracle": "#2ca02c",
+    "actual": "#9467bd",
+}
 
 
 def figure_to_data_uri(figure: Figure) -> str:
@@ -100,15 +106,27 @@ def forecast_panels(
 
 
 def cost_bars(costs: Mapping[str, float], unserved: Mapping[str, float]) -> str:
-    figure, (left, right) = plt.subplots(1, 2, figsize=(10, 2.8))
+    """Cost and unserved demand per policy. The cost axis starts just below the cheapest policy, not at zero, so
+    that differences of a few percent are visible; each bar is labelled with its value."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 0.9 + 0.5 * len(costs)))
     names = list(costs)
     colours = [POLICY_COLOURS.get(n, "#333333") for n in names]
-    left.barh(names, [costs[n] for n in names], color=colours)
-    left.set_title("cost (USD)", fontsize=9)
-    right.barh(names, [100 * unserved[n] for n in names], color=colours)
-    right.set_title("unserved demand (% of accelerator-hours)", fontsize=9)
+    values = [costs[n] for n in names]
+    left.barh(names, values, color=colours)
+    low, high = min(values, default=0.0), max(values, default=0.0)
+    span = max(high - low, 0.02 * high, 1.0)
+    left.set_xlim(max(0.0, low - 0.6 * span), high + 0.35 * span)
+    for y, value in enumerate(values):
+        left.text(value, y, f" {value:,.0f}", va="center", fontsize=10)
+    left.set_xlabel("cost (USD); axis does not start at 0", fontsize=10)
+    shares = [100 * unserved[n] for n in names]
+    right.barh(names, shares, color=colours)
+    right.set_xlim(0.0, max(max(shares, default=0.0) * 1.3, 0.1))
+    for y, share in enumerate(shares):
+        right.text(share, y, f" {share:.2f}%", va="center", fontsize=10)
+    right.set_xlabel("unserved demand (% of accelerator-hours)", fontsize=10)
     for ax in (left, right):
         ax.invert_yaxis()
-        ax.tick_params(labelsize=8)
+        ax.tick_params(labelsize=10)
     figure.tight_layout()
     return figure_to_data_uri(figure)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pandas as pd
 from agent.loop import TickReport
 from agent.report.charts import figure_to_data_uri
 from agent.report.simulation import STYLE
+from config.durations import format_duration
 from forecasting.series import series_arrays
 
 SHOWN_HISTORY_STEPS = 72  # six hours at 5 minutes: enough context, and the short horizon stays visible
@@ -48,7 +50,7 @@ def markdown(document: Mapping[str, Any]) -> str:
         head = list(rows[0])
         lines.append("| " + " | ".join(head) + " |")
         lines.append("|" + "|".join(" --- " for _ in head) + "|")
-        lines += ["| " + " | ".join(_cell(row[k]) for k in head) + " |" for row in rows]
+        lines += ["| " + " | ".join(_cell(row[k]).replace("|", "\\|") for k in head) + " |" for row in rows]
         lines.append("")
     return "\n".join(lines)
 
@@ -77,14 +79,26 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
         }
         for p in document["pools"]
     ]
+    zones = [
+        {
+            "pool": p["pool_id"],
+            "zone": z["zone"],
+            "ready units": z["ready_units"],
+            "target units": z["target_units"],
+            "failed units": z["failed_units"],
+            "out of capacity until": z["backoff_until"] or "",
+        }
+        for p in document["pools"]
+        for z in p.get("zones", [])
+    ]
     classes = []
     for c in document["classes"]:
         bands = (c["forecast"] or {}).get("quantiles", {})
         classes.append(
             {
                 "demand class": c["name"],
-                "observed": c["observed"],
-                "lead time": f"{(c['lead_time_s'] or 0) // 60} min",
+                "observed": c["observed"] if c["observed"] is not None else "no data",
+                "lead time": format_duration(timedelta(seconds=c["lead_time_s"])) if c["lead_time_s"] else "-",
                 "service level": c["service_level"],
                 "forecast peak by quantile": ", ".join(f"q{q}: {max(v):.1f}" for q, v in bands.items()) or "-",
                 "model": c["model"] or "-",
@@ -122,6 +136,7 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
     )
     return [
         ("Pools", pools),
+        *([("Zones of the pools that span zones", zones)] if zones else []),
         ("Demand classes", classes),
         ("Budgets", budgets),
         (backtest_title, backtest_rows),
@@ -143,7 +158,7 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:,.3f}".rstrip("0").rstrip(".")
-    return str(value).replace("|", "/")
+    return str(value)
 
 
 def pool_chart(pools: Sequence[Mapping[str, Any]]) -> str:

@@ -12,9 +12,11 @@ import numpy as np
 
 from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
+from agent.report.headline import energy_section, headline_section
 from agent.simulation.budgets import budget_usage
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
+from config.durations import format_duration
 from config.schema import Settings
 
 ATTRIBUTION = (
@@ -25,6 +27,7 @@ STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}
 th:first-child,td:first-child{text-align:left}img{max-width:100%}.note{color:#666;font-size:90%}
+.lead{font-size:130%;font-weight:600}table.headline{font-size:115%}tr.forecast td{font-weight:700}
 """
 
 
@@ -36,10 +39,11 @@ def write_simulation_report(
     settings: Settings,
 ) -> None:
     sections = [
-        f"<h1>leadtime simulation</h1><p>{_describe(document)}</p>",
+        f"<h1>leadtime simulation</h1>{headline_section(document)}<p>{_describe(document)}</p>",
         _table(document["policies"]),
         f'<img alt="cost and unserved demand by policy" src="{_costs(runs)}">',
         _equal_service(document.get("equal_service")),
+        energy_section(document),
         "<h2>Capacity against demand, per pool</h2>",
         f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
     ]
@@ -117,7 +121,13 @@ def _capacity(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings:
         demand = window.demand[:, columns].sum(axis=1) if columns else np.zeros(len(window.index))
         demand[np.isnan(window.demand[:, columns]).any(axis=1)] = np.nan
         capacity = {name: run.ready_units[pool.pool_id] * pool.chips_per_unit for name, run in runs.items()}
-        panels.append((f"{pool.pool_id} ({pool.chips_per_unit} chips/unit, lead {pool.lead_time})", demand, capacity))
+        panels.append(
+            (
+                f"{pool.pool_id} ({pool.chips_per_unit} chips/unit, lead time {format_duration(pool.lead_time)})",
+                demand,
+                capacity,
+            )
+        )
     return capacity_panels(window.index, panels, "chips", columns=1 if len(panels) == 1 else 2, gaps=~window.observed)
 
 

@@ -2,6 +2,10 @@
 
 A unit is paid for every step it is held, gap steps included (money is spent whether or not the trace recorded
 demand), so this can differ slightly from a policy's ``cost_usd``, which follows the runner's billing note.
+
+Each month period that opens inside the window is also reported with the units it opened with and the spend
+projected for it at that moment (those units run to the period's end, as the agent projects it): what capacity
+bought late in the previous period commits the new one to.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from datetime import timedelta
 
 import numpy as np
 
-from agent.planning.budget import Budget
+from agent.planning.budget import Budget, Period
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from config.schema import Settings
@@ -28,6 +32,7 @@ class BudgetUsage:
     budget: Budget
     period_spend: np.ndarray
     hour_spend: np.ndarray
+    openings: tuple[PeriodOpening, ...] = ()
 
     @property
     def peak_period_usd(self) -> float:
@@ -51,6 +56,26 @@ class BudgetUsage:
             "hourly_cap_usd": self.budget.hourly_cap_usd,
             "peak_hour_spent_usd": round(self.peak_hour_usd, 2),
             "exceeded": self.exceeded,
+            "period_openings": [o.summary() for o in self.openings],
+        }
+
+
+@dataclass(frozen=True)
+class PeriodOpening:
+    """A month period opening inside the window: the units held when it opened, the spend projected for the
+    period then (those units to its end), and what was spent in it by the end of the window."""
+
+    period: Period
+    units: dict[str, int]
+    projected_usd: float
+    spent_in_window_usd: float
+
+    def summary(self) -> dict[str, object]:
+        return {
+            "opened_at": self.period.start.isoformat(),
+            "units": dict(sorted(self.units.items())),
+            "projected_usd": round(self.projected_usd, 2),
+            "spent_in_window_usd": round(self.spent_in_window_usd, 2),
         }
 
 
@@ -64,10 +89,29 @@ def budget_usage(settings: Settings, window: SimulationWindow, run: PolicyRun) -
             if pool in run.paid_units:
                 cost += run.paid_units[pool] * prices[pool] * hours
         stamps = [t.to_pydatetime() for t in window.index]
-        period = _running_sum(cost, [budget.period(t).start for t in stamps])
+        periods = [budget.period(t) for t in stamps]
+        period = _running_sum(cost, [p.start for p in periods])
         hour = _running_sum(cost, [budget.hour(t).start for t in stamps])
-        usages.append(BudgetUsage(budget, period, hour))
+        openings = _openings(budget, periods, period, run, prices) if budget.monthly_cap_usd is not None else ()
+        usages.append(BudgetUsage(budget, period, hour, openings))
     return usages
+
+
+def _openings(
+    budget: Budget, periods: Sequence[Period], spend: np.ndarray, run: PolicyRun, prices: dict[str, float]
+) -> tuple[PeriodOpening, ...]:
+    """Each period opening after the window's first step, with the units paid for in the step before it."""
+    out = []
+    for t in range(1, len(periods)):
+        if periods[t] == periods[t - 1]:
+            continue
+        opened = periods[t]
+        units = {p: int(run.paid_units[p][t - 1]) for p in sorted(budget.pools) if p in run.paid_units}
+        hours = (opened.end - opened.start) / timedelta(hours=1)
+        projected = sum(n * prices[p] * hours for p, n in units.items())
+        last = max(i for i in range(t, len(periods)) if periods[i] == opened)
+        out.append(PeriodOpening(opened, units, projected, float(spend[last])))
+    return tuple(out)
 
 
 def budget_summary(settings: Settings, window: SimulationWindow, run: PolicyRun) -> dict[str, object]:

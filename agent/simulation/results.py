@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.simulation.budgets import budget_summary
+from agent.simulation.energy import energy_summary
+from agent.simulation.headline import headline
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace
@@ -36,7 +38,11 @@ def results_document(
         },
         "config": {"path": config_path, "settings": settings.model_dump(mode="json")},
         "billing": "a unit is paid from when it is requested until it is released; gap steps are not counted",
-        "policies": {name: {**run.summary(), **budget_summary(settings, window, run)} for name, run in runs.items()},
+        "policies": {
+            name: {**run.summary(), **budget_summary(settings, window, run), **energy_summary(settings, window, run)}
+            for name, run in runs.items()
+        },
+        "energy": settings.energy.model_dump(mode="json"),
     }
     if equal_service is not None:
         document["equal_service"] = dict(equal_service)
@@ -44,4 +50,5 @@ def results_document(
             "reactive: smallest constant headroom (units per pool) meeting the target; forecast: lowest service "
             "level meeting it; costs interpolated linearly between the two settings that bracket the target"
         )
+    document["headline"] = headline(document)
     return document

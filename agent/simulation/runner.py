@@ -8,13 +8,14 @@ cost nor service: they are skipped in the metrics, never read as zero demand.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from multiprocessing import get_context
 
 import numpy as np
+import pandas as pd
 
 from actuators.simulated import SimulatedCluster
 from agent.ledger import InMemoryLedger
@@ -194,6 +195,35 @@ def run_policy(
     else:
         controller = AgentController(_agent(policy, settings, trace, window, cluster, planner), outlooks)
     return _drive(policy, controller, cluster, clock, window, pools, progress)
+
+
+def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str, np.ndarray]) -> PolicyRun:
+    """What the pools really ran (``units[pool][t]``, recorded, e.g. node counts), billed and served like a
+    policy. The recorded units were already running, so they are ready at once (no lead time), neither clamped
+    to the configured bounds nor interrupted; a step with no record holds the last recorded value."""
+    recorded = {pool_id: _held(values) for pool_id, values in units.items()}
+    pools = [
+        replace(
+            p,
+            lead_time=timedelta(0),
+            min_units=0,
+            max_units=max(p.max_units, int(recorded[p.pool_id].max(initial=0))),
+            spot_interruption_per_hour=0.0,
+        )
+        for p in settings.pool_specs()
+    ]
+    clock = SimulatedClock(window.index[0].to_pydatetime())
+    cluster = SimulatedCluster(pools, clock, {p: int(v[0]) for p, v in recorded.items()})
+    return _drive("actual", OracleController(cluster, recorded), cluster, clock, window, pools, None)
+
+
+def _held(values: np.ndarray) -> np.ndarray:
+    """Whole units with gaps filled by the last (before the first: the first) recorded value."""
+    series = pd.Series(values, dtype=float).ffill().bfill()
+    if series.isna().all():
+        raise ValueError("no recorded value")
+    held: np.ndarray = np.rint(series.to_numpy(dtype=float)).astype(int)
+    return held
 
 
 def _cluster(settings: Settings, window: SimulationWindow, policy: str) -> tuple[SimulatedCluster, SimulatedClock]:

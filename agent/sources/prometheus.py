@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,14 +27,17 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
 from config.prometheus import PrometheusSettings
-from models import DemandClass, MetricsUnavailable
+from models import DemandClass, MetricSourceUnavailable, MetricsUnavailable
 
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
+_ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 RETRY_ON_STATUS = (429, 502, 503, 504, 500)
+PROBE_QUERY = "vector(1)"
 
 
-def connect(settings: PrometheusSettings) -> PrometheusConnect:
-    """A client for the configured server: CA file, timeout and a bounded number of retries with back-off.
+def connect(settings: PrometheusSettings, retries: int | None = None) -> PrometheusConnect:
+    """A client for the configured server: CA file, timeout and a bounded number of retries with back-off
+    (``retries`` overrides the configured number, e.g. 0 for a single reachability probe).
 
     The bearer token is not read here but by ``PrometheusSource`` before every fetch, so a rotated
     (projected service-account) token is picked up without a restart.
@@ -42,11 +45,12 @@ def connect(settings: PrometheusSettings) -> PrometheusConnect:
     session = requests.Session()
     if settings.ca_file:
         session.verify = settings.ca_file
+    attempts = settings.retries if retries is None else retries
     retry = Retry(
-        total=settings.retries,
-        connect=settings.retries,
-        read=settings.retries,
-        status=settings.retries,
+        total=attempts,
+        connect=attempts,
+        read=attempts,
+        status=attempts,
         backoff_factor=settings.retry_backoff_s,
         status_forcelist=RETRY_ON_STATUS,
         allowed_methods=frozenset({"GET", "POST"}),
@@ -80,6 +84,7 @@ class PrometheusSource:
         bearer_token_file: str | None = None,
         query_timeout: timedelta | None = None,
         max_points_per_query: int = 10_000,
+        probe_client: PrometheusConnect | None = None,
     ) -> None:
         if max_points_per_query < 2:
             raise ValueError("max_points_per_query must be at least 2")
@@ -89,6 +94,7 @@ class PrometheusSource:
         self._token_file = bearer_token_file
         self._query_timeout = query_timeout
         self._max_points = max_points_per_query
+        self._probe_client = probe_client or client
 
     @classmethod
     def from_settings(
@@ -101,7 +107,23 @@ class PrometheusSource:
             bearer_token_file=settings.bearer_token_file,
             query_timeout=settings.timeout,
             max_points_per_query=settings.max_points_per_query,
+            probe_client=connect(settings, retries=0) if client is None else client,
         )
+
+    @property
+    def url(self) -> str:
+        return str(self._client.url)
+
+    def probe(self) -> None:
+        """One instant query (``vector(1)``) without retries; raises ``MetricSourceUnavailable`` with the reason
+        when Prometheus cannot be reached or refuses it, so that a one-shot command stops at once, before every
+        class's queries have gone through their retries."""
+        try:
+            headers = self._headers("*", PROBE_QUERY)
+            self._probe_client.headers = headers
+            self._call("*", PROBE_QUERY, lambda: self._probe_client.custom_query(PROBE_QUERY))
+        except MetricsUnavailable as exc:
+            raise MetricSourceUnavailable(f"cannot use Prometheus at {self.url}: {exc.reason}") from None
 
     def fetch(self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
         """Demand per class on the step grid; the first class without a trustworthy answer raises."""
@@ -179,14 +201,22 @@ class PrometheusSource:
     ) -> list[dict[str, Any]]:
         params = {"timeout": f"{self._query_timeout.total_seconds():g}s"} if self._query_timeout else None
         self._client.headers = headers
-        try:
-            data = self._client.custom_query_range(
+        return self._call(
+            name,
+            query,
+            lambda: self._client.custom_query_range(
                 query,
                 start_time=chunk[0].to_pydatetime(),
                 end_time=chunk[-1].to_pydatetime(),
                 step=str(step_s),
                 params=params,
-            )
+            ),
+        )
+
+    def _call(self, name: str, query: str, request: Callable[[], object]) -> list[dict[str, Any]]:
+        """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why."""
+        try:
+            data = request()
         except PrometheusApiClientException as exc:
             raise MetricsUnavailable(name, _http_reason(str(exc)), query) from None
         except requests.exceptions.SSLError as exc:
@@ -198,7 +228,7 @@ class PrometheusSource:
                 name, f"Prometheus kept failing after the configured retries: {exc}", query
             ) from None
         except requests.exceptions.ConnectionError as exc:
-            raise MetricsUnavailable(name, f"cannot connect to Prometheus: {exc}", query) from None
+            raise MetricsUnavailable(name, f"cannot connect to Prometheus: {_connection_reason(exc)}", query) from None
         except (requests.exceptions.RequestException, ValueError, KeyError, TypeError) as exc:
             raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc}", query) from None
         if not isinstance(data, list):
@@ -222,6 +252,15 @@ class PrometheusSource:
                 f"{pd.Timestamp(end).isoformat()} (max_staleness {_age(pd.Timedelta(self._max_staleness))})",
                 query,
             )
+
+
+def no_usable_data(url: str, missing: Mapping[str, MetricsUnavailable], every_class: bool) -> MetricSourceUnavailable:
+    """One line for classes that came back without usable data: which (the first few), and the first reason."""
+    names = list(missing)
+    shown = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} other class(es)" if len(names) > 3 else "")
+    first = missing[names[0]]
+    scope = "any demand class" if every_class else "demand class(es)"
+    return MetricSourceUnavailable(f"Prometheus at {url} has no usable data for {scope}: {shown}: {first.reason}")
 
 
 def _chunks(grid: pd.DatetimeIndex, size: int) -> list[pd.DatetimeIndex]:
@@ -248,6 +287,12 @@ def _http_reason(message: str) -> str:
     if code >= 500:
         return f"Prometheus answered with a server error (HTTP {code}) after the configured retries"
     return f"Prometheus answered HTTP {code or '?'}: {message[:300]}"
+
+
+def _connection_reason(exc: Exception) -> str:
+    """The operating system's reason (e.g. ``[Errno 111] Connection refused``) rather than urllib3's wrapping."""
+    match = _ERRNO.search(str(exc))
+    return match.group(0).rstrip("'\")") if match else str(exc)
 
 
 def _describe(labels: Mapping[str, str]) -> str:

@@ -1,4 +1,5 @@
-"""Recorded demand traces: reading and checking a long-format CSV, and replaying it as a MetricSource."""
+"""Recorded demand traces: reading and checking a long-format CSV, writing one, and replaying it as a
+MetricSource."""
 
 from __future__ import annotations
 
@@ -70,6 +71,25 @@ def read_trace(path: str | Path) -> Trace:
         values=wide.to_numpy(dtype=float),
         step=step,
     )
+
+
+def write_trace(trace: Trace, path: str | Path) -> int:
+    """Write ``trace`` as a long-format CSV (gzipped when the name ends in ``.gz``) that ``read_trace`` reads back
+    unchanged: one row per series and step, UTC ISO-8601 timestamps, an empty ``y`` for a gap. Returns rows."""
+    steps = len(trace.index)
+    stamps = trace.index.tz_convert("UTC").strftime("%Y-%m-%dT%H:%M:%S+00:00")
+    frame = pd.DataFrame(
+        {
+            "unique_id": np.repeat(np.array(trace.series, dtype=object), steps),
+            "ds": np.tile(np.asarray(stamps, dtype=object), len(trace.series)),
+            "y": trace.values.T.reshape(-1),
+        }
+    )
+    try:
+        frame.to_csv(path, index=False, float_format="%.10g")
+    except OSError as exc:
+        raise TraceError(f"cannot write trace {path}: {exc}") from None
+    return len(frame)
 
 
 def _check_columns(frame: pd.DataFrame, source: str) -> None:

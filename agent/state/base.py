@@ -11,15 +11,6 @@ from datetime import datetime
 from typing import Protocol
 
 from agent.planning import PlannerMemory
-from models import LeadtimeError
-
-
-class StateUnavailable(LeadtimeError):
-    """The state store cannot be read or written now; keep the copy in memory and try again next tick."""
-
-
-class StateConflict(StateUnavailable):
-    """The document changed since it was last read (a stale version): read it again before the next write."""
 
 
 class StateStore(Protocol):

@@ -18,13 +18,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.planning import PlannerMemory
-from models import LeadtimeError
+from models import StateDocumentUnreadable
 
 VERSION = 1
-
-
-class StateDocumentUnreadable(LeadtimeError):
-    """The saved document is not a planner memory this version of the agent can read."""
 
 
 def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:

@@ -20,8 +20,8 @@ from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
 from agent.planning import PlannerMemory
-from agent.state.base import StateConflict, StateUnavailable
-from agent.state.codec import StateDocumentUnreadable, decode, encode
+from agent.state.codec import decode, encode
+from models import StateConflict, StateDocumentUnreadable, StateUnavailable
 
 log = logging.getLogger(__name__)
 

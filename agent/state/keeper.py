@@ -14,7 +14,8 @@ import logging
 from datetime import datetime
 
 from agent.planning import PlannerMemory
-from agent.state.base import StateStore, StateUnavailable
+from agent.state.base import StateStore
+from models import StateUnavailable
 
 log = logging.getLogger(__name__)
 

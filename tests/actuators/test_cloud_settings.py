@@ -63,3 +63,12 @@ def test_unknown_keys_and_bad_modes_are_rejected() -> None:
     assert _problems({**CLOUD, "zone": "x"}) == [
         "cloud.zone: unknown key (check its spelling and the section it is in)"
     ]
+
+
+def test_zone_backoff_is_a_duration_with_a_default() -> None:
+    settings = settings_from_mapping({**BASE, "cloud": CLOUD})
+    assert settings.cloud is not None and settings.cloud.zone_backoff.total_seconds() == 30 * 60
+    settings = settings_from_mapping({**BASE, "cloud": {**CLOUD, "zone_backoff": "10m"}})
+    assert settings.cloud is not None and settings.cloud.zone_backoff.total_seconds() == 10 * 60
+    (problem,) = _problems({**CLOUD, "zone_backoff": "soon"})
+    assert problem.startswith("cloud.zone_backoff: ")

@@ -4,7 +4,7 @@ resource bodies, failed units, paging and request ids."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -25,6 +25,7 @@ from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.tpu_api import FakeTpuApi
 
 CLOCK = SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC))
+MAPPING = NodePoolMapping(pool="gpu", node_pool="a100")
 
 
 def _node_pools(fake: FakeGkeApi, mode: str = "refuse") -> GkeNodePoolActuator:
@@ -91,11 +92,16 @@ def test_failed_instances_go_first_on_a_resize_that_does_not_grow(gke_api: FakeG
     gke_api.advance()
     mig = gke_api.pools["a100"].migs[0]
     ready = [i.name for i in mig.instances if i.action == "NONE"]
-    actuator = _node_pools(gke_api)
+    clock = SimulatedClock(CLOCK.now())
+    clients = google_clients(gke_api.url)
+    actuator = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [MAPPING], clock)
     same = actuator.resize("gpu", 2, "same")  # already the target once the failed ones are left out
     assert (same.status, same.detail) == (ActionStatus.STARTED, "removed 2 instances that could not be created")
     assert mig.target_size == 2
     gke_api.advance()
+    with pytest.raises(CapacityUnavailable, match="zones out of capacity: us-central1-a"):
+        actuator.resize("gpu", 3, "backed-off")  # the pool's only zone is backed off for 30 minutes
+    clock.advance(timedelta(minutes=30))
     gke_api.stockout(mode="operation")
     actuator.resize("gpu", 3, "up-again")
     gke_api.advance()

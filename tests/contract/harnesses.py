@@ -39,6 +39,11 @@ class Harness(ABC):
     def finish_operations(self) -> None:  # noqa: B027 - optional hook: nothing to finish by default
         """Cloud operations end; units they asked for may still be on their way."""
 
+    def untouched_zones(self) -> int:
+        """Zones of the pool a scale-up by two from ``INITIAL`` leaves alone: after a stockout in the zones it
+        touched, a zone-aware adapter tries these before it refuses the pool."""
+        return 0
+
     @abstractmethod
     def stockout(self) -> None:
         """The pool's provider has no more capacity."""
@@ -88,10 +93,13 @@ class SimHarness(Harness):
 
 
 class GkeNodePoolHarness(Harness):
-    def __init__(self) -> None:
+    """A node pool in ``zones`` (a zonal cluster's one zone, or a regional cluster's three)."""
+
+    def __init__(self, zones: tuple[str, ...] = ("us-central1-a", "us-central1-b")) -> None:
         self.clock = SimulatedClock(START)
         self.fake = FakeGkeApi().start()
-        self.fake.add_pool("a100", nodes=INITIAL, zones=("us-central1-a", "us-central1-b"))
+        self.zones = zones
+        self.fake.add_pool("a100", nodes=INITIAL, zones=zones)
         self.actuator = self.restarted()
 
     def restarted(self) -> Actuator:
@@ -105,15 +113,19 @@ class GkeNodePoolHarness(Harness):
     def finish_operations(self) -> None:
         self.fake.finish_operations()
 
+    def untouched_zones(self) -> int:
+        return max(0, len(self.zones) - 2)
+
     def stockout(self) -> None:
-        self.fake.stockout("us-central1-a", mode="http")
+        for zone in self.zones:  # one zone out is not the pool out: its share goes to the other zones
+            self.fake.stockout(zone, mode="http")
 
     def late_stockout(self) -> None:
-        for zone in ("us-central1-a", "us-central1-b"):
+        for zone in self.zones:
             self.fake.stockout(zone, mode="operation")
 
     def creates(self) -> int:
-        return self.fake.calls("POST", ":setSize")
+        return self.fake.calls("POST", ":setSize") + self.fake.calls("POST", "/resize")
 
     def close(self) -> None:
         self.fake.stop()
@@ -191,6 +203,8 @@ HARNESSES = {
     "simulated-node-pool": lambda: SimHarness(PoolKind.GPU_NODE_POOL),
     "simulated-slice-group": lambda: SimHarness(PoolKind.TPU_SLICE_GROUP),
     "gke-node-pool": GkeNodePoolHarness,
+    "gke-node-pool-one-zone": lambda: GkeNodePoolHarness(("us-central1-a",)),
+    "gke-node-pool-three-zones": lambda: GkeNodePoolHarness(("us-central1-a", "us-central1-b", "us-central1-c")),
     "gke-tpu-slices": GkeTpuSliceHarness,
     "cloud-tpu-queued-resources": QueuedResourceHarness,
 }

@@ -95,6 +95,9 @@ def test_units_that_cannot_be_created_after_an_accepted_scale_up_are_failed_not_
     state = _state(harness)
     assert (state.ready_units, state.target_units, state.failed_units) == (INITIAL, INITIAL, 2)
     assert state.provisioning_units == 0
+    for zone in range(harness.untouched_zones()):  # a zone not known to be out is tried (and runs out too)
+        assert harness.actuator.resize(POOL, INITIAL + 1, f"zone-{zone}").status is ActionStatus.STARTED
+        harness.settle()
     with pytest.raises(CapacityUnavailable) as refused:
         harness.actuator.resize(POOL, INITIAL + 1, "again")  # growing again is refused; the failed units go
     assert refused.value.pool_id == POOL

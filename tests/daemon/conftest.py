@@ -58,9 +58,10 @@ def api_client_for() -> Iterator[Callable[[str], k8s.ApiClient]]:
 
 @pytest.fixture
 def elector_for(
-    link_to: Callable[[], CuttableLink], api_client_for: Callable[[str], k8s.ApiClient]
+    clock: SimulatedClock, link_to: Callable[[], CuttableLink], api_client_for: Callable[[str], k8s.ApiClient]
 ) -> Callable[[str], tuple[LeaseElector, CuttableLink]]:
-    """A replica's elector, talking to the fake API through its own link; short request timeout for speed."""
+    """A replica's elector, talking to the fake API through its own link; short request timeout for speed. Its
+    monotonic clock is the simulated clock's; a test plays a wall-clock step by passing its own ``now``."""
 
     def make(identity: str) -> tuple[LeaseElector, CuttableLink]:
         link = link_to()
@@ -72,6 +73,7 @@ def elector_for(
             lease_duration=LEASE,
             renew_deadline=DEADLINE,
             request_timeout=timedelta(seconds=0.3),
+            monotonic=clock.monotonic,
         )
         return elector, link
 

@@ -7,6 +7,7 @@ step; the API calls are real HTTP through the kubernetes client.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
 
 from agent.daemon.lease import LeaseElector
 from models.clock import SimulatedClock
@@ -101,9 +102,10 @@ def test_a_leader_cut_off_from_the_api_stops_acting_before_the_standby_starts(
     assert started_at is not None
     assert stopped_at < started_at
     # the old leader's window closed a whole (lease - deadline) before the new one opened
-    assert a.leading_until() is not None
-    assert b.leading_until() is not None
-    assert started_at - a.leading_until() >= LEASE - DEADLINE - RETRY
+    a_until, b_until = a.leading_until(started_at), b.leading_until(started_at)
+    assert a_until is not None
+    assert b_until is not None
+    assert started_at - a_until >= LEASE - DEADLINE - RETRY
 
     link_a.restore()  # back online: it sees the new holder and stays a standby
     history = _rounds(clock, [a, b], 10)
@@ -197,3 +199,64 @@ def test_release_hands_the_lease_to_the_standby_at_its_next_step(clock: Simulate
     assert not a.is_leader(clock.now())
     clock.advance(RETRY)
     assert b.step(clock.now()).became_leader
+
+
+def _overlap(
+    clock: SimulatedClock, a: LeaseElector, b: LeaseElector, wall_a: timedelta, wall_b: timedelta, rounds: int
+) -> tuple[timedelta, datetime | None, datetime | None]:
+    """Step both replicas every retry period, each with its own wall clock (true time + its offset), and sample
+    who leads every 0.1 s of true time. Returns the time both led, when ``a`` stopped and ``b`` started leading
+    (true time)."""
+    both = timedelta(0)
+    stopped_at = started_at = None
+    sample = timedelta(seconds=0.1)
+    for _ in range(rounds):
+        now = clock.now()
+        if a.step(now + wall_a).lost_leadership and stopped_at is None:
+            stopped_at = now
+        if b.step(now + wall_b).became_leader and started_at is None:
+            started_at = now
+        for _ in range(round(RETRY / sample)):
+            now = clock.now()
+            a_leads = a.is_leader(now + wall_a)
+            if stopped_at is None and not a_leads:
+                stopped_at = now
+            if a_leads and b.is_leader(now + wall_b):
+                both += sample
+            clock.advance(sample)
+    return both, stopped_at, started_at
+
+
+def test_a_cut_off_leader_whose_wall_clock_steps_back_stops_by_its_renew_deadline(
+    clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, link_a = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 3)
+    a.step(clock.now())  # a renewal just sent: the renew deadline runs from here
+    last_renewal = clock.now()
+    assert a.is_leader(clock.now())
+    link_a.cut()
+    both, stopped_at, started_at = _overlap(clock, a, b, -timedelta(seconds=10), timedelta(0), rounds=15)
+    assert both == timedelta(0)
+    assert stopped_at is not None
+    assert stopped_at <= last_renewal + DEADLINE
+    assert started_at is not None
+    assert started_at >= last_renewal + LEASE
+
+
+def test_a_standby_whose_wall_clock_jumps_forward_does_not_take_over_early(
+    clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, link_a = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 3)
+    a.step(clock.now())
+    b.step(clock.now())  # b has seen a's latest renewal
+    seen_at = clock.now()
+    link_a.cut()
+    clock.advance(RETRY)
+    both, _, started_at = _overlap(clock, a, b, timedelta(0), timedelta(minutes=5), rounds=15)
+    assert both == timedelta(0)
+    assert started_at is not None
+    assert started_at >= seen_at + LEASE

@@ -41,8 +41,16 @@ def test_every_object_lives_in_the_agent_namespace(rendered: tuple[str, list[dic
         "ConfigMap", "Deployment", "Service", "PodDisruptionBudget",
     }  # fmt: skip
     cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    # the one exception: Events about nodes live in "default" (the API server accepts them nowhere else), so the
+    # right to create and patch them is a Role there
+    in_default = {("Role", "leadtime-node-events"), ("RoleBinding", "leadtime-node-events")}
     for obj in objects:
-        if obj["kind"] not in cluster_scoped:
+        if (obj["kind"], obj["metadata"]["name"]) in in_default:
+            assert obj["metadata"]["namespace"] == "default"
+            assert obj["kind"] == "RoleBinding" or obj["rules"] == [
+                {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}
+            ]
+        elif obj["kind"] not in cluster_scoped:
             assert obj["metadata"]["namespace"] == "leadtime", obj["metadata"]["name"]
 
 

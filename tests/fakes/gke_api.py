@@ -10,7 +10,12 @@ The real ``ClusterManagerClient`` and ``InstanceGroupManagersClient`` (REST tran
     GET    /v1/projects/P/locations/L/operations[/OP]                  list / get operations
     GET    /compute/v1/projects/P/zones/Z/instanceGroupManagers/M      a pool's MIG (targetSize)
     POST   /compute/v1/.../instanceGroupManagers/M/listManagedInstances    its instances (paged)
+    POST   /compute/v1/.../instanceGroupManagers/M/resize?size=N       one zone's group to N instances
     POST   /compute/v1/.../instanceGroupManagers/M/deleteInstances     delete chosen instances
+
+Sizes are per zone where the references say so (``tests/fakes/REFERENCE.md`` lists every fact relied on here, with
+its source): ``setSize``'s ``nodeCount`` and ``initialNodeCount`` are applied to each zone's instance group, so a
+pool in three zones set to 4 has 12 nodes; a MIG ``resize`` changes its own zone only.
 
 Nothing moves on its own: ``advance()`` is the passing of lead time (operations finish, creating instances become
 running unless their zone is stocked out, deleting ones go away, provisioning pools become RUNNING). Faults:
@@ -198,11 +203,13 @@ class FakeGkeApi(GoogleJsonServer):
             pool.status = "STOPPING"
             return self._start("DELETE_NODE_POOL", pool)
         if method == "POST" and verb == "setSize":
-            self._check_capacity(pool, int(body.get("nodeCount", 0)))
-            self._resize(pool, int(body.get("nodeCount", 0)))
+            per_zone = int(body.get("nodeCount", 0))  # applied to every zone of the pool
+            self._check_capacity(pool, per_zone)
+            for mig in pool.migs:
+                self._resize_mig(mig, per_zone)
             return self._start("SET_NODE_POOL_SIZE", pool)
         if method == "POST" and verb == "setAutoscaling":
-            pool.spec["autoscaling"] = body.get("autoscaling", {})
+            pool.spec["autoscaling"] = _checked_autoscaling(body.get("autoscaling", {}))
             return self._start("UPDATE_CLUSTER", pool)
         raise GoogleApiError(400, f"unsupported call {method} {verb} on a node pool")
 
@@ -212,16 +219,22 @@ class FakeGkeApi(GoogleJsonServer):
             raise GoogleApiError(409, f"Already exists: projects/{self.project}/.../nodePools/{name}.")
         zones = tuple(spec.get("locations") or [f"{self.location}-a"])
         pool = NodePool(name, spec, [Mig(f"gke-{self.cluster}-{name}-{i}-grp", z) for i, z in enumerate(zones)])
-        self._check_capacity(pool, int(spec.get("initialNodeCount", 0)))
+        per_zone = int(spec.get("initialNodeCount", 0))  # per zone, like setSize
+        self._check_capacity(pool, per_zone)
         self.pools[name] = pool
-        self._resize(pool, int(spec.get("initialNodeCount", 0)))
+        for mig in pool.migs:
+            self._resize_mig(mig, per_zone)
         return self._start("CREATE_NODE_POOL", pool)
 
-    def _check_capacity(self, pool: NodePool, nodes: int) -> None:
-        growing = nodes > sum(m.target_size for m in pool.migs)
-        refused = [m for m in pool.migs if (out := self.stockouts.get(m.zone)) is not None and out.mode == "http"]
-        if growing and refused:
+    def _check_capacity(self, pool: NodePool, per_zone: int) -> None:
+        """A call growing a zone that refuses (stockout mode "http") is refused whole."""
+        refused = [m for m in pool.migs if per_zone > m.target_size and self._refuses(m.zone)]
+        if refused:
             raise GoogleApiError(503, f"Insufficient capacity for node pool {pool.name}: {STOCKOUT_MESSAGE}")
+
+    def _refuses(self, zone: str) -> bool:
+        out = self.stockouts.get(zone)
+        return out is not None and out.mode == "http"
 
     def _check_not_busy(self, pool: NodePool) -> None:
         for op in self.operations.values():
@@ -234,18 +247,22 @@ class FakeGkeApi(GoogleJsonServer):
                 )
 
     def _resize(self, pool: NodePool, nodes: int) -> None:
-        """Spread ``nodes`` over the pool's MIGs; shrinking drops creating instances first, then the newest."""
+        """Seeding and GKE's own autoscaler: ``nodes`` in total, spread over the zones (first zones get more)."""
         per_zone = [nodes // len(pool.migs) + (1 if i < nodes % len(pool.migs) else 0) for i in range(len(pool.migs))]
         for mig, want in zip(pool.migs, per_zone, strict=True):
-            live = [i for i in mig.instances if i.action != "DELETING"]
-            while len(live) < want:
-                inst = Instance(f"{mig.name[:-4]}-{next(self._ids):04d}")
-                mig.instances.append(inst)
-                live.append(inst)
-            surplus = len(live) - want
-            for inst in sorted(live, key=lambda i: (i.action != "CREATING", -live.index(i)))[:surplus]:
-                inst.action = "DELETING"
-            mig.target_size = want
+            self._resize_mig(mig, want)
+
+    def _resize_mig(self, mig: Mig, want: int) -> None:
+        """One zone's group to ``want`` instances; shrinking drops creating instances first, then the newest."""
+        live = [i for i in mig.instances if i.action != "DELETING"]
+        while len(live) < want:
+            inst = Instance(f"{mig.name[:-4]}-{next(self._ids):04d}")
+            mig.instances.append(inst)
+            live.append(inst)
+        surplus = len(live) - want
+        for inst in sorted(live, key=lambda i: (i.action != "CREATING", -live.index(i)))[:surplus]:
+            inst.action = "DELETING"
+        mig.target_size = want
 
     def _start(self, op_type: str, pool: NodePool) -> Obj:
         serial = next(self._ids)
@@ -281,7 +298,7 @@ class FakeGkeApi(GoogleJsonServer):
     def _compute(self, method: str, zone: str, name: str, verb: str, query: dict[str, str], body: Obj) -> Obj:
         mig = next((m for p in self.pools.values() for m in p.migs if m.name == name and m.zone == zone), None)
         if mig is None:
-            raise GoogleApiError(404, f"The resource 'instanceGroupManagers/{name}' was not found")
+            raise GoogleApiError(404, f"The resource 'instanceGroupManagers/{name}' was not found", reason="notFound")
         if method == "GET" and not verb:
             stable = all(i.action == "NONE" for i in mig.instances)
             return {"name": mig.name, "zone": zone, "targetSize": mig.target_size, "status": {"isStable": stable}}
@@ -292,16 +309,39 @@ class FakeGkeApi(GoogleJsonServer):
             if start + size < len(mig.instances):
                 out["nextPageToken"] = str(start + size)
             return out
+        if method == "POST" and verb == "resize":
+            if "size" not in query:
+                raise GoogleApiError(400, "Required field 'size' not specified")
+            size = int(query["size"])
+            if size < 0:
+                raise GoogleApiError(
+                    400, f"Invalid value for field 'size': '{size}'. Must be greater than or equal to 0."
+                )
+            if size > mig.target_size and self._refuses(zone):
+                message = f"Instance group {name} cannot grow in zone {zone}: {STOCKOUT_MESSAGE}"
+                raise GoogleApiError(503, message, reason="insufficientCapacity")
+            self._resize_mig(mig, size)
+            return self._zonal_operation("resize", zone, name)
         if verb == "deleteInstances":
             wanted = {u.rsplit("/", 1)[1] for u in body.get("instances", [])}
             found = [i for i in mig.instances if i.name in wanted and i.action != "DELETING"]
             if len(found) != len(wanted):
-                raise GoogleApiError(400, f"Some instances are not members of {name}: {sorted(wanted)}")
+                raise GoogleApiError(
+                    400, f"Some instances are not members of {name}: {sorted(wanted)}", reason="invalid"
+                )
             for inst in found:
                 inst.action = "DELETING"
             mig.target_size -= len(found)
-            return {"name": f"operation-{next(self._ids)}-delete-instances", "status": "RUNNING", "zone": zone}
+            return self._zonal_operation("deleteInstances", zone, name)
         raise GoogleApiError(400, f"unsupported call {method} {verb} on an instance group manager")
+
+    def _zonal_operation(self, kind: str, zone: str, mig: str) -> Obj:
+        """A Compute zonal Operation: DONE once the group has scheduled the actions, not when they are carried out."""
+        target = f"{_COMPUTE}/projects/{self.project}/zones/{zone}/instanceGroupManagers/{mig}"
+        zone_url = f"{_COMPUTE}/projects/{self.project}/zones/{zone}"
+        serial = next(self._ids)
+        out: Obj = {"kind": "compute#operation", "name": f"operation-{serial}-{kind}", "operationType": kind}
+        return out | {"status": "DONE", "progress": 100, "targetLink": target, "zone": zone_url}
 
     def _instance_json(self, mig: Mig, inst: Instance) -> Obj:
         out: Obj = {
@@ -315,3 +355,12 @@ class FakeGkeApi(GoogleJsonServer):
                 "errors": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": inst.error}]}
             }
         return out
+
+
+def _checked_autoscaling(autoscaling: Obj) -> Obj:
+    """GKE refuses per-zone bounds (``min/maxNodeCount``) together with total ones (``totalMin/totalMaxNodeCount``)."""
+    per_zone = [k for k in ("minNodeCount", "maxNodeCount") if autoscaling.get(k)]
+    total = [k for k in ("totalMinNodeCount", "totalMaxNodeCount") if autoscaling.get(k)]
+    if per_zone and total:
+        raise GoogleApiError(400, f"autoscaling: {per_zone} cannot be used with {total}; set per-zone or total limits")
+    return autoscaling

@@ -17,14 +17,19 @@ _STATUS |= {412: "FAILED_PRECONDITION", 429: "RESOURCE_EXHAUSTED", 500: "INTERNA
 
 
 class GoogleApiError(Exception):
-    """An error as Google's REST APIs send it: ``{"error": {"code", "message", "status"}}``."""
+    """An error as Google's REST APIs send it: ``{"error": {"code", "message", "status"}}``; Compute Engine's also
+    carry ``errors: [{"domain", "reason", "message"}]`` (``reason`` given)."""
 
-    def __init__(self, code: int, message: str, status: str | None = None) -> None:
+    def __init__(self, code: int, message: str, status: str | None = None, reason: str | None = None) -> None:
         super().__init__(message)
         self.code, self.message, self.status = code, message, status or _STATUS.get(code, "UNKNOWN")
+        self.reason = reason
 
     def body(self) -> Obj:
-        return {"error": {"code": self.code, "message": self.message, "status": self.status}}
+        error: Obj = {"code": self.code, "message": self.message, "status": self.status}
+        if self.reason is not None:
+            error["errors"] = [{"domain": "global", "reason": self.reason, "message": self.message}]
+        return {"error": error}
 
 
 class GoogleJsonServer(LocalJsonServer):

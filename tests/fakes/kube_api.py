@@ -25,6 +25,14 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tests.fakes.http_server import LocalJsonServer
+from tests.fakes.kube_events import (
+    discovery,
+    event_field_selector_problem,
+    event_field_value,
+    event_namespace_problem,
+    event_table,
+    wants_table,
+)
 
 Obj = dict[str, Any]
 
@@ -155,6 +163,8 @@ class FakeKubeApi(LocalJsonServer):
         content_type = headers.get("content-type", "")
         parts = urlsplit(raw_path)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        if method == "GET" and (document := discovery(parts.path, RESOURCES)) is not None:
+            return 200, document  # discovery is not a resource request: not logged for RBAC
         match = _PATH.match(parts.path)
         if match is None:
             return 404, ApiError(
@@ -176,7 +186,10 @@ class FakeKubeApi(LocalJsonServer):
                 if (group, resource) not in RESOURCES:
                     raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})")
                 payload = json.loads(body) if body else None
-                return self._dispatch(record, query, content_type, payload)
+                status, answer = self._dispatch(record, query, content_type, payload)
+                if record.verb == "list" and (group, resource) == ("", "events") and wants_table(headers):
+                    return status, event_table(answer, datetime.now(UTC))
+                return status, answer
             except ApiError as exc:
                 return exc.code, exc.status()
 
@@ -207,12 +220,15 @@ class FakeKubeApi(LocalJsonServer):
 
     def _list(self, rec: RequestRecord, query: dict[str, str]) -> Obj:
         kind, api_version, _ = RESOURCES[(rec.api_group, rec.resource)]
+        is_event = (rec.api_group, rec.resource) == ("", "events")
+        if is_event and (problem := event_field_selector_problem(query.get("fieldSelector", ""))):
+            raise ApiError(400, "BadRequest", problem)
         items = [
             copy.deepcopy(o)
             for (g, r, ns, _), o in sorted(self._objects.items())
             if g == rec.api_group and r == rec.resource and (not rec.namespace or ns == rec.namespace)
             if label_selector_matches(query.get("labelSelector", ""), o["metadata"].get("labels") or {})
-            and field_selector_matches(query.get("fieldSelector", ""), o)
+            and field_selector_matches(query.get("fieldSelector", ""), o, event_field_value if is_event else None)
         ]
         start = int(query.get("continue") or 0)
         limit = int(query.get("limit") or 0) or len(items)
@@ -227,6 +243,10 @@ class FakeKubeApi(LocalJsonServer):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
         if namespaced:
             meta["namespace"] = rec.namespace
+        if (rec.api_group, rec.resource) == ("", "events") and (
+            problem := event_namespace_problem(rec.namespace, payload)
+        ):
+            raise ApiError(422, "Invalid", problem)
         key = (rec.api_group, rec.resource, rec.namespace, meta.get("name", ""))
         if key in self._objects:
             raise ApiError(409, "AlreadyExists", f'{rec.resource} "{key[3]}" already exists', {"name": key[3]})
@@ -378,12 +398,14 @@ def selector_object_matches(selector: Obj, labels: dict[str, str]) -> bool:
     return True
 
 
-def field_selector_matches(selector: str, obj: Obj) -> bool:
+def field_selector_matches(selector: str, obj: Obj, value_of: Callable[[Obj, str], str] | None = None) -> bool:
     for term in filter(None, (t.strip() for t in selector.split(","))):
         path, op, value = re.split(r"(!=|==|=)", term, maxsplit=1)
         actual: Any = obj
         for part in path.split("."):
             actual = actual.get(part) if isinstance(actual, dict) else None
+        if value_of is not None:
+            actual = value_of(obj, path)
         if (str(actual if actual is not None else "") == value) == (op == "!="):
             return False
     return True

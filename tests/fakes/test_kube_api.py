@@ -151,7 +151,7 @@ def test_configmaps_events_and_the_request_log(kube_api: FakeKubeApi, core: k8s.
         "ops",
         k8s.CoreV1Event(
             metadata=k8s.V1ObjectMeta(generate_name="leadtime-"),
-            involved_object=k8s.V1ObjectReference(kind="Node", name="gpu-1"),
+            involved_object=k8s.V1ObjectReference(kind="ConfigMap", name="ledger", namespace="ops"),
             reason="ScaledUp",
             message="pool a100 to 3 nodes",
         ),

@@ -9,6 +9,9 @@ the default queries read, backfilled with ``promtool tsdb create-blocks-from ope
   and vanish as they do in a cluster); a pod only exists while its value is above zero. ``kube_node_info`` is
   reported whenever the collector was up (the trace's outages have no samples at all).
 - Kueue: each tenant is a ClusterQueue with flavor ``default``: usage = running, pending = queued.
+- kube-state-metrics ``kube_node_labels`` with GKE's node-pool label: the nodes the pool ``a100-on-demand``
+  really ran (``pool_nodes``: a step's node count covers the peak demand of the 6 hours before it, plus one),
+  each node its own series, reported whenever the collector was up.
 - DCGM: one node of the pool ``a100-on-demand`` whose ``DCGM_FI_DEV_GPU_UTIL`` is the busy share of the loaded
   tenants' GPUs (running / capacity, in percent), derived from the trace.
 
@@ -40,6 +43,9 @@ TRACE = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"
 TENANTS = ("earth/vc6YE", "earth/vcMod", "earth/vcJkd")
 POOL_NODE = "gke-earth-a100-on-demand-1a2b3c4d-n001"
 RUN_POD_HOURS, WAIT_POD_HOURS = 6, 2
+POOL = "a100-on-demand"
+GPUS_PER_NODE = 8
+CAPACITY_QUERY = f'count(kube_node_labels{{label_cloud_google_com_gke_nodepool="{POOL}"}})'
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,24 @@ def capacity(tenants: Sequence[str] = TENANTS) -> float:
     return float(raw[raw["unique_id"].isin(tenants)].groupby("unique_id")["capacity"].max().sum())
 
 
+def collector_up(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> np.ndarray:
+    """Steps at which the collector reported (the trace's outages have no samples at all)."""
+    return np.asarray(np.all([~np.isnan(loaded.demand[t]) for t in tenants], axis=0))
+
+
+def pool_nodes(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> np.ndarray:
+    """Nodes the pool ran per step: enough for the peak total demand of the last 6 hours, plus one; NaN while
+    the collector was down."""
+    total = pd.Series(np.sum([np.nan_to_num(loaded.demand[t]) for t in tenants], axis=0))
+    peak = total.rolling(6 * 12, min_periods=1).max().to_numpy()
+    nodes = np.ceil(peak / GPUS_PER_NODE) + 1
+    return np.where(collector_up(loaded, tenants), nodes, np.nan)
+
+
 def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterator[str]:
     """OpenMetrics text, one metric family after the other, each series in time order."""
     seconds = loaded.index.as_unit("s").asi8
-    up = np.all([~np.isnan(loaded.demand[t]) for t in tenants], axis=0)
+    up = collector_up(loaded, tenants)
     parts: dict[str, dict[str, np.ndarray]] = {}
     for tenant in tenants:
         pending = np.where(np.isnan(loaded.pending[tenant]), 0.0, loaded.pending[tenant])
@@ -118,6 +138,18 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
         ),
     )
     yield from family("kube_node_info", "gauge", iter([(f'node="{POOL_NODE}"', np.where(up, 1.0, np.nan))]))
+    nodes = pool_nodes(loaded, tenants)
+    yield from family(
+        "kube_node_labels",
+        "gauge",
+        (
+            (
+                f'node="gke-earth-{POOL}-1a2b3c4d-m{k:03d}",label_cloud_google_com_gke_nodepool="{POOL}"',
+                np.where(nodes > k, 1.0, np.nan),
+            )
+            for k in range(int(np.nanmax(nodes)))
+        ),
+    )
     for metric, part in (
         ("kueue_cluster_queue_resource_usage", "running"),
         ("kueue_cluster_queue_resource_pending", "pending"),

@@ -3,6 +3,7 @@ and that nothing is ever written to a pool."""
 
 from __future__ import annotations
 
+import html
 import json
 import math
 from collections.abc import Sequence
@@ -17,7 +18,7 @@ from actuators.simulated import SimulatedCluster
 from agent.cli import main
 from agent.commands.recommend import recommend
 from config import load_settings
-from models import ActionResult, PoolState
+from models import ActionResult, MetricSourceUnavailable, PoolState
 from models.clock import SimulatedClock
 from tests.prometheus.server import TENANTS, PrometheusServer
 
@@ -121,15 +122,39 @@ def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServe
     assert document["cost"]["change_per_day_usd"] == 0
 
 
-def test_recommend_during_an_outage_holds_and_says_why(prometheus: PrometheusServer, tmp_path: Path) -> None:
-    document, read_side = _run(tmp_path, prometheus, OUTAGE, units=30)
-    (pool,) = document["pools"]
-    assert read_side.writes == []
-    assert pool["recommended_units"] == 30
-    assert set(document["problems"]) == set(TENANTS)
-    assert all("no data" in reason or "stale" in reason for reason in document["problems"].values())
-    assert all(c["forecast"] is None for c in document["classes"])
-    assert (tmp_path / "out" / "report.html").exists()
+def test_recommend_during_an_outage_of_every_class_stops_with_one_reason(
+    prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    expected = r"no usable data for any demand class: 'earth/vc6YE', 'earth/vcMod', 'earth/vcJkd': "
+    with pytest.raises(MetricSourceUnavailable, match=expected):
+        _run(tmp_path, prometheus, OUTAGE, units=30)
+    assert not (tmp_path / "out" / "report.html").exists()
+
+
+def test_a_class_without_data_is_named_in_the_report_and_its_pools_hold(
+    prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, prometheus)
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["demand_classes"].append({"name": "earth/vcGone"})
+    raw["pools"][0]["serves"].append("earth/vcGone")
+    # A ClusterQueue that was never recorded: the query answers with no series at all.
+    never = 'sum(kueue_cluster_queue_resource_usage{cluster_queue=~"gone|lost"})'
+    raw["prometheus"]["classes"] = {"earth/vcGone": {"query": never}}
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    settings = load_settings(config)
+    read_side = SimulatedCluster(settings.pool_specs(), SimulatedClock(AT), initial_units={"a100-on-demand": 30})
+    document = recommend(settings, str(config), tmp_path / "out", AT, read_side, pool_state_source="test")
+    (gone,) = [c for c in document["classes"] if c["name"] == "earth/vcGone"]
+    assert gone["observed"] is None and gone["forecast"] is None
+    assert "no data" in gone["problem"]
+    assert document["pools"][0]["recommended_units"] == 30  # held: one of the classes it serves is unseen
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    (row,) = [line for line in markdown.splitlines() if line.startswith("| earth/vcGone |")]
+    assert "| no data |" in row and "| 0 |" not in row
+    assert never.replace("|", "\\|") in row  # the query as written, escaped only for the table
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert html.escape(never) in page
 
 
 def test_the_command_line_writes_the_files(
@@ -182,13 +207,26 @@ def test_the_command_line_needs_a_prometheus_section(tmp_path: Path, capsys: pyt
     assert bad_units.value.code == 2
 
 
-def test_an_unreachable_prometheus_holds_every_pool(tmp_path: Path) -> None:
+def test_an_unreachable_prometheus_stops_before_any_query(tmp_path: Path) -> None:
     never_started = PrometheusServer(tmp_path, tmp_path)  # a free port nobody listens on
-    document, read_side = _run(tmp_path, never_started, AT, units=7)
-    assert read_side.writes == []
-    assert document["pools"][0]["recommended_units"] == 7
-    assert all("cannot connect" in reason for reason in document["problems"].values())
-    assert document["backtest"]["classes"] == []
+    expected = r"cannot use Prometheus at http://127\.0\.0\.1:\d+: cannot connect to Prometheus: \[Errno 111\]"
+    with pytest.raises(MetricSourceUnavailable, match=expected):
+        _run(tmp_path, never_started, AT, units=7)
+
+
+@pytest.mark.parametrize("at", ["2020-05-10T12:00+08:00", None], ids=["no-data-for-any-class", "unreachable"])
+def test_the_command_line_exits_3_with_one_line(
+    prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], at: str | None
+) -> None:
+    server = prometheus if at is not None else PrometheusServer(tmp_path, tmp_path)
+    config = _config(tmp_path, server)
+    args = ["recommend", "--config", str(config), "--out", str(tmp_path / "o"), "--at", at or AT.isoformat()]
+    assert main([*args, "--current-units", "a100-on-demand=4"]) == 3
+    printed = capsys.readouterr()
+    assert printed.out == ""
+    (line,) = printed.err.splitlines()
+    assert line.startswith("leadtime: ") and server.url in line
+    assert "USD/day" not in line
 
 
 def test_a_password_in_the_prometheus_url_is_never_written(

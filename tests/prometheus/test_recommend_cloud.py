@@ -67,6 +67,11 @@ def test_recommend_reads_the_pools_from_the_cloud_and_writes_nothing(
     assert gke_api.calls("GET", "/nodePools/a100") > 0
     assert _writes(gke_api) == []
     assert gke_api.pools["a100"].migs[0].target_size + gke_api.pools["a100"].migs[1].target_size == 4
+    assert [(z["zone"], z["ready_units"], z["target_units"]) for z in pool["zones"]] == [
+        ("us-central1-a", 2, 2),
+        ("us-central1-b", 2, 2),
+    ]
+    assert "Zones of the pools that span zones" in (out / "report.md").read_text()
 
 
 def test_current_units_on_the_command_line_override_the_cloud(

@@ -142,11 +142,11 @@ def test_server_errors_are_retried_a_bounded_number_of_times_then_unavailable(st
 
 def test_a_slow_server_times_out(stub: tuple[str, StubState]) -> None:
     url, state = stub
-    state.delay_s = 1.0
+    state.delay_s = 10.0
     started = time.monotonic()
     with pytest.raises(MetricsUnavailable, match="timeout"):
         _fetch(_source(url, timeout="0.2s"))
-    assert time.monotonic() - started < 0.9
+    assert time.monotonic() - started < 8.0  # gave up at its timeout, long before the answer (margin: 40x)
 
 
 def test_the_bearer_token_comes_from_its_file_and_a_wrong_one_is_refused(

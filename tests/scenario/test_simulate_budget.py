@@ -100,3 +100,15 @@ def test_alerts_name_thresholds_and_the_overspend(runs: tuple[dict[str, Any], di
     assert ("projected-overspend", "budget fleet (monthly)") in raised
     page = (out / "report.html").read_text()
     assert "Spend against each budget cap" in page
+
+
+def test_each_period_opening_in_the_window_is_reported(runs: tuple[dict[str, Any], dict[str, Any], Path]) -> None:
+    _, capped, _ = runs
+    for name in ("forecast", "reactive", "static", "oracle"):
+        [opening] = capped[name]["budgets"]["fleet"]["period_openings"]
+        assert opening["opened_at"] == "2024-01-02T10:00:00+00:00"
+        units = opening["units"]
+        assert set(units) == {"spot", "ondemand"}
+        # those units to the end of the period (2 February, 10:00 UTC: 744 hours), 4 chips at 1 and 2 USD
+        assert opening["projected_usd"] == pytest.approx((units["spot"] * 4.0 + units["ondemand"] * 8.0) * 744)
+        assert 0.0 < opening["spent_in_window_usd"] <= capped[name]["budgets"]["fleet"]["peak_period_spent_usd"]

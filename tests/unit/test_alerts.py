@@ -1,4 +1,4 @@
-"""Alert events built from budget snapshots, overspends, stockouts, stalled scale-ups and missing data."""
+"""Alert events built from budget snapshots, overspends and stalled scale-ups, and how any alert renders."""
 
 from __future__ import annotations
 
@@ -8,19 +8,17 @@ import pytest
 
 from agent.alerts import (
     PendingScaleUp,
-    actuator_failure_event,
     budget_threshold_events,
-    missing_data_event,
     outstanding,
     projected_overspend_event,
     stalled_scale_up_events,
-    stockout_event,
 )
 from agent.notify.slack_message import blocks, fallback_text
 from agent.planning.budget import CapKind, Period, ScaleUpCharge
 from agent.planning.enforcement import Overspend
 from models import (
     AcceleratorFamily,
+    AlertEvent,
     AlertKind,
     BudgetSnapshot,
     CapacityTier,
@@ -109,20 +107,9 @@ def test_a_scale_up_overtaken_by_a_smaller_target_is_no_longer_owed() -> None:
     assert outstanding(pending, {"p": _state("p", 1, 2)}) == [PendingScaleUp("q", NOW, 0, 2)]
 
 
-def test_stockout_missing_data_and_failures_read_as_what_to_expect() -> None:
-    moved = stockout_event("tpu-a", NOW, "GCE_STOCKOUT", next_pool="tpu-b")
-    stuck = stockout_event("tpu-a", NOW, "GCE_STOCKOUT")
-    assert (moved.severity, stuck.severity) == (Severity.WARNING, Severity.CRITICAL)
-    assert moved.summary.endswith("Trying tpu-b instead.")
-    held = missing_data_event("earth/vc3sl", NOW, "no sample for 20m", ["b", "a"])
-    assert held.details["held pools"] == "a, b"
-    assert held.dedup_key == "missing-data:demand class earth/vc3sl"
-    assert actuator_failure_event("p", NOW, "403", permanent=True).severity is Severity.CRITICAL
-
-
 def test_every_event_renders_within_slacks_limits() -> None:
     long = "x" * 5000
-    event = missing_data_event(long, NOW, long, [long])
+    event = AlertEvent(AlertKind.MISSING_DATA, Severity.WARNING, NOW, long, long, {long: long})
     rendered = blocks(event)
     assert len(rendered[0]["text"]["text"]) <= 150
     assert len(rendered[1]["text"]["text"]) <= 3000

@@ -127,3 +127,35 @@ def test_a_pool_outside_every_budget_is_untouched() -> None:
     out = enforce_budgets(NOW, [monthly(0.01, 0.0, {"spot"})], POOLS, {"spot": 0, "reserved": 1}, {"reserved": 9})
     assert out.targets == {"reserved": 9}
     assert out.skips == ()
+
+
+# A period boundary inside the minimum hold: April has 720 hours; a unit at 2 USD/h costs 1,440 USD over it.
+CHEAP = {"cheap": spec("cheap", 2.0)}  # lead time 10 minutes
+BOUNDARY = datetime(2024, 4, 1, tzinfo=UTC)
+IDLE_WINDOW = timedelta(minutes=30)
+
+
+def _month_end(now: datetime, proposed: int) -> tuple[dict[str, int], list[str]]:
+    budget = Budget("team-a", frozenset({"cheap"}), monthly_cap_usd=6000.0)
+    spend = BudgetSpend(budget, now, 100.0, 0.0)
+    out = enforce_budgets(now, [spend], CHEAP, {"cheap": 1}, {"cheap": proposed}, {}, TICK, IDLE_WINDOW)
+    assert out.shed == ()  # the next period is never shed for before it opens
+    assert out.overspends == ()
+    return out.targets, [s.detail for s in out.skips]
+
+
+def test_a_scale_up_whose_minimum_hold_crosses_the_period_end_must_fit_the_next_period() -> None:
+    # 20 minutes before the boundary, a unit bought now bills at least 10 + 30 + 1 minutes: into April, where the
+    # projection runs it to the end of the month. 6000 USD fits 4 units there; 1 is billed now.
+    targets, details = _month_end(BOUNDARY - timedelta(minutes=20), 10)
+    assert targets == {"cheap": 4}
+    assert len(details) == 1
+    assert "for the period opening 2024-04-01 00:00 UTC" in details[0]
+    assert "allows 3 of 9 more units" in details[0]
+
+
+def test_a_scale_up_that_can_be_released_before_the_period_end_is_held_to_this_period_only() -> None:
+    # 45 minutes before the boundary the minimum hold (41 minutes) ends inside March: March's cap alone binds.
+    targets, details = _month_end(BOUNDARY - timedelta(minutes=45), 10)
+    assert targets == {"cheap": 10}
+    assert details == []

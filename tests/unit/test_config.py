@@ -172,3 +172,23 @@ def test_unreadable_files(tmp_path: Path, content: str | None, message: str) -> 
         path.write_text(content)
     with pytest.raises(ConfigError, match=message):
         load_settings(path)
+
+
+def test_broken_rules_are_reported_with_the_basic_mistakes_of_other_sections() -> None:
+    raw = minimal()
+    raw["loop"] = {"tick_interval": "soon"}  # a basic mistake in a section no rule reads
+    raw["budgets"] = [{"name": "cloud", "monthly_cap_usd": 1000, "pools": ["gpu", "gpus"]}]
+    raw["pools"][1]["serves"] = ["train"]
+    found = problems_of(raw)
+    assert any(p.startswith("loop.tick_interval: ") for p in found), found
+    assert "budgets[0].pools[1]: unknown pool 'gpus'" in found
+    assert any(p.startswith("pools[1].serves[0]: demand class 'train' needs gpu") for p in found)
+
+
+def test_rules_that_read_an_invalid_section_are_not_run_on_a_guess() -> None:
+    raw = minimal()
+    raw["pools"][0]["lead_time"] = "-5m"  # pools is invalid: the rules over pools must not guess
+    raw["budgets"] = [{"name": "cloud", "monthly_cap_usd": 1000, "pools": ["gpus"]}]
+    found = problems_of(raw)
+    assert [p for p in found if p.startswith("pools[0].lead_time")], found
+    assert not [p for p in found if "unknown pool" in p or "no pool serves" in p], found

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from actuators import SimulatedCluster
 from agent.executor import clear_failed_units
 from agent.planning import PlannerMemory
-from models import AcceleratorFamily, ActionStatus, AlertKind, CapacityTier, PoolKind, PoolSpec
+from models import AcceleratorFamily, ActionStatus, AlertKind, CapacityTier, PoolKind, PoolSpec, ZoneState
 from models.clock import SimulatedClock
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
@@ -64,3 +65,31 @@ def test_pools_without_failed_units_or_blocked_are_left_alone() -> None:
     done = clear_failed_units({"spot": state}, stuck, POOLS, blocked, T0)
     assert done.results == () and done.alerts == ()
     assert stuck.list_pools()[0].failed_units == 1  # a blocked pool is not touched at all
+
+
+def test_failed_units_in_one_zone_leave_the_pool_open_while_another_zone_has_room() -> None:
+    cluster = stuck_cluster(ready=2, asked=1)
+    (state,) = cluster.list_pools()
+    zones = (ZoneState("zone-a", 1, 1, failed_units=1), ZoneState("zone-b", 1, 1), ZoneState("zone-c", 0, 0))
+    done = clear_failed_units({"spot": replace(state, zones=zones)}, cluster, POOLS, PlannerMemory(), T0)
+    assert cluster.list_pools()[0].failed_units == 0
+    assert not done.memory.in_backoff("spot", T0)
+    (alert,) = done.alerts
+    assert (alert.kind, alert.details["zones_out"], alert.details["zones_open"]) == (
+        AlertKind.STOCKOUT,
+        "zone-a",
+        "zone-b,zone-c",
+    )
+
+
+def test_the_pool_backs_off_when_no_zone_has_room_left() -> None:
+    cluster = stuck_cluster(ready=2, asked=2)
+    (state,) = cluster.list_pools()
+    later = T0 + timedelta(minutes=30)
+    zones = (
+        ZoneState("zone-a", 1, 1, failed_units=1),
+        ZoneState("zone-b", 1, 1, 1),
+        ZoneState("zone-c", 0, 0, 0, later),
+    )
+    done = clear_failed_units({"spot": replace(state, zones=zones)}, cluster, POOLS, PlannerMemory(), T0)
+    assert done.memory.in_backoff("spot", T0)

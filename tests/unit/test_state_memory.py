@@ -10,7 +10,8 @@ import pytest
 
 from agent.planning import PlannerMemory
 from agent.state import InMemoryStateStore, MemoryKeeper, StateUnavailable
-from agent.state.codec import StateDocumentUnreadable, decode, encode
+from agent.state.codec import decode, encode
+from models import StateDocumentUnreadable
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 MEMORY = (

@@ -1,0 +1,98 @@
+"""What a GKE node pool is made of, zone by zone, as Compute Engine tells it: each zone's managed instance group
+(``targetSize``) and its instances, each ready, still being created, failed for capacity or leaving. Read by
+``GkeNodePoolActuator``; no calls are made here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from actuators.vendor_errors import capacity_failure
+
+_NOT_CREATED = ("CREATING", "CREATING_WITHOUT_RETRIES", "RECREATING")  # ManagedInstance.currentAction values
+_LEAVING = ("DELETING", "ABANDONING")  # leaving the group (cluster-autoscaler reads both so)
+_ZONE_NAMED = re.compile(r"zones/([a-z0-9-]+)")
+
+
+@dataclass(frozen=True)
+class Instance:
+    name: str
+    mig: tuple[str, str, str]  # project, zone, instance group manager
+    ready: bool
+    failure: str  # why it could not be created (a stockout), "" when nothing says it cannot be
+    deleting: bool = False
+
+
+@dataclass(frozen=True)
+class Zone:
+    mig: tuple[str, str, str]  # project, zone, instance group manager
+    asked: int  # the group's targetSize, failed instances included
+    instances: tuple[Instance, ...]
+
+    @property
+    def name(self) -> str:
+        return self.mig[1]
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for i in self.instances if i.ready)
+
+    @property
+    def failed(self) -> tuple[Instance, ...]:
+        return tuple(i for i in self.instances if i.failure)
+
+    @property
+    def target(self) -> int:
+        """Ready and still coming: what was asked for minus what cannot be created."""
+        return self.asked - len(self.failed)
+
+
+@dataclass(frozen=True)
+class Observed:
+    autoscaling: bool
+    zones: tuple[Zone, ...]
+    operation: str | None
+    zone_max: int | None = None  # GKE's per-zone maxNodeCount, when the pool has one
+    total_max: int | None = None  # GKE's totalMaxNodeCount, when the pool has one
+
+    @property
+    def asked(self) -> int:
+        return sum(z.asked for z in self.zones)
+
+    @property
+    def instances(self) -> tuple[Instance, ...]:
+        return tuple(i for z in self.zones for i in z.instances)
+
+    @property
+    def ready(self) -> int:
+        return sum(z.ready for z in self.zones)
+
+    @property
+    def failed(self) -> tuple[Instance, ...]:
+        return tuple(i for z in self.zones for i in z.failed)
+
+    @property
+    def target(self) -> int:
+        return sum(z.target for z in self.zones)
+
+    def without_failed(self) -> Observed:
+        """As it is once the failed instances are deleted."""
+        kept = tuple(Zone(z.mig, z.target, tuple(i for i in z.instances if not i.failure)) for z in self.zones)
+        return replace(self, zones=kept)
+
+
+def instance_from(managed: Any, mig: tuple[str, str, str], pool_failure: str) -> Instance:
+    """One managed instance; ``pool_failure`` is the stockout the pool's latest operation ended with, if any: it
+    applies to the instances of the zone it names (GKE's message names the zone), or of every zone if it names none."""
+    named = _ZONE_NAMED.search(pool_failure)
+    if named is not None and named[1] != mig[1]:
+        pool_failure = ""
+    errors = managed.last_attempt.errors.errors if managed.last_attempt and managed.last_attempt.errors else []
+    name = managed.instance.rsplit("/", 1)[-1] if managed.instance else managed.name
+    action = managed.current_action
+    failure = ""
+    if action in _NOT_CREATED:
+        failure = capacity_failure([(str(e.code), str(e.message)) for e in errors]) or pool_failure
+    return Instance(name, mig, action == "NONE", failure, deleting=action in _LEAVING)

@@ -1,0 +1,41 @@
+"""``leadtime export-trace``: the cluster's own demand history from Prometheus, through the configured queries,
+as a trace CSV for offline use (``simulate --trace``) and for sharing. Gaps stay gaps (an empty ``y``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from agent.commands.simulate import parse_span, parse_timestamp, prometheus_range
+from agent.sources.prometheus_history import prometheus_source, read_history
+from agent.sources.trace import write_trace
+from config import load_settings
+
+DEFAULT_EXPORT_SPAN = "14d"
+
+
+def register(sub: Any) -> None:
+    parser = sub.add_parser("export-trace", help="write the demand history in Prometheus as a trace CSV")
+    parser.add_argument("--config", required=True, help="YAML configuration with a prometheus section")
+    parser.add_argument("--out", required=True, help="CSV file to write (gzipped when it ends in .gz)")
+    parser.add_argument(
+        "--since",
+        type=parse_span,
+        help=f"export this much history before --end (default {DEFAULT_EXPORT_SPAN})",
+    )
+    parser.add_argument("--start", type=parse_timestamp, help="start, ISO-8601 (instead of --since)")
+    parser.add_argument("--end", type=parse_timestamp, help="end, ISO-8601 (default: now)")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings = load_settings(args.config)
+    start, end = prometheus_range(settings, args.start, args.end, args.since or parse_span(DEFAULT_EXPORT_SPAN))
+    history = read_history(settings, prometheus_source(settings, args.config), start, end)
+    rows = write_trace(history.trace, args.out)
+    trace = history.trace
+    print(
+        f"wrote {args.out}: {len(trace.series)} demand classes, {len(trace.index)} steps of "
+        f"{int(trace.step.total_seconds())} s from {start.isoformat()} to {end.isoformat()} ({rows} rows)"
+    )
+    return 0

@@ -1,0 +1,178 @@
+"""The leader's decisions as core/v1 Kubernetes Events, so ``kubectl describe`` and ``kubectl get events`` tell
+what the agent did or refused, and why, with the numbers.
+
+* A node decision (cordon, drain started / blocked / finished) is attached to the Node. The API server accepts
+  Events about a cluster-scoped object only in the ``default`` namespace (or none), so they are written there;
+  the involved object's uid is the node name, as the kubelet does, which ``kubectl describe node`` searches for.
+* A pool decision (scale-up, scale-down, budget trim, hold on missing data) is attached to the agent's state
+  ConfigMap, which holds every pool's planner memory (recent changes, back-offs, blocks) and which the agent
+  may already read; the message names the pool. Its uid is read once (``kubectl describe`` searches by uid).
+* Repeats of the same Event are patched (count, lastTimestamp), not created again (``EventCorrelator``).
+
+Recording is best effort and bounded: each call has the configured request timeout; a refusal (403, 409, 422)
+drops that Event; a throttle (429), a server error or a transport failure drops the rest of the tick's Events;
+at most ``max_per_tick`` are written. Nothing here ever raises into the tick.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from kubernetes.client import CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from agent.daemon.event_correlator import Correlation, EventCorrelator, EventKey
+from agent.decision_events import DecisionEvent, SubjectKind
+from models.redaction import redact
+
+log = logging.getLogger(__name__)
+COMPONENT = "leadtime"
+NODE_EVENT_NAMESPACE = "default"
+MAX_MESSAGE = 1024  # the events.k8s.io note limit; the same bound keeps core/v1 messages readable
+ANNOTATION_PREFIX = "leadtime.io/"
+
+
+class _GiveUp(Exception):
+    """The API is throttling, failing or unreachable: drop the rest of this tick's Events."""
+
+
+class KubernetesDecisionRecorder:
+    """Writes ``DecisionEvent`` values; pool decisions go to ConfigMap ``pool_object`` in ``namespace``."""
+
+    def __init__(
+        self,
+        api: CoreV1Api,
+        *,
+        namespace: str,
+        pool_object: str,
+        identity: str,
+        request_timeout: timedelta,
+        max_per_tick: int = 50,
+        correlator: EventCorrelator | None = None,
+    ) -> None:
+        self._api = api
+        self._namespace = namespace
+        self._pool_object = pool_object
+        self._identity = identity
+        self._timeout = request_timeout.total_seconds()
+        self._max = max_per_tick
+        self._correlator = correlator or EventCorrelator()
+        self._pool_uid: str | None = None
+
+    def record(self, now: datetime, events: Sequence[DecisionEvent]) -> int:
+        """Write the tick's events; returns how many were written (created or patched)."""
+        written = 0
+        try:
+            for event in events[: self._max]:
+                written += self._write(now, event)
+        except _GiveUp as exc:
+            log.warning("decision events dropped for this tick: %s", exc)
+        except Exception:  # an Event must never break a tick
+            log.exception("decision events dropped for this tick")
+        if len(events) > self._max:
+            log.warning("decision events: %d over the limit of %d per tick dropped", len(events) - self._max, self._max)
+        return written
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _write(self, now: datetime, event: DecisionEvent) -> int:
+        reference = self._reference(event)
+        namespace = reference.namespace or NODE_EVENT_NAMESPACE
+        message = redact(event.message)[:MAX_MESSAGE]
+        kind = "Warning" if event.warning else "Normal"
+        key = EventKey(
+            namespace, reference.kind or "", reference.name or "", reference.uid or "", kind, event.reason, message
+        )
+        correlation = self._correlator.observe(key, now)
+        if correlation.previous is not None:
+            patched = self._call(
+                event,
+                self._api.patch_namespaced_event,
+                correlation.previous.name,
+                namespace,
+                {"count": correlation.count, "lastTimestamp": now, "message": message},
+            )
+            if patched is not _NOT_FOUND:
+                return self._remember(key, correlation.previous.name, correlation, patched)
+            self._correlator.forget(key)  # the Event expired or was deleted: start a new one
+            correlation = Correlation(None, 1, now)
+        body = CoreV1Event(
+            metadata=V1ObjectMeta(
+                generate_name=f"{reference.name}.",
+                namespace=namespace,
+                annotations={
+                    f"{ANNOTATION_PREFIX}pool": event.pool_id,
+                    **{f"{ANNOTATION_PREFIX}{k.replace('_', '-')}": v for k, v in event.numbers.items()},
+                },
+            ),
+            involved_object=reference,
+            reason=event.reason,
+            message=message,
+            type=kind,
+            first_timestamp=now,
+            last_timestamp=now,
+            count=1,
+            source=V1EventSource(component=COMPONENT, host=self._identity),
+            reporting_component=COMPONENT,
+            reporting_instance=self._identity,
+        )
+        created = self._call(event, self._api.create_namespaced_event, namespace, body)
+        if created is _NOT_FOUND:
+            return 0
+        name = created.metadata.name if created is not None else None
+        return self._remember(key, name, correlation, created)
+
+    def _remember(self, key: EventKey, name: str | None, correlation: Correlation, answer: object) -> int:
+        if answer is None or name is None:
+            return 0
+        self._correlator.written(key, name, correlation)
+        return 1
+
+    def _reference(self, event: DecisionEvent) -> V1ObjectReference:
+        if event.subject_kind is SubjectKind.NODE:
+            return V1ObjectReference(api_version="v1", kind="Node", name=event.subject, uid=event.subject)
+        return V1ObjectReference(
+            api_version="v1",
+            kind="ConfigMap",
+            name=self._pool_object,
+            namespace=self._namespace,
+            uid=self._pool_uid_now(),
+        )
+
+    def _pool_uid_now(self) -> str | None:
+        """The state ConfigMap's uid, read until known (it is created by the leader's first save)."""
+        if self._pool_uid is None:
+            try:
+                found = self._api.read_namespaced_config_map(
+                    self._pool_object, self._namespace, _request_timeout=self._timeout
+                )
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise _GiveUp(f"cannot read ConfigMap {self._namespace}/{self._pool_object}: {exc.status}") from None
+            except (HTTPError, OSError) as exc:
+                raise _GiveUp(f"cannot read ConfigMap {self._namespace}/{self._pool_object}: {exc}") from None
+            self._pool_uid = found.metadata.uid if found.metadata is not None else None
+        return self._pool_uid
+
+    def _call(self, event: DecisionEvent, method: Callable[..., Any], *args: object) -> Any:
+        """The API's answer; ``None`` when it refused this Event; ``_NOT_FOUND`` on 404; raises ``_GiveUp``."""
+        try:
+            return method(*args, _request_timeout=self._timeout)
+        except ApiException as exc:
+            if exc.status == 404:
+                return _NOT_FOUND
+            if exc.status == 429 or (exc.status or 0) >= 500:
+                raise _GiveUp(f"{event.reason} for {event.subject}: HTTP {exc.status} {exc.reason}") from None
+            log.warning(
+                "decision event %s for %s refused: HTTP %s %s", event.reason, event.subject, exc.status, exc.reason
+            )
+            return None
+        except (HTTPError, OSError) as exc:
+            raise _GiveUp(f"{event.reason} for {event.subject}: {type(exc).__name__}: {exc}") from None
+
+
+_NOT_FOUND = object()

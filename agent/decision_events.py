@@ -1,0 +1,157 @@
+"""What one tick decided, as events a person can read next to the object they concern: pure, one place.
+
+``decision_events(plan, results, recommend)`` turns a tick's plan and the outcomes of its actions into
+``DecisionEvent`` values; the daemon writes them as Kubernetes Events (``agent.daemon.decision_recorder``). Each
+names its subject (a node, or a pool when the decision is about the pool as a whole), a short CamelCase reason,
+a message with the numbers, and the numbers again as fields.
+
+* Pool decisions: ``ScaleUp`` / ``ScaleDown`` (the cloud accepted the resize), ``ScaleUpFailed`` /
+  ``ScaleDownFailed``, ``ScaleUpRejected`` / ``ScaleDownRejected`` (re-validation on fresh state refused it),
+  ``BudgetTrimmed`` (a budget cap cut or kept units) and ``HeldMissingData`` (no trustworthy demand: held).
+* Node decisions, for pools that shrink by drains: ``Cordoned`` and ``DrainStarted`` when a drain begins,
+  ``DrainBlocked`` while a PodDisruptionBudget refuses an eviction (the drainer reports such a drain as
+  started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned) and ``DrainRejected``
+  (a pod must not be disrupted).
+* Dry-run (``recommend``): an action that was recorded, not carried out, gets the reason ``RecommendScaleUp``,
+  ``RecommendScaleDown`` or ``RecommendDrain``, and every message starts with ``dry-run:``, holds included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from agent.drains import DRAIN_KEY_MARK
+from models import ActionResult, ActionStatus, CapacityPlan, Resize, SkipReason
+
+_ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED)
+
+
+class SubjectKind(StrEnum):
+    NODE = "node"
+    POOL = "pool"
+
+
+@dataclass(frozen=True)
+class DecisionEvent:
+    """One decision about ``subject`` (a node name, or a pool id when ``subject_kind`` is POOL)."""
+
+    subject_kind: SubjectKind
+    subject: str
+    pool_id: str
+    reason: str
+    message: str
+    warning: bool = False
+    numbers: dict[str, str] = field(default_factory=dict)
+
+
+def decision_events(
+    plan: CapacityPlan | None, results: Sequence[ActionResult], recommend: bool
+) -> tuple[DecisionEvent, ...]:
+    """The events of one tick, in the order the decisions were taken: resizes, drains, then holds."""
+    events: list[DecisionEvent] = []
+    resizes = plan.resizes if plan is not None else ()
+    planned = {r.key: r for r in resizes}
+    by_key = {r.key: r for r in results}
+    for resize in resizes:
+        events.extend(_resize_events(resize, by_key.get(resize.key), results))
+    for result in results:
+        if DRAIN_KEY_MARK in result.key:
+            events.extend(_drain_events(result, planned))
+    if plan is not None:
+        for skip in plan.skips:
+            if skip.reason is SkipReason.MISSING_DATA:
+                events.append(_pool(skip.pool_id, "HeldMissingData", f"held: {skip.detail}", True))
+            elif skip.reason is SkipReason.BUDGET:
+                events.append(_pool(skip.pool_id, "BudgetTrimmed", skip.detail, True))
+    if recommend:
+        events = [_as_recommendation(e) for e in events]
+    return tuple(events)
+
+
+def _resize_events(
+    resize: Resize, result: ActionResult | None, results: Sequence[ActionResult]
+) -> Iterable[DecisionEvent]:
+    verb = "ScaleUp" if resize.is_scale_up else "ScaleDown"
+    words = "scale up" if resize.is_scale_up else "scale down"
+    change = f"from {resize.from_units} to {resize.to_units} units"
+    numbers = {"from_units": str(resize.from_units), "to_units": str(resize.to_units)}
+    drains = [r for r in results if r.key.startswith(resize.key + DRAIN_KEY_MARK)]
+    if drains:
+        nodes = ", ".join(_node_of(r.key) for r in drains)
+        status = ActionStatus.RECORDED if all(r.status is ActionStatus.RECORDED for r in drains) else None
+        if status is ActionStatus.RECORDED:
+            yield _pool(
+                resize.pool_id,
+                f"Recommend{verb}",
+                f"would {words} {change} by draining {nodes}: {resize.reason}",
+                numbers=numbers,
+            )
+        else:
+            yield _pool(resize.pool_id, verb, f"{words} {change} by draining {nodes}: {resize.reason}", numbers=numbers)
+        return
+    if result is None:
+        return
+    if result.status in _ACCEPTED:
+        yield _pool(resize.pool_id, verb, f"{words} {change}: {resize.reason}", numbers=numbers)
+    elif result.status is ActionStatus.RECORDED:
+        yield _pool(resize.pool_id, f"Recommend{verb}", f"would {words} {change}: {resize.reason}", numbers=numbers)
+    elif result.status is ActionStatus.REJECTED:
+        yield _pool(resize.pool_id, f"{verb}Rejected", f"did not {words} {change}: {result.detail}", True, numbers)
+    else:
+        why = result.error or result.detail or "failed"
+        yield _pool(resize.pool_id, f"{verb}Failed", f"could not {words} {change}: {why}", True, numbers)
+
+
+def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[DecisionEvent]:
+    node = _node_of(result.key)
+    pool_id = result.pool_id
+    resize = planned.get(result.key.split(DRAIN_KEY_MARK, maxsplit=1)[0])
+    if result.status is ActionStatus.RECORDED:
+        why = f": {resize.reason}" if resize is not None else ""
+        yield _node(node, pool_id, "RecommendDrain", f"would cordon and drain this node of pool {pool_id}{why}")
+        return
+    if resize is not None:  # a drain this tick began (a drain continued from an earlier tick has no plan entry)
+        change = f"{resize.from_units} to {resize.to_units} units"
+        numbers = {"from_units": str(resize.from_units), "to_units": str(resize.to_units)}
+        yield _node(node, pool_id, "Cordoned", f"cordoned to shrink pool {pool_id} from {change}", numbers=numbers)
+        yield _node(
+            node, pool_id, "DrainStarted", f"evicting pods to shrink pool {pool_id}: {resize.reason}", numbers=numbers
+        )
+    if result.status is ActionStatus.STARTED:
+        yield _node(node, pool_id, "DrainBlocked", f"pool {pool_id}: {result.detail} (PodDisruptionBudget)", True)
+    elif result.status is ActionStatus.DONE:
+        yield _node(node, pool_id, "DrainFinished", f"pool {pool_id}: {result.detail}")
+    elif result.status is ActionStatus.REJECTED:
+        yield _node(node, pool_id, "DrainRejected", f"pool {pool_id}: {result.detail}", True)
+    elif result.status is ActionStatus.FAILED:
+        yield _node(node, pool_id, "DrainFailed", f"pool {pool_id}: {result.error or result.detail}", True)
+
+
+def _node_of(key: str) -> str:
+    return key.split(DRAIN_KEY_MARK, maxsplit=1)[1]
+
+
+def _pool(
+    pool_id: str, reason: str, text: str, warning: bool = False, numbers: dict[str, str] | None = None
+) -> DecisionEvent:
+    return DecisionEvent(SubjectKind.POOL, pool_id, pool_id, reason, f"pool {pool_id}: {text}", warning, numbers or {})
+
+
+def _node(
+    node: str, pool_id: str, reason: str, text: str, warning: bool = False, numbers: dict[str, str] | None = None
+) -> DecisionEvent:
+    return DecisionEvent(SubjectKind.NODE, node, pool_id, reason, text, warning, numbers or {})
+
+
+def _as_recommendation(event: DecisionEvent) -> DecisionEvent:
+    return DecisionEvent(
+        event.subject_kind,
+        event.subject,
+        event.pool_id,
+        event.reason,
+        f"dry-run: {event.message}",
+        event.warning,
+        event.numbers,
+    )

@@ -1,0 +1,54 @@
+"""The headline of a simulation: what the forecast policy's service costs against each other way of running the
+cluster (reactive, static, the oracle and, replayed from Prometheus, what actually ran), in USD and percent,
+with each one's unserved demand beside it.
+
+Where an equal-service comparison was made, the forecast and reactive policies are compared at its first
+(loosest) target, each tuned to leave the same share of demand unserved; static, oracle and actual cannot be
+tuned and are shown as they ran, with their own unserved share. Without one, every policy is shown as it ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+BASELINES = ("reactive", "static", "oracle", "actual")
+
+
+def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
+    policies: Mapping[str, Mapping[str, Any]] = document["policies"]
+    if "forecast" not in policies:
+        return None
+    comparison: Mapping[str, Mapping[str, Mapping[str, Any]]] = document.get("equal_service") or {}
+    target, tuned = _first_reached(comparison)
+    forecast = _point(tuned["forecast"], f"equal service at {target:.1%} unserved") if target is not None else None
+    forecast = forecast or _point(policies["forecast"], "as run")
+    rows = []
+    for name in BASELINES:
+        if target is not None and name in tuned and name != "oracle":
+            row = _point(tuned[name], f"equal service at {target:.1%} unserved")
+        elif name in policies:
+            row = _point(policies[name], "as run")
+        else:
+            continue
+        saving = row["cost_usd"] - forecast["cost_usd"]
+        row.update(
+            policy=name,
+            forecast_saves_usd=round(saving, 2),
+            forecast_saves_percent=round(100.0 * saving / row["cost_usd"], 2) if row["cost_usd"] else None,
+        )
+        rows.append(row)
+    return {"forecast": forecast, "against": rows, "target_unserved": target}
+
+
+def _first_reached(
+    comparison: Mapping[str, Mapping[str, Mapping[str, Any]]],
+) -> tuple[float | None, Mapping[str, Mapping[str, Any]]]:
+    for key, row in comparison.items():
+        if all(row.get(p, {}).get("cost_usd") is not None for p in ("forecast", "reactive")):
+            return float(key), row
+    return None, {}
+
+
+def _point(row: Mapping[str, Any], basis: str) -> dict[str, Any]:
+    return {"cost_usd": float(row["cost_usd"]), "unserved_fraction": float(row["unserved_fraction"]), "basis": basis}

@@ -1,0 +1,79 @@
+"""A cluster's own history read from Prometheus, for replaying it offline (``simulate --source prometheus``,
+``export-trace``).
+
+Demand per class comes through the same configured queries, chunking and checks as the live source
+(``PrometheusSource``) and becomes a ``Trace`` on the step grid: a step without a value is a gap (NaN), never 0.
+What each pool really ran comes from its ``prometheus.pools.<id>.capacity_query`` (units per step), when one is
+configured; a pool whose query answers nothing is named with the reason instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from agent.sources.prometheus import PrometheusSource, no_usable_data, step_grid
+from agent.sources.prometheus_queries import demand_queries
+from agent.sources.trace import Trace
+from config.schema import Settings
+from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable
+
+
+@dataclass(frozen=True)
+class ClusterHistory:
+    """Demand per class (``trace``, columns named by series id) and recorded units per pool on the same grid."""
+
+    trace: Trace
+    capacity: dict[str, np.ndarray] = field(default_factory=dict)
+    capacity_queries: dict[str, str] = field(default_factory=dict)
+    capacity_problems: dict[str, str] = field(default_factory=dict)
+
+
+def prometheus_source(settings: Settings, config_path: str) -> PrometheusSource:
+    prometheus = settings.prometheus
+    if prometheus is None:
+        raise ConfigError(
+            config_path,
+            [ConfigProblem("prometheus", "--source prometheus reads Prometheus: add a prometheus section (url)")],
+        )
+    return PrometheusSource.from_settings(prometheus, demand_queries(settings.demand_class_models(), prometheus))
+
+
+def read_history(settings: Settings, source: PrometheusSource, start: datetime, end: datetime) -> ClusterHistory:
+    """Every class's demand in [start, end) at the forecast step; stops (``MetricSourceUnavailable``) when
+    Prometheus cannot be reached or any class has no usable data, since a replay without a class is not the
+    cluster's."""
+    step = settings.forecast.step
+    grid = step_grid(start, end, step)
+    if len(grid) < 2:
+        raise LeadtimeError(f"the range {start.isoformat()} .. {end.isoformat()} holds fewer than two steps of {step}")
+    source.probe()
+    classes = settings.demand_class_models()
+    frame, missing = source.fetch_each(classes, start, end, step)
+    if missing:
+        raise no_usable_data(source.url, missing, every_class=len(missing) == len(classes))
+    names = {c.name: c.series_id for c in classes}
+    wide = frame.pivot(index="ds", columns="unique_id", values="y").reindex(index=grid, columns=list(names))
+    trace = Trace(
+        path=f"prometheus {source.url}",
+        index=grid,
+        series=tuple(names.values()),
+        values=wide.to_numpy(dtype=float),
+        step=step,
+    )
+    history = ClusterHistory(trace)
+    overrides = settings.prometheus.pools if settings.prometheus is not None else {}
+    for pool in settings.pool_specs():
+        query = overrides.get(pool.pool_id)
+        if query is None or query.capacity_query is None:
+            continue
+        history.capacity_queries[pool.pool_id] = query.capacity_query
+        try:
+            values = source.series(f"pool {pool.pool_id}", query.capacity_query, start, end, step)
+        except MetricsUnavailable as exc:
+            history.capacity_problems[pool.pool_id] = exc.reason
+            continue
+        history.capacity[pool.pool_id] = values.to_numpy(dtype=float)
+    return history

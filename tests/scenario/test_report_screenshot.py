@@ -1,0 +1,107 @@
+"""The simulation report as a person sees it: rendered by headless Chromium (Debian package `chromium`; `make
+chromium`), its first screen carries the headline figures of ``results.json``, and energy and carbon follow the
+configured watts, PUE and grid intensity."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from matplotlib import image
+
+from agent.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+TENANTS = ("earth/vc6YE", "earth/vcMod", "earth/vcJkd")
+WIDTH, HEIGHT = 1280, 900
+ENERGY = {"watts_per_chip": 700.0, "pue": 1.2, "grid_gco2e_per_kwh": 350.0}
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
+    tmp = tmp_path_factory.mktemp("report")
+    config = {
+        "demand_classes": [{"name": t} for t in TENANTS],
+        "pools": [
+            {
+                "id": "a100-on-demand",
+                "kind": "gpu-node-pool",
+                "chips_per_unit": 8,
+                "max_units": 60,
+                "price_per_chip_hour_usd": 3.67,
+                "lead_time": "10m",
+                "serves": list(TENANTS),
+            }
+        ],
+        "forecast": {"model": "seasonal_naive"},
+        "energy": ENERGY,
+    }
+    path = tmp / "leadtime.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    args = ["simulate", "--config", str(path), "--trace", str(ROOT / "data/helios-earth/demand_5min.csv.gz")]
+    window = ["--start", "2020-05-12T00:00:00+08:00", "--end", "2020-05-13T00:00:00+08:00"]
+    assert main([*args, *window, "--equal-service", "0.005", "--out", str(tmp / "out"), "--no-progress"]) == 0
+    return json.loads((tmp / "out" / "results.json").read_text(encoding="utf-8")), tmp / "out" / "report.html"
+
+
+def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.fail("chromium must be on PATH (Debian package `chromium`; `make chromium`)")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--window-size={WIDTH},{HEIGHT}"]
+    return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=120, check=True)
+
+
+def test_the_headline_figures_are_in_the_rendered_page(report: tuple[dict[str, Any], Path]) -> None:
+    document, page = report
+    head = document["headline"]
+    assert head["target_unserved"] == 0.005
+    assert [row["policy"] for row in head["against"]] == ["reactive", "static", "oracle"]
+    dom = _chromium("--dump-dom", page.as_uri()).stdout
+    section = re.search(r"<section id=\"headline\">(.*?)</section>", dom, re.S)
+    assert section is not None, "no headline section in the rendered page"
+    assert dom.index('id="headline"') < dom.index("<img")  # before any chart: on the first screen
+    text = section.group(1)
+    assert f"{head['forecast']['cost_usd']:,.0f}" in text
+    for row in head["against"]:
+        assert f"{row['cost_usd']:,.0f}" in text, row["policy"]
+        assert f"{row['forecast_saves_percent']:+.1f}%" in text, row["policy"]
+        assert f"{row['unserved_fraction']:.2%}" in text, row["policy"]
+    reactive = head["against"][0]
+    tuned = document["equal_service"]["0.005"]
+    assert reactive["cost_usd"] == tuned["reactive"]["cost_usd"]
+    assert head["forecast"]["cost_usd"] == tuned["forecast"]["cost_usd"]
+    assert reactive["forecast_saves_usd"] == pytest.approx(reactive["cost_usd"] - head["forecast"]["cost_usd"])
+
+
+def test_the_first_screen_shows_text_not_a_blank_page(report: tuple[dict[str, Any], Path], tmp_path: Path) -> None:
+    _, page = report
+    shot = tmp_path / "report.png"
+    _chromium(f"--screenshot={shot}", page.as_uri())
+    pixels = image.imread(str(shot))
+    assert pixels.shape[:2] == (HEIGHT, WIDTH)
+    luminance = pixels[..., :3].mean(axis=2)
+    top = luminance[: HEIGHT // 3]  # the title and the headline
+    assert np.mean(top < 0.3) > 0.01, "the top of the first screen has no dark text"
+    assert np.mean(luminance > 0.9) > 0.3  # a light page, not an error screen
+
+
+def test_energy_and_carbon_follow_the_configured_figures(report: tuple[dict[str, Any], Path]) -> None:
+    document, page = report
+    assert document["energy"]["watts_per_chip"] == ENERGY["watts_per_chip"]
+    for name, row in document["policies"].items():
+        kwh = row["accelerator_hours"] * ENERGY["watts_per_chip"] * ENERGY["pue"] / 1000
+        assert row["energy_kwh"] == pytest.approx(kwh, abs=0.5), name
+        assert row["carbon_kg_co2e"] == pytest.approx(kwh * ENERGY["grid_gco2e_per_kwh"] / 1000, abs=0.5), name
+        assert row["idle_energy_kwh"] == pytest.approx(kwh * (1 - row["utilization"]), abs=0.5), name
+    static, oracle = document["policies"]["static"], document["policies"]["oracle"]
+    assert static["idle_energy_kwh"] > oracle["idle_energy_kwh"]
+    html = page.read_text(encoding="utf-8")
+    assert "Energy and carbon" in html and "700 W per chip x PUE 1.2 x 350 gCO2e/kWh" in html
