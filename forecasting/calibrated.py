@@ -4,8 +4,11 @@
 ``retrain_interval`` (training holds out the calibration window), and brings the residuals of the calibration
 window up to date; residuals already computed for the current training are kept, so an hourly refit only
 forecasts the origins that are new. ``predict`` forecasts from the newest origin of each series and adds the
-conformal offsets. Any series whose model did not train, whose residuals are too few, or whose forecast fails
-the guards is answered by the calibrated last value instead, and the row says so.
+conformal offsets. A model trained at the asked quantiles may keep them as trained (``offset_bases=False``: no
+offset at its base levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
+for the fallback checks but not for choosing between models). Any series whose model did not train, whose
+residuals are too few, or whose forecast fails the guards is answered by the calibrated last value instead, and
+the row says so.
 """
 
 from __future__ import annotations
