@@ -8,7 +8,7 @@ DEMO_OUT ?= out/demo
 # is `make demo DEMO_CONFIG=config/examples/helios-earth.yaml`.
 DEMO_CONFIG ?= config/examples/helios-earth-slices.yaml
 
-.PHONY: demo test lint prometheus chromium manifests rbac-doc clean
+.PHONY: demo test lint prometheus postgresql chromium manifests rbac-doc clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,15 @@ prometheus:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null; }
 	@prometheus --version 2>&1 | head -1
 
+# The tests start their own PostgreSQL server (Debian package `postgresql`; initdb and postgres live under
+# /usr/lib/postgresql/<major>/bin); install it when it is missing.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends postgresql >/dev/null; }
+	@ls -d /usr/lib/postgresql/*/bin/postgres | tail -1
+
 # The report test screenshots the HTML report in headless Chromium (Debian package `chromium`).
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
@@ -37,7 +46,7 @@ chromium:
 		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null; }
 	@chromium --version 2>/dev/null | head -1
 
-test: $(STAMP) prometheus chromium
+test: $(STAMP) prometheus postgresql chromium
 	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(STAMP)

@@ -36,11 +36,13 @@ class _Pool:
 
 @dataclass(frozen=True)
 class StepOutcome:
-    """What one step of demand met: chips served and left waiting per class, units in use per pool."""
+    """What one step of demand met: chips served and left waiting per class, units in use and chips served per
+    pool."""
 
     served: dict[str, float]
     unserved: dict[str, float]
     used_units: dict[str, int]
+    served_by_pool: dict[str, float] = field(default_factory=dict)
 
 
 class SimulatedCluster:
@@ -185,7 +187,8 @@ class SimulatedCluster:
             else:
                 pool.idle_since.extend([now] * (idle - len(pool.idle_since)))
         served = {name: float(value) - left.get(name, 0.0) for name, value in demand.items()}
-        return StepOutcome(served=served, unserved=left, used_units=used)
+        by_pool = {pool_id: sum(chips.values()) for pool_id, chips in assigned.items()}
+        return StepOutcome(served=served, unserved=left, used_units=used, served_by_pool=by_pool)
 
     def forget_idle(self) -> None:
         """Demand is unknown at this step (a trace gap): no unit counts as idle until it is observed again."""

@@ -23,7 +23,16 @@ from agent.version import version_text
 from models import ConfigError, LeadtimeError, MetricSourceUnavailable
 from models.redaction import redact
 
-COMMANDS = ("backtest", "config_reference", "export_trace", "recommend", "run", "simulate", "validate_config")
+COMMANDS = (
+    "backtest",
+    "config_reference",
+    "export_trace",
+    "ledger",
+    "recommend",
+    "run",
+    "simulate",
+    "validate_config",
+)
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT, EXIT_SOURCE_UNAVAILABLE = 0, 1, 2, 3
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 DEFAULTS = {"log_level": "WARNING", "log_format": "text"}

@@ -1,7 +1,7 @@
 """Turning frames from a metric source and a forecaster into per-class observations and forecasts.
 
-Missing, NaN or stale values never become zero: a class without a trustworthy value is simply absent, and the
-reason is returned so the loop can hold and alert.
+Missing, NaN, stale or implausible (negative, infinite, absurdly large) values never become zero: a class without
+a trustworthy value is simply absent, and the reason is returned so the loop can hold and alert.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from agent.planning.groups import DemandGroup
 from forecasting.base import quantile_column
 from forecasting.series import series_values, timestamp
 from models import DemandForecast
+from models.demand import implausible_demand
 
 
 def latest_observations(
@@ -39,6 +40,9 @@ def latest_observations(
             problems[name] = "no observed value in the recent window (empty or NaN)"
             continue
         at, value = by_class[name]
+        if why := implausible_demand(value):
+            problems[name] = f"newest value at {at.isoformat()} is not a demand: {why}"
+            continue
         age = now - (at.to_pydatetime() + step)
         if age > max_staleness:
             problems[name] = f"newest value is {age} old (limit {max_staleness})"

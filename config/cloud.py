@@ -26,7 +26,7 @@ _Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerialize
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class NodePoolMapping(_Section):
@@ -98,11 +98,16 @@ _KINDS = {
 }
 
 
-def check_cloud(cloud: CloudSettings | None, pools: Sequence[PoolSettings]) -> list[ConfigProblem]:
-    return [] if cloud is None else list(_problems(cloud, pools))
+def check_cloud(
+    cloud: CloudSettings | None, pools: Sequence[PoolSettings], elsewhere: frozenset[str] = frozenset()
+) -> list[ConfigProblem]:
+    """``elsewhere``: pools mapped to another cloud's resources (the ``aws`` section), not expected here."""
+    return [] if cloud is None else list(_problems(cloud, pools, elsewhere))
 
 
-def _problems(cloud: CloudSettings, pools: Sequence[PoolSettings]) -> Iterator[ConfigProblem]:
+def _problems(
+    cloud: CloudSettings, pools: Sequence[PoolSettings], elsewhere: frozenset[str]
+) -> Iterator[ConfigProblem]:
     by_id = {p.id: p for p in pools}
     mapped: Counter[str] = Counter()
     for section, kinds in _KINDS.items():
@@ -130,7 +135,7 @@ def _problems(cloud: CloudSettings, pools: Sequence[PoolSettings]) -> Iterator[C
             yield ConfigProblem("cloud", f"pool {pool_id!r} is mapped {count} times; map each pool once")
     cloud_kinds = {k for kinds in _KINDS.values() for k in kinds}
     for i, pool in enumerate(pools):
-        if pool.kind in cloud_kinds and pool.id not in mapped:
+        if pool.kind in cloud_kinds and pool.id not in mapped and pool.id not in elsewhere:
             yield ConfigProblem(f"pools[{i}]", f"pool {pool.id!r} ({pool.kind}) has no mapping in the cloud section")
     names = [m.group for m in cloud.tpu_slice_groups] + [m.group for m in cloud.queued_resources]
     names += [m.node_pool for m in cloud.node_pools]

@@ -20,7 +20,7 @@ Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer
 
 
 class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class EndpointSettings(Section):

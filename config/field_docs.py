@@ -28,6 +28,10 @@ SECTIONS: dict[str, str] = {
     "NodePoolMapping": "A GKE node pool resized by node count.",
     "TpuSliceGroupMapping": "Multi-host TPU slices, each its own GKE node pool, created and deleted whole.",
     "QueuedResourceMapping": "Cloud TPU queued resources of one accelerator type.",
+    "AwsSettings": "Which AWS resources the pools are; credentials come from the standard chain (IRSA or EKS Pod "
+    "Identity in the cluster), never from this file.",
+    "NodegroupMapping": "An EKS managed node group resized through its scaling config.",
+    "AutoScalingGroupMapping": "An EC2 Auto Scaling group of self-managed GPU nodes, resized by desired capacity.",
     "AlertSettings": "Slack alerts: where the webhook comes from, de-duplication, rate limits, delivery.",
     "LedgerSettings": "Where spend is recorded.",
 }
@@ -44,6 +48,7 @@ FIELDS: dict[str, str] = {
     "Settings.prometheus": "Where demand is read (needed by `recommend` and `run`).",
     "Settings.daemon": "The in-cluster daemon.",
     "Settings.cloud": "Google Cloud resources behind the pools (needed by `run` for every pool not on-prem).",
+    "Settings.aws": "AWS resources behind the pools: EKS managed node groups and EC2 Auto Scaling groups.",
     "Settings.alerts": "Slack alerts.",
     "Settings.ledger": "Where spend is recorded.",
     "Settings.energy": "Power per chip, site overhead (PUE) and grid carbon intensity, for energy and carbon.",
@@ -188,6 +193,20 @@ FIELDS: dict[str, str] = {
     "TpuSliceGroupMapping.chips_per_host": "TPU chips per host of the machine type.",
     "TpuSliceGroupMapping.zone": "Zone of the slices (unset: the cluster's default node locations).",
     "TpuSliceGroupMapping.spot": "Create the slices as Spot capacity.",
+    # -- aws
+    "AwsSettings.region": "AWS region of the EKS cluster and Auto Scaling groups, e.g. `us-east-1`.",
+    "AwsSettings.cluster": "Name of the EKS cluster (needed for `nodegroups`).",
+    "AwsSettings.nodegroups": "EKS managed node groups resized through their scaling config (GPU pools).",
+    "AwsSettings.auto_scaling_groups": "EC2 Auto Scaling groups of self-managed GPU nodes.",
+    "AwsSettings.endpoint": "One API endpoint for every AWS client (for a local test server; unset in production).",
+    "AwsSettings.drain_timeout": "A drain still blocked by disruption budgets after this long gives up and "
+    "uncordons the node (duration).",
+    "NodegroupMapping.pool": "The pool id this node group is.",
+    "NodegroupMapping.nodegroup": "Name of the EKS managed node group.",
+    "AutoScalingGroupMapping.pool": "The pool id this Auto Scaling group is.",
+    "AutoScalingGroupMapping.group": "Name of the EC2 Auto Scaling group.",
+    "AutoScalingGroupMapping.node_label": "Kubernetes node label whose value is the group's name on its nodes "
+    "(how idle nodes of the group are found for draining).",
     "QueuedResourceMapping.pool": "The pool id these queued resources are.",
     "QueuedResourceMapping.group": "Name prefix of the queued resources (`<group>-<n>`).",
     "QueuedResourceMapping.zone": "Zone of the queued resources.",
@@ -208,8 +227,19 @@ FIELDS: dict[str, str] = {
     "AlertSettings.stalled_after_lead_times": "Alert when a scale-up has not arrived after this many of its pool's "
     "lead times.",
     # -- ledger
-    "LedgerSettings.backend": "`sqlite` (a file that survives restarts) or `memory` (simulations).",
-    "LedgerSettings.path": "File of the SQLite ledger.",
+    "LedgerSettings.backend": "`sqlite` (a file that survives restarts), `postgresql` (a database shared by "
+    "replicas and agents) or `memory` (simulations).",
+    "LedgerSettings.path": "File of the SQLite ledger; one process at a time writes it (lock file `<path>.lock`).",
+    "LedgerSettings.fresh_if_empty": "Start a new ledger in a zero-length ledger file instead of refusing it "
+    "(month-to-date spend restarts at zero).",
+    "LedgerSettings.url": "PostgreSQL ledger: `postgresql://USER@HOST:PORT/DATABASE`, without a password.",
+    "LedgerSettings.password_env": "Environment variable holding the PostgreSQL password (read when no "
+    "`password_file` is set).",
+    "LedgerSettings.password_file": "File holding the PostgreSQL password (a mounted Secret); read when set.",
+    "LedgerSettings.sslmode": "TLS to PostgreSQL: `disable`, `allow`, `prefer`, `require`, `verify-ca` or "
+    "`verify-full` (use `verify-full` in production).",
+    "LedgerSettings.sslrootcert": "CA certificate file that the PostgreSQL server certificate is checked against.",
+    "LedgerSettings.connect_timeout": "Timeout of one connection attempt to PostgreSQL (duration).",
     "LedgerSettings.gap_after": "A silence between two observations of a pool longer than this is a gap, charged "
     "at the larger capacity on either side (duration).",
 }

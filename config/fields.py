@@ -23,4 +23,4 @@ Duration = Annotated[
 class Section(BaseModel):
     """A frozen settings group that rejects unknown keys."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)

@@ -1,20 +1,63 @@
-"""Budget ledger settings: where spend is persisted and when a silence between observations is a gap."""
+"""Budget ledger settings: where spend is persisted and when a silence between observations is a gap.
+
+The PostgreSQL password is a secret and never appears in the configuration file: it is read from the environment
+variable named here, or from a mounted file (a Kubernetes Secret volume) whose path is named here.
+"""
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Literal
+from typing import Literal, Self
+from urllib.parse import urlsplit
 
-from pydantic import Field
+from pydantic import Field, field_validator, model_validator
 
 from config.fields import Duration, Section
+
+SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
 
 
 class LedgerSettings(Section):
     """``backend: sqlite`` (the default) keeps spend in the file at ``path`` so it survives restarts; ``memory``
-    is for simulations. An interval between two observations of a pool longer than ``gap_after`` is a gap:
-    the larger of the capacities seen on either side of it is charged for all of it."""
+    is for simulations; ``postgresql`` keeps it in the database at ``url``, shared by every agent that names it.
+    An interval between two observations of a pool longer than ``gap_after`` is a gap: the larger of the
+    capacities seen on either side of it is charged for all of it. A zero-length ledger file is refused (its spend
+    is gone) unless ``fresh_if_empty`` says to start a new ledger in it."""
 
-    backend: Literal["sqlite", "memory"] = "sqlite"
+    backend: Literal["sqlite", "memory", "postgresql"] = "sqlite"
     path: str = Field(default="leadtime-ledger.sqlite", min_length=1)
+    fresh_if_empty: bool = False
+    url: str | None = Field(default=None, min_length=1)
+    password_env: str = Field(default="LEADTIME_LEDGER_PASSWORD", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    password_file: str | None = Field(default=None, min_length=1)
+    sslmode: SslMode = "prefer"
+    sslrootcert: str | None = Field(default=None, min_length=1)
+    connect_timeout: Duration = timedelta(seconds=10)
     gap_after: Duration = timedelta(minutes=5)
+
+    @field_validator("url")
+    @classmethod
+    def _check_url(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise ValueError("must start with postgresql://")
+        if parts.password is not None:
+            raise ValueError(
+                "must not hold a password: put it in the environment variable named by password_env "
+                "or in the file named by password_file"
+            )
+        if not parts.hostname:
+            raise ValueError("must name the database host: postgresql://USER@HOST:PORT/DATABASE")
+        return url
+
+    @model_validator(mode="after")
+    def _check_backend(self) -> Self:
+        if self.backend != "postgresql" and self.url is not None:
+            raise ValueError(f"url is set but backend is {self.backend}: set backend: postgresql to use it")
+        if self.backend == "postgresql" and self.url is None:
+            raise ValueError("backend postgresql needs url: postgresql://USER@HOST:PORT/DATABASE")
+        if self.connect_timeout < timedelta(seconds=1):
+            raise ValueError("connect_timeout must be at least 1s")
+        return self

@@ -13,6 +13,27 @@ from pydantic import ValidationError
 from config.rules import check_rules
 from config.schema import Settings
 from models import ConfigError, ConfigProblem
+from models.redaction import redact
+
+# A configuration is a few kilobytes; a limit keeps a wrong file (a log, a dump) from taking gigabytes to parse.
+MAX_CONFIG_BYTES = 1024 * 1024
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML silently keeps the last one)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            if isinstance(key, str | int | float | bool) and key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (first given on line {seen[key]})", key_node.start_mark
+                )
+            if isinstance(key, str | int | float | bool):
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
 
 
 def load_settings(path: str | Path) -> Settings:
@@ -21,7 +42,11 @@ def load_settings(path: str | Path) -> Settings:
     if not file.is_file():
         raise ConfigError(source, [ConfigProblem("", f"no such file: {source}")])
     try:
-        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+        size = file.stat().st_size
+        if size > MAX_CONFIG_BYTES:
+            problem = f"the file is {size:,} bytes, above the limit of {MAX_CONFIG_BYTES:,} for a configuration"
+            raise ConfigError(source, [ConfigProblem("", problem)])
+        raw = yaml.load(file.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -38,11 +63,26 @@ def settings_from_mapping(raw: Mapping[str, Any], source: str = "<mapping>") -> 
     try:
         settings = Settings.model_validate(dict(raw))
     except ValidationError as exc:
-        raise ConfigError(source, [_problem(err) for err in exc.errors()] + _rules_beside(raw, exc)) from None
+        own = [_problem(err) for err in _own_errors(exc.errors())]
+        raise ConfigError(source, own + _rules_beside(raw, exc)) from None
     problems = check_rules(settings)
     if problems:
         raise ConfigError(source, problems)
     return settings
+
+
+def _own_errors(errors: list[Any]) -> list[Any]:
+    """The errors without a list's "too short" that only echoes its items' own errors: pydantic counts the items
+    that validated, so one broken pool also reports ``pools: Tuple should have at least 1 item`` with the pool."""
+    nested = [tuple(e.get("loc", ())) for e in errors]
+    return [
+        e
+        for e in errors
+        if not (
+            e.get("type") == "too_short"
+            and any(len(loc) > len(e["loc"]) and loc[: len(e["loc"])] == tuple(e["loc"]) for loc in nested)
+        )
+    ]
 
 
 def _rules_beside(raw: Mapping[str, Any], exc: ValidationError) -> list[ConfigProblem]:
@@ -71,5 +111,5 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
     else:
         message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
         if "input" in error and kind not in ("model_type", "dict_type"):
-            message += f" (got {error['input']!r})"
+            message += f" (got {redact(repr(error['input']))})"  # a credential in a URL is not echoed
     return ConfigProblem(path, message)

@@ -27,7 +27,7 @@ PROMETHEUS_MAX_POINTS = 11_000
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class ClassQuerySettings(_Section):

@@ -6,6 +6,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 
+from config.aws import check_aws
 from config.cloud import check_cloud
 from config.energy import energy_problems
 from config.prometheus import prometheus_problems
@@ -20,7 +21,11 @@ def check_rules(settings: Settings, invalid: frozenset[str] = frozenset()) -> li
 
 
 def _cloud_rules(settings: Settings) -> Iterable[ConfigProblem]:
-    return check_cloud(settings.cloud, settings.pools)
+    return check_cloud(settings.cloud, settings.pools, settings.aws.pools if settings.aws else frozenset())
+
+
+def _aws_rules(settings: Settings) -> Iterable[ConfigProblem]:
+    return check_aws(settings.aws, settings.pools)
 
 
 def _prometheus_rules(settings: Settings) -> Iterable[ConfigProblem]:
@@ -120,7 +125,8 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_coverage, frozenset({"pools", "demand_classes"})),
     (_budget_rules, frozenset({"budgets", "pools"})),
     (_simulation_rules, frozenset({"simulation", "pools"})),
-    (_cloud_rules, frozenset({"cloud", "pools"})),
+    (_cloud_rules, frozenset({"cloud", "pools", "aws"})),
+    (_aws_rules, frozenset({"aws", "pools"})),
     (_prometheus_rules, frozenset({"prometheus", "demand_classes", "pools"})),
     (_energy_rules, frozenset({"energy", "pools"})),
 )

@@ -10,12 +10,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.alerts import AlertSettings
+from config.aws import AwsSettings
 from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
-from config.durations import format_duration, parse_duration
+from config.durations import at_least_one_second, format_duration, parse_duration
 from config.energy import EnergySettings
 from config.ledger import LedgerSettings
 from config.prometheus import PrometheusSettings
@@ -27,17 +28,21 @@ Duration = Annotated[
     PlainSerializer(format_duration, return_type=str),
 ]
 Probability = Annotated[float, Field(gt=0.0, lt=1.0)]
+Step = Annotated[Duration, AfterValidator(at_least_one_second)]
+# Upper bounds that no real price or cap reaches: a larger value is a typo, and an unbounded one overflows sums.
+MAX_PRICE_USD = 1e6
+MAX_CAP_USD = 1e12
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class DemandClassSettings(_Section):
     name: str = Field(min_length=1)
     family: AcceleratorFamily = AcceleratorFamily.GPU
     series: str | None = None
-    waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0)
+    waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0, le=MAX_PRICE_USD)
     service_level: Probability | None = None
 
     def to_demand_class(self) -> DemandClass:
@@ -58,8 +63,8 @@ class PoolSettings(_Section):
     chips_per_unit: int = Field(ge=1)
     min_units: int = Field(default=0, ge=0)
     max_units: int = Field(ge=0)
-    price_per_chip_hour_usd: float | None = Field(default=None, ge=0.0)
-    price_per_unit_hour_usd: float | None = Field(default=None, ge=0.0)
+    price_per_chip_hour_usd: float | None = Field(default=None, ge=0.0, le=MAX_PRICE_USD)
+    price_per_unit_hour_usd: float | None = Field(default=None, ge=0.0, le=MAX_PRICE_USD)
     lead_time: Duration
     serves: tuple[str, ...] = Field(min_length=1)
     spot_interruption_per_hour: float = Field(default=0.0, ge=0.0, le=1.0)
@@ -91,7 +96,7 @@ class PlannerSettings(_Section):
     comes from each class's waiting cost against the unit price (newsvendor critical ratio), else 0.9."""
 
     service_level: Probability | None = None
-    waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0)
+    waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0, le=MAX_PRICE_USD)
     headroom_units: int = Field(default=0, ge=0)
     scale_down_stabilization: Duration = timedelta(minutes=10)
     # Releasing an idle unit and asking for it again costs a lead time of billing (billing starts at the request)
@@ -114,15 +119,15 @@ class ForecastSettings(_Section):
     refit_interval: Duration = timedelta(hours=1)
     retrain_interval: Duration = timedelta(days=1)
     reselect_interval: Duration = timedelta(days=1)
-    step: Duration = timedelta(minutes=5)
+    step: Step = timedelta(minutes=5)
     max_staleness: Duration = timedelta(minutes=15)
 
 
 class BudgetSettings(_Section):
     name: str = Field(min_length=1)
     pools: tuple[str, ...] = Field(min_length=1)
-    monthly_cap_usd: float | None = Field(default=None, gt=0.0)
-    hourly_cap_usd: float | None = Field(default=None, gt=0.0)
+    monthly_cap_usd: float | None = Field(default=None, gt=0.0, le=MAX_CAP_USD)
+    hourly_cap_usd: float | None = Field(default=None, gt=0.0, le=MAX_CAP_USD)
     period_start_day: int = Field(default=1, ge=1, le=28)
     timezone: str = "UTC"
     alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
@@ -141,7 +146,7 @@ class SimulationSettings(_Section):
 
 
 class LoopSettings(_Section):
-    tick_interval: Duration = timedelta(seconds=60)
+    tick_interval: Step = timedelta(seconds=60)
 
 
 class Settings(_Section):
@@ -155,6 +160,7 @@ class Settings(_Section):
     prometheus: PrometheusSettings | None = None
     daemon: DaemonSettings = DaemonSettings()
     cloud: CloudSettings | None = None
+    aws: AwsSettings | None = None
     alerts: AlertSettings = AlertSettings()
     ledger: LedgerSettings = LedgerSettings()
     energy: EnergySettings = EnergySettings()

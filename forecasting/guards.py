@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from models.demand import MAX_DEMAND
+
 ABSURD_RANGES = 3.0  # how many history ranges above the history's maximum a forecast may reach
 NEGATIVE_TOLERANCE = 1e-6
 
@@ -12,6 +14,8 @@ def check_forecast(values: np.ndarray, history_range: tuple[float, float] | None
     """Why ``values`` (levels, horizon) cannot be used, or ``""`` when it can."""
     if not np.all(np.isfinite(values)):
         return "forecast has NaN or infinite values"
+    if values.size and values.max() > MAX_DEMAND:
+        return f"forecast {values.max():.3g} is above {MAX_DEMAND:g} accelerators, not a plausible demand"
     if history_range is None:
         return ""
     low, high = history_range

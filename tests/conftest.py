@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest_plugins = ("tests.fakes.fixtures",)
+pytest_plugins = ("tests.fakes.fixtures", "tests.postgres.fixtures")
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"

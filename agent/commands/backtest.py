@@ -9,17 +9,18 @@ keys as written on the command line, and a per-series table under ``series``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
 from agent.sources import read_trace
+from agent.strict_json import write_json
 from config.durations import parse_duration
 from forecasting.backtest import BacktestSpec, Grid, run_backtest
 from forecasting.registry import FAMILIES, build
@@ -59,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if spec.end <= spec.start:
         raise BacktestInputError(f"--end {spec.end.isoformat()} must come after --start {spec.start.isoformat()}")
+    _require_data(grid, spec)
     names = _names(args.models, FAMILIES, "models")
     levels = tuple(q for _, q in quantiles)
     factories = {name: (lambda n=name: build(n, quantiles=tuple(sorted({0.5, *levels})))) for name in names}
@@ -69,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     result = run_backtest(grid, factories, spec, progress=bar, families=FAMILIES)
     result["trace"]["path"] = args.trace  # type: ignore[index]
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(_clean(result), indent=2) + "\n")
+    write_json(Path(args.out), result)
     print(_table(result, quantiles[-1][0], [h for h, _ in spec.horizons]))
     print(f"wrote {args.out}")
     return 0
@@ -117,17 +119,6 @@ def _time(text: str, flag: str) -> pd.Timestamp:
     except ValueError:
         raise BacktestInputError(f"{flag}: cannot read {text!r} as an ISO-8601 time") from None
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
-
-
-def _clean(value: Any) -> Any:
-    """JSON has no NaN: missing scores become null."""
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:
@@ -180,3 +171,13 @@ def _aggregates(result: dict[str, Any], q_label: str, horizons: list[str]) -> li
 
 def _cell(value: float | None, width: int, fmt: str) -> str:
     return (format(value, fmt) if value is not None and math.isfinite(value) else "-").rjust(width)
+
+
+def _require_data(grid: Grid, spec: BacktestSpec) -> None:
+    """A window without a single observed value has nothing to score: say so instead of writing empty scores."""
+    lo, hi = grid.index.searchsorted(spec.start), grid.index.searchsorted(spec.end)
+    if lo < hi and not np.isfinite(grid.values[lo:hi]).any():  # outside the trace: "no origin" says more
+        raise BacktestInputError(
+            f"no observed demand in the window {spec.start.isoformat()} .. {spec.end.isoformat()} of the trace "
+            f"({grid.index[0].isoformat()} .. {grid.index[-1].isoformat()}); choose --start/--end where it has data"
+        )

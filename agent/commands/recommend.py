@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import calendar
-import json
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -37,6 +36,7 @@ from agent.observation import with_group_series
 from agent.report.recommendation import write_recommendation_reports
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
+from agent.strict_json import write_json
 from config import load_settings
 from config.schema import BudgetSettings, Settings
 from forecasting.factory import build_forecaster
@@ -132,7 +132,7 @@ def recommend(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
-    (out / "recommendation.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_json(out / "recommendation.json", document)
     # The chart shows each summed pool-group series with its own history next to its forecast.
     write_recommendation_reports(out, document, with_group_series(history, agent.groups), tick)
     return document

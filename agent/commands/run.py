@@ -48,11 +48,18 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--replay-from", type=parse_timestamp, help="trace time that maps to now (default: trace start + history)"
     )
+    parser.add_argument(
+        "--fresh-ledger",
+        action="store_true",
+        help="start a new ledger in a zero-length ledger file (ledger.fresh_if_empty) instead of refusing it",
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
+    if args.fresh_ledger:
+        settings = settings.model_copy(update={"ledger": settings.ledger.model_copy(update={"fresh_if_empty": True})})
     mode = args.mode or settings.daemon.mode
     clock = SystemClock()
     live = not args.replay

@@ -8,7 +8,6 @@ The results document (and the report drawn from it) is redacted: the configurati
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -26,6 +25,7 @@ from agent.simulation.runner import Simulation
 from agent.simulation.window import DEFAULT_HISTORY
 from agent.sources.prometheus_history import ClusterHistory, prometheus_source, read_history
 from agent.sources.trace import read_trace
+from agent.strict_json import write_json
 from config import load_settings
 from config.durations import parse_duration
 from config.schema import Settings
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if history is not None:
         document["actual"] = actual_note(settings, history)
     document = redact_tree(document)
-    (out / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+    write_json(out / "results.json", document)
     write_simulation_report(out / "report.html", document, window, runs, settings)
     _print_table(document)
     if history is not None and document["actual"]["missing"]:

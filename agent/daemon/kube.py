@@ -24,9 +24,9 @@ def kubernetes_api_client(settings: KubernetesApiSettings, environ: Mapping[str,
         if settings.api_url:
             configuration.host = settings.api_url
         elif environ.get("KUBERNETES_SERVICE_HOST"):
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call, unused-ignore]
         else:
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call, unused-ignore]
     except (ConfigException, OSError) as exc:
         raise KubernetesUnconfigured(
             f"cannot reach a Kubernetes API ({exc}); set daemon.kubernetes.api_url, run in a pod, provide a "

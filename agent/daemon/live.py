@@ -11,6 +11,8 @@ from __future__ import annotations
 from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
 
+from actuators.aws_wiring import build_aws_actuators
+from actuators.base import Actuator
 from actuators.cloud_wiring import build_cloud_actuators
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
@@ -37,7 +39,8 @@ def check_live_settings(settings: Settings, source: str) -> None:
                 f"leadtime run reads demand from Prometheus: add a prometheus section with its url, {_REHEARSE}",
             )
         )
-    cloud_pools = [p.id for p in settings.pools if p.kind is not PoolKind.ON_PREM]
+    on_aws = settings.aws.pools if settings.aws is not None else frozenset()
+    cloud_pools = [p.id for p in settings.pools if p.kind is not PoolKind.ON_PREM and p.id not in on_aws]
     if settings.cloud is None and cloud_pools:
         problems.append(
             ConfigProblem(
@@ -51,8 +54,9 @@ def check_live_settings(settings: Settings, source: str) -> None:
 
 
 def needs_kubernetes(settings: Settings) -> bool:
-    """GKE node pools are drained through the Kubernetes API before they shrink."""
-    return settings.cloud is not None and bool(settings.cloud.node_pools)
+    """GKE node pools and AWS node groups are drained through the Kubernetes API before they shrink."""
+    on_aws = settings.aws is not None and bool(settings.aws.pools)
+    return on_aws or (settings.cloud is not None and bool(settings.cloud.node_pools))
 
 
 def live_parts(
@@ -76,11 +80,20 @@ def live_parts(
         kube=kube,
         registry=registry,
     )
+    aws_routes: dict[str, Actuator] = {}
+    if settings.aws is not None:
+        aws_routes = _add_aws(parts, settings, clock, kube)
+        parts.actuator = InstrumentedActuator(RoutingActuator(aws_routes), registry, unit_gauges=False)
     cloud = settings.cloud
     if cloud is None:
         return parts
     actuators = build_cloud_actuators(cloud, clock)
-    parts.actuator = InstrumentedActuator(actuators.router, registry, unit_gauges=False)
+    router: Actuator = actuators.router
+    if aws_routes:
+        google = [m.pool for m in cloud.node_pools] + [m.pool for m in cloud.tpu_slice_groups]
+        google += [m.pool for m in cloud.queued_resources]
+        router = RoutingActuator(dict.fromkeys(google, actuators.router) | aws_routes)
+    parts.actuator = InstrumentedActuator(router, registry, unit_gauges=False)
     if cloud.node_pools:
         if kube is None:
             raise ValueError("GKE node pools are drained through the Kubernetes API: pass its client")
@@ -92,5 +105,34 @@ def live_parts(
             timeout=cloud.drain_timeout,
             request_timeout=settings.daemon.kubernetes.request_timeout,
         )
-        parts.drainers = {m.pool: drainer for m in cloud.node_pools}
+        parts.drainers = {**parts.drainers, **{m.pool: drainer for m in cloud.node_pools}}
     return parts
+
+
+def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: k8s.ApiClient | None) -> dict[str, Actuator]:
+    """The AWS pools' adapters (returned as routes), their nodes drained before they go: one drainer per node label
+    and adapter, put in ``parts``."""
+    aws = settings.aws
+    assert aws is not None
+    built = build_aws_actuators(aws, clock)
+    if not built.drains:
+        return built.routes
+    if kube is None:
+        raise ValueError("AWS node groups are drained through the Kubernetes API: pass its client")
+    core = k8s.CoreV1Api(kube)
+    drainers: dict[str, KubernetesNodeDrainer] = {}
+    for label in sorted({t.label for t in built.drains.values()}):
+        for remover in {id(t.remover): t.remover for t in built.drains.values() if t.label == label}.values():
+            mine = {pool: t.value for pool, t in built.drains.items() if t.label == label and t.remover is remover}
+            drainer = KubernetesNodeDrainer(
+                core,
+                clock,
+                mine,
+                remover,
+                timeout=aws.drain_timeout,
+                pool_label=label,
+                request_timeout=settings.daemon.kubernetes.request_timeout,
+            )
+            drainers |= dict.fromkeys(mine, drainer)
+    parts.drainers = drainers
+    return built.routes

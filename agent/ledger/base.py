@@ -2,15 +2,21 @@
 
 Entries are keyed by pool and start. Zero-length entries are opening marks (see ``agent.ledger.accrual``):
 they cost nothing and say where accrual resumes; ``accrual.resolve`` decides what a repeated key stores.
+
+``update`` is how spend is charged: the pools' newest entries are read inside the write transaction, so two
+writers can never both extend the same entry (which would leave the interval between their readings uncharged).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
 from models import LedgerEntry
+
+Newest = Mapping[str, LedgerEntry | None]
+"""The newest recorded entry of each pool asked for (``None``: the pool has none)."""
 
 
 class Ledger(Protocol):
@@ -20,6 +26,12 @@ class Ledger(Protocol):
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
         """Record several entries all together or not at all."""
+        ...
+
+    def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
+        """Record the entries ``derive`` makes from the newest entries of ``pools``, read in the same write
+        transaction as the entries are written in: no other writer's entries come between the read and the write.
+        ``derive`` may be called again if the transaction is retried, so it must not act on anything else."""
         ...
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:

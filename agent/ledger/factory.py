@@ -1,15 +1,52 @@
-"""Opening the configured ledger."""
+"""Opening the configured ledger, with the PostgreSQL password read from a mounted file or the environment."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
 from agent.ledger.base import Ledger
 from agent.ledger.memory import InMemoryLedger
+from agent.ledger.postgres import PostgresLedger
 from agent.ledger.sqlite import SqliteLedger
 from config.ledger import LedgerSettings
+from models import ConfigError, ConfigProblem
 
 
-def open_ledger(settings: LedgerSettings) -> Ledger:
-    """The SQLite ledger at ``settings.path`` (the default), or an in-memory one for simulations."""
+def open_ledger(settings: LedgerSettings, environ: Mapping[str, str] | None = None) -> Ledger:
+    """The SQLite ledger at ``settings.path`` (the default), the PostgreSQL one at ``settings.url``, or an
+    in-memory one for simulations."""
     if settings.backend == "memory":
         return InMemoryLedger()
-    return SqliteLedger(settings.path)
+    if settings.backend == "postgresql":
+        assert settings.url is not None  # checked by the settings
+        options: dict[str, str] = {"sslmode": settings.sslmode}
+        if settings.sslrootcert is not None:
+            options["sslrootcert"] = settings.sslrootcert
+        return PostgresLedger(
+            settings.url,
+            ledger_password(settings, os.environ if environ is None else environ),
+            connect_timeout=settings.connect_timeout,
+            options=options,
+        )
+    return SqliteLedger(settings.path, fresh_if_empty=settings.fresh_if_empty)
+
+
+def ledger_password(settings: LedgerSettings, environ: Mapping[str, str]) -> str | None:
+    """The password from the file named by ``password_file``, else from the variable named by ``password_env``;
+    ``None`` when neither holds one (the server may not ask: a client certificate or a trusted network).
+    Errors name the file or the variable, never the password."""
+    if settings.password_file is not None:
+        try:
+            password = Path(settings.password_file).read_text(encoding="utf-8").rstrip("\r\n")
+        except (OSError, UnicodeDecodeError) as exc:
+            problem = ConfigProblem(
+                "ledger.password_file", f"cannot read the password file: {type(exc).__name__}: {exc.args[-1]}"
+            )
+            raise ConfigError("ledger", [problem]) from None
+        if not password:
+            problem = ConfigProblem("ledger.password_file", f"the file {settings.password_file} is empty")
+            raise ConfigError("ledger", [problem])
+        return password
+    return environ.get(settings.password_env) or None

@@ -6,11 +6,12 @@ Totals are answered from per-pool prefix sums, so a month-long simulation that a
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from agent.ledger.accrual import resolve
+from agent.ledger.base import Newest
 from models import LedgerEntry
 
 
@@ -58,6 +59,9 @@ class InMemoryLedger:
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
         for entry in entries:
             self.record(entry)
+
+    def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
+        self.record_many(derive({pool: self.last_entry(pool) for pool in pools}))
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         return sum(self._pools[p].total(start, end) for p in set(pools) if p in self._pools)

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
-from agent.ledger.base import Ledger
+from agent.ledger.base import Ledger, Newest
 from agent.planning.budget import Budget, BudgetSpend
 from models import LedgerEntry
 
@@ -26,29 +26,35 @@ class SpendMeter:
         self.grid = grid
 
     def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
-        """Record what the readings add to the ledger, all in one write (one transaction in SQLite)."""
-        newest: dict[str, LedgerEntry | None] = {}
+        """Record what the readings add to the ledger, all in one write transaction that also reads the pools'
+        newest entries, so another writer on the same ledger cannot slip in between the read and the write."""
+        readings = list(readings)
         accruals: list[Accrual] = []
-        entries: list[LedgerEntry] = []
-        for reading in readings:
-            pool = reading.pool_id
-            if pool not in newest:
-                newest[pool] = self.ledger.last_entry(pool)
-            accrual = accrue(newest[pool], reading, self.gap_after, self.grid)
-            for entry in accrual.entries:
-                newest[pool] = _newer(newest[pool], entry)
-            entries.extend(accrual.entries)
-            accruals.append(accrual)
+
+        def derive(recorded: Newest) -> list[LedgerEntry]:
+            newest = dict(recorded)
+            accruals.clear()
+            entries: list[LedgerEntry] = []
+            for reading in readings:
+                pool = reading.pool_id
+                accrual = accrue(newest[pool], reading, self.gap_after, self.grid)
+                for entry in accrual.entries:
+                    newest[pool] = _newer(newest[pool], entry)
+                entries.extend(accrual.entries)
+                accruals.append(accrual)
+            return entries
+
+        self.ledger.update(sorted({r.pool_id for r in readings}), derive)
+        for reading, accrual in zip(readings, accruals, strict=True):
             if accrual.gap is not None:
                 log.warning(
                     "pool %s was not observed for %s; charged %d units through the gap (%.2f USD)",
-                    pool,
+                    reading.pool_id,
                     accrual.gap,
                     accrual.entries[0].units,
                     accrual.cost_usd,
-                    extra={"pool": pool, "gap_s": accrual.gap.total_seconds()},
+                    extra={"pool": reading.pool_id, "gap_s": accrual.gap.total_seconds()},
                 )
-        self.ledger.record_many(entries)
         return accruals
 
     def budget_spend(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:

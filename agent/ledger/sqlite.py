@@ -1,28 +1,37 @@
 """The SQLite ledger: spend entries in an embedded database file, so spend survives restarts.
 
-Each ``record_many`` is one transaction, so a crash leaves either all of a reading's entries or none. Times are
-stored as integer microseconds since the Unix epoch (UTC), which keeps keys exact and ordering trivial. What a
-repeated (pool, start) stores is decided by ``accrual.resolve``, the same rule the in-memory ledger follows.
-sqlite3 errors are translated into ``LedgerUnavailable`` here.
+Each ``record_many`` and ``update`` is one transaction, so a crash leaves either all of a reading's entries or
+none; ``update`` reads the pools' newest entries inside its ``BEGIN IMMEDIATE`` transaction, so no other writer
+commits between that read and the write. Times are stored as integer microseconds since the Unix epoch (UTC),
+which keeps keys exact and ordering trivial. What a repeated (pool, start) stores is decided by
+``accrual.resolve``, the same rule the in-memory ledger follows. sqlite3 errors are translated into
+``LedgerUnavailable`` here.
+
+Two guards against losing spend without a word (see ``agent.ledger.guard``): a zero-length file is refused
+unless ``fresh_if_empty`` (it was a ledger whose contents are gone, or a file created by mistake: either way
+month-to-date spend would silently restart at zero), and only one process at a time may open the file for
+writing, enforced by an exclusive lock on ``<path>.lock``.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from agent.ledger.accrual import resolve
+from agent.ledger.base import Newest
+from agent.ledger.guard import WriterLock, refuse_empty_file
+from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
 SCHEMA_VERSION = 1
 _APPLICATION_ID = 0x4C44_5447  # "LDTG": marks the file as a leadtime ledger
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
     pool_id  TEXT    NOT NULL,
@@ -34,24 +43,39 @@ CREATE TABLE IF NOT EXISTS entries (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_by_end ON entries (pool_id, end_us);
 """
-_COLUMNS = "pool_id, start_us, end_us, units, cost_usd"
+_NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
 class SqliteLedger:
-    """A ledger in the SQLite file at ``path`` (created with its parent directory when missing)."""
+    """A ledger in the SQLite file at ``path`` (created with its parent directory when missing).
 
-    def __init__(self, path: str | Path) -> None:
+    ``fresh_if_empty`` accepts a zero-length file as a new ledger. ``exclusive=False`` skips the writer lock; it
+    is only for a process that reads, or for showing that the write transaction alone keeps two writers exact.
+    """
+
+    def __init__(self, path: str | Path, *, fresh_if_empty: bool = False, exclusive: bool = True) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._writer: WriterLock | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerUnavailable(f"cannot open the ledger file {self.path}: {exc}") from None
+        if exclusive:
+            self._writer = WriterLock.acquire(self.path)
+        try:
+            refuse_empty_file(self.path, fresh_if_empty)
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        except (OSError, sqlite3.Error) as exc:
+        except (OSError, sqlite3.Error, LedgerUnavailable) as exc:
+            self._release_writer()
+            if isinstance(exc, LedgerUnavailable):
+                raise
             raise LedgerUnavailable(f"cannot open the ledger file {self.path}: {exc}") from None
         try:
             self._prepare()
         except sqlite3.Error as exc:
             self._db.close()
+            self._release_writer()
             raise LedgerUnavailable(
                 f"{self.path} is not a usable leadtime ledger ({exc}); point ledger.path at a new file"
             ) from None
@@ -64,14 +88,12 @@ class SqliteLedger:
         if not entries:
             return
         with self._transaction() as db:
-            for entry in entries:
-                row = db.execute(
-                    f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? AND start_us = ?",
-                    (entry.pool_id, _to_us(entry.start)),
-                ).fetchone()
-                stored = resolve(None if row is None else _entry(row), entry)
-                if stored is not None:
-                    db.execute(f"INSERT OR REPLACE INTO entries ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)", _row(stored))
+            self._write(db, entries)
+
+    def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
+        with self._transaction() as db:
+            newest = {pool: self._newest(db, pool) for pool in pools}
+            self._write(db, derive(newest))
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))
@@ -81,7 +103,7 @@ class SqliteLedger:
         row = self._query(
             f"SELECT COALESCE(SUM(cost_usd), 0.0) FROM entries WHERE pool_id IN ({marks})"
             " AND start_us >= ? AND start_us < ?",
-            (*wanted, _to_us(start), _to_us(end)),
+            (*wanted, to_us(start), to_us(end)),
         )
         return float(row[0][0])
 
@@ -90,21 +112,19 @@ class SqliteLedger:
         return None if last is None else last.end
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
-        rows = self._query(
-            f"SELECT {_COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1",
-            (pool_id,),
-        )
-        return _entry(rows[0]) if rows else None
+        rows = self._query(_NEWEST, (pool_id,))
+        return from_row(rows[0]) if rows else None
 
     # -- reading back, closing ----------------------------------------------------------------------------
     def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:
         where, args = ("WHERE pool_id = ?", (pool_id,)) if pool_id is not None else ("", ())
-        rows = self._query(f"SELECT {_COLUMNS} FROM entries {where} ORDER BY start_us, pool_id", args)
-        return [_entry(r) for r in rows]
+        rows = self._query(f"SELECT {COLUMNS} FROM entries {where} ORDER BY start_us, pool_id", args)
+        return [from_row(r) for r in rows]
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            self._release_writer()
 
     def __enter__(self) -> SqliteLedger:
         return self
@@ -132,6 +152,27 @@ class SqliteLedger:
             db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
+    @staticmethod
+    def _newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
+        row = db.execute(_NEWEST, (pool_id,)).fetchone()
+        return None if row is None else from_row(row)
+
+    @staticmethod
+    def _write(db: sqlite3.Connection, entries: Sequence[LedgerEntry]) -> None:
+        for entry in entries:
+            row = db.execute(
+                f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? AND start_us = ?",
+                (entry.pool_id, to_us(entry.start)),
+            ).fetchone()
+            stored = resolve(None if row is None else from_row(row), entry)
+            if stored is not None:
+                db.execute(f"INSERT OR REPLACE INTO entries ({COLUMNS}) VALUES (?, ?, ?, ?, ?)", to_row(stored))
+
+    def _release_writer(self) -> None:
+        if self._writer is not None:
+            self._writer.release()
+            self._writer = None
+
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._lock:
@@ -152,22 +193,3 @@ class SqliteLedger:
                 return list(self._db.execute(sql, tuple(args)).fetchall())
             except sqlite3.Error as exc:
                 raise LedgerUnavailable(f"cannot read the ledger {self.path}: {exc}") from None
-
-
-def _to_us(when: datetime) -> int:
-    if when.tzinfo is None:
-        raise ValueError(f"ledger times must be tz-aware, got {when.isoformat()}")
-    return (when - _EPOCH) // timedelta(microseconds=1)
-
-
-def _from_us(value: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=value)
-
-
-def _row(entry: LedgerEntry) -> tuple[str, int, int, int, float]:
-    return (entry.pool_id, _to_us(entry.start), _to_us(entry.end), entry.units, entry.cost_usd)
-
-
-def _entry(row: tuple[Any, ...]) -> LedgerEntry:
-    pool_id, start, end, units, cost = row
-    return LedgerEntry(str(pool_id), _from_us(int(start)), _from_us(int(end)), int(units), float(cost))

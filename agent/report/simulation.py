@@ -12,7 +12,9 @@ import numpy as np
 
 from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
+from agent.report.fleet import MAX_PANELS, top_classes, top_pools, top_pools_table
 from agent.report.headline import energy_section, headline_section
+from agent.report.hybrid import hybrid_section
 from agent.simulation.budgets import budget_usage
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
@@ -44,6 +46,8 @@ def write_simulation_report(
         f'<img alt="cost and unserved demand by policy" src="{_costs(runs)}">',
         _equal_service(document.get("equal_service")),
         energy_section(document),
+        top_pools_table(settings.pool_specs(), runs),
+        hybrid_section(document.get("hybrid")),
         "<h2>Capacity against demand, per pool</h2>",
         f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
     ]
@@ -58,7 +62,9 @@ def write_simulation_report(
     if bands is not None and bands.forecast_bands:
         sections += [
             "<h2>Forecasts per demand class</h2>",
-            "<p class='note'>Band: median to the highest configured quantile, issued one step ahead.</p>",
+            "<p class='note'>Band: median to the highest configured quantile, issued one step ahead"
+            + (f"; the {MAX_PANELS} classes with the most demand." if len(window.classes) > MAX_PANELS else ".")
+            + "</p>",
             f'<img alt="demand and forecast bands per class" src="{_forecasts(window, bands)}">',
         ]
     sections.append(f"<p class='note'>{html.escape(document['billing'])}. {html.escape(ATTRIBUTION)}</p>")
@@ -116,7 +122,7 @@ def _costs(runs: Mapping[str, PolicyRun]) -> str:
 
 def _capacity(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
     panels = []
-    for pool in settings.pool_specs():
+    for pool in top_pools(settings.pool_specs(), runs):
         columns = [window.classes.index(name) for name in pool.serves if name in window.classes]
         demand = window.demand[:, columns].sum(axis=1) if columns else np.zeros(len(window.index))
         demand[np.isnan(window.demand[:, columns]).any(axis=1)] = np.nan
@@ -145,9 +151,6 @@ def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: 
 
 
 def _forecasts(window: SimulationWindow, run: PolicyRun) -> str:
-    panels = [
-        (name, window.demand[:, i], *run.forecast_bands[name])
-        for i, name in enumerate(window.classes)
-        if name in run.forecast_bands
-    ]
+    shown = [i for i in top_classes(window.classes, window.demand) if window.classes[i] in run.forecast_bands]
+    panels = [(window.classes[i], window.demand[:, i], *run.forecast_bands[window.classes[i]]) for i in shown]
     return forecast_panels(window.index, panels)

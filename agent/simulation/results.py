@@ -8,6 +8,7 @@ from typing import Any
 from agent.simulation.budgets import budget_summary
 from agent.simulation.energy import energy_summary
 from agent.simulation.headline import headline
+from agent.simulation.hybrid import hybrid_summary, is_hybrid
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace
@@ -44,6 +45,10 @@ def results_document(
         },
         "energy": settings.energy.model_dump(mode="json"),
     }
+    if is_hybrid(settings.pool_specs()):
+        default = settings.planner.waiting_cost_per_accelerator_hour_usd
+        costs = {c.name: _or(c.waiting_cost_per_accelerator_hour_usd, default) for c in settings.demand_classes}
+        document["hybrid"] = hybrid_summary(settings.pool_specs(), window, runs, costs)
     if equal_service is not None:
         document["equal_service"] = dict(equal_service)
         document["equal_service_method"] = (
@@ -52,3 +57,7 @@ def results_document(
         )
     document["headline"] = headline(document)
     return document
+
+
+def _or(value: float | None, default: float | None) -> float | None:
+    return value if value is not None else default

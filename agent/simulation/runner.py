@@ -57,6 +57,8 @@ class PolicyRun:
     paid_units: dict[str, np.ndarray] = field(default_factory=dict)
     ready_units: dict[str, np.ndarray] = field(default_factory=dict)
     unserved_by_step: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    unserved_by_class: dict[str, np.ndarray] = field(default_factory=dict)  # chips left waiting; NaN on gaps
+    served_by_pool: dict[str, np.ndarray] = field(default_factory=dict)  # chips served; NaN on gaps
     forecast_bands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     alerts: list[AlertEvent] = field(default_factory=list)
 
@@ -273,6 +275,8 @@ def _drive(
     run.paid_units = {p.pool_id: np.zeros(steps, dtype=int) for p in pools}
     run.ready_units = {p.pool_id: np.zeros(steps, dtype=int) for p in pools}
     run.spend_by_pool_usd = {p.pool_id: 0.0 for p in pools}
+    run.unserved_by_class = {name: np.full(steps, np.nan) for name in window.classes}
+    run.served_by_pool = {p.pool_id: np.full(steps, np.nan) for p in pools}
     bands = _BandRecorder(window)
     for t in range(steps):
         now: datetime = window.index[t].to_pydatetime()
@@ -301,6 +305,10 @@ def _drive(
         run.served_accelerator_hours += sum(outcome.served.values()) * hours
         run.unserved_by_step[t] = sum(outcome.unserved.values())
         run.unserved_accelerator_hours += run.unserved_by_step[t] * hours
+        for name in window.classes:
+            run.unserved_by_class[name][t] = outcome.unserved.get(name, 0.0)
+        for pool in pools:
+            run.served_by_pool[pool.pool_id][t] = outcome.served_by_pool.get(pool.pool_id, 0.0)
         if progress is not None and t % 64 == 63:
             progress(64)
     if progress is not None:

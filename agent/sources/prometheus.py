@@ -5,13 +5,16 @@ limit, on a grid aligned to the step (multiples of the step since the epoch), so
 duplicate or missing steps. A step without a value is NaN in the frame, never 0.
 
 Whatever makes an answer untrustworthy becomes ``MetricsUnavailable`` naming the demand class and the query:
-no series at all, a NaN newest value, a newest value older than ``max_staleness``, several series where one
-was expected, HTTP errors (including refused credentials and "too many points"), timeouts and connection
-failures. Vendor exception types stay in this module.
+no series at all, a NaN newest value, a newest value that cannot be a demand (negative, infinite or absurdly
+large), a newest value older than ``max_staleness``, several series where one was expected, a ``result`` that is
+not the documented matrix shape, HTTP errors (including refused credentials and "too many points"), timeouts and
+connection failures. An implausible value before the newest is a gap (NaN), like a step Prometheus left out.
+Vendor exception types stay in this module.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -28,7 +31,9 @@ from urllib3.util.retry import Retry
 
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricSourceUnavailable, MetricsUnavailable
+from models.demand import implausible_demand
 
+log = logging.getLogger(__name__)
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 RETRY_ON_STATUS = (429, 502, 503, 504, 500)
@@ -164,8 +169,7 @@ class PrometheusSource:
         samples: dict[int, float] = {}
         seconds = _step_seconds(step)
         for chunk in _chunks(grid, self._max_points):
-            for result in self._query_range(name, query, chunk, seconds, headers):
-                metric = dict(result.get("metric") or {})
+            for metric, pairs in _matrix(name, query, self._query_range(name, query, chunk, seconds, headers)):
                 if labels is None:
                     labels = metric
                 elif metric != labels:
@@ -175,10 +179,10 @@ class PrometheusSource:
                         "one was expected; aggregate it, e.g. sum(...) or sum by () (...)",
                         query,
                     )
-                for stamp, text in result.get("values") or ():
-                    samples[round(float(stamp))] = _number(text)
+                samples.update(pairs)
         if not samples:
             raise MetricsUnavailable(name, "Prometheus returned no data for the whole range", query)
+        _refuse_implausible(name, query, samples)
         values = pd.Series(samples, dtype=float).reindex(grid.as_unit("s").asi8)
         values.index = grid
         self._check_newest(name, query, values, max(samples), end)
@@ -267,12 +271,79 @@ def _chunks(grid: pd.DatetimeIndex, size: int) -> list[pd.DatetimeIndex]:
     return [grid[i : i + size] for i in range(0, len(grid), size)]
 
 
-def _number(text: object) -> float:
+def _matrix(name: str, query: str, results: list[Any]) -> list[tuple[dict[str, str], dict[int, float]]]:
+    """Labels and samples (epoch second -> value) of each series of a range query's ``result``.
+
+    The shape is the documented one of ``resultType: matrix`` (Prometheus HTTP API, "Range vectors"): a list of
+    ``{"metric": {label: value}, "values": [[<unix time>, "<value as string>"], ...]}``. Anything else is a
+    malformed answer for this class alone.
+    """
+    series = []
+    for i, result in enumerate(results):
+        metric = (result.get("metric") or {}) if isinstance(result, dict) else None
+        values = (result.get("values") or []) if isinstance(result, dict) else None
+        if not isinstance(metric, dict) or not isinstance(values, list):
+            raise MetricsUnavailable(
+                name,
+                f"malformed answer from Prometheus: result[{i}] is not a series with 'metric' and 'values' "
+                f"(got {result!r:.80})",
+                query,
+            )
+        samples: dict[int, float] = {}
+        for j, pair in enumerate(values):
+            stamp = _stamp(pair)
+            if stamp is None:
+                raise MetricsUnavailable(
+                    name,
+                    f"malformed answer from Prometheus: result[{i}].values[{j}] is not [time, value] "
+                    f"(got {pair!r:.80})",
+                    query,
+                )
+            samples[stamp] = _number(pair[1])
+        series.append(({str(k): str(v) for k, v in metric.items()}, samples))
+    return series
+
+
+def _stamp(pair: object) -> int | None:
+    if not isinstance(pair, list | tuple) or len(pair) != 2 or isinstance(pair[0], bool):
+        return None
     try:
-        value = float(str(text))
+        stamp = float(pair[0])
+    except (TypeError, ValueError):
+        return None
+    return round(stamp) if math.isfinite(stamp) else None
+
+
+def _number(text: object) -> float:
+    """A sample value; one that is not a number at all is missing (NaN), infinities are kept to be refused."""
+    try:
+        return float(str(text))
     except ValueError:
         return math.nan
-    return value if math.isfinite(value) else math.nan
+
+
+def _refuse_implausible(name: str, query: str, samples: dict[int, float]) -> None:
+    """Hold the class when its newest value cannot be a demand; earlier such values become gaps (NaN)."""
+    bad = {stamp: why for stamp, value in samples.items() if (why := implausible_demand(value))}
+    if not bad:
+        return
+    newest = max(samples)
+    if newest in bad:
+        when = datetime.fromtimestamp(newest, UTC).isoformat()
+        raise MetricsUnavailable(
+            name, f"the newest value Prometheus returned ({when}) is not a demand: {bad[newest]}", query
+        )
+    first = min(bad)
+    log.warning(
+        "implausible demand read as missing class=%s count=%d first=%s reason=%r query=%r",
+        name,
+        len(bad),
+        datetime.fromtimestamp(first, UTC).isoformat(),
+        bad[first],
+        query,
+    )
+    for stamp in bad:
+        samples[stamp] = math.nan
 
 
 def _http_reason(message: str) -> str:

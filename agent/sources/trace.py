@@ -3,6 +3,7 @@ MetricSource."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -12,9 +13,13 @@ import numpy as np
 import pandas as pd
 
 from models import DemandClass, MetricsUnavailable, TraceError
+from models.demand import MAX_DEMAND
 
 REQUIRED = ("unique_id", "ds", "y")
 OPTIONAL = ("running", "pending", "capacity")
+# A trace becomes a dense steps x series grid of float64; past this many cells it would not fit in memory.
+MAX_GRID_CELLS = 50_000_000
+MIN_STEP = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,8 @@ def read_trace(path: str | Path) -> Trace:
         raise TraceError(f"trace file not found: {source}")
     try:
         frame = pd.read_csv(path)
-    except (ValueError, OSError, UnicodeDecodeError) as exc:
-        raise TraceError(f"cannot read trace {source} as CSV: {exc}") from None
+    except (ValueError, OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
+        raise TraceError(f"cannot read trace {source} as CSV (is it complete?): {exc}") from None
     _check_columns(frame, source)
     frame["ds"] = _timestamps(frame["ds"], source)
     y = pd.to_numeric(frame["y"], errors="coerce")
@@ -55,13 +60,19 @@ def read_trace(path: str | Path) -> Trace:
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
         raise TraceError(f"trace {source}: column y must be numeric; row {row + 2} has {frame['y'].iloc[row]!r}")
-    if (y < 0).any():
-        row = int(np.flatnonzero((y < 0).to_numpy())[0])
-        raise TraceError(f"trace {source}: demand y must not be negative; row {row + 2} has {y.iloc[row]}")
+    numbers = y.to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        suspect = np.flatnonzero(np.isinf(numbers) | (numbers < 0) | (numbers > MAX_DEMAND))
+    if len(suspect):
+        row = int(suspect[0])
+        value = float(numbers[row])
+        rule = "must not be negative" if value < 0 else f"must be finite and at most {MAX_DEMAND:g} accelerators"
+        raise TraceError(f"trace {source}: demand y {rule}; row {row + 2} has {value:g}")
     frame["y"] = y
     _check_order(frame, source)
+    step = _step(frame, source)
+    _check_grid(frame, step, source)
     wide = frame.pivot(index="ds", columns="unique_id", values="y")
-    step = _step(pd.DatetimeIndex(wide.index), source)
     full = pd.date_range(wide.index[0], wide.index[-1], freq=step)
     wide = wide.reindex(full)
     return Trace(
@@ -108,12 +119,10 @@ def _timestamps(column: pd.Series, source: str) -> pd.Series:
         row = int(np.flatnonzero(column.isna().to_numpy())[0])
         raise TraceError(f"trace {source}: row {row + 2} has an empty timestamp")
     try:
-        parsed = pd.to_datetime(column, format="ISO8601", utc=False)
-    except (ValueError, TypeError) as exc:
+        # Offsets (even mixed ones) are converted to UTC; a naive time means "zone unknown" and is read as UTC.
+        return pd.to_datetime(column, format="ISO8601", utc=True)
+    except (ValueError, TypeError, OverflowError) as exc:
         raise TraceError(f"trace {source}: timestamps must be ISO-8601: {exc}") from None
-    if parsed.dt.tz is None:
-        return parsed.dt.tz_localize("UTC")  # naive means "zone unknown, read as UTC"
-    return parsed.dt.tz_convert("UTC")
 
 
 def _check_order(frame: pd.DataFrame, source: str) -> None:
@@ -127,14 +136,46 @@ def _check_order(frame: pd.DataFrame, source: str) -> None:
             )
 
 
-def _step(index: pd.DatetimeIndex, source: str) -> timedelta:
-    if len(index) < 2:
-        raise TraceError(f"trace {source} has fewer than two timestamps; a step cannot be inferred")
-    seconds = np.diff(index.as_unit("ns").asi8) / 1e9
-    step = float(seconds.min())
-    if step <= 0 or np.any(np.abs(seconds / step - np.round(seconds / step)) > 1e-9):
-        raise TraceError(f"trace {source}: timestamps are not on a regular grid of {step:g} s")
-    return timedelta(seconds=step)
+def _step(frame: pd.DataFrame, source: str) -> timedelta:
+    """The trace's step: the smallest of the series' median spacings (robust to a few odd rows; the lower median,
+    so that it is a spacing the series really has)."""
+    medians = [int(np.sort(np.diff(s))[(len(s) - 2) // 2]) for _, s in _series_stamps(frame) if len(s) >= 2]
+    if not medians:
+        raise TraceError(f"trace {source} has no series with two timestamps; a step cannot be inferred")
+    step = pd.Timedelta(min(medians), unit="ns").to_pytimedelta()
+    if step < MIN_STEP:
+        raise TraceError(f"trace {source}: the step is {step.total_seconds():g} s; it must be at least 1 s")
+    return step
+
+
+def _check_grid(frame: pd.DataFrame, step: timedelta, source: str) -> None:
+    """Every row on one grid of ``step`` from the first timestamp, and a grid small enough to hold in memory."""
+    step_ns = int(pd.Timedelta(step).value)
+    origin = int(frame["ds"].min().value)
+    for uid, stamps in _series_stamps(frame):
+        off = np.flatnonzero((stamps - origin) % step_ns != 0)
+        if len(off):
+            rows = frame.index[frame["unique_id"] == uid][off]
+            shown = ", ".join(str(int(r) + 2) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
+            raise TraceError(
+                f"trace {source}: series {uid!r} has {len(rows)} row(s) off the trace's regular grid of "
+                f"{step.total_seconds():g} s from {frame['ds'].min().isoformat()} (rows {shown}, first at "
+                f"{frame['ds'].iloc[int(rows[0])].isoformat()}); align every series to the same grid"
+            )
+    steps = (int(frame["ds"].max().value) - origin) // step_ns + 1
+    cells = steps * int(frame["unique_id"].nunique())
+    if cells > MAX_GRID_CELLS:
+        raise TraceError(
+            f"trace {source}: {steps:,} steps of {step.total_seconds():g} s x {frame['unique_id'].nunique()} series "
+            f"is {cells:,} cells, above the limit of {MAX_GRID_CELLS:,}; use a coarser step or a shorter trace"
+        )
+
+
+def _series_stamps(frame: pd.DataFrame) -> list[tuple[object, np.ndarray]]:
+    """Each series' timestamps as int64 nanoseconds, in file order."""
+    return [
+        (uid, pd.DatetimeIndex(group["ds"]).as_unit("ns").asi8) for uid, group in frame.groupby("unique_id", sort=False)
+    ]
 
 
 class TraceSource:

@@ -208,3 +208,14 @@ HARNESSES = {
     "gke-tpu-slices": GkeTpuSliceHarness,
     "cloud-tpu-queued-resources": QueuedResourceHarness,
 }
+
+
+def _aws(name: str) -> Harness:
+    from tests.contract import aws_harnesses  # imports this module: load it only when an AWS harness is built
+
+    built: Harness = getattr(aws_harnesses, name)()
+    return built
+
+
+HARNESSES["aws-auto-scaling-group"] = lambda: _aws("AutoScalingGroupHarness")
+HARNESSES["aws-eks-nodegroup"] = lambda: _aws("EksNodegroupHarness")

@@ -19,6 +19,7 @@ from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
 
 from agent.daemon.live import live_parts
+from agent.ledger.sqlite import SqliteLedger
 from agent.loop import Agent, AgentParts
 from agent.notify import RecordingNotifier
 from config import settings_from_mapping
@@ -143,3 +144,10 @@ def live_agent(rig: Rig, settings: Settings, kube: k8s.ApiClient, notifier: Reco
     parts = live_parts(settings, "e2e config", rig.clock, notifier, kube, CollectorRegistry())
     forecaster = build_forecaster(settings.forecast)
     return Agent(settings, AgentParts(parts.source, forecaster, parts.actuator, parts.ledger, notifier, parts.drainers))
+
+
+def end_process(agent: Agent) -> None:
+    """What the end of the agent's process releases: its ledger file and the ledger's writer lock."""
+    ledger = agent.parts.ledger
+    assert isinstance(ledger, SqliteLedger)
+    ledger.close()

@@ -11,7 +11,7 @@ from kubernetes import client as k8s
 from agent.loop import Agent, TickReport
 from agent.notify import RecordingNotifier
 from models import ActionStatus, AlertKind, SkipReason
-from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, Rig, live_agent
+from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, Rig, end_process, live_agent
 from tests.fakes import kube_objects as objs
 
 MINUTE = timedelta(minutes=1)
@@ -73,6 +73,7 @@ def test_a_drain_started_before_a_restart_is_taken_over_and_finished_once(rig: R
     (waiting,) = agent.run_once(rig.clock.now()).results
     assert waiting.status is ActionStatus.STARTED
 
+    end_process(agent)
     restarted = live_agent(rig, rig.settings(spot_max=0), kube_client, RecordingNotifier())  # memory is gone
     rig.clock.advance(MINUTE)
     resumed = restarted.run_once(rig.clock.now())

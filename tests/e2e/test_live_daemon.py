@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry
 from agent.cli import main
 from agent.daemon.live import live_parts
 from agent.daemon.wiring import AssembledDaemon, assemble
+from agent.ledger.sqlite import SqliteLedger
 from agent.notify import RecordingNotifier
 from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
 
@@ -139,9 +140,11 @@ def test_leadtime_run_as_a_process_resizes_a_pool_and_stops_on_sigterm(rig: Rig,
     config = tmp_path / "leadtime.yaml"
     config.write_text(yaml.safe_dump(document), encoding="utf-8")
     log = tmp_path / "leadtime.log"
+    ledger = rig.workdir / "ledger.sqlite"
+    ledger.touch()  # an empty ledger file: refused without --fresh-ledger (see the test below)
     with log.open("w") as err:
         process = subprocess.Popen(
-            [str(LEADTIME), "--log-level", "INFO", "run", "--config", str(config)],
+            [str(LEADTIME), "--log-level", "INFO", "run", "--config", str(config), "--fresh-ledger"],
             env={**os.environ, **ENVIRON},
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -161,7 +164,9 @@ def test_leadtime_run_as_a_process_resizes_a_pool_and_stops_on_sigterm(rig: Rig,
     text = log.read_text()
     assert rig.gke.calls("POST", f"/nodePools/{NODE_POOLS[SPOT]}:setSize") == 1, text
     assert "daemon stopped and handed over the lease" in text
-    assert "Traceback" not in text
+    assert "Traceback" not in text, text
+    with SqliteLedger(ledger) as spend:  # the fresh ledger charged the pools while the daemon ran
+        assert spend.entries()
 
 
 def _leader_ticks(port: int) -> float:
@@ -172,3 +177,16 @@ def _leader_ticks(port: int) -> float:
         return 0.0
     line = 'leadtime_ticks_total{outcome="ok",role="leader"} '
     return next((float(row.split()[-1]) for row in body.splitlines() if row.startswith(line)), 0.0)
+
+
+def test_run_refuses_an_empty_ledger_file_naming_it_and_the_way_to_start_fresh(
+    rig: Rig, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ledger = rig.workdir / "ledger.sqlite"
+    ledger.touch()
+    config = rig.write_config(tmp_path / "leadtime.yaml")
+    assert main(["run", "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert f"the ledger file {ledger} is empty (0 bytes)" in err
+    assert "--fresh-ledger" in err and "Traceback" not in err
+    assert ledger.stat().st_size == 0

@@ -13,6 +13,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import compute_v1, container_v1, tpu_v2
 from kubernetes import client as k8s
 
+from tests.fakes.aws_api import FakeAwsApi, shared_aws
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
 from tests.fakes.prometheus_api import FakePrometheusApi
@@ -59,6 +60,13 @@ def tpu_api() -> Iterator[FakeTpuApi]:
         yield fake
     finally:
         fake.stop()
+
+
+@pytest.fixture
+def aws_api() -> FakeAwsApi:
+    """The AWS proxy in front of moto's server (EC2, Auto Scaling, EKS), emptied for this test. One moto server runs
+    per test process (started on first use, stopped by PID at exit): starting one takes seconds."""
+    return shared_aws()
 
 
 @pytest.fixture

@@ -1,25 +1,33 @@
-"""One contract for every Ledger: the in-memory one and the SQLite one pass the same tests."""
+"""One contract for every Ledger: the in-memory, SQLite and PostgreSQL ledgers pass the same tests (PostgreSQL on
+a real server, a new database per test)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from agent.ledger import InMemoryLedger, Ledger
+from agent.ledger.postgres import PostgresLedger
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry
+from tests.postgres.fixtures import POSTGRES, Database
 
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
 MIN = timedelta(minutes=1)
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=POSTGRES)])
 def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Ledger]:
     if request.param == "memory":
         yield InMemoryLedger()
+        return
+    if request.param == "postgresql":
+        database: Database = request.getfixturevalue("postgres_database")
+        with PostgresLedger(database.url, database.password) as postgres:
+            yield postgres
         return
     sqlite = SqliteLedger(tmp_path / "ledger.sqlite")
     yield sqlite
@@ -72,3 +80,31 @@ def test_entries_recorded_out_of_order_add_up(ledger: Ledger) -> None:
     assert ledger.spent(["a"], T0, T0 + 3 * MIN) == pytest.approx(3.0)
     assert ledger.spent(["a"], T0 + 2 * MIN, T0 + 6 * MIN) == pytest.approx(7.0)
     assert ledger.last_recorded("a") == T0 + 6 * MIN
+
+
+def test_update_reads_the_newest_entries_and_records_what_derive_makes(ledger: Ledger) -> None:
+    ledger.record_many([entry("a", 0, 1, 1, 1.0), entry("a", 1, 1, 3, 0.0)])
+    seen: list[dict[str, LedgerEntry | None]] = []
+
+    def derive(newest: Mapping[str, LedgerEntry | None]) -> list[LedgerEntry]:
+        seen.append(dict(newest))
+        last = newest["a"]
+        assert last is not None
+        return [entry("a", 1, 2, last.units, 3.0), entry("a", 2, 2, 3, 0.0), entry("b", 2, 2, 1, 0.0)]
+
+    ledger.update(["a", "b"], derive)
+    assert seen == [{"a": entry("a", 1, 1, 3, 0.0), "b": None}]
+    assert ledger.spent(["a", "b"], T0, T0 + 10 * MIN) == pytest.approx(4.0)
+    assert ledger.last_entry("a") == entry("a", 2, 2, 3, 0.0)
+    assert ledger.last_entry("b") == entry("b", 2, 2, 1, 0.0)
+
+
+def test_a_failing_derive_leaves_the_ledger_usable(ledger: Ledger) -> None:
+    def derive(newest: Mapping[str, LedgerEntry | None]) -> list[LedgerEntry]:
+        raise ValueError("bad reading")
+
+    ledger.record(entry("a", 0, 0, 1, 0.0))
+    with pytest.raises(ValueError, match="bad reading"):
+        ledger.update(["a"], derive)
+    ledger.update(["a"], lambda newest: [entry("a", 0, 1, 1, 2.0)])
+    assert ledger.spent(["a"], T0, T0 + 10 * MIN) == pytest.approx(2.0)

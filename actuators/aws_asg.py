@@ -1,0 +1,97 @@
+"""Ec2AutoScalingGroupActuator: self-managed GPU nodes in EC2 Auto Scaling groups, resized by desired capacity.
+
+Growing sets the group's desired capacity (``SetDesiredCapacity`` with ``HonorCooldown`` off: the agent's own
+plan decides when, not the group's cooldown). There is no operation to wait for: the instances the group is
+launching are the units in flight, read from the group itself, so a restarted agent sees them and asks for
+nothing twice. Shrinking never lets the group pick victims (see ``actuators.aws_groups``); ``delete_nodes``
+terminates exactly the nodes a drain emptied.
+
+A launch refused for capacity (``InsufficientInstanceCapacity``, an unfulfillable Spot request) shows as a failed
+scaling activity after the call: the instances asked for and missing are failed units, removed by the next resize
+(desired capacity back to what exists), and a resize that asks for more is refused with CapacityUnavailable for
+``CAPACITY_MEMORY`` after the failure, which backs the pool off and sends the demand to the next eligible pool.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+
+from actuators.aws_errors import capacity_unavailable
+from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView
+from actuators.idempotency import KeyedResults
+from config.aws import AutoScalingGroupMapping
+from models import ActionResult, ActionStatus, PermanentActuatorError, PoolState
+from models.clock import Clock
+
+log = logging.getLogger(__name__)
+
+
+class Ec2AutoScalingGroupActuator:
+    def __init__(self, groups: AutoScalingGroups, mappings: Sequence[AutoScalingGroupMapping], clock: Clock) -> None:
+        self._groups = groups
+        self._mappings = {m.pool: m for m in mappings}
+        self._clock = clock
+        self._results = KeyedResults()
+
+    def list_pools(self) -> Sequence[PoolState]:
+        now = self._clock.now()
+        states = []
+        for pool_id in self._mappings:
+            seen = self._observe(pool_id)
+            states.append(PoolState(pool_id, now, seen.ready, seen.target, failed_units=seen.failed))
+        return states
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        if (known := self._results.get(key)) is not None:
+            return known
+        seen = self._observe(pool_id)
+        if to_units == seen.target and not seen.failed:
+            return self._remember(key, pool_id, ActionStatus.DONE, "already at target")
+        if seen.failed:
+            self._groups.set_desired(pool_id, seen.name, seen.target)
+            log.warning(
+                "pool %s: %d instances could not be launched (%s); desired capacity %d -> %d",
+                pool_id,
+                seen.failed,
+                seen.failure,
+                seen.desired,
+                seen.target,
+            )
+            if to_units > seen.target:
+                raise capacity_unavailable(pool_id, f"{seen.failed} instances could not be launched: {seen.failure}")
+            if to_units == seen.target:
+                detail = f"removed {seen.failed} instances that could not be launched"
+                return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+        if to_units > seen.target:
+            if seen.failure_at is not None and self._clock.now() - seen.failure_at < CAPACITY_MEMORY:
+                raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
+            if to_units > seen.max_size:
+                raise PermanentActuatorError(
+                    pool_id,
+                    f"target {to_units} is above the MaxSize {seen.max_size} of Auto Scaling group {seen.name!r}; "
+                    "raise its MaxSize or lower the pool's max_units",
+                )
+            self._groups.set_desired(pool_id, seen.name, to_units)
+            detail = f"desired capacity {seen.desired} -> {to_units}"
+        else:
+            detail = self._groups.shrink(pool_id, seen, to_units)
+        log.info("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+
+    def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
+        """Terminate exactly these nodes' instances, lowering the desired capacity by as many."""
+        if (known := self._results.get(key)) is not None:
+            return known
+        detail = self._groups.remove_nodes(pool_id, self._observe(pool_id), nodes)
+        log.info("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+
+    def _observe(self, pool_id: str) -> GroupView:
+        mapping = self._mappings.get(pool_id)
+        if mapping is None:
+            raise PermanentActuatorError(pool_id, "no EC2 Auto Scaling group is mapped to this pool")
+        return self._groups.observe(pool_id, mapping.group)
+
+    def _remember(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
+        return self._results.remember(ActionResult(key, pool_id, status, self._clock.now(), detail=detail))

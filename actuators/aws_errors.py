@@ -1,0 +1,90 @@
+"""AWS errors translated into decisions: the only module that reads botocore exception types.
+
+    InsufficientInstanceCapacity, unfulfillable Spot,
+    an instance or vCPU quota reached                   -> CapacityUnavailable     back off this pool (and zone)
+    throttling, 5xx, an update or scaling activity
+    already running, connection and read timeouts       -> TransientActuatorError  retry on a later tick
+    access denied, missing credentials, not found,
+    invalid parameters                                  -> PermanentActuatorError  alert, stop touching this pool
+
+A message naming a capacity shortage wins over the error code, as for Google: EC2 reports it as the error code
+``InsufficientInstanceCapacity`` on a call, but Auto Scaling reports it after the call, in a failed scaling
+activity's ``StatusMessage`` ("We currently do not have sufficient p5.48xlarge capacity in the Availability Zone
+you requested (us-east-1a)..."), and EKS in a node group health issue. ``capacity_failure`` picks those out.
+"""
+
+from __future__ import annotations
+
+import re
+
+from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+
+from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
+
+_CAPACITY = re.compile(
+    r"InsufficientInstanceCapacity|UnfulfillableCapacity|InsufficientCapacity|"
+    r"do not have sufficient .*capacity|no Spot capacity available|capacity-not-available|"
+    r"MaxSpotInstanceCountExceeded|SpotMaxPriceTooLow|InstanceLimitExceeded|VcpuLimitExceeded",
+    re.IGNORECASE,
+)
+_ZONE = re.compile(r"\b([a-z]{2}(?:-[a-z]+)+-\d[a-z])\b")
+_TRANSIENT_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "RequestThrottled",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "InternalFailure",
+        "InternalError",
+        "ServerException",
+        "ScalingActivityInProgress",  # SetDesiredCapacity while an activity runs (Auto Scaling API reference)
+        "ResourceContention",
+        "ResourceInUseException",  # EKS: an update of the node group is already in progress
+    }
+)
+
+
+def capacity_failure(message: str) -> str:
+    """``message`` when it names a capacity shortage or a reached instance quota, else ""."""
+    return message if _CAPACITY.search(message) else ""
+
+
+def zone_of(message: str) -> str | None:
+    """The Availability Zone an AWS capacity message names, if any."""
+    found = _ZONE.search(message)
+    return found[1] if found else None
+
+
+def capacity_unavailable(pool_id: str, message: str) -> CapacityUnavailable:
+    zone = zone_of(message)
+    return CapacityUnavailable(pool_id, f"{message} (zone {zone})" if zone and zone not in message else message)
+
+
+def from_aws(pool_id: str, exc: Exception) -> ActuatorError:
+    """A botocore exception (or a transport failure under it) as one of ours."""
+    if isinstance(exc, ClientError):
+        error = exc.response.get("Error", {})
+        code = str(error.get("Code", ""))
+        message = str(error.get("Message", "")) or str(exc)
+        status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        described = f"{code}: {message}" if code else message
+        if capacity_failure(described):
+            return capacity_unavailable(pool_id, described)
+        if code in _TRANSIENT_CODES or status == 429 or status >= 500:
+            return TransientActuatorError(pool_id, f"AWS {described} (will retry)")
+        return PermanentActuatorError(pool_id, f"AWS {described}")
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return PermanentActuatorError(
+            pool_id,
+            f"no AWS credentials ({exc}); give the agent's service account an IAM role (IRSA or EKS Pod Identity)",
+        )
+    if isinstance(exc, BotoCoreError):
+        return TransientActuatorError(pool_id, f"AWS API unavailable: {exc}")
+    return TransientActuatorError(pool_id, f"cannot reach the AWS API: {exc}")
+
+
+# What the adapters catch around an AWS call: API errors and the transport errors beneath them.
+AWS_ERRORS: tuple[type[Exception], ...] = (ClientError, BotoCoreError, ConnectionError, OSError)

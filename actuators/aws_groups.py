@@ -1,0 +1,187 @@
+"""EC2 Auto Scaling groups as the AWS adapters see them: what was asked, which instances exist, which launches failed.
+
+Both AWS adapters stand on this: a self-managed GPU node group *is* an Auto Scaling group, and an EKS managed
+node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). What the Auto Scaling API says:
+
+- ``DesiredCapacity`` is what was asked for; ``Instances`` with ``LifecycleState`` ``Pending*`` are launching,
+  ``InService`` ones are ready, ``Terminating*``/``Detaching``/``Standby``/``Warmed*`` ones are not counted.
+- A launch that fails does not fail the call that asked for it: the group records a scaling activity
+  ("Launching a new EC2 instance...") with ``StatusCode`` ``Failed`` and the reason in ``StatusMessage``
+  (``InsufficientInstanceCapacity``, an unfulfillable Spot request), and keeps retrying. While the latest launch
+  activity failed for capacity, the instances asked for and not there are failed units.
+- ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` removes exactly that instance and
+  lowers the desired capacity with it, so the group never picks victims itself (its termination policy would).
+
+Kubernetes node names are the instances' private DNS names (``ip-10-0-1-23.ec2.internal``) or, with resource-name
+hostnames, start with the instance id; ``instance_ids`` maps them through ``DescribeInstances``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws
+from models import PermanentActuatorError
+
+# A launch that failed for capacity this recently refuses the next scale-up without asking AWS again.
+CAPACITY_MEMORY = timedelta(minutes=10)
+_LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
+_FAILED = ("Failed", "Cancelled")
+
+
+@dataclass(frozen=True)
+class GroupInstance:
+    instance_id: str
+    zone: str
+    ready: bool
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """One Auto Scaling group (a pool has exactly one: a self-managed group, or its managed node group's)."""
+
+    name: str
+    desired: int
+    min_size: int
+    max_size: int
+    instances: tuple[GroupInstance, ...]
+    failure: str  # why the latest launch failed, when it failed for capacity; "" otherwise
+    failure_at: datetime | None = None
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for i in self.instances if i.ready)
+
+    @property
+    def unlaunched(self) -> int:
+        return max(0, self.desired - len(self.instances))
+
+    @property
+    def failed(self) -> int:
+        """Units asked for that cannot be launched (0 while launches are merely under way)."""
+        return self.unlaunched if self.failure else 0
+
+    @property
+    def target(self) -> int:
+        return self.desired - self.failed
+
+
+class AutoScalingGroups:
+    """``autoscaling`` and ``ec2`` are boto3 clients; every call's errors are translated for ``pool_id``."""
+
+    def __init__(self, autoscaling: Any, ec2: Any) -> None:
+        self._autoscaling = autoscaling
+        self._ec2 = ec2
+
+    def observe(self, pool_id: str, name: str) -> GroupView:
+        found = call(pool_id, self._autoscaling.describe_auto_scaling_groups, AutoScalingGroupNames=[name])
+        groups = [g for g in found.get("AutoScalingGroups", []) if g["AutoScalingGroupName"] == name]
+        if not groups:
+            raise PermanentActuatorError(pool_id, f"Auto Scaling group {name!r} does not exist")
+        group = groups[0]
+        instances = []
+        for inst in group.get("Instances", []):
+            state = str(inst.get("LifecycleState", ""))
+            if state in _LAUNCHING or state == "InService":
+                zone = str(inst.get("AvailabilityZone", ""))
+                instances.append(GroupInstance(inst["InstanceId"], zone, state == "InService"))
+        failure, failure_at = self._launch_failure(pool_id, name)
+        return GroupView(
+            name,
+            int(group["DesiredCapacity"]),
+            int(group["MinSize"]),
+            int(group["MaxSize"]),
+            tuple(instances),
+            failure,
+            failure_at,
+        )
+
+    def set_desired(self, pool_id: str, group: str, capacity: int) -> None:
+        call(
+            pool_id,
+            self._autoscaling.set_desired_capacity,
+            AutoScalingGroupName=group,
+            DesiredCapacity=capacity,
+            HonorCooldown=False,
+        )
+
+    def terminate(self, pool_id: str, instance_ids: Sequence[str]) -> None:
+        """Terminate exactly these instances, lowering their group's desired capacity by as many."""
+        for instance_id in instance_ids:
+            call(
+                pool_id,
+                self._autoscaling.terminate_instance_in_auto_scaling_group,
+                InstanceId=instance_id,
+                ShouldDecrementDesiredCapacity=True,
+            )
+
+    def shrink(self, pool_id: str, seen: GroupView, to_units: int) -> str:
+        """Bring the pool down to ``to_units``: launches not yet started are cancelled first (desired capacity
+        lowered), then launching instances and then the newest ready ones are terminated by id."""
+        excess = seen.target - to_units
+        cancel = min(excess, seen.unlaunched - seen.failed)
+        if cancel > 0:
+            self.set_desired(pool_id, seen.name, seen.desired - cancel)
+        launching = [i for i in seen.instances if not i.ready]
+        victims = (launching + self.newest_first(pool_id, [i for i in seen.instances if i.ready]))[: excess - cancel]
+        self.terminate(pool_id, [i.instance_id for i in victims])
+        listed = ", ".join(i.instance_id for i in victims)
+        return f"target {to_units} nodes: cancelled {max(cancel, 0)} launches, terminating [{listed}]"
+
+    def remove_nodes(self, pool_id: str, seen: GroupView, nodes: Sequence[str]) -> str:
+        """Terminate exactly the instances of these Kubernetes nodes; ones already gone from the group (a drain
+        repeated after a restart) are not asked for again."""
+        ids = self.instance_ids(pool_id, nodes)
+        unknown = [n for n in nodes if n not in ids]
+        if unknown:
+            raise PermanentActuatorError(pool_id, f"nodes {unknown} are not EC2 instances")
+        members = {i.instance_id for i in seen.instances}
+        victims = [ids[n] for n in nodes if ids[n] in members]
+        self.terminate(pool_id, victims)
+        if not victims:
+            return f"nodes {', '.join(nodes)} are already leaving the group"
+        return f"terminating {', '.join(f'{n} ({ids[n]})' for n in nodes if ids[n] in members)}"
+
+    def newest_first(self, pool_id: str, instances: Sequence[GroupInstance]) -> list[GroupInstance]:
+        """``instances`` ordered newest launch first (ties by id, for a stable order)."""
+        if not instances:
+            return []
+        ids = [i.instance_id for i in instances]
+        launched: dict[str, str] = {}
+        for reservation in call(pool_id, self._ec2.describe_instances, InstanceIds=ids).get("Reservations", []):
+            for inst in reservation.get("Instances", []):
+                launched[inst["InstanceId"]] = str(inst.get("LaunchTime", ""))
+        return sorted(instances, key=lambda i: (launched.get(i.instance_id, ""), i.instance_id), reverse=True)
+
+    def instance_ids(self, pool_id: str, nodes: Sequence[str]) -> dict[str, str]:
+        """Kubernetes node name -> EC2 instance id, for the nodes that are EC2 instances."""
+        by_node = {n: n.split(".", 1)[0] for n in nodes if n.startswith("i-")}
+        named = [n for n in nodes if n not in by_node]
+        if named:
+            filters = [{"Name": "private-dns-name", "Values": named}]
+            for reservation in call(pool_id, self._ec2.describe_instances, Filters=filters).get("Reservations", []):
+                for inst in reservation.get("Instances", []):
+                    by_node[str(inst.get("PrivateDnsName", ""))] = inst["InstanceId"]
+        return {n: by_node[n] for n in nodes if n in by_node}
+
+    def _launch_failure(self, pool_id: str, group: str) -> tuple[str, datetime | None]:
+        """The capacity shortage the group's latest launch activity failed with, and when it ended."""
+        listed = call(pool_id, self._autoscaling.describe_scaling_activities, AutoScalingGroupName=group, MaxRecords=20)
+        launches = [a for a in listed.get("Activities", []) if str(a.get("Description", "")).startswith("Launching")]
+        if not launches:
+            return "", None
+        latest = max(launches, key=lambda a: a["StartTime"])
+        if latest.get("StatusCode") not in _FAILED:
+            return "", None
+        why = capacity_failure(str(latest.get("StatusMessage", "")))
+        return why, (latest.get("EndTime") or latest["StartTime"]) if why else None
+
+
+def call(pool_id: str, method: Any, **kwargs: Any) -> Any:
+    try:
+        return method(**kwargs)
+    except AWS_ERRORS as exc:
+        raise from_aws(pool_id, exc) from exc

@@ -1,0 +1,62 @@
+"""Building the AWS actuators from the ``aws`` settings: the boto3 clients, one adapter per kind of pool, and which
+Kubernetes node label tells each pool's nodes apart (for draining). Nothing connects here; the clients connect on
+first use.
+
+Credentials come from boto3's standard chain only: in the cluster, the service account's IAM role through IRSA
+(``AWS_ROLE_ARN`` + ``AWS_WEB_IDENTITY_TOKEN_FILE``) or EKS Pod Identity (``AWS_CONTAINER_CREDENTIALS_FULL_URI``),
+never keys in the configuration. Every call is bounded (connect and read timeouts) and retried by botocore's
+standard mode, which backs off on throttling; what still fails is translated by ``actuators.aws_errors``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from actuators.aws_asg import Ec2AutoScalingGroupActuator
+from actuators.aws_eks import EksNodegroupActuator
+from actuators.aws_groups import AutoScalingGroups
+from actuators.base import Actuator
+from actuators.kubernetes_drain import NodeRemover
+from config.aws import EKS_NODEGROUP_LABEL, AwsSettings
+from models.clock import Clock
+
+
+@dataclass(frozen=True)
+class DrainTarget:
+    """How a drainer finds one pool's nodes (``label`` = ``value``) and which adapter removes them."""
+
+    label: str
+    value: str
+    remover: NodeRemover
+
+
+@dataclass(frozen=True)
+class AwsActuators:
+    routes: dict[str, Actuator] = field(default_factory=dict)
+    drains: dict[str, DrainTarget] = field(default_factory=dict)
+
+
+def build_aws_actuators(aws: AwsSettings, clock: Clock) -> AwsActuators:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(connect_timeout=5, read_timeout=20, retries={"mode": "standard", "max_attempts": 3})
+    session = boto3.session.Session(region_name=aws.region)
+    options: dict[str, Any] = {"config": config}
+    if aws.endpoint is not None:
+        options["endpoint_url"] = aws.endpoint
+    groups = AutoScalingGroups(session.client("autoscaling", **options), session.client("ec2", **options))
+    built = AwsActuators()
+    if aws.nodegroups:
+        assert aws.cluster is not None  # checked with the configuration
+        eks = EksNodegroupActuator(session.client("eks", **options), groups, aws.cluster, aws.nodegroups, clock)
+        for m in aws.nodegroups:
+            built.routes[m.pool] = eks
+            built.drains[m.pool] = DrainTarget(EKS_NODEGROUP_LABEL, m.nodegroup, eks)
+    if aws.auto_scaling_groups:
+        asg = Ec2AutoScalingGroupActuator(groups, aws.auto_scaling_groups, clock)
+        for a in aws.auto_scaling_groups:
+            built.routes[a.pool] = asg
+            built.drains[a.pool] = DrainTarget(a.node_label, a.group, asg)
+    return built

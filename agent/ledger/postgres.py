@@ -1,0 +1,347 @@
+"""The PostgreSQL ledger: spend entries in a database that replicas, restarts and agents in other clusters share.
+
+The same rules as the SQLite ledger: entries keyed by (pool, start), times as integer microseconds since the Unix
+epoch (UTC), what a repeated key stores decided by ``accrual.resolve``. Every write is one transaction that first
+takes a transaction-scoped advisory lock on the ledger, so writers (several agents, or replicas racing) take turns;
+``update`` reads the pools' newest entries after taking it, so no other writer commits between that read and the
+write. Readers never wait for the lock.
+
+Budget reservations (``agent.ledger.reservations``) live beside the entries and are decided under the same
+writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them.
+
+The schema is versioned: ``MIGRATIONS`` are applied in order at open, inside one transaction holding another
+advisory lock, so two agents starting at once apply each migration exactly once. A database whose schema is newer
+than this release knows is refused. The password never appears in the URL, the settings or any message: it is
+passed to the driver separately. psycopg errors are translated into ``LedgerUnavailable`` here; after a lost
+connection the next call connects again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
+from typing import Any, LiteralString, TypeVar
+
+import psycopg
+
+from agent.ledger.accrual import resolve
+from agent.ledger.base import Newest
+from agent.ledger.reservations import Grant, ReservationRequest
+from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
+from models import LedgerEntry, LedgerUnavailable
+
+# Advisory lock keys (64-bit): "LDTGMIGR" serialises migrations, "LDTGWRIT" serialises writers.
+_MIGRATION_LOCK = 0x4C44_5447_4D49_4752
+_WRITE_LOCK = 0x4C44_5447_5752_4954
+
+T = TypeVar("T")
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE leadtime_ledger_entries (
+                pool_id  text             NOT NULL,
+                start_us bigint           NOT NULL,
+                end_us   bigint           NOT NULL,
+                units    integer          NOT NULL CHECK (units >= 0),
+                cost_usd double precision NOT NULL CHECK (cost_usd >= 0),
+                PRIMARY KEY (pool_id, start_us)
+            )""",
+            "CREATE INDEX leadtime_ledger_entries_by_end"
+            " ON leadtime_ledger_entries (pool_id, end_us DESC, start_us DESC)",
+        ),
+    ),
+    (
+        2,
+        (
+            """CREATE TABLE leadtime_budget_reservations (
+                id         bigserial        PRIMARY KEY,
+                budget     text             NOT NULL,
+                holder     text             NOT NULL,
+                amount_usd double precision NOT NULL CHECK (amount_usd >= 0),
+                created_us bigint           NOT NULL,
+                expires_us bigint           NOT NULL
+            )""",
+            "CREATE INDEX leadtime_budget_reservations_by_budget ON leadtime_budget_reservations (budget, expires_us)",
+        ),
+    ),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# The newest entry of each pool named: one index probe per pool, however long its history.
+_NEWEST_OF_EACH = f"""
+    SELECT e.* FROM unnest(%s::text[]) AS p (pool_id)
+    CROSS JOIN LATERAL (
+        SELECT {COLUMNS} FROM leadtime_ledger_entries AS x WHERE x.pool_id = p.pool_id
+        ORDER BY x.end_us DESC, x.start_us DESC LIMIT 1
+    ) AS e"""
+
+
+class PostgresLedger:
+    """A ledger in the PostgreSQL database at ``url`` (``postgresql://USER@HOST:PORT/DATABASE``, no password)."""
+
+    def __init__(
+        self,
+        url: str,
+        password: str | None = None,
+        *,
+        connect_timeout: timedelta = timedelta(seconds=10),
+        options: dict[str, str] | None = None,
+    ) -> None:
+        self._url = url
+        self._password = password
+        self._connect_timeout = max(1, int(connect_timeout.total_seconds()))
+        self._options = dict(options or {})
+        self._lock = threading.Lock()
+        self._db: Connection | None = None
+        self.where = _describe(url)
+        with self._lock:
+            self._run("migrate", self._migrate)
+
+    # -- Ledger -------------------------------------------------------------------------------------------
+    def record(self, entry: LedgerEntry) -> None:
+        self.record_many([entry])
+
+    def record_many(self, entries: Sequence[LedgerEntry]) -> None:
+        if entries:
+            self.update([], lambda _: entries)
+
+    def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
+        def write(db: Connection) -> None:
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+                newest: dict[str, LedgerEntry | None] = dict.fromkeys(pools)
+                if pools:
+                    rows = db.execute(_NEWEST_OF_EACH, (list(pools),)).fetchall()
+                    newest.update({str(row[0]): from_row(row) for row in rows})
+                _write(db, derive(newest))
+
+        with self._lock:
+            self._run("write", write)
+
+    def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        wanted = sorted(set(pools))
+        if not wanted:
+            return 0.0
+        rows = self._query(
+            "SELECT COALESCE(SUM(cost_usd), 0.0) FROM leadtime_ledger_entries"
+            " WHERE pool_id = ANY(%s) AND start_us >= %s AND start_us < %s",
+            (wanted, to_us(start), to_us(end)),
+        )
+        return float(rows[0][0])
+
+    def last_recorded(self, pool_id: str) -> datetime | None:
+        last = self.last_entry(pool_id)
+        return None if last is None else last.end
+
+    def last_entry(self, pool_id: str) -> LedgerEntry | None:
+        rows = self._query(
+            f"SELECT {COLUMNS} FROM leadtime_ledger_entries WHERE pool_id = %s"
+            " ORDER BY end_us DESC, start_us DESC LIMIT 1",
+            (pool_id,),
+        )
+        return from_row(rows[0]) if rows else None
+
+    # -- Reservations (see agent.ledger.reservations) ------------------------------------------------------
+    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
+        return self.reserve_many([request], now)[0]
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        """Decide the requests in order, in one transaction: each sees the grants before it."""
+
+        def decide(db: Connection) -> list[Grant]:
+            names = sorted({r.budget for r in requests})
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+                db.execute(
+                    "DELETE FROM leadtime_budget_reservations WHERE budget = ANY(%s) AND expires_us <= %s",
+                    (names, to_us(now)),
+                )
+                reserved = dict.fromkeys(names, 0.0)
+                for budget, amount in db.execute(
+                    "SELECT budget, SUM(amount_usd) FROM leadtime_budget_reservations"
+                    " WHERE budget = ANY(%s) GROUP BY budget",
+                    (names,),
+                ).fetchall():
+                    reserved[str(budget)] = float(amount)
+                recorded = _recorded(db, requests)
+                grants: list[Grant] = []
+                rows: list[tuple[str, str, float, int, int]] = []
+                for i, request in enumerate(requests):
+                    headroom = request.cap_usd - recorded[i] - reserved[request.budget]
+                    if request.amount_usd > headroom:
+                        grants.append(Grant(None, headroom))
+                        continue
+                    reserved[request.budget] += request.amount_usd
+                    grants.append(Grant(len(rows), headroom))  # the row's place until the database numbers it
+                    rows.append(
+                        (request.budget, request.holder, request.amount_usd, to_us(now), to_us(now + request.ttl))
+                    )
+                if not rows:
+                    return grants
+                ids = sorted(  # numbered in insertion order: every insert holds the writer lock
+                    int(r[0])
+                    for r in db.execute(
+                        "INSERT INTO leadtime_budget_reservations (budget, holder, amount_usd, created_us, expires_us)"
+                        " SELECT r.budget, r.holder, r.amount_usd, r.created_us, r.expires_us"
+                        " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[], %s::bigint[])"
+                        " WITH ORDINALITY AS r (budget, holder, amount_usd, created_us, expires_us, n) ORDER BY r.n"
+                        " RETURNING id",
+                        [list(column) for column in zip(*rows, strict=True)],
+                    ).fetchall()
+                )
+                return [g if g.reservation_id is None else Grant(ids[g.reservation_id], g.headroom_usd) for g in grants]
+
+        if not requests:
+            return []
+        with self._lock:
+            return self._run("reserve in", decide)
+
+    def release(self, reservation_ids: Sequence[int]) -> None:
+        if not reservation_ids:
+            return
+        with self._lock:
+            self._run(
+                "release in",
+                lambda db: db.execute(
+                    "DELETE FROM leadtime_budget_reservations WHERE id = ANY(%s)", (list(reservation_ids),)
+                ),
+            )
+
+    def reserved(self, budget: str, now: datetime) -> float:
+        rows = self._query(
+            "SELECT COALESCE(SUM(amount_usd), 0.0) FROM leadtime_budget_reservations"
+            " WHERE budget = %s AND expires_us > %s",
+            (budget, to_us(now)),
+        )
+        return float(rows[0][0])
+
+    # -- reading back, closing ----------------------------------------------------------------------------
+    def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:
+        where, args = ("WHERE pool_id = %s", (pool_id,)) if pool_id is not None else ("", ())
+        rows = self._query(f"SELECT {COLUMNS} FROM leadtime_ledger_entries {where} ORDER BY start_us, pool_id", args)
+        return [from_row(r) for r in rows]
+
+    def schema_version(self) -> int:
+        return int(self._query("SELECT max(version) FROM leadtime_schema_migrations", ())[0][0])
+
+    def close(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    def __enter__(self) -> PostgresLedger:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------------------------
+    def _connection(self) -> Connection:
+        if self._db is None or self._db.closed or self._db.broken:
+            if self._db is not None:
+                self._db.close()
+            self._db = None
+            self._db = psycopg.connect(
+                psycopg.conninfo.make_conninfo(self._url, **self._options),
+                password=self._password,
+                connect_timeout=self._connect_timeout,
+                application_name="leadtime",
+                autocommit=True,
+            )
+        return self._db
+
+    def _run(self, action: str, work: Callable[[Connection], T]) -> T:
+        try:
+            return work(self._connection())
+        except psycopg.Error as exc:
+            raise LedgerUnavailable(f"cannot {action} the PostgreSQL ledger at {self.where}: {_reason(exc)}") from None
+
+    def _query(self, query: str, args: Sequence[object]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._run("read", lambda db: db.execute(query, tuple(args)).fetchall())
+
+    def _migrate(self, db: Connection) -> None:
+        with db.transaction():
+            db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+            db.execute(
+                "CREATE TABLE IF NOT EXISTS leadtime_schema_migrations"
+                " (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            row = db.execute("SELECT COALESCE(max(version), 0) FROM leadtime_schema_migrations").fetchone()
+            current = int(row[0]) if row is not None else 0
+            if current > SCHEMA_VERSION:
+                raise LedgerUnavailable(
+                    f"the PostgreSQL ledger at {self.where} has schema {current}, newer than this release knows "
+                    f"({SCHEMA_VERSION}): run a newer leadtime"
+                )
+            for version, statements in MIGRATIONS:
+                if version > current:
+                    for statement in statements:
+                        db.execute(statement)
+                    db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
+
+
+def _recorded(db: Connection, requests: Sequence[ReservationRequest]) -> list[float]:
+    """Recorded spend of each request's pools in its period, by the request's place."""
+    rows = [
+        (i, pool, to_us(r.period_start), to_us(r.period_end))
+        for i, r in enumerate(requests)
+        for pool in sorted(set(r.pools))
+    ]
+    recorded = [0.0] * len(requests)
+    if rows:
+        for i, spent in db.execute(
+            "SELECT q.i, SUM(x.cost_usd) FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[])"
+            " AS q (i, pool_id, period_start, period_end)"
+            " JOIN leadtime_ledger_entries AS x ON x.pool_id = q.pool_id"
+            " AND x.start_us >= q.period_start AND x.start_us < q.period_end GROUP BY q.i",
+            [list(column) for column in zip(*rows, strict=True)],
+        ).fetchall():
+            recorded[int(i)] = float(spent)
+    return recorded
+
+
+def _write(db: Connection, entries: Sequence[LedgerEntry]) -> None:
+    """Store ``entries`` as ``resolve`` says: first folded within the batch with ``resolve`` itself, then against
+    what is stored in one upsert whose condition is ``resolve``'s rule in SQL (a stored real entry is kept; a
+    stored mark gives way to a real entry or to a mark with more units). The contract tests hold both to the same
+    results as the other ledgers."""
+    if not entries:
+        return
+    batch: dict[tuple[str, datetime], LedgerEntry] = {}
+    for entry in entries:
+        key = (entry.pool_id, entry.start)
+        kept = resolve(batch.get(key), entry)
+        if kept is not None:
+            batch[key] = kept
+    columns = list(zip(*(to_row(e) for e in batch.values()), strict=True))
+    db.execute(
+        f"INSERT INTO leadtime_ledger_entries AS x ({COLUMNS})"
+        " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::integer[], %s::float8[])"
+        " ON CONFLICT (pool_id, start_us) DO UPDATE SET end_us = EXCLUDED.end_us,"
+        " units = EXCLUDED.units, cost_usd = EXCLUDED.cost_usd"
+        " WHERE x.end_us = x.start_us AND (EXCLUDED.end_us > EXCLUDED.start_us OR EXCLUDED.units > x.units)",
+        [list(column) for column in columns],
+    )
+
+
+def _describe(url: str) -> str:
+    """Host, port and database of the URL, for messages (never user or password)."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(url)
+    except psycopg.Error:
+        return "the configured url"
+    return f"{info.get('host', '?')}:{info.get('port', 5432)}/{info.get('dbname', '?')}"
+
+
+def _reason(exc: psycopg.Error) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else 'no detail'}"

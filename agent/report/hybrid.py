@@ -1,0 +1,70 @@
+"""The hybrid-fleet section of the simulation report, drawn from the ``hybrid`` part of ``results.json``: what
+each policy's cloud burst cost and how much queueing it avoided against the on-prem-only baseline, overall and
+per demand class."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Mapping
+from typing import Any
+
+
+def hybrid_section(hybrid: Mapping[str, Any] | None) -> str:
+    """Empty unless the scenario has on-prem pools and cloud pools to burst to."""
+    if not hybrid:
+        return ""
+    rows: Mapping[str, Mapping[str, Any]] = hybrid["rows"]
+    note = (
+        f"<p class='note'>On-prem pools ({len(hybrid['onprem_pools'])}, {hybrid['onprem_chips']} chips) are "
+        f"filled first; demand above them bursts to {', '.join(map(html.escape, hybrid['burst_pools']))}. "
+        f"{html.escape(hybrid['method'])}. Demand served by a burst is still in the trace's later steps (the "
+        "trace cannot say how soon those jobs would have finished), so avoided queueing is a lower bound.</p>"
+    )
+    return f"<h2>Hybrid fleet: on-prem first, cloud burst</h2>{note}{_overview(hybrid, rows)}{_per_class(rows)}"
+
+
+def _overview(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) -> str:
+    burst = list(hybrid["burst_pools"])
+    head = "<tr><th>policy</th><th>queued accelerator-hours</th><th>avoided</th><th>on-prem utilization</th>"
+    head += "".join(f"<th>{html.escape(p)} (USD)</th>" for p in burst)
+    head += "<th>burst spend (USD)</th><th>USD per avoided queued accelerator-hour</th>"
+    priced = all(row.get("waiting_cost_usd") is not None for row in rows.values())
+    head += "<th>waiting cost (USD)</th><th>avoided waiting cost (USD)</th></tr>" if priced else "</tr>"
+    body = []
+    for name, row in rows.items():
+        spend = row.get("burst_spend_by_pool_usd", {})
+        cells = "".join(f"<td>{spend[p]:,.0f}</td>" if p in spend else "<td>0</td>" for p in burst)
+        per_hour = row.get("usd_per_avoided_queued_accelerator_hour")
+        body.append(
+            f"<tr><td>{html.escape(name)}</td><td>{row['queued_accelerator_hours']:,.1f}</td>"
+            f"<td>{row.get('avoided_queued_accelerator_hours', 0.0):,.1f}</td>"
+            f"<td>{_percent(row['onprem_utilization'])}</td>{cells}"
+            f"<td>{row.get('burst_spend_usd', 0.0):,.0f}</td>"
+            f"<td>{f'{per_hour:,.2f}' if per_hour is not None else '—'}</td>{_waiting(row) if priced else ''}</tr>"
+        )
+    return f"<table>{head}{''.join(body)}</table>"
+
+
+def _per_class(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    names = list(rows)
+    classes = sorted({c for row in rows.values() for c in row["queued_accelerator_hours_by_class"]})
+    head = "<tr><th>demand class</th>" + "".join(f"<th>{html.escape(n)}</th>" for n in names) + "</tr>"
+    body = []
+    for name in classes:
+        cells = "".join(
+            f"<td>{rows[n]['queued_accelerator_hours_by_class'][name]:,.1f} "
+            f"({rows[n]['hours_with_queue_by_class'][name]:,.1f} h)</td>"
+            for n in names
+        )
+        body.append(f"<tr><td>{html.escape(name)}</td>{cells}</tr>")
+    note = "<p class='note'>Per demand class: queued accelerator-hours (hours in which some of its demand waited).</p>"
+    return f"{note}<table>{head}{''.join(body)}</table>"
+
+
+def _waiting(row: Mapping[str, Any]) -> str:
+    avoided = row.get("avoided_waiting_cost_usd")
+    return f"<td>{row['waiting_cost_usd']:,.0f}</td><td>{f'{avoided:,.0f}' if avoided is not None else '—'}</td>"
+
+
+def _percent(value: float | None) -> str:
+    return f"{value:.1%}" if value is not None else "—"

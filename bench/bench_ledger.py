@@ -1,0 +1,128 @@
+"""Ledger backends compared: SQLite (a file) and PostgreSQL (a real server started for the run, on 127.0.0.1),
+both in this process, on the daemon's per-tick work at fleet scale.
+
+Per tick: charging one observation of 1,000 pools (``SpendMeter.observe``: one write transaction that reads the
+pools' newest entries and records their entries) and reading the spend of 100 budgets of 10 pools each for the
+period and the hour (``SpendMeter.budget_spend``), on both; on PostgreSQL also reserving for 100 scale-ups (one
+per budget) and releasing them. Prints the median and the 90th percentile of each over the measured ticks, each
+PostgreSQL figure's ratio to SQLite's, and recording plus reserving against the 50 ms target.
+
+    .venv/bin/python -m bench.bench_ledger [--pools 1000] [--budgets 100] [--ticks 30]
+
+PostgreSQL runs with ``fsync`` off (the test server's settings): the figures compare the ledgers' own work, not
+the disks. SQLite runs as configured for the daemon (WAL, ``synchronous = FULL``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from agent.ledger.accrual import PoolReading
+from agent.ledger.base import Ledger
+from agent.ledger.meter import SpendMeter
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.reservations import ReservationRequest
+from agent.ledger.sqlite import SqliteLedger
+from agent.planning.budget import Budget
+from tests.postgres.server import PostgresServer, find_bindir
+
+T0 = datetime(2024, 3, 1, tzinfo=UTC)
+TICK = timedelta(minutes=1)
+TARGET_MS = 50.0
+
+
+def budgets(pools: int, count: int) -> list[Budget]:
+    per = max(1, pools // count)
+    return [
+        Budget(
+            name=f"team-{b}", pools=frozenset(f"pool-{p}" for p in range(b * per, (b + 1) * per)), monthly_cap_usd=1e6
+        )
+        for b in range(count)
+    ]
+
+
+def run(ledger: Ledger, pools: int, count: int, ticks: int, warmup: int = 5) -> tuple[list[float], list[float]]:
+    meter = SpendMeter(ledger, timedelta(minutes=5))
+    caps = budgets(pools, count)
+    record_ms: list[float] = []
+    read_ms: list[float] = []
+    for tick in range(warmup + ticks):
+        now = T0 + tick * TICK
+        readings = [PoolReading(f"pool-{p}", now, 1 + (p + tick) % 4, 3.0) for p in range(pools)]
+        started = time.perf_counter()
+        meter.observe(readings)
+        recorded = time.perf_counter()
+        meter.budget_spend(caps, now)
+        done = time.perf_counter()
+        if tick >= warmup:
+            record_ms.append((recorded - started) * 1e3)
+            read_ms.append((done - recorded) * 1e3)
+    return record_ms, read_ms
+
+
+def reserve(ledger: PostgresLedger, pools: int, count: int, ticks: int, warmup: int = 5) -> list[float]:
+    """Reserve for one scale-up per budget, then release them all: the ms per tick."""
+    caps = budgets(pools, count)
+    period = (T0, T0 + timedelta(days=31))
+    reserve_ms: list[float] = []
+    for tick in range(warmup + ticks):
+        now = T0 + tick * TICK
+        started = time.perf_counter()
+        asks = [
+            ReservationRequest(b.name, tuple(sorted(b.pools)), *period, 1e6, 25.0, "bench", timedelta(minutes=10))
+            for b in caps
+        ]
+        grants = ledger.reserve_many(asks, now)
+        ledger.release([g.reservation_id for g in grants if g.reservation_id is not None])
+        if tick >= warmup:
+            reserve_ms.append((time.perf_counter() - started) * 1e3)
+    return reserve_ms
+
+
+def p90(values: list[float]) -> float:
+    return statistics.quantiles(values, n=10)[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pools", type=int, default=1000)
+    parser.add_argument("--budgets", type=int, default=100)
+    parser.add_argument("--ticks", type=int, default=30)
+    args = parser.parse_args()
+    bindir = find_bindir()
+    if bindir is None:
+        raise SystemExit("PostgreSQL server binaries not found: install the Debian package postgresql")
+    server = PostgresServer(bindir)
+    server.start()
+    try:
+        results: dict[str, tuple[list[float], list[float]]] = {}
+        with tempfile.TemporaryDirectory() as work, SqliteLedger(Path(work) / "ledger.sqlite") as sqlite:
+            results["sqlite"] = run(sqlite, args.pools, args.budgets, args.ticks)
+        with PostgresLedger(server.new_database(), server.password) as postgres:
+            results["postgresql"] = run(postgres, args.pools, args.budgets, args.ticks)
+            reserve_ms = reserve(postgres, args.pools, args.budgets, args.ticks)
+    finally:
+        server.stop()
+    print(f"{args.pools} pools, {args.budgets} budgets, {args.ticks} ticks (median / p90, ms)")
+    stat: Callable[[list[float]], str] = lambda v: f"{statistics.median(v):7.1f} / {p90(v):7.1f}"  # noqa: E731
+    for name, (record, read) in results.items():
+        total = [a + b for a, b in zip(record, read, strict=True)]
+        print(f"  {name:10s} record tick {stat(record)}   budget spend {stat(read)}   total {stat(total)}")
+    print(f"  postgresql reserve and release for {args.budgets} scale-ups {stat(reserve_ms)}")
+    (s_rec, s_read), (p_rec, p_read) = results["sqlite"], results["postgresql"]
+    target = statistics.median(p_rec) + statistics.median(reserve_ms)
+    print(
+        f"  postgresql / sqlite: record {statistics.median(p_rec) / statistics.median(s_rec):.2f}x, "
+        f"budget spend {statistics.median(p_read) / statistics.median(s_read):.2f}x; "
+        f"postgresql record + reserve {target:.1f} ms against the {TARGET_MS:.0f} ms target ({target / TARGET_MS:.2f}x)"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,194 @@
+"""What only the AWS adapters do (beyond the shared contract), with boto3 against moto behind the proxy of
+``tests.fakes.aws_api``: error translation at the edge, a node group update running across a restart, launch
+failures found in scaling activities and node group health, and exactly the drained node's instance terminated."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from kubernetes import client as k8s
+
+from actuators.aws_asg import Ec2AutoScalingGroupActuator
+from actuators.aws_eks import EksNodegroupActuator
+from actuators.aws_groups import AutoScalingGroups
+from actuators.kubernetes_drain import KubernetesNodeDrainer
+from config.aws import EKS_NODEGROUP_LABEL, AutoScalingGroupMapping, NodegroupMapping
+from models import ActionStatus, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
+from models.clock import SimulatedClock
+from tests.fakes import kube_objects as objs
+from tests.fakes.aws_api import FakeAwsApi
+from tests.fakes.kube_api import FakeKubeApi
+
+T0 = datetime(2024, 5, 1, tzinfo=UTC)
+
+
+def _asg(fake: FakeAwsApi, clock: SimulatedClock, group: str = "gpu-spot") -> Ec2AutoScalingGroupActuator:
+    clients = fake.clients()
+    mapping = AutoScalingGroupMapping(pool="spot", group=group)
+    return Ec2AutoScalingGroupActuator(AutoScalingGroups(clients.autoscaling, clients.ec2), [mapping], clock)
+
+
+def _eks(fake: FakeAwsApi, clock: SimulatedClock) -> EksNodegroupActuator:
+    clients = fake.clients()
+    groups = AutoScalingGroups(clients.autoscaling, clients.ec2)
+    return EksNodegroupActuator(clients.eks, groups, "ml", [NodegroupMapping(pool="od", nodegroup="p5")], clock)
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "message", "error"),
+    [
+        ("Throttling", 400, "Rate exceeded", TransientActuatorError),
+        ("ScalingActivityInProgress", 400, "Scaling activity is in progress", TransientActuatorError),
+        ("InternalFailure", 500, "internal error", TransientActuatorError),
+        (
+            "AccessDenied",
+            403,
+            "User is not authorized to perform: autoscaling:SetDesiredCapacity",
+            PermanentActuatorError,
+        ),
+        ("ValidationError", 400, "New SetDesiredCapacity value 20 is above max value 16", PermanentActuatorError),
+        (
+            "InsufficientInstanceCapacity",
+            500,
+            "There is no Spot capacity available that matches your request.",
+            CapacityUnavailable,
+        ),
+    ],
+)
+def test_auto_scaling_errors_become_decisions(
+    aws_api: FakeAwsApi, code: str, status: int, message: str, error: type[Exception]
+) -> None:
+    aws_api.add_group("gpu-spot", nodes=1)
+    aws_api.fail("SetDesiredCapacity", code, message, status)
+    with pytest.raises(error, match=code) as raised:
+        _asg(aws_api, SimulatedClock(T0)).resize("spot", 3, "k")
+    assert getattr(raised.value, "pool_id", None) == "spot"
+    assert aws_api.group("gpu-spot")["DesiredCapacity"] == 1
+
+
+@pytest.mark.parametrize(
+    ("code", "status", "error"),
+    [
+        ("ThrottlingException", 429, TransientActuatorError),
+        ("ResourceInUseException", 409, TransientActuatorError),
+        ("AccessDeniedException", 403, PermanentActuatorError),
+        ("ResourceNotFoundException", 404, PermanentActuatorError),
+    ],
+)
+def test_eks_errors_become_decisions(aws_api: FakeAwsApi, code: str, status: int, error: type[Exception]) -> None:
+    aws_api.add_nodegroup("ml", "p5", nodes=1)
+    aws_api.fail("UpdateNodegroupConfig", code, f"{code} from EKS", status)
+    with pytest.raises(error, match=code):
+        _eks(aws_api, SimulatedClock(T0)).resize("od", 3, "k")
+
+
+def test_a_restart_during_a_node_group_update_starts_no_second_update(aws_api: FakeAwsApi) -> None:
+    aws_api.add_nodegroup("ml", "p5", nodes=1)
+    clock = SimulatedClock(T0)
+    first = _eks(aws_api, clock).resize("od", 3, "up")
+    assert first.status is ActionStatus.STARTED
+
+    after = _eks(aws_api, clock)  # a new process: no memory of the key, only what EKS reports
+    (state,) = after.list_pools()
+    assert state.in_flight_operation is not None and state.in_flight_operation in first.detail
+    assert (state.ready_units, state.target_units) == (1, 3)
+    assert after.resize("od", 3, "up").status is ActionStatus.DONE  # the same planned action: already asked
+    with pytest.raises(TransientActuatorError, match="still in progress"):
+        after.resize("od", 4, "up-more")  # a new target waits for the running update
+    assert aws_api.calls("UpdateNodegroupConfig") == 1
+
+    aws_api.settle()
+    (state,) = after.list_pools()
+    assert (state.ready_units, state.target_units, state.in_flight_operation) == (3, 3, None)
+
+
+def test_a_repeated_client_request_token_is_one_update(aws_api: FakeAwsApi) -> None:
+    aws_api.add_nodegroup("ml", "p5", nodes=1)
+    clock = SimulatedClock(T0)
+    first = _eks(aws_api, clock).resize("od", 2, "same-key")
+    aws_api.finish_operations()
+    again = _eks(aws_api, clock).resize("od", 2, "same-key")
+    assert again.status is ActionStatus.DONE
+    assert aws_api.calls("UpdateNodegroupConfig") == 1
+    assert first.status is ActionStatus.STARTED
+
+
+def test_a_spot_launch_failure_is_failed_units_then_removed_and_refused(aws_api: FakeAwsApi) -> None:
+    aws_api.add_group("gpu-spot", nodes=1)
+    clock = SimulatedClock(T0)
+    aws_api.arm_late_stockout()
+    assert _asg(aws_api, clock).resize("spot", 4, "up").status is ActionStatus.STARTED
+    aws_api.settle()  # the group records a failed launch: InsufficientInstanceCapacity in us-east-1a
+
+    clock.advance(timedelta(minutes=20))  # long after the failure: still failed units until removed
+    actuator = _asg(aws_api, clock)
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 3)
+    with pytest.raises(CapacityUnavailable, match="InsufficientInstanceCapacity") as refused:
+        actuator.resize("spot", 5, "up-again")
+    assert "us-east-1a" in str(refused.value)
+    assert aws_api.group("gpu-spot")["DesiredCapacity"] == 1  # back to what exists
+    assert aws_api.calls("SetDesiredCapacity") == 2  # the scale-up, then the removal: never a second scale-up
+
+
+def test_a_recent_launch_failure_refuses_growth_until_it_is_old(aws_api: FakeAwsApi) -> None:
+    aws_api.add_group("gpu-spot", nodes=1)
+    clock = SimulatedClock(T0)
+    aws_api.stockout("gpu-spot")
+    with pytest.raises(CapacityUnavailable):
+        _asg(aws_api, clock).resize("spot", 2, "up")
+    assert aws_api.calls("SetDesiredCapacity") == 0
+    clock.advance(timedelta(minutes=10))
+    assert _asg(aws_api, clock).resize("spot", 2, "later").status is ActionStatus.STARTED
+    assert aws_api.group("gpu-spot")["DesiredCapacity"] == 2
+
+
+def test_a_drain_terminates_exactly_the_drained_instance(
+    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient
+) -> None:
+    group = aws_api.add_nodegroup("ml", "p5", nodes=3)
+    ids = [i["InstanceId"] for i in aws_api.group(group)["Instances"]]
+    found = aws_api.direct.ec2.describe_instances(InstanceIds=ids)["Reservations"]
+    dns = {i["InstanceId"]: i["PrivateDnsName"] for r in found for i in r["Instances"]}
+    for instance_id, name in dns.items():
+        kube_api.put("nodes", objs.node(name, "unused", labels={EKS_NODEGROUP_LABEL: "p5"}, instance=instance_id))
+    clock = SimulatedClock(T0)
+    eks = _eks(aws_api, clock)
+    drainer = KubernetesNodeDrainer(
+        k8s.CoreV1Api(kube_client), clock, {"od": "p5"}, eks, pool_label=EKS_NODEGROUP_LABEL
+    )
+    victim = ids[1]
+
+    assert drainer.drain("od", dns[victim], "drain-1").status is ActionStatus.DONE
+
+    left = aws_api.group(group)
+    assert sorted(i["InstanceId"] for i in left["Instances"]) == sorted(set(ids) - {victim})
+    assert left["DesiredCapacity"] == 2
+    assert aws_api.calls("TerminateInstanceInAutoScalingGroup") == 1
+    (state,) = eks.list_pools()
+    assert (state.ready_units, state.target_units) == (2, 2)  # the node group's size followed its group
+    with pytest.raises(PermanentActuatorError, match="not EC2 instances"):
+        eks.delete_nodes("od", ["no-such-node"], "bad")
+
+
+def test_a_node_group_health_issue_naming_a_capacity_shortage_is_failed_units(aws_api: FakeAwsApi) -> None:
+    group = aws_api.add_nodegroup("ml", "p5", nodes=1)
+    clock = SimulatedClock(T0)
+    aws_api.arm_late_stockout()
+    _eks(aws_api, clock).resize("od", 3, "up")
+    aws_api.finish_operations()
+    actuator = _eks(aws_api, clock)
+    assert actuator.list_pools()[0].failed_units == 0  # launches still under way: nothing says they cannot
+    aws_api.health_issue(
+        "p5",
+        "AsgInstanceLaunchFailures",
+        "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient "
+        "p5.48xlarge capacity in the Availability Zone you requested (us-east-1a).",
+    )
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 2)
+    with pytest.raises(CapacityUnavailable, match="AsgInstanceLaunchFailures"):
+        actuator.resize("od", 4, "up-again")
+    assert aws_api.group(group)["DesiredCapacity"] == 1
+    assert aws_api.calls("UpdateNodegroupConfig") == 2  # the scale-up, then the removal of what cannot launch

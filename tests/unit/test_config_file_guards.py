@@ -1,0 +1,86 @@
+"""The configuration file itself: duplicate keys refused with the key and lines, a size limit checked before
+parsing, one error per real mistake (no echo of a broken list as "too short"), bounded durations."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from config import load_settings
+from config import loader as loader_module
+from config.durations import parse_duration
+from models import ConfigError
+
+VALID = """\
+demand_classes:
+  - name: a
+pools:
+  - id: gpu
+    kind: gpu-node-pool
+    chips_per_unit: 4
+    max_units: 5
+    price_per_chip_hour_usd: 2.0
+    lead_time: 10m
+    serves: [a]
+"""
+
+
+def _problems(path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as refused:
+        load_settings(path)
+    return [str(p) for p in refused.value.problems]
+
+
+def test_the_valid_file_loads(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(VALID)
+    assert load_settings(tmp_path / "c.yaml").pools[0].lead_time == timedelta(minutes=10)
+
+
+def test_a_duplicate_key_is_refused_naming_the_key_and_both_lines(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(VALID + "forecast:\n  step: 5m\n  history: 1d\n  step: 1m\n")
+    assert _problems(tmp_path / "c.yaml") == [
+        "not valid YAML: line 14, column 3: duplicate key 'step' (first given on line 12)"
+    ]
+
+
+def test_a_duplicate_pool_key_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(VALID + "    max_units: 50\n")
+    (problem,) = _problems(tmp_path / "c.yaml")
+    assert "duplicate key 'max_units' (first given on line 7)" in problem
+
+
+def test_a_file_above_the_size_limit_is_refused_before_parsing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(loader_module, "MAX_CONFIG_BYTES", 100)
+    (tmp_path / "c.yaml").write_text(VALID)
+    (problem,) = _problems(tmp_path / "c.yaml")
+    assert problem == f"the file is {len(VALID):,} bytes, above the limit of 100 for a configuration"
+
+
+def test_a_broken_pool_is_reported_once_without_a_false_too_short_error(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(VALID + "    colour: red\n")
+    assert _problems(tmp_path / "c.yaml") == [
+        "pools[0].colour: unknown key (check its spelling and the section it is in)"
+    ]
+
+
+def test_an_empty_pool_list_is_still_too_short(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text("demand_classes:\n  - name: a\npools: []\n")
+    (problem,) = _problems(tmp_path / "c.yaml")
+    assert problem.startswith("pools: Tuple should have at least 1 item")
+
+
+@pytest.mark.parametrize("value", ["1e400", "99999999999d", 1e308, float("inf"), "3651d"])
+def test_durations_are_bounded(value: object) -> None:
+    with pytest.raises(ValueError, match="duration must be at most 3650 days"):
+        parse_duration(value)
+
+
+def test_the_longest_duration_is_accepted() -> None:
+    assert parse_duration("3650d") == timedelta(days=3650)
+
+
+def test_a_nan_duration_is_refused() -> None:
+    with pytest.raises(ValueError, match="must be a number of seconds"):
+        parse_duration(float("nan"))
