@@ -170,3 +170,8 @@ class Settings(_Section):
 
     def pool_specs(self) -> tuple[PoolSpec, ...]:
         return tuple(p.to_spec() for p in self.pools)
+
+    def planning_horizon(self, tick: timedelta | None = None) -> timedelta:
+        """The furthest ahead the agent asks for a forecast: its longest lead time plus one tick."""
+        longest = max((p.lead_time for p in self.pools), default=timedelta(0))
+        return longest + (tick if tick is not None else self.loop.tick_interval)

@@ -110,7 +110,7 @@ def assemble(
     if mode == "dry-run":
         actuator = DryRunActuator(actuator, clock)
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
-    forecaster = parts.forecaster or build_forecaster(settings.forecast)
+    forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
     drainers = _guarded_drainers(parts.drainers, mode, elector, clock)
     agent = Agent(settings, AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier, drainers))
 
