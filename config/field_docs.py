@@ -107,6 +107,8 @@ FIELDS: dict[str, str] = {
     # -- budgets
     "BudgetSettings.name": "Unique budget name, used in metrics and alerts.",
     "BudgetSettings.pools": "Pools whose spend counts against this budget.",
+    "BudgetSettings.remote_pools": "Pools of this budget that other agents run (other clusters or regions) on the "
+    "same PostgreSQL ledger: their recorded spend counts against the cap too.",
     "BudgetSettings.monthly_cap_usd": "Most spend per budget period of one month (USD).",
     "BudgetSettings.hourly_cap_usd": "Most spend in any clock hour (USD).",
     "BudgetSettings.period_start_day": "Day of the month a period starts (1-28).",
