@@ -1,4 +1,5 @@
-"""An in-memory ledger for simulation and tests; same rules as the SQLite one, nothing persisted.
+"""An in-memory ledger for simulation and tests; same rules as the SQLite one (budget reservations included),
+nothing persisted.
 
 Totals are answered from per-pool prefix sums, so a month-long simulation that asks every tick stays linear.
 """

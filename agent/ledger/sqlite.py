@@ -10,7 +10,8 @@ which keeps keys exact and ordering trivial. What a repeated (pool, start) store
 Two guards against losing spend without a word (see ``agent.ledger.guard``): a zero-length file is refused
 unless ``fresh_if_empty`` (it was a ledger whose contents are gone, or a file created by mistake: either way
 month-to-date spend would silently restart at zero), and only one process at a time may open the file for
-writing, enforced by an exclusive lock on ``<path>.lock``.
+writing, enforced by an exclusive lock on ``<path>.lock``. Budget reservations are therefore kept in that
+process (``agent.ledger.reservations.ReservationBook``), decided as the PostgreSQL ledger decides them.
 """
 
 from __future__ import annotations
