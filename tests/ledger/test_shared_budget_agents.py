@@ -1,7 +1,8 @@
 """Two clusters, two agents, one budget on one PostgreSQL ledger: each asks at the same moment for a scale-up costing
 more than half of what is left of the cap. The reservations decide: exactly one agent carries out its scale-up in
 full, the other trims it to what is left (or holds) with a budget skip and an alert, and what both clusters then
-run never costs more than the cap allows.
+run never costs more than the cap allows. A ledger that cannot reserve fails the tick: nothing is carried out until
+it can again.
 
 Each round is seeded: the spend already recorded this month and how much of a second scale-up the cap has room
 for. The agents are the real loop (planner, reservation, executor) on simulated pools and a trace source."""
@@ -15,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 
 from actuators import SimulatedCluster
@@ -25,7 +27,7 @@ from agent.notify import RecordingNotifier
 from agent.sources.trace import TraceSource, read_trace
 from config import settings_from_mapping
 from forecasting.factory import build_forecaster
-from models import AlertKind, LedgerEntry, SkipReason
+from models import AlertKind, LedgerEntry, LedgerUnavailable, SkipReason
 from models.clock import SimulatedClock
 from tests.conftest import TraceWriter
 from tests.postgres.fixtures import POSTGRES, Database
@@ -125,3 +127,23 @@ def test_two_agents_racing_for_one_budget_never_both_get_the_last_dollars(
     finally:
         for ledger in ledgers:
             ledger.close()
+
+
+def test_a_ledger_that_cannot_reserve_holds_the_pools_until_it_can(
+    postgres_database: Database, write_trace: TraceWriter
+) -> None:
+    trace = write_trace({"train": [64.0] * 36}, start=(NOW - timedelta(hours=2)).isoformat(), step="5min")
+    with PostgresLedger(postgres_database.url, postgres_database.password) as ledger:
+        west = agent(config("west", "east", 0, 1_000_000.0), trace, ledger, "west")
+        with psycopg.connect(postgres_database.url, password=postgres_database.password, autocommit=True) as admin:
+            admin.execute("ALTER TABLE leadtime_budget_reservations RENAME TO away")  # the server refuses reserving
+            with pytest.raises(LedgerUnavailable, match="cannot reserve in the PostgreSQL ledger"):
+                west.run_once(NOW)
+            assert [p.target_units for p in west.parts.actuator.list_pools()] == [0]  # held: nothing carried out
+            admin.execute("ALTER TABLE away RENAME TO leadtime_budget_reservations")
+        later = NOW + timedelta(minutes=5)
+        report = west.run_once(later)
+        assert added_units(report) > 0 and [p.target_units for p in west.parts.actuator.list_pools()] != [0]
+        assert ledger.reserved("team-0", later) == pytest.approx(
+            added_units(report) * CHIPS * PRICE_PER_CHIP * (MONTH[1] - later) / timedelta(hours=1)
+        )
