@@ -112,7 +112,11 @@ def assemble(
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
     forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
     drainers = _guarded_drainers(parts.drainers, mode, elector, clock)
-    agent = Agent(settings, AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier, drainers))
+    agent = Agent(
+        settings,
+        AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier, drainers),
+        holder=identity,
+    )
 
     metrics = DaemonMetrics(parts.registry)
     health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))
