@@ -45,7 +45,11 @@ def helios_settings(kube_url: str | None, mode_tick: timedelta = timedelta(secon
             ),
         }
     )
-    return base.model_copy(update={"daemon": daemon, "loop": base.loop.model_copy(update={"tick_interval": mode_tick})})
+    # These scenarios test election, state and failure handling, not forecasting: the calibrated last value keeps
+    # their refits cheap (the configured `auto` trains LightGBM boosters at every refit).
+    forecast = base.forecast.model_copy(update={"model": "last-value"})
+    loop = base.loop.model_copy(update={"tick_interval": mode_tick})
+    return base.model_copy(update={"daemon": daemon, "loop": loop, "forecast": forecast})
 
 
 @dataclass

@@ -35,6 +35,8 @@ from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi, RequestRecord
 from tests.fakes.prometheus_api import FakePrometheusApi
 
+# One worker runs the whole module, so the scenarios (the module's fixture) run once, not once per worker.
+pytestmark = pytest.mark.xdist_group("rbac")
 needs_kubectl = pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: it renders the RBAC to check")
 MODES = ("dry-run", "enforce")
 _Fake = TypeVar("_Fake", FakeKubeApi, FakeGkeApi, FakePrometheusApi)
