@@ -17,6 +17,7 @@ from actuators.cloud_wiring import build_cloud_actuators
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
+from agent.daemon.shadow_book import shadow_file
 from agent.daemon.wiring import DaemonParts
 from agent.ledger.factory import open_ledger
 from agent.notify import Notifier
@@ -79,6 +80,7 @@ def live_parts(
         clock=clock,
         kube=kube,
         registry=registry,
+        shadow_file=shadow_file(settings.ledger.backend, settings.ledger.path),
     )
     aws_routes: dict[str, Actuator] = {}
     if settings.aws is not None:
