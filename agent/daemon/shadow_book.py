@@ -32,11 +32,10 @@ class ShadowBook:
         self,
         pools: Sequence[PoolSpec],
         classes: Sequence[str],
-        tick_interval: timedelta,
+        max_interval: timedelta,
         path: Path | None = None,
     ) -> None:
-        # A tick may run late by up to half an interval and still be charged; a longer gap is skipped.
-        self.account = ShadowAccount(pools, classes, tick_interval * 1.5)
+        self.account = ShadowAccount(pools, classes, max_interval)
         self.path = path
         self._lock = threading.Lock()
         if path is not None and path.exists():

@@ -127,7 +127,9 @@ def assemble(
     shadow = None
     if demand is not None:
         classes = [c.name for c in settings.demand_class_models()]
-        shadow = ShadowBook(settings.pool_specs(), classes, settings.loop.tick_interval, parts.shadow_file)
+        # An interval the ledger would charge as a gap (or a tick more than half an interval late) is skipped.
+        longest = max(settings.ledger.gap_after, settings.loop.tick_interval * 1.5)
+        shadow = ShadowBook(settings.pool_specs(), classes, longest, parts.shadow_file)
         metrics.registry.register(ShadowCollector(shadow))
     store = _state_store(settings, parts, identity, environ)
     feed = None if shadow is None or demand is None else (shadow, demand)
