@@ -1,6 +1,6 @@
 """The dry-run shadow account: what the recommendations would have cost and served, beside what ran.
 
-The account of a replayed stretch of the bundled trace is checked against the simulator run on the same window
+The account of a replayed day of the bundled trace is checked against the simulator run on the same window
 (``agent.simulation.runner``): the recommended targets carried out on the simulated cluster, and the pools as
 they ran (held in dry-run). Both sides bill paid units per step at the pool's price and serve each step's
 demand cheapest first with the ready units, so the totals agree to float rounding (relative 1e-9).
@@ -41,14 +41,14 @@ def _state(pool_id: str, ready: int, target: int | None = None) -> PoolState:
     return PoolState(pool_id, TRACE_START, ready, ready if target is None else target)
 
 
-def test_replayed_stretch_matches_the_simulator_on_the_same_window(clock: SimulatedClock) -> None:
+def test_replayed_day_matches_the_simulator_on_the_same_window(clock: SimulatedClock) -> None:
     settings = helios_settings(kube_url=None, mode_tick=STEP)
     cluster = SimulatedCluster(settings.pool_specs(), clock, {POOL: RUNNING})
     replica = scenario_replica("leadtime-a", settings, clock, cluster, "dry-run", kube=None)
     shadow = replica.assembled.shadow
     assert shadow is not None
     started = clock.now()
-    ticks = 6 * 12 + 1  # six hours of intervals
+    ticks = 24 * 12 + 1  # a day of intervals
     recommended: list[int] = []
     for _ in range(ticks):
         clock.advance(STEP)
