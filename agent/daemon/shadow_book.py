@@ -1,9 +1,10 @@
 """Keeping the shadow account of a dry-run daemon: saved after every tick, published as metrics and HTML.
 
-The account (``agent.daemon.shadow``) is written to a JSON file next to the ledger's (``<ledger.path>.shadow.json``),
-replaced atomically, so a restarted daemon continues it; without a file (an in-memory ledger) it lives as long as
-the process. A file that cannot be read is refused with its name and the problem, never silently restarted at
-zero. Each daily report also writes ``shadow-<date>.html`` next to the file.
+The account (``agent.daemon.shadow``) is kept where the ledger keeps spend, so a restarted daemon continues it:
+beside a SQLite ledger in ``<ledger.path>.shadow.json`` (replaced atomically), in a PostgreSQL ledger's
+``leadtime_shadow_accounts`` table (one row per set of pools); with an in-memory ledger it lives as long as the
+process. A saved account that cannot be read is refused with where it is and the problem, never silently
+restarted at zero. Each daily report also writes ``shadow-<date>.html`` beside a SQLite ledger's file.
 """
 
 from __future__ import annotations
@@ -17,14 +18,69 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.daemon.shadow import RUNS, Period, ShadowAccount
+from agent.ledger import Ledger
+from agent.ledger.postgres import PostgresLedger
+from config.ledger import LedgerSettings
 from models import LedgerUnavailable, PoolSpec, PoolState
 
 log = logging.getLogger(__name__)
+
+
+class ShadowStore(Protocol):
+    """Where the account is saved. Both raise ``LedgerUnavailable`` naming the place when they fail."""
+
+    where: str
+
+    def load(self) -> str | None: ...
+
+    def save(self, body: str, now: datetime) -> None: ...
+
+
+class FileShadowStore:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.where = str(path)
+
+    def load(self) -> str | None:
+        try:
+            return self.path.read_text(encoding="utf-8") if self.path.exists() else None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LedgerUnavailable(f"cannot read the shadow account {self.path}: {exc}") from None
+
+    def save(self, body: str, now: datetime) -> None:
+        try:
+            _write_atomically(self.path, body)
+        except OSError as exc:
+            raise LedgerUnavailable(f"cannot save the shadow account to {self.path}: {exc}") from None
+
+
+class PostgresShadowStore:
+    def __init__(self, ledger: PostgresLedger, name: str) -> None:
+        self._ledger = ledger
+        self._name = name
+        self.where = f"the PostgreSQL ledger at {ledger.where} (leadtime_shadow_accounts, name {name!r})"
+
+    def load(self) -> str | None:
+        return self._ledger.load_shadow(self._name)
+
+    def save(self, body: str, now: datetime) -> None:
+        self._ledger.save_shadow(self._name, body, now)
+
+
+def shadow_store(settings: LedgerSettings, ledger: Ledger, pools: Sequence[PoolSpec]) -> ShadowStore | None:
+    """The store beside the configured ledger (``None``: in-memory ledger). In a shared PostgreSQL ledger the
+    account is named by its pools, which no other deployment plans."""
+    if isinstance(ledger, PostgresLedger):
+        return PostgresShadowStore(ledger, ",".join(sorted(p.pool_id for p in pools)))
+    if settings.backend == "sqlite":
+        return FileShadowStore(Path(f"{settings.path}.shadow.json"))
+    return None
 
 
 class ShadowBook:
@@ -33,27 +89,31 @@ class ShadowBook:
         pools: Sequence[PoolSpec],
         classes: Sequence[str],
         max_interval: timedelta,
-        path: Path | None = None,
+        store: ShadowStore | None = None,
+        reports: Path | None = None,
     ) -> None:
+        """``reports``: the directory the daily ``shadow-<date>.html`` goes to (``None``: not written)."""
         self.account = ShadowAccount(pools, classes, max_interval)
-        self.path = path
+        self.store = store
+        self.reports = reports
         self._lock = threading.Lock()
-        if path is not None and path.exists():
+        saved = store.load() if store is not None else None
+        if store is not None and saved is not None:
             try:
-                self.account.load(json.loads(path.read_text(encoding="utf-8")))
-            except (OSError, UnicodeDecodeError, ValueError) as exc:
+                self.account.load(json.loads(saved))
+            except ValueError as exc:  # json.JSONDecodeError is a ValueError
                 raise LedgerUnavailable(
-                    f"cannot continue the shadow account in {path}: {exc}; move the file away to start a new one"
+                    f"cannot continue the shadow account in {store.where}: {exc}; move it away to start a new one"
                 ) from None
 
     def record(
         self, now: datetime, demand: Mapping[str, float], pools: Sequence[PoolState], targets: Mapping[str, int]
     ) -> None:
-        """Account one tick and save; raises ``LedgerUnavailable`` when the file cannot be written."""
+        """Account one tick and save; raises ``LedgerUnavailable`` when it cannot be saved."""
         with self._lock:
             self.account.record(now, demand, pools, targets)
-            if self.path is not None:
-                self._save()
+            if self.store is not None:
+                self.store.save(json.dumps(self.account.to_dict(), sort_keys=True), now)
 
     def snapshot(self) -> Period:
         with self._lock:
@@ -64,19 +124,12 @@ class ShadowBook:
             return render_html(self.account, now)
 
     def write_daily(self, now: datetime) -> Path | None:
-        """The report as ``shadow-<date>.html`` next to the account's file (none without a file)."""
-        if self.path is None:
+        """The report as ``shadow-<date>.html`` in ``reports`` (none without it)."""
+        if self.reports is None:
             return None
-        target = self.path.parent / f"shadow-{now.date().isoformat()}.html"
+        target = self.reports / f"shadow-{now.date().isoformat()}.html"
         _write_atomically(target, self.html(now))
         return target
-
-    def _save(self) -> None:
-        assert self.path is not None
-        try:
-            _write_atomically(self.path, json.dumps(self.account.to_dict(), sort_keys=True))
-        except OSError as exc:
-            raise LedgerUnavailable(f"cannot save the shadow account to {self.path}: {exc}") from None
 
 
 class ShadowCollector(Collector):
@@ -114,11 +167,6 @@ class ShadowCollector(Collector):
         intervals.add_metric(["charged"], total.intervals)
         intervals.add_metric(["skipped"], total.skipped)
         yield from (savings, cost, unserved, demanded, intervals)
-
-
-def shadow_file(ledger_backend: str, ledger_path: str) -> Path | None:
-    """Where the account is kept: next to a SQLite ledger's file; nowhere for the other backends."""
-    return Path(f"{ledger_path}.shadow.json") if ledger_backend == "sqlite" else None
 
 
 def render_html(account: ShadowAccount, now: datetime) -> str:

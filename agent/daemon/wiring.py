@@ -33,7 +33,7 @@ from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.runtime import DaemonRuntime, Schedule
 from agent.daemon.service import Daemon, Elector, SoleReplicaElector
-from agent.daemon.shadow_book import ShadowBook, ShadowCollector
+from agent.daemon.shadow_book import ShadowBook, ShadowCollector, ShadowStore
 from agent.ledger import Ledger
 from agent.loop import Agent, AgentParts
 from agent.notify import Notifier
@@ -63,7 +63,8 @@ class DaemonParts:
     # Where the planner's memory is kept; default: a ConfigMap when ``kube`` is set, else process memory.
     state: StateStore | None = None
     # Where a dry-run daemon keeps its shadow account (``agent.daemon.shadow_book``); ``None``: in process memory.
-    shadow_file: Path | None = None
+    shadow_store: ShadowStore | None = None
+    shadow_reports: Path | None = None  # the directory its daily report file goes to; ``None``: none written
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,7 @@ def assemble(
         classes = [c.name for c in settings.demand_class_models()]
         # An interval the ledger would charge as a gap (or a tick more than half an interval late) is skipped.
         longest = max(settings.ledger.gap_after, settings.loop.tick_interval * 1.5)
-        shadow = ShadowBook(settings.pool_specs(), classes, longest, parts.shadow_file)
+        shadow = ShadowBook(settings.pool_specs(), classes, longest, parts.shadow_store, parts.shadow_reports)
         metrics.registry.register(ShadowCollector(shadow))
     store = _state_store(settings, parts, identity, environ)
     feed = None if shadow is None or demand is None else (shadow, demand)

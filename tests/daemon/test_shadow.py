@@ -19,9 +19,11 @@ import pytest
 from actuators import SimulatedCluster
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.shadow import ShadowAccount
-from agent.daemon.shadow_book import ShadowBook
+from agent.daemon.shadow_book import FileShadowStore, ShadowBook, shadow_store
+from agent.ledger import InMemoryLedger
 from agent.simulation.runner import run_actual, run_schedule
 from agent.simulation.window import select_window
+from config.ledger import LedgerSettings
 from models import CapacityTier, LedgerUnavailable, PoolKind, PoolSpec, PoolState
 from models.clock import SimulatedClock
 from models.demand import AcceleratorFamily
@@ -105,11 +107,13 @@ def test_the_account_survives_a_restart_and_a_damaged_file_is_refused(tmp_path: 
     hour = timedelta(hours=1)
     spec = _pool("gpu", CapacityTier.ON_DEMAND, 10.0, lead=2 * hour)
     path = tmp_path / "ledger.sqlite.shadow.json"
-    book = ShadowBook([spec], ["train"], hour, path)
+    store = shadow_store(LedgerSettings(path=str(tmp_path / "ledger.sqlite")), InMemoryLedger(), [spec])
+    assert isinstance(store, FileShadowStore) and store.path == path
+    book = ShadowBook([spec], ["train"], hour, store)
     book.record(TRACE_START, {}, [_state("gpu", 1)], {"gpu": 4})
     book.record(TRACE_START + hour, {"train": 8.0}, [_state("gpu", 1)], {"gpu": 4})
 
-    again = ShadowBook([spec], ["train"], hour, path)  # a restarted daemon
+    again = ShadowBook([spec], ["train"], hour, FileShadowStore(path))  # a restarted daemon
     assert again.account.to_dict() == book.account.to_dict()
     again.record(TRACE_START + 2 * hour, {"train": 40.0}, [_state("gpu", 1)], {"gpu": 4})
     book.record(TRACE_START + 2 * hour, {"train": 40.0}, [_state("gpu", 1)], {"gpu": 4})
@@ -118,7 +122,7 @@ def test_the_account_survives_a_restart_and_a_damaged_file_is_refused(tmp_path: 
 
     path.write_text(json.dumps({"version": 1, "total": {}}), encoding="utf-8")
     with pytest.raises(LedgerUnavailable, match=r"shadow account in .*shadow\.json.*'runs'"):
-        ShadowBook([spec], ["train"], hour, path)
+        ShadowBook([spec], ["train"], hour, FileShadowStore(path))
 
 
 def test_report_endpoint_serves_the_account_and_the_daily_file_is_written(
@@ -132,7 +136,7 @@ def test_report_endpoint_serves_the_account_and_the_daily_file_is_written(
         replica.assembled.daemon.tick()
     shadow = replica.assembled.shadow
     assert shadow is not None
-    shadow.path = tmp_path / "ledger.sqlite.shadow.json"
+    shadow.reports = tmp_path
     replica.assembled.daemon.daily_report()
     daily = tmp_path / f"shadow-{clock.now().date().isoformat()}.html"
     savings = f"{shadow.account.total.savings_usd:,.2f} USD"
