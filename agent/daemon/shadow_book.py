@@ -186,7 +186,25 @@ def render_html(account: ShadowAccount, now: datetime) -> str:
         f"<h1>Shadow account (dry-run)</h1><p>As of {html.escape(now.isoformat())}.</p>{head}"
         "<table><tr><th>period</th><th>hours</th><th>recommended USD</th><th>actual USD</th><th>savings USD</th>"
         "<th>recommended unserved chip-h</th><th>actual unserved chip-h</th><th>demand chip-h</th></tr>"
-        f"{body}</table></body></html>\n"
+        f"{body}</table>{_pools(account)}</body></html>\n"
+    )
+
+
+def _pools(account: ShadowAccount) -> str:
+    """What the recommendations would run now, beside what runs, per pool."""
+    last = account.last
+    if last is None:
+        return ""
+    rows = "".join(
+        f"<tr><td>{html.escape(p.pool_id)}</td><td>{last.paid['recommended'].get(p.pool_id, 0)}</td>"
+        f"<td>{last.ready['recommended'].get(p.pool_id, 0)}</td><td>{last.paid['actual'].get(p.pool_id, 0)}</td>"
+        f"<td>{last.ready['actual'].get(p.pool_id, 0)}</td></tr>"
+        for p in account.pools
+    )
+    return (
+        f"<h2>Pools at {html.escape(last.at.isoformat())}</h2><table><tr><th>pool</th><th>recommended units</th>"
+        "<th>of which ready</th><th>running units</th><th>of which ready</th></tr>"
+        f"{rows}</table>"
     )
 
 

@@ -150,7 +150,10 @@ def test_report_endpoint_serves_the_account_and_the_daily_file_is_written(
         host, port = server.address
         with urllib.request.urlopen(f"http://{host}:{port}/report", timeout=5) as response:
             assert response.headers["Content-Type"].startswith("text/html")
-            assert savings in response.read().decode()
+            page = response.read().decode()
+            assert savings in page
+            what_if = shadow.account.what_if[POOL]
+            assert f"<td>{POOL}</td><td>{what_if.target}</td><td>{what_if.ready}</td><td>{RUNNING}</td>" in page
         with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
             assert b"leadtime_shadow_savings_usd_total" in response.read()
     finally:
