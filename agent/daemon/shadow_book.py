@@ -175,7 +175,7 @@ def render_html(account: ShadowAccount, now: datetime) -> str:
     total = account.total
     head = (
         f"<p>Following the recommendations would have saved <b>{total.savings_usd:,.2f} USD</b> over "
-        f"{total.hours:,.1f} h ({total.intervals} intervals charged, {total.skipped} skipped for missing data or "
+        f"{total.hours:,.2f} h ({total.intervals} intervals charged, {total.skipped} skipped for missing data or "
         f"gaps). Unserved demand: recommended {total.runs['recommended'].unserved_chip_hours:,.2f}, actual "
         f"{total.runs['actual'].unserved_chip_hours:,.2f} chip-hours.</p>"
     )
