@@ -79,6 +79,7 @@ class AgentLoopAdapter:
     ) -> None:
         self._agent = agent
         self._shadow = shadow  # dry-run: what the recommendations would have cost, and the demand read
+        self._reload_shadow = False
         self._pools = pools
         self.keeper = MemoryKeeper(state)
         self._leadership = leadership
@@ -90,6 +91,7 @@ class AgentLoopAdapter:
 
     def resume(self) -> None:
         self.keeper.resume()
+        self._reload_shadow = self._shadow is not None  # read back before the next tick accounts (never raises)
 
     def run_once(self, now: datetime) -> DaemonTickReport:
         errors: list[Exception] = []
@@ -111,6 +113,9 @@ class AgentLoopAdapter:
         if self._shadow is not None:
             book, demand = self._shadow
             try:
+                if self._reload_shadow:  # a saved account this replica has not seen is never overwritten
+                    book.reload()
+                    self._reload_shadow = False
                 book.record(now, demand.newest_step(now), self._pools.last, report.plan.targets)
             except LedgerUnavailable as exc:  # the tick decided and recorded; only the shadow account is behind
                 errors.append(exc)

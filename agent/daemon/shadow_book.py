@@ -97,14 +97,22 @@ class ShadowBook:
         self.store = store
         self.reports = reports
         self._lock = threading.Lock()
+        self.reload()
+
+    def reload(self) -> None:
+        """Continue from the saved account, if there is one: at start, and when this replica becomes the leader
+        (another replica sharing the PostgreSQL ledger may have kept it meanwhile)."""
+        store = self.store
         saved = store.load() if store is not None else None
-        if store is not None and saved is not None:
-            try:
+        if store is None or saved is None:
+            return
+        try:
+            with self._lock:
                 self.account.load(json.loads(saved))
-            except ValueError as exc:  # json.JSONDecodeError is a ValueError
-                raise LedgerUnavailable(
-                    f"cannot continue the shadow account in {store.where}: {exc}; move it away to start a new one"
-                ) from None
+        except ValueError as exc:  # json.JSONDecodeError is a ValueError
+            raise LedgerUnavailable(
+                f"cannot continue the shadow account in {store.where}: {exc}; move it away to start a new one"
+            ) from None
 
     def record(
         self, now: datetime, demand: Mapping[str, float], pools: Sequence[PoolState], targets: Mapping[str, int]

@@ -67,3 +67,17 @@ def test_a_damaged_account_is_refused_naming_where_it_is(postgres_database: Data
     ledger.close()
     with pytest.raises(LedgerUnavailable, match=r"leadtime_shadow_accounts, name 'gpu'.*missing or malformed"):
         _book(postgres_database, [SPEC])
+
+
+def test_a_new_leader_continues_the_account_the_previous_leader_kept(postgres_database: Database) -> None:
+    standby, standby_ledger = _book(postgres_database, [SPEC])  # started while the other replica led
+    leader, leader_ledger = _book(postgres_database, [SPEC])
+    leader.record(T0, {}, _pools(2), {"gpu": 2})
+    leader.record(T0 + HOUR, {"train": 8.0}, _pools(2), {"gpu": 2})
+    assert standby.account.total.intervals == 0
+    standby.reload()  # what the daemon does when this replica becomes the leader, before it accounts
+    assert standby.account.to_dict() == leader.account.to_dict()
+    standby.record(T0 + 2 * HOUR, {"train": 8.0}, _pools(2), {"gpu": 2})
+    assert standby.account.total.runs["actual"].cost_usd == pytest.approx(2 * 2 * 10.0)
+    standby_ledger.close()
+    leader_ledger.close()
