@@ -18,9 +18,12 @@ import pytest
 
 from actuators import SimulatedCluster
 from agent.daemon.endpoints import EndpointServer
+from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
 from agent.daemon.shadow import ShadowAccount
 from agent.daemon.shadow_book import FileShadowStore, ShadowBook, shadow_store
+from agent.daemon.wiring import DaemonParts, assemble
 from agent.ledger import InMemoryLedger
+from agent.notify import RecordingNotifier
 from agent.simulation.runner import run_actual, run_schedule
 from agent.simulation.window import select_window
 from config.ledger import LedgerSettings
@@ -166,3 +169,34 @@ def test_enforce_mode_keeps_no_shadow_account(clock: SimulatedClock) -> None:
     replica = scenario_replica("leadtime-a", settings, clock, cluster, "enforce", kube=None)
     assert replica.assembled.shadow is None
     assert replica.assembled.metrics.registry.get_sample_value("leadtime_shadow_savings_usd_total") is None
+
+
+def test_a_replica_that_becomes_the_leader_continues_the_saved_account(clock: SimulatedClock, tmp_path: Path) -> None:
+    settings = helios_settings(kube_url=None, mode_tick=STEP)
+    store = FileShadowStore(tmp_path / "ledger.sqlite.shadow.json")
+    cluster = SimulatedCluster(settings.pool_specs(), clock, {POOL: RUNNING})
+    parts = DaemonParts(
+        source=ShiftedTraceSource(helios_trace(), TRACE_START, clock.now()),
+        actuator=RehearsalCluster(cluster, clock),
+        ledger=InMemoryLedger(),
+        notifier=RecordingNotifier(),
+        clock=clock,
+        shadow_store=store,
+    )
+    assembled = assemble(settings, "dry-run", parts, {"POD_NAME": "leadtime-a", "POD_NAMESPACE": "leadtime"})
+    assembled.endpoints.stop()
+    shadow = assembled.shadow
+    assert shadow is not None
+    # what the previous leader saved after this replica started: two intervals charged up to now
+    kept = ShadowAccount(settings.pool_specs(), shadow.account.classes, shadow.account.max_interval)
+    demand = dict.fromkeys(shadow.account.classes, 8.0)
+    running = [PoolState(POOL, clock.now(), RUNNING, RUNNING)]
+    for i in range(3):
+        kept.record(clock.now() + (i - 2) * STEP, demand, running, {POOL: RUNNING})
+    store.save(json.dumps(kept.to_dict()), clock.now())
+
+    assembled.daemon.elect()  # this replica leads from now on
+    clock.advance(STEP)
+    assembled.daemon.tick()
+    assert shadow.account.total.intervals == 3  # the two saved intervals and the one since
+    assert shadow.account.total.runs["actual"].cost_usd == pytest.approx(3 * RUNNING * 29.36 / 12)
