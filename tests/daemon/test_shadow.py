@@ -3,7 +3,9 @@
 The account of a replayed day of the bundled trace is checked against the simulator run on the same window
 (``agent.simulation.runner``): the recommended targets carried out on the simulated cluster, and the pools as
 they ran (held in dry-run). Both sides bill paid units per step at the pool's price and serve each step's
-demand cheapest first with the ready units, so the totals agree to float rounding (relative 1e-9).
+demand cheapest first with the ready units, so the totals agree to float rounding (relative 1e-9). The daemons
+here forecast with the last value: the accounting does not depend on the model, and the configured one makes a
+test take tens of seconds.
 """
 
 from __future__ import annotations
@@ -21,16 +23,17 @@ from agent.daemon.endpoints import EndpointServer
 from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
 from agent.daemon.shadow import ShadowAccount
 from agent.daemon.shadow_book import FileShadowStore, ShadowBook, shadow_store
-from agent.daemon.wiring import DaemonParts, assemble
+from agent.daemon.wiring import AssembledDaemon, DaemonParts, assemble
 from agent.ledger import InMemoryLedger
 from agent.notify import RecordingNotifier
 from agent.simulation.runner import run_actual, run_schedule
 from agent.simulation.window import select_window
 from config.ledger import LedgerSettings
+from forecasting.last_value import PersistenceForecaster
 from models import CapacityTier, LedgerUnavailable, PoolKind, PoolSpec, PoolState
 from models.clock import SimulatedClock
 from models.demand import AcceleratorFamily
-from tests.daemon.scenario import TRACE_START, helios_settings, helios_trace, scenario_replica
+from tests.daemon.scenario import TRACE_START, helios_settings, helios_trace
 
 STEP = timedelta(minutes=5)  # the trace's step: one tick per step, as the simulator steps
 POOL = "a100-on-demand"
@@ -46,18 +49,39 @@ def _state(pool_id: str, ready: int, target: int | None = None) -> PoolState:
     return PoolState(pool_id, TRACE_START, ready, ready if target is None else target)
 
 
-def test_replayed_day_matches_the_simulator_on_the_same_window(clock: SimulatedClock) -> None:
+def _replica(
+    clock: SimulatedClock, mode: str = "dry-run", store: FileShadowStore | None = None
+) -> tuple[AssembledDaemon, SimulatedCluster]:
+    """A whole daemon on the replayed trace and the simulated cluster (running RUNNING units). The forecaster is
+    the last value (the accounting under test does not depend on the model, and the configured one takes seconds
+    per refit)."""
     settings = helios_settings(kube_url=None, mode_tick=STEP)
     cluster = SimulatedCluster(settings.pool_specs(), clock, {POOL: RUNNING})
-    replica = scenario_replica("leadtime-a", settings, clock, cluster, "dry-run", kube=None)
-    shadow = replica.assembled.shadow
+    parts = DaemonParts(
+        source=ShiftedTraceSource(helios_trace(), TRACE_START, clock.now()),
+        actuator=RehearsalCluster(cluster, clock),
+        ledger=InMemoryLedger(),
+        notifier=RecordingNotifier(),
+        clock=clock,
+        forecaster=PersistenceForecaster(),
+        shadow_store=store,
+    )
+    assembled = assemble(settings, mode, parts, {"POD_NAME": "leadtime-a", "POD_NAMESPACE": "leadtime"})
+    assembled.endpoints.stop()  # driven job by job; the endpoint test serves on a server of its own
+    return assembled, cluster
+
+
+def test_replayed_day_matches_the_simulator_on_the_same_window(clock: SimulatedClock) -> None:
+    settings = helios_settings(kube_url=None, mode_tick=STEP)
+    replica, cluster = _replica(clock)
+    shadow = replica.shadow
     assert shadow is not None
     started = clock.now()
     ticks = 24 * 12 + 1  # a day of intervals
     recommended: list[int] = []
     for _ in range(ticks):
         clock.advance(STEP)
-        replica.assembled.daemon.tick()
+        replica.daemon.tick()
         recommended.append(shadow.account.what_if[POOL].target)
     assert cluster.scale_actions == 0  # dry-run: the pool ran RUNNING units all along
     assert len(set(recommended)) > 1  # the recommendations moved, so lead times and billing are exercised
@@ -79,7 +103,7 @@ def test_replayed_day_matches_the_simulator_on_the_same_window(clock: SimulatedC
         assert got.unserved_chip_hours == pytest.approx(simulated.unserved_accelerator_hours, rel=TOLERANCE)
         assert got.demanded_chip_hours == pytest.approx(simulated.demanded_accelerator_hours, rel=TOLERANCE)
     assert total.savings_usd == pytest.approx(actual.cost_usd - schedule.cost_usd, rel=TOLERANCE)
-    registry = replica.assembled.metrics.registry
+    registry = replica.metrics.registry
     assert registry.get_sample_value("leadtime_shadow_savings_usd_total") == pytest.approx(total.savings_usd)
     assert registry.get_sample_value("leadtime_shadow_cost_usd_total", {"run": "actual"}) == pytest.approx(
         actual.cost_usd, rel=TOLERANCE
@@ -131,23 +155,19 @@ def test_the_account_survives_a_restart_and_a_damaged_file_is_refused(tmp_path: 
 def test_report_endpoint_serves_the_account_and_the_daily_file_is_written(
     clock: SimulatedClock, tmp_path: Path
 ) -> None:
-    settings = helios_settings(kube_url=None, mode_tick=STEP)
-    cluster = SimulatedCluster(settings.pool_specs(), clock, {POOL: RUNNING})
-    replica = scenario_replica("leadtime-a", settings, clock, cluster, "dry-run", kube=None)
+    replica, _ = _replica(clock)
     for _ in range(3):
         clock.advance(STEP)
-        replica.assembled.daemon.tick()
-    shadow = replica.assembled.shadow
+        replica.daemon.tick()
+    shadow = replica.shadow
     assert shadow is not None
     shadow.reports = tmp_path
-    replica.assembled.daemon.daily_report()
+    replica.daemon.daily_report()
     daily = tmp_path / f"shadow-{clock.now().date().isoformat()}.html"
     savings = f"{shadow.account.total.savings_usd:,.2f} USD"
     assert savings in daily.read_text(encoding="utf-8")
 
-    server = EndpointServer(
-        "127.0.0.1", 0, replica.assembled.health, replica.assembled.metrics, clock, report=shadow.html
-    )
+    server = EndpointServer("127.0.0.1", 0, replica.health, replica.metrics, clock, report=shadow.html)
     server.start()
     try:
         host, port = server.address
@@ -164,27 +184,15 @@ def test_report_endpoint_serves_the_account_and_the_daily_file_is_written(
 
 
 def test_enforce_mode_keeps_no_shadow_account(clock: SimulatedClock) -> None:
-    settings = helios_settings(kube_url=None, mode_tick=STEP)
-    cluster = SimulatedCluster(settings.pool_specs(), clock)
-    replica = scenario_replica("leadtime-a", settings, clock, cluster, "enforce", kube=None)
-    assert replica.assembled.shadow is None
-    assert replica.assembled.metrics.registry.get_sample_value("leadtime_shadow_savings_usd_total") is None
+    replica, _ = _replica(clock, "enforce")
+    assert replica.shadow is None
+    assert replica.metrics.registry.get_sample_value("leadtime_shadow_savings_usd_total") is None
 
 
 def test_a_replica_that_becomes_the_leader_continues_the_saved_account(clock: SimulatedClock, tmp_path: Path) -> None:
     settings = helios_settings(kube_url=None, mode_tick=STEP)
     store = FileShadowStore(tmp_path / "ledger.sqlite.shadow.json")
-    cluster = SimulatedCluster(settings.pool_specs(), clock, {POOL: RUNNING})
-    parts = DaemonParts(
-        source=ShiftedTraceSource(helios_trace(), TRACE_START, clock.now()),
-        actuator=RehearsalCluster(cluster, clock),
-        ledger=InMemoryLedger(),
-        notifier=RecordingNotifier(),
-        clock=clock,
-        shadow_store=store,
-    )
-    assembled = assemble(settings, "dry-run", parts, {"POD_NAME": "leadtime-a", "POD_NAMESPACE": "leadtime"})
-    assembled.endpoints.stop()
+    assembled, _ = _replica(clock, store=store)
     shadow = assembled.shadow
     assert shadow is not None
     # what the previous leader saved after this replica started: two intervals charged up to now
