@@ -41,6 +41,14 @@ PARAMS: dict[str, Any] = {
 }
 
 
+def ahead_minutes_within(horizon_minutes: float, minutes: Sequence[int] = TRAIN_AHEAD_MINUTES) -> tuple[int, ...]:
+    """The rungs a caller that forecasts at most ``horizon_minutes`` ahead needs: those below it and the first at
+    or beyond it (beyond the ladder the last rung repeats), so no booster is trained for a horizon never asked."""
+    below = [m for m in minutes if m < horizon_minutes]
+    at_or_beyond = next((m for m in minutes if m >= horizon_minutes), minutes[-1])
+    return tuple(sorted({*below, at_or_beyond}))
+
+
 def ladder(step_ns: int, minutes: Sequence[int] = TRAIN_AHEAD_MINUTES) -> np.ndarray:
     """The steps ahead boosters are trained for: always one step, then each of ``minutes`` in steps."""
     return np.unique([1, *(max(1, round(m * MINUTE_NS / step_ns)) for m in minutes)])

@@ -6,13 +6,16 @@ baseline relies on it. Every other name is built by ``forecasting.registry``.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from config.schema import ForecastSettings
 from forecasting.base import Forecaster
 from forecasting.last_value import PersistenceForecaster
 from forecasting.registry import build
 
 
-def build_forecaster(settings: ForecastSettings) -> Forecaster:
+def build_forecaster(settings: ForecastSettings, horizon: timedelta | None = None) -> Forecaster:
+    """``horizon``: the furthest ahead the caller will ask (the agent's longest lead time plus a tick)."""
     if settings.model == "naive":
         return PersistenceForecaster()
     return build(
@@ -21,4 +24,5 @@ def build_forecaster(settings: ForecastSettings) -> Forecaster:
         lookback=settings.history,
         retrain_interval=settings.retrain_interval,
         reselect_interval=settings.reselect_interval,
+        horizon=horizon,
     )

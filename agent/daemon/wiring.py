@@ -117,11 +117,15 @@ def assemble(
     if mode == "dry-run":
         actuator = DryRunActuator(actuator, clock)
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
-    forecaster = parts.forecaster or build_forecaster(settings.forecast)
+    forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
     drainers = _guarded_drainers(parts.drainers, mode, elector, clock)
     demand = demand_recorder(parts.source) if mode == "dry-run" else None  # the demand the shadow account charges
     source: MetricSource = parts.source if demand is None else demand
-    agent = Agent(settings, AgentParts(source, forecaster, recorder, parts.ledger, parts.notifier, drainers))
+    agent = Agent(
+        settings,
+        AgentParts(source, forecaster, recorder, parts.ledger, parts.notifier, drainers),
+        holder=identity,
+    )
 
     metrics = DaemonMetrics(parts.registry)
     health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from forecasting.boosting import LightGbmPaths, ladder
+from forecasting.boosting import TRAIN_AHEAD_MINUTES, LightGbmPaths, ahead_minutes_within, ladder
 from forecasting.calibrated import CalibratedForecaster
 from forecasting.features import FEATURE_NAMES, SeriesFeatures
 from forecasting.paths import PathModel, PathRequest
@@ -147,3 +147,10 @@ def test_trained_quantiles_stand_without_offsets_when_asked() -> None:
     assert np.allclose(out["q0.9"], last + 5.0)
     offset = CalibratedForecaster("lightgbm", FixedSpread).fit(history, STEP).predict(recent, 3, (0.5, 0.9))
     assert not np.allclose(offset["q0.9"], last + 5.0)  # the default recalibrates the same bases
+
+
+def test_a_known_horizon_trains_only_the_rungs_it_needs() -> None:
+    assert ahead_minutes_within(35) == (5, 10, 15, 30, 45)  # 30-minute lead plus a 5-minute tick
+    assert ahead_minutes_within(10) == (5, 10)
+    assert ahead_minutes_within(11) == (5, 10, 15)
+    assert ahead_minutes_within(600) == TRAIN_AHEAD_MINUTES  # beyond the ladder: the whole ladder, last rung repeats

@@ -185,6 +185,12 @@ def test_broken_rules_are_reported_with_the_basic_mistakes_of_other_sections() -
     assert any(p.startswith("pools[1].serves[0]: demand class 'train' needs gpu") for p in found)
 
 
+def test_a_budgets_remote_pools_must_not_be_this_agents_own() -> None:
+    raw = minimal()
+    raw["budgets"] = [{"name": "cloud", "monthly_cap_usd": 1000, "pools": ["gpu"], "remote_pools": ["east", "gpu"]}]
+    assert problems_of(raw) == ["budgets[0].remote_pools[1]: 'gpu' is this agent's pool: list it in pools"]
+
+
 def test_rules_that_read_an_invalid_section_are_not_run_on_a_guess() -> None:
     raw = minimal()
     raw["pools"][0]["lead_time"] = "-5m"  # pools is invalid: the rules over pools must not guess
