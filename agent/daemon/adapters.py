@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from actuators import Actuator
+from agent.daemon.demand_recorder import DemandRecorder
 from agent.daemon.guard import Leadership
+from agent.daemon.shadow_book import ShadowBook
 from agent.loop import Agent
 from agent.state import MemoryKeeper, StateStore
 from models import (
@@ -25,6 +27,7 @@ from models import (
     BudgetSnapshot,
     CapacityPlan,
     DemandForecast,
+    LedgerUnavailable,
     MetricsUnavailable,
     PoolState,
 )
@@ -66,9 +69,17 @@ class DaemonTickReport:
 
 class AgentLoopAdapter:
     def __init__(
-        self, agent: Agent, pools: PoolStateRecorder, state: StateStore, leadership: Leadership, clock: Clock
+        self,
+        agent: Agent,
+        pools: PoolStateRecorder,
+        state: StateStore,
+        leadership: Leadership,
+        clock: Clock,
+        shadow: tuple[ShadowBook, DemandRecorder] | None = None,
     ) -> None:
         self._agent = agent
+        self._shadow = shadow  # dry-run: what the recommendations would have cost, and the demand read
+        self._reload_shadow = False
         self._pools = pools
         self.keeper = MemoryKeeper(state)
         self._leadership = leadership
@@ -80,6 +91,7 @@ class AgentLoopAdapter:
 
     def resume(self) -> None:
         self.keeper.resume()
+        self._reload_shadow = self._shadow is not None  # read back before the next tick accounts (never raises)
 
     def run_once(self, now: datetime) -> DaemonTickReport:
         errors: list[Exception] = []
@@ -98,6 +110,15 @@ class AgentLoopAdapter:
             ActuatorError(r.pool_id, r.error or "failed") for r in report.results if r.status is ActionStatus.FAILED
         ]
         errors += [e for e in (load_error, save_error) if e is not None]
+        if self._shadow is not None:
+            book, demand = self._shadow
+            try:
+                if self._reload_shadow:  # a saved account this replica has not seen is never overwritten
+                    book.reload()
+                    self._reload_shadow = False
+                book.record(now, demand.newest_step(now), self._pools.last, report.plan.targets)
+            except LedgerUnavailable as exc:  # the tick decided and recorded; only the shadow account is behind
+                errors.append(exc)
         return DaemonTickReport(
             forecasts=tuple(report.forecasts.values()),
             pools=self._pools.last,

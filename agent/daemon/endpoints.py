@@ -1,4 +1,5 @@
-"""The one HTTP server of a replica: ``/healthz`` (alive), ``/readyz`` (recent successful tick), ``/metrics``.
+"""The one HTTP server of a replica: ``/healthz`` (alive), ``/readyz`` (recent successful tick), ``/metrics``, and
+in dry-run ``/report`` (the shadow account as HTML).
 
 Standard library server on its own thread; requests never touch the loop, they only read recorded state.
 """
@@ -7,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -21,8 +24,17 @@ log = logging.getLogger(__name__)
 class EndpointServer:
     """Serves until ``stop``. ``port`` 0 picks a free port; ``address`` tells which one was bound."""
 
-    def __init__(self, bind_address: str, port: int, health: HealthState, metrics: DaemonMetrics, clock: Clock) -> None:
-        handler = _handler_for(health, metrics, clock)
+    def __init__(
+        self,
+        bind_address: str,
+        port: int,
+        health: HealthState,
+        metrics: DaemonMetrics,
+        clock: Clock,
+        report: Callable[[datetime], str] | None = None,
+    ) -> None:
+        handler = _handler_for(health, metrics, clock, report)
+        self._paths = "/healthz /readyz /metrics" + (" /report" if report is not None else "")
         self._server = ThreadingHTTPServer((bind_address, port), handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="leadtime-endpoints", daemon=True)
@@ -34,7 +46,7 @@ class EndpointServer:
 
     def start(self) -> None:
         self._thread.start()
-        log.info("endpoints: serving /healthz /readyz /metrics on %s:%d", *self.address)
+        log.info("endpoints: serving %s on %s:%d", self._paths, *self.address)
 
     def stop(self) -> None:
         if self._thread.is_alive():  # shutdown() would wait forever for a server that never started
@@ -43,7 +55,11 @@ class EndpointServer:
         self._server.server_close()
 
 
-def _handler_for(health: HealthState, metrics: DaemonMetrics, clock: Clock) -> type[BaseHTTPRequestHandler]:
+def _handler_for(
+    health: HealthState, metrics: DaemonMetrics, clock: Clock, report: Callable[[datetime], str] | None
+) -> type[BaseHTTPRequestHandler]:
+    paths = "/healthz, /readyz, /metrics" + (" or /report" if report is not None else "")
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "leadtime"
 
@@ -56,8 +72,10 @@ def _handler_for(health: HealthState, metrics: DaemonMetrics, clock: Clock) -> t
                 self._send(200 if state.ready else 503, f"{state.detail}\n".encode())
             elif path == "/metrics":
                 self._send(200, metrics.exposition(), CONTENT_TYPE_LATEST)
+            elif path == "/report" and report is not None:
+                self._send(200, report(clock.now()).encode(), "text/html; charset=utf-8")
             else:
-                self._send(404, b"not found: try /healthz, /readyz or /metrics\n")
+                self._send(404, f"not found: try {paths}\n".encode())
 
         def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
             self.send_response(status)

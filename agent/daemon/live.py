@@ -8,6 +8,8 @@ come in as arguments, so a deployment (or a test) chooses them. Dry-run and lead
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
 
@@ -17,6 +19,7 @@ from actuators.cloud_wiring import build_cloud_actuators
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
+from agent.daemon.shadow_book import shadow_store
 from agent.daemon.wiring import DaemonParts
 from agent.ledger.factory import open_ledger
 from agent.notify import Notifier
@@ -71,14 +74,17 @@ def live_parts(
     prometheus = settings.prometheus
     assert prometheus is not None  # checked above
     queries = demand_queries(settings.demand_class_models(), prometheus)
+    ledger = open_ledger(settings.ledger)
     parts = DaemonParts(
         source=PrometheusSource.from_settings(prometheus, queries),
         actuator=RoutingActuator({}),  # on-prem pools only: nothing to change
-        ledger=open_ledger(settings.ledger),
+        ledger=ledger,
         notifier=notifier,
         clock=clock,
         kube=kube,
         registry=registry,
+        shadow_store=shadow_store(settings.ledger, ledger, settings.pool_specs()),
+        shadow_reports=Path(settings.ledger.path).parent if settings.ledger.backend == "sqlite" else None,
     )
     aws_routes: dict[str, Actuator] = {}
     if settings.aws is not None:

@@ -26,6 +26,7 @@ from agent.daemon.health import HealthState
 from agent.daemon.lease import ElectionStep
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.ports import AgentLoop, AlertSink, DecisionSink, Resumable, TickReport, Watching
+from agent.daemon.shadow_book import ShadowBook
 from agent.daemon.summary import DailySummary
 from agent.decision_events import decision_events
 from models import ActuatorError, AlertEvent, AlertKind, MetricsUnavailable, Severity
@@ -83,6 +84,7 @@ class Daemon:
         events: KubernetesEventRecorder | None = None,
         decisions: DecisionSink | None = None,
         on_became_leader: Callable[[], None] | None = None,
+        shadow: ShadowBook | None = None,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._loop = loop
@@ -96,6 +98,7 @@ class Daemon:
         self._events = events
         self._decisions = decisions
         self._on_became_leader = on_became_leader
+        self._shadow = shadow
         self._timer = timer  # durations for metrics only; decisions never read it
         self._work = threading.Lock()
         self._stopping = threading.Event()
@@ -159,6 +162,15 @@ class Daemon:
         event = self.summary.close(now, self.identity, self.mode)
         log.info("daily report: %s %s", event.summary, event.details)
         self._deliver(event)
+        if self._shadow is not None:
+            try:
+                written = self._shadow.write_daily(now)
+            except OSError as exc:  # the report is lost for today; the account itself is kept
+                log.warning("shadow report not written: %s", exc)
+                self._metrics.record_error(exc)
+            else:
+                if written is not None:
+                    log.info("shadow report written to %s", written)
 
     # -- shutdown -----------------------------------------------------------------------------------------
     def stop_working(self) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
@@ -22,6 +23,7 @@ from prometheus_client import CollectorRegistry
 from actuators import Actuator, DryRunActuator, DryRunDrainer, NodeDrainer
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
 from agent.daemon.decision_recorder import KubernetesDecisionRecorder
+from agent.daemon.demand_recorder import demand_recorder
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.guard import LeaderOnlyActuator, LeaderOnlyDrainer, Leadership
@@ -31,6 +33,7 @@ from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.runtime import DaemonRuntime, Schedule
 from agent.daemon.service import Daemon, Elector, SoleReplicaElector
+from agent.daemon.shadow_book import ShadowBook, ShadowCollector, ShadowStore
 from agent.ledger import Ledger
 from agent.loop import Agent, AgentParts
 from agent.notify import Notifier
@@ -59,6 +62,9 @@ class DaemonParts:
     registry: CollectorRegistry | None = None
     # Where the planner's memory is kept; default: a ConfigMap when ``kube`` is set, else process memory.
     state: StateStore | None = None
+    # Where a dry-run daemon keeps its shadow account (``agent.daemon.shadow_book``); ``None``: in process memory.
+    shadow_store: ShadowStore | None = None
+    shadow_reports: Path | None = None  # the directory its daily report file goes to; ``None``: none written
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,7 @@ class AssembledDaemon:
     health: HealthState
     endpoints: EndpointServer
     loop: AgentLoopAdapter
+    shadow: ShadowBook | None = None
 
 
 def assemble(
@@ -112,15 +119,26 @@ def assemble(
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
     forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
     drainers = _guarded_drainers(parts.drainers, mode, elector, clock)
+    demand = demand_recorder(parts.source) if mode == "dry-run" else None  # the demand the shadow account charges
+    source: MetricSource = parts.source if demand is None else demand
     agent = Agent(
         settings,
-        AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier, drainers),
+        AgentParts(source, forecaster, recorder, parts.ledger, parts.notifier, drainers),
         holder=identity,
     )
 
     metrics = DaemonMetrics(parts.registry)
     health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))
-    loop = AgentLoopAdapter(agent, recorder, _state_store(settings, parts, identity, environ), elector, clock)
+    shadow = None
+    if demand is not None:
+        classes = [c.name for c in settings.demand_class_models()]
+        # An interval the ledger would charge as a gap (or a tick more than half an interval late) is skipped.
+        longest = max(settings.ledger.gap_after, settings.loop.tick_interval * 1.5)
+        shadow = ShadowBook(settings.pool_specs(), classes, longest, parts.shadow_store, parts.shadow_reports)
+        metrics.registry.register(ShadowCollector(shadow))
+    store = _state_store(settings, parts, identity, environ)
+    feed = None if shadow is None or demand is None else (shadow, demand)
+    loop = AgentLoopAdapter(agent, recorder, store, elector, clock, feed)
     daemon = Daemon(
         loop,
         elector,
@@ -132,9 +150,15 @@ def assemble(
         contact_bound=election.renew_deadline,
         events=events,
         decisions=_decision_recorder(settings, parts, identity, environ),
+        shadow=shadow,
     )
     endpoints = EndpointServer(
-        daemon_settings.endpoints.bind_address, daemon_settings.endpoints.port, health, metrics, clock
+        daemon_settings.endpoints.bind_address,
+        daemon_settings.endpoints.port,
+        health,
+        metrics,
+        clock,
+        report=None if shadow is None else shadow.html,
     )
     schedule = Schedule(
         tick_interval=settings.loop.tick_interval,
@@ -144,7 +168,7 @@ def assemble(
         daily_report_at=daemon_settings.daily_report_at,
     )
     runtime = DaemonRuntime(daemon, schedule, endpoints)
-    return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints, loop)
+    return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints, loop, shadow)
 
 
 def _decision_recorder(

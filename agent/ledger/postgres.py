@@ -7,7 +7,8 @@ takes a transaction-scoped advisory lock on the ledger, so writers (several agen
 write. Readers never wait for the lock.
 
 Budget reservations (``agent.ledger.reservations``) live beside the entries and are decided under the same
-writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them.
+writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them. A dry-run
+daemon's shadow account is kept beside them too, one row per account.
 
 The schema is versioned: ``MIGRATIONS`` are applied in order at open, inside one transaction holding another
 advisory lock, so two agents starting at once apply each migration exactly once. A database whose schema is newer
@@ -67,6 +68,16 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
                 expires_us bigint           NOT NULL
             )""",
             "CREATE INDEX leadtime_budget_reservations_by_budget ON leadtime_budget_reservations (budget, expires_us)",
+        ),
+    ),
+    (
+        3,
+        (
+            """CREATE TABLE leadtime_shadow_accounts (
+                name     text   PRIMARY KEY,
+                body     text   NOT NULL,
+                saved_us bigint NOT NULL
+            )""",
         ),
     ),
 )
@@ -221,6 +232,23 @@ class PostgresLedger:
         return float(rows[0][0])
 
     # -- reading back, closing ----------------------------------------------------------------------------
+    def load_shadow(self, name: str) -> str | None:
+        """The saved shadow account of a dry-run daemon (``agent.daemon.shadow_book``), if there is one."""
+        rows = self._query("SELECT body FROM leadtime_shadow_accounts WHERE name = %s", (name,))
+        return str(rows[0][0]) if rows else None
+
+    def save_shadow(self, name: str, body: str, now: datetime) -> None:
+        """Replace the saved shadow account ``name``; one statement, so a crash keeps the old one or the new."""
+        with self._lock:
+            self._run(
+                "write",
+                lambda db: db.execute(
+                    "INSERT INTO leadtime_shadow_accounts (name, body, saved_us) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (name) DO UPDATE SET body = EXCLUDED.body, saved_us = EXCLUDED.saved_us",
+                    (name, body, to_us(now)),
+                ),
+            )
+
     def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:
         where, args = ("WHERE pool_id = %s", (pool_id,)) if pool_id is not None else ("", ())
         rows = self._query(f"SELECT {COLUMNS} FROM leadtime_ledger_entries {where} ORDER BY start_us, pool_id", args)

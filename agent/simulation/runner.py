@@ -219,6 +219,19 @@ def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str,
     return _drive("actual", OracleController(cluster, recorded), cluster, clock, window, pools, None)
 
 
+def run_schedule(
+    settings: Settings, window: SimulationWindow, targets: Mapping[str, np.ndarray], start: Mapping[str, int]
+) -> PolicyRun:
+    """A schedule of requested units (``targets[pool][t]``, e.g. a dry-run daemon's recommendations) carried out
+    on the simulated cluster from ``start`` units, ready at the start: clamped to the pools' bounds, paid from the
+    request, ready after the lead time; spot units are not interrupted (a schedule cannot react to it)."""
+    pools = [replace(p, spot_interruption_per_hour=0.0) for p in settings.pool_specs()]
+    clock = SimulatedClock(window.index[0].to_pydatetime())
+    cluster = SimulatedCluster(pools, clock, dict(start))
+    schedule = {pool_id: np.asarray(values, dtype=int) for pool_id, values in targets.items()}
+    return _drive("schedule", OracleController(cluster, schedule), cluster, clock, window, pools, None)
+
+
 def _held(values: np.ndarray) -> np.ndarray:
     """Whole units with gaps filled by the last (before the first: the first) recorded value."""
     series = pd.Series(values, dtype=float).ffill().bfill()

@@ -104,6 +104,11 @@ def test_dry_run_mode_reads_the_pools_and_the_nodes_but_changes_nothing(rig: Rig
         ("update", "configmaps", "leadtime-state"),
     }
     assert rig.kube.calls("list", "nodes") > 0 and rig.kube.calls("list", "pods") > 0
+    # the shadow account: kept next to the ledger, charged for the intervals between ticks; the three nodes ran
+    # on while the recommendations drained two of them, so following them would have saved money
+    assert (rig.workdir / "ledger.sqlite.shadow.json").is_file()
+    assert _sample(assembled, "leadtime_shadow_intervals", outcome="charged") == 3.0
+    assert (_sample(assembled, "leadtime_shadow_savings_usd_total") or 0.0) > 0.0
 
 
 @pytest.mark.parametrize(
