@@ -9,14 +9,16 @@ under-cover, so the calibrated forecaster wrapping this corrects them on recent 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lightgbm as lgb
 import numpy as np
 
 from forecasting.features import FEATURE_NAMES, MINUTE_NS, Rows, context_steps, feature_rows
 from forecasting.paths import DAY_NS, PathRequest
 from forecasting.series import SeriesData
+
+if TYPE_CHECKING:
+    import lightgbm as lgb
 
 TRAIN_AHEAD_MINUTES = (1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120)
 PARAMS: dict[str, Any] = {
@@ -64,6 +66,8 @@ class LightGbmPaths:
         x, y, notes = self._training_rows(panel, ahead)
         if len(y) < 500:
             return dict.fromkeys(panel, "too little history to train the global model")
+        import lightgbm as lgb  # slow import, needed only once a model trains
+
         data = lgb.Dataset(x, label=y, feature_name=list(FEATURE_NAMES), free_raw_data=True)
         for level in self.base_levels:
             params = {**PARAMS, "alpha": level, "seed": self.seed}
