@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from config.schema import ForecastSettings
 from forecasting.base import Forecaster
+from forecasting.calibrated import last_value_forecaster
 from forecasting.last_value import PersistenceForecaster
-from forecasting.registry import build
+from forecasting.registry import FAMILIES, build
 
 
 def build_forecaster(settings: ForecastSettings) -> Forecaster:
@@ -22,3 +23,11 @@ def build_forecaster(settings: ForecastSettings) -> Forecaster:
         retrain_interval=settings.retrain_interval,
         reselect_interval=settings.reselect_interval,
     )
+
+
+def stand_in_forecaster(settings: ForecastSettings) -> Forecaster | None:
+    """A cheap model to forecast with while the configured one is first fitted (the calibrated last value,
+    fitted in well under a second), or None when the configured model is a baseline and as cheap itself."""
+    if FAMILIES.get(settings.model) == "baseline":
+        return None
+    return last_value_forecaster()

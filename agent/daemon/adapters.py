@@ -16,7 +16,7 @@ from datetime import datetime
 
 from actuators import Actuator
 from agent.daemon.guard import Leadership
-from agent.loop import Agent
+from agent.loop import Agent, StagedRefit
 from agent.state import MemoryKeeper, StateStore
 from models import (
     ActionResult,
@@ -112,3 +112,6 @@ class AgentLoopAdapter:
 
     def refit(self, now: datetime) -> None:
         self._agent.refit(now)
+
+    def stage_refit(self, now: datetime) -> StagedRefit:
+        return self._agent.stage_refit(now)

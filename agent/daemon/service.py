@@ -9,7 +9,9 @@ injected clock, so tests drive it directly with a simulated clock.
 * A replica that becomes the leader asks the loop to resume (reload the state the previous leader saved)
   before its first tick as leader.
 * A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh.
-* A tick and a refit never overlap (they share the loop's models); on shutdown the one in progress finishes.
+* A tick and a refit never overlap on the loop's models: a loop that refits apart fits a copy while ticks go on
+  and swaps it in between two ticks (so the first tick need not wait for the first fit); any other loop's refit
+  holds ticks off. On shutdown the tick or refit in progress finishes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.health import HealthState
 from agent.daemon.lease import ElectionStep
 from agent.daemon.metrics import DaemonMetrics
-from agent.daemon.ports import AgentLoop, AlertSink, DecisionSink, Resumable, TickReport, Watching
+from agent.daemon.ports import AgentLoop, AlertSink, DecisionSink, RefitsApart, Resumable, TickReport, Watching
 from agent.daemon.summary import DailySummary
 from agent.decision_events import decision_events
 from models import ActuatorError, AlertEvent, AlertKind, MetricsUnavailable, Severity
@@ -140,19 +142,32 @@ class Daemon:
                 self._standby_tick(now)
 
     def refit(self) -> None:
-        with self._work:
-            if self._stopping.is_set():
-                return
-            now = self._clock.now()
-            started = self._timer()
-            try:
-                self._loop.refit(now)
-            except Exception as exc:  # a failed refit keeps the previous models; never fatal
-                log.exception("refit failed; ticks keep the previous models")
-                self._metrics.record_error(exc)
-                self.summary.add_error(exc)
-            finally:
-                self._metrics.refit_duration.observe(self._timer() - started)
+        """Refit the models. A loop that refits apart (``RefitsApart``) holds ticks off only while it reads the
+        history and while it swaps the fitted model in; ticks go on with the previous model while it fits."""
+        if self._stopping.is_set():
+            return
+        now = self._clock.now()
+        started = self._timer()
+        try:
+            if isinstance(self._loop, RefitsApart):
+                with self._work:
+                    if self._stopping.is_set():
+                        return
+                    staged = self._loop.stage_refit(now)
+                staged.fit()
+                with self._work:
+                    staged.install()
+            else:
+                with self._work:
+                    if self._stopping.is_set():
+                        return
+                    self._loop.refit(now)
+        except Exception as exc:  # a failed refit keeps the previous models; never fatal
+            log.exception("refit failed; ticks keep the previous models")
+            self._metrics.record_error(exc)
+            self.summary.add_error(exc)
+        finally:
+            self._metrics.refit_duration.observe(self._timer() - started)
 
     def daily_report(self) -> None:
         now = self._clock.now()
@@ -162,7 +177,8 @@ class Daemon:
 
     # -- shutdown -----------------------------------------------------------------------------------------
     def stop_working(self) -> None:
-        """Start no new tick or refit, and wait for the one in progress to finish."""
+        """Start no new tick or refit, and wait for the one in progress to finish (a model fitting apart finishes on
+        its own thread, which the scheduler's shutdown waits for)."""
         self._stopping.set()
         with self._work:
             pass
