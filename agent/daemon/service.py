@@ -100,6 +100,7 @@ class Daemon:
         self._on_became_leader = on_became_leader
         self._timer = timer  # durations for metrics only; decisions never read it
         self._work = threading.Lock()
+        self._refitting = threading.Lock()  # held for a whole refit, its fit beside the ticks included
         self._stopping = threading.Event()
         self._resume = threading.Event()  # set by the election thread, consumed by the next leader tick
         self.summary = DailySummary(clock.now())
@@ -144,30 +145,33 @@ class Daemon:
     def refit(self) -> None:
         """Refit the models. A loop that refits apart (``RefitsApart``) holds ticks off only while it reads the
         history and while it swaps the fitted model in; ticks go on with the previous model while it fits."""
-        if self._stopping.is_set():
-            return
-        now = self._clock.now()
-        started = self._timer()
-        try:
-            if isinstance(self._loop, RefitsApart):
-                with self._work:
-                    if self._stopping.is_set():
-                        return
-                    staged = self._loop.stage_refit(now)
-                staged.fit()
-                with self._work:
-                    staged.install()
-            else:
-                with self._work:
-                    if self._stopping.is_set():
-                        return
+        with self._refitting:
+            if self._stopping.is_set():
+                return
+            now = self._clock.now()
+            started = self._timer()
+            try:
+                self._refit(now)
+            except Exception as exc:  # a failed refit keeps the previous models; never fatal
+                log.exception("refit failed; ticks keep the previous models")
+                self._metrics.record_error(exc)
+                self.summary.add_error(exc)
+            finally:
+                self._metrics.refit_duration.observe(self._timer() - started)
+
+    def _refit(self, now: datetime) -> None:
+        if not isinstance(self._loop, RefitsApart):
+            with self._work:
+                if not self._stopping.is_set():
                     self._loop.refit(now)
-        except Exception as exc:  # a failed refit keeps the previous models; never fatal
-            log.exception("refit failed; ticks keep the previous models")
-            self._metrics.record_error(exc)
-            self.summary.add_error(exc)
-        finally:
-            self._metrics.refit_duration.observe(self._timer() - started)
+            return
+        with self._work:
+            if self._stopping.is_set():
+                return
+            staged = self._loop.stage_refit(now)
+        staged.fit()
+        with self._work:
+            staged.install()
 
     def daily_report(self) -> None:
         now = self._clock.now()
@@ -177,10 +181,12 @@ class Daemon:
 
     # -- shutdown -----------------------------------------------------------------------------------------
     def stop_working(self) -> None:
-        """Start no new tick or refit, and wait for the one in progress to finish (a model fitting apart finishes on
-        its own thread, which the scheduler's shutdown waits for)."""
+        """Start no new tick or refit, and wait for the one in progress to finish (a refit's fit beside the ticks
+        included, while the election goes on renewing the lease)."""
         self._stopping.set()
         with self._work:
+            pass
+        with self._refitting:
             pass
 
     def release(self) -> bool:

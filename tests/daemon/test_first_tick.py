@@ -154,3 +154,20 @@ def test_an_expensive_configured_model_gets_the_calibrated_last_value_as_stand_i
     assert stand_in.name == "naive"
     baseline = settings.forecast.model_copy(update={"model": "persistence"})
     assert stand_in_forecaster(baseline) is None
+
+
+def test_stopping_waits_for_the_fit_in_progress_so_the_election_keeps_renewing_meanwhile() -> None:
+    gate = Gate()
+    assembled = _daemon(GatedForecaster(PersistenceForecaster(), gate), last_value_forecaster())
+    daemon = assembled.daemon
+    daemon.elect()
+    refit = _in_thread(daemon.refit)
+    assert gate.fitting.wait(DEADLINE)
+    stopper = _in_thread(daemon.stop_working)
+    stopper.join(1.0)  # correct code stays blocked here until the gate opens, however long this waits
+    assert stopper.is_alive(), "stop_working returned while the model was still fitting"
+    gate.open.set()
+    stopper.join(DEADLINE)
+    refit.join(DEADLINE)
+    assert not stopper.is_alive()
+    assert gate.fits_done == 1
