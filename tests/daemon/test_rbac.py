@@ -164,8 +164,12 @@ def _live_scenario(
     replicas = []
     for name, link in zip(("leadtime-a", "leadtime-b"), links, strict=True):
         kube = api_client_for(link.url)
-        parts = live_parts(settings, "rbac scenario", rig.clock, RecordingNotifier(), kube, CollectorRegistry())
-        assembled = assemble(settings, mode, parts, {"POD_NAME": name, "POD_NAMESPACE": "leadtime"})
+        # each replica writes its own ledger file (its own pod's volume): one file has one writer
+        own = settings.model_copy(
+            update={"ledger": settings.ledger.model_copy(update={"path": str(rig.workdir / f"{name}.sqlite")})}
+        )
+        parts = live_parts(own, "rbac scenario", rig.clock, RecordingNotifier(), kube, CollectorRegistry())
+        assembled = assemble(own, mode, parts, {"POD_NAME": name, "POD_NAMESPACE": "leadtime"})
         assembled.endpoints.stop()
         replicas.append(assembled)
 
