@@ -2,7 +2,8 @@
 raise the alerts about spend and slow capacity (budget thresholds, projected overspend, stalled scale-ups).
 
 One tick: ``observe`` (charge what was held since the last tick, return budget spend for the planner),
-``acted`` (charge the agent's own scale-ups from this instant; remember them), ``alerts``.
+``reserve`` (reserve the plan's scale-ups against budgets shared with other agents, see
+``agent.budget_reserve``), ``acted`` (charge the agent's own scale-ups from this instant; remember them), ``alerts``.
 """
 
 from __future__ import annotations
@@ -17,9 +18,11 @@ from agent.alerts import (
     projected_overspend_event,
     stalled_scale_up_events,
 )
+from agent.budget_reserve import BudgetReserver, Reserved
 from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
 from agent.ledger.meter import SpendMeter
+from agent.ledger.reservations import Reservations
 from agent.planning.budget import Budget, BudgetSpend, scale_up_charges
 from agent.planning.enforcement import find_overspends
 from config.schema import Settings
@@ -30,8 +33,15 @@ _HISTORY = timedelta(days=32)  # longer than any month period: every scale-up th
 
 
 class BudgetWatch:
-    def __init__(self, settings: Settings, pools: Mapping[str, PoolSpec], ledger: Ledger) -> None:
+    def __init__(
+        self, settings: Settings, pools: Mapping[str, PoolSpec], ledger: Ledger, holder: str = "leadtime"
+    ) -> None:
         self.budgets = [Budget.from_settings(b) for b in settings.budgets]
+        self.reserver = (
+            BudgetReserver(ledger, self.budgets, pools, holder, settings.ledger.reservation_ttl)
+            if self.budgets and isinstance(ledger, Reservations)
+            else None
+        )
         self.meter = SpendMeter(ledger, settings.ledger.gap_after)
         self.pools = pools
         self.stall_factor = settings.alerts.stalled_after_lead_times
@@ -45,14 +55,21 @@ class BudgetWatch:
         self.meter.observe(self._reading(now, s.pool_id, s.target_units) for s in states.values())
         return self.meter.budget_spend(self.budgets, now)
 
+    def reserve(self, now: datetime, plan: CapacityPlan) -> Reserved:
+        """The plan with its scale-ups reserved against the budgets (trimmed or held where not granted)."""
+        return Reserved(plan) if self.reserver is None else self.reserver.reserve(now, plan)
+
     def acted(self, now: datetime, plan: CapacityPlan, results: Sequence[ActionResult]) -> None:
-        """Charge the agent's own scale-ups from now on, and remember them for overspend and stall alerts."""
+        """Charge the agent's own scale-ups from now on, and remember them for overspend and stall alerts; release
+        the reservations of scale-ups not carried out."""
         billed = {r.key for r in results if r.status in _BILLED}
         ups = [r for r in plan.resizes if r.key in billed and r.is_scale_up]
         self.meter.observe(self._reading(now, r.pool_id, r.to_units) for r in ups)
         self._scale_ups = [(at, r) for at, r in self._scale_ups if now - at <= _HISTORY]
         self._scale_ups += [(now, r) for r in ups]
         self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units) for r in ups]
+        if self.reserver is not None:
+            self.reserver.settle(results)
 
     def alerts(
         self, now: datetime, plan: CapacityPlan, spends: Sequence[BudgetSpend], states: Mapping[str, PoolState]

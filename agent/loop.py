@@ -116,6 +116,7 @@ class Agent:
         step: timedelta | None = None,
         planner: PlannerSettings | None = None,
         extra_quantiles: Sequence[float] = (),
+        holder: str = "leadtime",
         stand_in: Forecaster | None = None,
     ) -> None:
         self.settings = settings
@@ -133,7 +134,7 @@ class Agent:
         )
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
-        self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger)
+        self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger, holder)
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
         self._last_tick: datetime | None = None
@@ -198,6 +199,9 @@ class Agent:
                 budgets=spends,
             )
         )
+        reserved = self.budget_watch.reserve(now, plan)
+        plan = reserved.plan
+        alerts.extend(reserved.alerts)
         for skip in plan.skips:
             log.info("skip pool=%s reason=%s detail=%r", skip.pool_id, skip.reason, skip.detail)
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)

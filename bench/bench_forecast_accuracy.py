@@ -1,13 +1,12 @@
-"""Accuracy benchmark: ``auto`` against the baselines and the best single statsmodels model, on real traces.
+"""Accuracy benchmark: every model against ``naive`` (the calibrated last value), level-weighted, on real traces.
 
-Runs the rolling-origin backtest (hourly origins) on each trace given (default: the bundled Helios trace) and
-prints, measured in the same run, the ratio of ``auto``'s pinball loss at the 0.9 quantile (averaged over the
-15/30/60-minute horizons and over series) to that of ``naive`` (calibrated last value), ``persistence`` (bare
-last value), ``last-value`` (the previous default), ``seasonal_naive`` and the best statsmodels model, for
-per-tenant series and for aggregates (series named ``*/total``) separately, with the 0.9 coverage. Not a timed
-test: it takes minutes.
+Runs the rolling-origin backtest (hourly origins, 14 days of history per fit) on the bundled traces: the Helios
+trace's last week (tenants and the total reported apart) and the ServeGen LLM-serving models (their last 3 days).
+Prints, measured in the same run, per group and horizon: each model's level-weighted pinball loss at q0.9 (sum of
+per-series losses over the sum of mean levels) as a ratio to ``naive``'s, the median per-series ratio, and the
+coverage of q0.9. Ratios only: no absolute timings. Not a timed test: it takes minutes.
 
-    python bench/bench_forecast_accuracy.py [TRACE ...] [--days 7] [--start ISO]
+    python bench/bench_forecast_accuracy.py [--models naive,ets,lightgbm,auto] [--only helios|servegen]
 """
 
 from __future__ import annotations
@@ -16,81 +15,99 @@ import argparse
 import math
 import resource
 import sys
-import time
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from agent.sources import read_trace
 from forecasting.backtest import BacktestSpec, Grid, run_backtest
 from forecasting.registry import FAMILIES, build
 
-BUNDLED = Path(__file__).resolve().parents[1] / "data" / "helios-earth" / "demand_5min.csv.gz"
-HORIZONS = (("15m", timedelta(minutes=15)), ("30m", timedelta(minutes=30)), ("60m", timedelta(minutes=60)))
-QUANTILES = (("0.5", 0.5), ("0.9", 0.9), ("0.95", 0.95))
-MODELS = ("naive", "persistence", "last-value", "seasonal_naive", "ets", "stl", "lightgbm", "auto")
+DATA = Path(__file__).resolve().parents[1] / "data"
+Q = "0.9"
 
 
-def _group_score(result: dict, name: str, series: list[str]) -> float:
-    values = []
-    for uid in series:
-        row = result["series"][uid][name]
-        per_h = [row[f"pinball_0.9_{h}"] for h, _ in HORIZONS]
-        if all(math.isfinite(v) for v in per_h):
-            values.append(sum(per_h) / len(per_h))
-    return sum(values) / len(values) if values else float("nan")
+@dataclass(frozen=True)
+class Case:
+    name: str
+    path: Path
+    start: str  # first origin; origins run to the end of the trace
+    horizons: tuple[str, ...]
 
 
-def _group_coverage(result: dict, name: str, series: list[str]) -> float:
-    values = [result["series"][uid][name]["coverage_0.9"] for uid in series]
+CASES = (
+    Case("helios", DATA / "helios-earth" / "demand_5min.csv.gz", "2020-05-15T00:00:00+08:00", ("15m", "30m", "60m")),
+    Case("servegen", DATA / "servegen" / "demand_10min.csv.gz", "2025-03-10T00:00:00+08:00", ("30m", "60m")),
+)
+
+
+def _weighted(result: dict, name: str, members: list[str], levels: dict[str, float], h: str) -> float:
+    losses = [(result["series"][u][name][f"pinball_{Q}_{h}"], levels[u]) for u in members]
+    kept = [(loss, level) for loss, level in losses if math.isfinite(loss) and level > 0]
+    return sum(loss * level for loss, level in kept) / sum(level for _, level in kept) if kept else float("nan")
+
+
+def _median_ratio(result: dict, name: str, members: list[str], h: str) -> float:
+    pairs = [
+        (result["series"][u][name][f"pinball_{Q}_{h}"], result["series"][u]["naive"][f"pinball_{Q}_{h}"])
+        for u in members
+    ]
+    ratios = [a / b for a, b in pairs if math.isfinite(a) and math.isfinite(b) and b > 0]
+    return float(np.median(ratios)) if ratios else float("nan")
+
+
+def _coverage(result: dict, name: str, members: list[str]) -> float:
+    values = [result["series"][u][name][f"coverage_{Q}"] for u in members]
     finite = [v for v in values if math.isfinite(v)]
     return sum(finite) / len(finite) if finite else float("nan")
 
 
-def bench(path: Path, days: float, start: str | None) -> None:
-    trace = read_trace(path)
+def bench(case: Case, models: list[str]) -> None:
+    trace = read_trace(case.path)
     grid = Grid(trace.index, trace.series, trace.values, trace.step)
-    first = pd.Timestamp(start) if start else trace.index[0] + timedelta(days=7)
-    if first.tzinfo is None:
-        first = first.tz_localize("UTC")
-    end = min(first + timedelta(days=days), trace.index[-1] + trace.step)
-    spec = BacktestSpec(first, end, HORIZONS, QUANTILES)
-    began = time.perf_counter()
-    result = run_backtest(grid, {n: (lambda n=n: build(n)) for n in MODELS}, spec, families=FAMILIES)
-    elapsed = time.perf_counter() - began
+    start = pd.Timestamp(case.start).tz_convert("UTC")
+    end = trace.index[-1] + trace.step
+    horizons = tuple((h, pd.Timedelta(h).to_pytimedelta()) for h in case.horizons)
+    spec = BacktestSpec(start, end, horizons, (("0.5", 0.5), (Q, 0.9)), history=timedelta(days=14))
+    factories = {n: (lambda n=n: build(n, quantiles=(0.5, 0.9))) for n in models}
+    result = run_backtest(grid, factories, spec, families=FAMILIES)
+    window = trace.values[int(trace.index.searchsorted(start)) :]
+    with np.errstate(invalid="ignore"):
+        means = np.nanmean(window, axis=0)
+    levels = {s: float(means[i]) for i, s in enumerate(trace.series)}
     groups = {
-        "tenants": [s for s in trace.series if not s.endswith("/total")],
-        "aggregates": [s for s in trace.series if s.endswith("/total")],
+        "tenants / models": [s for s in trace.series if not s.endswith("/total")],
+        "aggregate": [s for s in trace.series if s.endswith("/total")],
     }
-    print(f"\n{path}: {len(trace.series)} series at {trace.step}, hourly origins {first} .. {end} ({elapsed:.0f} s)")
+    print(f"\n{case.name}: {case.path.name}, {len(trace.series)} series at {trace.step}, hourly origins {start} ..")
     for group, members in groups.items():
         if not members:
             continue
-        score = {n: _group_score(result, n, members) for n in MODELS}
-        best_sm = min(("ets", "stl"), key=lambda n: score[n])
-        auto = score["auto"]
-        print(f"  {group} ({len(members)} series): pinball@0.9 / mean level, mean of 15/30/60m")
-        for n in MODELS:
-            print(f"    {n:15s} {score[n]:.5f}  coverage@0.9 {_group_coverage(result, n, members):.3f}")
-        print(f"    auto / naive (calibrated last value)  {auto / score['naive']:.3f}")
-        print(f"    auto / persistence (bare last value)  {auto / score['persistence']:.3f}")
-        print(f"    auto / last-value (empirical changes) {auto / score['last-value']:.3f}")
-        print(f"    auto / seasonal_naive                 {auto / score['seasonal_naive']:.3f}")
-        print(f"    auto / best statsmodels ({best_sm:4s})       {auto / score[best_sm]:.3f}")
-        print(f"    lightgbm / naive                      {score['lightgbm'] / score['naive']:.3f}")
-    used = result["models"]["auto"]["models_used"]
-    print(f"  auto ran: {used}")
+        print(f"  {group} ({len(members)} series): q{Q} pinball, level-weighted ratio to naive | median ratio")
+        for name in models:
+            weighted = [
+                _weighted(result, name, members, levels, h) / _weighted(result, "naive", members, levels, h)
+                for h in case.horizons
+            ]
+            medians = [_median_ratio(result, name, members, h) for h in case.horizons]
+            cells = "  ".join(f"{h} {w:.3f}" for h, w in zip(case.horizons, weighted, strict=True))
+            median_cells = "  ".join(f"{m:.3f}" for m in medians)
+            print(f"    {name:10s} {cells} | {median_cells}   coverage {_coverage(result, name, members):.3f}")
+    print(f"  auto ran: {result['models'].get('auto', {}).get('models_used', {})}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("traces", nargs="*", type=Path, default=[BUNDLED])
-    parser.add_argument("--days", type=float, default=7.0, help="length of the evaluated window (default 7)")
-    parser.add_argument("--start", help="first origin (default: 7 days after the trace starts)")
+    parser.add_argument("--models", default="naive,ets,lightgbm,auto", help="comma-separated; naive is always run")
+    parser.add_argument("--only", choices=[c.name for c in CASES], help="one trace only")
     args = parser.parse_args(argv)
-    for path in args.traces:
-        bench(path, args.days, args.start)
+    models = ["naive", *(m for m in args.models.split(",") if m and m != "naive")]
+    for case in CASES:
+        if args.only in (None, case.name):
+            bench(case, models)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"\npeak RSS {peak:.2f} GiB")
     return 0

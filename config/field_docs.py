@@ -107,6 +107,8 @@ FIELDS: dict[str, str] = {
     # -- budgets
     "BudgetSettings.name": "Unique budget name, used in metrics and alerts.",
     "BudgetSettings.pools": "Pools whose spend counts against this budget.",
+    "BudgetSettings.remote_pools": "Pools of this budget that other agents run (other clusters or regions) on the "
+    "same PostgreSQL ledger: their recorded spend counts against the cap too.",
     "BudgetSettings.monthly_cap_usd": "Most spend per budget period of one month (USD).",
     "BudgetSettings.hourly_cap_usd": "Most spend in any clock hour (USD).",
     "BudgetSettings.period_start_day": "Day of the month a period starts (1-28).",
@@ -232,6 +234,8 @@ FIELDS: dict[str, str] = {
     "LedgerSettings.path": "File of the SQLite ledger; one process at a time writes it (lock file `<path>.lock`).",
     "LedgerSettings.fresh_if_empty": "Start a new ledger in a zero-length ledger file instead of refusing it "
     "(month-to-date spend restarts at zero).",
+    "LedgerSettings.reservation_ttl": "How long the reservation of a scale-up carried out counts against a shared "
+    "budget (never past the end of the cap's period); reservations of scale-ups not carried out are released at once.",
     "LedgerSettings.url": "PostgreSQL ledger: `postgresql://USER@HOST:PORT/DATABASE`, without a password.",
     "LedgerSettings.password_env": "Environment variable holding the PostgreSQL password (read when no "
     "`password_file` is set).",

@@ -34,6 +34,7 @@ class LedgerSettings(Section):
     sslrootcert: str | None = Field(default=None, min_length=1)
     connect_timeout: Duration = timedelta(seconds=10)
     gap_after: Duration = timedelta(minutes=5)
+    reservation_ttl: Duration = timedelta(hours=1)
 
     @field_validator("url")
     @classmethod
@@ -58,6 +59,8 @@ class LedgerSettings(Section):
             raise ValueError(f"url is set but backend is {self.backend}: set backend: postgresql to use it")
         if self.backend == "postgresql" and self.url is None:
             raise ValueError("backend postgresql needs url: postgresql://USER@HOST:PORT/DATABASE")
+        if self.reservation_ttl < timedelta(minutes=1):
+            raise ValueError("reservation_ttl must be at least 1m")
         if self.connect_timeout < timedelta(seconds=1):
             raise ValueError("connect_timeout must be at least 1s")
         return self

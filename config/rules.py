@@ -94,6 +94,11 @@ def _budget_rules(settings: Settings) -> Iterator[ConfigProblem]:
         for j, pool in enumerate(budget.pools):
             if pool not in pool_ids:
                 yield ConfigProblem(f"{at}.pools[{j}]", f"unknown pool {pool!r}")
+        for j, pool in enumerate(budget.remote_pools):
+            if pool in pool_ids:
+                yield ConfigProblem(f"{at}.remote_pools[{j}]", f"{pool!r} is this agent's pool: list it in pools")
+            elif not pool:
+                yield ConfigProblem(f"{at}.remote_pools[{j}]", "a pool id must not be empty")
         for j, threshold in enumerate(budget.alert_thresholds):
             if not 0.0 < threshold <= 2.0:
                 yield ConfigProblem(f"{at}.alert_thresholds[{j}]", "a threshold is a fraction of the cap in (0, 2]")

@@ -126,6 +126,7 @@ class ForecastSettings(_Section):
 class BudgetSettings(_Section):
     name: str = Field(min_length=1)
     pools: tuple[str, ...] = Field(min_length=1)
+    remote_pools: tuple[str, ...] = ()
     monthly_cap_usd: float | None = Field(default=None, gt=0.0, le=MAX_CAP_USD)
     hourly_cap_usd: float | None = Field(default=None, gt=0.0, le=MAX_CAP_USD)
     period_start_day: int = Field(default=1, ge=1, le=28)
@@ -170,3 +171,8 @@ class Settings(_Section):
 
     def pool_specs(self) -> tuple[PoolSpec, ...]:
         return tuple(p.to_spec() for p in self.pools)
+
+    def planning_horizon(self, tick: timedelta | None = None) -> timedelta:
+        """The furthest ahead the agent asks for a forecast: its longest lead time plus one tick."""
+        longest = max((p.lead_time for p in self.pools), default=timedelta(0))
+        return longest + (tick if tick is not None else self.loop.tick_interval)

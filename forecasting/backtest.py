@@ -4,7 +4,13 @@ At each origin (default hourly) in [start, end) a model is fitted on the history
 ``history`` long) and predicts from the newest ``min_history_steps`` steps; it never sees the origin or anything
 after it. Scores per series and model: MASE of the median at each horizon (scaled by the one-step naive error of
 the history before ``start``), pinball loss at each quantile and horizon divided by the series' mean level over
-the evaluated window, and coverage of each quantile over the listed horizons. Series averages are the headline.
+the evaluated window, and coverage of each quantile over the listed horizons, averaged over series.
+
+Two aggregates a per-series mean cannot be skewed by (one tiny series with a huge relative loss dominates that
+mean): ``pinball_weighted``, the level-weighted loss (the sum over series of each one's mean pinball loss in
+demand units, divided by the sum of their mean levels, over the series scored at that quantile and horizon), and
+``ratio_median``, the median over series of the model's pinball loss divided by the baseline's (``naive``, the
+calibrated last value), on the same points; absent when the baseline was not run.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ def run_backtest(
     spec: BacktestSpec,
     progress: Callable[[Iterable[int]], Iterable[int]] = lambda it: it,
     families: Mapping[str, str] | None = None,
+    baseline: str = "naive",
 ) -> dict[str, object]:
     """Scores of every model, averaged over series (``models``) and per series (``series``)."""
     step_ns = round(grid.step.total_seconds() * 1e9)
@@ -86,7 +93,7 @@ def run_backtest(
             box.fit_seconds.append(fitted - began)
             box.predict_seconds.append(time.perf_counter() - fitted)
             _collect(box, forecast, grid, origin, steps, levels, step_ns)
-    summary = _summarise(grid, spec, steps, levels, collected, first, last, origins)
+    summary = _summarise(grid, spec, steps, levels, collected, first, last, origins, baseline)
     for name, scores in summary["models"].items():  # type: ignore[attr-defined]
         scores["family"] = (families or {}).get(name, "unknown")
     return summary
@@ -144,6 +151,7 @@ def _summarise(
     first: int,
     last: int,
     origins: Sequence[int],
+    baseline: str,
 ) -> dict[str, object]:
     window = grid.values[first:last]
     before = grid.values[max(0, first - round(spec.history / grid.step)) : first]
@@ -155,7 +163,8 @@ def _summarise(
             else np.full(len(grid.series), np.nan)
         )
     common = _common_mask(grid, steps, levels, collected)
-    out_models: dict[str, object] = {}
+    out_models: dict[str, dict[str, object]] = {}
+    losses: dict[str, dict[str, dict[str, list[float]]]] = {}
     per_series: dict[str, dict[str, object]] = {uid: {} for uid in grid.series}
     for name, box in collected.items():
         mase: dict[str, list[float]] = {label: [] for label in steps}
@@ -182,14 +191,27 @@ def _summarise(
                 cover[q_label].append(value)
                 series_scores[f"coverage_{q_label}"] = value
             per_series[uid][name] = series_scores
+        losses[name] = pin
         out_models[name] = {
             "mase": {label: _mean(v) for label, v in mase.items()},
             "pinball": {q: {label: _mean(v) for label, v in by_h.items()} for q, by_h in pin.items()},
+            "pinball_weighted": {
+                q: {label: _weighted(v, level_mean) for label, v in by_h.items()} for q, by_h in pin.items()
+            },
             "coverage": {q: _mean(v) for q, v in cover.items()},
             "fit_seconds": float(np.mean(box.fit_seconds)),
             "predict_seconds": float(np.mean(box.predict_seconds)),
             "models_used": dict(sorted(box.models.items())),
         }
+    for name, scores in out_models.items():
+        scores["ratio_median"] = (
+            {
+                q: {label: _median_ratio(v, losses[baseline][q][label]) for label, v in by_h.items()}
+                for q, by_h in losses[name].items()
+            }
+            if baseline in losses
+            else None
+        )
     return {
         "trace": {
             "start": spec.start.isoformat(),
@@ -226,6 +248,24 @@ def _ratio(value: float, scale: float) -> float:
     if not np.isfinite(value) or not np.isfinite(scale) or scale <= 0:
         return float("nan")
     return float(value / scale)
+
+
+def _weighted(normalized: Sequence[float], level_mean: np.ndarray) -> float | None:
+    """Level-weighted loss: each series' loss in demand units (normalized loss times its mean level), summed,
+    over the sum of the mean levels of the series that have a loss."""
+    losses = np.asarray(normalized, dtype=float)
+    ok = np.isfinite(losses) & np.isfinite(level_mean) & (level_mean > 0)
+    if not ok.any():
+        return None
+    return float(np.sum(losses[ok] * level_mean[ok]) / np.sum(level_mean[ok]))
+
+
+def _median_ratio(model: Sequence[float], baseline: Sequence[float]) -> float | None:
+    """Median over series of the model's loss over the baseline's (series where either is missing or the
+    baseline's loss is zero are left out)."""
+    mine, bar = np.asarray(model, dtype=float), np.asarray(baseline, dtype=float)
+    ok = np.isfinite(mine) & np.isfinite(bar) & (bar > 0)
+    return float(np.median(mine[ok] / bar[ok])) if ok.any() else None
 
 
 def _mean(values: Sequence[float]) -> float | None:

@@ -4,8 +4,11 @@
 ``retrain_interval`` (training holds out the calibration window), and brings the residuals of the calibration
 window up to date; residuals already computed for the current training are kept, so an hourly refit only
 forecasts the origins that are new. ``predict`` forecasts from the newest origin of each series and adds the
-conformal offsets. Any series whose model did not train, whose residuals are too few, or whose forecast fails
-the guards is answered by the calibrated last value instead, and the row says so.
+conformal offsets. A model trained at the asked quantiles may keep them as trained (``offset_bases=False``: no
+offset at its base levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
+for the fallback checks but not for choosing between models). Any series whose model did not train, whose
+residuals are too few, or whose forecast fails the guards is answered by the calibrated last value instead, and
+the row says so.
 """
 
 from __future__ import annotations
@@ -65,6 +68,8 @@ class CalibratedForecaster:
         scale_window: timedelta | None = timedelta(hours=1),
         fallback: CalibratedForecaster | None = None,
         stale_after: timedelta = timedelta(hours=6),
+        offset_bases: bool = True,
+        hold_out: bool = True,
     ) -> None:
         self.name = name
         self.make_model = make_model
@@ -76,6 +81,8 @@ class CalibratedForecaster:
         self.scale_window = scale_window
         self.fallback = fallback
         self.stale_after = stale_after
+        self.offset_bases = offset_bases
+        self.hold_out = hold_out
         self._state = _State()
 
     @property
@@ -136,7 +143,7 @@ class CalibratedForecaster:
         state = self._state
         span = max(len(s.y) for s in panel.values())
         held_out = min(window, span // 2)  # short histories: keep half for training
-        cut = end - (held_out + self.horizon_steps(size)) * size
+        cut = end - (held_out + self.horizon_steps(size)) * size if self.hold_out else end
         self.model = self.make_model()
         train = {uid: s.until(cut + size) for uid, s in panel.items()}
         state.train_notes = self.model.train({uid: s for uid, s in train.items() if len(s.y)})
@@ -211,6 +218,8 @@ class CalibratedForecaster:
             if residuals is None or residuals.count == 0:
                 return None
             cached = conformal_offsets(residuals.normalized(), self.model.base_levels, levels, horizon)
+            if not self.offset_bases:
+                cached[0][[q in self.model.base_levels for q in levels]] = 0.0
             self._state.offsets[key] = cached
         return cached
 

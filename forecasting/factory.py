@@ -6,6 +6,8 @@ baseline relies on it. Every other name is built by ``forecasting.registry``.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from config.schema import ForecastSettings
 from forecasting.base import Forecaster
 from forecasting.calibrated import last_value_forecaster
@@ -13,7 +15,8 @@ from forecasting.last_value import PersistenceForecaster
 from forecasting.registry import FAMILIES, build
 
 
-def build_forecaster(settings: ForecastSettings) -> Forecaster:
+def build_forecaster(settings: ForecastSettings, horizon: timedelta | None = None) -> Forecaster:
+    """``horizon``: the furthest ahead the caller will ask (the agent's longest lead time plus a tick)."""
     if settings.model == "naive":
         return PersistenceForecaster()
     return build(
@@ -22,6 +25,7 @@ def build_forecaster(settings: ForecastSettings) -> Forecaster:
         lookback=settings.history,
         retrain_interval=settings.retrain_interval,
         reselect_interval=settings.reselect_interval,
+        horizon=horizon,
     )
 
 

@@ -6,8 +6,10 @@ splits those origins in time: offsets are calibrated on one half and the calibra
 series; a candidate's score is its worse fold. Besides the candidates themselves, equal-weight combinations of
 two of them (the average of their calibrated quantiles) are scored the same way. The best wins only if it beats
 the calibrated last value by ``margin`` (5%); otherwise the last value runs, so selection falls back rather than
-loses. Selection reads only stored residuals and re-runs every ``reselect_interval`` (and for any series not
-yet chosen); between reselections a fit only recalibrates. Each candidate retrains on its own, slower schedule.
+loses. Each forecast row's note records the choice, its score and the runner-up's (scores are pinball losses on
+the scoring folds, lower is better). Selection reads only stored residuals and re-runs every
+``reselect_interval`` (and for any series not yet chosen); between reselections a fit only recalibrates. Each
+candidate retrains on its own, slower schedule.
 """
 
 from __future__ import annotations
@@ -116,8 +118,13 @@ class AutoForecaster:
             masks = [np.isin(residuals.origins_ns, f) for f in folds]
             blocks = [residuals.normalized()[:, m, :width] for m in masks]
             scales = [residuals.scales[m] for m in masks]
-            base_levels = self.candidates[name].model.base_levels
-            errors[name] = [self._errors(blocks[1 - i], blocks[i], scales[i], base_levels, width) for i in (0, 1)]
+            candidate = self.candidates[name]
+            errors[name] = [
+                self._errors(
+                    blocks[1 - i], blocks[i], scales[i], candidate.model.base_levels, width, candidate.offset_bases
+                )
+                for i in (0, 1)
+            ]
             scores[name] = self._loss(errors[name])
         for first, second in self.combinations:
             if first in errors and second in errors:
@@ -132,15 +139,19 @@ class AutoForecaster:
         scales: np.ndarray,
         base_levels: Sequence[float],
         width: int,
+        offset_bases: bool = True,
     ) -> np.ndarray | None:
         """Outcome minus calibrated forecast on the scoring fold, shape (levels, origins, steps); None if unusable.
 
         Both folds hold residuals divided by their origin's scale; a residual is outcome minus base, so outcome
-        minus (base + scale x offset) is scale x (normalized residual minus offset).
+        minus (base + scale x offset) is scale x (normalized residual minus offset). A candidate that forecasts
+        its base levels without offsets is scored without them at those levels.
         """
         offsets, short = conformal_offsets(calibrate, base_levels, self.quantiles, width)
         if short < width:
             return None
+        if not offset_bases:  # the candidate forecasts its base quantiles as they are: score them that way
+            offsets[[q in base_levels for q in self.quantiles]] = 0.0
         picked = [
             (score[nearest_base(base_levels, q)] - offsets[i][None, :]) * scales[:, None]
             for i, q in enumerate(self.quantiles)
@@ -155,6 +166,21 @@ class AutoForecaster:
             per_level = [pinball(errors[i], np.zeros(1), q) for i, q in enumerate(self.quantiles)]
             losses.append(float(np.nanmean(np.stack(per_level))))
         return max(losses)
+
+    def evidence(self, uid: str) -> str:
+        """Why a series runs what it runs: the choice, its backtest score, the runner-up's and the baseline's."""
+        choice = self.choice.get(uid, self.baseline)
+        scores = self.scores.get(uid, {})
+        ranked = sorted((n for n in scores if np.isfinite(scores[n])), key=lambda n: scores[n])
+        if choice not in ranked:
+            return f"selected {choice} (no candidate scored)"
+        parts = [f"selected {choice} (score {scores[choice]:.4g}"]
+        runner = next((n for n in ranked if n != choice), None)
+        if runner is not None:
+            parts.append(f"runner-up {runner} {scores[runner]:.4g}")
+        if self.baseline not in (choice, runner) and self.baseline in ranked:
+            parts.append(f"{self.baseline} {scores[self.baseline]:.4g}")
+        return ", ".join(parts) + ")"
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         size = self._step_ns or step_ns(timedelta(minutes=5))
@@ -191,7 +217,7 @@ class AutoForecaster:
             parts = [(runs[name], rows[name][uid]) for name in choice.split(JOIN)]
             block.values[i] = np.mean([run.values[j] for run, j in parts], axis=0)
             block.models[i] = JOIN.join(run.models[j] for run, j in parts)
-            chosen = "new series, not yet selected" if uid not in self.choice else f"selected {choice}"
+            chosen = "new series, not yet selected" if uid not in self.choice else self.evidence(uid)
             detail = "; ".join(run.notes[j] for run, j in parts if run.notes[j])
             block.notes[i] = f"auto: {chosen}" + (f"; {detail}" if detail else "")
         return block

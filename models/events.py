@@ -10,6 +10,7 @@ from enum import StrEnum
 class AlertKind(StrEnum):
     BUDGET_THRESHOLD = "budget-threshold"
     PROJECTED_OVERSPEND = "projected-overspend"
+    BUDGET_RESERVATION_REFUSED = "budget-reservation-refused"
     STOCKOUT = "stockout"
     STALLED_SCALE_UP = "stalled-scale-up"
     MISSING_DATA = "missing-data"

@@ -1,8 +1,9 @@
 """``leadtime backtest``: score forecasters by rolling-origin backtest on a recorded trace, write JSON.
 
 Each model is refitted at every origin on the history before it and asked for quantiles over the horizons; the
-JSON has ``models.<name>.{family, mase, pinball, coverage, fit_seconds, predict_seconds}`` averaged over series
-(keys as written on the command line) and a per-series table under ``series``.
+JSON has ``models.<name>.{family, mase, pinball, coverage, fit_seconds, predict_seconds}`` averaged over series,
+``pinball_weighted`` (level-weighted over series) and ``ratio_median`` (median per-series ratio to ``naive``),
+keys as written on the command line, and a per-series table under ``series``.
 """
 
 from __future__ import annotations
@@ -141,7 +142,36 @@ def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:
         finite = [v for v in values if v is not None]
         summary.append(f"{sum(finite) / len(finite):.4f}".rjust(15) if finite else "-".rjust(15))
     lines.append("mean".ljust(24) + "".join(summary))
+    lines.extend(_aggregates(result, q_label, horizons))
     return "\n".join(lines)
+
+
+def _aggregates(result: dict[str, Any], q_label: str, horizons: list[str]) -> list[str]:
+    """Per model and horizon: the level-weighted pinball loss, its ratio to ``naive``, the median per-series ratio."""
+    models = result["models"]
+    bar = models.get("naive", {}).get("pinball_weighted", {}).get(q_label, {})
+    lines = [
+        "",
+        f"pinball@{q_label} level-weighted (sum of losses / sum of mean levels); ratios against naive",
+        "model".ljust(24)
+        + "".join(f"weighted {h}".rjust(15) for h in horizons)
+        + "".join(f"x naive {h}".rjust(13) for h in horizons)
+        + "".join(f"median x {h}".rjust(13) for h in horizons),
+    ]
+    for name, scores in models.items():
+        weighted = scores["pinball_weighted"][q_label]
+        medians = (scores.get("ratio_median") or {}).get(q_label, {})
+        cells = [_cell(weighted[h], 15, ".5f") for h in horizons]
+        cells += [
+            _cell(weighted[h] / bar[h] if weighted[h] is not None and bar.get(h) else None, 13, ".3f") for h in horizons
+        ]
+        cells += [_cell(medians.get(h), 13, ".3f") for h in horizons]
+        lines.append(name[:24].ljust(24) + "".join(cells))
+    return lines
+
+
+def _cell(value: float | None, width: int, fmt: str) -> str:
+    return (format(value, fmt) if value is not None and math.isfinite(value) else "-").rjust(width)
 
 
 def _require_data(grid: Grid, spec: BacktestSpec) -> None:

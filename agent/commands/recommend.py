@@ -120,7 +120,13 @@ def recommend(
     states = {s.pool_id: s for s in dry_run.list_pools()}
     agent = Agent(
         settings,
-        AgentParts(source, build_forecaster(settings.forecast), dry_run, InMemoryLedger(), RecordingNotifier()),
+        AgentParts(
+            source,
+            build_forecaster(settings.forecast, settings.planning_horizon()),
+            dry_run,
+            InMemoryLedger(),
+            RecordingNotifier(),
+        ),
     )
     history, history_problem = _history(source, agent, at)
     tick = agent.run_once(at)
@@ -272,7 +278,7 @@ def _budget(budget: BudgetSettings, pools: list[dict[str, Any]], at: datetime) -
 
 def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | None) -> dict[str, Any]:
     first_origin = at - BACKTEST_SPAN - agent.horizon * agent.step
-    forecaster = build_forecaster(agent.settings.forecast)
+    forecaster = build_forecaster(agent.settings.forecast, agent.settings.planning_horizon())
     try:
         results = backtest(
             forecaster, history, agent.step, agent.horizon, agent.service_levels, first_origin, BACKTEST_EVERY

@@ -113,12 +113,16 @@ def assemble(
     if mode == "dry-run":
         actuator = DryRunActuator(actuator, clock)
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
-    forecaster = parts.forecaster or build_forecaster(settings.forecast)
+    forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
     # The first ticks forecast with a cheap stand-in while the configured model first fits beside them.
     stand_in = parts.stand_in if parts.forecaster is not None else stand_in_forecaster(settings.forecast)
     drainers = _guarded_drainers(parts.drainers, mode, elector, clock)
-    agent_parts = AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier, drainers)
-    agent = Agent(settings, agent_parts, stand_in=stand_in)
+    agent = Agent(
+        settings,
+        AgentParts(parts.source, forecaster, recorder, parts.ledger, parts.notifier, drainers),
+        holder=identity,
+        stand_in=stand_in,
+    )
 
     metrics = DaemonMetrics(parts.registry)
     health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))

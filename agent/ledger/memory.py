@@ -1,4 +1,5 @@
-"""An in-memory ledger for simulation and tests; same rules as the SQLite one, nothing persisted.
+"""An in-memory ledger for simulation and tests; same rules as the SQLite one (budget reservations included),
+nothing persisted.
 
 Totals are answered from per-pool prefix sums, so a month-long simulation that asks every tick stays linear.
 """
@@ -12,6 +13,7 @@ from datetime import datetime
 
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
+from agent.ledger.reservations import Grant, ReservationBook, ReservationRequest
 from models import LedgerEntry
 
 
@@ -49,6 +51,7 @@ class _PoolEntries:
 class InMemoryLedger:
     def __init__(self) -> None:
         self._pools: dict[str, _PoolEntries] = {}
+        self._book = ReservationBook(self.spent)
 
     def record(self, entry: LedgerEntry) -> None:
         pool = self._pools.setdefault(entry.pool_id, _PoolEntries())
@@ -73,6 +76,19 @@ class InMemoryLedger:
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         pool = self._pools.get(pool_id)
         return None if pool is None else pool.newest
+
+    # -- Reservations (see agent.ledger.reservations): this process is the only writer ---------------------
+    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
+        return self._book.reserve(request, now)
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        return self._book.reserve_many(requests, now)
+
+    def release(self, reservation_ids: Sequence[int]) -> None:
+        self._book.release(reservation_ids)
+
+    def reserved(self, budget: str, now: datetime) -> float:
+        return self._book.reserved(budget, now)
 
     def entries(self) -> list[LedgerEntry]:
         return sorted((e for p in self._pools.values() for e in p.entries), key=lambda e: (e.start, e.pool_id))

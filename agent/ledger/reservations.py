@@ -9,10 +9,12 @@ reservation once the spend is recorded (or the scale-up abandoned); a reservatio
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -47,11 +49,70 @@ class Grant:
         return self.reservation_id is not None
 
 
+@runtime_checkable
 class Reservations(Protocol):
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant: ...
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        """Decide the requests in order, all in one transaction: each sees the grants before it."""
+        ...
 
     def release(self, reservation_ids: Sequence[int]) -> None: ...
 
     def reserved(self, budget: str, now: datetime) -> float:
         """The amount of the budget's reservations still live at ``now``."""
         ...
+
+
+Spent = Callable[[Sequence[str], datetime, datetime], float]
+
+
+@dataclass(frozen=True)
+class _Held:
+    budget: str
+    amount_usd: float
+    expires_at: datetime
+
+
+class ReservationBook:
+    """Reservations kept in the process, for a ledger that one process alone writes (the in-memory ledger, and the
+    SQLite one behind its writer lock): the same decisions as the PostgreSQL ledger's, made under a lock instead of
+    a transaction. ``spent`` is the ledger's recorded spend; nothing else records while the lock is held, because
+    this process is the only writer and its agent reserves before it records."""
+
+    def __init__(self, spent: Spent) -> None:
+        self._spent = spent
+        self._lock = threading.Lock()
+        self._held: dict[int, _Held] = {}
+        self._ids = itertools.count(1)
+
+    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
+        return self.reserve_many([request], now)[0]
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        with self._lock:
+            self._held = {i: h for i, h in self._held.items() if h.expires_at > now}
+            reserved: dict[str, float] = {}
+            for held in self._held.values():
+                reserved[held.budget] = reserved.get(held.budget, 0.0) + held.amount_usd
+            grants = []
+            for request in requests:
+                recorded = self._spent(request.pools, request.period_start, request.period_end)
+                headroom = request.cap_usd - recorded - reserved.get(request.budget, 0.0)
+                if request.amount_usd > headroom:
+                    grants.append(Grant(None, headroom))
+                    continue
+                reservation_id = next(self._ids)
+                self._held[reservation_id] = _Held(request.budget, request.amount_usd, now + request.ttl)
+                reserved[request.budget] = reserved.get(request.budget, 0.0) + request.amount_usd
+                grants.append(Grant(reservation_id, headroom))
+            return grants
+
+    def release(self, reservation_ids: Sequence[int]) -> None:
+        with self._lock:
+            for reservation_id in reservation_ids:
+                self._held.pop(reservation_id, None)
+
+    def reserved(self, budget: str, now: datetime) -> float:
+        with self._lock:
+            return sum(h.amount_usd for h in self._held.values() if h.budget == budget and h.expires_at > now)

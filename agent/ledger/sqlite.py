@@ -10,7 +10,8 @@ which keeps keys exact and ordering trivial. What a repeated (pool, start) store
 Two guards against losing spend without a word (see ``agent.ledger.guard``): a zero-length file is refused
 unless ``fresh_if_empty`` (it was a ledger whose contents are gone, or a file created by mistake: either way
 month-to-date spend would silently restart at zero), and only one process at a time may open the file for
-writing, enforced by an exclusive lock on ``<path>.lock``.
+writing, enforced by an exclusive lock on ``<path>.lock``. Budget reservations are therefore kept in that
+process (``agent.ledger.reservations.ReservationBook``), decided as the PostgreSQL ledger decides them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
 from agent.ledger.guard import WriterLock, refuse_empty_file
+from agent.ledger.reservations import Grant, ReservationBook, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
@@ -57,6 +59,7 @@ class SqliteLedger:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._writer: WriterLock | None = None
+        self._book = ReservationBook(self.spent)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -114,6 +117,19 @@ class SqliteLedger:
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         rows = self._query(_NEWEST, (pool_id,))
         return from_row(rows[0]) if rows else None
+
+    # -- Reservations (see agent.ledger.reservations): this process is the only writer ---------------------
+    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
+        return self._book.reserve(request, now)
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        return self._book.reserve_many(requests, now)
+
+    def release(self, reservation_ids: Sequence[int]) -> None:
+        self._book.release(reservation_ids)
+
+    def reserved(self, budget: str, now: datetime) -> float:
+        return self._book.reserved(budget, now)
 
     # -- reading back, closing ----------------------------------------------------------------------------
     def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:

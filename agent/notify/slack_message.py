@@ -12,6 +12,7 @@ from models.redaction import redact
 TITLES = {
     AlertKind.BUDGET_THRESHOLD: "Budget threshold crossed",
     AlertKind.PROJECTED_OVERSPEND: "Projected overspend",
+    AlertKind.BUDGET_RESERVATION_REFUSED: "Shared budget: scale-up trimmed",
     AlertKind.STOCKOUT: "Capacity stockout",
     AlertKind.STALLED_SCALE_UP: "Scale-up not ready",
     AlertKind.MISSING_DATA: "Metrics missing or stale: holding",

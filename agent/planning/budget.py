@@ -40,7 +40,7 @@ class Period:
 @dataclass(frozen=True)
 class Budget:
     """A cap in USD per month (from ``period_start_day`` at midnight in ``tz``) and/or per clock hour, over a
-    named set of pools."""
+    named set of pools (this agent's, and those other agents sharing the budget record in the same ledger)."""
 
     name: str
     pools: frozenset[str]
@@ -58,7 +58,7 @@ class Budget:
     def from_settings(cls, settings: BudgetSettings) -> Budget:
         return cls(
             name=settings.name,
-            pools=frozenset(settings.pools),
+            pools=frozenset(settings.pools) | frozenset(settings.remote_pools),
             monthly_cap_usd=settings.monthly_cap_usd,
             hourly_cap_usd=settings.hourly_cap_usd,
             period_start_day=settings.period_start_day,

@@ -255,7 +255,8 @@ def _agent(
         )
         parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), RecordingNotifier())
         return Agent(settings, parts, tick=window.step, step=window.step, planner=reactive)
-    parts = AgentParts(source, build_forecaster(settings.forecast), cluster, InMemoryLedger(), RecordingNotifier())
+    forecaster = build_forecaster(settings.forecast, settings.planning_horizon(window.step))
+    parts = AgentParts(source, forecaster, cluster, InMemoryLedger(), RecordingNotifier())
     return Agent(settings, parts, tick=window.step, step=window.step, planner=planner, extra_quantiles=extra_quantiles)
 
 

@@ -91,6 +91,37 @@ def test_scores_of_a_known_forecast() -> None:
     assert set(result["series"]["s0"]["naive"]) >= {"pinball_0.9_5m", "coverage_0.9"}  # type: ignore[index]
 
 
+def test_level_weighted_loss_and_median_ratio_by_hand() -> None:
+    # Three series rising by 1, 2 and 3 per step; origins 20..29, so the 5m outcomes are y[20..29].
+    t = np.arange(40, dtype=float)
+    grid = _grid(np.stack([t + 1, 100 + 2 * t, 50 + 3 * t], axis=1))
+    result = run_backtest(
+        grid,
+        {"naive": PersistenceForecaster, "flat": lambda: PeekingForecaster(100.0)},
+        _spec(grid, 20, 30),
+    )
+    naive, flat = result["models"]["naive"], result["models"]["flat"]  # type: ignore[index]
+    # Mean levels over the window: 25.5, 149, 123.5 (sum 298).
+    # naive misses by 1, 2, 3 below the outcome: q0.9 pinball 0.9, 1.8, 2.7.
+    assert naive["pinball_weighted"]["0.9"]["5m"] == pytest.approx((0.9 + 1.8 + 2.7) / 298)
+    # At 10m it misses by twice as much.
+    assert naive["pinball_weighted"]["0.9"]["10m"] == pytest.approx((1.8 + 3.6 + 5.4) / 298)
+    # flat = 100: above s0 by 74.5 on average (0.1 x 74.5 = 7.45), below s1 by 49 (0.9 x 49 = 44.1), below s2 by
+    # 23.5 (0.9 x 23.5 = 21.15); every outcome is on the same side of 100 throughout, so means are exact.
+    assert flat["pinball_weighted"]["0.9"]["5m"] == pytest.approx((7.45 + 44.1 + 21.15) / 298)
+    # Per-series ratios to naive: 7.45/0.9 = 8.28, 44.1/1.8 = 24.5, 21.15/2.7 = 7.83: the median is 8.28.
+    assert flat["ratio_median"]["0.9"]["5m"] == pytest.approx(7.45 / 0.9)
+    assert naive["ratio_median"]["0.9"]["5m"] == pytest.approx(1.0)
+    # The per-series mean weighs every series alike, whatever its size: not the weighted figure.
+    assert naive["pinball"]["0.9"]["5m"] == pytest.approx((0.9 / 25.5 + 1.8 / 149 + 2.7 / 123.5) / 3)
+
+
+def test_no_median_ratio_without_the_baseline() -> None:
+    grid = _grid(np.arange(1, 41, dtype=float)[:, None])
+    result = run_backtest(grid, {"flat": lambda: PeekingForecaster(100.0)}, _spec(grid, 20, 30))
+    assert result["models"]["flat"]["ratio_median"] is None  # type: ignore[index]
+
+
 def test_every_model_is_scored_on_the_same_points() -> None:
     values = np.arange(1, 41, dtype=float)[:, None]
     grid = _grid(values)

@@ -61,6 +61,9 @@ def test_writes_the_documented_keys_as_written_on_the_command_line(
         assert set(scores["pinball"]) == {"0.5", "0.9"}
         assert set(scores["pinball"]["0.9"]) == {"15m", "30m"}
         assert set(scores["coverage"]) == {"0.5", "0.9"}
+        assert set(scores["pinball_weighted"]["0.9"]) == {"15m", "30m"}
+        assert scores["pinball_weighted"]["0.9"]["30m"] > 0
+        assert set(scores["ratio_median"]["0.5"]) == {"15m", "30m"}
         assert 0.0 <= scores["coverage"]["0.9"] <= 1.0
         assert scores["pinball"]["0.9"]["30m"] > 0
         assert scores["fit_seconds"] >= 0
@@ -70,6 +73,8 @@ def test_writes_the_documented_keys_as_written_on_the_command_line(
     printed = capsys.readouterr().out
     assert "earth/a" in printed
     assert "pinball@0.9" in printed
+    assert "level-weighted" in printed
+    assert result["models"]["naive"]["ratio_median"]["0.9"]["15m"] == 1.0
 
 
 @pytest.mark.parametrize(

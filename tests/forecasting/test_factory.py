@@ -37,6 +37,16 @@ def test_kinds(name: str, kind: type) -> None:
     assert isinstance(build_forecaster(ForecastSettings(model=name)), kind)
 
 
+def test_lightgbm_trains_to_the_end_alone_and_holds_out_as_a_candidate_of_auto() -> None:
+    alone = build_forecaster(ForecastSettings(model="lightgbm"))
+    assert isinstance(alone, CalibratedForecaster)
+    assert (alone.hold_out, alone.offset_bases) == (False, False)
+    auto = build_forecaster(ForecastSettings(model="auto"))
+    assert isinstance(auto, AutoForecaster)
+    assert (auto.candidates["lightgbm"].hold_out, auto.candidates["lightgbm"].offset_bases) == (True, False)
+    assert all(c.hold_out and c.offset_bases for n, c in auto.candidates.items() if n != "lightgbm")
+
+
 def test_settings_reach_the_models() -> None:
     settings = ForecastSettings(model="auto", quantiles=(0.5, 0.8), retrain_interval=timedelta(hours=6))
     model = build_forecaster(settings)

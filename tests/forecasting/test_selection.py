@@ -31,6 +31,11 @@ def test_a_daily_cycle_goes_to_the_seasonal_model_and_a_random_walk_stays_with_t
     out = auto.predict(history.groupby("unique_id").tail(auto.min_history_steps), 3, LEVELS)
     assert out.set_index("unique_id")["model"].to_dict() == {"cycle": "seasonal_naive", "walk": "naive"}
     assert out["note"].str.startswith("auto: selected").all()
+    notes = out.groupby("unique_id")["note"].first()
+    cycle = auto.scores["cycle"]
+    assert notes["cycle"].startswith(f"auto: selected seasonal_naive (score {cycle['seasonal_naive']:.4g}")
+    assert f"runner-up naive {cycle['naive']:.4g}" in notes["cycle"]
+    assert "runner-up seasonal_naive" in notes["walk"]
 
 
 def test_without_enough_history_to_score_the_last_value_runs() -> None:

@@ -6,10 +6,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
 from agent.cli import main
+from agent.sources import read_trace
 from config import load_settings, parse_duration, settings_from_mapping
 from models import ConfigError, PoolKind
 
@@ -70,6 +72,21 @@ def test_slices_reference_scenario_keeps_its_meaning(examples: Path) -> None:
         assert pool.lead_time == timedelta(minutes=30)
         assert pool.price_per_chip_hour_usd == pytest.approx(1.20)
         assert len(pool.serves) == 1
+
+
+def test_llm_serving_reference_scenario_keeps_its_meaning(examples: Path) -> None:
+    settings = load_settings(examples / "servegen-llm.yaml")
+    assert [c.name for c in settings.demand_classes] == ["servegen/m-large", "servegen/m-mid", "servegen/deepseek-r1"]
+    pools = settings.pool_specs()
+    assert len(pools) == 3
+    for pool in pools:
+        assert (pool.kind, pool.chips_per_unit, pool.min_units) == (PoolKind.GPU_NODE_POOL, 8, 0)
+        assert pool.lead_time == timedelta(minutes=15)
+        assert len(pool.serves) == 1
+    trace = read_trace(examples.parents[1] / "data" / "servegen" / "demand_10min.csv.gz")
+    assert set(trace.series) == {c.name for c in settings.demand_classes}
+    assert trace.step == timedelta(minutes=10)
+    assert np.isnan(trace.values).any()  # collection gaps are empty cells, never zero
 
 
 def test_unknown_key_is_named_with_its_path() -> None:
@@ -166,6 +183,12 @@ def test_broken_rules_are_reported_with_the_basic_mistakes_of_other_sections() -
     assert any(p.startswith("loop.tick_interval: ") for p in found), found
     assert "budgets[0].pools[1]: unknown pool 'gpus'" in found
     assert any(p.startswith("pools[1].serves[0]: demand class 'train' needs gpu") for p in found)
+
+
+def test_a_budgets_remote_pools_must_not_be_this_agents_own() -> None:
+    raw = minimal()
+    raw["budgets"] = [{"name": "cloud", "monthly_cap_usd": 1000, "pools": ["gpu"], "remote_pools": ["east", "gpu"]}]
+    assert problems_of(raw) == ["budgets[0].remote_pools[1]: 'gpu' is this agent's pool: list it in pools"]
 
 
 def test_rules_that_read_an_invalid_section_are_not_run_on_a_guess() -> None:

@@ -1,5 +1,5 @@
 """One contract for every Ledger: the in-memory, SQLite and PostgreSQL ledgers pass the same tests (PostgreSQL on
-a real server, a new database per test)."""
+a real server, a new database per test), budget reservations included."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from agent.ledger import InMemoryLedger, Ledger
 from agent.ledger.postgres import PostgresLedger
+from agent.ledger.reservations import ReservationRequest, Reservations
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry
 from tests.postgres.fixtures import POSTGRES, Database
@@ -108,3 +109,42 @@ def test_a_failing_derive_leaves_the_ledger_usable(ledger: Ledger) -> None:
         ledger.update(["a"], derive)
     ledger.update(["a"], lambda newest: [entry("a", 0, 1, 1, 2.0)])
     assert ledger.spent(["a"], T0, T0 + 10 * MIN) == pytest.approx(2.0)
+
+
+# -- budget reservations: one cluster's agent gets the same answers from every ledger ------------------------------
+PERIOD = (T0, T0 + timedelta(days=30))
+
+
+def ask(amount: float, budget: str = "research", ttl: timedelta = 10 * MIN) -> ReservationRequest:
+    return ReservationRequest(budget, ("a", "b"), *PERIOD, 100.0, amount, "agent-a", ttl)
+
+
+def reservations(ledger: Ledger) -> Reservations:
+    assert isinstance(ledger, Reservations)
+    return ledger
+
+
+def test_a_reservation_is_granted_only_within_the_cap_over_recorded_and_reserved_spend(ledger: Ledger) -> None:
+    ledger.record_many([entry("a", 0, 60, 2, 30.0), entry("other", 0, 60, 2, 500.0), entry("b", -60, -1, 2, 500.0)])
+    book = reservations(ledger)
+    first = book.reserve(ask(50.0), T0 + MIN)
+    assert first.granted and first.headroom_usd == pytest.approx(70.0)
+    refused = book.reserve(ask(20.01), T0 + MIN)
+    assert not refused.granted and refused.headroom_usd == pytest.approx(20.0)
+    assert book.reserve(ask(20.0), T0 + MIN).granted  # exactly to the cap
+    assert book.reserved("research", T0 + MIN) == pytest.approx(70.0)
+    assert first.reservation_id is not None
+    book.release([first.reservation_id])
+    assert book.reserved("research", T0 + MIN) == pytest.approx(20.0)
+
+
+def test_requests_decided_together_see_the_grants_before_them_and_expire(ledger: Ledger) -> None:
+    book = reservations(ledger)
+    other = ReservationRequest("training", ("tpu",), *PERIOD, 10.0, 6.0, "agent-a", 10 * MIN)
+    grants = book.reserve_many([ask(60.0, ttl=5 * MIN), other, ask(30.0), ask(20.0), other], T0)
+    assert [g.granted for g in grants] == [True, True, True, False, False]
+    assert [g.headroom_usd for g in grants] == pytest.approx([100.0, 10.0, 40.0, 10.0, 4.0])
+    assert len({g.reservation_id for g in grants if g.granted}) == 3
+    assert book.reserved("research", T0 + 4 * MIN) == pytest.approx(90.0)
+    assert book.reserved("research", T0 + 5 * MIN) == pytest.approx(30.0)  # the first one expired
+    assert book.reserve(ask(70.0), T0 + 5 * MIN).granted

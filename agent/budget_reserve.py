@@ -1,0 +1,199 @@
+"""Reserving a plan's scale-ups against budgets that other agents share, before the executor carries them out.
+
+The planner trims scale-ups to the caps with what this agent knows. Agents in other clusters that name the same
+budget spend from it too, so before a scale-up the agent reserves the spend it adds (its extra units at the pool's
+price to the end of each cap's period) in the ledger: all of a tick's requests in one transaction against
+everyone's recorded and reserved spend (``agent.ledger.reservations``). A scale-up not granted in full is trimmed
+to the units the headroom fits and reserved again; if even that is refused (another agent took the room in
+between), the pool is held. Either way the plan carries a budget skip and the tick alerts.
+
+Reservations of scale-ups not carried out (rejected, failed, only recorded in dry-run) are released as soon as the
+executor reports. Those of scale-ups carried out stay until they expire (``ledger.reservation_ttl``, never past
+the end of the cap's period), so the other agents count the new units while the ledger starts recording them; an
+agent that dies leaves its reservations to expire.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from agent.ledger.reservations import Grant, ReservationRequest, Reservations
+from agent.planning.budget import Budget, CapKind, Period
+from models import (
+    ActionResult,
+    ActionStatus,
+    AlertEvent,
+    AlertKind,
+    CapacityPlan,
+    PoolSpec,
+    Resize,
+    Severity,
+    Skip,
+    SkipReason,
+)
+
+_CARRIED_OUT = (ActionStatus.DONE, ActionStatus.STARTED)
+_EPS_USD = 1e-6
+
+
+@dataclass(frozen=True)
+class _Cap:
+    """One cap a pool's scale-up spends from: the reservation's budget key, its period and what a unit costs in it."""
+
+    key: str  # the budget's name for its monthly cap, ``NAME/hourly`` for its hourly cap
+    budget: Budget
+    period: Period
+    cap_usd: float
+    per_unit_usd: float
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """The plan with its scale-ups cut to what the shared budgets granted, and the alerts to raise about it."""
+
+    plan: CapacityPlan
+    alerts: tuple[AlertEvent, ...] = ()
+
+
+class BudgetReserver:
+    """Reserves scale-ups in ``ledger`` for ``holder`` (this agent's name, shown to operators)."""
+
+    def __init__(
+        self,
+        ledger: Reservations,
+        budgets: Sequence[Budget],
+        pools: Mapping[str, PoolSpec],
+        holder: str,
+        ttl: timedelta,
+    ) -> None:
+        self.ledger = ledger
+        self.budgets = list(budgets)
+        self.pools = pools
+        self.holder = holder
+        self.ttl = ttl
+        self._held: dict[str, list[int]] = {}  # resize key -> its reservations, until the executor reports
+
+    def reserve(self, now: datetime, plan: CapacityPlan) -> Reserved:
+        """Reserve every scale-up of ``plan`` on a budgeted pool; trim or hold the ones not granted."""
+        ups = sorted(
+            (r for r in plan.resizes if r.is_scale_up and self._caps(now, r.pool_id)),
+            key=lambda r: self.pools[r.pool_id].fill_key,
+        )
+        if not ups:
+            return Reserved(plan)
+        first = self._ask(now, [(r.pool_id, r.to_units - r.from_units) for r in ups])
+        allowed: dict[str, int] = {}
+        headroom: dict[str, tuple[str, float]] = {}
+        for resize, grants in zip(ups, first, strict=True):
+            wanted = resize.to_units - resize.from_units
+            if all(g.granted for _, g in grants):
+                self._held[resize.key] = [g.reservation_id for _, g in grants if g.reservation_id is not None]
+                continue
+            self.ledger.release([g.reservation_id for _, g in grants if g.reservation_id is not None])
+            units, budget, room = min(
+                (max(0, math.floor((g.headroom_usd + _EPS_USD) / cap.per_unit_usd)), cap.key, max(0.0, g.headroom_usd))
+                for cap, g in grants
+                if not g.granted
+            )
+            allowed[resize.pool_id], headroom[resize.pool_id] = min(wanted, units), (budget, room)
+        trimmed = [r for r in ups if allowed.get(r.pool_id, 0) > 0]
+        second = self._ask(now, [(r.pool_id, allowed[r.pool_id]) for r in trimmed])
+        for resize, grants in zip(trimmed, second, strict=True):
+            ids = [g.reservation_id for _, g in grants if g.reservation_id is not None]
+            if all(g.granted for _, g in grants):
+                self._held[_key(now, resize.pool_id, resize.from_units + allowed[resize.pool_id])] = ids
+            else:
+                self.ledger.release(ids)
+                allowed[resize.pool_id] = 0
+        return self._cut(now, plan, allowed, headroom)
+
+    def settle(self, results: Sequence[ActionResult]) -> None:
+        """Release the reservations of the scale-ups the executor did not carry out; keep the others to expire."""
+        carried_out = {r.key for r in results if r.status in _CARRIED_OUT}
+        abandoned = [i for key, ids in self._held.items() if key not in carried_out for i in ids]
+        self._held = {}
+        self.ledger.release(abandoned)
+
+    # -- internals ------------------------------------------------------------------------------------------
+    def _caps(self, now: datetime, pool_id: str) -> list[_Cap]:
+        spec = self.pools.get(pool_id)
+        if spec is None or spec.price_per_unit_hour_usd <= 0.0:
+            return []
+        caps = []
+        for budget in self.budgets:
+            if pool_id not in budget.pools:
+                continue
+            for kind, period, cap_usd in budget.caps(now):
+                hours = period.remaining(now).total_seconds() / 3600.0
+                key = budget.name if kind is CapKind.MONTH else f"{budget.name}/{kind}"
+                if hours > 0.0:
+                    caps.append(_Cap(key, budget, period, cap_usd, spec.price_per_unit_hour_usd * hours))
+        return caps
+
+    def _ask(self, now: datetime, wants: Sequence[tuple[str, int]]) -> list[list[tuple[_Cap, Grant]]]:
+        """Ask for ``units`` more of each pool in every cap over it, in one transaction; the grants by request."""
+        asked = [(i, cap) for i, (pool_id, _) in enumerate(wants) for cap in self._caps(now, pool_id)]
+        requests = [
+            ReservationRequest(
+                budget=cap.key,
+                pools=tuple(sorted(cap.budget.pools)),
+                period_start=cap.period.start,
+                period_end=cap.period.end,
+                cap_usd=cap.cap_usd,
+                amount_usd=wants[i][1] * cap.per_unit_usd,
+                holder=self.holder,
+                ttl=min(self.ttl, cap.period.end - now),
+            )
+            for i, cap in asked
+        ]
+        grants = self.ledger.reserve_many(requests, now) if requests else []
+        out: list[list[tuple[_Cap, Grant]]] = [[] for _ in wants]
+        for (i, cap), grant in zip(asked, grants, strict=True):
+            out[i].append((cap, grant))
+        return out
+
+    def _cut(
+        self, now: datetime, plan: CapacityPlan, allowed: Mapping[str, int], headroom: Mapping[str, tuple[str, float]]
+    ) -> Reserved:
+        resizes: list[Resize] = []
+        skips = list(plan.skips)
+        alerts = []
+        targets = dict(plan.targets)
+        for resize in plan.resizes:
+            if resize.pool_id not in allowed or not resize.is_scale_up:
+                resizes.append(resize)
+                continue
+            wanted, granted = resize.to_units - resize.from_units, allowed[resize.pool_id]
+            to_units = resize.from_units + granted
+            budget, room = headroom[resize.pool_id]
+            targets[resize.pool_id] = to_units
+            if granted:
+                reason = f"{resize.reason}; trimmed to {to_units} units by budget {budget!r} shared with other agents"
+                resizes.append(
+                    replace(resize, to_units=to_units, reason=reason, key=_key(now, resize.pool_id, to_units))
+                )
+            detail = (
+                f"budget {budget!r} shared with other agents granted {granted} of {wanted} more units "
+                f"({resize.from_units}->{to_units} instead of ->{resize.to_units}); "
+                f"{room:,.2f} USD of headroom left after everyone's recorded and reserved spend"
+            )
+            skips.append(Skip(resize.pool_id, SkipReason.BUDGET, detail))
+            alerts.append(
+                AlertEvent(
+                    kind=AlertKind.BUDGET_RESERVATION_REFUSED,
+                    severity=Severity.WARNING,
+                    at=now,
+                    subject=f"budget {budget}: {resize.pool_id}",
+                    summary=(f"Scale-up of {resize.pool_id} {'trimmed' if granted else 'held'}: {detail}"),
+                    details={"holder": self.holder, "wanted_units": str(wanted), "granted_units": str(granted)},
+                )
+            )
+        return Reserved(replace(plan, resizes=tuple(resizes), skips=tuple(skips), targets=targets), tuple(alerts))
+
+
+def _key(now: datetime, pool_id: str, to_units: int) -> str:
+    """The planner's idempotency key format: one key per pool, tick and target."""
+    return f"{pool_id}@{now.isoformat()}->{to_units}"
