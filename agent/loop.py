@@ -3,10 +3,16 @@
 ``Agent.run_once(now)`` is the whole tick; time is always the ``now`` argument, so the simulator can drive a
 month in seconds and the daemon drives it from a scheduler. Models are refitted by ``refit(now)`` on their own
 schedule; ``run_once`` only refits when no model has been fitted yet or the refit interval has passed.
+
+The daemon refits beside its ticks instead: ``stage_refit`` reads the history and copies the model, the copy is
+fitted while ticks go on with the model they have, and ``install`` swaps it in between two ticks, so a tick never
+sees a model half fitted. Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks
+forecast with it and need not wait for the configured model's first fit; the first staged refit swaps that in.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
@@ -69,6 +75,25 @@ class Outlook:
 
 
 @dataclass
+class StagedRefit:
+    """A refit fitted apart from the model ticks use; ``fit`` may run beside ticks, ``install`` between them."""
+
+    agent: Agent
+    model: Forecaster
+    history: pd.DataFrame
+    now: datetime
+
+    def fit(self) -> None:
+        self.model.fit(with_group_series(self.history, self.agent.groups), self.agent.step)
+
+    def install(self) -> None:
+        self.agent.parts.forecaster = self.model
+        self.agent.last_refit = self.now
+        self.agent.configured_model_pending = None
+        log.info("refit model=%s rows=%d (fitted beside the ticks)", self.model.name, len(self.history))
+
+
+@dataclass
 class AgentParts:
     """The outside world of one agent, passed in so that tests and the simulator can substitute any part."""
 
@@ -92,6 +117,7 @@ class Agent:
         planner: PlannerSettings | None = None,
         extra_quantiles: Sequence[float] = (),
         holder: str = "leadtime",
+        stand_in: Forecaster | None = None,
     ) -> None:
         self.settings = settings
         self.parts = parts
@@ -112,6 +138,10 @@ class Agent:
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
         self._last_tick: datetime | None = None
+        # With a stand-in, ticks forecast with it until the first staged refit installs the configured model.
+        self.configured_model_pending: Forecaster | None = None
+        if stand_in is not None:
+            self.configured_model_pending, parts.forecaster = parts.forecaster, stand_in
 
     # -- schedule-driven entry points -------------------------------------------------------------------------
     def refit(self, now: datetime) -> None:
@@ -121,6 +151,13 @@ class Agent:
         self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
         self.last_refit = now
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
+
+    def stage_refit(self, now: datetime) -> StagedRefit:
+        """Read the history window ending at ``now`` and copy the model to refit (the configured one while a
+        stand-in forecasts); fitting the copy changes nothing a tick reads. Call between ticks."""
+        history, _ = self._fetch(now - self.settings.forecast.history, now)
+        model = copy.deepcopy(self.configured_model_pending or self.parts.forecaster)
+        return StagedRefit(self, model, history, now)
 
     def run_once(self, now: datetime) -> TickReport:
         return self.act(now, self.observe(now))

@@ -12,14 +12,16 @@ retrain learns from all history before the retrain point.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import lightgbm as lgb
 import numpy as np
 
 from forecasting.features import FEATURE_NAMES, MINUTE_NS, SeriesFeatures, context_steps, mean_level
 from forecasting.paths import PathRequest
 from forecasting.series import SeriesData
+
+if TYPE_CHECKING:
+    import lightgbm as lgb
 
 TRAIN_AHEAD_MINUTES = (5, 10, 15, 30, 45, 60, 90, 120)
 MIN_TRAIN_STEPS = 12  # an origin needs this much history behind it to be a training row
@@ -93,6 +95,8 @@ class LightGbmPaths:
             )
         if not prepared:
             return notes
+        import lightgbm as lgb  # slow import, needed only once a model trains
+
         rng = np.random.default_rng(self.seed)
         for ahead in ladder(prepared[0][0].step_ns, self.ahead_minutes):
             x, y = self._training_rows(prepared, int(ahead), rng)

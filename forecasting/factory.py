@@ -10,8 +10,9 @@ from datetime import timedelta
 
 from config.schema import ForecastSettings
 from forecasting.base import Forecaster
+from forecasting.calibrated import last_value_forecaster
 from forecasting.last_value import PersistenceForecaster
-from forecasting.registry import build
+from forecasting.registry import FAMILIES, build
 
 
 def build_forecaster(settings: ForecastSettings, horizon: timedelta | None = None) -> Forecaster:
@@ -26,3 +27,11 @@ def build_forecaster(settings: ForecastSettings, horizon: timedelta | None = Non
         reselect_interval=settings.reselect_interval,
         horizon=horizon,
     )
+
+
+def stand_in_forecaster(settings: ForecastSettings) -> Forecaster | None:
+    """A cheap model to forecast with while the configured one is first fitted (the calibrated last value,
+    fitted in well under a second), or None when the configured model is a baseline and as cheap itself."""
+    if FAMILIES.get(settings.model) == "baseline":
+        return None
+    return last_value_forecaster()

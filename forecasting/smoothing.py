@@ -13,9 +13,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.signal import lfilter
-from statsmodels.tsa.holtwinters import ExponentialSmoothing
-from statsmodels.tsa.seasonal import STL
 
 from forecasting.paths import DAY_NS, PathRequest, forward_filled
 from forecasting.series import SeriesData
@@ -39,6 +36,8 @@ def estimate_damped(y: np.ndarray) -> DampedParams:
         return DampedParams(alpha=1.0, beta=0.0, phi=0.9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        from statsmodels.tsa.holtwinters import ExponentialSmoothing  # slow import, needed at fit only
+
         fit = ExponentialSmoothing(y, trend="add", damped_trend=True, initialization_method="heuristic").fit()
     params = fit.params
     alpha, beta, phi = (float(params[k]) for k in ("smoothing_level", "smoothing_trend", "damping_trend"))
@@ -63,6 +62,8 @@ def damped_states(y: np.ndarray, p: DampedParams) -> tuple[np.ndarray, np.ndarra
     den = [1.0, -(a11 + a22), a11 * a22 - a12 * a21]
     num_l = [a, a12 * a * b - a22 * a]
     num_b = [a * b, a21 * a - a11 * a * b]
+    from scipy.signal import lfilter  # ~2 s to import; a process that never smooths never pays it
+
     level[lo:] = lfilter(num_l, den, x) + filled[lo]
     trend[lo:] = lfilter(num_b, den, x)
     return level, trend
@@ -146,6 +147,8 @@ class StlDampedPaths:
         start_phase = (recent.start_ns // series.step_ns + first) % period
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
+            from statsmodels.tsa.seasonal import STL  # slow import, needed at fit only
+
             seasonal = STL(y, period=period, robust=False).fit().seasonal
         last = seasonal[-period:]
         phases = (start_phase + np.arange(len(y) - period, len(y))) % period

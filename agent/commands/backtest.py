@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from tqdm import tqdm
 
 from agent.sources import read_trace
 from agent.strict_json import write_json
@@ -66,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
     factories = {name: (lambda n=name: build(n, quantiles=tuple(sorted({0.5, *levels})))) for name in names}
 
     def bar(origins: Iterable[int]) -> Iterable[int]:
+        from tqdm import tqdm
+
         return tqdm(origins, desc="backtest origins", unit="origin")
 
     result = run_backtest(grid, factories, spec, progress=bar, families=FAMILIES)

@@ -6,10 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from agent.commands.simulate import parse_span, parse_timestamp, prometheus_range
-from agent.sources.prometheus_history import prometheus_source, read_history
-from agent.sources.trace import write_trace
-from config import load_settings
+from agent.commands.arguments import parse_span, parse_timestamp
 
 DEFAULT_EXPORT_SPAN = "14d"
 
@@ -29,6 +26,11 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from agent.commands.simulate import prometheus_range  # the parser imports this module: nothing heavy above
+    from agent.sources.prometheus_history import prometheus_source, read_history
+    from agent.sources.trace import write_trace
+    from config import load_settings
+
     settings = load_settings(args.config)
     start, end = prometheus_range(settings, args.start, args.end, args.since or parse_span(DEFAULT_EXPORT_SPAN))
     history = read_history(settings, prometheus_source(settings, args.config), start, end)

@@ -15,9 +15,6 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from agent.ledger.factory import open_ledger
-from agent.ledger.postgres import PostgresLedger
-from agent.ledger.sqlite import SqliteLedger
 from config import load_settings
 from models import ConfigError, ConfigProblem, LedgerUnavailable
 
@@ -34,6 +31,10 @@ def register(sub: Any) -> None:
 
 
 def import_sqlite(args: argparse.Namespace) -> int:
+    from agent.ledger.factory import open_ledger  # the PostgreSQL driver: only when a ledger is opened
+    from agent.ledger.postgres import PostgresLedger
+    from agent.ledger.sqlite import SqliteLedger
+
     settings = load_settings(args.config)
     if settings.ledger.backend != "postgresql":
         problem = ConfigProblem("ledger.backend", "import-sqlite copies into a PostgreSQL ledger: set postgresql")

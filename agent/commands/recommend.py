@@ -24,16 +24,14 @@ from zoneinfo import ZoneInfo
 import pandas as pd
 
 from actuators.base import Actuator
-from actuators.cloud_wiring import build_cloud_actuators
 from actuators.dry_run import DryRunActuator
 from actuators.simulated import SimulatedCluster
-from agent.commands.simulate import parse_timestamp
+from agent.commands.arguments import parse_timestamp
 from agent.forecast_quality import backtest, quality_table
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
-from agent.report.recommendation import write_recommendation_reports
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from agent.strict_json import write_json
@@ -81,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
         raise LeadtimeError(f"--current-units names unknown pool(s) {unknown}")
     read_side: Actuator
     if settings.cloud is not None and not args.current_units:
+        from actuators.cloud_wiring import build_cloud_actuators  # cloud SDKs: only when the cloud is read
+
         read_side, state_source = build_cloud_actuators(settings.cloud, SystemClock()).router, "cloud"
     else:
         clock = SimulatedClock(at)
@@ -140,6 +140,8 @@ def recommend(
         raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
     write_json(out / "recommendation.json", document)
     # The chart shows each summed pool-group series with its own history next to its forecast.
+    from agent.report.recommendation import write_recommendation_reports  # matplotlib: only when writing
+
     write_recommendation_reports(out, document, with_group_series(history, agent.groups), tick)
     return document
 

@@ -20,24 +20,16 @@ import argparse
 import logging
 import os
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry
+from agent.commands.arguments import parse_timestamp
 
-from actuators import SimulatedCluster
-from agent.commands.simulate import parse_timestamp
-from agent.daemon.kube import kubernetes_api_client
-from agent.daemon.live import check_live_settings, live_parts, needs_kubernetes
-from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
-from agent.daemon.wiring import DaemonParts, assemble
-from agent.ledger import InMemoryLedger
-from agent.notify.base import Notifier
-from agent.notify.log import LogNotifier
-from agent.notify.queued import AlertQueueCollector, QueuedNotifier, queued_slack_notifier
-from agent.sources.trace import read_trace
-from config import load_settings
-from config.schema import Settings
-from models.clock import Clock, SystemClock
+if TYPE_CHECKING:
+    from agent.daemon.wiring import DaemonParts
+    from agent.notify.base import Notifier
+    from agent.notify.queued import QueuedNotifier
+    from config.schema import Settings
+    from models.clock import Clock
 
 
 def register(sub: Any) -> None:
@@ -57,6 +49,17 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top: the parser imports this module for every command, and the live parts (cloud
+    # SDKs) are imported only when the daemon runs live.
+    from prometheus_client import CollectorRegistry
+
+    from agent.daemon.kube import kubernetes_api_client
+    from agent.daemon.wiring import assemble
+    from agent.notify.log import LogNotifier
+    from agent.notify.queued import AlertQueueCollector, queued_slack_notifier
+    from config import load_settings
+    from models.clock import SystemClock
+
     settings = load_settings(args.config)
     if args.fresh_ledger:
         settings = settings.model_copy(update={"ledger": settings.ledger.model_copy(update={"fresh_if_empty": True})})
@@ -64,14 +67,16 @@ def run(args: argparse.Namespace) -> int:
     clock = SystemClock()
     live = not args.replay
     if live:
-        check_live_settings(settings, args.config)  # before anything connects: a missing section is exit 2
+        from agent.daemon import live as live_wiring  # the cloud SDKs: imported only when the daemon runs live
+
+        live_wiring.check_live_settings(settings, args.config)  # before anything connects: a missing section is exit 2
     kube = None
-    if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
+    if settings.daemon.leader_election.enabled or (live and live_wiring.needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
     slack = queued_slack_notifier(settings.alerts, clock, os.environ)
     notifier: Notifier = slack or LogNotifier()
     if live:
-        parts = live_parts(settings, args.config, clock, notifier, kube, CollectorRegistry())
+        parts = live_wiring.live_parts(settings, args.config, clock, notifier, kube, CollectorRegistry())
     else:
         parts = _rehearsal_parts(settings, clock, args.replay, args.replay_from, notifier)
         parts.kube = kube
@@ -94,6 +99,12 @@ def _close(slack: QueuedNotifier | None, settings: Settings) -> None:
 def _rehearsal_parts(
     settings: Settings, clock: Clock, path: str, replay_from: datetime | None, notifier: Notifier
 ) -> DaemonParts:
+    from actuators import SimulatedCluster
+    from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
+    from agent.daemon.wiring import DaemonParts
+    from agent.ledger import InMemoryLedger
+    from agent.sources.trace import read_trace
+
     trace = read_trace(path)
     start = replay_from or trace.index[0].to_pydatetime() + settings.forecast.history
     cluster = SimulatedCluster(settings.pool_specs(), clock)

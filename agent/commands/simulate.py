@@ -11,27 +11,25 @@ import argparse
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
-
-from agent.report.simulation import write_simulation_report
+from agent.commands.arguments import parse_span, parse_timestamp
 from agent.simulation import select_window
-from agent.simulation.actual import actual_note, actual_run
 from agent.simulation.equal_service import SERVICE_LEVELS, equal_service
 from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
 from agent.simulation.window import DEFAULT_HISTORY
-from agent.sources.prometheus_history import ClusterHistory, prometheus_source, read_history
 from agent.sources.trace import read_trace
 from agent.strict_json import write_json
 from config import load_settings
-from config.durations import parse_duration
 from config.schema import Settings
 from models import LeadtimeError
 from models.clock import SystemClock
 from models.redaction import redact_tree
+
+if TYPE_CHECKING:
+    from agent.sources.prometheus_history import ClusterHistory
 
 DEFAULT_TRACE = "data/helios-earth/demand_5min.csv.gz"
 DEFAULT_SPAN = timedelta(days=7)
@@ -70,27 +68,6 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def parse_timestamp(text: str) -> datetime:
-    """ISO-8601 with or without an offset; without one it is read as UTC."""
-    try:
-        when = datetime.fromisoformat(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} is not an ISO-8601 timestamp (e.g. 2020-05-08T00:00+08:00)"
-        ) from None
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)
-
-
-def parse_span(text: str) -> timedelta:
-    try:
-        span = parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-    if span <= timedelta(0):
-        raise argparse.ArgumentTypeError(f"{text!r}: the span must be positive, e.g. 14d")
-    return span
-
-
 def parse_policies(text: str) -> list[str]:
     names = [p.strip() for p in text.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES]
@@ -112,6 +89,13 @@ def parse_targets(text: str) -> list[float]:
 
 
 def run(args: argparse.Namespace) -> int:
+    # Imported here, not at the top (the parser imports this module for every command): the report draws with
+    # matplotlib, and the actual row reads Prometheus.
+    from tqdm import tqdm
+
+    from agent.report.simulation import write_simulation_report
+    from agent.simulation.actual import actual_note, actual_run
+
     settings = load_settings(args.config)
     history: ClusterHistory | None = None
     if args.source == "prometheus":
@@ -166,6 +150,8 @@ def run(args: argparse.Namespace) -> int:
 def _from_prometheus(settings: Settings, args: argparse.Namespace) -> tuple[ClusterHistory, datetime, datetime]:
     """The window asked for, and the history read for it: the window plus what came before it (at least the
     forecaster's history), so that the static policy and the forecasters see what they would have seen."""
+    from agent.sources.prometheus_history import prometheus_source, read_history
+
     start, end = prometheus_range(settings, args.start, args.end, args.since or DEFAULT_SPAN)
     before = max(DEFAULT_HISTORY, settings.forecast.history)
     source = prometheus_source(settings, args.config)

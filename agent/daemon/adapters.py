@@ -18,7 +18,7 @@ from actuators import Actuator
 from agent.daemon.demand_recorder import DemandRecorder
 from agent.daemon.guard import Leadership
 from agent.daemon.shadow_book import ShadowBook
-from agent.loop import Agent
+from agent.loop import Agent, StagedRefit
 from agent.state import MemoryKeeper, StateStore
 from models import (
     ActionResult,
@@ -133,3 +133,6 @@ class AgentLoopAdapter:
 
     def refit(self, now: datetime) -> None:
         self._agent.refit(now)
+
+    def stage_refit(self, now: datetime) -> StagedRefit:
+        return self._agent.stage_refit(now)

@@ -48,6 +48,27 @@ class AgentLoop(Protocol):
         ...
 
 
+class StagedRefit(Protocol):
+    """A refit under way: the history is read and the model copied; the copy is fitted apart, then swapped in."""
+
+    def fit(self) -> None:
+        """Fit the copy; touches nothing a tick reads, so ticks may run meanwhile."""
+        ...
+
+    def install(self) -> None:
+        """Make the fitted copy the model ticks forecast with; call between ticks."""
+        ...
+
+
+@runtime_checkable
+class RefitsApart(Protocol):
+    """A loop whose refit can run beside its ticks: only reading the history and the swap hold ticks off."""
+
+    def stage_refit(self, now: datetime) -> StagedRefit:
+        """Read the history up to ``now`` and copy the model to refit; call between ticks."""
+        ...
+
+
 @runtime_checkable
 class Resumable(Protocol):
     """A loop with state that outlives a leader: it reloads it when this replica becomes the leader."""

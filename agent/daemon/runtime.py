@@ -5,7 +5,8 @@ Jobs (APScheduler 3, background thread, UTC):
 * ``election`` every retry period, on an executor of its own so a long tick never delays a renewal;
 * ``tick`` every tick interval: one instance at a time, coalesced, dropped when it cannot start within the
   misfire grace (never a burst of late ticks); run at once when this replica becomes the leader;
-* ``refit`` every refit interval, first at start so models are warm before the replica may lead;
+* ``refit`` every refit interval, first at start so models are warm before the replica may lead; it fits beside
+  the ticks (the first ones forecast with a cheap stand-in), so the first tick, and readiness, need not wait;
 * ``daily-report`` once a day at the configured UTC time.
 
 Stopping (SIGTERM or SIGINT): no new tick or refit starts; the one in progress finishes, with the election still

@@ -9,7 +9,9 @@ injected clock, so tests drive it directly with a simulated clock.
 * A replica that becomes the leader asks the loop to resume (reload the state the previous leader saved)
   before its first tick as leader.
 * A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh.
-* A tick and a refit never overlap (they share the loop's models); on shutdown the one in progress finishes.
+* A tick and a refit never overlap on the loop's models: a loop that refits apart fits a copy while ticks go on
+  and swaps it in between two ticks (so the first tick need not wait for the first fit); any other loop's refit
+  holds ticks off. On shutdown the tick or refit in progress finishes.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.health import HealthState
 from agent.daemon.lease import ElectionStep
 from agent.daemon.metrics import DaemonMetrics
-from agent.daemon.ports import AgentLoop, AlertSink, DecisionSink, Resumable, TickReport, Watching
+from agent.daemon.ports import AgentLoop, AlertSink, DecisionSink, RefitsApart, Resumable, TickReport, Watching
 from agent.daemon.shadow_book import ShadowBook
 from agent.daemon.summary import DailySummary
 from agent.decision_events import decision_events
@@ -101,6 +103,7 @@ class Daemon:
         self._shadow = shadow
         self._timer = timer  # durations for metrics only; decisions never read it
         self._work = threading.Lock()
+        self._refitting = threading.Lock()  # held for a whole refit, its fit beside the ticks included
         self._stopping = threading.Event()
         self._resume = threading.Event()  # set by the election thread, consumed by the next leader tick
         self.summary = DailySummary(clock.now())
@@ -143,19 +146,35 @@ class Daemon:
                 self._standby_tick(now)
 
     def refit(self) -> None:
-        with self._work:
+        """Refit the models. A loop that refits apart (``RefitsApart``) holds ticks off only while it reads the
+        history and while it swaps the fitted model in; ticks go on with the previous model while it fits."""
+        with self._refitting:
             if self._stopping.is_set():
                 return
             now = self._clock.now()
             started = self._timer()
             try:
-                self._loop.refit(now)
+                self._refit(now)
             except Exception as exc:  # a failed refit keeps the previous models; never fatal
                 log.exception("refit failed; ticks keep the previous models")
                 self._metrics.record_error(exc)
                 self.summary.add_error(exc)
             finally:
                 self._metrics.refit_duration.observe(self._timer() - started)
+
+    def _refit(self, now: datetime) -> None:
+        if not isinstance(self._loop, RefitsApart):
+            with self._work:
+                if not self._stopping.is_set():
+                    self._loop.refit(now)
+            return
+        with self._work:
+            if self._stopping.is_set():
+                return
+            staged = self._loop.stage_refit(now)
+        staged.fit()
+        with self._work:
+            staged.install()
 
     def daily_report(self) -> None:
         now = self._clock.now()
@@ -174,9 +193,12 @@ class Daemon:
 
     # -- shutdown -----------------------------------------------------------------------------------------
     def stop_working(self) -> None:
-        """Start no new tick or refit, and wait for the one in progress to finish."""
+        """Start no new tick or refit, and wait for the one in progress to finish (a refit's fit beside the ticks
+        included, while the election goes on renewing the lease)."""
         self._stopping.set()
         with self._work:
+            pass
+        with self._refitting:
             pass
 
     def release(self) -> bool:

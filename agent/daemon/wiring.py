@@ -42,7 +42,7 @@ from agent.state import InMemoryStateStore, StateStore
 from agent.state.configmap import KubernetesStateStore
 from config.schema import Settings
 from forecasting.base import Forecaster
-from forecasting.factory import build_forecaster
+from forecasting.factory import build_forecaster, stand_in_forecaster
 from models import KubernetesUnconfigured
 from models.clock import Clock
 
@@ -56,6 +56,9 @@ class DaemonParts:
     clock: Clock
     kube: k8s.ApiClient | None = None  # needed when leader election is on
     forecaster: Forecaster | None = None  # default: the configured model
+    # What the first ticks forecast with while ``forecaster`` first fits; default with the configured model: the
+    # calibrated last value (none for a baseline model).
+    stand_in: Forecaster | None = None
     # Pools that shrink only by draining idle nodes, each with its drainer (several pools may share one).
     drainers: Mapping[str, NodeDrainer] = field(default_factory=dict)
     # Where parts register their own metrics (e.g. an instrumented actuator); served on /metrics with the daemon's.
@@ -118,6 +121,8 @@ def assemble(
         actuator = DryRunActuator(actuator, clock)
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
     forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
+    # The first ticks forecast with a cheap stand-in while the configured model first fits beside them.
+    stand_in = parts.stand_in if parts.forecaster is not None else stand_in_forecaster(settings.forecast)
     drainers = _guarded_drainers(parts.drainers, mode, elector, clock)
     demand = demand_recorder(parts.source) if mode == "dry-run" else None  # the demand the shadow account charges
     source: MetricSource = parts.source if demand is None else demand
@@ -125,6 +130,7 @@ def assemble(
         settings,
         AgentParts(source, forecaster, recorder, parts.ledger, parts.notifier, drainers),
         holder=identity,
+        stand_in=stand_in,
     )
 
     metrics = DaemonMetrics(parts.registry)

@@ -1,0 +1,173 @@
+"""Ready after the first tick, not after the first full fit: the first ticks forecast with a cheap stand-in while
+the configured model fits beside them, and the fitted model is swapped in between two ticks, never half fitted.
+
+The configured model here is gated: its fit waits until the test opens the gate, so what a tick does while the
+model fits is observed by events, not by timing."""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Self
+
+import pandas as pd
+
+from actuators import SimulatedCluster
+from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
+from agent.daemon.wiring import AssembledDaemon, DaemonParts, assemble
+from agent.ledger import InMemoryLedger
+from agent.notify import RecordingNotifier
+from forecasting import PersistenceForecaster
+from forecasting.base import Forecaster
+from forecasting.calibrated import last_value_forecaster
+from forecasting.factory import stand_in_forecaster
+from models.clock import SimulatedClock
+from tests.daemon.scenario import TRACE_START, helios_settings, helios_trace
+
+# Generous: the fit of the stand-in and one tick take well under a second on an idle 2-core machine.
+DEADLINE = 120.0
+
+
+@dataclass
+class Gate:
+    """Shared by a gated model and its copies: when a fit started, when it may finish, what predicted."""
+
+    fitting: threading.Event = field(default_factory=threading.Event)
+    open: threading.Event = field(default_factory=threading.Event)
+    fits_done: int = 0
+    predicts: list[str] = field(default_factory=list)
+
+
+class GatedForecaster:
+    """A real forecaster whose ``fit`` waits for the gate; records which instance predicted."""
+
+    def __init__(self, inner: Forecaster, gate: Gate, label: str = "configured") -> None:
+        self.inner, self.gate, self.label = inner, gate, label
+        self.name = inner.name
+        self.fitted = False
+
+    @property
+    def min_history_steps(self) -> int:
+        return self.inner.min_history_steps
+
+    def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
+        self.gate.fitting.set()
+        assert self.gate.open.wait(DEADLINE), "the test never opened the gate"
+        self.inner.fit(history, step)
+        self.fitted = True
+        self.gate.fits_done += 1
+        return self
+
+    def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        self.gate.predicts.append(f"{self.label} fitted={self.fitted}")
+        return self.inner.predict(recent, horizon, quantiles)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> GatedForecaster:
+        twin = GatedForecaster(copy.deepcopy(self.inner, memo), self.gate, f"{self.label} copy")
+        twin.fitted = self.fitted
+        return twin
+
+
+CLOCK_START = datetime.fromisoformat("2026-01-05T00:00:00+00:00")
+
+
+def _daemon(forecaster: Forecaster, stand_in: Forecaster | None) -> AssembledDaemon:
+    settings = helios_settings(None)
+    clock = SimulatedClock(CLOCK_START)
+    cluster = SimulatedCluster(settings.pool_specs(), clock)
+    parts = DaemonParts(
+        source=ShiftedTraceSource(helios_trace(), TRACE_START, clock.now()),
+        actuator=RehearsalCluster(cluster, clock),
+        ledger=InMemoryLedger(),
+        notifier=RecordingNotifier(),
+        clock=clock,
+        forecaster=forecaster,
+        stand_in=stand_in,
+    )
+    assembled = assemble(settings, "enforce", parts, {"POD_NAME": "replica-a", "POD_NAMESPACE": "leadtime"})
+    assembled.endpoints.stop()  # the jobs are driven directly; no socket needed
+    return assembled
+
+
+def _in_thread(job: Any) -> threading.Thread:
+    thread = threading.Thread(target=job, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_the_first_tick_runs_on_the_stand_in_while_the_configured_model_fits() -> None:
+    gate = Gate()
+    assembled = _daemon(GatedForecaster(PersistenceForecaster(), gate), last_value_forecaster())
+    daemon, health, agent = assembled.daemon, assembled.health, assembled.loop.agent
+    daemon.elect()
+    refit = _in_thread(daemon.refit)
+    assert gate.fitting.wait(DEADLINE)
+
+    tick = _in_thread(daemon.tick)  # on the old hand-over this tick waited for the whole fit
+    tick.join(DEADLINE)
+    assert not tick.is_alive(), "the first tick waited for the configured model's fit"
+    assert health.readiness(CLOCK_START).ready
+    assert gate.predicts == []  # the tick forecast with the stand-in: the model being fitted was never used
+    assert agent.parts.forecaster.name == "naive"
+
+    gate.open.set()
+    refit.join(DEADLINE)
+    assert not refit.is_alive()
+    assert gate.fits_done == 1
+    daemon.tick()
+    assert gate.predicts == ["configured copy fitted=True"]  # swapped in whole, between two ticks
+
+
+def test_a_refit_fits_a_copy_and_the_ticks_keep_the_fitted_model_until_the_swap() -> None:
+    gate = Gate()
+    gate.open.set()
+    assembled = _daemon(GatedForecaster(PersistenceForecaster(), gate), None)
+    daemon, agent = assembled.daemon, assembled.loop.agent
+    daemon.elect()
+    daemon.refit()
+    first = agent.parts.forecaster
+    assert isinstance(first, GatedForecaster)
+    assert first.fitted
+
+    gate.open.clear()
+    gate.fitting.clear()
+    refit = _in_thread(daemon.refit)
+    assert gate.fitting.wait(DEADLINE)
+    daemon.tick()  # runs while the second fit waits for the gate
+    assert agent.parts.forecaster is first
+    assert gate.predicts[-1] == "configured copy fitted=True"
+    gate.open.set()
+    refit.join(DEADLINE)
+    assert not refit.is_alive()
+    assert agent.parts.forecaster is not first
+    assert gate.fits_done == 2
+
+
+def test_an_expensive_configured_model_gets_the_calibrated_last_value_as_stand_in() -> None:
+    settings = helios_settings(None)
+    assert settings.forecast.model == "auto"
+    stand_in = stand_in_forecaster(settings.forecast)
+    assert stand_in is not None
+    assert stand_in.name == "naive"
+    baseline = settings.forecast.model_copy(update={"model": "persistence"})
+    assert stand_in_forecaster(baseline) is None
+
+
+def test_stopping_waits_for_the_fit_in_progress_so_the_election_keeps_renewing_meanwhile() -> None:
+    gate = Gate()
+    assembled = _daemon(GatedForecaster(PersistenceForecaster(), gate), last_value_forecaster())
+    daemon = assembled.daemon
+    daemon.elect()
+    refit = _in_thread(daemon.refit)
+    assert gate.fitting.wait(DEADLINE)
+    stopper = _in_thread(daemon.stop_working)
+    stopper.join(1.0)  # correct code stays blocked here until the gate opens, however long this waits
+    assert stopper.is_alive(), "stop_working returned while the model was still fitting"
+    gate.open.set()
+    stopper.join(DEADLINE)
+    refit.join(DEADLINE)
+    assert not stopper.is_alive()
+    assert gate.fits_done == 1
