@@ -18,16 +18,18 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.daemon.shadow import RUNS, Period, ShadowAccount
 from agent.ledger import Ledger
-from agent.ledger.postgres import PostgresLedger
 from config.ledger import LedgerSettings
 from models import LedgerUnavailable, PoolSpec, PoolState
+
+if TYPE_CHECKING:
+    from agent.ledger.postgres import PostgresLedger
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +78,11 @@ class PostgresShadowStore:
 def shadow_store(settings: LedgerSettings, ledger: Ledger, pools: Sequence[PoolSpec]) -> ShadowStore | None:
     """The store beside the configured ledger (``None``: in-memory ledger). In a shared PostgreSQL ledger the
     account is named by its pools, which no other deployment plans."""
-    if isinstance(ledger, PostgresLedger):
-        return PostgresShadowStore(ledger, ",".join(sorted(p.pool_id for p in pools)))
+    if settings.backend == "postgresql":
+        from agent.ledger.postgres import PostgresLedger  # the driver only where a PostgreSQL ledger is used
+
+        if isinstance(ledger, PostgresLedger):
+            return PostgresShadowStore(ledger, ",".join(sorted(p.pool_id for p in pools)))
     if settings.backend == "sqlite":
         return FileShadowStore(Path(f"{settings.path}.shadow.json"))
     return None

@@ -148,11 +148,11 @@ def test_a_refit_fits_a_copy_and_the_ticks_keep_the_fitted_model_until_the_swap(
 
 def test_an_expensive_configured_model_gets_the_calibrated_last_value_as_stand_in() -> None:
     settings = helios_settings(None)
-    assert settings.forecast.model == "auto"
-    stand_in = stand_in_forecaster(settings.forecast)
+    configured = settings.forecast.model_copy(update={"model": "auto"})  # what helios-earth.yaml configures
+    stand_in = stand_in_forecaster(configured)
     assert stand_in is not None
     assert stand_in.name == "naive"
-    baseline = settings.forecast.model_copy(update={"model": "persistence"})
+    baseline = configured.model_copy(update={"model": "persistence"})
     assert stand_in_forecaster(baseline) is None
 
 
