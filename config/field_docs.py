@@ -138,8 +138,6 @@ FIELDS: dict[str, str] = {
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
     '`cluster_queue="team-a", flavor="a100"`.',
     "ClassQuerySettings.resource": "Resource name in the default query, e.g. `nvidia_com_gpu` or `google.com/tpu`.",
-    "PoolQuerySettings.activity_query": "A PromQL query for the pool's accelerator activity (0..1).",
-    "PoolQuerySettings.node_selector": "Label matchers on the DCGM series that select the pool's nodes.",
     "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "
     'slices), e.g. `count(kube_node_labels{label_cloud_google_com_gke_nodepool="a100"})`; '
     "`simulate --source prometheus` reports it as the `actual` row.",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator, model_validator
 
 from config.durations import format_duration, parse_duration
 from models import ConfigProblem
@@ -41,14 +41,25 @@ class ClassQuerySettings(_Section):
 
 
 class PoolQuerySettings(_Section):
-    """How one pool's accelerator activity (0..1) is read: ``activity_query`` replaces the default DCGM query,
-    ``node_selector`` (label matchers on the DCGM series) narrows it to the pool's nodes. ``capacity_query``
-    (one series, in the pool's units: nodes or slices) is what the pool really ran; ``simulate --source
-    prometheus`` replays it as the ``actual`` row."""
+    """``capacity_query`` (one series, in the pool's units: nodes or slices) is what the pool really ran;
+    ``simulate --source prometheus`` replays it as the ``actual`` row."""
 
-    activity_query: str | None = Field(default=None, min_length=1)
-    node_selector: str | None = Field(default=None, min_length=1)
     capacity_query: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_longer_read(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            for key in _NO_LONGER_READ:
+                if key in data:
+                    raise ValueError(
+                        f"{key} is no longer read: idle nodes are found from the pods running on them, not from "
+                        "DCGM activity; remove the key"
+                    )
+        return data
+
+
+_NO_LONGER_READ = ("activity_query", "node_selector")
 
 
 class PrometheusSettings(_Section):

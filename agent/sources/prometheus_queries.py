@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from config.prometheus import ClassQuerySettings, PoolQuerySettings, PrometheusSettings
-from models import AcceleratorFamily, DemandClass, PoolSpec
+from config.prometheus import ClassQuerySettings, PrometheusSettings
+from models import AcceleratorFamily, DemandClass
 
 # Extended resource names as Kubernetes (and Kueue) spell them ...
 KUEUE_RESOURCES = {AcceleratorFamily.GPU: "nvidia.com/gpu", AcceleratorFamily.TPU: "google.com/tpu"}
@@ -64,25 +64,3 @@ def demand_query(demand_class: DemandClass, settings: PrometheusSettings) -> str
 
 def demand_queries(classes: Sequence[DemandClass], settings: PrometheusSettings) -> dict[str, str]:
     return {c.name: demand_query(c, settings) for c in classes}
-
-
-def gke_node_selector(pool_id: str) -> str:
-    """DCGM series of the nodes of a GKE node pool: GKE names nodes ``gke-<cluster>-<pool>-<8 hex>-<suffix>``
-    and the DCGM exporter's ``Hostname`` label carries the node name."""
-    return f'Hostname=~"gke-.+-{pool_id}-[0-9a-f]{{8}}-.+"'
-
-
-def activity_query(pool: PoolSpec, settings: PrometheusSettings) -> str:
-    """Mean GPU activity of a pool's nodes as a fraction (DCGM reports percent)."""
-    override = settings.pools.get(pool.pool_id, PoolQuerySettings())
-    if override.activity_query:
-        return override.activity_query
-    selector = override.node_selector or gke_node_selector(pool.pool_id)
-    return f"avg(DCGM_FI_DEV_GPU_UTIL{{{selector}}}) / 100"
-
-
-def node_activity_query(pool: PoolSpec, settings: PrometheusSettings) -> str:
-    """GPU activity per node of a pool (one series per ``Hostname``), for idle detection."""
-    override = settings.pools.get(pool.pool_id, PoolQuerySettings())
-    selector = override.node_selector or gke_node_selector(pool.pool_id)
-    return f"avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL{{{selector}}}) / 100"

@@ -7,11 +7,10 @@ from typing import Any
 
 import pytest
 
-from agent.sources.prometheus_queries import activity_query, demand_query, node_activity_query, quote
+from agent.sources.prometheus_queries import demand_query, quote
 from config import settings_from_mapping
 from config.prometheus import PrometheusSettings
-from models import AcceleratorFamily, ConfigError, DemandClass, PoolSpec
-from models.pools import CapacityTier, PoolKind
+from models import AcceleratorFamily, ConfigError, DemandClass
 
 TPU = DemandClass("tpu-v5e", family=AcceleratorFamily.TPU)
 GPU = DemandClass("gpu-a100", series="team-a")
@@ -55,19 +54,12 @@ def test_label_values_are_quoted_safely() -> None:
     assert quote('a"b\\c') == '"a\\"b\\\\c"'
 
 
-def test_activity_queries_read_dcgm_for_the_pool_nodes() -> None:
-    pool = PoolSpec(
-        "a100-spot", PoolKind.GPU_NODE_POOL, CapacityTier.SPOT, AcceleratorFamily.GPU, 8, 0, 4, 20.0,
-        timedelta(minutes=10), ("gpu-a100",),
-    )  # fmt: skip
-    assert (
-        activity_query(pool, _settings())
-        == 'avg(DCGM_FI_DEV_GPU_UTIL{Hostname=~"gke-.+-a100-spot-[0-9a-f]{8}-.+"}) / 100'
-    )
-    assert node_activity_query(pool, _settings()).startswith("avg by (Hostname) (DCGM_FI_DEV_GPU_UTIL{")
-    custom = _settings(pools={"a100-spot": {"node_selector": 'node_pool="spot"'}})
-    assert 'node_pool="spot"' in activity_query(pool, custom)
-    assert activity_query(pool, _settings(pools={"a100-spot": {"activity_query": "x"}})) == "x"
+def test_activity_keys_that_are_no_longer_read_are_refused_with_the_reason() -> None:
+    for key in ("activity_query", "node_selector"):
+        with pytest.raises(ConfigError) as caught:
+            settings_from_mapping({**BASE, "prometheus": {"url": "http://p:9090", "pools": {"gpu": {key: "x"}}}})
+        [problem] = [str(p) for p in caught.value.problems]
+        assert problem.startswith("prometheus.pools.gpu: ") and f"{key} is no longer read" in problem, problem
 
 
 BASE: dict[str, Any] = {
@@ -106,7 +98,7 @@ def test_the_prometheus_section_is_optional_and_typed() -> None:
         ({"url": "http://p:9090", "timeout": "0s"}, "prometheus.timeout"),
         ({"url": "http://p:9090", "token_file": "/x"}, "prometheus.token_file"),
         ({"url": "http://p:9090", "classes": {"gpu-h100": {"query": "sum(x)"}}}, "prometheus.classes.gpu-h100"),
-        ({"url": "http://p:9090", "pools": {"h100": {"activity_query": "x"}}}, "prometheus.pools.h100"),
+        ({"url": "http://p:9090", "pools": {"h100": {"capacity_query": "x"}}}, "prometheus.pools.h100"),
         ({"url": "http://p:9090", "classes": {"gpu-a100": {"qurey": "sum(x)"}}}, "prometheus.classes.gpu-a100.qurey"),
     ],
 )

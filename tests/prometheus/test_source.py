@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from agent.sources.prometheus import PrometheusSource, connect, step_grid
-from agent.sources.prometheus_queries import activity_query, demand_queries
+from agent.sources.prometheus_queries import demand_queries
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricsUnavailable
 from tests.prometheus.server import TENANTS, LoadedTrace, PrometheusServer
@@ -59,18 +59,6 @@ def test_chunk_edges_neither_duplicate_nor_drop_steps(prometheus: PrometheusServ
     assert a["ds"].is_unique
     assert a["ds"].iloc[0] == loaded_trace.index[101]
     assert len(a) == len(step_grid(start, end, STEP)) == 84
-
-
-def test_dcgm_activity_query_reads_the_pool_activity(prometheus: PrometheusServer, loaded_trace: LoadedTrace) -> None:
-    from models import PoolSpec
-
-    source, settings = _source(prometheus)
-    pool = PoolSpec("a100-on-demand", *_pool_defaults())
-    start, end = _span(loaded_trace)
-    activity = source.series("a100-on-demand", activity_query(pool, settings), start, end, STEP)
-    present = activity.dropna()
-    assert 0.3 < present.mean() < 1.0
-    assert present.max() <= 1.0 + 1e-9
 
 
 def _pool_defaults() -> tuple[object, ...]:
