@@ -93,8 +93,9 @@ FIELDS: dict[str, str] = {
     "PlannerSettings.min_direction_change_interval": "Least time between a scale-up and a scale-down of the same "
     "pool, either way (duration).",
     # -- forecast
-    "ForecastSettings.model": "Forecaster: `auto` (chosen per class by backtest), `last-value`, `naive`, "
-    "`seasonal_naive`, `ets`, `stl` or `lightgbm`.",
+    "ForecastSettings.model": "Forecaster: `auto` (chosen per class by backtest), `persistence` (every quantile is "
+    "the newest value; formerly `naive`, still read with a warning), `last-value`, `seasonal_naive`, `ets`, `stl` "
+    "or `lightgbm`.",
     "ForecastSettings.quantiles": "Forecast quantiles, each in (0, 1); the service level must be one of them or "
     "between them.",
     "ForecastSettings.history": "How much history the models are fitted on (duration).",

@@ -7,6 +7,7 @@ with its own key path.
 
 from __future__ import annotations
 
+import warnings
 from datetime import timedelta
 from typing import Annotated, Literal
 
@@ -108,12 +109,29 @@ class PlannerSettings(_Section):
     min_direction_change_interval: Duration = timedelta(0)
 
 
+def _renamed_model(value: object) -> object:
+    """``naive`` in a configuration was bare persistence, while ``leadtime backtest`` calls the calibrated last
+    value ``naive``: the configuration's name is now ``persistence``, and the old one still loads, with a warning."""
+    if value == "naive":
+        warnings.warn(  # FutureWarning: shown to the person running leadtime, not only to developers
+            "forecast.model: 'naive' is deprecated and read as 'persistence' (every quantile is the newest value); "
+            "write 'persistence'",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return "persistence"
+    return value
+
+
 class ForecastSettings(_Section):
     """``refit_interval``: how often the loop refits: forecasts are recalibrated on the newest residuals (cheap).
     ``reselect_interval``: how often ``auto`` re-chooses the model per demand class by backtest (cheap, reads stored
     residuals). ``retrain_interval``: how often the models themselves are retrained (costly)."""
 
-    model: Literal["auto", "last-value", "naive", "seasonal_naive", "ets", "stl", "lightgbm"] = "auto"
+    model: Annotated[
+        Literal["auto", "persistence", "last-value", "seasonal_naive", "ets", "stl", "lightgbm"],
+        BeforeValidator(_renamed_model),
+    ] = "auto"
     quantiles: tuple[Probability, ...] = (0.5, 0.9, 0.95)
     history: Duration = timedelta(days=7)
     refit_interval: Duration = timedelta(hours=1)

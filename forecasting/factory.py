@@ -1,7 +1,7 @@
 """Building the configured forecaster from settings.
 
-The configuration's ``naive`` is bare persistence (every quantile is the last value): the simulator's reactive
-baseline relies on it. Every other name is built by ``forecasting.registry``.
+The configuration's ``persistence`` (formerly ``naive``) is bare persistence: every quantile is the last value.
+Every other name is built by ``forecasting.registry``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from forecasting.registry import FAMILIES, build
 
 def build_forecaster(settings: ForecastSettings, horizon: timedelta | None = None) -> Forecaster:
     """``horizon``: the furthest ahead the caller will ask (the agent's longest lead time plus a tick)."""
-    if settings.model == "naive":
+    if settings.model == "persistence":
         return PersistenceForecaster()
     return build(
         settings.model,

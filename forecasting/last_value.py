@@ -24,7 +24,7 @@ MIN_CHANGES = 24  # fewer observed h-step changes than this and the spread is no
 class PersistenceForecaster:
     """Every quantile equals the newest observed value."""
 
-    name = "naive"
+    name = "persistence"
 
     def __init__(self) -> None:
         self._step = timedelta(minutes=5)

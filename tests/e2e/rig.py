@@ -111,7 +111,7 @@ class Rig:
             "pools": [pool(SPOT, "spot", spot_max, 1.47), pool(ON_DEMAND, "on-demand", 8, 3.67)],
             # The drain tests time releases by the stabilization window alone.
             "planner": {"scale_down_stabilization": "10m", "idle_hold_lead_times": 0},
-            "forecast": {"model": "naive", "history": "2h", "step": "1m", "max_staleness": "5m"},
+            "forecast": {"model": "persistence", "history": "2h", "step": "1m", "max_staleness": "5m"},
             "prometheus": {"url": self.prometheus.url, "retries": 0, "timeout": "5s"},
             "cloud": {
                 "project": self.gke.project,

@@ -49,7 +49,7 @@ def _agent(
     document = {
         "demand_classes": [{"name": CLASS, "family": "gpu"}],
         "pools": [_pool(SPOT, "spot", 40.0), _pool(ON_DEMAND, "on-demand", 98.32)],
-        "forecast": {"model": "naive", "history": "2h", "step": "1m", "max_staleness": "5m"},
+        "forecast": {"model": "persistence", "history": "2h", "step": "1m", "max_staleness": "5m"},
         "prometheus": {"url": prometheus.url, "retries": 0, "timeout": "5s"},
         "aws": {
             "region": "us-east-1",

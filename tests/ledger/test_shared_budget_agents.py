@@ -58,7 +58,7 @@ def config(cluster: str, other: str, round_: int, cap: float | None) -> dict[str
         "pools": [{"id": f"{cluster}-{round_}", "kind": "gpu-node-pool", "tier": "on-demand",
                    "chips_per_unit": CHIPS, "min_units": 0, "max_units": 16,
                    "price_per_chip_hour_usd": PRICE_PER_CHIP, "lead_time": "10m", "serves": ["train"]}],
-        "forecast": {"model": "naive", "history": "1h", "step": "5m", "max_staleness": "10m"},
+        "forecast": {"model": "persistence", "history": "1h", "step": "5m", "max_staleness": "10m"},
         "loop": {"tick_interval": "5m"},
         "budgets": budgets,
     }  # fmt: skip

@@ -198,3 +198,11 @@ def test_rules_that_read_an_invalid_section_are_not_run_on_a_guess() -> None:
     found = problems_of(raw)
     assert [p for p in found if p.startswith("pools[0].lead_time")], found
     assert not [p for p in found if "unknown pool" in p or "no pool serves" in p], found
+
+
+def test_the_old_name_of_persistence_still_loads_with_a_warning() -> None:
+    raw = minimal()
+    raw["forecast"] = {"model": "naive"}
+    with pytest.warns(FutureWarning, match="'naive' is deprecated and read as 'persistence'"):
+        settings = settings_from_mapping(raw)
+    assert settings.forecast.model == "persistence"
