@@ -1,4 +1,5 @@
-"""The configured forecaster: every name the schema allows builds, and ``naive`` stays bare persistence."""
+"""The configured forecaster: every name the schema allows builds, and ``persistence`` (formerly ``naive``) is bare
+persistence."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def test_every_configurable_model_builds_under_its_own_name(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "kind"),
     [
-        ("naive", PersistenceForecaster),
+        ("persistence", PersistenceForecaster),
         ("last-value", LastValueForecaster),
         ("auto", AutoForecaster),
         ("lightgbm", CalibratedForecaster),
