@@ -38,10 +38,6 @@ class Ledger(Protocol):
         """Spend of ``pools`` in entries that start in [start, end)."""
         ...
 
-    def last_recorded(self, pool_id: str) -> datetime | None:
-        """End of the newest entry for the pool, so accrual resumes where it stopped after a restart."""
-        ...
-
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         """The newest entry for the pool (latest end, then latest start): the state accrual resumes from."""
         ...

@@ -69,10 +69,6 @@ class InMemoryLedger:
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         return sum(self._pools[p].total(start, end) for p in set(pools) if p in self._pools)
 
-    def last_recorded(self, pool_id: str) -> datetime | None:
-        last = self.last_entry(pool_id)
-        return None if last is None else last.end
-
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         pool = self._pools.get(pool_id)
         return None if pool is None else pool.newest

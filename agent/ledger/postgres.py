@@ -145,10 +145,6 @@ class PostgresLedger:
         )
         return float(rows[0][0])
 
-    def last_recorded(self, pool_id: str) -> datetime | None:
-        last = self.last_entry(pool_id)
-        return None if last is None else last.end
-
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         rows = self._query(
             f"SELECT {COLUMNS} FROM leadtime_ledger_entries WHERE pool_id = %s"

@@ -110,10 +110,6 @@ class SqliteLedger:
         )
         return float(row[0][0])
 
-    def last_recorded(self, pool_id: str) -> datetime | None:
-        last = self.last_entry(pool_id)
-        return None if last is None else last.end
-
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         rows = self._query(_NEWEST, (pool_id,))
         return from_row(rows[0]) if rows else None

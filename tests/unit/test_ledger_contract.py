@@ -68,19 +68,18 @@ def test_a_real_entry_replaces_a_mark_and_marks_keep_the_larger(ledger: Ledger) 
 
 def test_last_entry_is_the_newest_by_end_then_start(ledger: Ledger) -> None:
     assert ledger.last_entry("a") is None
-    assert ledger.last_recorded("a") is None
     ledger.record_many([entry("a", 0, 1, 1, 1.0), entry("a", 1, 1, 2, 0.0)])
     assert ledger.last_entry("a") == entry("a", 1, 1, 2, 0.0)
-    assert ledger.last_recorded("a") == T0 + MIN
     ledger.record(entry("a", 1, 3, 2, 1.0))
-    assert ledger.last_recorded("a") == T0 + 3 * MIN
+    assert ledger.last_entry("a") == entry("a", 1, 3, 2, 1.0)
 
 
 def test_entries_recorded_out_of_order_add_up(ledger: Ledger) -> None:
     ledger.record_many([entry("a", 5, 6, 1, 5.0), entry("a", 0, 1, 1, 1.0), entry("a", 2, 3, 1, 2.0)])
     assert ledger.spent(["a"], T0, T0 + 3 * MIN) == pytest.approx(3.0)
     assert ledger.spent(["a"], T0 + 2 * MIN, T0 + 6 * MIN) == pytest.approx(7.0)
-    assert ledger.last_recorded("a") == T0 + 6 * MIN
+    newest = ledger.last_entry("a")
+    assert newest is not None and newest.end == T0 + 6 * MIN
 
 
 def test_update_reads_the_newest_entries_and_records_what_derive_makes(ledger: Ledger) -> None:

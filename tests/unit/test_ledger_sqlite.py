@@ -75,7 +75,8 @@ def test_entries_tile_time_without_overlap_or_hole(tmp_path: Path) -> None:
             real = [e for e in ledger.entries(pool) if e.end > e.start]
             assert real[0].start == feed[0].at
             assert all(a.end == b.start for a, b in itertools.pairwise(real))
-            assert ledger.last_recorded(pool) == feed[-1].at
+            newest = ledger.last_entry(pool)
+            assert newest is not None and newest.end == feed[-1].at
 
 
 _WRITER = """
