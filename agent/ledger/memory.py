@@ -13,7 +13,7 @@ from datetime import datetime
 
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
-from agent.ledger.reservations import Grant, ReservationBook, ReservationRequest
+from agent.ledger.reservations import InProcessReservations, ReservationBook
 from models import LedgerEntry
 
 
@@ -48,7 +48,7 @@ class _PoolEntries:
         return self.totals[hi] - self.totals[lo] if hi > lo else 0.0
 
 
-class InMemoryLedger:
+class InMemoryLedger(InProcessReservations):
     def __init__(self) -> None:
         self._pools: dict[str, _PoolEntries] = {}
         self._book = ReservationBook(self.spent)
@@ -72,19 +72,6 @@ class InMemoryLedger:
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         pool = self._pools.get(pool_id)
         return None if pool is None else pool.newest
-
-    # -- Reservations (see agent.ledger.reservations): this process is the only writer ---------------------
-    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
-        return self._book.reserve(request, now)
-
-    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
-        return self._book.reserve_many(requests, now)
-
-    def release(self, reservation_ids: Sequence[int]) -> None:
-        self._book.release(reservation_ids)
-
-    def reserved(self, budget: str, now: datetime) -> float:
-        return self._book.reserved(budget, now)
 
     def entries(self) -> list[LedgerEntry]:
         return sorted((e for p in self._pools.values() for e in p.entries), key=lambda e: (e.start, e.pool_id))

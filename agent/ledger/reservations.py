@@ -116,3 +116,22 @@ class ReservationBook:
     def reserved(self, budget: str, now: datetime) -> float:
         with self._lock:
             return sum(h.amount_usd for h in self._held.values() if h.budget == budget and h.expires_at > now)
+
+
+class InProcessReservations:
+    """Reservations kept by the one process allowed to write a ledger (the in-memory and SQLite ledgers), decided
+    the same way as on PostgreSQL; the ledger sets ``_book`` to a ``ReservationBook`` over its own spend."""
+
+    _book: ReservationBook
+
+    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
+        return self._book.reserve(request, now)
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        return self._book.reserve_many(requests, now)
+
+    def release(self, reservation_ids: Sequence[int]) -> None:
+        self._book.release(reservation_ids)
+
+    def reserved(self, budget: str, now: datetime) -> float:
+        return self._book.reserved(budget, now)

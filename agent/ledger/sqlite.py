@@ -28,7 +28,7 @@ from typing import Any
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
 from agent.ledger.guard import WriterLock, refuse_empty_file
-from agent.ledger.reservations import Grant, ReservationBook, ReservationRequest
+from agent.ledger.reservations import InProcessReservations, ReservationBook
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
@@ -48,7 +48,7 @@ CREATE INDEX IF NOT EXISTS entries_by_end ON entries (pool_id, end_us);
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
-class SqliteLedger:
+class SqliteLedger(InProcessReservations):
     """A ledger in the SQLite file at ``path`` (created with its parent directory when missing).
 
     ``fresh_if_empty`` accepts a zero-length file as a new ledger. ``exclusive=False`` skips the writer lock; it
@@ -113,19 +113,6 @@ class SqliteLedger:
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         rows = self._query(_NEWEST, (pool_id,))
         return from_row(rows[0]) if rows else None
-
-    # -- Reservations (see agent.ledger.reservations): this process is the only writer ---------------------
-    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
-        return self._book.reserve(request, now)
-
-    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
-        return self._book.reserve_many(requests, now)
-
-    def release(self, reservation_ids: Sequence[int]) -> None:
-        self._book.release(reservation_ids)
-
-    def reserved(self, budget: str, now: datetime) -> float:
-        return self._book.reserved(budget, now)
 
     # -- reading back, closing ----------------------------------------------------------------------------
     def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:
