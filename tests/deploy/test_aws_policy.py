@@ -11,9 +11,10 @@ and EC2 support no resource-level permissions there, so they are granted on ``*`
 
 from __future__ import annotations
 
-import ast
 import json
 from pathlib import Path
+
+from tests.deploy import sdk_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "deploy" / "aws" / "leadtime-iam-policy.json"
@@ -24,18 +25,7 @@ READ_ONLY_ON_ANY_RESOURCE |= {"ec2:DescribeInstances"}
 
 
 def calls_in(source: str) -> set[tuple[str, str]]:
-    """``(client attribute, method)`` for every ``self.<client>.<method>`` in ``source``."""
-    found: set[tuple[str, str]] = set()
-    for node in ast.walk(ast.parse(source)):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Attribute)
-            and isinstance(node.value.value, ast.Name)
-            and node.value.value.id == "self"
-            and node.value.attr in CLIENTS
-        ):
-            found.add((node.value.attr, node.attr))
-    return found
+    return sdk_calls.calls_in(source, CLIENTS)
 
 
 def action(client: str, method: str) -> str:

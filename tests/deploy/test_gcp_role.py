@@ -15,10 +15,11 @@ Which permission each REST method needs, from Google's references:
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import yaml
+
+from tests.deploy import sdk_calls
 
 ROOT = Path(__file__).resolve().parents[2]
 ROLE = ROOT / "deploy" / "gcp" / "leadtime-role.yaml"
@@ -53,18 +54,7 @@ PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
 
 
 def calls_in(source: str) -> set[tuple[str, str]]:
-    """``(client attribute, method)`` for every ``self.<client>.<method>`` in ``source``."""
-    found: set[tuple[str, str]] = set()
-    for node in ast.walk(ast.parse(source)):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Attribute)
-            and isinstance(node.value.value, ast.Name)
-            and node.value.value.id == "self"
-            and node.value.attr in CLIENTS
-        ):
-            found.add((node.value.attr, node.attr))
-    return found
+    return sdk_calls.calls_in(source, CLIENTS)
 
 
 def _calls() -> set[tuple[str, str]]:
