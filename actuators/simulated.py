@@ -225,13 +225,19 @@ class SimulatedCluster:
         """Cancel units still in flight first (latest-arriving first), then release ready units, longest idle
         first. The real adapters do the same: an instance group drops instances being created before running ones,
         and the slice and queued-resource adapters delete provisioning units before ready ones."""
-        while units > 0 and pool.arrivals:
-            at, n = pool.arrivals.pop()
-            if n > units:
-                pool.arrivals.append((at, n - units))
-                units = 0
-            else:
-                units -= n
+        units = cancel_in_flight(pool.arrivals, units)
         from_ready = min(units, pool.ready)
         pool.ready -= from_ready
         del pool.idle_since[: min(from_ready, len(pool.idle_since))]
+
+
+def cancel_in_flight(arrivals: list[tuple[datetime, int]], units: int) -> int:
+    """Cancel up to ``units`` of the units still in flight (``(arrives at, count)``, in order of arrival),
+    latest-arriving first, in place; how many of ``units`` remain to come from ready units."""
+    while units > 0 and arrivals:
+        at, n = arrivals.pop()
+        if n > units:
+            arrivals.append((at, n - units))
+            return 0
+        units -= n
+    return units

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from actuators.simulated import cancel_in_flight
 from models import PoolSpec, PoolState
 from models.allocation import allocate, unassigned
 
@@ -81,14 +82,7 @@ class WhatIfPool:
                 self.ready += to_units - self.target
             else:
                 self.arrivals.append((now + spec.lead_time, to_units - self.target))
-        units = self.target - to_units
-        while units > 0 and self.arrivals:  # in-flight units go first, latest-arriving first
-            at, n = self.arrivals.pop()
-            if n > units:
-                self.arrivals.append((at, n - units))
-                units = 0
-            else:
-                units -= n
+        units = cancel_in_flight(self.arrivals, self.target - to_units)  # in-flight units go first, as simulated
         self.ready -= max(0, min(units, self.ready))
         self.target = to_units
 
