@@ -42,8 +42,9 @@ def _get(url: str) -> tuple[int, str]:
         return 0, ""
 
 
-# Generous deadlines: on an idle 2-core machine a replica is ready within about 4 s and the standby leads within a
-# second of the hand-over; a busy machine (the suite's other worker, a build) has stretched readiness past 30 s.
+# Generous deadlines: a replica is ready within about 2 s on an idle 2-core machine and about 3 s beside a CPU-bound
+# process (bench/bench_startup.py); the standby leads within a second of the hand-over. Before the daemon's start
+# was made light, a busy machine stretched readiness past 30 s: 120 s leaves room for far worse.
 def _wait_for(predicate: object, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
