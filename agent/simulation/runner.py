@@ -263,6 +263,7 @@ def _agent(
             update={
                 "scale_down_stabilization": REACTIVE_UNNEEDED_TIME,
                 "idle_hold_lead_times": 0.0,
+                "slice_release_by_forecast": False,
                 "service_level": None,
             }
         )
