@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import pairwise
@@ -46,21 +47,27 @@ class DemandForecast:
     def exceedance(self, demand: float, steps: int | None = None) -> float:
         """The forecast probability that demand exceeds ``demand`` at some step among the first ``steps``.
 
-        Read off the peak quantiles of every level, linearly between two levels; beyond the levels it is bounded
-        the safe way: below the lowest level's peak it is at least ``1 - lowest`` and taken as that, above the
-        highest it is at most ``1 - highest`` and taken as that (never zero: the forecast does not know less).
+        Read off the peak quantiles of every level, linearly between two levels. Below the lowest level's peak it
+        is at least ``1 - lowest`` and taken as that. Above the highest it falls off exponentially at the rate the
+        two highest levels show (an exponential tail through both), so a service level equal to the highest
+        forecast level still sees the chance shrink as demand rises; with no spread between levels the forecast
+        claims no uncertainty, and the chance beyond it is zero.
         """
         points = sorted((self._peak_at(level, steps), level) for level in self.quantiles)
         if not points:
             return 1.0
-        values = [v for v, _ in points]
-        levels = [q for _, q in points]
-        if demand < values[0]:
-            return 1.0 - levels[0]
+        if demand < points[0][0]:
+            return 1.0 - points[0][1]
         for (low, q_low), (high, q_high) in pairwise(points):
             if low <= demand < high:
                 return 1.0 - (q_low + (q_high - q_low) * (demand - low) / (high - low))
-        return 1.0 - levels[-1]
+        top, q_top = points[-1]
+        below = [(v, q) for v, q in points if v < top]
+        if demand <= top or not below:
+            return 1.0 - q_top if demand <= top else 0.0
+        low, q_low = below[-1]
+        rate = math.log((1.0 - q_low) / (1.0 - q_top)) / (top - low)
+        return (1.0 - q_top) * math.exp(-rate * (demand - top))
 
     def _peak_at(self, chosen: float, steps: int | None) -> float:
         values = self.quantiles[chosen][: steps if steps is not None else None]

@@ -49,7 +49,11 @@ def test_exceedance_reads_the_peak_distribution_between_levels_and_bounds_it_saf
     assert forecast.exceedance(96.0) == pytest.approx(1.0 - (0.9 + 0.09 * 6 / 10))  # 0.046
     assert forecast.exceedance(64.0) == pytest.approx(1.0 - (0.5 + 0.4 * 4 / 30))
     assert forecast.exceedance(10.0) == pytest.approx(0.5)  # below every level: at least 1 - 0.5
-    assert forecast.exceedance(500.0) == pytest.approx(0.01)  # above every level: at most 1 - 0.99, not zero
+    # Above every level: an exponential tail through the two highest (0.1 at 90 chips, 0.01 at 100).
+    assert forecast.exceedance(110.0) == pytest.approx(0.001)
+    assert forecast.exceedance(100.0) == pytest.approx(0.01)
+    flat = DemandForecast("a", NOW, STEP, {0.5: (50.0,), 0.9: (50.0,)}, 50.0, "persistence")
+    assert flat.exceedance(50.0) == pytest.approx(0.1) and flat.exceedance(51.0) == 0.0  # no spread claimed
 
 
 def test_slices_go_one_by_one_while_the_chance_they_are_needed_again_is_below_break_even() -> None:
@@ -61,6 +65,9 @@ def test_slices_go_one_by_one_while_the_chance_they_are_needed_again_is_below_br
     released, why = SliceRelease(_forecast(PEAKS), service_level=0.99, steps=7).releasable(4, 2, 32)
     assert released == 0  # at 0.99 the break-even is 0.01: 0.046 is too likely
     assert "0.046" in why and "break-even 0.01" in why
+    # A service level at the highest forecast level still releases once enough chips are left: of 5 slices of 32,
+    # without one 128 chips are left, well above the q0.99 peak of 100.
+    assert SliceRelease(_forecast(PEAKS), service_level=0.99, steps=7).releasable(5, 1, 32)[0] == 1
 
 
 def _slices(idle_minutes: tuple[int, ...], settings: PlannerSettings, service_level: float = 0.9) -> CapacityPlan:
