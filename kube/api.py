@@ -84,14 +84,11 @@ class Events(_Calls):
 
 
 class Nodes(_Calls):
-    """core/v1 Nodes: get, list by label, patch (cordon, annotations)."""
+    """core/v1 Nodes: list by label, patch (cordon, annotations)."""
 
     def __init__(self, api_client: ApiClient, request_timeout: timedelta | None = None) -> None:
         super().__init__(request_timeout)
         self._api = CoreV1Api(api_client)
-
-    def read(self, name: str) -> V1Node:
-        return call(lambda: self._api.read_node(name, **self._bound))
 
     def with_label(self, label_selector: str) -> list[V1Node]:
         return list(call(lambda: self._api.list_node(label_selector=label_selector, **self._bound)).items)
