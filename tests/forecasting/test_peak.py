@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from agent.observation import forecasts_from_frame
 from forecasting.base import Forecaster
 from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
 from forecasting.calibration import peak_residuals
@@ -83,3 +84,16 @@ def test_a_model_that_sees_the_target_fails_the_peak_coverage() -> None:
 
     actual, peaks, _ = _walk_forward(peeking, _random_walk(5, seed=5))
     assert float(np.mean(actual <= peaks)) < 0.7
+
+
+def test_the_agent_reads_the_published_peaks_into_its_forecasts() -> None:
+    y = _random_walk(3, seed=2)
+    frame = long_frame({"s": y})
+    model = last_value_forecaster().fit(frame, STEP)
+    out = model.predict(frame.iloc[-model.min_history_steps :], HORIZON, LEVELS)
+    now = frame["ds"].iloc[-1].to_pydatetime() + STEP
+    forecasts, problems = forecasts_from_frame(out, now, STEP, LEVELS, {"s": float(y[-1])})
+    assert problems == {}
+    forecast = forecasts["s"]
+    assert forecast.peaks[0.9] == tuple(out["peak_q0.9"])
+    assert forecast.peak(0.9, 3) == out["peak_q0.9"].iloc[2] > out["q0.9"].iloc[:3].max()
