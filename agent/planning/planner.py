@@ -5,8 +5,9 @@ Rules (DESIGN.md):
 - classes are filled into their eligible pools cheapest first; a pool in back-off or blocked cannot grow, so
   its share spills to the next eligible pool;
 - never release on a forecast alone: a unit goes only if it has been observed idle for the stabilization window;
-- a whole slice (a pool of slices serving one demand group alone) is released only while the forecast
-  probability that it is needed again within its lead time is below the break-even ratio (``_slice_release``);
+- with ``slice_release_by_forecast``, a whole slice (a pool of slices serving one demand group alone) is released
+  once idle only while the forecast probability that it is needed again within its lead time is below the
+  break-even ratio (``_slice_release``), instead of after the idle hold;
 - a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason;
 - targets are absolute whole units within each pool's bounds.
 """

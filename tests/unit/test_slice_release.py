@@ -93,9 +93,10 @@ def _slices(idle_minutes: tuple[int, ...], settings: PlannerSettings, service_le
 
 def test_an_idle_slice_is_released_by_the_forecast_before_the_idle_hold_would_let_it_go() -> None:
     # Idle 15 minutes: past the 10-minute stabilization, far short of two 30-minute lead times.
-    plan = _slices((15, 15), PlannerSettings())
+    by_forecast = PlannerSettings(slice_release_by_forecast=True)
+    plan = _slices((15, 15), by_forecast)
     (resize,) = plan.resizes
     assert (resize.from_units, resize.to_units) == (4, 3)  # the q0.9 peak (90 chips) needs 3 slices
-    held = _slices((15, 15), PlannerSettings(slice_release_by_forecast=False))
-    assert not held.resizes  # the idle hold: 60 minutes first
-    assert _slices((5, 5), PlannerSettings()).resizes == ()  # still inside the stabilization window
+    held = _slices((15, 15), PlannerSettings())
+    assert not held.resizes  # by default the idle hold: 60 minutes first
+    assert _slices((5, 5), by_forecast).resizes == ()  # still inside the stabilization window
