@@ -138,14 +138,9 @@ class Simulation:
 
     def decision_changes(self) -> dict[str, DecisionChanges]:
         """Per demand group, how often the forecast policy's need differed from the calibrated last value's."""
-        if self._last_value is None:
+        if self._last_value is None:  # the planner's own levels only: the comparison is at its service levels
             self._last_value = observe_window(
-                self.settings,
-                self.trace,
-                self.window,
-                "forecast",
-                self.extra_quantiles,
-                forecaster=last_value_forecaster(),
+                self.settings, self.trace, self.window, "forecast", forecaster=last_value_forecaster()
             )
         return decision_changes(
             self.settings, self.settings.planner, self.window, self.outlooks("forecast"), self._last_value
