@@ -20,6 +20,7 @@ from agent.planning.budget import BudgetSpend
 from agent.planning.budgeting import apply_budgets
 from agent.planning.groups import DemandGroup, single_class_groups
 from agent.planning.memory import PlannerMemory
+from agent.planning.pacing import BurstProfile, pace_needs
 from config.schema import PlannerSettings
 from models import (
     CapacityPlan,
@@ -53,10 +54,15 @@ class PlanInput:
     groups: Sequence[DemandGroup] | None = None
     forecast_step: timedelta | None = None
     budgets: Sequence[BudgetSpend] = ()  # spend so far of each budget (from the ledger); caps bind the plan
+    waiting_costs: Mapping[str, float] = field(default_factory=dict)  # per class: who a shared pool serves first
+    burst_profile: BurstProfile | None = None  # history of burst need, for budgets paced on a forecast
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
     needs, unknown = group_needs(given)
+    needs = pace_needs(
+        given.now, given.pools, plan_groups(given), needs, given.budgets, given.burst_profile, given.waiting_costs
+    )
     desired = _desired_units(given, needs)
     resizes: list[Resize] = []
     skips: list[Skip] = []
@@ -142,8 +148,10 @@ def _desired_units(given: PlanInput, needs: Mapping[str, float]) -> dict[str, in
         else:
             units = pool.max_units
         room[pool.pool_id] = float(units * pool.chips_per_unit)
-    eligible = {g.name: g.pools for g in plan_groups(given)}
-    assigned = allocate(needs, given.pools, room, eligible)
+    groups = plan_groups(given)
+    eligible = {g.name: g.pools for g in groups}
+    priority = {g.name: max(given.waiting_costs.get(m, 0.0) for m in g.members) for g in groups}
+    assigned = allocate(needs, given.pools, room, eligible, priority)
     desired: dict[str, int] = {}
     for pool in given.pools:
         units = units_for(sum(assigned[pool.pool_id].values()), pool.chips_per_unit)

@@ -215,7 +215,8 @@ def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str,
         for p in settings.pool_specs()
     ]
     clock = SimulatedClock(window.index[0].to_pydatetime())
-    cluster = SimulatedCluster(pools, clock, {p: int(v[0]) for p, v in recorded.items()})
+    start = {p: int(v[0]) for p, v in recorded.items()}
+    cluster = SimulatedCluster(pools, clock, start, waiting_costs=settings.waiting_costs())
     return _drive("actual", OracleController(cluster, recorded), cluster, clock, window, pools, None)
 
 
@@ -227,7 +228,7 @@ def run_schedule(
     request, ready after the lead time; spot units are not interrupted (a schedule cannot react to it)."""
     pools = [replace(p, spot_interruption_per_hour=0.0) for p in settings.pool_specs()]
     clock = SimulatedClock(window.index[0].to_pydatetime())
-    cluster = SimulatedCluster(pools, clock, dict(start))
+    cluster = SimulatedCluster(pools, clock, dict(start), waiting_costs=settings.waiting_costs())
     schedule = {pool_id: np.asarray(values, dtype=int) for pool_id, values in targets.items()}
     return _drive("schedule", OracleController(cluster, schedule), cluster, clock, window, pools, None)
 
@@ -245,7 +246,14 @@ def _cluster(settings: Settings, window: SimulationWindow, policy: str) -> tuple
     pools = settings.pool_specs()
     clock = SimulatedClock(window.index[0].to_pydatetime())
     start_units = static_units(window, pools) if policy == "static" else initial_units(window, pools)
-    return SimulatedCluster(pools, clock, start_units, _stockouts(settings)), clock
+    cluster = SimulatedCluster(pools, clock, start_units, _stockouts(settings), waiting_costs=settings.waiting_costs())
+    return cluster, clock
+
+
+def unpaced(settings: Settings) -> Settings:
+    """The settings a reactive autoscaler runs on: it sees no forecast, so its budgets hold the cap unpaced."""
+    budgets = tuple(b.model_copy(update={"pacing": "none"}) for b in settings.budgets)
+    return settings.model_copy(update={"budgets": budgets})
 
 
 def _agent(
@@ -267,7 +275,7 @@ def _agent(
             }
         )
         parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), RecordingNotifier())
-        return Agent(settings, parts, tick=window.step, step=window.step, planner=reactive)
+        return Agent(unpaced(settings), parts, tick=window.step, step=window.step, planner=reactive)
     forecaster = build_forecaster(settings.forecast, settings.planning_horizon(window.step))
     parts = AgentParts(source, forecaster, cluster, InMemoryLedger(), RecordingNotifier())
     return Agent(settings, parts, tick=window.step, step=window.step, planner=planner, extra_quantiles=extra_quantiles)
