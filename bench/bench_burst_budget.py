@@ -58,8 +58,13 @@ def tiered(settings: Settings, high: set[str], cap_usd: float) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cap-usd", type=float, default=None, help="burst budget for the window (USD); default: "
-                        "half the forecast policy's burst spend without a budget, measured first")
+    parser.add_argument(
+        "--cap-usd",
+        type=float,
+        default=None,
+        help="burst budget for the window (USD); default: "
+        "half the forecast policy's burst spend without a budget, measured first",
+    )
     parser.add_argument("--model", default="last-value", help="the forecast policy's short-term forecaster")
     parser.add_argument("--days", type=float, default=None, help="simulate only the window's last N days")
     parser.add_argument("--trace", default=str(ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"))

@@ -21,6 +21,7 @@ from actuators.simulated import SimulatedCluster
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts, Outlook, TickReport
 from agent.notify import RecordingNotifier
+from agent.simulation.first_come import FirstComeCaps
 from agent.simulation.oracle import oracle_schedule
 from agent.simulation.policies import (
     AGENT_POLICIES,
@@ -188,6 +189,7 @@ def run_policy(
     pools = settings.pool_specs()
     cluster, clock = _cluster(settings, window, policy)
     controller: Controller
+    caps = FirstComeCaps.paced(settings) if policy == "reactive" else None
     if policy == "static":
         controller = StaticController()
     elif policy == "oracle":
@@ -196,7 +198,7 @@ def run_policy(
         controller = OracleController(cluster, schedule)
     else:
         controller = AgentController(_agent(policy, settings, trace, window, cluster, planner), outlooks)
-    return _drive(policy, controller, cluster, clock, window, pools, progress)
+    return _drive(policy, controller, cluster, clock, window, pools, progress, caps)
 
 
 def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str, np.ndarray]) -> PolicyRun:
@@ -250,10 +252,10 @@ def _cluster(settings: Settings, window: SimulationWindow, policy: str) -> tuple
     return cluster, clock
 
 
-def unpaced(settings: Settings) -> Settings:
-    """The settings a reactive autoscaler runs on: it sees no forecast, so its budgets hold the cap unpaced."""
-    budgets = tuple(b.model_copy(update={"pacing": "none"}) for b in settings.budgets)
-    return settings.model_copy(update={"budgets": budgets})
+def without_paced_budgets(settings: Settings) -> Settings:
+    """The settings a reactive autoscaler runs on: it has no forecast to pace a budget on, so it runs without the
+    paced budgets, whose caps a kill switch beside it holds first-come (``FirstComeCaps``)."""
+    return settings.model_copy(update={"budgets": tuple(b for b in settings.budgets if b.pacing != "forecast")})
 
 
 def _agent(
@@ -275,7 +277,7 @@ def _agent(
             }
         )
         parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), RecordingNotifier())
-        return Agent(unpaced(settings), parts, tick=window.step, step=window.step, planner=reactive)
+        return Agent(without_paced_budgets(settings), parts, tick=window.step, step=window.step, planner=reactive)
     forecaster = build_forecaster(settings.forecast, settings.planning_horizon(window.step))
     parts = AgentParts(source, forecaster, cluster, InMemoryLedger(), RecordingNotifier())
     return Agent(settings, parts, tick=window.step, step=window.step, planner=planner, extra_quantiles=extra_quantiles)
@@ -289,6 +291,7 @@ def _drive(
     window: SimulationWindow,
     pools: Sequence[PoolSpec],
     progress: Progress | None,
+    caps: FirstComeCaps | None = None,
 ) -> PolicyRun:
     steps = len(window.index)
     hours = window.step.total_seconds() / 3600.0
@@ -307,6 +310,8 @@ def _drive(
         report = controller.tick(t, now)
         cluster.advance(now)
         cluster.interrupt_spot(window.step)
+        if caps is not None:
+            caps.hold(now, cluster, hours)
         if report is not None:
             bands.record(t, report)
             run.alerts.extend(report.alerts)
