@@ -17,6 +17,7 @@ from agent.planning import PlanInput, plan_capacity
 from agent.planning.budget import Budget, BudgetSpend
 from agent.planning.groups import single_class_groups
 from agent.planning.pacing import BurstProfile, funded_shares, pace_needs
+from agent.report.hybrid import hybrid_section
 from agent.simulation import select_window
 from agent.simulation.budgets import budget_usage
 from agent.simulation.first_come import FirstComeCaps
@@ -206,7 +207,13 @@ def test_a_paced_budget_never_spends_over_its_cap_at_any_step(tmp_path: Path) ->
     for name in runs:
         caps = summary["rows"][name]["monthly_caps"]["burst"]
         assert caps["held"] is True and caps["peak_spent_usd"] <= 150.0
-    assert summary["avoided_waiting_cost_forecast_over_reactive"] is not None
+    ratio = summary["avoided_waiting_cost_forecast_over_reactive"]
+    forecast, reactive_row = summary["rows"]["forecast"], summary["rows"]["reactive"]
+    assert ratio == pytest.approx(
+        forecast["avoided_waiting_cost_usd"] / reactive_row["avoided_waiting_cost_usd"], abs=1e-4
+    )
+    page = hybrid_section(summary)
+    assert "peak spend (USD)" in page and f"{ratio:.3f}x" in page and "avoided waiting cost (USD)" in page
 
 
 def test_avoided_waiting_cost_per_class_is_each_class_cost_times_the_hours_it_no_longer_waits(
