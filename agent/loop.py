@@ -202,8 +202,8 @@ class Agent:
         reserved = self.budget_watch.reserve(now, plan)
         plan = reserved.plan
         alerts.extend(reserved.alerts)
-        for skip in plan.skips:
-            log.info("skip pool=%s reason=%s detail=%r", skip.pool_id, skip.reason, skip.detail)
+        for pool_id, decision in sorted(plan.decisions.items()):
+            log.info("decision pool=%s: %s", pool_id, decision.why(), extra=decision.log_fields())
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)

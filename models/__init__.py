@@ -4,6 +4,7 @@ This package imports nothing else of ours; every other layer speaks its words.
 """
 
 from models.budget import BudgetSnapshot, LedgerEntry
+from models.decision import BudgetCut, DemandShare, Hold, PoolDecision, SkipReason
 from models.demand import AcceleratorFamily, DemandClass
 from models.errors import (
     ActuatorError,
@@ -33,7 +34,6 @@ from models.plan import (
     Drain,
     Resize,
     Skip,
-    SkipReason,
 )
 from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState, ZoneState
 
@@ -45,6 +45,7 @@ __all__ = [
     "AlertEvent",
     "AlertKind",
     "BacktestInputError",
+    "BudgetCut",
     "BudgetSnapshot",
     "CapacityPlan",
     "CapacityTier",
@@ -53,8 +54,10 @@ __all__ = [
     "ConfigProblem",
     "DemandClass",
     "DemandForecast",
+    "DemandShare",
     "Drain",
     "ForecastError",
+    "Hold",
     "KubernetesUnconfigured",
     "LeadtimeError",
     "LedgerEntry",
@@ -62,6 +65,7 @@ __all__ = [
     "MetricSourceUnavailable",
     "MetricsUnavailable",
     "PermanentActuatorError",
+    "PoolDecision",
     "PoolKind",
     "PoolSpec",
     "PoolState",

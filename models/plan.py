@@ -1,4 +1,5 @@
-"""Capacity plans and their outcomes: every decision, and every decision not to act, with its reason."""
+"""Capacity plans and their outcomes: every decision, and every decision not to act, with its reason (the
+per-pool record of each is a ``PoolDecision``, in ``models.decision``)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from models.budget import BudgetSnapshot
-
-
-class SkipReason(StrEnum):
-    """Why the planner decided not to change a pool (or changed it less than it wanted)."""
-
-    AT_TARGET = "at-target"
-    COOLDOWN = "cooldown"
-    IN_FLIGHT = "in-flight"
-    MISSING_DATA = "missing-data"
-    NOT_IDLE = "not-idle"
-    STABILIZING = "stabilizing"
-    BUDGET = "budget"
-    BACKOFF = "backoff"
-    BOUNDS = "bounds"
-    FIXED_POOL = "fixed-pool"
-    PERMANENT_ERROR = "permanent-error"
-    STEP_LIMIT = "step-limit"
+from models.decision import PoolDecision, SkipReason
 
 
 @dataclass(frozen=True)
@@ -70,6 +55,7 @@ class CapacityPlan:
     skips: tuple[Skip, ...] = ()
     targets: dict[str, int] = field(default_factory=dict)
     budgets: tuple[BudgetSnapshot, ...] = ()  # each cap's spend so far and its projection with this plan
+    decisions: dict[str, PoolDecision] = field(default_factory=dict)  # why each pool's target is what it is
 
     @property
     def is_empty(self) -> bool:
