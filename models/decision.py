@@ -70,7 +70,7 @@ class PoolDecision:
     Units are whole units of the pool (``chips_per_unit`` chips each). ``current_units`` is None when the
     pool's state could not be observed. ``stepped_units`` is the target after pacing: the per-tick step limit
     (``step_limit`` is set when it cut the change) and, for a release, the units idle long enough
-    (``idle_settled``); a held pool is not paced on (``stepped_units`` is its current size). ``target_units`` is
+    (``idle_settled`` of them idle for ``idle_window``); a held pool is not paced on (``stepped_units`` is its current size). ``target_units`` is
     what the pool is asked to be this tick: ``current_units`` when held, None when the pool is not observed.
     ``nodes`` are the nodes a release drains when they are chosen at plan time; otherwise ``nodes_note`` says who
     chooses them.
@@ -92,6 +92,7 @@ class PoolDecision:
     target_units: int | None
     step_limit: int | None = None
     idle_settled: int | None = None
+    idle_window: timedelta | None = None
     budget_cuts: tuple[BudgetCut, ...] = ()
     holds: tuple[Hold, ...] = ()
     nodes: tuple[str, ...] = ()
@@ -188,7 +189,7 @@ class PoolDecision:
             return f"step limit +{self.step_limit}/tick: {self.stepped_units}"
         pace = []
         if self.idle_settled is not None:
-            pace.append(f"{self.idle_settled} units idle long enough")
+            pace.append(f"{self.idle_settled} units idle for {self.idle_window}")
         if self.step_limit is not None:
             pace.append(f"step limit -{self.step_limit}/tick")
         text = " and ".join(pace) or "held"

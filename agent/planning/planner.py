@@ -267,7 +267,7 @@ def _scale_down(
     window = given.settings.scale_down_stabilization
     window = max(window, pool.lead_time * given.settings.idle_hold_lead_times)
     settled = sum(1 for since in state.idle_since if given.now - since >= window)
-    sized = replace(sized, idle_settled=settled)
+    sized = replace(sized, idle_settled=settled, idle_window=window)
     if settled == 0:
         if state.idle_units:
             return _hold(sized, SkipReason.STABILIZING, f"{state.idle_units} idle units, none idle for {window} yet")
