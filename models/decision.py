@@ -70,8 +70,9 @@ class PoolDecision:
     Units are whole units of the pool (``chips_per_unit`` chips each). ``current_units`` is None when the
     pool's state could not be observed. ``stepped_units`` is the target after pacing: the per-tick step limit
     (``step_limit`` is set when it cut the change) and, for a release, the units idle long enough
-    (``idle_settled`` of them idle for ``idle_window``); a held pool is not paced on (``stepped_units`` is its current size). ``target_units`` is
-    what the pool is asked to be this tick: ``current_units`` when held, None when the pool is not observed.
+    (``idle_settled`` of them idle for ``idle_window``); a held pool is not paced on (``stepped_units`` is its
+    current size). ``target_units`` is what the pool is asked to be this tick: ``current_units`` when held, None
+    when the pool is not observed.
     ``nodes`` are the nodes a release drains when they are chosen at plan time; otherwise ``nodes_note`` says who
     chooses them.
     """
