@@ -25,8 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from agent.drains import DRAIN_KEY_MARK
-from models import ActionResult, ActionStatus, CapacityPlan, PoolDecision, Resize, SkipReason
+from models import DRAIN_KEY_MARK, ActionResult, ActionStatus, CapacityPlan, PoolDecision, Resize, SkipReason
 
 _ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED)
 

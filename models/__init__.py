@@ -28,16 +28,19 @@ from models.errors import (
 from models.events import AlertEvent, AlertKind, Severity
 from models.forecast import DemandForecast
 from models.plan import (
+    DRAIN_KEY_MARK,
     ActionResult,
     ActionStatus,
     CapacityPlan,
     Drain,
     Resize,
     Skip,
+    drain_key,
 )
 from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState, ZoneState
 
 __all__ = [
+    "DRAIN_KEY_MARK",
     "AcceleratorFamily",
     "ActionResult",
     "ActionStatus",
@@ -79,4 +82,5 @@ __all__ = [
     "TraceError",
     "TransientActuatorError",
     "ZoneState",
+    "drain_key",
 ]

@@ -26,9 +26,17 @@ class Resize:
         return self.to_units > self.from_units
 
 
+DRAIN_KEY_MARK = "/drain/"  # a drain's key is "<key of the planned release>/drain/<node>"
+
+
+def drain_key(release_key: str, node: str) -> str:
+    """The key of draining ``node`` as part of the release whose key is ``release_key``."""
+    return f"{release_key}{DRAIN_KEY_MARK}{node}"
+
+
 @dataclass(frozen=True)
 class Drain:
-    """Cordon and evict one idle node before its pool shrinks by exactly that node."""
+    """Cordon and evict one idle node before its pool shrinks by exactly that node (chosen at plan time)."""
 
     pool_id: str
     node: str

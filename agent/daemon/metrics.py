@@ -17,10 +17,9 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from agent.daemon.ports import TickReport
-from agent.drains import DRAIN_KEY_MARK
 from agent.planning.groups import GROUP_PREFIX
 from agent.version import package_version
-from models import ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
+from models import DRAIN_KEY_MARK, ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
 
 DECISION_STAGES = ("need", "rounded", "bounded", "stepped", "budgeted", "target")
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0)

@@ -27,6 +27,7 @@ from models import (
     CapacityTier,
     DemandForecast,
     DemandShare,
+    Drain,
     Hold,
     PoolDecision,
     PoolKind,
@@ -35,6 +36,7 @@ from models import (
     Resize,
     Skip,
     SkipReason,
+    drain_key,
 )
 from models.allocation import allocate, units_for
 
@@ -85,9 +87,22 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
         resizes, skips, desired,
     )  # fmt: skip
     decisions = with_budgets(decisions, skips, held)
-    final = tuple(replace(r, reason=decisions[r.pool_id].why()) for r in held.resizes)
+    final: list[Resize] = []
+    drains: list[Drain] = []
+    for planned in held.resizes:
+        decision = decisions[planned.pool_id]
+        if not planned.is_scale_up:
+            decisions[planned.pool_id] = decision = _with_nodes(given, decision, planned)
+        final.append(resize := replace(planned, reason=decision.why()))
+        drains.extend(Drain(resize.pool_id, n, resize.reason, drain_key(resize.key, n)) for n in decision.nodes)
     return CapacityPlan(
-        given.now, final, skips=held.skips, targets=held.targets, budgets=held.snapshots, decisions=decisions
+        given.now,
+        tuple(final),
+        tuple(drains),
+        skips=held.skips,
+        targets=held.targets,
+        budgets=held.snapshots,
+        decisions=decisions,
     )
 
 
@@ -281,6 +296,23 @@ def _scale_down(
     to_units = current - release
     decision = replace(sized, stepped_units=to_units, step_limit=binding, target_units=to_units)
     return Resize(pid, current, to_units, decision.why(), _key(given.now, pid, to_units)), decision
+
+
+def _with_nodes(given: PlanInput, decision: PoolDecision, release: Resize) -> PoolDecision:
+    """The nodes a release drains, where the pool's idle nodes are known by name: the longest idle of those idle
+    for the stabilization window (the shortest window any release uses; the drainer checks it again)."""
+    state = given.states[release.pool_id]
+    if not state.idle_nodes or len(state.idle_nodes) != len(state.idle_since):
+        return decision
+    window = given.settings.scale_down_stabilization
+    by_age = sorted(zip(state.idle_since, state.idle_nodes, strict=True))
+    settled = [node for since, node in by_age if given.now - since >= window]
+    count = release.from_units - release.to_units
+    if len(settled) < count:
+        note = f"only {len(settled)} nodes are idle for {window}, {count} to release: the drainer chooses"
+        return replace(decision, nodes_note=note)
+    note = f"chosen at plan time: the {count} longest idle of the nodes idle for {window}"
+    return replace(decision, nodes=tuple(settled[:count]), nodes_note=note)
 
 
 def _step_detail(decision: PoolDecision) -> str:
