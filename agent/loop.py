@@ -202,8 +202,8 @@ class Agent:
         reserved = self.budget_watch.reserve(now, plan)
         plan = reserved.plan
         alerts.extend(reserved.alerts)
-        for pool_id, decision in sorted(plan.decisions.items()):
-            log.info("decision pool=%s: %s", pool_id, decision.why(), extra=decision.log_fields())
+        for _, decision in sorted(plan.decisions.items()):  # one line per pool, rendered from its record
+            log.info("decision: %s", decision.why(), extra=decision.log_fields())
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)

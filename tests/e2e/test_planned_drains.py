@@ -4,16 +4,18 @@ gets to it refuses the release, and nothing is cordoned."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
 from kubernetes import client as k8s
 
 from agent.executor import execute
 from agent.loop import Agent
 from agent.notify import RecordingNotifier
 from models import ActionStatus, CapacityPlan, Drain, PoolDecision, Resize, drain_key
-from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, Rig, live_agent
+from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, SPOT, Rig, live_agent
 from tests.fakes import kube_objects as objs
 
 MINUTE = timedelta(minutes=1)
@@ -42,8 +44,12 @@ def _cordoned(rig: Rig, node: str) -> bool:
     return bool(rig.kube.get("nodes", node)["spec"].get("unschedulable"))  # type: ignore[index]
 
 
-def test_the_plan_names_the_longest_idle_node_and_the_loop_drains_it(rig: Rig, kube_client: k8s.ApiClient) -> None:
+def test_the_plan_names_the_longest_idle_node_and_the_loop_drains_it(
+    rig: Rig, kube_client: k8s.ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
     agent, _, older, newer = _two_idle_nodes(rig, kube_client)
+    caplog.set_level(logging.INFO, logger="agent.loop")
+    caplog.clear()
     report = agent.run_once(rig.clock.now())
     decision = report.plan.decisions[ON_DEMAND]
     [release] = report.plan.resizes
@@ -53,6 +59,12 @@ def test_the_plan_names_the_longest_idle_node_and_the_loop_drains_it(rig: Rig, k
     assert report.plan.drains == (Drain(ON_DEMAND, older, release.reason, drain_key(release.key, older)),)
     assert [r.key for r in report.results] == [drain_key(release.key, older)]
     assert not _cordoned(rig, newer)
+    # one log line per pool, rendered from its record, with the chain as structured fields
+    lines = {r.pool: r for r in caplog.records if r.name == "agent.loop" and r.getMessage().startswith("decision:")}
+    assert sorted(lines) == sorted((SPOT, ON_DEMAND))
+    line = lines[ON_DEMAND]
+    assert line.getMessage() == f"decision: {release.reason}"
+    assert (line.current, line.bounded, line.stepped, line.target, line.nodes) == (3, 2, 2, 2, older)
 
 
 def test_the_executor_drains_exactly_the_nodes_the_decision_names(rig: Rig, kube_client: k8s.ApiClient) -> None:
