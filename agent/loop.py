@@ -146,8 +146,12 @@ class Agent:
     # -- schedule-driven entry points -------------------------------------------------------------------------
     def refit(self, now: datetime) -> None:
         """Fit the forecaster on the configured history window ending at ``now``."""
-        start = now - self.settings.forecast.history
-        history, _ = self._fetch(start, now)
+        history, _ = self._fetch(now - self.settings.forecast.history, now)
+        self.fit_on(history, now)
+
+    def fit_on(self, history: pd.DataFrame, now: datetime) -> None:
+        """Fit the forecaster on ``history``, the configured history window ending at ``now`` that the caller has
+        already read; the next tick does not refit until the refit interval has passed."""
         self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
         self.last_refit = now
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))

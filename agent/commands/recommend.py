@@ -129,6 +129,7 @@ def recommend(
         ),
     )
     history, history_problem = _history(source, agent, at)
+    agent.fit_on(history, at)  # the history window is read once, for the fit and the backtest alike
     tick = agent.run_once(at)
     document = _document(settings, config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["backtest"] = _backtest(agent, history, at, history_problem)

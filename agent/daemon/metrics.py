@@ -94,6 +94,11 @@ class DaemonMetrics:
         )
         self.errors = Counter("leadtime_errors", "Errors survived, by class.", ["error"], registry=r)
         self.ticks = Counter("leadtime_ticks", "Ticks run, by role and outcome.", ["role", "outcome"], registry=r)
+        self.ticks_skipped = Counter(
+            "leadtime_ticks_skipped",
+            "Scheduled ticks not started because the previous tick was still running.",
+            registry=r,
+        )
         self.is_leader = Gauge("leadtime_is_leader", "1 while this replica leads and may act.", registry=r)
         self.last_success = Gauge(
             "leadtime_last_successful_tick_timestamp_seconds", "Unix time of the last successful tick.", registry=r

@@ -18,6 +18,7 @@ import numpy as np
 
 from actuators.simulated import SimulatedCluster
 from agent.loop import Agent, Outlook, TickReport
+from models import CapacityUnavailable
 
 POLICIES = ("forecast", "reactive", "static", "oracle")
 AGENT_POLICIES = ("forecast", "reactive")
@@ -50,7 +51,11 @@ class StaticController:
 
 
 class OracleController:
-    """Replays a precomputed perfect-foresight schedule of paid units per pool."""
+    """Replays a precomputed perfect-foresight schedule of paid units per pool.
+
+    The schedule knows demand, not stockouts: a scale-up refused for lack of capacity leaves the pool as it is,
+    and the next tick asks again, as the agent's executor does.
+    """
 
     def __init__(self, cluster: SimulatedCluster, schedule: Mapping[str, np.ndarray]) -> None:
         self.cluster = cluster
@@ -61,5 +66,8 @@ class OracleController:
         for pool_id, units in self.schedule.items():
             target = int(units[index])
             if target != paid[pool_id]:
-                self.cluster.resize(pool_id, target, f"oracle:{pool_id}@{now.isoformat()}->{target}")
+                try:
+                    self.cluster.resize(pool_id, target, f"oracle:{pool_id}@{now.isoformat()}->{target}")
+                except CapacityUnavailable:
+                    continue
         return None

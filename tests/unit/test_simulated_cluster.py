@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from actuators import DryRunActuator, SimulatedCluster
+from agent.simulation.policies import OracleController
 from models import AcceleratorFamily, ActionStatus, CapacityTier, CapacityUnavailable, PoolKind, PoolSpec
 from models.clock import SimulatedClock
 
@@ -69,6 +71,20 @@ def test_stockout_window_refuses_new_units() -> None:
         cluster.resize("gpu", 2, "k")
     clock.advance(timedelta(hours=1))
     assert cluster.resize("gpu", 2, "k2").status is ActionStatus.STARTED
+
+
+def test_the_oracle_waits_out_a_stockout_and_scales_up_after_it() -> None:
+    cluster, clock = make(stockout=(T0, T0 + timedelta(minutes=10)))
+    oracle = OracleController(cluster, {"gpu": np.array([3, 3, 3, 1])})
+    for index in range(2):
+        assert oracle.tick(index, clock.now()) is None
+        assert cluster.paid_units() == {"gpu": 0}
+        clock.advance(STEP)
+    oracle.tick(2, clock.now())
+    assert cluster.paid_units() == {"gpu": 3}
+    clock.advance(STEP)
+    oracle.tick(3, clock.now())
+    assert cluster.paid_units() == {"gpu": 1}
 
 
 def test_dry_run_records_instead_of_writing() -> None:
