@@ -41,10 +41,9 @@ def with_budgets(
         out[shed.pool_id] = replace(decision, holds=(*decision.holds, *kept))
     for pool_id, decision in out.items():
         resize = resized.get(pool_id)
-        if resize is not None:
-            out[pool_id] = replace(decision, target_units=resize.to_units)
-        else:
-            out[pool_id] = replace(decision, target_units=decision.current_units)
+        target = resize.to_units if resize is not None else decision.current_units
+        if target != decision.target_units:
+            out[pool_id] = replace(decision, target_units=target)
     return out
 
 

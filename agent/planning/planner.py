@@ -40,6 +40,7 @@ from models import (
 )
 from models.allocation import allocate, units_for
 
+_LATER = ""  # a resize's reason is rendered from its decision record once the budgets have had their say
 # Which nodes a release takes is not known at plan time: pool states carry how many units are idle, not which.
 _NODES_NOTE = (
     "nodes are chosen when the release is carried out: by the pool's drainer (the longest idle of the nodes "
@@ -190,7 +191,7 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
     sized: dict[str, PoolDecision] = {}
     for pool in given.pools:
         taken = assigned[pool.pool_id]
-        demand = tuple(replace(shares[name], chips=chips) for name, chips in sorted(taken.items()))
+        demand = tuple(_share(shares[name], chips) for name, chips in sorted(taken.items()))
         rounded = units_for(sum(taken.values()), pool.chips_per_unit)
         fixed = pool.kind is PoolKind.ON_PREM
         headroom = 0 if fixed else given.settings.headroom_units
@@ -218,6 +219,10 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
     return sized
 
 
+def _share(whole: DemandShare, chips: float) -> DemandShare:
+    return DemandShare(whole.demand, whole.service_level, whole.peak, whole.observed, whole.need, chips)
+
+
 def _interruption_reserve(pool: PoolSpec, units: int) -> int:
     """Spot units expected to be reclaimed before a replacement could be ready: hold that many more."""
     if pool.tier is not CapacityTier.SPOT or pool.spot_interruption_per_hour <= 0.0:
@@ -238,7 +243,7 @@ def _decide(
         return _hold(sized, SkipReason.MISSING_DATA, "pool state could not be observed; holding")
     current = state.target_units
     if desired == current:
-        return None, replace(sized, stepped_units=current, target_units=current)
+        return None, sized
     if pid in given.memory.blocked:
         return _hold(sized, SkipReason.PERMANENT_ERROR, given.memory.blocked[pid])
     if desired > current:
@@ -246,10 +251,20 @@ def _decide(
     return _scale_down(given, pool, state, sized, unknown)
 
 
-def _hold(sized: PoolDecision, reason: SkipReason, detail: str) -> tuple[Skip, PoolDecision]:
-    decision = replace(sized, holds=(*sized.holds, Hold(reason, detail)), target_units=sized.current_units)
-    if sized.current_units is not None:
-        decision = replace(decision, stepped_units=sized.current_units)
+def _hold(
+    sized: PoolDecision, reason: SkipReason, detail: str, settled: int | None = None, window: timedelta | None = None
+) -> tuple[Skip, PoolDecision]:
+    """Not changed this tick: the record keeps the pool at its current size, with the reason (and, for a release,
+    how many units were idle for which window)."""
+    stepped = sized.stepped_units if sized.current_units is None else sized.current_units
+    decision = replace(
+        sized,
+        holds=(*sized.holds, Hold(reason, detail)),
+        stepped_units=stepped,
+        target_units=sized.current_units,
+        idle_settled=settled,
+        idle_window=window,
+    )
     return Skip(sized.pool_id, reason, detail), decision
 
 
@@ -269,7 +284,7 @@ def _scale_up(
     if limit is not None and to_units - current > limit:
         to_units, binding = current + limit, limit
     decision = replace(sized, stepped_units=to_units, step_limit=binding, target_units=to_units)
-    return Resize(pid, current, to_units, decision.why(), _key(given.now, pid, to_units)), decision
+    return Resize(pid, current, to_units, _LATER, _key(given.now, pid, to_units)), decision
 
 
 def _scale_down(
@@ -282,20 +297,28 @@ def _scale_down(
     window = given.settings.scale_down_stabilization
     window = max(window, pool.lead_time * given.settings.idle_hold_lead_times)
     settled = sum(1 for since in state.idle_since if given.now - since >= window)
-    sized = replace(sized, idle_settled=settled, idle_window=window)
     if settled == 0:
         if state.idle_units:
-            return _hold(sized, SkipReason.STABILIZING, f"{state.idle_units} idle units, none idle for {window} yet")
-        return _hold(sized, SkipReason.NOT_IDLE, f"forecast allows {desired} units but no unit is idle")
+            detail = f"{state.idle_units} idle units, none idle for {window} yet"
+            return _hold(sized, SkipReason.STABILIZING, detail, settled, window)
+        detail = f"forecast allows {desired} units but no unit is idle"
+        return _hold(sized, SkipReason.NOT_IDLE, detail, settled, window)
     if _flapping(given, pid, direction=-1):
-        return _hold(sized, SkipReason.COOLDOWN, "scaled up too recently to reverse direction")
+        return _hold(sized, SkipReason.COOLDOWN, "scaled up too recently to reverse direction", settled, window)
     release = min(current - desired, settled)
     limit, binding = given.settings.max_scale_down_units_per_tick, None
     if limit is not None and limit < release:
         release, binding = limit, limit
     to_units = current - release
-    decision = replace(sized, stepped_units=to_units, step_limit=binding, target_units=to_units)
-    return Resize(pid, current, to_units, decision.why(), _key(given.now, pid, to_units)), decision
+    decision = replace(
+        sized,
+        stepped_units=to_units,
+        step_limit=binding,
+        target_units=to_units,
+        idle_settled=settled,
+        idle_window=window,
+    )
+    return Resize(pid, current, to_units, _LATER, _key(given.now, pid, to_units)), decision
 
 
 def _with_nodes(given: PlanInput, decision: PoolDecision, release: Resize) -> PoolDecision:
