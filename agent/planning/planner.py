@@ -7,6 +7,9 @@ Rules (DESIGN.md):
 - never release on a forecast alone: a unit goes only if it has been observed idle for the stabilization window;
 - a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason;
 - targets are absolute whole units within each pool's bounds.
+
+Every pool gets a decision record (``models.decision.PoolDecision``) with the arithmetic behind its target; the
+resizes' reasons are rendered from it once the budget caps have had their say.
 """
 
 from __future__ import annotations
@@ -41,11 +44,9 @@ from models import (
 from models.allocation import allocate, units_for
 
 _LATER = ""  # a resize's reason is rendered from its decision record once the budgets have had their say
-# Which nodes a release takes is not known at plan time: pool states carry how many units are idle, not which.
-_NODES_NOTE = (
-    "nodes are chosen when the release is carried out: by the pool's drainer (the longest idle of the nodes "
-    "idle for the stabilization window) where it has one, else by the cloud"
-)
+# A pool whose idle units are not known by name (one without a node drainer) shrinks by a size change: which
+# units go is then up to the cloud. Releases of pools with a drainer name their nodes (``_with_nodes``).
+_NODES_NOTE = "idle units are not known by name at plan time: the cloud chooses which units a release takes"
 
 
 @dataclass(frozen=True)
@@ -111,12 +112,6 @@ def plan_groups(given: PlanInput) -> tuple[DemandGroup, ...]:
     if given.groups is not None:
         return tuple(given.groups)
     return single_class_groups(_class_names(given.pools), given.pools)
-
-
-def group_needs(given: PlanInput) -> tuple[dict[str, float], set[str]]:
-    """Chips each demand group should have ready; and the classes whose demand is unknown (hold their pools)."""
-    shares, unknown = group_shares(given)
-    return {name: share.need for name, share in shares.items()}, unknown
 
 
 def group_shares(given: PlanInput) -> tuple[dict[str, DemandShare], set[str]]:
