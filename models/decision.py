@@ -143,8 +143,10 @@ class PoolDecision:
         paused = any(hold.reason is not SkipReason.BUDGET for hold in self.holds)
         if self.stepped_units != self.bounded_units and self.current_units is not None and not paused:
             parts.append(self._pace_text())
+        left = self.stepped_units
         for cut in self.budget_cuts:
-            parts.append(f"budget {cut.budget!r} ({cut.cap} cap) -{cut.units}: {self.stepped_units - cut.units}")
+            left -= cut.units
+            parts.append(f"budget {cut.budget!r} ({cut.cap} cap) -{cut.units}: {left}")
         for hold in self.holds:
             parts.append(f"{hold.reason}: {hold.detail}")
         parts.append("target unknown" if self.target_units is None else f"target {self.target_units}")
