@@ -35,7 +35,10 @@ def with_budgets(
         after = resize.to_units if resize is not None else decision.current_units
         released = decision.budgeted_units - after if after is not None else 0
         if released > 0:
-            detail = f"projected over its {shed.cap} cap: releasing {released} idle units (cheapest to lose first)"
+            detail = (
+                f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {released} idle units "
+                f"(cheapest to lose first)"
+            )
             decision = _cut(decision, BudgetCut(shed.budget, str(shed.cap), released, detail))
         kept = tuple(Hold(SkipReason.BUDGET, s.detail) for s in added.pop(shed.pool_id, []))
         out[shed.pool_id] = replace(decision, holds=(*decision.holds, *kept))
