@@ -213,8 +213,8 @@ class Agent:
         reserved = self.budget_watch.reserve(now, plan)
         plan = reserved.plan
         alerts.extend(reserved.alerts)
-        for skip in plan.skips:
-            log.info("skip pool=%s reason=%s detail=%r", skip.pool_id, skip.reason, skip.detail)
+        for _, decision in sorted(plan.decisions.items()):  # one line per pool, rendered from its record
+            log.info("decision: %s", decision.why(), extra=decision.log_fields())
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)

@@ -133,6 +133,24 @@ def test_pacing_trims_the_burst_need_of_the_cheapest_waiting_and_keeps_on_prem()
     assert pace_needs(NOW, pools, groups, needs, [spend], BurstProfile({"a": (8.0,) * 24}), {"b": 4.0}) == needs
 
 
+def test_the_plan_records_what_pacing_funded() -> None:
+    pools = [spec("onprem-a", ("a",), 1, PoolKind.ON_PREM), spec("spot", ("a",), 10)]
+    hours_left = (datetime(2024, 2, 1, tzinfo=UTC) - NOW) / timedelta(hours=1)
+    # Money for a quarter of a's remaining burst need (32 chips every hour at 1 USD per chip-hour): one unit to
+    # the end of the period, which is also all the cap's own guard allows.
+    budget = Budget("burst", frozenset({"spot"}), monthly_cap_usd=32.0 * hours_left / 4, pacing="forecast")
+    given = PlanInput(
+        now=NOW, tick=STEP, pools=pools, states={p.pool_id: PoolState(p.pool_id, NOW, 0, 0) for p in pools},
+        forecasts={"a": DemandForecast("a", NOW, STEP, {0.9: (40.0, 40.0, 40.0)}, 40.0, "test")},
+        observed={"a": 40.0}, service_levels={"a": 0.9}, settings=PlannerSettings(),
+        budgets=[BudgetSpend(budget, NOW, 0.0, 0.0)], burst_profile=BurstProfile({"a": (32.0,) * 24}),
+    )  # fmt: skip
+    plan = plan_capacity(given)
+    # Need 40 = 8 on-prem + 32 burst; a quarter of the burst is funded: 8 + 8 = 16 chips, 1 spot unit.
+    assert plan.targets["spot"] == 1
+    assert "budget pacing funds 16 of 40" in plan.decisions["spot"].why()
+
+
 # -- first-come under the cap -----------------------------------------------------------------------------------
 
 
