@@ -233,6 +233,8 @@ FIELDS: dict[str, str] = {
     "LedgerSettings.path": "File of the SQLite ledger; one process at a time writes it (lock file `<path>.lock`).",
     "LedgerSettings.fresh_if_empty": "Start a new ledger in a zero-length ledger file instead of refusing it "
     "(month-to-date spend restarts at zero).",
+    "LedgerSettings.shared_file": "The daemon's replicas share the SQLite file (one volume): only the leader "
+    "writes it, standbys open it read-only and never record or reserve; a new leader resumes from the file.",
     "LedgerSettings.reservation_ttl": "How long the reservation of a scale-up carried out counts against a shared "
     "budget (never past the end of the cap's period); reservations of scale-ups not carried out are released at once.",
     "LedgerSettings.url": "PostgreSQL ledger: `postgresql://USER@HOST:PORT/DATABASE`, without a password.",

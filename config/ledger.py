@@ -22,11 +22,13 @@ class LedgerSettings(Section):
     is for simulations; ``postgresql`` keeps it in the database at ``url``, shared by every agent that names it.
     An interval between two observations of a pool longer than ``gap_after`` is a gap: the larger of the
     capacities seen on either side of it is charged for all of it. A zero-length ledger file is refused (its spend
-    is gone) unless ``fresh_if_empty`` says to start a new ledger in it."""
+    is gone) unless ``fresh_if_empty`` says to start a new ledger in it. ``shared_file`` says every replica of
+    the daemon mounts the same SQLite file: only the leader writes it, the standbys read it read-only."""
 
     backend: Literal["sqlite", "memory", "postgresql"] = "sqlite"
     path: str = Field(default="leadtime-ledger.sqlite", min_length=1)
     fresh_if_empty: bool = False
+    shared_file: bool = False
     url: str | None = Field(default=None, min_length=1)
     password_env: str = Field(default="LEADTIME_LEDGER_PASSWORD", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     password_file: str | None = Field(default=None, min_length=1)
@@ -57,6 +59,8 @@ class LedgerSettings(Section):
     def _check_backend(self) -> Self:
         if self.backend != "postgresql" and self.url is not None:
             raise ValueError(f"url is set but backend is {self.backend}: set backend: postgresql to use it")
+        if self.shared_file and self.backend != "sqlite":
+            raise ValueError(f"shared_file is for a SQLite ledger file, but backend is {self.backend}")
         if self.backend == "postgresql" and self.url is None:
             raise ValueError("backend postgresql needs url: postgresql://USER@HOST:PORT/DATABASE")
         if self.reservation_ttl < timedelta(minutes=1):

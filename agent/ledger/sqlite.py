@@ -12,6 +12,10 @@ unless ``fresh_if_empty`` (it was a ledger whose contents are gone, or a file cr
 month-to-date spend would silently restart at zero), and only one process at a time may open the file for
 writing, enforced by an exclusive lock on ``<path>.lock``. Budget reservations are therefore kept in that
 process (``agent.ledger.reservations.ReservationBook``), decided as the PostgreSQL ledger decides them.
+
+``read_only`` opens an existing file through a ``mode=ro`` URI, without the writer lock: SQLite itself refuses
+every write, and this ledger refuses reservations, so a reader never changes the file (a standby's view of the
+file its leader writes, see ``agent.ledger.shared_file``).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from typing import Any
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
 from agent.ledger.guard import WriterLock, refuse_empty_file
-from agent.ledger.reservations import InProcessReservations, ReservationBook
+from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
@@ -55,11 +59,17 @@ class SqliteLedger(InProcessReservations):
     is only for a process that reads, or for showing that the write transaction alone keeps two writers exact.
     """
 
-    def __init__(self, path: str | Path, *, fresh_if_empty: bool = False, exclusive: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, fresh_if_empty: bool = False, exclusive: bool = True, read_only: bool = False
+    ) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         self._lock = threading.Lock()
         self._writer: WriterLock | None = None
         self._book = ReservationBook(self.spent)
+        if read_only:
+            self._db = self._open_read_only()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -86,6 +96,14 @@ class SqliteLedger(InProcessReservations):
     # -- Ledger -------------------------------------------------------------------------------------------
     def record(self, entry: LedgerEntry) -> None:
         self.record_many([entry])
+
+    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
+        return self.reserve_many([request], now)[0]
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        if self.read_only:
+            raise LedgerUnavailable(self._refusal("reserve budget in"))
+        return super().reserve_many(requests, now)
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
         if not entries:
@@ -134,14 +152,38 @@ class SqliteLedger(InProcessReservations):
         self.close()
 
     # -- internals ----------------------------------------------------------------------------------------
-    def _prepare(self) -> None:
-        application_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A connection SQLite itself keeps from writing, to a file that must already be a leadtime ledger."""
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            raise LedgerUnavailable(f"no ledger in {self.path} to read yet: the replica that writes it creates it")
+        try:
+            db = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"cannot open the ledger file {self.path} read-only: {exc}") from None
+        try:
+            self._check(db)
+        except sqlite3.Error as exc:
+            db.close()
+            raise LedgerUnavailable(f"{self.path} is not a readable leadtime ledger ({exc})") from None
+        return db
+
+    @staticmethod
+    def _check(db: sqlite3.Connection) -> None:
+        application_id = db.execute("PRAGMA application_id").fetchone()[0]
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
         if tables and application_id != _APPLICATION_ID:
             raise sqlite3.DatabaseError("the file holds another application's database")
         if version > SCHEMA_VERSION:
             raise sqlite3.DatabaseError(f"ledger schema {version} is newer than this release knows ({SCHEMA_VERSION})")
+
+    def _refusal(self, action: str) -> str:
+        return f"cannot {action} the ledger {self.path}: it is open read-only here (only the writing replica writes it)"
+
+    def _prepare(self) -> None:
+        self._check(self._db)
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = FULL")
         with self._transaction() as db:
@@ -174,6 +216,8 @@ class SqliteLedger(InProcessReservations):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise LedgerUnavailable(self._refusal("write"))
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")
