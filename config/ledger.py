@@ -15,6 +15,32 @@ from pydantic import Field, field_validator, model_validator
 from config.fields import Duration, Section
 
 SslMode = Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"]
+_LABEL = r"^[a-z][a-z0-9_-]{0,62}$"  # a Google Cloud label key
+
+
+class BillingSettings(Section):
+    """How rows of a Cloud Billing export are matched to pools (``leadtime ledger import-billing``): by the value
+    of the label ``label`` (GKE puts the node pool's name in ``goog-k8s-node-pool-name`` on its nodes' VMs),
+    looked up in ``pools`` (pool id -> label value; a value equal to a pool's id matches that pool too), else by
+    ``resource_prefixes`` (pool id -> prefix of the detailed export's resource name). With ``cluster`` set, only
+    rows whose ``cluster_label`` holds that cluster name are matched."""
+
+    label: str = Field(default="goog-k8s-node-pool-name", pattern=_LABEL)
+    cluster_label: str = Field(default="goog-k8s-cluster-name", pattern=_LABEL)
+    cluster: str | None = Field(default=None, min_length=1)
+    pools: dict[str, str] = Field(default_factory=dict)
+    resource_prefixes: dict[str, str] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _check_matches(self) -> Self:
+        values = list(self.pools.values())
+        repeated = sorted({v for v in values if values.count(v) > 1})
+        if repeated:
+            raise ValueError(f"billing.pools maps the label value(s) {', '.join(repeated)} to more than one pool")
+        empty = sorted(pool for pool, prefix in self.resource_prefixes.items() if not prefix)
+        if empty:
+            raise ValueError(f"billing.resource_prefixes: empty prefix for pool(s) {', '.join(empty)}")
+        return self
 
 
 class LedgerSettings(Section):
@@ -37,6 +63,7 @@ class LedgerSettings(Section):
     connect_timeout: Duration = timedelta(seconds=10)
     gap_after: Duration = timedelta(minutes=5)
     reservation_ttl: Duration = timedelta(hours=1)
+    billing: BillingSettings = Field(default_factory=BillingSettings)
 
     @field_validator("url")
     @classmethod

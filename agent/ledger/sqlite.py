@@ -31,12 +31,13 @@ from typing import Any
 
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
+from agent.ledger.billed import BilledCost, Reconciliation
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: billed costs beside the entries (agent.ledger.billed)
 _APPLICATION_ID = 0x4C44_5447  # "LDTG": marks the file as a leadtime ledger
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -48,7 +49,18 @@ CREATE TABLE IF NOT EXISTS entries (
     PRIMARY KEY (pool_id, start_us)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_by_end ON entries (pool_id, end_us);
+CREATE TABLE IF NOT EXISTS billed (
+    pool_id  TEXT    NOT NULL,
+    start_us INTEGER NOT NULL,
+    end_us   INTEGER NOT NULL,
+    cost_usd REAL    NOT NULL,
+    PRIMARY KEY (pool_id, start_us)
+) WITHOUT ROWID;
 """
+# An entry is billed when the pool's latest billed interval starting at or before it has not ended by its start
+# (a pool's billed intervals never overlap): one index probe per entry.
+_UNBILLED = """NOT EXISTS (SELECT 1 FROM (SELECT b.end_us FROM billed AS b WHERE b.pool_id = e.pool_id
+    AND b.start_us <= e.start_us ORDER BY b.start_us DESC LIMIT 1) AS c WHERE c.end_us > e.start_us)"""
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
@@ -67,6 +79,7 @@ class SqliteLedger(InProcessReservations):
         self._lock = threading.Lock()
         self._writer: WriterLock | None = None
         self._book = ReservationBook(self.spent)
+        self._has_billed = True  # a reader of a file its writer has not upgraded yet has no billed costs
         if read_only:
             self._db = self._open_read_only()
             return
@@ -117,13 +130,54 @@ class SqliteLedger(InProcessReservations):
             self._write(db, derive(newest))
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere."""
+        if not self._has_billed:
+            return self.estimated(pools, start, end)
+        return self._sum("entries", pools, start, end, _UNBILLED) + self.billed(pools, start, end)
+
+    # -- billed costs (agent.ledger.billed) ---------------------------------------------------------------
+    def estimated(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        return self._sum("entries", pools, start, end)
+
+    def billed(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        return self._sum("billed", pools, start, end) if self._has_billed else 0.0
+
+    def record_billed(self, costs: Sequence[BilledCost]) -> None:
+        if not costs:
+            return
+        with self._transaction() as db:
+            for cost in costs:
+                db.execute(
+                    "DELETE FROM billed WHERE pool_id = ? AND start_us < ? AND end_us > ?",
+                    (cost.pool_id, to_us(cost.end), to_us(cost.start)),
+                )
+                db.execute(
+                    "INSERT INTO billed (pool_id, start_us, end_us, cost_usd) VALUES (?, ?, ?, ?)",
+                    (cost.pool_id, to_us(cost.start), to_us(cost.end), cost.cost_usd),
+                )
+
+    def reconcile(self, pools: Sequence[str], start: datetime, end: datetime) -> list[Reconciliation]:
+        wanted = sorted(set(pools))
+        if not wanted:
+            return []
+        marks = ", ".join("?" for _ in wanted)
+        rows = self._query(
+            "SELECT b.pool_id, count(*), SUM((SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM entries AS e"
+            " WHERE e.pool_id = b.pool_id AND e.start_us >= b.start_us AND e.start_us < b.end_us)), SUM(b.cost_usd)"
+            f" FROM billed AS b WHERE b.pool_id IN ({marks}) AND b.start_us >= ? AND b.start_us < ?"
+            " GROUP BY b.pool_id ORDER BY b.pool_id",
+            (*wanted, to_us(start), to_us(end)),
+        )
+        return [Reconciliation(str(p), int(n), float(e), float(b)) for p, n, e, b in rows]
+
+    def _sum(self, table: str, pools: Sequence[str], start: datetime, end: datetime, where: str = "1") -> float:
         wanted = sorted(set(pools))
         if not wanted:
             return 0.0
         marks = ", ".join("?" for _ in wanted)
         row = self._query(
-            f"SELECT COALESCE(SUM(cost_usd), 0.0) FROM entries WHERE pool_id IN ({marks})"
-            " AND start_us >= ? AND start_us < ?",
+            f"SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM {table} AS e WHERE e.pool_id IN ({marks})"
+            f" AND e.start_us >= ? AND e.start_us < ? AND {where}",
             (*wanted, to_us(start), to_us(end)),
         )
         return float(row[0][0])
@@ -164,6 +218,9 @@ class SqliteLedger(InProcessReservations):
             raise LedgerUnavailable(f"cannot open the ledger file {self.path} read-only: {exc}") from None
         try:
             self._check(db)
+            self._has_billed = bool(
+                db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'billed'").fetchone()[0]
+            )
         except sqlite3.Error as exc:
             db.close()
             raise LedgerUnavailable(f"{self.path} is not a readable leadtime ledger ({exc})") from None
