@@ -91,15 +91,38 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
                 cost_usd double precision NOT NULL,
                 PRIMARY KEY (pool_id, start_us)
             )""",
+            "CREATE INDEX leadtime_billed_costs_by_end ON leadtime_billed_costs (pool_id, end_us)",
         ),
     ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-# An entry ``x`` is billed when its pool's latest billed interval starting at or before it has not ended by its
-# start (a pool's billed intervals never overlap, see agent.ledger.billed): one index probe per entry.
-_UNBILLED = """NOT EXISTS (SELECT 1 FROM (SELECT b.end_us FROM leadtime_billed_costs AS b WHERE b.pool_id = x.pool_id
-    AND b.start_us <= x.start_us ORDER BY b.start_us DESC LIMIT 1) AS c WHERE c.end_us > x.start_us)"""
+# Spend of the pools named in entries starting in [start, end): the estimate, adjusted by each billed interval
+# overlapping the span (found by its end; none while nothing is billed): its bill when it starts in the span, less
+# the estimate of its entries in the span.
+_SPENT = """SELECT
+    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM leadtime_ledger_entries
+     WHERE pool_id = ANY(%(pools)s) AND start_us >= %(start)s AND start_us < %(end)s)
+  + COALESCE((SELECT SUM(CASE WHEN b.start_us >= %(start)s THEN b.cost_usd ELSE 0.0 END
+        - (SELECT COALESCE(SUM(x.cost_usd), 0.0) FROM leadtime_ledger_entries AS x WHERE x.pool_id = b.pool_id
+           AND x.start_us >= GREATEST(b.start_us, %(start)s) AND x.start_us < LEAST(b.end_us, %(end)s)))
+     FROM leadtime_billed_costs AS b
+     WHERE b.pool_id = ANY(%(pools)s) AND b.end_us > %(start)s AND b.start_us < %(end)s), 0.0)"""
+
+# Per request (unnested from arrays: its place ``i``, a pool, the span), what billing changes in its spend: for each
+# billed interval overlapping the span (found by its end; none while nothing is billed), its bill when it starts
+# in the span, less the estimate of its entries in the span.
+_BILLING_ADJUSTMENT = """
+    SELECT q.i, SUM(CASE WHEN b.start_us >= q.period_start THEN b.cost_usd ELSE 0.0 END - c.covered)
+    FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[]) AS q (i, pool_id, period_start, period_end)
+    JOIN leadtime_billed_costs AS b ON b.pool_id = q.pool_id
+        AND b.end_us > q.period_start AND b.start_us < q.period_end
+    CROSS JOIN LATERAL (
+        SELECT COALESCE(SUM(x.cost_usd), 0.0) AS covered FROM leadtime_ledger_entries AS x
+        WHERE x.pool_id = b.pool_id AND x.start_us >= GREATEST(b.start_us, q.period_start)
+        AND x.start_us < LEAST(b.end_us, q.period_end)
+    ) AS c
+    GROUP BY q.i"""
 
 # The newest entry of each pool named: one index probe per pool, however long its history.
 _NEWEST_OF_EACH = f"""
@@ -157,13 +180,7 @@ class PostgresLedger:
         wanted = sorted(set(pools))
         if not wanted:
             return 0.0
-        rows = self._query(
-            "SELECT (SELECT COALESCE(SUM(x.cost_usd), 0.0) FROM leadtime_ledger_entries AS x"
-            f" WHERE x.pool_id = ANY(%(pools)s) AND x.start_us >= %(start)s AND x.start_us < %(end)s AND {_UNBILLED})"
-            " + (SELECT COALESCE(SUM(x.cost_usd), 0.0) FROM leadtime_billed_costs AS x"
-            " WHERE x.pool_id = ANY(%(pools)s) AND x.start_us >= %(start)s AND x.start_us < %(end)s)",
-            {"pools": wanted, "start": to_us(start), "end": to_us(end)},
-        )
+        rows = self._query(_SPENT, {"pools": wanted, "start": to_us(start), "end": to_us(end)})
         return float(rows[0][0])
 
     # -- billed costs (agent.ledger.billed) ---------------------------------------------------------------
@@ -406,14 +423,16 @@ def _recorded(db: Connection, requests: Sequence[ReservationRequest]) -> list[fl
     recorded = [0.0] * len(requests)
     if rows:
         columns = [list(column) for column in zip(*rows, strict=True)]
-        for table, unbilled in (("leadtime_ledger_entries", f" AND {_UNBILLED}"), ("leadtime_billed_costs", "")):
-            for i, spent in db.execute(
-                "SELECT q.i, SUM(x.cost_usd) FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[])"
-                f" AS q (i, pool_id, period_start, period_end) JOIN {table} AS x ON x.pool_id = q.pool_id"
-                f" AND x.start_us >= q.period_start AND x.start_us < q.period_end{unbilled} GROUP BY q.i",
-                columns,
-            ).fetchall():
-                recorded[int(i)] += float(spent)
+        for i, spent in db.execute(
+            "SELECT q.i, SUM(x.cost_usd) FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[])"
+            " AS q (i, pool_id, period_start, period_end)"
+            " JOIN leadtime_ledger_entries AS x ON x.pool_id = q.pool_id"
+            " AND x.start_us >= q.period_start AND x.start_us < q.period_end GROUP BY q.i",
+            columns,
+        ).fetchall():
+            recorded[int(i)] = float(spent)
+        for i, change in db.execute(_BILLING_ADJUSTMENT, columns).fetchall():
+            recorded[int(i)] += float(change)
     return recorded
 
 

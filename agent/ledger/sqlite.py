@@ -56,11 +56,17 @@ CREATE TABLE IF NOT EXISTS billed (
     cost_usd REAL    NOT NULL,
     PRIMARY KEY (pool_id, start_us)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS billed_by_end ON billed (pool_id, end_us);
 """
-# An entry is billed when the pool's latest billed interval starting at or before it has not ended by its start
-# (a pool's billed intervals never overlap): one index probe per entry.
-_UNBILLED = """NOT EXISTS (SELECT 1 FROM (SELECT b.end_us FROM billed AS b WHERE b.pool_id = e.pool_id
-    AND b.start_us <= e.start_us ORDER BY b.start_us DESC LIMIT 1) AS c WHERE c.end_us > e.start_us)"""
+# Spend of the pools named (``{marks}``) in entries starting in [?1, ?2): the estimate, adjusted by each billed
+# interval overlapping the span (found by its end; none while nothing is billed): its bill when it starts in the
+# span, less the estimate of its entries in the span.
+_SPENT = """SELECT
+    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM entries WHERE pool_id IN ({marks}) AND start_us >= ?1 AND start_us < ?2)
+  + (SELECT COALESCE(SUM(CASE WHEN b.start_us >= ?1 THEN b.cost_usd ELSE 0.0 END
+        - (SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM entries AS e WHERE e.pool_id = b.pool_id
+           AND e.start_us >= max(b.start_us, ?1) AND e.start_us < min(b.end_us, ?2))), 0.0)
+     FROM billed AS b WHERE b.pool_id IN ({marks}) AND b.end_us > ?1 AND b.start_us < ?2)"""
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
@@ -131,9 +137,11 @@ class SqliteLedger(InProcessReservations):
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere."""
-        if not self._has_billed:
+        wanted = sorted(set(pools))
+        if not self._has_billed or not wanted:
             return self.estimated(pools, start, end)
-        return self._sum("entries", pools, start, end, _UNBILLED) + self.billed(pools, start, end)
+        marks = ", ".join(f"?{3 + i}" for i in range(len(wanted)))
+        return float(self._query(_SPENT.format(marks=marks), (to_us(start), to_us(end), *wanted))[0][0])
 
     # -- billed costs (agent.ledger.billed) ---------------------------------------------------------------
     def estimated(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
@@ -170,14 +178,14 @@ class SqliteLedger(InProcessReservations):
         )
         return [Reconciliation(str(p), int(n), float(e), float(b)) for p, n, e, b in rows]
 
-    def _sum(self, table: str, pools: Sequence[str], start: datetime, end: datetime, where: str = "1") -> float:
+    def _sum(self, table: str, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))
         if not wanted:
             return 0.0
         marks = ", ".join("?" for _ in wanted)
         row = self._query(
             f"SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM {table} AS e WHERE e.pool_id IN ({marks})"
-            f" AND e.start_us >= ? AND e.start_us < ? AND {where}",
+            " AND e.start_us >= ? AND e.start_us < ?",
             (*wanted, to_us(start), to_us(end)),
         )
         return float(row[0][0])
