@@ -66,7 +66,7 @@ _SPENT = """SELECT
   + (SELECT COALESCE(SUM(CASE WHEN b.start_us >= ?1 THEN b.cost_usd ELSE 0.0 END
         - (SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM entries AS e WHERE e.pool_id = b.pool_id
            AND e.start_us >= max(b.start_us, ?1) AND e.start_us < min(b.end_us, ?2))), 0.0)
-     FROM billed AS b WHERE b.pool_id IN ({marks}) AND b.end_us > ?1 AND b.start_us < ?2)"""
+     FROM billed AS b INDEXED BY billed_by_end WHERE b.pool_id IN ({marks}) AND b.end_us > ?1 AND b.start_us < ?2)"""
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
@@ -85,7 +85,10 @@ class SqliteLedger(InProcessReservations):
         self._lock = threading.Lock()
         self._writer: WriterLock | None = None
         self._book = ReservationBook(self.spent)
-        self._has_billed = True  # a reader of a file its writer has not upgraded yet has no billed costs
+        # Whether billed costs may be stored: a reader of a file its writer has not upgraded yet has none, and the
+        # writer (the one process that can store them) knows whether it holds any, so spend reads cost nothing more
+        # until a billing export is imported.
+        self._has_billed = True
         if read_only:
             self._db = self._open_read_only()
             return
@@ -154,6 +157,7 @@ class SqliteLedger(InProcessReservations):
         if not costs:
             return
         with self._transaction() as db:
+            self._has_billed = True
             for cost in costs:
                 db.execute(
                     "DELETE FROM billed WHERE pool_id = ? AND start_us < ? AND end_us > ?",
@@ -257,6 +261,7 @@ class SqliteLedger(InProcessReservations):
                     db.execute(statement)
             db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._has_billed = db.execute("SELECT EXISTS (SELECT 1 FROM billed)").fetchone()[0] == 1
 
     @staticmethod
     def _newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
