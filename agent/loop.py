@@ -147,8 +147,12 @@ class Agent:
     # -- schedule-driven entry points -------------------------------------------------------------------------
     def refit(self, now: datetime) -> None:
         """Fit the forecaster on the configured history window ending at ``now``."""
-        start = now - self.settings.forecast.history
-        history, _ = self._fetch(start, now)
+        history, _ = self._fetch(now - self.settings.forecast.history, now)
+        self.fit_on(history, now)
+
+    def fit_on(self, history: pd.DataFrame, now: datetime) -> None:
+        """Fit the forecaster on ``history``, the configured history window ending at ``now`` that the caller has
+        already read; the next tick does not refit until the refit interval has passed."""
         self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
         self.last_refit = now
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
@@ -207,8 +211,8 @@ class Agent:
         reserved = self.budget_watch.reserve(now, plan)
         plan = reserved.plan
         alerts.extend(reserved.alerts)
-        for skip in plan.skips:
-            log.info("skip pool=%s reason=%s detail=%r", skip.pool_id, skip.reason, skip.detail)
+        for _, decision in sorted(plan.decisions.items()):  # one line per pool, rendered from its record
+            log.info("decision: %s", decision.why(), extra=decision.log_fields())
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend
-from agent.planning.enforcement import budget_snapshots, enforce_budgets
+from agent.planning.enforcement import Shed, Trim, budget_snapshots, enforce_budgets
 from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
 
 _HOLDS = {SkipReason.MISSING_DATA, SkipReason.PERMANENT_ERROR, SkipReason.IN_FLIGHT}
@@ -26,6 +26,8 @@ class BudgetedDecisions:
     skips: tuple[Skip, ...]
     targets: dict[str, int]
     snapshots: tuple[BudgetSnapshot, ...] = ()
+    trims: tuple[Trim, ...] = ()  # the scale-ups a cap cut short
+    shed: tuple[Shed, ...] = ()  # the units a broken cap asked to release (some may be kept: see the skips)
 
 
 def apply_budgets(
@@ -85,7 +87,7 @@ def apply_budgets(
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
     kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}
     snapshots = budget_snapshots(now, spends, specs, billed, kept, tick)
-    return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots)
+    return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
 
 
 def _settled_idle(state: PoolState, now: datetime, window: timedelta) -> int:
