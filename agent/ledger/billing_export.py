@@ -9,7 +9,7 @@ are documented, are listed in docs/billing-reconciliation.md. Two file forms:
   ``service_description``) and the like, ``labels`` and ``credits`` as JSON text (``TO_JSON_STRING``).
 
 Every row is checked before anything is matched: a row whose times, cost, currency, labels or credits cannot be
-read is reported with its line and the problem, and the file is refused as a whole (``BillingExportError``).
+read is reported with its line and the problem, and the file is refused as a whole (``models.BillingExportError``).
 A row's billed cost is its ``cost`` plus its credits' amounts (credits are negative), in USD; rows of a pool are
 summed per usage interval.
 """
@@ -27,20 +27,7 @@ from typing import Any
 
 from agent.ledger.billed import BilledCost, overlaps
 from config.ledger import BillingSettings
-from models import LeadtimeError
-
-_SHOWN = 20  # problems listed before "and N more"
-
-
-class BillingExportError(LeadtimeError):
-    """The export cannot be imported; ``problems`` name each bad row's line and what is wrong with it."""
-
-    def __init__(self, source: str, problems: Sequence[str]) -> None:
-        self.source = source
-        self.problems = list(problems)
-        shown = "\n  ".join(self.problems[:_SHOWN])
-        more = f"\n  and {len(self.problems) - _SHOWN} more" if len(self.problems) > _SHOWN else ""
-        super().__init__(f"{source}: {len(self.problems)} problem(s), nothing imported:\n  {shown}{more}")
+from models import BillingExportError
 
 
 @dataclass(frozen=True)
