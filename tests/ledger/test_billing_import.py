@@ -25,10 +25,13 @@ import pytest
 import yaml
 
 from agent.cli import main
+from agent.ledger.billed import BilledCost
+from agent.ledger.billing_export import match_pools, read_export
 from agent.ledger.postgres import PostgresLedger
 from agent.ledger.reservations import ReservationRequest, Reservations
 from agent.ledger.sqlite import SqliteLedger
-from models import LedgerEntry
+from config.ledger import BillingSettings
+from models import BillingExportError, LedgerEntry
 from tests.postgres.fixtures import POSTGRES, Database
 
 pytestmark = POSTGRES
@@ -304,3 +307,25 @@ def test_a_ledger_file_of_the_first_schema_gains_the_billed_table_when_opened(tm
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA user_version").fetchone() == (2,)
         assert db.execute("SELECT count(*) FROM billed").fetchone() == (0,)
+
+
+def test_a_json_array_export_matches_by_global_resource_name_and_reads_iso_times(tmp_path: Path) -> None:
+    row = _row(
+        {"usage_start_time": "2026-03-02T01:00:00Z", "usage_end_time": "2026-03-02T04:00:00+02:00"},
+        "Compute Engine",
+        "Nvidia H100 GPU",
+        [{"key": "goog-k8s-cluster-name", "value": "prod"}],
+        30.0,
+        [-2.5],
+        "ignored",
+    )
+    row["resource"] = {"global_name": "//compute.googleapis.com/projects/p/zones/z/instances/gke-prod-h100-9q"}
+    export = tmp_path / "billing.json"
+    export.write_text(json.dumps([row, {**row, "usage_end_time": "2026-03-02 01:00:00"}]), encoding="utf-8")
+    with pytest.raises(BillingExportError) as refused:
+        read_export(export)
+    assert refused.value.problems == ("line 2: usage_end_time: '2026-03-02 01:00:00' has no time zone",)
+    export.write_text(json.dumps([row]), encoding="utf-8")
+    settings = BillingSettings(cluster="prod", resource_prefixes={"h100": "gke-prod-h100-"})
+    matched = match_pools(read_export(export), settings, ["a100", "h100"], str(export))
+    assert matched.costs == [BilledCost("h100", T0 + HOUR, T0 + 2 * HOUR, 27.5)]
