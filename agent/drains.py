@@ -41,6 +41,7 @@ from models import (
     Severity,
     drain_key,
 )
+from models.durations import format_duration
 
 log = logging.getLogger(__name__)
 _SETTLED = (ActionStatus.DONE, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.RECORDED)
@@ -155,12 +156,12 @@ class NodeDrains:
             if gone:
                 detail = (
                     f"planned to drain {', '.join(nodes)} but {', '.join(gone)} of {pool_id} is no longer idle for "
-                    f"{self._window} (or already draining); re-planning next tick"
+                    f"{format_duration(self._window)} (or already draining); re-planning next tick"
                 )
                 return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
         chosen = list(nodes) or [n for n in idle if self._choosable(n)][:wanted]
         if not chosen:
-            detail = f"no node of {pool_id} is idle for {self._window} any more; re-planning next tick"
+            detail = f"no node of {pool_id} is idle for {format_duration(self._window)} any more; re-planning next tick"
             return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
         outcome = DrainOutcome()
         for node in chosen:

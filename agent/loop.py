@@ -27,6 +27,7 @@ from agent.burst_history import burst_profile
 from agent.drains import NodeDrains
 from agent.executor import clear_failed_units, execute
 from agent.ledger.base import Ledger
+from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.notify.base import Flushable, Notifier
 from agent.observation import forecasts_from_frame, latest_observations, with_group_series
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
@@ -173,9 +174,13 @@ class Agent:
 
     def watch(self, now: datetime) -> None:
         """A standby's tick: read the pools and charge the ledger, nothing else (no plan, no write to a pool), so
-        the ledger of a replica that takes over has no hole for the time another replica led."""
+        the ledger of a replica that takes over has no hole for the time another replica led. A ledger file the
+        replicas share is the leader's to charge: a standby only reads the budgets' spend from it."""
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
-        self.budget_watch.observe(now, states)
+        if isinstance(self.parts.ledger, LeaderWrittenLedger) and not self.parts.ledger.writing:
+            self.budget_watch.spend(now)
+        else:
+            self.budget_watch.observe(now, states)
 
     def observe(self, now: datetime) -> Outlook:
         """Observe demand and forecast it (refitting first when the refit interval has passed)."""

@@ -9,6 +9,7 @@ from models.demand import AcceleratorFamily, DemandClass
 from models.errors import (
     ActuatorError,
     BacktestInputError,
+    BillingExportError,
     CapacityUnavailable,
     ConfigError,
     ConfigProblem,
@@ -48,6 +49,7 @@ __all__ = [
     "AlertEvent",
     "AlertKind",
     "BacktestInputError",
+    "BillingExportError",
     "BudgetCut",
     "BudgetSnapshot",
     "CapacityPlan",

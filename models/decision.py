@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
 
+from models.durations import format_duration
+
 
 class SkipReason(StrEnum):
     """Why the planner decided not to change a pool (or changed it less than it wanted)."""
@@ -187,15 +189,15 @@ class PoolDecision:
             + ("" if abs(s.chips - s.need) < 1e-9 else f", {s.chips:g} of {s.need:g} here")
             for s in self.demand
         )
-        return f"need {self.need_chips:g} chips within lead time {self.lead_time} ({shares})"
+        return f"need {self.need_chips:g} chips within lead time {format_duration(self.lead_time)} ({shares})"
 
     def _pace_text(self) -> str:
         current = self.current_units or 0
         if self.bounded_units > current:
             return f"step limit +{self.step_limit}/tick: {self.stepped_units}"
         pace = []
-        if self.idle_settled is not None:
-            pace.append(f"{self.idle_settled} units idle for {self.idle_window}")
+        if self.idle_settled is not None and self.idle_window is not None:
+            pace.append(f"{self.idle_settled} units idle for {format_duration(self.idle_window)}")
         if self.step_limit is not None:
             pace.append(f"step limit -{self.step_limit}/tick")
         text = " and ".join(pace) or "held"

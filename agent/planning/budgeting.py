@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from agent.planning.budget import BudgetSpend
 from agent.planning.enforcement import Shed, Trim, budget_snapshots, enforce_budgets
 from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
+from models.durations import format_duration
 
 _HOLDS = {SkipReason.MISSING_DATA, SkipReason.PERMANENT_ERROR, SkipReason.IN_FLIGHT}
 
@@ -77,7 +78,7 @@ def apply_budgets(
             by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
             new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
         if release < shed.units:
-            why = "in a pool that is held" if pool_id in held else f"not idle for {stabilization}"
+            why = "in a pool that is held" if pool_id in held else f"not idle for {format_duration(stabilization)}"
             detail = (
                 f"budget {shed.budget!r} projected over its {shed.cap} cap: {shed.units - release} more units "
                 f"should be released but are {why}; keeping them"

@@ -43,6 +43,7 @@ from models import (
     drain_key,
 )
 from models.allocation import allocate, units_for
+from models.durations import format_duration
 
 _LATER = ""  # a resize's reason is rendered from its decision record once the budgets have had their say
 # A pool whose idle units are not known by name (one without a node drainer) shrinks by a size change: which
@@ -311,7 +312,7 @@ def _scale_down(
     settled = sum(1 for since in state.idle_since if given.now - since >= window)
     if settled == 0:
         if state.idle_units:
-            detail = f"{state.idle_units} idle units, none idle for {window} yet"
+            detail = f"{state.idle_units} idle units, none idle for {format_duration(window)} yet"
             return _hold(sized, SkipReason.STABILIZING, detail, settled, window)
         detail = f"forecast allows {desired} units but no unit is idle"
         return _hold(sized, SkipReason.NOT_IDLE, detail, settled, window)
@@ -344,9 +345,10 @@ def _with_nodes(given: PlanInput, decision: PoolDecision, release: Resize) -> Po
     settled = [node for since, node in by_age if given.now - since >= window]
     count = release.from_units - release.to_units
     if len(settled) < count:
-        note = f"only {len(settled)} nodes are idle for {window}, {count} to release: the drainer chooses"
+        idle_for = format_duration(window)
+        note = f"only {len(settled)} nodes are idle for {idle_for}, {count} to release: the drainer chooses"
         return replace(decision, nodes_note=note)
-    note = f"chosen at plan time: the {count} longest idle of the nodes idle for {window}"
+    note = f"chosen at plan time: the {count} longest idle of the nodes idle for {format_duration(window)}"
     return replace(decision, nodes=tuple(settled[:count]), nodes_note=note)
 
 

@@ -33,10 +33,10 @@ STATE = "leadtime-state"  # the agent's state ConfigMap: pool decisions are atta
 # Each resize says why, from its decision record: 24 chips of demand are 3 units of 8 chips, of which the hourly
 # cap allows 1; the on-demand pool has no demand left and releases its 2 units idle for the window.
 TRIMMED_UP = (
-    "need 24 chips within lead time 0:10:00 (training: q0.9 peak 24, now 24) -> 3 units of 8 chips = 3 -> "
+    "need 24 chips within lead time 10m (training: q0.9 peak 24, now 24) -> 3 units of 8 chips = 3 -> "
     "budget 'spot-hourly' (hourly cap) -2: 1 -> target 1"
 )
-RELEASE = "no demand assigned -> 0 units of 8 chips = 0 -> 2 units idle for 0:10:00: 1 -> target 1"
+RELEASE = "no demand assigned -> 0 units of 8 chips = 0 -> 2 units idle for 10m: 1 -> target 1"
 
 
 def _scenario(rig: Rig, kube: k8s.ApiClient, mode: str) -> tuple[str, str]:
@@ -275,7 +275,7 @@ def test_in_dry_run_the_same_decisions_are_events_marked_as_recommendations(
     assert ups == {
         (f"{would} {TRIMMED_UP}", 1),
         (
-            f"{would} need 8 chips within lead time 0:10:00 (training: q0.9 peak 8, now 8) -> 1 units of 8 chips = 1 "
+            f"{would} need 8 chips within lead time 10m (training: q0.9 peak 8, now 8) -> 1 units of 8 chips = 1 "
             "-> target 1",
             5,
         ),

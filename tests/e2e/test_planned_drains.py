@@ -55,7 +55,7 @@ def test_the_plan_names_the_longest_idle_node_and_the_loop_drains_it(
     [release] = report.plan.resizes
     assert (release.from_units, release.to_units) == (3, 2)
     assert decision.nodes == (older,)
-    assert decision.nodes_note == "chosen at plan time: the 1 longest idle of the nodes idle for 0:10:00"
+    assert decision.nodes_note == "chosen at plan time: the 1 longest idle of the nodes idle for 10m"
     assert report.plan.drains == (Drain(ON_DEMAND, older, release.reason, drain_key(release.key, older)),)
     assert [r.key for r in report.results] == [drain_key(release.key, older)]
     assert not _cordoned(rig, newer)
@@ -94,5 +94,5 @@ def test_a_named_node_no_longer_idle_refuses_the_release_and_nothing_is_cordoned
     refused = execute(plan, agent.parts.actuator, agent.pool_by_id, agent.memory, now, agent.drains)
     [result] = refused.results
     assert (result.key, result.status) == (release.key, ActionStatus.REJECTED)
-    assert f"{older} of {ON_DEMAND} is no longer idle for 0:10:00" in result.detail
+    assert f"{older} of {ON_DEMAND} is no longer idle for 10m" in result.detail
     assert rig.kube.calls("patch", "nodes") == 0

@@ -90,7 +90,7 @@ def test_the_record_reads_the_whole_chain_need_rounded_bounded_stepped_budgeted(
         resize.reason
         == decision.why()
         == (
-            "need 50 chips within lead time 0:10:00 (train: q0.9 peak 50, now 41) -> 7 units of 8 chips + 1 headroom "
+            "need 50 chips within lead time 10m (train: q0.9 peak 50, now 41) -> 7 units of 8 chips + 1 headroom "
             "+ 4 spot reserve = 12 -> bounds 0..10: 10 -> step limit +5/tick: 7 -> budget 'team' (monthly cap) -1: 6 "
             "-> target 6"
         )
@@ -122,7 +122,7 @@ def test_a_release_is_paced_by_the_units_idle_for_the_window_and_by_the_step() -
     assert (decision.bounded_units, decision.idle_settled, decision.step_limit) == (0, 3, 1)
     assert (decision.stepped_units, decision.target_units) == (5, 5)
     assert decision.idle_window == timedelta(minutes=20)
-    assert "3 units idle for 0:20:00 and step limit -1/tick: 5" in plan.resizes[0].reason
+    assert "3 units idle for 20m and step limit -1/tick: 5" in plan.resizes[0].reason
     assert decision.nodes == () and "the cloud chooses" in decision.nodes_note  # no idle node names here
 
 

@@ -84,7 +84,7 @@ def test_an_overrun_sheds_idle_units_and_keeps_busy_ones_with_a_skip() -> None:
     [kept] = decision.holds
     assert kept.reason is SkipReason.BUDGET
     [skip] = [s for s in over.skips if s.reason is SkipReason.BUDGET]
-    assert "1 more units should be released but are not idle for 0:10:00; keeping them" in skip.detail
+    assert "1 more units should be released but are not idle for 10m; keeping them" in skip.detail
 
 
 def test_units_idle_for_less_than_the_window_are_not_shed() -> None:
@@ -117,7 +117,7 @@ def test_busy_units_a_new_period_opens_with_are_kept_with_a_skip_never_drained()
     opening = plan([pool()], [state(target=6)], {"a": 48.0}, [BudgetSpend(budget, NOW, 0.0, 0.0)])
     assert opening.resizes == ()
     [skip] = [s for s in opening.skips if s.reason is SkipReason.BUDGET]
-    assert "6 more units should be released but are not idle for 0:10:00; keeping them" in skip.detail
+    assert "6 more units should be released but are not idle for 10m; keeping them" in skip.detail
     [snapshot] = opening.budgets
     assert snapshot.period_start == NOW
     assert snapshot.projected_usd > 1000.0  # the overrun stays visible: the loop alerts on it
