@@ -86,9 +86,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     high = set(sorted(names, key=lambda n: -float(queued[:, names.index(n)].sum()))[:2])
     base = base.model_copy(update={"forecast": base.forecast.model_copy(update={"model": args.model})})
     started = time.perf_counter()
-    session = Simulation(tiered(base, high, 1.0), trace, window)
-    session.prepare(POLICIES)
-    unconstrained = run_policy(base, trace, window, "forecast", outlooks=session.outlooks("forecast"))
+    simulation = Simulation(tiered(base, high, 1.0), trace, window)
+    simulation.prepare(POLICIES)
+    unconstrained = run_policy(base, trace, window, "forecast", outlooks=simulation.outlooks("forecast"))
     burst_pools = [p.pool_id for p in base.pool_specs() if p.kind is not PoolKind.ON_PREM]
     free_spend = sum(unconstrained.spend_by_pool_usd[p] for p in burst_pools)
     cap = args.cap_usd if args.cap_usd is not None else free_spend / 2.0
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"window {window.index[0]} .. {window.index[-1]}; forecaster {args.model}; high tier {sorted(high)}; "
         f"forecast burst spend without a budget {free_spend:,.0f} USD; cap {cap:,.0f} USD"
     )
-    runs = {name: run_policy(settings, trace, window, name, outlooks=session.outlooks(name)) for name in POLICIES}
+    runs = {name: run_policy(settings, trace, window, name, outlooks=simulation.outlooks(name)) for name in POLICIES}
     elapsed = time.perf_counter() - started
     summary = hybrid_summary(settings.pool_specs(), window, runs, settings.waiting_costs())
     rows = summary["rows"]
