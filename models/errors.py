@@ -89,6 +89,19 @@ class LedgerUnavailable(LeadtimeError):
     """The spend ledger cannot be opened, read or written (unwritable path, corrupt or foreign file)."""
 
 
+class BillingExportError(LeadtimeError):
+    """A billing export cannot be imported; ``problems`` name each bad row's line and what is wrong with it."""
+
+    SHOWN = 20  # problems listed before "and N more"
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        shown = "\n  ".join(self.problems[: self.SHOWN])
+        more = f"\n  and {len(self.problems) - self.SHOWN} more" if len(self.problems) > self.SHOWN else ""
+        super().__init__(f"{source}: {len(self.problems)} problem(s), nothing imported:\n  {shown}{more}")
+
+
 class ActuatorError(LeadtimeError):
     """Reading or changing a pool failed."""
 

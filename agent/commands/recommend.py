@@ -174,6 +174,7 @@ def _document(
         state = states.get(spec.pool_id)
         current = state.target_units if state is not None else None
         resize = resizes.get(spec.pool_id)
+        decision = tick.plan.decisions.get(spec.pool_id)
         recommended = resize.to_units if resize else current
         if resize:
             action, reason = ("scale-up" if resize.is_scale_up else "scale-down"), resize.reason
@@ -196,6 +197,8 @@ def _document(
                 "planned_target_units": tick.plan.targets.get(spec.pool_id),
                 "action": action,
                 "reason": reason,
+                "why": decision.why() if decision is not None else reason,
+                "decision": decision.stages() if decision is not None else None,
                 "current_cost_per_day_usd": _per_day(current, price),
                 "recommended_cost_per_day_usd": _per_day(recommended, price),
                 "zones": [_zone_entry(z) for z in state.zones] if state is not None else [],

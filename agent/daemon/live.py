@@ -20,7 +20,7 @@ from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
 from agent.daemon.shadow_book import shadow_store
 from agent.daemon.wiring import DaemonParts
-from agent.ledger.factory import open_ledger
+from agent.ledger.factory import open_daemon_ledger
 from agent.notify import Notifier
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
@@ -74,7 +74,7 @@ def live_parts(
     prometheus = settings.prometheus
     assert prometheus is not None  # checked above
     queries = demand_queries(settings.demand_class_models(), prometheus)
-    ledger = open_ledger(settings.ledger)
+    ledger = open_daemon_ledger(settings.ledger)
     parts = DaemonParts(
         source=PrometheusSource.from_settings(prometheus, queries),
         actuator=RoutingActuator({}),  # on-prem pools only: nothing to change

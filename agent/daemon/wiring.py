@@ -34,6 +34,7 @@ from agent.daemon.runtime import DaemonRuntime, Schedule
 from agent.daemon.service import Daemon, Elector, SoleReplicaElector
 from agent.daemon.shadow_book import ShadowBook, ShadowCollector, ShadowStore
 from agent.ledger import Ledger
+from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.loop import Agent, AgentParts
 from agent.notify import Notifier
 from agent.sources.base import MetricSource
@@ -111,6 +112,8 @@ def assemble(
     else:
         elector = SoleReplicaElector(identity)
 
+    if isinstance(parts.ledger, LeaderWrittenLedger):  # a file the replicas share: the leader alone writes it
+        parts.ledger.follow(lambda: elector.is_leader(clock.now()))
     actuator: Actuator = parts.actuator
     if mode == "dry-run":
         actuator = DryRunActuator(actuator, clock)

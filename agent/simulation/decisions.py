@@ -15,7 +15,7 @@ from datetime import datetime
 from agent.loop import Outlook
 from agent.planning import PlanInput, resolve_service_levels
 from agent.planning.groups import DemandGroup, demand_groups
-from agent.planning.planner import group_needs
+from agent.planning.planner import group_shares
 from agent.simulation.window import SimulationWindow
 from config.schema import PlannerSettings, Settings
 from models.allocation import units_for
@@ -56,12 +56,13 @@ def decision_changes(
     counts = {g.name: [0, 0, 0] for g in groups}
     for stamp, mine, theirs in zip(window.index, forecast, last_value, strict=True):
         now = stamp.to_pydatetime()
-        ours, _ = group_needs(_input(settings, planner, now, window, groups, levels, mine))
-        base, _ = group_needs(_input(settings, planner, now, window, groups, levels, theirs))
-        for name, need in ours.items():
+        ours, _ = group_shares(_input(settings, planner, now, window, groups, levels, mine))
+        base, _ = group_shares(_input(settings, planner, now, window, groups, levels, theirs))
+        for name, share in ours.items():
             if name not in base:
                 continue
-            ours_units, base_units = units_for(need, sizes[name]), units_for(base[name], sizes[name])
+            ours_units = units_for(share.need, sizes[name])
+            base_units = units_for(base[name].need, sizes[name])
             counts[name][0] += 1
             counts[name][1] += ours_units > base_units
             counts[name][2] += ours_units < base_units

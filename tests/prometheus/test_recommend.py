@@ -114,6 +114,10 @@ def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
     markdown = (out / "report.md").read_text()
     assert "| a100-on-demand | 10 |" in markdown
     assert "scale-up" in markdown
+    # the "why" column is the pool's decision chain, from the demand to the recommended target
+    assert pool["why"].startswith("need ") and pool["why"].endswith(f"-> target {pool['recommended_units']}")
+    assert pool["decision"]["target"] == pool["recommended_units"]
+    assert f"| {pool['why']} |" in markdown
 
 
 class CountingSource(PrometheusSource):
@@ -150,6 +154,7 @@ def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServe
     assert read_side.writes == []
     assert pool["recommended_units"] == 60  # no unit has been observed idle yet
     assert pool["action"] == "hold"
+    assert "not-idle: forecast allows" in pool["why"] and pool["why"].endswith("-> target 60")
     assert document["cost"]["change_per_day_usd"] == 0
 
 
