@@ -267,8 +267,11 @@ class CalibratedForecaster:
         floor, residuals = self._state.floors.get(uid), self._state.residuals.get(uid)
         if floor is None or residuals is None or residuals.count == 0:
             return 1.0  # residuals not scaled (plain calibration, or none yet): offsets are in demand units
-        ends = np.array([len(window.y) - 1])
-        now = float(local_scales(window.y, ends, self.scale_steps(window.step_ns), floor)[0])
+        steps = self.scale_steps(window.step_ns)
+        # only the newest changes count: start at the newest observed value before them (the same scale, cheaply)
+        observed = np.flatnonzero(~np.isnan(window.y[: max(len(window.y) - steps, 0)]))
+        y = window.y[int(observed[-1]) :] if len(observed) else window.y
+        now = float(local_scales(y, np.array([len(y) - 1]), steps, floor)[0])
         return float(np.clip(now, residuals.scales.min(), residuals.scales.max()))
 
     def _reason_to_fall_back(self, uid: str, horizon: int, levels: tuple[float, ...]) -> str:
