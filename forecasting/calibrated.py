@@ -21,7 +21,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.calibration import Residuals, conformal_offsets, local_scales, scale_floor
+from forecasting.calibration import Residuals, conformal_offsets, local_scales, nearest_base, scale_floor
 from forecasting.guards import check_forecast
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
@@ -237,6 +237,7 @@ class CalibratedForecaster:
             return block
         requests = [(windows[u], np.array([len(windows[u].y) - 1])) for u in uids]
         paths = self.model.paths(requests, horizon)
+        nearest = [nearest_base(self.model.base_levels, q) for q in levels]  # the base each level is offset from
         rescue: dict[int, str] = {}
         for i, uid in enumerate(uids):
             stale = _staleness(windows[uid])
@@ -250,7 +251,7 @@ class CalibratedForecaster:
             found = self.offsets(uid, horizon, levels)
             assert found is not None
             bases = paths[i][:, 0, :]
-            chosen = np.array([bases[int(np.argmin([abs(b - q) for b in self.model.base_levels]))] for q in levels])
+            chosen = bases[nearest]
             values = _ordered(chosen + found[0] * self._scale_now(uid, windows[uid]), levels)
             problem = check_forecast(values, state.ranges.get(uid))
             if problem:
