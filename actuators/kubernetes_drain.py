@@ -17,20 +17,24 @@ it instead of leaving the node cordoned; the timeout then counts from when that 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from actuators.idempotency import KeyedResults
-from actuators.vendor_errors import KUBERNETES_ERRORS, from_kubernetes, kubernetes_status
+from actuators.vendor_errors import from_kubernetes
+from kube.api import KubernetesApi
+from kube.models import V1Node, V1Pod
 from models import ActionResult, ActionStatus, PermanentActuatorError
 from models.clock import Clock
+from models.errors import KubernetesApiError, KubernetesNotFound, KubernetesThrottled
 
 log = logging.getLogger(__name__)
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 # Set on a node while a drain of ours is in progress (value: the drain's key); removed when the drain gives up.
 DRAIN_ANNOTATION = "leadtime.io/drain-key"
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
+T = TypeVar("T")
 _BLOCKING_ANNOTATIONS = {
     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
     "karpenter.sh/do-not-disrupt": "true",
@@ -42,26 +46,25 @@ class NodeRemover(Protocol):
 
 
 class KubernetesNodeDrainer:
-    """``core`` is a ``kubernetes.client.CoreV1Api``; ``node_pools`` maps our pool ids to node pool label values."""
+    """``api`` reaches the cluster (each call bounded by its request timeout); ``node_pools`` maps our pool ids to
+    node pool label values."""
 
     def __init__(
         self,
-        core: Any,
+        api: KubernetesApi,
         clock: Clock,
         node_pools: Mapping[str, str],
         remover: NodeRemover,
         timeout: timedelta = timedelta(minutes=15),
         pool_label: str = NODE_POOL_LABEL,
-        request_timeout: timedelta | None = None,
     ) -> None:
-        self._core = core
+        self._nodes_api = api.nodes
+        self._pods_api = api.pods
         self._clock = clock
         self._node_pools = dict(node_pools)
         self._remover = remover
         self._timeout = timeout
         self._pool_label = pool_label
-        # Every call bounded, so a hung API connection fails the call instead of holding up a tick.
-        self._bounds = {"_request_timeout": request_timeout.total_seconds()} if request_timeout else {}
         self._idle_since: dict[str, datetime] = {}
         self._draining_since: dict[str, datetime] = {}
         self._results = KeyedResults(settled_only=True)
@@ -112,7 +115,8 @@ class KubernetesNodeDrainer:
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
         removed = self._remover.delete_nodes(pool_id, [node], key)
-        self._call(pool_id, self._core.patch_node, node, {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}})
+        unmark = {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}}
+        self._call(pool_id, lambda: self._nodes_api.patch(node, unmark))
         self._draining_since.pop(node, None)
         self._idle_since.pop(node, None)
         log.info("pool %s: node %s drained and removed (key %s)", pool_id, node, key)
@@ -121,26 +125,25 @@ class KubernetesNodeDrainer:
         )
 
     # -- internals -----------------------------------------------------------------------------------------
-    def _nodes(self, pool_id: str) -> list[Any]:
+    def _nodes(self, pool_id: str) -> list[V1Node]:
         label = self._node_pools.get(pool_id)
         if label is None:
             raise PermanentActuatorError(pool_id, "no node pool label is mapped to this pool")
-        return list(self._call(pool_id, self._core.list_node, label_selector=f"{self._pool_label}={label}").items)
+        return self._call(pool_id, lambda: self._nodes_api.with_label(f"{self._pool_label}={label}"))
 
-    def _pods_on(self, pool_id: str, node: str) -> list[Any]:
-        listed = self._call(pool_id, self._core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}")
-        return list(listed.items)
+    def _pods_on(self, pool_id: str, node: str) -> list[V1Pod]:
+        return self._call(pool_id, lambda: self._pods_api.on_node(node))
 
-    def _evict(self, pool_id: str, pod: Any) -> bool:
+    def _evict(self, pool_id: str, pod: V1Pod) -> bool:
         """True when the pod is gone or on its way; False when a disruption budget says not now (HTTP 429)."""
         namespace, name = _name(pod)
-        body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
         try:
-            self._core.create_namespaced_pod_eviction(name, namespace, body, **self._bounds)
-        except KUBERNETES_ERRORS as exc:
-            status = kubernetes_status(exc)
-            if status in (404, 429):
-                return status == 404
+            self._pods_api.evict(name, namespace)
+        except KubernetesNotFound:
+            return True
+        except KubernetesThrottled:
+            return False
+        except KubernetesApiError as exc:
             raise from_kubernetes(pool_id, exc) from exc
         return True
 
@@ -150,7 +153,7 @@ class KubernetesNodeDrainer:
             "spec": {"unschedulable": True if drain_key else None},
             "metadata": {"annotations": {DRAIN_ANNOTATION: drain_key}},
         }
-        self._call(pool_id, self._core.patch_node, node, body)
+        self._call(pool_id, lambda: self._nodes_api.patch(node, body))
 
     def _give_up(self, pool_id: str, node: str) -> None:
         self._cordon(pool_id, node, None)
@@ -160,18 +163,18 @@ class KubernetesNodeDrainer:
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
 
-    def _call(self, pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, pool_id: str, request: Callable[[], T]) -> T:
         try:
-            return method(*args, **kwargs, **self._bounds)
-        except KUBERNETES_ERRORS as exc:
+            return request()
+        except KubernetesApiError as exc:
             raise from_kubernetes(pool_id, exc) from exc
 
 
-def _name(pod: Any) -> tuple[str, str]:
+def _name(pod: V1Pod) -> tuple[str, str]:
     return (pod.metadata.namespace, pod.metadata.name)
 
 
-def _counts(pod: Any) -> bool:
+def _counts(pod: V1Pod) -> bool:
     """Pods a drain has to move: not DaemonSet-owned, not a static pod's mirror, not finished."""
     owners = pod.metadata.owner_references or []
     if any(o.kind == "DaemonSet" for o in owners):
@@ -181,7 +184,7 @@ def _counts(pod: Any) -> bool:
     return (pod.status.phase if pod.status else None) not in ("Succeeded", "Failed")
 
 
-def _needs_accelerator(pod: Any) -> bool:
+def _needs_accelerator(pod: V1Pod) -> bool:
     for container in pod.spec.containers or []:
         requests = (container.resources.requests if container.resources else None) or {}
         limits = (container.resources.limits if container.resources else None) or {}
@@ -190,6 +193,6 @@ def _needs_accelerator(pod: Any) -> bool:
     return False
 
 
-def _blocks(pod: Any) -> bool:
+def _blocks(pod: V1Pod) -> bool:
     annotations = pod.metadata.annotations or {}
     return any(annotations.get(k, "").lower() == v for k, v in _BLOCKING_ANNOTATIONS.items())

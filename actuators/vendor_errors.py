@@ -1,4 +1,5 @@
-"""Vendor errors translated into decisions, in one place: the only module that reads SDK exception types.
+"""Vendor errors translated into decisions, in one place: the only module that reads Google SDK exception types
+(the Kubernetes API's failures arrive already translated by ``kube.errors`` into ``models.errors``).
 
     stockout or quota (any status code)        -> CapacityUnavailable     back off this pool, try the next one
     HTTP 429 (rate limit), 5xx, 409 conflict,
@@ -20,10 +21,9 @@ import re
 from collections.abc import Iterable
 
 from google.api_core import exceptions as google_exceptions
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError as Urllib3Error
 
 from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
+from models.errors import KubernetesApiError
 
 _CAPACITY = re.compile(
     r"ZONE_RESOURCE_POOL_EXHAUSTED|GCE_STOCKOUT|STOCKOUT|QUOTA_EXCEEDED|quota .*exhausted|quota exceeded|"
@@ -75,26 +75,20 @@ def from_google(pool_id: str, exc: Exception) -> ActuatorError:
     return TransientActuatorError(pool_id, f"cannot reach the Google API: {exc}")
 
 
-def from_kubernetes(pool_id: str, exc: Exception) -> ActuatorError:
-    """A ``kubernetes`` client exception (or a connection failure) as one of ours."""
-    if isinstance(exc, ApiException):
-        return from_status(pool_id, int(exc.status or 500), f"{exc.reason}: {exc.body or ''}".strip())
-    return TransientActuatorError(pool_id, f"cannot reach the Kubernetes API: {exc}")
+def from_kubernetes(pool_id: str, exc: KubernetesApiError) -> ActuatorError:
+    """A failed Kubernetes API call (``kube.errors``) as the decision for this pool."""
+    if exc.status is None:
+        return TransientActuatorError(pool_id, f"cannot reach the Kubernetes API: {exc.reason}")
+    return from_status(pool_id, exc.status, f"{exc.reason}: {exc.detail}".strip())
 
 
 def is_already_exists(exc: Exception) -> bool:
     return isinstance(exc, google_exceptions.Conflict)
 
 
-def kubernetes_status(exc: Exception) -> int | None:
-    """The HTTP status of a Kubernetes API error, None for a connection failure."""
-    return int(exc.status) if isinstance(exc, ApiException) and exc.status is not None else None
-
-
 def is_not_found(exc: Exception) -> bool:
-    return isinstance(exc, google_exceptions.NotFound) or (isinstance(exc, ApiException) and exc.status == 404)
+    return isinstance(exc, google_exceptions.NotFound)
 
 
 # What the adapters catch around a vendor call: API errors and the transport errors beneath them.
 GOOGLE_ERRORS: tuple[type[Exception], ...] = (google_exceptions.GoogleAPIError, ConnectionError, OSError)
-KUBERNETES_ERRORS: tuple[type[Exception], ...] = (ApiException, Urllib3Error, ConnectionError, OSError)

@@ -27,6 +27,7 @@ from models import (
     ActionStatus,
     AlertEvent,
     AlertKind,
+    BudgetCut,
     CapacityPlan,
     PoolSpec,
     Resize,
@@ -162,6 +163,7 @@ class BudgetReserver:
         skips = list(plan.skips)
         alerts = []
         targets = dict(plan.targets)
+        decisions = dict(plan.decisions)
         for resize in plan.resizes:
             if resize.pool_id not in allowed or not resize.is_scale_up:
                 resizes.append(resize)
@@ -170,16 +172,21 @@ class BudgetReserver:
             to_units = resize.from_units + granted
             budget, room = headroom[resize.pool_id]
             targets[resize.pool_id] = to_units
-            if granted:
-                reason = f"{resize.reason}; trimmed to {to_units} units by budget {budget!r} shared with other agents"
-                resizes.append(
-                    replace(resize, to_units=to_units, reason=reason, key=_key(now, resize.pool_id, to_units))
-                )
             detail = (
                 f"budget {budget!r} shared with other agents granted {granted} of {wanted} more units "
                 f"({resize.from_units}->{to_units} instead of ->{resize.to_units}); "
                 f"{room:,.2f} USD of headroom left after everyone's recorded and reserved spend"
             )
+            reason = f"{resize.reason}; trimmed to {to_units} units by budget {budget!r} shared with other agents"
+            decision = decisions.get(resize.pool_id)
+            if decision is not None:
+                cut = BudgetCut(budget, "shared", wanted - granted, detail)
+                decision = replace(decision, budget_cuts=(*decision.budget_cuts, cut), target_units=to_units)
+                decisions[resize.pool_id], reason = decision, decision.why()
+            if granted:
+                resizes.append(
+                    replace(resize, to_units=to_units, reason=reason, key=_key(now, resize.pool_id, to_units))
+                )
             skips.append(Skip(resize.pool_id, SkipReason.BUDGET, detail))
             alerts.append(
                 AlertEvent(
@@ -191,7 +198,8 @@ class BudgetReserver:
                     details={"holder": self.holder, "wanted_units": str(wanted), "granted_units": str(granted)},
                 )
             )
-        return Reserved(replace(plan, resizes=tuple(resizes), skips=tuple(skips), targets=targets), tuple(alerts))
+        reserved = replace(plan, resizes=tuple(resizes), skips=tuple(skips), targets=targets, decisions=decisions)
+        return Reserved(reserved, tuple(alerts))
 
 
 def _key(now: datetime, pool_id: str, to_units: int) -> str:

@@ -53,6 +53,10 @@ class BudgetWatch:
     def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner."""
         self.meter.observe(self._reading(now, s.pool_id, s.target_units) for s in states.values())
+        return self.spend(now)
+
+    def spend(self, now: datetime) -> list[BudgetSpend]:
+        """Each budget's spend so far, read from the ledger without charging anything."""
         return self.meter.budget_spend(self.budgets, now)
 
     def reserve(self, now: datetime, plan: CapacityPlan) -> Reserved:

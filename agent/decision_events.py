@@ -8,6 +8,9 @@ a message with the numbers, and the numbers again as fields.
 * Pool decisions: ``ScaleUp`` / ``ScaleDown`` (the cloud accepted the resize), ``ScaleUpFailed`` /
   ``ScaleDownFailed``, ``ScaleUpRejected`` / ``ScaleDownRejected`` (re-validation on fresh state refused it),
   ``BudgetTrimmed`` (a budget cap cut or kept units) and ``HeldMissingData`` (no trustworthy demand: held).
+  Every pool event is rendered from the pool's decision record (``CapacityPlan.decisions``): a resize's reason
+  is the record's chain, and its numbers carry the chain's stages (``need_chips``, ``rounded_units`` ...
+  ``target_units``) next to ``from_units`` and ``to_units``.
 * Node decisions, for pools that shrink by drains: ``Cordoned`` and ``DrainStarted`` when a drain begins,
   ``DrainBlocked`` while a PodDisruptionBudget refuses an eviction (the drainer reports such a drain as
   started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned) and ``DrainRejected``
@@ -22,8 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from agent.drains import DRAIN_KEY_MARK
-from models import ActionResult, ActionStatus, CapacityPlan, Resize, SkipReason
+from models import DRAIN_KEY_MARK, ActionResult, ActionStatus, CapacityPlan, PoolDecision, Resize, SkipReason
 
 _ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED)
 
@@ -55,28 +57,46 @@ def decision_events(
     planned = {r.key: r for r in resizes}
     by_key = {r.key: r for r in results}
     for resize in resizes:
-        events.extend(_resize_events(resize, by_key.get(resize.key), results))
+        decision = plan.decisions.get(resize.pool_id) if plan is not None else None
+        events.extend(_resize_events(resize, by_key.get(resize.key), results, decision))
     for result in results:
         if DRAIN_KEY_MARK in result.key:
             events.extend(_drain_events(result, planned))
     if plan is not None:
-        for skip in plan.skips:
-            if skip.reason is SkipReason.MISSING_DATA:
-                events.append(_pool(skip.pool_id, "HeldMissingData", f"held: {skip.detail}", True))
-            elif skip.reason is SkipReason.BUDGET:
-                events.append(_pool(skip.pool_id, "BudgetTrimmed", skip.detail, True))
+        for pool_id, decision in sorted(plan.decisions.items()):
+            events.extend(_held_events(pool_id, decision))
     if recommend:
         events = [_as_recommendation(e) for e in events]
     return tuple(events)
 
 
+def _held_events(pool_id: str, decision: PoolDecision) -> Iterable[DecisionEvent]:
+    """A pool's budget cuts and its holds on missing data or a budget, from its decision record."""
+    numbers = _stages(decision)
+    for cut in decision.budget_cuts:
+        yield _pool(pool_id, "BudgetTrimmed", cut.detail, True, numbers)
+    for hold in decision.holds:
+        if hold.reason is SkipReason.MISSING_DATA:
+            yield _pool(pool_id, "HeldMissingData", f"held: {hold.detail}", True, numbers)
+        elif hold.reason is SkipReason.BUDGET:
+            yield _pool(pool_id, "BudgetTrimmed", hold.detail, True, numbers)
+
+
+def _stages(decision: PoolDecision | None) -> dict[str, str]:
+    """The decision's chain as event fields (units; the need in chips)."""
+    if decision is None:
+        return {}
+    numbers = {f"{stage}_units": f"{value:g}" for stage, value in decision.stages().items() if stage != "need"}
+    return {"need_chips": f"{decision.need_chips:g}", **numbers}
+
+
 def _resize_events(
-    resize: Resize, result: ActionResult | None, results: Sequence[ActionResult]
+    resize: Resize, result: ActionResult | None, results: Sequence[ActionResult], decision: PoolDecision | None
 ) -> Iterable[DecisionEvent]:
     verb = "ScaleUp" if resize.is_scale_up else "ScaleDown"
     words = "scale up" if resize.is_scale_up else "scale down"
     change = f"from {resize.from_units} to {resize.to_units} units"
-    numbers = {"from_units": str(resize.from_units), "to_units": str(resize.to_units)}
+    numbers = {"from_units": str(resize.from_units), "to_units": str(resize.to_units), **_stages(decision)}
     drains = [r for r in results if r.key.startswith(resize.key + DRAIN_KEY_MARK)]
     if drains:
         nodes = ", ".join(_node_of(r.key) for r in drains)

@@ -8,11 +8,14 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   idle for the stabilization window" holds on real pools. A pool whose idle nodes cannot be read has none (it is
   held, never shrunk on unknown idleness). Nodes being drained are taken out of the pool's ready and target
   units: they were already asked to go, so the planner does not release capacity twice for the same need.
-* **Acting** (in the executor): a planned release of ``k`` units drains ``k`` nodes chosen among those idle for
-  the stabilization window (longest idle first). Each drain has its own key; a drain that waits on a disruption
-  budget is continued on later ticks with the same key until the drainer reports it done (the node is empty and
-  was deleted through the pool's actuator), failed (timeout: uncordoned, not removed) or rejected (a pod must
-  not be disrupted). A node whose drain failed or was rejected is not chosen again for one stabilization window.
+* **Acting** (in the executor): a planned release of ``k`` units drains the ``k`` nodes its decision record names
+  (the planner chose them, longest idle first, from the nodes observed here), after checking that each is still idle
+  for the stabilization window; if one is not, the release is refused and re-planned next tick. A release whose
+  nodes the plan could not name drains the longest idle of the nodes idle for the window. Each drain has its own
+  key; a drain that waits on a disruption budget is continued on later ticks with the same key until the drainer
+  reports it done (the node is empty and was deleted through the pool's actuator), failed (timeout: uncordoned, not
+  removed) or rejected (a pod must not be disrupted). A node whose drain failed or was rejected is not chosen again
+  for one stabilization window.
 
 The cluster's record of drains in progress (``NodeDrainer.draining_nodes``) is read every tick and wins over this
 memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned.
@@ -21,7 +24,7 @@ memory: a restarted or newly elected agent takes over drains another one started
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -36,10 +39,11 @@ from models import (
     PoolState,
     Resize,
     Severity,
+    drain_key,
 )
+from models.durations import format_duration
 
 log = logging.getLogger(__name__)
-DRAIN_KEY_MARK = "/drain/"  # a drain's key is "<key of the planned release>/drain/<node>"
 _SETTLED = (ActionStatus.DONE, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.RECORDED)
 
 
@@ -104,8 +108,10 @@ class NodeDrains:
                 idle = []
             known = self._first_idle.get(pool_id, {})
             self._first_idle[pool_id] = {node: known.get(node, now) for node in idle}
-            since = tuple(sorted(self._first_idle[pool_id].values()))
-            seen[pool_id] = replace(state, idle_units=len(idle), idle_since=since)
+            longest_first = sorted(self._first_idle[pool_id].items(), key=lambda item: (item[1], item[0]))
+            since = tuple(first for _, first in longest_first)
+            nodes = tuple(node for node, _ in longest_first)
+            seen[pool_id] = replace(state, idle_units=len(idle), idle_since=since, idle_nodes=nodes)
         return seen, tuple(alerts)
 
     def adjusted(self, states: Mapping[str, PoolState]) -> dict[str, PoolState]:
@@ -132,21 +138,34 @@ class NodeDrains:
             outcome.extend(self._step(pending, now))
         return outcome
 
-    def scale_down(self, resize: Resize, now: datetime) -> DrainOutcome:
-        """Release ``from_units - to_units`` units of the pool by draining as many nodes idle for the window."""
+    def scale_down(self, resize: Resize, now: datetime, nodes: Sequence[str] = ()) -> DrainOutcome:
+        """Release ``from_units - to_units`` units of the pool by draining as many nodes idle for the window.
+
+        ``nodes`` are the nodes the plan chose: exactly those are drained, after checking that every one is still
+        idle for the window and not already draining; if one is not, the release is refused as a whole (the next
+        tick plans on fresh state). Without ``nodes`` (the plan could not name them), the longest idle are taken.
+        """
         pool_id = resize.pool_id
         wanted = resize.from_units - resize.to_units
         try:
             idle = self._drainers[pool_id].idle_nodes(pool_id, self._window)
         except ActuatorError as exc:
             return self._failed(resize.key, pool_id, now, exc)
-        chosen = [n for n in idle if self._choosable(n)][:wanted]
+        if nodes:
+            gone = [n for n in nodes if n not in idle or not self._choosable(n)]
+            if gone:
+                detail = (
+                    f"planned to drain {', '.join(nodes)} but {', '.join(gone)} of {pool_id} is no longer idle for "
+                    f"{format_duration(self._window)} (or already draining); re-planning next tick"
+                )
+                return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
+        chosen = list(nodes) or [n for n in idle if self._choosable(n)][:wanted]
         if not chosen:
-            detail = f"no node of {pool_id} is idle for {self._window} any more; re-planning next tick"
+            detail = f"no node of {pool_id} is idle for {format_duration(self._window)} any more; re-planning next tick"
             return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
         outcome = DrainOutcome()
         for node in chosen:
-            pending = PendingDrain(pool_id, node, f"{resize.key}{DRAIN_KEY_MARK}{node}")
+            pending = PendingDrain(pool_id, node, drain_key(resize.key, node))
             self._pending[node] = pending
             log.info("pool %s: draining idle node %s (%s)", pool_id, node, resize.reason)
             outcome.extend(self._step(pending, now))

@@ -4,8 +4,8 @@ Only this module calls an actuator's or a drainer's write methods. Outcomes upda
 stockout backs the pool off (the next plan fills the next eligible pool), a permanent error blocks the pool until
 a person looks. Units a pool reports failed (a stockout found after an accepted request) are removed and their
 pool backed off before the tick plans. A pool served by a node drainer never shrinks by a size change: its
-releases become drains of nodes observed idle (``agent.drains``), and drains still waiting on a disruption budget
-go on every tick.
+releases become drains of exactly the nodes the pool's decision record names, re-checked idle (``agent.drains``),
+and drains still waiting on a disruption budget go on every tick.
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def execute(
             results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.REJECTED, now, detail))
             continue
         if drains is not None and drains.serves(resize.pool_id) and not resize.is_scale_up:
-            outcome = drains.scale_down(resize, now)
+            decision = plan.decisions.get(resize.pool_id)
+            outcome = drains.scale_down(resize, now, decision.nodes if decision is not None else ())
             if any(r.status in _ACCEPTED for r in outcome.results):
                 memory = memory.changed(resize.pool_id, now, -1)
             memory = _absorb(outcome, memory, now, results, alerts)

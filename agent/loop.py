@@ -26,6 +26,7 @@ from agent.budget_watch import BudgetWatch
 from agent.drains import NodeDrains
 from agent.executor import clear_failed_units, execute
 from agent.ledger.base import Ledger
+from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.notify.base import Flushable, Notifier
 from agent.observation import forecasts_from_frame, latest_observations, with_group_series
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
@@ -146,8 +147,12 @@ class Agent:
     # -- schedule-driven entry points -------------------------------------------------------------------------
     def refit(self, now: datetime) -> None:
         """Fit the forecaster on the configured history window ending at ``now``."""
-        start = now - self.settings.forecast.history
-        history, _ = self._fetch(start, now)
+        history, _ = self._fetch(now - self.settings.forecast.history, now)
+        self.fit_on(history, now)
+
+    def fit_on(self, history: pd.DataFrame, now: datetime) -> None:
+        """Fit the forecaster on ``history``, the configured history window ending at ``now`` that the caller has
+        already read; the next tick does not refit until the refit interval has passed."""
         self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
         self.last_refit = now
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
@@ -164,9 +169,13 @@ class Agent:
 
     def watch(self, now: datetime) -> None:
         """A standby's tick: read the pools and charge the ledger, nothing else (no plan, no write to a pool), so
-        the ledger of a replica that takes over has no hole for the time another replica led."""
+        the ledger of a replica that takes over has no hole for the time another replica led. A ledger file the
+        replicas share is the leader's to charge: a standby only reads the budgets' spend from it."""
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
-        self.budget_watch.observe(now, states)
+        if isinstance(self.parts.ledger, LeaderWrittenLedger) and not self.parts.ledger.writing:
+            self.budget_watch.spend(now)
+        else:
+            self.budget_watch.observe(now, states)
 
     def observe(self, now: datetime) -> Outlook:
         """Observe demand and forecast it (refitting first when the refit interval has passed)."""
@@ -202,8 +211,8 @@ class Agent:
         reserved = self.budget_watch.reserve(now, plan)
         plan = reserved.plan
         alerts.extend(reserved.alerts)
-        for skip in plan.skips:
-            log.info("skip pool=%s reason=%s detail=%r", skip.pool_id, skip.reason, skip.detail)
+        for _, decision in sorted(plan.decisions.items()):  # one line per pool, rendered from its record
+            log.info("decision: %s", decision.why(), extra=decision.log_fields())
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)

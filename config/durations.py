@@ -6,6 +6,10 @@ import math
 import re
 from datetime import timedelta
 
+from models.durations import format_duration
+
+__all__ = ["at_least_one_second", "format_duration", "parse_duration"]
+
 _PART = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d|w)")
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 # No setting needs more than ten years; beyond that a value is a typo (and far beyond, timedelta overflows).
@@ -54,16 +58,3 @@ def at_least_one_second(delta: timedelta) -> timedelta:
     if delta < timedelta(seconds=1):
         raise ValueError(f"must be at least 1s, got {format_duration(delta) if delta else '0s'}")
     return delta
-
-
-def format_duration(delta: timedelta) -> str:
-    """Short form for reports and logs: ``10m``, ``1h30m``, ``45s``."""
-    total = round(delta.total_seconds())
-    if total == 0:
-        return "0s"
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        if total >= size:
-            parts.append(f"{total // size}{unit}")
-            total %= size
-    return "".join(parts)

@@ -34,6 +34,8 @@ SECTIONS: dict[str, str] = {
     "AutoScalingGroupMapping": "An EC2 Auto Scaling group of self-managed GPU nodes, resized by desired capacity.",
     "AlertSettings": "Slack alerts: where the webhook comes from, de-duplication, rate limits, delivery.",
     "LedgerSettings": "Where spend is recorded.",
+    "BillingSettings": "How rows of a Cloud Billing export are matched to pools (`leadtime ledger import-billing`); "
+    "see docs/billing-reconciliation.md.",
 }
 
 FIELDS: dict[str, str] = {
@@ -233,6 +235,8 @@ FIELDS: dict[str, str] = {
     "LedgerSettings.path": "File of the SQLite ledger; one process at a time writes it (lock file `<path>.lock`).",
     "LedgerSettings.fresh_if_empty": "Start a new ledger in a zero-length ledger file instead of refusing it "
     "(month-to-date spend restarts at zero).",
+    "LedgerSettings.shared_file": "The daemon's replicas share the SQLite file (one volume): only the leader "
+    "writes it, standbys open it read-only and never record or reserve; a new leader resumes from the file.",
     "LedgerSettings.reservation_ttl": "How long the reservation of a scale-up carried out counts against a shared "
     "budget (never past the end of the cap's period); reservations of scale-ups not carried out are released at once.",
     "LedgerSettings.url": "PostgreSQL ledger: `postgresql://USER@HOST:PORT/DATABASE`, without a password.",
@@ -243,6 +247,14 @@ FIELDS: dict[str, str] = {
     "`verify-full` (use `verify-full` in production).",
     "LedgerSettings.sslrootcert": "CA certificate file that the PostgreSQL server certificate is checked against.",
     "LedgerSettings.connect_timeout": "Timeout of one connection attempt to PostgreSQL (duration).",
+    "LedgerSettings.billing": "How a Cloud Billing export's rows are matched to pools.",
+    "BillingSettings.label": "Label whose value names a row's node pool (GKE sets `goog-k8s-node-pool-name` on its "
+    "nodes' VMs).",
+    "BillingSettings.cluster_label": "Label whose value names a row's cluster (GKE: `goog-k8s-cluster-name`).",
+    "BillingSettings.cluster": "Match only rows whose `cluster_label` holds this cluster name; unset: any cluster.",
+    "BillingSettings.pools": "Pool id -> value of `label` for that pool (a value equal to a pool id matches it too).",
+    "BillingSettings.resource_prefixes": "Pool id -> prefix of the detailed export's `resource.name` (or the last "
+    "segment of `resource.global_name`), for rows without the label.",
     "LedgerSettings.gap_after": "A silence between two observations of a pool longer than this is a gap, charged "
     "at the larger capacity on either side (duration).",
 }

@@ -4,10 +4,12 @@ This package imports nothing else of ours; every other layer speaks its words.
 """
 
 from models.budget import BudgetSnapshot, LedgerEntry
+from models.decision import BudgetCut, DemandShare, Hold, PoolDecision, SkipReason
 from models.demand import AcceleratorFamily, DemandClass
 from models.errors import (
     ActuatorError,
     BacktestInputError,
+    BillingExportError,
     CapacityUnavailable,
     ConfigError,
     ConfigProblem,
@@ -27,17 +29,19 @@ from models.errors import (
 from models.events import AlertEvent, AlertKind, Severity
 from models.forecast import DemandForecast
 from models.plan import (
+    DRAIN_KEY_MARK,
     ActionResult,
     ActionStatus,
     CapacityPlan,
     Drain,
     Resize,
     Skip,
-    SkipReason,
+    drain_key,
 )
 from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState, ZoneState
 
 __all__ = [
+    "DRAIN_KEY_MARK",
     "AcceleratorFamily",
     "ActionResult",
     "ActionStatus",
@@ -45,6 +49,8 @@ __all__ = [
     "AlertEvent",
     "AlertKind",
     "BacktestInputError",
+    "BillingExportError",
+    "BudgetCut",
     "BudgetSnapshot",
     "CapacityPlan",
     "CapacityTier",
@@ -53,8 +59,10 @@ __all__ = [
     "ConfigProblem",
     "DemandClass",
     "DemandForecast",
+    "DemandShare",
     "Drain",
     "ForecastError",
+    "Hold",
     "KubernetesUnconfigured",
     "LeadtimeError",
     "LedgerEntry",
@@ -62,6 +70,7 @@ __all__ = [
     "MetricSourceUnavailable",
     "MetricsUnavailable",
     "PermanentActuatorError",
+    "PoolDecision",
     "PoolKind",
     "PoolSpec",
     "PoolState",
@@ -75,4 +84,5 @@ __all__ = [
     "TraceError",
     "TransientActuatorError",
     "ZoneState",
+    "drain_key",
 ]

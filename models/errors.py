@@ -14,6 +14,13 @@ Errors are named for what the caller should do about them:
     │   └── StateConflict            someone wrote it since it was read: read again before the next write
     ├── StateDocumentUnreadable  the saved planner memory is not one this version can read: start from empty
     ├── KubernetesUnconfigured   no way to reach a Kubernetes API was found: configure one
+    ├── KubernetesApiError       a Kubernetes API call failed (translated in one place, ``kube.errors``)
+    │   ├── KubernetesConflict       409: written by someone else since it was read: read again
+    │   ├── KubernetesNotFound       404: the object does not exist (yet)
+    │   ├── KubernetesForbidden      401/403: the credentials or the RBAC role do not allow it
+    │   ├── KubernetesThrottled      429: not now (rate limit, disruption budget); ``retry_after`` when given
+    │   ├── KubernetesUnavailable    5xx, a timeout or no answer at all: try again later
+    │   └── KubernetesInvalid        400/422 (and any other refusal): the request cannot succeed as sent
     ├── BacktestInputError       the backtest was asked for something it cannot do: change the request
     └── ActuatorError            something went wrong while reading or changing infrastructure
         ├── TransientActuatorError   retry later (HTTP 429/5xx, PDB-blocked eviction, operation conflict)
@@ -82,6 +89,19 @@ class LedgerUnavailable(LeadtimeError):
     """The spend ledger cannot be opened, read or written (unwritable path, corrupt or foreign file)."""
 
 
+class BillingExportError(LeadtimeError):
+    """A billing export cannot be imported; ``problems`` name each bad row's line and what is wrong with it."""
+
+    SHOWN = 20  # problems listed before "and N more"
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = tuple(problems)
+        shown = "\n  ".join(self.problems[: self.SHOWN])
+        more = f"\n  and {len(self.problems) - self.SHOWN} more" if len(self.problems) > self.SHOWN else ""
+        super().__init__(f"{source}: {len(self.problems)} problem(s), nothing imported:\n  {shown}{more}")
+
+
 class ActuatorError(LeadtimeError):
     """Reading or changing a pool failed."""
 
@@ -116,6 +136,49 @@ class StateDocumentUnreadable(LeadtimeError):
 
 class KubernetesUnconfigured(LeadtimeError):
     """No way to reach a Kubernetes API was found."""
+
+
+class KubernetesApiError(LeadtimeError):
+    """A Kubernetes API call failed. ``status`` is the HTTP status, ``None`` when no answer came (connection
+    refused or reset, timeout); ``reason`` the HTTP reason phrase (or the transport error); ``detail`` the body."""
+
+    def __init__(self, status: int | None, reason: str, detail: str = "") -> None:
+        self.status = status
+        self.reason = reason
+        self.detail = detail
+        if status is None:
+            super().__init__(f"Kubernetes API unreachable: {reason}")
+        else:
+            super().__init__(f"Kubernetes API answered {status} {reason}".strip())
+
+
+class KubernetesConflict(KubernetesApiError):
+    """409: the object changed since it was read (stale resourceVersion), or one of that name already exists."""
+
+
+class KubernetesNotFound(KubernetesApiError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class KubernetesForbidden(KubernetesApiError):
+    """401 or 403: not authenticated, or the role does not grant this verb on this resource."""
+
+
+class KubernetesThrottled(KubernetesApiError):
+    """429: not now (API priority and fairness, or an eviction a PodDisruptionBudget does not allow yet).
+    ``retry_after`` is the server's hint in seconds, ``None`` when it gave none."""
+
+    def __init__(self, status: int | None, reason: str, detail: str = "", retry_after: float | None = None) -> None:
+        super().__init__(status, reason, detail)
+        self.retry_after = retry_after
+
+
+class KubernetesUnavailable(KubernetesApiError):
+    """5xx, a request timeout, or no answer at all (connection refused, reset, timed out): try again later."""
+
+
+class KubernetesInvalid(KubernetesApiError):
+    """400, 422 or another refusal of the request itself: sending it again as it is will not help."""
 
 
 class BacktestInputError(LeadtimeError):

@@ -1,4 +1,5 @@
-"""Capacity plans and their outcomes: every decision, and every decision not to act, with its reason."""
+"""Capacity plans and their outcomes: every decision, and every decision not to act, with its reason (the
+per-pool record of each is a ``PoolDecision``, in ``models.decision``)."""
 
 from __future__ import annotations
 
@@ -7,23 +8,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from models.budget import BudgetSnapshot
-
-
-class SkipReason(StrEnum):
-    """Why the planner decided not to change a pool (or changed it less than it wanted)."""
-
-    AT_TARGET = "at-target"
-    COOLDOWN = "cooldown"
-    IN_FLIGHT = "in-flight"
-    MISSING_DATA = "missing-data"
-    NOT_IDLE = "not-idle"
-    STABILIZING = "stabilizing"
-    BUDGET = "budget"
-    BACKOFF = "backoff"
-    BOUNDS = "bounds"
-    FIXED_POOL = "fixed-pool"
-    PERMANENT_ERROR = "permanent-error"
-    STEP_LIMIT = "step-limit"
+from models.decision import PoolDecision, SkipReason
 
 
 @dataclass(frozen=True)
@@ -41,9 +26,17 @@ class Resize:
         return self.to_units > self.from_units
 
 
+DRAIN_KEY_MARK = "/drain/"  # a drain's key is "<key of the planned release>/drain/<node>"
+
+
+def drain_key(release_key: str, node: str) -> str:
+    """The key of draining ``node`` as part of the release whose key is ``release_key``."""
+    return f"{release_key}{DRAIN_KEY_MARK}{node}"
+
+
 @dataclass(frozen=True)
 class Drain:
-    """Cordon and evict one idle node before its pool shrinks by exactly that node."""
+    """Cordon and evict one idle node before its pool shrinks by exactly that node (chosen at plan time)."""
 
     pool_id: str
     node: str
@@ -70,6 +63,7 @@ class CapacityPlan:
     skips: tuple[Skip, ...] = ()
     targets: dict[str, int] = field(default_factory=dict)
     budgets: tuple[BudgetSnapshot, ...] = ()  # each cap's spend so far and its projection with this plan
+    decisions: dict[str, PoolDecision] = field(default_factory=dict)  # why each pool's target is what it is
 
     @property
     def is_empty(self) -> bool:

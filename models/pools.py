@@ -84,7 +84,8 @@ class PoolState:
     ``ready_units`` accept work now; ``target_units`` is what was last asked for (ready + in flight). A unit
     that is provisioning counts in ``target_units`` but not in ``ready_units``. ``failed_units`` (a failed or
     suspended slice or queued resource) count in neither; they are reported so a person can be told. ``zones``
-    breaks the counts down per zone for pools that span zones (empty otherwise).
+    breaks the counts down per zone for pools that span zones (empty otherwise). ``idle_nodes`` names the idle
+    units in the order of ``idle_since`` where they are known (pools that shrink by drains), else is empty.
     """
 
     pool_id: str
@@ -96,6 +97,7 @@ class PoolState:
     idle_since: tuple[datetime, ...] = field(default_factory=tuple)
     failed_units: int = 0
     zones: tuple[ZoneState, ...] = ()
+    idle_nodes: tuple[str, ...] = ()
 
     @property
     def provisioning_units(self) -> int:

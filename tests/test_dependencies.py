@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("models", "config", "forecasting", "actuators", "agent")
+PACKAGES = ("models", "config", "kube", "forecasting", "actuators", "agent")
 # Declared for what they bring rather than for an import of their own name.
 USED_WITHOUT_IMPORT = {"scipy"}  # statsmodels' optimisers; our floor is higher than the one statsmodels sets
 

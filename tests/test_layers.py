@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("agent", "forecasting", "actuators", "config", "models")
+PACKAGES = ("agent", "forecasting", "actuators", "kube", "config", "models")
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 
 
@@ -49,6 +49,10 @@ def _lint_imports_with(
         ("agent.loop", "from agent.commands import simulate", "agent-layers"),
         ("agent.sources.trace", "from agent.executor import Executor", "agent-io-below-loop"),
         ("models.demand", "import agent", "top-layers"),
+        ("kube.errors", "import actuators", "top-layers"),
+        ("agent.daemon.lease", "import kubernetes", "kube-owns-kubernetes"),
+        ("actuators.kubernetes_drain", "from kubernetes.client import CoreV1Api", "kube-owns-kubernetes"),
+        ("agent.state.configmap", "from kubernetes.client.exceptions import ApiException", "kube-owns-kubernetes"),
     ],
 )
 def test_a_planted_forbidden_import_breaks_its_contract(tmp_path: Path, module: str, line: str, contract: str) -> None:

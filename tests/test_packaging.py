@@ -10,7 +10,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.parametrize("name", ["models", "config", "forecasting", "actuators", "agent"])
+@pytest.mark.parametrize("name", ["models", "config", "kube", "forecasting", "actuators", "agent"])
 def test_package_is_imported_from_this_repository(name: str) -> None:
     module = importlib.import_module(name)
     assert module.__file__ is not None

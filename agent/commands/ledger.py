@@ -1,4 +1,10 @@
-"""``leadtime ledger import-sqlite --config FILE SQLITE``: move an existing SQLite ledger into the PostgreSQL ledger
+"""``leadtime ledger``: manage the spend ledger.
+
+``import-billing FILE --config FILE`` stores what a Cloud Billing export says each pool was billed
+(``agent.ledger.billing_export``) beside the estimated spend, and prints the difference per pool; ``budgets
+--config FILE`` reports each budget's spend so far, estimated and billed.
+
+``import-sqlite --config FILE SQLITE`` moves an existing SQLite ledger into the PostgreSQL ledger
 that the configuration names (``ledger.backend: postgresql``), once, when a daemon moves from a file to a database.
 
 The SQLite file is opened as its writer (so the import refuses to run while a daemon still writes it: stop the
@@ -11,12 +17,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config import load_settings
+from config.schema import Settings
 from models import ConfigError, ConfigProblem, LedgerUnavailable
+
+if TYPE_CHECKING:
+    from agent.ledger.billed import BilledCosts, Reconciliation
 
 BATCH = 5000
 
@@ -28,6 +38,127 @@ def register(sub: Any) -> None:
     move.add_argument("--config", required=True, help="YAML configuration whose ledger is PostgreSQL")
     move.add_argument("sqlite", help="the SQLite ledger file to import")
     move.set_defaults(handler=import_sqlite)
+    billing = what.add_parser(
+        "import-billing", help="store the billed cost of a Cloud Billing export beside the estimated spend"
+    )
+    billing.add_argument("file", help="the export: CSV, or JSON rows (newline-delimited, as BigQuery exports them)")
+    billing.add_argument("--config", required=True, help="YAML configuration naming the ledger and its pools")
+    billing.set_defaults(handler=import_billing)
+    budgets = what.add_parser("budgets", help="each budget's spend so far: estimated, billed, and counted")
+    budgets.add_argument("--config", required=True, help="YAML configuration naming the ledger and its budgets")
+    budgets.add_argument("--at", help="the time to report at (ISO 8601 with a zone; default: now)")
+    budgets.set_defaults(handler=report_budgets)
+
+
+def import_billing(args: argparse.Namespace) -> int:
+    from agent.ledger.billing_export import match_pools, read_export
+
+    settings = load_settings(args.config)
+    pools = sorted({p.id for p in settings.pools} | {p for b in settings.budgets for p in b.remote_pools})
+    rows = read_export(Path(args.file))
+    matched = match_pools(rows, settings.ledger.billing, pools, args.file)
+    ledger = _billed_ledger(settings, args.config)
+    try:
+        ledger.record_billed(matched.costs)
+        found = sorted({c.pool_id for c in matched.costs})
+        report: list[Reconciliation] = []
+        if matched.costs:
+            start, end = min(c.start for c in matched.costs), max(c.end for c in matched.costs)
+            report = ledger.reconcile(found, start, end)
+    finally:
+        _close(ledger)
+    span = "" if not matched.costs else f" from {_when(start)} to {_when(end)}"
+    print(
+        f"{args.file}: {len(rows)} rows, {matched.rows} of them for {len(found)} pool(s), {matched.unmatched} for "
+        f"other resources; stored {len(matched.costs)} billed interval(s){span}"
+    )
+    if report:
+        print(_reconciliation_table(report))
+    return 0
+
+
+def report_budgets(args: argparse.Namespace) -> int:
+    from agent.planning.budget import Budget
+
+    settings = load_settings(args.config)
+    now = _at(args.at) if args.at else datetime.now(UTC)
+    if not settings.budgets:
+        print(f"{args.config} names no budgets")
+        return 0
+    ledger = _billed_ledger(settings, args.config, read_only=True)
+    lines = [
+        f"{'budget':<20} {'period':<23} {'cap USD':>12} {'estimated USD':>14} {'billed USD':>12} "
+        f"{'billed covers est.':>18} {'spent USD':>12} {'used':>7}"
+    ]
+    try:
+        for budget in (Budget.from_settings(b) for b in settings.budgets):
+            period, pools = budget.period(now), sorted(budget.pools)
+            estimated = ledger.estimated(pools, period.start, now)
+            billed = ledger.billed(pools, period.start, now)
+            covered = sum(r.estimated_usd for r in ledger.reconcile(pools, period.start, now))
+            spent = ledger.spent(pools, period.start, now)
+            cap = budget.monthly_cap_usd
+            used = "-" if cap is None else f"{100.0 * spent / cap:.1f}%"
+            lines.append(
+                f"{budget.name:<20} {period.start:%Y-%m-%d}..{period.end:%Y-%m-%d}  "
+                f"{'-' if cap is None else f'{cap:.2f}':>12} {estimated:>14.2f} {billed:>12.2f} {covered:>18.2f} "
+                f"{spent:>12.2f} {used:>7}"
+            )
+    finally:
+        _close(ledger)
+    print("\n".join(lines))
+    print(
+        "spent is what the budget counts: billed cost where a billing export was imported, the estimate elsewhere "
+        "(estimated - billed covers est. + billed)"
+    )
+    return 0
+
+
+def _billed_ledger(settings: Settings, source: str, read_only: bool = False) -> BilledCosts:
+    """The configured database ledger; a SQLite file opened ``read_only`` can be read while a daemon writes it."""
+    from agent.ledger.billed import BilledCosts
+    from agent.ledger.factory import open_ledger
+    from agent.ledger.sqlite import SqliteLedger
+
+    if settings.ledger.backend == "memory":
+        problem = ConfigProblem("ledger.backend", "billed costs are kept in a SQLite or PostgreSQL ledger, not memory")
+        raise ConfigError(source, [problem])
+    if read_only and settings.ledger.backend == "sqlite":
+        return SqliteLedger(settings.ledger.path, read_only=True)
+    ledger = open_ledger(settings.ledger)
+    assert isinstance(ledger, BilledCosts)  # both database ledgers keep billed costs
+    return ledger
+
+
+def _close(ledger: object) -> None:
+    close = getattr(ledger, "close", None)
+    if callable(close):
+        close()
+
+
+def _reconciliation_table(report: list[Reconciliation]) -> str:
+    lines = [f"{'pool':<24} {'intervals':>9} {'estimated USD':>14} {'billed USD':>12} {'diff USD':>11} {'diff %':>8}"]
+    for r in report:
+        pct = r.difference_pct
+        lines.append(
+            f"{r.pool_id:<24} {r.intervals:>9} {r.estimated_usd:>14.2f} {r.billed_usd:>12.2f} "
+            f"{r.difference_usd:>+11.2f} {'n/a' if pct is None else f'{pct:+.2f}%':>8}"
+        )
+    return "\n".join(lines)
+
+
+def _when(when: datetime) -> str:
+    return when.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _at(text: str) -> datetime:
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError("--at", [ConfigProblem("--at", f"{text!r} is not an ISO 8601 time")]) from None
+    if when.tzinfo is None:
+        raise ConfigError("--at", [ConfigProblem("--at", f"{text!r} needs a time zone (e.g. +00:00)")])
+    return when.astimezone(UTC)
 
 
 def import_sqlite(args: argparse.Namespace) -> int:

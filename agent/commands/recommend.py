@@ -129,6 +129,7 @@ def recommend(
         ),
     )
     history, history_problem = _history(source, agent, at)
+    agent.fit_on(history, at)  # the history window is read once, for the fit and the backtest alike
     tick = agent.run_once(at)
     document = _document(settings, config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["backtest"] = _backtest(agent, history, at, history_problem)
@@ -173,6 +174,7 @@ def _document(
         state = states.get(spec.pool_id)
         current = state.target_units if state is not None else None
         resize = resizes.get(spec.pool_id)
+        decision = tick.plan.decisions.get(spec.pool_id)
         recommended = resize.to_units if resize else current
         if resize:
             action, reason = ("scale-up" if resize.is_scale_up else "scale-down"), resize.reason
@@ -195,6 +197,8 @@ def _document(
                 "planned_target_units": tick.plan.targets.get(spec.pool_id),
                 "action": action,
                 "reason": reason,
+                "why": decision.why() if decision is not None else reason,
+                "decision": decision.stages() if decision is not None else None,
                 "current_cost_per_day_usd": _per_day(current, price),
                 "recommended_cost_per_day_usd": _per_day(recommended, price),
                 "zones": [_zone_entry(z) for z in state.zones] if state is not None else [],

@@ -53,11 +53,11 @@ def run(args: argparse.Namespace) -> int:
     # SDKs) are imported only when the daemon runs live.
     from prometheus_client import CollectorRegistry
 
-    from agent.daemon.kube import kubernetes_api_client
     from agent.daemon.wiring import assemble
     from agent.notify.log import LogNotifier
     from agent.notify.queued import AlertQueueCollector, queued_slack_notifier
     from config import load_settings
+    from kube import kubernetes_api_client
     from models.clock import SystemClock
 
     settings = load_settings(args.config)

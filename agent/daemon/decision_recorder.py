@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
-from typing import Any
-
-from kubernetes.client import CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
+from datetime import datetime
 
 from agent.daemon.event_correlator import Correlation, EventCorrelator, EventKey
 from agent.decision_events import DecisionEvent, SubjectKind
+from kube.api import KubernetesApi
+from kube.models import CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
+from models.errors import KubernetesApiError, KubernetesNotFound, KubernetesThrottled, KubernetesUnavailable
 from models.redaction import redact
 
 log = logging.getLogger(__name__)
@@ -45,20 +43,19 @@ class KubernetesDecisionRecorder:
 
     def __init__(
         self,
-        api: CoreV1Api,
+        api: KubernetesApi,
         *,
         namespace: str,
         pool_object: str,
         identity: str,
-        request_timeout: timedelta,
         max_per_tick: int = 50,
         correlator: EventCorrelator | None = None,
     ) -> None:
-        self._api = api
+        self._events = api.events
+        self._config_maps = api.config_maps
         self._namespace = namespace
         self._pool_object = pool_object
         self._identity = identity
-        self._timeout = request_timeout.total_seconds()
         self._max = max_per_tick
         self._correlator = correlator or EventCorrelator()
         self._pool_uid: str | None = None
@@ -88,17 +85,15 @@ class KubernetesDecisionRecorder:
         )
         correlation = self._correlator.observe(key, now)
         if correlation.previous is not None:
-            patched = self._call(
-                event,
-                self._api.patch_namespaced_event,
-                correlation.previous.name,
-                namespace,
-                {"count": correlation.count, "lastTimestamp": now, "message": message},
-            )
-            if patched is not _NOT_FOUND:
-                return self._remember(key, correlation.previous.name, correlation, patched)
-            self._correlator.forget(key)  # the Event expired or was deleted: start a new one
-            correlation = Correlation(None, 1, now)
+            previous = correlation.previous.name
+            patch = {"count": correlation.count, "lastTimestamp": now, "message": message}
+            try:
+                patched = self._call(event, lambda: self._events.patch(previous, namespace, patch))
+            except KubernetesNotFound:
+                self._correlator.forget(key)  # the Event expired or was deleted: start a new one
+                correlation = Correlation(None, 1, now)
+            else:
+                return self._remember(key, previous, correlation, patched)
         body = CoreV1Event(
             metadata=V1ObjectMeta(
                 generate_name=f"{reference.name}.",
@@ -119,8 +114,9 @@ class KubernetesDecisionRecorder:
             reporting_component=COMPONENT,
             reporting_instance=self._identity,
         )
-        created = self._call(event, self._api.create_namespaced_event, namespace, body)
-        if created is _NOT_FOUND:
+        try:
+            created = self._call(event, lambda: self._events.create(namespace, body))
+        except KubernetesNotFound:
             return 0
         name = created.metadata.name if created is not None else None
         return self._remember(key, name, correlation, created)
@@ -146,33 +142,27 @@ class KubernetesDecisionRecorder:
         """The state ConfigMap's uid, read until known (it is created by the leader's first save)."""
         if self._pool_uid is None:
             try:
-                found = self._api.read_namespaced_config_map(
-                    self._pool_object, self._namespace, _request_timeout=self._timeout
-                )
-            except ApiException as exc:
-                if exc.status == 404:
-                    return None
-                raise _GiveUp(f"cannot read ConfigMap {self._namespace}/{self._pool_object}: {exc.status}") from None
-            except (HTTPError, OSError) as exc:
-                raise _GiveUp(f"cannot read ConfigMap {self._namespace}/{self._pool_object}: {exc}") from None
+                found = self._config_maps.read(self._pool_object, self._namespace)
+            except KubernetesNotFound:
+                return None
+            except KubernetesApiError as exc:
+                what = exc.status if exc.status is not None else exc
+                raise _GiveUp(f"cannot read ConfigMap {self._namespace}/{self._pool_object}: {what}") from None
             self._pool_uid = found.metadata.uid if found.metadata is not None else None
         return self._pool_uid
 
-    def _call(self, event: DecisionEvent, method: Callable[..., Any], *args: object) -> Any:
-        """The API's answer; ``None`` when it refused this Event; ``_NOT_FOUND`` on 404; raises ``_GiveUp``."""
+    def _call(self, event: DecisionEvent, request: Callable[[], CoreV1Event]) -> CoreV1Event | None:
+        """The API's answer; ``None`` when it refused this Event; raises ``KubernetesNotFound`` on 404 (the
+        caller decides) and ``_GiveUp`` when the API throttles, fails or cannot be reached."""
         try:
-            return method(*args, _request_timeout=self._timeout)
-        except ApiException as exc:
-            if exc.status == 404:
-                return _NOT_FOUND
-            if exc.status == 429 or (exc.status or 0) >= 500:
-                raise _GiveUp(f"{event.reason} for {event.subject}: HTTP {exc.status} {exc.reason}") from None
+            return request()
+        except KubernetesNotFound:
+            raise
+        except (KubernetesThrottled, KubernetesUnavailable) as exc:
+            what = f"HTTP {exc.status} {exc.reason}" if exc.status is not None else exc.reason
+            raise _GiveUp(f"{event.reason} for {event.subject}: {what}") from None
+        except KubernetesApiError as exc:
             log.warning(
                 "decision event %s for %s refused: HTTP %s %s", event.reason, event.subject, exc.status, exc.reason
             )
             return None
-        except (HTTPError, OSError) as exc:
-            raise _GiveUp(f"{event.reason} for {event.subject}: {type(exc).__name__}: {exc}") from None
-
-
-_NOT_FOUND = object()

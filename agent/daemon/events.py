@@ -6,26 +6,22 @@ Recording an Event is best effort: a failure is logged and never disturbs the da
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from kubernetes.client import CoreV1Api, CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
-
+from kube.api import Events
+from kube.models import CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
+from models.errors import KubernetesApiError
 from models.redaction import redact
 
 log = logging.getLogger(__name__)
 
 
 class KubernetesEventRecorder:
-    def __init__(
-        self, api: CoreV1Api, *, namespace: str, lease_name: str, identity: str, request_timeout: timedelta
-    ) -> None:
-        self._api = api
+    def __init__(self, events: Events, *, namespace: str, lease_name: str, identity: str) -> None:
+        self._events = events
         self._namespace = namespace
         self._lease_name = lease_name
         self._identity = identity
-        self._timeout = request_timeout.total_seconds()
 
     def record(self, now: datetime, reason: str, message: str, warning: bool = False) -> bool:
         event = CoreV1Event(
@@ -44,8 +40,8 @@ class KubernetesEventRecorder:
             reporting_instance=self._identity,
         )
         try:
-            self._api.create_namespaced_event(self._namespace, event, _request_timeout=self._timeout)
-        except (ApiException, HTTPError, OSError) as exc:
+            self._events.create(self._namespace, event)
+        except KubernetesApiError as exc:
             log.warning("could not record event %s: %s", reason, exc)
             return False
         return True

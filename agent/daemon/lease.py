@@ -26,11 +26,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
-from kubernetes.client import CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectMeta
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
+from kube.api import Leases
+from kube.models import V1Lease, V1LeaseSpec, V1ObjectMeta
+from models.errors import KubernetesApiError, KubernetesConflict, KubernetesNotFound
 
 log = logging.getLogger(__name__)
 
@@ -61,25 +60,23 @@ class LeaseElector:
 
     def __init__(
         self,
-        api: CoordinationV1Api,
+        leases: Leases,
         *,
         name: str,
         namespace: str,
         identity: str,
         lease_duration: timedelta,
         renew_deadline: timedelta,
-        request_timeout: timedelta,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if renew_deadline >= lease_duration:
             raise ValueError("renew_deadline must be shorter than lease_duration")
-        self._api = api
+        self._leases = leases
         self.name = name
         self.namespace = namespace
         self.identity = identity
         self._lease_duration = lease_duration
         self._renew_deadline = renew_deadline
-        self._timeout = request_timeout.total_seconds()
         self._monotonic = monotonic
         self._renewed_at: float | None = None  # monotonic seconds when the last successful renewal was sent
         self._observed: LeaseRecord | None = None
@@ -112,10 +109,8 @@ class LeaseElector:
         error: str | None = None
         try:
             self._attempt(now, self._monotonic())
-        except ApiException as exc:
-            error = f"Kubernetes API answered {exc.status} {exc.reason}".strip()
-        except (HTTPError, OSError) as exc:
-            error = f"Kubernetes API unreachable: {type(exc).__name__}: {exc}"
+        except KubernetesApiError as exc:
+            error = str(exc)
         else:
             self.last_contact = now
         if error and error != self.last_error:  # once per outage, not every retry period
@@ -148,8 +143,8 @@ class LeaseElector:
         self._renewed_at = None
         self._was_leading = False
         try:
-            self._api.replace_namespaced_lease(self.name, self.namespace, body, _request_timeout=self._timeout)
-        except (ApiException, HTTPError, OSError) as exc:
+            self._leases.replace(self.name, self.namespace, body)
+        except KubernetesApiError as exc:
             log.warning("leader election: could not release lease %s/%s: %s", self.namespace, self.name, exc)
             return False
         log.info("leader election: %s released lease %s/%s", self.identity, self.namespace, self.name)
@@ -159,10 +154,8 @@ class LeaseElector:
     def _attempt(self, now: datetime, sent: float) -> None:
         """One round; ``sent`` is the monotonic time before the first request, from which a renewal counts."""
         try:
-            current = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=self._timeout)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            current = self._leases.read(self.name, self.namespace)
+        except KubernetesNotFound:
             self._create(now, sent)
             return
         record = _record_of(current)
@@ -187,26 +180,21 @@ class LeaseElector:
 
     def _create(self, now: datetime, sent: float) -> None:
         record = LeaseRecord(self.identity, self._lease_duration, 0, None)
-        created = self._api.create_namespaced_lease(
-            self.namespace, self._lease(record, now, acquired=True), _request_timeout=self._timeout
-        )
+        created = self._leases.create(self.namespace, self._lease(record, now, acquired=True))
         self._took(created, sent)
 
     def _write(self, seen: LeaseRecord, now: datetime, sent: float, transitions: int) -> None:
         taking = seen.holder != self.identity
         record = LeaseRecord(self.identity, self._lease_duration, transitions, seen.resource_version)
         try:
-            written = self._api.replace_namespaced_lease(
-                self.name, self.namespace, self._lease(record, now, acquired=taking), _request_timeout=self._timeout
-            )
-        except ApiException as exc:
-            if exc.status == 409:
-                # Someone else wrote the lease since we read it: whatever our clock says, we no longer lead.
-                self._renewed_at = None
+            written = self._leases.replace(self.name, self.namespace, self._lease(record, now, acquired=taking))
+        except KubernetesConflict:
+            # Someone else wrote the lease since we read it: whatever our clock says, we no longer lead.
+            self._renewed_at = None
             raise
         self._took(written, sent)
 
-    def _took(self, lease: Any, sent: float) -> None:
+    def _took(self, lease: V1Lease, sent: float) -> None:
         self._renewed_at = sent
         self._observed, self._observed_at = _record_of(lease), sent
 
@@ -223,7 +211,7 @@ class LeaseElector:
         return V1Lease(api_version="coordination.k8s.io/v1", kind="Lease", metadata=meta, spec=spec)
 
 
-def _record_of(lease: Any) -> LeaseRecord:
+def _record_of(lease: V1Lease) -> LeaseRecord:
     spec = lease.spec
     seconds = spec.lease_duration_seconds if spec is not None and spec.lease_duration_seconds else 0
     return LeaseRecord(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
 
 from actuators.aws_wiring import build_aws_actuators
@@ -21,11 +20,12 @@ from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
 from agent.daemon.shadow_book import shadow_store
 from agent.daemon.wiring import DaemonParts
-from agent.ledger.factory import open_ledger
+from agent.ledger.factory import open_daemon_ledger
 from agent.notify import Notifier
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
 from config.schema import Settings
+from kube import ApiClient, KubernetesApi
 from models import ConfigError, ConfigProblem, PoolKind
 from models.clock import Clock
 
@@ -67,14 +67,14 @@ def live_parts(
     source: str,
     clock: Clock,
     notifier: Notifier,
-    kube: k8s.ApiClient | None,
+    kube: ApiClient | None,
     registry: CollectorRegistry,
 ) -> DaemonParts:
     check_live_settings(settings, source)
     prometheus = settings.prometheus
     assert prometheus is not None  # checked above
     queries = demand_queries(settings.demand_class_models(), prometheus)
-    ledger = open_ledger(settings.ledger)
+    ledger = open_daemon_ledger(settings.ledger)
     parts = DaemonParts(
         source=PrometheusSource.from_settings(prometheus, queries),
         actuator=RoutingActuator({}),  # on-prem pools only: nothing to change
@@ -104,18 +104,17 @@ def live_parts(
         if kube is None:
             raise ValueError("GKE node pools are drained through the Kubernetes API: pass its client")
         drainer = KubernetesNodeDrainer(
-            k8s.CoreV1Api(kube),
+            KubernetesApi(kube, settings.daemon.kubernetes.request_timeout),
             clock,
             {m.pool: m.node_pool for m in cloud.node_pools},
             actuators.node_pools,
             timeout=cloud.drain_timeout,
-            request_timeout=settings.daemon.kubernetes.request_timeout,
         )
         parts.drainers = {**parts.drainers, **{m.pool: drainer for m in cloud.node_pools}}
     return parts
 
 
-def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: k8s.ApiClient | None) -> dict[str, Actuator]:
+def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: ApiClient | None) -> dict[str, Actuator]:
     """The AWS pools' adapters (returned as routes), their nodes drained before they go: one drainer per node label
     and adapter, put in ``parts``."""
     aws = settings.aws
@@ -125,20 +124,12 @@ def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: k8s.Api
         return built.routes
     if kube is None:
         raise ValueError("AWS node groups are drained through the Kubernetes API: pass its client")
-    core = k8s.CoreV1Api(kube)
+    api = KubernetesApi(kube, settings.daemon.kubernetes.request_timeout)
     drainers: dict[str, KubernetesNodeDrainer] = {}
     for label in sorted({t.label for t in built.drains.values()}):
         for remover in {id(t.remover): t.remover for t in built.drains.values() if t.label == label}.values():
             mine = {pool: t.value for pool, t in built.drains.items() if t.label == label and t.remover is remover}
-            drainer = KubernetesNodeDrainer(
-                core,
-                clock,
-                mine,
-                remover,
-                timeout=aws.drain_timeout,
-                pool_label=label,
-                request_timeout=settings.daemon.kubernetes.request_timeout,
-            )
+            drainer = KubernetesNodeDrainer(api, clock, mine, remover, timeout=aws.drain_timeout, pool_label=label)
             drainers |= dict.fromkeys(mine, drainer)
     parts.drainers = drainers
     return built.routes

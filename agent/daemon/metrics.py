@@ -9,6 +9,7 @@ a group's demand twice.
 
 from __future__ import annotations
 
+import contextlib
 import platform
 from collections.abc import Sequence
 from datetime import datetime
@@ -16,11 +17,11 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from agent.daemon.ports import TickReport
-from agent.drains import DRAIN_KEY_MARK
 from agent.planning.groups import GROUP_PREFIX
 from agent.version import package_version
-from models import ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
+from models import DRAIN_KEY_MARK, ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
 
+DECISION_STAGES = ("need", "rounded", "bounded", "stepped", "budgeted", "target")
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0)
 
 
@@ -59,6 +60,15 @@ class DaemonMetrics:
         self.recommended_units = Gauge(
             "leadtime_pool_recommended_units", "Units the latest plan wants per pool.", ["pool"], registry=r
         )
+        self.decision_units = Gauge(
+            "leadtime_pool_decision_units",
+            "Each stage of the latest decision per pool, in units: need (fractional), rounded (whole units for the "
+            "demand), bounded (plus headroom and spot reserve, within the pool's bounds), stepped (after the "
+            "per-tick step and idle pacing, or holds), budgeted (after budget cuts), target (asked for this tick; "
+            "absent when the pool is not observed).",
+            ["pool", "stage"],
+            registry=r,
+        )
         self.target_units = Gauge(
             "leadtime_pool_target_units", "Units asked for per pool (ready plus in flight).", ["pool"], registry=r
         )
@@ -84,6 +94,11 @@ class DaemonMetrics:
         )
         self.errors = Counter("leadtime_errors", "Errors survived, by class.", ["error"], registry=r)
         self.ticks = Counter("leadtime_ticks", "Ticks run, by role and outcome.", ["role", "outcome"], registry=r)
+        self.ticks_skipped = Counter(
+            "leadtime_ticks_skipped",
+            "Scheduled ticks not started because the previous tick was still running.",
+            registry=r,
+        )
         self.is_leader = Gauge("leadtime_is_leader", "1 while this replica leads and may act.", registry=r)
         self.last_success = Gauge(
             "leadtime_last_successful_tick_timestamp_seconds", "Unix time of the last successful tick.", registry=r
@@ -123,6 +138,14 @@ class DaemonMetrics:
             self.recommended_units.labels(pool_id).set(units)
         for skip in plan.skips:
             self.skips.labels(skip.pool_id, str(skip.reason)).inc()
+        for pool_id, decision in plan.decisions.items():
+            stages = decision.stages()
+            for stage in DECISION_STAGES:
+                if stage in stages:
+                    self.decision_units.labels(pool_id, stage).set(stages[stage])
+                else:  # an unknown stage is absent, never a stale or zero value
+                    with contextlib.suppress(KeyError):
+                        self.decision_units.remove(pool_id, stage)
 
     def record_results(self, results: Sequence[ActionResult], plan: CapacityPlan | None) -> None:
         kinds: dict[str, str] = {}

@@ -4,7 +4,10 @@ Jobs (APScheduler 3, background thread, UTC):
 
 * ``election`` every retry period, on an executor of its own so a long tick never delays a renewal;
 * ``tick`` every tick interval: one instance at a time, coalesced, dropped when it cannot start within the
-  misfire grace (never a burst of late ticks); run at once when this replica becomes the leader;
+  misfire grace (never a burst of late ticks); run at once when this replica becomes the leader. A tick that
+  overruns its interval is logged once when it starts overrunning and once when it ends, with the number of
+  scheduled ticks skipped meanwhile (``leadtime_ticks_skipped_total``), instead of APScheduler's warning for every
+  skipped slot;
 * ``refit`` every refit interval, first at start so models are warm before the replica may lead; it fits beside
   the ticks (the first ones forecast with a cheap stand-in), so the first tick, and readiness, need not wait;
 * ``daily-report`` once a day at the configured UTC time.
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES, JobEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
@@ -31,6 +35,17 @@ from agent.daemon.endpoints import EndpointServer
 from agent.daemon.service import Daemon
 
 log = logging.getLogger(__name__)
+
+
+class _DropSkippedSlotWarnings(logging.Filter):
+    """APScheduler warns for every slot a running job makes it skip; the runtime reports an overrun once instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "maximum number of running instances" not in str(record.msg)
+
+
+_scheduler_log = logging.getLogger("apscheduler.scheduler.leadtime")
+_scheduler_log.addFilter(_DropSkippedSlotWarnings())
 
 
 @dataclass(frozen=True)
@@ -52,7 +67,12 @@ class DaemonRuntime:
             timezone=UTC,
             executors={"default": ThreadPoolExecutor(2), "election": ThreadPoolExecutor(1)},
             job_defaults={"coalesce": True, "max_instances": 1},
+            logger=_scheduler_log,
         )
+        self._scheduler.add_listener(self._tick_skipped, EVENT_JOB_MAX_INSTANCES)
+        self._scheduler.add_listener(self._tick_ended, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+        self._overrun_lock = threading.Lock()
+        self._skipped_in_overrun = 0
         daemon.set_on_became_leader(self._tick_now)
 
     def start(self) -> None:
@@ -126,6 +146,27 @@ class DaemonRuntime:
         self.wait()
         self.stop()
         return 0
+
+    def _tick_skipped(self, event: JobEvent) -> None:
+        if event.job_id != "tick":
+            return
+        self._daemon.tick_skipped()
+        with self._overrun_lock:
+            self._skipped_in_overrun += 1
+            first = self._skipped_in_overrun == 1
+        if first:
+            log.warning(
+                "a tick is still running after its %ss interval: scheduled ticks are skipped until it finishes",
+                self._schedule.tick_interval.total_seconds(),
+            )
+
+    def _tick_ended(self, event: JobEvent) -> None:
+        if event.job_id != "tick":
+            return
+        with self._overrun_lock:
+            skipped, self._skipped_in_overrun = self._skipped_in_overrun, 0
+        if skipped:
+            log.info("the overrunning tick finished; %d scheduled ticks were skipped meanwhile", skipped)
 
     def _tick_now(self) -> None:
         if self._scheduler.running and self._scheduler.get_job("tick") is not None:

@@ -117,6 +117,10 @@ class Daemon:
     def set_on_became_leader(self, hook: Callable[[], None]) -> None:
         self._on_became_leader = hook
 
+    def tick_skipped(self) -> None:
+        """A scheduled tick did not start because the previous one was still running."""
+        self._metrics.ticks_skipped.inc()
+
     # -- jobs ---------------------------------------------------------------------------------------------
     def elect(self) -> ElectionStep:
         now = self._clock.now()

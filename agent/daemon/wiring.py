@@ -17,7 +17,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
 
 from actuators import Actuator, DryRunActuator, DryRunDrainer, NodeDrainer
@@ -28,13 +27,14 @@ from agent.daemon.endpoints import EndpointServer
 from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.guard import LeaderOnlyActuator, LeaderOnlyDrainer, Leadership
 from agent.daemon.health import HealthState
-from agent.daemon.kube import lease_namespace, replica_identity
+from agent.daemon.identity import lease_namespace, replica_identity
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.runtime import DaemonRuntime, Schedule
 from agent.daemon.service import Daemon, Elector, SoleReplicaElector
 from agent.daemon.shadow_book import ShadowBook, ShadowCollector, ShadowStore
 from agent.ledger import Ledger
+from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.loop import Agent, AgentParts
 from agent.notify import Notifier
 from agent.sources.base import MetricSource
@@ -43,6 +43,7 @@ from agent.state.configmap import KubernetesStateStore
 from config.schema import Settings
 from forecasting.base import Forecaster
 from forecasting.factory import build_forecaster, stand_in_forecaster
+from kube import ApiClient, KubernetesApi
 from models import KubernetesUnconfigured
 from models.clock import Clock
 
@@ -54,7 +55,7 @@ class DaemonParts:
     ledger: Ledger
     notifier: Notifier
     clock: Clock
-    kube: k8s.ApiClient | None = None  # needed when leader election is on
+    kube: ApiClient | None = None  # needed when leader election is on
     forecaster: Forecaster | None = None  # default: the configured model
     # What the first ticks forecast with while ``forecaster`` first fits; default with the configured model: the
     # calibrated last value (none for a baseline model).
@@ -95,27 +96,24 @@ def assemble(
         if parts.kube is None:
             raise KubernetesUnconfigured("leader election needs the Kubernetes API; none was configured")
         namespace = lease_namespace(election, environ)
-        timeout = daemon_settings.kubernetes.request_timeout
+        api = KubernetesApi(parts.kube, daemon_settings.kubernetes.request_timeout)
         elector = LeaseElector(
-            k8s.CoordinationV1Api(parts.kube),
+            api.leases,
             name=election.lease_name,
             namespace=namespace,
             identity=identity,
             lease_duration=election.lease_duration,
             renew_deadline=election.renew_deadline,
-            request_timeout=timeout,
             monotonic=clock.monotonic,
         )
         events = KubernetesEventRecorder(
-            k8s.CoreV1Api(parts.kube),
-            namespace=namespace,
-            lease_name=election.lease_name,
-            identity=identity,
-            request_timeout=timeout,
+            api.events, namespace=namespace, lease_name=election.lease_name, identity=identity
         )
     else:
         elector = SoleReplicaElector(identity)
 
+    if isinstance(parts.ledger, LeaderWrittenLedger):  # a file the replicas share: the leader alone writes it
+        parts.ledger.follow(lambda: elector.is_leader(clock.now()))
     actuator: Actuator = parts.actuator
     if mode == "dry-run":
         actuator = DryRunActuator(actuator, clock)
@@ -185,12 +183,11 @@ def _decision_recorder(
         return None
     daemon_settings = settings.daemon
     return KubernetesDecisionRecorder(
-        k8s.CoreV1Api(parts.kube),
+        KubernetesApi(parts.kube, daemon_settings.kubernetes.request_timeout),
         namespace=daemon_settings.state.config_map_namespace
         or lease_namespace(daemon_settings.leader_election, environ),
         pool_object=daemon_settings.state.config_map_name,
         identity=identity,
-        request_timeout=daemon_settings.kubernetes.request_timeout,
     )
 
 
@@ -201,12 +198,11 @@ def _state_store(settings: Settings, parts: DaemonParts, identity: str, environ:
         return InMemoryStateStore(identity)
     daemon_settings = settings.daemon
     return KubernetesStateStore(
-        k8s.CoreV1Api(parts.kube),
+        KubernetesApi(parts.kube, daemon_settings.kubernetes.request_timeout).config_maps,
         name=daemon_settings.state.config_map_name,
         namespace=daemon_settings.state.config_map_namespace
         or lease_namespace(daemon_settings.leader_election, environ),
         identity=identity,
-        request_timeout=daemon_settings.kubernetes.request_timeout,
     )
 
 

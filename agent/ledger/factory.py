@@ -9,6 +9,7 @@ from pathlib import Path
 from agent.ledger.base import Ledger
 from agent.ledger.memory import InMemoryLedger
 from agent.ledger.postgres import PostgresLedger
+from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.ledger.sqlite import SqliteLedger
 from config.ledger import LedgerSettings
 from models import ConfigError, ConfigProblem
@@ -31,6 +32,14 @@ def open_ledger(settings: LedgerSettings, environ: Mapping[str, str] | None = No
             options=options,
         )
     return SqliteLedger(settings.path, fresh_if_empty=settings.fresh_if_empty)
+
+
+def open_daemon_ledger(settings: LedgerSettings) -> Ledger:
+    """The daemon's ledger: as ``open_ledger``, except that a SQLite file the replicas share is opened for the
+    leader alone to write (``agent.ledger.shared_file``; the daemon tells it who leads)."""
+    if settings.backend == "sqlite" and settings.shared_file:
+        return LeaderWrittenLedger(settings.path, fresh_if_empty=settings.fresh_if_empty)
+    return open_ledger(settings)
 
 
 def ledger_password(settings: LedgerSettings, environ: Mapping[str, str]) -> str | None:

@@ -20,7 +20,7 @@ connection the next call connects again.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any, LiteralString, TypeVar
@@ -29,6 +29,7 @@ import psycopg
 
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
+from agent.ledger.billed import BilledCost, Reconciliation
 from agent.ledger.reservations import Grant, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
@@ -80,8 +81,48 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
             )""",
         ),
     ),
+    (
+        4,
+        (
+            """CREATE TABLE leadtime_billed_costs (
+                pool_id  text             NOT NULL,
+                start_us bigint           NOT NULL,
+                end_us   bigint           NOT NULL CHECK (end_us > start_us),
+                cost_usd double precision NOT NULL,
+                PRIMARY KEY (pool_id, start_us)
+            )""",
+            "CREATE INDEX leadtime_billed_costs_by_end ON leadtime_billed_costs (pool_id, end_us)",
+        ),
+    ),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+# Spend of the pools named in entries starting in [start, end): the estimate, adjusted by each billed interval
+# overlapping the span (found by its end; none while nothing is billed): its bill when it starts in the span, less
+# the estimate of its entries in the span.
+_SPENT = """SELECT
+    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM leadtime_ledger_entries
+     WHERE pool_id = ANY(%(pools)s) AND start_us >= %(start)s AND start_us < %(end)s)
+  + COALESCE((SELECT SUM(CASE WHEN b.start_us >= %(start)s THEN b.cost_usd ELSE 0.0 END
+        - (SELECT COALESCE(SUM(x.cost_usd), 0.0) FROM leadtime_ledger_entries AS x WHERE x.pool_id = b.pool_id
+           AND x.start_us >= GREATEST(b.start_us, %(start)s) AND x.start_us < LEAST(b.end_us, %(end)s)))
+     FROM leadtime_billed_costs AS b
+     WHERE b.pool_id = ANY(%(pools)s) AND b.end_us > %(start)s AND b.start_us < %(end)s), 0.0)"""
+
+# Per request (unnested from arrays: its place ``i``, a pool, the span), what billing changes in its spend: for each
+# billed interval overlapping the span (found by its end; none while nothing is billed), its bill when it starts
+# in the span, less the estimate of its entries in the span.
+_BILLING_ADJUSTMENT = """
+    SELECT q.i, SUM(CASE WHEN b.start_us >= q.period_start THEN b.cost_usd ELSE 0.0 END - c.covered)
+    FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[]) AS q (i, pool_id, period_start, period_end)
+    JOIN leadtime_billed_costs AS b ON b.pool_id = q.pool_id
+        AND b.end_us > q.period_start AND b.start_us < q.period_end
+    CROSS JOIN LATERAL (
+        SELECT COALESCE(SUM(x.cost_usd), 0.0) AS covered FROM leadtime_ledger_entries AS x
+        WHERE x.pool_id = b.pool_id AND x.start_us >= GREATEST(b.start_us, q.period_start)
+        AND x.start_us < LEAST(b.end_us, q.period_end)
+    ) AS c
+    GROUP BY q.i"""
 
 # The newest entry of each pool named: one index probe per pool, however long its history.
 _NEWEST_OF_EACH = f"""
@@ -135,11 +176,68 @@ class PostgresLedger:
             self._run("write", write)
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere."""
+        wanted = sorted(set(pools))
+        if not wanted:
+            return 0.0
+        rows = self._query(_SPENT, {"pools": wanted, "start": to_us(start), "end": to_us(end)})
+        return float(rows[0][0])
+
+    # -- billed costs (agent.ledger.billed) ---------------------------------------------------------------
+    def estimated(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        return self._sum("leadtime_ledger_entries", pools, start, end)
+
+    def billed(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        return self._sum("leadtime_billed_costs", pools, start, end)
+
+    def record_billed(self, costs: Sequence[BilledCost]) -> None:
+        """One transaction under the writer lock: the overlapped intervals go, the new ones come in."""
+        if not costs:
+            return
+        columns = [
+            [c.pool_id for c in costs],
+            [to_us(c.start) for c in costs],
+            [to_us(c.end) for c in costs],
+            [c.cost_usd for c in costs],
+        ]
+
+        def write(db: Connection) -> None:
+            with db.transaction():
+                db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
+                db.execute(
+                    "DELETE FROM leadtime_billed_costs AS b USING unnest(%s::text[], %s::bigint[], %s::bigint[])"
+                    " AS n (pool_id, start_us, end_us)"
+                    " WHERE b.pool_id = n.pool_id AND b.start_us < n.end_us AND b.end_us > n.start_us",
+                    columns[:3],
+                )
+                db.execute(
+                    "INSERT INTO leadtime_billed_costs (pool_id, start_us, end_us, cost_usd)"
+                    " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::float8[])",
+                    columns,
+                )
+
+        with self._lock:
+            self._run("write", write)
+
+    def reconcile(self, pools: Sequence[str], start: datetime, end: datetime) -> list[Reconciliation]:
+        wanted = sorted(set(pools))
+        if not wanted:
+            return []
+        rows = self._query(
+            "SELECT b.pool_id, count(*), SUM((SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM leadtime_ledger_entries AS e"
+            " WHERE e.pool_id = b.pool_id AND e.start_us >= b.start_us AND e.start_us < b.end_us)), SUM(b.cost_usd)"
+            " FROM leadtime_billed_costs AS b WHERE b.pool_id = ANY(%s) AND b.start_us >= %s AND b.start_us < %s"
+            " GROUP BY b.pool_id ORDER BY b.pool_id",
+            (wanted, to_us(start), to_us(end)),
+        )
+        return [Reconciliation(str(p), int(n), float(e), float(b)) for p, n, e, b in rows]
+
+    def _sum(self, table: LiteralString, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))
         if not wanted:
             return 0.0
         rows = self._query(
-            "SELECT COALESCE(SUM(cost_usd), 0.0) FROM leadtime_ledger_entries"
+            f"SELECT COALESCE(SUM(cost_usd), 0.0) FROM {table}"
             " WHERE pool_id = ANY(%s) AND start_us >= %s AND start_us < %s",
             (wanted, to_us(start), to_us(end)),
         )
@@ -288,9 +386,10 @@ class PostgresLedger:
         except psycopg.Error as exc:
             raise LedgerUnavailable(f"cannot {action} the PostgreSQL ledger at {self.where}: {_reason(exc)}") from None
 
-    def _query(self, query: str, args: Sequence[object]) -> list[tuple[Any, ...]]:
+    def _query(self, query: str, args: Sequence[object] | Mapping[str, object]) -> list[tuple[Any, ...]]:
+        params = dict(args) if isinstance(args, Mapping) else tuple(args)
         with self._lock:
-            return self._run("read", lambda db: db.execute(query, tuple(args)).fetchall())
+            return self._run("read", lambda db: db.execute(query, params).fetchall())
 
     def _migrate(self, db: Connection) -> None:
         with db.transaction():
@@ -314,7 +413,8 @@ class PostgresLedger:
 
 
 def _recorded(db: Connection, requests: Sequence[ReservationRequest]) -> list[float]:
-    """Recorded spend of each request's pools in its period, by the request's place."""
+    """Recorded spend of each request's pools in its period, by the request's place: billed cost where it exists,
+    as ``spent`` counts it."""
     rows = [
         (i, pool, to_us(r.period_start), to_us(r.period_end))
         for i, r in enumerate(requests)
@@ -322,14 +422,19 @@ def _recorded(db: Connection, requests: Sequence[ReservationRequest]) -> list[fl
     ]
     recorded = [0.0] * len(requests)
     if rows:
+        columns = [list(column) for column in zip(*rows, strict=True)]
         for i, spent in db.execute(
             "SELECT q.i, SUM(x.cost_usd) FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[])"
             " AS q (i, pool_id, period_start, period_end)"
             " JOIN leadtime_ledger_entries AS x ON x.pool_id = q.pool_id"
             " AND x.start_us >= q.period_start AND x.start_us < q.period_end GROUP BY q.i",
-            [list(column) for column in zip(*rows, strict=True)],
+            columns,
         ).fetchall():
             recorded[int(i)] = float(spent)
+        billed = db.execute("SELECT EXISTS (SELECT 1 FROM leadtime_billed_costs)").fetchone()
+        if billed is not None and billed[0]:  # one probe spares passing the requests again while nothing is billed
+            for i, change in db.execute(_BILLING_ADJUSTMENT, columns).fetchall():
+                recorded[int(i)] += float(change)
     return recorded
 
 

@@ -12,6 +12,10 @@ unless ``fresh_if_empty`` (it was a ledger whose contents are gone, or a file cr
 month-to-date spend would silently restart at zero), and only one process at a time may open the file for
 writing, enforced by an exclusive lock on ``<path>.lock``. Budget reservations are therefore kept in that
 process (``agent.ledger.reservations.ReservationBook``), decided as the PostgreSQL ledger decides them.
+
+``read_only`` opens an existing file through a ``mode=ro`` URI, without the writer lock: SQLite itself refuses
+every write, and this ledger refuses reservations, so a reader never changes the file (a standby's view of the
+file its leader writes, see ``agent.ledger.shared_file``).
 """
 
 from __future__ import annotations
@@ -27,12 +31,13 @@ from typing import Any
 
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
+from agent.ledger.billed import BilledCost, Reconciliation
 from agent.ledger.guard import WriterLock, refuse_empty_file
-from agent.ledger.reservations import InProcessReservations, ReservationBook
+from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: billed costs beside the entries (agent.ledger.billed)
 _APPLICATION_ID = 0x4C44_5447  # "LDTG": marks the file as a leadtime ledger
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -44,7 +49,24 @@ CREATE TABLE IF NOT EXISTS entries (
     PRIMARY KEY (pool_id, start_us)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS entries_by_end ON entries (pool_id, end_us);
+CREATE TABLE IF NOT EXISTS billed (
+    pool_id  TEXT    NOT NULL,
+    start_us INTEGER NOT NULL,
+    end_us   INTEGER NOT NULL,
+    cost_usd REAL    NOT NULL,
+    PRIMARY KEY (pool_id, start_us)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS billed_by_end ON billed (pool_id, end_us);
 """
+# Spend of the pools named (``{marks}``) in entries starting in [?1, ?2): the estimate, adjusted by each billed
+# interval overlapping the span (found by its end; none while nothing is billed): its bill when it starts in the
+# span, less the estimate of its entries in the span.
+_SPENT = """SELECT
+    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM entries WHERE pool_id IN ({marks}) AND start_us >= ?1 AND start_us < ?2)
+  + (SELECT COALESCE(SUM(CASE WHEN b.start_us >= ?1 THEN b.cost_usd ELSE 0.0 END
+        - (SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM entries AS e WHERE e.pool_id = b.pool_id
+           AND e.start_us >= max(b.start_us, ?1) AND e.start_us < min(b.end_us, ?2))), 0.0)
+     FROM billed AS b INDEXED BY billed_by_end WHERE b.pool_id IN ({marks}) AND b.end_us > ?1 AND b.start_us < ?2)"""
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
@@ -55,11 +77,21 @@ class SqliteLedger(InProcessReservations):
     is only for a process that reads, or for showing that the write transaction alone keeps two writers exact.
     """
 
-    def __init__(self, path: str | Path, *, fresh_if_empty: bool = False, exclusive: bool = True) -> None:
+    def __init__(
+        self, path: str | Path, *, fresh_if_empty: bool = False, exclusive: bool = True, read_only: bool = False
+    ) -> None:
         self.path = Path(path)
+        self.read_only = read_only
         self._lock = threading.Lock()
         self._writer: WriterLock | None = None
         self._book = ReservationBook(self.spent)
+        # Whether billed costs may be stored: a reader of a file its writer has not upgraded yet has none, and the
+        # writer (the one process that can store them) knows whether it holds any, so spend reads cost nothing more
+        # until a billing export is imported.
+        self._has_billed = True
+        if read_only:
+            self._db = self._open_read_only()
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -87,6 +119,14 @@ class SqliteLedger(InProcessReservations):
     def record(self, entry: LedgerEntry) -> None:
         self.record_many([entry])
 
+    def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
+        return self.reserve_many([request], now)[0]
+
+    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+        if self.read_only:
+            raise LedgerUnavailable(self._refusal("reserve budget in"))
+        return super().reserve_many(requests, now)
+
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
         if not entries:
             return
@@ -99,13 +139,57 @@ class SqliteLedger(InProcessReservations):
             self._write(db, derive(newest))
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere."""
+        wanted = sorted(set(pools))
+        if not self._has_billed or not wanted:
+            return self.estimated(pools, start, end)
+        marks = ", ".join(f"?{3 + i}" for i in range(len(wanted)))
+        return float(self._query(_SPENT.format(marks=marks), (to_us(start), to_us(end), *wanted))[0][0])
+
+    # -- billed costs (agent.ledger.billed) ---------------------------------------------------------------
+    def estimated(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        return self._sum("entries", pools, start, end)
+
+    def billed(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        return self._sum("billed", pools, start, end) if self._has_billed else 0.0
+
+    def record_billed(self, costs: Sequence[BilledCost]) -> None:
+        if not costs:
+            return
+        with self._transaction() as db:
+            self._has_billed = True
+            for cost in costs:
+                db.execute(
+                    "DELETE FROM billed WHERE pool_id = ? AND start_us < ? AND end_us > ?",
+                    (cost.pool_id, to_us(cost.end), to_us(cost.start)),
+                )
+                db.execute(
+                    "INSERT INTO billed (pool_id, start_us, end_us, cost_usd) VALUES (?, ?, ?, ?)",
+                    (cost.pool_id, to_us(cost.start), to_us(cost.end), cost.cost_usd),
+                )
+
+    def reconcile(self, pools: Sequence[str], start: datetime, end: datetime) -> list[Reconciliation]:
+        wanted = sorted(set(pools))
+        if not wanted:
+            return []
+        marks = ", ".join("?" for _ in wanted)
+        rows = self._query(
+            "SELECT b.pool_id, count(*), SUM((SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM entries AS e"
+            " WHERE e.pool_id = b.pool_id AND e.start_us >= b.start_us AND e.start_us < b.end_us)), SUM(b.cost_usd)"
+            f" FROM billed AS b WHERE b.pool_id IN ({marks}) AND b.start_us >= ? AND b.start_us < ?"
+            " GROUP BY b.pool_id ORDER BY b.pool_id",
+            (*wanted, to_us(start), to_us(end)),
+        )
+        return [Reconciliation(str(p), int(n), float(e), float(b)) for p, n, e, b in rows]
+
+    def _sum(self, table: str, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))
         if not wanted:
             return 0.0
         marks = ", ".join("?" for _ in wanted)
         row = self._query(
-            f"SELECT COALESCE(SUM(cost_usd), 0.0) FROM entries WHERE pool_id IN ({marks})"
-            " AND start_us >= ? AND start_us < ?",
+            f"SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM {table} AS e WHERE e.pool_id IN ({marks})"
+            " AND e.start_us >= ? AND e.start_us < ?",
             (*wanted, to_us(start), to_us(end)),
         )
         return float(row[0][0])
@@ -134,14 +218,41 @@ class SqliteLedger(InProcessReservations):
         self.close()
 
     # -- internals ----------------------------------------------------------------------------------------
-    def _prepare(self) -> None:
-        application_id = self._db.execute("PRAGMA application_id").fetchone()[0]
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        tables = self._db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
+    def _open_read_only(self) -> sqlite3.Connection:
+        """A connection SQLite itself keeps from writing, to a file that must already be a leadtime ledger."""
+        if not self.path.is_file() or self.path.stat().st_size == 0:
+            raise LedgerUnavailable(f"no ledger in {self.path} to read yet: the replica that writes it creates it")
+        try:
+            db = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise LedgerUnavailable(f"cannot open the ledger file {self.path} read-only: {exc}") from None
+        try:
+            self._check(db)
+            self._has_billed = bool(
+                db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'billed'").fetchone()[0]
+            )
+        except sqlite3.Error as exc:
+            db.close()
+            raise LedgerUnavailable(f"{self.path} is not a readable leadtime ledger ({exc})") from None
+        return db
+
+    @staticmethod
+    def _check(db: sqlite3.Connection) -> None:
+        application_id = db.execute("PRAGMA application_id").fetchone()[0]
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+        tables = db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
         if tables and application_id != _APPLICATION_ID:
             raise sqlite3.DatabaseError("the file holds another application's database")
         if version > SCHEMA_VERSION:
             raise sqlite3.DatabaseError(f"ledger schema {version} is newer than this release knows ({SCHEMA_VERSION})")
+
+    def _refusal(self, action: str) -> str:
+        return f"cannot {action} the ledger {self.path}: it is open read-only here (only the writing replica writes it)"
+
+    def _prepare(self) -> None:
+        self._check(self._db)
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = FULL")
         with self._transaction() as db:
@@ -150,6 +261,7 @@ class SqliteLedger(InProcessReservations):
                     db.execute(statement)
             db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            self._has_billed = db.execute("SELECT EXISTS (SELECT 1 FROM billed)").fetchone()[0] == 1
 
     @staticmethod
     def _newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
@@ -174,6 +286,8 @@ class SqliteLedger(InProcessReservations):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
+        if self.read_only:
+            raise LedgerUnavailable(self._refusal("write"))
         with self._lock:
             try:
                 self._db.execute("BEGIN IMMEDIATE")

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend
-from agent.planning.enforcement import budget_snapshots, enforce_budgets
+from agent.planning.enforcement import Shed, Trim, budget_snapshots, enforce_budgets
 from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
+from models.durations import format_duration
 
 _HOLDS = {SkipReason.MISSING_DATA, SkipReason.PERMANENT_ERROR, SkipReason.IN_FLIGHT}
 
@@ -26,6 +27,8 @@ class BudgetedDecisions:
     skips: tuple[Skip, ...]
     targets: dict[str, int]
     snapshots: tuple[BudgetSnapshot, ...] = ()
+    trims: tuple[Trim, ...] = ()  # the scale-ups a cap cut short
+    shed: tuple[Shed, ...] = ()  # the units a broken cap asked to release (some may be kept: see the skips)
 
 
 def apply_budgets(
@@ -75,7 +78,7 @@ def apply_budgets(
             by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
             new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
         if release < shed.units:
-            why = "in a pool that is held" if pool_id in held else f"not idle for {stabilization}"
+            why = "in a pool that is held" if pool_id in held else f"not idle for {format_duration(stabilization)}"
             detail = (
                 f"budget {shed.budget!r} projected over its {shed.cap} cap: {shed.units - release} more units "
                 f"should be released but are {why}; keeping them"
@@ -85,7 +88,7 @@ def apply_budgets(
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
     kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}
     snapshots = budget_snapshots(now, spends, specs, billed, kept, tick)
-    return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots)
+    return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
 
 
 def _settled_idle(state: PoolState, now: datetime, window: timedelta) -> int:

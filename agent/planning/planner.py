@@ -7,17 +7,21 @@ Rules (DESIGN.md):
 - never release on a forecast alone: a unit goes only if it has been observed idle for the stabilization window;
 - a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason;
 - targets are absolute whole units within each pool's bounds.
+
+Every pool gets a decision record (``models.decision.PoolDecision``) with the arithmetic behind its target; the
+resizes' reasons are rendered from it once the budget caps have had their say.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend
 from agent.planning.budgeting import apply_budgets
+from agent.planning.decisions import with_budgets
 from agent.planning.groups import DemandGroup, single_class_groups
 from agent.planning.memory import PlannerMemory
 from config.schema import PlannerSettings
@@ -25,14 +29,25 @@ from models import (
     CapacityPlan,
     CapacityTier,
     DemandForecast,
+    DemandShare,
+    Drain,
+    Hold,
+    PoolDecision,
     PoolKind,
     PoolSpec,
     PoolState,
     Resize,
     Skip,
     SkipReason,
+    drain_key,
 )
 from models.allocation import allocate, units_for
+from models.durations import format_duration
+
+_LATER = ""  # a resize's reason is rendered from its decision record once the budgets have had their say
+# A pool whose idle units are not known by name (one without a node drainer) shrinks by a size change: which
+# units go is then up to the cloud. Releases of pools with a drainer name their nodes (``_with_nodes``).
+_NODES_NOTE = "idle units are not known by name at plan time: the cloud chooses which units a release takes"
 
 
 @dataclass(frozen=True)
@@ -56,21 +71,42 @@ class PlanInput:
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
-    needs, unknown = group_needs(given)
-    desired = _desired_units(given, needs)
+    shares, unknown = group_shares(given)
+    sized = _sized(given, shares)
     resizes: list[Resize] = []
     skips: list[Skip] = []
+    decisions: dict[str, PoolDecision] = {}
     for pool in sorted(given.pools, key=lambda p: p.pool_id):
-        decision = _decide(given, pool, desired[pool.pool_id], unknown)
-        if isinstance(decision, Resize):
-            resizes.append(decision)
-        elif decision is not None:
-            skips.append(decision)
+        action, decisions[pool.pool_id] = _decide(given, pool, sized[pool.pool_id], unknown)
+        if isinstance(action, Resize):
+            resizes.append(action)
+        elif isinstance(action, Skip):
+            skips.append(action)
+        if decisions[pool.pool_id].step_limit is not None and isinstance(action, Resize):
+            skips.append(Skip(pool.pool_id, SkipReason.STEP_LIMIT, _step_detail(decisions[pool.pool_id])))
+    desired = {pool_id: d.bounded_units for pool_id, d in sized.items()}
     held = apply_budgets(
         given.now, given.tick, given.settings.scale_down_stabilization, given.pools, given.states, given.budgets,
         resizes, skips, desired,
     )  # fmt: skip
-    return CapacityPlan(given.now, held.resizes, skips=held.skips, targets=held.targets, budgets=held.snapshots)
+    decisions = with_budgets(decisions, skips, held)
+    final: list[Resize] = []
+    drains: list[Drain] = []
+    for planned in held.resizes:
+        decision = decisions[planned.pool_id]
+        if not planned.is_scale_up:
+            decisions[planned.pool_id] = decision = _with_nodes(given, decision, planned)
+        final.append(resize := replace(planned, reason=decision.why()))
+        drains.extend(Drain(resize.pool_id, n, resize.reason, drain_key(resize.key, n)) for n in decision.nodes)
+    return CapacityPlan(
+        given.now,
+        tuple(final),
+        tuple(drains),
+        skips=held.skips,
+        targets=held.targets,
+        budgets=held.snapshots,
+        decisions=decisions,
+    )
 
 
 def plan_groups(given: PlanInput) -> tuple[DemandGroup, ...]:
@@ -79,19 +115,21 @@ def plan_groups(given: PlanInput) -> tuple[DemandGroup, ...]:
     return single_class_groups(_class_names(given.pools), given.pools)
 
 
-def group_needs(given: PlanInput) -> tuple[dict[str, float], set[str]]:
-    """Chips each demand group should have ready; and the classes whose demand is unknown (hold their pools).
+def group_shares(given: PlanInput) -> tuple[dict[str, DemandShare], set[str]]:
+    """What each demand group needs, and why; and the classes whose demand is unknown (hold their pools).
 
     Need = max(forecast quantile over the horizon, demand observed now). A group of several classes uses the
-    forecast of its summed demand when there is one, else the sum of its members' forecasts.
+    forecast of its summed demand when there is one, else the sum of its members' forecasts. A group with
+    neither a forecast nor an observation has no entry.
     """
-    needs: dict[str, float] = {}
+    shares: dict[str, DemandShare] = {}
     unknown: set[str] = set()
     for group in plan_groups(given):
         observed = [_known(given.observed.get(name)) for name in group.members]
         missing = [n for n, o in zip(group.members, observed, strict=True) if o is None or n not in given.forecasts]
         if missing:
             unknown.update(group.members)  # a pool shared with an unknown class is held as a whole
+        seen = any(o is not None for o in observed)
         floor = sum(o for o in observed if o is not None)
         steps = _horizon_steps(given, group)
         level = given.service_levels.get(group.name) or max(given.service_levels.get(n, 0.9) for n in group.members)
@@ -100,10 +138,11 @@ def group_needs(given: PlanInput) -> tuple[dict[str, float], set[str]]:
             peaks = [_peak(given.forecasts.get(n), level, steps) for n in group.members]
             known_peaks = [p for p in peaks if p is not None]
             peak = sum(known_peaks) if known_peaks else None
-        candidates = [v for v in (peak, floor if any(o is not None for o in observed) else None) if v is not None]
+        candidates = [v for v in (peak, floor if seen else None) if v is not None]
         if candidates:
-            needs[group.name] = max(candidates)
-    return needs, unknown
+            need = max(candidates)
+            shares[group.name] = DemandShare(group.name, level, peak, floor if seen else None, need, need)
+    return shares, unknown
 
 
 def _known(value: float | None) -> float | None:
@@ -130,7 +169,8 @@ def _horizon_steps(given: PlanInput, group: DemandGroup) -> int | None:
     return max(1, math.ceil((max(leads) + given.tick) / step))
 
 
-def _desired_units(given: PlanInput, needs: Mapping[str, float]) -> dict[str, int]:
+def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, PoolDecision]:
+    """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve."""
     room: dict[str, float] = {}
     for pool in given.pools:
         state = given.states.get(pool.pool_id)
@@ -143,14 +183,40 @@ def _desired_units(given: PlanInput, needs: Mapping[str, float]) -> dict[str, in
             units = pool.max_units
         room[pool.pool_id] = float(units * pool.chips_per_unit)
     eligible = {g.name: g.pools for g in plan_groups(given)}
-    assigned = allocate(needs, given.pools, room, eligible)
-    desired: dict[str, int] = {}
+    assigned = allocate({name: share.need for name, share in shares.items()}, given.pools, room, eligible)
+    sized: dict[str, PoolDecision] = {}
     for pool in given.pools:
-        units = units_for(sum(assigned[pool.pool_id].values()), pool.chips_per_unit)
-        if pool.kind is not PoolKind.ON_PREM:
-            units += given.settings.headroom_units + _interruption_reserve(pool, units)
-        desired[pool.pool_id] = pool.clamp(units)
-    return desired
+        taken = assigned[pool.pool_id]
+        demand = tuple(_share(shares[name], chips) for name, chips in sorted(taken.items()))
+        rounded = units_for(sum(taken.values()), pool.chips_per_unit)
+        fixed = pool.kind is PoolKind.ON_PREM
+        headroom = 0 if fixed else given.settings.headroom_units
+        reserve = 0 if fixed else _interruption_reserve(pool, rounded)
+        bounded = pool.clamp(rounded + headroom + reserve)
+        state = given.states.get(pool.pool_id)
+        current = state.target_units if state is not None else None
+        sized[pool.pool_id] = PoolDecision(
+            pool_id=pool.pool_id,
+            fixed=fixed,
+            lead_time=pool.lead_time,
+            chips_per_unit=pool.chips_per_unit,
+            min_units=pool.min_units,
+            max_units=pool.max_units,
+            current_units=current,
+            demand=demand,
+            rounded_units=rounded,
+            headroom_units=headroom,
+            spot_reserve_units=reserve,
+            bounded_units=bounded,
+            stepped_units=bounded,
+            target_units=current,
+            nodes_note=_NODES_NOTE,
+        )
+    return sized
+
+
+def _share(whole: DemandShare, chips: float) -> DemandShare:
+    return DemandShare(whole.demand, whole.service_level, whole.peak, whole.observed, whole.need, chips)
 
 
 def _interruption_reserve(pool: PoolSpec, units: int) -> int:
@@ -161,61 +227,121 @@ def _interruption_reserve(pool: PoolSpec, units: int) -> int:
     return math.ceil(units * min(exposure, 1.0) - 1e-9)
 
 
-def _decide(given: PlanInput, pool: PoolSpec, desired: int, unknown: set[str]) -> Resize | Skip | None:
+def _decide(
+    given: PlanInput, pool: PoolSpec, sized: PoolDecision, unknown: set[str]
+) -> tuple[Resize | Skip | None, PoolDecision]:
+    """What to do with the pool this tick, and its record with the pacing, the holds and the target filled in."""
     state = given.states.get(pool.pool_id)
-    pid = pool.pool_id
+    pid, desired = pool.pool_id, sized.bounded_units
     if pool.kind is PoolKind.ON_PREM:
-        return None
+        return None, sized
     if state is None:
-        return Skip(pid, SkipReason.MISSING_DATA, "pool state could not be observed; holding")
+        return _hold(sized, SkipReason.MISSING_DATA, "pool state could not be observed; holding")
     current = state.target_units
     if desired == current:
-        return None
+        return None, sized
     if pid in given.memory.blocked:
-        return Skip(pid, SkipReason.PERMANENT_ERROR, given.memory.blocked[pid])
+        return _hold(sized, SkipReason.PERMANENT_ERROR, given.memory.blocked[pid])
     if desired > current:
-        return _scale_up(given, pool, state, desired)
-    return _scale_down(given, pool, state, desired, unknown)
+        return _scale_up(given, pool, state, sized)
+    return _scale_down(given, pool, state, sized, unknown)
 
 
-def _scale_up(given: PlanInput, pool: PoolSpec, state: PoolState, desired: int) -> Resize | Skip:
+def _hold(
+    sized: PoolDecision, reason: SkipReason, detail: str, settled: int | None = None, window: timedelta | None = None
+) -> tuple[Skip, PoolDecision]:
+    """Not changed this tick: the record keeps the pool at its current size, with the reason (and, for a release,
+    how many units were idle for which window)."""
+    stepped = sized.stepped_units if sized.current_units is None else sized.current_units
+    decision = replace(
+        sized,
+        holds=(*sized.holds, Hold(reason, detail)),
+        stepped_units=stepped,
+        target_units=sized.current_units,
+        idle_settled=settled,
+        idle_window=window,
+    )
+    return Skip(sized.pool_id, reason, detail), decision
+
+
+def _scale_up(
+    given: PlanInput, pool: PoolSpec, state: PoolState, sized: PoolDecision
+) -> tuple[Resize | Skip, PoolDecision]:
     pid, current = pool.pool_id, state.target_units
     if given.memory.in_backoff(pid, given.now):
         until = given.memory.backoff_until[pid].isoformat()
-        return Skip(pid, SkipReason.BACKOFF, f"capacity unavailable recently; no scale-up before {until}")
+        return _hold(sized, SkipReason.BACKOFF, f"capacity unavailable recently; no scale-up before {until}")
     if state.in_flight_operation:
-        return Skip(pid, SkipReason.IN_FLIGHT, f"operation {state.in_flight_operation} still running")
+        return _hold(sized, SkipReason.IN_FLIGHT, f"operation {state.in_flight_operation} still running")
     if _flapping(given, pid, direction=+1):
-        return Skip(pid, SkipReason.COOLDOWN, "scaled down too recently to reverse direction")
-    to_units = desired
+        return _hold(sized, SkipReason.COOLDOWN, "scaled down too recently to reverse direction")
+    to_units, binding = sized.bounded_units, None
     limit = given.settings.max_scale_up_units_per_tick
     if limit is not None and to_units - current > limit:
-        to_units = current + limit
-    reason = f"demand forecast needs {desired} units within lead time {pool.lead_time}"
-    return Resize(pid, current, to_units, reason, _key(given.now, pid, to_units))
+        to_units, binding = current + limit, limit
+    decision = replace(sized, stepped_units=to_units, step_limit=binding, target_units=to_units)
+    return Resize(pid, current, to_units, _LATER, _key(given.now, pid, to_units)), decision
 
 
-def _scale_down(given: PlanInput, pool: PoolSpec, state: PoolState, desired: int, unknown: set[str]) -> Resize | Skip:
-    pid, current = pool.pool_id, state.target_units
+def _scale_down(
+    given: PlanInput, pool: PoolSpec, state: PoolState, sized: PoolDecision, unknown: set[str]
+) -> tuple[Resize | Skip, PoolDecision]:
+    pid, current, desired = pool.pool_id, state.target_units, sized.bounded_units
     missing = sorted(set(pool.serves) & unknown)
     if missing:
-        return Skip(pid, SkipReason.MISSING_DATA, f"no trustworthy demand for {', '.join(missing)}; holding")
+        return _hold(sized, SkipReason.MISSING_DATA, f"no trustworthy demand for {', '.join(missing)}; holding")
     window = given.settings.scale_down_stabilization
     window = max(window, pool.lead_time * given.settings.idle_hold_lead_times)
     settled = sum(1 for since in state.idle_since if given.now - since >= window)
     if settled == 0:
         if state.idle_units:
-            return Skip(pid, SkipReason.STABILIZING, f"{state.idle_units} idle units, none idle for {window} yet")
-        return Skip(pid, SkipReason.NOT_IDLE, f"forecast allows {desired} units but no unit is idle")
+            detail = f"{state.idle_units} idle units, none idle for {format_duration(window)} yet"
+            return _hold(sized, SkipReason.STABILIZING, detail, settled, window)
+        detail = f"forecast allows {desired} units but no unit is idle"
+        return _hold(sized, SkipReason.NOT_IDLE, detail, settled, window)
     if _flapping(given, pid, direction=-1):
-        return Skip(pid, SkipReason.COOLDOWN, "scaled up too recently to reverse direction")
+        return _hold(sized, SkipReason.COOLDOWN, "scaled up too recently to reverse direction", settled, window)
     release = min(current - desired, settled)
-    limit = given.settings.max_scale_down_units_per_tick
-    if limit is not None:
-        release = min(release, limit)
+    limit, binding = given.settings.max_scale_down_units_per_tick, None
+    if limit is not None and limit < release:
+        release, binding = limit, limit
     to_units = current - release
-    reason = f"{settled} units idle for {window} and forecast needs {desired}"
-    return Resize(pid, current, to_units, reason, _key(given.now, pid, to_units))
+    decision = replace(
+        sized,
+        stepped_units=to_units,
+        step_limit=binding,
+        target_units=to_units,
+        idle_settled=settled,
+        idle_window=window,
+    )
+    return Resize(pid, current, to_units, _LATER, _key(given.now, pid, to_units)), decision
+
+
+def _with_nodes(given: PlanInput, decision: PoolDecision, release: Resize) -> PoolDecision:
+    """The nodes a release drains, where the pool's idle nodes are known by name: the longest idle of those idle
+    for the stabilization window (the shortest window any release uses; the drainer checks it again)."""
+    state = given.states[release.pool_id]
+    if not state.idle_nodes or len(state.idle_nodes) != len(state.idle_since):
+        return decision
+    window = given.settings.scale_down_stabilization
+    by_age = sorted(zip(state.idle_since, state.idle_nodes, strict=True))
+    settled = [node for since, node in by_age if given.now - since >= window]
+    count = release.from_units - release.to_units
+    if len(settled) < count:
+        idle_for = format_duration(window)
+        note = f"only {len(settled)} nodes are idle for {idle_for}, {count} to release: the drainer chooses"
+        return replace(decision, nodes_note=note)
+    note = f"chosen at plan time: the {count} longest idle of the nodes idle for {format_duration(window)}"
+    return replace(decision, nodes=tuple(settled[:count]), nodes_note=note)
+
+
+def _step_detail(decision: PoolDecision) -> str:
+    current = decision.current_units or 0
+    sign = "+" if decision.bounded_units > current else "-"
+    return (
+        f"step limit {sign}{decision.step_limit} units per tick: {current}->{decision.stepped_units} this tick "
+        f"instead of ->{decision.bounded_units}"
+    )
 
 
 def _flapping(given: PlanInput, pool_id: str, direction: int) -> bool:

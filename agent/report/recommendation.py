@@ -73,7 +73,7 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
             "current units": p["current_units"],
             "recommended units": p["recommended_units"],
             "action": p["action"],
-            "reason": p["reason"],
+            "why": p.get("why", p["reason"]),
             "USD/day now": p["current_cost_per_day_usd"],
             "USD/day recommended": p["recommended_cost_per_day_usd"],
         }

@@ -20,7 +20,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -104,7 +104,7 @@ class PrometheusSource:
     @classmethod
     def from_settings(
         cls, settings: PrometheusSettings, queries: Mapping[str, str], client: PrometheusConnect | None = None
-    ) -> PrometheusSource:
+    ) -> Self:
         return cls(
             client if client is not None else connect(settings),
             queries,

@@ -5,23 +5,21 @@ resourceVersion this store last read or wrote, so a write over a version it has 
 raised as ``StateConflict``; the next save reads the current version first. The ConfigMap is created on the
 first save when it does not exist. Calls: get, create and update on that one ConfigMap.
 
-Vendor errors (API answers, connection failures) are translated here into ``StateUnavailable``.
+The API's failures (``models.errors``, translated in ``kube.errors``) become ``StateUnavailable`` here.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timedelta
-from typing import Any
-
-from kubernetes.client import CoreV1Api, V1ConfigMap, V1ObjectMeta
-from kubernetes.client.exceptions import ApiException
-from urllib3.exceptions import HTTPError
+from datetime import datetime
 
 from agent.planning import PlannerMemory
 from agent.state.codec import decode, encode
+from kube.api import ConfigMaps
+from kube.models import V1ConfigMap, V1ObjectMeta
 from models import StateConflict, StateDocumentUnreadable, StateUnavailable
+from models.errors import KubernetesApiError, KubernetesConflict, KubernetesNotFound
 
 log = logging.getLogger(__name__)
 
@@ -29,12 +27,11 @@ KEY = "planner-memory.json"
 
 
 class KubernetesStateStore:
-    def __init__(self, api: CoreV1Api, *, name: str, namespace: str, identity: str, request_timeout: timedelta) -> None:
-        self._api = api
+    def __init__(self, config_maps: ConfigMaps, *, name: str, namespace: str, identity: str) -> None:
+        self._config_maps = config_maps
         self.name = name
         self.namespace = namespace
         self._identity = identity
-        self._timeout = request_timeout.total_seconds()
         self._known = False  # whether _exists and _version are what the API server last said
         self._exists = False
         self._version: str | None = None  # resourceVersion last read or written
@@ -73,55 +70,42 @@ class KubernetesStateStore:
         )
         try:
             if self._exists:
-                written = self._call(
-                    "update",
-                    lambda: self._api.replace_namespaced_config_map(
-                        self.name, self.namespace, body, _request_timeout=self._timeout
-                    ),
-                )
+                written = self._call("update", lambda: self._config_maps.replace(self.name, self.namespace, body))
             else:
-                written = self._call(
-                    "create",
-                    lambda: self._api.create_namespaced_config_map(
-                        self.namespace, body, _request_timeout=self._timeout
-                    ),
-                )
+                written = self._call("create", lambda: self._config_maps.create(self.namespace, body))
         except StateUnavailable:
             self._known = False  # whatever happened (a conflict, a deleted ConfigMap, a lost answer): read first
             raise
         self._remember(written)
 
     # -- internals ----------------------------------------------------------------------------------------
-    def _read(self) -> Any:
+    def _read(self) -> V1ConfigMap | None:
         try:
-            config_map = self._call(
-                "get",
-                lambda: self._api.read_namespaced_config_map(self.name, self.namespace, _request_timeout=self._timeout),
-            )
+            config_map = self._call("get", lambda: self._config_maps.read(self.name, self.namespace))
         except _NotFound:
             self._known, self._exists, self._version = True, False, None
             return None
         self._remember(config_map)
         return config_map
 
-    def _remember(self, config_map: Any) -> None:
+    def _remember(self, config_map: V1ConfigMap) -> None:
         self._known, self._exists = True, True
         meta = config_map.metadata
         self._version = meta.resource_version if meta is not None else None
 
-    def _call(self, verb: str, request: Callable[[], Any]) -> Any:
+    def _call(self, verb: str, request: Callable[[], V1ConfigMap]) -> V1ConfigMap:
         where = f"ConfigMap {self.namespace}/{self.name}"
         try:
             return request()
-        except ApiException as exc:
-            if exc.status == 404 and verb == "get":
+        except KubernetesApiError as exc:
+            if isinstance(exc, KubernetesNotFound) and verb == "get":
                 raise _NotFound from None
-            if exc.status == 409:
+            if isinstance(exc, KubernetesConflict):
                 # Written by someone else since we read it (or created meanwhile): read again before writing.
                 raise StateConflict(f"{where}: {verb} answered 409 {exc.reason}; it is read again next time") from None
+            if exc.status is None:
+                raise StateUnavailable(f"{where}: {exc}") from None
             raise StateUnavailable(f"{where}: {verb} answered {exc.status} {exc.reason}".strip()) from None
-        except (HTTPError, OSError) as exc:
-            raise StateUnavailable(f"{where}: Kubernetes API unreachable: {type(exc).__name__}: {exc}") from None
 
 
 class _NotFound(Exception):

@@ -14,6 +14,7 @@ from actuators.aws_eks import EksNodegroupActuator
 from actuators.aws_groups import AutoScalingGroups
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from config.aws import EKS_NODEGROUP_LABEL, AutoScalingGroupMapping, NodegroupMapping
+from kube import KubernetesApi
 from models import ActionStatus, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 from models.clock import SimulatedClock
 from tests.fakes import kube_objects as objs
@@ -156,7 +157,7 @@ def test_a_drain_terminates_exactly_the_drained_instance(
     clock = SimulatedClock(T0)
     eks = _eks(aws_api, clock)
     drainer = KubernetesNodeDrainer(
-        k8s.CoreV1Api(kube_client), clock, {"od": "p5"}, eks, pool_label=EKS_NODEGROUP_LABEL
+        KubernetesApi(kube_client), clock, {"od": "p5"}, eks, pool_label=EKS_NODEGROUP_LABEL
     )
     victim = ids[1]
 

@@ -13,6 +13,7 @@ from kubernetes import client as k8s
 from actuators.gke_node_pool import GkeNodePoolActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from config.cloud import NodePoolMapping
+from kube import KubernetesApi
 from models import ActionStatus
 from models.clock import SimulatedClock
 from tests.fakes import kube_objects as objs
@@ -48,7 +49,7 @@ def cluster(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeA
     actuator = GkeNodePoolActuator(
         clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="a", node_pool="a100")], clock
     )
-    drainer = KubernetesNodeDrainer(k8s.CoreV1Api(kube_client), clock, {"a": "a100"}, actuator, timedelta(minutes=15))
+    drainer = KubernetesNodeDrainer(KubernetesApi(kube_client), clock, {"a": "a100"}, actuator, timedelta(minutes=15))
     return Cluster(kube_api, gke_api, drainer, clock, nodes)
 
 

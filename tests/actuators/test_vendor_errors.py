@@ -7,6 +7,7 @@ from google.api_core import exceptions as google_exceptions
 from kubernetes.client.exceptions import ApiException
 
 from actuators.vendor_errors import capacity_failure, from_google, from_kubernetes, from_operation_error
+from kube import translate
 from models import CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 
 
@@ -38,7 +39,13 @@ def test_google_errors(exc: Exception, expected: type[Exception]) -> None:
      (403, PermanentActuatorError), (404, PermanentActuatorError), (401, PermanentActuatorError)],
 )  # fmt: skip
 def test_kubernetes_errors(status: int, expected: type[Exception]) -> None:
-    assert type(from_kubernetes("p", ApiException(status=status, reason="r"))) is expected
+    assert type(from_kubernetes("p", translate(ApiException(status=status, reason="r")))) is expected
+
+
+def test_an_unreachable_kubernetes_api_is_transient() -> None:
+    decided = from_kubernetes("p", translate(ConnectionRefusedError(111, "Connection refused")))
+    assert type(decided) is TransientActuatorError
+    assert "cannot reach the Kubernetes API" in str(decided)
 
 
 def test_operation_errors_use_grpc_codes_and_messages() -> None:

@@ -14,6 +14,7 @@ from actuators.gke_node_pool import GkeNodePoolActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.simulated import SimulatedCluster
 from config.cloud import NodePoolMapping
+from kube import KubernetesApi
 from models import AcceleratorFamily, ActionStatus, CapacityTier, PoolKind, PoolSpec
 from models.clock import SimulatedClock
 from tests.fakes import kube_objects as objs
@@ -75,7 +76,7 @@ class RealDrainHarness(DrainHarness):
         configuration.host = self.kube.url
         self.api_client = k8s.ApiClient(configuration)
         self.drainer = KubernetesNodeDrainer(
-            k8s.CoreV1Api(self.api_client),
+            KubernetesApi(self.api_client),
             self.clock,
             {POOL: "a100"},
             self.actuator,  # type: ignore[arg-type]

@@ -12,11 +12,11 @@ from typing import Protocol
 import pytest
 from kubernetes import client as k8s
 
-from agent.daemon.kube import kubernetes_api_client
 from agent.planning import PlannerMemory
 from agent.state import InMemoryStateStore, StateConflict, StateStore
 from agent.state.configmap import KEY, KubernetesStateStore
 from config.daemon import KubernetesApiSettings
+from kube import ConfigMaps, kubernetes_api_client
 from tests.fakes.kube_api import FakeKubeApi
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -50,11 +50,10 @@ class ConfigMapHarness:
 
     def replica(self, identity: str) -> StateStore:
         return KubernetesStateStore(
-            k8s.CoreV1Api(self.api_client),
+            ConfigMaps(self.api_client, timedelta(seconds=2)),
             name="leadtime-state",
             namespace="leadtime",
             identity=identity,
-            request_timeout=timedelta(seconds=2),
         )
 
     def overwrite(self, text: str) -> None:

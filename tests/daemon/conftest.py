@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kubernetes import client as k8s
 
-from agent.daemon.kube import kubernetes_api_client
 from agent.daemon.lease import LeaseElector
 from config.daemon import KubernetesApiSettings
+from kube import Leases, kubernetes_api_client
 from models.clock import SimulatedClock
 from tests.daemon.links import CuttableLink
 from tests.fakes.kube_api import FakeKubeApi
@@ -66,13 +66,12 @@ def elector_for(
     def make(identity: str) -> tuple[LeaseElector, CuttableLink]:
         link = link_to()
         elector = LeaseElector(
-            k8s.CoordinationV1Api(api_client_for(link.url)),
+            Leases(api_client_for(link.url), timedelta(seconds=0.3)),
             name=LEASE_NAME,
             namespace=NAMESPACE,
             identity=identity,
             lease_duration=LEASE,
             renew_deadline=DEADLINE,
-            request_timeout=timedelta(seconds=0.3),
             monotonic=clock.monotonic,
         )
         return elector, link

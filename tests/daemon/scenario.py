@@ -16,7 +16,7 @@ from kubernetes import client as k8s
 from actuators import Actuator, SimulatedCluster
 from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
 from agent.daemon.wiring import AssembledDaemon, DaemonParts, assemble
-from agent.ledger import InMemoryLedger
+from agent.ledger import InMemoryLedger, Ledger
 from agent.sources.base import MetricSource
 from agent.sources.trace import Trace, read_trace
 from agent.state import StateStore
@@ -97,7 +97,7 @@ class ScenarioReplica:
     assembled: AssembledDaemon
     deps: Switchable
     notifier: FlakyNotifier
-    ledger: InMemoryLedger
+    ledger: Ledger
 
 
 def scenario_replica(
@@ -109,13 +109,15 @@ def scenario_replica(
     kube: k8s.ApiClient | None,
     state: StateStore | None = None,
     trace_start: datetime | None = None,
+    ledger: Ledger | None = None,
 ) -> ScenarioReplica:
     """``state``: where the planner memory is kept (default: the ConfigMap when ``kube`` is set); ``trace_start``:
-    the simulated time the trace starts at (default: now), for a replica started later in the same scenario."""
+    the simulated time the trace starts at (default: now), for a replica started later in the same scenario;
+    ``ledger``: where spend is kept (default: a ledger of its own, in memory)."""
     source = ShiftedTraceSource(helios_trace(), TRACE_START, trace_start or clock.now())
     deps = Switchable(source, RehearsalCluster(cluster, clock))
     notifier = FlakyNotifier()
-    ledger = InMemoryLedger()
+    ledger = InMemoryLedger() if ledger is None else ledger
     parts = DaemonParts(
         source=deps, actuator=deps, ledger=ledger, notifier=notifier, clock=clock, kube=kube, state=state
     )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agent.daemon.kube import lease_namespace, replica_identity
+from agent.daemon.identity import lease_namespace, replica_identity
 from config import settings_from_mapping
 from config.daemon import LeaderElectionSettings
 from models import ConfigError

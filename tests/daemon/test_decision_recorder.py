@@ -12,6 +12,7 @@ from kubernetes import client as k8s
 
 from agent.daemon.decision_recorder import KubernetesDecisionRecorder
 from agent.decision_events import DecisionEvent, SubjectKind
+from kube import KubernetesApi
 from tests.daemon.links import CuttableLink
 from tests.fakes.kube_api import FakeKubeApi
 
@@ -26,11 +27,10 @@ SCALED = DecisionEvent(
 
 def _recorder(api_client: k8s.ApiClient, timeout: float = 2.0) -> KubernetesDecisionRecorder:
     return KubernetesDecisionRecorder(
-        k8s.CoreV1Api(api_client),
+        KubernetesApi(api_client, timedelta(seconds=timeout)),
         namespace="leadtime",
         pool_object=STATE,
         identity="leadtime-0",
-        request_timeout=timedelta(seconds=timeout),
     )
 
 
@@ -139,11 +139,10 @@ def test_pool_events_are_written_before_the_state_config_map_exists_and_carry_it
 
 def test_no_more_than_the_limit_per_tick(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, state_uid: str) -> None:
     recorder = KubernetesDecisionRecorder(
-        k8s.CoreV1Api(kube_client),
+        KubernetesApi(kube_client, timedelta(seconds=2)),
         namespace="leadtime",
         pool_object=STATE,
         identity="leadtime-0",
-        request_timeout=timedelta(seconds=2),
         max_per_tick=2,
     )
     nodes = [DecisionEvent(SubjectKind.NODE, f"node-{i}", "a100", "Cordoned", "cordoned") for i in range(4)]

@@ -7,6 +7,7 @@ import platform
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -18,9 +19,12 @@ from agent.daemon.metrics import DaemonMetrics
 from models import (
     ActionResult,
     ActionStatus,
+    BudgetCut,
     BudgetSnapshot,
     CapacityPlan,
     DemandForecast,
+    DemandShare,
+    PoolDecision,
     PoolState,
     Resize,
     Skip,
@@ -148,3 +152,38 @@ def test_build_info_names_the_installed_version(served: tuple[str, HealthState, 
     assert info.value == 1
     assert info.labels["version"] == importlib.metadata.version("leadtime")
     assert info.labels["python"] == platform.python_version()
+
+
+def test_each_pools_decision_is_a_gauge_per_stage_and_an_unknown_target_is_absent(
+    served: tuple[str, HealthState, DaemonMetrics],
+) -> None:
+    url, _, metrics = served
+    # 20 chips need 3 whole 8-chip units; +1 headroom = 4 within bounds; a step of 1 from 2 units: 3; a budget cut
+    # of 1: 2.
+    share = DemandShare("train", 0.9, 20.0, 12.0, 20.0, 20.0)
+    cut = BudgetCut("fleet", "monthly", 1, "cap")
+    a100 = PoolDecision(
+        "a100", False, timedelta(minutes=10), 8, 0, 10, 2, (share,), 3, 1, 0, 4, 3, 2, step_limit=1,
+        budget_cuts=(cut,),
+    )  # fmt: skip
+    metrics.record_plan(CapacityPlan(T0, decisions={"a100": a100}))
+    v5e = replace(a100, pool_id="v5e")
+    metrics.record_plan(CapacityPlan(T0, decisions={"v5e": v5e}))  # observed: it has a target ...
+    unobserved = replace(v5e, current_units=None, target_units=None, step_limit=None, stepped_units=4, budget_cuts=())
+    metrics.record_plan(CapacityPlan(T0, decisions={"v5e": unobserved}))  # ... and then it is not: no stale target
+    _, body = _get(f"{url}/metrics")
+    stages = {
+        (s.labels["pool"], s.labels["stage"]): s.value
+        for family in text_string_to_metric_families(body)
+        for s in family.samples
+        if s.name == "leadtime_pool_decision_units"
+    }
+    assert {stage: value for (pool, stage), value in stages.items() if pool == "a100"} == {
+        "need": 2.5,
+        "rounded": 3.0,
+        "bounded": 4.0,
+        "stepped": 3.0,
+        "budgeted": 2.0,
+        "target": 2.0,
+    }
+    assert ("v5e", "target") not in stages and stages[("v5e", "need")] == 2.5

@@ -150,8 +150,8 @@ def test_racing_candidates_for_a_free_lease_get_one_winner(clock: SimulatedClock
     a.step(clock.now())
     assert a.release(clock.now())  # the lease exists, held by nobody
     # both read the free lease before either writes: the second write carries a stale resourceVersion
-    a_seen = a._api.read_namespaced_lease(LEASE_NAME, NAMESPACE)
-    b_seen = b._api.read_namespaced_lease(LEASE_NAME, NAMESPACE)
+    a_seen = a._leases.read(LEASE_NAME, NAMESPACE)
+    b_seen = b._leases.read(LEASE_NAME, NAMESPACE)
     assert a_seen.metadata.resource_version == b_seen.metadata.resource_version
     clock.advance(RETRY)
     results = [a.step(clock.now()), b.step(clock.now())]

@@ -18,11 +18,11 @@ from kubernetes import client as k8s
 from prometheus_client import CollectorRegistry
 
 from actuators import SimulatedCluster
-from agent.daemon.kube import kubernetes_api_client
 from agent.daemon.live import live_parts
 from agent.daemon.wiring import assemble
 from agent.notify import RecordingNotifier
 from config.daemon import KubernetesApiSettings
+from kube import kubernetes_api_client
 from models.clock import SimulatedClock
 from tests.daemon import rbac_doc
 from tests.daemon.conftest import RETRY, T0

@@ -3,9 +3,12 @@ that lets the tick in progress finish before the lease is handed over."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+
+import pytest
 
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.health import HealthState
@@ -93,6 +96,23 @@ def test_ticks_run_on_schedule_one_at_a_time() -> None:
     assert metrics.registry.get_sample_value("leadtime_ticks_total", {"role": "leader", "outcome": "ok"}) == len(
         loop.finished
     )
+
+
+def test_an_overrunning_tick_is_reported_once_with_the_slots_it_skipped(caplog: pytest.LogCaptureFixture) -> None:
+    loop = SlowLoop(seconds=0.8)
+    runtime, _, metrics = _runtime(loop, tick=0.1)
+    with caplog.at_level(logging.INFO):
+        runtime.start()
+        runtime.wait(1.2)
+        runtime.stop()
+    skipped = metrics.registry.get_sample_value("leadtime_ticks_skipped_total")
+    assert skipped is not None and skipped >= 2  # 0.8 s ticks on a 0.1 s schedule
+    assert not [r for r in caplog.records if "maximum number of running instances" in r.getMessage()]
+    overruns = [r for r in caplog.records if "scheduled ticks are skipped until it finishes" in r.getMessage()]
+    ends = [r for r in caplog.records if "scheduled ticks were skipped meanwhile" in r.getMessage()]
+    assert 1 <= len(overruns) <= len(loop.finished)  # once per overrunning tick, not once per skipped slot
+    assert len(ends) == len(overruns)
+    assert sum(int(r.getMessage().split("; ")[1].split()[0]) for r in ends) == skipped
 
 
 def test_stop_lets_the_tick_in_progress_finish_then_hands_over() -> None:

@@ -14,6 +14,7 @@ from kubernetes import client as k8s
 from agent.planning import PlannerMemory
 from agent.state import StateConflict, StateUnavailable
 from agent.state.configmap import KEY, KubernetesStateStore
+from kube import ConfigMaps
 from tests.daemon.links import CuttableLink
 from tests.fakes.kube_api import FakeKubeApi
 
@@ -23,11 +24,7 @@ MEMORY = PlannerMemory().back_off("v5e", T0 + timedelta(minutes=10)).block("tpu-
 
 def _store(api_client: k8s.ApiClient, identity: str = "leadtime-a") -> KubernetesStateStore:
     return KubernetesStateStore(
-        k8s.CoreV1Api(api_client),
-        name="leadtime-state",
-        namespace="leadtime",
-        identity=identity,
-        request_timeout=timedelta(seconds=0.3),
+        ConfigMaps(api_client, timedelta(seconds=0.3)), name="leadtime-state", namespace="leadtime", identity=identity
     )
 
 

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from prometheus_client.registry import Collector
 
 from actuators.instrumented import InstrumentedActuator
 from agent.daemon.metrics import DaemonMetrics
+from agent.daemon.shadow_book import ShadowBook, ShadowCollector
 from agent.notify.queued import AlertQueueCollector
 from tests.daemon.manifests import DEPLOY, KUBECTL, find, render
 
@@ -59,7 +61,8 @@ def _exposed_names() -> set[str]:
     """Every sample name the agent's /metrics can carry, from its own collectors."""
     actuators = CollectorRegistry()
     InstrumentedActuator(object(), actuators, unit_gauges=False)  # type: ignore[arg-type]
-    collectors: list[Collector] = [DaemonMetrics().registry, actuators, AlertQueueCollector(_Queue())]  # type: ignore[arg-type]
+    shadow = ShadowCollector(ShadowBook([], [], timedelta(hours=1)))
+    collectors: list[Collector] = [DaemonMetrics().registry, actuators, AlertQueueCollector(_Queue()), shadow]  # type: ignore[arg-type]
     names: set[str] = set()
     for collector in collectors:
         for family in collector.collect():
@@ -71,7 +74,7 @@ def test_the_rules_pass_promtool_check(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _rule_groups()}))
     result = _promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 8 rules found" in result.stdout
+    assert "SUCCESS: 10 rules found" in result.stdout
 
 
 def test_every_alert_fires_when_it_should_and_only_then(tmp_path: Path) -> None:

@@ -30,6 +30,13 @@ from tests.fakes import kube_objects as objs
 MINUTE = timedelta(minutes=1)
 ENVIRON = {"POD_NAME": "leadtime-0", "POD_NAMESPACE": "leadtime"}
 STATE = "leadtime-state"  # the agent's state ConfigMap: pool decisions are attached to it
+# Each resize says why, from its decision record: 24 chips of demand are 3 units of 8 chips, of which the hourly
+# cap allows 1; the on-demand pool has no demand left and releases its 2 units idle for the window.
+TRIMMED_UP = (
+    "need 24 chips within lead time 10m (training: q0.9 peak 24, now 24) -> 3 units of 8 chips = 3 -> "
+    "budget 'spot-hourly' (hourly cap) -2: 1 -> target 1"
+)
+RELEASE = "no demand assigned -> 0 units of 8 chips = 0 -> 2 units idle for 10m: 1 -> target 1"
 
 
 def _scenario(rig: Rig, kube: k8s.ApiClient, mode: str) -> tuple[str, str]:
@@ -84,15 +91,11 @@ def test_each_decision_of_the_live_daemon_is_one_readable_event(rig: Rig, kube_c
     for e in events:
         by_reason.setdefault(e.reason, []).append(e)
     # pool decisions: on the state ConfigMap (with its uid, which kubectl describe searches by), naming the pool
-    assert [e.message for e in by_reason["ScaleUp"]] == [
-        f"pool {SPOT}: scale up from 0 to 1 units: demand forecast needs 3 units within lead time 0:10:00; "
-        "trimmed to 1 units by a budget cap"
-    ]
+    assert [e.message for e in by_reason["ScaleUp"]] == [f"pool {SPOT}: scale up from 0 to 1 units: {TRIMMED_UP}"]
     (trim,) = by_reason["BudgetTrimmed"]
     assert trim.message.startswith(f"pool {SPOT}: budget 'spot-hourly' (hourly cap 20.00 USD) allows 1 of 3 more")
     assert [e.message for e in by_reason["ScaleDown"]] == [
-        f"pool {ON_DEMAND}: scale down from 3 to 1 units by draining {waits}, {idle}: 2 units idle for 0:10:00 "
-        "and forecast needs 0"
+        f"pool {ON_DEMAND}: scale down from 3 to 1 units by draining {waits}, {idle}: {RELEASE}"
     ]
     held = sorted(e.message for e in by_reason["HeldMissingData"])
     assert held == [f"pool {p}: held: no trustworthy demand for {CLASS}; holding" for p in sorted((ON_DEMAND, SPOT))]
@@ -181,7 +184,7 @@ def test_kubectl_get_events_shows_one_readable_line_per_decision(
     rows = sorted(tuple(re.split(r"\s{2,}", line.strip(), maxsplit=5)[i] for i in (0, 2, 3, 4, 5)) for line in lines)
     decisions = [r for r in rows if r[2] != "LeaderElected"]
     pool = f"configmap/{STATE}"
-    why = "2 units idle for 0:10:00 and forecast needs 0"
+    why = RELEASE
     held = f"held: no trustworthy demand for {CLASS}; holding"
     expected = (
         [
@@ -223,8 +226,7 @@ def test_kubectl_get_events_shows_one_readable_line_per_decision(
                 "Normal",
                 "ScaleUp",
                 pool,
-                f"pool {SPOT}: scale up from 0 to 1 units: demand forecast needs 3 "
-                "units within lead time 0:10:00; trimmed to 1 units by a budget cap",
+                f"pool {SPOT}: scale up from 0 to 1 units: {TRIMMED_UP}",
             ),
             ("leadtime", "Warning", "HeldMissingData", pool, f"pool {ON_DEMAND}: {held}"),
             ("leadtime", "Warning", "HeldMissingData", pool, f"pool {SPOT}: {held}"),
@@ -267,10 +269,14 @@ def test_in_dry_run_the_same_decisions_are_events_marked_as_recommendations(
     drains = sorted(e.involved_object.name for e in events if e.reason == "RecommendDrain")
     assert drains == sorted((waits, idle))
     ups = {(e.message, e.count) for e in events if e.reason == "RecommendScaleUp"}
-    would = f"dry-run: pool {SPOT}: would scale up from 0 to 1 units: demand forecast needs"
+    would = f"dry-run: pool {SPOT}: would scale up from 0 to 1 units:"
     # the trimmed first recommendation, then the same recommendation on every later tick (nothing moved): one
     # Event with its count
     assert ups == {
-        (f"{would} 3 units within lead time 0:10:00; trimmed to 1 units by a budget cap", 1),
-        (f"{would} 1 units within lead time 0:10:00", 5),
+        (f"{would} {TRIMMED_UP}", 1),
+        (
+            f"{would} need 8 chips within lead time 10m (training: q0.9 peak 8, now 8) -> 1 units of 8 chips = 1 "
+            "-> target 1",
+            5,
+        ),
     }

@@ -1,5 +1,6 @@
 """The SQLite ledger refuses what would lose spend without a word: a zero-length file (unless told to start
-afresh) and a second process writing the same file (an exclusive lock on ``<ledger>.lock``)."""
+afresh) and a second process writing the same file (an exclusive lock on ``<ledger>.lock``). A reader opened
+read-only takes no lock and writes nothing; a file the replicas share is written by the leader alone."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.ledger.factory import open_ledger
+from agent.ledger.factory import open_daemon_ledger, open_ledger
+from agent.ledger.reservations import ReservationRequest
+from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.ledger.sqlite import SqliteLedger
 from config.ledger import LedgerSettings
 from models import LedgerEntry, LedgerUnavailable
@@ -106,3 +109,38 @@ def test_a_refused_open_does_not_take_the_lock(tmp_path: Path) -> None:
     with pytest.raises(LedgerUnavailable, match="empty"):
         SqliteLedger(path)
     SqliteLedger(path, fresh_if_empty=True).close()  # would be refused as a second writer if the lock leaked
+
+
+def test_a_read_only_ledger_reads_beside_the_writer_and_refuses_every_write(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    with pytest.raises(LedgerUnavailable, match=r"no ledger in .* to read yet"):
+        SqliteLedger(path, read_only=True)
+    assert not path.exists()  # a reader never creates the file
+    with SqliteLedger(path) as writer, SqliteLedger(path, read_only=True) as reader:  # no writer lock taken
+        writer.record(SPEND)
+        assert reader.spent(["a100"], T0, T0 + timedelta(hours=1)) == pytest.approx(10.0)
+        assert reader.last_entry("a100") == SPEND
+        later = LedgerEntry("a100", SPEND.end, SPEND.end + timedelta(minutes=15), 4, 10.0)
+        with pytest.raises(LedgerUnavailable, match="open read-only"):
+            reader.record(later)
+        with pytest.raises(LedgerUnavailable, match="open read-only"):
+            reader.update(["a100"], lambda newest: [later])
+        request = ReservationRequest("b", ("a100",), T0, T0 + timedelta(days=30), 100.0, 1.0, "x", timedelta(hours=1))
+        with pytest.raises(LedgerUnavailable, match="open read-only"):
+            reader.reserve(request, T0)
+        assert writer.entries() == [SPEND]
+
+
+def test_a_file_the_replicas_share_is_opened_for_the_leader_alone_to_write(tmp_path: Path) -> None:
+    ledger = open_daemon_ledger(LedgerSettings(path=str(tmp_path / "ledger.sqlite"), shared_file=True))
+    assert isinstance(ledger, LeaderWrittenLedger)
+    with pytest.raises(LedgerUnavailable, match="this replica is a standby"):
+        ledger.record(SPEND)  # nobody said it leads
+    leading = [True]
+    ledger.follow(lambda: leading[0])
+    ledger.record(SPEND)
+    leading[0] = False  # it stops leading: the file is reopened read-only and the writer lock released
+    assert ledger.last_entry("a100") == SPEND
+    with SqliteLedger(ledger.path) as next_writer:
+        assert next_writer.spent(["a100"], T0, T0 + timedelta(hours=1)) == pytest.approx(10.0)
+    ledger.close()

@@ -7,18 +7,21 @@ import html
 import json
 import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 
 from actuators.simulated import SimulatedCluster
 from agent.cli import main
 from agent.commands.recommend import recommend
+from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus_queries import demand_queries
 from config import load_settings
-from models import ActionResult, MetricSourceUnavailable, PoolState
+from models import ActionResult, DemandClass, MetricSourceUnavailable, MetricsUnavailable, PoolState
 from models.clock import SimulatedClock
 from tests.prometheus.server import TENANTS, PrometheusServer
 
@@ -111,6 +114,38 @@ def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
     markdown = (out / "report.md").read_text()
     assert "| a100-on-demand | 10 |" in markdown
     assert "scale-up" in markdown
+    # the "why" column is the pool's decision chain, from the demand to the recommended target
+    assert pool["why"].startswith("need ") and pool["why"].endswith(f"-> target {pool['recommended_units']}")
+    assert pool["decision"]["target"] == pool["recommended_units"]
+    assert f"| {pool['why']} |" in markdown
+
+
+class CountingSource(PrometheusSource):
+    """The real Prometheus source, recording the length of every window it is asked for."""
+
+    windows: list[timedelta]
+
+    def fetch_each(
+        self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta
+    ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
+        self.windows.append(end - start)
+        return super().fetch_each(classes, start, end, step)
+
+
+def test_recommend_reads_the_history_window_once(prometheus: PrometheusServer, tmp_path: Path) -> None:
+    config = _config(tmp_path, prometheus)
+    settings = load_settings(config)
+    assert settings.prometheus is not None
+    source = CountingSource.from_settings(
+        settings.prometheus, demand_queries(settings.demand_class_models(), settings.prometheus)
+    )
+    source.windows = []
+    read_side = SimulatedCluster(settings.pool_specs(), SimulatedClock(AT), initial_units={"a100-on-demand": 10})
+    document = recommend(settings, str(config), tmp_path / "out", AT, read_side, "test", source=source)
+    assert document["pools"][0]["action"] == "scale-up"
+    history = settings.forecast.history
+    assert source.windows.count(history) == 1
+    assert all(window < history for window in source.windows if window != history)  # the tick's recent window
 
 
 def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServer, tmp_path: Path) -> None:
@@ -119,6 +154,7 @@ def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServe
     assert read_side.writes == []
     assert pool["recommended_units"] == 60  # no unit has been observed idle yet
     assert pool["action"] == "hold"
+    assert "not-idle: forecast allows" in pool["why"] and pool["why"].endswith("-> target 60")
     assert document["cost"]["change_per_day_usd"] == 0
 
 

@@ -12,7 +12,17 @@ from agent.budget_reserve import BudgetReserver
 from agent.ledger import InMemoryLedger
 from agent.ledger.reservations import ReservationRequest
 from agent.planning.budget import Budget
-from models import ActionResult, ActionStatus, AlertKind, CapacityPlan, Resize, SkipReason
+from models import (
+    ActionResult,
+    ActionStatus,
+    AlertKind,
+    BudgetCut,
+    CapacityPlan,
+    DemandShare,
+    PoolDecision,
+    Resize,
+    SkipReason,
+)
 from tests.unit.test_budget_enforcement import spec
 
 NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends: a unit at 10 USD/h adds 100 USD
@@ -94,3 +104,27 @@ def test_scale_downs_and_free_pools_reserve_nothing() -> None:
     plan = CapacityPlan(NOW, resizes=(resize("gpu", 6, 2), resize("free", 0, 5)))
     assert BudgetReserver(ledger, [free], POOLS, "w", timedelta(hours=1)).reserve(NOW, plan).plan == plan
     assert ledger.reserved("team-a", NOW) == 0.0
+
+
+def test_a_trim_to_the_shared_headroom_is_written_into_the_pools_decision_record() -> None:
+    # The planner wanted 7 units and its own cap allowed 6 (2 -> 6); the shared headroom allows 2 more: 4.
+    ledger = InMemoryLedger()
+    other_agent_takes(ledger, 750.0)
+    share = DemandShare("train", 0.9, 56.0, 40.0, 56.0, 56.0)
+    own = BudgetCut("team-a", "monthly", 1, "budget 'team-a' allows 4 of 5 more units")
+    record = PoolDecision(
+        "gpu", False, timedelta(minutes=10), 8, 0, 10, 2, (share,), 7, 0, 0, 7, 7, 6, budget_cuts=(own,)
+    )  # fmt: skip
+    plan = CapacityPlan(NOW, resizes=(resize("gpu", 2, 6),), targets={"gpu": 6}, decisions={"gpu": record})
+    reserved = reserver(ledger).reserve(NOW, plan)
+    decision = reserved.plan.decisions["gpu"]
+    assert [(c.budget, c.cap, c.units) for c in decision.budget_cuts] == [
+        ("team-a", "monthly", 1),
+        ("team-a", "shared", 2),
+    ]
+    assert (decision.budgeted_units, decision.target_units) == (4, 4)
+    [trimmed] = reserved.plan.resizes
+    assert trimmed.reason == decision.why()
+    assert trimmed.reason.endswith(
+        "budget 'team-a' (monthly cap) -1: 6 -> budget 'team-a' (shared cap) -2: 4 -> target 4"
+    )

@@ -3,10 +3,20 @@ in dry-run, recorded actions are recommendations and every message says dry-run.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from agent.decision_events import DecisionEvent, SubjectKind, decision_events
-from models import ActionResult, ActionStatus, CapacityPlan, Resize, Skip, SkipReason
+from models import (
+    ActionResult,
+    ActionStatus,
+    BudgetCut,
+    CapacityPlan,
+    DemandShare,
+    Hold,
+    PoolDecision,
+    Resize,
+    SkipReason,
+)
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 UP = Resize("spot", 1, 3, "forecast needs 3 units", "spot@t->3")
@@ -75,27 +85,47 @@ def test_a_drain_continued_from_an_earlier_tick_reports_only_its_outcome() -> No
     assert all(e.warning for e in events)
 
 
-def test_holds_on_missing_data_and_budget_trims_are_pool_events_other_skips_are_not() -> None:
+def _record(
+    pool_id: str, current: int, *, cuts: tuple[BudgetCut, ...] = (), holds: tuple[Hold, ...] = ()
+) -> PoolDecision:
+    """A pool at ``current`` units whose demand wants two more (16 chips of 8-chip units)."""
+    share = DemandShare("training", 0.9, 16.0, 12.0, 16.0, 16.0)
+    budgeted = current + 2 - sum(c.units for c in cuts)
+    target = current if holds and not cuts else budgeted
+    return PoolDecision(
+        pool_id, False, timedelta(minutes=10), 8, 0, 10, current, (share,), 2, current, 0, current + 2,
+        current + 2, target, budget_cuts=cuts, holds=holds,
+    )  # fmt: skip
+
+
+def test_holds_on_missing_data_and_budget_trims_are_pool_events_other_holds_are_not() -> None:
+    missing = Hold(SkipReason.MISSING_DATA, "no trustworthy demand for training; holding")
+    cut = BudgetCut("b", "monthly", 1, "budget 'b' allows 1 of 2 more units")
     plan = CapacityPlan(
         T0,
-        skips=(
-            Skip("spot", SkipReason.MISSING_DATA, "no trustworthy demand for training; holding"),
-            Skip("spot", SkipReason.BUDGET, "budget 'b' allows 1 of 2 more units"),
-            Skip("ondemand", SkipReason.AT_TARGET, "at target"),
-            Skip("ondemand", SkipReason.COOLDOWN, "scaled up too recently"),
-        ),
+        decisions={
+            "spot": _record("spot", 0, cuts=(cut,), holds=(missing,)),
+            "ondemand": _record("ondemand", 0, holds=(Hold(SkipReason.COOLDOWN, "scaled up too recently"),)),
+        },
     )
     events = decision_events(plan, [], recommend=False)
     assert [(e.reason, e.message) for e in events] == [
-        ("HeldMissingData", "pool spot: held: no trustworthy demand for training; holding"),
         ("BudgetTrimmed", "pool spot: budget 'b' allows 1 of 2 more units"),
+        ("HeldMissingData", "pool spot: held: no trustworthy demand for training; holding"),
     ]
+    assert events[0].numbers == {
+        "need_chips": "16",
+        "rounded_units": "2",
+        "bounded_units": "2",
+        "stepped_units": "2",
+        "budgeted_units": "1",
+        "target_units": "1",
+    }
 
 
 def test_dry_run_marks_recorded_actions_and_every_message_as_recommendations() -> None:
-    plan = CapacityPlan(
-        T0, resizes=(UP, DOWN), skips=(Skip("spot", SkipReason.BUDGET, "budget 'b' allows 2 of 3 more units"),)
-    )
+    cut = BudgetCut("b", "monthly", 1, "budget 'b' allows 2 of 3 more units")
+    plan = CapacityPlan(T0, resizes=(UP, DOWN), decisions={"spot": _record("spot", 1, cuts=(cut,))})
     results = [
         ActionResult(UP.key, "spot", ActionStatus.RECORDED, T0),
         ActionResult(f"{DOWN.key}/drain/n1", "ondemand", ActionStatus.RECORDED, T0),

@@ -205,6 +205,15 @@ def test_plan_invariants(
             assert set(spec.serves) <= known, "no release while a served class is unknown"
             settled = sum(1 for s in st_.idle_since if NOW - s >= timedelta(minutes=10))
             assert resize.from_units - resize.to_units <= settled, "only units observed idle long enough"
+    assert set(plan.decisions) == set(by_id), "every pool has a decision record"
+    resized = {r.pool_id: r for r in plan.resizes}
+    for pool_id, decision in plan.decisions.items():
+        resize = resized.get(pool_id)
+        assert resize is None or resize.reason == decision.why(), "the reason is rendered from the record"
+        expected = resize.to_units if resize is not None else current[pool_id].target_units
+        assert decision.target_units == expected, "the record's target is what is carried out"
+        spec = by_id[pool_id]
+        assert spec.min_units <= decision.bounded_units <= spec.max_units
 
 
 def test_classes_sharing_their_pools_are_planned_on_their_summed_forecast() -> None:

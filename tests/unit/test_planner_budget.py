@@ -59,7 +59,9 @@ def test_a_scale_up_is_trimmed_to_the_cap_with_a_budget_skip_and_a_snapshot() ->
     assert [(r.from_units, r.to_units) for r in capped.resizes] == [(2, 10)]
     tight = plan([pool()], [state(target=2)], {"a": 80.0}, [monthly(600.0, 200.0)])
     assert [(r.from_units, r.to_units) for r in tight.resizes] == [(2, 5)]
-    assert "trimmed to 5 units by a budget cap" in tight.resizes[0].reason
+    [cut] = tight.decisions["gpu"].budget_cuts
+    assert (cut.budget, cut.cap, cut.units) == ("team-a", "monthly", 5)  # 10 wanted, 5 allowed
+    assert "budget 'team-a' (monthly cap) -5: 5" in tight.resizes[0].reason
     assert tight.targets["gpu"] == 5
     [skip] = [s for s in tight.skips if s.reason is SkipReason.BUDGET]
     assert "budget 'team-a' (monthly cap 600.00 USD) allows 3 of 8 more units" in skip.detail
@@ -74,9 +76,15 @@ def test_an_overrun_sheds_idle_units_and_keeps_busy_ones_with_a_skip() -> None:
     over = plan([pool()], [state(target=6, idle_minutes=(30, 30))], {"a": 48.0}, [monthly(420.0, 100.0)])
     [release] = over.resizes
     assert (release.from_units, release.to_units) == (6, 4)
-    assert "releasing 2 idle units (cheapest to lose first)" in release.reason
+    decision = over.decisions["gpu"]
+    [cut] = decision.budget_cuts
+    assert (cut.budget, cut.units) == ("team-a", 2)
+    assert "releasing 2 idle units (cheapest to lose first)" in cut.detail
+    assert (decision.stepped_units, decision.budgeted_units, decision.target_units) == (6, 4, 4)
+    [kept] = decision.holds
+    assert kept.reason is SkipReason.BUDGET
     [skip] = [s for s in over.skips if s.reason is SkipReason.BUDGET]
-    assert "1 more units should be released but are not idle for 0:10:00; keeping them" in skip.detail
+    assert "1 more units should be released but are not idle for 10m; keeping them" in skip.detail
 
 
 def test_units_idle_for_less_than_the_window_are_not_shed() -> None:
@@ -109,7 +117,7 @@ def test_busy_units_a_new_period_opens_with_are_kept_with_a_skip_never_drained()
     opening = plan([pool()], [state(target=6)], {"a": 48.0}, [BudgetSpend(budget, NOW, 0.0, 0.0)])
     assert opening.resizes == ()
     [skip] = [s for s in opening.skips if s.reason is SkipReason.BUDGET]
-    assert "6 more units should be released but are not idle for 0:10:00; keeping them" in skip.detail
+    assert "6 more units should be released but are not idle for 10m; keeping them" in skip.detail
     [snapshot] = opening.budgets
     assert snapshot.period_start == NOW
     assert snapshot.projected_usd > 1000.0  # the overrun stays visible: the loop alerts on it

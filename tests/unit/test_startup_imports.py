@@ -59,7 +59,7 @@ def test_the_replay_daemon_assembles_without_the_models_libraries() -> None:
         [
             "import agent.cli",
             "agent.cli.build_parser()",
-            "from agent.daemon import kube, replay, wiring",
+            "from agent.daemon import identity, replay, wiring",
             "from agent.notify import log, queued",
             "from agent.ledger import InMemoryLedger",
             "from agent.sources.trace import read_trace",

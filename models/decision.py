@@ -1,0 +1,205 @@
+"""Why a pool's target is what it is: one record per pool and tick, from demand to the target. Pure data.
+
+The planner fills a ``PoolDecision`` for every pool; the chain reads, in order:
+
+need (chips of each demand given to the pool) -> whole units -> plus headroom and spot reserve -> within the
+pool's bounds -> paced by the per-tick step (and, for a release, by the units idle long enough) -> trimmed by
+budget caps -> the target. Holds say why the pool was not changed at all. A resize's reason, a skip's detail,
+the log line, the Events and the reports are all rendered from this record, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
+
+from models.durations import format_duration
+
+
+class SkipReason(StrEnum):
+    """Why the planner decided not to change a pool (or changed it less than it wanted)."""
+
+    COOLDOWN = "cooldown"
+    IN_FLIGHT = "in-flight"
+    MISSING_DATA = "missing-data"
+    NOT_IDLE = "not-idle"
+    STABILIZING = "stabilizing"
+    BUDGET = "budget"
+    BACKOFF = "backoff"
+    PERMANENT_ERROR = "permanent-error"
+    STEP_LIMIT = "step-limit"
+
+
+@dataclass(frozen=True)
+class DemandShare:
+    """One demand (a class, or a group of classes planned together) and the chips of it this pool takes.
+
+    ``need`` is the larger of the forecast ``peak`` (the ``service_level`` quantile over the lead time and one
+    tick) and the demand ``observed`` now, for the demand as a whole; ``chips`` is the part given to this pool.
+    """
+
+    demand: str
+    service_level: float
+    peak: float | None
+    observed: float | None
+    need: float
+    chips: float
+
+
+@dataclass(frozen=True)
+class BudgetCut:
+    """Units a budget took off the pool's target (a trimmed scale-up, or over-cap units to release)."""
+
+    budget: str
+    cap: str
+    units: int
+    detail: str
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Why the pool is not changed (or changed less) this tick, apart from the bounds, the step and budgets."""
+
+    reason: SkipReason
+    detail: str
+
+
+@dataclass(frozen=True)
+class PoolDecision:
+    """The whole chain from demand to the target of one pool at one tick.
+
+    Units are whole units of the pool (``chips_per_unit`` chips each). ``current_units`` is None when the
+    pool's state could not be observed. ``stepped_units`` is the target after pacing: the per-tick step limit
+    (``step_limit`` is set when it cut the change) and, for a release, the units idle long enough
+    (``idle_settled`` of them idle for ``idle_window``); a held pool is not paced on (``stepped_units`` is its
+    current size). ``target_units`` is what the pool is asked to be this tick: ``current_units`` when held, None
+    when the pool is not observed.
+    ``nodes`` are the nodes a release drains when they are chosen at plan time; otherwise ``nodes_note`` says who
+    chooses them.
+    """
+
+    pool_id: str
+    fixed: bool
+    lead_time: timedelta
+    chips_per_unit: int
+    min_units: int
+    max_units: int
+    current_units: int | None
+    demand: tuple[DemandShare, ...]
+    rounded_units: int
+    headroom_units: int
+    spot_reserve_units: int
+    bounded_units: int
+    stepped_units: int
+    target_units: int | None
+    step_limit: int | None = None
+    idle_settled: int | None = None
+    idle_window: timedelta | None = None
+    budget_cuts: tuple[BudgetCut, ...] = ()
+    holds: tuple[Hold, ...] = ()
+    nodes: tuple[str, ...] = ()
+    nodes_note: str = ""
+
+    @property
+    def need_chips(self) -> float:
+        return sum(share.chips for share in self.demand)
+
+    @property
+    def budgeted_units(self) -> int:
+        """The target after budget cuts, before holds (the same as ``target_units`` unless the pool is held)."""
+        return self.stepped_units - sum(cut.units for cut in self.budget_cuts)
+
+    @property
+    def held(self) -> bool:
+        return bool(self.holds) and self.target_units == self.current_units
+
+    def stages(self) -> dict[str, float]:
+        """The chain as numbers, in units (the need in fractional units): what the metrics show."""
+        stages = {
+            "need": self.need_chips / self.chips_per_unit,
+            "rounded": float(self.rounded_units),
+            "bounded": float(self.bounded_units),
+            "stepped": float(self.stepped_units),
+            "budgeted": float(self.budgeted_units),
+        }
+        if self.target_units is not None:
+            stages["target"] = float(self.target_units)
+        return stages
+
+    def why(self) -> str:
+        """The chain in one line a person can read, e.g. for a resize's reason."""
+        parts = [self._need_text()]
+        extra = ""
+        if self.headroom_units:
+            extra += f" + {self.headroom_units} headroom"
+        if self.spot_reserve_units:
+            extra += f" + {self.spot_reserve_units} spot reserve"
+        if self.fixed:
+            parts.append(f"fixed pool of {self.bounded_units} units")
+        else:
+            wanted = self.rounded_units + self.headroom_units + self.spot_reserve_units
+            parts.append(f"{self.rounded_units} units of {self.chips_per_unit} chips{extra} = {wanted}")
+            if wanted != self.bounded_units:
+                parts.append(f"bounds {self.min_units}..{self.max_units}: {self.bounded_units}")
+        paused = any(hold.reason is not SkipReason.BUDGET for hold in self.holds)
+        if self.stepped_units != self.bounded_units and self.current_units is not None and not paused:
+            parts.append(self._pace_text())
+        left = self.stepped_units
+        for cut in self.budget_cuts:
+            left -= cut.units
+            parts.append(f"budget {cut.budget!r} ({cut.cap} cap) -{cut.units}: {left}")
+        for hold in self.holds:
+            parts.append(f"{hold.reason}: {hold.detail}")
+        parts.append("target unknown" if self.target_units is None else f"target {self.target_units}")
+        return " -> ".join(parts)
+
+    def log_fields(self) -> dict[str, str | int | float | None]:
+        """The record as flat fields for one structured log line (``None``: unknown or not applicable)."""
+        return {
+            "pool": self.pool_id,
+            "current": self.current_units,
+            "need_chips": round(self.need_chips, 3),
+            "rounded": self.rounded_units,
+            "headroom": self.headroom_units,
+            "spot_reserve": self.spot_reserve_units,
+            "bounded": self.bounded_units,
+            "stepped": self.stepped_units,
+            "budgeted": self.budgeted_units,
+            "target": self.target_units,
+            "step_limit": self.step_limit,
+            "budget_cuts": ",".join(f"{c.budget}/{c.cap}:{c.units}" for c in self.budget_cuts) or None,
+            "holds": ",".join(str(h.reason) for h in self.holds) or None,
+            "demand": ",".join(
+                f"{s.demand}:q{s.service_level:g}:peak={_num(s.peak)}:now={_num(s.observed)}:chips={s.chips:g}"
+                for s in self.demand
+            )
+            or None,
+            "nodes": ",".join(self.nodes) or None,
+        }
+
+    def _need_text(self) -> str:
+        if not self.demand:
+            return "no demand assigned"
+        shares = "; ".join(
+            f"{s.demand}: q{s.service_level:g} peak {_num(s.peak)}, now {_num(s.observed)}"
+            + ("" if abs(s.chips - s.need) < 1e-9 else f", {s.chips:g} of {s.need:g} here")
+            for s in self.demand
+        )
+        return f"need {self.need_chips:g} chips within lead time {format_duration(self.lead_time)} ({shares})"
+
+    def _pace_text(self) -> str:
+        current = self.current_units or 0
+        if self.bounded_units > current:
+            return f"step limit +{self.step_limit}/tick: {self.stepped_units}"
+        pace = []
+        if self.idle_settled is not None and self.idle_window is not None:
+            pace.append(f"{self.idle_settled} units idle for {format_duration(self.idle_window)}")
+        if self.step_limit is not None:
+            pace.append(f"step limit -{self.step_limit}/tick")
+        text = " and ".join(pace) or "held"
+        return f"{text}: {self.stepped_units}"
+
+
+def _num(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:g}"
