@@ -148,11 +148,16 @@ class LightGbmPaths:
         prepared = [SeriesFeatures(s.y, s.start_ns, s.step_ns, self._scale(s, o)) for s, o in requests]
         bounds = np.cumsum([0, *(len(o) for _, o in requests)])
         by_rung = np.empty((len(self.base_levels), int(bounds[-1]), len(used)))
-        lasts = np.concatenate([f.filled[o] for f, (_, o) in zip(prepared, requests, strict=True)])
+        rows, last_parts = [], []
+        for features, (_, origins) in zip(prepared, requests, strict=True):
+            common, last = features.common(origins)  # computed once for every rung
+            rows.append(features.for_ahead(common, origins, last, np.asarray(used)))
+            last_parts.append(last)
+        lasts = np.concatenate(last_parts)
+        xs = np.concatenate(rows, axis=1)  # (rungs, rows, features)
         for j, rung in enumerate(used):
-            x = np.concatenate([f.rows(o, rung)[0] for f, (_, o) in zip(prepared, requests, strict=True)])
             for k, booster in enumerate(self._boosters[rung]):
-                by_rung[k, :, j] = booster.predict(x, num_threads=1)
+                by_rung[k, :, j] = booster.predict(xs[j], num_threads=1)
         steps = np.arange(1, horizon + 1)
         scaled = np.stack(
             [np.stack([np.interp(steps, used, row) for row in by_rung[k]]) for k in range(len(self.base_levels))]

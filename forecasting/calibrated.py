@@ -23,7 +23,14 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.calibration import Residuals, conformal_offsets, local_scales, peak_residuals, scale_floor
+from forecasting.calibration import (
+    Residuals,
+    conformal_offsets,
+    local_scales,
+    nearest_base,
+    peak_residuals,
+    scale_floor,
+)
 from forecasting.guards import check_forecast
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
@@ -266,6 +273,7 @@ class CalibratedForecaster:
             return block
         requests = [(windows[u], np.array([len(windows[u].y) - 1])) for u in uids]
         paths = self.model.paths(requests, horizon)
+        nearest = [nearest_base(self.model.base_levels, q) for q in levels]  # the base each level is offset from
         rescue: dict[int, str] = {}
         for i, uid in enumerate(uids):
             stale = _staleness(windows[uid])
@@ -279,7 +287,7 @@ class CalibratedForecaster:
             found = self.offsets(uid, horizon, levels)
             assert found is not None
             bases = paths[i][:, 0, :]
-            chosen = np.array([bases[int(np.argmin([abs(b - q) for b in self.model.base_levels]))] for q in levels])
+            chosen = bases[nearest]
             scale = self._scale_now(uid, windows[uid])
             values = _ordered(chosen + found[0] * scale, levels)
             problem = check_forecast(values, state.ranges.get(uid))
@@ -311,8 +319,11 @@ class CalibratedForecaster:
         floor, residuals = self._state.floors.get(uid), self._state.residuals.get(uid)
         if floor is None or residuals is None or residuals.count == 0:
             return 1.0  # residuals not scaled (plain calibration, or none yet): offsets are in demand units
-        ends = np.array([len(window.y) - 1])
-        now = float(local_scales(window.y, ends, self.scale_steps(window.step_ns), floor)[0])
+        steps = self.scale_steps(window.step_ns)
+        # only the newest changes count: start at the newest observed value before them (the same scale, cheaply)
+        observed = np.flatnonzero(~np.isnan(window.y[: max(len(window.y) - steps, 0)]))
+        y = window.y[int(observed[-1]) :] if len(observed) else window.y
+        now = float(local_scales(y, np.array([len(y) - 1]), steps, floor)[0])
         return float(np.clip(now, residuals.scales.min(), residuals.scales.max()))
 
     def _reason_to_fall_back(self, uid: str, horizon: int, levels: tuple[float, ...]) -> str:

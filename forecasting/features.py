@@ -30,6 +30,10 @@ FEATURE_NAMES = (
     + [f"std_{m}m" for m in SPREAD_MINUTES]
     + ["hour_of_day", "day_of_week"]
 )
+SEASON_COLUMNS = tuple(FEATURE_NAMES.index(f"{name}_value") for name, _ in SEASONS)  # each followed by its move
+MEAN_COLUMNS = tuple(FEATURE_NAMES.index(f"mean_{m}m") for m in MEAN_MINUTES)
+SPREAD_COLUMNS = tuple(FEATURE_NAMES.index(f"std_{m}m") for m in SPREAD_MINUTES)
+HOUR_COLUMN = FEATURE_NAMES.index("hour_of_day")  # followed by the day of week
 
 
 def context_steps(step_ns: int) -> int:
@@ -64,33 +68,46 @@ class SeriesFeatures:
 
     def rows(self, origins: np.ndarray, ahead: int) -> tuple[np.ndarray, np.ndarray]:
         """Features at ``origins`` for ``ahead`` steps, shape (origins, features), and the last value at each."""
+        common, last = self.common(origins)
+        return self.for_ahead(common, origins, last, np.array([ahead]))[0], last
+
+    def common(self, origins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The features that do not depend on the steps ahead, shape (origins, features) with the others left
+        NaN for ``for_ahead`` to fill, and the last value at each origin."""
         last = self.filled[origins]
         scale = self.scale
-        target = origins + ahead
-        cols: list[np.ndarray] = [last / scale]
-        for k in LAGS:
-            cols.append((self._at(origins - k) - last) / scale)
-        for _, season_ns in SEASONS:
-            lag = season_ns // self.step_ns
-            then = self._at(target - lag)
-            cols.append((then - last) / scale)
-            cols.append((then - self._at(origins - lag)) / scale)
+        out = np.full((len(origins), len(FEATURE_NAMES)), np.nan)
+        out[:, 0] = last / scale
+        lags = origins[:, None] - np.asarray(LAGS)[None, :]
+        out[:, 1 : 1 + len(LAGS)] = (self._at(lags) - last[:, None]) / scale
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            for minutes in MEAN_MINUTES:
+            for col, minutes in zip(MEAN_COLUMNS, MEAN_MINUTES, strict=True):
                 width = window_steps(minutes, self.step_ns)
                 mean = self._over(self._sum, origins, width) / self._over(self._count, origins, width)
-                cols.append((mean - last) / scale)
-            for minutes in SPREAD_MINUTES:
+                out[:, col] = (mean - last) / scale
+            for col, minutes in zip(SPREAD_COLUMNS, SPREAD_MINUTES, strict=True):
                 width = window_steps(minutes, self.step_ns)
                 count = self._over(self._count, origins, width)
                 mean = self._over(self._sum, origins, width) / count
                 var = self._over(self._sq, origins, width) / count - mean * mean
-                cols.append(np.where(count > 1, np.sqrt(np.maximum(var, 0.0)), np.nan) / scale)
+                out[:, col] = np.where(count > 1, np.sqrt(np.maximum(var, 0.0)), np.nan) / scale
+        return out, last
+
+    def for_ahead(self, common: np.ndarray, origins: np.ndarray, last: np.ndarray, aheads: np.ndarray) -> np.ndarray:
+        """``common`` completed for each of ``aheads``: shape (aheads, origins, features). The seasonal values and
+        the target's calendar are all that the steps ahead change."""
+        out = np.repeat(common[None, :, :], len(aheads), axis=0)
+        target = origins[None, :] + aheads[:, None]
+        for col, (_, season_ns) in zip(SEASON_COLUMNS, SEASONS, strict=True):
+            lag = season_ns // self.step_ns
+            then = self._at(target - lag)
+            out[:, :, col] = (then - last[None, :]) / self.scale
+            out[:, :, col + 1] = (then - self._at(origins - lag)[None, :]) / self.scale
         stamp_ns = self.start_ns + target * self.step_ns
-        cols.append((stamp_ns % DAY_NS) / 3.6e12)
-        cols.append(((stamp_ns // DAY_NS) + 3) % 7)  # 1970-01-01 was a Thursday: Monday = 0
-        return np.stack(cols, axis=-1).astype(float), last
+        out[:, :, HOUR_COLUMN] = (stamp_ns % DAY_NS) / 3.6e12
+        out[:, :, HOUR_COLUMN + 1] = ((stamp_ns // DAY_NS) + 3) % 7  # 1970-01-01 was a Thursday: Monday = 0
+        return out
 
 
 def mean_level(y: np.ndarray) -> float:

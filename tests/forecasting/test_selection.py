@@ -85,3 +85,41 @@ def test_between_reselections_a_fit_keeps_the_choice_but_new_series_are_chosen_a
     assert auto.choice == {"cycle": "naive", "walk": "naive"}
     auto.fit(history, STEP)  # a day later
     assert auto.choice["cycle"] == "seasonal_naive"
+
+
+def test_a_winner_that_degrades_is_dropped_before_the_next_reselection_and_the_last_value_runs() -> None:
+    """A daily cycle that stops halfway: the seasonal model wins on the cycle, then forecasts a cycle that is gone.
+    Within hours (not at the next daily reselection) the series goes back to the last value, and says why."""
+    rng = np.random.default_rng(5)
+    cycle = 100 + 60 * np.sin(2 * np.pi * np.arange(4 * DAY) / DAY) + rng.normal(0, 0.5, 4 * DAY)
+    still = cycle[-1] + rng.normal(0, 0.5, DAY)  # from day 4 on, the cycle is gone
+    history = long_frame({"s": np.concatenate([cycle, still])})
+    auto = AutoForecaster(
+        [build_calibrated(n, LEVELS) for n in ("naive", "seasonal_naive")],
+        quantiles=LEVELS,
+        reselect_interval=timedelta(days=1),
+        recent_window=timedelta(hours=6),
+    ).fit(history.iloc[: 4 * DAY], STEP)
+    assert auto.choice == {"s": "seasonal_naive"}
+    hour = 12
+    choices = []
+    for hours in range(1, 13):
+        auto.fit(history.iloc[: 4 * DAY + hours * hour], STEP)
+        choices.append(auto.choice["s"])
+    assert choices[-1] == "naive"  # half a day after the break; the next reselection is due only at day 5
+    assert "seasonal_naive" in choices  # kept until its recent outcomes showed the loss
+    assert auto.recent["s"]["seasonal_naive"] > auto.recent["s"]["naive"]
+    note = auto.predict(history.iloc[: 4 * DAY + 12 * hour].tail(auto.min_history_steps), 3, LEVELS)["note"].iloc[0]
+    assert "seasonal_naive dropped: recent score" in note
+
+
+def test_a_candidate_that_leads_on_the_folds_but_lost_recently_is_not_chosen() -> None:
+    rng = np.random.default_rng(5)
+    cycle = 100 + 60 * np.sin(2 * np.pi * np.arange(4 * DAY) / DAY) + rng.normal(0, 0.5, 4 * DAY)
+    still = cycle[-1] + rng.normal(0, 0.5, DAY // 12)  # the last two hours
+    history = long_frame({"s": np.concatenate([cycle, still])})
+    make = [build_calibrated(n, LEVELS) for n in ("naive", "seasonal_naive")]
+    auto = AutoForecaster(make, quantiles=LEVELS, recent_window=timedelta(hours=2)).fit(history, STEP)
+    assert auto.scores["s"]["seasonal_naive"] < auto.scores["s"]["naive"] * 0.95  # the folds alone would pick it
+    assert auto.recent["s"]["seasonal_naive"] > auto.recent["s"]["naive"]
+    assert auto.choice == {"s": "naive"}
