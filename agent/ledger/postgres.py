@@ -7,8 +7,10 @@ takes a transaction-scoped advisory lock on the ledger, so writers (several agen
 write. Readers never wait for the lock.
 
 Budget reservations (``agent.ledger.reservations``) live beside the entries and are decided under the same
-writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them. A dry-run
-daemon's shadow account is kept beside them too, one row per account.
+writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them. They read
+each pool's spend in the period from running totals that triggers keep as entries and billed costs are written
+(``agent.ledger.postgres_totals``), not from the period's entries. A dry-run daemon's shadow account is kept
+beside them too, one row per account.
 
 The schema is versioned: ``MIGRATIONS`` are applied in order at open, inside one transaction holding another
 advisory lock, so two agents starting at once apply each migration exactly once. A database whose schema is newer
@@ -27,6 +29,7 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 
+from agent.ledger import postgres_totals as totals
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation
@@ -94,6 +97,7 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
             "CREATE INDEX leadtime_billed_costs_by_end ON leadtime_billed_costs (pool_id, end_us)",
         ),
     ),
+    (5, totals.MIGRATION),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -108,21 +112,6 @@ _SPENT = """SELECT
            AND x.start_us >= GREATEST(b.start_us, %(start)s) AND x.start_us < LEAST(b.end_us, %(end)s)))
      FROM leadtime_billed_costs AS b
      WHERE b.pool_id = ANY(%(pools)s) AND b.end_us > %(start)s AND b.start_us < %(end)s), 0.0)"""
-
-# Per request (unnested from arrays: its place ``i``, a pool, the span), what billing changes in its spend: for each
-# billed interval overlapping the span (found by its end; none while nothing is billed), its bill when it starts
-# in the span, less the estimate of its entries in the span.
-_BILLING_ADJUSTMENT = """
-    SELECT q.i, SUM(CASE WHEN b.start_us >= q.period_start THEN b.cost_usd ELSE 0.0 END - c.covered)
-    FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[]) AS q (i, pool_id, period_start, period_end)
-    JOIN leadtime_billed_costs AS b ON b.pool_id = q.pool_id
-        AND b.end_us > q.period_start AND b.start_us < q.period_end
-    CROSS JOIN LATERAL (
-        SELECT COALESCE(SUM(x.cost_usd), 0.0) AS covered FROM leadtime_ledger_entries AS x
-        WHERE x.pool_id = b.pool_id AND x.start_us >= GREATEST(b.start_us, q.period_start)
-        AND x.start_us < LEAST(b.end_us, q.period_end)
-    ) AS c
-    GROUP BY q.i"""
 
 # The newest entry of each pool named: one index probe per pool, however long its history.
 _NEWEST_OF_EACH = f"""
@@ -273,7 +262,7 @@ class PostgresLedger:
                     (names,),
                 ).fetchall():
                     reserved[str(budget)] = float(amount)
-                recorded = _recorded(db, requests)
+                recorded = totals.recorded(db, requests, now)
                 grants: list[Grant] = []
                 rows: list[tuple[str, str, float, int, int]] = []
                 for i, request in enumerate(requests):
@@ -410,32 +399,6 @@ class PostgresLedger:
                     for statement in statements:
                         db.execute(statement)
                     db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
-
-
-def _recorded(db: Connection, requests: Sequence[ReservationRequest]) -> list[float]:
-    """Recorded spend of each request's pools in its period, by the request's place: billed cost where it exists,
-    as ``spent`` counts it."""
-    rows = [
-        (i, pool, to_us(r.period_start), to_us(r.period_end))
-        for i, r in enumerate(requests)
-        for pool in sorted(set(r.pools))
-    ]
-    recorded = [0.0] * len(requests)
-    if rows:
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        for i, spent in db.execute(
-            "SELECT q.i, SUM(x.cost_usd) FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[])"
-            " AS q (i, pool_id, period_start, period_end)"
-            " JOIN leadtime_ledger_entries AS x ON x.pool_id = q.pool_id"
-            " AND x.start_us >= q.period_start AND x.start_us < q.period_end GROUP BY q.i",
-            columns,
-        ).fetchall():
-            recorded[int(i)] = float(spent)
-        billed = db.execute("SELECT EXISTS (SELECT 1 FROM leadtime_billed_costs)").fetchone()
-        if billed is not None and billed[0]:  # one probe spares passing the requests again while nothing is billed
-            for i, change in db.execute(_BILLING_ADJUSTMENT, columns).fetchall():
-                recorded[int(i)] += float(change)
-    return recorded
 
 
 def _write(db: Connection, entries: Sequence[LedgerEntry]) -> None:
