@@ -92,13 +92,17 @@ _ENTRIES: LiteralString = "leadtime_ledger_entries"
 _BILLED: LiteralString = "leadtime_billed_costs"
 
 MIGRATION: tuple[LiteralString, ...] = (
+    # The ledger copies in the entries that start after their pool's newest entry ends, which counts on every
+    # entry ending no earlier than it starts (entries stored before are not checked again).
+    f"ALTER TABLE {_ENTRIES} ADD CONSTRAINT leadtime_ledger_entries_ends_after_start"
+    " CHECK (end_us >= start_us) NOT VALID",
     f"""CREATE TABLE {_TABLE} (
         pool_id         text             NOT NULL,
         period_start_us bigint           NOT NULL,
         period_end_us   bigint           NOT NULL CHECK (period_end_us > period_start_us),
         spent_usd       double precision NOT NULL,
         PRIMARY KEY (pool_id, period_start_us, period_end_us)
-    )""",
+    ) WITH (fillfactor = 50)""",
     _function("leadtime_totals_entries_inserted", _add_changes(_NEW)),
     _function("leadtime_totals_entries_updated", _add_changes(f"{_NEW} UNION ALL {_OLD}")),
     _function("leadtime_totals_entries_deleted", _add_changes(_OLD)),
