@@ -6,8 +6,10 @@ transaction that reads the pools' newest entries and records their entries), rea
 10 pools each for the period and the hour (``SpendMeter.budget_spend``), and reserving for 100 scale-ups (one per
 budget) and releasing them, on both. Prints the median and the 90th percentile of each over the measured ticks, each
 PostgreSQL figure's ratio to SQLite's, and recording plus reserving against the 50 ms target.
+``--history`` records that many ticks of every pool first (one entry each), as later in a month: the work
+that grows with the month's entries shows there.
 
-    .venv/bin/python -m bench.bench_ledger [--pools 1000] [--budgets 100] [--ticks 30]
+    .venv/bin/python -m bench.bench_ledger [--pools 1000] [--budgets 100] [--ticks 30] [--history 0]
 
 PostgreSQL runs with ``fsync`` off (the test server's settings): the figures compare the ledgers' own work, not
 the disks. SQLite runs as configured for the daemon (WAL, ``synchronous = FULL``).
@@ -31,6 +33,7 @@ from agent.ledger.postgres import PostgresLedger
 from agent.ledger.reservations import ReservationRequest, Reservations
 from agent.ledger.sqlite import SqliteLedger
 from agent.planning.budget import Budget
+from models import LedgerEntry
 from tests.postgres.server import PostgresServer, find_bindir
 
 T0 = datetime(2024, 3, 1, tzinfo=UTC)
@@ -52,15 +55,31 @@ class BenchLedger(Ledger, Reservations, Protocol):
     """What the bench drives: the ledger the meter records to, with the reservations of its budgets."""
 
 
-def run(ledger: BenchLedger, pools: int, count: int, ticks: int, warmup: int = 5) -> dict[str, list[float]]:
+def seed(ledger: Ledger, pools: int, history: int, chunk: int = 20_000) -> None:
+    """``history`` ticks of spend of every pool before the measured ones: the month so far."""
+    entries = [
+        LedgerEntry(f"pool-{p}", T0 + k * TICK, T0 + (k + 1) * TICK, 1 + (p + k) % 4, 0.05 * (1 + (p + k) % 4))
+        for k in range(history)
+        for p in range(pools)
+    ]
+    entries += [LedgerEntry(f"pool-{p}", T0 + history * TICK, T0 + history * TICK, 1, 0.0) for p in range(pools)]
+    for at in range(0, len(entries), chunk):
+        ledger.record_many(entries[at : at + chunk])
+
+
+def run(
+    ledger: BenchLedger, pools: int, count: int, ticks: int, warmup: int = 5, history: int = 0
+) -> dict[str, list[float]]:
     """The ms of each part of each measured tick: recording it, reading the budgets' spend, and reserving for one
     scale-up per budget then releasing them all (in the order the daemon does them, so the reservations find
     the spend recorded before them, and the records the totals the reservations keep)."""
+    if history:
+        seed(ledger, pools, history)
     meter = SpendMeter(ledger, timedelta(minutes=5))
     caps = budgets(pools, count)
     period = (T0, T0 + timedelta(days=31))
     ms: dict[str, list[float]] = {"record": [], "read": [], "reserve": []}
-    for tick in range(warmup + ticks):
+    for tick in range(history, history + warmup + ticks):
         now = T0 + tick * TICK
         readings = [PoolReading(f"pool-{p}", now, 1 + (p + tick) % 4, 3.0) for p in range(pools)]
         asks = [
@@ -75,7 +94,7 @@ def run(ledger: BenchLedger, pools: int, count: int, ticks: int, warmup: int = 5
         grants = ledger.reserve_many(asks, now)
         ledger.release([g.reservation_id for g in grants if g.reservation_id is not None])
         done = time.perf_counter()
-        if tick >= warmup:
+        if tick >= history + warmup:
             for part, (begun, ended) in (
                 ("record", (started, recorded)),
                 ("read", (recorded, read)),
@@ -94,6 +113,9 @@ def main() -> None:
     parser.add_argument("--pools", type=int, default=1000)
     parser.add_argument("--budgets", type=int, default=100)
     parser.add_argument("--ticks", type=int, default=30)
+    parser.add_argument(
+        "--history", type=int, default=0, help="ticks of spend recorded before the measured ones (the month so far)"
+    )
     args = parser.parse_args()
     bindir = find_bindir()
     if bindir is None:
@@ -103,12 +125,15 @@ def main() -> None:
     try:
         results: dict[str, dict[str, list[float]]] = {}
         with tempfile.TemporaryDirectory() as work, SqliteLedger(Path(work) / "ledger.sqlite") as sqlite:
-            results["sqlite"] = run(sqlite, args.pools, args.budgets, args.ticks)
+            results["sqlite"] = run(sqlite, args.pools, args.budgets, args.ticks, history=args.history)
         with PostgresLedger(server.new_database(), server.password) as postgres:
-            results["postgresql"] = run(postgres, args.pools, args.budgets, args.ticks)
+            results["postgresql"] = run(postgres, args.pools, args.budgets, args.ticks, history=args.history)
     finally:
         server.stop()
-    print(f"{args.pools} pools, {args.budgets} budgets, {args.ticks} ticks (median / p90, ms)")
+    print(
+        f"{args.pools} pools, {args.budgets} budgets, {args.ticks} ticks after {args.history} of history"
+        " (median / p90, ms)"
+    )
     stat: Callable[[list[float]], str] = lambda v: f"{statistics.median(v):7.1f} / {p90(v):7.1f}"  # noqa: E731
     for name, ms in results.items():
         total = [a + b for a, b in zip(ms["record"], ms["read"], strict=True)]

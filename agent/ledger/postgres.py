@@ -115,7 +115,7 @@ _SPENT = """SELECT
 
 # The newest entry of each pool named: one index probe per pool, however long its history.
 _NEWEST_OF_EACH = f"""
-    SELECT e.* FROM unnest(%s::text[]) AS p (pool_id)
+    SELECT e.* FROM unnest(%b::text[]) AS p (pool_id)
     CROSS JOIN LATERAL (
         SELECT {COLUMNS} FROM leadtime_ledger_entries AS x WHERE x.pool_id = p.pool_id
         ORDER BY x.end_us DESC, x.start_us DESC LIMIT 1
@@ -429,7 +429,7 @@ def _write(db: Connection, entries: Sequence[LedgerEntry], newest: Mapping[str, 
     if known:
         db.execute(
             f"INSERT INTO leadtime_ledger_entries AS x ({COLUMNS})"
-            " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::integer[], %s::float8[])"
+            " SELECT * FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::integer[], %b::float8[])"
             " ON CONFLICT (pool_id, start_us) DO UPDATE SET end_us = EXCLUDED.end_us,"
             " units = EXCLUDED.units, cost_usd = EXCLUDED.cost_usd"
             " WHERE x.end_us = x.start_us AND (EXCLUDED.end_us > EXCLUDED.start_us OR EXCLUDED.units > x.units)",

@@ -5,8 +5,9 @@ where it was billed and the estimate elsewhere (as ``spent`` counts it). Summing
 in the period) per reservation, growing all month. Instead the ledger keeps one row per (pool, period) that a
 reservation asked about, holding that pool's spend in the period, so a reservation reads O(pools) rows.
 
-- A (pool, period) row is added by the first reservation that asks for it, computed from the entries and billed
-  costs in the same transaction, under the writer lock; rows of periods that ended are dropped then. A row that
+- A (pool, period) row is added by the first reservation that asks for it (one that finds fewer rows than its
+  pools), computed from the entries and billed costs in the same transaction, under the writer lock; rows of
+  periods that ended are dropped then. A row that
   is missing is only computed again, so dropping one is always safe.
 - Triggers keep the rows equal to that sum whoever writes (this release, an older one still running during a
   rollout, an operator's SQL): each statement that inserts, updates or deletes entries adds the change in cost of
@@ -129,14 +130,15 @@ MIGRATION: tuple[LiteralString, ...] = (
 # The (pool, period) rows the requests need and the table lacks, computed from the entries and billed costs.
 _ADD_MISSING = f"""INSERT INTO {_TABLE} (pool_id, period_start_us, period_end_us, spent_usd)
     SELECT q.pool_id, q.period_start, q.period_end, {spent_of("q.pool_id", "q.period_start", "q.period_end")}
-    FROM (SELECT DISTINCT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[]))
+    FROM (SELECT DISTINCT * FROM unnest(%b::text[], %b::bigint[], %b::bigint[]))
         AS q (pool_id, period_start, period_end)
     WHERE NOT EXISTS (SELECT 1 FROM {_TABLE} AS t WHERE t.pool_id = q.pool_id
                       AND t.period_start_us = q.period_start AND t.period_end_us = q.period_end)"""
 
-# Per request (its place ``i``), the sum of its pools' totals.
-_READ = f"""SELECT q.i, SUM(t.spent_usd)
-    FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[]) AS q (i, pool_id, period_start, period_end)
+# Per request (its place ``i``), the sum of its pools' totals and how many of them there are. The long arrays of
+# these queries go as binary parameters, which psycopg encodes several times faster than text.
+_READ = f"""SELECT q.i, SUM(t.spent_usd), count(*)
+    FROM unnest(%b::integer[], %b::text[], %b::bigint[], %b::bigint[]) AS q (i, pool_id, period_start, period_end)
     JOIN {_TABLE} AS t ON t.pool_id = q.pool_id AND t.period_start_us = q.period_start
         AND t.period_end_us = q.period_end
     GROUP BY q.i"""
@@ -154,11 +156,14 @@ def recorded(db: Connection, requests: Sequence[ReservationRequest], now: dateti
     if not rows:
         return totals
     columns = [list(column) for column in zip(*rows, strict=True)]
-    if db.execute(_ADD_MISSING, columns[1:]).rowcount > 0:  # a new period began: drop the ended ones not asked for
+    found = db.execute(_READ, columns).fetchall()
+    if sum(int(n) for _, _, n in found) < len(rows):  # a period first asked about: add its totals, read again
+        db.execute(_ADD_MISSING, columns[1:])
         db.execute(
             f"DELETE FROM {_TABLE} WHERE period_end_us <= %s AND period_end_us <> ALL(%s::bigint[])",
             (to_us(now), sorted(set(columns[3]))),
-        )
-    for i, spent in db.execute(_READ, columns).fetchall():
+        )  # the ended periods not asked about: no reservation asks for them again
+        found = db.execute(_READ, columns).fetchall()
+    for i, spent, _ in found:
         totals[int(i)] = float(spent)
     return totals
