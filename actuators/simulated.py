@@ -46,7 +46,9 @@ class StepOutcome:
 
 
 class SimulatedCluster:
-    """Pools in simulated time. ``stockouts`` maps a pool to windows in which it cannot get new units."""
+    """Pools in simulated time. ``stockouts`` maps a pool to windows in which it cannot get new units.
+    ``waiting_costs`` (per class, USD per accelerator-hour) decide who a shared pool serves first when it cannot
+    serve every class, as a scheduler with priorities would; without them, classes are served in name order."""
 
     def __init__(
         self,
@@ -55,8 +57,10 @@ class SimulatedCluster:
         initial_units: Mapping[str, int] | None = None,
         stockouts: Mapping[str, Sequence[tuple[datetime, datetime]]] | None = None,
         seed: int = 0,
+        waiting_costs: Mapping[str, float] | None = None,
     ) -> None:
         self._clock = clock
+        self._priority = dict(waiting_costs or {})
         initial = initial_units or {}
         self._pools = {p.pool_id: _Pool(p, p.clamp(initial.get(p.pool_id, p.min_units))) for p in pools}
         self._stockouts = {k: list(v) for k, v in (stockouts or {}).items()}
@@ -175,7 +179,7 @@ class SimulatedCluster:
         """Meet one step of demand with ready capacity; track which units sat idle and since when."""
         specs = [p.spec for p in self._pools.values()]
         capacity = {pid: p.ready * p.spec.chips_per_unit for pid, p in self._pools.items()}
-        assigned = allocate(demand, specs, capacity)
+        assigned = allocate(demand, specs, capacity, priority=self._priority)
         left = unassigned(demand, assigned)
         used: dict[str, int] = {}
         for pool_id, pool in self._pools.items():

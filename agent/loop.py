@@ -23,6 +23,7 @@ import pandas as pd
 
 from actuators.base import Actuator, NodeDrainer
 from agent.budget_watch import BudgetWatch
+from agent.burst_history import burst_profile
 from agent.drains import NodeDrains
 from agent.executor import clear_failed_units, execute
 from agent.ledger.base import Ledger
@@ -31,6 +32,7 @@ from agent.notify.base import Flushable, Notifier
 from agent.observation import forecasts_from_frame, latest_observations, with_group_series
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
+from agent.planning.pacing import BurstProfile
 from agent.sources.base import MetricSource, PerClassMetricSource
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
@@ -138,6 +140,9 @@ class Agent:
         self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger, holder)
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
+        self.waiting_costs = settings.waiting_costs()
+        self._paced = any(b.pacing == "forecast" for b in settings.budgets)
+        self._profile: tuple[datetime, BurstProfile | None] | None = None
         self._last_tick: datetime | None = None
         # With a stand-in, ticks forecast with it until the first staged refit installs the configured model.
         self.configured_model_pending: Forecaster | None = None
@@ -206,6 +211,8 @@ class Agent:
                 groups=self.groups,
                 forecast_step=self.step,
                 budgets=spends,
+                waiting_costs=self.waiting_costs,
+                burst_profile=self._burst_profile(now),
             )
         )
         reserved = self.budget_watch.reserve(now, plan)
@@ -270,6 +277,22 @@ class Agent:
         return seen
 
     # -- helpers ---------------------------------------------------------------------------------------------
+    def _burst_profile(self, now: datetime) -> BurstProfile | None:
+        """The burst need profile a paced budget plans on, refreshed once per clock hour; None when no budget is
+        paced on a forecast or the history cannot be read (the cap still holds)."""
+        if not self._paced:
+            return None
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        if self._profile is None or self._profile[0] != hour:
+            try:
+                history, _ = self._fetch(now - self.settings.forecast.history, now)
+                profile: BurstProfile | None = burst_profile(history, self.groups, self.pool_by_id)
+            except MetricsUnavailable as exc:
+                log.warning("burst profile unavailable: %s", exc)
+                profile = None
+            self._profile = (hour, profile)
+        return self._profile[1]
+
     def _fetch(self, start: datetime, end: datetime) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
         """Demand of every class in [start, end); with a per-class source, also why some classes have none."""
         source = self.parts.source

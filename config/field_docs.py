@@ -117,6 +117,9 @@ FIELDS: dict[str, str] = {
     "BudgetSettings.period_start_day": "Day of the month a period starts (1-28).",
     "BudgetSettings.timezone": "IANA time zone of the period boundaries, e.g. `Europe/Berlin`.",
     "BudgetSettings.alert_thresholds": "Fractions of the cap at which an alert is sent (spent or projected).",
+    "BudgetSettings.pacing": "How the monthly cap is spent over its period: `none` holds only the cap; `forecast` "
+    "paces it from a forecast of the period's remaining burst need (a profile of history by hour of day) so the "
+    "money lasts the period, and when it is short funds the classes whose waiting costs most first.",
     # -- simulation
     "SimulationSettings.stockouts": "Windows in which a pool gets no new units (to rehearse a stockout).",
     "StockoutWindow.pool": "The pool that cannot get units.",

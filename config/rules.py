@@ -99,6 +99,12 @@ def _budget_rules(settings: Settings) -> Iterator[ConfigProblem]:
                 yield ConfigProblem(f"{at}.remote_pools[{j}]", f"{pool!r} is this agent's pool: list it in pools")
             elif not pool:
                 yield ConfigProblem(f"{at}.remote_pools[{j}]", "a pool id must not be empty")
+        if budget.pacing == "forecast":
+            if budget.monthly_cap_usd is None:
+                yield ConfigProblem(f"{at}.pacing", "pacing 'forecast' spends a monthly cap: set monthly_cap_usd")
+            priced = [p for p in settings.pools if p.id in budget.pools and p.kind is not PoolKind.ON_PREM]
+            if not any(p.unit_price_usd > 0.0 for p in priced):
+                yield ConfigProblem(f"{at}.pacing", "pacing 'forecast' needs a priced cloud pool in pools")
         for j, threshold in enumerate(budget.alert_thresholds):
             if not 0.0 < threshold <= 2.0:
                 yield ConfigProblem(f"{at}.alert_thresholds[{j}]", "a threshold is a fraction of the cap in (0, 2]")

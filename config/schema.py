@@ -30,6 +30,9 @@ Duration = Annotated[
 ]
 Probability = Annotated[float, Field(gt=0.0, lt=1.0)]
 Step = Annotated[Duration, AfterValidator(at_least_one_second)]
+# How a budget's monthly cap is spent over its period: ``none`` holds only the cap; ``forecast`` paces the money
+# over the period from a forecast of its remaining burst need, funding the dearest waiting first.
+Pacing = Literal["none", "forecast"]
 # Upper bounds that no real price or cap reaches: a larger value is a typo, and an unbounded one overflows sums.
 MAX_PRICE_USD = 1e6
 MAX_CAP_USD = 1e12
@@ -150,6 +153,7 @@ class BudgetSettings(_Section):
     period_start_day: int = Field(default=1, ge=1, le=28)
     timezone: str = "UTC"
     alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
+    pacing: Pacing = "none"
 
 
 class StockoutWindow(_Section):
@@ -189,6 +193,18 @@ class Settings(_Section):
 
     def pool_specs(self) -> tuple[PoolSpec, ...]:
         return tuple(p.to_spec() for p in self.pools)
+
+    def waiting_costs(self) -> dict[str, float]:
+        """Each class's waiting cost per accelerator-hour (its own, else the planner's); classes with neither are
+        left out."""
+        default = self.planner.waiting_cost_per_accelerator_hour_usd
+        costs: dict[str, float] = {}
+        for demand_class in self.demand_classes:
+            cost = demand_class.waiting_cost_per_accelerator_hour_usd
+            cost = cost if cost is not None else default
+            if cost is not None:
+                costs[demand_class.name] = cost
+        return costs
 
     def planning_horizon(self, tick: timedelta | None = None) -> timedelta:
         """The furthest ahead the agent asks for a forecast: its longest lead time plus one tick."""

@@ -1,7 +1,9 @@
 """Cheapest-first allocation of demand to pools: the one rule shared by planning, simulation and the oracle.
 
 Each demand class is filled from the pools that may serve it, in fill order (on-prem, reserved, spot,
-on-demand; then price per chip; then name). Quantities are in accelerator chips.
+on-demand; then price per chip; then name). Classes are served in order of priority (their waiting cost per
+accelerator-hour, highest first; then name), so a shared pool that cannot hold every class serves the dearest
+waiting first. Quantities are in accelerator chips.
 """
 
 from __future__ import annotations
@@ -16,17 +18,19 @@ def allocate(
     pools: Sequence[PoolSpec],
     capacity_chips: Mapping[str, float],
     eligible: Mapping[str, Collection[str]] | None = None,
+    priority: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Assign each class's demand to pools with room, cheapest first.
 
     Returns ``{pool_id: {class: chips}}`` for every pool (empty when it serves nothing). Demand that does not
     fit anywhere is simply not assigned; ``unassigned`` computes it. ``eligible`` names the pools a demand may
     use when that is not what the pools' ``serves`` say (e.g. for a group of classes planned together).
+    ``priority`` (a waiting cost per class; a class without one counts 0) orders the classes, highest first.
     """
     room = {p.pool_id: float(capacity_chips.get(p.pool_id, 0.0)) for p in pools}
     assigned: dict[str, dict[str, float]] = {p.pool_id: {} for p in pools}
     ordered = sorted(pools, key=lambda p: p.fill_key)
-    for name in sorted(demand):
+    for name in serving_order(demand, priority):
         remaining = max(0.0, float(demand[name]))
         for pool in ordered:
             if remaining <= 0.0:
@@ -39,6 +43,12 @@ def allocate(
             room[pool.pool_id] -= take
             remaining -= take
     return assigned
+
+
+def serving_order(names: Collection[str], priority: Mapping[str, float] | None = None) -> list[str]:
+    """Classes in the order they are served: highest priority first, then by name."""
+    weights = priority or {}
+    return sorted(names, key=lambda name: (-weights.get(name, 0.0), name))
 
 
 def unassigned(demand: Mapping[str, float], assigned: Mapping[str, Mapping[str, float]]) -> dict[str, float]:

@@ -37,6 +37,7 @@ class DemandShare:
 
     ``need`` is the larger of the forecast ``peak`` (the ``service_level`` quantile over the lead time and one
     tick) and the demand ``observed`` now, for the demand as a whole; ``chips`` is the part given to this pool.
+    ``unpaced_need`` is that larger value when a budget paced on a forecast funded less of it (``need``).
     """
 
     demand: str
@@ -45,6 +46,7 @@ class DemandShare:
     observed: float | None
     need: float
     chips: float
+    unpaced_need: float | None = None
 
 
 @dataclass(frozen=True)
@@ -183,6 +185,7 @@ class PoolDecision:
             return "no demand assigned"
         shares = "; ".join(
             f"{s.demand}: q{s.service_level:g} peak {_num(s.peak)}, now {_num(s.observed)}"
+            + ("" if s.unpaced_need is None else f", budget pacing funds {s.need:g} of {s.unpaced_need:g}")
             + ("" if abs(s.chips - s.need) < 1e-9 else f", {s.chips:g} of {s.need:g} here")
             for s in self.demand
         )

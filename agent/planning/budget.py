@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from zoneinfo import ZoneInfo
 
-from config.schema import BudgetSettings
+from config.schema import BudgetSettings, Pacing
 from models import PoolSpec, Resize
 
 _HOUR = timedelta(hours=1)
@@ -49,6 +49,7 @@ class Budget:
     period_start_day: int = 1
     tz: tzinfo = UTC
     alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
+    pacing: Pacing = "none"
 
     def __post_init__(self) -> None:
         if not 1 <= self.period_start_day <= 28:
@@ -64,6 +65,7 @@ class Budget:
             period_start_day=settings.period_start_day,
             tz=ZoneInfo(settings.timezone),
             alert_thresholds=tuple(sorted(settings.alert_thresholds)),
+            pacing=settings.pacing,
         )
 
     def period(self, now: datetime) -> Period:

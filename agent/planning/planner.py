@@ -24,6 +24,7 @@ from agent.planning.budgeting import apply_budgets
 from agent.planning.decisions import with_budgets
 from agent.planning.groups import DemandGroup, single_class_groups
 from agent.planning.memory import PlannerMemory
+from agent.planning.pacing import BurstProfile, pace_needs
 from config.schema import PlannerSettings
 from models import (
     CapacityPlan,
@@ -68,11 +69,13 @@ class PlanInput:
     groups: Sequence[DemandGroup] | None = None
     forecast_step: timedelta | None = None
     budgets: Sequence[BudgetSpend] = ()  # spend so far of each budget (from the ledger); caps bind the plan
+    waiting_costs: Mapping[str, float] = field(default_factory=dict)  # per class: who a shared pool serves first
+    burst_profile: BurstProfile | None = None  # history of burst need, for budgets paced on a forecast
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
     shares, unknown = group_shares(given)
-    sized = _sized(given, shares)
+    sized = _sized(given, _paced(given, shares))
     resizes: list[Resize] = []
     skips: list[Skip] = []
     decisions: dict[str, PoolDecision] = {}
@@ -169,6 +172,18 @@ def _horizon_steps(given: PlanInput, group: DemandGroup) -> int | None:
     return max(1, math.ceil((max(leads) + given.tick) / step))
 
 
+def _paced(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, DemandShare]:
+    """Each demand's need with its burst part cut to what its budgets paced on a forecast fund (``pacing``)."""
+    needs = {name: share.need for name, share in shares.items()}
+    paced = pace_needs(
+        given.now, given.pools, plan_groups(given), needs, given.budgets, given.burst_profile, given.waiting_costs
+    )
+    return {
+        name: share if paced[name] >= share.need else replace(share, need=paced[name], unpaced_need=share.need)
+        for name, share in shares.items()
+    }
+
+
 def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, PoolDecision]:
     """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve."""
     room: dict[str, float] = {}
@@ -182,8 +197,10 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
         else:
             units = pool.max_units
         room[pool.pool_id] = float(units * pool.chips_per_unit)
-    eligible = {g.name: g.pools for g in plan_groups(given)}
-    assigned = allocate({name: share.need for name, share in shares.items()}, given.pools, room, eligible)
+    groups = plan_groups(given)
+    eligible = {g.name: g.pools for g in groups}
+    priority = {g.name: max(given.waiting_costs.get(m, 0.0) for m in g.members) for g in groups}
+    assigned = allocate({name: share.need for name, share in shares.items()}, given.pools, room, eligible, priority)
     sized: dict[str, PoolDecision] = {}
     for pool in given.pools:
         taken = assigned[pool.pool_id]
@@ -216,7 +233,7 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
 
 
 def _share(whole: DemandShare, chips: float) -> DemandShare:
-    return DemandShare(whole.demand, whole.service_level, whole.peak, whole.observed, whole.need, chips)
+    return replace(whole, chips=chips)
 
 
 def _interruption_reserve(pool: PoolSpec, units: int) -> int:

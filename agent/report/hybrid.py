@@ -20,7 +20,45 @@ def hybrid_section(hybrid: Mapping[str, Any] | None) -> str:
         f"{html.escape(hybrid['method'])}. Demand served by a burst is still in the trace's later steps (the "
         "trace cannot say how soon those jobs would have finished), so avoided queueing is a lower bound.</p>"
     )
-    return f"<h2>Hybrid fleet: on-prem first, cloud burst</h2>{note}{_overview(hybrid, rows)}{_per_class(rows)}"
+    body = f"{_overview(hybrid, rows)}{_budget(hybrid, rows)}{_per_class(rows)}{_avoided_per_class(rows)}"
+    return f"<h2>Hybrid fleet: on-prem first, cloud burst</h2>{note}{body}"
+
+
+def _budget(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) -> str:
+    """Each policy's peak spend in a month period against each monthly cap, and the value-aware ratio."""
+    capped = {name: row["monthly_caps"] for name, row in rows.items() if row.get("monthly_caps")}
+    if not capped:
+        return ""
+    body = "".join(
+        f"<tr><td>{html.escape(name)}</td><td>{html.escape(budget)}</td><td>{cap['cap_usd']:,.0f}</td>"
+        f"<td>{cap['peak_spent_usd']:,.0f}</td><td>{'yes' if cap['held'] else 'NO'}</td></tr>"
+        for name, caps in capped.items()
+        for budget, cap in caps.items()
+    )
+    head = "<tr><th>policy</th><th>budget</th><th>monthly cap (USD)</th><th>peak spend (USD)</th><th>held</th></tr>"
+    ratio = hybrid.get("avoided_waiting_cost_forecast_over_reactive")
+    note = (
+        f"<p class='note'>Avoided waiting cost, forecast over reactive burst under the same caps: {ratio:.3f}x.</p>"
+        if ratio is not None
+        else ""
+    )
+    return f"<table>{head}{body}</table>{note}"
+
+
+def _avoided_per_class(rows: Mapping[str, Mapping[str, Any]]) -> str:
+    priced = {
+        n: r["avoided_waiting_cost_by_class_usd"] for n, r in rows.items() if r.get("avoided_waiting_cost_by_class_usd")
+    }
+    if not priced:
+        return ""
+    classes = sorted({c for values in priced.values() for c in values})
+    head = "<tr><th>demand class</th>" + "".join(f"<th>{html.escape(n)}</th>" for n in priced) + "</tr>"
+    body = "".join(
+        f"<tr><td>{html.escape(c)}</td>" + "".join(f"<td>{v[c]:,.0f}</td>" for v in priced.values()) + "</tr>"
+        for c in classes
+    )
+    note = "<p class='note'>Per demand class: avoided waiting cost (USD) against the on-prem-only baseline.</p>"
+    return f"{note}<table>{head}{body}</table>"
 
 
 def _overview(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) -> str:

@@ -12,7 +12,10 @@ by the same cheapest-first rule the simulated cluster uses. Against it, per poli
 - burst spend: what each cloud pool cost (the runner's billing), and dollars per avoided queued
   accelerator-hour: total burst spend over (baseline queued accelerator-hours minus the policy's).
 - waiting cost, when every class has a waiting cost per accelerator-hour: queued accelerator-hours priced at
-  their class's cost, and the waiting cost each policy avoided. A class without a cost makes it unknown, never 0.
+  their class's cost, and the waiting cost each policy avoided (per class: the class's cost times the queued
+  accelerator-hours it avoided against the baseline). A class without a cost makes it unknown, never 0.
+- with a burst budget: each policy's peak spend in a month period against each monthly cap, and the avoided
+  waiting cost of the forecast policy over the reactive burst's under the same cap.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.simulation.budgets import BudgetUsage
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from models import PoolKind, PoolSpec
@@ -70,9 +74,11 @@ def hybrid_summary(
     window: SimulationWindow,
     runs: Mapping[str, PolicyRun],
     waiting_costs: Mapping[str, float | None] | None = None,
+    usages: Mapping[str, Sequence[BudgetUsage]] | None = None,
 ) -> dict[str, Any]:
     """The hybrid section of ``results.json``: the baseline row, then one row per policy run. ``waiting_costs``
-    (USD per queued accelerator-hour, per class) prices the waiting when every class has one."""
+    (USD per queued accelerator-hour, per class) prices the waiting when every class has one; ``usages`` (per
+    policy) are its spend against each budget cap."""
     costs = waiting_costs or {}
     known = all(costs.get(name) is not None for name in window.classes)
     prices = {name: float(costs[name] or 0.0) for name in window.classes} if known else None
@@ -99,6 +105,17 @@ def hybrid_summary(
         row["waiting_cost_usd"] = _waiting_cost(row, prices)
         before, after = base["waiting_cost_usd"], row["waiting_cost_usd"]
         row["avoided_waiting_cost_usd"] = round(before - after, 2) if before is not None and after is not None else None
+        row["avoided_waiting_cost_by_class_usd"] = _avoided_by_class(base, row, prices)
+        caps = [u for u in (usages or {}).get(name, ()) if u.budget.monthly_cap_usd is not None]
+        if caps:
+            row["monthly_caps"] = {
+                u.budget.name: {
+                    "cap_usd": u.budget.monthly_cap_usd,
+                    "peak_spent_usd": round(u.peak_period_usd, 2),
+                    "held": not u.exceeded,
+                }
+                for u in caps
+            }
         rows[name] = row
     return {
         "baseline": BASELINE,
@@ -107,8 +124,27 @@ def hybrid_summary(
         "onprem_chips": onprem_chips,
         "observed_hours": round(float(observed.sum()) * hours, 4),
         "rows": rows,
+        "avoided_waiting_cost_forecast_over_reactive": _ratio(rows, "forecast", "reactive"),
         "method": METHOD,
     }
+
+
+def _ratio(rows: Mapping[str, Mapping[str, Any]], over: str, under: str) -> float | None:
+    """One policy's avoided waiting cost over another's (None when either is unknown or the second is not > 0)."""
+    if over not in rows or under not in rows:
+        return None
+    a, b = rows[over].get("avoided_waiting_cost_usd"), rows[under].get("avoided_waiting_cost_usd")
+    return round(a / b, 4) if a is not None and b is not None and b > 0 else None
+
+
+def _avoided_by_class(
+    base: Mapping[str, Any], row: Mapping[str, Any], prices: Mapping[str, float] | None
+) -> dict[str, float] | None:
+    if prices is None:
+        return None
+    before: Mapping[str, float] = base["queued_accelerator_hours_by_class"]
+    after: Mapping[str, float] = row["queued_accelerator_hours_by_class"]
+    return {name: round((before[name] - after[name]) * prices[name], 2) for name in sorted(before)}
 
 
 def _row(

@@ -3,7 +3,8 @@
 - ``forecast``: the leadtime agent with its configured forecaster and planner.
 - ``reactive``: behaves like the Kubernetes cluster-autoscaler: scales up only on demand it already sees
   (running + queued, counting units in flight), and releases a unit once it has been unneeded for 10 minutes.
-  It is the same agent loop with a last-value point forecast and no forecast uncertainty.
+  It is the same agent loop with a last-value point forecast and no forecast uncertainty. A budget paced on a
+  forecast (``pacing: forecast``) it cannot pace: it spends that cap first-come (``agent.simulation.first_come``).
 - ``static``: a fixed cluster sized to the peak seen before the window; never changes.
 - ``oracle``: perfect foresight, the cost floor at zero unserved demand (see ``agent.simulation.oracle``).
 """

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agent.simulation.budgets import budget_summary
+from agent.simulation.budgets import budget_summary, budget_usage
 from agent.simulation.energy import energy_summary
 from agent.simulation.headline import headline
 from agent.simulation.hybrid import hybrid_summary, is_hybrid
@@ -48,7 +48,8 @@ def results_document(
     if is_hybrid(settings.pool_specs()):
         default = settings.planner.waiting_cost_per_accelerator_hour_usd
         costs = {c.name: _or(c.waiting_cost_per_accelerator_hour_usd, default) for c in settings.demand_classes}
-        document["hybrid"] = hybrid_summary(settings.pool_specs(), window, runs, costs)
+        usages = {name: budget_usage(settings, window, run) for name, run in runs.items()}
+        document["hybrid"] = hybrid_summary(settings.pool_specs(), window, runs, costs, usages)
     if equal_service is not None:
         document["equal_service"] = dict(equal_service)
         document["equal_service_method"] = (

@@ -21,6 +21,7 @@ from actuators.simulated import SimulatedCluster
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts, Outlook, TickReport
 from agent.notify import RecordingNotifier
+from agent.simulation.first_come import FirstComeCaps
 from agent.simulation.oracle import oracle_schedule
 from agent.simulation.policies import (
     AGENT_POLICIES,
@@ -188,6 +189,7 @@ def run_policy(
     pools = settings.pool_specs()
     cluster, clock = _cluster(settings, window, policy)
     controller: Controller
+    caps = FirstComeCaps.paced(settings) if policy == "reactive" else None
     if policy == "static":
         controller = StaticController()
     elif policy == "oracle":
@@ -196,7 +198,7 @@ def run_policy(
         controller = OracleController(cluster, schedule)
     else:
         controller = AgentController(_agent(policy, settings, trace, window, cluster, planner), outlooks)
-    return _drive(policy, controller, cluster, clock, window, pools, progress)
+    return _drive(policy, controller, cluster, clock, window, pools, progress, caps)
 
 
 def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str, np.ndarray]) -> PolicyRun:
@@ -215,7 +217,8 @@ def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str,
         for p in settings.pool_specs()
     ]
     clock = SimulatedClock(window.index[0].to_pydatetime())
-    cluster = SimulatedCluster(pools, clock, {p: int(v[0]) for p, v in recorded.items()})
+    start = {p: int(v[0]) for p, v in recorded.items()}
+    cluster = SimulatedCluster(pools, clock, start, waiting_costs=settings.waiting_costs())
     return _drive("actual", OracleController(cluster, recorded), cluster, clock, window, pools, None)
 
 
@@ -227,7 +230,7 @@ def run_schedule(
     request, ready after the lead time; spot units are not interrupted (a schedule cannot react to it)."""
     pools = [replace(p, spot_interruption_per_hour=0.0) for p in settings.pool_specs()]
     clock = SimulatedClock(window.index[0].to_pydatetime())
-    cluster = SimulatedCluster(pools, clock, dict(start))
+    cluster = SimulatedCluster(pools, clock, dict(start), waiting_costs=settings.waiting_costs())
     schedule = {pool_id: np.asarray(values, dtype=int) for pool_id, values in targets.items()}
     return _drive("schedule", OracleController(cluster, schedule), cluster, clock, window, pools, None)
 
@@ -245,7 +248,14 @@ def _cluster(settings: Settings, window: SimulationWindow, policy: str) -> tuple
     pools = settings.pool_specs()
     clock = SimulatedClock(window.index[0].to_pydatetime())
     start_units = static_units(window, pools) if policy == "static" else initial_units(window, pools)
-    return SimulatedCluster(pools, clock, start_units, _stockouts(settings)), clock
+    cluster = SimulatedCluster(pools, clock, start_units, _stockouts(settings), waiting_costs=settings.waiting_costs())
+    return cluster, clock
+
+
+def without_paced_budgets(settings: Settings) -> Settings:
+    """The settings a reactive autoscaler runs on: it has no forecast to pace a budget on, so it runs without the
+    paced budgets, whose caps a kill switch beside it holds first-come (``FirstComeCaps``)."""
+    return settings.model_copy(update={"budgets": tuple(b for b in settings.budgets if b.pacing != "forecast")})
 
 
 def _agent(
@@ -267,7 +277,7 @@ def _agent(
             }
         )
         parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), RecordingNotifier())
-        return Agent(settings, parts, tick=window.step, step=window.step, planner=reactive)
+        return Agent(without_paced_budgets(settings), parts, tick=window.step, step=window.step, planner=reactive)
     forecaster = build_forecaster(settings.forecast, settings.planning_horizon(window.step))
     parts = AgentParts(source, forecaster, cluster, InMemoryLedger(), RecordingNotifier())
     return Agent(settings, parts, tick=window.step, step=window.step, planner=planner, extra_quantiles=extra_quantiles)
@@ -281,6 +291,7 @@ def _drive(
     window: SimulationWindow,
     pools: Sequence[PoolSpec],
     progress: Progress | None,
+    caps: FirstComeCaps | None = None,
 ) -> PolicyRun:
     steps = len(window.index)
     hours = window.step.total_seconds() / 3600.0
@@ -299,6 +310,8 @@ def _drive(
         report = controller.tick(t, now)
         cluster.advance(now)
         cluster.interrupt_spot(window.step)
+        if caps is not None:
+            caps.hold(now, cluster, hours)
         if report is not None:
             bands.record(t, report)
             run.alerts.extend(report.alerts)

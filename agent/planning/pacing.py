@@ -1,0 +1,123 @@
+"""Pacing a burst budget over its month period, value-aware. Pure: ``now`` is always a parameter.
+
+A budget whose ``pacing`` is ``forecast`` spends so that its money lasts the period. Each tick:
+
+1. the burst need of each demand group now: its planned need above the on-prem capacity it may use;
+2. the period's remaining burst need of each group, in accelerator-hours: a seasonal profile of its burst need in
+   history (the mean per hour of the day, UTC) summed over the hours left in the period;
+3. the money left: the monthly cap minus what the period has spent so far;
+4. the groups are funded in order of waiting cost, dearest first (then by name), at the cheapest per-chip price of
+   the budget's cloud pools: a group whose whole remaining need the money still covers keeps all of its burst need
+   now; the first group it does not cover keeps the share the money covers; the rest keep none of it now.
+
+So when money is scarce the cheapest waiting is trimmed first and the dearest last. Recomputed every tick from the
+spend so far and the hours left, pacing corrects itself: money a forecast held back for later comes back to the
+next tick's plan. The cap itself is still held by ``agent.planning.enforcement``, whatever the forecast says.
+Without a profile for every group the budget touches (no history yet), nothing is trimmed here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from agent.planning.budget import BudgetSpend
+from agent.planning.groups import DemandGroup
+from models import PoolKind, PoolSpec
+
+HOURS_A_DAY = 24
+
+
+@dataclass(frozen=True)
+class BurstProfile:
+    """Mean burst need (chips above the on-prem capacity a group may use) per hour of the day, UTC (24 values),
+    per demand group, from history."""
+
+    hourly_chips: Mapping[str, tuple[float, ...]]
+
+    def __post_init__(self) -> None:
+        for name, values in self.hourly_chips.items():
+            if len(values) != HOURS_A_DAY or any(math.isnan(v) or v < 0.0 for v in values):
+                raise ValueError(f"burst profile of {name!r}: needs {HOURS_A_DAY} hourly values, none negative or NaN")
+
+    def remaining(self, name: str, now: datetime, end: datetime) -> float:
+        """Accelerator-hours the group's profile expects from ``now`` to ``end``."""
+        values = self.hourly_chips[name]
+        left = max(0.0, (end - now) / timedelta(hours=1))
+        into_hour = (now.minute * 60 + now.second) / 3600.0
+        first = min(left, 1.0 - into_hour)
+        total = values[now.hour] * first
+        left -= first
+        days, rest = divmod(left, float(HOURS_A_DAY))
+        total += days * sum(values)
+        for k in range(math.ceil(rest)):
+            total += values[(now.hour + 1 + k) % HOURS_A_DAY] * min(1.0, rest - k)
+        return total
+
+
+def funded_shares(
+    remaining_usd: Mapping[str, float], money_usd: float, waiting_costs: Mapping[str, float]
+) -> dict[str, float]:
+    """The share (0..1) of each group's burst need the money funds, dearest waiting first (then by name)."""
+    shares: dict[str, float] = {}
+    left = max(0.0, money_usd)
+    for name in sorted(remaining_usd, key=lambda n: (-waiting_costs.get(n, 0.0), n)):
+        cost = max(0.0, remaining_usd[name])
+        if cost <= left:
+            shares[name] = 1.0
+            left -= cost
+        else:
+            shares[name] = left / cost
+            left = 0.0
+    return shares
+
+
+def pace_needs(
+    now: datetime,
+    pools: Sequence[PoolSpec],
+    groups: Sequence[DemandGroup],
+    needs: Mapping[str, float],
+    spends: Sequence[BudgetSpend],
+    profile: BurstProfile | None,
+    waiting_costs: Mapping[str, float],
+) -> dict[str, float]:
+    """``needs`` (chips per group) with each group's burst part cut to the share its paced budgets fund."""
+    paced = dict(needs)
+    if profile is None:
+        return paced
+    by_id = {p.pool_id: p for p in pools}
+    for spend in spends:
+        budget = spend.budget
+        if budget.pacing != "forecast" or budget.monthly_cap_usd is None:
+            continue
+        prices = [
+            by_id[p].price_per_chip_hour_usd
+            for p in budget.pools
+            if p in by_id and by_id[p].kind is not PoolKind.ON_PREM and by_id[p].price_per_chip_hour_usd > 0.0
+        ]
+        touched = [g for g in groups if g.name in paced and g.pools & budget.pools]
+        if not prices or not touched or any(g.name not in profile.hourly_chips for g in touched):
+            continue
+        end = budget.period(now).end
+        price = min(prices)
+        remaining = {g.name: profile.remaining(g.name, now, end) * price for g in touched}
+        costs = {g.name: max(waiting_costs.get(m, 0.0) for m in g.members) for g in touched}
+        shares = funded_shares(remaining, budget.monthly_cap_usd - spend.spent_period_usd, costs)
+        for group in touched:
+            onprem = onprem_chips(group, by_id)
+            burst = max(0.0, paced[group.name] - onprem)
+            paced[group.name] = min(paced[group.name], onprem + burst * shares[group.name])
+    return paced
+
+
+def onprem_chips(group: DemandGroup, pools: Mapping[str, PoolSpec]) -> float:
+    """The on-prem capacity a group may use, in chips."""
+    return float(
+        sum(
+            pools[p].max_units * pools[p].chips_per_unit
+            for p in group.pools
+            if p in pools and pools[p].kind is PoolKind.ON_PREM
+        )
+    )

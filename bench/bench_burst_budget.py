@@ -1,0 +1,129 @@
+"""Value-aware burst budgets on the hybrid reference scenario: the forecast policy pacing a capped burst budget
+against the reactive burst under the same cap, in waiting cost avoided.
+
+``helios-hybrid.yaml`` with one burst budget over both cloud pools, capped at half the forecast policy's burst
+spend without a budget (measured first on the same window, or ``--cap-usd``), and waiting costs of two tiers 4x
+apart: the two tenants with the longest on-prem-only queues cost 4 USD per waiting accelerator-hour, the others
+1 USD (the 1.225x case of ``bench.bench_burst_budget_bound``). The budget's month period is set to end where the
+window ends (periods open on the 22nd at midnight, Asia/Shanghai: the trace's own time zone), so the cap is the
+window's burst budget. The forecast policy paces it (``pacing: forecast``); the reactive burst spends it
+first-come. The forecast policy forecasts short-term demand with the calibrated last value by default
+(``--model``; the scenario's ``auto`` takes several times longer): pacing does not depend on that choice.
+
+Prints each policy's spend (and its peak against the cap: it exits with an error if a cap broke), avoided waiting
+cost, the ratio forecast / reactive, the fluid bound for the same tiers at the list price and at the cost per
+avoided queued accelerator-hour measured without a budget, and peak memory.
+
+    .venv/bin/python -m bench.bench_burst_budget [--cap-usd N] [--model last-value] [--days N] [--trace CSV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+from agent.simulation import select_window
+from agent.simulation.budgets import budget_usage
+from agent.simulation.hybrid import baseline_queue, hybrid_summary
+from agent.simulation.runner import Simulation, run_policy
+from agent.sources.trace import read_trace
+from bench.bench_burst_budget_bound import HIGH, LOW, first_come, value_aware
+from bench.memory import peak_rss_mib
+from config import load_settings
+from config.schema import BudgetSettings, Settings
+from models import PoolKind
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET = 1.2
+POLICIES = ("forecast", "reactive")
+
+
+def tiered(settings: Settings, high: set[str], cap_usd: float) -> Settings:
+    """The scenario with two waiting-cost tiers and a paced burst budget over its cloud pools."""
+    classes = tuple(
+        c.model_copy(update={"waiting_cost_per_accelerator_hour_usd": HIGH if c.name in high else LOW})
+        for c in settings.demand_classes
+    )
+    budget = BudgetSettings(
+        name="burst",
+        pools=tuple(p.id for p in settings.pools if p.kind is not PoolKind.ON_PREM),
+        monthly_cap_usd=cap_usd,
+        period_start_day=22,
+        timezone="Asia/Shanghai",
+        pacing="forecast",
+    )
+    return settings.model_copy(update={"demand_classes": classes, "budgets": (budget,)})
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--cap-usd",
+        type=float,
+        default=None,
+        help="burst budget for the window (USD); default: "
+        "half the forecast policy's burst spend without a budget, measured first",
+    )
+    parser.add_argument("--model", default="last-value", help="the forecast policy's short-term forecaster")
+    parser.add_argument("--days", type=float, default=None, help="simulate only the window's last N days")
+    parser.add_argument("--trace", default=str(ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"))
+    args = parser.parse_args(argv)
+    base = load_settings(ROOT / "config" / "examples" / "helios-hybrid.yaml")
+    trace = read_trace(args.trace)
+    window = select_window(trace, base.demand_class_models(), None, None)
+    if args.days is not None:
+        end = window.index[-1].to_pydatetime() + window.step
+        window = select_window(trace, base.demand_class_models(), end - timedelta(days=args.days), end)
+    queue, _ = baseline_queue(window, base.pool_specs())
+    hours = window.step.total_seconds() / 3600.0
+    names = list(window.classes)
+    queued = np.stack([np.nan_to_num(queue[n]) for n in names], axis=1)[window.observed] * hours
+    high = set(sorted(names, key=lambda n: -float(queued[:, names.index(n)].sum()))[:2])
+    base = base.model_copy(update={"forecast": base.forecast.model_copy(update={"model": args.model})})
+    started = time.perf_counter()
+    simulation = Simulation(tiered(base, high, 1.0), trace, window)
+    simulation.prepare(POLICIES)
+    unconstrained = run_policy(base, trace, window, "forecast", outlooks=simulation.outlooks("forecast"))
+    burst_pools = [p.pool_id for p in base.pool_specs() if p.kind is not PoolKind.ON_PREM]
+    free_spend = sum(unconstrained.spend_by_pool_usd[p] for p in burst_pools)
+    cap = args.cap_usd if args.cap_usd is not None else free_spend / 2.0
+    settings = tiered(base, high, cap)
+    print(
+        f"window {window.index[0]} .. {window.index[-1]}; forecaster {args.model}; high tier {sorted(high)}; "
+        f"forecast burst spend without a budget {free_spend:,.0f} USD; cap {cap:,.0f} USD"
+    )
+    runs = {name: run_policy(settings, trace, window, name, outlooks=simulation.outlooks(name)) for name in POLICIES}
+    elapsed = time.perf_counter() - started
+    summary = hybrid_summary(settings.pool_specs(), window, runs, settings.waiting_costs())
+    rows = summary["rows"]
+    for name, run in runs.items():
+        (usage,) = budget_usage(settings, window, run)
+        if usage.exceeded:
+            raise SystemExit(f"{name} spent over the cap: peak {usage.peak_period_usd:,.2f} USD")
+        row = rows[name]
+        print(
+            f"{name:>9}: spend {row['burst_spend_usd']:>9,.0f} USD (peak {usage.peak_period_usd:,.0f} of cap "
+            f"{cap:,.0f}, exceeded: {usage.exceeded}); queued {row['queued_accelerator_hours']:,.0f} "
+            f"accelerator-hours; avoided waiting cost {row['avoided_waiting_cost_usd']:,.0f} USD"
+        )
+    ratio = rows["forecast"]["avoided_waiting_cost_usd"] / rows["reactive"]["avoided_waiting_cost_usd"]
+    cost = np.array([HIGH if n in high else LOW for n in names])
+    list_price = min(p.price_per_chip_hour_usd for p in settings.pool_specs() if p.kind is not PoolKind.ON_PREM)
+    # What an avoided queued accelerator-hour really cost without a budget: whole nodes, lead times, idle holds
+    # and interruptions on top of the list price.
+    free_avoided = float(queued.sum()) - unconstrained.unserved_accelerator_hours
+    realized = free_spend / free_avoided
+    print(f"avoided waiting cost, forecast value-aware / reactive with cap: {ratio:.3f}x (target >= {TARGET}x)")
+    for label, price in (("list price", list_price), ("realized cost per avoided hour", realized)):
+        bound = value_aware(queued, cost, cap / price) / first_come(queued, cost, cap / price)
+        print(f"fluid bound for these tiers at the {label} ({price:.2f} USD): value-aware / first-come {bound:.3f}x")
+    print(f"simulation {elapsed:.0f} s; peak memory {peak_rss_mib():,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
