@@ -404,8 +404,8 @@ class PostgresLedger:
 def _write(db: Connection, entries: Sequence[LedgerEntry], newest: Mapping[str, LedgerEntry | None]) -> None:
     """Store ``entries`` as ``resolve`` says: first folded within the batch with ``resolve`` itself, then against
     what is stored. ``newest`` holds the newest stored entry of some pools, read in this transaction: an entry of
-    one of them that starts after that one ends has no stored entry of its key (every stored entry starts before
-    its end), so those are copied in; the others go through one upsert whose condition is ``resolve``'s rule in
+    one of them that starts after that one ends has no stored entry of its key (no stored entry ends before it
+    starts), so those are copied in; the others go through one upsert whose condition is ``resolve``'s rule in
     SQL (a stored real entry is kept; a stored mark gives way to a real entry or to a mark with more units). The
     contract tests hold both to the same results as the other ledgers."""
     if not entries:
@@ -419,10 +419,13 @@ def _write(db: Connection, entries: Sequence[LedgerEntry], newest: Mapping[str, 
     fresh: list[tuple[str, int, int, int, float]] = []
     known: list[tuple[str, int, int, int, float]] = []
     for entry in batch.values():
-        last = newest.get(entry.pool_id, entry)  # a pool not read counts as known
-        (fresh if last is None or entry.start > last.end else known).append(to_row(entry))
+        read, last = entry.pool_id in newest, newest.get(entry.pool_id)
+        (fresh if read and (last is None or entry.start > last.end) else known).append(to_row(entry))
     if fresh:
-        with db.cursor().copy(f"COPY leadtime_ledger_entries ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy:
+        with (
+            db.cursor() as cursor,
+            cursor.copy(f"COPY leadtime_ledger_entries ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
+        ):
             copy.set_types(["text", "int8", "int8", "int4", "float8"])
             for row in fresh:
                 copy.write_row(row)

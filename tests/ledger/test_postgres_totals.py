@@ -20,7 +20,7 @@ from agent.ledger.billed import BilledCost
 from agent.ledger.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresLedger
 from agent.ledger.reservations import ReservationRequest
 from agent.ledger.rows import from_us, to_us
-from models import LedgerEntry
+from models import LedgerEntry, LedgerUnavailable
 from tests.postgres.fixtures import POSTGRES, Database
 
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -175,3 +175,12 @@ def test_a_ledger_of_the_previous_schema_gets_its_totals_after_the_migration(pos
         ledger.record(LedgerEntry("h100", T0 + timedelta(days=4), T0 + timedelta(days=4) + SLOT, 1, 2.5))
         assert ledger.reserve(ask, T0 + timedelta(days=4)).headroom_usd == pytest.approx(100.0 - 22.5 - 50.0 - 2.5)
         assert {(t[0], t[3]) for t in totals(db)} == {("a100", 17.5), ("h100", 7.5)}
+
+
+def test_an_entry_that_ends_before_it_starts_is_refused_naming_the_rule(postgres_database: Database) -> None:
+    """The ledger copies in entries that start after their pool's newest one ends: that needs every entry to end no
+    earlier than it starts."""
+    with PostgresLedger(postgres_database.url, postgres_database.password) as ledger:
+        with pytest.raises(LedgerUnavailable, match="leadtime_ledger_entries_ends_after_start"):
+            ledger.record(LedgerEntry("a100", T0 + SLOT, T0, 1, 1.0))
+        assert ledger.entries() == []
