@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from agent.planning.groups import DemandGroup
-from forecasting.base import quantile_column
+from forecasting.base import peak_column, quantile_column
 from forecasting.series import series_values, timestamp
 from models import DemandForecast
 from models.demand import implausible_demand
@@ -81,7 +81,8 @@ def with_group_series(frame: pd.DataFrame, groups: Sequence[DemandGroup]) -> pd.
 def forecasts_from_frame(
     frame: pd.DataFrame, issued_at: datetime, step: timedelta, levels: Sequence[float], last: dict[str, float]
 ) -> tuple[dict[str, DemandForecast], dict[str, str]]:
-    """Per-class ``DemandForecast`` from a forecaster's output; a class with NaN values has no forecast."""
+    """Per-class ``DemandForecast`` from a forecaster's output; a class with NaN values has no forecast. Peak
+    quantiles come along where the forecaster published them (a NaN one leaves that class without peaks)."""
     forecasts: dict[str, DemandForecast] = {}
     problems: dict[str, str] = {}
     if frame.empty:
@@ -91,6 +92,9 @@ def forecasts_from_frame(
     starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
     bounds = [*starts[1:], len(ids)]
     columns = {level: ordered[quantile_column(level)].to_numpy(dtype=float) for level in levels}
+    peak_columns = {
+        level: ordered[peak_column(level)].to_numpy(dtype=float) for level in levels if peak_column(level) in ordered
+    }
     models = ordered["model"].to_numpy()
     notes = ordered["note"].to_numpy()
     for begin, end in zip(starts, bounds, strict=True):
@@ -99,6 +103,9 @@ def forecasts_from_frame(
         if any(math.isnan(v) for vals in values.values() for v in vals):
             problems[name] = f"forecast has no value ({notes[begin] or 'NaN from the model'})"
             continue
+        peaks = {level: tuple(float(v) for v in column[begin:end]) for level, column in peak_columns.items()}
+        if any(math.isnan(v) for vals in peaks.values() for v in vals):
+            peaks = {}
         forecasts[name] = DemandForecast(
             demand_class=name,
             issued_at=issued_at,
@@ -107,5 +114,6 @@ def forecasts_from_frame(
             last_observed=last.get(name, math.nan),
             model=str(models[begin]),
             note=str(notes[begin]),
+            peaks=peaks,
         )
     return forecasts, problems

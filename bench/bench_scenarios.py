@@ -3,7 +3,10 @@
 For each reference configuration, runs the forecast, reactive and oracle policies on the bundled trace (or one
 given with --trace), tunes the reactive policy's headroom and the forecast policy's service level to each
 unserved-demand target, and prints the cost ratios measured in this run: forecast vs reactive and forecast vs
-the perfect-foresight oracle, with the targets the project holds itself to, and peak memory.
+the perfect-foresight oracle, with the targets the project holds itself to, and peak memory. It also prints how
+often the actual peak of demand over the planning horizon stayed at or below the forecast's published peak
+quantile (and below the highest per-step quantile, the rule before peaks were calibrated), and how often the
+forecast changed the planner's target against the calibrated last value.
 
     .venv/bin/python -m bench.bench_scenarios [--trace CSV] [--config FILE ...]
 """
@@ -11,15 +14,21 @@ the perfect-foresight oracle, with the targets the project holds itself to, and 
 from __future__ import annotations
 
 import argparse
+import math
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from agent.simulation import select_window
+import numpy as np
+
+from agent.loop import Outlook
+from agent.simulation import SimulationWindow, select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, equal_service
 from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
 from bench.memory import peak_rss_mib
 from config import load_settings
+from config.schema import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIOS = {
@@ -60,7 +69,34 @@ def main() -> None:
                 f" (goal <= {goals['vs_reactive']:.2f})   forecast/oracle {forecast / oracle:6.3f}x"
                 f" (goal <= {goals['vs_oracle']:.2f}){mark}"
             )
+        for level in (0.9, 0.99):
+            published, per_step = peak_coverage(settings, window, session.outlooks("forecast"), level)
+            print(f"  peak q{level:g} coverage: {published:.3f} (highest per-step q{level:g}: {per_step:.3f})")
+        changes = session.decision_changes().values()
+        ticks = sum(c.ticks for c in changes)
+        up, down = sum(c.up for c in changes), sum(c.down for c in changes)
+        print(f"  target vs the calibrated last value: {up / ticks:.1%} of class-ticks up, {down / ticks:.1%} down")
     print(f"\npeak RSS of this process: {peak_rss_mib():.0f} MiB")
+
+
+def peak_coverage(
+    settings: Settings, window: SimulationWindow, outlooks: Sequence[Outlook], level: float
+) -> tuple[float, float]:
+    """Share of (tick, class) where the actual highest demand over the planning horizon (the longest lead time
+    plus a tick) was at or below the forecast's peak quantile; and the same for the highest per-step quantile."""
+    lead = max(p.lead_time for p in settings.pool_specs())
+    steps = max(1, math.ceil((lead + window.step) / window.step))
+    published, per_step = [], []
+    for t, outlook in enumerate(outlooks[: len(outlooks) - steps]):
+        for i, name in enumerate(window.classes):
+            forecast = outlook.forecasts.get(name)
+            ahead = window.demand[t : t + steps, i]
+            if forecast is None or np.isnan(ahead).any():
+                continue
+            chosen = forecast.level_at_or_above(level)
+            published.append(ahead.max() <= forecast.peak(level, steps) + 1e-9)
+            per_step.append(ahead.max() <= max(forecast.quantiles[chosen][:steps]) + 1e-9)
+    return float(np.mean(published)), float(np.mean(per_step))
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@
 ``retrain_interval`` (training holds out the calibration window), and brings the residuals of the calibration
 window up to date; residuals already computed for the current training are kept, so an hourly refit only
 forecasts the origins that are new. ``predict`` forecasts from the newest origin of each series and adds the
-conformal offsets. A model trained at the asked quantiles may keep them as trained (``offset_bases=False``: no
-offset at its base levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
+conformal offsets; it also publishes the calibrated quantile of the peak over each prefix of the horizon (the
+highest base over those steps plus the conformal offset of the highest residual over them, ``peak_residuals``).
+A model trained at the asked quantiles may keep them as trained (``offset_bases=False``: no offset at its base
+levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
 for the fallback checks but not for choosing between models). Any series whose model did not train, whose
 residuals are too few, or whose forecast fails the guards is answered by the calibrated last value instead, and
 the row says so.
@@ -21,7 +23,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.calibration import Residuals, conformal_offsets, local_scales, scale_floor
+from forecasting.calibration import Residuals, conformal_offsets, local_scales, peak_residuals, scale_floor
 from forecasting.guards import check_forecast
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
@@ -32,13 +34,20 @@ MAX_ORIGINS = 240  # calibration origins per series: enough for a 0.95 quantile,
 
 @dataclass
 class Block:
-    """Forecasts for a set of series: values (series, levels, horizon), which model ran and why."""
+    """Forecasts for a set of series: values (series, levels, horizon), which model ran and why; ``peaks`` (same
+    shape, when known): the quantile of the highest demand over steps 1 to ``h``."""
 
     uids: list[str]
     end_ns: list[int]
     values: np.ndarray
     models: list[str]
     notes: list[str]
+    peaks: np.ndarray | None = None
+
+    def peaks_or_running_max(self) -> np.ndarray:
+        """The peak quantiles; where none are known, the running highest of the per-step quantiles."""
+        running = np.maximum.accumulate(self.values, axis=2) if self.values.shape[2] else self.values
+        return running if self.peaks is None else np.asarray(np.where(np.isnan(self.peaks), running, self.peaks))
 
 
 @dataclass
@@ -51,6 +60,7 @@ class _State:
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     floors: dict[str, float] = field(default_factory=dict)
     offsets: dict[tuple[str, int, tuple[float, ...]], tuple[np.ndarray, int]] = field(default_factory=dict)
+    peak_offsets: dict[tuple[str, int, tuple[float, ...]], np.ndarray] = field(default_factory=dict)
 
 
 class CalibratedForecaster:
@@ -138,6 +148,7 @@ class CalibratedForecaster:
             self._retrain(panel, end, window, size)
         self._calibrate(panel, window, horizon)
         state.offsets = {}
+        state.peak_offsets = {}
 
     def _retrain(self, panel: Mapping[str, SeriesData], end: int, window: int, size: int) -> None:
         state = self._state
@@ -200,7 +211,9 @@ class CalibratedForecaster:
         size = self._state.step_ns or step_ns(timedelta(minutes=5))
         windows = self.windows(to_panel(recent, timedelta(microseconds=size // 1000)))
         block = self.forecast_windows(windows, horizon, tuple(quantiles))
-        return forecast_frame(block.uids, block.end_ns, size, block.values, block.models, block.notes, quantiles)
+        return forecast_frame(
+            block.uids, block.end_ns, size, block.values, block.models, block.notes, quantiles, block.peaks
+        )
 
     def windows(self, recent: Mapping[str, SeriesData]) -> dict[str, SeriesData]:
         """Each recent series laid over the history kept at fit time, cut to what the model looks at."""
@@ -223,6 +236,21 @@ class CalibratedForecaster:
             self._state.offsets[key] = cached
         return cached
 
+    def peak_offsets(self, uid: str, horizon: int, levels: tuple[float, ...]) -> np.ndarray | None:
+        """Offsets (levels, horizon) of the peak over steps 1 to ``h``: conformal quantiles of each origin's highest
+        normalized residual over those steps. A base trained at the asked level keeps its offset here: it is a
+        per-step quantile, not a quantile of the peak."""
+        key = (uid, horizon, levels)
+        cached = self._state.peak_offsets.get(key)
+        if cached is None:
+            residuals = self._state.residuals.get(uid)
+            if residuals is None or residuals.count == 0:
+                return None
+            peaks = peak_residuals(residuals.normalized())
+            cached = conformal_offsets(peaks, self.model.base_levels, levels, horizon)[0]
+            self._state.peak_offsets[key] = cached
+        return cached
+
     def forecast_windows(self, windows: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
         state = self._state
         uids = sorted(windows)
@@ -232,6 +260,7 @@ class CalibratedForecaster:
             np.full((len(uids), len(levels), horizon), np.nan),
             [self.name] * len(uids),
             [""] * len(uids),
+            np.full((len(uids), len(levels), horizon), np.nan),
         )
         if horizon <= 0 or not uids:
             return block
@@ -251,15 +280,30 @@ class CalibratedForecaster:
             assert found is not None
             bases = paths[i][:, 0, :]
             chosen = np.array([bases[int(np.argmin([abs(b - q) for b in self.model.base_levels]))] for q in levels])
-            values = _ordered(chosen + found[0] * self._scale_now(uid, windows[uid]), levels)
+            scale = self._scale_now(uid, windows[uid])
+            values = _ordered(chosen + found[0] * scale, levels)
             problem = check_forecast(values, state.ranges.get(uid))
             if problem:
                 rescue[i] = problem
             else:
                 block.values[i] = np.maximum(values, 0.0)
+                assert block.peaks is not None
+                block.peaks[i] = self._peaks(uid, chosen, scale, block.values[i], horizon, levels)
         if rescue:
             self._rescue(block, windows, rescue, horizon, levels)
         return block
+
+    def _peaks(
+        self, uid: str, bases: np.ndarray, scale: float, values: np.ndarray, horizon: int, levels: tuple[float, ...]
+    ) -> np.ndarray:
+        """Peak quantiles (levels, horizon): the highest base so far plus the peak offset, never below the highest
+        per-step quantile so far."""
+        running: np.ndarray = np.maximum.accumulate(values, axis=1)
+        offsets = self.peak_offsets(uid, horizon, levels)
+        if offsets is None:
+            return running
+        peaks = _ordered(np.maximum.accumulate(bases, axis=1) + offsets * scale, levels)
+        return np.asarray(np.maximum(peaks, running))
 
     def _scale_now(self, uid: str, window: SeriesData) -> float:
         """The series' local scale at its newest point, within the scales its calibration saw (the offsets are
@@ -293,9 +337,12 @@ class CalibratedForecaster:
         else:
             backup = _persistence(subset, horizon, levels)
         position = {uid: j for j, uid in enumerate(backup.uids)}
+        backup_peaks = backup.peaks_or_running_max()
         for i, reason in rescue.items():
             j = position[block.uids[i]]
             block.values[i] = backup.values[j]
+            if block.peaks is not None:
+                block.peaks[i] = backup_peaks[j]
             block.models[i] = backup.models[j]
             block.notes[i] = f"{self.name}: {reason}" + (f"; {backup.notes[j]}" if backup.notes[j] else "")
 

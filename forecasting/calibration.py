@@ -8,6 +8,11 @@ mean over the kept history), so a band widens while demand churns and narrows wh
 the locally weighted conformal interval of Lei et al., "Distribution-Free Predictive Inference for Regression"
 (JASA 2018). If ``b`` were already a perfect ``q`` quantile the correction would be zero; for a point forecast it
 is the usual residual quantile. The order statistic taken is the split-conformal one, with its finite-sample term.
+
+The peak of demand over the first ``h`` steps is calibrated the same way, on each origin's highest residual over
+those steps (``peak_residuals``): ``max(b) + s * Q_q(max((y - b) / s))`` is then at least the ``q`` quantile of
+``max(y)`` at the same past origins (exactly it for a flat path such as the last value), a simultaneous band
+rather than ``h`` separate ones.
 """
 
 from __future__ import annotations
@@ -120,6 +125,14 @@ def conformal_offsets(
         offsets[i, :short] = ordered[nearest_base(base_levels, level)][rank, steps]
     offsets[:, short:] = offsets[:, short - 1 : short]
     return offsets, short if short < min(horizon, width) else horizon
+
+
+def peak_residuals(residuals: np.ndarray) -> np.ndarray:
+    """``out[k, i, h]``: the highest of ``residuals[k, i, : h + 1]``, NaN once any of them is (a missing value may
+    have been the peak)."""
+    if residuals.shape[-1] == 0:
+        return residuals
+    return np.asarray(np.maximum.accumulate(residuals, axis=-1))
 
 
 def pinball(actual: np.ndarray, forecast: np.ndarray, level: float) -> np.ndarray:

@@ -1,4 +1,5 @@
-"""Building the forecast frame every forecaster returns: ``unique_id, ds, model, note, q<level>``."""
+"""Building the forecast frame every forecaster returns: ``unique_id, ds, model, note, q<level>`` (and
+``peak_q<level>`` from a forecaster that calibrates the peak)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from forecasting.base import quantile_column
+from forecasting.base import peak_column, quantile_column
 
 
 def forecast_frame(
@@ -18,14 +19,19 @@ def forecast_frame(
     models: Sequence[str],
     notes: Sequence[str],
     levels: Sequence[float],
+    peaks: np.ndarray | None = None,
 ) -> pd.DataFrame:
     """One row per series and step. ``values`` has shape (series, levels, horizon); ``end_ns`` is each series'
-    newest observed step, so step ``h`` (1-based) is stamped ``end + h * step``."""
+    newest observed step, so step ``h`` (1-based) is stamped ``end + h * step``. ``peaks``, of the same shape, are
+    the peak quantiles (over steps 1 to ``h``), when the forecaster has them."""
     columns = ["unique_id", "ds", "model", "note", *[quantile_column(q) for q in levels]]
+    if peaks is not None:
+        columns += [peak_column(q) for q in levels]
     n = len(uids)
     horizon = values.shape[2] if values.ndim == 3 else 0
     if n == 0 or horizon == 0:
-        frame = pd.DataFrame({c: pd.Series(dtype=float if c.startswith("q") else object) for c in columns})
+        numeric = ("q", "peak_q")
+        frame = pd.DataFrame({c: pd.Series(dtype=float if c.startswith(numeric) else object) for c in columns})
         frame["ds"] = pd.to_datetime(frame["ds"], utc=True)
         return frame
     steps = np.arange(1, horizon + 1, dtype=np.int64) * step_ns
@@ -38,4 +44,6 @@ def forecast_frame(
     }
     for i, level in enumerate(levels):
         out[quantile_column(level)] = values[:, i, :].ravel()
+        if peaks is not None:
+            out[peak_column(level)] = peaks[:, i, :].ravel()
     return pd.DataFrame(out, columns=columns)

@@ -186,7 +186,9 @@ class AutoForecaster:
         size = self._step_ns or step_ns(timedelta(minutes=5))
         panel = to_panel(recent, timedelta(microseconds=size // 1000))
         block = self.forecast_panel(panel, horizon, tuple(quantiles))
-        return forecast_frame(block.uids, block.end_ns, size, block.values, block.models, block.notes, quantiles)
+        return forecast_frame(
+            block.uids, block.end_ns, size, block.values, block.models, block.notes, quantiles, block.peaks
+        )
 
     def forecast_panel(self, recent: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
         uids = sorted(recent)
@@ -202,6 +204,7 @@ class AutoForecaster:
             np.full((len(uids), len(levels), horizon), np.nan),
             [""] * len(uids),
             [""] * len(uids),
+            np.full((len(uids), len(levels), horizon), np.nan),
         )
         needed: dict[str, list[str]] = {}
         for choice, members in groups.items():
@@ -212,10 +215,13 @@ class AutoForecaster:
             for name, members in needed.items()
         }
         rows = {name: {uid: j for j, uid in enumerate(run.uids)} for name, run in runs.items()}
+        peaks = {name: run.peaks_or_running_max() for name, run in runs.items()}
         for i, uid in enumerate(uids):
             choice = self.choice.get(uid, self.baseline)
             parts = [(runs[name], rows[name][uid]) for name in choice.split(JOIN)]
             block.values[i] = np.mean([run.values[j] for run, j in parts], axis=0)
+            assert block.peaks is not None
+            block.peaks[i] = np.mean([peaks[name][rows[name][uid]] for name in choice.split(JOIN)], axis=0)
             block.models[i] = JOIN.join(run.models[j] for run, j in parts)
             chosen = "new series, not yet selected" if uid not in self.choice else self.evidence(uid)
             detail = "; ".join(run.notes[j] for run, j in parts if run.notes[j])

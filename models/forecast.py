@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from itertools import pairwise
 
 
 @dataclass(frozen=True)
@@ -14,6 +16,10 @@ class DemandForecast:
     starting at ``issued_at + (i + 1) * step``. ``last_observed`` is the newest trustworthy observation and
     ``model`` names the model that actually produced the numbers (a fallback names itself and says why in
     ``note``).
+
+    ``peaks``, when the forecaster publishes them, maps a level to the calibrated quantile of the *highest* demand
+    over the first ``i + 1`` steps, per ``i``: the quantile of a path's maximum, which is above the highest of the
+    per-step quantiles (those hold one step at a time, not all at once).
     """
 
     demand_class: str
@@ -23,20 +29,55 @@ class DemandForecast:
     last_observed: float
     model: str
     note: str = ""
+    peaks: dict[float, tuple[float, ...]] = field(default_factory=dict)
 
     @property
     def horizon_steps(self) -> int:
         return len(next(iter(self.quantiles.values()))) if self.quantiles else 0
 
     def peak(self, level: float, steps: int | None = None) -> float:
-        """The highest value of the ``level`` quantile over the first ``steps`` steps (default: all).
+        """The ``level`` quantile of the highest demand over the first ``steps`` steps (default: all).
 
-        The nearest available level at or above ``level`` is used, so asking for more protection never gives
-        less.
+        With published ``peaks`` that is their value (never below the highest per-step quantile); without, the
+        highest per-step quantile stands in for it. The nearest available level at or above ``level`` is used, so
+        asking for more protection never gives less.
         """
-        chosen = self.level_at_or_above(level)
+        return self._peak_at(self.level_at_or_above(level), steps)
+
+    def exceedance(self, demand: float, steps: int | None = None) -> float:
+        """The forecast probability that demand exceeds ``demand`` at some step among the first ``steps``.
+
+        Read off the peak quantiles of every level, linearly between two levels. Below the lowest level's peak it
+        is at least ``1 - lowest`` and taken as that. Above the highest it falls off exponentially at the rate the
+        two highest levels show (an exponential tail through both), so a service level equal to the highest
+        forecast level still sees the chance shrink as demand rises; with no spread between levels the forecast
+        claims no uncertainty, and the chance beyond it is zero.
+        """
+        points = sorted((self._peak_at(level, steps), level) for level in self.quantiles)
+        if not points:
+            return 1.0
+        if demand < points[0][0]:
+            return 1.0 - points[0][1]
+        for (low, q_low), (high, q_high) in pairwise(points):
+            if low <= demand < high:
+                return 1.0 - (q_low + (q_high - q_low) * (demand - low) / (high - low))
+        top, q_top = points[-1]
+        below = [(v, q) for v, q in points if v < top]
+        if demand <= top or not below:
+            return 1.0 - q_top if demand <= top else 0.0
+        low, q_low = below[-1]
+        rate = math.log((1.0 - q_low) / (1.0 - q_top)) / (top - low)
+        return (1.0 - q_top) * math.exp(-rate * (demand - top))
+
+    def _peak_at(self, chosen: float, steps: int | None) -> float:
         values = self.quantiles[chosen][: steps if steps is not None else None]
-        return max(values) if values else self.last_observed
+        if not values:
+            return self.last_observed
+        per_step = max(values)
+        peaks = self.peaks.get(chosen, ())
+        if not peaks:
+            return per_step
+        return max(per_step, peaks[min(len(values), len(peaks)) - 1])
 
     def level_at_or_above(self, level: float) -> float:
         levels = sorted(self.quantiles)

@@ -134,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
-    document = results_document(settings, args.config, trace, window, runs, comparison)
+    decisions = session.decision_changes() if "forecast" in args.policy else None
+    document = results_document(settings, args.config, trace, window, runs, comparison, decisions)
     if history is not None:
         document["actual"] = actual_note(settings, history)
     document = redact_tree(document)

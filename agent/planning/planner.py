@@ -5,6 +5,9 @@ Rules (DESIGN.md):
 - classes are filled into their eligible pools cheapest first; a pool in back-off or blocked cannot grow, so
   its share spills to the next eligible pool;
 - never release on a forecast alone: a unit goes only if it has been observed idle for the stabilization window;
+- with ``slice_release_by_forecast``, a whole slice (a pool of slices serving one demand group alone) is released
+  once idle only while the forecast probability that it is needed again within its lead time is below the
+  break-even ratio (``_slice_release``), instead of after the idle hold;
 - a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason;
 - targets are absolute whole units within each pool's bounds.
 
@@ -153,6 +156,7 @@ def _known(value: float | None) -> float | None:
 
 
 def _peak(forecast: DemandForecast | None, level: float, steps: int | None) -> float | None:
+    """The forecast's calibrated quantile of the highest demand over ``steps`` (see ``DemandForecast.peak``)."""
     if forecast is None:
         return None
     peak = forecast.peak(level, steps)
@@ -308,7 +312,9 @@ def _scale_down(
     if missing:
         return _hold(sized, SkipReason.MISSING_DATA, f"no trustworthy demand for {', '.join(missing)}; holding")
     window = given.settings.scale_down_stabilization
-    window = max(window, pool.lead_time * given.settings.idle_hold_lead_times)
+    slice_rule = _slice_release(given, pool)
+    if slice_rule is None:
+        window = max(window, pool.lead_time * given.settings.idle_hold_lead_times)
     settled = sum(1 for since in state.idle_since if given.now - since >= window)
     if settled == 0:
         if state.idle_units:
@@ -319,6 +325,10 @@ def _scale_down(
     if _flapping(given, pid, direction=-1):
         return _hold(sized, SkipReason.COOLDOWN, "scaled up too recently to reverse direction", settled, window)
     release = min(current - desired, settled)
+    if slice_rule is not None:
+        release, why = slice_rule.releasable(current, release, pool.chips_per_unit)
+        if release == 0:
+            return _hold(sized, SkipReason.STABILIZING, why, settled, window)
     limit, binding = given.settings.max_scale_down_units_per_tick, None
     if limit is not None and limit < release:
         release, binding = limit, limit
@@ -359,6 +369,59 @@ def _step_detail(decision: PoolDecision) -> str:
         f"step limit {sign}{decision.step_limit} units per tick: {current}->{decision.stepped_units} this tick "
         f"instead of ->{decision.bounded_units}"
     )
+
+
+@dataclass(frozen=True)
+class SliceRelease:
+    """Whether to release idle slices of a pool that alone serves one demand group.
+
+    Holding a slice for its lead time costs ``p`` (its price over the lead time). Releasing it costs nothing if it
+    is not needed again within the lead time, and ``p + w`` if it is (it is bought back, billed from the request,
+    and the demand it would have served waits a lead time, at waiting cost ``w``). So release pays while the
+    probability ``P`` that it is needed again is below ``p / (p + w)``: that is ``1 - q`` for the newsvendor service
+    level ``q = w / (p + w)`` the group is planned at. ``P`` is the forecast probability that the peak of demand
+    over the lead time exceeds the chips left without the slice (``DemandForecast.exceedance``).
+    """
+
+    forecast: DemandForecast
+    service_level: float
+    steps: int | None
+
+    @property
+    def break_even(self) -> float:
+        return 1.0 - self.service_level
+
+    def releasable(self, current: int, wanted: int, chips_per_unit: int) -> tuple[int, str]:
+        """How many of ``wanted`` slices to release, one after the other, and why none when none."""
+        released = 0
+        chance = 0.0
+        while released < wanted:
+            left = (current - released - 1) * chips_per_unit
+            chance = self.forecast.exceedance(float(left), self.steps)
+            if chance >= self.break_even:
+                break
+            released += 1
+        why = (
+            f"a slice fewer is needed again within its lead time with probability {chance:.3g}, at or above the "
+            f"break-even {self.break_even:.3g}; holding"
+        )
+        return released, why
+
+
+def _slice_release(given: PlanInput, pool: PoolSpec) -> SliceRelease | None:
+    """The forecast release rule for a whole-slice pool serving one demand group alone, when it applies (else
+    the idle hold of ``idle_hold_lead_times`` decides)."""
+    if not given.settings.slice_release_by_forecast or pool.kind is not PoolKind.TPU_SLICE_GROUP:
+        return None
+    groups = [g for g in plan_groups(given) if pool.pool_id in g.pools]
+    if len(groups) != 1 or groups[0].pools != {pool.pool_id}:
+        return None
+    group = groups[0]
+    forecast = given.forecasts.get(group.name) if group.is_aggregate else given.forecasts.get(group.members[0])
+    if forecast is None or forecast.horizon_steps == 0:
+        return None
+    level = given.service_levels.get(group.name) or max(given.service_levels.get(n, 0.9) for n in group.members)
+    return SliceRelease(forecast, level, _horizon_steps(given, group))
 
 
 def _flapping(given: PlanInput, pool_id: str, direction: int) -> bool:

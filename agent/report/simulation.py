@@ -45,6 +45,7 @@ def write_simulation_report(
         _table(document["policies"]),
         f'<img alt="cost and unserved demand by policy" src="{_costs(runs)}">',
         _equal_service(document.get("equal_service")),
+        _decisions(document.get("forecast_decisions")),
         energy_section(document),
         top_pools_table(settings.pool_specs(), runs),
         hybrid_section(document.get("hybrid")),
@@ -94,6 +95,24 @@ def _equal_service(comparison: Mapping[str, Mapping[str, Mapping[str, Any]]] | N
         "that meets the target; costs interpolated between the two settings that bracket it.</p>"
     )
     return f"<h2>What the same service costs</h2>{note}<table>{head}{''.join(rows)}</table>"
+
+
+def _decisions(changes: Mapping[str, Mapping[str, Any]] | None) -> str:
+    """Per demand group, how often the forecast changed the target against the calibrated last value."""
+    if not changes:
+        return ""
+    head = "<tr><th>demand class</th><th>ticks</th><th>forecast asked more</th><th>forecast asked less</th>"
+    head += "<th>changed</th></tr>"
+    rows = [
+        f"<tr><td>{html.escape(name)}</td><td>{row['ticks']:,}</td><td>{row['up']:,}</td><td>{row['down']:,}</td>"
+        f"<td>{row['changed_fraction']:.1%}</td></tr>"
+        for name, row in sorted(changes.items())
+    ]
+    note = (
+        "<p class='note'>Each tick, the planner's target for a demand class (whole units of its pools) from the "
+        "configured forecast against the same computation from the calibrated last value.</p>"
+    )
+    return f"<h2>Where the forecast changed the decision</h2>{note}<table>{head}{''.join(rows)}</table>"
 
 
 def _describe(document: Mapping[str, Any]) -> str:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.simulation.budgets import budget_summary, budget_usage
+from agent.simulation.decisions import DecisionChanges
 from agent.simulation.energy import energy_summary
 from agent.simulation.headline import headline
 from agent.simulation.hybrid import hybrid_summary, is_hybrid
@@ -22,6 +23,7 @@ def results_document(
     window: SimulationWindow,
     runs: Mapping[str, PolicyRun],
     equal_service: Mapping[str, Any] | None = None,
+    decisions: Mapping[str, DecisionChanges] | None = None,
 ) -> dict[str, Any]:
     observed = int(window.observed.sum())
     document: dict[str, Any] = {
@@ -55,6 +57,12 @@ def results_document(
         document["equal_service_method"] = (
             "reactive: smallest constant headroom (units per pool) meeting the target; forecast: lowest service "
             "level meeting it; costs interpolated linearly between the two settings that bracket the target"
+        )
+    if decisions is not None:
+        document["forecast_decisions"] = {name: changes.summary() for name, changes in decisions.items()}
+        document["forecast_decisions_method"] = (
+            "per demand group and tick, the planner's need from the configured forecast against the same need from "
+            "the calibrated last value, in whole units of the group's pools: up = the forecast asked for more"
         )
     document["headline"] = headline(document)
     return document

@@ -21,6 +21,7 @@ from actuators.simulated import SimulatedCluster
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts, Outlook, TickReport
 from agent.notify import RecordingNotifier
+from agent.simulation.decisions import DecisionChanges, decision_changes
 from agent.simulation.first_come import FirstComeCaps
 from agent.simulation.oracle import oracle_schedule
 from agent.simulation.policies import (
@@ -35,6 +36,8 @@ from agent.simulation.policies import (
 from agent.simulation.window import SimulationWindow, initial_units, required_units, static_units
 from agent.sources.trace import Trace, TraceSource
 from config.schema import PlannerSettings, Settings
+from forecasting.base import Forecaster
+from forecasting.calibrated import last_value_forecaster
 from forecasting.factory import build_forecaster
 from forecasting.last_value import PersistenceForecaster
 from models import AlertEvent, PoolSpec
@@ -118,6 +121,7 @@ class Simulation:
         self.extra_quantiles = tuple(extra_quantiles)
         self.progress = progress
         self._outlooks: dict[str, list[Outlook]] = {}
+        self._last_value: list[Outlook] | None = None
 
     def run(self, policy: str, planner: PlannerSettings | None = None) -> PolicyRun:
         """Run one policy; ``planner`` overrides the planner settings of the agent-driven policies."""
@@ -132,6 +136,16 @@ class Simulation:
                 self.settings, self.trace, self.window, policy, self.extra_quantiles, self.progress
             )
         return self._outlooks[policy]
+
+    def decision_changes(self) -> dict[str, DecisionChanges]:
+        """Per demand group, how often the forecast policy's need differed from the calibrated last value's."""
+        if self._last_value is None:  # the planner's own levels only: the comparison is at its service levels
+            self._last_value = observe_window(
+                self.settings, self.trace, self.window, "forecast", forecaster=last_value_forecaster()
+            )
+        return decision_changes(
+            self.settings, self.settings.planner, self.window, self.outlooks("forecast"), self._last_value
+        )
 
     def prepare(self, policies: Sequence[str]) -> None:
         """Compute the outlooks of the agent-driven ``policies``, the others in a second process meanwhile
@@ -159,10 +173,12 @@ def observe_window(
     policy: str,
     extra_quantiles: Sequence[float] = (),
     progress: Progress | None = None,
+    forecaster: Forecaster | None = None,
 ) -> list[Outlook]:
-    """What the ``policy``'s agent observes and forecasts at every step of the window."""
+    """What the ``policy``'s agent observes and forecasts at every step of the window (with ``forecaster``
+    instead of the configured one, when given)."""
     cluster, clock = _cluster(settings, window, policy)
-    agent = _agent(policy, settings, trace, window, cluster, None, extra_quantiles)
+    agent = _agent(policy, settings, trace, window, cluster, None, extra_quantiles, forecaster)
     seen: list[Outlook] = []
     for t, stamp in enumerate(window.index):
         now = stamp.to_pydatetime()
@@ -266,6 +282,7 @@ def _agent(
     cluster: SimulatedCluster,
     planner: PlannerSettings | None,
     extra_quantiles: Sequence[float] = (),
+    forecaster: Forecaster | None = None,
 ) -> Agent:
     source = TraceSource(trace)
     if policy == "reactive":
@@ -273,12 +290,14 @@ def _agent(
             update={
                 "scale_down_stabilization": REACTIVE_UNNEEDED_TIME,
                 "idle_hold_lead_times": 0.0,
+                "slice_release_by_forecast": False,
                 "service_level": None,
             }
         )
         parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), RecordingNotifier())
         return Agent(without_paced_budgets(settings), parts, tick=window.step, step=window.step, planner=reactive)
-    forecaster = build_forecaster(settings.forecast, settings.planning_horizon(window.step))
+    if forecaster is None:
+        forecaster = build_forecaster(settings.forecast, settings.planning_horizon(window.step))
     parts = AgentParts(source, forecaster, cluster, InMemoryLedger(), RecordingNotifier())
     return Agent(settings, parts, tick=window.step, step=window.step, planner=planner, extra_quantiles=extra_quantiles)
 

@@ -31,7 +31,8 @@ def test_output_has_one_row_per_series_and_step_with_ordered_nonnegative_quantil
     history = make_history(days=4)
     model = _fitted(name, history)
     out = model.predict(_recent(history, model), 6, LEVELS)
-    assert list(out.columns) == ["unique_id", "ds", "model", "note", "q0.5", "q0.9", "q0.95"]
+    assert list(out.columns)[:7] == ["unique_id", "ds", "model", "note", "q0.5", "q0.9", "q0.95"]
+    assert list(out.columns)[7:] in ([], ["peak_q0.5", "peak_q0.9", "peak_q0.95"])
     assert len(out) == 3 * 6
     last = history["ds"].max()
     assert out.groupby("unique_id")["ds"].min().eq(last + STEP).all()
@@ -40,6 +41,13 @@ def test_output_has_one_row_per_series_and_step_with_ordered_nonnegative_quantil
     assert np.isfinite(values).all()
     assert (values >= 0).all()
     assert (np.diff(values, axis=1) >= -1e-9).all()
+    if "peak_q0.9" in out:  # the peak over steps 1..h: rising with h, never below the per-step quantiles
+        for _, rows in out.groupby("unique_id"):
+            peaks = rows[["peak_q0.5", "peak_q0.9", "peak_q0.95"]].to_numpy()
+            per_step = np.maximum.accumulate(rows[["q0.5", "q0.9", "q0.95"]].to_numpy(), axis=0)
+            assert (peaks >= per_step - 1e-9).all()
+            assert (np.diff(peaks, axis=0) >= -1e-9).all()
+            assert (np.diff(peaks, axis=1) >= -1e-9).all()
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -55,6 +55,11 @@ def test_results_document_has_the_promised_shape(pooled_results: tuple[dict[str,
     assert document["config"]["settings"]["pools"][0]["id"] == "a100-on-demand"
     page = (out / "report.html").read_text()
     assert page.count("<img") >= 3 and "<table>" in page and "Hu et al." in page
+    decisions = document["forecast_decisions"]
+    assert set(decisions) <= set(document["trace"]["series"]) | {n for n in decisions if n.startswith("pool-group:")}
+    for row in decisions.values():
+        assert row["up"] + row["down"] <= row["ticks"] <= document["window"]["steps"]
+    assert "Where the forecast changed the decision" in page
 
 
 def test_served_plus_unserved_is_the_demand(pooled_results: tuple[dict[str, Any], Path], bundled_trace: Path) -> None:
