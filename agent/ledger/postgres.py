@@ -7,8 +7,10 @@ takes a transaction-scoped advisory lock on the ledger, so writers (several agen
 write. Readers never wait for the lock.
 
 Budget reservations (``agent.ledger.reservations``) live beside the entries and are decided under the same
-writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them. A dry-run
-daemon's shadow account is kept beside them too, one row per account.
+writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them. They read
+each pool's spend in the period from running totals that triggers keep as entries and billed costs are written
+(``agent.ledger.postgres_totals``), not from the period's entries. A dry-run daemon's shadow account is kept
+beside them too, one row per account.
 
 The schema is versioned: ``MIGRATIONS`` are applied in order at open, inside one transaction holding another
 advisory lock, so two agents starting at once apply each migration exactly once. A database whose schema is newer
@@ -27,6 +29,7 @@ from typing import Any, LiteralString, TypeVar
 
 import psycopg
 
+from agent.ledger import postgres_totals as totals
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation
@@ -94,6 +97,7 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
             "CREATE INDEX leadtime_billed_costs_by_end ON leadtime_billed_costs (pool_id, end_us)",
         ),
     ),
+    (5, totals.MIGRATION),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
@@ -109,24 +113,9 @@ _SPENT = """SELECT
      FROM leadtime_billed_costs AS b
      WHERE b.pool_id = ANY(%(pools)s) AND b.end_us > %(start)s AND b.start_us < %(end)s), 0.0)"""
 
-# Per request (unnested from arrays: its place ``i``, a pool, the span), what billing changes in its spend: for each
-# billed interval overlapping the span (found by its end; none while nothing is billed), its bill when it starts
-# in the span, less the estimate of its entries in the span.
-_BILLING_ADJUSTMENT = """
-    SELECT q.i, SUM(CASE WHEN b.start_us >= q.period_start THEN b.cost_usd ELSE 0.0 END - c.covered)
-    FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[]) AS q (i, pool_id, period_start, period_end)
-    JOIN leadtime_billed_costs AS b ON b.pool_id = q.pool_id
-        AND b.end_us > q.period_start AND b.start_us < q.period_end
-    CROSS JOIN LATERAL (
-        SELECT COALESCE(SUM(x.cost_usd), 0.0) AS covered FROM leadtime_ledger_entries AS x
-        WHERE x.pool_id = b.pool_id AND x.start_us >= GREATEST(b.start_us, q.period_start)
-        AND x.start_us < LEAST(b.end_us, q.period_end)
-    ) AS c
-    GROUP BY q.i"""
-
 # The newest entry of each pool named: one index probe per pool, however long its history.
 _NEWEST_OF_EACH = f"""
-    SELECT e.* FROM unnest(%s::text[]) AS p (pool_id)
+    SELECT e.* FROM unnest(%b::text[]) AS p (pool_id)
     CROSS JOIN LATERAL (
         SELECT {COLUMNS} FROM leadtime_ledger_entries AS x WHERE x.pool_id = p.pool_id
         ORDER BY x.end_us DESC, x.start_us DESC LIMIT 1
@@ -170,7 +159,7 @@ class PostgresLedger:
                 if pools:
                     rows = db.execute(_NEWEST_OF_EACH, (list(pools),)).fetchall()
                     newest.update({str(row[0]): from_row(row) for row in rows})
-                _write(db, derive(newest))
+                _write(db, derive(dict(newest)), newest)
 
         with self._lock:
             self._run("write", write)
@@ -273,7 +262,7 @@ class PostgresLedger:
                     (names,),
                 ).fetchall():
                     reserved[str(budget)] = float(amount)
-                recorded = _recorded(db, requests)
+                recorded = totals.recorded(db, requests, now)
                 grants: list[Grant] = []
                 rows: list[tuple[str, str, float, int, int]] = []
                 for i, request in enumerate(requests):
@@ -412,37 +401,13 @@ class PostgresLedger:
                     db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
 
 
-def _recorded(db: Connection, requests: Sequence[ReservationRequest]) -> list[float]:
-    """Recorded spend of each request's pools in its period, by the request's place: billed cost where it exists,
-    as ``spent`` counts it."""
-    rows = [
-        (i, pool, to_us(r.period_start), to_us(r.period_end))
-        for i, r in enumerate(requests)
-        for pool in sorted(set(r.pools))
-    ]
-    recorded = [0.0] * len(requests)
-    if rows:
-        columns = [list(column) for column in zip(*rows, strict=True)]
-        for i, spent in db.execute(
-            "SELECT q.i, SUM(x.cost_usd) FROM unnest(%s::integer[], %s::text[], %s::bigint[], %s::bigint[])"
-            " AS q (i, pool_id, period_start, period_end)"
-            " JOIN leadtime_ledger_entries AS x ON x.pool_id = q.pool_id"
-            " AND x.start_us >= q.period_start AND x.start_us < q.period_end GROUP BY q.i",
-            columns,
-        ).fetchall():
-            recorded[int(i)] = float(spent)
-        billed = db.execute("SELECT EXISTS (SELECT 1 FROM leadtime_billed_costs)").fetchone()
-        if billed is not None and billed[0]:  # one probe spares passing the requests again while nothing is billed
-            for i, change in db.execute(_BILLING_ADJUSTMENT, columns).fetchall():
-                recorded[int(i)] += float(change)
-    return recorded
-
-
-def _write(db: Connection, entries: Sequence[LedgerEntry]) -> None:
+def _write(db: Connection, entries: Sequence[LedgerEntry], newest: Mapping[str, LedgerEntry | None]) -> None:
     """Store ``entries`` as ``resolve`` says: first folded within the batch with ``resolve`` itself, then against
-    what is stored in one upsert whose condition is ``resolve``'s rule in SQL (a stored real entry is kept; a
-    stored mark gives way to a real entry or to a mark with more units). The contract tests hold both to the same
-    results as the other ledgers."""
+    what is stored. ``newest`` holds the newest stored entry of some pools, read in this transaction: an entry of
+    one of them that starts after that one ends has no stored entry of its key (no stored entry ends before it
+    starts), so those are copied in; the others go through one upsert whose condition is ``resolve``'s rule in
+    SQL (a stored real entry is kept; a stored mark gives way to a real entry or to a mark with more units). The
+    contract tests hold both to the same results as the other ledgers."""
     if not entries:
         return
     batch: dict[tuple[str, datetime], LedgerEntry] = {}
@@ -451,15 +416,28 @@ def _write(db: Connection, entries: Sequence[LedgerEntry]) -> None:
         kept = resolve(batch.get(key), entry)
         if kept is not None:
             batch[key] = kept
-    columns = list(zip(*(to_row(e) for e in batch.values()), strict=True))
-    db.execute(
-        f"INSERT INTO leadtime_ledger_entries AS x ({COLUMNS})"
-        " SELECT * FROM unnest(%s::text[], %s::bigint[], %s::bigint[], %s::integer[], %s::float8[])"
-        " ON CONFLICT (pool_id, start_us) DO UPDATE SET end_us = EXCLUDED.end_us,"
-        " units = EXCLUDED.units, cost_usd = EXCLUDED.cost_usd"
-        " WHERE x.end_us = x.start_us AND (EXCLUDED.end_us > EXCLUDED.start_us OR EXCLUDED.units > x.units)",
-        [list(column) for column in columns],
-    )
+    fresh: list[tuple[str, int, int, int, float]] = []
+    known: list[tuple[str, int, int, int, float]] = []
+    for entry in batch.values():
+        read, last = entry.pool_id in newest, newest.get(entry.pool_id)
+        (fresh if read and (last is None or entry.start > last.end) else known).append(to_row(entry))
+    if fresh:
+        with (
+            db.cursor() as cursor,
+            cursor.copy(f"COPY leadtime_ledger_entries ({COLUMNS}) FROM STDIN (FORMAT BINARY)") as copy,
+        ):
+            copy.set_types(["text", "int8", "int8", "int4", "float8"])
+            for row in fresh:
+                copy.write_row(row)
+    if known:
+        db.execute(
+            f"INSERT INTO leadtime_ledger_entries AS x ({COLUMNS})"
+            " SELECT * FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::integer[], %b::float8[])"
+            " ON CONFLICT (pool_id, start_us) DO UPDATE SET end_us = EXCLUDED.end_us,"
+            " units = EXCLUDED.units, cost_usd = EXCLUDED.cost_usd"
+            " WHERE x.end_us = x.start_us AND (EXCLUDED.end_us > EXCLUDED.start_us OR EXCLUDED.units > x.units)",
+            [list(column) for column in zip(*known, strict=True)],
+        )
 
 
 def _describe(url: str) -> str:
