@@ -48,6 +48,7 @@ def main() -> None:
         window = select_window(trace, settings.demand_class_models(), None, None)
         started = time.perf_counter()
         session = Simulation(settings, trace, window, SERVICE_LEVELS)
+        session.prepare(("forecast", "reactive"), compare_decisions=True)
         runs = {name: session.run(name) for name in ("forecast", "reactive", "oracle")}
         goals = SCENARIOS.get(Path(config).name, {"target": 0.005, "vs_reactive": 1.0, "vs_oracle": 1.1})
         targets = sorted({0.005, 0.001, goals["target"]}, reverse=True)

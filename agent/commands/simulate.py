@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
             bar.update(ticks)
 
         session = Simulation(settings, trace, window, SERVICE_LEVELS if compare else (), progress=advance)
-        session.prepare(args.policy)
+        session.prepare(args.policy, compare_decisions=True)
     runs = {}
     for policy in tqdm(args.policy, desc="simulating", unit="policy", disable=args.no_progress, file=sys.stderr):
         runs[policy] = session.run(policy)

@@ -139,31 +139,43 @@ class Simulation:
 
     def decision_changes(self) -> dict[str, DecisionChanges]:
         """Per demand group, how often the forecast policy's need differed from the calibrated last value's."""
-        if self._last_value is None:  # the planner's own levels only: the comparison is at its service levels
-            self._last_value = observe_window(
-                self.settings, self.trace, self.window, "forecast", forecaster=last_value_forecaster()
-            )
         return decision_changes(
-            self.settings, self.settings.planner, self.window, self.outlooks("forecast"), self._last_value
+            self.settings, self.settings.planner, self.window, self.outlooks("forecast"), self._last_value_outlooks()
         )
 
-    def prepare(self, policies: Sequence[str]) -> None:
-        """Compute the outlooks of the agent-driven ``policies``, the others in a second process meanwhile
-        (the first in this one, with progress). Forecasts need no shared state, so this halves the wait on two
-        cores."""
+    def _last_value_outlooks(self) -> list[Outlook]:
+        if self._last_value is None:  # the planner's own levels only: the comparison is at its service levels
+            self._last_value = observe_window(*self._last_value_args())
+        return self._last_value
+
+    def _last_value_args(self) -> tuple[Settings, Trace, SimulationWindow, str, tuple[float, ...], None, Forecaster]:
+        return (self.settings, self.trace, self.window, "forecast", (), None, last_value_forecaster())
+
+    def prepare(self, policies: Sequence[str], compare_decisions: bool = False) -> None:
+        """Compute the outlooks of the agent-driven ``policies`` (and, with ``compare_decisions``, the calibrated
+        last value's that ``decision_changes`` compares the forecast with): the first in this process, with
+        progress, the others in a second process meanwhile. Forecasts need no shared state, so this halves the
+        wait on two cores."""
         todo = [p for p in dict.fromkeys(policies) if p in AGENT_POLICIES and p not in self._outlooks]
-        if len(todo) < 2:
+        with_last_value = compare_decisions and "forecast" in policies and self._last_value is None
+        if len(todo) + with_last_value < 2:
             for policy in todo:
                 self.outlooks(policy)
+            if with_last_value:
+                self._last_value_outlooks()
             return
         args = (self.settings, self.trace, self.window)
         with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
             others = {p: pool.submit(observe_window, *args, p, self.extra_quantiles) for p in todo[1:]}
-            self.outlooks(todo[0])
+            last_value = pool.submit(observe_window, *self._last_value_args()) if with_last_value else None
+            if todo:
+                self.outlooks(todo[0])
             for policy, job in others.items():
                 self._outlooks[policy] = job.result()
                 if self.progress is not None:
                     self.progress(len(self.window.index))
+            if last_value is not None:
+                self._last_value = last_value.result()
 
 
 def observe_window(
