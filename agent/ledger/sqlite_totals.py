@@ -48,7 +48,8 @@ def _move(row: LiteralString, sign: LiteralString) -> LiteralString:
 
 def _recompute(row: LiteralString) -> LiteralString:
     return (
-        f"UPDATE {TABLE} SET spent_usd = {spent_of('pool_id', 'period_start_us', 'period_end_us')}"
+        f"UPDATE {TABLE} SET spent_usd"
+        f" = {spent_of(f'{TABLE}.pool_id', f'{TABLE}.period_start_us', f'{TABLE}.period_end_us')}"
         f" WHERE pool_id = {row}.pool_id;"
     )
 
