@@ -46,6 +46,14 @@ def _move(row: LiteralString, sign: LiteralString) -> LiteralString:
     )
 
 
+def _on_entries(name: LiteralString, event: LiteralString, row: LiteralString, sign: LiteralString) -> LiteralString:
+    """A trigger moving the totals by an inserted or deleted entry's cost: none for a mark (it costs nothing)."""
+    return (
+        f"CREATE TRIGGER IF NOT EXISTS {name} AFTER {event} ON entries"
+        f" WHEN {row}.cost_usd <> 0.0 BEGIN {_move(row, sign)} END"
+    )
+
+
 def _recompute(row: LiteralString) -> LiteralString:
     return (
         f"UPDATE {TABLE} SET spent_usd"
@@ -63,8 +71,8 @@ SCHEMA: tuple[LiteralString, ...] = (
         spent_usd       REAL    NOT NULL,
         PRIMARY KEY (pool_id, period_start_us, period_end_us)
     ) WITHOUT ROWID""",
-    f"CREATE TRIGGER IF NOT EXISTS spend_totals_entry_inserted AFTER INSERT ON entries BEGIN {_move('NEW', '+')} END",
-    f"CREATE TRIGGER IF NOT EXISTS spend_totals_entry_deleted AFTER DELETE ON entries BEGIN {_move('OLD', '-')} END",
+    _on_entries("spend_totals_entry_inserted", "INSERT", "NEW", "+"),
+    _on_entries("spend_totals_entry_deleted", "DELETE", "OLD", "-"),
     "CREATE TRIGGER IF NOT EXISTS spend_totals_entry_updated AFTER UPDATE ON entries"
     f" BEGIN {_move('OLD', '-')} {_move('NEW', '+')} END",
     f"CREATE TRIGGER IF NOT EXISTS spend_totals_billed_inserted AFTER INSERT ON billed BEGIN {_recompute('NEW')} END",
