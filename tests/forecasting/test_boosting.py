@@ -11,6 +11,7 @@ from forecasting.calibrated import CalibratedForecaster
 from forecasting.features import FEATURE_NAMES, SeriesFeatures
 from forecasting.paths import PathModel, PathRequest
 from forecasting.series import SeriesData, step_ns
+from tests.forecasting.clairvoyant import Clairvoyant
 from tests.forecasting.conftest import DAY, START, STEP, bursty, long_frame
 
 SIZE = step_ns(STEP)
@@ -38,25 +39,6 @@ def sees_the_future(model: PathModel, series: SeriesData, origins: Sequence[int]
         if not np.allclose(before, after, equal_nan=True):
             leaked.append(origin)
     return leaked
-
-
-class Clairvoyant:
-    """Forecasts the outcome itself: what a model that sees the target looks like."""
-
-    base_levels: tuple[float, ...] = (0.5,)
-
-    def context_steps(self, step_ns: int) -> int:
-        return 1
-
-    def train(self, panel: Mapping[str, SeriesData]) -> dict[str, str]:
-        return {}
-
-    def paths(self, requests: Sequence[PathRequest], horizon: int) -> list[np.ndarray]:
-        out = []
-        for series, origins in requests:
-            target = np.clip(origins[:, None] + np.arange(1, horizon + 1)[None, :], 0, len(series.y) - 1)
-            out.append(series.y[target][None, :, :])
-        return out
 
 
 def test_a_model_that_sees_the_target_is_caught() -> None:

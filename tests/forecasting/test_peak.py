@@ -3,7 +3,7 @@ the per-step quantiles, calibrated at past origins without looking past them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -11,32 +11,11 @@ from agent.observation import forecasts_from_frame
 from forecasting.base import Forecaster
 from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
 from forecasting.calibration import peak_residuals
-from forecasting.paths import PathRequest
-from forecasting.series import SeriesData
+from tests.forecasting.clairvoyant import Clairvoyant
 from tests.forecasting.conftest import DAY, STEP, long_frame
 
 LEVELS = (0.5, 0.9)
 HORIZON = 6  # 30 minutes at 5-minute steps
-
-
-class SeesTheTarget:
-    """A path model that forecasts the outcome itself wherever it exists: what look-ahead looks like. At the newest
-    origin there is no outcome yet, and it repeats the last value."""
-
-    base_levels: tuple[float, ...] = (0.5,)
-
-    def context_steps(self, step_ns: int) -> int:
-        return 1
-
-    def train(self, panel: Mapping[str, SeriesData]) -> dict[str, str]:
-        return {}
-
-    def paths(self, requests: Sequence[PathRequest], horizon: int) -> list[np.ndarray]:
-        out = []
-        for series, origins in requests:
-            target = np.clip(origins[:, None] + np.arange(1, horizon + 1)[None, :], 0, len(series.y) - 1)
-            out.append(series.y[target][None, :, :])
-        return out
 
 
 def _random_walk(days: int, seed: int) -> np.ndarray:
@@ -80,7 +59,7 @@ def test_a_model_that_sees_the_target_fails_the_peak_coverage() -> None:
     # Calibrated on its own past forecasts, which saw their outcomes, it learns no spread at all; at a live origin
     # (the outcome unknown) its peak is then far too low. Calibration that leaked the future would look like this.
     def peeking() -> CalibratedForecaster:
-        return CalibratedForecaster("peek", SeesTheTarget, scale_window=None)
+        return CalibratedForecaster("peek", Clairvoyant, scale_window=None)
 
     actual, peaks, _ = _walk_forward(peeking, _random_walk(5, seed=5))
     assert float(np.mean(actual <= peaks)) < 0.7
