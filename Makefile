@@ -13,7 +13,9 @@ DEMO_CONFIG ?= config/examples/helios-earth-slices.yaml
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade "pip>=23.2"
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# --no-compile: byte-compiling every installed module took half of the install (51 s -> 24 s on 2 cores);
+	# Python compiles the modules a command imports on their first import instead, at no measurable cost.
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
 	touch $(STAMP)
 
 demo: $(STAMP)
