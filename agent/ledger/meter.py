@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
 from agent.ledger.base import Ledger, Newest
+from agent.ledger.period_spend import PeriodSpend, SpendAsk
 from agent.planning.budget import Budget, BudgetSpend
 from models import LedgerEntry
 
@@ -58,7 +59,19 @@ class SpendMeter:
         return accruals
 
     def budget_spend(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:
-        """What each budget's pools have spent in the current month period and the current hour, up to ``now``."""
+        """What each budget's pools have spent in the current month period and the current hour, up to ``now``:
+        all in one read from the ledger's period totals when it keeps them (``agent.ledger.period_spend``)."""
+        if isinstance(self.ledger, PeriodSpend):
+            asks = [
+                SpendAsk(tuple(sorted(budget.pools)), span.start, span.end, now)
+                for budget in budgets
+                for span in (budget.period(now), budget.hour(now))
+            ]
+            spent = self.ledger.spent_in_periods(asks, now)
+            return [
+                BudgetSpend(budget=budget, now=now, spent_period_usd=spent[2 * i], spent_hour_usd=spent[2 * i + 1])
+                for i, budget in enumerate(budgets)
+            ]
         spends = []
         for budget in budgets:
             period, hour = budget.period(now), budget.hour(now)

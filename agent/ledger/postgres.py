@@ -9,8 +9,9 @@ write. Readers never wait for the lock.
 Budget reservations (``agent.ledger.reservations``) live beside the entries and are decided under the same
 writer lock, so two agents racing for the last dollars of a cap take turns and only one can get them. They read
 each pool's spend in the period from running totals that triggers keep as entries and billed costs are written
-(``agent.ledger.postgres_totals``), not from the period's entries. A dry-run daemon's shadow account is kept
-beside them too, one row per account.
+(``agent.ledger.postgres_totals``), not from the period's entries; so do the meter's spend reads
+(``spent_in_periods``) and ``spent`` over a span that starts a period whose totals are kept. A dry-run daemon's
+shadow account is kept beside them too, one row per account.
 
 The schema is versioned: ``MIGRATIONS`` are applied in order at open, inside one transaction holding another
 advisory lock, so two agents starting at once apply each migration exactly once. A database whose schema is newer
@@ -33,6 +34,7 @@ from agent.ledger import postgres_totals as totals
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation
+from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
@@ -101,18 +103,6 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
-# Spend of the pools named in entries starting in [start, end): the estimate, adjusted by each billed interval
-# overlapping the span (found by its end; none while nothing is billed): its bill when it starts in the span, less
-# the estimate of its entries in the span.
-_SPENT = """SELECT
-    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM leadtime_ledger_entries
-     WHERE pool_id = ANY(%(pools)s) AND start_us >= %(start)s AND start_us < %(end)s)
-  + COALESCE((SELECT SUM(CASE WHEN b.start_us >= %(start)s THEN b.cost_usd ELSE 0.0 END
-        - (SELECT COALESCE(SUM(x.cost_usd), 0.0) FROM leadtime_ledger_entries AS x WHERE x.pool_id = b.pool_id
-           AND x.start_us >= GREATEST(b.start_us, %(start)s) AND x.start_us < LEAST(b.end_us, %(end)s)))
-     FROM leadtime_billed_costs AS b
-     WHERE b.pool_id = ANY(%(pools)s) AND b.end_us > %(start)s AND b.start_us < %(end)s), 0.0)"""
-
 # The newest entry of each pool named: one index probe per pool, however long its history.
 _NEWEST_OF_EACH = f"""
     SELECT e.* FROM unnest(%b::text[]) AS p (pool_id)
@@ -169,8 +159,21 @@ class PostgresLedger:
         wanted = sorted(set(pools))
         if not wanted:
             return 0.0
-        rows = self._query(_SPENT, {"pools": wanted, "start": to_us(start), "end": to_us(end)})
+        rows = self._query(totals.SPENT, {"pools": wanted, "start": to_us(start), "end": to_us(end)})
         return float(rows[0][0])
+
+    def spent_in_periods(self, asks: Sequence[SpendAsk], now: datetime) -> list[float]:
+        """From the running totals of the asks' periods (``agent.ledger.postgres_totals``), added when missing as
+        a reservation adds them; an ask whose ``until`` lies outside its period is summed as ``spent`` sums."""
+        inside = [a for a in asks if a.within]
+        with self._lock:
+            found = iter(
+                self._run(
+                    "read",
+                    lambda db: totals.so_far(db, inside, now, lock=_take_write_lock),
+                )
+            )
+        return [next(found) if a.within else self.spent(a.pools, a.period_start, a.until) for a in asks]
 
     # -- billed costs (agent.ledger.billed) ---------------------------------------------------------------
     def estimated(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
@@ -399,6 +402,10 @@ class PostgresLedger:
                     for statement in statements:
                         db.execute(statement)
                     db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
+
+
+def _take_write_lock(db: Connection) -> None:
+    db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
 
 
 def _write(db: Connection, entries: Sequence[LedgerEntry], newest: Mapping[str, LedgerEntry | None]) -> None:

@@ -21,12 +21,13 @@ reservation asked about, holding that pool's spend in the period, so a reservati
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any, LiteralString
 
 import psycopg
 
+from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import ReservationRequest
 from agent.ledger.rows import to_us
 
@@ -144,6 +145,63 @@ _READ = f"""SELECT q.i, SUM(t.spent_usd), count(*)
     GROUP BY q.i"""
 
 
+# Per ask (its place ``i``), the sum over its pools of the period's total less the spend from ``until`` to the
+# period's end, and how many of its pools have a total.
+_READ_SO_FAR = f"""SELECT q.i, SUM(t.spent_usd - {spent_of("q.pool_id", "q.until", "q.period_end")}), count(*)
+    FROM unnest(%b::integer[], %b::text[], %b::bigint[], %b::bigint[], %b::bigint[])
+        AS q (i, pool_id, period_start, period_end, until)
+    JOIN {_TABLE} AS t ON t.pool_id = q.pool_id AND t.period_start_us = q.period_start
+        AND t.period_end_us = q.period_end
+    GROUP BY q.i"""
+
+# Spend of the pools named in entries starting in [start, end), each pool's from the total of a period that starts
+# at ``start`` and covers ``end`` when one is kept and its rest after ``end`` is the shorter span (less the spend of
+# that rest), else summed from the entries.
+SPENT = f"""SELECT COALESCE(SUM(COALESCE(
+        (SELECT t.spent_usd - {spent_of("p.pool_id", "%(end)s", "t.period_end_us")} FROM {_TABLE} AS t
+         WHERE t.pool_id = p.pool_id AND t.period_start_us = %(start)s AND t.period_end_us >= %(end)s
+           AND t.period_end_us - %(end)s <= %(end)s - %(start)s
+         ORDER BY t.period_end_us LIMIT 1),
+        {spent_of("p.pool_id", "%(start)s", "%(end)s")})), 0.0)
+    FROM unnest(%(pools)s::text[]) AS p (pool_id)"""
+
+
+def _add_missing(db: Connection, columns: list[list[Any]], now: datetime) -> None:
+    """Add the totals of the (pool, period start, period end) ``columns`` the table lacks, and drop those of the
+    ended periods not among them: nothing asks for those again. Runs under the writer lock."""
+    db.execute(_ADD_MISSING, columns)
+    db.execute(
+        f"DELETE FROM {_TABLE} WHERE period_end_us <= %s AND period_end_us <> ALL(%s::bigint[])",
+        (to_us(now), sorted(set(columns[2]))),
+    )
+
+
+def so_far(
+    db: Connection, asks: Sequence[SpendAsk], now: datetime, *, lock: Callable[[Connection], None]
+) -> list[float]:
+    """Each ask's spend in [period_start, until), from the totals of its period (``until`` must lie in it). Reads
+    without a lock when every total is kept; otherwise adds the missing ones in a transaction that ``lock`` takes
+    the writer lock in, and reads again there."""
+    rows = [
+        (i, pool, to_us(a.period_start), to_us(a.period_end), to_us(a.until))
+        for i, a in enumerate(asks)
+        for pool in sorted(set(a.pools))
+    ]
+    spent = [0.0] * len(asks)
+    if not rows:
+        return spent
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    found = db.execute(_READ_SO_FAR, columns).fetchall()
+    if sum(int(n) for _, _, n in found) < len(rows):  # a period first asked about: add its totals, read again
+        with db.transaction():
+            lock(db)
+            _add_missing(db, columns[1:4], now)
+            found = db.execute(_READ_SO_FAR, columns).fetchall()
+    for i, value, _ in found:
+        spent[int(i)] = float(value)
+    return spent
+
+
 def recorded(db: Connection, requests: Sequence[ReservationRequest], now: datetime) -> list[float]:
     """Recorded spend of each request's pools in its period, by the request's place: billed cost where it exists,
     as ``spent`` counts it. Runs in the caller's transaction, which holds the writer lock."""
@@ -158,11 +216,7 @@ def recorded(db: Connection, requests: Sequence[ReservationRequest], now: dateti
     columns = [list(column) for column in zip(*rows, strict=True)]
     found = db.execute(_READ, columns).fetchall()
     if sum(int(n) for _, _, n in found) < len(rows):  # a period first asked about: add its totals, read again
-        db.execute(_ADD_MISSING, columns[1:])
-        db.execute(
-            f"DELETE FROM {_TABLE} WHERE period_end_us <= %s AND period_end_us <> ALL(%s::bigint[])",
-            (to_us(now), sorted(set(columns[3]))),
-        )  # the ended periods not asked about: no reservation asks for them again
+        _add_missing(db, columns[1:], now)
         found = db.execute(_READ, columns).fetchall()
     for i, spent, _ in found:
         totals[int(i)] = float(spent)

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from agent.ledger.base import Newest
+from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, ReservationRequest
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry, LedgerUnavailable
@@ -67,6 +68,10 @@ class LeaderWrittenLedger:
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         with self._lock:
             return self._current().spent(pools, start, end)
+
+    def spent_in_periods(self, asks: Sequence[SpendAsk], now: datetime) -> list[float]:
+        with self._lock:
+            return self._current().spent_in_periods(asks, now)
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         with self._lock:

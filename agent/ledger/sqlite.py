@@ -20,24 +20,27 @@ file its leader writes, see ``agent.ledger.shared_file``).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from agent.ledger import sqlite_totals as totals
 from agent.ledger.accrual import resolve
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation
 from agent.ledger.guard import WriterLock, refuse_empty_file
+from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
-SCHEMA_VERSION = 2  # 2: billed costs beside the entries (agent.ledger.billed)
+SCHEMA_VERSION = 3  # 2: billed costs beside the entries (agent.ledger.billed); 3: running spend totals
 _APPLICATION_ID = 0x4C44_5447  # "LDTG": marks the file as a leadtime ledger
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS entries (
@@ -58,15 +61,6 @@ CREATE TABLE IF NOT EXISTS billed (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS billed_by_end ON billed (pool_id, end_us);
 """
-# Spend of the pools named (``{marks}``) in entries starting in [?1, ?2): the estimate, adjusted by each billed
-# interval overlapping the span (found by its end; none while nothing is billed): its bill when it starts in the
-# span, less the estimate of its entries in the span.
-_SPENT = """SELECT
-    (SELECT COALESCE(SUM(cost_usd), 0.0) FROM entries WHERE pool_id IN ({marks}) AND start_us >= ?1 AND start_us < ?2)
-  + (SELECT COALESCE(SUM(CASE WHEN b.start_us >= ?1 THEN b.cost_usd ELSE 0.0 END
-        - (SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM entries AS e WHERE e.pool_id = b.pool_id
-           AND e.start_us >= max(b.start_us, ?1) AND e.start_us < min(b.end_us, ?2))), 0.0)
-     FROM billed AS b INDEXED BY billed_by_end WHERE b.pool_id IN ({marks}) AND b.end_us > ?1 AND b.start_us < ?2)"""
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 
 
@@ -84,11 +78,12 @@ class SqliteLedger(InProcessReservations):
         self.read_only = read_only
         self._lock = threading.Lock()
         self._writer: WriterLock | None = None
-        self._book = ReservationBook(self.spent)
+        self._book = ReservationBook(self._period_spent)
         # Whether billed costs may be stored: a reader of a file its writer has not upgraded yet has none, and the
         # writer (the one process that can store them) knows whether it holds any, so spend reads cost nothing more
         # until a billing export is imported.
         self._has_billed = True
+        self._has_totals = True  # whether the file keeps running totals (a reader of an older file: not yet)
         if read_only:
             self._db = self._open_read_only()
             return
@@ -139,12 +134,67 @@ class SqliteLedger(InProcessReservations):
             self._write(db, derive(newest))
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
-        """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere."""
+        """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere; from
+        the running totals of a period starting at ``start`` where they are kept (``agent.ledger.sqlite_totals``)."""
         wanted = sorted(set(pools))
+        if not self._has_totals or not wanted:
+            return self._summed(wanted, start, end)
+        args = {"pools": json.dumps(wanted), "start": to_us(start), "end": to_us(end)}
+        return float(self._query(totals.SPENT, args)[0][0])
+
+    def spent_in_periods(self, asks: Sequence[SpendAsk], now: datetime) -> list[float]:
+        """From the running totals of the asks' periods, which the writer adds when missing (and then drops those
+        of ended periods); a reader sums from the entries where the writer has not added them yet."""
+        if not self._has_totals:
+            return [self._summed(sorted(set(a.pools)), a.period_start, a.until) for a in asks]
+        found = [self._so_far(a) for a in asks]
+        if not self.read_only and any(n < len(set(a.pools)) for a, (_, n) in zip(asks, found, strict=True)):
+            self._add_totals([a for a in asks if a.within], now)
+            found = [self._so_far(a) for a in asks]
+        return [value for value, _ in found]
+
+    def _period_spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        """The recorded spend a reservation is decided on: of the whole period [start, end), from its totals."""
+        return self.spent_in_periods([SpendAsk(tuple(pools), start, end, end)], start)[0]
+
+    def _so_far(self, ask: SpendAsk) -> tuple[float, int]:
+        wanted = sorted(set(ask.pools))
+        if not wanted:
+            return 0.0, 0
+        if not ask.within:
+            return self._summed(wanted, ask.period_start, ask.until), len(wanted)
+        args = {
+            "pools": json.dumps(wanted),
+            "start": to_us(ask.period_start),
+            "end": to_us(ask.period_end),
+            "until": to_us(ask.until),
+        }
+        value, n = self._query(totals.SO_FAR, args)[0]
+        return float(value), int(n)
+
+    def _add_totals(self, asks: Sequence[SpendAsk], now: datetime) -> None:
+        with self._transaction() as db:
+            for ask in asks:
+                db.execute(
+                    totals.ADD_MISSING,
+                    {
+                        "pools": json.dumps(sorted(set(ask.pools))),
+                        "start": to_us(ask.period_start),
+                        "end": to_us(ask.period_end),
+                    },
+                )
+            ends = sorted({to_us(a.period_end) for a in asks})
+            db.execute(totals.DROP_ENDED, {"now": to_us(now), "ends": json.dumps(ends)})
+
+    def _summed(self, wanted: Sequence[str], start: datetime, end: datetime) -> float:
+        """Spend summed from the entries and billed costs (a file without totals)."""
         if not self._has_billed or not wanted:
-            return self.estimated(pools, start, end)
-        marks = ", ".join(f"?{3 + i}" for i in range(len(wanted)))
-        return float(self._query(_SPENT.format(marks=marks), (to_us(start), to_us(end), *wanted))[0][0])
+            return self.estimated(wanted, start, end)
+        span = {"start": to_us(start), "end": to_us(end)}
+        return sum(
+            float(self._query(f"SELECT {totals.spent_of(':pool', ':start', ':end')}", {"pool": p, **span})[0][0])
+            for p in wanted
+        )
 
     # -- billed costs (agent.ledger.billed) ---------------------------------------------------------------
     def estimated(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
@@ -230,9 +280,9 @@ class SqliteLedger(InProcessReservations):
             raise LedgerUnavailable(f"cannot open the ledger file {self.path} read-only: {exc}") from None
         try:
             self._check(db)
-            self._has_billed = bool(
-                db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'billed'").fetchone()[0]
-            )
+            tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+            self._has_billed = "billed" in tables
+            self._has_totals = self._has_billed and totals.TABLE in tables
         except sqlite3.Error as exc:
             db.close()
             raise LedgerUnavailable(f"{self.path} is not a readable leadtime ledger ({exc})") from None
@@ -259,6 +309,8 @@ class SqliteLedger(InProcessReservations):
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     db.execute(statement)
+            for statement in totals.SCHEMA:
+                db.execute(statement)
             db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
             db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             self._has_billed = db.execute("SELECT EXISTS (SELECT 1 FROM billed)").fetchone()[0] == 1
@@ -276,8 +328,12 @@ class SqliteLedger(InProcessReservations):
                 (entry.pool_id, to_us(entry.start)),
             ).fetchone()
             stored = resolve(None if row is None else from_row(row), entry)
-            if stored is not None:
-                db.execute(f"INSERT OR REPLACE INTO entries ({COLUMNS}) VALUES (?, ?, ?, ?, ?)", to_row(stored))
+            if stored is not None:  # an upsert, not a replace, so the totals' update trigger sees the change
+                db.execute(
+                    f"INSERT INTO entries ({COLUMNS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (pool_id, start_us) DO UPDATE"
+                    " SET end_us = excluded.end_us, units = excluded.units, cost_usd = excluded.cost_usd",
+                    to_row(stored),
+                )
 
     def _release_writer(self) -> None:
         if self._writer is not None:
@@ -300,9 +356,10 @@ class SqliteLedger(InProcessReservations):
             except sqlite3.Error as exc:
                 raise LedgerUnavailable(f"cannot write the ledger {self.path}: {exc}") from None
 
-    def _query(self, sql: str, args: Sequence[object]) -> list[tuple[Any, ...]]:
+    def _query(self, sql: str, args: Sequence[object] | Mapping[str, object]) -> list[tuple[Any, ...]]:
+        params = dict(args) if isinstance(args, Mapping) else tuple(args)
         with self._lock:
             try:
-                return list(self._db.execute(sql, tuple(args)).fetchall())
+                return list(self._db.execute(sql, params).fetchall())
             except sqlite3.Error as exc:
                 raise LedgerUnavailable(f"cannot read the ledger {self.path}: {exc}") from None

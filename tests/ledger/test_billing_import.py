@@ -29,7 +29,7 @@ from agent.ledger.billed import BilledCost
 from agent.ledger.billing_export import match_pools, read_export
 from agent.ledger.postgres import PostgresLedger
 from agent.ledger.reservations import ReservationRequest, Reservations
-from agent.ledger.sqlite import SqliteLedger
+from agent.ledger.sqlite import SCHEMA_VERSION, SqliteLedger
 from config.ledger import BillingSettings
 from models import BillingExportError, LedgerEntry
 from tests.postgres.fixtures import POSTGRES, Database
@@ -305,7 +305,7 @@ def test_a_ledger_file_of_the_first_schema_gains_the_billed_table_when_opened(tm
     with SqliteLedger(path) as ledger:
         assert ledger.spent(["a100"], T0, T0 + HOUR) == pytest.approx(6.0)
     with sqlite3.connect(path) as db:
-        assert db.execute("PRAGMA user_version").fetchone() == (2,)
+        assert db.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
         assert db.execute("SELECT count(*) FROM billed").fetchone() == (0,)
 
 
