@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from actuators.simulated import SimulatedCluster
+from agent.burst_history import burst_profile
 from agent.planning import PlanInput, plan_capacity
 from agent.planning.budget import Budget, BudgetSpend
 from agent.planning.groups import single_class_groups
@@ -97,6 +98,23 @@ def test_a_profile_sums_the_hours_left_from_the_hour_of_day() -> None:
     assert profile.remaining("a", NOW, end) == pytest.approx(18.0 + 2 * 276.0)
     with pytest.raises(ValueError, match="burst profile of 'a'"):
         BurstProfile({"a": (1.0,) * 23})
+
+
+def test_a_falling_burst_need_is_profiled_near_its_recent_level() -> None:
+    pools = [spec("onprem-a", ("a",), 1, PoolKind.ON_PREM), spec("spot", ("a",), 10)]
+    groups = single_class_groups(["a"], pools)
+    # Two days, hourly: the first bursts 10 chips above the 8 on prem in every hour, the second not at all. The
+    # newest step weighs 1 and a step a day older 1/2 (a half-life of one day), so each hour of the day is
+    # (10 x 1/2 + 0 x 1) / (1/2 + 1) = 10/3, not the unweighted 5: pacing does not ration today for a need past.
+    stamps = pd.date_range("2024-01-01", periods=48, freq="h", tz="UTC")
+    demand = [18.0] * 24 + [8.0] * 24
+    history = pd.DataFrame({"unique_id": "a", "ds": stamps, "y": demand})
+    profile = burst_profile(history, groups, {p.pool_id: p for p in pools})
+    assert profile.hourly_chips["a"] == pytest.approx((10.0 / 3.0,) * 24)
+    # A step with no value counts nothing (never as zero demand): without the second day's 05:00, that hour of the
+    # day is the first day's alone.
+    gap = history.assign(y=[*demand[:29], float("nan"), *demand[30:]])
+    assert burst_profile(gap, groups, {p.pool_id: p for p in pools}).hourly_chips["a"][5] == pytest.approx(10.0)
 
 
 def test_scarce_money_funds_the_dearest_waiting_first_and_the_next_in_part() -> None:
