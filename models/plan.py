@@ -13,13 +13,18 @@ from models.decision import PoolDecision, SkipReason
 
 @dataclass(frozen=True)
 class Resize:
-    """Set a pool to an absolute number of units. ``key`` makes repeated submissions idempotent."""
+    """Set a pool to an absolute number of units. ``key`` makes repeated submissions idempotent.
+
+    ``forced`` marks a release that a budget's hard stop asked for (``budgets[].commit_horizon``): the money left
+    no longer pays for the units held, so busy units go too (their work goes back to the queue), idle ones first.
+    """
 
     pool_id: str
     from_units: int
     to_units: int
     reason: str
     key: str
+    forced: bool = False
 
     @property
     def is_scale_up(self) -> bool:
