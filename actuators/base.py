@@ -33,8 +33,15 @@ class NodeDrainer(Protocol):
         """Nodes of the pool that ran no accelerator work for at least ``idle_for``."""
         ...
 
+    def pool_nodes(self, pool_id: str) -> Sequence[str]:
+        """Every node of the pool that is not cordoned, busy or idle, cheapest to lose first: idle nodes (longest
+        idle first), then busy ones with the least accelerator work on them. A forced release (a budget's hard stop)
+        drains from this order once no node is idle for the window any more."""
+        ...
+
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
-        """Cordon the node and evict its pods, respecting disruption budgets."""
+        """Cordon the node and evict its pods, respecting disruption budgets. A busy node is drained too: its
+        pods go back to their controllers' queues."""
         ...
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:

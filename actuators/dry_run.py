@@ -33,8 +33,8 @@ class DryRunActuator:
 
 
 class DryRunDrainer:
-    """Wraps any NodeDrainer: idle nodes are read for real, drains are recorded (no cordon, no eviction, no
-    node removed). ``recorded`` lists ``(pool, node, key)`` in order."""
+    """Wraps any NodeDrainer: idle and pool nodes are read for real, drains (of busy nodes too) are recorded (no
+    cordon, no eviction, no node removed). ``recorded`` lists ``(pool, node, key)`` in order."""
 
     def __init__(self, inner: NodeDrainer, clock: Clock) -> None:
         self._inner = inner
@@ -43,6 +43,9 @@ class DryRunDrainer:
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         return self._inner.idle_nodes(pool_id, idle_for)
+
+    def pool_nodes(self, pool_id: str) -> Sequence[str]:
+        return self._inner.pool_nodes(pool_id)
 
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
         self.recorded.append((pool_id, node, key))

@@ -12,12 +12,20 @@ still blocked after ``timeout`` gives up and uncordons. When the node is empty, 
 actuator) deletes exactly that node. While a drain is in progress the node carries the annotation
 ``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted or newly elected agent continue
 it instead of leaving the node cordoned; the timeout then counts from when that agent took it over.
+
+``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
+hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
+back to the queue as far as the pods show it: nodes where a pod must not be disrupted last (their drain would be
+rejected), then fewest accelerator pods, then fewest accelerators those pods request, then by name. How long a pod
+has run or when it last saved its work is not in the pod, so it does not weigh in. Draining a busy node is the same
+drain: its pods are evicted through the Eviction API, so disruption budgets still hold.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
 
@@ -39,6 +47,24 @@ _BLOCKING_ANNOTATIONS = {
     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
     "karpenter.sh/do-not-disrupt": "true",
 }
+
+
+@dataclass(frozen=True)
+class _NodeLoad:
+    """What draining one schedulable node would disrupt."""
+
+    name: str
+    accelerator_pods: int
+    accelerators: int  # requested by those pods
+    blocked: bool  # a pod on it must not be disrupted: a drain would be rejected
+
+    @property
+    def idle(self) -> bool:
+        return self.accelerator_pods == 0
+
+    @property
+    def cost(self) -> tuple[bool, int, int, str]:
+        return (self.blocked, self.accelerator_pods, self.accelerators, self.name)
 
 
 class NodeRemover(Protocol):
@@ -71,18 +97,15 @@ class KubernetesNodeDrainer:
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         now = self._clock.now()
-        idle = []
-        for node in self._nodes(pool_id):
-            name = node.metadata.name
-            if node.spec and node.spec.unschedulable:  # cordoned: being drained, or held by a person
-                continue
-            if any(_needs_accelerator(p) for p in self._pods_on(pool_id, name) if _counts(p)):
-                self._idle_since.pop(name, None)
-                continue
-            since = self._idle_since.setdefault(name, now)
-            if now - since >= idle_for:
-                idle.append((since, name))
-        return [name for _, name in sorted(idle)]
+        idle = [(self._idle_since[n.name], n.name) for n in self._survey(pool_id) if n.idle]
+        return [name for since, name in sorted(idle) if now - since >= idle_for]
+
+    def pool_nodes(self, pool_id: str) -> Sequence[str]:
+        """Schedulable nodes, idle ones first (longest idle first), then busy ones by ``_NodeLoad.cost``."""
+        loads = self._survey(pool_id)
+        idle = sorted((self._idle_since[n.name], n.name) for n in loads if n.idle)
+        busy = sorted((n for n in loads if not n.idle), key=lambda n: n.cost)
+        return [name for _, name in idle] + [n.name for n in busy]
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         """Cordoned nodes of the pool carrying our drain annotation, with the key of their drain."""
@@ -130,6 +153,25 @@ class KubernetesNodeDrainer:
         if label is None:
             raise PermanentActuatorError(pool_id, "no node pool label is mapped to this pool")
         return self._call(pool_id, lambda: self._nodes_api.with_label(f"{self._pool_label}={label}"))
+
+    def _survey(self, pool_id: str) -> list[_NodeLoad]:
+        """The load of every schedulable node of the pool; idle ones are remembered idle from now on if they were
+        not already, busy ones are forgotten."""
+        now = self._clock.now()
+        loads = []
+        for node in self._nodes(pool_id):
+            name = node.metadata.name
+            if node.spec and node.spec.unschedulable:  # cordoned: being drained, or held by a person
+                continue
+            pods = [p for p in self._pods_on(pool_id, name) if _counts(p)]
+            working = [p for p in pods if _needs_accelerator(p)]
+            load = _NodeLoad(name, len(working), sum(_accelerators(p) for p in working), any(map(_blocks, pods)))
+            if load.idle:
+                self._idle_since.setdefault(name, now)
+            else:
+                self._idle_since.pop(name, None)
+            loads.append(load)
+        return loads
 
     def _pods_on(self, pool_id: str, node: str) -> list[V1Pod]:
         return self._call(pool_id, lambda: self._pods_api.on_node(node))
@@ -185,12 +227,32 @@ def _counts(pod: V1Pod) -> bool:
 
 
 def _needs_accelerator(pod: V1Pod) -> bool:
+    return any(amount not in ("0", "") for amount in _accelerator_amounts(pod))
+
+
+def _accelerators(pod: V1Pod) -> int:
+    """Accelerators the pod asks for; an amount that is not a whole number (extended resources are integers, so
+    only a malformed one) counts as one."""
+    total = 0
+    for amount in _accelerator_amounts(pod):
+        if amount in ("0", ""):
+            continue
+        try:
+            total += max(0, int(amount))
+        except ValueError:
+            total += 1
+    return total
+
+
+def _accelerator_amounts(pod: V1Pod) -> list[str]:
+    """Per container and accelerator resource, the amount requested (a limit stands for a missing request)."""
+    amounts: list[str] = []
     for container in pod.spec.containers or []:
         requests = (container.resources.requests if container.resources else None) or {}
         limits = (container.resources.limits if container.resources else None) or {}
-        if any(str({**limits, **requests}.get(r, "0")) not in ("0", "") for r in ACCELERATOR_RESOURCES):
-            return True
-    return False
+        merged = {**limits, **requests}
+        amounts.extend(str(merged.get(r, "0")) for r in ACCELERATOR_RESOURCES)
+    return amounts
 
 
 def _blocks(pod: V1Pod) -> bool:

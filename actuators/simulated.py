@@ -120,20 +120,31 @@ class SimulatedCluster:
         now = self._clock.now()
         return [f"{pool_id}-idle-{i}" for i, since in enumerate(pool.idle_since) if now - since >= idle_for]
 
+    def pool_nodes(self, pool_id: str) -> Sequence[str]:
+        """Every ready unit: the idle ones as ``idle_nodes`` names them, then the busy ones, ``<pool>-busy-<i>``
+        (busy units are alike: each runs a share of the step's demand)."""
+        pool = self._pool(pool_id)
+        idle = [f"{pool_id}-idle-{i}" for i in range(len(pool.idle_since))]
+        return idle + [f"{pool_id}-busy-{i}" for i in range(pool.ready - len(pool.idle_since))]
+
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
-        """Remove exactly that idle unit (a unit that is no longer idle cannot be drained)."""
+        """Remove exactly one unit: that idle one while it is still idle, or, for a busy name, one busy unit while
+        any is left (its work goes back to the queue: the next step's demand finds one unit less)."""
         if key in self._results:
             return self._results[key]
         pool = self._pool(pool_id)
         now = self._clock.now()
-        index = int(node.rsplit("-", 1)[-1]) if node.startswith(f"{pool_id}-idle-") else len(pool.idle_since)
-        if index >= len(pool.idle_since):
-            result = ActionResult(key, pool_id, ActionStatus.REJECTED, now, detail=f"{node} is not an idle unit")
-        else:
-            del pool.idle_since[index]
+        busy, idle = _unit_index(node, f"{pool_id}-busy-"), _unit_index(node, f"{pool_id}-idle-")
+        if busy is not None and pool.ready > len(pool.idle_since):  # busy units are alike: any one of them goes
             pool.ready -= 1
-            self.scale_actions += 1
-            result = ActionResult(key, pool_id, ActionStatus.DONE, now, detail=f"{node} drained and removed")
+            result = self._drained(key, pool_id, node)
+        elif idle is not None and idle < len(pool.idle_since):
+            del pool.idle_since[idle]
+            pool.ready -= 1
+            result = self._drained(key, pool_id, node)
+        else:
+            detail = f"{node} is not a unit of the pool (an idle one may have been given work since)"
+            result = ActionResult(key, pool_id, ActionStatus.REJECTED, now, detail=detail)
         self._results[key] = result
         return result
 
@@ -213,6 +224,10 @@ class SimulatedCluster:
             raise PermanentActuatorError(pool_id, "no such pool in the simulated cluster")
         return pool
 
+    def _drained(self, key: str, pool_id: str, node: str) -> ActionResult:
+        self.scale_actions += 1
+        return ActionResult(key, pool_id, ActionStatus.DONE, self._clock.now(), detail=f"{node} drained and removed")
+
     def _stocked_out(self, pool_id: str, now: datetime) -> bool:
         return any(start <= now < end for start, end in self._stockouts.get(pool_id, ()))
 
@@ -233,6 +248,12 @@ class SimulatedCluster:
         from_ready = min(units, pool.ready)
         pool.ready -= from_ready
         del pool.idle_since[: min(from_ready, len(pool.idle_since))]
+
+
+def _unit_index(node: str, prefix: str) -> int | None:
+    """``i`` for a unit named ``<prefix><i>``, else None."""
+    suffix = node.removeprefix(prefix)
+    return int(suffix) if suffix != node and suffix.isdigit() else None
 
 
 def cancel_in_flight(arrivals: list[tuple[datetime, int]], units: int) -> int:

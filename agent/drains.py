@@ -16,6 +16,13 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   reports it done (the node is empty and was deleted through the pool's actuator), failed (timeout: uncordoned, not
   removed) or rejected (a pod must not be disrupted). A node whose drain failed or was rejected is not chosen again
   for one stabilization window.
+* **Forced releases** (``Resize.forced``, a budget's hard stop: the money left no longer pays for the units held)
+  are never refused for busy nodes. They drain the named nodes that are still in the pool, then nodes idle for the
+  window, then the pool's other nodes in the drainer's order, cheapest to lose first
+  (``NodeDrainer.pool_nodes``: idle before busy), until ``from_units - to_units`` nodes are draining; nodes
+  already draining or held after a failed drain are skipped. Each busy node drained is logged as a warning; its
+  pods are evicted like any other (disruption budgets still hold, a blocked drain goes on every tick, a pod that
+  must not be disrupted still rejects the drain) and their work goes back to the queue.
 
 The cluster's record of drains in progress (``NodeDrainer.draining_nodes``) is read every tick and wins over this
 memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned.
@@ -24,7 +31,7 @@ memory: a restarted or newly elected agent takes over drains another one started
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -144,13 +151,17 @@ class NodeDrains:
         ``nodes`` are the nodes the plan chose: exactly those are drained, after checking that every one is still
         idle for the window and not already draining; if one is not, the release is refused as a whole (the next
         tick plans on fresh state). Without ``nodes`` (the plan could not name them), the longest idle are taken.
+        A forced release is never refused for busy nodes (``_forced_choice``).
         """
         pool_id = resize.pool_id
         wanted = resize.from_units - resize.to_units
         try:
             idle = self._drainers[pool_id].idle_nodes(pool_id, self._window)
+            forced = self._forced_choice(pool_id, wanted, nodes, idle) if resize.forced else None
         except ActuatorError as exc:
             return self._failed(resize.key, pool_id, now, exc)
+        if forced is not None:
+            return self._start(resize, now, *forced)
         if nodes:
             gone = [n for n in nodes if n not in idle or not self._choosable(n)]
             if gone:
@@ -159,15 +170,42 @@ class NodeDrains:
                     f"{format_duration(self._window)} (or already draining); re-planning next tick"
                 )
                 return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
-        chosen = list(nodes) or [n for n in idle if self._choosable(n)][:wanted]
+        return self._start(resize, now, list(nodes) or [n for n in idle if self._choosable(n)][:wanted], set())
+
+    def _forced_choice(
+        self, pool_id: str, wanted: int, named: Sequence[str], idle: Sequence[str]
+    ) -> tuple[list[str], set[str]]:
+        """The ``wanted`` nodes a forced release drains, and which of them are busy: the named nodes still in the
+        pool, then the nodes idle for the window, then the pool's other nodes, cheapest to lose first. Nodes already
+        draining or held after a failed drain are skipped. The pool is read again only when the nodes idle for the
+        window do not cover the release."""
+        chosen = _first(wanted, [n for n in named if n in idle], idle, self._choosable)
+        if len(chosen) == wanted and set(named) <= set(idle):
+            return chosen, set()
+        drainer = self._drainers[pool_id]
+        present = drainer.pool_nodes(pool_id)
+        idle_now = set(drainer.idle_nodes(pool_id, timedelta(0)))
+        still_there = [n for n in named if n in idle or n in present]  # not gone, not cordoned by a person
+        chosen = _first(wanted, still_there, [*idle, *present], self._choosable)
+        return chosen, {n for n in chosen if n not in idle_now}
+
+    def _start(self, resize: Resize, now: datetime, chosen: Sequence[str], busy: set[str]) -> DrainOutcome:
+        pool_id = resize.pool_id
         if not chosen:
-            detail = f"no node of {pool_id} is idle for {format_duration(self._window)} any more; re-planning next tick"
+            detail = (
+                f"no node of {pool_id} can be drained (all are draining or held after a failed drain); re-planning"
+                if resize.forced
+                else f"no node of {pool_id} is idle for {format_duration(self._window)} any more; re-planning"
+            ) + " next tick"
             return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
         outcome = DrainOutcome()
         for node in chosen:
             pending = PendingDrain(pool_id, node, drain_key(resize.key, node))
             self._pending[node] = pending
-            log.info("pool %s: draining idle node %s (%s)", pool_id, node, resize.reason)
+            if node in busy:
+                log.warning("draining busy node %s of pool %s: %s", node, pool_id, resize.reason)
+            else:
+                log.info("pool %s: draining idle node %s (%s)", pool_id, node, resize.reason)
             outcome.extend(self._step(pending, now))
             if pool_id in outcome.permanent:
                 break
@@ -209,6 +247,17 @@ class NodeDrains:
         result = ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc))
         permanent = {pool_id: str(exc)} if isinstance(exc, PermanentActuatorError) else {}
         return DrainOutcome([result], permanent)
+
+
+def _first(count: int, preferred: Sequence[str], others: Sequence[str], allowed: Callable[[str], bool]) -> list[str]:
+    """Up to ``count`` distinct allowed nodes, the preferred ones first, then the others in their order."""
+    chosen: list[str] = []
+    for node in (*preferred, *others):
+        if len(chosen) == count:
+            break
+        if node not in chosen and allowed(node):
+            chosen.append(node)
+    return chosen
 
 
 def _alert(now: datetime, pool_id: str, summary: str, exc: Exception) -> AlertEvent:

@@ -5,7 +5,9 @@ stockout backs the pool off (the next plan fills the next eligible pool), a perm
 a person looks. Units a pool reports failed (a stockout found after an accepted request) are removed and their
 pool backed off before the tick plans. A pool served by a node drainer never shrinks by a size change: its
 releases become drains of exactly the nodes the pool's decision record names, re-checked idle (``agent.drains``),
-and drains still waiting on a disruption budget go on every tick.
+and drains still waiting on a disruption budget go on every tick. A forced release (``Resize.forced``, a budget's
+hard stop) is checked against fresh state like any action; on a pool without a drainer it is a plain resize, on a
+pool with one it drains busy nodes too once the idle ones do not cover it, and is never refused for busy nodes.
 """
 
 from __future__ import annotations

@@ -44,6 +44,9 @@ class LeaderOnlyDrainer:
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         return self._inner.idle_nodes(pool_id, idle_for)
 
+    def pool_nodes(self, pool_id: str) -> Sequence[str]:
+        return self._inner.pool_nodes(pool_id)
+
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
         if not self._leadership.is_leader(self._clock.now()):
             raise TransientActuatorError(pool_id, f"this replica no longer leads; node {node} is left to the leader")
