@@ -7,6 +7,7 @@ which units are idle and since when.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ class _Pool:
     spec: PoolSpec
     ready: int
     arrivals: list[tuple[datetime, int]] = field(default_factory=list)
-    idle_since: list[datetime] = field(default_factory=list)
+    idle: list[tuple[datetime, int]] = field(default_factory=list)  # (idle since, unit id), longest idle first
     failed: int = 0  # asked for, then found impossible (a stockout after the request): in no count but this one
 
     @property
@@ -66,6 +67,7 @@ class SimulatedCluster:
         self._stockouts = {k: list(v) for k, v in (stockouts or {}).items()}
         self._results: dict[str, ActionResult] = {}
         self._rng = random.Random(seed)
+        self._unit_ids = itertools.count()  # names idle units
         self.scale_actions = 0
         self.interruptions = 0
 
@@ -78,8 +80,8 @@ class SimulatedCluster:
                 observed_at=now,
                 ready_units=pool.ready,
                 target_units=pool.target,
-                idle_units=len(pool.idle_since),
-                idle_since=tuple(pool.idle_since),
+                idle_units=len(pool.idle),
+                idle_since=tuple(since for since, _ in pool.idle),
                 failed_units=pool.failed,
             )
             for pool_id, pool in self._pools.items()
@@ -115,17 +117,18 @@ class SimulatedCluster:
 
     # -- NodeDrainer ---------------------------------------------------------------------------------------
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
-        """Idle ready units, longest idle first, named ``<pool>-idle-<i>`` by their place in that order."""
+        """Idle ready units, longest idle first, named ``<pool>-idle-<id>``: a unit keeps its name while it stays
+        idle (drains earlier in the same step do not rename the others); given work, it loses it."""
         pool = self._pool(pool_id)
         now = self._clock.now()
-        return [f"{pool_id}-idle-{i}" for i, since in enumerate(pool.idle_since) if now - since >= idle_for]
+        return [f"{pool_id}-idle-{uid}" for since, uid in pool.idle if now - since >= idle_for]
 
     def pool_nodes(self, pool_id: str) -> Sequence[str]:
         """Every ready unit: the idle ones as ``idle_nodes`` names them, then the busy ones, ``<pool>-busy-<i>``
         (busy units are alike: each runs a share of the step's demand)."""
         pool = self._pool(pool_id)
-        idle = [f"{pool_id}-idle-{i}" for i in range(len(pool.idle_since))]
-        return idle + [f"{pool_id}-busy-{i}" for i in range(pool.ready - len(pool.idle_since))]
+        idle = [f"{pool_id}-idle-{uid}" for _, uid in pool.idle]
+        return idle + [f"{pool_id}-busy-{i}" for i in range(pool.ready - len(pool.idle))]
 
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
         """Remove exactly one unit: that idle one while it is still idle, or, for a busy name, one busy unit while
@@ -134,12 +137,12 @@ class SimulatedCluster:
             return self._results[key]
         pool = self._pool(pool_id)
         now = self._clock.now()
-        busy, idle = _unit_index(node, f"{pool_id}-busy-"), _unit_index(node, f"{pool_id}-idle-")
-        if busy is not None and pool.ready > len(pool.idle_since):  # busy units are alike: any one of them goes
+        idle = [uid for _, uid in pool.idle]
+        if node.startswith(f"{pool_id}-busy-") and pool.ready > len(idle):  # busy units are alike: any one goes
             pool.ready -= 1
             result = self._drained(key, pool_id, node)
-        elif idle is not None and idle < len(pool.idle_since):
-            del pool.idle_since[idle]
+        elif (uid := _unit_id(node, f"{pool_id}-idle-")) in idle:
+            del pool.idle[idle.index(uid)]
             pool.ready -= 1
             result = self._drained(key, pool_id, node)
         else:
@@ -184,7 +187,7 @@ class SimulatedCluster:
             if lost:
                 self.interruptions += lost
                 pool.ready -= lost
-                del pool.idle_since[max(0, len(pool.idle_since) - lost) :]
+                del pool.idle[max(0, len(pool.idle) - lost) :]
 
     def serve(self, now: datetime, demand: Mapping[str, float]) -> StepOutcome:
         """Meet one step of demand with ready capacity; track which units sat idle and since when."""
@@ -197,10 +200,10 @@ class SimulatedCluster:
             used_units = min(pool.ready, units_for(sum(assigned[pool_id].values()), pool.spec.chips_per_unit))
             used[pool_id] = used_units
             idle = pool.ready - used_units
-            if idle < len(pool.idle_since):
-                del pool.idle_since[idle:]
+            if idle < len(pool.idle):
+                del pool.idle[idle:]
             else:
-                pool.idle_since.extend([now] * (idle - len(pool.idle_since)))
+                pool.idle.extend((now, next(self._unit_ids)) for _ in range(idle - len(pool.idle)))
         served = {name: float(value) - left.get(name, 0.0) for name, value in demand.items()}
         by_pool = {pool_id: sum(chips.values()) for pool_id, chips in assigned.items()}
         return StepOutcome(served=served, unserved=left, used_units=used, served_by_pool=by_pool)
@@ -208,7 +211,7 @@ class SimulatedCluster:
     def forget_idle(self) -> None:
         """Demand is unknown at this step (a trace gap): no unit counts as idle until it is observed again."""
         for pool in self._pools.values():
-            pool.idle_since.clear()
+            pool.idle.clear()
 
     def paid_units(self) -> dict[str, int]:
         """Units being paid for: ready and in flight (billing starts when a unit is requested)."""
@@ -247,10 +250,10 @@ class SimulatedCluster:
         units = cancel_in_flight(pool.arrivals, units)
         from_ready = min(units, pool.ready)
         pool.ready -= from_ready
-        del pool.idle_since[: min(from_ready, len(pool.idle_since))]
+        del pool.idle[: min(from_ready, len(pool.idle))]
 
 
-def _unit_index(node: str, prefix: str) -> int | None:
+def _unit_id(node: str, prefix: str) -> int | None:
     """``i`` for a unit named ``<prefix><i>``, else None."""
     suffix = node.removeprefix(prefix)
     return int(suffix) if suffix != node and suffix.isdigit() else None
