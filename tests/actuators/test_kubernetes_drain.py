@@ -136,3 +136,25 @@ def test_the_drainer_uses_only_the_api_calls_its_rbac_role_grants(cluster: Clust
     assert (
         RequestRecord("create", "", "pods", "eviction", "default", f"web-{cluster.nodes[0]}") in cluster.kube.requests
     )
+
+
+def test_pool_nodes_put_idle_nodes_first_then_the_busy_ones_cheapest_to_lose_first(cluster: Cluster) -> None:
+    two_pods, one_big_pod, first_idle = cluster.nodes
+    for name in ("a-held", "a-light", "a-later-idle", "a-cordoned"):
+        cluster.kube.put("nodes", objs.node(name, "a100", unschedulable=name == "a-cordoned"))
+    cluster.kube.put("pods", objs.pod("train-1", two_pods, accelerators=1))
+    cluster.kube.put("pods", objs.pod("train-2", two_pods, accelerators=1))
+    cluster.kube.put("pods", objs.pod("train-3", one_big_pod, accelerators=8))
+    cluster.kube.put("pods", objs.pod("train-4", "a-light", accelerators=1, resource=objs.TPU_RESOURCE))
+    cluster.kube.put("pods", objs.pod("train-5", "a-held", accelerators=1))  # least work, but must not be disrupted
+    cluster.kube.put("pods", objs.pod("precious", "a-held", annotations={"karpenter.sh/do-not-disrupt": "true"}))
+    cluster.kube.put("pods", objs.pod("train-6", "a-later-idle", accelerators=2))
+    busy = ["a-light", "a-later-idle", one_big_pod, two_pods, "a-held"]  # by pods, then accelerators, then name
+    assert cluster.drainer.pool_nodes("a") == [first_idle, *busy]
+
+    cluster.clock.advance(timedelta(minutes=1))
+    cluster.kube.delete("pods", "train-6", "default")  # idle from now: after the node idle for a minute
+    order = [first_idle, "a-later-idle", "a-light", one_big_pod, two_pods, "a-held"]
+    assert cluster.drainer.pool_nodes("a") == order
+    assert cluster.drainer.idle_nodes("a", timedelta(0)) == order[:2]
+    assert cluster.drainer.idle_nodes("a", timedelta(minutes=1)) == order[:1]

@@ -129,3 +129,16 @@ def test_a_drained_node_leaves_and_the_pool_shrinks_by_exactly_one(harness: Drai
     assert _target(harness)[1] == 2
     harness.observe()
     assert len(harness.drainer.idle_nodes(POOL, WINDOW)) == 1  # the other idle node; the drained one is gone
+
+
+def test_pool_nodes_list_idle_nodes_first_and_a_busy_one_drains_too(harness: DrainHarness) -> None:
+    harness.observe()
+    idle = harness.drainer.idle_nodes(POOL, timedelta(0))
+    nodes = harness.drainer.pool_nodes(POOL)
+    assert len(idle) == 2 and list(nodes[:2]) == list(idle) and len(nodes) == 3
+    busy = nodes[2]
+    result = harness.drainer.drain(POOL, busy, "forced-1")
+    assert (result.status, result.key) == (ActionStatus.DONE, "forced-1")
+    assert _target(harness)[1] == 2
+    harness.observe()
+    assert len(harness.drainer.pool_nodes(POOL)) == 2

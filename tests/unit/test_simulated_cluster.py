@@ -93,3 +93,14 @@ def test_dry_run_records_instead_of_writing() -> None:
     assert dry.resize("gpu", 5, "k").status is ActionStatus.RECORDED
     assert cluster.paid_units() == {"gpu": 1}
     assert dry.recorded == [("gpu", 5, "k")]
+
+
+def test_draining_an_idle_unit_leaves_the_other_idle_units_their_names() -> None:
+    cluster, clock = make(initial=3)
+    cluster.serve(clock.now(), {"a": 8.0})
+    first, second = cluster.idle_nodes("gpu", timedelta(0))
+    assert cluster.drain("gpu", first, "d1").status is ActionStatus.DONE
+    assert list(cluster.idle_nodes("gpu", timedelta(0))) == [second]
+    assert cluster.drain("gpu", second, "d2").status is ActionStatus.DONE
+    assert cluster.ready_units() == {"gpu": 1}
+    assert cluster.drain("gpu", first, "d3").status is ActionStatus.REJECTED  # that unit is gone
