@@ -184,9 +184,11 @@ class NodeDrains:
             return chosen, set()
         drainer = self._drainers[pool_id]
         present = drainer.pool_nodes(pool_id)
-        idle_now = set(drainer.idle_nodes(pool_id, timedelta(0)))
         still_there = [n for n in named if n in idle or n in present]  # not gone, not cordoned by a person
         chosen = _first(wanted, still_there, [*idle, *present], self._choosable)
+        if set(chosen) <= set(idle):
+            return chosen, set()
+        idle_now = set(drainer.idle_nodes(pool_id, timedelta(0)))  # idle, if not yet for the window
         return chosen, {n for n in chosen if n not in idle_now}
 
     def _start(self, resize: Resize, now: datetime, chosen: Sequence[str], busy: set[str]) -> DrainOutcome:
