@@ -66,6 +66,7 @@ def apply_budgets(
     new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}
     new_skips = [*skips, *out.skips]
     held = {s.pool_id for s in skips if s.reason in _HOLDS}
+    stopped = {s.pool_id for s in out.shed if s.forced and s.pool_id not in held}  # the hard stop says it all
     for shed in out.shed:
         if shed.forced:
             continue
@@ -82,7 +83,7 @@ def apply_budgets(
             )
             by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
             new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
-        if release < shed.units:
+        if release < shed.units and pool_id not in stopped:
             why = "in a pool that is held" if pool_id in held else f"not idle for {format_duration(stabilization)}"
             detail = (
                 f"budget {shed.budget!r} projected over its {shed.cap} cap: {shed.units - release} more units "

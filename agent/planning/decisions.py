@@ -42,7 +42,8 @@ def with_budgets(
                 else f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {released} idle units "
                 f"(cheapest to lose first)"
             )
-            decision = _cut(decision, BudgetCut(shed.budget, str(shed.cap), released, detail))
+            cap = f"hard stop of the {shed.cap}" if shed.forced else str(shed.cap)
+            decision = _cut(decision, BudgetCut(shed.budget, cap, released, detail))
         kept = tuple(Hold(SkipReason.BUDGET, s.detail) for s in added.pop(shed.pool_id, []))
         out[shed.pool_id] = replace(decision, holds=(*decision.holds, *kept))
     for pool_id, decision in out.items():
