@@ -78,6 +78,11 @@ class Overspend:
     period: Period
     cap_usd: float
     projected_usd: float
+    until: datetime | None = None  # where the projection ends, when a commit horizon ends it before the period
+
+    @property
+    def by(self) -> datetime:
+        return self.until if self.until is not None else self.period.end
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,12 @@ class _Cap:
     crossing: bool = False  # the next month period: binds only scale-ups whose minimum hold reaches into it
     horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): units counted only that far
     room_usd: float = 0.0
+
+    def until(self, now: datetime) -> datetime | None:
+        """Where this cap's projection ends when its commit horizon ends it before the period does."""
+        if self.horizon is None or now + self.horizon >= self.period.end:
+            return None
+        return now + self.horizon
 
     def hours_left(self, now: datetime) -> float:
         """Hours of this cap's period that the units held now are counted for."""
@@ -144,7 +155,7 @@ def enforce_budgets(
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         cap.room_usd = cap.cap_usd - projected
         if cap.room_usd < -_EPS_USD and not cap.crossing:
-            overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected))
+            overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
 
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
@@ -198,7 +209,7 @@ def find_overspends(
     for cap in _caps(now, spends):
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         if projected > cap.cap_usd + _EPS_USD:
-            out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected))
+            out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
     return out
 
 
