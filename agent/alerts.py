@@ -68,7 +68,16 @@ def projected_overspend_event(
     lines = [c.describe() for c in listed]
     if len(drivers) > len(listed):
         lines.append(f"... and {len(drivers) - len(listed)} more")
-    shedding = [f"{r.pool_id}: {r.from_units} -> {r.to_units} units" for r in releases if not r.is_scale_up]
+    shed = [r for r in releases if not r.is_scale_up]
+    shedding = [
+        f"{r.pool_id}: {r.from_units} -> {r.to_units} units" + (" (hard stop: busy units too)" if r.forced else "")
+        for r in shed
+    ]
+    doing = "nothing can be shed"
+    if any(r.forced for r in shed):
+        doing = "the hard stop is releasing burst units, busy ones too"
+    elif shed:
+        doing = "burst capacity is being shed"
     over = overspend.projected_usd - overspend.cap_usd
     return AlertEvent(
         kind=AlertKind.PROJECTED_OVERSPEND,
@@ -77,8 +86,8 @@ def projected_overspend_event(
         subject=f"budget {overspend.budget} ({overspend.cap})",
         summary=(
             f"Projected {overspend.projected_usd:,.2f} USD against a {overspend.cap} cap of "
-            f"{overspend.cap_usd:,.2f} USD by {_when(overspend.period.end)} ({over:,.2f} USD over). "
-            f"Scale-ups are stopped; {'burst capacity is being shed' if shedding else 'nothing can be shed'}."
+            f"{overspend.cap_usd:,.2f} USD by {_when(overspend.by)} ({over:,.2f} USD over). "
+            f"Scale-ups are stopped; {doing}."
         ),
         details={
             "scale-ups that drove it": "\n".join(lines) or "none by the agent this period",

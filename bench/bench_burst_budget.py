@@ -6,15 +6,21 @@ spend without a budget (measured first on the same window, or ``--cap-usd``), an
 apart: the two tenants with the longest on-prem-only queues cost 4 USD per waiting accelerator-hour, the others
 1 USD (the 1.225x case of ``bench.bench_burst_budget_bound``). The budget's month period is set to end where the
 window ends (periods open on the 22nd at midnight, Asia/Shanghai: the trace's own time zone), so the cap is the
-window's burst budget. The forecast policy paces it (``pacing: forecast``); the reactive burst spends it
-first-come. The forecast policy forecasts short-term demand with the calibrated last value by default
-(``--model``; the scenario's ``auto`` takes several times longer): pacing does not depend on that choice.
+window's burst budget.
 
-Prints each policy's spend (and its peak against the cap: it exits with an error if a cap broke), avoided waiting
-cost, the ratio forecast / reactive, the fluid bound for the same tiers at the list price and at the cost per
-avoided queued accelerator-hour measured without a budget, and peak memory.
+The forecast policy paces it (``pacing: forecast``) twice: with the budget's default guard (units counted to the
+period end, so busy units are never released for the cap), and with a ``commit_horizon`` (units counted a day
+ahead; the cap is held by a hard stop that releases burst units, busy ones too, when the money left no longer pays
+for the units held through the next two ticks). The reactive burst spends the cap first-come, held by a kill
+switch that cuts its pools, busy units too, once the money is gone. The forecast policy forecasts short-term
+demand with the calibrated last value by default (``--model``; the scenario's ``auto`` takes several times
+longer): pacing does not depend on that choice.
 
-    .venv/bin/python -m bench.bench_burst_budget [--cap-usd N] [--model last-value] [--days N] [--trace CSV]
+Prints each run's spend (and its peak against the cap: it exits with an error if a cap broke), avoided waiting
+cost and the units its hard stop released; the ratios forecast / reactive; the fluid bound for the same tiers at
+the list price and at the cost per avoided queued accelerator-hour measured without a budget; and peak memory.
+
+    .venv/bin/python -m bench.bench_burst_budget [--cap-usd N] [--commit-horizon 24h] [--model last-value] [--days N]
 """
 
 from __future__ import annotations
@@ -30,20 +36,22 @@ import numpy as np
 from agent.simulation import select_window
 from agent.simulation.budgets import budget_usage
 from agent.simulation.hybrid import baseline_queue, hybrid_summary
-from agent.simulation.runner import Simulation, run_policy
+from agent.simulation.runner import PolicyRun, Simulation, run_policy
+from agent.simulation.window import SimulationWindow
 from agent.sources.trace import read_trace
 from bench.bench_burst_budget_bound import HIGH, LOW, first_come, value_aware
 from bench.memory import peak_rss_mib
-from config import load_settings
+from config import load_settings, parse_duration
 from config.schema import BudgetSettings, Settings
 from models import PoolKind
+from models.durations import format_duration
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 1.2
 POLICIES = ("forecast", "reactive")
 
 
-def tiered(settings: Settings, high: set[str], cap_usd: float) -> Settings:
+def tiered(settings: Settings, high: set[str], cap_usd: float, horizon: timedelta | None = None) -> Settings:
     """The scenario with two waiting-cost tiers and a paced burst budget over its cloud pools."""
     classes = tuple(
         c.model_copy(update={"waiting_cost_per_accelerator_hour_usd": HIGH if c.name in high else LOW})
@@ -56,8 +64,17 @@ def tiered(settings: Settings, high: set[str], cap_usd: float) -> Settings:
         period_start_day=22,
         timezone="Asia/Shanghai",
         pacing="forecast",
+        commit_horizon=horizon,
     )
     return settings.model_copy(update={"demand_classes": classes, "budgets": (budget,)})
+
+
+def hybrid_row(settings: Settings, window: SimulationWindow, run: PolicyRun) -> dict[str, float]:
+    """The hybrid summary's row of one run (burst spend, queued accelerator-hours, avoided waiting cost)."""
+    row: dict[str, float] = hybrid_summary(settings.pool_specs(), window, {run.name: run}, settings.waiting_costs())[
+        "rows"
+    ][run.name]
+    return row
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -70,6 +87,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         "half the forecast policy's burst spend without a budget, measured first",
     )
     parser.add_argument("--model", default="last-value", help="the forecast policy's short-term forecaster")
+    parser.add_argument(
+        "--commit-horizon",
+        type=parse_duration,
+        default=timedelta(hours=24),
+        help="the budget's commit_horizon for the hard-stop run (default 24h)",
+    )
     parser.add_argument("--days", type=float, default=None, help="simulate only the window's last N days")
     parser.add_argument("--trace", default=str(ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"))
     args = parser.parse_args(argv)
@@ -92,33 +115,47 @@ def main(argv: Sequence[str] | None = None) -> None:
     burst_pools = [p.pool_id for p in base.pool_specs() if p.kind is not PoolKind.ON_PREM]
     free_spend = sum(unconstrained.spend_by_pool_usd[p] for p in burst_pools)
     cap = args.cap_usd if args.cap_usd is not None else free_spend / 2.0
-    settings = tiered(base, high, cap)
+    horizon = format_duration(args.commit_horizon)
     print(
         f"window {window.index[0]} .. {window.index[-1]}; forecaster {args.model}; high tier {sorted(high)}; "
         f"forecast burst spend without a budget {free_spend:,.0f} USD; cap {cap:,.0f} USD"
     )
-    runs = {name: run_policy(settings, trace, window, name, outlooks=simulation.outlooks(name)) for name in POLICIES}
+    variants = {
+        # the budget's default: units counted to the period end, busy units never released for the cap
+        "forecast": tiered(base, high, cap),
+        # commit_horizon: units counted a horizon ahead, the cap held by the hard stop
+        f"forecast, hard stop ({horizon})": tiered(base, high, cap, args.commit_horizon),
+        "reactive": tiered(base, high, cap),
+    }
+    policies = {label: label.split(",")[0] for label in variants}
+    runs = {
+        label: run_policy(settings, trace, window, policies[label], outlooks=simulation.outlooks(policies[label]))
+        for label, settings in variants.items()
+    }
     elapsed = time.perf_counter() - started
-    summary = hybrid_summary(settings.pool_specs(), window, runs, settings.waiting_costs())
-    rows = summary["rows"]
-    for name, run in runs.items():
-        (usage,) = budget_usage(settings, window, run)
+    settings = variants["reactive"]
+    rows = {label: hybrid_row(settings, window, run) for label, run in runs.items()}
+    for label, run in runs.items():
+        (usage,) = budget_usage(variants[label], window, run)
         if usage.exceeded:
-            raise SystemExit(f"{name} spent over the cap: peak {usage.peak_period_usd:,.2f} USD")
-        row = rows[name]
+            raise SystemExit(f"{label} spent over the cap: peak {usage.peak_period_usd:,.2f} USD")
+        row = rows[label]
         print(
-            f"{name:>9}: spend {row['burst_spend_usd']:>9,.0f} USD (peak {usage.peak_period_usd:,.0f} of cap "
-            f"{cap:,.0f}, exceeded: {usage.exceeded}); queued {row['queued_accelerator_hours']:,.0f} "
-            f"accelerator-hours; avoided waiting cost {row['avoided_waiting_cost_usd']:,.0f} USD"
+            f"{label:>26}: spend {row['burst_spend_usd']:>7,.0f} USD (peak {usage.peak_period_usd:,.0f} of cap "
+            f"{cap:,.0f}); queued {row['queued_accelerator_hours']:,.0f} accelerator-hours; avoided waiting cost "
+            f"{row['avoided_waiting_cost_usd']:,.0f} USD; units released busy or idle by a hard stop "
+            f"{run.forced_release_units}"
         )
-    ratio = rows["forecast"]["avoided_waiting_cost_usd"] / rows["reactive"]["avoided_waiting_cost_usd"]
+    reactive = rows["reactive"]["avoided_waiting_cost_usd"]
+    for label in list(variants)[:2]:
+        ratio = rows[label]["avoided_waiting_cost_usd"] / reactive
+        print(f"avoided waiting cost, {label} / reactive with cap: {ratio:.3f}x (target >= {TARGET}x)")
     cost = np.array([HIGH if n in high else LOW for n in names])
     list_price = min(p.price_per_chip_hour_usd for p in settings.pool_specs() if p.kind is not PoolKind.ON_PREM)
     # What an avoided queued accelerator-hour really cost without a budget: whole nodes, lead times, idle holds
     # and interruptions on top of the list price.
     free_avoided = float(queued.sum()) - unconstrained.unserved_accelerator_hours
     realized = free_spend / free_avoided
-    print(f"avoided waiting cost, forecast value-aware / reactive with cap: {ratio:.3f}x (target >= {TARGET}x)")
     for label, price in (("list price", list_price), ("realized cost per avoided hour", realized)):
         bound = value_aware(queued, cost, cap / price) / first_come(queued, cost, cap / price)
         print(f"fluid bound for these tiers at the {label} ({price:.2f} USD): value-aware / first-come {bound:.3f}x")

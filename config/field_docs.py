@@ -125,6 +125,12 @@ FIELDS: dict[str, str] = {
     "BudgetSettings.pacing": "How the monthly cap is spent over its period: `none` holds only the cap; `forecast` "
     "paces it from a forecast of the period's remaining burst need (a profile of history by hour of day) so the "
     "money lasts the period, and when it is short funds the classes whose waiting costs most first.",
+    "BudgetSettings.commit_horizon": "How far ahead the monthly cap counts the burst units held (duration). Unset: "
+    "to the end of the period, so the cap can never break and busy units are never released for it, but units "
+    "bought early in the period are charged as if held to its end. Set (e.g. `24h`): a scale-up need only fit "
+    "the money left over this horizon, and the cap is held by a hard stop instead: when the money left no longer "
+    "pays for the units held through the next two ticks, burst units are released, idle first, busy ones too "
+    "(their work goes back to the queue).",
     # -- simulation
     "SimulationSettings.stockouts": "Windows in which a pool gets no new units (to rehearse a stockout).",
     "StockoutWindow.pool": "The pool that cannot get units.",

@@ -12,6 +12,7 @@ from config.energy import energy_problems
 from config.prometheus import prometheus_problems
 from config.schema import Settings
 from models import AcceleratorFamily, ConfigProblem, PoolKind
+from models.durations import format_duration
 
 
 def check_rules(settings: Settings, invalid: frozenset[str] = frozenset()) -> list[ConfigProblem]:
@@ -105,6 +106,15 @@ def _budget_rules(settings: Settings) -> Iterator[ConfigProblem]:
             priced = [p for p in settings.pools if p.id in budget.pools and p.kind is not PoolKind.ON_PREM]
             if not any(p.unit_price_usd > 0.0 for p in priced):
                 yield ConfigProblem(f"{at}.pacing", "pacing 'forecast' needs a priced cloud pool in pools")
+        if budget.commit_horizon is not None:
+            if budget.monthly_cap_usd is None:
+                yield ConfigProblem(f"{at}.commit_horizon", "a commit horizon holds a monthly cap: set monthly_cap_usd")
+            if budget.commit_horizon < 2 * settings.loop.tick_interval:
+                yield ConfigProblem(
+                    f"{at}.commit_horizon",
+                    f"must be at least two ticks ({format_duration(2 * settings.loop.tick_interval)}): the hard stop "
+                    "releases units two ticks before the money runs out",
+                )
         for j, threshold in enumerate(budget.alert_thresholds):
             if not 0.0 < threshold <= 2.0:
                 yield ConfigProblem(f"{at}.alert_thresholds[{j}]", "a threshold is a fraction of the cap in (0, 2]")

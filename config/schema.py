@@ -159,6 +159,7 @@ class BudgetSettings(_Section):
     timezone: str = "UTC"
     alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
     pacing: Pacing = "none"
+    commit_horizon: Duration | None = None
 
 
 class StockoutWindow(_Section):

@@ -32,9 +32,11 @@ class Period:
     start: datetime
     end: datetime
 
-    def remaining(self, now: datetime) -> timedelta:
-        """Time left in the period after ``now`` (all of it before it starts, none after it ends)."""
-        return max(timedelta(0), self.end - max(now, self.start))
+    def remaining(self, now: datetime, horizon: timedelta | None = None) -> timedelta:
+        """Time left in the period after ``now`` (all of it before it starts, none after it ends); with a
+        ``horizon``, only the part of it before ``now + horizon``."""
+        end = self.end if horizon is None else min(self.end, now + horizon)
+        return max(timedelta(0), end - max(now, self.start))
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Budget:
     tz: tzinfo = UTC
     alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
     pacing: Pacing = "none"
+    commit_horizon: timedelta | None = None  # None: units are counted to the period end (see enforcement)
 
     def __post_init__(self) -> None:
         if not 1 <= self.period_start_day <= 28:
@@ -66,6 +69,7 @@ class Budget:
             tz=ZoneInfo(settings.timezone),
             alert_thresholds=tuple(sorted(settings.alert_thresholds)),
             pacing=settings.pacing,
+            commit_horizon=settings.commit_horizon,
         )
 
     def period(self, now: datetime) -> Period:
@@ -116,13 +120,15 @@ def project(
     prices: Mapping[str, float],
     held: Mapping[str, int] | None = None,
     settle: timedelta = timedelta(0),
+    horizon: timedelta | None = None,
 ) -> float:
-    """Spend at the end of ``period`` if each pool holds ``units`` from ``now`` on.
+    """Spend at the end of ``period`` if each pool holds ``units`` from ``now`` on (with a ``horizon``, spend by
+    ``now + horizon`` if that comes first).
 
     A pool asked to shrink keeps billing its ``held`` units for ``settle`` (one tick: the ledger charges the
     last observed capacity until the next observation), then bills its new units.
     """
-    remaining = period.remaining(now)
+    remaining = period.remaining(now, horizon)
     first = min(settle, remaining)
     first_h, rest_h = _hours(first), _hours(remaining - first)
     total = spent_usd

@@ -5,6 +5,9 @@ new period began with capacity bought late in the last one), the units it names 
 planner's safe release rule: only units observed idle for the stabilization window go, never from a pool the
 planner is holding (missing data, an operation in flight, a permanent error). Whatever should go but cannot go
 safely is kept, with a budget skip that says how many and why; the loop alerts on the overrun.
+
+A budget with a commit horizon holds its cap by a hard stop instead: the units its stop names go whether idle or
+busy (a ``forced`` release, which the executor drains idle nodes first for), except from a held pool.
 """
 
 from __future__ import annotations
@@ -63,7 +66,10 @@ def apply_budgets(
     new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}
     new_skips = [*skips, *out.skips]
     held = {s.pool_id for s in skips if s.reason in _HOLDS}
+    stopped = {s.pool_id for s in out.shed if s.forced and s.pool_id not in held}  # the hard stop says it all
     for shed in out.shed:
+        if shed.forced:
+            continue
         pool_id, current = shed.pool_id, billed[shed.pool_id]
         planned = by_pool.get(pool_id)
         after = planned.to_units if planned is not None else current
@@ -77,13 +83,34 @@ def apply_budgets(
             )
             by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
             new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
-        if release < shed.units:
+        if release < shed.units and pool_id not in stopped:
             why = "in a pool that is held" if pool_id in held else f"not idle for {format_duration(stabilization)}"
             detail = (
                 f"budget {shed.budget!r} projected over its {shed.cap} cap: {shed.units - release} more units "
                 f"should be released but are {why}; keeping them"
             )
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
+    for stop in (s for s in out.shed if s.forced):
+        pool_id, current = stop.pool_id, billed[stop.pool_id]
+        if pool_id in held:
+            detail = (
+                f"budget {stop.budget!r} hard stop: the money left does not pay for the units held through the next "
+                f"two ticks and {stop.units} units should go now, but the pool is held; keeping them"
+            )
+            new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
+            continue
+        planned = by_pool.get(pool_id)
+        after = planned.to_units if planned is not None else current
+        to_units = min(after, min(out.targets.get(pool_id, current), current) - stop.units)
+        if to_units >= after:
+            continue
+        busy = max(0, stop.units - stop.idle_units)
+        reason = (
+            f"budget {stop.budget!r} hard stop: the money left does not pay for the units held through the next two "
+            f"ticks: releasing {current - to_units} units ({busy} of them busy; their work goes back to the queue)"
+        )
+        by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units), forced=True)
+        new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
     kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}

@@ -29,17 +29,21 @@ def with_budgets(
         detail = texts.pop(0).detail if texts else ""
         units = trim.wanted_units - trim.allowed_units
         out[trim.pool_id] = _cut(out[trim.pool_id], BudgetCut(trim.budget, str(trim.cap), units, detail))
-    for shed in held.shed:
+    # one record per pool: a hard stop (listed after the ordinary sheds) stands for both
+    for shed in {s.pool_id: s for s in held.shed}.values():
         decision = out[shed.pool_id]
         resize = resized.get(shed.pool_id)
         after = resize.to_units if resize is not None else decision.current_units
         released = decision.budgeted_units - after if after is not None else 0
         if released > 0:
             detail = (
-                f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {released} idle units "
+                resize.reason
+                if resize is not None and resize.forced
+                else f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {released} idle units "
                 f"(cheapest to lose first)"
             )
-            decision = _cut(decision, BudgetCut(shed.budget, str(shed.cap), released, detail))
+            cap = f"hard stop of the {shed.cap}" if shed.forced else str(shed.cap)
+            decision = _cut(decision, BudgetCut(shed.budget, cap, released, detail))
         kept = tuple(Hold(SkipReason.BUDGET, s.detail) for s in added.pop(shed.pool_id, []))
         out[shed.pool_id] = replace(decision, holds=(*decision.holds, *kept))
     for pool_id, decision in out.items():

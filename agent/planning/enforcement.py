@@ -21,6 +21,12 @@ the next period opens, and the projection then runs them to the end of that peri
 fit the next period's cap, with everything billed now counted over the whole of it. (Units bought earlier can
 still be released before the period ends if they turn out idle; busy units never are, whatever a cap says.)
 
+A monthly cap with a ``commit_horizon`` counts the units held only that far ahead (within the period), in the
+trim, the shed and the overspend check alike: a scale-up need only fit the money left over the horizon. Such a cap
+is held by a **hard stop** instead of the guarantee above: when the money left no longer pays for the units held
+through the next two ticks (the ledger bills a release one tick late), ``stops`` name the burst units to release
+now, cheapest to lose first, busy ones included (``Shed.forced``).
+
 A budget pool missing from ``billed`` is counted at its ``max_units``: spend of a pool nobody observed is never
 assumed to be zero.
 """
@@ -60,6 +66,7 @@ class Shed:
     budget: str
     cap: CapKind
     saves_usd: float
+    forced: bool = False  # a hard stop: busy units go too (``commit_horizon``)
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,11 @@ class Overspend:
     period: Period
     cap_usd: float
     projected_usd: float
+    until: datetime | None = None  # where the projection ends, when a commit horizon ends it before the period
+
+    @property
+    def by(self) -> datetime:
+        return self.until if self.until is not None else self.period.end
 
 
 @dataclass(frozen=True)
@@ -95,7 +107,18 @@ class _Cap:
     pools: frozenset[str]
     lookahead: bool = False
     crossing: bool = False  # the next month period: binds only scale-ups whose minimum hold reaches into it
+    horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): units counted only that far
     room_usd: float = 0.0
+
+    def until(self, now: datetime) -> datetime | None:
+        """Where this cap's projection ends when its commit horizon ends it before the period does."""
+        if self.horizon is None or now + self.horizon >= self.period.end:
+            return None
+        return now + self.horizon
+
+    def hours_left(self, now: datetime) -> float:
+        """Hours of this cap's period that the units held now are counted for."""
+        return _hours(self.period.remaining(now, self.horizon))
 
     @property
     def label(self) -> str:
@@ -129,18 +152,22 @@ def enforce_budgets(
     base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
     overspends = []
     for cap in caps:
-        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices)
+        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         cap.room_usd = cap.cap_usd - projected
         if cap.room_usd < -_EPS_USD and not cap.crossing:
-            overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected))
+            overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
 
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
     trims, skips = _trim(now, caps, pools, base, targets, holds)
     shed = _shed(now, caps, pools, base, targets, idle or {}, settle)
+    stops = _shed(now, caps, pools, base, targets, idle or {}, settle, stop=True)
     final = dict(targets)
     for item in shed:
         final[item.pool_id] = final.get(item.pool_id, base[item.pool_id]) - item.units
+    for item in stops:
+        final[item.pool_id] = min(final.get(item.pool_id, base[item.pool_id]), base[item.pool_id] - item.units)
+    shed = [*shed, *stops]
     snapshots = budget_snapshots(now, spends, pools, billed, final, settle)
     return BudgetEnforcement(targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots)
 
@@ -180,9 +207,9 @@ def find_overspends(
     base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
     out = []
     for cap in _caps(now, spends):
-        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices)
+        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         if projected > cap.cap_usd + _EPS_USD:
-            out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected))
+            out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
     return out
 
 
@@ -194,13 +221,16 @@ def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) 
     for spend in sorted(spends, key=lambda s: s.budget.name):
         name, pools = spend.budget.name, spend.budget.pools
         for kind, period, cap_usd in spend.budget.caps(now):
-            caps.append(_Cap(name, kind, period, cap_usd, spend.spent(kind), pools))
+            horizon = spend.budget.commit_horizon if kind is CapKind.MONTH else None
+            caps.append(_Cap(name, kind, period, cap_usd, spend.spent(kind), pools, horizon=horizon))
             if kind is CapKind.HOUR:
                 following = Period(period.end, period.end + (period.end - period.start))
                 caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True))
             elif crossing:
                 following = spend.budget.period(period.end)
-                caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True, crossing=True))
+                caps.append(
+                    _Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True, crossing=True, horizon=horizon)
+                )
     return caps
 
 
@@ -222,14 +252,14 @@ def _trim(
         allowed, binding = wanted, None
         binds = [c for c in caps if pool_id in c.pools and (not c.crossing or now + holds[pool_id] > c.period.start)]
         for cap in binds:
-            per_unit = pools[pool_id].price_per_unit_hour_usd * _hours(cap.period.remaining(now))
+            per_unit = pools[pool_id].price_per_unit_hour_usd * cap.hours_left(now)
             if per_unit <= 0.0:
                 continue
             fits = max(0, math.floor((cap.room_usd + _EPS_USD) / per_unit))
             if fits < allowed:
                 allowed, binding = fits, cap
         for cap in binds:
-            cap.room_usd -= allowed * pools[pool_id].price_per_unit_hour_usd * _hours(cap.period.remaining(now))
+            cap.room_usd -= allowed * pools[pool_id].price_per_unit_hour_usd * cap.hours_left(now)
         if binding is None:
             continue
         targets[pool_id] = base[pool_id] + allowed
@@ -256,25 +286,32 @@ def _shed(
     targets: Mapping[str, int],
     idle: Mapping[str, int],
     settle: timedelta,
+    stop: bool = False,
 ) -> list[Shed]:
     """Units to release, in cheapest-to-lose order, until no cap is broken (or nothing more can be shed).
 
     The planner's own releases in this tick count towards the shortfall; scale-ups were already trimmed to zero
-    in every broken budget, because a broken cap has no room.
+    in every broken budget, because a broken cap has no room. With ``stop``, the hard stop of the caps that have a
+    commit horizon: each is projected over the next two ticks only, and what it names is ``forced``.
     """
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     kept = {p: min(targets.get(p, base[p]), base[p]) for p in base}
     excess: dict[int, float] = {}
+    horizons: dict[int, timedelta | None] = {}
     for i, cap in enumerate(caps):
-        if cap.room_usd >= -_EPS_USD or cap.crossing:  # a next period is held at its opening, not before
+        if cap.crossing:  # a next period is held at its opening, not before
             continue
-        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle)
+        held_by_stop = cap.horizon is not None
+        if (stop and not held_by_stop) or (not stop and cap.room_usd >= -_EPS_USD):
+            continue
+        horizons[i] = 2 * settle if stop else cap.horizon
+        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
         if projected > cap.cap_usd + _EPS_USD:
             excess[i] = projected - cap.cap_usd
     shed: dict[str, Shed] = {}
     for _, pool_id, is_idle, count in _candidates([caps[i] for i in excess], pools, base, kept, idle):
         saves = {
-            i: prices[pool_id] * _hours(max(timedelta(0), caps[i].period.remaining(now) - settle))
+            i: prices[pool_id] * _hours(max(timedelta(0), caps[i].period.remaining(now, horizons[i]) - settle))
             for i in excess
             if pool_id in caps[i].pools
         }
@@ -293,6 +330,7 @@ def _shed(
             caps[worst].budget,
             caps[worst].kind,
             n * max(saves.values()) + (before.saves_usd if before else 0.0),
+            forced=stop,
         )
         if all(v <= _EPS_USD for v in excess.values()):
             break

@@ -65,6 +65,7 @@ class PolicyRun:
     served_by_pool: dict[str, np.ndarray] = field(default_factory=dict)  # chips served; NaN on gaps
     forecast_bands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     alerts: list[AlertEvent] = field(default_factory=list)
+    forced_release_units: int = 0  # units a budget's hard stop released (``commit_horizon``), busy ones included
 
     @property
     def unserved_fraction(self) -> float:
@@ -346,6 +347,7 @@ def _drive(
         if report is not None:
             bands.record(t, report)
             run.alerts.extend(report.alerts)
+            run.forced_release_units += sum(r.from_units - r.to_units for r in report.plan.resizes if r.forced)
         paid, ready = cluster.paid_units(), cluster.ready_units()
         for pool in pools:
             run.paid_units[pool.pool_id][t] = paid[pool.pool_id]

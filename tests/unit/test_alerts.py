@@ -77,6 +77,16 @@ def test_projected_overspend_names_the_scale_ups_that_drove_it_and_what_is_shed(
     assert "nothing can go safely" in projected_overspend_event(overspend, NOW, [], []).details["shedding"]
 
 
+def test_a_hard_stop_overspend_says_where_its_projection_ends_and_that_busy_units_go() -> None:
+    horizon_end = datetime(2024, 3, 21, 12, tzinfo=UTC)
+    overspend = Overspend("team-a", CapKind.MONTH, PERIOD, 1000.0, 1010.0, until=horizon_end)
+    releases = [Resize("pool-0", 3, 0, "budget", "k1", forced=True)]
+    event = projected_overspend_event(overspend, NOW, [], releases)
+    assert "against a monthly cap of 1,000.00 USD by 2024-03-21 12:00 UTC" in event.summary
+    assert "the hard stop is releasing burst units, busy ones too" in event.summary
+    assert event.details["shedding"] == "pool-0: 3 -> 0 units (hard stop: busy units too)"
+
+
 def _spec(pool_id: str, lead_minutes: int) -> PoolSpec:
     return PoolSpec(
         pool_id, PoolKind.TPU_SLICE_GROUP, CapacityTier.ON_DEMAND, AcceleratorFamily.TPU, 32, 0, 8, 38.4,

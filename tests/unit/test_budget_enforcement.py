@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent.planning.budget import Budget, BudgetSpend, CapKind
-from agent.planning.enforcement import enforce_budgets
+from agent.planning.enforcement import enforce_budgets, find_overspends
 from models import AcceleratorFamily, CapacityTier, PoolKind, PoolSpec, SkipReason
 
 NOW = datetime(2024, 3, 31, 14, 0, tzinfo=UTC)  # 10 hours before the month ends (UTC)
@@ -159,3 +159,15 @@ def test_a_scale_up_that_can_be_released_before_the_period_end_is_held_to_this_p
     targets, details = _month_end(BOUNDARY - timedelta(minutes=45), 10)
     assert targets == {"cheap": 10}
     assert details == []
+
+
+def test_a_commit_horizon_projects_the_units_held_only_that_far_ahead() -> None:
+    budget = Budget("team-a", frozenset({"spot", "ondemand"}), monthly_cap_usd=800.0, commit_horizon=timedelta(hours=2))
+    spend = BudgetSpend(budget, NOW, 500.0, 0.0)
+    billed = {"spot": 2, "ondemand": 1}  # 50 USD an hour: 500 USD to the period end, 100 over the horizon
+    assert find_overspends(NOW, [monthly(800.0, 500.0)], POOLS, billed)[0].projected_usd == pytest.approx(1000.0)
+    assert find_overspends(NOW, [spend], POOLS, billed) == []
+    out = enforce_budgets(NOW, [spend], POOLS, billed, {"spot": 40}, {}, TICK)
+    assert out.targets == {"spot": 2 + 10}  # room 200 USD over 2 hours at 10 USD an hour: 10 more units
+    [over] = find_overspends(NOW, [BudgetSpend(budget, NOW, 750.0, 0.0)], POOLS, billed)
+    assert (over.projected_usd, over.by) == (pytest.approx(850.0), NOW + timedelta(hours=2))

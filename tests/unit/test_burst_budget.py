@@ -254,6 +254,22 @@ def test_a_paced_budget_never_spends_over_its_cap_at_any_step(tmp_path: Path) ->
     assert "peak spend (USD)" in page and f"{ratio:.3f}x" in page and "avoided waiting cost (USD)" in page
 
 
+def test_a_hard_stop_holds_the_cap_at_every_step_by_releasing_busy_units(tmp_path: Path) -> None:
+    # A cap too small for the day's bursts, counted only an hour ahead: the money runs out while units are busy,
+    # and the hard stop releases them before the cap breaks. The default guard at the same cap never has to.
+    budget = {"name": "burst", "pools": ["spot"], "monthly_cap_usd": 40.0, "period_start_day": 3,
+              "pacing": "forecast"}  # fmt: skip
+    runs = {}
+    for horizon in (None, "1h"):
+        settings, trace, window = hybrid(tmp_path, [{**budget, "commit_horizon": horizon}], {"a": 1.0, "b": 4.0})
+        run = runs[horizon] = run_policy(settings, trace, window, "forecast")
+        (usage,) = budget_usage(settings, window, run)
+        assert (usage.period_spend <= 40.0 + 1e-6).all(), horizon
+    assert runs["1h"].forced_release_units > 0
+    assert runs[None].forced_release_units == 0
+    assert runs["1h"].unserved_accelerator_hours < runs[None].unserved_accelerator_hours
+
+
 def test_avoided_waiting_cost_per_class_is_each_class_cost_times_the_hours_it_no_longer_waits(
     tmp_path: Path,
 ) -> None:
@@ -289,5 +305,14 @@ def test_pacing_errors_name_the_budget_key() -> None:
     assert problems(hourly) == ["budgets[0].pacing: pacing 'forecast' spends a monthly cap: set monthly_cap_usd"]
     onprem = {"name": "b", "pools": ["onprem"], "monthly_cap_usd": 10.0, "pacing": "forecast"}
     assert problems(onprem) == ["budgets[0].pacing: pacing 'forecast' needs a priced cloud pool in pools"]
+    short = {"name": "b", "pools": ["spot"], "monthly_cap_usd": 10.0, "commit_horizon": "90s"}
+    assert problems(short) == [
+        "budgets[0].commit_horizon: must be at least two ticks (2m): the hard stop releases units two ticks before "
+        "the money runs out"
+    ]
+    uncapped = {"name": "b", "pools": ["spot"], "hourly_cap_usd": 10.0, "commit_horizon": "1h"}
+    assert problems(uncapped) == [
+        "budgets[0].commit_horizon: a commit horizon holds a monthly cap: set monthly_cap_usd"
+    ]
     (typo,) = problems({"name": "b", "pools": ["spot"], "monthly_cap_usd": 10.0, "pacing": "forecasts"})
     assert typo.startswith("budgets[0].pacing") and "'none'" in typo and "'forecast'" in typo

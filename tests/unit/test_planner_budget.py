@@ -121,3 +121,49 @@ def test_busy_units_a_new_period_opens_with_are_kept_with_a_skip_never_drained()
     [snapshot] = opening.budgets
     assert snapshot.period_start == NOW
     assert snapshot.projected_usd > 1000.0  # the overrun stays visible: the loop alerts on it
+
+
+def hard_stop(cap: float, spent: float, horizon: timedelta = timedelta(hours=2)) -> BudgetSpend:
+    budget = Budget("team-a", frozenset({"gpu"}), monthly_cap_usd=cap, commit_horizon=horizon)
+    return BudgetSpend(budget, NOW, spent, 0.0)
+
+
+def test_a_commit_horizon_grants_a_scale_up_that_the_period_end_guard_refuses() -> None:
+    # 8 USD per unit-hour, 10 hours left, 2 units billed: to the period end the 10-unit target projects
+    # 200 + 10 x 80 = 1,000 USD against a 500 USD cap (room for 1 more unit); over a 2-hour horizon
+    # 200 + 10 x 16 = 360 USD, so the whole scale-up fits.
+    guarded = plan([pool()], [state(target=2)], {"a": 80.0}, [monthly(500.0, 200.0)])
+    assert [(r.from_units, r.to_units) for r in guarded.resizes] == [(2, 3)]
+    horizon = plan([pool()], [state(target=2)], {"a": 80.0}, [hard_stop(500.0, 200.0)])
+    assert [(r.from_units, r.to_units, r.forced) for r in horizon.resizes] == [(2, 10, False)]
+
+
+def test_the_hard_stop_releases_busy_units_when_the_money_left_does_not_pay_for_two_ticks() -> None:
+    # 6 busy units, 1 idle for 30 minutes (7 billed), demand for 6. Two ticks of 5 minutes cost 7 x 8 / 12 = 4.67
+    # USD for the first (billed whatever is released) plus 8 / 12 = 0.67 USD per unit kept for the second. With
+    # 7.00 USD left, at most 3 units may be kept: 4 go, the idle one first, then 3 busy ones.
+    stopped = plan([pool()], [state(target=7, idle_minutes=(30,))], {"a": 48.0}, [hard_stop(1000.0, 993.0)])
+    [release] = stopped.resizes
+    assert (release.from_units, release.to_units, release.forced) == (7, 3, True)
+    assert "budget 'team-a' (hard stop of the monthly cap) -3: 3" in release.reason
+    [cut] = stopped.decisions["gpu"].budget_cuts  # the planner released the idle unit itself: 6 -> 3 is the cut
+    assert (cut.budget, cut.cap, cut.units) == ("team-a", "hard stop of the monthly", 3)
+    assert "releasing 4 units (3 of them busy; their work goes back to the queue)" in cut.detail
+    assert not any("keeping them" in s.detail for s in stopped.skips)
+    assert stopped.targets["gpu"] == 3
+    # The default guard never releases a busy unit for a cap: only the idle one goes, the rest are kept.
+    guarded = plan([pool()], [state(target=7, idle_minutes=(30,))], {"a": 48.0}, [monthly(1000.0, 993.0)])
+    assert [(r.from_units, r.to_units, r.forced) for r in guarded.resizes] == [(7, 6, False)]
+
+
+def test_the_hard_stop_waits_while_the_money_left_pays_for_the_next_two_ticks() -> None:
+    # 7 units for two ticks: 7 x 8 x 10 / 60 = 9.33 USD; with 10 USD left nothing busy goes yet, though the
+    # 2-hour horizon is over the cap (so no scale-up is granted and the idle unit is shed as usual).
+    early = plan([pool()], [state(target=7, idle_minutes=(30,))], {"a": 80.0}, [hard_stop(1000.0, 990.0)])
+    assert [(r.from_units, r.to_units, r.forced) for r in early.resizes] == [(7, 6, False)]
+
+
+def test_a_held_pool_is_not_released_by_a_hard_stop() -> None:
+    held = plan([pool()], [state(target=6)], {}, [hard_stop(1000.0, 999.9)], forecasts={})
+    assert held.resizes == ()
+    assert any("hard stop" in s.detail and "the pool is held" in s.detail for s in held.skips)
