@@ -1,7 +1,7 @@
 """Forced releases (a budget's hard stop) carried out by the executor through the real drainer, on the fake APIs:
 busy nodes are drained once the idle ones do not cover the release (their pods evicted through the Eviction API, so
-disruption budgets still hold and a blocked drain goes on every tick), idle nodes go first, and a release that is
-not forced still refuses a busy node."""
+disruption budgets still hold and a blocked drain goes on every tick), idle nodes go first, a release that is not
+forced still refuses a busy node, and a budget's hard stop planned by the loop drains busy nodes end to end."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from kubernetes import client as k8s
 from agent.executor import Execution, execute
 from agent.loop import Agent
 from agent.notify import RecordingNotifier
-from models import ActionStatus, CapacityPlan, PoolDecision, Resize, drain_key
+from config import settings_from_mapping
+from models import ActionStatus, CapacityPlan, LedgerEntry, PoolDecision, Resize, drain_key
 from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, Rig, live_agent
 from tests.fakes import kube_objects as objs
 from tests.fakes.kube_api import RequestRecord
@@ -158,3 +159,27 @@ def test_only_a_forced_release_drains_a_named_node_that_is_busy(rig: Rig, kube_c
     assert _evicted(rig) == [f"train-{busy}-0"]
     assert _deleting(rig) == [busy]
     assert not _cordoned(rig, idle)
+
+
+def test_a_budget_hard_stop_drains_busy_nodes_through_the_whole_loop(rig: Rig, kube_client: k8s.ApiClient) -> None:
+    # Three busy on-demand nodes at 29.36 USD per node-hour; a tick is a minute. With 2.00 USD left in the month
+    # the next tick (billed for the three nodes held: 1.47 USD) leaves 0.53 USD, one node's minute (0.49 USD).
+    rig.add_pools(on_demand_nodes=3)
+    nodes = rig.mirror.nodes(ON_DEMAND)
+    for node in nodes:
+        rig.kube.put("pods", objs.pod(f"train-{node}", node, namespace=CLASS, accelerators=8, labels=TRAIN))
+    rig.prometheus.set_demand(CLASS, 24)
+    document = rig.config_document(spot_max=0)
+    document["budgets"] = [
+        {"name": "team", "pools": [ON_DEMAND], "monthly_cap_usd": 1000.0, "commit_horizon": "24h"},
+    ]
+    agent = live_agent(rig, settings_from_mapping(document, source="e2e config"), kube_client, RecordingNotifier())
+    now = rig.clock.now()
+    agent.parts.ledger.record(LedgerEntry(ON_DEMAND, now - timedelta(hours=1), now, 3, 998.0))
+    report = agent.run_once(now)
+    [release] = report.plan.resizes
+    assert (release.from_units, release.to_units, release.forced) == (3, 1, True)
+    assert sorted(r.key.removeprefix(drain_key(release.key, "")) for r in report.results) == nodes[:2]
+    assert all(r.status is ActionStatus.DONE for r in report.results)
+    assert sorted(_evicted(rig)) == [f"train-{n}" for n in nodes[:2]]
+    assert sorted(_deleting(rig)) == nodes[:2]
