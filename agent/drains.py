@@ -161,6 +161,11 @@ class NodeDrains:
         except ActuatorError as exc:
             return self._failed(resize.key, pool_id, now, exc)
         if forced is not None:
+            if 0 < len(forced[0]) < wanted:
+                log.warning(
+                    "pool %s: forced release of %d nodes finds only %d to drain (the others are draining, held after "
+                    "a failed drain or cordoned)", pool_id, wanted, len(forced[0]),
+                )  # fmt: skip
             return self._start(resize, now, *forced)
         if nodes:
             gone = [n for n in nodes if n not in idle or not self._choosable(n)]

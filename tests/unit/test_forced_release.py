@@ -115,3 +115,12 @@ def test_a_replica_that_no_longer_leads_reads_the_pool_but_drains_no_busy_unit()
     [result] = outcome.results
     assert result.status is ActionStatus.FAILED and "no longer leads" in (result.error or "")
     assert cluster.ready_units() == {"gpu": 3}
+
+
+def test_a_forced_release_that_finds_fewer_nodes_drains_those_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
+    cluster, clock, drains = _cluster(units=2, busy=2)
+    caplog.set_level(logging.WARNING, logger="agent.drains")
+    outcome = drains.scale_down(_release(3, 0), clock.now())  # planned with a third node another drain took since
+    assert [r.status for r in outcome.results] == [ActionStatus.DONE, ActionStatus.DONE]
+    assert cluster.ready_units() == {"gpu": 0}
+    assert "forced release of 3 nodes finds only 2 to drain" in caplog.records[0].getMessage()
