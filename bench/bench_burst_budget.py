@@ -18,7 +18,8 @@ longer): pacing does not depend on that choice.
 
 Prints each run's spend (and its peak against the cap: it exits with an error if a cap broke), avoided waiting
 cost and the units its hard stop released; the ratios forecast / reactive; the fluid bound for the same tiers at
-the list price and at the cost per avoided queued accelerator-hour measured without a budget; and peak memory.
+the list price and at the cost per avoided queued accelerator-hour measured without a budget; the ceiling of any
+policy under the default guard (``bench_burst_budget_bound.guarded_value_aware``); and peak memory.
 
     .venv/bin/python -m bench.bench_burst_budget [--cap-usd N] [--commit-horizon 24h] [--model last-value] [--days N]
 """
@@ -39,7 +40,7 @@ from agent.simulation.hybrid import baseline_queue, hybrid_summary
 from agent.simulation.runner import PolicyRun, Simulation, run_policy
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import read_trace
-from bench.bench_burst_budget_bound import HIGH, LOW, first_come, value_aware
+from bench.bench_burst_budget_bound import HIGH, LOW, first_come, guarded_value_aware, value_aware
 from bench.memory import peak_rss_mib
 from config import load_settings, parse_duration
 from config.schema import BudgetSettings, Settings
@@ -77,6 +78,28 @@ def hybrid_row(settings: Settings, window: SimulationWindow, run: PolicyRun) -> 
     return row
 
 
+def print_bounds(
+    chips: np.ndarray,
+    observed: np.ndarray,
+    hours: float,
+    cost: np.ndarray,
+    cap: float,
+    prices: tuple[float, float],
+    reactive: float,
+) -> None:
+    """The fluid bounds at the list and the realized price, and the ceiling the default guard alone allows."""
+    queued = chips[observed] * hours
+    for label, price in zip(("list price", "realized cost per avoided hour"), prices, strict=True):
+        bound = value_aware(queued, cost, cap / price) / first_come(queued, cost, cap / price)
+        print(f"fluid bound for these tiers at the {label} ({price:.2f} USD): value-aware / first-come {bound:.3f}x")
+    # The default guard counts every unit held to the period end (here the window's end): what that alone allows.
+    ceiling = guarded_value_aware(chips, cost, cap / prices[0], hours)
+    print(
+        f"ceiling under the default guard (fluid, at the list price): {ceiling:,.0f} USD avoided, "
+        f"{ceiling / reactive:.3f}x the reactive with cap"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -105,7 +128,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     queue, _ = baseline_queue(window, base.pool_specs())
     hours = window.step.total_seconds() / 3600.0
     names = list(window.classes)
-    queued = np.stack([np.nan_to_num(queue[n]) for n in names], axis=1)[window.observed] * hours
+    chips = np.stack([np.nan_to_num(queue[n]) for n in names], axis=1)  # waiting per step, gap steps as zeros
+    queued = chips[window.observed] * hours
     high = set(sorted(names, key=lambda n: -float(queued[:, names.index(n)].sum()))[:2])
     base = base.model_copy(update={"forecast": base.forecast.model_copy(update={"model": args.model})})
     started = time.perf_counter()
@@ -154,11 +178,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     list_price = min(p.price_per_chip_hour_usd for p in settings.pool_specs() if p.kind is not PoolKind.ON_PREM)
     # What an avoided queued accelerator-hour really cost without a budget: whole nodes, lead times, idle holds
     # and interruptions on top of the list price.
-    free_avoided = float(queued.sum()) - unconstrained.unserved_accelerator_hours
-    realized = free_spend / free_avoided
-    for label, price in (("list price", list_price), ("realized cost per avoided hour", realized)):
-        bound = value_aware(queued, cost, cap / price) / first_come(queued, cost, cap / price)
-        print(f"fluid bound for these tiers at the {label} ({price:.2f} USD): value-aware / first-come {bound:.3f}x")
+    realized = free_spend / (float(queued.sum()) - unconstrained.unserved_accelerator_hours)
+    print_bounds(chips, window.observed, hours, cost, cap, (list_price, realized), reactive)
     print(f"simulation {elapsed:.0f} s; peak memory {peak_rss_mib():,.0f} MiB")
 
 
