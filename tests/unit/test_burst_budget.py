@@ -267,6 +267,10 @@ def test_a_hard_stop_holds_the_cap_at_every_step_by_releasing_busy_units(tmp_pat
         assert (usage.period_spend <= 40.0 + 1e-6).all(), horizon
     assert runs["1h"].forced_release_units > 0
     assert runs[None].forced_release_units == 0
+    usages = {"forecast": budget_usage(settings, window, runs["1h"])}
+    summary = hybrid_summary(settings.pool_specs(), window, {"forecast": runs["1h"]}, settings.waiting_costs(), usages)
+    assert summary["rows"]["forecast"]["hard_stop_released_units"] == runs["1h"].forced_release_units
+    assert "units released by a hard stop" in hybrid_section(summary)
     assert runs["1h"].unserved_accelerator_hours < runs[None].unserved_accelerator_hours
 
 
