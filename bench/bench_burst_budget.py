@@ -28,17 +28,17 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from agent.simulation import select_window
 from agent.simulation.budgets import budget_usage
-from agent.simulation.hybrid import baseline_queue, hybrid_summary
-from agent.simulation.runner import PolicyRun, Simulation, run_policy
-from agent.simulation.window import SimulationWindow
+from agent.simulation.hybrid import BASELINE, baseline_queue, hybrid_summary
+from agent.simulation.runner import Simulation, run_policy
 from agent.sources.trace import read_trace
 from bench.bench_burst_budget_bound import HIGH, LOW, first_come, guarded_value_aware, value_aware
 from bench.memory import peak_rss_mib
@@ -70,12 +70,15 @@ def tiered(settings: Settings, high: set[str], cap_usd: float, horizon: timedelt
     return settings.model_copy(update={"demand_classes": classes, "budgets": (budget,)})
 
 
-def hybrid_row(settings: Settings, window: SimulationWindow, run: PolicyRun) -> dict[str, float]:
-    """The hybrid summary's row of one run (burst spend, queued accelerator-hours, avoided waiting cost)."""
-    row: dict[str, float] = hybrid_summary(settings.pool_specs(), window, {run.name: run}, settings.waiting_costs())[
-        "rows"
-    ][run.name]
-    return row
+def print_tenants(rows: Mapping[str, Mapping[str, Any]], labels: Sequence[str], high: set[str]) -> None:
+    """Per tenant: its waiting cost tier, the GPU-hours it queues on-prem only and under each run."""
+    queued = {label: rows[label]["queued_accelerator_hours_by_class"] for label in (BASELINE, *labels)}
+    print("queued GPU-hours per tenant (on-prem only, then each run):")
+    print(f"{'tenant':<14} {'USD/h':>5} {'on-prem only':>12} " + " ".join(f"{label:>26}" for label in labels))
+    for name in sorted(queued[BASELINE], key=lambda n: (n not in high, n)):
+        tier = HIGH if name in high else LOW
+        cells = " ".join(f"{queued[label][name]:>26,.0f}" for label in labels)
+        print(f"{name:<14} {tier:>5.0f} {queued[BASELINE][name]:>12,.0f} {cells}")
 
 
 def print_bounds(
@@ -158,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     elapsed = time.perf_counter() - started
     settings = variants["reactive"]
-    rows = {label: hybrid_row(settings, window, run) for label, run in runs.items()}
+    rows = hybrid_summary(settings.pool_specs(), window, runs, settings.waiting_costs())["rows"]
     for label, run in runs.items():
         (usage,) = budget_usage(variants[label], window, run)
         if usage.exceeded:
@@ -170,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{row['avoided_waiting_cost_usd']:,.0f} USD; units released busy or idle by a hard stop "
             f"{run.forced_release_units}"
         )
+    print_tenants(rows, list(variants), high)
     reactive = rows["reactive"]["avoided_waiting_cost_usd"]
     for label in list(variants)[:2]:
         ratio = rows[label]["avoided_waiting_cost_usd"] / reactive
