@@ -18,7 +18,8 @@ longer): pacing does not depend on that choice.
 
 Prints each run's spend (and its peak against the cap: it exits with an error if a cap broke), avoided waiting
 cost and the units its hard stop released; the ratios forecast / reactive; the fluid bound for the same tiers at
-the list price and at the cost per avoided queued accelerator-hour measured without a budget; and peak memory.
+the list price and at the cost per avoided queued accelerator-hour measured without a budget; the ceiling of any
+policy under the default guard (``bench_burst_budget_bound.guarded_value_aware``); and peak memory.
 
     .venv/bin/python -m bench.bench_burst_budget [--cap-usd N] [--commit-horizon 24h] [--model last-value] [--days N]
 """
@@ -27,19 +28,19 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from agent.simulation import select_window
 from agent.simulation.budgets import budget_usage
-from agent.simulation.hybrid import baseline_queue, hybrid_summary
-from agent.simulation.runner import PolicyRun, Simulation, run_policy
-from agent.simulation.window import SimulationWindow
+from agent.simulation.hybrid import BASELINE, baseline_queue, hybrid_summary
+from agent.simulation.runner import Simulation, run_policy
 from agent.sources.trace import read_trace
-from bench.bench_burst_budget_bound import HIGH, LOW, first_come, value_aware
+from bench.bench_burst_budget_bound import HIGH, LOW, first_come, guarded_value_aware, value_aware
 from bench.memory import peak_rss_mib
 from config import load_settings, parse_duration
 from config.schema import BudgetSettings, Settings
@@ -69,12 +70,37 @@ def tiered(settings: Settings, high: set[str], cap_usd: float, horizon: timedelt
     return settings.model_copy(update={"demand_classes": classes, "budgets": (budget,)})
 
 
-def hybrid_row(settings: Settings, window: SimulationWindow, run: PolicyRun) -> dict[str, float]:
-    """The hybrid summary's row of one run (burst spend, queued accelerator-hours, avoided waiting cost)."""
-    row: dict[str, float] = hybrid_summary(settings.pool_specs(), window, {run.name: run}, settings.waiting_costs())[
-        "rows"
-    ][run.name]
-    return row
+def print_tenants(rows: Mapping[str, Mapping[str, Any]], labels: Sequence[str], high: set[str]) -> None:
+    """Per tenant: its waiting cost tier, the GPU-hours it queues on-prem only and under each run."""
+    queued = {label: rows[label]["queued_accelerator_hours_by_class"] for label in (BASELINE, *labels)}
+    print("queued GPU-hours per tenant (on-prem only, then each run):")
+    print(f"{'tenant':<14} {'USD/h':>5} {'on-prem only':>12} " + " ".join(f"{label:>26}" for label in labels))
+    for name in sorted(queued[BASELINE], key=lambda n: (n not in high, n)):
+        tier = HIGH if name in high else LOW
+        cells = " ".join(f"{queued[label][name]:>26,.0f}" for label in labels)
+        print(f"{name:<14} {tier:>5.0f} {queued[BASELINE][name]:>12,.0f} {cells}")
+
+
+def print_bounds(
+    chips: np.ndarray,
+    observed: np.ndarray,
+    hours: float,
+    cost: np.ndarray,
+    cap: float,
+    prices: tuple[float, float],
+    reactive: float,
+) -> None:
+    """The fluid bounds at the list and the realized price, and the ceiling the default guard alone allows."""
+    queued = chips[observed] * hours
+    for label, price in zip(("list price", "realized cost per avoided hour"), prices, strict=True):
+        bound = value_aware(queued, cost, cap / price) / first_come(queued, cost, cap / price)
+        print(f"fluid bound for these tiers at the {label} ({price:.2f} USD): value-aware / first-come {bound:.3f}x")
+    # The default guard counts every unit held to the period end (here the window's end): what that alone allows.
+    ceiling = guarded_value_aware(chips, cost, cap / prices[0], hours)
+    print(
+        f"ceiling under the default guard (fluid, at the list price): {ceiling:,.0f} USD avoided, "
+        f"{ceiling / reactive:.3f}x the reactive with cap"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -105,7 +131,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     queue, _ = baseline_queue(window, base.pool_specs())
     hours = window.step.total_seconds() / 3600.0
     names = list(window.classes)
-    queued = np.stack([np.nan_to_num(queue[n]) for n in names], axis=1)[window.observed] * hours
+    chips = np.stack([np.nan_to_num(queue[n]) for n in names], axis=1)  # waiting per step, gap steps as zeros
+    queued = chips[window.observed] * hours
     high = set(sorted(names, key=lambda n: -float(queued[:, names.index(n)].sum()))[:2])
     base = base.model_copy(update={"forecast": base.forecast.model_copy(update={"model": args.model})})
     started = time.perf_counter()
@@ -134,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     }
     elapsed = time.perf_counter() - started
     settings = variants["reactive"]
-    rows = {label: hybrid_row(settings, window, run) for label, run in runs.items()}
+    rows = hybrid_summary(settings.pool_specs(), window, runs, settings.waiting_costs())["rows"]
     for label, run in runs.items():
         (usage,) = budget_usage(variants[label], window, run)
         if usage.exceeded:
@@ -146,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"{row['avoided_waiting_cost_usd']:,.0f} USD; units released busy or idle by a hard stop "
             f"{run.forced_release_units}"
         )
+    print_tenants(rows, list(variants), high)
     reactive = rows["reactive"]["avoided_waiting_cost_usd"]
     for label in list(variants)[:2]:
         ratio = rows[label]["avoided_waiting_cost_usd"] / reactive
@@ -154,11 +182,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     list_price = min(p.price_per_chip_hour_usd for p in settings.pool_specs() if p.kind is not PoolKind.ON_PREM)
     # What an avoided queued accelerator-hour really cost without a budget: whole nodes, lead times, idle holds
     # and interruptions on top of the list price.
-    free_avoided = float(queued.sum()) - unconstrained.unserved_accelerator_hours
-    realized = free_spend / free_avoided
-    for label, price in (("list price", list_price), ("realized cost per avoided hour", realized)):
-        bound = value_aware(queued, cost, cap / price) / first_come(queued, cost, cap / price)
-        print(f"fluid bound for these tiers at the {label} ({price:.2f} USD): value-aware / first-come {bound:.3f}x")
+    realized = free_spend / (float(queued.sum()) - unconstrained.unserved_accelerator_hours)
+    print_bounds(chips, window.observed, hours, cost, cap, (list_price, realized), reactive)
     print(f"simulation {elapsed:.0f} s; peak memory {peak_rss_mib():,.0f} MiB")
 
 

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+from scipy import sparse
+from scipy.optimize import linprog
 
 from agent.simulation import select_window
 from agent.simulation.hybrid import baseline_queue
@@ -43,6 +45,42 @@ def value_aware(queued: np.ndarray, cost: np.ndarray, budget: float) -> float:
         avoided += take * float(cost[i])
         left -= take
     return avoided
+
+
+def guarded_value_aware(queued: np.ndarray, cost: np.ndarray, budget: float, step_hours: float) -> float:
+    """The most waiting cost any policy can avoid with ``budget`` accelerator-hours when, as a budget's default
+    guard requires, every accelerator held at a step is paid for to the end of the window (the period end).
+
+    ``queued`` holds chips waiting per step (rows, gap steps as zeros) and class (columns). A linear programme
+    over the chips ``s[t, c]`` served from the queue: ``0 <= s <= queued``, and at every step the accelerator-hours
+    spent before it plus those held now counted to the end fit the budget. Releases are free and instant and the
+    price is flat, so no real policy under that guard does better.
+    """
+    steps, classes = queued.shape
+    left = step_hours * (steps - np.arange(steps))  # hours from each step to the end
+    n = steps * classes
+    # variables: s (steps x classes, row-major), then spent[t]: accelerator-hours bought before step t
+    objective = np.concatenate([-np.tile(cost, steps) * step_hours, np.zeros(steps)])
+    bounds = [(0.0, float(q)) for q in queued.reshape(-1)] + [(0.0, None)] * steps
+    serve = sparse.kron(sparse.eye(steps), np.ones((1, classes)))  # S[t] = sum over classes of s[t, c]
+    spent = sparse.eye(steps)
+    # spent[t] - spent[t - 1] - hours * S[t - 1] = 0, spent[0] = 0
+    shift = sparse.eye(steps, k=-1)
+    equal = sparse.hstack([-step_hours * (shift @ serve), spent - shift])
+    # spent[t] + left[t] * S[t] <= budget
+    guard = sparse.hstack([sparse.diags(left) @ serve, spent])
+    result = linprog(
+        objective,
+        A_ub=guard.tocsr(),
+        b_ub=np.full(steps, budget),
+        A_eq=equal.tocsr(),
+        b_eq=np.zeros(steps),
+        bounds=bounds,
+        method="highs",
+    )
+    if result.status != 0:
+        raise RuntimeError(f"the guarded bound did not solve: {result.message}")
+    return float(-result.fun) if n else 0.0
 
 
 def main(argv: Sequence[str] | None = None) -> None:

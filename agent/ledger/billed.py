@@ -19,10 +19,20 @@ from typing import Protocol, runtime_checkable
 
 @dataclass(frozen=True)
 class BilledCost:
+    """What the bill charged one pool over its usage interval ``[start, end)``."""
+
     pool_id: str
     start: datetime
     end: datetime
     cost_usd: float
+
+    def __post_init__(self) -> None:
+        # Every store refuses it alike (PostgreSQL's table has the same check): a bill with no interval is a bug.
+        if self.end <= self.start:
+            raise ValueError(
+                f"billed cost of pool {self.pool_id!r}: usage end {self.end.isoformat()} is not after its start "
+                f"{self.start.isoformat()}"
+            )
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ A budget whose ``pacing`` is ``forecast`` spends so that its money lasts the per
 2. the period's remaining burst need of each group, in accelerator-hours: a seasonal profile of its burst need in
    history (the mean per hour of the day, UTC) summed over the hours left in the period;
 3. the money left: the monthly cap minus what the period has spent so far;
-4. the groups are funded in order of waiting cost, dearest first (then by name), at the cheapest per-chip price of
-   the budget's cloud pools: a group whose whole remaining need the money still covers keeps all of its burst need
-   now; the first group it does not cover keeps the share the money covers; the rest keep none of it now.
+4. the groups are funded in order of waiting cost, dearest first, at the cheapest per-chip price of the budget's
+   cloud pools: groups whose whole remaining need the money still covers keep all of their burst need now; in the
+   first tier of waiting cost it does not cover, every group keeps the same share, what the money covers of the
+   tier's need; cheaper tiers keep none of it now.
 
 So when money is scarce the cheapest waiting is trimmed first and the dearest last. Recomputed every tick from the
 spend so far and the hours left, pacing corrects itself: money a forecast held back for later comes back to the
@@ -60,17 +61,16 @@ class BurstProfile:
 def funded_shares(
     remaining_usd: Mapping[str, float], money_usd: float, waiting_costs: Mapping[str, float]
 ) -> dict[str, float]:
-    """The share (0..1) of each group's burst need the money funds, dearest waiting first (then by name)."""
+    """The share (0..1) of each group's burst need the money funds, dearest waiting first. Groups whose waiting
+    costs the same share what is left for them in proportion to their need: each gets the same share."""
     shares: dict[str, float] = {}
     left = max(0.0, money_usd)
-    for name in sorted(remaining_usd, key=lambda n: (-waiting_costs.get(n, 0.0), n)):
-        cost = max(0.0, remaining_usd[name])
-        if cost <= left:
-            shares[name] = 1.0
-            left -= cost
-        else:
-            shares[name] = left / cost
-            left = 0.0
+    for tier in sorted({waiting_costs.get(n, 0.0) for n in remaining_usd}, reverse=True):
+        names = [n for n in remaining_usd if waiting_costs.get(n, 0.0) == tier]
+        cost = sum(max(0.0, remaining_usd[n]) for n in names)
+        share = 1.0 if cost <= left else left / cost
+        shares.update(dict.fromkeys(names, share))
+        left = max(0.0, left - cost)
     return shares
 
 

@@ -31,11 +31,15 @@ def _budget(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) ->
         return ""
     body = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{html.escape(budget)}</td><td>{cap['cap_usd']:,.0f}</td>"
-        f"<td>{cap['peak_spent_usd']:,.0f}</td><td>{'yes' if cap['held'] else 'NO'}</td></tr>"
+        f"<td>{cap['peak_spent_usd']:,.0f}</td><td>{'yes' if cap['held'] else 'NO'}</td>"
+        f"<td>{rows[name].get('hard_stop_released_units', 0)}</td></tr>"
         for name, caps in capped.items()
         for budget, cap in caps.items()
     )
-    head = "<tr><th>policy</th><th>budget</th><th>monthly cap (USD)</th><th>peak spend (USD)</th><th>held</th></tr>"
+    head = (
+        "<tr><th>policy</th><th>budget</th><th>monthly cap (USD)</th><th>peak spend (USD)</th><th>held</th>"
+        "<th>units released by a hard stop</th></tr>"
+    )
     ratio = hybrid.get("avoided_waiting_cost_forecast_over_reactive")
     note = (
         f"<p class='note'>Avoided waiting cost, forecast over reactive burst under the same caps: {ratio:.3f}x.</p>"

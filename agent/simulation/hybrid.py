@@ -116,6 +116,7 @@ def hybrid_summary(
                 }
                 for u in caps
             }
+            row["hard_stop_released_units"] = run.forced_release_units
         rows[name] = row
     return {
         "baseline": BASELINE,

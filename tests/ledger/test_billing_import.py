@@ -329,3 +329,14 @@ def test_a_json_array_export_matches_by_global_resource_name_and_reads_iso_times
     settings = BillingSettings(cluster="prod", resource_prefixes={"h100": "gke-prod-h100-"})
     matched = match_pools(read_export(export), settings, ["a100", "h100"], str(export))
     assert matched.costs == [BilledCost("h100", T0 + HOUR, T0 + 2 * HOUR, 27.5)]
+
+
+def test_a_billed_cost_that_ends_before_it_starts_is_refused_before_any_store_sees_it(tmp_path: Path) -> None:
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    with pytest.raises(ValueError, match="usage end 2026-03-01T23:00:00\\+00:00 is not after its start"):
+        BilledCost("gpu", start, start - timedelta(hours=1), 5.0)
+    with pytest.raises(ValueError, match="is not after its start"):
+        BilledCost("gpu", start, start, 5.0)
+    with SqliteLedger(tmp_path / "ledger.sqlite") as ledger:
+        ledger.record_billed([BilledCost("gpu", start, start + timedelta(hours=1), 5.0)])
+        assert ledger.billed(["gpu"], start, start + timedelta(hours=1)) == pytest.approx(5.0)

@@ -120,10 +120,19 @@ def test_a_falling_burst_need_is_profiled_near_its_recent_level() -> None:
 def test_scarce_money_funds_the_dearest_waiting_first_and_the_next_in_part() -> None:
     remaining = {"a": 100.0, "b": 60.0, "c": 50.0}
     costs = {"a": 1.0, "b": 4.0, "c": 4.0}
-    # b and c (4 USD) first, by name: 60 + 50 = 110 of 130; a gets the 20 left of its 100.
+    # b and c (4 USD) first: 60 + 50 = 110 of 130; a gets the 20 left of its 100.
     assert funded_shares(remaining, 130.0, costs) == {"b": 1.0, "c": 1.0, "a": pytest.approx(0.2)}
     assert funded_shares(remaining, 1000.0, costs) == {"b": 1.0, "c": 1.0, "a": 1.0}
     assert funded_shares(remaining, -5.0, costs) == {"b": 0.0, "c": 0.0, "a": 0.0}
+
+
+def test_groups_whose_waiting_costs_the_same_share_scarce_money_alike_whatever_their_names() -> None:
+    remaining = {"a": 100.0, "b": 60.0, "c": 40.0}
+    costs = {"a": 4.0, "b": 1.0, "c": 1.0}
+    # a first (100 of 150); b and c share the 50 left of their 100 alike: half of each one's need.
+    assert funded_shares(remaining, 150.0, costs) == {"a": 1.0, "b": pytest.approx(0.5), "c": pytest.approx(0.5)}
+    renamed = {"z": 60.0, "c": 40.0, "a": 100.0}
+    assert funded_shares(renamed, 150.0, {"a": 4.0, "z": 1.0, "c": 1.0})["z"] == pytest.approx(0.5)
 
 
 def test_pacing_trims_the_burst_need_of_the_cheapest_waiting_and_keeps_on_prem() -> None:
@@ -267,6 +276,10 @@ def test_a_hard_stop_holds_the_cap_at_every_step_by_releasing_busy_units(tmp_pat
         assert (usage.period_spend <= 40.0 + 1e-6).all(), horizon
     assert runs["1h"].forced_release_units > 0
     assert runs[None].forced_release_units == 0
+    usages = {"forecast": budget_usage(settings, window, runs["1h"])}
+    summary = hybrid_summary(settings.pool_specs(), window, {"forecast": runs["1h"]}, settings.waiting_costs(), usages)
+    assert summary["rows"]["forecast"]["hard_stop_released_units"] == runs["1h"].forced_release_units
+    assert "units released by a hard stop" in hybrid_section(summary)
     assert runs["1h"].unserved_accelerator_hours < runs[None].unserved_accelerator_hours
 
 

@@ -175,3 +175,16 @@ def test_burst_budget_bound_spends_first_come_in_time_order_and_value_aware_on_t
     # value-aware buys class 1's 4 queued hours first: 3 of them.
     assert value_aware(queued, cost, 3.0) == pytest.approx(12.0)
     assert first_come(queued, cost, 100.0) == value_aware(queued, cost, 100.0) == pytest.approx(3.0 + 16.0)
+
+
+def test_the_guarded_bound_pays_for_what_is_held_to_the_end_of_the_window() -> None:
+    from bench.bench_burst_budget_bound import guarded_value_aware, value_aware
+
+    # Two one-hour steps: 10 chips of the dear class (4x) wait in the first, 10 of the cheap class in the second.
+    chips = np.array([[10.0, 0.0], [0.0, 10.0]])
+    cost = np.array([4.0, 1.0])
+    # Without the guard, 10 accelerator-hours all go to the dear class.
+    assert value_aware(chips, cost, 10.0) == pytest.approx(40.0)
+    # With it, a chip held at the first step is paid for both hours: at most 5 there (20), then 5 at the second.
+    assert guarded_value_aware(chips, cost, 10.0, 1.0) == pytest.approx(25.0)
+    assert guarded_value_aware(chips, cost, 100.0, 1.0) == pytest.approx(50.0)
