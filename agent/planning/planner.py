@@ -357,6 +357,11 @@ def _with_nodes(given: PlanInput, decision: PoolDecision, release: Resize) -> Po
     if len(settled) < count:
         idle_for = format_duration(window)
         note = f"only {len(settled)} nodes are idle for {idle_for}, {count} to release: the drainer chooses"
+        if release.forced:
+            note = (
+                f"a hard stop: the {len(settled)} nodes idle for {idle_for} go first, then {count - len(settled)} "
+                "busy nodes the drainer chooses, the least loaded first"
+            )
         return replace(decision, nodes_note=note)
     note = f"chosen at plan time: the {count} longest idle of the nodes idle for {format_duration(window)}"
     return replace(decision, nodes=tuple(settled[:count]), nodes_note=note)

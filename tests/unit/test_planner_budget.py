@@ -150,6 +150,7 @@ def test_the_hard_stop_releases_busy_units_when_the_money_left_does_not_pay_for_
     assert (cut.budget, cut.cap, cut.units) == ("team-a", "hard stop of the monthly", 3)
     assert "releasing 4 units (3 of them busy; their work goes back to the queue)" in cut.detail
     assert not any("keeping them" in s.detail for s in stopped.skips)
+    assert stopped.decisions["gpu"].nodes == ()  # the pool's idle nodes are not known by name here
     assert stopped.targets["gpu"] == 3
     # The default guard never releases a busy unit for a cap: only the idle one goes, the rest are kept.
     guarded = plan([pool()], [state(target=7, idle_minutes=(30,))], {"a": 48.0}, [monthly(1000.0, 993.0)])
@@ -167,3 +168,16 @@ def test_a_held_pool_is_not_released_by_a_hard_stop() -> None:
     held = plan([pool()], [state(target=6)], {}, [hard_stop(1000.0, 999.9)], forecasts={})
     assert held.resizes == ()
     assert any("hard stop" in s.detail and "the pool is held" in s.detail for s in held.skips)
+
+
+def test_a_hard_stop_says_which_nodes_go_when_the_idle_ones_are_too_few() -> None:
+    named = PoolState(
+        "gpu", NOW, 7, 7, idle_units=1, idle_since=(NOW - timedelta(minutes=30),), idle_nodes=("node-idle",)
+    )
+    stopped = plan([pool()], [named], {"a": 48.0}, [hard_stop(1000.0, 993.0)])
+    [release] = stopped.resizes
+    assert (release.from_units, release.to_units, release.forced) == (7, 3, True)
+    note = stopped.decisions["gpu"].nodes_note
+    assert note == (
+        "a hard stop: the 1 nodes idle for 10m go first, then 3 busy nodes the drainer chooses, the least loaded first"
+    )
