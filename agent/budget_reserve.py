@@ -2,8 +2,9 @@
 
 The planner trims scale-ups to the caps with what this agent knows. Agents in other clusters that name the same
 budget spend from it too, so before a scale-up the agent reserves the spend it adds (its extra units at the pool's
-price to the end of each cap's period) in the ledger: all of a tick's requests in one transaction against
-everyone's recorded and reserved spend (``agent.ledger.reservations``). A scale-up not granted in full is trimmed
+price to the end of each cap's period, or over the budget's ``commit_horizon`` if that ends first) in the ledger:
+all of a tick's requests in one transaction against everyone's recorded and reserved spend
+(``agent.ledger.reservations``). A scale-up not granted in full is trimmed
 to the units the headroom fits and reserved again; if even that is refused (another agent took the room in
 between), the pool is held. Either way the plan carries a budget skip and the tick alerts.
 
@@ -128,7 +129,8 @@ class BudgetReserver:
             if pool_id not in budget.pools:
                 continue
             for kind, period, cap_usd in budget.caps(now):
-                hours = period.remaining(now).total_seconds() / 3600.0
+                horizon = budget.commit_horizon if kind is CapKind.MONTH else None
+                hours = period.remaining(now, horizon).total_seconds() / 3600.0
                 key = budget.name if kind is CapKind.MONTH else f"{budget.name}/{kind}"
                 if hours > 0.0:
                     caps.append(_Cap(key, budget, period, cap_usd, spec.price_per_unit_hour_usd * hours))

@@ -128,3 +128,12 @@ def test_a_trim_to_the_shared_headroom_is_written_into_the_pools_decision_record
     assert trimmed.reason.endswith(
         "budget 'team-a' (monthly cap) -1: 6 -> budget 'team-a' (shared cap) -2: 4 -> target 4"
     )
+
+
+def test_a_hard_stop_budget_reserves_a_scale_up_over_its_commit_horizon_only() -> None:
+    ledger = InMemoryLedger()
+    team = Budget("team-a", frozenset({"gpu"}), monthly_cap_usd=1000.0, commit_horizon=timedelta(hours=2))
+    plan = CapacityPlan(NOW, resizes=(resize("gpu", 2, 6),), targets={"gpu": 6})
+    reserved = BudgetReserver(ledger, [team], POOLS, "cluster-west", timedelta(hours=1)).reserve(NOW, plan)
+    assert reserved.plan == plan
+    assert ledger.reserved("team-a", NOW) == pytest.approx(4 * 10.0 * 2)  # not 400 USD to the period end
