@@ -32,12 +32,13 @@ MIN_TRAIN_STEPS = 12  # an origin needs this much history behind it to be a trai
 # of at least 100 rows need 3,100 rows to grow at all, and the 0.9 quantile of so few rows is noise. On two
 # LLM-serving series of 10 days (about 2,800 rows) the model lost to the calibrated last value by 0.5-14%.
 MIN_ROWS = 10_000
+MAX_ROWS = 60_000  # training rows per booster, sampled from every origin of the history
 TRAINING_THREADS = 2  # boosters trained at once, each on one thread
 PARAMS: dict[str, Any] = {
     "objective": "quantile",
     "learning_rate": 0.05,
-    "num_leaves": 31,
-    "min_data_in_leaf": 100,
+    "num_leaves": 15,
+    "min_data_in_leaf": 300,
     "feature_fraction": 0.9,
     "bagging_fraction": 0.8,
     "bagging_freq": 1,
@@ -67,7 +68,7 @@ class LightGbmPaths:
         self,
         base_levels: Sequence[float] = (0.5, 0.9, 0.95),
         rounds: int = 300,
-        max_rows: int = 60_000,
+        max_rows: int = MAX_ROWS,
         seed: int = 7,
         ahead_minutes: Sequence[int] = TRAIN_AHEAD_MINUTES,
         min_rows: int = MIN_ROWS,

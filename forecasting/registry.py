@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from forecasting.base import Forecaster
-from forecasting.boosting import TRAIN_AHEAD_MINUTES, LightGbmPaths, ahead_minutes_within
+from forecasting.boosting import MAX_ROWS, TRAIN_AHEAD_MINUTES, LightGbmPaths, ahead_minutes_within
 from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
 from forecasting.last_value import LastValueForecaster, PersistenceForecaster
 from forecasting.paths import PathModel, SeasonalNaivePaths
@@ -30,6 +30,9 @@ FAMILIES = {
 }
 AUTO_CANDIDATES = ("naive", "ets", "lightgbm")  # stl lost to them on every trace tried, at twice the cost
 AUTO_COMBINATIONS = (("lightgbm", "naive"), ("ets", "naive"))
+SELECTION_HORIZON = timedelta(hours=1)
+SELECTION_ROWS = 30_000  # training rows per booster of auto's held-out global model: evidence only, at half the cost
+AUTO_POOLED = ("lightgbm",)  # one model for every series: judged on all of them at once (forecasting.pooling)
 
 
 def model_names() -> tuple[str, ...]:
@@ -59,7 +62,11 @@ def build_calibrated(
         "seasonal_naive": SeasonalNaivePaths,
         "ets": DampedTrendPaths,
         "stl": StlDampedPaths,
-        "lightgbm": lambda: LightGbmPaths(tuple(sorted({0.5, *quantiles})), ahead_minutes=ahead),
+        "lightgbm": lambda: LightGbmPaths(
+            tuple(sorted({0.5, *quantiles})),
+            ahead_minutes=ahead,
+            max_rows=SELECTION_ROWS if for_selection else MAX_ROWS,
+        ),
     }
     if name in makers:
         return CalibratedForecaster(
@@ -87,11 +94,20 @@ def build(
     if name == "last-value":
         return LastValueForecaster(lookback=lookback)
     if name == "auto":
+        # Candidates are judged over the horizon asked, at most an hour (their boosters stop there too); the
+        # global model forecasts from a namesake trained on all history.
+        judged = SELECTION_HORIZON if horizon is None else min(horizon, SELECTION_HORIZON)
         candidates = [
-            build_calibrated(n, quantiles, retrain_interval, for_selection=True, horizon=horizon)
+            build_calibrated(n, quantiles, retrain_interval, for_selection=True, horizon=judged)
             for n in AUTO_CANDIDATES
         ]
         return AutoForecaster(
-            candidates, quantiles=quantiles, combinations=AUTO_COMBINATIONS, reselect_interval=reselect_interval
+            candidates,
+            quantiles=quantiles,
+            selection_horizon=judged,
+            combinations=AUTO_COMBINATIONS,
+            reselect_interval=reselect_interval,
+            pooled=AUTO_POOLED,
+            forecasters=[build_calibrated(n, quantiles, retrain_interval, horizon=horizon) for n in AUTO_POOLED],
         )
     return build_calibrated(name, quantiles, retrain_interval, horizon=horizon)

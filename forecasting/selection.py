@@ -33,6 +33,7 @@ import pandas as pd
 from forecasting.calibrated import Block, CalibratedForecaster
 from forecasting.calibration import MIN_RESIDUALS, conformal_offsets, nearest_base, pinball
 from forecasting.output import forecast_frame
+from forecasting.pooling import PooledScore, pooled_scores, serves, won_levels
 from forecasting.series import SeriesData, merge, step_ns, to_panel
 
 JOIN = "+"  # a combination is named after its parts: "lightgbm+naive"
@@ -54,14 +55,24 @@ class AutoForecaster:
         combinations: Sequence[tuple[str, str]] = (),
         reselect_interval: timedelta = timedelta(hours=1),
         recent_window: timedelta | None = None,
+        pooled: Sequence[str] = (),
+        forecasters: Sequence[CalibratedForecaster] = (),
     ) -> None:
         self.candidates = {c.name: c for c in candidates}
+        # A forecaster named like a candidate forecasts in its place (say, the same model trained on all history),
+        # while the candidate's held-out residuals stay the evidence it is chosen on.
+        self.forecasters = {f.name: f for f in forecasters}
+        if any(name not in self.candidates for name in self.forecasters):
+            raise ValueError(f"forecasters must be named after candidates: {sorted(self.forecasters)}")
         if baseline not in self.candidates:
             raise ValueError(f"auto needs its baseline {baseline!r} among the candidates {sorted(self.candidates)}")
         unknown = [p for pair in combinations for p in pair if p not in self.candidates]
         if unknown:
             raise ValueError(f"combinations name models that are not candidates: {unknown}")
+        if baseline in pooled or any(p not in self.candidates for p in pooled):
+            raise ValueError(f"pooled models must be candidates other than the baseline: {list(pooled)}")
         self.baseline = baseline
+        self.pooled = tuple(pooled)
         self.quantiles = tuple(quantiles)
         self.selection_horizon = selection_horizon
         self.margin = margin
@@ -73,20 +84,26 @@ class AutoForecaster:
         self.scores: dict[str, dict[str, float]] = {}
         self.recent: dict[str, dict[str, float]] = {}  # recent-window scores, lower is better
         self.dropped: dict[str, str] = {}  # why a series' last choice was dropped between reselections
+        self.level_losses: dict[str, dict[str, np.ndarray]] = {}  # per series and name: (folds, levels)
+        self.pooled_evidence: dict[str, list[PooledScore]] = {}  # per pooled model: its evidence per level
+        self.won: dict[str, tuple[float, ...]] = {}  # per pooled model: the levels it won
         self._step_ns = 0
         self._tails: dict[str, SeriesData] = {}
 
     @property
     def min_history_steps(self) -> int:
-        return max(c.min_history_steps for c in self.candidates.values())
+        return max(c.min_history_steps for c in self._models())
+
+    def _models(self) -> list[CalibratedForecaster]:
+        return [*self.candidates.values(), *self.forecasters.values()]
 
     def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
         size = step_ns(step)
         panel = to_panel(history, step)
         self._step_ns = size
-        for candidate in self.candidates.values():
-            candidate.fit_panel(panel, size)
-        keep = max(c.context_steps(size) for c in self.candidates.values()) + 1
+        for model in self._models():
+            model.fit_panel(panel, size)
+        keep = max(c.context_steps(size) for c in self._models()) + 1
         for uid, series in panel.items():
             self._tails[uid] = merge(self._tails.get(uid), series, keep)
         if not panel:
@@ -99,7 +116,7 @@ class AutoForecaster:
         watching = self.recent_window is not None
         for uid in panel:
             if due or uid not in self.choice or watching:
-                self.scores[uid], self.recent[uid] = self._scores(uid, horizon)
+                self.scores[uid], self.recent[uid], self.level_losses[uid] = self._scores(uid, horizon)
             if due or uid not in self.choice:
                 self.choice[uid] = self._choose(self.scores[uid], self.recent[uid])
                 self.dropped.pop(uid, None)
@@ -112,12 +129,40 @@ class AutoForecaster:
                 self.choice[uid] = self._choose(self.scores[uid], self.recent[uid])
         if due:
             self._selected_end_ns = end
+            self._pool({uid: self.level_losses[uid] for uid in panel})
         return self
 
+    def _pool(self, losses: Mapping[str, Mapping[str, np.ndarray]]) -> None:
+        """Judge each pooled model on every series' losses at once (``forecasting.pooling``)."""
+        for name in self.pooled:
+            self.pooled_evidence[name] = pooled_scores(losses, name, self.baseline, self.quantiles)
+            self.won[name] = won_levels(self.pooled_evidence[name])
+
+    def level_models(self, uid: str, levels: Sequence[float]) -> list[str]:
+        """What forecasts each of ``levels`` for a series: a pooled model at the levels it won and serves the series
+        no worse than its own choice, the series' own choice elsewhere."""
+        chosen = self.choice.get(uid, self.baseline)
+        own = self.level_losses.get(uid, {})
+        names = []
+        for level in levels:
+            k = _index(self.quantiles, level)
+            name = next(
+                (
+                    p
+                    for p in self.pooled
+                    if k is not None and level in self.won.get(p, ()) and serves(own, p, chosen, k, self.margin)
+                ),
+                chosen,
+            )
+            names.append(name)
+        return names
+
     def _choose(self, scores: Mapping[str, float], recent: Mapping[str, float]) -> str:
-        """The best-scored candidate that beats the baseline by the margin and is not worse than it recently."""
+        """The best-scored candidate that beats the baseline by the margin and is not worse than it recently;
+        pooled models and combinations with them are judged on all series at once instead (``_pool``)."""
         bar = scores.get(self.baseline, float("inf"))
-        for name in sorted(scores, key=lambda n: scores[n]):
+        own = [n for n in scores if not set(n.split(JOIN)) & set(self.pooled)]
+        for name in sorted(own, key=lambda n: scores[n]):
             if name == self.baseline or not np.isfinite(scores[name]):
                 return self.baseline
             if (not np.isfinite(bar) or scores[name] < bar * (1.0 - self.margin)) and not self._degraded(name, recent):
@@ -129,21 +174,23 @@ class AutoForecaster:
         mine, bar = recent.get(name, float("nan")), recent.get(self.baseline, float("nan"))
         return name != self.baseline and bool(np.isfinite(mine) and np.isfinite(bar) and mine > bar)
 
-    def _scores(self, uid: str, horizon: int) -> tuple[dict[str, float], dict[str, float]]:
-        """Worse-fold pinball loss of every candidate and combination that has enough shared residual origins, and
-        each one's loss over the recent window (offsets calibrated on the origins before it)."""
+    def _scores(self, uid: str, horizon: int) -> tuple[dict[str, float], dict[str, float], dict[str, np.ndarray]]:
+        """Worse-fold pinball loss of every candidate and combination that has enough shared residual origins,
+        each one's loss over the recent window (offsets calibrated on the origins before it), and each one's loss
+        per fold and level."""
         scores = {name: float("inf") for name in self.candidates}
         recent: dict[str, float] = {}
+        levels: dict[str, np.ndarray] = {}
         usable = {}
         for name, candidate in self.candidates.items():
             residuals = candidate.residuals(uid)
             if not candidate.train_note(uid) and residuals is not None and residuals.count >= 2 * MIN_RESIDUALS:
                 usable[name] = residuals
         if not usable:
-            return scores, recent
+            return scores, recent, levels
         shared = np.asarray(sorted(set.intersection(*(set(r.origins_ns.tolist()) for r in usable.values()))))
         if len(shared) < 2 * MIN_RESIDUALS:
-            return scores, recent
+            return scores, recent, levels
         half = len(shared) // 2
         folds = (shared[:half], shared[half:])
         span = 0.0 if self.recent_window is None else self.recent_window.total_seconds() * 1e9
@@ -164,6 +211,7 @@ class AutoForecaster:
                 for i in (0, 1)
             ]
             scores[name] = self._loss(errors[name])
+            levels[name] = self._level_losses(errors[name])
             if watch:
                 normalized = residuals.normalized()[:, :, :width]
                 before, after = np.isin(residuals.origins_ns, older), np.isin(residuals.origins_ns, newer)
@@ -180,9 +228,10 @@ class AutoForecaster:
             if first in errors and second in errors:
                 mixed = [_mean_pair(a, b) for a, b in zip(errors[first], errors[second], strict=True)]
                 scores[first + JOIN + second] = self._loss(mixed)
+                levels[first + JOIN + second] = self._level_losses(mixed)
                 if first in latest and second in latest:
                     recent[first + JOIN + second] = self._loss([_mean_pair(latest[first], latest[second])])
-        return scores, recent
+        return scores, recent, levels
 
     def _errors(
         self,
@@ -219,13 +268,24 @@ class AutoForecaster:
             losses.append(float(np.nanmean(np.stack(per_level))))
         return max(losses)
 
-    def evidence(self, uid: str) -> str:
-        """Why a series runs what it runs: the choice, its backtest score, the runner-up's and the baseline's."""
+    def _level_losses(self, folds: Sequence[np.ndarray | None]) -> np.ndarray:
+        """Mean pinball loss per fold and level, shape (folds, levels), in demand units; inf where unusable."""
+        out = np.full((len(folds), len(self.quantiles)), np.inf)
+        for f, errors in enumerate(folds):
+            for i, q in enumerate(self.quantiles):
+                if errors is not None and not np.isnan(errors[i]).all():
+                    out[f, i] = float(np.nanmean(pinball(errors[i], np.zeros(1), q)))
+        return out
+
+    def evidence(self, uid: str, levels: Sequence[float] = ()) -> str:
+        """Why a series runs what it runs: the choice, its backtest score, the runner-up's and the baseline's; and
+        for each of ``levels`` a pooled model forecasts, that model's pooled score against the baseline's."""
         choice = self.choice.get(uid, self.baseline)
         scores = self.scores.get(uid, {})
         ranked = sorted((n for n in scores if np.isfinite(scores[n])), key=lambda n: scores[n])
+        pooled = self._pooled_note(uid, levels)
         if choice not in ranked:
-            return f"selected {choice} (no candidate scored)"
+            return f"selected {choice} (no candidate scored)" + pooled
         parts = [f"selected {choice} (score {scores[choice]:.4g}"]
         runner = next((n for n in ranked if n != choice), None)
         if runner is not None:
@@ -236,7 +296,21 @@ class AutoForecaster:
         if choice in recent and self.baseline in recent and choice != self.baseline:
             parts.append(f"recent {recent[choice]:.4g} vs {self.baseline} {recent[self.baseline]:.4g}")
         dropped = f"; {self.dropped[uid]}" if uid in self.dropped else ""
-        return ", ".join(parts) + ")" + dropped
+        return ", ".join(parts) + ")" + dropped + pooled
+
+    def _pooled_note(self, uid: str, levels: Sequence[float]) -> str:
+        plan = self.level_models(uid, levels)
+        notes = []
+        for name in self.pooled:
+            evidence = {round(s.level, 9): s for s in self.pooled_evidence.get(name, [])}
+            for level, used in zip(levels, plan, strict=True):
+                score = evidence.get(round(level, 9))
+                if used == name and score is not None:
+                    notes.append(
+                        f"{name} at q{level:g}: pooled score {score.ratio:.3f} of {self.baseline}'s over "
+                        f"{score.series} series"
+                    )
+        return "; " + "; ".join(notes) if notes else ""
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
         size = self._step_ns or step_ns(timedelta(minutes=5))
@@ -249,11 +323,9 @@ class AutoForecaster:
     def forecast_panel(self, recent: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
         uids = sorted(recent)
         size = self._step_ns or (next(iter(recent.values())).step_ns if recent else 1)
-        keep = max(c.context_steps(size) for c in self.candidates.values()) + 1
+        keep = max(c.context_steps(size) for c in self._models()) + 1
         windows = {uid: merge(self._tails.get(uid), recent[uid], keep) for uid in uids}
-        groups: dict[str, list[str]] = {}
-        for uid in uids:
-            groups.setdefault(self.choice.get(uid, self.baseline), []).append(uid)
+        plans = {uid: self.level_models(uid, levels) for uid in uids}
         block = Block(
             uids,
             [windows[u].end_ns for u in uids],
@@ -263,26 +335,49 @@ class AutoForecaster:
             np.full((len(uids), len(levels), horizon), np.nan),
         )
         needed: dict[str, list[str]] = {}
-        for choice, members in groups.items():
-            for name in choice.split(JOIN):
-                needed.setdefault(name, []).extend(members)
+        for uid, plan in plans.items():
+            for name in dict.fromkeys(n for choice in plan for n in choice.split(JOIN)):
+                needed.setdefault(name, []).append(uid)
         runs = {
-            name: self.candidates[name].forecast_windows({u: windows[u] for u in members}, horizon, levels)
+            name: self.forecasters.get(name, self.candidates[name]).forecast_windows(
+                {u: windows[u] for u in members}, horizon, levels
+            )
             for name, members in needed.items()
         }
         rows = {name: {uid: j for j, uid in enumerate(run.uids)} for name, run in runs.items()}
         peaks = {name: run.peaks_or_running_max() for name, run in runs.items()}
+        order = np.argsort(levels)
+        assert block.peaks is not None
         for i, uid in enumerate(uids):
-            choice = self.choice.get(uid, self.baseline)
-            parts = [(runs[name], rows[name][uid]) for name in choice.split(JOIN)]
-            block.values[i] = np.mean([run.values[j] for run, j in parts], axis=0)
-            assert block.peaks is not None
-            block.peaks[i] = np.mean([peaks[name][rows[name][uid]] for name in choice.split(JOIN)], axis=0)
-            block.models[i] = JOIN.join(run.models[j] for run, j in parts)
-            chosen = "new series, not yet selected" if uid not in self.choice else self.evidence(uid)
-            detail = "; ".join(run.notes[j] for run, j in parts if run.notes[j])
+            for k, choice in enumerate(plans[uid]):
+                names = choice.split(JOIN)
+                block.values[i, k] = np.mean([runs[n].values[rows[n][uid], k] for n in names], axis=0)
+                block.peaks[i, k] = np.mean([peaks[n][rows[n][uid], k] for n in names], axis=0)
+            if len(set(plans[uid])) > 1:  # levels from different models: keep the quantiles from crossing
+                block.values[i, order] = np.fmax.accumulate(block.values[i, order], axis=0)
+                block.peaks[i, order] = np.fmax.accumulate(block.peaks[i, order], axis=0)
+            ran = {c: JOIN.join(runs[n].models[rows[n][uid]] for n in c.split(JOIN)) for c in dict.fromkeys(plans[uid])}
+            block.models[i] = _describe([ran[c] for c in plans[uid]], levels)
+            chosen = "new series, not yet selected" if uid not in self.choice else self.evidence(uid, levels)
+            used = dict.fromkeys(n for c in plans[uid] for n in c.split(JOIN))
+            detail = "; ".join(runs[n].notes[rows[n][uid]] for n in used if runs[n].notes[rows[n][uid]])
             block.notes[i] = f"auto: {chosen}" + (f"; {detail}" if detail else "")
         return block
+
+
+def _describe(models: Sequence[str], levels: Sequence[float]) -> str:
+    """One model's name, or which model forecast which levels: ``lightgbm (q0.9, q0.95), naive (q0.5)``."""
+    if len(set(models)) == 1:
+        return models[0]
+    by_model: dict[str, list[str]] = {}
+    for model, level in zip(models, levels, strict=True):
+        by_model.setdefault(model, []).append(f"q{level:g}")
+    return ", ".join(f"{model} ({', '.join(qs)})" for model, qs in by_model.items())
+
+
+def _index(levels: Sequence[float], level: float) -> int | None:
+    """Where ``level`` is among ``levels`` (to a tolerance), or None."""
+    return next((k for k, q in enumerate(levels) if abs(q - level) < 1e-9), None)
 
 
 def _mean_pair(first: np.ndarray | None, second: np.ndarray | None) -> np.ndarray | None:
