@@ -87,6 +87,7 @@ class AutoForecaster:
         self.level_losses: dict[str, dict[str, np.ndarray]] = {}  # per series and name: (folds, levels)
         self.pooled_evidence: dict[str, list[PooledScore]] = {}  # per pooled model: its evidence per level
         self.won: dict[str, tuple[float, ...]] = {}  # per pooled model: the levels it won
+        self._said: dict[tuple[str, tuple[float, ...]], tuple[list[str], str]] = {}  # plan and evidence, per fit
         self._step_ns = 0
         self._tails: dict[str, SeriesData] = {}
 
@@ -101,6 +102,7 @@ class AutoForecaster:
         size = step_ns(step)
         panel = to_panel(history, step)
         self._step_ns = size
+        self._said.clear()
         for model in self._models():
             model.fit_panel(panel, size)
         keep = max(c.context_steps(size) for c in self._models()) + 1
@@ -277,6 +279,13 @@ class AutoForecaster:
                     out[f, i] = float(np.nanmean(pinball(errors[i], np.zeros(1), q)))
         return out
 
+    def _plan(self, uid: str, levels: tuple[float, ...]) -> tuple[list[str], str]:
+        """The series' models per level and the evidence for them, worked out once between two fits."""
+        key = (uid, levels)
+        if key not in self._said:
+            self._said[key] = (self.level_models(uid, levels), self.evidence(uid, levels))
+        return self._said[key]
+
     def evidence(self, uid: str, levels: Sequence[float] = ()) -> str:
         """Why a series runs what it runs: the choice, its backtest score, the runner-up's and the baseline's; and
         for each of ``levels`` a pooled model forecasts, that model's pooled score against the baseline's."""
@@ -325,7 +334,7 @@ class AutoForecaster:
         size = self._step_ns or (next(iter(recent.values())).step_ns if recent else 1)
         keep = max(c.context_steps(size) for c in self._models()) + 1
         windows = {uid: merge(self._tails.get(uid), recent[uid], keep) for uid in uids}
-        plans = {uid: self.level_models(uid, levels) for uid in uids}
+        plans = {uid: self._plan(uid, levels)[0] for uid in uids}
         block = Block(
             uids,
             [windows[u].end_ns for u in uids],
@@ -351,6 +360,10 @@ class AutoForecaster:
         for i, uid in enumerate(uids):
             for k, choice in enumerate(plans[uid]):
                 names = choice.split(JOIN)
+                if len(names) == 1:
+                    block.values[i, k] = runs[choice].values[rows[choice][uid], k]
+                    block.peaks[i, k] = peaks[choice][rows[choice][uid], k]
+                    continue
                 block.values[i, k] = np.mean([runs[n].values[rows[n][uid], k] for n in names], axis=0)
                 block.peaks[i, k] = np.mean([peaks[n][rows[n][uid], k] for n in names], axis=0)
             if len(set(plans[uid])) > 1:  # levels from different models: keep the quantiles from crossing
@@ -358,7 +371,7 @@ class AutoForecaster:
                 block.peaks[i, order] = np.fmax.accumulate(block.peaks[i, order], axis=0)
             ran = {c: JOIN.join(runs[n].models[rows[n][uid]] for n in c.split(JOIN)) for c in dict.fromkeys(plans[uid])}
             block.models[i] = _describe([ran[c] for c in plans[uid]], levels)
-            chosen = "new series, not yet selected" if uid not in self.choice else self.evidence(uid, levels)
+            chosen = "new series, not yet selected" if uid not in self.choice else self._plan(uid, levels)[1]
             used = dict.fromkeys(n for c in plans[uid] for n in c.split(JOIN))
             detail = "; ".join(runs[n].notes[rows[n][uid]] for n in used if runs[n].notes[rows[n][uid]])
             block.notes[i] = f"auto: {chosen}" + (f"; {detail}" if detail else "")
