@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 
 from forecasting.calibrated import Block, CalibratedForecaster
-from forecasting.calibration import MIN_RESIDUALS, conformal_offsets, nearest_base, pinball
+from forecasting.calibration import MIN_RESIDUALS, Residuals, conformal_offsets, nearest_base, pinball
 from forecasting.output import forecast_frame
 from forecasting.pooling import PooledScore, pooled_scores, serves, won_levels
 from forecasting.series import SeriesData, merge, step_ns, to_panel
@@ -190,7 +190,9 @@ class AutoForecaster:
                 usable[name] = residuals
         if not usable:
             return scores, recent, levels
-        shared = np.asarray(sorted(set.intersection(*(set(r.origins_ns.tolist()) for r in usable.values()))))
+        # Origins every candidate forecast and whose outcomes were observed: a gap in the data leaves no origins
+        # behind, so the two folds still split what can be scored (a fold of only missing outcomes scored nothing).
+        shared = np.asarray(sorted(set.intersection(*(set(_observed_origins(r).tolist()) for r in usable.values()))))
         if len(shared) < 2 * MIN_RESIDUALS:
             return scores, recent, levels
         half = len(shared) // 2
@@ -391,6 +393,11 @@ def _describe(models: Sequence[str], levels: Sequence[float]) -> str:
 def _index(levels: Sequence[float], level: float) -> int | None:
     """Where ``level`` is among ``levels`` (to a tolerance), or None."""
     return next((k for k, q in enumerate(levels) if abs(q - level) < 1e-9), None)
+
+
+def _observed_origins(residuals: Residuals) -> np.ndarray:
+    """The origins at which at least one outcome of the residual horizon was observed."""
+    return np.asarray(residuals.origins_ns[~np.isnan(residuals.values).all(axis=(0, 2))])
 
 
 def _mean_pair(first: np.ndarray | None, second: np.ndarray | None) -> np.ndarray | None:

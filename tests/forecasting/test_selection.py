@@ -123,3 +123,16 @@ def test_a_candidate_that_leads_on_the_folds_but_lost_recently_is_not_chosen() -
     assert auto.scores["s"]["seasonal_naive"] < auto.scores["s"]["naive"] * 0.95  # the folds alone would pick it
     assert auto.recent["s"]["seasonal_naive"] > auto.recent["s"]["naive"]
     assert auto.choice == {"s": "naive"}
+
+
+def test_a_gap_that_fills_half_the_calibration_window_still_leaves_two_folds_to_score() -> None:
+    """A day of missing data fills the older half of the held-out window: the folds split the origins whose
+    outcomes were observed, so every candidate is still scored (a fold of missing outcomes alone scored nothing,
+    and the last value ran for want of evidence)."""
+    rng = np.random.default_rng(3)
+    n = 5 * DAY
+    climb = 100 + 0.5 * np.arange(n) + rng.normal(0, 0.3, n)
+    climb[3 * DAY : 4 * DAY] = np.nan
+    auto = _auto(("naive", "ets")).fit(long_frame({"climb": climb}), STEP)
+    assert all(np.isfinite(score) for score in auto.scores["climb"].values())
+    assert "no candidate scored" not in auto.evidence("climb")
