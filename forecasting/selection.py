@@ -19,6 +19,10 @@ from flapping. It is off unless asked for: with a 12-hour window on the Helios t
 global model too often on noise (``auto`` on the tenants went from 0.917 / 0.937 / 0.956 of the calibrated last
 value to 0.971 / 0.975 / 0.972 at 15 / 30 / 60 minutes, the total from 1.004 to 1.011 at 60 minutes). Each
 candidate retrains on its own, slower schedule.
+
+Models named ``pooled`` (the global LightGBM model) are not chosen series by series but on all series at once,
+level by level (``forecasting.pooling``), and a ``forecasters`` namesake trained on all history may forecast in
+place of the held-out candidate whose residuals are the evidence.
 """
 
 from __future__ import annotations
@@ -152,7 +156,9 @@ class AutoForecaster:
                 (
                     p
                     for p in self.pooled
-                    if k is not None and level in self.won.get(p, ()) and serves(own, p, chosen, k, self.margin)
+                    if k is not None
+                    and self.quantiles[k] in self.won.get(p, ())
+                    and serves(own, p, chosen, k, self.margin)
                 ),
                 chosen,
             )
@@ -310,17 +316,17 @@ class AutoForecaster:
         return ", ".join(parts) + ")" + dropped + pooled
 
     def _pooled_note(self, uid: str, levels: Sequence[float]) -> str:
+        """Which levels a pooled model forecasts for the series, with its pooled scores there."""
         plan = self.level_models(uid, levels)
         notes = []
         for name in self.pooled:
             evidence = {round(s.level, 9): s for s in self.pooled_evidence.get(name, [])}
-            for level, used in zip(levels, plan, strict=True):
-                score = evidence.get(round(level, 9))
-                if used == name and score is not None:
-                    notes.append(
-                        f"{name} at q{level:g}: pooled score {score.ratio:.3f} of {self.baseline}'s over "
-                        f"{score.series} series"
-                    )
+            used = [evidence[round(q, 9)] for q, m in zip(levels, plan, strict=True) if m == name]
+            if used:
+                notes.append(
+                    f"{name} at {', '.join(f'q{s.level:g}' for s in used)} (pooled scores "
+                    f"{', '.join(f'{s.ratio:.3f}' for s in used)} of {self.baseline}'s over {used[0].series} series)"
+                )
         return "; " + "; ".join(notes) if notes else ""
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:

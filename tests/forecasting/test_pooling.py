@@ -76,7 +76,8 @@ def test_a_pooled_model_that_wins_on_all_series_forecasts_those_it_serves_and_th
     assert np.allclose(out[out["unique_id"] == "cycle0"]["q0.9"], seasonal["q0.9"])
     note = out[out["unique_id"] == "cycle0"]["note"].iloc[0]
     evidence = auto.pooled_evidence["seasonal_naive"][1]
-    assert f"seasonal_naive at q0.9: pooled score {evidence.ratio:.3f} of naive's over 4 series" in note
+    scores = ", ".join(f"{s.ratio:.3f}" for s in auto.pooled_evidence["seasonal_naive"])
+    assert f"seasonal_naive at q0.5, q0.9 (pooled scores {scores} of naive's over 4 series)" in note
     assert evidence.ratio < 0.95
 
 
