@@ -40,7 +40,7 @@ from forecasting.output import forecast_frame
 from forecasting.pooling import PooledScore, pooled_scores, serves, won_levels
 from forecasting.series import SeriesData, merge, step_ns, to_panel
 
-JOIN = "+"  # a combination is named after its parts: "lightgbm+naive"
+JOIN = "+"  # a combination is named after its parts: "ets+naive"
 
 
 class AutoForecaster:
