@@ -320,8 +320,12 @@ class AutoForecaster:
         plan = self.level_models(uid, levels)
         notes = []
         for name in self.pooled:
-            evidence = {round(s.level, 9): s for s in self.pooled_evidence.get(name, [])}
-            used = [evidence[round(q, 9)] for q, m in zip(levels, plan, strict=True) if m == name]
+            evidence = self.pooled_evidence.get(name, [])
+            used = [
+                evidence[k]
+                for q, m in zip(levels, plan, strict=True)
+                if m == name and (k := _index(self.quantiles, q)) is not None
+            ]
             if used:
                 notes.append(
                     f"{name} at {', '.join(f'q{s.level:g}' for s in used)} (pooled scores "
