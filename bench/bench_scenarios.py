@@ -23,7 +23,7 @@ import numpy as np
 
 from agent.loop import Outlook
 from agent.simulation import SimulationWindow, select_window
-from agent.simulation.equal_service import SERVICE_LEVELS, equal_service
+from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
 from bench.memory import peak_rss_mib
@@ -49,10 +49,10 @@ def main() -> None:
         started = time.perf_counter()
         session = Simulation(settings, trace, window, SERVICE_LEVELS)
         session.prepare(("forecast", "reactive"), compare_decisions=True)
-        runs = {name: session.run(name) for name in ("forecast", "reactive", "oracle")}
         goals = SCENARIOS.get(Path(config).name, {"target": 0.005, "vs_reactive": 1.0, "vs_oracle": 1.1})
         targets = sorted({0.005, 0.001, goals["target"]}, reverse=True)
-        same = equal_service(session, targets, known=runs)
+        runs, same = run_and_compare(session, ("forecast", "reactive", "oracle"), targets)
+        assert same is not None
         elapsed = time.perf_counter() - started
         print(f"\n{Path(config).name} on {Path(args.trace).name} ({len(window.index)} steps, {elapsed:.0f} s)")
         for name, run in runs.items():

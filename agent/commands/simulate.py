@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.commands.arguments import parse_span, parse_timestamp
 from agent.simulation import select_window
-from agent.simulation.equal_service import SERVICE_LEVELS, equal_service
+from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
@@ -119,13 +119,11 @@ def run(args: argparse.Namespace) -> int:
 
         session = Simulation(settings, trace, window, SERVICE_LEVELS if compare else (), progress=advance)
         session.prepare(args.policy, compare_decisions=True)
-    runs = {}
-    for policy in tqdm(args.policy, desc="simulating", unit="policy", disable=args.no_progress, file=sys.stderr):
-        runs[policy] = session.run(policy)
-    comparison = None
-    if compare:
-        with tqdm(total=2, desc="equal service", unit="search", disable=args.no_progress, file=sys.stderr) as bar:
-            comparison = equal_service(session, args.equal_service, known=runs, on_done=lambda _: bar.update(1))
+    steps = len(args.policy) + compare
+    with tqdm(total=steps, desc="simulating", unit="run", disable=args.no_progress, file=sys.stderr) as bar:
+        runs, comparison = run_and_compare(
+            session, args.policy, args.equal_service if compare else (), on_done=lambda _: bar.update(1)
+        )
     actual = actual_run(settings, history, window) if history is not None else None
     if actual is not None:
         runs["actual"] = actual

@@ -9,10 +9,16 @@ session's outlooks, so a trial costs planning and the simulated cluster only.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing import get_context
 from typing import Any
 
+from agent.loop import Outlook
 from agent.simulation.runner import PolicyRun, Simulation
+from agent.simulation.window import SimulationWindow
+from agent.sources.trace import Trace
+from config.schema import Settings
 
 TARGETS = (0.005, 0.001)
 SERVICE_LEVELS = (0.5, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 0.998, 0.999)
@@ -26,7 +32,9 @@ class Trial:
     unserved_fraction: float
 
 
-Evaluate = Callable[[float], Trial]
+Evaluate = Callable[[float], Trial]  # the forecast policy's trial at a service level
+# Starts the forecast policy's trial at a service level in another process, or says it is busy (None).
+Helper = Callable[[float], "Future[Trial] | None"]
 
 
 def equal_service(
@@ -43,11 +51,90 @@ def equal_service(
     known = known or {}
     trials = {
         "reactive": _search_headroom(session, tuple(targets), _seed(known, "reactive")),
-        "forecast": _search_levels(session, tuple(targets)),
+        "forecast": search_levels(lambda level: _level_trial(level, session), tuple(targets)),
     }
     if on_done is not None:
         for name in trials:
             on_done(name)
+    return _compare(trials, targets, known)
+
+
+def run_and_compare(
+    session: Simulation,
+    policies: Sequence[str],
+    targets: Sequence[float] = (),
+    on_done: Callable[[str], object] | None = None,
+) -> tuple[dict[str, PolicyRun], dict[str, dict[str, dict[str, Any]]] | None]:
+    """Every policy's run and, with ``targets`` and both the forecast and reactive policies, what the same service
+    costs (``equal_service``), on two cores: a second process holds a copy of the session's outlooks (which
+    ``Simulation.prepare`` computed) and runs every policy but the forecast one and the reactive headroom search,
+    then helps the forecast policy's level search, which runs here. ``on_done`` hears each policy's name when
+    its run is done and ``"equal service"`` when the searches are."""
+    compare = bool(targets) and {"forecast", "reactive"} <= set(policies)
+    here = [p for p in policies if p == "forecast"]
+    there = [p for p in policies if p != "forecast"]
+    done = on_done or (lambda _: None)
+    if not here or not there:  # one side only: nothing to compare, nothing to run beside it
+        runs = {}
+        for policy in policies:
+            runs[policy] = session.run(policy)
+            done(policy)
+        return runs, None
+    needed = {"forecast": compare, "reactive": "reactive" in there}  # the helper's level trials, the reactive runs
+    copied = {policy: session.outlooks(policy) for policy, wanted in needed.items() if wanted}
+    adopt = (session.settings, session.trace, session.window, session.extra_quantiles, copied)
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        # a task, not the process's initializer: a task's arguments are sent by a thread of the pool, while the
+        # initializer's would hold this process until the new one had read them all (7 s on the demo)
+        pool.submit(_adopt, *adopt)
+        side = pool.submit(_other_side, there, tuple(targets) if compare else ())
+        runs = {p: session.run(p) for p in here}
+        done("forecast")
+
+        def helper(level: float) -> Future[Trial] | None:  # once its own share is done, the other process helps
+            return pool.submit(_level_trial, level) if side.done() else None
+
+        levels = search_levels(lambda level: _level_trial(level, session), tuple(targets), helper) if compare else []
+        others, headroom = side.result()
+    for name in others:
+        done(name)
+    runs = {p: (runs | others)[p] for p in policies}
+    if not compare:
+        return runs, None
+    done("equal service")
+    return runs, _compare({"reactive": headroom, "forecast": levels}, targets, runs)
+
+
+_HELD: dict[str, Simulation] = {}  # in run_and_compare's second process: the session copy it works on
+
+
+def _adopt(
+    settings: Settings,
+    trace: Trace,
+    window: SimulationWindow,
+    extra_quantiles: tuple[float, ...],
+    outlooks: Mapping[str, list[Outlook]],
+) -> None:
+    _HELD["session"] = Simulation(settings, trace, window, extra_quantiles, outlooks=outlooks)
+
+
+def _other_side(policies: Sequence[str], targets: tuple[float, ...]) -> tuple[dict[str, PolicyRun], list[Trial]]:
+    """The runs of ``policies`` and, with ``targets``, the headroom search, on the held session copy."""
+    session = _HELD["session"]
+    runs = {p: session.run(p) for p in policies}
+    return runs, _search_headroom(session, targets, _seed(runs, "reactive")) if targets else []
+
+
+def _level_trial(level: float, session: Simulation | None = None) -> Trial:
+    """The forecast policy at one service level, on ``session`` (by default the held session copy)."""
+    session = session or _HELD["session"]
+    run = session.run("forecast", session.settings.planner.model_copy(update={"service_level": level}))
+    return Trial(level, run.cost_usd, run.unserved_fraction)
+
+
+def _compare(
+    trials: Mapping[str, Sequence[Trial]], targets: Sequence[float], known: Mapping[str, PolicyRun]
+) -> dict[str, dict[str, dict[str, Any]]]:
     out: dict[str, dict[str, dict[str, Any]]] = {}
     for target in targets:
         key = f"{target:g}"
@@ -116,22 +203,46 @@ def _search_headroom(session: Simulation, targets: tuple[float, ...], seed: Tria
     return list(cache.values())
 
 
-def _search_levels(session: Simulation, targets: tuple[float, ...]) -> list[Trial]:
+def search_levels(evaluate: Evaluate, targets: tuple[float, ...], helper: Helper | None = None) -> list[Trial]:
+    """The forecast policy's trials: for every target at once, bisect the service levels between the highest
+    failing and the lowest passing one tried (unserved demand falls as the level grows). Each round tries the
+    middle of every open bracket; while a ``helper`` is free, two levels at a time, one in each process (a lone
+    middle then gives way to a bracket's thirds): the same brackets in fewer rounds."""
     cache: dict[int, Trial] = {}
 
-    def trial(i: int) -> Trial:
-        if i not in cache:
-            level = SERVICE_LEVELS[i]
-            planner = session.settings.planner.model_copy(update={"service_level": level})
-            run = session.run("forecast", planner)
-            cache[i] = Trial(level, run.cost_usd, run.unserved_fraction)
-        return cache[i]
+    def try_all(points: Sequence[int]) -> None:
+        todo = [i for i in dict.fromkeys(points) if i not in cache]
+        away = helper(SERVICE_LEVELS[todo[1]]) if helper is not None and len(todo) > 1 else None
+        for i in todo[:1] + todo[2 if away is not None else 1 :]:
+            cache[i] = evaluate(SERVICE_LEVELS[i])
+        if away is not None:
+            cache[todo[1]] = away.result()
 
-    for target in sorted(targets, reverse=True):
-        top = len(SERVICE_LEVELS) - 1
-        if trial(top).unserved_fraction <= target:
-            _bisect(trial, target, -1, top)
+    top = len(SERVICE_LEVELS) - 1
+    try_all([top, top // 2] if helper is not None else [top])
+    while brackets := _open_brackets(cache, targets):
+        points = [(low + high) // 2 for low, high in brackets]
+        low, high = brackets[0]
+        if helper is not None and len(set(points)) == 1 and high - low > 2:
+            points = [low + (high - low) // 3, low + 2 * (high - low) // 3]
+        try_all(points)
     return list(cache.values())
+
+
+def _open_brackets(cache: Mapping[int, Trial], targets: Sequence[float]) -> list[tuple[int, int]]:
+    """Per target (the loosest first), the bracket still to search, when there is one."""
+    found = [_bracket(cache, target) for target in sorted(targets, reverse=True)]
+    return [(low, high) for low, high in found if high is not None and high - low > 1]
+
+
+def _bracket(cache: Mapping[int, Trial], target: float) -> tuple[int, int | None]:
+    """The lowest level index tried that meets ``target`` (None: none does) and the highest below it that does not
+    (-1: none tried)."""
+    passing = [i for i, t in cache.items() if t.unserved_fraction <= target]
+    if not passing:
+        return -1, None
+    high = min(passing)
+    return max((i for i, t in cache.items() if i < high and t.unserved_fraction > target), default=-1), high
 
 
 def _bisect(trial: Callable[[int], Trial], target: float, low: int, high: int) -> int:

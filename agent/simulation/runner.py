@@ -44,6 +44,16 @@ from models import AlertEvent, PoolSpec
 from models.clock import SimulatedClock
 
 Progress = Callable[[int], None]
+ObserveArgs = tuple[
+    Settings,
+    Trace,
+    SimulationWindow,
+    str,
+    Sequence[float],
+    Progress | None,
+    Callable[[], Forecaster] | None,
+    range | None,
+]
 
 
 @dataclass
@@ -115,13 +125,14 @@ class Simulation:
         window: SimulationWindow,
         extra_quantiles: Sequence[float] = (),
         progress: Progress | None = None,
+        outlooks: Mapping[str, list[Outlook]] | None = None,
     ) -> None:
         self.settings = settings
         self.trace = trace
         self.window = window
         self.extra_quantiles = tuple(extra_quantiles)
         self.progress = progress
-        self._outlooks: dict[str, list[Outlook]] = {}
+        self._outlooks: dict[str, list[Outlook]] = dict(outlooks or {})  # per policy, computed elsewhere
         self._last_value: list[Outlook] | None = None
 
     def run(self, policy: str, planner: PlannerSettings | None = None) -> PolicyRun:
@@ -146,37 +157,71 @@ class Simulation:
 
     def _last_value_outlooks(self) -> list[Outlook]:
         if self._last_value is None:  # the planner's own levels only: the comparison is at its service levels
-            self._last_value = observe_window(*self._last_value_args())
+            self._last_value = observe_window(*self._job_args(LAST_VALUE))
         return self._last_value
 
-    def _last_value_args(self) -> tuple[Settings, Trace, SimulationWindow, str, tuple[float, ...], None, Forecaster]:
-        return (self.settings, self.trace, self.window, "forecast", (), None, last_value_forecaster())
+    def _job_args(self, name: str, ticks: range | None = None, progress: Progress | None = None) -> ObserveArgs:
+        """``observe_window``'s arguments for a policy's outlooks, or the calibrated last value's (``LAST_VALUE``)."""
+        if name == LAST_VALUE:  # the planner's own levels only: the comparison is at its service levels
+            return (self.settings, self.trace, self.window, "forecast", (), None, last_value_forecaster, ticks)
+        return (self.settings, self.trace, self.window, name, self.extra_quantiles, progress, None, ticks)
 
     def prepare(self, policies: Sequence[str], compare_decisions: bool = False) -> None:
         """Compute the outlooks of the agent-driven ``policies`` (and, with ``compare_decisions``, the calibrated
-        last value's that ``decision_changes`` compares the forecast with): the first in this process, with
-        progress, the others in a second process meanwhile. Forecasts need no shared state, so this halves the
-        wait on two cores."""
-        todo = [p for p in dict.fromkeys(policies) if p in AGENT_POLICIES and p not in self._outlooks]
-        with_last_value = compare_decisions and "forecast" in policies and self._last_value is None
-        if len(todo) + with_last_value < 2:
-            for policy in todo:
-                self.outlooks(policy)
-            if with_last_value:
-                self._last_value_outlooks()
+        last value's that ``decision_changes`` compares the forecast with) on two cores: each is observed in the two
+        parts the agents restart between (``restart_tick``), one part in this process, with progress, the other in a
+        second process meanwhile. Forecasts need no shared state, so this halves the wait."""
+        names = [p for p in dict.fromkeys(policies) if p in AGENT_POLICIES and p not in self._outlooks]
+        if compare_decisions and "forecast" in policies and self._last_value is None:
+            names.append(LAST_VALUE)
+        parts = restart_parts(self.settings, self.window)
+        jobs = [(name, ticks) for name in names for ticks in parts]
+        if len(jobs) < 2:
+            for name in names:
+                self._store(name, [observe_window(*self._job_args(name, None, self.progress))])
             return
-        args = (self.settings, self.trace, self.window)
+        mine, theirs = jobs[0::2], jobs[1::2]  # alternate, so each process gets a part of every name
+        found: dict[tuple[str, range], list[Outlook]] = {}
         with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-            others = {p: pool.submit(observe_window, *args, p, self.extra_quantiles) for p in todo[1:]}
-            last_value = pool.submit(observe_window, *self._last_value_args()) if with_last_value else None
-            if todo:
-                self.outlooks(todo[0])
-            for policy, job in others.items():
-                self._outlooks[policy] = job.result()
-                if self.progress is not None:
-                    self.progress(len(self.window.index))
-            if last_value is not None:
-                self._last_value = last_value.result()
+            others = {job: pool.submit(observe_window, *self._job_args(*job)) for job in theirs}
+            for name, ticks in mine:
+                found[(name, ticks)] = observe_window(*self._job_args(name, ticks, self.progress))
+            for (name, ticks), future in others.items():
+                found[(name, ticks)] = future.result()
+                if name != LAST_VALUE and self.progress is not None:
+                    self.progress(len(ticks))
+        for name in names:
+            self._store(name, [found[(name, ticks)] for ticks in parts])
+
+    def _store(self, name: str, parts: Sequence[list[Outlook]]) -> None:
+        joined = [outlook for part in parts for outlook in part]
+        if name == LAST_VALUE:
+            self._last_value = joined
+        else:
+            self._outlooks[name] = joined
+
+
+LAST_VALUE = "calibrated last value"  # the forecaster decision changes are counted against
+
+
+def restart_tick(settings: Settings, window: SimulationWindow) -> int:
+    """The tick at which every agent-driven policy's agent starts afresh (0: never): the point of the configured
+    retrain schedule (counted from the window's start) nearest the window's middle.
+
+    A fresh agent fits, trains every model and selects at its first tick, as the agent that ran since the start
+    does there on its own schedule, so the outlooks are the same (where a data gap has moved that schedule, the
+    restart adds one retrain, like a rollout of the daemon would). The window's two parts can then be observed at
+    the same time, in two processes, and the outlooks never depend on how many there are."""
+    every = max(1, round(settings.forecast.retrain_interval / window.step))
+    steps = len(window.index)
+    tick = round(steps / 2 / every) * every
+    return tick if 0 < tick < steps else 0
+
+
+def restart_parts(settings: Settings, window: SimulationWindow) -> list[range]:
+    """The window's ticks in the parts a fresh agent observes (``restart_tick``)."""
+    steps, tick = len(window.index), restart_tick(settings, window)
+    return [range(0, tick), range(tick, steps)] if tick else [range(steps)]
 
 
 def observe_window(
@@ -186,21 +231,29 @@ def observe_window(
     policy: str,
     extra_quantiles: Sequence[float] = (),
     progress: Progress | None = None,
-    forecaster: Forecaster | None = None,
+    forecaster: Callable[[], Forecaster] | None = None,
+    ticks: range | None = None,
 ) -> list[Outlook]:
-    """What the ``policy``'s agent observes and forecasts at every step of the window (with ``forecaster``
-    instead of the configured one, when given)."""
-    cluster, clock = _cluster(settings, window, policy)
-    agent = _agent(policy, settings, trace, window, cluster, None, extra_quantiles, forecaster)
+    """What the ``policy``'s agent observes and forecasts at every step of the window, or at ``ticks`` (with a
+    forecaster ``forecaster()`` makes instead of the configured one, when given). The agent starts afresh at the
+    first tick and at ``restart_tick``."""
+    ticks = range(len(window.index)) if ticks is None else ticks
+    restart = restart_tick(settings, window)
     seen: list[Outlook] = []
-    for t, stamp in enumerate(window.index):
-        now = stamp.to_pydatetime()
+    clock: SimulatedClock | None = None
+    agent: Agent | None = None
+    for t in ticks:
+        if agent is None or clock is None or t == restart:
+            cluster, clock = _cluster(settings, window, policy)
+            made = forecaster() if forecaster is not None else None
+            agent = _agent(policy, settings, trace, window, cluster, None, extra_quantiles, made)
+        now = window.index[t].to_pydatetime()
         clock.set(now)
         seen.append(agent.observe(now))
-        if progress is not None and t % 64 == 63:
+        if progress is not None and len(seen) % 64 == 0:
             progress(64)
     if progress is not None:
-        progress(len(window.index) % 64)
+        progress(len(seen) % 64)
     return seen
 
 

@@ -1,0 +1,90 @@
+"""The simulation restarts its agents once, at a retrain point near the window's middle, so that the two parts can
+be observed in two processes: the outlooks must not depend on how they were computed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from agent.loop import Outlook
+from agent.simulation import select_window
+from agent.simulation.runner import Simulation, observe_window, restart_parts, restart_tick
+from agent.simulation.window import SimulationWindow
+from agent.sources.trace import Trace, read_trace
+from config import settings_from_mapping
+from config.schema import Settings
+from tests.conftest import TraceWriter
+
+DAY = 288  # five-minute steps
+
+
+def _config(retrain: str, model: str = "ets") -> dict[str, Any]:
+    return {
+        "demand_classes": [{"name": "a"}, {"name": "b"}],
+        "pools": [
+            {
+                "id": "gpu",
+                "kind": "gpu-node-pool",
+                "chips_per_unit": 4,
+                "max_units": 50,
+                "price_per_chip_hour_usd": 2.0,
+                "lead_time": "15m",
+                "serves": ["a", "b"],
+            }
+        ],
+        "forecast": {"model": model, "history": "1d", "refit_interval": "1h", "retrain_interval": retrain},
+    }
+
+
+@pytest.fixture
+def daily(write_trace: TraceWriter) -> Trace:
+    """Three days of two noisy daily cycles."""
+    rng = np.random.default_rng(3)
+    t = np.arange(3 * DAY)
+    shape = 30.0 + 20.0 * np.sin(2 * np.pi * t / DAY)
+    series = {name: np.round(np.maximum(shape * k + rng.normal(0, 4, len(t)), 0)) for name, k in (("a", 1), ("b", 0.5))}
+    return read_trace(write_trace({name: list(values) for name, values in series.items()}))
+
+
+def _exactly(outlooks: list[Outlook]) -> list[str]:
+    """Outlooks compared to the last bit, NaN equal to NaN (an aggregate's last observation is NaN, and a NaN that
+    crossed processes is another object, which ``==`` on containers tells apart)."""
+    return [repr(outlook) for outlook in outlooks]
+
+
+def _window(settings: Settings, trace: Trace, days: int = 2) -> SimulationWindow:
+    start, end = trace.index[DAY].to_pydatetime(), trace.index[DAY].to_pydatetime() + days * timedelta(days=1)
+    return select_window(trace, settings.demand_class_models(), start, end)
+
+
+@pytest.mark.parametrize(("retrain", "tick"), [("6h", DAY), ("5h", 5 * 60), ("1d", DAY), ("2d", 0), ("7d", 0)])
+def test_the_restart_is_the_retrain_point_nearest_the_middle(daily: Trace, retrain: str, tick: int) -> None:
+    settings = settings_from_mapping(_config(retrain))
+    window = _window(settings, daily)
+    assert len(window.index) == 2 * DAY
+    assert restart_tick(settings, window) == tick
+    parts = restart_parts(settings, window)
+    assert [t for part in parts for t in part] == list(range(2 * DAY))
+    assert len(parts) == (2 if tick else 1)
+
+
+def test_outlooks_are_the_same_in_parts_in_two_processes_and_in_one(daily: Trace) -> None:
+    settings = settings_from_mapping(_config("6h"))
+    window = _window(settings, daily, days=1)
+    assert restart_tick(settings, window) == DAY // 2
+    whole = observe_window(settings, daily, window, "forecast")
+    first, second = restart_parts(settings, window)
+    parts = observe_window(settings, daily, window, "forecast", ticks=first)
+    parts += observe_window(settings, daily, window, "forecast", ticks=second)
+    assert _exactly(parts) == _exactly(whole)
+    assert all(whole[t].forecasts for t in (0, DAY // 2 - 1, DAY // 2, DAY - 1)), "every part forecasts"
+
+    together = Simulation(settings, daily, window)
+    together.prepare(["forecast", "reactive"], compare_decisions=True)  # the parts in two processes
+    assert _exactly(together.outlooks("forecast")) == _exactly(whole)
+    assert _exactly(together.outlooks("reactive")) == _exactly(observe_window(settings, daily, window, "reactive"))
+    alone = Simulation(settings, daily, window, outlooks={"forecast": whole})  # the last value's here, in order
+    assert together.decision_changes() == alone.decision_changes()
