@@ -17,24 +17,14 @@ from agent.sources.trace import Trace, read_trace
 from config import settings_from_mapping
 from config.schema import Settings
 from tests.conftest import TraceWriter
+from tests.scenario.test_simulate import two_class_config
 
 DAY = 288  # five-minute steps
 
 
 def _config(retrain: str, model: str = "ets") -> dict[str, Any]:
     return {
-        "demand_classes": [{"name": "a"}, {"name": "b"}],
-        "pools": [
-            {
-                "id": "gpu",
-                "kind": "gpu-node-pool",
-                "chips_per_unit": 4,
-                "max_units": 50,
-                "price_per_chip_hour_usd": 2.0,
-                "lead_time": "15m",
-                "serves": ["a", "b"],
-            }
-        ],
+        **two_class_config(),
         "forecast": {"model": model, "history": "1d", "refit_interval": "1h", "retrain_interval": retrain},
     }
 
