@@ -208,10 +208,11 @@ def restart_tick(settings: Settings, window: SimulationWindow) -> int:
     """The tick at which every agent-driven policy's agent starts afresh (0: never): the point of the configured
     retrain schedule (counted from the window's start) nearest the window's middle.
 
-    A fresh agent fits, trains every model and selects at its first tick, as the agent that ran since the start
-    does there on its own schedule, so the outlooks are the same (where a data gap has moved that schedule, the
-    restart adds one retrain, like a rollout of the daemon would). The window's two parts can then be observed at
-    the same time, in two processes, and the outlooks never depend on how many there are."""
+    A fresh agent fits, trains every model and selects at its first tick, as an agent that ran from the start
+    does there on its own schedule, so the outlooks are that agent's; unless a data gap has moved its schedule
+    (refits resume one step after a gap ends: on the bundled window by one step), and then the restart adds one
+    retrain, as a rollout of the daemon would. The window's two parts can then be observed at the same time, in
+    two processes, and the outlooks never depend on how many there are."""
     every = max(1, round(settings.forecast.retrain_interval / window.step))
     steps = len(window.index)
     tick = round(steps / 2 / every) * every
