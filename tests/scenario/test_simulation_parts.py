@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from agent.loop import Outlook
+import agent.simulation.equal_service as searches
 from agent.simulation import select_window
+from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.runner import Simulation, observe_window, restart_parts, restart_tick
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace, read_trace
@@ -78,3 +80,21 @@ def test_outlooks_are_the_same_in_parts_in_two_processes_and_in_one(daily: Trace
     assert _exactly(together.outlooks("reactive")) == _exactly(observe_window(settings, daily, window, "reactive"))
     alone = Simulation(settings, daily, window, outlooks={"forecast": whole})  # the last value's here, in order
     assert together.decision_changes() == alone.decision_changes()
+
+
+def test_runs_and_equal_service_are_the_same_with_the_second_process(
+    daily: Trace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = settings_from_mapping(_config("6h"))
+    window = _window(settings, daily, days=1)
+    session = Simulation(settings, daily, window, SERVICE_LEVELS)
+    session.prepare(["forecast", "reactive"])
+    policies = ["forecast", "reactive", "static", "oracle"]
+    runs, alone = run_and_compare(session, policies, (0.005, 0.001))  # a short window: all in this process
+    monkeypatch.setattr(searches, "HELPED_MIN_STEPS", 1)  # the second process, however short the window
+    heard: list[str] = []
+    helped_runs, helped = run_and_compare(session, policies, (0.005, 0.001), on_done=heard.append)
+    assert alone is not None and helped == alone
+    assert list(helped_runs) == policies
+    assert {p: r.summary() for p, r in helped_runs.items()} == {p: r.summary() for p, r in runs.items()}
+    assert sorted(heard) == sorted([*policies, "equal service"])
