@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent.loop import Outlook
 import agent.simulation.equal_service as searches
+from agent.loop import Outlook
 from agent.simulation import select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.runner import Simulation, observe_window, restart_parts, restart_tick
