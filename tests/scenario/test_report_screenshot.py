@@ -18,6 +18,9 @@ from matplotlib import image
 
 from agent.cli import main
 
+# one worker computes the module's simulation once, for every test that reads it
+pytestmark = pytest.mark.xdist_group("simulate-report")
+
 ROOT = Path(__file__).resolve().parents[2]
 TENANTS = ("earth/vc6YE", "earth/vcMod", "earth/vcJkd")
 WIDTH, HEIGHT = 1280, 900

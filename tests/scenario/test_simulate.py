@@ -20,6 +20,9 @@ from agent.sources.trace import read_trace
 from config import load_settings, settings_from_mapping
 from tests.conftest import TraceWriter
 
+# one worker computes the module's simulation once, for every test that reads it
+pytestmark = pytest.mark.xdist_group("simulate-pooled")
+
 WINDOW = ["--start", "2020-05-12T12:00:00+08:00", "--end", "2020-05-14T12:00:00+08:00"]
 
 

@@ -14,6 +14,9 @@ import yaml
 
 from agent.cli import main
 
+# one worker computes the module's simulation once, for every test that reads it
+pytestmark = pytest.mark.xdist_group("simulate-budget")
+
 # The old month period of this budget ends at 10:00 UTC on 2 January (midnight at UTC-10), inside the window.
 BUDGET = {
     "name": "fleet",
