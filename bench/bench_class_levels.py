@@ -7,8 +7,8 @@ its unserved chip-hours. This bench chooses one level per class to minimise the 
 unserved fraction (a Lagrangian sweep over a price per unserved chip-hour: the cheapest mix on the lower convex
 hull) and prints it against the one-level figure and the perfect-foresight oracle, from the same runs.
 
-The choice sees the whole window's outcome, so its figure is a bound on what per-class levels of this forecast
-can buy, not a policy: no causal rule can choose better among these levels on this window.
+The choice sees the whole window's outcome, so its figure is a bound, not a policy: no fixed level per class among
+these does better on this window (a level that changes with the state of demand is outside what it bounds).
 
     .venv/bin/python -m bench.bench_class_levels [--config FILE] [--trace CSV]
 """
