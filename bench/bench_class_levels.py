@@ -5,7 +5,8 @@ one level to each unserved-demand target. When every class has a pool of its own
 cost and unserved demand depend on its own level only, so the runs at each level give every class's cost against
 its unserved chip-hours. This bench chooses one level per class to minimise the total cost subject to the total
 unserved fraction (a Lagrangian sweep over a price per unserved chip-hour: the cheapest mix on the lower convex
-hull) and prints it against the one-level figure and the perfect-foresight oracle, from the same runs.
+hull) and prints it against the one-level figure and the perfect-foresight oracle, from the same runs; and, out of
+sample, the levels chosen on the first half of the window kept for the second, against one level there.
 
 The choice sees the whole window's outcome, so its figure is a bound, not a policy: no fixed level per class among
 these does better on this window (a level that changes with the state of demand is outside what it bounds).
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +69,59 @@ def _best_level(curve: ClassCurve, lam: float) -> float:
     return min(curve.cost, key=lambda level: curve.cost[level] + lam * curve.unserved[level])
 
 
+@dataclass(frozen=True)
+class Steps:
+    """Per-step cost (USD) of each class's pool and unserved chip-hours of each class, at each level; the
+    oracle's cost and the demand, per step (gaps count neither, as in the simulator)."""
+
+    cost: Mapping[str, Mapping[float, np.ndarray]]
+    unserved: Mapping[str, Mapping[float, np.ndarray]]
+    oracle: np.ndarray
+    demanded: np.ndarray
+
+    def curves(self, span: slice) -> dict[str, ClassCurve]:
+        return {
+            name: ClassCurve(
+                {level: float(v[span].sum()) for level, v in by_level.items()},
+                {level: float(v[span].sum()) for level, v in self.unserved[name].items()},
+            )
+            for name, by_level in self.cost.items()
+        }
+
+    def one_level(self, span: slice) -> list[Trial]:
+        curves, demanded = self.curves(span), float(self.demanded[span].sum())
+        return [
+            Trial(
+                level,
+                sum(c.cost[level] for c in curves.values()),
+                sum(c.unserved[level] for c in curves.values()) / demanded,
+            )
+            for level in SERVICE_LEVELS
+        ]
+
+
+def record(session: Simulation, own: Mapping[str, str]) -> Steps:
+    """The forecast policy at every level and the oracle, as per-step arrays."""
+    window, settings = session.window, session.settings
+    hours = window.step.total_seconds() / 3600
+    observed = window.observed.astype(float)
+    prices = {p.pool_id: p.price_per_unit_hour_usd for p in settings.pool_specs()}
+
+    def cost(units: Mapping[str, np.ndarray], pool_ids: Sequence[str]) -> np.ndarray:
+        return sum((units[p] * prices[p] * hours * observed for p in pool_ids), np.zeros(len(observed)))
+
+    costs: dict[str, dict[float, np.ndarray]] = {name: {} for name in own}
+    unserved: dict[str, dict[float, np.ndarray]] = {name: {} for name in own}
+    for level in SERVICE_LEVELS:
+        run = session.run("forecast", settings.planner.model_copy(update={"service_level": level}))
+        for name, pool_id in own.items():
+            costs[name][level] = cost(run.paid_units, [pool_id])
+            unserved[name][level] = np.nan_to_num(run.unserved_by_class[name]) * hours
+    oracle = session.run("oracle")
+    demanded = np.nansum(window.demand, axis=1) * hours * observed
+    return Steps(costs, unserved, cost(oracle.paid_units, list(own.values())), demanded)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default=str(ROOT / "config/examples/helios-earth-slices.yaml"))
@@ -75,37 +129,42 @@ def main() -> None:
     args = parser.parse_args()
     settings = load_settings(args.config)
     pools = settings.pool_specs()
-    own = {c.name: [p.pool_id for p in pools if c.name in p.serves] for c in settings.demand_class_models()}
-    if any(len(ids) != 1 or len(next(p for p in pools if p.pool_id == ids[0]).serves) != 1 for ids in own.values()):
+    serving = {c.name: [p for p in pools if c.name in p.serves] for c in settings.demand_class_models()}
+    if any(len(found) != 1 or len(found[0].serves) != 1 for found in serving.values()):
         raise SystemExit("every demand class needs a pool of its own (as in helios-earth-slices.yaml)")
+    own = {name: found[0].pool_id for name, found in serving.items()}
     trace = read_trace(args.trace)
     window = select_window(trace, settings.demand_class_models(), None, None)
     started = time.perf_counter()
     session = Simulation(settings, trace, window, SERVICE_LEVELS)
     session.prepare(("forecast",))
-    oracle = session.run("oracle").cost_usd
-    step_hours = window.step.total_seconds() / 3600
-    costs: dict[str, dict[float, float]] = {name: {} for name in own}
-    unserved: dict[str, dict[float, float]] = {name: {} for name in own}
-    trials, demanded = [], 0.0
-    for level in SERVICE_LEVELS:
-        run = session.run("forecast", settings.planner.model_copy(update={"service_level": level}))
-        demanded = run.demanded_accelerator_hours
-        trials.append(Trial(level, run.cost_usd, run.unserved_fraction))
-        for name, (pool_id,) in own.items():
-            costs[name][level] = run.spend_by_pool_usd.get(pool_id, 0.0)
-            unserved[name][level] = float(np.nansum(run.unserved_by_class[name])) * step_hours
-    curves = {name: ClassCurve(costs[name], unserved[name]) for name in own}
+    steps = record(session, own)
+    whole, half = slice(None), len(window.index) // 2
+    first, second = slice(None, half), slice(half, None)
     print(f"{Path(args.config).name} ({len(window.index)} steps, {time.perf_counter() - started:.0f} s)")
+    oracle = float(steps.oracle.sum())
     for target in TARGETS:
-        one = interpolate(trials, target, "service_level")["cost_usd"]
-        cost, pick = cheapest_mix(curves, demanded, target)
+        one = interpolate(steps.one_level(whole), target, "service_level")["cost_usd"]
+        cost, pick = cheapest_mix(steps.curves(whole), float(steps.demanded.sum()), target)
         print(
             f"  at {target:.1%} unserved: one level {one / oracle:6.3f}x the oracle;"
             f" a level per class in hindsight {cost / oracle:6.3f}x"
         )
         levels = ", ".join(f"{name.split('/')[-1]} {level:g}" for name, level in sorted(pick.items()))
         print(f"    levels meeting it: {levels}")
+        # Out of sample: the levels that meet the target on the first half, kept for the second half, against one
+        # level at the unserved fraction they reach there.
+        _, chosen = cheapest_mix(steps.curves(first), float(steps.demanded[first].sum()), target)
+        later = steps.curves(second)
+        mixed = sum(later[n].cost[level] for n, level in chosen.items())
+        reached = sum(later[n].unserved[level] for n, level in chosen.items()) / float(steps.demanded[second].sum())
+        same = interpolate(steps.one_level(second), reached, "service_level")["cost_usd"]
+        second_oracle = float(steps.oracle[second].sum())
+        print(
+            f"    chosen on the first half, kept for the second: {reached:.3%} unserved there, at"
+            f" {mixed / second_oracle:6.3f}x the oracle; one level at that unserved "
+            + (f"{same / second_oracle:6.3f}x" if same is not None else "not reached")
+        )
     print(f"peak RSS of this process: {peak_rss_mib():.0f} MiB")
 
 
