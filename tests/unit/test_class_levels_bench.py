@@ -6,26 +6,23 @@ import pytest
 
 from bench.bench_class_levels import ClassCurve, cheapest_mix
 
+# "cheap" cuts 9 unserved chip-hours for 10 USD; "dear" cuts 1 for 100 USD. Demand is 1,000 chip-hours.
+CURVES = {
+    "cheap": ClassCurve(cost={0.5: 100.0, 0.9: 110.0}, unserved={0.5: 10.0, 0.9: 1.0}),
+    "dear": ClassCurve(cost={0.5: 100.0, 0.9: 200.0}, unserved={0.5: 2.0, 0.9: 1.0}),
+}
+
 
 def test_the_mix_spends_protection_where_it_buys_the_most_unserved_hours() -> None:
-    # "cheap" cuts 9 unserved chip-hours for 10 USD; "dear" cuts 1 for 100 USD. Demand is 1,000 chip-hours.
-    curves = {
-        "cheap": ClassCurve(cost={0.5: 100.0, 0.9: 110.0}, unserved={0.5: 10.0, 0.9: 1.0}),
-        "dear": ClassCurve(cost={0.5: 100.0, 0.9: 200.0}, unserved={0.5: 2.0, 0.9: 1.0}),
-    }
     # 0.3% unserved: protecting "cheap" alone reaches it (1 + 2 = 3 chip-hours) for 210 USD, the exact target.
-    cost, pick = cheapest_mix(curves, demanded=1000.0, target=0.003)
+    cost, pick = cheapest_mix(CURVES, demanded=1000.0, target=0.003)
     assert cost == pytest.approx(210.0)
     assert pick == {"cheap": 0.9, "dear": 0.5}
 
 
 def test_a_target_between_two_mixes_is_priced_on_the_line_between_them() -> None:
-    curves = {
-        "cheap": ClassCurve(cost={0.5: 100.0, 0.9: 110.0}, unserved={0.5: 10.0, 0.9: 1.0}),
-        "dear": ClassCurve(cost={0.5: 100.0, 0.9: 200.0}, unserved={0.5: 2.0, 0.9: 1.0}),
-    }
     # 0.25%: between (3 chip-hours, 210 USD) and (2 chip-hours, 310 USD), halfway: 260 USD; both classes protected.
-    cost, pick = cheapest_mix(curves, demanded=1000.0, target=0.0025)
+    cost, pick = cheapest_mix(CURVES, demanded=1000.0, target=0.0025)
     assert cost == pytest.approx(260.0)
     assert pick == {"cheap": 0.9, "dear": 0.9}
 
