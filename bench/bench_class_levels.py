@@ -9,7 +9,8 @@ hull) and prints it against the one-level figure and the perfect-foresight oracl
 sample, the levels chosen on the first half of the window kept for the second, against one level there.
 
 The choice sees the whole window's outcome, so its figure is a bound, not a policy: no fixed level per class among
-these does better on this window (a level that changes with the state of demand is outside what it bounds).
+these does better on this window (a level that changes with the state of demand is outside what it bounds). Beside
+it, the same kind of bound for one level that may change over time: any two levels, each for part of the window.
 
     .venv/bin/python -m bench.bench_class_levels [--config FILE] [--trace CSV]
 """
@@ -63,6 +64,16 @@ def cheapest_mix(curves: Mapping[str, ClassCurve], demanded: float, target: floa
     if found["cost_usd"] is None:
         raise SystemExit(f"no mix of levels reaches {target:.2%} unserved")
     return float(found["cost_usd"]), picks[found["price"][-1]]
+
+
+def time_mix(points: Sequence[Trial], demanded: float, target: float) -> float:
+    """The cheapest cost at ``target`` unserved of one level for every class, where the level may change over time:
+    a mix of any two levels, each kept for part of the window, costs and leaves unserved the same shares of what
+    each does over the whole window, so its figure is the lower convex hull of the one-level points."""
+    whole = ClassCurve(
+        {t.setting: t.cost_usd for t in points}, {t.setting: t.unserved_fraction * demanded for t in points}
+    )
+    return cheapest_mix({"all": whole}, demanded, target)[0]
 
 
 def _best_level(curve: ClassCurve, lam: float) -> float:
@@ -145,9 +156,11 @@ def main() -> None:
     oracle = float(steps.oracle.sum())
     for target in TARGETS:
         one = interpolate(steps.one_level(whole), target, "service_level")["cost_usd"]
+        mixed_in_time = time_mix(steps.one_level(whole), float(steps.demanded.sum()), target)
         cost, pick = cheapest_mix(steps.curves(whole), float(steps.demanded.sum()), target)
         print(
             f"  at {target:.1%} unserved: one level {one / oracle:6.3f}x the oracle;"
+            f" any two levels mixed over time in hindsight {mixed_in_time / oracle:6.3f}x;"
             f" a level per class in hindsight {cost / oracle:6.3f}x"
         )
         levels = ", ".join(f"{name.split('/')[-1]} {level:g}" for name, level in sorted(pick.items()))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from bench.bench_class_levels import ClassCurve, cheapest_mix
+from agent.simulation.equal_service import Trial
+from bench.bench_class_levels import ClassCurve, cheapest_mix, time_mix
 
 # "cheap" cuts 9 unserved chip-hours for 10 USD; "dear" cuts 1 for 100 USD. Demand is 1,000 chip-hours.
 CURVES = {
@@ -31,3 +32,16 @@ def test_an_unreachable_target_says_so() -> None:
     curves = {"only": ClassCurve(cost={0.5: 1.0, 0.9: 2.0}, unserved={0.5: 5.0, 0.9: 4.0})}
     with pytest.raises(SystemExit, match="no mix of levels reaches"):
         cheapest_mix(curves, demanded=100.0, target=0.01)
+
+
+def test_levels_mixed_over_time_skip_a_level_that_buys_little() -> None:
+    # One level for all, demand 1,000 chip-hours: 0.98 costs 60 USD more than 0.97 for 1 chip-hour less unserved;
+    # 0.99 cuts 9 for 100 USD. At 0.98's 0.9% the hull mixes 0.97 for 8/9 of the window and 0.99 for 1/9:
+    # 100 + 100 / 9 USD, not 0.98's 160. At 0.1% only 0.99 itself reaches it.
+    points = [
+        Trial(0.97, 100.0, 0.010),
+        Trial(0.98, 160.0, 0.009),
+        Trial(0.99, 200.0, 0.001),
+    ]
+    assert time_mix(points, demanded=1000.0, target=0.009) == pytest.approx(100.0 + 100.0 / 9, abs=0.01)
+    assert time_mix(points, demanded=1000.0, target=0.001) == pytest.approx(200.0)
