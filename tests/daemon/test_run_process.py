@@ -88,6 +88,8 @@ def replicas(kube_api: FakeKubeApi, tmp_path: Path) -> Iterator[list[Replica]]:
         port = _free_port()
         settings = yaml.safe_load((ROOT / "config/examples/helios-earth.yaml").read_text())
         settings["loop"] = {"tick_interval": "1s"}
+        # Election and hand-over do not depend on the model; the configured one would fit LightGBM for half a minute.
+        settings["forecast"] = {"model": "last-value"}
         settings["daemon"] = {
             "mode": "enforce",
             "endpoints": {"bind_address": "127.0.0.1", "port": port, "ready_max_tick_age": "10s"},
