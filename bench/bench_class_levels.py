@@ -153,11 +153,12 @@ def main() -> None:
     whole, half = slice(None), len(window.index) // 2
     first, second = slice(None, half), slice(half, None)
     print(f"{Path(args.config).name} ({len(window.index)} steps, {time.perf_counter() - started:.0f} s)")
-    oracle = float(steps.oracle.sum())
+    oracle, demanded = float(steps.oracle.sum()), float(steps.demanded.sum())
+    one_level, curves = steps.one_level(whole), steps.curves(whole)
     for target in TARGETS:
-        one = interpolate(steps.one_level(whole), target, "service_level")["cost_usd"]
-        mixed_in_time = time_mix(steps.one_level(whole), float(steps.demanded.sum()), target)
-        cost, pick = cheapest_mix(steps.curves(whole), float(steps.demanded.sum()), target)
+        one = interpolate(one_level, target, "service_level")["cost_usd"]
+        mixed_in_time = time_mix(one_level, demanded, target)
+        cost, pick = cheapest_mix(curves, demanded, target)
         print(
             f"  at {target:.1%} unserved: one level {one / oracle:6.3f}x the oracle;"
             f" any two levels mixed over time in hindsight {mixed_in_time / oracle:6.3f}x;"
