@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +168,36 @@ def test_the_image_runs_unprivileged_without_writing_its_filesystem() -> None:
     assert "/src" not in final_stage.split("COPY --from=build", 1)[1]  # only the built virtualenv is copied
     # The base image is pinned to a patch release (a digest can be added with --build-arg).
     assert re.search(r"^ARG PYTHON_IMAGE=python:\d+\.\d+\.\d+-slim-\w+$", dockerfile, re.MULTILINE)
+
+
+def test_the_package_builds_from_exactly_what_the_image_copies(tmp_path: Path) -> None:
+    """No container runtime here: the image's build stage is replayed on what its COPY lines name (plus the empty
+    README.md it writes), so a file the build needs and the Dockerfile does not copy (say, the license file that
+    pyproject.toml names) fails here, not in the image build."""
+    dockerfile = (DEPLOY / "Dockerfile").read_text()
+    build_stage = dockerfile.split("\nFROM ", 2)[1]
+    root, context = DEPLOY.parent, tmp_path / "src"
+    context.mkdir()
+    for line in build_stage.splitlines():
+        if line.startswith("COPY ") and "--from" not in line:
+            for source in line.split()[1:-1]:
+                copy = shutil.copytree if (root / source).is_dir() else shutil.copy2
+                copy(root / source, context / source)
+    assert "touch README.md" in build_stage
+    (context / "README.md").touch()
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(tmp_path / "dist"), "."],
+        cwd=context,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert built.returncode == 0, built.stderr[-2000:]
+    (wheel,) = (tmp_path / "dist").glob("leadtime-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "agent/cli.py" in names and "config/examples/helios-earth.yaml" in names
+    assert any(n.endswith(".dist-info/licenses/LICENSE") for n in names)
 
 
 def test_the_bundled_config_has_what_a_live_daemon_needs(rendered: tuple[str, list[dict[str, Any]]]) -> None:
