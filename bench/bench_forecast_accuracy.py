@@ -1,12 +1,13 @@
 """Accuracy benchmark: every model against ``naive`` (the calibrated last value), level-weighted, on real traces.
 
 Runs the rolling-origin backtest (hourly origins, 14 days of history per fit) on the bundled traces: the Helios
-trace's last week (tenants and the total reported apart) and the ServeGen LLM-serving models (their last 3 days).
+trace's last week (tenants and the total reported apart), the ServeGen LLM-serving models (their last 3 days) and
+the Philly cluster's busy nodes (its last two weeks).
 Prints, measured in the same run, per group and horizon: each model's level-weighted pinball loss at q0.9 (sum of
 per-series losses over the sum of mean levels) as a ratio to ``naive``'s, the median per-series ratio, and the
 coverage of q0.9. Ratios only: no absolute timings. Not a timed test: it takes minutes.
 
-    python bench/bench_forecast_accuracy.py [--models naive,ets,lightgbm,auto] [--only helios|servegen]
+    python bench/bench_forecast_accuracy.py [--models naive,ets,lightgbm,auto] [--only helios|servegen|philly]
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Case:
 CASES = (
     Case("helios", DATA / "helios-earth" / "demand_5min.csv.gz", "2020-05-15T00:00:00+08:00", ("15m", "30m", "60m")),
     Case("servegen", DATA / "servegen" / "demand_10min.csv.gz", "2025-03-10T00:00:00+08:00", ("30m", "60m")),
+    Case("philly", DATA / "philly" / "busy_nodes_5min.csv.gz", "2017-10-31T00:00:00+00:00", ("15m", "30m", "60m")),
 )
 
 
