@@ -15,6 +15,7 @@ from multiprocessing import get_context
 from typing import Any
 
 from agent.loop import Outlook
+from agent.planning import resolve_service_levels
 from agent.simulation.runner import PolicyRun, Simulation
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace
@@ -54,7 +55,11 @@ def equal_service(
     known = known or {}
     trials = {
         "reactive": _search_headroom(session, tuple(targets), _seed(known, "reactive")),
-        "forecast": search_levels(lambda level: _level_trial(level, session), tuple(targets)),
+        "forecast": search_levels(
+            lambda level: _level_trial(level, session),
+            tuple(targets),
+            known=own_level(session.settings, known.get("forecast")),
+        ),
     }
     if on_done is not None:
         for name in trials:
@@ -71,7 +76,8 @@ def run_and_compare(
     """Every policy's run and, with ``targets`` and both the forecast and reactive policies, what the same service
     costs (``equal_service``). For a window of at least ``HELPED_MIN_STEPS``, on two cores: a second process holds
     a copy of the session's outlooks (which ``Simulation.prepare`` computed), runs every policy but the forecast
-    one and the reactive headroom search, then helps the forecast policy's level search, which runs here.
+    one and the reactive headroom search, then helps the forecast policy's level search, which runs here. In both
+    searches the policy's own run counts as the trial at its setting (``own_level``, headroom 0).
     ``on_done`` hears each policy's name when its run is done and ``"equal service"`` when the searches are."""
     compare = bool(targets) and {"forecast", "reactive"} <= set(policies)
     here = [p for p in policies if p == "forecast"]
@@ -101,7 +107,10 @@ def run_and_compare(
         def helper(level: float) -> Future[Trial] | None:  # once its own share is done, the other process helps
             return pool.submit(_level_trial, level) if side.done() else None
 
-        levels = search_levels(lambda level: _level_trial(level, session), tuple(targets), helper) if compare else []
+        own = own_level(session.settings, runs.get("forecast"))
+        levels = (
+            search_levels(lambda level: _level_trial(level, session), tuple(targets), helper, own) if compare else []
+        )
         others, headroom = side.result()
     for name in others:
         done(name)
@@ -137,6 +146,22 @@ def _level_trial(level: float, session: Simulation | None = None) -> Trial:
     session = session or _HELD["session"]
     run = session.run("forecast", session.settings.planner.model_copy(update={"service_level": level}))
     return Trial(level, run.cost_usd, run.unserved_fraction)
+
+
+def own_level(settings: Settings, run: PolicyRun | None) -> dict[int, Trial]:
+    """The forecast policy's own ``run`` as the level search's trial at one of ``SERVICE_LEVELS`` (by index), when
+    the configured planner plans every class at the levels that a search trial there would: the same run, which
+    the search then need not repeat. Empty when none does (a planner level not among them, or levels from waiting
+    costs that no single level reproduces)."""
+    if run is None:
+        return {}
+    classes, pools = settings.demand_class_models(), settings.pool_specs()
+    configured = resolve_service_levels(classes, pools, settings.planner)
+    for index, level in enumerate(SERVICE_LEVELS):
+        trial = settings.planner.model_copy(update={"service_level": level})
+        if resolve_service_levels(classes, pools, trial) == configured:
+            return {index: Trial(level, run.cost_usd, run.unserved_fraction)}
+    return {}
 
 
 def _compare(
@@ -210,12 +235,18 @@ def _search_headroom(session: Simulation, targets: tuple[float, ...], seed: Tria
     return list(cache.values())
 
 
-def search_levels(evaluate: Evaluate, targets: tuple[float, ...], helper: Helper | None = None) -> list[Trial]:
+def search_levels(
+    evaluate: Evaluate,
+    targets: tuple[float, ...],
+    helper: Helper | None = None,
+    known: Mapping[int, Trial] | None = None,
+) -> list[Trial]:
     """The forecast policy's trials: for every target at once, bisect the service levels between the highest
     failing and the lowest passing one tried (unserved demand falls as the level grows). Each round tries the
     middle of every open bracket; while a ``helper`` is free, two levels at a time, one in each process (a lone
-    middle then gives way to a bracket's thirds): the same brackets in fewer rounds."""
-    cache: dict[int, Trial] = {}
+    middle then gives way to a bracket's thirds): the same brackets in fewer rounds. ``known`` trials (by index
+    into ``SERVICE_LEVELS``) count as tried."""
+    cache: dict[int, Trial] = dict(known or {})
 
     def try_all(points: Sequence[int]) -> None:
         todo = [i for i in dict.fromkeys(points) if i not in cache]

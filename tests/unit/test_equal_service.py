@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
-from agent.simulation.equal_service import SERVICE_LEVELS, Evaluate, Trial, interpolate, search_levels
+from agent.simulation.equal_service import SERVICE_LEVELS, Evaluate, Trial, interpolate, own_level, search_levels
+from agent.simulation.runner import PolicyRun
+from config import settings_from_mapping
 
 
 def test_cost_is_interpolated_between_the_bracketing_settings() -> None:
@@ -79,3 +82,50 @@ def test_a_target_no_level_meets_is_not_searched() -> None:
     trials = search_levels(_curve(calls), (1e-9,))
     assert calls == [SERVICE_LEVELS[-1]]
     assert interpolate(trials, 1e-9, "service_level")["cost_usd"] is None
+
+
+def test_a_known_trial_is_not_tried_again_and_the_brackets_stay() -> None:
+    alone: list[float] = []
+    without = search_levels(_curve(alone), (0.005, 0.001))
+    calls: list[float] = []
+    evaluate = _curve(calls)
+    seeded = search_levels(evaluate, (0.005, 0.001), known={3: _curve([])(0.9)})
+    for target in (0.005, 0.001):
+        assert interpolate(seeded, target, "service_level") == interpolate(without, target, "service_level")
+    assert 0.9 not in calls
+    assert len(calls) < len(alone)
+
+
+def _settings(planner: dict[str, Any], waiting_cost: float | None = None) -> Any:
+    demand_class: dict[str, Any] = {"name": "a"}
+    if waiting_cost is not None:
+        demand_class["waiting_cost_per_accelerator_hour_usd"] = waiting_cost
+    return settings_from_mapping(
+        {
+            "demand_classes": [demand_class, {"name": "b", "service_level": 0.95}],
+            "pools": [
+                {
+                    "id": "gpu",
+                    "kind": "gpu-node-pool",
+                    "chips_per_unit": 4,
+                    "max_units": 50,
+                    "price_per_chip_hour_usd": 2.0,
+                    "lead_time": "10m",
+                    "serves": ["a", "b"],
+                }
+            ],
+            "planner": planner,
+        }
+    )
+
+
+def test_the_forecast_run_counts_as_the_trial_at_the_level_it_was_planned_at() -> None:
+    run = PolicyRun("forecast", cost_usd=120.0, demanded_accelerator_hours=100.0, unserved_accelerator_hours=0.3)
+    # No level configured: the classes without one of their own are planned at 0.9, as a trial at 0.9 would.
+    assert own_level(_settings({}), run) == {3: Trial(0.9, 120.0, 0.003)}
+    assert own_level(_settings({"service_level": 0.97}), run) == {5: Trial(0.97, 120.0, 0.003)}
+    # A level the search never tries, and a waiting cost's newsvendor level (2 / (2 + 2) = 0.5 is one it tries).
+    assert own_level(_settings({"service_level": 0.93}), run) == {}
+    assert own_level(_settings({}, waiting_cost=3.0), run) == {}
+    assert own_level(_settings({}, waiting_cost=2.0), run) == {0: Trial(0.5, 120.0, 0.003)}
+    assert own_level(_settings({}), None) == {}
