@@ -9,6 +9,8 @@ DEMO_OUT ?= out/demo
 # The reference scenario where forecasting pays most (TPU slices, 30-minute lead time); the pooled GPU scenario
 # is `make demo DEMO_CONFIG=config/examples/helios-earth.yaml`.
 DEMO_CONFIG ?= config/examples/helios-earth-slices.yaml
+# The trace the demo replays (another one: `make demo DEMO_CONFIG=... DEMO_TRACE=...`).
+DEMO_TRACE ?= data/helios-earth/demand_5min.csv.gz
 # The install skips byte-compiling (below), so Python caches each module in __pycache__ on its first import. An
 # environment that turns that cache off (PYTHONDONTWRITEBYTECODE, common in CI images) made every process compile
 # every module it imports, each time: on 2 cores the suite took 4m47s instead of 3m37s with the cache. The
@@ -33,7 +35,7 @@ $(DEV_STAMP): $(STAMP)
 
 demo: $(STAMP)
 	$(BIN)/leadtime simulate --config $(DEMO_CONFIG) \
-		--trace data/helios-earth/demand_5min.csv.gz --out $(DEMO_OUT)
+		--trace $(DEMO_TRACE) --out $(DEMO_OUT)
 	@echo "report: $(DEMO_OUT)/report.html  results: $(DEMO_OUT)/results.json"
 
 # The tests start their own Prometheus server (Debian package `prometheus`); install it when it is missing.

@@ -65,7 +65,11 @@ def select_window(
         )
     for i, name in enumerate(c.name for c in classes):
         if np.isnan(window[:, i]).all():
-            raise TraceError(f"demand class {name!r} has no observed value in the window; cannot simulate it")
+            raise TraceError(
+                f"demand class {name!r} has no observed value in the window {begin.isoformat()} .. "
+                f"{finish.isoformat()}; {_observed_span(trace, columns[:, i])}: choose a window where every class "
+                "has data, or leave the class out of the configuration"
+            )
     return SimulationWindow(
         index=trace.index[lo:hi],
         classes=tuple(c.name for c in classes),
@@ -73,6 +77,14 @@ def select_window(
         history=columns[:lo],
         step=trace.step,
     )
+
+
+def _observed_span(trace: Trace, values: np.ndarray) -> str:
+    seen = np.flatnonzero(~np.isnan(values))
+    if len(seen) == 0:
+        return "the trace has no value for it at all"
+    first, last = trace.index[seen[0]], trace.index[seen[-1]] + trace.step
+    return f"the trace has its values from {first.isoformat()} to {last.isoformat()}"
 
 
 def required_units(rows: np.ndarray, classes: Sequence[str], pools: Sequence[PoolSpec]) -> dict[str, np.ndarray]:

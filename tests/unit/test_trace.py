@@ -70,8 +70,10 @@ def test_window_of_only_missing_values_is_refused(write_trace: TraceWriter) -> N
 def test_class_without_any_value_in_window_is_refused(write_trace: TraceWriter) -> None:
     trace = read_trace(write_trace({"a": [1.0] * 20, "b": [2.0] * 10 + [math.nan] * 10}))
     start = trace.index[10].to_pydatetime()
-    with pytest.raises(TraceError, match="'b' has no observed value in the window"):
+    with pytest.raises(TraceError, match="'b' has no observed value in the window") as refused:
         select_window(trace, [DemandClass("a"), DemandClass("b")], start, None)
+    # where its data is, so a person can pick a window or leave the class out
+    assert f"its values from {trace.index[0].isoformat()} to {trace.index[10].isoformat()}" in str(refused.value)
 
 
 def test_empty_window_is_refused(bundled_trace: Path) -> None:
