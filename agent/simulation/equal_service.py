@@ -54,7 +54,7 @@ def equal_service(
     """
     known = known or {}
     trials = {
-        "reactive": _search_headroom(session, tuple(targets), _seed(known, "reactive")),
+        "reactive": _search_headroom(session, tuple(targets), _seed(known, session.settings)),
         "forecast": search_levels(
             lambda level: _level_trial(level, session),
             tuple(targets),
@@ -77,7 +77,7 @@ def run_and_compare(
     costs (``equal_service``). For a window of at least ``HELPED_MIN_STEPS``, on two cores: a second process holds
     a copy of the session's outlooks (which ``Simulation.prepare`` computed), runs every policy but the forecast
     one and the reactive headroom search, then helps the forecast policy's level search, which runs here. In both
-    searches the policy's own run counts as the trial at its setting (``own_level``, headroom 0).
+    searches the policy's own run counts as the trial at its configured setting (``own_level``, ``_seed``).
     ``on_done`` hears each policy's name when its run is done and ``"equal service"`` when the searches are."""
     compare = bool(targets) and {"forecast", "reactive"} <= set(policies)
     here = [p for p in policies if p == "forecast"]
@@ -138,7 +138,7 @@ def _other_side(policies: Sequence[str], targets: tuple[float, ...]) -> tuple[di
     """The runs of ``policies`` and, with ``targets``, the headroom search, on the held session copy."""
     session = _HELD["session"]
     runs = {p: session.run(p) for p in policies}
-    return runs, _search_headroom(session, targets, _seed(runs, "reactive")) if targets else []
+    return runs, _search_headroom(session, targets, _seed(runs, session.settings)) if targets else []
 
 
 def _level_trial(level: float, session: Simulation | None = None) -> Trial:
@@ -207,9 +207,11 @@ def interpolate(trials: Sequence[Trial], target: float, setting_name: str) -> di
     return {"cost_usd": round(cost, 2), "unserved_fraction": target, setting_name: [lower.setting, upper.setting]}
 
 
-def _seed(known: Mapping[str, PolicyRun], name: str) -> Trial | None:
-    run = known.get(name)
-    return None if run is None else Trial(0.0, run.cost_usd, run.unserved_fraction)
+def _seed(known: Mapping[str, PolicyRun], settings: Settings) -> Trial | None:
+    """The reactive policy's own run as the headroom search's trial at the configured headroom."""
+    run = known.get("reactive")
+    headroom = float(settings.planner.headroom_units)
+    return None if run is None else Trial(headroom, run.cost_usd, run.unserved_fraction)
 
 
 def _search_headroom(session: Simulation, targets: tuple[float, ...], seed: Trial | None) -> list[Trial]:
@@ -218,7 +220,7 @@ def _search_headroom(session: Simulation, targets: tuple[float, ...], seed: Tria
         run = session.run("reactive", planner)
         return Trial(headroom, run.cost_usd, run.unserved_fraction)
 
-    cache: dict[float, Trial] = {0.0: seed} if seed is not None else {}
+    cache: dict[float, Trial] = {seed.setting: seed} if seed is not None else {}
 
     def trial(h: float) -> Trial:
         if h not in cache:

@@ -16,6 +16,8 @@ import yaml
 
 from agent.cli import main
 from agent.simulation import run_policy, select_window
+from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
+from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
 from config import load_settings, settings_from_mapping
 from tests.conftest import TraceWriter
@@ -124,6 +126,27 @@ def test_reactive_leaves_rising_demand_unserved_when_lead_time_is_positive(write
     assert run_policy(instant, trace, window, "reactive").unserved_accelerator_hours < (
         reactive.unserved_accelerator_hours / 2
     )
+
+
+def test_the_headroom_search_starts_from_the_configured_headroom(write_trace: TraceWriter) -> None:
+    # The reactive policy's own run is the search's trial at the configured headroom, not at zero: here headroom 3
+    # meets the target while none leaves more than the target waiting, so the search must try zero itself.
+    rise = [4.0] * 300 + [4.0 + 2 * i for i in range(40)] + [84.0] * 60
+    trace = read_trace(write_trace({"a": rise, "b": [4.0] * len(rise)}))
+    raw = two_class_config()
+    raw["planner"] = {"headroom_units": 3}
+    settings = settings_from_mapping(raw)
+    window = select_window(trace, settings.demand_class_models(), trace.index[288].to_pydatetime(), None)
+    session = Simulation(settings, trace, window, SERVICE_LEVELS)
+    runs, comparison = run_and_compare(session, ["forecast", "reactive"], (0.005,))
+    assert comparison is not None
+    assert runs["reactive"].unserved_fraction <= 0.005
+    bare = session.run("reactive", settings.planner.model_copy(update={"headroom_units": 0}))
+    assert bare.unserved_fraction > 0.005
+    row = comparison["0.005"]["reactive"]
+    assert "note" not in row and len(row["headroom_units"]) == 2, row  # bracketed, not "already met at 0"
+    assert max(row["headroom_units"]) < 3
+    assert row["cost_usd"] < runs["reactive"].cost_usd
 
 
 def test_gaps_count_neither_cost_nor_service_and_the_agent_holds(write_trace: TraceWriter) -> None:
