@@ -10,6 +10,7 @@ import pytest
 from agent.simulation.equal_service import SERVICE_LEVELS, Evaluate, Trial, interpolate, own_level, search_levels
 from agent.simulation.runner import PolicyRun
 from config import settings_from_mapping
+from tests.scenario.test_simulate import two_class_config
 
 
 def test_cost_is_interpolated_between_the_bracketing_settings() -> None:
@@ -97,26 +98,12 @@ def test_a_known_trial_is_not_tried_again_and_the_brackets_stay() -> None:
 
 
 def _settings(planner: dict[str, Any], waiting_cost: float | None = None) -> Any:
-    demand_class: dict[str, Any] = {"name": "a"}
+    raw = two_class_config()  # one pool of 4-chip units at 2 USD per chip-hour serving classes a and b
     if waiting_cost is not None:
-        demand_class["waiting_cost_per_accelerator_hour_usd"] = waiting_cost
-    return settings_from_mapping(
-        {
-            "demand_classes": [demand_class, {"name": "b", "service_level": 0.95}],
-            "pools": [
-                {
-                    "id": "gpu",
-                    "kind": "gpu-node-pool",
-                    "chips_per_unit": 4,
-                    "max_units": 50,
-                    "price_per_chip_hour_usd": 2.0,
-                    "lead_time": "10m",
-                    "serves": ["a", "b"],
-                }
-            ],
-            "planner": planner,
-        }
-    )
+        raw["demand_classes"][0]["waiting_cost_per_accelerator_hour_usd"] = waiting_cost
+    raw["demand_classes"][1]["service_level"] = 0.95
+    raw["planner"] = planner
+    return settings_from_mapping(raw)
 
 
 def test_the_forecast_run_counts_as_the_trial_at_the_level_it_was_planned_at() -> None:
