@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from agent.report.charts import POLICY_COLOURS, finish_panels
+from agent.report.charts import POLICY_COLOURS, finish_panels, time_axis
 
 
 def budget_panels(
@@ -18,9 +18,10 @@ def budget_panels(
     columns = min(columns, max(1, len(panels)))
     rows = max(1, -(-len(panels) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 2.6 * rows), squeeze=False, sharex=True)
+    x = time_axis(index)
     for ax, (title, spend, cap) in zip(axes.flat, panels, strict=False):
         for policy, series in spend.items():
-            ax.step(index, series, where="post", linewidth=0.9, label=policy, color=POLICY_COLOURS.get(policy))
+            ax.step(x, series, where="post", linewidth=0.9, label=policy, color=POLICY_COLOURS.get(policy))
         ax.axhline(cap, color="black", linestyle="--", linewidth=0.9, label="cap")
         ax.set_title(title, fontsize=9)
         ax.set_ylabel("USD", fontsize=8)

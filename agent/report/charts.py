@@ -42,12 +42,20 @@ def finish_panels(figure: Figure, axes: np.ndarray, used: int, top: float = 0.97
     return figure_to_data_uri(figure)
 
 
-def shade_gaps(ax: Axes, index: pd.DatetimeIndex, gaps: np.ndarray | None) -> None:
-    """Mark steps without data (not counted in any metric) so nobody reads them as zero demand."""
+def time_axis(index: pd.DatetimeIndex) -> np.ndarray:
+    """The index as UTC ``datetime64`` values, what the charts plot against. matplotlib converts such an array in
+    one vectorized call, but a timezone-aware index one timestamp at a time, in every call that plots it: that
+    took 4 of the demo report's 11 seconds. The axis reads the same: matplotlib's dates are in UTC by default."""
+    return np.asarray(index.tz_convert("UTC").tz_localize(None) if index.tz is not None else index, dtype="M8[ns]")
+
+
+def shade_gaps(ax: Axes, index: np.ndarray, gaps: np.ndarray | None) -> None:
+    """Mark steps without data (not counted in any metric) so nobody reads them as zero demand; ``index`` is a
+    ``time_axis``."""
     if gaps is None or not gaps.any():
         return
     edges = np.flatnonzero(np.diff(np.r_[0, gaps.astype(np.int8), 0]))
-    step = index[1] - index[0] if len(index) > 1 else pd.Timedelta(0)
+    step = index[1] - index[0] if len(index) > 1 else np.timedelta64(0, "ns")
     for i, (start, end) in enumerate(zip(edges[::2], edges[1::2], strict=True)):
         label = "no data" if i == 0 else None
         ax.axvspan(index[start], index[end - 1] + step, color="#f4cccc", alpha=0.6, linewidth=0, label=label)
@@ -63,11 +71,12 @@ def capacity_panels(
     """Small multiples: per panel, demand (filled grey) and each policy's ready capacity as a step line."""
     rows = max(1, -(-len(panels) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 2.4 * rows), squeeze=False, sharex=True)
+    x = time_axis(index)
     for ax, (title, demand, capacity) in zip(axes.flat, panels, strict=False):
-        shade_gaps(ax, index, gaps)
-        ax.fill_between(index, np.nan_to_num(demand), step="post", color="#cccccc", label="demand", linewidth=0)
+        shade_gaps(ax, x, gaps)
+        ax.fill_between(x, np.nan_to_num(demand), step="post", color="#cccccc", label="demand", linewidth=0)
         for policy, series in capacity.items():
-            ax.step(index, series, where="post", linewidth=0.9, label=policy, color=POLICY_COLOURS.get(policy))
+            ax.step(x, series, where="post", linewidth=0.9, label=policy, color=POLICY_COLOURS.get(policy))
         ax.set_title(title, fontsize=9)
         ax.set_ylabel(unit_label, fontsize=8)
         ax.tick_params(labelsize=7)
@@ -82,9 +91,10 @@ def forecast_panels(
     """Per class: observed demand with the forecast median and upper quantile issued one step before."""
     rows = max(1, -(-len(panels) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 2.0 * rows), squeeze=False, sharex=True)
+    x = time_axis(index)
     for ax, (title, demand, median, upper) in zip(axes.flat, panels, strict=False):
         ax.fill_between(
-            index,
+            x,
             np.nan_to_num(median),
             np.nan_to_num(upper),
             color="#9ecae1",
@@ -93,7 +103,7 @@ def forecast_panels(
             linewidth=0,
             step="post",
         )
-        ax.plot(index, demand, color="black", linewidth=0.6, label="demand")
+        ax.plot(x, demand, color="black", linewidth=0.6, label="demand")
         ax.set_title(title, fontsize=8)
         ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[len(panels) :]:
