@@ -99,12 +99,12 @@ def forecasts_from_frame(
     notes = ordered["note"].to_numpy()
     for begin, end in zip(starts, bounds, strict=True):
         name = str(ids[begin])
-        values = {level: tuple(float(v) for v in columns[level][begin:end]) for level in levels}
-        if any(math.isnan(v) for vals in values.values() for v in vals):
+        if any(np.isnan(columns[level][begin:end]).any() for level in levels):
             problems[name] = f"forecast has no value ({notes[begin] or 'NaN from the model'})"
             continue
-        peaks = {level: tuple(float(v) for v in column[begin:end]) for level, column in peak_columns.items()}
-        if any(math.isnan(v) for vals in peaks.values() for v in vals):
+        values = {level: tuple(columns[level][begin:end].tolist()) for level in levels}
+        peaks = {level: tuple(column[begin:end].tolist()) for level, column in peak_columns.items()}
+        if any(np.isnan(column[begin:end]).any() for column in peak_columns.values()):
             peaks = {}
         forecasts[name] = DemandForecast(
             demand_class=name,

@@ -324,7 +324,7 @@ class CalibratedForecaster:
         observed = np.flatnonzero(~np.isnan(window.y[: max(len(window.y) - steps, 0)]))
         y = window.y[int(observed[-1]) :] if len(observed) else window.y
         now = float(local_scales(y, np.array([len(y) - 1]), steps, floor)[0])
-        return float(np.clip(now, residuals.scales.min(), residuals.scales.max()))
+        return min(max(now, float(residuals.scales.min())), float(residuals.scales.max()))
 
     def _reason_to_fall_back(self, uid: str, horizon: int, levels: tuple[float, ...]) -> str:
         found = self.offsets(uid, horizon, levels)

@@ -61,10 +61,10 @@ class SeriesFeatures:
         self._count = np.concatenate(([0], np.cumsum(observed)))
 
     def _over(self, cumulative: np.ndarray, origins: np.ndarray, width: int) -> np.ndarray:
-        return np.asarray(cumulative[origins + 1] - cumulative[np.clip(origins + 1 - width, 0, None)])
+        return np.asarray(cumulative[origins + 1] - cumulative[np.maximum(origins + 1 - width, 0)])
 
     def _at(self, index: np.ndarray) -> np.ndarray:
-        return np.where(index >= 0, self.filled[np.clip(index, 0, None)], np.nan)
+        return np.where(index >= 0, self.filled[np.maximum(index, 0)], np.nan)
 
     def rows(self, origins: np.ndarray, ahead: int) -> tuple[np.ndarray, np.ndarray]:
         """Features at ``origins`` for ``ahead`` steps, shape (origins, features), and the last value at each."""

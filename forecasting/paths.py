@@ -93,6 +93,6 @@ class SeasonalNaivePaths:
             filled = forward_filled(series.y)
             target = origins[:, None] + np.arange(1, horizon + 1)[None, :]
             source = target - lag * (1 + (np.arange(1, horizon + 1)[None, :] - 1) // lag)
-            values = np.where(source >= 0, filled[np.clip(source, 0, None)], np.nan)
+            values = np.where(source >= 0, filled[np.maximum(source, 0)], np.nan)
             out.append(values[None, :, :])
         return out
