@@ -111,5 +111,7 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
     else:
         message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
         if "input" in error and kind not in ("model_type", "dict_type"):
-            message += f" (got {redact(repr(error['input']))})"  # a credential in a URL is not echoed
+            shown = redact(repr(error["input"]))  # a credential in a URL is not echoed
+            if f"got {shown}" not in message and f"read {shown}" not in message:  # the check may quote it already
+                message += f" (got {shown})"
     return ConfigProblem(path, message)

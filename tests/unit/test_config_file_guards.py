@@ -84,3 +84,22 @@ def test_the_longest_duration_is_accepted() -> None:
 def test_a_nan_duration_is_refused() -> None:
     with pytest.raises(ValueError, match="must be a number of seconds"):
         parse_duration(float("nan"))
+
+
+def test_a_value_the_message_already_quotes_is_not_quoted_twice(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(VALID.replace("lead_time: 10m", "lead_time: -10m"))
+    (problem,) = _problems(tmp_path / "c.yaml")
+    assert problem == "pools[0].lead_time: duration must not be negative, got '-10m'"
+
+
+def test_a_value_the_message_does_not_quote_is_quoted(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(VALID.replace("max_units: 5", "max_units: many"))
+    (problem,) = _problems(tmp_path / "c.yaml")
+    assert problem.startswith("pools[0].max_units: ")
+    assert problem.endswith("(got 'many')")
+
+
+def test_an_unreadable_duration_is_quoted_once(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(VALID.replace("lead_time: 10m", "lead_time: soon"))
+    (problem,) = _problems(tmp_path / "c.yaml")
+    assert problem.count("'soon'") == 1
