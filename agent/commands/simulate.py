@@ -113,8 +113,13 @@ def run(args: argparse.Namespace) -> int:
     compare = bool(args.equal_service) and {"forecast", "reactive"} <= set(args.policy)
     total = len(window.index) * len(set(args.policy) & set(AGENT_POLICIES))
     with tqdm(total=total, desc="forecasting", unit="tick", disable=args.no_progress, file=sys.stderr) as bar:
+        # an agent fits its models before its first tick: on the demo that is the first half-minute, without it
+        # the bar would sit at zero with no word of why
+        bar.set_postfix_str("fitting the models on the history before the window")
 
         def advance(ticks: int) -> None:
+            if bar.postfix:
+                bar.set_postfix_str("", refresh=False)
             bar.update(ticks)
 
         session = Simulation(settings, trace, window, SERVICE_LEVELS if compare else (), progress=advance)

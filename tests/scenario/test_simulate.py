@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import subprocess
@@ -32,21 +34,34 @@ WINDOW = ["--start", "2020-05-12T12:00:00+08:00", "--end", "2020-05-14T12:00:00+
 def pooled_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
     out = tmp_path_factory.mktemp("pooled")
     root = Path(__file__).resolve().parents[2]
-    code = main(
-        [
-            "simulate",
-            "--config",
-            str(root / "config/examples/helios-earth.yaml"),
-            "--trace",
-            str(root / "data/helios-earth/demand_5min.csv.gz"),
-            *WINDOW,
-            "--out",
-            str(out),
-            "--no-progress",
-        ]
-    )
+    with contextlib.redirect_stderr(io.StringIO()) as progress:  # the progress bars, for the test that reads them
+        code = main(
+            [
+                "simulate",
+                "--config",
+                str(root / "config/examples/helios-earth.yaml"),
+                "--trace",
+                str(root / "data/helios-earth/demand_5min.csv.gz"),
+                *WINDOW,
+                "--out",
+                str(out),
+            ]
+        )
     assert code == 0
+    (out / "progress.txt").write_text(progress.getvalue())
     return json.loads((out / "results.json").read_text()), out
+
+
+def test_the_progress_bar_says_the_models_are_fitting_until_the_first_ticks(
+    pooled_results: tuple[dict[str, Any], Path],
+) -> None:
+    frames = [f for f in (pooled_results[1] / "progress.txt").read_text().replace("\n", "\r").split("\r") if f]
+    forecasting = [f for f in frames if f.startswith("forecasting:")]
+    fitting = [i for i, f in enumerate(forecasting) if "fitting the models on the history" in f]
+    counted = [i for i, f in enumerate(forecasting) if " 0/" not in f]
+    assert fitting and counted, forecasting
+    assert max(fitting) < min(counted)  # said while nothing is counted, gone once ticks are
+    assert "100%" in forecasting[-1]
 
 
 def test_results_document_has_the_promised_shape(pooled_results: tuple[dict[str, Any], Path]) -> None:
