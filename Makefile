@@ -2,7 +2,8 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Installed: leadtime and what it needs to run; then the tools the tests and the linters need.
+# Installed: leadtime and what it needs to simulate (no `daemon` extra: the cluster and cloud clients, about 15 s
+# of a 2-core install); then the daemon extra and the tools the tests and the linters need.
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 DEMO_OUT ?= out/demo

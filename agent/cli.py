@@ -2,9 +2,9 @@
 
 Options that apply to every subcommand (``--log-level``, ``--log-format``) are accepted before or after it.
 
-Exit codes: 0 success, 1 unexpected failure, 2 bad input (configuration, trace, arguments) with a message a
-person can act on, never a traceback, 3 the metric source (Prometheus) cannot be reached or has no data for any
-demand class, in one line.
+Exit codes: 0 success, 1 unexpected failure, 2 bad input (configuration, trace, arguments, or a command that
+needs the ``daemon`` extra where it is not installed: ``agent.extras``) with a message a person can act on, never a
+traceback, 3 the metric source (Prometheus) cannot be reached or has no data for any demand class, in one line.
 
 Every log handler gets a redacting filter (``agent.log_redaction``) and error messages are redacted before they
 are printed, so no credential or webhook path reaches the terminal or the log, whatever quotes it.
@@ -17,6 +17,7 @@ import sys
 from collections.abc import Sequence
 from importlib import import_module
 
+from agent.extras import missing_extra
 from agent.log_format import LOG_FORMATS, configure_logging
 from agent.log_redaction import install_log_redaction, redacting_excepthook
 from agent.version import version_text
@@ -90,6 +91,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("leadtime: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        if (message := missing_extra(exc)) is None:
+            raise
+        print(f"leadtime: {message}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     return code
 
 

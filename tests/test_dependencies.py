@@ -22,9 +22,14 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def _names(specs: list[str]) -> set[str]:
+    return {_normalise(re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0]) for spec in specs}
+
+
 def _declared() -> set[str]:
+    """What leadtime declares: its dependencies and those of the ``daemon`` extra (``agent.extras``)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {_normalise(re.split(r"[<>=!~;\[ ]", spec, maxsplit=1)[0]) for spec in project["dependencies"]}
+    return _names(project["dependencies"]) | _names(project["optional-dependencies"]["daemon"])
 
 
 def imported_modules(source: str) -> set[str]:

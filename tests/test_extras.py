@@ -1,0 +1,99 @@
+"""The ``daemon`` extra: what only the agent in the cluster needs is not installed with leadtime itself, the
+commands that do not need it run without it, and a command that does says what to install (``agent.extras``)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import yaml
+
+from agent.extras import MODULES, missing_extra
+from tests.conftest import TraceWriter
+
+ROOT = Path(__file__).resolve().parents[1]
+# Runs the command line as if the daemon extra were not installed: importing any of its modules fails the way a
+# missing package does (ModuleNotFoundError naming the module).
+WITHOUT_EXTRA = f"""
+import sys
+for name in {sorted(MODULES)!r}:
+    sys.modules[name] = None
+from agent.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def _without_extra(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRA, *args], cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
+
+
+def test_leadtime_itself_does_not_install_the_daemon_extra() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    core = " ".join(project["dependencies"]).lower()
+    daemon = " ".join(project["optional-dependencies"]["daemon"]).lower()
+    for distribution in ("kubernetes", "google-cloud-container", "google-cloud-tpu", "boto3", "slack-sdk", "psycopg"):
+        assert distribution not in core
+        assert distribution in daemon
+    assert "leadtime[daemon]" in project["optional-dependencies"]["dev"]  # the tests use every part
+    build_stage = (ROOT / "deploy/Dockerfile").read_text().split("\nFROM ", 2)[1]
+    assert "pip install '.[daemon]'" in build_stage  # the image runs the agent
+
+
+def test_a_missing_module_of_the_extra_is_named_with_what_to_install() -> None:
+    message = missing_extra(ModuleNotFoundError("No module named 'kubernetes'", name="kubernetes"))
+    assert message is not None
+    assert "'kubernetes'" in message and "pip install 'leadtime[daemon]'" in message
+    assert missing_extra(ModuleNotFoundError("No module named 'google.cloud'", name="google.cloud")) is not None
+    assert missing_extra(ModuleNotFoundError("No module named 'lightgbm'", name="lightgbm")) is None
+
+
+def test_simulate_backtest_and_validate_run_without_the_extra(tmp_path: Path, write_trace: TraceWriter) -> None:
+    steps = 2 * 288
+    demand = [4.0 + (i % 288 > 120) * 6.0 for i in range(steps)]
+    trace = write_trace({"a": demand, "b": [2.0] * steps})
+    config = {
+        "demand_classes": [{"name": "a"}, {"name": "b"}],
+        "pools": [
+            {
+                "id": "gpu",
+                "kind": "gpu-node-pool",
+                "chips_per_unit": 4,
+                "max_units": 20,
+                "price_per_chip_hour_usd": 2.0,
+                "lead_time": "10m",
+                "serves": ["a", "b"],
+            }
+        ],
+        "forecast": {"history": "1d"},
+        "budgets": [{"name": "month", "pools": ["gpu"], "monthly_cap_usd": 10_000}],
+    }
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    checked = _without_extra("validate-config", str(path))
+    assert checked.returncode == 0, checked.stderr
+    out = tmp_path / "sim"
+    simulated = _without_extra(
+        "simulate", "--config", str(path), "--trace", str(trace), "--start", "2024-01-02", "--out", str(out),
+        "--equal-service", "none", "--no-progress",
+    )  # fmt: skip
+    assert simulated.returncode == 0, simulated.stderr
+    policies = json.loads((out / "results.json").read_text())["policies"]
+    assert set(policies) == {"forecast", "reactive", "static", "oracle"}
+    scored = _without_extra(
+        "backtest", "--trace", str(trace), "--start", "2024-01-02", "--models", "naive,ets",
+        "--out", str(tmp_path / "b"),
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+
+
+def test_the_daemon_without_the_extra_says_what_to_install() -> None:
+    started = _without_extra("run", "--config", str(ROOT / "config/examples/helios-earth.yaml"))
+    assert started.returncode == 2
+    assert "Traceback" not in started.stderr
+    (line,) = started.stderr.strip().splitlines()
+    assert line.startswith("leadtime: this needs ") and "pip install 'leadtime[daemon]'" in line
