@@ -2,9 +2,10 @@
 needs one says when it is missing.
 
 ``pip install leadtime`` brings what simulating, backtesting, recommending from Prometheus and checking a
-configuration need; the Kubernetes, Google Cloud and AWS clients, Slack and the PostgreSQL driver (about a third
-of a full install) come with ``pip install 'leadtime[daemon]'``, as in the container image. They are imported
-only where they are used, so a command fails on one only when it really needs it.
+configuration need; the Kubernetes, Google Cloud and AWS clients, Slack and the PostgreSQL driver (a quarter of a
+full install's size and half its time: 18 s instead of 33-40 s on 2 cores) come with
+``pip install 'leadtime[daemon]'``, as in the container image. They are imported only where they are used, so a
+command fails on one only when it really needs it.
 """
 
 from __future__ import annotations
