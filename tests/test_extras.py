@@ -91,6 +91,12 @@ def test_simulate_backtest_and_validate_run_without_the_extra(tmp_path: Path, wr
     assert scored.returncode == 0, scored.stderr
 
 
+def test_a_configuration_is_checked_for_the_daemon_without_the_extra() -> None:
+    checked = _without_extra("validate-config", "--for", "run", str(ROOT / "deploy/base/config.yaml"))
+    assert checked.returncode == 0, checked.stderr
+    assert "ok for run" in checked.stdout
+
+
 def test_the_daemon_without_the_extra_says_what_to_install() -> None:
     started = _without_extra("run", "--config", str(ROOT / "config/examples/helios-earth.yaml"))
     assert started.returncode == 2

@@ -53,6 +53,7 @@ def run(args: argparse.Namespace) -> int:
     # SDKs) are imported only when the daemon runs live.
     from prometheus_client import CollectorRegistry
 
+    from agent.daemon.live_settings import check_live_settings, needs_kubernetes
     from agent.daemon.wiring import assemble
     from agent.notify.log import LogNotifier
     from agent.notify.queued import AlertQueueCollector, queued_slack_notifier
@@ -67,15 +68,15 @@ def run(args: argparse.Namespace) -> int:
     clock = SystemClock()
     live = not args.replay
     if live:
-        from agent.daemon import live as live_wiring  # the cloud SDKs: imported only when the daemon runs live
-
-        live_wiring.check_live_settings(settings, args.config)  # before anything connects: a missing section is exit 2
+        check_live_settings(settings, args.config)  # before anything connects: a missing section is exit 2
     kube = None
-    if settings.daemon.leader_election.enabled or (live and live_wiring.needs_kubernetes(settings)):
+    if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
     slack = queued_slack_notifier(settings.alerts, clock, os.environ)
     notifier: Notifier = slack or LogNotifier()
     if live:
+        from agent.daemon import live as live_wiring  # the cloud SDKs: imported only when the daemon runs live
+
         parts = live_wiring.live_parts(settings, args.config, clock, notifier, kube, CollectorRegistry())
     else:
         parts = _rehearsal_parts(settings, clock, args.replay, args.replay_from, notifier)

@@ -33,7 +33,7 @@ def register(sub: Any) -> None:
 
 def check_for(settings: Settings, source: str, purpose: str) -> None:
     if purpose == "run":
-        from agent.daemon.live import check_live_settings  # the daemon's own check, not a copy of it
+        from agent.daemon.live_settings import check_live_settings  # the daemon's own check, not a copy of it
 
         check_live_settings(settings, source)
     elif purpose == "recommend" and settings.prometheus is None:

@@ -18,6 +18,7 @@ from actuators.cloud_wiring import build_cloud_actuators
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
+from agent.daemon.live_settings import check_live_settings
 from agent.daemon.shadow_book import shadow_store
 from agent.daemon.wiring import DaemonParts
 from agent.ledger.factory import open_daemon_ledger
@@ -26,40 +27,7 @@ from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
 from config.schema import Settings
 from kube import ApiClient, KubernetesApi
-from models import ConfigError, ConfigProblem, PoolKind
 from models.clock import Clock
-
-_REHEARSE = "or rehearse without any cloud: leadtime run --replay TRACE"
-
-
-def check_live_settings(settings: Settings, source: str) -> None:
-    """The sections a live daemon needs; every one missing is reported at once (exit code 2)."""
-    problems: list[ConfigProblem] = []
-    if settings.prometheus is None:
-        problems.append(
-            ConfigProblem(
-                "prometheus",
-                f"leadtime run reads demand from Prometheus: add a prometheus section with its url, {_REHEARSE}",
-            )
-        )
-    on_aws = settings.aws.pools if settings.aws is not None else frozenset()
-    cloud_pools = [p.id for p in settings.pools if p.kind is not PoolKind.ON_PREM and p.id not in on_aws]
-    if settings.cloud is None and cloud_pools:
-        problems.append(
-            ConfigProblem(
-                "cloud",
-                f"pools {', '.join(cloud_pools)} are changed through Google Cloud: add a cloud section with project, "
-                f"location, cluster and a mapping for each pool, {_REHEARSE}",
-            )
-        )
-    if problems:
-        raise ConfigError(source, problems)
-
-
-def needs_kubernetes(settings: Settings) -> bool:
-    """GKE node pools and AWS node groups are drained through the Kubernetes API before they shrink."""
-    on_aws = settings.aws is not None and bool(settings.aws.pools)
-    return on_aws or (settings.cloud is not None and bool(settings.cloud.node_pools))
 
 
 def live_parts(

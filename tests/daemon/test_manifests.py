@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agent.daemon.live import check_live_settings
+from agent.daemon.live_settings import check_live_settings
 from config import settings_from_mapping
 from tests.daemon.manifests import DEPLOY, KUBECTL, allowed, find, grants_for, render
 
