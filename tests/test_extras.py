@@ -13,6 +13,7 @@ import yaml
 
 from agent.extras import MODULES, missing_extra
 from tests.conftest import TraceWriter
+from tests.scenario.test_simulate import two_class_config
 
 ROOT = Path(__file__).resolve().parents[1]
 # Runs the command line as if the daemon extra were not installed: importing any of its modules fails the way a
@@ -56,22 +57,8 @@ def test_simulate_backtest_and_validate_run_without_the_extra(tmp_path: Path, wr
     steps = 2 * 288
     demand = [4.0 + (i % 288 > 120) * 6.0 for i in range(steps)]
     trace = write_trace({"a": demand, "b": [2.0] * steps})
-    config = {
-        "demand_classes": [{"name": "a"}, {"name": "b"}],
-        "pools": [
-            {
-                "id": "gpu",
-                "kind": "gpu-node-pool",
-                "chips_per_unit": 4,
-                "max_units": 20,
-                "price_per_chip_hour_usd": 2.0,
-                "lead_time": "10m",
-                "serves": ["a", "b"],
-            }
-        ],
-        "forecast": {"history": "1d"},
-        "budgets": [{"name": "month", "pools": ["gpu"], "monthly_cap_usd": 10_000}],
-    }
+    config = two_class_config("10m")
+    config["budgets"] = [{"name": "month", "pools": ["gpu"], "monthly_cap_usd": 10_000}]  # the ledger path too
     path = tmp_path / "c.yaml"
     path.write_text(yaml.safe_dump(config))
     checked = _without_extra("validate-config", str(path))
