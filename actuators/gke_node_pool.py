@@ -37,7 +37,7 @@ from typing import Any
 
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed, Zone, instance_from
-from actuators.vendor_errors import GOOGLE_ERRORS, capacity_failure, from_google, from_operation_error
+from actuators.vendor_errors import call_google, capacity_failure, from_operation_error
 from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
 from models import (
@@ -148,7 +148,7 @@ class GkeNodePoolActuator:
     def _observe(self, pool_id: str) -> Observed:
         if pool_id not in self._mappings:
             raise PermanentActuatorError(pool_id, "no GKE node pool is mapped to this pool")
-        pool = self._call(pool_id, self._gke.get_node_pool, name=self._pool_path(pool_id))
+        pool = call_google(pool_id, self._gke.get_node_pool, name=self._pool_path(pool_id))
         operation, failure = self._operations(pool_id)
         zones: list[Zone] = []
         for url in pool.instance_group_urls:
@@ -157,8 +157,8 @@ class GkeNodePoolActuator:
                 raise PermanentActuatorError(pool_id, f"unexpected instance group URL {url}")
             mig = (found[1], found[2], found[3])
             where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
-            asked = int(self._call(pool_id, self._migs.get, **where).target_size)
-            listed = self._call(pool_id, self._migs.list_managed_instances, **where)
+            asked = int(call_google(pool_id, self._migs.get, **where).target_size)
+            listed = call_google(pool_id, self._migs.list_managed_instances, **where)
             zones.append(Zone(mig, asked, tuple(instance_from(managed, mig, failure) for managed in listed)))
         bounds = pool.autoscaling
         autoscaling = bool(bounds and bounds.enabled)
@@ -170,7 +170,7 @@ class GkeNodePoolActuator:
         """The operation still running on the pool, if any, and the stockout its latest operation ended with
         ("" if it ended without one, or none ended)."""
         suffix = f"/nodePools/{self._mappings[pool_id].node_pool}"
-        listed = self._call(pool_id, self._gke.list_operations, parent=self._location)
+        listed = call_google(pool_id, self._gke.list_operations, parent=self._location)
         ops = [op for op in listed.operations if op.target_link.endswith(suffix)]
         running = next((str(op.name) for op in ops if op.status.name != "DONE"), None)
         latest = max(ops, key=lambda op: str(op.start_time), default=None)
@@ -192,7 +192,7 @@ class GkeNodePoolActuator:
         if uniform and sum(even.values()) > seen.target:
             try:  # the same size in every zone: one GKE setSize says it (its nodeCount is per zone)
                 request = {"name": self._pool_path(pool_id), "node_count": even[open_zones[0]]}
-                op = self._call(pool_id, self._gke.set_node_pool_size, request=request)
+                op = call_google(pool_id, self._gke.set_node_pool_size, request=request)
             except CapacityUnavailable as exc:
                 if len(targets) == 1:
                     self._back_off(pool_id, open_zones[0], now, str(exc))
@@ -251,7 +251,7 @@ class GkeNodePoolActuator:
         """One zone's instance group to ``size``. The Compute operation is done once the creates are scheduled;
         creates that fail later show on the instances' last attempt."""
         project, zone, name = mig
-        op = self._call(
+        op = call_google(
             pool_id, self._migs.resize_unary, project=project, zone=zone, instance_group_manager=name, size=size
         )
         errors = op.error.errors if op.error else []
@@ -293,7 +293,7 @@ class GkeNodePoolActuator:
     def _set_bounds(self, pool_id: str, nodes: int) -> Any:
         bounds = {"enabled": True, "total_min_node_count": nodes, "total_max_node_count": nodes}
         request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
-        return self._call(pool_id, self._gke.set_node_pool_autoscaling, request=request)
+        return call_google(pool_id, self._gke.set_node_pool_autoscaling, request=request)
 
     def _delete(self, pool_id: str, victims: Sequence[Instance], key: str) -> ActionResult:
         self._delete_instances(pool_id, victims)
@@ -309,7 +309,7 @@ class GkeNodePoolActuator:
             by_mig.setdefault(inst.mig, []).append(inst.name)
         for (project, zone, mig), names in by_mig.items():
             urls = [f"projects/{project}/zones/{zone}/instances/{n}" for n in names]
-            self._call(
+            call_google(
                 pool_id,
                 self._migs.delete_instances_unary,
                 project=project,
@@ -320,7 +320,7 @@ class GkeNodePoolActuator:
 
     def _track(self, pool_id: str, op: Any, key: str, what: str) -> ActionResult:
         """Look at the new operation once: errors GKE finds at once surface now, the rest on later ticks."""
-        op = self._call(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
+        op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
         if op.status.name == "DONE" and op.error and op.error.message:
             raise from_operation_error(pool_id, op.error.code, op.error.message)
         status = ActionStatus.DONE if op.status.name == "DONE" else ActionStatus.STARTED
@@ -332,13 +332,6 @@ class GkeNodePoolActuator:
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
-
-    @staticmethod
-    def _call(pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except GOOGLE_ERRORS as exc:
-            raise from_google(pool_id, exc) from exc
 
 
 def _short(wanted: int, placed: int) -> str:

@@ -16,7 +16,14 @@ from typing import Any
 
 from actuators.idempotency import KeyedResults
 from actuators.unit_groups import GroupChange, Unit, UnitPhase, group_state, members, resize_group
-from actuators.vendor_errors import GOOGLE_ERRORS, from_google, from_operation_error, is_already_exists, is_not_found
+from actuators.vendor_errors import (
+    GOOGLE_ERRORS,
+    call_google,
+    from_google,
+    from_operation_error,
+    is_already_exists,
+    is_not_found,
+)
 from config.cloud import TpuSliceGroupMapping
 from models import ActionResult, ActionStatus, PermanentActuatorError, PoolState
 from models.clock import Clock
@@ -71,7 +78,7 @@ class GkeTpuSliceActuator:
 
     # -- internals -----------------------------------------------------------------------------------------
     def _node_pools(self, pool_id: str) -> list[Any]:
-        return list(self._call(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
+        return list(call_google(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
 
     @staticmethod
     def _slices(mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
@@ -109,19 +116,12 @@ class GkeTpuSliceActuator:
         self._look_once(pool_id, op)
 
     def _look_once(self, pool_id: str, op: Any) -> None:
-        op = self._call(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
+        op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
         if op.status.name == "DONE" and op.error and op.error.message:
             raise from_operation_error(pool_id, op.error.code, op.error.message)
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
-
-    @staticmethod
-    def _call(pool_id: str, method: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return method(*args, **kwargs)
-        except GOOGLE_ERRORS as exc:
-            raise from_google(pool_id, exc) from exc
 
 
 def _describe(change: GroupChange) -> str:

@@ -18,7 +18,8 @@ A stockout can also come after an accepted call, recorded instead of raised: on 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from google.api_core import exceptions as google_exceptions
 
@@ -92,3 +93,11 @@ def is_not_found(exc: Exception) -> bool:
 
 # What the adapters catch around a vendor call: API errors and the transport errors beneath them.
 GOOGLE_ERRORS: tuple[type[Exception], ...] = (google_exceptions.GoogleAPIError, ConnectionError, OSError)
+
+
+def call_google(pool_id: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a Google client method; what it raises comes back as this pool's ``ActuatorError``."""
+    try:
+        return method(*args, **kwargs)
+    except GOOGLE_ERRORS as exc:
+        raise from_google(pool_id, exc) from exc
