@@ -13,10 +13,10 @@ refused with CapacityUnavailable, which backs the pool off and sends the demand 
 
 A zone out of capacity may accept a resize and fail the creates afterwards. An instance still being created whose
 last attempt failed with a stockout (as cluster-autoscaler reads it), or while the pool's latest operation ended
-with a stockout error in its zone, is a failed unit: reported in ``failed_units`` and left out of ``target_units``,
-so the planner does not wait for it. The next resize of the pool deletes those instances by name (the group's
-target goes back to what exists; a pool under ``move-bounds`` gets its bounds moved there too) and backs their
-zone off.
+with a stockout error in its zone (less than ``zone_backoff`` ago), is a failed unit: reported in
+``failed_units`` and left out of ``target_units``, so the planner does not wait for it. The next resize of the pool
+deletes those instances by name (the group's target goes back to what exists; a pool under ``move-bounds`` gets its
+bounds moved there too) and backs their zone off.
 
 Resizes are not waited for (the agent must not block a tick). A GKE operation on the pool (an autoscaling change)
 shows as the pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent
@@ -168,14 +168,22 @@ class GkeNodePoolActuator:
 
     def _operations(self, pool_id: str) -> tuple[str | None, str]:
         """The operation still running on the pool, if any, and the stockout its latest operation ended with
-        ("" if it ended without one, or none ended)."""
-        suffix = f"/nodePools/{self._mappings[pool_id].node_pool}"
+        ("" if it ended without one, none ended, or it ended more than ``zone_backoff`` ago).
+
+        The list covers every cluster of the location, so an operation is the pool's only when its ``targetLink``
+        (``https://container.googleapis.com/v1/projects/P/locations/L/clusters/C/nodePools/NP``) names this
+        cluster too. A failure is not remembered for ever: the instances being created long after it were asked
+        for by a later resize of an instance group (which starts no GKE operation), not by that operation."""
+        suffix = f"/clusters/{self._cluster.rsplit('/', 1)[1]}/nodePools/{self._mappings[pool_id].node_pool}"
         listed = call_google(pool_id, self._gke.list_operations, parent=self._location)
         ops = [op for op in listed.operations if op.target_link.endswith(suffix)]
         running = next((str(op.name) for op in ops if op.status.name != "DONE"), None)
         latest = max(ops, key=lambda op: str(op.start_time), default=None)
         if running is not None or latest is None or not latest.error or not latest.error.message:
             return running, ""
+        ended = _timestamp(str(latest.end_time))
+        if ended is not None and self._clock.now() - ended >= self._zone_backoff:
+            return None, ""
         return None, capacity_failure([("", str(latest.error.message))])
 
     def _grow(self, pool_id: str, seen: Observed, to_units: int, key: str, why: str) -> ActionResult:
@@ -332,6 +340,14 @@ class GkeNodePoolActuator:
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
+
+
+def _timestamp(text: str) -> datetime | None:
+    """An operation's RFC 3339 time (GKE writes nanoseconds, which ``fromisoformat`` truncates); None if unset."""
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
 
 
 def _short(wanted: int, placed: int) -> str:

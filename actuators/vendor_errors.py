@@ -31,7 +31,16 @@ _CAPACITY = re.compile(
     r"insufficient capacity|no more capacity|resource_exhausted_.*capacity",
     re.IGNORECASE,
 )
-_BUSY = re.compile(r"is currently operating on|already in progress|try again once it is done", re.IGNORECASE)
+# Another operation holds the pool or the whole cluster (GKE answers 400 FAILED_PRECONDITION): "Operation operation-...
+# is currently upgrading cluster C. Please wait and try again once it is done." (a node pool's or the cluster's own
+# operation), "Cluster is running incompatible operation operation-..." (reason CLUSTER_ALREADY_HAS_OPERATION, e.g.
+# during an upgrade GKE started itself). Quoted in terraform-provider-google issues 3650 and 10366,
+# rancher/gke-operator pull request 509 and cluster-api-provider-gcp issue 1363.
+_BUSY = re.compile(
+    r"is currently operating on|already in progress|try again once it is done|running incompatible operation|"
+    r"CLUSTER_ALREADY_HAS_OPERATION",
+    re.IGNORECASE,
+)
 
 
 def is_capacity_message(message: str) -> bool:

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from config.schema import PoolSettings
 
 _NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")  # a Compute Engine zone (us-central1-a); a region has no suffix
 _Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
 
 
@@ -125,6 +126,13 @@ def _problems(
                 )
             if isinstance(mapping, TpuSliceGroupMapping):
                 yield from _slice_problems(at, mapping, pool)
+                if mapping.zone is None and not _ZONE.fullmatch(cloud.location):
+                    yield ConfigProblem(
+                        f"{at}.zone",
+                        f"required: cloud.location {cloud.location!r} is a region, and GKE creates a node pool "
+                        "without a zone in every zone of a regional cluster (each slice would get its hosts in each "
+                        "zone); name the zone of the slices, e.g. 'us-central1-a'",
+                    )
             if isinstance(mapping, QueuedResourceMapping) and mapping.chips != pool.chips_per_unit:
                 yield ConfigProblem(
                     f"{at}.chips",

@@ -208,7 +208,8 @@ FIELDS: dict[str, str] = {
     "TpuSliceGroupMapping.machine_type": "TPU machine type, e.g. `ct5lp-hightpu-4t`.",
     "TpuSliceGroupMapping.tpu_topology": "Slice topology, e.g. `4x4`; its chips must equal the pool's chips_per_unit.",
     "TpuSliceGroupMapping.chips_per_host": "TPU chips per host of the machine type.",
-    "TpuSliceGroupMapping.zone": "Zone of the slices (unset: the cluster's default node locations).",
+    "TpuSliceGroupMapping.zone": "Zone of the slices; required when `location` is a region (unset: the zonal "
+    "cluster's zone).",
     "TpuSliceGroupMapping.spot": "Create the slices as Spot capacity.",
     # -- aws
     "AwsSettings.region": "AWS region of the EKS cluster and Auto Scaling groups, e.g. `us-east-1`.",

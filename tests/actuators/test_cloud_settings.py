@@ -23,7 +23,15 @@ CLOUD: dict[str, Any] = {
     "location": "us-central1",
     "cluster": "ml",
     "node_pools": [{"pool": "a100", "node_pool": "a100-pool"}],
-    "tpu_slice_groups": [{"pool": "v5e", "group": "v5e", "machine_type": "ct5lp-hightpu-4t", "tpu_topology": "4x4"}],
+    "tpu_slice_groups": [
+        {
+            "pool": "v5e",
+            "group": "v5e",
+            "machine_type": "ct5lp-hightpu-4t",
+            "tpu_topology": "4x4",
+            "zone": "us-central1-a",
+        }
+    ],
 }
 
 
@@ -72,3 +80,15 @@ def test_zone_backoff_is_a_duration_with_a_default() -> None:
     assert settings.cloud is not None and settings.cloud.zone_backoff.total_seconds() == 10 * 60
     (problem,) = _problems({**CLOUD, "zone_backoff": "soon"})
     assert problem.startswith("cloud.zone_backoff: ")
+
+
+def test_slices_in_a_regional_cluster_must_name_their_zone() -> None:
+    """GKE creates a node pool without ``locations`` in every zone of a regional cluster: a slice would get its
+    hosts three times over. A zonal cluster's node pools default to its zone."""
+    unzoned = [{**CLOUD["tpu_slice_groups"][0], "zone": None}]
+    (problem,) = _problems({**CLOUD, "tpu_slice_groups": unzoned})
+    assert problem.startswith("cloud.tpu_slice_groups[0].zone: required: cloud.location 'us-central1' is a region")
+    zonal = settings_from_mapping(
+        {**BASE, "cloud": {**CLOUD, "location": "us-central1-a", "tpu_slice_groups": unzoned}}
+    )
+    assert zonal.cloud is not None and zonal.cloud.tpu_slice_groups[0].zone is None

@@ -21,7 +21,7 @@ from models import (
 from models.clock import SimulatedClock
 from tests.contract.harnesses import CLUSTER, QUEUED, SLICES
 from tests.fakes.fixtures import google_clients
-from tests.fakes.gke_api import FakeGkeApi
+from tests.fakes.gke_api import FakeGkeApi, Operation
 from tests.fakes.tpu_api import FakeTpuApi
 
 CLOCK = SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC))
@@ -239,3 +239,72 @@ def test_queued_resource_stockout_and_spot_body(tpu_api: FakeTpuApi) -> None:
     tpu_api.stockout(mode="http")
     with pytest.raises(CapacityUnavailable, match="Quota"):
         actuator.resize("accel", 2, "quota")
+
+
+def test_operations_of_another_cluster_in_the_location_are_not_the_pools(gke_api: FakeGkeApi) -> None:
+    """GKE lists the operations of every cluster in the location; a pool of the same name in another cluster is
+    not this pool: its running operation does not hold ours, and its stockout does not fail our instances."""
+    gke_api.add_pool("a100", nodes=1)
+    other = f"/projects/{gke_api.project}/locations/{gke_api.location}/clusters/other/nodePools/a100"
+    gke_api.operations["operation-x-running"] = Operation("operation-x-running", "SET_NODE_POOL_SIZE", other)
+    failed = {"code": 8, "message": "[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS] zones/us-central1-a"}
+    gke_api.operations["operation-y-failed"] = Operation(
+        "operation-y-failed",
+        "SET_NODE_POOL_SIZE",
+        other,
+        "DONE",
+        failed,
+        "2024-05-01T00:00:01Z",
+        "2024-05-01T00:00:02Z",
+    )
+    actuator = _node_pools(gke_api)
+    actuator.resize("gpu", 2, "up")  # one node still being created
+    (state,) = actuator.list_pools()
+    assert (state.in_flight_operation or "").endswith("set_node_pool_size")  # ours, not operation-x-running
+    assert state.failed_units == 0
+
+
+def test_a_stockout_an_operation_ended_with_is_forgotten_after_the_zone_backoff(gke_api: FakeGkeApi) -> None:
+    """Instances being created long after a failed operation were asked for by a later instance group resize
+    (GKE's autoscaler, or the agent's own per-zone resizes), not by that operation."""
+    gke_api.add_pool("a100", nodes=1)
+    gke_api.stockout(mode="operation", shown_on=("operation",))
+    clock = SimulatedClock(CLOCK.now())
+    clients = google_clients(gke_api.url)
+    actuator = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [MAPPING], clock)
+    actuator.resize("gpu", 2, "up")
+    gke_api.advance()  # the operation ends with the stockout; its instance is a failed unit
+    assert actuator.list_pools()[0].failed_units == 1
+    gke_api.restock()
+    gke_api.advance()  # the zone has room again: the stuck instance comes up
+    clock.advance(timedelta(minutes=45))
+    gke_api.now += timedelta(minutes=45)
+    gke_api.autoscale("a100", 4)  # two more instances being created, by a resize that started no operation
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (2, 4, 0)
+
+
+def test_an_operation_on_the_whole_cluster_holds_a_resize_for_a_later_tick(gke_api: FakeGkeApi) -> None:
+    """GKE refuses node pool changes with 400 FAILED_PRECONDITION while an upgrade runs on the cluster: a retry
+    later, not a pool blocked for good."""
+    gke_api.add_pool("a100", nodes=1)
+    upgrade = gke_api.upgrade_cluster()
+    actuator = _node_pools(gke_api)
+    with pytest.raises(TransientActuatorError, match=f"running incompatible operation {upgrade}"):
+        actuator.resize("gpu", 3, "up")
+    gke_api.finish_operations()
+    assert _node_pools(gke_api).resize("gpu", 3, "up").status is ActionStatus.STARTED
+    assert gke_api.pools["a100"].migs[0].target_size == 3
+
+
+def test_a_node_pool_created_without_zones_spans_every_zone_of_a_regional_cluster(gke_api: FakeGkeApi) -> None:
+    """Why a slice group in a regional cluster must name its zone: GKE creates ``initialNodeCount`` nodes in each
+    of the cluster's zones."""
+    unzoned = SLICES.model_copy(update={"zone": None})
+    GkeTpuSliceActuator(google_clients(gke_api.url).gke, CLUSTER, [unzoned], CLOCK).resize("accel", 1, "up")
+    pool = gke_api.pools["v5e-0"]
+    assert [m.zone for m in pool.migs] == ["us-central1-a", "us-central1-b", "us-central1-c"]
+    assert sum(m.target_size for m in pool.migs) == 12  # three times the slice's four hosts
+    zoned = GkeTpuSliceActuator(google_clients(gke_api.url).gke, CLUSTER, [SLICES], CLOCK)
+    zoned.resize("accel", 2, "up-zoned")
+    assert [(m.zone, m.target_size) for m in gke_api.pools["v5e-1"].migs] == [("us-central1-a", 4)]

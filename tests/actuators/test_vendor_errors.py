@@ -21,6 +21,21 @@ from models import CapacityUnavailable, PermanentActuatorError, TransientActuato
         (google_exceptions.NotFound("node pool x"), PermanentActuatorError),
         (google_exceptions.BadRequest("invalid nodeCount"), PermanentActuatorError),
         (google_exceptions.FailedPrecondition("Operation o is currently operating on"), TransientActuatorError),
+        # GKE's wording when another operation holds the cluster (an upgrade, a node pool being created or deleted)
+        (
+            google_exceptions.BadRequest(
+                "Operation operation-1596064640049-1b03e177 is currently upgrading cluster ml. Please wait and try "
+                "again once it is done."
+            ),
+            TransientActuatorError,
+        ),
+        (
+            google_exceptions.FailedPrecondition(
+                "Cluster is running incompatible operation operation-1731137433803-29e34938-9333-469b-b14f."
+            ),
+            TransientActuatorError,
+        ),
+        (google_exceptions.FailedPrecondition("Node pool autoscaling limits are invalid"), PermanentActuatorError),
         (google_exceptions.BadRequest("ZONE_RESOURCE_POOL_EXHAUSTED in us-central1-a"), CapacityUnavailable),
         (google_exceptions.Forbidden("QUOTA_EXCEEDED: NVIDIA_A100_GPUS"), CapacityUnavailable),
         (google_exceptions.ResourceExhausted("Quota 'TPUS' exhausted. Limit 8"), CapacityUnavailable),

@@ -131,7 +131,9 @@ class GkeNodePoolHarness(Harness):
         self.fake.stop()
 
 
-SLICES = TpuSliceGroupMapping(pool=POOL, group="v5e", machine_type="ct5lp-hightpu-4t", tpu_topology="4x4")
+SLICES = TpuSliceGroupMapping(
+    pool=POOL, group="v5e", machine_type="ct5lp-hightpu-4t", tpu_topology="4x4", zone="us-central1-a"
+)
 
 
 class GkeTpuSliceHarness(Harness):

@@ -25,6 +25,11 @@ CREATING and the failure shows where ``shown_on`` says: on each instance's ``las
 (ZONE_RESOURCE_POOL_EXHAUSTED, as cluster-autoscaler reads it) and/or on the error of the operation that asked for
 them ("Not all instances running in IGM ...", the shape GKE reports, e.g. terraform-provider-google issue 3304).
 ``restock()`` ends it: instances still being created come up on the next ``advance()`` (the group keeps retrying).
+``upgrade_cluster()`` starts an operation on the cluster itself (as GKE's own upgrades do): until it finishes, every
+change to a node pool is refused with 400 FAILED_PRECONDITION "Cluster is running incompatible operation ...".
+
+Operations carry ``startTime`` and, once done, ``endTime`` at ``now`` (a test moves it); the cluster is regional, so
+a node pool created without ``locations`` gets the cluster's ``node_locations`` (``initialNodeCount`` in each).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from tests.fakes.google_api import GoogleApiError, GoogleJsonServer, Obj
@@ -80,14 +86,23 @@ class Operation:
     status: str = "RUNNING"
     error: Obj | None = None
     start_time: str = ""
+    end_time: str = ""
 
 
 class FakeGkeApi(GoogleJsonServer):
     name = "fake-gke"
 
-    def __init__(self, project: str = "test-project", location: str = "us-central1", cluster: str = "ml") -> None:
+    def __init__(
+        self,
+        project: str = "test-project",
+        location: str = "us-central1",
+        cluster: str = "ml",
+        node_locations: tuple[str, ...] = ("us-central1-a", "us-central1-b", "us-central1-c"),
+    ) -> None:
         super().__init__()
         self.project, self.location, self.cluster = project, location, cluster
+        self.node_locations = node_locations  # the cluster's default zones for its node pools
+        self.now = datetime(2024, 5, 1, tzinfo=UTC)  # when operations start and end; tests move it
         self.pools: dict[str, NodePool] = {}
         self.operations: dict[str, Operation] = {}
         self.stockouts: dict[str, Stockout] = {}  # by zone
@@ -128,7 +143,13 @@ class FakeGkeApi(GoogleJsonServer):
         """Running operations finish (GKE's resize operations end long before the new nodes are up)."""
         with self._lock:
             for op in self.operations.values():
-                op.status = "DONE"
+                self._finish(op)
+
+    def upgrade_cluster(self) -> str:
+        """GKE starts an operation on the cluster itself (a control plane upgrade); ``advance()`` or
+        ``finish_operations()`` ends it. Returns its name."""
+        with self._lock:
+            return str(self._start("UPGRADE_MASTER", self._cluster_path())["name"])
 
     def advance(self) -> None:
         """Lead time passes: instances arrive (unless their zone is stocked out) and running operations finish,
@@ -149,7 +170,7 @@ class FakeGkeApi(GoogleJsonServer):
                         pool.status, pool.status_message = "ERROR", STOCKOUT_MESSAGE
             for op in self.operations.values():
                 if op.status == "RUNNING":
-                    op.status = "DONE"
+                    self._finish(op)
                     op.error = failures.get(op.target.rsplit("/", 1)[1], op.error)
 
     def _create_instances(self, pool: NodePool, mig: Mig, failures: dict[str, Obj]) -> int:
@@ -217,7 +238,7 @@ class FakeGkeApi(GoogleJsonServer):
         name = spec.get("name", "")
         if name in self.pools:
             raise GoogleApiError(409, f"Already exists: projects/{self.project}/.../nodePools/{name}.")
-        zones = tuple(spec.get("locations") or [f"{self.location}-a"])
+        zones = tuple(spec.get("locations") or self.node_locations)  # unset: the cluster's default node locations
         pool = NodePool(name, spec, [Mig(f"gke-{self.cluster}-{name}-{i}-grp", z) for i, z in enumerate(zones)])
         per_zone = int(spec.get("initialNodeCount", 0))  # per zone, like setSize
         self._check_capacity(pool, per_zone)
@@ -237,8 +258,16 @@ class FakeGkeApi(GoogleJsonServer):
         return out is not None and out.mode == "http"
 
     def _check_not_busy(self, pool: NodePool) -> None:
+        """A running operation on this pool, or on the cluster itself, refuses changes to the pool (operations of
+        the location's other clusters do not)."""
         for op in self.operations.values():
-            if op.status == "RUNNING" and op.target.endswith(f"/nodePools/{pool.name}"):
+            if op.status != "RUNNING":
+                continue
+            if op.target == self._cluster_path():
+                raise GoogleApiError(
+                    400, f"Cluster is running incompatible operation {op.name}.", "FAILED_PRECONDITION"
+                )
+            if op.target == f"{self._cluster_path()}/nodePools/{pool.name}":
                 raise GoogleApiError(
                     400,
                     f"Operation {op.name} is currently operating on node pool {pool.name}. "
@@ -264,13 +293,26 @@ class FakeGkeApi(GoogleJsonServer):
             inst.action = "DELETING"
         mig.target_size = want
 
-    def _start(self, op_type: str, pool: NodePool) -> Obj:
+    def _start(self, op_type: str, target: NodePool | str) -> Obj:
+        """An operation on a node pool, or on what ``target`` names (the cluster's path)."""
         serial = next(self._ids)
         name = f"operation-{serial}-{op_type.lower()}"
-        target = f"/projects/{self.project}/locations/{self.location}/clusters/{self.cluster}/nodePools/{pool.name}"
-        started = f"2024-05-01T00:00:00.{serial:09d}Z"  # RFC 3339 with nanoseconds, as GKE writes it
-        self.operations[name] = Operation(name, op_type, target, start_time=started)
+        if isinstance(target, NodePool):
+            target = f"{self._cluster_path()}/nodePools/{target.name}"
+        self.operations[name] = Operation(name, op_type, target, start_time=self._timestamp(serial))
         return self._operation_json(self.operations[name])
+
+    def _finish(self, op: Operation) -> None:
+        if op.status != "DONE":
+            op.status, op.end_time = "DONE", self._timestamp(next(self._ids))
+
+    def _timestamp(self, serial: int) -> str:
+        """``now`` in RFC 3339 with nanoseconds, as GKE writes it; ``serial`` orders what happens in one instant."""
+        return f"{self.now:%Y-%m-%dT%H:%M:%S}.{serial:09d}Z"
+
+    def _cluster_path(self) -> str:
+        """How ``targetLink`` names the cluster (GKE's is a full URL ending so: ``.../clusters/C[/nodePools/NP]``)."""
+        return f"/projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
 
     def _find_pool(self, name: str) -> NodePool:
         if name not in self.pools:
@@ -289,6 +331,8 @@ class FakeGkeApi(GoogleJsonServer):
     def _operation_json(self, op: Operation) -> Obj:
         out: Obj = {"name": op.name, "operationType": op.op_type, "status": op.status, "targetLink": op.target}
         out["startTime"] = op.start_time
+        if op.end_time:
+            out["endTime"] = op.end_time
         if op.error is not None and op.status == "DONE":
             out["error"] = op.error
             out["statusMessage"] = op.error["message"]

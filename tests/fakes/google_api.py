@@ -12,8 +12,10 @@ from urllib.parse import parse_qs, urlsplit
 from tests.fakes.http_server import LocalJsonServer
 
 Obj = dict[str, Any]
+# The usual google.rpc.Code of each HTTP status (Google API errors: "HTTP Mapping"). FAILED_PRECONDITION and
+# OUT_OF_RANGE are 400 too: an error raised with them names its code explicitly.
 _STATUS = {400: "INVALID_ARGUMENT", 403: "PERMISSION_DENIED", 404: "NOT_FOUND", 409: "ALREADY_EXISTS"}
-_STATUS |= {412: "FAILED_PRECONDITION", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+_STATUS |= {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
 class GoogleApiError(Exception):
