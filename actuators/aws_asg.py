@@ -6,22 +6,30 @@ launching are the units in flight, read from the group itself, so a restarted ag
 nothing twice. Shrinking never lets the group pick victims (see ``actuators.aws_groups``); ``delete_nodes``
 terminates exactly the nodes a drain emptied.
 
+The group's ``MinSize`` and ``MaxSize`` bound every change (AWS refuses a desired capacity outside them): a target
+above ``MaxSize`` grows to ``MaxSize`` and the result says how many units the bound held back; at ``MaxSize`` the
+resize is refused with CapacityUnavailable naming the bound (as a GKE pool at its ``totalMaxNodeCount``), which
+sends the demand to the next eligible pool. A target below ``MinSize`` shrinks to ``MinSize``, and a resize that
+can remove nothing is REJECTED with the bound in its detail.
+
 A launch refused for capacity (``InsufficientInstanceCapacity``, an unfulfillable Spot request) shows as a failed
 scaling activity after the call: the instances asked for and missing are failed units, removed by the next resize
-(desired capacity back to what exists), and a resize that asks for more is refused with CapacityUnavailable for
-``CAPACITY_MEMORY`` after the failure, which backs the pool off and sends the demand to the next eligible pool.
+(desired capacity back to what exists, or to ``MinSize`` if that is more: the group keeps retrying those), and a
+resize that asks for more is refused with CapacityUnavailable for ``CAPACITY_MEMORY`` after the failure, which backs
+the pool off and sends the demand to the next eligible pool.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import replace
 
 from actuators.aws_errors import capacity_unavailable
 from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView
 from actuators.idempotency import KeyedResults
 from config.aws import AutoScalingGroupMapping
-from models import ActionResult, ActionStatus, PermanentActuatorError, PoolState
+from models import ActionResult, ActionStatus, CapacityUnavailable, PermanentActuatorError, PoolState
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -49,43 +57,65 @@ class Ec2AutoScalingGroupActuator:
         if to_units == seen.target and not seen.failed:
             return self._remember(key, pool_id, ActionStatus.DONE, "already at target")
         if seen.failed:
-            self._groups.set_desired(pool_id, seen.name, seen.target)
-            log.warning(
-                "pool %s: %d instances could not be launched (%s); desired capacity %d -> %d",
-                pool_id,
-                seen.failed,
-                seen.failure,
-                seen.desired,
-                seen.target,
-            )
+            seen, dropped = self._drop_failed(pool_id, seen)
             if to_units > seen.target:
-                raise capacity_unavailable(pool_id, f"{seen.failed} instances could not be launched: {seen.failure}")
+                raise capacity_unavailable(
+                    pool_id, f"{seen.failed + dropped} instances could not be launched: {seen.failure}"
+                )
             if to_units == seen.target:
-                detail = f"removed {seen.failed} instances that could not be launched"
-                return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+                detail = f"removed {dropped} instances that could not be launched"
+                if seen.failed:
+                    detail += f"; {seen.held_at_min(seen.failed)}: the group keeps retrying their launch"
+                status = ActionStatus.STARTED if dropped else ActionStatus.REJECTED
+                return self._remember(key, pool_id, status, detail)
         if to_units > seen.target:
             if seen.failure_at is not None and self._clock.now() - seen.failure_at < CAPACITY_MEMORY:
                 raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
-            if to_units > seen.max_size:
-                raise PermanentActuatorError(
-                    pool_id,
-                    f"target {to_units} is above the MaxSize {seen.max_size} of Auto Scaling group {seen.name!r}; "
-                    "raise its MaxSize or lower the pool's max_units",
+            goal = min(to_units, seen.max_size)
+            if goal <= seen.desired:
+                raise CapacityUnavailable(
+                    pool_id, f"target {to_units} nodes: {seen.held_at_max(to_units - seen.target)}"
                 )
-            self._groups.set_desired(pool_id, seen.name, to_units)
-            detail = f"desired capacity {seen.desired} -> {to_units}"
+            self._groups.set_desired(pool_id, seen.name, goal)
+            detail = f"desired capacity {seen.desired} -> {goal}"
+            if goal < to_units:
+                detail += f"; {seen.held_at_max(to_units - goal)}"
+                log.warning("pool %s: %s", pool_id, detail)
         else:
-            detail = self._groups.shrink(pool_id, seen, to_units)
+            change = self._groups.shrink(pool_id, seen, to_units)
+            if not change.acted:
+                log.warning("pool %s: %s (key %s)", pool_id, change.detail, key)
+                return self._remember(key, pool_id, ActionStatus.REJECTED, change.detail)
+            detail = change.detail
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._remember(key, pool_id, ActionStatus.STARTED, detail)
 
     def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
-        """Terminate exactly these nodes' instances, lowering the desired capacity by as many."""
+        """Terminate exactly these nodes' instances, lowering the desired capacity by as many (never below
+        ``MinSize``: see ``AutoScalingGroups.remove_nodes``)."""
         if (known := self._results.get(key)) is not None:
             return known
         detail = self._groups.remove_nodes(pool_id, self._observe(pool_id), nodes)
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+
+    def _drop_failed(self, pool_id: str, seen: GroupView) -> tuple[GroupView, int]:
+        """Lower the desired capacity to what exists, but not below ``MinSize``; the group as it is then, and how
+        many failed units went."""
+        desired = max(seen.target, seen.min_size)
+        dropped = seen.desired - desired
+        if dropped > 0:
+            self._groups.set_desired(pool_id, seen.name, desired)
+        log.warning(
+            "pool %s: %d instances could not be launched (%s); desired capacity %d -> %d%s",
+            pool_id,
+            seen.failed,
+            seen.failure,
+            seen.desired,
+            desired,
+            f" ({seen.held_at_min(desired - seen.target)})" if desired > seen.target else "",
+        )
+        return replace(seen, desired=desired), max(dropped, 0)
 
     def _observe(self, pool_id: str) -> GroupView:
         mapping = self._mappings.get(pool_id)

@@ -5,17 +5,28 @@ What a pool is made of, as the APIs tell it: the node group (``DescribeNodegroup
 the instances of that Auto Scaling group (see ``actuators.aws_groups``): ``desiredSize`` is what was asked for, an
 ``InService`` instance is a ready node.
 
-Growing is ``UpdateNodegroupConfig`` with the new ``desiredSize`` (``maxSize`` raised to it when needed), carrying a
-``clientRequestToken`` derived from the idempotency key, so AWS itself refuses to apply one request twice. The
-update is not waited for (the agent must not block a tick): while EKS reports it ``InProgress`` it is the pool's
-``in_flight_operation``, read from EKS's own update list, so a restarted agent sees it too and never starts a
-second one. Shrinking and ``delete_nodes`` terminate chosen instances by id in the node group's Auto Scaling group
-with the desired capacity lowered (what cluster-autoscaler does to managed node groups), so neither EKS nor the
-group picks victims; EKS reflects the group's desired capacity in the node group's ``desiredSize``.
+Growing is ``UpdateNodegroupConfig`` with the new ``desiredSize``, carrying a ``clientRequestToken`` derived from
+the idempotency key, so AWS itself refuses to apply one request twice. The update is not waited for (the agent must
+not block a tick): while EKS reports it ``InProgress`` it is the pool's ``in_flight_operation``, read from EKS's own
+update list (``ListUpdates``, followed page by page: at most 100 ids a page, in no stated order), so a restarted
+agent sees it too and never starts a second one.
+
+The node group's ``scalingConfig`` bounds (``minSize`` <= ``desiredSize`` <= ``maxSize``, which EKS enforces with
+``InvalidParameterException`` and mirrors into its Auto Scaling group's ``MinSize``/``MaxSize``) are the operator's
+and are never moved: a target above ``maxSize`` grows to ``maxSize`` (refused with CapacityUnavailable naming the
+bound when already there), one below ``minSize`` shrinks to ``minSize``, and the result says which bound held how
+many units; a drained node the group cannot lose stays (see ``actuators.aws_groups``).
+
+Shrinking and ``delete_nodes`` terminate chosen instances by id in the node group's Auto Scaling group with the
+desired capacity lowered (what cluster-autoscaler does to managed node groups), so neither EKS nor the group picks
+victims; EKS reflects the group's desired capacity in the node group's ``desiredSize``.
 
 Launches that fail for capacity show after the call, in the group's scaling activities or as a node group health
 issue (``AsgInstanceLaunchFailures``, ``InstanceLimitExceeded``): the nodes asked for and missing are failed units,
-removed by the next resize, and growing again is refused with CapacityUnavailable, as for Auto Scaling groups.
+removed by the next resize, and growing again is refused with CapacityUnavailable, as for Auto Scaling groups. A
+health issue carries no time (``Issue`` is code, message, resource ids), and EKS may keep listing one after the
+group launches again, so an issue counts only while the group's own scaling activities do not show a newer launch
+that did not fail, and for ``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then).
 """
 
 from __future__ import annotations
@@ -23,14 +34,22 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 from actuators.aws_errors import capacity_failure, capacity_unavailable
 from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, call
 from actuators.idempotency import KeyedResults
 from config.aws import NodegroupMapping
-from models import ActionResult, ActionStatus, PermanentActuatorError, PoolState, TransientActuatorError
+from models import (
+    ActionResult,
+    ActionStatus,
+    CapacityUnavailable,
+    PermanentActuatorError,
+    PoolState,
+    TransientActuatorError,
+)
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -45,6 +64,7 @@ class _Observed:
     group: GroupView
     update: str | None  # the update still in progress, if any
     failure: str  # why nodes asked for cannot be launched, "" if nothing says they cannot
+    failure_at: datetime | None = None  # when that was reported (a health issue: when first seen)
 
     @property
     def failed(self) -> int:
@@ -68,6 +88,7 @@ class EksNodegroupActuator:
         self._clock = clock
         self._results = KeyedResults()
         self._settled_updates: set[str] = set()
+        self._issues_seen: dict[tuple[str, str], datetime] = {}  # (pool, "code: message") -> first seen
 
     def list_pools(self) -> Sequence[PoolState]:
         now = self._clock.now()
@@ -93,34 +114,43 @@ class EksNodegroupActuator:
         if seen.update is not None:
             raise TransientActuatorError(pool_id, f"update {seen.update} is still in progress on this node group")
         if seen.failed:
-            update = self._update(pool_id, seen, seen.target, f"{key}->drop-failed")
-            log.warning(
-                "pool %s: %d nodes could not be launched (%s); desired size %d -> %d (update %s)",
-                pool_id,
-                seen.failed,
-                seen.failure,
-                seen.scaling["desiredSize"],
-                seen.target,
-                update,
-            )
+            seen, dropped, update = self._drop_failed(pool_id, seen, key)
             if to_units > seen.target:
-                raise capacity_unavailable(pool_id, f"{seen.failed} nodes could not be launched: {seen.failure}")
+                raise capacity_unavailable(
+                    pool_id, f"{seen.failed + dropped} nodes could not be launched: {seen.failure}"
+                )
             if to_units == seen.target:
-                detail = f"removed {seen.failed} nodes that could not be launched (update {update})"
-                return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+                detail = f"removed {dropped} nodes that could not be launched (update {update})"
+                if seen.failed:
+                    detail += f"; {seen.group.held_at_min(seen.failed)}: the group keeps retrying their launch"
+                status = ActionStatus.STARTED if dropped else ActionStatus.REJECTED
+                return self._remember(key, pool_id, status, detail)
         if to_units > seen.target:
-            failed_at = seen.group.failure_at
+            failed_at = seen.failure_at
             if failed_at is not None and self._clock.now() - failed_at < CAPACITY_MEMORY:
-                raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.group.failure}")
-            update = self._update(pool_id, seen, to_units, key)
-            detail = f"desired size {seen.scaling['desiredSize']} -> {to_units} (update {update})"
+                raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
+            desired = seen.scaling["desiredSize"]
+            goal = min(to_units, seen.group.max_size)
+            if goal <= desired:
+                held = seen.group.held_at_max(to_units - seen.target)
+                raise CapacityUnavailable(pool_id, f"target {to_units} nodes: {held}")
+            update = self._update(pool_id, goal, key)
+            detail = f"desired size {desired} -> {goal} (update {update})"
+            if goal < to_units:
+                detail += f"; {seen.group.held_at_max(to_units - goal)}"
+                log.warning("pool %s: %s", pool_id, detail)
         else:
-            detail = self._groups.shrink(pool_id, seen.group, to_units)
+            change = self._groups.shrink(pool_id, seen.group, to_units)
+            if not change.acted:
+                log.warning("pool %s: %s (key %s)", pool_id, change.detail, key)
+                return self._remember(key, pool_id, ActionStatus.REJECTED, change.detail)
+            detail = change.detail
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._remember(key, pool_id, ActionStatus.STARTED, detail)
 
     def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
-        """Terminate exactly these nodes' instances, lowering the node group's desired size by as many."""
+        """Terminate exactly these nodes' instances, lowering the node group's desired size by as many (never
+        below ``minSize``: see ``AutoScalingGroups.remove_nodes``)."""
         if (known := self._results.get(key)) is not None:
             return known
         detail = self._groups.remove_nodes(pool_id, self._observe(pool_id).group, nodes)
@@ -135,48 +165,84 @@ class EksNodegroupActuator:
         groups = [g["name"] for g in found.get("resources", {}).get("autoScalingGroups", [])]
         if len(groups) != 1:
             raise PermanentActuatorError(pool_id, f"node group {nodegroup!r} runs in {len(groups)} Auto Scaling groups")
-        group = self._groups.observe(pool_id, groups[0])
         scaling = {k: int(v) for k, v in found.get("scalingConfig", {}).items()}
-        issues = found.get("health", {}).get("issues", [])
-        failure = group.failure or next(
-            (
-                f"{issue.get('code')}: {issue.get('message')}"
-                for issue in issues
-                if capacity_failure(f"{issue.get('code')} {issue.get('message')}")
-            ),
-            "",
+        group = self._groups.observe(pool_id, groups[0])
+        group = replace(  # EKS mirrors these into the group; the node group's own are the ones it enforces
+            group,
+            min_size=max(group.min_size, scaling.get("minSize", 0)),
+            max_size=min(group.max_size, scaling.get("maxSize", group.max_size)),
+            owner=f"EKS node group {nodegroup!r}",
         )
-        return _Observed(
-            str(found.get("status", "")), scaling, group, self._running_update(pool_id, nodegroup), failure
-        )
+        failure, failure_at = group.failure, group.failure_at
+        if not failure:
+            failure, failure_at = self._health_failure(pool_id, found.get("health", {}).get("issues", []), group)
+        update = self._running_update(pool_id, nodegroup)
+        return _Observed(str(found.get("status", "")), scaling, group, update, failure, failure_at)
+
+    def _health_failure(
+        self, pool_id: str, issues: Sequence[dict[str, Any]], group: GroupView
+    ) -> tuple[str, datetime | None]:
+        """The capacity shortage a health issue reports, and when this agent first saw it, while the issue is
+        current: not older than ``CAPACITY_MEMORY`` and no newer launch of the group that did not fail."""
+        now = self._clock.now()
+        listed = [f"{i.get('code')}: {i.get('message')}" for i in issues]
+        named = [text for text in listed if capacity_failure(text)]
+        for seen_key in [k for k in self._issues_seen if k[0] == pool_id and k[1] not in named]:
+            del self._issues_seen[seen_key]  # cleared: if it comes back, it is a new failure
+        current = []
+        for text in named:
+            first = self._issues_seen.setdefault((pool_id, text), now)
+            if now - first < CAPACITY_MEMORY and not group.launched_since:
+                current.append((text, first))
+        return current[0] if current else ("", None)
 
     def _running_update(self, pool_id: str, nodegroup: str) -> str | None:
-        """The node group's update still in progress, from EKS's own update list (settled ones are remembered)."""
+        """The node group's update still in progress, from EKS's own update list, every page of it (settled
+        updates are remembered, so each is described once)."""
         where = {"name": self._cluster, "nodegroupName": nodegroup}
-        listed = call(pool_id, self._eks.list_updates, **where).get("updateIds", [])
-        for update_id in listed:
-            if update_id in self._settled_updates:
-                continue
-            update = call(pool_id, self._eks.describe_update, updateId=update_id, **where)["update"]
-            if update.get("status") in _SETTLED:
-                self._settled_updates.add(update_id)
-            else:
-                return str(update_id)
-        return None
+        token: str | None = None
+        while True:
+            page = call(pool_id, self._eks.list_updates, **where, **({"nextToken": token} if token else {}))
+            for update_id in page.get("updateIds", []):
+                if update_id in self._settled_updates:
+                    continue
+                update = call(pool_id, self._eks.describe_update, updateId=update_id, **where)["update"]
+                if update.get("status") in _SETTLED:
+                    self._settled_updates.add(update_id)
+                else:
+                    return str(update_id)
+            token = page.get("nextToken")
+            if not token:
+                return None
 
-    def _update(self, pool_id: str, seen: _Observed, desired: int, key: str) -> str:
-        scaling = {
-            "minSize": min(seen.scaling.get("minSize", 0), desired),
-            "maxSize": max(seen.scaling.get("maxSize", 1), desired, 1),
-            "desiredSize": desired,
-        }
+    def _drop_failed(self, pool_id: str, seen: _Observed, key: str) -> tuple[_Observed, int, str | None]:
+        """Lower the desired size to what exists, but not below ``minSize``; the node group as it is then, how many
+        failed units went, and the update that did it (None when ``minSize`` kept them all)."""
+        before = seen.scaling["desiredSize"]
+        desired = max(seen.target, seen.group.min_size)
+        update = self._update(pool_id, desired, f"{key}->drop-failed") if desired < before else None
+        log.warning(
+            "pool %s: %d nodes could not be launched (%s); desired size %d -> %d (update %s)%s",
+            pool_id,
+            seen.failed,
+            seen.failure,
+            before,
+            desired,
+            update,
+            f" ({seen.group.held_at_min(desired - seen.target)})" if desired > seen.target else "",
+        )
+        after = replace(seen, scaling={**seen.scaling, "desiredSize": desired})
+        return after, max(0, before - desired), update
+
+    def _update(self, pool_id: str, desired: int, key: str) -> str:
+        """``UpdateNodegroupConfig`` of the desired size only: the bounds stay the operator's."""
         token = hashlib.sha256(f"{pool_id}\n{key}\n{desired}".encode()).hexdigest()[:32]
         update = call(
             pool_id,
             self._eks.update_nodegroup_config,
             clusterName=self._cluster,
             nodegroupName=self._nodegroup(pool_id),
-            scalingConfig=scaling,
+            scalingConfig={"desiredSize": desired},
             clientRequestToken=token,
         )["update"]
         return str(update["id"])

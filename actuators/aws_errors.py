@@ -3,7 +3,8 @@
     InsufficientInstanceCapacity, unfulfillable Spot,
     an instance or vCPU quota reached                   -> CapacityUnavailable     back off this pool (and zone)
     throttling, 5xx, an update or scaling activity
-    already running, connection and read timeouts       -> TransientActuatorError  retry on a later tick
+    already running, connection and read timeouts,
+    a size outside the group's bounds                   -> TransientActuatorError  retry on a later tick
     access denied, missing credentials, not found,
     invalid parameters                                  -> PermanentActuatorError  alert, stop touching this pool
 
@@ -11,6 +12,11 @@ A message naming a capacity shortage wins over the error code, as for Google: EC
 ``InsufficientInstanceCapacity`` on a call, but Auto Scaling reports it after the call, in a failed scaling
 activity's ``StatusMessage`` ("We currently do not have sufficient p5.48xlarge capacity in the Availability Zone
 you requested (us-east-1a)..."), and EKS in a node group health issue. ``capacity_failure`` picks those out.
+
+The adapters read a group's bounds before every change and never ask outside them, so a refusal for a size outside
+them (Auto Scaling's ``ValidationError`` "... is below min value ...", "Currently, desiredSize equals minSize ...",
+EKS's ``InvalidParameterException`` "Minimum capacity N can't be greater than desired size M") means the bounds
+changed in between: retried on the next tick's fresh reading, not a reason to stop touching the pool.
 """
 
 from __future__ import annotations
@@ -25,6 +31,11 @@ _CAPACITY = re.compile(
     r"InsufficientInstanceCapacity|UnfulfillableCapacity|InsufficientCapacity|"
     r"do not have sufficient .*capacity|no Spot capacity available|capacity-not-available|"
     r"MaxSpotInstanceCountExceeded|SpotMaxPriceTooLow|InstanceLimitExceeded|VcpuLimitExceeded",
+    re.IGNORECASE,
+)
+_BOUNDS = re.compile(
+    r"(is below min value|is above max value|desiredSize equals minSize|"
+    r"can't be greater than desired size|desiredSize can't be greater than maxSize)",
     re.IGNORECASE,
 )
 _ZONE = re.compile(r"\b([a-z]{2}(?:-[a-z]+)+-\d[a-z])\b")
@@ -75,6 +86,8 @@ def from_aws(pool_id: str, exc: Exception) -> ActuatorError:
             return capacity_unavailable(pool_id, described)
         if code in _TRANSIENT_CODES or status == 429 or status >= 500:
             return TransientActuatorError(pool_id, f"AWS {described} (will retry)")
+        if code in ("ValidationError", "InvalidParameterException") and _BOUNDS.search(message):
+            return TransientActuatorError(pool_id, f"AWS {described} (the group's bounds changed; will retry)")
         return PermanentActuatorError(pool_id, f"AWS {described}")
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return PermanentActuatorError(

@@ -11,6 +11,19 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Wh
   activity failed for capacity, the instances asked for and not there are failed units.
 - ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` removes exactly that instance and
   lowers the desired capacity with it, so the group never picks victims itself (its termination policy would).
+- ``MinSize`` <= desired capacity <= ``MaxSize`` always: ``SetDesiredCapacity`` outside the bounds fails with
+  ``ValidationError`` ("New SetDesiredCapacity value N is below min value M for the AutoScalingGroup."), and so does
+  a termination with the decrement while the desired capacity equals ``MinSize`` ("Currently, desiredSize equals
+  minSize (N). Terminating instance without replacement will violate group's min size constraint..."). The
+  adapters never ask for that: a shrink stops at the minimum size, a scale-up at the maximum, and the result says
+  which bound held how many units (an EKS node group's ``scalingConfig`` bounds count the same way).
+
+A drained node the group cannot lose (its desired capacity is at the minimum size) is not terminated: terminating
+it without the decrement would only launch a replacement (a new GPU instance to boot, which a stockout may refuse,
+for no capacity change), and the minimum size asks for that many instances anyway. The removal is refused with a
+transient error naming the bound, so the drain is retried each tick and the node goes as soon as the group may
+shrink (its minimum lowered, or a scale-up raised the desired capacity). The lasting fix is configuration: a pool's
+``min_units`` at least the group's minimum size, so the plan never releases a unit the group must keep.
 
 Kubernetes node names are the instances' private DNS names (``ip-10-0-1-23.ec2.internal``) or, with resource-name
 hostnames, start with the instance id; ``instance_ids`` maps them through ``DescribeInstances``.
@@ -24,7 +37,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws
-from models import PermanentActuatorError
+from models import PermanentActuatorError, TransientActuatorError
 
 # A launch that failed for capacity this recently refuses the next scale-up without asking AWS again.
 CAPACITY_MEMORY = timedelta(minutes=10)
@@ -50,6 +63,31 @@ class GroupView:
     instances: tuple[GroupInstance, ...]
     failure: str  # why the latest launch failed, when it failed for capacity; "" otherwise
     failure_at: datetime | None = None
+    latest_launch: str = ""  # StatusCode of the newest launch activity, "" when none is listed
+    owner: str = ""  # what sets the bounds when it is not the group itself (an EKS node group)
+
+    @property
+    def launched_since(self) -> bool:
+        """The newest launch activity listed did not fail: the group launches, whatever an older report says."""
+        return self.latest_launch not in ("", *_FAILED)
+
+    @property
+    def bounded_by(self) -> str:
+        return self.owner or f"Auto Scaling group {self.name!r}"
+
+    def held_at_min(self, count: int) -> str:
+        """Why ``count`` units asked to go stay: the minimum size."""
+        return (
+            f"{count} not removed: {self.bounded_by} has minimum size {self.min_size} (lower it, or set the pool's "
+            f"min_units to at least {self.min_size} so the plan never asks for fewer)"
+        )
+
+    def held_at_max(self, count: int) -> str:
+        """Why ``count`` units asked for are not: the maximum size."""
+        return (
+            f"{count} not added: {self.bounded_by} has maximum size {self.max_size} (raise it, or set the pool's "
+            f"max_units to {self.max_size} so the plan never asks for more)"
+        )
 
     @property
     def ready(self) -> int:
@@ -67,6 +105,14 @@ class GroupView:
     @property
     def target(self) -> int:
         return self.desired - self.failed
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a shrink did; ``acted`` is False when the group's bounds let nothing change."""
+
+    detail: str
+    acted: bool = True
 
 
 class AutoScalingGroups:
@@ -88,7 +134,7 @@ class AutoScalingGroups:
             if state in _LAUNCHING or state == "InService":
                 zone = str(inst.get("AvailabilityZone", ""))
                 instances.append(GroupInstance(inst["InstanceId"], zone, state == "InService"))
-        failure, failure_at = self._launch_failure(pool_id, name)
+        failure, failure_at, latest = self._launch_failure(pool_id, name)
         return GroupView(
             name,
             int(group["DesiredCapacity"]),
@@ -97,6 +143,7 @@ class AutoScalingGroups:
             tuple(instances),
             failure,
             failure_at,
+            latest,
         )
 
     def set_desired(self, pool_id: str, group: str, capacity: int) -> None:
@@ -118,10 +165,15 @@ class AutoScalingGroups:
                 ShouldDecrementDesiredCapacity=True,
             )
 
-    def shrink(self, pool_id: str, seen: GroupView, to_units: int) -> str:
-        """Bring the pool down to ``to_units``: launches not yet started are cancelled first (desired capacity
-        lowered), then launching instances and then the newest ready ones are terminated by id."""
-        excess = seen.target - to_units
+    def shrink(self, pool_id: str, seen: GroupView, to_units: int) -> Change:
+        """Bring the pool down to ``to_units``, never below the minimum size: launches not yet started are cancelled
+        first (desired capacity lowered), then launching instances and then the newest ready ones are terminated by
+        id. What the minimum size keeps is said in the detail; ``acted`` is False when it kept everything."""
+        wanted = seen.target - to_units
+        excess = min(wanted, max(0, seen.desired - seen.min_size))
+        held = f"; {seen.held_at_min(wanted - excess)}" if wanted > excess else ""
+        if excess <= 0:
+            return Change(f"target {to_units} nodes: nothing removed{held}", acted=False)
         cancel = min(excess, seen.unlaunched - seen.failed)
         if cancel > 0:
             self.set_desired(pool_id, seen.name, seen.desired - cancel)
@@ -129,21 +181,33 @@ class AutoScalingGroups:
         victims = (launching + self.newest_first(pool_id, [i for i in seen.instances if i.ready]))[: excess - cancel]
         self.terminate(pool_id, [i.instance_id for i in victims])
         listed = ", ".join(i.instance_id for i in victims)
-        return f"target {to_units} nodes: cancelled {max(cancel, 0)} launches, terminating [{listed}]"
+        return Change(
+            f"target {seen.target - excess} nodes: cancelled {max(cancel, 0)} launches, terminating [{listed}]{held}"
+        )
 
     def remove_nodes(self, pool_id: str, seen: GroupView, nodes: Sequence[str]) -> str:
         """Terminate exactly the instances of these Kubernetes nodes; ones already gone from the group (a drain
-        repeated after a restart) are not asked for again."""
+        repeated after a restart) are not asked for again. Nodes the group cannot lose without going below its
+        minimum size are kept: TransientActuatorError (see the module's notes)."""
         ids = self.instance_ids(pool_id, nodes)
         unknown = [n for n in nodes if n not in ids]
         if unknown:
             raise PermanentActuatorError(pool_id, f"nodes {unknown} are not EC2 instances")
         members = {i.instance_id for i in seen.instances}
-        victims = [ids[n] for n in nodes if ids[n] in members]
-        self.terminate(pool_id, victims)
-        if not victims:
-            return f"nodes {', '.join(nodes)} are already leaving the group"
-        return f"terminating {', '.join(f'{n} ({ids[n]})' for n in nodes if ids[n] in members)}"
+        leaving = [n for n in nodes if ids[n] in members]
+        room = max(0, seen.desired - seen.min_size)
+        going, kept = leaving[:room], leaving[room:]
+        self.terminate(pool_id, [ids[n] for n in going])
+        done = f"terminating {', '.join(f'{n} ({ids[n]})' for n in going)}" if going else ""
+        if kept:
+            raise TransientActuatorError(
+                pool_id,
+                f"{seen.bounded_by} is at its minimum size {seen.min_size} (desired capacity {seen.desired}): drained "
+                f"nodes {', '.join(kept)} stay until it may shrink, as terminating them would go below the minimum and "
+                "terminating without lowering the desired capacity would only launch replacements; lower the minimum "
+                f"size, or set the pool's min_units to at least {seen.min_size}" + (f" ({done})" if done else ""),
+            )
+        return done or f"nodes {', '.join(nodes)} are already leaving the group"
 
     def newest_first(self, pool_id: str, instances: Sequence[GroupInstance]) -> list[GroupInstance]:
         """``instances`` ordered newest launch first (ties by id, for a stable order)."""
@@ -167,17 +231,19 @@ class AutoScalingGroups:
                     by_node[str(inst.get("PrivateDnsName", ""))] = inst["InstanceId"]
         return {n: by_node[n] for n in nodes if n in by_node}
 
-    def _launch_failure(self, pool_id: str, group: str) -> tuple[str, datetime | None]:
-        """The capacity shortage the group's latest launch activity failed with, and when it ended."""
+    def _launch_failure(self, pool_id: str, group: str) -> tuple[str, datetime | None, str]:
+        """The capacity shortage the group's latest launch activity failed with, when it ended, and that activity's
+        status ("" when no launch is listed)."""
         listed = call(pool_id, self._autoscaling.describe_scaling_activities, AutoScalingGroupName=group, MaxRecords=20)
         launches = [a for a in listed.get("Activities", []) if str(a.get("Description", "")).startswith("Launching")]
         if not launches:
-            return "", None
+            return "", None, ""
         latest = max(launches, key=lambda a: a["StartTime"])
-        if latest.get("StatusCode") not in _FAILED:
-            return "", None
+        status = str(latest.get("StatusCode", ""))
+        if status not in _FAILED:
+            return "", None, status
         why = capacity_failure(str(latest.get("StatusMessage", "")))
-        return why, (latest.get("EndTime") or latest["StartTime"]) if why else None
+        return why, (latest.get("EndTime") or latest["StartTime"]) if why else None, status
 
 
 def call(pool_id: str, method: Any, **kwargs: Any) -> Any:

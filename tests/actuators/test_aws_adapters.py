@@ -48,7 +48,18 @@ def _eks(fake: FakeAwsApi, clock: SimulatedClock) -> EksNodegroupActuator:
             "User is not authorized to perform: autoscaling:SetDesiredCapacity",
             PermanentActuatorError,
         ),
-        ("ValidationError", 400, "New SetDesiredCapacity value 20 is above max value 16", PermanentActuatorError),
+        (
+            "ValidationError",
+            400,
+            "The launch template for Auto Scaling group gpu-spot is not valid",
+            PermanentActuatorError,
+        ),
+        (  # the bounds moved between reading the group and the call: read again next tick
+            "ValidationError",
+            400,
+            "New SetDesiredCapacity value 3 is above max value 2 for the AutoScalingGroup.",
+            TransientActuatorError,
+        ),
         (
             "InsufficientInstanceCapacity",
             500,

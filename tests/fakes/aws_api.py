@@ -9,17 +9,25 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
   capacity stays as asked, the instances never appear, and at ``settle`` a failed "Launching a new EC2 instance"
   scaling activity records ``InsufficientInstanceCapacity``; ``stockout`` records such an activity at once;
 - ``DescribeScalingActivities`` answered from those activities (moto returns none);
+- a group's bounds, which moto does not check: ``SetDesiredCapacity`` outside ``MinSize``..``MaxSize``, and
+  ``TerminateInstanceInAutoScalingGroup`` with the decrement while the desired capacity is at ``MinSize``, fail with
+  ``ValidationError``; ``UpdateNodegroupConfig`` with ``desiredSize`` outside the node group's bounds fails with
+  ``InvalidParameterException`` (each with AWS's wording);
 - EKS node group updates: ``UpdateNodegroupConfig`` is ``InProgress`` (node group ``UPDATING``) until
-  ``finish_operations`` or ``settle``; ``ListUpdates``/``DescribeUpdate`` (not in moto) answered from them; a
-  repeated ``clientRequestToken`` returns the first update; the node group's Auto Scaling group follows its
-  scaling config, and ``desiredSize`` follows the group's desired capacity;
-- node group health issues (``health_issue``), as ``DescribeNodegroup`` reports them;
+  ``finish_operations`` or ``settle``; ``ListUpdates``/``DescribeUpdate`` (not in moto) answered from them, oldest
+  first, ``ListUpdates`` paged as AWS pages it (``maxResults`` 1..100, default 100, and ``nextToken``); earlier
+  settled updates can be added in bulk (``add_settled_updates``); a repeated ``clientRequestToken`` returns the
+  first update; the node group's Auto Scaling group follows its scaling config, and ``desiredSize`` follows the
+  group's desired capacity;
+- node group health issues (``health_issue``, ``clear_health_issues``), as ``DescribeNodegroup`` reports them;
+- launch activities that did not fail (``launch_activity``), as a group records each launch;
 - errors injected per operation (``fail``): throttling, access denied, capacity, in each API's error format.
 """
 
 from __future__ import annotations
 
 import atexit
+import base64
 import functools
 import http.client
 import json
@@ -50,6 +58,7 @@ ICE_MESSAGE = (
     "Our system will be working on provisioning additional capacity. Launching EC2 instance failed. "
     "(InsufficientInstanceCapacity)"
 )
+_FOR_GROUP = "for the AutoScalingGroup."
 _ASG_NS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
 _N = {"a": _ASG_NS}
 _EKS_ROUTES = [
@@ -217,7 +226,7 @@ class FakeAwsApi:
         return _clients(self.url)
 
     # -- set-up -----------------------------------------------------------------------------------------------
-    def add_group(self, name: str, nodes: int, max_size: int = 16) -> str:
+    def add_group(self, name: str, nodes: int, max_size: int = 16, min_size: int = 0) -> str:
         """A self-managed Auto Scaling group of p5.48xlarge nodes, ``nodes`` of them ready."""
         ec2, autoscaling = self.direct.ec2, self.direct.autoscaling
         if not ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": ["gpu"]}])[
@@ -228,7 +237,7 @@ class FakeAwsApi:
         autoscaling.create_auto_scaling_group(
             AutoScalingGroupName=name,
             LaunchTemplate={"LaunchTemplateName": "gpu"},
-            MinSize=0,
+            MinSize=min_size,
             MaxSize=max_size,
             DesiredCapacity=nodes,
             AvailabilityZones=[ZONE],
@@ -236,12 +245,12 @@ class FakeAwsApi:
         self.settle()
         return name
 
-    def add_nodegroup(self, cluster: str, nodegroup: str, nodes: int, max_size: int = 16) -> str:
+    def add_nodegroup(self, cluster: str, nodegroup: str, nodes: int, max_size: int = 16, min_size: int = 0) -> str:
         """An EKS managed node group (and the cluster if new); returns the Auto Scaling group it runs in."""
         eks = self.direct.eks
         if cluster not in eks.list_clusters()["clusters"]:
             eks.create_cluster(name=cluster, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={})
-        scaling = {"minSize": 0, "maxSize": max_size, "desiredSize": nodes}
+        scaling = {"minSize": min_size, "maxSize": max_size, "desiredSize": nodes}
         created = eks.create_nodegroup(
             clusterName=cluster,
             nodegroupName=nodegroup,
@@ -251,7 +260,7 @@ class FakeAwsApi:
         )["nodegroup"]
         group = str(created["resources"]["autoScalingGroups"][0]["name"])
         self._state.nodegroup_groups[(cluster, nodegroup)] = group
-        return self.add_group(group, nodes, max_size)
+        return self.add_group(group, nodes, max_size, min_size)
 
     # -- behaviours -------------------------------------------------------------------------------------------
     def settle(self) -> None:
@@ -293,6 +302,49 @@ class FakeAwsApi:
         issue = {"code": code, "message": message, "resourceIds": [group]}
         self._state.health.setdefault(nodegroup, []).append(issue)
 
+    def set_bounds(self, group: str, min_size: int, max_size: int) -> None:
+        """An operator changes the group's bounds (and its node group's, if it has one), the desired capacity kept."""
+        with self._lock:
+            moto_desired = self.group(group)["DesiredCapacity"]
+            self.direct.autoscaling.update_auto_scaling_group(
+                AutoScalingGroupName=group, MinSize=min_size, MaxSize=max_size, DesiredCapacity=moto_desired
+            )
+            for (cluster, nodegroup), name in self._state.nodegroup_groups.items():
+                if name == group:
+                    scaling = {"minSize": min_size, "maxSize": max_size}
+                    self.direct.eks.update_nodegroup_config(
+                        clusterName=cluster, nodegroupName=nodegroup, scalingConfig=scaling
+                    )
+
+    def clear_health_issues(self, nodegroup: str) -> None:
+        """EKS no longer reports any health issue on the node group."""
+        self._state.health.pop(nodegroup, None)
+
+    def launch_activity(self, group: str, status: str = "Successful") -> None:
+        """Record a launch in ``group`` that did not fail (``Successful``, or ``InProgress``), stamped ``now``."""
+        stamp = self.now.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        activity = {
+            "ActivityId": str(uuid.uuid4()),
+            "AutoScalingGroupName": group,
+            "Description": "Launching a new EC2 instance: i-0123456789abcdef0",
+            "Cause": f"At {stamp} an instance was started in response to a difference between desired and actual "
+            "capacity, increasing the capacity from 0 to 1.",
+            "StartTime": stamp,
+            "StatusCode": status,
+            "Progress": "100" if status == "Successful" else "30",
+        }
+        if status == "Successful":
+            activity["EndTime"] = stamp
+        with self._lock:
+            self._state.activities.setdefault(group, []).insert(0, activity)
+
+    def add_settled_updates(self, cluster: str, nodegroup: str, count: int) -> None:
+        """``count`` earlier updates of the node group, all ``Successful`` (a long-lived node group's history)."""
+        with self._lock:
+            for _ in range(count):
+                update = _Update(str(uuid.uuid4()), cluster, nodegroup, [], self.now, status="Successful")
+                self._state.updates.append(update)
+
     def arm_late_stockout(self) -> None:
         """From now on, instances asked for beyond those already there cannot be launched."""
         self._state.late_stockout = True
@@ -329,6 +381,10 @@ class FakeAwsApi:
             return self._eks(operation, eks[1], target, method, headers, body)
         if operation == "DescribeScalingActivities":
             return _xml(self._activities_xml(form.get("AutoScalingGroupName", "")))
+        if operation in ("SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup"):
+            refused = self._out_of_bounds(operation, form)
+            if refused:
+                return _error(_Fault("ValidationError", refused, 400, 1), form.get("Version", ""))
         if operation == "SetDesiredCapacity":
             self._set_desired(form["AutoScalingGroupName"], int(form["DesiredCapacity"]))
             return _xml(
@@ -339,6 +395,32 @@ class FakeAwsApi:
         if operation == "DescribeAutoScalingGroups" and status == 200:
             out = self._rewrite_groups(out)
         return status, out_headers, out
+
+    def _out_of_bounds(self, operation: str, form: dict[str, str]) -> str:
+        """AWS's refusal of a change that would leave the group's bounds, or ""."""
+        if operation == "SetDesiredCapacity":
+            group = self.group(form["AutoScalingGroupName"])
+            asked = int(form["DesiredCapacity"])
+            if asked < group["MinSize"]:
+                return f"New SetDesiredCapacity value {asked} is below min value {group['MinSize']} {_FOR_GROUP}"
+            if asked > group["MaxSize"]:
+                return f"New SetDesiredCapacity value {asked} is above max value {group['MaxSize']} {_FOR_GROUP}"
+            return ""
+        if form.get("ShouldDecrementDesiredCapacity", "").lower() != "true":
+            return ""
+        found = self.direct.autoscaling.describe_auto_scaling_instances(InstanceIds=[form["InstanceId"]])
+        if not found["AutoScalingInstances"]:
+            return ""
+        name = found["AutoScalingInstances"][0]["AutoScalingGroupName"]
+        group = self.group(name)
+        desired = group["DesiredCapacity"] + self._state.shortfall[name]
+        if desired <= group["MinSize"]:
+            return (
+                f"Currently, desiredSize equals minSize ({group['MinSize']}). Terminating instance without replacement "
+                "will violate group's min size constraint. Either set shouldDecrementDesiredCapacity flag to false or "
+                "lower group's min size."
+            )
+        return ""
 
     def _set_desired(self, group: str, desired: int) -> None:
         with self._lock:
@@ -378,7 +460,7 @@ class FakeAwsApi:
         query = {k: v[0] for k, v in parse_qs(urlsplit(target).query).items()}
         if operation == "ListUpdates":
             ids = [u.id for u in self._state.updates if (u.cluster, u.nodegroup) == (cluster, query["nodegroupName"])]
-            return _json({"updateIds": ids})
+            return _page(ids, query)
         if operation == "DescribeUpdate":
             found = next((u for u in self._state.updates if u.id == where[1]), None)
             if found is None:
@@ -418,6 +500,9 @@ class FakeAwsApi:
             if any(u.status == "InProgress" and u.nodegroup == nodegroup for u in self._state.updates):
                 message = f"Nodegroup {nodegroup} is currently being updated; try again once it is done"
                 return _json({"message": message}, 409, "ResourceInUseException")
+            refused = self._outside_scaling(cluster, nodegroup, asked.get("scalingConfig", {}))
+            if refused:
+                return _json({"message": refused}, 400, "InvalidParameterException")
             status, out_headers, out = self._forward(method, target, headers, body)
             if status != 200:
                 return status, out_headers, out
@@ -433,6 +518,19 @@ class FakeAwsApi:
             if token:
                 self._state.tokens[token] = update
             return _json({"update": update.body()})
+
+    def _outside_scaling(self, cluster: str, nodegroup: str, asked: dict[str, int]) -> str:
+        """EKS's refusal of a scaling config whose desired size is outside its bounds, or ""."""
+        now = self.direct.eks.describe_nodegroup(clusterName=cluster, nodegroupName=nodegroup)["nodegroup"]
+        group = self.group(self._state.nodegroup_groups[(cluster, nodegroup)])
+        current = dict(now["scalingConfig"])
+        current["desiredSize"] = group["DesiredCapacity"] + self._state.shortfall[group["AutoScalingGroupName"]]
+        scaling = current | asked
+        if scaling["minSize"] > scaling["desiredSize"]:
+            return f"Minimum capacity {scaling['minSize']} can't be greater than desired size {scaling['desiredSize']}"
+        if scaling["desiredSize"] > scaling["maxSize"]:
+            return "desiredSize can't be greater than maxSize"
+        return ""
 
     def _forward(
         self, method: str, target: str, headers: dict[str, str], body: bytes
@@ -469,6 +567,21 @@ def _clients(url: str) -> AwsClients:
         ec2=session.client("ec2", endpoint_url=url, config=config),
         eks=session.client("eks", endpoint_url=url, config=config),
     )
+
+
+def _page(ids: list[str], query: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+    """One page of ``ListUpdates``: ``maxResults`` ids (1..100, default 100) from ``nextToken`` on."""
+    try:
+        size = int(query.get("maxResults", "100"))
+        start = int(base64.urlsafe_b64decode(query["nextToken"]).decode()) if "nextToken" in query else 0
+    except ValueError:
+        return _json({"message": "The nextToken or maxResults is not valid"}, 400, "InvalidParameterException")
+    if not 1 <= size <= 100 or not 0 <= start <= len(ids):
+        return _json({"message": "maxResults must be between 1 and 100"}, 400, "InvalidParameterException")
+    body: dict[str, Any] = {"updateIds": ids[start : start + size]}
+    if start + size < len(ids):
+        body["nextToken"] = base64.urlsafe_b64encode(str(start + size).encode()).decode()
+    return _json(body)
 
 
 def _esc(text: str) -> str:
