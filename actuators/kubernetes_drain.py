@@ -4,14 +4,22 @@ Idle means the node is schedulable and no pod on it requests an accelerator reso
 pods of static pods and finished pods are ignored), continuously since the first time this drainer saw it so;
 after a restart that memory starts again, which only delays a scale-in.
 
-A drain cordons the node and evicts its pods through the Eviction API, so PodDisruptionBudgets are respected:
-a 429 means "not now", the drain reports itself started and the same key continues it on a later tick; nothing
-is ever deleted by force. A pod annotated ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or
-``karpenter.sh/do-not-disrupt: "true"`` blocks the drain: the node is uncordoned and the drain rejected. A drain
-still blocked after ``timeout`` gives up and uncordons. When the node is empty, the ``NodeRemover`` (the pool's
-actuator) deletes exactly that node. While a drain is in progress the node carries the annotation
-``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted or newly elected agent continue
-it instead of leaving the node cordoned; the timeout then counts from when that agent took it over.
+A drain cordons the node and evicts its pods through the Eviction API, so PodDisruptionBudgets are respected: a 429
+means "not now", the drain reports itself started and the same key continues it on a later tick; nothing is ever
+deleted by force. An accepted eviction is a graceful delete: the pod stays listed, Terminating
+(``metadata.deletionTimestamp`` set), while its containers shut down, for up to its
+``terminationGracePeriodSeconds`` (a training job's checkpoint on SIGTERM), so the drain also reports itself started
+until no pod it counts is left on the node; a terminating pod is waited for, never evicted again. A pod annotated
+``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or ``karpenter.sh/do-not-disrupt: "true"`` blocks the
+drain, and so does a pod selected by more than one PodDisruptionBudget (the Eviction API answers 500: a
+misconfiguration no retry fixes): the node is uncordoned and the drain rejected. An eviction refused for good (e.g.
+403) uncordons the node and is raised as a permanent error; any other failure is raised as transient until
+``timeout``. After ``timeout`` a drain that still has pods to evict (held by a budget, or their eviction failing)
+gives up and uncordons; one left only with pods still terminating past their grace period (their kubelet is gone and
+never finishes them) removes the node anyway and says so in its detail and a warning. When the node is empty, the
+``NodeRemover`` (the pool's actuator) deletes exactly that node. While a drain is in progress the node carries the
+annotation ``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted or newly elected
+agent continue it instead of leaving the node cordoned; the timeout then counts from when that agent took it over.
 
 ``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
 hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
@@ -43,6 +51,8 @@ NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 DRAIN_ANNOTATION = "leadtime.io/drain-key"
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
 T = TypeVar("T")
+# The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
+_MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
 _BLOCKING_ANNOTATIONS = {
     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
     "karpenter.sh/do-not-disrupt": "true",
@@ -121,20 +131,41 @@ class KubernetesNodeDrainer:
             return known
         now = self._clock.now()
         started = self._draining_since.setdefault(node, now)
+        overdue = now - started >= self._timeout
         self._cordon(pool_id, node, key)
         pods = [p for p in self._pods_on(pool_id, node) if _counts(p)]
-        blockers = [_name(p) for p in pods if _blocks(p)]
+        blockers = [_name(p) for p in pods if _blocks(p) and not _terminating(p)]
         if blockers:
-            self._give_up(pool_id, node)
-            detail = f"pods {blockers} must not be disrupted; node {node} uncordoned"
-            return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
-        waiting = [_name(p) for p in pods if not self._evict(pool_id, p)]
-        if waiting and now - started >= self._timeout:
-            self._give_up(pool_id, node)
-            detail = f"disruption budgets still block {waiting} after {self._timeout}; node {node} uncordoned"
-            return self._results.remember(self._result(key, pool_id, ActionStatus.FAILED, detail))
-        if waiting:
-            detail = f"waiting for disruption budgets to allow evicting {waiting} from {node}"
+            return self._reject(key, pool_id, node, f"pods {blockers} must not be disrupted")
+        moved = False
+        for pod in pods:
+            if _terminating(pod):
+                continue  # already on its way out: waited for, never evicted again
+            try:
+                moved |= self._evict(pod)
+            except KubernetesApiError as exc:
+                if exc.status == 500 and _MULTIPLE_BUDGETS in exc.detail:
+                    why = f"pod {_name(pod)} is selected by {_MULTIPLE_BUDGETS}, so the Eviction API refuses it"
+                    return self._reject(key, pool_id, node, why)
+                error = from_kubernetes(pool_id, exc)
+                if isinstance(error, PermanentActuatorError):
+                    self._give_up(pool_id, node, f"evicting {_name(pod)} refused: {error}")
+                    raise error from exc
+                if overdue:
+                    detail = f"evicting {_name(pod)} still fails after {self._timeout} ({error})"
+                    return self._fail(key, pool_id, node, detail)
+                raise error from exc
+        if moved:  # which of the evicted pods are gone already, and which are terminating
+            pods = [p for p in self._pods_on(pool_id, node) if _counts(p)]
+        terminating = [_name(p) for p in pods if _terminating(p)]
+        waiting = [_name(p) for p in pods if not _terminating(p)]
+        if waiting and overdue:
+            return self._fail(key, pool_id, node, f"disruption budgets still block {waiting} after {self._timeout}")
+        if waiting or (terminating and not (overdue and all(_past_grace(p, now) for p in pods))):
+            detail = "; ".join(
+                [f"waiting for disruption budgets to allow evicting {waiting} from {node}"] * bool(waiting)
+                + [f"waiting for {terminating} on {node} to finish terminating"] * bool(terminating)
+            )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
         removed = self._remover.delete_nodes(pool_id, [node], key)
@@ -142,10 +173,16 @@ class KubernetesNodeDrainer:
         self._call(pool_id, lambda: self._nodes_api.patch(node, unmark))
         self._draining_since.pop(node, None)
         self._idle_since.pop(node, None)
-        log.info("pool %s: node %s drained and removed (key %s)", pool_id, node, key)
-        return self._results.remember(
-            self._result(key, pool_id, ActionStatus.DONE, f"node {node} drained; {removed.detail}")
-        )
+        if terminating:
+            drained = (
+                f"node {node} removed with {terminating} still terminating after {self._timeout}, past their grace "
+                "periods (their kubelet does not finish them)"
+            )
+            log.warning("pool %s: %s (key %s)", pool_id, drained, key)
+        else:
+            drained = f"node {node} drained"
+            log.info("pool %s: node %s drained and removed (key %s)", pool_id, node, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, f"{drained}; {removed.detail}"))
 
     # -- internals -----------------------------------------------------------------------------------------
     def _nodes(self, pool_id: str) -> list[V1Node]:
@@ -165,7 +202,8 @@ class KubernetesNodeDrainer:
                 continue
             pods = [p for p in self._pods_on(pool_id, name) if _counts(p)]
             working = [p for p in pods if _needs_accelerator(p)]
-            load = _NodeLoad(name, len(working), sum(_accelerators(p) for p in working), any(map(_blocks, pods)))
+            blocked = any(_blocks(p) and not _terminating(p) for p in pods)
+            load = _NodeLoad(name, len(working), sum(_accelerators(p) for p in working), blocked)
             if load.idle:
                 self._idle_since.setdefault(name, now)
             else:
@@ -176,8 +214,9 @@ class KubernetesNodeDrainer:
     def _pods_on(self, pool_id: str, node: str) -> list[V1Pod]:
         return self._call(pool_id, lambda: self._pods_api.on_node(node))
 
-    def _evict(self, pool_id: str, pod: V1Pod) -> bool:
-        """True when the pod is gone or on its way; False when a disruption budget says not now (HTTP 429)."""
+    def _evict(self, pod: V1Pod) -> bool:
+        """True when the pod is gone or on its way (terminating); False when a disruption budget says not now
+        (HTTP 429). Any other refusal is raised."""
         namespace, name = _name(pod)
         try:
             self._pods_api.evict(name, namespace)
@@ -185,8 +224,6 @@ class KubernetesNodeDrainer:
             return True
         except KubernetesThrottled:
             return False
-        except KubernetesApiError as exc:
-            raise from_kubernetes(pool_id, exc) from exc
         return True
 
     def _cordon(self, pool_id: str, node: str, drain_key: str | None) -> None:
@@ -197,10 +234,22 @@ class KubernetesNodeDrainer:
         }
         self._call(pool_id, lambda: self._nodes_api.patch(node, body))
 
-    def _give_up(self, pool_id: str, node: str) -> None:
+    def _reject(self, key: str, pool_id: str, node: str, why: str) -> ActionResult:
+        """A drain no retry can finish: uncordon and settle the key REJECTED."""
+        self._give_up(pool_id, node, why)
+        detail = f"{why}; node {node} uncordoned"
+        return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
+
+    def _fail(self, key: str, pool_id: str, node: str, why: str) -> ActionResult:
+        """A drain past its timeout: uncordon and settle the key FAILED."""
+        self._give_up(pool_id, node, why)
+        detail = f"{why}; node {node} uncordoned"
+        return self._results.remember(self._result(key, pool_id, ActionStatus.FAILED, detail))
+
+    def _give_up(self, pool_id: str, node: str, why: str) -> None:
         self._cordon(pool_id, node, None)
         self._draining_since.pop(node, None)
-        log.warning("pool %s: drain of %s abandoned; node uncordoned", pool_id, node)
+        log.warning("pool %s: drain of %s abandoned (%s); node uncordoned", pool_id, node, why)
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
@@ -224,6 +273,18 @@ def _counts(pod: V1Pod) -> bool:
     if "kubernetes.io/config.mirror" in (pod.metadata.annotations or {}):
         return False
     return (pod.status.phase if pod.status else None) not in ("Succeeded", "Failed")
+
+
+def _terminating(pod: V1Pod) -> bool:
+    """Deleted (evicted) and not yet gone: its containers are shutting down within its grace period."""
+    return pod.metadata.deletion_timestamp is not None
+
+
+def _past_grace(pod: V1Pod, now: datetime) -> bool:
+    """Terminating and past its ``deletionTimestamp`` (the deletion's time plus the grace period: when the kubelet
+    should have killed its containers)."""
+    stamp = pod.metadata.deletion_timestamp
+    return stamp is not None and now >= stamp
 
 
 def _needs_accelerator(pod: V1Pod) -> bool:

@@ -1,11 +1,14 @@
 """KubernetesNodeDrainer on the fake Kubernetes API, removing nodes through GkeNodePoolActuator on the fake GKE and
-Compute Engine APIs: disruption budgets respected (429 waits, never force), annotations honoured, timeouts
-uncordon, and only the drained node is removed."""
+Compute Engine APIs: disruption budgets respected (429 waits, never force), evicted pods waited for until they
+have shut down, annotations and misconfigured budgets honoured, timeouts uncordon, and only the drained node is
+removed."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
@@ -14,7 +17,7 @@ from actuators.gke_node_pool import GkeNodePoolActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from config.cloud import NodePoolMapping
 from kube import KubernetesApi
-from models import ActionStatus
+from models import ActionStatus, PermanentActuatorError, TransientActuatorError
 from models.clock import SimulatedClock
 from tests.fakes import kube_objects as objs
 from tests.fakes.fixtures import google_clients
@@ -46,6 +49,7 @@ def cluster(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeA
         kube_api.put("pods", objs.pod(f"web-{name}", name, labels={"app": "web"}, owner_kind="ReplicaSet"))
     clients = google_clients(gke_api.url)
     clock = SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC))
+    kube_api.clock = clock.now  # evicted pods finish terminating as the test's clock passes their grace period
     actuator = GkeNodePoolActuator(
         clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="a", node_pool="a100")], clock
     )
@@ -73,7 +77,11 @@ def test_pdb_refusal_waits_and_only_the_drained_node_is_removed(cluster: Cluster
 
     cluster.kube.put("pods", objs.pod("web-replacement", cluster.nodes[0], labels={"app": "web"}))  # 4 healthy
     cluster.clock.advance(timedelta(minutes=1))
-    done = cluster.drainer.drain("a", node, "drain-1")  # the same key continues the drain
+    evicted = cluster.drainer.drain("a", node, "drain-1")  # the same key continues the drain
+    assert evicted.status is ActionStatus.STARTED  # the pod shuts down within its grace period (30 s by default)
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
+    cluster.clock.advance(timedelta(seconds=30))
+    done = cluster.drainer.drain("a", node, "drain-1")
     assert done.status is ActionStatus.DONE
     assert cluster.kube.get("pods", f"web-{node}", "default") is None
     assert cluster.kube.get("pods", f"logs-{node}", "kube-system") is not None  # DaemonSet pods stay
@@ -158,3 +166,126 @@ def test_pool_nodes_put_idle_nodes_first_then_the_busy_ones_cheapest_to_lose_fir
     assert cluster.drainer.pool_nodes("a") == order
     assert cluster.drainer.idle_nodes("a", timedelta(0)) == order[:2]
     assert cluster.drainer.idle_nodes("a", timedelta(minutes=1)) == order[:1]
+
+
+def _pod(name: str, node: str, grace: int | None = None, **options: Any) -> dict[str, Any]:
+    pod = objs.pod(name, node, **options)
+    if grace is not None:
+        pod["spec"]["terminationGracePeriodSeconds"] = grace
+    return pod
+
+
+def _evictions(c: Cluster, pod: str) -> int:
+    return sum(1 for r in c.kube.requests if (r.verb, r.subresource, r.name) == ("create", "eviction", pod))
+
+
+def test_a_node_is_removed_only_once_its_evicted_pods_have_shut_down(cluster: Cluster) -> None:
+    node = cluster.nodes[1]
+    cluster.kube.put("pods", _pod("train", node, grace=120, accelerators=8, owner_kind="Job"))  # checkpoints
+
+    first = cluster.drainer.drain("a", node, "d")
+    assert first.status is ActionStatus.STARTED
+    assert "('default', 'train')" in first.detail and "to finish terminating" in first.detail
+    terminating = cluster.kube.get("pods", "train", "default")
+    assert terminating is not None  # SIGTERM sent: the pod saves its work while the node stays
+    assert terminating["metadata"]["deletionGracePeriodSeconds"] == 120
+    assert cluster.kube.get("pods", f"web-{node}", "default") is not None  # 30 s by default
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
+
+    cluster.clock.advance(timedelta(seconds=60))
+    waiting = cluster.drainer.drain("a", node, "d")
+    assert waiting.status is ActionStatus.STARTED
+    assert cluster.kube.get("pods", f"web-{node}", "default") is None
+    assert (_evictions(cluster, "train"), _evictions(cluster, f"web-{node}")) == (1, 1)  # waited for, not re-evicted
+    assert cluster.gke.calls("POST", "deleteInstances") == 0 and _cordoned(cluster, node)
+
+    cluster.clock.advance(timedelta(seconds=60))
+    done = cluster.drainer.drain("a", node, "d")
+    assert done.status is ActionStatus.DONE
+    assert done.detail.startswith(f"node {node} drained")
+    assert cluster.gke.calls("POST", "deleteInstances") == 1
+    assert cluster.kube.calls("delete", "pods") == 0
+
+
+def test_a_pod_already_terminating_is_waited_for_and_never_evicted(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    leaving = _pod("leaving", node, grace=300, annotations={"karpenter.sh/do-not-disrupt": "true"})
+    leaving["metadata"].update(deletionTimestamp="2024-05-01T00:05:00Z", deletionGracePeriodSeconds=300)
+    cluster.kube.put("pods", leaving)  # deleted by someone else before the drain: going anyway, so no blocker
+
+    result = cluster.drainer.drain("a", node, "d")
+    assert result.status is ActionStatus.STARTED
+    assert _evictions(cluster, "leaving") == 0
+    cluster.clock.advance(timedelta(minutes=5))
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.DONE
+    assert _evictions(cluster, "leaving") == 0
+
+
+def test_pods_a_lost_kubelet_never_finishes_do_not_hold_the_node_past_the_timeout(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    node = cluster.nodes[2]
+    cluster.kube.stop_kubelet(node)
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
+    cluster.clock.advance(timedelta(minutes=14))
+    still = cluster.drainer.drain("a", node, "d")
+    assert still.status is ActionStatus.STARTED and "to finish terminating" in still.detail
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
+
+    caplog.set_level(logging.WARNING, logger="actuators.kubernetes_drain")
+    cluster.clock.advance(timedelta(minutes=1))
+    removed = cluster.drainer.drain("a", node, "d")
+    assert removed.status is ActionStatus.DONE
+    assert f"[('default', 'web-{node}')] still terminating after 0:15:00" in removed.detail
+    assert cluster.gke.calls("POST", "deleteInstances") == 1
+    assert cluster.kube.get("pods", f"web-{node}", "default") is not None  # never deleted by force
+    assert any("still terminating" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+def test_a_pod_within_its_grace_period_is_waited_for_past_the_timeout(cluster: Cluster) -> None:
+    node = cluster.nodes[2]
+    cluster.kube.put("pods", _pod("train", node, grace=20 * 60, accelerators=8))  # a long checkpoint
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
+    cluster.clock.advance(timedelta(minutes=15))
+    past_timeout = cluster.drainer.drain("a", node, "d")
+    assert past_timeout.status is ActionStatus.STARTED  # neither cut off nor uncordoned
+    assert _cordoned(cluster, node) and cluster.gke.calls("POST", "deleteInstances") == 0
+    cluster.clock.advance(timedelta(minutes=5))
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.DONE
+
+
+def test_a_pod_under_two_disruption_budgets_rejects_the_drain(cluster: Cluster) -> None:
+    node = cluster.nodes[1]
+    cluster.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, max_unavailable=1), group="policy")
+    cluster.kube.put("poddisruptionbudgets", objs.pdb("web-too", {"app": "web"}, max_unavailable=1), group="policy")
+    result = cluster.drainer.drain("a", node, "d")
+    assert result.status is ActionStatus.REJECTED
+    assert f"('default', 'web-{node}')" in result.detail and "more than one PodDisruptionBudget" in result.detail
+    assert not _cordoned(cluster, node)
+    assert cluster.kube.get("pods", f"web-{node}", "default") is not None
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
+    assert cluster.drainer.drain("a", node, "d") == result  # settled: not retried every tick
+    assert _evictions(cluster, f"web-{node}") == 1
+
+
+def test_an_eviction_that_keeps_failing_gives_up_at_the_timeout(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    cluster.kube.fail_next(100, 503, verb="create", resource="pods")  # every eviction fails
+    with pytest.raises(TransientActuatorError):
+        cluster.drainer.drain("a", node, "d")
+    assert _cordoned(cluster, node)  # retried on the next tick with the same key
+    cluster.clock.advance(timedelta(minutes=15))
+    gave_up = cluster.drainer.drain("a", node, "d")
+    assert gave_up.status is ActionStatus.FAILED
+    assert f"evicting ('default', 'web-{node}') still fails after 0:15:00" in gave_up.detail
+    assert not _cordoned(cluster, node)
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
+
+
+def test_an_eviction_refused_for_good_uncordons_the_node(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    cluster.kube.fail_next(1, 403, verb="create", resource="pods")  # RBAC refuses the eviction
+    with pytest.raises(PermanentActuatorError):
+        cluster.drainer.drain("a", node, "d")
+    assert not _cordoned(cluster, node)
+    assert cluster.drainer.draining_nodes("a") == {}

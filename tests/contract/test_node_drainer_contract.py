@@ -15,7 +15,7 @@ from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.simulated import SimulatedCluster
 from config.cloud import NodePoolMapping
 from kube import KubernetesApi
-from models import AcceleratorFamily, ActionStatus, CapacityTier, PoolKind, PoolSpec
+from models import AcceleratorFamily, ActionResult, ActionStatus, CapacityTier, PoolKind, PoolSpec
 from models.clock import SimulatedClock
 from tests.fakes import kube_objects as objs
 from tests.fakes.fixtures import google_clients
@@ -57,7 +57,7 @@ class RealDrainHarness(DrainHarness):
     def __init__(self) -> None:
         self.clock = SimulatedClock(START)
         self.gke = FakeGkeApi().start()
-        self.kube = FakeKubeApi().start()
+        self.kube = FakeKubeApi(clock=self.clock.now).start()  # evicted pods shut down as the clock advances
         self.gke.add_pool("a100", nodes=3)
         names = [i.name for m in self.gke.pools["a100"].migs for i in m.instances]
         for name in names:
@@ -100,6 +100,18 @@ def harness(request: pytest.FixtureRequest) -> Iterator[DrainHarness]:
         built.close()
 
 
+def _drain_to_the_end(h: DrainHarness, node: str, key: str) -> ActionResult:
+    """Continue the drain with the same key, a minute apart, while it reports itself started (its evicted pods
+    shutting down) and the clock is still within its timeout."""
+    result = h.drainer.drain(POOL, node, key)
+    for _ in range(15):
+        if result.status is not ActionStatus.STARTED:
+            break
+        h.clock.advance(timedelta(minutes=1))
+        result = h.drainer.drain(POOL, node, key)
+    return result
+
+
 def _target(h: DrainHarness) -> tuple[int, int]:
     (state,) = h.actuator.list_pools()
     return state.ready_units, state.target_units
@@ -137,7 +149,7 @@ def test_pool_nodes_list_idle_nodes_first_and_a_busy_one_drains_too(harness: Dra
     nodes = harness.drainer.pool_nodes(POOL)
     assert len(idle) == 2 and list(nodes[:2]) == list(idle) and len(nodes) == 3
     busy = nodes[2]
-    result = harness.drainer.drain(POOL, busy, "forced-1")
+    result = _drain_to_the_end(harness, busy, "forced-1")  # its pod is evicted and shuts down first
     assert (result.status, result.key) == (ActionStatus.DONE, "forced-1")
     assert _target(harness)[1] == 2
     harness.observe()

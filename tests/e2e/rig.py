@@ -80,6 +80,9 @@ class Rig:
     mirror: NodeMirror
     workdir: Path  # the test's own directory: the ledger file lives here, never in the working directory
 
+    def __post_init__(self) -> None:
+        self.kube.clock = self.clock.now  # evicted pods finish terminating as the scenario's time passes
+
     def add_pools(self, spot_nodes: int = 0, on_demand_nodes: int = 0) -> None:
         self.gke.add_pool(NODE_POOLS[SPOT], nodes=spot_nodes, zones=(ZONES[SPOT],))
         self.gke.add_pool(NODE_POOLS[ON_DEMAND], nodes=on_demand_nodes, zones=(ZONES[ON_DEMAND],))

@@ -44,7 +44,9 @@ def _scenario(rig: Rig, kube: k8s.ApiClient, mode: str) -> tuple[str, str]:
     rig.add_pools(on_demand_nodes=3)
     busy, waits, idle = rig.mirror.nodes(ON_DEMAND)
     rig.kube.put("pods", objs.pod("train", busy, namespace=CLASS, accelerators=8))
-    rig.kube.put("pods", objs.pod("web", waits, labels={"app": "web"}, owner_kind="ReplicaSet"))
+    web = objs.pod("web", waits, labels={"app": "web"}, owner_kind="ReplicaSet")
+    web["spec"]["terminationGracePeriodSeconds"] = 0  # stops at once: evicted, it is gone on the same tick
+    rig.kube.put("pods", web)
     rig.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, min_available=1), group="policy")
     rig.prometheus.set_demand(CLASS, 24)
     document = rig.config_document(election=True, mode=mode)

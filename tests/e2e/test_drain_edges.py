@@ -81,6 +81,9 @@ def test_a_drain_started_before_a_restart_is_taken_over_and_finished_once(rig: R
     assert [(r.key, r.status) for r in resumed.results] == [(waiting.key, ActionStatus.STARTED)]
     rig.kube.delete("poddisruptionbudgets", "web", "default", group="policy")
     rig.clock.advance(MINUTE)
+    (evicted,) = restarted.run_once(rig.clock.now()).results
+    assert (evicted.key, evicted.status) == (waiting.key, ActionStatus.STARTED)  # its pod shuts down first
+    rig.clock.advance(MINUTE)
     (done,) = restarted.run_once(rig.clock.now()).results
     assert (done.key, done.status) == (waiting.key, ActionStatus.DONE)
     rig.clock.advance(MINUTE)

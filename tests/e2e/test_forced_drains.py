@@ -87,10 +87,18 @@ def test_a_forced_release_drains_the_least_loaded_busy_node_through_evictions(
 
     caplog.set_level(logging.INFO, logger="agent.drains")
     release = _release(rig, 3, 2)
-    done = _run(agent, rig, release)
-    assert [(r.key, r.status) for r in done.results] == [(drain_key(release.key, light), ActionStatus.DONE)]
-    assert _evicted(rig) == [f"train-{light}-0"]
+    key = drain_key(release.key, light)
+    evicting = _run(agent, rig, release)
+    assert [(r.key, r.status) for r in evicting.results] == [(key, ActionStatus.STARTED)]
     assert RequestRecord("create", "", "pods", "eviction", CLASS, f"train-{light}-0") in rig.kube.requests
+    shutting_down = rig.kube.get("pods", f"train-{light}-0", CLASS)  # SIGTERM: it may save its work first
+    assert shutting_down is not None and shutting_down["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert _deleting(rig) == []  # the node stays until its pod has stopped
+    rig.clock.advance(MINUTE)  # past the pod's grace period: its kubelet has finished it
+    _observe(agent, rig)
+    done = _run(agent, rig)
+    assert [(r.key, r.status) for r in done.results] == [(key, ActionStatus.DONE)]
+    assert _evicted(rig) == [f"train-{light}-0"]  # waited for, not evicted again
     assert rig.kube.get("pods", f"train-{light}-0", CLASS) is None
     assert rig.kube.calls("delete", "pods") == 0  # evicted, never deleted by force
     assert _deleting(rig) == [light]
@@ -120,8 +128,14 @@ def test_a_forced_drain_blocked_by_a_disruption_budget_goes_on_every_tick(rig: R
     rig.kube.put("pods", objs.pod("train-spare", nodes[1], namespace=CLASS, labels=TRAIN))  # 4 healthy
     rig.clock.advance(MINUTE)
     _observe(agent, rig)
+    evicted = _run(agent, rig)
+    assert [(r.key, r.status) for r in evicted.results] == [(key, ActionStatus.STARTED)]  # its pod shuts down
+    assert _deleting(rig) == []
+    rig.clock.advance(MINUTE)
+    _observe(agent, rig)
     done = _run(agent, rig)
     assert [(r.key, r.status) for r in done.results] == [(key, ActionStatus.DONE)]
+    assert _evicted(rig) == [f"train-{nodes[0]}-0"] * 4
     assert _deleting(rig) == [nodes[0]]
     assert agent.drains is not None and agent.drains.pending == ()
 
@@ -154,7 +168,11 @@ def test_only_a_forced_release_drains_a_named_node_that_is_busy(rig: Rig, kube_c
     assert rig.kube.calls("patch", "nodes") == 0
 
     forced = _release(rig, 3, 2)
-    done = _run(agent, rig, forced, named=(busy,))
+    evicting = _run(agent, rig, forced, named=(busy,))
+    assert [(r.key, r.status) for r in evicting.results] == [(drain_key(forced.key, busy), ActionStatus.STARTED)]
+    rig.clock.advance(MINUTE)  # its pod has shut down
+    _observe(agent, rig)
+    done = _run(agent, rig)
     assert [(r.key, r.status) for r in done.results] == [(drain_key(forced.key, busy), ActionStatus.DONE)]
     assert _evicted(rig) == [f"train-{busy}-0"]
     assert _deleting(rig) == [busy]
@@ -180,6 +198,11 @@ def test_a_budget_hard_stop_drains_busy_nodes_through_the_whole_loop(rig: Rig, k
     [release] = report.plan.resizes
     assert (release.from_units, release.to_units, release.forced) == (3, 1, True)
     assert sorted(r.key.removeprefix(drain_key(release.key, "")) for r in report.results) == nodes[:2]
-    assert all(r.status is ActionStatus.DONE for r in report.results)
+    assert all(r.status is ActionStatus.STARTED for r in report.results)  # their pods shut down first
     assert sorted(_evicted(rig)) == [f"train-{n}" for n in nodes[:2]]
+    assert _deleting(rig) == []
+    rig.clock.advance(MINUTE)
+    finished = agent.run_once(rig.clock.now())
+    statuses = {r.key: r.status for r in finished.results}
+    assert [statuses.get(r.key) for r in report.results] == [ActionStatus.DONE] * 2
     assert sorted(_deleting(rig)) == nodes[:2]

@@ -155,8 +155,15 @@ def test_a_scale_down_drains_exactly_the_idle_node_through_a_disruption_budget(
     assert still.plan.resizes == ()
     assert [(r.key, r.status) for r in still.results] == [(waiting.key, ActionStatus.STARTED)]
 
-    # a replacement web pod comes up elsewhere: the budget allows the eviction, the node is removed
+    # a replacement web pod comes up elsewhere: the budget allows the eviction; the pod shuts down (Terminating)
     rig.kube.put("pods", objs.pod("web-replacement", busy_b, labels={"app": "web"}, owner_kind="ReplicaSet"))
+    rig.clock.advance(MINUTE)
+    evicted = agent.run_once(rig.clock.now())
+    assert [(r.key, r.status) for r in evicted.results] == [(waiting.key, ActionStatus.STARTED)]
+    assert "to finish terminating" in evicted.results[0].detail
+    assert rig.gke.calls("POST", "deleteInstances") == 0
+
+    # once it has stopped (within its grace period) the node is removed
     rig.clock.advance(MINUTE)
     done = agent.run_once(rig.clock.now())
     assert [(r.key, r.status) for r in done.results] == [(waiting.key, ActionStatus.DONE)]

@@ -1,15 +1,23 @@
 """FakeKubeApi: a small in-process HTTP server that speaks the Kubernetes REST protocol for what the agent uses.
 
 The real ``kubernetes`` client is pointed at it (``Configuration.host = fake.url``). It serves nodes, pods (with
-the Eviction subresource refusing with 429 when a PodDisruptionBudget would be violated), PodDisruptionBudgets,
-Leases (409 Conflict on a stale resourceVersion), ConfigMaps and Events. Every request is logged as an RBAC
-tuple (verb, API group, resource, subresource, namespace, name), and faults can be injected: the next N matching
-calls fail with a chosen status, or the server stops accepting connections and later restarts on the same port.
+the Eviction subresource refusing with 429 when a PodDisruptionBudget would be violated, and with 500 when more
+than one selects the pod), PodDisruptionBudgets, Leases (409 Conflict on a stale resourceVersion), ConfigMaps and
+Events. Every request is logged as an RBAC tuple (verb, API group, resource, subresource, namespace, name), and
+faults can be injected: the next N matching calls fail with a chosen status, or the server stops accepting
+connections and later restarts on the same port.
+
+An accepted eviction deletes the pod gracefully, as the API server does: a pod on a node gets
+``metadata.deletionTimestamp`` (the eviction's time plus its grace period, ``spec.terminationGracePeriodSeconds``,
+30 when unset) and ``deletionGracePeriodSeconds``, and stays listed (Terminating) until its kubelet finishes it.
+The fake's kubelets finish a terminating pod when ``clock()`` reaches its ``deletionTimestamp`` (``clock`` is wall
+time unless a test hands the fake its own, e.g. a ``SimulatedClock``'s ``now``); a grace period of 0, a pod on
+no node and a finished pod are deleted at once. ``finish_terminating`` ends terminations now, and
+``stop_kubelet(node)`` stands for a node whose kubelet is gone: its pods stay Terminating.
 
 Simplifications, on purpose: strategic-merge patches are applied as JSON merge patches (lists are replaced),
-an evicted pod is deleted at once (no grace period), a PDB counts running, non-deleted pods as healthy, and its
-expected pod count is ``status.expectedPods`` when a test sets it (the owning controller's scale), else the number
-of matching pods.
+a PDB counts running, non-deleted pods as healthy (no readiness), and its expected pod count is
+``status.expectedPods`` when a test sets it (the owning controller's scale), else the number of matching pods.
 """
 
 from __future__ import annotations
@@ -20,7 +28,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -35,6 +43,8 @@ from tests.fakes.kube_events import (
 )
 
 Obj = dict[str, Any]
+DEFAULT_TERMINATION_GRACE_SECONDS = 30  # the API server's default for spec.terminationGracePeriodSeconds
+MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 
 # (api group, resource) -> (kind, apiVersion, namespaced)
 RESOURCES: dict[tuple[str, str], tuple[str, str, bool]] = {
@@ -77,16 +87,14 @@ class ApiError(Exception):
         self.code, self.reason, self.message, self.details = code, reason, message, details or {}
 
     def status(self) -> Obj:
-        return {
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Failure",
-            "message": self.message,
-            "reason": self.reason,
-            "details": self.details,
-            "code": self.code,
-        }
+        status: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+        status["message"] = self.message
+        if self.reason:  # omitted when empty, like the API server's Status
+            status["reason"] = self.reason
+        if self.details:
+            status["details"] = self.details
+        status["code"] = self.code
+        return status
 
 
 class FakeKubeApi(LocalJsonServer):
@@ -94,12 +102,16 @@ class FakeKubeApi(LocalJsonServer):
 
     name = "fake-kube"
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, clock: Callable[[], datetime] | None = None) -> None:
         super().__init__(port)
         self._objects: dict[tuple[str, str, str, str], Obj] = {}  # (group, resource, namespace, name)
         self._version = 0
         self._faults: list[_Fault] = []
+        self._kubelets_down: set[str] = set()
         self.requests: list[RequestRecord] = []
+        # The cluster's time: when evictions are stamped and terminating pods finish. Wall time unless a test
+        # sets its own (``kube_api.clock = simulated_clock.now``).
+        self.clock: Callable[[], datetime] = clock or (lambda: datetime.now(UTC))
 
     def start(self) -> FakeKubeApi:
         super().start()
@@ -127,6 +139,36 @@ class FakeKubeApi(LocalJsonServer):
                 and (subresource is None or r.subresource == subresource)
             )
 
+    # -- the kubelets: how terminating pods end ---------------------------------------------------------------
+    def finish_terminating(self, namespace: str | None = None, name: str | None = None) -> list[str]:
+        """The kubelets finish terminating pods now (those matching ``namespace``/``name``; all when None), even
+        on a node whose kubelet is stopped; answers the names of the pods removed."""
+        with self._lock:
+            done = [
+                key
+                for key, pod in self._objects.items()
+                if key[:2] == ("", "pods")
+                and pod["metadata"].get("deletionTimestamp")
+                and namespace in (None, key[2])
+                and name in (None, key[3])
+            ]
+            for key in done:
+                del self._objects[key]
+            return [key[3] for key in done]
+
+    def stop_kubelet(self, node: str) -> None:
+        """The node's kubelet is gone: its terminating pods are never finished (until ``finish_terminating``)."""
+        with self._lock:
+            self._kubelets_down.add(node)
+
+    def _reap(self) -> None:
+        """Remove the terminating pods whose kubelet has finished them: it is up and their time has come."""
+        now = self.clock()
+        for key, pod in list(self._objects.items()):
+            stamp = pod["metadata"].get("deletionTimestamp") if key[:2] == ("", "pods") else None
+            if stamp and (pod.get("spec") or {}).get("nodeName") not in self._kubelets_down and now >= _time(stamp):
+                del self._objects[key]
+
     # -- direct object access for tests ----------------------------------------------------------------------
     def put(self, resource: str, obj: Obj, group: str = "") -> Obj:
         """Create or overwrite an object as the cluster would hold it (no request is logged)."""
@@ -143,11 +185,13 @@ class FakeKubeApi(LocalJsonServer):
 
     def get(self, resource: str, name: str, namespace: str = "", group: str = "") -> Obj | None:
         with self._lock:
+            self._reap()
             found = self._objects.get((group, resource, namespace, name))
             return copy.deepcopy(found) if found is not None else None
 
     def list(self, resource: str, group: str = "", namespace: str | None = None) -> list[Obj]:
         with self._lock:
+            self._reap()
             return [
                 copy.deepcopy(o)
                 for (g, r, ns, _), o in sorted(self._objects.items())
@@ -183,6 +227,7 @@ class FakeKubeApi(LocalJsonServer):
                 )
                 return fault.status, error.status()
             try:
+                self._reap()
                 if (group, resource) not in RESOURCES:
                     raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})")
                 payload = json.loads(body) if body else None
@@ -279,17 +324,25 @@ class FakeKubeApi(LocalJsonServer):
         meta["resourceVersion"] = str(self._version)
         if new:
             meta.setdefault("uid", str(uuid.uuid4()))
-            meta.setdefault("creationTimestamp", datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+            meta.setdefault("creationTimestamp", _stamp_time(datetime.now(UTC)))
 
     # -- the Eviction subresource -----------------------------------------------------------------------------
     def _evict(self, namespace: str, name: str) -> tuple[int, Obj]:
-        pod = self._objects.get(("", "pods", namespace, name))
+        """The Eviction subresource: a pod that is finished, Pending or already terminating is deleted without
+        looking at budgets; otherwise more than one covering PDB is a 500, a PDB that allows no disruption a 429,
+        and an allowed eviction deletes the pod gracefully."""
+        key = ("", "pods", namespace, name)
+        pod = self._objects.get(key)
         if pod is None:
             raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
-        if _is_healthy(pod):
-            for pdb in self._pdbs_covering(pod):
+        phase = (pod.get("status") or {}).get("phase")
+        if phase not in ("Succeeded", "Failed", "Pending") and not pod["metadata"].get("deletionTimestamp"):
+            pdbs = list(self._pdbs_covering(pod))
+            if len(pdbs) > 1:
+                raise ApiError(500, "", MULTIPLE_PDBS)
+            for pdb in pdbs:
                 allowed, healthy, desired = self._disruptions_allowed(pdb)
-                if allowed < 1:
+                if allowed < 1 and not (not _is_healthy(pod) and 0 < desired <= healthy):
                     pdb_name = pdb["metadata"]["name"]
                     raise ApiError(
                         429,
@@ -305,15 +358,36 @@ class FakeKubeApi(LocalJsonServer):
                             ]
                         },
                     )
-        del self._objects[("", "pods", namespace, name)]
+        self._delete_gracefully(key, pod)
         return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _delete_gracefully(self, key: tuple[str, str, str, str], pod: Obj) -> None:
+        """A DELETE of the pod without options: its own grace period, 0 for a pod on no node or a finished one;
+        0 deletes at once, else the pod is marked and left to its kubelet; a pod already terminating is left as
+        it is."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        grace = spec.get("terminationGracePeriodSeconds")
+        grace = DEFAULT_TERMINATION_GRACE_SECONDS if grace is None else max(int(grace), 0)
+        if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            grace = 0
+        if grace == 0:
+            del self._objects[key]
+            return
+        meta["deletionTimestamp"] = _stamp_time(self.clock() + timedelta(seconds=grace), round_up=True)
+        meta["deletionGracePeriodSeconds"] = grace
+        self._stamp(meta, new=False)
 
     def _pdbs_covering(self, pod: Obj) -> Iterator[Obj]:
         labels = pod["metadata"].get("labels") or {}
         for (g, r, ns, _), pdb in self._objects.items():
             if (g, r, ns) == ("policy", "poddisruptionbudgets", pod["metadata"]["namespace"]):
                 selector = (pdb.get("spec") or {}).get("selector") or {}
-                if selector_object_matches(selector, labels):
+                # an empty selector matches no pod here (the eviction subresource's own rule)
+                if (selector.get("matchLabels") or selector.get("matchExpressions")) and selector_object_matches(
+                    selector, labels
+                ):
                     yield pdb
 
     def _disruptions_allowed(self, pdb: Obj) -> tuple[int, int, int]:
@@ -341,6 +415,17 @@ def _scaled(value: int | str, total: int, round_up: bool) -> int:
         exact = int(value[:-1]) * total / 100
         return int(-(-exact // 1)) if round_up else int(exact)
     return int(value)
+
+
+def _stamp_time(moment: datetime, round_up: bool = False) -> str:
+    """RFC 3339 to the second, as the API server writes timestamps; ``round_up`` never moves a deadline earlier."""
+    if round_up and moment.microsecond:
+        moment += timedelta(seconds=1)
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _is_healthy(pod: Obj) -> bool:
@@ -418,7 +503,8 @@ def _apply_patch(current: Obj, patch: Any, content_type: str) -> Obj:
         "application/merge-patch+json",
         "application/strategic-merge-patch+json",
     ):
-        return _merge(copy.deepcopy(current), patch)
+        merged: Obj = _merge(copy.deepcopy(current), patch)
+        return merged
     raise ApiError(415, "UnsupportedMediaType", f"the body of the request was in an unknown format: {content_type}")
 
 

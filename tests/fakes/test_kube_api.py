@@ -1,13 +1,26 @@
-"""FakeKubeApi driven by the real kubernetes client: selectors, patches, evictions with PDBs, leases, faults."""
+"""FakeKubeApi driven by the real kubernetes client: selectors, patches, evictions with PDBs and graceful
+termination, leases, faults."""
 
 from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
+from models.clock import SimulatedClock
 from tests.fakes import kube_objects as objs
-from tests.fakes.kube_api import FakeKubeApi, RequestRecord, label_selector_matches
+from tests.fakes.kube_api import MULTIPLE_PDBS, FakeKubeApi, RequestRecord, label_selector_matches
+
+
+def _meta(kube_api: FakeKubeApi, pod: str) -> dict[str, Any]:
+    found = kube_api.get("pods", pod, "default")
+    assert found is not None
+    meta: dict[str, Any] = found["metadata"]
+    return meta
 
 
 @pytest.fixture
@@ -70,7 +83,7 @@ def test_eviction_respects_min_available(kube_api: FakeKubeApi, core: k8s.CoreV1
     eviction = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="web-0", namespace="default"))
 
     core.create_namespaced_pod_eviction("web-0", "default", eviction)
-    assert kube_api.get("pods", "web-0", "default") is None
+    assert _meta(kube_api, "web-0").get("deletionTimestamp")  # terminating: still listed for its grace period
     with pytest.raises(ApiException) as refused:
         core.create_namespaced_pod_eviction("web-1", "default", eviction)
     assert refused.value.status == 429
@@ -99,10 +112,74 @@ def test_eviction_respects_max_unavailable_against_the_controller_scale(
 
 def test_unhealthy_pods_can_always_be_evicted(kube_api: FakeKubeApi, core: k8s.CoreV1Api) -> None:
     kube_api.put("pods", objs.pod("job-0", "n0", labels={"app": "job"}, phase="Pending"))
-    kube_api.put("poddisruptionbudgets", objs.pdb("job", {"app": "job"}, min_available=1), group="policy")
-    body = k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="job-0", namespace="default"))
-    core.create_namespaced_pod_eviction("job-0", "default", body)
-    assert kube_api.get("pods", "job-0", "default") is None
+    kube_api.put("pods", objs.pod("job-1", None, labels={"app": "job"}, phase="Pending"))  # on no node
+    kube_api.put("poddisruptionbudgets", objs.pdb("job", {"app": "job"}, min_available=2), group="policy")
+    kube_api.put("poddisruptionbudgets", objs.pdb("job-too", {"app": "job"}, min_available=2), group="policy")
+    for name in ("job-0", "job-1"):  # budgets are not looked at, not even two of them
+        core.create_namespaced_pod_eviction(name, "default", k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=name)))
+    assert _meta(kube_api, "job-0")["deletionGracePeriodSeconds"] == 30
+    assert kube_api.get("pods", "job-1", "default") is None  # never scheduled: deleted at once
+
+
+def test_an_evicted_pod_terminates_for_its_grace_period(kube_api: FakeKubeApi, core: k8s.CoreV1Api) -> None:
+    clock = SimulatedClock(datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
+    kube_api.clock = clock.now
+    for name, grace in (("default-grace", None), ("quick", 0), ("checkpoint", 120), ("finished", 60)):
+        pod = objs.pod(name, "n0", phase="Succeeded" if name == "finished" else "Running")
+        if grace is not None:
+            pod["spec"]["terminationGracePeriodSeconds"] = grace
+        kube_api.put("pods", pod)
+        core.create_namespaced_pod_eviction(name, "default", k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=name)))
+    listed = {p.metadata.name: p for p in core.list_namespaced_pod("default").items}
+    assert sorted(listed) == ["checkpoint", "default-grace"]  # grace 0 and a finished pod: deleted at once
+    assert listed["default-grace"].metadata.deletion_grace_period_seconds == 30
+    assert listed["default-grace"].metadata.deletion_timestamp == clock.now() + timedelta(seconds=30)
+    assert listed["checkpoint"].metadata.deletion_timestamp == clock.now() + timedelta(seconds=120)
+
+    version = listed["checkpoint"].metadata.resource_version
+    core.create_namespaced_pod_eviction("checkpoint", "default", k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="x")))
+    assert core.read_namespaced_pod("checkpoint", "default").metadata.resource_version == version  # already going
+
+    clock.advance(timedelta(seconds=30))
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["checkpoint"]
+    clock.advance(timedelta(seconds=90))
+    assert core.list_namespaced_pod("default").items == []
+    assert kube_api.calls("delete", "pods") == 0
+
+
+def test_a_lost_kubelet_never_finishes_its_pods(kube_api: FakeKubeApi, core: k8s.CoreV1Api) -> None:
+    clock = SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC))
+    kube_api.clock = clock.now
+    kube_api.put("pods", objs.pod("stuck", "lost"))
+    kube_api.put("pods", objs.pod("fine", "n0"))
+    kube_api.stop_kubelet("lost")
+    for name in ("stuck", "fine"):
+        core.create_namespaced_pod_eviction(name, "default", k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name=name)))
+    clock.advance(timedelta(hours=1))
+    assert [p.metadata.name for p in core.list_namespaced_pod("default").items] == ["stuck"]
+    assert kube_api.finish_terminating("default", "stuck") == ["stuck"]
+    assert kube_api.get("pods", "stuck", "default") is None
+
+
+def test_a_pod_under_two_budgets_cannot_be_evicted(kube_api: FakeKubeApi, core: k8s.CoreV1Api) -> None:
+    kube_api.put("pods", objs.pod("web-0", "n0", labels={"app": "web", "tier": "front"}))
+    kube_api.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, max_unavailable=1), group="policy")
+    kube_api.put("poddisruptionbudgets", objs.pdb("front", {"tier": "front"}, max_unavailable=1), group="policy")
+    kube_api.put("poddisruptionbudgets", {"metadata": {"name": "empty", "namespace": "default"}, "spec": {}}, "policy")
+    with pytest.raises(ApiException) as refused:
+        core.create_namespaced_pod_eviction("web-0", "default", k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="w")))
+    assert refused.value.status == 500
+    assert json.loads(refused.value.body) == {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": MULTIPLE_PDBS,
+        "code": 500,
+    }
+    assert _meta(kube_api, "web-0").get("deletionTimestamp") is None
+    kube_api.delete("poddisruptionbudgets", "front", "default", group="policy")  # the empty one selects nothing
+    core.create_namespaced_pod_eviction("web-0", "default", k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="w")))
 
 
 def test_lease_conflict_on_stale_resource_version(kube_client: k8s.ApiClient) -> None:
