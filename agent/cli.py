@@ -1,6 +1,7 @@
 """The ``leadtime`` command line. Each subcommand lives in ``agent.commands.<name>``.
 
-Options that apply to every subcommand (``--log-level``, ``--log-format``) are accepted before or after it.
+Options that apply to every subcommand (``--log-level``, ``--log-format``) are accepted before or after it, and
+after a nested one (``config schema``, ``ledger budgets``) too.
 
 Exit codes: 0 success, 1 unexpected failure, 2 bad input (configuration, trace, arguments, or a command that
 needs the ``daemon`` extra where it is not installed: ``agent.extras``) with a message a person can act on, never a
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections.abc import Sequence
 from importlib import import_module
+from typing import Any
 
 from agent.extras import missing_extra
 from agent.log_format import LOG_FORMATS, configure_logging
@@ -52,9 +55,18 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         import_module(f"agent.commands.{name}").register(sub)
+    _add_common_options_below(sub)
+    return parser
+
+
+def _add_common_options_below(sub: argparse._SubParsersAction[Any]) -> None:
+    """Every subcommand, and every subcommand of those (``config schema``, ``ledger budgets``), takes them."""
     for subparser in sub.choices.values():
         _add_common_options(subparser)
-    return parser
+        for action in subparser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                action.metavar = action.metavar or "{" + ",".join(action.choices) + "}"  # not its dest in errors
+                _add_common_options_below(action)
 
 
 def _add_common_options(parser: argparse.ArgumentParser) -> None:
@@ -77,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     configure_logging(args.log_level, args.log_format)
     install_log_redaction()
     sys.excepthook = redacting_excepthook  # an unexpected failure (exit 1) prints its traceback redacted too
+    warnings.formatwarning = _warning_line
     try:
         code: int = args.handler(args)
     except ConfigError as exc:
@@ -97,6 +110,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"leadtime: {message}", file=sys.stderr)
         return EXIT_BAD_INPUT
     return code
+
+
+def _warning_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> str:
+    """A warning for the person at the terminal (a deprecated configuration value), in one line: not the file and
+    source line of the library that raised it."""
+    return f"leadtime: warning: {redact(str(message))}\n"
 
 
 if __name__ == "__main__":

@@ -14,9 +14,10 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.durations import format_duration, parse_duration
+from config.fields import NumbersOnly
 from models import ConfigProblem, PoolKind
 
 if TYPE_CHECKING:
@@ -28,7 +29,7 @@ _Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerialize
 EKS_NODEGROUP_LABEL = "eks.amazonaws.com/nodegroup"  # set by EKS on every node of a managed node group
 
 
-class _Section(BaseModel):
+class _Section(NumbersOnly):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 

@@ -13,9 +13,10 @@ from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.durations import format_duration, parse_duration
+from config.fields import NumbersOnly
 from models import ConfigProblem, PoolKind
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")  # a Compute Engine zone (us-ce
 _Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
 
 
-class _Section(BaseModel):
+class _Section(NumbersOnly):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

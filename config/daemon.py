@@ -10,16 +10,17 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Literal, Self
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from config.durations import format_duration, parse_duration
+from config.fields import NumbersOnly
 
 # The same duration type as in ``config.schema``; defined here so this module does not import the schema that
 # imports it.
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
 
 
-class Section(BaseModel):
+class Section(NumbersOnly):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from config.fields import NumbersOnly
 from models import ConfigProblem
 
 
-class EnergySettings(BaseModel):
+class EnergySettings(NumbersOnly):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     watts_per_chip: float = Field(default=400.0, gt=0.0, le=5_000.0)

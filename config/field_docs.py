@@ -103,8 +103,8 @@ FIELDS: dict[str, str] = {
     "ForecastSettings.model": "Forecaster: `auto` (chosen per class by backtest), `persistence` (every quantile is "
     "the newest value; formerly `naive`, still read with a warning), `last-value`, `seasonal_naive`, `ets`, `stl` "
     "or `lightgbm`.",
-    "ForecastSettings.quantiles": "Forecast quantiles, each in (0, 1); the service level must be one of them or "
-    "between them.",
+    "ForecastSettings.quantiles": "Forecast quantiles published in reports and metrics, each in (0, 1); the "
+    "service levels the planner provisions for are forecast besides, whether listed here or not.",
     "ForecastSettings.history": "How much history the models are fitted on (duration).",
     "ForecastSettings.refit_interval": "How often forecasts are recalibrated on the newest errors (duration; cheap).",
     "ForecastSettings.retrain_interval": "How often the models are retrained (duration; costly).",

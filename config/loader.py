@@ -39,6 +39,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
 def load_settings(path: str | Path) -> Settings:
     source = str(path)
     file = Path(path)
+    if file.is_dir():
+        raise ConfigError(source, [ConfigProblem("", "this is a directory: give the configuration file in it")])
     if not file.is_file():
         raise ConfigError(source, [ConfigProblem("", f"no such file: {source}")])
     try:

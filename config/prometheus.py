@@ -11,9 +11,10 @@ from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator, model_validator
+from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator, model_validator
 
 from config.durations import format_duration, parse_duration
+from config.fields import NumbersOnly
 from models import ConfigProblem
 
 _Duration = Annotated[
@@ -26,7 +27,7 @@ _Duration = Annotated[
 PROMETHEUS_MAX_POINTS = 11_000
 
 
-class _Section(BaseModel):
+class _Section(NumbersOnly):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

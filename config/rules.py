@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 
 from config.aws import check_aws
 from config.cloud import check_cloud
@@ -68,6 +68,7 @@ def _pool_rules(settings: Settings) -> Iterator[ConfigProblem]:
         is_tpu_kind = pool.kind in (PoolKind.TPU_SLICE_GROUP, PoolKind.TPU_QUEUED_RESOURCE)
         if is_tpu_kind and pool.family is not AcceleratorFamily.TPU:
             yield ConfigProblem(f"{at}.family", f"a {pool.kind} pool must have family 'tpu'")
+        yield from _repeated(f"{at}.serves", pool.serves, "demand class")
         for j, name in enumerate(pool.serves):
             if name not in families:
                 known = ", ".join(sorted(families)) or "none"
@@ -92,6 +93,13 @@ def _budget_rules(settings: Settings) -> Iterator[ConfigProblem]:
         at = f"budgets[{i}]"
         if budget.monthly_cap_usd is None and budget.hourly_cap_usd is None:
             yield ConfigProblem(at, "set monthly_cap_usd, hourly_cap_usd or both")
+        monthly, hourly = budget.monthly_cap_usd, budget.hourly_cap_usd
+        if monthly is not None and hourly is not None and hourly > monthly:
+            yield ConfigProblem(
+                f"{at}.hourly_cap_usd",
+                f"{hourly:g} USD an hour is more than the whole monthly cap ({monthly:g} USD): check the two caps",
+            )
+        yield from _repeated(f"{at}.pools", budget.pools, "pool")
         for j, pool in enumerate(budget.pools):
             if pool not in pool_ids:
                 yield ConfigProblem(f"{at}.pools[{j}]", f"unknown pool {pool!r}")
@@ -132,11 +140,27 @@ def _simulation_rules(settings: Settings) -> Iterator[ConfigProblem]:
         at = f"simulation.stockouts[{i}]"
         if window.pool not in pool_ids:
             yield ConfigProblem(f"{at}.pool", f"unknown pool {window.pool!r}")
+        times = {}
         for key in ("start", "end"):
             try:
-                datetime.fromisoformat(getattr(window, key))
+                times[key] = datetime.fromisoformat(getattr(window, key))
             except ValueError:
                 yield ConfigProblem(f"{at}.{key}", "expected an ISO-8601 timestamp")
+        if len(times) == 2:
+            start, end = (t if t.tzinfo else t.replace(tzinfo=UTC) for t in (times["start"], times["end"]))
+            if end <= start:
+                yield ConfigProblem(f"{at}.end", f"must be after start ({window.start}); got {window.end}")
+
+
+def _forecast_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    """The quantiles the forecasts publish (the planner's service levels are forecast besides, listed or not)."""
+    yield from _repeated("forecast.quantiles", settings.forecast.quantiles, "quantile")
+
+
+def _repeated(key: str, values: Iterable[object], what: str) -> Iterator[ConfigProblem]:
+    for value, count in Counter(values).items():
+        if count > 1:
+            yield ConfigProblem(key, f"{what} {value!r} is listed {count} times; list it once")
 
 
 # Each rule with the top-level sections it reads.
@@ -150,4 +174,5 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_aws_rules, frozenset({"aws", "pools"})),
     (_prometheus_rules, frozenset({"prometheus", "demand_classes", "pools"})),
     (_energy_rules, frozenset({"energy", "pools"})),
+    (_forecast_rules, frozenset({"forecast"})),
 )

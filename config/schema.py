@@ -11,7 +11,7 @@ import warnings
 from datetime import timedelta
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.alerts import AlertSettings
 from config.aws import AwsSettings
@@ -19,6 +19,7 @@ from config.cloud import CloudSettings
 from config.daemon import DaemonSettings
 from config.durations import at_least_one_second, format_duration, parse_duration
 from config.energy import EnergySettings
+from config.fields import NumbersOnly
 from config.ledger import LedgerSettings
 from config.prometheus import PrometheusSettings
 from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
@@ -38,7 +39,7 @@ MAX_PRICE_USD = 1e6
 MAX_CAP_USD = 1e12
 
 
-class _Section(BaseModel):
+class _Section(NumbersOnly):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 

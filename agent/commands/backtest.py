@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
@@ -44,6 +45,7 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    out = _writable(Path(args.out))
     trace = read_trace(args.trace)
     keep = _names(args.series, trace.series, "series") if args.series else list(trace.series)
     columns = [trace.series.index(s) for s in keep]
@@ -57,8 +59,20 @@ def run(args: argparse.Namespace) -> int:
         origin_every=_duration(args.every, "--every"),
         history=_duration(args.history, "--history"),
     )
+    last = trace.index[-1]
+    if not args.end and spec.start > last:
+        raise BacktestInputError(
+            f"--start {spec.start.isoformat()} is after the trace ends ({last.isoformat()}); the trace runs from "
+            f"{trace.index[0].isoformat()}"
+        )
     if spec.end <= spec.start:
         raise BacktestInputError(f"--end {spec.end.isoformat()} must come after --start {spec.start.isoformat()}")
+    beyond = [label for label, ahead in spec.horizons if spec.start + ahead > last]
+    if beyond:
+        raise BacktestInputError(
+            f"--horizons {','.join(beyond)}: no origin from --start {spec.start.isoformat()} has its target within "
+            f"the trace (it ends {last.isoformat()}); choose shorter horizons or an earlier --start"
+        )
     _require_data(grid, spec)
     names = _names(args.models, FAMILIES, "models")
     levels = tuple(q for _, q in quantiles)
@@ -71,11 +85,23 @@ def run(args: argparse.Namespace) -> int:
 
     result = run_backtest(grid, factories, spec, progress=bar, families=FAMILIES)
     result["trace"]["path"] = args.trace  # type: ignore[index]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    write_json(Path(args.out), result)
+    write_json(out, result)
     print(_table(result, quantiles[-1][0], [h for h, _ in spec.horizons]))
     print(f"wrote {args.out}")
     return 0
+
+
+def _writable(out: Path) -> Path:
+    """Checked before any work is done: a run of many minutes must not end on a path it cannot write."""
+    if out.is_dir():
+        raise BacktestInputError(f"--out {out} is a directory: give a file name, e.g. {out / 'backtest.json'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BacktestInputError(f"--out {out}: cannot create its directory: {exc.strerror}") from None
+    if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
+        raise BacktestInputError(f"--out {out}: not writable")
+    return out
 
 
 def _split(text: str, what: str) -> list[str]:

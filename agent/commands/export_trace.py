@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = load_settings(args.config)
     start, end = prometheus_range(settings, args.start, args.end, args.since or parse_span(DEFAULT_EXPORT_SPAN))
-    history = read_history(settings, prometheus_source(settings, args.config), start, end)
+    history = read_history(settings, prometheus_source(settings, args.config, reader="export-trace"), start, end)
     rows = write_trace(history.trace, args.out)
     trace = history.trace
     print(

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from agent.daemon.wiring import DaemonParts
     from agent.notify.base import Notifier
     from agent.notify.queued import QueuedNotifier
+    from agent.sources.trace import Trace
     from config.schema import Settings
     from models.clock import Clock
 
@@ -69,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
     live = not args.replay
     if live:
         check_live_settings(settings, args.config)  # before anything connects: a missing section is exit 2
+    else:
+        from agent.sources.trace import read_trace
+
+        trace = read_trace(args.replay)  # before anything connects: a missing or broken trace is exit 2
     kube = None
     if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
@@ -79,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
 
         parts = live_wiring.live_parts(settings, args.config, clock, notifier, kube, CollectorRegistry())
     else:
-        parts = _rehearsal_parts(settings, clock, args.replay, args.replay_from, notifier)
+        parts = _rehearsal_parts(settings, clock, trace, args.replay_from, notifier)
         parts.kube = kube
     assembled = assemble(settings, mode, parts, os.environ)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run is noise to an operator
@@ -98,15 +103,13 @@ def _close(slack: QueuedNotifier | None, settings: Settings) -> None:
 
 
 def _rehearsal_parts(
-    settings: Settings, clock: Clock, path: str, replay_from: datetime | None, notifier: Notifier
+    settings: Settings, clock: Clock, trace: Trace, replay_from: datetime | None, notifier: Notifier
 ) -> DaemonParts:
     from actuators import SimulatedCluster
     from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
     from agent.daemon.wiring import DaemonParts
     from agent.ledger import InMemoryLedger
-    from agent.sources.trace import read_trace
 
-    trace = read_trace(path)
     start = replay_from or trace.index[0].to_pydatetime() + settings.forecast.history
     cluster = SimulatedCluster(settings.pool_specs(), clock)
     return DaemonParts(

@@ -7,7 +7,10 @@ from __future__ import annotations
 from config.schema import Settings
 from models import ConfigError, ConfigProblem, PoolKind
 
-_REHEARSE = "or rehearse without any cloud: leadtime run --replay TRACE"
+_REHEARSE = (
+    "or rehearse without any cloud: leadtime run --replay TRACE (with daemon.leader_election.enabled: false where "
+    "no Kubernetes API is reachable)"
+)
 
 
 def check_live_settings(settings: Settings, source: str) -> None:

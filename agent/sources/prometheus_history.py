@@ -31,12 +31,13 @@ class ClusterHistory:
     capacity_problems: dict[str, str] = field(default_factory=dict)
 
 
-def prometheus_source(settings: Settings, config_path: str) -> PrometheusSource:
+def prometheus_source(settings: Settings, config_path: str, reader: str = "--source prometheus") -> PrometheusSource:
+    """``reader`` names what reads Prometheus, for the error when the configuration says nothing of it."""
     prometheus = settings.prometheus
     if prometheus is None:
         raise ConfigError(
             config_path,
-            [ConfigProblem("prometheus", "--source prometheus reads Prometheus: add a prometheus section (url)")],
+            [ConfigProblem("prometheus", f"{reader} reads Prometheus: add a prometheus section (url)")],
         )
     return PrometheusSource.from_settings(prometheus, demand_queries(settings.demand_class_models(), prometheus))
 

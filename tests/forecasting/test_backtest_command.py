@@ -124,3 +124,30 @@ def test_a_missing_trace_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
     ]
     assert cli.main(args) == 2
     assert "not found" in capsys.readouterr().err
+
+
+def test_an_out_path_that_is_a_directory_is_refused_before_any_work(
+    trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(trace, tmp_path, "--models", "naive") == 2
+    err = capsys.readouterr().err
+    assert f"--out {tmp_path} is a directory: give a file name, e.g. {tmp_path / 'backtest.json'}" in err
+    assert "backtest origins" not in err  # refused before the origins ran
+
+
+def test_a_start_after_the_trace_names_the_trace_not_an_end_never_given(
+    trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["backtest", "--trace", str(trace), "--start", "2025-01-01T00:00:00Z", "--out", str(tmp_path / "x.json")]
+    assert cli.main([*args, "--models", "naive"]) == 2
+    err = capsys.readouterr().err
+    assert "--start 2025-01-01T00:00:00+00:00 is after the trace ends (2024-03-06T15:55:00+00:00)" in err
+    assert "--end" not in err
+
+
+def test_a_horizon_beyond_the_trace_is_refused_not_scored_as_blanks(
+    trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _run(trace, tmp_path / "x.json", "--models", "naive", "--horizons", "30m,5d") == 2
+    assert "--horizons 5d: no origin from --start" in capsys.readouterr().err
+    assert not (tmp_path / "x.json").exists()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import logging
+import warnings
 from pathlib import Path
 
 import pytest
@@ -93,3 +94,40 @@ def test_after_main_every_log_line_on_stderr_is_a_json_object(capsys: pytest.Cap
     assert [e["message"] for e in entries] == ["charged a100", "failed"]
     assert entries[0]["usd"] == 12.5
     assert "ValueError: boom" in entries[1]["exception"]
+
+
+def test_nested_subcommands_take_the_log_options_and_name_their_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "schema", "--log-level", "ERROR"]) == 0
+    assert logging.getLogger().level == logging.ERROR
+    with pytest.raises(SystemExit) as stopped:
+        main(["ledger"])
+    assert stopped.value.code == 2
+    assert "required: {import-sqlite,import-billing,budgets}" in capsys.readouterr().err
+
+
+def test_a_deprecated_setting_warns_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "naive.yaml"
+    config.write_text(CONFIG.read_text().replace("model: auto", "model: naive"))
+    with pytest.warns(FutureWarning) as caught:
+        assert main(["validate-config", str(config)]) == 0
+    (warning,) = [w for w in caught if w.category is FutureWarning]
+    line = warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
+    assert line == (
+        "leadtime: warning: forecast.model: 'naive' is deprecated and read as 'persistence' (every quantile is the "
+        "newest value); write 'persistence'\n"
+    )
+
+
+def test_export_trace_without_a_prometheus_section_says_it_needs_one(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export-trace", "--config", str(CONFIG), "--out", "unused.csv"]) == 2
+    assert "prometheus: export-trace reads Prometheus: add a prometheus section (url)" in capsys.readouterr().err
+
+
+def test_a_rehearsal_reads_its_trace_before_it_connects(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The example configuration elects a leader through the Kubernetes API, which this test has none of: the
+    missing trace must be what is reported."""
+    missing = tmp_path / "missing.csv"
+    assert main(["run", "--config", str(CONFIG), "--replay", str(missing)]) == 2
+    err = capsys.readouterr().err
+    assert f"trace file not found: {missing}" in err
+    assert "Kubernetes" not in err

@@ -103,3 +103,51 @@ def test_an_unreadable_duration_is_quoted_once(tmp_path: Path) -> None:
     (tmp_path / "c.yaml").write_text(VALID.replace("lead_time: 10m", "lead_time: soon"))
     (problem,) = _problems(tmp_path / "c.yaml")
     assert problem.count("'soon'") == 1
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expected"),
+    [
+        ("chips_per_unit: 4", "chips_per_unit: true", "pools[0].chips_per_unit: must be a number, got True"),
+        ("max_units: 5", "max_units: '5'", "pools[0].max_units: must be a number, got '5', a string"),
+        ("price_per_chip_hour_usd: 2.0", "price_per_chip_hour_usd: yes", "pools[0].price_per_chip_hour_usd: must"),
+    ],
+    ids=["boolean-count", "quoted-count", "boolean-price"],
+)
+def test_a_number_must_be_written_as_a_number(tmp_path: Path, old: str, new: str, expected: str) -> None:
+    """YAML's true (and yes) would be read as 1 and '5' as 5: a price of one dollar from a slip."""
+    (tmp_path / "c.yaml").write_text(VALID.replace(old, new))
+    (problem,) = _problems(tmp_path / "c.yaml")
+    assert problem.startswith(expected)
+
+
+def test_numbers_in_lists_are_numbers_too(tmp_path: Path) -> None:
+    (tmp_path / "c.yaml").write_text(VALID + "forecast:\n  quantiles: [0.5, '0.9']\n")
+    (problem,) = _problems(tmp_path / "c.yaml")
+    assert problem.startswith("forecast.quantiles: must be a number, got '0.9', a string")
+
+
+def test_repeated_entries_and_contradictory_caps_are_reported(tmp_path: Path) -> None:
+    broken = VALID.replace("serves: [a]", "serves: [a, a]") + (
+        "forecast:\n  quantiles: [0.9, 0.5, 0.9]\n"
+        "budgets:\n  - name: b\n    pools: [gpu, gpu]\n    monthly_cap_usd: 100\n    hourly_cap_usd: 1000\n"
+    )
+    (tmp_path / "c.yaml").write_text(broken)
+    assert sorted(_problems(tmp_path / "c.yaml")) == [
+        "budgets[0].hourly_cap_usd: 1000 USD an hour is more than the whole monthly cap (100 USD): check the two caps",
+        "budgets[0].pools: pool 'gpu' is listed 2 times; list it once",
+        "forecast.quantiles: quantile 0.9 is listed 2 times; list it once",
+        "pools[0].serves: demand class 'a' is listed 2 times; list it once",
+    ]
+
+
+def test_a_stockout_window_must_end_after_it_starts(tmp_path: Path) -> None:
+    window = "simulation:\n  stockouts:\n    - {pool: gpu, start: '2020-05-09T00:00', end: '2020-05-08T00:00+00:00'}\n"
+    (tmp_path / "c.yaml").write_text(VALID + window)
+    assert _problems(tmp_path / "c.yaml") == [
+        "simulation.stockouts[0].end: must be after start (2020-05-09T00:00); got 2020-05-08T00:00+00:00"
+    ]
+
+
+def test_a_directory_is_not_reported_as_missing(tmp_path: Path) -> None:
+    assert _problems(tmp_path) == ["this is a directory: give the configuration file in it"]
