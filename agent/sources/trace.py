@@ -20,6 +20,29 @@ OPTIONAL = ("running", "pending", "capacity")
 # A trace becomes a dense steps x series grid of float64; past this many cells it would not fit in memory.
 MAX_GRID_CELLS = 50_000_000
 MIN_STEP = timedelta(seconds=1)
+# What reads as missing in a value or timestamp column (pandas' own defaults). A series name is read as written:
+# a class may be called "NA" or "None", and an empty one is refused rather than turned into a series of its own.
+MISSING = (
+    "",
+    "#N/A",
+    "#N/A N/A",
+    "#NA",
+    "-1.#IND",
+    "-1.#QNAN",
+    "-NaN",
+    "-nan",
+    "1.#IND",
+    "1.#QNAN",
+    "<NA>",
+    "N/A",
+    "NA",
+    "NULL",
+    "NaN",
+    "None",
+    "n/a",
+    "nan",
+    "null",
+)
 
 
 @dataclass(frozen=True)
@@ -47,13 +70,21 @@ class Trace:
 def read_trace(path: str | Path) -> Trace:
     """Read a long-format demand CSV (optionally gzipped) and check it; every problem is a ``TraceError``."""
     source = str(path)
+    if Path(path).is_dir():
+        raise TraceError(f"trace {source} is a directory; give the trace's CSV file (.csv or .csv.gz)")
     if not Path(path).is_file():
         raise TraceError(f"trace file not found: {source}")
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(
+            path,
+            dtype={"unique_id": str},
+            keep_default_na=False,
+            na_values={c: list(MISSING) for c in ("ds", *REQUIRED[2:], *OPTIONAL)},
+        )
     except (ValueError, OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise TraceError(f"cannot read trace {source} as CSV (is it complete?): {exc}") from None
     _check_columns(frame, source)
+    _check_names(frame, source)
     frame["ds"] = _timestamps(frame["ds"], source)
     y = pd.to_numeric(frame["y"], errors="coerce")
     bad = frame["y"].notna() & y.isna()
@@ -114,6 +145,17 @@ def _check_columns(frame: pd.DataFrame, source: str) -> None:
         raise TraceError(f"trace {source} has no rows")
 
 
+def _check_names(frame: pd.DataFrame, source: str) -> None:
+    names = frame["unique_id"].astype(str).str.strip()
+    empty = np.flatnonzero((names == "").to_numpy())
+    if len(empty):
+        row = int(empty[0])
+        raise TraceError(
+            f"trace {source}: row {row + 2} has an empty unique_id ({len(empty)} such row(s)); every row names "
+            "its series"
+        )
+
+
 def _timestamps(column: pd.Series, source: str) -> pd.Series:
     if column.isna().any():
         row = int(np.flatnonzero(column.isna().to_numpy())[0])
@@ -121,8 +163,29 @@ def _timestamps(column: pd.Series, source: str) -> pd.Series:
     try:
         # Offsets (even mixed ones) are converted to UTC; a naive time means "zone unknown" and is read as UTC.
         return pd.to_datetime(column, format="ISO8601", utc=True)
-    except (ValueError, TypeError, OverflowError) as exc:
-        raise TraceError(f"trace {source}: timestamps must be ISO-8601: {exc}") from None
+    except (ValueError, TypeError, OverflowError):
+        pass
+    bad = _first_bad_timestamp(column)
+    text = str(column.iloc[bad]) if bad is not None else ""
+    hint = " (it looks like a Unix epoch time)" if text.strip().lstrip("-").replace(".", "", 1).isdigit() else ""
+    where = f"row {bad + 2} has {text!r}{hint}" if bad is not None else "one cannot be read"
+    raise TraceError(
+        f"trace {source}: timestamps must be ISO-8601 (e.g. 2024-01-01T00:05:00+00:00, an offset below 24h); {where}"
+    )
+
+
+def _first_bad_timestamp(column: pd.Series) -> int | None:
+    """Position of the first value that does not read as an ISO-8601 instant, if one alone can be found."""
+    parsed = pd.to_datetime(column, format="ISO8601", utc=True, errors="coerce")
+    bad = np.flatnonzero(parsed.isna().to_numpy())
+    if len(bad):
+        return int(bad[0])
+    for row, value in enumerate(column):  # every value reads alone, but not all of them together
+        try:
+            pd.to_datetime(pd.Series([value]), format="ISO8601", utc=True)
+        except (ValueError, TypeError, OverflowError):
+            return row
+    return None
 
 
 def _check_order(frame: pd.DataFrame, source: str) -> None:

@@ -89,3 +89,45 @@ def test_unknown_series_is_named(bundled_trace: Path) -> None:
     trace = read_trace(bundled_trace)
     with pytest.raises(TraceError, match=r"no series for demand class\(es\) \['earth/nope'\]"):
         select_window(trace, [DemandClass("earth/nope")], None, None)
+
+
+@pytest.mark.parametrize(
+    ("stamp", "shown"),
+    [
+        ("garbage", "row 3 has 'garbage'"),
+        ("2024-01-01T00:05:00+25:00", "row 3 has '2024-01-01T00:05:00+25:00'"),
+        ("1704067500", "row 3 has '1704067500' (it looks like a Unix epoch time)"),
+    ],
+)
+def test_an_unreadable_timestamp_is_refused_in_one_line_naming_the_row(tmp_path: Path, stamp: str, shown: str) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text(f"unique_id,ds,y\na,2024-01-01T00:00:00,1\na,{stamp},2\na,2024-01-01T00:10:00,3\n")
+    with pytest.raises(TraceError) as refused:
+        read_trace(path)
+    message = str(refused.value)
+    assert shown in message and "must be ISO-8601" in message
+    assert "\n" not in message and "format=" not in message
+
+
+def test_a_row_with_an_empty_unique_id_is_refused_naming_the_row(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("unique_id,ds,y\na,2024-01-01T00:00:00,1\na,2024-01-01T00:05:00,2\n,2024-01-01T00:10:00,3\n")
+    with pytest.raises(TraceError, match="row 4 has an empty unique_id"):
+        read_trace(path)
+
+
+def test_series_names_are_read_as_written(tmp_path: Path) -> None:
+    # an empty name is refused above; a name pandas would read as missing ("NA") or a number ("01") stays as is
+    path = tmp_path / "t.csv"
+    path.write_text(
+        "unique_id,ds,y\nNA,2024-01-01T00:00:00,1\nNA,2024-01-01T00:05:00,NA\n"
+        "01,2024-01-01T00:00:00,3\n01,2024-01-01T00:05:00,\n"
+    )
+    trace = read_trace(path)
+    assert set(trace.series) == {"NA", "01"}
+    assert np.isnan(trace.column("NA")[1]) and np.isnan(trace.column("01")[1])
+
+
+def test_a_directory_is_not_a_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="is a directory; give the trace's CSV file"):
+        read_trace(tmp_path)
