@@ -8,6 +8,7 @@ The results document (and the report drawn from it) is redacted: the configurati
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,8 +20,8 @@ from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
-from agent.simulation.window import DEFAULT_HISTORY
-from agent.sources.trace import read_trace
+from agent.simulation.window import DEFAULT_HISTORY, SimulationWindow, gap_warning
+from agent.sources.trace import Trace, read_trace
 from agent.strict_json import write_json
 from config import load_settings
 from config.schema import Settings
@@ -31,6 +32,8 @@ from models.redaction import redact_tree
 if TYPE_CHECKING:
     from agent.sources.prometheus_history import ClusterHistory
 
+log = logging.getLogger(__name__)
+
 DEFAULT_TRACE = "data/helios-earth/demand_5min.csv.gz"
 DEFAULT_SPAN = timedelta(days=7)
 
@@ -38,7 +41,7 @@ DEFAULT_SPAN = timedelta(days=7)
 def register(sub: Any) -> None:
     parser = sub.add_parser("simulate", help="replay a demand trace through the agent and baseline policies")
     parser.add_argument("--config", required=True, help="YAML configuration (pools, classes, planner)")
-    parser.add_argument("--trace", default=DEFAULT_TRACE, help=f"long-format demand CSV (default {DEFAULT_TRACE})")
+    parser.add_argument("--trace", help=f"long-format demand CSV (default {DEFAULT_TRACE})")
     parser.add_argument(
         "--source",
         choices=("trace", "prometheus"),
@@ -97,19 +100,11 @@ def run(args: argparse.Namespace) -> int:
     from agent.simulation.actual import actual_note, actual_run
 
     settings = load_settings(args.config)
-    history: ClusterHistory | None = None
-    if args.source == "prometheus":
-        if args.start is not None and args.since is not None:
-            raise LeadtimeError("give either --start or --since, not both")
-        history, start, end = _from_prometheus(settings, args)
-        trace = history.trace
-    else:
-        if args.since is not None:
-            raise LeadtimeError("--since reads Prometheus history: add --source prometheus (or use --start/--end)")
-        trace, start, end = read_trace(args.trace), args.start, args.end
+    history, trace, start, end = _demand(settings, args)
     window = select_window(trace, settings.demand_class_models(), start, end)
-    if window.step != settings.forecast.step:
-        settings = settings.model_copy(update={"forecast": settings.forecast.model_copy(update={"step": window.step})})
+    settings = _at_trace_step(settings, window)
+    if (gaps := gap_warning(window)) is not None:
+        log.warning("%s", gaps, extra={"gap_steps": len(window.index) - int(window.observed.sum())})
     compare = bool(args.equal_service) and {"forecast", "reactive"} <= set(args.policy)
     total = len(window.index) * len(set(args.policy) & set(AGENT_POLICIES))
     with tqdm(total=total, desc="forecasting", unit="tick", disable=args.no_progress, file=sys.stderr) as bar:
@@ -149,6 +144,48 @@ def run(args: argparse.Namespace) -> int:
         print(f"no actual row: {document['actual']['missing']}")
     print(f"wrote {out / 'results.json'} and {out / 'report.html'}")
     return 0
+
+
+def _demand(
+    settings: Settings, args: argparse.Namespace
+) -> tuple[ClusterHistory | None, Trace, datetime | None, datetime | None]:
+    """The demand to replay (with the Prometheus history it came from, if it did) and the window asked for."""
+    if args.source == "prometheus":
+        if args.trace is not None:
+            raise LeadtimeError(
+                "--trace and --source prometheus are two sources of demand: give one (drop --trace to read "
+                "Prometheus, or drop --source prometheus to replay the file)"
+            )
+        if args.start is not None and args.since is not None:
+            raise LeadtimeError("give either --start or --since, not both")
+        history, start, end = _from_prometheus(settings, args)
+        return history, history.trace, start, end
+    if args.since is not None:
+        raise LeadtimeError("--since reads Prometheus history: add --source prometheus (or use --start/--end)")
+    return None, read_trace(args.trace or DEFAULT_TRACE), args.start, args.end
+
+
+def _at_trace_step(settings: Settings, window: SimulationWindow) -> Settings:
+    """The settings with ``forecast.step`` set to the trace's step: a trace is replayed at its own spacing (the
+    daemon's ``forecast.step`` is the spacing it asks Prometheus for). A different step set in the configuration
+    is said, not silently dropped."""
+    if window.step == settings.forecast.step:
+        return settings
+    if "step" in settings.forecast.model_fields_set:
+        log.warning(
+            "forecast.step is %s in the configuration but the trace's step is %s: simulating at the trace's step",
+            _duration(settings.forecast.step),
+            _duration(window.step),
+        )
+    return settings.model_copy(update={"forecast": settings.forecast.model_copy(update={"step": window.step})})
+
+
+def _duration(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    for unit, size in (("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def _from_prometheus(settings: Settings, args: argparse.Namespace) -> tuple[ClusterHistory, datetime, datetime]:

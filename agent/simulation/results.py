@@ -38,6 +38,7 @@ def results_document(
             "steps": len(window.index),
             "observed_steps": observed,
             "gap_steps": len(window.index) - observed,
+            "missing_steps_by_class": window.missing_by_class(),
         },
         "config": {"path": config_path, "settings": settings.model_dump(mode="json")},
         "billing": "a unit is paid from when it is requested until it is released; gap steps are not counted",

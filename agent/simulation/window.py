@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -13,7 +14,11 @@ from agent.sources.trace import Trace
 from models import DemandClass, PoolKind, PoolSpec, TraceError
 from models.allocation import allocate, units_for
 
+log = logging.getLogger(__name__)
+
 DEFAULT_HISTORY = timedelta(days=7)
+# Above this share of a window's steps in gaps, ``gap_warning`` speaks up: those steps count neither cost nor service.
+GAP_WARNING_SHARE = 0.05
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,12 @@ class SimulationWindow:
     def at(self, t: int) -> dict[str, float]:
         return {name: float(v) for name, v in zip(self.classes, self.demand[t], strict=True)}
 
+    def missing_by_class(self) -> dict[str, int]:
+        """Steps of the window at which each class has no value (each such step is a gap), most first."""
+        counts = np.isnan(self.demand).sum(axis=0)
+        ranked = sorted(zip(self.classes, counts.tolist(), strict=True), key=lambda kv: -kv[1])
+        return {name: int(n) for name, n in ranked if n}
+
 
 def select_window(
     trace: Trace, classes: Sequence[DemandClass], start: datetime | None, end: datetime | None
@@ -53,6 +64,17 @@ def select_window(
         )
     if begin >= finish:
         raise TraceError(f"empty window: start {begin.isoformat()} is not before end {finish.isoformat()}")
+    if begin < first or finish > last:
+        used = f"{max(begin, first).isoformat()} .. {min(finish, last).isoformat()}"
+        log.warning(
+            "the window %s .. %s runs outside the trace (%s .. %s): simulating %s only",
+            begin.isoformat(),
+            finish.isoformat(),
+            first.isoformat(),
+            last.isoformat(),
+            used,
+            extra={"trace": trace.path},
+        )
     lo, hi = trace.position(begin.to_pydatetime()), trace.position(finish.to_pydatetime())
     columns = np.stack([trace.column(c.series_id) for c in classes], axis=1)
     window = columns[lo:hi]
@@ -77,6 +99,52 @@ def select_window(
         history=columns[:lo],
         step=trace.step,
     )
+
+
+def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> str | None:
+    """A sentence for when more than ``share`` of the window's steps are gaps (a step where any class has no
+    value counts neither cost nor service): how many, and the classes whose missing values make them, most first.
+    ``None`` when the gaps are at most that share."""
+    steps = len(window.index)
+    gaps = steps - int(window.observed.sum())
+    if steps == 0 or gaps <= share * steps:
+        return None
+    causes = [
+        f"{name!r} has no value at {n} step(s){_why_missing(window, window.classes.index(name))}"
+        for name, n in window.missing_by_class().items()
+    ]
+    shown = "; ".join(causes[:3]) + (f"; and {len(causes) - 3} more class(es)" if len(causes) > 3 else "")
+    return (
+        f"{gaps} of the window's {steps} steps ({gaps / steps:.0%}) are gaps, which count neither cost nor service "
+        f"(a step is a gap when any class has no value): {shown}; choose a window where every class has data, or "
+        "leave such a class out of the configuration"
+    )
+
+
+def _why_missing(window: SimulationWindow, column: int) -> str:
+    values = window.demand[:, column]
+    seen = np.flatnonzero(~np.isnan(values))
+    missing = len(values) - len(seen)
+    if len(seen) == 0 or missing == 0:
+        return ""
+    after = len(values) - 1 - int(seen[-1])
+    if 2 * after >= missing:
+        return f" (its values end at {(window.index[seen[-1]] + window.step).isoformat()})"
+    if 2 * int(seen[0]) >= missing:
+        return f" (its values start at {window.index[seen[0]].isoformat()})"
+    if len(seen) > 1:
+        spacing = int(np.median(np.diff(seen)))
+        if spacing > 1:
+            return f" (it has a value every {_span(window.step * spacing)}, the trace's step is {_span(window.step)})"
+    return ""
+
+
+def _span(span: timedelta) -> str:
+    seconds = int(span.total_seconds())
+    for unit, size in (("h", 3600), ("min", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
 
 
 def _observed_span(trace: Trace, values: np.ndarray) -> str:

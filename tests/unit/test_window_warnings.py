@@ -1,0 +1,95 @@
+"""A simulated window says what it leaves out: a window running past the trace is cut to the trace with a warning
+naming the window used, and a window mostly of gaps (steps some class has no value at, which count neither cost
+nor service) gets a sentence naming the classes that make them."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+
+from agent.simulation import select_window
+from agent.simulation.window import gap_warning
+from agent.sources.trace import read_trace
+from models import DemandClass, TraceError
+from tests.conftest import TraceWriter
+
+CLASSES = [DemandClass("a"), DemandClass("b")]
+
+
+def test_a_class_that_stops_early_is_named_with_its_gap_steps(write_trace: TraceWriter) -> None:
+    trace = read_trace(write_trace({"a": [1.0] * 100, "b": [2.0] * 40 + [math.nan] * 60}))
+    window = select_window(trace, CLASSES, trace.index[20].to_pydatetime(), None)
+
+    message = gap_warning(window)
+
+    assert window.missing_by_class() == {"b": 60}
+    assert message is not None
+    assert message.startswith("60 of the window's 80 steps (75%) are gaps")
+    assert f"'b' has no value at 60 step(s) (its values end at {trace.index[40].isoformat()})" in message
+    assert "'a'" not in message
+
+
+def test_a_series_at_twice_the_step_of_the_others_is_named(write_trace: TraceWriter) -> None:
+    five = write_trace({"a": [1.0] * 96}, step="5min", name="a.csv")
+    ten = write_trace({"b": [2.0] * 48}, step="10min", name="b.csv")
+    mixed = five.with_name("mixed.csv")  # a at 5 minutes, b at 10, over the same 8 hours
+    mixed.write_text("\n".join(five.read_text().splitlines() + ten.read_text().splitlines()[1:]) + "\n")
+    trace = read_trace(mixed)
+    window = select_window(trace, CLASSES, trace.index[0].to_pydatetime(), None)
+
+    message = gap_warning(window)
+
+    assert message is not None and "'b' has no value at 48 step(s)" in message
+    assert "it has a value every 10 min, the trace's step is 5 min" in message
+
+
+def test_a_few_gaps_stay_quiet(write_trace: TraceWriter) -> None:
+    values = [1.0] * 100
+    values[50] = math.nan  # 1 step in 100: below the 5% share
+    trace = read_trace(write_trace({"a": values, "b": [2.0] * 100}))
+    window = select_window(trace, CLASSES, trace.index[0].to_pydatetime(), None)
+    assert int((~window.observed).sum()) == 1
+    assert gap_warning(window) is None
+
+
+def test_a_window_past_the_end_of_the_trace_is_cut_with_a_warning(
+    write_trace: TraceWriter, caplog: pytest.LogCaptureFixture
+) -> None:
+    trace = read_trace(write_trace({"a": [1.0] * 100, "b": [2.0] * 100}))
+    start, last = trace.index[20], trace.index[-1] + trace.step
+    with caplog.at_level(logging.WARNING, logger="agent.simulation.window"):
+        window = select_window(trace, CLASSES, start.to_pydatetime(), (last + trace.step * 50).to_pydatetime())
+
+    assert len(window.index) == 80
+    assert f"runs outside the trace ({trace.index[0].isoformat()} .. {last.isoformat()})" in caplog.text
+    assert f"simulating {start.isoformat()} .. {last.isoformat()} only" in caplog.text
+
+
+def test_a_window_starting_before_the_trace_is_cut_with_a_warning(
+    write_trace: TraceWriter, caplog: pytest.LogCaptureFixture
+) -> None:
+    trace = read_trace(write_trace({"a": [1.0] * 100, "b": [2.0] * 100}))
+    first, end = trace.index[0], trace.index[50]
+    with caplog.at_level(logging.WARNING, logger="agent.simulation.window"):
+        window = select_window(trace, CLASSES, (first - trace.step * 10).to_pydatetime(), end.to_pydatetime())
+
+    assert len(window.index) == 50
+    assert f"simulating {first.isoformat()} .. {end.isoformat()} only" in caplog.text
+
+
+def test_a_window_inside_the_trace_is_not_warned_about(
+    write_trace: TraceWriter, caplog: pytest.LogCaptureFixture
+) -> None:
+    trace = read_trace(write_trace({"a": [1.0] * 100, "b": [2.0] * 100}))
+    with caplog.at_level(logging.WARNING, logger="agent.simulation.window"):
+        select_window(trace, CLASSES, trace.index[20].to_pydatetime(), None)
+    assert caplog.records == []
+
+
+def test_a_window_wholly_outside_the_trace_is_still_refused(write_trace: TraceWriter) -> None:
+    trace = read_trace(write_trace({"a": [1.0] * 100, "b": [2.0] * 100}))
+    after = trace.index[-1] + trace.step
+    with pytest.raises(TraceError, match="is outside the trace"):
+        select_window(trace, CLASSES, after.to_pydatetime(), (after + trace.step * 10).to_pydatetime())
