@@ -7,6 +7,13 @@ never from a tick. A delivery that fails (connection refused, timeout, HTTP 5xx,
 ``flush`` after it tries again. An outage is logged once when it starts and once when it ends. A 429 with a short
 Retry-After is retried in place by slack_sdk's ``RateLimitErrorRetryHandler``.
 
+Slack's own refusals (its changelog "Improving error conditions for Incoming Webhooks", 2016-05-17) are told
+apart: a 400 (``invalid_payload``, ``user_not_found``) refuses that message, which no retry fixes, so the alert is
+dropped (counted in ``rejected``, logged as an error) and the alerts behind it go on; a 403
+(``action_prohibited``), 404 (``channel_not_found``, ``no_service``) or 410 (``channel_is_archived``) refuses the
+webhook itself: the alerts are kept, an error says the webhook must be replaced, and attempts wait the longest
+back-off.
+
 Also: one message per alert key per ``dedup_window`` (measured in event time), at most
 ``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
 while Slack is unreachable (the oldest are dropped first, and counted).
@@ -102,9 +109,13 @@ class SlackNotifier:
         self._outage_since: datetime | None = None
         self.delivered = 0
         self.dropped = 0
+        self.rejected = 0
 
     def __repr__(self) -> str:
-        return f"SlackNotifier(pending={len(self._pending)}, delivered={self.delivered}, dropped={self.dropped})"
+        return (
+            f"SlackNotifier(pending={len(self._pending)}, delivered={self.delivered}, dropped={self.dropped}, "
+            f"rejected={self.rejected})"
+        )
 
     @property
     def pending(self) -> tuple[AlertEvent, ...]:
@@ -121,7 +132,7 @@ class SlackNotifier:
             self.dropped += 1
             log.warning("alert queue full: dropped %s %s", dropped.kind, dropped.subject)
         self.flush()
-        return event.dedup_key not in self._pending
+        return event.dedup_key not in self._pending and self._last_sent.get(event.dedup_key) == event.at
 
     def flush(self) -> int:
         """Try the pending alerts, oldest first, within the rate limit and outside a back-off. How many went."""
@@ -135,7 +146,12 @@ class SlackNotifier:
                 continue
             if not self._take_token(now):
                 break
-            if not self._send(event, now):
+            outcome = self._send(event, now)
+            if outcome is None:  # Slack refused this message: retrying it would hold every alert behind it
+                del self._pending[key]
+                self.rejected += 1
+                continue
+            if not outcome:
                 break
             del self._pending[key]
             self._last_sent[key] = event.at
@@ -157,7 +173,8 @@ class SlackNotifier:
         self._tokens -= 1.0
         return True
 
-    def _send(self, event: AlertEvent, now: datetime) -> bool:
+    def _send(self, event: AlertEvent, now: datetime) -> bool | None:
+        """True when delivered, False when it must be tried again later, None when Slack refused the message."""
         try:
             response = self._client.send(text=fallback_text(event), blocks=blocks(event))
         except Exception as exc:  # noqa: BLE001 - whatever breaks in the chat path must not reach the loop
@@ -168,21 +185,43 @@ class SlackNotifier:
             self.delivered += 1
             return True
         body = self._redact(str(response.body or ""))[:200]
+        if response.status_code == 400:
+            log.error(
+                "Slack refused the alert %s %s (HTTP 400: %s) and would refuse it again: dropped it",
+                event.kind,
+                event.subject,
+                body,
+            )
+            return None
         if response.status_code == 429:
             wait = retry_after_s(dict(response.headers or {}))
             self._failed(now, f"rate limited by Slack (HTTP 429): {body}", wait)
+        elif response.status_code in (403, 404, 410):
+            self._failed(now, f"HTTP {response.status_code}: {body}", refused=True)
         else:
             self._failed(now, f"HTTP {response.status_code}: {body}")
         return False
 
-    def _failed(self, now: datetime, reason: str, retry_after_s: float | None = None) -> None:
+    def _failed(self, now: datetime, reason: str, retry_after_s: float | None = None, refused: bool = False) -> None:
+        """``refused``: Slack refuses the webhook itself (its channel archived or gone, posting prohibited): only a
+        new webhook helps, so the longest back-off applies and the log says so at error level."""
         self._failures += 1
         if retry_after_s is not None:
             hold = timedelta(seconds=retry_after_s)
         else:
-            hold = self._backoff * min(_MAX_BACKOFF_FACTOR, 2 ** (self._failures - 1))
+            factor = _MAX_BACKOFF_FACTOR if refused else min(_MAX_BACKOFF_FACTOR, 2 ** (self._failures - 1))
+            hold = self._backoff * factor
         self._hold_until = now + hold
-        if self._outage_since is None:
+        if refused and self._outage_since is None:
+            self._outage_since = now
+            log.error(
+                "Slack refuses the alert webhook (%s): no alert gets through until the webhook is replaced (a new "
+                "incoming webhook URL in the secret named by alerts); keeping them and trying again every %s",
+                reason,
+                hold,
+                extra={"pending": len(self._pending)},
+            )
+        elif self._outage_since is None:
             self._outage_since = now
             log.warning(
                 "Slack alerts are not getting through (%s); keeping them and trying again after %s",

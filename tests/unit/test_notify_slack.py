@@ -237,3 +237,42 @@ def test_url_problems_name_the_key_and_never_the_value(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not hold an http") as caught:
         webhook_url(AlertSettings(), {"LEADTIME_SLACK_WEBHOOK_URL": "hooks.slack/s3cr3t"})
     assert "s3cr3t" not in str(caught.value)
+
+
+def test_a_message_slack_refuses_is_dropped_and_the_alerts_behind_it_go_out(
+    receiver: SlackReceiver, clock: SimulatedClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A 400 (invalid_payload) refuses that message: retried, it would hold every later alert for ever."""
+    receiver.answer(Answer(400, "invalid_payload"))
+    slack = notifier(receiver.url, clock)
+    with caplog.at_level(logging.ERROR, logger="agent.notify.slack"):
+        assert not slack.notify(event("a"))
+        assert slack.notify(event("b"))
+    assert (slack.rejected, slack.pending) == (1, ())
+    assert [m["blocks"][1]["text"]["text"].split("\n")[0] for m in receiver.received] == ["*a*", "*b*"]
+    (error,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert "refused the alert stockout a (HTTP 400: invalid_payload)" in error
+
+
+@pytest.mark.parametrize(("status", "body"), [(410, "channel_is_archived"), (404, "channel_not_found")])
+def test_a_webhook_slack_refuses_keeps_the_alerts_and_says_it_must_be_replaced(
+    receiver: SlackReceiver, clock: SimulatedClock, caplog: pytest.LogCaptureFixture, status: int, body: str
+) -> None:
+    receiver.answer(Answer(status, body), Answer(status, body))
+    slack = notifier(receiver.url, clock, outage_backoff="1m")
+    with caplog.at_level(logging.WARNING, logger="agent.notify.slack"):
+        assert not slack.notify(event("a"))
+        clock.advance(timedelta(minutes=15))
+        assert slack.flush() == 0  # the longest back-off (16 minutes) holds, not one minute
+        assert len(receiver.received) == 1
+        clock.advance(timedelta(minutes=1))
+        assert slack.flush() == 0  # tried again: still refused
+        clock.advance(timedelta(minutes=16))
+        assert slack.flush() == 1  # a replaced webhook (here: the channel back) gets the kept alert out
+    assert [a.subject for a in slack.pending] == []
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 1
+    assert (
+        f"refuses the alert webhook (HTTP {status}: {body}): no alert gets through until the webhook is replaced"
+        in (errors[0])
+    )
