@@ -34,7 +34,12 @@ _HISTORY = timedelta(days=32)  # longer than any month period: every scale-up th
 
 class BudgetWatch:
     def __init__(
-        self, settings: Settings, pools: Mapping[str, PoolSpec], ledger: Ledger, holder: str = "leadtime"
+        self,
+        settings: Settings,
+        pools: Mapping[str, PoolSpec],
+        ledger: Ledger,
+        holder: str = "leadtime",
+        tick: timedelta | None = None,
     ) -> None:
         self.budgets = [Budget.from_settings(b) for b in settings.budgets]
         self.reserver = (
@@ -42,7 +47,10 @@ class BudgetWatch:
             if self.budgets and isinstance(ledger, Reservations)
             else None
         )
-        self.meter = SpendMeter(ledger, settings.ledger.gap_after)
+        # A tick is an observation: an interval of one tick (and a tick half a tick late) is not a gap, whatever
+        # gap_after says. A simulation ticks at its trace's step, 10 minutes on the ServeGen trace.
+        tick = tick or settings.loop.tick_interval
+        self.meter = SpendMeter(ledger, max(settings.ledger.gap_after, tick * 1.5))
         self.pools = pools
         self.stall_factor = settings.alerts.stalled_after_lead_times
         self._by_name = {b.name: b for b in self.budgets}

@@ -137,7 +137,7 @@ class Agent:
         )
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
-        self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger, holder)
+        self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger, holder, tick=self.tick)
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
         self.waiting_costs = settings.waiting_costs()

@@ -270,6 +270,6 @@ FIELDS: dict[str, str] = {
     "BillingSettings.pools": "Pool id -> value of `label` for that pool (a value equal to a pool id matches it too).",
     "BillingSettings.resource_prefixes": "Pool id -> prefix of the detailed export's `resource.name` (or the last "
     "segment of `resource.global_name`), for rows without the label.",
-    "LedgerSettings.gap_after": "A silence between two observations of a pool longer than this is a gap, charged "
-    "at the larger capacity on either side (duration).",
+    "LedgerSettings.gap_after": "A silence between two observations of a pool longer than this (and than 1.5 "
+    "ticks) is a gap, charged at the larger capacity on either side (duration).",
 }

@@ -46,7 +46,8 @@ class BillingSettings(Section):
 class LedgerSettings(Section):
     """``backend: sqlite`` (the default) keeps spend in the file at ``path`` so it survives restarts; ``memory``
     is for simulations; ``postgresql`` keeps it in the database at ``url``, shared by every agent that names it.
-    An interval between two observations of a pool longer than ``gap_after`` is a gap: the larger of the
+    An interval between two observations of a pool longer than ``gap_after`` (and than one and a half ticks: a
+    simulation ticks at its trace's step) is a gap: the larger of the
     capacities seen on either side of it is charged for all of it. A zero-length ledger file is refused (its spend
     is gone) unless ``fresh_if_empty`` says to start a new ledger in it. ``shared_file`` says every replica of
     the daemon mounts the same SQLite file: only the leader writes it, the standbys read it read-only."""

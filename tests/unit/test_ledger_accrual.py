@@ -147,3 +147,26 @@ def test_what_a_key_stores_does_not_depend_on_arrival_order(entries: list[Ledger
     assert len({o[0] for o in outcomes}) == 1
     if all(is_mark(e) for e in entries):
         assert outcomes == {(True, max(e.units for e in entries))}
+
+
+def test_a_tick_longer_than_gap_after_is_an_observation_not_a_gap() -> None:
+    """A simulation ticks at its trace's step (10 minutes on the ServeGen trace): with gap_after at its 5-minute
+    default, every interval was charged as an unwatched gap, at the larger capacity, with a warning each."""
+    from agent.budget_watch import BudgetWatch
+    from config import settings_from_mapping
+    from models import PoolState
+
+    settings = settings_from_mapping(
+        {
+            "demand_classes": [{"name": "a"}],
+            "pools": [{"id": "a", "kind": "gpu-node-pool", "chips_per_unit": 1, "max_units": 9,
+                       "price_per_unit_hour_usd": PRICE, "lead_time": "10m", "serves": ["a"]}],
+        }
+    )  # fmt: skip
+    ledger = InMemoryLedger()
+    watch = BudgetWatch(settings, {p.pool_id: p for p in settings.pool_specs()}, ledger, tick=10 * MIN)
+    watch.observe(T0, {"a": PoolState("a", T0, 1, 1)})
+    watch.observe(T0 + 10 * MIN, {"a": PoolState("a", T0 + 10 * MIN, 6, 6)})
+    assert ledger.spent(["a"], T0, T0 + 10 * MIN) == pytest.approx(1 * 10 * 0.20)  # not 6 units for the interval
+    watch.observe(T0 + 40 * MIN, {"a": PoolState("a", T0 + 40 * MIN, 1, 1)})  # three ticks unwatched: a gap
+    assert ledger.spent(["a"], T0 + 10 * MIN, T0 + 40 * MIN) == pytest.approx(6 * 30 * 0.20)
