@@ -12,7 +12,8 @@ a message with the numbers, and the numbers again as fields.
   is the record's chain, and its numbers carry the chain's stages (``need_chips``, ``rounded_units`` ...
   ``target_units``) next to ``from_units`` and ``to_units``.
 * Node decisions, for pools that shrink by drains: ``Cordoned`` and ``DrainStarted`` when a drain begins,
-  ``DrainBlocked`` while a PodDisruptionBudget refuses an eviction (the drainer reports such a drain as
+  ``DrainWaiting`` while evicted pods shut down within their grace periods, ``DrainBlocked`` while a
+  PodDisruptionBudget refuses an eviction (the drainer reports such a drain as
   started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned) and ``DrainRejected``
   (a pod must not be disrupted).
 * Dry-run (``recommend``): an action that was recorded, not carried out, gets the reason ``RecommendScaleUp``,
@@ -139,8 +140,10 @@ def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[
         yield _node(
             node, pool_id, "DrainStarted", f"evicting pods to shrink pool {pool_id}: {resize.reason}", numbers=numbers
         )
-    if result.status is ActionStatus.STARTED:
+    if result.status is ActionStatus.STARTED and "disruption budgets" in result.detail:
         yield _node(node, pool_id, "DrainBlocked", f"pool {pool_id}: {result.detail} (PodDisruptionBudget)", True)
+    elif result.status is ActionStatus.STARTED:  # evicted pods still shutting down within their grace periods
+        yield _node(node, pool_id, "DrainWaiting", f"pool {pool_id}: {result.detail}")
     elif result.status is ActionStatus.DONE:
         yield _node(node, pool_id, "DrainFinished", f"pool {pool_id}: {result.detail}")
     elif result.status is ActionStatus.REJECTED:

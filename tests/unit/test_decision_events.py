@@ -57,7 +57,13 @@ def test_refused_resizes_are_warnings_that_say_why() -> None:
 def test_a_drain_begun_this_tick_cordons_starts_and_reports_a_budget_block_per_node() -> None:
     plan = CapacityPlan(T0, resizes=(DOWN,))
     results = [
-        ActionResult(f"{DOWN.key}/drain/n1", "ondemand", ActionStatus.STARTED, T0, detail="waiting for budgets"),
+        ActionResult(
+            f"{DOWN.key}/drain/n1",
+            "ondemand",
+            ActionStatus.STARTED,
+            T0,
+            detail="waiting for disruption budgets to allow evicting [('ml', 'train-0')] from n1",
+        ),
         ActionResult(f"{DOWN.key}/drain/n2", "ondemand", ActionStatus.DONE, T0, detail="node n2 drained"),
     ]
     events = decision_events(plan, results, recommend=False)
@@ -76,13 +82,22 @@ def test_a_drain_begun_this_tick_cordons_starts_and_reports_a_budget_block_per_n
 
 def test_a_drain_continued_from_an_earlier_tick_reports_only_its_outcome() -> None:
     results = [
-        ActionResult("ondemand@t0->1/drain/n1", "ondemand", ActionStatus.STARTED, T0, detail="waiting"),
+        ActionResult(
+            "ondemand@t0->1/drain/n1", "ondemand", ActionStatus.STARTED, T0, detail="waiting for disruption budgets"
+        ),
         ActionResult("ondemand@t0->1/drain/n2", "ondemand", ActionStatus.FAILED, T0, detail="gave up"),
         ActionResult("ondemand@t0->1/drain/n3", "ondemand", ActionStatus.REJECTED, T0, detail="must not move"),
     ]
     events = decision_events(CapacityPlan(T0), results, recommend=False)
     assert _reasons(events) == [("n1", "DrainBlocked"), ("n2", "DrainFailed"), ("n3", "DrainRejected")]
     assert all(e.warning for e in events)
+
+
+def test_pods_shutting_down_within_their_grace_period_are_waited_for_not_a_budget_block() -> None:
+    detail = "waiting for [('ml', 'train-0')] on n1 to finish terminating"
+    results = [ActionResult("ondemand@t0->1/drain/n1", "ondemand", ActionStatus.STARTED, T0, detail=detail)]
+    (event,) = decision_events(CapacityPlan(T0), results, recommend=False)
+    assert (event.reason, event.warning, event.message) == ("DrainWaiting", False, f"pool ondemand: {detail}")
 
 
 def _record(
