@@ -17,7 +17,9 @@ misconfiguration no retry fixes): the node is uncordoned and the drain rejected.
 ``timeout``. After ``timeout`` a drain that still has pods to evict (held by a budget, or their eviction failing)
 gives up and uncordons; one left only with pods still terminating past their grace period (their kubelet is gone and
 never finishes them) removes the node anyway and says so in its detail and a warning. When the node is empty, the
-``NodeRemover`` (the pool's actuator) deletes exactly that node. While a drain is in progress the node carries the
+``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for good, or that still fails
+after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in service, not left cordoned,
+paid for and unusable. While a drain is in progress the node carries the
 annotation ``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted or newly elected
 agent continue it instead of leaving the node cordoned; the timeout then counts from when that agent took it over.
 
@@ -41,7 +43,7 @@ from actuators.idempotency import KeyedResults
 from actuators.vendor_errors import from_kubernetes
 from kube.api import KubernetesApi
 from kube.models import V1Node, V1Pod
-from models import ActionResult, ActionStatus, PermanentActuatorError
+from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError
 from models.clock import Clock
 from models.errors import KubernetesApiError, KubernetesNotFound, KubernetesThrottled
 
@@ -168,7 +170,15 @@ class KubernetesNodeDrainer:
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
-        removed = self._remover.delete_nodes(pool_id, [node], key)
+        try:
+            removed = self._remover.delete_nodes(pool_id, [node], key)
+        except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
+            if isinstance(exc, PermanentActuatorError):
+                self._give_up(pool_id, node, f"the node cannot be removed: {exc}")
+                raise
+            if not overdue:
+                raise  # retried with the same key on the next tick
+            return self._fail(key, pool_id, node, f"removing the empty node still fails after {self._timeout} ({exc})")
         unmark = {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}}
         self._call(pool_id, lambda: self._nodes_api.patch(node, unmark))
         self._draining_since.pop(node, None)

@@ -289,3 +289,21 @@ def test_an_eviction_refused_for_good_uncordons_the_node(cluster: Cluster) -> No
         cluster.drainer.drain("a", node, "d")
     assert not _cordoned(cluster, node)
     assert cluster.drainer.draining_nodes("a") == {}
+
+
+def test_an_empty_node_the_cloud_will_not_remove_is_uncordoned_at_the_timeout(cluster: Cluster) -> None:
+    """A group at its minimum size, or a cloud API that keeps failing: the node is back in service after the
+    drain timeout instead of sitting cordoned, paid for and unusable."""
+    node = cluster.nodes[0]
+    cluster.gke.fail_next(100, 503, "backend unavailable", path="deleteInstances")
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED  # its pod shuts down first
+    cluster.clock.advance(timedelta(minutes=1))
+    with pytest.raises(TransientActuatorError):
+        cluster.drainer.drain("a", node, "d")
+    assert _cordoned(cluster, node)  # retried on the next tick with the same key
+    cluster.clock.advance(timedelta(minutes=15))
+    gave_up = cluster.drainer.drain("a", node, "d")
+    assert gave_up.status is ActionStatus.FAILED
+    assert gave_up.detail.startswith("removing the empty node still fails after 0:15:00")
+    assert not _cordoned(cluster, node)
+    assert cluster.drainer.draining_nodes("a") == {}
