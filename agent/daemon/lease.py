@@ -10,22 +10,30 @@ client-go does: a wall clock stepped back or forward (NTP, a VM resumed) changes
 * The leader acts only while its monotonic clock is before the last successful renewal + renew_deadline. A
   renewal counts from the moment it was *sent*, so a slow or lost answer only shortens the window.
 * A standby takes the lease only after it has seen the same holder record, unchanged, for the record's lease
-  duration, measured from when *it* first saw that record (never from the timestamp written in the record, so
-  clock skew between nodes does not matter).
+  duration, measured from when *it* first saw that record, that is when the answer that showed it *arrived* (as
+  client-go's ``setObservedRecord`` after ``Get``): a renewal written while a slow read was in flight is dated
+  no earlier than it can have been sent. Never from the timestamp written in the record, so clock skew between
+  nodes does not matter.
 * Every write carries the resourceVersion that was read: of two replicas racing for the lease, the API server
   accepts one and answers 409 to the other.
 
 Because ``renew_deadline < lease_duration`` and a standby sees a renewal no earlier than it was sent, the old
 leader has stopped acting before any standby can take over.
+
+The Lease is written as the API server reads it: ``leaseDurationSeconds`` is whole seconds, rounded up (a
+standby waits at least the configured duration); ``renewTime``/``acquireTime`` are MicroTime, always with six
+fractional digits (the API server's layout ``2006-01-02T15:04:05.000000Z07:00`` refuses whole seconds). A renewal
+keeps what it read besides the fields it owns: the holder's ``acquireTime``, and labels, annotations and owners.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from kube.api import Leases
 from kube.models import V1Lease, V1LeaseSpec, V1ObjectMeta
@@ -42,6 +50,7 @@ class LeaseRecord:
     duration: timedelta
     transitions: int
     resource_version: str | None
+    acquired: datetime | None = None  # when the holder took it (kept on renewal)
 
 
 @dataclass(frozen=True)
@@ -80,6 +89,7 @@ class LeaseElector:
         self._monotonic = monotonic
         self._renewed_at: float | None = None  # monotonic seconds when the last successful renewal was sent
         self._observed: LeaseRecord | None = None
+        self._read: V1Lease | None = None  # the Lease as last read, whose metadata a write keeps
         self._observed_at: float | None = None  # monotonic seconds when this record was first seen
         self._was_leading = False
         self.last_error: str | None = None
@@ -159,8 +169,9 @@ class LeaseElector:
             self._create(now, sent)
             return
         record = _record_of(current)
-        if record != self._observed:
-            self._observed, self._observed_at = record, sent
+        if record != self._observed:  # dated when the answer arrived, not when it was asked for
+            self._observed, self._observed_at = record, self._monotonic()
+        self._read = current
         if record.holder == self.identity:
             self._write(record, now, sent, transitions=record.transitions)
             return
@@ -185,7 +196,8 @@ class LeaseElector:
 
     def _write(self, seen: LeaseRecord, now: datetime, sent: float, transitions: int) -> None:
         taking = seen.holder != self.identity
-        record = LeaseRecord(self.identity, self._lease_duration, transitions, seen.resource_version)
+        acquired = None if taking else seen.acquired
+        record = LeaseRecord(self.identity, self._lease_duration, transitions, seen.resource_version, acquired)
         try:
             written = self._leases.replace(self.name, self.namespace, self._lease(record, now, acquired=taking))
         except KubernetesConflict:
@@ -201,14 +213,30 @@ class LeaseElector:
     def _lease(self, record: LeaseRecord, now: datetime, acquired: bool = False) -> V1Lease:
         spec = V1LeaseSpec(
             holder_identity=record.holder or None,
-            lease_duration_seconds=max(1, round(record.duration.total_seconds())),
-            renew_time=now,
+            lease_duration_seconds=max(1, math.ceil(record.duration.total_seconds() - 1e-9)),
+            renew_time=micro_time(now),
             lease_transitions=record.transitions,
         )
         if acquired:
-            spec.acquire_time = now
-        meta = V1ObjectMeta(name=self.name, namespace=self.namespace, resource_version=record.resource_version)
+            spec.acquire_time = micro_time(now)
+        elif record.acquired is not None and record.holder:
+            spec.acquire_time = micro_time(record.acquired)
+        read = self._read.metadata if self._read is not None and self._read.metadata is not None else None
+        meta = V1ObjectMeta(
+            name=self.name,
+            namespace=self.namespace,
+            resource_version=record.resource_version,
+            labels=read.labels if read is not None else None,
+            annotations=read.annotations if read is not None else None,
+            owner_references=read.owner_references if read is not None else None,
+        )
         return V1Lease(api_version="coordination.k8s.io/v1", kind="Lease", metadata=meta, spec=spec)
+
+
+def micro_time(at: datetime) -> str:
+    """A Kubernetes MicroTime: UTC, always six fractional digits (``isoformat`` drops them at a whole second, and
+    the API server refuses that)."""
+    return at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def _record_of(lease: V1Lease) -> LeaseRecord:
@@ -219,4 +247,5 @@ def _record_of(lease: V1Lease) -> LeaseRecord:
         duration=timedelta(seconds=seconds),
         transitions=(spec.lease_transitions or 0) if spec is not None else 0,
         resource_version=lease.metadata.resource_version if lease.metadata is not None else None,
+        acquired=spec.acquire_time if spec is not None else None,
     )

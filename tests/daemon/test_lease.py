@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from typing import Any
 
 from agent.daemon.lease import LeaseElector
+from kube import Leases
 from models.clock import SimulatedClock
 from tests.daemon.conftest import DEADLINE, LEASE, LEASE_NAME, NAMESPACE, RETRY
 from tests.daemon.links import CuttableLink
@@ -260,3 +262,84 @@ def test_a_standby_whose_wall_clock_jumps_forward_does_not_take_over_early(
     assert both == timedelta(0)
     assert started_at is not None
     assert started_at >= seen_at + LEASE
+
+
+class _SlowRead:
+    """A replica's Lease calls, where one read is answered late: while it is in flight the clock moves on and
+    ``meanwhile`` runs (the leader renews), so the answer shows a renewal younger than the request."""
+
+    def __init__(self, leases: Any, clock: SimulatedClock) -> None:
+        self._leases, self._clock = leases, clock
+        self.meanwhile: Callable[[], None] | None = None
+
+    def read(self, name: str, namespace: str) -> Any:
+        if self.meanwhile is not None:
+            self._clock.advance(timedelta(seconds=9))
+            self.meanwhile()
+            self.meanwhile = None
+            answer = self._leases.read(name, namespace)
+            self._clock.advance(timedelta(seconds=1))  # answered ten seconds after it was sent
+            return answer
+        return self._leases.read(name, namespace)
+
+    def create(self, namespace: str, body: Any) -> Any:
+        return self._leases.create(namespace, body)
+
+    def replace(self, name: str, namespace: str, body: Any) -> Any:
+        return self._leases.replace(name, namespace, body)
+
+
+def test_a_renewal_seen_through_a_slow_read_is_dated_when_the_answer_came(
+    clock: SimulatedClock, elector_for: Make
+) -> None:
+    """client-go dates an observed record after Get returns. Dated when the read was sent, a renewal written while
+    the read was in flight looked ten seconds older than it was, and the standby took over while the old leader,
+    cut off right after that renewal, still led."""
+    a, link_a = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 3)
+    slow = _SlowRead(b._leases, clock)
+    b._leases = slow  # type: ignore[assignment]
+    slow.meanwhile = lambda: (a.step(clock.now()), link_a.cut())  # a renews, then is cut off
+    clock.advance(RETRY)
+    b.step(clock.now())
+    _rounds(clock, [a, b], 15)  # fails on any instant with two leaders
+    assert b.is_leader(clock.now())
+
+
+def test_the_lease_is_written_as_the_api_server_reads_it(
+    kube_api: FakeKubeApi, clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, _ = elector_for("replica-a")
+    a.step(clock.now())  # created at a whole second
+    lease = kube_api.get("leases", LEASE_NAME, NAMESPACE, group="coordination.k8s.io")
+    assert lease is not None
+    assert lease["spec"]["renewTime"] == "2026-03-02T09:00:00.000000Z"  # MicroTime keeps its six digits
+    acquired = lease["spec"]["acquireTime"]
+    lease["metadata"]["labels"] = {"app.kubernetes.io/name": "leadtime"}
+    kube_api.put("leases", lease, group="coordination.k8s.io")
+    _rounds(clock, [a], 2)  # renewals keep what they do not own
+    renewed = kube_api.get("leases", LEASE_NAME, NAMESPACE, group="coordination.k8s.io")
+    assert renewed is not None
+    assert renewed["spec"]["acquireTime"] == acquired
+    assert renewed["spec"]["renewTime"] == "2026-03-02T09:00:04.000000Z"
+    assert renewed["metadata"]["labels"] == {"app.kubernetes.io/name": "leadtime"}
+
+
+def test_a_fractional_lease_duration_is_written_rounded_up(
+    kube_api: FakeKubeApi, clock: SimulatedClock, api_client_for: Callable[[str], Any]
+) -> None:
+    """The field is whole seconds: rounded down, a standby could take over before the leader's renew deadline."""
+    elector = LeaseElector(
+        Leases(api_client_for(kube_api.url), timedelta(seconds=0.3)),
+        name=LEASE_NAME,
+        namespace=NAMESPACE,
+        identity="replica-a",
+        lease_duration=timedelta(seconds=2.5),
+        renew_deadline=timedelta(seconds=2.4),
+        monotonic=clock.monotonic,
+    )
+    elector.step(clock.now())
+    lease = kube_api.get("leases", LEASE_NAME, NAMESPACE, group="coordination.k8s.io")
+    assert lease is not None
+    assert lease["spec"]["leaseDurationSeconds"] == 3

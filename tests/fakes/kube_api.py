@@ -283,6 +283,7 @@ class FakeKubeApi(LocalJsonServer):
 
     def _create(self, rec: RequestRecord, payload: Obj) -> Obj:
         kind, api_version, namespaced = RESOURCES[(rec.api_group, rec.resource)]
+        _check_micro_times(rec.resource, payload)
         meta = payload.setdefault("metadata", {})
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + uuid.uuid4().hex[:5]
@@ -301,6 +302,7 @@ class FakeKubeApi(LocalJsonServer):
         return copy.deepcopy(payload)
 
     def _write(self, key: tuple[str, str, str, str], current: Obj, new: Obj) -> Obj:
+        _check_micro_times(key[1], new)
         sent = (new.get("metadata") or {}).get("resourceVersion")
         if sent and sent != current["metadata"]["resourceVersion"]:
             raise ApiError(
@@ -535,3 +537,19 @@ def _json_patch(doc: Obj, ops: list[Obj]) -> Obj:
         else:
             raise ApiError(422, "Invalid", f"json patch operation {op['op']!r} is not supported by this fake")
     return doc
+
+
+_MICRO_TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}(Z|[+-]\d\d:\d\d)")
+
+
+def _check_micro_times(resource: str, obj: Obj) -> None:
+    """A Lease's renewTime and acquireTime are MicroTime, decoded with the fixed layout
+    ``2006-01-02T15:04:05.000000Z07:00``: anything else (a whole second without its six digits) is refused."""
+    if resource != "leases":
+        return
+    for field in ("renewTime", "acquireTime"):
+        value = (obj.get("spec") or {}).get(field)
+        if value is not None and not _MICRO_TIME.fullmatch(str(value)):
+            raise ApiError(
+                400, "BadRequest", f'Lease in version "v1" cannot be handled as a Lease: parsing time "{value}"'
+            )
