@@ -300,7 +300,12 @@ def test_a_renewal_seen_through_a_slow_read_is_dated_when_the_answer_came(
     _rounds(clock, [a, b], 3)
     slow = _SlowRead(b._leases, clock)
     b._leases = slow  # type: ignore[assignment]
-    slow.meanwhile = lambda: (a.step(clock.now()), link_a.cut())  # a renews, then is cut off
+
+    def renew_then_cut() -> None:
+        a.step(clock.now())
+        link_a.cut()
+
+    slow.meanwhile = renew_then_cut  # a renews while b's read is in flight, then is cut off
     clock.advance(RETRY)
     b.step(clock.now())
     _rounds(clock, [a, b], 15)  # fails on any instant with two leaders
