@@ -43,7 +43,7 @@ from actuators.idempotency import KeyedResults
 from actuators.vendor_errors import from_kubernetes
 from kube.api import KubernetesApi
 from kube.models import V1Node, V1Pod
-from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError
+from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
 from models.clock import Clock
 from models.errors import KubernetesApiError, KubernetesNotFound, KubernetesThrottled
 
@@ -106,6 +106,13 @@ class KubernetesNodeDrainer:
         self._idle_since: dict[str, datetime] = {}
         self._draining_since: dict[str, datetime] = {}
         self._results = KeyedResults(settled_only=True)
+        self._may_write: Callable[[], bool] = lambda: True
+
+    def guard_writes(self, may_write: Callable[[], bool]) -> None:
+        """Checked before every eviction and before the node's removal, not only when a drain call starts: a drain
+        that outlives this replica's leadership (a slow API, many pods) stops before its next write, and the new
+        leader continues it from the node's drain annotation."""
+        self._may_write = may_write
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         now = self._clock.now()
@@ -143,6 +150,7 @@ class KubernetesNodeDrainer:
         for pod in pods:
             if _terminating(pod):
                 continue  # already on its way out: waited for, never evicted again
+            self._check_may_write(pool_id, node)
             try:
                 moved |= self._evict(pod)
             except KubernetesApiError as exc:
@@ -170,29 +178,7 @@ class KubernetesNodeDrainer:
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
-        try:
-            removed = self._remover.delete_nodes(pool_id, [node], key)
-        except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
-            if isinstance(exc, PermanentActuatorError):
-                self._give_up(pool_id, node, f"the node cannot be removed: {exc}")
-                raise
-            if not overdue:
-                raise  # retried with the same key on the next tick
-            return self._fail(key, pool_id, node, f"removing the empty node still fails after {self._timeout} ({exc})")
-        unmark = {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}}
-        self._call(pool_id, lambda: self._nodes_api.patch(node, unmark))
-        self._draining_since.pop(node, None)
-        self._idle_since.pop(node, None)
-        if terminating:
-            drained = (
-                f"node {node} removed with {terminating} still terminating after {self._timeout}, past their grace "
-                "periods (their kubelet does not finish them)"
-            )
-            log.warning("pool %s: %s (key %s)", pool_id, drained, key)
-        else:
-            drained = f"node {node} drained"
-            log.info("pool %s: node %s drained and removed (key %s)", pool_id, node, key)
-        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, f"{drained}; {removed.detail}"))
+        return self._remove(key, pool_id, node, terminating, overdue)
 
     # -- internals -----------------------------------------------------------------------------------------
     def _nodes(self, pool_id: str) -> list[V1Node]:
@@ -243,6 +229,41 @@ class KubernetesNodeDrainer:
             "metadata": {"annotations": {DRAIN_ANNOTATION: drain_key}},
         }
         self._call(pool_id, lambda: self._nodes_api.patch(node, body))
+
+    def _remove(
+        self, key: str, pool_id: str, node: str, terminating: list[tuple[str, str]], overdue: bool
+    ) -> ActionResult:
+        """The empty node (or one left only with pods past their grace periods) goes, through the pool's actuator."""
+        self._check_may_write(pool_id, node)
+        try:
+            removed = self._remover.delete_nodes(pool_id, [node], key)
+        except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
+            if isinstance(exc, PermanentActuatorError):
+                self._give_up(pool_id, node, f"the node cannot be removed: {exc}")
+                raise
+            if not overdue:
+                raise  # retried with the same key on the next tick
+            return self._fail(key, pool_id, node, f"removing the empty node still fails after {self._timeout} ({exc})")
+        unmark = {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}}
+        self._call(pool_id, lambda: self._nodes_api.patch(node, unmark))
+        self._draining_since.pop(node, None)
+        self._idle_since.pop(node, None)
+        if terminating:
+            drained = (
+                f"node {node} removed with {terminating} still terminating after {self._timeout}, past their grace "
+                "periods (their kubelet does not finish them)"
+            )
+            log.warning("pool %s: %s (key %s)", pool_id, drained, key)
+        else:
+            drained = f"node {node} drained"
+            log.info("pool %s: node %s drained and removed (key %s)", pool_id, node, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, f"{drained}; {removed.detail}"))
+
+    def _check_may_write(self, pool_id: str, node: str) -> None:
+        if not self._may_write():
+            raise TransientActuatorError(
+                pool_id, f"this replica stopped leading during the drain of {node}; stopped before its next write"
+            )
 
     def _reject(self, key: str, pool_id: str, node: str, why: str) -> ActionResult:
         """A drain no retry can finish: uncordon and settle the key REJECTED."""

@@ -1,15 +1,16 @@
 """Leader-only wrappers around the writers: a replica that does not lead at the moment of a write refuses it.
 
 The daemon checks leadership before a tick starts; these wrappers check again right before every resize and
-drain, so a tick that outlives the leader's renew deadline stops before its next write instead of racing the
-new leader. Reads pass through.
+drain, and a drainer that makes several writes in one call (cordon, each eviction, the node's removal) is handed
+the same check for each, so a tick that outlives the leader's renew deadline stops before its next write instead
+of racing the new leader. Reads pass through.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from actuators import Actuator, NodeDrainer
 from models import ActionResult, PoolState, TransientActuatorError
@@ -18,6 +19,13 @@ from models.clock import Clock
 
 class Leadership(Protocol):
     def is_leader(self, now: datetime) -> bool: ...
+
+
+@runtime_checkable
+class GuardsWrites(Protocol):
+    """A drainer that makes several writes in one call and checks before each (``KubernetesNodeDrainer``)."""
+
+    def guard_writes(self, may_write: Callable[[], bool]) -> None: ...
 
 
 class LeaderOnlyActuator:
@@ -40,6 +48,8 @@ class LeaderOnlyDrainer:
         self._inner = inner
         self._leadership = leadership
         self._clock = clock
+        if isinstance(inner, GuardsWrites):  # one drain call evicts pod after pod: check before each write
+            inner.guard_writes(lambda: leadership.is_leader(clock.now()))
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         return self._inner.idle_nodes(pool_id, idle_for)

@@ -307,3 +307,24 @@ def test_an_empty_node_the_cloud_will_not_remove_is_uncordoned_at_the_timeout(cl
     assert gave_up.detail.startswith("removing the empty node still fails after 0:15:00")
     assert not _cordoned(cluster, node)
     assert cluster.drainer.draining_nodes("a") == {}
+
+
+def test_leadership_lost_in_the_middle_of_a_drain_stops_it_before_the_next_write(cluster: Cluster) -> None:
+    """Through the daemon's leader-only wrapper: checked before every eviction and the removal, not only when the
+    drain call starts; the node keeps its drain annotation, so the new leader continues the drain."""
+    from agent.daemon.guard import LeaderOnlyDrainer
+
+    node = cluster.nodes[0]
+    cluster.kube.put("pods", objs.pod(f"train-{node}", node, labels={"app": "train"}, owner_kind="Job"))
+    answers = iter([True, True, False])  # leads when the call starts and at the first eviction, then not
+
+    class Leadership:
+        def is_leader(self, now: datetime) -> bool:
+            return next(answers, False)
+
+    guarded = LeaderOnlyDrainer(cluster.drainer, Leadership(), cluster.clock)
+    with pytest.raises(TransientActuatorError, match=f"stopped leading during the drain of {node}"):
+        guarded.drain("a", node, "d")
+    assert sum(_evictions(cluster, p) for p in (f"web-{node}", f"train-{node}")) == 1
+    assert cluster.drainer.draining_nodes("a") == {node: "d"}
+    assert cluster.gke.calls("POST", "deleteInstances") == 0
