@@ -20,7 +20,7 @@ from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
-from agent.simulation.window import DEFAULT_HISTORY, SimulationWindow, gap_warning
+from agent.simulation.window import DEFAULT_HISTORY, SimulationWindow, gap_warning, outage_note
 from agent.sources.trace import Trace, read_trace
 from agent.strict_json import write_json
 from config import load_settings
@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     settings = _at_trace_step(settings, window)
     if (gaps := gap_warning(window)) is not None:
         log.warning("%s", gaps, extra={"gap_steps": len(window.index) - int(window.observed.sum())})
+    if (outage := outage_note(window)) is not None:
+        log.info("%s", outage)
     compare = bool(args.equal_service) and {"forecast", "reactive"} <= set(args.policy)
     total = len(window.index) * len(set(args.policy) & set(AGENT_POLICIES))
     with tqdm(total=total, desc="forecasting", unit="tick", disable=args.no_progress, file=sys.stderr) as bar:

@@ -102,16 +102,23 @@ def select_window(
 
 
 def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> str | None:
-    """A sentence for when more than ``share`` of the window's steps are gaps (a step where any class has no
-    value counts neither cost nor service): how many, and the classes whose missing values make them, most first.
-    ``None`` when the gaps are at most that share."""
+    """A sentence for when more than ``share`` of the window's steps are gaps made by some classes alone (a step
+    where any class has no value counts neither cost nor service): how many, and the classes whose missing values
+    make them, most first. Steps where no class has a value (a collector outage, ``outage_note``) are the trace's
+    own and no choice of classes or window avoids them: they are left out here. ``None`` when those gaps are at
+    most that share."""
     steps = len(window.index)
-    gaps = steps - int(window.observed.sum())
+    outage = _outage(window)
+    partial = ~window.observed & ~outage
+    gaps = int(partial.sum())
     if steps == 0 or gaps <= share * steps:
         return None
+    counts = np.isnan(window.demand[partial]).sum(axis=0)
+    ranked = sorted(
+        ((int(n), name) for name, n in zip(window.classes, counts.tolist(), strict=True) if n), key=lambda c: -c[0]
+    )
     causes = [
-        f"{name!r} has no value at {n} step(s){_why_missing(window, window.classes.index(name))}"
-        for name, n in window.missing_by_class().items()
+        f"{name!r} has no value at {n} step(s){_why_missing(window, window.classes.index(name))}" for n, name in ranked
     ]
     shown = "; ".join(causes[:3]) + (f"; and {len(causes) - 3} more class(es)" if len(causes) > 3 else "")
     return (
@@ -119,6 +126,24 @@ def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> s
         f"(a step is a gap when any class has no value): {shown}; choose a window where every class has data, or "
         "leave such a class out of the configuration"
     )
+
+
+def outage_note(window: SimulationWindow) -> str | None:
+    """A sentence for the steps where no class has a value (the trace's collector was down), or ``None``."""
+    outage = _outage(window)
+    count = int(outage.sum())
+    if count == 0:
+        return None
+    return (
+        f"{count} of the window's {len(window.index)} steps ({_span(window.step * count)}) have no value for any "
+        "class (the trace's collector was down): they count neither cost nor service"
+    )
+
+
+def _outage(window: SimulationWindow) -> np.ndarray:
+    if window.demand.shape[1] == 0:
+        return np.zeros(len(window.index), dtype=bool)
+    return np.asarray(np.isnan(window.demand).all(axis=1))
 
 
 def _why_missing(window: SimulationWindow, column: int) -> str:

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from agent.simulation import select_window
-from agent.simulation.window import gap_warning
+from agent.simulation.window import gap_warning, outage_note
 from agent.sources.trace import read_trace
 from models import DemandClass, TraceError
 from tests.conftest import TraceWriter
@@ -93,3 +93,22 @@ def test_a_window_wholly_outside_the_trace_is_still_refused(write_trace: TraceWr
     after = trace.index[-1] + trace.step
     with pytest.raises(TraceError, match="is outside the trace"):
         select_window(trace, CLASSES, after.to_pydatetime(), (after + trace.step * 10).to_pydatetime())
+
+
+def test_a_collector_outage_is_noted_not_warned_about(write_trace: TraceWriter) -> None:
+    """Steps where no class has a value are the trace's own (the bundled Helios trace loses a day): no choice of
+    classes or window avoids them, so they are a note, not a warning telling the user to choose another window."""
+    a, b = [1.0] * 100, [2.0] * 100
+    a[40:64] = b[40:64] = [math.nan] * 24  # two hours without any value
+    trace = read_trace(write_trace({"a": a, "b": b}))
+    window = select_window(trace, CLASSES, trace.index[0].to_pydatetime(), None)
+    assert gap_warning(window) is None
+    assert outage_note(window) == (
+        "24 of the window's 100 steps (2 h) have no value for any class (the trace's collector was down): they "
+        "count neither cost nor service"
+    )
+    b[80:100] = [math.nan] * 20  # and one class stops early: that still warns, counting only its own gaps
+    trace = read_trace(write_trace({"a": a, "b": b}, name="late.csv"))
+    window = select_window(trace, CLASSES, trace.index[0].to_pydatetime(), None)
+    message = gap_warning(window)
+    assert message is not None and message.startswith("20 of the window's 100 steps (20%) are gaps")
