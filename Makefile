@@ -6,10 +6,12 @@ BIN := $(VENV)/bin
 # of a 2-core install); then the daemon extra and the tools the tests and the linters need.
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
-DEMO_OUT ?= out/demo
 # The reference scenario where forecasting pays most (TPU slices, 30-minute lead time); the pooled GPU scenario
 # is `make demo DEMO_CONFIG=config/examples/helios-earth.yaml`.
 DEMO_CONFIG ?= config/examples/helios-earth-slices.yaml
+# out/demo for the reference scenario, out/demo-<config name> for another, so one demo does not overwrite the other.
+DEMO_NAME = $(basename $(notdir $(DEMO_CONFIG)))
+DEMO_OUT ?= $(if $(filter helios-earth-slices,$(DEMO_NAME)),out/demo,out/demo-$(DEMO_NAME))
 # The trace the demo replays (another one: `make demo DEMO_CONFIG=... DEMO_TRACE=...`).
 DEMO_TRACE ?= data/helios-earth/demand_5min.csv.gz
 # The install skips byte-compiling (below), so Python caches each module in __pycache__ on its first import. An
