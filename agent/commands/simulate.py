@@ -27,6 +27,7 @@ from config import load_settings
 from config.schema import Settings
 from models import LeadtimeError
 from models.clock import SystemClock
+from models.durations import format_duration
 from models.redaction import redact_tree
 
 if TYPE_CHECKING:
@@ -176,18 +177,10 @@ def _at_trace_step(settings: Settings, window: SimulationWindow) -> Settings:
     if "step" in settings.forecast.model_fields_set:
         log.warning(
             "forecast.step is %s in the configuration but the trace's step is %s: simulating at the trace's step",
-            _duration(settings.forecast.step),
-            _duration(window.step),
+            format_duration(settings.forecast.step),
+            format_duration(window.step),
         )
     return settings.model_copy(update={"forecast": settings.forecast.model_copy(update={"step": window.step})})
-
-
-def _duration(span: timedelta) -> str:
-    seconds = int(span.total_seconds())
-    for unit, size in (("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def _from_prometheus(settings: Settings, args: argparse.Namespace) -> tuple[ClusterHistory, datetime, datetime]:

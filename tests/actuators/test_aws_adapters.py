@@ -9,31 +9,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kubernetes import client as k8s
 
-from actuators.aws_asg import Ec2AutoScalingGroupActuator
-from actuators.aws_eks import EksNodegroupActuator
-from actuators.aws_groups import AutoScalingGroups
 from actuators.kubernetes_drain import KubernetesNodeDrainer
-from config.aws import EKS_NODEGROUP_LABEL, AutoScalingGroupMapping, NodegroupMapping
+from config.aws import EKS_NODEGROUP_LABEL
 from kube import KubernetesApi
 from models import ActionStatus, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 from models.clock import SimulatedClock
+from tests.actuators.aws_adapters import asg_actuator, eks_actuator
 from tests.fakes import kube_objects as objs
 from tests.fakes.aws_api import FakeAwsApi
 from tests.fakes.kube_api import FakeKubeApi
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
-
-
-def _asg(fake: FakeAwsApi, clock: SimulatedClock, group: str = "gpu-spot") -> Ec2AutoScalingGroupActuator:
-    clients = fake.clients()
-    mapping = AutoScalingGroupMapping(pool="spot", group=group)
-    return Ec2AutoScalingGroupActuator(AutoScalingGroups(clients.autoscaling, clients.ec2), [mapping], clock)
-
-
-def _eks(fake: FakeAwsApi, clock: SimulatedClock) -> EksNodegroupActuator:
-    clients = fake.clients()
-    groups = AutoScalingGroups(clients.autoscaling, clients.ec2)
-    return EksNodegroupActuator(clients.eks, groups, "ml", [NodegroupMapping(pool="od", nodegroup="p5")], clock)
 
 
 @pytest.mark.parametrize(
@@ -74,7 +60,7 @@ def test_auto_scaling_errors_become_decisions(
     aws_api.add_group("gpu-spot", nodes=1)
     aws_api.fail("SetDesiredCapacity", code, message, status)
     with pytest.raises(error, match=code) as raised:
-        _asg(aws_api, SimulatedClock(T0)).resize("spot", 3, "k")
+        asg_actuator(aws_api, SimulatedClock(T0)).resize("spot", 3, "k")
     assert getattr(raised.value, "pool_id", None) == "spot"
     assert aws_api.group("gpu-spot")["DesiredCapacity"] == 1
 
@@ -92,16 +78,16 @@ def test_eks_errors_become_decisions(aws_api: FakeAwsApi, code: str, status: int
     aws_api.add_nodegroup("ml", "p5", nodes=1)
     aws_api.fail("UpdateNodegroupConfig", code, f"{code} from EKS", status)
     with pytest.raises(error, match=code):
-        _eks(aws_api, SimulatedClock(T0)).resize("od", 3, "k")
+        eks_actuator(aws_api, SimulatedClock(T0)).resize("od", 3, "k")
 
 
 def test_a_restart_during_a_node_group_update_starts_no_second_update(aws_api: FakeAwsApi) -> None:
     aws_api.add_nodegroup("ml", "p5", nodes=1)
     clock = SimulatedClock(T0)
-    first = _eks(aws_api, clock).resize("od", 3, "up")
+    first = eks_actuator(aws_api, clock).resize("od", 3, "up")
     assert first.status is ActionStatus.STARTED
 
-    after = _eks(aws_api, clock)  # a new process: no memory of the key, only what EKS reports
+    after = eks_actuator(aws_api, clock)  # a new process: no memory of the key, only what EKS reports
     (state,) = after.list_pools()
     assert state.in_flight_operation is not None and state.in_flight_operation in first.detail
     assert (state.ready_units, state.target_units) == (1, 3)
@@ -118,9 +104,9 @@ def test_a_restart_during_a_node_group_update_starts_no_second_update(aws_api: F
 def test_a_repeated_client_request_token_is_one_update(aws_api: FakeAwsApi) -> None:
     aws_api.add_nodegroup("ml", "p5", nodes=1)
     clock = SimulatedClock(T0)
-    first = _eks(aws_api, clock).resize("od", 2, "same-key")
+    first = eks_actuator(aws_api, clock).resize("od", 2, "same-key")
     aws_api.finish_operations()
-    again = _eks(aws_api, clock).resize("od", 2, "same-key")
+    again = eks_actuator(aws_api, clock).resize("od", 2, "same-key")
     assert again.status is ActionStatus.DONE
     assert aws_api.calls("UpdateNodegroupConfig") == 1
     assert first.status is ActionStatus.STARTED
@@ -130,11 +116,11 @@ def test_a_spot_launch_failure_is_failed_units_then_removed_and_refused(aws_api:
     aws_api.add_group("gpu-spot", nodes=1)
     clock = SimulatedClock(T0)
     aws_api.arm_late_stockout()
-    assert _asg(aws_api, clock).resize("spot", 4, "up").status is ActionStatus.STARTED
+    assert asg_actuator(aws_api, clock).resize("spot", 4, "up").status is ActionStatus.STARTED
     aws_api.settle()  # the group records a failed launch: InsufficientInstanceCapacity in us-east-1a
 
     clock.advance(timedelta(minutes=20))  # long after the failure: still failed units until removed
-    actuator = _asg(aws_api, clock)
+    actuator = asg_actuator(aws_api, clock)
     (state,) = actuator.list_pools()
     assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 3)
     with pytest.raises(CapacityUnavailable, match="InsufficientInstanceCapacity") as refused:
@@ -149,10 +135,10 @@ def test_a_recent_launch_failure_refuses_growth_until_it_is_old(aws_api: FakeAws
     clock = SimulatedClock(T0)
     aws_api.stockout("gpu-spot")
     with pytest.raises(CapacityUnavailable):
-        _asg(aws_api, clock).resize("spot", 2, "up")
+        asg_actuator(aws_api, clock).resize("spot", 2, "up")
     assert aws_api.calls("SetDesiredCapacity") == 0
     clock.advance(timedelta(minutes=10))
-    assert _asg(aws_api, clock).resize("spot", 2, "later").status is ActionStatus.STARTED
+    assert asg_actuator(aws_api, clock).resize("spot", 2, "later").status is ActionStatus.STARTED
     assert aws_api.group("gpu-spot")["DesiredCapacity"] == 2
 
 
@@ -166,7 +152,7 @@ def test_a_drain_terminates_exactly_the_drained_instance(
     for instance_id, name in dns.items():
         kube_api.put("nodes", objs.node(name, "unused", labels={EKS_NODEGROUP_LABEL: "p5"}, instance=instance_id))
     clock = SimulatedClock(T0)
-    eks = _eks(aws_api, clock)
+    eks = eks_actuator(aws_api, clock)
     drainer = KubernetesNodeDrainer(
         KubernetesApi(kube_client), clock, {"od": "p5"}, eks, pool_label=EKS_NODEGROUP_LABEL
     )
@@ -188,9 +174,9 @@ def test_a_node_group_health_issue_naming_a_capacity_shortage_is_failed_units(aw
     group = aws_api.add_nodegroup("ml", "p5", nodes=1)
     clock = SimulatedClock(T0)
     aws_api.arm_late_stockout()
-    _eks(aws_api, clock).resize("od", 3, "up")
+    eks_actuator(aws_api, clock).resize("od", 3, "up")
     aws_api.finish_operations()
-    actuator = _eks(aws_api, clock)
+    actuator = eks_actuator(aws_api, clock)
     assert actuator.list_pools()[0].failed_units == 0  # launches still under way: nothing says they cannot
     aws_api.health_issue(
         "p5",

@@ -10,12 +10,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from botocore.exceptions import ClientError
 
-from actuators.aws_asg import Ec2AutoScalingGroupActuator
-from actuators.aws_eks import EksNodegroupActuator
-from actuators.aws_groups import AutoScalingGroups
-from config.aws import AutoScalingGroupMapping, NodegroupMapping
 from models import ActionStatus, CapacityUnavailable, TransientActuatorError
 from models.clock import SimulatedClock
+from tests.actuators.aws_adapters import asg_actuator, eks_actuator
 from tests.fakes.aws_api import FakeAwsApi
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -23,18 +20,6 @@ SHORTAGE = (
     "Could not launch On-Demand Instances. InsufficientInstanceCapacity - We currently do not have sufficient "
     "p5.48xlarge capacity in the Availability Zone you requested (us-east-1a)."
 )
-
-
-def _asg(fake: FakeAwsApi, clock: SimulatedClock, group: str = "gpu-spot") -> Ec2AutoScalingGroupActuator:
-    clients = fake.clients()
-    mapping = AutoScalingGroupMapping(pool="spot", group=group)
-    return Ec2AutoScalingGroupActuator(AutoScalingGroups(clients.autoscaling, clients.ec2), [mapping], clock)
-
-
-def _eks(fake: FakeAwsApi, clock: SimulatedClock) -> EksNodegroupActuator:
-    clients = fake.clients()
-    groups = AutoScalingGroups(clients.autoscaling, clients.ec2)
-    return EksNodegroupActuator(clients.eks, groups, "ml", [NodegroupMapping(pool="od", nodegroup="p5")], clock)
 
 
 def _instances(fake: FakeAwsApi, group: str) -> list[str]:
@@ -108,7 +93,7 @@ def test_the_fake_pages_list_updates_at_100(aws_api: FakeAwsApi) -> None:
 def test_a_shrink_stops_at_the_group_minimum_and_says_so(aws_api: FakeAwsApi) -> None:
     aws_api.add_group("gpu-spot", nodes=4, min_size=2)
     clock = SimulatedClock(T0)
-    actuator = _asg(aws_api, clock)
+    actuator = asg_actuator(aws_api, clock)
 
     first = actuator.resize("spot", 0, "down")
 
@@ -125,7 +110,7 @@ def test_a_shrink_stops_at_the_group_minimum_and_says_so(aws_api: FakeAwsApi) ->
 def test_a_scale_up_stops_at_the_group_maximum_then_is_refused_for_it(aws_api: FakeAwsApi) -> None:
     aws_api.add_group("gpu-spot", nodes=1, max_size=4)
     clock = SimulatedClock(T0)
-    actuator = _asg(aws_api, clock)
+    actuator = asg_actuator(aws_api, clock)
 
     grown = actuator.resize("spot", 6, "up")
 
@@ -142,11 +127,11 @@ def test_failed_launches_the_minimum_asks_for_stay_and_the_rest_go(aws_api: Fake
     aws_api.add_group("gpu-spot", nodes=1)
     clock = SimulatedClock(T0)
     aws_api.arm_late_stockout()
-    _asg(aws_api, clock).resize("spot", 3, "up")
+    asg_actuator(aws_api, clock).resize("spot", 3, "up")
     aws_api.settle()  # 2 launches failed for capacity
     aws_api.set_bounds("gpu-spot", min_size=2, max_size=16)  # meanwhile an operator raised MinSize to 2
 
-    actuator = _asg(aws_api, clock)
+    actuator = asg_actuator(aws_api, clock)
     (state,) = actuator.list_pools()
     assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 2)
     removed = actuator.resize("spot", state.target_units, "clear-failed")
@@ -163,7 +148,7 @@ def test_failed_launches_the_minimum_asks_for_stay_and_the_rest_go(aws_api: Fake
 def test_a_drained_node_the_group_cannot_lose_is_kept_until_it_can(aws_api: FakeAwsApi) -> None:
     aws_api.add_group("gpu-spot", nodes=2, min_size=2)
     clock = SimulatedClock(T0)
-    actuator = _asg(aws_api, clock)
+    actuator = asg_actuator(aws_api, clock)
     victim = _instances(aws_api, "gpu-spot")[0]
 
     with pytest.raises(TransientActuatorError, match="minimum size 2") as kept:
@@ -183,7 +168,7 @@ def test_a_node_group_grows_to_its_max_size_and_its_bounds_stay_the_operators(aw
     aws_api.add_nodegroup("ml", "p5", nodes=1, max_size=4)
     clock = SimulatedClock(T0)
 
-    grown = _eks(aws_api, clock).resize("od", 6, "up")
+    grown = eks_actuator(aws_api, clock).resize("od", 6, "up")
 
     assert grown.status is ActionStatus.STARTED
     assert "desired size 1 -> 4" in grown.detail and "EKS node group 'p5' has maximum size 4" in grown.detail
@@ -191,13 +176,13 @@ def test_a_node_group_grows_to_its_max_size_and_its_bounds_stay_the_operators(aw
     assert scaling["scalingConfig"] == {"minSize": 0, "maxSize": 4, "desiredSize": 4}
     aws_api.settle()
     with pytest.raises(CapacityUnavailable, match="maximum size 4"):
-        _eks(aws_api, clock).resize("od", 6, "up-again")
+        eks_actuator(aws_api, clock).resize("od", 6, "up-again")
 
 
 def test_a_node_group_shrinks_to_its_min_size_and_keeps_a_drained_node_at_it(aws_api: FakeAwsApi) -> None:
     group = aws_api.add_nodegroup("ml", "p5", nodes=3, min_size=2)
     clock = SimulatedClock(T0)
-    actuator = _eks(aws_api, clock)
+    actuator = eks_actuator(aws_api, clock)
 
     shrunk = actuator.resize("od", 0, "down")
 
@@ -212,11 +197,11 @@ def test_dropping_failed_nodes_never_lowers_the_node_group_min_size(aws_api: Fak
     group = aws_api.add_nodegroup("ml", "p5", nodes=1)
     clock = SimulatedClock(T0)
     aws_api.arm_late_stockout()
-    _eks(aws_api, clock).resize("od", 3, "up")
+    eks_actuator(aws_api, clock).resize("od", 3, "up")
     aws_api.settle()  # 2 launches failed for capacity
     aws_api.set_bounds(group, min_size=2, max_size=16)
 
-    actuator = _eks(aws_api, clock)
+    actuator = eks_actuator(aws_api, clock)
     (state,) = actuator.list_pools()
     assert state.failed_units == 2
     removed = actuator.resize("od", state.target_units, "clear-failed")
@@ -229,7 +214,7 @@ def test_dropping_failed_nodes_never_lowers_the_node_group_min_size(aws_api: Fak
 def test_a_node_group_health_issue_stops_counting_once_stale_cleared_or_contradicted(aws_api: FakeAwsApi) -> None:
     group = aws_api.add_nodegroup("ml", "p5", nodes=1)
     clock = SimulatedClock(T0)
-    actuator = _eks(aws_api, clock)
+    actuator = eks_actuator(aws_api, clock)
     aws_api.health_issue("p5", "AsgInstanceLaunchFailures", SHORTAGE)
     with pytest.raises(CapacityUnavailable, match="AsgInstanceLaunchFailures"):
         actuator.resize("od", 3, "up")  # a fresh report: growth refused, as after a failed launch
@@ -255,9 +240,9 @@ def test_the_update_in_progress_is_found_past_the_first_page(aws_api: FakeAwsApi
     aws_api.add_nodegroup("ml", "p5", nodes=1)
     aws_api.add_settled_updates("ml", "p5", 120)  # a long-lived node group's history: two pages
     clock = SimulatedClock(T0)
-    first = _eks(aws_api, clock).resize("od", 3, "up")
+    first = eks_actuator(aws_api, clock).resize("od", 3, "up")
 
-    after = _eks(aws_api, clock)  # a restarted agent
+    after = eks_actuator(aws_api, clock)  # a restarted agent
     (state,) = after.list_pools()
     assert state.in_flight_operation is not None and state.in_flight_operation in first.detail
     with pytest.raises(TransientActuatorError, match="still in progress"):
