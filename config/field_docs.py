@@ -141,20 +141,22 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.url": "Base URL of the Prometheus HTTP API, e.g. `http://prometheus.monitoring:9090`.",
     "PrometheusSettings.bearer_token_file": "File holding a bearer token sent with every query.",
     "PrometheusSettings.ca_file": "CA bundle to verify an HTTPS Prometheus with.",
-    "PrometheusSettings.timeout": "Timeout of one query (duration).",
+    "PrometheusSettings.timeout": "Timeout of one query (duration); sent to Prometheus in whole milliseconds.",
     "PrometheusSettings.retries": "Retries of a failed query (0-10).",
     "PrometheusSettings.retry_backoff_s": "Wait before the first retry, doubling after each (seconds).",
     "PrometheusSettings.max_staleness": "A series whose newest sample is older than this is missing (duration).",
     "PrometheusSettings.max_points_per_query": "Most points per series in one range query; longer ranges are "
     "chunked (Prometheus refuses more than 11,000).",
     "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "
-    "(ClusterQueue usage plus pending).",
+    "(ClusterQueue usage plus pending; Kueue v0.18.0 or later, older ones leave every class unavailable).",
     "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
     "PrometheusSettings.pools": "Per pool: how its accelerator activity and its recorded capacity are read.",
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
-    '`cluster_queue="team-a", flavor="a100"`.',
-    "ClassQuerySettings.resource": "Resource name in the default query, e.g. `nvidia_com_gpu` or `google.com/tpu`.",
+    '`cluster_queue="team-a", flavor="a100"`. With `kueue` a `cluster_queue` matcher is required, and `flavor` / '
+    "`cohort` narrow the usage term only (the pending gauge has no such labels).",
+    "ClassQuerySettings.resource": "Kubernetes resource name in the default query, e.g. `nvidia.com/gpu` or "
+    "`google.com/tpu` (kube-state-metrics reads it sanitized, `google_com_tpu`).",
     "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "
     'slices), e.g. `count(kube_node_labels{label_cloud_google_com_gke_nodepool="a100"})`; '
     "`simulate --source prometheus` reports it as the `actual` row.",

@@ -7,6 +7,7 @@ overrides of the default queries (``agent.sources.prometheus_queries`` builds th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from typing import Annotated, Any, Literal
@@ -34,7 +35,9 @@ class _Section(NumbersOnly):
 class ClassQuerySettings(_Section):
     """How one demand class is read. ``query`` replaces the default query entirely (it must return one
     series); otherwise ``selector`` (PromQL label matchers, e.g. ``cluster_queue="team-a", flavor="a100"``)
-    and ``resource`` adjust the default query of ``demand_metrics``."""
+    and ``resource`` adjust the default query of ``demand_metrics``. With ``kueue`` the selector must name the
+    ClusterQueue(s) with a ``cluster_queue`` matcher, and ``flavor`` / ``cohort`` matchers narrow the usage
+    term only: the pending gauge carries neither (see ``agent.sources.prometheus_queries``)."""
 
     query: str | None = Field(default=None, min_length=1)
     selector: str | None = Field(default=None, min_length=1)
@@ -94,7 +97,8 @@ class PrometheusSettings(_Section):
 def prometheus_problems(
     settings: PrometheusSettings | None, class_names: Iterable[str], pool_ids: Iterable[str]
 ) -> Iterator[ConfigProblem]:
-    """Overrides must name demand classes and pools that exist."""
+    """Overrides must name demand classes and pools that exist, and a Kueue selector must be one the default
+    query can split between its usage and pending terms."""
     if settings is None:
         return
     for section, known in (("classes", set(class_names)), ("pools", set(pool_ids))):
@@ -102,3 +106,51 @@ def prometheus_problems(
             if name not in known:
                 listed = ", ".join(sorted(known)) or "none"
                 yield ConfigProblem(f"prometheus.{section}.{name}", f"unknown name {name!r} (known: {listed})")
+    if settings.demand_metrics == "kueue":
+        for name, override in settings.classes.items():
+            if override.selector and not override.query:
+                reason = kueue_selector_problem(override.selector)
+                if reason:
+                    yield ConfigProblem(f"prometheus.classes.{name}.selector", reason)
+
+
+# One PromQL label matcher: name, operator, and a double-, single- or back-quoted string (PromQL "String literals").
+_MATCHER = re.compile(
+    r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*(?:,|$)"""
+)
+
+# Labels of kueue_cluster_queue_resource_usage that kueue_cluster_queue_resource_pending does not carry: usage is
+# reported per (cohort, cluster_queue, flavor, resource), pending per (cluster_queue, resource) only, since a
+# pending workload has no flavor yet (kubernetes-sigs/kueue pkg/metrics/metrics.go; its test helper
+# ExpectCQResourcePendingMetric takes the label values cluster_queue, resource, replica_role).
+KUEUE_USAGE_ONLY_LABELS = frozenset({"flavor", "cohort"})
+
+
+def label_matchers(selector: str) -> list[tuple[str, str]] | None:
+    """``selector`` split into its matchers as (label name, matcher text); None when it is not a plain
+    comma-separated list of PromQL label matchers."""
+    matchers, position, text = [], 0, selector.strip()
+    while position < len(text):
+        match = _MATCHER.match(text, position)
+        if match is None or match.end() == position:
+            return None
+        matchers.append((match.group(1), f"{match.group(1)}{match.group(2)}{match.group(3)}"))
+        position = match.end()
+    return matchers
+
+
+def kueue_selector_problem(selector: str) -> str | None:
+    """Why ``selector`` cannot narrow the default Kueue query, or None when it can."""
+    matchers = label_matchers(selector)
+    if matchers is None:
+        return (
+            f'{selector!r} is not a list of PromQL label matchers (e.g. \'cluster_queue="team-a", flavor="a100"\'); '
+            "write the whole query under `query` instead"
+        )
+    if not any(label == "cluster_queue" for label, _ in matchers):
+        return (
+            "a Kueue selector must name the ClusterQueue(s) with a cluster_queue matcher: "
+            "kueue_cluster_queue_resource_pending is reported per cluster_queue and resource only (no flavor or "
+            "cohort), so without it queued work of every ClusterQueue would be counted"
+        )
+    return None

@@ -1,15 +1,22 @@
 """``PrometheusSource``: demand history and accelerator activity from a Prometheus server.
 
-Reads with ``custom_query_range`` of prometheus-api-client, in chunks below Prometheus' 11,000-points-per-series
-limit, on a grid aligned to the step (multiples of the step since the epoch), so that chunks meet without
-duplicate or missing steps. A step without a value is NaN in the frame, never 0.
+Reads ``/api/v1/query_range`` through the session of a prometheus-api-client ``PrometheusConnect`` (its URL,
+headers, auth, TLS settings, retries and timeout), in chunks below Prometheus' 11,000-points-per-series limit, on a
+grid aligned to the step (multiples of the step since the epoch), so that chunks meet without duplicate or
+missing steps. A step without a value is NaN in the frame, never 0. The request is made here rather than with
+``custom_query_range``, which returns ``data.result`` alone and so drops the answer's ``warnings``.
+
+Prometheus HTTP API, "Format overview": ``warnings`` are "errors that do not inhibit the request execution", and
+the data may be incomplete (a remote-read store that failed, a Thanos or Cortex partial response). An answer with
+warnings is logged once and the class is unavailable for that fetch, since a sum over part of the data reads low.
+``infos`` (Prometheus 2.45+, e.g. "metric might not be a counter") are logged and do not fail anything.
 
 Whatever makes an answer untrustworthy becomes ``MetricsUnavailable`` naming the demand class and the query:
-no series at all, a NaN newest value, a newest value that cannot be a demand (negative, infinite or absurdly
-large), a newest value older than ``max_staleness``, several series where one was expected, a ``result`` that is
-not the documented matrix shape, HTTP errors (including refused credentials and "too many points"), timeouts and
-connection failures. An implausible value before the newest is a gap (NaN), like a step Prometheus left out.
-Vendor exception types stay in this module.
+warnings, no series at all, a NaN newest value, a newest value that cannot be a demand (negative, infinite or
+absurdly large), a newest value older than ``max_staleness``, several series where one was expected, a
+``result`` that is not the documented matrix shape, HTTP errors (including refused credentials and "too many
+points"), timeouts and connection failures. An implausible value before the newest is a gap (NaN), like a step
+Prometheus left out. Vendor exception types stay in this module.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from agent.sources.prometheus_queries import no_data_hint
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricSourceUnavailable, MetricsUnavailable
 from models.demand import implausible_demand
@@ -181,7 +189,10 @@ class PrometheusSource:
                     )
                 samples.update(pairs)
         if not samples:
-            raise MetricsUnavailable(name, "Prometheus returned no data for the whole range", query)
+            hint = no_data_hint(query)
+            raise MetricsUnavailable(
+                name, "Prometheus returned no data for the whole range" + (f" ({hint})" if hint else ""), query
+            )
         _refuse_implausible(name, query, samples)
         values = pd.Series(samples, dtype=float).reindex(grid.as_unit("s").asi8)
         values.index = grid
@@ -203,21 +214,18 @@ class PrometheusSource:
     def _query_range(
         self, name: str, query: str, chunk: pd.DatetimeIndex, step_s: int, headers: dict[str, str] | None
     ) -> list[dict[str, Any]]:
-        params = {"timeout": f"{self._query_timeout.total_seconds():g}s"} if self._query_timeout else None
+        params = {
+            "query": query,
+            "start": int(chunk[0].timestamp()),
+            "end": int(chunk[-1].timestamp()),
+            "step": str(step_s),
+        }
+        if self._query_timeout:
+            params["timeout"] = prometheus_duration(self._query_timeout)
         self._client.headers = headers
-        return self._call(
-            name,
-            query,
-            lambda: self._client.custom_query_range(
-                query,
-                start_time=chunk[0].to_pydatetime(),
-                end_time=chunk[-1].to_pydatetime(),
-                step=str(step_s),
-                params=params,
-            ),
-        )
+        return _checked_body(name, query, self._call(name, query, lambda: _get_range(self._client, params)))
 
-    def _call(self, name: str, query: str, request: Callable[[], object]) -> list[dict[str, Any]]:
+    def _call(self, name: str, query: str, request: Callable[[], Any]) -> Any:
         """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why."""
         try:
             data = request()
@@ -235,10 +243,8 @@ class PrometheusSource:
             raise MetricsUnavailable(name, f"cannot connect to Prometheus: {_connection_reason(exc)}", query) from None
         except (requests.exceptions.RequestException, ValueError, KeyError, TypeError) as exc:
             raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc}", query) from None
-        if not isinstance(data, list):
-            raise MetricsUnavailable(
-                name, f"malformed answer from Prometheus: expected a list, got {data!r:.80}", query
-            )
+        if not isinstance(data, list | dict):
+            raise MetricsUnavailable(name, f"malformed answer from Prometheus: expected JSON, got {data!r:.80}", query)
         return data
 
     def _check_newest(self, name: str, query: str, values: pd.Series, newest_returned: int, end: datetime) -> None:
@@ -265,6 +271,62 @@ def no_usable_data(url: str, missing: Mapping[str, MetricsUnavailable], every_cl
     first = missing[names[0]]
     scope = "any demand class" if every_class else "demand class(es)"
     return MetricSourceUnavailable(f"Prometheus at {url} has no usable data for {scope}: {shown}: {first.reason}")
+
+
+def prometheus_duration(duration: timedelta) -> str:
+    """A duration as Prometheus parses it: whole milliseconds. Prometheus 2.42 answers 400 bad_data to a
+    fractional or exponent form such as ``2.5s`` or ``1e+06s`` (its duration syntax takes integers per unit)."""
+    return f"{max(1, round(duration.total_seconds() * 1000))}ms"
+
+
+def _get_range(client: PrometheusConnect, params: dict[str, Any]) -> Any:
+    """One ``query_range`` request made as ``PrometheusConnect.custom_query_range`` makes it (same session, method,
+    headers, auth, certificates and timeout), returning the whole JSON answer instead of ``data.result``."""
+    session = client._session
+    response = session.request(
+        method=getattr(client, "_method", "GET"),
+        url=f"{client.url}/api/v1/query_range",
+        params=params,
+        verify=session.verify,
+        headers=client.headers,
+        auth=getattr(client, "auth", None),
+        cert=session.cert,
+        timeout=getattr(client, "_timeout", None),
+    )
+    if response.status_code != 200:
+        raise PrometheusApiClientException(f"HTTP Status Code {response.status_code} ({response.content!r})")
+    return response.json()
+
+
+def _checked_body(name: str, query: str, body: Any) -> list[Any]:
+    """``data.result`` of a range query's answer; its ``warnings`` make the class unavailable, its ``infos`` are
+    logged only. Shape: Prometheus HTTP API, "Format overview"."""
+    data = body.get("data") if isinstance(body, dict) else None
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(result, list):
+        raise MetricsUnavailable(
+            name, f"malformed answer from Prometheus: no data.result list (got {body!r:.80})", query
+        )
+    infos = _messages(body.get("infos"))
+    if infos:
+        log.info("prometheus infos class=%s infos=%r query=%r", name, infos, query)
+    warnings = _messages(body.get("warnings"))
+    if warnings:
+        log.warning("prometheus warnings, data may be partial class=%s warnings=%r query=%r", name, warnings, query)
+        raise MetricsUnavailable(
+            name,
+            "Prometheus answered with warnings, so the data may be partial (a store or remote read that failed, "
+            f"a partial response): {'; '.join(warnings)[:300]}",
+            query,
+        )
+    return result
+
+
+def _messages(value: object) -> list[str]:
+    if not value:
+        return []
+    items = value if isinstance(value, list) else [value]
+    return list(dict.fromkeys(str(item) for item in items))
 
 
 def _chunks(grid: pd.DatetimeIndex, size: int) -> list[pd.DatetimeIndex]:

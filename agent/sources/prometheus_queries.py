@@ -1,31 +1,54 @@
-"""Default PromQL per demand class and per pool, for the exporters most clusters already run.
+"""Default PromQL per demand class, for the exporters most clusters already run.
 
 Demand (accelerator units requested by running + queued work), one series per class:
 
-- ``kueue``: admitted usage plus pending requests of a ClusterQueue (Kueue with
+- ``kueue``: admitted usage plus pending requests of a ClusterQueue (Kueue v0.18.0 or later, with
   ``metrics.enableClusterQueueResources: true``); the class's series name is the ClusterQueue by default.
 - ``kube-state-metrics``: accelerator requests of pods that are Pending or Running; the class's series name is
   the namespace by default.
 
-Activity (0..1) per pool, from the NVIDIA DCGM exporter: mean ``DCGM_FI_DEV_GPU_UTIL`` over the pool's nodes,
-used for idle detection and the report.
-
 Every default is written so that "no data" stays empty (and so unavailable) rather than reading as zero: a
-sum over no pods is zero only while kube-state-metrics itself still reports nodes, and missing pending
-numbers count as zero only while Kueue still reports the ClusterQueue's usage.
+sum over no pods is zero only while kube-state-metrics itself still reports nodes, and the Kueue query needs
+both the usage and the pending gauge (Kueue reports both at 0 for a configured resource without work, so a real
+zero stays a zero).
+
+Both are written for exporters that run, or are scraped, more than once. Every replica of a highly available
+Kueue exports the ClusterQueue gauges (kubernetes-sigs/kueue#6772); recent releases label them ``replica_role``
+leader / follower / standalone (v0.16 does, kubernetes-sigs/kueue#9288), older ones do not label them at all. Two
+kube-state-metrics replicas, or two scrape jobs, give each pod's requests twice. The queries drop follower
+replicas with ``replica_role!="follower"`` (which also matches series without the label) and keep one value per
+identifying label set (``max by``) before summing. Should a Kueue leader not export a gauge (kueue#9288 reports
+it for the nominal quota), the class reads as unavailable, never as zero; a ``replica_role`` matcher in the
+class's selector replaces the default one.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
-from config.prometheus import ClassQuerySettings, PrometheusSettings
+from config.prometheus import KUEUE_USAGE_ONLY_LABELS, ClassQuerySettings, PrometheusSettings, label_matchers
 from models import AcceleratorFamily, DemandClass
 
-# Extended resource names as Kubernetes (and Kueue) spell them ...
+# Extended resource names as Kubernetes (and Kueue) spell them. kube-state-metrics writes the same name into its
+# ``resource`` label sanitized, every character outside [a-zA-Z0-9_] replaced by "_" (kubernetes/kube-state-metrics
+# internal/store/pod.go: sanitizeLabelName(string(resourceName))), so ``nvidia.com/gpu`` reads ``nvidia_com_gpu``.
 KUEUE_RESOURCES = {AcceleratorFamily.GPU: "nvidia.com/gpu", AcceleratorFamily.TPU: "google.com/tpu"}
-# ... and as kube-state-metrics sanitizes them into its ``resource`` label.
-KSM_RESOURCES = {AcceleratorFamily.GPU: "nvidia_com_gpu", AcceleratorFamily.TPU: "google_com_tpu"}
+
+# Matches series without the label too, so Kueue before v0.15 (no replica_role) is read the same way.
+NOT_A_FOLLOWER = 'replica_role!="follower"'
+
+KUEUE_PENDING_HINT = (
+    "the default Kueue query needs both kueue_cluster_queue_resource_usage and kueue_cluster_queue_resource_pending "
+    "for this ClusterQueue and resource; the pending gauge exists from Kueue v0.18.0 on, with "
+    "metrics.enableClusterQueueResources: true. On an older Kueue, upgrade it, use demand_metrics: "
+    "kube-state-metrics, or write the class's query"
+)
+
+
+def ksm_resource(resource: str) -> str:
+    """A resource name as kube-state-metrics writes it into its ``resource`` label."""
+    return re.sub(r"[^a-zA-Z0-9_]", "_", resource)
 
 
 def quote(value: str) -> str:
@@ -34,16 +57,27 @@ def quote(value: str) -> str:
 
 
 def kueue_demand_query(selector: str, resource: str) -> str:
-    matchers = f"resource={quote(resource)}, {selector}"
+    """Usage of the selected ClusterQueues' flavors plus what is pending in them. ``flavor`` and ``cohort``
+    matchers apply to the usage term only: pending work has no flavor yet, and the pending gauge is labelled by
+    cluster_queue and resource alone (see ``config.prometheus.KUEUE_USAGE_ONLY_LABELS``)."""
+    matchers = label_matchers(selector)
+    if matchers is None:  # refused at validation; a selector given in code still must not widen the query
+        raise ValueError(f"not a list of PromQL label matchers: {selector!r}")
+    if not any(label == "replica_role" for label, _ in matchers):
+        matchers.append(("replica_role", NOT_A_FOLLOWER))
+    resource_matcher = f"resource={quote(resource)}"
+    usage = ", ".join([resource_matcher, *(text for _, text in matchers)])
+    pending = ", ".join([resource_matcher, *(text for label, text in matchers if label not in KUEUE_USAGE_ONLY_LABELS)])
     return (
-        f"sum(kueue_cluster_queue_resource_usage{{{matchers}}})"
-        f" + on() (sum(kueue_cluster_queue_resource_pending{{{matchers}}}) or on() vector(0))"
+        f"sum(max by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage{{{usage}}}))"
+        f" + on() sum(max by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{{{pending}}}))"
     )
 
 
 def kube_state_metrics_demand_query(selector: str, resource: str) -> str:
     return (
-        f"sum(kube_pod_container_resource_requests{{resource={quote(resource)}, {selector}}}"
+        "sum(max by (namespace, pod, container, resource) ("
+        f"kube_pod_container_resource_requests{{resource={quote(ksm_resource(resource))}, {selector}}})"
         " * on(namespace, pod) group_left()"
         ' max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"} == 1))'
         " or on() (0 * count(kube_node_info))"
@@ -55,12 +89,20 @@ def demand_query(demand_class: DemandClass, settings: PrometheusSettings) -> str
     override = settings.classes.get(demand_class.name, ClassQuerySettings())
     if override.query:
         return override.query
+    resource = override.resource or KUEUE_RESOURCES[demand_class.family]
     if settings.demand_metrics == "kueue":
         selector = override.selector or f"cluster_queue={quote(demand_class.series_id)}"
-        return kueue_demand_query(selector, override.resource or KUEUE_RESOURCES[demand_class.family])
+        return kueue_demand_query(selector, resource)
     selector = override.selector or f"namespace={quote(demand_class.series_id)}"
-    return kube_state_metrics_demand_query(selector, override.resource or KSM_RESOURCES[demand_class.family])
+    return kube_state_metrics_demand_query(selector, resource)
 
 
 def demand_queries(classes: Sequence[DemandClass], settings: PrometheusSettings) -> dict[str, str]:
     return {c.name: demand_query(c, settings) for c in classes}
+
+
+def no_data_hint(query: str) -> str:
+    """What an empty answer to a default query most likely means, for the operator reading why a class is held."""
+    if "kueue_cluster_queue_resource_pending" in query:
+        return KUEUE_PENDING_HINT
+    return ""

@@ -1,4 +1,5 @@
-"""Fixtures: one real Prometheus server per test session, loaded with the bundled trace (see ``server``)."""
+"""Fixtures: one real Prometheus server per test session, loaded with the bundled trace (see ``server``), and one
+with no data of its own whose remote-read store is down, so that every answer carries warnings."""
 
 from __future__ import annotations
 
@@ -6,7 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.prometheus.server import LoadedTrace, PrometheusServer, backfill, load_trace, prometheus_available
+from tests.prometheus.server import (
+    LoadedTrace,
+    PrometheusServer,
+    backfill,
+    free_port,
+    load_trace,
+    prometheus_available,
+)
 
 
 @pytest.fixture(scope="session")
@@ -23,6 +31,25 @@ def prometheus(loaded_trace: LoadedTrace, tmp_path_factory: pytest.TempPathFacto
     data_dir.mkdir()
     backfill(loaded_trace, data_dir, work)
     server = PrometheusServer(data_dir, work)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def prometheus_partial(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """A Prometheus whose remote-read endpoint refuses connections. Remote storage is a secondary querier, whose
+    errors Prometheus turns into ``warnings`` of an otherwise successful answer (storage/fanout.go), the same shape
+    as a Thanos or Cortex partial response. ``read_recent`` makes every query ask it."""
+    if not prometheus_available():
+        pytest.fail("prometheus and promtool must be on PATH (Debian package `prometheus`; `make prometheus`)")
+    work = tmp_path_factory.mktemp("prometheus-partial")
+    data_dir = work / "data"
+    data_dir.mkdir()
+    dead = f"http://127.0.0.1:{free_port()}/api/v1/read"
+    server = PrometheusServer(data_dir, work, extra_config=f"remote_read:\n  - url: {dead}\n    read_recent: true\n")
     server.start()
     try:
         yield server

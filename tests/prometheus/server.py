@@ -7,8 +7,16 @@ the default queries read, backfilled with ``promtool tsdb create-blocks-from ope
 - kube-state-metrics: each tenant is a namespace; its running GPUs are one pod ``<tenant>-run-<k>`` that is
   replaced every 6 hours and its queued GPUs one pod ``<tenant>-wait-<k>`` replaced every 2 hours (pods appear
   and vanish as they do in a cluster); a pod only exists while its value is above zero. ``kube_node_info`` is
-  reported whenever the collector was up (the trace's outages have no samples at all).
-- Kueue: each tenant is a ClusterQueue with flavor ``default``: usage = running, pending = queued.
+  reported whenever the collector was up (the trace's outages have no samples at all). Two kube-state-metrics
+  replicas are scraped (``instance`` ksm-0 and ksm-1), so every series is there twice, as in an HA install.
+- Kueue: each tenant is a ClusterQueue of cohort ``earth`` with flavor ``default``: usage = running, pending =
+  queued, with the labels real Kueue gives them (kubernetes-sigs/kueue pkg/metrics/metrics.go): usage
+  ``cohort, cluster_queue, flavor, resource, replica_role``, pending only ``cluster_queue, resource,
+  replica_role`` (test helper ExpectCQResourcePendingMetric; the pending gauge exists from Kueue v0.18.0, PR
+  #10485). Kueue runs highly available: the leader reports the values and a follower reports them one step late
+  (a stale cache), except for ``earth/vcJkd``, whose ``standalone`` replica is scraped by two jobs (identical
+  values). ``earth/legacy`` is a ClusterQueue of an older Kueue: usage (vc6YE's running) without any pending gauge.
+  (``kube_node_labels`` below stays single: capacity queries are written by the operator, not by leadtime.)
 - kube-state-metrics ``kube_node_labels`` with GKE's node-pool label: the nodes the pool ``a100-on-demand``
   really ran (``pool_nodes``: a step's node count covers the peak demand of the 6 hours before it, plus one),
   each node its own series, reported whenever the collector was up.
@@ -31,6 +39,7 @@ import time
 import urllib.request
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 import numpy as np
@@ -46,6 +55,8 @@ RUN_POD_HOURS, WAIT_POD_HOURS = 6, 2
 POOL = "a100-on-demand"
 GPUS_PER_NODE = 8
 CAPACITY_QUERY = f'count(kube_node_labels{{label_cloud_google_com_gke_nodepool="{POOL}"}})'
+LEGACY_KUEUE_QUEUE = "earth/legacy"
+KSM_REPLICAS = ('instance="ksm-0"', 'instance="ksm-1"')
 
 
 @dataclass(frozen=True)
@@ -125,7 +136,8 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
         "kube_pod_container_resource_requests",
         "gauge",
         (
-            (f'namespace="{t}",pod="{p}",container="main",resource="nvidia_com_gpu",unit="integer"', v)
+            (f'{r},namespace="{t}",pod="{p}",container="main",resource="nvidia_com_gpu",unit="integer"', v)
+            for r in KSM_REPLICAS
             for _, t, p, v in all_pods()
         ),
     )
@@ -133,11 +145,16 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
         "kube_pod_status_phase",
         "gauge",
         (
-            (f'namespace="{t}",pod="{p}",phase="{phase}"', np.where(np.isnan(v), np.nan, 1.0))
+            (f'{r},namespace="{t}",pod="{p}",phase="{phase}"', np.where(np.isnan(v), np.nan, 1.0))
+            for r in KSM_REPLICAS
             for phase, t, p, v in all_pods()
         ),
     )
-    yield from family("kube_node_info", "gauge", iter([(f'node="{POOL_NODE}"', np.where(up, 1.0, np.nan))]))
+    yield from family(
+        "kube_node_info",
+        "gauge",
+        ((f'{r},node="{POOL_NODE}"', np.where(up, 1.0, np.nan)) for r in KSM_REPLICAS),
+    )
     nodes = pool_nodes(loaded, tenants)
     yield from family(
         "kube_node_labels",
@@ -150,15 +167,41 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
             for k in range(int(np.nanmax(nodes)))
         ),
     )
-    for metric, part in (
-        ("kueue_cluster_queue_resource_usage", "running"),
-        ("kueue_cluster_queue_resource_pending", "pending"),
-    ):
-        yield from family(
-            metric,
-            "gauge",
-            ((f'cluster_queue="{t}",flavor="default",resource="nvidia.com/gpu"', parts[t][part]) for t in tenants),
-        )
+
+    def kueue_replicas(values: np.ndarray, tenant: str) -> Iterator[tuple[str, np.ndarray]]:
+        if tenant == "earth/vcJkd":
+            for job in ("kueue", "kueue-again"):
+                yield f'job="{job}",replica_role="standalone"', values
+            return
+        yield 'job="kueue",replica_role="leader"', values
+        yield 'job="kueue",replica_role="follower"', np.concatenate([[np.nan], values[:-1]])
+
+    yield from family(
+        "kueue_cluster_queue_resource_usage",
+        "gauge",
+        chain(
+            (
+                (f'{r},cohort="earth",cluster_queue="{t}",flavor="default",resource="nvidia.com/gpu"', v)
+                for t in tenants
+                for r, v in kueue_replicas(parts[t]["running"], t)
+            ),
+            [
+                (
+                    f'cohort="earth",cluster_queue="{LEGACY_KUEUE_QUEUE}",flavor="default",resource="nvidia.com/gpu"',
+                    parts[tenants[0]]["running"],
+                )
+            ],
+        ),
+    )
+    yield from family(
+        "kueue_cluster_queue_resource_pending",
+        "gauge",
+        (
+            (f'{r},cluster_queue="{t}",resource="nvidia.com/gpu"', v)
+            for t in tenants
+            for r, v in kueue_replicas(parts[t]["pending"], t)
+        ),
+    )
     busy = np.sum([parts[t]["running"] for t in tenants], axis=0) / capacity(tenants) * 100.0
     yield from family(
         "DCGM_FI_DEV_GPU_UTIL", "gauge", iter([(f'Hostname="{POOL_NODE}",gpu="0",modelName="A100"', busy)])
@@ -195,16 +238,17 @@ def free_port() -> int:
 class PrometheusServer:
     """One ``prometheus`` process on 127.0.0.1 serving ``data_dir``; ``stop`` ends it by PID."""
 
-    def __init__(self, data_dir: Path, work: Path) -> None:
+    def __init__(self, data_dir: Path, work: Path, extra_config: str = "") -> None:
         self.data_dir = data_dir
         self.work = work
+        self.extra_config = extra_config
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self._process: subprocess.Popen[bytes] | None = None
 
     def start(self, ready_within_s: float = 30.0) -> None:
         config = self.work / "prometheus.yml"
-        config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n", encoding="utf-8")
+        config.write_text("global:\n  scrape_interval: 1m\nscrape_configs: []\n" + self.extra_config, encoding="utf-8")
         log = (self.work / "prometheus.log").open("wb")
         self._process = subprocess.Popen(
             [

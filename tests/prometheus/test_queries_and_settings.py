@@ -25,7 +25,11 @@ def _settings(**values: Any) -> PrometheusSettings:
     [
         (GPU, "kube-state-metrics", ['resource="nvidia_com_gpu"', 'namespace="team-a"', "count(kube_node_info)"]),
         (TPU, "kube-state-metrics", ['resource="google_com_tpu"', 'namespace="tpu-v5e"', 'phase=~"Pending|Running"']),
-        (GPU, "kueue", ['resource="nvidia.com/gpu"', 'cluster_queue="team-a"', "kueue_cluster_queue_resource_pending"]),
+        (
+            GPU,
+            "kueue",
+            ['resource="nvidia.com/gpu"', 'cluster_queue="team-a"', "kueue_cluster_queue_resource_pending{"],
+        ),
         (TPU, "kueue", ['resource="google.com/tpu"', 'cluster_queue="tpu-v5e"', "kueue_cluster_queue_resource_usage"]),
     ],
 )
@@ -48,6 +52,104 @@ def test_overrides_replace_the_selector_resource_or_whole_query() -> None:
     assert 'resource="nvidia.com/mig-1g"' in gpu
     assert "team-a" not in gpu
     assert demand_query(TPU, settings) == "sum(my_tpu_demand)"
+
+
+def _terms(query: str) -> tuple[str, str]:
+    usage, pending = query.split(" + on() ")
+    return usage, pending
+
+
+def test_kueue_flavor_and_cohort_narrow_usage_only_and_pending_is_never_defaulted_to_zero() -> None:
+    # kueue_cluster_queue_resource_pending carries cluster_queue, resource and replica_role only (no flavor, no
+    # cohort): a flavor matcher on it would match nothing.
+    selector = 'cluster_queue="research", flavor="a100", cohort="ml", custom_team="vision"'
+    usage, pending = _terms(
+        demand_query(GPU, _settings(demand_metrics="kueue", classes={"gpu-a100": {"selector": selector}}))
+    )
+    assert "kueue_cluster_queue_resource_usage{" in usage and "kueue_cluster_queue_resource_pending{" in pending
+    for part in ('cluster_queue="research"', 'flavor="a100"', 'cohort="ml"', 'replica_role!="follower"'):
+        assert part in usage
+    for part in (
+        'cluster_queue="research"',
+        'custom_team="vision"',
+        'resource="nvidia.com/gpu"',
+        'replica_role!="follower"',
+    ):
+        assert part in pending
+    assert "flavor" not in pending and "cohort" not in pending
+    assert "vector(0)" not in usage + pending  # a missing pending gauge leaves the answer empty
+
+
+def test_a_replica_role_matcher_in_the_selector_replaces_the_default_one() -> None:
+    classes = {"gpu-a100": {"selector": 'cluster_queue="research", replica_role="leader"'}}
+    query = demand_query(GPU, _settings(demand_metrics="kueue", classes=classes))
+    assert query.count('replica_role="leader"') == 2
+    assert "follower" not in query
+
+
+def test_duplicate_exporters_are_read_once() -> None:
+    kueue = demand_query(GPU, _settings(demand_metrics="kueue"))
+    assert "max by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage{" in kueue
+    assert "max by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{" in kueue
+    ksm = demand_query(GPU, _settings())
+    assert "max by (namespace, pod, container, resource) (kube_pod_container_resource_requests{" in ksm
+
+
+@pytest.mark.parametrize(
+    ("resource", "expected"),
+    [("google.com/tpu", "google_com_tpu"), ("nvidia.com/gpu", "nvidia_com_gpu"), ("nvidia_com_gpu", "nvidia_com_gpu")],
+)
+def test_kube_state_metrics_reads_resource_names_as_it_sanitizes_them(resource: str, expected: str) -> None:
+    query = demand_query(TPU, _settings(classes={"tpu-v5e": {"resource": resource}}))
+    assert f'resource="{expected}"' in query
+    assert "/" not in query.split("resource=")[1].split(",")[0]
+
+
+def test_kueue_keeps_the_kubernetes_resource_name() -> None:
+    query = demand_query(TPU, _settings(demand_metrics="kueue", classes={"tpu-v5e": {"resource": "google.com/tpu"}}))
+    assert query.count('resource="google.com/tpu"') == 2
+
+
+@pytest.mark.parametrize(
+    ("selector", "reason"),
+    [
+        ('flavor="a100"', "cluster_queue matcher"),
+        ('cohort="ml", flavor="a100"', "cluster_queue matcher"),
+        ('cluster_queue="a" flavor="b"', "not a list of PromQL label matchers"),
+        ("cluster_queue=research", "not a list of PromQL label matchers"),
+    ],
+)
+def test_kueue_selectors_the_pending_term_cannot_follow_are_refused(selector: str, reason: str) -> None:
+    config = {
+        **BASE,
+        "prometheus": {
+            "url": "http://p:9090",
+            "demand_metrics": "kueue",
+            "classes": {"gpu-a100": {"selector": selector}},
+        },
+    }
+    with pytest.raises(ConfigError) as caught:
+        settings_from_mapping(config)
+    [problem] = caught.value.problems
+    assert problem.key_path == "prometheus.classes.gpu-a100.selector"
+    assert reason in str(problem)
+
+
+@pytest.mark.parametrize(
+    "selector",
+    ['cluster_queue="research", flavor="a100"', "cluster_queue=~'a|b',flavor!=\"x, y\",", "cluster_queue=`q`"],
+)
+def test_kueue_selectors_with_a_cluster_queue_are_accepted(selector: str) -> None:
+    config = {
+        **BASE,
+        "prometheus": {
+            "url": "http://p:9090",
+            "demand_metrics": "kueue",
+            "classes": {"gpu-a100": {"selector": selector}},
+        },
+    }
+    settings = settings_from_mapping(config)
+    assert settings.prometheus is not None
 
 
 def test_label_values_are_quoted_safely() -> None:

@@ -13,7 +13,7 @@ from agent.sources.prometheus import PrometheusSource, connect, step_grid
 from agent.sources.prometheus_queries import demand_queries
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricsUnavailable
-from tests.prometheus.server import TENANTS, LoadedTrace, PrometheusServer
+from tests.prometheus.server import LEGACY_KUEUE_QUEUE, TENANTS, LoadedTrace, PrometheusServer
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 STEP = timedelta(minutes=5)
@@ -29,12 +29,21 @@ def _span(loaded: LoadedTrace) -> tuple[datetime, datetime]:
     return loaded.index[0].to_pydatetime(), (loaded.index[-1] + STEP).to_pydatetime()
 
 
-@pytest.mark.parametrize("demand_metrics", ["kube-state-metrics", "kueue"])
+FLAVOR_SELECTORS = {t: {"selector": f'cluster_queue="{t}", flavor="default"'} for t in TENANTS}
+
+
+@pytest.mark.parametrize(
+    ("demand_metrics", "classes"),
+    [("kube-state-metrics", {}), ("kueue", {}), ("kueue", FLAVOR_SELECTORS)],
+    ids=["kube-state-metrics", "kueue", "kueue-flavor-selector"],
+)
 def test_default_queries_read_the_trace_demand_step_for_step(
-    prometheus: PrometheusServer, loaded_trace: LoadedTrace, demand_metrics: str
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace, demand_metrics: str, classes: dict[str, object]
 ) -> None:
-    # 21 days at 5 minutes = 6,048 steps per class, read in chunks of 1,000 points.
-    source, _ = _source(prometheus, demand_metrics=demand_metrics, max_points_per_query=1000)
+    # 21 days at 5 minutes = 6,048 steps per class, read in chunks of 1,000 points. The server holds every series
+    # more than once (two kube-state-metrics replicas; Kueue leader and a lagging follower, or one replica scraped
+    # twice), and Kueue's pending gauge has no flavor label: running + queued must still come out exactly.
+    source, _ = _source(prometheus, demand_metrics=demand_metrics, max_points_per_query=1000, classes=classes)
     start, end = _span(loaded_trace)
     frame = source.fetch(CLASSES, start, end, STEP)
     assert list(frame.columns) == ["unique_id", "ds", "y"]
@@ -127,3 +136,44 @@ def test_one_class_without_data_does_not_hide_the_others(
     assert "no data" in missing["earth/vcMod"].reason
     with pytest.raises(MetricsUnavailable, match="earth/vcMod"):
         source.fetch(CLASSES, start, end, STEP)
+
+
+def test_kueue_without_the_pending_gauge_is_unavailable_not_usage_alone(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace
+) -> None:
+    # A Kueue older than v0.18.0 reports usage but no pending gauge: queued work would be invisible, so the class
+    # is held (and the reason says what to do), instead of reading usage + 0.
+    legacy = DemandClass("legacy", series=LEGACY_KUEUE_QUEUE)
+    settings = PrometheusSettings.model_validate({"url": prometheus.url, "retries": 0, "demand_metrics": "kueue"})
+    source = PrometheusSource.from_settings(settings, demand_queries([legacy], settings))
+    _, end = _span(loaded_trace)
+    with pytest.raises(MetricsUnavailable, match=r"no data.*kueue_cluster_queue_resource_pending.*v0\.18\.0"):
+        source.fetch([legacy], end - timedelta(days=1), end, STEP)
+
+
+def test_a_fractional_timeout_is_sent_in_a_form_prometheus_parses(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace
+) -> None:
+    # Prometheus answers 400 bad_data to timeout=2.5s; 2500ms it takes.
+    source, settings = _source(prometheus, timeout="2500ms")
+    assert settings.timeout == timedelta(milliseconds=2500)
+    _, end = _span(loaded_trace)
+    assert len(source.fetch(CLASSES[:1], end - timedelta(hours=6), end, STEP)) == 72
+
+
+def test_an_answer_with_warnings_is_unavailable(
+    prometheus: PrometheusServer, prometheus_partial: PrometheusServer
+) -> None:
+    # The remote-read store behind prometheus_partial is down: Prometheus still answers (local data only) and says
+    # so in ``warnings``. The same query on the healthy server is read as usual.
+    query = "sum(leadtime_demand_gpus) or vector(3)"
+    end = datetime.now(UTC).replace(microsecond=0)
+    for server, fails in ((prometheus, False), (prometheus_partial, True)):
+        settings = PrometheusSettings.model_validate({"url": server.url, "retries": 0})
+        source = PrometheusSource.from_settings(settings, {"gpu": query})
+        if fails:
+            with pytest.raises(MetricsUnavailable, match=r"warnings.*partial.*remote_read") as caught:
+                source.fetch([DemandClass("gpu")], end - timedelta(hours=1), end, STEP)
+            assert caught.value.query == query
+        else:
+            assert source.fetch([DemandClass("gpu")], end - timedelta(hours=1), end, STEP)["y"].eq(3.0).all()

@@ -5,6 +5,7 @@ talks HTTP to it; nothing of the client is mocked."""
 from __future__ import annotations
 
 import json
+import logging
 import ssl
 import subprocess
 import threading
@@ -27,6 +28,13 @@ STEP = timedelta(minutes=5)
 END = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
 QUERY = 'sum(kueue_cluster_queue_resource_usage{cluster_queue="a"})'
 TOKEN = "s3cret-token"
+# Annotations a successful answer can carry (Prometheus HTTP API, "Format overview"): ``infos`` since Prometheus
+# 2.45 (promql/annotations: "PromQL info: metric might not be a counter, name does not end in _total/_sum/_count/
+# _bucket"), and the ``warnings`` Thanos adds to a partial response when one of its stores fails.
+ANNOTATIONS: dict[str, dict[str, list[str]]] = {
+    "infos": {"infos": ['PromQL info: metric might not be a counter, name does not end in _total: "gpu_demand"']},
+    "partial": {"warnings": ["receive store 10.0.3.7:10901: rpc error: code = Unavailable desc = connection refused"]},
+}
 
 
 @dataclass
@@ -54,10 +62,13 @@ class _Handler(BaseHTTPRequestHandler):
             args = parse_qs(urlparse(self.path).query)
             start, end, step = (int(args[k][0]) for k in ("start", "end", "step"))
             values = [[t, "4"] for t in range(start, end + 1, step)]
-            self._reply(
-                200,
-                {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}},
-            )
+            body: dict[str, object] = {
+                "status": "success",
+                "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]},
+            }
+            if state.mode in ANNOTATIONS:
+                body |= ANNOTATIONS[state.mode]
+            self._reply(200, body)
 
     def _reply(self, code: int, body: object) -> None:
         self._send(code, json.dumps(body).encode())
@@ -195,3 +206,26 @@ def test_the_custom_ca_file_verifies_the_server(tls_stub: tuple[str, Path]) -> N
         _fetch(_source(url))  # the system trust store does not know this server
     frame = _source(url, ca_file=str(ca)).fetch([DemandClass("gpu-a")], END - timedelta(hours=1), END, STEP)
     assert frame["y"].tolist() == [4.0] * 12
+
+
+def test_infos_are_logged_and_the_answer_is_used(stub: tuple[str, StubState], caplog: pytest.LogCaptureFixture) -> None:
+    url, state = stub
+    state.mode = "infos"
+    with caplog.at_level(logging.INFO, logger="agent.sources.prometheus"):
+        frame = _source(url).fetch([DemandClass("gpu-a")], END - timedelta(hours=1), END, STEP)
+    assert frame["y"].tolist() == [4.0] * 12
+    assert [r.levelno for r in caplog.records if "might not be a counter" in r.getMessage()] == [logging.INFO]
+
+
+def test_a_partial_response_is_unavailable_and_logged_once(
+    stub: tuple[str, StubState], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, state = stub
+    state.mode = "partial"
+    with (
+        caplog.at_level(logging.WARNING, logger="agent.sources.prometheus"),
+        pytest.raises(MetricsUnavailable, match=r"warnings.*partial.*receive store 10\.0\.3\.7") as caught,
+    ):
+        _source(url, max_points_per_query=4).fetch([DemandClass("gpu-a")], END - timedelta(hours=1), END, STEP)
+    assert caught.value.demand_class == "gpu-a"
+    assert len([r for r in caplog.records if "receive store" in r.getMessage()]) == 1
