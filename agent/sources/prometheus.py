@@ -36,6 +36,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from agent.sources.prometheus_answer import checked_body, get_range, matrix
 from agent.sources.prometheus_queries import no_data_hint
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricSourceUnavailable, MetricsUnavailable
@@ -177,7 +178,7 @@ class PrometheusSource:
         samples: dict[int, float] = {}
         seconds = _step_seconds(step)
         for chunk in _chunks(grid, self._max_points):
-            for metric, pairs in _matrix(name, query, self._query_range(name, query, chunk, seconds, headers)):
+            for metric, pairs in matrix(name, query, self._query_range(name, query, chunk, seconds, headers)):
                 if labels is None:
                     labels = metric
                 elif metric != labels:
@@ -223,7 +224,7 @@ class PrometheusSource:
         if self._query_timeout:
             params["timeout"] = prometheus_duration(self._query_timeout)
         self._client.headers = headers
-        return _checked_body(name, query, self._call(name, query, lambda: _get_range(self._client, params)))
+        return checked_body(name, query, self._call(name, query, lambda: get_range(self._client, params)))
 
     def _call(self, name: str, query: str, request: Callable[[], Any]) -> Any:
         """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why."""
@@ -279,109 +280,8 @@ def prometheus_duration(duration: timedelta) -> str:
     return f"{max(1, round(duration.total_seconds() * 1000))}ms"
 
 
-def _get_range(client: PrometheusConnect, params: dict[str, Any]) -> Any:
-    """One ``query_range`` request made as ``PrometheusConnect.custom_query_range`` makes it (same session, method,
-    headers, auth, certificates and timeout), returning the whole JSON answer instead of ``data.result``."""
-    session = client._session
-    response = session.request(
-        method=getattr(client, "_method", "GET"),
-        url=f"{client.url}/api/v1/query_range",
-        params=params,
-        verify=session.verify,
-        headers=client.headers,
-        auth=getattr(client, "auth", None),
-        cert=session.cert,
-        timeout=getattr(client, "_timeout", None),
-    )
-    if response.status_code != 200:
-        raise PrometheusApiClientException(f"HTTP Status Code {response.status_code} ({response.content!r})")
-    return response.json()
-
-
-def _checked_body(name: str, query: str, body: Any) -> list[Any]:
-    """``data.result`` of a range query's answer; its ``warnings`` make the class unavailable, its ``infos`` are
-    logged only. Shape: Prometheus HTTP API, "Format overview"."""
-    data = body.get("data") if isinstance(body, dict) else None
-    result = data.get("result") if isinstance(data, dict) else None
-    if not isinstance(result, list):
-        raise MetricsUnavailable(
-            name, f"malformed answer from Prometheus: no data.result list (got {body!r:.80})", query
-        )
-    infos = _messages(body.get("infos"))
-    if infos:
-        log.info("prometheus infos class=%s infos=%r query=%r", name, infos, query)
-    warnings = _messages(body.get("warnings"))
-    if warnings:
-        log.warning("prometheus warnings, data may be partial class=%s warnings=%r query=%r", name, warnings, query)
-        raise MetricsUnavailable(
-            name,
-            "Prometheus answered with warnings, so the data may be partial (a store or remote read that failed, "
-            f"a partial response): {'; '.join(warnings)[:300]}",
-            query,
-        )
-    return result
-
-
-def _messages(value: object) -> list[str]:
-    if not value:
-        return []
-    items = value if isinstance(value, list) else [value]
-    return list(dict.fromkeys(str(item) for item in items))
-
-
 def _chunks(grid: pd.DatetimeIndex, size: int) -> list[pd.DatetimeIndex]:
     return [grid[i : i + size] for i in range(0, len(grid), size)]
-
-
-def _matrix(name: str, query: str, results: list[Any]) -> list[tuple[dict[str, str], dict[int, float]]]:
-    """Labels and samples (epoch second -> value) of each series of a range query's ``result``.
-
-    The shape is the documented one of ``resultType: matrix`` (Prometheus HTTP API, "Range vectors"): a list of
-    ``{"metric": {label: value}, "values": [[<unix time>, "<value as string>"], ...]}``. Anything else is a
-    malformed answer for this class alone.
-    """
-    series = []
-    for i, result in enumerate(results):
-        metric = (result.get("metric") or {}) if isinstance(result, dict) else None
-        values = (result.get("values") or []) if isinstance(result, dict) else None
-        if not isinstance(metric, dict) or not isinstance(values, list):
-            raise MetricsUnavailable(
-                name,
-                f"malformed answer from Prometheus: result[{i}] is not a series with 'metric' and 'values' "
-                f"(got {result!r:.80})",
-                query,
-            )
-        samples: dict[int, float] = {}
-        for j, pair in enumerate(values):
-            stamp = _stamp(pair)
-            if stamp is None:
-                raise MetricsUnavailable(
-                    name,
-                    f"malformed answer from Prometheus: result[{i}].values[{j}] is not [time, value] "
-                    f"(got {pair!r:.80})",
-                    query,
-                )
-            samples[stamp] = _number(pair[1])
-        series.append(({str(k): str(v) for k, v in metric.items()}, samples))
-    return series
-
-
-def _stamp(pair: object) -> int | None:
-    if not isinstance(pair, list | tuple) or len(pair) != 2 or isinstance(pair[0], bool):
-        return None
-    try:
-        stamp = float(pair[0])
-    except (TypeError, ValueError):
-        return None
-    return round(stamp) if math.isfinite(stamp) else None
-
-
-def _number(text: object) -> float:
-    """A sample value; one that is not a number at all is missing (NaN), infinities are kept to be refused."""
-    try:
-        return float(str(text))
-    except ValueError:
-        return math.nan
 
 
 def _refuse_implausible(name: str, query: str, samples: dict[int, float]) -> None:

@@ -1,0 +1,118 @@
+"""Reading a Prometheus ``/api/v1/query_range`` answer whole: the request made through the client's own session
+(``custom_query_range`` returns ``data.result`` alone and so drops the answer's ``warnings``), the checks on the
+answer's envelope, and the documented matrix shape of its result. Used by ``agent.sources.prometheus``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+from prometheus_api_client import PrometheusConnect
+from prometheus_api_client.exceptions import PrometheusApiClientException
+
+from models import MetricsUnavailable
+
+log = logging.getLogger("agent.sources.prometheus")
+
+
+def get_range(client: PrometheusConnect, params: dict[str, Any]) -> Any:
+    """One ``query_range`` request made as ``PrometheusConnect.custom_query_range`` makes it (same session, method,
+    headers, auth, certificates and timeout), returning the whole JSON answer instead of ``data.result``."""
+    session = client._session
+    response = session.request(
+        method=getattr(client, "_method", "GET"),
+        url=f"{client.url}/api/v1/query_range",
+        params=params,
+        verify=session.verify,
+        headers=client.headers,
+        auth=getattr(client, "auth", None),
+        cert=session.cert,
+        timeout=getattr(client, "_timeout", None),
+    )
+    if response.status_code != 200:
+        raise PrometheusApiClientException(f"HTTP Status Code {response.status_code} ({response.content!r})")
+    return response.json()
+
+
+def checked_body(name: str, query: str, body: Any) -> list[Any]:
+    """``data.result`` of a range query's answer; its ``warnings`` make the class unavailable, its ``infos`` are
+    logged only. Shape: Prometheus HTTP API, "Format overview"."""
+    data = body.get("data") if isinstance(body, dict) else None
+    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(result, list):
+        raise MetricsUnavailable(
+            name, f"malformed answer from Prometheus: no data.result list (got {body!r:.80})", query
+        )
+    infos = _messages(body.get("infos"))
+    if infos:
+        log.info("prometheus infos class=%s infos=%r query=%r", name, infos, query)
+    warnings = _messages(body.get("warnings"))
+    if warnings:
+        log.warning("prometheus warnings, data may be partial class=%s warnings=%r query=%r", name, warnings, query)
+        raise MetricsUnavailable(
+            name,
+            "Prometheus answered with warnings, so the data may be partial (a store or remote read that failed, "
+            f"a partial response): {'; '.join(warnings)[:300]}",
+            query,
+        )
+    return result
+
+
+def _messages(value: object) -> list[str]:
+    if not value:
+        return []
+    items = value if isinstance(value, list) else [value]
+    return list(dict.fromkeys(str(item) for item in items))
+
+
+def matrix(name: str, query: str, results: list[Any]) -> list[tuple[dict[str, str], dict[int, float]]]:
+    """Labels and samples (epoch second -> value) of each series of a range query's ``result``.
+
+    The shape is the documented one of ``resultType: matrix`` (Prometheus HTTP API, "Range vectors"): a list of
+    ``{"metric": {label: value}, "values": [[<unix time>, "<value as string>"], ...]}``. Anything else is a
+    malformed answer for this class alone.
+    """
+    series = []
+    for i, result in enumerate(results):
+        metric = (result.get("metric") or {}) if isinstance(result, dict) else None
+        values = (result.get("values") or []) if isinstance(result, dict) else None
+        if not isinstance(metric, dict) or not isinstance(values, list):
+            raise MetricsUnavailable(
+                name,
+                f"malformed answer from Prometheus: result[{i}] is not a series with 'metric' and 'values' "
+                f"(got {result!r:.80})",
+                query,
+            )
+        samples: dict[int, float] = {}
+        for j, pair in enumerate(values):
+            stamp = _stamp(pair)
+            if stamp is None:
+                raise MetricsUnavailable(
+                    name,
+                    f"malformed answer from Prometheus: result[{i}].values[{j}] is not [time, value] "
+                    f"(got {pair!r:.80})",
+                    query,
+                )
+            samples[stamp] = _number(pair[1])
+        series.append(({str(k): str(v) for k, v in metric.items()}, samples))
+    return series
+
+
+def _stamp(pair: object) -> int | None:
+    if not isinstance(pair, list | tuple) or len(pair) != 2 or isinstance(pair[0], bool):
+        return None
+    try:
+        stamp = float(pair[0])
+    except (TypeError, ValueError):
+        return None
+    return round(stamp) if math.isfinite(stamp) else None
+
+
+def _number(text: object) -> float:
+    """A sample value; one that is not a number at all is missing (NaN), infinities are kept to be refused."""
+    try:
+        return float(str(text))
+    except ValueError:
+        return math.nan
