@@ -31,15 +31,35 @@ def figure_to_data_uri(figure: Figure) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
+TIME_LABEL = "time (UTC)"
+
+
 def finish_panels(figure: Figure, axes: np.ndarray, used: int, top: float = 0.97) -> str:
-    """Hide unused panels, put one legend on top, and render the figure."""
+    """Hide unused panels, put one legend on top, label the time axes, and render the figure."""
     for ax in list(axes.flat)[used:]:
         ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="upper center", ncol=max(1, len(labels)), fontsize=8, frameon=False)
     figure.autofmt_xdate()
+    label_time_axes(axes, used)
     figure.tight_layout(rect=(0, 0, 1, top))
     return figure_to_data_uri(figure)
+
+
+def label_time_axes(axes: np.ndarray, used: int) -> None:
+    """Say under the bottom panel of each column that the time axis is in UTC (``time_axis`` plots UTC). Called
+    after ``autofmt_xdate``, which clears the labels of every panel but the bottom row's. A bottom panel above an
+    unused one gets its dates back, which the shared axis had hidden."""
+    rows, columns = axes.shape
+    for i, ax in enumerate(list(axes.flat)[:used]):
+        if i + columns < used:
+            continue
+        if i // columns < rows - 1:
+            ax.xaxis.set_tick_params(labelbottom=True)
+            for label in ax.get_xticklabels():
+                label.set_rotation(30)
+                label.set_horizontalalignment("right")
+        ax.set_xlabel(TIME_LABEL, fontsize=8)
 
 
 def time_axis(index: pd.DatetimeIndex) -> np.ndarray:
@@ -64,21 +84,23 @@ def shade_gaps(ax: Axes, index: np.ndarray, gaps: np.ndarray | None) -> None:
 def capacity_panels(
     index: pd.DatetimeIndex,
     panels: Sequence[tuple[str, np.ndarray, Mapping[str, np.ndarray]]],
-    unit_label: str,
+    unit_label: str | Sequence[str],
     columns: int = 2,
     gaps: np.ndarray | None = None,
 ) -> str:
-    """Small multiples: per panel, demand (filled grey) and each policy's ready capacity as a step line."""
+    """Small multiples: per panel, demand (filled grey) and each policy's ready capacity as a step line.
+    ``unit_label``: the y-axis label of every panel, or one per panel (GPUs for a GPU pool, chips for a TPU one)."""
     rows = max(1, -(-len(panels) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(7 * columns, 2.4 * rows), squeeze=False, sharex=True)
     x = time_axis(index)
-    for ax, (title, demand, capacity) in zip(axes.flat, panels, strict=False):
+    units = [unit_label] * len(panels) if isinstance(unit_label, str) else list(unit_label)
+    for ax, (title, demand, capacity), unit in zip(axes.flat, panels, units, strict=False):
         shade_gaps(ax, x, gaps)
         ax.fill_between(x, np.nan_to_num(demand), step="post", color="#cccccc", label="demand", linewidth=0)
         for policy, series in capacity.items():
             ax.step(x, series, where="post", linewidth=0.9, label=policy, color=POLICY_COLOURS.get(policy))
         ax.set_title(title, fontsize=9)
-        ax.set_ylabel(unit_label, fontsize=8)
+        ax.set_ylabel(unit, fontsize=8)
         ax.tick_params(labelsize=7)
     return finish_panels(figure, axes, len(panels))
 
@@ -87,12 +109,15 @@ def forecast_panels(
     index: pd.DatetimeIndex,
     panels: Sequence[tuple[str, np.ndarray, np.ndarray, np.ndarray]],
     columns: int = 4,
+    unit_label: str | Sequence[str] = "accelerators",
 ) -> str:
-    """Per class: observed demand with the forecast median and upper quantile issued one step before."""
+    """Per class: observed demand with the forecast median and upper quantile issued one step before.
+    ``unit_label``: the y-axis unit of every panel, or one per panel (GPUs or chips, by the class's family)."""
     rows = max(1, -(-len(panels) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 2.0 * rows), squeeze=False, sharex=True)
     x = time_axis(index)
-    for ax, (title, demand, median, upper) in zip(axes.flat, panels, strict=False):
+    units = [unit_label] * len(panels) if isinstance(unit_label, str) else list(unit_label)
+    for ax, (title, demand, median, upper), unit in zip(axes.flat, panels, units, strict=False):
         ax.fill_between(
             x,
             np.nan_to_num(median),
@@ -105,20 +130,22 @@ def forecast_panels(
         )
         ax.plot(x, demand, color="black", linewidth=0.6, label="demand")
         ax.set_title(title, fontsize=8)
+        ax.set_ylabel(f"demand ({unit})", fontsize=7)
         ax.tick_params(labelsize=6)
     for ax in list(axes.flat)[len(panels) :]:
         ax.set_visible(False)
     handles, labels = axes.flat[0].get_legend_handles_labels()
     figure.legend(handles, labels, loc="upper center", ncol=2, fontsize=8, frameon=False)
     figure.autofmt_xdate()
+    label_time_axes(axes, len(panels))
     figure.tight_layout(rect=(0, 0, 1, 0.96))
     return figure_to_data_uri(figure)
 
 
-def cost_bars(costs: Mapping[str, float], unserved: Mapping[str, float]) -> str:
-    """Cost and unserved demand per policy. The cost axis starts just below the cheapest policy, not at zero, so
-    that differences of a few percent are visible; each bar is labelled with its value."""
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 0.9 + 0.5 * len(costs)))
+def cost_bars(costs: Mapping[str, float], unserved: Mapping[str, float], title: str | None = None) -> str:
+    """Cost and unserved demand per policy, under ``title``. The cost axis starts just below the cheapest policy,
+    not at zero, so that differences of a few percent are visible; each bar is labelled with its value."""
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 0.9 + 0.5 * len(costs) + (0.4 if title else 0.0)))
     names = list(costs)
     colours = [POLICY_COLOURS.get(n, "#333333") for n in names]
     values = [costs[n] for n in names]
@@ -138,5 +165,7 @@ def cost_bars(costs: Mapping[str, float], unserved: Mapping[str, float]) -> str:
     for ax in (left, right):
         ax.invert_yaxis()
         ax.tick_params(labelsize=10)
+    if title:
+        figure.suptitle(title, fontsize=11)
     figure.tight_layout()
     return figure_to_data_uri(figure)

@@ -7,6 +7,8 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
+from agent.report.equal_service import ALREADY_MET
+
 
 def headline_section(document: Mapping[str, Any]) -> str:
     head = document.get("headline")
@@ -16,22 +18,23 @@ def headline_section(document: Mapping[str, Any]) -> str:
     rows = [
         "<tr><th>policy</th><th>basis</th><th>cost (USD)</th><th>unserved</th>"
         "<th>leadtime saves (USD)</th><th>leadtime saves (%)</th></tr>",
-        f"<tr class='forecast'><td>leadtime (forecast)</td><td>{html.escape(forecast['basis'])}</td>"
+        f"<tr class='forecast'><td>leadtime (forecast)</td><td>{_basis(forecast)}</td>"
         f"<td>{forecast['cost_usd']:,.0f}</td><td>{forecast['unserved_fraction']:.2%}</td><td></td><td></td></tr>",
     ]
     for row in head["against"]:
         percent = row["forecast_saves_percent"]
         rows.append(
             f"<tr data-policy='{html.escape(row['policy'])}'><td>{html.escape(row['policy'])}</td>"
-            f"<td>{html.escape(row['basis'])}</td><td>{row['cost_usd']:,.0f}</td>"
+            f"<td>{_basis(row)}</td><td>{row['cost_usd']:,.0f}</td>"
             f"<td>{row['unserved_fraction']:.2%}</td><td class='saving'>{row['forecast_saves_usd']:+,.0f}</td>"
             f"<td class='saving'>{'' if percent is None else f'{percent:+.1f}%'}</td></tr>"
         )
     lead = _lead_sentence(head)
     note = (
         "Positive savings: leadtime costs less. Forecast and reactive are tuned to leave the same share of demand "
-        "unserved where an equal-service comparison was made; static, oracle and actual are shown as they ran, "
-        "with their own unserved share beside them."
+        "unserved where an equal-service comparison was made (the runs each figure rests on are under "
+        "<a href='#equal-service'>What the same service costs</a>); static, oracle and actual are shown as they "
+        "ran, with their own unserved share beside them."
     )
     return (
         f"<section id='headline'><p class='lead'>{html.escape(lead)}</p>"
@@ -51,7 +54,21 @@ def _lead_sentence(head: Mapping[str, Any]) -> str:
     basis = forecast["basis"]
     if basis == "as run":
         basis = f"as run, {forecast['unserved_fraction']:.2%} unserved"
+    elif forecast.get("note") == ALREADY_MET:
+        basis = (
+            f"{forecast['unserved_fraction']:.2%} unserved: its cheapest setting tried already beats the "
+            f"{head['target_unserved']:.1%} target"
+        )
     return f"leadtime: {forecast['cost_usd']:,.0f} USD ({basis}), " + "; ".join(parts) + "."
+
+
+def _basis(row: Mapping[str, Any]) -> str:
+    """A row's basis; a tuned figure whose cheapest setting already beats the target says so (its unserved share is
+    below the target, not at it)."""
+    text = html.escape(row["basis"])
+    if row.get("note") == ALREADY_MET:
+        text += "<br><span class='note'>target already met at the cheapest setting tried</span>"
+    return text
 
 
 def energy_section(document: Mapping[str, Any]) -> str:

@@ -1,10 +1,13 @@
-"""The HTML report of ``leadtime simulate``: the results table, cost and service at a glance, capacity against
-demand per pool, and forecast bands per demand class."""
+"""The HTML report of ``leadtime simulate``: the headline at equal service, what was simulated (trace, config,
+prices, version), what the same service costs with the runs behind each figure, the policies as they ran (titled
+as such: each at its own service level), capacity against demand per pool, and forecast bands per demand class;
+the required credit of a bundled trace last."""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -12,25 +15,27 @@ import numpy as np
 
 from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
+from agent.report.equal_service import equal_service_section
 from agent.report.fleet import MAX_PANELS, top_classes, top_pools, top_pools_table
 from agent.report.headline import energy_section, headline_section
 from agent.report.hybrid import hybrid_section
+from agent.report.provenance import accelerator_hours_note, provenance_section, service_levels_text, unit_name
 from agent.simulation.budgets import budget_usage
+from agent.simulation.policies import REACTIVE_UNNEEDED_TIME
+from agent.simulation.results import trace_attribution
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from config.durations import format_duration
 from config.schema import Settings
 
-ATTRIBUTION = (
-    'Trace data: Hu et al., "Characterization and Prediction of Deep Learning Workloads in Large-Scale GPU '
-    "Datacenters\", SC'21 (Helios, CC BY 4.0), where the bundled trace is used."
-)
 STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}
 th:first-child,td:first-child{text-align:left}img{max-width:100%}.note{color:#666;font-size:90%}
+td .note{font-size:80%}
 .lead{font-size:130%;font-weight:600}table.headline{font-size:115%}tr.forecast td{font-weight:700}
 """
+AS_RUN_TITLE = "Each policy as run, at its own service level (not equal service)"
 
 
 def write_simulation_report(
@@ -39,15 +44,19 @@ def write_simulation_report(
     window: SimulationWindow,
     runs: Mapping[str, PolicyRun],
     settings: Settings,
+    generated_at: datetime | None = None,
 ) -> None:
+    """``generated_at`` (default: now) is said on the page only, not in ``results.json``, which stays the same for
+    the same inputs."""
+    pools = settings.pool_specs()
     sections = [
-        f"<h1>leadtime simulation</h1>{headline_section(document)}<p>{_describe(document)}</p>",
-        _table(document["policies"]),
-        f'<img alt="cost and unserved demand by policy" src="{_costs(runs)}">',
-        _equal_service(document.get("equal_service")),
-        _decisions(document.get("forecast_decisions")),
+        f"<h1>leadtime simulation</h1>{headline_section(document)}",
+        provenance_section(document, pools, generated_at or datetime.now(UTC)),
+        equal_service_section(document.get("equal_service")),
+        _as_run(document, window, runs, settings),
+        _decisions(document.get("forecast_decisions"), document["window"]["observed_steps"]),
         energy_section(document),
-        top_pools_table(settings.pool_specs(), runs),
+        top_pools_table(pools, runs),
         hybrid_section(document.get("hybrid")),
         "<h2>Capacity against demand, per pool</h2>",
         f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
@@ -66,43 +75,79 @@ def write_simulation_report(
             "<p class='note'>Band: median to the highest configured quantile, issued one step ahead"
             + (f"; the {MAX_PANELS} classes with the most demand." if len(window.classes) > MAX_PANELS else ".")
             + "</p>",
-            f'<img alt="demand and forecast bands per class" src="{_forecasts(window, bands)}">',
+            f'<img alt="demand and forecast bands per class" src="{_forecasts(window, bands, settings)}">',
         ]
-    sections.append(f"<p class='note'>{html.escape(document['billing'])}. {html.escape(ATTRIBUTION)}</p>")
+    trace = document["trace"]
+    credit = trace["attribution"] if "attribution" in trace else trace_attribution(trace["path"])
+    footer = f"Billing: {document['billing']}. {accelerator_hours_note(pools)}" + (f" {credit}" if credit else "")
+    sections.append(f"<p class='note' id='credits'>{html.escape(footer)}</p>")
     page = "<!doctype html><html><head><meta charset='utf-8'><title>leadtime simulation</title>"
     page += f"<style>{STYLE}</style></head><body>{''.join(sections)}</body></html>\n"
     path.write_text(page, encoding="utf-8")
 
 
-def _equal_service(comparison: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> str:
-    """What the same service costs, per unserved-demand target, with the forecast policy's ratios."""
-    if not comparison:
-        return ""
-    head = "<tr><th>unserved target</th><th>forecast (USD)</th><th>reactive (USD)</th><th>oracle (USD)</th>"
-    head += "<th>forecast / reactive</th><th>forecast / oracle</th></tr>"
-    rows = []
-    for target, row in comparison.items():
-        costs = {name: row.get(name, {}).get("cost_usd") for name in ("forecast", "reactive", "oracle")}
-        cells = "".join(f"<td>{c:,.0f}</td>" if c is not None else "<td>not reached</td>" for c in costs.values())
-        ratios = "".join(
-            f"<td>{costs['forecast'] / costs[base]:.3f}x</td>" if costs["forecast"] and costs[base] else "<td></td>"
-            for base in ("reactive", "oracle")
-        )
-        rows.append(f"<tr><td>{float(target):.1%}</td>{cells}{ratios}</tr>")
-    note = (
-        "<p class='note'>Each policy tuned to leave the same share of demand unserved: the reactive policy with "
-        "the smallest constant headroom (units per pool), the forecast policy with the lowest service level "
-        "that meets the target; costs interpolated between the two settings that bracket it.</p>"
+def _as_run(
+    document: Mapping[str, Any], window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings
+) -> str:
+    """The policies as they ran, each at its own setting: titled and captioned so that nobody reads their costs as
+    a comparison at the same service."""
+    policies = document["policies"]
+    compared = (
+        " For what the same service costs, see the headline above and "
+        "<a href='#equal-service'>What the same service costs</a>."
+        if document.get("equal_service")
+        else ""
     )
-    return f"<h2>What the same service costs</h2>{note}<table>{head}{''.join(rows)}</table>"
+    caption = (
+        "<p class='note'>Each policy at the setting it was configured with, not tuned to a common service: their "
+        "unserved shares differ, so a cheaper row may simply leave more demand unserved."
+        f"{compared} {html.escape(accelerator_hours_note(settings.pool_specs()))}</p>"
+    )
+    described = "".join(
+        f"<li><b>{html.escape(name)}</b>: {html.escape(text)}</li>"
+        for name, text in policy_descriptions(document, window, settings).items()
+        if name in policies
+    )
+    chart = cost_bars(
+        {n: r.cost_usd for n, r in runs.items()},
+        {n: r.unserved_fraction for n, r in runs.items()},
+        title=f"{AS_RUN_TITLE}: cost and unserved demand",
+    )
+    return (
+        f"<section id='as-run'><h2>{html.escape(AS_RUN_TITLE)}</h2>{caption}<ul class='policies'>{described}</ul>"
+        f"{_table(policies)}"
+        f'<img alt="cost and unserved demand of each policy as run, each at its own service level" src="{chart}">'
+        "</section>"
+    )
 
 
-def _decisions(changes: Mapping[str, Mapping[str, Any]] | None) -> str:
+def policy_descriptions(document: Mapping[str, Any], window: SimulationWindow, settings: Settings) -> dict[str, str]:
+    """One sentence per policy: how it decides, and the setting it ran at."""
+    levels = service_levels_text(document.get("forecast_service_levels"))
+    history = len(window.history) * window.step
+    before = f"the {format_duration(history)} of the trace before the window" if len(window.history) else "no history"
+    return {
+        "forecast": f"the leadtime agent: provisions each demand class for a quantile of its forecast, at {levels}.",
+        "reactive": (
+            "behaves like the Kubernetes cluster-autoscaler: scales up only on demand it already sees (running + "
+            f"queued), releases a unit once it has been unneeded for {format_duration(REACTIVE_UNNEEDED_TIME)}; "
+            f"headroom {settings.planner.headroom_units} units per pool, as configured."
+        ),
+        "static": (
+            "a fixed cluster, never resized: each pool sized to the peak it needed (to serve all demand, cheapest "
+            f"pools first, within its max_units) over {before} (steps with data only)."
+        ),
+        "oracle": "perfect foresight of demand: the lowest cost at which no demand is left unserved.",
+        "actual": "what the pools really ran, read from Prometheus, billed and served the same way.",
+    }
+
+
+def _decisions(changes: Mapping[str, Mapping[str, Any]] | None, observed_steps: int) -> str:
     """Per demand group, how often the forecast changed the target against the calibrated last value."""
     if not changes:
         return ""
-    head = "<tr><th>demand class</th><th>ticks</th><th>forecast asked more</th><th>forecast asked less</th>"
-    head += "<th>changed</th></tr>"
+    head = "<tr><th>demand class</th><th>ticks compared</th><th>forecast asked more</th>"
+    head += "<th>forecast asked less</th><th>changed</th></tr>"
     rows = [
         f"<tr><td>{html.escape(name)}</td><td>{row['ticks']:,}</td><td>{row['up']:,}</td><td>{row['down']:,}</td>"
         f"<td>{row['changed_fraction']:.1%}</td></tr>"
@@ -110,18 +155,12 @@ def _decisions(changes: Mapping[str, Mapping[str, Any]] | None) -> str:
     ]
     note = (
         "<p class='note'>Each tick, the planner's target for a demand class (whole units of its pools) from the "
-        "configured forecast against the same computation from the calibrated last value.</p>"
+        "configured forecast against the same computation from the calibrated last value. Ticks compared: those at "
+        "which both had demand to plan on, that is every step with data and, into a gap, the first steps while the "
+        "last value seen is no older than forecast.max_staleness; so they can outnumber the "
+        f"{observed_steps:,} steps with data that cost and service count.</p>"
     )
     return f"<h2>Where the forecast changed the decision</h2>{note}<table>{head}{''.join(rows)}</table>"
-
-
-def _describe(document: Mapping[str, Any]) -> str:
-    w, t = document["window"], document["trace"]
-    return html.escape(
-        f"Trace {t['path']} ({len(t['series'])} demand classes, {t['step_s'] // 60}-minute steps), window "
-        f"{w['start']} to {w['end']} ({w['steps']} steps, {w['gap_steps']} gap steps not counted); "
-        f"config {document['config']['path']}."
-    )
 
 
 def _table(policies: Mapping[str, Mapping[str, Any]]) -> str:
@@ -132,28 +171,28 @@ def _table(policies: Mapping[str, Mapping[str, Any]]) -> str:
         f"<td>{r['unserved_fraction']:.3%}</td><td>{r['utilization']:.1%}</td><td>{r['scale_actions']}</td></tr>"
         for name, r in policies.items()
     ]
-    return f"<table>{head}{''.join(rows)}</table>"
-
-
-def _costs(runs: Mapping[str, PolicyRun]) -> str:
-    return cost_bars({n: r.cost_usd for n, r in runs.items()}, {n: r.unserved_fraction for n, r in runs.items()})
+    return f"<table class='as-run'>{head}{''.join(rows)}</table>"
 
 
 def _capacity(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
     panels = []
+    units: list[str] = []
     for pool in top_pools(settings.pool_specs(), runs):
         columns = [window.classes.index(name) for name in pool.serves if name in window.classes]
         demand = window.demand[:, columns].sum(axis=1) if columns else np.zeros(len(window.index))
         demand[np.isnan(window.demand[:, columns]).any(axis=1)] = np.nan
         capacity = {name: run.ready_units[pool.pool_id] * pool.chips_per_unit for name, run in runs.items()}
+        unit = unit_name(pool.family)
+        units.append(unit)
         panels.append(
             (
-                f"{pool.pool_id} ({pool.chips_per_unit} chips/unit, lead time {format_duration(pool.lead_time)})",
+                f"{pool.pool_id} ({pool.chips_per_unit} {unit}/unit, lead time {format_duration(pool.lead_time)})",
                 demand,
                 capacity,
             )
         )
-    return capacity_panels(window.index, panels, "chips", columns=1 if len(panels) == 1 else 2, gaps=~window.observed)
+    wide = 1 if len(panels) == 1 else 2
+    return capacity_panels(window.index, panels, units, columns=wide, gaps=~window.observed)
 
 
 def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
@@ -169,7 +208,9 @@ def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: 
     return budget_panels(window.index, panels)
 
 
-def _forecasts(window: SimulationWindow, run: PolicyRun) -> str:
+def _forecasts(window: SimulationWindow, run: PolicyRun, settings: Settings) -> str:
     shown = [i for i in top_classes(window.classes, window.demand) if window.classes[i] in run.forecast_bands]
     panels = [(window.classes[i], window.demand[:, i], *run.forecast_bands[window.classes[i]]) for i in shown]
-    return forecast_panels(window.index, panels)
+    families = {c.name: c.family for c in settings.demand_class_models()}
+    units = [unit_name(families[window.classes[i]]) if window.classes[i] in families else "accelerators" for i in shown]
+    return forecast_panels(window.index, panels, unit_label=units)

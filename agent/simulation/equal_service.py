@@ -47,7 +47,8 @@ def equal_service(
     known: Mapping[str, PolicyRun] | None = None,
     on_done: Callable[[str], object] | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """``equal_service[target][policy]`` with ``cost_usd``, ``unserved_fraction`` and the bracketing settings.
+    """``equal_service[target][policy]`` with ``cost_usd``, ``unserved_fraction``, the bracketing settings and
+    the ``trials`` (setting, cost, unserved share) the figure rests on.
 
     The session should have been created with ``extra_quantiles=SERVICE_LEVELS`` so that every service level
     tried has its forecast quantile.
@@ -181,7 +182,10 @@ _SETTING_NAMES = {"reactive": "headroom_units", "forecast": "service_level"}
 
 
 def interpolate(trials: Sequence[Trial], target: float, setting_name: str) -> dict[str, Any]:
-    """Cost at ``target`` from the nearest failing and passing trials; unbracketed cases say so."""
+    """Cost at ``target`` from the nearest failing and passing trials; unbracketed cases say so. ``trials`` lists
+    the runs the figure rests on (each with its setting, cost and unserved share): the two that bracket the
+    target, the one passing setting when the cheapest already meets it, or the one that came closest when none
+    did."""
     passing = sorted((t for t in trials if t.unserved_fraction <= target), key=lambda t: t.cost_usd)
     failing = [t for t in trials if t.unserved_fraction > target]
     if not passing:
@@ -191,6 +195,7 @@ def interpolate(trials: Sequence[Trial], target: float, setting_name: str) -> di
             "unserved_fraction": best.unserved_fraction,
             setting_name: None,
             "note": f"no {setting_name} tried reached the target",
+            "trials": [_trial(best, setting_name)],
         }
     upper = passing[0]
     lower_candidates = [t for t in failing if t.cost_usd <= upper.cost_usd]
@@ -200,17 +205,31 @@ def interpolate(trials: Sequence[Trial], target: float, setting_name: str) -> di
             "unserved_fraction": upper.unserved_fraction,
             setting_name: [upper.setting],
             "note": "the cheapest setting already meets the target",
+            "trials": [_trial(upper, setting_name)],
         }
     lower = max(lower_candidates, key=lambda t: t.cost_usd)
     share = (lower.unserved_fraction - target) / (lower.unserved_fraction - upper.unserved_fraction)
     cost = lower.cost_usd + share * (upper.cost_usd - lower.cost_usd)
-    return {"cost_usd": round(cost, 2), "unserved_fraction": target, setting_name: [lower.setting, upper.setting]}
+    return {
+        "cost_usd": round(cost, 2),
+        "unserved_fraction": target,
+        setting_name: [lower.setting, upper.setting],
+        "trials": [_trial(lower, setting_name), _trial(upper, setting_name)],
+    }
+
+
+def _trial(trial: Trial, setting_name: str) -> dict[str, Any]:
+    return {
+        setting_name: trial.setting,
+        "cost_usd": round(trial.cost_usd, 2),
+        "unserved_fraction": trial.unserved_fraction,
+    }
 
 
 def _seed(known: Mapping[str, PolicyRun], settings: Settings) -> Trial | None:
     """The reactive policy's own run as the headroom search's trial at the configured headroom."""
     run = known.get("reactive")
-    headroom = float(settings.planner.headroom_units)
+    headroom = int(settings.planner.headroom_units)  # whole units, as the search's own trials
     return None if run is None else Trial(headroom, run.cost_usd, run.unserved_fraction)
 
 

@@ -51,4 +51,7 @@ def _first_reached(
 
 
 def _point(row: Mapping[str, Any], basis: str) -> dict[str, Any]:
-    return {"cost_usd": float(row["cost_usd"]), "unserved_fraction": float(row["unserved_fraction"]), "basis": basis}
+    point = {"cost_usd": float(row["cost_usd"]), "unserved_fraction": float(row["unserved_fraction"]), "basis": basis}
+    if "note" in row:  # "the cheapest setting already meets the target": below the target, not at it
+        point["note"] = row["note"]
+    return point

@@ -1,10 +1,13 @@
-"""The ``results.json`` document of a simulation: per-policy figures plus what was simulated, with what."""
+"""The ``results.json`` document of a simulation: per-policy figures plus what was simulated, with what (and by
+which leadtime version; the credit a bundled trace requires)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import PurePath
 from typing import Any
 
+from agent.planning import resolve_service_levels
 from agent.simulation.budgets import budget_summary, budget_usage
 from agent.simulation.decisions import DecisionChanges
 from agent.simulation.energy import energy_summary
@@ -13,7 +16,25 @@ from agent.simulation.hybrid import hybrid_summary, is_hybrid
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace
+from agent.version import package_version
 from config.schema import Settings
+
+# The credit each bundled trace requires (data/README.md), by its place under data/: directory and file name,
+# wherever the checkout is. A user's own trace, or demand replayed from Prometheus, is credited to nobody here.
+BUNDLED_TRACES: dict[tuple[str, str], str] = {
+    ("helios-earth", "demand_5min.csv.gz"): (
+        'SenseTime Helios "Earth" cluster: Hu et al., "Characterization and Prediction of Deep Learning Workloads '
+        "in Large-Scale GPU Datacenters\", SC'21 (CC BY 4.0)"
+    ),
+    ("philly", "busy_nodes_5min.csv.gz"): (
+        'Microsoft Philly cluster: Jeon et al., "Analysis of Large-Scale Multi-Tenant GPU Clusters for DNN '
+        "Training Workloads\", USENIX ATC'19 (CC BY 4.0)"
+    ),
+    ("servegen", "demand_10min.csv.gz"): (
+        'Alibaba Cloud Model Studio (ServeGen): Xiang et al., "ServeGen: Workload Characterization and Generation '
+        'of Large Language Model Serving in Production", arXiv:2505.09999 (2025) (Apache-2.0)'
+    ),
+}
 
 
 def results_document(
@@ -27,10 +48,12 @@ def results_document(
 ) -> dict[str, Any]:
     observed = int(window.observed.sum())
     document: dict[str, Any] = {
+        "leadtime_version": package_version(),
         "trace": {
             "path": trace.path,
             "series": list(window.classes),
             "step_s": int(window.step.total_seconds()),
+            "attribution": trace_attribution(trace.path),  # the credit a bundled trace requires; None otherwise
         },
         "window": {
             "start": window.index[0].isoformat(),
@@ -48,6 +71,10 @@ def results_document(
         },
         "energy": settings.energy.model_dump(mode="json"),
     }
+    if "forecast" in runs:  # the quantile the forecast policy provisioned each class for, as run
+        document["forecast_service_levels"] = resolve_service_levels(
+            settings.demand_class_models(), settings.pool_specs(), settings.planner
+        )
     if is_hybrid(settings.pool_specs()):
         default = settings.planner.waiting_cost_per_accelerator_hour_usd
         costs = {c.name: _or(c.waiting_cost_per_accelerator_hour_usd, default) for c in settings.demand_classes}
@@ -71,3 +98,14 @@ def results_document(
 
 def _or(value: float | None, default: float | None) -> float | None:
     return value if value is not None else default
+
+
+def trace_attribution(path: str) -> str | None:
+    """The required credit of the bundled trace at ``path`` (as given to ``--trace``), or None for any other."""
+    if path.startswith("prometheus "):
+        return None
+    parts = PurePath(path.replace("\\", "/")).parts
+    if len(parts) < 2:
+        return None
+    credit = BUNDLED_TRACES.get((parts[-2], parts[-1]))
+    return None if credit is None else f"Trace data: {credit}."

@@ -1,6 +1,7 @@
 """The simulation report as a person sees it: rendered by headless Chromium (Debian package `chromium`; `make
-chromium`), its first screen carries the headline figures of ``results.json``, and energy and carbon follow the
-configured watts, PUE and grid intensity."""
+chromium`), its first screen carries the headline figures of ``results.json``, the policies as run are titled as
+such after the equal-service figures and the runs behind them, the page says what made it and credits the trace,
+and energy and carbon follow the configured watts, PUE and grid intensity."""
 
 from __future__ import annotations
 
@@ -108,3 +109,45 @@ def test_energy_and_carbon_follow_the_configured_figures(report: tuple[dict[str,
     assert static["idle_energy_kwh"] > oracle["idle_energy_kwh"]
     html = page.read_text(encoding="utf-8")
     assert "Energy and carbon" in html and "700 W per chip x PUE 1.2 x 350 gCO2e/kWh" in html
+
+
+def test_the_as_run_figures_are_titled_as_such_and_the_equal_service_runs_shown(
+    report: tuple[dict[str, Any], Path],
+) -> None:
+    document, page = report
+    dom = _chromium("--dump-dom", page.as_uri()).stdout
+    as_run = re.search(r"<section id=\"as-run\">(.*?)</section>", dom, re.S)
+    tuned = re.search(r"<section id=\"equal-service\">(.*?)</section>", dom, re.S)
+    assert as_run is not None and tuned is not None
+    # the equal-service figures come first; the as-run table and chart say what they are and where to look instead
+    assert dom.index('id="equal-service"') < dom.index('id="as-run"')
+    title = "Each policy as run, at its own service level (not equal service)"
+    assert f"<h2>{title}</h2>" in as_run.group(1)
+    assert 'href="#equal-service"' in as_run.group(1)
+    assert "at service level 0.9 (every demand class)" in as_run.group(1)
+    assert "sized to the peak it needed" in as_run.group(1)  # how static is sized
+    assert "as run, each at its own service level" in as_run.group(1)  # the chart's alt text
+    for name, row in document["policies"].items():
+        assert f"<td>{name}</td><td>{row['cost_usd']:,.0f}</td>" in as_run.group(1), name
+    # beside each equal-service figure, the runs it was found from: setting, cost, unserved share
+    for policy in ("forecast", "reactive"):
+        row = document["equal_service"]["0.005"][policy]
+        assert row["trials"], policy
+        cell = re.search(rf"<td data-policy=\"{policy}\">(.*?)</td>", tuned.group(1), re.S)
+        assert cell is not None, policy
+        assert f"{row['cost_usd']:,.0f}" in cell.group(1)
+        for trial in row["trials"]:
+            assert f"{trial['cost_usd']:,.0f} USD, {trial['unserved_fraction']:.2%} unserved" in cell.group(1)
+        if row.get("note") == "the cheapest setting already meets the target":
+            assert "below the 0.5% target" in cell.group(1)
+    assert all(isinstance(t["headroom_units"], int) for t in document["equal_service"]["0.005"]["reactive"]["trials"])
+
+
+def test_the_report_says_what_made_it_and_credits_the_helios_trace(report: tuple[dict[str, Any], Path]) -> None:
+    document, page = report
+    html = page.read_text(encoding="utf-8")
+    assert document["leadtime_version"] and f"leadtime {document['leadtime_version']};" in html
+    assert "report generated " in html and document["config"]["path"] in html
+    assert "3.67 per GPU-hour" in html and "29.36" in html  # an 8-GPU node
+    assert "<td>8 GPUs</td>" in html  # a GPU pool's unit in GPUs, not chips
+    assert "Hu et al." in document["trace"]["attribution"] and "Hu et al." in html

@@ -75,11 +75,17 @@ def test_results_document_has_the_promised_shape(pooled_results: tuple[dict[str,
     assert document["config"]["settings"]["pools"][0]["id"] == "a100-on-demand"
     page = (out / "report.html").read_text()
     assert page.count("<img") >= 3 and "<table>" in page and "Hu et al." in page
+    assert document["leadtime_version"]
     decisions = document["forecast_decisions"]
     assert set(decisions) <= set(document["trace"]["series"]) | {n for n in decisions if n.startswith("pool-group:")}
+    # ticks compared: the steps with data, and into the window's one gap (2h) the 3 steps within max_staleness
+    # (15m) of the last value seen: more than the steps with data, which the table says
+    observed = document["window"]["observed_steps"]
     for row in decisions.values():
-        assert row["up"] + row["down"] <= row["ticks"] <= document["window"]["steps"]
-    assert "Where the forecast changed the decision" in page
+        assert row["up"] + row["down"] <= row["ticks"] == observed + 3
+    assert "Where the forecast changed the decision" in page and "ticks compared" in page
+    for row in document["equal_service"].values():  # headroom in whole units, the configured one too
+        assert all(isinstance(h, int) for h in row["reactive"]["headroom_units"] or [])
 
 
 def test_served_plus_unserved_is_the_demand(pooled_results: tuple[dict[str, Any], Path], bundled_trace: Path) -> None:

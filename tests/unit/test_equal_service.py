@@ -20,15 +20,22 @@ def test_cost_is_interpolated_between_the_bracketing_settings() -> None:
     assert row["cost_usd"] == pytest.approx(108.33, abs=0.01)
     assert row["headroom_units"] == [0, 1]
     assert row["unserved_fraction"] == 0.005
+    # the two runs the figure rests on, as the report shows them beside it
+    assert row["trials"] == [
+        {"headroom_units": 0, "cost_usd": 100.0, "unserved_fraction": 0.010},
+        {"headroom_units": 1, "cost_usd": 110.0, "unserved_fraction": 0.004},
+    ]
 
 
 def test_already_met_and_never_met_targets_say_so() -> None:
     met = interpolate([Trial(0.9, 50.0, 0.0001)], 0.001, "service_level")
     assert met["cost_usd"] == 50.0
     assert "already meets" in met["note"]
+    assert met["trials"] == [{"service_level": 0.9, "cost_usd": 50.0, "unserved_fraction": 0.0001}]
     never = interpolate([Trial(0.9, 50.0, 0.02), Trial(0.999, 90.0, 0.01)], 0.001, "service_level")
     assert never["cost_usd"] is None
     assert never["unserved_fraction"] == 0.01
+    assert never["trials"] == [{"service_level": 0.999, "cost_usd": 90.0, "unserved_fraction": 0.01}]
 
 
 def test_a_costlier_failing_setting_does_not_bracket() -> None:
