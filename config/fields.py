@@ -22,10 +22,10 @@ Duration = Annotated[
 
 
 class NumbersOnly(BaseModel):
-    """Numeric settings take numbers only. pydantic reads ``true`` as 1 and the string ``'10'`` as 10 for an int
-    or a float; in a configuration file either is a slip (a price of $1 from ``true``), so it is an error that
-    names the key (other text is refused by pydantic's own check). Applies to number fields, and to the numbers in
-    their lists and mappings."""
+    """Numeric settings refuse booleans. pydantic reads ``true`` as 1 for an int or a float; in a configuration
+    file that is a slip (a price of $1 from ``true``, or ``yes``), so it is an error that names the key. Applies to
+    number fields, and to the numbers in their lists and mappings. Text that reads as a number stays accepted:
+    PyYAML loads ``1e6`` (an exponent without a sign) as the string ``'1e6'``, and a cap written so is meant."""
 
     @field_validator("*", mode="before")
     @classmethod
@@ -46,8 +46,6 @@ def _check_number(annotation: Any, value: Any) -> None:
     if _is_number(annotation):
         if isinstance(value, bool):
             raise ValueError(f"must be a number, got {value!r} (a YAML true/false)")
-        if isinstance(value, str) and _numeric_text(value):
-            raise ValueError(f"must be a number, got {value!r}, a string (write it without quotes)")
         return
     origin, args = get_origin(annotation), get_args(annotation)
     if origin in (Union, types.UnionType):
@@ -60,15 +58,6 @@ def _check_number(annotation: Any, value: Any) -> None:
     elif origin is dict and len(args) == 2 and isinstance(value, dict):
         for item in value.values():
             _check_number(args[1], item)
-
-
-def _numeric_text(text: str) -> bool:
-    """Text pydantic would read as a number (other text fails its own check, which quotes it)."""
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _is_number(annotation: Any) -> bool:
