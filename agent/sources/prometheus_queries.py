@@ -35,7 +35,7 @@ from models import AcceleratorFamily, DemandClass
 # internal/store/pod.go: sanitizeLabelName(string(resourceName))), so ``nvidia.com/gpu`` reads ``nvidia_com_gpu``.
 KUEUE_RESOURCES = {AcceleratorFamily.GPU: "nvidia.com/gpu", AcceleratorFamily.TPU: "google.com/tpu"}
 
-# Matches series without the label too, so Kueue before v0.15 (no replica_role) is read the same way.
+# Matches series without the label too, so a Kueue that does not label its replicas is read the same way.
 NOT_A_FOLLOWER = 'replica_role!="follower"'
 
 KUEUE_PENDING_HINT = (
