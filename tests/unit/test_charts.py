@@ -3,7 +3,8 @@ and labelled as UTC; each panel's unit (GPUs or chips) on its y axis; the cost c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import datetime
 
 import matplotlib.dates as mdates
 import matplotlib.pyplot as plt
@@ -16,13 +17,17 @@ from matplotlib.figure import Figure
 from agent.report import charts
 from agent.report.charts import shade_gaps, time_axis
 
+# matplotlib.dates has no type annotations: its converters, typed for this module's strict checks
+date2num: Callable[[object], np.ndarray] = mdates.date2num
+num2date: Callable[[float], datetime] = mdates.num2date
+
 
 def test_the_time_axis_is_the_index_in_utc_at_the_same_chart_positions() -> None:
     index = pd.date_range("2020-05-01 22:00", periods=6, freq="5min", tz="Europe/Berlin")
     x = time_axis(index)
     assert x.dtype == np.dtype("M8[ns]")
     assert list(pd.DatetimeIndex(x).tz_localize("UTC")) == list(index.tz_convert("UTC"))
-    np.testing.assert_array_equal(mdates.date2num(x), mdates.date2num(index.to_pydatetime()))
+    np.testing.assert_array_equal(date2num(x), date2num(index.to_pydatetime()))
     naive = pd.date_range("2020-05-01", periods=3, freq="1h")
     np.testing.assert_array_equal(time_axis(naive), naive.to_numpy())
 
@@ -34,12 +39,8 @@ def test_a_gap_is_shaded_from_its_first_missing_step_to_the_end_of_its_last() ->
     shade_gaps(ax, time_axis(index), gaps)
     spans = [patch.get_extents() for patch in ax.patches]
     assert len(spans) == 2
-    starts = sorted(
-        mdates.num2date(ax.transData.inverted().transform((span.x0, 0))[0]).replace(tzinfo=None) for span in spans
-    )
-    ends = sorted(
-        mdates.num2date(ax.transData.inverted().transform((span.x1, 0))[0]).replace(tzinfo=None) for span in spans
-    )
+    starts = sorted(num2date(ax.transData.inverted().transform((span.x0, 0))[0]).replace(tzinfo=None) for span in spans)
+    ends = sorted(num2date(ax.transData.inverted().transform((span.x1, 0))[0]).replace(tzinfo=None) for span in spans)
     plt.close(figure)
     step = pd.Timedelta("5min")
     expected_starts = [index[2], index[7]]
