@@ -111,7 +111,7 @@ def forecast_panels(
     columns: int = 4,
     unit_label: str | Sequence[str] = "accelerators",
 ) -> str:
-    """Per class: observed demand with the forecast median and upper quantile issued one step before.
+    """Per class: observed demand with a forecast band (``median`` to ``upper``), each value at the step it forecast.
     ``unit_label``: the y-axis unit of every panel, or one per panel (GPUs or chips, by the class's family)."""
     rows = max(1, -(-len(panels) // columns))
     figure, axes = plt.subplots(rows, columns, figsize=(4 * columns, 2.0 * rows), squeeze=False, sharex=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from agent.planning import resolve_service_levels
 from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
 from agent.report.equal_service import equal_service_section
@@ -23,7 +24,7 @@ from agent.report.provenance import accelerator_hours_note, provenance_section, 
 from agent.simulation.budgets import budget_usage
 from agent.simulation.policies import REACTIVE_UNNEEDED_TIME
 from agent.simulation.results import trace_attribution
-from agent.simulation.runner import PolicyRun
+from agent.simulation.runner import PolicyRun, band_leads
 from agent.simulation.window import SimulationWindow
 from config.durations import format_duration
 from config.schema import Settings
@@ -72,8 +73,8 @@ def write_simulation_report(
     if bands is not None and bands.forecast_bands:
         sections += [
             "<h2>Forecasts per demand class</h2>",
-            "<p class='note'>Band: median to the highest configured quantile, issued one step ahead"
-            + (f"; the {MAX_PANELS} classes with the most demand." if len(window.classes) > MAX_PANELS else ".")
+            f"<p class='note'>{html.escape(_bands_caption(window, bands, settings), quote=False)}"
+            + (f" Shown: the {MAX_PANELS} classes with the most demand." if len(window.classes) > MAX_PANELS else "")
             + "</p>",
             f'<img alt="demand and forecast bands per class" src="{_forecasts(window, bands, settings)}">',
         ]
@@ -206,6 +207,33 @@ def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: 
             spend = {name: usages[i].hour_spend for name, usages in usage.items()}
             panels.append((f"{budget.name}: spend this hour", spend, budget.hourly_cap_usd))
     return budget_panels(window.index, panels)
+
+
+def _bands_caption(window: SimulationWindow, run: PolicyRun, settings: Settings) -> str:
+    """What the bands are (the forecast each step's capacity was bought on) and how often demand stayed within them."""
+    leads = band_leads(settings.pool_specs(), window.step)
+    levels = resolve_service_levels(settings.demand_class_models(), settings.pool_specs(), settings.planner)
+    drawn = [name for name in window.classes if name in run.forecast_bands]
+    ahead = sorted({leads.get(name, 0) for name in drawn})
+    quantiles = sorted({levels[name] for name in drawn if name in levels})
+    when = " to ".join(format_duration(window.step * n) for n in dict.fromkeys((ahead[0], ahead[-1]))) if ahead else ""
+    level = " to ".join(f"{q:g}" for q in dict.fromkeys((quantiles[0], quantiles[-1]))) if quantiles else "?"
+    text = (
+        f"Band: the forecast median up to its {level} quantile (the service level), issued "
+        + (f"{when} before each step (the lead time)" if ahead and ahead[-1] else "for the step its tick serves")
+        + ": the forecast the capacity for that step was bought on."
+    )
+    within, counted = 0, 0
+    for i, name in enumerate(window.classes):
+        if name not in run.forecast_bands:
+            continue
+        upper, demand = run.forecast_bands[name][1], window.demand[:, i]
+        known = ~np.isnan(upper) & ~np.isnan(demand)
+        counted += int(known.sum())
+        within += int((demand[known] <= upper[known] + 1e-9).sum())
+    if counted:
+        text += f" Demand stayed at or below the band's top in {within / counted:.1%} of the class-steps forecast."
+    return text
 
 
 def _forecasts(window: SimulationWindow, run: PolicyRun, settings: Settings) -> str:

@@ -8,6 +8,7 @@ cost nor service: they are skipped in the metrics, never read as zero demand.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -40,7 +41,7 @@ from forecasting.base import Forecaster
 from forecasting.calibrated import last_value_forecaster
 from forecasting.factory import build_forecaster
 from forecasting.last_value import PersistenceForecaster
-from models import AlertEvent, PoolSpec
+from models import AlertEvent, PoolKind, PoolSpec
 from models.clock import SimulatedClock
 
 Progress = Callable[[int], None]
@@ -280,7 +281,10 @@ def run_policy(
         schedule = {p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step) for p in pools}
         controller = OracleController(cluster, schedule)
     else:
-        controller = AgentController(_agent(policy, settings, trace, window, cluster, planner), outlooks)
+        agent = _agent(policy, settings, trace, window, cluster, planner)
+        controller = AgentController(agent, outlooks)
+        bands = BandSpec(band_leads(pools, window.step), agent.service_levels)
+        return _drive(policy, controller, cluster, clock, window, pools, progress, caps, bands)
     return _drive(policy, controller, cluster, clock, window, pools, progress, caps)
 
 
@@ -378,6 +382,7 @@ def _drive(
     pools: Sequence[PoolSpec],
     progress: Progress | None,
     caps: FirstComeCaps | None = None,
+    band_spec: BandSpec | None = None,
 ) -> PolicyRun:
     steps = len(window.index)
     hours = window.step.total_seconds() / 3600.0
@@ -388,7 +393,7 @@ def _drive(
     run.spend_by_pool_usd = {p.pool_id: 0.0 for p in pools}
     run.unserved_by_class = {name: np.full(steps, np.nan) for name in window.classes}
     run.served_by_pool = {p.pool_id: np.full(steps, np.nan) for p in pools}
-    bands = _BandRecorder(window)
+    bands = _BandRecorder(window, band_spec or BandSpec({}, {}))
     for t in range(steps):
         now: datetime = window.index[t].to_pydatetime()
         clock.set(now)
@@ -432,22 +437,48 @@ def _drive(
     return run
 
 
-class _BandRecorder:
-    """Keeps, per class and step, the median and upper forecast made one tick earlier, for the report."""
+@dataclass(frozen=True)
+class BandSpec:
+    """Which forecast the report's bands show per class: the one issued ``leads[class]`` steps before the step it
+    is drawn at, from its median to the quantile at the class's service level ``levels[class]``."""
 
-    def __init__(self, window: SimulationWindow) -> None:
+    leads: dict[str, int]
+    levels: dict[str, float]
+
+
+def band_leads(pools: Sequence[PoolSpec], step: timedelta) -> dict[str, int]:
+    """Per class, the steps from a decision to the first step the capacity it asks for can serve: the longest lead
+    time among the pools that serve the class and can be scaled, in steps (0 for a class on on-prem pools only)."""
+    leads: dict[str, int] = {}
+    for pool in pools:
+        lead = math.ceil(pool.lead_time / step) if pool.kind is not PoolKind.ON_PREM else 0
+        for name in pool.serves:
+            leads[name] = max(leads.get(name, 0), lead)
+    return leads
+
+
+class _BandRecorder:
+    """Keeps, per class and step, the forecast median and the quantile at the class's service level that the agent
+    issued one lead time before the step (``BandSpec``): the forecast its capacity for that step rested on. A
+    forecast's first step is the one its tick serves, so the lead time ahead is its step ``lead``."""
+
+    def __init__(self, window: SimulationWindow, spec: BandSpec) -> None:
         steps = len(window.index)
+        self._spec = spec
         self._median = {c: np.full(steps, np.nan) for c in window.classes}
         self._upper = {c: np.full(steps, np.nan) for c in window.classes}
         self._any = False
 
     def record(self, t: int, report: TickReport) -> None:
         for name, forecast in report.forecasts.items():
-            if name not in self._median or forecast.horizon_steps == 0:
+            if name not in self._median or name not in self._spec.levels or forecast.horizon_steps == 0:
                 continue
-            levels = sorted(forecast.quantiles)
-            self._median[name][t] = forecast.quantiles[forecast.level_at_or_above(0.5)][0]
-            self._upper[name][t] = forecast.quantiles[levels[-1]][0]
+            ahead = min(self._spec.leads.get(name, 0), forecast.horizon_steps - 1)
+            if t + ahead >= len(self._median[name]):
+                continue
+            self._median[name][t + ahead] = forecast.quantiles[forecast.level_at_or_above(0.5)][ahead]
+            upper = forecast.level_at_or_above(self._spec.levels[name])
+            self._upper[name][t + ahead] = forecast.quantiles[upper][ahead]
             self._any = True
 
     def result(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:

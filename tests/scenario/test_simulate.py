@@ -6,6 +6,7 @@ import contextlib
 import io
 import json
 import math
+import re
 import subprocess
 import sys
 from datetime import datetime
@@ -84,6 +85,11 @@ def test_results_document_has_the_promised_shape(pooled_results: tuple[dict[str,
     for row in decisions.values():
         assert row["up"] + row["down"] <= row["ticks"] == observed + 3
     assert "Where the forecast changed the decision" in page and "ticks compared" in page
+    # the bands are the forecasts each step's capacity was bought on: one lead time (10 minutes) ahead
+    caption = re.search(r"Band: the forecast median up to its ([0-9.]+) quantile.*? issued 10m before each step", page)
+    assert caption is not None and float(caption.group(1)) in set(document["forecast_service_levels"].values())
+    within = re.search(r"Demand stayed at or below the band's top in ([0-9.]+)% of the class-steps", page)
+    assert within is not None and 50.0 < float(within.group(1)) <= 100.0
     for row in document["equal_service"].values():  # headroom in whole units, the configured one too
         assert all(isinstance(h, int) for h in row["reactive"]["headroom_units"] or [])
 
