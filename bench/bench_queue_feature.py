@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -78,7 +79,9 @@ def main() -> int:
                 origins = np.arange(split, len(y) - ahead, 12)
                 origins = origins[~np.isnan(y[origins]) & ~np.isnan(y[origins + ahead])]
                 x, last = _rows(y, pending, origins, ahead, scale, queue, start)
-                error = y[origins + ahead] - (last + scale * booster.predict(x, num_threads=1))
+                # dense rows, no pred_contrib: an array (predict's list form is for sparse contributions)
+                predicted = cast(np.ndarray, booster.predict(x, num_threads=1))
+                error = y[origins + ahead] - (last + scale * predicted)
                 total += float(np.mean(np.where(error >= 0, LEVEL * error, (LEVEL - 1) * error)))
                 level += float(np.nanmean(y[split:]))
             losses[(ahead, queue)] = total / level

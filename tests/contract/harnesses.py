@@ -8,6 +8,7 @@ new one on the same cloud state (``restarted``: what an agent restart does).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from actuators.base import Actuator
@@ -201,7 +202,7 @@ class QueuedResourceHarness(Harness):
         self.fake.stop()
 
 
-HARNESSES = {
+HARNESSES: dict[str, Callable[[], Harness]] = {
     "simulated-node-pool": lambda: SimHarness(PoolKind.GPU_NODE_POOL),
     "simulated-slice-group": lambda: SimHarness(PoolKind.TPU_SLICE_GROUP),
     "gke-node-pool": GkeNodePoolHarness,

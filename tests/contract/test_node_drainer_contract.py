@@ -79,7 +79,7 @@ class RealDrainHarness(DrainHarness):
             KubernetesApi(self.api_client),
             self.clock,
             {POOL: "a100"},
-            self.actuator,  # type: ignore[arg-type]
+            self.actuator,
         )
 
     def close(self) -> None:

@@ -126,7 +126,7 @@ def test_pool_group_demand_has_metrics_of_its_own_and_never_a_demand_class_label
     served: tuple[str, HealthState, DaemonMetrics],
 ) -> None:
     url, _, metrics = served
-    bands = {0.9: (14.0, 19.0)}
+    bands: dict[float, tuple[float, ...]] = {0.9: (14.0, 19.0)}
     metrics.record_forecasts(
         [
             DemandForecast("train", T0, timedelta(minutes=5), bands, 9.0, "m"),

@@ -94,7 +94,7 @@ def play(clock: SimulatedClock, duration: timedelta, electing: list[Member], tic
 
 def footprint(path: Path) -> tuple[tuple[int, int] | None, ...]:
     """Size and modification time of the ledger file and its write-ahead log."""
-    stats = []
+    stats: list[tuple[int, int] | None] = []
     for name in (path.name, path.name + "-wal"):
         try:
             st = (path.parent / name).stat()

@@ -60,11 +60,16 @@ def test_the_plan_names_the_longest_idle_node_and_the_loop_drains_it(
     assert [r.key for r in report.results] == [drain_key(release.key, older)]
     assert not _cordoned(rig, newer)
     # one log line per pool, rendered from its record, with the chain as structured fields
-    lines = {r.pool: r for r in caplog.records if r.name == "agent.loop" and r.getMessage().startswith("decision:")}
+    # the structured fields are the record's attributes from ``extra``: read through vars(), as LogRecord declares none
+    lines = {
+        vars(r)["pool"]: r for r in caplog.records if r.name == "agent.loop" and r.getMessage().startswith("decision:")
+    }
     assert sorted(lines) == sorted((SPOT, ON_DEMAND))
     line = lines[ON_DEMAND]
     assert line.getMessage() == f"decision: {release.reason}"
-    assert (line.current, line.bounded, line.stepped, line.target, line.nodes) == (3, 2, 2, 2, older)
+    fields = vars(line)
+    chain = ("current", "bounded", "stepped", "target", "nodes")
+    assert tuple(fields[name] for name in chain) == (3, 2, 2, 2, older)
 
 
 def test_the_executor_drains_exactly_the_nodes_the_decision_names(rig: Rig, kube_client: k8s.ApiClient) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import urllib.request
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
@@ -69,20 +70,20 @@ def test_events_are_selected_by_the_fields_the_api_supports_and_patched_in_place
 def test_discovery_and_tables_for_kubectl(kube_api: FakeKubeApi, core: k8s.CoreV1Api) -> None:
     core.create_namespaced_event("default", _event("default", "Node", "gpu-1", None, "DrainFinished"))
 
-    def get(path: str, accept: str = "application/json") -> dict[str, object]:
+    def get(path: str, accept: str = "application/json") -> dict[str, Any]:  # a JSON object
         request = urllib.request.Request(kube_api.url + path, headers={"Accept": accept})
         with urllib.request.urlopen(request, timeout=5) as answer:
             return dict(json.load(answer))
 
     assert get("/api")["versions"] == ["v1"]
-    groups = {g["name"] for g in get("/apis")["groups"]}  # type: ignore[attr-defined]
+    groups = {g["name"] for g in get("/apis")["groups"]}
     assert {"policy", "coordination.k8s.io", "events.k8s.io"} <= groups
-    resources = {r["name"]: r for r in get("/api/v1")["resources"]}  # type: ignore[attr-defined]
+    resources = {r["name"]: r for r in get("/api/v1")["resources"]}
     assert (resources["events"]["kind"], resources["nodes"]["namespaced"]) == ("Event", False)
     table = get("/api/v1/events", "application/json;as=Table;v=v1;g=meta.k8s.io,application/json")
     assert table["kind"] == "Table"
-    names = [c["name"] for c in table["columnDefinitions"] if c["priority"] == 0]  # type: ignore[attr-defined]
+    names = [c["name"] for c in table["columnDefinitions"] if c["priority"] == 0]
     assert names == ["Last Seen", "Type", "Reason", "Object", "Message"]
-    (row,) = table["rows"]  # type: ignore[misc]
+    (row,) = table["rows"]
     assert row["cells"][1:4] == ["Normal", "DrainFinished", "node/gpu-1"]
     assert kube_api.calls(resource="events") == 2  # discovery is not logged as a resource request

@@ -90,10 +90,10 @@ class FakeTpuApi(GoogleJsonServer):
             for op in self.operations.values():
                 if not op.done:
                     op.done = True
-                    qr = self.queued.get(op.target.rsplit("/", 1)[1])
+                    resource = self.queued.get(op.target.rsplit("/", 1)[1])
                     op.result = (
-                        {"@type": _QUEUED_RESOURCE, **qr}
-                        if qr
+                        {"@type": _QUEUED_RESOURCE, **resource}
+                        if resource
                         else {"@type": "type.googleapis.com/google.protobuf.Empty"}
                     )
 

@@ -28,7 +28,7 @@ def bursty(n: int, seed: int, level: float = 40.0) -> np.ndarray:
     jumps = rng.choice([0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 4.0, -4.0, 8.0, -8.0], size=n) * (rng.random(n) < 0.2)
     walk = np.cumsum(jumps)
     daily = 10.0 * np.sin(2 * np.pi * np.arange(n) / DAY)
-    return np.maximum(level + walk - walk.mean() + daily, 0.0)
+    return np.maximum(level + walk - float(walk.mean()) + daily, 0.0)
 
 
 @pytest.fixture

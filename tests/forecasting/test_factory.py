@@ -20,7 +20,7 @@ NAMES = get_args(ForecastSettings.model_fields["model"].annotation)
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_configurable_model_builds_under_its_own_name(name: str) -> None:
-    model = build_forecaster(ForecastSettings(model=name))
+    model = build_forecaster(ForecastSettings.model_validate({"model": name}))
     assert model.name == name
     assert model.min_history_steps >= 1
 
@@ -35,7 +35,7 @@ def test_every_configurable_model_builds_under_its_own_name(name: str) -> None:
     ],
 )
 def test_kinds(name: str, kind: type) -> None:
-    assert isinstance(build_forecaster(ForecastSettings(model=name)), kind)
+    assert isinstance(build_forecaster(ForecastSettings.model_validate({"model": name})), kind)
 
 
 def test_lightgbm_trains_to_the_end_alone_and_holds_out_as_a_candidate_of_auto() -> None:

@@ -32,9 +32,9 @@ def test_a_daily_cycle_goes_to_the_seasonal_model_and_a_random_walk_stays_with_t
     assert out.set_index("unique_id")["model"].to_dict() == {"cycle": "seasonal_naive", "walk": "naive"}
     assert out["note"].str.startswith("auto: selected").all()
     notes = out.groupby("unique_id")["note"].first()
-    cycle = auto.scores["cycle"]
-    assert notes["cycle"].startswith(f"auto: selected seasonal_naive (score {cycle['seasonal_naive']:.4g}")
-    assert f"runner-up naive {cycle['naive']:.4g}" in notes["cycle"]
+    scores = auto.scores["cycle"]
+    assert notes["cycle"].startswith(f"auto: selected seasonal_naive (score {scores['seasonal_naive']:.4g}")
+    assert f"runner-up naive {scores['naive']:.4g}" in notes["cycle"]
     assert "runner-up seasonal_naive" in notes["walk"]
 
 

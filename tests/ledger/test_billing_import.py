@@ -254,7 +254,9 @@ def test_reservations_are_decided_on_billed_cost_where_it_exists(
     export.write_text(as_json(export_rows()), encoding="utf-8")
     assert main(["ledger", "import-billing", "--config", str(cfg), str(export)]) == 0
     settings = yaml.safe_load(cfg.read_text(encoding="utf-8"))["ledger"]
-    ledger: Any = SqliteLedger(settings["path"]) if "path" in settings else PostgresLedger(settings["url"], _password())
+    ledger: SqliteLedger | PostgresLedger = (
+        SqliteLedger(settings["path"]) if "path" in settings else PostgresLedger(settings["url"], _password())
+    )
     assert isinstance(ledger, Reservations)
     end = T0 + 6 * HOUR
     spent = 4 * sum(A100_BILL) + 4 * H100_BILL + 2 * 3 * UNIT_HOUR

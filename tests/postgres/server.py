@@ -133,7 +133,7 @@ class PostgresServer:
         """A new empty database; its URL (without the password)."""
         name = f"ledger_{os.getpid()}_{next(_names)}"
         with psycopg.connect(self.url(), password=self.password, autocommit=True) as db:
-            db.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]  # a name made here, not input
+            db.execute(f'CREATE DATABASE "{name}"')  # a name made here, not input
         return self.url(name)
 
     def stop(self) -> None:

@@ -14,8 +14,8 @@ from models import AcceleratorFamily, CapacityTier, PoolKind, PoolSpec, Resize
 NY = ZoneInfo("America/New_York")
 
 
-def utc(*args: int) -> datetime:
-    return datetime(*args, tzinfo=UTC)  # type: ignore[misc]
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0) -> datetime:
+    return datetime(year, month, day, hour, minute, tzinfo=UTC)
 
 
 @pytest.mark.parametrize(

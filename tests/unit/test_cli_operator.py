@@ -76,6 +76,7 @@ def test_fields_are_redacted_like_the_message() -> None:
     try:
         install_log_redaction(logger)
         for flt in handler.filters:
+            assert isinstance(flt, logging.Filter)  # not a bare callable: what install_log_redaction adds
             flt.filter(record)
         line = handler.format(record)
     finally:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import gzip
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -27,7 +27,7 @@ START = datetime.fromisoformat("2024-01-01T00:00:00+00:00")
 END = datetime.fromisoformat("2024-01-01T06:00:00+00:00")
 
 # Hourly steps. Each tenant owns one on-prem node of 8 chips. Step 2 has no value for tenant a (a gap).
-DEMAND = {"a": [8, 12, None, 20, 8, 4], "b": [4, 4, 4, 10, 8, 4]}
+DEMAND: dict[str, list[int | None]] = {"a": [8, 12, None, 20, 8, 4], "b": [4, 4, 4, 10, 8, 4]}
 
 
 def hand_made(tmp_path: Path) -> tuple[Any, Any, Any]:
@@ -133,7 +133,9 @@ def test_hybrid_reference_scenario_keeps_each_tenants_quota_from_the_trace() -> 
     assert len(onprem) == len(settings.demand_classes) == 16
     for pool in onprem:
         (tenant,) = pool.serves
-        assert quota.loc[tenant, "min"] == quota.loc[tenant, "max"] == pool.max_units * pool.chips_per_unit
+        # pandas-stubs type a cell as any scalar; the capacities are float64, and np.float64 is a float
+        lowest, highest = cast(float, quota.loc[tenant, "min"]), cast(float, quota.loc[tenant, "max"])
+        assert lowest == highest == pool.max_units * pool.chips_per_unit
     burst = {p.tier.value: p for p in settings.pool_specs() if p.kind is not PoolKind.ON_PREM}
     assert set(burst) == {"spot", "on-demand"}
     for pool in burst.values():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -20,6 +21,11 @@ GAP = timedelta(minutes=5)
 PRICE = 12.0  # USD per unit-hour: one unit for one minute costs 0.20
 
 
+def approx_usd(expected: float) -> float:
+    """``pytest.approx(expected)`` where a ``LedgerEntry`` wants its float cost: it equals the floats near it."""
+    return cast(float, pytest.approx(expected))
+
+
 def reading(at: datetime, units: int, pool: str = "a") -> PoolReading:
     return PoolReading(pool, at, units, PRICE)
 
@@ -34,7 +40,7 @@ def test_first_reading_only_opens_a_mark() -> None:
 def test_interval_is_charged_the_capacity_known_at_its_start() -> None:
     mark = LedgerEntry("a", T0, T0, 4, 0.0)
     accrual = accrue(mark, reading(T0 + MIN, 9), GAP)
-    assert accrual.entries[0] == LedgerEntry("a", T0, T0 + MIN, 4, pytest.approx(4 * 0.20))
+    assert accrual.entries[0] == LedgerEntry("a", T0, T0 + MIN, 4, approx_usd(4 * 0.20))
     assert accrual.entries[1] == LedgerEntry("a", T0 + MIN, T0 + MIN, 9, 0.0)
     assert accrual.cost_usd == pytest.approx(0.80)
 

@@ -12,6 +12,7 @@ from agent.planning.groups import demand_groups
 from config.schema import PlannerSettings
 from models import (
     AcceleratorFamily,
+    CapacityPlan,
     CapacityTier,
     DemandForecast,
     PoolKind,
@@ -64,7 +65,7 @@ def plan_for(
     observed: dict[str, float],
     memory: PlannerMemory | None = None,
     planner: PlannerSettings | None = None,
-):  # type: ignore[no-untyped-def]
+) -> CapacityPlan:
     return plan_capacity(
         PlanInput(
             now=NOW,
@@ -208,9 +209,9 @@ def test_plan_invariants(
     assert set(plan.decisions) == set(by_id), "every pool has a decision record"
     resized = {r.pool_id: r for r in plan.resizes}
     for pool_id, decision in plan.decisions.items():
-        resize = resized.get(pool_id)
-        assert resize is None or resize.reason == decision.why(), "the reason is rendered from the record"
-        expected = resize.to_units if resize is not None else current[pool_id].target_units
+        planned = resized.get(pool_id)
+        assert planned is None or planned.reason == decision.why(), "the reason is rendered from the record"
+        expected = planned.to_units if planned is not None else current[pool_id].target_units
         assert decision.target_units == expected, "the record's target is what is carried out"
         spec = by_id[pool_id]
         assert spec.min_units <= decision.bounded_units <= spec.max_units
