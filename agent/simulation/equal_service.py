@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from multiprocessing import get_context
+from multiprocessing.synchronize import Event as EventType
 from typing import Any
 
 from agent.loop import Outlook
@@ -97,7 +98,12 @@ def run_and_compare(
     needed = {"forecast": compare, "reactive": "reactive" in there}  # the helper's level trials, the reactive runs
     copied = {policy: session.outlooks(policy) for policy, wanted in needed.items() if wanted}
     adopt = (session.settings, session.trace, session.window, session.extra_quantiles, copied)
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+    context = get_context("spawn")
+    # Set by the other process once its share is computed, before its runs have been sent back here (which takes a
+    # moment, and the search must not take that moment for a busy helper: on the demo a round of two levels then
+    # ran one after the other here while the helper sat idle, 5 s).
+    shared = context.Event()
+    with ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_hold, initargs=(shared,)) as pool:
         # a task, not the process's initializer: a task's arguments are sent by a thread of the pool, while the
         # initializer's would hold this process until the new one had read them all (7 s on the demo)
         pool.submit(_adopt, *adopt)
@@ -106,7 +112,7 @@ def run_and_compare(
         done("forecast")
 
         def helper(level: float) -> Future[Trial] | None:  # once its own share is done, the other process helps
-            return pool.submit(_level_trial, level) if side.done() else None
+            return pool.submit(_level_trial, level) if side.done() or shared.is_set() else None
 
         own = own_level(session.settings, runs.get("forecast"))
         levels = (
@@ -123,6 +129,11 @@ def run_and_compare(
 
 
 _HELD: dict[str, Simulation] = {}  # in run_and_compare's second process: the session copy it works on
+_SHARED: list[EventType] = []  # there too: the event its share of the work sets when it is done
+
+
+def _hold(shared: EventType) -> None:
+    _SHARED.append(shared)
 
 
 def _adopt(
@@ -139,7 +150,10 @@ def _other_side(policies: Sequence[str], targets: tuple[float, ...]) -> tuple[di
     """The runs of ``policies`` and, with ``targets``, the headroom search, on the held session copy."""
     session = _HELD["session"]
     runs = {p: session.run(p) for p in policies}
-    return runs, _search_headroom(session, targets, _seed(runs, session.settings)) if targets else []
+    found = _search_headroom(session, targets, _seed(runs, session.settings)) if targets else []
+    for shared in _SHARED:
+        shared.set()
+    return runs, found
 
 
 def _level_trial(level: float, session: Simulation | None = None) -> Trial:

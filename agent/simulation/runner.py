@@ -9,6 +9,7 @@ cost nor service: they are skipped in the metrics, never read as zero demand.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -170,27 +171,20 @@ class Simulation:
     def prepare(self, policies: Sequence[str], compare_decisions: bool = False) -> None:
         """Compute the outlooks of the agent-driven ``policies`` (and, with ``compare_decisions``, the calibrated
         last value's that ``decision_changes`` compares the forecast with) on two cores: each is observed in the two
-        parts the agents restart between (``restart_tick``), one part in this process, with progress, the other in a
-        second process meanwhile. Forecasts need no shared state, so this halves the wait."""
+        parts the agents restart between (``restart_tick``), and the parts are shared out as they come free between
+        this process, with progress, and a second one, fed by a thread here. Forecasts need no shared state, so this
+        halves the wait."""
         names = [p for p in dict.fromkeys(policies) if p in AGENT_POLICIES and p not in self._outlooks]
         if compare_decisions and "forecast" in policies and self._last_value is None:
             names.append(LAST_VALUE)
         parts = restart_parts(self.settings, self.window)
+        names.sort(key=lambda name: _COST_RANK.get(name, 0))  # the longest first, so the two end close together
         jobs = [(name, ticks) for name in names for ticks in parts]
         if len(jobs) < 2:
             for name in names:
                 self._store(name, [observe_window(*self._job_args(name, None, self.progress))])
             return
-        mine, theirs = jobs[0::2], jobs[1::2]  # alternate, so each process gets a part of every name
-        found: dict[tuple[str, range], list[Outlook]] = {}
-        with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-            others = {job: pool.submit(observe_window, *self._job_args(*job)) for job in theirs}
-            for name, ticks in mine:
-                found[(name, ticks)] = observe_window(*self._job_args(name, ticks, self.progress))
-            for (name, ticks), future in others.items():
-                found[(name, ticks)] = future.result()
-                if name != LAST_VALUE and self.progress is not None:
-                    self.progress(len(ticks))
+        found = _share_out(jobs, self._job_args, self.progress)
         for name in names:
             self._store(name, [found[(name, ticks)] for ticks in parts])
 
@@ -203,6 +197,62 @@ class Simulation:
 
 
 LAST_VALUE = "calibrated last value"  # the forecaster decision changes are counted against
+Job = tuple[str, range]  # a policy's outlooks (or ``LAST_VALUE``'s) over some ticks
+# What observing a window costs, cheapest last: the configured models, the calibrated last value, bare persistence.
+_COST_RANK = {"forecast": 0, LAST_VALUE: 1, "reactive": 2}
+
+
+def _share_out(
+    jobs: Sequence[Job], job_args: Callable[..., ObserveArgs], progress: Progress | None
+) -> dict[Job, list[Outlook]]:
+    """Every job's outlooks, computed in this process and in a second one at once, each taking the next job in
+    order as it comes free: jobs differ in length (a part with more history fits longer), and a fixed split kept a
+    core idle for 10 s of the demo. ``progress`` is called in this thread only: with this process's ticks as they
+    go, and with the other's jobs (but ``LAST_VALUE``'s, which the bar does not count) once they have ended."""
+    waiting = list(jobs)
+    found: dict[Job, list[Outlook]] = {}
+    lock = threading.Lock()
+    failed: list[BaseException] = []
+    pending = [0]  # ticks the other process observed, not yet reported
+
+    def take() -> Job | None:
+        with lock:
+            return waiting.pop(0) if waiting and not failed else None
+
+    def report(ticks: int) -> None:
+        with lock:
+            ticks, pending[0] = ticks + pending[0], 0
+        if progress is not None and ticks:
+            progress(ticks)
+
+    def feed(pool: ProcessPoolExecutor) -> None:  # a thread: waits for the second process, which frees the GIL
+        try:
+            while (job := take()) is not None:
+                found[job] = pool.submit(observe_window, *job_args(*job)).result()
+                if job[0] != LAST_VALUE:
+                    with lock:
+                        pending[0] += len(job[1])
+        except Exception as error:  # noqa: BLE001 - raised again in the calling thread once this one ends
+            failed.append(error)
+
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        feeder = threading.Thread(target=feed, args=(pool,), name="outlooks-feeder", daemon=True)
+        feeder.start()
+        try:
+            while (job := take()) is not None:
+                found[job] = observe_window(*job_args(*job, report))
+        except BaseException:
+            with lock:
+                waiting.clear()
+            raise
+        finally:
+            feeder.join()
+    report(0)
+    if failed:
+        raise failed[0]
+    if len(found) < len(jobs):  # the feeder thread died of something no ``except Exception`` catches
+        raise RuntimeError(f"outlooks not computed for {[job for job in jobs if job not in found]}")
+    return found
 
 
 def restart_tick(settings: Settings, window: SimulationWindow) -> int:

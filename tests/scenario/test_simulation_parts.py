@@ -3,6 +3,7 @@ be observed in two processes: the outlooks must not depend on how they were comp
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from typing import Any
 
@@ -13,7 +14,7 @@ import agent.simulation.equal_service as searches
 from agent.loop import Outlook
 from agent.simulation import select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
-from agent.simulation.runner import Simulation, observe_window, restart_parts, restart_tick
+from agent.simulation.runner import Simulation, _share_out, observe_window, restart_parts, restart_tick
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace, read_trace
 from config import settings_from_mapping
@@ -98,3 +99,25 @@ def test_runs_and_equal_service_are_the_same_with_the_second_process(
     assert list(helped_runs) == policies
     assert {p: r.summary() for p, r in helped_runs.items()} == {p: r.summary() for p, r in runs.items()}
     assert sorted(heard) == sorted([*policies, "equal service"])
+
+
+def test_the_parts_are_counted_once_each_and_only_in_the_calling_thread(daily: Trace) -> None:
+    settings = settings_from_mapping(_config("6h"))
+    window = _window(settings, daily, days=1)
+    heard: list[tuple[int, int]] = []
+    session = Simulation(settings, daily, window, progress=lambda n: heard.append((threading.get_ident(), n)))
+    session.prepare(["forecast", "reactive"], compare_decisions=True)  # the last value's parts are not counted
+    assert {thread for thread, _ in heard} == {threading.get_ident()}
+    assert sum(n for _, n in heard) == 2 * len(window.index)
+    assert len(session.outlooks("forecast")) == len(session.outlooks("reactive")) == len(window.index)
+
+
+def _broken_args(name: str, ticks: range, progress: object = None) -> tuple[Any, ...]:
+    """Arguments ``observe_window`` cannot work with, in whichever process runs the job."""
+    return (None, None, None, name, (), None, None, ticks)
+
+
+def test_a_part_that_fails_in_either_process_fails_the_preparation() -> None:
+    jobs = [("forecast", range(0, 1)), ("forecast", range(1, 2)), ("reactive", range(0, 1))]
+    with pytest.raises(AttributeError):
+        _share_out(jobs, _broken_args, None)
