@@ -19,13 +19,12 @@ import sys
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from agent.sources import read_trace
-from forecasting.backtest import BacktestSpec, Grid, run_backtest
+from forecasting.backtest import BacktestResult, BacktestSpec, Grid, run_backtest
 from forecasting.registry import FAMILIES, build
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -47,13 +46,13 @@ CASES = (
 )
 
 
-def _weighted(result: dict[str, Any], name: str, members: list[str], levels: dict[str, float], h: str) -> float:
+def _weighted(result: BacktestResult, name: str, members: list[str], levels: dict[str, float], h: str) -> float:
     losses = [(result["series"][u][name][f"pinball_{Q}_{h}"], levels[u]) for u in members]
     kept = [(loss, level) for loss, level in losses if math.isfinite(loss) and level > 0]
     return sum(loss * level for loss, level in kept) / sum(level for _, level in kept) if kept else float("nan")
 
 
-def _median_ratio(result: dict[str, Any], name: str, members: list[str], h: str) -> float:
+def _median_ratio(result: BacktestResult, name: str, members: list[str], h: str) -> float:
     pairs = [
         (result["series"][u][name][f"pinball_{Q}_{h}"], result["series"][u]["naive"][f"pinball_{Q}_{h}"])
         for u in members
@@ -62,7 +61,7 @@ def _median_ratio(result: dict[str, Any], name: str, members: list[str], h: str)
     return float(np.median(ratios)) if ratios else float("nan")
 
 
-def _coverage(result: dict[str, Any], name: str, members: list[str]) -> float:
+def _coverage(result: BacktestResult, name: str, members: list[str]) -> float:
     values = [result["series"][u][name][f"coverage_{Q}"] for u in members]
     finite = [v for v in values if math.isfinite(v)]
     return sum(finite) / len(finite) if finite else float("nan")
@@ -76,8 +75,7 @@ def bench(case: Case, models: list[str]) -> None:
     horizons = tuple((h, pd.Timedelta(h).to_pytimedelta()) for h in case.horizons)
     spec = BacktestSpec(start, end, horizons, (("0.5", 0.5), (Q, 0.9)), history=timedelta(days=14))
     factories = {n: (lambda n=n: build(n, quantiles=(0.5, 0.9))) for n in models}
-    # run_backtest's JSON-shaped result is typed dict[str, object]: read here as the nested dicts it is
-    result: dict[str, Any] = run_backtest(grid, factories, spec, families=FAMILIES)
+    result = run_backtest(grid, factories, spec, families=FAMILIES)
     window = trace.values[int(trace.index.searchsorted(start)) :]
     with np.errstate(invalid="ignore"):
         means = np.nanmean(window, axis=0)
@@ -100,7 +98,9 @@ def bench(case: Case, models: list[str]) -> None:
             cells = "  ".join(f"{h} {w:.3f}" for h, w in zip(case.horizons, weighted, strict=True))
             median_cells = "  ".join(f"{m:.3f}" for m in medians)
             print(f"    {name:10s} {cells} | {median_cells}   coverage {_coverage(result, name, members):.3f}")
-    print(f"  auto ran: {result['models'].get('auto', {}).get('models_used', {})}")
+    auto = result["models"].get("auto")
+    used = auto["models_used"] if auto else {}
+    print(f"  auto ran: {used}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import NotRequired, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,47 @@ class BacktestSpec:
     quantiles: tuple[tuple[str, float], ...]
     origin_every: timedelta = timedelta(hours=1)
     history: timedelta = timedelta(days=7)
+
+
+class TraceSummary(TypedDict):
+    """The window asked for (origins in [start, end), ISO-8601), how many origins and series, the trace step."""
+
+    start: str
+    end: str
+    origins: int
+    series: int
+    step_seconds: float
+    path: NotRequired[str]  # the trace file: set by ``leadtime backtest``, which reads it (the engine gets a grid)
+
+
+# Keyed by quantile label, then horizon label, as written in ``BacktestSpec``; None where nothing was scored.
+ByQuantileAndHorizon = dict[str, dict[str, float | None]]
+
+
+class ModelScores(TypedDict):
+    """One model's scores averaged over series (None where no series had a score), in the order written."""
+
+    mase: dict[str, float | None]  # by horizon label
+    pinball: ByQuantileAndHorizon
+    pinball_weighted: ByQuantileAndHorizon
+    coverage: dict[str, float | None]  # by quantile label
+    fit_seconds: float
+    predict_seconds: float
+    models_used: dict[str, int]  # forecast rows by the model that made them (``auto`` picks one per series)
+    ratio_median: ByQuantileAndHorizon | None  # None when the baseline was not run
+    family: str
+
+
+# One series' scores for one model: ``pinball_<quantile>_<horizon>`` and ``coverage_<quantile>``; NaN where none.
+SeriesScores = dict[str, float]
+
+
+class BacktestResult(TypedDict):
+    """What ``run_backtest`` returns, and ``leadtime backtest`` writes as JSON (NaN written as null)."""
+
+    trace: TraceSummary
+    models: dict[str, ModelScores]  # by model name
+    series: dict[str, dict[str, SeriesScores]]  # by series, then model name
 
 
 @dataclass
@@ -66,7 +108,7 @@ def run_backtest(
     progress: Callable[[Iterable[int]], Iterable[int]] = lambda it: it,
     families: Mapping[str, str] | None = None,
     baseline: str = "naive",
-) -> dict[str, object]:
+) -> BacktestResult:
     """Scores of every model, averaged over series (``models``) and per series (``series``)."""
     step_ns = round(grid.step.total_seconds() * 1e9)
     steps = {label: _steps(h, grid.step, label) for label, h in spec.horizons}
@@ -93,10 +135,7 @@ def run_backtest(
             box.fit_seconds.append(fitted - began)
             box.predict_seconds.append(time.perf_counter() - fitted)
             _collect(box, forecast, grid, origin, steps, levels, step_ns)
-    summary = _summarise(grid, spec, steps, levels, collected, first, last, origins, baseline)
-    for name, scores in summary["models"].items():  # type: ignore[attr-defined]
-        scores["family"] = (families or {}).get(name, "unknown")
-    return summary
+    return _summarise(grid, spec, steps, levels, collected, first, last, origins, baseline, families or {})
 
 
 def _steps(horizon: timedelta, step: timedelta, label: str) -> int:
@@ -152,7 +191,8 @@ def _summarise(
     last: int,
     origins: Sequence[int],
     baseline: str,
-) -> dict[str, object]:
+    families: Mapping[str, str],
+) -> BacktestResult:
     window = grid.values[first:last]
     before = grid.values[max(0, first - round(spec.history / grid.step)) : first]
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -163,15 +203,16 @@ def _summarise(
             else np.full(len(grid.series), np.nan)
         )
     common = _common_mask(grid, steps, levels, collected)
-    out_models: dict[str, dict[str, object]] = {}
+    mases: dict[str, dict[str, list[float]]] = {}
     losses: dict[str, dict[str, dict[str, list[float]]]] = {}
-    per_series: dict[str, dict[str, object]] = {uid: {} for uid in grid.series}
+    covers: dict[str, dict[str, list[float]]] = {}
+    per_series: dict[str, dict[str, SeriesScores]] = {uid: {} for uid in grid.series}
     for name, box in collected.items():
         mase: dict[str, list[float]] = {label: [] for label in steps}
         pin: dict[str, dict[str, list[float]]] = {q: {label: [] for label in steps} for q, _ in spec.quantiles}
         cover: dict[str, list[float]] = {q_label: [] for q_label, _ in spec.quantiles}
         for i, uid in enumerate(grid.series):
-            series_scores: dict[str, float] = {}
+            series_scores: SeriesScores = {}
             hits: dict[str, list[np.ndarray]] = {q_label: [] for q_label, _ in spec.quantiles}
             for label in steps:
                 actual = np.where(common[f"{uid}|{label}"], np.asarray(box.actuals[f"{uid}|{label}"]), np.nan)
@@ -191,27 +232,31 @@ def _summarise(
                 cover[q_label].append(value)
                 series_scores[f"coverage_{q_label}"] = value
             per_series[uid][name] = series_scores
-        losses[name] = pin
+        mases[name], losses[name], covers[name] = mase, pin, cover
+    # Assembled once every model is scored: the ratios need the baseline's losses, whichever order it ran in.
+    out_models: dict[str, ModelScores] = {}
+    for name, box in collected.items():
+        pin = losses[name]
         out_models[name] = {
-            "mase": {label: _mean(v) for label, v in mase.items()},
+            "mase": {label: _mean(v) for label, v in mases[name].items()},
             "pinball": {q: {label: _mean(v) for label, v in by_h.items()} for q, by_h in pin.items()},
             "pinball_weighted": {
                 q: {label: _weighted(v, level_mean) for label, v in by_h.items()} for q, by_h in pin.items()
             },
-            "coverage": {q: _mean(v) for q, v in cover.items()},
+            "coverage": {q: _mean(v) for q, v in covers[name].items()},
             "fit_seconds": float(np.mean(box.fit_seconds)),
             "predict_seconds": float(np.mean(box.predict_seconds)),
             "models_used": dict(sorted(box.models.items())),
+            "ratio_median": (
+                {
+                    q: {label: _median_ratio(v, losses[baseline][q][label]) for label, v in by_h.items()}
+                    for q, by_h in pin.items()
+                }
+                if baseline in losses
+                else None
+            ),
+            "family": families.get(name, "unknown"),
         }
-    for name, scores in out_models.items():
-        scores["ratio_median"] = (
-            {
-                q: {label: _median_ratio(v, losses[baseline][q][label]) for label, v in by_h.items()}
-                for q, by_h in losses[name].items()
-            }
-            if baseline in losses
-            else None
-        )
     return {
         "trace": {
             "start": spec.start.isoformat(),

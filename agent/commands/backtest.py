@@ -22,7 +22,7 @@ import pandas as pd
 from agent.sources import read_trace
 from agent.strict_json import write_json
 from config.durations import parse_duration
-from forecasting.backtest import BacktestSpec, Grid, run_backtest
+from forecasting.backtest import BacktestResult, BacktestSpec, Grid, run_backtest
 from forecasting.registry import FAMILIES, build
 from models import BacktestInputError
 
@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         return tqdm(origins, desc="backtest origins", unit="origin")
 
     result = run_backtest(grid, factories, spec, progress=bar, families=FAMILIES)
-    result["trace"]["path"] = args.trace  # type: ignore[index]
+    result["trace"]["path"] = args.trace
     write_json(out, result)
     print(_table(result, quantiles[-1][0], [h for h, _ in spec.horizons]))
     print(f"wrote {args.out}")
@@ -148,7 +148,7 @@ def _time(text: str, flag: str) -> pd.Timestamp:
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp.tz_convert("UTC")
 
 
-def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:
+def _table(result: BacktestResult, q_label: str, horizons: list[str]) -> str:
     """Per-series pinball loss at the highest quantile, averaged over the horizons, one column per model."""
     names = list(result["models"])
     lines = [
@@ -172,10 +172,11 @@ def _table(result: dict[str, Any], q_label: str, horizons: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _aggregates(result: dict[str, Any], q_label: str, horizons: list[str]) -> list[str]:
+def _aggregates(result: BacktestResult, q_label: str, horizons: list[str]) -> list[str]:
     """Per model and horizon: the level-weighted pinball loss, its ratio to ``naive``, the median per-series ratio."""
     models = result["models"]
-    bar = models.get("naive", {}).get("pinball_weighted", {}).get(q_label, {})
+    naive = models.get("naive")
+    bar = naive["pinball_weighted"].get(q_label, {}) if naive else {}
     lines = [
         "",
         f"pinball@{q_label} level-weighted (sum of losses / sum of mean levels); ratios against naive",
@@ -186,14 +187,17 @@ def _aggregates(result: dict[str, Any], q_label: str, horizons: list[str]) -> li
     ]
     for name, scores in models.items():
         weighted = scores["pinball_weighted"][q_label]
-        medians = (scores.get("ratio_median") or {}).get(q_label, {})
+        medians = (scores["ratio_median"] or {}).get(q_label, {})
         cells = [_cell(weighted[h], 15, ".5f") for h in horizons]
-        cells += [
-            _cell(weighted[h] / bar[h] if weighted[h] is not None and bar.get(h) else None, 13, ".3f") for h in horizons
-        ]
+        cells += [_cell(_over(weighted[h], bar.get(h)), 13, ".3f") for h in horizons]
         cells += [_cell(medians.get(h), 13, ".3f") for h in horizons]
         lines.append(name[:24].ljust(24) + "".join(cells))
     return lines
+
+
+def _over(value: float | None, base: float | None) -> float | None:
+    """``value`` as a ratio to ``base``; None when either is missing or ``base`` is zero."""
+    return value / base if value is not None and base else None
 
 
 def _cell(value: float | None, width: int, fmt: str) -> str:

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from forecasting.backtest import BacktestSpec, Grid, run_backtest
+from forecasting.backtest import BacktestResult, BacktestSpec, Grid, ModelScores, TraceSummary, run_backtest
 from forecasting.base import Forecaster
 from forecasting.last_value import PersistenceForecaster
 from forecasting.output import forecast_frame
@@ -79,7 +79,7 @@ def test_scores_of_a_known_forecast() -> None:
         _spec(grid, 20, 30, (("0.5", 0.5), ("0.9", 0.9))),
         families={"naive": "baseline"},
     )
-    scores = result["models"]["naive"]  # type: ignore[index]
+    scores = result["models"]["naive"]
     assert scores["family"] == "baseline"
     assert scores["mase"] == pytest.approx({"5m": 1.0, "10m": 2.0})
     mean_level = np.mean(np.arange(21, 31))
@@ -88,7 +88,16 @@ def test_scores_of_a_known_forecast() -> None:
     assert scores["coverage"]["0.9"] == 0.0
     assert scores["fit_seconds"] >= 0
     assert scores["predict_seconds"] >= 0
-    assert set(result["series"]["s0"]["naive"]) >= {"pinball_0.9_5m", "coverage_0.9"}  # type: ignore[index]
+    assert set(result["series"]["s0"]["naive"]) >= {"pinball_0.9_5m", "coverage_0.9"}
+
+
+def test_the_result_holds_the_keys_of_its_type_in_their_order() -> None:
+    # The order is the order of the JSON ``leadtime backtest`` writes; ``path`` is the command's to add.
+    grid = _grid(np.arange(1, 41, dtype=float)[:, None])
+    result = run_backtest(grid, {"naive": PersistenceForecaster}, _spec(grid, 20, 30))
+    assert list(result) == list(BacktestResult.__annotations__)
+    assert list(result["trace"]) == [key for key in TraceSummary.__annotations__ if key != "path"]
+    assert list(result["models"]["naive"]) == list(ModelScores.__annotations__)
 
 
 def test_level_weighted_loss_and_median_ratio_by_hand() -> None:
@@ -100,7 +109,7 @@ def test_level_weighted_loss_and_median_ratio_by_hand() -> None:
         {"naive": PersistenceForecaster, "flat": lambda: PeekingForecaster(100.0)},
         _spec(grid, 20, 30),
     )
-    naive, flat = result["models"]["naive"], result["models"]["flat"]  # type: ignore[index]
+    naive, flat = result["models"]["naive"], result["models"]["flat"]
     # Mean levels over the window: 25.5, 149, 123.5 (sum 298).
     # naive misses by 1, 2, 3 below the outcome: q0.9 pinball 0.9, 1.8, 2.7.
     assert naive["pinball_weighted"]["0.9"]["5m"] == pytest.approx((0.9 + 1.8 + 2.7) / 298)
@@ -110,6 +119,7 @@ def test_level_weighted_loss_and_median_ratio_by_hand() -> None:
     # 23.5 (0.9 x 23.5 = 21.15); every outcome is on the same side of 100 throughout, so means are exact.
     assert flat["pinball_weighted"]["0.9"]["5m"] == pytest.approx((7.45 + 44.1 + 21.15) / 298)
     # Per-series ratios to naive: 7.45/0.9 = 8.28, 44.1/1.8 = 24.5, 21.15/2.7 = 7.83: the median is 8.28.
+    assert flat["ratio_median"] is not None and naive["ratio_median"] is not None  # the baseline ran
     assert flat["ratio_median"]["0.9"]["5m"] == pytest.approx(7.45 / 0.9)
     assert naive["ratio_median"]["0.9"]["5m"] == pytest.approx(1.0)
     # The per-series mean weighs every series alike, whatever its size: not the weighted figure.
@@ -119,7 +129,7 @@ def test_level_weighted_loss_and_median_ratio_by_hand() -> None:
 def test_no_median_ratio_without_the_baseline() -> None:
     grid = _grid(np.arange(1, 41, dtype=float)[:, None])
     result = run_backtest(grid, {"flat": lambda: PeekingForecaster(100.0)}, _spec(grid, 20, 30))
-    assert result["models"]["flat"]["ratio_median"] is None  # type: ignore[index]
+    assert result["models"]["flat"]["ratio_median"] is None
 
 
 def test_every_model_is_scored_on_the_same_points() -> None:
@@ -134,7 +144,7 @@ def test_every_model_is_scored_on_the_same_points() -> None:
             return out
 
     result = run_backtest(grid, {"a": PeekingForecaster, "b": Declining}, _spec(grid, 20, 30))
-    a, b = result["models"]["a"], result["models"]["b"]  # type: ignore[index]
+    a, b = result["models"]["a"], result["models"]["b"]
     assert a["pinball"] == b["pinball"]  # same constant forecast, scored where both answered
 
 
