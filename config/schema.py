@@ -34,6 +34,9 @@ Step = Annotated[Duration, AfterValidator(at_least_one_second)]
 # How a budget's monthly cap is spent over its period: ``none`` holds only the cap; ``forecast`` paces the money
 # over the period from a forecast of its remaining burst need, funding the dearest waiting first.
 Pacing = Literal["none", "forecast"]
+# The forecasters a configuration may name (``forecast.model``); ``naive``, a former name of ``persistence``, is read
+# as it with a warning. ``leadtime backtest`` knows one more: its ``naive`` is the calibrated last value.
+ModelName = Literal["auto", "persistence", "last-value", "seasonal_naive", "ets", "stl", "lightgbm"]
 # Upper bounds that no real price or cap reaches: a larger value is a typo, and an unbounded one overflows sums.
 MAX_PRICE_USD = 1e6
 MAX_CAP_USD = 1e12
@@ -137,10 +140,7 @@ class ForecastSettings(_Section):
     ``reselect_interval``: how often ``auto`` re-chooses the model per demand class by backtest (cheap, reads stored
     residuals). ``retrain_interval``: how often the models themselves are retrained (costly)."""
 
-    model: Annotated[
-        Literal["auto", "persistence", "last-value", "seasonal_naive", "ets", "stl", "lightgbm"],
-        BeforeValidator(_renamed_model),
-    ] = "auto"
+    model: Annotated[ModelName, BeforeValidator(_renamed_model)] = "auto"
     quantiles: tuple[Probability, ...] = (0.5, 0.9, 0.95)
     history: Duration = timedelta(days=7)
     refit_interval: Duration = timedelta(hours=1)

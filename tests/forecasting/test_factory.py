@@ -9,18 +9,22 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from config.schema import ForecastSettings
+from config.schema import ForecastSettings, ModelName
 from forecasting.calibrated import CalibratedForecaster
 from forecasting.factory import build_forecaster
 from forecasting.last_value import LastValueForecaster, PersistenceForecaster
 from forecasting.selection import AutoForecaster
 
-NAMES = get_args(ForecastSettings.model_fields["model"].annotation)
+NAMES: tuple[ModelName, ...] = get_args(ModelName)
+
+
+def test_the_schema_allows_exactly_the_model_names() -> None:
+    assert get_args(ForecastSettings.model_fields["model"].annotation) == NAMES
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_every_configurable_model_builds_under_its_own_name(name: str) -> None:
-    model = build_forecaster(ForecastSettings.model_validate({"model": name}))
+def test_every_configurable_model_builds_under_its_own_name(name: ModelName) -> None:
+    model = build_forecaster(ForecastSettings(model=name))
     assert model.name == name
     assert model.min_history_steps >= 1
 
@@ -34,8 +38,8 @@ def test_every_configurable_model_builds_under_its_own_name(name: str) -> None:
         ("lightgbm", CalibratedForecaster),
     ],
 )
-def test_kinds(name: str, kind: type) -> None:
-    assert isinstance(build_forecaster(ForecastSettings.model_validate({"model": name})), kind)
+def test_kinds(name: ModelName, kind: type) -> None:
+    assert isinstance(build_forecaster(ForecastSettings(model=name)), kind)
 
 
 def test_lightgbm_trains_to_the_end_alone_and_holds_out_as_a_candidate_of_auto() -> None:
