@@ -77,14 +77,17 @@ def bench(case: Case, models: list[str]) -> None:
     factories = {n: (lambda n=n: build(n, quantiles=(0.5, 0.9))) for n in models}
     result = run_backtest(grid, factories, spec, families=FAMILIES)
     window = trace.values[int(trace.index.searchsorted(start)) :]
-    with np.errstate(invalid="ignore"):
-        means = np.nanmean(window, axis=0)
+    counts = (~np.isnan(window)).sum(axis=0)
+    means = np.where(counts > 0, np.nansum(window, axis=0) / np.maximum(counts, 1), np.nan)
     levels = {s: float(means[i]) for i, s in enumerate(trace.series)}
+    empty = [s for i, s in enumerate(trace.series) if counts[i] == 0]
     groups = {
         "tenants / models": [s for s in trace.series if not s.endswith("/total")],
         "aggregate": [s for s in trace.series if s.endswith("/total")],
     }
     print(f"\n{case.name}: {case.path.name}, {len(trace.series)} series at {trace.step}, hourly origins {start} ..")
+    if empty:
+        print(f"  no value in the window, so not scored: {', '.join(empty)}")
     for group, members in groups.items():
         if not members:
             continue

@@ -181,6 +181,15 @@ def _collect(
                 box.forecasts.setdefault((f"{uid}|{label}", level), []).append(value)
 
 
+def _column_means(values: np.ndarray) -> np.ndarray:
+    """Each column's mean over its values that are not NaN; NaN for a column with none (``np.nanmean`` warns there,
+    and such a series is no error: it is scored NaN and left out of the aggregates)."""
+    known = ~np.isnan(values)
+    counts = known.sum(axis=0)
+    totals = np.where(known, values, 0.0).sum(axis=0)
+    return np.where(counts > 0, totals / np.maximum(counts, 1), np.nan)
+
+
 def _summarise(
     grid: Grid,
     spec: BacktestSpec,
@@ -195,13 +204,8 @@ def _summarise(
 ) -> BacktestResult:
     window = grid.values[first:last]
     before = grid.values[max(0, first - round(spec.history / grid.step)) : first]
-    with np.errstate(invalid="ignore", divide="ignore"):
-        level_mean = np.nanmean(np.where(np.isnan(window), np.nan, window), axis=0)
-        naive_mae = (
-            np.nanmean(np.abs(np.diff(before, axis=0)), axis=0)
-            if len(before) > 1
-            else np.full(len(grid.series), np.nan)
-        )
+    level_mean = _column_means(window)  # NaN for a series with no value in the window (scored as NaN)
+    naive_mae = _column_means(np.abs(np.diff(before, axis=0))) if len(before) > 1 else np.full(len(grid.series), np.nan)
     common = _common_mask(grid, steps, levels, collected)
     mases: dict[str, dict[str, list[float]]] = {}
     losses: dict[str, dict[str, dict[str, list[float]]]] = {}

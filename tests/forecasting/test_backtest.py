@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Self
@@ -161,3 +162,17 @@ def test_a_horizon_that_is_not_a_whole_number_of_steps_is_an_error() -> None:
     spec = BacktestSpec(grid.index[2], grid.index[5], (("7m", timedelta(minutes=7)),), (("0.9", 0.9),))
     with pytest.raises(ForecastError, match="whole number"):
         run_backtest(grid, {"naive": PersistenceForecaster}, spec)
+
+
+def test_a_series_with_no_value_in_the_window_is_scored_nan_without_a_warning() -> None:
+    # s1 stops recording before the window (a model retired from serving): no level, so no score, and the
+    # other series' scores are as they would be alone.
+    t = np.arange(40, dtype=float)
+    retired = np.where(t < 15, 5.0, np.nan)
+    grid = _grid(np.stack([t + 1, retired], axis=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = run_backtest(grid, {"naive": PersistenceForecaster}, _spec(grid, 20, 30))
+    assert np.isnan(result["series"]["s1"]["naive"]["pinball_0.9_5m"])
+    alone = run_backtest(_grid(grid.values[:, :1]), {"naive": PersistenceForecaster}, _spec(grid, 20, 30))
+    assert result["series"]["s0"] == alone["series"]["s0"]
