@@ -299,8 +299,11 @@ class AutoForecaster:
         for each of ``levels`` a pooled model forecasts, that model's pooled score against the baseline's."""
         choice = self.choice.get(uid, self.baseline)
         scores = self.scores.get(uid, {})
-        ranked = sorted((n for n in scores if np.isfinite(scores[n])), key=lambda n: scores[n])
-        pooled = self._pooled_note(uid, levels)
+        # Pooled models are never a series' own choice, so they are not its runner-up either (one that scores better
+        # here would read as a winner passed over); their own clause gives their score on the series.
+        own = [n for n in scores if np.isfinite(scores[n]) and not set(n.split(JOIN)) & set(self.pooled)]
+        ranked = sorted(own, key=lambda n: scores[n])
+        pooled = self._pooled_note(uid, levels, scores)
         if choice not in ranked:
             return f"selected {choice} (no candidate scored)" + pooled
         parts = [f"selected {choice} (score {scores[choice]:.4g}"]
@@ -315,8 +318,9 @@ class AutoForecaster:
         dropped = f"; {self.dropped[uid]}" if uid in self.dropped else ""
         return ", ".join(parts) + ")" + dropped + pooled
 
-    def _pooled_note(self, uid: str, levels: Sequence[float]) -> str:
-        """Which levels a pooled model forecasts for the series, with its pooled scores there."""
+    def _pooled_note(self, uid: str, levels: Sequence[float], scores: Mapping[str, float]) -> str:
+        """Which levels a pooled model forecasts for the series, with its pooled scores there and its own score on
+        the series (from ``scores``), when it has one."""
         plan = self.level_models(uid, levels)
         notes = []
         for name in self.pooled:
@@ -327,9 +331,12 @@ class AutoForecaster:
                 if m == name and (k := _index(self.quantiles, q)) is not None
             ]
             if used:
+                here = scores.get(name, float("nan"))
                 notes.append(
                     f"{name} at {', '.join(f'q{s.level:g}' for s in used)} (pooled scores "
-                    f"{', '.join(f'{s.ratio:.3f}' for s in used)} of {self.baseline}'s over {used[0].series} series)"
+                    f"{', '.join(f'{s.ratio:.3f}' for s in used)} of {self.baseline}'s over {used[0].series} series"
+                    + (f"; score here {here:.4g}" if np.isfinite(here) else "")
+                    + ")"
                 )
         return "; " + "; ".join(notes) if notes else ""
 

@@ -77,8 +77,14 @@ def test_a_pooled_model_that_wins_on_all_series_forecasts_those_it_serves_and_th
     note = out[out["unique_id"] == "cycle0"]["note"].iloc[0]
     evidence = auto.pooled_evidence["seasonal_naive"][1]
     scores = ", ".join(f"{s.ratio:.3f}" for s in auto.pooled_evidence["seasonal_naive"])
-    assert f"seasonal_naive at q0.5, q0.9 (pooled scores {scores} of naive's over 4 series)" in note
+    here = auto.scores["cycle0"]["seasonal_naive"]
+    clause = f"seasonal_naive at q0.5, q0.9 (pooled scores {scores} of naive's over 4 series; score here {here:.4g})"
+    assert clause in note
     assert evidence.ratio < 0.95
+    # It scores better on the cycle than the series' own choice, yet is never the choice, so never the runner-up
+    assert here < auto.scores["cycle0"]["naive"]
+    assert note.startswith(f"auto: selected naive (score {auto.scores['cycle0']['naive']:.4g})")
+    assert "runner-up" not in note
 
 
 def test_a_pooled_model_that_loses_on_the_level_weighted_sum_forecasts_no_series() -> None:
