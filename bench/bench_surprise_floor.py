@@ -2,7 +2,8 @@
 
 The perfect-foresight oracle serves all demand; a policy that must leave less than 0.1% unserved pays for what it
 cannot see coming. This bench measures the part that no forecast of a demand series' own history can see: a
-jump in a class's need for units (slices) after a stretch of unchanged need. Two figures, from the trace alone:
+jump in a pool's need for units (slices, nodes) after a stretch of unchanged need. Each demand class must be
+served by one pool (a pool per tenant, or one for all). Two figures, from the trace alone:
 
 * **Perfect foresight at equal service**: the cheapest schedule that knows the future and leaves the target
   fraction unserved (a Lagrangian sweep over a price per unserved chip-hour; each unit of a pool is scheduled on
@@ -12,7 +13,7 @@ jump in a class's need for units (slices) after a stretch of unchanged need. Two
   of unchanged need. Such a jump is seen when it happens, so the units it needs arrive a lead time later, unless
   standby units were held through the flat stretch before it. If nothing observable tells when in a flat
   stretch the jump comes, standby held for a share of the flat time catches that share of the jumps; the
-  cheapest mix of standby per class that meets the target (the lower convex hull, as in
+  cheapest mix of standby per pool that meets the target (the lower convex hull, as in
   ``bench_class_levels``) is then a lower bound on the cost of any policy blind to those jumps. It bounds
   nothing for a policy that can foresee them (a queue that fills before jobs start, a time of day they favour).
 
@@ -51,9 +52,9 @@ TARGETS = (0.005, 0.001)
 
 
 @dataclass(frozen=True)
-class ClassTrace:
-    """One class and the pool that serves it alone: demand (chips, NaN on gaps), units needed per step, the
-    pool's unit size, lead time in steps and the price of one unit for one step."""
+class PoolDemand:
+    """One pool and the demand of the classes it alone serves: demand (chips, NaN on gaps), units needed per
+    step, the unit size, lead time in steps, the price of one unit for one step and the most units it may hold."""
 
     demand: np.ndarray
     required: np.ndarray
@@ -79,7 +80,7 @@ def surprises(required: np.ndarray, flat_mask: np.ndarray) -> np.ndarray:
 
 
 def blind_run(
-    series: ClassTrace, flat_mask: np.ndarray, events: np.ndarray, standby: int, step: timedelta, observed: np.ndarray
+    series: PoolDemand, flat_mask: np.ndarray, events: np.ndarray, standby: int, step: timedelta, observed: np.ndarray
 ) -> tuple[float, float]:
     """Cost (USD) and unserved chip-hours of the schedule that foresees all but the jumps after ``events``, holding
     ``standby`` units beyond the need through every flat step. A jump is seen at the step it happens, so for a
@@ -98,8 +99,8 @@ def blind_run(
     return cost, float(short.sum() * hours)
 
 
-def blind_curve(series: ClassTrace, flat: int, step: timedelta, observed: np.ndarray) -> tuple[ClassCurve, int, float]:
-    """The class's blind cost and unserved chip-hours per number of standby units (0 up to the largest jump or the
+def blind_curve(series: PoolDemand, flat: int, step: timedelta, observed: np.ndarray) -> tuple[ClassCurve, int, float]:
+    """The pool's blind cost and unserved chip-hours per number of standby units (0 up to the largest jump or the
     pool's size), the number of surprise jumps, and the unserved chip-hours they leave with no standby."""
     flat_mask = flat_steps_before(series.required, observed, flat)
     events = surprises(series.required, flat_mask)
@@ -165,10 +166,10 @@ def perfect_foresight(
     return float(cost[np.arange(rows), best].sum()), float(short[np.arange(rows), best].sum())
 
 
-def unit_layers(classes: Sequence[ClassTrace]) -> tuple[np.ndarray, ...]:
+def unit_layers(pools: Sequence[PoolDemand]) -> tuple[np.ndarray, ...]:
     """Every unit any class ever needs as a row: chips served per step, its price per step, lead, start state."""
     rows, prices, leads, start = [], [], [], []
-    for series in classes:
+    for series in pools:
         demand = np.nan_to_num(series.demand)
         first = int(series.required[: series.lead_steps + 1].max(initial=0))
         for j in range(int(series.required.max(initial=0))):
@@ -180,10 +181,10 @@ def unit_layers(classes: Sequence[ClassTrace]) -> tuple[np.ndarray, ...]:
 
 
 def foresight_at(
-    classes: Sequence[ClassTrace], observed: np.ndarray, hours: float, demanded: float, targets: Sequence[float]
+    pools: Sequence[PoolDemand], observed: np.ndarray, hours: float, demanded: float, targets: Sequence[float]
 ) -> dict[float, float | None]:
     """Perfect foresight's cheapest cost at each target unserved fraction (None when no price tried reaches it)."""
-    layers, prices, leads, start = unit_layers(classes)
+    layers, prices, leads, start = unit_layers(pools)
     trials = []
     for price in np.geomspace(1.0, 1e5, 40):
         cost, short = perfect_foresight(layers, prices, leads, start, observed, hours, float(price))
@@ -191,22 +192,26 @@ def foresight_at(
     return {target: interpolate(trials, target, "price")["cost_usd"] for target in targets}
 
 
-def class_traces(config: str, trace_path: str) -> tuple[dict[str, ClassTrace], np.ndarray, timedelta, float]:
-    """Each class with its own pool, the observed steps, the step and the demand in chip-hours."""
+def pool_demands(config: str, trace_path: str) -> tuple[dict[str, PoolDemand], np.ndarray, timedelta, float]:
+    """Each pool with the summed demand of the classes it serves, the observed steps, the step and the demand in
+    chip-hours. Every class must be served by one pool only (a pool per tenant, or one pool for all)."""
     settings = load_settings(config)
     pools = settings.pool_specs()
     classes = settings.demand_class_models()
-    serving = {c.name: [p for p in pools if c.name in p.serves] for c in classes}
-    if any(len(found) != 1 or len(found[0].serves) != 1 for found in serving.values()):
-        raise SystemExit("every demand class needs a pool of its own (as in helios-earth-slices.yaml)")
+    serving = {c.name: [p.pool_id for p in pools if c.name in p.serves] for c in classes}
+    shared = sorted(name for name, found in serving.items() if len(found) != 1)
+    if shared:
+        raise SystemExit(f"every demand class needs exactly one pool; these have none or several: {shared}")
     window = select_window(read_trace(trace_path), classes, None, None)
     required = required_units(window.demand, window.classes, pools)
     hours = window.step.total_seconds() / 3600
     out = {}
-    for i, name in enumerate(window.classes):
-        pool = serving[name][0]
-        out[name] = ClassTrace(
-            demand=window.demand[:, i],
+    for pool in pools:
+        columns = [i for i, name in enumerate(window.classes) if serving[name] == [pool.pool_id]]
+        if not columns:
+            continue
+        out[pool.pool_id] = PoolDemand(
+            demand=_summed(window.demand[:, columns]),
             required=required[pool.pool_id],
             chips_per_unit=pool.chips_per_unit,
             lead_steps=math.ceil(pool.lead_time / window.step),
@@ -216,6 +221,12 @@ def class_traces(config: str, trace_path: str) -> tuple[dict[str, ClassTrace], n
     observed = window.observed.astype(float)
     demanded = float(np.nansum(window.demand, axis=1) @ observed * hours)
     return out, observed, window.step, demanded
+
+
+def _summed(columns: np.ndarray) -> np.ndarray:
+    """Row sums, NaN where every value is (a gap step)."""
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isnan(columns).all(axis=1), np.nan, np.nansum(columns, axis=1))
 
 
 def blind_floor(curves: Mapping[str, ClassCurve], demanded: float, target: float) -> float | None:
@@ -233,21 +244,21 @@ def main() -> None:
     parser.add_argument("--forecast-level", type=float, help="also split the forecast policy's cost at this level")
     args = parser.parse_args()
     started = time.perf_counter()
-    classes, observed, step, demanded = class_traces(args.config, args.trace)
+    pools, observed, step, demanded = pool_demands(args.config, args.trace)
     hours = step.total_seconds() / 3600
     oracle = sum(
         float((oracle_schedule(c.required, step * c.lead_steps, step) * observed).sum() * c.unit_step_usd)
-        for c in classes.values()
+        for c in pools.values()
     )
     print(f"{Path(args.config).name}: {len(observed)} steps; the oracle serves all demand for {oracle:,.0f} USD")
-    foresight = foresight_at(list(classes.values()), observed, hours, demanded, TARGETS)
+    foresight = foresight_at(list(pools.values()), observed, hours, demanded, TARGETS)
     print(
         "  perfect foresight at equal service: "
         + "; ".join(f"{t:.1%} unserved {_ratio(foresight[t], oracle)}" for t in TARGETS)
     )
     for text in args.flat.split(","):
         flat = round(parse_duration(text.strip()) / step)
-        found = {name: blind_curve(c, flat, step, observed) for name, c in classes.items()}
+        found = {name: blind_curve(c, flat, step, observed) for name, c in pools.items()}
         curves = {name: curve for name, (curve, _, _) in found.items()}
         events = sum(n for _, n, _ in found.values())
         unseen = sum(u for _, _, u in found.values())

@@ -3,18 +3,20 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from agent.simulation.oracle import oracle_schedule
 from bench.bench_surprise_floor import (
-    ClassTrace,
+    PoolDemand,
     blind_curve,
     blind_run,
     excess_by_time_since_fall,
     flat_steps_before,
     perfect_foresight,
+    pool_demands,
     surprises,
     unit_layers,
 )
@@ -22,9 +24,9 @@ from bench.bench_surprise_floor import (
 STEP = timedelta(hours=1)  # one-hour steps: a chip for a step is a chip-hour
 
 
-def _trace(demand: list[float], lead_steps: int = 2, max_units: int = 4) -> ClassTrace:
+def _trace(demand: list[float], lead_steps: int = 2, max_units: int = 4) -> PoolDemand:
     values = np.array(demand, dtype=float)
-    return ClassTrace(
+    return PoolDemand(
         demand=values,
         required=np.ceil(np.nan_to_num(values) / 10).astype(int),
         chips_per_unit=10,
@@ -93,3 +95,18 @@ def test_the_cost_above_the_oracle_is_split_by_the_time_since_its_units_last_fel
     observed[9] = 0.0  # a gap step is not billed
     # Steps 2-4 are within an hour of the fall, 5-8 one to three hours after; steps 0-1 come before any fall.
     assert excess_by_time_since_fall(paid, oracle, observed, steps_per_hour=2.0) == (3.0, 4.0, 2.0)
+
+
+def test_a_pool_for_all_classes_carries_their_summed_demand() -> None:
+    root = Path(__file__).resolve().parents[2]
+    pools, observed, step, demanded = pool_demands(
+        str(root / "config/examples/helios-earth.yaml"), str(root / "data/helios-earth/demand_5min.csv.gz")
+    )
+    (pool,) = pools.values()
+    assert step == timedelta(minutes=5)
+    gaps = observed == 0
+    assert np.isnan(pool.demand[gaps]).all()
+    assert not np.isnan(pool.demand[~gaps]).any()
+    assert float(pool.demand[~gaps].sum()) * 5 / 60 == pytest.approx(demanded)
+    assert (pool.required[~gaps] == np.ceil(pool.demand[~gaps] / pool.chips_per_unit - 1e-9)).all()
+    assert (pool.lead_steps, pool.chips_per_unit) == (2, 8)
