@@ -27,6 +27,7 @@ place of the held-out candidate whose residuals are the evidence.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Self
@@ -405,6 +406,22 @@ def _describe(models: Sequence[str], levels: Sequence[float]) -> str:
     for model, level in zip(models, levels, strict=True):
         by_model.setdefault(model, []).append(f"q{level:g}")
     return ", ".join(f"{model} ({', '.join(qs)})" for model, qs in by_model.items())
+
+
+def model_at_level(description: str, level: float) -> str:
+    """The model that forecast ``level`` according to a forecast's model ``description``: the description itself
+    when one model forecast every level, else the model whose list (as ``_describe`` writes it) names the level
+    (the whole description when none does)."""
+    if not description.endswith(")") or " (q" not in description:
+        return description
+    wanted = f"q{level:g}"
+    for part in _LEVEL_LISTS.finditer(description):
+        if wanted in (q.strip() for q in part.group(2).split(",")):
+            return part.group(1).strip()
+    return description
+
+
+_LEVEL_LISTS = re.compile(r"([^,()]+) \((q[^()]*)\)")
 
 
 def _index(levels: Sequence[float], level: float) -> int | None:

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.commands.arguments import parse_span, parse_timestamp
+from agent.planning import resolve_service_levels
 from agent.simulation import select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
+from agent.simulation.forecast_models import forecast_models
 from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
@@ -136,7 +138,11 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
     decisions = session.decision_changes() if "forecast" in args.policy else None
-    document = results_document(settings, args.config, trace, window, runs, comparison, decisions)
+    models = None
+    if "forecast" in args.policy:
+        levels = resolve_service_levels(settings.demand_class_models(), settings.pool_specs(), settings.planner)
+        models = forecast_models(session.outlooks("forecast"), levels)
+    document = results_document(settings, args.config, trace, window, runs, comparison, decisions, models)
     if history is not None:
         document["actual"] = actual_note(settings, history)
     document = redact_tree(document)

@@ -11,6 +11,7 @@ from agent.planning import resolve_service_levels
 from agent.simulation.budgets import budget_summary, budget_usage
 from agent.simulation.decisions import DecisionChanges
 from agent.simulation.energy import energy_summary
+from agent.simulation.forecast_models import ModelUse
 from agent.simulation.headline import headline
 from agent.simulation.hybrid import hybrid_summary, is_hybrid
 from agent.simulation.runner import PolicyRun
@@ -45,6 +46,7 @@ def results_document(
     runs: Mapping[str, PolicyRun],
     equal_service: Mapping[str, Any] | None = None,
     decisions: Mapping[str, DecisionChanges] | None = None,
+    models: Mapping[str, ModelUse] | None = None,
 ) -> dict[str, Any]:
     observed = int(window.observed.sum())
     document: dict[str, Any] = {
@@ -91,6 +93,13 @@ def results_document(
         document["forecast_decisions_method"] = (
             "per demand group and tick, the planner's need from the configured forecast against the same need from "
             "the calibrated last value, in whole units of the group's pools: up = the forecast asked for more"
+        )
+    if models is not None:
+        document["forecast_models"] = {name: use.summary() for name, use in sorted(models.items())}
+        document["forecast_models_method"] = (
+            "per demand class, the share of ticks each model forecast the class's service level (as run), and the "
+            "newest forecast's note: for auto, its choice, the score, the runner-up's and the global model's pooled "
+            "scores (pinball losses on held-out recent history, lower is better)"
         )
     document["headline"] = headline(document)
     return document

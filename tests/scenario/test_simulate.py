@@ -94,6 +94,19 @@ def test_results_document_has_the_promised_shape(pooled_results: tuple[dict[str,
         assert all(isinstance(h, int) for h in row["reactive"]["headroom_units"] or [])
 
 
+def test_the_report_says_which_model_forecast_each_class_and_why(pooled_results: tuple[dict[str, Any], Path]) -> None:
+    document, out = pooled_results
+    models, levels = document["forecast_models"], document["forecast_service_levels"]
+    assert set(models) == set(levels)
+    for name, use in models.items():
+        assert use["service_level"] == levels[name]
+        assert use["ticks"] > 0 and sum(use["models"].values()) == pytest.approx(1.0), name
+        assert set(use["models"]) <= {"naive", "ets", "ets+naive", "lightgbm"}, use["models"]
+        assert use["note"].startswith("auto: selected "), use["note"]
+    page = (out / "report.html").read_text()
+    assert "Which model forecast each class" in page and "model at that level (share of ticks)" in page
+
+
 def test_served_plus_unserved_is_the_demand(pooled_results: tuple[dict[str, Any], Path], bundled_trace: Path) -> None:
     document, _ = pooled_results
     trace = read_trace(bundled_trace)
