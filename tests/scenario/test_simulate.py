@@ -101,7 +101,7 @@ def test_the_report_says_which_model_forecast_each_class_and_why(pooled_results:
     for name, use in models.items():
         assert use["service_level"] == levels[name]
         assert use["ticks"] > 0 and sum(use["models"].values()) == pytest.approx(1.0), name
-        assert set(use["models"]) <= {"naive", "ets", "ets+naive", "lightgbm"}, use["models"]
+        assert set(use["models"]) <= {"naive", "ets", "ets+naive", "lightgbm", "persistence"}, use["models"]
         assert use["note"].startswith("auto: selected "), use["note"]
     page = (out / "report.html").read_text()
     assert "Which model forecast each class" in page and "model at that level (share of ticks)" in page
