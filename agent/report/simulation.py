@@ -33,7 +33,7 @@ STYLE = """
 body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{padding:4px 10px;border-bottom:1px solid #ddd;text-align:right}
 th:first-child,td:first-child{text-align:left}img{max-width:100%}.note{color:#666;font-size:90%}
-td .note{font-size:80%}td.why{text-align:left;font-size:85%;color:#444;max-width:640px}
+td .note{font-size:80%}th.text,td.text{text-align:left}td.why{font-size:85%;color:#444;max-width:640px}
 .lead{font-size:130%;font-weight:600}table.headline{font-size:115%}tr.forecast td{font-weight:700}
 """
 AS_RUN_TITLE = "Each policy as run, at its own service level (not equal service)"
@@ -169,14 +169,15 @@ def _forecast_models(uses: Mapping[str, Mapping[str, Any]] | None) -> str:
     """Per demand class, which model forecast its service level over the window, and the newest forecast's note."""
     if not uses:
         return ""
-    head = "<tr><th>demand class</th><th>service level</th><th>model at that level (share of ticks)</th>"
-    head += "<th>why, at the last tick</th></tr>"
+    head = "<tr><th>demand class</th><th>service level</th><th class='text'>model at that level (share of ticks)</th>"
+    head += "<th class='text'>why, at the last tick</th></tr>"
     rows = []
     for name, use in sorted(uses.items()):
         shares = ", ".join(f"{model} {share:.0%}" for model, share in use["models"].items()) or "no forecast"
         rows.append(
-            f"<tr><td>{html.escape(name)}</td><td>{use['service_level']:g}</td><td>{html.escape(shares)}</td>"
-            f"<td class='why'>{html.escape(use['note'] or '-')}</td></tr>"
+            f"<tr><td>{html.escape(name)}</td><td>{use['service_level']:g}</td>"
+            f"<td class='text'>{html.escape(shares)}</td>"
+            f"<td class='text why'>{html.escape(use['note'] or '-')}</td></tr>"
         )
     note = (
         "<p class='note'>The model that forecast each class's service level, tick by tick (auto chooses per class "

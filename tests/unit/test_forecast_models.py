@@ -59,6 +59,6 @@ def test_the_report_table_lists_the_shares_and_escapes_the_note() -> None:
         {"x": 0.9},
     )
     page = _forecast_models({name: use.summary() for name, use in uses.items()})
-    assert "<td>lightgbm 50%, naive 50%</td>" in page
+    assert "<td class='text'>lightgbm 50%, naive 50%</td>" in page
     assert "auto: &lt;b&gt;why&lt;/b&gt;" in page and "<b>why</b>" not in page
     assert _forecast_models(None) == ""
