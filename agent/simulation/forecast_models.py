@@ -45,7 +45,8 @@ def forecast_models(outlooks: Sequence[Outlook], levels: Mapping[str, float]) ->
             forecast = outlook.forecasts.get(name)
             if forecast is None:
                 continue
-            counts[name][model_at_level(forecast.model, level)] += 1
+            # the level the planner reads: the forecast's nearest at or above the service level
+            counts[name][model_at_level(forecast.model, forecast.level_at_or_above(level))] += 1
             notes[name] = forecast.note
     return {
         name: ModelUse(levels[name], sum(counts[name].values()), dict(counts[name]), notes[name]) for name in levels

@@ -17,7 +17,7 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 def _outlook(models: dict[str, tuple[str, str]]) -> Outlook:
     forecasts = {
-        name: DemandForecast(name, NOW, timedelta(minutes=5), {0.9: (1.0,)}, 1.0, model, note)
+        name: DemandForecast(name, NOW, timedelta(minutes=5), {0.5: (1.0,), 0.9: (1.0,)}, 1.0, model, note)
         for name, (model, note) in models.items()
     }
     return Outlook(observed=dict.fromkeys(models, 1.0), forecasts=forecasts, problems={})
@@ -62,3 +62,9 @@ def test_the_report_table_lists_the_shares_and_escapes_the_note() -> None:
     assert "<td class='text'>lightgbm 50%, naive 50%</td>" in page
     assert "auto: &lt;b&gt;why&lt;/b&gt;" in page and "<b>why</b>" not in page
     assert _forecast_models(None) == ""
+
+
+def test_a_service_level_between_the_forecasts_levels_is_read_at_the_level_the_planner_uses() -> None:
+    # Planned at 0.85, the planner reads the forecast's 0.9 quantile (the nearest at or above): lightgbm's here.
+    uses = forecast_models([_outlook({"a": ("naive (q0.5), lightgbm (q0.9)", "")})], {"a": 0.85})
+    assert dict(uses["a"].by_model) == {"lightgbm": 1}
