@@ -17,6 +17,9 @@ served by one pool (a pool per tenant, or one for all). Two figures, from the tr
   ``bench_class_levels``) is then a lower bound on the cost of any policy blind to those jumps. It bounds
   nothing for a policy that can foresee them (a queue that fills before jobs start, a time of day they favour).
 
+Beside each floor, standby chosen on the window's first half and kept for the second: what the floor's choice
+costs without hindsight.
+
 With ``--forecast-level``, the forecast policy is run at that service level and its cost above the oracle's is
 split by how long before each step the oracle's units last fell: within an hour (releases that lag), one to three
 hours, or longer (capacity held through steady demand: the policy's standby).
@@ -31,7 +34,7 @@ import argparse
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 
@@ -267,9 +270,62 @@ def main() -> None:
             f"  blind to jumps after {text.strip()} of unchanged need ({events} jumps, {unseen:,.0f} chip-hours a lead"
             f" time late without standby, {unseen / demanded:.3%} of demand): {floors}"
         )
+        kept = learned_standby(pools, observed, step, flat, TARGETS[-1])
+        if kept is not None:
+            reached, cost, floor = kept
+            print(
+                f"    standby chosen on the first half for {TARGETS[-1]:.1%}, kept for the second: {reached:.3%} "
+                f"unserved there at {cost:.3f}x that half's oracle; the floor at that unserved: "
+                + (f"{floor:.3f}x" if floor is not None else "not reached")
+            )
     if args.forecast_level is not None:
         _split_excess(args.config, args.trace, args.forecast_level)
     print(f"({time.perf_counter() - started:.0f} s; peak RSS of this process: {peak_rss_mib():.0f} MiB)")
+
+
+def half(series: PoolDemand, span: slice) -> PoolDemand:
+    return replace(series, demand=series.demand[span], required=series.required[span])
+
+
+def learned_standby(
+    pools: Mapping[str, PoolDemand], observed: np.ndarray, step: timedelta, flat: int, target: float
+) -> tuple[float, float, float | None] | None:
+    """Standby per pool chosen on the window's first half (the cheapest mix at ``target`` there), kept for the
+    second half: the unserved fraction it reaches there, its cost as a multiple of that half's oracle, and the
+    second half's own floor at that unserved fraction (None: not reached). None when the first half's target
+    cannot be met."""
+    middle = len(observed) // 2
+    first, second = slice(None, middle), slice(middle, None)
+    hours = step.total_seconds() / 3600
+
+    def curves(span: slice) -> tuple[dict[str, ClassCurve], float]:
+        found = {name: blind_curve(half(c, span), flat, step, observed[span])[0] for name, c in pools.items()}
+        demanded = sum(float(np.nansum(c.demand[span] * observed[span])) for c in pools.values()) * hours
+        return found, demanded
+
+    early, early_demand = curves(first)
+    try:
+        _, picks = cheapest_mix(early, early_demand, target)
+    except SystemExit:
+        return None
+    late, late_demand = curves(second)
+    for name, curve in late.items():  # a standby the second half never needed to try costs what it would there
+        if picks[name] not in curve.cost:
+            series = half(pools[name], second)
+            mask = flat_steps_before(series.required, observed[second], flat)
+            spent, short = blind_run(
+                series, mask, surprises(series.required, mask), int(picks[name]), step, observed[second]
+            )
+            late[name] = ClassCurve({**curve.cost, picks[name]: spent}, {**curve.unserved, picks[name]: short})
+    cost = sum(late[name].cost[s] for name, s in picks.items())
+    reached = sum(late[name].unserved[s] for name, s in picks.items()) / late_demand
+    oracle = sum(
+        float((oracle_schedule(c.required[second], step * c.lead_steps, step) * observed[second]).sum())
+        * c.unit_step_usd
+        for c in pools.values()
+    )
+    floor = blind_floor(late, late_demand, reached)
+    return reached, cost / oracle, None if floor is None else floor / oracle
 
 
 SPLIT_HOURS = (1.0, 3.0)  # the bounds of the three parts of the forecast policy's cost above the oracle's

@@ -15,6 +15,7 @@ from bench.bench_surprise_floor import (
     blind_run,
     excess_by_time_since_fall,
     flat_steps_before,
+    learned_standby,
     perfect_foresight,
     pool_demands,
     surprises,
@@ -110,3 +111,18 @@ def test_a_pool_for_all_classes_carries_their_summed_demand() -> None:
     assert float(pool.demand[~gaps].sum()) * 5 / 60 == pytest.approx(demanded)
     assert (pool.required[~gaps] == np.ceil(pool.demand[~gaps] / pool.chips_per_unit - 1e-9)).all()
     assert (pool.lead_steps, pool.chips_per_unit) == (2, 8)
+
+
+def test_standby_learned_on_a_first_half_like_the_second_costs_there_what_hindsight_would() -> None:
+    # Each half: four flat steps at 0, then 2 units for four steps; lead 2 steps. Meeting 1% unserved takes both
+    # standby units on each half, so the first half's choice is the second half's own.
+    one = [0, 0, 0, 0, 20, 20, 20, 20]
+    pools = {"p": _trace(one + one)}
+    observed = np.ones(16)
+    kept = learned_standby(pools, observed, STEP, flat=2, target=0.01)
+    assert kept is not None
+    reached, cost, floor = kept
+    assert reached == 0.0
+    assert floor == pytest.approx(cost)
+    # with both standby units the second half pays the oracle's 12 unit-steps plus 4 on its flat steps 6-7
+    assert cost == pytest.approx(16 / 12)
