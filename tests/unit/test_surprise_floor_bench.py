@@ -116,7 +116,7 @@ def test_a_pool_for_all_classes_carries_their_summed_demand() -> None:
 def test_standby_learned_on_a_first_half_like_the_second_costs_there_what_hindsight_would() -> None:
     # Each half: four flat steps at 0, then 2 units for four steps; lead 2 steps. Meeting 1% unserved takes both
     # standby units on each half, so the first half's choice is the second half's own.
-    one = [0, 0, 0, 0, 20, 20, 20, 20]
+    one = [0.0, 0.0, 0.0, 0.0, 20.0, 20.0, 20.0, 20.0]
     pools = {"p": _trace(one + one)}
     observed = np.ones(16)
     kept = learned_standby(pools, observed, STEP, flat=2, target=0.01)
