@@ -91,10 +91,9 @@ FIELDS: dict[str, str] = {
     "PlannerSettings.idle_hold_lead_times": "Hold an idle unit at least this many of its pool's lead times before "
     "releasing it (0 turns the rule off; at most 10).",
     "PlannerSettings.slice_release_by_forecast": "A pool of whole TPU slices that alone serves its demand releases "
-    "an idle slice (once idle for the stabilization window) only while the forecast probability that demand "
-    "exceeds what is left without it within its lead time is below 1 - the service level, instead of holding it "
-    "`idle_hold_lead_times` lead times (true or false; default false: it pays at very tight service levels, "
-    "not at looser ones).",
+    "a slice idle for the idle hold (`idle_hold_lead_times`; 0: the stabilization window) only while the forecast "
+    "probability that demand exceeds what is left without it within its lead time is below 1 - the service level "
+    "(true or false; default true).",
     "PlannerSettings.max_scale_up_units_per_tick": "Most units added to a pool in one tick (unset: no limit).",
     "PlannerSettings.max_scale_down_units_per_tick": "Most units released from a pool in one tick (unset: no limit).",
     "PlannerSettings.min_direction_change_interval": "Least time between a scale-up and a scale-down of the same "

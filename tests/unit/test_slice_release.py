@@ -70,7 +70,12 @@ def test_slices_go_one_by_one_while_the_chance_they_are_needed_again_is_below_br
     assert SliceRelease(_forecast(PEAKS), service_level=0.99, steps=7).releasable(5, 1, 32)[0] == 1
 
 
-def _slices(idle_minutes: tuple[int, ...], settings: PlannerSettings, service_level: float = 0.9) -> CapacityPlan:
+def _slices(
+    idle_minutes: tuple[int, ...],
+    settings: PlannerSettings,
+    service_level: float = 0.9,
+    peaks: dict[float, float] = PEAKS,
+) -> CapacityPlan:
     pool = PoolSpec(
         "slices", PoolKind.TPU_SLICE_GROUP, CapacityTier.ON_DEMAND, AcceleratorFamily.TPU, 32, 0, 16, 38.4,
         timedelta(minutes=30), ("a",),
@@ -85,18 +90,33 @@ def _slices(idle_minutes: tuple[int, ...], settings: PlannerSettings, service_le
     )
     return plan_capacity(
         PlanInput(
-            now=NOW, tick=STEP, pools=[pool], states={"slices": state}, forecasts={"a": _forecast(PEAKS)},
+            now=NOW, tick=STEP, pools=[pool], states={"slices": state}, forecasts={"a": _forecast(peaks)},
             observed={"a": 50.0}, service_levels={"a": service_level}, settings=settings, memory=PlannerMemory(),
         )
     )  # fmt: skip
 
 
-def test_an_idle_slice_is_released_by_the_forecast_before_the_idle_hold_would_let_it_go() -> None:
-    # Idle 15 minutes: past the 10-minute stabilization, far short of two 30-minute lead times.
+def test_an_idle_slice_is_released_by_the_forecast_only_once_idle_for_the_hold() -> None:
+    # Two 30-minute lead times of idleness first (the idle hold); then the forecast lets the fourth slice go (with
+    # 96 chips left the peak is exceeded with probability 0.046, below the break-even 0.1).
     by_forecast = PlannerSettings(slice_release_by_forecast=True)
-    plan = _slices((15, 15), by_forecast)
-    (resize,) = plan.resizes
+    assert _slices((15, 15), by_forecast).resizes == ()  # past the stabilization window, inside the hold
+    (resize,) = _slices((65, 65), by_forecast).resizes
     assert (resize.from_units, resize.to_units) == (4, 3)  # the q0.9 peak (90 chips) needs 3 slices
-    held = _slices((15, 15), PlannerSettings())
-    assert not held.resizes  # by default the idle hold: 60 minutes first
-    assert _slices((5, 5), by_forecast).resizes == ()  # still inside the stabilization window
+    # With no hold (idle_hold_lead_times 0) the forecast releases it once past the stabilization window alone.
+    quick = PlannerSettings(slice_release_by_forecast=True, idle_hold_lead_times=0.0)
+    (resize,) = _slices((15, 15), quick).resizes
+    assert (resize.from_units, resize.to_units) == (4, 3)
+    assert _slices((5, 5), quick).resizes == ()  # still inside the stabilization window
+
+
+def test_a_slice_the_forecast_may_need_again_at_the_break_even_is_held_where_the_hold_alone_releases_it() -> None:
+    # Planned at 0.9 with a q0.9 peak of exactly 64 chips: sizing asks for 2 slices, so the hold alone releases two
+    # of the four. Without the third slice 64 chips are left, exceeded with probability 1 - 0.9 = 0.1: not below
+    # the break-even 0.1, so the forecast holds it and releases one.
+    peaks = {0.5: 40.0, 0.9: 64.0, 0.99: 100.0}
+    alone = _slices((65, 65), PlannerSettings(slice_release_by_forecast=False), peaks=peaks)
+    (resize,) = alone.resizes
+    assert (resize.from_units, resize.to_units) == (4, 2)
+    (resize,) = _slices((65, 65), PlannerSettings(), peaks=peaks).resizes  # on by default
+    assert (resize.from_units, resize.to_units) == (4, 3)
