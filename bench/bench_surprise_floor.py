@@ -33,7 +33,7 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
@@ -65,6 +65,14 @@ class PoolDemand:
     lead_steps: int
     unit_step_usd: float
     max_units: int
+
+
+def oracle_cost(pools: Iterable[PoolDemand], observed: np.ndarray, step: timedelta) -> float:
+    """What the perfect-foresight oracle pays to serve all of the pools' demand (gap steps are not billed)."""
+    return sum(
+        float((oracle_schedule(c.required, step * c.lead_steps, step) * observed).sum()) * c.unit_step_usd
+        for c in pools
+    )
 
 
 def flat_steps_before(required: np.ndarray, observed: np.ndarray, flat: int) -> np.ndarray:
@@ -249,10 +257,7 @@ def main() -> None:
     started = time.perf_counter()
     pools, observed, step, demanded = pool_demands(args.config, args.trace)
     hours = step.total_seconds() / 3600
-    oracle = sum(
-        float((oracle_schedule(c.required, step * c.lead_steps, step) * observed).sum() * c.unit_step_usd)
-        for c in pools.values()
-    )
+    oracle = oracle_cost(pools.values(), observed, step)
     print(f"{Path(args.config).name}: {len(observed)} steps; the oracle serves all demand for {oracle:,.0f} USD")
     foresight = foresight_at(list(pools.values()), observed, hours, demanded, TARGETS)
     print(
@@ -319,11 +324,7 @@ def learned_standby(
             late[name] = ClassCurve({**curve.cost, picks[name]: spent}, {**curve.unserved, picks[name]: short})
     cost = sum(late[name].cost[s] for name, s in picks.items())
     reached = sum(late[name].unserved[s] for name, s in picks.items()) / late_demand
-    oracle = sum(
-        float((oracle_schedule(c.required[second], step * c.lead_steps, step) * observed[second]).sum())
-        * c.unit_step_usd
-        for c in pools.values()
-    )
+    oracle = oracle_cost([half(c, second) for c in pools.values()], observed[second], step)
     floor = blind_floor(late, late_demand, reached)
     return reached, cost / oracle, None if floor is None else floor / oracle
 

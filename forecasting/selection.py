@@ -412,8 +412,6 @@ def model_at_level(description: str, level: float) -> str:
     """The model that forecast ``level`` according to a forecast's model ``description``: the description itself
     when one model forecast every level, else the model whose list (as ``_describe`` writes it) names the level
     (the whole description when none does)."""
-    if not description.endswith(")") or " (q" not in description:
-        return description
     wanted = f"q{level:g}"
     for part in _LEVEL_LISTS.finditer(description):
         if wanted in (q.strip() for q in part.group(2).split(",")):
