@@ -8,7 +8,8 @@ Demand (accelerator units requested by running + queued work), one series per cl
   the namespace by default.
 
 Every default is written so that "no data" stays empty (and so unavailable) rather than reading as zero: a
-sum over no pods is zero only while kube-state-metrics itself still reports nodes, and the Kueue query needs
+sum over no pods is zero only while kube-state-metrics itself still reports the class's namespace (or, for a
+selector that names none, nodes), and the Kueue query needs
 both the usage and the pending gauge (Kueue reports both at 0 for a configured resource without work, so a real
 zero stays a zero).
 
@@ -43,6 +44,12 @@ KUEUE_PENDING_HINT = (
     "for this ClusterQueue and resource; the pending gauge exists from Kueue v0.18.0 on, with "
     "metrics.enableClusterQueueResources: true. On an older Kueue, upgrade it, use demand_metrics: "
     "kube-state-metrics, or write the class's query"
+)
+
+KSM_NAMESPACE_HINT = (
+    "kube-state-metrics reports no namespace the class's selector names (kube_namespace_created): check the "
+    "namespace in the class's `series` (or its `selector`) for a typo; kube-state-metrics itself must be up and "
+    "export namespaces (it does unless its --resources leaves them out)"
 )
 
 
@@ -80,8 +87,18 @@ def kube_state_metrics_demand_query(selector: str, resource: str) -> str:
         f"kube_pod_container_resource_requests{{resource={quote(ksm_resource(resource))}, {selector}}})"
         " * on(namespace, pod) group_left()"
         ' max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"} == 1))'
-        " or on() (0 * count(kube_node_info))"
+        f" or on() (0 * count({kube_state_metrics_known(selector)}))"
     )
+
+
+def kube_state_metrics_known(selector: str) -> str:
+    """What kube-state-metrics must report for "no accelerator pods" to read as 0: the namespaces the selector
+    names (``kube_namespace_created``, one series per namespace, STABLE in kube-state-metrics'
+    docs/metrics/cluster/namespace-metrics.md), so that a namespace spelled wrong, or deleted, is unavailable
+    rather than a demand of 0; for a selector without a ``namespace`` matcher, any node (``kube_node_info``)."""
+    matchers = label_matchers(selector) or []
+    namespaces = [text for label, text in matchers if label == "namespace"]
+    return f"kube_namespace_created{{{', '.join(namespaces)}}}" if namespaces else "kube_node_info"
 
 
 def demand_query(demand_class: DemandClass, settings: PrometheusSettings) -> str:
@@ -105,4 +122,6 @@ def no_data_hint(query: str) -> str:
     """What an empty answer to a default query most likely means, for the operator reading why a class is held."""
     if "kueue_cluster_queue_resource_pending" in query:
         return KUEUE_PENDING_HINT
+    if "kube_namespace_created{" in query:
+        return KSM_NAMESPACE_HINT
     return ""

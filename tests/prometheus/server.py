@@ -7,7 +7,8 @@ the default queries read, backfilled with ``promtool tsdb create-blocks-from ope
 - kube-state-metrics: each tenant is a namespace; its running GPUs are one pod ``<tenant>-run-<k>`` that is
   replaced every 6 hours and its queued GPUs one pod ``<tenant>-wait-<k>`` replaced every 2 hours (pods appear
   and vanish as they do in a cluster); a pod only exists while its value is above zero. ``kube_node_info`` is
-  reported whenever the collector was up (the trace's outages have no samples at all). Two kube-state-metrics
+  reported whenever the collector was up (the trace's outages have no samples at all), and so is
+  ``kube_namespace_created`` for each tenant's namespace. Two kube-state-metrics
   replicas are scraped (``instance`` ksm-0 and ksm-1), so every series is there twice, as in an HA install.
 - Kueue: each tenant is a ClusterQueue of cohort ``earth`` with flavor ``default``: usage = running, pending =
   queued, with the labels real Kueue gives them (kubernetes-sigs/kueue pkg/metrics/metrics.go): usage
@@ -57,6 +58,7 @@ GPUS_PER_NODE = 8
 CAPACITY_QUERY = f'count(kube_node_labels{{label_cloud_google_com_gke_nodepool="{POOL}"}})'
 LEGACY_KUEUE_QUEUE = "earth/legacy"
 KSM_REPLICAS = ('instance="ksm-0"', 'instance="ksm-1"')
+NAMESPACES_CREATED = 1.5e9  # kube_namespace_created: the namespace's creation time, in Unix seconds
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,11 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
         "kube_node_info",
         "gauge",
         ((f'{r},node="{POOL_NODE}"', np.where(up, 1.0, np.nan)) for r in KSM_REPLICAS),
+    )
+    yield from family(
+        "kube_namespace_created",
+        "gauge",
+        ((f'{r},namespace="{t}"', np.where(up, NAMESPACES_CREATED, np.nan)) for r in KSM_REPLICAS for t in tenants),
     )
     nodes = pool_nodes(loaded, tenants)
     yield from family(

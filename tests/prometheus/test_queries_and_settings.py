@@ -23,7 +23,11 @@ def _settings(**values: Any) -> PrometheusSettings:
 @pytest.mark.parametrize(
     ("demand_class", "metrics", "expected_parts"),
     [
-        (GPU, "kube-state-metrics", ['resource="nvidia_com_gpu"', 'namespace="team-a"', "count(kube_node_info)"]),
+        (
+            GPU,
+            "kube-state-metrics",
+            ['resource="nvidia_com_gpu"', 'namespace="team-a"', 'count(kube_namespace_created{namespace="team-a"})'],
+        ),
         (TPU, "kube-state-metrics", ['resource="google_com_tpu"', 'namespace="tpu-v5e"', 'phase=~"Pending|Running"']),
         (
             GPU,
@@ -52,6 +56,22 @@ def test_overrides_replace_the_selector_resource_or_whole_query() -> None:
     assert 'resource="nvidia.com/mig-1g"' in gpu
     assert "team-a" not in gpu
     assert demand_query(TPU, settings) == "sum(my_tpu_demand)"
+
+
+@pytest.mark.parametrize(
+    ("selector", "known"),
+    [
+        ('namespace=~"team-.*", container="main"', 'count(kube_namespace_created{namespace=~"team-.*"})'),
+        ('namespace="a", namespace!="b"', 'count(kube_namespace_created{namespace="a", namespace!="b"})'),
+        ('pod=~"trainer-.*"', "count(kube_node_info)"),  # no namespace named: any node will do
+    ],
+)
+def test_kube_state_metrics_reads_no_pods_as_zero_only_while_it_reports_the_namespaces(
+    selector: str, known: str
+) -> None:
+    query = demand_query(GPU, _settings(classes={"gpu-a100": {"selector": selector}}))
+    assert query.endswith(f" or on() (0 * {known})")
+    assert f'kube_pod_container_resource_requests{{resource="nvidia_com_gpu", {selector}}}' in query
 
 
 def _terms(query: str) -> tuple[str, str]:

@@ -57,6 +57,22 @@ def test_default_queries_read_the_trace_demand_step_for_step(
     assert (quiet == 0.0).sum() > 1000  # no pods at all: zero, because kube-state-metrics / Kueue still report
 
 
+def test_a_namespace_kube_state_metrics_does_not_report_is_unavailable_not_zero(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace
+) -> None:
+    # earth/vcJkd has no accelerator pods for most of the trace and reads 0 there (above); the same tenant spelled
+    # wrong matches no pods ever, and must not read as a demand of 0 that would drain its pools.
+    source, settings = _source(prometheus)
+    typo = DemandClass("earth/vcjkd")
+    source = PrometheusSource(connect(settings), demand_queries([typo], settings), timedelta(minutes=15))
+    end = _span(loaded_trace)[1]
+    with pytest.raises(MetricsUnavailable) as caught:
+        source.fetch([typo], end - timedelta(days=1), end, STEP)
+    assert "no data" in caught.value.reason
+    assert "kube-state-metrics reports no namespace" in caught.value.reason
+    assert caught.value.demand_class == "earth/vcjkd"
+
+
 def test_chunk_edges_neither_duplicate_nor_drop_steps(prometheus: PrometheusServer, loaded_trace: LoadedTrace) -> None:
     start = loaded_trace.index[100].to_pydatetime() + timedelta(seconds=150)  # not on the grid
     end = start + timedelta(hours=7, seconds=10)
