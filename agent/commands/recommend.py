@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import calendar
 import math
+import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -34,6 +35,7 @@ from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
+from agent.sources.resource_check import unknown_resources
 from agent.strict_json import write_json
 from config import load_settings
 from config.schema import BudgetSettings, Settings
@@ -88,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
         state_source = "--current-units"
     document = recommend(settings, args.config, Path(args.out), at, read_side, pool_state_source=state_source)
     cost = document["cost"]
+    for warning in document["warnings"]:
+        print(f"warning: {warning}", file=sys.stderr)
     print(
         f"recommendation at {document['at']}: {cost['current_per_day_usd']:,.0f} USD/day now, "
         f"{cost['recommended_per_day_usd']:,.0f} USD/day recommended; wrote {args.out}/report.html, report.md, "
@@ -129,9 +133,11 @@ def recommend(
         ),
     )
     history, history_problem = _history(source, agent, at)
+    warnings = unknown_resources(source, classes, prometheus, at, settings.forecast.history)
     agent.fit_on(history, at)  # the history window is read once, for the fit and the backtest alike
     tick = agent.run_once(at)
     document = _document(settings, config_path, at, agent, tick, states, pool_state_source, prometheus.url)
+    document["warnings"] = warnings
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
     document = redact_tree(document)

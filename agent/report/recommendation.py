@@ -31,6 +31,9 @@ def write_recommendation_reports(
         ("Recent demand and forecast per demand class", forecast_chart(history, tick)),
     ]
     body = [f"<h1>leadtime recommendation</h1><p>{html.escape(_intro(document))}</p>"]
+    if document.get("warnings"):
+        items = "".join(f"<li>{html.escape(w)}</li>" for w in document["warnings"])
+        body.append(f"<h2>Warnings</h2><ul>{items}</ul>")
     for title, rows in _tables(document):
         body.append(f"<h2>{html.escape(title)}</h2>{_html_table(rows)}")
     for title, uri in charts:
@@ -42,6 +45,8 @@ def write_recommendation_reports(
 
 def markdown(document: Mapping[str, Any]) -> str:
     lines = ["# leadtime recommendation", "", _intro(document), ""]
+    if document.get("warnings"):
+        lines += ["## Warnings", "", *(f"- {w}" for w in document["warnings"]), ""]
     for title, rows in _tables(document):
         lines += [f"## {title}", ""]
         if not rows:

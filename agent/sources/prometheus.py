@@ -139,6 +139,20 @@ class PrometheusSource:
         except MetricsUnavailable as exc:
             raise MetricSourceUnavailable(f"cannot use Prometheus at {self.url}: {exc.reason}") from None
 
+    def instant(self, name: str, query: str, at: datetime) -> list[tuple[dict[str, str], float]]:
+        """One instant query at ``at``: each series' labels and value (an empty list when there is none). Raises
+        ``MetricsUnavailable`` for ``name`` when Prometheus cannot answer it or answers with something else than a
+        vector (Prometheus HTTP API, "Instant vectors")."""
+        self._client.headers = self._headers(name, query)
+        params: dict[str, Any] = {"time": _epoch(at)}
+        if self._query_timeout:
+            params["timeout"] = prometheus_duration(self._query_timeout)
+        result = self._call(name, query, lambda: self._client.custom_query(query, params=params))
+        try:
+            return [({str(k): str(v) for k, v in item["metric"].items()}, float(item["value"][1])) for item in result]
+        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+            raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc!r}", query) from None
+
     def fetch(self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
         """Demand per class on the step grid; the first class without a trustworthy answer raises."""
         parts = [self.fetch_class(c, start, end, step) for c in classes]

@@ -7,9 +7,10 @@ the default queries read, backfilled with ``promtool tsdb create-blocks-from ope
 - kube-state-metrics: each tenant is a namespace; its running GPUs are one pod ``<tenant>-run-<k>`` that is
   replaced every 6 hours and its queued GPUs one pod ``<tenant>-wait-<k>`` replaced every 2 hours (pods appear
   and vanish as they do in a cluster); a pod only exists while its value is above zero. ``kube_node_info`` is
-  reported whenever the collector was up (the trace's outages have no samples at all), and so is
-  ``kube_namespace_created`` for each tenant's namespace. Two kube-state-metrics
-  replicas are scraped (``instance`` ksm-0 and ksm-1), so every series is there twice, as in an HA install.
+  reported whenever the collector was up (the trace's outages have no samples at all), and so are
+  ``kube_namespace_created`` for each tenant's namespace and ``kube_node_status_capacity`` of the pool's node.
+  Two kube-state-metrics replicas are scraped (``instance`` ksm-0 and ksm-1), so every series is there twice, as
+  in an HA install.
 - Kueue: each tenant is a ClusterQueue of cohort ``earth`` with flavor ``default``: usage = running, pending =
   queued, with the labels real Kueue gives them (kubernetes-sigs/kueue pkg/metrics/metrics.go): usage
   ``cohort, cluster_queue, flavor, resource, replica_role``, pending only ``cluster_queue, resource,
@@ -59,6 +60,9 @@ CAPACITY_QUERY = f'count(kube_node_labels{{label_cloud_google_com_gke_nodepool="
 LEGACY_KUEUE_QUEUE = "earth/legacy"
 KSM_REPLICAS = ('instance="ksm-0"', 'instance="ksm-1"')
 NAMESPACES_CREATED = 1.5e9  # kube_namespace_created: the namespace's creation time, in Unix seconds
+# kube_node_status_capacity of the pool's node (an a2-highgpu-8g: 8 A100s, 96 vCPUs, 680 GiB): resource names as
+# kube-state-metrics sanitizes them, with its unit label (internal/store/node.go)
+NODE_CAPACITY = (("nvidia_com_gpu", "integer", 8.0), ("cpu", "core", 96.0), ("memory", "byte", 680 * 2.0**30))
 
 
 @dataclass(frozen=True)
@@ -161,6 +165,15 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
         "kube_namespace_created",
         "gauge",
         ((f'{r},namespace="{t}"', np.where(up, NAMESPACES_CREATED, np.nan)) for r in KSM_REPLICAS for t in tenants),
+    )
+    yield from family(
+        "kube_node_status_capacity",
+        "gauge",
+        (
+            (f'{r},node="{POOL_NODE}",resource="{resource}",unit="{unit}"', np.where(up, amount, np.nan))
+            for r in KSM_REPLICAS
+            for resource, unit, amount in NODE_CAPACITY
+        ),
     )
     nodes = pool_nodes(loaded, tenants)
     yield from family(

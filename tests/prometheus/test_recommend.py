@@ -20,7 +20,9 @@ from agent.cli import main
 from agent.commands.recommend import recommend
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
+from agent.sources.resource_check import CHECK, default_query_resources, seen_query, unknown_resources
 from config import load_settings
+from config.prometheus import PrometheusSettings
 from models import ActionResult, DemandClass, MetricSourceUnavailable, MetricsUnavailable, PoolState
 from models.clock import SimulatedClock
 from tests.prometheus.server import TENANTS, PrometheusServer
@@ -118,6 +120,61 @@ def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
     assert pool["why"].startswith("need ") and pool["why"].endswith(f"-> target {pool['recommended_units']}")
     assert pool["decision"]["target"] == pool["recommended_units"]
     assert f"| {pool['why']} |" in markdown
+    assert document["warnings"] == []  # nvidia_com_gpu is on the pool's node and in the tenants' pods
+    assert "Warnings" not in markdown
+
+
+def test_a_resource_kube_state_metrics_never_saw_is_named_with_the_closest_one(
+    prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, prometheus)
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["prometheus"]["classes"] = {"earth/vcMod": {"resource": "nvidia.com/gpus"}}  # one letter too many
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    settings = load_settings(config)
+    read_side = SimulatedCluster(settings.pool_specs(), SimulatedClock(AT), initial_units={"a100-on-demand": 30})
+    document = recommend(settings, str(config), tmp_path / "out", AT, read_side, pool_state_source="test")
+    (warning,) = document["warnings"]
+    assert warning.startswith("class(es) earth/vcMod: no node offered and no pod requested the resource")
+    assert "'nvidia_com_gpus'" in warning
+    assert "the closest resources nodes offer now: nvidia_com_gpu" in warning
+    (mod,) = [c for c in document["classes"] if c["name"] == "earth/vcMod"]
+    assert mod["observed"] == 0.0  # what the warning is about: the misspelled resource reads as no demand
+    assert f"- {warning}" in (tmp_path / "out" / "report.md").read_text()
+    assert html.escape(warning) in (tmp_path / "out" / "report.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("resource", "lookback", "seen"),
+    [
+        ("nvidia_com_gpu", timedelta(days=7), True),
+        ("cpu", timedelta(hours=1), True),  # offered by the node, requested by no pod
+        ("nvidia_com_gpus", timedelta(days=7), False),
+        ("nvidia_com_gpu", timedelta(days=7), False),  # a week after the last sample: not seen in the lookback
+    ],
+)
+def test_the_resource_check_looks_back_over_nodes_and_pods(
+    prometheus: PrometheusServer, resource: str, lookback: timedelta, seen: bool
+) -> None:
+    settings = PrometheusSettings.model_validate({"url": prometheus.url, "retries": 0})
+    source = PrometheusSource.from_settings(settings, {})
+    at = AT if seen or resource != "nvidia_com_gpu" else datetime(2020, 7, 1, tzinfo=UTC)
+    assert bool(source.instant(CHECK, seen_query(resource, lookback), at)) is seen
+
+
+def test_a_resource_check_prometheus_cannot_answer_is_logged_not_raised(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    never_started = PrometheusServer(tmp_path, tmp_path)  # a free port nobody listens on
+    settings = PrometheusSettings.model_validate({"url": never_started.url, "retries": 0})
+    source = PrometheusSource.from_settings(settings, {})
+    classes = [DemandClass(t) for t in TENANTS]
+    assert unknown_resources(source, classes, settings, AT, timedelta(days=7)) == []
+    (record,) = [r for r in caplog.records if "could not check the resource" in r.getMessage()]
+    assert "nvidia_com_gpu" in record.getMessage() and "cannot connect to Prometheus" in record.getMessage()
+    # classes read by a query of their own, or under Kueue, are not checked at all
+    kueue = settings.model_copy(update={"demand_metrics": "kueue"})
+    assert default_query_resources(classes, kueue) == {}
 
 
 class CountingSource(PrometheusSource):

@@ -1,0 +1,91 @@
+"""Whether kube-state-metrics knows the accelerator resource each class's default query counts.
+
+A resource name spelled wrong (``nvidia.com/gpus``) matches no pod, and the default kube-state-metrics query reads
+that as no demand: a 0 the query itself cannot refuse, since a cluster at rest has no pod asking for the right
+name either, and a cloud pool at zero nodes has no node offering it. So ``leadtime recommend`` looks further back:
+a resource that no node offered (``kube_node_status_capacity``) and no pod requested
+(``kube_pod_container_resource_requests``) over the whole history the forecaster reads is most likely a typo, and
+the report says so, with the resources nodes offer now that come closest. Both metrics are STABLE in
+kube-state-metrics (docs/metrics/cluster/node-metrics.md, docs/metrics/workload/pod-metrics.md) and carry the
+resource name sanitized (``nvidia_com_gpu``), as ``ksm_resource`` writes it.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from agent.sources.prometheus import PrometheusSource, prometheus_duration
+from agent.sources.prometheus_queries import KUEUE_RESOURCES, ksm_resource, quote
+from config.prometheus import ClassQuerySettings, PrometheusSettings
+from models import DemandClass, MetricsUnavailable
+
+log = logging.getLogger(__name__)
+CHECK = "resource check"  # the name queries of this check are reported under
+OFFERED_NOW = "count by (resource) (kube_node_status_capacity)"
+
+
+def seen_query(resource: str, lookback: timedelta) -> str:
+    """Non-empty when some node offered, or some pod requested, ``resource`` (as kube-state-metrics names it)
+    within ``lookback`` before the query's time."""
+    window = prometheus_duration(lookback)
+    matcher = f"{{resource={quote(resource)}}}"
+    return (
+        f"count(last_over_time(kube_node_status_capacity{matcher}[{window}]))"
+        f" or count(last_over_time(kube_pod_container_resource_requests{matcher}[{window}]))"
+    )
+
+
+def default_query_resources(classes: Sequence[DemandClass], settings: PrometheusSettings) -> dict[str, list[str]]:
+    """Per resource (as kube-state-metrics names it), the classes whose default kube-state-metrics query counts
+    it; classes with a query of their own, and every class under ``demand_metrics: kueue``, are not checked."""
+    if settings.demand_metrics != "kube-state-metrics":
+        return {}
+    found: dict[str, list[str]] = {}
+    for demand_class in classes:
+        override = settings.classes.get(demand_class.name, ClassQuerySettings())
+        if override.query:
+            continue
+        resource = override.resource or KUEUE_RESOURCES[demand_class.family]
+        found.setdefault(ksm_resource(resource), []).append(demand_class.name)
+    return found
+
+
+def unknown_resources(
+    source: PrometheusSource,
+    classes: Sequence[DemandClass],
+    settings: PrometheusSettings,
+    at: datetime,
+    lookback: timedelta,
+) -> list[str]:
+    """One sentence per resource that the classes' default queries count and that kube-state-metrics never saw
+    within ``lookback`` before ``at``. Advisory: a check Prometheus cannot answer is logged and skipped."""
+    problems = []
+    for resource, users in default_query_resources(classes, settings).items():
+        try:
+            if source.instant(CHECK, seen_query(resource, lookback), at):
+                continue
+            offered = sorted({labels.get("resource", "") for labels, _ in source.instant(CHECK, OFFERED_NOW, at)})
+        except MetricsUnavailable as exc:
+            log.warning("could not check the resource %s of class(es) %s: %s", resource, ", ".join(users), exc.reason)
+            continue
+        closest = difflib.get_close_matches(resource, [r for r in offered if r], n=3, cutoff=0.5)
+        hint = (
+            f"the closest resources nodes offer now: {', '.join(closest)}"
+            if closest
+            else "no node offers a resource with a similar name now"
+        )
+        problems.append(
+            f"class(es) {', '.join(users)}: no node offered and no pod requested the resource {resource!r} (as "
+            f"kube-state-metrics names it) in the {_span(lookback)} before {at.isoformat()}, so "
+            f"their demand reads 0; {hint}. Check the class's `resource` under prometheus.classes (a typo?), "
+            "unless that resource has really not been used at all"
+        )
+    return problems
+
+
+def _span(lookback: timedelta) -> str:
+    hours = lookback.total_seconds() / 3600
+    return f"{hours / 24:g} days" if hours >= 24 else f"{hours:g} hours"
