@@ -1,6 +1,8 @@
 """Vendor errors translated into decisions, in one place: the only module that reads Google SDK exception types
 (the Kubernetes API's failures arrive already translated by ``kube.errors`` into ``models.errors``).
 
+    a rate limit or concurrent operations quota
+    (any status code)                          -> TransientActuatorError  retry on a later tick
     stockout or quota (any status code)        -> CapacityUnavailable     back off this pool, try the next one
     HTTP 429 (rate limit), 5xx, 409 conflict,
     an operation already running, connection   -> TransientActuatorError  retry on a later tick
@@ -9,6 +11,10 @@
 A message naming a stockout or an exhausted quota wins over the status code: GKE, Compute Engine and Cloud TPU
 report them as 400, 403, 429 or 503 depending on the call (``ZONE_RESOURCE_POOL_EXHAUSTED``, ``GCE_STOCKOUT``,
 ``QUOTA_EXCEEDED``, "Quota ... exhausted"), and a quota that ran out is back-off material, not a bad request.
+Too many requests, or too many operations at once, is neither: it wins over both, so that Compute Engine's 403
+"Rate Limit Exceeded" (whose reason, ``CONCURRENT_OPERATIONS_QUOTA_EXCEEDED``, names a quota) is retried instead
+of blocking the pool or sending its demand elsewhere. The reasons an error carries (``errors[].reason``, the
+``ErrorInfo`` detail) are read with its message.
 
 A stockout can also come after an accepted call, recorded instead of raised: on a managed instance's
 ``lastAttempt.errors`` or on a finished operation's error ("Not all instances running in IGM ...
@@ -38,7 +44,18 @@ _CAPACITY = re.compile(
 # rancher/gke-operator pull request 509 and cluster-api-provider-gcp issue 1363.
 _BUSY = re.compile(
     r"is currently operating on|already in progress|try again once it is done|running incompatible operation|"
-    r"CLUSTER_ALREADY_HAS_OPERATION",
+    r"CLUSTER_ALREADY_HAS_OPERATION|is currently being created, deleted, updated or repaired",
+    re.IGNORECASE,
+)
+
+# Too many requests or operations at once: Compute Engine answers 403 "Rate Limit Exceeded", reason
+# rateLimitExceeded, with ErrorInfo reason CONCURRENT_OPERATIONS_QUOTA_EXCEEDED when a project has too many
+# operations in flight (Compute Engine docs, "Concurrent operation quotas"); GKE answers 429 "Too many operations:
+# cluster "C" hits the concurrent operations quota 5, please try again later." (terraform-provider-google issue
+# 15205). GKE also refuses a change while the cluster itself is busy with "Cluster is currently being created,
+# deleted, updated or repaired and cannot be updated" (GKE docs, "Troubleshoot concurrent operations").
+_RATE_LIMITED = re.compile(
+    r"rate ?limit ?exceeded|CONCURRENT_OPERATIONS_QUOTA_EXCEEDED|too many operations|concurrent operations quota",
     re.IGNORECASE,
 )
 
@@ -60,6 +77,8 @@ def capacity_failure(errors: Iterable[tuple[str, str]]) -> str:
 
 def from_status(pool_id: str, code: int, message: str) -> ActuatorError:
     """The decision for an HTTP-style status code and message (also used for errors inside operations)."""
+    if _RATE_LIMITED.search(message):
+        return TransientActuatorError(pool_id, f"HTTP {code}: {message}")
     if is_capacity_message(message):
         return CapacityUnavailable(pool_id, message)
     if code == 429 or code >= 500 or code == 409 or _BUSY.search(message):
@@ -79,10 +98,19 @@ def from_google(pool_id: str, exc: Exception) -> ActuatorError:
     """A ``google.api_core`` exception (or a transport failure under it) as one of ours."""
     if isinstance(exc, google_exceptions.GoogleAPICallError):
         code = int(exc.code) if exc.code is not None else 500
-        return from_status(pool_id, code, exc.message or str(exc))
+        return from_status(pool_id, code, _with_reasons(exc.message or str(exc), exc))
     if isinstance(exc, google_exceptions.RetryError | google_exceptions.GoogleAPIError):
         return TransientActuatorError(pool_id, f"Google API unavailable: {exc}")
     return TransientActuatorError(pool_id, f"cannot reach the Google API: {exc}")
+
+
+def _with_reasons(message: str, exc: google_exceptions.GoogleAPICallError) -> str:
+    """The message, followed by the reasons the error carries that it does not already name (``errors[].reason``
+    of the JSON error body, and the ``ErrorInfo`` detail's reason)."""
+    reasons = [e.get("reason") for e in (exc.errors or []) if isinstance(e, dict)]
+    reasons.append(getattr(exc, "reason", None))
+    extra = [r for r in dict.fromkeys(reasons) if isinstance(r, str) and r and r not in message]
+    return f"{message} ({', '.join(extra)})" if extra else message
 
 
 def from_kubernetes(pool_id: str, exc: KubernetesApiError) -> ActuatorError:

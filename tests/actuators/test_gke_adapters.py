@@ -159,6 +159,45 @@ def test_vendor_errors_become_decisions(gke_api: FakeGkeApi, status: int, messag
         _node_pools(gke_api).resize("gpu", 2, "k")
 
 
+def test_compute_engine_concurrent_operations_quota_is_retried_not_a_quota_stockout(gke_api: FakeGkeApi) -> None:
+    """Compute Engine refuses an operation too many with 403 "Rate Limit Exceeded", reason rateLimitExceeded and
+    ErrorInfo reason CONCURRENT_OPERATIONS_QUOTA_EXCEEDED: neither a permission problem (the pool would be blocked)
+    nor an exhausted accelerator quota (its demand would move to a dearer pool), but a retry on a later tick."""
+    gke_api.add_pool("a100", nodes=3)
+    names = [i.name for i in gke_api.pools["a100"].migs[0].instances]
+    gke_api.fail_next(
+        1,
+        403,
+        "Rate Limit Exceeded",
+        path="/deleteInstances",
+        reason="rateLimitExceeded",
+        info="CONCURRENT_OPERATIONS_QUOTA_EXCEEDED",
+    )
+    actuator = _node_pools(gke_api)
+    with pytest.raises(TransientActuatorError, match=r"Rate Limit Exceeded .*CONCURRENT_OPERATIONS_QUOTA_EXCEEDED"):
+        actuator.delete_nodes("gpu", names[2:], "d1")
+    assert actuator.delete_nodes("gpu", names[2:], "d2").status is ActionStatus.STARTED
+
+
+def test_slices_beyond_the_clusters_concurrent_operations_quota_are_created_on_a_later_tick(
+    gke_api: FakeGkeApi,
+) -> None:
+    """Each slice is a node pool created by an operation of its own; GKE refuses one beyond the cluster's quota
+    of concurrent operations with 429 "Too many operations". The slices already asked for stay asked for, the rest
+    follow once operations have finished."""
+    gke_api.concurrent_operations_quota = 2
+    actuator = GkeTpuSliceActuator(google_clients(gke_api.url).gke, CLUSTER, [SLICES], CLOCK)
+    with pytest.raises(TransientActuatorError, match="Too many operations"):
+        actuator.resize("accel", 3, "up")
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units) == (0, 2)
+    assert sorted(gke_api.pools) == ["v5e-0", "v5e-1"]
+    gke_api.advance()  # the two creations finish
+    assert actuator.resize("accel", 3, "up again").status is ActionStatus.STARTED
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units) == (2, 3)
+
+
 def test_an_unreachable_api_is_transient(gke_api: FakeGkeApi) -> None:
     gke_api.add_pool("a100", nodes=1)
     actuator = _node_pools(gke_api)

@@ -47,6 +47,20 @@ ResourceExhausted: Callable[[str], google_exceptions.ResourceExhausted] = google
             ),
             TransientActuatorError,
         ),
+        (
+            FailedPrecondition(
+                "Cluster is currently being created, deleted, updated or repaired and cannot be updated"
+            ),
+            TransientActuatorError,
+        ),
+        # too many requests or operations at once: retried, never a blocked pool nor a stockout
+        (Forbidden("Rate Limit Exceeded"), TransientActuatorError),
+        (
+            TooManyRequests(
+                'Too many operations: cluster "ml" hits the concurrent operations quota 5, please try again.'
+            ),
+            TransientActuatorError,
+        ),
         (FailedPrecondition("Node pool autoscaling limits are invalid"), PermanentActuatorError),
         (BadRequest("ZONE_RESOURCE_POOL_EXHAUSTED in us-central1-a"), CapacityUnavailable),
         (Forbidden("QUOTA_EXCEEDED: NVIDIA_A100_GPUS"), CapacityUnavailable),

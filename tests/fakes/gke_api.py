@@ -27,6 +27,7 @@ them ("Not all instances running in IGM ...", the shape GKE reports, e.g. terraf
 ``restock()`` ends it: instances still being created come up on the next ``advance()`` (the group keeps retrying).
 ``upgrade_cluster()`` starts an operation on the cluster itself (as GKE's own upgrades do): until it finishes, every
 change to a node pool is refused with 400 FAILED_PRECONDITION "Cluster is running incompatible operation ...".
+With ``concurrent_operations_quota`` N, a change while N operations run is refused with 429 "Too many operations".
 
 Operations carry ``startTime`` and, once done, ``endTime`` at ``now`` (a test moves it); the cluster is regional, so
 a node pool created without ``locations`` gets the cluster's ``node_locations`` (``initialNodeCount`` in each).
@@ -98,8 +99,11 @@ class FakeGkeApi(GoogleJsonServer):
         location: str = "us-central1",
         cluster: str = "ml",
         node_locations: tuple[str, ...] = ("us-central1-a", "us-central1-b", "us-central1-c"),
+        concurrent_operations_quota: int | None = None,
     ) -> None:
         super().__init__()
+        # Operations the cluster may run at once (None: no limit); one more is refused with 429 (see _check_quota).
+        self.concurrent_operations_quota = concurrent_operations_quota
         self.project, self.location, self.cluster = project, location, cluster
         self.node_locations = node_locations  # the cluster's default zones for its node pools
         self.now = datetime(2024, 5, 1, tzinfo=UTC)  # when operations start and end; tests move it
@@ -211,6 +215,7 @@ class FakeGkeApi(GoogleJsonServer):
         if path == pools_path and method == "GET":
             return {"nodePools": [self._pool_json(p) for p in self.pools.values()]}
         if path == pools_path and method == "POST":
+            self._check_quota()
             return self._create_pool(body["nodePool"])
         if m := re.fullmatch(re.escape(pools_path) + r"/([^/:]+)(?::(\w+))?", path):
             return self._pool_call(method, self._find_pool(m[1]), m[2] or "", body)
@@ -220,6 +225,7 @@ class FakeGkeApi(GoogleJsonServer):
         if method == "GET" and not verb:
             return self._pool_json(pool)
         self._check_not_busy(pool)
+        self._check_quota()
         if method == "DELETE" and not verb:
             pool.status = "STOPPING"
             return self._start("DELETE_NODE_POOL", pool)
@@ -274,6 +280,18 @@ class FakeGkeApi(GoogleJsonServer):
                     "Please wait and try again once it is done.",
                     "FAILED_PRECONDITION",
                 )
+
+    def _check_quota(self) -> None:
+        """With a concurrent operations quota, a change that would start one operation too many is refused, in the
+        words GKE uses (terraform-provider-google issue 15205)."""
+        running = sum(1 for op in self.operations.values() if op.status == "RUNNING")
+        quota = self.concurrent_operations_quota
+        if quota is not None and running >= quota:
+            raise GoogleApiError(
+                429,
+                f'Too many operations: cluster "{self.cluster}" hits the concurrent operations quota {quota}, '
+                "please try again later.",
+            )
 
     def _resize(self, pool: NodePool, nodes: int) -> None:
         """Seeding and GKE's own autoscaler: ``nodes`` in total, spread over the zones (first zones get more)."""

@@ -20,17 +20,24 @@ _STATUS |= {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
 
 class GoogleApiError(Exception):
     """An error as Google's REST APIs send it: ``{"error": {"code", "message", "status"}}``; Compute Engine's also
-    carry ``errors: [{"domain", "reason", "message"}]`` (``reason`` given)."""
+    carry ``errors: [{"domain", "reason", "message"}]`` (``reason`` given), and an error may carry a
+    ``google.rpc.ErrorInfo`` in ``details`` (``info`` given: its reason), as Compute Engine's concurrent operation
+    quota error does (Compute Engine docs, "Concurrent operation quotas")."""
 
-    def __init__(self, code: int, message: str, status: str | None = None, reason: str | None = None) -> None:
+    def __init__(
+        self, code: int, message: str, status: str | None = None, reason: str | None = None, info: str | None = None
+    ) -> None:
         super().__init__(message)
         self.code, self.message, self.status = code, message, status or _STATUS.get(code, "UNKNOWN")
-        self.reason = reason
+        self.reason, self.info = reason, info
 
     def body(self) -> Obj:
         error: Obj = {"code": self.code, "message": self.message, "status": self.status}
         if self.reason is not None:
             error["errors"] = [{"domain": "global", "reason": self.reason, "message": self.message}]
+        if self.info is not None:
+            detail = {"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": self.info}
+            error["details"] = [detail | {"domain": "compute.googleapis.com"}]
         return {"error": error}
 
 
@@ -40,12 +47,21 @@ class GoogleJsonServer(LocalJsonServer):
     def __init__(self) -> None:
         super().__init__()
         self.requests: list[tuple[str, str]] = []  # (method, path without query)
-        self._faults: list[list[Any]] = []  # [remaining, status, message, path fragment]
+        self._faults: list[list[Any]] = []  # [remaining, path fragment, the error]
 
-    def fail_next(self, count: int = 1, status: int = 500, message: str = "injected fault", path: str = "") -> None:
-        """The next ``count`` requests whose path contains ``path`` answer ``status`` with ``message``."""
+    def fail_next(
+        self,
+        count: int = 1,
+        status: int = 500,
+        message: str = "injected fault",
+        path: str = "",
+        reason: str | None = None,
+        info: str | None = None,
+    ) -> None:
+        """The next ``count`` requests whose path contains ``path`` answer ``status`` with ``message`` (and the
+        ``errors[].reason`` and ``ErrorInfo`` reason given)."""
         with self._lock:
-            self._faults.append([count, status, message, path])
+            self._faults.append([count, path, GoogleApiError(status, message, reason=reason, info=info)])
 
     def calls(self, method: str, fragment: str = "") -> int:
         with self._lock:
@@ -58,9 +74,9 @@ class GoogleJsonServer(LocalJsonServer):
             self.requests.append((method, parts.path))
             try:
                 for fault in self._faults:
-                    if fault[0] > 0 and fault[3] in parts.path:
+                    if fault[0] > 0 and fault[1] in parts.path:
                         fault[0] -= 1
-                        raise GoogleApiError(fault[1], fault[2])
+                        raise fault[2]
                 return 200, self.route(method, parts.path, query, json.loads(body) if body else {})
             except GoogleApiError as exc:
                 return exc.code, exc.body()
