@@ -24,6 +24,9 @@ With ``--forecast-level``, the forecast policy is run at that service level and 
 split by how long before each step the oracle's units last fell: within an hour (releases that lag), one to three
 hours, or longer (capacity held through steady demand: the policy's standby).
 
+The jump rate by how long the need has been unchanged is printed too: where it falls with the stretch's length, a
+policy that holds standby early in flat stretches catches more jumps per standby hour than the floor assumes.
+
     .venv/bin/python -m bench.bench_surprise_floor [--config FILE] [--trace CSV] [--flat 1h,2h,4h]
         [--forecast-level 0.98]
 """
@@ -82,6 +85,28 @@ def flat_steps_before(required: np.ndarray, observed: np.ndarray, flat: int) -> 
         span = required[t - flat : t + 1]
         out[t] = bool(observed[t - flat : t + 1].all() and (span == span[0]).all())
     return out
+
+
+def jump_rates(
+    pools: Iterable[PoolDemand], observed: np.ndarray, bounds: Sequence[int]
+) -> list[tuple[int, int, int, int]]:
+    """How often the need jumps after a stretch of unchanged need, by how long it has been unchanged: per span
+    [``bounds[i]``, ``bounds[i + 1]``) of steps unchanged so far (the last span open-ended), the flat steps seen in it
+    and the jumps at their next step. A jump rate that falls with the stretch's length is what the floor above
+    ignores: there, a jump is as likely at any moment of a flat stretch."""
+    edges = [*bounds, np.iinfo(np.int64).max]
+    steps, jumps = np.zeros(len(bounds), dtype=int), np.zeros(len(bounds), dtype=int)
+    seen = observed.astype(bool)
+    for series in pools:
+        need = series.required
+        run = 0
+        for t in range(1, len(need) - 1):
+            run = run + 1 if seen[t] and seen[t - 1] and need[t] == need[t - 1] else 0
+            span = next((i for i in range(len(bounds)) if edges[i] <= run < edges[i + 1]), None)
+            if span is not None and seen[t]:
+                steps[span] += 1
+                jumps[span] += int(seen[t + 1] and need[t + 1] > need[t])
+    return [(edges[i], edges[i + 1], int(steps[i]), int(jumps[i])) for i in range(len(bounds))]
 
 
 def surprises(required: np.ndarray, flat_mask: np.ndarray) -> np.ndarray:
@@ -283,6 +308,13 @@ def main() -> None:
                 f"unserved there at {cost:.3f}x that half's oracle; the floor at that unserved: "
                 + (f"{floor:.3f}x" if floor is not None else "not reached")
             )
+    minutes = step.total_seconds() / 60
+    bounds = [round(m / minutes) for m in (30, 60, 120, 240, 480)]
+    rates = []
+    for low, high, seen, jumped in jump_rates(pools.values(), observed, bounds):
+        span = f"{low * minutes:.0f}-{high * minutes:.0f} min" if high < np.iinfo(np.int64).max else "longer"
+        rates.append(f"{span} {1000 * jumped / max(seen, 1):.1f} ({jumped} of {seen:,})")
+    print("  jumps per 1,000 steps of unchanged need, by how long it has been unchanged: " + "; ".join(rates))
     if args.forecast_level is not None:
         _split_excess(args.config, args.trace, args.forecast_level)
     print(f"({time.perf_counter() - started:.0f} s; peak RSS of this process: {peak_rss_mib():.0f} MiB)")

@@ -15,6 +15,7 @@ from bench.bench_surprise_floor import (
     blind_run,
     excess_by_time_since_fall,
     flat_steps_before,
+    jump_rates,
     learned_standby,
     perfect_foresight,
     pool_demands,
@@ -45,6 +46,16 @@ def test_a_jump_after_a_flat_stretch_is_a_surprise_and_one_after_a_gap_is_not() 
     assert surprises(required, flat).tolist() == [3]
     observed[2] = 0.0  # a gap inside the stretch: nothing says the need was unchanged
     assert surprises(required, flat_steps_before(required, observed, 2)).tolist() == []
+
+
+def test_jumps_are_counted_by_how_long_the_need_had_been_unchanged() -> None:
+    series = _trace([10, 10, 10, 20, 20, 20, 20, 20, 30])  # need 1, 1, 1, 2, 2, 2, 2, 2, 3
+    observed = np.ones(9)
+    longer = np.iinfo(np.int64).max
+    # unchanged for 1-2 steps: 4 such steps, one followed by a jump; for 3 or more: 2 steps, one jump
+    assert jump_rates([series], observed, [1, 3]) == [(1, 3, 4, 1), (3, longer, 2, 1)]
+    observed[5] = 0.0  # a gap: the stretch starts again after it, and the last jump comes after 1 step
+    assert jump_rates([series], observed, [1, 3]) == [(1, 3, 4, 2), (3, longer, 0, 0)]
 
 
 def test_a_blind_schedule_is_late_by_a_lead_time_unless_standby_was_held() -> None:
