@@ -75,8 +75,4 @@ def serves(own: Mapping[str, np.ndarray], model: str, chosen: str, k: int, toler
         return False
     if b is None or not np.isfinite(b[:, k]).all():
         return True
-    import os
-
-    if os.environ.get("NOVETO"):
-        return True
     return float(a[:, k].sum()) <= float(b[:, k].sum()) * (1.0 + tolerance)
