@@ -26,6 +26,9 @@ hours, or longer (capacity held through steady demand: the policy's standby).
 
 The jump rate by how long the need has been unchanged is printed too: where it falls with the stretch's length, a
 policy that holds standby early in flat stretches catches more jumps per standby hour than the floor assumes.
+Beside each floor, the same schedules with standby chosen per pool and per span of time unchanged (``flat`` to
+twice it, twice to four times, ..., sixteen times or longer): what knowing how long the need has stood still is
+worth.
 
     .venv/bin/python -m bench.bench_surprise_floor [--config FILE] [--trace CSV] [--flat 1h,2h,4h]
         [--forecast-level 0.98]
@@ -39,6 +42,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 
 import numpy as np
@@ -148,6 +152,65 @@ def blind_curve(series: PoolDemand, flat: int, step: timedelta, observed: np.nda
     for standby in range(min(jump, series.max_units) + 1):
         cost[float(standby)], unserved[float(standby)] = blind_run(series, flat_mask, events, standby, step, observed)
     return ClassCurve(cost, unserved), len(events), unserved[0.0]
+
+
+def unchanged_for(required: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Per step, for how many steps before it the need has been unchanged and observed (0 at a change or a gap):
+    a step is in a flat stretch of ``flat`` steps (``flat_steps_before``) exactly when this is at least ``flat``."""
+    runs = np.zeros(len(required), dtype=int)
+    for t in range(1, len(required)):
+        same = observed[t] and observed[t - 1] and required[t] == required[t - 1]
+        runs[t] = runs[t - 1] + 1 if same else 0
+    return runs
+
+
+def duration_curves(
+    series: PoolDemand, flat: int, step: timedelta, observed: np.ndarray, bounds: Sequence[int]
+) -> tuple[float, dict[int, ClassCurve]]:
+    """The floor's curves when standby may depend on how long the need has been unchanged: the blind cost with no
+    standby, and per span [``bounds[i]``, ``bounds[i + 1]``) of steps unchanged (the last open-ended; the first
+    should be ``flat``), what standby held through that span's flat steps only adds to the cost and the unserved
+    chip-hours of the jumps that come in it. Spans add up: a jump is met by the standby of the span it comes in."""
+    flat_mask = flat_steps_before(series.required, observed, flat)
+    events = surprises(series.required, flat_mask)
+    runs = unchanged_for(series.required, observed)
+    base, _ = blind_run(series, flat_mask, events, 0, step, observed)
+    edges = [*bounds, len(runs) + 1]
+    curves: dict[int, ClassCurve] = {}
+    for low, high in pairwise(edges):
+        in_span = flat_mask & (runs >= low) & (runs < high)
+        caught = events[in_span[events]]
+        if not len(caught):
+            continue
+        jump = int(max(series.required[t + 1 : t + 1 + series.lead_steps].max() - series.required[t] for t in caught))
+        cost, unserved = {}, {}
+        for standby in range(min(jump, series.max_units) + 1):
+            spent, short = blind_run(series, in_span, caught, standby, step, observed)
+            cost[float(standby)], unserved[float(standby)] = spent, short
+        curves[low] = ClassCurve({k: v - cost[0.0] for k, v in cost.items()}, unserved)
+    return base, curves
+
+
+def duration_floor(
+    pools: Mapping[str, PoolDemand],
+    flat: int,
+    step: timedelta,
+    observed: np.ndarray,
+    bounds: Sequence[int],
+    demanded: float,
+    target: float,
+) -> float | None:
+    """The cheapest cost at ``target`` unserved of a schedule that foresees all but the jumps after ``flat`` steps
+    of unchanged need, with standby chosen per pool and per span of time unchanged (None: not reached)."""
+    base, curves = 0.0, dict[str, ClassCurve]()
+    for name, series in pools.items():
+        blind, spans = duration_curves(series, flat, step, observed, bounds)
+        base += blind
+        curves |= {f"{name}@{low}": curve for low, curve in spans.items()}
+    if not curves:
+        return None
+    found = blind_floor(curves, demanded, target)
+    return None if found is None else base + found
 
 
 def perfect_foresight(
@@ -299,6 +362,12 @@ def main() -> None:
         print(
             f"  blind to jumps after {text.strip()} of unchanged need ({events} jumps, {unseen:,.0f} chip-hours a lead"
             f" time late without standby, {unseen / demanded:.3%} of demand): {floors}"
+        )
+        doubling = [flat * 2**i for i in range(5)]  # unchanged for 1, 2, 4, 8, 16 times the stretch, or longer
+        aware = duration_floor(pools, flat, step, observed, doubling, demanded, TARGETS[-1])
+        print(
+            f"    with standby by how long the need has been unchanged ({flat}, {2 * flat}, {4 * flat}, ... steps): "
+            f"{TARGETS[-1]:.1%} unserved {_ratio(aware, oracle)}"
         )
         kept = learned_standby(pools, observed, step, flat, TARGETS[-1])
         if kept is not None:

@@ -13,6 +13,7 @@ from bench.bench_surprise_floor import (
     PoolDemand,
     blind_curve,
     blind_run,
+    duration_curves,
     excess_by_time_since_fall,
     flat_steps_before,
     jump_rates,
@@ -20,6 +21,7 @@ from bench.bench_surprise_floor import (
     perfect_foresight,
     pool_demands,
     surprises,
+    unchanged_for,
     unit_layers,
 )
 
@@ -56,6 +58,23 @@ def test_jumps_are_counted_by_how_long_the_need_had_been_unchanged() -> None:
     assert jump_rates([series], observed, [1, 3]) == [(1, 3, 4, 1), (3, longer, 2, 1)]
     observed[5] = 0.0  # a gap: the stretch starts again after it, and the last jump comes after 1 step
     assert jump_rates([series], observed, [1, 3]) == [(1, 3, 4, 2), (3, longer, 0, 0)]
+
+
+def test_standby_by_time_unchanged_is_held_only_where_the_jumps_come() -> None:
+    # need 1 for 4 steps, a jump to 2 after 3 unchanged steps, 2 for 8 steps, then 1 for 8 steps
+    series = _trace([10.0] * 4 + [20.0] * 8 + [10.0] * 8, lead_steps=2)
+    observed = np.ones(20)
+    assert unchanged_for(series.required, observed).tolist() == [0, 1, 2, 3, *range(8), *range(8)]
+    flat_mask = flat_steps_before(series.required, observed, 2)
+    events = surprises(series.required, flat_mask)
+    assert events.tolist() == [3]
+    base, curves = duration_curves(series, 2, STEP, observed, [2, 4])
+    assert base == blind_run(series, flat_mask, events, 0, STEP, observed)[0]
+    assert set(curves) == {2}  # unchanged 4 steps or longer: no jump ever came, so no standby is offered there
+    (span,) = curves.values()
+    assert span.unserved[0.0] > 0.0 and span.unserved[1.0] == 0.0
+    uniform = blind_run(series, flat_mask, events, 1, STEP, observed)[0] - base  # standby through every flat step
+    assert 0.0 < span.cost[1.0] < uniform
 
 
 def test_a_blind_schedule_is_late_by_a_lead_time_unless_standby_was_held() -> None:
