@@ -69,7 +69,7 @@ class CloudTpuQueuedResourceActuator:
         )
         if change.is_empty:
             return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
-        detail = f"target {to_units} queued resources (create {list(change.create)}, delete {list(change.delete)})"
+        detail = f"target {to_units} queued resources: {change.describe()}"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 

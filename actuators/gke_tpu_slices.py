@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actuators.idempotency import KeyedResults
-from actuators.unit_groups import GroupChange, Unit, UnitPhase, group_state, members, resize_group
+from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
 from actuators.vendor_errors import (
     GOOGLE_ERRORS,
     call_google,
@@ -72,8 +72,8 @@ class GkeTpuSliceActuator:
         )
         if change.is_empty:
             return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
-        log.info("pool %s: slices %s -> %s: %s (key %s)", pool_id, target, to_units, _describe(change), key)
-        detail = f"target {to_units} slices: {_describe(change)}"
+        log.info("pool %s: slices %s -> %s: %s (key %s)", pool_id, target, to_units, change.describe(), key)
+        detail = f"target {to_units} slices: {change.describe()}"
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
     # -- internals -----------------------------------------------------------------------------------------
@@ -122,12 +122,3 @@ class GkeTpuSliceActuator:
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
-
-
-def _describe(change: GroupChange) -> str:
-    parts = []
-    if change.create:
-        parts.append("create " + ", ".join(change.create))
-    if change.delete:
-        parts.append("delete " + ", ".join(change.delete))
-    return "; ".join(parts)

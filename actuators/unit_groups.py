@@ -16,7 +16,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from actuators.vendor_errors import is_capacity_message
-from models import CapacityUnavailable, PoolState
+from models import CapacityUnavailable, PoolState, TransientActuatorError
 
 
 class UnitPhase(StrEnum):
@@ -38,10 +38,17 @@ class Unit:
 class GroupChange:
     create: tuple[str, ...]
     delete: tuple[str, ...]
+    deferred: str = ""  # why the creates after the last of ``create`` were not asked for (left to a later resize)
 
     @property
     def is_empty(self) -> bool:
         return not self.create and not self.delete
+
+    def describe(self) -> str:
+        """What was asked for, e.g. "create v5e-2, v5e-3; delete v5e-0", and what was left, if anything."""
+        verbs = (("create", self.create), ("delete", self.delete))
+        text = "; ".join(f"{verb} {', '.join(names)}" for verb, names in verbs if names)
+        return f"{text}; the rest on a later resize ({self.deferred})" if self.deferred else text
 
 
 def unit_name(group: str, index: int) -> str:
@@ -98,7 +105,13 @@ def resize_group(
 ) -> tuple[int, GroupChange]:
     """Carry out ``change_for``: delete first (failed units always), then refuse a scale-up with CapacityUnavailable
     if a unit failed for capacity (the provider has none now), else create. Returns the target before and the
-    change (empty when already at target). ``unit_of_group`` names a unit for the error ("a slice of group")."""
+    change carried out (empty when already at target). ``unit_of_group`` names a unit for the error ("a slice of
+    group").
+
+    Each unit is its own call, and the provider may refuse one of them for a while (a rate limit, a cluster's quota
+    of concurrent operations: a transient error) after others went through. Those stay asked for: the change
+    returned is what was done, with the refusal in ``deferred``, and a later resize asks for the rest. A transient
+    refusal before anything changed is raised, as any error is."""
     _, target, _ = counted(units)
     change = change_for(group, units, to_units)
     stockouts = [u.message for u in units if u.phase is UnitPhase.FAILED and is_capacity_message(u.message)]
@@ -106,6 +119,13 @@ def resize_group(
         delete(name)
     if to_units > target and stockouts:
         raise CapacityUnavailable(pool_id, f"{unit_of_group} {group!r} failed: {stockouts[0]}")
+    created: list[str] = []
     for name in change.create:
-        create(name)
+        try:
+            create(name)
+        except TransientActuatorError as exc:
+            if not created and not change.delete:
+                raise
+            return target, GroupChange(tuple(created), change.delete, deferred=str(exc))
+        created.append(name)
     return target, change

@@ -183,17 +183,21 @@ def test_slices_beyond_the_clusters_concurrent_operations_quota_are_created_on_a
     gke_api: FakeGkeApi,
 ) -> None:
     """Each slice is a node pool created by an operation of its own; GKE refuses one beyond the cluster's quota
-    of concurrent operations with 429 "Too many operations". The slices already asked for stay asked for, the rest
-    follow once operations have finished."""
+    of concurrent operations with 429 "Too many operations". The slices already asked for stay asked for and the
+    resize says it started them (so the planner counts the change), the rest follow once operations finish."""
     gke_api.concurrent_operations_quota = 2
     actuator = GkeTpuSliceActuator(google_clients(gke_api.url).gke, CLUSTER, [SLICES], CLOCK)
-    with pytest.raises(TransientActuatorError, match="Too many operations"):
-        actuator.resize("accel", 3, "up")
+    first = actuator.resize("accel", 3, "up")
+    assert first.status is ActionStatus.STARTED
+    assert first.detail.startswith("target 3 slices: create v5e-0, v5e-1; the rest on a later resize (")
+    assert "Too many operations" in first.detail
     (state,) = actuator.list_pools()
     assert (state.ready_units, state.target_units) == (0, 2)
     assert sorted(gke_api.pools) == ["v5e-0", "v5e-1"]
+    with pytest.raises(TransientActuatorError, match="Too many operations"):  # nothing can start yet
+        actuator.resize("accel", 3, "again")
     gke_api.advance()  # the two creations finish
-    assert actuator.resize("accel", 3, "up again").status is ActionStatus.STARTED
+    assert actuator.resize("accel", 3, "up again").detail == "target 3 slices: create v5e-2"
     (state,) = actuator.list_pools()
     assert (state.ready_units, state.target_units) == (2, 3)
 
