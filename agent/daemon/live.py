@@ -25,6 +25,7 @@ from agent.ledger.factory import open_daemon_ledger
 from agent.notify import Notifier
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
+from agent.sources.resource_check import unknown_resources
 from config.schema import Settings
 from kube import ApiClient, KubernetesApi
 from models.clock import Clock
@@ -41,10 +42,16 @@ def live_parts(
     check_live_settings(settings, source)
     prometheus = settings.prometheus
     assert prometheus is not None  # checked above
-    queries = demand_queries(settings.demand_class_models(), prometheus)
+    classes = settings.demand_class_models()
+    demand = PrometheusSource.from_settings(prometheus, demand_queries(classes, prometheus))
     ledger = open_daemon_ledger(settings.ledger)
+
+    def resources() -> list[str]:  # a misspelled accelerator resource would read as no demand
+        own = PrometheusSource.from_settings(prometheus, {})  # its own session: it runs beside the first tick
+        return unknown_resources(own, classes, prometheus, clock.now(), settings.forecast.history)
+
     parts = DaemonParts(
-        source=PrometheusSource.from_settings(prometheus, queries),
+        source=demand,
         actuator=RoutingActuator({}),  # on-prem pools only: nothing to change
         ledger=ledger,
         notifier=notifier,
@@ -53,6 +60,7 @@ def live_parts(
         registry=registry,
         shadow_store=shadow_store(settings.ledger, ledger, settings.pool_specs()),
         shadow_reports=Path(settings.ledger.path).parent if settings.ledger.backend == "sqlite" else None,
+        checks=[resources],
     )
     aws_routes: dict[str, Actuator] = {}
     if settings.aws is not None:

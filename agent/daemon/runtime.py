@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import FrameType
@@ -58,10 +59,18 @@ class Schedule:
 
 
 class DaemonRuntime:
-    def __init__(self, daemon: Daemon, schedule: Schedule, endpoints: EndpointServer) -> None:
+    def __init__(
+        self,
+        daemon: Daemon,
+        schedule: Schedule,
+        endpoints: EndpointServer,
+        checks: Sequence[Callable[[], Sequence[str]]] = (),
+    ) -> None:
+        """``checks`` are advisory: each runs once, off the start, and what it returns is logged as warnings."""
         self._daemon = daemon
         self._schedule = schedule
         self._endpoints = endpoints
+        self._checks = tuple(checks)
         self._stop_requested = threading.Event()
         self._scheduler = BackgroundScheduler(
             timezone=UTC,
@@ -111,6 +120,8 @@ class DaemonRuntime:
             id="daily-report",
             misfire_grace_time=3600,
         )
+        if self._checks:
+            self._scheduler.add_job(self._run_checks, "date", run_date=now, id="checks", misfire_grace_time=None)
         self._scheduler.start()
         log.info(
             "daemon started: %s, mode %s, tick every %ss",
@@ -118,6 +129,16 @@ class DaemonRuntime:
             self._daemon.mode,
             s.tick_interval.total_seconds(),
         )
+
+    def _run_checks(self) -> None:
+        for check in self._checks:
+            try:
+                found = check()
+            except Exception:  # advisory: a check that fails is logged, never fatal
+                log.exception("start-up check failed")
+                continue
+            for warning in found:
+                log.warning("configuration check: %s", warning)
 
     def request_stop(self, signum: int | None = None, frame: FrameType | None = None) -> None:
         if signum is not None:

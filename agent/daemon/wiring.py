@@ -13,7 +13,7 @@ given store or in process memory.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -69,6 +69,9 @@ class DaemonParts:
     # Where a dry-run daemon keeps its shadow account (``agent.daemon.shadow_book``); ``None``: in process memory.
     shadow_store: ShadowStore | None = None
     shadow_reports: Path | None = None  # the directory its daily report file goes to; ``None``: none written
+    # Advisory checks of the configuration against what the cluster reports, each run once at start; what they
+    # return is logged as warnings (``agent.sources.resource_check`` for a live daemon).
+    checks: Sequence[Callable[[], Sequence[str]]] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +174,7 @@ def assemble(
         misfire_grace=daemon_settings.misfire_grace,
         daily_report_at=daemon_settings.daily_report_at,
     )
-    runtime = DaemonRuntime(daemon, schedule, endpoints)
+    runtime = DaemonRuntime(daemon, schedule, endpoints, parts.checks)
     return AssembledDaemon(runtime, daemon, elector, metrics, health, endpoints, loop, shadow)
 
 

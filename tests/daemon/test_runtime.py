@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -59,7 +60,9 @@ class ReleasingElector(SoleReplicaElector):
         return True
 
 
-def _runtime(loop: SlowLoop, tick: float) -> tuple[DaemonRuntime, ReleasingElector, DaemonMetrics]:
+def _runtime(
+    loop: SlowLoop, tick: float, checks: Sequence[Callable[[], Sequence[str]]] = ()
+) -> tuple[DaemonRuntime, ReleasingElector, DaemonMetrics]:
     clock = SystemClock()
     elector = ReleasingElector()
     metrics = DaemonMetrics()
@@ -81,7 +84,8 @@ def _runtime(loop: SlowLoop, tick: float) -> tuple[DaemonRuntime, ReleasingElect
         misfire_grace=timedelta(seconds=1),
         daily_report_at="08:00",
     )
-    return DaemonRuntime(daemon, schedule, EndpointServer("127.0.0.1", 0, health, metrics, clock)), elector, metrics
+    endpoints = EndpointServer("127.0.0.1", 0, health, metrics, clock)
+    return DaemonRuntime(daemon, schedule, endpoints, checks), elector, metrics
 
 
 def test_ticks_run_on_schedule_one_at_a_time() -> None:
@@ -125,3 +129,29 @@ def test_stop_lets_the_tick_in_progress_finish_then_hands_over() -> None:
     assert len(loop.started) == 1
     assert loop.finished == loop.started  # nothing half-done
     assert elector.released == 1
+
+
+def test_start_up_checks_run_once_beside_the_ticks_and_their_findings_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    calls: list[str] = []
+
+    def finds() -> list[str]:
+        calls.append("finds")
+        return ["class team-a: no node offered the resource 'nvidia_com_gpus'"]
+
+    def breaks() -> list[str]:
+        calls.append("breaks")
+        raise RuntimeError("Prometheus went away")
+
+    loop = SlowLoop(seconds=0.05)
+    runtime, _, _ = _runtime(loop, tick=0.1, checks=[breaks, finds])
+    with caplog.at_level(logging.WARNING):
+        runtime.start()
+        runtime.wait(0.8)
+        runtime.stop()
+    assert calls == ["breaks", "finds"]  # once each, the failing one no obstacle to the next
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert "configuration check: class team-a: no node offered the resource 'nvidia_com_gpus'" in warnings
+    assert any("start-up check failed" in r.getMessage() for r in caplog.records if r.levelno == logging.ERROR)
+    assert len(loop.finished) >= 3  # the ticks went on

@@ -4,6 +4,7 @@ refusal, with exit code 2, of a configuration without the sections a live daemon
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -47,6 +48,18 @@ def _tick(rig: Rig, assembled: AssembledDaemon, after: timedelta = MINUTE) -> No
 
 def _sample(assembled: AssembledDaemon, name: str, **labels: str) -> float | None:
     return assembled.metrics.registry.get_sample_value(name, labels)
+
+
+def test_a_live_daemon_checks_the_resources_its_queries_count_and_logs_what_it_cannot_check(
+    rig: Rig, kube_client: k8s.ApiClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    settings = rig.settings(election=True, mode="dry-run")
+    parts = live_parts(settings, "e2e config", rig.clock, RecordingNotifier(), kube_client, CollectorRegistry())
+    (check,) = parts.checks
+    with caplog.at_level(logging.WARNING):
+        assert list(check()) == []  # this Prometheus serves range queries only: the check cannot run
+    (record,) = [r for r in caplog.records if "could not check the resource" in r.getMessage()]
+    assert CLASS in record.getMessage()
 
 
 def test_enforce_mode_scales_up_then_drains_the_idle_nodes_away(rig: Rig, kube_client: k8s.ApiClient) -> None:
