@@ -3,10 +3,9 @@
 A resource name spelled wrong (``nvidia.com/gpus``) matches no pod, and the default kube-state-metrics query reads
 that as no demand: a 0 the query itself cannot refuse, since a cluster at rest has no pod asking for the right
 name either, and a cloud pool at zero nodes has no node offering it. So ``leadtime recommend``, and the daemon
-once at start, look further back:
-a resource that no node offered (``kube_node_status_capacity``) and no pod requested
-(``kube_pod_container_resource_requests``) over the whole history the forecaster reads is most likely a typo, and
-the report says so, with the resources nodes offer now that come closest. Both metrics are STABLE in
+once at start, look further back: a resource that no node offered (``kube_node_status_capacity``) and no pod
+requested (``kube_pod_container_resource_requests``) over the whole history the forecaster reads is most likely a
+typo, and they say so, with the resources nodes offer now that come closest. Both metrics are STABLE in
 kube-state-metrics (docs/metrics/cluster/node-metrics.md, docs/metrics/workload/pod-metrics.md) and carry the
 resource name sanitized (``nvidia_com_gpu``), as ``ksm_resource`` writes it.
 """
