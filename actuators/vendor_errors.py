@@ -53,9 +53,12 @@ _BUSY = re.compile(
 # operations in flight (Compute Engine docs, "Concurrent operation quotas"); GKE answers 429 "Too many operations:
 # cluster "C" hits the concurrent operations quota 5, please try again later." (terraform-provider-google issue
 # 15205). GKE also refuses a change while the cluster itself is busy with "Cluster is currently being created,
-# deleted, updated or repaired and cannot be updated" (GKE docs, "Troubleshoot concurrent operations").
+# deleted, updated or repaired and cannot be updated" (GKE docs, "Troubleshoot concurrent operations"). A quota on
+# API requests is a rate limit too, not an exhausted accelerator quota: "Quota exceeded for quota metric '...' and
+# limit '... per minute ...'", ErrorInfo reason RATE_LIMIT_EXCEEDED (Google API errors, "ErrorInfo").
 _RATE_LIMITED = re.compile(
-    r"rate ?limit ?exceeded|CONCURRENT_OPERATIONS_QUOTA_EXCEEDED|too many operations|concurrent operations quota",
+    r"rate[ _]?limit[ _]?exceeded|CONCURRENT_OPERATIONS_QUOTA_EXCEEDED|too many operations|"
+    r"concurrent operations quota|limit '[^']*per (?:minute|second|100 seconds|day)",
     re.IGNORECASE,
 )
 

@@ -150,6 +150,12 @@ def test_a_late_stockout_under_move_bounds_moves_the_bounds_to_what_exists(gke_a
         (400, "Invalid argument: nodeCount", PermanentActuatorError),
         (403, "Insufficient regional quota to satisfy request: QUOTA_EXCEEDED", CapacityUnavailable),
         (429, "Quota 'TPUS' exhausted", CapacityUnavailable),
+        # a quota on API requests is a rate limit, not an exhausted accelerator quota
+        (
+            429,
+            "Quota exceeded for quota metric 'Mutate requests' and limit 'Mutate requests per minute'",
+            TransientActuatorError,
+        ),
     ],
 )
 def test_vendor_errors_become_decisions(gke_api: FakeGkeApi, status: int, message: str, error: type[Exception]) -> None:

@@ -57,6 +57,13 @@ ResourceExhausted: Callable[[str], google_exceptions.ResourceExhausted] = google
         (Forbidden("Rate Limit Exceeded"), TransientActuatorError),
         (
             TooManyRequests(
+                "Quota exceeded for quota metric 'Read requests' and limit 'Read requests per minute' of service "
+                "'container.googleapis.com' for consumer 'project_number:123'."
+            ),
+            TransientActuatorError,
+        ),
+        (
+            TooManyRequests(
                 'Too many operations: cluster "ml" hits the concurrent operations quota 5, please try again.'
             ),
             TransientActuatorError,
