@@ -125,16 +125,17 @@ def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
 
 
 def test_a_resource_kube_state_metrics_never_saw_is_named_with_the_closest_one(
-    prometheus: PrometheusServer, tmp_path: Path
+    prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = _config(tmp_path, prometheus)
     raw = yaml.safe_load(config.read_text(encoding="utf-8"))
     raw["prometheus"]["classes"] = {"earth/vcMod": {"resource": "nvidia.com/gpus"}}  # one letter too many
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
-    settings = load_settings(config)
-    read_side = SimulatedCluster(settings.pool_specs(), SimulatedClock(AT), initial_units={"a100-on-demand": 30})
-    document = recommend(settings, str(config), tmp_path / "out", AT, read_side, pool_state_source="test")
+    out = tmp_path / "out"
+    assert main(["recommend", "--config", str(config), "--out", str(out), "--at", AT.isoformat()]) == 0
+    document = json.loads((out / "recommendation.json").read_text())
     (warning,) = document["warnings"]
+    assert f"warning: {warning}" in capsys.readouterr().err
     assert warning.startswith("class(es) earth/vcMod: no node offered and no pod requested the resource")
     assert "'nvidia_com_gpus'" in warning
     assert "the closest resources nodes offer now: nvidia_com_gpu" in warning
