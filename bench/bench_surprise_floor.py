@@ -82,13 +82,19 @@ def oracle_cost(pools: Iterable[PoolDemand], observed: np.ndarray, step: timedel
     )
 
 
+def unchanged_for(required: np.ndarray, observed: np.ndarray) -> np.ndarray:
+    """Per step, for how many steps before it the need has been unchanged and observed (0 at a change or a gap):
+    a step is in a flat stretch of ``flat`` steps (``flat_steps_before``) exactly when this is at least ``flat``."""
+    runs = np.zeros(len(required), dtype=int)
+    for t in range(1, len(required)):
+        same = observed[t] and observed[t - 1] and required[t] == required[t - 1]
+        runs[t] = runs[t - 1] + 1 if same else 0
+    return runs
+
+
 def flat_steps_before(required: np.ndarray, observed: np.ndarray, flat: int) -> np.ndarray:
     """Steps that end at least ``flat`` steps of unchanged, observed need (the step itself and ``flat`` before)."""
-    out = np.zeros(len(required), dtype=bool)
-    for t in range(flat, len(required)):
-        span = required[t - flat : t + 1]
-        out[t] = bool(observed[t - flat : t + 1].all() and (span == span[0]).all())
-    return out
+    return np.asarray(unchanged_for(required, observed) >= flat)
 
 
 def jump_rates(
@@ -103,13 +109,13 @@ def jump_rates(
     seen = observed.astype(bool)
     for series in pools:
         need = series.required
-        run = 0
-        for t in range(1, len(need) - 1):
-            run = run + 1 if seen[t] and seen[t - 1] and need[t] == need[t - 1] else 0
-            span = next((i for i in range(len(bounds)) if edges[i] <= run < edges[i + 1]), None)
-            if span is not None and seen[t]:
-                steps[span] += 1
-                jumps[span] += int(seen[t + 1] and need[t + 1] > need[t])
+        t = np.arange(1, len(need) - 1)  # steps with a next step to jump at
+        runs = unchanged_for(need, observed)[t]
+        jumped = seen[t + 1] & (need[t + 1] > need[t])
+        for i, (low, high) in enumerate(pairwise(edges)):
+            in_span = seen[t] & (runs >= low) & (runs < high)
+            steps[i] += int(in_span.sum())
+            jumps[i] += int((in_span & jumped).sum())
     return [(edges[i], edges[i + 1], int(steps[i]), int(jumps[i])) for i in range(len(bounds))]
 
 
@@ -152,16 +158,6 @@ def blind_curve(series: PoolDemand, flat: int, step: timedelta, observed: np.nda
     for standby in range(min(jump, series.max_units) + 1):
         cost[float(standby)], unserved[float(standby)] = blind_run(series, flat_mask, events, standby, step, observed)
     return ClassCurve(cost, unserved), len(events), unserved[0.0]
-
-
-def unchanged_for(required: np.ndarray, observed: np.ndarray) -> np.ndarray:
-    """Per step, for how many steps before it the need has been unchanged and observed (0 at a change or a gap):
-    a step is in a flat stretch of ``flat`` steps (``flat_steps_before``) exactly when this is at least ``flat``."""
-    runs = np.zeros(len(required), dtype=int)
-    for t in range(1, len(required)):
-        same = observed[t] and observed[t - 1] and required[t] == required[t - 1]
-        runs[t] = runs[t - 1] + 1 if same else 0
-    return runs
 
 
 def duration_curves(
