@@ -111,7 +111,7 @@ def _with_reasons(message: str, exc: google_exceptions.GoogleAPICallError) -> st
     """The message, followed by the reasons the error carries that it does not already name (``errors[].reason``
     of the JSON error body, and the ``ErrorInfo`` detail's reason)."""
     reasons = [e.get("reason") for e in (exc.errors or []) if isinstance(e, dict)]
-    reasons.append(getattr(exc, "reason", None))
+    reasons.append(exc.reason)
     extra = [r for r in dict.fromkeys(reasons) if isinstance(r, str) and r and r not in message]
     return f"{message} ({', '.join(extra)})" if extra else message
 
