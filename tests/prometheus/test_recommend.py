@@ -146,20 +146,20 @@ def test_a_resource_kube_state_metrics_never_saw_is_named_with_the_closest_one(
 
 
 @pytest.mark.parametrize(
-    ("resource", "lookback", "seen"),
+    ("resource", "lookback", "at", "seen"),
     [
-        ("nvidia_com_gpu", timedelta(days=7), True),
-        ("cpu", timedelta(hours=1), True),  # offered by the node, requested by no pod
-        ("nvidia_com_gpus", timedelta(days=7), False),
-        ("nvidia_com_gpu", timedelta(days=7), False),  # a week after the last sample: not seen in the lookback
+        ("nvidia_com_gpu", timedelta(days=7), AT, True),
+        ("cpu", timedelta(hours=1), AT, True),  # offered by the node, requested by no pod
+        ("nvidia_com_gpus", timedelta(days=7), AT, False),
+        # weeks after the trace's last sample: not seen within the lookback
+        ("nvidia_com_gpu", timedelta(days=7), datetime(2020, 7, 1, tzinfo=UTC), False),
     ],
 )
 def test_the_resource_check_looks_back_over_nodes_and_pods(
-    prometheus: PrometheusServer, resource: str, lookback: timedelta, seen: bool
+    prometheus: PrometheusServer, resource: str, lookback: timedelta, at: datetime, seen: bool
 ) -> None:
     settings = PrometheusSettings.model_validate({"url": prometheus.url, "retries": 0})
     source = PrometheusSource.from_settings(settings, {})
-    at = AT if seen or resource != "nvidia_com_gpu" else datetime(2020, 7, 1, tzinfo=UTC)
     assert bool(source.instant(CHECK, seen_query(resource, lookback), at)) is seen
 
 
