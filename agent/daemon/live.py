@@ -62,12 +62,13 @@ def live_parts(
         shadow_reports=Path(settings.ledger.path).parent if settings.ledger.backend == "sqlite" else None,
         checks=[resources],
     )
-    aws_routes: dict[str, Actuator] = {}
-    if settings.aws is not None:
-        aws_routes = _add_aws(parts, settings, clock, kube)
-        parts.actuator = InstrumentedActuator(RoutingActuator(aws_routes), registry, unit_gauges=False)
+    # The router is instrumented once, whichever clouds it routes to: a second InstrumentedActuator on the same
+    # registry would register the same metrics twice.
+    aws_routes = _add_aws(parts, settings, clock, kube) if settings.aws is not None else {}
     cloud = settings.cloud
     if cloud is None:
+        if aws_routes:
+            parts.actuator = InstrumentedActuator(RoutingActuator(aws_routes), registry, unit_gauges=False)
         return parts
     actuators = build_cloud_actuators(cloud, clock)
     router: Actuator = actuators.router

@@ -21,6 +21,7 @@ from forecasting.factory import build_forecaster
 from models import ActionStatus, AlertKind
 from models.clock import SimulatedClock
 from tests.fakes.aws_api import FakeAwsApi
+from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
 from tests.fakes.prometheus_api import FakePrometheusApi
 
@@ -121,3 +122,57 @@ def test_insufficient_capacity_on_the_spot_pool_moves_the_next_tick_to_the_on_de
     assert aws_cloud.calls("UpdateNodegroupConfig") == 1
     (nodegroup,) = [s for s in agent.parts.actuator.list_pools() if s.pool_id == ON_DEMAND]
     assert nodegroup.target_units == 3
+
+
+def test_a_fleet_on_both_clouds_moves_demand_from_a_stocked_out_aws_pool_to_a_gke_node_pool(
+    aws_cloud: FakeAwsApi,
+    gke_api: FakeGkeApi,
+    prometheus_api: FakePrometheusApi,
+    kube_client: k8s.ApiClient,
+    tmp_path: Path,
+) -> None:
+    """One configuration with an ``aws`` and a ``cloud`` section: each pool is routed to its own cloud's adapter
+    behind one instrumented router."""
+    gke_pool = "a100-gke-on-demand"
+    gke_api.add_pool("a100", nodes=0)
+    document = {
+        "demand_classes": [{"name": CLASS, "family": "gpu"}],
+        "pools": [_pool(SPOT, "spot", 40.0), _pool(gke_pool, "on-demand", 98.32)],
+        "forecast": {"model": "persistence", "history": "2h", "step": "1m", "max_staleness": "5m"},
+        "prometheus": {"url": prometheus_api.url, "retries": 0, "timeout": "5s"},
+        "aws": {
+            "region": "us-east-1",
+            "cluster": "ml",
+            "endpoint": aws_cloud.url,
+            "auto_scaling_groups": [{"pool": SPOT, "group": GROUP}],
+        },
+        "cloud": {
+            "project": gke_api.project,
+            "location": gke_api.location,
+            "cluster": gke_api.cluster,
+            "endpoint": gke_api.url,
+            "node_pools": [{"pool": gke_pool, "node_pool": "a100"}],
+        },
+        "ledger": {"path": str(tmp_path / "ledger.sqlite")},
+    }
+    settings = settings_from_mapping(document, source="hybrid config")
+    clock = SimulatedClock(T0)
+    notifier = RecordingNotifier()
+    parts = live_parts(settings, "hybrid config", clock, notifier, kube_client, CollectorRegistry())
+    agent = Agent(
+        settings,
+        AgentParts(parts.source, build_forecaster(settings.forecast), parts.actuator, parts.ledger, notifier),
+    )
+    assert sorted(s.pool_id for s in parts.actuator.list_pools()) == [gke_pool, SPOT]
+    aws_cloud.stockout(GROUP)
+    prometheus_api.set_demand(CLASS, 16)
+
+    first = agent.run_once(clock.now())
+    assert [(r.pool_id, r.status) for r in first.results] == [(SPOT, ActionStatus.FAILED)]
+    clock.advance(timedelta(minutes=1))
+    second = agent.run_once(clock.now())
+    assert [(r.pool_id, r.to_units) for r in second.plan.resizes] == [(gke_pool, 2)]
+    assert [(r.pool_id, r.status) for r in second.results] == [(gke_pool, ActionStatus.STARTED)]
+    (gke,) = [s for s in agent.parts.actuator.list_pools() if s.pool_id == gke_pool]
+    assert gke.target_units == 2
+    assert aws_cloud.calls("SetDesiredCapacity") == 0
