@@ -124,7 +124,7 @@ class AgentLoopAdapter:
             pools=self._pools.last,
             plan=report.plan,
             results=report.results,
-            budgets=(),
+            budgets=report.plan.budgets,
             errors=errors,
         )
 

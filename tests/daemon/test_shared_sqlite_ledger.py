@@ -139,6 +139,14 @@ def test_only_the_leader_writes_and_the_next_one_keeps_month_to_date_spend(
     now = clock.now()
     assert standby.ticks("standby", "ok") >= 5
     assert leader.ticks("leader", "ok") >= 5
+    # The leader exports its budget as its last tick planned with it (the alert rules and the dashboard read it).
+    registry = leader.replica.assembled.metrics.registry
+    spent = registry.get_sample_value("leadtime_budget_spent_usd", {"budget": "research"})
+    assert spent is not None and 0 < spent <= leader.ledger.spent([POOL], MONTH, now)
+    remaining = registry.get_sample_value("leadtime_budget_remaining_usd", {"budget": "research"})
+    assert remaining == pytest.approx(1_000_000.0 - spent)
+    projected = registry.get_sample_value("leadtime_budget_projected_usd", {"budget": "research"})
+    assert projected is not None and projected > spent
 
     # A standby's writes and reservations are refused, and its ticks leave the file as it was.
     entry = LedgerEntry(POOL, now, now + TICK, 1, 29.36)
