@@ -71,7 +71,9 @@ FIELDS: dict[str, str] = {
     # -- pools
     "PoolSettings.id": "Unique pool id (lowercase letters, digits, dashes).",
     "PoolSettings.kind": "What the pool is: `on-prem`, `gpu-node-pool`, `tpu-slice-group` or `tpu-queued-resource`.",
-    "PoolSettings.tier": "Capacity tier; pools are filled in cost order: `on-prem`, `reserved`, `spot`, `on-demand`.",
+    "PoolSettings.tier": "Capacity tier; pools are filled in cost order: `on-prem`, `reserved`, `spot`, `on-demand`. "
+    "An `on-prem` pool is tier `on-prem` (the default for it); a cloud pool is `reserved`, `spot` or `on-demand` "
+    "(default).",
     "PoolSettings.family": "Accelerator family of its units: `gpu` or `tpu`.",
     "PoolSettings.chips_per_unit": "Accelerators (GPUs or TPU chips) per unit (a node or a slice).",
     "PoolSettings.min_units": "Fewest units the pool is ever sized to.",

@@ -10,8 +10,8 @@ from config.aws import check_aws
 from config.cloud import check_cloud
 from config.energy import energy_problems
 from config.prometheus import prometheus_problems
-from config.schema import Settings
-from models import AcceleratorFamily, ConfigProblem, PoolKind
+from config.schema import PoolSettings, Settings
+from models import AcceleratorFamily, CapacityTier, ConfigProblem, PoolKind
 from models.durations import format_duration
 
 
@@ -65,6 +65,7 @@ def _pool_rules(settings: Settings) -> Iterator[ConfigProblem]:
             yield ConfigProblem(at, "set only one of price_per_chip_hour_usd and price_per_unit_hour_usd")
         if pool.kind is PoolKind.ON_PREM and pool.min_units != pool.max_units:
             yield ConfigProblem(f"{at}.min_units", "an on-prem pool is fixed: min_units must equal max_units")
+        yield from _tier_problems(at, pool)
         is_tpu_kind = pool.kind in (PoolKind.TPU_SLICE_GROUP, PoolKind.TPU_QUEUED_RESOURCE)
         if is_tpu_kind and pool.family is not AcceleratorFamily.TPU:
             yield ConfigProblem(f"{at}.family", f"a {pool.kind} pool must have family 'tpu'")
@@ -78,6 +79,25 @@ def _pool_rules(settings: Settings) -> Iterator[ConfigProblem]:
                     f"{at}.serves[{j}]",
                     f"demand class {name!r} needs {families[name]} but pool {pool.id!r} has {pool.family}",
                 )
+
+
+def _tier_problems(at: str, pool: PoolSettings) -> Iterator[ConfigProblem]:
+    """The tier must fit the kind: on-prem hardware is the ``on-prem`` tier, filled first as its cost is sunk; a
+    cloud pool is bought as ``reserved``, ``spot`` or ``on-demand``."""
+    if pool.tier is None:
+        return
+    if pool.kind is PoolKind.ON_PREM and pool.tier is not CapacityTier.ON_PREM:
+        yield ConfigProblem(
+            f"{at}.tier",
+            f"an on-prem pool is tier 'on-prem', not {pool.tier.value!r}: remove tier (it defaults to 'on-prem') "
+            "or use a cloud kind",
+        )
+    elif pool.kind is not PoolKind.ON_PREM and pool.tier is CapacityTier.ON_PREM:
+        yield ConfigProblem(
+            f"{at}.tier",
+            f"tier 'on-prem' is for kind 'on-prem' pools; a {pool.kind.value} pool is 'reserved', 'spot' or "
+            "'on-demand' (the default)",
+        )
 
 
 def _coverage(settings: Settings) -> Iterator[ConfigProblem]:

@@ -66,7 +66,7 @@ class DemandClassSettings(_Section):
 class PoolSettings(_Section):
     id: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
     kind: PoolKind
-    tier: CapacityTier = CapacityTier.ON_DEMAND
+    tier: CapacityTier | None = None
     family: AcceleratorFamily = AcceleratorFamily.GPU
     chips_per_unit: int = Field(ge=1)
     min_units: int = Field(default=0, ge=0)
@@ -78,6 +78,14 @@ class PoolSettings(_Section):
     spot_interruption_per_hour: float = Field(default=0.0, ge=0.0, le=1.0)
 
     @property
+    def capacity_tier(self) -> CapacityTier:
+        """The tier given, else the kind's own: ``on-prem`` for an on-prem pool (its cost is sunk, so it is filled
+        first), ``on-demand`` for a cloud pool."""
+        if self.tier is not None:
+            return self.tier
+        return CapacityTier.ON_PREM if self.kind is PoolKind.ON_PREM else CapacityTier.ON_DEMAND
+
+    @property
     def unit_price_usd(self) -> float:
         if self.price_per_unit_hour_usd is not None:
             return self.price_per_unit_hour_usd
@@ -87,7 +95,7 @@ class PoolSettings(_Section):
         return PoolSpec(
             pool_id=self.id,
             kind=self.kind,
-            tier=self.tier,
+            tier=self.capacity_tier,
             family=self.family,
             chips_per_unit=self.chips_per_unit,
             min_units=self.min_units,
