@@ -27,10 +27,16 @@ from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, 
 
 from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 
+# A failed scaling activity's StatusMessage carries the words, not the code: "You have requested more vCPU capacity
+# than your current vCPU limit of 384 allows ... Launching EC2 instance failed." (kubernetes/kops pull request 15778),
+# "You have requested more instances (7) than your current instance limit of 6 allows ..." (kubernetes/autoscaler
+# issue 1263), "Max spot instance count exceeded. Launching EC2 instance failed."
+# (aws-deepracer-community/deepracer-on-the-spot issue 55).
 _CAPACITY = re.compile(
     r"InsufficientInstanceCapacity|UnfulfillableCapacity|InsufficientCapacity|"
     r"do not have sufficient .*capacity|no Spot capacity available|capacity-not-available|"
-    r"MaxSpotInstanceCountExceeded|SpotMaxPriceTooLow|InstanceLimitExceeded|VcpuLimitExceeded",
+    r"MaxSpotInstanceCountExceeded|SpotMaxPriceTooLow|InstanceLimitExceeded|VcpuLimitExceeded|"
+    r"requested more (?:vCPU capacity|instances)\b.*\blimit\b|max spot instance count exceeded",
     re.IGNORECASE,
 )
 _BOUNDS = re.compile(

@@ -32,9 +32,20 @@ from google.api_core import exceptions as google_exceptions
 from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 from models.errors import KubernetesApiError
 
+# Stockouts and exhausted quotas, as the services word them: codes (``ZONE_RESOURCE_POOL_EXHAUSTED``, also plain
+# ``RESOURCE_POOL_EXHAUSTED`` as cluster-autoscaler's GCE provider reads it, ``GCE_STOCKOUT``, ``QUOTA_EXCEEDED``) and
+# messages: Compute's "The zone '...' does not have enough resources available to fulfill the request"; GKE's 403
+# "Insufficient regional quota to satisfy request: resource "NVIDIA_A100_GPUS": ..." (kubeflow/kubeflow issue 842,
+# vanvalenlab/kiosk-console issue 367) and its operations' "Insufficient quota to satisfy the request: Not all
+# instances running in IGM ..."; Compute's "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally."; Cloud TPU's
+# 429 "Quota limit 'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI' has been exceeded. Limit: 0 in region ..."
+# (marin-community/marin pull request 1612), "Quota '...' exhausted. Limit 20800 in region ..." (marin-community/marin
+# issue 87) and "Insufficient reserved capacity" (skypilot-org/skypilot issue 4579).
 _CAPACITY = re.compile(
-    r"ZONE_RESOURCE_POOL_EXHAUSTED|GCE_STOCKOUT|STOCKOUT|QUOTA_EXCEEDED|quota .*exhausted|quota exceeded|"
-    r"insufficient capacity|no more capacity|resource_exhausted_.*capacity",
+    r"RESOURCE_POOL_EXHAUSTED|GCE_STOCKOUT|STOCKOUT|QUOTA_EXCEEDED|quota .*exhausted|quota exceeded|"
+    r"quota (?:limit )?'[^']*' (?:has been )?exceeded|insufficient (?:regional |zonal )?quota|"
+    r"insufficient (?:\w+ )?capacity|no more capacity|resource_exhausted_.*capacity|"
+    r"does not have enough resources available",
     re.IGNORECASE,
 )
 # Another operation holds the pool or the whole cluster (GKE answers 400 FAILED_PRECONDITION): "Operation operation-...
@@ -67,14 +78,17 @@ def is_capacity_message(message: str) -> bool:
     return bool(_CAPACITY.search(message))
 
 
+def _names_capacity(code: str, message: str) -> bool:
+    """A recorded error that names a stockout or an exhausted quota, and not a rate limit (whose code,
+    ``CONCURRENT_OPERATIONS_QUOTA_EXCEEDED``, contains a quota's)."""
+    text = f"{code} {message}"
+    return is_capacity_message(text) and not _RATE_LIMITED.search(text)
+
+
 def capacity_failure(errors: Iterable[tuple[str, str]]) -> str:
     """The first recorded (code, message) error that names a stockout or an exhausted quota, as "code: message";
     "" when none does (other recorded errors are not capacity and are left to the caller)."""
-    found = (
-        f"{code}: {message}" if code else message
-        for code, message in errors
-        if is_capacity_message(f"{code} {message}")
-    )
+    found = (f"{code}: {message}" if code else message for code, message in errors if _names_capacity(code, message))
     return next(found, "")
 
 

@@ -130,6 +130,37 @@ def test_a_spot_launch_failure_is_failed_units_then_removed_and_refused(aws_api:
     assert aws_api.calls("SetDesiredCapacity") == 2  # the scale-up, then the removal: never a second scale-up
 
 
+# A failed scaling activity's StatusMessage names a limit in words, not by its error code (sources in
+# actuators/aws_errors.py).
+LIMIT_MESSAGES = [
+    "You have requested more vCPU capacity than your current vCPU limit of 384 allows for the instance bucket that "
+    "the specified instance type belongs to. Please visit http://aws.amazon.com/contact-us/ec2-request to request an "
+    "adjustment to this limit. Launching EC2 instance failed.",
+    "You have requested more instances (7) than your current instance limit of 6 allows for the specified instance "
+    "type. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit. "
+    "Launching EC2 instance failed.",
+    "Max spot instance count exceeded. Launching EC2 instance failed.",
+]
+
+
+@pytest.mark.parametrize("message", LIMIT_MESSAGES)
+def test_a_launch_refused_by_an_account_limit_is_failed_units_not_units_still_coming(
+    aws_api: FakeAwsApi, message: str
+) -> None:
+    aws_api.add_group("gpu-spot", nodes=1)
+    clock = SimulatedClock(T0)
+    aws_api.arm_late_stockout(message)
+    assert asg_actuator(aws_api, clock).resize("spot", 3, "up").status is ActionStatus.STARTED
+    aws_api.settle()
+    clock.advance(timedelta(minutes=1))
+    actuator = asg_actuator(aws_api, clock)
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 2)
+    with pytest.raises(CapacityUnavailable, match=r"limit|Max spot"):
+        actuator.resize("spot", 4, "up-again")
+    assert aws_api.group("gpu-spot")["DesiredCapacity"] == 1  # never asked to grow further
+
+
 def test_a_recent_launch_failure_refuses_growth_until_it_is_old(aws_api: FakeAwsApi) -> None:
     aws_api.add_group("gpu-spot", nodes=1)
     clock = SimulatedClock(T0)

@@ -72,6 +72,23 @@ ResourceExhausted: Callable[[str], google_exceptions.ResourceExhausted] = google
         (BadRequest("ZONE_RESOURCE_POOL_EXHAUSTED in us-central1-a"), CapacityUnavailable),
         (Forbidden("QUOTA_EXCEEDED: NVIDIA_A100_GPUS"), CapacityUnavailable),
         (ResourceExhausted("Quota 'TPUS' exhausted. Limit 8"), CapacityUnavailable),
+        # exhausted quotas and capacity as the services word them (sources in actuators/vendor_errors.py)
+        (
+            Forbidden(
+                'Insufficient regional quota to satisfy request: resource "PREEMPTIBLE_NVIDIA_V100_GPUS": request '
+                "requires '2.0' and is short '1.0'. project has a quota of '1.0' with '1.0' available."
+            ),
+            CapacityUnavailable,
+        ),
+        (Forbidden("Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 0.0 globally."), CapacityUnavailable),
+        (
+            TooManyRequests(
+                "Quota limit 'TPUV6EPreemptiblePerProjectPerRegionForTPUAPI' has been exceeded. Limit: 0 in region "
+                "us-east5."
+            ),
+            CapacityUnavailable,
+        ),
+        (TooManyRequests("Insufficient reserved capacity. Try a different zone."), CapacityUnavailable),
         (ConnectionError("refused"), TransientActuatorError),
     ],
 )
@@ -109,3 +126,25 @@ def test_recorded_errors_name_a_stockout_only_when_one_is_there() -> None:
     assert capacity_failure(recorded) == "ZONE_RESOURCE_POOL_EXHAUSTED: no capacity in the zone"
     assert capacity_failure([("CONDITION_NOT_MET", "disk not ready")]) == ""
     assert capacity_failure([]) == ""
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("RESOURCE_POOL_EXHAUSTED", "The zone 'projects/p/zones/us-central1-a' does not have enough resources."),
+        (
+            "",
+            "The zone 'projects/p/zones/us-central1-a' does not have enough resources available to fulfill the "
+            "request.",
+        ),
+        ("QUOTA_EXCEEDED", "Quota 'NVIDIA_A100_GPUS' exceeded. Limit: 16.0 in region us-central1."),
+    ],
+)
+def test_recorded_stockouts_and_quotas_in_their_real_words(code: str, message: str) -> None:
+    assert capacity_failure([("CONDITION_NOT_MET", "disk not ready"), (code, message)]) == (
+        f"{code}: {message}" if code else message
+    )
+
+
+def test_a_recorded_concurrent_operations_quota_is_not_an_exhausted_quota() -> None:
+    assert capacity_failure([("CONCURRENT_OPERATIONS_QUOTA_EXCEEDED", "Rate Limit Exceeded")]) == ""

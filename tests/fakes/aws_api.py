@@ -182,6 +182,7 @@ class _State:
     faults: dict[str, _Fault] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     late_stockout: bool = False
+    late_message: str = ICE_MESSAGE  # the failed launch's StatusMessage
 
 
 class FakeAwsApi:
@@ -271,7 +272,7 @@ class FakeAwsApi:
                 self._state.ready.update(i["InstanceId"] for i in group["Instances"])
                 name = group["AutoScalingGroupName"]
                 if self._state.shortfall[name] > 0:
-                    self.stockout(name)
+                    self.stockout(name, self._state.late_message)
 
     def finish_operations(self) -> None:
         with self._lock:
@@ -345,9 +346,11 @@ class FakeAwsApi:
                 update = _Update(str(uuid.uuid4()), cluster, nodegroup, [], self.now, status="Successful")
                 self._state.updates.append(update)
 
-    def arm_late_stockout(self) -> None:
-        """From now on, instances asked for beyond those already there cannot be launched."""
+    def arm_late_stockout(self, message: str = ICE_MESSAGE) -> None:
+        """From now on, instances asked for beyond those already there cannot be launched; the failed launches'
+        StatusMessage is ``message``."""
         self._state.late_stockout = True
+        self._state.late_message = message
 
     def restock(self) -> None:
         self._state.late_stockout = False
