@@ -112,6 +112,26 @@ _NEWEST_OF_EACH = f"""
     ) AS e"""
 
 
+# No call waits for ever: a statement (a wait for the writer lock included) that takes longer fails, so the tick
+# fails, holds the pools and alerts instead of hanging while the lease is still renewed; a session of ours left
+# idle inside a transaction is ended by the server, so it cannot hold the writer lock for everyone; and keepalives
+# on both ends notice a peer that vanished in minutes, not after the kernel's two hours.
+STATEMENT_TIMEOUT = timedelta(seconds=20)
+IDLE_IN_TRANSACTION_TIMEOUT = timedelta(seconds=60)
+_KEEPALIVE = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
+
+
+def _session_limits(statement_timeout: timedelta) -> dict[str, str]:
+    settings = {
+        "statement_timeout": int(statement_timeout / timedelta(milliseconds=1)),
+        "idle_in_transaction_session_timeout": int(IDLE_IN_TRANSACTION_TIMEOUT / timedelta(milliseconds=1)),
+        "tcp_keepalives_idle": _KEEPALIVE["keepalives_idle"],
+        "tcp_keepalives_interval": _KEEPALIVE["keepalives_interval"],
+        "tcp_keepalives_count": _KEEPALIVE["keepalives_count"],
+    }
+    return _KEEPALIVE | {"options": " ".join(f"-c {name}={value}" for name, value in settings.items())}
+
+
 class PostgresLedger:
     """A ledger in the PostgreSQL database at ``url`` (``postgresql://USER@HOST:PORT/DATABASE``, no password)."""
 
@@ -122,11 +142,12 @@ class PostgresLedger:
         *,
         connect_timeout: timedelta = timedelta(seconds=10),
         options: dict[str, str] | None = None,
+        statement_timeout: timedelta = STATEMENT_TIMEOUT,
     ) -> None:
         self._url = url
         self._password = password
         self._connect_timeout = max(1, int(connect_timeout.total_seconds()))
-        self._options = dict(options or {})
+        self._options = dict(options or {}) | _session_limits(statement_timeout)
         self._lock = threading.Lock()
         self._db: Connection | None = None
         self.where = _describe(url)

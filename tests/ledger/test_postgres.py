@@ -20,7 +20,7 @@ import pytest
 from agent.ledger.accrual import PoolReading
 from agent.ledger.factory import open_ledger
 from agent.ledger.meter import SpendMeter
-from agent.ledger.postgres import SCHEMA_VERSION, PostgresLedger
+from agent.ledger.postgres import _WRITE_LOCK, SCHEMA_VERSION, PostgresLedger
 from config import settings_from_mapping
 from config.ledger import LedgerSettings
 from models import ConfigError, LedgerEntry, LedgerUnavailable
@@ -157,6 +157,36 @@ def test_a_lost_connection_fails_one_call_and_the_next_reconnects(postgres_datab
         with pytest.raises(LedgerUnavailable, match="cannot read the PostgreSQL ledger"):
             ledger.last_entry("a100")
         assert ledger.last_entry("a100") == SPEND
+
+
+def test_a_writer_lock_held_by_a_stuck_session_fails_the_call_in_bounded_time(postgres_database: Database) -> None:
+    """Another session holds the ledger's writer lock inside a transaction and never ends it (a process that
+    hangs, a network gone mid-transaction): a write fails naming the timeout instead of waiting for ever, and
+    works again once the lock is free."""
+    with PostgresLedger(
+        postgres_database.url, postgres_database.password, statement_timeout=timedelta(seconds=1)
+    ) as ledger:
+        with psycopg.connect(postgres_database.url, password=postgres_database.password) as other:
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))  # the transaction stays open
+            outcome: list[BaseException | None] = []
+            writer = threading.Thread(target=lambda: outcome.append(_attempt(ledger, SPEND)), daemon=True)
+            writer.start()
+            writer.join(timeout=60)
+            assert not writer.is_alive(), "the write still waits for the lock"
+            (failure,) = outcome
+            assert isinstance(failure, LedgerUnavailable)
+            assert "statement timeout" in str(failure)
+            other.rollback()
+        ledger.record(SPEND)
+        assert ledger.last_entry("a100") == SPEND
+
+
+def _attempt(ledger: PostgresLedger, entry: LedgerEntry) -> BaseException | None:
+    try:
+        ledger.record(entry)
+    except LedgerUnavailable as exc:
+        return exc
+    return None
 
 
 def _reference(readings: list[PoolReading]) -> list[LedgerEntry]:
