@@ -30,7 +30,8 @@ def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any
     note = (
         "<p class='note'>Each policy tuned to leave the same share of demand unserved: the reactive policy with "
         "the smallest constant headroom (units per pool), the forecast policy with the lowest service level "
-        "that meets the target; costs interpolated linearly in the unserved share between the two runs that "
+        "that meets the target, one for every demand class (in place of the classes' own levels and those from "
+        "waiting costs); costs interpolated linearly in the unserved share between the two runs that "
         "bracket it, shown under each figure (setting: cost, unserved share). Where even the cheapest setting "
         "tried leaves less unserved than the target, the figure is that run's, at its own unserved share. The "
         "oracle is shown as it ran (perfect foresight, nothing unserved).</p>"

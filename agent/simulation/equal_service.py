@@ -1,9 +1,11 @@
 """What the same service costs: each policy tuned to leave a target fraction of demand unserved.
 
 The reactive policy gets the smallest constant headroom (extra units per pool) that meets the target; the
-forecast policy the lowest service level (forecast quantile) that meets it. Costs are interpolated linearly in
-the unserved fraction between the two nearest settings that bracket the target. Every trial replays the
-session's outlooks, so a trial costs planning and the simulated cluster only.
+forecast policy the lowest service level (forecast quantile) that meets it, one level for every demand class: a
+trial's level takes the place of the classes' own levels (``demand_classes[].service_level``) and of those from
+waiting costs, or a class with its own level would be planned the same in every trial. Costs are interpolated
+linearly in the unserved fraction between the two nearest settings that bracket the target. Every trial replays
+the session's outlooks, so a trial costs planning and the simulated cluster only.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 
 from agent.loop import Outlook
 from agent.planning import resolve_service_levels
-from agent.simulation.runner import PolicyRun, Simulation
+from agent.simulation.runner import PolicyRun, Simulation, run_policy
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace
 from config.schema import Settings
@@ -159,22 +161,31 @@ def _other_side(policies: Sequence[str], targets: tuple[float, ...]) -> tuple[di
 def _level_trial(level: float, session: Simulation | None = None) -> Trial:
     """The forecast policy at one service level, on ``session`` (by default the held session copy)."""
     session = session or _HELD["session"]
-    run = session.run("forecast", session.settings.planner.model_copy(update={"service_level": level}))
+    trial = at_level(session.settings, level)
+    run = run_policy(trial, session.trace, session.window, "forecast", outlooks=session.outlooks("forecast"))
     return Trial(level, run.cost_usd, run.unserved_fraction)
+
+
+def at_level(settings: Settings, level: float) -> Settings:
+    """The settings of the level search's trial at ``level``: every demand class planned at it, in place of the
+    classes' own levels, the planner's and those from waiting costs."""
+    classes = tuple(c.model_copy(update={"service_level": None}) for c in settings.demand_classes)
+    planner = settings.planner.model_copy(update={"service_level": level})
+    return settings.model_copy(update={"demand_classes": classes, "planner": planner})
 
 
 def own_level(settings: Settings, run: PolicyRun | None) -> dict[int, Trial]:
     """The forecast policy's own ``run`` as the level search's trial at one of ``SERVICE_LEVELS`` (by index), when
     the configured planner plans every class at the levels that a search trial there would: the same run, which
-    the search then need not repeat. Empty when none does (a planner level not among them, or levels from waiting
-    costs that no single level reproduces)."""
+    the search then need not repeat. Empty when none does (a planner level not among them, or classes planned at
+    different levels, their own or from waiting costs)."""
     if run is None:
         return {}
-    classes, pools = settings.demand_class_models(), settings.pool_specs()
-    configured = resolve_service_levels(classes, pools, settings.planner)
+    pools = settings.pool_specs()
+    configured = resolve_service_levels(settings.demand_class_models(), pools, settings.planner)
     for index, level in enumerate(SERVICE_LEVELS):
-        trial = settings.planner.model_copy(update={"service_level": level})
-        if resolve_service_levels(classes, pools, trial) == configured:
+        trial = at_level(settings, level)
+        if resolve_service_levels(trial.demand_class_models(), pools, trial.planner) == configured:
             return {index: Trial(level, run.cost_usd, run.unserved_fraction)}
     return {}
 

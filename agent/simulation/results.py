@@ -86,7 +86,8 @@ def results_document(
         document["equal_service"] = dict(equal_service)
         document["equal_service_method"] = (
             "reactive: smallest constant headroom (units per pool) meeting the target; forecast: lowest service "
-            "level meeting it; costs interpolated linearly between the two settings that bracket the target"
+            "level meeting it, one for every demand class (in place of the classes' own levels and those from "
+            "waiting costs); costs interpolated linearly between the two settings that bracket the target"
         )
     if decisions is not None:
         document["forecast_decisions"] = {name: changes.summary() for name, changes in decisions.items()}

@@ -104,22 +104,33 @@ def test_a_known_trial_is_not_tried_again_and_the_brackets_stay() -> None:
     assert len(calls) < len(alone)
 
 
-def _settings(planner: dict[str, Any], waiting_cost: float | None = None) -> Any:
+def _settings(planner: dict[str, Any], waiting_cost: float | None = None, b_level: float | None = None) -> Any:
     raw = two_class_config()  # one pool of 4-chip units at 2 USD per chip-hour serving classes a and b
     if waiting_cost is not None:
         raw["demand_classes"][0]["waiting_cost_per_accelerator_hour_usd"] = waiting_cost
-    raw["demand_classes"][1]["service_level"] = 0.95
+    if b_level is not None:
+        raw["demand_classes"][1]["service_level"] = b_level
     raw["planner"] = planner
     return settings_from_mapping(raw)
 
 
 def test_the_forecast_run_counts_as_the_trial_at_the_level_it_was_planned_at() -> None:
     run = PolicyRun("forecast", cost_usd=120.0, demanded_accelerator_hours=100.0, unserved_accelerator_hours=0.3)
-    # No level configured: the classes without one of their own are planned at 0.9, as a trial at 0.9 would.
+    # No level configured: the classes are planned at 0.9, as a trial at 0.9 would.
     assert own_level(_settings({}), run) == {3: Trial(0.9, 120.0, 0.003)}
     assert own_level(_settings({"service_level": 0.97}), run) == {5: Trial(0.97, 120.0, 0.003)}
     # A level the search never tries, and a waiting cost's newsvendor level (2 / (2 + 2) = 0.5 is one it tries).
     assert own_level(_settings({"service_level": 0.93}), run) == {}
-    assert own_level(_settings({}, waiting_cost=3.0), run) == {}
-    assert own_level(_settings({}, waiting_cost=2.0), run) == {0: Trial(0.5, 120.0, 0.003)}
+    assert own_level(_settings({"waiting_cost_per_accelerator_hour_usd": 3.0}), run) == {}
+    assert own_level(_settings({"waiting_cost_per_accelerator_hour_usd": 2.0}), run) == {0: Trial(0.5, 120.0, 0.003)}
+    # a's waiting cost plans it at 0.5 while b stays at 0.9: no trial plans the two so
+    assert own_level(_settings({}, waiting_cost=2.0), run) == {}
     assert own_level(_settings({}), None) == {}
+
+
+def test_a_class_level_of_its_own_counts_only_where_a_trial_plans_every_class_the_same() -> None:
+    run = PolicyRun("forecast", cost_usd=120.0, demanded_accelerator_hours=100.0, unserved_accelerator_hours=0.3)
+    # A trial plans every class at its level: b's own 0.95 beside a's 0.9 is no trial's, nor 0.95 beside 0.97.
+    assert own_level(_settings({}, b_level=0.95), run) == {}
+    assert own_level(_settings({"service_level": 0.97}, b_level=0.95), run) == {}
+    assert own_level(_settings({"service_level": 0.95}, b_level=0.95), run) == {4: Trial(0.95, 120.0, 0.003)}
