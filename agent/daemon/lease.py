@@ -14,6 +14,9 @@ client-go does: a wall clock stepped back or forward (NTP, a VM resumed) changes
   client-go's ``setObservedRecord`` after ``Get``): a renewal written while a slow read was in flight is dated
   no earlier than it can have been sent. Never from the timestamp written in the record, so clock skew between
   nodes does not matter.
+* A Lease that is gone (deleted by hand or by a prune) is created at once only by a replica that never saw it held
+  by another, or that held it itself; one that saw another holder waits that record's lease duration first, as
+  if the Lease were still there, since its holder may still be acting.
 * Every write carries the resourceVersion that was read: of two replicas racing for the lease, the API server
   accepts one and answers 409 to the other.
 
@@ -166,7 +169,8 @@ class LeaseElector:
         try:
             current = self._leases.read(self.name, self.namespace)
         except KubernetesNotFound:
-            self._create(now, sent)
+            if self._may_create(sent):
+                self._create(now, sent)
             return
         record = _record_of(current)
         if record != self._observed:  # dated when the answer arrived, not when it was asked for
@@ -186,12 +190,27 @@ class LeaseElector:
         assert self._observed_at is not None  # set just before in _attempt
         return sent - self._observed_at >= record.duration.total_seconds()
 
+    def _may_create(self, sent: float) -> bool:
+        """Whether to create a Lease that is not there. A Lease someone else held may have been deleted (by hand,
+        by a prune) while its holder still acts, up to its renew deadline: wait its duration from when its record
+        was last seen, as for a lease still held. Never seen one, or it was ours: create it at once."""
+        seen = self._observed
+        if seen is None or not seen.holder or seen.holder == self.identity:
+            return True
+        assert self._observed_at is not None  # set with _observed
+        return sent - self._observed_at >= seen.duration.total_seconds()
+
     def _deadline(self, renewed_at: float) -> float:
         return renewed_at + self._renew_deadline.total_seconds()
 
     def _create(self, now: datetime, sent: float) -> None:
         record = LeaseRecord(self.identity, self._lease_duration, 0, None)
-        created = self._leases.create(self.namespace, self._lease(record, now, acquired=True))
+        try:
+            created = self._leases.create(self.namespace, self._lease(record, now, acquired=True))
+        except KubernetesConflict:
+            # Another replica created it first: it leads, whatever our clock says.
+            self._renewed_at = None
+            raise
         self._took(created, sent)
 
     def _write(self, seen: LeaseRecord, now: datetime, sent: float, transitions: int) -> None:

@@ -193,6 +193,48 @@ def test_a_conflict_on_renewal_ends_leadership_at_once(
     assert a.step(clock.now()).became_leader  # still the holder on record: the next renewal succeeds
 
 
+def _delete_lease(kube_api: FakeKubeApi) -> None:
+    kube_api.delete("leases", LEASE_NAME, NAMESPACE, group="coordination.k8s.io")
+
+
+def test_a_deleted_lease_is_not_taken_while_its_cut_off_holder_may_still_act(
+    kube_api: FakeKubeApi, clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, link_a = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 3)
+    last_renewal = clock.now()
+    _delete_lease(kube_api)  # kubectl delete, or a prune, while replica-a leads and cannot reach the API
+    link_a.cut()
+
+    took_over_at = None
+    for _ in range(20):
+        clock.advance(RETRY)
+        a.step(clock.now())
+        step = b.step(clock.now())
+        now = clock.now()
+        assert not (a.is_leader(now) and b.is_leader(now)), f"two leaders at {now}"
+        if step.became_leader:
+            took_over_at = now
+            break
+    assert took_over_at is not None
+    assert LEASE <= took_over_at - last_renewal <= LEASE + RETRY
+
+
+def test_a_leader_that_finds_its_lease_deleted_creates_it_again_and_keeps_leading(
+    kube_api: FakeKubeApi, clock: SimulatedClock, elector_for: Make
+) -> None:
+    a, _ = elector_for("replica-a")
+    b, _ = elector_for("replica-b")
+    _rounds(clock, [a, b], 3)
+    _delete_lease(kube_api)
+    history = _rounds(clock, [b, a], 15)  # the standby sees it gone first
+    assert all(state == (False, True) for state in history)
+    lease = kube_api.get("leases", LEASE_NAME, NAMESPACE, group="coordination.k8s.io")
+    assert lease is not None
+    assert lease["spec"]["holderIdentity"] == "replica-a"
+
+
 def test_release_hands_the_lease_to_the_standby_at_its_next_step(clock: SimulatedClock, elector_for: Make) -> None:
     a, _ = elector_for("replica-a")
     b, _ = elector_for("replica-b")
