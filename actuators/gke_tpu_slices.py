@@ -2,10 +2,11 @@
 
 A slice cannot be resized: it is created whole (machine type, ``placementPolicy.tpuTopology``, node count =
 chips / chips per host) and deleted whole. Slice ``n`` of group ``g`` is node pool ``g-n``, so the cloud's node
-pool list is the state: RUNNING/RECONCILING slices are ready, PROVISIONING ones are in flight, ERROR ones are
-failed (deleted on the next resize; a stockout among them refuses a scale-up with CapacityUnavailable), STOPPING
-ones are leaving. A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no second
-slice. Operations are started, looked at once, and not waited for.
+pool list is the state: RUNNING/RECONCILING slices are ready, and so are RUNNING_WITH_ERROR ones (partially usable,
+maybe running work: never deleted as failed), PROVISIONING ones are in flight, ERROR ones are failed (deleted on
+the next resize; a stockout among them refuses a scale-up with CapacityUnavailable), STOPPING ones are leaving.
+A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no second slice. Operations
+are started, looked at once, and not waited for.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ _PHASES = {
     "PROVISIONING": UnitPhase.IN_FLIGHT,
     "STOPPING": UnitPhase.LEAVING,
     "ERROR": UnitPhase.FAILED,
-    "RUNNING_WITH_ERROR": UnitPhase.FAILED,
+    # "created and is partially usable ... some functionality may be impaired" (container_v1 NodePool.Status): it
+    # may be running work, so it is never deleted undrained as a failed slice would be; its message is logged.
+    "RUNNING_WITH_ERROR": UnitPhase.READY,
 }
 
 
@@ -49,6 +52,7 @@ class GkeTpuSliceActuator:
         self._mappings = {m.pool: m for m in mappings}
         self._clock = clock
         self._results = KeyedResults()
+        self._impaired: set[tuple[str, str]] = set()  # (slice, message) running with an error, logged once each
 
     def list_pools(self) -> Sequence[PoolState]:
         now = self._clock.now()
@@ -80,8 +84,11 @@ class GkeTpuSliceActuator:
     def _node_pools(self, pool_id: str) -> list[Any]:
         return list(call_google(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
 
-    @staticmethod
-    def _slices(mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
+    def _slices(self, mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
+        for p in node_pools:
+            if p.status.name == "RUNNING_WITH_ERROR" and (p.name, p.status_message) not in self._impaired:
+                self._impaired.add((p.name, p.status_message))
+                log.warning("slice %s runs with an error, counted as ready: %s", p.name, p.status_message or "-")
         return members(
             mapping.group,
             ((p.name, _PHASES.get(p.status.name, UnitPhase.IN_FLIGHT), p.status_message) for p in node_pools),

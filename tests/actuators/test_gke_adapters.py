@@ -262,6 +262,21 @@ def test_a_slice_that_failed_for_capacity_is_reported_cleaned_up_and_refuses_gro
     assert gke_api.pools["v5e-0"].status == "STOPPING"
 
 
+def test_a_slice_running_with_an_error_is_kept_as_ready_never_deleted_undrained(
+    gke_api: FakeGkeApi, caplog: pytest.LogCaptureFixture
+) -> None:
+    actuator = GkeTpuSliceActuator(google_clients(gke_api.url).gke, CLUSTER, [SLICES], CLOCK)
+    actuator.resize("accel", 2, "up")
+    gke_api.advance()
+    gke_api.pools["v5e-0"].status = "RUNNING_WITH_ERROR"
+    gke_api.pools["v5e-0"].status_message = "1 node is unhealthy"
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (2, 2, 0)
+    assert actuator.resize("accel", 2, "clear-failed").status is ActionStatus.DONE  # nothing to clean up
+    assert gke_api.calls("DELETE", "/nodePools/") == 0
+    assert "slice v5e-0 runs with an error, counted as ready: 1 node is unhealthy" in caplog.text
+
+
 def test_queued_resources_page_and_report_failed_and_suspended(tpu_api: FakeTpuApi) -> None:
     actuator = CloudTpuQueuedResourceActuator(google_clients(tpu_api.url).tpu, "test-project", [QUEUED], CLOCK)
     actuator.resize("accel", 60, "up")  # more than one page of the list
