@@ -1,7 +1,8 @@
 """What a hybrid fleet (fixed on-prem pools plus cloud pools that demand bursts to) gains from each policy.
 
 The baseline is "on-prem only": the on-prem pools at their fixed size and no cloud capacity, with demand filled
-by the same cheapest-first rule the simulated cluster uses. Against it, per policy and per demand class:
+by the same rule the simulated cluster uses (cheapest pool first, the dearest waiting class first). Against it,
+per policy and per demand class:
 
 - queued accelerator-hours: demand left waiting (no ready capacity for it) summed over observed steps, times the
   step length. Gap steps count nothing, as in the rest of the results.
@@ -35,12 +36,12 @@ BASELINE = "on-prem only"
 _EPS_CHIPS = 1e-9
 
 METHOD = (
-    "baseline: on-prem pools at their fixed size, no cloud capacity; queued accelerator-hours: demand with no "
-    "ready capacity, summed over observed steps; hours with a queue: observed hours in which some of the class's "
-    "demand waited; mean accelerators waiting: queued accelerator-hours over observed hours; on-prem "
-    "utilization: chips served on on-prem pools over on-prem chips held; dollars per avoided queued "
-    "accelerator-hour: burst spend over (baseline queued accelerator-hours minus the policy's); waiting cost: "
-    "queued accelerator-hours priced at each class's waiting cost (unknown when a class has none)"
+    "baseline: on-prem pools at their fixed size, no cloud capacity, serving the dearest waiting first; queued "
+    "accelerator-hours: demand with no ready capacity, summed over observed steps; hours with a queue: observed "
+    "hours in which some of the class's demand waited; mean accelerators waiting: queued accelerator-hours over "
+    "observed hours; on-prem utilization: chips served on on-prem pools over on-prem chips held; dollars per "
+    "avoided queued accelerator-hour: burst spend over (baseline queued accelerator-hours minus the policy's); "
+    "waiting cost: queued accelerator-hours priced at each class's waiting cost (unknown when a class has none)"
 )
 
 
@@ -50,9 +51,12 @@ def is_hybrid(pools: Sequence[PoolSpec]) -> bool:
     return kinds == {True, False}
 
 
-def baseline_queue(window: SimulationWindow, pools: Sequence[PoolSpec]) -> tuple[dict[str, np.ndarray], np.ndarray]:
+def baseline_queue(
+    window: SimulationWindow, pools: Sequence[PoolSpec], priority: Mapping[str, float] | None = None
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Per class, chips left waiting at each step with the on-prem pools alone (NaN on gap steps); and the chips
-    the on-prem pools serve at each step."""
+    the on-prem pools serve at each step. ``priority`` (each class's waiting cost, as the simulated cluster has
+    them) decides who a shared pool serves first."""
     onprem = [p for p in pools if p.kind is PoolKind.ON_PREM]
     room = {p.pool_id: float(p.max_units * p.chips_per_unit) for p in onprem}
     steps = len(window.index)
@@ -62,7 +66,7 @@ def baseline_queue(window: SimulationWindow, pools: Sequence[PoolSpec]) -> tuple
         if np.isnan(row).any():
             continue
         demand = dict(zip(window.classes, row.tolist(), strict=True))
-        assigned = allocate(demand, onprem, room)
+        assigned = allocate(demand, onprem, room, priority=priority)
         for name, left in unassigned(demand, assigned).items():
             queued[name][t] = left
         served[t] = sum(sum(chips.values()) for chips in assigned.values())
@@ -86,7 +90,8 @@ def hybrid_summary(
     observed = window.observed
     onprem_chips = sum(p.max_units * p.chips_per_unit for p in pools if p.kind is PoolKind.ON_PREM)
     held = onprem_chips * float(observed.sum()) * hours
-    queued, served = baseline_queue(window, pools)
+    priority = {name: float(cost) for name, cost in costs.items() if cost is not None}  # the cluster's order
+    queued, served = baseline_queue(window, pools, priority)
     base = _row(queued, float(np.nansum(served)) * hours, held, observed, hours)
     base["waiting_cost_usd"] = _waiting_cost(base, prices)
     rows: dict[str, dict[str, Any]] = {BASELINE: base}

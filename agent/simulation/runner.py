@@ -327,7 +327,7 @@ def run_policy(
     if policy == "static":
         controller = StaticController()
     elif policy == "oracle":
-        required = required_units(window.demand, window.classes, pools)
+        required = required_units(window.demand, window.classes, pools, settings.waiting_costs())
         schedule = {p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step) for p in pools}
         controller = OracleController(cluster, schedule)
     else:
@@ -382,10 +382,12 @@ def _held(values: np.ndarray) -> np.ndarray:
 
 
 def _cluster(settings: Settings, window: SimulationWindow, policy: str) -> tuple[SimulatedCluster, SimulatedClock]:
-    pools = settings.pool_specs()
+    pools, priority = settings.pool_specs(), settings.waiting_costs()
     clock = SimulatedClock(window.index[0].to_pydatetime())
-    start_units = static_units(window, pools) if policy == "static" else initial_units(window, pools)
-    cluster = SimulatedCluster(pools, clock, start_units, _stockouts(settings), waiting_costs=settings.waiting_costs())
+    start_units = (
+        static_units(window, pools, priority) if policy == "static" else initial_units(window, pools, priority)
+    )
+    cluster = SimulatedCluster(pools, clock, start_units, _stockouts(settings), waiting_costs=priority)
     return cluster, clock
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -180,21 +180,28 @@ def _observed_span(trace: Trace, values: np.ndarray) -> str:
     return f"the trace has its values from {first.isoformat()} to {last.isoformat()}"
 
 
-def required_units(rows: np.ndarray, classes: Sequence[str], pools: Sequence[PoolSpec]) -> dict[str, np.ndarray]:
-    """Units each pool needs per step to serve all demand, split cheapest-first; NaN steps need nothing."""
+def required_units(
+    rows: np.ndarray, classes: Sequence[str], pools: Sequence[PoolSpec], priority: Mapping[str, float] | None = None
+) -> dict[str, np.ndarray]:
+    """Units each pool needs per step to serve all demand, split cheapest-first and, where the pools cannot hold
+    it all, dearest waiting first by ``priority`` (each class's waiting cost), as the simulated cluster serves it;
+    NaN steps need nothing."""
     room = {p.pool_id: float(p.max_units * p.chips_per_unit) for p in pools}
     out = {p.pool_id: np.zeros(len(rows), dtype=int) for p in pools}
     for t, row in enumerate(rows):
         if np.isnan(row).any():
             continue
-        assigned = allocate(dict(zip(classes, row.tolist(), strict=True)), pools, room)
+        assigned = allocate(dict(zip(classes, row.tolist(), strict=True)), pools, room, priority=priority)
         for pool in pools:
             out[pool.pool_id][t] = units_for(sum(assigned[pool.pool_id].values()), pool.chips_per_unit)
     return out
 
 
-def initial_units(window: SimulationWindow, pools: Sequence[PoolSpec]) -> dict[str, int]:
-    """Units every policy starts with: enough for the demand of the first lead time of the window."""
+def initial_units(
+    window: SimulationWindow, pools: Sequence[PoolSpec], priority: Mapping[str, float] | None = None
+) -> dict[str, int]:
+    """Units every policy starts with: enough for the demand of the first lead time of the window (split as
+    ``required_units`` splits it)."""
     out: dict[str, int] = {}
     for pool in pools:
         if pool.kind is PoolKind.ON_PREM:
@@ -202,15 +209,17 @@ def initial_units(window: SimulationWindow, pools: Sequence[PoolSpec]) -> dict[s
             continue
         lead_steps = int(pool.lead_time / window.step) + 1
         head = window.demand[:lead_steps]
-        need = required_units(head, window.classes, pools)[pool.pool_id]
+        need = required_units(head, window.classes, pools, priority)[pool.pool_id]
         out[pool.pool_id] = pool.clamp(int(need.max(initial=0)))
     return out
 
 
-def static_units(window: SimulationWindow, pools: Sequence[PoolSpec]) -> dict[str, int]:
-    """The static cluster: the peak each pool needed before the window."""
+def static_units(
+    window: SimulationWindow, pools: Sequence[PoolSpec], priority: Mapping[str, float] | None = None
+) -> dict[str, int]:
+    """The static cluster: the peak each pool needed before the window (split as ``required_units`` splits it)."""
     observed = window.history[~np.isnan(window.history).any(axis=1)] if len(window.history) else window.history
     if len(observed) == 0:
         raise TraceError("the static policy needs history before the window; start the window later")
-    need = required_units(observed, window.classes, pools)
+    need = required_units(observed, window.classes, pools, priority)
     return {p.pool_id: p.clamp(int(need[p.pool_id].max(initial=0))) for p in pools}
