@@ -79,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     unknown = sorted(set(args.current_units) - {p.id for p in settings.pools})
     if unknown:
         raise LeadtimeError(f"--current-units names unknown pool(s) {unknown}")
+    if outside := _outside_bounds(settings, args.current_units):
+        raise LeadtimeError(f"--current-units: {outside}")
     read_side: Actuator
     if settings.cloud is not None and not args.current_units:
         from actuators.cloud_wiring import build_cloud_actuators  # cloud SDKs: only when the cloud is read
@@ -98,6 +100,18 @@ def run(args: argparse.Namespace) -> int:
         "recommendation.json"
     )
     return 0
+
+
+def _outside_bounds(settings: Settings, units: Mapping[str, int]) -> str | None:
+    """What is wrong with current units that a pool cannot have (outside its min_units..max_units), if any: a
+    recommendation from a state the pool cannot be in would mislead."""
+    problems = [
+        f"{pool.id}={units[pool.id]} is outside the bounds of pool {pool.id!r}: {pool.min_units}..{pool.max_units} "
+        "units (min_units..max_units)"
+        for pool in settings.pools
+        if pool.id in units and not pool.min_units <= units[pool.id] <= pool.max_units
+    ]
+    return "; ".join(problems) or None
 
 
 def recommend(
