@@ -13,14 +13,12 @@ backtest of the forecaster over the history. Every text in them is redacted (``m
 from __future__ import annotations
 
 import argparse
-import calendar
 import math
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 import pandas as pd
 
@@ -33,6 +31,7 @@ from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
+from agent.planning.budget import Budget
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.resource_check import unknown_resources
@@ -284,9 +283,15 @@ def _budget(budget: BudgetSettings, pools: list[dict[str, Any]], at: datetime) -
         if pool["pool_id"] in budget.pools:
             rate["current"] += (pool["current_units"] or 0) * pool["price_per_unit_hour_usd"]
             rate["recommended"] += (pool["recommended_units"] or 0) * pool["price_per_unit_hour_usd"]
-    local = at.astimezone(ZoneInfo(budget.timezone))
-    period_hours = calendar.monthrange(local.year, local.month)[1] * 24.0
-    entry: dict[str, Any] = {"name": budget.name, "pools": list(budget.pools), "period_hours": period_hours}
+    period = Budget.from_settings(budget).period(at)  # from period_start_day at local midnight, as the cap counts it
+    period_hours = (period.end - period.start).total_seconds() / 3600.0
+    entry: dict[str, Any] = {
+        "name": budget.name,
+        "pools": list(budget.pools),
+        "period_start": period.start.isoformat(),
+        "period_end": period.end.isoformat(),
+        "period_hours": period_hours,
+    }
     for which, per_hour in rate.items():
         entry[f"{which}_per_hour_usd"] = round(per_hour, 2)
         entry[f"{which}_projected_period_usd"] = round(per_hour * period_hours, 2)
