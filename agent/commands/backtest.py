@@ -48,13 +48,17 @@ def run(args: argparse.Namespace) -> int:
     out = _writable(Path(args.out))
     trace = read_trace(args.trace)
     keep = _names(args.series, trace.series, "series") if args.series else list(trace.series)
+    _once("series", [(name, name) for name in keep])
     columns = [trace.series.index(s) for s in keep]
     grid = Grid(trace.index, tuple(keep), trace.values[:, columns], trace.step)
     quantiles = tuple((label, _quantile(label)) for label in _split(args.quantiles, "quantiles"))
+    horizons = tuple((label, _duration(label, "--horizons")) for label in _split(args.horizons, "horizons"))
+    _once("quantiles", quantiles)
+    _once("horizons", horizons)
     spec = BacktestSpec(
         start=_time(args.start, "--start"),
         end=_time(args.end, "--end") if args.end else trace.index[-1] + trace.step,
-        horizons=tuple((label, _duration(label, "--horizons")) for label in _split(args.horizons, "horizons")),
+        horizons=horizons,
         quantiles=quantiles,
         origin_every=_duration(args.every, "--every"),
         history=_duration(args.history, "--history"),
@@ -75,6 +79,7 @@ def run(args: argparse.Namespace) -> int:
         )
     _require_data(grid, spec)
     names = _names(args.models, FAMILIES, "models")
+    _once("models", [(name, name) for name in names])
     levels = tuple(q for _, q in quantiles)
     factories = {name: (lambda n=name: build(n, quantiles=tuple(sorted({0.5, *levels})))) for name in names}
 
@@ -109,6 +114,17 @@ def _split(text: str, what: str) -> list[str]:
     if not parts:
         raise BacktestInputError(f"--{what} is empty")
     return parts
+
+
+def _once(what: str, items: Iterable[tuple[str, object]]) -> None:
+    """Each value listed once: a repeated one (``0.5,0.5``, or ``15m,900s`` for the same horizon) is refused,
+    naming the entries that repeat it."""
+    seen: dict[object, str] = {}
+    for label, value in items:
+        if value in seen:
+            twice = label if label == seen[value] else f"one value ({seen[value]} and {label})"
+            raise BacktestInputError(f"--{what} lists {twice} twice; list each once")
+        seen[value] = label
 
 
 def _names(text: str, known: Iterable[str], what: str) -> list[str]:
