@@ -10,8 +10,14 @@ between), the pool is held. Either way the plan carries a budget skip and the ti
 
 Reservations of scale-ups not carried out (rejected, failed, only recorded in dry-run) are released as soon as the
 executor reports. Those of scale-ups carried out stay until they expire (``ledger.reservation_ttl``, never past
-the end of the cap's period), so the other agents count the new units while the ledger starts recording them; an
-agent that dies leaves its reservations to expire.
+the end of the cap's period); an agent that dies leaves its reservations to expire.
+
+The ledger records spend only as it accrues, so a reservation that expired would leave the other agents blind to
+what the units it paid for go on costing: they would commit the same money again. So for a budget shared with
+other agents (``remote_pools``) the agent also keeps what it holds reserved (``commit``, every tick): the units
+each of its pools bills, at the pool's price to the end of each cap's period (or over the commit horizon),
+reserved for ``reservation_ttl`` and replaced at the next tick. Those standing reservations cover the scale-ups
+carried out, whose own reservations are then released; an agent that stops leaves them to expire.
 """
 
 from __future__ import annotations
@@ -51,6 +57,10 @@ class _Cap:
     cap_usd: float
     per_unit_usd: float
 
+    @property
+    def shared(self) -> bool:
+        return bool(self.budget.remote_pools)
+
 
 @dataclass(frozen=True)
 class Reserved:
@@ -76,7 +86,9 @@ class BudgetReserver:
         self.pools = pools
         self.holder = holder
         self.ttl = ttl
-        self._held: dict[str, list[int]] = {}  # resize key -> its reservations, until the executor reports
+        self._held: dict[str, list[tuple[int, bool]]] = {}  # resize key -> (reservation, in a shared budget)
+        self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
+        self._standing: list[int] = []  # the units held now, reserved for the other agents to see (``commit``)
 
     def reserve(self, now: datetime, plan: CapacityPlan) -> Reserved:
         """Reserve every scale-up of ``plan`` on a budgeted pool; trim or hold the ones not granted."""
@@ -92,7 +104,7 @@ class BudgetReserver:
         for resize, grants in zip(ups, first, strict=True):
             wanted = resize.to_units - resize.from_units
             if all(g.granted for _, g in grants):
-                self._held[resize.key] = [g.reservation_id for _, g in grants if g.reservation_id is not None]
+                self._held[resize.key] = _kept(grants)
                 continue
             self.ledger.release([g.reservation_id for _, g in grants if g.reservation_id is not None])
             units, budget, room = min(
@@ -104,20 +116,47 @@ class BudgetReserver:
         trimmed = [r for r in ups if allowed.get(r.pool_id, 0) > 0]
         second = self._ask(now, [(r.pool_id, allowed[r.pool_id]) for r in trimmed])
         for resize, grants in zip(trimmed, second, strict=True):
-            ids = [g.reservation_id for _, g in grants if g.reservation_id is not None]
             if all(g.granted for _, g in grants):
-                self._held[_key(now, resize.pool_id, resize.from_units + allowed[resize.pool_id])] = ids
+                self._held[_key(now, resize.pool_id, resize.from_units + allowed[resize.pool_id])] = _kept(grants)
             else:
-                self.ledger.release(ids)
+                self.ledger.release([g.reservation_id for _, g in grants if g.reservation_id is not None])
                 allowed[resize.pool_id] = 0
         return self._cut(now, plan, allowed, headroom)
 
     def settle(self, results: Sequence[ActionResult]) -> None:
-        """Release the reservations of the scale-ups the executor did not carry out; keep the others to expire."""
+        """Release the reservations of the scale-ups the executor did not carry out; keep the others to expire,
+        or, in a shared budget, until the next standing reservations cover them."""
         carried_out = {r.key for r in results if r.status in _CARRIED_OUT}
-        abandoned = [i for key, ids in self._held.items() if key not in carried_out for i in ids]
+        abandoned = [i for key, ids in self._held.items() if key not in carried_out for i, _ in ids]
+        self._covered += [i for key, ids in self._held.items() if key in carried_out for i, shared in ids if shared]
         self._held = {}
         self.ledger.release(abandoned)
+
+    def commit(self, now: datetime, units: Mapping[str, int]) -> None:
+        """Reserve what the ``units`` each pool bills cost to the end of each shared cap's period (or its commit
+        horizon), in place of the previous tick's standing reservations and of the scale-ups' they cover. Never
+        refused: the units are already paid for; the other agents' next reservations see them."""
+        requests = [
+            ReservationRequest(
+                budget=cap.key,
+                pools=tuple(sorted(cap.budget.pools)),
+                period_start=cap.period.start,
+                period_end=cap.period.end,
+                cap_usd=math.inf,
+                amount_usd=held * cap.per_unit_usd,
+                holder=f"{self.holder} (units held)",
+                ttl=min(self.ttl, cap.period.end - now),
+            )
+            for pool_id, held in sorted(units.items())
+            if held > 0
+            for cap in self._caps(now, pool_id)
+            if cap.shared
+        ]
+        replaced, self._covered = [*self._standing, *self._covered], []
+        grants = self.ledger.reserve_many(
+            requests, now, replacing=replaced
+        )  # one transaction: never both, never neither
+        self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
     # -- internals ------------------------------------------------------------------------------------------
     def _caps(self, now: datetime, pool_id: str) -> list[_Cap]:
@@ -202,6 +241,10 @@ class BudgetReserver:
             )
         reserved = replace(plan, resizes=tuple(resizes), skips=tuple(skips), targets=targets, decisions=decisions)
         return Reserved(reserved, tuple(alerts))
+
+
+def _kept(grants: Sequence[tuple[_Cap, Grant]]) -> list[tuple[int, bool]]:
+    return [(g.reservation_id, cap.shared) for cap, g in grants if g.reservation_id is not None]
 
 
 def _key(now: datetime, pool_id: str, to_units: int) -> str:

@@ -71,9 +71,16 @@ class BudgetWatch:
         """The plan with its scale-ups reserved against the budgets (trimmed or held where not granted)."""
         return Reserved(plan) if self.reserver is None else self.reserver.reserve(now, plan)
 
-    def acted(self, now: datetime, plan: CapacityPlan, results: Sequence[ActionResult]) -> None:
+    def acted(
+        self,
+        now: datetime,
+        plan: CapacityPlan,
+        results: Sequence[ActionResult],
+        states: Mapping[str, PoolState],
+    ) -> None:
         """Charge the agent's own scale-ups from now on, and remember them for overspend and stall alerts; release
-        the reservations of scale-ups not carried out."""
+        the reservations of scale-ups not carried out, and keep what the pools hold (``states``, with the
+        scale-ups carried out) reserved in the budgets shared with other agents."""
         billed = {r.key for r in results if r.status in _BILLED}
         ups = [r for r in plan.resizes if r.key in billed and r.is_scale_up]
         self.meter.observe(self._reading(now, r.pool_id, r.to_units) for r in ups)
@@ -82,6 +89,10 @@ class BudgetWatch:
         self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units) for r in ups]
         if self.reserver is not None:
             self.reserver.settle(results)
+            held = {pool_id: s.target_units for pool_id, s in states.items()}
+            for r in ups:
+                held[r.pool_id] = max(held.get(r.pool_id, 0), r.to_units)
+            self.reserver.commit(now, held)
 
     def alerts(
         self, now: datetime, plan: CapacityPlan, spends: Sequence[BudgetSpend], states: Mapping[str, PoolState]

@@ -224,7 +224,7 @@ class Agent:
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)
-        self.budget_watch.acted(now, plan, execution.results)
+        self.budget_watch.acted(now, plan, execution.results, states)
         alerts.extend(self.budget_watch.alerts(now, plan, spends, states))
         for event in alerts:
             self.parts.notifier.notify(event)

@@ -255,8 +255,10 @@ FIELDS: dict[str, str] = {
     "(month-to-date spend restarts at zero).",
     "LedgerSettings.shared_file": "The daemon's replicas share the SQLite file (one volume): only the leader "
     "writes it, standbys open it read-only and never record or reserve; a new leader resumes from the file.",
-    "LedgerSettings.reservation_ttl": "How long the reservation of a scale-up carried out counts against a shared "
-    "budget (never past the end of the cap's period); reservations of scale-ups not carried out are released at once.",
+    "LedgerSettings.reservation_ttl": "How long a reservation counts against a shared budget when nobody renews "
+    "it (never past the end of the cap's period): what an agent's pools hold is reserved again every tick, so this "
+    "is how long the units of an agent that stopped keep counting; reservations of scale-ups not carried out are "
+    "released at once.",
     "LedgerSettings.url": "PostgreSQL ledger: `postgresql://USER@HOST:PORT/DATABASE`, without a password.",
     "LedgerSettings.password_env": "Environment variable holding the PostgreSQL password (read when no "
     "`password_file` is set).",

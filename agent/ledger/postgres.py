@@ -268,16 +268,20 @@ class PostgresLedger:
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
         return self.reserve_many([request], now)[0]
 
-    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
-        """Decide the requests in order, in one transaction: each sees the grants before it."""
+    def reserve_many(
+        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+    ) -> list[Grant]:
+        """Decide the requests in order, in one transaction: each sees the grants before it; the reservations
+        ``replacing`` names are released in it first."""
 
         def decide(db: Connection) -> list[Grant]:
             names = sorted({r.budget for r in requests})
             with db.transaction():
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
                 db.execute(
-                    "DELETE FROM leadtime_budget_reservations WHERE budget = ANY(%s) AND expires_us <= %s",
-                    (names, to_us(now)),
+                    "DELETE FROM leadtime_budget_reservations WHERE (budget = ANY(%s) AND expires_us <= %s)"
+                    " OR id = ANY(%s)",
+                    (names, to_us(now), list(replacing)),
                 )
                 reserved = dict.fromkeys(names, 0.0)
                 for budget, amount in db.execute(
@@ -315,6 +319,7 @@ class PostgresLedger:
                 return [g if g.reservation_id is None else Grant(ids[g.reservation_id], g.headroom_usd) for g in grants]
 
         if not requests:
+            self.release(replacing)
             return []
         with self._lock:
             return self._run("reserve in", decide)

@@ -53,8 +53,11 @@ class Grant:
 class Reservations(Protocol):
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant: ...
 
-    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
-        """Decide the requests in order, all in one transaction: each sees the grants before it."""
+    def reserve_many(
+        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+    ) -> list[Grant]:
+        """Decide the requests in order, all in one transaction: each sees the grants before it. The reservations
+        ``replacing`` names are released in the same transaction, before the requests are decided."""
         ...
 
     def release(self, reservation_ids: Sequence[int]) -> None: ...
@@ -89,9 +92,12 @@ class ReservationBook:
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
         return self.reserve_many([request], now)[0]
 
-    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+    def reserve_many(
+        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+    ) -> list[Grant]:
         with self._lock:
-            self._held = {i: h for i, h in self._held.items() if h.expires_at > now}
+            gone = set(replacing)
+            self._held = {i: h for i, h in self._held.items() if h.expires_at > now and i not in gone}
             reserved: dict[str, float] = {}
             for held in self._held.values():
                 reserved[held.budget] = reserved.get(held.budget, 0.0) + held.amount_usd
@@ -127,8 +133,10 @@ class InProcessReservations:
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
         return self._book.reserve(request, now)
 
-    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
-        return self._book.reserve_many(requests, now)
+    def reserve_many(
+        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+    ) -> list[Grant]:
+        return self._book.reserve_many(requests, now, replacing)
 
     def release(self, reservation_ids: Sequence[int]) -> None:
         self._book.release(reservation_ids)

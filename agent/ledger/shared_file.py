@@ -85,9 +85,11 @@ class LeaderWrittenLedger:
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
         return self.reserve_many([request], now)[0]
 
-    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+    def reserve_many(
+        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+    ) -> list[Grant]:
         with self._lock:
-            return self._writer("reserve budget in").reserve_many(requests, now)
+            return self._writer("reserve budget in").reserve_many(requests, now, replacing)
 
     def release(self, reservation_ids: Sequence[int]) -> None:
         with self._lock:

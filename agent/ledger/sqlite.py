@@ -117,10 +117,12 @@ class SqliteLedger(InProcessReservations):
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant:
         return self.reserve_many([request], now)[0]
 
-    def reserve_many(self, requests: Sequence[ReservationRequest], now: datetime) -> list[Grant]:
+    def reserve_many(
+        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+    ) -> list[Grant]:
         if self.read_only:
             raise LedgerUnavailable(self._refusal("reserve budget in"))
-        return super().reserve_many(requests, now)
+        return super().reserve_many(requests, now, replacing)
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
         if not entries:

@@ -53,6 +53,7 @@ class Budget:
     alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
     pacing: Pacing = "none"
     commit_horizon: timedelta | None = None  # None: units are counted to the period end (see enforcement)
+    remote_pools: frozenset[str] = frozenset()  # those of ``pools`` that other agents run (a shared budget)
 
     def __post_init__(self) -> None:
         if not 1 <= self.period_start_day <= 28:
@@ -70,6 +71,7 @@ class Budget:
             alert_thresholds=tuple(sorted(settings.alert_thresholds)),
             pacing=settings.pacing,
             commit_horizon=settings.commit_horizon,
+            remote_pools=frozenset(settings.remote_pools),
         )
 
     def period(self, now: datetime) -> Period:

@@ -7,6 +7,7 @@ from datetime import timedelta
 
 import pytest
 
+from agent.ledger import InMemoryLedger
 from agent.ledger.postgres import PostgresLedger
 from agent.ledger.reservations import ReservationRequest
 from models import LedgerEntry
@@ -50,6 +51,30 @@ def test_requests_decided_together_each_see_the_grants_before_them(postgres_data
         ledger.release(ids[:1])  # the first request's reservation: 60 USD of research
         assert ledger.reserved("research", NOW) == pytest.approx(30.0)
         assert ledger.reserved("training", NOW) == pytest.approx(6.0)
+
+
+@pytest.mark.parametrize("backend", ["postgresql", "memory"])
+def test_reservations_replaced_in_the_same_transaction_free_their_room_for_the_requests(
+    postgres_database: Database, backend: str
+) -> None:
+    ledger: PostgresLedger | InMemoryLedger = (
+        PostgresLedger(postgres_database.url, postgres_database.password)
+        if backend == "postgresql"
+        else InMemoryLedger()
+    )
+    try:
+        held = ledger.reserve(ask(70.0), NOW)
+        assert held.reservation_id is not None
+        assert not ledger.reserve(ask(80.0), NOW).granted
+        (grant,) = ledger.reserve_many([ask(80.0)], NOW, replacing=[held.reservation_id])
+        assert grant.granted and grant.headroom_usd == pytest.approx(100.0)
+        assert ledger.reserved("research", NOW) == pytest.approx(80.0)
+        assert grant.reservation_id is not None
+        assert ledger.reserve_many([], NOW, replacing=[grant.reservation_id]) == []  # nothing asked: only released
+        assert ledger.reserved("research", NOW) == 0.0
+    finally:
+        if isinstance(ledger, PostgresLedger):
+            ledger.close()
 
 
 def test_a_reservation_of_an_agent_that_died_expires(postgres_database: Database) -> None:

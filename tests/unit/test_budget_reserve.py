@@ -137,3 +137,27 @@ def test_a_hard_stop_budget_reserves_a_scale_up_over_its_commit_horizon_only() -
     reserved = BudgetReserver(ledger, [team], POOLS, "cluster-west", timedelta(hours=1)).reserve(NOW, plan)
     assert reserved.plan == plan
     assert ledger.reserved("team-a", NOW) == pytest.approx(4 * 10.0 * 2)  # not 400 USD to the period end
+
+
+SHARED = Budget("team-a", frozenset({"gpu", "gpu-east"}), monthly_cap_usd=1000.0, remote_pools=frozenset({"gpu-east"}))
+
+
+def test_a_shared_budget_keeps_the_units_held_reserved_tick_after_tick_and_covers_the_scale_ups() -> None:
+    ledger = InMemoryLedger()
+    book = BudgetReserver(ledger, [SHARED], POOLS, "cluster-west", timedelta(hours=1))
+    up = resize("gpu", 2, 4)
+    book.reserve(NOW, CapacityPlan(NOW, resizes=(up,)))
+    book.settle([ActionResult(up.key, "gpu", ActionStatus.STARTED, NOW)])
+    book.commit(NOW, {"gpu": 4})
+    assert ledger.reserved("team-a", NOW) == pytest.approx(4 * 100.0)  # the scale-up's own is covered: released
+    later = NOW + timedelta(hours=2)  # long after any reservation of the scale-up would have expired
+    for tick in range(1, 25):
+        book.commit(NOW + tick * timedelta(minutes=5), {"gpu": 4})
+    assert ledger.reserved("team-a", later) == pytest.approx(4 * 10.0 * 8)  # replaced, never piled up
+    assert ledger.reserved("team-a", later + timedelta(hours=1)) == 0.0  # an agent that stops: they expire
+
+
+def test_a_budget_no_other_agent_shares_reserves_no_standing_units() -> None:
+    ledger = InMemoryLedger()
+    reserver(ledger).commit(NOW, {"gpu": 4})
+    assert ledger.reserved("team-a", NOW) == 0.0
