@@ -8,7 +8,7 @@ with its own key path.
 from __future__ import annotations
 
 import warnings
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, PlainSerializer
@@ -172,12 +172,21 @@ class BudgetSettings(_Section):
     commit_horizon: Duration | None = None
 
 
+def _iso_text(value: object) -> object:
+    """YAML reads an unquoted timestamp as a datetime (a date alone as a date): take it as the ISO-8601 text it
+    was written as, which then means what the quoted text would (without an offset, UTC)."""
+    return value.isoformat() if isinstance(value, date) else value  # a datetime is a date too
+
+
+IsoTimestamp = Annotated[str, BeforeValidator(_iso_text)]
+
+
 class StockoutWindow(_Section):
     """Simulation only: the pool cannot get new units between ``start`` and ``end`` (ISO-8601)."""
 
     pool: str
-    start: str
-    end: str
+    start: IsoTimestamp
+    end: IsoTimestamp
 
 
 class SimulationSettings(_Section):
