@@ -34,7 +34,7 @@ def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any
         "waiting costs); costs interpolated linearly in the unserved share between the two runs that "
         "bracket it, shown under each figure (setting: cost, unserved share). Where even the cheapest setting "
         "tried leaves less unserved than the target, the figure is that run's, at its own unserved share. The "
-        "oracle is shown as it ran (perfect foresight, nothing unserved).</p>"
+        "oracle is shown as it ran (perfect foresight), with the share of demand it left unserved.</p>"
     )
     return (
         f"<section id='equal-service'><h2>What the same service costs</h2>{note}"

@@ -139,9 +139,22 @@ def policy_descriptions(document: Mapping[str, Any], window: SimulationWindow, s
             "a fixed cluster, never resized: each pool sized to the peak it needed (to serve all demand, cheapest "
             f"pools first, within its max_units) over {before} (steps with data only)."
         ),
-        "oracle": "perfect foresight of demand: the lowest cost at which no demand is left unserved.",
+        "oracle": _oracle_description(document),
         "actual": "what the pools really ran, read from Prometheus, billed and served the same way.",
     }
+
+
+def _oracle_description(document: Mapping[str, Any]) -> str:
+    """What the oracle is, and what its run left unserved: foresight cannot serve demand above a pool's max_units,
+    through a stockout or on a spot unit interrupted before it is replaced."""
+    unserved = document.get("policies", {}).get("oracle", {}).get("unserved_fraction") or 0.0
+    if unserved <= 0.0:
+        return "perfect foresight of demand: the lowest cost at which no demand is left unserved."
+    return (
+        "perfect foresight of demand: each unit requested a lead time before the demand it serves, at the lowest "
+        f"cost; it still left {unserved:.2%} of demand unserved, which foresight cannot serve (spot units "
+        "interrupted, pools out of stock or at max_units)."
+    )
 
 
 def _decisions(changes: Mapping[str, Mapping[str, Any]] | None, observed_steps: int) -> str:

@@ -6,7 +6,8 @@
   It is the same agent loop with a last-value point forecast and no forecast uncertainty. A budget paced on a
   forecast (``pacing: forecast``) it cannot pace: it spends that cap first-come (``agent.simulation.first_come``).
 - ``static``: a fixed cluster sized to the peak seen before the window; never changes.
-- ``oracle``: perfect foresight, the cost floor at zero unserved demand (see ``agent.simulation.oracle``).
+- ``oracle``: perfect foresight, the cost floor for serving all demand (see ``agent.simulation.oracle``); what
+  foresight cannot serve (spot interruptions, stockouts, demand above max_units) it leaves unserved.
 """
 
 from __future__ import annotations
