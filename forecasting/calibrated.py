@@ -31,7 +31,7 @@ from forecasting.calibration import (
     peak_residuals,
     scale_floor,
 )
-from forecasting.guards import check_forecast
+from forecasting.guards import check_forecast, history_range
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
 from forecasting.series import SeriesData, merge, step_ns, to_panel
@@ -145,9 +145,9 @@ class CalibratedForecaster:
         keep = self.context_steps(size) + window + horizon
         for uid, series in panel.items():
             state.tails[uid] = merge(state.tails.get(uid), series, keep)
-            observed = state.tails[uid].y[~np.isnan(state.tails[uid].y)]
-            if len(observed):
-                state.ranges[uid] = (float(observed.min()), float(observed.max()))
+            found = history_range(state.tails[uid].y[~np.isnan(state.tails[uid].y)])
+            if found is not None:
+                state.ranges[uid] = found
         if not panel:
             return
         end = max(s.end_ns for s in panel.values())
@@ -290,7 +290,7 @@ class CalibratedForecaster:
             chosen = bases[nearest]
             scale = self._scale_now(uid, windows[uid])
             values = _ordered(chosen + found[0] * scale, levels)
-            problem = check_forecast(values, state.ranges.get(uid))
+            problem = check_forecast(values, state.ranges.get(uid), _last_observed(windows[uid]), levels)
             if problem:
                 rescue[i] = problem
             else:
@@ -356,6 +356,11 @@ class CalibratedForecaster:
                 block.peaks[i] = backup_peaks[j]
             block.models[i] = backup.models[j]
             block.notes[i] = f"{self.name}: {reason}" + (f"; {backup.notes[j]}" if backup.notes[j] else "")
+
+
+def _last_observed(series: SeriesData) -> float | None:
+    observed = series.y[~np.isnan(series.y)]
+    return float(observed[-1]) if len(observed) else None
 
 
 def _staleness(series: SeriesData) -> int:

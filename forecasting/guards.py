@@ -2,26 +2,64 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from models.demand import MAX_DEMAND
 
-ABSURD_RANGES = 3.0  # how many history ranges above the history's maximum a forecast may reach
-NEGATIVE_TOLERANCE = 1e-6
+ABSURD_RANGES = 3.0  # how many history ranges above the history's high a forecast may reach
+# Per unit of the history's range: a forecast a hair below zero (a damped trend dying out) is clipped, not refused.
+NEGATIVE_TOLERANCE = 0.01
+# The most extreme samples at each end that the history's range leaves out, at most one in STRAY_SHARE: one bad
+# scrape (a counter read as a gauge) must not make a forecast of many times the demand look sane, and a real burst
+# lasts longer than that.
+STRAY_SAMPLES = 2
+STRAY_SHARE = 50
 
 
-def check_forecast(values: np.ndarray, history_range: tuple[float, float] | None) -> str:
-    """Why ``values`` (levels, horizon) cannot be used, or ``""`` when it can."""
+def history_range(observed: np.ndarray) -> tuple[float, float] | None:
+    """The (low, high) a series' forecasts are judged against: its observed values without the few most extreme
+    at each end (None when nothing was observed)."""
+    if not len(observed):
+        return None
+    ordered = np.sort(observed)
+    stray = min(STRAY_SAMPLES, len(ordered) // STRAY_SHARE)
+    return float(ordered[stray]), float(ordered[-1 - stray])
+
+
+def check_forecast(
+    values: np.ndarray,
+    history_range: tuple[float, float] | None,
+    last: float | None = None,
+    levels: Sequence[float] | None = None,
+) -> str:
+    """Why ``values`` (levels, horizon) cannot be used, or ``""`` when it can.
+
+    ``history_range`` is the series' (low, high), ``last`` its newest observed value: the range is widened to
+    take it in, so a burst going on now is judged against itself rather than against the quieter past.
+    ``levels`` (one per row of ``values``; None: all held to the median's rule) tell which rows must not be
+    negative while the series is above zero: a median or higher quantile below zero then says demand is more
+    likely negative than not, so the model is wrong and clipping at zero would only hide it. A lower quantile below
+    zero just means that demand may well reach zero, and a model may overshoot below a series that has reached
+    zero: both are clipped (unless far below zero).
+    """
     if not np.all(np.isfinite(values)):
         return "forecast has NaN or infinite values"
     if values.size and values.max() > MAX_DEMAND:
         return f"forecast {values.max():.3g} is above {MAX_DEMAND:g} accelerators, not a plausible demand"
-    if history_range is None:
+    if history_range is None or not values.size:
         return ""
     low, high = history_range
+    if last is not None and np.isfinite(last):
+        low, high = min(low, last), max(high, last)
     spread = max(high - low, 0.1 * abs(high), 1.0)
     if values.min() < -spread:
         return f"forecast {values.min():.3g} is far below zero"
+    central = values if levels is None else values[np.asarray(levels) >= 0.5]
+    above_zero = last is not None and last > NEGATIVE_TOLERANCE * spread
+    if above_zero and central.size and central.min() < -NEGATIVE_TOLERANCE * spread:
+        return f"forecast {central.min():.3g} at the median or above is below zero"
     ceiling = high + ABSURD_RANGES * spread
     if values.max() > ceiling:
         return f"forecast {values.max():.3g} is above {ceiling:.3g}, beyond a sane multiple of the history's range"

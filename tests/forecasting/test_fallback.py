@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
 import numpy as np
 import pytest
 
 from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
-from forecasting.guards import check_forecast
+from forecasting.guards import check_forecast, history_range
 from forecasting.paths import PathRequest
+from forecasting.registry import build
 from forecasting.series import SeriesData
 from tests.forecasting.conftest import DAY, STEP, bursty, long_frame
 
@@ -68,6 +70,14 @@ def test_bad_forecasts_fall_back_to_the_calibrated_last_value(value: float, fail
     assert np.allclose(out["q0.9"], reference["q0.9"])
 
 
+def test_a_forecast_below_zero_falls_back_instead_of_being_clipped_to_zero() -> None:
+    history = long_frame({"s": bursty(3 * DAY, seed=4) + 20.0})  # ends at 20
+    out = _forecaster(-5.0).fit(history, STEP).predict(history.tail(36), 3, LEVELS)
+    assert set(out["model"]) == {"naive"}
+    assert out["note"].str.contains("fake: forecast -5 at the median or above is below zero").all()
+    assert (out["q0.5"] == 20.0).all()
+
+
 def test_a_sane_forecast_is_kept_and_named_after_its_model() -> None:
     history = long_frame({"s": np.full(3 * DAY, 30.0)})
     out = _forecaster(31.0).fit(history, STEP).predict(history.tail(36), 3, LEVELS)
@@ -119,3 +129,56 @@ def test_forecasts_from_stale_data_are_refused_not_invented() -> None:
 )
 def test_guard_limits(values: np.ndarray, history_range: tuple[float, float] | None, ok: bool) -> None:
     assert (check_forecast(values, history_range) == "") is ok
+
+
+@pytest.mark.parametrize(
+    ("values", "last", "levels", "ok"),
+    [
+        (np.array([[-1e-9, 2.0]]), 5.0, None, True),  # float noise around zero
+        (np.array([[-0.5, 2.0]]), 5.0, None, False),  # a median below zero while demand is not
+        (np.array([[-0.5, 2.0]]), 0.0, None, True),  # overshooting a series that reached zero: clipped
+        (np.array([[-0.5, -0.2], [1.0, 2.0]]), 5.0, (0.1, 0.5), True),  # a low level may dip below zero
+        (np.array([[-0.5, -0.2], [1.0, -0.3]]), 5.0, (0.1, 0.5), False),
+    ],
+)
+def test_guard_refuses_a_median_or_higher_quantile_below_zero(
+    values: np.ndarray, last: float, levels: tuple[float, ...] | None, ok: bool
+) -> None:
+    assert (check_forecast(values, (0.0, 10.0), last, levels) == "") is ok
+
+
+def test_one_bad_sample_does_not_stretch_the_range_forecasts_are_judged_against() -> None:
+    y = np.full(DAY, 20.0)
+    y[100] = 5000.0  # a counter read as a gauge
+    y[200] = 0.0
+    assert history_range(y) == (20.0, 20.0)
+    assert "beyond a sane multiple" in check_forecast(np.array([[259.0]]), history_range(y), 20.0)
+    # a burst going on now is judged against itself
+    assert check_forecast(np.array([[120.0]]), history_range(y), 100.0) == ""
+
+
+def _daily_with_a_glitch(glitch_ago: int, after_glitch: int) -> np.ndarray:
+    rng = np.random.default_rng(4)
+    t = np.arange(3 * DAY)
+    y = np.maximum(0.0, 20.0 + 8.0 * np.sin(2 * np.pi * t / DAY) + rng.normal(0.0, 2.0, len(t))).round()
+    y[-glitch_ago] = 5000.0
+    return y[: len(y) - glitch_ago + after_glitch + 1]
+
+
+@pytest.mark.parametrize(
+    ("after", "reason"),
+    [(12, "beyond a sane multiple"), (24, "far below zero"), (48, "at the median or above is below zero")],
+)
+def test_one_bad_sample_sends_smoothing_to_the_calibrated_last_value(after: int, reason: str) -> None:
+    """Damped-trend smoothing chases a single bad sample of 5000 on a series at about 20: first far above demand,
+    then below zero as its trend turns. Those forecasts are refused, not published (or clipped to zero)."""
+    history = long_frame({"s": _daily_with_a_glitch(glitch_ago=60, after_glitch=after)})
+    model = build("ets", quantiles=(0.5, 0.9, 0.95), horizon=timedelta(minutes=30)).fit(history, STEP)
+    out = model.predict(history, 6, (0.5, 0.9, 0.95))
+    assert set(out["model"]) == {"naive"}
+    assert out["note"].str.startswith("ets: ").all()
+    assert out["note"].str.contains(reason).all()
+    last = float(history["y"].iloc[-1])
+    assert (out["q0.5"] == last).all()
+    assert ((out["q0.95"] > last) & (out["q0.95"] < 3 * last)).all()
+    assert (out["peak_q0.95"] < 3 * last).all()
