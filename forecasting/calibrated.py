@@ -9,8 +9,8 @@ highest base over those steps plus the conformal offset of the highest residual 
 A model trained at the asked quantiles may keep them as trained (``offset_bases=False``: no offset at its base
 levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
 for the fallback checks but not for choosing between models). Any series whose model did not train, whose
-residuals are too few, or whose forecast fails the guards is answered by the calibrated last value instead, and
-the row says so.
+residuals are too few (or do not reach as far ahead as asked: ``calibration_horizon``), or whose forecast fails the
+guards is answered by the calibrated last value instead, and the row says so.
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ from forecasting.paths import LastValuePaths, PathModel
 from forecasting.series import SeriesData, merge, step_ns, to_panel
 
 MAX_ORIGINS = 240  # calibration origins per series: enough for a 0.95 quantile, cheap to forecast
+# How far ahead residuals are kept unless the caller will ask further: the offsets of a step past them are not known
+CALIBRATION_HORIZON = timedelta(hours=1)
 
 
 @dataclass
@@ -79,7 +81,7 @@ class CalibratedForecaster:
         make_model: Callable[[], PathModel],
         *,
         calibration_window: timedelta = timedelta(days=2),
-        calibration_horizon: timedelta = timedelta(hours=1),
+        calibration_horizon: timedelta = CALIBRATION_HORIZON,
         retrain_interval: timedelta = timedelta(days=1),
         recent_window: timedelta = timedelta(hours=3),
         scale_window: timedelta | None = timedelta(hours=1),
@@ -331,6 +333,9 @@ class CalibratedForecaster:
         if found is None:
             return "no calibration residuals for this series (new or too short)"
         if found[1] < horizon:
+            residuals = self._state.residuals[uid]
+            if found[1] == residuals.values.shape[2]:
+                return f"calibrated {found[1]} steps ahead, asked for {horizon}"
             return f"fewer than the needed residuals {found[1] + 1} steps ahead"
         return ""
 
@@ -391,9 +396,9 @@ def _persistence(windows: Mapping[str, SeriesData], horizon: int, levels: Sequen
     return Block(uids, [windows[u].end_ns for u in uids], values, ["persistence"] * len(uids), notes)
 
 
-def last_value_forecaster() -> CalibratedForecaster:
+def last_value_forecaster(calibration_horizon: timedelta = CALIBRATION_HORIZON) -> CalibratedForecaster:
     """The calibrated last value: the bar, and every other model's fallback. Should its locally weighted band
     fail the guards (a rare jump in an otherwise still series can stretch it), the same model with one band
     for all hours (plain split conformal) answers instead."""
-    plain = CalibratedForecaster("naive", LastValuePaths, scale_window=None)
-    return CalibratedForecaster("naive", LastValuePaths, fallback=plain)
+    plain = CalibratedForecaster("naive", LastValuePaths, scale_window=None, calibration_horizon=calibration_horizon)
+    return CalibratedForecaster("naive", LastValuePaths, fallback=plain, calibration_horizon=calibration_horizon)

@@ -106,7 +106,8 @@ def conformal_offsets(
     """Offsets of shape (levels, horizon) and the first step (0-based) with too few residuals (``horizon`` if none).
 
     The offset for level ``q`` at a step with ``n`` residuals is the ``ceil((n + 1) q)``-th smallest of them (the
-    split-conformal order statistic). Steps beyond the residuals' own horizon reuse the last one.
+    split-conformal order statistic). Steps beyond the residuals' own horizon reuse the last one, and count as
+    steps with too few residuals: a band held at its last width would understate the spread further ahead.
     """
     offsets = np.zeros((len(levels), horizon))
     bases, _, width = residuals.shape
@@ -124,7 +125,7 @@ def conformal_offsets(
         rank = np.clip(np.ceil((n + 1) * level).astype(int) - 1, 0, n - 1)
         offsets[i, :short] = ordered[nearest_base(base_levels, level)][rank, steps]
     offsets[:, short:] = offsets[:, short - 1 : short]
-    return offsets, short if short < min(horizon, width) else horizon
+    return offsets, short
 
 
 def peak_residuals(residuals: np.ndarray) -> np.ndarray:

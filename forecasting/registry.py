@@ -12,7 +12,7 @@ from datetime import timedelta
 
 from forecasting.base import Forecaster
 from forecasting.boosting import MAX_ROWS, TRAIN_AHEAD_MINUTES, LightGbmPaths, ahead_minutes_within
-from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
+from forecasting.calibrated import CALIBRATION_HORIZON, CalibratedForecaster, last_value_forecaster
 from forecasting.last_value import LastValueForecaster, PersistenceForecaster
 from forecasting.paths import PathModel, SeasonalNaivePaths
 from forecasting.selection import AutoForecaster
@@ -54,12 +54,18 @@ def build_calibrated(
     candidate of ``auto`` (``for_selection``) it holds out the calibration window, so the residuals selection scores
     are out of sample, and trains on fewer rows (``SELECTION_ROWS``): ``auto`` forecasts with a namesake trained on
     all history, and the held-out copy only provides the evidence.
-    ``horizon``, when the caller knows how far ahead it will ever ask, spares the boosters of longer horizons.
+    ``horizon``, when the caller knows how far ahead it will ever ask, spares the boosters of longer horizons and,
+    when longer than ``CALIBRATION_HORIZON``, is how far ahead the model and its fallback keep residuals (a step
+    past them has no offset of its own). A candidate of ``auto`` trains no booster past ``SELECTION_HORIZON``: it
+    is only judged that far.
     """
+    calibrated = CALIBRATION_HORIZON if horizon is None else max(horizon, CALIBRATION_HORIZON)
     if name == "naive":
-        return last_value_forecaster()
-    fallback = last_value_forecaster()
-    ahead = TRAIN_AHEAD_MINUTES if horizon is None else ahead_minutes_within(horizon.total_seconds() / 60)
+        return last_value_forecaster(calibrated)
+    fallback = last_value_forecaster(calibrated)
+    judged = SELECTION_HORIZON if horizon is None else min(horizon, SELECTION_HORIZON)
+    boosted = judged if for_selection else horizon
+    ahead = TRAIN_AHEAD_MINUTES if boosted is None else ahead_minutes_within(boosted.total_seconds() / 60)
     makers: dict[str, Callable[[], PathModel]] = {
         "seasonal_naive": SeasonalNaivePaths,
         "ets": DampedTrendPaths,
@@ -75,6 +81,7 @@ def build_calibrated(
             name,
             makers[name],
             fallback=fallback,
+            calibration_horizon=calibrated,
             retrain_interval=retrain_interval,
             offset_bases=name != "lightgbm",  # trained at each asked level: its quantiles stand as they are
             hold_out=for_selection or name != "lightgbm",
@@ -96,11 +103,12 @@ def build(
     if name == "last-value":
         return LastValueForecaster(lookback=lookback)
     if name == "auto":
-        # Candidates are judged over the horizon asked, at most an hour (their boosters stop there too); the
-        # global model forecasts from a namesake trained on all history.
+        # Candidates are judged over the horizon asked, at most an hour (their boosters stop there too), and
+        # calibrated over all of it: the chosen one forecasts that far. The global model forecasts from a namesake
+        # trained on all history.
         judged = SELECTION_HORIZON if horizon is None else min(horizon, SELECTION_HORIZON)
         candidates = [
-            build_calibrated(n, quantiles, retrain_interval, for_selection=True, horizon=judged)
+            build_calibrated(n, quantiles, retrain_interval, for_selection=True, horizon=horizon)
             for n in AUTO_CANDIDATES
         ]
         return AutoForecaster(
