@@ -81,7 +81,10 @@ def run(args: argparse.Namespace) -> int:
     names = _names(args.models, FAMILIES, "models")
     _once("models", [(name, name) for name in names])
     levels = tuple(q for _, q in quantiles)
-    factories = {name: (lambda n=name: build(n, quantiles=tuple(sorted({0.5, *levels})))) for name in names}
+    furthest = max(ahead for _, ahead in spec.horizons)  # calibrated that far ahead, not only the first hour
+    factories = {
+        name: (lambda n=name: build(n, quantiles=tuple(sorted({0.5, *levels})), horizon=furthest)) for name in names
+    }
 
     def bar(origins: Iterable[int]) -> Iterable[int]:
         from tqdm import tqdm

@@ -151,3 +151,12 @@ def test_a_horizon_beyond_the_trace_is_refused_not_scored_as_blanks(
     assert _run(trace, tmp_path / "x.json", "--models", "naive", "--horizons", "30m,5d") == 2
     assert "--horizons 5d: no origin from --start" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+def test_horizons_beyond_an_hour_are_scored_with_a_band_calibrated_that_far(trace: Path, tmp_path: Path) -> None:
+    out = tmp_path / "long.json"
+    assert _run(trace, out, "--models", "naive", "--horizons", "2h", "--quantiles", "0.5,0.9") == 0
+    naive = json.loads(out.read_text(encoding="utf-8"))["models"]["naive"]
+    # The calibrated last value's band at two hours: without residuals that far, it fell back to the bare last
+    # value, a q0.9 equal to its q0.5 (and covering as often).
+    assert naive["coverage"]["0.9"] > naive["coverage"]["0.5"] + 0.1
