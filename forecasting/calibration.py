@@ -17,6 +17,7 @@ rather than ``h`` separate ones.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -106,7 +107,10 @@ def conformal_offsets(
     """Offsets of shape (levels, horizon) and the first step (0-based) with too few residuals (``horizon`` if none).
 
     The offset for level ``q`` at a step with ``n`` residuals is the ``ceil((n + 1) q)``-th smallest of them (the
-    split-conformal order statistic). Steps beyond the residuals' own horizon reuse the last one, and count as
+    split-conformal order statistic). Where that rank is beyond ``n`` (a level above ``n / (n + 1)``: 0.999 needs
+    999 residuals, two days of five-minute steps hold 576), no residual is high enough: the largest would be
+    exceeded about ``1 / (n + 1)`` of the time whatever the level, so the offset is extrapolated from the highest
+    residuals instead (``_tail``). Steps beyond the residuals' own horizon reuse the last one, and count as
     steps with too few residuals: a band held at its last width would understate the spread further ahead.
     """
     offsets = np.zeros((len(levels), horizon))
@@ -121,11 +125,33 @@ def conformal_offsets(
     ordered = np.sort(residuals[:, :, :short], axis=1)  # NaN sort last
     steps = np.arange(short)
     for i, level in enumerate(levels):
-        n = (~np.isnan(ordered[nearest_base(base_levels, level)])).sum(axis=0)
-        rank = np.clip(np.ceil((n + 1) * level).astype(int) - 1, 0, n - 1)
-        offsets[i, :short] = ordered[nearest_base(base_levels, level)][rank, steps]
+        sorted_ = ordered[nearest_base(base_levels, level)]
+        n = (~np.isnan(sorted_)).sum(axis=0)
+        wanted = np.ceil((n + 1) * level).astype(int) - 1
+        offsets[i, :short] = sorted_[np.clip(wanted, 0, n - 1), steps]
+        beyond = np.flatnonzero(wanted > n - 1)
+        for step in beyond:
+            offsets[i, step] = _tail(sorted_[: n[step], step], level)
     offsets[:, short:] = offsets[:, short - 1 : short]
     return offsets, short
+
+
+TAIL_POINTS = 10  # highest residuals an extrapolated offset is fitted to
+
+
+def _tail(ascending: np.ndarray, level: float) -> float:
+    """The ``level`` quantile of residuals above their range, from an exponential tail fitted to the highest
+    ``TAIL_POINTS`` of them (peaks over a threshold; the exponential is also the tail ``DemandForecast.exceedance``
+    assumes): ``k`` of the ``n`` exceed the threshold ``u``, by ``beta`` on average, so a residual exceeds
+    ``u + x`` with probability ``k / (n + 1) * exp(-x / beta)``. Never below the largest residual."""
+    n = len(ascending)
+    k = min(TAIL_POINTS, n - 1)
+    if k < 2:
+        return float(ascending[-1]) if n else 0.0
+    threshold = float(ascending[n - k - 1])
+    beta = float(np.mean(ascending[n - k :] - threshold))
+    beyond = beta * math.log(k / ((n + 1) * (1.0 - level))) if beta > 0.0 and level < 1.0 else 0.0
+    return max(float(ascending[-1]), threshold + beyond)
 
 
 def peak_residuals(residuals: np.ndarray) -> np.ndarray:
