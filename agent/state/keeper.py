@@ -1,7 +1,13 @@
 """MemoryKeeper: when the planner's memory is loaded from and saved to its store, and what a failure does.
 
 * ``resume()`` is called when this replica becomes the leader: before its next tick plans, the memory the
-  previous leader saved (or this replica before a restart) replaces the in-memory copy.
+  previous leader saved (or this replica before a restart) replaces the in-memory copy, keeping what this replica
+  learned since it became leader (while the store could not be read).
+* ``before_tick`` reads the store every tick and merges what changed there since this replica last read or wrote
+  it: an operator who lifts a block by editing (or deleting) the stored memory, as the operations guide says,
+  is heard at the next tick instead of being written over at the next save. The merge is three-way, per pool,
+  against what the store held when this replica last saw it: a value only one side changed takes that side's; a
+  value both changed keeps this replica's block or the later time.
 * ``after_tick(memory, now)`` saves the memory when it differs from what the store holds. A failed save is
   logged and retried on the next tick; the tick itself is never held up or failed by the store.
 * Until a load has succeeded, nothing is saved: a new leader that cannot read the store must not overwrite
@@ -11,13 +17,16 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
 from datetime import datetime
+from typing import TypeVar
 
 from agent.planning import PlannerMemory
 from agent.state.base import StateStore
 from models import StateUnavailable
 
 log = logging.getLogger(__name__)
+V = TypeVar("V")
 
 
 class MemoryKeeper:
@@ -25,6 +34,7 @@ class MemoryKeeper:
         self._store = store
         self._loaded = False
         self._stored: PlannerMemory | None = None  # what the store holds, as far as this replica knows
+        self._base: PlannerMemory | None = None  # the memory when leadership started, until the first load
         self._failing: str | None = None
         self.failures = 0
 
@@ -35,31 +45,37 @@ class MemoryKeeper:
     def resume(self) -> None:
         """Leadership starts (again): read the store before the next tick plans."""
         self._loaded = False
+        self._base = None
 
     def before_tick(self, memory: PlannerMemory) -> tuple[PlannerMemory, StateUnavailable | None]:
-        """The memory the tick should plan with (the stored one right after ``resume``, else ``memory``), and
-        the error when the store could not be read."""
-        if self._loaded:
-            return memory, None
+        """The memory the tick should plan with (``memory`` merged with what changed in the store), and the
+        error when the store could not be read (the tick then plans with ``memory``)."""
+        first = not self._loaded
+        if first and self._base is None:
+            self._base = memory  # what this replica knew before it led: stale once the store is read
         try:
             stored = self._store.load()
         except StateUnavailable as exc:
             self._failed("load", exc)
             return memory, exc
         self._recovered()
-        self._loaded = True
-        self._stored = stored
-        if stored is None:
+        base = self._base if first else self._stored
+        theirs = stored or PlannerMemory()
+        merged = merge(base or PlannerMemory(), memory, theirs) if stored is not None or not first else memory
+        self._loaded, self._base, self._stored = True, None, stored
+        for pool in sorted(set(memory.blocked) - set(merged.blocked)):
+            log.info("pool %s is no longer blocked: lifted in the stored planner memory", pool)
+        if first and stored is None:
             log.info("no saved planner memory; starting from the one in memory")
-            return memory, None
-        log.info(
-            "planner memory restored: %d recent changes, %d back-offs, %d blocked pools",
-            len(stored.last_change),
-            len(stored.backoff_until),
-            len(stored.blocked),
-            extra={"blocked": sorted(stored.blocked), "backoff": sorted(stored.backoff_until)},
-        )
-        return stored, None
+        elif first:
+            log.info(
+                "planner memory restored: %d recent changes, %d back-offs, %d blocked pools",
+                len(merged.last_change),
+                len(merged.backoff_until),
+                len(merged.blocked),
+                extra={"blocked": sorted(merged.blocked), "backoff": sorted(merged.backoff_until)},
+            )
+        return merged, None
 
     def after_tick(self, memory: PlannerMemory, now: datetime) -> StateUnavailable | None:
         """Save ``memory`` if the store holds something else; the error when that failed (retried next tick)."""
@@ -90,3 +106,30 @@ class MemoryKeeper:
         if self._failing is not None:
             log.info("planner memory store answers again")
         self._failing = None
+
+
+def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> PlannerMemory:
+    """Three-way, per pool: what only one side changed since ``base`` is taken from that side; where both
+    changed, our block stays and the later time wins (a back-off, a recent change)."""
+    return PlannerMemory(
+        last_change=_three_way(base.last_change, ours.last_change, theirs.last_change, max),
+        backoff_until=_three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max),
+        blocked=_three_way(base.blocked, ours.blocked, theirs.blocked, lambda o, _: o),
+    )
+
+
+def _three_way(
+    base: Mapping[str, V], ours: Mapping[str, V], theirs: Mapping[str, V], both: Callable[[V, V], V]
+) -> dict[str, V]:
+    out: dict[str, V] = {}
+    for key in sorted(base.keys() | ours.keys() | theirs.keys()):
+        b, o, t = base.get(key), ours.get(key), theirs.get(key)
+        if o == b:
+            value = t
+        elif t == b:
+            value = o
+        else:
+            value = o if t is None else t if o is None else both(o, t)
+        if value is not None:
+            out[key] = value
+    return out
