@@ -134,6 +134,11 @@ class StateDocumentUnreadable(LeadtimeError):
     """The saved document is not a planner memory this version of the agent can read."""
 
 
+class StateDocumentTooNew(StateUnavailable):
+    """The saved document was written by a newer release (a rolling upgrade, a rollback): it is neither read nor
+    overwritten; the copy in memory is used until a release that reads it leads."""
+
+
 class KubernetesUnconfigured(LeadtimeError):
     """No way to reach a Kubernetes API was found."""
 

@@ -7,8 +7,10 @@ Version 1::
      "backoff_until": {"pool": "..."},
      "blocked": {"pool": "why"}}
 
-Times are ISO 8601 in UTC. A document this code cannot read (unknown version, malformed) raises
-``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save replaces it.
+Times are ISO 8601 in UTC. A document this code cannot read (no or an older unknown version, malformed) raises
+``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save replaces it. A document of a
+newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads
+during a rolling upgrade or a rollback must not write over the back-offs and blocks a newer one saved.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.planning import PlannerMemory
-from models import StateDocumentUnreadable
+from models import StateDocumentTooNew, StateDocumentUnreadable
 
 VERSION = 1
 
@@ -46,6 +48,11 @@ def decode(text: str) -> PlannerMemory:
     if not isinstance(document, dict):
         raise StateDocumentUnreadable("not a JSON object")
     version = document.get("version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > VERSION:
+        raise StateDocumentTooNew(
+            f"the saved planner memory is version {version}, written by a newer release; this one reads version "
+            f"{VERSION} and leaves it as it is"
+        )
     if version != VERSION:
         raise StateDocumentUnreadable(f"version {version!r}; this agent reads version {VERSION}")
     try:

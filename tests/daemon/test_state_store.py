@@ -92,9 +92,23 @@ def test_an_unreadable_document_is_ignored_and_replaced_by_the_next_save(
 ) -> None:
     kube_api.put(
         "configmaps",
-        {"metadata": {"name": "leadtime-state", "namespace": "leadtime"}, "data": {KEY: '{"version": 7}'}},
+        {
+            "metadata": {"name": "leadtime-state", "namespace": "leadtime"},
+            "data": {KEY: '{"version": 1, "blocked": 3}'},
+        },
     )
     store = _store(api_client_for(kube_api.url))
     assert store.load() is None
     store.save(MEMORY, T0)
     assert store.load() == MEMORY
+
+
+def test_a_document_of_a_newer_release_is_unavailable_not_ignored(
+    kube_api: FakeKubeApi, api_client_for: Callable[[str], k8s.ApiClient]
+) -> None:
+    kube_api.put(
+        "configmaps",
+        {"metadata": {"name": "leadtime-state", "namespace": "leadtime"}, "data": {KEY: '{"version": 7}'}},
+    )
+    with pytest.raises(StateUnavailable, match="newer release"):
+        _store(api_client_for(kube_api.url)).load()

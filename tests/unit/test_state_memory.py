@@ -11,7 +11,7 @@ import pytest
 from agent.planning import PlannerMemory
 from agent.state import InMemoryStateStore, MemoryKeeper, StateUnavailable
 from agent.state.codec import decode, encode
-from models import StateDocumentUnreadable
+from models import StateDocumentTooNew, StateDocumentUnreadable
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 MEMORY = (
@@ -47,7 +47,7 @@ def test_times_are_stored_in_utc_and_read_back_as_the_same_instant() -> None:
     [
         ("not json", "not JSON"),
         ("[1]", "not a JSON object"),
-        ('{"version": 2}', "version 2"),
+        ('{"version": 0}', "version 0"),
         ('{"last_change": {}}', "version None"),
         ('{"version": 1, "last_change": {"a": {"at": "2026-03-02T09:00:00+00:00", "direction": 0}}}', "direction"),
         ('{"version": 1, "backoff_until": {"a": "2026-03-02T09:00:00"}}', "no time zone"),
@@ -122,17 +122,30 @@ def test_a_failed_save_is_retried_on_the_next_tick_even_without_a_change() -> No
     assert keeper.failures == 1
 
 
-def test_resuming_reads_the_store_again() -> None:
+def test_the_store_is_read_every_tick_and_again_on_resuming() -> None:
     store = FlakyStore()
     keeper = MemoryKeeper(store)
     keeper.before_tick(PlannerMemory())
-    store.save(MEMORY, T0)  # the other replica led meanwhile
-    assert keeper.before_tick(PlannerMemory())[0] == PlannerMemory()  # still leading: no reload
+    store.save(MEMORY, T0)  # written elsewhere (an operator) while this replica leads
+    assert keeper.before_tick(PlannerMemory())[0] == MEMORY
     keeper.resume()
     assert keeper.before_tick(PlannerMemory())[0] == MEMORY
 
 
 def test_an_unreadable_saved_document_counts_as_nothing_saved() -> None:
     store = InMemoryStateStore()
-    store.document = '{"version": 99}'
+    store.document = '{"version": 1, "backoff_until": {"a": 5}}'
     assert store.load() is None
+
+
+def test_a_document_of_a_newer_release_is_neither_read_nor_written_over() -> None:
+    store = InMemoryStateStore()
+    newer = '{"version": 2, "blocked": {"tpu-vm": "403 Forbidden"}, "shards": []}'
+    store.document = newer
+    with pytest.raises(StateDocumentTooNew, match="version 2, written by a newer release"):
+        store.load()
+    keeper = MemoryKeeper(store)
+    memory, error = keeper.before_tick(PlannerMemory())
+    assert isinstance(error, StateUnavailable)
+    assert keeper.after_tick(memory.changed("a100", T0, +1), T0) is None
+    assert store.document == newer
