@@ -153,6 +153,23 @@ def stalled_scale_up_events(
     return events
 
 
+def missing_data_events(problems: Mapping[str, str], at: datetime) -> list[AlertEvent]:
+    """One event per demand class without trustworthy demand (its pools are held), the class as its subject: a
+    class that loses its data while another is already out is a new condition and gets a message of its own, and
+    a class that stays out is told once per window, whatever happens to the others."""
+    return [
+        AlertEvent(
+            kind=AlertKind.MISSING_DATA,
+            severity=Severity.WARNING,
+            at=at,
+            subject=f"demand class {name}",
+            summary=f"Holding pools: no trustworthy demand for {name}",
+            details={name: problems[name]},
+        )
+        for name in sorted(problems)
+    ]
+
+
 def _when(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from actuators.base import Actuator, NodeDrainer
+from agent.alerts import missing_data_events
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import burst_profile
 from agent.drains import NodeDrains
@@ -39,13 +40,11 @@ from forecasting.base import Forecaster
 from models import (
     ActionResult,
     AlertEvent,
-    AlertKind,
     CapacityPlan,
     DemandForecast,
     ForecastError,
     MetricsUnavailable,
     PoolState,
-    Severity,
 )
 
 log = logging.getLogger(__name__)
@@ -191,7 +190,7 @@ class Agent:
     def act(self, now: datetime, outlook: Outlook) -> TickReport:
         """Plan on ``outlook`` and the pools' fresh state, re-validate, act, record spend and alert."""
         observed, forecasts, problems = outlook.observed, outlook.forecasts, outlook.problems
-        alerts: list[AlertEvent] = [self._missing_alert(now, problems)] if problems else []
+        alerts: list[AlertEvent] = missing_data_events(problems, now)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         spends = self.budget_watch.observe(now, states)
         cleared = clear_failed_units(states, self.parts.actuator, self.pool_by_id, self.memory, now)
@@ -307,16 +306,3 @@ class Agent:
 
     def _stale_steps(self) -> int:
         return max(1, math.ceil(self.settings.forecast.max_staleness / self.step))
-
-    @staticmethod
-    def _missing_alert(now: datetime, problems: dict[str, str]) -> AlertEvent:
-        classes = sorted(problems)
-        shown = ", ".join(classes[:5]) + (f" and {len(classes) - 5} more" if len(classes) > 5 else "")
-        return AlertEvent(
-            kind=AlertKind.MISSING_DATA,
-            severity=Severity.WARNING,
-            at=now,
-            subject="metrics",
-            summary=f"Holding pools: no trustworthy demand for {shown}",
-            details={name: problems[name] for name in classes[:10]},
-        )
