@@ -1,6 +1,7 @@
 """KubernetesNodeDrainer: find idle accelerator nodes, cordon them, evict their pods safely, then remove exactly them.
 
-Idle means the node is schedulable and no pod on it requests an accelerator resource (DaemonSet pods, mirror
+Idle means the node is schedulable and no pod on it requests an accelerator resource (any extended resource the
+node advertises, such as a GPU, a MIG profile or a TPU, or a resource a demand class names; DaemonSet pods, mirror
 pods of static pods and finished pods are ignored), continuously since the first time this drainer saw it so;
 after a restart that memory starts again, which only delays a scale-in.
 
@@ -34,7 +35,7 @@ drain: its pods are evicted through the Eviction API, so disruption budgets stil
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, TypeVar
@@ -51,6 +52,8 @@ log = logging.getLogger(__name__)
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 # Set on a node while a drain of ours is in progress (value: the drain's key); removed when the drain gives up.
 DRAIN_ANNOTATION = "leadtime.io/drain-key"
+# Always accelerators; so is every extended resource a node advertises (a MIG profile such as
+# ``nvidia.com/mig-3g.40gb``, ``nvidia.com/gpu.shared``, ``amd.com/gpu``) and every resource a demand class names.
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
 T = TypeVar("T")
 # The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
@@ -85,7 +88,8 @@ class NodeRemover(Protocol):
 
 class KubernetesNodeDrainer:
     """``api`` reaches the cluster (each call bounded by its request timeout); ``node_pools`` maps our pool ids to
-    node pool label values."""
+    node pool label values; ``accelerator_resources`` are resources (besides ``ACCELERATOR_RESOURCES`` and the
+    node's own extended resources) whose request makes a pod accelerator work: the demand classes' resources."""
 
     def __init__(
         self,
@@ -95,6 +99,7 @@ class KubernetesNodeDrainer:
         remover: NodeRemover,
         timeout: timedelta = timedelta(minutes=15),
         pool_label: str = NODE_POOL_LABEL,
+        accelerator_resources: Iterable[str] = (),
     ) -> None:
         self._nodes_api = api.nodes
         self._pods_api = api.pods
@@ -103,6 +108,7 @@ class KubernetesNodeDrainer:
         self._remover = remover
         self._timeout = timeout
         self._pool_label = pool_label
+        self._accelerator_resources = frozenset(ACCELERATOR_RESOURCES) | frozenset(accelerator_resources)
         self._idle_since: dict[str, datetime] = {}
         self._draining_since: dict[str, datetime] = {}
         self._results = KeyedResults(settled_only=True)
@@ -196,10 +202,11 @@ class KubernetesNodeDrainer:
             name = node.metadata.name
             if node.spec and node.spec.unschedulable:  # cordoned: being drained, or held by a person
                 continue
+            resources = self._accelerator_resources | _extended_resources(node)
             pods = [p for p in self._pods_on(pool_id, name) if _counts(p)]
-            working = [p for p in pods if _needs_accelerator(p)]
+            working = [p for p in pods if _needs_accelerator(p, resources)]
             blocked = any(_blocks(p) and not _terminating(p) for p in pods)
-            load = _NodeLoad(name, len(working), sum(_accelerators(p) for p in working), blocked)
+            load = _NodeLoad(name, len(working), sum(_accelerators(p, resources) for p in working), blocked)
             if load.idle:
                 self._idle_since.setdefault(name, now)
             else:
@@ -318,15 +325,26 @@ def _past_grace(pod: V1Pod, now: datetime) -> bool:
     return stamp is not None and now >= stamp
 
 
-def _needs_accelerator(pod: V1Pod) -> bool:
-    return any(amount not in ("0", "") for amount in _accelerator_amounts(pod))
+def _extended_resources(node: V1Node) -> frozenset[str]:
+    """The extended resources the node advertises (device plugins': GPUs, MIG profiles, shared GPUs, TPUs...).
+    Kubernetes' own resources are not: a name without a "/" (cpu, memory, ephemeral-storage, pods, hugepages-*)
+    or in the kubernetes.io domain (``IsExtendedResourceName`` and ``IsNativeResource`` in kubernetes
+    pkg/apis/core/v1/helper/helpers.go; https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/
+    #extended-resources)."""
+    status = node.status
+    advertised = {**(status.capacity or {}), **(status.allocatable or {})} if status else {}
+    return frozenset(r for r in advertised if "/" in r and "kubernetes.io/" not in r)
 
 
-def _accelerators(pod: V1Pod) -> int:
+def _needs_accelerator(pod: V1Pod, resources: frozenset[str]) -> bool:
+    return any(amount not in ("0", "") for amount in _accelerator_amounts(pod, resources))
+
+
+def _accelerators(pod: V1Pod, resources: frozenset[str]) -> int:
     """Accelerators the pod asks for; an amount that is not a whole number (extended resources are integers, so
     only a malformed one) counts as one."""
     total = 0
-    for amount in _accelerator_amounts(pod):
+    for amount in _accelerator_amounts(pod, resources):
         if amount in ("0", ""):
             continue
         try:
@@ -336,14 +354,15 @@ def _accelerators(pod: V1Pod) -> int:
     return total
 
 
-def _accelerator_amounts(pod: V1Pod) -> list[str]:
-    """Per container and accelerator resource, the amount requested (a limit stands for a missing request)."""
+def _accelerator_amounts(pod: V1Pod, resources: frozenset[str]) -> list[str]:
+    """Per container and accelerator resource (of ``resources``), the amount requested (a limit stands for a missing
+    request)."""
     amounts: list[str] = []
     for container in pod.spec.containers or []:
         requests = (container.resources.requests if container.resources else None) or {}
         limits = (container.resources.limits if container.resources else None) or {}
         merged = {**limits, **requests}
-        amounts.extend(str(merged.get(r, "0")) for r in ACCELERATOR_RESOURCES)
+        amounts.extend(str(merged.get(r, "0")) for r in sorted(resources))
     return amounts
 
 

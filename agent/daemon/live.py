@@ -86,6 +86,7 @@ def live_parts(
             {m.pool: m.node_pool for m in cloud.node_pools},
             actuators.node_pools,
             timeout=cloud.drain_timeout,
+            accelerator_resources=_class_resources(settings),
         )
         parts.drainers = {**parts.drainers, **{m.pool: drainer for m in cloud.node_pools}}
     return parts
@@ -103,10 +104,19 @@ def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: ApiClie
         raise ValueError("AWS node groups are drained through the Kubernetes API: pass its client")
     api = KubernetesApi(kube, settings.daemon.kubernetes.request_timeout)
     drainers: dict[str, KubernetesNodeDrainer] = {}
+    resources = _class_resources(settings)
     for label in sorted({t.label for t in built.drains.values()}):
         for remover in {id(t.remover): t.remover for t in built.drains.values() if t.label == label}.values():
             mine = {pool: t.value for pool, t in built.drains.items() if t.label == label and t.remover is remover}
-            drainer = KubernetesNodeDrainer(api, clock, mine, remover, timeout=aws.drain_timeout, pool_label=label)
+            drainer = KubernetesNodeDrainer(
+                api, clock, mine, remover, timeout=aws.drain_timeout, pool_label=label, accelerator_resources=resources
+            )
             drainers |= dict.fromkeys(mine, drainer)
     parts.drainers = drainers
     return built.routes
+
+
+def _class_resources(settings: Settings) -> set[str]:
+    """The resources the demand classes are measured in: a pod requesting one runs accelerator work."""
+    prometheus = settings.prometheus
+    return {c.resource for c in prometheus.classes.values() if c.resource} if prometheus is not None else set()

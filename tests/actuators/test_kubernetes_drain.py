@@ -34,6 +34,8 @@ class Cluster:
     drainer: KubernetesNodeDrainer
     clock: SimulatedClock
     nodes: list[str]
+    api: KubernetesApi
+    actuator: GkeNodePoolActuator
 
     def instances(self) -> list[tuple[str, str]]:
         return [(i.name, i.action) for m in self.gke.pools["a100"].migs for i in m.instances]
@@ -53,8 +55,9 @@ def cluster(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeA
     actuator = GkeNodePoolActuator(
         clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="a", node_pool="a100")], clock
     )
-    drainer = KubernetesNodeDrainer(KubernetesApi(kube_client), clock, {"a": "a100"}, actuator, timedelta(minutes=15))
-    return Cluster(kube_api, gke_api, drainer, clock, nodes)
+    api = KubernetesApi(kube_client)
+    drainer = KubernetesNodeDrainer(api, clock, {"a": "a100"}, actuator, timedelta(minutes=15))
+    return Cluster(kube_api, gke_api, drainer, clock, nodes, api, actuator)
 
 
 def _cordoned(c: Cluster, node: str) -> bool:
@@ -328,3 +331,34 @@ def test_leadership_lost_in_the_middle_of_a_drain_stops_it_before_the_next_write
     assert sum(_evictions(cluster, p) for p in (f"web-{node}", f"train-{node}")) == 1
     assert cluster.drainer.draining_nodes("a") == {node: "d"}
     assert cluster.gke.calls("POST", "deleteInstances") == 0
+
+
+def test_pods_requesting_any_accelerator_the_node_offers_keep_it_busy(cluster: Cluster) -> None:
+    """A MIG profile or a shared GPU is an extended resource like ``nvidia.com/gpu``: its pods are accelerator work.
+    Kubernetes' own resources are not."""
+    mig = "nvidia.com/mig-3g.40gb"
+    cluster.kube.put("nodes", objs.node("a-mig", "a100", resource=mig, accelerators=2))
+    cluster.kube.put("pods", objs.pod("train-mig", "a-mig", accelerators=1, resource=mig, owner_kind="Job"))
+    plain = objs.node("a-plain", "a100")
+    plain["status"]["capacity"] |= {"hugepages-2Mi": "1Gi", "ephemeral-storage": "100Gi", "pods": "110"}
+    cluster.kube.put("nodes", plain)
+    cpu_only = objs.pod("web-plain", "a-plain", owner_kind="ReplicaSet")
+    cpu_only["spec"]["containers"][0]["resources"]["requests"] = {"cpu": "2", "memory": "1Gi", "hugepages-2Mi": "1Gi"}
+    cluster.kube.put("pods", cpu_only)
+
+    idle = cluster.drainer.idle_nodes("a", timedelta(0))
+    assert "a-mig" not in idle
+    assert "a-plain" in idle
+    assert cluster.drainer.pool_nodes("a")[-1] == "a-mig"  # the only busy node
+
+
+def test_a_demand_class_resource_keeps_a_node_busy_even_if_the_node_does_not_list_it(cluster: Cluster) -> None:
+    shared = "nvidia.com/gpu.shared"
+    node = cluster.nodes[0]
+    cluster.kube.put("pods", objs.pod("infer", node, accelerators=1, resource=shared, owner_kind="ReplicaSet"))
+    assert node in cluster.drainer.idle_nodes("a", timedelta(0))  # the node advertises only nvidia.com/gpu
+
+    configured = KubernetesNodeDrainer(
+        cluster.api, cluster.clock, {"a": "a100"}, cluster.actuator, accelerator_resources=[shared]
+    )
+    assert configured.idle_nodes("a", timedelta(0)) == sorted(cluster.nodes[1:])
