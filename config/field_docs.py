@@ -149,7 +149,7 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.max_points_per_query": "Most points per series in one range query; longer ranges are "
     "chunked (Prometheus refuses more than 11,000).",
     "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "
-    "(ClusterQueue usage plus pending; Kueue v0.18.0 or later, older ones leave every class unavailable).",
+    "(ClusterQueue reservation plus pending; Kueue v0.18.0 or later, older ones leave every class unavailable).",
     "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
     "PrometheusSettings.pools": "Per pool: how its accelerator activity and its recorded capacity are read.",
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",

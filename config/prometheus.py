@@ -119,10 +119,10 @@ _MATCHER = re.compile(
     r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*(?:,|$)"""
 )
 
-# Labels of kueue_cluster_queue_resource_usage that kueue_cluster_queue_resource_pending does not carry: usage is
-# reported per (cohort, cluster_queue, flavor, resource), pending per (cluster_queue, resource) only, since a
-# pending workload has no flavor yet (kubernetes-sigs/kueue pkg/metrics/metrics.go; its test helper
-# ExpectCQResourcePendingMetric takes the label values cluster_queue, resource, replica_role).
+# Labels of kueue_cluster_queue_resource_reservation (and _usage) that kueue_cluster_queue_resource_pending does not
+# carry: reservation is reported per (cohort, cluster_queue, flavor, resource), pending per (cluster_queue,
+# resource) only, since a pending workload has no flavor yet (kubernetes-sigs/kueue pkg/metrics/metrics.go; its
+# test helper ExpectCQResourcePendingMetric takes the label values cluster_queue, resource, replica_role).
 KUEUE_USAGE_ONLY_LABELS = frozenset({"flavor", "cohort"})
 
 

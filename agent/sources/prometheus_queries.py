@@ -2,15 +2,20 @@
 
 Demand (accelerator units requested by running + queued work), one series per class:
 
-- ``kueue``: admitted usage plus pending requests of a ClusterQueue (Kueue v0.18.0 or later, with
-  ``metrics.enableClusterQueueResources: true``); the class's series name is the ClusterQueue by default.
+- ``kueue``: reserved quota plus pending requests of a ClusterQueue (Kueue v0.18.0 or later, with
+  ``metrics.enableClusterQueueResources: true``); the class's series name is the ClusterQueue by default. The
+  reservation (``kueue_cluster_queue_resource_reservation``, kueue pkg/metrics: "total resource reservation
+  within all the flavors") is the admitted usage plus the quota of workloads that hold it while they wait on an
+  admission check (a ProvisioningRequest, GKE's Dynamic Workload Scheduler): work that is neither admitted nor
+  pending, and precisely the work waiting for capacity. ``kueue_cluster_queue_resource_usage`` counts admitted
+  workloads only.
 - ``kube-state-metrics``: accelerator requests of pods that are Pending or Running; the class's series name is
   the namespace by default.
 
 Every default is written so that "no data" stays empty (and so unavailable) rather than reading as zero: a
 sum over no pods is zero only while kube-state-metrics itself still reports the class's namespace (or, for a
 selector that names none, nodes), and the Kueue query needs
-both the usage and the pending gauge (Kueue reports both at 0 for a configured resource without work, so a real
+both the reservation and the pending gauge (Kueue reports both at 0 for a configured resource without work, so a real
 zero stays a zero).
 
 Both are written for exporters that run, or are scraped, more than once. Every replica of a highly available
@@ -40,9 +45,9 @@ KUEUE_RESOURCES = {AcceleratorFamily.GPU: "nvidia.com/gpu", AcceleratorFamily.TP
 NOT_A_FOLLOWER = 'replica_role!="follower"'
 
 KUEUE_PENDING_HINT = (
-    "the default Kueue query needs both kueue_cluster_queue_resource_usage and kueue_cluster_queue_resource_pending "
-    "for this ClusterQueue and resource; the pending gauge exists from Kueue v0.18.0 on, with "
-    "metrics.enableClusterQueueResources: true. On an older Kueue, upgrade it, use demand_metrics: "
+    "the default Kueue query needs both kueue_cluster_queue_resource_reservation and "
+    "kueue_cluster_queue_resource_pending for this ClusterQueue and resource; the pending gauge exists from Kueue "
+    "v0.18.0 on, with metrics.enableClusterQueueResources: true. On an older Kueue, upgrade it, use demand_metrics: "
     "kube-state-metrics, or write the class's query"
 )
 
@@ -64,9 +69,9 @@ def quote(value: str) -> str:
 
 
 def kueue_demand_query(selector: str, resource: str) -> str:
-    """Usage of the selected ClusterQueues' flavors plus what is pending in them. ``flavor`` and ``cohort``
-    matchers apply to the usage term only: pending work has no flavor yet, and the pending gauge is labelled by
-    cluster_queue and resource alone (see ``config.prometheus.KUEUE_USAGE_ONLY_LABELS``)."""
+    """Quota reserved in the selected ClusterQueues' flavors plus what is pending in them. ``flavor`` and
+    ``cohort`` matchers apply to the reservation term only: pending work has no flavor yet, and the pending gauge is
+    labelled by cluster_queue and resource alone (see ``config.prometheus.KUEUE_USAGE_ONLY_LABELS``)."""
     matchers = label_matchers(selector)
     if matchers is None:  # refused at validation; a selector given in code still must not widen the query
         raise ValueError(f"not a list of PromQL label matchers: {selector!r}")
@@ -76,7 +81,7 @@ def kueue_demand_query(selector: str, resource: str) -> str:
     usage = ", ".join([resource_matcher, *(text for _, text in matchers)])
     pending = ", ".join([resource_matcher, *(text for label, text in matchers if label not in KUEUE_USAGE_ONLY_LABELS)])
     return (
-        f"sum(max by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage{{{usage}}}))"
+        f"sum(max by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_reservation{{{usage}}}))"
         f" + on() sum(max by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{{{pending}}}))"
     )
 

@@ -58,6 +58,10 @@ POOL = "a100-on-demand"
 GPUS_PER_NODE = 8
 CAPACITY_QUERY = f'count(kube_node_labels{{label_cloud_google_com_gke_nodepool="{POOL}"}})'
 LEGACY_KUEUE_QUEUE = "earth/legacy"
+# A ClusterQueue whose workloads hold quota while they wait on an admission check (a ProvisioningRequest, GKE's
+# Dynamic Workload Scheduler): its reservation exceeds its admitted usage by this many GPUs, which are neither
+# admitted nor pending. Reads as the running and pending work of TENANTS[0] plus these.
+CHECKED_KUEUE_QUEUE, WAITING_ON_CHECKS = "earth/provisioned", 16.0
 KSM_REPLICAS = ('instance="ksm-0"', 'instance="ksm-1"')
 NAMESPACES_CREATED = 1.5e9  # kube_namespace_created: the namespace's creation time, in Unix seconds
 # kube_node_status_capacity of the pool's node (an a2-highgpu-8g: 8 A100s, 96 vCPUs, 680 GiB): resource names as
@@ -196,6 +200,7 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
         yield 'job="kueue",replica_role="leader"', values
         yield 'job="kueue",replica_role="follower"', np.concatenate([[np.nan], values[:-1]])
 
+    checked = f'cohort="earth",cluster_queue="{CHECKED_KUEUE_QUEUE}",flavor="default",resource="nvidia.com/gpu"'
     yield from family(
         "kueue_cluster_queue_resource_usage",
         "gauge",
@@ -209,17 +214,33 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
                 (
                     f'cohort="earth",cluster_queue="{LEGACY_KUEUE_QUEUE}",flavor="default",resource="nvidia.com/gpu"',
                     parts[tenants[0]]["running"],
-                )
+                ),
+                (checked, parts[tenants[0]]["running"]),
             ],
+        ),
+    )
+    yield from family(
+        "kueue_cluster_queue_resource_reservation",  # admitted usage plus quota reserved for workloads not yet admitted
+        "gauge",
+        chain(
+            (
+                (f'{r},cohort="earth",cluster_queue="{t}",flavor="default",resource="nvidia.com/gpu"', v)
+                for t in tenants
+                for r, v in kueue_replicas(parts[t]["running"], t)
+            ),
+            [(checked, parts[tenants[0]]["running"] + WAITING_ON_CHECKS)],
         ),
     )
     yield from family(
         "kueue_cluster_queue_resource_pending",
         "gauge",
-        (
-            (f'{r},cluster_queue="{t}",resource="nvidia.com/gpu"', v)
-            for t in tenants
-            for r, v in kueue_replicas(parts[t]["pending"], t)
+        chain(
+            (
+                (f'{r},cluster_queue="{t}",resource="nvidia.com/gpu"', v)
+                for t in tenants
+                for r, v in kueue_replicas(parts[t]["pending"], t)
+            ),
+            [(f'cluster_queue="{CHECKED_KUEUE_QUEUE}",resource="nvidia.com/gpu"', parts[tenants[0]]["pending"])],
         ),
     )
     busy = np.sum([parts[t]["running"] for t in tenants], axis=0) / capacity(tenants) * 100.0

@@ -34,7 +34,11 @@ def _settings(**values: Any) -> PrometheusSettings:
             "kueue",
             ['resource="nvidia.com/gpu"', 'cluster_queue="team-a"', "kueue_cluster_queue_resource_pending{"],
         ),
-        (TPU, "kueue", ['resource="google.com/tpu"', 'cluster_queue="tpu-v5e"', "kueue_cluster_queue_resource_usage"]),
+        (
+            TPU,
+            "kueue",
+            ['resource="google.com/tpu"', 'cluster_queue="tpu-v5e"', "kueue_cluster_queue_resource_reservation"],
+        ),
     ],
 )
 def test_default_demand_queries(demand_class: DemandClass, metrics: str, expected_parts: list[str]) -> None:
@@ -86,7 +90,7 @@ def test_kueue_flavor_and_cohort_narrow_usage_only_and_pending_is_never_defaulte
     usage, pending = _terms(
         demand_query(GPU, _settings(demand_metrics="kueue", classes={"gpu-a100": {"selector": selector}}))
     )
-    assert "kueue_cluster_queue_resource_usage{" in usage and "kueue_cluster_queue_resource_pending{" in pending
+    assert "kueue_cluster_queue_resource_reservation{" in usage and "kueue_cluster_queue_resource_pending{" in pending
     for part in ('cluster_queue="research"', 'flavor="a100"', 'cohort="ml"', 'replica_role!="follower"'):
         assert part in usage
     for part in (
@@ -109,7 +113,7 @@ def test_a_replica_role_matcher_in_the_selector_replaces_the_default_one() -> No
 
 def test_duplicate_exporters_are_read_once() -> None:
     kueue = demand_query(GPU, _settings(demand_metrics="kueue"))
-    assert "max by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_usage{" in kueue
+    assert "max by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_reservation{" in kueue
     assert "max by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{" in kueue
     ksm = demand_query(GPU, _settings())
     assert "max by (namespace, pod, container, resource) (kube_pod_container_resource_requests{" in ksm

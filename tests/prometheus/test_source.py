@@ -13,7 +13,14 @@ from agent.sources.prometheus import PrometheusSource, connect, step_grid
 from agent.sources.prometheus_queries import demand_queries
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricsUnavailable
-from tests.prometheus.server import LEGACY_KUEUE_QUEUE, TENANTS, LoadedTrace, PrometheusServer
+from tests.prometheus.server import (
+    CHECKED_KUEUE_QUEUE,
+    LEGACY_KUEUE_QUEUE,
+    TENANTS,
+    WAITING_ON_CHECKS,
+    LoadedTrace,
+    PrometheusServer,
+)
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 STEP = timedelta(minutes=5)
@@ -152,6 +159,20 @@ def test_one_class_without_data_does_not_hide_the_others(
     assert "no data" in missing["earth/vcMod"].reason
     with pytest.raises(MetricsUnavailable, match="earth/vcMod"):
         source.fetch(CLASSES, start, end, STEP)
+
+
+def test_kueue_counts_quota_reserved_by_workloads_waiting_on_an_admission_check(
+    prometheus: PrometheusServer, loaded_trace: LoadedTrace
+) -> None:
+    # Workloads that reserved quota and wait for a ProvisioningRequest (GKE's Dynamic Workload Scheduler) are
+    # neither admitted (usage) nor pending: they are the work waiting for capacity, and count.
+    checked = DemandClass("provisioned", series=CHECKED_KUEUE_QUEUE)
+    settings = PrometheusSettings.model_validate({"url": prometheus.url, "retries": 0, "demand_metrics": "kueue"})
+    source = PrometheusSource.from_settings(settings, demand_queries([checked], settings))
+    _, end = _span(loaded_trace)
+    frame = source.fetch([checked], end - timedelta(days=1), end, STEP)
+    want = loaded_trace.demand[TENANTS[0]][-len(frame) :] + WAITING_ON_CHECKS
+    np.testing.assert_allclose(frame["y"].to_numpy(), want, rtol=1e-9, equal_nan=True)
 
 
 def test_kueue_without_the_pending_gauge_is_unavailable_not_usage_alone(
