@@ -9,10 +9,10 @@ Retry-After is retried in place by slack_sdk's ``RateLimitErrorRetryHandler``.
 
 Slack's own refusals (its changelog "Improving error conditions for Incoming Webhooks", 2016-05-17) are told
 apart: a 400 (``invalid_payload``, ``user_not_found``) refuses that message, which no retry fixes, so the alert is
-dropped (counted in ``rejected``, logged as an error) and the alerts behind it go on; a 403
-(``action_prohibited``), 404 (``channel_not_found``, ``no_service``) or 410 (``channel_is_archived``) refuses the
-webhook itself: the alerts are kept, an error says the webhook must be replaced, and attempts wait the longest
-back-off.
+dropped (counted in ``rejected``, logged as an error, and not posted again within ``dedup_window``, as if it had
+been delivered) and the alerts behind it go on; a 403 (``action_prohibited``), 404 (``channel_not_found``,
+``no_service``) or 410 (``channel_is_archived``) refuses the webhook itself: the alerts are kept, an error says the
+webhook must be replaced, and attempts wait the longest back-off.
 
 Also: one message per alert key per ``dedup_window`` (measured in event time), at most
 ``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
@@ -106,6 +106,7 @@ class SlackNotifier:
         self._pending: OrderedDict[str, AlertEvent] = OrderedDict()
         self._max_pending = max_pending
         self._last_sent: dict[str, datetime] = {}
+        self._last_refused: dict[str, datetime] = {}
         self._outage_since: datetime | None = None
         self.delivered = 0
         self.dropped = 0
@@ -150,6 +151,7 @@ class SlackNotifier:
             if outcome is None:  # Slack refused this message: retrying it would hold every alert behind it
                 del self._pending[key]
                 self.rejected += 1
+                self._last_refused[key] = event.at  # it would be refused again: quiet for the window, not every tick
                 continue
             if not outcome:
                 break
@@ -160,8 +162,12 @@ class SlackNotifier:
 
     # -- internals ----------------------------------------------------------------------------------------
     def _is_duplicate(self, event: AlertEvent) -> bool:
-        last = self._last_sent.get(event.dedup_key)
-        return last is not None and event.at - last < self.dedup_window
+        """Sent, or refused by Slack, within the window."""
+        for handled in (self._last_sent, self._last_refused):
+            last = handled.get(event.dedup_key)
+            if last is not None and event.at - last < self.dedup_window:
+                return True
+        return False
 
     def _take_token(self, now: datetime) -> bool:
         if self._tokens_at is not None:

@@ -276,3 +276,18 @@ def test_a_webhook_slack_refuses_keeps_the_alerts_and_says_it_must_be_replaced(
         f"refuses the alert webhook (HTTP {status}: {body}): no alert gets through until the webhook is replaced"
         in (errors[0])
     )
+
+
+def test_a_message_slack_refuses_is_not_posted_again_within_the_window(
+    receiver: SlackReceiver, clock: SimulatedClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The same condition raised every tick: Slack refuses it once, and it is not re-posted (nor logged) each tick."""
+    receiver.answer(*[Answer(400, "invalid_blocks")] * 3)
+    slack = notifier(receiver.url, clock, dedup_window="30m")
+    with caplog.at_level(logging.ERROR, logger="agent.notify.slack"):
+        for minute in range(0, 30, 5):
+            slack.notify(event("a", at=T0 + timedelta(minutes=minute)))
+    assert (len(receiver.received), slack.rejected, slack.pending) == (1, 1, ())
+    assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
+    slack.notify(event("a", at=T0 + timedelta(minutes=30)))  # a new window: tried again
+    assert (len(receiver.received), slack.rejected) == (2, 2)
