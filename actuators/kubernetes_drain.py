@@ -20,9 +20,11 @@ gives up and uncordons; one left only with pods still terminating past their gra
 never finishes them) removes the node anyway and says so in its detail and a warning. When the node is empty, the
 ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for good, or that still fails
 after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in service, not left cordoned,
-paid for and unusable. While a drain is in progress the node carries the
-annotation ``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted or newly elected
-agent continue it instead of leaving the node cordoned; the timeout then counts from when that agent took it over.
+paid for and unusable. A node that leaves the cluster during its drain (deleted by a person, or its instance gone)
+ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault. While a drain is in progress
+the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted
+or newly elected agent continue it instead of leaving the node cordoned; the timeout then counts from when that
+agent took it over.
 
 ``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
 hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
@@ -147,7 +149,8 @@ class KubernetesNodeDrainer:
         now = self._clock.now()
         started = self._draining_since.setdefault(node, now)
         overdue = now - started >= self._timeout
-        self._cordon(pool_id, node, key)
+        if not self._cordon(pool_id, node, key):
+            return self._gone(key, pool_id, node)
         pods = [p for p in self._pods_on(pool_id, node) if _counts(p)]
         blockers = [_name(p) for p in pods if _blocks(p) and not _terminating(p)]
         if blockers:
@@ -229,13 +232,27 @@ class KubernetesNodeDrainer:
             return False
         return True
 
-    def _cordon(self, pool_id: str, node: str, drain_key: str | None) -> None:
-        """Cordon and mark the node with the drain's key, or (``None``) uncordon it and remove the mark."""
+    def _cordon(self, pool_id: str, node: str, drain_key: str | None) -> bool:
+        """Cordon and mark the node with the drain's key, or (``None``) uncordon it and remove the mark; False when
+        the node is gone."""
         body = {
             "spec": {"unschedulable": True if drain_key else None},
             "metadata": {"annotations": {DRAIN_ANNOTATION: drain_key}},
         }
-        self._call(pool_id, lambda: self._nodes_api.patch(node, body))
+        return self._patch_node(pool_id, node, body)
+
+    def _patch_node(self, pool_id: str, node: str, body: Mapping[str, object]) -> bool:
+        """False when the node is gone (404): its Node object was deleted outside this drain, by a person or by the
+        cloud's node controller once the instance behind it is gone, e.g. a preempted Spot VM
+        (https://kubernetes.io/docs/concepts/architecture/cloud-controller-manager/#node-controller). Not an error
+        of the pool: there is nothing left to drain."""
+        try:
+            self._nodes_api.patch(node, body)
+        except KubernetesNotFound:
+            return False
+        except KubernetesApiError as exc:
+            raise from_kubernetes(pool_id, exc) from exc
+        return True
 
     def _remove(
         self, key: str, pool_id: str, node: str, terminating: list[tuple[str, str]], overdue: bool
@@ -251,8 +268,7 @@ class KubernetesNodeDrainer:
             if not overdue:
                 raise  # retried with the same key on the next tick
             return self._fail(key, pool_id, node, f"removing the empty node still fails after {self._timeout} ({exc})")
-        unmark = {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}}
-        self._call(pool_id, lambda: self._nodes_api.patch(node, unmark))
+        self._patch_node(pool_id, node, {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}})  # gone: unmarked too
         self._draining_since.pop(node, None)
         self._idle_since.pop(node, None)
         if terminating:
@@ -265,6 +281,15 @@ class KubernetesNodeDrainer:
             drained = f"node {node} drained"
             log.info("pool %s: node %s drained and removed (key %s)", pool_id, node, key)
         return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, f"{drained}; {removed.detail}"))
+
+    def _gone(self, key: str, pool_id: str, node: str) -> ActionResult:
+        """The node left the cluster during its drain: the drain is over, settled DONE (the node is out of the pool,
+        which is what the drain was for); nothing is removed through the pool's actuator."""
+        self._draining_since.pop(node, None)
+        self._idle_since.pop(node, None)
+        detail = f"node {node} is gone from the cluster (deleted outside this drain); nothing left to drain or remove"
+        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, detail))
 
     def _check_may_write(self, pool_id: str, node: str) -> None:
         if not self._may_write():
@@ -285,7 +310,7 @@ class KubernetesNodeDrainer:
         return self._results.remember(self._result(key, pool_id, ActionStatus.FAILED, detail))
 
     def _give_up(self, pool_id: str, node: str, why: str) -> None:
-        self._cordon(pool_id, node, None)
+        self._cordon(pool_id, node, None)  # a node gone meanwhile needs no uncordoning
         self._draining_since.pop(node, None)
         log.warning("pool %s: drain of %s abandoned (%s); node uncordoned", pool_id, node, why)
 

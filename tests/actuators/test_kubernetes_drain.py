@@ -6,6 +6,7 @@ removed."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,9 +16,10 @@ from kubernetes import client as k8s
 
 from actuators.gke_node_pool import GkeNodePoolActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
+from agent.drains import NodeDrains
 from config.cloud import NodePoolMapping
 from kube import KubernetesApi
-from models import ActionStatus, PermanentActuatorError, TransientActuatorError
+from models import ActionResult, ActionStatus, PermanentActuatorError, Resize, TransientActuatorError
 from models.clock import SimulatedClock
 from tests.fakes import kube_objects as objs
 from tests.fakes.fixtures import google_clients
@@ -362,3 +364,43 @@ def test_a_demand_class_resource_keeps_a_node_busy_even_if_the_node_does_not_lis
         cluster.api, cluster.clock, {"a": "a100"}, cluster.actuator, accelerator_resources=[shared]
     )
     assert configured.idle_nodes("a", timedelta(0)) == sorted(cluster.nodes[1:])
+
+
+def test_a_node_deleted_during_its_drain_ends_the_drain_without_blocking_the_pool(cluster: Cluster) -> None:
+    """A preempted Spot VM, or a person deleting the node, while a disruption budget holds the drain."""
+    node = cluster.nodes[0]
+    cluster.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, min_available=3), group="policy")
+    drains = NodeDrains({"a": cluster.drainer}, timedelta(0))
+    resize = Resize(pool_id="a", from_units=3, to_units=2, reason="idle", key="r1")
+    started = drains.scale_down(resize, cluster.clock.now(), [node])
+    assert [r.status for r in started.results] == [ActionStatus.STARTED]
+
+    cluster.kube.delete("nodes", node)
+    cluster.clock.advance(timedelta(minutes=1))
+    step = drains.continue_pending(cluster.clock.now())
+    assert step.permanent == {}
+    assert [r.status for r in step.results] == [ActionStatus.DONE]
+    assert "gone from the cluster" in step.results[0].detail
+    assert drains.pending == ()
+    assert cluster.gke.calls("POST", "deleteInstances") == 0  # nothing of ours to remove
+
+
+def test_a_node_object_gone_as_soon_as_it_is_removed_still_ends_the_drain_done(cluster: Cluster) -> None:
+    node = cluster.nodes[1]
+
+    class RemovesTheNodeObject:
+        """The Node object disappears with its instance, before the drain takes its annotation off."""
+
+        def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
+            removed = cluster.actuator.delete_nodes(pool_id, nodes, key)
+            for name in nodes:
+                cluster.kube.delete("nodes", name)
+            return removed
+
+    drainer = KubernetesNodeDrainer(cluster.api, cluster.clock, {"a": "a100"}, RemovesTheNodeObject())
+    assert drainer.drain("a", node, "d").status is ActionStatus.STARTED  # its pod shuts down first
+    cluster.clock.advance(timedelta(seconds=30))
+    done = drainer.drain("a", node, "d")
+    assert done.status is ActionStatus.DONE
+    assert done.detail.startswith(f"node {node} drained")
+    assert cluster.gke.calls("POST", "deleteInstances") == 1
