@@ -31,6 +31,9 @@ class EndpointSettings(Section):
     port: int = Field(default=8080, ge=0, le=65535)
     # /readyz fails when the last successful tick is older than this; unset means three tick intervals.
     ready_max_tick_age: Duration | None = None
+    # /healthz fails while one tick has been running longer than this (a wedged thread: the kubelet restarts the
+    # container, its lease lapses and the standby takes over); unset means ten tick intervals, at least 10m.
+    live_max_tick_duration: Duration | None = None
 
 
 class LeaderElectionSettings(Section):
@@ -93,3 +96,6 @@ class DaemonSettings(Section):
 
     def ready_bound(self, tick_interval: timedelta) -> timedelta:
         return self.endpoints.ready_max_tick_age or 3 * tick_interval
+
+    def live_bound(self, tick_interval: timedelta) -> timedelta:
+        return self.endpoints.live_max_tick_duration or max(10 * tick_interval, timedelta(minutes=10))

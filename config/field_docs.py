@@ -174,6 +174,9 @@ FIELDS: dict[str, str] = {
     "EndpointSettings.port": "Port of /healthz, /readyz and /metrics.",
     "EndpointSettings.ready_max_tick_age": "/readyz fails when the last successful tick is older than this "
     "(duration; unset: three tick intervals).",
+    "EndpointSettings.live_max_tick_duration": "/healthz fails while one tick has been running longer than this, so "
+    "the kubelet restarts a replica whose tick is stuck and the standby takes over (duration; unset: ten tick "
+    "intervals, at least 10m).",
     "LeaderElectionSettings.enabled": "Elect a leader (turn off only for a single replica, e.g. a local replay).",
     "LeaderElectionSettings.lease_name": "Name of the Lease.",
     "LeaderElectionSettings.lease_namespace": "Namespace of the Lease (unset: the pod's namespace).",

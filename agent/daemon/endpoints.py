@@ -66,7 +66,8 @@ def _handler_for(
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
             if path == "/healthz":
-                self._send(200, b"ok\n")
+                alive = health.liveness(clock.now())
+                self._send(200 if alive.ready else 503, f"{alive.detail}\n".encode())
             elif path == "/readyz":
                 state = health.readiness(clock.now())
                 self._send(200 if state.ready else 503, f"{state.detail}\n".encode())

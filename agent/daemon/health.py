@@ -1,8 +1,11 @@
 """Liveness and readiness of one replica.
 
-Alive means the process serves requests. Ready means the last successful tick is younger than a bound: a
-leader that cannot reach what it needs, or a standby that cannot reach the Kubernetes API, stops being ready
-after the bound and says why; it is not restarted for it (liveness stays up), because a restart would not help.
+Alive means the process serves requests and no tick has been running longer than a bound: a tick that never
+returns (a call without a timeout, a deadlock) would otherwise leave a leader that renews its lease, so no standby
+takes over, and acts no more; failing liveness has the kubelet restart it. Ready means the last successful tick
+is younger than a bound: a leader that cannot reach what it needs, or a standby that cannot reach the Kubernetes
+API, stops being ready after the bound and says why; it is not restarted for it (liveness stays up), because a
+restart would not help.
 """
 
 from __future__ import annotations
@@ -23,11 +26,30 @@ class Readiness:
 class HealthState:
     """Thread-safe record of tick outcomes, read by the endpoints."""
 
-    def __init__(self, max_tick_age: timedelta) -> None:
+    def __init__(self, max_tick_age: timedelta, max_tick_duration: timedelta | None = None) -> None:
         self.max_tick_age = max_tick_age
+        self.max_tick_duration = max_tick_duration
         self._lock = threading.Lock()
         self._last_success: datetime | None = None
         self._last_failure: tuple[datetime, str] | None = None
+        self._running_since: datetime | None = None
+
+    def tick_started(self, now: datetime) -> None:
+        with self._lock:
+            self._running_since = now
+
+    def tick_ended(self) -> None:
+        with self._lock:
+            self._running_since = None
+
+    def liveness(self, now: datetime) -> Readiness:
+        """Alive unless one tick has been running longer than ``max_tick_duration``."""
+        with self._lock:
+            since = self._running_since
+        if since is None or self.max_tick_duration is None or now - since <= self.max_tick_duration:
+            return Readiness(True, "ok")
+        bound = self.max_tick_duration.total_seconds()
+        return Readiness(False, f"a tick has been running {(now - since).total_seconds():.0f}s (bound {bound:.0f}s)")
 
     def tick_succeeded(self, now: datetime) -> None:
         with self._lock:

@@ -144,10 +144,14 @@ class Daemon:
             if self._stopping.is_set():
                 return
             now = self._clock.now()
-            if self._elector.is_leader(now):
-                self._leader_tick(now)
-            else:
-                self._standby_tick(now)
+            self._health.tick_started(now)
+            try:
+                if self._elector.is_leader(now):
+                    self._leader_tick(now)
+                else:
+                    self._standby_tick(now)
+            finally:
+                self._health.tick_ended()
 
     def refit(self) -> None:
         """Refit the models. A loop that refits apart (``RefitsApart``) holds ticks off only while it reads the

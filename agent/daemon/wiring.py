@@ -135,7 +135,10 @@ def assemble(
     )
 
     metrics = DaemonMetrics(parts.registry)
-    health = HealthState(daemon_settings.ready_bound(settings.loop.tick_interval))
+    health = HealthState(
+        daemon_settings.ready_bound(settings.loop.tick_interval),
+        daemon_settings.live_bound(settings.loop.tick_interval),
+    )
     shadow = None
     if demand is not None:
         classes = [c.name for c in settings.demand_class_models()]

@@ -97,7 +97,7 @@ def make_replica(
     mode: str = "enforce",
 ) -> Replica:
     metrics = DaemonMetrics()
-    health = HealthState(max_tick_age=3 * TICK)
+    health = HealthState(max_tick_age=3 * TICK, max_tick_duration=10 * TICK)
     notifier = RecordingNotifier(dedup_window=timedelta(0))
     loop = FakeAgentLoop(LeaderOnlyActuator(cluster, elector, clock), POOL.pool_id, alternating_target, name=name)
     daemon = Daemon(

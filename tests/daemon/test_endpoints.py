@@ -62,6 +62,23 @@ def test_healthz_answers_while_the_process_runs(served: tuple[str, HealthState, 
     assert _get(f"{url}/nope")[0] == 404
 
 
+def test_healthz_fails_while_a_tick_runs_past_its_bound(clock: SimulatedClock) -> None:
+    health = HealthState(max_tick_age=timedelta(minutes=3), max_tick_duration=timedelta(minutes=10))
+    server = EndpointServer("127.0.0.1", 0, health, DaemonMetrics(), clock)
+    server.start()
+    host, port = server.address
+    try:
+        health.tick_started(clock.now())
+        clock.advance(timedelta(minutes=10))
+        assert _get(f"http://{host}:{port}/healthz") == (200, "ok\n")
+        clock.advance(timedelta(seconds=1))
+        assert _get(f"http://{host}:{port}/healthz") == (503, "a tick has been running 601s (bound 600s)\n")
+        health.tick_ended()
+        assert _get(f"http://{host}:{port}/healthz") == (200, "ok\n")
+    finally:
+        server.stop()
+
+
 def test_readyz_follows_the_last_successful_tick(
     served: tuple[str, HealthState, DaemonMetrics], clock: SimulatedClock
 ) -> None:

@@ -101,6 +101,24 @@ def test_a_slow_tick_that_outlives_leadership_is_refused_its_write(fleet: Fleet,
     assert _gauge(a, "leadtime_errors_total", {"error": "TransientActuatorError"}) == 1
 
 
+def test_a_tick_that_runs_past_the_bound_fails_liveness_until_it_returns(fleet: Fleet, clock: SimulatedClock) -> None:
+    a, _ = fleet.replicas
+    fleet.run(timedelta(seconds=RETRY.total_seconds()))
+    seen: list[tuple[bool, str]] = []
+
+    def stuck() -> None:  # what /healthz says while the tick hangs, before and after the bound
+        seen.append((a.health.liveness(clock.now()).ready, ""))
+        clock.advance(11 * TICK)
+        alive = a.health.liveness(clock.now())
+        seen.append((alive.ready, alive.detail))
+
+    a.loop.during_tick = stuck
+    a.daemon.tick()
+    assert seen[0] == (True, "")
+    assert seen[1][0] is False and "a tick has been running 660s" in seen[1][1]
+    assert a.health.liveness(clock.now()).ready  # it returned: alive again
+
+
 @pytest.mark.parametrize(
     ("error", "kind", "label"),
     [
