@@ -15,16 +15,17 @@ until no pod it counts is left on the node; a terminating pod is waited for, nev
 drain, and so does a pod selected by more than one PodDisruptionBudget (the Eviction API answers 500: a
 misconfiguration no retry fixes): the node is uncordoned and the drain rejected. An eviction refused for good (e.g.
 403) uncordons the node and is raised as a permanent error; any other failure is raised as transient until
-``timeout``. After ``timeout`` a drain that still has pods to evict (held by a budget, or their eviction failing)
-gives up and uncordons; one left only with pods still terminating past their grace period (their kubelet is gone and
-never finishes them) removes the node anyway and says so in its detail and a warning. When the node is empty, the
-``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for good, or that still fails
-after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in service, not left cordoned,
-paid for and unusable. A node that leaves the cluster during its drain (deleted by a person, or its instance gone)
-ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault. While a drain is in progress
-the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted
-or newly elected agent continue it instead of leaving the node cordoned; the timeout then counts from when that
-agent took it over.
+``timeout``. After ``timeout`` (counted from the first step with the drain's key, so an earlier drain of the node
+that was dropped, e.g. a person uncordoned it, does not count) a drain that still has pods to evict (held by a
+budget, or their eviction failing) gives up and uncordons; one left only with pods still terminating past their
+grace period (their kubelet is gone and never finishes them) removes the node anyway and says so in its detail and a
+warning. When the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it
+refuses for good, or that still fails after ``timeout`` (an AWS group at its minimum size), uncordons the empty
+node: back in service, not left cordoned, paid for and unusable. A node that leaves the cluster during its drain
+(deleted by a person, or its instance gone) ends the drain DONE: nothing is left to drain or remove, and the pool is
+not at fault. While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's
+key), so ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node
+cordoned; the timeout then counts from when that agent took it over.
 
 ``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
 hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
@@ -112,7 +113,7 @@ class KubernetesNodeDrainer:
         self._pool_label = pool_label
         self._accelerator_resources = frozenset(ACCELERATOR_RESOURCES) | frozenset(accelerator_resources)
         self._idle_since: dict[str, datetime] = {}
-        self._draining_since: dict[str, datetime] = {}
+        self._draining_since: dict[str, tuple[str, datetime]] = {}  # node -> (key, start) of its drain
         self._results = KeyedResults(settled_only=True)
         self._may_write: Callable[[], bool] = lambda: True
 
@@ -147,8 +148,10 @@ class KubernetesNodeDrainer:
         if (known := self._results.get(key)) is not None:
             return known
         now = self._clock.now()
-        started = self._draining_since.setdefault(node, now)
-        overdue = now - started >= self._timeout
+        since = self._draining_since.get(node)
+        if since is None or since[0] != key:  # a new drain of the node, after one dropped (a person uncordoned it)
+            since = self._draining_since[node] = (key, now)
+        overdue = now - since[1] >= self._timeout
         if not self._cordon(pool_id, node, key):
             return self._gone(key, pool_id, node)
         pods = [p for p in self._pods_on(pool_id, node) if _counts(p)]

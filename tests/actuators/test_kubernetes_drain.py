@@ -404,3 +404,21 @@ def test_a_node_object_gone_as_soon_as_it_is_removed_still_ends_the_drain_done(c
     assert done.status is ActionStatus.DONE
     assert done.detail.startswith(f"node {node} drained")
     assert cluster.gke.calls("POST", "deleteInstances") == 1
+
+
+def test_a_new_drain_of_a_node_whose_earlier_drain_was_dropped_gets_its_own_timeout(cluster: Cluster) -> None:
+    node = cluster.nodes[0]
+    cluster.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, min_available=3), group="policy")
+    assert cluster.drainer.drain("a", node, "r1#n").status is ActionStatus.STARTED
+    uncordoned = cluster.kube.get("nodes", node)  # a person uncordons it: that drain is dropped, never settled
+    assert uncordoned is not None
+    uncordoned["spec"]["unschedulable"] = False
+    cluster.kube.put("nodes", uncordoned)
+    assert cluster.drainer.draining_nodes("a") == {}
+
+    cluster.clock.advance(timedelta(minutes=20))
+    again = cluster.drainer.drain("a", node, "r2#n")
+    assert again.status is ActionStatus.STARTED  # waits for the budget, not timed out by the dropped drain
+    assert _cordoned(cluster, node)
+    cluster.clock.advance(timedelta(minutes=15))
+    assert cluster.drainer.drain("a", node, "r2#n").status is ActionStatus.FAILED  # its own timeout
