@@ -42,6 +42,16 @@ class HoldingNotifier(Protocol):
     @property
     def pending(self) -> tuple[AlertEvent, ...]: ...
 
+    @property
+    def dropped(self) -> int:
+        """Held alerts dropped, oldest first, because too many were held."""
+        ...
+
+    @property
+    def rejected(self) -> int:
+        """Alerts the chat service refused outright, never to be retried."""
+        ...
+
 
 class QueuedNotifier:
     def __init__(
@@ -104,6 +114,17 @@ class QueuedNotifier:
                 self._wake = True
                 self._changed.notify_all()
         return 0
+
+    @property
+    def dropped_total(self) -> int:
+        """Alerts dropped because a queue was full: this one, or the alerts the wrapped notifier holds while Slack
+        is down (the same loss to people, so counted together)."""
+        return self.dropped + self._inner.dropped
+
+    @property
+    def rejected(self) -> int:
+        """Alerts Slack refused outright (an invalid message): lost too, but not for a full queue."""
+        return self._inner.rejected
 
     @property
     def queued(self) -> int:
@@ -210,7 +231,8 @@ def queued_slack_notifier(settings: AlertSettings, clock: Clock, environ: Mappin
 
 
 class AlertQueueCollector(Collector):
-    """``leadtime_alerts_queued`` (waiting or held), ``leadtime_alerts_dropped_total`` (queue full) for /metrics."""
+    """``leadtime_alerts_queued`` (waiting or held), ``leadtime_alerts_dropped_total`` (a queue full) and
+    ``leadtime_alerts_rejected_total`` (refused by Slack) for /metrics."""
 
     def __init__(self, notifier: QueuedNotifier) -> None:
         self._notifier = notifier
@@ -219,7 +241,12 @@ class AlertQueueCollector(Collector):
         queued = GaugeMetricFamily("leadtime_alerts_queued", "Alerts waiting for delivery or held while Slack is down.")
         queued.add_metric([], self._notifier.queued)
         dropped = CounterMetricFamily(
-            "leadtime_alerts_dropped", "Alerts dropped, oldest first, because the delivery queue was full."
+            "leadtime_alerts_dropped",
+            "Alerts dropped, oldest first, because too many were waiting for delivery or held while Slack was down.",
         )
-        dropped.add_metric([], self._notifier.dropped)
-        return [queued, dropped]
+        dropped.add_metric([], self._notifier.dropped_total)
+        rejected = CounterMetricFamily(
+            "leadtime_alerts_rejected", "Alerts Slack refused (HTTP 400, an invalid message) and that were dropped."
+        )
+        rejected.add_metric([], self._notifier.rejected)
+        return [queued, dropped, rejected]

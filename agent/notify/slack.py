@@ -16,7 +16,7 @@ webhook must be replaced, and attempts wait the longest back-off.
 
 Also: one message per alert key per ``dedup_window`` (measured in event time), at most
 ``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
-while Slack is unreachable (the oldest are dropped first, and counted).
+while Slack is unreachable (the oldest are dropped first, and counted; a condition raised again keeps its place).
 
 The webhook URL is a secret: it comes from an environment variable or a mounted file, never from the YAML,
 and it is never logged, even mangled (``models.redaction``): the notifier redacts what it logs, the SDK gets its
@@ -126,7 +126,8 @@ class SlackNotifier:
         """Deliver ``event`` now if allowed; True when delivered or a duplicate within the window."""
         if self._is_duplicate(event):
             return True
-        self._pending.pop(event.dedup_key, None)
+        # A condition raised again keeps its place (with the newer event): moving it to the back would make the
+        # one-off alerts in front of it the first to be dropped when the queue overflows.
         self._pending[event.dedup_key] = event
         while len(self._pending) > self._max_pending:
             _, dropped = self._pending.popitem(last=False)

@@ -54,7 +54,8 @@ def _dashboard_queries() -> list[str]:
 
 class _Queue:
     queued = 0
-    dropped = 0
+    dropped_total = 0
+    rejected = 0
 
 
 def _exposed_names() -> set[str]:

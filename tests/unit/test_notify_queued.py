@@ -172,6 +172,39 @@ def test_a_full_queue_drops_the_oldest_counts_and_logs_it(
     assert subjects(receiver) == ["e0", "e3", "e4"]
 
 
+def test_alerts_dropped_while_slack_is_down_are_counted(receiver: SlackReceiver, clock: SimulatedClock) -> None:
+    """Each alert reaches the delivery thread (the queue never fills); the alerts held while Slack is down do."""
+    receiver.answer(Answer(500, "internal_error"))
+    slack = queued(receiver.url, clock, outage_backoff="1m", max_pending=2)
+    registry = CollectorRegistry()
+    registry.register(AlertQueueCollector(slack))
+    for i in range(5):
+        slack.notify(event(f"e{i}"))
+        assert slack.wait_idle(IDLE)
+    assert registry.get_sample_value("leadtime_alerts_dropped_total") == 3
+    assert (slack.dropped, slack.dropped_total) == (0, 3)
+    assert registry.get_sample_value("leadtime_alerts_queued") == 2
+    clock.advance(timedelta(minutes=1))
+    slack.flush()
+    assert receiver.wait_for(3) and slack.wait_idle(IDLE)
+    assert subjects(receiver) == ["e0", "e3", "e4"]  # e0 tried once when Slack answered 500, then dropped
+
+
+def test_alerts_slack_refuses_are_counted_apart_from_dropped_ones(
+    receiver: SlackReceiver, clock: SimulatedClock
+) -> None:
+    receiver.answer(Answer(400, "invalid_blocks"))
+    slack = queued(receiver.url, clock)
+    registry = CollectorRegistry()
+    registry.register(AlertQueueCollector(slack))
+    slack.notify(event("refused"))
+    slack.notify(event("fine"))
+    assert receiver.wait_for(2) and slack.wait_idle(IDLE)
+    assert registry.get_sample_value("leadtime_alerts_rejected_total") == 1
+    assert registry.get_sample_value("leadtime_alerts_dropped_total") == 0
+    assert slack.queued == 0
+
+
 def test_close_delivers_what_is_queued_and_then_takes_no_more(receiver: SlackReceiver, clock: SimulatedClock) -> None:
     slack = queued(receiver.url, clock)
     for name in ("a", "b", "c"):

@@ -291,3 +291,16 @@ def test_a_message_slack_refuses_is_not_posted_again_within_the_window(
     assert len([r for r in caplog.records if r.levelno == logging.ERROR]) == 1
     slack.notify(event("a", at=T0 + timedelta(minutes=30)))  # a new window: tried again
     assert (len(receiver.received), slack.rejected) == (2, 2)
+
+
+def test_a_condition_raised_again_keeps_its_place_so_a_full_queue_drops_it_before_a_one_off_alert(
+    clock: SimulatedClock,
+) -> None:
+    slack = notifier(f"http://127.0.0.1:{_unused_port()}{WEBHOOK_PATH}", clock, max_pending=2)
+    slack.notify(event("persisting"))
+    slack.notify(event("one-off"))
+    slack.notify(event("persisting", at=T0 + timedelta(minutes=5)))  # raised again on the next tick
+    assert [(e.subject, e.at) for e in slack.pending] == [("persisting", T0 + timedelta(minutes=5)), ("one-off", T0)]
+    slack.notify(event("new"))
+    assert [e.subject for e in slack.pending] == ["one-off", "new"]  # the persisting one is raised again anyway
+    assert slack.dropped == 1
