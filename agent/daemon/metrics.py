@@ -104,6 +104,8 @@ class DaemonMetrics:
             "leadtime_last_successful_tick_timestamp_seconds", "Unix time of the last successful tick.", registry=r
         )
         self.info = Gauge("leadtime_info", "Mode and identity of this replica.", ["mode", "identity"], registry=r)
+        self._demand_gauges = (self.forecast, self.observed_demand, self.group_forecast, self.group_observed_demand)
+        self._labelled: dict[Gauge, set[tuple[str, ...]]] = {}  # label sets each gauge was last given
 
     # -- per tick -----------------------------------------------------------------------------------------
     def record_tick(self, report: TickReport) -> None:
@@ -117,16 +119,19 @@ class DaemonMetrics:
             self.record_error(error)
 
     def record_forecasts(self, forecasts: Sequence[DemandForecast]) -> None:
+        """Demand and forecasts of this tick. A class or group absent from ``forecasts`` has no trustworthy demand
+        now (its pools are held): its series are removed, so a dashboard shows the gap, not its last value."""
+        series: dict[Gauge, dict[tuple[str, ...], float]] = {gauge: {} for gauge in self._demand_gauges}
         for forecast in forecasts:
-            if forecast.demand_class.startswith(GROUP_PREFIX):
-                group = forecast.demand_class.removeprefix(GROUP_PREFIX)
-                for level in forecast.quantiles:
-                    self.group_forecast.labels(group, f"{level:g}").set(forecast.peak(level))
-                self.group_observed_demand.labels(group).set(forecast.last_observed)
-                continue
+            grouped = forecast.demand_class.startswith(GROUP_PREFIX)
+            name = forecast.demand_class.removeprefix(GROUP_PREFIX)
+            peak = self.group_forecast if grouped else self.forecast
+            observed = self.group_observed_demand if grouped else self.observed_demand
             for level in forecast.quantiles:
-                self.forecast.labels(forecast.demand_class, f"{level:g}").set(forecast.peak(level))
-            self.observed_demand.labels(forecast.demand_class).set(forecast.last_observed)
+                series[peak][(name, f"{level:g}")] = forecast.peak(level)
+            series[observed][(name,)] = forecast.last_observed
+        for gauge, values in series.items():
+            self._set_only(gauge, values)
 
     def record_pools(self, pools: Sequence[PoolState]) -> None:
         for pool in pools:
@@ -162,6 +167,15 @@ class DaemonMetrics:
             self.budget_projected.labels(budget.budget).set(budget.projected_usd)
             if budget.remaining_usd is not None:
                 self.budget_remaining.labels(budget.budget).set(budget.remaining_usd)
+
+    def _set_only(self, gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
+        """Set ``values`` on ``gauge`` and remove the label sets it was given last time and not now."""
+        for labels in self._labelled.get(gauge, set()) - values.keys():
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+        self._labelled[gauge] = set(values)
 
     # -- daemon events ------------------------------------------------------------------------------------
     def record_error(self, error: BaseException) -> None:

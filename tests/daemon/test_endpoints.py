@@ -162,6 +162,31 @@ def test_pool_group_demand_has_metrics_of_its_own_and_never_a_demand_class_label
     assert group_observed.value == 25.0
 
 
+def test_a_class_without_data_this_tick_has_no_demand_or_forecast_series(
+    served: tuple[str, HealthState, DaemonMetrics],
+) -> None:
+    url, _, metrics = served
+    step = timedelta(minutes=5)
+
+    def forecasts(*names: str) -> list[DemandForecast]:
+        return [DemandForecast(name, T0, step, {0.5: (10.0, 12.0), 0.9: (14.0, 19.0)}, 9.0, "m") for name in names]
+
+    def exposed(name: str) -> set[tuple[str, ...]]:
+        """The label values of each series of the metric ``name`` on /metrics now."""
+        body = _get(f"{url}/metrics")[1]
+        (family,) = [f for f in text_string_to_metric_families(body) if f.name == name]
+        return {tuple(s.labels.values()) for s in family.samples}
+
+    metrics.record_forecasts(forecasts("train", "serve", "pool-group:a100+v5e"))
+    metrics.record_forecasts(forecasts("serve"))  # train and the group lost their data: held, not forecast
+    assert exposed("leadtime_forecast_accelerators") == {("serve", "0.5"), ("serve", "0.9")}
+    assert exposed("leadtime_demand_observed_accelerators") == {("serve",)}
+    assert exposed("leadtime_pool_group_forecast_accelerators") == set()
+    assert exposed("leadtime_pool_group_demand_observed_accelerators") == set()
+    metrics.record_forecasts(forecasts("train"))  # train is back, serve is out
+    assert exposed("leadtime_demand_observed_accelerators") == {("train",)}
+
+
 def test_build_info_names_the_installed_version(served: tuple[str, HealthState, DaemonMetrics]) -> None:
     url, _, _ = served
     body = _get(f"{url}/metrics")[1]
