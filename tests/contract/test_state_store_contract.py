@@ -17,6 +17,7 @@ from agent.state import InMemoryStateStore, StateConflict, StateStore
 from agent.state.configmap import KEY, KubernetesStateStore
 from config.daemon import KubernetesApiSettings
 from kube import ConfigMaps, kubernetes_api_client
+from models import StateDocumentTooNew
 from tests.fakes.kube_api import FakeKubeApi
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -101,10 +102,17 @@ def test_a_write_over_an_unread_write_is_a_conflict_that_changes_nothing(harness
 def test_an_unreadable_document_counts_as_nothing_saved_and_the_next_save_replaces_it(harness: Harness) -> None:
     store = harness.replica("leadtime-a")
     store.save(MEMORY, T0)
-    harness.overwrite('{"version": 99}')
+    harness.overwrite('{"version": 1, "blocked": 3}')
     assert store.load() is None
     store.save(MEMORY, T0 + timedelta(minutes=1))
     assert harness.replica("leadtime-b").load() == MEMORY
+
+
+def test_a_document_of_a_newer_release_is_unavailable_and_left_as_it_is(harness: Harness) -> None:
+    store = harness.replica("leadtime-a")
+    harness.overwrite('{"version": 99}')
+    with pytest.raises(StateDocumentTooNew, match="newer release"):
+        store.load()
 
 
 def test_a_blind_save_by_a_new_replica_is_not_a_conflict(harness: Harness) -> None:
