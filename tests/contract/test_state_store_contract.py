@@ -110,9 +110,12 @@ def test_an_unreadable_document_counts_as_nothing_saved_and_the_next_save_replac
 
 def test_a_document_of_a_newer_release_is_unavailable_and_left_as_it_is(harness: Harness) -> None:
     store = harness.replica("leadtime-a")
+    store.save(MEMORY, T0)
     harness.overwrite('{"version": 99}')
     with pytest.raises(StateDocumentTooNew, match="newer release"):
         store.load()
+    with pytest.raises(StateDocumentTooNew):  # another replica finds it as it was
+        harness.replica("leadtime-b").load()
 
 
 def test_a_blind_save_by_a_new_replica_is_not_a_conflict(harness: Harness) -> None:
