@@ -17,7 +17,6 @@ rather than ``h`` separate ones.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -110,7 +109,7 @@ def conformal_offsets(
     split-conformal order statistic). Where that rank is beyond ``n`` (a level above ``n / (n + 1)``: 0.999 needs
     999 residuals, two days of five-minute steps hold 576), no residual is high enough: the largest would be
     exceeded about ``1 / (n + 1)`` of the time whatever the level, so the offset is extrapolated from the highest
-    residuals instead (``_tail``). Steps beyond the residuals' own horizon reuse the last one, and count as
+    residuals instead (``_tails``). Steps beyond the residuals' own horizon reuse the last one, and count as
     steps with too few residuals: a band held at its last width would understate the spread further ahead.
     """
     offsets = np.zeros((len(levels), horizon))
@@ -130,8 +129,8 @@ def conformal_offsets(
         wanted = np.ceil((n + 1) * level).astype(int) - 1
         offsets[i, :short] = sorted_[np.clip(wanted, 0, n - 1), steps]
         beyond = np.flatnonzero(wanted > n - 1)
-        for step in beyond:
-            offsets[i, step] = _tail(sorted_[: n[step], step], level)
+        if len(beyond):
+            offsets[i, beyond] = _tails(sorted_[:, beyond], n[beyond], level)
     offsets[:, short:] = offsets[:, short - 1 : short]
     return offsets, short
 
@@ -139,19 +138,22 @@ def conformal_offsets(
 TAIL_POINTS = 10  # highest residuals an extrapolated offset is fitted to
 
 
-def _tail(ascending: np.ndarray, level: float) -> float:
-    """The ``level`` quantile of residuals above their range, from an exponential tail fitted to the highest
-    ``TAIL_POINTS`` of them (peaks over a threshold; the exponential is also the tail ``DemandForecast.exceedance``
-    assumes): ``k`` of the ``n`` exceed the threshold ``u``, by ``beta`` on average, so a residual exceeds
-    ``u + x`` with probability ``k / (n + 1) * exp(-x / beta)``. Never below the largest residual."""
-    n = len(ascending)
-    k = min(TAIL_POINTS, n - 1)
-    if k < 2:
-        return float(ascending[-1]) if n else 0.0
-    threshold = float(ascending[n - k - 1])
-    beta = float(np.mean(ascending[n - k :] - threshold))
-    beyond = beta * math.log(k / ((n + 1) * (1.0 - level))) if beta > 0.0 and level < 1.0 else 0.0
-    return max(float(ascending[-1]), threshold + beyond)
+def _tails(ascending: np.ndarray, n: np.ndarray, level: float) -> np.ndarray:
+    """Per column (a step's residuals, ascending, NaN last; ``n`` of them observed), the ``level`` quantile of
+    residuals above their range, from an exponential tail fitted to the highest ``TAIL_POINTS`` of them (peaks
+    over a threshold; the exponential is also the tail ``DemandForecast.exceedance`` assumes): ``k`` of the ``n``
+    exceed the threshold ``u``, by ``beta`` on average, so a residual exceeds ``u + x`` with probability
+    ``k / (n + 1) * exp(-x / beta)``. Never below the largest residual."""
+    columns = np.arange(ascending.shape[1])
+    largest = ascending[n - 1, columns]
+    k = int(min(TAIL_POINTS, n.min() - 1))  # a step offsets are computed for has at least MIN_RESIDUALS
+    if k < 2 or level >= 1.0:
+        return np.asarray(largest)
+    threshold = ascending[n - k - 1, columns]
+    top = ascending[(n - k)[None, :] + np.arange(k)[:, None], columns[None, :]]
+    beta = (top - threshold).mean(axis=0)
+    beyond = np.where(beta > 0.0, beta * np.log(k / ((n + 1) * (1.0 - level))), 0.0)
+    return np.asarray(np.maximum(largest, threshold + beyond))
 
 
 def peak_residuals(residuals: np.ndarray) -> np.ndarray:
