@@ -123,10 +123,15 @@ def _pool_of(row: BillingRow, settings: BillingSettings, by_value: Mapping[str, 
         if pool is not None:
             return pool
     names = [n for n in (row.resource_name, _last_segment(row.resource_global_name)) if n]
-    for pool, prefix in sorted(settings.resource_prefixes.items()):
-        if any(name.startswith(prefix) for name in names):
-            return pool
-    return None
+    # The longest prefix that matches: with tpu-v5e- and tpu-v5e-large-, a tpu-v5e-large-1 row is the latter's.
+    matching = [
+        (len(prefix), pool) for pool, prefix in settings.resource_prefixes.items() if _any_starts(names, prefix)
+    ]
+    return max(matching)[1] if matching else None
+
+
+def _any_starts(names: list[str], prefix: str) -> bool:
+    return any(name.startswith(prefix) for name in names)
 
 
 def _last_segment(name: str | None) -> str | None:

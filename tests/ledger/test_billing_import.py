@@ -333,6 +333,19 @@ def test_a_json_array_export_matches_by_global_resource_name_and_reads_iso_times
     assert matched.costs == [BilledCost("h100", T0 + HOUR, T0 + 2 * HOUR, 27.5)]
 
 
+def test_a_row_goes_to_the_pool_of_the_longest_prefix_it_starts_with(tmp_path: Path) -> None:
+    hour = {"usage_start_time": "2026-03-02 00:00:00 UTC", "usage_end_time": "2026-03-02 01:00:00 UTC"}
+    rows = [
+        _row(hour, "Cloud TPU", "TPU v5e", [], cost, [], name)
+        for name, cost in (("tpu-v5e-small-1", 10.0), ("tpu-v5e-large-1", 500.0))
+    ]
+    export = tmp_path / "billing.csv"
+    export.write_text(as_csv(rows), encoding="utf-8")
+    prefixes = {"slices": "tpu-v5e-", "slices-large": "tpu-v5e-large-"}
+    matched = match_pools(read_export(export), BillingSettings(resource_prefixes=prefixes), list(prefixes), "x")
+    assert sorted((c.pool_id, c.cost_usd) for c in matched.costs) == [("slices", 10.0), ("slices-large", 500.0)]
+
+
 def test_a_billed_cost_that_ends_before_it_starts_is_refused_before_any_store_sees_it(tmp_path: Path) -> None:
     start = datetime(2026, 3, 2, tzinfo=UTC)
     with pytest.raises(ValueError, match="usage end 2026-03-01T23:00:00\\+00:00 is not after its start"):
