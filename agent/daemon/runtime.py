@@ -49,6 +49,11 @@ _scheduler_log = logging.getLogger("apscheduler.scheduler.leadtime")
 _scheduler_log.addFilter(_DropSkippedSlotWarnings())
 
 
+# Below the Deployment's terminationGracePeriodSeconds (120 s): after SIGTERM the replica hands its lease over
+# within this, so the standby takes over at once rather than after the lease duration.
+SHUTDOWN_WAIT = timedelta(seconds=90)
+
+
 @dataclass(frozen=True)
 class Schedule:
     tick_interval: timedelta
@@ -65,8 +70,11 @@ class DaemonRuntime:
         schedule: Schedule,
         endpoints: EndpointServer,
         checks: Sequence[Callable[[], Sequence[str]]] = (),
+        shutdown_wait: timedelta = SHUTDOWN_WAIT,
     ) -> None:
-        """``checks`` are advisory: each runs once, off the start, and what it returns is logged as warnings."""
+        """``checks`` are advisory: each runs once, off the start, and what it returns is logged as warnings.
+        ``shutdown_wait``: how long a stop waits for the tick or refit in progress before it hands the lease over."""
+        self._shutdown_wait = shutdown_wait
         self._daemon = daemon
         self._schedule = schedule
         self._endpoints = endpoints
@@ -153,8 +161,16 @@ class DaemonRuntime:
         for job in ("tick", "refit", "daily-report"):
             if self._scheduler.get_job(job) is not None:
                 self._scheduler.pause_job(job)
-        self._daemon.stop_working()  # the election job keeps renewing while the last tick finishes
-        self._scheduler.shutdown(wait=True)
+        # The election job keeps renewing while the last tick finishes; one still running after the wait is left
+        # behind: once the lease is handed over, this replica no longer leads and its writes are refused.
+        finished = self._daemon.stop_working(self._shutdown_wait.total_seconds())
+        if not finished:
+            log.warning(
+                "a tick or refit still runs after %.0fs: handing the lease over anyway (its writes are refused once "
+                "this replica no longer leads)",
+                self._shutdown_wait.total_seconds(),
+            )
+        self._scheduler.shutdown(wait=finished)
         released = self._daemon.release()
         self._endpoints.stop()
         log.info("daemon stopped%s", " and handed over the lease" if released else "")

@@ -200,14 +200,18 @@ class Daemon:
                     log.info("shadow report written to %s", written)
 
     # -- shutdown -----------------------------------------------------------------------------------------
-    def stop_working(self) -> None:
+    def stop_working(self, timeout: float | None = None) -> bool:
         """Start no new tick or refit, and wait for the one in progress to finish (a refit's fit beside the ticks
-        included, while the election goes on renewing the lease)."""
+        included, while the election goes on renewing the lease): at most ``timeout`` seconds in all when given.
+        False when one was still running then."""
         self._stopping.set()
-        with self._work:
-            pass
-        with self._refitting:
-            pass
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for lock in (self._work, self._refitting):
+            left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            if not lock.acquire(timeout=left):
+                return False
+            lock.release()
+        return True
 
     def release(self) -> bool:
         """Hand the lease over; call after ``stop_working`` so nothing acts after the handover."""

@@ -3,6 +3,7 @@ in time and never overlap, and every failure of a tick is survived, counted and 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -194,6 +195,36 @@ def test_daily_report_summarises_the_day_and_starts_afresh(fleet: Fleet) -> None
     a.daemon.daily_report()
     last = [e for e in a.notifier.events if e.kind is AlertKind.DAILY_REPORT][-1]
     assert last.details["actions"] == "none"
+
+
+def test_a_stop_waits_a_bounded_time_for_a_stuck_tick_then_hands_over_and_the_tick_cannot_write(
+    fleet: Fleet,
+) -> None:
+    a, b = fleet.replicas
+    fleet.run(timedelta(minutes=1))
+    assert a.elector.is_leader(fleet.clock.now())
+    units = fleet.cluster.paid_units()[POOL.pool_id]
+    acted = len(a.loop.acted_at)
+    entered, gate = threading.Event(), threading.Event()
+
+    def hang() -> None:
+        entered.set()
+        gate.wait(30)
+
+    a.loop.target = lambda now: units + 1
+    a.loop.during_tick = hang
+    stuck = threading.Thread(target=a.daemon.tick, daemon=True)
+    stuck.start()
+    assert entered.wait(10)
+    assert a.daemon.stop_working(timeout=0.2) is False  # it did not wait for ever
+    assert a.daemon.release()
+    gate.set()
+    stuck.join(10)
+    assert len(a.loop.acted_at) == acted  # the tick that outlived the handover wrote nothing
+    assert fleet.cluster.paid_units()[POOL.pool_id] == units
+    a.alive = False
+    fleet.run(timedelta(seconds=2 * RETRY.total_seconds()))
+    assert b.elector.is_leader(fleet.clock.now())
 
 
 def test_stop_working_lets_no_new_tick_start_and_release_hands_over(fleet: Fleet) -> None:
