@@ -61,6 +61,19 @@ class _Cap:
     def shared(self) -> bool:
         return bool(self.budget.remote_pools)
 
+    def request(self, now: datetime, units: int, holder: str, ttl: timedelta, cap_usd: float) -> ReservationRequest:
+        """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end."""
+        return ReservationRequest(
+            budget=self.key,
+            pools=tuple(sorted(self.budget.pools)),
+            period_start=self.period.start,
+            period_end=self.period.end,
+            cap_usd=cap_usd,
+            amount_usd=units * self.per_unit_usd,
+            holder=holder,
+            ttl=min(ttl, self.period.end - now),
+        )
+
 
 @dataclass(frozen=True)
 class Reserved:
@@ -137,25 +150,15 @@ class BudgetReserver:
         horizon), in place of the previous tick's standing reservations and of the scale-ups' they cover. Never
         refused: the units are already paid for; the other agents' next reservations see them."""
         requests = [
-            ReservationRequest(
-                budget=cap.key,
-                pools=tuple(sorted(cap.budget.pools)),
-                period_start=cap.period.start,
-                period_end=cap.period.end,
-                cap_usd=math.inf,
-                amount_usd=held * cap.per_unit_usd,
-                holder=f"{self.holder} (units held)",
-                ttl=min(self.ttl, cap.period.end - now),
-            )
+            cap.request(now, held, f"{self.holder} (units held)", self.ttl, cap_usd=math.inf)
             for pool_id, held in sorted(units.items())
             if held > 0
             for cap in self._caps(now, pool_id)
             if cap.shared
         ]
         replaced, self._covered = [*self._standing, *self._covered], []
-        grants = self.ledger.reserve_many(
-            requests, now, replacing=replaced
-        )  # one transaction: never both, never neither
+        # One transaction: never both the old and the new reservations, never neither.
+        grants = self.ledger.reserve_many(requests, now, replacing=replaced)
         self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
     # -- internals ------------------------------------------------------------------------------------------
@@ -178,19 +181,7 @@ class BudgetReserver:
     def _ask(self, now: datetime, wants: Sequence[tuple[str, int]]) -> list[list[tuple[_Cap, Grant]]]:
         """Ask for ``units`` more of each pool in every cap over it, in one transaction; the grants by request."""
         asked = [(i, cap) for i, (pool_id, _) in enumerate(wants) for cap in self._caps(now, pool_id)]
-        requests = [
-            ReservationRequest(
-                budget=cap.key,
-                pools=tuple(sorted(cap.budget.pools)),
-                period_start=cap.period.start,
-                period_end=cap.period.end,
-                cap_usd=cap.cap_usd,
-                amount_usd=wants[i][1] * cap.per_unit_usd,
-                holder=self.holder,
-                ttl=min(self.ttl, cap.period.end - now),
-            )
-            for i, cap in asked
-        ]
+        requests = [cap.request(now, wants[i][1], self.holder, self.ttl, cap.cap_usd) for i, cap in asked]
         grants = self.ledger.reserve_many(requests, now) if requests else []
         out: list[list[tuple[_Cap, Grant]]] = [[] for _ in wants]
         for (i, cap), grant in zip(asked, grants, strict=True):
