@@ -50,7 +50,8 @@ class WritesForbidden:
         raise AssertionError(f"recommend tried to drain {node} of {pool_id}")
 
 
-def _config(tmp_path: Path, server: PrometheusServer) -> Path:
+def write_config(tmp_path: Path, server: PrometheusServer, **budget: Any) -> Path:
+    """The pooled Helios scenario against ``server``, budget ``research`` (its settings updated by ``budget``)."""
     document: dict[str, Any] = {
         "demand_classes": [{"name": t} for t in TENANTS],
         "pools": [
@@ -64,7 +65,7 @@ def _config(tmp_path: Path, server: PrometheusServer) -> Path:
                 "serves": list(TENANTS),
             }
         ],
-        "budgets": [{"name": "research", "pools": ["a100-on-demand"], "monthly_cap_usd": 500000}],
+        "budgets": [{"name": "research", "pools": ["a100-on-demand"], "monthly_cap_usd": 500000, **budget}],
         "prometheus": {"url": server.url, "retries": 0},
     }
     path = tmp_path / "leadtime.yaml"
@@ -73,7 +74,7 @@ def _config(tmp_path: Path, server: PrometheusServer) -> Path:
 
 
 def _run(tmp_path: Path, server: PrometheusServer, at: datetime, units: int) -> tuple[dict[str, Any], WritesForbidden]:
-    config = _config(tmp_path, server)
+    config = write_config(tmp_path, server)
     settings = load_settings(config)
     read_side = WritesForbidden(
         SimulatedCluster(settings.pool_specs(), SimulatedClock(at), initial_units={"a100-on-demand": units})
@@ -127,7 +128,7 @@ def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
 def test_a_resource_kube_state_metrics_never_saw_is_named_with_the_closest_one(
     prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _config(tmp_path, prometheus)
+    config = write_config(tmp_path, prometheus)
     raw = yaml.safe_load(config.read_text(encoding="utf-8"))
     raw["prometheus"]["classes"] = {"earth/vcMod": {"resource": "nvidia.com/gpus"}}  # one letter too many
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")
@@ -191,7 +192,7 @@ class CountingSource(PrometheusSource):
 
 
 def test_recommend_reads_the_history_window_once(prometheus: PrometheusServer, tmp_path: Path) -> None:
-    config = _config(tmp_path, prometheus)
+    config = write_config(tmp_path, prometheus)
     settings = load_settings(config)
     assert settings.prometheus is not None
     source = CountingSource.from_settings(
@@ -228,7 +229,7 @@ def test_recommend_during_an_outage_of_every_class_stops_with_one_reason(
 def test_a_class_without_data_is_named_in_the_report_and_its_pools_hold(
     prometheus: PrometheusServer, tmp_path: Path
 ) -> None:
-    config = _config(tmp_path, prometheus)
+    config = write_config(tmp_path, prometheus)
     raw = yaml.safe_load(config.read_text(encoding="utf-8"))
     raw["demand_classes"].append({"name": "earth/vcGone"})
     raw["pools"][0]["serves"].append("earth/vcGone")
@@ -254,7 +255,7 @@ def test_a_class_without_data_is_named_in_the_report_and_its_pools_hold(
 def test_the_command_line_writes_the_files(
     prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    config = _config(tmp_path, prometheus)
+    config = write_config(tmp_path, prometheus)
     out = tmp_path / "cli"
     code = main(
         [
@@ -313,7 +314,7 @@ def test_the_command_line_exits_3_with_one_line(
     prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], at: str | None
 ) -> None:
     server = prometheus if at is not None else PrometheusServer(tmp_path, tmp_path)
-    config = _config(tmp_path, server)
+    config = write_config(tmp_path, server)
     args = ["recommend", "--config", str(config), "--out", str(tmp_path / "o"), "--at", at or AT.isoformat()]
     assert main([*args, "--current-units", "a100-on-demand=4"]) == 3
     printed = capsys.readouterr()
@@ -330,7 +331,7 @@ def test_a_password_in_the_prometheus_url_is_never_written(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     password = "hunter2Secret"
-    config = _config(tmp_path, prometheus)
+    config = write_config(tmp_path, prometheus)
     raw = yaml.safe_load(config.read_text(encoding="utf-8"))
     raw["prometheus"]["url"] = prometheus.url.replace("://", f"://admin:{password}@")
     config.write_text(yaml.safe_dump(raw), encoding="utf-8")

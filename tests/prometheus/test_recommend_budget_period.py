@@ -5,48 +5,31 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-import yaml
 
 from agent.cli import main
-from tests.prometheus.server import TENANTS, PrometheusServer
+from tests.prometheus.server import PrometheusServer
+from tests.prometheus.test_recommend import write_config
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 AT = "2020-05-08T04:00:00+00:00"  # in the period from 15 April to 15 May: 30 days, where May has 31
 PRICE_PER_UNIT_HOUR = 8 * 3.67
 
 
-def _config(tmp_path: Path, server: PrometheusServer) -> Path:
-    document: dict[str, Any] = {
-        "demand_classes": [{"name": t} for t in TENANTS],
-        "pools": [
-            {
-                "id": "a100-on-demand",
-                "kind": "gpu-node-pool",
-                "chips_per_unit": 8,
-                "max_units": 60,
-                "price_per_chip_hour_usd": 3.67,
-                "lead_time": "10m",
-                "serves": list(TENANTS),
-            }
-        ],
-        "budgets": [
-            {"name": "research", "pools": ["a100-on-demand"], "monthly_cap_usd": 500000, "period_start_day": 15}
-        ],
-        "prometheus": {"url": server.url, "retries": 0},
-    }
-    path = tmp_path / "leadtime.yaml"
-    path.write_text(yaml.safe_dump(document), encoding="utf-8")
-    return path
-
-
 def test_the_monthly_projection_spans_the_budgets_own_period(
     prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    argv = ["recommend", "--config", str(_config(tmp_path, prometheus)), "--out", str(out), "--at", AT]
+    argv = [
+        "recommend",
+        "--config",
+        str(write_config(tmp_path, prometheus, period_start_day=15)),
+        "--out",
+        str(out),
+        "--at",
+        AT,
+    ]
     assert main([*argv, "--current-units", "a100-on-demand=10"]) == 0
     capsys.readouterr()
     document = json.loads((out / "recommendation.json").read_text(encoding="utf-8"))
