@@ -76,7 +76,7 @@ lint: $(DEV_STAMP)
 manifests:
 	@for mode in dry-run enforce; do \
 		{ echo "# leadtime $$mode install manifest, rendered by \`make manifests\` from deploy/overlays/$$mode (do not edit by hand)."; \
-		  echo "# Install: kubectl apply -f deploy/install/$$mode.yaml   (then edit the ConfigMap leadtime-config; see docs/install.md)"; \
+		  echo "# Install: kubectl apply -f deploy/install/$$mode.yaml   (then load your configuration into the ConfigMap leadtime-config and restart; see docs/install.md)"; \
 		  kubectl kustomize deploy/overlays/$$mode; } > deploy/install/$$mode.yaml; \
 	done
 	@echo "wrote deploy/install/dry-run.yaml deploy/install/enforce.yaml"

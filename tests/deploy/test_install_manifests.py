@@ -5,7 +5,7 @@ schemas, checked offline and strictly (unknown fields are errors), for the oldes
 from __future__ import annotations
 
 import copy
-from pathlib import Path
+import re
 from typing import Any
 
 import kubernetes_validate
@@ -15,6 +15,7 @@ import yaml
 from tests.daemon.manifests import DEPLOY, KUBECTL, find, render
 
 INSTALL = DEPLOY / "install"
+INSTALL_DOC = DEPLOY.parent / "docs" / "install.md"
 MODES = ("dry-run", "enforce")
 # The agent's objects use only GA APIs (apps/v1, coordination/v1, policy/v1, rbac/v1, v1), served by every
 # version GKE's release channels offer; check the oldest and a recent one.
@@ -78,6 +79,31 @@ def test_the_enforce_manifest_can_drain_and_the_dry_run_one_cannot() -> None:
 
 
 def test_the_manifests_are_listed_in_the_docs() -> None:
-    install_doc = (Path(__file__).resolve().parents[2] / "docs" / "install.md").read_text()
+    install_doc = INSTALL_DOC.read_text()
     for mode in MODES:
         assert f"deploy/install/{mode}.yaml" in install_doc
+
+
+def test_the_configmap_the_docs_load_is_the_one_the_deployment_mounts() -> None:
+    """docs/install.md loads the configuration with `kubectl create configmap NAME`, and each manifest's header
+    names the ConfigMap to load: the Deployment must mount that very name (a generated name with a content-hash
+    suffix would leave the loaded configuration unread), and the docs restart the Deployment after loading it."""
+    install_doc = INSTALL_DOC.read_text()
+    loads = re.findall(r"kubectl -n leadtime create configmap (\S+) --from-file=config\.yaml=", install_doc)
+    assert loads, "docs/install.md no longer shows how to load the configuration"
+    (name,) = set(loads)
+    after_load = install_doc.split(f"create configmap {name}", 1)[1].split("```", 1)[0]
+    assert "kubectl -n leadtime rollout restart deployment/leadtime" in after_load
+    for mode in MODES:
+        objects = _installed(mode)
+        (deployment,) = find(objects, "Deployment", "leadtime")
+        pod = deployment["spec"]["template"]["spec"]
+        (mount,) = [m for m in pod["containers"][0]["volumeMounts"] if m["mountPath"] == "/etc/leadtime"]
+        (volume,) = [v for v in pod["volumes"] if v["name"] == mount["name"]]
+        assert volume["configMap"]["name"] == name, (
+            f"{mode}: the Deployment mounts another ConfigMap than the docs load"
+        )
+        (config_map,) = find(objects, "ConfigMap", name)
+        assert "config.yaml" in config_map["data"]
+        header = (INSTALL / f"{mode}.yaml").read_text().splitlines()[1]
+        assert f"ConfigMap {name} " in header
