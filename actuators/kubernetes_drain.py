@@ -10,29 +10,57 @@ means "not now", the drain reports itself started and the same key continues it 
 deleted by force. An accepted eviction is a graceful delete: the pod stays listed, Terminating
 (``metadata.deletionTimestamp`` set), while its containers shut down, for up to its
 ``terminationGracePeriodSeconds`` (a training job's checkpoint on SIGTERM), so the drain also reports itself started
-until no pod it counts is left on the node; a terminating pod is waited for, never evicted again. A pod annotated
-``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or ``karpenter.sh/do-not-disrupt: "true"`` blocks the
-drain, and so does a pod selected by more than one PodDisruptionBudget (the Eviction API answers 500: a
-misconfiguration no retry fixes): the node is uncordoned and the drain rejected. An eviction refused for good (e.g.
-403) uncordons the node and is raised as a permanent error; any other failure is raised as transient until
-``timeout``. After ``timeout`` (counted from the first step with the drain's key, so an earlier drain of the node
-that was dropped, e.g. a person uncordoned it, does not count) a drain that still has pods to evict (held by a
-budget, or their eviction failing) gives up and uncordons; one left only with pods still terminating past their
-grace period (their kubelet is gone and never finishes them) removes the node anyway and says so in its detail and a
-warning. When the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it
-refuses for good, or that still fails after ``timeout`` (an AWS group at its minimum size), uncordons the empty
-node: back in service, not left cordoned, paid for and unusable. A node that leaves the cluster during its drain
-(deleted by a person, or its instance gone) ends the drain DONE: nothing is left to drain or remove, and the pool is
-not at fault. While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's
-key), so ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node
-cordoned; the timeout then counts from when that agent took it over.
+until no pod it counts is left on the node; a terminating pod is waited for, never evicted again. A pod that must
+not be disrupted blocks the drain (see below), and so does a pod selected by more than one PodDisruptionBudget (the
+Eviction API answers 500: a misconfiguration no retry fixes): the node is uncordoned and the drain rejected, its
+detail naming each blocking pod and why. An eviction refused for good (e.g. 403) uncordons the node and is raised as
+a permanent error; any other failure is raised as transient until ``timeout``. After ``timeout`` (counted from the
+first step with the drain's key, so an earlier drain of the node that was dropped, e.g. a person uncordoned it, does
+not count) a drain that still has pods to evict (held by a budget, or their eviction failing) gives up and
+uncordons; one left only with pods still terminating past their grace period (their kubelet is gone and never
+finishes them) removes the node anyway and says so in its detail and a warning. When the node is empty, the
+``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for good, or that still fails
+after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in service, not left cordoned,
+paid for and unusable. A node that leaves the cluster during its drain (deleted by a person, or its instance gone)
+ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault. While a drain is in progress
+the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted
+or newly elected agent continue it instead of leaving the node cordoned; the timeout then counts from when that
+agent took it over.
+
+A pod must not be disrupted when it is annotated ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or
+``karpenter.sh/do-not-disrupt: "true"``, or when its eviction would destroy it or its data for good, by the rules
+cluster-autoscaler applies before it removes a node (kubernetes/autoscaler ``cluster-autoscaler/utils/drain/
+drain.go``, ``simulator/drainability/rules/`` ``replicated``, ``localstorage`` and ``safetoevict``; its FAQ, "What
+types of pods can prevent CA from removing a node?") and ``kubectl drain`` enforces unless given ``--force`` or
+``--delete-emptydir-data`` (kubernetes/kubectl ``pkg/drain/filters.go``, ``unreplicatedFilter``,
+``localStorageFilter``):
+
+* a pod no controller recreates: none of its ownerReferences has ``controller: true`` (a bare pod, or one whose
+  owners only garbage-collect it); evicting it deletes it. Any controller kind will do, as for kubectl: a Job (a
+  controller: it makes a new pod for the evicted one, so the work goes back to the queue as on any busy node), a
+  ReplicaSet, a StatefulSet, or a custom one (a training operator's job, a RayCluster), which recreates its pods
+  too. cluster-autoscaler's default (``--skip-nodes-with-custom-controller-pods=true``) blocks custom controllers'
+  pods as well, but on accelerator nodes most work is run by such controllers. Whether the controller object still
+  exists is not read.
+* a pod with local storage that the node's removal loses: a ``hostPath`` volume, or an ``emptyDir`` not backed by
+  memory (cluster-autoscaler's ``isLocalVolume``: ``medium: Memory`` is how training pods get a large ``/dev/shm``,
+  which holds nothing meant to outlive the pod; kubectl counts every emptyDir and no hostPath), unless the pod's
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes`` (a comma list of volume names; spaces around a
+  name are ignored) names the volume.
+
+``cluster-autoscaler.kubernetes.io/safe-to-evict: "true"`` lifts both rules, as for cluster-autoscaler (it does not
+lift the two blocking annotations). A pod in phase Pending on the node counts like a running one, as for both tools:
+a bare one is deleted all the same, and its init containers may have filled its emptyDir already. Finished pods,
+DaemonSet pods and mirror pods are not counted at all; a pod already terminating is going anyway, so it blocks
+nothing. Idleness is about accelerators only, so an idle node holding such a pod is still offered as idle; its
+drain is rejected, and the agent leaves the node alone for a stabilization window.
 
 ``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
 hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
-back to the queue as far as the pods show it: nodes where a pod must not be disrupted last (their drain would be
-rejected), then fewest accelerator pods, then fewest accelerators those pods request, then by name. How long a pod
-has run or when it last saved its work is not in the pod, so it does not weigh in. Draining a busy node is the same
-drain: its pods are evicted through the Eviction API, so disruption budgets still hold.
+back to the queue as far as the pods show it: nodes where a pod must not be disrupted (by the same rules) last
+(their drain would be rejected), then fewest accelerator pods, then fewest accelerators those pods request, then by
+name. How long a pod has run or when it last saved its work is not in the pod, so it does not weigh in. Draining a
+busy node is the same drain: its pods are evicted through the Eviction API, so disruption budgets still hold.
 """
 
 from __future__ import annotations
@@ -61,10 +89,9 @@ ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
 T = TypeVar("T")
 # The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
 _MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
-_BLOCKING_ANNOTATIONS = {
-    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
-    "karpenter.sh/do-not-disrupt": "true",
-}
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+_BLOCKING_ANNOTATIONS = {SAFE_TO_EVICT: "false", "karpenter.sh/do-not-disrupt": "true"}
 
 
 @dataclass(frozen=True)
@@ -155,9 +182,9 @@ class KubernetesNodeDrainer:
         if not self._cordon(pool_id, node, key):
             return self._gone(key, pool_id, node)
         pods = [p for p in self._pods_on(pool_id, node) if _counts(p)]
-        blockers = [_name(p) for p in pods if _blocks(p) and not _terminating(p)]
+        blockers = [f"{'/'.join(_name(p))} ({', '.join(reasons)})" for p in pods if (reasons := _must_stay(p))]
         if blockers:
-            return self._reject(key, pool_id, node, f"pods {blockers} must not be disrupted")
+            return self._reject(key, pool_id, node, f"pods that must not be disrupted: {'; '.join(blockers)}")
         moved = False
         for pod in pods:
             if _terminating(pod):
@@ -211,7 +238,7 @@ class KubernetesNodeDrainer:
             resources = self._accelerator_resources | _extended_resources(node)
             pods = [p for p in self._pods_on(pool_id, name) if _counts(p)]
             working = [p for p in pods if _needs_accelerator(p, resources)]
-            blocked = any(_blocks(p) and not _terminating(p) for p in pods)
+            blocked = any(_must_stay(p) for p in pods)
             load = _NodeLoad(name, len(working), sum(_accelerators(p, resources) for p in working), blocked)
             if load.idle:
                 self._idle_since.setdefault(name, now)
@@ -394,6 +421,30 @@ def _accelerator_amounts(pod: V1Pod, resources: frozenset[str]) -> list[str]:
     return amounts
 
 
-def _blocks(pod: V1Pod) -> bool:
+def _must_stay(pod: V1Pod) -> list[str]:
+    """Why the pod must not be evicted (see the module's docstring); empty when it may be, or is terminating."""
+    if _terminating(pod):
+        return []
     annotations = pod.metadata.annotations or {}
-    return any(annotations.get(k, "").lower() == v for k, v in _BLOCKING_ANNOTATIONS.items())
+    why = [f'annotated {k}: "{v}"' for k, v in _BLOCKING_ANNOTATIONS.items() if annotations.get(k, "").lower() == v]
+    if annotations.get(SAFE_TO_EVICT) == "true":  # exactly "true", as cluster-autoscaler reads it
+        return why
+    if not any(owner.controller for owner in pod.metadata.owner_references or []):
+        why.append("no controller recreates it")
+    spared = {name.strip() for name in annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES, "").split(",")}
+    why.extend(
+        f"local storage {kind} {name!r} would be lost" for kind, name in _local_storage(pod) if name not in spared
+    )
+    return why
+
+
+def _local_storage(pod: V1Pod) -> list[tuple[str, str]]:
+    """The pod's volumes a node's removal loses, as (kind, name): ``hostPath`` ones, and ``emptyDir`` ones not backed
+    by memory (tmpfs is not local storage: cluster-autoscaler ``isLocalVolume``)."""
+    local = []
+    for volume in pod.spec.volumes or []:
+        if volume.host_path is not None:
+            local.append(("hostPath", volume.name))
+        elif volume.empty_dir is not None and volume.empty_dir.medium != "Memory":
+            local.append(("emptyDir", volume.name))
+    return local

@@ -1,7 +1,7 @@
 """KubernetesNodeDrainer on the fake Kubernetes API, removing nodes through GkeNodePoolActuator on the fake GKE and
 Compute Engine APIs: disruption budgets respected (429 waits, never force), evicted pods waited for until they
-have shut down, annotations and misconfigured budgets honoured, timeouts uncordon, and only the drained node is
-removed."""
+have shut down, annotations and misconfigured budgets honoured, pods nothing recreates or with local storage left
+alone, timeouts uncordon, and only the drained node is removed."""
 
 from __future__ import annotations
 
@@ -80,7 +80,8 @@ def test_pdb_refusal_waits_and_only_the_drained_node_is_removed(cluster: Cluster
     assert cluster.kube.get("pods", f"web-{node}", "default") is not None  # refused, not forced
     assert cluster.gke.calls("POST", "deleteInstances") == 0
 
-    cluster.kube.put("pods", objs.pod("web-replacement", cluster.nodes[0], labels={"app": "web"}))  # 4 healthy
+    replacement = objs.pod("web-replacement", cluster.nodes[0], labels={"app": "web"}, owner_kind="ReplicaSet")
+    cluster.kube.put("pods", replacement)  # 4 healthy
     cluster.clock.advance(timedelta(minutes=1))
     evicted = cluster.drainer.drain("a", node, "drain-1")  # the same key continues the drain
     assert evicted.status is ActionStatus.STARTED  # the pod shuts down within its grace period (30 s by default)
@@ -110,19 +111,86 @@ def test_a_drain_blocked_past_the_timeout_gives_up_and_uncordons(cluster: Cluste
     assert cluster.drainer.drain("a", node, "d") == gave_up  # settled: the key is spent
 
 
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+NO_CONTROLLER = "no controller recreates it"
+SCRATCH_LOST = "local storage emptyDir 'scratch' would be lost"
+JOB: dict[str, Any] = {"owner_kind": "Job"}
+
+
 @pytest.mark.parametrize(
-    "annotation",
-    [{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}, {"karpenter.sh/do-not-disrupt": "true"}],
+    ("options", "why"),
+    [
+        ({"annotations": {SAFE_TO_EVICT: "false"}, **JOB}, f'annotated {SAFE_TO_EVICT}: "false"'),
+        (
+            {"annotations": {"karpenter.sh/do-not-disrupt": "true"}, **JOB},
+            'annotated karpenter.sh/do-not-disrupt: "true"',
+        ),
+        (  # safe-to-evict "true" lets a bare pod go, not one that must not be disrupted
+            {"annotations": {SAFE_TO_EVICT: "true", "karpenter.sh/do-not-disrupt": "true"}},
+            'annotated karpenter.sh/do-not-disrupt: "true"',
+        ),
+        ({}, NO_CONTROLLER),  # a bare pod: evicting it deletes it for good
+        ({"phase": "Pending"}, NO_CONTROLLER),  # bound to the node, not started yet: deleted all the same
+        ({"owner_kind": "ReplicaSet", "controller": False}, NO_CONTROLLER),  # an owner that only garbage-collects it
+        ({"volumes": [objs.empty_dir("scratch")], **JOB}, SCRATCH_LOST),
+        ({"volumes": [objs.host_path("models")], **JOB}, "local storage hostPath 'models' would be lost"),
+        (
+            {
+                "volumes": [objs.empty_dir("scratch"), objs.host_path("models")],
+                "annotations": {LOCAL_VOLUMES: "models"},
+            },
+            f"{NO_CONTROLLER}, {SCRATCH_LOST}",  # only the volume the annotation names is spared
+        ),
+    ],
+    ids=[
+        "safe-to-evict-false",
+        "do-not-disrupt",
+        "do-not-disrupt-over-safe-to-evict",
+        "bare",
+        "bare-pending",
+        "owner-not-controller",
+        "empty-dir",
+        "host-path",
+        "local-volume-not-listed",
+    ],
 )
-def test_pods_that_must_not_be_disrupted_block_the_drain(cluster: Cluster, annotation: dict[str, str]) -> None:
+def test_pods_that_must_not_be_disrupted_block_the_drain(cluster: Cluster, options: dict[str, Any], why: str) -> None:
     node = cluster.nodes[2]
-    cluster.kube.put("pods", objs.pod("precious", node, annotations=annotation))
+    cluster.kube.put("pods", objs.pod("precious", node, **options))
     result = cluster.drainer.drain("a", node, "d")
     assert result.status is ActionStatus.REJECTED
-    assert "precious" in result.detail
+    assert result.detail == f"pods that must not be disrupted: default/precious ({why}); node {node} uncordoned"
     assert not _cordoned(cluster, node)
     assert cluster.kube.calls("create", "pods", "eviction") == 0
+    assert cluster.kube.get("pods", "precious", "default") is not None
     assert cluster.gke.calls("POST", "deleteInstances") == 0
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"annotations": {SAFE_TO_EVICT: "true"}},  # a bare pod its owner lets go
+        {"annotations": {SAFE_TO_EVICT: "true"}, "volumes": [objs.empty_dir("scratch"), objs.host_path("models")]},
+        {
+            "annotations": {LOCAL_VOLUMES: "scratch, models"},
+            "volumes": [objs.empty_dir("scratch"), objs.host_path("models")],
+            **JOB,
+        },
+        {"volumes": [objs.empty_dir("shm", medium="Memory")], **JOB},  # tmpfs: not local storage
+        {"owner_kind": "StatefulSet", "phase": "Pending"},
+    ],
+    ids=["bare-safe-to-evict", "local-storage-safe-to-evict", "local-volumes-listed", "memory-empty-dir", "pending"],
+)
+def test_pods_their_owners_let_go_are_evicted(cluster: Cluster, options: dict[str, Any]) -> None:
+    node = cluster.nodes[0]
+    cluster.kube.put("pods", objs.pod("scratchy", node, accelerators=8, **options))
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
+    assert _evictions(cluster, "scratchy") == 1
+    cluster.clock.advance(timedelta(seconds=30))
+    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.DONE
+    assert cluster.kube.get("pods", "scratchy", "default") is None
+    assert cluster.gke.calls("POST", "deleteInstances") == 1
 
 
 def test_idleness_ignores_daemonsets_and_mirror_pods_but_not_accelerator_work(cluster: Cluster) -> None:
@@ -155,13 +223,14 @@ def test_pool_nodes_put_idle_nodes_first_then_the_busy_ones_cheapest_to_lose_fir
     two_pods, one_big_pod, first_idle = cluster.nodes
     for name in ("a-held", "a-light", "a-later-idle", "a-cordoned"):
         cluster.kube.put("nodes", objs.node(name, "a100", unschedulable=name == "a-cordoned"))
-    cluster.kube.put("pods", objs.pod("train-1", two_pods, accelerators=1))
-    cluster.kube.put("pods", objs.pod("train-2", two_pods, accelerators=1))
-    cluster.kube.put("pods", objs.pod("train-3", one_big_pod, accelerators=8))
-    cluster.kube.put("pods", objs.pod("train-4", "a-light", accelerators=1, resource=objs.TPU_RESOURCE))
-    cluster.kube.put("pods", objs.pod("train-5", "a-held", accelerators=1))  # least work, but must not be disrupted
-    cluster.kube.put("pods", objs.pod("precious", "a-held", annotations={"karpenter.sh/do-not-disrupt": "true"}))
-    cluster.kube.put("pods", objs.pod("train-6", "a-later-idle", accelerators=2))
+    cluster.kube.put("pods", objs.pod("train-1", two_pods, accelerators=1, **JOB))
+    cluster.kube.put("pods", objs.pod("train-2", two_pods, accelerators=1, **JOB))
+    cluster.kube.put("pods", objs.pod("train-3", one_big_pod, accelerators=8, **JOB))
+    cluster.kube.put("pods", objs.pod("train-4", "a-light", accelerators=1, resource=objs.TPU_RESOURCE, **JOB))
+    cluster.kube.put("pods", objs.pod("train-5", "a-held", accelerators=1, **JOB))  # least work, but must stay
+    guard = {"karpenter.sh/do-not-disrupt": "true"}
+    cluster.kube.put("pods", objs.pod("precious", "a-held", annotations=guard, owner_kind="ReplicaSet"))
+    cluster.kube.put("pods", objs.pod("train-6", "a-later-idle", accelerators=2, **JOB))
     busy = ["a-light", "a-later-idle", one_big_pod, two_pods, "a-held"]  # by pods, then accelerators, then name
     assert cluster.drainer.pool_nodes("a") == [first_idle, *busy]
 
@@ -171,6 +240,21 @@ def test_pool_nodes_put_idle_nodes_first_then_the_busy_ones_cheapest_to_lose_fir
     assert cluster.drainer.pool_nodes("a") == order
     assert cluster.drainer.idle_nodes("a", timedelta(0)) == order[:2]
     assert cluster.drainer.idle_nodes("a", timedelta(minutes=1)) == order[:1]
+
+
+def test_a_forced_release_takes_nodes_whose_pods_would_be_lost_last(cluster: Cluster) -> None:
+    """Draining a node with a bare pod or a pod's local storage would be rejected: such nodes come after every busy
+    node that can be drained, however little work they hold."""
+    bare, scratch, loaded = cluster.nodes
+    cluster.kube.put("pods", objs.pod("train-bare", bare, accelerators=1))
+    cluster.kube.put(
+        "pods", objs.pod("train-scratch", scratch, accelerators=1, volumes=[objs.empty_dir("ckpt")], **JOB)
+    )
+    cluster.kube.put("pods", objs.pod("train-1", loaded, accelerators=8, **JOB))
+    cluster.kube.put(
+        "pods", objs.pod("train-2", loaded, accelerators=8, volumes=[objs.empty_dir("shm", "Memory")], **JOB)
+    )
+    assert cluster.drainer.pool_nodes("a") == [loaded, bare, scratch]
 
 
 def _pod(name: str, node: str, grace: int | None = None, **options: Any) -> dict[str, Any]:
@@ -249,7 +333,7 @@ def test_pods_a_lost_kubelet_never_finishes_do_not_hold_the_node_past_the_timeou
 
 def test_a_pod_within_its_grace_period_is_waited_for_past_the_timeout(cluster: Cluster) -> None:
     node = cluster.nodes[2]
-    cluster.kube.put("pods", _pod("train", node, grace=20 * 60, accelerators=8))  # a long checkpoint
+    cluster.kube.put("pods", _pod("train", node, grace=20 * 60, accelerators=8, **JOB))  # a long checkpoint
     assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
     cluster.clock.advance(timedelta(minutes=15))
     past_timeout = cluster.drainer.drain("a", node, "d")

@@ -27,12 +27,14 @@ REASON = "budget hard stop: the money left pays for 2 units through the next tic
 
 def _loaded_pool(rig: Rig, kube: k8s.ApiClient, loads: list[list[int]]) -> tuple[Agent, list[str]]:
     """Three on-demand nodes (sorted by name); ``loads[i]`` lists the accelerators of each training pod on node
-    ``i`` (pod ``train-<node>-<j>``, label ``app: train``). The agent has observed the pool once."""
+    ``i`` (pod ``train-<node>-<j>`` of a Job, label ``app: train``). The agent has observed the pool once."""
     rig.add_pools(on_demand_nodes=3)
     nodes = rig.mirror.nodes(ON_DEMAND)
     for node, pods in zip(nodes, loads, strict=True):
         for j, accelerators in enumerate(pods):
-            pod = objs.pod(f"train-{node}-{j}", node, namespace=CLASS, accelerators=accelerators, labels=TRAIN)
+            pod = objs.pod(
+                f"train-{node}-{j}", node, namespace=CLASS, accelerators=accelerators, labels=TRAIN, owner_kind="Job"
+            )
             rig.kube.put("pods", pod)
     rig.prometheus.set_demand(CLASS, 16)
     agent = live_agent(rig, rig.settings(spot_max=0), kube, RecordingNotifier())
@@ -125,7 +127,8 @@ def test_a_forced_drain_blocked_by_a_disruption_budget_goes_on_every_tick(rig: R
     assert _evicted(rig) == [f"train-{nodes[0]}-0"] * 3
     assert _deleting(rig) == []
 
-    rig.kube.put("pods", objs.pod("train-spare", nodes[1], namespace=CLASS, labels=TRAIN))  # 4 healthy
+    spare = objs.pod("train-spare", nodes[1], namespace=CLASS, labels=TRAIN, owner_kind="Job")
+    rig.kube.put("pods", spare)  # 4 healthy
     rig.clock.advance(MINUTE)
     _observe(agent, rig)
     evicted = _run(agent, rig)
@@ -185,7 +188,8 @@ def test_a_budget_hard_stop_drains_busy_nodes_through_the_whole_loop(rig: Rig, k
     rig.add_pools(on_demand_nodes=3)
     nodes = rig.mirror.nodes(ON_DEMAND)
     for node in nodes:
-        rig.kube.put("pods", objs.pod(f"train-{node}", node, namespace=CLASS, accelerators=8, labels=TRAIN))
+        train = objs.pod(f"train-{node}", node, namespace=CLASS, accelerators=8, labels=TRAIN, owner_kind="Job")
+        rig.kube.put("pods", train)
     rig.prometheus.set_demand(CLASS, 24)
     document = rig.config_document(spot_max=0)
     document["budgets"] = [

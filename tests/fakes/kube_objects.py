@@ -40,6 +40,11 @@ def node(
     }
 
 
+# The API group of each built-in controller kind that owns pods (Kubernetes API: ReplicaSet, StatefulSet, DaemonSet
+# in apps/v1, Job in batch/v1, ReplicationController in v1).
+_OWNER_API_VERSIONS = {"Job": "batch/v1", "ReplicationController": "v1"}
+
+
 def pod(
     name: str,
     node_name: str | None,
@@ -50,19 +55,46 @@ def pod(
     labels: dict[str, str] | None = None,
     annotations: dict[str, str] | None = None,
     owner_kind: str | None = None,
+    controller: bool = True,
+    volumes: list[Obj] | None = None,
     phase: str = "Running",
 ) -> Obj:
-    """A pod, optionally owned (``owner_kind="DaemonSet"``, ``"ReplicaSet"``...) and requesting accelerators."""
+    """A pod, optionally owned (``owner_kind="DaemonSet"``, ``"ReplicaSet"``, ``"Job"``...), requesting accelerators
+    and with ``volumes`` (``empty_dir``, ``host_path``). Without ``owner_kind`` it is a bare pod, which nothing
+    recreates. An owned pod's ownerReference is its controller's (``controller: true``, as the ReplicaSet, Job,
+    StatefulSet and DaemonSet controllers write it; ``ObjectMeta.ownerReferences`` in the Kubernetes API):
+    ``controller=False`` builds an owner that only garbage-collects the pod."""
     requests = {resource: str(accelerators)} if accelerators else {}
     meta: Obj = {"name": name, "namespace": namespace, "labels": labels or {}, "annotations": annotations or {}}
     if owner_kind is not None:
         meta["ownerReferences"] = [
-            {"apiVersion": "apps/v1", "kind": owner_kind, "name": f"{name}-owner", "uid": f"uid-{name}-owner"}
+            {
+                "apiVersion": _OWNER_API_VERSIONS.get(owner_kind, "apps/v1"),
+                "kind": owner_kind,
+                "name": f"{name}-owner",
+                "uid": f"uid-{name}-owner",
+                "controller": controller,
+                "blockOwnerDeletion": controller,
+            }
         ]
     spec: Obj = {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": requests}}]}
+    if volumes:
+        spec["volumes"] = volumes
+        mounts = [{"name": v["name"], "mountPath": f"/mnt/{v['name']}"} for v in volumes]
+        spec["containers"][0]["volumeMounts"] = mounts
     if node_name is not None:
         spec["nodeName"] = node_name
     return {"metadata": meta, "spec": spec, "status": {"phase": phase}}
+
+
+def empty_dir(name: str, medium: str | None = None) -> Obj:
+    """An emptyDir volume: on the node's disk, or in memory (tmpfs) with ``medium="Memory"``."""
+    return {"name": name, "emptyDir": {"medium": medium} if medium else {}}
+
+
+def host_path(name: str, path: str = "/var/cache/models") -> Obj:
+    """A hostPath volume: a directory of the node."""
+    return {"name": name, "hostPath": {"path": path}}
 
 
 def mirror_pod(name: str, node_name: str, namespace: str = "kube-system") -> Obj:
