@@ -11,15 +11,19 @@ from __future__ import annotations
 
 import contextlib
 import platform
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 from agent.daemon.ports import TickReport
 from agent.planning.groups import GROUP_PREFIX
+from agent.planning.memory import PlannerMemory
 from agent.version import package_version
 from models import DRAIN_KEY_MARK, ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
+from models.clock import Clock
 
 DECISION_STAGES = ("need", "rounded", "bounded", "stepped", "budgeted", "target")
 _DURATION_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0, 1800.0)
@@ -189,3 +193,33 @@ class DaemonMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class BackoffCollector(Collector):
+    """``leadtime_pool_backoff_until_seconds{pool}``: for each pool the planner backs off after a stockout (or an
+    exhausted quota), the Unix time its back-off ends, read from the planner's memory at every scrape. A pool whose
+    back-off has ended has no series, and a replica that does not lead (its memory is not the one the planner acts
+    on) exports none.
+
+    A ``backoff`` skip is no stand-in: the planner records one only when it still wants the pool to grow, and a
+    backed-off pool's room is capped at its current size, so an on-demand pool or a spot pool at 0 units that is
+    out of capacity records none."""
+
+    def __init__(self, memory: Callable[[], PlannerMemory | None], clock: Clock) -> None:
+        self._memory = memory  # the leader's memory; None while this replica does not lead
+        self._clock = clock
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "leadtime_pool_backoff_until_seconds",
+            "Unix time until which a pool out of capacity or quota gets no scale-up; no series when it is not "
+            "backed off.",
+            labels=["pool"],
+        )
+        memory = self._memory()
+        if memory is not None:
+            now = self._clock.now()
+            for pool_id, until in sorted(memory.backoff_until.items()):
+                if until > now:
+                    family.add_metric([pool_id], until.timestamp())
+        yield family

@@ -18,9 +18,10 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from actuators.instrumented import InstrumentedActuator
-from agent.daemon.metrics import DaemonMetrics
+from agent.daemon.metrics import BackoffCollector, DaemonMetrics
 from agent.daemon.shadow_book import ShadowBook, ShadowCollector
 from agent.notify.queued import AlertQueueCollector
+from models.clock import SystemClock
 from tests.daemon.manifests import DEPLOY, KUBECTL, find, render
 
 COMPONENT = DEPLOY / "components" / "monitoring"
@@ -63,7 +64,8 @@ def _exposed_names() -> set[str]:
     actuators = CollectorRegistry()
     InstrumentedActuator(object(), actuators, unit_gauges=False)  # type: ignore[arg-type]
     shadow = ShadowCollector(ShadowBook([], [], timedelta(hours=1)))
-    collectors: list[Collector] = [DaemonMetrics().registry, actuators, AlertQueueCollector(_Queue()), shadow]  # type: ignore[arg-type]
+    backoffs = BackoffCollector(lambda: None, SystemClock())
+    collectors: list[Collector] = [DaemonMetrics().registry, actuators, AlertQueueCollector(_Queue()), shadow, backoffs]  # type: ignore[arg-type]
     names: set[str] = set()
     for collector in collectors:
         for family in collector.collect():
