@@ -139,3 +139,33 @@ def test_the_component_renders_into_an_overlay(tmp_path: Path) -> None:
     (dashboard,) = find(objects, "ConfigMap", "leadtime-grafana-dashboard")
     assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
     assert json.loads(dashboard["data"]["leadtime-dashboard.json"]) == _dashboard()
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="kubectl is not installed: it renders the kustomize overlays")
+@pytest.mark.xdist_group("kustomize")
+def test_the_docs_overlay_labels_rule_and_monitor_for_a_default_kube_prometheus_stack(tmp_path: Path) -> None:
+    """A default kube-prometheus-stack Prometheus selects only PrometheusRules and ServiceMonitors labelled
+    ``release: <release name>``: the overlay docs/install.md shows must give both that label, and change no
+    selector (the Deployment's and the ServiceMonitor's still match the agent's pods and Service)."""
+    install_doc = (DEPLOY.parent / "docs" / "install.md").read_text()
+    monitoring = install_doc.split("## 4. Monitoring", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"```yaml\n(.*?)```", monitoring, re.DOTALL)
+    assert len(blocks) == 1, "docs/install.md's monitoring section shows one overlay"
+    overlay = yaml.safe_load(blocks[0])
+    (release,) = {pairs["pairs"]["release"] for pairs in overlay.get("labels", []) if "release" in pairs["pairs"]}
+    # The doc's overlay sits two levels below a checkout: ../../deploy/... from it is the repository's deploy/.
+    shutil.copytree(DEPLOY, tmp_path / "deploy")
+    mine = tmp_path / "overlays" / "mine"
+    mine.mkdir(parents=True)
+    (mine / "kustomization.yaml").write_text(blocks[0])
+    objects = render("overlays/mine", root=tmp_path)
+    selected = {"release": release}
+    (rule,) = find(objects, "PrometheusRule", "leadtime")
+    (monitor,) = find(objects, "ServiceMonitor", "leadtime")
+    for obj in (rule, monitor):
+        assert selected.items() <= obj["metadata"]["labels"].items(), f"{obj['kind']} lacks the release label"
+    (deployment,) = find(objects, "Deployment", "leadtime")
+    assert "release" not in deployment["spec"]["selector"]["matchLabels"]
+    assert "release" not in monitor["spec"]["selector"]["matchLabels"]
+    (service,) = find(objects, "Service", "leadtime-metrics")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
