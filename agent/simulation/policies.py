@@ -5,7 +5,8 @@
   (running + queued, counting units in flight), and releases a unit once it has been unneeded for 10 minutes.
   It is the same agent loop with a last-value point forecast and no forecast uncertainty. A budget paced on a
   forecast (``pacing: forecast``) it cannot pace: it spends that cap first-come (``agent.simulation.first_come``).
-- ``static``: a fixed cluster sized to the peak seen before the window; never changes.
+- ``static``: a fixed cluster sized to the peak seen before the window; never resized, but interrupted spot units
+  are replaced (after their lead time again), as a fixed-size node pool replaces them.
 - ``oracle``: perfect foresight, the cost floor for serving all demand (see ``agent.simulation.oracle``); what
   foresight cannot serve (spot interruptions, stockouts, demand above max_units) it leaves unserved.
 """
@@ -46,9 +47,30 @@ class AgentController:
 
 
 class StaticController:
-    """Holds whatever the cluster started with."""
+    """Holds every pool at the size the cluster started with, as a fixed-size node pool does: what spot
+    interruptions take is asked for again at the next tick, paid from the request and ready after the lead time.
+
+    A GKE node pool's Spot VMs sit in a Compute Engine managed instance group
+    (https://cloud.google.com/kubernetes-engine/docs/concepts/spot-vms), which keeps its number of running VMs and
+    recreates a VM that fails or that an action it did not initiate deletes
+    (https://cloud.google.com/compute/docs/instance-groups/about-repair); an EC2 Auto Scaling group launches a
+    replacement for a terminated Spot Instance to keep its desired capacity
+    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/asg-launch-spot-instances.html). A replacement refused
+    for lack of capacity (a stockout) is asked for again at the next tick.
+    """
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self.cluster = cluster
+        self.size = cluster.paid_units()
 
     def tick(self, index: int, now: datetime) -> TickReport | None:
+        paid = self.cluster.paid_units()
+        for pool_id, size in self.size.items():
+            if paid[pool_id] < size:
+                try:
+                    self.cluster.resize(pool_id, size, f"static:{pool_id}@{now.isoformat()}->{size}")
+                except CapacityUnavailable:
+                    continue
         return None
 
 

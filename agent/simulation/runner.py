@@ -325,7 +325,7 @@ def run_policy(
     controller: Controller
     caps = FirstComeCaps.paced(settings) if policy == "reactive" else None
     if policy == "static":
-        controller = StaticController()
+        controller = StaticController(cluster)
     elif policy == "oracle":
         required = required_units(window.demand, window.classes, pools, settings.waiting_costs())
         schedule = {p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step) for p in pools}

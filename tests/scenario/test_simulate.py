@@ -282,3 +282,40 @@ def test_static_policy_is_sized_to_the_peak_before_the_window(write_trace: Trace
     run = run_policy(settings, trace, window, "static")
     assert np.unique(run.paid_units["gpu"]).tolist() == [8]  # ceil(30 / 4)
     assert run.scale_actions == 0
+
+
+def test_static_policy_replaces_interrupted_spot_units_as_a_fixed_node_pool_does(write_trace: TraceWriter) -> None:
+    # A fixed 12-node spot pool (the history's peak: 48 chips of 4-chip nodes) for a day of demand that 5 nodes
+    # meet; a quarter of its nodes are interrupted per hour. A fixed-size node pool (a managed instance group, an
+    # Auto Scaling group) recreates each, so the pool keeps its 12 nodes, pays for them and serves the demand.
+    history = [20.0] * 200 + [48.0] + [20.0] * 387
+    trace = read_trace(write_trace({"a": history}))
+    raw: dict[str, Any] = {
+        "demand_classes": [{"name": "a"}],
+        "pools": [
+            {
+                "id": "spot",
+                "kind": "gpu-node-pool",
+                "tier": "spot",
+                "chips_per_unit": 4,
+                "max_units": 50,
+                "price_per_chip_hour_usd": 2.0,
+                "spot_interruption_per_hour": 0.25,
+                "lead_time": "15m",
+                "serves": ["a"],
+            }
+        ],
+        "forecast": {"history": "1d"},
+    }
+    settings = settings_from_mapping(raw)
+    window = select_window(trace, settings.demand_class_models(), trace.index[300].to_pydatetime(), None)
+    run = run_policy(settings, trace, window, "static")
+    paid, ready = run.paid_units["spot"], run.ready_units["spot"]
+    hours = window.step.total_seconds() / 3600.0
+    assert len(paid) == 288 and ready.min() < 12  # a day, with nodes interrupted
+    assert paid.max() == 12  # never more than the fixed size
+    assert paid.mean() > 11.0 and paid[-12:].mean() > 11.0  # still 12 nodes in the window's last hour
+    assert run.scale_actions > 0  # each replacement is asked for
+    assert run.cost_usd == pytest.approx(float(paid.sum()) * 4 * 2.0 * hours)
+    assert run.cost_usd > 0.9 * 12 * 4 * 2.0 * 24  # about what 12 nodes cost for the day
+    assert run.unserved_accelerator_hours == 0.0  # the 12-node pool serves the 5 nodes' demand throughout
