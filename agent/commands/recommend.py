@@ -6,8 +6,9 @@ construction): the cloud actuators of the ``cloud`` section, or else a simulated
 ``--current-units``. Then it runs one tick of the agent loop at ``--at`` and writes ``report.html``,
 ``report.md`` and ``recommendation.json``: per pool the current and recommended units with the reason, per class
 the forecast bands and lead time, spend against each budget, cost per day against the current capacity, and a
-backtest of the forecaster over the history. Every text in them is redacted (``models.redaction``): a
-``user:password@`` in the Prometheus URL, or a token quoted by an error, is never written.
+backtest of the forecaster over the history. The budgets are held to the month's spend so far, read from the
+configured ledger without writing it (``agent.commands.recommend_ledger``). Every text in them is redacted
+(``models.redaction``): a ``user:password@`` in the Prometheus URL, or a token quoted by an error, is never written.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -26,20 +27,28 @@ from actuators.base import Actuator
 from actuators.dry_run import DryRunActuator
 from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
+from agent.commands.recommend_ledger import MonthToDate, open_read_only
 from agent.forecast_quality import backtest, quality_table
-from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
-from agent.planning.budget import Budget
+from agent.planning.budget import BudgetSpend, CapKind
+from agent.planning.enforcement import budget_snapshots
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.resource_check import unknown_resources
 from agent.strict_json import write_json
 from config import load_settings
-from config.schema import BudgetSettings, Settings
+from config.schema import Settings
 from forecasting.factory import build_forecaster
-from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable, PoolState, ZoneState
+from models import (
+    ConfigError,
+    ConfigProblem,
+    LeadtimeError,
+    MetricsUnavailable,
+    PoolState,
+    ZoneState,
+)
 from models.clock import SimulatedClock, SystemClock
 from models.redaction import redact_tree
 
@@ -135,21 +144,25 @@ def recommend(
     source.probe()
     dry_run = DryRunActuator(read_side, SimulatedClock(at))
     states = {s.pool_id: s for s in dry_run.list_pools()}
-    agent = Agent(
-        settings,
-        AgentParts(
-            source,
-            build_forecaster(settings.forecast, settings.planning_horizon()),
-            dry_run,
-            InMemoryLedger(),
-            RecordingNotifier(),
-        ),
-    )
-    history, history_problem = _history(source, agent, at)
-    warnings = unknown_resources(source, classes, prometheus, at, settings.forecast.history)
-    agent.fit_on(history, at)  # the history window is read once, for the fit and the backtest alike
-    tick = agent.run_once(at)
-    document = _document(settings, config_path, at, agent, tick, states, pool_state_source, prometheus.url)
+    with open_read_only(settings.ledger) as (ledger, month_to_date):
+        agent = Agent(
+            settings,
+            AgentParts(
+                source,
+                build_forecaster(settings.forecast, settings.planning_horizon()),
+                dry_run,
+                ledger,
+                RecordingNotifier(),
+            ),
+        )
+        history, history_problem = _history(source, agent, at)
+        warnings = unknown_resources(source, classes, prometheus, at, settings.forecast.history)
+        agent.fit_on(history, at)  # the history window is read once, for the fit and the backtest alike
+        tick = agent.run_once(at)
+        spends = agent.budget_watch.spend(at)  # what the tick planned on: nothing more is charged after it
+    document = _document(config_path, at, agent, tick, states, pool_state_source, prometheus.url)
+    document["ledger"] = month_to_date.as_json()
+    document["budgets"] = _budgets(agent, tick, spends, document["pools"], month_to_date)
     document["warnings"] = warnings
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
@@ -177,7 +190,6 @@ def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.D
 
 
 def _document(
-    settings: Settings,
     config_path: str,
     at: datetime,
     agent: Agent,
@@ -238,7 +250,6 @@ def _document(
             "recommended_per_day_usd": round(recommended_day, 2),
             "change_per_day_usd": round(recommended_day - current_day, 2),
         },
-        "budgets": [_budget(b, pools, at) for b in settings.budgets],
         "problems": dict(sorted(tick.problems.items())),
         "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
     }
@@ -277,32 +288,58 @@ def _class_entry(agent: Agent, tick: TickReport, name: str) -> dict[str, Any]:
     return entry
 
 
-def _budget(budget: BudgetSettings, pools: list[dict[str, Any]], at: datetime) -> dict[str, Any]:
-    rate = {"current": 0.0, "recommended": 0.0}
-    for pool in pools:
-        if pool["pool_id"] in budget.pools:
-            rate["current"] += (pool["current_units"] or 0) * pool["price_per_unit_hour_usd"]
-            rate["recommended"] += (pool["recommended_units"] or 0) * pool["price_per_unit_hour_usd"]
-    period = Budget.from_settings(budget).period(at)  # from period_start_day at local midnight, as the cap counts it
-    period_hours = (period.end - period.start).total_seconds() / 3600.0
-    entry: dict[str, Any] = {
-        "name": budget.name,
-        "pools": list(budget.pools),
-        "period_start": period.start.isoformat(),
-        "period_end": period.end.isoformat(),
-        "period_hours": period_hours,
-    }
-    for which, per_hour in rate.items():
-        entry[f"{which}_per_hour_usd"] = round(per_hour, 2)
-        entry[f"{which}_projected_period_usd"] = round(per_hour * period_hours, 2)
-    entry["monthly_cap_usd"], entry["hourly_cap_usd"] = budget.monthly_cap_usd, budget.hourly_cap_usd
-    if budget.monthly_cap_usd:
-        entry["recommended_fraction_of_monthly_cap"] = round(
-            rate["recommended"] * period_hours / budget.monthly_cap_usd, 4
+def _budgets(
+    agent: Agent,
+    tick: TickReport,
+    spends: Sequence[BudgetSpend],
+    pools: Sequence[Mapping[str, Any]],
+    month_to_date: MonthToDate,
+) -> list[dict[str, Any]]:
+    """Each budget's spend so far and its projection to the end of each cap's period, as the planner enforces the
+    caps: spend so far plus the units held from now to the period's end (``agent.planning.enforcement``). The
+    recommended projection is the planner's own, with the plan's units; the current one holds the units billed now.
+    """
+    billed = {p["pool_id"]: p["current_units"] for p in pools if p["current_units"] is not None}
+    planned = {s.budget: s for s in tick.plan.budgets}
+    held = {s.budget: s for s in budget_snapshots(tick.now, spends, agent.pool_by_id, billed, billed, agent.tick)}
+    entries = []
+    for spend in spends:
+        budget = spend.budget
+        period = budget.period(tick.now)
+        local = sorted(budget.pools - budget.remote_pools)
+        entry: dict[str, Any] = {
+            "name": budget.name,
+            "pools": local,
+            "remote_pools": sorted(budget.remote_pools),
+            "period_start": period.start.isoformat(),
+            "period_end": period.end.isoformat(),
+            "period_hours": _hours(period.end - period.start),
+            "hours_left": round(_hours(period.remaining(tick.now)), 4),
+            "spend_known": month_to_date.known,
+            "spent_period_usd": round(spend.spent_period_usd, 2),
+            "spent_hour_usd": round(spend.spent_hour_usd, 2),
+            "monthly_cap_usd": budget.monthly_cap_usd,
+            "hourly_cap_usd": budget.hourly_cap_usd,
+        }
+        for which, units in (("current", "current_units"), ("recommended", "recommended_units")):
+            rate = sum((p[units] or 0) * p["price_per_unit_hour_usd"] for p in pools if p["pool_id"] in local)
+            entry[f"{which}_per_hour_usd"] = round(rate, 2)
+        caps = (
+            ("period", "monthly", budget.name, budget.monthly_cap_usd),
+            ("hour", "hourly", f"{budget.name}/{CapKind.HOUR}", budget.hourly_cap_usd),
         )
-    if budget.hourly_cap_usd:
-        entry["recommended_fraction_of_hourly_cap"] = round(rate["recommended"] / budget.hourly_cap_usd, 4)
-    return entry
+        for span, kind, key, cap in caps:
+            now_held, plan = held.get(key), planned.get(key)
+            entry[f"current_projected_{span}_usd"] = None if now_held is None else round(now_held.projected_usd, 2)
+            entry[f"recommended_projected_{span}_usd"] = None if plan is None else round(plan.projected_usd, 2)
+            if cap and plan is not None:
+                entry[f"recommended_fraction_of_{kind}_cap"] = round(plan.projected_usd / cap, 4)
+        entries.append(entry)
+    return entries
+
+
+def _hours(span: timedelta) -> float:
+    return span.total_seconds() / 3600.0
 
 
 def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | None) -> dict[str, Any]:

@@ -68,6 +68,7 @@ def _intro(document: Mapping[str, Any]) -> str:
         f"Dry run at {document['at']} from {document['prometheus']} (pool state: {document['pool_state_source']}). "
         f"Nothing was changed. Current capacity costs {cost['current_per_day_usd']:,.2f} USD/day; the "
         f"recommendation {verdict} ({cost['recommended_per_day_usd']:,.2f} USD/day)."
+        + (f" Budgets: {document['ledger']['note']}." if document.get("budgets") and "ledger" in document else "")
     )
 
 
@@ -113,12 +114,16 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
     budgets = [
         {
             "budget": b["name"],
+            "spent this period": b["spent_period_usd"] if b["spend_known"] else "unknown, assumed 0",
             "USD/h now": b["current_per_hour_usd"],
             "USD/h recommended": b["recommended_per_hour_usd"],
-            "projected month (recommended)": b["recommended_projected_period_usd"],
+            "projected period end (now)": b["current_projected_period_usd"],
+            "projected period end (recommended)": b["recommended_projected_period_usd"],
             "monthly cap": b["monthly_cap_usd"],
             "share of monthly cap": b.get("recommended_fraction_of_monthly_cap"),
+            "projected hour (recommended)": b["recommended_projected_hour_usd"],
             "hourly cap": b["hourly_cap_usd"],
+            "share of hourly cap": b.get("recommended_fraction_of_hourly_cap"),
         }
         for b in document["budgets"]
     ]
@@ -143,7 +148,7 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
         ("Pools", pools),
         *([("Zones of the pools that span zones", zones)] if zones else []),
         ("Demand classes", classes),
-        ("Budgets", budgets),
+        ("Budgets (projected: spent so far + the units held to the end of the period or hour)", budgets),
         (backtest_title, backtest_rows),
     ]
 

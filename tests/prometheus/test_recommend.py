@@ -67,6 +67,7 @@ def write_config(tmp_path: Path, server: PrometheusServer, **budget: Any) -> Pat
         ],
         "budgets": [{"name": "research", "pools": ["a100-on-demand"], "monthly_cap_usd": 500000, **budget}],
         "prometheus": {"url": server.url, "retries": 0},
+        "ledger": {"path": str(tmp_path / "leadtime-ledger.sqlite")},  # none yet: no spend so far is known
     }
     path = tmp_path / "leadtime.yaml"
     path.write_text(yaml.safe_dump(document), encoding="utf-8")
@@ -105,8 +106,9 @@ def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
         assert entry["lead_time_s"] == 600
         assert set(entry["forecast"]["quantiles"]) >= {"0.5", "0.9"}
     (budget,) = document["budgets"]
+    hours_left = (datetime.fromisoformat(budget["period_end"]) - AT).total_seconds() / 3600.0
     assert budget["recommended_projected_period_usd"] == pytest.approx(
-        pool["recommended_units"] * 8 * 3.67 * 31 * 24, rel=1e-6
+        pool["recommended_units"] * 8 * 3.67 * hours_left, rel=1e-6
     )
     quality = {q["demand_class"]: q for q in document["backtest"]["classes"]}
     assert set(quality) == set(TENANTS)

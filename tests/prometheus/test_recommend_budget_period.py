@@ -35,8 +35,11 @@ def test_the_monthly_projection_spans_the_budgets_own_period(
     document = json.loads((out / "recommendation.json").read_text(encoding="utf-8"))
     (budget,) = document["budgets"]
     assert budget["period_hours"] == 30 * 24
-    assert budget["current_projected_period_usd"] == pytest.approx(10 * PRICE_PER_UNIT_HOUR * 30 * 24, abs=0.01)
     assert (budget["period_start"], budget["period_end"]) == ("2020-04-15T00:00:00+00:00", "2020-05-15T00:00:00+00:00")
+    # no spend so far is known (no ledger file): the units held from now to the 15th are projected
+    hours_left = 6 * 24 + 20
+    assert budget["hours_left"] == hours_left
+    assert budget["current_projected_period_usd"] == pytest.approx(10 * PRICE_PER_UNIT_HOUR * hours_left, abs=0.01)
     (pool,) = document["pools"]
-    recommended = pool["recommended_units"] * PRICE_PER_UNIT_HOUR * 30 * 24
+    recommended = pool["recommended_units"] * PRICE_PER_UNIT_HOUR * hours_left
     assert budget["recommended_fraction_of_monthly_cap"] == pytest.approx(recommended / 500000, abs=1e-4)

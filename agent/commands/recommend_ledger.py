@@ -1,0 +1,101 @@
+"""The spend ledger as ``leadtime recommend`` plans on it: the configured ledger read, never written.
+
+The daemon plans each tick on the month's spend so far: what its ledger recorded, plus what the pools held since
+its last tick, charged as the tick starts. A dry run must see the same spend and change nothing, so the configured
+ledger is opened read-only (a SQLite file through a read-only connection, without the writer lock a running
+daemon holds; a PostgreSQL ledger only read from) and what the dry-run tick charges is kept in memory on top of it.
+Charges start where the ledger's newest entry of each pool ends (an opening mark, which costs nothing, or a
+charged interval), so adding the two never counts an interval twice. Budget reservations are decided in memory
+over the same spend, as the one process writing a SQLite ledger decides them.
+
+No ledger file at ``ledger.path``, or ``ledger.backend: memory``, leaves the month's spend unknown: the dry run
+plans as if nothing was spent yet, and says so (``MonthToDate.known``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from agent.ledger.base import Ledger, Newest
+from agent.ledger.memory import InMemoryLedger
+from agent.ledger.reservations import InProcessReservations, ReservationBook
+from config.ledger import LedgerSettings
+from models import LedgerEntry
+
+UNKNOWN = "month-to-date spend unknown, assumed 0"
+
+
+@dataclass(frozen=True)
+class MonthToDate:
+    """Where the dry run read the spend so far from (``known``), or why it could not (``note``)."""
+
+    backend: str
+    where: str | None
+    known: bool
+    note: str
+
+    def as_json(self) -> dict[str, object]:
+        return {"backend": self.backend, "where": self.where, "spend_known": self.known, "note": self.note}
+
+
+class ReadOnlyLedger(InProcessReservations):
+    """``recorded`` (``None``: no ledger) read, and the dry-run tick's charges kept in memory beside it."""
+
+    def __init__(self, recorded: Ledger | None) -> None:
+        self.recorded = recorded
+        self.charged = InMemoryLedger()
+        self._book = ReservationBook(self.spent)
+
+    def record(self, entry: LedgerEntry) -> None:
+        self.charged.record(entry)
+
+    def record_many(self, entries: Sequence[LedgerEntry]) -> None:
+        self.charged.record_many(entries)
+
+    def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
+        self.charged.record_many(derive({pool: self.last_entry(pool) for pool in pools}))
+
+    def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        recorded = self.recorded.spent(pools, start, end) if self.recorded is not None else 0.0
+        return recorded + self.charged.spent(pools, start, end)
+
+    def last_entry(self, pool_id: str) -> LedgerEntry | None:
+        mine = self.charged.last_entry(pool_id)
+        theirs = self.recorded.last_entry(pool_id) if self.recorded is not None else None
+        if mine is None or theirs is None:
+            return mine or theirs
+        return max(theirs, mine, key=lambda e: (e.end, e.start))
+
+
+@contextmanager
+def open_read_only(settings: LedgerSettings) -> Iterator[tuple[ReadOnlyLedger, MonthToDate]]:
+    """The configured ledger, read-only, for one dry run; closed afterwards."""
+    if settings.backend == "memory":
+        yield ReadOnlyLedger(None), MonthToDate("memory", None, False, f"{UNKNOWN}: ledger.backend is memory")
+        return
+    recorded: Ledger
+    if settings.backend == "postgresql":
+        from agent.ledger.factory import open_ledger  # the PostgreSQL driver: only when that ledger is read
+
+        recorded = open_ledger(settings)
+        where = getattr(recorded, "where", settings.url)
+    else:
+        from agent.ledger.sqlite import SqliteLedger
+
+        path = Path(settings.path)
+        if not path.exists():
+            note = f"{UNKNOWN}: there is no ledger file at {path} (ledger.path)"
+            yield ReadOnlyLedger(None), MonthToDate("sqlite", str(path), False, note)
+            return
+        recorded, where = SqliteLedger(path, read_only=True), str(path)
+    try:
+        note = f"month-to-date spend read from the {settings.backend} ledger at {where} (read-only)"
+        yield ReadOnlyLedger(recorded), MonthToDate(settings.backend, where, True, note)
+    finally:
+        close = getattr(recorded, "close", None)
+        if callable(close):
+            close()

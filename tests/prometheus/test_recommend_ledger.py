@@ -1,0 +1,150 @@
+"""``leadtime recommend`` plans on the month's spend so far, read from the configured ledger without writing it, as
+the daemon plans; its budget table shows the projection the planner held the caps to."""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from actuators.simulated import SimulatedCluster
+from agent.commands.recommend import recommend
+from agent.ledger.accrual import PoolReading
+from agent.ledger.meter import SpendMeter
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.sqlite import SqliteLedger
+from agent.planning.budget import Budget
+from config import load_settings
+from models.clock import SimulatedClock
+from tests.postgres.fixtures import Database
+from tests.prometheus.server import PrometheusServer
+from tests.prometheus.test_recommend import WritesForbidden, write_config
+
+pytestmark = pytest.mark.xdist_group("prometheus")
+AT = datetime(2020, 5, 8, 4, 0, tzinfo=UTC)  # 12:00 in the cluster's zone, a week into the trace
+POOL = "a100-on-demand"
+PRICE = 8 * 3.67  # USD per unit-hour
+CAP = 500000.0
+UNITS = 20  # what the pool held since the period began, and holds now
+TICK = timedelta(minutes=5)  # how often the daemon that wrote the ledger observed the pool
+
+
+def _config(tmp_path: Path, server: PrometheusServer, ledger: dict[str, Any]) -> Path:
+    tmp_path.mkdir(exist_ok=True)
+    config = write_config(tmp_path, server, timezone="Asia/Shanghai")
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["ledger"] = ledger
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    return config
+
+
+def _period_start(config: Path) -> datetime:
+    (budget,) = load_settings(config).budgets
+    return Budget.from_settings(budget).period(AT).start
+
+
+def _daemon_readings(start: datetime) -> list[PoolReading]:
+    """A daemon's observations of the pool at ``UNITS`` units every tick from ``start`` until just before ``AT``."""
+    ticks = int((AT - start) / TICK)
+    return [PoolReading(POOL, start + i * TICK, UNITS, PRICE) for i in range(ticks)]
+
+
+def _recommend(config: Path, out: Path) -> dict[str, Any]:
+    settings = load_settings(config)
+    cluster = SimulatedCluster(settings.pool_specs(), SimulatedClock(AT), initial_units={POOL: UNITS})
+    read_side = WritesForbidden(cluster)
+    document = recommend(settings, str(config), out, AT, read_side, pool_state_source="test")
+    assert read_side.writes == []
+    return document
+
+
+def _hours_left(budget: dict[str, Any]) -> float:
+    return (datetime.fromisoformat(budget["period_end"]) - AT).total_seconds() / 3600.0
+
+
+def _assert_planned_on_the_spend(document: dict[str, Any], spent: float) -> None:
+    """The month's spend was read, the scale-up trimmed to the most units that fit the cap with it, and the budget
+    table projects what the planner did."""
+    (pool,) = document["pools"]
+    (budget,) = document["budgets"]
+    hours_left = _hours_left(budget)
+    fits = math.floor((CAP - spent) / (PRICE * hours_left))
+    assert pool["recommended_units"] == fits
+    assert "budget 'research' (monthly cap)" in pool["why"]
+    assert budget["spend_known"] is True
+    assert budget["spent_period_usd"] == pytest.approx(spent, abs=0.01)
+    projected = spent + pool["recommended_units"] * PRICE * hours_left
+    assert budget["recommended_projected_period_usd"] == pytest.approx(projected, abs=0.01)
+    assert budget["current_projected_period_usd"] == pytest.approx(spent + UNITS * PRICE * hours_left, abs=0.01)
+    assert budget["recommended_fraction_of_monthly_cap"] <= 1.0
+
+
+def test_recommend_plans_on_the_month_to_date_spend_of_the_sqlite_ledger_and_never_writes_it(
+    prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    unknown = _recommend(
+        _config(tmp_path / "none", prometheus, {"path": str(tmp_path / "none" / "ledger.sqlite")}), tmp_path / "o1"
+    )
+    assert not (tmp_path / "none" / "ledger.sqlite").exists()  # a missing ledger is not created
+    path = tmp_path / "ledger.sqlite"
+    config = _config(tmp_path, prometheus, {"path": str(path)})
+    start = _period_start(config)
+    with SqliteLedger(path) as ledger:
+        SpendMeter(ledger, timedelta(minutes=10)).observe(_daemon_readings(start))
+        entries = ledger.entries()
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+
+    document = _recommend(config, tmp_path / "o2")
+
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    with SqliteLedger(path, read_only=True) as ledger:
+        assert ledger.entries() == entries
+    # the dry run charged what the pool held since the daemon's last tick, as the daemon would at this tick
+    spent = UNITS * PRICE * (AT - start).total_seconds() / 3600.0
+    _assert_planned_on_the_spend(document, spent)
+    assert document["ledger"]["spend_known"] is True
+    markdown = (tmp_path / "o2" / "report.md").read_text(encoding="utf-8")
+    assert f"month-to-date spend read from the sqlite ledger at {path} (read-only)" in markdown
+    assert "unknown, assumed 0" not in markdown
+
+    # Without the ledger the same tick buys more: nothing counts as spent, and the report says so.
+    (pool,), (budget,) = unknown["pools"], unknown["budgets"]
+    assert pool["recommended_units"] > document["pools"][0]["recommended_units"]
+    assert budget["spend_known"] is False and budget["spent_period_usd"] == 0.0
+    assert unknown["ledger"]["note"].startswith("month-to-date spend unknown, assumed 0: there is no ledger file at")
+    projected = pool["recommended_units"] * PRICE * _hours_left(budget)
+    assert budget["recommended_projected_period_usd"] == pytest.approx(projected, abs=0.01)
+    assert budget["recommended_fraction_of_monthly_cap"] == pytest.approx(projected / CAP, abs=1e-4)
+    markdown = (tmp_path / "o1" / "report.md").read_text(encoding="utf-8")
+    assert "month-to-date spend unknown, assumed 0" in markdown
+    assert "| research | unknown, assumed 0 |" in markdown
+    assert json.loads((tmp_path / "o1" / "recommendation.json").read_text())["ledger"] == unknown["ledger"]
+
+
+def test_recommend_reads_the_month_to_date_spend_of_a_postgresql_ledger_and_never_writes_it(
+    prometheus: PrometheusServer,
+    postgres_database: Database,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("LEADTIME_LEDGER_PASSWORD", postgres_database.password)
+    ledger = {"backend": "postgresql", "url": postgres_database.url, "sslmode": "disable"}
+    config = _config(tmp_path, prometheus, ledger)
+    start = _period_start(config)
+    with PostgresLedger(postgres_database.url, postgres_database.password) as postgres:
+        SpendMeter(postgres, timedelta(minutes=10)).observe(_daemon_readings(start))
+        entries = postgres.entries()
+
+    document = _recommend(config, tmp_path / "out")
+
+    spent = UNITS * PRICE * (AT - start).total_seconds() / 3600.0
+    _assert_planned_on_the_spend(document, spent)
+    with PostgresLedger(postgres_database.url, postgres_database.password) as postgres:
+        assert postgres.entries() == entries
+        assert postgres.reserved("research", AT) == 0.0  # the dry run's scale-up reserved nothing there
+        assert postgres.spent([POOL], start, AT + timedelta(hours=1)) == pytest.approx(sum(e.cost_usd for e in entries))
