@@ -137,11 +137,11 @@ def _close(ledger: object) -> None:
 
 
 def _reconciliation_table(report: list[Reconciliation]) -> str:
-    lines = [f"{'pool':<24} {'intervals':>9} {'estimated USD':>14} {'billed USD':>12} {'diff USD':>11} {'diff %':>8}"]
+    lines = [f"{'pool':<24} {'hours':>9} {'estimated USD':>14} {'billed USD':>12} {'diff USD':>11} {'diff %':>8}"]
     for r in report:
         pct = r.difference_pct
         lines.append(
-            f"{r.pool_id:<24} {r.intervals:>9} {r.estimated_usd:>14.2f} {r.billed_usd:>12.2f} "
+            f"{r.pool_id:<24} {r.hours:>9.2f} {r.estimated_usd:>14.2f} {r.billed_usd:>12.2f} "
             f"{r.difference_usd:>+11.2f} {'n/a' if pct is None else f'{pct:+.2f}%':>8}"
         )
     return "\n".join(lines)

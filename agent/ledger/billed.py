@@ -6,6 +6,14 @@ replaced by that interval's billed cost (``spent`` of the SQLite and PostgreSQL 
 their reservations are decided on). A pool's billed intervals never overlap; importing an interval again
 replaces what was stored for it, and any stored interval of the pool it overlaps, so importing the same export
 twice counts it once.
+
+A bill is stored cut on the entries' grid (``accrual.GRID``, 15 minutes of UTC; ``on_grid``), so that every
+budget period, which starts on that grid in any time zone, starts a stored piece: a billing row across a period's
+start (an hourly row and a budget in a half-hour zone, a daily row) counts in each period for its part there, and
+replaces the estimate of each period's part. How the cloud spread the bill within its row is not known; each
+piece gets the share of the bill for its share of the row's time, the assumption the estimate makes too (held
+units cost the same every minute). A row a day long is 96 pieces per pool: no more than the entries the ledger
+already keeps for the same day. A row whose edges are off the grid keeps them, its first and last pieces shorter.
 """
 
 from __future__ import annotations
@@ -13,8 +21,10 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
+
+from agent.ledger.accrual import GRID, split
 
 
 @dataclass(frozen=True)
@@ -37,10 +47,11 @@ class BilledCost:
 
 @dataclass(frozen=True)
 class Reconciliation:
-    """One pool over its billed intervals in a span: the estimated spend of the entries they cover, and the bill."""
+    """One pool over its billed intervals in a span: the hours they cover (the stored pieces', which start in the
+    span), the estimated spend of the entries they cover, and the bill."""
 
     pool_id: str
-    intervals: int
+    hours: float
     estimated_usd: float
     billed_usd: float
 
@@ -57,8 +68,8 @@ class Reconciliation:
 @runtime_checkable
 class BilledCosts(Protocol):
     def record_billed(self, costs: Sequence[BilledCost]) -> None:
-        """Store the billed costs in one transaction, each replacing what its pool had stored for any interval it
-        overlaps."""
+        """Store the billed costs in one transaction, cut on the grid (``on_grid``), each piece replacing what its
+        pool had stored for any interval it overlaps."""
         ...
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
@@ -86,3 +97,21 @@ def overlaps(costs: Sequence[BilledCost]) -> list[tuple[BilledCost, BilledCost]]
         if before.pool_id == after.pool_id and after.start < before.end:
             found.append((before, after))
     return found
+
+
+def on_grid(costs: Sequence[BilledCost], grid: timedelta = GRID) -> list[BilledCost]:
+    """The costs cut at every multiple of ``grid`` since the Unix epoch, as accrual cuts entries, each piece with
+    the share of its cost for its share of the time; a cost's pieces add up to it (the last takes the rounding)."""
+    pieces: list[BilledCost] = []
+    for cost in costs:
+        spans = split(cost.start, cost.end, grid)
+        given = 0.0
+        for i, (start, end) in enumerate(spans):
+            share = (
+                cost.cost_usd - given
+                if i == len(spans) - 1
+                else cost.cost_usd * ((end - start) / (cost.end - cost.start))
+            )
+            given += share
+            pieces.append(BilledCost(cost.pool_id, start, end, share))
+    return pieces

@@ -31,9 +31,9 @@ from typing import Any, LiteralString, TypeVar
 import psycopg
 
 from agent.ledger import postgres_totals as totals
-from agent.ledger.accrual import resolve
+from agent.ledger.accrual import GRID, resolve
 from agent.ledger.base import Newest
-from agent.ledger.billed import BilledCost, Reconciliation
+from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
@@ -204,9 +204,12 @@ class PostgresLedger:
         return self._sum("leadtime_billed_costs", pools, start, end)
 
     def record_billed(self, costs: Sequence[BilledCost]) -> None:
-        """One transaction under the writer lock: the overlapped intervals go, the new ones come in."""
+        """One transaction under the writer lock: the intervals the pieces overlap go, the pieces come in. A stored
+        interval a piece overlaps starts less than the pool's longest stored interval before the piece does, which
+        bounds the search for it to a range of the primary key (else each piece would look at every later one)."""
         if not costs:
             return
+        costs = on_grid(costs)
         columns = [
             [c.pool_id for c in costs],
             [to_us(c.start) for c in costs],
@@ -220,8 +223,10 @@ class PostgresLedger:
                 db.execute(
                     "DELETE FROM leadtime_billed_costs AS b USING unnest(%s::text[], %s::bigint[], %s::bigint[])"
                     " AS n (pool_id, start_us, end_us)"
-                    " WHERE b.pool_id = n.pool_id AND b.start_us < n.end_us AND b.end_us > n.start_us",
-                    columns[:3],
+                    " WHERE b.pool_id = n.pool_id AND b.start_us < n.end_us AND b.end_us > n.start_us"
+                    " AND b.start_us > n.start_us - GREATEST(%s, (SELECT max(l.end_us - l.start_us)"
+                    " FROM leadtime_billed_costs AS l WHERE l.pool_id = ANY(%s)))",
+                    [*columns[:3], GRID // timedelta(microseconds=1), columns[0]],
                 )
                 db.execute(
                     "INSERT INTO leadtime_billed_costs (pool_id, start_us, end_us, cost_usd)"
@@ -237,13 +242,14 @@ class PostgresLedger:
         if not wanted:
             return []
         rows = self._query(
-            "SELECT b.pool_id, count(*), SUM((SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM leadtime_ledger_entries AS e"
+            "SELECT b.pool_id, SUM(b.end_us - b.start_us) / 3.6e9, SUM((SELECT COALESCE(SUM(e.cost_usd), 0.0)"
+            " FROM leadtime_ledger_entries AS e"
             " WHERE e.pool_id = b.pool_id AND e.start_us >= b.start_us AND e.start_us < b.end_us)), SUM(b.cost_usd)"
             " FROM leadtime_billed_costs AS b WHERE b.pool_id = ANY(%s) AND b.start_us >= %s AND b.start_us < %s"
             " GROUP BY b.pool_id ORDER BY b.pool_id",
             (wanted, to_us(start), to_us(end)),
         )
-        return [Reconciliation(str(p), int(n), float(e), float(b)) for p, n, e, b in rows]
+        return [Reconciliation(str(p), float(h), float(e), float(b)) for p, h, e, b in rows]
 
     def _sum(self, table: LiteralString, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))

@@ -25,15 +25,15 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 from agent.ledger import sqlite_totals as totals
-from agent.ledger.accrual import resolve
+from agent.ledger.accrual import GRID, resolve
 from agent.ledger.base import Newest
-from agent.ledger.billed import BilledCost, Reconciliation
+from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
@@ -206,18 +206,33 @@ class SqliteLedger(InProcessReservations):
         return self._sum("billed", pools, start, end) if self._has_billed else 0.0
 
     def record_billed(self, costs: Sequence[BilledCost]) -> None:
+        """The billed pools' running totals are dropped first, in the same transaction, and computed once when next
+        asked for: SQLite's triggers run per row, and would compute them again for each piece (a month of daily
+        rows is 2,880 pieces a pool). A stored interval a piece overlaps starts less than the pool's longest stored
+        interval before the piece does, which bounds the search for it to a range of the primary key."""
         if not costs:
             return
+        wanted = sorted({c.pool_id for c in costs})
+        pools = json.dumps(wanted)
         with self._transaction() as db:
             self._has_billed = True
-            for cost in costs:
+            db.execute(totals.DROP_POOLS, {"pools": pools})
+            longest = dict.fromkeys(wanted, GRID // timedelta(microseconds=1))  # no piece is longer
+            for pool, length in db.execute(
+                "SELECT pool_id, max(end_us - start_us) FROM billed"
+                " WHERE pool_id IN (SELECT value FROM json_each(?)) GROUP BY pool_id",
+                (pools,),
+            ):
+                longest[pool] = max(longest[pool], int(length))
+            for cost in on_grid(costs):
+                start, end = to_us(cost.start), to_us(cost.end)
                 db.execute(
-                    "DELETE FROM billed WHERE pool_id = ? AND start_us < ? AND end_us > ?",
-                    (cost.pool_id, to_us(cost.end), to_us(cost.start)),
+                    "DELETE FROM billed WHERE pool_id = ? AND start_us > ? AND start_us < ? AND end_us > ?",
+                    (cost.pool_id, start - longest[cost.pool_id], end, start),
                 )
                 db.execute(
                     "INSERT INTO billed (pool_id, start_us, end_us, cost_usd) VALUES (?, ?, ?, ?)",
-                    (cost.pool_id, to_us(cost.start), to_us(cost.end), cost.cost_usd),
+                    (cost.pool_id, start, end, cost.cost_usd),
                 )
 
     def reconcile(self, pools: Sequence[str], start: datetime, end: datetime) -> list[Reconciliation]:
@@ -226,13 +241,14 @@ class SqliteLedger(InProcessReservations):
             return []
         marks = ", ".join("?" for _ in wanted)
         rows = self._query(
-            "SELECT b.pool_id, count(*), SUM((SELECT COALESCE(SUM(e.cost_usd), 0.0) FROM entries AS e"
+            "SELECT b.pool_id, SUM(b.end_us - b.start_us) / 3.6e9, SUM((SELECT COALESCE(SUM(e.cost_usd), 0.0)"
+            " FROM entries AS e"
             " WHERE e.pool_id = b.pool_id AND e.start_us >= b.start_us AND e.start_us < b.end_us)), SUM(b.cost_usd)"
             f" FROM billed AS b WHERE b.pool_id IN ({marks}) AND b.start_us >= ? AND b.start_us < ?"
             " GROUP BY b.pool_id ORDER BY b.pool_id",
             (*wanted, to_us(start), to_us(end)),
         )
-        return [Reconciliation(str(p), int(n), float(e), float(b)) for p, n, e, b in rows]
+        return [Reconciliation(str(p), float(h), float(e), float(b)) for p, h, e, b in rows]
 
     def _sum(self, table: str, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))

@@ -6,7 +6,9 @@ period's entries (the same design as ``agent.ledger.postgres_totals``, in SQLite
   from the entries and billed costs, and drops those of ended periods then; a missing row is only computed again.
 - Triggers keep the rows equal to that sum whoever writes the file: each entry inserted, updated or deleted moves
   the rows of its pool whose period holds its start by its change in cost, unless a billed interval of its pool
-  covers it (the bill stands in for it); each billed interval written or deleted computes its pool's rows again.
+  covers it (the bill stands in for it); each billed interval written or deleted computes its pool's rows again
+  (the ledger's own import drops the pools' rows first instead, so that a bill cut into many pieces costs one
+  computation of each row, when it is next asked for).
 - Schema 3 adds the table and the triggers, empty: an existing file's totals are computed as they are first asked
   for. A reader of a file its writer has not upgraded yet (no totals table) sums the entries, as before.
 """
@@ -87,6 +89,10 @@ ADD_MISSING = f"""INSERT INTO {TABLE} (pool_id, period_start_us, period_end_us, 
     FROM (SELECT DISTINCT value FROM json_each(:pools)) AS p
     WHERE NOT EXISTS (SELECT 1 FROM {TABLE} AS t WHERE t.pool_id = p.value
                       AND t.period_start_us = :start AND t.period_end_us = :end)"""
+
+# The totals of the pools (a JSON array, :pools): what an import of billed costs drops rather than have the triggers
+# compute them again for every row it writes.
+DROP_POOLS = f"DELETE FROM {TABLE} WHERE pool_id IN (SELECT value FROM json_each(:pools))"
 
 # The ended periods' totals, but those of the periods just asked about (a JSON array of ends, :ends).
 DROP_ENDED = f"""DELETE FROM {TABLE} WHERE period_end_us <= :now

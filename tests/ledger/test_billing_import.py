@@ -212,11 +212,12 @@ def test_billed_cost_is_stored_beside_the_estimate_and_counts_once_where_it_exis
     a100_hour = sum(A100_BILL)
     a100_est = BILLED_HOURS * UNITS["a100"] * UNIT_HOUR
     h100_est = BILLED_HOURS * UNITS["h100"] * UNIT_HOUR
-    # pool: intervals, estimated, billed, diff, diff %
+    # pool: hours billed, estimated, billed, diff, diff %
+    hours = f"{BILLED_HOURS:.2f}"
     assert table(out) == {
-        "a100": ["4", f"{a100_est:.2f}", f"{4 * a100_hour:.2f}", f"{4 * a100_hour - a100_est:+.2f}",
+        "a100": [hours, f"{a100_est:.2f}", f"{4 * a100_hour:.2f}", f"{4 * a100_hour - a100_est:+.2f}",
                  f"{100 * (4 * a100_hour - a100_est) / a100_est:+.2f}%"],
-        "h100": ["4", f"{h100_est:.2f}", f"{4 * H100_BILL:.2f}", f"{4 * H100_BILL - h100_est:+.2f}",
+        "h100": [hours, f"{h100_est:.2f}", f"{4 * H100_BILL:.2f}", f"{4 * H100_BILL - h100_est:+.2f}",
                  f"{100 * (4 * H100_BILL - h100_est) / h100_est:+.2f}%"],
     }  # fmt: skip
 
@@ -229,7 +230,7 @@ def test_billed_cost_is_stored_beside_the_estimate_and_counts_once_where_it_exis
 
     # The same file again: nothing counted twice.
     assert main(["ledger", "import-billing", "--config", str(cfg), str(export)]) == 0
-    assert table(capsys.readouterr().out)["a100"][:3] == ["4", f"{a100_est:.2f}", f"{4 * a100_hour:.2f}"]
+    assert table(capsys.readouterr().out)["a100"][:3] == [hours, f"{a100_est:.2f}", f"{4 * a100_hour:.2f}"]
     assert ledger.spent(["a100", "h100"], T0, end) == pytest.approx(spent)
 
     # The budget report shows the estimate, the bill, and what the budget counts.

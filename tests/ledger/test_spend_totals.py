@@ -1,16 +1,18 @@
 """Budget spend read from the running per-pool period totals (``agent.ledger.postgres_totals``,
 ``agent.ledger.sqlite_totals``) against a plain sum, on both database ledgers.
 
-A seeded loop of random steps (entries and marks recorded, billed intervals imported over them, entries changed or
-deleted by plain SQL as another writer would, reservations, and the clock moving across hour and month
-boundaries, for a budget in UTC and one in a zone offset by five and a half hours): after every step the meter's
-spend of each budget for its month and hour, ``spent`` over the same spans and over the previous month (a report's
-span), and every reservation's headroom equal what the entries and bills the test itself keeps sum to. Then the
+A seeded loop of random steps (entries and marks recorded, billed intervals imported over them, across hours
+and the Kolkata budget's half-hour period starts, entries changed or deleted by plain SQL as another writer would,
+reservations, and the clock moving across hour and month boundaries, for a budget in UTC and one in a zone offset
+by five and a half hours): after every step the meter's spend of each budget for its month and hour, ``spent``
+over the same spans and over the previous month (a report's span), and every reservation's headroom equal what
+the entries and bills the test itself keeps sum to. Then the
 checks catch drift (a trigger dropped), and an existing SQLite file of schema 2 gets its totals once opened.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -84,10 +86,18 @@ class Books:
     bills: list[BilledCost] = field(default_factory=list)
 
     def bill(self, cost: BilledCost) -> None:
-        self.bills = [
-            b for b in self.bills if not (b.pool_id == cost.pool_id and b.start < cost.end and b.end > cost.start)
-        ]
-        self.bills.append(cost)
+        """Kept as the ledgers keep a bill: a piece per quarter hour of UTC it touches, with the bill's share for
+        its share of the time, each piece replacing the pieces of its pool it overlaps."""
+        quarter = timedelta(minutes=15)
+        cuts = [cost.start]
+        while (
+            edge := cuts[-1].replace(minute=cuts[-1].minute // 15 * 15, second=0, microsecond=0) + quarter
+        ) < cost.end:
+            cuts.append(edge)
+        cuts.append(cost.end)
+        for lo, hi in itertools.pairwise(cuts):
+            self.bills = [b for b in self.bills if not (b.pool_id == cost.pool_id and b.start < hi and b.end > lo)]
+            self.bills.append(BilledCost(cost.pool_id, lo, hi, cost.cost_usd * ((hi - lo) / (cost.end - cost.start))))
 
     def spent(
         self, entries: list[LedgerEntry], pools: frozenset[str] | tuple[str, ...], start: datetime, end: datetime
