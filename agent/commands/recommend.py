@@ -34,6 +34,8 @@ from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
 from agent.planning.budget import BudgetSpend, CapKind
 from agent.planning.enforcement import budget_snapshots
+from agent.planning.groups import DemandGroup
+from agent.planning.service_level import DEFAULT_SERVICE_LEVEL
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.resource_check import unknown_resources
@@ -44,8 +46,10 @@ from forecasting.factory import build_forecaster
 from models import (
     ConfigError,
     ConfigProblem,
+    DemandForecast,
     LeadtimeError,
     MetricsUnavailable,
+    PoolKind,
     PoolState,
     ZoneState,
 )
@@ -245,6 +249,7 @@ def _document(
         "step_s": int(agent.step.total_seconds()),
         "pools": pools,
         "classes": [_class_entry(agent, tick, c.name) for c in agent.classes],
+        "groups": [_group_entry(agent, tick, g) for g in agent.groups if g.is_aggregate],
         "cost": {
             "current_per_day_usd": round(current_day, 2),
             "recommended_per_day_usd": round(recommended_day, 2),
@@ -280,12 +285,49 @@ def _class_entry(agent: Agent, tick: TickReport, name: str) -> dict[str, Any]:
     }
     if forecast is not None:
         entry["model"] = forecast.model + (f" ({forecast.note})" if forecast.note else "")
-        entry["forecast"] = {
-            "issued_at": forecast.issued_at.isoformat(),
-            "step_s": int(forecast.step.total_seconds()),
-            "quantiles": {f"{level:g}": [round(v, 3) for v in values] for level, values in forecast.quantiles.items()},
-        }
+        group = next((g for g in agent.groups if name in g.members), None)
+        entry["forecast"] = _forecast_entry(forecast, None if group is None else _peak_steps(agent, group))
     return entry
+
+
+def _group_entry(agent: Agent, tick: TickReport, group: DemandGroup) -> dict[str, Any]:
+    """A group of classes served by the same pools, planned on the forecast of their summed demand."""
+    forecast = tick.forecasts.get(group.name)
+    levels = [agent.service_levels.get(n, DEFAULT_SERVICE_LEVEL) for n in group.members]
+    return {
+        "name": group.name,
+        "members": list(group.members),
+        "pools": sorted(group.pools),
+        "service_level": agent.service_levels.get(group.name) or max(levels),
+        "forecast": None if forecast is None else _forecast_entry(forecast, _peak_steps(agent, group)),
+    }
+
+
+def _forecast_entry(forecast: DemandForecast, steps: int | None) -> dict[str, Any]:
+    """The forecast bands step by step; ``peak``, per level, the quantile of the highest demand over the steps the
+    planner looks at (``peak_steps``), which is what it plans on; ``per_step_max`` the highest one-step quantile,
+    which a path's peak is at least."""
+    shown = steps if steps is not None else forecast.horizon_steps
+    return {
+        "issued_at": forecast.issued_at.isoformat(),
+        "step_s": int(forecast.step.total_seconds()),
+        "quantiles": {f"{level:g}": [round(v, 3) for v in values] for level, values in forecast.quantiles.items()},
+        "peak_steps": shown,
+        "peak": {f"{level:g}": round(forecast.peak(level, steps), 3) for level in forecast.quantiles},
+        "per_step_max": {
+            f"{level:g}": round(max(values[:shown], default=forecast.last_observed), 3)
+            for level, values in forecast.quantiles.items()
+        },
+    }
+
+
+def _peak_steps(agent: Agent, group: DemandGroup) -> int | None:
+    """The forecast steps the planner takes a demand's peak over: the longest lead time of the scalable pools that
+    serve it, plus one tick (``agent.planning.planner``); all of them when only fixed pools serve it."""
+    leads = [p.lead_time for p in agent.pools if p.pool_id in group.pools and p.kind is not PoolKind.ON_PREM]
+    if not leads:
+        return None
+    return max(1, math.ceil((max(leads) + agent.tick) / agent.step))
 
 
 def _budgets(

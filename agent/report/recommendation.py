@@ -97,20 +97,27 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
         for p in document["pools"]
         for z in p.get("zones", [])
     ]
-    classes = []
-    for c in document["classes"]:
-        bands = (c["forecast"] or {}).get("quantiles", {})
-        classes.append(
-            {
-                "demand class": c["name"],
-                "observed": c["observed"] if c["observed"] is not None else "no data",
-                "lead time": format_duration(timedelta(seconds=c["lead_time_s"])) if c["lead_time_s"] else "-",
-                "service level": c["service_level"],
-                "forecast peak by quantile": ", ".join(f"q{q}: {max(v):.1f}" for q, v in bands.items()) or "-",
-                "model": c["model"] or "-",
-                "problem": c["problem"] or "",
-            }
-        )
+    classes = [
+        {
+            "demand class": c["name"],
+            "observed": c["observed"] if c["observed"] is not None else "no data",
+            "lead time": format_duration(timedelta(seconds=c["lead_time_s"])) if c["lead_time_s"] else "-",
+            "service level": c["service_level"],
+            **_peaks(c["forecast"]),
+            "model": c["model"] or "-",
+            "problem": c["problem"] or "",
+        }
+        for c in document["classes"]
+    ]
+    groups = [
+        {
+            "demand group": g["name"],
+            "classes": ", ".join(g["members"]),
+            "service level": g["service_level"],
+            **_peaks(g["forecast"]),
+        }
+        for g in document.get("groups", [])
+    ]
     budgets = [
         {
             "budget": b["name"],
@@ -148,9 +155,27 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
         ("Pools", pools),
         *([("Zones of the pools that span zones", zones)] if zones else []),
         ("Demand classes", classes),
+        *([("Demand classes planned together (on the forecast of their summed demand)", groups)] if groups else []),
         ("Budgets (projected: spent so far + the units held to the end of the period or hour)", budgets),
         (backtest_title, backtest_rows),
     ]
+
+
+def _peaks(forecast: Mapping[str, Any] | None) -> dict[str, str]:
+    """The peak the planner plans on (the quantile of the highest demand over the steps it looks at: the lead time
+    and one tick), apart from the highest one-step quantile over the same steps, which is never above it."""
+    if forecast is None:
+        return {"planned peak by quantile": "-", "peak over": "-", "highest one-step quantile": "-"}
+    steps = forecast["peak_steps"]
+    return {
+        "planned peak by quantile": _by_level(forecast["peak"]),
+        "peak over": f"{steps} steps ({format_duration(timedelta(seconds=steps * forecast['step_s']))})",
+        "highest one-step quantile": _by_level(forecast["per_step_max"]),
+    }
+
+
+def _by_level(values: Mapping[str, float]) -> str:
+    return ", ".join(f"q{level}: {value:.1f}" for level, value in values.items()) or "-"
 
 
 def _html_table(rows: Sequence[Mapping[str, Any]]) -> str:

@@ -1,10 +1,12 @@
 """``leadtime recommend`` plans on the month's spend so far, read from the configured ledger without writing it, as
-the daemon plans; its budget table shows the projection the planner held the caps to."""
+the daemon plans; its budget table shows the projection the planner held the caps to, and its demand tables the
+peak the planner planned on."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +24,7 @@ from agent.planning.budget import Budget
 from config import load_settings
 from models.clock import SimulatedClock
 from tests.postgres.fixtures import Database
-from tests.prometheus.server import PrometheusServer
+from tests.prometheus.server import TENANTS, PrometheusServer
 from tests.prometheus.test_recommend import WritesForbidden, write_config
 
 pytestmark = pytest.mark.xdist_group("prometheus")
@@ -148,3 +150,25 @@ def test_recommend_reads_the_month_to_date_spend_of_a_postgresql_ledger_and_neve
         assert postgres.entries() == entries
         assert postgres.reserved("research", AT) == 0.0  # the dry run's scale-up reserved nothing there
         assert postgres.spent([POOL], start, AT + timedelta(hours=1)) == pytest.approx(sum(e.cost_usd for e in entries))
+
+
+def test_the_report_shows_the_peak_the_planner_planned_on(prometheus: PrometheusServer, tmp_path: Path) -> None:
+    config = _config(tmp_path, prometheus, {"path": str(tmp_path / "no-ledger.sqlite")})
+    document = _recommend(config, tmp_path / "out")
+    (pool,) = document["pools"]
+    (group,) = document["groups"]  # the three tenants share the pool: planned on their summed demand
+    assert group["members"] == sorted(TENANTS) and group["pools"] == [POOL]
+    level = f"{group['service_level']:g}"
+    cited = re.search(rf"{re.escape(group['name'])}: q{level} peak ([0-9.e+]+),", pool["why"])
+    assert cited is not None, pool["why"]
+    assert group["forecast"]["peak"][level] == pytest.approx(float(cited.group(1)), rel=1e-5)
+    for entry in [group, *document["classes"]]:
+        forecast = entry["forecast"]
+        assert forecast["peak_steps"] <= len(forecast["quantiles"][level])  # the lead time and a tick
+        for q, peak in forecast["peak"].items():
+            assert peak >= forecast["per_step_max"][q]
+            assert forecast["per_step_max"][q] == max(forecast["quantiles"][q][: forecast["peak_steps"]])
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    (row,) = [line for line in markdown.splitlines() if line.startswith(f"| {group['name']} |")]
+    assert f"q{level}: {group['forecast']['peak'][level]:.1f}" in row
+    assert "| planned peak by quantile | peak over | highest one-step quantile |" in markdown
