@@ -99,8 +99,9 @@ def report_budgets(args: argparse.Namespace) -> int:
             spent = ledger.spent(pools, period.start, now)
             cap = budget.monthly_cap_usd
             used = "-" if cap is None else f"{100.0 * spent / cap:.1f}%"
+            first, last = period.start.astimezone(budget.tz), period.end.astimezone(budget.tz)  # the budget's dates
             lines.append(
-                f"{budget.name:<20} {period.start:%Y-%m-%d}..{period.end:%Y-%m-%d}  "
+                f"{budget.name:<20} {first:%Y-%m-%d}..{last:%Y-%m-%d}  "
                 f"{'-' if cap is None else f'{cap:.2f}':>12} {estimated:>14.2f} {billed:>12.2f} {covered:>18.2f} "
                 f"{spent:>12.2f} {used:>7}"
             )
