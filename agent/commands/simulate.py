@@ -103,6 +103,12 @@ def run(args: argparse.Namespace) -> int:
     from agent.simulation.actual import actual_note, actual_run
 
     settings = load_settings(args.config)
+    # checked before the run, which takes minutes: an --out that cannot be written would waste it
+    out = Path(args.out)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
     history, trace, start, end = _demand(settings, args)
     window = select_window(trace, settings.demand_class_models(), start, end)
     settings = _at_trace_step(settings, window)
@@ -132,11 +138,6 @@ def run(args: argparse.Namespace) -> int:
     actual = actual_run(settings, history, window) if history is not None else None
     if actual is not None:
         runs["actual"] = actual
-    out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
     decisions = session.decision_changes() if "forecast" in args.policy else None
     models = None
     if "forecast" in args.policy:

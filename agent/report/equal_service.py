@@ -44,7 +44,7 @@ def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any
 
 def _cell(policy: str, row: Mapping[str, Any], target: float) -> str:
     cost = row.get("cost_usd")
-    figure = "not reached" if cost is None else f"{cost:,.0f}"
+    figure = f"{cost:,.0f}" if cost is not None else "not reached" if row else "not run"
     if policy == "oracle":
         lines = [f"as run, {row['unserved_fraction']:.2%} unserved"] if row else []
     else:

@@ -59,7 +59,8 @@ def _lead_sentence(head: Mapping[str, Any]) -> str:
             f"{forecast['unserved_fraction']:.2%} unserved: its cheapest setting tried already beats the "
             f"{head['target_unserved']:.1%} target"
         )
-    return f"leadtime: {forecast['cost_usd']:,.0f} USD ({basis}), " + "; ".join(parts) + "."
+    lead = f"leadtime: {forecast['cost_usd']:,.0f} USD ({basis})"
+    return f"{lead}, " + "; ".join(parts) + "." if parts else f"{lead}."
 
 
 def _basis(row: Mapping[str, Any]) -> str:

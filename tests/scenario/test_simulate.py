@@ -218,6 +218,8 @@ def write_yaml(path: Path, raw: dict[str, Any]) -> Path:
         ("all-nan-window", "no observed demand in the window"),
         ("non-monotonic", "must increase strictly"),
         ("bad-timestamp", "is not an ISO-8601 timestamp"),
+        # before the run, which takes minutes, and before the trace is read: the trace here does not exist
+        ("out-is-a-file", "cannot create output directory"),
     ],
 )
 def test_bad_input_gets_a_clear_error_and_exit_code_2(
@@ -246,6 +248,9 @@ def test_bad_input_gets_a_clear_error_and_exit_code_2(
         trace.write_text("unique_id,ds,y\na,2024-01-01T00:10:00,1\na,2024-01-01T00:05:00,1\n")
     elif case == "bad-timestamp":
         extra = ["--start", "next tuesday"]
+    elif case == "out-is-a-file":
+        (tmp_path / "o").write_text("not a directory\n")
+        trace = tmp_path / "absent.csv"
     argv = ["simulate", "--config", str(config), "--trace", str(trace), "--out", str(tmp_path / "o")]
     assert run_cli([*argv, "--no-progress", *extra]) == 2
     err = capsys.readouterr().err

@@ -4,6 +4,7 @@ already met at the cheapest setting said as such."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -173,3 +174,21 @@ def test_a_target_met_at_the_cheapest_setting_says_so_instead_of_the_target() ->
     assert "0.39% unserved: its cheapest setting tried already beats the 0.5% target" in lead
     assert "equal service at 0.5% unserved" not in lead
     assert "target already met at the cheapest setting tried" in first
+
+
+def test_a_policy_left_out_of_the_run_is_said_not_run_not_not_reached() -> None:
+    page = equal_service_section({"0.005": {"forecast": BRACKETED, "reactive": HEADROOM}})
+    oracle = re.search(r"<td data-policy='oracle'>(.*?)</td>", page)
+    assert oracle is not None and oracle.group(1) == "not run"
+    unreached = dict(BRACKETED, cost_usd=None)
+    page = equal_service_section({"0.005": {"forecast": unreached, "reactive": HEADROOM}})
+    forecast = re.search(r"<td data-policy='forecast'>(.*?)<", page)
+    assert forecast is not None and forecast.group(1) == "not reached"
+
+
+def test_the_lead_sentence_of_a_forecast_only_run_ends_without_a_stray_full_stop() -> None:
+    document: dict[str, Any] = {"policies": {"forecast": {"cost_usd": 1234.0, "unserved_fraction": 0.0023}}}
+    document["headline"] = headline(document)
+    first = headline_section(document)
+    lead = first[first.index("<p class='lead'>") + len("<p class='lead'>") : first.index("</p>")]
+    assert lead == "leadtime: 1,234 USD (as run, 0.23% unserved)."
