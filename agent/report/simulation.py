@@ -137,7 +137,8 @@ def policy_descriptions(document: Mapping[str, Any], window: SimulationWindow, s
         ),
         "static": (
             "a fixed cluster, never resized: each pool sized to the peak it needed (to serve all demand, cheapest "
-            f"pools first, within its max_units) over {before} (steps with data only)."
+            f"pools first, within its max_units) over {before} (steps with data only); interrupted spot units are "
+            "replaced, a lead time later, as a fixed-size node pool replaces them."
         ),
         "oracle": _oracle_description(document),
         "actual": "what the pools really ran, read from Prometheus, billed and served the same way.",
