@@ -124,11 +124,27 @@ def _billed_ledger(settings: Settings, source: str, read_only: bool = False) -> 
     if settings.ledger.backend == "memory":
         problem = ConfigProblem("ledger.backend", "billed costs are kept in a SQLite or PostgreSQL ledger, not memory")
         raise ConfigError(source, [problem])
-    if read_only and settings.ledger.backend == "sqlite":
-        return SqliteLedger(settings.ledger.path, read_only=True)
+    if settings.ledger.backend == "sqlite":
+        if read_only:
+            return SqliteLedger(settings.ledger.path, read_only=True)
+        _refuse_missing_file(Path(settings.ledger.path), source)
     ledger = open_ledger(settings.ledger)
     assert isinstance(ledger, BilledCosts)  # both database ledgers keep billed costs
     return ledger
+
+
+def _refuse_missing_file(path: Path, source: str) -> None:
+    """Opening a missing file as its writer would create a new, empty ledger: the import would land there, beside
+    the daemon's ledger, and report success (a relative path is the working directory's, not the daemon's)."""
+    if path.is_file():
+        return
+    where = f"{path} ({path.absolute()})" if not path.is_absolute() else str(path)
+    problem = ConfigProblem(
+        "ledger.path",
+        f"there is no ledger file at {where}: set ledger.path to the file the daemon writes "
+        "(nothing was imported, and no new ledger was created)",
+    )
+    raise ConfigError(source, [problem])
 
 
 def _close(ledger: object) -> None:

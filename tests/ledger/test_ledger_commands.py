@@ -13,6 +13,7 @@ import yaml
 from agent.cli import main
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry
+from tests.ledger.test_billing_import import A100_BILL, HOUR, T0, as_json, export_rows
 
 QUARTER = timedelta(minutes=15)
 POOL = {"id": "a100", "kind": "gpu-node-pool", "chips_per_unit": 8, "max_units": 4, "price_per_chip_hour_usd": 3.0,
@@ -67,3 +68,37 @@ def test_each_budget_period_is_printed_in_the_budget_s_own_dates(
         "in-new-york": ("2026-02-01..2026-03-01", "6.00"),
         "in-tokyo-15th": ("2026-02-15..2026-03-15", "6.00"),
     }
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_import_billing_refuses_a_ledger_file_that_does_not_exist_and_creates_none(
+    relative: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # From a workstation, the default relative ledger.path names a file in the working directory, not the
+    # daemon's: the bill must not go into a new ledger there.
+    monkeypatch.chdir(tmp_path)
+    ledger: dict[str, Any] = {"billing": {"cluster": "prod", "pools": {"a100": "gpu-a100-pool"}}}
+    missing = Path("leadtime-ledger.sqlite") if relative else tmp_path / "daemon" / "ledger.sqlite"
+    if not relative:
+        ledger["path"] = str(missing)
+    budgets = [{"name": "in-utc", "pools": ["a100"], "monthly_cap_usd": 1000}]
+    cfg = _config(tmp_path, budgets, ledger)
+    export = tmp_path / "billing.json"
+    export.write_text(as_json(export_rows()), encoding="utf-8")
+
+    assert main(["ledger", "import-billing", "--config", str(cfg), str(export)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"ledger.path: there is no ledger file at {missing}" in captured.err
+    assert str(missing.absolute()) in captured.err
+    assert not missing.exists()
+    assert not (tmp_path / "daemon").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["billing.json", "leadtime.yaml"]
+
+    # Once the daemon's file exists there, the same import stores the bill in it.
+    with SqliteLedger(missing) as daemon_ledger:
+        daemon_ledger.record(LedgerEntry("a100", T0, T0 + QUARTER, 1, 6.0))
+    assert main(["ledger", "import-billing", "--config", str(cfg), str(export)]) == 0
+    assert "stored 4 billed interval(s)" in capsys.readouterr().out
+    with SqliteLedger(missing, read_only=True) as daemon_ledger:
+        assert daemon_ledger.billed(["a100"], T0, T0 + 4 * HOUR) == pytest.approx(4 * sum(A100_BILL))
