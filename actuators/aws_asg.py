@@ -22,14 +22,16 @@ the pool off and sends the demand to the next eligible pool.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from actuators.aws_errors import capacity_unavailable
 from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView
 from actuators.idempotency import KeyedResults
+from actuators.pool_reads import PoolReads
 from config.aws import AutoScalingGroupMapping
-from models import ActionResult, ActionStatus, CapacityUnavailable, PermanentActuatorError, PoolState
+from models import ActionResult, ActionStatus, ActuatorError, CapacityUnavailable, PermanentActuatorError, PoolState
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -41,14 +43,19 @@ class Ec2AutoScalingGroupActuator:
         self._mappings = {m.pool: m for m in mappings}
         self._clock = clock
         self._results = KeyedResults()
+        self._reads = PoolReads()
 
     def list_pools(self) -> Sequence[PoolState]:
+        """Each group read with its own calls: a group whose read fails is left out (``unread_pools``)."""
         now = self._clock.now()
-        states = []
-        for pool_id in self._mappings:
-            seen = self._observe(pool_id)
-            states.append(PoolState(pool_id, now, seen.ready, seen.target, failed_units=seen.failed))
-        return states
+        return self._reads.each(self._mappings, lambda pool_id: self._state(pool_id, now))
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return self._reads.unread
+
+    def _state(self, pool_id: str, now: datetime) -> PoolState:
+        seen = self._observe(pool_id)
+        return PoolState(pool_id, now, seen.ready, seen.target, failed_units=seen.failed)
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -41,10 +41,12 @@ from typing import Any
 from actuators.aws_errors import capacity_failure, capacity_unavailable
 from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, call
 from actuators.idempotency import KeyedResults
+from actuators.pool_reads import PoolReads
 from config.aws import NodegroupMapping
 from models import (
     ActionResult,
     ActionStatus,
+    ActuatorError,
     CapacityUnavailable,
     PermanentActuatorError,
     PoolState,
@@ -89,17 +91,21 @@ class EksNodegroupActuator:
         self._results = KeyedResults()
         self._settled_updates: set[str] = set()
         self._issues_seen: dict[tuple[str, str], datetime] = {}  # (pool, "code: message") -> first seen
+        self._reads = PoolReads()
 
     def list_pools(self) -> Sequence[PoolState]:
+        """Each node group read with its own calls: one whose read fails is left out (``unread_pools``)."""
         now = self._clock.now()
-        states = []
-        for pool_id in self._mappings:
-            seen = self._observe(pool_id)
-            ready = seen.group.ready
-            states.append(
-                PoolState(pool_id, now, ready, seen.target, in_flight_operation=seen.update, failed_units=seen.failed)
-            )
-        return states
+        return self._reads.each(self._mappings, lambda pool_id: self._state(pool_id, now))
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return self._reads.unread
+
+    def _state(self, pool_id: str, now: datetime) -> PoolState:
+        seen = self._observe(pool_id)
+        return PoolState(
+            pool_id, now, seen.group.ready, seen.target, in_flight_operation=seen.update, failed_units=seen.failed
+        )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from models import ActionResult, PoolState
+from models import ActionResult, ActuatorError, PoolState
 
 
 class Actuator(Protocol):
@@ -26,6 +26,22 @@ class Actuator(Protocol):
         the target right after such a capacity failure raises ``CapacityUnavailable``.
         """
         ...
+
+
+@runtime_checkable
+class ReportsUnreadPools(Protocol):
+    """An actuator that reads its pools apart: a pool whose read fails (a refused permission, a rate limit, an API
+    that cannot be reached) is left out of ``list_pools``, so the planner holds it as unobserved, and reported here,
+    so the agent alerts on it; the other pools are read and planned as usual."""
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        """The pools the latest ``list_pools`` left out because reading them failed, each with its error."""
+        ...
+
+
+def unread_pools(actuator: Actuator) -> Mapping[str, ActuatorError]:
+    """The pools ``actuator``'s latest ``list_pools`` could not read; none for an actuator that does not say."""
+    return actuator.unread_pools() if isinstance(actuator, ReportsUnreadPools) else {}
 
 
 class NodeDrainer(Protocol):

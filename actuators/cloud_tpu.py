@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from actuators.idempotency import KeyedResults
+from actuators.pool_reads import PoolReads
 from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
 from actuators.vendor_errors import GOOGLE_ERRORS, from_google, is_already_exists, is_not_found
 from config.cloud import QueuedResourceMapping
-from models import ActionResult, ActionStatus, PermanentActuatorError, PoolState
+from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, PoolState
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,17 @@ class CloudTpuQueuedResourceActuator:
         self._mappings = {m.pool: m for m in mappings}
         self._clock = clock
         self._results = KeyedResults()
+        self._reads = PoolReads()
 
     def list_pools(self) -> Sequence[PoolState]:
+        """Each group read with its own list: a group whose list fails is left out (``unread_pools``)."""
         now = self._clock.now()
-        return [group_state(pool_id, now, self._units(pool_id, mapping)) for pool_id, mapping in self._mappings.items()]
+        return self._reads.each(
+            self._mappings, lambda pool_id: group_state(pool_id, now, self._units(pool_id, self._mappings[pool_id]))
+        )
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return self._reads.unread
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 
-from actuators.base import Actuator, NodeDrainer
-from models import ActionResult, ActionStatus, PoolState
+from actuators.base import Actuator, NodeDrainer, unread_pools
+from models import ActionResult, ActionStatus, ActuatorError, PoolState
 from models.clock import Clock
 
 
@@ -20,6 +20,9 @@ class DryRunActuator:
 
     def list_pools(self) -> Sequence[PoolState]:
         return self._inner.list_pools()
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return unread_pools(self._inner)
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         self.recorded.append((pool_id, to_units, key))

@@ -31,18 +31,20 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed, Zone, instance_from
+from actuators.pool_reads import PoolReads
 from actuators.vendor_errors import call_google, capacity_failure, from_operation_error
 from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
 from models import (
     ActionResult,
     ActionStatus,
+    ActuatorError,
     CapacityUnavailable,
     PermanentActuatorError,
     PoolState,
@@ -76,24 +78,15 @@ class GkeNodePoolActuator:
         self._results = KeyedResults()
         self._zone_backoff = zone_backoff
         self._zones_out: dict[tuple[str, str], datetime] = {}  # (pool, zone) -> left out of scale-ups until
+        self._reads = PoolReads()
 
     def list_pools(self) -> Sequence[PoolState]:
+        """Each pool read with its own calls: a pool whose read fails is left out (``unread_pools``)."""
         now = self._clock.now()
-        states = []
-        for pool_id in self._mappings:
-            seen = self._observe(pool_id)
-            states.append(
-                PoolState(
-                    pool_id,
-                    now,
-                    seen.ready,
-                    seen.target,
-                    in_flight_operation=seen.operation,
-                    failed_units=len(seen.failed),
-                    zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),
-                )
-            )
-        return states
+        return self._reads.each(self._mappings, lambda pool_id: self._state(pool_id, now))
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return self._reads.unread
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
@@ -145,6 +138,18 @@ class GkeNodePoolActuator:
         return self._delete(pool_id, victims, key)
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _state(self, pool_id: str, now: datetime) -> PoolState:
+        seen = self._observe(pool_id)
+        return PoolState(
+            pool_id,
+            now,
+            seen.ready,
+            seen.target,
+            in_flight_operation=seen.operation,
+            failed_units=len(seen.failed),
+            zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),
+        )
+
     def _observe(self, pool_id: str) -> Observed:
         if pool_id not in self._mappings:
             raise PermanentActuatorError(pool_id, "no GKE node pool is mapped to this pool")

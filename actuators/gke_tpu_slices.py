@@ -12,10 +12,12 @@ are started, looked at once, and not waited for.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from actuators.idempotency import KeyedResults
+from actuators.pool_reads import PoolReads
 from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
 from actuators.vendor_errors import (
     GOOGLE_ERRORS,
@@ -26,7 +28,7 @@ from actuators.vendor_errors import (
     is_not_found,
 )
 from config.cloud import TpuSliceGroupMapping
-from models import ActionResult, ActionStatus, PermanentActuatorError, PoolState
+from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, PoolState
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,20 @@ class GkeTpuSliceActuator:
         self._clock = clock
         self._results = KeyedResults()
         self._impaired: set[tuple[str, str]] = set()  # (slice, message) running with an error, logged once each
+        self._reads = PoolReads()
 
     def list_pools(self) -> Sequence[PoolState]:
+        """One list of the cluster's node pools reads every group: when it fails, no group is read
+        (``unread_pools``)."""
         now = self._clock.now()
-        pools = self._node_pools(next(iter(self._mappings), ""))
-        return [group_state(pool_id, now, self._slices(mapping, pools)) for pool_id, mapping in self._mappings.items()]
+        try:
+            pools = self._node_pools(next(iter(self._mappings), ""))
+        except ActuatorError as exc:
+            return self._reads.none(self._mappings, exc)
+        return self._reads.each(self._mappings, lambda pool_id: self._state(pool_id, now, pools))
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return self._reads.unread
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
@@ -81,6 +92,9 @@ class GkeTpuSliceActuator:
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _state(self, pool_id: str, now: datetime, node_pools: Sequence[Any]) -> PoolState:
+        return group_state(pool_id, now, self._slices(self._mappings[pool_id], node_pools))
+
     def _node_pools(self, pool_id: str) -> list[Any]:
         return list(call_google(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
 

@@ -1,6 +1,7 @@
 """InstrumentedActuator: Prometheus metrics around any Actuator, by wrapping it (the actuator is not edited).
 
-leadtime_actuator_calls_total{method, pool, outcome}    outcome: a status (done, started...) or an error class
+leadtime_actuator_calls_total{method, pool, outcome}    outcome: a status (done, started...) or an error class;
+                                                         list_pools counts each pool it could not read by its error
 leadtime_actuator_call_duration_seconds{method}          time spent in the wrapped call
 leadtime_pool_ready_units{pool}, leadtime_pool_target_units{pool}, leadtime_pool_failed_units{pool}
 leadtime_pool_zone_units{pool, zone, state}              state: ready, target, failed; pools that span zones
@@ -13,11 +14,11 @@ twice in its registry (failed units are still exported here).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from actuators.base import Actuator
+from actuators.base import Actuator, unread_pools
 from models import ActionResult, ActuatorError, PoolState
 
 
@@ -66,8 +67,13 @@ class InstrumentedActuator:
                 self.zone_units.labels(state.pool_id, zone.zone, "failed").set(zone.failed_units)
                 until = zone.backoff_until.timestamp() if zone.backoff_until is not None else 0.0
                 self.zone_backoff.labels(state.pool_id, zone.zone).set(until)
+        for pool_id, error in self.unread_pools().items():
+            self.calls.labels("list_pools", pool_id, type(error).__name__).inc()
         self.calls.labels("list_pools", "", "done").inc()
         return states
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return unread_pools(self._inner)
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         started = time.perf_counter()

@@ -13,7 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from models import ActionResult, ActionStatus, CapacityUnavailable, PermanentActuatorError, PoolSpec, PoolState
+from models import (
+    ActionResult,
+    ActionStatus,
+    ActuatorError,
+    CapacityUnavailable,
+    PermanentActuatorError,
+    PoolSpec,
+    PoolState,
+)
 from models.allocation import allocate, unassigned, units_for
 from models.clock import Clock
 
@@ -66,6 +74,8 @@ class SimulatedCluster:
         self._pools = {p.pool_id: _Pool(p, p.clamp(initial.get(p.pool_id, p.min_units))) for p in pools}
         self._stockouts = {k: list(v) for k, v in (stockouts or {}).items()}
         self._results: dict[str, ActionResult] = {}
+        self._read_errors: dict[str, ActuatorError] = {}  # pool -> why reading it fails (``fail_reads``)
+        self._unread: dict[str, ActuatorError] = {}
         self._rng = random.Random(seed)
         self._unit_ids = itertools.count()  # names idle units
         self.scale_actions = 0
@@ -73,7 +83,9 @@ class SimulatedCluster:
 
     # -- Actuator -----------------------------------------------------------------------------------------
     def list_pools(self) -> Sequence[PoolState]:
+        """Every pool but those whose reads fail (``fail_reads``): those are left out (``unread_pools``)."""
         now = self._clock.now()
+        self._unread = dict(self._read_errors)
         return [
             PoolState(
                 pool_id=pool_id,
@@ -85,7 +97,11 @@ class SimulatedCluster:
                 failed_units=pool.failed,
             )
             for pool_id, pool in self._pools.items()
+            if pool_id not in self._unread
         ]
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return self._unread
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if key in self._results:
@@ -162,6 +178,13 @@ class SimulatedCluster:
         pool = self._pool(pool_id)
         pool.failed += pool.in_flight
         pool.arrivals.clear()
+
+    def fail_reads(self, pool_id: str, error: ActuatorError | None) -> None:
+        """Reading the pool fails with ``error`` (a refused permission, an API down) until called with None."""
+        if error is None:
+            self._read_errors.pop(pool_id, None)
+        else:
+            self._read_errors[pool_id] = error
 
     def add_stockout(self, pool_id: str, start: datetime, end: datetime) -> None:
         """The pool cannot get new units between ``start`` and ``end``."""

@@ -8,6 +8,8 @@ releases become drains of exactly the nodes the pool's decision record names, re
 and drains still waiting on a disruption budget go on every tick. A forced release (``Resize.forced``, a budget's
 hard stop) is checked against fresh state like any action; on a pool without a drainer it is a plain resize, on a
 pool with one it drains busy nodes too once the idle ones do not cover it, and is never refused for busy nodes.
+A pool whose state could not be read is alerted on and held (planned as unobserved), not blocked: reading it
+changes nothing, and it is planned again once it can be read.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from actuators.base import Actuator
+from actuators.base import Actuator, unread_pools
 from agent.drains import DrainOutcome, NodeDrains
 from agent.planning import PlannerMemory
 from models import (
@@ -62,12 +64,15 @@ def execute(
     if plan.is_empty:
         return Execution(tuple(results), memory, tuple(alerts))
     fresh = {state.pool_id: state for state in actuator.list_pools()}
+    unread = unread_pools(actuator)
     if drains is not None:
         fresh = drains.adjusted(fresh)
     for resize in plan.resizes:
         state = fresh.get(resize.pool_id)
         if state is None or state.target_units != resize.from_units:
             seen = "gone" if state is None else f"{state.target_units} units"
+            if resize.pool_id in unread:
+                seen = f"unreadable ({unread[resize.pool_id].reason})"
             detail = f"planned from {resize.from_units} units but the pool is now {seen}; re-planning next tick"
             results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.REJECTED, now, detail))
             continue
@@ -136,6 +141,23 @@ def clear_failed_units(
         )
         memory = memory.back_off(pool_id, now + backoff)
     return Execution(tuple(results), memory, tuple(alerts))
+
+
+def unread_pool_alerts(actuator: Actuator, now: datetime) -> tuple[AlertEvent, ...]:
+    """One alert per pool the actuator's latest ``list_pools`` could not read. Such a pool is held (the planner
+    plans it as unobserved) and is not blocked: it is planned again as soon as it can be read. A permanent error
+    (a refused permission, a resource not found) is critical, as a person must fix it; any other, a warning."""
+    return tuple(
+        AlertEvent(
+            AlertKind.POOL_UNREADABLE,
+            Severity.CRITICAL if isinstance(error, PermanentActuatorError) else Severity.WARNING,
+            now,
+            pool_id,
+            f"State of {pool_id} could not be read; holding it until it can",
+            {"error": str(error), "error_kind": type(error).__name__},
+        )
+        for pool_id, error in sorted(unread_pools(actuator).items())
+    )
 
 
 def _zones_with_room(state: PoolState, now: datetime) -> list[str]:

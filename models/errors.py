@@ -107,6 +107,7 @@ class ActuatorError(LeadtimeError):
 
     def __init__(self, pool_id: str, message: str) -> None:
         self.pool_id = pool_id
+        self.reason = message
         super().__init__(f"pool {pool_id!r}: {message}")
 
 

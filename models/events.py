@@ -11,10 +11,12 @@ class AlertKind(StrEnum):
     BUDGET_THRESHOLD = "budget-threshold"
     PROJECTED_OVERSPEND = "projected-overspend"
     BUDGET_RESERVATION_REFUSED = "budget-reservation-refused"
+    BUDGET_LEDGER_INCOMPLETE = "budget-ledger-incomplete"
     STOCKOUT = "stockout"
     STALLED_SCALE_UP = "stalled-scale-up"
     MISSING_DATA = "missing-data"
     ACTUATOR_FAILURE = "actuator-failure"
+    POOL_UNREADABLE = "pool-unreadable"  # apart from actuator-failure, so it never silences a pool's blocking
     TICK_FAILED = "tick-failed"
     LEADERSHIP_LOST = "leadership-lost"
     DAILY_REPORT = "daily-report"

@@ -10,11 +10,12 @@ instrumentation wrapper, the loop is not changed for it).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from actuators import Actuator
+from actuators.base import unread_pools
 from agent.daemon.demand_recorder import DemandRecorder
 from agent.daemon.guard import Leadership
 from agent.daemon.shadow_book import ShadowBook
@@ -47,6 +48,9 @@ class PoolStateRecorder:
         with self._lock:
             self._last = pools
         return pools
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return unread_pools(self._inner)
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         return self._inner.resize(pool_id, to_units, key)

@@ -13,7 +13,8 @@ from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from actuators import Actuator, NodeDrainer
-from models import ActionResult, PoolState, TransientActuatorError
+from actuators.base import unread_pools
+from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
 from models.clock import Clock
 
 
@@ -36,6 +37,9 @@ class LeaderOnlyActuator:
 
     def list_pools(self) -> Sequence[PoolState]:
         return self._inner.list_pools()
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return unread_pools(self._inner)
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if not self._leadership.is_leader(self._clock.now()):

@@ -212,8 +212,10 @@ def test_an_unreachable_api_is_transient(gke_api: FakeGkeApi) -> None:
     gke_api.add_pool("a100", nodes=1)
     actuator = _node_pools(gke_api)
     gke_api.stop()
+    assert actuator.list_pools() == []  # the pool is left out, held as unobserved
+    assert {pool: type(error) for pool, error in actuator.unread_pools().items()} == {"gpu": TransientActuatorError}
     with pytest.raises(TransientActuatorError):
-        actuator.list_pools()
+        actuator.resize("gpu", 2, "k")
 
 
 def test_an_operation_running_across_a_restart_is_seen_and_not_repeated(gke_api: FakeGkeApi) -> None:
