@@ -274,7 +274,10 @@ FIELDS: dict[str, str] = {
     "BillingSettings.label": "Label whose value names a row's node pool (GKE sets `goog-k8s-node-pool-name` on its "
     "nodes' VMs).",
     "BillingSettings.cluster_label": "Label whose value names a row's cluster (GKE: `goog-k8s-cluster-name`).",
-    "BillingSettings.cluster": "Match only rows whose `cluster_label` holds this cluster name; unset: any cluster.",
+    "BillingSettings.cluster": (
+        "Rows whose `cluster_label` names another cluster are not this agent's; unset: `cloud.cluster` when there "
+        "is a `cloud` section, else none (then a pool whose rows name several clusters is refused)."
+    ),
     "BillingSettings.pools": "Pool id -> value of `label` for that pool (a value equal to a pool id matches it too).",
     "BillingSettings.resource_prefixes": "Pool id -> prefix of the detailed export's `resource.name` (or the last "
     "segment of `resource.global_name`), for rows without the label.",

@@ -22,8 +22,10 @@ class BillingSettings(Section):
     """How rows of a Cloud Billing export are matched to pools (``leadtime ledger import-billing``): by the value
     of the label ``label`` (GKE puts the node pool's name in ``goog-k8s-node-pool-name`` on its nodes' VMs),
     looked up in ``pools`` (pool id -> label value; a value equal to a pool's id matches that pool too), else by
-    ``resource_prefixes`` (pool id -> prefix of the detailed export's resource name). With ``cluster`` set, only
-    rows whose ``cluster_label`` holds that cluster name are matched."""
+    ``resource_prefixes`` (pool id -> prefix of the detailed export's resource name). Rows whose ``cluster_label``
+    names another cluster than ``cluster`` (unset: ``cloud.cluster``, when there is a ``cloud`` section) are not
+    matched; rows without that label (Cloud TPU VMs) are. With no cluster known, a pool whose rows name several
+    clusters is refused: node pools are often named alike in staging and production."""
 
     label: str = Field(default="goog-k8s-node-pool-name", pattern=_LABEL)
     cluster_label: str = Field(default="goog-k8s-cluster-name", pattern=_LABEL)

@@ -56,7 +56,8 @@ def import_billing(args: argparse.Namespace) -> int:
     settings = load_settings(args.config)
     pools = sorted({p.id for p in settings.pools} | {p for b in settings.budgets for p in b.remote_pools})
     rows = read_export(Path(args.file))
-    matched = match_pools(rows, settings.ledger.billing, pools, args.file)
+    cluster = None if settings.cloud is None else settings.cloud.cluster  # unless ledger.billing.cluster is set
+    matched = match_pools(rows, settings.ledger.billing, pools, args.file, default_cluster=cluster)
     ledger = _billed_ledger(settings, args.config)
     try:
         ledger.record_billed(matched.costs)
@@ -68,9 +69,10 @@ def import_billing(args: argparse.Namespace) -> int:
     finally:
         _close(ledger)
     span = "" if not matched.costs else f" from {_when(start)} to {_when(end)}"
+    within = "" if matched.cluster is None else f" in cluster {matched.cluster}"
     print(
-        f"{args.file}: {len(rows)} rows, {matched.rows} of them for {len(found)} pool(s), {matched.unmatched} for "
-        f"other resources; stored {len(matched.costs)} billed interval(s){span}"
+        f"{args.file}: {len(rows)} rows, {matched.rows} of them for {len(found)} pool(s){within}, {matched.unmatched} "
+        f"for other resources; stored {len(matched.costs)} billed interval(s){span}"
     )
     if report:
         print(_reconciliation_table(report))

@@ -11,7 +11,8 @@ are documented, are listed in docs/billing-reconciliation.md. Two file forms:
 Every row is checked before anything is matched: a row whose times, cost, currency, labels or credits cannot be
 read is reported with its line and the problem, and the file is refused as a whole (``models.BillingExportError``).
 A row's billed cost is its ``cost`` plus its credits' amounts (credits are negative), in USD; rows of a pool are
-summed per usage interval.
+summed per usage interval. Rows are matched within one cluster (``match_pools``): rows of a pool naming several
+clusters are refused when no cluster is known, rather than adding up the bills of alike-named node pools.
 """
 
 from __future__ import annotations
@@ -53,8 +54,9 @@ class BillingRow:
 class Matched:
     costs: list[BilledCost]
     rows: int  # rows matched to a pool
-    unmatched: int  # rows of other resources (other services, other node pools)
+    unmatched: int  # rows of other resources (other services, clusters, node pools)
     lines: dict[tuple[str, datetime, datetime], int] = field(default_factory=dict)  # first line of each interval
+    cluster: str | None = None  # the cluster whose rows were matched; None: rows of any (one) cluster
 
 
 def read_export(path: Path) -> list[BillingRow]:
@@ -78,9 +80,20 @@ def read_export(path: Path) -> list[BillingRow]:
     return rows
 
 
-def match_pools(rows: Sequence[BillingRow], settings: BillingSettings, pools: Sequence[str], source: str) -> Matched:
+def match_pools(
+    rows: Sequence[BillingRow],
+    settings: BillingSettings,
+    pools: Sequence[str],
+    source: str,
+    default_cluster: str | None = None,
+) -> Matched:
     """The rows' billed cost per pool and usage interval; rows of no pool are counted, not imported. Rows of a
-    pool must be in USD (the ledger's currency) and their intervals must not partly overlap."""
+    pool must be in USD (the ledger's currency) and their intervals must not partly overlap.
+
+    Rows whose ``cluster_label`` names another cluster than ``settings.cluster`` (else ``default_cluster``, the
+    cluster the agent scales) are not this agent's. With neither, a pool whose rows name more than one cluster is
+    refused: node pools are often named alike in every cluster, and their bills would be added up."""
+    cluster = settings.cluster if settings.cluster is not None else default_cluster
     known = set(pools)
     unknown = sorted(p for p in (*settings.pools, *settings.resource_prefixes) if p not in known)
     if unknown:
@@ -89,18 +102,23 @@ def match_pools(rows: Sequence[BillingRow], settings: BillingSettings, pools: Se
     totals: dict[tuple[str, datetime, datetime], float] = {}
     lines: dict[tuple[str, datetime, datetime], int] = {}
     problems: list[str] = []
+    clusters: dict[str, dict[str, int]] = {}  # pool -> cluster named by its rows -> first line naming it
     unmatched = 0
     for row in rows:
-        pool = _pool_of(row, settings, by_value, known)
+        pool = _pool_of(row, settings, cluster, by_value, known)
         if pool is None:
             unmatched += 1
             continue
+        if (named := row.labels.get(settings.cluster_label)) is not None:
+            clusters.setdefault(pool, {}).setdefault(named, row.line)
         if row.currency != "USD":
             problems.append(f"line {row.line}: currency {row.currency!r} for pool {pool}: the ledger keeps USD")
             continue
         key = (pool, row.start, row.end)
         totals[key] = totals.get(key, 0.0) + row.billed_usd
         lines.setdefault(key, row.line)
+    if cluster is None:
+        problems.extend(_mixed_clusters(clusters, settings.cluster_label))
     costs = [BilledCost(pool, start, end, cost) for (pool, start, end), cost in sorted(totals.items())]
     for before, after in overlaps(costs):
         first = lines[(before.pool_id, before.start, before.end)]
@@ -110,12 +128,17 @@ def match_pools(rows: Sequence[BillingRow], settings: BillingSettings, pools: Se
         )
     if problems:
         raise BillingExportError(source, problems)
-    return Matched(costs, len(rows) - unmatched, unmatched, lines)
+    return Matched(costs, len(rows) - unmatched, unmatched, lines, cluster)
 
 
 # -- matching -------------------------------------------------------------------------------------------------
-def _pool_of(row: BillingRow, settings: BillingSettings, by_value: Mapping[str, str], known: set[str]) -> str | None:
-    if settings.cluster is not None and row.labels.get(settings.cluster_label) != settings.cluster:
+def _pool_of(
+    row: BillingRow, settings: BillingSettings, cluster: str | None, by_value: Mapping[str, str], known: set[str]
+) -> str | None:
+    # A row without the cluster label is not a GKE node's (a Cloud TPU VM, a queued resource): it can still be a
+    # pool's by its resource name.
+    named = row.labels.get(settings.cluster_label)
+    if cluster is not None and named is not None and named != cluster:
         return None
     value = row.labels.get(settings.label)
     if value is not None:
@@ -128,6 +151,16 @@ def _pool_of(row: BillingRow, settings: BillingSettings, by_value: Mapping[str, 
         (len(prefix), pool) for pool, prefix in settings.resource_prefixes.items() if _any_starts(names, prefix)
     ]
     return max(matching)[1] if matching else None
+
+
+def _mixed_clusters(clusters: Mapping[str, Mapping[str, int]], label: str) -> list[str]:
+    return [
+        f"line {sorted(seen.values())[1]}: pool {pool}: its rows name {len(seen)} clusters in the label {label} "
+        f"({', '.join(f'{name} from line {line}' for name, line in sorted(seen.items()))}) and no cluster is set: "
+        "set ledger.billing.cluster to the cluster of this agent's pools"
+        for pool, seen in sorted(clusters.items())
+        if len(seen) > 1
+    ]
 
 
 def _any_starts(names: list[str], prefix: str) -> bool:
