@@ -7,6 +7,9 @@
     HTTP 429 (rate limit), 5xx, 409 conflict,
     an operation already running, connection   -> TransientActuatorError  retry on a later tick
     HTTP 401/403, 404, 400 invalid argument    -> PermanentActuatorError  alert, stop touching this pool
+    no access token: the metadata server or
+    the token endpoint failed                  -> TransientActuatorError  retry on a later tick
+    no access token, any other reason          -> PermanentActuatorError  alert, stop touching this pool
 
 A message naming a stockout or an exhausted quota wins over the status code: GKE, Compute Engine and Cloud TPU
 report them as 400, 403, 429 or 503 depending on the call (``ZONE_RESOURCE_POOL_EXHAUSTED``, ``GCE_STOCKOUT``,
@@ -28,6 +31,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from google.api_core import exceptions as google_exceptions
+from google.auth import exceptions as auth_exceptions
 
 from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 from models.errors import KubernetesApiError
@@ -118,7 +122,21 @@ def from_google(pool_id: str, exc: Exception) -> ActuatorError:
         return from_status(pool_id, code, _with_reasons(exc.message or str(exc), exc))
     if isinstance(exc, google_exceptions.RetryError | google_exceptions.GoogleAPIError):
         return TransientActuatorError(pool_id, f"Google API unavailable: {exc}")
+    if isinstance(exc, auth_exceptions.GoogleAuthError):
+        return _from_credentials(pool_id, exc)
     return TransientActuatorError(pool_id, f"cannot reach the Google API: {exc}")
+
+
+def _from_credentials(pool_id: str, exc: auth_exceptions.GoogleAuthError) -> ActuatorError:
+    """The client could not get an access token before the call. A metadata server or token endpoint that failed
+    (google-auth's ``TransportError``, which compute engine credentials raise wrapped in a ``RefreshError``, or an
+    error it calls retryable) is tried again next tick: in GKE the metadata server restarts, and a blip must not
+    block a pool; any other failure (credentials without what a refresh needs) is permanent."""
+    cause = exc.__cause__
+    passing = exc.retryable or isinstance(exc, auth_exceptions.TransportError)
+    passing = passing or isinstance(cause, auth_exceptions.TransportError)
+    what = f"cannot get Google credentials for the agent's service account: {exc}"
+    return TransientActuatorError(pool_id, what) if passing else PermanentActuatorError(pool_id, what)
 
 
 def _with_reasons(message: str, exc: google_exceptions.GoogleAPICallError) -> str:
@@ -146,7 +164,12 @@ def is_not_found(exc: Exception) -> bool:
 
 
 # What the adapters catch around a vendor call: API errors and the transport errors beneath them.
-GOOGLE_ERRORS: tuple[type[Exception], ...] = (google_exceptions.GoogleAPIError, ConnectionError, OSError)
+GOOGLE_ERRORS: tuple[type[Exception], ...] = (
+    google_exceptions.GoogleAPIError,
+    auth_exceptions.GoogleAuthError,  # the access token could not be had (raised before any request is sent)
+    ConnectionError,
+    OSError,
+)
 
 
 def call_google(pool_id: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import UTC, datetime
 
 import pytest
 from google.api_core import exceptions as google_exceptions
+from google.auth import exceptions as auth_exceptions
+from google.cloud import compute_v1, container_v1
+from google.oauth2.credentials import Credentials
 from kubernetes.client.exceptions import ApiException
 
+from actuators.gke_node_pool import GkeNodePoolActuator
 from actuators.vendor_errors import capacity_failure, from_google, from_kubernetes, from_operation_error
+from config.cloud import NodePoolMapping
 from kube import translate
 from models import CapacityUnavailable, PermanentActuatorError, TransientActuatorError
+from models.clock import SimulatedClock
+from tests.contract.harnesses import CLUSTER
+from tests.fakes.gke_api import FakeGkeApi
 
 # google.api_core's exception constructors have no annotations: typed here for this module's strict checks
 TooManyRequests: Callable[[str], google_exceptions.TooManyRequests] = google_exceptions.TooManyRequests
@@ -148,3 +157,54 @@ def test_recorded_stockouts_and_quotas_in_their_real_words(code: str, message: s
 
 def test_a_recorded_concurrent_operations_quota_is_not_an_exhausted_quota() -> None:
     assert capacity_failure([("CONCURRENT_OPERATIONS_QUOTA_EXCEEDED", "Rate Limit Exceeded")]) == ""
+
+
+def _auth_error(
+    kind: type[auth_exceptions.GoogleAuthError], message: object, retryable: bool = False
+) -> auth_exceptions.GoogleAuthError:
+    return kind(message, retryable=retryable)
+
+
+def _refresh_failed_on_the_way(reason: str) -> auth_exceptions.GoogleAuthError:
+    """A refresh that failed because the metadata server could not be read, as compute engine credentials raise it:
+    the transport error wrapped in a ``RefreshError``."""
+    try:
+        try:
+            raise _auth_error(auth_exceptions.TransportError, reason)
+        except auth_exceptions.TransportError as caught:
+            raise _auth_error(auth_exceptions.RefreshError, caught) from caught
+    except auth_exceptions.RefreshError as refresh:
+        return refresh
+
+
+@pytest.mark.parametrize(
+    ("exc", "expected"),
+    [
+        (_refresh_failed_on_the_way("Compute Engine Metadata server unavailable"), TransientActuatorError),
+        (_auth_error(auth_exceptions.TransportError, "metadata server unavailable"), TransientActuatorError),
+        (_auth_error(auth_exceptions.RefreshError, "token endpoint answered 503", True), TransientActuatorError),
+        (_auth_error(auth_exceptions.RefreshError, "invalid_grant: Invalid JWT Signature."), PermanentActuatorError),
+    ],
+)
+def test_google_credentials_that_cannot_be_had(exc: Exception, expected: type[Exception]) -> None:
+    translated = from_google("p", exc)
+    assert type(translated) is expected
+    assert translated.reason.startswith("cannot get Google credentials")
+
+
+def test_a_client_whose_credentials_cannot_be_refreshed_leaves_its_pools_unread(gke_api: FakeGkeApi) -> None:
+    """The real clients with credentials that cannot be refreshed (google-auth raises before sending anything):
+    the pool is left out and reported, not an exception out of ``list_pools``."""
+    gke_api.add_pool("a100", nodes=1)
+    credentials = Credentials(token=None)  # type: ignore[no-untyped-call]  # nothing to refresh the token from
+    endpoint = {"api_endpoint": gke_api.url}
+    gke = container_v1.ClusterManagerClient(transport="rest", credentials=credentials, client_options=endpoint)
+    migs = compute_v1.InstanceGroupManagersClient(transport="rest", credentials=credentials, client_options=endpoint)
+    mapping = NodePoolMapping(pool="gpu", node_pool="a100")
+    actuator = GkeNodePoolActuator(gke, migs, CLUSTER, [mapping], SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC)))
+
+    assert actuator.list_pools() == []
+    (error,) = actuator.unread_pools().values()
+    assert type(error) is PermanentActuatorError
+    assert "refresh" in error.reason
+    assert gke_api.requests == []  # nothing reached the API
