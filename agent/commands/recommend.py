@@ -23,7 +23,7 @@ from typing import Any
 
 import pandas as pd
 
-from actuators.base import Actuator
+from actuators.base import Actuator, unread_pools
 from actuators.dry_run import DryRunActuator
 from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
@@ -148,6 +148,14 @@ def recommend(
     source.probe()
     dry_run = DryRunActuator(read_side, SimulatedClock(at))
     states = {s.pool_id: s for s in dry_run.list_pools()}
+    if unread := unread_pools(dry_run):
+        # the daemon holds such a pool and plans the others; a recommendation for the others alone would read as
+        # one for the whole fleet, so it is refused, saying what failed and how to go on
+        failures = "; ".join(f"pool {pool!r}: {error}" for pool, error in sorted(unread.items()))
+        raise LeadtimeError(
+            f"cannot read the current state of {len(unread)} pool(s): {failures}. Fix the access named above, or "
+            "give every pool's current units with --current-units (the cloud is then not read)"
+        )
     with open_read_only(settings.ledger) as (ledger, month_to_date):
         agent = Agent(
             settings,

@@ -100,5 +100,6 @@ def test_an_unreachable_cloud_is_a_clear_error(
     config = _config(tmp_path, prometheus, gke_api)
     assert main(["recommend", "--config", str(config), "--out", str(tmp_path / "out"), "--at", AT]) == 2
     err = capsys.readouterr().err
-    assert "a100-on-demand" in err and "403" in err
+    assert "a100-on-demand" in err and "403" in err and "--current-units" in err
     assert "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # nothing written for a fleet it could not read
