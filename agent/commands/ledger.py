@@ -8,25 +8,30 @@
 that the configuration names (``ledger.backend: postgresql``), once, when a daemon moves from a file to a database.
 
 The SQLite file is opened as its writer (so the import refuses to run while a daemon still writes it: stop the
-daemon first) and copied in batches, each one transaction. Importing follows the ledger's own rule for a repeated
-(pool, start), so running the import again changes nothing. It prints what it read and what the database then
-holds for the same pools and span; a difference means the database already had other spend for those pools.
+daemon first) and its entries, then its billed costs (``agent.ledger.billed``), are copied in batches, each one
+transaction. Importing follows the ledger's own rules for a repeated (pool, start) and an overlapping billed
+interval, so running the import again changes nothing. It prints what it read and what the database then holds
+for the same pools and span, estimated, billed and spent as budgets count it; a difference means the database
+already had other spend or bills for those pools.
 """
 
 from __future__ import annotations
 
 import argparse
+import sqlite3
 import sys
-from datetime import UTC, datetime, timedelta
+from contextlib import closing
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from config import load_settings
 from config.schema import Settings
-from models import ConfigError, ConfigProblem, LedgerUnavailable
+from models import ConfigError, ConfigProblem, LedgerEntry, LedgerUnavailable
 
 if TYPE_CHECKING:
-    from agent.ledger.billed import BilledCosts, Reconciliation
+    from agent.ledger.billed import BilledCost, BilledCosts, Reconciliation
 
 BATCH = 5000
 
@@ -192,31 +197,71 @@ def import_sqlite(args: argparse.Namespace) -> int:
     source = Path(args.sqlite)
     if not source.is_file():
         raise LedgerUnavailable(f"there is no SQLite ledger file at {source}")
-    with SqliteLedger(source) as sqlite:
+    with SqliteLedger(source) as sqlite:  # the writer: no daemon adds spend while it is read
         entries = sqlite.entries()
+        bills = _sqlite_billed(source)
+        pools = sorted({e.pool_id for e in entries} | {b.pool_id for b in bills})
+        span = _span(entries, bills)
+        read = _Spend.of(sqlite, pools, span)
     target = open_ledger(settings.ledger)
     assert isinstance(target, PostgresLedger)
     try:
         for at in range(0, len(entries), BATCH):
             target.record_many(entries[at : at + BATCH])
-        pools = sorted({e.pool_id for e in entries})
-        read = sum(e.cost_usd for e in entries)
-        held = 0.0
-        if entries:
-            start = min(e.start for e in entries)
-            end = max(e.start for e in entries) + timedelta(microseconds=1)
-            held = target.spent(pools, start, end)
+        for at in range(0, len(bills), BATCH):
+            target.record_billed(bills[at : at + BATCH])
+        held = _Spend.of(target, pools, span)
     finally:
         target.close()
     print(
-        f"read {len(entries)} entries of {len(pools)} pools from {source} ({read:.2f} USD); "
-        f"the PostgreSQL ledger at {target.where} now holds {held:.2f} USD for those pools over the same span",
+        f"read {len(entries)} entries of {len(pools)} pools and {len(bills)} billed intervals from {source} "
+        f"({read}); the PostgreSQL ledger at {target.where} now holds {held} for those pools over the same span "
+        "(spent: the bill where one was imported, the estimate elsewhere)",
         file=sys.stdout,
     )
-    if abs(held - read) > 0.005:
+    if abs(held.spent - read.spent) > 0.005 or abs(held.billed - read.billed) > 0.005:
         print(
-            "leadtime: the PostgreSQL ledger held other spend for these pools before the import; check for "
-            "another agent or an earlier import charging the same pools",
+            "leadtime: the PostgreSQL ledger held other spend or bills for these pools before the import; check "
+            "for another agent, an earlier import or a billing export imported there charging the same pools",
             file=sys.stderr,
         )
     return 0
+
+
+@dataclass(frozen=True)
+class _Spend:
+    estimated: float
+    billed: float
+    spent: float
+
+    @classmethod
+    def of(cls, ledger: BilledCosts, pools: list[str], span: tuple[datetime, datetime] | None) -> _Spend:
+        if span is None:
+            return cls(0.0, 0.0, 0.0)
+        return cls(ledger.estimated(pools, *span), ledger.billed(pools, *span), ledger.spent(pools, *span))
+
+    def __str__(self) -> str:
+        return f"estimated {self.estimated:.2f} USD, billed {self.billed:.2f} USD, spent {self.spent:.2f} USD"
+
+
+def _span(entries: list[LedgerEntry], bills: list[BilledCost]) -> tuple[datetime, datetime] | None:
+    """From the first start to the last end of the entries and bills: every one of them starts in it."""
+    if not entries and not bills:
+        return None
+    starts = [e.start for e in entries] + [b.start for b in bills]
+    ends = [e.end for e in entries] + [b.end for b in bills]
+    return min(starts), max(ends)
+
+
+def _sqlite_billed(path: Path) -> list[BilledCost]:
+    """The billed costs the SQLite ledger at ``path`` stores (``agent.ledger.billed``), as stored: read through a
+    read-only connection (the caller holds the file's writer lock, so nothing changes them meanwhile)."""
+    from agent.ledger.billed import BilledCost
+    from agent.ledger.rows import from_us
+
+    try:
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)) as db:
+            rows = db.execute("SELECT pool_id, start_us, end_us, cost_usd FROM billed ORDER BY pool_id, start_us")
+            return [BilledCost(str(p), from_us(int(s)), from_us(int(e)), float(c)) for p, s, e, c in rows]
+    except sqlite3.Error as exc:
+        raise LedgerUnavailable(f"cannot read the billed costs of the ledger {path}: {exc}") from None
