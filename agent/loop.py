@@ -8,6 +8,14 @@ The daemon refits beside its ticks instead: ``stage_refit`` reads the history an
 fitted while ticks go on with the model they have, and ``install`` swaps it in between two ticks, so a tick never
 sees a model half fitted. Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks
 forecast with it and need not wait for the configured model's first fit; the first staged refit swaps that in.
+
+A tick reads the recent demand on the forecast step grid (steps in [start, now)), which the forecaster predicts
+from, unchanged. The grid's newest step can start up to one step before ``now`` (5 minutes by default, against a
+60-second tick), so a source that reads demand at an instant (Prometheus) is also asked for each class's value at
+``now``: that is the class's observed demand, the planner's floor, and a burst queued since the newest step counts
+at once. A class without a value at ``now`` (the read failed, or Prometheus has no sample within its lookback
+delta) keeps the grid's newest value, judged as before; a value at ``now`` that is NaN or not a demand holds the
+class, and staleness (``forecast.max_staleness``) is judged on the value's own time.
 """
 
 from __future__ import annotations
@@ -34,7 +42,7 @@ from agent.observation import forecasts_from_frame, latest_observations, with_gr
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
-from agent.sources.base import MetricSource, PerClassMetricSource
+from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
@@ -248,7 +256,7 @@ class Agent:
         problems.update({name: str(exc) for name, exc in unavailable.items()})
         observable = [name for name in names if name not in unavailable]
         observed, missing = latest_observations(
-            recent, observable, now, self.step, self.settings.forecast.max_staleness
+            recent, observable, now, self.step, self.settings.forecast.max_staleness, self._demand_now(observable, now)
         )
         problems.update(missing)
         forecasts: dict[str, DemandForecast] = {}
@@ -300,6 +308,21 @@ class Agent:
         if isinstance(source, PerClassMetricSource):
             return source.fetch_each(self.classes, start, end, self.step)
         return source.fetch(self.classes, start, end, self.step), {}
+
+    def _demand_now(self, names: Sequence[str], now: datetime) -> dict[str, tuple[datetime, float]]:
+        """Each class's demand read at ``now`` where the source can read it at an instant: the grid's newest step
+        can start up to a step before ``now``, and work queued since must count. One query per class that has
+        data on the grid; a class without a value at ``now`` keeps the grid's newest value, as if never asked."""
+        source = self.parts.source
+        if not names or not isinstance(source, InstantMetricSource):
+            return {}
+        try:
+            readings, unread = source.newest_each([c for c in self.classes if c.name in names], now)
+        except MetricsUnavailable as failed:
+            readings, unread = {}, dict.fromkeys(names, failed)
+        for name, why in unread.items():
+            log.warning("demand now not read, the newest step stands in class=%s reason=%r", name, why.reason)
+        return readings
 
     def _horizon_steps(self) -> int:
         longest = max((p.lead_time for p in self.pools), default=timedelta(0))

@@ -1,5 +1,9 @@
 """Turning frames from a metric source and a forecaster into per-class observations and forecasts.
 
+A class's observation (its demand now, the planner's floor) is the value read at the tick's time when the source
+can read one (see ``agent.sources.base.InstantMetricSource``), else the newest value of the step grid; forecasts
+are made from the grid alone, the one the models are fitted and calibrated on.
+
 Missing, NaN, stale or implausible (negative, infinite, absurdly large) values never become zero: a class without
 a trustworthy value is simply absent, and the reason is returned so the loop can hold and alert.
 """
@@ -7,7 +11,7 @@ a trustworthy value is simply absent, and the reason is returned so the loop can
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 import numpy as np
@@ -21,12 +25,20 @@ from models.demand import implausible_demand
 
 
 def latest_observations(
-    frame: pd.DataFrame, classes: Sequence[str], now: datetime, step: timedelta, max_staleness: timedelta
+    frame: pd.DataFrame,
+    classes: Sequence[str],
+    now: datetime,
+    step: timedelta,
+    max_staleness: timedelta,
+    newest: Mapping[str, tuple[datetime, float]] | None = None,
 ) -> tuple[dict[str, float], dict[str, str]]:
     """Newest trustworthy value per class, and why each other class has none.
 
-    A value observed at ``ds`` covers [ds, ds + step); it is stale when that interval ended more than
-    ``max_staleness`` before ``now``.
+    ``newest`` holds values read at an instant (the tick's), each with the time it holds for; such a value is the
+    class's observation and the frame's is not used, even when the instant value cannot be trusted (an older value
+    never stands in for a newer one that is not a demand). A value from the frame observed at ``ds`` covers
+    [ds, ds + step); it is stale when that interval ended more than ``max_staleness`` before ``now``. An instant
+    value is stale when its own time is more than ``max_staleness`` before ``now``.
     """
     observed: dict[str, float] = {}
     problems: dict[str, str] = {}
@@ -35,15 +47,24 @@ def latest_observations(
         valid = np.flatnonzero(~np.isnan(values))
         if len(valid):
             by_class[name] = (timestamp(stamps[valid[-1]]), float(values[valid[-1]]))
+    instant = newest or {}
     for name in classes:
-        if name not in by_class:
+        if name in instant:
+            at, value = instant[name]
+            ends = at
+            if math.isnan(value):
+                problems[name] = f"newest value at {at.isoformat()} is NaN"
+                continue
+        elif name in by_class:
+            stamp, value = by_class[name]
+            at, ends = stamp.to_pydatetime(), stamp.to_pydatetime() + step
+        else:
             problems[name] = "no observed value in the recent window (empty or NaN)"
             continue
-        at, value = by_class[name]
         if why := implausible_demand(value):
             problems[name] = f"newest value at {at.isoformat()} is not a demand: {why}"
             continue
-        age = now - (at.to_pydatetime() + step)
+        age = now - ends
         if age > max_staleness:
             problems[name] = f"newest value is {age} old (limit {max_staleness})"
             continue

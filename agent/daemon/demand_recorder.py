@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 
 import pandas as pd
 
-from agent.sources.base import MetricSource, PerClassMetricSource
+from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource
 from models import DemandClass, MetricsUnavailable
 from models.demand import implausible_demand
 
@@ -70,5 +70,22 @@ class PerClassDemandRecorder(DemandRecorder):
         return frame, unavailable
 
 
+class InstantDemandRecorder(PerClassDemandRecorder):
+    """The same for a source that also reads demand at an instant (``InstantMetricSource``), passed through."""
+
+    def __init__(self, inner: PerClassMetricSource, instant: InstantMetricSource) -> None:
+        super().__init__(inner)
+        self._instant = instant
+
+    def newest_each(
+        self, classes: Sequence[DemandClass], at: datetime
+    ) -> tuple[dict[str, tuple[datetime, float]], dict[str, MetricsUnavailable]]:
+        return self._instant.newest_each(classes, at)
+
+
 def demand_recorder(source: MetricSource) -> DemandRecorder:
-    return PerClassDemandRecorder(source) if isinstance(source, PerClassMetricSource) else DemandRecorder(source)
+    if isinstance(source, PerClassMetricSource):
+        if isinstance(source, InstantMetricSource):
+            return InstantDemandRecorder(source, source)
+        return PerClassDemandRecorder(source)
+    return DemandRecorder(source)

@@ -11,6 +11,12 @@ the data may be incomplete (a remote-read store that failed, a Thanos or Cortex 
 warnings is logged once and the class is unavailable for that fetch, since a sum over part of the data reads low.
 ``infos`` (Prometheus 2.45+, e.g. "metric might not be a counter") are logged and do not fail anything.
 
+``newest_each`` reads each class's demand at one instant (``/api/v1/query`` at the tick's time), for the loop's
+observation of demand now: the grid's newest step can start up to a step earlier. Prometheus evaluates it on the
+newest sample of each series within its lookback delta (``--query.lookback-delta``, 5 minutes by default) that is
+not marked stale, and stamps it with the evaluation time; an empty answer is no value, never 0. Warnings, several
+series, a result that is not an instant vector and failed requests make that class's instant value unavailable.
+
 Whatever makes an answer untrustworthy becomes ``MetricsUnavailable`` naming the demand class and the query:
 warnings, no series at all, a NaN newest value, a newest value that cannot be a demand (negative, infinite or
 absurdly large), a newest value older than ``max_staleness``, several series where one was expected, a
@@ -36,7 +42,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from agent.sources.prometheus_answer import checked_body, get_range, matrix
+from agent.sources.prometheus_answer import checked_body, get_instant, get_range, matrix, vector
 from agent.sources.prometheus_queries import no_data_hint
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricSourceUnavailable, MetricsUnavailable
@@ -173,6 +179,48 @@ class PrometheusSource:
                 missing[demand_class.name] = exc
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"unique_id": [], "ds": [], "y": []})
         return frame, missing
+
+    def newest_each(
+        self, classes: Sequence[DemandClass], at: datetime
+    ) -> tuple[dict[str, tuple[datetime, float]], dict[str, MetricsUnavailable]]:
+        """Each class's demand at ``at`` (one instant query per class), with the time Prometheus gives it, and why
+        each other class has none. A value is returned as read: the caller judges NaN and implausible values."""
+        readings: dict[str, tuple[datetime, float]] = {}
+        missing: dict[str, MetricsUnavailable] = {}
+        for demand_class in classes:
+            name = demand_class.name
+            try:
+                query = self._queries.get(name)
+                if query is None:
+                    raise MetricsUnavailable(name, "no Prometheus query is configured")
+                readings[name] = self.newest(name, query, at)
+            except MetricsUnavailable as exc:
+                missing[name] = exc
+        return readings, missing
+
+    def newest(self, name: str, query: str, at: datetime) -> tuple[datetime, float]:
+        """One query's value at ``at``: Prometheus evaluates it on the newest sample of each series within its
+        lookback delta (5 minutes by default) that is not marked stale. Raises ``MetricsUnavailable`` when there
+        is no such value, when the answer has warnings or several series, or when the request fails."""
+        params: dict[str, Any] = {"query": query, "time": _epoch(at)}
+        if self._query_timeout:
+            params["timeout"] = prometheus_duration(self._query_timeout)
+        self._client.headers = self._headers(name, query)
+        body = self._call(name, query, lambda: get_instant(self._client, params))
+        samples = vector(name, query, body, checked_body(name, query, body))
+        if not samples:
+            raise MetricsUnavailable(
+                name, f"Prometheus has no value at {at.isoformat()} (no sample within its lookback delta)", query
+            )
+        if len(samples) > 1:
+            raise MetricsUnavailable(
+                name,
+                f"the query returned several series ({_describe(samples[0][0])}, {_describe(samples[1][0])}, ...) "
+                "where one was expected; aggregate it, e.g. sum(...) or sum by () (...)",
+                query,
+            )
+        _, stamp, value = samples[0]
+        return datetime.fromtimestamp(stamp, UTC), value
 
     def fetch_class(self, demand_class: DemandClass, start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
         query = self._queries.get(demand_class.name)

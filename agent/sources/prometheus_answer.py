@@ -1,6 +1,7 @@
-"""Reading a Prometheus ``/api/v1/query_range`` answer whole: the request made through the client's own session
-(``custom_query_range`` returns ``data.result`` alone and so drops the answer's ``warnings``), the checks on the
-answer's envelope, and the documented matrix shape of its result. Used by ``agent.sources.prometheus``.
+"""Reading a Prometheus ``/api/v1/query_range`` or ``/api/v1/query`` answer whole: the request made through the
+client's own session (``custom_query_range`` and ``custom_query`` return ``data.result`` alone and so drop the
+answer's ``warnings``), the checks on the answer's envelope, and the documented matrix and vector shapes of its
+result. Used by ``agent.sources.prometheus``.
 """
 
 from __future__ import annotations
@@ -20,10 +21,19 @@ log = logging.getLogger("agent.sources.prometheus")
 def get_range(client: PrometheusConnect, params: dict[str, Any]) -> Any:
     """One ``query_range`` request made as ``PrometheusConnect.custom_query_range`` makes it (same session, method,
     headers, auth, certificates and timeout), returning the whole JSON answer instead of ``data.result``."""
+    return _get(client, "/api/v1/query_range", params)
+
+
+def get_instant(client: PrometheusConnect, params: dict[str, Any]) -> Any:
+    """One instant ``query`` request, made like ``get_range``; the whole JSON answer."""
+    return _get(client, "/api/v1/query", params)
+
+
+def _get(client: PrometheusConnect, path: str, params: dict[str, Any]) -> Any:
     session = client._session
     response = session.request(
         method=getattr(client, "_method", "GET"),
-        url=f"{client.url}/api/v1/query_range",
+        url=f"{client.url}{path}",
         params=params,
         verify=session.verify,
         headers=client.headers,
@@ -37,8 +47,8 @@ def get_range(client: PrometheusConnect, params: dict[str, Any]) -> Any:
 
 
 def checked_body(name: str, query: str, body: Any) -> list[Any]:
-    """``data.result`` of a range query's answer; its ``warnings`` make the class unavailable, its ``infos`` are
-    logged only. Shape: Prometheus HTTP API, "Format overview"."""
+    """``data.result`` of a range or instant query's answer; its ``warnings`` make the class unavailable, its
+    ``infos`` are logged only. Shape: Prometheus HTTP API, "Format overview"."""
     data = body.get("data") if isinstance(body, dict) else None
     result = data.get("result") if isinstance(data, dict) else None
     if not isinstance(result, list):
@@ -100,14 +110,47 @@ def matrix(name: str, query: str, results: list[Any]) -> list[tuple[dict[str, st
     return series
 
 
+def vector(name: str, query: str, body: Any, results: list[Any]) -> list[tuple[dict[str, str], float, float]]:
+    """Labels, time (epoch seconds) and value of each series of an instant query's ``result``.
+
+    The shape is the documented one of ``resultType: vector`` (Prometheus HTTP API, "Instant vectors"): a list of
+    ``{"metric": {label: value}, "value": [<unix time>, "<value as string>"]}``; the time is the query's evaluation
+    time. A scalar or string result, or anything else, is a malformed answer for this class alone.
+    """
+    kind = body.get("data", {}).get("resultType", "vector")
+    if kind != "vector":
+        raise MetricsUnavailable(
+            name, f"the query returned a {kind}, not an instant vector; it must return one series", query
+        )
+    samples = []
+    for i, result in enumerate(results):
+        metric = (result.get("metric") or {}) if isinstance(result, dict) else None
+        pair = result.get("value") if isinstance(result, dict) else None
+        at = _time(pair)
+        if not isinstance(metric, dict) or at is None or not isinstance(pair, list | tuple):
+            raise MetricsUnavailable(
+                name,
+                f"malformed answer from Prometheus: result[{i}] is not a sample with 'metric' and 'value' "
+                f"(got {result!r:.80})",
+                query,
+            )
+        samples.append(({str(k): str(v) for k, v in metric.items()}, at, _number(pair[1])))
+    return samples
+
+
 def _stamp(pair: object) -> int | None:
+    stamp = _time(pair)
+    return round(stamp) if stamp is not None else None
+
+
+def _time(pair: object) -> float | None:
     if not isinstance(pair, list | tuple) or len(pair) != 2 or isinstance(pair[0], bool):
         return None
     try:
         stamp = float(pair[0])
     except (TypeError, ValueError):
         return None
-    return round(stamp) if math.isfinite(stamp) else None
+    return stamp if math.isfinite(stamp) else None
 
 
 def _number(text: object) -> float:

@@ -59,13 +59,19 @@ class _Handler(BaseHTTPRequestHandler):
         elif state.mode == "garbage":
             self._send(200, b"<html>proxy login</html>")
         else:
-            args = parse_qs(urlparse(self.path).query)
-            start, end, step = (int(args[k][0]) for k in ("start", "end", "step"))
-            values = [[t, "4"] for t in range(start, end + 1, step)]
-            body: dict[str, object] = {
-                "status": "success",
-                "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]},
-            }
+            url = urlparse(self.path)
+            args = parse_qs(url.query)
+            body: dict[str, object]
+            if url.path == "/api/v1/query":  # an instant query: a vector of one sample at the query's time
+                sample = {"metric": {}, "value": [float(args["time"][0]), "6"]}
+                body = {"status": "success", "data": {"resultType": "vector", "result": [sample]}}
+            else:
+                start, end, step = (int(args[k][0]) for k in ("start", "end", "step"))
+                values = [[t, "4"] for t in range(start, end + 1, step)]
+                body = {
+                    "status": "success",
+                    "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]},
+                }
             if state.mode in ANNOTATIONS:
                 body |= ANNOTATIONS[state.mode]
             self._reply(200, body)
@@ -229,3 +235,27 @@ def test_a_partial_response_is_unavailable_and_logged_once(
         _source(url, max_points_per_query=4).fetch([DemandClass("gpu-a")], END - timedelta(hours=1), END, STEP)
     assert caught.value.demand_class == "gpu-a"
     assert len([r for r in caplog.records if "receive store" in r.getMessage()]) == 1
+
+
+def test_the_demand_now_is_read_at_the_instant_asked(stub: tuple[str, StubState]) -> None:
+    readings, missing = _source(stub[0]).newest_each([DemandClass("gpu-a")], END)
+    assert readings == {"gpu-a": (END, 6.0)} and missing == {}
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [("500", "server error"), ("partial", "warnings"), ("garbage", "malformed"), ("auth", "credentials")],
+)
+def test_a_demand_now_that_cannot_be_read_is_unavailable_for_its_class(
+    stub: tuple[str, StubState], tmp_path: Path, mode: str, reason: str
+) -> None:
+    url, state = stub
+    state.mode = mode
+    wrong = tmp_path / "token"
+    wrong.write_text("wrong-token")
+    source = _source(url, bearer_token_file=str(wrong)) if mode == "auth" else _source(url)
+    readings, missing = source.newest_each([DemandClass("gpu-a"), DemandClass("gpu-b")], END)
+    assert readings == {}
+    assert list(missing) == ["gpu-a", "gpu-b"]
+    assert reason in missing["gpu-a"].reason
+    assert "no Prometheus query is configured" in missing["gpu-b"].reason
