@@ -397,7 +397,14 @@ def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | 
     forecaster = build_forecaster(agent.settings.forecast, agent.settings.planning_horizon())
     try:
         results = backtest(
-            forecaster, history, agent.step, agent.horizon, agent.service_levels, first_origin, BACKTEST_EVERY
+            forecaster,
+            history,
+            agent.step,
+            agent.horizon,
+            agent.service_levels,
+            first_origin,
+            BACKTEST_EVERY,
+            peak_steps=_class_peak_steps(agent),
         )
     except MetricsUnavailable as exc:
         results, problem = {}, str(exc)
@@ -409,6 +416,16 @@ def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | 
         "classes": quality_table(results, [c.name for c in agent.classes]),
         "problem": problem,
     }
+
+
+def _class_peak_steps(agent: Agent) -> dict[str, int]:
+    """Per class, the steps the planner takes its peak over: those of the group it is planned in."""
+    steps = {}
+    for demand_class in agent.classes:
+        group = next((g for g in agent.groups if demand_class.name in g.members), None)
+        if group is not None and (k := _peak_steps(agent, group)) is not None:
+            steps[demand_class.name] = k
+    return steps
 
 
 def _per_day(units: int | None, price: float) -> float | None:

@@ -142,8 +142,10 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
             "MAE": q["mae"],
             "persistence MAE": q["persistence_mae"],
             "skill": q["skill"],
-            "coverage of the service level": q["coverage"],
             "service level": q["level"],
+            "coverage of the service level (each step)": q["coverage"],
+            "coverage of the planned peak": q.get("peak_coverage"),
+            "peak over (steps)": q.get("peak_steps"),
         }
         for q in quality.get("classes", [])
     ]

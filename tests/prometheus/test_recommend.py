@@ -114,6 +114,10 @@ def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
     assert set(quality) == set(TENANTS)
     assert quality["earth/vc6YE"]["origins"] >= 20
     assert 0.0 <= quality["earth/vc6YE"]["coverage"] <= 1.0
+    # the peak the planner provisions: over the 10-minute lead time and one tick, on the 5-minute grid
+    tick = load_settings(tmp_path / "leadtime.yaml").loop.tick_interval.total_seconds()
+    assert quality["earth/vc6YE"]["peak_steps"] == math.ceil((600 + tick) / 300)
+    assert 0.0 <= quality["earth/vc6YE"]["peak_coverage"] <= 1.0
     page = (out / "report.html").read_text()
     assert page.count('src="data:image/png;base64,') == 2
     markdown = (out / "report.md").read_text()
