@@ -53,28 +53,21 @@ def apply_budgets(
     proposed = {r.pool_id: r.to_units for r in resizes}
     out = enforce_budgets(now, spends, specs, billed, proposed, settled, tick, release_after=stabilization)
 
-    by_pool: dict[str, Resize] = {}
-    for resize in resizes:
-        allowed = out.targets[resize.pool_id]
-        if allowed == resize.to_units:
-            by_pool[resize.pool_id] = resize
-        elif allowed != resize.from_units:
-            reason = f"{resize.reason}; trimmed to {allowed} units by a budget cap"
-            by_pool[resize.pool_id] = Resize(
-                resize.pool_id, resize.from_units, allowed, reason, _key(now, resize.pool_id, allowed)
-            )
+    by_pool = _trimmed(now, resizes, out.targets)
     new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}
     new_skips = [*skips, *out.skips]
-    held = {s.pool_id for s in skips if s.reason in _HOLDS}
+    # a pool whose state could not be read is counted at its max_units, so a cap may name it: it is held
+    held = {s.pool_id for s in skips if s.reason in _HOLDS} | {p for p in specs if p not in states}
     stopped = {s.pool_id for s in out.shed if s.forced and s.pool_id not in held}  # the hard stop says it all
     for shed in out.shed:
         if shed.forced:
             continue
-        pool_id, current = shed.pool_id, billed[shed.pool_id]
-        planned = by_pool.get(pool_id)
-        after = planned.to_units if planned is not None else current
-        idle_left = 0 if pool_id in held else max(0, settled.get(pool_id, 0) - (current - after))
-        release = min(shed.units, idle_left)
+        pool_id, release = shed.pool_id, 0
+        if pool_id not in held:  # a held pool may have no state to look up
+            current = billed[pool_id]
+            planned = by_pool.get(pool_id)
+            after = planned.to_units if planned is not None else current
+            release = min(shed.units, max(0, settled.get(pool_id, 0) - (current - after)))
         if release:
             to_units = after - release
             reason = (
@@ -91,7 +84,7 @@ def apply_budgets(
             )
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
     for stop in (s for s in out.shed if s.forced):
-        pool_id, current = stop.pool_id, billed[stop.pool_id]
+        pool_id = stop.pool_id
         if pool_id in held:
             detail = (
                 f"budget {stop.budget!r} hard stop: the money left does not pay for the units held through the next "
@@ -99,6 +92,7 @@ def apply_budgets(
             )
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
             continue
+        current = billed[pool_id]
         planned = by_pool.get(pool_id)
         after = planned.to_units if planned is not None else current
         to_units = min(after, min(out.targets.get(pool_id, current), current) - stop.units)
@@ -116,6 +110,21 @@ def apply_budgets(
     kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}
     snapshots = budget_snapshots(now, spends, specs, billed, kept, tick)
     return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
+
+
+def _trimmed(now: datetime, resizes: Sequence[Resize], allowed: Mapping[str, int]) -> dict[str, Resize]:
+    """The planner's resizes with scale-ups cut to the units the caps allow (none left where nothing is)."""
+    by_pool: dict[str, Resize] = {}
+    for resize in resizes:
+        units = allowed[resize.pool_id]
+        if units == resize.to_units:
+            by_pool[resize.pool_id] = resize
+        elif units != resize.from_units:
+            reason = f"{resize.reason}; trimmed to {units} units by a budget cap"
+            by_pool[resize.pool_id] = Resize(
+                resize.pool_id, resize.from_units, units, reason, _key(now, resize.pool_id, units)
+            )
+    return by_pool
 
 
 def _settled_idle(state: PoolState, now: datetime, window: timedelta) -> int:

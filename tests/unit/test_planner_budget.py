@@ -15,9 +15,9 @@ NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends
 STEP = timedelta(minutes=5)
 
 
-def state(target: int, idle_minutes: tuple[int, ...] = ()) -> PoolState:
+def state(target: int, idle_minutes: tuple[int, ...] = (), pool_id: str = "gpu") -> PoolState:
     since = tuple(NOW - timedelta(minutes=m) for m in idle_minutes)
-    return PoolState("gpu", NOW, target, target, idle_units=len(since), idle_since=since)
+    return PoolState(pool_id, NOW, target, target, idle_units=len(since), idle_since=since)
 
 
 def plan(
@@ -181,3 +181,22 @@ def test_a_hard_stop_says_which_nodes_go_when_the_idle_ones_are_too_few() -> Non
     assert note == (
         "a hard stop: the 1 nodes idle for 10m go first, then 3 busy nodes the drainer chooses, the least loaded first"
     )
+
+
+def test_a_pool_whose_state_could_not_be_read_is_held_when_a_broken_cap_names_it() -> None:
+    # The h100 pool's state could not be read: it is counted at its max_units (10 x 80 USD an hour), so the
+    # broken cap names it first. It is held with a budget skip; the gpu pool, read, still sheds its idle unit.
+    pools = [pool(hi=10), pool("h100", price=80.0, hi=10)]
+    over = plan(pools, [state(target=4, idle_minutes=(60,))], {"a": 32.0}, [monthly(1000.0, 5000.0, ("gpu", "h100"))])
+    assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in over.resizes] == [("gpu", 4, 3, False)]
+    [held] = [s for s in over.skips if s.pool_id == "h100" and s.reason is SkipReason.BUDGET]
+    assert "10 more units should be released but are in a pool that is held; keeping them" in held.detail
+    assert over.decisions["h100"].target_units is None
+    [snapshot] = over.budgets
+    assert snapshot.projected_usd > 1000.0  # the unread pool's max_units keep the overrun visible
+
+    budget = Budget("team-a", frozenset({"gpu", "h100"}), monthly_cap_usd=1000.0, commit_horizon=timedelta(hours=2))
+    stopped = plan(pools, [state(target=4, idle_minutes=(60,))], {"a": 32.0}, [BudgetSpend(budget, NOW, 999.0, 0.0)])
+    assert [r.pool_id for r in stopped.resizes] == ["gpu"]
+    stop_skips = [s.detail for s in stopped.skips if s.pool_id == "h100" and s.reason is SkipReason.BUDGET]
+    assert any("hard stop" in d and "10 units should go now, but the pool is held" in d for d in stop_skips)
