@@ -2,11 +2,17 @@
 
 ``Agent.run_once(now)`` is the whole tick; time is always the ``now`` argument, so the simulator can drive a
 month in seconds and the daemon drives it from a scheduler. Models are refitted by ``refit(now)`` on their own
-schedule; ``run_once`` only refits when no model has been fitted yet or the refit interval has passed.
+schedule; ``run_once`` only refits when no model has been fitted yet or the refit interval has passed. A refit in
+a tick that fails for a reason other than the forecaster's own refusal (a library's error in the fit, memory) keeps
+the models fitted before, and when none was, holds every class with the reason, instead of failing the tick (pools
+are still read, drains continued, budgets enforced).
 
 The daemon refits beside its ticks instead: ``stage_refit`` reads the history and copies the model, the copy is
 fitted while ticks go on with the model they have, and ``install`` swaps it in between two ticks, so a tick never
-sees a model half fitted. Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks
+sees a model half fitted. Its ticks then refit only while no model has been fitted (``refit_in_ticks`` off):
+the scheduled refit is the only one after that, so a tick never refits the live model while the scheduled refit
+fits its copy, and a refit that fails is survived by the refit job alone, not retried in every tick after it.
+Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks
 forecast with it and need not wait for the configured model's first fit; the first staged refit swaps that in.
 
 A tick reads the recent demand on the forecast step grid (steps in [start, now)), which the forecaster predicts
@@ -147,6 +153,8 @@ class Agent:
         self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger, holder, tick=self.tick)
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
+        # Off in the daemon, whose scheduled refit is the only one once a model is fitted (see the module's text).
+        self.refit_in_ticks = True
         self.waiting_costs = settings.waiting_costs()
         self._paced = any(b.pacing == "forecast" for b in settings.budgets)
         self._profile: tuple[datetime, BurstProfile | None] | None = None
@@ -260,10 +268,8 @@ class Agent:
         )
         problems.update(missing)
         forecasts: dict[str, DemandForecast] = {}
-        if observed:
+        if observed and self._refit_if_due(now, names, problems):
             try:
-                if self.last_refit is None or now - self.last_refit >= self.settings.forecast.refit_interval:
-                    self.refit(now)
                 frame = self.parts.forecaster.predict(with_group_series(recent, self.groups), self.horizon, self.levels)
                 forecasts, bad = forecasts_from_frame(frame, now, self.step, self.levels, observed)
                 problems.update({k: v for k, v in bad.items() if k not in problems})
@@ -274,6 +280,29 @@ class Agent:
         for name in aggregates:
             problems.pop(name, None)
         return observed, forecasts
+
+    def _refit_if_due(self, now: datetime, names: Sequence[str], problems: dict[str, str]) -> bool:
+        """Refit when no model has been fitted yet, or (``refit_in_ticks``) the refit interval has passed; whether
+        there is a model to forecast with. A failure with no model fitted holds every class with its reason."""
+        due = self.last_refit is None or (
+            self.refit_in_ticks and now - self.last_refit >= self.settings.forecast.refit_interval
+        )
+        if not due:
+            return True
+        try:
+            self.refit(now)
+        except (ForecastError, MetricsUnavailable) as exc:
+            problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
+            return False
+        except Exception as exc:  # any failure of a fit: the tick goes on without a new model
+            if self.last_refit is not None:
+                log.exception("refit failed in the tick; forecasting with the models fitted at %s", self.last_refit)
+                return True
+            log.exception("refit failed in the tick and no model has been fitted; every class is held")
+            why = f"forecast failed: the models could not be fitted ({type(exc).__name__}: {exc})"
+            problems.update({name: why for name in names if name not in problems})
+            return False
+        return True
 
     def _with_idle_nodes(
         self, states: dict[str, PoolState], now: datetime, alerts: list[AlertEvent]

@@ -133,6 +133,7 @@ def assemble(
         holder=identity,
         stand_in=stand_in,
     )
+    agent.refit_in_ticks = False  # the refit job refits: a tick only when no model has been fitted
 
     metrics = DaemonMetrics(parts.registry)
     metrics.registry.register(BackoffCollector(lambda: agent.memory if elector.is_leader(clock.now()) else None, clock))

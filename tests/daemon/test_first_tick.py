@@ -171,3 +171,74 @@ def test_stopping_waits_for_the_fit_in_progress_so_the_election_keeps_renewing_m
     refit.join(DEADLINE)
     assert not stopper.is_alive()
     assert gate.fits_done == 1
+
+
+def test_a_tick_does_not_refit_the_live_model_while_the_scheduled_refit_fits_its_copy() -> None:
+    gate = Gate()
+    gate.open.set()
+    assembled = _daemon(GatedForecaster(PersistenceForecaster(), gate), None)
+    daemon, agent = assembled.daemon, assembled.loop.agent
+    clock = daemon._clock
+    assert isinstance(clock, SimulatedClock)
+    daemon.elect()
+    daemon.refit()
+    daemon.tick()
+    clock.advance(agent.settings.forecast.refit_interval)  # the next refit is due
+    gate.open.clear()
+    gate.fitting.clear()
+    refit = _in_thread(daemon.refit)  # a slow fit (a LightGBM retrain) beside the ticks
+    assert gate.fitting.wait(DEADLINE)
+    clock.advance(timedelta(seconds=60))
+    gate.fitting.clear()
+    tick = _in_thread(daemon.tick)
+    tick.join(DEADLINE)
+    assert not tick.is_alive(), "the tick waited on a fit: it refitted the live model itself"
+    assert not gate.fitting.is_set()
+    gate.open.set()
+    refit.join(DEADLINE)
+    assert gate.fits_done == 2  # the first refit and the scheduled one: none in the tick
+
+
+class FailingRefit(PersistenceForecaster):
+    """Fits once, then every fit fails as a library's error would (not the forecaster's own refusal)."""
+
+    fits = 0
+
+    def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
+        FailingRefit.fits += 1
+        if FailingRefit.fits > 1:
+            raise RuntimeError("the boosters could not be trained")
+        return super().fit(history, step)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FailingRefit:
+        return self  # the staged copy shares the counter's behaviour; persistence keeps no fitted state
+
+
+def test_after_a_failed_refit_the_ticks_go_on_with_the_models_fitted_before() -> None:
+    FailingRefit.fits = 0
+    assembled = _daemon(FailingRefit(), None)
+    daemon, agent, metrics = assembled.daemon, assembled.loop.agent, assembled.metrics
+    clock = daemon._clock
+    assert isinstance(clock, SimulatedClock)
+    daemon.elect()
+    daemon.refit()
+    daemon.tick()
+    clock.advance(agent.settings.forecast.refit_interval)
+    daemon.refit()  # fails: the refit job survives it
+    assert FailingRefit.fits == 2
+    for _ in range(3):
+        clock.advance(timedelta(seconds=60))
+        daemon.tick()
+        assert metrics.last_success._value.get() == clock.now().timestamp()  # every tick succeeded
+    assert FailingRefit.fits == 2  # and none of them tried the refit again
+    assert assembled.loop.agent.last_refit is not None
+
+
+def test_a_tick_whose_first_fit_fails_holds_every_class_with_the_reason() -> None:
+    FailingRefit.fits = 1  # the next fit fails
+    assembled = _daemon(FailingRefit(), None)
+    agent = assembled.loop.agent
+    report = agent.run_once(CLOCK_START)
+    assert report.forecasts == {}
+    names = [c.name for c in agent.classes]
+    assert names and all("the models could not be fitted (RuntimeError" in report.problems[n] for n in names)
