@@ -7,7 +7,11 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   ``idle_since`` (when this agent first saw each node idle), so the planner's rule "release only units observed
   idle for the stabilization window" holds on real pools. A pool whose idle nodes cannot be read has none (it is
   held, never shrunk on unknown idleness). Nodes being drained are taken out of the pool's ready and target
-  units: they were already asked to go, so the planner does not release capacity twice for the same need.
+  units: they were already asked to go, so the planner does not release capacity twice for the same need. The
+  cloud's own target still counts them until each drain removes its node, so a scale-up planned meanwhile is sent
+  as the planned change applied to the cloud's target (``agent.executor``), never as the planned figure: a resize
+  must not take out a node the drainer did not empty (the cloud would pick it, busy or not, with no eviction). A
+  draining node is not taken back when demand returns: its drain goes on and the new nodes are bought.
 * **Acting** (in the executor): a planned release of ``k`` units drains the ``k`` nodes its decision record names
   (the planner chose them, longest idle first, from the nodes observed here), after checking that each is still idle
   for the stabilization window; if one is not, the release is refused and re-planned next tick. A release whose

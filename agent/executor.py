@@ -5,9 +5,12 @@ stockout backs the pool off (the next plan fills the next eligible pool), a perm
 a person looks. Units a pool reports failed (a stockout found after an accepted request) are removed and their
 pool backed off before the tick plans. A pool served by a node drainer never shrinks by a size change: its
 releases become drains of exactly the nodes the pool's decision record names, re-checked idle (``agent.drains``),
-and drains still waiting on a disruption budget go on every tick. A forced release (``Resize.forced``, a budget's
-hard stop) is checked against fresh state like any action; on a pool without a drainer it is a plain resize, on a
-pool with one it drains busy nodes too once the idle ones do not cover it, and is never refused for busy nodes.
+and drains still waiting on a disruption budget go on every tick. The plan sees such a pool without its draining
+nodes while the cloud's target still counts them, so a scale-up is sent as the planned change applied to the
+cloud's target: a resize never takes a pool below the cloud's target less the nodes the drainer emptied. A forced
+release (``Resize.forced``, a budget's hard stop) is checked against fresh state like any action; on a pool without
+a drainer it is a plain resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and
+is never refused for busy nodes.
 A pool whose state could not be read is alerted on and held (planned as unobserved), not blocked: reading it
 changes nothing, and it is planned again once it can be read.
 """
@@ -63,10 +66,9 @@ def execute(
         memory = _absorb(drains.continue_pending(now), memory, now, results, alerts)
     if plan.is_empty:
         return Execution(tuple(results), memory, tuple(alerts))
-    fresh = {state.pool_id: state for state in actuator.list_pools()}
+    cloud = {state.pool_id: state for state in actuator.list_pools()}
     unread = unread_pools(actuator)
-    if drains is not None:
-        fresh = drains.adjusted(fresh)
+    fresh = drains.adjusted(cloud) if drains is not None else cloud
     for resize in plan.resizes:
         state = fresh.get(resize.pool_id)
         if state is None or state.target_units != resize.from_units:
@@ -83,7 +85,7 @@ def execute(
                 memory = memory.changed(resize.pool_id, now, -1)
             memory = _absorb(outcome, memory, now, results, alerts)
         else:
-            memory = _resize(resize, actuator, pools, memory, now, results, alerts)
+            memory = _resize(resize, cloud[resize.pool_id], state, actuator, pools, memory, now, results, alerts)
         log.info(
             "action pool=%s from=%d to=%d status=%s reason=%r",
             resize.pool_id,
@@ -180,6 +182,8 @@ def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) 
 
 def _resize(
     resize: Resize,
+    cloud: PoolState,
+    planned: PoolState,
     actuator: Actuator,
     pools: dict[str, PoolSpec],
     memory: PlannerMemory,
@@ -187,8 +191,20 @@ def _resize(
     results: list[ActionResult],
     alerts: list[AlertEvent],
 ) -> PlannerMemory:
+    """Carry out the planned change against the cloud's own target (``cloud``): the plan was made on ``planned``,
+    the pool with its nodes still draining taken out, while the cloud's target still counts them until each drain
+    removes its node. Sending the planned figure as it is would make the actuator shrink the pool by the draining
+    nodes, deleting instances of the cloud's choosing with no drain; sent as the same change applied to the cloud's
+    target, a resize can never take out a node the drainer did not empty."""
+    to_units = cloud.target_units + resize.to_units - resize.from_units
+    if to_units != resize.to_units:
+        log.info(
+            "pool %s: %d nodes still draining; its target goes %d -> %d for the planned %d -> %d",
+            resize.pool_id, cloud.target_units - planned.target_units, cloud.target_units, to_units,
+            resize.from_units, resize.to_units,
+        )  # fmt: skip
     try:
-        result = actuator.resize(resize.pool_id, resize.to_units, resize.key)
+        result = actuator.resize(resize.pool_id, to_units, resize.key)
     except CapacityUnavailable as exc:
         backoff = max(MIN_BACKOFF, pools[resize.pool_id].lead_time)
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))

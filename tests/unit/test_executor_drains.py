@@ -1,0 +1,131 @@
+"""The executor on a pool with drains in progress, on the simulated cluster: the planner sees the pool without its
+draining nodes, while the cloud's target still counts them until each drain removes its node, so a scale-up is the
+planned change applied to the cloud's target and never takes out a node the drainer did not empty."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from actuators import SimulatedCluster
+from agent.drains import NodeDrains
+from agent.executor import Execution, execute
+from agent.planning import PlannerMemory
+from models import (
+    AcceleratorFamily,
+    ActionResult,
+    ActionStatus,
+    CapacityPlan,
+    CapacityTier,
+    PoolKind,
+    PoolSpec,
+    Resize,
+)
+from models.clock import SimulatedClock
+
+T0 = datetime(2024, 1, 1, tzinfo=UTC)
+WINDOW = timedelta(minutes=10)
+CHIPS = 8
+POOL = PoolSpec("gpu", PoolKind.GPU_NODE_POOL, CapacityTier.ON_DEMAND, AcceleratorFamily.GPU, CHIPS, 0, 20, 24.0,
+                timedelta(minutes=10), ("a",))  # fmt: skip
+
+
+class _BudgetedDrains:
+    """The cluster's drains, with a disruption budget that says "not now" for every node in ``held``: such a drain
+    stays started (the node cordoned, still in the pool and its target) and goes on every tick, as the Kubernetes
+    drainer's does, until the budget lets it through and the cluster removes exactly that unit."""
+
+    def __init__(self, cluster: SimulatedCluster) -> None:
+        self._cluster = cluster
+        self.held: set[str] = set()
+        self._draining: dict[str, str] = {}
+
+    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        return [n for n in self._cluster.idle_nodes(pool_id, idle_for) if n not in self._draining]
+
+    def pool_nodes(self, pool_id: str) -> Sequence[str]:
+        return [n for n in self._cluster.pool_nodes(pool_id) if n not in self._draining]
+
+    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+        if node in self.held:
+            self._draining[node] = key
+            return ActionResult(key, pool_id, ActionStatus.STARTED, T0, f"waiting for a disruption budget on {node}")
+        self._draining.pop(node, None)
+        return self._cluster.drain(pool_id, node, key)
+
+    def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
+        return dict(self._draining)
+
+
+def _idle_pool(units: int) -> tuple[SimulatedCluster, SimulatedClock, _BudgetedDrains, NodeDrains]:
+    """``units`` ready units, all idle for the stabilization window."""
+    clock = SimulatedClock(T0)
+    cluster = SimulatedCluster([POOL], clock, {"gpu": units})
+    cluster.serve(clock.now(), {"a": 0.0})
+    clock.advance(WINDOW)
+    cluster.serve(clock.now(), {"a": 0.0})
+    drainer = _BudgetedDrains(cluster)
+    return cluster, clock, drainer, NodeDrains({"gpu": drainer}, WINDOW)
+
+
+def _tick(
+    cluster: SimulatedCluster, clock: SimulatedClock, drains: NodeDrains, memory: PlannerMemory, delta: int = 0
+) -> tuple[Execution, int]:
+    """One tick: observe as the loop does, then execute a change of ``delta`` units planned on what the planner
+    sees (none: drains in progress go on). Returns the execution and the planned pool's target."""
+    now = clock.now()
+    seen, _ = drains.observe({s.pool_id: s for s in cluster.list_pools()}, now)
+    planned = seen["gpu"].target_units
+    resizes = (Resize("gpu", planned, planned + delta, "test", f"gpu@{now.isoformat()}->{planned + delta}"),)
+    plan = CapacityPlan(now, resizes if delta else ())
+    return execute(plan, cluster, {"gpu": POOL}, memory, now, drains), planned
+
+
+def _target(cluster: SimulatedCluster) -> int:
+    [state] = cluster.list_pools()
+    return state.target_units
+
+
+@pytest.mark.parametrize("held", [1, 2, 3])
+@pytest.mark.parametrize("up", [1, 2, 4])
+def test_a_scale_up_while_nodes_drain_grows_the_cloud_target_by_the_planned_change(held: int, up: int) -> None:
+    cluster, clock, drainer, drains = _idle_pool(units=6)
+    idle = list(cluster.idle_nodes("gpu", WINDOW))
+    drainer.held = set(idle[:held])
+    release, planned = _tick(cluster, clock, drains, PlannerMemory(), delta=-held)
+    assert planned == 6
+    assert [r.status for r in release.results] == [ActionStatus.STARTED] * held
+    assert _target(cluster) == 6  # cordoned, still in the pool
+
+    clock.advance(timedelta(minutes=1))
+    grow, planned = _tick(cluster, clock, drains, release.memory, delta=up)
+    assert planned == 6 - held  # the planner does not count the draining nodes
+    assert grow.results[-1].status is ActionStatus.STARTED
+    assert _target(cluster) == 6 + up  # none of the draining nodes was taken out by the resize
+    assert cluster.ready_units() == {"gpu": 6}
+
+    drainer.held.clear()  # the budget lets the drains through: each removes exactly its node
+    clock.advance(timedelta(minutes=1))
+    finished, _ = _tick(cluster, clock, drains, grow.memory)
+    assert [r.status for r in finished.results] == [ActionStatus.DONE] * held
+    assert _target(cluster) == 6 - held + up  # what the plans asked for
+
+
+def test_no_resize_takes_the_pool_below_its_target_less_the_nodes_the_drainer_emptied() -> None:
+    cluster, clock, drainer, drains = _idle_pool(units=8)
+    idle = list(cluster.idle_nodes("gpu", WINDOW))
+    drainer.held = set(idle[:3])
+    memory = PlannerMemory()
+    for delta, released in ((-3, ()), (1, ()), (0, idle[:1]), (2, ()), (0, idle[1:3]), (1, ())):
+        drainer.held -= set(released)
+        before = _target(cluster)
+        done, _ = _tick(cluster, clock, drains, memory, delta)
+        memory = done.memory
+        emptied = sum(1 for r in done.results if r.status is ActionStatus.DONE and "drained" in r.detail)
+        assert emptied == len(released)
+        assert _target(cluster) >= before - emptied
+        assert _target(cluster) == before - emptied + max(delta, 0)
+        clock.advance(timedelta(minutes=1))
+    assert _target(cluster) == 8 - 3 + 1 + 2 + 1
