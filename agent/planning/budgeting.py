@@ -3,8 +3,13 @@
 Scale-ups are trimmed by ``enforce_budgets``. Where a cap is broken anyway (prices rose, a cap was lowered, a
 new period began with capacity bought late in the last one), the units it names are released through the
 planner's safe release rule: only units observed idle for the stabilization window go, never from a pool the
-planner is holding (missing data, an operation in flight, a permanent error). Whatever should go but cannot go
-safely is kept, with a budget skip that says how many and why; the loop alerts on the overrun.
+planner is holding. Whatever should go but cannot go safely is kept, with a budget skip that says how many and why;
+the loop alerts on the overrun.
+
+The pools held are read from the planner's inputs, whatever size it wanted for them: a pool whose state could not
+be read, one blocked by a permanent error, one serving a class whose demand is unknown; and those its own decision
+held this tick (an operation in flight). A pool already at the size the planner wants gets no skip of its own,
+but is held all the same.
 
 A budget with a commit horizon holds its cap by a hard stop instead: the units its stop names go whether idle or
 busy (a ``forced`` release, which the executor drains idle nodes first for), except from a held pool.
@@ -12,7 +17,7 @@ busy (a ``forced`` release, which the executor drains idle nodes first for), exc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -21,7 +26,7 @@ from agent.planning.enforcement import Shed, Trim, budget_snapshots, enforce_bud
 from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
 from models.durations import format_duration
 
-_HOLDS = {SkipReason.MISSING_DATA, SkipReason.PERMANENT_ERROR, SkipReason.IN_FLIGHT}
+_HOLDS = {SkipReason.MISSING_DATA, SkipReason.PERMANENT_ERROR, SkipReason.IN_FLIGHT}  # the planner's own holds
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,12 @@ def apply_budgets(
     resizes: Sequence[Resize],
     skips: Sequence[Skip],
     targets: Mapping[str, int],
+    *,
+    blocked: Mapping[str, str],
+    unknown: Collection[str],
 ) -> BudgetedDecisions:
+    """The planner's decisions held to the caps of ``spends``. ``blocked`` holds the pools a permanent error
+    blocks (with the error), ``unknown`` the classes whose demand is unknown: their pools are held."""
     if not spends:
         return BudgetedDecisions(tuple(resizes), tuple(skips), dict(targets))
     specs = {p.pool_id: p for p in pools}
@@ -56,8 +66,7 @@ def apply_budgets(
     by_pool = _trimmed(now, resizes, out.targets)
     new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}
     new_skips = [*skips, *out.skips]
-    # a pool whose state could not be read is counted at its max_units, so a cap may name it: it is held
-    held = {s.pool_id for s in skips if s.reason in _HOLDS} | {p for p in specs if p not in states}
+    held = _held(pools, states, blocked, unknown, skips)
     stopped = {s.pool_id for s in out.shed if s.forced and s.pool_id not in held}  # the hard stop says it all
     for shed in out.shed:
         if shed.forced:
@@ -77,7 +86,8 @@ def apply_budgets(
             by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
             new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
         if release < shed.units and pool_id not in stopped:
-            why = "in a pool that is held" if pool_id in held else f"not idle for {format_duration(stabilization)}"
+            idle_for = f"not idle for {format_duration(stabilization)}"
+            why = f"in a pool that is held ({held[pool_id]})" if pool_id in held else idle_for
             detail = (
                 f"budget {shed.budget!r} projected over its {shed.cap} cap: {shed.units - release} more units "
                 f"should be released but are {why}; keeping them"
@@ -88,7 +98,7 @@ def apply_budgets(
         if pool_id in held:
             detail = (
                 f"budget {stop.budget!r} hard stop: the money left does not pay for the units held through the next "
-                f"two ticks and {stop.units} units should go now, but the pool is held; keeping them"
+                f"two ticks and {stop.units} units should go now, but the pool is held ({held[pool_id]}); keeping them"
             )
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
             continue
@@ -110,6 +120,27 @@ def apply_budgets(
     kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}
     snapshots = budget_snapshots(now, spends, specs, billed, kept, tick)
     return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
+
+
+def _held(
+    pools: Sequence[PoolSpec],
+    states: Mapping[str, PoolState],
+    blocked: Mapping[str, str],
+    unknown: Collection[str],
+    skips: Sequence[Skip],
+) -> dict[str, str]:
+    """The pools no budget release may touch, and why. A pool whose state could not be read is counted at its
+    max_units (``enforce_budgets``), so a broken cap may well name it."""
+    held = {s.pool_id: s.detail for s in skips if s.reason in _HOLDS}
+    for pool in pools:
+        missing = sorted(set(pool.serves) & set(unknown))
+        if pool.pool_id not in states:
+            held[pool.pool_id] = "its state could not be read"
+        elif pool.pool_id in blocked:
+            held[pool.pool_id] = f"blocked by a permanent error: {blocked[pool.pool_id]}"
+        elif missing:
+            held[pool.pool_id] = f"no trustworthy demand for {', '.join(missing)}"
+    return held
 
 
 def _trimmed(now: datetime, resizes: Sequence[Resize], allowed: Mapping[str, int]) -> dict[str, Resize]:

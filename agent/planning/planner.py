@@ -93,7 +93,7 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
     desired = {pool_id: d.bounded_units for pool_id, d in sized.items()}
     held = apply_budgets(
         given.now, given.tick, given.settings.scale_down_stabilization, given.pools, given.states, given.budgets,
-        resizes, skips, desired,
+        resizes, skips, desired, blocked=given.memory.blocked, unknown=unknown,
     )  # fmt: skip
     decisions = with_budgets(decisions, skips, held)
     final: list[Resize] = []

@@ -26,6 +26,7 @@ def plan(
     demand: dict[str, float],
     budgets: list[BudgetSpend],
     forecasts: dict[str, DemandForecast] | None = None,
+    memory: PlannerMemory | None = None,
 ) -> CapacityPlan:
     return plan_capacity(
         PlanInput(
@@ -37,7 +38,7 @@ def plan(
             observed=demand,
             service_levels=dict.fromkeys(demand, 0.9),
             settings=PlannerSettings(),
-            memory=PlannerMemory(),
+            memory=memory or PlannerMemory(),
             budgets=budgets,
         )
     )
@@ -190,7 +191,10 @@ def test_a_pool_whose_state_could_not_be_read_is_held_when_a_broken_cap_names_it
     over = plan(pools, [state(target=4, idle_minutes=(60,))], {"a": 32.0}, [monthly(1000.0, 5000.0, ("gpu", "h100"))])
     assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in over.resizes] == [("gpu", 4, 3, False)]
     [held] = [s for s in over.skips if s.pool_id == "h100" and s.reason is SkipReason.BUDGET]
-    assert "10 more units should be released but are in a pool that is held; keeping them" in held.detail
+    assert (
+        "10 more units should be released but are in a pool that is held (its state could not be read); keeping them"
+        in held.detail
+    )
     assert over.decisions["h100"].target_units is None
     [snapshot] = over.budgets
     assert snapshot.projected_usd > 1000.0  # the unread pool's max_units keep the overrun visible
@@ -200,3 +204,31 @@ def test_a_pool_whose_state_could_not_be_read_is_held_when_a_broken_cap_names_it
     assert [r.pool_id for r in stopped.resizes] == ["gpu"]
     stop_skips = [s.detail for s in stopped.skips if s.pool_id == "h100" and s.reason is SkipReason.BUDGET]
     assert any("hard stop" in d and "10 units should go now, but the pool is held" in d for d in stop_skips)
+
+
+def test_a_blocked_pool_at_its_desired_size_is_neither_shed_nor_stopped() -> None:
+    # Demand wants exactly the 10 units the pool has, so the planner has nothing to skip; a permanent error
+    # blocks the pool all the same, and no budget release may resize it.
+    blocked = PlannerMemory(blocked={"gpu": "403 permission denied on node pool"})
+    over = plan([pool()], [state(target=10, idle_minutes=(60, 60, 60))], {"a": 80.0}, [monthly(100.0, 100.0)],
+                memory=blocked)  # fmt: skip
+    assert over.resizes == ()
+    [kept] = [s for s in over.skips if s.reason is SkipReason.BUDGET]
+    assert "are in a pool that is held (blocked by a permanent error: 403 permission denied" in kept.detail
+    assert over.decisions["gpu"].target_units == 10
+    stopped = plan([pool()], [state(target=10)], {"a": 80.0}, [hard_stop(1000.0, 999.9)], memory=blocked)
+    assert stopped.resizes == ()
+    assert any("hard stop" in s.detail and "the pool is held (blocked" in s.detail for s in stopped.skips)
+
+
+def test_a_pool_serving_a_class_with_no_data_at_its_desired_size_is_not_shed() -> None:
+    # Class a alone asks for the pool's 10 units; class b, served by the same pool, has no data: the planner
+    # holds the pool whatever a wants, and so does the budget.
+    shared = pool(serves=("a", "b"))
+    over = plan([shared], [state(target=10, idle_minutes=(60, 60))], {"a": 80.0}, [monthly(100.0, 100.0)])
+    assert over.resizes == ()
+    [kept] = [s for s in over.skips if s.reason is SkipReason.BUDGET]
+    assert "in a pool that is held (no trustworthy demand for b)" in kept.detail
+    stopped = plan([shared], [state(target=10)], {"a": 80.0}, [hard_stop(1000.0, 999.9)])
+    assert stopped.resizes == ()
+    assert any("the pool is held (no trustworthy demand for b)" in s.detail for s in stopped.skips)
