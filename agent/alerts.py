@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from agent.ledger.meter import LedgerCoverage
 from agent.planning.budget import ScaleUpCharge
 from agent.planning.enforcement import Overspend
 from models import AlertEvent, AlertKind, BudgetSnapshot, PoolSpec, PoolState, Resize, Severity
@@ -92,6 +93,33 @@ def projected_overspend_event(
         details={
             "scale-ups that drove it": "\n".join(lines) or "none by the agent this period",
             "shedding": "\n".join(shedding) or "nothing can go safely now (no unit idle long enough, or at minimum)",
+        },
+    )
+
+
+def ledger_incomplete_event(coverage: LedgerCoverage, at: datetime) -> AlertEvent:
+    """The ledger began after the budget's period started: its spend so far (and so the cap's headroom) leaves out
+    everything before the ledger's first record. The subject names the period, so it is told once per period."""
+    since = "no record yet" if coverage.since is None else _when(coverage.since)
+    return AlertEvent(
+        kind=AlertKind.BUDGET_LEDGER_INCOMPLETE,
+        severity=Severity.WARNING,
+        at=at,
+        subject=f"budget {coverage.budget}: period from {_when(coverage.period_start)}",
+        summary=(
+            f"The ledger holds this budget's spend only since {since}, but its period started "
+            f"{_when(coverage.period_start)}: the spend before is counted as 0, so the cap allows that much more "
+            "until the period ends."
+        ),
+        details={
+            "ledger": coverage.where,
+            "period": f"{_when(coverage.period_start)} to {_when(coverage.period_end)}",
+            "first record": since,
+            "what to do": (
+                "Keep the ledger where restarts do not lose it (deploy/components/sqlite-ledger-volume or "
+                "deploy/components/postgresql-ledger), and fill this period with its bill: `leadtime ledger "
+                "import-billing`. If the budget's pools were new at the first record, nothing is missing."
+            ),
         },
     )
 

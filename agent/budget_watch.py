@@ -1,9 +1,12 @@
 """The loop's money side: charge the ledger for what the pools hold, hand the planner each budget's spend, and
 raise the alerts about spend and slow capacity (budget thresholds, projected overspend, stalled scale-ups).
 
-One tick: ``observe`` (charge what was held since the last tick, return budget spend for the planner),
+One tick: ``observe`` (charge what was held since the last tick, return budget spend for the planner, and note
+whether the ledger holds each budget's period from its start: ``coverage``),
 ``reserve`` (reserve the plan's scale-ups against budgets shared with other agents, see
-``agent.budget_reserve``), ``acted`` (charge the agent's own scale-ups from this instant; remember them), ``alerts``.
+``agent.budget_reserve``), ``acted`` (charge the agent's own scale-ups from this instant; remember them), ``alerts``
+(a budget whose period started before the ledger's first record is told once per period: its spend so far leaves
+out the time before, see ``agent.ledger.meter.LedgerCoverage``).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from datetime import datetime, timedelta
 from agent.alerts import (
     PendingScaleUp,
     budget_threshold_events,
+    ledger_incomplete_event,
     outstanding,
     projected_overspend_event,
     stalled_scale_up_events,
@@ -21,7 +25,7 @@ from agent.alerts import (
 from agent.budget_reserve import BudgetReserver, Reserved
 from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
-from agent.ledger.meter import SpendMeter
+from agent.ledger.meter import LedgerCoverage, SpendMeter
 from agent.ledger.reservations import Reservations
 from agent.planning.budget import Budget, BudgetSpend, scale_up_charges
 from agent.planning.enforcement import find_overspends
@@ -57,6 +61,8 @@ class BudgetWatch:
         self._scale_ups: list[tuple[datetime, Resize]] = []
         self._pending: list[PendingScaleUp] = []
         self._spent: dict[str, tuple[datetime, float]] = {}  # budget -> (period start, spent at the last tick)
+        self.coverage: list[LedgerCoverage] = []  # as of the last spend read
+        self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
 
     def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner."""
@@ -64,8 +70,11 @@ class BudgetWatch:
         return self.spend(now)
 
     def spend(self, now: datetime) -> list[BudgetSpend]:
-        """Each budget's spend so far, read from the ledger without charging anything."""
-        return self.meter.budget_spend(self.budgets, now)
+        """Each budget's spend so far, read from the ledger without charging anything; ``coverage`` says whether
+        the ledger holds each period from its start."""
+        spends = self.meter.budget_spend(self.budgets, now)
+        self.coverage = self.meter.coverage(self.budgets, now)
+        return spends
 
     def reserve(self, now: datetime, plan: CapacityPlan) -> Reserved:
         """The plan with its scale-ups reserved against the budgets (trimmed or held where not granted)."""
@@ -98,6 +107,10 @@ class BudgetWatch:
         self, now: datetime, plan: CapacityPlan, spends: Sequence[BudgetSpend], states: Mapping[str, PoolState]
     ) -> list[AlertEvent]:
         events: list[AlertEvent] = []
+        for coverage in self.coverage:
+            if not coverage.complete and self._told.get(coverage.budget) != coverage.period_start:
+                self._told[coverage.budget] = coverage.period_start
+                events.append(ledger_incomplete_event(coverage, now))
         for snapshot in plan.budgets:
             budget = self._by_name.get(snapshot.budget)
             if budget is None:  # an hourly cap: its overrun is a projected-overspend alert, not a threshold

@@ -19,6 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.daemon.ports import TickReport
+from agent.ledger.meter import LedgerCoverage
 from agent.planning.groups import GROUP_PREFIX
 from agent.planning.memory import PlannerMemory
 from agent.version import package_version
@@ -223,3 +224,33 @@ class BackoffCollector(Collector):
                 if until > now:
                     family.add_metric([pool_id], until.timestamp())
         yield family
+
+
+class BudgetLedgerCollector(Collector):
+    """Whether this replica's ledger holds each monthly-capped budget's current period from its start, read at
+    every scrape from the coverage of its latest tick (``agent.ledger.meter.LedgerCoverage``), beside the budget
+    gauges: ``leadtime_budget_ledger_since_seconds{budget}``, the Unix time of the ledger's first record of the
+    budget's pools (no series while it has none), and ``leadtime_budget_spend_incomplete{budget}``, 1 while the
+    period started before that (the spend so far leaves out the time before, and so does the cap), else 0."""
+
+    def __init__(self, coverage: Callable[[], Sequence[LedgerCoverage]]) -> None:
+        self._coverage = coverage
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        since = GaugeMetricFamily(
+            "leadtime_budget_ledger_since_seconds",
+            "Unix time of the ledger's first record of the budget's pools: its spend before is not in the ledger.",
+            labels=["budget"],
+        )
+        incomplete = GaugeMetricFamily(
+            "leadtime_budget_spend_incomplete",
+            "1 while the budget's period started before the ledger's first record of its pools (spend so far "
+            "leaves out the time before), else 0.",
+            labels=["budget"],
+        )
+        for coverage in sorted(self._coverage(), key=lambda c: c.budget):
+            if coverage.since is not None:
+                since.add_metric([coverage.budget], coverage.since.timestamp())
+            incomplete.add_metric([coverage.budget], 0.0 if coverage.complete else 1.0)
+        yield since
+        yield incomplete

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from models import LedgerEntry
 
@@ -40,4 +40,23 @@ class Ledger(Protocol):
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         """The newest entry for the pool (latest end, then latest start): the state accrual resumes from."""
+        ...
+
+
+@runtime_checkable
+class RecordedSince(Protocol):
+    """A ledger that says since when it holds each pool's spend: the start of the pool's earliest record, an entry
+    (an opening mark included: the agent's first observation of the pool) or a billed cost. Entries are never
+    removed and an import replaces billed costs by others for the same time, so that instant only moves earlier
+    (an import of billed costs for earlier time). A budget period that
+    started before the earliest record of all its pools is recorded only in part: its spend so far misses the time
+    before (see ``agent.ledger.meter.LedgerCoverage``)."""
+
+    @property
+    def where(self) -> str:
+        """Where the records are kept, for messages: a file, a database, or process memory."""
+        ...
+
+    def recorded_since(self, pools: Sequence[str]) -> dict[str, datetime]:
+        """The start of the earliest record of each of ``pools`` that has one (one index probe per pool)."""
         ...

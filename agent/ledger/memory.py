@@ -49,6 +49,8 @@ class _PoolEntries:
 
 
 class InMemoryLedger(InProcessReservations):
+    where = "process memory (kept only while the process runs)"
+
     def __init__(self) -> None:
         self._pools: dict[str, _PoolEntries] = {}
         self._book = ReservationBook(self.spent)
@@ -72,6 +74,9 @@ class InMemoryLedger(InProcessReservations):
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         pool = self._pools.get(pool_id)
         return None if pool is None else pool.newest
+
+    def recorded_since(self, pools: Sequence[str]) -> dict[str, datetime]:
+        return {p: self._pools[p].starts[0] for p in sorted(set(pools)) if p in self._pools and self._pools[p].starts}
 
     def entries(self) -> list[LedgerEntry]:
         return sorted((e for p in self._pools.values() for e in p.entries), key=lambda e: (e.start, e.pool_id))

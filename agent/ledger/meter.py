@@ -2,17 +2,25 @@
 
 This is the only place the loop touches the ledger: ``observe`` after each observation of the pools (and again
 after the agent's own resizes, so a scale-up is charged from the moment it was asked for), ``budget_spend``
-before planning.
+before planning, and ``coverage`` with it.
+
+``coverage`` says, per budget with a monthly cap, whether the ledger holds the whole of the current period: a
+ledger that began after the period started (a new pod's file on an ``emptyDir``, a first install mid-month) reads
+the spend before its first record as nothing, so the cap counts only the spend since then. The planner is not
+told otherwise (a guess at the missing spend would be wrong one way or the other; billed costs imported for the
+period fill it exactly): the loop alerts, and the daemon exports it. Once a period is found covered it stays
+covered (records are never removed), so a tick asks the ledger only about budgets not yet known to be covered.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
-from agent.ledger.base import Ledger, Newest
+from agent.ledger.base import Ledger, Newest, RecordedSince
 from agent.ledger.period_spend import PeriodSpend, SpendAsk
 from agent.planning.budget import Budget, BudgetSpend
 from models import LedgerEntry
@@ -20,11 +28,30 @@ from models import LedgerEntry
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class LedgerCoverage:
+    """Since when the ledger holds a budget's spend (``since``: the earliest record of any of its pools, ``None``
+    while it has none), against the start of the budget's current month period."""
+
+    budget: str
+    period_start: datetime
+    period_end: datetime
+    since: datetime | None
+    where: str
+
+    @property
+    def complete(self) -> bool:
+        """Whether the ledger holds the whole period so far: its first record is no later than the period's start."""
+        return self.since is not None and self.since <= self.period_start
+
+
 class SpendMeter:
     def __init__(self, ledger: Ledger, gap_after: timedelta, grid: timedelta = GRID) -> None:
         self.ledger = ledger
         self.gap_after = gap_after
         self.grid = grid
+        self._covered: dict[str, LedgerCoverage] = {}  # budget -> its current period, found complete
+        self._warned: dict[str, datetime] = {}  # budget -> the period start it was last logged incomplete for
 
     def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
         """Record what the readings add to the ledger, all in one write transaction that also reads the pools'
@@ -84,6 +111,43 @@ class SpendMeter:
                 )
             )
         return spends
+
+    def coverage(self, budgets: Sequence[Budget], now: datetime) -> list[LedgerCoverage]:
+        """Whether the ledger holds each monthly-capped budget's current period from its start (none when the
+        ledger cannot say: ``agent.ledger.base.RecordedSince``). One read of the pools of the budgets not yet
+        found covered in their period; a budget found not covered is logged once per period."""
+        if not isinstance(self.ledger, RecordedSince):
+            return []
+        capped = [b for b in budgets if b.monthly_cap_usd is not None]
+        periods = {b.name: b.period(now) for b in capped}
+        asked = [b for b in capped if self._known(b.name, periods[b.name].start) is None]
+        since = self.ledger.recorded_since(sorted({p for b in asked for p in b.pools})) if asked else {}
+        out = []
+        for budget in capped:
+            period = periods[budget.name]
+            known = self._known(budget.name, period.start)
+            if known is None:
+                first = min((since[p] for p in budget.pools if p in since), default=None)
+                known = LedgerCoverage(budget.name, period.start, period.end, first, self.ledger.where)
+                if known.complete:
+                    self._covered[budget.name] = known
+                elif self._warned.get(budget.name) != period.start:
+                    self._warned[budget.name] = period.start
+                    log.warning(
+                        "budget %s: its period started at %s but the ledger at %s has recorded its pools only %s: "
+                        "the spend before is not counted against its cap",
+                        budget.name,
+                        period.start.isoformat(),
+                        known.where,
+                        "from now on" if first is None else f"since {first.isoformat()}",
+                        extra={"budget": budget.name, "period_start": period.start.isoformat()},
+                    )
+            out.append(known)
+        return out
+
+    def _known(self, budget: str, period_start: datetime) -> LedgerCoverage | None:
+        covered = self._covered.get(budget)
+        return covered if covered is not None and covered.period_start == period_start else None
 
 
 def _newer(last: LedgerEntry | None, entry: LedgerEntry) -> LedgerEntry:

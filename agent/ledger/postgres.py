@@ -36,7 +36,7 @@ from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, ReservationRequest
-from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
+from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
 # Advisory lock keys (64-bit): "LDTGMIGR" serialises migrations, "LDTGWRIT" serialises writers.
@@ -110,6 +110,13 @@ _NEWEST_OF_EACH = f"""
         SELECT {COLUMNS} FROM leadtime_ledger_entries AS x WHERE x.pool_id = p.pool_id
         ORDER BY x.end_us DESC, x.start_us DESC LIMIT 1
     ) AS e"""
+
+# The earliest start of each pool named among its entries and billed costs: one probe of each primary key per pool.
+_SINCE = """
+    SELECT p.pool_id, LEAST(
+        (SELECT min(e.start_us) FROM leadtime_ledger_entries AS e WHERE e.pool_id = p.pool_id),
+        (SELECT min(b.start_us) FROM leadtime_billed_costs AS b WHERE b.pool_id = p.pool_id))
+    FROM unnest(%s::text[]) AS p (pool_id)"""
 
 
 # No call waits for ever: a statement (a wait for the writer lock included) that takes longer fails, so the tick
@@ -269,6 +276,11 @@ class PostgresLedger:
             (pool_id,),
         )
         return from_row(rows[0]) if rows else None
+
+    def recorded_since(self, pools: Sequence[str]) -> dict[str, datetime]:
+        """The earliest start of each pool's entries and billed costs (``LEAST`` skips a pool's missing one)."""
+        rows = self._query(_SINCE, (sorted(set(pools)),))
+        return {str(pool): from_us(int(first)) for pool, first in rows if first is not None}
 
     # -- Reservations (see agent.ledger.reservations) ------------------------------------------------------
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant:

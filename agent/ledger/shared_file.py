@@ -77,6 +77,14 @@ class LeaderWrittenLedger:
         with self._lock:
             return self._current().last_entry(pool_id)
 
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def recorded_since(self, pools: Sequence[str]) -> dict[str, datetime]:
+        with self._lock:
+            return self._current().recorded_since(pools)
+
     def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:
         with self._lock:
             return self._current().entries(pool_id)

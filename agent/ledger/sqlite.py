@@ -37,7 +37,7 @@ from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
-from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
+from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
 SCHEMA_VERSION = 3  # 2: billed costs beside the entries (agent.ledger.billed); 3: running spend totals
@@ -62,6 +62,11 @@ CREATE TABLE IF NOT EXISTS billed (
 CREATE INDEX IF NOT EXISTS billed_by_end ON billed (pool_id, end_us);
 """
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
+# Each pool's earliest entry and billed cost: the smallest start in the pool's range of each primary key.
+_EARLIEST = "(SELECT min(start_us) FROM {} WHERE pool_id = p.value)"
+_SINCE = "SELECT p.value, {}, {} FROM (SELECT DISTINCT value FROM json_each(?)) AS p"
+_SINCE_BILLED = _SINCE.format(_EARLIEST.format("entries"), _EARLIEST.format("billed"))
+_SINCE_UNBILLED = _SINCE.format(_EARLIEST.format("entries"), "NULL")  # no billed costs stored (or no table yet)
 
 
 class SqliteLedger(InProcessReservations):
@@ -265,6 +270,17 @@ class SqliteLedger(InProcessReservations):
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         rows = self._query(_NEWEST, (pool_id,))
         return from_row(rows[0]) if rows else None
+
+    @property
+    def where(self) -> str:
+        return str(self.path)
+
+    def recorded_since(self, pools: Sequence[str]) -> dict[str, datetime]:
+        """The earliest start of each pool's entries and billed costs: two probes of primary keys per pool."""
+        query = _SINCE_BILLED if self._has_billed else _SINCE_UNBILLED
+        rows = self._query(query, (json.dumps(sorted(set(pools))),))
+        found = {str(pool): [int(us) for us in starts if us is not None] for pool, *starts in rows}
+        return {pool: from_us(min(starts)) for pool, starts in found.items() if starts}
 
     # -- reading back, closing ----------------------------------------------------------------------------
     def entries(self, pool_id: str | None = None) -> list[LedgerEntry]:

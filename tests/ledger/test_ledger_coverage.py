@@ -1,0 +1,260 @@
+"""Since when a ledger holds each pool's spend, on the in-memory, SQLite and PostgreSQL ledgers (PostgreSQL on the
+suite's real server, a new database per test), and what the spend meter makes of it for a budget's period:
+
+* a pool's first record is its earliest entry, an opening mark included (the agent's first observation of it),
+  or its earliest billed cost; a budget's is the earliest of any of its pools;
+* a ledger begun after the budget's period started (a new pod's file, a first install mid-month) holds the period
+  in part: the meter says so, logs it once per budget and period, and stops asking once the period is covered;
+* importing the period's bill (``leadtime ledger import-billing``) fills the time before: the period is covered.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.cli import main
+from agent.ledger import InMemoryLedger
+from agent.ledger.base import RecordedSince
+from agent.ledger.billed import BilledCost
+from agent.ledger.meter import SpendMeter
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.shared_file import LeaderWrittenLedger
+from agent.ledger.sqlite import SqliteLedger
+from agent.planning.budget import Budget
+from models import LedgerEntry
+from tests.postgres.fixtures import POSTGRES, Database
+
+MONTH = datetime(2026, 3, 1, tzinfo=UTC)  # the budget's period: March, from midnight UTC on the 1st
+RESTART = datetime(2026, 3, 20, 9, 0, tzinfo=UTC)  # a new ledger's first record: a pod started on the 20th
+QUARTER = timedelta(minutes=15)
+BUDGET = Budget("research", frozenset({"a100", "h100"}), monthly_cap_usd=250_000.0)
+
+
+@pytest.fixture(params=["memory", "sqlite", pytest.param("postgresql", marks=POSTGRES)])
+def ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    if request.param == "memory":
+        yield InMemoryLedger()
+        return
+    if request.param == "postgresql":
+        database: Database = request.getfixturevalue("postgres_database")
+        with PostgresLedger(database.url, database.password) as postgres:
+            yield postgres
+        return
+    with SqliteLedger(tmp_path / "ledger.sqlite") as sqlite:
+        yield sqlite
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=POSTGRES)])
+def database_ledger(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The ledgers that store billed costs."""
+    if request.param == "postgresql":
+        database: Database = request.getfixturevalue("postgres_database")
+        with PostgresLedger(database.url, database.password) as postgres:
+            yield postgres
+        return
+    with SqliteLedger(tmp_path / "ledger.sqlite") as sqlite:
+        yield sqlite
+
+
+def mark(pool: str, at: datetime, units: int = 2) -> LedgerEntry:
+    return LedgerEntry(pool, at, at, units, 0.0)
+
+
+def test_a_pools_first_record_is_its_earliest_entry_marks_included(ledger: Any) -> None:
+    assert ledger.recorded_since(["a100", "h100"]) == {}
+    ledger.record_many(
+        [
+            mark("a100", RESTART + QUARTER),
+            LedgerEntry("a100", RESTART + QUARTER, RESTART + 2 * QUARTER, 2, 12.0),
+            mark("h100", RESTART),  # a pool held at 0 units is recorded from its first observation too
+            LedgerEntry("gone", MONTH - timedelta(days=40), MONTH - timedelta(days=39), 1, 5.0),
+        ]
+    )
+    ledger.record(mark("a100", RESTART - QUARTER))  # recorded after later entries: still the earliest
+    assert ledger.recorded_since(["a100", "h100", "h100", "other"]) == {"a100": RESTART - QUARTER, "h100": RESTART}
+    assert ledger.recorded_since([]) == {}
+    assert ledger.where
+    assert isinstance(ledger, RecordedSince)  # what the spend meter asks of a ledger
+
+
+def test_billed_costs_count_as_records(database_ledger: Any) -> None:
+    database_ledger.record(mark("a100", RESTART))
+    database_ledger.record_billed([BilledCost("a100", MONTH, MONTH + timedelta(hours=1), 40.0)])
+    database_ledger.record_billed([BilledCost("h100", MONTH + timedelta(days=2), MONTH + timedelta(days=3), 9.0)])
+    assert database_ledger.recorded_since(["a100", "h100"]) == {"a100": MONTH, "h100": MONTH + timedelta(days=2)}
+
+
+def test_a_ledger_begun_mid_period_holds_it_in_part_and_is_logged_once(
+    ledger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The replacement pod of the shipped base: its ledger starts on the 20th, so March's spend reads 0 until then."""
+    [nothing] = SpendMeter(ledger, timedelta(minutes=5)).coverage([BUDGET], RESTART)
+    assert (nothing.since, nothing.complete) == (None, False)  # no record at all: nothing is known
+
+    ledger.record(mark("a100", RESTART))
+    meter = SpendMeter(ledger, timedelta(minutes=5))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
+        for tick in range(3):
+            [coverage] = meter.coverage([BUDGET], RESTART + tick * QUARTER)
+            assert coverage.budget == "research"
+            assert (coverage.period_start, coverage.period_end) == (MONTH, datetime(2026, 4, 1, tzinfo=UTC))
+            assert (coverage.since, coverage.complete) == (RESTART, False)
+            assert coverage.where == ledger.where
+    warned = [r.getMessage() for r in caplog.records if r.name == "agent.ledger.meter"]
+    assert len(warned) == 1  # the first read of the period warned: not every tick
+    assert "research" in warned[0] and MONTH.isoformat() in warned[0] and RESTART.isoformat() in warned[0]
+
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
+        [april] = meter.coverage([BUDGET], datetime(2026, 4, 1, 0, 5, tzinfo=UTC))  # the ledger holds April whole
+    assert (april.period_start, april.since, april.complete) == (datetime(2026, 4, 1, tzinfo=UTC), RESTART, True)
+    assert not caplog.records
+
+
+def test_a_budget_is_covered_by_its_earliest_pool_and_hourly_caps_are_not_asked(ledger: Any) -> None:
+    ledger.record_many([mark("a100", RESTART), mark("h100", MONTH - timedelta(days=3))])
+    hourly = Budget("burst", frozenset({"a100"}), hourly_cap_usd=100.0)
+    meter = SpendMeter(ledger, timedelta(minutes=5))
+    [coverage] = meter.coverage([BUDGET, hourly], RESTART)
+    assert (coverage.budget, coverage.since, coverage.complete) == ("research", MONTH - timedelta(days=3), True)
+
+
+def test_a_covered_period_is_not_asked_about_again(ledger: Any) -> None:
+    ledger.record(mark("a100", MONTH))  # a first record at the period's very start covers it
+    asked: list[list[str]] = []
+    recorded_since = ledger.recorded_since
+
+    def counting(pools: list[str]) -> dict[str, datetime]:
+        asked.append(list(pools))
+        return dict(recorded_since(pools))
+
+    ledger.recorded_since = counting
+    meter = SpendMeter(ledger, timedelta(minutes=5))
+    for tick in range(4):
+        [coverage] = meter.coverage([BUDGET], RESTART + tick * QUARTER)
+        assert coverage.complete and coverage.since == MONTH
+    assert asked == [["a100", "h100"]]
+
+
+def test_a_standby_reading_the_shared_file_sees_what_the_leader_recorded(tmp_path: Path) -> None:
+    leading = [True]
+    leader = LeaderWrittenLedger(tmp_path / "ledger.sqlite")
+    leader.follow(lambda: leading[0])
+    leader.record(mark("a100", RESTART))
+    standby = LeaderWrittenLedger(tmp_path / "ledger.sqlite")  # follows no leadership: reads only
+    try:
+        assert standby.recorded_since(["a100"]) == {"a100": RESTART}
+        assert standby.where == str(tmp_path / "ledger.sqlite")
+    finally:
+        standby.close()
+        leader.close()
+
+
+def test_a_reader_of_a_file_without_billed_costs_finds_the_first_entries(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.sqlite"
+    with SqliteLedger(path) as writer:
+        writer.record_many([mark("a100", RESTART), mark("h100", RESTART + QUARTER)])
+    with sqlite3.connect(path) as db:  # as the first release left it: no billed costs table
+        db.execute("DROP TABLE billed")
+        db.execute("PRAGMA user_version = 1")
+    with SqliteLedger(path, read_only=True) as reader:
+        assert reader.recorded_since(["a100", "h100"]) == {"a100": RESTART, "h100": RESTART + QUARTER}
+
+
+def _export(start: datetime, hours: int) -> str:
+    """Newline-delimited rows of a Cloud Billing usage cost export (docs/billing-reconciliation.md), an hour each:
+    the a100 pool by its node pool label, the h100 pool by its instances' resource name."""
+    rows = []
+    for h in range(hours):
+        begin, end = start + h * timedelta(hours=1), start + (h + 1) * timedelta(hours=1)
+        common = {
+            "service": {"id": "6F81-5844-456A", "description": "Compute Engine"},
+            "usage_start_time": f"{begin:%Y-%m-%d %H:%M:%S} UTC",
+            "usage_end_time": f"{end:%Y-%m-%d %H:%M:%S} UTC",
+            "currency": "USD",
+            "credits": [],
+        }
+        cluster = {"key": "goog-k8s-cluster-name", "value": "prod"}
+        rows.append(
+            {
+                **common,
+                "sku": {"id": "0000-0000-0000", "description": "Nvidia Tesla A100 GPU"},
+                "labels": [cluster, {"key": "goog-k8s-node-pool-name", "value": "gpu-a100-pool"}],
+                "cost": 40.0,
+            }
+        )
+        rows.append(
+            {
+                **common,
+                "sku": {"id": "0000-0000-0001", "description": "Nvidia H100 GPU"},
+                "labels": [cluster],
+                "resource": {"name": "gke-prod-h100-7f-x2"},
+                "cost": 22.5,
+            }
+        )
+    return "".join(json.dumps(row) + "\n" for row in rows)
+
+
+def _config(tmp_path: Path, ledger: dict[str, Any]) -> Path:
+    """The billing test's pools and export mapping, with a budget whose period starts where the export does."""
+    pool = {"kind": "gpu-node-pool", "chips_per_unit": 8, "max_units": 4, "price_per_chip_hour_usd": 3.0,
+            "lead_time": "10m", "serves": ["c"]}  # fmt: skip
+    body = {
+        "demand_classes": [{"name": "c"}],
+        "pools": [{"id": "a100", **pool}, {"id": "h100", **pool}],
+        "budgets": [{"name": "research", "pools": ["a100", "h100"], "monthly_cap_usd": 10_000, "period_start_day": 2}],
+        "ledger": {
+            **ledger,
+            "billing": {
+                "cluster": "prod",
+                "pools": {"a100": "gpu-a100-pool"},
+                "resource_prefixes": {"h100": "gke-prod-h100-"},
+            },
+        },
+    }
+    path = tmp_path / "leadtime.yaml"
+    path.write_text(yaml.safe_dump(body), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=POSTGRES)])
+def test_importing_the_periods_bill_fills_the_time_before_the_first_record(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The export bills 2 March from 00:00 to 04:00 UTC, the period's start; the ledger began at 02:00."""
+    period_start, began = datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 2, 2, 0, tzinfo=UTC)
+    budget = Budget("research", frozenset({"a100", "h100"}), monthly_cap_usd=10_000.0, period_start_day=2)
+
+    def opened() -> Any:
+        if backend == "sqlite":
+            return SqliteLedger(tmp_path / "ledger.sqlite")
+        return PostgresLedger(database.url, database.password)
+
+    if backend == "sqlite":
+        cfg = _config(tmp_path, {"path": str(tmp_path / "ledger.sqlite")})
+    else:
+        database: Database = request.getfixturevalue("postgres_database")
+        monkeypatch.setenv("LEADTIME_LEDGER_PASSWORD", database.password)
+        cfg = _config(tmp_path, {"backend": "postgresql", "url": database.url, "sslmode": "disable"})
+    with opened() as ledger:
+        ledger.record_many([mark("a100", began), mark("h100", began, 1)])
+        [before] = SpendMeter(ledger, timedelta(minutes=5)).coverage([budget], began + QUARTER)
+    assert (before.period_start, before.since, before.complete) == (period_start, began, False)
+
+    export = tmp_path / "billing.json"
+    export.write_text(_export(period_start, 4), encoding="utf-8")
+    assert main(["ledger", "import-billing", "--config", str(cfg), str(export)]) == 0
+
+    with opened() as ledger:
+        [after] = SpendMeter(ledger, timedelta(minutes=5)).coverage([budget], began + QUARTER)
+    assert (after.since, after.complete) == (period_start, True)
