@@ -10,9 +10,10 @@ nodes while the cloud's target still counts them, so a scale-up is sent as the p
 cloud's target: a resize never takes a pool below the cloud's target less the nodes the drainer emptied. A forced
 release (``Resize.forced``, a budget's hard stop) is checked against fresh state like any action; on a pool without
 a drainer it is a plain resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and
-is never refused for busy nodes.
-A pool whose state could not be read is alerted on and held (planned as unobserved), not blocked: reading it
-changes nothing, and it is planned again once it can be read.
+is never refused for busy nodes. A resize or release of a pool blocked after a permanent error is refused, whatever
+planned it (the planner plans none, but a budget's release must not reach such a pool either); its drains already
+in progress go on. A pool whose state could not be read is alerted on and held (planned as unobserved), not
+blocked: reading it changes nothing, and it is planned again once it can be read.
 """
 
 from __future__ import annotations
@@ -70,6 +71,15 @@ def execute(
     unread = unread_pools(actuator)
     fresh = drains.adjusted(cloud) if drains is not None else cloud
     for resize in plan.resizes:
+        if (why := memory.blocked.get(resize.pool_id)) is not None:
+            detail = (
+                f"{resize.pool_id} is blocked after a permanent error ({why}); nothing is sent to it until the cause "
+                "is fixed and the pool is unblocked"
+            )
+            results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.REJECTED, now, detail))
+            log.warning("action pool=%s from=%d to=%d refused: %s", resize.pool_id, resize.from_units,
+                        resize.to_units, detail)  # fmt: skip
+            continue
         state = fresh.get(resize.pool_id)
         if state is None or state.target_units != resize.from_units:
             seen = "gone" if state is None else f"{state.target_units} units"

@@ -1,6 +1,7 @@
 """The executor on a pool with drains in progress, on the simulated cluster: the planner sees the pool without its
 draining nodes, while the cloud's target still counts them until each drain removes its node, so a scale-up is the
-planned change applied to the cloud's target and never takes out a node the drainer did not empty."""
+planned change applied to the cloud's target and never takes out a node the drainer did not empty; and no action
+reaches a pool blocked after a permanent error."""
 
 from __future__ import annotations
 
@@ -129,3 +130,22 @@ def test_no_resize_takes_the_pool_below_its_target_less_the_nodes_the_drainer_em
         assert _target(cluster) == before - emptied + max(delta, 0)
         clock.advance(timedelta(minutes=1))
     assert _target(cluster) == 8 - 3 + 1 + 2 + 1
+
+
+def test_a_blocked_pool_is_neither_resized_nor_drained() -> None:
+    cluster, clock, _, drains = _idle_pool(units=4)
+    memory = PlannerMemory().block("gpu", "permission compute.instanceGroupManagers.update denied")
+    now = clock.now()
+    drains.observe({s.pool_id: s for s in cluster.list_pools()}, now)
+    up = Resize("gpu", 4, 6, "test", f"gpu@{now.isoformat()}->6")
+    down = Resize("gpu", 4, 2, "test", f"gpu@{now.isoformat()}->2", forced=True)
+    for resize in (up, down):
+        done = execute(CapacityPlan(now, (resize,)), cluster, {"gpu": POOL}, memory, now, drains)
+        [result] = done.results
+        assert (result.key, result.status) == (resize.key, ActionStatus.REJECTED)
+        assert result.detail == (
+            "gpu is blocked after a permanent error (permission compute.instanceGroupManagers.update denied); "
+            "nothing is sent to it until the cause is fixed and the pool is unblocked"
+        )
+        assert done.memory == memory
+    assert (cluster.scale_actions, _target(cluster), drains.pending) == (0, 4, ())
