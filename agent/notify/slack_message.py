@@ -18,6 +18,7 @@ TITLES = {
     AlertKind.MISSING_DATA: "Metrics missing or stale: holding",
     AlertKind.ACTUATOR_FAILURE: "Actuator failure",
     AlertKind.POOL_UNREADABLE: "Pool state unreadable: holding",
+    AlertKind.BUDGET_LEDGER_INCOMPLETE: "Budget spend incomplete: ledger began mid-period",
 }
 _EMOJI = {Severity.INFO: ":information_source:", Severity.WARNING: ":warning:", Severity.CRITICAL: ":rotating_light:"}
 _HEADER_MAX, _SECTION_MAX, _FIELD_MAX, _FIELDS_MAX, _TEXT_MAX = 150, 3000, 2000, 10, 3000

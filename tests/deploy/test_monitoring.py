@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from actuators.instrumented import InstrumentedActuator
-from agent.daemon.metrics import BackoffCollector, DaemonMetrics
+from agent.daemon.metrics import BackoffCollector, BudgetLedgerCollector, DaemonMetrics
 from agent.daemon.shadow_book import ShadowBook, ShadowCollector
 from agent.notify.queued import AlertQueueCollector
 from models.clock import SystemClock
@@ -65,7 +65,15 @@ def _exposed_names() -> set[str]:
     InstrumentedActuator(object(), actuators, unit_gauges=False)  # type: ignore[arg-type]
     shadow = ShadowCollector(ShadowBook([], [], timedelta(hours=1)))
     backoffs = BackoffCollector(lambda: None, SystemClock())
-    collectors: list[Collector] = [DaemonMetrics().registry, actuators, AlertQueueCollector(_Queue()), shadow, backoffs]  # type: ignore[arg-type]
+    ledgers = BudgetLedgerCollector(lambda: [])
+    collectors: list[Collector] = [
+        DaemonMetrics().registry,
+        actuators,
+        AlertQueueCollector(_Queue()),  # type: ignore[arg-type]
+        shadow,
+        backoffs,
+        ledgers,
+    ]
     names: set[str] = set()
     for collector in collectors:
         for family in collector.collect():
@@ -77,7 +85,7 @@ def test_the_rules_pass_promtool_check(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _rule_groups()}))
     result = _promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 10 rules found" in result.stdout
+    assert "SUCCESS: 11 rules found" in result.stdout
 
 
 def test_every_alert_fires_when_it_should_and_only_then(tmp_path: Path) -> None:
