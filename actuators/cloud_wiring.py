@@ -21,10 +21,12 @@ from models.clock import Clock
 
 @dataclass(frozen=True)
 class CloudActuators:
-    """The router the agent drives, and the node-pool adapter a ``KubernetesNodeDrainer`` removes nodes with."""
+    """The router the agent drives, the node-pool adapter a ``KubernetesNodeDrainer`` removes nodes with, and the
+    slice adapter a ``KubernetesSliceDrainer`` finds and deletes slices with (None without slice groups)."""
 
     router: RoutingActuator
     node_pools: GkeNodePoolActuator
+    tpu_slices: GkeTpuSliceActuator | None = None
 
 
 def build_cloud_actuators(cloud: CloudSettings, clock: Clock) -> CloudActuators:
@@ -40,6 +42,7 @@ def build_cloud_actuators(cloud: CloudSettings, clock: Clock) -> CloudActuators:
     migs = compute_v1.InstanceGroupManagersClient(transport="rest", **options)
     node_pools = GkeNodePoolActuator(gke, migs, cloud.cluster_path, cloud.node_pools, clock, cloud.zone_backoff)
     routes: dict[str, Any] = {m.pool: node_pools for m in cloud.node_pools}
+    slices = None
     if cloud.tpu_slice_groups:
         slices = GkeTpuSliceActuator(gke, cloud.cluster_path, cloud.tpu_slice_groups, clock)
         routes |= {m.pool: slices for m in cloud.tpu_slice_groups}
@@ -47,4 +50,4 @@ def build_cloud_actuators(cloud: CloudSettings, clock: Clock) -> CloudActuators:
         tpu = tpu_v2.TpuClient(transport="rest", **options)
         queued = CloudTpuQueuedResourceActuator(tpu, cloud.project, cloud.queued_resources, clock)
         routes |= {m.pool: queued for m in cloud.queued_resources}
-    return CloudActuators(RoutingActuator(routes), node_pools)
+    return CloudActuators(RoutingActuator(routes), node_pools, slices)

@@ -7,6 +7,11 @@ maybe running work: never deleted as failed), PROVISIONING ones are in flight, E
 the next resize; a stockout among them refuses a scale-up with CapacityUnavailable), STOPPING ones are leaving.
 A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no second slice. Operations
 are started, looked at once, and not waited for.
+
+A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
+finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
+slice (``delete_nodes``). The daemon releases ready slices only that way, never by a smaller resize, which would
+take the highest-index ready slices, busy or idle.
 """
 
 from __future__ import annotations
@@ -73,9 +78,7 @@ class GkeTpuSliceActuator:
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
             return known
-        mapping = self._mappings.get(pool_id)
-        if mapping is None:
-            raise PermanentActuatorError(pool_id, "no TPU slice group is mapped to this pool")
+        mapping = self._mapping(pool_id)
         target, change = resize_group(
             pool_id,
             mapping.group,
@@ -91,7 +94,36 @@ class GkeTpuSliceActuator:
         detail = f"target {to_units} slices: {change.describe()}"
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
+    def ready_slices(self, pool_id: str) -> Sequence[str]:
+        """The names of the group's ready slices (their node pools), by index."""
+        mapping = self._mapping(pool_id)
+        return [u.name for u in self._slices(mapping, self._node_pools(pool_id)) if u.phase is UnitPhase.READY]
+
+    def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
+        """Delete exactly these slices (a drained slice is the unit of a ``KubernetesSliceDrainer``). A slice already
+        being deleted or gone is not asked for again (a drain repeated after a restart)."""
+        if (known := self._results.get(key)) is not None:
+            return known
+        mapping = self._mapping(pool_id)
+        strangers = [n for n in nodes if not members(mapping.group, [(n, UnitPhase.READY, "")])]
+        if strangers:
+            raise PermanentActuatorError(pool_id, f"{strangers} are not slices of group {mapping.group!r}")
+        present = {u.name: u for u in self._slices(mapping, self._node_pools(pool_id))}
+        victims = [n for n in nodes if n in present and present[n].phase is not UnitPhase.LEAVING]
+        for name in victims:
+            self._delete(pool_id, name)
+        if victims:
+            log.info("pool %s: deleting drained slices %s (key %s)", pool_id, ", ".join(victims), key)
+        detail = f"deleting slice {', '.join(victims)}" if victims else f"{', '.join(nodes)} already being deleted"
+        return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
+
     # -- internals -----------------------------------------------------------------------------------------
+    def _mapping(self, pool_id: str) -> TpuSliceGroupMapping:
+        mapping = self._mappings.get(pool_id)
+        if mapping is None:
+            raise PermanentActuatorError(pool_id, "no TPU slice group is mapped to this pool")
+        return mapping
+
     def _state(self, pool_id: str, now: datetime, node_pools: Sequence[Any]) -> PoolState:
         return group_state(pool_id, now, self._slices(self._mappings[pool_id], node_pools))
 

@@ -1,5 +1,6 @@
 """The daemon's live parts, built from settings: demand from Prometheus, pools through the Google Cloud actuators
-(routed per pool and instrumented), GKE node pools shrunk only by draining idle nodes through the Kubernetes API.
+(routed per pool and instrumented), GKE node pools shrunk only by draining idle nodes and GKE TPU slice groups only by
+draining idle slices, both through the Kubernetes API.
 
 Nothing connects here: every client connects on first use. The notifier, the clock and the Kubernetes API client
 come in as arguments, so a deployment (or a test) chooses them. Dry-run and leader-only wrapping happens in
@@ -18,6 +19,7 @@ from actuators.cloud_wiring import build_cloud_actuators
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
+from actuators.slice_drain import KubernetesSliceDrainer
 from agent.daemon.live_settings import check_live_settings
 from agent.daemon.shadow_book import shadow_store
 from agent.daemon.wiring import DaemonParts
@@ -89,6 +91,17 @@ def live_parts(
             accelerator_resources=_class_resources(settings),
         )
         parts.drainers = {**parts.drainers, **{m.pool: drainer for m in cloud.node_pools}}
+    if actuators.tpu_slices is not None:
+        if kube is None:
+            raise ValueError("GKE TPU slices are drained through the Kubernetes API: pass its client")
+        slices = KubernetesSliceDrainer(
+            KubernetesApi(kube, settings.daemon.kubernetes.request_timeout),
+            clock,
+            actuators.tpu_slices,
+            timeout=cloud.drain_timeout,
+            accelerator_resources=_class_resources(settings),
+        )
+        parts.drainers = {**parts.drainers, **{m.pool: slices for m in cloud.tpu_slice_groups}}
     return parts
 
 

@@ -38,6 +38,8 @@ def check_live_settings(settings: Settings, source: str) -> None:
 
 
 def needs_kubernetes(settings: Settings) -> bool:
-    """GKE node pools and AWS node groups are drained through the Kubernetes API before they shrink."""
+    """GKE node pools, GKE TPU slice groups and AWS node groups are drained through the Kubernetes API before they
+    shrink."""
     on_aws = settings.aws is not None and bool(settings.aws.pools)
-    return on_aws or (settings.cloud is not None and bool(settings.cloud.node_pools))
+    cloud = settings.cloud
+    return on_aws or (cloud is not None and bool(cloud.node_pools or cloud.tpu_slice_groups))

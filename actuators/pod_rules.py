@@ -1,0 +1,139 @@
+"""Which pods a drain has to move, which are accelerator work, and which must not be disrupted: rules about pods
+that do not depend on how a drain goes (``actuators.kubernetes_drain`` applies them).
+
+A pod must not be disrupted when it is annotated ``cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`` or
+``karpenter.sh/do-not-disrupt: "true"``, or when its eviction would destroy it or its data for good, by the rules
+cluster-autoscaler applies before it removes a node (kubernetes/autoscaler ``cluster-autoscaler/utils/drain/
+drain.go``, ``simulator/drainability/rules/`` ``replicated``, ``localstorage`` and ``safetoevict``; its FAQ, "What
+types of pods can prevent CA from removing a node?") and ``kubectl drain`` enforces unless given ``--force`` or
+``--delete-emptydir-data`` (kubernetes/kubectl ``pkg/drain/filters.go``, ``unreplicatedFilter``,
+``localStorageFilter``):
+
+* a pod no controller recreates: none of its ownerReferences has ``controller: true`` (a bare pod, or one whose
+  owners only garbage-collect it); evicting it deletes it. Any controller kind will do, as for kubectl: a Job (a
+  controller: it makes a new pod for the evicted one, so the work goes back to the queue as on any busy node), a
+  ReplicaSet, a StatefulSet, or a custom one (a training operator's job, a RayCluster), which recreates its pods
+  too. cluster-autoscaler's default (``--skip-nodes-with-custom-controller-pods=true``) blocks custom controllers'
+  pods as well, but on accelerator nodes most work is run by such controllers. Whether the controller object still
+  exists is not read.
+* a pod with local storage that the node's removal loses: a ``hostPath`` volume, or an ``emptyDir`` not backed by
+  memory (cluster-autoscaler's ``isLocalVolume``: ``medium: Memory`` is how training pods get a large ``/dev/shm``,
+  which holds nothing meant to outlive the pod; kubectl counts every emptyDir and no hostPath), unless the pod's
+  ``cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes`` (a comma list of volume names; spaces around a
+  name are ignored) names the volume.
+
+``cluster-autoscaler.kubernetes.io/safe-to-evict: "true"`` lifts both rules, as for cluster-autoscaler (it does not
+lift the two blocking annotations). A pod in phase Pending on the node counts like a running one, as for both tools:
+a bare one is deleted all the same, and its init containers may have filled its emptyDir already. Finished pods,
+DaemonSet pods and mirror pods are not counted at all; a pod already terminating is going anyway, so it blocks
+nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from kube.models import V1Node, V1Pod
+
+# Always accelerators; so is every extended resource a node advertises (a MIG profile such as
+# ``nvidia.com/mig-3g.40gb``, ``nvidia.com/gpu.shared``, ``amd.com/gpu``) and every resource a demand class names.
+ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
+_BLOCKING_ANNOTATIONS = {SAFE_TO_EVICT: "false", "karpenter.sh/do-not-disrupt": "true"}
+
+
+def pod_name(pod: V1Pod) -> tuple[str, str]:
+    return (pod.metadata.namespace, pod.metadata.name)
+
+
+def counts(pod: V1Pod) -> bool:
+    """Pods a drain has to move: not DaemonSet-owned, not a static pod's mirror, not finished."""
+    owners = pod.metadata.owner_references or []
+    if any(o.kind == "DaemonSet" for o in owners):
+        return False
+    if "kubernetes.io/config.mirror" in (pod.metadata.annotations or {}):
+        return False
+    return (pod.status.phase if pod.status else None) not in ("Succeeded", "Failed")
+
+
+def terminating(pod: V1Pod) -> bool:
+    """Deleted (evicted) and not yet gone: its containers are shutting down within its grace period."""
+    return pod.metadata.deletion_timestamp is not None
+
+
+def past_grace(pod: V1Pod, now: datetime) -> bool:
+    """Terminating and past its ``deletionTimestamp`` (the deletion's time plus the grace period: when the kubelet
+    should have killed its containers)."""
+    stamp = pod.metadata.deletion_timestamp
+    return stamp is not None and now >= stamp
+
+
+def extended_resources(node: V1Node) -> frozenset[str]:
+    """The extended resources the node advertises (device plugins': GPUs, MIG profiles, shared GPUs, TPUs...).
+    Kubernetes' own resources are not: a name without a "/" (cpu, memory, ephemeral-storage, pods, hugepages-*)
+    or in the kubernetes.io domain (``IsExtendedResourceName`` and ``IsNativeResource`` in kubernetes
+    pkg/apis/core/v1/helper/helpers.go; https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/
+    #extended-resources)."""
+    status = node.status
+    advertised = {**(status.capacity or {}), **(status.allocatable or {})} if status else {}
+    return frozenset(r for r in advertised if "/" in r and "kubernetes.io/" not in r)
+
+
+def needs_accelerator(pod: V1Pod, resources: frozenset[str]) -> bool:
+    return any(amount not in ("0", "") for amount in _accelerator_amounts(pod, resources))
+
+
+def accelerators(pod: V1Pod, resources: frozenset[str]) -> int:
+    """Accelerators the pod asks for; an amount that is not a whole number (extended resources are integers, so
+    only a malformed one) counts as one."""
+    total = 0
+    for amount in _accelerator_amounts(pod, resources):
+        if amount in ("0", ""):
+            continue
+        try:
+            total += max(0, int(amount))
+        except ValueError:
+            total += 1
+    return total
+
+
+def _accelerator_amounts(pod: V1Pod, resources: frozenset[str]) -> list[str]:
+    """Per container and accelerator resource (of ``resources``), the amount requested (a limit stands for a missing
+    request)."""
+    amounts: list[str] = []
+    for container in pod.spec.containers or []:
+        requests = (container.resources.requests if container.resources else None) or {}
+        limits = (container.resources.limits if container.resources else None) or {}
+        merged = {**limits, **requests}
+        amounts.extend(str(merged.get(r, "0")) for r in sorted(resources))
+    return amounts
+
+
+def must_stay(pod: V1Pod) -> list[str]:
+    """Why the pod must not be evicted (see the module's docstring); empty when it may be, or is terminating."""
+    if terminating(pod):
+        return []
+    annotations = pod.metadata.annotations or {}
+    why = [f'annotated {k}: "{v}"' for k, v in _BLOCKING_ANNOTATIONS.items() if annotations.get(k, "").lower() == v]
+    if annotations.get(SAFE_TO_EVICT) == "true":  # exactly "true", as cluster-autoscaler reads it
+        return why
+    if not any(owner.controller for owner in pod.metadata.owner_references or []):
+        why.append("no controller recreates it")
+    spared = {name.strip() for name in annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES, "").split(",")}
+    why.extend(
+        f"local storage {kind} {name!r} would be lost" for kind, name in _local_storage(pod) if name not in spared
+    )
+    return why
+
+
+def _local_storage(pod: V1Pod) -> list[tuple[str, str]]:
+    """The pod's volumes a node's removal loses, as (kind, name): ``hostPath`` ones, and ``emptyDir`` ones not backed
+    by memory (tmpfs is not local storage: cluster-autoscaler ``isLocalVolume``)."""
+    local = []
+    for volume in pod.spec.volumes or []:
+        if volume.host_path is not None:
+            local.append(("hostPath", volume.name))
+        elif volume.empty_dir is not None and volume.empty_dir.medium != "Memory":
+            local.append(("emptyDir", volume.name))
+    return local
