@@ -85,6 +85,7 @@ def import_billing(args: argparse.Namespace) -> int:
 
 
 def report_budgets(args: argparse.Namespace) -> int:
+    from agent.ledger.base import RecordedSince
     from agent.planning.budget import Budget
 
     settings = load_settings(args.config)
@@ -97,9 +98,20 @@ def report_budgets(args: argparse.Namespace) -> int:
         f"{'budget':<20} {'period':<23} {'cap USD':>12} {'estimated USD':>14} {'billed USD':>12} "
         f"{'billed covers est.':>18} {'spent USD':>12} {'used':>7}"
     ]
+    late: list[str] = []  # budgets whose period started before the ledger's first record of their pools
     try:
         for budget in (Budget.from_settings(b) for b in settings.budgets):
             period, pools = budget.period(now), sorted(budget.pools)
+            if isinstance(ledger, RecordedSince):
+                since = ledger.recorded_since(pools)
+                first = min((since[p] for p in pools if p in since), default=None)
+                if first is None or first > period.start:
+                    began = "holds nothing of its pools" if first is None else f"began at {_when(first)}"
+                    late.append(
+                        f"incomplete: budget {budget.name}'s ledger {began}, after its period started at "
+                        f"{_when(period.start)}: the spend before is not counted (import the period's bill with "
+                        "leadtime ledger import-billing)"
+                    )
             estimated = ledger.estimated(pools, period.start, now)
             billed = ledger.billed(pools, period.start, now)
             covered = sum(r.estimated_usd for r in ledger.reconcile(pools, period.start, now))
@@ -114,7 +126,7 @@ def report_budgets(args: argparse.Namespace) -> int:
             )
     finally:
         _close(ledger)
-    print("\n".join(lines))
+    print("\n".join(lines + late))
     print(
         "spent is what the budget counts: billed cost where a billing export was imported, the estimate elsewhere "
         "(estimated - billed covers est. + billed)"

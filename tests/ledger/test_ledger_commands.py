@@ -51,7 +51,14 @@ def test_each_budget_period_is_printed_in_the_budget_s_own_dates(
     cfg = _config(tmp_path, budgets, {"path": str(path)})
 
     assert main(["ledger", "budgets", "--config", str(cfg), "--at", "2026-03-02T06:00Z"]) == 0
-    report = _report(capsys.readouterr().out)
+    out = capsys.readouterr().out
+    report = _report(out)
+    # the ledger began on 2026-02-28 16:00 UTC: after Tokyo's March (15:00 UTC) and the period of the 15th began,
+    # before the UTC and New York March periods
+    late = [line for line in out.splitlines() if line.startswith("incomplete:")]
+    assert [line.split()[2] for line in late] == ["in-tokyo's", "in-tokyo-15th's"]
+    assert all("ledger began at 2026-02-28 16:00 UTC, after its period started" in line for line in late)
+    assert "2026-02-28 15:00 UTC" in late[0] and "2026-02-14 15:00 UTC" in late[1] and "import-billing" in late[1]
     assert {name: (line[0], line[2]) for name, line in report.items()} == {
         "in-utc": ("2026-03-01..2026-04-01", "0.00"),
         "in-tokyo": ("2026-03-01..2026-04-01", "6.00"),
