@@ -323,6 +323,11 @@ def _scale_down(
             detail = f"{state.idle_units} idle units, none idle for {format_duration(window)} yet"
             return _hold(sized, SkipReason.STABILIZING, detail, settled, window)
         detail = f"forecast allows {desired} units but no unit is idle"
+        if pool.kind is PoolKind.TPU_QUEUED_RESOURCE:  # TPU VMs, not Kubernetes nodes: no drainer reads them
+            detail = (
+                f"forecast allows {desired} units, but queued resources are released only by a budget's hard stop "
+                "or by hand: their idleness is not observed"
+            )
         return _hold(sized, SkipReason.NOT_IDLE, detail, settled, window)
     if _flapping(given, pid, direction=-1):
         return _hold(sized, SkipReason.COOLDOWN, "scaled up too recently to reverse direction", settled, window)

@@ -137,6 +137,21 @@ def test_a_held_pool_records_the_hold_and_keeps_its_size() -> None:
     assert decision.why().endswith("not-idle: forecast allows 1 units but no unit is idle -> target 6")
 
 
+def test_a_queued_resource_pool_says_its_idleness_is_not_observed() -> None:
+    """Cloud TPU queued resources are TPU VMs, not Kubernetes nodes: no drainer reports them idle, so the hold says
+    what releases them instead of suggesting that idleness was looked for."""
+    queued = replace(
+        SPOT, kind=PoolKind.TPU_QUEUED_RESOURCE, tier=CapacityTier.ON_DEMAND, spot_interruption_per_hour=0.0
+    )
+    plan = _plan(queued, PoolState("spot", NOW, 6, 6), [8, 8, 8], 8.0, PlannerSettings())
+    (hold,) = plan.decisions["spot"].holds
+    assert hold == Hold(
+        SkipReason.NOT_IDLE,
+        "forecast allows 1 units, but queued resources are released only by a budget's hard stop or by hand: "
+        "their idleness is not observed",
+    )
+
+
 def test_every_pool_has_a_record_an_unobserved_one_with_no_target() -> None:
     plan = plan_capacity(
         PlanInput(
