@@ -12,7 +12,8 @@ held this tick (an operation in flight). A pool already at the size the planner 
 but is held all the same.
 
 A budget with a commit horizon holds its cap by a hard stop instead: the units its stop names go whether idle or
-busy (a ``forced`` release, which the executor drains idle nodes first for), except from a held pool.
+busy (a ``forced`` release, which the executor drains idle nodes first for), except from a held pool. Across the
+budget's pools it names units idle for the stabilization window first, then units idle now, then busy ones.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ def apply_budgets(
     billed = {pool_id: state.target_units for pool_id, state in states.items()}
     settled = {pool_id: _settled_idle(state, now, stabilization) for pool_id, state in states.items()}
     proposed = {r.pool_id: r.to_units for r in resizes}
-    out = enforce_budgets(now, spends, specs, billed, proposed, settled, tick, release_after=stabilization)
+    idle_now = {pool_id: max(state.idle_units, len(state.idle_since)) for pool_id, state in states.items()}
+    out = enforce_budgets(now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now)
 
     by_pool = _trimmed(now, resizes, out.targets)
     new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}

@@ -8,9 +8,10 @@ Two duties:
    scale-ups the planner would fill first are the last to be trimmed. Releases proposed in the same tick are
    not counted as room: a release may still be refused, and the cap must hold either way.
 2. **Shed.** When the projection exceeds a cap even without any scale-up (prices rose, a cap was lowered), the
-   result names burst units to release, cheapest to lose first: idle units before busy ones, then on-demand
-   before spot before reserved, then the dearest per chip. Fixed (on-prem) pools and units at a pool's minimum
-   are never named. Releasing is the planner's job, through its safe release path; this only says what.
+   result names burst units to release, cheapest to lose first, across the budget's pools: units idle for the
+   release window, then units idle now (for less), then busy ones; within each, on-demand before spot before
+   reserved, then the dearest per chip. Fixed (on-prem) pools and units at a pool's minimum are never named.
+   Releasing is the planner's job, through its safe release path; this only says what.
 
 A monthly cap is held over what is left of the month. An hourly cap is held over what is left of the hour and
 over the whole next hour, so it also caps the rate of spend.
@@ -25,7 +26,8 @@ A monthly cap with a ``commit_horizon`` counts the units held only that far ahea
 trim, the shed and the overspend check alike: a scale-up need only fit the money left over the horizon. Such a cap
 is held by a **hard stop** instead of the guarantee above: when the money left no longer pays for the units held
 through the next two ticks (the ledger bills a release one tick late), ``stops`` name the burst units to release
-now, cheapest to lose first, busy ones included (``Shed.forced``).
+now, cheapest to lose first, busy ones included (``Shed.forced``): a spot unit idle for a minute goes before a
+busy on-demand one.
 
 A budget pool missing from ``billed`` is counted at its ``max_units``: spend of a pool nobody observed is never
 assumed to be zero.
@@ -140,12 +142,14 @@ def enforce_budgets(
     idle: Mapping[str, int] | None = None,
     settle: timedelta = timedelta(minutes=1),
     release_after: timedelta = timedelta(0),
+    idle_now: Mapping[str, int] | None = None,
 ) -> BudgetEnforcement:
     """Trim ``proposed`` scale-ups to every cap in ``spends`` and say what to shed where a cap is already broken.
 
     ``billed`` holds the units each pool bills now (ready plus provisioning), ``proposed`` the planner's absolute
-    targets, ``idle`` the units observed idle, ``settle`` the loop's tick (how long a released unit keeps
-    billing in the ledger), ``release_after`` how long a unit must be idle before it may be released.
+    targets, ``idle`` the units observed idle for ``release_after`` (how long a unit must be idle before it may be
+    released), ``idle_now`` those observed idle at all (``idle`` when not given), ``settle`` the loop's tick (how
+    long a released unit keeps billing in the ledger).
     """
     caps = _caps(now, spends, crossing=True)
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
@@ -160,8 +164,9 @@ def enforce_budgets(
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
     trims, skips = _trim(now, caps, pools, base, targets, holds)
-    shed = _shed(now, caps, pools, base, targets, idle or {}, settle)
-    stops = _shed(now, caps, pools, base, targets, idle or {}, settle, stop=True)
+    idleness = _Idleness(idle or {}, idle_now if idle_now is not None else idle or {})
+    shed = _shed(now, caps, pools, base, targets, idleness, settle)
+    stops = _shed(now, caps, pools, base, targets, idleness, settle, stop=True)
     final = dict(targets)
     for item in shed:
         final[item.pool_id] = final.get(item.pool_id, base[item.pool_id]) - item.units
@@ -284,7 +289,7 @@ def _shed(
     pools: Mapping[str, PoolSpec],
     base: Mapping[str, int],
     targets: Mapping[str, int],
-    idle: Mapping[str, int],
+    idle: _Idleness,
     settle: timedelta,
     stop: bool = False,
 ) -> list[Shed]:
@@ -309,7 +314,7 @@ def _shed(
         if projected > cap.cap_usd + _EPS_USD:
             excess[i] = projected - cap.cap_usd
     shed: dict[str, Shed] = {}
-    for _, pool_id, is_idle, count in _candidates([caps[i] for i in excess], pools, base, kept, idle):
+    for (level, *_), pool_id, count in _candidates([caps[i] for i in excess], pools, base, kept, idle):
         saves = {
             i: prices[pool_id] * _hours(max(timedelta(0), caps[i].period.remaining(now, horizons[i]) - settle))
             for i in excess
@@ -326,7 +331,7 @@ def _shed(
         shed[pool_id] = Shed(
             pool_id,
             n + (before.units if before else 0),
-            (n if is_idle else 0) + (before.idle_units if before else 0),
+            (n if level < _BUSY else 0) + (before.idle_units if before else 0),
             caps[worst].budget,
             caps[worst].kind,
             n * max(saves.values()) + (before.saves_usd if before else 0.0),
@@ -337,28 +342,44 @@ def _shed(
     return [shed[p] for p in sorted(shed)]
 
 
+@dataclass(frozen=True)
+class _Idleness:
+    """Units observed idle per pool: ``settled`` for the release window, ``now`` at all (``now`` >= ``settled``)."""
+
+    settled: Mapping[str, int]
+    now: Mapping[str, int]
+
+
+_SETTLED, _IDLE, _BUSY = 0, 1, 2  # how cheap a unit is to lose: idle for the window, idle now, busy
+_Group = tuple[tuple[int, int, float, str], str, int]  # (rank, pool, units)
+
+
 def _candidates(
     broken: list[_Cap],
     pools: Mapping[str, PoolSpec],
     base: Mapping[str, int],
     kept: Mapping[str, int],
-    idle: Mapping[str, int],
-) -> list[tuple[tuple[int, int, float, str], str, bool, int]]:
-    """Groups of sheddable units (pool, idle or busy, how many), cheapest to lose first."""
+    idle: _Idleness,
+) -> list[_Group]:
+    """Groups of sheddable units (how cheap to lose, pool, how many), cheapest to lose first: every pool's units
+    idle for the window, then those idle now, then the busy ones; within each, by tier and price per chip."""
     members = sorted({p for cap in broken for p in cap.pools if p in pools})
-    groups = []
+    groups: list[_Group] = []
     for pool_id in members:
         spec = pools[pool_id]
         if spec.kind is PoolKind.ON_PREM or spec.price_per_unit_hour_usd <= 0.0:
             continue
         sheddable = max(0, kept[pool_id] - spec.min_units)
-        already_released = base[pool_id] - kept[pool_id]
-        idle_left = min(sheddable, max(0, idle.get(pool_id, 0) - already_released))
+        already_released = base[pool_id] - kept[pool_id]  # the planner's own releases, the longest idle first
+        settled = idle.settled.get(pool_id, 0)
+        idle_now = max(idle.now.get(pool_id, 0), settled)
+        settled_left = min(sheddable, max(0, settled - already_released))
+        idle_left = min(
+            sheddable - settled_left, max(0, idle_now - already_released) - max(0, settled - already_released)
+        )
+        levels = ((_SETTLED, settled_left), (_IDLE, idle_left), (_BUSY, sheddable - settled_left - idle_left))
         rank = (-_TIER_SHED_RANK[spec.tier], -spec.price_per_chip_hour_usd, pool_id)
-        if idle_left:
-            groups.append(((0, *rank), pool_id, True, idle_left))
-        if sheddable - idle_left:
-            groups.append(((1, *rank), pool_id, False, sheddable - idle_left))
+        groups.extend(((level, *rank), pool_id, count) for level, count in levels if count)
     return sorted(groups)
 
 

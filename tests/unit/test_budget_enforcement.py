@@ -172,3 +172,20 @@ def test_a_commit_horizon_projects_the_units_held_only_that_far_ahead() -> None:
     [over] = find_overspends(NOW, [BudgetSpend(budget, NOW, 750.0, 0.0)], POOLS, billed)
     assert over.projected_usd == pytest.approx(850.0)
     assert over.by == NOW + timedelta(hours=2)
+
+
+def test_a_hard_stop_takes_units_idle_for_the_window_then_idle_now_then_busy_across_the_budgets_pools() -> None:
+    # 4 spot (10 USD an hour) and 4 on-demand units (30 USD): 160 USD an hour, 5.33 USD for the next two ticks.
+    # 0.90 USD short: a unit released now saves its second tick, 0.17 USD spot and 0.50 on-demand. The on-demand
+    # unit idle for the window goes first (0.50), then the three spot units idle for less (0.50), before any busy
+    # on-demand unit, which the tiers alone would shed first.
+    budget = Budget("team-a", frozenset({"spot", "ondemand"}), monthly_cap_usd=800.0, commit_horizon=timedelta(hours=2))
+    spend = BudgetSpend(budget, NOW, 800.0 - 160.0 * 2 / 60 + 0.9, 0.0)
+    billed = {"spot": 4, "ondemand": 4}
+    settled, idle_now = {"ondemand": 1}, {"spot": 3, "ondemand": 1}
+    out = enforce_budgets(NOW, [spend], POOLS, billed, {}, settled, TICK, idle_now=idle_now)
+    stops = [(s.pool_id, s.units, s.idle_units) for s in out.shed if s.forced]
+    assert stops == [("ondemand", 1, 1), ("spot", 3, 3)]
+    # Without the spot units idle now, a busy on-demand unit is the cheapest left to lose.
+    out = enforce_budgets(NOW, [spend], POOLS, billed, {}, settled, TICK, idle_now={"ondemand": 1})
+    assert [(s.pool_id, s.units, s.idle_units) for s in out.shed if s.forced] == [("ondemand", 2, 1)]

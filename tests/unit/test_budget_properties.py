@@ -42,7 +42,8 @@ class Case:
     spends: list[BudgetSpend]
     billed: dict[str, int]
     proposed: dict[str, int]
-    idle: dict[str, int]
+    idle: dict[str, int]  # idle for the release window
+    idle_now: dict[str, int]  # idle at all: at least those
 
 
 @st.composite
@@ -53,6 +54,7 @@ def cases(draw: st.DrawFn) -> Case:
     billed = {p: draw(st.integers(s.min_units, s.max_units)) for p, s in pools.items()}
     proposed = {p: draw(st.integers(s.min_units, s.max_units)) for p, s in pools.items() if draw(st.booleans())}
     idle = {p: draw(st.integers(0, billed[p])) for p in ids}
+    idle_now = {p: draw(st.integers(idle[p], billed[p])) for p in ids}
     spends = []
     for i in range(draw(st.integers(1, 3))):
         members = frozenset(draw(st.lists(st.sampled_from(ids), min_size=1, unique=True)))
@@ -60,7 +62,7 @@ def cases(draw: st.DrawFn) -> Case:
         hourly = draw(st.floats(1.0, 500.0)) if monthly is None else draw(st.none() | st.floats(1.0, 500.0))
         budget = Budget(f"b{i}", members, monthly, hourly)
         spends.append(BudgetSpend(budget, now, draw(st.floats(0.0, 150_000.0)), draw(st.floats(0.0, 400.0))))
-    return Case(now, pools, spends, billed, proposed, idle)
+    return Case(now, pools, spends, billed, proposed, idle, idle_now)
 
 
 def cap_checks(case: Case) -> list[tuple[BudgetSpend, Period, float, float]]:
@@ -75,7 +77,9 @@ def cap_checks(case: Case) -> list[tuple[BudgetSpend, Period, float, float]]:
 
 
 def run(case: Case) -> BudgetEnforcement:
-    return enforce_budgets(case.now, case.spends, case.pools, case.billed, case.proposed, case.idle, TICK)
+    return enforce_budgets(
+        case.now, case.spends, case.pools, case.billed, case.proposed, case.idle, TICK, idle_now=case.idle_now
+    )
 
 
 @settings(max_examples=300, deadline=None)
@@ -118,7 +122,7 @@ def test_shedding_spares_fixed_pools_and_minimums_and_clears_the_overrun_when_it
         kept = min(case.proposed.get(shed.pool_id, case.billed[shed.pool_id]), case.billed[shed.pool_id])
         assert spec.kind is not PoolKind.ON_PREM
         assert 0 < shed.units <= kept - spec.min_units
-        assert 0 <= shed.idle_units <= shed.units
+        assert 0 <= shed.idle_units <= min(shed.units, case.idle_now[shed.pool_id])
     if not out.overspends:
         assert out.shed == ()
     prices = {p: s.price_per_unit_hour_usd for p, s in case.pools.items()}
@@ -145,6 +149,7 @@ def test_the_same_inputs_give_the_same_decision(case: Case) -> None:
         dict(reversed(case.billed.items())),
         dict(reversed(case.proposed.items())),
         dict(reversed(case.idle.items())),
+        dict(reversed(case.idle_now.items())),
     )
     assert run(case) == run(shuffled)
 

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 from agent.planning import PlanInput, PlannerMemory, plan_capacity
 from agent.planning.budget import Budget, BudgetSpend
 from config.schema import PlannerSettings
-from models import CapacityPlan, DemandForecast, PoolSpec, PoolState, SkipReason
+from models import CapacityPlan, CapacityTier, DemandForecast, PoolSpec, PoolState, SkipReason
 from tests.unit.test_planner import forecast, pool
 
 NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends
@@ -232,3 +232,18 @@ def test_a_pool_serving_a_class_with_no_data_at_its_desired_size_is_not_shed() -
     stopped = plan([shared], [state(target=10)], {"a": 80.0}, [hard_stop(1000.0, 999.9)])
     assert stopped.resizes == ()
     assert any("the pool is held (no trustworthy demand for b)" in s.detail for s in stopped.skips)
+
+
+def test_a_hard_stop_releases_idle_spot_units_before_busy_on_demand_ones() -> None:
+    # Demand for 5 units: 4 busy on-demand units (30 USD an hour) and 4 spot units (25 USD), 3 of them idle for 5
+    # minutes, less than the 10-minute window. The next two ticks cost 220 x 10 / 60 = 36.67 USD and 5 USD more
+    # than is left: each unit released now saves its second tick, 2.08 USD spot, 2.50 on-demand. The 3 spot units
+    # idle now cover it; no busy unit has to go.
+    pools = [pool("od", price=30.0, hi=10), pool("spot", tier=CapacityTier.SPOT, price=25.0, hi=10)]
+    states = [state(target=4, pool_id="od"), state(target=4, idle_minutes=(5, 5, 5), pool_id="spot")]
+    budget = Budget("team-a", frozenset({"od", "spot"}), monthly_cap_usd=10_000.0, commit_horizon=timedelta(hours=2))
+    spend = BudgetSpend(budget, NOW, 10_000.0 - 220.0 * 10 / 60 + 5.0, 0.0)
+    stopped = plan(pools, states, {"a": 40.0}, [spend])
+    assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in stopped.resizes] == [("spot", 4, 1, True)]
+    [cut] = [c for c in stopped.decisions["spot"].budget_cuts if c.cap == "hard stop of the monthly"]
+    assert "releasing 3 units (0 of them busy" in cut.detail
