@@ -51,6 +51,7 @@ from models import (
     MetricsUnavailable,
     PoolKind,
     PoolState,
+    SkipReason,
     ZoneState,
 )
 from models.clock import SimulatedClock, SystemClock
@@ -226,6 +227,16 @@ def _document(
         else:
             action, reason = "keep", "already at the planned target"
         price = spec.price_per_unit_hour_usd
+        # A pool that shrinks only by releasing idle units is held while none has been seen idle, and one instant
+        # cannot see a unit idle for the idle hold: what the forecast would let go once its units are idle.
+        idle_release = (
+            current - decision.bounded_units
+            if decision is not None
+            and current is not None
+            and any(hold.reason is SkipReason.NOT_IDLE for hold in decision.holds)
+            and decision.bounded_units < current
+            else 0
+        )
         pools.append(
             {
                 "pool_id": spec.pool_id,
@@ -244,6 +255,8 @@ def _document(
                 "decision": decision.stages() if decision is not None else None,
                 "current_cost_per_day_usd": _per_day(current, price),
                 "recommended_cost_per_day_usd": _per_day(recommended, price),
+                "releasable_once_idle_units": idle_release,
+                "releasable_once_idle_per_day_usd": _per_day(idle_release, price),
                 "zones": [_zone_entry(z) for z in state.zones] if state is not None else [],
             }
         )
@@ -262,6 +275,9 @@ def _document(
             "current_per_day_usd": round(current_day, 2),
             "recommended_per_day_usd": round(recommended_day, 2),
             "change_per_day_usd": round(recommended_day - current_day, 2),
+            "releasable_once_idle_per_day_usd": round(
+                sum(p["releasable_once_idle_per_day_usd"] or 0.0 for p in pools), 2
+            ),
         },
         "problems": dict(sorted(tick.problems.items())),
         "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],

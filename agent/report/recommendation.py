@@ -68,6 +68,12 @@ def _intro(document: Mapping[str, Any]) -> str:
         f"Dry run at {document['at']} from {document['prometheus']} (pool state: {document['pool_state_source']}). "
         f"Nothing was changed. Current capacity costs {cost['current_per_day_usd']:,.2f} USD/day; the "
         f"recommendation {verdict} ({cost['recommended_per_day_usd']:,.2f} USD/day)."
+        + (
+            f" Units the forecast would release once seen idle for the idle hold (one instant cannot see that; the "
+            f"daemon in dry-run mode watches): {cost['releasable_once_idle_per_day_usd']:,.2f} USD/day more."
+            if cost.get("releasable_once_idle_per_day_usd")
+            else ""
+        )
         + (f" Budgets: {document['ledger']['note']}." if document.get("budgets") and "ledger" in document else "")
     )
 
@@ -82,6 +88,7 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
             "why": p.get("why", p["reason"]),
             "USD/day now": p["current_cost_per_day_usd"],
             "USD/day recommended": p["recommended_cost_per_day_usd"],
+            "releasable once idle (units)": p.get("releasable_once_idle_units", 0),
         }
         for p in document["pools"]
     ]

@@ -221,6 +221,14 @@ def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServe
     assert pool["action"] == "hold"
     assert "not-idle: forecast allows" in pool["why"] and pool["why"].endswith("-> target 60")
     assert document["cost"]["change_per_day_usd"] == 0
+    # what the forecast would let go once units are seen idle, apart from the recommendation itself
+    releasable = pool["releasable_once_idle_units"]
+    assert 0 < releasable < 60 and releasable == 60 - pool["decision"]["bounded"], (pool, document["cost"])
+    assert f"forecast allows {60 - releasable} units" in pool["why"]
+    per_day = releasable * 8 * 3.67 * 24
+    assert pool["releasable_once_idle_per_day_usd"] == pytest.approx(per_day)
+    assert document["cost"]["releasable_once_idle_per_day_usd"] == pytest.approx(per_day)
+    assert f"{per_day:,.2f} USD/day more" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_recommend_during_an_outage_of_every_class_stops_with_one_reason(
