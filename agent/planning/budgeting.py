@@ -11,8 +11,12 @@ be read, one blocked by a permanent error, one serving a class whose demand is u
 held this tick (an operation in flight). A pool already at the size the planner wants gets no skip of its own,
 but is held all the same.
 
+No budget release names a unit of a held pool: its units still count in the projection, and what the cap needs
+is taken from the budget's other pools. Where those cannot cover it, each held pool gets a budget skip saying how
+far the cap stays broken and why the pool keeps its units.
+
 A budget with a commit horizon holds its cap by a hard stop instead: the units its stop names go whether idle or
-busy (a ``forced`` release, which the executor drains idle nodes first for), except from a held pool. Across the
+busy (a ``forced`` release, which the executor drains idle nodes first for), never from a held pool. Across the
 budget's pools it names units idle for the stabilization window first, then units idle now, then busy ones.
 """
 
@@ -23,7 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend
-from agent.planning.enforcement import Shed, Trim, budget_snapshots, enforce_budgets
+from agent.planning.enforcement import Shed, Shortfall, Trim, budget_snapshots, enforce_budgets
 from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
 from models.durations import format_duration
 
@@ -63,22 +67,21 @@ def apply_budgets(
     settled = {pool_id: _settled_idle(state, now, stabilization) for pool_id, state in states.items()}
     proposed = {r.pool_id: r.to_units for r in resizes}
     idle_now = {pool_id: max(state.idle_units, len(state.idle_since)) for pool_id, state in states.items()}
-    out = enforce_budgets(now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now)
+    held = _held(pools, states, blocked, unknown, skips)
+    out = enforce_budgets(now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held)
 
     by_pool = _trimmed(now, resizes, out.targets)
     new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}
     new_skips = [*skips, *out.skips]
-    held = _held(pools, states, blocked, unknown, skips)
-    stopped = {s.pool_id for s in out.shed if s.forced and s.pool_id not in held}  # the hard stop says it all
+    stopped = {s.pool_id for s in out.shed if s.forced}  # the hard stop says it all
     for shed in out.shed:
         if shed.forced:
             continue
-        pool_id, release = shed.pool_id, 0
-        if pool_id not in held:  # a held pool may have no state to look up
-            current = billed[pool_id]
-            planned = by_pool.get(pool_id)
-            after = planned.to_units if planned is not None else current
-            release = min(shed.units, max(0, settled.get(pool_id, 0) - (current - after)))
+        pool_id = shed.pool_id
+        current = billed[pool_id]
+        planned = by_pool.get(pool_id)
+        after = planned.to_units if planned is not None else current
+        release = min(shed.units, max(0, settled.get(pool_id, 0) - (current - after)))
         if release:
             to_units = after - release
             reason = (
@@ -88,22 +91,13 @@ def apply_budgets(
             by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
             new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
         if release < shed.units and pool_id not in stopped:
-            idle_for = f"not idle for {format_duration(stabilization)}"
-            why = f"in a pool that is held ({held[pool_id]})" if pool_id in held else idle_for
             detail = (
                 f"budget {shed.budget!r} projected over its {shed.cap} cap: {shed.units - release} more units "
-                f"should be released but are {why}; keeping them"
+                f"should be released but are not idle for {format_duration(stabilization)}; keeping them"
             )
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
     for stop in (s for s in out.shed if s.forced):
         pool_id = stop.pool_id
-        if pool_id in held:
-            detail = (
-                f"budget {stop.budget!r} hard stop: the money left does not pay for the units held through the next "
-                f"two ticks and {stop.units} units should go now, but the pool is held ({held[pool_id]}); keeping them"
-            )
-            new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
-            continue
         current = billed[pool_id]
         planned = by_pool.get(pool_id)
         after = planned.to_units if planned is not None else current
@@ -117,11 +111,28 @@ def apply_budgets(
         )
         by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units), forced=True)
         new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
+    for short in out.shortfalls:
+        for pool_id in short.held:
+            new_skips.append(Skip(pool_id, SkipReason.BUDGET, _kept_by_hold(short, held[pool_id])))
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
     kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}
     snapshots = budget_snapshots(now, spends, specs, billed, kept, tick)
     return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
+
+
+def _kept_by_hold(short: Shortfall, why: str) -> str:
+    """What a held pool's budget skip says when the releases the budget's other pools allow leave its cap broken."""
+    if short.forced:
+        return (
+            f"budget {short.budget!r} hard stop: the money left does not pay for the units held through the next two "
+            f"ticks, {short.usd:,.2f} USD more than releasing the units of its other pools saves, but the pool is "
+            f"held ({why}); keeping its units"
+        )
+    return (
+        f"budget {short.budget!r} projected over its {short.cap} cap, {short.usd:,.2f} USD more than releasing the "
+        f"units of its other pools saves; its units are in a pool that is held ({why}); keeping them"
+    )
 
 
 def _held(
@@ -131,8 +142,8 @@ def _held(
     unknown: Collection[str],
     skips: Sequence[Skip],
 ) -> dict[str, str]:
-    """The pools no budget release may touch, and why. A pool whose state could not be read is counted at its
-    max_units (``enforce_budgets``), so a broken cap may well name it."""
+    """The pools no budget release may touch, and why. ``enforce_budgets`` names none of their units: they count
+    in the projection, and what a broken cap needs is released from the budget's other pools."""
     held = {s.pool_id: s.detail for s in skips if s.reason in _HOLDS}
     for pool in pools:
         missing = sorted(set(pool.serves) & set(unknown))

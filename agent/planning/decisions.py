@@ -46,6 +46,9 @@ def with_budgets(
             decision = _cut(decision, BudgetCut(shed.budget, cap, released, detail))
         kept = tuple(Hold(SkipReason.BUDGET, s.detail) for s in added.pop(shed.pool_id, []))
         out[shed.pool_id] = replace(decision, holds=(*decision.holds, *kept))
+    for pool_id, left in added.items():  # a held pool keeping units a broken cap could not do without
+        kept = tuple(Hold(SkipReason.BUDGET, s.detail) for s in left)
+        out[pool_id] = replace(out[pool_id], holds=(*out[pool_id].holds, *kept))
     for pool_id, decision in out.items():
         resize = resized.get(pool_id)
         target = resize.to_units if resize is not None else decision.current_units

@@ -10,7 +10,10 @@ Two duties:
 2. **Shed.** When the projection exceeds a cap even without any scale-up (prices rose, a cap was lowered), the
    result names burst units to release, cheapest to lose first, across the budget's pools: units idle for the
    release window, then units idle now (for less), then busy ones; within each, on-demand before spot before
-   reserved, then the dearest per chip. Fixed (on-prem) pools and units at a pool's minimum are never named.
+   reserved, then the dearest per chip. Fixed (on-prem) pools and units at a pool's minimum are never named, nor
+   the units of a pool no release may touch (``held``: blocked after a permanent error, serving a class with no
+   data, not read this tick): they still count in the projection, so what the cap needs is named in the pools
+   that can be released. What those cannot cover is a ``Shortfall``, naming the held pools that keep their units.
    Releasing is the planner's job, through its safe release path; this only says what.
 
 A monthly cap is held over what is left of the month. An hourly cap is held over what is left of the hour and
@@ -36,7 +39,7 @@ assumed to be zero.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -72,6 +75,18 @@ class Shed:
 
 
 @dataclass(frozen=True)
+class Shortfall:
+    """A broken cap that releasing every unit it may name leaves ``usd`` over, while ``held`` (pools no release may
+    touch) keep units that could have covered it. ``forced``: the hard stop's projection over the next two ticks."""
+
+    budget: str
+    cap: CapKind
+    usd: float
+    held: tuple[str, ...]
+    forced: bool = False
+
+
+@dataclass(frozen=True)
 class Overspend:
     """A cap whose projection exceeds it with the units billed now, before anything is shed."""
 
@@ -97,6 +112,7 @@ class BudgetEnforcement:
     shed: tuple[Shed, ...] = ()
     overspends: tuple[Overspend, ...] = ()
     snapshots: tuple[BudgetSnapshot, ...] = field(default=())
+    shortfalls: tuple[Shortfall, ...] = ()
 
 
 @dataclass
@@ -143,13 +159,15 @@ def enforce_budgets(
     settle: timedelta = timedelta(minutes=1),
     release_after: timedelta = timedelta(0),
     idle_now: Mapping[str, int] | None = None,
+    held: Collection[str] = (),
 ) -> BudgetEnforcement:
     """Trim ``proposed`` scale-ups to every cap in ``spends`` and say what to shed where a cap is already broken.
 
     ``billed`` holds the units each pool bills now (ready plus provisioning), ``proposed`` the planner's absolute
     targets, ``idle`` the units observed idle for ``release_after`` (how long a unit must be idle before it may be
     released), ``idle_now`` those observed idle at all (``idle`` when not given), ``settle`` the loop's tick (how
-    long a released unit keeps billing in the ledger).
+    long a released unit keeps billing in the ledger). No release names a unit of a pool in ``held``, nor of a
+    pool missing from ``billed`` (not read).
     """
     caps = _caps(now, spends, crossing=True)
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
@@ -165,8 +183,9 @@ def enforce_budgets(
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
     trims, skips = _trim(now, caps, pools, base, targets, holds)
     idleness = _Idleness(idle or {}, idle_now if idle_now is not None else idle or {})
-    shed = _shed(now, caps, pools, base, targets, idleness, settle)
-    stops = _shed(now, caps, pools, base, targets, idleness, settle, stop=True)
+    untouched = frozenset(held) | {p for p in pools if p not in billed}
+    shed, short = _shed(now, caps, pools, base, targets, idleness, settle, untouched)
+    stops, short_stop = _shed(now, caps, pools, base, targets, idleness, settle, untouched, stop=True)
     final = dict(targets)
     for item in shed:
         final[item.pool_id] = final.get(item.pool_id, base[item.pool_id]) - item.units
@@ -174,7 +193,8 @@ def enforce_budgets(
         final[item.pool_id] = min(final.get(item.pool_id, base[item.pool_id]), base[item.pool_id] - item.units)
     shed = [*shed, *stops]
     snapshots = budget_snapshots(now, spends, pools, billed, final, settle)
-    return BudgetEnforcement(targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots)
+    shortfalls = (*short, *short_stop)
+    return BudgetEnforcement(targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots, shortfalls)
 
 
 def budget_snapshots(
@@ -291,9 +311,11 @@ def _shed(
     targets: Mapping[str, int],
     idle: _Idleness,
     settle: timedelta,
+    held: frozenset[str],
     stop: bool = False,
-) -> list[Shed]:
-    """Units to release, in cheapest-to-lose order, until no cap is broken (or nothing more can be shed).
+) -> tuple[list[Shed], list[Shortfall]]:
+    """Units to release, in cheapest-to-lose order, until no cap is broken (or nothing more can be shed), and the
+    caps left broken where pools in ``held`` keep units that might have covered the rest.
 
     The planner's own releases in this tick count towards the shortfall; scale-ups were already trimmed to zero
     in every broken budget, because a broken cap has no room. With ``stop``, the hard stop of the caps that have a
@@ -314,7 +336,7 @@ def _shed(
         if projected > cap.cap_usd + _EPS_USD:
             excess[i] = projected - cap.cap_usd
     shed: dict[str, Shed] = {}
-    for (level, *_), pool_id, count in _candidates([caps[i] for i in excess], pools, base, kept, idle):
+    for (level, *_), pool_id, count in _candidates([caps[i] for i in excess], pools, base, kept, idle, held):
         saves = {
             i: prices[pool_id] * _hours(max(timedelta(0), caps[i].period.remaining(now, horizons[i]) - settle))
             for i in excess
@@ -339,7 +361,15 @@ def _shed(
         )
         if all(v <= _EPS_USD for v in excess.values()):
             break
-    return [shed[p] for p in sorted(shed)]
+    short: dict[tuple[str, CapKind], Shortfall] = {}
+    for i, left in excess.items():
+        keeping = tuple(sorted(p for p in caps[i].pools & held if _sheddable(pools.get(p), kept.get(p, 0))))
+        if left <= _EPS_USD or not keeping:
+            continue
+        key = (caps[i].budget, caps[i].kind)
+        if key not in short or short[key].usd < left:
+            short[key] = Shortfall(caps[i].budget, caps[i].kind, left, keeping, forced=stop)
+    return [shed[p] for p in sorted(shed)], [short[k] for k in sorted(short)]
 
 
 @dataclass(frozen=True)
@@ -360,14 +390,16 @@ def _candidates(
     base: Mapping[str, int],
     kept: Mapping[str, int],
     idle: _Idleness,
+    held: frozenset[str],
 ) -> list[_Group]:
     """Groups of sheddable units (how cheap to lose, pool, how many), cheapest to lose first: every pool's units
-    idle for the window, then those idle now, then the busy ones; within each, by tier and price per chip."""
-    members = sorted({p for cap in broken for p in cap.pools if p in pools})
+    idle for the window, then those idle now, then the busy ones; within each, by tier and price per chip. A pool
+    in ``held`` has none: its units stay, so the broken caps must be held by the other pools."""
+    members = sorted({p for cap in broken for p in cap.pools if p in pools and p not in held})
     groups: list[_Group] = []
     for pool_id in members:
         spec = pools[pool_id]
-        if spec.kind is PoolKind.ON_PREM or spec.price_per_unit_hour_usd <= 0.0:
+        if not _sheddable(spec, kept[pool_id]):
             continue
         sheddable = max(0, kept[pool_id] - spec.min_units)
         already_released = base[pool_id] - kept[pool_id]  # the planner's own releases, the longest idle first
@@ -381,6 +413,16 @@ def _candidates(
         rank = (-_TIER_SHED_RANK[spec.tier], -spec.price_per_chip_hour_usd, pool_id)
         groups.extend(((level, *rank), pool_id, count) for level, count in levels if count)
     return sorted(groups)
+
+
+def _sheddable(spec: PoolSpec | None, units: int) -> bool:
+    """Whether a release could save money in a pool holding ``units``: a priced burst pool above its minimum."""
+    return (
+        spec is not None
+        and spec.kind is not PoolKind.ON_PREM
+        and spec.price_per_unit_hour_usd > 0.0
+        and units > spec.min_units
+    )
 
 
 _TIER_SHED_RANK = {

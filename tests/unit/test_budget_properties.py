@@ -44,6 +44,7 @@ class Case:
     proposed: dict[str, int]
     idle: dict[str, int]  # idle for the release window
     idle_now: dict[str, int]  # idle at all: at least those
+    held: frozenset[str] = frozenset()  # pools no release may touch
 
 
 @st.composite
@@ -55,6 +56,7 @@ def cases(draw: st.DrawFn) -> Case:
     proposed = {p: draw(st.integers(s.min_units, s.max_units)) for p, s in pools.items() if draw(st.booleans())}
     idle = {p: draw(st.integers(0, billed[p])) for p in ids}
     idle_now = {p: draw(st.integers(idle[p], billed[p])) for p in ids}
+    held = frozenset(p for p in ids if draw(st.integers(0, 3)) == 0)
     spends = []
     for i in range(draw(st.integers(1, 3))):
         members = frozenset(draw(st.lists(st.sampled_from(ids), min_size=1, unique=True)))
@@ -62,7 +64,7 @@ def cases(draw: st.DrawFn) -> Case:
         hourly = draw(st.floats(1.0, 500.0)) if monthly is None else draw(st.none() | st.floats(1.0, 500.0))
         budget = Budget(f"b{i}", members, monthly, hourly)
         spends.append(BudgetSpend(budget, now, draw(st.floats(0.0, 150_000.0)), draw(st.floats(0.0, 400.0))))
-    return Case(now, pools, spends, billed, proposed, idle, idle_now)
+    return Case(now, pools, spends, billed, proposed, idle, idle_now, held)
 
 
 def cap_checks(case: Case) -> list[tuple[BudgetSpend, Period, float, float]]:
@@ -78,7 +80,15 @@ def cap_checks(case: Case) -> list[tuple[BudgetSpend, Period, float, float]]:
 
 def run(case: Case) -> BudgetEnforcement:
     return enforce_budgets(
-        case.now, case.spends, case.pools, case.billed, case.proposed, case.idle, TICK, idle_now=case.idle_now
+        case.now,
+        case.spends,
+        case.pools,
+        case.billed,
+        case.proposed,
+        case.idle,
+        TICK,
+        idle_now=case.idle_now,
+        held=case.held,
     )
 
 
@@ -115,9 +125,10 @@ def test_targets_stay_between_what_is_billed_and_what_was_proposed(case: Case) -
 
 @settings(max_examples=300, deadline=None)
 @given(cases())
-def test_shedding_spares_fixed_pools_and_minimums_and_clears_the_overrun_when_it_can(case: Case) -> None:
+def test_shedding_spares_fixed_pools_minimums_and_held_pools_and_clears_the_overrun_when_it_can(case: Case) -> None:
     out = run(case)
     for shed in out.shed:
+        assert shed.pool_id not in case.held
         spec = case.pools[shed.pool_id]
         kept = min(case.proposed.get(shed.pool_id, case.billed[shed.pool_id]), case.billed[shed.pool_id])
         assert spec.kind is not PoolKind.ON_PREM
@@ -132,11 +143,18 @@ def test_shedding_spares_fixed_pools_and_minimums_and_clears_the_overrun_when_it
     for spend, period, cap, spent in cap_checks(case):
         pools = sorted(spend.budget.pools)
         after = project(spent, period, case.now, pools, final, prices, case.billed, TICK)
-        floor = {p: case.pools[p].min_units if prices[p] > 0 else final[p] for p in case.pools}
+        floor = {p: case.pools[p].min_units if prices[p] > 0 and p not in case.held else final[p] for p in case.pools}
         floor_cost = project(spent, period, case.now, pools, floor, prices, case.billed, TICK)
         if after > cap + 1e-5:
-            # Still over: then nothing more could be shed (all at the floor, or too late in the period to save).
+            # Still over: then nothing more could be shed (all at the floor or held, or too late in the period to
+            # save), and the held pools that keep units a release could have taken are named.
             assert after <= floor_cost + 1e-5
+            keeping = {
+                p for p in spend.budget.pools & case.held if prices[p] > 0 and final[p] > case.pools[p].min_units
+            }
+            keeping -= {p for p in keeping if case.pools[p].kind is PoolKind.ON_PREM}
+            named = {p for s in out.shortfalls if s.budget == spend.budget.name and not s.forced for p in s.held}
+            assert keeping <= named
 
 
 @settings(max_examples=100, deadline=None)
@@ -150,6 +168,7 @@ def test_the_same_inputs_give_the_same_decision(case: Case) -> None:
         dict(reversed(case.proposed.items())),
         dict(reversed(case.idle.items())),
         dict(reversed(case.idle_now.items())),
+        case.held,
     )
     assert run(case) == run(shuffled)
 

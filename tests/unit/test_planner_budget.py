@@ -191,10 +191,7 @@ def test_a_pool_whose_state_could_not_be_read_is_held_when_a_broken_cap_names_it
     over = plan(pools, [state(target=4, idle_minutes=(60,))], {"a": 32.0}, [monthly(1000.0, 5000.0, ("gpu", "h100"))])
     assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in over.resizes] == [("gpu", 4, 3, False)]
     [held] = [s for s in over.skips if s.pool_id == "h100" and s.reason is SkipReason.BUDGET]
-    assert (
-        "10 more units should be released but are in a pool that is held (its state could not be read); keeping them"
-        in held.detail
-    )
+    assert "its units are in a pool that is held (its state could not be read); keeping them" in held.detail
     assert over.decisions["h100"].target_units is None
     [snapshot] = over.budgets
     assert snapshot.projected_usd > 1000.0  # the unread pool's max_units keep the overrun visible
@@ -203,7 +200,7 @@ def test_a_pool_whose_state_could_not_be_read_is_held_when_a_broken_cap_names_it
     stopped = plan(pools, [state(target=4, idle_minutes=(60,))], {"a": 32.0}, [BudgetSpend(budget, NOW, 999.0, 0.0)])
     assert [r.pool_id for r in stopped.resizes] == ["gpu"]
     stop_skips = [s.detail for s in stopped.skips if s.pool_id == "h100" and s.reason is SkipReason.BUDGET]
-    assert any("hard stop" in d and "10 units should go now, but the pool is held" in d for d in stop_skips)
+    assert any("hard stop" in d and "but the pool is held (its state could not be read)" in d for d in stop_skips)
 
 
 def test_a_blocked_pool_at_its_desired_size_is_neither_shed_nor_stopped() -> None:
@@ -247,3 +244,32 @@ def test_a_hard_stop_releases_idle_spot_units_before_busy_on_demand_ones() -> No
     assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in stopped.resizes] == [("spot", 4, 1, True)]
     [cut] = [c for c in stopped.decisions["spot"].budget_cuts if c.cap == "hard stop of the monthly"]
     assert "releasing 3 units (0 of them busy" in cut.detail
+
+
+def _blocked_on_demand(spot_min: int) -> CapacityPlan:
+    # Demand for 8 units: 4 busy on-demand units (30 USD an hour), blocked after a permanent error, and 4 busy spot
+    # units (25 USD). The next two ticks cost 220 x 10 / 60 = 36.67 USD, 5 USD more than is left: each unit
+    # released now saves its second tick, 2.50 USD on-demand, 2.08 spot. On-demand goes first by tier, but the
+    # blocked pool may not be touched: the spot pool covers what it can.
+    pools = [pool("od", price=30.0, hi=10), pool("spot", tier=CapacityTier.SPOT, price=25.0, lo=spot_min, hi=10)]
+    states = [state(target=4, pool_id="od"), state(target=4, pool_id="spot")]
+    budget = Budget("team-a", frozenset({"od", "spot"}), monthly_cap_usd=10_000.0, commit_horizon=timedelta(hours=2))
+    spend = BudgetSpend(budget, NOW, 10_000.0 - 220.0 * 10 / 60 + 5.0, 0.0)
+    blocked = PlannerMemory(blocked={"od": "403 permission denied on node pool"})
+    return plan(pools, states, {"a": 64.0}, [spend], memory=blocked)
+
+
+def test_a_hard_stop_takes_from_the_pools_it_may_release_what_a_held_pool_keeps() -> None:
+    stopped = _blocked_on_demand(spot_min=0)
+    assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in stopped.resizes] == [("spot", 4, 1, True)]
+    assert not any(s.pool_id == "od" and "hard stop" in s.detail for s in stopped.skips)
+
+
+def test_a_hard_stop_the_releasable_pools_cannot_cover_says_what_the_held_pool_keeps() -> None:
+    # The spot pool may go down to 2 units only: 4.17 USD saved, 0.83 short.
+    stopped = _blocked_on_demand(spot_min=2)
+    assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in stopped.resizes] == [("spot", 4, 2, True)]
+    [kept] = [s.detail for s in stopped.skips if s.pool_id == "od" and "hard stop" in s.detail]
+    assert "0.83 USD more than releasing the units of its other pools saves" in kept
+    assert "the pool is held (blocked by a permanent error: 403 permission denied on node pool)" in kept
+    assert kept in [h.detail for h in stopped.decisions["od"].holds if h.reason is SkipReason.BUDGET]
