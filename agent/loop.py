@@ -21,7 +21,9 @@ from, unchanged. The grid's newest step can start up to one step before ``now`` 
 ``now``: that is the class's observed demand, the planner's floor, and a burst queued since the newest step counts
 at once. A class without a value at ``now`` (the read failed, or Prometheus has no sample within its lookback
 delta) keeps the grid's newest value, judged as before; a value at ``now`` that is NaN or not a demand holds the
-class, and staleness (``forecast.max_staleness``) is judged on the value's own time.
+class, and staleness (``forecast.max_staleness``) is judged on the time Prometheus evaluated it (a series that
+stopped keeps its last sample for Prometheus' lookback delta, 5 minutes by default, on the grid and at an instant
+alike: keep ``max_staleness`` above it).
 """
 
 from __future__ import annotations

@@ -38,7 +38,9 @@ def latest_observations(
     class's observation and the frame's is not used, even when the instant value cannot be trusted (an older value
     never stands in for a newer one that is not a demand). A value from the frame observed at ``ds`` covers
     [ds, ds + step); it is stale when that interval ended more than ``max_staleness`` before ``now``. An instant
-    value is stale when its own time is more than ``max_staleness`` before ``now``.
+    value is stale when its own time is more than ``max_staleness`` before ``now``. Both times are when
+    Prometheus evaluated the value, which answers with a stopped series' last sample for its lookback delta (5
+    minutes by default): a reading can be that much older than its time, which ``max_staleness`` should exceed.
     """
     observed: dict[str, float] = {}
     problems: dict[str, str] = {}
