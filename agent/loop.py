@@ -273,7 +273,7 @@ class Agent:
         if observed and self._refit_if_due(now, names, problems):
             try:
                 frame = self.parts.forecaster.predict(with_group_series(recent, self.groups), self.horizon, self.levels)
-                forecasts, bad = forecasts_from_frame(frame, now, self.step, self.levels, observed)
+                forecasts, bad = forecasts_from_frame(frame, now, self.step, self.levels, self._with_groups(observed))
                 problems.update({k: v for k, v in bad.items() if k not in problems})
             except (ForecastError, MetricsUnavailable) as exc:
                 problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
@@ -282,6 +282,15 @@ class Agent:
         for name in aggregates:
             problems.pop(name, None)
         return observed, forecasts
+
+    def _with_groups(self, observed: Mapping[str, float]) -> dict[str, float]:
+        """The observations, and each group's summed demand now where every member of it was observed."""
+        summed = {
+            g.name: math.fsum(observed[m] for m in g.members)
+            for g in self.groups
+            if g.is_aggregate and all(m in observed for m in g.members)
+        }
+        return {**observed, **summed}
 
     def _refit_if_due(self, now: datetime, names: Sequence[str], problems: dict[str, str]) -> bool:
         """Refit when no model has been fitted yet, or (``refit_in_ticks``) the refit interval has passed; whether
