@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         from agent.sources.trace import read_trace
 
         trace = read_trace(args.replay)  # before anything connects: a missing or broken trace is exit 2
+        replay_start(settings, trace, args.replay_from)  # and so is a start outside it
     kube = None
     if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
@@ -102,6 +103,22 @@ def _close(slack: QueuedNotifier | None, settings: Settings) -> None:
         slack.close(settings.alerts.shutdown_flush_timeout)
 
 
+def replay_start(settings: Settings, trace: Trace, replay_from: datetime | None) -> datetime:
+    """The trace time that maps to now: ``replay_from``, by default the trace's start plus the forecast history.
+    One outside the trace is refused: every tick would find no demand and hold, saying only "no observed value"."""
+    from models import LeadtimeError
+
+    start = replay_from or trace.index[0].to_pydatetime() + settings.forecast.history
+    first, last = trace.index[0].to_pydatetime(), trace.index[-1].to_pydatetime()
+    if not first <= start <= last:
+        given = "--replay-from" if replay_from is not None else "the trace's start plus forecast.history"
+        raise LeadtimeError(
+            f"{given} ({start.isoformat()}) is outside the trace, which runs from {first.isoformat()} to "
+            f"{last.isoformat()}"
+        )
+    return start
+
+
 def _rehearsal_parts(
     settings: Settings, clock: Clock, trace: Trace, replay_from: datetime | None, notifier: Notifier
 ) -> DaemonParts:
@@ -110,7 +127,7 @@ def _rehearsal_parts(
     from agent.daemon.wiring import DaemonParts
     from agent.ledger import InMemoryLedger
 
-    start = replay_from or trace.index[0].to_pydatetime() + settings.forecast.history
+    start = replay_start(settings, trace, replay_from)
     cluster = SimulatedCluster(settings.pool_specs(), clock)
     return DaemonParts(
         source=ShiftedTraceSource(trace, start, clock.now()),

@@ -172,6 +172,11 @@ def _demand(
         return history, history.trace, start, end
     if args.since is not None:
         raise LeadtimeError("--since reads Prometheus history: add --source prometheus (or use --start/--end)")
+    if args.trace is None and not Path(DEFAULT_TRACE).is_file():
+        raise LeadtimeError(
+            f"no --trace given, and the bundled trace {DEFAULT_TRACE} is not under the current directory: run from "
+            "the repository's checkout, or give --trace FILE"
+        )
     return None, read_trace(args.trace or DEFAULT_TRACE), args.start, args.end
 
 

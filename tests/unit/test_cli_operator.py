@@ -132,3 +132,24 @@ def test_a_rehearsal_reads_its_trace_before_it_connects(tmp_path: Path, capsys: 
     err = capsys.readouterr().err
     assert f"trace file not found: {missing}" in err
     assert "Kubernetes" not in err
+
+
+@pytest.mark.parametrize("replay_from", ["2021-01-01T00:00:00+00:00", "2019-01-01T00:00:00+00:00"])
+def test_a_rehearsal_from_outside_its_trace_is_refused_before_it_connects(
+    replay_from: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    trace = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"
+    argv = ["run", "--config", str(CONFIG), "--replay", str(trace), "--replay-from", replay_from]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"--replay-from ({replay_from}) is outside the trace, which runs from 2020-" in err
+    assert "Kubernetes" not in err
+
+
+def test_simulate_without_a_trace_outside_the_checkout_says_where_the_default_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["simulate", "--config", str(CONFIG), "--out", str(tmp_path / "out"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "no --trace given, and the bundled trace data/helios-earth/demand_5min.csv.gz is not under" in err
