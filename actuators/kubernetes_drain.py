@@ -188,14 +188,25 @@ class KubernetesUnitDrainer:
         return [name for _, name in idle] + [n.name for n in busy]
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
-        """Units of the pool with a node cordoned and carrying our drain annotation, with the key of their drain."""
+        """Units of the pool with a node cordoned and carrying our drain annotation, with the key of their drain;
+        and, where a unit is removed without nodes (a slice), a unit of the pool whose nodes all left the cluster
+        during this drainer's drain of it: nothing in the cluster records that drain any more, but the unit is still
+        there and paid for, and the drain's next step removes it. A unit whose nodes are all uncordoned or unmarked
+        is no longer being drained (a person uncordoned it): its drain is forgotten here too, so its nodes leaving
+        later does not remove it."""
         draining = {}
         for unit, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items():
-            for node in nodes:
-                key = (node.metadata.annotations or {}).get(DRAIN_ANNOTATION)
-                if key and node.spec and node.spec.unschedulable:
-                    draining[unit] = key
-                    break
+            marks = [
+                (n.metadata.annotations or {}).get(DRAIN_ANNOTATION) for n in nodes if n.spec and n.spec.unschedulable
+            ]
+            key = next((mark for mark in marks if mark), None)
+            since = self._draining_since.get(unit)
+            if key is not None:
+                draining[unit] = key
+            elif nodes:
+                self._draining_since.pop(unit, None)
+            elif since is not None and self._units.removed_without_nodes:
+                draining[unit] = since[0]
         return draining
 
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:

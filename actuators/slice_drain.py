@@ -8,7 +8,9 @@ every node of the slice with the drain's annotation (so a new leader continues i
 Eviction API (disruption budgets hold: a refusal waits, nothing is forced; a pod that must not be disrupted rejects
 the drain and uncordons the slice), and once every node is empty the slice actuator deletes exactly that slice, its
 node pool. A slice whose nodes left the cluster during its drain is deleted all the same: its node pool outlives
-them and is still paid for.
+them and is still paid for. No node records that drain any more, so the drainer reports the slice as draining from
+its own memory while the slice is listed without nodes (``draining_nodes``); an agent that did not start the drain
+(a restart, a new leader) cannot know of it, and the slice, never idle without nodes, is left to a person.
 
 Only the group's ready slices (RUNNING, RECONCILING, RUNNING_WITH_ERROR) are units: a slice still provisioning
 runs nothing yet, a failed one is removed by the next resize, a stopping one is going.

@@ -220,3 +220,52 @@ def test_the_slice_actuator_deletes_only_slices_of_its_group_and_each_once(slice
     assert restarted.delete_nodes(POOL, ["v5e-0"], "d1").detail == "v5e-0 already being deleted"
     assert slices.gke.calls("DELETE", "/nodePools/") == 1
     assert restarted.ready_slices(POOL) == ["v5e-1", "v5e-2"]
+
+
+def _remove_hosts(rig: Slices, slice_name: str) -> None:
+    """Every host of the slice leaves the cluster (host maintenance, a repair) while its node pool stays."""
+    for host in rig.hosts(slice_name):
+        rig.kube.delete("nodes", host)
+        rig.kube.delete("pods", f"logs-{host}", "kube-system")
+        rig.kube.delete("pods", f"web-{host}", "default")
+
+
+def test_a_slice_whose_nodes_leave_during_its_drain_is_still_deleted(slices: Slices) -> None:
+    drains = NodeDrains({POOL: slices.drainer}, HOLD)
+    (state,) = slices.actuator.list_pools()
+    drains.observe({POOL: state}, slices.clock.now())
+    slices.clock.advance(HOLD)
+    drains.observe({POOL: state}, slices.clock.now())
+    started = drains.scale_down(Resize(POOL, 3, 2, "idle", "r1"), slices.clock.now(), ["v5e-0"])
+    assert [r.status for r in started.results] == [ActionStatus.STARTED]  # its web pods are terminating
+    (pending,) = drains.pending
+    _remove_hosts(slices, "v5e-0")
+
+    slices.clock.advance(timedelta(minutes=1))
+    (state,) = slices.actuator.list_pools()
+    seen, _ = drains.observe({POOL: state}, slices.clock.now())
+    assert drains.pending == (pending,)  # no node records the drain any more; the slice is still there
+    assert (seen[POOL].ready_units, seen[POOL].target_units) == (2, 2)
+    step = drains.continue_pending(slices.clock.now())
+    assert [r.status for r in step.results] == [ActionStatus.DONE]
+    assert slices.gke.calls("DELETE", "/nodePools/") == 1
+    assert slices.statuses() == {"v5e-0": "STOPPING", "v5e-1": "RUNNING", "v5e-2": "RUNNING"}
+    assert not drains.pending
+
+
+def test_a_slice_drain_a_person_ended_is_not_resumed_when_its_nodes_leave(slices: Slices) -> None:
+    """A person uncordons the slice (the drain is dropped); its hosts leaving later do not delete it."""
+    slices.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, min_available=12), group="policy")
+    drains = NodeDrains({POOL: slices.drainer}, timedelta(0))
+    drains.scale_down(Resize(POOL, 3, 2, "idle", "r1"), slices.clock.now(), ["v5e-1"])
+    for host in slices.hosts("v5e-1"):
+        slices.api.nodes.patch(host, {"spec": {"unschedulable": None}})  # kubectl uncordon
+    (state,) = slices.actuator.list_pools()
+    drains.observe({POOL: state}, slices.clock.now())
+    assert drains.pending == ()
+
+    _remove_hosts(slices, "v5e-1")
+    drains.observe({POOL: state}, slices.clock.now())
+    assert drains.pending == ()
+    assert drains.continue_pending(slices.clock.now()).results == []
+    assert slices.gke.calls("DELETE", "/nodePools/") == 0
