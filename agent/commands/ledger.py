@@ -135,19 +135,17 @@ def report_budgets(args: argparse.Namespace) -> int:
 
 
 def _billed_ledger(settings: Settings, source: str, read_only: bool = False) -> BilledCosts:
-    """The configured database ledger; a SQLite file opened ``read_only`` can be read while a daemon writes it."""
+    """The configured database ledger; opened ``read_only``, a SQLite file can be read while a daemon writes it and
+    a PostgreSQL database is read in read-only sessions, its schema checked but never created or migrated."""
     from agent.ledger.billed import BilledCosts
     from agent.ledger.factory import open_ledger
-    from agent.ledger.sqlite import SqliteLedger
 
     if settings.ledger.backend == "memory":
         problem = ConfigProblem("ledger.backend", "billed costs are kept in a SQLite or PostgreSQL ledger, not memory")
         raise ConfigError(source, [problem])
-    if settings.ledger.backend == "sqlite":
-        if read_only:
-            return SqliteLedger(settings.ledger.path, read_only=True)
+    if settings.ledger.backend == "sqlite" and not read_only:
         _refuse_missing_file(Path(settings.ledger.path), source)
-    ledger = open_ledger(settings.ledger)
+    ledger = open_ledger(settings.ledger, read_only=read_only)
     assert isinstance(ledger, BilledCosts)  # both database ledgers keep billed costs
     return ledger
 

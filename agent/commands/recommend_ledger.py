@@ -3,13 +3,15 @@
 The daemon plans each tick on the month's spend so far: what its ledger recorded, plus what the pools held since
 its last tick, charged as the tick starts. A dry run must see the same spend and change nothing, so the configured
 ledger is opened read-only (a SQLite file through a read-only connection, without the writer lock a running
-daemon holds; a PostgreSQL ledger only read from) and what the dry-run tick charges is kept in memory on top of it.
-Charges start where the ledger's newest entry of each pool ends (an opening mark, which costs nothing, or a
-charged interval), so adding the two never counts an interval twice. Budget reservations are decided in memory
-over the same spend, as the one process writing a SQLite ledger decides them.
+daemon holds; a PostgreSQL database in read-only sessions, its schema checked but never created or migrated, see
+``agent.ledger.postgres``) and what the dry-run tick charges is kept in memory on top of it. Charges start where
+the ledger's newest entry of each pool ends (an opening mark, which costs nothing, or a charged interval), so
+adding the two never counts an interval twice. Budget reservations are decided in memory over the same spend, as
+the one process writing a SQLite ledger decides them.
 
-No ledger file at ``ledger.path``, or ``ledger.backend: memory``, leaves the month's spend unknown: the dry run
-plans as if nothing was spent yet, and says so (``MonthToDate.known``).
+No ledger file at ``ledger.path``, a PostgreSQL database no daemon has written yet, or ``ledger.backend: memory``
+leaves the month's spend unknown: the dry run plans as if nothing was spent yet, and says so
+(``MonthToDate.known``).
 """
 
 from __future__ import annotations
@@ -80,8 +82,13 @@ def open_read_only(settings: LedgerSettings) -> Iterator[tuple[ReadOnlyLedger, M
     recorded: Ledger
     if settings.backend == "postgresql":
         from agent.ledger.factory import open_ledger  # the PostgreSQL driver: only when that ledger is read
+        from agent.ledger.postgres import NoLedgerSchema
 
-        recorded = open_ledger(settings)
+        try:
+            recorded = open_ledger(settings, read_only=True)
+        except NoLedgerSchema as exc:
+            yield ReadOnlyLedger(None), MonthToDate("postgresql", settings.url, False, f"{UNKNOWN}: {exc}")
+            return
         where = getattr(recorded, "where", settings.url)
     else:
         from agent.ledger.sqlite import SqliteLedger

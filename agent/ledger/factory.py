@@ -15,9 +15,12 @@ from config.ledger import LedgerSettings
 from models import ConfigError, ConfigProblem
 
 
-def open_ledger(settings: LedgerSettings, environ: Mapping[str, str] | None = None) -> Ledger:
+def open_ledger(
+    settings: LedgerSettings, environ: Mapping[str, str] | None = None, *, read_only: bool = False
+) -> Ledger:
     """The SQLite ledger at ``settings.path`` (the default), the PostgreSQL one at ``settings.url``, or an
-    in-memory one for simulations."""
+    in-memory one for simulations; ``read_only``, a database ledger as a command that only reads it opens it: never
+    created, migrated or written."""
     if settings.backend == "memory":
         return InMemoryLedger()
     if settings.backend == "postgresql":
@@ -30,7 +33,10 @@ def open_ledger(settings: LedgerSettings, environ: Mapping[str, str] | None = No
             ledger_password(settings, os.environ if environ is None else environ),
             connect_timeout=settings.connect_timeout,
             options=options,
+            read_only=read_only,
         )
+    if read_only:
+        return SqliteLedger(settings.path, read_only=True)
     return SqliteLedger(settings.path, fresh_if_empty=settings.fresh_if_empty)
 
 

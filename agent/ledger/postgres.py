@@ -15,7 +15,16 @@ shadow account is kept beside them too, one row per account.
 
 The schema is versioned: ``MIGRATIONS`` are applied in order at open, inside one transaction holding another
 advisory lock, so two agents starting at once apply each migration exactly once. A database whose schema is newer
-than this release knows is refused. The password never appears in the URL, the settings or any message: it is
+than this release knows is refused.
+
+``read_only`` is how the commands that only read the ledger open it (``leadtime recommend``, ``leadtime ledger
+budgets``): no migration and no advisory lock, every session's transactions read-only
+(``default_transaction_read_only``), so the database refuses a write even if one were asked for, and a role that
+may only SELECT can read. The schema is checked instead of upgraded: a newer release's dry run against a
+production database must not move its schema past the daemon that writes it (which would then refuse to start).
+A schema from ``READABLE_FROM`` on is read as it is (before the running totals, spend is summed from the entries
+and billed costs); an older one, or a database no daemon has written yet (``NoLedgerSchema``), is refused,
+saying what to do. The password never appears in the URL, the settings or any message: it is
 passed to the driver separately. psycopg errors are translated into ``LedgerUnavailable`` here; after a lost
 connection the next call connects again.
 """
@@ -102,6 +111,12 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
     (5, totals.MIGRATION),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+READABLE_FROM = 4  # the oldest schema a read-only ledger reads: billed costs came in 4
+_TOTALS_FROM = 5  # the schema that keeps running period totals (``agent.ledger.postgres_totals``)
+
+# Spend summed from the entries and billed costs, for a schema without running totals (read-only, see above).
+_SPENT_SUMMED = f"""SELECT COALESCE(SUM({totals.spent_of("p.pool_id", "%(start)s", "%(end)s")}), 0.0)
+    FROM unnest(%(pools)s::text[]) AS p (pool_id)"""
 
 # The newest entry of each pool named: one index probe per pool, however long its history.
 _NEWEST_OF_EACH = f"""
@@ -128,19 +143,26 @@ IDLE_IN_TRANSACTION_TIMEOUT = timedelta(seconds=60)
 _KEEPALIVE = {"keepalives": "1", "keepalives_idle": "30", "keepalives_interval": "10", "keepalives_count": "3"}
 
 
-def _session_limits(statement_timeout: timedelta) -> dict[str, str]:
-    settings = {
+def _session_limits(statement_timeout: timedelta, read_only: bool = False) -> dict[str, str]:
+    settings: dict[str, object] = {
         "statement_timeout": int(statement_timeout / timedelta(milliseconds=1)),
         "idle_in_transaction_session_timeout": int(IDLE_IN_TRANSACTION_TIMEOUT / timedelta(milliseconds=1)),
         "tcp_keepalives_idle": _KEEPALIVE["keepalives_idle"],
         "tcp_keepalives_interval": _KEEPALIVE["keepalives_interval"],
         "tcp_keepalives_count": _KEEPALIVE["keepalives_count"],
     }
+    if read_only:
+        settings["default_transaction_read_only"] = "on"
     return _KEEPALIVE | {"options": " ".join(f"-c {name}={value}" for name, value in settings.items())}
 
 
+class NoLedgerSchema(LedgerUnavailable):
+    """A read-only ledger found no leadtime schema in the database: no daemon has written it yet."""
+
+
 class PostgresLedger:
-    """A ledger in the PostgreSQL database at ``url`` (``postgresql://USER@HOST:PORT/DATABASE``, no password)."""
+    """A ledger in the PostgreSQL database at ``url`` (``postgresql://USER@HOST:PORT/DATABASE``, no password);
+    ``read_only``: read as it is, never migrated or written (see the module's docstring)."""
 
     def __init__(
         self,
@@ -150,16 +172,26 @@ class PostgresLedger:
         connect_timeout: timedelta = timedelta(seconds=10),
         options: dict[str, str] | None = None,
         statement_timeout: timedelta = STATEMENT_TIMEOUT,
+        read_only: bool = False,
     ) -> None:
         self._url = url
         self._password = password
         self._connect_timeout = max(1, int(connect_timeout.total_seconds()))
-        self._options = dict(options or {}) | _session_limits(statement_timeout)
+        self._options = dict(options or {}) | _session_limits(statement_timeout, read_only)
         self._lock = threading.Lock()
         self._db: Connection | None = None
         self.where = _describe(url)
+        self.read_only = read_only
+        self.schema = SCHEMA_VERSION  # what the open found (read-only) or left (migrated)
         with self._lock:
-            self._run("migrate", self._migrate)
+            try:
+                if read_only:
+                    self.schema = self._run("read", self._readable_schema)
+                else:
+                    self._run("migrate", self._migrate)
+            except BaseException:
+                self._close()
+                raise
 
     # -- Ledger -------------------------------------------------------------------------------------------
     def record(self, entry: LedgerEntry) -> None:
@@ -187,12 +219,16 @@ class PostgresLedger:
         wanted = sorted(set(pools))
         if not wanted:
             return 0.0
-        rows = self._query(totals.SPENT, {"pools": wanted, "start": to_us(start), "end": to_us(end)})
+        query = totals.SPENT if self.schema >= _TOTALS_FROM else _SPENT_SUMMED
+        rows = self._query(query, {"pools": wanted, "start": to_us(start), "end": to_us(end)})
         return float(rows[0][0])
 
     def spent_in_periods(self, asks: Sequence[SpendAsk], now: datetime) -> list[float]:
         """From the running totals of the asks' periods (``agent.ledger.postgres_totals``), added when missing as
-        a reservation adds them; an ask whose ``until`` lies outside its period is summed as ``spent`` sums."""
+        a reservation adds them; an ask whose ``until`` lies outside its period is summed as ``spent`` sums. A
+        read-only ledger adds nothing: each ask is read as ``spent`` reads it (from a total where one is kept)."""
+        if self.read_only:
+            return [self.spent(a.pools, a.period_start, a.until) for a in asks]
         inside = [a for a in asks if a.within]
         with self._lock:
             found = iter(
@@ -389,9 +425,7 @@ class PostgresLedger:
 
     def close(self) -> None:
         with self._lock:
-            if self._db is not None:
-                self._db.close()
-                self._db = None
+            self._close()
 
     def __enter__(self) -> PostgresLedger:
         return self
@@ -416,7 +450,16 @@ class PostgresLedger:
             )
         return self._db
 
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
     def _run(self, action: str, work: Callable[[Connection], T]) -> T:
+        if self.read_only and action != "read":
+            raise LedgerUnavailable(
+                f"cannot {action} the PostgreSQL ledger at {self.where}: it was opened read-only (nothing is written)"
+            )
         try:
             return work(self._connection())
         except psycopg.Error as exc:
@@ -426,6 +469,31 @@ class PostgresLedger:
         params = dict(args) if isinstance(args, Mapping) else tuple(args)
         with self._lock:
             return self._run("read", lambda db: db.execute(query, params).fetchall())
+
+    def _readable_schema(self, db: Connection) -> int:
+        """The schema version of a database a read-only ledger may read; refused, saying what to do, otherwise."""
+        row = db.execute("SELECT to_regclass('leadtime_schema_migrations') IS NOT NULL").fetchone()
+        if row is None or not row[0]:
+            raise NoLedgerSchema(
+                f"the PostgreSQL ledger at {self.where} holds no leadtime ledger yet (no leadtime_schema_migrations "
+                "table): the daemon creates it when it first starts (or `leadtime ledger import-sqlite` does); a "
+                "command that only reads the ledger does not"
+            )
+        row = db.execute("SELECT COALESCE(max(version), 0) FROM leadtime_schema_migrations").fetchone()
+        current = int(row[0]) if row is not None else 0
+        if current > SCHEMA_VERSION:
+            raise LedgerUnavailable(
+                f"the PostgreSQL ledger at {self.where} has schema {current}, newer than this release knows "
+                f"({SCHEMA_VERSION}): run a newer leadtime"
+            )
+        if current < READABLE_FROM:
+            raise LedgerUnavailable(
+                f"the PostgreSQL ledger at {self.where} has schema {current}, older than this release reads "
+                f"({READABLE_FROM} to {SCHEMA_VERSION}), and a command that only reads the ledger does not upgrade "
+                "it: upgrade the daemon that writes it first (it migrates the schema when it starts), or run the "
+                "leadtime release that daemon runs"
+            )
+        return current
 
     def _migrate(self, db: Connection) -> None:
         with db.transaction():

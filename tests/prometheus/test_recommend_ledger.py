@@ -23,6 +23,7 @@ from agent.ledger.sqlite import SqliteLedger
 from agent.planning.budget import Budget
 from config import load_settings
 from models.clock import SimulatedClock
+from tests.ledger.test_postgres_read_only import reader_role, schema_state
 from tests.postgres.fixtures import Database
 from tests.prometheus.server import TENANTS, PrometheusServer
 from tests.prometheus.test_recommend import WritesForbidden, write_config
@@ -134,8 +135,12 @@ def test_recommend_reads_the_month_to_date_spend_of_a_postgresql_ledger_and_neve
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setenv("LEADTIME_LEDGER_PASSWORD", postgres_database.password)
-    ledger = {"backend": "postgresql", "url": postgres_database.url, "sslmode": "disable"}
+    """As a role that may only SELECT: the dry run's sessions are read-only and it never migrates the schema."""
+    with PostgresLedger(postgres_database.url, postgres_database.password) as postgres:
+        schema = schema_state(postgres_database)
+    reader = reader_role(postgres_database)
+    monkeypatch.setenv("LEADTIME_LEDGER_PASSWORD", reader.password)
+    ledger = {"backend": "postgresql", "url": reader.url, "sslmode": "disable"}
     config = _config(tmp_path, prometheus, ledger)
     start = _period_start(config)
     with PostgresLedger(postgres_database.url, postgres_database.password) as postgres:
@@ -143,6 +148,8 @@ def test_recommend_reads_the_month_to_date_spend_of_a_postgresql_ledger_and_neve
         entries = postgres.entries()
 
     document = _recommend(config, tmp_path / "out")
+
+    assert schema_state(postgres_database) == schema
 
     spent = UNITS * PRICE * (AT - start).total_seconds() / 3600.0
     _assert_planned_on_the_spend(document, spent)
