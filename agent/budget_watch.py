@@ -11,7 +11,7 @@ out the time before, see ``agent.ledger.meter.LedgerCoverage``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from agent.alerts import (
@@ -65,14 +65,15 @@ class BudgetWatch:
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
 
     def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
-        """Charge what each pool held since the last tick; each budget's spend so far, for the planner."""
+        """Charge what each pool held since the last tick; each budget's spend so far, for the planner, with the
+        units last recorded for the pools whose state could not be read (missing from ``states``)."""
         self.meter.observe(self._reading(now, s.pool_id, s.target_units) for s in states.values())
-        return self.spend(now)
+        return self.spend(now, unread=[p for p in self.pools if p not in states])
 
-    def spend(self, now: datetime) -> list[BudgetSpend]:
-        """Each budget's spend so far, read from the ledger without charging anything; ``coverage`` says whether
-        the ledger holds each period from its start."""
-        spends = self.meter.budget_spend(self.budgets, now)
+    def spend(self, now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:
+        """Each budget's spend so far, read from the ledger without charging anything, with the units last recorded
+        for the pools in ``unread``; ``coverage`` says whether the ledger holds each period from its start."""
+        spends = self.meter.budget_spend(self.budgets, now, unread)
         self.coverage = self.meter.coverage(self.budgets, now)
         return spends
 

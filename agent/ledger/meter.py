@@ -4,9 +4,17 @@ This is the only place the loop touches the ledger: ``observe`` after each obser
 after the agent's own resizes, so a scale-up is charged from the moment it was asked for), ``budget_spend``
 before planning, and ``coverage`` with it.
 
+``budget_spend`` also says what a pool whose state could not be read this tick last held: the units of its
+newest ledger entry (the opening mark of its last reading, or the agent's scale-up after it), one index probe per
+such pool. The budgets project it at those units rather than at its ``max_units`` (a single failed read of a big
+pool would otherwise project an overspend that is not there).
+
 ``coverage`` says, per budget with a monthly cap, whether the ledger holds the whole of the current period: a
 ledger that began after the period started (a new pod's file on an ``emptyDir``, a first install mid-month) reads
-the spend before its first record as nothing, so the cap counts only the spend since then. The planner is not
+the spend before its first record as nothing, so the cap counts only the spend since then. It is judged per pool:
+each of the budget's own pools (not those other agents run) must have a record at or before the period's start,
+since a bill imported for some pools only (a standard export bills GPU node pools, not TPU slices) fills the
+period for those alone. The planner is not
 told otherwise (a guess at the missing spend would be wrong one way or the other; billed costs imported for the
 period fill it exactly): the loop alerts, and the daemon exports it. Once a period is found covered it stays
 covered (records are never removed), so a tick asks the ledger only about budgets not yet known to be covered.
@@ -15,8 +23,8 @@ covered (records are never removed), so a tick asks the ledger only about budget
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
@@ -30,19 +38,56 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class LedgerCoverage:
-    """Since when the ledger holds a budget's spend (``since``: the earliest record of any of its pools, ``None``
-    while it has none), against the start of the budget's current month period."""
+    """Since when the ledger holds a budget's spend, against the start of the budget's current month period:
+    ``first`` is the first record of each of the budget's own pools (``None``: it has none yet)."""
 
     budget: str
     period_start: datetime
     period_end: datetime
-    since: datetime | None
+    first: tuple[tuple[str, datetime | None], ...]
     where: str
 
     @property
+    def since(self) -> datetime | None:
+        """Since when the ledger holds every pool of the budget: the latest of their first records (``None`` while
+        one has none)."""
+        firsts = [at for _, at in self.first]
+        return None if not firsts or None in firsts else max(at for at in firsts if at is not None)
+
+    @property
+    def late(self) -> tuple[tuple[str, datetime | None], ...]:
+        """The pools whose first record is later than the period's start, or that have none."""
+        return tuple((pool, at) for pool, at in self.first if at is None or at > self.period_start)
+
+    @property
     def complete(self) -> bool:
-        """Whether the ledger holds the whole period so far: its first record is no later than the period's start."""
-        return self.since is not None and self.since <= self.period_start
+        """Whether the ledger holds the whole period so far: every pool has a record at or before its start."""
+        return not self.late
+
+    def late_pools(self, when: Callable[[datetime], str] = datetime.isoformat) -> str:
+        """The late pools for a message: ``v5e-slices (first record <when>), h100 (no record yet)``."""
+        return ", ".join(
+            f"{pool} ({'no record yet' if at is None else f'first record {when(at)}'})" for pool, at in self.late
+        )
+
+
+NEW_OR_LOST = (
+    "a pool created after the period started had no spend before its first record, but the ledger cannot tell it "
+    "from one whose records were lost"
+)
+
+
+def ledger_coverage(budget: Budget, now: datetime, first: Mapping[str, datetime], where: str) -> LedgerCoverage:
+    """The coverage of ``budget``'s current month period, from the first records of its pools (``first``, as
+    ``RecordedSince.recorded_since`` reads them)."""
+    period = budget.period(now)
+    pools = tuple((pool, first.get(pool)) for pool in own_pools(budget))
+    return LedgerCoverage(budget.name, period.start, period.end, pools, where)
+
+
+def own_pools(budget: Budget) -> list[str]:
+    """The budget's pools this agent records (the others' agents judge theirs)."""
+    return sorted(budget.pools - budget.remote_pools)
 
 
 class SpendMeter:
@@ -85,9 +130,24 @@ class SpendMeter:
                 )
         return accruals
 
-    def budget_spend(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:
+    def budget_spend(self, budgets: Sequence[Budget], now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:
         """What each budget's pools have spent in the current month period and the current hour, up to ``now``:
-        all in one read from the ledger's period totals when it keeps them (``agent.ledger.period_spend``)."""
+        all in one read from the ledger's period totals when it keeps them (``agent.ledger.period_spend``). Each
+        budget with a pool in ``unread`` (its state could not be read) gets the units the ledger last recorded it
+        holding (``BudgetSpend.last_units``)."""
+        spends = self._spent(budgets, now)
+        asked = sorted({p for b in budgets for p in b.pools} & set(unread))
+        if not asked:
+            return spends
+        last = {p: entry.units for p in asked if (entry := self.ledger.last_entry(p)) is not None}
+        return [
+            replace(spend, last_units={p: n for p, n in last.items() if p in spend.budget.pools})
+            if spend.budget.pools & last.keys()
+            else spend
+            for spend in spends
+        ]
+
+    def _spent(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:
         if isinstance(self.ledger, PeriodSpend):
             asks = [
                 SpendAsk(tuple(sorted(budget.pools)), span.start, span.end, now)
@@ -121,26 +181,30 @@ class SpendMeter:
         capped = [b for b in budgets if b.monthly_cap_usd is not None]
         periods = {b.name: b.period(now) for b in capped}
         asked = [b for b in capped if self._known(b.name, periods[b.name].start) is None]
-        since = self.ledger.recorded_since(sorted({p for b in asked for p in b.pools})) if asked else {}
+        since = self.ledger.recorded_since(sorted({p for b in asked for p in own_pools(b)})) if asked else {}
         out = []
         for budget in capped:
             period = periods[budget.name]
             known = self._known(budget.name, period.start)
             if known is None:
-                first = min((since[p] for p in budget.pools if p in since), default=None)
-                known = LedgerCoverage(budget.name, period.start, period.end, first, self.ledger.where)
+                known = ledger_coverage(budget, now, since, self.ledger.where)
                 if known.complete:
                     self._covered[budget.name] = known
                 elif self._warned.get(budget.name) != period.start:
                     self._warned[budget.name] = period.start
                     log.warning(
-                        "budget %s: its period started at %s but the ledger at %s has recorded its pools only %s: "
-                        "the spend before is not counted against its cap",
+                        "budget %s: its period started at %s but the ledger at %s holds these of its pools only "
+                        "from later: %s; their spend before is not counted against its cap (%s)",
                         budget.name,
                         period.start.isoformat(),
                         known.where,
-                        "from now on" if first is None else f"since {first.isoformat()}",
-                        extra={"budget": budget.name, "period_start": period.start.isoformat()},
+                        known.late_pools(),
+                        NEW_OR_LOST,
+                        extra={
+                            "budget": budget.name,
+                            "period_start": period.start.isoformat(),
+                            "late_pools": [pool for pool, _ in known.late],
+                        },
                     )
             out.append(known)
         return out

@@ -9,7 +9,7 @@ top of what the ledger says was already spent. Enforcement of caps on a plan liv
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, tzinfo
 from enum import StrEnum
 from zoneinfo import ZoneInfo
@@ -102,12 +102,16 @@ class Budget:
 
 @dataclass(frozen=True)
 class BudgetSpend:
-    """What a budget's pools spent so far (from the ledger) in the current month period and clock hour."""
+    """What a budget's pools spent so far (from the ledger) in the current month period and clock hour, and
+    ``last_units``: for those of its pools whose state could not be read this tick, the units the ledger last
+    recorded them holding (its newest entry, an opening mark included); a pool the ledger has no record of is not
+    there, and is counted at its ``max_units``."""
 
     budget: Budget
     now: datetime
     spent_period_usd: float
     spent_hour_usd: float
+    last_units: Mapping[str, int] = field(default_factory=dict, hash=False)
 
     def spent(self, kind: CapKind) -> float:
         return self.spent_period_usd if kind is CapKind.MONTH else self.spent_hour_usd

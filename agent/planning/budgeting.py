@@ -18,6 +18,11 @@ far the cap stays broken and why the pool keeps its units.
 A budget with a commit horizon holds its cap by a hard stop instead: the units its stop names go whether idle or
 busy (a ``forced`` release, which the executor drains idle nodes first for), never from a held pool. Across the
 budget's pools it names units idle for the stabilization window first, then units idle now, then busy ones.
+
+A pool whose state could not be read is counted at the units the ledger last recorded it holding (at its
+``max_units`` only when the ledger has none), and no hard stop of its budget is started that tick: busy work is not
+evicted on a projection that is partly a guess. The pool gets a budget skip saying so, and the stop is decided
+again next tick; idle units are still shed.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend
-from agent.planning.enforcement import Shed, Shortfall, Trim, budget_snapshots, enforce_budgets
+from agent.planning.enforcement import DeferredStop, Shed, Shortfall, Trim, budget_snapshots, enforce_budgets
 from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
 from models.durations import format_duration
 
@@ -114,6 +119,10 @@ def apply_budgets(
     for short in out.shortfalls:
         for pool_id in short.held:
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, _kept_by_hold(short, held[pool_id])))
+    recorded = {p for spend in spends for p in spend.last_units}
+    for deferred in out.deferred:
+        for pool_id, units in deferred.unread:
+            new_skips.append(Skip(pool_id, SkipReason.BUDGET, _stop_deferred(deferred, units, pool_id in recorded)))
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
     kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}
@@ -132,6 +141,17 @@ def _kept_by_hold(short: Shortfall, why: str) -> str:
     return (
         f"budget {short.budget!r} projected over its {short.cap} cap, {short.usd:,.2f} USD more than releasing the "
         f"units of its other pools saves; its units are in a pool that is held ({why}); keeping them"
+    )
+
+
+def _stop_deferred(deferred: DeferredStop, units: int, recorded: bool) -> str:
+    """What an unread pool's budget skip says when its budget's hard stop waits for every pool to be read."""
+    counted = f"its last recorded {units} units" if recorded else f"its max_units, {units}, the ledger having no record"
+    return (
+        f"budget {deferred.budget!r} hard stop not started: the money left is {deferred.usd:,.2f} USD short of paying "
+        f"for the units held through the next two ticks, but this pool's state could not be read (it is counted at "
+        f"{counted}). No busy unit of the budget's pools is released until every one of them is read: decided "
+        f"again next tick"
     )
 
 

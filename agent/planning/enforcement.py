@@ -32,8 +32,12 @@ through the next two ticks (the ledger bills a release one tick late), ``stops``
 now, cheapest to lose first, busy ones included (``Shed.forced``): a spot unit idle for a minute goes before a
 busy on-demand one.
 
-A budget pool missing from ``billed`` is counted at its ``max_units``: spend of a pool nobody observed is never
-assumed to be zero.
+A budget pool missing from ``billed`` (its state could not be read this tick) is counted at the units the ledger
+last recorded it holding (``BudgetSpend.last_units``), and at its ``max_units`` only when the ledger has no record
+of it: spend of a pool nobody observed is never assumed to be zero, nor to have jumped to its maximum because one
+read failed. No hard stop is started for a budget with such a pool: a forced release evicts busy work on a
+projection that is partly a guess, so the stop waits for a tick that reads every pool of the budget (a
+``DeferredStop`` says so; the shed of idle units goes on).
 """
 
 from __future__ import annotations
@@ -87,6 +91,17 @@ class Shortfall:
 
 
 @dataclass(frozen=True)
+class DeferredStop:
+    """A hard stop not started this tick: the money left is ``usd`` short of paying for the next two ticks, but the
+    budget's pools in ``unread`` could not be read (each with the units it is counted at)."""
+
+    budget: str
+    cap: CapKind
+    usd: float
+    unread: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
 class Overspend:
     """A cap whose projection exceeds it with the units billed now, before anything is shed."""
 
@@ -113,6 +128,7 @@ class BudgetEnforcement:
     overspends: tuple[Overspend, ...] = ()
     snapshots: tuple[BudgetSnapshot, ...] = field(default=())
     shortfalls: tuple[Shortfall, ...] = ()
+    deferred: tuple[DeferredStop, ...] = ()
 
 
 @dataclass
@@ -167,11 +183,11 @@ def enforce_budgets(
     targets, ``idle`` the units observed idle for ``release_after`` (how long a unit must be idle before it may be
     released), ``idle_now`` those observed idle at all (``idle`` when not given), ``settle`` the loop's tick (how
     long a released unit keeps billing in the ledger). No release names a unit of a pool in ``held``, nor of a
-    pool missing from ``billed`` (not read).
+    pool missing from ``billed`` (not read), and no hard stop is started for a budget with a pool not read.
     """
     caps = _caps(now, spends, crossing=True)
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
+    base = _units_now(spends, pools, billed)
     overspends = []
     for cap in caps:
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
@@ -183,9 +199,11 @@ def enforce_budgets(
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
     trims, skips = _trim(now, caps, pools, base, targets, holds)
     idleness = _Idleness(idle or {}, idle_now if idle_now is not None else idle or {})
-    untouched = frozenset(held) | {p for p in pools if p not in billed}
+    unread = frozenset(p for p in pools if p not in billed)
+    untouched = frozenset(held) | unread
     shed, short = _shed(now, caps, pools, base, targets, idleness, settle, untouched)
-    stops, short_stop = _shed(now, caps, pools, base, targets, idleness, settle, untouched, stop=True)
+    stops, short_stop = _shed(now, caps, pools, base, targets, idleness, settle, untouched, unread, stop=True)
+    deferred = _deferred(now, caps, pools, base, targets, settle, unread)
     final = dict(targets)
     for item in shed:
         final[item.pool_id] = final.get(item.pool_id, base[item.pool_id]) - item.units
@@ -194,7 +212,9 @@ def enforce_budgets(
     shed = [*shed, *stops]
     snapshots = budget_snapshots(now, spends, pools, billed, final, settle)
     shortfalls = (*short, *short_stop)
-    return BudgetEnforcement(targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots, shortfalls)
+    return BudgetEnforcement(
+        targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots, shortfalls, deferred
+    )
 
 
 def budget_snapshots(
@@ -207,7 +227,7 @@ def budget_snapshots(
 ) -> tuple[BudgetSnapshot, ...]:
     """Each cap's spend so far and its projection to period end if the pools go from ``billed`` to ``units``."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
+    base = _units_now(spends, pools, billed)
     return tuple(
         BudgetSnapshot(
             budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
@@ -229,13 +249,24 @@ def find_overspends(
 ) -> list[Overspend]:
     """The caps whose projection with the units billed now exceeds them (what ``enforce_budgets`` sheds for)."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = {p: billed.get(p, spec.max_units) for p, spec in pools.items()}
+    base = _units_now(spends, pools, billed)
     out = []
     for cap in _caps(now, spends):
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         if projected > cap.cap_usd + _EPS_USD:
             out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
     return out
+
+
+def _units_now(
+    spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
+) -> dict[str, int]:
+    """The units each pool is counted at: those billed now; for a pool not read, the units the ledger last recorded
+    it holding; for a pool the ledger has no record of either, its ``max_units``."""
+    recorded: dict[str, int] = {}
+    for spend in spends:
+        recorded.update(spend.last_units)
+    return {p: billed[p] if p in billed else recorded.get(p, spec.max_units) for p, spec in pools.items()}
 
 
 def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[_Cap]:
@@ -312,6 +343,7 @@ def _shed(
     idle: _Idleness,
     settle: timedelta,
     held: frozenset[str],
+    unread: frozenset[str] = frozenset(),
     stop: bool = False,
 ) -> tuple[list[Shed], list[Shortfall]]:
     """Units to release, in cheapest-to-lose order, until no cap is broken (or nothing more can be shed), and the
@@ -330,6 +362,8 @@ def _shed(
             continue
         held_by_stop = cap.horizon is not None
         if (stop and not held_by_stop) or (not stop and cap.room_usd >= -_EPS_USD):
+            continue
+        if stop and cap.pools & unread:  # not started on a guess: ``_deferred``
             continue
         horizons[i] = 2 * settle if stop else cap.horizon
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
@@ -370,6 +404,31 @@ def _shed(
         if key not in short or short[key].usd < left:
             short[key] = Shortfall(caps[i].budget, caps[i].kind, left, keeping, forced=stop)
     return [shed[p] for p in sorted(shed)], [short[k] for k in sorted(short)]
+
+
+def _deferred(
+    now: datetime,
+    caps: list[_Cap],
+    pools: Mapping[str, PoolSpec],
+    base: Mapping[str, int],
+    targets: Mapping[str, int],
+    settle: timedelta,
+    unread: frozenset[str],
+) -> tuple[DeferredStop, ...]:
+    """The hard stops not started because a pool of their budget was not read: those whose projection over the next
+    two ticks, with the units kept, is over the cap."""
+    prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
+    kept = {p: min(targets.get(p, base[p]), base[p]) for p in base}
+    out = []
+    for cap in caps:
+        missing = sorted(cap.pools & unread)
+        if cap.crossing or cap.horizon is None or not missing:
+            continue
+        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, 2 * settle)
+        if projected > cap.cap_usd + _EPS_USD:
+            counted = tuple((p, base[p]) for p in missing)
+            out.append(DeferredStop(cap.budget, cap.kind, projected - cap.cap_usd, counted))
+    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,34 @@ def test_shedding_spares_fixed_pools_minimums_and_held_pools_and_clears_the_over
             assert keeping <= named
 
 
+@settings(max_examples=200, deadline=None)
+@given(cases(), st.data())
+def test_no_release_names_a_pool_not_read_and_no_hard_stop_starts_in_its_budget(
+    case: Case, data: st.DataObject
+) -> None:
+    unread = set(data.draw(st.lists(st.sampled_from(sorted(case.pools)), unique=True)))
+    billed = {p: n for p, n in case.billed.items() if p not in unread}
+    # each monthly cap held by a hard stop, with its spend close to the cap: the money left pays for a few
+    # unit-ticks or none
+    capped = [(s.budget, s.budget.monthly_cap_usd) for s in case.spends if s.budget.monthly_cap_usd is not None]
+    spends = [
+        BudgetSpend(
+            Budget(b.name, b.pools, cap, commit_horizon=timedelta(hours=2)),
+            case.now,
+            cap - data.draw(st.floats(-5.0, 20.0)),
+            0.0,
+        )
+        for b, cap in capped
+    ]
+    out = enforce_budgets(case.now, spends, case.pools, billed, {}, case.idle, TICK, idle_now=case.idle_now)
+    by_name = {s.budget.name: s.budget for s in spends}
+    assert not any(s.pool_id in unread for s in out.shed)
+    assert not any(s.forced and by_name[s.budget].pools & unread for s in out.shed)
+    for deferred in out.deferred:
+        assert {p for p, _ in deferred.unread} <= unread
+        assert all(units == case.pools[p].max_units for p, units in deferred.unread)  # nothing recorded
+
+
 @settings(max_examples=100, deadline=None)
 @given(cases())
 def test_the_same_inputs_give_the_same_decision(case: Case) -> None:

@@ -1,0 +1,97 @@
+"""A pool whose state could not be read, as the budgets see it: counted at the units the ledger last recorded it
+holding (not at its max_units), and no hard stop of its budget started until every pool of it is read again."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from agent.budget_watch import BudgetWatch
+from agent.ledger import InMemoryLedger
+from agent.planning import PlanInput, plan_capacity
+from agent.planning.budget import BudgetSpend
+from agent.planning.enforcement import find_overspends
+from config import settings_from_mapping
+from config.schema import PlannerSettings, Settings
+from models import CapacityPlan, PoolState, SkipReason
+from tests.unit.test_planner import forecast
+
+NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends
+TICK = timedelta(minutes=1)
+_POOL = {"kind": "gpu-node-pool", "chips_per_unit": 8, "max_units": 10, "lead_time": "10m"}
+
+
+def _settings(budget: Mapping[str, Any]) -> Settings:
+    return settings_from_mapping(
+        {
+            "demand_classes": [{"name": "a"}, {"name": "b"}],
+            "pools": [
+                {**_POOL, "id": "a100", "price_per_unit_hour_usd": 30.0, "serves": ["a"]},
+                {**_POOL, "id": "h100", "price_per_unit_hour_usd": 80.0, "serves": ["b"]},
+            ],
+            "budgets": [{"name": "team", "pools": ["a100", "h100"], **budget}],
+        }
+    )
+
+
+def _watch(settings: Settings) -> BudgetWatch:
+    """A watch whose ledger saw both pools a tick ago: 4 a100 units (30 USD an hour) and 1 h100 unit (80 USD)."""
+    watch = BudgetWatch(settings, {p.pool_id: p for p in settings.pool_specs()}, InMemoryLedger(), tick=TICK)
+    before = NOW - TICK
+    watch.observe(before, {"a100": PoolState("a100", before, 4, 4), "h100": PoolState("h100", before, 1, 1)})
+    return watch
+
+
+def _plan(
+    settings: Settings, states: Mapping[str, PoolState], spends: list[BudgetSpend], now: datetime
+) -> CapacityPlan:
+    return plan_capacity(
+        PlanInput(
+            now=now,
+            tick=TICK,
+            pools=settings.pool_specs(),
+            states=states,
+            forecasts={"a": forecast("a", [32.0] * 4), "b": forecast("b", [8.0] * 4)},
+            observed={"a": 32.0, "b": 8.0},
+            service_levels={"a": 0.9, "b": 0.9},
+            settings=PlannerSettings(),
+            budgets=spends,
+        )
+    )
+
+
+def test_a_pool_not_read_this_tick_is_projected_at_its_last_recorded_units() -> None:
+    # 200 USD an hour with h100's 1 unit: 3.33 spent + 2,000 to the period end, within the 3,000 USD cap. At its
+    # max_units h100 alone would project 8,000 more: one failed read was an overspend that is not there.
+    settings = _settings({"monthly_cap_usd": 3000.0})
+    watch = _watch(settings)
+    a100 = {"a100": PoolState("a100", NOW, 4, 4)}
+    spends = watch.observe(NOW, a100)  # h100 could not be read
+    assert find_overspends(NOW, spends, watch.pools, {"a100": 4}) == []
+    assert [s.last_units for s in spends] == [{"h100": 1}]
+    plan = _plan(settings, a100, spends, NOW)
+    assert not any(s.reason is SkipReason.BUDGET for s in plan.skips)
+    [snapshot] = plan.budgets
+    assert snapshot.projected_usd < 3000.0
+
+
+def test_a_hard_stop_waits_for_a_tick_that_reads_every_pool_of_its_budget() -> None:
+    # 2 USD charged of a 7 USD cap (a100's minute; h100's is charged once it is read again): the next two ticks of
+    # 4 a100 units and 1 h100 unit cost 6.67, 1.67 more than is left. With h100 unread nothing busy is forced out;
+    # the tick that reads it again decides the stop.
+    settings = _settings({"monthly_cap_usd": 7.0, "commit_horizon": "2h"})
+    watch = _watch(settings)
+    a100 = {"a100": PoolState("a100", NOW, 4, 4)}
+    held = _plan(settings, a100, watch.observe(NOW, a100), NOW)
+    assert not any(r.forced for r in held.resizes)
+    [waits] = [s.detail for s in held.skips if s.pool_id == "h100" and "hard stop" in s.detail]
+    assert "hard stop not started: the money left is 1.67 USD short" in waits
+    assert "counted at its last recorded 1 units" in waits and "decided again next tick" in waits
+    assert waits in [h.detail for h in held.decisions["h100"].holds]
+
+    later = NOW + TICK
+    both = {"a100": PoolState("a100", later, 4, 4), "h100": PoolState("h100", later, 1, 1)}
+    stopped = _plan(settings, both, watch.observe(later, both), later)
+    assert any(r.forced for r in stopped.resizes)
+    assert not any("hard stop not started" in s.detail for s in stopped.skips)
