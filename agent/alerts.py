@@ -98,8 +98,9 @@ def projected_overspend_event(
 
 
 def ledger_incomplete_event(coverage: LedgerCoverage, at: datetime) -> AlertEvent:
-    """The ledger began after the budget's period started: its spend so far (and so the cap's headroom) leaves out
-    everything before the ledger's first record. The subject names the period, so it is told once per period."""
+    """The ledger holds some of the budget's pools only from after its period started: its spend so far (and so the
+    cap's headroom) leaves out their spend before their first records. The subject names the period, so it is told
+    once per period."""
     since = "no record yet" if coverage.since is None else _when(coverage.since)
     return AlertEvent(
         kind=AlertKind.BUDGET_LEDGER_INCOMPLETE,
@@ -107,18 +108,22 @@ def ledger_incomplete_event(coverage: LedgerCoverage, at: datetime) -> AlertEven
         at=at,
         subject=f"budget {coverage.budget}: period from {_when(coverage.period_start)}",
         summary=(
-            f"The ledger holds this budget's spend only since {since}, but its period started "
-            f"{_when(coverage.period_start)}: the spend before is counted as 0, so the cap allows that much more "
-            "until the period ends."
+            f"The ledger holds this budget's spend whole only since {since}, but its period started "
+            f"{_when(coverage.period_start)}: the spend of {', '.join(p for p, _ in coverage.late)} before "
+            f"{'its first record' if len(coverage.late) == 1 else 'their first records'} is counted as 0, so the "
+            "cap allows that much more until the period ends."
         ),
         details={
             "ledger": coverage.where,
             "period": f"{_when(coverage.period_start)} to {_when(coverage.period_end)}",
             "first record": since,
+            "pools recorded late": coverage.late_pools(_when),
             "what to do": (
                 "Keep the ledger where restarts do not lose it (deploy/components/sqlite-ledger-volume or "
-                "deploy/components/postgresql-ledger), and fill this period with its bill: `leadtime ledger "
-                "import-billing`. If the budget's pools were new at the first record, nothing is missing."
+                "deploy/components/postgresql-ledger), and fill this period with the bill of each pool named: "
+                "`leadtime ledger import-billing` (it lists the pools the export did not bill). A pool created "
+                "after the period started had no spend before its first record: the ledger cannot tell it from "
+                "lost records, so for such a pool nothing is missing."
             ),
         },
     )

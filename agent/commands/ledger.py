@@ -86,6 +86,7 @@ def import_billing(args: argparse.Namespace) -> int:
 
 def report_budgets(args: argparse.Namespace) -> int:
     from agent.ledger.base import RecordedSince
+    from agent.ledger.meter import NEW_OR_LOST, ledger_coverage, own_pools
     from agent.planning.budget import Budget
 
     settings = load_settings(args.config)
@@ -98,19 +99,18 @@ def report_budgets(args: argparse.Namespace) -> int:
         f"{'budget':<20} {'period':<23} {'cap USD':>12} {'estimated USD':>14} {'billed USD':>12} "
         f"{'billed covers est.':>18} {'spent USD':>12} {'used':>7}"
     ]
-    late: list[str] = []  # budgets whose period started before the ledger's first record of their pools
+    late: list[str] = []  # budgets whose period started before the ledger's first record of one of their pools
     try:
         for budget in (Budget.from_settings(b) for b in settings.budgets):
             period, pools = budget.period(now), sorted(budget.pools)
             if isinstance(ledger, RecordedSince):
-                since = ledger.recorded_since(pools)
-                first = min((since[p] for p in pools if p in since), default=None)
-                if first is None or first > period.start:
-                    began = "holds nothing of its pools" if first is None else f"began at {_when(first)}"
+                coverage = ledger_coverage(budget, now, ledger.recorded_since(own_pools(budget)), ledger.where)
+                if not coverage.complete:
                     late.append(
-                        f"incomplete: budget {budget.name}'s ledger {began}, after its period started at "
-                        f"{_when(period.start)}: the spend before is not counted (import the period's bill with "
-                        "leadtime ledger import-billing)"
+                        f"incomplete: budget {budget.name}'s ledger holds these of its pools only from after its "
+                        f"period started at {_when(period.start)}: {coverage.late_pools(_when)}; their spend before "
+                        "is not counted (import the period's bill of each with leadtime ledger import-billing; "
+                        f"{NEW_OR_LOST})"
                     )
             estimated = ledger.estimated(pools, period.start, now)
             billed = ledger.billed(pools, period.start, now)

@@ -229,9 +229,10 @@ class BackoffCollector(Collector):
 class BudgetLedgerCollector(Collector):
     """Whether this replica's ledger holds each monthly-capped budget's current period from its start, read at
     every scrape from the coverage of its latest tick (``agent.ledger.meter.LedgerCoverage``), beside the budget
-    gauges: ``leadtime_budget_ledger_since_seconds{budget}``, the Unix time of the ledger's first record of the
-    budget's pools (no series while it has none), and ``leadtime_budget_spend_incomplete{budget}``, 1 while the
-    period started before that (the spend so far leaves out the time before, and so does the cap), else 0."""
+    gauges: ``leadtime_budget_ledger_since_seconds{budget}``, the Unix time from which the ledger holds every pool
+    of the budget (the latest of their first records; no series while one has none), and
+    ``leadtime_budget_spend_incomplete{budget}``, 1 while the period started before that (the spend so far leaves
+    out the time before, and so does the cap), else 0."""
 
     def __init__(self, coverage: Callable[[], Sequence[LedgerCoverage]]) -> None:
         self._coverage = coverage
@@ -239,13 +240,13 @@ class BudgetLedgerCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         since = GaugeMetricFamily(
             "leadtime_budget_ledger_since_seconds",
-            "Unix time of the ledger's first record of the budget's pools: its spend before is not in the ledger.",
+            "Unix time from which the ledger holds every pool of the budget (the latest of their first records).",
             labels=["budget"],
         )
         incomplete = GaugeMetricFamily(
             "leadtime_budget_spend_incomplete",
-            "1 while the budget's period started before the ledger's first record of its pools (spend so far "
-            "leaves out the time before), else 0.",
+            "1 while the budget's period started before the ledger's first record of one of its pools (spend so "
+            "far leaves out its time before), else 0.",
             labels=["budget"],
         )
         for coverage in sorted(self._coverage(), key=lambda c: c.budget):

@@ -78,6 +78,8 @@ def test_a_replacement_pod_on_a_new_file_alerts_once_for_the_period_and_not_for_
     [alert] = _told(new)
     assert alert.subject == "budget research: period from 2026-03-01 00:00 UTC"
     assert alert.details["first record"] == started.strftime("%Y-%m-%d %H:%M UTC")
+    assert alert.details["pools recorded late"] == f"{POOL} (first record {started:%Y-%m-%d %H:%M UTC})"
+    assert f"the spend of {POOL} before its first record is counted as 0" in alert.summary
     assert alert.details["ledger"] == str(path)
     assert "sqlite-ledger-volume" in alert.details["what to do"]
     assert "import-billing" in alert.details["what to do"]

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from agent.cli import main
+from agent.ledger.billed import BilledCost
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry
 from tests.ledger.test_billing_import import A100_BILL, HOUR, T0, as_json, export_rows
@@ -57,7 +58,7 @@ def test_each_budget_period_is_printed_in_the_budget_s_own_dates(
     # before the UTC and New York March periods
     late = [line for line in out.splitlines() if line.startswith("incomplete:")]
     assert [line.split()[2] for line in late] == ["in-tokyo's", "in-tokyo-15th's"]
-    assert all("ledger began at 2026-02-28 16:00 UTC, after its period started" in line for line in late)
+    assert all("a100 (first record 2026-02-28 16:00 UTC)" in line for line in late)
     assert "2026-02-28 15:00 UTC" in late[0] and "2026-02-14 15:00 UTC" in late[1] and "import-billing" in late[1]
     assert {name: (line[0], line[2]) for name, line in report.items()} == {
         "in-utc": ("2026-03-01..2026-04-01", "0.00"),
@@ -109,3 +110,32 @@ def test_import_billing_refuses_a_ledger_file_that_does_not_exist_and_creates_no
     assert "stored 4 billed interval(s)" in capsys.readouterr().out
     with SqliteLedger(missing, read_only=True) as daemon_ledger:
         assert daemon_ledger.billed(["a100"], T0, T0 + 4 * HOUR) == pytest.approx(4 * sum(A100_BILL))
+
+
+def test_a_budget_is_incomplete_while_one_of_its_pools_has_no_early_record_and_names_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The GPU pool's bill was imported from the period's start; the TPU slice pool was recorded from the 20th only."""
+    path = tmp_path / "ledger.sqlite"
+    month, restart = datetime(2026, 3, 1, tzinfo=UTC), datetime(2026, 3, 20, 9, tzinfo=UTC)
+    with SqliteLedger(path) as ledger:
+        ledger.record_many(
+            [LedgerEntry("a100", restart, restart, 1, 0.0), LedgerEntry("v5e", restart, restart, 8, 0.0)]
+        )
+        ledger.record_billed([BilledCost("a100", month, restart, 1000.0)])
+    slices = {**POOL, "id": "v5e"}
+    body = {
+        "demand_classes": [{"name": "c"}],
+        "pools": [POOL, slices],
+        "budgets": [{"name": "accel", "pools": ["a100", "v5e"], "monthly_cap_usd": 250_000}],
+        "ledger": {"path": str(path)},
+    }
+    cfg = tmp_path / "leadtime.yaml"
+    cfg.write_text(yaml.safe_dump(body), encoding="utf-8")
+
+    assert main(["ledger", "budgets", "--config", str(cfg), "--at", "2026-03-20T10:00Z"]) == 0
+    [late] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("incomplete:")]
+    assert "budget accel's ledger holds these of its pools only from after its period started" in late
+    assert "v5e (first record 2026-03-20 09:00 UTC)" in late
+    assert "a100" not in late
+    assert "cannot tell it from one whose records were lost" in late

@@ -2,7 +2,8 @@
 suite's real server, a new database per test), and what the spend meter makes of it for a budget's period:
 
 * a pool's first record is its earliest entry, an opening mark included (the agent's first observation of it),
-  or its earliest billed cost; a budget's is the earliest of any of its pools;
+  or its earliest billed cost; a budget's period is held whole only when each of its own pools has one at or before
+  the period's start (a bill imported for some of its pools fills the period for those alone);
 * a ledger begun after the budget's period started (a new pod's file, a first install mid-month) holds the period
   in part: the meter says so, logs it once per budget and period, and stops asking once the period is covered;
 * importing the period's bill (``leadtime ledger import-billing``) fills the time before: the period is covered.
@@ -100,7 +101,7 @@ def test_a_ledger_begun_mid_period_holds_it_in_part_and_is_logged_once(
     [nothing] = SpendMeter(ledger, timedelta(minutes=5)).coverage([BUDGET], RESTART)
     assert (nothing.since, nothing.complete) == (None, False)  # no record at all: nothing is known
 
-    ledger.record(mark("a100", RESTART))
+    ledger.record_many([mark("a100", RESTART), mark("h100", RESTART)])
     meter = SpendMeter(ledger, timedelta(minutes=5))
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
@@ -121,16 +122,66 @@ def test_a_ledger_begun_mid_period_holds_it_in_part_and_is_logged_once(
     assert not caplog.records
 
 
-def test_a_budget_is_covered_by_its_earliest_pool_and_hourly_caps_are_not_asked(ledger: Any) -> None:
+def test_a_budget_is_covered_only_when_each_of_its_pools_is_and_hourly_caps_are_not_asked(
+    ledger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """h100 was recorded from before the period, a100 only from the 20th: a100's spend before is missing."""
     ledger.record_many([mark("a100", RESTART), mark("h100", MONTH - timedelta(days=3))])
     hourly = Budget("burst", frozenset({"a100"}), hourly_cap_usd=100.0)
     meter = SpendMeter(ledger, timedelta(minutes=5))
-    [coverage] = meter.coverage([BUDGET, hourly], RESTART)
-    assert (coverage.budget, coverage.since, coverage.complete) == ("research", MONTH - timedelta(days=3), True)
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
+        [coverage] = meter.coverage([BUDGET, hourly], RESTART)
+    assert (coverage.budget, coverage.since, coverage.complete) == ("research", RESTART, False)
+    assert coverage.first == (("a100", RESTART), ("h100", MONTH - timedelta(days=3)))
+    assert coverage.late == (("a100", RESTART),)
+    [warned] = [r for r in caplog.records if r.name == "agent.ledger.meter"]
+    assert f"a100 (first record {RESTART.isoformat()})" in warned.getMessage()
+    assert "h100" not in warned.getMessage()
+    assert "cannot tell it from one whose records were lost" in warned.getMessage()
+    assert warned.__dict__["late_pools"] == ["a100"]
+
+    ledger.record(mark("a100", MONTH - timedelta(days=1)))  # the time before, found (an import of its bill)
+    [coverage] = SpendMeter(ledger, timedelta(minutes=5)).coverage([BUDGET], RESTART)
+    assert (coverage.since, coverage.complete, coverage.late) == (MONTH - timedelta(days=1), True, ())
+
+
+def test_a_pool_without_any_record_leaves_the_period_incomplete(ledger: Any) -> None:
+    ledger.record(mark("h100", MONTH - timedelta(days=3)))
+    [coverage] = SpendMeter(ledger, timedelta(minutes=5)).coverage([BUDGET], RESTART)
+    assert (coverage.since, coverage.complete, coverage.late) == (None, False, (("a100", None),))
+    assert coverage.late_pools() == "a100 (no record yet)"
+
+
+def test_the_pools_other_agents_run_are_not_judged_here(ledger: Any) -> None:
+    """A shared budget's remote pool is recorded by its own agent (in a shared ledger, or not in this one at all)."""
+    shared = Budget("shared", frozenset({"a100", "tpu-eu"}), monthly_cap_usd=1e6, remote_pools=frozenset({"tpu-eu"}))
+    ledger.record_many([mark("a100", MONTH - QUARTER), mark("tpu-eu", RESTART)])
+    [coverage] = SpendMeter(ledger, timedelta(minutes=5)).coverage([shared], RESTART)
+    assert (coverage.first, coverage.complete) == ((("a100", MONTH - QUARTER),), True)
+
+
+def test_a_bill_of_the_gpu_pool_alone_leaves_the_slices_named(
+    database_ledger: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A GPU node pool and a TPU slice group, the pod restarted on the 20th; the standard export billed the GPU node
+    pool alone (slices match only through resource_prefixes on the detailed export): ~143k USD of slice spend, from
+    the period's start to the restart, is still missing, and the period is not covered."""
+    budget = Budget("accelerators", frozenset({"a100-on-demand", "v5e-slices"}), monthly_cap_usd=250_000.0)
+    database_ledger.record_many([mark("a100-on-demand", RESTART), mark("v5e-slices", RESTART, 8)])
+    database_ledger.record_billed([BilledCost("a100-on-demand", MONTH, RESTART, 19 * 24 * 58.7)])
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
+        [coverage] = SpendMeter(database_ledger, timedelta(minutes=5)).coverage([budget], RESTART + QUARTER)
+    assert (coverage.complete, coverage.since) == (False, RESTART)
+    assert coverage.late == (("v5e-slices", RESTART),)
+    assert "v5e-slices (first record" in caplog.text and "a100-on-demand (" not in caplog.text
+
+    database_ledger.record_billed([BilledCost("v5e-slices", MONTH, RESTART, 19 * 24 * 307.2)])  # its bill too
+    [coverage] = SpendMeter(database_ledger, timedelta(minutes=5)).coverage([budget], RESTART + QUARTER)
+    assert (coverage.complete, coverage.since, coverage.late) == (True, MONTH, ())
 
 
 def test_a_covered_period_is_not_asked_about_again(ledger: Any) -> None:
-    ledger.record(mark("a100", MONTH))  # a first record at the period's very start covers it
+    ledger.record_many([mark("a100", MONTH), mark("h100", MONTH)])  # first records at the period's very start
     asked: list[list[str]] = []
     recorded_since = ledger.recorded_since
 
