@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -103,12 +104,8 @@ def run(args: argparse.Namespace) -> int:
     from agent.simulation.actual import actual_note, actual_run
 
     settings = load_settings(args.config)
-    # checked before the run, which takes minutes: an --out that cannot be written would waste it
     out = Path(args.out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
+    _check_out(out)  # before the run, which takes minutes: an --out that cannot be written would waste it
     history, trace, start, end = _demand(settings, args)
     window = select_window(trace, settings.demand_class_models(), start, end)
     settings = _at_trace_step(settings, window)
@@ -138,6 +135,10 @@ def run(args: argparse.Namespace) -> int:
     actual = actual_run(settings, history, window) if history is not None else None
     if actual is not None:
         runs["actual"] = actual
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LeadtimeError(f"cannot create output directory {out}: {exc}") from None
     decisions = session.decision_changes() if "forecast" in args.policy else None
     models = None
     if "forecast" in args.policy:
@@ -154,6 +155,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"no actual row: {document['actual']['missing']}")
     print(f"wrote {out / 'results.json'} and {out / 'report.html'}")
     return 0
+
+
+def _check_out(out: Path) -> None:
+    """Refuse an output directory that could not be created or written, without creating anything (a run that
+    fails for another reason leaves nothing behind)."""
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise LeadtimeError(f"cannot create output directory {out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise LeadtimeError(f"cannot create output directory {out}: {existing} is not writable")
 
 
 def _demand(
