@@ -56,7 +56,7 @@ def register(sub: Any) -> None:
 
 
 def import_billing(args: argparse.Namespace) -> int:
-    from agent.ledger.billing_export import match_pools, read_export
+    from agent.ledger.billing_export import how_matched, match_pools, read_export
 
     settings = load_settings(args.config)
     pools = sorted({p.id for p in settings.pools} | {p for b in settings.budgets for p in b.remote_pools})
@@ -81,6 +81,17 @@ def import_billing(args: argparse.Namespace) -> int:
     )
     if report:
         print(_reconciliation_table(report))
+    budgets_of: dict[str, list[str]] = {}  # a budget pool no row matched -> its budgets
+    for budget in settings.budgets:
+        for pool in sorted({*budget.pools, *budget.remote_pools} - set(found)):
+            budgets_of.setdefault(pool, []).append(budget.name)
+    if budgets_of:
+        print(
+            "budget pools no row of the export billed (their spend stays the estimate, and a budget period that "
+            "started before their first record in the ledger stays incomplete):"
+        )
+        for pool, names in sorted(budgets_of.items()):
+            print(f"  {pool} (budget {', '.join(names)}): matched by {how_matched(pool, settings.ledger.billing)}")
     return 0
 
 

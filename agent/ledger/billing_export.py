@@ -131,6 +131,18 @@ def match_pools(
     return Matched(costs, len(rows) - unmatched, unmatched, lines, cluster)
 
 
+def how_matched(pool: str, settings: BillingSettings) -> str:
+    """How rows are matched to ``pool``, for a message about a pool no row matched."""
+    ways = []
+    if pool in settings.pools or pool not in settings.resource_prefixes:
+        ways.append(f"the label {settings.label} = {settings.pools.get(pool, pool)!r}")
+    if pool in settings.resource_prefixes:
+        ways.append(
+            f"resource names starting {settings.resource_prefixes[pool]!r} (the detailed export's resource record only)"
+        )
+    return " or ".join(ways)
+
+
 # -- matching -------------------------------------------------------------------------------------------------
 def _pool_of(
     row: BillingRow, settings: BillingSettings, cluster: str | None, by_value: Mapping[str, str], known: set[str]

@@ -309,3 +309,38 @@ def test_importing_the_periods_bill_fills_the_time_before_the_first_record(
     with opened() as ledger:
         [after] = SpendMeter(ledger, timedelta(minutes=5)).coverage([budget], began + QUARTER)
     assert (after.since, after.complete) == (period_start, True)
+
+
+def test_import_billing_lists_the_budget_pools_the_export_did_not_bill(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The standard export has no resource record: the h100 pool, matched by resource name, gets no row. The import
+    says so, and the period stays incomplete for h100 alone until the detailed export is imported."""
+    period_start, began = datetime(2026, 3, 2, tzinfo=UTC), datetime(2026, 3, 2, 2, 0, tzinfo=UTC)
+    budget = Budget("research", frozenset({"a100", "h100"}), monthly_cap_usd=10_000.0, period_start_day=2)
+    cfg = _config(tmp_path, {"path": str(tmp_path / "ledger.sqlite")})
+    with SqliteLedger(tmp_path / "ledger.sqlite") as ledger:
+        ledger.record_many([mark("a100", began), mark("h100", began, 1)])
+    detailed = _export(period_start, 4)
+    standard = tmp_path / "standard.json"
+    rows = [json.loads(line) for line in detailed.splitlines()]
+    standard.write_text("".join(json.dumps({k: v for k, v in r.items() if k != "resource"}) + "\n" for r in rows))
+
+    assert main(["ledger", "import-billing", "--config", str(cfg), str(standard)]) == 0
+    out = capsys.readouterr().out
+    assert "budget pools no row of the export billed" in out
+    [listed] = [line.strip() for line in out.splitlines() if line.startswith("  ")]
+    assert listed == (
+        "h100 (budget research): matched by resource names starting 'gke-prod-h100-' "
+        "(the detailed export's resource record only)"
+    )
+    with SqliteLedger(tmp_path / "ledger.sqlite", read_only=True) as ledger:
+        [coverage] = SpendMeter(ledger, timedelta(minutes=5)).coverage([budget], began + QUARTER)
+    assert (coverage.complete, coverage.late) == (False, (("h100", began),))
+
+    (tmp_path / "detailed.json").write_text(detailed, encoding="utf-8")
+    assert main(["ledger", "import-billing", "--config", str(cfg), str(tmp_path / "detailed.json")]) == 0
+    assert "no row of the export billed" not in capsys.readouterr().out
+    with SqliteLedger(tmp_path / "ledger.sqlite", read_only=True) as ledger:
+        [coverage] = SpendMeter(ledger, timedelta(minutes=5)).coverage([budget], began + QUARTER)
+    assert (coverage.complete, coverage.since) == (True, period_start)
