@@ -36,6 +36,10 @@ and empties every one of them, and the ``NodeRemover`` deletes the unit as a who
 an idle node holding such a pod is still offered as idle; its drain is rejected, and the agent leaves the node alone
 for a stabilization window.
 
+A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
+in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do
+not grow with the pool's size.
+
 ``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
 hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
 back to the queue as far as the pods show it: nodes where a pod must not be disrupted (by the same rules) last
@@ -50,6 +54,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Protocol, TypeVar
 
 from actuators.idempotency import KeyedResults
@@ -78,6 +83,12 @@ DRAIN_ANNOTATION = "leadtime.io/drain-key"
 T = TypeVar("T")
 # The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
 _MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
+# A survey or a drain step reads the pods of up to this many nodes with one list each (a field selector names one
+# node); of more, with one list of every pod bound to a node, in pages, grouped by node. Without consistent reads
+# from the API server's cache (Kubernetes < 1.31) each list, one node's or not, reads every pod of the cluster from
+# etcd (kubernetes/kubernetes#15945; KEP-2340), so per-node lists cost the server that many full reads; one list
+# costs one read, but sends every pod of the cluster, which the agent then parses. A few nodes' lists cost less.
+_PER_NODE_LISTS = 4
 
 
 @dataclass(frozen=True)
@@ -265,16 +276,22 @@ class KubernetesUnitDrainer:
     # -- internals -----------------------------------------------------------------------------------------
     def _survey(self, pool_id: str) -> list[_NodeLoad]:
         """The load of every schedulable unit of the pool (one with nodes, none of them cordoned); idle ones are
-        remembered idle from now on if they were not already, busy ones are forgotten."""
+        remembered idle from now on if they were not already, busy ones are forgotten. One read of the units and
+        one read of their pods (``_pods_by_node``), however many nodes the pool has."""
         now = self._clock.now()
+        units = self._call(pool_id, lambda: self._units.of_pool(pool_id))
+        schedulable = {  # a unit with a cordoned node is being drained, or held by a person
+            unit: nodes
+            for unit, nodes in units.items()
+            if nodes and not any(n.spec and n.spec.unschedulable for n in nodes)
+        }
+        pods = self._pods_by_node(pool_id, [node.metadata.name for nodes in schedulable.values() for node in nodes])
         loads = []
-        for unit, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items():
-            if not nodes or any(n.spec and n.spec.unschedulable for n in nodes):  # being drained, or held by a person
-                continue
+        for unit, nodes in schedulable.items():
             working, requested, blocked = 0, 0, False
             for node in nodes:
                 resources = self._accelerator_resources | extended_resources(node)
-                on_node = [p for p in self._pods_on(pool_id, node.metadata.name) if counts(p)]
+                on_node = [p for p in pods[node.metadata.name] if counts(p)]
                 busy = [p for p in on_node if needs_accelerator(p, resources)]
                 working += len(busy)
                 requested += sum(accelerators(p, resources) for p in busy)
@@ -289,10 +306,15 @@ class KubernetesUnitDrainer:
 
     def _pods_of(self, pool_id: str, nodes: Sequence[str]) -> list[V1Pod]:
         """The pods a drain of these nodes has to move."""
-        return [p for node in nodes for p in self._pods_on(pool_id, node) if counts(p)]
+        pods = self._pods_by_node(pool_id, nodes)
+        return [p for node in nodes for p in pods[node] if counts(p)]
 
-    def _pods_on(self, pool_id: str, node: str) -> list[V1Pod]:
-        return self._call(pool_id, lambda: self._pods_api.on_node(node))
+    def _pods_by_node(self, pool_id: str, nodes: Sequence[str]) -> dict[str, list[V1Pod]]:
+        """The pods on each of these nodes: one list per node for a few nodes, else one list of the cluster's pods
+        bound to a node, grouped by node (``_PER_NODE_LISTS``)."""
+        if len(nodes) > _PER_NODE_LISTS:
+            return self._call(pool_id, lambda: self._pods_api.on_nodes(nodes))
+        return {node: self._call(pool_id, partial(self._pods_api.on_node, node)) for node in nodes}
 
     def _evict(self, pod: V1Pod) -> bool:
         """True when the pod is gone or on its way (terminating); False when a disruption budget says not now

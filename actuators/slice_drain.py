@@ -27,6 +27,10 @@ from kube.api import KubernetesApi, Nodes
 from kube.models import V1Node
 from models.clock import Clock
 
+# Longer than a tick's own work (observe, plan, act: seconds), shorter than the default tick interval (60 s): one read
+# of the slice list per tick (with ticks shorter than this, one per this long).
+_SLICE_LIST_FRESH_FOR = timedelta(seconds=15)
+
 
 class SliceGroups(NodeRemover, Protocol):
     """The slice actuator, as a slice drainer uses it (``GkeTpuSliceActuator``)."""
@@ -35,17 +39,32 @@ class SliceGroups(NodeRemover, Protocol):
 
 
 class SliceUnits:
-    """The ready slices of each pool, each with the nodes labelled with its node pool's name."""
+    """The ready slices of each pool, each with the nodes labelled with its node pool's name.
+
+    The ready slices come from the cloud's node pool list, read at most once per ``fresh_for`` (on the clock's
+    monotonic time): a tick's observation (drains in progress, idle slices) and its executor's checks, seconds apart,
+    share one read instead of one each. A list that old misses only a slice that became ready meanwhile (idle a tick
+    later) or still names one being deleted (its nodes cordoned: never idle, and its drain is already settled)."""
 
     noun = "slice"
     removed_without_nodes = True
 
-    def __init__(self, nodes: Nodes, slices: SliceGroups) -> None:
+    def __init__(self, nodes: Nodes, slices: SliceGroups, clock: Clock, fresh_for: timedelta) -> None:
         self._nodes = nodes
         self._slices = slices
+        self._clock = clock
+        self._fresh_s = fresh_for.total_seconds()
+        self._ready: dict[str, tuple[float, list[str]]] = {}  # pool -> (monotonic time read, ready slices)
+
+    def ready(self, pool_id: str) -> list[str]:
+        now = self._clock.monotonic()
+        known = self._ready.get(pool_id)
+        if known is None or now - known[0] >= self._fresh_s:
+            known = self._ready[pool_id] = (now, list(self._slices.ready_slices(pool_id)))
+        return known[1]
 
     def of_pool(self, pool_id: str) -> Mapping[str, Sequence[V1Node]]:
-        names = list(self._slices.ready_slices(pool_id))
+        names = self.ready(pool_id)
         units: dict[str, list[V1Node]] = {name: [] for name in names}
         if names:
             for node in self._nodes.with_label(f"{NODE_POOL_LABEL} in ({','.join(names)})"):
@@ -67,4 +86,5 @@ class KubernetesSliceDrainer(KubernetesUnitDrainer):
         timeout: timedelta = timedelta(minutes=15),
         accelerator_resources: Iterable[str] = (),
     ) -> None:
-        super().__init__(api, clock, SliceUnits(api.nodes, slices), slices, timeout, accelerator_resources)
+        units = SliceUnits(api.nodes, slices, clock, _SLICE_LIST_FRESH_FOR)
+        super().__init__(api, clock, units, slices, timeout, accelerator_resources)

@@ -8,8 +8,11 @@ docs/kubernetes-rbac.md.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import json
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from kubernetes.client import (
     ApiClient,
@@ -25,6 +28,7 @@ from kubernetes.client import (
 )
 
 from kube.errors import call
+from models.errors import KubernetesUnavailable
 
 
 class _Calls:
@@ -98,15 +102,65 @@ class Nodes(_Calls):
 
 
 class Pods(_Calls):
-    """core/v1 Pods: list those on a node (all namespaces), and evict one through the Eviction API."""
+    """core/v1 Pods: list those on a node or on a set of nodes (all namespaces), and evict one through the Eviction
+    API."""
 
     def __init__(self, api_client: ApiClient, request_timeout: timedelta | None = None) -> None:
         super().__init__(request_timeout)
+        self._client = api_client
         self._api = CoreV1Api(api_client)
 
     def on_node(self, node: str) -> list[V1Pod]:
         selector = f"spec.nodeName={node}"
         return list(call(lambda: self._api.list_pod_for_all_namespaces(field_selector=selector, **self._bound)).items)
+
+    def on_nodes(self, nodes: Collection[str], page_size: int = 500) -> dict[str, list[V1Pod]]:
+        """The unfinished pods bound to each of ``nodes`` (every node named, with or without pods), from one list of
+        the cluster's pods bound to a node and not finished, read in pages of ``page_size`` ("Retrieving large
+        results sets in chunks", Kubernetes API concepts). A field selector cannot name several nodes, so this is
+        one list for any number of nodes, where ``on_node`` is one per node. Only the pods on ``nodes`` are made
+        into ``V1Pod`` objects: the others are parsed as plain JSON and dropped, which costs a small part of
+        building them."""
+        found: dict[str, list[dict[str, Any]]] = {node: [] for node in nodes}
+        token: str | None = None
+        while True:
+            page = self._page(page_size, token)
+            for item in page.get("items") or []:
+                node = (item.get("spec") or {}).get("nodeName")
+                if node in found:
+                    found[node].append(item)
+            token = (page.get("metadata") or {}).get("continue") or None
+            if token is None:
+                break
+        return {node: self._pods(items) for node, items in found.items()}
+
+    def _page(self, limit: int, token: str | None) -> dict[str, Any]:
+        """One page of the list, as parsed JSON (the body is read inside ``call``: a connection lost while reading
+        it is translated too)."""
+        selector = "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed"
+
+        def read() -> Any:
+            answer = self._api.list_pod_for_all_namespaces(
+                field_selector=selector, limit=limit, _continue=token, _preload_content=False, **self._bound
+            )
+            try:
+                return json.loads(answer.data)
+            finally:
+                answer.release_conn()
+
+        try:
+            page = call(read)
+        except ValueError as exc:
+            raise KubernetesUnavailable(None, f"a pod list answered no JSON: {exc}") from exc
+        if not isinstance(page, dict):
+            raise KubernetesUnavailable(None, "a pod list answered something other than a PodList object")
+        return page
+
+    def _pods(self, items: list[dict[str, Any]]) -> list[V1Pod]:
+        if not items:
+            return []
+        pods: list[V1Pod] = self._client.deserialize(_Body(json.dumps(items)), "list[V1Pod]")
+        return pods
 
     def evict(self, name: str, namespace: str) -> None:
         """A ``policy/v1`` Eviction; ``KubernetesThrottled`` when a PodDisruptionBudget says not now."""
@@ -114,6 +168,13 @@ class Pods(_Calls):
             api_version="policy/v1", kind="Eviction", metadata=V1ObjectMeta(name=name, namespace=namespace)
         )
         call(lambda: self._api.create_namespaced_pod_eviction(name, namespace, body, **self._bound))
+
+
+@dataclass(frozen=True)
+class _Body:
+    """A response body as ``ApiClient.deserialize`` reads it."""
+
+    data: str
 
 
 class KubernetesApi:

@@ -506,3 +506,52 @@ def test_a_new_drain_of_a_node_whose_earlier_drain_was_dropped_gets_its_own_time
     assert _cordoned(cluster, node)
     cluster.clock.advance(timedelta(minutes=15))
     assert cluster.drainer.drain("a", node, "r2#n").status is ActionStatus.FAILED  # its own timeout
+
+
+def _grow(c: Cluster, count: int) -> list[str]:
+    """``count`` more nodes of the pool, each running a web pod (nodes the Kubernetes API lists by the pool label)."""
+    added = [f"extra-{len(c.nodes) + i}" for i in range(count)]
+    for name in added:
+        c.kube.put("nodes", objs.node(name, "a100"))
+        c.kube.put("pods", objs.pod(f"web-{name}", name, labels={"app": "web"}, owner_kind="ReplicaSet"))
+    c.nodes.extend(added)
+    return added
+
+
+def test_a_survey_lists_the_pods_of_a_large_pool_once_and_of_a_small_one_per_node(cluster: Cluster) -> None:
+    """3 nodes: one list each; 12 and then 24: one list of the cluster's pods, grouped by node, where it was one list
+    per node; pods on another pool's node or finished ones do not count."""
+    before = cluster.kube.calls("list", "pods")
+    assert cluster.drainer.idle_nodes("a", timedelta(0)) == sorted(cluster.nodes)
+    assert cluster.kube.calls("list", "pods") - before == 3
+
+    _grow(cluster, 9)
+    cluster.kube.put("nodes", objs.node("gke-ml-cpu-0", "cpu"))
+    cluster.kube.put("pods", objs.pod("train-other", "gke-ml-cpu-0", accelerators=8, owner_kind="Job"))
+    cluster.kube.put("pods", objs.pod("train-done", "extra-5", accelerators=8, owner_kind="Job", phase="Succeeded"))
+    cluster.kube.put("pods", objs.pod("train", "extra-7", accelerators=8, owner_kind="Job"))
+    for size in (12, 24):
+        before = cluster.kube.calls("list", "pods")
+        idle = cluster.drainer.idle_nodes("a", timedelta(0))
+        assert cluster.kube.calls("list", "pods") - before == 1
+        assert len(cluster.nodes) == size
+        assert set(idle) == set(cluster.nodes) - {"extra-7"}
+        _grow(cluster, 12)
+
+
+def test_the_pods_of_many_nodes_are_read_in_pages(cluster: Cluster) -> None:
+    """One list in pages of the cluster's unfinished pods bound to a node: the same pods as one list per node."""
+    cluster.kube.put("pods", objs.pod("done", cluster.nodes[1], owner_kind="Job", phase="Failed"))
+    cluster.kube.put("pods", objs.pod("pending", None, owner_kind="Job"))
+    before = cluster.kube.calls("list", "pods")
+    by_node = cluster.api.pods.on_nodes([*cluster.nodes, "gone"], page_size=2)
+    assert cluster.kube.calls("list", "pods") - before == 3  # 6 pods bound to a node and not finished, 2 a page
+    one_by_one = {node: cluster.api.pods.on_node(node) for node in cluster.nodes}
+    assert {node: sorted(p.metadata.name for p in pods) for node, pods in by_node.items()} == {
+        **{
+            node: sorted(p.metadata.name for p in pods if p.status.phase != "Failed")
+            for node, pods in one_by_one.items()
+        },
+        "gone": [],
+    }
+    assert by_node[cluster.nodes[0]][0].metadata.owner_references[0].kind in ("DaemonSet", "ReplicaSet")

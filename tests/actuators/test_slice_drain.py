@@ -269,3 +269,39 @@ def test_a_slice_drain_a_person_ended_is_not_resumed_when_its_nodes_leave(slices
     assert drains.pending == ()
     assert drains.continue_pending(slices.clock.now()).results == []
     assert slices.gke.calls("DELETE", "/nodePools/") == 0
+
+
+def _add_slice(rig: Slices, slice_name: str) -> None:
+    rig.gke.add_pool(slice_name, nodes=SLICES.hosts_per_slice)
+    for host in rig.hosts(slice_name):
+        rig.kube.put("nodes", objs.node(host, slice_name, accelerators=4, resource=objs.TPU_RESOURCE))
+        rig.kube.put("pods", objs.pod(f"web-{host}", host, labels={"app": "web"}, owner_kind="ReplicaSet"))
+
+
+def _reads_of_one_observe(rig: Slices, drains: NodeDrains) -> tuple[int, int, int]:
+    """Pod lists, node lists and node pool lists (the slice list) one observation makes."""
+    pods, nodes, pools = (
+        rig.kube.calls("list", "pods"),
+        rig.kube.calls("list", "nodes"),
+        rig.gke.calls("GET", "/nodePools"),
+    )
+    (state,) = rig.actuator.list_pools()
+    drains.observe({POOL: state}, rig.clock.now())
+    return (
+        rig.kube.calls("list", "pods") - pods,
+        rig.kube.calls("list", "nodes") - nodes,
+        rig.gke.calls("GET", "/nodePools") - pools - 1,  # list_pools' own read of the tick
+    )
+
+
+def test_an_observation_reads_pods_and_slices_once_however_many_hosts_the_group_has(slices: Slices) -> None:
+    """3 slices of 4 hosts, then 8: one list of pods, one of the slices, and the nodes once for the drains in
+    progress and once for the idle slices, where it was one pod list per host and one slice list per read."""
+    drains = NodeDrains({POOL: slices.drainer}, HOLD)
+    assert _reads_of_one_observe(slices, drains) == (1, 2, 1)
+    for i in range(3, 8):
+        _add_slice(slices, f"v5e-{i}")
+    slices.clock.advance(timedelta(minutes=1))  # the next tick reads the slices again
+    assert _reads_of_one_observe(slices, drains) == (1, 2, 1)
+    _train(slices, "v5e-6", host=2)
+    assert slices.drainer.idle_nodes(POOL, timedelta(0)) == [f"v5e-{i}" for i in (0, 1, 2, 3, 4, 5, 7)]
