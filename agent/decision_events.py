@@ -2,8 +2,10 @@
 
 ``decision_events(plan, results, recommend)`` turns a tick's plan and the outcomes of its actions into
 ``DecisionEvent`` values; the daemon writes them as Kubernetes Events (``agent.daemon.decision_recorder``). Each
-names its subject (a node, or a pool when the decision is about the pool as a whole), a short CamelCase reason,
-a message with the numbers, and the numbers again as fields.
+names its subject (the unit a drain takes out, or a pool when the decision is about the pool as a whole), a short
+CamelCase reason, a message with the numbers, and the numbers again as fields. A drained unit is a node, or a
+whole TPU slice for a slice group (``actuators.slice_drain``): its name is then the slice's, not a Node's, and the
+recorder, which knows the slice groups, attaches the event to a slice's record instead (``SubjectKind.SLICE``).
 
 * Pool decisions: ``ScaleUp`` / ``ScaleDown`` (the cloud accepted the resize), ``ScaleUpFailed`` /
   ``ScaleDownFailed``, ``ScaleUpRejected`` / ``ScaleDownRejected`` (re-validation on fresh state refused it),
@@ -32,8 +34,9 @@ _ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED)
 
 
 class SubjectKind(StrEnum):
-    NODE = "node"
+    NODE = "node"  # a drained unit: a node, or a TPU slice until the recorder tells it apart (``as_slice``)
     POOL = "pool"
+    SLICE = "slice"  # a TPU slice of a slice group: every node of one GKE node pool
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,7 @@ def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[
     resize = planned.get(result.key.split(DRAIN_KEY_MARK, maxsplit=1)[0])
     if result.status is ActionStatus.RECORDED:
         why = f": {resize.reason}" if resize is not None else ""
-        yield _node(node, pool_id, "RecommendDrain", f"would cordon and drain this node of pool {pool_id}{why}")
+        yield _node(node, pool_id, "RecommendDrain", f"would cordon and drain it to shrink pool {pool_id}{why}")
         return
     if resize is not None:  # a drain this tick began (a drain continued from an earlier tick has no plan entry)
         change = f"{resize.from_units} to {resize.to_units} units"
@@ -166,6 +169,15 @@ def _node(
     node: str, pool_id: str, reason: str, text: str, warning: bool = False, numbers: dict[str, str] | None = None
 ) -> DecisionEvent:
     return DecisionEvent(SubjectKind.NODE, node, pool_id, reason, text, warning, numbers or {})
+
+
+def as_slice(event: DecisionEvent) -> DecisionEvent:
+    """A drained unit's event about a TPU slice (its subject is the slice's name): the message starts with the slice
+    (after a dry-run's mark) and its numbers name it."""
+    mark = "dry-run: " if event.message.startswith("dry-run: ") else ""
+    message = f"{mark}slice {event.subject}: {event.message.removeprefix(mark)}"
+    numbers = {"slice": event.subject, **event.numbers}
+    return DecisionEvent(SubjectKind.SLICE, event.subject, event.pool_id, event.reason, message, event.warning, numbers)
 
 
 def _as_recommendation(event: DecisionEvent) -> DecisionEvent:

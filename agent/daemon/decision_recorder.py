@@ -4,6 +4,11 @@ what the agent did or refused, and why, with the numbers.
 * A node decision (cordon, drain started / blocked / finished) is attached to the Node. The API server accepts
   Events about a cluster-scoped object only in the ``default`` namespace (or none), so they are written there;
   the involved object's uid is the node name, as the kubelet does, which ``kubectl describe node`` searches for.
+* A drain decision about a TPU slice (the unit of a pool in ``slice_pools``: its name is its GKE node pool's, not
+  a Node's) is attached to the state ConfigMap like a pool decision, its message starting with the slice's name
+  and its annotations naming it (``leadtime.io/slice``). One Event per host of the slice instead would be up to
+  64 Events per decision, past the bound on a tick's Events; while the slice drains, each of its hosts carries the
+  drain's key, which ends with the slice's name, in its ``leadtime.io/drain-key`` annotation.
 * A pool decision (scale-up, scale-down, budget trim, hold on missing data) is attached to the agent's state
   ConfigMap, which holds every pool's planner memory (recent changes, back-offs, blocks) and which the agent
   may already read; the message names the pool. Its uid is read once (``kubectl describe`` searches by uid).
@@ -17,11 +22,11 @@ at most ``max_per_tick`` are written. Nothing here ever raises into the tick.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from datetime import datetime
 
 from agent.daemon.event_correlator import Correlation, EventCorrelator, EventKey
-from agent.decision_events import DecisionEvent, SubjectKind
+from agent.decision_events import DecisionEvent, SubjectKind, as_slice
 from kube.api import KubernetesApi
 from kube.models import CoreV1Event, V1EventSource, V1ObjectMeta, V1ObjectReference
 from models.errors import KubernetesApiError, KubernetesNotFound, KubernetesThrottled, KubernetesUnavailable
@@ -39,7 +44,8 @@ class _GiveUp(Exception):
 
 
 class KubernetesDecisionRecorder:
-    """Writes ``DecisionEvent`` values; pool decisions go to ConfigMap ``pool_object`` in ``namespace``."""
+    """Writes ``DecisionEvent`` values; pool decisions, and the drain decisions of the TPU slices of
+    ``slice_pools`` (slice groups), go to ConfigMap ``pool_object`` in ``namespace``."""
 
     def __init__(
         self,
@@ -50,6 +56,7 @@ class KubernetesDecisionRecorder:
         identity: str,
         max_per_tick: int = 50,
         correlator: EventCorrelator | None = None,
+        slice_pools: Collection[str] = (),
     ) -> None:
         self._events = api.events
         self._config_maps = api.config_maps
@@ -59,6 +66,7 @@ class KubernetesDecisionRecorder:
         self._max = max_per_tick
         self._correlator = correlator or EventCorrelator()
         self._pool_uid: str | None = None
+        self._slice_pools = frozenset(slice_pools)
 
     def record(self, now: datetime, events: Sequence[DecisionEvent]) -> int:
         """Write the tick's events; returns how many were written (created or patched)."""
@@ -76,6 +84,8 @@ class KubernetesDecisionRecorder:
 
     # -- internals -----------------------------------------------------------------------------------------
     def _write(self, now: datetime, event: DecisionEvent) -> int:
+        if event.subject_kind is SubjectKind.NODE and event.pool_id in self._slice_pools:
+            event = as_slice(event)
         reference = self._reference(event)
         namespace = reference.namespace or NODE_EVENT_NAMESPACE
         message = redact(event.message)[:MAX_MESSAGE]

@@ -197,6 +197,7 @@ def _decision_recorder(
         or lease_namespace(daemon_settings.leader_election, environ),
         pool_object=daemon_settings.state.config_map_name,
         identity=identity,
+        slice_pools=[m.pool for m in settings.cloud.tpu_slice_groups] if settings.cloud is not None else (),
     )
 
 

@@ -148,3 +148,29 @@ def test_no_more_than_the_limit_per_tick(kube_api: FakeKubeApi, kube_client: k8s
     nodes = [DecisionEvent(SubjectKind.NODE, f"node-{i}", "a100", "Cordoned", "cordoned") for i in range(4)]
     assert recorder.record(T0, nodes) == 2
     assert [e["involvedObject"]["name"] for e in kube_api.list("events")] == ["node-0", "node-1"]
+
+
+def test_a_slice_drain_event_goes_to_the_state_config_map_naming_the_slice(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, state_uid: str
+) -> None:
+    """The unit of a slice group is a TPU slice, whose name is no Node's; the same event of a node pool's pool still
+    goes to its Node."""
+    recorder = KubernetesDecisionRecorder(
+        KubernetesApi(kube_client), namespace="leadtime", pool_object=STATE, identity="leadtime-0", slice_pools=["v5e"]
+    )
+    finished = DecisionEvent(SubjectKind.NODE, "v5e-3", "v5e", "DrainFinished", "pool v5e: slice v5e-3 drained")
+    dry = DecisionEvent(SubjectKind.NODE, "v5e-2", "v5e", "RecommendDrain", "dry-run: would cordon and drain it")
+    assert recorder.record(T0, [finished, dry, BLOCKED]) == 3
+    on_state = {e["reason"]: e for e in kube_api.list("events", namespace="leadtime")}
+    assert {
+        r: (e["involvedObject"]["kind"], e["involvedObject"]["uid"], e["message"]) for r, e in on_state.items()
+    } == {
+        "DrainFinished": ("ConfigMap", state_uid, "slice v5e-3: pool v5e: slice v5e-3 drained"),
+        "RecommendDrain": ("ConfigMap", state_uid, "dry-run: slice v5e-2: would cordon and drain it"),
+    }
+    assert on_state["DrainFinished"]["metadata"]["annotations"] == {
+        "leadtime.io/pool": "v5e",
+        "leadtime.io/slice": "v5e-3",
+    }
+    (on_node,) = kube_api.list("events", namespace="default")
+    assert on_node["involvedObject"]["name"] == "node-1"

@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from actuators.slice_drain import KubernetesSliceDrainer
 from agent.daemon.live import live_parts
+from agent.daemon.wiring import assemble
 from agent.loop import Agent, AgentParts
 from agent.notify import RecordingNotifier
 from config import settings_from_mapping
@@ -111,3 +112,51 @@ def test_the_live_loop_releases_the_idle_slice_after_the_hold_and_only_it(
     assert gke_api.calls("DELETE", "/nodePools/") == 1
     assert {n: p.status for n, p in gke_api.pools.items()} == {"v5e-0": "RUNNING", "v5e-1": "STOPPING"}
     assert kube_api.get("pods", "train-0", "default") is not None
+
+
+def test_the_live_daemon_records_a_slice_drain_on_its_state_config_map_naming_the_slice(
+    prometheus_api: FakePrometheusApi,
+    gke_api: FakeGkeApi,
+    kube_api: FakeKubeApi,
+    kube_client: k8s.ApiClient,
+    tmp_path: Path,
+) -> None:
+    """A slice is not a Node: its drain's Events go to the state ConfigMap (``kubectl describe configmap``), each
+    message starting with the slice's name, instead of to a Node named like the slice, which does not exist."""
+    clock = SimulatedClock(T0)
+    kube_api.clock = clock.now
+    for name in ("v5e-0", "v5e-1"):
+        gke_api.add_pool(name, nodes=HOSTS)
+        for i in range(HOSTS):
+            host = f"gke-ml-{name}-{i}"
+            kube_api.put("nodes", objs.node(host, name, accelerators=4, resource=objs.TPU_RESOURCE))
+    job = objs.pod("train-0", "gke-ml-v5e-0-2", accelerators=4, resource=objs.TPU_RESOURCE, owner_kind="Job")
+    kube_api.put("pods", job)
+    prometheus_api.set_demand(CLASS, 16)
+    settings = settings_from_mapping(_settings(prometheus_api, gke_api, tmp_path), source="slice config")
+    parts = live_parts(settings, "slice config", clock, RecordingNotifier(), kube_client, CollectorRegistry())
+    assembled = assemble(settings, "enforce", parts, {"POD_NAME": "leadtime-0", "POD_NAMESPACE": "leadtime"})
+    assembled.endpoints.stop()
+    assembled.daemon.elect()
+    assembled.daemon.refit()
+    for _ in range(15):
+        clock.advance(timedelta(minutes=1))
+        assembled.daemon.elect()
+        assembled.daemon.tick()
+        if gke_api.calls("DELETE", "/nodePools/"):
+            break
+    assembled.daemon.stop_working()
+    assert {n: p.status for n, p in gke_api.pools.items()} == {"v5e-0": "RUNNING", "v5e-1": "STOPPING"}
+
+    everything = k8s.CoreV1Api(kube_client).list_event_for_all_namespaces().items
+    assert not [e for e in everything if e.involved_object.kind == "Node"]
+    drain = [e for e in everything if e.reason in ("Cordoned", "DrainStarted", "DrainFinished")]
+    assert sorted(e.reason for e in drain) == ["Cordoned", "DrainFinished", "DrainStarted"]
+    for e in drain:
+        assert (e.metadata.namespace, e.involved_object.kind, e.involved_object.name) == (
+            "leadtime",
+            "ConfigMap",
+            "leadtime-state",
+        )
+        assert e.message.startswith("slice v5e-1: ")
+        assert e.metadata.annotations["leadtime.io/slice"] == "v5e-1"

@@ -153,7 +153,7 @@ def test_dry_run_marks_recorded_actions_and_every_message_as_recommendations() -
             "RecommendScaleDown",
             "dry-run: pool ondemand: would scale down from 3 to 1 units by draining n1: 2 units idle",
         ),
-        ("n1", "RecommendDrain", "dry-run: would cordon and drain this node of pool ondemand: 2 units idle"),
+        ("n1", "RecommendDrain", "dry-run: would cordon and drain it to shrink pool ondemand: 2 units idle"),
         ("spot", "BudgetTrimmed", "dry-run: pool spot: budget 'b' allows 2 of 3 more units"),
     ]
 
