@@ -29,6 +29,7 @@ from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
 from agent.commands.recommend_ledger import MonthToDate, open_read_only
 from agent.forecast_quality import backtest, quality_table
+from agent.ledger.meter import NEW_OR_LOST, LedgerCoverage
 from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
@@ -176,7 +177,11 @@ def recommend(
     document = _document(config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["ledger"] = month_to_date.as_json()
     document["budgets"] = _budgets(agent, tick, spends, document["pools"], month_to_date)
-    document["warnings"] = warnings
+    document["warnings"] = warnings + [
+        f"budget {b['name']}: spent this period is partial: {b['spend_partial']}"
+        for b in document["budgets"]
+        if b["spend_known"] and b["spend_partial"]
+    ]
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
     document = redact_tree(document)
@@ -366,6 +371,7 @@ def _budgets(
     recommended projection is the planner's own, with the plan's units; the current one holds the units billed now.
     """
     billed = {p["pool_id"]: p["current_units"] for p in pools if p["current_units"] is not None}
+    coverage = {c.budget: c for c in agent.budget_watch.coverage}  # as the daemon judges it (monthly caps only)
     planned = {s.budget: s for s in tick.plan.budgets}
     held = {s.budget: s for s in budget_snapshots(tick.now, spends, agent.pool_by_id, billed, billed, agent.tick)}
     entries = []
@@ -382,6 +388,7 @@ def _budgets(
             "period_hours": _hours(period.end - period.start),
             "hours_left": round(_hours(period.remaining(tick.now)), 4),
             "spend_known": month_to_date.known,
+            **_coverage(coverage.get(budget.name)),
             "spent_period_usd": round(spend.spent_period_usd, 2),
             "spent_hour_usd": round(spend.spent_hour_usd, 2),
             "monthly_cap_usd": budget.monthly_cap_usd,
@@ -402,6 +409,30 @@ def _budgets(
                 entry[f"recommended_fraction_of_{kind}_cap"] = round(plan.projected_usd / cap, 4)
         entries.append(entry)
     return entries
+
+
+def _coverage(coverage: LedgerCoverage | None) -> dict[str, Any]:
+    """Whether the ledger holds the budget's period from its start (``None``: not judged, no monthly cap); while
+    it does not, since when it holds every pool, the pools recorded late, and what that means."""
+    if coverage is None:
+        return {"spend_complete": None, "spend_recorded_since": None, "pools_recorded_late": [], "spend_partial": None}
+    late = [{"pool_id": p, "first_record": None if at is None else at.isoformat()} for p, at in coverage.late]
+    partial = None
+    if late:
+        since = (
+            "not recorded whole yet" if coverage.since is None else f"recorded whole since {coverage.since.isoformat()}"
+        )
+        partial = (
+            f"{since}, after the period started at {coverage.period_start.isoformat()}; the ledger at "
+            f"{coverage.where} holds these pools only from later: {coverage.late_pools()}, so their spend before is "
+            f"counted as 0 (import the period's bill of each with leadtime ledger import-billing; {NEW_OR_LOST})"
+        )
+    return {
+        "spend_complete": coverage.complete,
+        "spend_recorded_since": None if coverage.since is None else coverage.since.isoformat(),
+        "pools_recorded_late": late,
+        "spend_partial": partial,
+    }
 
 
 def _hours(span: timedelta) -> float:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from agent.ledger.base import Ledger, Newest
+from agent.ledger.base import Ledger, Newest, RecordedSince
 from agent.ledger.memory import InMemoryLedger
 from agent.ledger.reservations import InProcessReservations, ReservationBook
 from config.ledger import LedgerSettings
@@ -45,7 +45,9 @@ class MonthToDate:
 
 
 class ReadOnlyLedger(InProcessReservations):
-    """``recorded`` (``None``: no ledger) read, and the dry-run tick's charges kept in memory beside it."""
+    """``recorded`` (``None``: no ledger) read, and the dry-run tick's charges kept in memory beside it. It says
+    since when it holds each pool as the daemon's ledger would (``agent.ledger.base.RecordedSince``): so the dry
+    run sees a budget's period held only in part, as the daemon does."""
 
     def __init__(self, recorded: Ledger | None) -> None:
         self.recorded = recorded
@@ -64,6 +66,21 @@ class ReadOnlyLedger(InProcessReservations):
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         recorded = self.recorded.spent(pools, start, end) if self.recorded is not None else 0.0
         return recorded + self.charged.spent(pools, start, end)
+
+    @property
+    def where(self) -> str:
+        if isinstance(self.recorded, RecordedSince):
+            return self.recorded.where
+        return "no ledger (only this dry run's charges, in memory)"
+
+    def recorded_since(self, pools: Sequence[str]) -> dict[str, datetime]:
+        """The first record of each pool in the ledger, or else among the dry run's charges (an opening mark, as the
+        daemon would record at its first observation)."""
+        theirs: dict[str, datetime] = {}
+        if isinstance(self.recorded, RecordedSince):
+            theirs = self.recorded.recorded_since(pools)
+        mine = self.charged.recorded_since(pools)
+        return {p: min(at for at in (theirs.get(p), mine.get(p)) if at is not None) for p in {*theirs, *mine}}
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         mine = self.charged.last_entry(pool_id)

@@ -128,7 +128,7 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
     budgets = [
         {
             "budget": b["name"],
-            "spent this period": b["spent_period_usd"] if b["spend_known"] else "unknown, assumed 0",
+            "spent this period": _spent(b),
             "USD/h now": b["current_per_hour_usd"],
             "USD/h recommended": b["recommended_per_hour_usd"],
             "projected period end (now)": b["current_projected_period_usd"],
@@ -168,6 +168,18 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
         ("Budgets (projected: spent so far + the units held to the end of the period or hour)", budgets),
         (backtest_title, backtest_rows),
     ]
+
+
+def _spent(budget: Mapping[str, Any]) -> object:
+    """The period's spend so far, marked partial while the ledger holds some of the budget's pools only from after
+    the period started (``spend_partial`` says since when and which: also under Warnings)."""
+    if not budget["spend_known"]:
+        return "unknown, assumed 0"
+    if budget.get("spend_complete") is False:
+        late = ", ".join(p["pool_id"] for p in budget["pools_recorded_late"])
+        since = budget["spend_recorded_since"] or "no record"
+        return f"{budget['spent_period_usd']} (partial: recorded whole since {since}; late: {late})"
+    return budget["spent_period_usd"]
 
 
 def _peaks(forecast: Mapping[str, Any] | None) -> dict[str, str]:

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from agent.cli import main
+from agent.commands.recommend_ledger import open_read_only
 from agent.ledger import InMemoryLedger
 from agent.ledger.base import RecordedSince
 from agent.ledger.billed import BilledCost
@@ -31,6 +32,7 @@ from agent.ledger.postgres import PostgresLedger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.ledger.sqlite import SqliteLedger
 from agent.planning.budget import Budget
+from config.ledger import LedgerSettings
 from models import LedgerEntry
 from tests.postgres.fixtures import POSTGRES, Database
 
@@ -344,3 +346,28 @@ def test_import_billing_lists_the_budget_pools_the_export_did_not_bill(
     with SqliteLedger(tmp_path / "ledger.sqlite", read_only=True) as ledger:
         [coverage] = SpendMeter(ledger, timedelta(minutes=5)).coverage([budget], began + QUARTER)
     assert (coverage.complete, coverage.since) == (True, period_start)
+
+
+def test_the_dry_run_s_ledger_says_what_the_daemon_s_says(tmp_path: Path) -> None:
+    """``leadtime recommend`` reads the ledger through ``ReadOnlyLedger``: it must see the period held in part as the
+    daemon does, a pool the ledger has no record of counted from the dry run's own opening mark."""
+    path = tmp_path / "ledger.sqlite"
+    with SqliteLedger(path) as ledger:
+        ledger.record_many([mark("a100", RESTART), mark("h100", MONTH - QUARTER)])
+    with open_read_only(LedgerSettings(path=str(path))) as (read_only, _):
+        assert isinstance(read_only, RecordedSince)
+        assert read_only.where == str(path)
+        read_only.record(mark("other", RESTART + QUARTER))  # the dry-run tick's charges, in memory
+        read_only.record(mark("a100", RESTART + QUARTER))
+        assert read_only.recorded_since(["a100", "h100", "other", "none"]) == {
+            "a100": RESTART,
+            "h100": MONTH - QUARTER,
+            "other": RESTART + QUARTER,
+        }
+        [coverage] = SpendMeter(read_only, timedelta(minutes=5)).coverage([BUDGET], RESTART + QUARTER)
+    with SqliteLedger(path, read_only=True) as daemon_view:
+        [daemon] = SpendMeter(daemon_view, timedelta(minutes=5)).coverage([BUDGET], RESTART + QUARTER)
+    assert coverage == daemon
+    assert (coverage.complete, coverage.late) == (False, (("a100", RESTART),))
+    with open_read_only(LedgerSettings(path=str(tmp_path / "none.sqlite"))) as (no_ledger, _):
+        assert no_ledger.where.startswith("no ledger")

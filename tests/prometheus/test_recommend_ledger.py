@@ -80,6 +80,7 @@ def _assert_planned_on_the_spend(document: dict[str, Any], spent: float) -> None
     assert pool["recommended_units"] == fits
     assert "budget 'research' (monthly cap)" in pool["why"]
     assert budget["spend_known"] is True
+    assert (budget["spend_complete"], budget["pools_recorded_late"], budget["spend_partial"]) == (True, [], None)
     assert budget["spent_period_usd"] == pytest.approx(spent, abs=0.01)
     projected = spent + pool["recommended_units"] * PRICE * hours_left
     assert budget["recommended_projected_period_usd"] == pytest.approx(projected, abs=0.01)
@@ -157,6 +158,38 @@ def test_recommend_reads_the_month_to_date_spend_of_a_postgresql_ledger_and_neve
         assert postgres.entries() == entries
         assert postgres.reserved("research", AT) == 0.0  # the dry run's scale-up reserved nothing there
         assert postgres.spent([POOL], start, AT + timedelta(hours=1)) == pytest.approx(sum(e.cost_usd for e in entries))
+
+
+def test_recommend_marks_the_spend_partial_when_the_ledger_began_after_the_period_started(
+    prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    """The daemon's ledger began three days into the period (a new pod's file): the dry run counts the spend since
+    then, as the daemon does, and says that it is partial, since when and for which pool, as the daemon alerts."""
+    path = tmp_path / "ledger.sqlite"
+    config = _config(tmp_path, prometheus, {"path": str(path)})
+    began = _period_start(config) + timedelta(days=3)
+    with SqliteLedger(path) as ledger:
+        SpendMeter(ledger, timedelta(minutes=10)).observe(_daemon_readings(began))
+
+    document = _recommend(config, tmp_path / "out")
+
+    (budget,) = document["budgets"]
+    assert budget["spend_known"] is True
+    assert budget["spent_period_usd"] == pytest.approx(UNITS * PRICE * (AT - began).total_seconds() / 3600.0, abs=0.01)
+    assert budget["spend_complete"] is False
+    assert budget["spend_recorded_since"] == began.isoformat()
+    assert budget["pools_recorded_late"] == [{"pool_id": POOL, "first_record": began.isoformat()}]
+    assert f"{POOL} (first record {began.isoformat()})" in budget["spend_partial"]
+    assert f"the ledger at {path}" in budget["spend_partial"]
+    assert json.loads((tmp_path / "out" / "recommendation.json").read_text())["budgets"][0] == budget
+    [warning] = [w for w in document["warnings"] if w.startswith("budget research:")]
+    assert warning == f"budget research: spent this period is partial: {budget['spend_partial']}"
+    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    row = (
+        f"| research | {budget['spent_period_usd']} (partial: recorded whole since {began.isoformat()}; late: {POOL}) |"
+    )
+    assert row in markdown
+    assert warning in markdown
 
 
 def test_the_report_shows_the_peak_the_planner_planned_on(prometheus: PrometheusServer, tmp_path: Path) -> None:
