@@ -22,8 +22,10 @@ A drained node the group cannot lose (its desired capacity is at the minimum siz
 it without the decrement would only launch a replacement (a new GPU instance to boot, which a stockout may refuse,
 for no capacity change), and the minimum size asks for that many instances anyway. The removal is refused with a
 transient error naming the bound, so the drain is retried each tick and the node goes as soon as the group may
-shrink (its minimum lowered, or a scale-up raised the desired capacity). The lasting fix is configuration: a pool's
-``min_units`` at least the group's minimum size, so the plan never releases a unit the group must keep.
+shrink (its minimum lowered, or a scale-up raised the desired capacity). Past the drain's timeout the drainer gives
+up and uncordons the node (``actuators.kubernetes_drain``: back in service, since the group keeps it anyway); once
+idle for the stabilization window again it may be drained again, and so on. The lasting fix is configuration: a
+pool's ``min_units`` at least the group's minimum size, so the plan never releases a unit the group must keep.
 
 Kubernetes node names are the instances' private DNS names (``ip-10-0-1-23.ec2.internal``) or, with resource-name
 hostnames, start with the instance id; ``instance_ids`` maps them through ``DescribeInstances``.

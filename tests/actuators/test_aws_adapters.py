@@ -10,9 +10,10 @@ import pytest
 from kubernetes import client as k8s
 
 from actuators.kubernetes_drain import KubernetesNodeDrainer
+from agent.drains import NodeDrains
 from config.aws import EKS_NODEGROUP_LABEL
 from kube import KubernetesApi
-from models import ActionStatus, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
+from models import ActionStatus, CapacityUnavailable, PermanentActuatorError, Resize, TransientActuatorError
 from models.clock import SimulatedClock
 from tests.actuators.aws_adapters import asg_actuator, eks_actuator
 from tests.fakes import kube_objects as objs
@@ -221,3 +222,60 @@ def test_a_node_group_health_issue_naming_a_capacity_shortage_is_failed_units(aw
         actuator.resize("od", 4, "up-again")
     assert aws_api.group(group)["DesiredCapacity"] == 1
     assert aws_api.calls("UpdateNodegroupConfig") == 2  # the scale-up, then the removal of what cannot launch
+
+
+def test_a_drained_node_at_the_group_minimum_is_uncordoned_at_the_drain_timeout_then_drained_again(
+    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient
+) -> None:
+    """What docs/aws.md says of a pool whose min_units is below its group's minimum size: the empty node is kept
+    cordoned while its removal is retried, back in service at the drain timeout (not terminated: the group would
+    only replace it), and drained again once it has been idle for the stabilization window."""
+    group = aws_api.add_nodegroup("ml", "p5", nodes=2, min_size=2)
+    ids = [i["InstanceId"] for i in aws_api.group(group)["Instances"]]
+    found = aws_api.direct.ec2.describe_instances(InstanceIds=ids)["Reservations"]
+    dns = {i["InstanceId"]: i["PrivateDnsName"] for r in found for i in r["Instances"]}
+    for instance_id, name in dns.items():
+        kube_api.put("nodes", objs.node(name, "unused", labels={EKS_NODEGROUP_LABEL: "p5"}, instance=instance_id))
+    clock = SimulatedClock(T0)
+    eks = eks_actuator(aws_api, clock)
+    drainer = KubernetesNodeDrainer(
+        KubernetesApi(kube_client), clock, {"od": "p5"}, eks, timedelta(minutes=15), pool_label=EKS_NODEGROUP_LABEL
+    )
+    window = timedelta(minutes=10)
+    drains = NodeDrains({"od": drainer}, window)
+
+    def cordoned() -> list[str]:
+        return sorted(n for n in dns.values() if (kube_api.get("nodes", n) or {})["spec"].get("unschedulable"))
+
+    def observe() -> tuple[str, ...]:
+        (state,) = eks.list_pools()
+        seen, _ = drains.observe({"od": state}, clock.now())
+        return seen["od"].idle_nodes
+
+    victim = dns[ids[0]]
+    observe()
+    clock.advance(window)
+    assert victim in observe()
+    first = drains.scale_down(Resize("od", 2, 1, "idle", "r1"), clock.now(), [victim])
+    assert [(r.status, "minimum size 2" in (r.error or "")) for r in first.results] == [(ActionStatus.FAILED, True)]
+    for _ in range(14):  # retried every tick, the node cordoned and empty
+        clock.advance(timedelta(minutes=1))
+        step = drains.continue_pending(clock.now())
+        assert [r.status for r in step.results] == [ActionStatus.FAILED] and drains.pending
+        assert cordoned() == [victim]
+    clock.advance(timedelta(minutes=1))
+    (gave_up,) = drains.continue_pending(clock.now()).results
+    assert gave_up.status is ActionStatus.FAILED
+    assert gave_up.detail.startswith("removing the empty node still fails after 0:15:00")
+    assert "minimum size 2" in gave_up.detail and gave_up.detail.endswith(f"node {victim} uncordoned")
+    assert cordoned() == [] and not drains.pending
+    assert aws_api.calls("TerminateInstanceInAutoScalingGroup") == 0
+    assert aws_api.group(group)["DesiredCapacity"] == 2
+
+    assert victim not in observe()  # held for one stabilization window after a failed drain
+    clock.advance(window)
+    assert victim in observe()
+    clock.advance(window)
+    observe()
+    again = drains.scale_down(Resize("od", 2, 1, "idle", "r2"), clock.now(), [victim])
+    assert [r.status for r in again.results] == [ActionStatus.FAILED] and cordoned() == [victim]
