@@ -114,7 +114,7 @@ def report_budgets(args: argparse.Namespace) -> int:
     try:
         for budget in (Budget.from_settings(b) for b in settings.budgets):
             period, pools = budget.period(now), sorted(budget.pools)
-            if isinstance(ledger, RecordedSince):
+            if isinstance(ledger, RecordedSince) and budget.monthly_cap_usd is not None:  # as the daemon judges
                 coverage = ledger_coverage(budget, now, ledger.recorded_since(own_pools(budget)), ledger.where)
                 if not coverage.complete:
                     late.append(

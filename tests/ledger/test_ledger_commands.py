@@ -49,6 +49,8 @@ def test_each_budget_period_is_printed_in_the_budget_s_own_dates(
         {"name": "in-tokyo-15th", "pools": ["a100"], "monthly_cap_usd": 1000, "timezone": "Asia/Tokyo",
          "period_start_day": 15}
     )  # fmt: skip
+    # an hourly cap alone: no month's spend to be complete (the daemon judges monthly caps only)
+    budgets.append({"name": "in-tokyo-hourly", "pools": ["a100"], "hourly_cap_usd": 100, "timezone": "Asia/Tokyo"})
     cfg = _config(tmp_path, budgets, {"path": str(path)})
 
     assert main(["ledger", "budgets", "--config", str(cfg), "--at", "2026-03-02T06:00Z"]) == 0
@@ -65,6 +67,7 @@ def test_each_budget_period_is_printed_in_the_budget_s_own_dates(
         "in-tokyo": ("2026-03-01..2026-04-01", "6.00"),
         "in-new-york": ("2026-03-01..2026-04-01", "0.00"),
         "in-tokyo-15th": ("2026-02-15..2026-03-15", "6.00"),
+        "in-tokyo-hourly": ("2026-03-01..2026-04-01", "6.00"),
     }
 
     # 2026-03-01 03:00 UTC: still February in New York (22:00 on the 28th), March in Tokyo and UTC.
@@ -75,6 +78,7 @@ def test_each_budget_period_is_printed_in_the_budget_s_own_dates(
         "in-tokyo": ("2026-03-01..2026-04-01", "6.00"),
         "in-new-york": ("2026-02-01..2026-03-01", "6.00"),
         "in-tokyo-15th": ("2026-02-15..2026-03-15", "6.00"),
+        "in-tokyo-hourly": ("2026-03-01..2026-04-01", "6.00"),
     }
 
 
