@@ -50,7 +50,9 @@ from models import (
     DemandForecast,
     LeadtimeError,
     MetricsUnavailable,
+    PoolDecision,
     PoolKind,
+    PoolSpec,
     PoolState,
     SkipReason,
     ZoneState,
@@ -232,16 +234,7 @@ def _document(
         else:
             action, reason = "keep", "already at the planned target"
         price = spec.price_per_unit_hour_usd
-        # A pool that shrinks only by releasing idle units is held while none has been seen idle, and one instant
-        # cannot see a unit idle for the idle hold: what the forecast would let go once its units are idle.
-        idle_release = (
-            current - decision.bounded_units
-            if decision is not None
-            and current is not None
-            and any(hold.reason is SkipReason.NOT_IDLE for hold in decision.holds)
-            and decision.bounded_units < current
-            else 0
-        )
+        idle_release = releasable_once_idle(spec, current, decision)
         pools.append(
             {
                 "pool_id": spec.pool_id,
@@ -287,6 +280,17 @@ def _document(
         "problems": dict(sorted(tick.problems.items())),
         "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
     }
+
+
+def releasable_once_idle(spec: PoolSpec, current: int | None, decision: PoolDecision | None) -> int:
+    """Units the forecast would let go once they are seen idle for the idle hold: a pool that shrinks only by
+    releasing idle units is held while none has been idle that long, which one instant cannot see. Not queued
+    resources: the daemon never releases them for idleness (their TPU VMs are not nodes it can watch)."""
+    if decision is None or current is None or spec.kind is PoolKind.TPU_QUEUED_RESOURCE:
+        return 0
+    if not any(hold.reason in (SkipReason.NOT_IDLE, SkipReason.STABILIZING) for hold in decision.holds):
+        return 0
+    return max(0, current - decision.bounded_units)
 
 
 def _zone_entry(zone: ZoneState) -> dict[str, Any]:
