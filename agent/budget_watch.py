@@ -72,8 +72,10 @@ class BudgetWatch:
 
     def spend(self, now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:
         """Each budget's spend so far, read from the ledger without charging anything, with the units last recorded
-        for the pools in ``unread``; ``coverage`` says whether the ledger holds each period from its start."""
-        spends = self.meter.budget_spend(self.budgets, now, unread)
+        for the pools in ``unread`` and what they held since (not recorded until they are read again);
+        ``coverage`` says whether the ledger holds each period from its start."""
+        prices = {p: spec.price_per_unit_hour_usd for p, spec in self.pools.items()}
+        spends = self.meter.budget_spend(self.budgets, now, unread, prices)
         self.coverage = self.meter.coverage(self.budgets, now)
         return spends
 

@@ -7,7 +7,11 @@ before planning, and ``coverage`` with it.
 ``budget_spend`` also says what a pool whose state could not be read this tick last held: the units of its
 newest ledger entry (the opening mark of its last reading, or the agent's scale-up after it), one index probe per
 such pool. The budgets project it at those units rather than at its ``max_units`` (a single failed read of a big
-pool would otherwise project an overspend that is not there).
+pool would otherwise project an overspend that is not there). Its spend since that entry is counted too, without
+being recorded: what accrual will charge for it when the pool is read again holding the same units (the units of
+that entry from its end to now). Otherwise the unread stretch would be missing from the spend, and the room it
+leaves would go to the other pools' scale-ups until the pool is read again and the whole stretch is charged at
+once (an h100 pool of 10 units unread for 3 hours: 2,400 USD).
 
 ``coverage`` says, per budget with a monthly cap, whether the ledger holds the whole of the current period: a
 ledger that began after the period started (a new pod's file on an ``emptyDir``, a first install mid-month) reads
@@ -130,22 +134,48 @@ class SpendMeter:
                 )
         return accruals
 
-    def budget_spend(self, budgets: Sequence[Budget], now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:
+    def budget_spend(
+        self,
+        budgets: Sequence[Budget],
+        now: datetime,
+        unread: Collection[str] = (),
+        prices: Mapping[str, float] | None = None,
+    ) -> list[BudgetSpend]:
         """What each budget's pools have spent in the current month period and the current hour, up to ``now``:
         all in one read from the ledger's period totals when it keeps them (``agent.ledger.period_spend``). Each
         budget with a pool in ``unread`` (its state could not be read) gets the units the ledger last recorded it
-        holding (``BudgetSpend.last_units``)."""
+        holding (``BudgetSpend.last_units``) and since when (``BudgetSpend.unread_since``), and its spend includes
+        what that pool held since then (at ``prices``, USD per unit-hour), which is not recorded yet."""
         spends = self._spent(budgets, now)
         asked = sorted({p for b in budgets for p in b.pools} & set(unread))
         if not asked:
             return spends
-        last = {p: entry.units for p in asked if (entry := self.ledger.last_entry(p)) is not None}
-        return [
-            replace(spend, last_units={p: n for p, n in last.items() if p in spend.budget.pools})
-            if spend.budget.pools & last.keys()
-            else spend
-            for spend in spends
-        ]
+        last = {p: entry for p in asked if (entry := self.ledger.last_entry(p)) is not None}
+        unrecorded = {p: self._unrecorded(entry, now, (prices or {}).get(p, 0.0)) for p, entry in last.items()}
+        out = []
+        for spend in spends:
+            mine = sorted(spend.budget.pools & last.keys())
+            if not mine:
+                out.append(spend)
+                continue
+            period, hour = spend.budget.period(now).start, spend.budget.hour(now).start
+            out.append(
+                replace(
+                    spend,
+                    spent_period_usd=spend.spent_period_usd + sum(_since(unrecorded[p], period) for p in mine),
+                    spent_hour_usd=spend.spent_hour_usd + sum(_since(unrecorded[p], hour) for p in mine),
+                    last_units={p: last[p].units for p in mine},
+                    unread_since={p: last[p].end for p in mine},
+                )
+            )
+        return out
+
+    def _unrecorded(self, last: LedgerEntry, now: datetime, price: float) -> tuple[LedgerEntry, ...]:
+        """What accrual will charge from the pool's newest entry to ``now`` if the pool is read again at ``now``
+        holding the units of that entry (a gap is charged the larger side: those units at least)."""
+        if now <= last.end:
+            return ()
+        return accrue(last, PoolReading(last.pool_id, now, last.units, price), self.gap_after, self.grid).entries
 
     def _spent(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:
         if isinstance(self.ledger, PeriodSpend):
@@ -212,6 +242,11 @@ class SpendMeter:
     def _known(self, budget: str, period_start: datetime) -> LedgerCoverage | None:
         covered = self._covered.get(budget)
         return covered if covered is not None and covered.period_start == period_start else None
+
+
+def _since(entries: Sequence[LedgerEntry], start: datetime) -> float:
+    """The cost of the entries from ``start`` on (periods and hours start on the grid the entries are split on)."""
+    return sum(e.cost_usd for e in entries if e.start >= start)
 
 
 def _newer(last: LedgerEntry | None, entry: LedgerEntry) -> LedgerEntry:

@@ -105,13 +105,16 @@ class BudgetSpend:
     """What a budget's pools spent so far (from the ledger) in the current month period and clock hour, and
     ``last_units``: for those of its pools whose state could not be read this tick, the units the ledger last
     recorded them holding (its newest entry, an opening mark included); a pool the ledger has no record of is not
-    there, and is counted at its ``max_units``."""
+    there, and is counted at its ``max_units``. ``unread_since``: where each of those entries ends, from when the
+    spend counts the pool at those units without the ledger having recorded it (the ledger charges that stretch
+    when the pool is read again)."""
 
     budget: Budget
     now: datetime
     spent_period_usd: float
     spent_hour_usd: float
     last_units: Mapping[str, int] = field(default_factory=dict, hash=False)
+    unread_since: Mapping[str, datetime] = field(default_factory=dict, hash=False)
 
     def spent(self, kind: CapKind) -> float:
         return self.spent_period_usd if kind is CapKind.MONTH else self.spent_hour_usd

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 from agent.budget_watch import BudgetWatch
 from agent.ledger import InMemoryLedger
 from agent.planning import PlanInput, plan_capacity
@@ -44,16 +46,21 @@ def _watch(settings: Settings) -> BudgetWatch:
 
 
 def _plan(
-    settings: Settings, states: Mapping[str, PoolState], spends: list[BudgetSpend], now: datetime
+    settings: Settings,
+    states: Mapping[str, PoolState],
+    spends: list[BudgetSpend],
+    now: datetime,
+    demand: tuple[float, float] = (32.0, 8.0),
 ) -> CapacityPlan:
+    a, b = demand
     return plan_capacity(
         PlanInput(
             now=now,
             tick=TICK,
             pools=settings.pool_specs(),
             states=states,
-            forecasts={"a": forecast("a", [32.0] * 4), "b": forecast("b", [8.0] * 4)},
-            observed={"a": 32.0, "b": 8.0},
+            forecasts={"a": forecast("a", [a] * 4), "b": forecast("b", [b] * 4)},
+            observed={"a": a, "b": b},
             service_levels={"a": 0.9, "b": 0.9},
             settings=PlannerSettings(),
             budgets=spends,
@@ -77,16 +84,16 @@ def test_a_pool_not_read_this_tick_is_projected_at_its_last_recorded_units() -> 
 
 
 def test_a_hard_stop_waits_for_a_tick_that_reads_every_pool_of_its_budget() -> None:
-    # 2 USD charged of a 7 USD cap (a100's minute; h100's is charged once it is read again): the next two ticks of
-    # 4 a100 units and 1 h100 unit cost 6.67, 1.67 more than is left. With h100 unread nothing busy is forced out;
-    # the tick that reads it again decides the stop.
+    # 3.33 USD spent of a 7 USD cap (a100's minute, charged, and h100's, counted until it is read again): the next
+    # two ticks of 4 a100 units and 1 h100 unit cost 6.67, 3 more than is left. With h100 unread nothing busy is
+    # forced out; the tick that reads it again decides the stop.
     settings = _settings({"monthly_cap_usd": 7.0, "commit_horizon": "2h"})
     watch = _watch(settings)
     a100 = {"a100": PoolState("a100", NOW, 4, 4)}
     held = _plan(settings, a100, watch.observe(NOW, a100), NOW)
     assert not any(r.forced for r in held.resizes)
     [waits] = [s.detail for s in held.skips if s.pool_id == "h100" and "hard stop" in s.detail]
-    assert "hard stop not started: the money left is 1.67 USD short" in waits
+    assert "hard stop not started: the money left is 3.00 USD short" in waits
     assert "counted at its last recorded 1 units" in waits and "decided again next tick" in waits
     assert waits in [h.detail for h in held.decisions["h100"].holds]
 
@@ -95,3 +102,42 @@ def test_a_hard_stop_waits_for_a_tick_that_reads_every_pool_of_its_budget() -> N
     stopped = _plan(settings, both, watch.observe(later, both), later)
     assert any(r.forced for r in stopped.resizes)
     assert not any("hard stop not started" in s.detail for s in stopped.skips)
+
+
+def _unread_for(settings: Settings, hours: int) -> tuple[BudgetWatch, list[BudgetSpend]]:
+    """A watch that read 4 a100 units and 10 h100 units (30 and 80 USD an hour) every 5 minutes for 6 hours up to
+    ``NOW``, h100 not in the last ``hours``; and the spend it hands the planner at ``NOW``, h100 still unread."""
+    watch = BudgetWatch(settings, {p.pool_id: p for p in settings.pool_specs()}, InMemoryLedger(), tick=TICK)
+    at = NOW - timedelta(hours=6)
+    while at < NOW:
+        states = {"a100": PoolState("a100", at, 4, 4)}
+        if at < NOW - timedelta(hours=hours):
+            states["h100"] = PoolState("h100", at, 10, 10)
+        watch.observe(at, states)
+        at += timedelta(minutes=5)
+    return watch, watch.observe(NOW, {"a100": PoolState("a100", NOW, 4, 4)})
+
+
+def test_an_unread_pool_is_counted_in_the_spend_from_its_last_record_so_other_pools_do_not_take_its_money() -> None:
+    # 6 hours of 4 a100 units (720 USD) and 10 h100 units (4,800): 5,520 USD whether or not h100 was read in the
+    # last 3 hours. The 10 hours left at 920 USD an hour project 14,720 of the 15,000 USD cap: a100 may not grow
+    # (a unit costs 300 to the period end). Counting h100 only from its next read, 2,400 USD less was seen spent
+    # and a100 went 4->10, to be over the cap by 1,517 USD as soon as h100 was read again.
+    settings = _settings({"monthly_cap_usd": 15000.0})
+    pools = {p.pool_id: p for p in settings.pool_specs()}
+    a100 = {"a100": PoolState("a100", NOW, 4, 4)}
+    spent = {}
+    for hours in (0, 3):
+        watch, spends = _unread_for(settings, hours)
+        [spend] = spends
+        spent[hours] = spend.spent_period_usd
+        assert spend.unread_since == {"h100": NOW - timedelta(hours=hours, minutes=5)}
+        plan = _plan(settings, a100, spends, NOW, demand=(80.0, 80.0))
+        assert not [r for r in plan.resizes if r.pool_id == "a100" and r.is_scale_up]
+        assert any(s.pool_id == "a100" and s.reason is SkipReason.BUDGET for s in plan.skips)
+        later = NOW + TICK
+        both = {"a100": PoolState("a100", later, 4, 4), "h100": PoolState("h100", later, 10, 10)}
+        [read_again] = watch.observe(later, both)  # the ledger charges the gap: the spend only moves by a tick
+        assert read_again.spent_period_usd - spend.spent_period_usd == pytest.approx((120 + 800) / 60)
+        assert find_overspends(later, [read_again], pools, {"a100": 4, "h100": 10}) == []
+    assert spent[3] == pytest.approx(spent[0]) == pytest.approx(720.0 + 4800.0)
