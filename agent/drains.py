@@ -11,7 +11,8 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   cloud's own target still counts them until each drain removes its node, so a scale-up planned meanwhile is sent
   as the planned change applied to the cloud's target (``agent.executor``), never as the planned figure: a resize
   must not take out a node the drainer did not empty (the cloud would pick it, busy or not, with no eviction). A
-  draining node is not taken back when demand returns: its drain goes on and the new nodes are bought.
+  draining node is not taken back when demand returns: its drain goes on and the new nodes are bought, as many as
+  fit under the pool's ``max_units`` while the draining nodes still count; the rest wait for the drains to end.
 * **Acting** (in the executor): a planned release of ``k`` units drains the ``k`` nodes its decision record names
   (the planner chose them, longest idle first, from the nodes observed here), after checking that each is still idle
   for the stabilization window; if one is not, the release is refused and re-planned next tick. A release whose

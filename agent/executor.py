@@ -7,7 +7,8 @@ pool backed off before the tick plans. A pool served by a node drainer never shr
 releases become drains of exactly the nodes the pool's decision record names, re-checked idle (``agent.drains``),
 and drains still waiting on a disruption budget go on every tick. The plan sees such a pool without its draining
 nodes while the cloud's target still counts them, so a scale-up is sent as the planned change applied to the
-cloud's target: a resize never takes a pool below the cloud's target less the nodes the drainer emptied. A forced
+cloud's target: a resize never takes a pool below the cloud's target less the nodes the drainer emptied, nor a
+scale-up above the pool's ``max_units`` (what does not fit waits for the drains to end). A forced
 release (``Resize.forced``, a budget's hard stop) is checked against fresh state like any action; on a pool without
 a drainer it is a plain resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and
 is never refused for busy nodes. A resize or release of a pool blocked after a permanent error is refused, whatever
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from actuators.base import Actuator, unread_pools
@@ -205,13 +206,31 @@ def _resize(
     the pool with its nodes still draining taken out, while the cloud's target still counts them until each drain
     removes its node. Sending the planned figure as it is would make the actuator shrink the pool by the draining
     nodes, deleting instances of the cloud's choosing with no drain; sent as the same change applied to the cloud's
-    target, a resize can never take out a node the drainer did not empty."""
+    target, a resize can never take out a node the drainer did not empty.
+
+    The cloud's target never goes above the pool's ``max_units``: a scale-up that would (the draining nodes still
+    count there) buys what fits and the rest waits for the drains to finish, when the next plan buys it on the
+    target they leave; with no room at all it is rejected, so nothing is sent (an AWS group at its maximum size
+    would read it as a stockout, a GKE pool would grow past ``max_units``)."""
     to_units = cloud.target_units + resize.to_units - resize.from_units
+    draining = cloud.target_units - planned.target_units
+    spec = pools.get(resize.pool_id)
+    waiting = _waiting_for_drains(resize, cloud, spec)
+    if waiting and spec is not None:
+        to_units -= waiting
+        detail = (
+            f"{resize.pool_id} holds {cloud.target_units} units with {draining} still draining and its max_units is "
+            f"{spec.max_units}: {waiting} of the planned {resize.to_units - resize.from_units} units wait for those "
+            "drains to finish (a later plan buys them)"
+        )
+        log.info("pool %s: %s", resize.pool_id, detail)
+        if to_units <= cloud.target_units:
+            results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.REJECTED, now, detail))
+            return memory
     if to_units != resize.to_units:
         log.info(
             "pool %s: %d nodes still draining; its target goes %d -> %d for the planned %d -> %d",
-            resize.pool_id, cloud.target_units - planned.target_units, cloud.target_units, to_units,
-            resize.from_units, resize.to_units,
+            resize.pool_id, draining, cloud.target_units, to_units, resize.from_units, resize.to_units,
         )  # fmt: skip
     try:
         result = actuator.resize(resize.pool_id, to_units, resize.key)
@@ -236,10 +255,21 @@ def _resize(
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
         alerts.append(_blocked_alert(resize.pool_id, now, str(exc)))
         return memory.block(resize.pool_id, str(exc))
+    if waiting:
+        result = replace(result, detail=f"{result.detail}; {detail}" if result.detail else detail)
     results.append(result)
     if result.status in _ACCEPTED:
         return memory.changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
     return memory
+
+
+def _waiting_for_drains(resize: Resize, cloud: PoolState, spec: PoolSpec | None) -> int:
+    """How many of a scale-up's planned units do not fit under the pool's ``max_units`` while draining nodes
+    still count in the cloud's target (0 for any other resize)."""
+    if not resize.is_scale_up or spec is None:
+        return 0
+    room = max(0, spec.max_units - cloud.target_units)
+    return max(0, resize.to_units - resize.from_units - room)
 
 
 def _absorb(

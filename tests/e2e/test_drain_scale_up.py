@@ -6,13 +6,15 @@ whole loop on GKE node pools, and through the executor on an EKS managed node gr
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from kubernetes import client as k8s
 
+from actuators.aws_eks import EksNodegroupActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from agent.drains import NodeDrains
-from agent.executor import execute
+from agent.executor import Execution, execute
 from agent.notify import RecordingNotifier
 from agent.planning import PlannerMemory
 from config.aws import EKS_NODEGROUP_LABEL
@@ -84,12 +86,14 @@ def test_demand_back_while_gke_nodes_drain_adds_nodes_and_deletes_none(rig: Rig,
     assert mig.target_size == 4 and [i.name for i in mig.instances if i.action == "DELETING"] == []
 
 
-def test_demand_back_while_eks_nodes_drain_raises_the_desired_size_and_terminates_nothing(
-    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient
-) -> None:
+def _eks_group_of_three(
+    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient, max_size: int
+) -> tuple[SimulatedClock, EksNodegroupActuator, NodeDrains, str, list[str], list[str]]:
+    """An EKS node group of 3 nodes: one busy, two idle held by a budget. Returns the clock, the actuator, the drains,
+    the Auto Scaling group, its instance ids and the idle nodes."""
     clock = SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC))
     aws_api.now = clock.now()
-    group = aws_api.add_nodegroup("ml", "p5", nodes=3)
+    group = aws_api.add_nodegroup("ml", "p5", nodes=3, max_size=max_size)
     ids = [i["InstanceId"] for i in aws_api.group(group)["Instances"]]
     found = aws_api.direct.ec2.describe_instances(InstanceIds=ids)["Reservations"]
     dns = {i["InstanceId"]: i["PrivateDnsName"] for r in found for i in r["Instances"]}
@@ -103,6 +107,13 @@ def test_demand_back_while_eks_nodes_drain_raises_the_desired_size_and_terminate
         KubernetesApi(kube_client), clock, {"od": "p5"}, eks, pool_label=EKS_NODEGROUP_LABEL
     )
     drains = NodeDrains({"od": drainer}, PlannerSettings().scale_down_stabilization)
+    return clock, eks, drains, group, ids, idle
+
+
+def test_demand_back_while_eks_nodes_drain_raises_the_desired_size_and_terminates_nothing(
+    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient
+) -> None:
+    clock, eks, drains, group, ids, idle = _eks_group_of_three(aws_api, kube_api, kube_client, max_size=16)
     pools = {"od": _pool()}
     drains.observe({s.pool_id: s for s in eks.list_pools()}, clock.now())
     clock.advance(PlannerSettings().scale_down_stabilization)
@@ -129,4 +140,38 @@ def test_demand_back_while_eks_nodes_drain_raises_the_desired_size_and_terminate
     assert aws_api.calls("TerminateInstanceInAutoScalingGroup") == 0
     instances = [i["InstanceId"] for i in aws_api.group(group)["Instances"]]
     assert set(ids) < set(instances) and len(instances) == 4  # the three, and the one more the plan asked for
+    assert all(_cordoned(kube_api, node) for node in idle)
+
+
+def test_demand_back_while_eks_nodes_drain_at_the_groups_max_size_waits_for_the_drains_without_a_stockout(
+    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient
+) -> None:
+    """max_units is the node group's max_size, as docs/aws.md advises: the draining nodes fill the group, so the
+    planned node waits for their drains instead of being sent (the group would refuse it as held at its maximum,
+    read as a stockout that backs the pool off)."""
+    clock, eks, drains, _, _, idle = _eks_group_of_three(aws_api, kube_api, kube_client, max_size=3)
+    pools = {"od": replace(_pool(), max_units=3)}
+    drains.observe({s.pool_id: s for s in eks.list_pools()}, clock.now())
+    clock.advance(PlannerSettings().scale_down_stabilization)
+
+    def tick(from_units: int, to_units: int, memory: PlannerMemory) -> Execution:
+        now = clock.now()
+        seen, _ = drains.observe({s.pool_id: s for s in eks.list_pools()}, now)
+        assert seen["od"].target_units == from_units
+        plan = CapacityPlan(now, (Resize("od", from_units, to_units, "test", f"od@{now.isoformat()}->{to_units}"),))
+        return execute(plan, eks, pools, memory, now, drains)
+
+    released = tick(3, 1, PlannerMemory())
+    assert [r.status for r in released.results] == [ActionStatus.STARTED, ActionStatus.STARTED]
+    clock.advance(MINUTE)
+    grown = tick(1, 2, released.memory)
+    assert [r.status for r in grown.results] == [ActionStatus.STARTED, ActionStatus.STARTED, ActionStatus.REJECTED]
+    assert grown.results[-1].detail == (
+        "od holds 3 units with 2 still draining and its max_units is 3: 1 of the planned 1 units wait for those "
+        "drains to finish (a later plan buys them)"
+    )
+    assert grown.alerts == () and grown.memory == released.memory  # no stockout, no back-off
+    scaling = aws_api.direct.eks.describe_nodegroup(clusterName="ml", nodegroupName="p5")["nodegroup"]["scalingConfig"]
+    assert scaling["desiredSize"] == 3
+    assert aws_api.calls("UpdateNodegroupConfig") == 0 and aws_api.calls("TerminateInstanceInAutoScalingGroup") == 0
     assert all(_cordoned(kube_api, node) for node in idle)

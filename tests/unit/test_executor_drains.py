@@ -132,6 +132,38 @@ def test_no_resize_takes_the_pool_below_its_target_less_the_nodes_the_drainer_em
     assert _target(cluster) == 8 - 3 + 1 + 2 + 1
 
 
+@pytest.mark.parametrize(("units", "up", "sent", "waiting"), [(20, 3, 0, 3), (18, 3, 2, 1), (16, 3, 3, 0)])
+def test_a_scale_up_while_nodes_drain_never_takes_the_cloud_target_above_max_units(
+    units: int, up: int, sent: int, waiting: int
+) -> None:
+    cluster, clock, drainer, drains = _idle_pool(units=units)
+    idle = list(cluster.idle_nodes("gpu", WINDOW))
+    drainer.held = set(idle[:3])
+    release, _ = _tick(cluster, clock, drains, PlannerMemory(), delta=-3)
+    clock.advance(timedelta(minutes=1))
+    grow, planned = _tick(cluster, clock, drains, release.memory, delta=up)  # planned up to at most max_units
+    assert planned + up <= POOL.max_units
+    assert _target(cluster) == units + sent <= POOL.max_units
+    result = grow.results[-1]
+    assert result.status is (ActionStatus.REJECTED if sent == 0 else ActionStatus.STARTED)
+    assert (grow.memory == release.memory) is (sent == 0)  # nothing sent, nothing changed
+    if waiting:
+        assert result.detail.endswith(
+            f"gpu holds {units} units with 3 still draining and its max_units is 20: {waiting} of the planned {up} "
+            "units wait for those drains to finish (a later plan buys them)"
+        )
+    else:
+        assert "wait for those drains" not in result.detail
+
+    drainer.held.clear()  # the drains end; the next plan buys what waited, on the target they leave
+    clock.advance(timedelta(minutes=1))
+    _tick(cluster, clock, drains, grow.memory)
+    assert _target(cluster) == units + sent - 3
+    clock.advance(timedelta(minutes=1))
+    _tick(cluster, clock, drains, grow.memory, delta=waiting)
+    assert _target(cluster) == units - 3 + up
+
+
 def test_a_blocked_pool_is_neither_resized_nor_drained() -> None:
     cluster, clock, _, drains = _idle_pool(units=4)
     memory = PlannerMemory().block("gpu", "permission compute.instanceGroupManagers.update denied")
