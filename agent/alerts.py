@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 
 from agent.ledger.meter import LedgerCoverage
 from agent.planning.budget import ScaleUpCharge
-from agent.planning.enforcement import Overspend
+from agent.planning.enforcement import DeferredStop, Overspend
 from models import AlertEvent, AlertKind, BudgetSnapshot, PoolSpec, PoolState, Resize, Severity
 
 MAX_LISTED = 5
@@ -124,6 +124,35 @@ def ledger_incomplete_event(coverage: LedgerCoverage, at: datetime) -> AlertEven
                 "`leadtime ledger import-billing` (it lists the pools the export did not bill). A pool created "
                 "after the period started had no spend before its first record: the ledger cannot tell it from "
                 "lost records, so for such a pool nothing is missing."
+            ),
+        },
+    )
+
+
+def hard_stop_deferred_event(deferred: DeferredStop, at: datetime) -> AlertEvent:
+    """A budget's hard stop is due but waits for pools of the budget whose state cannot be read. The subject names
+    since when they are unread (the oldest of their last records), so it is told once per outage."""
+    counted = ", ".join(f"{pool} ({units} units)" for pool, units in deferred.unread)
+    return AlertEvent(
+        kind=AlertKind.BUDGET_HARD_STOP_DEFERRED,
+        severity=Severity.CRITICAL,
+        at=at,
+        subject=f"budget {deferred.budget}: unread since {_when(deferred.since)}",
+        summary=(
+            f"The money left is {deferred.usd:,.2f} USD short of paying for the units held through the next two "
+            f"ticks, but the hard stop is deferred: the state of {counted} could not be read since "
+            f"{_when(deferred.since)}, and busy units are not released on a projection that is partly a guess. "
+            f"Unless every pool of the budget is read first, the stop runs at {_when(deferred.until)} without them, "
+            "counting them at the units shown. Meanwhile the budget runs over its cap."
+        ),
+        details={
+            "unread pools (counted at)": counted,
+            "unread since": _when(deferred.since),
+            "hard stop deferred until": _when(deferred.until),
+            "short over the next two ticks": f"{deferred.usd:,.2f} USD",
+            "what to do": (
+                "See the pool-unreadable alert for why the pool cannot be read (a revoked permission, an API that "
+                "cannot be reached). budgets[].unread_stop_wait sets how long the stop waits."
             ),
         },
     )

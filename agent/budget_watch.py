@@ -12,11 +12,13 @@ out the time before, see ``agent.ledger.meter.LedgerCoverage``).
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from agent.alerts import (
     PendingScaleUp,
     budget_threshold_events,
+    hard_stop_deferred_event,
     ledger_incomplete_event,
     outstanding,
     projected_overspend_event,
@@ -28,7 +30,7 @@ from agent.ledger.base import Ledger
 from agent.ledger.meter import LedgerCoverage, SpendMeter
 from agent.ledger.reservations import Reservations
 from agent.planning.budget import Budget, BudgetSpend, scale_up_charges
-from agent.planning.enforcement import find_overspends
+from agent.planning.enforcement import deferred_stops, find_overspends
 from config.schema import Settings
 from models import ActionResult, ActionStatus, AlertEvent, CapacityPlan, PoolSpec, PoolState, Resize
 
@@ -54,6 +56,7 @@ class BudgetWatch:
         # A tick is an observation: an interval of one tick (and a tick half a tick late) is not a gap, whatever
         # gap_after says. A simulation ticks at its trace's step, 10 minutes on the ServeGen trace.
         tick = tick or settings.loop.tick_interval
+        self.tick = tick
         self.meter = SpendMeter(ledger, max(settings.ledger.gap_after, tick * 1.5))
         self.pools = pools
         self.stall_factor = settings.alerts.stalled_after_lead_times
@@ -63,6 +66,8 @@ class BudgetWatch:
         self._spent: dict[str, tuple[datetime, float]] = {}  # budget -> (period start, spent at the last tick)
         self.coverage: list[LedgerCoverage] = []  # as of the last spend read
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
+        self._unseen: dict[str, datetime] = {}  # unread pool the ledger has no record of -> since when it is unread
+        self._told_deferred: dict[str, datetime] = {}  # budget -> since when its pools were unread, when last alerted
 
     def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner, with the
@@ -77,7 +82,13 @@ class BudgetWatch:
         prices = {p: spec.price_per_unit_hour_usd for p, spec in self.pools.items()}
         spends = self.meter.budget_spend(self.budgets, now, unread, prices)
         self.coverage = self.meter.coverage(self.budgets, now)
-        return spends
+        # a pool the ledger has no record of is unread since the first tick this watch found it so
+        self._unseen = {p: self._unseen.get(p, now) for p in unread}
+        return [self._with_unseen(spend) for spend in spends]
+
+    def _with_unseen(self, spend: BudgetSpend) -> BudgetSpend:
+        unseen = {p: at for p, at in self._unseen.items() if p in spend.budget.pools and p not in spend.unread_since}
+        return replace(spend, unread_since={**spend.unread_since, **unseen}) if unseen else spend
 
     def reserve(self, now: datetime, plan: CapacityPlan) -> Reserved:
         """The plan with its scale-ups reserved against the budgets (trimmed or held where not granted)."""
@@ -123,6 +134,10 @@ class BudgetWatch:
             events += budget_threshold_events(snapshot, previous, budget.alert_thresholds, now)
             self._spent[budget.name] = (snapshot.period_start, snapshot.spent_usd)
         billed = {pool_id: s.target_units for pool_id, s in states.items()}
+        for deferred in deferred_stops(now, spends, self.pools, billed, self.tick):
+            if self._told_deferred.get(deferred.budget) != deferred.since:
+                self._told_deferred[deferred.budget] = deferred.since
+                events.append(hard_stop_deferred_event(deferred, now))
         for overspend in find_overspends(now, spends, self.pools, billed):
             budget = self._by_name[overspend.budget]
             drivers = scale_up_charges(self._scale_ups, self.pools, budget, overspend.period)

@@ -132,6 +132,11 @@ FIELDS: dict[str, str] = {
     "the money left over this horizon, and the cap is held by a hard stop instead: when the money left no longer "
     "pays for the units held through the next two ticks, burst units are released, idle first, busy ones too "
     "(their work goes back to the queue).",
+    "BudgetSettings.unread_stop_wait": "How long the hard stop of a budget with a `commit_horizon` waits for a pool "
+    "of the budget whose state cannot be read, from the pool's last record in the ledger (duration). Meanwhile no "
+    "busy unit is released for the budget on a projection that is partly a guess (a `budget-hard-stop-deferred` "
+    "alert says so, and until when); after it, the stop runs on the budget's other pools, the unread pool counted "
+    "at its last recorded units and never released. The money runs over the cap by what the pools spend meanwhile.",
     # -- simulation
     "SimulationSettings.stockouts": "Windows in which a pool gets no new units (to rehearse a stockout).",
     "StockoutWindow.pool": "The pool that cannot get units.",

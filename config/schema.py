@@ -170,6 +170,7 @@ class BudgetSettings(_Section):
     alert_thresholds: tuple[float, ...] = (0.5, 0.8, 1.0)
     pacing: Pacing = "none"
     commit_horizon: Duration | None = None
+    unread_stop_wait: Duration = timedelta(minutes=10)
 
 
 def _iso_text(value: object) -> object:

@@ -12,6 +12,7 @@ class AlertKind(StrEnum):
     PROJECTED_OVERSPEND = "projected-overspend"
     BUDGET_RESERVATION_REFUSED = "budget-reservation-refused"
     BUDGET_LEDGER_INCOMPLETE = "budget-ledger-incomplete"
+    BUDGET_HARD_STOP_DEFERRED = "budget-hard-stop-deferred"
     STOCKOUT = "stockout"
     STALLED_SCALE_UP = "stalled-scale-up"
     MISSING_DATA = "missing-data"

@@ -19,6 +19,7 @@ TITLES = {
     AlertKind.ACTUATOR_FAILURE: "Actuator failure",
     AlertKind.POOL_UNREADABLE: "Pool state unreadable: holding",
     AlertKind.BUDGET_LEDGER_INCOMPLETE: "Budget spend incomplete: ledger began mid-period",
+    AlertKind.BUDGET_HARD_STOP_DEFERRED: "Budget hard stop deferred: a pool cannot be read",
 }
 _EMOJI = {Severity.INFO: ":information_source:", Severity.WARNING: ":warning:", Severity.CRITICAL: ":rotating_light:"}
 _HEADER_MAX, _SECTION_MAX, _FIELD_MAX, _FIELDS_MAX, _TEXT_MAX = 150, 3000, 2000, 10, 3000

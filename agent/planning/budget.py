@@ -54,6 +54,7 @@ class Budget:
     pacing: Pacing = "none"
     commit_horizon: timedelta | None = None  # None: units are counted to the period end (see enforcement)
     remote_pools: frozenset[str] = frozenset()  # those of ``pools`` that other agents run (a shared budget)
+    unread_stop_wait: timedelta = timedelta(minutes=10)  # how long a hard stop waits for an unread pool
 
     def __post_init__(self) -> None:
         if not 1 <= self.period_start_day <= 28:
@@ -72,6 +73,7 @@ class Budget:
             pacing=settings.pacing,
             commit_horizon=settings.commit_horizon,
             remote_pools=frozenset(settings.remote_pools),
+            unread_stop_wait=settings.unread_stop_wait,
         )
 
     def period(self, now: datetime) -> Period:

@@ -20,9 +20,10 @@ busy (a ``forced`` release, which the executor drains idle nodes first for), nev
 budget's pools it names units idle for the stabilization window first, then units idle now, then busy ones.
 
 A pool whose state could not be read is counted at the units the ledger last recorded it holding (at its
-``max_units`` only when the ledger has none), and no hard stop of its budget is started that tick: busy work is not
-evicted on a projection that is partly a guess. The pool gets a budget skip saying so, and the stop is decided
-again next tick; idle units are still shed.
+``max_units`` only when the ledger has none), its spend since counted too, and the hard stop of its budget waits for
+it: busy work is not evicted on a projection that is partly a guess. The pool gets a budget skip saying so and until
+when (the budget's ``unread_stop_wait`` after the pool's last record); idle units are still shed. After that the
+stop runs on the budget's other pools, the unread pool held.
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ def _stop_deferred(deferred: DeferredStop, units: int, recorded: bool) -> str:
     return (
         f"budget {deferred.budget!r} hard stop not started: the money left is {deferred.usd:,.2f} USD short of paying "
         f"for the units held through the next two ticks, but this pool's state could not be read (it is counted at "
-        f"{counted}). No busy unit of the budget's pools is released until every one of them is read: decided "
-        f"again next tick"
+        f"{counted}). No busy unit of the budget's pools is released until every one of them is read, or until "
+        f"{deferred.until:%Y-%m-%d %H:%M} UTC: the stop then runs on the pools read, this one kept at those units"
     )
 
 

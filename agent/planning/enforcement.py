@@ -35,9 +35,13 @@ busy on-demand one.
 A budget pool missing from ``billed`` (its state could not be read this tick) is counted at the units the ledger
 last recorded it holding (``BudgetSpend.last_units``), and at its ``max_units`` only when the ledger has no record
 of it: spend of a pool nobody observed is never assumed to be zero, nor to have jumped to its maximum because one
-read failed. No hard stop is started for a budget with such a pool: a forced release evicts busy work on a
-projection that is partly a guess, so the stop waits for a tick that reads every pool of the budget (a
-``DeferredStop`` says so; the shed of idle units goes on).
+read failed. Its spend since that record is in the budget's spend already (``BudgetSpend.unread_since``). A hard
+stop of a budget with such a pool waits: a forced release evicts busy work on a projection that is partly a guess,
+so the stop waits for a tick that reads every pool of the budget (a ``DeferredStop`` says so, and until when; the
+shed of idle units goes on), but for ``unread_stop_wait`` at most, from the oldest of the unread pools' last records
+(a pool with none: from the tick the loop first found it unread, or from ``now`` when the spend does not say). A
+pool that stays unreadable for longer (a permission revoked for days) must not turn the stop off: the stop then runs
+on the budget's read pools, the unread pool held and counted at its last recorded units.
 """
 
 from __future__ import annotations
@@ -93,12 +97,15 @@ class Shortfall:
 @dataclass(frozen=True)
 class DeferredStop:
     """A hard stop not started this tick: the money left is ``usd`` short of paying for the next two ticks, but the
-    budget's pools in ``unread`` could not be read (each with the units it is counted at)."""
+    budget's pools in ``unread`` could not be read (each with the units it is counted at), since ``since`` (the
+    oldest of their last records); the stop runs without them from ``until`` on."""
 
     budget: str
     cap: CapKind
     usd: float
     unread: tuple[tuple[str, int], ...]
+    since: datetime
+    until: datetime
 
 
 @dataclass(frozen=True)
@@ -143,6 +150,19 @@ class _Cap:
     crossing: bool = False  # the next month period: binds only scale-ups whose minimum hold reaches into it
     horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): units counted only that far
     room_usd: float = 0.0
+    unread_since: Mapping[str, datetime] = field(default_factory=dict)  # BudgetSpend.unread_since
+    stop_wait: timedelta = timedelta(0)  # how long the hard stop waits for an unread pool (Budget.unread_stop_wait)
+
+    def unread_from(self, unread: Collection[str], now: datetime) -> datetime | None:
+        """Since when the hard stop has waited for the pools of this cap in ``unread`` (none: ``None``): the oldest
+        of their last records, ``now`` for a pool the ledger has no record of."""
+        missing = self.pools & frozenset(unread)
+        return min((self.unread_since.get(p, now) for p in missing), default=None)
+
+    def waits(self, unread: Collection[str], now: datetime) -> bool:
+        """Whether this cap's hard stop still waits for a pool of it not read this tick."""
+        since = self.unread_from(unread, now)
+        return since is not None and now < since + self.stop_wait
 
     def until(self, now: datetime) -> datetime | None:
         """Where this cap's projection ends when its commit horizon ends it before the period does."""
@@ -258,6 +278,20 @@ def find_overspends(
     return out
 
 
+def deferred_stops(
+    now: datetime,
+    spends: Sequence[BudgetSpend],
+    pools: Mapping[str, PoolSpec],
+    billed: Mapping[str, int],
+    settle: timedelta = timedelta(minutes=1),
+) -> tuple[DeferredStop, ...]:
+    """The hard stops waiting for a pool missing from ``billed`` (not read), with the units billed now kept: what
+    ``enforce_budgets`` defers before the planner's own releases."""
+    base = _units_now(spends, pools, billed)
+    unread = frozenset(p for p in pools if p not in billed)
+    return _deferred(now, _caps(now, spends), pools, base, {}, settle, unread)
+
+
 def _units_now(
     spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
 ) -> dict[str, int]:
@@ -278,7 +312,19 @@ def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) 
         name, pools = spend.budget.name, spend.budget.pools
         for kind, period, cap_usd in spend.budget.caps(now):
             horizon = spend.budget.commit_horizon if kind is CapKind.MONTH else None
-            caps.append(_Cap(name, kind, period, cap_usd, spend.spent(kind), pools, horizon=horizon))
+            caps.append(
+                _Cap(
+                    name,
+                    kind,
+                    period,
+                    cap_usd,
+                    spend.spent(kind),
+                    pools,
+                    horizon=horizon,
+                    unread_since=spend.unread_since,
+                    stop_wait=spend.budget.unread_stop_wait,
+                )
+            )
             if kind is CapKind.HOUR:
                 following = Period(period.end, period.end + (period.end - period.start))
                 caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True))
@@ -363,7 +409,7 @@ def _shed(
         held_by_stop = cap.horizon is not None
         if (stop and not held_by_stop) or (not stop and cap.room_usd >= -_EPS_USD):
             continue
-        if stop and cap.pools & unread:  # not started on a guess: ``_deferred``
+        if stop and cap.waits(unread, now):  # not started on a guess yet: ``_deferred``
             continue
         horizons[i] = 2 * settle if stop else cap.horizon
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
@@ -415,19 +461,23 @@ def _deferred(
     settle: timedelta,
     unread: frozenset[str],
 ) -> tuple[DeferredStop, ...]:
-    """The hard stops not started because a pool of their budget was not read: those whose projection over the next
-    two ticks, with the units kept, is over the cap."""
+    """The hard stops not started because a pool of their budget was not read (and has not been for less than the
+    budget's ``unread_stop_wait``): those whose projection over the next two ticks, with the units kept, is over the
+    cap."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     kept = {p: min(targets.get(p, base[p]), base[p]) for p in base}
     out = []
     for cap in caps:
         missing = sorted(cap.pools & unread)
-        if cap.crossing or cap.horizon is None or not missing:
+        since = cap.unread_from(unread, now)
+        if cap.crossing or cap.horizon is None or since is None or not cap.waits(unread, now):
             continue
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, 2 * settle)
         if projected > cap.cap_usd + _EPS_USD:
             counted = tuple((p, base[p]) for p in missing)
-            out.append(DeferredStop(cap.budget, cap.kind, projected - cap.cap_usd, counted))
+            out.append(
+                DeferredStop(cap.budget, cap.kind, projected - cap.cap_usd, counted, since, since + cap.stop_wait)
+            )
     return tuple(out)
 
 

@@ -11,12 +11,13 @@ import pytest
 
 from agent.budget_watch import BudgetWatch
 from agent.ledger import InMemoryLedger
+from agent.notify.slack_message import blocks
 from agent.planning import PlanInput, plan_capacity
 from agent.planning.budget import BudgetSpend
 from agent.planning.enforcement import find_overspends
 from config import settings_from_mapping
 from config.schema import PlannerSettings, Settings
-from models import CapacityPlan, PoolState, SkipReason
+from models import AlertEvent, AlertKind, CapacityPlan, PoolState, SkipReason
 from tests.unit.test_planner import forecast
 
 NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends
@@ -94,7 +95,7 @@ def test_a_hard_stop_waits_for_a_tick_that_reads_every_pool_of_its_budget() -> N
     assert not any(r.forced for r in held.resizes)
     [waits] = [s.detail for s in held.skips if s.pool_id == "h100" and "hard stop" in s.detail]
     assert "hard stop not started: the money left is 3.00 USD short" in waits
-    assert "counted at its last recorded 1 units" in waits and "decided again next tick" in waits
+    assert "counted at its last recorded 1 units" in waits and "or until 2024-01-31 14:09 UTC" in waits
     assert waits in [h.detail for h in held.decisions["h100"].holds]
 
     later = NOW + TICK
@@ -141,3 +142,58 @@ def test_an_unread_pool_is_counted_in_the_spend_from_its_last_record_so_other_po
         assert read_again.spent_period_usd - spend.spent_period_usd == pytest.approx((120 + 800) / 60)
         assert find_overspends(later, [read_again], pools, {"a100": 4, "h100": 10}) == []
     assert spent[3] == pytest.approx(spent[0]) == pytest.approx(720.0 + 4800.0)
+
+
+def test_a_hard_stop_waits_for_an_unread_pool_only_unread_stop_wait_then_runs_on_the_pools_read() -> None:
+    # h100 was last read at 13:59 and stays unreadable (a 403 can last days). The stop waits 10 minutes from that
+    # record (unread_stop_wait), then releases a100's busy units, h100 held at its last recorded unit.
+    settings = _settings({"monthly_cap_usd": 7.0, "commit_horizon": "2h", "unread_stop_wait": "10m"})
+    watch = _watch(settings)
+    until = NOW - TICK + timedelta(minutes=10)
+    at, units = NOW, 4
+    forced_at = None
+    while forced_at is None and at < NOW + timedelta(minutes=15):
+        a100 = {"a100": PoolState("a100", at, units, units)}
+        plan = _plan(settings, a100, watch.observe(at, a100), at)
+        stop = [r for r in plan.resizes if r.forced]
+        if stop:
+            forced_at = at
+            [release] = stop
+            assert (release.pool_id, release.from_units, release.to_units) == ("a100", 4, 0)
+            [kept] = [s.detail for s in plan.skips if s.pool_id == "h100" and "hard stop" in s.detail]
+            assert "its state could not be read" in kept and "keeping its units" in kept
+        else:
+            [waits] = [s.detail for s in plan.skips if s.pool_id == "h100" and "hard stop" in s.detail]
+            assert f"or until {until:%Y-%m-%d %H:%M} UTC: the stop then runs on the pools read" in waits
+        at += TICK
+    assert forced_at == until
+
+
+def test_a_deferred_hard_stop_is_alerted_once_per_budget_and_outage_saying_until_when() -> None:
+    settings = _settings({"monthly_cap_usd": 7.0, "commit_horizon": "2h"})
+    watch = _watch(settings)
+    told: list[AlertEvent] = []
+
+    def tick(at: datetime, states: dict[str, PoolState]) -> None:
+        spends = watch.observe(at, states)
+        told.extend(e for e in watch.alerts(at, _plan(settings, states, spends, at), spends, states))
+
+    for minute in range(5):  # h100 unread since its record at 13:59
+        at = NOW + minute * TICK
+        tick(at, {"a100": PoolState("a100", at, 4, 4)})
+    at = NOW + 5 * TICK  # read again, then unreadable again from 14:05
+    tick(at, {"a100": PoolState("a100", at, 4, 4), "h100": PoolState("h100", at, 1, 1)})
+    for minute in range(6, 8):
+        at = NOW + minute * TICK
+        tick(at, {"a100": PoolState("a100", at, 4, 4)})
+
+    deferred = [e for e in told if e.kind is AlertKind.BUDGET_HARD_STOP_DEFERRED]
+    assert [e.at for e in deferred] == [NOW, NOW + 6 * TICK]
+    first, second = deferred
+    assert first.subject == "budget team: unread since 2024-01-31 13:59 UTC"
+    assert first.details["hard stop deferred until"] == "2024-01-31 14:09 UTC"
+    assert first.details["unread pools (counted at)"] == "h100 (1 units)"
+    assert "the hard stop is deferred: the state of h100 (1 units) could not be read" in first.summary
+    assert second.details["hard stop deferred until"] == "2024-01-31 14:15 UTC"
+    header = blocks(first)[0]["text"]["text"]
+    assert header.endswith("Budget hard stop deferred: a pool cannot be read")
