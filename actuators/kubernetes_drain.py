@@ -38,7 +38,10 @@ for a stabilization window.
 
 A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
 in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do
-not grow with the pool's size.
+not grow with the pool's size. That list of the cluster's pods is shared for a few seconds (``kube.api.Pods``), so
+every pool of a tick, and the executor's checks after them, share one instead of one each. A drain step reads it
+afresh where it must see the cluster as it is: at its first step, after cordoning, and after evictions (to see
+which pods are gone or terminating); a later step shares the list, read after its nodes were cordoned.
 
 ``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
 hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
@@ -227,14 +230,17 @@ class KubernetesUnitDrainer:
             return known
         now = self._clock.now()
         since = self._draining_since.get(unit)
-        if since is None or since[0] != key:  # a new drain of the unit, after one dropped (a person uncordoned it)
+        started = since is None or since[0] != key  # this drainer's first step of the drain
+        if since is None or started:  # a new drain, after one dropped (a person uncordoned it), or one taken over
             since = self._draining_since[unit] = (key, now)
         overdue = now - since[1] >= self._timeout
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         nodes = [name for name in members if self._cordon(pool_id, name, key)]
         if not nodes and not self._units.removed_without_nodes:
             return self._gone(key, pool_id, unit)
-        pods = self._pods_of(pool_id, nodes)
+        # A first step reads the pods after cordoning (a list read before could miss a pod scheduled meanwhile); a
+        # later one may share the tick's list, read after the cordon of an earlier step, when no pod can arrive.
+        pods = self._pods_of(pool_id, nodes, fresh=started)
         blockers = [f"{'/'.join(pod_name(p))} ({', '.join(reasons)})" for p in pods if (reasons := must_stay(p))]
         if blockers:
             return self._reject(key, pool_id, unit, nodes, f"pods that must not be disrupted: {'; '.join(blockers)}")
@@ -258,7 +264,7 @@ class KubernetesUnitDrainer:
                     return self._fail(key, pool_id, unit, nodes, detail)
                 raise error from exc
         if moved:  # which of the evicted pods are gone already, and which are terminating
-            pods = self._pods_of(pool_id, nodes)
+            pods = self._pods_of(pool_id, nodes, fresh=True)
         leaving = [pod_name(p) for p in pods if terminating(p)]
         waiting = [pod_name(p) for p in pods if not terminating(p)]
         if waiting and overdue:
@@ -304,16 +310,17 @@ class KubernetesUnitDrainer:
             loads.append(load)
         return loads
 
-    def _pods_of(self, pool_id: str, nodes: Sequence[str]) -> list[V1Pod]:
+    def _pods_of(self, pool_id: str, nodes: Sequence[str], fresh: bool) -> list[V1Pod]:
         """The pods a drain of these nodes has to move."""
-        pods = self._pods_by_node(pool_id, nodes)
+        pods = self._pods_by_node(pool_id, nodes, fresh)
         return [p for node in nodes for p in pods[node] if counts(p)]
 
-    def _pods_by_node(self, pool_id: str, nodes: Sequence[str]) -> dict[str, list[V1Pod]]:
-        """The pods on each of these nodes: one list per node for a few nodes, else one list of the cluster's pods
-        bound to a node, grouped by node (``_PER_NODE_LISTS``)."""
+    def _pods_by_node(self, pool_id: str, nodes: Sequence[str], fresh: bool = False) -> dict[str, list[V1Pod]]:
+        """The pods on each of these nodes: one list per node for a few nodes, else the cluster's pods bound to a
+        node, grouped by node (``_PER_NODE_LISTS``), from the list the tick shares unless ``fresh`` (``Pods``)."""
         if len(nodes) > _PER_NODE_LISTS:
-            return self._call(pool_id, lambda: self._pods_api.on_nodes(nodes))
+            now = self._clock.monotonic()
+            return self._call(pool_id, lambda: self._pods_api.on_nodes(nodes, now=now, fresh=fresh))
         return {node: self._call(pool_id, partial(self._pods_api.on_node, node)) for node in nodes}
 
     def _evict(self, pod: V1Pod) -> bool:

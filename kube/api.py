@@ -28,7 +28,14 @@ from kubernetes.client import (
 )
 
 from kube.errors import call
-from models.errors import KubernetesUnavailable
+from models.errors import KubernetesThrottled, KubernetesUnavailable
+
+# How long one list of the cluster's pods answers ``Pods.on_nodes`` for the nodes it holds: longer than one tick's
+# reads of every pool (its observation and its executor's checks, seconds apart), shorter than a tick (60 s by
+# default), so every pool and drain step of a tick shares one list and the next tick reads again.
+SHARED_POD_LIST_FOR = timedelta(seconds=10)
+# A node not asked about for this long is no longer kept from a list (it left its pool, or the cluster).
+_FORGET_NODES_AFTER = timedelta(hours=1)
 
 
 class _Calls:
@@ -101,26 +108,71 @@ class Nodes(_Calls):
         return call(lambda: self._api.patch_node(name, dict(patch), **self._bound))
 
 
+@dataclass(frozen=True)
+class _PodList:
+    """One list of the cluster's pods, kept only for the nodes asked about (parsed JSON, by node)."""
+
+    read_at: float  # monotonic seconds
+    by_node: dict[str, list[dict[str, Any]]]
+
+
 class Pods(_Calls):
     """core/v1 Pods: list those on a node or on a set of nodes (all namespaces), and evict one through the Eviction
-    API."""
+    API.
 
-    def __init__(self, api_client: ApiClient, request_timeout: timedelta | None = None) -> None:
+    A list of the cluster's pods (``on_nodes``) answers later calls made within ``shared_for`` of it (the callers
+    say when, on their monotonic clock), as long as it holds every node they name: it keeps the pods of each node
+    asked about in the last ``_FORGET_NODES_AFTER``, so after a tick has asked once for every pool, the next tick's
+    first call reads one list for all of them. After an eviction the API accepts, it no longer answers for the
+    evicted pod's node (the pod is now terminating or gone)."""
+
+    def __init__(
+        self,
+        api_client: ApiClient,
+        request_timeout: timedelta | None = None,
+        shared_for: timedelta = SHARED_POD_LIST_FOR,
+    ) -> None:
         super().__init__(request_timeout)
         self._client = api_client
         self._api = CoreV1Api(api_client)
+        self._shared_s = shared_for.total_seconds()
+        self._listed: _PodList | None = None
+        self._asked: dict[str, float] = {}  # node -> monotonic time it was last asked about
 
     def on_node(self, node: str) -> list[V1Pod]:
         selector = f"spec.nodeName={node}"
         return list(call(lambda: self._api.list_pod_for_all_namespaces(field_selector=selector, **self._bound)).items)
 
-    def on_nodes(self, nodes: Collection[str], page_size: int = 500) -> dict[str, list[V1Pod]]:
+    def on_nodes(
+        self, nodes: Collection[str], page_size: int = 500, now: float | None = None, fresh: bool = False
+    ) -> dict[str, list[V1Pod]]:
         """The unfinished pods bound to each of ``nodes`` (every node named, with or without pods), from one list of
         the cluster's pods bound to a node and not finished, read in pages of ``page_size`` ("Retrieving large
         results sets in chunks", Kubernetes API concepts). A field selector cannot name several nodes, so this is
         one list for any number of nodes, where ``on_node`` is one per node. Only the pods on ``nodes`` are made
         into ``V1Pod`` objects: the others are parsed as plain JSON and dropped, which costs a small part of
-        building them."""
+        building them.
+
+        Given ``now`` (the caller's monotonic time), the list read last answers while it is shared (see the class),
+        unless ``fresh``; a list read then is shared from ``now``. Without ``now`` the list is read and not shared.
+        """
+        listed = self._listed
+        if now is None:
+            return {node: self._pods(items) for node, items in self._list(nodes, page_size).items()}
+        self._asked.update(dict.fromkeys(nodes, now))
+        if (
+            fresh
+            or listed is None
+            or not 0 <= now - listed.read_at < self._shared_s
+            or not set(nodes) <= listed.by_node.keys()
+        ):
+            forget = now - _FORGET_NODES_AFTER.total_seconds()
+            self._asked = {node: at for node, at in self._asked.items() if at > forget}
+            listed = self._listed = _PodList(now, self._list(self._asked, page_size))
+        return {node: self._pods(listed.by_node[node]) for node in nodes}
+
+    def _list(self, nodes: Collection[str], page_size: int) -> dict[str, list[dict[str, Any]]]:
+        """The cluster's pods on ``nodes``, read now in pages, as parsed JSON."""
         found: dict[str, list[dict[str, Any]]] = {node: [] for node in nodes}
         token: str | None = None
         while True:
@@ -132,7 +184,7 @@ class Pods(_Calls):
             token = (page.get("metadata") or {}).get("continue") or None
             if token is None:
                 break
-        return {node: self._pods(items) for node, items in found.items()}
+        return found
 
     def _page(self, limit: int, token: str | None) -> dict[str, Any]:
         """One page of the list, as parsed JSON (the body is read inside ``call``: a connection lost while reading
@@ -167,7 +219,30 @@ class Pods(_Calls):
         body = V1Eviction(
             api_version="policy/v1", kind="Eviction", metadata=V1ObjectMeta(name=name, namespace=namespace)
         )
-        call(lambda: self._api.create_namespaced_pod_eviction(name, namespace, body, **self._bound))
+        try:
+            call(lambda: self._api.create_namespaced_pod_eviction(name, namespace, body, **self._bound))
+        except KubernetesThrottled:
+            raise  # a budget said not now: nothing changed
+        except Exception:
+            self._forget_node_of(name, namespace)  # gone already (404), or the answer lost after it was accepted
+            raise
+        self._forget_node_of(name, namespace)  # terminating now: the next read of its node must show it so
+
+    def _forget_node_of(self, name: str, namespace: str) -> None:
+        """The shared list no longer answers for the node of this pod: the next call naming it reads again."""
+        listed = self._listed
+        if listed is None:
+            return
+        stale = {
+            node
+            for node, items in listed.by_node.items()
+            for item in items
+            if (item.get("metadata") or {}).get("name") == name
+            and (item.get("metadata") or {}).get("namespace") == namespace
+        }
+        if stale:
+            kept = {node: items for node, items in listed.by_node.items() if node not in stale}
+            self._listed = _PodList(listed.read_at, kept)
 
 
 @dataclass(frozen=True)

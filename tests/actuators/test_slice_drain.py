@@ -15,6 +15,7 @@ from actuators.gke_tpu_slices import GkeTpuSliceActuator
 from actuators.kubernetes_drain import DRAIN_ANNOTATION
 from actuators.slice_drain import KubernetesSliceDrainer
 from agent.drains import NodeDrains
+from config.cloud import TpuSliceGroupMapping
 from kube import KubernetesApi
 from models import ActionStatus, PermanentActuatorError, Resize
 from models.clock import SimulatedClock
@@ -126,7 +127,8 @@ def test_a_tpu_pod_on_one_host_keeps_the_whole_slice_busy(slices: Slices) -> Non
     slices.drainer.idle_nodes(POOL, timedelta(0))
     slices.clock.advance(HOLD)
     assert slices.drainer.idle_nodes(POOL, HOLD) == ["v5e-0", "v5e-2"]
-    slices.kube.delete("pods", f"train-{slices.hosts('v5e-1')[2]}", "default")  # the job ends: idle from now
+    slices.kube.delete("pods", f"train-{slices.hosts('v5e-1')[2]}", "default")  # the job ends
+    slices.clock.advance(timedelta(minutes=1))  # the next tick reads the pods again: idle from now
     assert slices.drainer.idle_nodes(POOL, HOLD) == ["v5e-0", "v5e-2"]
     assert slices.drainer.idle_nodes(POOL, timedelta(0)) == ["v5e-0", "v5e-2", "v5e-1"]
 
@@ -304,4 +306,58 @@ def test_an_observation_reads_pods_and_slices_once_however_many_hosts_the_group_
     slices.clock.advance(timedelta(minutes=1))  # the next tick reads the slices again
     assert _reads_of_one_observe(slices, drains) == (1, 2, 1)
     _train(slices, "v5e-6", host=2)
+    slices.clock.advance(timedelta(minutes=1))
     assert slices.drainer.idle_nodes(POOL, timedelta(0)) == [f"v5e-{i}" for i in (0, 1, 2, 3, 4, 5, 7)]
+
+
+WIDE = TpuSliceGroupMapping(
+    pool=POOL, group="v5e", machine_type="ct5lp-hightpu-4t", tpu_topology="4x8", zone="us-central1-a"
+)  # 8 hosts a slice: a drain step reads its pods from the cluster's list, not host by host
+
+
+def _wide_slices(kube: FakeKubeApi, kube_client: k8s.ApiClient, gke: FakeGkeApi) -> tuple[SimulatedClock, Slices]:
+    clock = SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC))
+    kube.clock = clock.now
+    api = KubernetesApi(kube_client)
+    actuator = GkeTpuSliceActuator(google_clients(gke.url).gke, CLUSTER, [WIDE], clock)
+    rig = Slices(kube, gke, clock, api, actuator, KubernetesSliceDrainer(api, clock, actuator))
+    for i in range(2):
+        gke.add_pool(f"v5e-{i}", nodes=WIDE.hosts_per_slice)
+        for host in (f"gke-ml-v5e-{i}-host-{h}" for h in range(WIDE.hosts_per_slice)):
+            kube.put("nodes", objs.node(host, f"v5e-{i}", accelerators=4, resource=objs.TPU_RESOURCE))
+            kube.put("pods", objs.pod(f"web-{host}", host, labels={"app": "web"}, owner_kind="ReplicaSet"))
+    return clock, rig
+
+
+def test_a_slice_drain_reads_its_pods_afresh_at_its_first_step_and_shares_the_ticks_list_after(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    """A pod that must not be disrupted, scheduled on a host after the tick's list of pods was read, still rejects
+    the drain before any pod is evicted: the first step lists the pods after cordoning the slice. A drain held by a
+    disruption budget shares the tick's list on its later steps (the slice cordoned before that list was read)."""
+    clock, rig = _wide_slices(kube_api, kube_client, gke_api)
+    drains = NodeDrains({POOL: rig.drainer}, timedelta(0))
+    (state,) = rig.actuator.list_pools()
+    seen, _ = drains.observe({POOL: state}, clock.now())
+    assert seen[POOL].idle_nodes == ("v5e-0", "v5e-1")
+    first_host = "gke-ml-v5e-0-host-0"
+    guard = {"karpenter.sh/do-not-disrupt": "true"}
+    kube_api.put("pods", objs.pod("precious", first_host, annotations=guard, owner_kind="ReplicaSet"))
+    rejected = drains.scale_down(Resize(POOL, 2, 1, "idle", "r0"), clock.now(), ["v5e-0"])
+    assert [r.status for r in rejected.results] == [ActionStatus.REJECTED]
+    assert "default/precious" in rejected.results[0].detail
+    assert kube_api.calls("create", "pods", "eviction") == 0
+
+    budget = objs.pdb("web", {"app": "web"}, min_available=16, expected_pods=16)
+    kube_api.put("poddisruptionbudgets", budget, group="policy")
+    before = kube_api.calls("list", "pods")
+    started = drains.scale_down(Resize(POOL, 2, 1, "idle", "r1"), clock.now(), ["v5e-1"])
+    assert [r.status for r in started.results] == [ActionStatus.STARTED]  # the budget says not now
+    assert kube_api.calls("list", "pods") - before == 1  # the re-check shares the tick's list; the first step reads
+    for _ in range(2):
+        clock.advance(timedelta(minutes=1))
+        before = kube_api.calls("list", "pods")
+        drains.observe({POOL: state}, clock.now())
+        [waiting] = drains.continue_pending(clock.now()).results
+        assert waiting.status is ActionStatus.STARTED and "disruption budgets" in waiting.detail
+        assert kube_api.calls("list", "pods") - before == 1  # the observation's list, shared by the drain's step
