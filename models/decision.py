@@ -79,6 +79,8 @@ class PoolDecision:
     when the pool is not observed.
     ``nodes`` are the nodes a release drains when they are chosen at plan time; otherwise ``nodes_note`` says who
     chooses them.
+    ``unplaced`` holds the demand this pool may serve that no pool could take this tick (``chips`` is the part
+    left over: every pool that may serve it is at its bounds, in back-off or blocked).
     """
 
     pool_id: str
@@ -102,6 +104,7 @@ class PoolDecision:
     holds: tuple[Hold, ...] = ()
     nodes: tuple[str, ...] = ()
     nodes_note: str = ""
+    unplaced: tuple[DemandShare, ...] = ()
 
     @property
     def need_chips(self) -> float:
@@ -178,9 +181,17 @@ class PoolDecision:
             )
             or None,
             "nodes": ",".join(self.nodes) or None,
+            "unplaced": ",".join(f"{s.demand}:chips={s.chips:g}" for s in self.unplaced) or None,
         }
 
     def _need_text(self) -> str:
+        text = self._assigned_text()
+        if self.unplaced:
+            left = ", ".join(f"{s.chips:g} of {s.need:g} chips of {s.demand}" for s in self.unplaced)
+            text += f"; no pool that may serve it has room for {left}"
+        return text
+
+    def _assigned_text(self) -> str:
         if not self.demand:
             return "no demand assigned"
         shares = "; ".join(

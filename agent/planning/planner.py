@@ -45,7 +45,7 @@ from models import (
     SkipReason,
     drain_key,
 )
-from models.allocation import allocate, units_for
+from models.allocation import allocate, unassigned, units_for
 from models.durations import format_duration
 
 _LATER = ""  # a resize's reason is rendered from its decision record once the budgets have had their say
@@ -189,7 +189,8 @@ def _paced(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Dem
 
 
 def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, PoolDecision]:
-    """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve."""
+    """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve;
+    and the demand no pool could take, in the records of the pools that may serve it."""
     room: dict[str, float] = {}
     for pool in given.pools:
         state = given.states.get(pool.pool_id)
@@ -204,11 +205,18 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
     groups = plan_groups(given)
     eligible = {g.name: g.pools for g in groups}
     priority = {g.name: max(given.waiting_costs.get(m, 0.0) for m in g.members) for g in groups}
-    assigned = allocate({name: share.need for name, share in shares.items()}, given.pools, room, eligible, priority)
+    needs = {name: share.need for name, share in shares.items()}
+    assigned = allocate(needs, given.pools, room, eligible, priority)
+    left = unassigned(needs, assigned)
     sized: dict[str, PoolDecision] = {}
     for pool in given.pools:
         taken = assigned[pool.pool_id]
         demand = tuple(_share(shares[name], chips) for name, chips in sorted(taken.items()))
+        unplaced = tuple(
+            _share(shares[name], left[name])
+            for name in sorted(left)
+            if left[name] > 0.0 and pool.pool_id in eligible.get(name, ())
+        )
         rounded = units_for(sum(taken.values()), pool.chips_per_unit)
         fixed = pool.kind is PoolKind.ON_PREM
         headroom = 0 if fixed else given.settings.headroom_units
@@ -232,6 +240,7 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
             stepped_units=bounded,
             target_units=current,
             nodes_note=_NODES_NOTE,
+            unplaced=unplaced,
         )
     return sized
 

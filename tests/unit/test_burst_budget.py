@@ -65,7 +65,8 @@ def test_the_simulated_cluster_serves_the_dearest_waiting_first() -> None:
 
 def test_the_planner_gives_a_full_shared_pool_to_the_dearest_class_first() -> None:
     # Spot (2 units) serves a and b; on-demand serves only a. With b dearer, b takes the spot pool and a spills to
-    # on-demand (2 units); by name, a would take the spot pool and b would be left without a pool.
+    # on-demand (2 units). By name, a is served first and takes the spot pool, then moves to on-demand to make way
+    # for b, which only the spot pool can serve: the same targets, not b left without a pool.
     spot = spec("spot", ("a", "b"), 2)
     ondemand = PoolSpec(
         "ondemand", PoolKind.GPU_NODE_POOL, CapacityTier.ON_DEMAND, AcceleratorFamily.GPU, 8, 0, 10, 30.0,
@@ -83,7 +84,7 @@ def test_the_planner_gives_a_full_shared_pool_to_the_dearest_class_first() -> No
         return plan_capacity(given).targets
 
     assert targets({"a": 1.0, "b": 4.0}) == {"spot": 2, "ondemand": 2}
-    assert targets({}) == {"spot": 2, "ondemand": 0}
+    assert targets({}) == {"spot": 2, "ondemand": 2}
 
 
 # -- pacing ------------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given, settings
@@ -275,3 +276,29 @@ def test_spot_pools_hold_a_reserve_for_interruptions() -> None:
 def test_constant_headroom_applies_even_without_demand() -> None:
     plan = plan_for([pool()], [state(target=0)], {"a": [0, 0, 0]}, {"a": 0}, planner=PlannerSettings(headroom_units=2))
     assert plan.resizes[0].to_units == 2
+
+
+def test_demand_only_one_pool_can_serve_is_not_crowded_out_by_a_group_named_before_it() -> None:
+    # Spot (4 units) may serve a, b and z; on-demand only a and b. The group a+b is served before z (by name) and
+    # could fill the spot pool alone, but on-demand takes what z needs the spot pool for.
+    spot = pool("spot", tier=CapacityTier.SPOT, price=10.0, hi=4, serves=("a", "b", "z"))
+    ondemand = pool("ondemand", price=30.0, serves=("a", "b"))
+    pools = [spot, ondemand]
+    groups = demand_groups(["a", "b", "z"], pools)
+    given_ = PlanInput(
+        now=NOW, tick=STEP, pools=pools, states={"spot": state("spot"), "ondemand": state("ondemand")},
+        forecasts={n: forecast(n, [16, 16, 16]) for n in ("a", "b", "z")}
+        | {"pool-group:ondemand+spot": forecast("pool-group:ondemand+spot", [32, 32, 32])},
+        observed={"a": 16, "b": 16, "z": 16}, service_levels=dict.fromkeys("abz", 0.9), settings=PlannerSettings(),
+        groups=groups,
+    )  # fmt: skip
+    plan = plan_capacity(given_)
+    assert plan.targets == {"spot": 4, "ondemand": 2}
+    assert {s.demand: s.chips for s in plan.decisions["spot"].demand} == {"pool-group:ondemand+spot": 16, "z": 16}
+    assert not plan.decisions["spot"].unplaced
+    # With z's demand beyond what the spot pool can hold, what no pool can take is in the records.
+    more = plan_capacity(replace(given_, observed={"a": 16, "b": 16, "z": 40}))
+    (left,) = more.decisions["spot"].unplaced
+    assert (left.demand, left.chips, left.need) == ("z", 8, 40)
+    assert "no pool that may serve it has room for 8 of 40 chips of z" in more.decisions["spot"].why()
+    assert not more.decisions["ondemand"].unplaced
