@@ -10,7 +10,9 @@ A model trained at the asked quantiles may keep them as trained (``offset_bases=
 levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
 for the fallback checks but not for choosing between models). Any series whose model did not train, whose
 residuals are too few (or do not reach as far ahead as asked: ``calibration_horizon``), or whose forecast fails the
-guards is answered by the calibrated last value instead, and the row says so.
+guards is answered by the calibrated last value instead, and the row says so. Calibration takes the kept
+history's stray samples (one bad scrape, see ``stray_samples``) as missing: neither outcomes, nor origins, nor
+moves of the local scale.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from forecasting.calibration import (
     peak_residuals,
     scale_floor,
 )
-from forecasting.guards import check_forecast, history_range
+from forecasting.guards import check_forecast, history_range, stray_samples
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
 from forecasting.series import SeriesData, merge, step_ns, to_panel
@@ -68,6 +70,7 @@ class _State:
     tails: dict[str, SeriesData] = field(default_factory=dict)
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
     floors: dict[str, float] = field(default_factory=dict)
+    strays: dict[str, np.ndarray] = field(default_factory=dict)  # timestamps of the kept history's stray samples
     offsets: dict[tuple[str, int, tuple[float, ...]], tuple[np.ndarray, int]] = field(default_factory=dict)
     peak_offsets: dict[tuple[str, int, tuple[float, ...]], np.ndarray] = field(default_factory=dict)
 
@@ -150,6 +153,7 @@ class CalibratedForecaster:
             found = history_range(state.tails[uid].y[~np.isnan(state.tails[uid].y)])
             if found is not None:
                 state.ranges[uid] = found
+            self._find_strays(uid)
         if not panel:
             return
         end = max(s.end_ns for s in panel.values())
@@ -158,6 +162,17 @@ class CalibratedForecaster:
         self._calibrate(panel, window, horizon)
         state.offsets = {}
         state.peak_offsets = {}
+
+    def _find_strays(self, uid: str) -> None:
+        """Note the kept history's stray samples (``stray_samples``): calibration takes them as missing, neither
+        outcomes nor origins nor moves of the local scale. Residuals computed while other samples were stray (a
+        glitch just arrived, or a burst's first samples have company now) are computed again."""
+        state, tail = self._state, self._state.tails[uid]
+        stamps = tail.start_ns + np.flatnonzero(stray_samples(tail.y)) * tail.step_ns
+        before = state.strays.get(uid, stamps)
+        if not np.array_equal(before[before >= tail.start_ns], stamps):
+            state.residuals.pop(uid, None)
+        state.strays[uid] = stamps
 
     def _retrain(self, panel: Mapping[str, SeriesData], end: int, window: int, size: int) -> None:
         state = self._state
@@ -173,7 +188,8 @@ class CalibratedForecaster:
     def _calibrate(self, panel: Mapping[str, SeriesData], window: int, horizon: int) -> None:
         state = self._state
         requests, new_origins = [], []
-        for uid, series in panel.items():
+        for uid, whole in panel.items():
+            series = whole.without(state.strays.get(uid))
             size = series.step_ns
             stride = max(1, window // MAX_ORIGINS)
             last = len(series.y) - 1 - horizon
@@ -207,7 +223,8 @@ class CalibratedForecaster:
 
     def _rescale(self, uid: str) -> None:
         """Every residual's local scale, from the kept history, under the series' current floor."""
-        state, tail = self._state, self._state.tails[uid]
+        state = self._state
+        tail = state.tails[uid].without(state.strays.get(uid))
         state.floors[uid] = scale_floor(tail.y)
         residuals = state.residuals[uid]
         ends = np.clip((residuals.origins_ns - tail.start_ns) // tail.step_ns, 0, len(tail.y) - 1)

@@ -1,4 +1,5 @@
-"""Guards on a forecast before anyone sees it: finite, not negative, not absurd against the series' history."""
+"""Guards on a forecast before anyone sees it: finite, not negative, not absurd against the series' history; and
+the history's stray samples, which a forecast is neither judged nor calibrated against."""
 
 from __future__ import annotations
 
@@ -28,6 +29,23 @@ def history_range(observed: np.ndarray) -> tuple[float, float] | None:
     return float(ordered[stray]), float(ordered[-1 - stray])
 
 
+def stray_samples(y: np.ndarray) -> np.ndarray:
+    """Which samples of ``y`` (NaN: not observed) are stray: left out of the history's range and beyond what the
+    guard would let a forecast reach from it, so at most ``STRAY_SAMPLES`` at each end. Such a sample is one bad
+    scrape, not demand: a burst long enough to be real is inside the range, and so never stray."""
+    found = history_range(y[~np.isnan(y)])
+    if found is None:
+        return np.zeros(len(y), dtype=bool)
+    low, high = found
+    spread = _spread(low, high)
+    return np.asarray((y > high + ABSURD_RANGES * spread) | (y < -spread))
+
+
+def _spread(low: float, high: float) -> float:
+    """The width a forecast is judged in: the range, or a tenth of its high, or one accelerator."""
+    return max(high - low, 0.1 * abs(high), 1.0)
+
+
 def check_forecast(
     values: np.ndarray,
     history_range: tuple[float, float] | None,
@@ -53,7 +71,7 @@ def check_forecast(
     low, high = history_range
     if last is not None and np.isfinite(last):
         low, high = min(low, last), max(high, last)
-    spread = max(high - low, 0.1 * abs(high), 1.0)
+    spread = _spread(low, high)
     if values.min() < -spread:
         return f"forecast {values.min():.3g} is far below zero"
     central = values if levels is None else values[np.asarray(levels) >= 0.5]

@@ -38,6 +38,19 @@ class SeriesData:
         cut = len(self.y) - steps
         return SeriesData(self.uid, self.start_ns + cut * self.step_ns, self.step_ns, self.y[cut:])
 
+    def without(self, stamps: np.ndarray | None) -> SeriesData:
+        """The series with the samples at ``stamps`` missing (the same series when none of them is in it)."""
+        if stamps is None or not len(stamps):
+            return self
+        offset = stamps - self.start_ns
+        index = offset[(offset >= 0) & (offset % self.step_ns == 0)] // self.step_ns
+        index = index[index < len(self.y)]
+        if not len(index):
+            return self
+        y = self.y.copy()
+        y[index] = np.nan
+        return SeriesData(self.uid, self.start_ns, self.step_ns, y)
+
     def until(self, end_ns: int) -> SeriesData:
         """The part strictly before ``end_ns``."""
         keep = max(0, min(len(self.y), -(-(end_ns - self.start_ns) // self.step_ns)))
