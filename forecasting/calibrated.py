@@ -10,14 +10,14 @@ A model trained at the asked quantiles may keep them as trained (``offset_bases=
 levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
 for the fallback checks but not for choosing between models). Any series whose model did not train, whose
 residuals are too few (or do not reach as far ahead as asked: ``calibration_horizon``), or whose forecast fails the
-guards is answered by the calibrated last value instead, and the row says so. Calibration takes the kept
-history's stray samples (one bad scrape, see ``stray_samples``) as missing: neither outcomes, nor origins, nor
-moves of the local scale.
+guards is answered by the calibrated last value instead, and the row says so; a peak that fails them is answered
+by the fallback's peak at that level only. Calibration takes the kept history's stray samples (one bad scrape, see
+``stray_samples``) as missing: neither outcomes, nor origins, nor moves of the local scale.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Self
@@ -25,6 +25,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
+from forecasting.base import quantile_column
 from forecasting.calibration import (
     Residuals,
     conformal_offsets,
@@ -33,7 +34,7 @@ from forecasting.calibration import (
     peak_residuals,
     scale_floor,
 )
-from forecasting.guards import check_forecast, history_range, stray_samples
+from forecasting.guards import check_forecast, history_range, level_problems, stray_samples
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
 from forecasting.series import SeriesData, merge, step_ns, to_panel
@@ -294,6 +295,7 @@ class CalibratedForecaster:
         paths = self.model.paths(requests, horizon)
         nearest = [nearest_base(self.model.base_levels, q) for q in levels]  # the base each level is offset from
         rescue: dict[int, str] = {}
+        peak_rescue: dict[int, dict[int, str]] = {}
         for i, uid in enumerate(uids):
             stale = _staleness(windows[uid])
             if stale * windows[uid].step_ns >= self.stale_after.total_seconds() * 1e9:
@@ -316,8 +318,13 @@ class CalibratedForecaster:
                 block.values[i] = np.maximum(values, 0.0)
                 assert block.peaks is not None
                 block.peaks[i] = self._peaks(uid, chosen, scale, block.values[i], horizon, levels)
+                failed = level_problems(block.peaks[i], state.ranges.get(uid), _last_observed(windows[uid]), levels)
+                if failed:
+                    peak_rescue[i] = failed
         if rescue:
             self._rescue(block, windows, rescue, horizon, levels)
+        if peak_rescue:
+            self._rescue_peaks(block, windows, peak_rescue, horizon, levels)
         return block
 
     def _peaks(
@@ -364,11 +371,7 @@ class CalibratedForecaster:
         horizon: int,
         levels: tuple[float, ...],
     ) -> None:
-        subset = {block.uids[i]: windows[block.uids[i]] for i in rescue}
-        if self.fallback is not None:
-            backup = self.fallback.forecast_windows(subset, horizon, levels)
-        else:
-            backup = _persistence(subset, horizon, levels)
+        backup = self._backup(block, windows, rescue, horizon, levels)
         position = {uid: j for j, uid in enumerate(backup.uids)}
         backup_peaks = backup.peaks_or_running_max()
         for i, reason in rescue.items():
@@ -378,6 +381,42 @@ class CalibratedForecaster:
                 block.peaks[i] = backup_peaks[j]
             block.models[i] = backup.models[j]
             block.notes[i] = f"{self.name}: {reason}" + (f"; {backup.notes[j]}" if backup.notes[j] else "")
+
+    def _rescue_peaks(
+        self,
+        block: Block,
+        windows: Mapping[str, SeriesData],
+        rescue: Mapping[int, Mapping[int, str]],
+        horizon: int,
+        levels: tuple[float, ...],
+    ) -> None:
+        """Peaks that fail the guards where the per-step quantiles passed them: at the levels that failed, the
+        fallback's peaks (never below the row's own highest quantile so far); the other levels keep their own."""
+        backup = self._backup(block, windows, rescue, horizon, levels)
+        position = {uid: j for j, uid in enumerate(backup.uids)}
+        backup_peaks = backup.peaks_or_running_max()
+        assert block.peaks is not None
+        for i, problems in rescue.items():
+            j, failed = position[block.uids[i]], sorted(problems)
+            running = np.maximum.accumulate(block.values[i], axis=1)
+            block.peaks[i, failed] = np.maximum(backup_peaks[j, failed], running[failed])
+            block.peaks[i] = _ordered(block.peaks[i], levels)
+            names = ", ".join(f"peak_{quantile_column(levels[k])}" for k in failed)
+            block.notes[i] = f"{self.name}: {names}: {problems[failed[0]]}; {backup.models[j]}'s instead"
+
+    def _backup(
+        self,
+        block: Block,
+        windows: Mapping[str, SeriesData],
+        rows: Iterable[int],
+        horizon: int,
+        levels: tuple[float, ...],
+    ) -> Block:
+        """The fallback's forecasts for some rows of ``block`` (persistence when there is no fallback)."""
+        subset = {block.uids[i]: windows[block.uids[i]] for i in rows}
+        if self.fallback is not None:
+            return self.fallback.forecast_windows(subset, horizon, levels)
+        return _persistence(subset, horizon, levels)
 
 
 def _last_observed(series: SeriesData) -> float | None:

@@ -82,3 +82,16 @@ def check_forecast(
     if values.max() > ceiling:
         return f"forecast {values.max():.3g} is above {ceiling:.3g}, beyond a sane multiple of the history's range"
     return ""
+
+
+def level_problems(
+    values: np.ndarray,
+    history_range: tuple[float, float] | None,
+    last: float | None,
+    levels: Sequence[float],
+) -> dict[int, str]:
+    """``check_forecast`` level by level: why each row of ``values`` (levels, horizon) that cannot be used cannot."""
+    problems = {
+        k: check_forecast(values[k : k + 1], history_range, last, levels[k : k + 1]) for k in range(len(levels))
+    }
+    return {k: problem for k, problem in problems.items() if problem}

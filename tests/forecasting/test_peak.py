@@ -3,7 +3,7 @@ the per-step quantiles, calibrated at past origins without looking past them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -11,6 +11,8 @@ from agent.observation import forecasts_from_frame
 from forecasting.base import Forecaster
 from forecasting.calibrated import CalibratedForecaster, last_value_forecaster
 from forecasting.calibration import peak_residuals
+from forecasting.paths import LastValuePaths, PathRequest
+from forecasting.series import SeriesData
 from tests.forecasting.clairvoyant import Clairvoyant
 from tests.forecasting.conftest import DAY, STEP, long_frame
 
@@ -76,3 +78,49 @@ def test_the_agent_reads_the_published_peaks_into_its_forecasts() -> None:
     forecast = forecasts["s"]
     assert forecast.peaks[0.9] == tuple(out["peak_q0.9"])
     assert forecast.peak(0.9, 3) == out["peak_q0.9"].iloc[2] > out["q0.9"].iloc[:3].max()
+
+
+class OneMissPerPath:
+    """At past origins, the outcome itself except at one step of one origin in four, missed by 1000 below: every
+    step's q0.9 residual is 0, yet a quarter of the origins have a 1000 among the first ``HORIZON`` steps, so
+    the q0.9 peak is 1000 above demand (the q0.5 peak is not). At the newest origin: the last value."""
+
+    base_levels: tuple[float, ...] = (0.5,)
+
+    def context_steps(self, step_ns: int) -> int:
+        return LastValuePaths().context_steps(step_ns)  # its fallback then sees the same recent window
+
+    def train(self, panel: Mapping[str, SeriesData]) -> dict[str, str]:
+        return {}
+
+    def paths(self, requests: Sequence[PathRequest], horizon: int) -> list[np.ndarray]:
+        out = []
+        for series, origins in requests:
+            target = np.clip(origins[:, None] + np.arange(1, horizon + 1)[None, :], 0, len(series.y) - 1)
+            path = series.y[target].copy()
+            miss = (series.start_ns // series.step_ns + origins) // 2 % (4 * HORIZON)
+            rows = np.flatnonzero(miss < HORIZON)
+            path[rows, miss[rows]] -= 1000.0
+            newest = origins == len(series.y) - 1
+            path[newest] = series.y[-1]
+            out.append(path[None, :, :])
+        return out
+
+
+def test_a_peak_that_fails_the_guards_falls_back_at_its_own_level_only() -> None:
+    y = 20.0 + np.round(5.0 * np.sin(2 * np.pi * np.arange(3 * DAY) / DAY))
+    frame = long_frame({"s": y})
+    recent = frame.iloc[-100:]
+
+    def model() -> CalibratedForecaster:
+        return CalibratedForecaster("miss", OneMissPerPath, scale_window=None, fallback=last_value_forecaster())
+
+    out = model().fit(frame, STEP).predict(recent, HORIZON, LEVELS)
+    assert set(out["model"]) == {"miss"}
+    assert out["note"].str.contains("peak_q0.9: forecast").all()
+    fallback = last_value_forecaster().fit(frame, STEP).predict(recent, HORIZON, LEVELS)
+    own_median = model().fit(frame, STEP).predict(recent, HORIZON, (0.5,))
+    np.testing.assert_array_equal(out["peak_q0.5"], own_median["peak_q0.5"])
+    expected = np.maximum.reduce([fallback["peak_q0.9"], out["q0.9"].cummax(), out["peak_q0.5"]])
+    np.testing.assert_array_equal(out["peak_q0.9"], expected)
+    assert (out["peak_q0.9"] < 3 * y[-1]).all()
