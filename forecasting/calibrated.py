@@ -27,6 +27,7 @@ import pandas as pd
 
 from forecasting.base import quantile_column
 from forecasting.calibration import (
+    MIN_RESIDUALS,
     Residuals,
     conformal_offsets,
     local_scales,
@@ -192,11 +193,12 @@ class CalibratedForecaster:
         for uid, whole in panel.items():
             series = whole.without(state.strays.get(uid))
             size = series.step_ns
-            stride = max(1, window // MAX_ORIGINS)
             last = len(series.y) - 1 - horizon
             first = max(last - window + 1, 0)
             if last < first:
                 continue
+            # A young series forecasts from every origin: it is calibrated after MIN_RESIDUALS steps, not twice that.
+            stride = max(1, window // MAX_ORIGINS) if last - first + 1 >= MAX_ORIGINS else 1
             absolute = series.start_ns // size + np.arange(first, last + 1)
             origins = np.arange(first, last + 1)[absolute % stride == 0]
             stamps = series.start_ns + origins * size
@@ -354,13 +356,20 @@ class CalibratedForecaster:
 
     def _reason_to_fall_back(self, uid: str, horizon: int, levels: tuple[float, ...]) -> str:
         found = self.offsets(uid, horizon, levels)
+        size = self._state.step_ns
         if found is None:
-            return "no calibration residuals for this series (new or too short)"
+            needed = _duration((MIN_RESIDUALS + self.horizon_steps(size)) * size)
+            return f"no calibration residuals for this series (new or too short: it takes {needed} of history)"
         if found[1] < horizon:
             residuals = self._state.residuals[uid]
             if found[1] == residuals.values.shape[2]:
                 return f"calibrated {found[1]} steps ahead, asked for {horizon}"
-            return f"fewer than the needed residuals {found[1] + 1} steps ahead"
+            count = int((~np.isnan(residuals.values[0, :, found[1]])).sum())
+            more = _duration((MIN_RESIDUALS - count) * size)
+            return (
+                f"{count} of the {MIN_RESIDUALS} residuals needed {found[1] + 1} steps ahead: calibrated after about"
+                f" {more} more history, at a refit"
+            )
         return ""
 
     def _rescue(
@@ -417,6 +426,10 @@ class CalibratedForecaster:
         if self.fallback is not None:
             return self.fallback.forecast_windows(subset, horizon, levels)
         return _persistence(subset, horizon, levels)
+
+
+def _duration(nanoseconds: int) -> timedelta:
+    return timedelta(microseconds=nanoseconds // 1000)
 
 
 def _last_observed(series: SeriesData) -> float | None:
