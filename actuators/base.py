@@ -64,3 +64,10 @@ class NodeDrainer(Protocol):
         """Nodes of the pool with a drain started and not settled, each with its key, as the cluster records them
         (so a restarted or newly elected agent continues them instead of leaving nodes cordoned)."""
         ...
+
+    def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
+        """End the drain of the node with this key before it removes the node: uncordon it and remove the record of
+        the drain, so it serves again at once (demand came back while it drained; it is booted, a new one is not).
+        Pods already evicted are not brought back. DONE when the node serves again, REJECTED when there is no such
+        drain to end (the node is gone, or was never drained)."""
+        ...

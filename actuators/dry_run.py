@@ -62,3 +62,13 @@ class DryRunDrainer:
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return self._inner.draining_nodes(pool_id)
+
+    def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
+        self.recorded.append((pool_id, node, f"cancel {key}"))
+        return ActionResult(
+            key=key,
+            pool_id=pool_id,
+            status=ActionStatus.RECORDED,
+            at=self._clock.now(),
+            detail=f"dry-run: would end the drain of node {node} of {pool_id} and uncordon it",
+        )

@@ -279,6 +279,21 @@ class KubernetesUnitDrainer:
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
         return self._remove(key, pool_id, unit, nodes, leaving, overdue)
 
+    def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
+        """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked."""
+        unit = node
+        noun = self._units.noun
+        members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
+        self._check_may_write(pool_id, unit)
+        back = [name for name in members if self._cordon(pool_id, name, None)]
+        if not back:  # its drain goes on: it ends the drain of a node gone, or removes a slice left without nodes
+            detail = f"{noun} {unit} has no node in the cluster any more; its drain goes on"
+            return self._result(key, pool_id, ActionStatus.REJECTED, detail)
+        self._draining_since.pop(unit, None)
+        detail = f"drain of {noun} {unit} ended before it was removed: uncordoned, it serves again"
+        log.info("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._result(key, pool_id, ActionStatus.DONE, detail)
+
     # -- internals -----------------------------------------------------------------------------------------
     def _survey(self, pool_id: str) -> list[_NodeLoad]:
         """The load of every schedulable unit of the pool (one with nodes, none of them cordoned); idle ones are

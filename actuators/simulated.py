@@ -172,6 +172,12 @@ class SimulatedCluster:
         self._pool(pool_id)
         return {}
 
+    def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
+        """Nothing to end: a simulated drain is done at once."""
+        self._pool(pool_id)
+        detail = f"no drain of {node} is in progress (a simulated drain is done at once)"
+        return ActionResult(key, pool_id, ActionStatus.REJECTED, self._clock.now(), detail=detail)
+
     def fail_in_flight(self, pool_id: str) -> None:
         """The units on their way cannot be created after all (a stockout found after the request was accepted):
         they leave the target and are reported failed; the next resize clears them and refuses to grow."""

@@ -10,9 +10,11 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   units: they were already asked to go, so the planner does not release capacity twice for the same need. The
   cloud's own target still counts them until each drain removes its node, so a scale-up planned meanwhile is sent
   as the planned change applied to the cloud's target (``agent.executor``), never as the planned figure: a resize
-  must not take out a node the drainer did not empty (the cloud would pick it, busy or not, with no eviction). A
-  draining node is not taken back when demand returns: its drain goes on and the new nodes are bought, as many as
-  fit under the pool's ``max_units`` while the draining nodes still count; the rest wait for the drains to end.
+  must not take out a node the drainer did not empty (the cloud would pick it, busy or not, with no eviction).
+  When demand returns, the idle nodes this agent is draining are taken back first (``take_back``: the drain ended,
+  the node uncordoned; it is booted and serves at once) and only the rest is bought, as many as fit under the
+  pool's ``max_units`` while the draining nodes still count; the rest wait for the drains to end. Drains of a
+  forced release and drains taken over from another agent (whether they were forced is not recorded) go on.
 * **Acting** (in the executor): a planned release of ``k`` units drains the ``k`` nodes its decision record names
   (the planner chose them, longest idle first, from the nodes observed here), after checking that each is still idle
   for the stabilization window; if one is not, the release is refused and re-planned next tick. A release whose
@@ -64,6 +66,8 @@ class PendingDrain:
     pool_id: str
     node: str
     key: str
+    # A release of idle nodes this agent started (not forced, not taken over): it may be taken back for a scale-up.
+    idle: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -212,7 +216,7 @@ class NodeDrains:
             return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
         outcome = DrainOutcome()
         for node in chosen:
-            pending = PendingDrain(pool_id, node, drain_key(resize.key, node))
+            pending = PendingDrain(pool_id, node, drain_key(resize.key, node), idle=not resize.forced)
             self._pending[node] = pending
             if node in busy:
                 log.warning("draining busy node %s of pool %s: %s", node, pool_id, resize.reason)
@@ -222,6 +226,27 @@ class NodeDrains:
             if pool_id in outcome.permanent:
                 break
         return outcome
+
+    def take_back(self, pool_id: str, count: int, now: datetime) -> list[str]:
+        """End up to ``count`` drains of idle nodes of the pool (the latest started first) so they serve again,
+        instead of buying as many new nodes for a scale-up: they are booted and serve at once. Returns the nodes
+        taken back; a drain that cannot be ended goes on (and its node is bought anew)."""
+        taken: list[str] = []
+        mine = [p for p in self._pending.values() if p.pool_id == pool_id and p.idle]
+        for pending in reversed(mine):
+            if len(taken) == count:
+                break
+            try:
+                result = self._drainers[pool_id].cancel(pool_id, pending.node, pending.key)
+            except ActuatorError as exc:
+                log.warning("pool %s: the drain of %s could not be ended, it goes on: %s", pool_id, pending.node, exc)
+                break
+            if result.status is not ActionStatus.DONE:
+                log.info("pool %s: the drain of %s goes on: %s", pool_id, pending.node, result.detail)
+                continue
+            del self._pending[pending.node]
+            taken.append(pending.node)
+        return taken
 
     # -- internals -----------------------------------------------------------------------------------------
     def _reconcile(self, pool_id: str, draining: Mapping[str, str]) -> None:

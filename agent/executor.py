@@ -8,7 +8,8 @@ releases become drains of exactly the nodes the pool's decision record names, re
 and drains still waiting on a disruption budget go on every tick. The plan sees such a pool without its draining
 nodes while the cloud's target still counts them, so a scale-up is sent as the planned change applied to the
 cloud's target: a resize never takes a pool below the cloud's target less the nodes the drainer emptied, nor a
-scale-up above the pool's ``max_units`` (what does not fit waits for the drains to end). A forced
+scale-up above the pool's ``max_units`` (what does not fit waits for the drains to end). A scale-up first takes
+back idle nodes the drainer is still draining (``NodeDrains.take_back``) and buys only the rest. A forced
 release (``Resize.forced``, a budget's hard stop) is checked against fresh state like any action; on a pool without
 a drainer it is a plain resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and
 is never refused for busy nodes. A resize or release of a pool blocked after a permanent error is refused, whatever
@@ -96,7 +97,11 @@ def execute(
                 memory = memory.changed(resize.pool_id, now, -1)
             memory = _absorb(outcome, memory, now, results, alerts)
         else:
-            memory = _resize(resize, cloud[resize.pool_id], state, actuator, pools, memory, now, results, alerts)
+            taken: list[str] = []
+            if drains is not None and drains.serves(resize.pool_id) and resize.is_scale_up:
+                taken = drains.take_back(resize.pool_id, resize.to_units - resize.from_units, now)
+            sent = _Sent(cloud[resize.pool_id], state, taken)
+            memory = _resize(resize, sent, actuator, pools, memory, now, results, alerts)
         log.info(
             "action pool=%s from=%d to=%d status=%s reason=%r",
             resize.pool_id,
@@ -191,10 +196,19 @@ def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) 
     )
 
 
+@dataclass(frozen=True)
+class _Sent:
+    """What a resize is sent against: the cloud's own target (``cloud``), the pool the plan saw (``planned``: its
+    draining nodes taken out) and the draining nodes taken back for a scale-up (``taken``: they serve again)."""
+
+    cloud: PoolState
+    planned: PoolState
+    taken: Sequence[str] = ()
+
+
 def _resize(
     resize: Resize,
-    cloud: PoolState,
-    planned: PoolState,
+    sent: _Sent,
     actuator: Actuator,
     pools: dict[str, PoolSpec],
     memory: PlannerMemory,
@@ -202,31 +216,39 @@ def _resize(
     results: list[ActionResult],
     alerts: list[AlertEvent],
 ) -> PlannerMemory:
-    """Carry out the planned change against the cloud's own target (``cloud``): the plan was made on ``planned``,
-    the pool with its nodes still draining taken out, while the cloud's target still counts them until each drain
-    removes its node. Sending the planned figure as it is would make the actuator shrink the pool by the draining
-    nodes, deleting instances of the cloud's choosing with no drain; sent as the same change applied to the cloud's
-    target, a resize can never take out a node the drainer did not empty.
+    """Carry out the planned change against the cloud's own target (``sent.cloud``): the plan was made on
+    ``sent.planned``, the pool with its nodes still draining taken out, while the cloud's target still counts them
+    until each drain removes its node. Sending the planned figure as it is would make the actuator shrink the pool by
+    the draining nodes, deleting instances of the cloud's choosing with no drain; sent as the same change applied to
+    the cloud's target, a resize can never take out a node the drainer did not empty. The draining nodes taken back
+    for a scale-up (``sent.taken``) serve again and are in that target already: only the rest is bought.
 
     The cloud's target never goes above the pool's ``max_units``: a scale-up that would (the draining nodes still
     count there) buys what fits and the rest waits for the drains to finish, when the next plan buys it on the
     target they leave; with no room at all it is rejected, so nothing is sent (an AWS group at its maximum size
     would read it as a stockout, a GKE pool would grow past ``max_units``)."""
-    to_units = cloud.target_units + resize.to_units - resize.from_units
-    draining = cloud.target_units - planned.target_units
+    cloud, taken = sent.cloud, sent.taken
+    to_units = cloud.target_units + resize.to_units - resize.from_units - len(taken)
+    draining = cloud.target_units - sent.planned.target_units - len(taken)
     spec = pools.get(resize.pool_id)
-    waiting = _waiting_for_drains(resize, cloud, spec)
+    notes = [f"took back {len(taken)} draining units ({', '.join(taken)}): uncordoned, they serve at once"] * bool(
+        taken
+    )
+    waiting = _waiting_for_drains(resize, cloud, spec, len(taken))
     if waiting and spec is not None:
         to_units -= waiting
-        detail = (
+        notes.append(
             f"{resize.pool_id} holds {cloud.target_units} units with {draining} still draining and its max_units is "
             f"{spec.max_units}: {waiting} of the planned {resize.to_units - resize.from_units} units wait for those "
             "drains to finish (a later plan buys them)"
         )
+    detail = "; ".join(notes)
+    if notes:
         log.info("pool %s: %s", resize.pool_id, detail)
-        if to_units <= cloud.target_units:
-            results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.REJECTED, now, detail))
-            return memory
+    if resize.is_scale_up and to_units <= cloud.target_units:  # nothing to buy now
+        status = ActionStatus.DONE if taken else ActionStatus.REJECTED
+        results.append(ActionResult(resize.key, resize.pool_id, status, now, detail))
+        return memory.changed(resize.pool_id, now, +1) if taken else memory
     if to_units != resize.to_units:
         log.info(
             "pool %s: %d nodes still draining; its target goes %d -> %d for the planned %d -> %d",
@@ -255,7 +277,7 @@ def _resize(
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
         alerts.append(_blocked_alert(resize.pool_id, now, str(exc)))
         return memory.block(resize.pool_id, str(exc))
-    if waiting:
+    if notes:
         result = replace(result, detail=f"{result.detail}; {detail}" if result.detail else detail)
     results.append(result)
     if result.status in _ACCEPTED:
@@ -263,13 +285,13 @@ def _resize(
     return memory
 
 
-def _waiting_for_drains(resize: Resize, cloud: PoolState, spec: PoolSpec | None) -> int:
-    """How many of a scale-up's planned units do not fit under the pool's ``max_units`` while draining nodes
-    still count in the cloud's target (0 for any other resize)."""
+def _waiting_for_drains(resize: Resize, cloud: PoolState, spec: PoolSpec | None, taken: int) -> int:
+    """How many of a scale-up's planned units, less the draining nodes taken back, do not fit under the pool's
+    ``max_units`` while draining nodes still count in the cloud's target (0 for any other resize)."""
     if not resize.is_scale_up or spec is None:
         return 0
     room = max(0, spec.max_units - cloud.target_units)
-    return max(0, resize.to_units - resize.from_units - room)
+    return max(0, resize.to_units - resize.from_units - taken - room)
 
 
 def _absorb(

@@ -68,3 +68,8 @@ class LeaderOnlyDrainer:
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return self._inner.draining_nodes(pool_id)
+
+    def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
+        if not self._leadership.is_leader(self._clock.now()):
+            raise TransientActuatorError(pool_id, f"this replica no longer leads; node {node} is left to the leader")
+        return self._inner.cancel(pool_id, node, key)

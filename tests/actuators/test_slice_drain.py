@@ -361,3 +361,31 @@ def test_a_slice_drain_reads_its_pods_afresh_at_its_first_step_and_shares_the_ti
         [waiting] = drains.continue_pending(clock.now()).results
         assert waiting.status is ActionStatus.STARTED and "disruption budgets" in waiting.detail
         assert kube_api.calls("list", "pods") - before == 1  # the observation's list, shared by the drain's step
+
+
+def test_a_slice_drain_ended_before_its_removal_uncordons_every_host_and_one_without_nodes_goes_on(
+    slices: Slices,
+) -> None:
+    budget = objs.pdb("web", {"app": "web"}, min_available=12, expected_pods=12)
+    slices.kube.put("poddisruptionbudgets", budget, group="policy")
+    for name in ("v5e-0", "v5e-1"):
+        assert slices.drainer.drain(POOL, name, f"r#{name}").status is ActionStatus.STARTED  # the budget: not now
+    assert slices.drainer.draining_nodes(POOL) == {"v5e-0": "r#v5e-0", "v5e-1": "r#v5e-1"}
+
+    ended = slices.drainer.cancel(POOL, "v5e-0", "r#v5e-0")
+    assert (ended.status, ended.detail) == (
+        ActionStatus.DONE,
+        "drain of slice v5e-0 ended before it was removed: uncordoned, it serves again",
+    )
+    for host in slices.hosts("v5e-0"):
+        assert not slices.cordoned(host)
+        assert DRAIN_ANNOTATION not in (slices.kube.get("nodes", host)["metadata"].get("annotations") or {})  # type: ignore[index]
+    assert slices.drainer.draining_nodes(POOL) == {"v5e-1": "r#v5e-1"}
+    assert "v5e-0" in slices.drainer.idle_nodes(POOL, timedelta(0))  # serves again, idle
+    assert slices.gke.calls("DELETE", "/nodePools/") == 0
+
+    for host in slices.hosts("v5e-1"):  # its hosts leave the cluster: only the drain still knows of the slice
+        slices.kube.delete("nodes", host)
+    kept = slices.drainer.cancel(POOL, "v5e-1", "r#v5e-1")
+    assert kept.status is ActionStatus.REJECTED and "its drain goes on" in kept.detail
+    assert slices.drainer.draining_nodes(POOL) == {"v5e-1": "r#v5e-1"}  # its next step deletes the node pool

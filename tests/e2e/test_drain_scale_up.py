@@ -1,18 +1,20 @@
 """Demand that comes back while idle nodes are still draining (a disruption budget says "not now"), on the fake APIs
 with the real drainer and the real cloud adapters: the planner sees the pool without its draining nodes, the cloud's
-target still counts them, and the scale-up grows the cloud's target by what the plan adds. No instance is deleted by
-the resize (no busy node lost without a drain); the draining nodes stay cordoned until their drains end. Through the
-whole loop on GKE node pools, and through the executor on an EKS managed node group."""
+target still counts them, and the scale-up takes draining nodes back (uncordoned, they serve at once) before it grows
+the cloud's target by the rest, never past max_units; drains it cannot take back (after a restart) go on. No instance
+is deleted by the resize (no busy node lost without a drain). Through the whole loop on GKE node pools, and through
+the executor on an EKS managed node group."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from kubernetes import client as k8s
 
 from actuators.aws_eks import EksNodegroupActuator
-from actuators.kubernetes_drain import KubernetesNodeDrainer
+from actuators.kubernetes_drain import DRAIN_ANNOTATION, KubernetesNodeDrainer
 from agent.drains import NodeDrains
 from agent.executor import Execution, execute
 from agent.notify import RecordingNotifier
@@ -49,7 +51,9 @@ def _cordoned(kube: FakeKubeApi, node: str) -> bool:
     return bool(kube.get("nodes", node)["spec"].get("unschedulable"))  # type: ignore[index]
 
 
-def test_demand_back_while_gke_nodes_drain_adds_nodes_and_deletes_none(rig: Rig, kube_client: k8s.ApiClient) -> None:
+def test_demand_back_while_gke_nodes_drain_takes_one_back_and_deletes_none(
+    rig: Rig, kube_client: k8s.ApiClient
+) -> None:
     rig.add_pools(on_demand_nodes=3)
     busy, *idle = rig.mirror.nodes(ON_DEMAND)
     rig.kube.put("pods", objs.pod("train-0", busy, namespace=CLASS, accelerators=8, owner_kind="Job"))
@@ -72,18 +76,19 @@ def test_demand_back_while_gke_nodes_drain_adds_nodes_and_deletes_none(rig: Rig,
     grown = agent.run_once(rig.clock.now())
     [scale_up] = grown.plan.resizes
     assert (scale_up.from_units, scale_up.to_units) == (1, 2)  # planned without the two draining nodes
-    assert (scale_up.key, ActionStatus.STARTED) in [(r.key, r.status) for r in grown.results]
+    [result] = [r for r in grown.results if r.key == scale_up.key]
+    assert result.status is ActionStatus.DONE and result.detail.startswith("took back 1 draining units")
     [mig] = rig.gke.pools[NODE_POOLS[ON_DEMAND]].migs
-    assert mig.target_size == 4  # the cloud's 3 (the draining nodes still in it) and the planned one more
+    assert mig.target_size == 3  # a draining node serves again: nothing bought, nothing deleted
     assert [i.name for i in mig.instances if i.action == "DELETING"] == []
-    assert all(_cordoned(rig.kube, node) for node in idle)
+    assert sorted(_cordoned(rig.kube, node) for node in idle) == [False, True]  # the other drain goes on
     assert rig.kube.get("pods", "train-0", CLASS) is not None
 
-    rig.settle()  # the new node comes up; the planner counts it, and still not the draining nodes
+    rig.settle()
     rig.clock.advance(MINUTE)
-    held = agent.run_once(rig.clock.now())
+    held = agent.run_once(rig.clock.now())  # the node taken back counts again, the one still draining does not
     assert held.plan.resizes == ()
-    assert mig.target_size == 4 and [i.name for i in mig.instances if i.action == "DELETING"] == []
+    assert mig.target_size == 3 and [i.name for i in mig.instances if i.action == "DELETING"] == []
 
 
 def _eks_group_of_three(
@@ -103,14 +108,19 @@ def _eks_group_of_three(
     kube_api.put("pods", objs.pod("train-0", busy, namespace=CLASS, accelerators=8, owner_kind="Job"))
     _held_by_a_budget(kube_api, idle)
     eks = eks_actuator(aws_api, clock)
+    return clock, eks, _eks_drains(kube_client, clock, eks), group, ids, idle
+
+
+def _eks_drains(kube_client: k8s.ApiClient, clock: SimulatedClock, eks: EksNodegroupActuator) -> NodeDrains:
+    """An agent's drains of the node group; built again, those of a restarted agent, which takes over the drains in
+    progress from the nodes' annotations (not knowing whether they were forced, it takes none back)."""
     drainer = KubernetesNodeDrainer(
         KubernetesApi(kube_client), clock, {"od": "p5"}, eks, pool_label=EKS_NODEGROUP_LABEL
     )
-    drains = NodeDrains({"od": drainer}, PlannerSettings().scale_down_stabilization)
-    return clock, eks, drains, group, ids, idle
+    return NodeDrains({"od": drainer}, PlannerSettings().scale_down_stabilization)
 
 
-def test_demand_back_while_eks_nodes_drain_raises_the_desired_size_and_terminates_nothing(
+def test_demand_back_while_drains_taken_over_go_on_raises_the_desired_size_and_terminates_nothing(
     aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient
 ) -> None:
     clock, eks, drains, group, ids, idle = _eks_group_of_three(aws_api, kube_api, kube_client, max_size=16)
@@ -128,6 +138,7 @@ def test_demand_back_while_eks_nodes_drain_raises_the_desired_size_and_terminate
 
     memory, statuses = tick(3, 1, PlannerMemory())
     assert statuses == [ActionStatus.STARTED, ActionStatus.STARTED]  # both drains wait on the budget
+    drains = _eks_drains(kube_client, clock, eks)  # restarted: the drains go on, none is taken back
     clock.advance(MINUTE)
     memory, statuses = tick(1, 2, memory)
     assert statuses == [ActionStatus.STARTED] * 3  # the drains go on; the node group grows
@@ -143,12 +154,14 @@ def test_demand_back_while_eks_nodes_drain_raises_the_desired_size_and_terminate
     assert all(_cordoned(kube_api, node) for node in idle)
 
 
-def test_demand_back_while_eks_nodes_drain_at_the_groups_max_size_waits_for_the_drains_without_a_stockout(
-    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient
+@pytest.mark.parametrize("restarted", [False, True])
+def test_demand_back_while_eks_nodes_drain_at_the_groups_max_size_sends_nothing_past_it(
+    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient, restarted: bool
 ) -> None:
-    """max_units is the node group's max_size, as docs/aws.md advises: the draining nodes fill the group, so the
-    planned node waits for their drains instead of being sent (the group would refuse it as held at its maximum,
-    read as a stockout that backs the pool off)."""
+    """max_units is the node group's max_size, as docs/aws.md advises, and the draining nodes fill the group: the
+    scale-up takes one of them back (uncordoned, it serves at once); after a restart, whose agent cannot tell the
+    drains from a forced release's, the planned node waits for the drains. Nothing is sent past the maximum size
+    either way (the group would refuse it as held at its maximum, read as a stockout that backs the pool off)."""
     clock, eks, drains, _, _, idle = _eks_group_of_three(aws_api, kube_api, kube_client, max_size=3)
     pools = {"od": replace(_pool(), max_units=3)}
     drains.observe({s.pool_id: s for s in eks.list_pools()}, clock.now())
@@ -163,15 +176,25 @@ def test_demand_back_while_eks_nodes_drain_at_the_groups_max_size_waits_for_the_
 
     released = tick(3, 1, PlannerMemory())
     assert [r.status for r in released.results] == [ActionStatus.STARTED, ActionStatus.STARTED]
+    if restarted:
+        drains = _eks_drains(kube_client, clock, eks)
     clock.advance(MINUTE)
     grown = tick(1, 2, released.memory)
-    assert [r.status for r in grown.results] == [ActionStatus.STARTED, ActionStatus.STARTED, ActionStatus.REJECTED]
-    assert grown.results[-1].detail == (
-        "od holds 3 units with 2 still draining and its max_units is 3: 1 of the planned 1 units wait for those "
-        "drains to finish (a later plan buys them)"
-    )
-    assert grown.alerts == () and grown.memory == released.memory  # no stockout, no back-off
+    assert grown.alerts == () and grown.memory.backoff_until == {}  # no stockout, no back-off
     scaling = aws_api.direct.eks.describe_nodegroup(clusterName="ml", nodegroupName="p5")["nodegroup"]["scalingConfig"]
     assert scaling["desiredSize"] == 3
     assert aws_api.calls("UpdateNodegroupConfig") == 0 and aws_api.calls("TerminateInstanceInAutoScalingGroup") == 0
-    assert all(_cordoned(kube_api, node) for node in idle)
+    *steps, result = grown.results
+    assert [r.status for r in steps] == [ActionStatus.STARTED, ActionStatus.STARTED]  # the drains' own steps
+    if restarted:
+        assert result.status is ActionStatus.REJECTED and grown.memory == released.memory
+        assert result.detail == (
+            "od holds 3 units with 2 still draining and its max_units is 3: 1 of the planned 1 units wait for those "
+            "drains to finish (a later plan buys them)"
+        )
+        assert all(_cordoned(kube_api, node) for node in idle)
+        return
+    assert result.status is ActionStatus.DONE and grown.memory.last_change["od"] == (clock.now(), +1)
+    [back] = [node for node in idle if not _cordoned(kube_api, node)]  # the other one still drains
+    assert result.detail == f"took back 1 draining units ({back}): uncordoned, they serve at once"
+    assert DRAIN_ANNOTATION not in (kube_api.get("nodes", back)["metadata"].get("annotations") or {})  # type: ignore[index]

@@ -59,6 +59,12 @@ class _BudgetedDrains:
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return dict(self._draining)
 
+    def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
+        """Uncordoned: the unit stays in the pool and serves again, idle."""
+        if self._draining.pop(node, None) != key:
+            return ActionResult(key, pool_id, ActionStatus.REJECTED, T0, f"no drain of {node} with key {key}")
+        return ActionResult(key, pool_id, ActionStatus.DONE, T0, f"drain of {node} ended")
+
 
 def _idle_pool(units: int) -> tuple[SimulatedCluster, SimulatedClock, _BudgetedDrains, NodeDrains]:
     """``units`` ready units, all idle for the stabilization window."""
@@ -84,6 +90,12 @@ def _tick(
     return execute(plan, cluster, {"gpu": POOL}, memory, now, drains), planned
 
 
+def _restarted(drainer: _BudgetedDrains) -> NodeDrains:
+    """The drains of an agent restarted (or newly elected): it takes over the drains in progress from the cluster's
+    record, which does not say whether a release was forced, so none of them is taken back for a scale-up."""
+    return NodeDrains({"gpu": drainer}, WINDOW)
+
+
 def _target(cluster: SimulatedCluster) -> int:
     [state] = cluster.list_pools()
     return state.target_units
@@ -99,6 +111,7 @@ def test_a_scale_up_while_nodes_drain_grows_the_cloud_target_by_the_planned_chan
     assert planned == 6
     assert [r.status for r in release.results] == [ActionStatus.STARTED] * held
     assert _target(cluster) == 6  # cordoned, still in the pool
+    drains = _restarted(drainer)
 
     clock.advance(timedelta(minutes=1))
     grow, planned = _tick(cluster, clock, drains, release.memory, delta=up)
@@ -120,6 +133,8 @@ def test_no_resize_takes_the_pool_below_its_target_less_the_nodes_the_drainer_em
     drainer.held = set(idle[:3])
     memory = PlannerMemory()
     for delta, released in ((-3, ()), (1, ()), (0, idle[:1]), (2, ()), (0, idle[1:3]), (1, ())):
+        if delta > 0:
+            drains = _restarted(drainer)
         drainer.held -= set(released)
         before = _target(cluster)
         done, _ = _tick(cluster, clock, drains, memory, delta)
@@ -140,6 +155,7 @@ def test_a_scale_up_while_nodes_drain_never_takes_the_cloud_target_above_max_uni
     idle = list(cluster.idle_nodes("gpu", WINDOW))
     drainer.held = set(idle[:3])
     release, _ = _tick(cluster, clock, drains, PlannerMemory(), delta=-3)
+    drains = _restarted(drainer)  # the drains go on: none is taken back
     clock.advance(timedelta(minutes=1))
     grow, planned = _tick(cluster, clock, drains, release.memory, delta=up)  # planned up to at most max_units
     assert planned + up <= POOL.max_units
@@ -162,6 +178,51 @@ def test_a_scale_up_while_nodes_drain_never_takes_the_cloud_target_above_max_uni
     clock.advance(timedelta(minutes=1))
     _tick(cluster, clock, drains, grow.memory, delta=waiting)
     assert _target(cluster) == units - 3 + up
+
+
+@pytest.mark.parametrize(
+    ("units", "up", "taken", "bought"), [(20, 3, 3, 0), (10, 2, 2, 0), (10, 5, 3, 2), (19, 4, 3, 1)]
+)
+def test_a_scale_up_takes_back_the_idle_nodes_being_drained_and_buys_only_the_rest(
+    units: int, up: int, taken: int, bought: int
+) -> None:
+    cluster, clock, drainer, drains = _idle_pool(units=units)
+    idle = list(cluster.idle_nodes("gpu", WINDOW))
+    drainer.held = set(idle[:3])
+    release, _ = _tick(cluster, clock, drains, PlannerMemory(), delta=-3)
+    clock.advance(timedelta(minutes=1))
+    grow, planned = _tick(cluster, clock, drains, release.memory, delta=up)
+    assert planned == units - 3
+    result = grow.results[-1]  # after the drains' own steps
+    back = idle[3 - taken : 3][::-1]  # the latest drains started first
+    assert f"took back {taken} draining units ({', '.join(back)}): uncordoned, they serve at once" in result.detail
+    assert "wait for those drains" not in result.detail
+    assert result.status is (ActionStatus.STARTED if bought else ActionStatus.DONE)
+    assert grow.memory.last_change["gpu"] == (clock.now(), +1)
+    assert _target(cluster) == units + bought <= POOL.max_units
+    assert sorted(drainer.draining_nodes("gpu")) == sorted(set(idle[:3]) - set(back))
+    assert sorted(p.node for p in drains.pending) == sorted(set(idle[:3]) - set(back))
+
+    seen, _ = drains.observe({s.pool_id: s for s in cluster.list_pools()}, clock.now())
+    assert seen["gpu"].target_units == units + bought - (3 - taken)  # the nodes taken back count again
+    assert set(back) <= set(seen["gpu"].idle_nodes)  # idle from now: released again only after the window
+
+
+def test_the_drains_of_a_forced_release_are_not_taken_back() -> None:
+    """A budget's hard stop drains what the money no longer pays for: demand coming back buys anew (the planner
+    weighs the budget), it does not end those drains."""
+    cluster, clock, drainer, drains = _idle_pool(units=6)
+    drainer.held = set(cluster.idle_nodes("gpu", WINDOW))
+    now = clock.now()
+    drains.observe({s.pool_id: s for s in cluster.list_pools()}, now)
+    stop = Resize("gpu", 6, 4, "budget hard stop", f"gpu@{now.isoformat()}->4", forced=True)
+    stopped = execute(CapacityPlan(now, (stop,)), cluster, {"gpu": POOL}, PlannerMemory(), now, drains)
+    assert [r.status for r in stopped.results] == [ActionStatus.STARTED] * 2
+    clock.advance(timedelta(minutes=1))
+    grow, planned = _tick(cluster, clock, drains, stopped.memory, delta=1)
+    assert planned == 4
+    assert "took back" not in grow.results[-1].detail
+    assert (_target(cluster), len(drains.pending)) == (7, 2)
 
 
 def test_a_blocked_pool_is_neither_resized_nor_drained() -> None:
