@@ -68,6 +68,17 @@ class Hold:
 
 
 @dataclass(frozen=True)
+class ReserveCarry:
+    """Chips of a spot pool's interruption reserve that its ``max_units`` cut, and the pool that holds them instead
+    (``target``: the next eligible pool with room, cheapest first; None when no pool that may serve the spot
+    pool's demand had room, so they are not held)."""
+
+    source: str
+    target: str | None
+    chips: float
+
+
+@dataclass(frozen=True)
 class PoolDecision:
     """The whole chain from demand to the target of one pool at one tick.
 
@@ -80,7 +91,9 @@ class PoolDecision:
     ``nodes`` are the nodes a release drains when they are chosen at plan time; otherwise ``nodes_note`` says who
     chooses them.
     ``unplaced`` holds the demand this pool may serve that no pool could take this tick (``chips`` is the part
-    left over: every pool that may serve it is at its bounds, in back-off or blocked).
+    left over: every pool that may serve it is at its bounds, in back-off or blocked). ``reserve_carries`` are the
+    spot reserve chips this pool's bound cut and where they went, or the ones it holds for another spot pool's
+    reserve (``carried_reserve_units`` units, added before the bounds).
     """
 
     pool_id: str
@@ -105,6 +118,8 @@ class PoolDecision:
     nodes: tuple[str, ...] = ()
     nodes_note: str = ""
     unplaced: tuple[DemandShare, ...] = ()
+    carried_reserve_units: int = 0
+    reserve_carries: tuple[ReserveCarry, ...] = ()
 
     @property
     def need_chips(self) -> float:
@@ -140,13 +155,19 @@ class PoolDecision:
             extra += f" + {self.headroom_units} headroom"
         if self.spot_reserve_units:
             extra += f" + {self.spot_reserve_units} spot reserve"
+        held_for = sorted({c.source for c in self.reserve_carries if c.target == self.pool_id})
+        if self.carried_reserve_units:
+            extra += f" + {self.carried_reserve_units} for the spot reserve of {', '.join(held_for)}"
         if self.fixed:
             parts.append(f"fixed pool of {self.bounded_units} units")
+            if self.carried_reserve_units:
+                parts.append(f"{self.carried_reserve_units} units of it for the spot reserve of {', '.join(held_for)}")
         else:
-            wanted = self.rounded_units + self.headroom_units + self.spot_reserve_units
+            wanted = self.rounded_units + self.headroom_units + self.spot_reserve_units + self.carried_reserve_units
             parts.append(f"{self.rounded_units} units of {self.chips_per_unit} chips{extra} = {wanted}")
             if wanted != self.bounded_units:
                 parts.append(f"bounds {self.min_units}..{self.max_units}: {self.bounded_units}")
+        parts.extend(self._carry_text())
         paused = any(hold.reason is not SkipReason.BUDGET for hold in self.holds)
         if self.stepped_units != self.bounded_units and self.current_units is not None and not paused:
             parts.append(self._pace_text())
@@ -182,6 +203,11 @@ class PoolDecision:
             or None,
             "nodes": ",".join(self.nodes) or None,
             "unplaced": ",".join(f"{s.demand}:chips={s.chips:g}" for s in self.unplaced) or None,
+            "carried_reserve": self.carried_reserve_units,
+            "reserve_carries": ",".join(
+                f"{c.source}>{c.target or 'none'}:chips={c.chips:g}" for c in self.reserve_carries
+            )
+            or None,
         }
 
     def _need_text(self) -> str:
@@ -190,6 +216,19 @@ class PoolDecision:
             left = ", ".join(f"{s.chips:g} of {s.need:g} chips of {s.demand}" for s in self.unplaced)
             text += f"; no pool that may serve it has room for {left}"
         return text
+
+    def _carry_text(self) -> list[str]:
+        parts = []
+        for carry in self.reserve_carries:
+            if carry.source != self.pool_id:
+                continue
+            if carry.target is None:
+                parts.append(
+                    f"{carry.chips:g} chips of spot reserve over the bound not held: no eligible pool has room"
+                )
+            else:
+                parts.append(f"{carry.chips:g} chips of spot reserve over the bound held in {carry.target}")
+        return parts
 
     def _assigned_text(self) -> str:
         if not self.demand:

@@ -46,6 +46,7 @@ from models import (
     drain_key,
 )
 from models.allocation import allocate, unassigned, units_for
+from models.decision import ReserveCarry
 from models.durations import format_duration
 
 _LATER = ""  # a resize's reason is rendered from its decision record once the budgets have had their say
@@ -189,8 +190,9 @@ def _paced(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Dem
 
 
 def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, PoolDecision]:
-    """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve;
-    and the demand no pool could take, in the records of the pools that may serve it."""
+    """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve
+    (the part of it a pool's ``max_units`` cuts is held by the next eligible pool with room, ``_carry_reserves``).
+    """
     room: dict[str, float] = {}
     for pool in given.pools:
         state = given.states.get(pool.pool_id)
@@ -242,7 +244,69 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
             nodes_note=_NODES_NOTE,
             unplaced=unplaced,
         )
-    return sized
+    return _carry_reserves(given, sized, room, eligible, priority)
+
+
+def _carry_reserves(
+    given: PlanInput,
+    sized: Mapping[str, PoolDecision],
+    room: Mapping[str, float],
+    eligible: Mapping[str, frozenset[str]],
+    priority: Mapping[str, float],
+) -> dict[str, PoolDecision]:
+    """The records with the spot reserve units a pool's ``max_units`` cut held by other pools instead.
+
+    Such a pool is the binding tier (its demand already spills to the next eligible pool), so the units expected
+    to be reclaimed within its lead time would otherwise not be held at all. Its cut chips are shared over its
+    demands in proportion to the chips each has there, and filled like demand into the room the other pools have
+    left within their limits (``max_units``, or the current size of a pool that cannot grow), cheapest first.
+    """
+    out = dict(sized)
+    pools = {pool.pool_id: pool for pool in given.pools}
+    free = {
+        pid: max(0, int(room[pid]) // d.chips_per_unit - (d.rounded_units + d.headroom_units + d.spot_reserve_units))
+        * float(d.chips_per_unit)
+        for pid, d in sized.items()
+    }
+    carries: dict[str, list[ReserveCarry]] = {}
+    carried: dict[str, float] = {}
+    for pid in sorted(sized, key=lambda p: pools[p].fill_key):
+        decision = sized[pid]
+        wanted = decision.rounded_units + decision.headroom_units + decision.spot_reserve_units
+        cut = min(decision.spot_reserve_units, wanted - decision.max_units)
+        if cut <= 0 or decision.need_chips <= 0.0:
+            continue
+        chips = float(cut * decision.chips_per_unit)
+        demand = {s.demand: chips * s.chips / decision.need_chips for s in decision.demand}
+        others = {name: eligible.get(name, frozenset()) - {pid} for name in demand}
+        assigned = allocate(demand, given.pools, free, others, priority)
+        placed = 0.0
+        for target in sorted(assigned, key=lambda p: pools[p].fill_key):
+            held = sum(assigned[target].values())
+            if held <= 1e-9:
+                continue
+            free[target] -= held
+            placed += held
+            carried[target] = carried.get(target, 0.0) + held
+            carry = ReserveCarry(pid, target, held)
+            carries.setdefault(pid, []).append(carry)
+            carries.setdefault(target, []).append(carry)
+        if chips - placed > 1e-9:
+            carries.setdefault(pid, []).append(ReserveCarry(pid, None, chips - placed))
+    for pid, decision in sized.items():
+        if pid not in carries:
+            continue
+        units = units_for(carried.get(pid, 0.0), decision.chips_per_unit)
+        wanted = decision.rounded_units + decision.headroom_units + decision.spot_reserve_units + units
+        bounded = decision.bounded_units if decision.fixed else pools[pid].clamp(wanted)
+        out[pid] = replace(
+            decision,
+            carried_reserve_units=units,
+            reserve_carries=tuple(carries[pid]),
+            bounded_units=bounded,
+            stepped_units=bounded,
+        )
+    return out
 
 
 def _share(whole: DemandShare, chips: float) -> DemandShare:

@@ -91,8 +91,8 @@ def test_the_record_reads_the_whole_chain_need_rounded_bounded_stepped_budgeted(
         == decision.why()
         == (
             "need 50 chips within lead time 10m (train: q0.9 peak 50, now 41) -> 7 units of 8 chips + 1 headroom "
-            "+ 4 spot reserve = 12 -> bounds 0..10: 10 -> step limit +5/tick: 7 -> budget 'team' (monthly cap) -1: 6 "
-            "-> target 6"
+            "+ 4 spot reserve = 12 -> bounds 0..10: 10 -> 16 chips of spot reserve over the bound not held: "
+            "no eligible pool has room -> step limit +5/tick: 7 -> budget 'team' (monthly cap) -1: 6 -> target 6"
         )
     )
     assert decision.log_fields()["budget_cuts"] == "team/monthly:1"

@@ -278,6 +278,42 @@ def test_constant_headroom_applies_even_without_demand() -> None:
     assert plan.resizes[0].to_units == 2
 
 
+def spot_pool(hi: int) -> PoolSpec:
+    """A spot pool losing half a unit per unit-hour, with a 30-minute lead: a reserve of 1 unit per 4."""
+    return PoolSpec(
+        "spot",
+        PoolKind.GPU_NODE_POOL,
+        CapacityTier.SPOT,
+        AcceleratorFamily.GPU,
+        8,
+        0,
+        hi,
+        3.0,
+        timedelta(minutes=30),
+        ("a",),
+        spot_interruption_per_hour=0.5,
+    )
+
+
+def test_a_spot_reserve_cut_by_max_units_is_held_by_the_next_eligible_pool() -> None:
+    # 32 chips fill the spot pool's 4 units exactly; its reserve of 1 unit does not fit, so on-demand holds it.
+    pools = [spot_pool(4), pool("ondemand", price=30.0)]
+    plan = plan_for(pools, [state("spot"), state("ondemand")], {"a": [32, 32, 32]}, {"a": 32})
+    assert {r.pool_id: r.to_units for r in plan.resizes} == {"spot": 4, "ondemand": 1}
+    spot, ondemand = plan.decisions["spot"], plan.decisions["ondemand"]
+    assert (spot.spot_reserve_units, spot.bounded_units) == (1, 4)
+    assert ondemand.carried_reserve_units == 1 and ondemand.need_chips == 0
+    assert "8 chips of spot reserve over the bound held in ondemand" in spot.why()
+    assert "+ 1 for the spot reserve of spot = 1" in ondemand.why()
+    # With room in the spot pool the reserve stays there; with no other pool it is recorded as not held.
+    roomy = plan_for([spot_pool(8), pool("ondemand", price=30.0)], [state("spot"), state("ondemand")],
+                     {"a": [32, 32, 32]}, {"a": 32})  # fmt: skip
+    assert {r.pool_id: r.to_units for r in roomy.resizes} == {"spot": 5}
+    alone = plan_for([spot_pool(4)], [state("spot")], {"a": [32, 32, 32]}, {"a": 32})
+    assert alone.targets == {"spot": 4}
+    assert "8 chips of spot reserve over the bound not held: no eligible pool has room" in alone.decisions["spot"].why()
+
+
 def test_demand_only_one_pool_can_serve_is_not_crowded_out_by_a_group_named_before_it() -> None:
     # Spot (4 units) may serve a, b and z; on-demand only a and b. The group a+b is served before z (by name) and
     # could fill the spot pool alone, but on-demand takes what z needs the spot pool for.
