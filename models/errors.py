@@ -89,6 +89,10 @@ class LedgerUnavailable(LeadtimeError):
     """The spend ledger cannot be opened, read or written (unwritable path, corrupt or foreign file)."""
 
 
+class NoLedgerSchema(LedgerUnavailable):
+    """A read-only ledger found no leadtime schema in the database: no daemon has written it yet."""
+
+
 class BillingExportError(LeadtimeError):
     """A billing export cannot be imported; ``problems`` name each bad row's line and what is wrong with it."""
 

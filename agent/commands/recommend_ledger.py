@@ -99,7 +99,7 @@ def open_read_only(settings: LedgerSettings) -> Iterator[tuple[ReadOnlyLedger, M
     recorded: Ledger
     if settings.backend == "postgresql":
         from agent.ledger.factory import open_ledger  # the PostgreSQL driver: only when that ledger is read
-        from agent.ledger.postgres import NoLedgerSchema
+        from models import NoLedgerSchema
 
         try:
             recorded = open_ledger(settings, read_only=True)

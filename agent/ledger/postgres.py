@@ -46,7 +46,7 @@ from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
-from models import LedgerEntry, LedgerUnavailable
+from models import LedgerEntry, LedgerUnavailable, NoLedgerSchema
 
 # Advisory lock keys (64-bit): "LDTGMIGR" serialises migrations, "LDTGWRIT" serialises writers.
 _MIGRATION_LOCK = 0x4C44_5447_4D49_4752
@@ -154,10 +154,6 @@ def _session_limits(statement_timeout: timedelta, read_only: bool = False) -> di
     if read_only:
         settings["default_transaction_read_only"] = "on"
     return _KEEPALIVE | {"options": " ".join(f"-c {name}={value}" for name, value in settings.items())}
-
-
-class NoLedgerSchema(LedgerUnavailable):
-    """A read-only ledger found no leadtime schema in the database: no daemon has written it yet."""
 
 
 class PostgresLedger:

@@ -16,10 +16,10 @@ import yaml
 from agent.cli import main
 from agent.commands.recommend_ledger import open_read_only
 from agent.ledger.billed import BilledCost
-from agent.ledger.postgres import MIGRATIONS, SCHEMA_VERSION, NoLedgerSchema, PostgresLedger
+from agent.ledger.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresLedger
 from agent.ledger.rows import to_us
 from config.ledger import LedgerSettings
-from models import LedgerEntry, LedgerUnavailable
+from models import LedgerEntry, LedgerUnavailable, NoLedgerSchema
 from tests.postgres.fixtures import POSTGRES, Database
 
 pytestmark = POSTGRES
