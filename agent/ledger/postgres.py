@@ -475,19 +475,24 @@ class PostgresLedger:
                 "table): the daemon creates it when it first starts (or `leadtime ledger import-sqlite` does); a "
                 "command that only reads the ledger does not"
             )
-        row = db.execute("SELECT COALESCE(max(version), 0) FROM leadtime_schema_migrations").fetchone()
-        current = int(row[0]) if row is not None else 0
-        if current > SCHEMA_VERSION:
-            raise LedgerUnavailable(
-                f"the PostgreSQL ledger at {self.where} has schema {current}, newer than this release knows "
-                f"({SCHEMA_VERSION}): run a newer leadtime"
-            )
+        current = self._schema_version(db)
         if current < READABLE_FROM:
             raise LedgerUnavailable(
                 f"the PostgreSQL ledger at {self.where} has schema {current}, older than this release reads "
                 f"({READABLE_FROM} to {SCHEMA_VERSION}), and a command that only reads the ledger does not upgrade "
                 "it: upgrade the daemon that writes it first (it migrates the schema when it starts), or run the "
                 "leadtime release that daemon runs"
+            )
+        return current
+
+    def _schema_version(self, db: Connection) -> int:
+        """The schema version the database holds; a newer one than this release knows is refused."""
+        row = db.execute("SELECT COALESCE(max(version), 0) FROM leadtime_schema_migrations").fetchone()
+        current = int(row[0]) if row is not None else 0
+        if current > SCHEMA_VERSION:
+            raise LedgerUnavailable(
+                f"the PostgreSQL ledger at {self.where} has schema {current}, newer than this release knows "
+                f"({SCHEMA_VERSION}): run a newer leadtime"
             )
         return current
 
@@ -498,13 +503,7 @@ class PostgresLedger:
                 "CREATE TABLE IF NOT EXISTS leadtime_schema_migrations"
                 " (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
             )
-            row = db.execute("SELECT COALESCE(max(version), 0) FROM leadtime_schema_migrations").fetchone()
-            current = int(row[0]) if row is not None else 0
-            if current > SCHEMA_VERSION:
-                raise LedgerUnavailable(
-                    f"the PostgreSQL ledger at {self.where} has schema {current}, newer than this release knows "
-                    f"({SCHEMA_VERSION}): run a newer leadtime"
-                )
+            current = self._schema_version(db)
             for version, statements in MIGRATIONS:
                 if version > current:
                     for statement in statements:
