@@ -16,8 +16,9 @@ recorder, which knows the slice groups, attaches the event to a slice's record i
 * Node decisions, for pools that shrink by drains: ``Cordoned`` and ``DrainStarted`` when a drain begins,
   ``DrainWaiting`` while evicted pods shut down within their grace periods, ``DrainBlocked`` while a
   PodDisruptionBudget refuses an eviction (the drainer reports such a drain as
-  started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned) and ``DrainRejected``
-  (a pod must not be disrupted).
+  started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned), ``DrainRejected``
+  (a pod must not be disrupted) and ``DrainCancelled`` (demand came back: a scale-up ended the drain of an idle
+  node, uncordoned, instead of buying a new one).
 * Dry-run (``recommend``): an action that was recorded, not carried out, gets the reason ``RecommendScaleUp``,
   ``RecommendScaleDown`` or ``RecommendDrain``, and every message starts with ``dry-run:``, holds included.
 """
@@ -62,7 +63,9 @@ def decision_events(
     by_key = {r.key: r for r in results}
     for resize in resizes:
         decision = plan.decisions.get(resize.pool_id) if plan is not None else None
-        events.extend(_resize_events(resize, by_key.get(resize.key), results, decision))
+        result = by_key.get(resize.key)
+        events.extend(_resize_events(resize, result, results, decision))
+        events.extend(_taken_back_events(resize, result))
     for result in results:
         if DRAIN_KEY_MARK in result.key:
             events.extend(_drain_events(result, planned))
@@ -126,6 +129,17 @@ def _resize_events(
     else:
         why = result.error or result.detail or "failed"
         yield _pool(resize.pool_id, f"{verb}Failed", f"could not {words} {change}: {why}", True, numbers)
+
+
+def _taken_back_events(resize: Resize, result: ActionResult | None) -> Iterable[DecisionEvent]:
+    """The draining nodes a scale-up took back: their drains ended and they serve again."""
+    if result is None:
+        return
+    change = f"{resize.from_units} to {resize.to_units} units"
+    numbers = {"from_units": str(resize.from_units), "to_units": str(resize.to_units)}
+    for node in result.taken_back:
+        text = f"drain ended, uncordoned to serve again: pool {resize.pool_id} scales up from {change}"
+        yield _node(node, resize.pool_id, "DrainCancelled", text, numbers=numbers)
 
 
 def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[DecisionEvent]:

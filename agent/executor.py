@@ -216,6 +216,25 @@ def _resize(
     results: list[ActionResult],
     alerts: list[AlertEvent],
 ) -> PlannerMemory:
+    """``_send`` the resize, and name on its result the draining nodes it took back: their drains ended whatever
+    the cloud answered (they were uncordoned before the resize was sent)."""
+    before = len(results)
+    memory = _send(resize, sent, actuator, pools, memory, now, results, alerts)
+    if sent.taken:
+        results[before:] = [replace(r, taken_back=tuple(sent.taken)) for r in results[before:]]
+    return memory
+
+
+def _send(
+    resize: Resize,
+    sent: _Sent,
+    actuator: Actuator,
+    pools: dict[str, PoolSpec],
+    memory: PlannerMemory,
+    now: datetime,
+    results: list[ActionResult],
+    alerts: list[AlertEvent],
+) -> PlannerMemory:
     """Carry out the planned change against the cloud's own target (``sent.cloud``): the plan was made on
     ``sent.planned``, the pool with its nodes still draining taken out, while the cloud's target still counts them
     until each drain removes its node. Sending the planned figure as it is would make the actuator shrink the pool by

@@ -93,3 +93,4 @@ class ActionResult:
     at: datetime
     detail: str = ""
     error: str | None = None
+    taken_back: tuple[str, ...] = ()  # a scale-up's draining nodes whose drains it ended: they serve again

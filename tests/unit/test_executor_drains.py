@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from actuators import SimulatedCluster
+from agent.decision_events import decision_events
 from agent.drains import NodeDrains
 from agent.executor import Execution, execute
 from agent.planning import PlannerMemory
@@ -199,6 +200,12 @@ def test_a_scale_up_takes_back_the_idle_nodes_being_drained_and_buys_only_the_re
     assert "wait for those drains" not in result.detail
     assert result.status is (ActionStatus.STARTED if bought else ActionStatus.DONE)
     assert grow.memory.last_change["gpu"] == (clock.now(), +1)
+    assert result.taken_back == tuple(back)
+    resize = Resize("gpu", planned, planned + up, "test", result.key)
+    events = decision_events(CapacityPlan(clock.now(), (resize,)), grow.results, recommend=False)
+    cancelled = [(e.subject, e.message) for e in events if e.reason == "DrainCancelled"]
+    change = f"from {planned} to {planned + up} units"
+    assert cancelled == [(n, f"drain ended, uncordoned to serve again: pool gpu scales up {change}") for n in back]
     assert _target(cluster) == units + bought <= POOL.max_units
     assert sorted(drainer.draining_nodes("gpu")) == sorted(set(idle[:3]) - set(back))
     assert sorted(p.node for p in drains.pending) == sorted(set(idle[:3]) - set(back))
@@ -222,6 +229,7 @@ def test_the_drains_of_a_forced_release_are_not_taken_back() -> None:
     grow, planned = _tick(cluster, clock, drains, stopped.memory, delta=1)
     assert planned == 4
     assert "took back" not in grow.results[-1].detail
+    assert grow.results[-1].taken_back == ()
     assert (_target(cluster), len(drains.pending)) == (7, 2)
 
 
