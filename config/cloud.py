@@ -151,6 +151,23 @@ def _problems(
     for name, count in Counter(names).items():
         if count > 1:
             yield ConfigProblem("cloud", f"name {name!r} is used by {count} mappings; names must be unique")
+    yield from _slice_name_problems(cloud)
+
+
+def _slice_name_problems(cloud: CloudSettings) -> Iterator[ConfigProblem]:
+    """A slice group owns every GKE node pool named ``<group>-<n>`` (``actuators.unit_groups.members``): it counts
+    each as a slice, deletes one in error and drains an idle one. A node pool of ``node_pools`` named so would be
+    resized by its own actuator and deleted or drained by the slice group's."""
+    for i, mapping in enumerate(cloud.node_pools):
+        for j, group in enumerate(cloud.tpu_slice_groups):
+            if re.fullmatch(rf"{re.escape(group.group)}-\d+", mapping.node_pool):
+                yield ConfigProblem(
+                    f"cloud.node_pools[{i}].node_pool",
+                    f"GKE node pool {mapping.node_pool!r} is named like a slice of TPU slice group {group.group!r} "
+                    f"(cloud.tpu_slice_groups[{j}].group), which claims every node pool named '{group.group}-<n>': "
+                    "its slice actuator would count this node pool as a slice, delete it when it is in error and "
+                    "drain it when idle; rename the node pool or the group",
+                )
 
 
 def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) -> Iterator[ConfigProblem]:

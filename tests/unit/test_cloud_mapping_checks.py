@@ -1,0 +1,85 @@
+"""Cloud mappings that would buy or touch the wrong thing are refused when the configuration is loaded, each problem
+naming its key: a node pool that a slice group would take for one of its slices."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from actuators.unit_groups import UnitPhase, members
+from config import settings_from_mapping
+from models import ConfigError
+
+BASE: dict[str, Any] = {
+    "demand_classes": [{"name": "train", "family": "gpu"}, {"name": "tpu", "family": "tpu"}],
+    "pools": [
+        {"id": "a100", "kind": "gpu-node-pool", "chips_per_unit": 8, "max_units": 4,
+         "price_per_unit_hour_usd": 30, "lead_time": "10m", "serves": ["train"]},
+        {"id": "v5e", "kind": "tpu-slice-group", "family": "tpu", "chips_per_unit": 16, "max_units": 4,
+         "price_per_chip_hour_usd": 1.2, "lead_time": "30m", "serves": ["tpu"]},
+    ],
+    "cloud": {
+        "project": "p",
+        "location": "us-central1",
+        "cluster": "ml",
+        "node_pools": [{"pool": "a100", "node_pool": "a100-pool"}],
+        "tpu_slice_groups": [
+            {"pool": "v5e", "group": "v5e", "machine_type": "ct5lp-hightpu-4t", "tpu_topology": "4x4",
+             "zone": "us-central1-a"},
+        ],
+    },
+}  # fmt: skip
+
+
+def _with(change: dict[str, Any], section: str = "node_pools", index: int = 0) -> dict[str, Any]:
+    config = copy.deepcopy(BASE)
+    config["cloud"][section][index].update(change)
+    return config
+
+
+def _problems(config: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as error:
+        settings_from_mapping(config)
+    return [str(p) for p in error.value.problems]
+
+
+def test_the_base_configuration_loads() -> None:
+    settings = settings_from_mapping(BASE)
+    assert settings.cloud is not None and settings.cloud.node_pools[0].node_pool == "a100-pool"
+
+
+@pytest.mark.parametrize("node_pool", ["v5e-0", "v5e-1", "v5e-17", "v5e-007", "v5e-a", "v5e0", "v5e-1-gpu", "xv5e-0"])
+def test_a_node_pool_is_refused_exactly_when_the_slice_group_would_claim_it(node_pool: str) -> None:
+    """The slice actuator lists every GKE node pool and takes as its slices those ``members`` picks out; the check
+    refuses the same names, no more (a GPU node pool named ``v5e-a`` or ``v5e-1-gpu`` is no slice of ``v5e``)."""
+    claimed = bool(members("v5e", [(node_pool, UnitPhase.READY, "")]))
+    config = _with({"node_pool": node_pool})
+    if not claimed:
+        settings = settings_from_mapping(config)
+        assert settings.cloud is not None and settings.cloud.node_pools[0].node_pool == node_pool
+        return
+    (problem,) = _problems(config)
+    assert problem.startswith(
+        f"cloud.node_pools[0].node_pool: GKE node pool {node_pool!r} is named like a slice of TPU slice group 'v5e' "
+        "(cloud.tpu_slice_groups[0].group)"
+    )
+
+
+def test_every_slice_group_is_checked_and_each_clash_is_reported() -> None:
+    config = copy.deepcopy(BASE)
+    config["pools"].append({**config["pools"][1], "id": "v6e"})
+    config["cloud"]["tpu_slice_groups"].append(
+        {**config["cloud"]["tpu_slice_groups"][0], "pool": "v6e", "group": "trillium"}
+    )
+    config["pools"].append({**config["pools"][0], "id": "h100"})
+    config["cloud"]["node_pools"] = [
+        {"pool": "a100", "node_pool": "a100-pool"},
+        {"pool": "h100", "node_pool": "trillium-3"},
+    ]
+    (problem,) = _problems(config)
+    assert problem.startswith(
+        "cloud.node_pools[1].node_pool: GKE node pool 'trillium-3' is named like a slice of TPU slice group "
+        "'trillium' (cloud.tpu_slice_groups[1].group)"
+    )
