@@ -7,10 +7,16 @@ variable named here, or from a mounted file (a Kubernetes Secret volume) whose p
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
+from config.durations import at_least_one_second
 from config.fields import Duration, Section
+
+# A Slack request with a timeout of 0 fails at once (the socket times out before it connects), and a back-off of
+# 0 retries a failing Slack at every alert: both are refused below a second.
+_AtLeastOneSecond = Annotated[Duration, AfterValidator(at_least_one_second)]
 
 
 class AlertSettings(Section):
@@ -19,8 +25,8 @@ class AlertSettings(Section):
     dedup_window: Duration = timedelta(hours=1)
     rate_limit_per_minute: int = Field(default=10, ge=1)
     max_retry_after: Duration = timedelta(seconds=10)
-    request_timeout: Duration = timedelta(seconds=5)
-    outage_backoff: Duration = timedelta(minutes=1)
+    request_timeout: _AtLeastOneSecond = timedelta(seconds=5)
+    outage_backoff: _AtLeastOneSecond = timedelta(minutes=1)
     max_pending: int = Field(default=100, ge=1)
     shutdown_flush_timeout: Duration = timedelta(seconds=10)
     stalled_after_lead_times: float = Field(default=2.0, gt=0.0)

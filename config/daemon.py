@@ -10,9 +10,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Literal, Self
 
-from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
-from config.durations import format_duration, parse_duration
+from config.durations import at_least_one_second, format_duration, parse_duration
 from config.fields import NumbersOnly
 
 # The same duration type as in ``config.schema``; defined here so this module does not import the schema that
@@ -69,8 +69,9 @@ class KubernetesApiSettings(Section):
 
     # Unset: in-cluster configuration when running in a pod, else the local kubeconfig.
     api_url: str | None = None
-    # Every call is bounded, so a hung connection can never hold up leadership decisions.
-    request_timeout: Duration = timedelta(seconds=5)
+    # Every call is bounded, so a hung connection can never hold up leadership decisions. At least a second: the
+    # Kubernetes client applies no timeout at all when given 0.
+    request_timeout: Annotated[Duration, AfterValidator(at_least_one_second)] = timedelta(seconds=5)
 
 
 class StateSettings(Section):

@@ -56,5 +56,7 @@ def parse_duration(value: object) -> timedelta:
 def at_least_one_second(delta: timedelta) -> timedelta:
     """For steps and intervals that divide time: zero or a fraction of a second is refused."""
     if delta < timedelta(seconds=1):
-        raise ValueError(f"must be at least 1s, got {format_duration(delta) if delta else '0s'}")
+        raise ValueError(
+            f"must be at least 1s, got {delta.total_seconds() * 1000:g}ms" if delta else "must be at least 1s, got 0s"
+        )
     return delta

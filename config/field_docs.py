@@ -107,9 +107,11 @@ FIELDS: dict[str, str] = {
     "ForecastSettings.quantiles": "Forecast quantiles published in reports and metrics, each in (0, 1); the "
     "service levels the planner provisions for are forecast besides, whether listed here or not.",
     "ForecastSettings.history": "How much history the models are fitted on (duration).",
-    "ForecastSettings.refit_interval": "How often forecasts are recalibrated on the newest errors (duration; cheap).",
-    "ForecastSettings.retrain_interval": "How often the models are retrained (duration; costly).",
-    "ForecastSettings.reselect_interval": "How often `auto` re-chooses the model per class (duration).",
+    "ForecastSettings.refit_interval": "How often forecasts are recalibrated on the newest errors (duration, at "
+    "least one tick; cheap).",
+    "ForecastSettings.retrain_interval": "How often the models are retrained (duration, at least one tick; costly).",
+    "ForecastSettings.reselect_interval": "How often `auto` re-chooses the model per class (duration, at least one "
+    "tick).",
     "ForecastSettings.step": "Spacing of the demand series and forecasts (duration).",
     "ForecastSettings.max_staleness": "A class whose newest reading is older than this is held as missing data "
     "(duration).",
@@ -192,7 +194,7 @@ FIELDS: dict[str, str] = {
     "LeaderElectionSettings.retry_period": "Time between attempts to acquire or renew the Lease (duration).",
     "LeaderElectionSettings.identity_env": "Environment variable holding this replica's identity (the pod name).",
     "KubernetesApiSettings.api_url": "API server URL (unset: in-cluster configuration, else the local kubeconfig).",
-    "KubernetesApiSettings.request_timeout": "Timeout of every Kubernetes API call (duration).",
+    "KubernetesApiSettings.request_timeout": "Timeout of every Kubernetes API call (duration, at least 1s).",
     "StateSettings.config_map_name": "ConfigMap holding the planner's memory.",
     "StateSettings.config_map_namespace": "Its namespace (unset: the Lease's namespace).",
     # -- cloud
@@ -249,8 +251,8 @@ FIELDS: dict[str, str] = {
     "AlertSettings.dedup_window": "The same alert is not sent again within this (duration).",
     "AlertSettings.rate_limit_per_minute": "Most Slack messages per minute.",
     "AlertSettings.max_retry_after": "Longest Retry-After of a 429 that delivery waits out (duration).",
-    "AlertSettings.request_timeout": "Timeout of one Slack request (duration).",
-    "AlertSettings.outage_backoff": "After Slack failed, wait this long before trying again (duration).",
+    "AlertSettings.request_timeout": "Timeout of one Slack request (duration, at least 1s).",
+    "AlertSettings.outage_backoff": "After Slack failed, wait this long before trying again (duration, at least 1s).",
     "AlertSettings.max_pending": "Most alerts waiting for delivery; when full the oldest is dropped.",
     "AlertSettings.shutdown_flush_timeout": "On shutdown, how long pending alerts may still be delivered (duration).",
     "AlertSettings.stalled_after_lead_times": "Alert when a scale-up has not arrived after this many of its pool's "

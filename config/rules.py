@@ -177,6 +177,20 @@ def _forecast_rules(settings: Settings) -> Iterator[ConfigProblem]:
     yield from _repeated("forecast.quantiles", settings.forecast.quantiles, "quantile")
 
 
+def _forecast_interval_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    """Refits, retrains and reselections run at most once a tick: a shorter interval would have the scheduler
+    run refits back to back, or say that models are retrained more often than they can be."""
+    tick = settings.loop.tick_interval
+    for key in ("refit_interval", "retrain_interval", "reselect_interval"):
+        interval = getattr(settings.forecast, key)
+        if interval < tick:
+            yield ConfigProblem(
+                f"forecast.{key}",
+                f"must be at least one tick (loop.tick_interval, {format_duration(tick)}), got "
+                f"{format_duration(interval)}",
+            )
+
+
 def _repeated(key: str, values: Iterable[object], what: str) -> Iterator[ConfigProblem]:
     for value, count in Counter(values).items():
         if count > 1:
@@ -195,4 +209,5 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_prometheus_rules, frozenset({"prometheus", "demand_classes", "pools"})),
     (_energy_rules, frozenset({"energy", "pools"})),
     (_forecast_rules, frozenset({"forecast"})),
+    (_forecast_interval_rules, frozenset({"forecast", "loop"})),
 )

@@ -147,14 +147,15 @@ def _renamed_model(value: object) -> object:
 class ForecastSettings(_Section):
     """``refit_interval``: how often the loop refits: forecasts are recalibrated on the newest residuals (cheap).
     ``reselect_interval``: how often ``auto`` re-chooses the model per demand class by backtest (cheap, reads stored
-    residuals). ``retrain_interval``: how often the models themselves are retrained (costly)."""
+    residuals). ``retrain_interval``: how often the models themselves are retrained (costly). Each is at least a
+    second here and at least one tick (``config.rules``): the scheduler would otherwise run refits back to back."""
 
     model: Annotated[ModelName, BeforeValidator(_renamed_model)] = "auto"
     quantiles: tuple[Probability, ...] = (0.5, 0.9, 0.95)
     history: Duration = timedelta(days=7)
-    refit_interval: Duration = timedelta(hours=1)
-    retrain_interval: Duration = timedelta(days=1)
-    reselect_interval: Duration = timedelta(days=1)
+    refit_interval: Step = timedelta(hours=1)
+    retrain_interval: Step = timedelta(days=1)
+    reselect_interval: Step = timedelta(days=1)
     step: Step = timedelta(minutes=5)
     max_staleness: Duration = timedelta(minutes=15)
 
