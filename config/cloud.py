@@ -17,7 +17,7 @@ from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer
 
 from config.durations import format_duration, parse_duration
 from config.fields import NumbersOnly
-from models import ConfigProblem, PoolKind
+from models import CapacityTier, ConfigProblem, PoolKind
 
 if TYPE_CHECKING:
     from config.schema import PoolSettings
@@ -111,6 +111,7 @@ def _problems(
     cloud: CloudSettings, pools: Sequence[PoolSettings], elsewhere: frozenset[str]
 ) -> Iterator[ConfigProblem]:
     by_id = {p.id: p for p in pools}
+    index = {p.id: i for i, p in enumerate(pools)}
     mapped: Counter[str] = Counter()
     for section, kinds in _KINDS.items():
         mappings: tuple[NodePoolMapping | TpuSliceGroupMapping | QueuedResourceMapping, ...] = getattr(cloud, section)
@@ -125,6 +126,8 @@ def _problems(
                 yield ConfigProblem(
                     f"{at}.pool", f"pool {pool.id!r} is of kind {pool.kind}; cloud.{section} maps {kinds[0]} pools"
                 )
+            if isinstance(mapping, TpuSliceGroupMapping | QueuedResourceMapping):
+                yield from _spot_problems(at, mapping, pool, f"pools[{index[pool.id]}]")
             if isinstance(mapping, TpuSliceGroupMapping):
                 yield from _slice_problems(at, mapping, pool)
                 if mapping.zone is None and not _ZONE.fullmatch(cloud.location):
@@ -168,6 +171,32 @@ def _slice_name_problems(cloud: CloudSettings) -> Iterator[ConfigProblem]:
                     "its slice actuator would count this node pool as a slice, delete it when it is in error and "
                     "drain it when idle; rename the node pool or the group",
                 )
+
+
+def _spot_problems(
+    at: str, mapping: TpuSliceGroupMapping | QueuedResourceMapping, pool: PoolSettings, pool_at: str
+) -> Iterator[ConfigProblem]:
+    """What the mapping buys (``spot``) must be what the pool is priced, budgeted and planned as (its tier): a spot
+    pool bought on-demand costs several times what its budget counts, an on-demand pool bought as Spot is preempted
+    with no interruption reserve planned for it."""
+    tier = pool.capacity_tier
+    if mapping.spot == (tier is CapacityTier.SPOT):
+        return
+    given = f"{pool_at}.tier" if pool.tier is not None else f"{pool_at}.tier unset, so {tier}"
+    if mapping.spot:
+        yield ConfigProblem(
+            f"{at}.spot",
+            f"true buys Spot capacity but pool {pool.id!r} is tier {tier} ({given}): it would be priced and "
+            f"budgeted as {tier} capacity and planned without an interruption reserve; set {pool_at}.tier to spot "
+            f"with its Spot price, or {at}.spot to false",
+        )
+    else:
+        yield ConfigProblem(
+            f"{at}.spot",
+            f"false buys standard (not Spot) capacity but pool {pool.id!r} is tier spot ({given}): it would be "
+            f"priced and budgeted at its Spot price while paying the standard one; set {at}.spot to true, or "
+            f"{pool_at}.tier and its price to what is bought",
+        )
 
 
 def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) -> Iterator[ConfigProblem]:

@@ -1,9 +1,11 @@
 """Cloud mappings that would buy or touch the wrong thing are refused when the configuration is loaded, each problem
-naming its key: a node pool that a slice group would take for one of its slices."""
+naming its key: a node pool that a slice group would take for one of its slices, and Spot capacity bought for a
+pool priced as another tier (or the reverse)."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -83,3 +85,56 @@ def test_every_slice_group_is_checked_and_each_clash_is_reported() -> None:
         "cloud.node_pools[1].node_pool: GKE node pool 'trillium-3' is named like a slice of TPU slice group "
         "'trillium' (cloud.tpu_slice_groups[1].group)"
     )
+
+
+def _queued(tier: str | None, spot: bool) -> dict[str, Any]:
+    """The TPU pool as queued resources of ``tier``, asked for as Spot or not."""
+    config = copy.deepcopy(BASE)
+    config["pools"][1].update(kind="tpu-queued-resource", tier=tier)
+    del config["cloud"]["tpu_slice_groups"]
+    config["cloud"]["queued_resources"] = [
+        {"pool": "v5e", "group": "qr", "zone": "us-central1-a", "accelerator_type": "v5litepod-16",
+         "runtime_version": "v2-alpha-tpuv5-lite", "chips": 16, "spot": spot},
+    ]  # fmt: skip
+    return config
+
+
+def _slices(tier: str | None, spot: bool) -> dict[str, Any]:
+    config = _with({"spot": spot}, "tpu_slice_groups")
+    config["pools"][1]["tier"] = tier
+    return config
+
+
+_BUILDS = [("tpu_slice_groups", _slices), ("queued_resources", _queued)]
+
+
+@pytest.mark.parametrize(("section", "build"), _BUILDS, ids=[section for section, _ in _BUILDS])
+@pytest.mark.parametrize(
+    ("tier", "spot", "given"),
+    [
+        ("spot", False, "pools[1].tier"),
+        ("on-demand", True, "pools[1].tier"),
+        ("reserved", True, "pools[1].tier"),
+        (None, True, "pools[1].tier unset, so on-demand"),
+    ],
+)
+def test_spot_capacity_for_a_pool_of_another_tier_is_refused_naming_both_keys(
+    section: str, build: Callable[[str | None, bool], dict[str, Any]], tier: str | None, spot: bool, given: str
+) -> None:
+    (problem,) = _problems(build(tier, spot))
+    bought = "true buys Spot capacity" if spot else "false buys standard (not Spot) capacity"
+    assert problem.startswith(
+        f"cloud.{section}[0].spot: {bought} but pool 'v5e' is tier {tier or 'on-demand'} ({given})"
+    )
+
+
+@pytest.mark.parametrize(("section", "build"), _BUILDS, ids=[section for section, _ in _BUILDS])
+@pytest.mark.parametrize(("tier", "spot"), [("spot", True), ("on-demand", False), ("reserved", False), (None, False)])
+def test_a_mapping_that_buys_the_pool_s_own_tier_loads(
+    section: str, build: Callable[[str | None, bool], dict[str, Any]], tier: str | None, spot: bool
+) -> None:
+    settings = settings_from_mapping(build(tier, spot))
+    assert settings.cloud is not None
+    (mapping,) = getattr(settings.cloud, section)
+    assert mapping.spot is spot
+    assert (settings.pools[1].capacity_tier.value == "spot") is spot
