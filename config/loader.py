@@ -20,12 +20,56 @@ MAX_CONFIG_BYTES = 1024 * 1024
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML silently keeps the last one)."""
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping (PyYAML silently keeps the last one).
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    Merge keys (``<<: *defaults``, or ``<<: [*a, *b]``) are read as YAML specifies: a mapping takes every key of
+    the merged mappings that it does not give itself, an earlier mapping of a list winning over a later one. Only a
+    key written twice in the same mapping (``<<`` among them) is refused.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._flattened: set[int] = set()
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """Replace the merge keys of ``node`` by the keys they bring, once per mapping (a mapping merged into
+        another is flattened there, maybe before it is constructed itself). Each key is kept once, at its last
+        occurrence in merged-then-own order, so that what a mapping writes wins and the mapping stays as small as
+        its distinct keys however deep merges nest. (PyYAML's own flattening keeps the first of two keys, so a key
+        overridden inside a merged mapping came back with its merged value.)"""
+        if id(node) in self._flattened:
+            return
+        self._flattened.add(id(node))
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:value":  # a key ``=``: text, as PyYAML reads it
+                key_node.tag = "tag:yaml.org,2002:str"
+        self._refuse_repeated_keys(node)
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        own: list[tuple[yaml.Node, yaml.Node]] = []
+        for key_node, value_node in node.value:
+            if key_node.tag != _MERGE:
+                own.append((key_node, value_node))
+                continue
+            sources = value_node.value if isinstance(value_node, yaml.SequenceNode) else [value_node]
+            for source in reversed(sources):  # pairs given later win: the first mapping of a list goes last
+                if not isinstance(source, yaml.MappingNode):
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping",
+                        node.start_mark,
+                        f"expected a mapping or a list of mappings to merge, but found {source.id}",
+                        source.start_mark,
+                    )
+                self.flatten_mapping(source)
+                merged.extend(source.value)
+        kept: dict[object, tuple[yaml.Node, yaml.Node]] = {}
+        for pair in merged + own:
+            kept[_identity(pair[0])] = pair
+        node.value = list(kept.values())
+
+    def _refuse_repeated_keys(self, node: yaml.MappingNode) -> None:
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
+            key = "<<" if key_node.tag == _MERGE else self.construct_object(key_node)
             line = key_node.start_mark.line + 1
             if isinstance(key, str | int | float | bool) and key in seen:
                 raise yaml.constructor.ConstructorError(
@@ -33,7 +77,14 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 )
             if isinstance(key, str | int | float | bool):
                 seen[key] = line
-        return super().construct_mapping(node, deep=deep)
+
+
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+def _identity(key_node: yaml.Node) -> object:
+    """What makes two keys the same key when mappings are merged: a scalar's tag and text, else the node."""
+    return (key_node.tag, key_node.value) if isinstance(key_node, yaml.ScalarNode) else id(key_node)
 
 
 def load_settings(path: str | Path) -> Settings:
