@@ -22,7 +22,9 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   key; a drain that waits on a disruption budget is continued on later ticks with the same key until the drainer
   reports it done (the node is empty and was deleted through the pool's actuator), failed (timeout: uncordoned, not
   removed) or rejected (a pod must not be disrupted). A node whose drain failed or was rejected is not chosen again
-  for one stabilization window.
+  for one stabilization window. A drain step that fails with an error a retry may fix, or a drain given up at the
+  timeout (failing since it started), is reported in ``DrainOutcome.failing`` and a drain that removed its node in
+  ``finished``: the executor alerts on a pool whose drains keep failing for its lead time.
 * **Forced releases** (``Resize.forced``, a budget's hard stop: the money left no longer pays for the units held)
   are never refused for busy nodes. They drain the named nodes that are still in the pool, then nodes idle for the
   window, then the pool's other nodes in the drainer's order, cheapest to lose first
@@ -68,18 +70,29 @@ class PendingDrain:
     key: str
     # A release of idle nodes this agent started (not forced, not taken over): it may be taken back for a scale-up.
     idle: bool = field(default=False, compare=False)
+    # When this agent started the drain (None: taken over, its start unknown).
+    started: datetime | None = field(default=None, compare=False)
 
 
 @dataclass
 class DrainOutcome:
-    """Results of drain calls; ``permanent`` names pools whose drainer failed for good (stop touching them)."""
+    """Results of drain calls; ``permanent`` names pools whose drainer failed for good (stop touching them),
+    ``failing`` pools where a drain failed in a way a later one may not (an error a retry may fix, or a drain given
+    up at the drain timeout), with since when and the error, and ``finished`` pools where a drain removed its
+    node."""
 
     results: list[ActionResult] = field(default_factory=list)
     permanent: dict[str, str] = field(default_factory=dict)
+    failing: dict[str, tuple[datetime, str]] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
 
     def extend(self, other: DrainOutcome) -> None:
         self.results.extend(other.results)
         self.permanent.update(other.permanent)
+        for pool_id, (since, error) in other.failing.items():
+            if pool_id not in self.failing or since < self.failing[pool_id][0]:
+                self.failing[pool_id] = (since, error)
+        self.finished |= other.finished
 
 
 class NodeDrains:
@@ -216,7 +229,7 @@ class NodeDrains:
             return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
         outcome = DrainOutcome()
         for node in chosen:
-            pending = PendingDrain(pool_id, node, drain_key(resize.key, node), idle=not resize.forced)
+            pending = PendingDrain(pool_id, node, drain_key(resize.key, node), idle=not resize.forced, started=now)
             self._pending[node] = pending
             if node in busy:
                 log.warning("draining busy node %s of pool %s: %s", node, pool_id, resize.reason)
@@ -274,7 +287,13 @@ class NodeDrains:
         if result.status in (ActionStatus.FAILED, ActionStatus.REJECTED):
             self._held_until[pending.node] = now + max(self._window, timedelta(minutes=1))
         log.info("pool %s: drain of %s %s: %s", pending.pool_id, pending.node, result.status, result.detail)
-        return DrainOutcome([result])
+        outcome = DrainOutcome([result])
+        if result.status is ActionStatus.FAILED:  # given up at the drain timeout: it failed since it started
+            error = f"drain of {pending.node}: {result.error or result.detail}"
+            outcome.failing[pending.pool_id] = (pending.started or now, error)
+        elif result.status is ActionStatus.DONE:
+            outcome.finished.add(pending.pool_id)
+        return outcome
 
     def _choosable(self, node: str) -> bool:
         return node not in self._pending and node not in self._held_until
@@ -282,8 +301,9 @@ class NodeDrains:
     @staticmethod
     def _failed(key: str, pool_id: str, now: datetime, exc: ActuatorError) -> DrainOutcome:
         result = ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc))
-        permanent = {pool_id: str(exc)} if isinstance(exc, PermanentActuatorError) else {}
-        return DrainOutcome([result], permanent)
+        if isinstance(exc, PermanentActuatorError):
+            return DrainOutcome([result], {pool_id: str(exc)})
+        return DrainOutcome([result], failing={pool_id: (now, str(exc))})
 
 
 def _first(count: int, preferred: Sequence[str], others: Sequence[str], allowed: Callable[[str], bool]) -> list[str]:

@@ -16,6 +16,14 @@ is never refused for busy nodes. A resize or release of a pool blocked after a p
 planned it (the planner plans none, but a budget's release must not reach such a pool either); its drains already
 in progress go on. A pool whose state could not be read is alerted on and held (planned as unobserved), not
 blocked: reading it changes nothing, and it is planned again once it can be read.
+
+A change refused with an error a retry may fix (a busy or upgrading cluster, a 5xx, throttling), a drain that
+fails so or is given up at the drain timeout, is retried on later ticks; the memory keeps since when the pool's
+changes keep failing (``PlannerMemory.failing_since``; a drain given up at its timeout failed since it started),
+and the next accepted change or finished drain clears it. Once that has lasted the pool's lead time, every failure
+raises an ``actuator-failure`` warning naming the pool, the error and for how long, and a failing scale-up backs the
+pool off as a stockout does: units asked for that long ago would not be ready in time anyway, and while it is backed
+off the next eligible pool takes the demand; when the back-off ends the scale-up is tried again.
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from models import (
     Severity,
     TransientActuatorError,
 )
+from models.durations import format_duration
 
 log = logging.getLogger(__name__)
 MIN_BACKOFF = timedelta(minutes=10)
@@ -66,7 +75,7 @@ def execute(
     results: list[ActionResult] = []
     alerts: list[AlertEvent] = []
     if drains is not None:
-        memory = _absorb(drains.continue_pending(now), memory, now, results, alerts)
+        memory = _absorb(drains.continue_pending(now), pools, memory, now, results, alerts)
     if plan.is_empty:
         return Execution(tuple(results), memory, tuple(alerts))
     cloud = {state.pool_id: state for state in actuator.list_pools()}
@@ -95,7 +104,7 @@ def execute(
             outcome = drains.scale_down(resize, now, decision.nodes if decision is not None else ())
             if any(r.status in _ACCEPTED for r in outcome.results):
                 memory = memory.changed(resize.pool_id, now, -1)
-            memory = _absorb(outcome, memory, now, results, alerts)
+            memory = _absorb(outcome, pools, memory, now, results, alerts)
         else:
             taken: list[str] = []
             if drains is not None and drains.serves(resize.pool_id) and resize.is_scale_up:
@@ -131,10 +140,13 @@ def clear_failed_units(
         key = f"{pool_id}@{now.isoformat()}->clear-failed"
         try:
             results.append(actuator.resize(pool_id, state.target_units, key))
+            if results[-1].status in _ACCEPTED:
+                memory = memory.not_failing(pool_id)
         except CapacityUnavailable:
             pass  # the actuator refused for the same stockout: backing off below is the whole answer
         except TransientActuatorError as exc:
             results.append(ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc)))
+            memory = _failing(pool_id, str(exc), now, now, pools, memory, alerts)
         except PermanentActuatorError as exc:
             results.append(ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc)))
             alerts.append(_blocked_alert(pool_id, now, str(exc)))
@@ -291,7 +303,7 @@ def _send(
         return memory.back_off(resize.pool_id, now + backoff)
     except TransientActuatorError as exc:
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-        return memory
+        return _failing(resize.pool_id, str(exc), now, now, pools, memory, alerts, scale_up=resize.is_scale_up)
     except PermanentActuatorError as exc:
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
         alerts.append(_blocked_alert(resize.pool_id, now, str(exc)))
@@ -300,7 +312,7 @@ def _send(
         result = replace(result, detail=f"{result.detail}; {detail}" if result.detail else detail)
     results.append(result)
     if result.status in _ACCEPTED:
-        return memory.changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
+        return memory.not_failing(resize.pool_id).changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
     return memory
 
 
@@ -315,15 +327,54 @@ def _waiting_for_drains(resize: Resize, cloud: PoolState, spec: PoolSpec | None,
 
 def _absorb(
     outcome: DrainOutcome,
+    pools: Mapping[str, PoolSpec],
     memory: PlannerMemory,
     now: datetime,
     results: list[ActionResult],
     alerts: list[AlertEvent],
 ) -> PlannerMemory:
     results.extend(outcome.results)
+    for pool_id in sorted(outcome.finished):
+        memory = memory.not_failing(pool_id)
+    for pool_id, (since, error) in sorted(outcome.failing.items()):
+        if pool_id not in outcome.permanent:
+            memory = _failing(pool_id, error, since, now, pools, memory, alerts)
     for pool_id, error in outcome.permanent.items():
         alerts.append(_blocked_alert(pool_id, now, error))
         memory = memory.block(pool_id, error)
+    return memory
+
+
+def _failing(
+    pool_id: str,
+    error: str,
+    since: datetime,
+    now: datetime,
+    pools: Mapping[str, PoolSpec],
+    memory: PlannerMemory,
+    alerts: list[AlertEvent],
+    scale_up: bool = False,
+) -> PlannerMemory:
+    """A change of the pool failed with an error a retry may fix (failing since ``since``): remember since when the
+    pool's changes keep failing; from the pool's lead time on, alert, and back a failing scale-up off."""
+    memory = memory.failing(pool_id, since)
+    first = memory.failing_since[pool_id]
+    spec = pools.get(pool_id)
+    lead = spec.lead_time if spec is not None else MIN_BACKOFF
+    if now - first < lead:
+        log.warning("pool %s: change failed (failing since %s), retrying: %s", pool_id, first.isoformat(), error)
+        return memory
+    summary = (
+        f"Changes to {pool_id} have kept failing for {format_duration(now - first)}, longer than its lead time "
+        f"({format_duration(lead)}): {error}"
+    )
+    if scale_up:
+        backoff = max(MIN_BACKOFF, lead)
+        summary += f"; backing off {format_duration(backoff)} and using the next pool"
+        memory = memory.back_off(pool_id, now + backoff)
+    log.error("pool %s: %s", pool_id, summary)
+    details = {"error": error, "failing_since": first.isoformat(), "failing_for": format_duration(now - first)}
+    alerts.append(AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, details))
     return memory
 
 

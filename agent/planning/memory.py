@@ -1,4 +1,5 @@
-"""What the planner remembers between ticks: recent changes (anti-flapping), back-offs and blocked pools.
+"""What the planner remembers between ticks: recent changes (anti-flapping), back-offs, blocked pools, and since
+when each pool's changes keep failing.
 
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 """
@@ -14,6 +15,8 @@ class PlannerMemory:
     last_change: dict[str, tuple[datetime, int]] = field(default_factory=dict)  # pool -> (when, +1 up / -1 down)
     backoff_until: dict[str, datetime] = field(default_factory=dict)  # pool -> no scale-up before this time
     blocked: dict[str, str] = field(default_factory=dict)  # pool -> why it must not be touched
+    # pool -> since when its changes keep failing with errors a retry may fix (until one is accepted)
+    failing_since: dict[str, datetime] = field(default_factory=dict)
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
@@ -22,8 +25,21 @@ class PlannerMemory:
         return replace(self, backoff_until={**self.backoff_until, pool_id: until})
 
     def block(self, pool_id: str, reason: str) -> PlannerMemory:
-        return replace(self, blocked={**self.blocked, pool_id: reason})
+        """Nothing is sent to the pool until a person lifts the block; it is blocked, no longer failing."""
+        return replace(self.not_failing(pool_id), blocked={**self.blocked, pool_id: reason})
 
     def in_backoff(self, pool_id: str, now: datetime) -> bool:
         until = self.backoff_until.get(pool_id)
         return until is not None and now < until
+
+    def failing(self, pool_id: str, since: datetime) -> PlannerMemory:
+        """The pool's changes fail since ``since``, unless they already did since earlier."""
+        if pool_id in self.failing_since and self.failing_since[pool_id] <= since:
+            return self
+        return replace(self, failing_since={**self.failing_since, pool_id: since})
+
+    def not_failing(self, pool_id: str) -> PlannerMemory:
+        """A change of the pool was accepted (or the pool is blocked): it is no longer failing."""
+        if pool_id not in self.failing_since:
+            return self
+        return replace(self, failing_since={p: t for p, t in self.failing_since.items() if p != pool_id})

@@ -5,12 +5,15 @@ Version 1::
     {"version": 1, "saved_at": "...", "saved_by": "leadtime-0",
      "last_change": {"pool": {"at": "...", "direction": 1}},
      "backoff_until": {"pool": "..."},
-     "blocked": {"pool": "why"}}
+     "blocked": {"pool": "why"},
+     "failing_since": {"pool": "..."}}
 
-Times are ISO 8601 in UTC. A document this code cannot read (no or an older unknown version, malformed) raises
-``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save replaces it. A document of a
-newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads
-during a rolling upgrade or a rollback must not write over the back-offs and blocks a newer one saved.
+Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) may be absent: a release
+that does not know it reads the rest and saves without it, and the count starts again at the next failure. A
+document this code cannot read (no or an older unknown version, malformed) raises ``StateDocumentUnreadable``; the
+stores treat it as nothing saved, so the next save replaces it. A document of a newer version raises
+``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads during a rolling upgrade
+or a rollback must not write over the back-offs and blocks a newer one saved.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
         },
         "backoff_until": {pool: _time(until) for pool, until in sorted(memory.backoff_until.items())},
         "blocked": dict(sorted(memory.blocked.items())),
+        "failing_since": {pool: _time(since) for pool, since in sorted(memory.failing_since.items())},
     }
     return json.dumps(document, indent=1, sort_keys=False)
 
@@ -63,6 +67,7 @@ def decode(text: str) -> PlannerMemory:
             },
             backoff_until={str(pool): _parse(until) for pool, until in document.get("backoff_until", {}).items()},
             blocked={str(pool): str(why) for pool, why in document.get("blocked", {}).items()},
+            failing_since={str(pool): _parse(since) for pool, since in document.get("failing_since", {}).items()},
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None

@@ -115,6 +115,7 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
         last_change=_three_way(base.last_change, ours.last_change, theirs.last_change, max),
         backoff_until=_three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max),
         blocked=_three_way(base.blocked, ours.blocked, theirs.blocked, lambda o, _: o),
+        failing_since=_three_way(base.failing_since, ours.failing_since, theirs.failing_since, min),
     )
 
 
