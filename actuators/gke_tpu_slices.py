@@ -2,11 +2,16 @@
 
 A slice cannot be resized: it is created whole (machine type, ``placementPolicy.tpuTopology``, node count =
 chips / chips per host) and deleted whole. Slice ``n`` of group ``g`` is node pool ``g-n``, so the cloud's node
-pool list is the state: RUNNING/RECONCILING slices are ready, and so are RUNNING_WITH_ERROR ones (partially usable,
-maybe running work: never deleted as failed), PROVISIONING ones are in flight, ERROR ones are failed (deleted on
-the next resize; a stockout among them refuses a scale-up with CapacityUnavailable), STOPPING ones are leaving.
-A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no second slice. Operations
-are started, looked at once, and not waited for.
+pool list is the state: RUNNING/RECONCILING slices are ready, PROVISIONING ones are in flight, ERROR ones are failed
+(deleted on the next resize), STOPPING ones are leaving. A RUNNING_WITH_ERROR slice is "partially usable": GKE
+reports so a node pool whose instance groups could not create every instance ("Not all instances running in IGM
+... [ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS] ...", terraform-provider-google#3304), and keeps reporting it after
+the group's retries created them. Its hosts are counted from its instance groups (``migs``): with every host
+running it is ready (maybe running work: never deleted as failed); with hosts missing it cannot run a multi-host
+job and is in flight (asked for, paid, not ready; the instance groups keep retrying), and a stockout that keeps them
+from being created refuses a scale-up with CapacityUnavailable, as a failed slice's does. Without ``migs`` its hosts
+cannot be counted and it is taken as ready. A create repeated after a restart meets 409 ALREADY_EXISTS on the same
+name and is no second slice. Operations are started, looked at once, and not waited for.
 
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
@@ -17,16 +22,19 @@ take the highest-index ready slices, busy or idle.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from actuators.idempotency import KeyedResults
+from actuators.node_pool_zones import instance_from
 from actuators.pool_reads import PoolReads
 from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
 from actuators.vendor_errors import (
     GOOGLE_ERRORS,
     call_google,
+    capacity_failure,
     from_google,
     from_operation_error,
     is_already_exists,
@@ -37,29 +45,40 @@ from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorE
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
+_MIG_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/]+)$")
 _PHASES = {
     "RUNNING": UnitPhase.READY,
     "RECONCILING": UnitPhase.READY,
     "PROVISIONING": UnitPhase.IN_FLIGHT,
     "STOPPING": UnitPhase.LEAVING,
     "ERROR": UnitPhase.FAILED,
-    # "created and is partially usable ... some functionality may be impaired" (container_v1 NodePool.Status): it
-    # may be running work, so it is never deleted undrained as a failed slice would be; its message is logged.
+    # "created and is partially usable ... some functionality may be impaired" (container_v1 NodePool.Status): ready
+    # once its hosts are counted all running (``_impaired``); it may be running work, so it is never deleted
+    # undrained as a failed slice would be.
     "RUNNING_WITH_ERROR": UnitPhase.READY,
 }
 
 
 class GkeTpuSliceActuator:
-    """``gke`` is a ``container_v1.ClusterManagerClient``."""
+    """``gke`` is a ``container_v1.ClusterManagerClient``; ``migs`` a ``compute_v1.InstanceGroupManagersClient``,
+    which counts the hosts of a slice GKE reports RUNNING_WITH_ERROR."""
 
-    def __init__(self, gke: Any, cluster_path: str, mappings: Sequence[TpuSliceGroupMapping], clock: Clock) -> None:
+    def __init__(
+        self,
+        gke: Any,
+        cluster_path: str,
+        mappings: Sequence[TpuSliceGroupMapping],
+        clock: Clock,
+        migs: Any = None,
+    ) -> None:
         self._gke = gke
+        self._migs = migs
         self._cluster = cluster_path
         self._location = cluster_path.rsplit("/clusters/", 1)[0]
         self._mappings = {m.pool: m for m in mappings}
         self._clock = clock
         self._results = KeyedResults()
-        self._impaired: set[tuple[str, str]] = set()  # (slice, message) running with an error, logged once each
+        self._logged: set[tuple[str, str]] = set()  # (slice, what was said of it) for slices with an error: once each
         self._reads = PoolReads()
 
     def list_pools(self) -> Sequence[PoolState]:
@@ -82,7 +101,7 @@ class GkeTpuSliceActuator:
         target, change = resize_group(
             pool_id,
             mapping.group,
-            self._slices(mapping, self._node_pools(pool_id)),
+            self._slices(pool_id, mapping, self._node_pools(pool_id)),
             to_units,
             create=lambda name: self._create(pool_id, mapping, name),
             delete=lambda name: self._delete(pool_id, name),
@@ -97,7 +116,7 @@ class GkeTpuSliceActuator:
     def ready_slices(self, pool_id: str) -> Sequence[str]:
         """The names of the group's ready slices (their node pools), by index."""
         mapping = self._mapping(pool_id)
-        return [u.name for u in self._slices(mapping, self._node_pools(pool_id)) if u.phase is UnitPhase.READY]
+        return [u.name for u in self._slices(pool_id, mapping, self._node_pools(pool_id)) if u.phase is UnitPhase.READY]
 
     def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
         """Delete exactly these slices (a drained slice is the unit of a ``KubernetesSliceDrainer``). A slice already
@@ -108,7 +127,7 @@ class GkeTpuSliceActuator:
         strangers = [n for n in nodes if not members(mapping.group, [(n, UnitPhase.READY, "")])]
         if strangers:
             raise PermanentActuatorError(pool_id, f"{strangers} are not slices of group {mapping.group!r}")
-        present = {u.name: u for u in self._slices(mapping, self._node_pools(pool_id))}
+        present = {u.name: u for u in self._slices(pool_id, mapping, self._node_pools(pool_id))}
         victims = [n for n in nodes if n in present and present[n].phase is not UnitPhase.LEAVING]
         for name in victims:
             self._delete(pool_id, name)
@@ -125,20 +144,61 @@ class GkeTpuSliceActuator:
         return mapping
 
     def _state(self, pool_id: str, now: datetime, node_pools: Sequence[Any]) -> PoolState:
-        return group_state(pool_id, now, self._slices(self._mappings[pool_id], node_pools))
+        return group_state(pool_id, now, self._slices(pool_id, self._mappings[pool_id], node_pools))
 
     def _node_pools(self, pool_id: str) -> list[Any]:
         return list(call_google(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
 
-    def _slices(self, mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
-        for p in node_pools:
-            if p.status.name == "RUNNING_WITH_ERROR" and (p.name, p.status_message) not in self._impaired:
-                self._impaired.add((p.name, p.status_message))
-                log.warning("slice %s runs with an error, counted as ready: %s", p.name, p.status_message or "-")
-        return members(
-            mapping.group,
-            ((p.name, _PHASES.get(p.status.name, UnitPhase.IN_FLIGHT), p.status_message) for p in node_pools),
-        )
+    def _slices(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
+        mine = {u.name for u in members(mapping.group, ((p.name, UnitPhase.READY, "") for p in node_pools))}
+        return members(mapping.group, (self._unit(pool_id, mapping, p) for p in node_pools if p.name in mine))
+
+    def _unit(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any) -> tuple[str, UnitPhase, str]:
+        """(name, phase, message) of one slice."""
+        name, status, message = str(node_pool.name), node_pool.status.name, str(node_pool.status_message)
+        if status == "RUNNING_WITH_ERROR":
+            return self._impaired(pool_id, mapping, node_pool, message)
+        return name, _PHASES.get(status, UnitPhase.IN_FLIGHT), message
+
+    def _impaired(
+        self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any, message: str
+    ) -> tuple[str, UnitPhase, str]:
+        """A RUNNING_WITH_ERROR slice is ready when all its hosts run; with hosts missing it is in flight, its
+        message saying how many run and, when its instances or GKE's message name one, the stockout behind it."""
+        name = str(node_pool.name)
+        if self._migs is None:
+            self._log_once(name, "runs with an error, counted as ready", message)
+            return name, UnitPhase.READY, message
+        running, expected, failure = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
+        if running >= expected:
+            self._log_once(name, "runs with an error, counted as ready", message)
+            return name, UnitPhase.READY, message
+        missing = f"{running} of {expected} hosts running" + (f": {failure}" if failure else "")
+        self._log_once(name, "has hosts missing, counted as in flight, not ready", missing)
+        return name, UnitPhase.IN_FLIGHT, missing
+
+    def _hosts(self, pool_id: str, node_pool: Any, message: str, hosts: int) -> tuple[int, int, str]:
+        """(hosts running, hosts expected, why the others are not: a stockout or quota, "" when nothing says so) of
+        a slice, from the instances of its instance groups."""
+        pool_failure = capacity_failure([("", message)])
+        instances = []
+        for url in node_pool.instance_group_urls:
+            found = _MIG_URL.search(url)
+            if found is None:
+                raise PermanentActuatorError(pool_id, f"unexpected instance group URL {url}")
+            mig = (found[1], found[2], found[3])
+            where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
+            listed = call_google(pool_id, self._migs.list_managed_instances, **where)
+            instances += [instance_from(managed, mig, pool_failure) for managed in listed]
+        kept = [i for i in instances if not i.deleting]
+        running = sum(1 for i in kept if i.ready)
+        failure = next((i.failure for i in kept if i.failure), "")
+        return running, max(hosts, len(kept)), failure
+
+    def _log_once(self, name: str, what: str, message: str) -> None:
+        if (name, f"{what}: {message}") not in self._logged:
+            self._logged.add((name, f"{what}: {message}"))
+            log.warning("slice %s %s: %s", name, what, message or "-")
 
     def _create(self, pool_id: str, mapping: TpuSliceGroupMapping, name: str) -> None:
         node_pool: dict[str, Any] = {

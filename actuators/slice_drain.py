@@ -12,8 +12,9 @@ them and is still paid for. No node records that drain any more, so the drainer 
 its own memory while the slice is listed without nodes (``draining_nodes``); an agent that did not start the drain
 (a restart, a new leader) cannot know of it, and the slice, never idle without nodes, is left to a person.
 
-Only the group's ready slices (RUNNING, RECONCILING, RUNNING_WITH_ERROR) are units: a slice still provisioning
-runs nothing yet, a failed one is removed by the next resize, a stopping one is going.
+Only the group's ready slices (RUNNING, RECONCILING, RUNNING_WITH_ERROR with every host running) are units: a slice
+still provisioning, or short of hosts, runs nothing yet, a failed one is removed by the next resize, a stopping one
+is going.
 """
 
 from __future__ import annotations

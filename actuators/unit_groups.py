@@ -104,9 +104,10 @@ def resize_group(
     unit_of_group: str,
 ) -> tuple[int, GroupChange]:
     """Carry out ``change_for``: delete first (failed units always), then refuse a scale-up with CapacityUnavailable
-    if a unit failed for capacity (the provider has none now), else create. Returns the target before and the
-    change carried out (empty when already at target). ``unit_of_group`` names a unit for the error ("a slice of
-    group").
+    if a unit not ready failed for capacity (the provider has none now: a failed unit, or one still in flight whose
+    creation met a stockout), else create; a ready unit's message is not read so, as it may outlive what it tells.
+    Returns the target before and the change carried out (empty when already at target). ``unit_of_group`` names a
+    unit for the error ("a slice of group").
 
     Each unit is its own call, and the provider may refuse one of them for a while (a rate limit, a cluster's quota
     of concurrent operations: a transient error) after others went through. Those stay asked for: the change
@@ -114,7 +115,7 @@ def resize_group(
     refusal before anything changed is raised, as any error is."""
     _, target, _ = counted(units)
     change = change_for(group, units, to_units)
-    stockouts = [u.message for u in units if u.phase is UnitPhase.FAILED and is_capacity_message(u.message)]
+    stockouts = [u.message for u in units if u.phase is not UnitPhase.READY and is_capacity_message(u.message)]
     for name in change.delete:
         delete(name)
     if to_units > target and stockouts:

@@ -24,7 +24,10 @@ does and mode "operation" accepts it and fails later: the zone creates ``room`` 
 CREATING and the failure shows where ``shown_on`` says: on each instance's ``lastAttempt.errors``
 (ZONE_RESOURCE_POOL_EXHAUSTED, as cluster-autoscaler reads it) and/or on the error of the operation that asked for
 them ("Not all instances running in IGM ...", the shape GKE reports, e.g. terraform-provider-google issue 3304).
-``restock()`` ends it: instances still being created come up on the next ``advance()`` (the group keeps retrying).
+A pool being created that the stockout leaves short becomes RUNNING_WITH_ERROR when some of its instances run, ERROR
+when none does, its ``statusMessage`` naming each short zone in the same words ("us-central1-a: ... Not all instances
+running in IGM ..."). ``restock()`` ends it: instances still being created come up on the next ``advance()`` (the
+group keeps retrying); the pool's status and message stay as they were, as GKE's do.
 ``upgrade_cluster()`` starts an operation on the cluster itself (as GKE's own upgrades do): until it finishes, every
 change to a node pool is refused with 400 FAILED_PRECONDITION "Cluster is running incompatible operation ...".
 With ``concurrent_operations_quota`` N, a change while N operations run is refused with 429 "Too many operations".
@@ -161,24 +164,28 @@ class FakeGkeApi(GoogleJsonServer):
         with self._lock:
             failures: dict[str, Obj] = {}  # node pool -> the error of the operation that grew it
             for pool in list(self.pools.values()):
-                stuck = 0
+                stuck: list[str] = []  # per zone, why instances of the pool could not be created
                 for mig in pool.migs:
-                    stuck += self._create_instances(pool, mig, failures)
+                    if why := self._create_instances(pool, mig, failures):
+                        stuck.append(f"{mig.zone}: {why}")
                     mig.instances = [i for i in mig.instances if i.action != "DELETING"]
                 if pool.status == "STOPPING":
                     del self.pools[pool.name]
                 elif pool.status == "PROVISIONING":
                     ready = all(i.action == "NONE" for m in pool.migs for i in m.instances)
                     pool.status = "RUNNING" if ready else pool.status
-                    if stuck:
-                        pool.status, pool.status_message = "ERROR", STOCKOUT_MESSAGE
+                    if stuck:  # partly created: RUNNING_WITH_ERROR (terraform-provider-google#3304); none: ERROR
+                        running = any(i.action == "NONE" for m in pool.migs for i in m.instances)
+                        pool.status = "RUNNING_WITH_ERROR" if running else "ERROR"
+                        pool.status_message = "; ".join(stuck)
             for op in self.operations.values():
                 if op.status == "RUNNING":
                     self._finish(op)
                     op.error = failures.get(op.target.rsplit("/", 1)[1], op.error)
 
-    def _create_instances(self, pool: NodePool, mig: Mig, failures: dict[str, Obj]) -> int:
-        """Instances being created come up, as far as the zone has room; returns how many could not."""
+    def _create_instances(self, pool: NodePool, mig: Mig, failures: dict[str, Obj]) -> str:
+        """Instances being created come up, as far as the zone has room; returns why the others could not, in
+        GKE's words ("" when none is left)."""
         out = self.stockouts.get(mig.zone)
         late = out if out is not None and out.mode == "operation" else None
         creating = [i for i in mig.instances if i.action == "CREATING"]
@@ -190,17 +197,19 @@ class FakeGkeApi(GoogleJsonServer):
             elif "instances" in late.shown_on:
                 inst.error = STOCKOUT_MESSAGE
         stuck = [i for i in creating if i.action == "CREATING"]
-        if late is not None and stuck and "operation" in late.shown_on:
-            running = sum(1 for i in mig.instances if i.action == "NONE")
-            failures[pool.name] = {
-                "code": 8,
-                "message": f"Google Compute Engine: Not all instances running in IGM after 35m0s. Expected "
-                f"{mig.target_size}, running {running}, transitioning {len(stuck)}. Current errors: "
-                f"[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]: Instance '{stuck[0].name}' creation failed: The zone "
-                f"'projects/{self.project}/zones/{mig.zone}' does not have enough resources available to fulfill "
-                "the request. '(resource type:compute)'.",
-            }
-        return len(stuck)
+        if late is None or not stuck:
+            return ""
+        running = sum(1 for i in mig.instances if i.action == "NONE")
+        why = (
+            f"Google Compute Engine: Not all instances running in IGM after 35m0s. Expected {mig.target_size}, "
+            f"running {running}, transitioning {len(stuck)}. Current errors: "
+            f"[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]: Instance '{stuck[0].name}' creation failed: The zone "
+            f"'projects/{self.project}/zones/{mig.zone}' does not have enough resources available to fulfill the "
+            "request. '(resource type:compute)'."
+        )
+        if "operation" in late.shown_on:
+            failures[pool.name] = {"code": 8, "message": why}
+        return why
 
     # -- HTTP -----------------------------------------------------------------------------------------------------
     def route(self, method: str, path: str, query: dict[str, str], body: Obj) -> Obj:
