@@ -3,6 +3,8 @@ problem with its key path. Never a traceback for a person's mistake."""
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -85,6 +87,51 @@ _MERGE = "tag:yaml.org,2002:merge"
 def _identity(key_node: yaml.Node) -> object:
     """What makes two keys the same key when mappings are merged: a scalar's tag and text, else the node."""
     return (key_node.tag, key_node.value) if isinstance(key_node, yaml.ScalarNode) else id(key_node)
+
+
+# Numbers are read as YAML 1.2 reads them (its core schema), not as YAML 1.1 does: 1.1's base 60 made
+# ``lead_time: 1:30`` 90 seconds and ``daily_report_at: 10:30`` the number 630, and its ``010`` is octal 8. A
+# plain scalar that is not a 1.2 number stays text, which the key's own parser reads or refuses with its message.
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+_INT_12 = re.compile(r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$")
+_FLOAT_12 = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+
+
+def _yaml12_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    text = str(loader.construct_scalar(node))
+    digits = text.lstrip("+-")
+    sign = -1 if text.startswith("-") else 1
+    base = {"0o": 8, "0x": 16}.get(digits[:2].lower(), 10)
+    try:
+        return sign * int(digits[2:] if base != 10 else digits, base)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"cannot read {text!r} as an integer", node.start_mark
+        ) from None
+
+
+def _yaml12_float(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> float:
+    text = str(loader.construct_scalar(node))
+    special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}.get(text.lower())
+    try:
+        return special if special is not None else float(text)
+    except ValueError:
+        raise yaml.constructor.ConstructorError(
+            None, None, f"cannot read {text!r} as a number", node.start_mark
+        ) from None
+
+
+_UniqueKeyLoader.yaml_implicit_resolvers = {
+    first: [(tag, pattern) for tag, pattern in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_UniqueKeyLoader.add_implicit_resolver(_INT, _INT_12, list("-+0123456789"))  # before floats: 12 is an int
+_UniqueKeyLoader.add_implicit_resolver(_FLOAT, _FLOAT_12, list("-+0123456789."))
+_UniqueKeyLoader.add_constructor(_INT, _yaml12_int)
+_UniqueKeyLoader.add_constructor(_FLOAT, _yaml12_float)
 
 
 def load_settings(path: str | Path) -> Settings:
