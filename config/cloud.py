@@ -11,9 +11,9 @@ import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
-from typing import TYPE_CHECKING, Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from config.durations import format_duration, parse_duration
 from config.fields import NumbersOnly
@@ -25,6 +25,18 @@ if TYPE_CHECKING:
 _NAME = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _ZONE = re.compile(r"[a-z]+-[a-z]+[0-9]+-[a-z]")  # a Compute Engine zone (us-central1-a); a region has no suffix
 _Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(format_duration, return_type=str)]
+
+# Chips a Cloud TPU accelerator type counts, by family. The number in a type counts TensorCores, which for v2, v3, v4
+# and v5p are 2 per chip (v5p-128 is 64 chips), and for v5e (v5litepod) and v6e are 1 per chip, so the number is
+# the chip count. Sources: cloud.google.com/tpu/docs/v2 (a pod is "up to 256 chips (512 TensorCores)"; the type is
+# the version and the number of TPU cores), /tpu/docs/v3 and /tpu/docs/v4 ("Each ... chip contains two TensorCores"),
+# /tpu/docs/v5p (the 2x2x1 slice: 8 cores, 4 chips), /tpu/docs/v5e ("Each v5e chip contains one TensorCore"; the
+# type is v$VERSION_NUMBER-$CHIP_COUNT) and /tpu/docs/v6e ("Each v6e chip contains one TensorCore"; v6e-8 is 8
+# chips). Families not listed here are not checked.
+_TENSORCORES_PER_CHIP = {"v2": 2, "v3": 2, "v4": 2, "v5p": 2, "v5litepod": 1, "v6e": 1}
+# A GKE TPU machine type ends in its chips per VM: ct5lp-hightpu-4t has 4, ct6e-standard-8t 8, ct6e-standard-1t 1
+# (cloud.google.com/tpu/docs/v5e and /tpu/docs/v6e, the machine type (GKE API) of each VM type and slice shape).
+_MACHINE_CHIPS = re.compile(r"[a-z0-9-]+-([1-9][0-9]*)t")
 
 
 class _Section(NumbersOnly):
@@ -51,6 +63,16 @@ class TpuSliceGroupMapping(_Section):
     chips_per_host: int = Field(default=4, ge=1)
     zone: str | None = None
     spot: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _chips_per_host_from_machine_type(cls, data: Any) -> Any:
+        """Unset, ``chips_per_host`` is what the machine type's ``-<N>t`` suffix says, else 4."""
+        if isinstance(data, dict) and "chips_per_host" not in data:
+            chips = machine_type_chips(data.get("machine_type"))
+            if chips is not None:
+                return {**data, "chips_per_host": chips}
+        return data
 
     @property
     def chips_per_slice(self) -> int:
@@ -91,6 +113,25 @@ class CloudSettings(_Section):
     @property
     def cluster_path(self) -> str:
         return f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
+
+
+def machine_type_chips(machine_type: object) -> int | None:
+    """TPU chips per VM of a GKE TPU machine type, from its ``-<N>t`` suffix (None without one)."""
+    found = _MACHINE_CHIPS.fullmatch(machine_type) if isinstance(machine_type, str) else None
+    return int(found[1]) if found else None
+
+
+def accelerator_type_chips(accelerator_type: str) -> int | None:
+    """Chips of a Cloud TPU accelerator type of a known family (None for another family). Raises ValueError for
+    a known family whose TensorCores are not a whole number of chips."""
+    found = re.fullmatch(r"([a-z0-9]+)-([0-9]+)", accelerator_type)
+    per_chip = _TENSORCORES_PER_CHIP.get(found[1]) if found else None
+    if found is None or per_chip is None:
+        return None
+    tensorcores = int(found[2])
+    if tensorcores % per_chip:
+        raise ValueError(f"{tensorcores} TensorCores of {found[1]} are not whole chips of {per_chip} TensorCores")
+    return tensorcores // per_chip
 
 
 _KINDS = {
@@ -137,11 +178,8 @@ def _problems(
                         "without a zone in every zone of a regional cluster (each slice would get its hosts in each "
                         "zone); name the zone of the slices, e.g. 'us-central1-a'",
                     )
-            if isinstance(mapping, QueuedResourceMapping) and mapping.chips != pool.chips_per_unit:
-                yield ConfigProblem(
-                    f"{at}.chips",
-                    f"{mapping.chips} chips but pool {pool.id!r} has chips_per_unit {pool.chips_per_unit}",
-                )
+            if isinstance(mapping, QueuedResourceMapping):
+                yield from _queued_problems(at, mapping, pool)
     for pool_id, count in mapped.items():
         if count > 1:
             yield ConfigProblem("cloud", f"pool {pool_id!r} is mapped {count} times; map each pool once")
@@ -199,6 +237,26 @@ def _spot_problems(
         )
 
 
+def _queued_problems(at: str, mapping: QueuedResourceMapping, pool: PoolSettings) -> Iterator[ConfigProblem]:
+    if mapping.chips != pool.chips_per_unit:
+        yield ConfigProblem(
+            f"{at}.chips", f"{mapping.chips} chips but pool {pool.id!r} has chips_per_unit {pool.chips_per_unit}"
+        )
+    try:
+        bought = accelerator_type_chips(mapping.accelerator_type)
+    except ValueError as error:
+        yield ConfigProblem(f"{at}.accelerator_type", f"not a TPU accelerator type: {error}")
+        return
+    if bought is not None and bought != mapping.chips:
+        yield ConfigProblem(
+            f"{at}.accelerator_type",
+            f"{mapping.accelerator_type} is {bought} chips but {at}.chips is {mapping.chips}: each queued resource "
+            f"would buy {bought} chips while the pool counts, prices and budgets {mapping.chips}; the number in "
+            "v2, v3, v4 and v5p types counts TensorCores (2 per chip: v5p-128 is 64 chips), in v5litepod and v6e "
+            "types chips",
+        )
+
+
 def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) -> Iterator[ConfigProblem]:
     if mapping.chips_per_slice != pool.chips_per_unit:
         yield ConfigProblem(
@@ -213,3 +271,11 @@ def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) 
         )
     if not re.fullmatch(r"[a-z0-9]+-[a-z0-9-]+", mapping.machine_type):
         yield ConfigProblem(f"{at}.machine_type", f"not a machine type: {mapping.machine_type!r}")
+    per_vm = machine_type_chips(mapping.machine_type)
+    if per_vm is not None and mapping.chips_per_host != per_vm:
+        yield ConfigProblem(
+            f"{at}.chips_per_host",
+            f"{mapping.chips_per_host} but machine type {mapping.machine_type} has {per_vm} chips per host (its "
+            f"-{per_vm}t suffix): the slices would be created with the wrong number of hosts; leave chips_per_host "
+            "unset to take it from the machine type",
+        )
