@@ -42,6 +42,7 @@ from actuators.aws_errors import capacity_failure, capacity_unavailable
 from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, call
 from actuators.idempotency import KeyedResults
 from actuators.pool_reads import PoolReads
+from actuators.write_window import write_timeout
 from config.aws import NodegroupMapping
 from models import (
     ActionResult,
@@ -243,6 +244,7 @@ class EksNodegroupActuator:
     def _update(self, pool_id: str, desired: int, key: str) -> str:
         """``UpdateNodegroupConfig`` of the desired size only: the bounds stay the operator's."""
         token = hashlib.sha256(f"{pool_id}\n{key}\n{desired}".encode()).hexdigest()[:32]
+        write_timeout(pool_id)  # the leadership left must cover the write: the reads took their time
         update = call(
             pool_id,
             self._eks.update_nodegroup_config,

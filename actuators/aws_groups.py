@@ -39,6 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws
+from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
 # A launch that failed for capacity this recently refuses the next scale-up without asking AWS again.
@@ -149,6 +150,7 @@ class AutoScalingGroups:
         )
 
     def set_desired(self, pool_id: str, group: str, capacity: int) -> None:
+        write_timeout(pool_id)  # the leadership left must cover the write: the reads took their time
         call(
             pool_id,
             self._autoscaling.set_desired_capacity,
@@ -160,6 +162,7 @@ class AutoScalingGroups:
     def terminate(self, pool_id: str, instance_ids: Sequence[str]) -> None:
         """Terminate exactly these instances, lowering their group's desired capacity by as many."""
         for instance_id in instance_ids:
+            write_timeout(pool_id)  # before each: the earlier ones took their time too
             call(
                 pool_id,
                 self._autoscaling.terminate_instance_in_auto_scaling_group,

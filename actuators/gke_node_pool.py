@@ -39,6 +39,7 @@ from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed, Zone, instance_from
 from actuators.pool_reads import PoolReads
 from actuators.vendor_errors import call_google, capacity_failure, from_operation_error
+from actuators.write_window import write_timeout
 from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
 from models import (
@@ -205,6 +206,7 @@ class GkeNodePoolActuator:
         if uniform and sum(even.values()) > seen.target:
             try:  # the same size in every zone: one GKE setSize says it (its nodeCount is per zone)
                 request = {"name": self._pool_path(pool_id), "node_count": even[open_zones[0]]}
+                write_timeout(pool_id)  # the leadership left must cover the write: the reads took their time
                 op = call_google(pool_id, self._gke.set_node_pool_size, request=request)
             except CapacityUnavailable as exc:
                 if len(targets) == 1:
@@ -264,6 +266,7 @@ class GkeNodePoolActuator:
         """One zone's instance group to ``size``. The Compute operation is done once the creates are scheduled;
         creates that fail later show on the instances' last attempt."""
         project, zone, name = mig
+        write_timeout(pool_id)  # checked before each zone's write: the earlier ones took their time too
         op = call_google(
             pool_id, self._migs.resize_unary, project=project, zone=zone, instance_group_manager=name, size=size
         )
@@ -306,6 +309,7 @@ class GkeNodePoolActuator:
     def _set_bounds(self, pool_id: str, nodes: int) -> Any:
         bounds = {"enabled": True, "total_min_node_count": nodes, "total_max_node_count": nodes}
         request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
+        write_timeout(pool_id)
         return call_google(pool_id, self._gke.set_node_pool_autoscaling, request=request)
 
     def _delete(self, pool_id: str, victims: Sequence[Instance], key: str) -> ActionResult:
@@ -322,6 +326,7 @@ class GkeNodePoolActuator:
             by_mig.setdefault(inst.mig, []).append(inst.name)
         for (project, zone, mig), names in by_mig.items():
             urls = [f"projects/{project}/zones/{zone}/instances/{n}" for n in names]
+            write_timeout(pool_id)
             call_google(
                 pool_id,
                 self._migs.delete_instances_unary,

@@ -4,6 +4,10 @@ The daemon checks leadership before a tick starts; these wrappers check again ri
 drain, and a drainer that makes several writes in one call (cordon, each eviction, the node's removal) is handed
 the same check for each, so a tick that outlives the leader's renew deadline stops before its next write instead
 of racing the new leader. Reads pass through.
+
+A resize or a drain reads the cloud before it writes, and those reads take what they take: each resize, drain and
+drain cancel runs inside a write window (``actuators.write_window``), so the adapters check again right before each
+cloud write that the leadership left covers the write's time limit, and send it with that limit.
 """
 
 from __future__ import annotations
@@ -14,12 +18,24 @@ from typing import Protocol, runtime_checkable
 
 from actuators import Actuator, NodeDrainer
 from actuators.base import unread_pools
+from actuators.write_window import DEFAULT_WRITE_TIMEOUT, WriteWindow, write_window
 from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
 from models.clock import Clock
 
 
 class Leadership(Protocol):
     def is_leader(self, now: datetime) -> bool: ...
+
+
+@runtime_checkable
+class Lapses(Protocol):
+    """Leadership that lapses unless renewed (``LeaseElector``): how many seconds are left, on the monotonic clock."""
+
+    def lead_left(self) -> float: ...
+
+
+def _window(leadership: Leadership, write_limit: timedelta) -> WriteWindow:
+    return WriteWindow(write_limit, leadership.lead_left if isinstance(leadership, Lapses) else lambda: None)
 
 
 @runtime_checkable
@@ -30,10 +46,15 @@ class GuardsWrites(Protocol):
 
 
 class LeaderOnlyActuator:
-    def __init__(self, inner: Actuator, leadership: Leadership, clock: Clock) -> None:
+    """``write_limit``: the time limit of each cloud write (the daemon's: ``lease_duration - renew_deadline``)."""
+
+    def __init__(
+        self, inner: Actuator, leadership: Leadership, clock: Clock, write_limit: timedelta = DEFAULT_WRITE_TIMEOUT
+    ) -> None:
         self._inner = inner
         self._leadership = leadership
         self._clock = clock
+        self._window = _window(leadership, write_limit)
 
     def list_pools(self) -> Sequence[PoolState]:
         return self._inner.list_pools()
@@ -44,14 +65,18 @@ class LeaderOnlyActuator:
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if not self._leadership.is_leader(self._clock.now()):
             raise TransientActuatorError(pool_id, "this replica no longer leads; the resize is left to the leader")
-        return self._inner.resize(pool_id, to_units, key)
+        with write_window(self._window):
+            return self._inner.resize(pool_id, to_units, key)
 
 
 class LeaderOnlyDrainer:
-    def __init__(self, inner: NodeDrainer, leadership: Leadership, clock: Clock) -> None:
+    def __init__(
+        self, inner: NodeDrainer, leadership: Leadership, clock: Clock, write_limit: timedelta = DEFAULT_WRITE_TIMEOUT
+    ) -> None:
         self._inner = inner
         self._leadership = leadership
         self._clock = clock
+        self._window = _window(leadership, write_limit)
         if isinstance(inner, GuardsWrites):  # one drain call evicts pod after pod: check before each write
             inner.guard_writes(lambda: leadership.is_leader(clock.now()))
 
@@ -64,7 +89,8 @@ class LeaderOnlyDrainer:
     def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
         if not self._leadership.is_leader(self._clock.now()):
             raise TransientActuatorError(pool_id, f"this replica no longer leads; node {node} is left to the leader")
-        return self._inner.drain(pool_id, node, key)
+        with write_window(self._window):  # the drain's last step removes the node from the cloud
+            return self._inner.drain(pool_id, node, key)
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return self._inner.draining_nodes(pool_id)
@@ -72,4 +98,5 @@ class LeaderOnlyDrainer:
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         if not self._leadership.is_leader(self._clock.now()):
             raise TransientActuatorError(pool_id, f"this replica no longer leads; node {node} is left to the leader")
-        return self._inner.cancel(pool_id, node, key)
+        with write_window(self._window):
+            return self._inner.cancel(pool_id, node, key)

@@ -21,7 +21,9 @@ client-go does: a wall clock stepped back or forward (NTP, a VM resumed) changes
   accepts one and answers 409 to the other.
 
 Because ``renew_deadline < lease_duration`` and a standby sees a renewal no earlier than it was sent, the old
-leader has stopped acting before any standby can take over.
+leader has stopped acting before any standby can take over. Stopping to act is not enough for a write already on
+its way: the leader sends a cloud write only while the leadership it has left (``lead_left``) covers the write's
+whole time limit, so the write has ended before the renew deadline (``actuators.write_window``).
 
 The Lease is written as the API server reads it: ``leaseDurationSeconds`` is whole seconds, rounded up (a
 standby waits at least the configured duration); ``renewTime``/``acquireTime`` are MicroTime, always with six
@@ -103,6 +105,13 @@ class LeaseElector:
         """True only while the last successful renewal is younger than the renew deadline on the monotonic
         clock. ``now`` (wall time) is accepted for the callers' ``Leadership`` protocol and never compared."""
         return self._renewed_at is not None and self._monotonic() < self._deadline(self._renewed_at)
+
+    def lead_left(self) -> float:
+        """Seconds of leadership left without another renewal, on the monotonic clock (0 when not leading): a
+        write must end within them (``actuators.write_window``)."""
+        if self._renewed_at is None:
+            return 0.0
+        return max(0.0, self._deadline(self._renewed_at) - self._monotonic())
 
     def leading_until(self, now: datetime) -> datetime | None:
         """When leadership lapses without another renewal, as a wall time seen from ``now`` (for display)."""

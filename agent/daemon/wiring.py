@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry
@@ -120,11 +121,14 @@ def assemble(
     actuator: Actuator = parts.actuator
     if mode == "dry-run":
         actuator = DryRunActuator(actuator, clock)
-    recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock))
+    # A cloud write is sent only while the leadership left covers its time limit (``actuators.write_window``); a
+    # request the cloud holds back longer still has the lease's margin before a standby can take over.
+    write_limit = election.lease_duration - election.renew_deadline
+    recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock, write_limit))
     forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
     # The first ticks forecast with a cheap stand-in while the configured model first fits beside them.
     stand_in = parts.stand_in if parts.forecaster is not None else stand_in_forecaster(settings.forecast)
-    drainers = _guarded_drainers(parts.drainers, mode, elector, clock)
+    drainers = _guarded_drainers(parts.drainers, mode, elector, clock, write_limit)
     demand = demand_recorder(parts.source) if mode == "dry-run" else None  # the demand the shadow account charges
     source: MetricSource = parts.source if demand is None else demand
     agent = Agent(
@@ -217,12 +221,12 @@ def _state_store(settings: Settings, parts: DaemonParts, identity: str, environ:
 
 
 def _guarded_drainers(
-    drainers: Mapping[str, NodeDrainer], mode: str, leadership: Leadership, clock: Clock
+    drainers: Mapping[str, NodeDrainer], mode: str, leadership: Leadership, clock: Clock, write_limit: timedelta
 ) -> dict[str, NodeDrainer]:
     """Each distinct drainer wrapped once (dry-run in ``dry-run`` mode, then leader-only), mapped to its pools."""
     wrapped: dict[int, NodeDrainer] = {}
     for drainer in drainers.values():
         if id(drainer) not in wrapped:
             inner: NodeDrainer = DryRunDrainer(drainer, clock) if mode == "dry-run" else drainer
-            wrapped[id(drainer)] = LeaderOnlyDrainer(inner, leadership, clock)
+            wrapped[id(drainer)] = LeaderOnlyDrainer(inner, leadership, clock, write_limit)
     return {pool_id: wrapped[id(drainer)] for pool_id, drainer in drainers.items()}
