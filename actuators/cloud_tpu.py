@@ -7,6 +7,14 @@ failed, deleted on the next resize, and a stockout among them refuses a scale-up
 Creates carry a ``requestId`` derived from the idempotency key (the API answers a repeat with the first
 operation) and deterministic names (a repeat after a restart meets 409 ALREADY_EXISTS): never a second unit.
 Long-running operations are started and not waited for.
+
+A zone out of capacity does not fail a queued resource: the service keeps it WAITING_FOR_RESOURCES until its
+valid-until time passes (its ``queueingPolicy``), and for ever without one. So a request still waiting for
+resources once its pool's wait (``queued_resource_waits``) has passed since its ``createTime``, or its own
+valid-until time, is reported failed for want of capacity; so is one FAILED after that time, whatever its error
+says (the service fails an expired request), and a SUSPENDING or SUSPENDED one, whose TPU the service took back (a
+Spot preemption, a maintenance event). Each refuses a scale-up with CapacityUnavailable, which backs the pool off
+and sends its demand to the next eligible pool, and is deleted by the next resize.
 """
 
 from __future__ import annotations
@@ -14,15 +22,19 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from actuators.idempotency import KeyedResults
 from actuators.pool_reads import PoolReads
 from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
 from actuators.vendor_errors import GOOGLE_ERRORS, from_google, is_already_exists, is_not_found
+from actuators.write_window import write_timeout
 from config.cloud import QueuedResourceMapping
+from config.schema import Settings
 from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, PoolState
 from models.clock import Clock
+from models.durations import format_duration
 
 log = logging.getLogger(__name__)
 _PHASES = {
@@ -36,16 +48,43 @@ _PHASES = {
     "SUSPENDED": UnitPhase.FAILED,
     "DELETING": UnitPhase.LEAVING,
 }
+_WAITING = frozenset({"CREATING", "ACCEPTED", "WAITING_FOR_RESOURCES"})  # not given resources yet
 _REQUEST_IDS = uuid.UUID("6f1c1d9e-6a43-4c55-9d64-6c1f5a0f0b7e")
+DEFAULT_WAIT = timedelta(hours=1)  # for an actuator built without waits (the daemon always passes them)
+
+
+def queued_resource_waits(settings: Settings) -> dict[str, timedelta]:
+    """How long a queued resource of each pool may wait for resources: its pool's lead time times
+    ``alerts.stalled_after_lead_times``.
+
+    The planner asked for the unit counting on it within one lead time; a scale-up still short after that many lead
+    times is what the stalled-scale-up alert already calls stuck, and a zone that has not filled the request by then
+    is, for this pool, out of capacity. Giving up there backs the pool off and sends its demand to the next eligible
+    pool, where waiting on would hold the demand for as long as the zone stays out."""
+    if settings.cloud is None:
+        return {}
+    lead = {p.pool_id: p.lead_time for p in settings.pool_specs()}
+    factor = settings.alerts.stalled_after_lead_times
+    return {m.pool: lead[m.pool] * factor for m in settings.cloud.queued_resources if m.pool in lead}
 
 
 class CloudTpuQueuedResourceActuator:
-    """``tpu`` is a ``tpu_v2.TpuClient``; ``project`` the Google Cloud project of the queued resources."""
+    """``tpu`` is a ``tpu_v2.TpuClient``; ``project`` the Google Cloud project of the queued resources; ``waits``
+    how long a queued resource of each pool may wait for resources (``queued_resource_waits``; ``DEFAULT_WAIT``
+    for a pool it leaves out)."""
 
-    def __init__(self, tpu: Any, project: str, mappings: Sequence[QueuedResourceMapping], clock: Clock) -> None:
+    def __init__(
+        self,
+        tpu: Any,
+        project: str,
+        mappings: Sequence[QueuedResourceMapping],
+        clock: Clock,
+        waits: Mapping[str, timedelta] | None = None,
+    ) -> None:
         self._tpu = tpu
         self._project = project
         self._mappings = {m.pool: m for m in mappings}
+        self._waits = {m.pool: (waits or {}).get(m.pool, DEFAULT_WAIT) for m in mappings}
         self._clock = clock
         self._results = KeyedResults()
         self._reads = PoolReads()
@@ -90,7 +129,8 @@ class CloudTpuQueuedResourceActuator:
             listed = list(self._tpu.list_queued_resources(request={"parent": self._parent(mapping)}))
         except GOOGLE_ERRORS as exc:
             raise from_google(pool_id, exc) from exc
-        return members(mapping.group, (_describe(qr) for qr in listed))
+        now, wait = self._clock.now(), self._waits[pool_id]
+        return members(mapping.group, (_seen(qr, now, wait) for qr in listed))
 
     def _create(self, pool_id: str, mapping: QueuedResourceMapping, name: str, key: str) -> None:
         parent = self._parent(mapping)
@@ -104,7 +144,7 @@ class CloudTpuQueuedResourceActuator:
             "request_id": str(uuid.uuid5(_REQUEST_IDS, f"{key}/{name}")),
         }
         try:
-            self._tpu.create_queued_resource(request=request)
+            self._tpu.create_queued_resource(request=request, timeout=write_timeout(pool_id))
         except GOOGLE_ERRORS as exc:
             if is_already_exists(exc):
                 log.info("pool %s: queued resource %s already exists; not creating it again", pool_id, name)
@@ -114,7 +154,8 @@ class CloudTpuQueuedResourceActuator:
     def _delete(self, pool_id: str, mapping: QueuedResourceMapping, name: str) -> None:
         try:
             self._tpu.delete_queued_resource(
-                request={"name": f"{self._parent(mapping)}/queuedResources/{name}", "force": True}
+                request={"name": f"{self._parent(mapping)}/queuedResources/{name}", "force": True},
+                timeout=write_timeout(pool_id),
             )
         except GOOGLE_ERRORS as exc:
             if not is_not_found(exc):
@@ -124,7 +165,37 @@ class CloudTpuQueuedResourceActuator:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
 
 
-def _describe(qr: Any) -> tuple[str, UnitPhase, str]:
-    state = qr.state.state.name
-    message = qr.state.failed_data.error.message if state == "FAILED" else ""
-    return qr.name.rsplit("/", 1)[-1], _PHASES.get(state, UnitPhase.IN_FLIGHT), message
+def _seen(qr: Any, now: datetime, wait: timedelta) -> tuple[str, UnitPhase, str]:
+    """(name, phase, message) of a listed queued resource, read at ``now``. The message of one that failed for want
+    of capacity starts "insufficient capacity", which ``resize_group`` reads as a stockout, as it reads the
+    service's own stockout errors."""
+    name, state = qr.name.rsplit("/", 1)[-1], qr.state.state.name
+    until = _valid_until(qr, wait)
+    expired = until is not None and now >= until
+    if state in _WAITING and expired:
+        waited = format_duration(now - qr.create_time)
+        return name, UnitPhase.FAILED, f"insufficient capacity: still waiting for resources after {waited}"
+    if state == "FAILED":
+        message = qr.state.failed_data.error.message
+        return (
+            name,
+            UnitPhase.FAILED,
+            f"insufficient capacity: expired waiting for resources ({message})" if expired else message,
+        )
+    if state in ("SUSPENDING", "SUSPENDED"):
+        reason = "a Spot preemption or a maintenance event"
+        return name, UnitPhase.FAILED, f"{state.lower()}: insufficient capacity to keep its TPU ({reason})"
+    return name, _PHASES.get(state, UnitPhase.IN_FLIGHT), ""
+
+
+def _valid_until(qr: Any, wait: timedelta) -> datetime | None:
+    """Until when the request may wait for resources: its own valid-until time if its ``queueingPolicy`` sets one,
+    else ``wait`` from its creation (None when the service gave no creation time)."""
+    policy = qr.queueing_policy
+    if "valid_until_time" in policy:
+        until: datetime = policy.valid_until_time
+        return until
+    created: datetime | None = qr.create_time
+    if created is None:
+        return None
+    return created + (policy.valid_until_duration if "valid_until_duration" in policy else wait)

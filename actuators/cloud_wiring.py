@@ -8,7 +8,9 @@ local test servers only.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from actuators.cloud_tpu import CloudTpuQueuedResourceActuator
@@ -29,7 +31,11 @@ class CloudActuators:
     tpu_slices: GkeTpuSliceActuator | None = None
 
 
-def build_cloud_actuators(cloud: CloudSettings, clock: Clock) -> CloudActuators:
+def build_cloud_actuators(
+    cloud: CloudSettings, clock: Clock, queue_waits: Mapping[str, timedelta] | None = None
+) -> CloudActuators:
+    """``queue_waits``: how long a queued resource of each pool may wait for resources
+    (``actuators.cloud_tpu.queued_resource_waits``)."""
     from google.cloud import compute_v1, container_v1, tpu_v2
 
     options: dict[str, Any] = {}
@@ -48,6 +54,6 @@ def build_cloud_actuators(cloud: CloudSettings, clock: Clock) -> CloudActuators:
         routes |= {m.pool: slices for m in cloud.tpu_slice_groups}
     if cloud.queued_resources:
         tpu = tpu_v2.TpuClient(transport="rest", **options)
-        queued = CloudTpuQueuedResourceActuator(tpu, cloud.project, cloud.queued_resources, clock)
+        queued = CloudTpuQueuedResourceActuator(tpu, cloud.project, cloud.queued_resources, clock, queue_waits)
         routes |= {m.pool: queued for m in cloud.queued_resources}
     return CloudActuators(RoutingActuator(routes), node_pools, slices)

@@ -99,9 +99,11 @@ def run(args: argparse.Namespace) -> int:
         raise LeadtimeError(f"--current-units: {outside}")
     read_side: Actuator
     if settings.cloud is not None and not args.current_units:
+        from actuators.cloud_tpu import queued_resource_waits
         from actuators.cloud_wiring import build_cloud_actuators  # cloud SDKs: only when the cloud is read
 
-        read_side, state_source = build_cloud_actuators(settings.cloud, SystemClock()).router, "cloud"
+        waits = queued_resource_waits(settings)
+        read_side, state_source = build_cloud_actuators(settings.cloud, SystemClock(), waits).router, "cloud"
     else:
         clock = SimulatedClock(at)
         read_side = SimulatedCluster(settings.pool_specs(), clock, initial_units=args.current_units)

@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry
 
 from actuators.aws_wiring import build_aws_actuators
 from actuators.base import Actuator
+from actuators.cloud_tpu import queued_resource_waits
 from actuators.cloud_wiring import build_cloud_actuators
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
@@ -72,7 +73,7 @@ def live_parts(
         if aws_routes:
             parts.actuator = InstrumentedActuator(RoutingActuator(aws_routes), registry, unit_gauges=False)
         return parts
-    actuators = build_cloud_actuators(cloud, clock)
+    actuators = build_cloud_actuators(cloud, clock, queued_resource_waits(settings))
     router: Actuator = actuators.router
     if aws_routes:
         google = [m.pool for m in cloud.node_pools] + [m.pool for m in cloud.tpu_slice_groups]

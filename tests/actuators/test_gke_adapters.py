@@ -289,9 +289,10 @@ def test_queued_resources_page_and_report_failed_and_suspended(tpu_api: FakeTpuA
     (state,) = actuator.list_pools()
     assert (state.ready_units, state.target_units, state.failed_units) == (58, 58, 2)
     assert tpu_api.calls("GET", "/queuedResources") >= 2
-    actuator.resize("accel", 60, "refill")  # failed ones are deleted, their names reused once gone
-    assert tpu_api.state_of("v5e-3") == "DELETING"
-    assert tpu_api.state_of("v5e-60") == "WAITING_FOR_RESOURCES"
+    with pytest.raises(CapacityUnavailable, match="suspended: insufficient capacity"):  # the TPU was taken back
+        actuator.resize("accel", 60, "refill")
+    assert tpu_api.state_of("v5e-3") == "DELETING"  # failed ones are deleted all the same
+    assert tpu_api.state_of("v5e-7") == "DELETING"
 
 
 def test_queued_resource_stockout_and_spot_body(tpu_api: FakeTpuApi) -> None:

@@ -8,17 +8,21 @@ Served (REST transport, ``api_endpoint`` = ``fake.url``):
     DELETE /v2/projects/P/locations/L/queuedResources/ID[?force=true]                   delete (an LRO)
     GET    /v2/projects/P/locations/L/operations[/OP]             list / get operations
 
-A repeated ``requestId`` returns the first operation (Google's idempotency). ``advance()`` is the passing of lead
-time: operations finish, WAITING_FOR_RESOURCES becomes PROVISIONING (unless stocked out), PROVISIONING becomes
-ACTIVE, DELETING ones go away. ``stockout(mode)``: "wait" keeps new requests waiting for resources, "fail" fails
-them with a stockout error, "http" refuses the create call with a quota error (HTTP 429 RESOURCE_EXHAUSTED).
-``set_state`` puts a queued resource in any state (e.g. SUSPENDED after a spot preemption).
+A repeated ``requestId`` returns the first operation (Google's idempotency). A created queued resource gets its
+``createTime`` from ``clock`` (wall time unless a test gives its own, e.g. a ``SimulatedClock``'s ``now``).
+``advance()`` is the passing of lead time: operations finish, WAITING_FOR_RESOURCES becomes PROVISIONING (unless
+stocked out), PROVISIONING becomes ACTIVE, DELETING ones go away. ``stockout(mode, accelerator_type)`` (every
+type unless one is named): "wait" keeps new requests waiting for resources, "fail" fails them with a stockout error,
+"http" refuses the create call with a quota error (HTTP 429 RESOURCE_EXHAUSTED). ``set_state`` puts a queued
+resource in any state (e.g. SUSPENDED after a spot preemption).
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from tests.fakes.google_api import GoogleApiError, GoogleJsonServer, Obj
 
@@ -45,6 +49,8 @@ class FakeTpuApi(GoogleJsonServer):
         self.queued: dict[str, Obj] = {}  # id -> QueuedResource JSON
         self.operations: dict[str, _Operation] = {}
         self.stockout_mode: str | None = None
+        self.stocked_out: str | None = None  # the accelerator type stocked out; None: every type
+        self.clock: Callable[[], datetime] = lambda: datetime.now(UTC)
         self._by_request_id: dict[str, str] = {}
         self._ids = itertools.count(1)
 
@@ -56,13 +62,13 @@ class FakeTpuApi(GoogleJsonServer):
     def parent(self) -> str:
         return f"projects/{self.project}/locations/{self.location}"
 
-    def stockout(self, mode: str = "wait") -> None:
+    def stockout(self, mode: str = "wait", accelerator_type: str | None = None) -> None:
         with self._lock:
-            self.stockout_mode = mode
+            self.stockout_mode, self.stocked_out = mode, accelerator_type
 
     def restock(self) -> None:
         with self._lock:
-            self.stockout_mode = None
+            self.stockout_mode, self.stocked_out = None, None
 
     def set_state(self, qr_id: str, state: str, error: str = "") -> None:
         with self._lock:
@@ -83,7 +89,7 @@ class FakeTpuApi(GoogleJsonServer):
                     del self.queued[qr_id]
                 elif state == "PROVISIONING":
                     qr["state"] = {"state": "ACTIVE"}
-                elif state == "WAITING_FOR_RESOURCES" and self.stockout_mode is None:
+                elif state == "WAITING_FOR_RESOURCES" and not self._out_of(qr):
                     qr["state"] = {"state": "PROVISIONING"}
                 elif state == "WAITING_FOR_RESOURCES" and self.stockout_mode == "fail":
                     self.set_state(qr_id, "FAILED")
@@ -136,11 +142,20 @@ class FakeTpuApi(GoogleJsonServer):
         qr_id = query.get("queuedResourceId", "")
         if qr_id in self.queued:
             raise GoogleApiError(409, f"Resource '{self.parent}/queuedResources/{qr_id}' already exists")
-        if self.stockout_mode == "http":
+        if self.stockout_mode == "http" and self._out_of(body):
             raise GoogleApiError(429, QUOTA_MESSAGE)
         name = f"{self.parent}/queuedResources/{qr_id}"
-        self.queued[qr_id] = {**body, "name": name, "state": {"state": "WAITING_FOR_RESOURCES"}}
+        created = self.clock().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        state = {"state": "WAITING_FOR_RESOURCES"}
+        self.queued[qr_id] = {**body, "name": name, "createTime": created, "state": state}
         return self._start(name, request_id)
+
+    def _out_of(self, qr: Obj) -> bool:
+        """Whether the zone has no capacity for this queued resource (its node's accelerator type)."""
+        if self.stockout_mode is None:
+            return False
+        types = {spec.get("node", {}).get("acceleratorType") for spec in qr.get("tpu", {}).get("nodeSpec", [])}
+        return self.stocked_out is None or self.stocked_out in types
 
     def _delete(self, qr_id: str, force: bool) -> Obj:
         qr = self.queued[qr_id]
