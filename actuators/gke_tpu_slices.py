@@ -13,6 +13,13 @@ from being created refuses a scale-up with CapacityUnavailable, as a failed slic
 cannot be counted and it is taken as ready. A create repeated after a restart meets 409 ALREADY_EXISTS on the same
 name and is no second slice. Operations are started, looked at once, and not waited for.
 
+GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
+them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
+nodes are read (``read_hosts_from``, the group's slice drainer): one with a node registered that runs accelerator work
+is counted ready, the unit it is, left to its drain instead of deleted undrained by the next resize. What GKE says of a
+slice is its ``statusMessage`` ("Deprecated. Use conditions instead") with its ``conditions`` (code such as
+GCE_STOCKOUT or GCE_QUOTA_EXCEEDED, canonical code, message): a stockout told in either backs the group off.
+
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
 slice (``delete_nodes``). The daemon releases ready slices only that way, never by a smaller resize, which would
@@ -23,9 +30,11 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
+
+from google.rpc import code_pb2
 
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import instance_from
@@ -59,6 +68,14 @@ _PHASES = {
 }
 
 
+class SliceHosts(Protocol):
+    """What the cluster's nodes say of slices (the group's ``KubernetesSliceDrainer``)."""
+
+    def busy_slices(self, pool_id: str, slices: Sequence[str]) -> Set[str]:
+        """Of these slices, those with a node registered in the cluster on which a pod runs accelerator work."""
+        ...
+
+
 class GkeTpuSliceActuator:
     """``gke`` is a ``container_v1.ClusterManagerClient``; ``migs`` a ``compute_v1.InstanceGroupManagersClient``,
     which counts the hosts of a slice GKE reports RUNNING_WITH_ERROR."""
@@ -80,6 +97,12 @@ class GkeTpuSliceActuator:
         self._results = KeyedResults()
         self._logged: set[tuple[str, str]] = set()  # (slice, what was said of it) for slices with an error: once each
         self._reads = PoolReads()
+        self._nodes: SliceHosts | None = None
+
+    def read_hosts_from(self, nodes: SliceHosts) -> None:
+        """Ask ``nodes`` before counting an ERROR slice failed: one with a node at work is counted ready instead.
+        Until then (an actuator without the cluster's nodes) every ERROR slice is failed."""
+        self._nodes = nodes
 
     def list_pools(self) -> Sequence[PoolState]:
         """One list of the cluster's node pools reads every group: when it fails, no group is read
@@ -151,11 +174,17 @@ class GkeTpuSliceActuator:
 
     def _slices(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
         mine = {u.name for u in members(mapping.group, ((p.name, UnitPhase.READY, "") for p in node_pools))}
-        return members(mapping.group, (self._unit(pool_id, mapping, p) for p in node_pools if p.name in mine))
+        units = [self._unit(pool_id, mapping, p) for p in node_pools if p.name in mine]
+        failed = [name for name, phase, _ in units if phase is UnitPhase.FAILED]
+        busy = self._nodes.busy_slices(pool_id, failed) if self._nodes is not None and failed else set()
+        for name, _, message in units:
+            if name in busy:
+                self._log_once(name, "is in ERROR with a node at work: counted as ready, left to its drain", message)
+        return members(mapping.group, ((n, UnitPhase.READY if n in busy else ph, m) for n, ph, m in units))
 
     def _unit(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any) -> tuple[str, UnitPhase, str]:
         """(name, phase, message) of one slice."""
-        name, status, message = str(node_pool.name), node_pool.status.name, str(node_pool.status_message)
+        name, status, message = str(node_pool.name), node_pool.status.name, _message(node_pool)
         if status == "RUNNING_WITH_ERROR":
             return self._impaired(pool_id, mapping, node_pool, message)
         return name, _PHASES.get(status, UnitPhase.IN_FLIGHT), message
@@ -235,3 +264,25 @@ class GkeTpuSliceActuator:
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
+
+
+def _message(node_pool: Any) -> str:
+    """What GKE says of a node pool: its ``statusMessage`` and each of its ``conditions`` ("GCE_STOCKOUT
+    (RESOURCE_EXHAUSTED): message"), joined by "; ", each text once."""
+    parts = [str(node_pool.status_message)] if node_pool.status_message else []
+    for condition in node_pool.conditions:
+        codes = [condition.code.name] if condition.code else []
+        if condition.canonical_code:
+            codes.append(_canonical_name(int(condition.canonical_code)))
+        label = f"{codes[0]} ({codes[1]})" if len(codes) == 2 else "".join(codes)
+        text = ": ".join(t for t in (label, str(condition.message)) if t)
+        if text and text not in parts:
+            parts.append(text)
+    return "; ".join(parts)
+
+
+def _canonical_name(code: int) -> str:
+    try:
+        return str(code_pb2.Code.Name(code))
+    except ValueError:
+        return str(code)

@@ -14,16 +14,20 @@ its own memory while the slice is listed without nodes (``draining_nodes``); an 
 
 Only the group's ready slices (RUNNING, RECONCILING, RUNNING_WITH_ERROR with every host running) are units: a slice
 still provisioning, or short of hosts, runs nothing yet, a failed one is removed by the next resize, a stopping one
-is going.
+is going. The drainer tells the slice actuator which ERROR slices have a node at work (``busy_slices``, read by the
+actuator from the drainer's construction on): GKE leaves a node pool in ERROR while its nodes run, and such a slice
+is a ready unit, drained when idle, never deleted undrained as a failed slice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence, Set
 from datetime import timedelta
 from typing import Protocol
 
+from actuators.gke_tpu_slices import SliceHosts
 from actuators.kubernetes_drain import NODE_POOL_LABEL, KubernetesUnitDrainer, NodeRemover
+from actuators.pod_rules import counts, extended_resources, needs_accelerator
 from kube.api import KubernetesApi, Nodes
 from kube.models import V1Node
 from models.clock import Clock
@@ -37,6 +41,8 @@ class SliceGroups(NodeRemover, Protocol):
     """The slice actuator, as a slice drainer uses it (``GkeTpuSliceActuator``)."""
 
     def ready_slices(self, pool_id: str) -> Sequence[str]: ...
+
+    def read_hosts_from(self, nodes: SliceHosts) -> None: ...
 
 
 class SliceUnits:
@@ -89,3 +95,19 @@ class KubernetesSliceDrainer(KubernetesUnitDrainer):
     ) -> None:
         units = SliceUnits(api.nodes, slices, clock, _SLICE_LIST_FRESH_FOR)
         super().__init__(api, clock, units, slices, timeout, accelerator_resources)
+        slices.read_hosts_from(self)
+
+    def busy_slices(self, pool_id: str, slices: Sequence[str]) -> Set[str]:
+        """Of these slices, those with a node registered in the cluster on which a pod runs accelerator work (by
+        the rules an idle slice is found with): one list of their nodes, one read of their pods."""
+        if not slices:
+            return set()
+        selector = f"{NODE_POOL_LABEL} in ({','.join(slices)})"
+        nodes = self._call(pool_id, lambda: self._nodes_api.with_label(selector))
+        pods = self._pods_by_node(pool_id, [node.metadata.name for node in nodes])
+        busy = set()
+        for node in nodes:
+            resources = self._accelerator_resources | extended_resources(node)
+            if any(counts(p) and needs_accelerator(p, resources) for p in pods[node.metadata.name]):
+                busy.add((node.metadata.labels or {}).get(NODE_POOL_LABEL, ""))
+        return busy & set(slices)

@@ -26,8 +26,10 @@ CREATING and the failure shows where ``shown_on`` says: on each instance's ``las
 them ("Not all instances running in IGM ...", the shape GKE reports, e.g. terraform-provider-google issue 3304).
 A pool being created that the stockout leaves short becomes RUNNING_WITH_ERROR when some of its instances run, ERROR
 when none does, its ``statusMessage`` naming each short zone in the same words ("us-central1-a: ... Not all instances
-running in IGM ..."). ``restock()`` ends it: instances still being created come up on the next ``advance()`` (the
-group keeps retrying); the pool's status and message stay as they were, as GKE's do.
+running in IGM ...") and in its ``conditions`` (GCE_STOCKOUT for each instance that failed, and each zone's group).
+``restock()`` ends it: instances still being created come up on the next ``advance()`` (the group keeps retrying);
+the pool's status, message and conditions stay as they were, as GKE's do. ``report_error`` puts a pool in ERROR (or
+another status) with conditions of a test's choosing while its instances run.
 ``upgrade_cluster()`` starts an operation on the cluster itself (as GKE's own upgrades do): until it finishes, every
 change to a node pool is refused with 400 FAILED_PRECONDITION "Cluster is running incompatible operation ...".
 With ``concurrent_operations_quota`` N, a change while N operations run is refused with 429 "Too many operations".
@@ -79,7 +81,8 @@ class NodePool:
     spec: Obj
     migs: list[Mig]
     status: str = "PROVISIONING"
-    status_message: str = ""
+    status_message: str = ""  # deprecated in GKE's API for conditions, still sent
+    conditions: list[Obj] = field(default_factory=list)  # StatusCondition: code, canonicalCode, message
 
 
 @dataclass
@@ -131,6 +134,15 @@ class FakeGkeApi(GoogleJsonServer):
                 for inst in mig.instances:
                     inst.action = "NONE"
 
+    def report_error(
+        self, name: str, status: str = "ERROR", conditions: tuple[Obj, ...] = (), message: str = ""
+    ) -> None:
+        """GKE puts the pool in an error state, its instances left as they are: it may stay so while its nodes run,
+        e.g. after a stockout or an exhausted quota its groups' retries overcame (k8s-config-connector#321)."""
+        with self._lock:
+            pool = self.pools[name]
+            pool.status, pool.status_message, pool.conditions = status, message, list(conditions)
+
     def stockout(
         self, zone: str = "us-central1-a", mode: str = "operation", room: int = 0, shown_on: tuple[str, ...] = SHOWN_ON
     ) -> None:
@@ -164,28 +176,25 @@ class FakeGkeApi(GoogleJsonServer):
         with self._lock:
             failures: dict[str, Obj] = {}  # node pool -> the error of the operation that grew it
             for pool in list(self.pools.values()):
-                stuck: list[str] = []  # per zone, why instances of the pool could not be created
+                short: list[tuple[Mig, list[Instance]]] = []  # zones with instances that could not be created
                 for mig in pool.migs:
-                    if why := self._create_instances(pool, mig, failures):
-                        stuck.append(f"{mig.zone}: {why}")
+                    if stuck := self._create_instances(pool, mig, failures):
+                        short.append((mig, stuck))
                     mig.instances = [i for i in mig.instances if i.action != "DELETING"]
                 if pool.status == "STOPPING":
                     del self.pools[pool.name]
                 elif pool.status == "PROVISIONING":
                     ready = all(i.action == "NONE" for m in pool.migs for i in m.instances)
                     pool.status = "RUNNING" if ready else pool.status
-                    if stuck:  # partly created: RUNNING_WITH_ERROR (terraform-provider-google#3304); none: ERROR
-                        running = any(i.action == "NONE" for m in pool.migs for i in m.instances)
-                        pool.status = "RUNNING_WITH_ERROR" if running else "ERROR"
-                        pool.status_message = "; ".join(stuck)
+                    if short:
+                        self._created_short(pool, short)
             for op in self.operations.values():
                 if op.status == "RUNNING":
                     self._finish(op)
                     op.error = failures.get(op.target.rsplit("/", 1)[1], op.error)
 
-    def _create_instances(self, pool: NodePool, mig: Mig, failures: dict[str, Obj]) -> str:
-        """Instances being created come up, as far as the zone has room; returns why the others could not, in
-        GKE's words ("" when none is left)."""
+    def _create_instances(self, pool: NodePool, mig: Mig, failures: dict[str, Obj]) -> list[Instance]:
+        """Instances being created come up, as far as the zone has room; returns those that could not."""
         out = self.stockouts.get(mig.zone)
         late = out if out is not None and out.mode == "operation" else None
         creating = [i for i in mig.instances if i.action == "CREATING"]
@@ -197,19 +206,37 @@ class FakeGkeApi(GoogleJsonServer):
             elif "instances" in late.shown_on:
                 inst.error = STOCKOUT_MESSAGE
         stuck = [i for i in creating if i.action == "CREATING"]
-        if late is None or not stuck:
-            return ""
+        if late is not None and stuck and "operation" in late.shown_on:
+            failures[pool.name] = {"code": 8, "message": self._igm_message(mig, stuck)}
+        return stuck
+
+    def _created_short(self, pool: NodePool, short: list[tuple[Mig, list[Instance]]]) -> None:
+        """A pool being created that a stockout left short: RUNNING_WITH_ERROR when some of its instances run
+        (terraform-provider-google#3304), ERROR when none does (k8s-config-connector#321), said in its message, zone
+        by zone, and in its conditions: each instance that failed (GCE_STOCKOUT) and each zone's group."""
+        running = any(i.action == "NONE" for m in pool.migs for i in m.instances)
+        pool.status = "RUNNING_WITH_ERROR" if running else "ERROR"
+        pool.status_message = "; ".join(f"{mig.zone}: {self._igm_message(mig, stuck)}" for mig, stuck in short)
+        pool.conditions = []
+        for mig, stuck in short:
+            failed = {"code": "GCE_STOCKOUT", "canonicalCode": "RESOURCE_EXHAUSTED"}
+            pool.conditions.append(failed | {"message": self._instance_failure(mig, stuck[0])})
+            pool.conditions.append({"message": self._igm_message(mig, stuck)})
+
+    def _igm_message(self, mig: Mig, stuck: list[Instance]) -> str:
+        """GKE's words for a zone's group that could not create all its instances."""
         running = sum(1 for i in mig.instances if i.action == "NONE")
-        why = (
+        return (
             f"Google Compute Engine: Not all instances running in IGM after 35m0s. Expected {mig.target_size}, "
             f"running {running}, transitioning {len(stuck)}. Current errors: "
-            f"[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]: Instance '{stuck[0].name}' creation failed: The zone "
-            f"'projects/{self.project}/zones/{mig.zone}' does not have enough resources available to fulfill the "
-            "request. '(resource type:compute)'."
+            f"[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS]: {self._instance_failure(mig, stuck[0])}"
         )
-        if "operation" in late.shown_on:
-            failures[pool.name] = {"code": 8, "message": why}
-        return why
+
+    def _instance_failure(self, mig: Mig, inst: Instance) -> str:
+        return (
+            f"Instance '{inst.name}' creation failed: The zone 'projects/{self.project}/zones/{mig.zone}' does not "
+            "have enough resources available to fulfill the request. '(resource type:compute)'."
+        )
 
     # -- HTTP -----------------------------------------------------------------------------------------------------
     def route(self, method: str, path: str, query: dict[str, str], body: Obj) -> Obj:
@@ -353,7 +380,8 @@ class FakeGkeApi(GoogleJsonServer):
 
     def _pool_json(self, pool: NodePool) -> Obj:
         urls = [f"{_COMPUTE}/projects/{self.project}/zones/{m.zone}/instanceGroupManagers/{m.name}" for m in pool.migs]
-        return {**pool.spec, "status": pool.status, "statusMessage": pool.status_message, "instanceGroupUrls": urls}
+        out = {**pool.spec, "status": pool.status, "statusMessage": pool.status_message, "instanceGroupUrls": urls}
+        return out | ({"conditions": pool.conditions} if pool.conditions else {})
 
     def _operation_json(self, op: Operation) -> Obj:
         out: Obj = {"name": op.name, "operationType": op.op_type, "status": op.status, "targetLink": op.target}
