@@ -23,6 +23,14 @@ absurdly large), a newest value older than ``max_staleness``, several series whe
 ``result`` that is not the documented matrix shape, HTTP errors (including refused credentials and "too many
 points"), timeouts and connection failures. An implausible value before the newest is a gap (NaN), like a step
 Prometheus left out. Vendor exception types stay in this module.
+
+Reading classes one by one, ``fetch_each`` and ``newest_each`` stop at a failure that is the server's rather than the
+class's (no connection, a timeout, a server error after the retries): one instant query of ``vector(1)`` without
+retries then tells whether Prometheus answers at all. When it does not, every class not yet read is held with a
+reason naming the server's failure, without being asked: otherwise each class would go through its own retries
+((retries + 1) x timeout, about 91 s with the defaults) before the tick could plan, enforce budgets or alert. When
+the probe is answered, the failure was the class's own (a query too heavy to finish in time) and the next classes
+are read.
 """
 
 from __future__ import annotations
@@ -53,6 +61,11 @@ _STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 RETRY_ON_STATUS = (429, 502, 503, 504, 500)
 PROBE_QUERY = "vector(1)"
+
+
+class ServerFailure(MetricsUnavailable):
+    """A request failed for a reason of the server's, not of the class's query: no connection, no answer in time,
+    a server error (5xx) or 429 after the retries."""
 
 
 def connect(settings: PrometheusSettings, retries: int | None = None) -> PrometheusConnect:
@@ -138,12 +151,18 @@ class PrometheusSource:
         """One instant query (``vector(1)``) without retries; raises ``MetricSourceUnavailable`` with the reason
         when Prometheus cannot be reached or refuses it, so that a one-shot command stops at once, before every
         class's queries have gone through their retries."""
+        failure = self._probe_failure()
+        if failure is not None:
+            raise MetricSourceUnavailable(f"cannot use Prometheus at {self.url}: {failure}")
+
+    def _probe_failure(self) -> str | None:
+        """Why Prometheus does not answer one instant query of ``vector(1)`` without retries; None when it does."""
         try:
-            headers = self._headers("*", PROBE_QUERY)
-            self._probe_client.headers = headers
+            self._probe_client.headers = self._headers("*", PROBE_QUERY)
             self._call("*", PROBE_QUERY, lambda: self._probe_client.custom_query(PROBE_QUERY))
         except MetricsUnavailable as exc:
-            raise MetricSourceUnavailable(f"cannot use Prometheus at {self.url}: {exc.reason}") from None
+            return exc.reason
+        return None
 
     def instant(self, name: str, query: str, at: datetime) -> list[tuple[dict[str, str], float]]:
         """One instant query at ``at``: each series' labels and value (an empty list when there is none). Raises
@@ -172,9 +191,16 @@ class PrometheusSource:
         """Every class that has a trustworthy answer, and why each of the others has none (so they can be held
         one by one instead of all together)."""
         parts, missing = [], {}
+        down: str | None = None
         for demand_class in classes:
+            if down is not None and demand_class.name in self._queries:
+                missing[demand_class.name] = self._not_asked(demand_class.name, down)
+                continue
             try:
                 parts.append(self.fetch_class(demand_class, start, end, step))
+            except ServerFailure as exc:
+                missing[demand_class.name] = exc
+                down = self._server_down(exc)
             except MetricsUnavailable as exc:
                 missing[demand_class.name] = exc
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"unique_id": [], "ds": [], "y": []})
@@ -187,13 +213,20 @@ class PrometheusSource:
         each other class has none. A value is returned as read: the caller judges NaN and implausible values."""
         readings: dict[str, tuple[datetime, float]] = {}
         missing: dict[str, MetricsUnavailable] = {}
+        down: str | None = None
         for demand_class in classes:
             name = demand_class.name
+            if down is not None and name in self._queries:
+                missing[name] = self._not_asked(name, down)
+                continue
             try:
                 query = self._queries.get(name)
                 if query is None:
                     raise MetricsUnavailable(name, "no Prometheus query is configured")
                 readings[name] = self.newest(name, query, at)
+            except ServerFailure as exc:
+                missing[name] = exc
+                down = self._server_down(exc)
             except MetricsUnavailable as exc:
                 missing[name] = exc
         return readings, missing
@@ -263,6 +296,33 @@ class PrometheusSource:
         return values
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _server_down(self, failure: ServerFailure) -> str | None:
+        """After a class failed for a reason of the server's: why the classes not yet read are not asked (the
+        server's failure, confirmed by a probe that failed too), or None when Prometheus answers the probe."""
+        probe = self._probe_failure()
+        if probe is None:
+            log.info(
+                "prometheus answers a probe after a failed query; reading on class=%s reason=%r",
+                failure.demand_class,
+                failure.reason,
+            )
+            return None
+        log.warning(
+            "prometheus failing, the remaining classes are not queried this time url=%s class=%s reason=%r probe=%r",
+            self.url,
+            failure.demand_class,
+            failure.reason,
+            probe,
+        )
+        return (
+            f"not queried: Prometheus at {self.url} is failing ({failure.reason}, reading class "
+            f"{failure.demand_class!r}; a probe query of {PROBE_QUERY} failed too: {probe})"
+        )
+
+    def _not_asked(self, name: str, why: str) -> MetricsUnavailable:
+        """A class held without a request; one without a query is still told so (``fetch_class``, ``newest_each``)."""
+        return MetricsUnavailable(name, why, self._queries[name])
+
     def _headers(self, name: str, query: str) -> dict[str, str] | None:
         if not self._token_file:
             return None
@@ -293,17 +353,18 @@ class PrometheusSource:
         try:
             data = request()
         except PrometheusApiClientException as exc:
-            raise MetricsUnavailable(name, _http_reason(str(exc)), query) from None
+            message = str(exc)
+            code = _status(message)
+            failure = ServerFailure if code >= 500 or code == 429 else MetricsUnavailable
+            raise failure(name, _http_reason(message), query) from None
         except requests.exceptions.SSLError as exc:
             raise MetricsUnavailable(name, f"TLS verification failed (check ca_file): {exc}", query) from None
         except requests.exceptions.Timeout:
-            raise MetricsUnavailable(name, "Prometheus did not answer in time (timeout)", query) from None
+            raise ServerFailure(name, "Prometheus did not answer in time (timeout)", query) from None
         except requests.exceptions.RetryError as exc:
-            raise MetricsUnavailable(
-                name, f"Prometheus kept failing after the configured retries: {exc}", query
-            ) from None
+            raise ServerFailure(name, f"Prometheus kept failing after the configured retries: {exc}", query) from None
         except requests.exceptions.ConnectionError as exc:
-            raise MetricsUnavailable(name, f"cannot connect to Prometheus: {_connection_reason(exc)}", query) from None
+            raise ServerFailure(name, f"cannot connect to Prometheus: {_connection_reason(exc)}", query) from None
         except (requests.exceptions.RequestException, ValueError, KeyError, TypeError) as exc:
             raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc}", query) from None
         if not isinstance(data, list | dict):
@@ -370,9 +431,13 @@ def _refuse_implausible(name: str, query: str, samples: dict[int, float]) -> Non
         samples[stamp] = math.nan
 
 
-def _http_reason(message: str) -> str:
+def _status(message: str) -> int:
     match = _STATUS.search(message)
-    code = int(match.group(1)) if match else 0
+    return int(match.group(1)) if match else 0
+
+
+def _http_reason(message: str) -> str:
+    code = _status(message)
     if code in (401, 403):
         return f"Prometheus refused the credentials (HTTP {code}); check bearer_token_file"
     if code == 400 and "maximum resolution" in message:

@@ -1,0 +1,254 @@
+"""A Prometheus that fails for every query (overloaded, hanging, gone) costs one class's retries and one probe per
+read, not every class's retries: the classes not yet read are held with the server's failure, without being asked,
+so the tick goes on to plan, enforce budgets and alert. A failure that is the class's own (its query too heavy for
+the server's timeout, a query the server refuses) holds that class alone.
+
+Prometheus answers a query that ran out of time with 503 and ``errorType: timeout`` (web/api/v1/api.go,
+``returnAPIError``: ``errorTimeout`` -> ``http.StatusServiceUnavailable``) and a query it cannot parse with 400
+``bad_data``. A small local HTTP server stands in for it and records every request; the real
+prometheus-api-client and requests session talk to it, nothing of the client is mocked.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from actuators import SimulatedCluster
+from agent.ledger import InMemoryLedger
+from agent.loop import Agent, AgentParts
+from agent.notify.recording import RecordingNotifier
+from agent.sources.prometheus import PROBE_QUERY, PrometheusSource
+from agent.sources.prometheus_queries import demand_queries
+from config import settings_from_mapping
+from config.schema import Settings
+from forecasting.factory import build_forecaster
+from models import AlertKind, DemandClass
+from models.clock import SimulatedClock
+from tests.prometheus.server import free_port
+
+NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+STEP = timedelta(minutes=5)
+CLASSES = [f"team-{i}" for i in range(10)]
+RETRIES = 2
+QUERY_TIMED_OUT = {"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}
+BAD_DATA = {"status": "error", "errorType": "bad_data", "error": 'invalid parameter "query": parse error'}
+
+
+@dataclass
+class Stub:
+    """``mode``: ``ok``; ``overloaded`` (every query, the probe's too, answers 503 timeout after ``delay_s``);
+    ``hang`` (no answer for ``delay_s``); ``heavy`` (the class named in ``culprit`` answers 503 timeout, the others
+    and the probe answer); ``bad`` (the class named in ``culprit`` answers 400 bad_data)."""
+
+    mode: str = "ok"
+    delay_s: float = 0.0
+    culprit: str = ""
+    queries: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def asked(self, query: str) -> int:
+        with self.lock:
+            return sum(1 for q in self.queries if q == query)
+
+    def demand_queries(self) -> list[str]:
+        with self.lock:
+            return [q for q in self.queries if q != PROBE_QUERY]
+
+
+class _Handler(BaseHTTPRequestHandler):
+    stub: Stub
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        args = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        query = args.get("query", "")
+        stub = self.stub
+        with stub.lock:
+            stub.queries.append(query)
+        own = bool(stub.culprit) and f'"{stub.culprit}"' in query
+        if stub.mode in ("overloaded", "hang") or (stub.mode == "heavy" and own):
+            time.sleep(stub.delay_s)
+            self._reply(503, QUERY_TIMED_OUT)
+        elif stub.mode == "bad" and own:
+            self._reply(400, BAD_DATA)
+        elif url.path == "/api/v1/query":
+            sample = {"metric": {}, "value": [float(args.get("time", time.time())), "4"]}
+            self._reply(200, {"status": "success", "data": {"resultType": "vector", "result": [sample]}})
+        else:
+            start, end, step = (int(args[k]) for k in ("start", "end", "step"))
+            values = [[t, "4"] for t in range(start, end + 1, step)]
+            result = [{"metric": {}, "values": values}]
+            self._reply(200, {"status": "success", "data": {"resultType": "matrix", "result": result}})
+
+    def _reply(self, code: int, body: object) -> None:
+        payload = json.dumps(body).encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:
+            return  # the client gave up waiting (the hanging server)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return
+
+
+@pytest.fixture
+def stub() -> Iterator[tuple[str, Stub]]:
+    state = Stub()
+    server = _QuietServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"stub": state}))
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", state
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def _settings(url: str, timeout: str = "5s") -> Settings:
+    pools = [
+        {"id": f"{name}-pool", "kind": "gpu-node-pool", "tier": "on-demand", "chips_per_unit": 8, "min_units": 0,
+         "max_units": 20, "price_per_chip_hour_usd": 1.0, "lead_time": "10m", "serves": [name]}
+        for name in CLASSES
+    ]  # fmt: skip
+    config: dict[str, Any] = {
+        "demand_classes": [{"name": name} for name in CLASSES],
+        "pools": pools,
+        "forecast": {"model": "persistence", "history": "6h", "step": "5m", "max_staleness": "15m"},
+        "loop": {"tick_interval": "1m"},
+        "ledger": {"backend": "memory"},
+        "prometheus": {"url": url, "timeout": timeout, "retries": RETRIES, "retry_backoff_s": 0},
+    }
+    return settings_from_mapping(config, source="test config")
+
+
+def _source(settings: Settings) -> PrometheusSource:
+    assert settings.prometheus is not None
+    return PrometheusSource.from_settings(
+        settings.prometheus, demand_queries(settings.demand_class_models(), settings.prometheus)
+    )
+
+
+def _classes() -> list[DemandClass]:
+    return [DemandClass(name) for name in CLASSES]
+
+
+def _fetch_each(source: PrometheusSource) -> dict[str, str]:
+    _, missing = source.fetch_each(_classes(), NOW - timedelta(hours=1), NOW, STEP)
+    return {name: exc.reason for name, exc in missing.items()}
+
+
+def _assert_held_for_the_server(missing: dict[str, str], url: str, reason: str) -> None:
+    assert list(missing) == CLASSES
+    assert reason in missing[CLASSES[0]]
+    for name in CLASSES[1:]:
+        assert missing[name].startswith(f"not queried: Prometheus at {url} is failing"), missing[name]
+        assert reason in missing[name] and f"reading class {CLASSES[0]!r}" in missing[name]
+        assert f"a probe query of {PROBE_QUERY} failed too" in missing[name]
+
+
+def test_an_overloaded_server_costs_one_class_retries_and_one_probe(stub: tuple[str, Stub]) -> None:
+    url, state = stub
+    state.mode, state.delay_s = "overloaded", 0.05
+    missing = _fetch_each(_source(_settings(url)))
+    _assert_held_for_the_server(missing, url, "server error (HTTP 503) after the configured retries")
+    assert len(state.demand_queries()) == 1 + RETRIES  # the first class's try and its retries; no other class
+    assert state.asked(PROBE_QUERY) == 1
+
+
+def test_a_hanging_server_costs_one_class_timeouts_and_one_probe(stub: tuple[str, Stub]) -> None:
+    url, state = stub
+    state.mode, state.delay_s = "hang", 3.0
+    missing = _fetch_each(_source(_settings(url, timeout="0.2s")))
+    _assert_held_for_the_server(missing, url, "timeout")
+    assert len(state.demand_queries()) == 1 + RETRIES
+    assert state.asked(PROBE_QUERY) == 1
+
+
+def test_a_server_that_refuses_connections_is_asked_for_one_class() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    missing = _fetch_each(_source(_settings(url)))
+    _assert_held_for_the_server(missing, url, "Connection refused")
+
+
+def test_the_demand_now_stops_at_the_server_failure_too(stub: tuple[str, Stub]) -> None:
+    url, state = stub
+    state.mode, state.delay_s = "overloaded", 0.05
+    readings, unread = _source(_settings(url)).newest_each(_classes(), NOW)
+    assert readings == {}
+    _assert_held_for_the_server({k: v.reason for k, v in unread.items()}, url, "HTTP 503")
+    assert len(state.demand_queries()) == 1 + RETRIES
+    assert state.asked(PROBE_QUERY) == 1
+
+
+@pytest.mark.parametrize(("mode", "reason"), [("heavy", "server error (HTTP 503)"), ("bad", "HTTP 400")])
+def test_a_failure_of_one_class_query_holds_that_class_alone(stub: tuple[str, Stub], mode: str, reason: str) -> None:
+    url, state = stub
+    state.mode, state.culprit = mode, CLASSES[3]
+    frame, missing = _source(_settings(url)).fetch_each(_classes(), NOW - timedelta(hours=1), NOW, STEP)
+    assert list(missing) == [CLASSES[3]]
+    assert reason in missing[CLASSES[3]].reason and "not queried" not in missing[CLASSES[3]].reason
+    assert sorted(set(frame["unique_id"])) == sorted(set(CLASSES) - {CLASSES[3]})
+    # A server error is the server's until a probe is answered; a refused query is the class's without one.
+    assert state.asked(PROBE_QUERY) == (1 if mode == "heavy" else 0)
+
+
+def _agent(settings: Settings, notifier: RecordingNotifier) -> Agent:
+    clock = SimulatedClock(NOW)
+    cluster = SimulatedCluster(settings.pool_specs(), clock, {f"{name}-pool": 2 for name in CLASSES})
+    parts = AgentParts(_source(settings), build_forecaster(settings.forecast), cluster, InMemoryLedger(), notifier)
+    return Agent(settings, parts, holder="test")
+
+
+def test_the_tick_acts_and_alerts_on_every_class_after_one_class_retries(stub: tuple[str, Stub]) -> None:
+    url, state = stub
+    state.mode, state.delay_s = "overloaded", 0.05
+    notifier = RecordingNotifier()
+    agent = _agent(_settings(url), notifier)
+
+    report = agent.run_once(NOW)
+
+    assert len(state.demand_queries()) == 1 + RETRIES and state.asked(PROBE_QUERY) == 1
+    assert sorted(report.problems) == sorted(CLASSES)
+    assert all("server error (HTTP 503)" in why for why in report.problems.values())
+    missing_data = [e for e in notifier.events if e.kind is AlertKind.MISSING_DATA]
+    assert sorted(e.subject for e in missing_data) == sorted(f"demand class {name}" for name in CLASSES)
+    # The pools were read and planned on: each is held at the units it has, none left out.
+    for name in CLASSES:
+        assert f"no trustworthy demand for {name}; holding -> target 2" in report.plan.decisions[f"{name}-pool"].why()
+    assert {s.pool_id: s.target_units for s in agent.parts.actuator.list_pools()} == {
+        f"{name}-pool": 2 for name in CLASSES
+    }
+
+
+def test_the_history_read_for_a_refit_stops_at_the_server_failure(stub: tuple[str, Stub]) -> None:
+    url, state = stub
+    state.mode, state.delay_s = "overloaded", 0.05
+    agent = _agent(_settings(url), RecordingNotifier())
+
+    staged = agent.stage_refit(NOW)
+
+    assert staged.history.empty
+    assert len(state.demand_queries()) == 1 + RETRIES and state.asked(PROBE_QUERY) == 1
