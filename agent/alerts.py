@@ -1,8 +1,8 @@
 """What the agent tells people, as ``AlertEvent`` values: pure builders, one per condition worth a message.
 
 The loop decides when a condition holds and hands the events to a Notifier, which de-duplicates by
-``AlertEvent.dedup_key`` (kind and subject): subjects here name the budget, pool or demand class, so one message
-goes out per condition per window, not one per tick.
+``AlertEvent.dedup_key`` (kind, subject and severity; a higher severity is never a repeat of a lower one): subjects
+here name the budget, pool or demand class, so one message goes out per condition per window, not one per tick.
 """
 
 from __future__ import annotations

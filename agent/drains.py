@@ -318,4 +318,7 @@ def _first(count: int, preferred: Sequence[str], others: Sequence[str], allowed:
 
 
 def _alert(now: datetime, pool_id: str, summary: str, exc: Exception) -> AlertEvent:
-    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, {"error": str(exc)})
+    """A warning about the pool's nodes, under a subject of its own: it must not silence, nor be silenced by, the
+    executor's alerts about the pool's changes."""
+    subject = f"idle nodes of {pool_id}"
+    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, {"error": str(exc)})

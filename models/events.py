@@ -24,6 +24,8 @@ class AlertKind(StrEnum):
 
 
 class Severity(StrEnum):
+    """In rising order: ``AlertEvent.repeat_of_keys`` relies on it."""
+
     INFO = "info"
     WARNING = "warning"
     CRITICAL = "critical"
@@ -31,7 +33,8 @@ class Severity(StrEnum):
 
 @dataclass(frozen=True)
 class AlertEvent:
-    """One thing worth telling a person. ``dedup_key`` identifies repeats of the same condition."""
+    """One thing worth telling a person. ``dedup_key`` identifies repeats of the same condition at the same
+    severity; ``repeat_of_keys`` are the keys whose delivery makes this event a repeat."""
 
     kind: AlertKind
     severity: Severity
@@ -42,4 +45,12 @@ class AlertEvent:
 
     @property
     def dedup_key(self) -> str:
-        return f"{self.kind}:{self.subject}"
+        return f"{self.kind}:{self.subject}:{self.severity}"
+
+    @property
+    def repeat_of_keys(self) -> tuple[str, ...]:
+        """Its own key and those of the same condition at a higher severity: a notifier that delivered one of them
+        within its window treats this event as a repeat. A lower severity's never silences it: a warning about a
+        pool never swallows the critical alert that follows it (a pool unreadable on a 503, then on a 403)."""
+        severities = list(Severity)
+        return tuple(f"{self.kind}:{self.subject}:{s}" for s in severities[severities.index(self.severity) :])

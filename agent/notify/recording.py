@@ -14,9 +14,10 @@ class RecordingNotifier:
         self._last_sent: dict[str, datetime] = {}
 
     def notify(self, event: AlertEvent) -> bool:
-        last = self._last_sent.get(event.dedup_key)
-        if last is not None and event.at - last < self.dedup_window:
-            return True
+        for key in event.repeat_of_keys:
+            last = self._last_sent.get(key)
+            if last is not None and event.at - last < self.dedup_window:
+                return True
         self._last_sent[event.dedup_key] = event.at
         self.events.append(event)
         return True

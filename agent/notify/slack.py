@@ -163,11 +163,12 @@ class SlackNotifier:
 
     # -- internals ----------------------------------------------------------------------------------------
     def _is_duplicate(self, event: AlertEvent) -> bool:
-        """Sent, or refused by Slack, within the window."""
+        """Sent, or refused by Slack, within the window, at this severity or a higher one."""
         for handled in (self._last_sent, self._last_refused):
-            last = handled.get(event.dedup_key)
-            if last is not None and event.at - last < self.dedup_window:
-                return True
+            for key in event.repeat_of_keys:
+                last = handled.get(key)
+                if last is not None and event.at - last < self.dedup_window:
+                    return True
         return False
 
     def _take_token(self, now: datetime) -> bool:

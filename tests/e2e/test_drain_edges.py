@@ -40,7 +40,7 @@ def test_idleness_that_cannot_be_read_holds_the_pool_and_restarts_the_window(
     held = agent.run_once(rig.clock.now())
     assert held.plan.resizes == ()
     assert _skip(held, ON_DEMAND) is SkipReason.NOT_IDLE
-    assert [a.kind for a in held.alerts if a.subject == ON_DEMAND] == [AlertKind.ACTUATOR_FAILURE]
+    assert [a.kind for a in held.alerts if a.subject == f"idle nodes of {ON_DEMAND}"] == [AlertKind.ACTUATOR_FAILURE]
     rig.clock.advance(MINUTE)
     assert _skip(agent.run_once(rig.clock.now()), ON_DEMAND) is SkipReason.STABILIZING  # seen idle anew
     assert rig.kube.calls("patch", "nodes") == 0
