@@ -296,12 +296,16 @@ def test_queued_resources_page_and_report_failed_and_suspended(tpu_api: FakeTpuA
 
 
 def test_queued_resource_stockout_and_spot_body(tpu_api: FakeTpuApi) -> None:
-    actuator = CloudTpuQueuedResourceActuator(google_clients(tpu_api.url).tpu, "test-project", [QUEUED], CLOCK)
-    tpu_api.stockout(mode="fail")
+    clock = SimulatedClock(CLOCK.now())
+    tpu_api.clock = clock.now
+    actuator = CloudTpuQueuedResourceActuator(google_clients(tpu_api.url).tpu, "test-project", [QUEUED], clock)
+    tpu_api.stockout(mode="wait")
     actuator.resize("accel", 1, "up")
     assert "guaranteed" in tpu_api.queued["v5e-0"]
+    clock.advance(timedelta(hours=1))  # the request's valid-until time (the default wait)
     tpu_api.advance()
-    with pytest.raises(CapacityUnavailable, match="stockout"):
+    assert tpu_api.state_of("v5e-0") == "FAILED"
+    with pytest.raises(CapacityUnavailable, match="insufficient capacity: expired waiting for resources"):
         actuator.resize("accel", 1, "again")
     tpu_api.stockout(mode="http")
     with pytest.raises(CapacityUnavailable, match="Quota"):

@@ -1,10 +1,12 @@
 """Cloud TPU queued resources that never get their resources: the service keeps such a request waiting until its
-valid-until time passes (for ever without one), so the adapter reports one that has waited its pool's wait, one
-FAILED after it whatever its error says, and a suspended one, as failed for want of capacity: a scale-up is refused
-with CapacityUnavailable (the pool backs off) and the next resize deletes them."""
+valid-until time passes (for ever without one), so the adapter asks for each with its pool's wait as its
+``validUntilDuration`` and reports one that has waited that long, one FAILED after it whatever its error says, and a
+suspended one, as failed for want of capacity: a scale-up is refused with CapacityUnavailable (the pool backs off)
+and the next resize deletes them."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,7 +16,7 @@ from models import ActionStatus, CapacityUnavailable
 from models.clock import SimulatedClock
 from tests.contract.harnesses import QUEUED
 from tests.fakes.fixtures import google_clients
-from tests.fakes.tpu_api import FakeTpuApi
+from tests.fakes.tpu_api import EXPIRED_MESSAGE, FakeTpuApi
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 WAIT = timedelta(minutes=20)
@@ -30,6 +32,24 @@ def _actuator(fake: FakeTpuApi, clock: SimulatedClock) -> CloudTpuQueuedResource
 def _counts(actuator: CloudTpuQueuedResourceActuator) -> tuple[int, int, int]:
     (state,) = actuator.list_pools()
     return state.ready_units, state.target_units, state.failed_units
+
+
+def test_a_request_asks_the_service_to_fail_it_once_its_wait_is_over(tpu_api: FakeTpuApi) -> None:
+    clock = SimulatedClock(T0)
+    actuator = _actuator(tpu_api, clock)
+    tpu_api.stockout("wait")
+    actuator.resize("accel", 1, "up")
+    assert tpu_api.queued["v5e-0"]["queueingPolicy"] == {"validUntilDuration": "1200s"}
+    clock.advance(WAIT - timedelta(seconds=1))
+    tpu_api.advance()
+    assert tpu_api.state_of("v5e-0") == "WAITING_FOR_RESOURCES"
+    clock.advance(timedelta(seconds=1))
+    tpu_api.advance()
+    assert tpu_api.state_of("v5e-0") == "FAILED"  # the service's own expiry, not the adapter's reading
+    assert _counts(actuator) == (0, 0, 1)
+    with pytest.raises(CapacityUnavailable, match=rf"expired waiting for resources \({re.escape(EXPIRED_MESSAGE)}\)"):
+        actuator.resize("accel", 1, "again")
+    assert tpu_api.state_of("v5e-0") == "DELETING"
 
 
 def test_a_request_still_waiting_for_resources_after_its_wait_is_a_stockout(tpu_api: FakeTpuApi) -> None:

@@ -170,12 +170,16 @@ class GkeTpuSliceHarness(Harness):
 QUEUED = QueuedResourceMapping(
     pool=POOL, group="v5e", zone="us-central2-b", accelerator_type="v5litepod-8", runtime_version="v2", chips=8
 )
+QUEUED_LEAD = timedelta(minutes=10)
 
 
 class QueuedResourceHarness(Harness):
+    """Queued resources that may wait one lead time for resources: a stocked-out zone fails them when it is over."""
+
     def __init__(self) -> None:
         self.clock = SimulatedClock(START)
         self.fake = FakeTpuApi().start()
+        self.fake.clock = self.clock.now
         self.actuator = self.restarted()
         self.actuator.resize(POOL, INITIAL, "seed")
         self.settle()
@@ -183,17 +187,19 @@ class QueuedResourceHarness(Harness):
         self._seeded = self.creates()
 
     def restarted(self) -> Actuator:
-        return CloudTpuQueuedResourceActuator(google_clients(self.fake.url).tpu, "test-project", [QUEUED], self.clock)
+        tpu = google_clients(self.fake.url).tpu
+        return CloudTpuQueuedResourceActuator(tpu, "test-project", [QUEUED], self.clock, {POOL: QUEUED_LEAD})
 
     def settle(self) -> None:
-        self.fake.advance()  # waiting for resources -> provisioning
+        self.clock.advance(QUEUED_LEAD)
+        self.fake.advance()  # waiting for resources -> provisioning (or failed, stocked out past its valid-until)
         self.fake.advance()  # provisioning -> active
 
     def stockout(self) -> None:
         self.fake.stockout(mode="http")
 
     def late_stockout(self) -> None:
-        self.fake.stockout(mode="fail")
+        self.fake.stockout(mode="wait")
 
     def creates(self) -> int:
         return self.fake.calls("POST", "/queuedResources") - getattr(self, "_seeded", 0)

@@ -125,6 +125,8 @@ def test_spot_requests_that_wait_their_wait_back_the_pool_off_and_the_next_pool_
     first = agent.run_once(clock.now())
     assert [(r.pool_id, r.from_units, r.to_units) for r in first.plan.resizes] == [(SPOT, 0, 2)]
     assert [(r.pool_id, r.status) for r in first.results] == [(SPOT, ActionStatus.STARTED)]
+    policies = {qr_id: qr["queueingPolicy"] for qr_id, qr in tpu_api.queued.items()}
+    assert policies == {"v5e-0": {"validUntilDuration": "1200s"}, "v5e-1": {"validUntilDuration": "1200s"}}
 
     while clock.now() + STEP < T0 + WAIT:  # within their wait the Spot requests are on their way
         waiting = _tick(agent, clock, tpu_api)
@@ -132,8 +134,11 @@ def test_spot_requests_that_wait_their_wait_back_the_pool_off_and_the_next_pool_
         assert AlertKind.STOCKOUT not in [a.kind for a in waiting.alerts]
         assert _units(tpu_api, SPOT) == {"v5e-0": "WAITING_FOR_RESOURCES", "v5e-1": "WAITING_FOR_RESOURCES"}
 
-    expired = _tick(agent, clock, tpu_api)  # T0 + 20m: their wait is over
+    clock.advance(STEP)  # T0 + 20m: their valid-until time; the service fails them
+    tpu_api.advance()
     assert clock.now() == T0 + WAIT
+    assert _units(tpu_api, SPOT) == {"v5e-0": "FAILED", "v5e-1": "FAILED"}
+    expired = agent.run_once(clock.now())
     assert [a.subject for a in expired.alerts if a.kind is AlertKind.STOCKOUT] == [SPOT]
     assert [(r.pool_id, r.from_units, r.to_units) for r in expired.plan.resizes] == [(ON_DEMAND, 0, 2)]
     assert [(r.pool_id, r.status) for r in expired.results] == [

@@ -9,25 +9,33 @@ Served (REST transport, ``api_endpoint`` = ``fake.url``):
     GET    /v2/projects/P/locations/L/operations[/OP]             list / get operations
 
 A repeated ``requestId`` returns the first operation (Google's idempotency). A created queued resource gets its
-``createTime`` from ``clock`` (wall time unless a test gives its own, e.g. a ``SimulatedClock``'s ``now``).
-``advance()`` is the passing of lead time: operations finish, WAITING_FOR_RESOURCES becomes PROVISIONING (unless
-stocked out), PROVISIONING becomes ACTIVE, DELETING ones go away. ``stockout(mode, accelerator_type)`` (every
-type unless one is named): "wait" keeps new requests waiting for resources, "fail" fails them with a stockout error,
-"http" refuses the create call with a quota error (HTTP 429 RESOURCE_EXHAUSTED). ``set_state`` puts a queued
-resource in any state (e.g. SUSPENDED after a spot preemption).
+``createTime`` from ``clock`` (wall time unless a test gives its own, e.g. a ``SimulatedClock``'s ``now``) and keeps
+the ``queueingPolicy`` it was sent. ``advance()`` is the passing of lead time: operations finish,
+WAITING_FOR_RESOURCES becomes PROVISIONING (unless the accelerator type is stocked out), PROVISIONING becomes
+ACTIVE, DELETING ones go away. ``stockout(mode, accelerator_type)`` (every type unless one is named): "wait" is the
+zone without capacity: requests stay WAITING_FOR_RESOURCES, and one whose ``queueingPolicy`` sets a valid-until
+time (``validUntilDuration`` from its ``createTime``, or ``validUntilTime``) becomes FAILED on the first
+``advance()`` once ``clock`` has reached it, as the service fails a request that expired; a request without one
+waits for ever; no mode fails a request sooner, as the service does not. "http" refuses the create call with a
+quota error (HTTP 429 RESOURCE_EXHAUSTED). ``set_state`` puts a queued resource in any state (e.g. SUSPENDED after a
+spot preemption).
 """
 
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from tests.fakes.google_api import GoogleApiError, GoogleJsonServer, Obj
 
 STOCKOUT_MESSAGE = "There is no more capacity in the zone; stockout (GCE_STOCKOUT)"
 QUOTA_MESSAGE = "Quota 'TPUV5sLitepodPerProjectPerZoneForTPUAPI' exhausted. Limit 16 in zone us-central2-b"
+# The service's words for an expired request are not documented: this message is the fake's own.
+EXPIRED_MESSAGE = "The queued resource request expired: its valid-until time passed before resources were available"
+STOCKOUT_MODES = ("wait", "http")
 _OPERATION_METADATA = "type.googleapis.com/google.cloud.tpu.v2.OperationMetadata"
 _QUEUED_RESOURCE = "type.googleapis.com/google.cloud.tpu.v2.QueuedResource"
 
@@ -63,6 +71,8 @@ class FakeTpuApi(GoogleJsonServer):
         return f"projects/{self.project}/locations/{self.location}"
 
     def stockout(self, mode: str = "wait", accelerator_type: str | None = None) -> None:
+        if mode not in STOCKOUT_MODES:
+            raise ValueError(f"stockout mode {mode!r}: one of {', '.join(STOCKOUT_MODES)}")
         with self._lock:
             self.stockout_mode, self.stocked_out = mode, accelerator_type
 
@@ -91,8 +101,8 @@ class FakeTpuApi(GoogleJsonServer):
                     qr["state"] = {"state": "ACTIVE"}
                 elif state == "WAITING_FOR_RESOURCES" and not self._out_of(qr):
                     qr["state"] = {"state": "PROVISIONING"}
-                elif state == "WAITING_FOR_RESOURCES" and self.stockout_mode == "fail":
-                    self.set_state(qr_id, "FAILED")
+                elif state == "WAITING_FOR_RESOURCES" and _expired(qr, self.clock()):
+                    self.set_state(qr_id, "FAILED", EXPIRED_MESSAGE)
             for op in self.operations.values():
                 if not op.done:
                     op.done = True
@@ -176,3 +186,30 @@ class FakeTpuApi(GoogleJsonServer):
         if op.done and op.result is not None:
             out["response"] = op.result
         return out
+
+
+def _expired(qr: Obj, now: datetime) -> bool:
+    """Whether the request's valid-until time (``queueingPolicy``) has passed; never without one."""
+    policy = qr.get("queueingPolicy", {})
+    if "validUntilTime" in policy:
+        return now >= _timestamp(policy["validUntilTime"])
+    if "validUntilDuration" in policy:
+        return now >= _timestamp(qr["createTime"]) + _duration(policy["validUntilDuration"])
+    return False
+
+
+def _timestamp(text: str) -> datetime:
+    """An RFC 3339 timestamp as the JSON mapping writes it ("2024-05-01T00:00:00Z", up to nine fractional digits)."""
+    found = re.fullmatch(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?Z", text)
+    if found is None:
+        raise GoogleApiError(400, f"Invalid timestamp {text!r}")
+    micros = int((found[2] or "0")[:6].ljust(6, "0"))
+    return datetime.fromisoformat(found[1]).replace(tzinfo=UTC, microsecond=micros)
+
+
+def _duration(text: str) -> timedelta:
+    """A ``google.protobuf.Duration`` as the JSON mapping writes it: seconds with an "s" ("1200s", "1.5s")."""
+    found = re.fullmatch(r"(\d+(?:\.\d{1,9})?)s", text)
+    if found is None:
+        raise GoogleApiError(400, f"Invalid duration {text!r}")
+    return timedelta(seconds=float(found[1]))
