@@ -8,7 +8,7 @@ overrides of the default queries (``agent.sources.prometheus_queries`` builds th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -16,13 +16,16 @@ from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, field_
 
 from config.durations import format_duration, parse_duration
 from config.fields import NumbersOnly
-from models import ConfigProblem
+from models import AcceleratorFamily, ConfigProblem
 
 _Duration = Annotated[
     timedelta,
     BeforeValidator(parse_duration),
     PlainSerializer(format_duration, return_type=str),
 ]
+
+# The accelerator resource a class's default query counts, by its family, as Kubernetes (and Kueue) spell it.
+DEFAULT_RESOURCES = {AcceleratorFamily.GPU: "nvidia.com/gpu", AcceleratorFamily.TPU: "google.com/tpu"}
 
 # Prometheus refuses a range query above 11,000 points per series; stay clearly below it.
 PROMETHEUS_MAX_POINTS = 11_000
@@ -112,6 +115,62 @@ def prometheus_problems(
                 reason = kueue_selector_problem(override.selector)
                 if reason:
                     yield ConfigProblem(f"prometheus.classes.{name}.selector", reason)
+
+
+def shared_demand_problems(
+    settings: PrometheusSettings | None, classes: Sequence[tuple[str, str, AcceleratorFamily]]
+) -> Iterator[ConfigProblem]:
+    """Two demand classes (name, series, family) whose Prometheus demand queries read the same demand: the same
+    written query, or the same selector and resource. Their demand would be counted twice and their pools sized on
+    double. Classes of the same series and family are left to the rule on series, which names them already."""
+    if settings is None:
+        return
+    first: dict[tuple[object, ...], tuple[str, str, AcceleratorFamily]] = {}
+    for name, series, family in classes:
+        reading = _demand_reading(settings, name, series, family)
+        if reading not in first:
+            first[reading] = (name, series, family)
+            continue
+        other, other_series, other_family = first[reading]
+        if (other_series, other_family) == (series, family):
+            continue
+        override = settings.classes.get(name, ClassQuerySettings())
+        key = "query" if override.query else "selector" if override.selector else None
+        yield ConfigProblem(
+            f"prometheus.classes.{name}" + (f".{key}" if key else ""),
+            f"demand classes {other!r} and {name!r} read the same demand from Prometheus (the same "
+            f"{'query' if override.query else 'selector and resource'}): it would be counted twice and their pools "
+            "sized on double; give each class a selector or query of its own",
+        )
+
+
+def _demand_reading(
+    settings: PrometheusSettings, name: str, series: str, family: AcceleratorFamily
+) -> tuple[object, ...]:
+    """What the demand query of a class reads, so that two queries that differ only in spacing or in the order
+    of their label matchers compare equal: the written query, or the selector's matchers and the resource."""
+    override = settings.classes.get(name, ClassQuerySettings())
+    if override.query:
+        return ("query", " ".join(override.query.split()))
+    resource = override.resource or DEFAULT_RESOURCES[family]
+    if override.selector is None:
+        label = "cluster_queue" if settings.demand_metrics == "kueue" else "namespace"
+        return ("selector", ((label, "=", series),), resource)
+    matchers = label_matchers(override.selector)
+    if matchers is None:
+        return ("selector", " ".join(override.selector.split()), resource)
+    return ("selector", tuple(sorted(_matcher_parts(text) for _, text in matchers)), resource)
+
+
+def _matcher_parts(text: str) -> tuple[str, str, str]:
+    """A matcher as ``label_matchers`` gives it, split into label, operator and value (PromQL's escapes undone;
+    a back-quoted string has none)."""
+    match = _MATCHER.match(text)
+    if match is None:
+        return (text, "", "")
+    label, operator, quoted = match.groups()
+    value = quoted[1:-1] if quoted.startswith("`") else re.sub(r"\\(.)", r"\1", quoted[1:-1])
+    return (label, operator, value)
 
 
 # One PromQL label matcher: name, operator, and a double-, single- or back-quoted string (PromQL "String literals").

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from config.aws import check_aws
 from config.cloud import check_cloud
 from config.energy import energy_problems
-from config.prometheus import prometheus_problems
+from config.prometheus import prometheus_problems, shared_demand_problems
 from config.schema import PoolSettings, Settings
 from models import AcceleratorFamily, CapacityTier, ConfigProblem, PoolKind
 from models.durations import format_duration
@@ -29,10 +29,12 @@ def _aws_rules(settings: Settings) -> Iterable[ConfigProblem]:
     return check_aws(settings.aws, settings.pools)
 
 
-def _prometheus_rules(settings: Settings) -> Iterable[ConfigProblem]:
-    return prometheus_problems(
+def _prometheus_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    yield from prometheus_problems(
         settings.prometheus, (c.name for c in settings.demand_classes), (p.id for p in settings.pools)
     )
+    classes = [(c.name, c.series or c.name, c.family) for c in settings.demand_classes]
+    yield from shared_demand_problems(settings.prometheus, classes)
 
 
 def _energy_rules(settings: Settings) -> Iterable[ConfigProblem]:
@@ -48,6 +50,24 @@ def _unique_names(settings: Settings) -> Iterator[ConfigProblem]:
         for name, count in Counter(names).items():
             if count > 1:
                 yield ConfigProblem(section, f"name {name!r} is used {count} times; names must be unique")
+
+
+def _shared_series(settings: Settings) -> Iterator[ConfigProblem]:
+    """Two classes of one family reading one series (a namespace, a ClusterQueue, a trace column) read the same
+    demand: it would be counted twice and their pools sized on double. Classes of different families may share
+    it: their default queries count different accelerators."""
+    first: dict[tuple[str, AcceleratorFamily], str] = {}
+    for i, demand_class in enumerate(settings.demand_classes):
+        series = demand_class.series or demand_class.name
+        other = first.setdefault((series, demand_class.family), demand_class.name)
+        if other != demand_class.name:
+            at = f"demand_classes[{i}]" + (".series" if demand_class.series is not None else "")
+            yield ConfigProblem(
+                at,
+                f"demand classes {other!r} and {demand_class.name!r} both read the {demand_class.family} demand of "
+                f"series {series!r}: it would be counted twice and their pools sized on double; give each class a "
+                "series of its own",
+            )
 
 
 def _pool_rules(settings: Settings) -> Iterator[ConfigProblem]:
@@ -200,6 +220,7 @@ def _repeated(key: str, values: Iterable[object], what: str) -> Iterator[ConfigP
 # Each rule with the top-level sections it reads.
 _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str]], ...] = (
     (_unique_names, frozenset({"demand_classes", "pools", "budgets"})),
+    (_shared_series, frozenset({"demand_classes"})),
     (_pool_rules, frozenset({"pools", "demand_classes"})),
     (_coverage, frozenset({"pools", "demand_classes"})),
     (_budget_rules, frozenset({"budgets", "pools"})),
