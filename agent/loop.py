@@ -50,7 +50,7 @@ from agent.observation import forecasts_from_frame, latest_observations, with_gr
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
-from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource
+from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource, read_deadline
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
@@ -200,9 +200,11 @@ class Agent:
             self.budget_watch.observe(now, states)
 
     def observe(self, now: datetime) -> Outlook:
-        """Observe demand and forecast it (refitting first when the refit interval has passed)."""
+        """Observe demand and forecast it (refitting first when the refit interval has passed). Demand is read
+        within half a tick: a class a slow source has not answered by then is held, and the tick goes on."""
         problems: dict[str, str] = {}
-        observed, forecasts = self._observe_and_forecast(now, problems)
+        with read_deadline(self.tick / 2):
+            observed, forecasts = self._observe_and_forecast(now, problems)
         return Outlook(observed, forecasts, problems)
 
     def act(self, now: datetime, outlook: Outlook) -> TickReport:
@@ -301,7 +303,8 @@ class Agent:
         if not due:
             return True
         try:
-            self.refit(now)
+            with read_deadline(None):  # the history is read whole, or the model would lack the classes cut off
+                self.refit(now)
         except (ForecastError, MetricsUnavailable) as exc:
             problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
             return False

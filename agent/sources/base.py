@@ -6,11 +6,18 @@ trustworthy value is NaN, never 0. A source that cannot answer at all raises ``M
 
 A source that can also read demand at one instant (``InstantMetricSource``, Prometheus) gives the loop the newest
 sample at the tick's time: the grid's newest step can start up to one step before it.
+
+``read_deadline`` bounds the reads made inside it: a source that reads classes one by one (Prometheus) holds the
+classes it has not read when the time is up, and cuts its requests' timeouts and retries to the time left, so a
+slow source cannot keep the tick from planning, enforcing budgets and alerting.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -44,3 +51,25 @@ class InstantMetricSource(Protocol):
     def newest_each(
         self, classes: Sequence[DemandClass], at: datetime
     ) -> tuple[dict[str, tuple[datetime, float]], dict[str, MetricsUnavailable]]: ...
+
+
+# The monotonic time by which reads should end and the budget it was given; None outside ``read_deadline``.
+_READ_BY: ContextVar[tuple[float, timedelta] | None] = ContextVar("read_by", default=None)
+
+
+@contextmanager
+def read_deadline(budget: timedelta | None) -> Iterator[None]:
+    """Reads made inside the block (in this thread) should end within ``budget``; None lifts an outer deadline
+    (a refit's history read inside a tick's observation)."""
+    token = _READ_BY.set(None if budget is None else (time.monotonic() + budget.total_seconds(), budget))
+    try:
+        yield
+    finally:
+        _READ_BY.reset(token)
+
+
+def read_time_left() -> tuple[float, timedelta] | None:
+    """Seconds left (0 or less once it passed) of the current read deadline, and the budget it was given; None
+    when reads are not bounded."""
+    deadline = _READ_BY.get()
+    return None if deadline is None else (deadline[0] - time.monotonic(), deadline[1])

@@ -30,7 +30,8 @@ retries then tells whether Prometheus answers at all. When it does not, every cl
 reason naming the server's failure, without being asked: otherwise each class would go through its own retries
 ((retries + 1) x timeout, about 91 s with the defaults) before the tick could plan, enforce budgets or alert. When
 the probe is answered, the failure was the class's own (a query too heavy to finish in time) and the next classes
-are read.
+are read. Inside a ``read_deadline`` (the loop gives its observation half a tick), the classes not read when the
+time is up are held the same way, and each request's timeout and retries are cut to the time left.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
+from agent.sources.base import read_time_left
 from agent.sources.prometheus_answer import checked_body, get_instant, get_range, matrix, vector
 from agent.sources.prometheus_queries import no_data_hint
 from config.prometheus import PrometheusSettings
@@ -68,6 +70,14 @@ class ServerFailure(MetricsUnavailable):
     a server error (5xx) or 429 after the retries."""
 
 
+class _DeadlineRetry(Retry):
+    """Retries that end once the read deadline (``agent.sources.base.read_deadline``) has passed."""
+
+    def is_exhausted(self) -> bool:
+        left = read_time_left()
+        return super().is_exhausted() or (left is not None and left[0] <= 0)
+
+
 def connect(settings: PrometheusSettings, retries: int | None = None) -> PrometheusConnect:
     """A client for the configured server: CA file, timeout and a bounded number of retries with back-off
     (``retries`` overrides the configured number, e.g. 0 for a single reachability probe).
@@ -79,7 +89,7 @@ def connect(settings: PrometheusSettings, retries: int | None = None) -> Prometh
     if settings.ca_file:
         session.verify = settings.ca_file
     attempts = settings.retries if retries is None else retries
-    retry = Retry(
+    retry = _DeadlineRetry(
         total=attempts,
         connect=attempts,
         read=attempts,
@@ -159,7 +169,7 @@ class PrometheusSource:
         """Why Prometheus does not answer one instant query of ``vector(1)`` without retries; None when it does."""
         try:
             self._probe_client.headers = self._headers("*", PROBE_QUERY)
-            self._call("*", PROBE_QUERY, lambda: self._probe_client.custom_query(PROBE_QUERY))
+            self._call("*", PROBE_QUERY, lambda: get_instant(self._probe_client, {"query": PROBE_QUERY}))
         except MetricsUnavailable as exc:
             return exc.reason
         return None
@@ -190,19 +200,8 @@ class PrometheusSource:
     ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
         """Every class that has a trustworthy answer, and why each of the others has none (so they can be held
         one by one instead of all together)."""
-        parts, missing = [], {}
-        down: str | None = None
-        for demand_class in classes:
-            if down is not None and demand_class.name in self._queries:
-                missing[demand_class.name] = self._not_asked(demand_class.name, down)
-                continue
-            try:
-                parts.append(self.fetch_class(demand_class, start, end, step))
-            except ServerFailure as exc:
-                missing[demand_class.name] = exc
-                down = self._server_down(exc)
-            except MetricsUnavailable as exc:
-                missing[demand_class.name] = exc
+        parts: list[pd.DataFrame] = []
+        missing = self._read_each(classes, lambda c: parts.append(self.fetch_class(c, start, end, step)))
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"unique_id": [], "ds": [], "y": []})
         return frame, missing
 
@@ -212,24 +211,15 @@ class PrometheusSource:
         """Each class's demand at ``at`` (one instant query per class), with the time Prometheus gives it, and why
         each other class has none. A value is returned as read: the caller judges NaN and implausible values."""
         readings: dict[str, tuple[datetime, float]] = {}
-        missing: dict[str, MetricsUnavailable] = {}
-        down: str | None = None
-        for demand_class in classes:
+
+        def read(demand_class: DemandClass) -> None:
             name = demand_class.name
-            if down is not None and name in self._queries:
-                missing[name] = self._not_asked(name, down)
-                continue
-            try:
-                query = self._queries.get(name)
-                if query is None:
-                    raise MetricsUnavailable(name, "no Prometheus query is configured")
-                readings[name] = self.newest(name, query, at)
-            except ServerFailure as exc:
-                missing[name] = exc
-                down = self._server_down(exc)
-            except MetricsUnavailable as exc:
-                missing[name] = exc
-        return readings, missing
+            query = self._queries.get(name)
+            if query is None:
+                raise MetricsUnavailable(name, "no Prometheus query is configured")
+            readings[name] = self.newest(name, query, at)
+
+        return readings, self._read_each(classes, read)
 
     def newest(self, name: str, query: str, at: datetime) -> tuple[datetime, float]:
         """One query's value at ``at``: Prometheus evaluates it on the newest sample of each series within its
@@ -296,9 +286,43 @@ class PrometheusSource:
         return values
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _read_each(
+        self, classes: Sequence[DemandClass], read: Callable[[DemandClass], None]
+    ) -> dict[str, MetricsUnavailable]:
+        """``read`` each class in turn; why each failed. Once the server has failed, or the read deadline has
+        passed, the classes left are held without a request (one without a query still says so)."""
+        missing: dict[str, MetricsUnavailable] = {}
+        down: str | None = None
+        for demand_class in classes:
+            name = demand_class.name
+            if name in self._queries and (down := down or self._out_of_time()) is not None:
+                missing[name] = self._not_asked(name, down)
+                continue
+            try:
+                read(demand_class)
+            except ServerFailure as exc:
+                missing[name] = exc
+                down = self._server_down(exc)
+            except MetricsUnavailable as exc:
+                missing[name] = exc
+        return missing
+
+    def _out_of_time(self) -> str | None:
+        left = read_time_left()
+        if left is None or left[0] > 0:
+            return None
+        log.warning("prometheus reads out of time, the remaining classes are not queried url=%s", self.url)
+        return (
+            f"not queried: the time for reading demand ({left[1].total_seconds():g} s) ran out; Prometheus at "
+            f"{self.url} answers too slowly"
+        )
+
     def _server_down(self, failure: ServerFailure) -> str | None:
         """After a class failed for a reason of the server's: why the classes not yet read are not asked (the
-        server's failure, confirmed by a probe that failed too), or None when Prometheus answers the probe."""
+        server's failure, confirmed by a probe that failed too, or the read deadline passed), or None when
+        Prometheus answers the probe."""
+        if (late := self._out_of_time()) is not None:
+            return late
         probe = self._probe_failure()
         if probe is None:
             log.info(
@@ -320,7 +344,6 @@ class PrometheusSource:
         )
 
     def _not_asked(self, name: str, why: str) -> MetricsUnavailable:
-        """A class held without a request; one without a query is still told so (``fetch_class``, ``newest_each``)."""
         return MetricsUnavailable(name, why, self._queries[name])
 
     def _headers(self, name: str, query: str) -> dict[str, str] | None:

@@ -1,7 +1,8 @@
 """A Prometheus that fails for every query (overloaded, hanging, gone) costs one class's retries and one probe per
 read, not every class's retries: the classes not yet read are held with the server's failure, without being asked,
 so the tick goes on to plan, enforce budgets and alert. A failure that is the class's own (its query too heavy for
-the server's timeout, a query the server refuses) holds that class alone.
+the server's timeout, a query the server refuses) holds that class alone. A server that answers the probe but
+times out every demand query is cut off by the tick's read deadline (half a tick).
 
 Prometheus answers a query that ran out of time with 503 and ``errorType: timeout`` (web/api/v1/api.go,
 ``returnAPIError``: ``errorTimeout`` -> ``http.StatusServiceUnavailable``) and a query it cannot parse with 400
@@ -27,6 +28,7 @@ from actuators import SimulatedCluster
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts
 from agent.notify.recording import RecordingNotifier
+from agent.sources.base import read_deadline
 from agent.sources.prometheus import PROBE_QUERY, PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
 from config import settings_from_mapping
@@ -48,7 +50,8 @@ BAD_DATA = {"status": "error", "errorType": "bad_data", "error": 'invalid parame
 class Stub:
     """``mode``: ``ok``; ``overloaded`` (every query, the probe's too, answers 503 timeout after ``delay_s``);
     ``hang`` (no answer for ``delay_s``); ``heavy`` (the class named in ``culprit`` answers 503 timeout, the others
-    and the probe answer); ``bad`` (the class named in ``culprit`` answers 400 bad_data)."""
+    and the probe answer); ``bad`` (the class named in ``culprit`` answers 400 bad_data); ``slow`` (every demand
+    query answers 503 timeout after ``delay_s``, the probe at once)."""
 
     mode: str = "ok"
     delay_s: float = 0.0
@@ -77,7 +80,8 @@ class _Handler(BaseHTTPRequestHandler):
         with stub.lock:
             stub.queries.append(query)
         own = bool(stub.culprit) and f'"{stub.culprit}"' in query
-        if stub.mode in ("overloaded", "hang") or (stub.mode == "heavy" and own):
+        slow = stub.mode == "slow" and query != PROBE_QUERY
+        if stub.mode in ("overloaded", "hang") or (stub.mode == "heavy" and own) or slow:
             time.sleep(stub.delay_s)
             self._reply(503, QUERY_TIMED_OUT)
         elif stub.mode == "bad" and own:
@@ -215,11 +219,11 @@ def test_a_failure_of_one_class_query_holds_that_class_alone(stub: tuple[str, St
     assert state.asked(PROBE_QUERY) == (1 if mode == "heavy" else 0)
 
 
-def _agent(settings: Settings, notifier: RecordingNotifier) -> Agent:
+def _agent(settings: Settings, notifier: RecordingNotifier, tick: timedelta | None = None) -> Agent:
     clock = SimulatedClock(NOW)
     cluster = SimulatedCluster(settings.pool_specs(), clock, {f"{name}-pool": 2 for name in CLASSES})
     parts = AgentParts(_source(settings), build_forecaster(settings.forecast), cluster, InMemoryLedger(), notifier)
-    return Agent(settings, parts, holder="test")
+    return Agent(settings, parts, holder="test", tick=tick)
 
 
 def test_the_tick_acts_and_alerts_on_every_class_after_one_class_retries(stub: tuple[str, Stub]) -> None:
@@ -252,3 +256,36 @@ def test_the_history_read_for_a_refit_stops_at_the_server_failure(stub: tuple[st
 
     assert staged.history.empty
     assert len(state.demand_queries()) == 1 + RETRIES and state.asked(PROBE_QUERY) == 1
+
+
+def test_a_server_that_answers_the_probe_but_no_query_is_cut_off_by_the_tick_read_deadline(
+    stub: tuple[str, Stub],
+) -> None:
+    url, state = stub
+    state.mode, state.delay_s = "slow", 0.3
+    notifier = RecordingNotifier()
+    agent = _agent(_settings(url), notifier, tick=timedelta(seconds=2))  # demand is read within 1 s
+
+    report = agent.run_once(NOW)
+
+    # Each class's retries end with an answered probe; the deadline stops the read within the second class's tries
+    # (the first class's three take 0.9 s), where reading every class took 10 x 3 tries.
+    assert len(state.demand_queries()) <= 2 * (1 + RETRIES)
+    assert sorted(report.problems) == sorted(CLASSES)
+    cut = [name for name, why in report.problems.items() if "the time for reading demand (1 s) ran out" in why]
+    assert len(cut) >= len(CLASSES) - 2 and all(
+        f"Prometheus at {url} answers too slowly" in report.problems[n] for n in cut
+    )
+    missing_data = [e for e in notifier.events if e.kind is AlertKind.MISSING_DATA]
+    assert len(missing_data) == len(CLASSES)
+
+
+def test_the_read_deadline_cuts_a_request_timeout_and_its_retries(stub: tuple[str, Stub]) -> None:
+    url, state = stub
+    state.mode, state.delay_s = "hang", 5.0
+    source = _source(_settings(url, timeout="2s"))
+    with read_deadline(timedelta(seconds=0.3)):
+        missing = _fetch_each(source)
+    assert len(state.demand_queries()) == 1 and state.asked(PROBE_QUERY) == 0  # one try, cut to the time left
+    assert "timeout" in missing[CLASSES[0]]
+    assert all("the time for reading demand (0.3 s) ran out" in missing[name] for name in CLASSES[1:])
