@@ -157,6 +157,9 @@ FIELDS: dict[str, str] = {
     "chunked (Prometheus refuses more than 11,000).",
     "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "
     "(ClusterQueue reservation plus pending; Kueue v0.18.0 or later, older ones leave every class unavailable).",
+    "PrometheusSettings.cluster_selector": "PromQL label matchers naming this cluster's series in a Prometheus view "
+    'holding several clusters, e.g. `cluster="prod"` (Google Managed Prometheus: `cluster="prod", '
+    'location="europe-west4"`); added to every metric the default queries read. Unset: every series counts.',
     "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
     "PrometheusSettings.pools": "Per pool: how its accelerator activity and its recorded capacity are read.",
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",

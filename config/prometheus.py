@@ -1,6 +1,7 @@
 """Settings for reading demand and accelerator activity from Prometheus.
 
-Which exporter the default queries are written for (``demand_metrics``), how to reach the server (URL, bearer
+Which exporter the default queries are written for (``demand_metrics``) and in which cluster they read it
+(``cluster_selector``, for a Prometheus view holding several clusters), how to reach the server (URL, bearer
 token file, CA file, timeout, bounded retries), when a series counts as stale, and per demand class or pool
 overrides of the default queries (``agent.sources.prometheus_queries`` builds them).
 """
@@ -79,6 +80,7 @@ class PrometheusSettings(_Section):
     max_staleness: _Duration = timedelta(minutes=15)
     max_points_per_query: int = Field(default=10_000, ge=2, le=PROMETHEUS_MAX_POINTS - 1)
     demand_metrics: Literal["kueue", "kube-state-metrics"] = "kube-state-metrics"
+    cluster_selector: str | None = Field(default=None, min_length=1)
     classes: dict[str, ClassQuerySettings] = Field(default_factory=dict)
     pools: dict[str, PoolQuerySettings] = Field(default_factory=dict)
 
@@ -94,6 +96,25 @@ class PrometheusSettings(_Section):
     def _positive_staleness(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):
             raise ValueError("max_staleness must be positive, e.g. '15m'")
+        return value
+
+    @field_validator("cluster_selector")
+    @classmethod
+    def _cluster_matchers(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        matchers = label_matchers(value)
+        if not matchers:
+            raise ValueError(
+                f"{value!r} is not a list of PromQL label matchers; name the cluster as Prometheus labels its series, "
+                'e.g. \'cluster="prod"\' (Google Managed Prometheus: \'cluster="prod", location="europe-west4"\')'
+            )
+        read = sorted({label for label, _ in matchers} & DEFAULT_QUERY_LABELS)
+        if read:
+            raise ValueError(
+                f"the default queries read the label(s) {', '.join(read)} themselves; cluster_selector names the "
+                "cluster only (e.g. 'cluster=\"prod\"'): narrow a class with prometheus.classes.<name>.selector"
+            )
         return value
 
 
@@ -177,6 +198,14 @@ def _matcher_parts(text: str) -> tuple[str, str, str]:
 _MATCHER = re.compile(
     r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*(?:,|$)"""
 )
+
+# Labels the default queries select, join or group on themselves (kube-state-metrics: pod requests, pod phases,
+# namespaces and nodes; Kueue: the ClusterQueue gauges). A cluster selector naming one of them would change what
+# a class counts rather than which cluster it is counted in.
+DEFAULT_QUERY_LABELS = frozenset(
+    {"namespace", "pod", "container", "resource", "unit", "phase", "node", "cluster_queue", "flavor", "cohort",
+     "replica_role", "status"}
+)  # fmt: skip
 
 # Labels of kueue_cluster_queue_resource_reservation (and _usage) that kueue_cluster_queue_resource_pending does not
 # carry: reservation is reported per (cohort, cluster_queue, flavor, resource), pending per (cluster_queue,

@@ -18,6 +18,11 @@ selector that names none, nodes), and the Kueue query needs
 both the reservation and the pending gauge (Kueue reports both at 0 for a configured resource without work, so a real
 zero stays a zero).
 
+Several clusters in one Prometheus view (Google Managed Prometheus, Thanos, Mimir: series told apart by a
+``cluster`` label or the like) need ``prometheus.cluster_selector``: its matchers go on every metric the default
+queries read, the pod phases they join and the namespace or node check that lets "no pods" read as 0, so that
+neither another cluster's demand nor another cluster's exporter can stand in for this one's.
+
 Both are written for exporters that run, or are scraped, more than once. Every replica of a highly available
 Kueue exports the ClusterQueue gauges (kubernetes-sigs/kueue#6772); recent releases label them ``replica_role``
 leader / follower / standalone (v0.16 does, kubernetes-sigs/kueue#9288), older ones do not label them at all. Two
@@ -60,7 +65,8 @@ KUEUE_PENDING_HINT = (
 KSM_NAMESPACE_HINT = (
     "kube-state-metrics reports no namespace the class's selector names (kube_namespace_created): check the "
     "namespace in the class's `series` (or its `selector`) for a typo; kube-state-metrics itself must be up and "
-    "export namespaces (it does unless its --resources leaves them out)"
+    "export namespaces (it does unless its --resources leaves them out); with prometheus.cluster_selector set, "
+    "check that it names the cluster as Prometheus labels its series"
 )
 
 
@@ -74,42 +80,64 @@ def quote(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def kueue_demand_query(selector: str, resource: str) -> str:
+def kueue_demand_query(selector: str, resource: str, cluster: Sequence[str] = ()) -> str:
     """Quota reserved in the selected ClusterQueues' flavors plus what is pending in them. ``flavor`` and
     ``cohort`` matchers apply to the reservation term only: pending work has no flavor yet, and the pending gauge is
-    labelled by cluster_queue and resource alone (see ``config.prometheus.KUEUE_USAGE_ONLY_LABELS``)."""
+    labelled by cluster_queue and resource alone (see ``config.prometheus.KUEUE_USAGE_ONLY_LABELS``). ``cluster``
+    (matcher texts) applies to both."""
     matchers = label_matchers(selector)
     if matchers is None:  # refused at validation; a selector given in code still must not widen the query
         raise ValueError(f"not a list of PromQL label matchers: {selector!r}")
     if not any(label == "replica_role" for label, _ in matchers):
         matchers.append(("replica_role", NOT_A_FOLLOWER))
     resource_matcher = f"resource={quote(resource)}"
-    usage = ", ".join([resource_matcher, *(text for _, text in matchers)])
-    pending = ", ".join([resource_matcher, *(text for label, text in matchers if label not in KUEUE_USAGE_ONLY_LABELS)])
+    usage = ", ".join([resource_matcher, *(text for _, text in matchers), *cluster])
+    pending = ", ".join(
+        [resource_matcher, *(text for label, text in matchers if label not in KUEUE_USAGE_ONLY_LABELS), *cluster]
+    )
     return (
         f"sum(max by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_reservation{{{usage}}}))"
         f" + on() sum(max by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{{{pending}}}))"
     )
 
 
-def kube_state_metrics_demand_query(selector: str, resource: str) -> str:
+def kube_state_metrics_demand_query(selector: str, resource: str, cluster: Sequence[str] = ()) -> str:
+    """Requests of the selected pods that are Pending or Running. ``cluster`` (matcher texts) applies to every
+    metric read: the requests, the pod phases they are joined with and the namespaces or nodes that let no pods
+    read as 0."""
+    phase = ", ".join(['phase=~"Pending|Running"', *cluster])
+    requests = ", ".join([f"resource={quote(ksm_resource(resource))}", selector, *cluster])
     return (
         "sum(max by (namespace, pod, container, resource) ("
-        f"kube_pod_container_resource_requests{{resource={quote(ksm_resource(resource))}, {selector}}})"
+        f"kube_pod_container_resource_requests{{{requests}}})"
         " * on(namespace, pod) group_left()"
-        ' max by (namespace, pod) (kube_pod_status_phase{phase=~"Pending|Running"} == 1))'
-        f" or on() (0 * count({kube_state_metrics_known(selector)}))"
+        f" max by (namespace, pod) (kube_pod_status_phase{{{phase}}} == 1))"
+        f" or on() (0 * count({kube_state_metrics_known(selector, cluster)}))"
     )
 
 
-def kube_state_metrics_known(selector: str) -> str:
+def kube_state_metrics_known(selector: str, cluster: Sequence[str] = ()) -> str:
     """What kube-state-metrics must report for "no accelerator pods" to read as 0: the namespaces the selector
     names (``kube_namespace_created``, one series per namespace, STABLE in kube-state-metrics'
     docs/metrics/cluster/namespace-metrics.md), so that a namespace spelled wrong, or deleted, is unavailable
-    rather than a demand of 0; for a selector without a ``namespace`` matcher, any node (``kube_node_info``)."""
+    rather than a demand of 0; for a selector without a ``namespace`` matcher, any node (``kube_node_info``). Either
+    is read in the cluster ``cluster`` names, so that another cluster's kube-state-metrics cannot stand in for this
+    one's while it is down."""
     matchers = label_matchers(selector) or []
     namespaces = [text for label, text in matchers if label == "namespace"]
-    return f"kube_namespace_created{{{', '.join(namespaces)}}}" if namespaces else "kube_node_info"
+    metric = "kube_namespace_created" if namespaces else "kube_node_info"
+    scope = [*namespaces, *cluster]
+    return f"{metric}{{{', '.join(scope)}}}" if scope else metric
+
+
+def cluster_matchers(settings: PrometheusSettings) -> list[str]:
+    """The matcher texts of ``prometheus.cluster_selector`` (none when it is unset)."""
+    if settings.cluster_selector is None:
+        return []
+    matchers = label_matchers(settings.cluster_selector)
+    if matchers is None:  # refused at validation
+        raise ValueError(f"not a list of PromQL label matchers: {settings.cluster_selector!r}")
+    return [text for _, text in matchers]
 
 
 def demand_query(demand_class: DemandClass, settings: PrometheusSettings) -> str:
@@ -118,11 +146,12 @@ def demand_query(demand_class: DemandClass, settings: PrometheusSettings) -> str
     if override.query:
         return override.query
     resource = override.resource or KUEUE_RESOURCES[demand_class.family]
+    cluster = cluster_matchers(settings)
     if settings.demand_metrics == "kueue":
         selector = override.selector or f"cluster_queue={quote(demand_class.series_id)}"
-        return kueue_demand_query(selector, resource)
+        return kueue_demand_query(selector, resource, cluster)
     selector = override.selector or f"namespace={quote(demand_class.series_id)}"
-    return kube_state_metrics_demand_query(selector, resource)
+    return kube_state_metrics_demand_query(selector, resource, cluster)
 
 
 def demand_queries(classes: Sequence[DemandClass], settings: PrometheusSettings) -> dict[str, str]:

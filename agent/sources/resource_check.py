@@ -7,7 +7,8 @@ once at start, look further back: a resource that no node offered (``kube_node_s
 requested (``kube_pod_container_resource_requests``) over the whole history the forecaster reads is most likely a
 typo, and they say so, with the resources nodes offer now that come closest. Both metrics are STABLE in
 kube-state-metrics (docs/metrics/cluster/node-metrics.md, docs/metrics/workload/pod-metrics.md) and carry the
-resource name sanitized (``nvidia_com_gpu``), as ``ksm_resource`` writes it.
+resource name sanitized (``nvidia_com_gpu``), as ``ksm_resource`` writes it. In a Prometheus view of several
+clusters both are read in the cluster ``prometheus.cluster_selector`` names, as the default queries are.
 """
 
 from __future__ import annotations
@@ -18,20 +19,25 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from agent.sources.prometheus import PrometheusSource, prometheus_duration
-from agent.sources.prometheus_queries import KUEUE_RESOURCES, ksm_resource, quote
+from agent.sources.prometheus_queries import KUEUE_RESOURCES, cluster_matchers, ksm_resource, quote
 from config.prometheus import ClassQuerySettings, PrometheusSettings
 from models import DemandClass, MetricsUnavailable
 
 log = logging.getLogger(__name__)
 CHECK = "resource check"  # the name queries of this check are reported under
-OFFERED_NOW = "count by (resource) (kube_node_status_capacity)"
 
 
-def seen_query(resource: str, lookback: timedelta) -> str:
+def offered_now_query(cluster: Sequence[str] = ()) -> str:
+    """The resources the nodes of the cluster (``prometheus.cluster_selector``'s matcher texts) offer now."""
+    scope = f"{{{', '.join(cluster)}}}" if cluster else ""
+    return f"count by (resource) (kube_node_status_capacity{scope})"
+
+
+def seen_query(resource: str, lookback: timedelta, cluster: Sequence[str] = ()) -> str:
     """Non-empty when some node offered, or some pod requested, ``resource`` (as kube-state-metrics names it)
-    within ``lookback`` before the query's time."""
+    within ``lookback`` before the query's time, in the cluster ``cluster`` (matcher texts) names."""
     window = prometheus_duration(lookback)
-    matcher = f"{{resource={quote(resource)}}}"
+    matcher = f"{{{', '.join([f'resource={quote(resource)}', *cluster])}}}"
     return (
         f"count(last_over_time(kube_node_status_capacity{matcher}[{window}]))"
         f" or count(last_over_time(kube_pod_container_resource_requests{matcher}[{window}]))"
@@ -63,11 +69,13 @@ def unknown_resources(
     """One sentence per resource that the classes' default queries count and that kube-state-metrics never saw
     within ``lookback`` before ``at``. Advisory: a check Prometheus cannot answer is logged and skipped."""
     problems = []
+    cluster = cluster_matchers(settings)
     for resource, users in default_query_resources(classes, settings).items():
         try:
-            if source.instant(CHECK, seen_query(resource, lookback), at):
+            if source.instant(CHECK, seen_query(resource, lookback, cluster), at):
                 continue
-            offered = sorted({labels.get("resource", "") for labels, _ in source.instant(CHECK, OFFERED_NOW, at)})
+            answer = source.instant(CHECK, offered_now_query(cluster), at)
+            offered = sorted({labels.get("resource", "") for labels, _ in answer})
         except MetricsUnavailable as exc:
             log.warning("could not check the resource %s of class(es) %s: %s", resource, ", ".join(users), exc.reason)
             continue
