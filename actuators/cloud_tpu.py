@@ -9,12 +9,13 @@ operation) and deterministic names (a repeat after a restart meets 409 ALREADY_E
 Long-running operations are started and not waited for.
 
 A zone out of capacity does not fail a queued resource: the service keeps it WAITING_FOR_RESOURCES until its
-valid-until time passes (its ``queueingPolicy``), and for ever without one. So a request still waiting for
-resources once its pool's wait (``queued_resource_waits``) has passed since its ``createTime``, or its own
-valid-until time, is reported failed for want of capacity; so is one FAILED after that time, whatever its error
-says (the service fails an expired request), and a SUSPENDING or SUSPENDED one, whose TPU the service took back (a
-Spot preemption, a maintenance event). Each refuses a scale-up with CapacityUnavailable, which backs the pool off
-and sends its demand to the next eligible pool, and is deleted by the next resize.
+valid-until time passes (its ``queueingPolicy``), and for ever without one. So each request is created with its
+pool's wait (``queued_resource_waits``) as its ``validUntilDuration``, and one still waiting for resources once
+that has passed since its ``createTime`` (or its own valid-until time: a request made before, with another wait) is
+reported failed for want of capacity; so is one FAILED after that time, whatever its error says (the service fails
+an expired request), and a SUSPENDING or SUSPENDED one, whose TPU the service took back (a Spot preemption, a
+maintenance event). Each refuses a scale-up with CapacityUnavailable, which backs the pool off and sends its demand
+to the next eligible pool, and is deleted by the next resize.
 """
 
 from __future__ import annotations
@@ -137,6 +138,8 @@ class CloudTpuQueuedResourceActuator:
         node = {"accelerator_type": mapping.accelerator_type, "runtime_version": mapping.runtime_version}
         queued: dict[str, Any] = {"tpu": {"node_spec": [{"parent": parent, "node_id": name, "node": node}]}}
         queued["spot" if mapping.spot else "guaranteed"] = {}
+        # The service fails a request it has not filled by then (FAILED), where it would keep it waiting for ever.
+        queued["queueing_policy"] = {"valid_until_duration": self._waits[pool_id]}
         request = {
             "parent": parent,
             "queued_resource_id": name,
