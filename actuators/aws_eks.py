@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
@@ -79,12 +79,21 @@ class _Observed:
 
 
 class EksNodegroupActuator:
-    """``eks`` is a boto3 EKS client; ``groups`` reads and changes the node groups' Auto Scaling groups."""
+    """``eks`` is a boto3 EKS client; ``groups`` reads and changes the node groups' Auto Scaling groups. Updates go
+    through ``writes``: given a write's time limit in seconds, an EKS client whose one attempt ends within it
+    (``actuators.aws_wiring.bounded_clients``); without it, through ``eks``."""
 
     def __init__(
-        self, eks: Any, groups: AutoScalingGroups, cluster: str, mappings: Sequence[NodegroupMapping], clock: Clock
+        self,
+        eks: Any,
+        groups: AutoScalingGroups,
+        cluster: str,
+        mappings: Sequence[NodegroupMapping],
+        clock: Clock,
+        writes: Callable[[float], Any] | None = None,
     ) -> None:
         self._eks = eks
+        self._writes = writes or (lambda _timeout: eks)
         self._groups = groups
         self._cluster = cluster
         self._mappings = {m.pool: m for m in mappings}
@@ -244,10 +253,9 @@ class EksNodegroupActuator:
     def _update(self, pool_id: str, desired: int, key: str) -> str:
         """``UpdateNodegroupConfig`` of the desired size only: the bounds stay the operator's."""
         token = hashlib.sha256(f"{pool_id}\n{key}\n{desired}".encode()).hexdigest()[:32]
-        write_timeout(pool_id)  # the leadership left must cover the write: the reads took their time
-        update = call(
+        update = call(  # sent only if the leadership left covers its time limit: the reads took their time
             pool_id,
-            self._eks.update_nodegroup_config,
+            self._writes(write_timeout(pool_id)).update_nodegroup_config,
             clusterName=self._cluster,
             nodegroupName=self._nodegroup(pool_id),
             scalingConfig={"desiredSize": desired},

@@ -33,7 +33,7 @@ hostnames, start with the instance id; ``instance_ids`` maps them through ``Desc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -119,11 +119,14 @@ class Change:
 
 
 class AutoScalingGroups:
-    """``autoscaling`` and ``ec2`` are boto3 clients; every call's errors are translated for ``pool_id``."""
+    """``autoscaling`` and ``ec2`` are boto3 clients; every call's errors are translated for ``pool_id``. Writes go
+    through ``writes``: given a write's time limit in seconds, an Auto Scaling client whose one attempt ends within
+    it (``actuators.aws_wiring.bounded_clients``); without it, through ``autoscaling``."""
 
-    def __init__(self, autoscaling: Any, ec2: Any) -> None:
+    def __init__(self, autoscaling: Any, ec2: Any, writes: Callable[[float], Any] | None = None) -> None:
         self._autoscaling = autoscaling
         self._ec2 = ec2
+        self._writes = writes or (lambda _timeout: autoscaling)
 
     def observe(self, pool_id: str, name: str) -> GroupView:
         found = call(pool_id, self._autoscaling.describe_auto_scaling_groups, AutoScalingGroupNames=[name])
@@ -150,10 +153,9 @@ class AutoScalingGroups:
         )
 
     def set_desired(self, pool_id: str, group: str, capacity: int) -> None:
-        write_timeout(pool_id)  # the leadership left must cover the write: the reads took their time
-        call(
+        call(  # sent only if the leadership left covers its time limit: the reads took their time
             pool_id,
-            self._autoscaling.set_desired_capacity,
+            self._writes(write_timeout(pool_id)).set_desired_capacity,
             AutoScalingGroupName=group,
             DesiredCapacity=capacity,
             HonorCooldown=False,
@@ -162,10 +164,9 @@ class AutoScalingGroups:
     def terminate(self, pool_id: str, instance_ids: Sequence[str]) -> None:
         """Terminate exactly these instances, lowering their group's desired capacity by as many."""
         for instance_id in instance_ids:
-            write_timeout(pool_id)  # before each: the earlier ones took their time too
-            call(
+            call(  # checked before each: the earlier ones took their time too
                 pool_id,
-                self._autoscaling.terminate_instance_in_auto_scaling_group,
+                self._writes(write_timeout(pool_id)).terminate_instance_in_auto_scaling_group,
                 InstanceId=instance_id,
                 ShouldDecrementDesiredCapacity=True,
             )

@@ -4,12 +4,15 @@ first use.
 
 Credentials come from boto3's standard chain only: in the cluster, the service account's IAM role through IRSA
 (``AWS_ROLE_ARN`` + ``AWS_WEB_IDENTITY_TOKEN_FILE``) or EKS Pod Identity (``AWS_CONTAINER_CREDENTIALS_FULL_URI``),
-never keys in the configuration. Every call is bounded (connect and read timeouts) and retried by botocore's
-standard mode, which backs off on throttling; what still fails is translated by ``actuators.aws_errors``.
+never keys in the configuration. Every read is bounded (connect and read timeouts) and retried by botocore's
+standard mode, which backs off on throttling; what still fails is translated by ``actuators.aws_errors``. A write
+(a desired capacity, a termination, a node group update) is one attempt that ends within the write's time limit
+(``actuators.write_window``): a retry could land after the leader's deadline, and the next tick plans again.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,11 +49,16 @@ def build_aws_actuators(aws: AwsSettings, clock: Clock) -> AwsActuators:
     options: dict[str, Any] = {"config": config}
     if aws.endpoint is not None:
         options["endpoint_url"] = aws.endpoint
-    groups = AutoScalingGroups(session.client("autoscaling", **options), session.client("ec2", **options))
+    autoscaling = session.client("autoscaling", **options)
+    groups = AutoScalingGroups(
+        autoscaling, session.client("ec2", **options), bounded_clients(session, "autoscaling", aws)
+    )
     built = AwsActuators()
     if aws.nodegroups:
         assert aws.cluster is not None  # checked with the configuration
-        eks = EksNodegroupActuator(session.client("eks", **options), groups, aws.cluster, aws.nodegroups, clock)
+        eks_client = session.client("eks", **options)
+        writes = bounded_clients(session, "eks", aws)
+        eks = EksNodegroupActuator(eks_client, groups, aws.cluster, aws.nodegroups, clock, writes)
         for m in aws.nodegroups:
             built.routes[m.pool] = eks
             built.drains[m.pool] = DrainTarget(EKS_NODEGROUP_LABEL, m.nodegroup, eks)
@@ -60,3 +68,24 @@ def build_aws_actuators(aws: AwsSettings, clock: Clock) -> AwsActuators:
             built.routes[a.pool] = asg
             built.drains[a.pool] = DrainTarget(a.node_label, a.group, asg)
     return built
+
+
+def bounded_clients(session: Any, service: str, aws: AwsSettings) -> Callable[[float], Any]:
+    """Clients of ``service`` for writes, one per time limit (the daemon has one): a single attempt, connecting and
+    reading within half the limit each, so a write has ended, answered or given up, within its limit."""
+    from botocore.config import Config
+
+    made: dict[float, Any] = {}
+
+    def client(timeout: float) -> Any:
+        if timeout not in made:
+            config = Config(
+                connect_timeout=timeout / 2,
+                read_timeout=timeout / 2,
+                retries={"mode": "standard", "total_max_attempts": 1},
+            )
+            endpoint = {"endpoint_url": aws.endpoint} if aws.endpoint is not None else {}
+            made[timeout] = session.client(service, config=config, **endpoint)
+        return made[timeout]
+
+    return client

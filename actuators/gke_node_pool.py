@@ -206,8 +206,8 @@ class GkeNodePoolActuator:
         if uniform and sum(even.values()) > seen.target:
             try:  # the same size in every zone: one GKE setSize says it (its nodeCount is per zone)
                 request = {"name": self._pool_path(pool_id), "node_count": even[open_zones[0]]}
-                write_timeout(pool_id)  # the leadership left must cover the write: the reads took their time
-                op = call_google(pool_id, self._gke.set_node_pool_size, request=request)
+                # Sent only if the leadership left covers its time limit: the reads took their time.
+                op = call_google(pool_id, self._gke.set_node_pool_size, request=request, timeout=write_timeout(pool_id))
             except CapacityUnavailable as exc:
                 if len(targets) == 1:
                     self._back_off(pool_id, open_zones[0], now, str(exc))
@@ -266,10 +266,9 @@ class GkeNodePoolActuator:
         """One zone's instance group to ``size``. The Compute operation is done once the creates are scheduled;
         creates that fail later show on the instances' last attempt."""
         project, zone, name = mig
-        write_timeout(pool_id)  # checked before each zone's write: the earlier ones took their time too
-        op = call_google(
-            pool_id, self._migs.resize_unary, project=project, zone=zone, instance_group_manager=name, size=size
-        )
+        where = {"project": project, "zone": zone, "instance_group_manager": name}
+        # Checked before each zone's write: the earlier ones took their time too.
+        op = call_google(pool_id, self._migs.resize_unary, **where, size=size, timeout=write_timeout(pool_id))
         errors = op.error.errors if op.error else []
         if errors:
             raise from_operation_error(pool_id, 8, "; ".join(f"{e.code}: {e.message}" for e in errors))
@@ -309,8 +308,9 @@ class GkeNodePoolActuator:
     def _set_bounds(self, pool_id: str, nodes: int) -> Any:
         bounds = {"enabled": True, "total_min_node_count": nodes, "total_max_node_count": nodes}
         request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
-        write_timeout(pool_id)
-        return call_google(pool_id, self._gke.set_node_pool_autoscaling, request=request)
+        return call_google(
+            pool_id, self._gke.set_node_pool_autoscaling, request=request, timeout=write_timeout(pool_id)
+        )
 
     def _delete(self, pool_id: str, victims: Sequence[Instance], key: str) -> ActionResult:
         self._delete_instances(pool_id, victims)
@@ -326,7 +326,6 @@ class GkeNodePoolActuator:
             by_mig.setdefault(inst.mig, []).append(inst.name)
         for (project, zone, mig), names in by_mig.items():
             urls = [f"projects/{project}/zones/{zone}/instances/{n}" for n in names]
-            write_timeout(pool_id)
             call_google(
                 pool_id,
                 self._migs.delete_instances_unary,
@@ -334,6 +333,7 @@ class GkeNodePoolActuator:
                 zone=zone,
                 instance_group_manager=mig,
                 instance_group_managers_delete_instances_request_resource={"instances": urls},
+                timeout=write_timeout(pool_id),
             )
 
     def _track(self, pool_id: str, op: Any, key: str, what: str) -> ActionResult:

@@ -49,6 +49,7 @@ from actuators.vendor_errors import (
     is_already_exists,
     is_not_found,
 )
+from actuators.write_window import write_timeout
 from config.cloud import TpuSliceGroupMapping
 from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, PoolState
 from models.clock import Clock
@@ -240,7 +241,8 @@ class GkeTpuSliceActuator:
         if mapping.zone:
             node_pool["locations"] = [mapping.zone]
         try:
-            op = self._gke.create_node_pool(request={"parent": self._cluster, "node_pool": node_pool})
+            request = {"parent": self._cluster, "node_pool": node_pool}
+            op = self._gke.create_node_pool(request=request, timeout=write_timeout(pool_id))
         except GOOGLE_ERRORS as exc:
             if is_already_exists(exc):
                 log.info("pool %s: slice %s already exists; not creating it again", pool_id, name)
@@ -250,7 +252,7 @@ class GkeTpuSliceActuator:
 
     def _delete(self, pool_id: str, name: str) -> None:
         try:
-            op = self._gke.delete_node_pool(name=f"{self._cluster}/nodePools/{name}")
+            op = self._gke.delete_node_pool(name=f"{self._cluster}/nodePools/{name}", timeout=write_timeout(pool_id))
         except GOOGLE_ERRORS as exc:
             if is_not_found(exc):
                 return
