@@ -86,6 +86,7 @@ def _pool_rules(settings: Settings) -> Iterator[ConfigProblem]:
         if pool.kind is PoolKind.ON_PREM and pool.min_units != pool.max_units:
             yield ConfigProblem(f"{at}.min_units", "an on-prem pool is fixed: min_units must equal max_units")
         yield from _tier_problems(at, pool)
+        yield from _interruption_problems(at, pool)
         is_tpu_kind = pool.kind in (PoolKind.TPU_SLICE_GROUP, PoolKind.TPU_QUEUED_RESOURCE)
         if is_tpu_kind and pool.family is not AcceleratorFamily.TPU:
             yield ConfigProblem(f"{at}.family", f"a {pool.kind} pool must have family 'tpu'")
@@ -117,6 +118,20 @@ def _tier_problems(at: str, pool: PoolSettings) -> Iterator[ConfigProblem]:
             f"{at}.tier",
             f"tier 'on-prem' is for kind 'on-prem' pools; a {pool.kind.value} pool is 'reserved', 'spot' or "
             "'on-demand' (the default)",
+        )
+
+
+def _interruption_problems(at: str, pool: PoolSettings) -> Iterator[ConfigProblem]:
+    """Only spot capacity is interrupted: the planner reserves for interruptions on spot pools alone, so an
+    interruption rate on another tier would be ignored by the plan while the simulator interrupts the pool."""
+    tier = pool.capacity_tier
+    if pool.spot_interruption_per_hour > 0.0 and tier is not CapacityTier.SPOT:
+        given = f"tier {tier.value!r}" if pool.tier is not None else f"tier {tier.value!r} (the default for its kind)"
+        yield ConfigProblem(
+            f"{at}.spot_interruption_per_hour",
+            f"pool {pool.id!r} is {given}, and only spot pools are interrupted: the planner would ignore "
+            f"{pool.spot_interruption_per_hour:g} interruptions an hour that the simulator applies; set tier: spot "
+            "or remove spot_interruption_per_hour",
         )
 
 
