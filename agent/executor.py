@@ -14,8 +14,10 @@ release (``Resize.forced``, a budget's hard stop) is checked against fresh state
 a drainer it is a plain resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and
 is never refused for busy nodes. A resize or release of a pool blocked after a permanent error is refused, whatever
 planned it (the planner plans none, but a budget's release must not reach such a pool either); its drains already
-in progress go on. A pool whose state could not be read is alerted on and held (planned as unobserved), not
-blocked: reading it changes nothing, and it is planned again once it can be read.
+in progress go on. While it stays blocked its critical alert, saying how to unblock it, is raised again every tick
+(``blocked_pool_alerts``), also after a restart that read the block back. A pool whose state could not be read is
+alerted on and held (planned as unobserved), not blocked: reading it changes nothing, and it is planned again once
+it can be read.
 
 A change refused with an error a retry may fix (a busy or upgrading cluster, a 5xx, throttling), a drain that
 fails so or is given up at the drain timeout, is retried on later ticks; the memory keeps since when the pool's
@@ -54,6 +56,11 @@ from models.durations import format_duration
 
 log = logging.getLogger(__name__)
 MIN_BACKOFF = timedelta(minutes=10)
+UNBLOCK = (
+    "fix the cause, then remove the pool from `blocked` in the planner memory (the ConfigMap named by "
+    "daemon.state.config_map_name, leadtime-state by default, key planner-memory.json) or delete that ConfigMap; "
+    "the leader reads it every tick"
+)
 _ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED, ActionStatus.RECORDED)
 
 
@@ -171,6 +178,13 @@ def clear_failed_units(
         )
         memory = memory.back_off(pool_id, now + backoff)
     return Execution(tuple(results), memory, tuple(alerts))
+
+
+def blocked_pool_alerts(memory: PlannerMemory, now: datetime) -> tuple[AlertEvent, ...]:
+    """The critical alert of each pool blocked after a permanent error, raised again every tick for as long as the
+    pool stays blocked (a notifier sends one per de-duplication window), and so also after a restart or a change of
+    leader that read the block back from the stored memory; each says how to unblock the pool."""
+    return tuple(_blocked_alert(pool_id, now, why) for pool_id, why in sorted(memory.blocked.items()))
 
 
 def unread_pool_alerts(actuator: Actuator, now: datetime) -> tuple[AlertEvent, ...]:
@@ -384,6 +398,6 @@ def _blocked_alert(pool_id: str, now: datetime, error: str) -> AlertEvent:
         Severity.CRITICAL,
         now,
         pool_id,
-        f"Stopped touching {pool_id} after a permanent error",
+        f"Stopped touching {pool_id} after a permanent error; nothing is sent to it until it is unblocked: {UNBLOCK}",
         {"error": error},
     )

@@ -42,7 +42,7 @@ from agent.alerts import missing_data_events
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import burst_profile
 from agent.drains import NodeDrains
-from agent.executor import clear_failed_units, execute, unread_pool_alerts
+from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unread_pool_alerts
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.notify.base import Flushable, Notifier
@@ -213,6 +213,7 @@ class Agent:
         alerts: list[AlertEvent] = missing_data_events(problems, now)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         alerts.extend(unread_pool_alerts(self.parts.actuator, now))  # held as unobserved by the planner
+        alerts.extend(blocked_pool_alerts(self.memory, now))  # told again every tick while blocked
         spends = self.budget_watch.observe(now, states)
         cleared = clear_failed_units(states, self.parts.actuator, self.pool_by_id, self.memory, now)
         self.memory = cleared.memory

@@ -204,7 +204,11 @@ class BackoffCollector(Collector):
 
     A ``backoff`` skip is no stand-in: the planner records one only when it still wants the pool to grow, and a
     backed-off pool's room is capped at its current size, so an on-demand pool or a spot pool at 0 units that is
-    out of capacity records none."""
+    out of capacity records none.
+
+    Beside it, from the same memory, ``leadtime_pool_blocked{pool}``: 1 for each pool blocked after a permanent
+    error (nothing is sent to it until a person lifts the block), also when the block was read back after a restart;
+    a pool that is not blocked has no series."""
 
     def __init__(self, memory: Callable[[], PlannerMemory | None], clock: Clock) -> None:
         self._memory = memory  # the leader's memory; None while this replica does not lead
@@ -224,6 +228,15 @@ class BackoffCollector(Collector):
                 if until > now:
                     family.add_metric([pool_id], until.timestamp())
         yield family
+        blocked = GaugeMetricFamily(
+            "leadtime_pool_blocked",
+            "1 while a pool is blocked after a permanent error: nothing is sent to it until a person lifts the block "
+            "in the stored planner memory; no series when it is not blocked.",
+            labels=["pool"],
+        )
+        for pool_id in sorted(memory.blocked if memory is not None else ()):
+            blocked.add_metric([pool_id], 1.0)
+        yield blocked
 
 
 class BudgetLedgerCollector(Collector):

@@ -85,7 +85,7 @@ def test_the_rules_pass_promtool_check(tmp_path: Path) -> None:
     (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": _rule_groups()}))
     result = _promtool("check", "rules", "rules.yaml", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "SUCCESS: 11 rules found" in result.stdout
+    assert f"SUCCESS: {sum(len(group['rules']) for group in _rule_groups())} rules found" in result.stdout
 
 
 def test_every_alert_fires_when_it_should_and_only_then(tmp_path: Path) -> None:
