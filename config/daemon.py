@@ -95,6 +95,24 @@ class DaemonSettings(Section):
     # The daily report is sent at this UTC time of day (HH:MM).
     daily_report_at: str = Field(default="08:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
 
+    @model_validator(mode="after")
+    def _kubernetes_writes_end_inside_the_lease(self) -> Self:
+        """The leader checks that it leads before each Kubernetes write of a drain (a cordon, an eviction), up to its
+        renew deadline; a standby takes over no earlier than ``lease_duration`` after the last renewal. A write sent
+        just before the deadline ends inside the lease only if its timeout fits in the gap. (A cloud write's time
+        limit is that gap itself, and it is sent only while the leadership left covers it: ``agent.daemon.guard``.)"""
+        election = self.leader_election
+        gap = election.lease_duration - election.renew_deadline
+        if election.enabled and self.kubernetes.request_timeout > gap:
+            raise ValueError(
+                f"daemon.kubernetes.request_timeout ({format_duration(self.kubernetes.request_timeout)}) must fit in "
+                f"daemon.leader_election.lease_duration - daemon.leader_election.renew_deadline "
+                f"({format_duration(election.lease_duration)} - {format_duration(election.renew_deadline)} = "
+                f"{format_duration(gap)}): a drain's write sent just before the leader's renew deadline could still "
+                "be on its way when a standby takes over; shorten the timeout, or lengthen lease_duration"
+            )
+        return self
+
     def ready_bound(self, tick_interval: timedelta) -> timedelta:
         return self.endpoints.ready_max_tick_age or 3 * tick_interval
 
