@@ -2,8 +2,11 @@
 
 Queued resource ``n`` of group ``g`` is ``g-n`` in the mapping's zone, one accelerator type, spot or guaranteed.
 The list of queued resources is the state: ACTIVE ones are ready; creating, accepted, waiting for resources and
-provisioning ones are in flight (paid for in the plan, not ready); FAILED and SUSPENDED ones are reported as
-failed, deleted on the next resize, and a stockout among them refuses a scale-up with CapacityUnavailable.
+provisioning ones are in flight (counted in the target, not ready). Those not given resources yet (creating,
+accepted, waiting) are also ``waiting_units``: Cloud TPU charges accrue while the TPU is READY (Cloud TPU pricing),
+so the ledger does not charge them; provisioning ones are charged, a few minutes early, as a node pool's
+provisioning nodes are. FAILED and SUSPENDED ones are reported as failed, deleted on the next resize, and a
+stockout among them refuses a scale-up with CapacityUnavailable.
 Creates carry a ``requestId`` derived from the idempotency key (the API answers a repeat with the first
 operation) and deterministic names (a repeat after a restart meets 409 ALREADY_EXISTS): never a second unit.
 Long-running operations are started and not waited for.
@@ -23,6 +26,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -93,9 +97,7 @@ class CloudTpuQueuedResourceActuator:
     def list_pools(self) -> Sequence[PoolState]:
         """Each group read with its own list: a group whose list fails is left out (``unread_pools``)."""
         now = self._clock.now()
-        return self._reads.each(
-            self._mappings, lambda pool_id: group_state(pool_id, now, self._units(pool_id, self._mappings[pool_id]))
-        )
+        return self._reads.each(self._mappings, lambda pool_id: self._state(pool_id, now))
 
     def unread_pools(self) -> Mapping[str, ActuatorError]:
         return self._reads.unread
@@ -122,14 +124,26 @@ class CloudTpuQueuedResourceActuator:
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _state(self, pool_id: str, now: datetime) -> PoolState:
+        listed = self._list(pool_id, self._mappings[pool_id])
+        units = self._members(pool_id, self._mappings[pool_id], listed)
+        waiting = {qr.name.rsplit("/", 1)[-1] for qr in listed if qr.state.state.name in _WAITING}
+        in_flight = sum(1 for u in units if u.phase is UnitPhase.IN_FLIGHT and u.name in waiting)
+        return replace(group_state(pool_id, now, units), waiting_units=in_flight)
+
     def _parent(self, mapping: QueuedResourceMapping) -> str:
         return f"projects/{self._project}/locations/{mapping.zone}"
 
     def _units(self, pool_id: str, mapping: QueuedResourceMapping) -> list[Unit]:
+        return self._members(pool_id, mapping, self._list(pool_id, mapping))
+
+    def _list(self, pool_id: str, mapping: QueuedResourceMapping) -> list[Any]:
         try:
-            listed = list(self._tpu.list_queued_resources(request={"parent": self._parent(mapping)}))
+            return list(self._tpu.list_queued_resources(request={"parent": self._parent(mapping)}))
         except GOOGLE_ERRORS as exc:
             raise from_google(pool_id, exc) from exc
+
+    def _members(self, pool_id: str, mapping: QueuedResourceMapping, listed: Sequence[Any]) -> list[Unit]:
         now, wait = self._clock.now(), self._waits[pool_id]
         return members(mapping.group, (_seen(qr, now, wait) for qr in listed))
 

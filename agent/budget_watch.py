@@ -72,7 +72,7 @@ class BudgetWatch:
     def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner, with the
         units last recorded for the pools whose state could not be read (missing from ``states``)."""
-        self.meter.observe(self._reading(now, s.pool_id, s.target_units) for s in states.values())
+        self.meter.observe(self._reading(now, s.pool_id, s.billed_units) for s in states.values())
         return self.spend(now, unread=[p for p in self.pools if p not in states])
 
     def spend(self, now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:

@@ -82,8 +82,10 @@ class PoolState:
     """A pool as observed at ``observed_at``.
 
     ``ready_units`` accept work now; ``target_units`` is what was last asked for (ready + in flight). A unit
-    that is provisioning counts in ``target_units`` but not in ``ready_units``. ``failed_units`` (a failed or
-    suspended slice or queued resource) count in neither; they are reported so a person can be told. ``zones``
+    that is provisioning counts in ``target_units`` but not in ``ready_units``. ``waiting_units`` are the units of
+    ``target_units`` the provider has not started to provision and does not bill (a Cloud TPU queued resource
+    waiting for resources); what is billed is ``billed_units``. ``failed_units`` (a failed or suspended slice or
+    queued resource) count in neither; they are reported so a person can be told. ``zones``
     breaks the counts down per zone for pools that span zones (empty otherwise). ``idle_nodes`` names the idle
     units in the order of ``idle_since`` where they are known (pools that shrink by drains), else is empty.
     """
@@ -98,7 +100,13 @@ class PoolState:
     failed_units: int = 0
     zones: tuple[ZoneState, ...] = ()
     idle_nodes: tuple[str, ...] = ()
+    waiting_units: int = 0
 
     @property
     def provisioning_units(self) -> int:
         return max(0, self.target_units - self.ready_units)
+
+    @property
+    def billed_units(self) -> int:
+        """The units the provider bills now: ready and provisioning ones, not those still waiting for resources."""
+        return max(0, self.target_units - self.waiting_units)
