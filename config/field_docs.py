@@ -16,9 +16,9 @@ SECTIONS: dict[str, str] = {
     "EnergySettings": "What a paid accelerator draws, for the energy and carbon figures of the reports.",
     "StockoutWindow": "A window in which a simulated pool gets no new units.",
     "LoopSettings": "The control loop.",
-    "PrometheusSettings": "Where demand and activity are read from.",
+    "PrometheusSettings": "Where demand, and the capacity pools really ran, are read from.",
     "ClassQuerySettings": "How one demand class is read from Prometheus.",
-    "PoolQuerySettings": "How one pool's accelerator activity is read from Prometheus.",
+    "PoolQuerySettings": "How the capacity one pool really ran is read from Prometheus.",
     "DaemonSettings": "The in-cluster daemon (`leadtime run`).",
     "EndpointSettings": "The daemon's HTTP server: /healthz, /readyz, /metrics.",
     "LeaderElectionSettings": "Leader election on a coordination.k8s.io Lease.",
@@ -66,7 +66,8 @@ FIELDS: dict[str, str] = {
     "DemandClassSettings.series": "Series that carries its demand (a namespace or ClusterQueue; a trace column "
     "value). Default: the name.",
     "DemandClassSettings.waiting_cost_per_accelerator_hour_usd": "What an accelerator-hour of queued demand costs "
-    "this class (USD). With it the service level follows from the unit price (newsvendor ratio).",
+    "this class (USD). Unless a `service_level` is set (the class's, else the planner's), the class's service level "
+    "follows from it against the chip-hour price of the cheapest cloud pool serving the class (newsvendor ratio).",
     "DemandClassSettings.service_level": "Forecast quantile to provision for, in (0, 1); overrides the planner's.",
     # -- pools
     "PoolSettings.id": "Unique pool id (lowercase letters, digits, dashes).",
@@ -78,14 +79,17 @@ FIELDS: dict[str, str] = {
     "PoolSettings.chips_per_unit": "Accelerators (GPUs or TPU chips) per unit (a node or a slice).",
     "PoolSettings.min_units": "Fewest units the pool is ever sized to.",
     "PoolSettings.max_units": "Most units the pool is ever sized to.",
-    "PoolSettings.price_per_chip_hour_usd": "Price of one accelerator-hour (USD); or give the unit price.",
-    "PoolSettings.price_per_unit_hour_usd": "Price of one unit-hour (USD); takes precedence over the chip price.",
+    "PoolSettings.price_per_chip_hour_usd": "Price of one accelerator-hour (USD); set it or "
+    "`price_per_unit_hour_usd`, not both.",
+    "PoolSettings.price_per_unit_hour_usd": "Price of one unit-hour (USD), e.g. of a slice priced whole; set it or "
+    "`price_per_chip_hour_usd`, not both.",
     "PoolSettings.lead_time": "Time from asking for a unit until it accepts work (duration).",
     "PoolSettings.serves": "Demand classes the pool may serve.",
     "PoolSettings.spot_interruption_per_hour": "Spot only: probability per hour that a unit is preempted (0..1).",
     # -- planner
-    "PlannerSettings.service_level": "Forecast quantile to provision for, in (0, 1). Default: from each class's "
-    "waiting cost against the unit price, else 0.9.",
+    "PlannerSettings.service_level": "Forecast quantile to provision for, in (0, 1), for every class without a "
+    "`service_level` of its own; set, it wins over waiting costs. Unset: from each class's waiting cost against the "
+    "chip-hour price of the cheapest cloud pool serving the class, else 0.9.",
     "PlannerSettings.waiting_cost_per_accelerator_hour_usd": "Default waiting cost of classes that set none "
     "(USD per queued accelerator-hour).",
     "PlannerSettings.headroom_units": "Extra units kept on top of the forecast, per pool.",
@@ -161,7 +165,7 @@ FIELDS: dict[str, str] = {
     'holding several clusters, e.g. `cluster="prod"` (Google Managed Prometheus: `cluster="prod", '
     'location="europe-west4"`); added to every metric the default queries read. Unset: every series counts.',
     "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
-    "PrometheusSettings.pools": "Per pool: how its accelerator activity and its recorded capacity are read.",
+    "PrometheusSettings.pools": "Per pool: how the capacity it really ran is read (`capacity_query`).",
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
     '`cluster_queue="team-a", flavor="a100"`. With `kueue` a `cluster_queue` matcher is required, and `flavor` / '

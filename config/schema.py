@@ -108,8 +108,9 @@ class PoolSettings(_Section):
 
 
 class PlannerSettings(_Section):
-    """How forecasts become targets. ``service_level`` is the forecast quantile to provision for; when unset it
-    comes from each class's waiting cost against the unit price (newsvendor critical ratio), else 0.9."""
+    """How forecasts become targets. ``service_level`` is the forecast quantile to provision for, for every class
+    without its own; when unset it comes from each class's waiting cost against the chip-hour price of the cheapest
+    cloud pool serving the class (newsvendor critical ratio), else 0.9."""
 
     service_level: Probability | None = None
     waiting_cost_per_accelerator_hour_usd: float | None = Field(default=None, ge=0.0, le=MAX_PRICE_USD)
