@@ -173,8 +173,10 @@ FIELDS: dict[str, str] = {
     "ClassQuerySettings.resource": "Kubernetes resource name in the default query, e.g. `nvidia.com/gpu` or "
     "`google.com/tpu` (kube-state-metrics reads it sanitized, `google_com_tpu`).",
     "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "
-    'slices), e.g. `count(kube_node_labels{label_cloud_google_com_gke_nodepool="a100"})`; '
-    "`simulate --source prometheus` reports it as the `actual` row.",
+    'slices), e.g. `count(kube_node_labels{label_cloud_google_com_gke_nodepool="a100"}) or on() (0 * '
+    "count(kube_node_info))`, whose `or` reads 0 while the pool has no nodes (a `count()` alone answers nothing "
+    "then, and a gap longer than two steps leaves no `actual` row); `simulate --source prometheus` reports it as "
+    "the `actual` row.",
     # -- daemon
     "DaemonSettings.mode": "`dry-run` (decide, record, alert, change nothing) or `enforce` (act on the pools).",
     "DaemonSettings.endpoints": "The HTTP server of each replica.",

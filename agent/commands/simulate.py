@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
         models = forecast_models(session.outlooks("forecast"), levels)
     document = results_document(settings, args.config, trace, window, runs, comparison, decisions, models)
     if history is not None:
-        document["actual"] = actual_note(settings, history)
+        document["actual"] = actual_note(settings, history, window)
     document = redact_tree(document)
     write_json(out / "results.json", document)
     write_simulation_report(out / "report.html", document, window, runs, settings)

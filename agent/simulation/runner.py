@@ -341,7 +341,9 @@ def run_policy(
 def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str, np.ndarray]) -> PolicyRun:
     """What the pools really ran (``units[pool][t]``, recorded, e.g. node counts), billed and served like a
     policy. The recorded units were already running, so they are ready at once (no lead time), neither clamped
-    to the configured bounds nor interrupted; a step with no record holds the last recorded value."""
+    to the configured bounds nor interrupted. A record missing for up to ``HELD_STEPS`` steps holds the last one
+    (before the first: the first); a longer gap is for the caller to refuse where the window bills it
+    (``unrecorded_steps``), and is held only at steps that are not billed (demand gaps)."""
     recorded = {pool_id: _held(values) for pool_id, values in units.items()}
     pools = [
         replace(
@@ -372,9 +374,29 @@ def run_schedule(
     return _drive("schedule", OracleController(cluster, schedule), cluster, clock, window, pools, None)
 
 
+# A recorded capacity missing for this many steps or fewer is a missed scrape or a sample just outside the
+# lookback, and the last record holds; a longer gap is no record: a capacity query that answers nothing while
+# the pool has no nodes (count() over no series) leaves the pool's time at zero as such a gap, and holding the
+# last value across it billed nodes that had been removed.
+HELD_STEPS = 2
+
+
+def unrecorded_steps(values: np.ndarray, billed: np.ndarray) -> np.ndarray:
+    """Which of the ``billed`` steps (a mask) have no recorded value within ``HELD_STEPS`` steps after the last
+    one (before the first: before the first one)."""
+    missing: np.ndarray = np.isnan(_near(values).to_numpy(dtype=float)) & np.asarray(billed, dtype=bool)
+    return missing
+
+
+def _near(values: np.ndarray) -> pd.Series:
+    series = pd.Series(values, dtype=float).ffill(limit=HELD_STEPS)
+    return series.bfill(limit=HELD_STEPS, limit_area="outside")
+
+
 def _held(values: np.ndarray) -> np.ndarray:
-    """Whole units with gaps filled by the last (before the first: the first) recorded value."""
-    series = pd.Series(values, dtype=float).ffill().bfill()
+    """Whole units, gaps of up to ``HELD_STEPS`` filled by the last (before the first: the first) recorded
+    value; longer ones, which ``unrecorded_steps`` leaves to steps that are not billed, too."""
+    series = _near(values).ffill().bfill()
     if series.isna().all():
         raise ValueError("no recorded value")
     held: np.ndarray = np.rint(series.to_numpy(dtype=float)).astype(int)
