@@ -52,6 +52,11 @@ class HoldingNotifier(Protocol):
         """Alerts the chat service refused outright, never to be retried."""
         ...
 
+    @property
+    def webhook_refused(self) -> bool:
+        """The chat service refuses the webhook itself: nothing gets through until it is replaced."""
+        ...
+
 
 class QueuedNotifier:
     def __init__(
@@ -125,6 +130,11 @@ class QueuedNotifier:
     def rejected(self) -> int:
         """Alerts Slack refused outright (an invalid message): lost too, but not for a full queue."""
         return self._inner.rejected
+
+    @property
+    def webhook_refused(self) -> bool:
+        """Slack refuses the webhook itself (403, 404, 410): every alert is held until it is replaced."""
+        return self._inner.webhook_refused
 
     @property
     def queued(self) -> int:
@@ -231,8 +241,9 @@ def queued_slack_notifier(settings: AlertSettings, clock: Clock, environ: Mappin
 
 
 class AlertQueueCollector(Collector):
-    """``leadtime_alerts_queued`` (waiting or held), ``leadtime_alerts_dropped_total`` (a queue full) and
-    ``leadtime_alerts_rejected_total`` (refused by Slack) for /metrics."""
+    """``leadtime_alerts_queued`` (waiting or held), ``leadtime_alerts_dropped_total`` (a queue full),
+    ``leadtime_alerts_rejected_total`` (refused by Slack) and ``leadtime_alerts_webhook_refused`` (1 while Slack
+    refuses the webhook itself) for /metrics."""
 
     def __init__(self, notifier: QueuedNotifier) -> None:
         self._notifier = notifier
@@ -249,4 +260,10 @@ class AlertQueueCollector(Collector):
             "leadtime_alerts_rejected", "Alerts Slack refused (HTTP 400, an invalid message) and that were dropped."
         )
         rejected.add_metric([], self._notifier.rejected)
-        return [queued, dropped, rejected]
+        refused = GaugeMetricFamily(
+            "leadtime_alerts_webhook_refused",
+            "1 while Slack refuses the alert webhook itself (HTTP 403, 404 or 410: channel archived or gone, webhook "
+            "revoked): no alert gets through until the webhook is replaced and the agent restarted; else 0.",
+        )
+        refused.add_metric([], 1 if self._notifier.webhook_refused else 0)
+        return [queued, dropped, rejected, refused]

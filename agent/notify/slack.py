@@ -11,8 +11,10 @@ Slack's own refusals (its changelog "Improving error conditions for Incoming Web
 apart: a 400 (``invalid_payload``, ``user_not_found``) refuses that message, which no retry fixes, so the alert is
 dropped (counted in ``rejected``, logged as an error, and not posted again within ``dedup_window``, as if it had
 been delivered) and the alerts behind it go on; a 403 (``action_prohibited``), 404 (``channel_not_found``,
-``no_service``) or 410 (``channel_is_archived``) refuses the webhook itself: the alerts are kept, an error says the
-webhook must be replaced, and attempts wait the longest back-off.
+``no_service``) or 410 (``channel_is_archived``) refuses the webhook itself: the alerts are kept, attempts wait the
+longest back-off, ``webhook_refused`` is True until Slack takes a message again, and an error, logged each time the
+cause of an outage becomes such a refusal (also after a blip of another kind), says what to do: a new webhook's URL
+where this one came from, then a restart, since the URL is read once, at start (the alerts held are lost then).
 
 Also: one message per alert key per ``dedup_window`` (measured in event time), at most
 ``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
@@ -92,8 +94,11 @@ class SlackNotifier:
         rate_limit_per_minute: int = 10,
         outage_backoff: timedelta = timedelta(minutes=1),
         max_pending: int = 100,
+        webhook_source: str = "the alert webhook setting",
     ) -> None:
+        """``webhook_source``: where the URL came from, for the error that says it must be replaced."""
         self._client = client
+        self._webhook_source = webhook_source
         self._secrets = secret_fragments(client.url or "")
         self._clock = clock
         self.dedup_window = dedup_window
@@ -108,6 +113,7 @@ class SlackNotifier:
         self._last_sent: dict[str, datetime] = {}
         self._last_refused: dict[str, datetime] = {}
         self._outage_since: datetime | None = None
+        self._refused_since: datetime | None = None
         self.delivered = 0
         self.dropped = 0
         self.rejected = 0
@@ -121,6 +127,12 @@ class SlackNotifier:
     @property
     def pending(self) -> tuple[AlertEvent, ...]:
         return tuple(self._pending.values())
+
+    @property
+    def webhook_refused(self) -> bool:
+        """Slack's latest word on the webhook was a refusal of the webhook itself (403, 404, 410): no alert gets
+        through until it is replaced. Cleared once Slack takes a message again (or judges one: a 400)."""
+        return self._refused_since is not None
 
     def notify(self, event: AlertEvent) -> bool:
         """Deliver ``event`` now if allowed; True when delivered or a duplicate within the window."""
@@ -194,6 +206,7 @@ class SlackNotifier:
             return True
         body = self._redact(str(response.body or ""))[:200]
         if response.status_code == 400:
+            self._refused_since = None  # Slack read the message: the webhook itself is accepted
             log.error(
                 "Slack refused the alert %s %s (HTTP 400: %s) and would refuse it again: dropped it",
                 event.kind,
@@ -212,7 +225,8 @@ class SlackNotifier:
 
     def _failed(self, now: datetime, reason: str, retry_after_s: float | None = None, refused: bool = False) -> None:
         """``refused``: Slack refuses the webhook itself (its channel archived or gone, posting prohibited): only a
-        new webhook helps, so the longest back-off applies and the log says so at error level."""
+        new webhook helps, so the longest back-off applies and the log says so at error level, whenever the cause
+        becomes a refusal, even in an outage that began otherwise (a 503, then 410s)."""
         self._failures += 1
         if retry_after_s is not None:
             hold = timedelta(seconds=retry_after_s)
@@ -220,17 +234,24 @@ class SlackNotifier:
             factor = _MAX_BACKOFF_FACTOR if refused else min(_MAX_BACKOFF_FACTOR, 2 ** (self._failures - 1))
             hold = self._backoff * factor
         self._hold_until = now + hold
-        if refused and self._outage_since is None:
+        started = self._outage_since is None
+        if started:
             self._outage_since = now
+        if refused and self._refused_since is None:
+            self._refused_since = now
             log.error(
-                "Slack refuses the alert webhook (%s): no alert gets through until the webhook is replaced (a new "
-                "incoming webhook URL in the secret named by alerts); keeping them and trying again every %s",
+                "Slack refuses the alert webhook (%s): no alert gets through until the webhook is replaced. Create a "
+                "new incoming webhook in Slack, put its URL in %s, and restart the agent (kubectl -n leadtime rollout "
+                "restart deployment/leadtime with the shipped manifests): the URL is read only at start. Until then "
+                "the alerts are kept and tried again every %s; the %d held now, and those raised meanwhile, are "
+                "lost at the restart (conditions that still hold are raised again after it)",
                 reason,
+                self._webhook_source,
                 hold,
+                len(self._pending),
                 extra={"pending": len(self._pending)},
             )
-        elif self._outage_since is None:
-            self._outage_since = now
+        elif started:
             log.warning(
                 "Slack alerts are not getting through (%s); keeping them and trying again after %s",
                 reason,
@@ -244,6 +265,7 @@ class SlackNotifier:
         if self._outage_since is not None:
             log.warning("Slack alerts are getting through again after %s", now - self._outage_since)
         self._outage_since = None
+        self._refused_since = None
         self._failures = 0
         self._hold_until = None
 
@@ -275,6 +297,16 @@ def webhook_url(settings: AlertSettings, environ: Mapping[str, str]) -> str | No
     return url
 
 
+def webhook_source(settings: AlertSettings) -> str:
+    """Where the settings read the webhook URL from, as an error telling how to replace it should say."""
+    if settings.slack_webhook_url_file is not None:
+        return f"the file {settings.slack_webhook_url_file} (alerts.slack_webhook_url_file)"
+    shipped = ""
+    if settings.slack_webhook_url_env == "LEADTIME_SLACK_WEBHOOK_URL":
+        shipped = "; the shipped manifests fill it from the Secret leadtime-slack, key webhook-url"
+    return f"the environment variable {settings.slack_webhook_url_env} (alerts.slack_webhook_url_env{shipped})"
+
+
 def build_slack_notifier(
     settings: AlertSettings, clock: Clock, environ: Mapping[str, str], url: str | None = None
 ) -> SlackNotifier | None:
@@ -299,4 +331,5 @@ def build_slack_notifier(
         rate_limit_per_minute=settings.rate_limit_per_minute,
         outage_backoff=settings.outage_backoff,
         max_pending=settings.max_pending,
+        webhook_source=webhook_source(settings),
     )

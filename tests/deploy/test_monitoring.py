@@ -57,6 +57,7 @@ class _Queue:
     queued = 0
     dropped_total = 0
     rejected = 0
+    webhook_refused = False
 
 
 def _exposed_names() -> set[str]:
