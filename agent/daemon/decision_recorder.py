@@ -11,7 +11,10 @@ what the agent did or refused, and why, with the numbers.
   drain's key, which ends with the slice's name, in its ``leadtime.io/drain-key`` annotation.
 * A pool decision (scale-up, scale-down, budget trim, hold on missing data) is attached to the agent's state
   ConfigMap, which holds every pool's planner memory (recent changes, back-offs, blocks) and which the agent
-  may already read; the message names the pool. Its uid is read once (``kubectl describe`` searches by uid).
+  may already read; the message names the pool. Its uid (``kubectl describe`` searches by uid) is read again at
+  each call that records a pool decision, one read per tick: an operator who deletes the ConfigMap to clear the
+  planner memory has it created anew, with a new uid, by the leader's next save, and the decisions after that
+  must name the new one or ``kubectl describe`` no longer shows them.
 * Repeats of the same Event are patched (count, lastTimestamp), not created again (``EventCorrelator``).
 
 Recording is best effort and bounded: each call has the configured request timeout; a refusal (403, 409, 422)
@@ -66,11 +69,13 @@ class KubernetesDecisionRecorder:
         self._max = max_per_tick
         self._correlator = correlator or EventCorrelator()
         self._pool_uid: str | None = None
+        self._pool_uid_read = False  # whether _pool_uid is what the API server said during this ``record``
         self._slice_pools = frozenset(slice_pools)
 
     def record(self, now: datetime, events: Sequence[DecisionEvent]) -> int:
         """Write the tick's events; returns how many were written (created or patched)."""
         written = 0
+        self._pool_uid_read = False  # read again at the first pool decision: the ConfigMap may have been made anew
         try:
             for event in events[: self._max]:
                 written += self._write(now, event)
@@ -149,16 +154,19 @@ class KubernetesDecisionRecorder:
         )
 
     def _pool_uid_now(self) -> str | None:
-        """The state ConfigMap's uid, read until known (it is created by the leader's first save)."""
-        if self._pool_uid is None:
+        """The state ConfigMap's uid, read once per ``record`` (it is created by the leader's first save, and again
+        by the first save after it was deleted); None while it does not exist."""
+        if not self._pool_uid_read:
             try:
                 found = self._config_maps.read(self._pool_object, self._namespace)
             except KubernetesNotFound:
+                self._pool_uid, self._pool_uid_read = None, True
                 return None
             except KubernetesApiError as exc:
                 what = exc.status if exc.status is not None else exc
                 raise _GiveUp(f"cannot read ConfigMap {self._namespace}/{self._pool_object}: {what}") from None
             self._pool_uid = found.metadata.uid if found.metadata is not None else None
+            self._pool_uid_read = True
         return self._pool_uid
 
     def _call(self, event: DecisionEvent, request: Callable[[], CoreV1Event]) -> CoreV1Event | None:
