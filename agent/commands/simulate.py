@@ -23,12 +23,19 @@ from agent.simulation.forecast_models import forecast_models
 from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
-from agent.simulation.window import DEFAULT_HISTORY, SimulationWindow, gap_warning, outage_note
+from agent.simulation.window import (
+    DEFAULT_HISTORY,
+    STATIC_NEEDS_HISTORY,
+    SimulationWindow,
+    gap_warning,
+    has_static_history,
+    outage_note,
+)
 from agent.sources.trace import Trace, read_trace
 from agent.strict_json import write_json
 from config import load_settings
 from config.schema import Settings
-from models import LeadtimeError
+from models import LeadtimeError, TraceError
 from models.clock import SystemClock
 from models.durations import format_duration
 from models.redaction import redact_tree
@@ -109,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
     history, trace, start, end = _demand(settings, args)
     window = select_window(trace, settings.demand_class_models(), start, end)
     settings = _at_trace_step(settings, window)
+    _check_static(window, args.policy)  # before the forecasting, which takes minutes
     if (gaps := gap_warning(window)) is not None:
         log.warning("%s", gaps, extra={"gap_steps": len(window.index) - int(window.observed.sum())})
     if (outage := outage_note(window)) is not None:
@@ -155,6 +163,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"no actual row: {document['actual']['missing']}")
     print(f"wrote {out / 'results.json'} and {out / 'report.html'}")
     return 0
+
+
+def _check_static(window: SimulationWindow, policies: list[str]) -> None:
+    """Refuse the static policy on a window without history before it, offering the other policies asked for."""
+    if "static" not in policies or has_static_history(window):
+        return
+    others = [p for p in policies if p != "static"]
+    hint = f", or leave the static policy out: --policy {','.join(others)}" if others else ""
+    raise TraceError(f"{STATIC_NEEDS_HISTORY} (--start){hint}")
 
 
 def _check_out(out: Path) -> None:

@@ -218,8 +218,22 @@ def static_units(
     window: SimulationWindow, pools: Sequence[PoolSpec], priority: Mapping[str, float] | None = None
 ) -> dict[str, int]:
     """The static cluster: the peak each pool needed before the window (split as ``required_units`` splits it)."""
-    observed = window.history[~np.isnan(window.history).any(axis=1)] if len(window.history) else window.history
+    observed = _static_history(window)
     if len(observed) == 0:
-        raise TraceError("the static policy needs history before the window; start the window later")
+        raise TraceError(STATIC_NEEDS_HISTORY)
     need = required_units(observed, window.classes, pools, priority)
     return {p.pool_id: p.clamp(int(need[p.pool_id].max(initial=0))) for p in pools}
+
+
+STATIC_NEEDS_HISTORY = "the static policy needs history before the window; start the window later"
+
+
+def has_static_history(window: SimulationWindow) -> bool:
+    """Whether the static policy can be sized: some step before the window has every class's demand. Checked
+    before any forecasting, which takes minutes, so that a window without it is refused at once."""
+    return len(_static_history(window)) > 0
+
+
+def _static_history(window: SimulationWindow) -> np.ndarray:
+    history: np.ndarray = window.history
+    return history[~np.isnan(history).any(axis=1)] if len(history) else history
