@@ -151,6 +151,7 @@ def test_leadtime_run_as_a_process_resizes_a_pool_and_stops_on_sigterm(rig: Rig,
     document = rig.config_document(election=True, mode="enforce")
     document["loop"] = {"tick_interval": "1s"}
     document["daemon"]["leader_election"] |= {"lease_duration": "3s", "renew_deadline": "2s", "retry_period": "0.5s"}
+    document["daemon"]["kubernetes"]["request_timeout"] = "1s"  # within lease_duration - renew_deadline
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = int(probe.getsockname()[1])
