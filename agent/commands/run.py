@@ -11,7 +11,10 @@ bounded queue on a thread of their own (a tick never waits on Slack; what is sti
 ``alerts.shutdown_flush_timeout``), else to the log.
 
 ``--replay TRACE`` rehearses the daemon without any cloud: a recorded demand trace stands in for live metrics
-(shifted so that ``--replay-from`` is now) and a simulated cluster stands in for the pools.
+(shifted so that ``--replay-from`` is now) and a simulated cluster stands in for the pools. The cluster starts
+with the units the first lead time's demand needs, is served each replayed step's demand, and carries out the
+plan whatever the mode: a rehearsal touches no cloud, and a cluster that never moved would show a daemon asking
+for the same units every tick, not what it would do.
 """
 
 from __future__ import annotations
@@ -28,9 +31,12 @@ if TYPE_CHECKING:
     from agent.daemon.wiring import DaemonParts
     from agent.notify.base import Notifier
     from agent.notify.queued import QueuedNotifier
+    from agent.simulation.window import SimulationWindow
     from agent.sources.trace import Trace
     from config.schema import Settings
     from models.clock import Clock
+
+log = logging.getLogger(__name__)
 
 
 def register(sub: Any) -> None:
@@ -74,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
         from agent.sources.trace import read_trace
 
         trace = read_trace(args.replay)  # before anything connects: a missing or broken trace is exit 2
-        replay_start(settings, trace, args.replay_from)  # and so is a start outside it
+        window = rehearsal_window(settings, trace, args.replay_from)  # and so is a start outside it
+        settings, mode = rehearsal_settings(settings, window, mode)
     kube = None
     if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
@@ -85,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
 
         parts = live_wiring.live_parts(settings, args.config, clock, notifier, kube, CollectorRegistry())
     else:
-        parts = _rehearsal_parts(settings, clock, trace, args.replay_from, notifier)
+        parts = rehearsal_parts(settings, clock, trace, window, notifier)
         parts.kube = kube
     assembled = assemble(settings, mode, parts, os.environ)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run is noise to an operator
@@ -119,19 +126,45 @@ def replay_start(settings: Settings, trace: Trace, replay_from: datetime | None)
     return start
 
 
-def _rehearsal_parts(
-    settings: Settings, clock: Clock, trace: Trace, replay_from: datetime | None, notifier: Notifier
+def rehearsal_window(settings: Settings, trace: Trace, replay_from: datetime | None) -> SimulationWindow:
+    """The demand a rehearsal replays: the trace from ``replay_start`` to its end, one column per demand class."""
+    from agent.simulation.window import select_window
+
+    return select_window(trace, settings.demand_class_models(), replay_start(settings, trace, replay_from), None)
+
+
+def rehearsal_settings(settings: Settings, window: SimulationWindow, mode: str) -> tuple[Settings, str]:
+    """The settings and mode a rehearsal runs with. The mode is ``enforce``: the simulated cluster touches no
+    cloud, and only a cluster that carries out the plan shows what the daemon would do (one held at its start
+    shows the same scale-up asked for every tick, and a dry-run's shadow account would weigh the recommendations
+    against that cluster, which nobody runs)."""
+    if mode != "enforce":
+        log.info(
+            "rehearsal: the simulated cluster carries out the plan (mode enforce, not %s: it touches no cloud); "
+            "there is no dry-run shadow account to compare it with",
+            mode,
+        )
+    return settings, "enforce"
+
+
+def rehearsal_parts(
+    settings: Settings, clock: Clock, trace: Trace, window: SimulationWindow, notifier: Notifier
 ) -> DaemonParts:
+    """The rehearsal's source and pools: the trace shifted so that the window's start is now, and the simulated
+    cluster, started as the simulator starts it (``initial_units``) and served the window's demand as it comes."""
     from actuators import SimulatedCluster
-    from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
+    from agent.daemon.replay import RehearsalCluster, ReplayedDemand, ShiftedTraceSource
     from agent.daemon.wiring import DaemonParts
     from agent.ledger import InMemoryLedger
+    from agent.simulation.window import initial_units
 
-    start = replay_start(settings, trace, replay_from)
-    cluster = SimulatedCluster(settings.pool_specs(), clock)
+    pools, priority = settings.pool_specs(), settings.waiting_costs()
+    cluster = SimulatedCluster(pools, clock, initial_units(window, pools, priority), waiting_costs=priority)
+    source = ShiftedTraceSource(trace, window.index[0].to_pydatetime(), clock.now())
+    demand = ReplayedDemand(window.index, window.classes, window.demand, window.step, source.offset)
     return DaemonParts(
-        source=ShiftedTraceSource(trace, start, clock.now()),
-        actuator=RehearsalCluster(cluster, clock),
+        source=source,
+        actuator=RehearsalCluster(cluster, clock, demand),
         ledger=InMemoryLedger(),
         notifier=notifier,
         clock=clock,
