@@ -25,7 +25,7 @@ from datetime import timedelta
 
 from models import TransientActuatorError
 
-# The time limit of a write outside a window; the daemon's is ``lease_duration - renew_deadline`` (5s by default).
+# The time limit of a write outside a window; the daemon's is ``LeaderElectionSettings.write_limit`` (5s by default).
 DEFAULT_WRITE_TIMEOUT = timedelta(seconds=5)
 
 

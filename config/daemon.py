@@ -53,6 +53,14 @@ class LeaderElectionSettings(Section):
     retry_period: Duration = timedelta(seconds=2)
     identity_env: str = "POD_NAME"
 
+    def write_limit(self) -> timedelta:
+        """The time limit of each cloud write of the leader, which is sent only while this much leadership is left
+        (``agent.daemon.guard``): at most ``lease_duration - renew_deadline``, so that a write the cloud applies up
+        to that much after the limit still lands before a standby can take over, and at most ``renew_deadline -
+        retry_period``, so that a leader renewing on time always has it (with a margin longer than that, no write
+        would ever be sent)."""
+        return min(self.lease_duration - self.renew_deadline, self.renew_deadline - self.retry_period)
+
     @model_validator(mode="after")
     def _deadline_inside_lease(self) -> Self:
         if self.renew_deadline >= self.lease_duration:
@@ -100,7 +108,7 @@ class DaemonSettings(Section):
         """The leader checks that it leads before each Kubernetes write of a drain (a cordon, an eviction), up to its
         renew deadline; a standby takes over no earlier than ``lease_duration`` after the last renewal. A write sent
         just before the deadline ends inside the lease only if its timeout fits in the gap. (A cloud write's time
-        limit is that gap itself, and it is sent only while the leadership left covers it: ``agent.daemon.guard``.)"""
+        limit is at most that gap, and it is sent only while the leadership left covers it: ``write_limit``.)"""
         election = self.leader_election
         gap = election.lease_duration - election.renew_deadline
         if election.enabled and self.kubernetes.request_timeout > gap:

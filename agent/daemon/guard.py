@@ -46,7 +46,7 @@ class GuardsWrites(Protocol):
 
 
 class LeaderOnlyActuator:
-    """``write_limit``: the time limit of each cloud write (the daemon's: ``lease_duration - renew_deadline``)."""
+    """``write_limit``: the time limit of each cloud write (the daemon's: ``LeaderElectionSettings.write_limit``)."""
 
     def __init__(
         self, inner: Actuator, leadership: Leadership, clock: Clock, write_limit: timedelta = DEFAULT_WRITE_TIMEOUT

@@ -121,9 +121,8 @@ def assemble(
     actuator: Actuator = parts.actuator
     if mode == "dry-run":
         actuator = DryRunActuator(actuator, clock)
-    # A cloud write is sent only while the leadership left covers its time limit (``actuators.write_window``); a
-    # request the cloud holds back longer still has the lease's margin before a standby can take over.
-    write_limit = election.lease_duration - election.renew_deadline
+    # A cloud write is sent only while the leadership left covers its time limit (``actuators.write_window``).
+    write_limit = election.write_limit()
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock, write_limit))
     forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
     # The first ticks forecast with a cheap stand-in while the configured model first fits beside them.

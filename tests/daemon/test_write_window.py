@@ -7,6 +7,7 @@ to take simulated seconds."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -16,6 +17,8 @@ from actuators.gke_node_pool import GkeNodePoolActuator
 from agent.daemon.guard import LeaderOnlyActuator
 from agent.daemon.lease import LeaseElector
 from config.cloud import NodePoolMapping
+from config.daemon import LeaderElectionSettings
+from kube import Leases
 from models import ActionStatus, TransientActuatorError
 from models.clock import SimulatedClock
 from tests.actuators.aws_adapters import asg_actuator, eks_actuator
@@ -170,3 +173,32 @@ def test_an_aws_write_is_not_sent_when_the_reads_left_too_little_leadership(
     assert a.step(clock.now()).leading  # renewed: the next tick's write goes out
     assert guarded.resize(pool, 3, "a-2").status is ActionStatus.STARTED
     assert aws_api.calls(write) == 1
+
+
+def test_a_lease_margin_longer_than_the_renew_deadline_still_leaves_the_leader_room_to_write(
+    gke: SlowGke, clock: SimulatedClock, api_client_for: Callable[[str], Any], link_to: Callable[[], CuttableLink]
+) -> None:
+    """With lease_duration 30s and renew_deadline 10s, a time limit of the margin (20 s) would never be covered by the
+    10 s a renewal gives: the limit is also at most renew_deadline - retry_period, which a leader renewing on time
+    always has."""
+    settings = LeaderElectionSettings.model_validate({"lease_duration": "30s", "renew_deadline": "10s"})
+    assert settings.write_limit() == timedelta(seconds=8)
+    elector = LeaseElector(
+        Leases(api_client_for(link_to().url), timedelta(seconds=0.3)),
+        name="leadtime",
+        namespace="leadtime",
+        identity="replica-a",
+        lease_duration=settings.lease_duration,
+        renew_deadline=settings.renew_deadline,
+        monotonic=clock.monotonic,
+    )
+    assert elector.step(clock.now()).leading
+    gke.add_pool("a100", nodes=1)
+    clients = google_clients(gke.url)
+    adapter = GkeNodePoolActuator(
+        clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="gpu", node_pool="a100")], clock
+    )
+    guarded = LeaderOnlyActuator(adapter, elector, clock, settings.write_limit())
+    clock.advance(settings.retry_period)  # the next renewal is due: 8 s of leadership are left
+    assert guarded.resize("gpu", 2, "a-1").status is ActionStatus.STARTED
+    assert gke.calls("POST", ":setSize") == 1

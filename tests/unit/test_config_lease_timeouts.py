@@ -1,6 +1,6 @@
 """A Kubernetes request timeout that does not fit in ``lease_duration - renew_deadline`` is refused at load: a drain's
 write the leader sends just before its renew deadline could otherwise still be on its way when a standby takes
-over. The cloud writes' time limit is that gap itself (``agent.daemon.wiring``)."""
+over. The cloud writes' time limit is at most that gap (``LeaderElectionSettings.write_limit``)."""
 
 from __future__ import annotations
 
