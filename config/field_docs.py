@@ -160,7 +160,8 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.max_points_per_query": "Most points per series in one range query; longer ranges are "
     "chunked (Prometheus refuses more than 11,000).",
     "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "
-    "(ClusterQueue reservation plus pending; Kueue v0.18.0 or later, older ones leave every class unavailable).",
+    "(ClusterQueue reservation plus the pending work it could still admit under its quota; Kueue v0.18.0 or later, "
+    "older ones leave every class unavailable).",
     "PrometheusSettings.cluster_selector": "PromQL label matchers naming this cluster's series in a Prometheus view "
     'holding several clusters, e.g. `cluster="prod"` (Google Managed Prometheus: `cluster="prod", '
     'location="europe-west4"`); added to every metric the default queries read. Unset: every series counts.',
@@ -169,7 +170,7 @@ FIELDS: dict[str, str] = {
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
     '`cluster_queue="team-a", flavor="a100"`. With `kueue` a `cluster_queue` matcher is required, and `flavor` / '
-    "`cohort` narrow the usage term only (the pending gauge has no such labels).",
+    "`cohort` narrow the reservation and the quota only (the pending gauge has no such labels).",
     "ClassQuerySettings.resource": "Kubernetes resource name in the default query, e.g. `nvidia.com/gpu` or "
     "`google.com/tpu` (kube-state-metrics reads it sanitized, `google_com_tpu`).",
     "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "

@@ -8,15 +8,17 @@ Demand (accelerator units requested by running + queued work), one series per cl
   within all the flavors") is the admitted usage plus the quota of workloads that hold it while they wait on an
   admission check (a ProvisioningRequest, GKE's Dynamic Workload Scheduler): work that is neither admitted nor
   pending, and precisely the work waiting for capacity. ``kueue_cluster_queue_resource_usage`` counts admitted
-  workloads only.
+  workloads only. The pending work counts only up to what the ClusterQueue could still admit (its quota and
+  borrowing limit less its reservation, nothing while it is not active): Kueue admits against quota, so more
+  nodes let none of the rest in (see ``kueue_demand_query``).
 - ``kube-state-metrics``: accelerator requests of pods that are Pending or Running; the class's series name is
   the namespace by default.
 
 Every default is written so that "no data" stays empty (and so unavailable) rather than reading as zero: a
 sum over no pods is zero only while kube-state-metrics itself still reports the class's namespace (or, for a
-selector that names none, nodes), and the Kueue query needs
-both the reservation and the pending gauge (Kueue reports both at 0 for a configured resource without work, so a real
-zero stays a zero).
+selector that names none, nodes), and the Kueue query needs the reservation, the pending gauge, the nominal quota
+(with the borrowing limit in a cohort) and the ClusterQueue's status (Kueue reports the first two at 0 for a
+configured resource without work, so a real zero stays a zero).
 
 Several clusters in one Prometheus view (Google Managed Prometheus, Thanos, Mimir: series told apart by a
 ``cluster`` label or the like) need ``prometheus.cluster_selector``: its matchers go on every metric the default
@@ -56,9 +58,10 @@ KUEUE_RESOURCES = DEFAULT_RESOURCES  # defined with the settings, whose rules co
 NOT_A_FOLLOWER = 'replica_role!="follower"'
 
 KUEUE_PENDING_HINT = (
-    "the default Kueue query needs both kueue_cluster_queue_resource_reservation and "
-    "kueue_cluster_queue_resource_pending for this ClusterQueue and resource; the pending gauge exists from Kueue "
-    "v0.18.0 on, with metrics.enableClusterQueueResources: true. On an older Kueue, upgrade it, use demand_metrics: "
+    "the default Kueue query needs kueue_cluster_queue_resource_reservation, kueue_cluster_queue_resource_pending, "
+    "kueue_cluster_queue_nominal_quota (and, in a cohort, kueue_cluster_queue_borrowing_limit) for this ClusterQueue "
+    "and resource, and kueue_cluster_queue_status; the pending gauge exists from Kueue v0.18.0 on, with "
+    "metrics.enableClusterQueueResources: true. On an older Kueue, upgrade it, use demand_metrics: "
     "kube-state-metrics, or write the class's query"
 )
 
@@ -81,24 +84,58 @@ def quote(value: str) -> str:
 
 
 def kueue_demand_query(selector: str, resource: str, cluster: Sequence[str] = ()) -> str:
-    """Quota reserved in the selected ClusterQueues' flavors plus what is pending in them. ``flavor`` and
-    ``cohort`` matchers apply to the reservation term only: pending work has no flavor yet, and the pending gauge is
-    labelled by cluster_queue and resource alone (see ``config.prometheus.KUEUE_USAGE_ONLY_LABELS``). ``cluster``
-    (matcher texts) applies to both."""
+    """Quota reserved in the selected ClusterQueues' flavors plus what is pending in them, as much of it as each
+    ClusterQueue could still admit. ``flavor`` and ``cohort`` matchers apply to the reservation and the quota
+    only: pending work has no flavor yet, and the pending gauge is labelled by cluster_queue and resource alone (see
+    ``config.prometheus.KUEUE_USAGE_ONLY_LABELS``). ``cluster`` (matcher texts) applies to every gauge.
+
+    Kueue admits against quota, not nodes, and its pending gauge counts every pending workload, inadmissible ones
+    included (kubernetes-sigs/kueue pkg/cache/queue/pending_workloads.go: the active heap and the inadmissible
+    list), so work waiting for its ClusterQueue's quota would buy nodes it cannot use. Each ClusterQueue's pending
+    work counts up to its room: per flavor, the nominal quota, plus the borrowing limit when it is in a cohort
+    (``+Inf`` when unset, from Kueue v0.18.1 on), minus the reservation, never below 0; and none while the
+    ClusterQueue is not active (stopped, or missing a flavor or an admission check: it admits nothing). The quota
+    and status gauges are read from every replica (the highest value): they follow the ClusterQueue's spec, which
+    followers see too, and a leader has been seen without the nominal quota (kubernetes-sigs/kueue#9288). The
+    cohort's own free quota is not read (a Cohort's quota and its parents' are in no ClusterQueue gauge), so
+    unlimited borrowing leaves the pending work uncapped."""
     matchers = label_matchers(selector)
     if matchers is None:  # refused at validation; a selector given in code still must not widen the query
         raise ValueError(f"not a list of PromQL label matchers: {selector!r}")
     if not any(label == "replica_role" for label, _ in matchers):
         matchers.append(("replica_role", NOT_A_FOLLOWER))
     resource_matcher = f"resource={quote(resource)}"
-    usage = ", ".join([resource_matcher, *(text for _, text in matchers), *cluster])
-    pending = ", ".join(
-        [resource_matcher, *(text for label, text in matchers if label not in KUEUE_USAGE_ONLY_LABELS), *cluster]
+    per_flavor = [text for _, text in matchers]
+    per_queue = [text for label, text in matchers if label not in KUEUE_USAGE_ONLY_LABELS]
+    spec = [text for label, text in matchers if label != "replica_role"]
+    usage = _selector(resource_matcher, *per_flavor, *cluster)
+    pending = _selector(resource_matcher, *per_queue, *cluster)
+    quota = _selector(resource_matcher, *spec, *cluster)
+    status = _selector(*(t for label, t in matchers if label not in {*KUEUE_USAGE_ONLY_LABELS, "replica_role"}))
+    flavor, queue = "cluster_queue, flavor, resource", "cluster_queue, resource"
+    reserved = f"max by ({flavor}) (kueue_cluster_queue_resource_reservation{usage})"
+    alone, in_cohort = _with(quota, 'cohort=""'), _with(quota, 'cohort!=""')
+    limit = (
+        f"(max by ({flavor}) (kueue_cluster_queue_nominal_quota{alone})"
+        f" or max by ({flavor}) (kueue_cluster_queue_nominal_quota{in_cohort})"
+        f" + on({flavor}) max by ({flavor}) (kueue_cluster_queue_borrowing_limit{in_cohort}))"
     )
-    return (
-        f"sum(max by (cluster_queue, flavor, resource) (kueue_cluster_queue_resource_reservation{{{usage}}}))"
-        f" + on() sum(max by (cluster_queue, resource) (kueue_cluster_queue_resource_pending{{{pending}}}))"
-    )
+    room = f"sum by ({queue}) (clamp_min({limit} - on({flavor}) {reserved}, 0))"
+    waiting = f"max by ({queue}) (kueue_cluster_queue_resource_pending{pending})"
+    admissible = f"({waiting} - on({queue}) clamp_min({waiting} - on({queue}) {room}, 0))"  # min(waiting, room)
+    active_status = _with(status, *cluster, 'status="active"')
+    active = f"max by (cluster_queue) (kueue_cluster_queue_status{active_status})"
+    return f"sum({reserved}) + on() sum({admissible} * on(cluster_queue) group_left() {active})"
+
+
+def _selector(*matchers: str) -> str:
+    return f"{{{', '.join(matchers)}}}"
+
+
+def _with(selector: str, *matchers: str) -> str:
+    """``selector`` (as ``_selector`` writes it) with more matchers."""
+    inner = selector[1:-1]
+    return _selector(*([inner] if inner else []), *matchers)
 
 
 def kube_state_metrics_demand_query(selector: str, resource: str, cluster: Sequence[str] = ()) -> str:

@@ -17,7 +17,10 @@ the default queries read, backfilled with ``promtool tsdb create-blocks-from ope
   replica_role`` (test helper ExpectCQResourcePendingMetric; the pending gauge exists from Kueue v0.18.0, PR
   #10485). Kueue runs highly available: the leader reports the values and a follower reports them one step late
   (a stale cache), except for ``earth/vcJkd``, whose ``standalone`` replica is scraped by two jobs (identical
-  values). ``earth/legacy`` is a ClusterQueue of an older Kueue: usage (vc6YE's running) without any pending gauge.
+  values). Every ClusterQueue but the legacy one is active (``kueue_cluster_queue_status``) with a nominal quota
+  of its tenant's capacity and no borrowing limit in its cohort (reported as +Inf), so all its pending work is
+  work it could admit. ``earth/legacy`` is a ClusterQueue of an older Kueue: usage (vc6YE's running) without any
+  pending gauge.
   (``kube_node_labels`` below stays single: capacity queries are written by the operator, not by leadtime.)
 - kube-state-metrics ``kube_node_labels`` with GKE's node-pool label: the nodes the pool ``a100-on-demand``
   really ran (``pool_nodes``: a step's node count covers the peak demand of the 6 hours before it, plus one),
@@ -125,7 +128,7 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
         for labels, values in series:
             for stamp, value in zip(seconds, values, strict=True):
                 if not math.isnan(value):
-                    yield f"{name}{{{labels}}} {value:g} {stamp}\n"
+                    yield f"{name}{{{labels}}} {'+Inf' if value == math.inf else f'{value:g}'} {stamp}\n"
 
     def pods(phase: str, hours: int) -> Iterator[tuple[str, str, np.ndarray]]:
         generation = (seconds - seconds[0]) // (hours * 3600)
@@ -241,6 +244,35 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
                 for r, v in kueue_replicas(parts[t]["pending"], t)
             ),
             [(f'cluster_queue="{CHECKED_KUEUE_QUEUE}",resource="nvidia.com/gpu"', parts[tenants[0]]["pending"])],
+        ),
+    )
+    # The ClusterQueues' quota (their spec: every replica reports it) and status. Each has a nominal quota of its
+    # tenant's capacity and, in cohort earth without a borrowing limit, may borrow without bound (Kueue reports an
+    # unset limit as +Inf), so none of its pending work is beyond what it could admit; each is active.
+    queues = [*tenants, CHECKED_KUEUE_QUEUE]
+    own = {t: capacity([t]) for t in tenants}
+    quota = {q: np.full(len(seconds), own.get(q, own[tenants[0]])) for q in queues}
+    for name, values in (
+        ("kueue_cluster_queue_nominal_quota", quota),
+        ("kueue_cluster_queue_borrowing_limit", {q: np.full(len(seconds), math.inf) for q in queues}),
+    ):
+        yield from family(
+            name,
+            "gauge",
+            (
+                (f'{r},cohort="earth",cluster_queue="{q}",flavor="default",resource="nvidia.com/gpu"', values[q])
+                for q in queues
+                for r in ('replica_role="leader"', 'replica_role="follower"')
+            ),
+        )
+    yield from family(
+        "kueue_cluster_queue_status",
+        "gauge",
+        (
+            (f'cluster_queue="{q}",status="{status}",{r}', np.full(len(seconds), 1.0 if status == "active" else 0.0))
+            for q in queues
+            for status in ("pending", "active", "terminating")
+            for r in ('replica_role="leader"', 'replica_role="follower"')
         ),
     )
     busy = np.sum([parts[t]["running"] for t in tenants], axis=0) / capacity(tenants) * 100.0

@@ -37,6 +37,7 @@ TICK = GRID + timedelta(minutes=3)
 BURST_AT = GRID + timedelta(minutes=2)
 SCRAPE = timedelta(minutes=1)
 RESERVED, BURST = 16.0, 32.0
+NOMINAL_QUOTA = 64.0
 # Per ClusterQueue: the reservation, the pending work at each scrape, and when its collector stopped reporting.
 #   train:  16 reserved; 32 GPUs queued from 10:02 on; scraped until the tick.
 #   serve:  8 reserved; its last scrape was at 9:57, 6 minutes before the tick (Prometheus runs with a 4-minute
@@ -54,17 +55,23 @@ def _openmetrics() -> str:
     first = GRID - timedelta(hours=3)
     lines = ["# TYPE kueue_cluster_queue_resource_reservation gauge\n"]
     pending = ["# TYPE kueue_cluster_queue_resource_pending gauge\n"]
+    # Each ClusterQueue's nominal quota, 64 GPUs, leaves room for its pending work; each is active.
+    quota = ["# TYPE kueue_cluster_queue_nominal_quota gauge\n"]
+    status = ["# TYPE kueue_cluster_queue_status gauge\n"]
     for queue, (before, after, queued, last) in SERIES.items():
-        usage = f'cohort="c",cluster_queue="{queue}",flavor="default",resource="nvidia.com/gpu",replica_role="leader"'
+        usage = f'cohort="",cluster_queue="{queue}",flavor="default",resource="nvidia.com/gpu",replica_role="leader"'
         waiting = f'cluster_queue="{queue}",resource="nvidia.com/gpu",replica_role="leader"'
+        active = f'cluster_queue="{queue}",status="active",replica_role="leader"'
         at = first
         while at <= GRID + last:
             late = at >= BURST_AT
             stamp = int(at.timestamp())
             lines.append(f"kueue_cluster_queue_resource_reservation{{{usage}}} {after if late else before:g} {stamp}\n")
             pending.append(f"kueue_cluster_queue_resource_pending{{{waiting}}} {queued if late else 0.0:g} {stamp}\n")
+            quota.append(f"kueue_cluster_queue_nominal_quota{{{usage}}} {NOMINAL_QUOTA:g} {stamp}\n")
+            status.append(f"kueue_cluster_queue_status{{{active}}} 1 {stamp}\n")
             at += SCRAPE
-    return "".join(lines + pending) + "# EOF\n"
+    return "".join(lines + pending + quota + status) + "# EOF\n"
 
 
 @pytest.fixture(scope="module")

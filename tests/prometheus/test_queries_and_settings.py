@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -78,36 +79,43 @@ def test_kube_state_metrics_reads_no_pods_as_zero_only_while_it_reports_the_name
     assert f'kube_pod_container_resource_requests{{resource="nvidia_com_gpu", {selector}}}' in query
 
 
-def _terms(query: str) -> tuple[str, str]:
-    usage, pending = query.split(" + on() ")
-    return usage, pending
+def _gauges(query: str) -> dict[str, list[str]]:
+    """Per metric the query reads, the selector of each time it reads it."""
+    found: dict[str, list[str]] = {}
+    for metric, selector in re.findall(r"(kueue_\w+)\{([^}]*)\}", query):
+        found.setdefault(metric, []).append(selector)
+    return found
 
 
 def test_kueue_flavor_and_cohort_narrow_usage_only_and_pending_is_never_defaulted_to_zero() -> None:
     # kueue_cluster_queue_resource_pending carries cluster_queue, resource and replica_role only (no flavor, no
     # cohort): a flavor matcher on it would match nothing.
     selector = 'cluster_queue="research", flavor="a100", cohort="ml", custom_team="vision"'
-    usage, pending = _terms(
-        demand_query(GPU, _settings(demand_metrics="kueue", classes={"gpu-a100": {"selector": selector}}))
-    )
-    assert "kueue_cluster_queue_resource_reservation{" in usage and "kueue_cluster_queue_resource_pending{" in pending
-    for part in ('cluster_queue="research"', 'flavor="a100"', 'cohort="ml"', 'replica_role!="follower"'):
-        assert part in usage
-    for part in (
-        'cluster_queue="research"',
-        'custom_team="vision"',
-        'resource="nvidia.com/gpu"',
-        'replica_role!="follower"',
-    ):
-        assert part in pending
-    assert "flavor" not in pending and "cohort" not in pending
-    assert "vector(0)" not in usage + pending  # a missing pending gauge leaves the answer empty
+    gauges = _gauges(demand_query(GPU, _settings(demand_metrics="kueue", classes={"gpu-a100": {"selector": selector}})))
+    for metric in ("kueue_cluster_queue_resource_reservation", "kueue_cluster_queue_nominal_quota"):
+        for usage in gauges[metric]:
+            for part in ('cluster_queue="research"', 'flavor="a100"', 'cohort="ml"', 'custom_team="vision"'):
+                assert part in usage
+    for usage in gauges["kueue_cluster_queue_resource_reservation"]:
+        assert 'replica_role!="follower"' in usage
+    for pending in gauges["kueue_cluster_queue_resource_pending"]:
+        for part in (
+            'cluster_queue="research"',
+            'custom_team="vision"',
+            'resource="nvidia.com/gpu"',
+            'replica_role!="follower"',
+        ):
+            assert part in pending
+        assert "flavor" not in pending and "cohort" not in pending
+    assert "vector(0)" not in str(gauges)  # a missing pending gauge leaves the answer empty
 
 
 def test_a_replica_role_matcher_in_the_selector_replaces_the_default_one() -> None:
     classes = {"gpu-a100": {"selector": 'cluster_queue="research", replica_role="leader"'}}
     query = demand_query(GPU, _settings(demand_metrics="kueue", classes=classes))
-    assert query.count('replica_role="leader"') == 2
+    gauges = _gauges(query)
+    for metric in ("kueue_cluster_queue_resource_reservation", "kueue_cluster_queue_resource_pending"):
+        assert all('replica_role="leader"' in selector for selector in gauges[metric])
     assert "follower" not in query
 
 
@@ -131,7 +139,10 @@ def test_kube_state_metrics_reads_resource_names_as_it_sanitizes_them(resource: 
 
 def test_kueue_keeps_the_kubernetes_resource_name() -> None:
     query = demand_query(TPU, _settings(demand_metrics="kueue", classes={"tpu-v5e": {"resource": "google.com/tpu"}}))
-    assert query.count('resource="google.com/tpu"') == 2
+    for metric, selectors in _gauges(query).items():
+        if metric != "kueue_cluster_queue_status":  # per cluster_queue and status only
+            assert all('resource="google.com/tpu"' in selector for selector in selectors), metric
+    assert "google_com_tpu" not in query
 
 
 @pytest.mark.parametrize(
