@@ -23,6 +23,7 @@ from actuators.simulated import SimulatedCluster
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts, Outlook, TickReport
 from agent.notify import RecordingNotifier
+from agent.planning.budget import Budget
 from agent.simulation.decisions import DecisionChanges, decision_changes
 from agent.simulation.first_come import FirstComeCaps
 from agent.simulation.oracle import oracle_schedule
@@ -42,7 +43,7 @@ from forecasting.base import Forecaster
 from forecasting.calibrated import last_value_forecaster
 from forecasting.factory import build_forecaster
 from forecasting.last_value import PersistenceForecaster
-from models import AlertEvent, PoolKind, PoolSpec
+from models import AlertEvent, LedgerEntry, PoolKind, PoolSpec
 from models.clock import SimulatedClock
 
 Progress = Callable[[int], None]
@@ -419,6 +420,23 @@ def without_paced_budgets(settings: Settings) -> Settings:
     return settings.model_copy(update={"budgets": tuple(b for b in settings.budgets if b.pacing != "forecast")})
 
 
+def simulated_ledger(settings: Settings, window: SimulationWindow) -> InMemoryLedger:
+    """The simulated agent's ledger: every pool of a budget held at 0 units from the start of the budget's month
+    period holding the window's start until then. The simulation bills the pools from the window's start and
+    counts each budget's spend from there (``agent.simulation.budgets``): the spend before it is 0 by definition,
+    not unknown, and a ledger that began at the window would raise a budget-ledger-incomplete alert in every
+    run with a monthly cap, asking for a bill that does not exist."""
+    start: datetime = window.index[0].to_pydatetime()
+    opened: dict[str, datetime] = {}
+    for settings_budget in settings.budgets:
+        since = Budget.from_settings(settings_budget).period(start).start
+        for pool_id in settings_budget.pools:
+            opened[pool_id] = min(opened.get(pool_id, start), since)
+    ledger = InMemoryLedger()
+    ledger.record_many([LedgerEntry(p, since, start, 0, 0.0) for p, since in sorted(opened.items()) if since < start])
+    return ledger
+
+
 def _agent(
     policy: str,
     settings: Settings,
@@ -439,11 +457,12 @@ def _agent(
                 "service_level": None,
             }
         )
-        parts = AgentParts(source, PersistenceForecaster(), cluster, InMemoryLedger(), RecordingNotifier())
+        ledger = simulated_ledger(settings, window)
+        parts = AgentParts(source, PersistenceForecaster(), cluster, ledger, RecordingNotifier())
         return Agent(without_paced_budgets(settings), parts, tick=window.step, step=window.step, planner=reactive)
     if forecaster is None:
         forecaster = build_forecaster(settings.forecast, settings.planning_horizon(window.step))
-    parts = AgentParts(source, forecaster, cluster, InMemoryLedger(), RecordingNotifier())
+    parts = AgentParts(source, forecaster, cluster, simulated_ledger(settings, window), RecordingNotifier())
     return Agent(settings, parts, tick=window.step, step=window.step, planner=planner, extra_quantiles=extra_quantiles)
 
 
