@@ -11,10 +11,10 @@ bounded queue on a thread of their own (a tick never waits on Slack; what is sti
 ``alerts.shutdown_flush_timeout``), else to the log.
 
 ``--replay TRACE`` rehearses the daemon without any cloud: a recorded demand trace stands in for live metrics
-(shifted so that ``--replay-from`` is now) and a simulated cluster stands in for the pools. The cluster starts
-with the units the first lead time's demand needs, is served each replayed step's demand, and carries out the
-plan whatever the mode: a rehearsal touches no cloud, and a cluster that never moved would show a daemon asking
-for the same units every tick, not what it would do.
+(shifted so that ``--replay-from`` is now, read at the trace's step) and a simulated cluster stands in for the
+pools. The cluster starts with the units the first lead time's demand needs, is served each replayed step's
+demand, and carries out the plan whatever the mode: a rehearsal touches no cloud, and a cluster that never moved
+would show a daemon asking for the same units every tick, not what it would do.
 """
 
 from __future__ import annotations
@@ -134,17 +134,21 @@ def rehearsal_window(settings: Settings, trace: Trace, replay_from: datetime | N
 
 
 def rehearsal_settings(settings: Settings, window: SimulationWindow, mode: str) -> tuple[Settings, str]:
-    """The settings and mode a rehearsal runs with. The mode is ``enforce``: the simulated cluster touches no
-    cloud, and only a cluster that carries out the plan shows what the daemon would do (one held at its start
-    shows the same scale-up asked for every tick, and a dry-run's shadow account would weigh the recommendations
-    against that cluster, which nobody runs)."""
+    """The settings and mode a rehearsal runs with. The trace is read at its own step, as ``simulate`` reads it
+    (``forecast.step`` is the spacing the daemon asks Prometheus for; a trace has only its own, and the trace
+    source refuses any other). The mode is ``enforce``: the simulated cluster touches no cloud, and only a cluster
+    that carries out the plan shows what the daemon would do (one held at its start shows the same scale-up asked
+    for every tick, and a dry-run's shadow account would weigh the recommendations against that cluster, which
+    nobody runs)."""
+    from agent.commands.simulate import _at_trace_step
+
     if mode != "enforce":
         log.info(
             "rehearsal: the simulated cluster carries out the plan (mode enforce, not %s: it touches no cloud); "
             "there is no dry-run shadow account to compare it with",
             mode,
         )
-    return settings, "enforce"
+    return _at_trace_step(settings, window), "enforce"
 
 
 def rehearsal_parts(

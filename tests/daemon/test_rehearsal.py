@@ -103,3 +103,24 @@ def test_a_rehearsal_serves_its_trace_and_releases_what_a_burst_left_idle(
     assert targets[-(AFTER // TICK) // 2 :] == [1] * ((AFTER // TICK) // 2)  # the burst's units released
     waits = [r.getMessage() for r in caplog.records if "of demand wait" in r.getMessage()]
     assert waits and waits[0].startswith("rehearsal: 32 of 40 accelerators of demand wait")  # within the lead time
+
+
+@pytest.mark.parametrize("configured", [None, "5m"])
+def test_a_rehearsal_reads_its_trace_at_the_trace_step(
+    configured: str | None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A trace of 10-minute steps, under forecast.step 5m (the default, or written): every tick plans on the trace,
+    none is held for want of demand, and a step written in the configuration is said to be overridden."""
+    forecast = {} if configured is None else {"step": configured}
+    clock = SimulatedClock(CLOCK_START)
+    with caplog.at_level(logging.WARNING):
+        rehearsal = _rehearsal(_settings("enforce", forecast), _trace(tmp_path, 2 * TICK), clock)
+        targets = _run(rehearsal, clock, BEFORE + BURST + AFTER)
+
+    held = rehearsal.metrics.registry.get_sample_value(
+        "leadtime_skips_total", {"pool": "gpu", "reason": "missing-data"}
+    )
+    assert held is None  # no tick held the pool
+    assert max(targets) == 5 and targets[-1] == 1  # it followed the burst up and back down
+    overridden = [r.getMessage() for r in caplog.records if "but the trace's step is 10m" in r.getMessage()]
+    assert len(overridden) == (configured is not None)
