@@ -160,8 +160,8 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.max_points_per_query": "Most points per series in one range query; longer ranges are "
     "chunked (Prometheus refuses more than 11,000).",
     "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "
-    "(ClusterQueue reservation plus the pending work it could still admit under its quota; Kueue v0.18.0 or later, "
-    "older ones leave every class unavailable).",
+    "(ClusterQueue reservation plus the pending work it could still admit under its quota; Kueue v0.18.7 or later: "
+    "earlier v0.18 releases can report pending work that is not there, older ones leave every class unavailable).",
     "PrometheusSettings.cluster_selector": "PromQL label matchers naming this cluster's series in a Prometheus view "
     'holding several clusters, e.g. `cluster="prod"` (Google Managed Prometheus: `cluster="prod", '
     'location="europe-west4"`); added to every metric the default queries read. Unset: every series counts.',

@@ -2,8 +2,10 @@
 
 Demand (accelerator units requested by running + queued work), one series per class:
 
-- ``kueue``: reserved quota plus pending requests of a ClusterQueue (Kueue v0.18.0 or later, with
-  ``metrics.enableClusterQueueResources: true``); the class's series name is the ClusterQueue by default. The
+- ``kueue``: reserved quota plus pending requests of a ClusterQueue (Kueue v0.18.7 or later, with
+  ``metrics.enableClusterQueueResources: true``: the pending gauge exists from v0.18.0, but v0.18.5 fixed it
+  staying inflated (kubernetes-sigs/kueue#13758) and v0.18.7 stale after a LocalQueue moves to another ClusterQueue
+  (#13885)); the class's series name is the ClusterQueue by default. The
   reservation (``kueue_cluster_queue_resource_reservation``, kueue pkg/metrics: "total resource reservation
   within all the flavors") is the admitted usage plus the quota of workloads that hold it while they wait on an
   admission check (a ProvisioningRequest, GKE's Dynamic Workload Scheduler): work that is neither admitted nor
@@ -61,8 +63,8 @@ KUEUE_PENDING_HINT = (
     "the default Kueue query needs kueue_cluster_queue_resource_reservation, kueue_cluster_queue_resource_pending, "
     "kueue_cluster_queue_nominal_quota (and, in a cohort, kueue_cluster_queue_borrowing_limit) for this ClusterQueue "
     "and resource, and kueue_cluster_queue_status; the pending gauge exists from Kueue v0.18.0 on, with "
-    "metrics.enableClusterQueueResources: true. On an older Kueue, upgrade it, use demand_metrics: "
-    "kube-state-metrics, or write the class's query"
+    "metrics.enableClusterQueueResources: true, and is right from v0.18.7 on. On an older Kueue, upgrade it, use "
+    "demand_metrics: kube-state-metrics, or write the class's query"
 )
 
 KSM_NAMESPACE_HINT = (
