@@ -4,7 +4,7 @@ which leadtime version; the credit a bundled trace requires)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import PurePath
+from pathlib import Path
 from typing import Any
 
 from agent.planning import resolve_service_levels
@@ -111,10 +111,12 @@ def _or(value: float | None, default: float | None) -> float | None:
 
 
 def trace_attribution(path: str) -> str | None:
-    """The required credit of the bundled trace at ``path`` (as given to ``--trace``), or None for any other."""
+    """The required credit of the bundled trace at ``path`` (as given to ``--trace``), or None for any other. The
+    path is resolved from the working directory first, so that the bundled file named without its directory (from
+    inside it), through ``..`` or a symbolic link is still credited."""
     if path.startswith("prometheus "):
         return None
-    parts = PurePath(path.replace("\\", "/")).parts
+    parts = Path(path.replace("\\", "/")).resolve().parts
     if len(parts) < 2:
         return None
     credit = BUNDLED_TRACES.get((parts[-2], parts[-1]))
