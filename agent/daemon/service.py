@@ -11,7 +11,9 @@ injected clock, so tests drive it directly with a simulated clock.
 * A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh.
 * A tick and a refit never overlap on the loop's models: a loop that refits apart fits a copy while ticks go on
   and swaps it in between two ticks (so the first tick need not wait for the first fit); any other loop's refit
-  holds ticks off. On shutdown the tick or refit in progress finishes.
+  holds ticks off. On shutdown the tick in progress finishes (and a refit's history read or swap, which hold
+  ticks off); a fit beside the ticks is abandoned: it writes nothing, its model is never swapped in, and its thread
+  does not keep the process alive, so the lease is handed over at once instead of after the fit.
 """
 
 from __future__ import annotations
@@ -27,7 +29,16 @@ from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.health import HealthState
 from agent.daemon.lease import ElectionStep
 from agent.daemon.metrics import DaemonMetrics
-from agent.daemon.ports import AgentLoop, AlertSink, DecisionSink, RefitsApart, Resumable, TickReport, Watching
+from agent.daemon.ports import (
+    AgentLoop,
+    AlertSink,
+    DecisionSink,
+    RefitsApart,
+    Resumable,
+    StagedRefit,
+    TickReport,
+    Watching,
+)
 from agent.daemon.shadow_book import ShadowBook
 from agent.daemon.summary import DailySummary
 from agent.decision_events import decision_events
@@ -103,8 +114,9 @@ class Daemon:
         self._shadow = shadow
         self._timer = timer  # durations for metrics only; decisions never read it
         self._work = threading.Lock()
-        self._refitting = threading.Lock()  # held for a whole refit, its fit beside the ticks included
+        self._refitting = threading.Lock()  # one refit at a time, its fit beside the ticks included
         self._stopping = threading.Event()
+        self._fit_or_stop = threading.Condition()  # notified when a fit beside the ticks ends and on a stop
         self._resume = threading.Event()  # set by the election thread, consumed by the next leader tick
         self.summary = DailySummary(clock.now())
         metrics.set_identity(mode, elector.identity)
@@ -180,9 +192,39 @@ class Daemon:
             if self._stopping.is_set():
                 return
             staged = self._loop.stage_refit(now)
-        staged.fit()
+        if not self._fit_unless_stopped(staged):
+            log.info("refit abandoned: the replica is stopping; its model is not swapped in")
+            return
         with self._work:
+            if self._stopping.is_set():  # stopped between the fit and the swap: nothing changes any more
+                return
             staged.install()
+
+    def _fit_unless_stopped(self, staged: StagedRefit) -> bool:
+        """Fit ``staged`` on a thread of its own, a daemon thread, and wait until it is fitted (True, or what the
+        fit raised) or a stop is asked for (False). A stop abandons the fit: it changes nothing a tick reads, it is
+        never installed, and its thread, left to finish or to end with the process, does not keep the process
+        alive (a worker of the scheduler's pool would: the interpreter joins those at exit)."""
+        outcome: list[BaseException | None] = []
+
+        def fit() -> None:
+            failure: BaseException | None = None
+            try:
+                staged.fit()
+            except BaseException as exc:  # noqa: BLE001 - handed to the refit job, which counts and survives it
+                failure = exc
+            with self._fit_or_stop:
+                outcome.append(failure)
+                self._fit_or_stop.notify_all()
+
+        threading.Thread(target=fit, name="leadtime-refit-fit", daemon=True).start()
+        with self._fit_or_stop:
+            self._fit_or_stop.wait_for(lambda: bool(outcome) or self._stopping.is_set())
+        if not outcome:
+            return False
+        if outcome[0] is not None:
+            raise outcome[0]
+        return True
 
     def daily_report(self) -> None:
         now = self._clock.now()
@@ -201,16 +243,16 @@ class Daemon:
 
     # -- shutdown -----------------------------------------------------------------------------------------
     def stop_working(self, timeout: float | None = None) -> bool:
-        """Start no new tick or refit, and wait for the one in progress to finish (a refit's fit beside the ticks
-        included, while the election goes on renewing the lease): at most ``timeout`` seconds in all when given.
-        False when one was still running then."""
-        self._stopping.set()
-        deadline = None if timeout is None else time.monotonic() + timeout
-        for lock in (self._work, self._refitting):
-            left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
-            if not lock.acquire(timeout=left):
-                return False
-            lock.release()
+        """Start no new tick or refit, abandon a refit's fit beside the ticks (it writes nothing and is never
+        swapped in), and wait for the tick in progress to finish (or a refit's history read or swap, which hold
+        ticks off), while the election goes on renewing the lease: at most ``timeout`` seconds when given. False
+        when one was still running then."""
+        with self._fit_or_stop:
+            self._stopping.set()
+            self._fit_or_stop.notify_all()
+        if not self._work.acquire(timeout=-1.0 if timeout is None else max(0.0, timeout)):
+            return False
+        self._work.release()
         return True
 
     def release(self) -> bool:

@@ -156,21 +156,29 @@ def test_an_expensive_configured_model_gets_the_calibrated_last_value_as_stand_i
     assert stand_in_forecaster(baseline) is None
 
 
-def test_stopping_waits_for_the_fit_in_progress_so_the_election_keeps_renewing_meanwhile() -> None:
+def test_stopping_abandons_a_fit_beside_the_ticks_instead_of_waiting_for_it_with_the_lease_held() -> None:
     gate = Gate()
     assembled = _daemon(GatedForecaster(PersistenceForecaster(), gate), last_value_forecaster())
-    daemon = assembled.daemon
+    daemon, agent = assembled.daemon, assembled.loop.agent
     daemon.elect()
+    daemon.tick()
     refit = _in_thread(daemon.refit)
-    assert gate.fitting.wait(DEADLINE)
+    assert gate.fitting.wait(DEADLINE)  # the configured model fits; no tick runs
+
     stopper = _in_thread(daemon.stop_working)
-    stopper.join(1.0)  # correct code stays blocked here until the gate opens, however long this waits
-    assert stopper.is_alive(), "stop_working returned while the model was still fitting"
-    gate.open.set()
-    stopper.join(DEADLINE)
+    stopper.join(DEADLINE)  # on the old stop this waited for the whole fit, ticks stopped and the lease held
+    assert not stopper.is_alive(), "stop_working waited for a fit that writes nothing"
     refit.join(DEADLINE)
-    assert not stopper.is_alive()
-    assert gate.fits_done == 1
+    assert not refit.is_alive(), "the refit job still waits for its fit: the scheduler's worker would keep the process"
+    fitting = [t for t in threading.enumerate() if t.name == "leadtime-refit-fit"]
+    assert fitting and all(t.daemon for t in fitting)  # the abandoned fit goes on where the process need not wait
+
+    gate.open.set()
+    for thread in fitting:
+        thread.join(DEADLINE)
+    assert gate.fits_done == 1  # it fitted after all, and was never swapped in
+    assert agent.parts.forecaster.name == "naive"
+    assert agent.configured_model_pending is not None
 
 
 def test_a_tick_does_not_refit_the_live_model_while_the_scheduled_refit_fits_its_copy() -> None:
