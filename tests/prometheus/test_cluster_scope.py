@@ -97,11 +97,16 @@ def test_no_pods_still_read_as_zero_while_this_clusters_exporter_is_up(tmp_path:
 
 
 def test_kueue_reads_this_clusters_cluster_queue_only(tmp_path: Path) -> None:
+    # Both ClusterQueues in a cohort without a borrowing limit (reported as +Inf), so all their pending work counts.
     series: dict[str, str] = {}
     for cluster, reserved, pending in (("prod", 8, 0), ("staging", 32, 16)):
         labels = f'cluster="{cluster}",cluster_queue="ml",resource="nvidia.com/gpu",replica_role="leader"'
         series[f'kueue_cluster_queue_resource_reservation{{{labels},cohort="c",flavor="a100"}}'] = f"{reserved}x5"
         series[f"kueue_cluster_queue_resource_pending{{{labels}}}"] = f"{pending}x5"
+        series[f'kueue_cluster_queue_nominal_quota{{{labels},cohort="c",flavor="a100"}}'] = "16x5"
+        series[f'kueue_cluster_queue_borrowing_limit{{{labels},cohort="c",flavor="a100"}}'] = " ".join(["Inf"] * 6)
+        status = f'cluster="{cluster}",cluster_queue="ml",status="active",replica_role="leader"'
+        series[f"kueue_cluster_queue_status{{{status}}}"] = "1x5"
     assert_answers(
         tmp_path,
         series,
