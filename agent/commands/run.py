@@ -8,7 +8,8 @@ Live, the daemon reads demand from the ``prometheus`` section's server and chang
 section (GKE node pools, GKE TPU slice groups, Cloud TPU queued resources); GKE node pools shrink only by draining
 idle nodes through the Kubernetes API. Alerts go to Slack when a webhook URL is configured, delivered from a
 bounded queue on a thread of their own (a tick never waits on Slack; what is still queued at shutdown gets up to
-``alerts.shutdown_flush_timeout``), else to the log.
+``alerts.shutdown_flush_timeout``), else to the log only, one line per condition per ``alerts.dedup_window``; a line
+at start says which, and why the log only, and ``leadtime_alerts_sink{sink}`` is 1 for the one in use.
 
 ``--replay TRACE`` rehearses the daemon without any cloud: a recorded demand trace stands in for live metrics
 (shifted so that ``--replay-from`` is now, read at the trace's step) and a simulated cluster stands in for the
@@ -22,17 +23,21 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.commands.arguments import parse_timestamp
 
 if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
     from agent.daemon.wiring import DaemonParts
     from agent.notify.base import Notifier
     from agent.notify.queued import QueuedNotifier
     from agent.simulation.window import SimulationWindow
     from agent.sources.trace import Trace
+    from config.alerts import AlertSettings
     from config.schema import Settings
     from models.clock import Clock
 
@@ -62,8 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.daemon.live_settings import check_live_settings, needs_kubernetes
     from agent.daemon.wiring import assemble
-    from agent.notify.log import LogNotifier
-    from agent.notify.queued import AlertQueueCollector, queued_slack_notifier
+    from agent.notify.queued import AlertQueueCollector
     from config import load_settings
     from kube import kubernetes_api_client
     from models.clock import SystemClock
@@ -85,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
     kube = None
     if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
-    slack = queued_slack_notifier(settings.alerts, clock, os.environ)
-    notifier: Notifier = slack or LogNotifier()
+    notifier, slack = alert_notifier(settings.alerts, clock, os.environ)
     if live:
         from agent.daemon import live as live_wiring  # the cloud SDKs: imported only when the daemon runs live
 
@@ -96,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         parts.kube = kube
     assembled = assemble(settings, mode, parts, os.environ)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run is noise to an operator
+    export_alert_sink(assembled.metrics.registry, "log" if slack is None else "slack")
     if slack is not None:
         assembled.metrics.registry.register(AlertQueueCollector(slack))
     try:
@@ -108,6 +112,43 @@ def _close(slack: QueuedNotifier | None, settings: Settings) -> None:
     """Deliver what is still queued, within the configured deadline (the lease has been handed over already)."""
     if slack is not None:
         slack.close(settings.alerts.shutdown_flush_timeout)
+
+
+def alert_notifier(
+    settings: AlertSettings, clock: Clock, environ: Mapping[str, str]
+) -> tuple[Notifier, QueuedNotifier | None]:
+    """Where the alerts go, said once at start: to Slack, behind its delivery queue (also returned, to be exported
+    and closed), or, without a webhook URL, to the log only, one line per condition per ``dedup_window``."""
+    from agent.notify.log import LogNotifier
+    from agent.notify.queued import queued_slack_notifier
+    from agent.notify.slack import webhook_source
+
+    slack = queued_slack_notifier(settings, clock, environ)
+    if slack is not None:
+        log.info("alerts go to Slack, to the incoming webhook whose URL is in %s", webhook_source(settings))
+        return slack, slack
+    log.warning(
+        "alerts go to the log only, not to Slack: no webhook URL in %s, which is unset or empty (set it and restart "
+        "the agent to alert in Slack); one log line per condition per %s",
+        webhook_source(settings),
+        settings.dedup_window,
+    )
+    return LogNotifier(settings.dedup_window), None
+
+
+def export_alert_sink(registry: CollectorRegistry, sink: str) -> None:
+    """``leadtime_alerts_sink{sink}``: 1 for the sink in use (``slack`` or ``log``), 0 for the other."""
+    from prometheus_client import Gauge
+
+    gauge = Gauge(
+        "leadtime_alerts_sink",
+        "Where alerts go: 1 for the sink in use, 0 for the other; slack (an incoming webhook) or log (the agent's "
+        "log only: no webhook URL was configured).",
+        ["sink"],
+        registry=registry,
+    )
+    for name in ("slack", "log"):
+        gauge.labels(name).set(1 if name == sink else 0)
 
 
 def replay_start(settings: Settings, trace: Trace, replay_from: datetime | None) -> datetime:

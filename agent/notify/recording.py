@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 
+from agent.notify.dedup import DedupWindow
 from models import AlertEvent
 
 
@@ -11,13 +12,11 @@ class RecordingNotifier:
     def __init__(self, dedup_window: timedelta = timedelta(hours=1)) -> None:
         self.dedup_window = dedup_window
         self.events: list[AlertEvent] = []
-        self._last_sent: dict[str, datetime] = {}
+        self._told = DedupWindow(dedup_window)
 
     def notify(self, event: AlertEvent) -> bool:
-        for key in event.repeat_of_keys:
-            last = self._last_sent.get(key)
-            if last is not None and event.at - last < self.dedup_window:
-                return True
-        self._last_sent[event.dedup_key] = event.at
+        if self._told.is_repeat(event):
+            return True
+        self._told.handled(event)
         self.events.append(event)
         return True

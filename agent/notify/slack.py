@@ -41,6 +41,7 @@ from slack_sdk.http_retry.state import RetryState
 from slack_sdk.webhook import WebhookClient
 
 from agent.log_redaction import RedactingFilter, protect_secret
+from agent.notify.dedup import DedupWindow
 from agent.notify.slack_message import blocks, fallback_text
 from config.alerts import AlertSettings
 from models import AlertEvent, ConfigError, ConfigProblem
@@ -110,8 +111,8 @@ class SlackNotifier:
         self._hold_until: datetime | None = None
         self._pending: OrderedDict[str, AlertEvent] = OrderedDict()
         self._max_pending = max_pending
-        self._last_sent: dict[str, datetime] = {}
-        self._last_refused: dict[str, datetime] = {}
+        self._sent = DedupWindow(dedup_window)
+        self._refused = DedupWindow(dedup_window)  # messages Slack refused (400): quiet for the window too
         self._outage_since: datetime | None = None
         self._refused_since: datetime | None = None
         self.delivered = 0
@@ -146,7 +147,7 @@ class SlackNotifier:
             self.dropped += 1
             log.warning("alert queue full: dropped %s %s", dropped.kind, dropped.subject)
         self.flush()
-        return event.dedup_key not in self._pending and self._last_sent.get(event.dedup_key) == event.at
+        return event.dedup_key not in self._pending and self._sent.last_handled(event) == event.at
 
     def flush(self) -> int:
         """Try the pending alerts, oldest first, within the rate limit and outside a back-off. How many went."""
@@ -164,24 +165,19 @@ class SlackNotifier:
             if outcome is None:  # Slack refused this message: retrying it would hold every alert behind it
                 del self._pending[key]
                 self.rejected += 1
-                self._last_refused[key] = event.at  # it would be refused again: quiet for the window, not every tick
+                self._refused.handled(event)  # it would be refused again: quiet for the window, not every tick
                 continue
             if not outcome:
                 break
             del self._pending[key]
-            self._last_sent[key] = event.at
+            self._sent.handled(event)
             sent += 1
         return sent
 
     # -- internals ----------------------------------------------------------------------------------------
     def _is_duplicate(self, event: AlertEvent) -> bool:
         """Sent, or refused by Slack, within the window, at this severity or a higher one."""
-        for handled in (self._last_sent, self._last_refused):
-            for key in event.repeat_of_keys:
-                last = handled.get(key)
-                if last is not None and event.at - last < self.dedup_window:
-                    return True
-        return False
+        return self._sent.is_repeat(event) or self._refused.is_repeat(event)
 
     def _take_token(self, now: datetime) -> bool:
         if self._tokens_at is not None:
