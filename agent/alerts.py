@@ -14,7 +14,18 @@ from datetime import datetime, timedelta
 from agent.ledger.meter import LedgerCoverage
 from agent.planning.budget import ScaleUpCharge
 from agent.planning.enforcement import DeferredStop, Overspend
-from models import AlertEvent, AlertKind, BudgetSnapshot, PoolSpec, PoolState, Resize, Severity
+from models import (
+    DRAIN_KEY_MARK,
+    ActionResult,
+    ActionStatus,
+    AlertEvent,
+    AlertKind,
+    BudgetSnapshot,
+    PoolSpec,
+    PoolState,
+    Resize,
+    Severity,
+)
 
 MAX_LISTED = 5
 
@@ -61,24 +72,28 @@ def _threshold_event(snapshot: BudgetSnapshot, threshold: float, at: datetime) -
 
 
 def projected_overspend_event(
-    overspend: Overspend, at: datetime, drivers: Sequence[ScaleUpCharge], releases: Iterable[Resize]
+    overspend: Overspend,
+    at: datetime,
+    drivers: Sequence[ScaleUpCharge],
+    releases: Iterable[Resize],
+    results: Sequence[ActionResult],
 ) -> AlertEvent:
     """The projection breaks a cap even with no further scale-up: which scale-ups drove it, and the releases the
-    plan makes in the budget's pools (burst capacity shed, cheapest to lose first)."""
+    plan made in the budget's pools (burst capacity shed, cheapest to lose first), each told by what the tick did
+    with it (``results``): carried out, only recommended in dry-run, or rejected or failed, and why. A release is
+    never said to be under way because it was planned."""
     listed = list(drivers)[:MAX_LISTED]
     lines = [c.describe() for c in listed]
     if len(drivers) > len(listed):
         lines.append(f"... and {len(drivers) - len(listed)} more")
-    shed = [r for r in releases if not r.is_scale_up]
+    shed = [(r, _results_of(r, results)) for r in releases if not r.is_scale_up]
     shedding = [
-        f"{r.pool_id}: {r.from_units} -> {r.to_units} units" + (" (hard stop: busy units too)" if r.forced else "")
-        for r in shed
+        f"{r.pool_id}: {r.from_units} -> {r.to_units} units"
+        + (" (hard stop: busy units too)" if r.forced else "")
+        + f": {_outcome(mine)}"
+        for r, mine in shed
     ]
-    doing = "nothing can be shed"
-    if any(r.forced for r in shed):
-        doing = "the hard stop is releasing burst units, busy ones too"
-    elif shed:
-        doing = "burst capacity is being shed"
+    recommending = any(r.status is ActionStatus.RECORDED for r in results)
     over = overspend.projected_usd - overspend.cap_usd
     return AlertEvent(
         kind=AlertKind.PROJECTED_OVERSPEND,
@@ -88,13 +103,64 @@ def projected_overspend_event(
         summary=(
             f"Projected {overspend.projected_usd:,.2f} USD against a {overspend.cap} cap of "
             f"{overspend.cap_usd:,.2f} USD by {_when(overspend.by)} ({over:,.2f} USD over). "
-            f"Scale-ups are stopped; {doing}."
+            f"{'No scale-up is recommended' if recommending else 'Scale-ups are stopped'}; {_shedding(shed)}."
         ),
         details={
             "scale-ups that drove it": "\n".join(lines) or "none by the agent this period",
             "shedding": "\n".join(shedding) or "nothing can go safely now (no unit idle long enough, or at minimum)",
         },
     )
+
+
+_CARRIED = (ActionStatus.DONE, ActionStatus.STARTED)
+
+
+def _results_of(release: Resize, results: Sequence[ActionResult]) -> list[ActionResult]:
+    """The outcomes of ``release``: its own result, or those of the drains it became (one per node)."""
+    return [r for r in results if r.key == release.key or r.key.startswith(release.key + DRAIN_KEY_MARK)]
+
+
+def _shedding(shed: Sequence[tuple[Resize, Sequence[ActionResult]]]) -> str:
+    """What the tick did about the budget, from the releases' outcomes, never from the plan alone."""
+    if not shed:
+        return "nothing can be shed"
+    carried = [r for r, mine in shed if any(o.status in _CARRIED for o in mine)]
+    recommended = [r for r, mine in shed if mine and all(o.status is ActionStatus.RECORDED for o in mine)]
+    said = []
+    if any(r.forced for r in carried):
+        said.append("the hard stop is releasing burst units, busy ones too")
+    elif carried:
+        said.append("burst capacity is being shed")
+    if any(r.forced for r in recommended):
+        said.append("the hard stop's release of burst units, busy ones too, is recommended (dry-run), not carried out")
+    elif recommended:
+        said.append("shedding burst capacity is recommended (dry-run), not carried out")
+    if missed := len(shed) - len(carried) - len(recommended):
+        said.append(f"{missed} of {len(shed)} planned releases not carried out (see shedding)")
+    return "; ".join(said)
+
+
+def _outcome(mine: Sequence[ActionResult]) -> str:
+    """What happened to one release: its outcome, or the nodes of the drains it became by their outcome."""
+    if not mine:
+        return "not carried out (no outcome this tick)"
+    if len(mine) == 1:
+        return _said(mine[0])
+    nodes: dict[str, list[str]] = {}
+    for o in mine:
+        nodes.setdefault(_said(o), []).append(o.key.partition(DRAIN_KEY_MARK)[2] or o.pool_id)
+    return "; ".join(f"{', '.join(named)}: {said}" for said, named in nodes.items())
+
+
+def _said(result: ActionResult) -> str:
+    if result.status is ActionStatus.RECORDED:
+        return "recommended (dry-run), not carried out"
+    if result.status is ActionStatus.DONE:
+        return "done"
+    if result.status is ActionStatus.STARTED:
+        return "under way"
+    why = result.error or result.detail or "no reason given"
+    return f"{result.status}: {why}"
 
 
 def ledger_incomplete_event(coverage: LedgerCoverage, at: datetime) -> AlertEvent:

@@ -118,8 +118,15 @@ class BudgetWatch:
             self.reserver.commit(now, held)
 
     def alerts(
-        self, now: datetime, plan: CapacityPlan, spends: Sequence[BudgetSpend], states: Mapping[str, PoolState]
+        self,
+        now: datetime,
+        plan: CapacityPlan,
+        spends: Sequence[BudgetSpend],
+        states: Mapping[str, PoolState],
+        results: Sequence[ActionResult],
     ) -> list[AlertEvent]:
+        """The tick's alerts about spend and slow capacity; ``results`` are what the executor did with ``plan``, which
+        a projected overspend tells its releases by (carried out, recommended in dry-run, rejected), not the plan."""
         events: list[AlertEvent] = []
         for coverage in self.coverage:
             if not coverage.complete and self._told.get(coverage.budget) != coverage.period_start:
@@ -142,7 +149,7 @@ class BudgetWatch:
             budget = self._by_name[overspend.budget]
             drivers = scale_up_charges(self._scale_ups, self.pools, budget, overspend.period)
             releases = [r for r in plan.resizes if r.pool_id in budget.pools]
-            events.append(projected_overspend_event(overspend, now, drivers, releases))
+            events.append(projected_overspend_event(overspend, now, drivers, releases, results))
         self._pending = outstanding(self._pending, states)
         events += stalled_scale_up_events(self._pending, states, self.pools, now, self.stall_factor)
         return events

@@ -246,7 +246,7 @@ class Agent:
         self.memory = execution.memory
         alerts.extend(execution.alerts)
         self.budget_watch.acted(now, plan, execution.results, states)
-        alerts.extend(self.budget_watch.alerts(now, plan, spends, states))
+        alerts.extend(self.budget_watch.alerts(now, plan, spends, states, execution.results))
         for event in alerts:
             self.parts.notifier.notify(event)
         if isinstance(self.parts.notifier, Flushable):

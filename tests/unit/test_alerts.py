@@ -18,6 +18,8 @@ from agent.planning.budget import CapKind, Period, ScaleUpCharge
 from agent.planning.enforcement import Overspend
 from models import (
     AcceleratorFamily,
+    ActionResult,
+    ActionStatus,
     AlertEvent,
     AlertKind,
     BudgetSnapshot,
@@ -66,25 +68,34 @@ def test_projected_overspend_names_the_scale_ups_that_drove_it_and_what_is_shed(
     overspend = Overspend("team-a", CapKind.MONTH, PERIOD, 1000.0, 1250.0)
     drivers = [ScaleUpCharge(datetime(2024, 3, 19, 8, 30, tzinfo=UTC), f"pool-{i}", 1, 3, 100.0 - i) for i in range(7)]
     releases = [Resize("pool-0", 3, 1, "budget", "k1"), Resize("pool-1", 1, 2, "forecast", "k2")]
-    event = projected_overspend_event(overspend, NOW, drivers, releases)
+    results = [
+        ActionResult("k1", "pool-0", ActionStatus.DONE, NOW),
+        ActionResult("k2", "pool-1", ActionStatus.DONE, NOW),
+    ]
+    event = projected_overspend_event(overspend, NOW, drivers, releases, results)
     assert event.severity is Severity.CRITICAL
     assert event.subject == "budget team-a (monthly)"
     assert "Projected 1,250.00 USD against a monthly cap of 1,000.00 USD by 2024-04-01 00:00 UTC" in event.summary
     lines = event.details["scale-ups that drove it"].splitlines()
     assert lines[0] == "2024-03-19 08:30 UTC pool-0 1->3 units (+100.00 USD to period end)"
     assert lines[-1] == "... and 2 more"
-    assert event.details["shedding"] == "pool-0: 3 -> 1 units"
-    assert "nothing can go safely" in projected_overspend_event(overspend, NOW, [], []).details["shedding"]
+    assert event.details["shedding"] == "pool-0: 3 -> 1 units: done"
+    assert "Scale-ups are stopped; burst capacity is being shed." in event.summary
+    nothing = projected_overspend_event(overspend, NOW, [], [], [])
+    assert "nothing can go safely" in nothing.details["shedding"]
+    assert nothing.summary.endswith("Scale-ups are stopped; nothing can be shed.")
 
 
 def test_a_hard_stop_overspend_says_where_its_projection_ends_and_that_busy_units_go() -> None:
     horizon_end = datetime(2024, 3, 21, 12, tzinfo=UTC)
     overspend = Overspend("team-a", CapKind.MONTH, PERIOD, 1000.0, 1010.0, until=horizon_end)
     releases = [Resize("pool-0", 3, 0, "budget", "k1", forced=True)]
-    event = projected_overspend_event(overspend, NOW, [], releases)
+    event = projected_overspend_event(
+        overspend, NOW, [], releases, [ActionResult("k1", "pool-0", ActionStatus.STARTED, NOW)]
+    )
     assert "against a monthly cap of 1,000.00 USD by 2024-03-21 12:00 UTC" in event.summary
     assert "the hard stop is releasing burst units, busy ones too" in event.summary
-    assert event.details["shedding"] == "pool-0: 3 -> 0 units (hard stop: busy units too)"
+    assert event.details["shedding"] == "pool-0: 3 -> 0 units (hard stop: busy units too): under way"
 
 
 def _spec(pool_id: str, lead_minutes: int) -> PoolSpec:

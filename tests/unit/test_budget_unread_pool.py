@@ -176,7 +176,7 @@ def test_a_deferred_hard_stop_is_alerted_once_per_budget_and_outage_saying_until
 
     def tick(at: datetime, states: dict[str, PoolState]) -> None:
         spends = watch.observe(at, states)
-        told.extend(e for e in watch.alerts(at, _plan(settings, states, spends, at), spends, states))
+        told.extend(e for e in watch.alerts(at, _plan(settings, states, spends, at), spends, states, ()))
 
     for minute in range(5):  # h100 unread since its record at 13:59
         at = NOW + minute * TICK
