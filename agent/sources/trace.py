@@ -3,6 +3,9 @@ MetricSource."""
 
 from __future__ import annotations
 
+import csv
+import gzip
+import io
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -75,14 +78,19 @@ def read_trace(path: str | Path) -> Trace:
     if not Path(path).is_file():
         raise TraceError(f"trace file not found: {source}")
     try:
+        data = _raw_bytes(Path(path))
+        lines = _FileLines(data)
         frame = pd.read_csv(
-            path,
+            io.BytesIO(data),
             dtype={"unique_id": str},
             keep_default_na=False,
             na_values={c: list(MISSING) for c in ("ds", *REQUIRED[2:], *OPTIONAL)},
+            skiprows=lines.leading_blank,
+            skip_blank_lines=False,  # kept as rows so that each row's line in the file is known; dropped below
         )
     except (ValueError, OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise TraceError(f"cannot read trace {source} as CSV (is it complete?): {exc}") from None
+    frame = _numbered_rows(frame, lines, source)
     _check_columns(frame, source)
     _check_names(frame, source)
     frame["ds"] = _timestamps(frame["ds"], source)
@@ -90,7 +98,9 @@ def read_trace(path: str | Path) -> Trace:
     bad = frame["y"].notna() & y.isna()
     if bad.any():
         row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceError(f"trace {source}: column y must be numeric; row {row + 2} has {frame['y'].iloc[row]!r}")
+        raise TraceError(
+            f"trace {source}: column y must be numeric; row {frame.index[row]} has {frame['y'].iloc[row]!r}"
+        )
     numbers = y.to_numpy(dtype=float)
     with np.errstate(invalid="ignore"):
         suspect = np.flatnonzero(np.isinf(numbers) | (numbers < 0) | (numbers > MAX_DEMAND))
@@ -98,7 +108,7 @@ def read_trace(path: str | Path) -> Trace:
         row = int(suspect[0])
         value = float(numbers[row])
         rule = "must not be negative" if value < 0 else f"must be finite and at most {MAX_DEMAND:g} accelerators"
-        raise TraceError(f"trace {source}: demand y {rule}; row {row + 2} has {value:g}")
+        raise TraceError(f"trace {source}: demand y {rule}; row {frame.index[row]} has {value:g}")
     frame["y"] = y
     _check_order(frame, source)
     step = _step(frame, source)
@@ -134,6 +144,86 @@ def write_trace(trace: Trace, path: str | Path) -> int:
     return len(frame)
 
 
+def _raw_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped when its name ends in ``.gz``."""
+    if path.suffix == ".gz":
+        with gzip.open(path, "rb") as handle:
+            return handle.read()
+    return path.read_bytes()
+
+
+class _FileLines:
+    """The lines of a trace file, found by their newlines (8 bytes per line, not a copy of the text)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+        self.starts = np.concatenate(([0], newlines + 1))
+        self.ends = np.append(newlines, len(data))
+        if self.starts[-1] == len(data):  # the file ends with a newline: no line after it
+            self.starts, self.ends = self.starts[:-1], self.ends[:-1]
+        self.leading_blank = 0
+        while self.leading_blank < len(self.starts) and not self.text(self.leading_blank + 1).strip():
+            self.leading_blank += 1
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def text(self, line: int) -> str:
+        """Line ``line`` (from 1) without its line ending."""
+        raw = self.data[int(self.starts[line - 1]) : int(self.ends[line - 1])].rstrip(b"\r")
+        return raw.decode("utf-8-sig" if line == 1 else "utf-8", errors="replace")
+
+
+def _numbered_rows(frame: pd.DataFrame, lines: _FileLines, source: str) -> pd.DataFrame:
+    """The rows indexed by their line in the file, blank lines left out. A row with fewer fields than the header
+    is refused naming its line: pandas fills the fields it lacks as empty, which made a row cut short a gap."""
+    numbers, fields, blank = _layout(frame, lines, source)
+    columns = len(frame.columns)
+    short = np.flatnonzero(~blank & (fields < columns))
+    if len(short):
+        row = int(short[0])
+        lacking = ", ".join(str(c) for c in frame.columns[int(fields[row]) :])
+        more = f" ({len(short)} such row(s))" if len(short) > 1 else ""
+        raise TraceError(
+            f"trace {source}: row {int(numbers[row])} has {int(fields[row])} field(s) where the header has "
+            f"{columns}: it lacks {lacking}{more}; write every field, an empty one for a gap"
+        )
+    kept = frame.loc[~blank].copy()
+    kept.index = pd.Index(numbers[~blank], name="line")
+    return kept
+
+
+def _layout(frame: pd.DataFrame, lines: _FileLines, source: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of ``frame``: its line in the file, how many fields it has and whether it is blank. When each row
+    is one line, only the rows whose last field reads empty can be short, and those alone are read again."""
+    rows, header = len(frame), lines.leading_blank + 1
+    if len(lines) == header + rows:
+        numbers = np.arange(header + 1, header + rows + 1)
+        fields = np.full(rows, len(frame.columns))
+        blank = np.zeros(rows, dtype=bool)
+        last = frame[frame.columns[-1]]
+        for row in np.flatnonzero((last.isna() | (last.astype(str) == "")).to_numpy()):
+            text = lines.text(int(numbers[row]))
+            blank[row] = not text.strip()
+            fields[row] = len(next(csv.reader([text]), []))
+        return numbers, fields, blank
+    # A quoted field runs over several lines (or lines end in a bare \r): number the records as csv reads them.
+    reader = csv.reader(io.StringIO(lines.data.decode("utf-8-sig", errors="replace"), newline=""))
+    starts: list[int] = []
+    counts: list[int] = []
+    line = 1
+    for record in reader:
+        if starts or any(f.strip() for f in record):  # blank lines before the header are not rows
+            starts.append(line)
+            counts.append(0 if not any(f.strip() for f in record) and len(record) < 2 else len(record))
+        line = reader.line_num + 1
+    if len(starts) != rows + 1:
+        raise TraceError(f"trace {source}: its {rows} rows cannot be matched to the file's {len(starts) - 1} records")
+    counts_array = np.array(counts[1:], dtype=int)
+    return np.array(starts[1:], dtype=int), counts_array, counts_array == 0
+
+
 def _check_columns(frame: pd.DataFrame, source: str) -> None:
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
@@ -151,15 +241,15 @@ def _check_names(frame: pd.DataFrame, source: str) -> None:
     if len(empty):
         row = int(empty[0])
         raise TraceError(
-            f"trace {source}: row {row + 2} has an empty unique_id ({len(empty)} such row(s)); every row names "
-            "its series"
+            f"trace {source}: row {frame.index[row]} has an empty unique_id ({len(empty)} such row(s)); every row "
+            "names its series"
         )
 
 
 def _timestamps(column: pd.Series, source: str) -> pd.Series:
     if column.isna().any():
         row = int(np.flatnonzero(column.isna().to_numpy())[0])
-        raise TraceError(f"trace {source}: row {row + 2} has an empty timestamp")
+        raise TraceError(f"trace {source}: row {column.index[row]} has an empty timestamp")
     try:
         # Offsets (even mixed ones) are converted to UTC; a naive time means "zone unknown" and is read as UTC.
         return pd.to_datetime(column, format="ISO8601", utc=True)
@@ -168,7 +258,7 @@ def _timestamps(column: pd.Series, source: str) -> pd.Series:
     bad = _first_bad_timestamp(column)
     text = str(column.iloc[bad]) if bad is not None else ""
     hint = " (it looks like a Unix epoch time)" if text.strip().lstrip("-").replace(".", "", 1).isdigit() else ""
-    where = f"row {bad + 2} has {text!r}{hint}" if bad is not None else "one cannot be read"
+    where = f"row {column.index[bad]} has {text!r}{hint}" if bad is not None else "one cannot be read"
     raise TraceError(
         f"trace {source}: timestamps must be ISO-8601 (e.g. 2024-01-01T00:05:00+00:00, an offset below 24h); {where}"
     )
@@ -194,21 +284,26 @@ def _check_order(frame: pd.DataFrame, source: str) -> None:
         if (deltas <= pd.Timedelta(0)).any():
             row = int(group.index[1:][(deltas <= pd.Timedelta(0)).to_numpy()][0])
             raise TraceError(
-                f"trace {source}: timestamps of series {uid!r} must increase strictly; row {row + 2} "
-                f"({frame['ds'].iloc[row].isoformat()}) does not come after the row before it"
+                f"trace {source}: timestamps of series {uid!r} must increase strictly; row {row} "
+                f"({frame['ds'].loc[row].isoformat()}) does not come after the row before it"
             )
 
 
 def _step(frame: pd.DataFrame, source: str) -> timedelta:
-    """The trace's step: the smallest of the series' median spacings (robust to a few odd rows; the lower median,
-    so that it is a spacing the series really has)."""
-    medians = [int(np.sort(np.diff(s))[(len(s) - 2) // 2]) for _, s in _series_stamps(frame) if len(s) >= 2]
-    if not medians:
+    """The trace's step: the smallest of the series' most common spacings (the smallest of them on a tie), so a
+    few odd rows or gaps change neither the step nor the grid, even in a short series."""
+    steps = [_most_common_spacing(s) for _, s in _series_stamps(frame) if len(s) >= 2]
+    if not steps:
         raise TraceError(f"trace {source} has no series with two timestamps; a step cannot be inferred")
-    step = pd.Timedelta(min(medians), unit="ns").to_pytimedelta()
+    step = pd.Timedelta(min(steps), unit="ns").to_pytimedelta()
     if step < MIN_STEP:
         raise TraceError(f"trace {source}: the step is {step.total_seconds():g} s; it must be at least 1 s")
     return step
+
+
+def _most_common_spacing(stamps: np.ndarray) -> int:
+    spacings, counts = np.unique(np.diff(stamps), return_counts=True)
+    return int(spacings[int(np.argmax(counts))])
 
 
 def _check_grid(frame: pd.DataFrame, step: timedelta, source: str) -> None:
@@ -219,11 +314,11 @@ def _check_grid(frame: pd.DataFrame, step: timedelta, source: str) -> None:
         off = np.flatnonzero((stamps - origin) % step_ns != 0)
         if len(off):
             rows = frame.index[frame["unique_id"] == uid][off]
-            shown = ", ".join(str(int(r) + 2) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
+            shown = ", ".join(str(int(r)) for r in rows[:5]) + (" ..." if len(rows) > 5 else "")
             raise TraceError(
                 f"trace {source}: series {uid!r} has {len(rows)} row(s) off the trace's regular grid of "
                 f"{step.total_seconds():g} s from {frame['ds'].min().isoformat()} (rows {shown}, first at "
-                f"{frame['ds'].iloc[int(rows[0])].isoformat()}); align every series to the same grid"
+                f"{frame['ds'].loc[int(rows[0])].isoformat()}); align every series to the same grid"
             )
     steps = (int(frame["ds"].max().value) - origin) // step_ns + 1
     cells = steps * int(frame["unique_id"].nunique())
