@@ -168,10 +168,21 @@ def replay_start(settings: Settings, trace: Trace, replay_from: datetime | None)
 
 
 def rehearsal_window(settings: Settings, trace: Trace, replay_from: datetime | None) -> SimulationWindow:
-    """The demand a rehearsal replays: the trace from ``replay_start`` to its end, one column per demand class."""
+    """The demand a rehearsal replays: the trace from ``replay_start`` to its end, one column per demand class. A
+    class with no value in it is refused, as ``simulate`` refuses it: each step is served only when every class has
+    a value (unknown demand is not zero), so no step would be, and no unit would ever be seen idle."""
     from agent.simulation.window import select_window
+    from models import TraceError
 
-    return select_window(trace, settings.demand_class_models(), replay_start(settings, trace, replay_from), None)
+    start = replay_start(settings, trace, replay_from)
+    try:
+        return select_window(trace, settings.demand_class_models(), start, None)
+    except TraceError as exc:
+        given = "--replay-from" if replay_from is not None else "the trace's start plus forecast.history"
+        raise TraceError(
+            f"cannot rehearse from {given} ({start.isoformat()}) to the trace's end: {exc} (a rehearsal's window is "
+            "set with --replay-from)"
+        ) from None
 
 
 def rehearsal_settings(settings: Settings, window: SimulationWindow, mode: str) -> tuple[Settings, str]:

@@ -6,6 +6,7 @@ again, on one pool of 8-GPU nodes with a 10-minute lead time, forecast with the 
 
 from __future__ import annotations
 
+import json
 import logging
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from agent.cli import main
 from agent.commands.run import rehearsal_parts, rehearsal_settings, rehearsal_window
 from agent.daemon.wiring import AssembledDaemon, assemble
 from agent.notify import RecordingNotifier
@@ -37,20 +39,22 @@ def _trace(tmp_path: Path, step: timedelta) -> Path:
     return path
 
 
+POOL = {
+    "id": "gpu",
+    "kind": "gpu-node-pool",
+    "chips_per_unit": 8,
+    "max_units": 50,
+    "price_per_chip_hour_usd": 1.0,
+    "lead_time": "10m",
+    "serves": ["train"],
+}
+
+
 def _settings(mode: str, forecast: dict[str, str] | None = None) -> Settings:
-    pool = {
-        "id": "gpu",
-        "kind": "gpu-node-pool",
-        "chips_per_unit": 8,
-        "max_units": 50,
-        "price_per_chip_hour_usd": 1.0,
-        "lead_time": "10m",
-        "serves": ["train"],
-    }
     return settings_from_mapping(
         {
             "demand_classes": [{"name": "train"}],
-            "pools": [pool],
+            "pools": [POOL],
             "forecast": {"history": "1d", "model": "last-value", **(forecast or {})},
             "loop": {"tick_interval": "5m"},
             "daemon": {
@@ -124,3 +128,30 @@ def test_a_rehearsal_reads_its_trace_at_the_trace_step(
     assert max(targets) == 5 and targets[-1] == 1  # it followed the burst up and back down
     overridden = [r.getMessage() for r in caplog.records if "but the trace's step is 10m" in r.getMessage()]
     assert len(overridden) == (configured is not None)
+
+
+def test_a_class_without_values_in_the_rehearsal_is_refused_naming_replay_from(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A class whose values end before the rehearsal starts: no step could be served, so no unit would ever be
+    seen idle; the refusal says which start it came from and how to choose another."""
+    trace = _trace(tmp_path, TICK)
+    frame = pd.read_csv(trace)
+    early = frame.head(12).assign(unique_id="eval")  # the first hour only
+    frame = pd.concat([frame, early])
+    frame.to_csv(trace, index=False)
+    config = tmp_path / "leadtime.yaml"
+    config.write_text(
+        json.dumps(
+            {
+                "demand_classes": [{"name": "train"}, {"name": "eval"}],
+                "pools": [{**POOL, "serves": ["train", "eval"]}],
+                "forecast": {"history": "1d", "model": "last-value"},
+                "daemon": {"leader_election": {"enabled": False}},
+            }
+        )
+    )
+    assert main(["run", "--config", str(config), "--replay", str(trace)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot rehearse from the trace's start plus forecast.history (2024-01-02T00:00:00+00:00)" in err
+    assert "demand class 'eval' has no observed value" in err and "set with --replay-from" in err
