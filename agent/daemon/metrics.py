@@ -5,6 +5,9 @@ ticks so rates can be taken. Every metric is prefixed ``leadtime_`` and names it
 of value only: demand classes in ``demand_class``, and the summed demand of a pool group (classes planned
 together on the same pools) in metrics of its own with a ``pool_group`` label, so sums over classes never count
 a group's demand twice.
+
+Only the leader ticks: a replica that stops leading removes its latest tick's gauges (``forget_latest_tick``), so
+that neither a dashboard nor an alert takes its last plan for a current one.
 """
 
 from __future__ import annotations
@@ -111,6 +114,16 @@ class DaemonMetrics:
         self.info = Gauge("leadtime_info", "Mode and identity of this replica.", ["mode", "identity"], registry=r)
         self._demand_gauges = (self.forecast, self.observed_demand, self.group_forecast, self.group_observed_demand)
         self._labelled: dict[Gauge, set[tuple[str, ...]]] = {}  # label sets each gauge was last given
+        self._tick_gauges = (
+            *self._demand_gauges,
+            self.recommended_units,
+            self.decision_units,
+            self.target_units,
+            self.ready_units,
+            self.budget_spent,
+            self.budget_remaining,
+            self.budget_projected,
+        )
 
     # -- per tick -----------------------------------------------------------------------------------------
     def record_tick(self, report: TickReport) -> None:
@@ -172,6 +185,14 @@ class DaemonMetrics:
             self.budget_projected.labels(budget.budget).set(budget.projected_usd)
             if budget.remaining_usd is not None:
                 self.budget_remaining.labels(budget.budget).set(budget.remaining_usd)
+
+    def forget_latest_tick(self) -> None:
+        """Remove every series the latest leader tick set: demand and forecasts, each pool's plan and units, each
+        budget's spend. A replica that no longer leads plans nothing; its last values, exported on, would show
+        beside the new leader's (or alone, to a query that takes the largest) as if current."""
+        for gauge in self._tick_gauges:
+            gauge.clear()
+        self._labelled.clear()
 
     def _set_only(self, gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
         """Set ``values`` on ``gauge`` and remove the label sets it was given last time and not now."""

@@ -146,6 +146,7 @@ class Daemon:
             if self._on_became_leader is not None and not self._stopping.is_set():
                 self._on_became_leader()
         if step.lost_leadership:
+            self._metrics.forget_latest_tick()
             why = step.error or f"the lease is now held by {step.holder or 'nobody'}"
             self._record_event(now, "LeadershipLost", f"{self.identity} stopped acting: {why}", warning=True)
             self._alert(AlertKind.LEADERSHIP_LOST, Severity.WARNING, now, "stopped acting: lease not renewed", why)
@@ -259,6 +260,7 @@ class Daemon:
         """Hand the lease over; call after ``stop_working`` so nothing acts after the handover."""
         released = self._elector.release(self._clock.now())
         self._metrics.is_leader.set(0)
+        self._metrics.forget_latest_tick()
         return released
 
     # -- internals ----------------------------------------------------------------------------------------
@@ -282,6 +284,8 @@ class Daemon:
             self._metrics.tick_duration.labels("leader").observe(self._timer() - started)
 
     def _standby_tick(self, now: datetime) -> None:
+        # Again at every standby tick: a leader tick that ended after the loss of the lease was noticed set them anew.
+        self._metrics.forget_latest_tick()
         self._watch(now)
         contact = self._elector.last_contact
         if contact is not None and now - contact <= self._contact_bound:
