@@ -34,7 +34,8 @@ class Severity(StrEnum):
 @dataclass(frozen=True)
 class AlertEvent:
     """One thing worth telling a person. ``dedup_key`` identifies repeats of the same condition at the same
-    severity; ``repeat_of_keys`` are the keys whose delivery makes this event a repeat."""
+    severity; ``repeat_of_keys`` are the keys whose delivery makes this event a repeat. ``origin`` says which agent
+    raised it (its mode, cluster and replica), stamped on its way out; it is not part of the condition."""
 
     kind: AlertKind
     severity: Severity
@@ -42,6 +43,7 @@ class AlertEvent:
     subject: str
     summary: str
     details: dict[str, str] = field(default_factory=dict)
+    origin: str = ""
 
     @property
     def dedup_key(self) -> str:

@@ -65,8 +65,10 @@ def run(args: argparse.Namespace) -> int:
     # SDKs) are imported only when the daemon runs live.
     from prometheus_client import CollectorRegistry
 
+    from agent.daemon.identity import replica_identity
     from agent.daemon.live_settings import check_live_settings, needs_kubernetes
     from agent.daemon.wiring import assemble
+    from agent.notify.origin import OriginNotifier, alert_origin
     from agent.notify.queued import AlertQueueCollector
     from config import load_settings
     from kube import kubernetes_api_client
@@ -90,6 +92,8 @@ def run(args: argparse.Namespace) -> int:
     if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
     notifier, slack = alert_notifier(settings.alerts, clock, os.environ)
+    identity = replica_identity(settings.daemon.leader_election, os.environ)
+    notifier = OriginNotifier(notifier, alert_origin(settings, mode, identity, None if live else args.replay))
     if live:
         from agent.daemon import live as live_wiring  # the cloud SDKs: imported only when the daemon runs live
 

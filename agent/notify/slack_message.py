@@ -26,13 +26,17 @@ _HEADER_MAX, _SECTION_MAX, _FIELD_MAX, _FIELDS_MAX, _TEXT_MAX = 150, 3000, 2000,
 
 
 def fallback_text(event: AlertEvent) -> str:
-    """One line: what a phone notification or a text-only client shows."""
-    line = f"[{event.severity.upper()}] {TITLES.get(event.kind, str(event.kind))}: {event.subject} - {event.summary}"
+    """One line: what a phone notification or a text-only client shows, the agent it comes from first (its mode,
+    cluster and replica), so that it is read before a long summary is cut."""
+    origin = f"({event.origin}) " if event.origin else ""
+    title = TITLES.get(event.kind, str(event.kind))
+    line = f"[{event.severity.upper()}] {origin}{title}: {event.subject} - {event.summary}"
     return _cut(redact(line), _TEXT_MAX)
 
 
 def blocks(event: AlertEvent) -> list[dict[str, Any]]:
-    """Header, the summary, one field per detail, and a context line with kind, severity and time."""
+    """Header, the summary, one field per detail, and a context line with kind, severity, time and the agent it
+    comes from (its mode, cluster and replica: ``AlertEvent.origin``)."""
     title = f"{_EMOJI[event.severity]} {TITLES.get(event.kind, str(event.kind))}"
     out: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(title, _HEADER_MAX), "emoji": True}},
@@ -51,7 +55,7 @@ def blocks(event: AlertEvent) -> list[dict[str, Any]]:
     if fields:
         out.append({"type": "section", "fields": fields})
     when = event.at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
-    context = f"{event.kind} · {event.severity} · {when} · leadtime"
+    context = f"{event.kind} · {event.severity} · {when} · leadtime" + (f" {event.origin}" if event.origin else "")
     out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _escape(context)}]})
     return out
 
