@@ -328,14 +328,19 @@ def _class_entry(agent: Agent, tick: TickReport, name: str) -> dict[str, Any]:
 def _group_entry(agent: Agent, tick: TickReport, group: DemandGroup) -> dict[str, Any]:
     """A group of classes served by the same pools, planned on the forecast of their summed demand."""
     forecast = tick.forecasts.get(group.name)
-    levels = [agent.service_levels.get(n, DEFAULT_SERVICE_LEVEL) for n in group.members]
     return {
         "name": group.name,
         "members": list(group.members),
         "pools": sorted(group.pools),
-        "service_level": agent.service_levels.get(group.name) or max(levels),
+        "service_level": _group_level(agent, group),
         "forecast": None if forecast is None else _forecast_entry(forecast, _peak_steps(agent, group)),
     }
+
+
+def _group_level(agent: Agent, group: DemandGroup) -> float:
+    """The service level the planner sizes a group on: the highest of its members' (``agent.planning.planner``)."""
+    levels = [agent.service_levels.get(n, DEFAULT_SERVICE_LEVEL) for n in group.members]
+    return agent.service_levels.get(group.name) or max(levels)
 
 
 def _forecast_entry(forecast: DemandForecast, steps: int | None) -> dict[str, Any]:
@@ -446,39 +451,49 @@ def _hours(span: timedelta) -> float:
 
 
 def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | None) -> dict[str, Any]:
+    """The configured model backtested as the daemon runs it: fitted and scored on each class's own series and on
+    the summed series of each group of classes planned together (``with_group_series``), which is what the planner
+    sizes those classes' pools on. ``groups`` scores that summed forecast at the group's service level and peak
+    steps; ``classes`` scores each class's own forecast, and ``planned_on`` names the series its pools are sized on
+    (the class itself when it is alone on its pools)."""
     first_origin = at - BACKTEST_SPAN - agent.horizon * agent.step
     forecaster = build_forecaster(agent.settings.forecast, agent.settings.planning_horizon())
+    aggregates = [g for g in agent.groups if g.is_aggregate]
+    levels = {**agent.service_levels, **{g.name: _group_level(agent, g) for g in aggregates}}
+    peak_steps = {
+        name: steps
+        for group in agent.groups
+        if (steps := _peak_steps(agent, group)) is not None
+        for name in (*group.members, group.name)
+    }
     try:
         results = backtest(
             forecaster,
-            history,
+            with_group_series(history, agent.groups),
             agent.step,
             agent.horizon,
-            agent.service_levels,
+            levels,
             first_origin,
             BACKTEST_EVERY,
-            peak_steps=_class_peak_steps(agent),
+            peak_steps=peak_steps,
         )
     except MetricsUnavailable as exc:
         results, problem = {}, str(exc)
+    planned_on = {name: group.name for group in agent.groups for name in group.members}
+    classes = quality_table(results, [c.name for c in agent.classes])
     return {
         "model": forecaster.name,
         "span_s": int(BACKTEST_SPAN.total_seconds()),
         "every_s": int(BACKTEST_EVERY.total_seconds()),
         "horizon_steps": agent.horizon,
-        "classes": quality_table(results, [c.name for c in agent.classes]),
+        "classes": [{**row, "planned_on": planned_on[str(row["demand_class"])]} for row in classes],
+        "groups": [
+            {"demand_group": g.name, "members": list(g.members), **results[g.name].summary()}
+            for g in aggregates
+            if g.name in results
+        ],
         "problem": problem,
     }
-
-
-def _class_peak_steps(agent: Agent) -> dict[str, int]:
-    """Per class, the steps the planner takes its peak over: those of the group it is planned in."""
-    steps = {}
-    for demand_class in agent.classes:
-        group = next((g for g in agent.groups if demand_class.name in g.members), None)
-        if group is not None and (k := _peak_steps(agent, group)) is not None:
-            steps[demand_class.name] = k
-    return steps
 
 
 def _per_day(units: int | None, price: float) -> float | None:

@@ -143,19 +143,11 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
     ]
     quality = document.get("backtest", {})
     backtest_rows = [
-        {
-            "demand class": q["demand_class"],
-            "origins": q["origins"],
-            "MAE": q["mae"],
-            "persistence MAE": q["persistence_mae"],
-            "skill": q["skill"],
-            "service level": q["level"],
-            "coverage of the service level (each step)": q["coverage"],
-            "coverage of the planned peak": q.get("peak_coverage"),
-            "peak over (steps)": q.get("peak_steps"),
-        }
-        for q in quality.get("classes", [])
-    ]
+        _backtest_row(
+            g["demand_group"], f"summed demand of {len(g['members'])} classes: what their pools are sized on", g
+        )
+        for g in quality.get("groups", [])
+    ] + [_backtest_row(q["demand_class"], _own_forecast(q), q) for q in quality.get("classes", [])]
     backtest_title = (
         f"Backtest of {quality.get('model', '?')} over the last day of history "
         f"(horizon {quality.get('horizon_steps', '?')} steps, an origin every hour)"
@@ -168,6 +160,30 @@ def _tables(document: Mapping[str, Any]) -> list[tuple[str, list[dict[str, Any]]
         ("Budgets (projected: spent so far + the units held to the end of the period or hour)", budgets),
         (backtest_title, backtest_rows),
     ]
+
+
+def _backtest_row(name: str, forecast: str, q: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "series": name,
+        "forecast": forecast,
+        "origins": q["origins"],
+        "MAE": q["mae"],
+        "persistence MAE": q["persistence_mae"],
+        "skill": q["skill"],
+        "service level": q["level"],
+        "coverage of the service level (each step)": q["coverage"],
+        "coverage of the peak quantile": q.get("peak_coverage"),
+        "peak over (steps)": q.get("peak_steps"),
+    }
+
+
+def _own_forecast(quality: Mapping[str, Any]) -> str:
+    """A class's row scores the class's own forecast; that is the one its pools are sized on only when the class is
+    alone on them, else they are sized on its group's summed demand (the group's row)."""
+    planned_on = quality.get("planned_on", quality["demand_class"])
+    if planned_on == quality["demand_class"]:
+        return "the class's own forecast: what its pools are sized on"
+    return f"the class's own forecast (its pools are sized on {planned_on})"
 
 
 def _spent(budget: Mapping[str, Any]) -> object:
