@@ -455,7 +455,7 @@ def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | 
     the summed series of each group of classes planned together (``with_group_series``), which is what the planner
     sizes those classes' pools on. ``groups`` scores that summed forecast at the group's service level and peak
     steps; ``classes`` scores each class's own forecast, and ``planned_on`` names the series its pools are sized on
-    (the class itself when it is alone on its pools)."""
+    (the class itself when no other class may use exactly the same pools)."""
     first_origin = at - BACKTEST_SPAN - agent.horizon * agent.step
     forecaster = build_forecaster(agent.settings.forecast, agent.settings.planning_horizon())
     aggregates = [g for g in agent.groups if g.is_aggregate]

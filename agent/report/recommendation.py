@@ -178,8 +178,8 @@ def _backtest_row(name: str, forecast: str, q: Mapping[str, Any]) -> dict[str, A
 
 
 def _own_forecast(quality: Mapping[str, Any]) -> str:
-    """A class's row scores the class's own forecast; that is the one its pools are sized on only when the class is
-    alone on them, else they are sized on its group's summed demand (the group's row)."""
+    """A class's row scores the class's own forecast; that is the one its pools are sized on only when no other
+    class may use exactly the same pools, else they are sized on its group's summed demand (the group's row)."""
     planned_on = quality.get("planned_on", quality["demand_class"])
     if planned_on == quality["demand_class"]:
         return "the class's own forecast: what its pools are sized on"
