@@ -152,6 +152,8 @@ def from_kubernetes(pool_id: str, exc: KubernetesApiError) -> ActuatorError:
     """A failed Kubernetes API call (``kube.errors``) as the decision for this pool."""
     if exc.status is None:
         return TransientActuatorError(pool_id, f"cannot reach the Kubernetes API: {exc.reason}")
+    if exc.status == 410:  # Gone: a list's continue token expired; the next read lists anew
+        return TransientActuatorError(pool_id, f"HTTP 410: {exc.reason}: {exc.detail}".strip())
     return from_status(pool_id, exc.status, f"{exc.reason}: {exc.detail}".strip())
 
 

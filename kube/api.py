@@ -108,6 +108,10 @@ class Nodes(_Calls):
         return call(lambda: self._api.patch_node(name, dict(patch), **self._bound))
 
 
+class _ContinueExpired(KubernetesUnavailable):
+    """A continued page of a list answered 410 Gone: its continue token expired."""
+
+
 @dataclass(frozen=True)
 class _PodList:
     """One list of the cluster's pods, kept only for the nodes asked about (parsed JSON, by node)."""
@@ -172,11 +176,30 @@ class Pods(_Calls):
         return {node: self._pods(listed.by_node[node]) for node in nodes}
 
     def _list(self, nodes: Collection[str], page_size: int) -> dict[str, list[dict[str, Any]]]:
-        """The cluster's pods on ``nodes``, read now in pages, as parsed JSON."""
+        """The cluster's pods on ``nodes``, read now in pages, as parsed JSON. A continue token the API server has
+        expired (410 Gone: it compacts its history every 5 minutes by default) restarts the list from its first
+        page, once; a second expiry is raised (``KubernetesUnavailable``: the next tick lists again)."""
+        try:
+            return self._list_pages(nodes, page_size)
+        except _ContinueExpired:
+            pass
+        try:
+            return self._list_pages(nodes, page_size)
+        except _ContinueExpired as again:
+            raise KubernetesUnavailable(
+                410, again.reason, f"the pod list's continue token expired twice in a row: {again.detail}"
+            ) from again
+
+    def _list_pages(self, nodes: Collection[str], page_size: int) -> dict[str, list[dict[str, Any]]]:
         found: dict[str, list[dict[str, Any]]] = {node: [] for node in nodes}
         token: str | None = None
         while True:
-            page = self._page(page_size, token)
+            try:
+                page = self._page(page_size, token)
+            except KubernetesUnavailable as exc:
+                if token is not None and exc.status == 410:
+                    raise _ContinueExpired(exc.status, exc.reason, exc.detail) from exc
+                raise
             for item in page.get("items") or []:
                 node = (item.get("spec") or {}).get("nodeName")
                 if node in found:

@@ -7,13 +7,18 @@
                                                              from the Status body's ``details.retryAfterSeconds``
     HTTP 5xx, 408, no status;
     urllib3 and connection errors  -> KubernetesUnavailable  nothing usable came back: try again later
+    HTTP 410                       -> KubernetesUnavailable  Gone, reason Expired: a list's continue token (or a
+                                                             resourceVersion) is older than the history the API
+                                                             server keeps; a new list, without it, answers
     HTTP 400, 422, any other       -> KubernetesInvalid      the request itself is refused
 
 Every failed call answers a ``Status`` object (``kind: Status``, ``reason``, ``code``, ``message``, ``details``,
 ``details.retryAfterSeconds``) and a 429 may carry ``Retry-After`` in seconds (Kubernetes API concepts;
-apimachinery ``metav1.Status``, ``StatusDetails``). The client raises ``ApiException`` with ``status``, ``reason``,
-``body`` and ``headers`` for an answer, and lets urllib3's ``HTTPError`` (retries exhausted, timeouts) or an
-``OSError`` through when none came.
+apimachinery ``metav1.Status``, ``StatusDetails``). A continue token expires when the API server compacts its
+history (every 5 minutes by default), and a list continued with it answers 410 Gone ("Retrieving large results sets
+in chunks": "the client will need to start from the beginning"): a request that can succeed when made again. The
+client raises ``ApiException`` with ``status``, ``reason``, ``body`` and ``headers`` for an answer, and lets
+urllib3's ``HTTPError`` (retries exhausted, timeouts) or an ``OSError`` through when none came.
 """
 
 from __future__ import annotations
@@ -45,6 +50,7 @@ _BY_STATUS: dict[int, type[KubernetesApiError]] = {
     404: KubernetesNotFound,
     408: KubernetesUnavailable,
     409: KubernetesConflict,
+    410: KubernetesUnavailable,
     422: KubernetesInvalid,
 }
 

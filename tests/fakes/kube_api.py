@@ -7,6 +7,11 @@ Events. Every request is logged as an RBAC tuple (verb, API group, resource, sub
 faults can be injected: the next N matching calls fail with a chosen status, or the server stops accepting
 connections and later restarts on the same port.
 
+A paged list's ``continue`` token carries the list's resourceVersion and expires when the history behind it is
+compacted (``compact()``, which the API server does every 5 minutes by default): a list continued with it answers
+410 Gone, reason ``Expired``, with an inconsistent token in its ``metadata.continue``, as the API server does.
+``compact_before_continued_lists(n)`` compacts just before each of the next ``n`` continued lists arrive.
+
 An accepted eviction deletes the pod gracefully, as the API server does: a pod on a node gets
 ``metadata.deletionTimestamp`` (the eviction's time plus its grace period, ``spec.terminationGracePeriodSeconds``,
 30 when unset) and ``deletionGracePeriodSeconds``, and stays listed (Terminating) until its kubelet finishes it.
@@ -22,6 +27,8 @@ a PDB counts running, non-deleted pods as healthy (no readiness), and its expect
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import json
 import re
@@ -45,6 +52,13 @@ from tests.fakes.kube_events import (
 Obj = dict[str, Any]
 DEFAULT_TERMINATION_GRACE_SECONDS = 30  # the API server's default for spec.terminationGracePeriodSeconds
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+# apiserver storage/etcd3/errors.go (inconsistentContinue), answered with 410 Expired for a compacted continue token
+CONTINUE_EXPIRED = (
+    "The provided continue parameter is too old to display a consistent list result. You can start a new list "
+    "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
+    "results. Continuing with the provided token results in an inconsistent list - objects that were created, "
+    "modified, or deleted between the time the first chunk was returned and now may show up in the list."
+)
 
 # (api group, resource) -> (kind, apiVersion, namespaced)
 RESOURCES: dict[tuple[str, str], tuple[str, str, bool]] = {
@@ -82,12 +96,15 @@ class _Fault:
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, reason: str, message: str, details: Obj | None = None) -> None:
+    def __init__(
+        self, code: int, reason: str, message: str, details: Obj | None = None, metadata: Obj | None = None
+    ) -> None:
         super().__init__(message)
         self.code, self.reason, self.message, self.details = code, reason, message, details or {}
+        self.metadata = metadata or {}
 
     def status(self) -> Obj:
-        status: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure"}
+        status: Obj = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.metadata), "status": "Failure"}
         status["message"] = self.message
         if self.reason:  # omitted when empty, like the API server's Status
             status["reason"] = self.reason
@@ -106,6 +123,8 @@ class FakeKubeApi(LocalJsonServer):
         super().__init__(port)
         self._objects: dict[tuple[str, str, str, str], Obj] = {}  # (group, resource, namespace, name)
         self._version = 0
+        self._compacted = 0  # resourceVersions below this are compacted: continue tokens from them have expired
+        self._compact_before_continued = 0
         self._faults: list[_Fault] = []
         self._kubelets_down: set[str] = set()
         self.requests: list[RequestRecord] = []
@@ -128,6 +147,18 @@ class FakeKubeApi(LocalJsonServer):
 
         with self._lock:
             self._faults.append(_Fault(count, status, matches))
+
+    def compact(self) -> None:
+        """The API server compacts its history now (its compactor writes a key, a revision of its own): every
+        continue token issued so far has expired."""
+        with self._lock:
+            self._version += 1
+            self._compacted = self._version
+
+    def compact_before_continued_lists(self, count: int = 1) -> None:
+        """The next ``count`` list requests that carry a continue token each arrive just after a compaction."""
+        with self._lock:
+            self._compact_before_continued += count
 
     def calls(self, verb: str | None = None, resource: str | None = None, subresource: str | None = None) -> int:
         with self._lock:
@@ -275,11 +306,31 @@ class FakeKubeApi(LocalJsonServer):
             if label_selector_matches(query.get("labelSelector", ""), o["metadata"].get("labels") or {})
             and field_selector_matches(query.get("fieldSelector", ""), o, event_field_value if is_event else None)
         ]
-        start = int(query.get("continue") or 0)
+        start = self._continue_from(query.get("continue") or "")
         limit = int(query.get("limit") or 0) or len(items)
         page, more = items[start : start + limit], start + limit < len(items)
-        meta = {"resourceVersion": str(self._version), **({"continue": str(start + limit)} if more else {})}
+        meta = {"resourceVersion": str(self._version)}
+        if more:
+            meta["continue"] = _continue_token(self._version, start + limit)
         return {"kind": f"{kind}List", "apiVersion": api_version, "metadata": meta, "items": page}
+
+    def _continue_from(self, token: str) -> int:
+        """Where a list continued with ``token`` starts; 410 Expired when the token's resourceVersion has been
+        compacted (with a token that continues from the same place, inconsistently, at the current version)."""
+        if not token:
+            return 0
+        if self._compact_before_continued > 0:
+            self._compact_before_continued -= 1
+            self._version += 1
+            self._compacted = self._version
+        try:
+            decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
+            version, start = int(decoded["rv"]), int(decoded["start"])
+        except (ValueError, KeyError, TypeError, binascii.Error):
+            raise ApiError(400, "BadRequest", f"continue key is not valid: {token!r}") from None
+        if 0 < version < self._compacted:
+            raise ApiError(410, "Expired", CONTINUE_EXPIRED, metadata={"continue": _continue_token(0, start)})
+        return start
 
     def _create(self, rec: RequestRecord, payload: Obj) -> Obj:
         kind, api_version, namespaced = RESOURCES[(rec.api_group, rec.resource)]
@@ -417,6 +468,12 @@ def _scaled(value: int | str, total: int, round_up: bool) -> int:
         exact = int(value[:-1]) * total / 100
         return int(-(-exact // 1)) if round_up else int(exact)
     return int(value)
+
+
+def _continue_token(version: int, start: int) -> str:
+    """An opaque continue token, shaped like the API server's (base64 of JSON with the list's resourceVersion and
+    where the next page starts; a version of 0 continues at the current one, as an inconsistent token does)."""
+    return base64.urlsafe_b64encode(json.dumps({"rv": version, "start": start}).encode()).decode()
 
 
 def _stamp_time(moment: datetime, round_up: bool = False) -> str:
