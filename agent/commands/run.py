@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
         parts = live_wiring.live_parts(settings, args.config, clock, notifier, kube, CollectorRegistry())
     else:
-        parts = rehearsal_parts(settings, clock, trace, window, notifier)
+        parts = rehearsal_parts(settings, clock, trace, window, notifier, identity)
         parts.kube = kube
     assembled = assemble(settings, mode, parts, os.environ)
     logging.getLogger("apscheduler").setLevel(logging.WARNING)  # one line per job run is noise to an operator
@@ -189,6 +189,9 @@ def rehearsal_window(settings: Settings, trace: Trace, replay_from: datetime | N
         ) from None
 
 
+REHEARSAL_LEASE_SUFFIX = "-rehearsal"  # the Lease a rehearsal elects its leader on, beside the daemon's own
+
+
 def rehearsal_settings(settings: Settings, window: SimulationWindow, mode: str) -> tuple[Settings, str]:
     """The settings and mode a rehearsal runs with. The trace is read at its own step, as ``simulate`` reads it
     (``forecast.step`` is the spacing the daemon asks Prometheus for; a trace has only its own, and the trace
@@ -204,19 +207,41 @@ def rehearsal_settings(settings: Settings, window: SimulationWindow, mode: str) 
             "there is no dry-run shadow account to compare it with",
             mode,
         )
+    election = settings.daemon.leader_election
+    if election.enabled:
+        lease = f"{election.lease_name}{REHEARSAL_LEASE_SUFFIX}"
+        log.warning(
+            "rehearsal: leader election on Lease %s, not %s: a rehearsal must never hold the Lease a real daemon "
+            "leads with (its planner memory stays in this process and it writes no decision Events)",
+            lease,
+            election.lease_name,
+        )
+        daemon = settings.daemon.model_copy(
+            update={"leader_election": election.model_copy(update={"lease_name": lease})}
+        )
+        settings = settings.model_copy(update={"daemon": daemon})
     return _at_trace_step(settings, window), "enforce"
 
 
 def rehearsal_parts(
-    settings: Settings, clock: Clock, trace: Trace, window: SimulationWindow, notifier: Notifier
+    settings: Settings,
+    clock: Clock,
+    trace: Trace,
+    window: SimulationWindow,
+    notifier: Notifier,
+    identity: str = "leadtime",
 ) -> DaemonParts:
     """The rehearsal's source and pools: the trace shifted so that the window's start is now, and the simulated
-    cluster, started as the simulator starts it (``initial_units``) and served the window's demand as it comes."""
+    cluster, started as the simulator starts it (``initial_units``) and served the window's demand as it comes. Its
+    planner memory stays in the process and it writes no decision Events: a rehearsal that reaches a Kubernetes API
+    (to rehearse leader election) must not put its simulated pools' memory in the state ConfigMap a real daemon
+    resumes from, nor Events about them beside the real cluster's objects."""
     from actuators import SimulatedCluster
     from agent.daemon.replay import RehearsalCluster, ReplayedDemand, ShiftedTraceSource
     from agent.daemon.wiring import DaemonParts
     from agent.ledger import InMemoryLedger
     from agent.simulation.window import initial_units
+    from agent.state import InMemoryStateStore
 
     pools, priority = settings.pool_specs(), settings.waiting_costs()
     cluster = SimulatedCluster(pools, clock, initial_units(window, pools, priority), waiting_costs=priority)
@@ -228,4 +253,6 @@ def rehearsal_parts(
         ledger=InMemoryLedger(),
         notifier=notifier,
         clock=clock,
+        state=InMemoryStateStore(identity),
+        decision_events=False,
     )

@@ -67,6 +67,9 @@ class DaemonParts:
     registry: CollectorRegistry | None = None
     # Where the planner's memory is kept; default: a ConfigMap when ``kube`` is set, else process memory.
     state: StateStore | None = None
+    # Whether decisions are written as Kubernetes Events when ``kube`` is set (a rehearsal writes none: its pools are
+    # simulated, and Events about them next to the real cluster's objects would read as carried out there).
+    decision_events: bool = True
     # Where a dry-run daemon keeps its shadow account (``agent.daemon.shadow_book``); ``None``: in process memory.
     shadow_store: ShadowStore | None = None
     shadow_reports: Path | None = None  # the directory its daily report file goes to; ``None``: none written
@@ -191,7 +194,7 @@ def _decision_recorder(
     settings: Settings, parts: DaemonParts, identity: str, environ: Mapping[str, str]
 ) -> KubernetesDecisionRecorder | None:
     """Decisions as Kubernetes Events whenever the API is configured; pool decisions on the state ConfigMap."""
-    if parts.kube is None:
+    if parts.kube is None or not parts.decision_events:
         return None
     daemon_settings = settings.daemon
     return KubernetesDecisionRecorder(

@@ -127,9 +127,14 @@ def test_two_processes_elect_one_leader_and_hand_over_on_sigterm(
     assert "Traceback" not in log
     _wait_for(standby.leads)  # the lease was released (the holder below says who leads now)
 
-    lease = kube_api.get("leases", "leadtime", "leadtime", group="coordination.k8s.io")
+    # A rehearsal elects on a Lease of its own, never the one a real daemon leads with, and keeps its simulated
+    # pools' memory and decisions out of the cluster: no state ConfigMap, no decision Events.
+    assert kube_api.get("leases", "leadtime", "leadtime", group="coordination.k8s.io") is None
+    lease = kube_api.get("leases", "leadtime-rehearsal", "leadtime", group="coordination.k8s.io")
     assert lease is not None
     assert lease["spec"]["holderIdentity"] == standby.name
+    assert kube_api.get("configmaps", "leadtime-state", "leadtime") is None
     reasons = [e["reason"] for e in kube_api.list("events", namespace="leadtime")]
     assert reasons.count("LeaderElected") == 2
+    assert set(reasons) == {"LeaderElected"}, reasons
     assert standby.stop() == 0
