@@ -230,7 +230,10 @@ FIELDS: dict[str, str] = {
     "TpuSliceGroupMapping.group": "Name prefix of the slices' node pools (`<group>-<n>`).",
     "TpuSliceGroupMapping.machine_type": "TPU machine type, e.g. `ct5lp-hightpu-4t`.",
     "TpuSliceGroupMapping.tpu_topology": "Slice topology, e.g. `4x4`; its chips must equal the pool's chips_per_unit.",
-    "TpuSliceGroupMapping.chips_per_host": "TPU chips per host of the machine type.",
+    "TpuSliceGroupMapping.chips_per_host": (
+        "TPU chips per host of the machine type; unset: the number in the machine type's `-<N>t` suffix (8 for "
+        "`ct6e-standard-8t`), else 4. A value the suffix contradicts is refused."
+    ),
     "TpuSliceGroupMapping.zone": "Zone of the slices; required when `location` is a region (unset: the zonal "
     "cluster's zone).",
     "TpuSliceGroupMapping.spot": "Create the slices as Spot capacity.",
