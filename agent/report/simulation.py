@@ -6,7 +6,7 @@ the required credit of a bundled trace last."""
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from agent.planning import resolve_service_levels
+from agent.planning.groups import demand_groups
 from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
 from agent.report.equal_service import equal_service_section
@@ -248,7 +249,9 @@ def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: 
 
 
 def _bands_caption(window: SimulationWindow, run: PolicyRun, settings: Settings) -> str:
-    """What the bands are (the forecast each step's capacity was bought on) and how often demand stayed within them."""
+    """What the bands are (each class's own forecast, issued one lead time ahead: the one the capacity for that step
+    was bought on for a class planned on its own forecast, not for classes planned together on the forecast of their
+    summed demand, which is not drawn) and how often demand stayed within them."""
     leads = band_leads(settings.pool_specs(), window.step)
     levels = resolve_service_levels(settings.demand_class_models(), settings.pool_specs(), settings.planner)
     drawn = [name for name in window.classes if name in run.forecast_bands]
@@ -257,9 +260,10 @@ def _bands_caption(window: SimulationWindow, run: PolicyRun, settings: Settings)
     when = " to ".join(format_duration(window.step * n) for n in dict.fromkeys((ahead[0], ahead[-1]))) if ahead else ""
     level = " to ".join(f"{q:g}" for q in dict.fromkeys((quantiles[0], quantiles[-1]))) if quantiles else "?"
     text = (
-        f"Band: the forecast median up to its {level} quantile (the service level), issued "
+        f"Band: the forecast median up to its {level} quantile (the service level) of each class's own demand, issued "
         + (f"{when} before each step (the lead time)" if ahead and ahead[-1] else "for the step its tick serves")
-        + ": the forecast the capacity for that step was bought on."
+        + ". "
+        + _bought_on(settings, drawn)
     )
     within, counted = 0, 0
     for i, name in enumerate(window.classes):
@@ -271,6 +275,26 @@ def _bands_caption(window: SimulationWindow, run: PolicyRun, settings: Settings)
         within += int((demand[known] <= upper[known] + 1e-9).sum())
     if counted:
         text += f" Demand stayed at or below the band's top in {within / counted:.1%} of the class-steps forecast."
+    return text
+
+
+def _bought_on(settings: Settings, drawn: Sequence[str]) -> str:
+    """Which forecast the capacity was bought on: a class's own, unless it may use exactly the same pools as other
+    classes; those are planned together on the forecast of their summed demand at the highest of their service
+    levels (``agent.planning.groups``), a band the report does not draw."""
+    groups = demand_groups([c.name for c in settings.demand_class_models()], settings.pool_specs())
+    together = [g for g in groups if g.is_aggregate and any(m in drawn for m in g.members)]
+    if not together:
+        return "It is the forecast the capacity for that step was bought on."
+    alone = [name for name in drawn if not any(name in g.members for g in together)]
+    named = "; ".join(f"{g.name}, {len(g.members)} classes" for g in together)
+    text = (
+        f"Classes that may use exactly the same pools were planned together ({named}): the capacity for their steps "
+        "was bought on the forecast of their summed demand, at the highest of their service levels, which is not "
+        "drawn here, so their bands show how each class's own forecast did, not what was bought."
+    )
+    if alone:
+        text += f" For the other {len(alone)} class(es) the band is the forecast the capacity was bought on."
     return text
 
 
