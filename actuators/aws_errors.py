@@ -3,7 +3,8 @@
     InsufficientInstanceCapacity, unfulfillable Spot,
     an instance or vCPU quota reached                   -> CapacityUnavailable     back off this pool (and zone)
     throttling, 5xx, an update or scaling activity
-    already running, connection and read timeouts,
+    already running, the EKS cluster's state,
+    connection and read timeouts,
     a size outside the group's bounds                   -> TransientActuatorError  retry on a later tick
     access denied, missing credentials, not found,
     invalid parameters                                  -> PermanentActuatorError  alert, stop touching this pool
@@ -17,6 +18,11 @@ The adapters read a group's bounds before every change and never ask outside the
 them (Auto Scaling's ``ValidationError`` "... is below min value ...", "Currently, desiredSize equals minSize ...",
 EKS's ``InvalidParameterException`` "Minimum capacity N can't be greater than desired size M") means the bounds
 changed in between: retried on the next tick's fresh reading, not a reason to stop touching the pool.
+
+EKS answers ``InvalidRequestException`` for a request "invalid given the state of the cluster" (EKS API Reference,
+``UpdateNodegroupConfig`` errors), e.g. "Cluster 'ml' is not in ACTIVE status" while its control plane is upgraded:
+the state passes, so the change is retried on a later tick (a long one is told about and backs the pool off as any
+change that keeps failing does), never a reason to stop touching the node group until a person unblocks it.
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ _TRANSIENT_CODES = frozenset(
         "ScalingActivityInProgress",  # SetDesiredCapacity while an activity runs (Auto Scaling API reference)
         "ResourceContention",
         "ResourceInUseException",  # EKS: an update of the node group is already in progress
+        "InvalidRequestException",  # EKS: invalid given the cluster's state (e.g. not ACTIVE during an upgrade)
     }
 )
 
