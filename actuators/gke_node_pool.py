@@ -24,7 +24,10 @@ sees it too and never starts a second one. Shrinking never lets the instance gro
 being created go first, then the newest ready ones of the fullest zone, deleted by name with ``deleteInstances``
 (what cluster-autoscaler does on GCE). ``delete_nodes`` removes exactly the nodes a drain emptied. A pool with GKE
 autoscaling on is refused unless its mapping says ``move-bounds``, in which case the autoscaler's total bounds are
-set to the target and GKE places the nodes.
+set to the target; a scale-up also resizes each zone's group, as without autoscaling. GKE's autoscaler does not
+grow a pool to a raised minimum: it adds nodes only for pods that cannot be scheduled (cluster-autoscaler FAQ, "My
+cluster is below minimum / above maximum number of nodes, but CA did not fix that! Why?"), so bounds alone bought
+nothing ahead of the queue.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -117,7 +121,14 @@ class GkeNodePoolActuator:
             if why and to_units > seen.target:
                 raise CapacityUnavailable(pool_id, why)
             op = self._set_bounds(pool_id, to_units)
-            return self._track(pool_id, op, key, f"target {to_units} nodes")
+            if to_units <= seen.target:
+                return self._track(pool_id, op, key, f"target {to_units} nodes")
+            # The autoscaler adds nodes only for pods that cannot be scheduled, never for its minimum: the groups
+            # are resized too, zone by zone (GKE refuses a setSize while the bounds' operation runs on the pool).
+            moved = self._checked(pool_id, op)
+            bounded = replace(seen, zone_max=None, total_max=to_units)
+            note = f"autoscaler bounds {to_units}-{to_units} (operation {moved.name}); "
+            return self._grow(pool_id, bounded, to_units, key, why, zone_by_zone=True, note=note)
         if to_units > seen.target:
             return self._grow(pool_id, seen, to_units, key, why)
         return self._shrink(pool_id, seen, to_units, key)
@@ -192,9 +203,19 @@ class GkeNodePoolActuator:
             return None, ""
         return None, capacity_failure([("", str(latest.error.message))])
 
-    def _grow(self, pool_id: str, seen: Observed, to_units: int, key: str, why: str) -> ActionResult:
+    def _grow(
+        self,
+        pool_id: str,
+        seen: Observed,
+        to_units: int,
+        key: str,
+        why: str,
+        zone_by_zone: bool = False,
+        note: str = "",
+    ) -> ActionResult:
         """Spread the new nodes over the zones not backed off, resizing each zone's group; a zone that refuses for
-        capacity is backed off and its share goes to the others. Refused only when no node could be placed."""
+        capacity is backed off and its share goes to the others. Refused only when no node could be placed. The
+        same size in every zone is one GKE setSize, unless ``zone_by_zone``."""
         now = self._clock.now()
         targets = {z.name: z.target for z in seen.zones}
         migs = {z.name: z.mig for z in seen.zones}
@@ -202,7 +223,7 @@ class GkeNodePoolActuator:
         open_zones = [z for z in targets if self._zones_out.get((pool_id, z), now) <= now]
         refusals: list[str] = []
         even = spread(targets, open_zones, goal - seen.target, seen.zone_max)
-        uniform = len(open_zones) == len(targets) and len(set(even.values())) == 1
+        uniform = len(open_zones) == len(targets) and len(set(even.values())) == 1 and not zone_by_zone
         if uniform and sum(even.values()) > seen.target:
             try:  # the same size in every zone: one GKE setSize says it (its nodeCount is per zone)
                 request = {"name": self._pool_path(pool_id), "node_count": even[open_zones[0]]}
@@ -236,7 +257,7 @@ class GkeNodePoolActuator:
         if total == seen.target:
             raise CapacityUnavailable(pool_id, self._no_room(pool_id, seen, why, refusals, now))
         per_zone = ", ".join(f"{z} {n}" for z, n in targets.items())
-        detail = f"target {total} nodes ({per_zone})" + _short(to_units, total)
+        detail = f"{note}target {total} nodes ({per_zone})" + _short(to_units, total)
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
@@ -337,13 +358,17 @@ class GkeNodePoolActuator:
             )
 
     def _track(self, pool_id: str, op: Any, key: str, what: str) -> ActionResult:
-        """Look at the new operation once: errors GKE finds at once surface now, the rest on later ticks."""
-        op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
-        if op.status.name == "DONE" and op.error and op.error.message:
-            raise from_operation_error(pool_id, op.error.code, op.error.message)
+        op = self._checked(pool_id, op)
         status = ActionStatus.DONE if op.status.name == "DONE" else ActionStatus.STARTED
         log.info("pool %s: %s, operation %s %s (key %s)", pool_id, what, op.name, op.status.name, key)
         return self._results.remember(self._result(key, pool_id, status, f"{what} (operation {op.name})"))
+
+    def _checked(self, pool_id: str, op: Any) -> Any:
+        """The new operation, looked at once: errors GKE finds at once surface now, the rest on later ticks."""
+        op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
+        if op.status.name == "DONE" and op.error and op.error.message:
+            raise from_operation_error(pool_id, op.error.code, op.error.message)
+        return op
 
     def _pool_path(self, pool_id: str) -> str:
         return f"{self._cluster}/nodePools/{self._mappings[pool_id].node_pool}"

@@ -225,7 +225,9 @@ FIELDS: dict[str, str] = {
     "NodePoolMapping.pool": "The pool id this node pool is.",
     "NodePoolMapping.node_pool": "Name of the GKE node pool.",
     "NodePoolMapping.gke_autoscaling": "When GKE's own autoscaler is on: `refuse` to touch the pool, or "
-    "`move-bounds` (set the autoscaler's min/max to the target).",
+    "`move-bounds`: set the autoscaler's total min and max to the target, and on a scale-up also resize the pool's "
+    "instance groups to it, zone by zone: GKE's autoscaler adds nodes only for pods that cannot be scheduled, never "
+    "to reach a raised minimum, so the bounds alone would buy nothing ahead of the queue.",
     "TpuSliceGroupMapping.pool": "The pool id this slice group is.",
     "TpuSliceGroupMapping.group": "Name prefix of the slices' node pools (`<group>-<n>`).",
     "TpuSliceGroupMapping.machine_type": "TPU machine type, e.g. `ct5lp-hightpu-4t`.",

@@ -272,6 +272,8 @@ class FakeGkeApi(GoogleJsonServer):
                 self._resize_mig(mig, per_zone)
             return self._start("SET_NODE_POOL_SIZE", pool)
         if method == "POST" and verb == "setAutoscaling":
+            # New bounds only: the pool keeps its size, even below a raised minimum (GKE's autoscaler adds nodes
+            # for pods that cannot be scheduled, never for its bounds; see REFERENCE.md). ``autoscale`` plays it.
             pool.spec["autoscaling"] = _checked_autoscaling(body.get("autoscaling", {}))
             return self._start("UPDATE_CLUSTER", pool)
         raise GoogleApiError(400, f"unsupported call {method} {verb} on a node pool")
