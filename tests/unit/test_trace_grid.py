@@ -1,4 +1,4 @@
-"""The trace's step and grid: inferred per series from the median spacing, so one odd row cannot shrink the step
+"""The trace's step and grid: inferred per series from the most common spacing, so one odd row cannot shrink the step
 to a millisecond (a 23.5 GB dense grid); rows off the grid are refused naming the series and rows; the grid has
 a size limit; timestamps with mixed UTC offsets are read as the instants they name."""
 
@@ -33,7 +33,7 @@ def test_a_one_millisecond_offset_on_one_row_is_refused_naming_the_series_and_ro
     assert "rows 390," in message and "00.001000+00:00" in message
 
 
-def test_the_step_is_the_median_spacing_so_gaps_do_not_change_it(write_trace: TraceWriter) -> None:
+def test_the_step_is_the_most_common_spacing_so_gaps_do_not_change_it(write_trace: TraceWriter) -> None:
     values = [1.0] * 20
     path = write_trace({"a": values, "b": values}, step="10min")
     lines = path.read_text().splitlines()
