@@ -197,7 +197,8 @@ def ledger_incomplete_event(coverage: LedgerCoverage, at: datetime) -> AlertEven
 
 def hard_stop_deferred_event(deferred: DeferredStop, at: datetime) -> AlertEvent:
     """A budget's hard stop is due but waits for pools of the budget whose state cannot be read. The subject names
-    since when they are unread (the oldest of their last records), so it is told once per outage."""
+    since when they are unread (the oldest of their last records): raised every tick while the stop waits, it is
+    told once per outage and de-duplication window, and its end once the pools are read again."""
     counted = ", ".join(f"{pool} ({units} units)" for pool, units in deferred.unread)
     return AlertEvent(
         kind=AlertKind.BUDGET_HARD_STOP_DEFERRED,

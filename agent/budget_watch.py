@@ -6,7 +6,8 @@ whether the ledger holds each budget's period from its start: ``coverage``),
 ``reserve`` (reserve the plan's scale-ups against budgets shared with other agents, see
 ``agent.budget_reserve``), ``acted`` (charge the agent's own scale-ups from this instant; remember them), ``alerts``
 (a budget whose period started before the ledger's first record is told once per period: its spend so far leaves
-out the time before, see ``agent.ledger.meter.LedgerCoverage``).
+out the time before, see ``agent.ledger.meter.LedgerCoverage``; a projected overspend, a deferred hard stop and a
+stalled scale-up are raised every tick while they hold, so that ``agent.conditions`` can tell when each ends).
 """
 
 from __future__ import annotations
@@ -67,7 +68,6 @@ class BudgetWatch:
         self.coverage: list[LedgerCoverage] = []  # as of the last spend read
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
         self._unseen: dict[str, datetime] = {}  # unread pool the ledger has no record of -> since when it is unread
-        self._told_deferred: dict[str, datetime] = {}  # budget -> since when its pools were unread, when last alerted
 
     def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner, with the
@@ -141,10 +141,8 @@ class BudgetWatch:
             events += budget_threshold_events(snapshot, previous, budget.alert_thresholds, now)
             self._spent[budget.name] = (snapshot.period_start, snapshot.spent_usd)
         billed = {pool_id: s.target_units for pool_id, s in states.items()}
-        for deferred in deferred_stops(now, spends, self.pools, billed, self.tick):
-            if self._told_deferred.get(deferred.budget) != deferred.since:
-                self._told_deferred[deferred.budget] = deferred.since
-                events.append(hard_stop_deferred_event(deferred, now))
+        # raised every tick while it waits (a notifier tells it once per window), so that its end is told
+        events += [hard_stop_deferred_event(d, now) for d in deferred_stops(now, spends, self.pools, billed, self.tick)]
         for overspend in find_overspends(now, spends, self.pools, billed):
             budget = self._by_name[overspend.budget]
             drivers = scale_up_charges(self._scale_ups, self.pools, budget, overspend.period)

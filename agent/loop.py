@@ -41,6 +41,7 @@ from actuators.base import Actuator, NodeDrainer
 from agent.alerts import missing_data_events
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import burst_profile
+from agent.conditions import ConditionTracker, not_evaluated, still_holding
 from agent.drains import NodeDrains
 from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unread_pool_alerts
 from agent.ledger.base import Ledger
@@ -77,6 +78,7 @@ class TickReport:
     plan: CapacityPlan
     results: tuple[ActionResult, ...]
     alerts: tuple[AlertEvent, ...] = field(default_factory=tuple)
+    resolved: tuple[AlertEvent, ...] = field(default_factory=tuple)  # level conditions this tick found gone
 
 
 @dataclass(frozen=True)
@@ -153,6 +155,7 @@ class Agent:
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
         self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger, holder, tick=self.tick)
+        self.conditions = ConditionTracker()  # the level conditions raised, to tell when each clears
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
         # Off in the daemon, whose scheduled refit is the only one once a model is fitted (see the module's text).
@@ -192,7 +195,9 @@ class Agent:
     def watch(self, now: datetime) -> None:
         """A standby's tick: read the pools and charge the ledger, nothing else (no plan, no write to a pool), so
         the ledger of a replica that takes over has no hole for the time another replica led. A ledger file the
-        replicas share is the leader's to charge: a standby only reads the budgets' spend from it."""
+        replicas share is the leader's to charge: a standby only reads the budgets' spend from it. A standby tells
+        no condition's end (the leader does): it forgets the conditions it raised while it led."""
+        self.conditions.forget()
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         if isinstance(self.parts.ledger, LeaderWrittenLedger) and not self.parts.ledger.writing:
             self.budget_watch.spend(now)
@@ -247,13 +252,15 @@ class Agent:
         alerts.extend(execution.alerts)
         self.budget_watch.acted(now, plan, execution.results, states)
         alerts.extend(self.budget_watch.alerts(now, plan, spends, states, execution.results))
-        for event in alerts:
+        holding, unknown = still_holding(self.memory, states, now), not_evaluated(self.pool_by_id, states)
+        resolved = self.conditions.update(now, alerts, holding, unknown)
+        for event in [*alerts, *resolved]:
             self.parts.notifier.notify(event)
         if isinstance(self.parts.notifier, Flushable):
             self.parts.notifier.flush()
         self._last_tick = now
         results = cleared.results + execution.results
-        return TickReport(now, observed, forecasts, problems, plan, results, tuple(alerts))
+        return TickReport(now, observed, forecasts, problems, plan, results, tuple(alerts), tuple(resolved))
 
     # -- steps of the tick -----------------------------------------------------------------------------------
     def _observe_and_forecast(

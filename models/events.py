@@ -44,15 +44,24 @@ class AlertEvent:
     summary: str
     details: dict[str, str] = field(default_factory=dict)
     origin: str = ""
+    resolved: bool = False  # the end of the condition named by kind and subject (``agent.conditions``)
 
     @property
     def dedup_key(self) -> str:
-        return f"{self.kind}:{self.subject}:{self.severity}"
+        return f"{self.kind}:{self.subject}:{'resolved' if self.resolved else self.severity}"
 
     @property
     def repeat_of_keys(self) -> tuple[str, ...]:
         """Its own key and those of the same condition at a higher severity: a notifier that delivered one of them
         within its window treats this event as a repeat. A lower severity's never silences it: a warning about a
-        pool never swallows the critical alert that follows it (a pool unreadable on a 503, then on a 403)."""
+        pool never swallows the critical alert that follows it (a pool unreadable on a 503, then on a 403). A
+        condition's end is never a repeat: each is told once, by the tick that finds the condition gone."""
+        if self.resolved:
+            return ()
         severities = list(Severity)
         return tuple(f"{self.kind}:{self.subject}:{s}" for s in severities[severities.index(self.severity) :])
+
+    @property
+    def condition_keys(self) -> tuple[str, ...]:
+        """The keys of its condition at every severity: what a notifier forgets when the condition ends."""
+        return tuple(f"{self.kind}:{self.subject}:{s}" for s in Severity)

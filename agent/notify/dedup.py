@@ -23,7 +23,11 @@ class DedupWindow:
         return False
 
     def handled(self, event: AlertEvent) -> None:
-        """Record ``event`` as told (or deliberately not told): its repeats are quiet for the window."""
+        """Record ``event`` as told (or deliberately not told): its repeats are quiet for the window. The end of a
+        condition (``AlertEvent.resolved``) clears it, so that the condition is told at once if it comes back."""
+        if event.resolved:
+            for key in event.condition_keys:
+                self._handled.pop(key, None)
         self._handled[event.dedup_key] = event.at
 
     def last_handled(self, event: AlertEvent) -> datetime | None:

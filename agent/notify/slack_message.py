@@ -22,6 +22,7 @@ TITLES = {
     AlertKind.BUDGET_HARD_STOP_DEFERRED: "Budget hard stop deferred: a pool cannot be read",
 }
 _EMOJI = {Severity.INFO: ":information_source:", Severity.WARNING: ":warning:", Severity.CRITICAL: ":rotating_light:"}
+_RESOLVED_EMOJI = ":white_check_mark:"
 _HEADER_MAX, _SECTION_MAX, _FIELD_MAX, _FIELDS_MAX, _TEXT_MAX = 150, 3000, 2000, 10, 3000
 
 
@@ -29,15 +30,14 @@ def fallback_text(event: AlertEvent) -> str:
     """One line: what a phone notification or a text-only client shows, the agent it comes from first (its mode,
     cluster and replica), so that it is read before a long summary is cut."""
     origin = f"({event.origin}) " if event.origin else ""
-    title = TITLES.get(event.kind, str(event.kind))
-    line = f"[{event.severity.upper()}] {origin}{title}: {event.subject} - {event.summary}"
+    line = f"[{_level(event).upper()}] {origin}{_title(event)}: {event.subject} - {event.summary}"
     return _cut(redact(line), _TEXT_MAX)
 
 
 def blocks(event: AlertEvent) -> list[dict[str, Any]]:
     """Header, the summary, one field per detail, and a context line with kind, severity, time and the agent it
     comes from (its mode, cluster and replica: ``AlertEvent.origin``)."""
-    title = f"{_EMOJI[event.severity]} {TITLES.get(event.kind, str(event.kind))}"
+    title = f"{_RESOLVED_EMOJI if event.resolved else _EMOJI[event.severity]} {_title(event)}"
     out: list[dict[str, Any]] = [
         {"type": "header", "text": {"type": "plain_text", "text": _cut(title, _HEADER_MAX), "emoji": True}},
         {
@@ -55,9 +55,19 @@ def blocks(event: AlertEvent) -> list[dict[str, Any]]:
     if fields:
         out.append({"type": "section", "fields": fields})
     when = event.at.strftime("%Y-%m-%d %H:%M:%S %Z").strip()
-    context = f"{event.kind} · {event.severity} · {when} · leadtime" + (f" {event.origin}" if event.origin else "")
+    context = f"{event.kind} · {_level(event)} · {when} · leadtime" + (f" {event.origin}" if event.origin else "")
     out.append({"type": "context", "elements": [{"type": "mrkdwn", "text": _escape(context)}]})
     return out
+
+
+def _title(event: AlertEvent) -> str:
+    title = TITLES.get(event.kind, str(event.kind))
+    return f"Resolved: {title}" if event.resolved else title
+
+
+def _level(event: AlertEvent) -> str:
+    """The severity, or ``resolved`` for the end of a condition (``agent.conditions``)."""
+    return "resolved" if event.resolved else str(event.severity)
 
 
 def _escape(text: str) -> str:

@@ -10,14 +10,16 @@ from typing import Any
 import pytest
 
 from agent.budget_watch import BudgetWatch
+from agent.conditions import ConditionTracker
 from agent.ledger import InMemoryLedger
+from agent.notify.recording import RecordingNotifier
 from agent.notify.slack_message import blocks
 from agent.planning import PlanInput, plan_capacity
 from agent.planning.budget import BudgetSpend
 from agent.planning.enforcement import find_overspends
 from config import settings_from_mapping
 from config.schema import PlannerSettings, Settings
-from models import AlertEvent, AlertKind, CapacityPlan, PoolState, SkipReason
+from models import AlertKind, CapacityPlan, PoolState, SkipReason
 from tests.unit.test_planner import forecast
 
 NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends
@@ -169,14 +171,18 @@ def test_a_hard_stop_waits_for_an_unread_pool_only_unread_stop_wait_then_runs_on
     assert forced_at == until
 
 
-def test_a_deferred_hard_stop_is_alerted_once_per_budget_and_outage_saying_until_when() -> None:
+def test_a_deferred_hard_stop_is_alerted_once_per_budget_and_outage_saying_until_when_and_its_end() -> None:
+    # raised every tick while the stop waits; a notifier tells it once per window, and the tracker its end
     settings = _settings({"monthly_cap_usd": 7.0, "commit_horizon": "2h"})
     watch = _watch(settings)
-    told: list[AlertEvent] = []
+    notifier = RecordingNotifier(dedup_window=timedelta(hours=1))
+    conditions = ConditionTracker()
 
     def tick(at: datetime, states: dict[str, PoolState]) -> None:
         spends = watch.observe(at, states)
-        told.extend(e for e in watch.alerts(at, _plan(settings, states, spends, at), spends, states, ()))
+        raised = watch.alerts(at, _plan(settings, states, spends, at), spends, states, ())
+        for event in [*raised, *conditions.update(at, raised)]:
+            notifier.notify(event)
 
     for minute in range(5):  # h100 unread since its record at 13:59
         at = NOW + minute * TICK
@@ -187,8 +193,10 @@ def test_a_deferred_hard_stop_is_alerted_once_per_budget_and_outage_saying_until
         at = NOW + minute * TICK
         tick(at, {"a100": PoolState("a100", at, 4, 4)})
 
-    deferred = [e for e in told if e.kind is AlertKind.BUDGET_HARD_STOP_DEFERRED]
+    deferred = [e for e in notifier.events if e.kind is AlertKind.BUDGET_HARD_STOP_DEFERRED and not e.resolved]
     assert [e.at for e in deferred] == [NOW, NOW + 6 * TICK]
+    [ended] = [e for e in notifier.events if e.kind is AlertKind.BUDGET_HARD_STOP_DEFERRED and e.resolved]
+    assert (ended.at, ended.subject) == (NOW + 5 * TICK, "budget team: unread since 2024-01-31 13:59 UTC")
     first, second = deferred
     assert first.subject == "budget team: unread since 2024-01-31 13:59 UTC"
     assert first.details["hard stop deferred until"] == "2024-01-31 14:09 UTC"

@@ -1,0 +1,148 @@
+"""Level conditions and their ends: which conditions the agent raised are still holding, and a ``resolved`` message
+for each one that is gone, so that people learn when a condition clears, not only that it began.
+
+A level condition is one that holds for a while. These kinds are level conditions, each one condition per kind and
+subject (whatever its severity: a warning that turns critical is the same condition):
+
+* raised every tick while they hold (a notifier tells them once per de-duplication window): ``missing-data`` (a
+  demand class without trustworthy demand), ``pool-unreadable``, ``projected-overspend``,
+  ``budget-hard-stop-deferred``, ``stalled-scale-up``, an ``actuator-failure`` of a pool blocked after a permanent
+  error, and one of a pool's idle nodes that cannot be read;
+* raised when they begin, and holding while the planner's memory or the pool's state says so (``still_holding``):
+  ``stockout`` (while the pool is backed off, or a zone of it is backed off or has failed units), an
+  ``actuator-failure`` of a pool whose changes keep failing (while the memory says it is failing, or blocked).
+
+Every other kind is a one-off event and is never resolved: a budget threshold crossed, a scale-up trimmed by a
+shared budget, a budget's ledger that began mid-period (told once per period), and the daemon's own alerts (a tick
+failed, leadership lost, the daily report).
+
+``ConditionTracker.update`` is called at the end of each tick that ran to completion, which evaluated every
+condition; a tick that failed calls nothing, so a condition is never resolved for want of a tick. A condition
+stays active until a tick finds it neither raised nor holding; one about a pool whose state this tick could not
+read is left as it is (``unknown``): neither raised nor resolved. The first tick that finds an active condition
+gone resolves it: an INFO event of its kind and subject with ``resolved`` set, saying when it was first raised, when
+last seen and how long it lasted. A notifier that handles it forgets the condition's de-duplication entries
+(``agent.notify.dedup``), so a condition that comes back, even within the window, is told again. A standby forgets
+its conditions (``forget``): the leader tells their ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+from agent.planning import PlannerMemory
+from models import AlertEvent, AlertKind, PoolState, Severity
+from models.durations import format_duration
+
+LEVEL_KINDS = frozenset(
+    {
+        AlertKind.MISSING_DATA,
+        AlertKind.POOL_UNREADABLE,
+        AlertKind.PROJECTED_OVERSPEND,
+        AlertKind.BUDGET_HARD_STOP_DEFERRED,
+        AlertKind.STALLED_SCALE_UP,
+        AlertKind.STOCKOUT,
+        AlertKind.ACTUATOR_FAILURE,
+    }
+)
+
+Condition = tuple[AlertKind, str]  # kind, subject
+
+
+@dataclass(frozen=True)
+class _Active:
+    since: datetime  # first raised
+    seen: datetime  # last raised or holding
+    last: AlertEvent  # the latest event raised of it
+
+
+class ConditionTracker:
+    def __init__(self) -> None:
+        self._active: dict[Condition, _Active] = {}
+
+    @property
+    def active(self) -> tuple[Condition, ...]:
+        return tuple(sorted(self._active))
+
+    def update(
+        self,
+        now: datetime,
+        raised: Iterable[AlertEvent],
+        holding: Collection[Condition] = (),
+        unknown: Collection[Condition] = (),
+    ) -> list[AlertEvent]:
+        """Note this tick's level conditions and return a resolved event for each active one gone: neither
+        ``raised`` this tick, nor ``holding`` (``still_holding``), nor ``unknown`` (``not_evaluated`` this tick).
+        One-off events in ``raised`` are ignored."""
+        told: set[Condition] = set()
+        for event in raised:
+            if event.kind not in LEVEL_KINDS or event.resolved:
+                continue
+            key = (event.kind, event.subject)
+            before = self._active.get(key)
+            self._active[key] = _Active(before.since if before else event.at, now, event)
+            told.add(key)
+        resolved = []
+        for key, active in sorted(self._active.items()):
+            if key in told or key in unknown:
+                continue
+            if key in holding:
+                self._active[key] = _Active(active.since, now, active.last)
+                continue
+            del self._active[key]
+            resolved.append(resolved_event(active.last, active.since, active.seen, now))
+        return resolved
+
+    def forget(self) -> None:
+        """Drop every active condition without telling its end (a replica that no longer leads)."""
+        self._active.clear()
+
+
+def resolved_event(last: AlertEvent, since: datetime, seen: datetime, now: datetime) -> AlertEvent:
+    """The end of the condition ``last`` was raised for: first raised at ``since``, last seen at ``seen``, found gone
+    at ``now`` (it ended between the two)."""
+    return AlertEvent(
+        kind=last.kind,
+        severity=Severity.INFO,
+        at=now,
+        subject=last.subject,
+        summary=(
+            f"No longer holds, after {format_duration(now - since)}: raised {_when(since)}, last seen {_when(seen)}, "
+            f"gone at {_when(now)}."
+        ),
+        details={
+            "first raised": _when(since),
+            "last seen": _when(seen),
+            "gone at": _when(now),
+            "lasted": f"{format_duration(seen - since)} to {format_duration(now - since)}",
+            f"last told ({last.severity})": last.summary,
+        },
+        resolved=True,
+    )
+
+
+def still_holding(memory: PlannerMemory, states: Mapping[str, PoolState], now: datetime) -> set[Condition]:
+    """The conditions raised once that still hold: a pool backed off (a stockout, or a scale-up failing past its lead
+    time), a zone of a pool backed off or with failed units, a pool blocked or whose changes keep failing."""
+    held: set[Condition] = {(AlertKind.STOCKOUT, p) for p in memory.backoff_until if memory.in_backoff(p, now)}
+    for pool_id, state in states.items():
+        zones = any(z.failed_units or (z.backoff_until is not None and now < z.backoff_until) for z in state.zones)
+        if zones or state.failed_units:
+            held.add((AlertKind.STOCKOUT, pool_id))
+    held |= {(AlertKind.ACTUATOR_FAILURE, p) for p in (*memory.blocked, *memory.failing_since)}
+    return held
+
+
+def not_evaluated(pools: Iterable[str], states: Mapping[str, PoolState]) -> set[Condition]:
+    """The conditions of pools whose state this tick could not read: their zones and idle nodes are not known."""
+    unread = [p for p in pools if p not in states]
+    # "idle nodes of <pool>" is the subject of the drainer's alert (agent.drains), which reads only pools it can see
+    return {(AlertKind.STOCKOUT, p) for p in unread} | {
+        (AlertKind.ACTUATOR_FAILURE, f"idle nodes of {p}") for p in unread
+    }
+
+
+def _when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M UTC")
