@@ -172,7 +172,7 @@ def clear_failed_units(
                 now,
                 pool_id,
                 f"{state.failed_units} units of {pool_id} failed after the request was accepted (no capacity, "
-                f"suspended or in error); removed them, backing off {backoff} and using the next pool",
+                f"suspended or in error); removed them, backing off {format_duration(backoff)} and using the next pool",
                 {"failed_units": str(state.failed_units), "target_units": str(state.target_units)},
             )
         )
@@ -310,7 +310,7 @@ def _send(
                 Severity.WARNING,
                 now,
                 resize.pool_id,
-                f"No capacity for {resize.pool_id}; backing off {backoff} and using the next pool",
+                f"No capacity for {resize.pool_id}; backing off {format_duration(backoff)} and using the next pool",
                 {"error": str(exc), "wanted_units": str(resize.to_units)},
             )
         )
