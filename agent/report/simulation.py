@@ -23,6 +23,7 @@ from agent.report.headline import energy_section, headline_section
 from agent.report.hybrid import hybrid_section
 from agent.report.provenance import accelerator_hours_note, provenance_section, service_levels_text, unit_name
 from agent.simulation.budgets import budget_usage
+from agent.simulation.oracle import floor_caveats
 from agent.simulation.policies import REACTIVE_UNNEEDED_TIME
 from agent.simulation.results import trace_attribution
 from agent.simulation.runner import PolicyRun, band_leads
@@ -141,22 +142,42 @@ def policy_descriptions(document: Mapping[str, Any], window: SimulationWindow, s
             f"pools first, within its max_units) over {before} (steps with data only); interrupted spot units are "
             "replaced, a lead time later, as a fixed-size node pool replaces them."
         ),
-        "oracle": _oracle_description(document),
+        "oracle": _oracle_description(document, settings),
         "actual": "what the pools really ran, read from Prometheus, billed and served the same way.",
     }
 
 
-def _oracle_description(document: Mapping[str, Any]) -> str:
+def _oracle_description(document: Mapping[str, Any], settings: Settings) -> str:
     """What the oracle is, and what its run left unserved: foresight cannot serve demand above a pool's max_units,
-    through a stockout or on a spot unit interrupted before it is replaced."""
+    through a stockout or on a spot unit interrupted before it is replaced. It is the lowest cost only for demand
+    split between the pools in the planner's fill order, which is the floor unless ``floor_caveats`` finds a reason
+    another split could cost less (pools of one class with different lead times, say): the text then says so."""
     unserved = document.get("policies", {}).get("oracle", {}).get("unserved_fraction") or 0.0
-    if unserved <= 0.0:
+    caveats = floor_caveats(settings.pool_specs())
+    if unserved <= 0.0 and not caveats:
         return "perfect foresight of demand: the lowest cost at which no demand is left unserved."
-    return (
-        "perfect foresight of demand: each unit requested a lead time before the demand it serves, at the lowest "
-        f"cost; it still left {unserved:.2%} of demand unserved, which foresight cannot serve (spot units "
-        "interrupted, pools out of stock or at max_units)."
-    )
+    text = "perfect foresight of demand: each unit requested a lead time before the demand it serves, at the lowest "
+    if caveats:
+        text += (
+            "cost for demand split step by step between the pools in the planner's fill order (on-prem, reserved, "
+            "spot, on-demand; then price per chip-hour)"
+        )
+    else:
+        text += "cost"
+    if unserved > 0.0:
+        text += (
+            f"; it still left {unserved:.2%} of demand unserved, which foresight cannot serve (spot units "
+            "interrupted, pools out of stock or at max_units)"
+        )
+    else:
+        text += "; no demand is left unserved"
+    if caveats:
+        text += (
+            ". It is not necessarily the cost floor here, since another split can cost less: "
+            + "; ".join(caveats)
+            + ". A dearer pool ready sooner, for one, holds a short burst for fewer steps"
+        )
+    return text + "."
 
 
 def _decisions(changes: Mapping[str, Mapping[str, Any]] | None, observed_steps: int) -> str:

@@ -7,7 +7,9 @@
   forecast (``pacing: forecast``) it cannot pace: it spends that cap first-come (``agent.simulation.first_come``).
 - ``static``: a fixed cluster sized to the peak seen before the window; never resized, but interrupted spot units
   are replaced (after their lead time again), as a fixed-size node pool replaces them.
-- ``oracle``: perfect foresight, the cost floor for serving all demand (see ``agent.simulation.oracle``); what
+- ``oracle``: perfect foresight, the lowest cost for serving all demand split between the pools in the planner's
+  fill order; that is the cost floor unless ``agent.simulation.oracle.floor_caveats`` finds a reason another split
+  could cost less (pools of the same classes with different lead times or unit sizes, among others). What
   foresight cannot serve (spot interruptions, stockouts, demand above max_units) it leaves unserved.
 """
 
