@@ -3,7 +3,8 @@
     InsufficientInstanceCapacity, unfulfillable Spot,
     an instance or vCPU quota reached                   -> CapacityUnavailable     back off this pool (and zone)
     throttling, 5xx, an update or scaling activity
-    already running, the EKS cluster's state,
+    already running, the EKS cluster's state, an
+    instance no longer in service when terminated,
     connection and read timeouts,
     a size outside the group's bounds                   -> TransientActuatorError  retry on a later tick
     access denied, missing credentials, not found,
@@ -17,7 +18,10 @@ you requested (us-east-1a)..."), and EKS in a node group health issue. ``capacit
 The adapters read a group's bounds before every change and never ask outside them, so a refusal for a size outside
 them (Auto Scaling's ``ValidationError`` "... is below min value ...", "Currently, desiredSize equals minSize ...",
 EKS's ``InvalidParameterException`` "Minimum capacity N can't be greater than desired size M") means the bounds
-changed in between: retried on the next tick's fresh reading, not a reason to stop touching the pool.
+changed in between: retried on the next tick's fresh reading, not a reason to stop touching the pool. So is a
+termination refused because the instance is no longer in service in its group (EC2 took a Spot instance back, or
+Auto Scaling replaced it, between the read and the call): ``not_in_service`` tells the adapters to read the group
+again, where an instance that left is already gone.
 
 EKS answers ``InvalidRequestException`` for a request "invalid given the state of the cluster" (EKS API Reference,
 ``UpdateNodegroupConfig`` errors), e.g. "Cluster 'ml' is not in ACTIVE status" while its control plane is upgraded:
@@ -50,6 +54,11 @@ _BOUNDS = re.compile(
     r"can't be greater than desired size|desiredSize can't be greater than maxSize)",
     re.IGNORECASE,
 )
+# TerminateInstanceInAutoScalingGroup of an instance that left the group since it was read, "Instance Id not found -
+# No managed instance found for instance ID i-..." (yaybu/touchdown issue 51: "it means we don't need to do
+# anything"), or that is changing state, "The instance i-... is not in InService or Standby." (reproio/ecs_deploy
+# issues 47 and 84, where EC2 Auto Scaling was already taking the instance out).
+_NOT_IN_SERVICE = re.compile(r"No managed instance found for instance ID|is not in InService or Standby", re.IGNORECASE)
 _ZONE = re.compile(r"\b([a-z]{2}(?:-[a-z]+)+-\d[a-z])\b")
 _TRANSIENT_CODES = frozenset(
     {
@@ -76,6 +85,14 @@ def capacity_failure(message: str) -> str:
     return message if _CAPACITY.search(message) else ""
 
 
+def not_in_service(exc: Exception) -> bool:
+    """Whether AWS refused to terminate an instance because it is no longer, or not now, in service in its group."""
+    if not isinstance(exc, ClientError):
+        return False
+    error = exc.response.get("Error", {})
+    return str(error.get("Code", "")) == "ValidationError" and bool(_NOT_IN_SERVICE.search(str(error.get("Message"))))
+
+
 def zone_of(message: str) -> str | None:
     """The Availability Zone an AWS capacity message names, if any."""
     found = _ZONE.search(message)
@@ -99,6 +116,8 @@ def from_aws(pool_id: str, exc: Exception) -> ActuatorError:
             return capacity_unavailable(pool_id, described)
         if code in _TRANSIENT_CODES or status == 429 or status >= 500:
             return TransientActuatorError(pool_id, f"AWS {described} (will retry)")
+        if not_in_service(exc):
+            return TransientActuatorError(pool_id, f"AWS {described} (the instance is leaving the group; will retry)")
         if code in ("ValidationError", "InvalidParameterException") and _BOUNDS.search(message):
             return TransientActuatorError(pool_id, f"AWS {described} (the group's bounds changed; will retry)")
         return PermanentActuatorError(pool_id, f"AWS {described}")

@@ -11,6 +11,10 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Wh
   activity failed for capacity, the instances asked for and not there are failed units.
 - ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` removes exactly that instance and
   lowers the desired capacity with it, so the group never picks victims itself (its termination policy would).
+- An instance can leave the group between a read and a termination: EC2 takes a Spot instance back, Auto Scaling
+  replaces an unhealthy one. AWS then refuses to terminate it (``ValidationError`` "Instance Id not found - No
+  managed instance found for instance ID ..."); the group is read again, and an instance no longer in it is gone
+  already, not a reason to block the pool (one still in it is tried again on a later tick).
 - ``MinSize`` <= desired capacity <= ``MaxSize`` always: ``SetDesiredCapacity`` outside the bounds fails with
   ``ValidationError`` ("New SetDesiredCapacity value N is below min value M for the AutoScalingGroup."), and so does
   a termination with the decrement while the desired capacity equals ``MinSize`` ("Currently, desiredSize equals
@@ -38,7 +42,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws
+from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws, not_in_service
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
@@ -129,28 +133,25 @@ class AutoScalingGroups:
         self._writes = writes or (lambda _timeout: autoscaling)
 
     def observe(self, pool_id: str, name: str) -> GroupView:
-        found = call(pool_id, self._autoscaling.describe_auto_scaling_groups, AutoScalingGroupNames=[name])
-        groups = [g for g in found.get("AutoScalingGroups", []) if g["AutoScalingGroupName"] == name]
-        if not groups:
-            raise PermanentActuatorError(pool_id, f"Auto Scaling group {name!r} does not exist")
-        group = groups[0]
-        instances = []
-        for inst in group.get("Instances", []):
-            state = str(inst.get("LifecycleState", ""))
-            if state in _LAUNCHING or state == "InService":
-                zone = str(inst.get("AvailabilityZone", ""))
-                instances.append(GroupInstance(inst["InstanceId"], zone, state == "InService"))
+        group = self._group(pool_id, name)
         failure, failure_at, latest = self._launch_failure(pool_id, name)
         return GroupView(
             name,
             int(group["DesiredCapacity"]),
             int(group["MinSize"]),
             int(group["MaxSize"]),
-            tuple(instances),
+            _members(group),
             failure,
             failure_at,
             latest,
         )
+
+    def _group(self, pool_id: str, name: str) -> dict[str, Any]:
+        found = call(pool_id, self._autoscaling.describe_auto_scaling_groups, AutoScalingGroupNames=[name])
+        groups = [g for g in found.get("AutoScalingGroups", []) if g["AutoScalingGroupName"] == name]
+        if not groups:
+            raise PermanentActuatorError(pool_id, f"Auto Scaling group {name!r} does not exist")
+        return dict(groups[0])
 
     def set_desired(self, pool_id: str, group: str, capacity: int) -> None:
         call(  # sent only if the leadership left covers its time limit: the reads took their time
@@ -161,15 +162,25 @@ class AutoScalingGroups:
             HonorCooldown=False,
         )
 
-    def terminate(self, pool_id: str, instance_ids: Sequence[str]) -> None:
-        """Terminate exactly these instances, lowering their group's desired capacity by as many."""
+    def terminate(self, pool_id: str, group: str, instance_ids: Sequence[str]) -> list[str]:
+        """Terminate exactly these instances of ``group``, lowering its desired capacity by as many; the ones that
+        had already left it (EC2 took a Spot instance back, or Auto Scaling replaced an unhealthy one, since the group
+        was read), which AWS refuses to terminate, are returned. One still in the group that AWS refused to
+        terminate (not in service now) is a TransientActuatorError: tried again on a later tick."""
+        left: list[str] = []
         for instance_id in instance_ids:
-            call(  # checked before each: the earlier ones took their time too
-                pool_id,
-                self._writes(write_timeout(pool_id)).terminate_instance_in_auto_scaling_group,
-                InstanceId=instance_id,
-                ShouldDecrementDesiredCapacity=True,
-            )
+            client = self._writes(write_timeout(pool_id))  # checked before each: the earlier ones took their time too
+            try:
+                client.terminate_instance_in_auto_scaling_group(
+                    InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
+                )
+            except AWS_ERRORS as exc:
+                if not not_in_service(exc):
+                    raise from_aws(pool_id, exc) from exc
+                if instance_id in {i.instance_id for i in _members(self._group(pool_id, group))}:
+                    raise from_aws(pool_id, exc) from exc
+                left.append(instance_id)
+        return left
 
     def shrink(self, pool_id: str, seen: GroupView, to_units: int) -> Change:
         """Bring the pool down to ``to_units``, never below the minimum size: launches not yet started are cancelled
@@ -185,26 +196,39 @@ class AutoScalingGroups:
             self.set_desired(pool_id, seen.name, seen.desired - cancel)
         launching = [i for i in seen.instances if not i.ready]
         victims = (launching + self.newest_first(pool_id, [i for i in seen.instances if i.ready]))[: excess - cancel]
-        self.terminate(pool_id, [i.instance_id for i in victims])
-        listed = ", ".join(i.instance_id for i in victims)
+        left = self.terminate(pool_id, seen.name, [i.instance_id for i in victims])
+        listed = ", ".join(i.instance_id for i in victims if i.instance_id not in left)
+        gone = f"; {', '.join(left)} had already left the group" if left else ""
         return Change(
-            f"target {seen.target - excess} nodes: cancelled {max(cancel, 0)} launches, terminating [{listed}]{held}"
+            f"target {seen.target - excess} nodes: cancelled {max(cancel, 0)} launches, terminating [{listed}]"
+            f"{gone}{held}"
         )
 
     def remove_nodes(self, pool_id: str, seen: GroupView, nodes: Sequence[str]) -> str:
         """Terminate exactly the instances of these Kubernetes nodes; ones already gone from the group (a drain
-        repeated after a restart) are not asked for again. Nodes the group cannot lose without going below its
-        minimum size are kept: TransientActuatorError (see the module's notes)."""
+        repeated after a restart, an instance EC2 or Auto Scaling took out meanwhile) are not asked for again, nor
+        waited for. Nodes the group cannot lose without going below its minimum size are kept, and a node whose
+        instance is not found (gone, its Node object not deleted yet) is looked for again on a later tick:
+        TransientActuatorError (see the module's notes)."""
         ids = self.instance_ids(pool_id, nodes)
         unknown = [n for n in nodes if n not in ids]
         if unknown:
-            raise PermanentActuatorError(pool_id, f"nodes {unknown} are not EC2 instances")
+            raise TransientActuatorError(
+                pool_id,
+                f"no EC2 instance has the private DNS name of nodes {unknown} (their instances are gone and the "
+                "Node objects not deleted yet, or they are not EC2 instances); will look again",
+            )
         members = {i.instance_id for i in seen.instances}
         leaving = [n for n in nodes if ids[n] in members]
         room = max(0, seen.desired - seen.min_size)
         going, kept = leaving[:room], leaving[room:]
-        self.terminate(pool_id, [ids[n] for n in going])
-        done = f"terminating {', '.join(f'{n} ({ids[n]})' for n in going)}" if going else ""
+        left = set(self.terminate(pool_id, seen.name, [ids[n] for n in going]))
+        terminated = ", ".join(f"{n} ({ids[n]})" for n in going if ids[n] not in left)
+        gone = ", ".join(f"{n} ({ids[n]})" for n in going if ids[n] in left)
+        done = "; ".join(
+            ([f"terminating {terminated}"] if terminated else [])
+            + ([f"{gone} had already left the group"] if gone else [])
+        )
         if kept:
             raise TransientActuatorError(
                 pool_id,
@@ -250,6 +274,18 @@ class AutoScalingGroups:
             return "", None, status
         why = capacity_failure(str(latest.get("StatusMessage", "")))
         return why, (latest.get("EndTime") or latest["StartTime"]) if why else None, status
+
+
+def _members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:
+    """The group's instances that count: launching (``Pending*``) or ready (``InService``)."""
+    instances = []
+    for inst in group.get("Instances", []):
+        state = str(inst.get("LifecycleState", ""))
+        if state in _LAUNCHING or state == "InService":
+            instances.append(
+                GroupInstance(inst["InstanceId"], str(inst.get("AvailabilityZone", "")), state == "InService")
+            )
+    return tuple(instances)
 
 
 def call(pool_id: str, method: Any, **kwargs: Any) -> Any:

@@ -198,7 +198,7 @@ def test_a_drain_terminates_exactly_the_drained_instance(
     assert aws_api.calls("TerminateInstanceInAutoScalingGroup") == 1
     (state,) = eks.list_pools()
     assert (state.ready_units, state.target_units) == (2, 2)  # the node group's size followed its group
-    with pytest.raises(PermanentActuatorError, match="not EC2 instances"):
+    with pytest.raises(TransientActuatorError, match="no EC2 instance has the private DNS name"):
         eks.delete_nodes("od", ["no-such-node"], "bad")
 
 

@@ -21,7 +21,10 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
   group's desired capacity;
 - node group health issues (``health_issue``, ``clear_health_issues``), as ``DescribeNodegroup`` reports them;
 - launch activities that did not fail (``launch_activity``), as a group records each launch;
-- errors injected per operation (``fail``): throttling, access denied, capacity, in each API's error format.
+- errors injected per operation (``fail``): throttling, access denied, capacity, in each API's error format;
+- an instance EC2 takes back (``reclaim``, a Spot interruption): moto terminates it and its group launches a
+  replacement; ``TerminateInstanceInAutoScalingGroup`` of an instance in no group then fails with ``ValidationError``
+  "Instance Id not found - No managed instance found for instance ID ..." (moto answers 500).
 """
 
 from __future__ import annotations
@@ -339,6 +342,13 @@ class FakeAwsApi:
         with self._lock:
             self._state.activities.setdefault(group, []).insert(0, activity)
 
+    def reclaim(self, instance_id: str) -> None:
+        """EC2 takes the instance back (a Spot interruption): it is terminated and leaves its group, which was not
+        asked to shrink and launches a replacement (moto does both at once; the replacement is ``Pending`` until
+        ``settle``)."""
+        with self._lock:
+            self.direct.ec2.terminate_instances(InstanceIds=[instance_id])
+
     def add_settled_updates(self, cluster: str, nodegroup: str, count: int) -> None:
         """``count`` earlier updates of the node group, all ``Successful`` (a long-lived node group's history)."""
         with self._lock:
@@ -384,6 +394,9 @@ class FakeAwsApi:
             return self._eks(operation, eks[1], target, method, headers, body)
         if operation == "DescribeScalingActivities":
             return _xml(self._activities_xml(form.get("AutoScalingGroupName", "")))
+        if operation == "TerminateInstanceInAutoScalingGroup" and not self._managed(form["InstanceId"]):
+            message = f"Instance Id not found - No managed instance found for instance ID {form['InstanceId']}"
+            return _error(_Fault("ValidationError", message, 400, 1), form.get("Version", ""))
         if operation in ("SetDesiredCapacity", "TerminateInstanceInAutoScalingGroup"):
             refused = self._out_of_bounds(operation, form)
             if refused:
@@ -398,6 +411,11 @@ class FakeAwsApi:
         if operation == "DescribeAutoScalingGroups" and status == 200:
             out = self._rewrite_groups(out)
         return status, out_headers, out
+
+    def _managed(self, instance_id: str) -> bool:
+        """Whether an Auto Scaling group holds the instance."""
+        found = self.direct.autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])
+        return bool(found["AutoScalingInstances"])
 
     def _out_of_bounds(self, operation: str, form: dict[str, str]) -> str:
         """AWS's refusal of a change that would leave the group's bounds, or ""."""
