@@ -1,8 +1,9 @@
 """Fitting the agent loop (``agent.loop.Agent``) to what the daemon drives and reports.
 
 ``AgentLoopAdapter`` turns the loop's ``TickReport`` into the daemon's view (forecasts, pool states, plan,
-results, errors), keeps the planner's memory in its store across restarts and leader changes (loaded when this
-replica becomes the leader, saved after a tick that changed it) and lets a standby charge its ledger.
+results, errors, and whether the tick was blind: it could read no class's demand or no pool), keeps the planner's
+memory in its store across restarts and leader changes (loaded when this replica becomes the leader, saved after a
+tick that changed it) and lets a standby charge its ledger.
 ``PoolStateRecorder`` wraps the actuator the loop reads, keeping the newest pool states for the metrics (an
 instrumentation wrapper, the loop is not changed for it).
 """
@@ -19,7 +20,7 @@ from actuators.base import unread_pools
 from agent.daemon.demand_recorder import DemandRecorder
 from agent.daemon.guard import Leadership
 from agent.daemon.shadow_book import ShadowBook
-from agent.loop import Agent, StagedRefit
+from agent.loop import Agent, StagedRefit, TickReport
 from agent.state import MemoryKeeper, StateStore
 from models import (
     ActionResult,
@@ -69,6 +70,7 @@ class DaemonTickReport:
     results: Sequence[ActionResult]
     budgets: Sequence[BudgetSnapshot]
     errors: Sequence[Exception]
+    blind: str | None = None
 
 
 class AgentLoopAdapter:
@@ -130,7 +132,22 @@ class AgentLoopAdapter:
             results=report.results,
             budgets=report.plan.budgets,
             errors=errors,
+            blind=self._blind(report),
         )
+
+    def _blind(self, report: TickReport) -> str | None:
+        """Why the tick had nothing to plan on: no demand class had data (Prometheus unreachable, a wrong URL), or
+        no pool could be read (a refused permission, a cloud API that cannot be reached); None when it had."""
+        classes = [c.name for c in self._agent.classes]
+        if classes and not report.observed:
+            name = next((n for n in classes if n in report.problems), classes[0])
+            why = report.problems.get(name, "no data")
+            return f"no demand class has data ({len(classes)} held; {name}: {why})"
+        unread = unread_pools(self._pools)
+        if unread and not self._pools.last:
+            pool_id, error = sorted(unread.items())[0]
+            return f"no pool could be read ({len(unread)} held; {pool_id}: {error})"
+        return None
 
     def watch(self, now: datetime) -> None:
         self._agent.watch(now)

@@ -37,6 +37,12 @@ class TickReport(Protocol):
         """Errors the tick survived (missing metrics, a failed resize): counted by class, never raised."""
         ...
 
+    @property
+    def blind(self) -> str | None:
+        """Why the tick had nothing to plan on, when no demand class had data or no pool could be read (every
+        pool was held); None otherwise. Such a tick ran, but it is not a success: the leader is not doing its job."""
+        ...
+
 
 class AgentLoop(Protocol):
     def run_once(self, now: datetime) -> TickReport:

@@ -8,7 +8,9 @@ injected clock, so tests drive it directly with a simulated clock.
   ledger has no hole when it leads); both replicas refit their models, so a new leader starts warm.
 * A replica that becomes the leader asks the loop to resume (reload the state the previous leader saved)
   before its first tick as leader.
-* A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh.
+* A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh. A
+  leader tick that could read no class's demand or no pool (it holds every pool) is blind: counted apart and not
+  a success, so readiness fails once no tick has succeeded for its bound.
 * A tick and a refit never overlap on the loop's models: a loop that refits apart fits a copy while ticks go on
   and swaps it in between two ticks (so the first tick need not wait for the first fit); any other loop's refit
   holds ticks off. On shutdown the tick in progress finishes (and a refit's history read or swap, which hold
@@ -276,7 +278,10 @@ class Daemon:
         else:
             self._metrics.record_tick(report)
             self.summary.add_report(report)
-            self._tick_succeeded(now, "leader")
+            if report.blind is None:
+                self._tick_succeeded(now, "leader")
+            else:
+                self._tick_blind(now, report.blind)
             self._record_decisions(now, report)
             if report.errors:
                 log.info("tick survived %d error(s): %s", len(report.errors), "; ".join(map(str, report.errors)))
@@ -315,6 +320,16 @@ class Daemon:
         self._metrics.record_success(now)
         self._metrics.ticks.labels(role, "ok").inc()
         self.summary.add_tick(role, "ok")
+
+    def _tick_blind(self, now: datetime, why: str) -> None:
+        """A leader tick that ran with nothing to plan on (no class's demand, or no pool, could be read) held every
+        pool: it is counted apart (``blind``) and is no success, so the leader is not ready once none has succeeded
+        for the readiness bound (a wrong prometheus.url, a refused cloud permission). The tick has already alerted
+        on each class or pool it could not read."""
+        log.warning("tick held every pool, it had nothing to plan on: %s", why)
+        self._health.tick_failed(now, f"nothing to plan on: {why}")
+        self._metrics.ticks.labels("leader", "blind").inc()
+        self.summary.add_tick("leader", "blind")
 
     def _tick_failed(self, now: datetime, role: str, exc: Exception) -> None:
         log.error("tick failed, pools held until the next tick: %s: %s", type(exc).__name__, exc)

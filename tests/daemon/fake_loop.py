@@ -20,6 +20,7 @@ class FakeTickReport:
     results: Sequence[ActionResult] = ()
     budgets: Sequence[BudgetSnapshot] = ()
     errors: Sequence[Exception] = ()
+    blind: str | None = None
 
 
 @dataclass

@@ -14,6 +14,7 @@ import pandas as pd
 from kubernetes import client as k8s
 
 from actuators import Actuator, SimulatedCluster
+from actuators.routing import RoutingActuator
 from agent.daemon.replay import RehearsalCluster, ShiftedTraceSource
 from agent.daemon.wiring import AssembledDaemon, DaemonParts, assemble
 from agent.ledger import InMemoryLedger, Ledger
@@ -110,16 +111,20 @@ def scenario_replica(
     state: StateStore | None = None,
     trace_start: datetime | None = None,
     ledger: Ledger | None = None,
+    routed: bool = False,
 ) -> ScenarioReplica:
     """``state``: where the planner memory is kept (default: the ConfigMap when ``kube`` is set); ``trace_start``:
     the simulated time the trace starts at (default: now), for a replica started later in the same scenario;
-    ``ledger``: where spend is kept (default: a ledger of its own, in memory)."""
+    ``ledger``: where spend is kept (default: a ledger of its own, in memory); ``routed``: the pools are read
+    through a ``RoutingActuator`` as in a live daemon, so a cloud that is down has its pools left out and reported
+    unread instead of failing the read."""
     source = ShiftedTraceSource(helios_trace(), TRACE_START, trace_start or clock.now())
     deps = Switchable(source, RehearsalCluster(cluster, clock))
     notifier = FlakyNotifier()
     ledger = InMemoryLedger() if ledger is None else ledger
+    actuator: Actuator = RoutingActuator({p.pool_id: deps for p in settings.pool_specs()}) if routed else deps
     parts = DaemonParts(
-        source=deps, actuator=deps, ledger=ledger, notifier=notifier, clock=clock, kube=kube, state=state
+        source=deps, actuator=actuator, ledger=ledger, notifier=notifier, clock=clock, kube=kube, state=state
     )
     assembled = assemble(settings, mode, parts, {"POD_NAME": name, "POD_NAMESPACE": "leadtime"})
     assembled.endpoints.stop()  # scenario tests drive the jobs directly; no socket needed

@@ -20,7 +20,9 @@ TICK = timedelta(seconds=60)
 def replica(clock: SimulatedClock) -> tuple[ScenarioReplica, SimulatedCluster]:
     settings = helios_settings(kube_url=None)  # a single replica: election off
     cluster = SimulatedCluster(settings.pool_specs(), clock)
-    return scenario_replica("leadtime-a", settings, clock, cluster, "enforce", kube=None), cluster
+    # The pools are read through the router a live daemon reads them through: a cloud that is down has its pools
+    # left out and reported unread, and the read does not fail.
+    return scenario_replica("leadtime-a", settings, clock, cluster, "enforce", kube=None, routed=True), cluster
 
 
 def _ticks(replica: ScenarioReplica, clock: SimulatedClock, count: int) -> None:
@@ -45,6 +47,10 @@ def test_prometheus_down_holds_the_pools_alerts_and_recovers(
     assert cluster.paid_units() == held
     assert any(e.kind is AlertKind.MISSING_DATA for e in r.notifier.delivered)
     assert _metric(r, "leadtime_errors_total", {"error": "MetricsUnavailable"}) >= 15 * 16
+    assert _metric(r, "leadtime_ticks_total", {"role": "leader", "outcome": "blind"}) == 15
+    readiness = r.assembled.health.readiness(clock.now())
+    assert not readiness.ready  # 15 minutes without a class's demand, past the 3-minute readiness bound
+    assert "no demand class has data" in readiness.detail
     r.deps.metrics_down = False
     before = len(r.notifier.delivered)
     _ticks(r, clock, 3)
@@ -63,9 +69,12 @@ def test_cloud_api_down_holds_the_pools_alerts_and_recovers(
     _ticks(r, clock, 5)
     assert cluster.paid_units() == held
     assert cluster.scale_actions == actions
-    assert [e.kind for e in r.notifier.delivered].count(AlertKind.ACTUATOR_FAILURE) >= 1
-    assert _metric(r, "leadtime_ticks_total", {"role": "leader", "outcome": "failed"}) == 5
-    assert not r.assembled.health.readiness(clock.now()).ready
+    assert [e.kind for e in r.notifier.delivered].count(AlertKind.POOL_UNREADABLE) >= 1
+    # every pool unread: the ticks ran and held every pool, counted apart from the ticks that planned
+    assert _metric(r, "leadtime_ticks_total", {"role": "leader", "outcome": "blind"}) == 5
+    readiness = r.assembled.health.readiness(clock.now())
+    assert not readiness.ready
+    assert "no pool could be read" in readiness.detail
     r.deps.cloud_down = False
     _ticks(r, clock, 2)
     assert r.assembled.health.readiness(clock.now()).ready

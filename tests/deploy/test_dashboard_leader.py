@@ -2,7 +2,10 @@
 last values for as long as it is scraped, and a ``max by (pool)`` over both replicas showed a replica's last
 plan after it stopped leading (an older release, or one whose gauges have not been cleared yet), beside or over
 the leader's. Each panel's query is evaluated by ``promtool test rules`` on two replicas' series: the leader's,
-and a standby's that still carries larger values from when it led."""
+and a standby's that still carries larger values from when it led.
+
+Its tick panels tell a blind leader (its ticks run but read no demand class or no pool): the time since the
+leader's last successful tick, not the standby's, and the failed ticks with the blind ones."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.deploy.test_monitoring import _dashboard_queries
+from tests.deploy.test_monitoring import _dashboard, _dashboard_queries
 
 PROMTOOL = shutil.which("promtool")
 pytestmark = pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus) is not installed")
@@ -68,6 +71,43 @@ def test_every_panel_of_the_latest_plan_shows_the_leaders_values_only(tmp_path: 
         labels = {key.strip(): LEADER_SERIES[name][key.strip()] for key in by.group(1).split(",")}
         shown = "{" + ", ".join(f'{k}="{v}"' for k, v in labels.items()) + "}"
         checks.append({"expr": query, "eval_time": "5m", "exp_samples": [{"labels": shown, "value": NOW}]})
+    _promtool_test(tmp_path, series, checks)
+
+
+def _panel(title: str) -> str:
+    """The one query of the panel titled ``title``, with Grafana's variables as Grafana would substitute them."""
+    (panel,) = [p for p in _dashboard()["panels"] if p["title"] == title]
+    (target,) = panel["targets"]
+    return str(target["expr"]).replace("$job", ".*").replace("$__rate_interval", "5m")
+
+
+def test_the_tick_panels_tell_a_blind_leader_beside_a_healthy_standby(tmp_path: Path) -> None:
+    # An hour in: the leader's ticks have been blind for 50 minutes (its last success at 600 s), the standby's
+    # ticks succeed every minute.
+    series: list[dict[str, Any]] = [
+        {"series": f"leadtime_is_leader{_selector({}, LEADER)}", "values": "1x60"},
+        {"series": f"leadtime_is_leader{_selector({}, FORMER)}", "values": "0x60"},
+        {"series": f"leadtime_last_successful_tick_timestamp_seconds{_selector({}, LEADER)}", "values": "600x60"},
+        {"series": f"leadtime_last_successful_tick_timestamp_seconds{_selector({}, FORMER)}", "values": "0+60x60"},
+        {
+            "series": f"leadtime_ticks_total{_selector({'role': 'leader', 'outcome': 'blind'}, LEADER)}",
+            "values": "0+1x60",
+        },
+        {
+            "series": f"leadtime_ticks_total{_selector({'role': 'standby', 'outcome': 'ok'}, FORMER)}",
+            "values": "0+1x60",
+        },
+    ]
+    since = _panel("Since the leader's last successful tick")
+    failing = _panel("Failed or blind ticks (1h)")
+    checks = [
+        {"expr": since, "eval_time": "60m", "exp_samples": [{"labels": "{}", "value": 3600 - 600}]},
+        {"expr": f"({failing}) > bool 0", "eval_time": "60m", "exp_samples": [{"labels": "{}", "value": 1}]},
+    ]
+    _promtool_test(tmp_path, series, checks)
+
+
+def _promtool_test(tmp_path: Path, series: list[dict[str, Any]], checks: list[dict[str, Any]]) -> None:
     (tmp_path / "none.yaml").write_text(yaml.safe_dump({"groups": []}))
     test = {
         "rule_files": ["none.yaml"],
