@@ -12,8 +12,10 @@ Jobs (APScheduler 3, background thread, UTC):
   the ticks (the first ones forecast with a cheap stand-in), so the first tick, and readiness, need not wait;
 * ``daily-report`` once a day at the configured UTC time.
 
-Stopping (SIGTERM or SIGINT): no new tick or refit starts; the one in progress finishes, with the election still
-renewing the lease meanwhile; then the scheduler stops, the lease is handed over, the endpoints close, exit 0.
+Stopping (SIGTERM or SIGINT): no new tick or refit starts; a model being fit beside the ticks is abandoned (it writes
+nothing and is never swapped in); the tick in progress finishes (or a refit's history read or model swap, which
+hold ticks off), with the election still renewing the lease meanwhile; then the scheduler stops, the lease is
+handed over, the endpoints close, exit 0.
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ class DaemonRuntime:
         shutdown_wait: timedelta = SHUTDOWN_WAIT,
     ) -> None:
         """``checks`` are advisory: each runs once, off the start, and what it returns is logged as warnings.
-        ``shutdown_wait``: how long a stop waits for the tick or refit in progress before it hands the lease over."""
+        ``shutdown_wait``: how long a stop waits for the tick in progress (or a refit's read or swap) before it
+        hands the lease over."""
         self._shutdown_wait = shutdown_wait
         self._daemon = daemon
         self._schedule = schedule
@@ -166,7 +169,8 @@ class DaemonRuntime:
         finished = self._daemon.stop_working(self._shutdown_wait.total_seconds())
         if not finished:
             log.warning(
-                "a tick or refit still runs after %.0fs: handing the lease over anyway (its writes are refused once "
+                "a tick (or a refit's read or swap) still runs after %.0fs: handing the lease over anyway (its "
+                "writes are refused once "
                 "this replica no longer leads)",
                 self._shutdown_wait.total_seconds(),
             )
