@@ -13,7 +13,8 @@ sends the demand to the next eligible pool. A target below ``MinSize`` shrinks t
 can remove nothing is REJECTED with the bound in its detail.
 
 A launch refused for capacity (``InsufficientInstanceCapacity``, an unfulfillable Spot request) shows as a failed
-scaling activity after the call: the instances asked for and missing are failed units, removed by the next resize
+scaling activity after the call: while that failure is current (recent, and nothing changed in the group since: see
+``actuators.aws_groups``), the instances asked for and missing are failed units, removed by the next resize
 (desired capacity back to what exists, or to ``MinSize`` if that is more: the group keeps retrying those), and a
 resize that asks for more is refused with CapacityUnavailable for ``CAPACITY_MEMORY`` after the failure, which backs
 the pool off and sends the demand to the next eligible pool.
@@ -128,7 +129,7 @@ class Ec2AutoScalingGroupActuator:
         mapping = self._mappings.get(pool_id)
         if mapping is None:
             raise PermanentActuatorError(pool_id, "no EC2 Auto Scaling group is mapped to this pool")
-        return self._groups.observe(pool_id, mapping.group)
+        return self._groups.observe(pool_id, mapping.group, self._clock.now())
 
     def _remember(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return self._results.remember(ActionResult(key, pool_id, status, self._clock.now(), detail=detail))

@@ -22,8 +22,9 @@ desired capacity lowered (what cluster-autoscaler does to managed node groups), 
 victims; EKS reflects the group's desired capacity in the node group's ``desiredSize``.
 
 Launches that fail for capacity show after the call, in the group's scaling activities or as a node group health
-issue (``AsgInstanceLaunchFailures``, ``InstanceLimitExceeded``): the nodes asked for and missing are failed units,
-removed by the next resize, and growing again is refused with CapacityUnavailable, as for Auto Scaling groups. A
+issue (``AsgInstanceLaunchFailures``, ``InstanceLimitExceeded``): while the failure is current, the nodes asked for
+and missing (but for the replacements of instances still terminating) are failed units, removed by the next resize,
+and growing again is refused with CapacityUnavailable, as for Auto Scaling groups. A
 health issue carries no time (``Issue`` is code, message, resource ids), and EKS may keep listing one after the
 group launches again, so an issue counts only while the group's own scaling activities do not show a newer launch
 that did not fail, and for ``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then).
@@ -68,10 +69,12 @@ class _Observed:
     update: str | None  # the update still in progress, if any
     failure: str  # why nodes asked for cannot be launched, "" if nothing says they cannot
     failure_at: datetime | None = None  # when that was reported (a health issue: when first seen)
+    failing: bool = False  # the failure is current: the nodes missing now are the ones it failed to launch
 
     @property
     def failed(self) -> int:
-        return max(0, self.scaling["desiredSize"] - len(self.group.instances)) if self.failure else 0
+        missing = self.scaling["desiredSize"] - len(self.group.instances) - self.group.replacing
+        return max(0, missing) if self.failing else 0
 
     @property
     def target(self) -> int:
@@ -182,35 +185,42 @@ class EksNodegroupActuator:
         if len(groups) != 1:
             raise PermanentActuatorError(pool_id, f"node group {nodegroup!r} runs in {len(groups)} Auto Scaling groups")
         scaling = {k: int(v) for k, v in found.get("scalingConfig", {}).items()}
-        group = self._groups.observe(pool_id, groups[0])
+        group = self._groups.observe(pool_id, groups[0], self._clock.now())
         group = replace(  # EKS mirrors these into the group; the node group's own are the ones it enforces
             group,
             min_size=max(group.min_size, scaling.get("minSize", 0)),
             max_size=min(group.max_size, scaling.get("maxSize", group.max_size)),
             owner=f"EKS node group {nodegroup!r}",
         )
-        failure, failure_at = group.failure, group.failure_at
+        failure, failure_at, failing = group.failure, group.failure_at, group.failing
         if not failure:
-            failure, failure_at = self._health_failure(pool_id, found.get("health", {}).get("issues", []), group)
+            issues = found.get("health", {}).get("issues", [])
+            failure, failure_at, failing = self._health_failure(pool_id, issues, group)
         update = self._running_update(pool_id, nodegroup)
-        return _Observed(str(found.get("status", "")), scaling, group, update, failure, failure_at)
+        return _Observed(str(found.get("status", "")), scaling, group, update, failure, failure_at, failing)
 
     def _health_failure(
         self, pool_id: str, issues: Sequence[dict[str, Any]], group: GroupView
-    ) -> tuple[str, datetime | None]:
+    ) -> tuple[str, datetime | None, bool]:
         """The capacity shortage a health issue reports, and when this agent first saw it, while the issue is
-        current: not older than ``CAPACITY_MEMORY`` and no newer launch of the group that did not fail."""
+        recent: not older than ``CAPACITY_MEMORY`` and no newer launch of the group that did not fail; and whether
+        it is current, its nodes missing now failed units: no other activity of the group (a termination, whose
+        instance the group replaces) started since ``CAPACITY_MEMORY`` before the agent first saw the issue, which
+        carries no time of its own."""
         now = self._clock.now()
         listed = [f"{i.get('code')}: {i.get('message')}" for i in issues]
         named = [text for text in listed if capacity_failure(text)]
         for seen_key in [k for k in self._issues_seen if k[0] == pool_id and k[1] not in named]:
             del self._issues_seen[seen_key]  # cleared: if it comes back, it is a new failure
-        current = []
+        recent = []
         for text in named:
             first = self._issues_seen.setdefault((pool_id, text), now)
             if now - first < CAPACITY_MEMORY and not group.launched_since:
-                current.append((text, first))
-        return current[0] if current else ("", None)
+                recent.append((text, first))
+        if not recent:
+            return "", None, False
+        text, first = recent[0]
+        return text, first, group.changed_at is None or group.changed_at <= first - CAPACITY_MEMORY
 
     def _running_update(self, pool_id: str, nodegroup: str) -> str | None:
         """The node group's update still in progress, from EKS's own update list, every page of it (settled

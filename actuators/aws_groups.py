@@ -7,8 +7,14 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Wh
   ``InService`` ones are ready, ``Terminating*``/``Detaching``/``Standby``/``Warmed*`` ones are not counted.
 - A launch that fails does not fail the call that asked for it: the group records a scaling activity
   ("Launching a new EC2 instance...") with ``StatusCode`` ``Failed`` and the reason in ``StatusMessage``
-  (``InsufficientInstanceCapacity``, an unfulfillable Spot request), and keeps retrying. While the latest launch
-  activity failed for capacity, the instances asked for and not there are failed units.
+  (``InsufficientInstanceCapacity``, an unfulfillable Spot request), and keeps retrying, each retry a new activity
+  (for up to a day before it may suspend its launches). Activities stay listed for six weeks, so a failure is
+  current only while recent: the latest launch failed for capacity, ended less than ``CAPACITY_MEMORY`` ago, and no
+  other activity (a termination, whose instance the group replaces) started since. While one is current, the
+  instances asked for and not there are failed units, except those an instance still terminating (``Terminating*``)
+  leaves missing: Auto Scaling replaces an interrupted or unhealthy instance by terminating it first and launching
+  after, so that gap is a replacement on its way, not a failure. A failure that ended less than ``CAPACITY_MEMORY``
+  ago refuses a scale-up without asking AWS again, whatever came since.
 - ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` removes exactly that instance and
   lowers the desired capacity with it, so the group never picks victims itself (its termination policy would).
 - An instance can leave the group between a read and a termination: EC2 takes a Spot instance back, Auto Scaling
@@ -50,6 +56,7 @@ from models import PermanentActuatorError, TransientActuatorError
 CAPACITY_MEMORY = timedelta(minutes=10)
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
 _FAILED = ("Failed", "Cancelled")
+_LEAVING = "Terminating"  # Terminating, Terminating:Wait, Terminating:Proceed
 
 
 @dataclass(frozen=True)
@@ -68,10 +75,19 @@ class GroupView:
     min_size: int
     max_size: int
     instances: tuple[GroupInstance, ...]
-    failure: str  # why the latest launch failed, when it failed for capacity; "" otherwise
+    failure: str  # why the latest launch failed, when it failed for capacity within CAPACITY_MEMORY; "" otherwise
     failure_at: datetime | None = None
     latest_launch: str = ""  # StatusCode of the newest launch activity, "" when none is listed
     owner: str = ""  # what sets the bounds when it is not the group itself (an EKS node group)
+    replacing: int = 0  # instances terminating (Terminating*): the group launches their replacements after
+    changed_at: datetime | None = None  # when the newest activity other than a failed launch started
+
+    @property
+    def failing(self) -> bool:
+        """The failure is current: nothing changed in the group since (see the module's notes)."""
+        return bool(self.failure) and (
+            self.changed_at is None or self.failure_at is None or self.changed_at <= self.failure_at
+        )
 
     @property
     def launched_since(self) -> bool:
@@ -106,8 +122,8 @@ class GroupView:
 
     @property
     def failed(self) -> int:
-        """Units asked for that cannot be launched (0 while launches are merely under way)."""
-        return self.unlaunched if self.failure else 0
+        """Units asked for that cannot be launched (0 while launches are merely under way, or replacements)."""
+        return max(0, self.unlaunched - self.replacing) if self.failing else 0
 
     @property
     def target(self) -> int:
@@ -132,9 +148,9 @@ class AutoScalingGroups:
         self._ec2 = ec2
         self._writes = writes or (lambda _timeout: autoscaling)
 
-    def observe(self, pool_id: str, name: str) -> GroupView:
+    def observe(self, pool_id: str, name: str, now: datetime) -> GroupView:
         group = self._group(pool_id, name)
-        failure, failure_at, latest = self._launch_failure(pool_id, name)
+        failure, failure_at, latest, changed_at = self._launch_failure(pool_id, name, now)
         return GroupView(
             name,
             int(group["DesiredCapacity"]),
@@ -144,6 +160,8 @@ class AutoScalingGroups:
             failure,
             failure_at,
             latest,
+            replacing=sum(1 for i in group.get("Instances", []) if str(i.get("LifecycleState")).startswith(_LEAVING)),
+            changed_at=changed_at,
         )
 
     def _group(self, pool_id: str, name: str) -> dict[str, Any]:
@@ -261,19 +279,26 @@ class AutoScalingGroups:
                     by_node[str(inst.get("PrivateDnsName", ""))] = inst["InstanceId"]
         return {n: by_node[n] for n in nodes if n in by_node}
 
-    def _launch_failure(self, pool_id: str, group: str) -> tuple[str, datetime | None, str]:
-        """The capacity shortage the group's latest launch activity failed with, when it ended, and that activity's
-        status ("" when no launch is listed)."""
+    def _launch_failure(
+        self, pool_id: str, group: str, now: datetime
+    ) -> tuple[str, datetime | None, str, datetime | None]:
+        """The capacity shortage the group's latest launch activity failed with, if it ended less than
+        ``CAPACITY_MEMORY`` before ``now``, and when it ended; that activity's status ("" when no launch is listed);
+        and when the newest activity other than a failed launch started (None if none is listed)."""
         listed = call(pool_id, self._autoscaling.describe_scaling_activities, AutoScalingGroupName=group, MaxRecords=20)
-        launches = [a for a in listed.get("Activities", []) if str(a.get("Description", "")).startswith("Launching")]
+        activities = listed.get("Activities", [])
+        launches = [a for a in activities if str(a.get("Description", "")).startswith("Launching")]
+        changes = [a["StartTime"] for a in activities if a not in launches or a.get("StatusCode") not in _FAILED]
+        changed_at = max(changes, default=None)
         if not launches:
-            return "", None, ""
+            return "", None, "", changed_at
         latest = max(launches, key=lambda a: a["StartTime"])
         status = str(latest.get("StatusCode", ""))
-        if status not in _FAILED:
-            return "", None, status
-        why = capacity_failure(str(latest.get("StatusMessage", "")))
-        return why, (latest.get("EndTime") or latest["StartTime"]) if why else None, status
+        why = capacity_failure(str(latest.get("StatusMessage", ""))) if status in _FAILED else ""
+        ended = latest.get("EndTime") or latest["StartTime"]
+        if not why or now - ended >= CAPACITY_MEMORY:
+            return "", None, status, changed_at
+        return why, ended, status, changed_at
 
 
 def _members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:

@@ -120,7 +120,9 @@ def test_a_spot_launch_failure_is_failed_units_then_removed_and_refused(aws_api:
     assert asg_actuator(aws_api, clock).resize("spot", 4, "up").status is ActionStatus.STARTED
     aws_api.settle()  # the group records a failed launch: InsufficientInstanceCapacity in us-east-1a
 
-    clock.advance(timedelta(minutes=20))  # long after the failure: still failed units until removed
+    clock.advance(timedelta(minutes=20))  # long after the first failure: the group keeps retrying, and failing
+    aws_api.now = clock.now()
+    aws_api.settle()
     actuator = asg_actuator(aws_api, clock)
     (state,) = actuator.list_pools()
     assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 3)

@@ -29,7 +29,7 @@ def test_a_drained_node_whose_instance_ec2_took_back_meanwhile_is_gone_not_a_blo
     victim = sorted(dns)[1]
     clients = aws_api.clients()
     groups = AutoScalingGroups(clients.autoscaling, clients.ec2)
-    seen = groups.observe("spot", group)  # the drain reads the group: the instance is in service
+    seen = groups.observe("spot", group, T0)  # the drain reads the group: the instance is in service
 
     aws_api.reclaim(victim)  # ... and a Spot interruption takes it before the termination is sent
     detail = groups.remove_nodes("spot", seen, [dns[victim]])

@@ -112,6 +112,9 @@ def test_insufficient_capacity_on_the_spot_pool_moves_the_next_tick_to_the_on_de
     assert aws_cloud.calls("UpdateNodegroupConfig") == 0
 
     clock.advance(timedelta(minutes=10 if when == "after-the-call" else 1))
+    if when == "after-the-call":
+        aws_cloud.now = clock.now()
+        aws_cloud.settle()  # the group retried the three launches meanwhile, and they failed again
     second = agent.run_once(clock.now())
     assert [(r.pool_id, r.from_units, r.to_units) for r in second.plan.resizes] == [(ON_DEMAND, 0, 3)]
     assert (ON_DEMAND, ActionStatus.STARTED) in [(r.pool_id, r.status) for r in second.results]

@@ -22,6 +22,9 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
 - node group health issues (``health_issue``, ``clear_health_issues``), as ``DescribeNodegroup`` reports them;
 - launch activities that did not fail (``launch_activity``), as a group records each launch;
 - errors injected per operation (``fail``): throttling, access denied, capacity, in each API's error format;
+- a Spot interruption whose termination is still under way (``interrupt``): the instance is ``Terminating:Wait``
+  (a termination lifecycle hook running) and the group records an ``InProgress`` "Terminating EC2 instance" activity,
+  its desired capacity unchanged; the replacement is launched once the termination ends (``reclaim``);
 - an instance EC2 takes back (``reclaim``, a Spot interruption): moto terminates it and its group launches a
   replacement; ``TerminateInstanceInAutoScalingGroup`` of an instance in no group then fails with ``ValidationError``
   "Instance Id not found - No managed instance found for instance ID ..." (moto answers 500).
@@ -184,6 +187,7 @@ class _State:
     health: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node group -> health issues
     faults: dict[str, _Fault] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
+    terminating: set[str] = field(default_factory=set)  # instance ids in Terminating:Wait
     late_stockout: bool = False
     late_message: str = ICE_MESSAGE  # the failed launch's StatusMessage
 
@@ -347,7 +351,27 @@ class FakeAwsApi:
         asked to shrink and launches a replacement (moto does both at once; the replacement is ``Pending`` until
         ``settle``)."""
         with self._lock:
+            self._state.terminating.discard(instance_id)
             self.direct.ec2.terminate_instances(InstanceIds=[instance_id])
+
+    def interrupt(self, group: str, instance_id: str) -> None:
+        """A Spot interruption of ``instance_id`` under way, stamped ``now``: the instance is ``Terminating:Wait``
+        (its group's termination lifecycle hook runs) and the group records the termination as ``InProgress``; it
+        launches the replacement once the termination ends (``reclaim``)."""
+        stamp = self.now.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        activity = {
+            "ActivityId": str(uuid.uuid4()),
+            "AutoScalingGroupName": group,
+            "Description": f"Terminating EC2 instance: {instance_id}",
+            "Cause": f"At {stamp} an instance was taken out of service in response to an EC2 health check indicating "
+            "it has been terminated or stopped.",
+            "StartTime": stamp,
+            "StatusCode": "InProgress",
+            "Progress": "50",
+        }
+        with self._lock:
+            self._state.terminating.add(instance_id)
+            self._state.activities.setdefault(group, []).insert(0, activity)
 
     def add_settled_updates(self, cluster: str, nodegroup: str, count: int) -> None:
         """``count`` earlier updates of the node group, all ``Successful`` (a long-lived node group's history)."""
@@ -459,7 +483,10 @@ class FakeAwsApi:
                 desired.text = str(int(desired.text) + self._state.shortfall[name])
             for inst in group.iterfind("a:Instances/a:member", _N):
                 state = inst.find("a:LifecycleState", _N)
-                if state is not None and inst.findtext("a:InstanceId", "", _N) not in self._state.ready:
+                instance_id = inst.findtext("a:InstanceId", "", _N)
+                if state is not None and instance_id in self._state.terminating:
+                    state.text = "Terminating:Wait"
+                elif state is not None and instance_id not in self._state.ready:
                     state.text = "Pending"
         return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
 
