@@ -200,11 +200,15 @@ FIELDS: dict[str, str] = {
     "LeaderElectionSettings.lease_duration": "How long a standby waits on an unchanged Lease before it takes over "
     "(duration).",
     "LeaderElectionSettings.renew_deadline": "A leader that could not renew for this long stops acting (duration; "
-    "shorter than the lease duration).",
+    "shorter than the lease duration). Each cloud write of the leader is sent only while this much leadership is "
+    "left and has a time limit of `lease_duration - renew_deadline` or `renew_deadline - retry_period`, whichever "
+    "is shorter (5s with the defaults): keep both at a few seconds or more.",
     "LeaderElectionSettings.retry_period": "Time between attempts to acquire or renew the Lease (duration).",
     "LeaderElectionSettings.identity_env": "Environment variable holding this replica's identity (the pod name).",
     "KubernetesApiSettings.api_url": "API server URL (unset: in-cluster configuration, else the local kubeconfig).",
-    "KubernetesApiSettings.request_timeout": "Timeout of every Kubernetes API call (duration, at least 1s).",
+    "KubernetesApiSettings.request_timeout": "Timeout of every Kubernetes API call (duration, at least 1s, and "
+    "with leader election no longer than `lease_duration - renew_deadline`: a drain's eviction must not land after "
+    "a standby could take over).",
     "StateSettings.config_map_name": "ConfigMap holding the planner's memory.",
     "StateSettings.config_map_namespace": "Its namespace (unset: the Lease's namespace).",
     # -- cloud
@@ -271,7 +275,8 @@ FIELDS: dict[str, str] = {
     "AlertSettings.max_pending": "Most alerts waiting for delivery; when full the oldest is dropped.",
     "AlertSettings.shutdown_flush_timeout": "On shutdown, how long pending alerts may still be delivered (duration).",
     "AlertSettings.stalled_after_lead_times": "Alert when a scale-up has not arrived after this many of its pool's "
-    "lead times.",
+    "lead times. It also sets how long a Cloud TPU queued resource may wait for capacity (its `validUntilDuration`): "
+    "a request still waiting then is deleted and the pool backs off, as on a stockout.",
     # -- ledger
     "LedgerSettings.backend": "`sqlite` (a file that survives restarts), `postgresql` (a database shared by "
     "replicas and agents) or `memory` (simulations).",
