@@ -1,7 +1,7 @@
 """AWS errors translated into decisions: the only module that reads botocore exception types.
 
     InsufficientInstanceCapacity, unfulfillable Spot,
-    an instance or vCPU quota reached                   -> CapacityUnavailable     back off this pool (and zone)
+    an instance or vCPU quota reached                   -> CapacityUnavailable     back off this pool
     throttling, 5xx, an update or scaling activity
     already running, the EKS cluster's state, an
     instance no longer in service when terminated,
@@ -14,6 +14,9 @@ A message naming a capacity shortage wins over the error code, as for Google: EC
 ``InsufficientInstanceCapacity`` on a call, but Auto Scaling reports it after the call, in a failed scaling
 activity's ``StatusMessage`` ("We currently do not have sufficient p5.48xlarge capacity in the Availability Zone
 you requested (us-east-1a)..."), and EKS in a node group health issue. ``capacity_failure`` picks those out.
+A pool's state names no zone, so backing off backs off the whole pool, in every zone of its group: a failure in one
+zone of a group that spans others launching is not taken for the pool's (``actuators.aws_groups``); the zone is
+only named in the error's message, for the operator.
 
 The adapters read a group's bounds before every change and never ask outside them, so a refusal for a size outside
 them (Auto Scaling's ``ValidationError`` "... is below min value ...", "Currently, desiredSize equals minSize ...",

@@ -15,6 +15,12 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Wh
   leaves missing: Auto Scaling replaces an interrupted or unhealthy instance by terminating it first and launching
   after, so that gap is a replacement on its way, not a failure. A failure that ended less than ``CAPACITY_MEMORY``
   ago refuses a scale-up without asking AWS again, whatever came since.
+- A group may span several Availability Zones. When a launch fails in one, the group launches in another (its
+  ``AvailabilityZoneDistribution.CapacityDistributionStrategy`` ``balanced-best-effort``, the default; with
+  ``balanced-only`` it keeps trying the zone that failed). So while some zone of such a group has no recent
+  capacity failure (the activity's ``Details`` name the zone it was attempted in, ``{"Subnet ID": ...,
+  "Availability Zone": ...}``), a failure is that zone's, not the pool's: no failed units, no refused scale-up, no
+  back-off; the group places the units in the zones that launch.
 - ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` removes exactly that instance and
   lowers the desired capacity with it, so the group never picks victims itself (its termination policy would).
 - An instance can leave the group between a read and a termination: EC2 takes a Spot instance back, Auto Scaling
@@ -43,12 +49,13 @@ hostnames, start with the instance id; ``instance_ids`` maps them through ``Desc
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws, not_in_service
+from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws, not_in_service, zone_of
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
@@ -150,7 +157,7 @@ class AutoScalingGroups:
 
     def observe(self, pool_id: str, name: str, now: datetime) -> GroupView:
         group = self._group(pool_id, name)
-        failure, failure_at, latest, changed_at = self._launch_failure(pool_id, name, now)
+        failure, failure_at, latest, changed_at = self._launch_failure(pool_id, group, now)
         return GroupView(
             name,
             int(group["DesiredCapacity"]),
@@ -280,12 +287,14 @@ class AutoScalingGroups:
         return {n: by_node[n] for n in nodes if n in by_node}
 
     def _launch_failure(
-        self, pool_id: str, group: str, now: datetime
+        self, pool_id: str, group: dict[str, Any], now: datetime
     ) -> tuple[str, datetime | None, str, datetime | None]:
         """The capacity shortage the group's latest launch activity failed with, if it ended less than
-        ``CAPACITY_MEMORY`` before ``now``, and when it ended; that activity's status ("" when no launch is listed);
-        and when the newest activity other than a failed launch started (None if none is listed)."""
-        listed = call(pool_id, self._autoscaling.describe_scaling_activities, AutoScalingGroupName=group, MaxRecords=20)
+        ``CAPACITY_MEMORY`` before ``now`` and is the pool's (not one zone's: see the module's notes), and when it
+        ended; that activity's status ("" when no launch is listed); and when the newest activity other than a
+        failed launch started (None if none is listed)."""
+        name = group["AutoScalingGroupName"]
+        listed = call(pool_id, self._autoscaling.describe_scaling_activities, AutoScalingGroupName=name, MaxRecords=20)
         activities = listed.get("Activities", [])
         launches = [a for a in activities if str(a.get("Description", "")).startswith("Launching")]
         changes = [a["StartTime"] for a in activities if a not in launches or a.get("StatusCode") not in _FAILED]
@@ -296,9 +305,37 @@ class AutoScalingGroups:
         status = str(latest.get("StatusCode", ""))
         why = capacity_failure(str(latest.get("StatusMessage", ""))) if status in _FAILED else ""
         ended = latest.get("EndTime") or latest["StartTime"]
-        if not why or now - ended >= CAPACITY_MEMORY:
+        if not why or now - ended >= CAPACITY_MEMORY or _spared_zones(group, launches, now):
             return "", None, status, changed_at
         return why, ended, status, changed_at
+
+
+def _spared_zones(group: dict[str, Any], launches: Sequence[dict[str, Any]], now: datetime) -> list[str]:
+    """The group's Availability Zones where no launch failed for capacity in the last ``CAPACITY_MEMORY``, when
+    the group spans several and launches elsewhere when one fails (its capacity distribution strategy
+    ``balanced-best-effort``, the default); [] otherwise, or when a failure does not say where it was attempted."""
+    zones = [str(z) for z in group.get("AvailabilityZones", [])]
+    strategy = group.get("AvailabilityZoneDistribution", {}).get("CapacityDistributionStrategy", "balanced-best-effort")
+    if len(zones) < 2 or strategy == "balanced-only":
+        return []
+    failed: set[str | None] = set()
+    for launch in launches:
+        ended = launch.get("EndTime") or launch["StartTime"]
+        message = str(launch.get("StatusMessage", ""))
+        if launch.get("StatusCode") in _FAILED and capacity_failure(message) and now - ended < CAPACITY_MEMORY:
+            failed.add(_attempted_in(launch))
+    return [] if None in failed else [z for z in zones if z not in failed]
+
+
+def _attempted_in(launch: dict[str, Any]) -> str | None:
+    """The Availability Zone a launch activity was attempted in: its ``Details`` ({"Subnet ID": ...,
+    "Availability Zone": ...}), else the zone its message names."""
+    try:
+        details = json.loads(str(launch.get("Details") or "{}"))
+    except ValueError:
+        details = {}
+    zone = details.get("Availability Zone") if isinstance(details, dict) else None
+    return str(zone) if zone else zone_of(str(launch.get("StatusMessage", "")))
 
 
 def _members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:

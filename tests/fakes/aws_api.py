@@ -7,7 +7,8 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
 - lead time: instances launched since the last ``settle`` are ``Pending``, not ``InService``;
 - launches that fail for capacity after ``SetDesiredCapacity`` was accepted (``late_stockout``): the desired
   capacity stays as asked, the instances never appear, and at ``settle`` a failed "Launching a new EC2 instance"
-  scaling activity records ``InsufficientInstanceCapacity``; ``stockout`` records such an activity at once;
+  scaling activity records ``InsufficientInstanceCapacity``; ``stockout`` records such an activity at once, the
+  Availability Zone it was attempted in in its ``Details``;
 - ``DescribeScalingActivities`` answered from those activities (moto returns none);
 - a group's bounds, which moto does not check: ``SetDesiredCapacity`` outside ``MinSize``..``MaxSize``, and
   ``TerminateInstanceInAutoScalingGroup`` with the decrement while the desired capacity is at ``MinSize``, fail with
@@ -234,8 +235,10 @@ class FakeAwsApi:
         return _clients(self.url)
 
     # -- set-up -----------------------------------------------------------------------------------------------
-    def add_group(self, name: str, nodes: int, max_size: int = 16, min_size: int = 0) -> str:
-        """A self-managed Auto Scaling group of p5.48xlarge nodes, ``nodes`` of them ready."""
+    def add_group(
+        self, name: str, nodes: int, max_size: int = 16, min_size: int = 0, zones: tuple[str, ...] = (ZONE,)
+    ) -> str:
+        """A self-managed Auto Scaling group of p5.48xlarge nodes in ``zones``, ``nodes`` of them ready."""
         ec2, autoscaling = self.direct.ec2, self.direct.autoscaling
         if not ec2.describe_launch_templates(Filters=[{"Name": "launch-template-name", "Values": ["gpu"]}])[
             "LaunchTemplates"
@@ -248,7 +251,7 @@ class FakeAwsApi:
             MinSize=min_size,
             MaxSize=max_size,
             DesiredCapacity=nodes,
-            AvailabilityZones=[ZONE],
+            AvailabilityZones=list(zones),
         )
         self.settle()
         return name
@@ -286,8 +289,8 @@ class FakeAwsApi:
             for update in self._state.updates:
                 update.status = "Successful"
 
-    def stockout(self, group: str, message: str = ICE_MESSAGE) -> None:
-        """Record a launch in ``group`` that just failed for capacity."""
+    def stockout(self, group: str, message: str = ICE_MESSAGE, zone: str = ZONE) -> None:
+        """Record a launch in ``group`` that just failed for capacity, attempted in ``zone`` (``Details``)."""
         stamp = self.now.strftime("%Y-%m-%dT%H:%M:%S.000Z")
         activity = {
             "ActivityId": str(uuid.uuid4()),
@@ -300,6 +303,7 @@ class FakeAwsApi:
             "StatusCode": "Failed",
             "StatusMessage": message,
             "Progress": "100",
+            "Details": json.dumps({"Subnet ID": "subnet-1", "Availability Zone": zone}),
         }
         with self._lock:
             self._state.activities.setdefault(group, []).insert(0, activity)
