@@ -1,0 +1,461 @@
+"""What a causal standby rule costs on pools of whole units, at equal service: its hindsight optimum and its rolling,
+history-only choice, against the perfect-foresight oracle and the reactive autoscaler.
+
+The rule (per pool, whole units): at each tick ask for ``need + s[k]``, where ``need`` is the units the pool's
+demand needed at the last observed step and ``k`` the bucket of how long that need has been unchanged (under
+``base`` steps after a rise, under ``base`` after a fall, ``base`` to twice it, ..., sixteen times or longer).
+Units asked for are paid from the request and ready one lead time later; units no longer asked for are released
+once idle for the hold. ``bench.standby_sim`` replays it, matching the simulator's reactive run unit for unit.
+
+* **Hindsight**: ``s`` per pool and bucket (0 to ``--max-standby`` units each, every combination replayed) chosen
+  with one price per unserved chip-hour across pools (the lower convex hull, as ``bench_class_levels``) to meet
+  each target on the evaluation window itself: the least any rule of the family costs there. Beside it, the
+  same for the nested families: one standby per pool (no buckets), and no separate bucket after a fall.
+* **Causal**: before each day of the window, ``s`` per pool and bucket chosen the same way on all days before it
+  (the trace's week before the window, then the window so far): the price that meets a history target there. The
+  history target is the policy's knob: swept, and the cost at each evaluation target interpolated between the
+  two nearest settings that bracket it, as the equal-service comparison tunes the forecast's service level.
+  ``--pooled`` blends each pool's history with all pools' (the rule shared between tenants).
+
+    .venv/bin/python -m bench.bench_standby_policy [--config FILE] [--trace CSV] [--base 6,12] [--hold 12]
+        [--max-standby 3] [--pooled 0,0.25] [--forecast]
+
+On helios-earth-slices.yaml (base 6, hold 12; 6.5 min, 357 MiB): hindsight 1.214x the oracle at 0.1% unserved
+(1.020x at 0.5%); causal 1.369x (never more standby for longer unchanged need) to 1.488x (about 1.03x at 0.5%).
+``--max-standby 1 --pooled 0`` is a quick run of the same code on two choices per bucket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from agent.simulation import select_window
+from agent.simulation.equal_service import Trial, interpolate
+from agent.simulation.oracle import oracle_schedule
+from agent.simulation.window import SimulationWindow, initial_units, required_units
+from agent.sources.trace import read_trace
+from bench.memory import peak_rss_mib
+from bench.standby_sim import N_BUCKETS, buckets, simulate
+from config import load_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = (0.005, 0.001)
+DAY_STEPS = 288  # of five minutes
+PRICES = np.geomspace(1e-2, 1e6, 400)  # USD per unserved chip-hour
+HISTORY_TARGETS = (
+    0.00002,
+    0.00005,
+    0.0001,
+    0.0002,
+    0.0004,
+    0.0006,
+    0.0008,
+    0.001,
+    0.0013,
+    0.0017,
+    0.0025,
+    0.004,
+    0.006,
+    0.009,
+)
+REACTIVE_HOLD = 2  # steps: the reactive autoscaler releases a unit after 10 idle minutes
+REACTIVE_HEADROOMS = range(6)  # units above the last need, tuned to each target
+
+
+@dataclass(frozen=True)
+class Series:
+    """One pool (serving one class) over the trace's history and the window: demand (chips, NaN on gaps), units
+    needed per step, the unit's size, its price per step, the lead time in steps, the most units it may hold, and
+    the units ready at the history's first step."""
+
+    demand: np.ndarray
+    need: np.ndarray
+    chips: int
+    unit_step_usd: float
+    lead: int
+    max_units: int
+    start: int
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """The pools of a configuration on a trace: ``series`` over history and window, steps at which every class
+    has a value (``observed``), the window's first step among them (``first``), hours per step, what the oracle
+    pays on the window as the simulator bills it, and the units the simulator starts every policy with."""
+
+    series: dict[str, Series]
+    observed: np.ndarray
+    first: int
+    hours: float
+    oracle_usd: float
+    initial: dict[str, int]
+    window: SimulationWindow
+
+
+def load(config: str, trace_path: str) -> Loaded:
+    """Read a configuration whose every pool serves one demand class alone, and its trace's default window."""
+    settings = load_settings(config)
+    pools = settings.pool_specs()
+    window = select_window(read_trace(trace_path), settings.demand_class_models(), None, None)
+    demand = np.concatenate([window.history, window.demand])
+    observed = ~np.isnan(demand).any(axis=1)
+    required = required_units(demand, window.classes, pools)
+    hours = window.step.total_seconds() / 3600
+    series = {}
+    for pool in pools:
+        columns = [i for i, name in enumerate(window.classes) if name in pool.serves]
+        if len(columns) != 1:
+            raise SystemExit("every pool must serve one demand class alone (as in helios-earth-slices.yaml)")
+        lead = math.ceil(pool.lead_time / window.step)
+        need = required[pool.pool_id]
+        series[pool.pool_id] = Series(
+            demand=demand[:, columns[0]],
+            need=need,
+            chips=pool.chips_per_unit,
+            unit_step_usd=pool.price_per_unit_hour_usd * hours,
+            lead=lead,
+            max_units=pool.max_units,
+            start=int(need[: lead + 1].max()),
+        )
+    first = len(window.history)
+    billed = window.observed.astype(float)  # the oracle from the window's own start, as the simulator bills it
+    oracle = sum(
+        float((oracle_schedule(s.need[first:], window.step * s.lead, window.step) * billed).sum()) * s.unit_step_usd
+        for s in series.values()
+    )
+    return Loaded(series, observed, first, hours, oracle, initial_units(window, pools), window)
+
+
+def configurations(max_standby: int) -> np.ndarray:
+    """Every standby table: 0 to ``max_standby`` units in each bucket, one row per combination."""
+    return np.array(list(itertools.product(range(max_standby + 1), repeat=N_BUCKETS)), dtype=np.int64)
+
+
+def _day_of(steps: int, n_days: int) -> np.ndarray:
+    return np.minimum(np.arange(steps) // DAY_STEPS, n_days - 1)
+
+
+def replay_all(
+    series: Mapping[str, Series], observed: np.ndarray, base: int, hold: int, configs: np.ndarray, n_days: int
+) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Per pool, per configuration and day: cost (USD) and unserved chip-steps."""
+    day_of = _day_of(len(observed), n_days)
+    cost, short = {}, {}
+    for pool_id, s in series.items():
+        k = buckets(s.need, observed, base, dropped=True)
+        paid, missed = simulate(
+            s.need,
+            s.demand,
+            observed,
+            k,
+            configs[:, None, :],
+            day_of,
+            s.lead,
+            hold,
+            s.max_units,
+            s.chips,
+            np.full(len(configs), s.start),
+            n_days,
+        )
+        cost[pool_id], short[pool_id] = paid * s.unit_step_usd, missed
+    return cost, short
+
+
+def lagrangian(
+    costs: Sequence[np.ndarray], shorts: Sequence[np.ndarray], prices: Sequence[float] | np.ndarray = PRICES
+) -> list[tuple[float, float, list[int]]]:
+    """For each price: per pool the configuration minimising cost + price * unserved; (cost, unserved, picks)."""
+    out = []
+    for price in prices:
+        picks = [int(np.argmin(c + price * u)) for c, u in zip(costs, shorts, strict=True)]
+        total_cost = sum(float(c[i]) for c, i in zip(costs, picks, strict=True))
+        total_short = sum(float(u[i]) for u, i in zip(shorts, picks, strict=True))
+        out.append((total_cost, total_short, picks))
+    return out
+
+
+def hull_cost(
+    costs: Sequence[np.ndarray], shorts: Sequence[np.ndarray], demanded: float, target: float
+) -> float | None:
+    """The least cost at which a choice per pool (or a mix of two adjacent ones on the lower convex hull) leaves
+    ``target`` of ``demanded`` unserved; ``shorts`` in the unit of ``demanded``. None when no choice meets it."""
+    trials = [Trial(float(p), c, u / demanded) for p, (c, u, _) in zip(PRICES, lagrangian(costs, shorts), strict=True)]
+    found: float | None = interpolate(trials, target, "price")["cost_usd"]
+    return found
+
+
+def causal_tables(
+    cost: Mapping[str, np.ndarray],
+    short: Mapping[str, np.ndarray],
+    configs: np.ndarray,
+    demanded_by_day: np.ndarray,
+    first_day: int,
+    n_days: int,
+    history_target: float,
+    pooled: float,
+) -> dict[str, np.ndarray]:
+    """Per pool a (days, buckets) table: for each day from ``first_day``, the configurations that meet
+    ``history_target`` on all days before it at the least cost (one price for all pools; when none does, the
+    fewest unserved). With ``pooled`` > 0 each pool's history is blended with the sum of all pools' (scaled to
+    the pool's share of cost), with weight ``pooled`` on the latter. ``short`` and ``demanded_by_day`` in one
+    unit."""
+    names = list(cost)
+    tables = {name: np.zeros((n_days, N_BUCKETS), dtype=np.int64) for name in names}
+    for day in range(first_day, n_days):
+        c = {n: cost[n][:, :day].sum(axis=1) for n in names}
+        u = {n: short[n][:, :day].sum(axis=1) for n in names}
+        demanded = float(demanded_by_day[:day].sum())
+        if pooled > 0:
+            all_c, all_u = sum(c.values()), sum(u.values())
+            share = {n: max(float(c[n].min()), 1e-9) / max(float(np.min(all_c)), 1e-9) for n in names}
+            c = {n: (1 - pooled) * c[n] + pooled * share[n] * all_c for n in names}
+            u = {n: (1 - pooled) * u[n] + pooled * share[n] * all_u for n in names}
+        # the cheapest price whose picks meet the target on the history (the hull's passing point)
+        chosen = None
+        for _cost, total_short, picks in lagrangian([c[n] for n in names], [u[n] for n in names]):
+            if total_short / demanded <= history_target:
+                chosen = picks
+                break
+        if chosen is None:
+            chosen = [int(np.argmin(u[n] * 1e9 + c[n])) for n in names]
+        for n, i in zip(names, chosen, strict=True):
+            tables[n][day] = configs[i]
+    return tables
+
+
+def replay_tables(
+    series: Mapping[str, Series],
+    observed: np.ndarray,
+    base: int,
+    hold: int,
+    tables: Sequence[Mapping[str, np.ndarray]],
+    n_days: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Cost (USD) and unserved chip-steps per day of each set of day-varying tables, summed over pools."""
+    day_of = _day_of(len(observed), n_days)
+    cost = np.zeros((len(tables), n_days))
+    short = np.zeros((len(tables), n_days))
+    for pool_id, s in series.items():
+        k = buckets(s.need, observed, base, dropped=True)
+        table = np.stack([t[pool_id] for t in tables])
+        paid, missed = simulate(
+            s.need,
+            s.demand,
+            observed,
+            k,
+            table,
+            day_of,
+            s.lead,
+            hold,
+            s.max_units,
+            s.chips,
+            np.full(len(tables), s.start),
+            n_days,
+        )
+        cost += paid * s.unit_step_usd
+        short += missed
+    return cost, short
+
+
+def reactive_replay(loaded: Loaded, headroom: int) -> tuple[float, float]:
+    """The reactive autoscaler on the window (the last need plus ``headroom`` units, released after 10 idle
+    minutes), replayed from the window's start with the simulator's initial units: cost (USD) and unserved
+    chip-hours."""
+    first, obs = loaded.first, loaded.observed[loaded.first :]
+    cost = short = 0.0
+    for pool_id, s in loaded.series.items():
+        paid, missed = simulate(
+            s.need[first:],
+            s.demand[first:],
+            obs,
+            np.zeros(len(obs), dtype=np.int64),
+            np.full((1, 1, N_BUCKETS), headroom),
+            np.zeros(len(obs), dtype=np.int64),
+            s.lead,
+            REACTIVE_HOLD,
+            s.max_units,
+            s.chips,
+            np.array([loaded.initial[pool_id]]),
+            1,
+        )
+        cost += float(paid.sum()) * s.unit_step_usd
+        short += float(missed.sum()) * loaded.hours
+    return cost, short
+
+
+def reactive_equal_service(loaded: Loaded, demanded: float) -> dict[float, float | None]:
+    """The reactive autoscaler's cost at each target, its headroom tuned to it."""
+    trials = []
+    for headroom in REACTIVE_HEADROOMS:
+        cost, short = reactive_replay(loaded, headroom)
+        trials.append(Trial(headroom, cost, short / demanded))
+    return {t: interpolate(trials, t, "headroom_units")["cost_usd"] for t in TARGETS}
+
+
+@dataclass(frozen=True)
+class Run:
+    """What one setting of base and hold is judged on: the loaded pools, the window's days, the chip-hours
+    demanded per day and on the window, and the oracle's and the reactive autoscaler's costs there."""
+
+    loaded: Loaded
+    n_days: int
+    first_day: int
+    demanded_by_day: np.ndarray
+    demanded: float
+    reactive: dict[float, float | None]
+
+    @property
+    def window_days(self) -> slice:
+        return slice(self.first_day, self.n_days)
+
+    def line(self, found: Mapping[float, float | None]) -> str:
+        oracle = self.loaded.oracle_usd
+        return "; ".join(f"{t:.1%} {_x(found[t], oracle)}, {_vs(found[t], self.reactive[t])} reactive" for t in TARGETS)
+
+
+def families(configs: np.ndarray) -> dict[str, np.ndarray]:
+    """The nested rule families, as masks over ``configs`` (bucket 6: under ``base`` steps after a fall)."""
+    return {
+        "one standby per pool": np.all(configs == configs[:, :1], axis=1),
+        "by time unchanged": configs[:, 6] == configs[:, 0],
+        "by time unchanged, and after a fall": np.ones(len(configs), dtype=bool),
+        "by time unchanged, never more for longer": (configs[:, 6] == configs[:, 0])
+        & np.all(np.diff(configs[:, :6], axis=1) <= 0, axis=1),
+    }
+
+
+CAUSAL_FAMILIES = ("by time unchanged, and after a fall", "by time unchanged, never more for longer")
+
+
+def _hindsight(run: Run, cost: dict[str, np.ndarray], short: dict[str, np.ndarray], configs: np.ndarray) -> None:
+    series, days, hours = run.loaded.series, run.window_days, run.loaded.hours
+    for label, mask in families(configs).items():
+        costs = [cost[n][mask][:, days].sum(axis=1) for n in series]
+        shorts = [short[n][mask][:, days].sum(axis=1) * hours for n in series]
+        found = {t: hull_cost(costs, shorts, run.demanded, t) for t in TARGETS}
+        print(f"    hindsight, {label}: {run.line(found)}")
+
+
+def _causal(
+    run: Run,
+    cost: dict[str, np.ndarray],
+    short: dict[str, np.ndarray],
+    configs: np.ndarray,
+    setting: tuple[int, int],
+    pooled: Sequence[float],
+) -> None:
+    loaded, days = run.loaded, run.window_days
+    masks = families(configs)
+    for label, weight in itertools.product(CAUSAL_FAMILIES, pooled):
+        mask = masks[label]
+        sub_cost, sub_short = ({n: v[mask] for n, v in d.items()} for d in (cost, short))
+        demanded_steps = run.demanded_by_day / loaded.hours  # chip-steps, as the replay counts unserved
+        tables = [
+            causal_tables(sub_cost, sub_short, configs[mask], demanded_steps, run.first_day, run.n_days, h, weight)
+            for h in HISTORY_TARGETS
+        ]
+        c, u = replay_tables(loaded.series, loaded.observed, *setting, tables, run.n_days)
+        trials = [
+            Trial(h, float(c[i, days].sum()), float(u[i, days].sum()) * loaded.hours / run.demanded)
+            for i, h in enumerate(HISTORY_TARGETS)
+        ]
+        found = {t: interpolate(trials, t, "history_target")["cost_usd"] for t in TARGETS}
+        raw = ", ".join(
+            f"{tr.setting:.2%}->{tr.unserved_fraction:.3%} {tr.cost_usd / loaded.oracle_usd:.3f}x" for tr in trials
+        )
+        print(f"    causal, {label} (pooled {weight:g}): {run.line(found)}")
+        print(f"      history target -> window unserved, cost: {raw}")
+
+
+def _edge_share(run: Run, cost: Mapping[str, np.ndarray], short: Mapping[str, np.ndarray], configs: np.ndarray) -> str:
+    """How many pools' hindsight picks at the tightest target hold the largest standby tried in some bucket."""
+    top = int(configs.max())
+    costs = [c[:, run.window_days].sum(axis=1) for c in cost.values()]
+    shorts = [u[:, run.window_days].sum(axis=1) * run.loaded.hours for u in short.values()]
+    passing = [t for t in lagrangian(costs, shorts) if t[1] / run.demanded <= TARGETS[-1]]
+    if not passing:
+        return "none pass"
+    picks = min(passing, key=lambda t: t[0])[2]
+    return f"{sum(int((configs[i] == top).any()) for i in picks)} of {len(picks)} pools"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--config", default=str(ROOT / "config/examples/helios-earth-slices.yaml"))
+    parser.add_argument("--trace", default=str(ROOT / "data/helios-earth/demand_5min.csv.gz"))
+    parser.add_argument("--base", default="6", help="steps: the first span of unchanged need (6 = the 30-min lead)")
+    parser.add_argument("--hold", default="12", help="idle hold(s) in steps (12 = the planner's two lead times)")
+    parser.add_argument("--max-standby", type=int, default=3)
+    parser.add_argument("--pooled", default="0,0.25", help="weight(s) of the all-pool history in the causal choice")
+    parser.add_argument("--forecast", action="store_true", help="also run the forecast policy's equal service")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    loaded = load(args.config, args.trace)
+    observed, first, hours = loaded.observed, loaded.first, loaded.hours
+    n_days = math.ceil(len(observed) / DAY_STEPS)
+    if first % DAY_STEPS:
+        raise SystemExit("the window must start a whole number of days into the trace")
+    first_day = first // DAY_STEPS
+    demand_rows = np.nansum(np.stack([s.demand for s in loaded.series.values()], axis=1), axis=1) * observed * hours
+    demanded_by_day = np.bincount(_day_of(len(observed), n_days), weights=demand_rows, minlength=n_days)
+    demanded = float(demanded_by_day[first_day:].sum())
+    print(
+        f"{Path(args.config).name}: window of {len(observed) - first} steps after {first} of history; oracle "
+        f"{loaded.oracle_usd:,.0f} USD"
+    )
+    reactive = reactive_equal_service(loaded, demanded)
+    print("  reactive (replayed): " + "; ".join(f"{t:.1%} {_x(reactive[t], loaded.oracle_usd)}" for t in TARGETS))
+    run = Run(loaded, n_days, first_day, demanded_by_day, demanded, reactive)
+    configs = configurations(args.max_standby)
+    pooled = [float(p) for p in args.pooled.split(",")]
+    for base, hold in itertools.product((int(b) for b in args.base.split(",")), [int(h) for h in args.hold.split(",")]):
+        cost, short = replay_all(loaded.series, observed, base, hold, configs, n_days)
+        print(f"  base {base} steps, hold {hold} steps ({time.perf_counter() - started:.0f} s):")
+        _hindsight(run, cost, short, configs)
+        at_edge = _edge_share(run, cost, short, configs)
+        print(f"    (hindsight picks at {TARGETS[-1]:.1%} with some bucket at the largest standby tried: {at_edge})")
+        _causal(run, cost, short, configs, (base, hold), pooled)
+    if args.forecast:
+        _forecast(args.config, args.trace, loaded.oracle_usd)
+    print(f"({time.perf_counter() - started:.0f} s; peak RSS of this process: {peak_rss_mib():.0f} MiB)")
+
+
+def _forecast(config: str, trace_path: str, oracle: float) -> None:
+    from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
+    from agent.simulation.runner import Simulation
+
+    settings = load_settings(config)
+    trace = read_trace(trace_path)
+    window = select_window(trace, settings.demand_class_models(), None, None)
+    session = Simulation(settings, trace, window, SERVICE_LEVELS)
+    session.prepare(("forecast", "reactive"))
+    _, same = run_and_compare(session, ("forecast", "reactive", "oracle"), TARGETS)
+    if same is None:
+        raise SystemExit("the simulator's equal-service comparison found no result")
+    for t in TARGETS:
+        rows = same[f"{t:g}"]
+        f, r, o = rows["forecast"]["cost_usd"], rows["reactive"]["cost_usd"], rows["oracle"]["cost_usd"]
+        print(
+            f"  forecast policy (simulator) at {t:.1%}: {f / o:.3f}x the oracle, {f / r:.3f}x reactive "
+            f"(reactive {r / o:.3f}x; replayed oracle here {oracle / o:.4f}x the simulator's)"
+        )
+
+
+def _x(cost: float | None, oracle: float) -> str:
+    return "not reached" if cost is None else f"{cost / oracle:.3f}x the oracle"
+
+
+def _vs(cost: float | None, other: float | None) -> str:
+    return "-" if cost is None or other is None else f"{cost / other:.3f}x"
+
+
+if __name__ == "__main__":
+    main()
