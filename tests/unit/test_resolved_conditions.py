@@ -137,8 +137,7 @@ def test_a_stockout_is_resolved_when_its_back_off_ends_and_not_before(
     _run(agent, clock, range(0, 25, 5))
     texts = [m["text"] for m in receiver.received]
     assert texts == [
-        "[WARNING] Capacity stockout: serve-pool - No capacity for serve-pool; backing off 10m and using the next "
-        "pool",
+        "[WARNING] Capacity stockout: serve-pool - No capacity for serve-pool; backing off 10m and using the next pool",
         "[RESOLVED] Resolved: Capacity stockout: serve-pool - No longer holds, after 10m: raised 2024-03-05 10:00 UTC, "
         "last seen 2024-03-05 10:05 UTC, gone at 2024-03-05 10:10 UTC.",
     ]
