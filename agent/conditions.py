@@ -7,7 +7,8 @@ subject (whatever its severity: a warning that turns critical is the same condit
 * raised every tick while they hold (a notifier tells them once per de-duplication window): ``missing-data`` (a
   demand class without trustworthy demand), ``pool-unreadable``, ``projected-overspend``,
   ``budget-hard-stop-deferred``, ``stalled-scale-up``, an ``actuator-failure`` of a pool blocked after a permanent
-  error, and one of a pool's idle nodes that cannot be read;
+  error, one of a pool's idle nodes that cannot be read, and ``onprem-capacity`` (an on-prem pool short of its
+  ``max_units``, or whose capacity cannot be read);
 * raised when they begin, and holding while the planner's memory or the pool's state says so (``still_holding``):
   ``stockout`` (while the pool is backed off, or a zone of it is backed off or has failed units), an
   ``actuator-failure`` of a pool whose changes keep failing (while the memory says it is failing, or blocked).
@@ -45,6 +46,7 @@ LEVEL_KINDS = frozenset(
         AlertKind.STALLED_SCALE_UP,
         AlertKind.STOCKOUT,
         AlertKind.ACTUATOR_FAILURE,
+        AlertKind.ONPREM_CAPACITY,
     }
 )
 

@@ -48,10 +48,12 @@ from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.notify.base import Flushable, Notifier
 from agent.observation import forecasts_from_frame, latest_observations, with_group_series
+from agent.onprem_capacity import OnPremReading, onprem_capacity_events, read_onprem
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
 from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource, read_deadline
+from agent.sources.onprem_capacity import OnPremCapacitySource
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
@@ -83,7 +85,8 @@ class TickReport:
 
 @dataclass(frozen=True)
 class Outlook:
-    """What one tick knows before it decides: observations, forecasts and why some classes have neither.
+    """What one tick knows before it decides: observations, forecasts and why some classes have neither, and the
+    on-prem pools' capacity now (``agent.onprem_capacity``).
 
     It depends only on the metrics, never on what the agent did, so a simulation can compute it once per tick
     and replay it for many planner settings.
@@ -92,6 +95,7 @@ class Outlook:
     observed: dict[str, float]
     forecasts: dict[str, DemandForecast]
     problems: dict[str, str]
+    onprem: OnPremReading = field(default_factory=OnPremReading)
 
 
 @dataclass
@@ -124,6 +128,8 @@ class AgentParts:
     notifier: Notifier
     # Pools that shrink only by draining idle nodes, each with its drainer (GKE node pools); the others resize.
     drainers: Mapping[str, NodeDrainer] = field(default_factory=dict)
+    # Reads the units of the on-prem pools that can take work now; without it they are planned on their max_units.
+    onprem: OnPremCapacitySource | None = None
 
 
 class Agent:
@@ -210,7 +216,8 @@ class Agent:
         problems: dict[str, str] = {}
         with read_deadline(self.tick / 2):
             observed, forecasts = self._observe_and_forecast(now, problems)
-        return Outlook(observed, forecasts, problems)
+            onprem = read_onprem(self.parts.onprem, self.pools, now)
+        return Outlook(observed, forecasts, problems, onprem)
 
     def act(self, now: datetime, outlook: Outlook) -> TickReport:
         """Plan on ``outlook`` and the pools' fresh state, re-validate, act, record spend and alert."""
@@ -219,6 +226,7 @@ class Agent:
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         alerts.extend(unread_pool_alerts(self.parts.actuator, now))  # held as unobserved by the planner
         alerts.extend(blocked_pool_alerts(self.memory, now))  # told again every tick while blocked
+        alerts.extend(onprem_capacity_events(outlook.onprem, self.pools, now))
         spends = self.budget_watch.observe(now, states)
         cleared = clear_failed_units(states, self.parts.actuator, self.pool_by_id, self.memory, now)
         self.memory = cleared.memory
@@ -239,6 +247,7 @@ class Agent:
                 budgets=spends,
                 waiting_costs=self.waiting_costs,
                 burst_profile=self._burst_profile(now),
+                onprem_units=outlook.onprem.units,
             )
         )
         reserved = self.budget_watch.reserve(now, plan)

@@ -166,7 +166,8 @@ FIELDS: dict[str, str] = {
     'holding several clusters, e.g. `cluster="prod"` (Google Managed Prometheus: `cluster="prod", '
     'location="europe-west4"`); added to every metric the default queries read. Unset: every series counts.',
     "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
-    "PrometheusSettings.pools": "Per pool: how the capacity it really ran is read (`capacity_query`).",
+    "PrometheusSettings.pools": "Per pool: how the capacity it really ran is read (`capacity_query`); for an "
+    "on-prem pool, also the units the daemon fills it up to at every tick.",
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
     '`cluster_queue="team-a", flavor="a100"`. With `kueue` a `cluster_queue` matcher is required, and `flavor` / '
@@ -177,7 +178,9 @@ FIELDS: dict[str, str] = {
     'slices), e.g. `count(kube_node_labels{label_cloud_google_com_gke_nodepool="a100"}) or on() (0 * '
     "count(kube_node_info))`, whose `or` reads 0 while the pool has no nodes (a `count()` alone answers nothing "
     "then, and a gap longer than two steps leaves no `actual` row); `simulate --source prometheus` reports it as "
-    "the `actual` row.",
+    "the `actual` row. For an on-prem pool the daemon also reads it at every tick as the units that can take work "
+    "now, and fills the pool only that far: count its Ready, schedulable nodes (README, On-prem capacity). Unset, "
+    "or answering nothing, the pool is planned on its `max_units`.",
     # -- daemon
     "DaemonSettings.mode": "`dry-run` (decide, record, alert, change nothing) or `enforce` (act on the pools).",
     "DaemonSettings.endpoints": "The HTTP server of each replica.",

@@ -18,6 +18,7 @@ class AlertKind(StrEnum):
     MISSING_DATA = "missing-data"
     ACTUATOR_FAILURE = "actuator-failure"
     POOL_UNREADABLE = "pool-unreadable"  # apart from actuator-failure, so it never silences a pool's blocking
+    ONPREM_CAPACITY = "onprem-capacity"  # on-prem units down or cordoned, or their count unread
     TICK_FAILED = "tick-failed"
     LEADERSHIP_LOST = "leadership-lost"
     DAILY_REPORT = "daily-report"

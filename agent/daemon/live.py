@@ -1,6 +1,8 @@
 """The daemon's live parts, built from settings: demand from Prometheus, pools through the Google Cloud actuators
 (routed per pool and instrumented), GKE node pools shrunk only by draining idle nodes and GKE TPU slice groups only by
-draining idle slices, both through the Kubernetes API.
+draining idle slices, both through the Kubernetes API. On-prem pools are never changed: the units of each that can
+take work now are read from Prometheus (its ``capacity_query``) at every tick, and a pool without that query is
+named at start, as planned on its ``max_units`` whatever its nodes do.
 
 Nothing connects here: every client connects on first use. The notifier, the clock and the Kubernetes API client
 come in as arguments, so a deployment (or a test) chooses them. Dry-run and leader-only wrapping happens in
@@ -26,6 +28,7 @@ from agent.daemon.shadow_book import shadow_store
 from agent.daemon.wiring import DaemonParts
 from agent.ledger.factory import open_daemon_ledger
 from agent.notify import Notifier
+from agent.sources.onprem_capacity import PrometheusOnPremCapacity, onprem_queries, unobserved_onprem_pools
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.resource_check import unknown_resources
@@ -53,6 +56,14 @@ def live_parts(
         own = PrometheusSource.from_settings(prometheus, {})  # its own session: it runs beside the first tick
         return unknown_resources(own, classes, prometheus, clock.now(), settings.forecast.history)
 
+    def onprem_unobserved() -> list[str]:  # such a pool is planned whole while its nodes are down
+        return [
+            f"on-prem pool {pool} has no prometheus.pools.{pool}.capacity_query: it is planned on its max_units at "
+            "every tick, and work its nodes down or cordoned would run waits instead of bursting; give it a query "
+            "counting its Ready, schedulable nodes (README, On-prem capacity)"
+            for pool in unobserved_onprem_pools(prometheus, settings.pool_specs())
+        ]
+
     parts = DaemonParts(
         source=demand,
         actuator=RoutingActuator({}),  # on-prem pools only: nothing to change
@@ -63,8 +74,10 @@ def live_parts(
         registry=registry,
         shadow_store=shadow_store(settings.ledger, ledger, settings.pool_specs()),
         shadow_reports=Path(settings.ledger.path).parent if settings.ledger.backend == "sqlite" else None,
-        checks=[resources],
+        checks=[resources, onprem_unobserved],
     )
+    if onprem_queries(prometheus, settings.pool_specs()):
+        parts.onprem = PrometheusOnPremCapacity.from_settings(prometheus, settings.pool_specs())
     # The router is instrumented once, whichever clouds it routes to: a second InstrumentedActuator on the same
     # registry would register the same metrics twice.
     aws_routes = _add_aws(parts, settings, clock, kube) if settings.aws is not None else {}

@@ -39,6 +39,7 @@ from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.loop import Agent, AgentParts
 from agent.notify import Notifier
 from agent.sources.base import MetricSource
+from agent.sources.onprem_capacity import OnPremCapacitySource
 from agent.state import InMemoryStateStore, StateStore
 from agent.state.configmap import KubernetesStateStore
 from config.schema import Settings
@@ -76,6 +77,8 @@ class DaemonParts:
     # Advisory checks of the configuration against what the cluster reports, each run once at start; what they
     # return is logged as warnings (``agent.sources.resource_check`` for a live daemon).
     checks: Sequence[Callable[[], Sequence[str]]] = ()
+    # Reads how many units of each on-prem pool can take work now; ``None``: they are planned on their max_units.
+    onprem: OnPremCapacitySource | None = None
 
 
 @dataclass(frozen=True)
@@ -135,7 +138,7 @@ def assemble(
     source: MetricSource = parts.source if demand is None else demand
     agent = Agent(
         settings,
-        AgentParts(source, forecaster, recorder, parts.ledger, parts.notifier, drainers),
+        AgentParts(source, forecaster, recorder, parts.ledger, parts.notifier, drainers, parts.onprem),
         holder=identity,
         stand_in=stand_in,
     )

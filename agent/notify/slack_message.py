@@ -18,6 +18,7 @@ TITLES = {
     AlertKind.MISSING_DATA: "Metrics missing or stale: holding",
     AlertKind.ACTUATOR_FAILURE: "Actuator failure",
     AlertKind.POOL_UNREADABLE: "Pool state unreadable: holding",
+    AlertKind.ONPREM_CAPACITY: "On-prem capacity short or unread",
     AlertKind.BUDGET_LEDGER_INCOMPLETE: "Budget spend incomplete: ledger began mid-period",
     AlertKind.BUDGET_HARD_STOP_DEFERRED: "Budget hard stop deferred: a pool cannot be read",
 }

@@ -9,6 +9,9 @@ Rules (DESIGN.md):
   been idle for the idle hold is released only while the forecast probability that it is needed again within its
   lead time is below the break-even ratio (``_slice_release``);
 - a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason;
+- an on-prem pool is never resized; it takes demand up to its units that can work now (``onprem_units``, read
+  each tick: nodes down or cordoned leave its share to the next eligible pool), or up to its ``max_units`` when
+  that could not be read;
 - targets are absolute whole units within each pool's bounds.
 
 Every pool gets a decision record (``models.decision.PoolDecision``) with the arithmetic behind its target; the
@@ -75,6 +78,8 @@ class PlanInput:
     budgets: Sequence[BudgetSpend] = ()  # spend so far of each budget (from the ledger); caps bind the plan
     waiting_costs: Mapping[str, float] = field(default_factory=dict)  # per class: who a shared pool serves first
     burst_profile: BurstProfile | None = None  # history of burst need, for budgets paced on a forecast
+    # per on-prem pool: its units that can take work now (Ready, schedulable nodes); one not in it: its max_units
+    onprem_units: Mapping[str, int] = field(default_factory=dict)
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
@@ -198,7 +203,7 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
         state = given.states.get(pool.pool_id)
         frozen = pool.pool_id in given.memory.blocked or given.memory.in_backoff(pool.pool_id, given.now)
         if pool.kind is PoolKind.ON_PREM:
-            units = pool.max_units
+            units = min(pool.max_units, given.onprem_units.get(pool.pool_id, pool.max_units))
         elif frozen:
             units = state.target_units if state is not None else 0
         else:

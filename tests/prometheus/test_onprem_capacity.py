@@ -1,0 +1,297 @@
+"""On-prem capacity observed, on a real Prometheus: the units of an on-prem pool that can take work are read at each
+tick with its ``capacity_query``, the query README gives for it (Ready, schedulable nodes with the pool's label, from
+kube-state-metrics), and the planner fills the pool only that far; the rest of the demand bursts to the cloud pool.
+
+The history is kube-state-metrics as two HA replicas report it (every series twice, ``instance`` ksm-0 and ksm-1),
+for 40 on-prem 8-GPU nodes with the label ``pool=onprem-a100``: ``kube_node_labels`` (a node label becomes
+``label_<name>``), ``kube_node_status_condition`` (``condition="Ready"``, one series per ``status`` true, false and
+unknown, the one that holds at 1) and ``kube_node_spec_unschedulable`` (1 for a cordoned node), as kube-state-metrics
+documents them (kubernetes/kube-state-metrics, docs/metrics/cluster/node-metrics.md; internal/store/node.go). Minutes
+after T0:
+
+- before 20: all 40 nodes Ready and schedulable;
+- 20 to 40: 8 nodes NotReady (down) and 2 Ready but cordoned (maintenance): 30 can take work;
+- 40 to 50: kube-state-metrics is down, no node series at all;
+- 50 to 55: every node NotReady (a power cut): 0;
+- from 55: all 40 back.
+
+Demand (``demand_gpus``, another exporter) is 300 GPUs throughout: 240 running and 60 queued while 30 nodes are up.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry
+
+from actuators.simulated import SimulatedCluster
+from agent.daemon.live import live_parts
+from agent.daemon.wiring import DaemonParts, assemble
+from agent.ledger.memory import InMemoryLedger
+from agent.loop import Agent, AgentParts, TickReport
+from agent.notify import RecordingNotifier
+from agent.sources.onprem_capacity import PrometheusOnPremCapacity
+from agent.sources.prometheus import PrometheusSource
+from config import settings_from_mapping
+from config.schema import Settings
+from forecasting.factory import build_forecaster
+from models import AlertKind, Severity
+from models.clock import SimulatedClock
+from tests.prometheus.server import PrometheusServer, prometheus_available
+
+pytestmark = pytest.mark.xdist_group("prometheus")
+
+T0 = datetime(2026, 1, 5, 10, 0, tzinfo=UTC)
+ONPREM, SPOT, CLASS = "onprem-a100", "a100-spot", "train"
+NODES, DOWN, CORDONED = 40, range(33, 41), (31, 32)
+DEMAND = 300.0
+KSM = ('instance="ksm-0"', 'instance="ksm-1"')
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _readme_query() -> str:
+    """The capacity query README gives for an on-prem pool (its Ready, schedulable nodes), as written there."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("```promql\n", text.index("**On-prem capacity.**")) + len("```promql\n")
+    return text[start : text.index("```", start)]
+
+
+# README's query: each node once, whichever kube-state-metrics replica reports it; 0 while kube-state-metrics
+# reports nodes but none of the pool's can take work; no value while it reports none.
+ONPREM_QUERY = _readme_query()
+
+
+def _minute_states(minute: int) -> dict[int, tuple[bool, bool]] | None:
+    """Node -> (Ready, cordoned) at ``minute`` after T0; None while kube-state-metrics is down."""
+    if 40 <= minute < 50:
+        return None
+    if 50 <= minute < 55:
+        return dict.fromkeys(range(1, NODES + 1), (False, False))
+    if 20 <= minute < 40:
+        return {n: (n not in DOWN, n in CORDONED) for n in range(1, NODES + 1)}
+    return dict.fromkeys(range(1, NODES + 1), (True, False))
+
+
+def _ready_is(status: str) -> Callable[[tuple[bool, bool]], float]:
+    """``kube_node_status_condition{condition="Ready", status}`` of a node: 1 for the status that holds (never
+    ``unknown`` here), 0 for the others."""
+    return lambda node: float(status == ("true" if node[0] else "false"))
+
+
+def _openmetrics() -> Iterator[str]:
+    minutes = range(-120, 61)
+    stamps = {m: int((T0 + timedelta(minutes=m)).timestamp()) for m in minutes}
+    states = {m: _minute_states(m) for m in minutes}
+
+    def family(name: str, series: list[tuple[str, Any]]) -> Iterator[str]:
+        yield f"# TYPE {name} gauge\n"
+        for labels, value_at in series:
+            for m in minutes:
+                value = value_at(m)
+                if value is not None:
+                    yield f"{name}{{{labels}}} {value:g} {stamps[m]}\n"
+
+    def node_value(node: int, of: Callable[[tuple[bool, bool]], float]) -> Callable[[int], float | None]:
+        def value(m: int) -> float | None:
+            nodes = states[m]
+            return None if nodes is None else of(nodes[node])
+
+        return value
+
+    def up(m: int) -> float | None:
+        return None if states[m] is None else 1.0
+
+    names = {n: f"op-gpu-{n:03d}" for n in range(1, NODES + 1)}
+    yield from family("demand_gpus", [("", lambda m: DEMAND)])
+    yield from family("kube_node_info", [(f'{r},node="{names[n]}"', up) for r in KSM for n in names])
+    yield from family(
+        "kube_node_labels", [(f'{r},node="{names[n]}",label_pool="{ONPREM}"', up) for r in KSM for n in names]
+    )
+    yield from family(
+        "kube_node_status_condition",
+        [
+            (
+                f'{r},node="{names[n]}",condition="Ready",status="{status}"',
+                node_value(n, _ready_is(status)),
+            )
+            for r in KSM
+            for n in names
+            for status in ("true", "false", "unknown")
+        ],
+    )
+    yield from family(
+        "kube_node_spec_unschedulable",
+        [(f'{r},node="{names[n]}"', node_value(n, lambda s: float(s[1]))) for r in KSM for n in names],
+    )
+    yield "# EOF\n"
+
+
+@pytest.fixture(scope="module")
+def cluster_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    if not prometheus_available():
+        pytest.fail("prometheus and promtool must be on PATH (Debian package `prometheus`; `make prometheus`)")
+    work = tmp_path_factory.mktemp("prometheus-onprem")
+    data = work / "data"
+    data.mkdir()
+    history = work / "history.om"
+    history.write_text("".join(_openmetrics()), encoding="utf-8")
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    server = PrometheusServer(data, work)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _settings(url: str, tmp_path: Path, with_spot: bool = True, query: bool = True) -> Settings:
+    onprem: dict[str, Any] = {
+        "id": ONPREM, "kind": "on-prem", "chips_per_unit": 8, "min_units": NODES, "max_units": NODES,
+        "price_per_chip_hour_usd": 0.0, "lead_time": "0s", "serves": [CLASS],
+    }  # fmt: skip
+    spot: dict[str, Any] = {
+        "id": SPOT, "kind": "gpu-node-pool", "tier": "spot", "chips_per_unit": 8, "max_units": 48,
+        "price_per_chip_hour_usd": 1.3, "lead_time": "10m", "serves": [CLASS],
+    }  # fmt: skip
+    prometheus: dict[str, Any] = {
+        "url": url, "retries": 0, "timeout": "5s", "classes": {CLASS: {"query": "max(demand_gpus)"}},
+    }  # fmt: skip
+    if query:
+        prometheus["pools"] = {ONPREM: {"capacity_query": ONPREM_QUERY}}
+    document = {
+        "demand_classes": [{"name": CLASS}],
+        "pools": [onprem, spot] if with_spot else [onprem],
+        "forecast": {"model": "persistence", "history": "1h", "step": "1m", "max_staleness": "5m"},
+        "prometheus": prometheus,
+        "ledger": {"path": str(tmp_path / "ledger.sqlite")},
+        "daemon": {"leader_election": {"enabled": False}, "endpoints": {"port": 0}},
+    }
+    return settings_from_mapping(document, source="on-prem capacity test")
+
+
+def _at(minutes: int) -> datetime:
+    return T0 + timedelta(minutes=minutes)
+
+
+def test_the_documented_query_counts_ready_schedulable_nodes_and_nothing_while_unreported(
+    cluster_prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    settings = _settings(cluster_prometheus.url, tmp_path)
+    assert settings.prometheus is not None
+    reader = PrometheusOnPremCapacity.from_settings(settings.prometheus, settings.pool_specs())
+    pools = settings.pool_specs()
+    assert reader.ready_units(pools, _at(10)) == ({ONPREM: 40.0}, {})
+    assert reader.ready_units(pools, _at(30)) == ({ONPREM: 30.0}, {})
+    assert reader.ready_units(pools, _at(52)) == ({ONPREM: 0.0}, {})  # reported, none ready: 0
+    units, problems = reader.ready_units(pools, _at(46))  # kube-state-metrics down: no value, not 0
+    assert units == {} and "no value" in problems[ONPREM]
+
+
+def _agent(settings: Settings, clock: SimulatedClock, notifier: RecordingNotifier) -> Agent:
+    prometheus = settings.prometheus
+    assert prometheus is not None
+    demand = PrometheusSource.from_settings(prometheus, {CLASS: "max(demand_gpus)"})
+    pools = settings.pool_specs()
+    cluster = SimulatedCluster(pools, clock, initial_units={ONPREM: NODES, SPOT: 0})
+    parts = AgentParts(
+        demand,
+        build_forecaster(settings.forecast),
+        cluster,
+        InMemoryLedger(),
+        notifier,
+        onprem=PrometheusOnPremCapacity.from_settings(prometheus, pools),
+    )
+    return Agent(settings, parts)
+
+
+def _tick(agent: Agent, clock: SimulatedClock, minutes: int) -> TickReport:
+    clock.set(_at(minutes))
+    return agent.run_once(_at(minutes))
+
+
+def _targets(report: TickReport) -> dict[str, int]:
+    return {r.pool_id: r.to_units for r in report.plan.resizes}
+
+
+def _onprem_alerts(report: TickReport) -> list[Any]:
+    return [a for a in report.alerts if a.kind is AlertKind.ONPREM_CAPACITY]
+
+
+def test_demand_the_down_and_cordoned_nodes_would_run_bursts_to_spot(
+    cluster_prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    clock = SimulatedClock(_at(10))
+    notifier = RecordingNotifier()
+    agent = _agent(_settings(cluster_prometheus.url, tmp_path), clock, notifier)
+
+    whole = _tick(agent, clock, 10)
+    assert _targets(whole) == {} and _onprem_alerts(whole) == []  # 320 chips on-prem hold the 300
+
+    short = _tick(agent, clock, 30)
+    assert short.plan.decisions[ONPREM].need_chips == 240.0
+    assert _targets(short) == {SPOT: 8}  # the 60 GPUs the 10 missing nodes would run: 8 nodes of 8
+    (alert,) = _onprem_alerts(short)
+    assert (alert.severity, alert.subject) == (Severity.WARNING, ONPREM)
+    assert "30 of its 40 units" in alert.summary and "10 missing (80 chips)" in alert.summary
+    assert f"goes to {SPOT}" in alert.summary
+
+    unread = _tick(agent, clock, 46)
+    (alert,) = _onprem_alerts(unread)
+    assert alert.severity is Severity.WARNING and "planning on its configured 40 units" in alert.summary
+    assert unread.plan.decisions[ONPREM].need_chips == 300.0  # unknown capacity is not 0: the pool is planned whole
+
+    dark = _tick(agent, clock, 52)
+    (alert,) = _onprem_alerts(dark)
+    assert alert.severity is Severity.CRITICAL and "0 of its 40 units" in alert.summary
+    assert dark.plan.decisions[ONPREM].need_chips == 0.0
+    assert _targets(dark) == {SPOT: 38}  # all 300 GPUs in the cloud: ceil(300 / 8)
+
+    back = _tick(agent, clock, 58)
+    assert _onprem_alerts(back) == []
+    assert [(e.kind, e.subject) for e in back.resolved] == [(AlertKind.ONPREM_CAPACITY, ONPREM)]
+
+
+def _onprem_warnings(parts: DaemonParts) -> list[str]:
+    """What the start-up check of the on-prem pools says (the other checks ask Prometheus about resources)."""
+    return [w for check in parts.checks if check.__name__ == "onprem_unobserved" for w in check()]
+
+
+def test_the_daemon_reads_each_on_prem_pools_query_and_names_a_pool_without_one(
+    cluster_prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    clock = SimulatedClock(_at(30))
+    notifier = RecordingNotifier()
+    settings = _settings(cluster_prometheus.url, tmp_path, with_spot=False)
+    parts = live_parts(settings, "test", clock, notifier, None, CollectorRegistry())
+    assert parts.onprem is not None
+    assert _onprem_warnings(parts) == []
+    assembled = assemble(settings, "enforce", parts, {"POD_NAME": "leadtime-0", "POD_NAMESPACE": "leadtime"})
+    assembled.endpoints.stop()
+    assert assembled.loop.agent.parts.onprem is parts.onprem
+    report = assembled.loop.agent.run_once(_at(30))
+    (alert,) = _onprem_alerts(report)
+    assert "no other pool serves its demand classes" in alert.summary
+
+    other = tmp_path / "without-query"
+    other.mkdir()
+    unobserved = live_parts(
+        _settings(cluster_prometheus.url, other, with_spot=False, query=False),
+        "test",
+        clock,
+        notifier,
+        None,
+        CollectorRegistry(),
+    )
+    assert unobserved.onprem is None
+    (warning,) = _onprem_warnings(unobserved)
+    assert f"on-prem pool {ONPREM} has no prometheus.pools.{ONPREM}.capacity_query" in warning
