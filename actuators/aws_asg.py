@@ -3,8 +3,10 @@
 Growing sets the group's desired capacity (``SetDesiredCapacity`` with ``HonorCooldown`` off: the agent's own
 plan decides when, not the group's cooldown). There is no operation to wait for: the instances the group is
 launching are the units in flight, read from the group itself, so a restarted agent sees them and asks for
-nothing twice. Shrinking never lets the group pick victims (see ``actuators.aws_groups``); ``delete_nodes``
-terminates exactly the nodes a drain emptied.
+nothing twice. Shrinking terminates chosen instances, not ones the group's termination policy picks; ``delete_nodes``
+terminates exactly the nodes a drain emptied. A group over several Availability Zones may still rebalance after a
+termination, terminating an instance of its own choosing, unless its ``AZRebalance`` process is suspended
+(``rebalance_warnings``, checked at start; see ``actuators.aws_groups``).
 
 The group's ``MinSize`` and ``MaxSize`` bound every change (AWS refuses a desired capacity outside them): a target
 above ``MaxSize`` grows to ``MaxSize`` and the result says how many units the bound held back; at ``MaxSize`` the
@@ -106,6 +108,19 @@ class Ec2AutoScalingGroupActuator:
         detail = self._groups.remove_nodes(pool_id, self._observe(pool_id), nodes)
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+
+    def rebalance_warnings(self) -> list[str]:
+        """One warning per mapped group that spans several Availability Zones with ``AZRebalance`` not suspended,
+        or that cannot be read to tell."""
+        warnings = []
+        for pool_id, mapping in self._mappings.items():
+            try:
+                warning = self._groups.rebalance_warning(pool_id, mapping.group)
+            except ActuatorError as exc:
+                warning = f"pool {pool_id}: cannot tell whether AZRebalance is suspended: {exc}"
+            if warning:
+                warnings.append(warning)
+        return warnings
 
     def _drop_failed(self, pool_id: str, seen: GroupView) -> tuple[GroupView, int]:
         """Lower the desired capacity to what exists, but not below ``MinSize``; the group as it is then, and how

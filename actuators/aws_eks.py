@@ -18,8 +18,11 @@ bound when already there), one below ``minSize`` shrinks to ``minSize``, and the
 many units; a drained node the group cannot lose stays (see ``actuators.aws_groups``).
 
 Shrinking and ``delete_nodes`` terminate chosen instances by id in the node group's Auto Scaling group with the
-desired capacity lowered (what cluster-autoscaler does to managed node groups), so neither EKS nor the group picks
-victims; EKS reflects the group's desired capacity in the node group's ``desiredSize``.
+desired capacity lowered (what cluster-autoscaler does to managed node groups), so no termination policy picks
+victims; EKS reflects the group's desired capacity in the node group's ``desiredSize``. A node group over several
+Availability Zones may still be rebalanced after a termination, its group terminating an instance of its own choosing
+(aws/containers-roadmap issue 1453): EKS has no setting to stop it, so ``rebalance_warnings`` (checked at start) says
+when the group's ``AZRebalance`` process is not suspended.
 
 Launches that fail for capacity show after the call, in the group's scaling activities or as a node group health
 issue (``AsgInstanceLaunchFailures``, ``InstanceLimitExceeded``): while the failure is current, the nodes asked for
@@ -175,6 +178,22 @@ class EksNodegroupActuator:
         detail = self._groups.remove_nodes(pool_id, self._observe(pool_id).group, nodes)
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+
+    def rebalance_warnings(self) -> list[str]:
+        """One warning per mapped node group whose Auto Scaling group spans several Availability Zones with
+        ``AZRebalance`` not suspended, or that cannot be read to tell."""
+        warnings = []
+        for pool_id, mapping in self._mappings.items():
+            where = {"clusterName": self._cluster, "nodegroupName": mapping.nodegroup}
+            try:
+                found = call(pool_id, self._eks.describe_nodegroup, **where)["nodegroup"]
+                owner = f"EKS node group {mapping.nodegroup!r}"
+                for group in found.get("resources", {}).get("autoScalingGroups", []):
+                    if warning := self._groups.rebalance_warning(pool_id, group["name"], owner):
+                        warnings.append(warning)
+            except ActuatorError as exc:
+                warnings.append(f"pool {pool_id}: cannot tell whether AZRebalance is suspended: {exc}")
+        return warnings
 
     # -- internals -----------------------------------------------------------------------------------------
     def _observe(self, pool_id: str) -> _Observed:

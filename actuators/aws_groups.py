@@ -22,7 +22,11 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Wh
   "Availability Zone": ...}``), a failure is that zone's, not the pool's: no failed units, no refused scale-up, no
   back-off; the group places the units in the zones that launch.
 - ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` removes exactly that instance and
-  lowers the desired capacity with it, so the group never picks victims itself (its termination policy would).
+  lowers the desired capacity with it, so the group's termination policy picks no victim. But a group over several
+  Availability Zones may then be unbalanced, and Auto Scaling "tries to rebalance the group, and rebalancing might
+  terminate instances in other zones" (API Reference, ``TerminateInstanceInAutoScalingGroup``): it launches in the
+  short zone and terminates an instance of its own choosing, a busy node included. Only the ``AZRebalance`` process
+  suspended stops that; ``rebalance_warning`` says when a group spans zones without it (a check run at start).
 - An instance can leave the group between a read and a termination: EC2 takes a Spot instance back, Auto Scaling
   replaces an unhealthy one. AWS then refuses to terminate it (``ValidationError`` "Instance Id not found - No
   managed instance found for instance ID ..."); the group is read again, and an instance no longer in it is gone
@@ -169,6 +173,29 @@ class AutoScalingGroups:
             latest,
             replacing=sum(1 for i in group.get("Instances", []) if str(i.get("LifecycleState")).startswith(_LEAVING)),
             changed_at=changed_at,
+        )
+
+    def rebalance_warning(self, pool_id: str, name: str, owner: str = "") -> str:
+        """Why the group ``name`` may terminate instances of its own choosing after the agent terminates one: it
+        spans several Availability Zones and its ``AZRebalance`` process is not suspended; "" when it cannot.
+        ``owner`` names what runs the group (an EKS node group), which has no setting for it."""
+        group = self._group(pool_id, name)
+        zones = [str(z) for z in group.get("AvailabilityZones", [])]
+        suspended = {str(p.get("ProcessName")) for p in group.get("SuspendedProcesses", [])}
+        if len(zones) < 2 or "AZRebalance" in suspended:
+            return ""
+        command = f"aws autoscaling suspend-processes --auto-scaling-group-name {name} --scaling-processes AZRebalance"
+        where = f"{owner} runs in Auto Scaling group {name!r}, which" if owner else f"Auto Scaling group {name!r}"
+        fix = (
+            f"EKS has no setting for it: suspend it on that group yourself ({command}), or give each node group "
+            "subnets in one zone"
+            if owner
+            else f"suspend it: {command}"
+        )
+        return (
+            f"pool {pool_id}: {where} spans {len(zones)} Availability Zones ({', '.join(zones)}) with AZRebalance "
+            "not suspended: after the agent terminates a drained node, Auto Scaling may rebalance the zones, "
+            f"launching a node in the short zone and terminating another of its own choosing, busy or not; {fix}"
         )
 
     def _group(self, pool_id: str, name: str) -> dict[str, Any]:

@@ -12,7 +12,7 @@ standard mode, which backs off on throttling; what still fails is translated by 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,9 @@ class DrainTarget:
 class AwsActuators:
     routes: dict[str, Actuator] = field(default_factory=dict)
     drains: dict[str, DrainTarget] = field(default_factory=dict)
+    # Advisory checks run once at start (``DaemonParts.checks``): a group over several Availability Zones whose
+    # AZRebalance process is not suspended may terminate a node of its own choosing after each drained node's.
+    checks: list[Callable[[], Sequence[str]]] = field(default_factory=list)
 
 
 def build_aws_actuators(aws: AwsSettings, clock: Clock) -> AwsActuators:
@@ -59,11 +62,13 @@ def build_aws_actuators(aws: AwsSettings, clock: Clock) -> AwsActuators:
         eks_client = session.client("eks", **options)
         writes = bounded_clients(session, "eks", aws)
         eks = EksNodegroupActuator(eks_client, groups, aws.cluster, aws.nodegroups, clock, writes)
+        built.checks.append(eks.rebalance_warnings)
         for m in aws.nodegroups:
             built.routes[m.pool] = eks
             built.drains[m.pool] = DrainTarget(EKS_NODEGROUP_LABEL, m.nodegroup, eks)
     if aws.auto_scaling_groups:
         asg = Ec2AutoScalingGroupActuator(groups, aws.auto_scaling_groups, clock)
+        built.checks.append(asg.rebalance_warnings)
         for a in aws.auto_scaling_groups:
             built.routes[a.pool] = asg
             built.drains[a.pool] = DrainTarget(a.node_label, a.group, asg)

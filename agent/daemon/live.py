@@ -125,6 +125,7 @@ def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: ApiClie
     aws = settings.aws
     assert aws is not None
     built = build_aws_actuators(aws, clock)
+    parts.checks = [*parts.checks, *built.checks]
     if not built.drains:
         return built.routes
     if kube is None:

@@ -256,8 +256,17 @@ class FakeAwsApi:
         self.settle()
         return name
 
-    def add_nodegroup(self, cluster: str, nodegroup: str, nodes: int, max_size: int = 16, min_size: int = 0) -> str:
-        """An EKS managed node group (and the cluster if new); returns the Auto Scaling group it runs in."""
+    def add_nodegroup(
+        self,
+        cluster: str,
+        nodegroup: str,
+        nodes: int,
+        max_size: int = 16,
+        min_size: int = 0,
+        zones: tuple[str, ...] = (ZONE,),
+    ) -> str:
+        """An EKS managed node group (and the cluster if new) in ``zones``; returns the Auto Scaling group it runs
+        in."""
         eks = self.direct.eks
         if cluster not in eks.list_clusters()["clusters"]:
             eks.create_cluster(name=cluster, roleArn="arn:aws:iam::123456789012:role/eks", resourcesVpcConfig={})
@@ -271,7 +280,7 @@ class FakeAwsApi:
         )["nodegroup"]
         group = str(created["resources"]["autoScalingGroups"][0]["name"])
         self._state.nodegroup_groups[(cluster, nodegroup)] = group
-        return self.add_group(group, nodes, max_size, min_size)
+        return self.add_group(group, nodes, max_size, min_size, zones)
 
     # -- behaviours -------------------------------------------------------------------------------------------
     def settle(self) -> None:
