@@ -76,6 +76,11 @@ class MetricsUnavailable(LeadtimeError):
         super().__init__(f"metrics unavailable for demand class {demand_class!r}: {reason}{where}")
 
 
+class PrometheusServerFailure(MetricsUnavailable):
+    """A Prometheus request failed for a reason of the server's, not of the class's query: no connection, no answer
+    in time, a server error (5xx) or 429 after the retries."""
+
+
 class MetricSourceUnavailable(LeadtimeError):
     """The metric source cannot be reached, or answers with no usable data for any demand class. A one-shot
     command (``recommend``, ``simulate --source prometheus``) stops with this instead of reporting zero."""

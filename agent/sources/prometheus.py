@@ -57,17 +57,13 @@ from agent.sources.prometheus_queries import no_data_hint
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricSourceUnavailable, MetricsUnavailable
 from models.demand import implausible_demand
+from models.errors import PrometheusServerFailure
 
 log = logging.getLogger(__name__)
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 RETRY_ON_STATUS = (429, 502, 503, 504, 500)
 PROBE_QUERY = "vector(1)"
-
-
-class ServerFailure(MetricsUnavailable):
-    """A request failed for a reason of the server's, not of the class's query: no connection, no answer in time,
-    a server error (5xx) or 429 after the retries."""
 
 
 class _DeadlineRetry(Retry):
@@ -300,7 +296,7 @@ class PrometheusSource:
                 continue
             try:
                 read(demand_class)
-            except ServerFailure as exc:
+            except PrometheusServerFailure as exc:
                 missing[name] = exc
                 down = self._server_down(exc)
             except MetricsUnavailable as exc:
@@ -317,7 +313,7 @@ class PrometheusSource:
             f"{self.url} answers too slowly"
         )
 
-    def _server_down(self, failure: ServerFailure) -> str | None:
+    def _server_down(self, failure: PrometheusServerFailure) -> str | None:
         """After a class failed for a reason of the server's: why the classes not yet read are not asked (the
         server's failure, confirmed by a probe that failed too, or the read deadline passed), or None when
         Prometheus answers the probe."""
@@ -378,16 +374,18 @@ class PrometheusSource:
         except PrometheusApiClientException as exc:
             message = str(exc)
             code = _status(message)
-            failure = ServerFailure if code >= 500 or code == 429 else MetricsUnavailable
+            failure = PrometheusServerFailure if code >= 500 or code == 429 else MetricsUnavailable
             raise failure(name, _http_reason(message), query) from None
         except requests.exceptions.SSLError as exc:
             raise MetricsUnavailable(name, f"TLS verification failed (check ca_file): {exc}", query) from None
         except requests.exceptions.Timeout:
-            raise ServerFailure(name, "Prometheus did not answer in time (timeout)", query) from None
+            raise PrometheusServerFailure(name, "Prometheus did not answer in time (timeout)", query) from None
         except requests.exceptions.RetryError as exc:
-            raise ServerFailure(name, f"Prometheus kept failing after the configured retries: {exc}", query) from None
+            reason = f"Prometheus kept failing after the configured retries: {exc}"
+            raise PrometheusServerFailure(name, reason, query) from None
         except requests.exceptions.ConnectionError as exc:
-            raise ServerFailure(name, f"cannot connect to Prometheus: {_connection_reason(exc)}", query) from None
+            reason = f"cannot connect to Prometheus: {_connection_reason(exc)}"
+            raise PrometheusServerFailure(name, reason, query) from None
         except (requests.exceptions.RequestException, ValueError, KeyError, TypeError) as exc:
             raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc}", query) from None
         if not isinstance(data, list | dict):
