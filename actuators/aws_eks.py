@@ -99,7 +99,7 @@ class EksNodegroupActuator:
         writes: Callable[[float], Any] | None = None,
     ) -> None:
         self._eks = eks
-        self._writes = writes or (lambda _timeout: eks)
+        self._eks_writes = writes or (lambda _timeout: eks)
         self._groups = groups
         self._cluster = cluster
         self._mappings = {m.pool: m for m in mappings}
@@ -284,7 +284,7 @@ class EksNodegroupActuator:
         token = hashlib.sha256(f"{pool_id}\n{key}\n{desired}".encode()).hexdigest()[:32]
         update = call(  # sent only if the leadership left covers its time limit: the reads took their time
             pool_id,
-            self._writes(write_timeout(pool_id)).update_nodegroup_config,
+            self._eks_writes(write_timeout(pool_id)).update_nodegroup_config,
             clusterName=self._cluster,
             nodegroupName=self._nodegroup(pool_id),
             scalingConfig={"desiredSize": desired},

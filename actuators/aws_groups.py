@@ -157,7 +157,7 @@ class AutoScalingGroups:
     def __init__(self, autoscaling: Any, ec2: Any, writes: Callable[[float], Any] | None = None) -> None:
         self._autoscaling = autoscaling
         self._ec2 = ec2
-        self._writes = writes or (lambda _timeout: autoscaling)
+        self._autoscaling_writes = writes or (lambda _timeout: autoscaling)
 
     def observe(self, pool_id: str, name: str, now: datetime) -> GroupView:
         group = self._group(pool_id, name)
@@ -208,7 +208,7 @@ class AutoScalingGroups:
     def set_desired(self, pool_id: str, group: str, capacity: int) -> None:
         call(  # sent only if the leadership left covers its time limit: the reads took their time
             pool_id,
-            self._writes(write_timeout(pool_id)).set_desired_capacity,
+            self._autoscaling_writes(write_timeout(pool_id)).set_desired_capacity,
             AutoScalingGroupName=group,
             DesiredCapacity=capacity,
             HonorCooldown=False,
@@ -221,9 +221,9 @@ class AutoScalingGroups:
         terminate (not in service now) is a TransientActuatorError: tried again on a later tick."""
         left: list[str] = []
         for instance_id in instance_ids:
-            client = self._writes(write_timeout(pool_id))  # checked before each: the earlier ones took their time too
+            # The write limit is checked before each: the earlier ones took their time too.
             try:
-                client.terminate_instance_in_auto_scaling_group(
+                self._autoscaling_writes(write_timeout(pool_id)).terminate_instance_in_auto_scaling_group(
                     InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
                 )
             except AWS_ERRORS as exc:

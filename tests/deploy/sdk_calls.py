@@ -8,16 +8,22 @@ from collections.abc import Collection
 
 
 def calls_in(source: str, clients: Collection[str]) -> set[tuple[str, str]]:
-    """``(client attribute, method)`` for every ``self.<client>.<method>`` in ``source``, for the client
+    """``(client attribute, method)`` for every ``self.<client>.<method>`` in ``source``, and every
+    ``self.<client>_writes(...).<method>`` (a write sent through a client made for its time limit), for the client
     attributes named in ``clients``."""
     found: set[tuple[str, str]] = set()
     for node in ast.walk(ast.parse(source)):
-        if (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Attribute)
-            and isinstance(node.value.value, ast.Name)
-            and node.value.value.id == "self"
-            and node.value.attr in clients
-        ):
-            found.add((node.value.attr, node.attr))
+        if not isinstance(node, ast.Attribute):
+            continue
+        owner = node.value.func if isinstance(node.value, ast.Call) else node.value
+        if not (isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) and owner.value.id == "self"):
+            continue
+        if isinstance(node.value, ast.Call) and owner.attr.endswith("_writes"):
+            client = owner.attr.removesuffix("_writes")
+        elif isinstance(node.value, ast.Attribute):
+            client = owner.attr
+        else:
+            continue
+        if client in clients:
+            found.add((client, node.attr))
     return found

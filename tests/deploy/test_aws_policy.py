@@ -45,6 +45,8 @@ def _statements() -> list[dict[str, object]]:
 def test_the_scan_finds_the_calls_it_should() -> None:
     source = "class A:\n    def f(self):\n        return call('p', self._autoscaling.set_desired_capacity, X=1)\n"
     assert calls_in(source) == {("_autoscaling", "set_desired_capacity")}
+    writes = "class A:\n    def f(self):\n        self._eks_writes(t).update_nodegroup_config(X=1)\n"
+    assert calls_in(writes) == {("_eks", "update_nodegroup_config")}
     assert action("_autoscaling", "terminate_instance_in_auto_scaling_group") == (
         "autoscaling:TerminateInstanceInAutoScalingGroup"
     )
