@@ -46,7 +46,10 @@ def build_cloud_actuators(
         options = {"credentials": anonymous, "client_options": {"api_endpoint": cloud.endpoint}}
     gke = container_v1.ClusterManagerClient(transport="rest", **options)
     migs = compute_v1.InstanceGroupManagersClient(transport="rest", **options)
-    node_pools = GkeNodePoolActuator(gke, migs, cloud.cluster_path, cloud.node_pools, clock, cloud.zone_backoff)
+    # The daemon drains every node pool's nodes before they go (``KubernetesNodeDrainer``): never a blind shrink.
+    node_pools = GkeNodePoolActuator(
+        gke, migs, cloud.cluster_path, cloud.node_pools, clock, cloud.zone_backoff, drained=True
+    )
     routes: dict[str, Any] = {m.pool: node_pools for m in cloud.node_pools}
     slices = None
     if cloud.tpu_slice_groups:

@@ -20,9 +20,13 @@ bounds moved there too) and backs their zone off.
 
 Resizes are not waited for (the agent must not block a tick). A GKE operation on the pool (an autoscaling change)
 shows as the pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent
-sees it too and never starts a second one. Shrinking never lets the instance group pick victims: instances still
-being created go first, then the newest ready ones of the fullest zone, deleted by name with ``deleteInstances``
-(what cluster-autoscaler does on GCE). ``delete_nodes`` removes exactly the nodes a drain emptied. A pool with GKE
+sees it too and never starts a second one. ``delete_nodes`` removes exactly the nodes a drain emptied. A pool whose
+nodes a drainer removes (``drained``, every node pool of the daemon) never shrinks by a resize: a resize below the
+pool's target as read now, once its failed instances are deleted, means the pool changed since the plan (a failed
+instance came up after all), and is rejected with nothing else removed, so no ready node goes without its drain.
+Without a drainer, shrinking never lets the instance group pick victims: instances still being created go first,
+then the newest ready ones of the fullest zone, deleted by name with ``deleteInstances`` (what cluster-autoscaler
+does on GCE). A pool with GKE
 autoscaling on is refused unless its mapping says ``move-bounds``, in which case the autoscaler's total bounds are
 set to the target; a scale-up also resizes each zone's group, as without autoscaling. GKE's autoscaler does not
 grow a pool to a raised minimum: it adds nodes only for pods that cannot be scheduled (cluster-autoscaler FAQ, "My
@@ -63,7 +67,8 @@ _MIG_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^
 
 
 class GkeNodePoolActuator:
-    """``gke`` is a ``container_v1.ClusterManagerClient``; ``migs`` an ``compute_v1.InstanceGroupManagersClient``."""
+    """``gke`` is a ``container_v1.ClusterManagerClient``; ``migs`` an ``compute_v1.InstanceGroupManagersClient``.
+    ``drained``: the pools' nodes are removed by a drainer through ``delete_nodes``, never by a resize."""
 
     def __init__(
         self,
@@ -73,8 +78,10 @@ class GkeNodePoolActuator:
         mappings: Sequence[NodePoolMapping],
         clock: Clock,
         zone_backoff: timedelta = timedelta(minutes=30),
+        drained: bool = False,
     ) -> None:
         self._gke = gke
+        self._drained = drained
         self._migs = migs
         self._cluster = cluster_path
         self._location = cluster_path.rsplit("/clusters/", 1)[0]
@@ -108,15 +115,17 @@ class GkeNodePoolActuator:
             return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
         if seen.operation is not None:
             raise TransientActuatorError(pool_id, f"operation {seen.operation} is still running on this pool")
-        why = ""
+        why = removed = ""
         if seen.failed:
             dropped = len(seen.failed)
             why = f"{dropped} instances could not be created: {seen.failed[0].failure}"
             self._drop_failed(pool_id, seen, to_units)
             seen = seen.without_failed()
+            removed = f"removed {dropped} instances that could not be created"
             if to_units == seen.target:
-                detail = f"removed {dropped} instances that could not be created"
-                return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
+                return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, removed))
+        if self._drained and to_units < seen.target:
+            return self._results.remember(self._changed(key, pool_id, seen, to_units, removed))
         if seen.autoscaling:
             if why and to_units > seen.target:
                 raise CapacityUnavailable(pool_id, why)
@@ -260,6 +269,17 @@ class GkeNodePoolActuator:
         detail = f"{note}target {total} nodes ({per_zone})" + _short(to_units, total)
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
+
+    def _changed(self, key: str, pool_id: str, seen: Observed, to_units: int, removed: str) -> ActionResult:
+        """A drained pool asked for fewer nodes than it holds now: the plan was made on an older read (a failed
+        instance came up since). Its nodes go only through their drains, so nothing else is removed."""
+        detail = (
+            f"pool changed since the plan: it holds {seen.target} nodes, more than the {to_units} asked, and its "
+            "nodes are removed only by their drains; nothing else is removed, re-planning next tick"
+        )
+        detail = f"{removed}; {detail}" if removed else detail
+        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._result(key, pool_id, ActionStatus.REJECTED, detail)
 
     def _no_room(self, pool_id: str, seen: Observed, why: str, refusals: Sequence[str], now: datetime) -> str:
         out = [f"{z} until {t:%H:%M}Z" for (p, z), t in sorted(self._zones_out.items()) if p == pool_id and t > now]
