@@ -16,8 +16,13 @@ name and is no second slice. Operations are started, looked at once, and not wai
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
 nodes are read (``read_hosts_from``, the group's slice drainer): one with a node registered that runs accelerator work
-is counted ready, the unit it is, left to its drain instead of deleted undrained by the next resize. What GKE says of a
-slice is its ``statusMessage`` ("Deprecated. Use conditions instead") with its ``conditions`` (code such as
+is never deleted undrained by the next resize, and its hosts are counted as a RUNNING_WITH_ERROR slice's are. With
+every host running (or without ``migs``) it is counted ready, the unit it is, left to its drain. With hosts missing it
+cannot run its multi-host job, whose pod keeps it busy (a hung job, for ever), so it is never idle and never drained:
+it is broken (``UnitPhase.BROKEN``), counted neither ready nor in the target, so the planner buys a slice in its
+place, never deleted while busy, and reported in ``PoolState.broken_units`` with the hosts it lacks, for the agent to
+tell a person, who decides whether to delete it (once nothing runs on it, it is failed and deleted). What GKE says of
+a slice is its ``statusMessage`` ("Deprecated. Use conditions instead") with its ``conditions`` (code such as
 GCE_STOCKOUT or GCE_QUOTA_EXCEEDED, canonical code, message): a stockout told in either backs the group off.
 
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
@@ -31,6 +36,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence, Set
+from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -168,7 +174,9 @@ class GkeTpuSliceActuator:
         return mapping
 
     def _state(self, pool_id: str, now: datetime, node_pools: Sequence[Any]) -> PoolState:
-        return group_state(pool_id, now, self._slices(pool_id, self._mappings[pool_id], node_pools))
+        units = self._slices(pool_id, self._mappings[pool_id], node_pools)
+        broken = tuple((u.name, u.message) for u in units if u.phase is UnitPhase.BROKEN)
+        return replace(group_state(pool_id, now, units), broken_units=broken)
 
     def _node_pools(self, pool_id: str) -> list[Any]:
         return list(call_google(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
@@ -178,10 +186,11 @@ class GkeTpuSliceActuator:
         units = [self._unit(pool_id, mapping, p) for p in node_pools if p.name in mine]
         failed = [name for name, phase, _ in units if phase is UnitPhase.FAILED]
         busy = self._nodes.busy_slices(pool_id, failed) if self._nodes is not None and failed else set()
-        for name, _, message in units:
-            if name in busy:
-                self._log_once(name, "is in ERROR with a node at work: counted as ready, left to its drain", message)
-        return members(mapping.group, ((n, UnitPhase.READY if n in busy else ph, m) for n, ph, m in units))
+        by_name = {str(p.name): p for p in node_pools}
+        return members(
+            mapping.group,
+            (self._at_work(pool_id, mapping, by_name[n], m) if n in busy else (n, ph, m) for n, ph, m in units),
+        )
 
     def _unit(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any) -> tuple[str, UnitPhase, str]:
         """(name, phase, message) of one slice."""
@@ -199,7 +208,7 @@ class GkeTpuSliceActuator:
         if self._migs is None:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
-        running, expected, failure = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
+        running, expected, failure, _ = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
         if running >= expected:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
@@ -207,9 +216,26 @@ class GkeTpuSliceActuator:
         self._log_once(name, "has hosts missing, counted as in flight, not ready", missing)
         return name, UnitPhase.IN_FLIGHT, missing
 
-    def _hosts(self, pool_id: str, node_pool: Any, message: str, hosts: int) -> tuple[int, int, str]:
-        """(hosts running, hosts expected, why the others are not: a stockout or quota, "" when nothing says so) of
-        a slice, from the instances of its instance groups."""
+    def _at_work(
+        self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any, message: str
+    ) -> tuple[str, UnitPhase, str]:
+        """An ERROR slice with a node at work is ready when all its hosts run (or they cannot be counted); with
+        hosts missing it is broken, its message saying which."""
+        name = str(node_pool.name)
+        if self._migs is not None:
+            running, expected, failure, lacking = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
+            if running < expected:
+                why = f"in ERROR with work on it and {running} of {expected} hosts running; missing: {lacking}"
+                why += f" ({failure})" if failure else ""
+                self._log_once(name, "is broken: counted neither ready nor asked for, never deleted while busy", why)
+                return name, UnitPhase.BROKEN, why
+        self._log_once(name, "is in ERROR with a node at work: counted as ready, left to its drain", message)
+        return name, UnitPhase.READY, message
+
+    def _hosts(self, pool_id: str, node_pool: Any, message: str, hosts: int) -> tuple[int, int, str, str]:
+        """(hosts running, hosts expected, why the others are not: a stockout or quota, "" when nothing says so,
+        which hosts are missing) of a slice, from the instances of its instance groups: those not running by name,
+        then how many its instance groups do not hold at all."""
         pool_failure = capacity_failure([("", message)])
         instances = []
         for url in node_pool.instance_group_urls:
@@ -223,7 +249,10 @@ class GkeTpuSliceActuator:
         kept = [i for i in instances if not i.deleting]
         running = sum(1 for i in kept if i.ready)
         failure = next((i.failure for i in kept if i.failure), "")
-        return running, max(hosts, len(kept)), failure
+        lacking = [i.name for i in kept if not i.ready]
+        if len(kept) < hosts:
+            lacking.append(f"{hosts - len(kept)} not in its instance groups")
+        return running, max(hosts, len(kept)), failure, ", ".join(lacking)
 
     def _log_once(self, name: str, what: str, message: str) -> None:
         if (name, f"{what}: {message}") not in self._logged:

@@ -16,7 +16,9 @@ Only the group's ready slices (RUNNING, RECONCILING, RUNNING_WITH_ERROR with eve
 still provisioning, or short of hosts, runs nothing yet, a failed one is removed by the next resize, a stopping one
 is going. The drainer tells the slice actuator which ERROR slices have a node at work (``busy_slices``, read by the
 actuator from the drainer's construction on): GKE leaves a node pool in ERROR while its nodes run, and such a slice
-is a ready unit, drained when idle, never deleted undrained as a failed slice.
+is never deleted undrained as a failed slice: with every host running it is a ready unit, drained when idle; with
+hosts missing it is broken, no unit of the drainer's (its job cannot run, and its pod keeps it busy), left to a
+person.
 """
 
 from __future__ import annotations

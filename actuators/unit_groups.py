@@ -24,6 +24,9 @@ class UnitPhase(StrEnum):
     IN_FLIGHT = "in-flight"  # asked for, not ready yet (queued, provisioning): paid for, counts in the target
     FAILED = "failed"  # failed, suspended, in error: counts nowhere; cleaned up on the next resize
     LEAVING = "leaving"  # being deleted; its name is not reusable yet
+    # cannot serve and has work on it (a slice in error, short of hosts, its job's pod on it): counts nowhere, so
+    # another unit is asked for in its place, and is never deleted by a resize; a person decides
+    BROKEN = "broken"
 
 
 @dataclass(frozen=True)

@@ -299,6 +299,32 @@ def missing_data_events(problems: Mapping[str, str], at: datetime) -> list[Alert
     ]
 
 
+def broken_unit_events(states: Mapping[str, PoolState], at: datetime) -> list[AlertEvent]:
+    """One critical event per pool with broken units (``PoolState.broken_units``), the pool as its subject, raised
+    every tick while they last: each unit is named with what is wrong with it. The agent buys units in their place
+    and never removes them while work runs on them, and they are paid for all that time (a hung job keeps them
+    busy for ever): only a person can decide to delete them."""
+    events = []
+    for pool_id, state in sorted(states.items()):
+        if not state.broken_units:
+            continue
+        names = ", ".join(name for name, _ in state.broken_units)
+        events.append(
+            AlertEvent(
+                kind=AlertKind.BROKEN_UNIT,
+                severity=Severity.CRITICAL,
+                at=at,
+                subject=pool_id,
+                summary=(
+                    f"{names} of {pool_id} cannot run its work but has work on it: a unit is bought in its place, "
+                    "and it is paid for and never deleted while busy; a person must decide whether to delete it"
+                ),
+                details=dict(state.broken_units),
+            )
+        )
+    return events
+
+
 def _when(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 

@@ -6,9 +6,10 @@ subject (whatever its severity: a warning that turns critical is the same condit
 
 * raised every tick while they hold (a notifier tells them once per de-duplication window): ``missing-data`` (a
   demand class without trustworthy demand), ``pool-unreadable``, ``projected-overspend``,
-  ``budget-hard-stop-deferred``, ``stalled-scale-up``, an ``actuator-failure`` of a pool blocked after a permanent
-  error, one of a pool's idle nodes that cannot be read, and ``onprem-capacity`` (an on-prem pool short of its
-  ``max_units``, or whose capacity cannot be read);
+  ``budget-hard-stop-deferred``, ``stalled-scale-up``, ``broken-unit`` (a pool's units that cannot serve with work
+  on them), an ``actuator-failure`` of a pool blocked after a permanent error, one of a pool's idle nodes that
+  cannot be read, and ``onprem-capacity`` (an on-prem pool short of its ``max_units``, or whose capacity cannot be
+  read);
 * raised when they begin, and holding while the planner's memory or the pool's state says so (``still_holding``):
   ``stockout`` (while the pool is backed off, or a zone of it is backed off or has failed units), an
   ``actuator-failure`` of a pool whose changes keep failing (while the memory says it is failing, or blocked).
@@ -41,6 +42,7 @@ LEVEL_KINDS = frozenset(
     {
         AlertKind.MISSING_DATA,
         AlertKind.POOL_UNREADABLE,
+        AlertKind.BROKEN_UNIT,
         AlertKind.PROJECTED_OVERSPEND,
         AlertKind.BUDGET_HARD_STOP_DEFERRED,
         AlertKind.STALLED_SCALE_UP,
@@ -138,10 +140,11 @@ def still_holding(memory: PlannerMemory, states: Mapping[str, PoolState], now: d
 
 
 def not_evaluated(pools: Iterable[str], states: Mapping[str, PoolState]) -> set[Condition]:
-    """The conditions of pools whose state this tick could not read: their zones and idle nodes are not known."""
+    """The conditions of pools whose state this tick could not read: their zones, broken units and idle nodes are
+    not known."""
     unread = [p for p in pools if p not in states]
     # "idle nodes of <pool>" is the subject of the drainer's alert (agent.drains), which reads only pools it can see
-    return {(AlertKind.STOCKOUT, p) for p in unread} | {
+    return {(kind, p) for kind in (AlertKind.STOCKOUT, AlertKind.BROKEN_UNIT) for p in unread} | {
         (AlertKind.ACTUATOR_FAILURE, f"idle nodes of {p}") for p in unread
     }
 

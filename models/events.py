@@ -19,6 +19,7 @@ class AlertKind(StrEnum):
     ACTUATOR_FAILURE = "actuator-failure"
     POOL_UNREADABLE = "pool-unreadable"  # apart from actuator-failure, so it never silences a pool's blocking
     ONPREM_CAPACITY = "onprem-capacity"  # on-prem units down or cordoned, or their count unread
+    BROKEN_UNIT = "broken-unit"  # a unit that cannot serve with work on it (PoolState.broken_units): a person decides
     TICK_FAILED = "tick-failed"
     LEADERSHIP_LOST = "leadership-lost"
     DAILY_REPORT = "daily-report"

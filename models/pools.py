@@ -88,6 +88,9 @@ class PoolState:
     queued resource) count in neither; they are reported so a person can be told. ``zones``
     breaks the counts down per zone for pools that span zones (empty otherwise). ``idle_nodes`` names the idle
     units in the order of ``idle_since`` where they are known (pools that shrink by drains), else is empty.
+    ``broken_units`` (name, what is wrong) cannot serve and have work on them (a TPU slice in error, short of hosts,
+    its job's pod on it): they count in neither ready nor target units, so the planner buys others in their place,
+    are never removed by the agent while busy, and are reported so a person can decide to delete them.
     """
 
     pool_id: str
@@ -101,6 +104,7 @@ class PoolState:
     zones: tuple[ZoneState, ...] = ()
     idle_nodes: tuple[str, ...] = ()
     waiting_units: int = 0
+    broken_units: tuple[tuple[str, str], ...] = ()
 
     @property
     def provisioning_units(self) -> int:

@@ -19,6 +19,7 @@ TITLES = {
     AlertKind.ACTUATOR_FAILURE: "Actuator failure",
     AlertKind.POOL_UNREADABLE: "Pool state unreadable: holding",
     AlertKind.ONPREM_CAPACITY: "On-prem capacity short or unread",
+    AlertKind.BROKEN_UNIT: "Broken with work on it: a person must decide",
     AlertKind.BUDGET_LEDGER_INCOMPLETE: "Budget spend incomplete: ledger began mid-period",
     AlertKind.BUDGET_HARD_STOP_DEFERRED: "Budget hard stop deferred: a pool cannot be read",
 }
