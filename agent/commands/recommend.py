@@ -37,11 +37,13 @@ from agent.planning.budget import BudgetSpend, CapKind
 from agent.planning.enforcement import budget_snapshots
 from agent.planning.groups import DemandGroup
 from agent.planning.service_level import DEFAULT_SERVICE_LEVEL
+from agent.sources.onprem_capacity import PrometheusOnPremCapacity, onprem_queries
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.resource_check import unknown_resources
 from agent.strict_json import write_json
 from config import load_settings
+from config.prometheus import PrometheusSettings
 from config.schema import Settings
 from forecasting.factory import build_forecaster
 from models import (
@@ -132,6 +134,14 @@ def _outside_bounds(settings: Settings, units: Mapping[str, int]) -> str | None:
     return "; ".join(problems) or None
 
 
+def _onprem_capacity(prometheus: PrometheusSettings, settings: Settings) -> PrometheusOnPremCapacity | None:
+    """What the daemon reads of the on-prem pools: the units of each that can take work, by its ``capacity_query``
+    (a pool without one is planned on its ``max_units``, as the daemon plans it)."""
+    if not onprem_queries(prometheus, settings.pool_specs()):
+        return None
+    return PrometheusOnPremCapacity.from_settings(prometheus, settings.pool_specs())
+
+
 def recommend(
     settings: Settings,
     config_path: str,
@@ -171,6 +181,7 @@ def recommend(
                 dry_run,
                 ledger,
                 RecordingNotifier(),
+                onprem=_onprem_capacity(prometheus, settings),
             ),
         )
         history, history_problem = _history(source, agent, at)

@@ -30,6 +30,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 
 from actuators.simulated import SimulatedCluster
+from agent.commands.recommend import recommend
 from agent.daemon.live import live_parts
 from agent.daemon.wiring import DaemonParts, assemble
 from agent.ledger.memory import InMemoryLedger
@@ -295,3 +296,20 @@ def test_the_daemon_reads_each_on_prem_pools_query_and_names_a_pool_without_one(
     assert unobserved.onprem is None
     (warning,) = _onprem_warnings(unobserved)
     assert f"on-prem pool {ONPREM} has no prometheus.pools.{ONPREM}.capacity_query" in warning
+
+
+def test_recommend_plans_the_on_prem_pool_on_what_its_nodes_can_take_as_the_daemon_does(
+    cluster_prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    """``recommend`` is the daemon's tick, dry-run: with 10 of the 40 nodes unable to take work, it recommends the
+    spot nodes the daemon would buy for the 60 GPUs they would run, and carries the alert."""
+    settings = _settings(cluster_prometheus.url, tmp_path)
+    pools = settings.pool_specs()
+    read_side = SimulatedCluster(pools, SimulatedClock(_at(30)), initial_units={ONPREM: NODES, SPOT: 0})
+    config = tmp_path / "config.yaml"
+    config.write_text("# the settings are passed in\n", encoding="utf-8")
+    document = recommend(settings, str(config), tmp_path / "out", _at(30), read_side, pool_state_source="test")
+    units = {p["pool_id"]: p["recommended_units"] for p in document["pools"]}
+    assert units[SPOT] == 8
+    kinds = [a["kind"] for a in document["alerts"]]
+    assert "onprem-capacity" in kinds
