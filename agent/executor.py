@@ -21,11 +21,16 @@ it can be read.
 
 A change refused with an error a retry may fix (a busy or upgrading cluster, a 5xx, throttling), a drain that
 fails so or is given up at the drain timeout, is retried on later ticks; the memory keeps since when the pool's
-changes keep failing (``PlannerMemory.failing_since``; a drain given up at its timeout failed since it started),
-and the next accepted change or finished drain clears it. Once that has lasted the pool's lead time, every failure
-raises an ``actuator-failure`` warning naming the pool, the error and for how long, and a failing scale-up backs the
-pool off as a stockout does: units asked for that long ago would not be ready in time anyway, and while it is backed
-off the next eligible pool takes the demand; when the back-off ends the scale-up is tried again.
+changes keep failing (``PlannerMemory.failing_since``; a drain given up at its timeout failed since it started)
+and when one last failed. The next accepted change or finished drain clears it, and so does a lead time (at least
+``MIN_BACKOFF``) in which none of the pool's changes failed, counted from the last failure or from the end of the
+back-off it caused, whichever is later: a tick that asks nothing of the pool tells nothing about it, so the count
+outlasts a tick with no change planned (the need dipping, a tick that read no demand, the back-off itself), but a
+pool that failed once and was then asked nothing for days is not "failing for days" when its next change fails.
+Once the count has lasted the pool's lead time, every failure raises an ``actuator-failure`` warning naming the
+pool, the error and for how long, and a failing scale-up backs the pool off as a stockout does: units asked for
+that long ago would not be ready in time anyway, and while it is backed off the next eligible pool takes the
+demand; when the back-off ends the scale-up is tried again.
 """
 
 from __future__ import annotations
@@ -84,7 +89,7 @@ def execute(
     if drains is not None:
         memory = _absorb(drains.continue_pending(now), pools, memory, now, results, alerts)
     if plan.is_empty:
-        return Execution(tuple(results), memory, tuple(alerts))
+        return Execution(tuple(results), _stopped_failing(memory, pools, now), tuple(alerts))
     cloud = {state.pool_id: state for state in actuator.list_pools()}
     unread = unread_pools(actuator)
     fresh = drains.adjusted(cloud) if drains is not None else cloud
@@ -126,7 +131,7 @@ def execute(
             results[-1].status,
             resize.reason,
         )
-    return Execution(tuple(results), memory, tuple(alerts))
+    return Execution(tuple(results), _stopped_failing(memory, pools, now), tuple(alerts))
 
 
 def clear_failed_units(
@@ -371,7 +376,9 @@ def _failing(
 ) -> PlannerMemory:
     """A change of the pool failed with an error a retry may fix (failing since ``since``): remember since when the
     pool's changes keep failing; from the pool's lead time on, alert, and back a failing scale-up off."""
-    memory = memory.failing(pool_id, since)
+    if _stopped(memory, pool_id, pools, now):  # the earlier failures ended long ago: this one starts a new count
+        memory = memory.not_failing(pool_id)
+    memory = memory.failing(pool_id, since, now)
     first = memory.failing_since[pool_id]
     spec = pools.get(pool_id)
     lead = spec.lead_time if spec is not None else MIN_BACKOFF
@@ -390,6 +397,27 @@ def _failing(
     details = {"error": error, "failing_since": first.isoformat(), "failing_for": format_duration(now - first)}
     alerts.append(AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, details))
     return memory
+
+
+def _stopped_failing(memory: PlannerMemory, pools: Mapping[str, PoolSpec], now: datetime) -> PlannerMemory:
+    """The memory without the failing count of each pool whose changes have stopped failing (``_stopped``)."""
+    for pool_id in sorted(memory.failing_since):
+        if _stopped(memory, pool_id, pools, now):
+            log.info("pool %s: no change of it has failed for a lead time; its changes are no longer failing", pool_id)
+            memory = memory.not_failing(pool_id)
+    return memory
+
+
+def _stopped(memory: PlannerMemory, pool_id: str, pools: Mapping[str, PoolSpec], now: datetime) -> bool:
+    """Whether the pool's changes, once failing, have gone the pool's lead time (at least ``MIN_BACKOFF``) without a
+    failure, counted from the last one or from the end of the pool's back-off (nothing is asked of it meanwhile)."""
+    last = memory.failed_last(pool_id)
+    if last is None:
+        return False
+    until = memory.backoff_until.get(pool_id)
+    quiet_since = last if until is None else max(last, until)
+    spec = pools.get(pool_id)
+    return now - quiet_since >= max(MIN_BACKOFF, spec.lead_time if spec is not None else MIN_BACKOFF)
 
 
 def _blocked_alert(pool_id: str, now: datetime, error: str) -> AlertEvent:

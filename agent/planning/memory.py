@@ -15,8 +15,10 @@ class PlannerMemory:
     last_change: dict[str, tuple[datetime, int]] = field(default_factory=dict)  # pool -> (when, +1 up / -1 down)
     backoff_until: dict[str, datetime] = field(default_factory=dict)  # pool -> no scale-up before this time
     blocked: dict[str, str] = field(default_factory=dict)  # pool -> why it must not be touched
-    # pool -> since when its changes keep failing with errors a retry may fix (until one is accepted)
+    # pool -> since when its changes keep failing with errors a retry may fix (until one is accepted, or none fails
+    # for a while: agent.executor), and when one of them last failed so
     failing_since: dict[str, datetime] = field(default_factory=dict)
+    last_failure: dict[str, datetime] = field(default_factory=dict)
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
@@ -32,14 +34,31 @@ class PlannerMemory:
         until = self.backoff_until.get(pool_id)
         return until is not None and now < until
 
-    def failing(self, pool_id: str, since: datetime) -> PlannerMemory:
-        """The pool's changes fail since ``since``, unless they already did since earlier."""
-        if pool_id in self.failing_since and self.failing_since[pool_id] <= since:
-            return self
-        return replace(self, failing_since={**self.failing_since, pool_id: since})
+    def failing(self, pool_id: str, since: datetime, at: datetime) -> PlannerMemory:
+        """A change of the pool failed at ``at``; its changes fail since ``since``, unless they already did since
+        earlier."""
+        first = min(since, self.failing_since.get(pool_id, since))
+        last = max(at, self.last_failure.get(pool_id, at))
+        return replace(
+            self,
+            failing_since={**self.failing_since, pool_id: first},
+            last_failure={**self.last_failure, pool_id: last},
+        )
+
+    def failed_last(self, pool_id: str) -> datetime | None:
+        """When a change of the pool last failed, while its changes keep failing (a memory saved by a release that
+        did not record it: since when they fail)."""
+        if pool_id not in self.failing_since:
+            return None
+        return self.last_failure.get(pool_id, self.failing_since[pool_id])
 
     def not_failing(self, pool_id: str) -> PlannerMemory:
-        """A change of the pool was accepted (or the pool is blocked): it is no longer failing."""
-        if pool_id not in self.failing_since:
+        """A change of the pool was accepted, the pool is blocked, or its changes stopped failing: it is no longer
+        failing."""
+        if pool_id not in self.failing_since and pool_id not in self.last_failure:
             return self
-        return replace(self, failing_since={p: t for p, t in self.failing_since.items() if p != pool_id})
+        return replace(
+            self,
+            failing_since={p: t for p, t in self.failing_since.items() if p != pool_id},
+            last_failure={p: t for p, t in self.last_failure.items() if p != pool_id},
+        )

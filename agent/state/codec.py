@@ -6,10 +6,13 @@ Version 1::
      "last_change": {"pool": {"at": "...", "direction": 1}},
      "backoff_until": {"pool": "..."},
      "blocked": {"pool": "why"},
-     "failing_since": {"pool": "..."}}
+     "failing_since": {"pool": "..."},
+     "last_failure": {"pool": "..."}}
 
-Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) may be absent: a release
-that does not know it reads the rest and saves without it, and the count starts again at the next failure. A
+Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
+one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
+without ``failing_since`` the count starts again at the next failure, and a pool in ``failing_since`` without a
+``last_failure`` is taken to have last failed when its count began. A
 document this code cannot read (no or an older unknown version, malformed) raises ``StateDocumentUnreadable``; the
 stores treat it as nothing saved, so the next save replaces it. A document of a newer version raises
 ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads during a rolling upgrade
@@ -40,6 +43,7 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
         "backoff_until": {pool: _time(until) for pool, until in sorted(memory.backoff_until.items())},
         "blocked": dict(sorted(memory.blocked.items())),
         "failing_since": {pool: _time(since) for pool, since in sorted(memory.failing_since.items())},
+        "last_failure": {pool: _time(at) for pool, at in sorted(memory.last_failure.items())},
     }
     return json.dumps(document, indent=1, sort_keys=False)
 
@@ -68,6 +72,7 @@ def decode(text: str) -> PlannerMemory:
             backoff_until={str(pool): _parse(until) for pool, until in document.get("backoff_until", {}).items()},
             blocked={str(pool): str(why) for pool, why in document.get("blocked", {}).items()},
             failing_since={str(pool): _parse(since) for pool, since in document.get("failing_since", {}).items()},
+            last_failure={str(pool): _parse(at) for pool, at in document.get("last_failure", {}).items()},
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None

@@ -116,6 +116,7 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
         backoff_until=_three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max),
         blocked=_three_way(base.blocked, ours.blocked, theirs.blocked, lambda o, _: o),
         failing_since=_three_way(base.failing_since, ours.failing_since, theirs.failing_since, min),
+        last_failure=_three_way(base.last_failure, ours.last_failure, theirs.last_failure, max),
     )
 
 
