@@ -144,19 +144,30 @@ class GkeNodePoolActuator:
 
     def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
         """Remove exactly these nodes (GKE node name = instance name), shrinking the pool by as many. Nodes whose
-        instances are already being deleted are not asked for again (a drain repeated after a restart)."""
+        instances are already being deleted are not asked for again (a drain repeated after a restart), nor are
+        nodes gone from every instance group of the pool: their instances were deleted already (a drain taken over
+        after its deleteInstances landed; the Node object outlives its VM for a while). A node that is an instance
+        of another node pool's group is refused: deleting it here would be a mistake."""
         if (known := self._results.get(key)) is not None:
             return known
         seen = self._observe(pool_id)
         by_name = {i.name: i for i in seen.instances}
-        missing = [n for n in nodes if n not in by_name]
-        if missing:
-            raise PermanentActuatorError(pool_id, f"nodes {missing} are not instances of this pool")
-        victims = [by_name[n] for n in nodes if not by_name[n].deleting]
+        gone = [n for n in nodes if n not in by_name]
+        if gone and (elsewhere := self._members_elsewhere(pool_id, gone)):
+            held = ", ".join(f"{n} (node pool {p})" for n, p in elsewhere.items())
+            raise PermanentActuatorError(pool_id, f"nodes {held} are instances of another node pool, not of this one")
+        note = f"{', '.join(gone)} gone from its instance group (deleted already)" if gone else ""
+        victims = [by_name[n] for n in nodes if n in by_name and not by_name[n].deleting]
         if not victims:
-            detail = f"nodes {', '.join(nodes)} are already being deleted"
-            return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
-        return self._delete(pool_id, victims, key)
+            leaving = [n for n in nodes if n in by_name]
+            detail = "; ".join(
+                ([f"nodes {', '.join(leaving)} are already being deleted"] if leaving else [])
+                + ([note] if note else [])
+            )
+            status = ActionStatus.STARTED if leaving else ActionStatus.DONE
+            log.info("pool %s: %s (key %s)", pool_id, detail, key)
+            return self._results.remember(self._result(key, pool_id, status, detail))
+        return self._delete(pool_id, victims, key, note)
 
     # -- internals -----------------------------------------------------------------------------------------
     def _state(self, pool_id: str, now: datetime) -> PoolState:
@@ -177,14 +188,9 @@ class GkeNodePoolActuator:
         pool = call_google(pool_id, self._gke.get_node_pool, name=self._pool_path(pool_id))
         operation, failure = self._operations(pool_id)
         zones: list[Zone] = []
-        for url in pool.instance_group_urls:
-            found = _MIG_URL.search(url)
-            if found is None:
-                raise PermanentActuatorError(pool_id, f"unexpected instance group URL {url}")
-            mig = (found[1], found[2], found[3])
-            where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
-            asked = int(call_google(pool_id, self._migs.get, **where).target_size)
-            listed = call_google(pool_id, self._migs.list_managed_instances, **where)
+        for mig in (_mig(pool_id, url) for url in pool.instance_group_urls):
+            asked = int(call_google(pool_id, self._migs.get, **_where(mig)).target_size)
+            listed = call_google(pool_id, self._migs.list_managed_instances, **_where(mig))
             zones.append(Zone(mig, asked, tuple(instance_from(managed, mig, failure) for managed in listed)))
         bounds = pool.autoscaling
         autoscaling = bool(bounds and bounds.enabled)
@@ -353,13 +359,30 @@ class GkeNodePoolActuator:
             pool_id, self._gke.set_node_pool_autoscaling, request=request, timeout=write_timeout(pool_id)
         )
 
-    def _delete(self, pool_id: str, victims: Sequence[Instance], key: str) -> ActionResult:
+    def _delete(self, pool_id: str, victims: Sequence[Instance], key: str, note: str = "") -> ActionResult:
         self._delete_instances(pool_id, victims)
         listed = ", ".join(i.name for i in victims)
         log.info("pool %s: deleting instances %s (key %s)", pool_id, listed, key)
-        return self._results.remember(
-            self._result(key, pool_id, ActionStatus.STARTED, f"deleting {len(victims)} nodes: {listed}")
-        )
+        detail = f"deleting {len(victims)} nodes: {listed}" + (f"; {note}" if note else "")
+        return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
+
+    def _members_elsewhere(self, pool_id: str, names: Sequence[str]) -> dict[str, str]:
+        """Which of ``names`` (in none of this pool's groups) are instances of another node pool of the cluster, and
+        of which. A group's instances are named ``<baseInstanceName>-<suffix>`` (Compute's ``baseInstanceName``), so
+        only the groups whose base name starts a node's name are listed, as cluster-autoscaler finds the group of an
+        instance it does not know (``findMigWithMatchingBasename``)."""
+        mine = self._mappings[pool_id].node_pool
+        found: dict[str, str] = {}
+        listed = call_google(pool_id, self._gke.list_node_pools, parent=self._cluster)
+        for other in (p for p in listed.node_pools if p.name != mine):
+            for mig in (_mig(pool_id, url) for url in other.instance_group_urls):
+                base = str(call_google(pool_id, self._migs.get, **_where(mig)).base_instance_name)
+                if not any(n.startswith(f"{base}-") for n in names if n not in found):
+                    continue
+                managed = call_google(pool_id, self._migs.list_managed_instances, **_where(mig))
+                members = {instance_from(m, mig, "").name for m in managed}
+                found |= {n: str(other.name) for n in names if n in members}
+        return found
 
     def _delete_instances(self, pool_id: str, victims: Sequence[Instance]) -> None:
         by_mig: dict[tuple[str, str, str], list[str]] = {}
@@ -395,6 +418,18 @@ class GkeNodePoolActuator:
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
+
+
+def _mig(pool_id: str, url: str) -> tuple[str, str, str]:
+    """Project, zone and name of the instance group an ``instanceGroupUrls`` entry names."""
+    found = _MIG_URL.search(url)
+    if found is None:
+        raise PermanentActuatorError(pool_id, f"unexpected instance group URL {url}")
+    return found[1], found[2], found[3]
+
+
+def _where(mig: tuple[str, str, str]) -> dict[str, str]:
+    return {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
 
 
 def _timestamp(text: str) -> datetime | None:

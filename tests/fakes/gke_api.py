@@ -341,7 +341,7 @@ class FakeGkeApi(GoogleJsonServer):
         """One zone's group to ``want`` instances; shrinking drops creating instances first, then the newest."""
         live = [i for i in mig.instances if i.action != "DELETING"]
         while len(live) < want:
-            inst = Instance(f"{mig.name[:-4]}-{next(self._ids):04d}")
+            inst = Instance(f"{_base_instance_name(mig)}-{next(self._ids):04d}")
             mig.instances.append(inst)
             live.append(inst)
         surplus = len(live) - want
@@ -402,7 +402,8 @@ class FakeGkeApi(GoogleJsonServer):
             raise GoogleApiError(404, f"The resource 'instanceGroupManagers/{name}' was not found", reason="notFound")
         if method == "GET" and not verb:
             stable = all(i.action == "NONE" for i in mig.instances)
-            return {"name": mig.name, "zone": zone, "targetSize": mig.target_size, "status": {"isStable": stable}}
+            group = {"name": mig.name, "zone": zone, "targetSize": mig.target_size, "status": {"isStable": stable}}
+            return group | {"baseInstanceName": _base_instance_name(mig)}
         if verb == "listManagedInstances":
             start, size = int(query.get("pageToken") or 0), int(query.get("maxResults") or 500)
             page = mig.instances[start : start + size]
@@ -465,3 +466,10 @@ def _checked_autoscaling(autoscaling: Obj) -> Obj:
     if per_zone and total:
         raise GoogleApiError(400, f"autoscaling: {per_zone} cannot be used with {total}; set per-zone or total limits")
     return autoscaling
+
+
+def _base_instance_name(mig: Mig) -> str:
+    """The prefix of the names of a group's instances: GKE's group ``gke-C-NP-<hash>-grp`` names them
+    ``gke-C-NP-<hash>-<suffix>`` (the fake's suffix is a serial number of four digits, Compute's four random
+    characters)."""
+    return mig.name.removesuffix("-grp")
