@@ -55,9 +55,12 @@ class NodeDrainer(Protocol):
         drains from this order once no node is idle for the window any more."""
         ...
 
-    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
-        """Cordon the node and evict its pods, respecting disruption budgets. A busy node is drained too: its
-        pods go back to their controllers' queues."""
+    def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
+        """Cordon the node and evict its pods, respecting disruption budgets. Only a ``forced`` drain (a budget's
+        hard stop) drains a busy node: its pods go back to their controllers' queues. Any other drain is of a node
+        found idle, and is rejected, nothing evicted, if it is found running accelerator work once cordoned (work
+        scheduled on it since it was found idle). A drain continued with the same key (on a later tick, or by another
+        agent that took it over) is as forced as its first step was."""
         ...
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:

@@ -50,7 +50,7 @@ class DryRunDrainer:
     def pool_nodes(self, pool_id: str) -> Sequence[str]:
         return self._inner.pool_nodes(pool_id)
 
-    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+    def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
         self.recorded.append((pool_id, node, key))
         return ActionResult(
             key=key,

@@ -28,6 +28,17 @@ the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so 
 or newly elected agent continue it instead of leaving the node cordoned; the timeout then counts from when that
 agent took it over.
 
+Only a forced drain (a release a budget's hard stop asked for) evicts accelerator work. Any other drain is of a
+unit found idle, but the agent found it so on a list of pods read before the drain (shared for seconds with the
+tick's survey), and the scheduler may have bound a pod to it since: a drain that is not forced, once its nodes are
+cordoned (no pod can be scheduled there any more), finds on its pods read afresh any pod that is accelerator work by
+the idleness rule (``pod_rules.accelerator_work``; one already terminating is going anyway) and then evicts nothing:
+it uncordons the unit and is rejected, its detail naming the pods ("no longer idle: ... started on it"), and the
+unit's idleness is counted again from the next time it is seen idle. Every later step checks the same on its pods.
+A forced drain marks its nodes with ``leadtime.io/drain-forced`` (the drain's key) as it cordons them, and each
+step reads the mark on the nodes its cordon answers with: an agent that continues the drain (after a restart, or as
+the new leader) knows it is forced without being told, and a drain it continues unmarked is not forced.
+
 A unit is what a drain takes out of the pool whole, and is named by the ``NodeDrainer`` methods: a node
 (``KubernetesNodeDrainer``: each node with the pool's label), or every node of a TPU slice
 (``actuators.slice_drain``). A unit is idle when all its nodes are and busy when one of them is; its drain cordons
@@ -63,11 +74,11 @@ from typing import Protocol, TypeVar
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import (
     ACCELERATOR_RESOURCES,
+    accelerator_work,
     accelerators,
     counts,
     extended_resources,
     must_stay,
-    needs_accelerator,
     past_grace,
     pod_name,
     terminating,
@@ -83,6 +94,9 @@ log = logging.getLogger(__name__)
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 # Set on a node while a drain of ours is in progress (value: the drain's key); removed when the drain gives up.
 DRAIN_ANNOTATION = "leadtime.io/drain-key"
+# Set with it on the nodes of a forced drain (value: the drain's key, so a mark an earlier drain left on a node a
+# person uncordoned does not force a later drain), which may evict accelerator work; removed with it.
+FORCED_ANNOTATION = "leadtime.io/drain-forced"
 T = TypeVar("T")
 # The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
 _MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
@@ -223,8 +237,10 @@ class KubernetesUnitDrainer:
                 draining[unit] = since[0]
         return draining
 
-    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
-        """Drain the unit ``node`` (a node, or a slice: every node of it)."""
+    def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
+        """Drain the unit ``node`` (a node, or a slice: every node of it). Unless ``forced`` (or its nodes are marked
+        with this key as a forced drain's), a unit found running accelerator work is uncordoned and the drain
+        rejected, nothing evicted."""
         unit = node
         if (known := self._results.get(key)) is not None:
             return known
@@ -235,12 +251,20 @@ class KubernetesUnitDrainer:
             since = self._draining_since[unit] = (key, now)
         overdue = now - since[1] >= self._timeout
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
-        nodes = [name for name in members if self._cordon(pool_id, name, key)]
+        cordoned = [found for name in members if (found := self._cordon(pool_id, name, key, forced)) is not None]
+        nodes = [found.metadata.name for found in cordoned]
         if not nodes and not self._units.removed_without_nodes:
             return self._gone(key, pool_id, unit)
+        # A drain taken over from another agent is forced when that agent marked its nodes so.
+        forced |= any((found.metadata.annotations or {}).get(FORCED_ANNOTATION) == key for found in cordoned)
         # A first step reads the pods after cordoning (a list read before could miss a pod scheduled meanwhile); a
         # later one may share the tick's list, read after the cordon of an earlier step, when no pod can arrive.
-        pods = self._pods_of(pool_id, nodes, fresh=started)
+        on_nodes = self._pods_by_node(pool_id, nodes, fresh=started)
+        if not forced and (working := self._working(cordoned, on_nodes)):
+            self._idle_since.pop(unit, None)
+            why = f"no longer idle: {', '.join(working)} started on it"
+            return self._reject(key, pool_id, unit, nodes, why)
+        pods = [p for name in nodes for p in on_nodes[name] if counts(p)]
         blockers = [f"{'/'.join(pod_name(p))} ({', '.join(reasons)})" for p in pods if (reasons := must_stay(p))]
         if blockers:
             return self._reject(key, pool_id, unit, nodes, f"pods that must not be disrupted: {'; '.join(blockers)}")
@@ -285,7 +309,7 @@ class KubernetesUnitDrainer:
         noun = self._units.noun
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         self._check_may_write(pool_id, unit)
-        back = [name for name in members if self._cordon(pool_id, name, None)]
+        back = [name for name in members if self._cordon(pool_id, name, None) is not None]
         if not back:  # its drain goes on: it ends the drain of a node gone, or removes a slice left without nodes
             detail = f"{noun} {unit} has no node in the cluster any more; its drain goes on"
             return self._result(key, pool_id, ActionStatus.REJECTED, detail)
@@ -295,6 +319,19 @@ class KubernetesUnitDrainer:
         return self._result(key, pool_id, ActionStatus.DONE, detail)
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _working(self, nodes: Sequence[V1Node], pods: Mapping[str, Sequence[V1Pod]]) -> list[str]:
+        """The pods on these nodes that are accelerator work by the rule the unit was found idle by, except those
+        already terminating (going anyway), as ``namespace/name``."""
+        working: list[str] = []
+        for node in nodes:
+            resources = self._accelerator_resources | extended_resources(node)
+            working.extend(
+                "/".join(pod_name(p))
+                for p in pods[node.metadata.name]
+                if accelerator_work(p, resources) and not terminating(p)
+            )
+        return working
+
     def _survey(self, pool_id: str) -> list[_NodeLoad]:
         """The load of every schedulable unit of the pool (one with nodes, none of them cordoned); idle ones are
         remembered idle from now on if they were not already, busy ones are forgotten. One read of the units and
@@ -313,7 +350,7 @@ class KubernetesUnitDrainer:
             for node in nodes:
                 resources = self._accelerator_resources | extended_resources(node)
                 on_node = [p for p in pods[node.metadata.name] if counts(p)]
-                busy = [p for p in on_node if needs_accelerator(p, resources)]
+                busy = [p for p in on_node if accelerator_work(p, resources)]
                 working += len(busy)
                 requested += sum(accelerators(p, resources) for p in busy)
                 blocked |= any(must_stay(p) for p in on_node)
@@ -350,27 +387,25 @@ class KubernetesUnitDrainer:
             return False
         return True
 
-    def _cordon(self, pool_id: str, node: str, drain_key: str | None) -> bool:
-        """Cordon and mark the node with the drain's key, or (``None``) uncordon it and remove the mark; False when
-        the node is gone."""
-        body = {
-            "spec": {"unschedulable": True if drain_key else None},
-            "metadata": {"annotations": {DRAIN_ANNOTATION: drain_key}},
-        }
+    def _cordon(self, pool_id: str, node: str, drain_key: str | None, forced: bool = False) -> V1Node | None:
+        """Cordon and mark the node with the drain's key (and, ``forced``, as a forced drain's; a mark already there
+        is left as it is), or (``None``) uncordon it and remove the marks; the node as patched, None when it is
+        gone."""
+        marks = {DRAIN_ANNOTATION: drain_key} | ({FORCED_ANNOTATION: drain_key} if forced or not drain_key else {})
+        body = {"spec": {"unschedulable": True if drain_key else None}, "metadata": {"annotations": marks}}
         return self._patch_node(pool_id, node, body)
 
-    def _patch_node(self, pool_id: str, node: str, body: Mapping[str, object]) -> bool:
-        """False when the node is gone (404): its Node object was deleted outside this drain, by a person or by the
-        cloud's node controller once the instance behind it is gone, e.g. a preempted Spot VM
+    def _patch_node(self, pool_id: str, node: str, body: Mapping[str, object]) -> V1Node | None:
+        """The node as patched; None when the node is gone (404): its Node object was deleted outside this drain, by
+        a person or by the cloud's node controller once the instance behind it is gone, e.g. a preempted Spot VM
         (https://kubernetes.io/docs/concepts/architecture/cloud-controller-manager/#node-controller). Not an error
         of the pool: there is nothing left to drain."""
         try:
-            self._nodes_api.patch(node, body)
+            return self._nodes_api.patch(node, body)
         except KubernetesNotFound:
-            return False
+            return None
         except KubernetesApiError as exc:
             raise from_kubernetes(pool_id, exc) from exc
-        return True
 
     def _remove(
         self, key: str, pool_id: str, unit: str, nodes: Sequence[str], leaving: list[tuple[str, str]], overdue: bool
@@ -389,7 +424,8 @@ class KubernetesUnitDrainer:
             why = f"removing the empty {noun} still fails after {self._timeout} ({exc})"
             return self._fail(key, pool_id, unit, nodes, why)
         for node in nodes:  # gone: unmarked too
-            self._patch_node(pool_id, node, {"metadata": {"annotations": {DRAIN_ANNOTATION: None}}})
+            unmarked = {DRAIN_ANNOTATION: None, FORCED_ANNOTATION: None}
+            self._patch_node(pool_id, node, {"metadata": {"annotations": unmarked}})
         self._draining_since.pop(unit, None)
         self._idle_since.pop(unit, None)
         if leaving:

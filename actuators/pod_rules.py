@@ -84,6 +84,12 @@ def needs_accelerator(pod: V1Pod, resources: frozenset[str]) -> bool:
     return any(amount not in ("0", "") for amount in _accelerator_amounts(pod, resources))
 
 
+def accelerator_work(pod: V1Pod, resources: frozenset[str]) -> bool:
+    """A pod that keeps its node from being idle: one a drain has to move (``counts``) that asks for one of these
+    accelerator resources (``needs_accelerator``)."""
+    return counts(pod) and needs_accelerator(pod, resources)
+
+
 def accelerators(pod: V1Pod, resources: frozenset[str]) -> int:
     """Accelerators the pod asks for; an amount that is not a whole number (extended resources are integers, so
     only a malformed one) counts as one."""

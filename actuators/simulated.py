@@ -146,9 +146,10 @@ class SimulatedCluster:
         idle = [f"{pool_id}-idle-{uid}" for _, uid in pool.idle]
         return idle + [f"{pool_id}-busy-{i}" for i in range(pool.ready - len(pool.idle))]
 
-    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+    def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
         """Remove exactly one unit: that idle one while it is still idle, or, for a busy name, one busy unit while
-        any is left (its work goes back to the queue: the next step's demand finds one unit less)."""
+        any is left (its work goes back to the queue: the next step's demand finds one unit less). Only a forced
+        release names busy units (``pool_nodes``), so ``forced`` changes nothing here."""
         if key in self._results:
             return self._results[key]
         pool = self._pool(pool_id)

@@ -21,7 +21,9 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   nodes the plan could not name drains the longest idle of the nodes idle for the window. Each drain has its own
   key; a drain that waits on a disruption budget is continued on later ticks with the same key until the drainer
   reports it done (the node is empty and was deleted through the pool's actuator), failed (timeout: uncordoned, not
-  removed) or rejected (a pod must not be disrupted). A node whose drain failed or was rejected is not chosen again
+  removed) or rejected (a pod must not be disrupted, or the node is no longer idle: the drainer checks again once
+  the node is cordoned, on its pods read afresh, and work scheduled on it since the check here rejects the drain,
+  uncordoned, nothing evicted; its idleness counts anew). A node whose drain failed or was rejected is not chosen again
   for one stabilization window. A drain step that fails with an error a retry may fix, or a drain given up at the
   timeout (failing since it started), is reported in ``DrainOutcome.failing`` and a drain that removed its node in
   ``finished``: the executor alerts on a pool whose drains keep failing for its lead time.
@@ -72,6 +74,9 @@ class PendingDrain:
     idle: bool = field(default=False, compare=False)
     # When this agent started the drain (None: taken over, its start unknown).
     started: datetime | None = field(default=None, compare=False)
+    # A forced release's drain, which may evict accelerator work. A drain taken over says so on its nodes, where
+    # the drainer reads it.
+    forced: bool = field(default=False, compare=False)
 
 
 @dataclass
@@ -229,7 +234,8 @@ class NodeDrains:
             return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
         outcome = DrainOutcome()
         for node in chosen:
-            pending = PendingDrain(pool_id, node, drain_key(resize.key, node), idle=not resize.forced, started=now)
+            key = drain_key(resize.key, node)
+            pending = PendingDrain(pool_id, node, key, idle=not resize.forced, started=now, forced=resize.forced)
             self._pending[node] = pending
             if node in busy:
                 log.warning("draining busy node %s of pool %s: %s", node, pool_id, resize.reason)
@@ -275,7 +281,7 @@ class NodeDrains:
 
     def _step(self, pending: PendingDrain, now: datetime) -> DrainOutcome:
         try:
-            result = self._drainers[pending.pool_id].drain(pending.pool_id, pending.node, pending.key)
+            result = self._drainers[pending.pool_id].drain(pending.pool_id, pending.node, pending.key, pending.forced)
         except PermanentActuatorError as exc:
             self._pending.pop(pending.node, None)
             return self._failed(pending.key, pending.pool_id, now, exc)

@@ -86,11 +86,11 @@ class LeaderOnlyDrainer:
     def pool_nodes(self, pool_id: str) -> Sequence[str]:
         return self._inner.pool_nodes(pool_id)
 
-    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+    def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
         if not self._leadership.is_leader(self._clock.now()):
             raise TransientActuatorError(pool_id, f"this replica no longer leads; node {node} is left to the leader")
         with write_window(self._window):  # the drain's last step removes the node from the cloud
-            return self._inner.drain(pool_id, node, key)
+            return self._inner.drain(pool_id, node, key, forced)
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return self._inner.draining_nodes(pool_id)

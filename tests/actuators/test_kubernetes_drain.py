@@ -198,7 +198,7 @@ def test_pods_that_must_not_be_disrupted_block_the_drain(cluster: Cluster, optio
 def test_pods_their_owners_let_go_are_evicted(cluster: Cluster, options: dict[str, Any]) -> None:
     node = cluster.nodes[0]
     cluster.kube.put("pods", objs.pod("scratchy", node, accelerators=8, **options))
-    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
+    assert cluster.drainer.drain("a", node, "d", forced=True).status is ActionStatus.STARTED  # busy: forced
     assert _evictions(cluster, "scratchy") == 1
     cluster.clock.advance(timedelta(seconds=30))
     assert cluster.drainer.drain("a", node, "d").status is ActionStatus.DONE
@@ -285,7 +285,7 @@ def test_a_node_is_removed_only_once_its_evicted_pods_have_shut_down(cluster: Cl
     node = cluster.nodes[1]
     cluster.kube.put("pods", _pod("train", node, grace=120, accelerators=8, owner_kind="Job"))  # checkpoints
 
-    first = cluster.drainer.drain("a", node, "d")
+    first = cluster.drainer.drain("a", node, "d", forced=True)  # a busy node: a forced release's drain
     assert first.status is ActionStatus.STARTED
     assert "('default', 'train')" in first.detail and "to finish terminating" in first.detail
     terminating = cluster.kube.get("pods", "train", "default")
@@ -347,7 +347,7 @@ def test_pods_a_lost_kubelet_never_finishes_do_not_hold_the_node_past_the_timeou
 def test_a_pod_within_its_grace_period_is_waited_for_past_the_timeout(cluster: Cluster) -> None:
     node = cluster.nodes[2]
     cluster.kube.put("pods", _pod("train", node, grace=20 * 60, accelerators=8, **JOB))  # a long checkpoint
-    assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
+    assert cluster.drainer.drain("a", node, "d", forced=True).status is ActionStatus.STARTED
     cluster.clock.advance(timedelta(minutes=15))
     past_timeout = cluster.drainer.drain("a", node, "d")
     assert past_timeout.status is ActionStatus.STARTED  # neither cut off nor uncordoned

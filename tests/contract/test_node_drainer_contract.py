@@ -100,15 +100,15 @@ def harness(request: pytest.FixtureRequest) -> Iterator[DrainHarness]:
         built.close()
 
 
-def _drain_to_the_end(h: DrainHarness, node: str, key: str) -> ActionResult:
+def _drain_to_the_end(h: DrainHarness, node: str, key: str, forced: bool = False) -> ActionResult:
     """Continue the drain with the same key, a minute apart, while it reports itself started (its evicted pods
     shutting down) and the clock is still within its timeout."""
-    result = h.drainer.drain(POOL, node, key)
+    result = h.drainer.drain(POOL, node, key, forced)
     for _ in range(15):
         if result.status is not ActionStatus.STARTED:
             break
         h.clock.advance(timedelta(minutes=1))
-        result = h.drainer.drain(POOL, node, key)
+        result = h.drainer.drain(POOL, node, key, forced)
     return result
 
 
@@ -149,7 +149,7 @@ def test_pool_nodes_list_idle_nodes_first_and_a_busy_one_drains_too(harness: Dra
     nodes = harness.drainer.pool_nodes(POOL)
     assert len(idle) == 2 and list(nodes[:2]) == list(idle) and len(nodes) == 3
     busy = nodes[2]
-    result = _drain_to_the_end(harness, busy, "forced-1")  # its pod is evicted and shuts down first
+    result = _drain_to_the_end(harness, busy, "forced-1", forced=True)  # its pod is evicted and shuts down first
     assert (result.status, result.key) == (ActionStatus.DONE, "forced-1")
     assert _target(harness)[1] == 2
     harness.observe()

@@ -50,12 +50,12 @@ class _BudgetedDrains:
     def pool_nodes(self, pool_id: str) -> Sequence[str]:
         return [n for n in self._cluster.pool_nodes(pool_id) if n not in self._draining]
 
-    def drain(self, pool_id: str, node: str, key: str) -> ActionResult:
+    def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
         if node in self.held:
             self._draining[node] = key
             return ActionResult(key, pool_id, ActionStatus.STARTED, T0, f"waiting for a disruption budget on {node}")
         self._draining.pop(node, None)
-        return self._cluster.drain(pool_id, node, key)
+        return self._cluster.drain(pool_id, node, key, forced)
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return dict(self._draining)
