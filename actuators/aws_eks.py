@@ -9,7 +9,10 @@ Growing is ``UpdateNodegroupConfig`` with the new ``desiredSize``, carrying a ``
 the idempotency key, so AWS itself refuses to apply one request twice. The update is not waited for (the agent must
 not block a tick): while EKS reports it ``InProgress`` it is the pool's ``in_flight_operation``, read from EKS's own
 update list (``ListUpdates``, followed page by page: at most 100 ids a page, in no stated order), so a restarted
-agent sees it too and never starts a second one.
+agent sees it too and never starts a second one. The list holds every update the node group ever had (thousands
+after a year of scale-ups), so it is read only while ``DescribeNodegroup`` says the node group is ``UPDATING``,
+which it is while an update is in progress, and only until the update in progress is found: this agent's own latest
+update is asked about first, so the pages are followed only for one it did not start (or started before a restart).
 
 The node group's ``scalingConfig`` bounds (``minSize`` <= ``desiredSize`` <= ``maxSize``, which EKS enforces with
 ``InvalidParameterException`` and mirrors into its Auto Scaling group's ``MinSize``/``MaxSize``) are the operator's
@@ -62,6 +65,7 @@ from models.clock import Clock
 log = logging.getLogger(__name__)
 _SETTLED = ("Successful", "Failed", "Cancelled")  # Update.status values other than InProgress
 _NOT_YET = ("CREATING",)  # Nodegroup.status values that pass by themselves
+_UPDATING = "UPDATING"  # the Nodegroup.status while an update is in progress: only then is one looked for
 
 
 @dataclass(frozen=True)
@@ -106,6 +110,7 @@ class EksNodegroupActuator:
         self._clock = clock
         self._results = KeyedResults()
         self._settled_updates: set[str] = set()
+        self._started: dict[str, str] = {}  # pool -> the id of the latest update this agent started on it
         self._issues_seen: dict[tuple[str, str], datetime] = {}  # (pool, "code: message") -> first seen
         self._reads = PoolReads()
 
@@ -215,8 +220,9 @@ class EksNodegroupActuator:
         if not failure:
             issues = found.get("health", {}).get("issues", [])
             failure, failure_at, failing = self._health_failure(pool_id, issues, group)
-        update = self._running_update(pool_id, nodegroup)
-        return _Observed(str(found.get("status", "")), scaling, group, update, failure, failure_at, failing)
+        status = str(found.get("status", ""))
+        update = self._running_update(pool_id, nodegroup) if status == _UPDATING else None
+        return _Observed(status, scaling, group, update, failure, failure_at, failing)
 
     def _health_failure(
         self, pool_id: str, issues: Sequence[dict[str, Any]], group: GroupView
@@ -242,23 +248,30 @@ class EksNodegroupActuator:
         return text, first, group.changed_at is None or group.changed_at <= first - CAPACITY_MEMORY
 
     def _running_update(self, pool_id: str, nodegroup: str) -> str | None:
-        """The node group's update still in progress, from EKS's own update list, every page of it (settled
-        updates are remembered, so each is described once)."""
+        """The node group's update still in progress (asked only while the node group is ``UPDATING``): this
+        agent's own latest update if it still is, else the first one in progress on EKS's own update list, whose
+        pages are followed until it is found (settled updates are remembered, so each is described once)."""
         where = {"name": self._cluster, "nodegroupName": nodegroup}
+        own = self._started.get(pool_id)
+        if own is not None and own not in self._settled_updates and self._in_progress(pool_id, own, where):
+            return own
         token: str | None = None
         while True:
             page = call(pool_id, self._eks.list_updates, **where, **({"nextToken": token} if token else {}))
             for update_id in page.get("updateIds", []):
-                if update_id in self._settled_updates:
-                    continue
-                update = call(pool_id, self._eks.describe_update, updateId=update_id, **where)["update"]
-                if update.get("status") in _SETTLED:
-                    self._settled_updates.add(update_id)
-                else:
+                if update_id not in self._settled_updates and self._in_progress(pool_id, update_id, where):
                     return str(update_id)
             token = page.get("nextToken")
             if not token:
                 return None
+
+    def _in_progress(self, pool_id: str, update_id: str, where: Mapping[str, str]) -> bool:
+        """Whether the update is still in progress; a settled one is remembered and never asked about again."""
+        update = call(pool_id, self._eks.describe_update, updateId=update_id, **where)["update"]
+        if update.get("status") in _SETTLED:
+            self._settled_updates.add(update_id)
+            return False
+        return True
 
     def _drop_failed(self, pool_id: str, seen: _Observed, key: str) -> tuple[_Observed, int, str | None]:
         """Lower the desired size to what exists, but not below ``minSize``; the node group as it is then, how many
@@ -290,6 +303,7 @@ class EksNodegroupActuator:
             scalingConfig={"desiredSize": desired},
             clientRequestToken=token,
         )["update"]
+        self._started[pool_id] = str(update["id"])
         return str(update["id"])
 
     def _nodegroup(self, pool_id: str) -> str:
