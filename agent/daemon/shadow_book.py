@@ -4,7 +4,11 @@ The account (``agent.daemon.shadow``) is kept where the ledger keeps spend, so a
 beside a SQLite ledger in ``<ledger.path>.shadow.json`` (replaced atomically), in a PostgreSQL ledger's
 ``leadtime_shadow_accounts`` table (one row per set of pools); with an in-memory ledger it lives as long as the
 process. A saved account that cannot be read is refused with where it is and the problem, never silently
-restarted at zero. Each daily report also writes ``shadow-<date>.html`` beside a SQLite ledger's file.
+restarted at zero. In PostgreSQL a change of the pool set (a pool added, removed or renamed) starts a new account,
+named by the new set: its what-if capacity and per-pool holdings are the old set's and cannot be carried over. The
+account that starts afresh while another account of the ledger shares one of its pools is logged as a warning,
+naming that account (the earlier pool set's, left as it was); accounts that share none are other deployments'.
+Each daily report also writes ``shadow-<date>.html`` beside a SQLite ledger's file.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -43,6 +47,10 @@ class ShadowStore(Protocol):
 
     def save(self, body: str, now: datetime) -> None: ...
 
+    def others(self) -> dict[str, datetime]:
+        """The other accounts kept where this one is, with when each was last saved."""
+        ...
+
 
 class FileShadowStore:
     def __init__(self, path: Path) -> None:
@@ -61,6 +69,9 @@ class FileShadowStore:
         except OSError as exc:
             raise LedgerUnavailable(f"cannot save the shadow account to {self.path}: {exc}") from None
 
+    def others(self) -> dict[str, datetime]:
+        return {}  # the file beside the ledger holds one account
+
 
 class PostgresShadowStore:
     def __init__(self, ledger: PostgresLedger, name: str) -> None:
@@ -73,6 +84,12 @@ class PostgresShadowStore:
 
     def save(self, body: str, now: datetime) -> None:
         self._ledger.save_shadow(self._name, body, now)
+
+    def others(self) -> dict[str, datetime]:
+        rows = self._ledger._query(
+            "SELECT name, saved_us FROM leadtime_shadow_accounts WHERE name <> %s ORDER BY name", (self._name,)
+        )
+        return {str(name): datetime.fromtimestamp(int(saved) / 1e6, UTC) for name, saved in rows}
 
 
 def shadow_store(settings: LedgerSettings, ledger: Ledger, pools: Sequence[PoolSpec]) -> ShadowStore | None:
@@ -109,7 +126,10 @@ class ShadowBook:
         (another replica sharing the PostgreSQL ledger may have kept it meanwhile)."""
         store = self.store
         saved = store.load() if store is not None else None
-        if store is None or saved is None:
+        if store is None:
+            return
+        if saved is None:
+            self._starting_afresh(store)
             return
         try:
             with self._lock:
@@ -118,6 +138,21 @@ class ShadowBook:
             raise LedgerUnavailable(
                 f"cannot continue the shadow account in {store.where}: {exc}; move it away to start a new one"
             ) from None
+
+    def _starting_afresh(self, store: ShadowStore) -> None:
+        """Say so when no account is saved under this pool set while one under another set shares a pool with it:
+        the pool set changed, and the account starts again from zero."""
+        mine = {spec.pool_id for spec in self.account.pools}
+        earlier = {name: at for name, at in store.others().items() if mine & set(name.split(","))}
+        if earlier and self.account.total.intervals == 0:
+            log.warning(
+                "the shadow account starts afresh in %s: the pools changed and %s %s kept for a pool set sharing "
+                "pools with this one (left as it was); a change of the pool set starts a new account",
+                store.where,
+                ", ".join(f"{name!r} (last saved {at.isoformat()})" for name, at in earlier.items()),
+                "was" if len(earlier) == 1 else "were",
+                extra={"earlier_accounts": sorted(earlier)},
+            )
 
     def record(
         self, now: datetime, demand: Mapping[str, float], pools: Sequence[PoolState], targets: Mapping[str, int]
