@@ -43,6 +43,7 @@ from datetime import datetime, timedelta
 from actuators.base import Actuator, unread_pools
 from agent.drains import DrainOutcome, NodeDrains
 from agent.planning import PlannerMemory
+from agent.planning.memory import BackoffReason
 from models import (
     ActionResult,
     ActionStatus,
@@ -181,7 +182,7 @@ def clear_failed_units(
                 {"failed_units": str(state.failed_units), "target_units": str(state.target_units)},
             )
         )
-        memory = memory.back_off(pool_id, now + backoff)
+        memory = memory.back_off(pool_id, now + backoff, BackoffReason.STOCKOUT)
     return Execution(tuple(results), memory, tuple(alerts))
 
 
@@ -319,7 +320,7 @@ def _send(
                 {"error": str(exc), "wanted_units": str(resize.to_units)},
             )
         )
-        return memory.back_off(resize.pool_id, now + backoff)
+        return memory.back_off(resize.pool_id, now + backoff, BackoffReason.STOCKOUT)
     except TransientActuatorError as exc:
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
         return _failing(resize.pool_id, str(exc), now, now, pools, memory, alerts, scale_up=resize.is_scale_up)
@@ -392,7 +393,7 @@ def _failing(
     if scale_up:
         backoff = max(MIN_BACKOFF, lead)
         summary += f"; backing off {format_duration(backoff)} and using the next pool"
-        memory = memory.back_off(pool_id, now + backoff)
+        memory = memory.back_off(pool_id, now + backoff, BackoffReason.FAILING_CHANGES)
     log.error("pool %s: %s", pool_id, summary)
     details = {"error": error, "failing_since": first.isoformat(), "failing_for": format_duration(now - first)}
     alerts.append(AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, details))

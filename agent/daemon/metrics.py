@@ -218,10 +218,11 @@ class DaemonMetrics:
 
 
 class BackoffCollector(Collector):
-    """``leadtime_pool_backoff_until_seconds{pool}``: for each pool the planner backs off after a stockout (or an
-    exhausted quota), the Unix time its back-off ends, read from the planner's memory at every scrape. A pool whose
-    back-off has ended has no series, and a replica that does not lead (its memory is not the one the planner acts
-    on) exports none.
+    """``leadtime_pool_backoff_until_seconds{pool,reason}``: for each pool the planner backs off, the Unix time its
+    back-off ends, read from the planner's memory at every scrape, with why: ``stockout`` after a stockout (or an
+    exhausted quota), ``failing-changes`` after its scale-ups kept failing with errors a retry may fix for longer than
+    its lead time. A pool whose back-off has ended has no series, and a replica that does not lead (its memory is not
+    the one the planner acts on) exports none.
 
     A ``backoff`` skip is no stand-in: the planner records one only when it still wants the pool to grow, and a
     backed-off pool's room is capped at its current size, so an on-demand pool or a spot pool at 0 units that is
@@ -238,16 +239,17 @@ class BackoffCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         family = GaugeMetricFamily(
             "leadtime_pool_backoff_until_seconds",
-            "Unix time until which a pool out of capacity or quota gets no scale-up; no series when it is not "
+            "Unix time until which a pool gets no scale-up: out of capacity or quota (reason stockout), or its "
+            "scale-ups kept failing for longer than its lead time (reason failing-changes); no series when it is not "
             "backed off.",
-            labels=["pool"],
+            labels=["pool", "reason"],
         )
         memory = self._memory()
         if memory is not None:
             now = self._clock.now()
             for pool_id, until in sorted(memory.backoff_until.items()):
                 if until > now:
-                    family.add_metric([pool_id], until.timestamp())
+                    family.add_metric([pool_id, memory.why_backed_off(pool_id).value], until.timestamp())
         yield family
         blocked = GaugeMetricFamily(
             "leadtime_pool_blocked",

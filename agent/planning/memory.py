@@ -1,5 +1,5 @@
-"""What the planner remembers between ticks: recent changes (anti-flapping), back-offs, blocked pools, and since
-when each pool's changes keep failing.
+"""What the planner remembers between ticks: recent changes (anti-flapping), back-offs and why, blocked pools, and
+since when each pool's changes keep failing.
 
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 """
@@ -8,12 +8,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from enum import StrEnum
+
+
+class BackoffReason(StrEnum):
+    """Why a pool is backed off: out of capacity or quota (a stockout), or its scale-ups kept failing with errors a
+    retry may fix for longer than its lead time."""
+
+    STOCKOUT = "stockout"
+    FAILING_CHANGES = "failing-changes"
 
 
 @dataclass(frozen=True)
 class PlannerMemory:
     last_change: dict[str, tuple[datetime, int]] = field(default_factory=dict)  # pool -> (when, +1 up / -1 down)
     backoff_until: dict[str, datetime] = field(default_factory=dict)  # pool -> no scale-up before this time
+    backoff_reason: dict[str, BackoffReason] = field(default_factory=dict)  # pool -> why (absent: a stockout)
     blocked: dict[str, str] = field(default_factory=dict)  # pool -> why it must not be touched
     # pool -> since when its changes keep failing with errors a retry may fix (until one is accepted, or none fails
     # for a while: agent.executor), and when one of them last failed so
@@ -23,8 +33,16 @@ class PlannerMemory:
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
 
-    def back_off(self, pool_id: str, until: datetime) -> PlannerMemory:
-        return replace(self, backoff_until={**self.backoff_until, pool_id: until})
+    def back_off(self, pool_id: str, until: datetime, reason: BackoffReason = BackoffReason.STOCKOUT) -> PlannerMemory:
+        return replace(
+            self,
+            backoff_until={**self.backoff_until, pool_id: until},
+            backoff_reason={**self.backoff_reason, pool_id: reason},
+        )
+
+    def why_backed_off(self, pool_id: str) -> BackoffReason:
+        """Why the pool's latest back-off was set (a memory saved by a release that did not record it: a stockout)."""
+        return self.backoff_reason.get(pool_id, BackoffReason.STOCKOUT)
 
     def block(self, pool_id: str, reason: str) -> PlannerMemory:
         """Nothing is sent to the pool until a person lifts the block; it is blocked, no longer failing."""

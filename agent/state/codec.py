@@ -5,6 +5,7 @@ Version 1::
     {"version": 1, "saved_at": "...", "saved_by": "leadtime-0",
      "last_change": {"pool": {"at": "...", "direction": 1}},
      "backoff_until": {"pool": "..."},
+     "backoff_reason": {"pool": "stockout"},
      "blocked": {"pool": "why"},
      "failing_since": {"pool": "..."},
      "last_failure": {"pool": "..."}}
@@ -12,7 +13,9 @@ Version 1::
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
 without ``failing_since`` the count starts again at the next failure, and a pool in ``failing_since`` without a
-``last_failure`` is taken to have last failed when its count began. A
+``last_failure`` is taken to have last failed when its count began. ``backoff_reason`` (why each pool was backed
+off: ``stockout`` or ``failing-changes``) may be absent too, and a reason this release does not know is left out:
+a back-off without a reason is read as a stockout, as every back-off was before reasons were kept. A
 document this code cannot read (no or an older unknown version, malformed) raises ``StateDocumentUnreadable``; the
 stores treat it as nothing saved, so the next save replaces it. A document of a newer version raises
 ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads during a rolling upgrade
@@ -26,9 +29,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from agent.planning import PlannerMemory
+from agent.planning.memory import BackoffReason
 from models import StateDocumentTooNew, StateDocumentUnreadable
 
 VERSION = 1
+_REASONS = frozenset(r.value for r in BackoffReason)
 
 
 def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
@@ -41,6 +46,7 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
             for pool, (at, direction) in sorted(memory.last_change.items())
         },
         "backoff_until": {pool: _time(until) for pool, until in sorted(memory.backoff_until.items())},
+        "backoff_reason": {pool: str(why) for pool, why in sorted(memory.backoff_reason.items())},
         "blocked": dict(sorted(memory.blocked.items())),
         "failing_since": {pool: _time(since) for pool, since in sorted(memory.failing_since.items())},
         "last_failure": {pool: _time(at) for pool, at in sorted(memory.last_failure.items())},
@@ -70,6 +76,11 @@ def decode(text: str) -> PlannerMemory:
                 for pool, change in document.get("last_change", {}).items()
             },
             backoff_until={str(pool): _parse(until) for pool, until in document.get("backoff_until", {}).items()},
+            backoff_reason={
+                str(pool): BackoffReason(why)
+                for pool, why in document.get("backoff_reason", {}).items()
+                if why in _REASONS
+            },
             blocked={str(pool): str(why) for pool, why in document.get("blocked", {}).items()},
             failing_since={str(pool): _parse(since) for pool, since in document.get("failing_since", {}).items()},
             last_failure={str(pool): _parse(at) for pool, at in document.get("last_failure", {}).items()},

@@ -110,10 +110,17 @@ class MemoryKeeper:
 
 def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> PlannerMemory:
     """Three-way, per pool: what only one side changed since ``base`` is taken from that side; where both
-    changed, our block stays and the later time wins (a back-off, a recent change)."""
+    changed, our block stays and the later time wins (a back-off, a recent change). A back-off's reason is the one
+    of the side whose back-off was kept."""
+    backoff_until = _three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max)
     return PlannerMemory(
         last_change=_three_way(base.last_change, ours.last_change, theirs.last_change, max),
-        backoff_until=_three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max),
+        backoff_until=backoff_until,
+        backoff_reason={
+            pool: why
+            for pool, until in backoff_until.items()
+            if (why := (ours if ours.backoff_until.get(pool) == until else theirs).backoff_reason.get(pool))
+        },
         blocked=_three_way(base.blocked, ours.blocked, theirs.blocked, lambda o, _: o),
         failing_since=_three_way(base.failing_since, ours.failing_since, theirs.failing_since, min),
         last_failure=_three_way(base.last_failure, ours.last_failure, theirs.last_failure, max),
