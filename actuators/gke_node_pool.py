@@ -46,7 +46,14 @@ from typing import Any
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed, Zone, instance_from
 from actuators.pool_reads import PoolReads
-from actuators.vendor_errors import call_google, capacity_failure, from_operation_error
+from actuators.vendor_errors import (
+    GOOGLE_ERRORS,
+    call_google,
+    capacity_failure,
+    from_google,
+    from_operation_error,
+    is_not_found,
+)
 from actuators.write_window import write_timeout
 from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
@@ -103,7 +110,7 @@ class GkeNodePoolActuator:
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
             return known
-        seen = self._observe(pool_id)
+        seen = self._observe(pool_id, changing=True)
         mapping = self._mappings[pool_id]
         if seen.autoscaling and mapping.gke_autoscaling == "refuse":
             raise PermanentActuatorError(
@@ -150,7 +157,7 @@ class GkeNodePoolActuator:
         of another node pool's group is refused: deleting it here would be a mistake."""
         if (known := self._results.get(key)) is not None:
             return known
-        seen = self._observe(pool_id)
+        seen = self._observe(pool_id, changing=True)
         by_name = {i.name: i for i in seen.instances}
         gone = [n for n in nodes if n not in by_name]
         if gone and (elsewhere := self._members_elsewhere(pool_id, gone)):
@@ -182,23 +189,67 @@ class GkeNodePoolActuator:
             zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),
         )
 
-    def _observe(self, pool_id: str) -> Observed:
+    def _observe(self, pool_id: str, changing: bool = False) -> Observed:
+        """The pool as its APIs tell it now. A zone whose instance group is not found (404: GKE may still list a
+        group that is gone) is left out with a warning, its nodes not counted, instead of failing the whole read;
+        ``changing``: read for a change (see ``_read``)."""
         if pool_id not in self._mappings:
             raise PermanentActuatorError(pool_id, "no GKE node pool is mapped to this pool")
-        pool = call_google(pool_id, self._gke.get_node_pool, name=self._pool_path(pool_id))
-        operation, failure = self._operations(pool_id)
+        pool = self._read(pool_id, changing, self._gke.get_node_pool, name=self._pool_path(pool_id))
+        operation, failure = self._operations(pool_id, changing)
         zones: list[Zone] = []
+        missing: list[str] = []
         for mig in (_mig(pool_id, url) for url in pool.instance_group_urls):
-            asked = int(call_google(pool_id, self._migs.get, **_where(mig)).target_size)
-            listed = call_google(pool_id, self._migs.list_managed_instances, **_where(mig))
-            zones.append(Zone(mig, asked, tuple(instance_from(managed, mig, failure) for managed in listed)))
+            if (group := self._group(pool_id, changing, mig)) is None:
+                missing.append(mig[1])
+                continue
+            asked = int(group[0].target_size)
+            zones.append(Zone(mig, asked, tuple(instance_from(managed, mig, failure) for managed in group[1])))
+        if missing and not zones:
+            error = PermanentActuatorError(pool_id, f"none of the instance groups of node pool {pool.name} was found")
+            raise self._for_change(error) if changing else error
         bounds = pool.autoscaling
         autoscaling = bool(bounds and bounds.enabled)
         zone_max = int(bounds.max_node_count) if bounds and bounds.max_node_count else None
         total_max = int(bounds.total_max_node_count) if bounds and bounds.total_max_node_count else None
-        return Observed(autoscaling, tuple(zones), operation, zone_max, total_max)
+        return Observed(autoscaling, tuple(zones), operation, zone_max, total_max, tuple(missing))
 
-    def _operations(self, pool_id: str) -> tuple[str | None, str]:
+    def _group(self, pool_id: str, changing: bool, mig: tuple[str, str, str]) -> tuple[Any, list[Any]] | None:
+        """One zone's instance group and its instances, or None if the group is not found (404)."""
+        try:
+            return self._migs.get(**_where(mig)), list(self._migs.list_managed_instances(**_where(mig)))
+        except GOOGLE_ERRORS as exc:
+            if not is_not_found(exc):
+                error = from_google(pool_id, exc)
+                raise (self._for_change(error) if changing else error) from exc
+        log.warning(
+            "pool %s: the instance group %s of zone %s was not found (404); the zone is left out, its nodes not "
+            "counted, until the node pool no longer lists it or the group is back",
+            pool_id, mig[2], mig[1],
+        )  # fmt: skip
+        return None
+
+    def _read(self, pool_id: str, changing: bool, method: Any, **kwargs: Any) -> Any:
+        """A read's answer. A read made for a change (``resize``, ``delete_nodes``, the look at the operation it
+        started) that fails for good fails the change with a transient error: a read blocks nothing (a pool that
+        cannot be read is held), so it must not block the pool from inside a change either."""
+        try:
+            return call_google(pool_id, method, **kwargs)
+        except ActuatorError as exc:
+            if not changing:
+                raise
+            raise self._for_change(exc) from exc
+
+    @staticmethod
+    def _for_change(exc: ActuatorError) -> ActuatorError:
+        """A read's error as the error of the change it was made for: a permanent one is transient there."""
+        if not isinstance(exc, PermanentActuatorError):
+            return exc
+        return TransientActuatorError(
+            exc.pool_id, f"the pool could not be read for the change, nothing sent: {exc.reason}"
+        )
+
+    def _operations(self, pool_id: str, changing: bool = False) -> tuple[str | None, str]:
         """The operation still running on the pool, if any, and the stockout its latest operation ended with
         ("" if it ended without one, none ended, or it ended more than ``zone_backoff`` ago).
 
@@ -207,7 +258,7 @@ class GkeNodePoolActuator:
         cluster too. A failure is not remembered for ever: the instances being created long after it were asked
         for by a later resize of an instance group (which starts no GKE operation), not by that operation."""
         suffix = f"/clusters/{self._cluster.rsplit('/', 1)[1]}/nodePools/{self._mappings[pool_id].node_pool}"
-        listed = call_google(pool_id, self._gke.list_operations, parent=self._location)
+        listed = self._read(pool_id, changing, self._gke.list_operations, parent=self._location)
         ops = [op for op in listed.operations if op.target_link.endswith(suffix)]
         running = next((str(op.name) for op in ops if op.status.name != "DONE"), None)
         latest = max(ops, key=lambda op: str(op.start_time), default=None)
@@ -238,7 +289,9 @@ class GkeNodePoolActuator:
         open_zones = [z for z in targets if self._zones_out.get((pool_id, z), now) <= now]
         refusals: list[str] = []
         even = spread(targets, open_zones, goal - seen.target, seen.zone_max)
-        uniform = len(open_zones) == len(targets) and len(set(even.values())) == 1 and not zone_by_zone
+        # setSize sizes every zone the pool lists: not while one of them has no group to size.
+        same = len(open_zones) == len(targets) and len(set(even.values())) == 1
+        uniform = same and not zone_by_zone and not seen.missing
         if uniform and sum(even.values()) > seen.target:
             try:  # the same size in every zone: one GKE setSize says it (its nodeCount is per zone)
                 request = {"name": self._pool_path(pool_id), "node_count": even[open_zones[0]]}
@@ -293,6 +346,8 @@ class GkeNodePoolActuator:
         reasons += list(refusals)
         if out:
             reasons.append("zones out of capacity: " + ", ".join(out))
+        if seen.missing:
+            reasons.append("zones whose instance group was not found: " + ", ".join(seen.missing))
         if seen.total_max is not None and seen.target >= seen.total_max:
             reasons.append(f"at GKE's totalMaxNodeCount {seen.total_max}")
         elif seen.zone_max is not None:
@@ -373,15 +428,14 @@ class GkeNodePoolActuator:
         instance it does not know (``findMigWithMatchingBasename``)."""
         mine = self._mappings[pool_id].node_pool
         found: dict[str, str] = {}
-        listed = call_google(pool_id, self._gke.list_node_pools, parent=self._cluster)
+        listed = self._read(pool_id, True, self._gke.list_node_pools, parent=self._cluster)
         for other in (p for p in listed.node_pools if p.name != mine):
             for mig in (_mig(pool_id, url) for url in other.instance_group_urls):
-                base = str(call_google(pool_id, self._migs.get, **_where(mig)).base_instance_name)
-                if not any(n.startswith(f"{base}-") for n in names if n not in found):
+                if (group := self._group(pool_id, True, mig)) is None:
                     continue
-                managed = call_google(pool_id, self._migs.list_managed_instances, **_where(mig))
-                members = {instance_from(m, mig, "").name for m in managed}
-                found |= {n: str(other.name) for n in names if n in members}
+                if any(n.startswith(f"{group[0].base_instance_name}-") for n in names if n not in found):
+                    members = {instance_from(m, mig, "").name for m in group[1]}
+                    found |= {n: str(other.name) for n in names if n in members}
         return found
 
     def _delete_instances(self, pool_id: str, victims: Sequence[Instance]) -> None:
@@ -408,7 +462,7 @@ class GkeNodePoolActuator:
 
     def _checked(self, pool_id: str, op: Any) -> Any:
         """The new operation, looked at once: errors GKE finds at once surface now, the rest on later ticks."""
-        op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
+        op = self._read(pool_id, True, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
         if op.status.name == "DONE" and op.error and op.error.message:
             raise from_operation_error(pool_id, op.error.code, op.error.message)
         return op

@@ -27,6 +27,7 @@ them ("Not all instances running in IGM ...", the shape GKE reports, e.g. terraf
 A pool being created that the stockout leaves short becomes RUNNING_WITH_ERROR when some of its instances run, ERROR
 when none does, its ``statusMessage`` naming each short zone in the same words ("us-central1-a: ... Not all instances
 running in IGM ...") and in its ``conditions`` (GCE_STOCKOUT for each instance that failed, and each zone's group).
+``lose_group(pool, zone)`` deletes a zone's group under a node pool that still lists it (reads of it answer 404).
 ``restock()`` ends it: instances still being created come up on the next ``advance()`` (the group keeps retrying);
 the pool's status, message and conditions stay as they were, as GKE's do. ``report_error`` puts a pool in ERROR (or
 another status) with conditions of a test's choosing while its instances run.
@@ -116,6 +117,7 @@ class FakeGkeApi(GoogleJsonServer):
         self.pools: dict[str, NodePool] = {}
         self.operations: dict[str, Operation] = {}
         self.stockouts: dict[str, Stockout] = {}  # by zone
+        self.lost_groups: set[tuple[str, str]] = set()  # (zone, name) of groups deleted under a node pool
         self._ids = itertools.count(1)
 
     def start(self) -> FakeGkeApi:
@@ -153,6 +155,15 @@ class FakeGkeApi(GoogleJsonServer):
         """GKE's own autoscaler resizes the pool (no operation: it resizes the instance groups directly)."""
         with self._lock:
             self._resize(self.pools[name], nodes)
+
+    def lose_group(self, name: str, zone: str) -> None:
+        """The instance group of pool ``name`` in ``zone`` is deleted, its instances with it, while the node pool
+        still lists its URL in ``instanceGroupUrls``: reading the group answers 404 (terraform-provider-google issues
+        4314 and 17024)."""
+        with self._lock:
+            mig = next(m for m in self.pools[name].migs if m.zone == zone)
+            mig.instances, mig.target_size = [], 0
+            self.lost_groups.add((zone, mig.name))
 
     def restock(self) -> None:
         with self._lock:
@@ -398,8 +409,9 @@ class FakeGkeApi(GoogleJsonServer):
     # -- Compute Engine managed instance groups ---------------------------------------------------------------
     def _compute(self, method: str, zone: str, name: str, verb: str, query: dict[str, str], body: Obj) -> Obj:
         mig = next((m for p in self.pools.values() for m in p.migs if m.name == name and m.zone == zone), None)
-        if mig is None:
-            raise GoogleApiError(404, f"The resource 'instanceGroupManagers/{name}' was not found", reason="notFound")
+        if mig is None or (zone, name) in self.lost_groups:
+            where = f"projects/{self.project}/zones/{zone}/instanceGroupManagers/{name}"
+            raise GoogleApiError(404, f"The resource '{where}' was not found", reason="notFound")
         if method == "GET" and not verb:
             stable = all(i.action == "NONE" for i in mig.instances)
             group = {"name": mig.name, "zone": zone, "targetSize": mig.target_size, "status": {"isStable": stable}}
