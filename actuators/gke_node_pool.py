@@ -6,8 +6,10 @@ group's ``targetSize``, a node is ready when its instance has no current action.
 *every* zone (its ``nodeCount`` is per zone), so the adapter never sends a pool total there: it decides whole nodes
 per zone and resizes each zone's group, the way cluster-autoscaler treats each group as a node group.
 
-Growing spreads the new nodes over the zones that have room (``zone_placement``), within GKE's own bounds when the
-pool has them (``maxNodeCount`` per zone, ``totalMaxNodeCount``). A zone out of accelerators is backed off for
+Growing spreads the new nodes over the zones that have room (``zone_placement``). GKE's autoscaling bounds
+(``maxNodeCount`` per zone, ``totalMaxNodeCount``) bind GKE's autoscaler only, never a resize: with autoscaling off
+they are not read (GKE may keep the last ones; the Terraform provider reads them only when ``enabled``), and under
+``move-bounds`` the agent sets them to its target. A zone out of accelerators is backed off for
 ``zone_backoff``: its share goes to the pool's other zones, and only when no zone can take any node is the resize
 refused with CapacityUnavailable, which backs the pool off and sends the demand to the next eligible pool.
 
@@ -39,7 +41,6 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -142,9 +143,8 @@ class GkeNodePoolActuator:
             # The autoscaler adds nodes only for pods that cannot be scheduled, never for its minimum: the groups
             # are resized too, zone by zone (GKE refuses a setSize while the bounds' operation runs on the pool).
             moved = self._checked(pool_id, op)
-            bounded = replace(seen, zone_max=None, total_max=to_units)
             note = f"autoscaler bounds {to_units}-{to_units} (operation {moved.name}); "
-            return self._grow(pool_id, bounded, to_units, key, why, zone_by_zone=True, note=note)
+            return self._grow(pool_id, seen, to_units, key, why, zone_by_zone=True, note=note)
         if to_units > seen.target:
             return self._grow(pool_id, seen, to_units, key, why)
         return self._shrink(pool_id, seen, to_units, key)
@@ -208,11 +208,8 @@ class GkeNodePoolActuator:
         if missing and not zones:
             error = PermanentActuatorError(pool_id, f"none of the instance groups of node pool {pool.name} was found")
             raise self._for_change(error) if changing else error
-        bounds = pool.autoscaling
-        autoscaling = bool(bounds and bounds.enabled)
-        zone_max = int(bounds.max_node_count) if bounds and bounds.max_node_count else None
-        total_max = int(bounds.total_max_node_count) if bounds and bounds.total_max_node_count else None
-        return Observed(autoscaling, tuple(zones), operation, zone_max, total_max, tuple(missing))
+        autoscaling = bool(pool.autoscaling and pool.autoscaling.enabled)
+        return Observed(autoscaling, tuple(zones), operation, tuple(missing))
 
     def _group(self, pool_id: str, changing: bool, mig: tuple[str, str, str]) -> tuple[Any, list[Any]] | None:
         """One zone's instance group and its instances, or None if the group is not found (404)."""
@@ -285,10 +282,9 @@ class GkeNodePoolActuator:
         now = self._clock.now()
         targets = {z.name: z.target for z in seen.zones}
         migs = {z.name: z.mig for z in seen.zones}
-        goal = to_units if seen.total_max is None else min(to_units, seen.total_max)
         open_zones = [z for z in targets if self._zones_out.get((pool_id, z), now) <= now]
         refusals: list[str] = []
-        even = spread(targets, open_zones, goal - seen.target, seen.zone_max)
+        even = spread(targets, open_zones, to_units - seen.target)
         # setSize sizes every zone the pool lists: not while one of them has no group to size.
         same = len(open_zones) == len(targets) and len(set(even.values())) == 1
         uniform = same and not zone_by_zone and not seen.missing
@@ -307,7 +303,7 @@ class GkeNodePoolActuator:
                 what = f"target {total} nodes ({even[open_zones[0]]} in each of {len(even)} zones)"
                 return self._track(pool_id, op, key, what + _short(to_units, total))
         while open_zones:
-            want = spread(targets, open_zones, goal - sum(targets.values()), seen.zone_max)
+            want = spread(targets, open_zones, to_units - sum(targets.values()))
             refused = None
             for zone in (z for z in open_zones if want[z] != targets[z]):
                 try:
@@ -348,10 +344,6 @@ class GkeNodePoolActuator:
             reasons.append("zones out of capacity: " + ", ".join(out))
         if seen.missing:
             reasons.append("zones whose instance group was not found: " + ", ".join(seen.missing))
-        if seen.total_max is not None and seen.target >= seen.total_max:
-            reasons.append(f"at GKE's totalMaxNodeCount {seen.total_max}")
-        elif seen.zone_max is not None:
-            reasons.append(f"every open zone at GKE's maxNodeCount {seen.zone_max}")
         return "; ".join(reasons) or "no zone can take a node"
 
     def _shrink(self, pool_id: str, seen: Observed, to_units: int, key: str) -> ActionResult:

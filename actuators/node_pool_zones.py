@@ -54,8 +54,6 @@ class Observed:
     autoscaling: bool
     zones: tuple[Zone, ...]
     operation: str | None
-    zone_max: int | None = None  # GKE's per-zone maxNodeCount, when the pool has one
-    total_max: int | None = None  # GKE's totalMaxNodeCount, when the pool has one
     missing: tuple[str, ...] = ()  # zones whose instance group the pool lists but Compute does not find (404)
 
     @property

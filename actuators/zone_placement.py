@@ -1,9 +1,9 @@
 """Where the nodes of a pool that spans zones go: how many per zone on a scale-up, which zones lose nodes on a
 scale-down. Pure functions of the per-zone counts; the GKE adapter carries the result out one zone at a time.
 
-New nodes go one by one to the open zone with the fewest (first listed on a tie), up to each zone's bound, so the
-pool stays balanced the way GKE's ``BALANCED`` location policy aims for. Removed nodes come one by one from the zone
-with the most (last listed on a tie).
+New nodes go one by one to the open zone with the fewest (first listed on a tie), so the pool stays balanced the way
+GKE's ``BALANCED`` location policy aims for. Removed nodes come one by one from the zone with the most (last listed
+on a tie).
 """
 
 from __future__ import annotations
@@ -11,17 +11,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 
-def spread(
-    targets: Mapping[str, int], open_zones: Sequence[str], add: int, zone_max: int | None = None
-) -> dict[str, int]:
-    """The new per-zone targets after adding up to ``add`` nodes to ``open_zones`` (other zones keep theirs); fewer
-    are added when every open zone reaches ``zone_max``."""
+def spread(targets: Mapping[str, int], open_zones: Sequence[str], add: int) -> dict[str, int]:
+    """The new per-zone targets after adding ``add`` nodes to ``open_zones`` (other zones keep theirs; none is added
+    without an open zone)."""
     placed = dict(targets)
-    for _ in range(add):
-        room = [z for z in open_zones if zone_max is None or placed[z] < zone_max]
-        if not room:
-            break
-        zone = min(room, key=lambda z: placed[z])  # min keeps the first of equals
+    for _ in range(add if open_zones else 0):
+        zone = min(open_zones, key=lambda z: placed[z])  # min keeps the first of equals
         placed[zone] += 1
     return placed
 

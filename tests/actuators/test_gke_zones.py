@@ -117,24 +117,6 @@ def test_a_scale_down_takes_nodes_from_the_fullest_zones(gke_api: FakeGkeApi) ->
     assert _per_zone(gke_api) == [4, 3, 3]
 
 
-def test_gke_per_zone_and_total_bounds_cap_the_placement(gke_api: FakeGkeApi) -> None:
-    gke_api.add_pool("a100", nodes=11, zones=ZONES, autoscaling={"enabled": False, "maxNodeCount": 4})
-    actuator = _adapter(gke_api, SimulatedClock(START))
-    result = actuator.resize("gpu", 14, "up")
-    assert _per_zone(gke_api) == [4, 4, 4]
-    assert "2 more found no zone with room" in result.detail
-    gke_api.finish_operations()
-    with pytest.raises(CapacityUnavailable, match="maxNodeCount 4"):
-        actuator.resize("gpu", 14, "again")
-
-
-def test_total_bounds_cap_the_placement(gke_api: FakeGkeApi) -> None:
-    gke_api.add_pool("a100", nodes=3, zones=ZONES, autoscaling={"enabled": False, "totalMaxNodeCount": 4})
-    actuator = _adapter(gke_api, SimulatedClock(START))
-    actuator.resize("gpu", 6, "up")
-    assert sum(_per_zone(gke_api)) == 4
-
-
 def test_per_zone_units_and_backoff_are_exported(gke_api: FakeGkeApi) -> None:
     gke_api.add_pool("a100", nodes=9, zones=ZONES)
     gke_api.stockout("us-central1-a", mode="http")
