@@ -152,9 +152,11 @@ class DaemonMetrics:
             self._set_only(gauge, values)
 
     def record_pools(self, pools: Sequence[PoolState]) -> None:
-        for pool in pools:
-            self.target_units.labels(pool.pool_id).set(pool.target_units)
-            self.ready_units.labels(pool.pool_id).set(pool.ready_units)
+        """Units of the pools read this tick. A pool absent from ``pools`` could not be read (the pool-unreadable
+        alert says so): its series are removed, as nothing is known of its units now, instead of its last values
+        exported on as if current."""
+        self._set_only(self.target_units, {(pool.pool_id,): pool.target_units for pool in pools})
+        self._set_only(self.ready_units, {(pool.pool_id,): pool.ready_units for pool in pools})
 
     def record_plan(self, plan: CapacityPlan) -> None:
         for pool_id, units in plan.targets.items():
