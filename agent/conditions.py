@@ -21,18 +21,29 @@ failed, leadership lost, the daily report).
 ``ConditionTracker.update`` is called at the end of each tick that ran to completion, which evaluated every
 condition; a tick that failed calls nothing, so a condition is never resolved for want of a tick. A condition
 stays active until a tick finds it neither raised nor holding; one about a pool whose state this tick could not
-read is left as it is (``unknown``): neither raised nor resolved. The first tick that finds an active condition
-gone resolves it: an INFO event of its kind and subject with ``resolved`` set, saying when it was first raised, when
-last seen and how long it lasted. A notifier that handles it forgets the condition's de-duplication entries
-(``agent.notify.dedup``), so a condition that comes back, even within the window, is told again. A standby forgets
-its conditions (``forget``): the leader tells their ends.
+read is left as it is (``unknown``): neither raised nor resolved.
+
+A condition that flickers (a class's newest sample stale on every other tick, a pool read that fails now and then, a
+projection hovering at a cap) must not post a message each way at every flicker, so an end is told only when it lasts:
+a tick that finds an active condition gone resolves it once the condition has not been seen for ``resolve_after``
+(``alerts.resolve_after``); a tick that sees it before then keeps it active, nothing told. A condition that the
+planner's memory or the pool's state said held when last seen (``still_holding``) ends when they say so, which has
+hysteresis of its own (a back-off's length, a lead time without a failure): it is resolved by the first tick that
+finds it gone. And at most one end of a condition is told per ``window`` (``alerts.dedup_window``, the notifiers'
+de-duplication window): an end found less than a window after the last one told of the same condition waits, still
+active, until the window has passed, and is told then if the condition is still gone. The end is an INFO event of its
+kind and subject with ``resolved`` set, saying when the condition was first raised, when last seen, when a tick first
+found it gone and how long it lasted. A notifier that handles it forgets the condition's de-duplication entries
+(``agent.notify.dedup``), so a condition that comes back, even within the window, is told again: with both bounds, a
+condition that flickers posts, per window, one end at most and at each severity two raises at most (the one the window
+allows and the one after the end). A standby forgets its conditions (``forget``): the leader tells their ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agent.planning import PlannerMemory
 from models import AlertEvent, AlertKind, PoolState, Severity
@@ -60,11 +71,20 @@ class _Active:
     since: datetime  # first raised
     seen: datetime  # last raised or holding
     last: AlertEvent  # the latest event raised of it
+    gone: datetime | None = None  # the first tick that found it gone since it was last seen
+    held: bool = False  # seen last as holding (``still_holding``): its end is the memory's, told at once
+    held_by: datetime | None = None  # when the previous end was told, if that has held this one back
 
 
 class ConditionTracker:
-    def __init__(self) -> None:
+    """``resolve_after``: how long a condition must have gone unseen before its end is told; ``window``: an end is
+    told at most once per window for each condition (``alerts.resolve_after`` and ``alerts.dedup_window``)."""
+
+    def __init__(self, resolve_after: timedelta = timedelta(minutes=5), window: timedelta = timedelta(hours=1)) -> None:
+        self.resolve_after = resolve_after
+        self.window = window
         self._active: dict[Condition, _Active] = {}
+        self._ended: dict[Condition, datetime] = {}  # when the last end of each condition was told
 
     @property
     def active(self) -> tuple[Condition, ...]:
@@ -77,52 +97,76 @@ class ConditionTracker:
         holding: Collection[Condition] = (),
         unknown: Collection[Condition] = (),
     ) -> list[AlertEvent]:
-        """Note this tick's level conditions and return a resolved event for each active one gone: neither
-        ``raised`` this tick, nor ``holding`` (``still_holding``), nor ``unknown`` (``not_evaluated`` this tick).
-        One-off events in ``raised`` are ignored."""
+        """Note this tick's level conditions and return a resolved event for each active one gone long enough:
+        neither ``raised`` this tick, nor ``holding`` (``still_holding``), nor ``unknown`` (``not_evaluated`` this
+        tick), unseen for ``resolve_after`` and whose last end was told a ``window`` ago or more. One-off events in
+        ``raised`` are ignored."""
         told: set[Condition] = set()
         for event in raised:
             if event.kind not in LEVEL_KINDS or event.resolved:
                 continue
             key = (event.kind, event.subject)
             before = self._active.get(key)
-            self._active[key] = _Active(before.since if before else event.at, now, event)
+            self._active[key] = _Active(before.since if before else event.at, now, event, held=key in holding)
             told.add(key)
+        self._ended = {key: at for key, at in self._ended.items() if now - at < self.window}
         resolved = []
         for key, active in sorted(self._active.items()):
             if key in told or key in unknown:
                 continue
             if key in holding:
-                self._active[key] = _Active(active.since, now, active.last)
+                self._active[key] = _Active(active.since, now, active.last, held=True)
+                continue
+            gone = active.gone or now
+            if (not active.held and now - active.seen < self.resolve_after) or key in self._ended:
+                held_by = self._ended.get(key, active.held_by)
+                self._active[key] = _Active(active.since, active.seen, active.last, gone, active.held, held_by)
                 continue
             del self._active[key]
-            resolved.append(resolved_event(active.last, active.since, active.seen, now))
+            self._ended[key] = now
+            late = "" if gone == now else self._why_late(active.held_by)
+            resolved.append(resolved_event(active.last, active.since, active.seen, gone, now, late))
         return resolved
+
+    def _why_late(self, held_by: datetime | None) -> str:
+        """Why an end found at one tick is told at a later one."""
+        if held_by is not None:
+            return (
+                f"the end before was told at {_when(held_by)}, and an end is told at most once per "
+                f"{format_duration(self.window)} (alerts.dedup_window)"
+            )
+        return f"an end is told once the condition has gone unseen for {format_duration(self.resolve_after)}"
 
     def forget(self) -> None:
         """Drop every active condition without telling its end (a replica that no longer leads)."""
         self._active.clear()
+        self._ended.clear()
 
 
-def resolved_event(last: AlertEvent, since: datetime, seen: datetime, now: datetime) -> AlertEvent:
-    """The end of the condition ``last`` was raised for: first raised at ``since``, last seen at ``seen``, found gone
-    at ``now`` (it ended between the two)."""
+def resolved_event(
+    last: AlertEvent, since: datetime, seen: datetime, gone: datetime, now: datetime, late: str = ""
+) -> AlertEvent:
+    """The end of the condition ``last`` was raised for: first raised at ``since``, last seen at ``seen``, first
+    found gone at ``gone`` (it ended between the two), told at ``now``; ``late`` says why not at ``gone``."""
+    details = {
+        "first raised": _when(since),
+        "last seen": _when(seen),
+        "gone at": _when(gone),
+        "lasted": f"{format_duration(seen - since)} to {format_duration(gone - since)}",
+        f"last told ({last.severity})": last.summary,
+    }
+    if late:
+        details["told at"] = f"{_when(now)}: {late}"
     return AlertEvent(
         kind=last.kind,
         severity=Severity.INFO,
         at=now,
         subject=last.subject,
         summary=(
-            f"No longer holds, after {format_duration(now - since)}: raised {_when(since)}, last seen {_when(seen)}, "
-            f"gone at {_when(now)}."
+            f"No longer holds, after {format_duration(gone - since)}: raised {_when(since)}, last seen {_when(seen)}, "
+            f"gone at {_when(gone)}."
         ),
-        details={
-            "first raised": _when(since),
-            "last seen": _when(seen),
-            "gone at": _when(now),
-            "lasted": f"{format_duration(seen - since)} to {format_duration(now - since)}",
-            f"last told ({last.severity})": last.summary,
-        },
+        details=details,
         resolved=True,
     )
 

@@ -161,7 +161,8 @@ class Agent:
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
         self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger, holder, tick=self.tick)
-        self.conditions = ConditionTracker()  # the level conditions raised, to tell when each clears
+        # the level conditions raised, to tell when each clears
+        self.conditions = ConditionTracker(settings.alerts.resolve_after, settings.alerts.dedup_window)
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
         # Off in the daemon, whose scheduled refit is the only one once a model is fitted (see the module's text).

@@ -23,6 +23,7 @@ class AlertSettings(Section):
     slack_webhook_url_env: str = Field(default="LEADTIME_SLACK_WEBHOOK_URL", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     slack_webhook_url_file: str | None = Field(default=None, min_length=1)
     dedup_window: Duration = timedelta(hours=1)
+    resolve_after: Duration = timedelta(minutes=5)
     rate_limit_per_minute: int = Field(default=10, ge=1)
     max_retry_after: Duration = timedelta(seconds=10)
     request_timeout: _AtLeastOneSecond = timedelta(seconds=5)

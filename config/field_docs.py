@@ -271,6 +271,10 @@ FIELDS: dict[str, str] = {
     "AlertSettings.slack_webhook_url_env": "Environment variable holding the Slack incoming-webhook URL.",
     "AlertSettings.slack_webhook_url_file": "File holding the webhook URL (a mounted Secret); read when set.",
     "AlertSettings.dedup_window": "The same alert is not sent again within this (duration).",
+    "AlertSettings.resolve_after": "A condition that clears (missing data, a pool unreadable, a projected overspend, "
+    "...) is told as resolved once it has gone unseen for this long (duration; 0: at the first tick that finds it "
+    "gone), so that one that flickers is not told each way at every tick; a back-off, or a pool blocked or failing, "
+    "is resolved when it ends. At most one resolution per condition is told per `dedup_window`.",
     "AlertSettings.rate_limit_per_minute": "Most Slack messages per minute.",
     "AlertSettings.max_retry_after": "Longest Retry-After of a 429 that delivery waits out (duration).",
     "AlertSettings.request_timeout": "Timeout of one Slack request (duration, at least 1s).",

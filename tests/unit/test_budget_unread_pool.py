@@ -176,7 +176,7 @@ def test_a_deferred_hard_stop_is_alerted_once_per_budget_and_outage_saying_until
     settings = _settings({"monthly_cap_usd": 7.0, "commit_horizon": "2h"})
     watch = _watch(settings)
     notifier = RecordingNotifier(dedup_window=timedelta(hours=1))
-    conditions = ConditionTracker()
+    conditions = ConditionTracker(resolve_after=TICK)  # an end told at the first tick that finds it gone
 
     def tick(at: datetime, states: dict[str, PoolState]) -> None:
         spends = watch.observe(at, states)
