@@ -176,6 +176,27 @@ class Agent:
         if stand_in is not None:
             self.configured_model_pending, parts.forecaster = parts.forecaster, stand_in
 
+    @property
+    def memory(self) -> PlannerMemory:
+        """The planner's memory, of the configured pools only."""
+        return self._memory
+
+    @memory.setter
+    def memory(self, memory: PlannerMemory) -> None:
+        """Whatever sets it (the stored memory read back, a tick's outcome), what it says of a pool not in the
+        configuration (removed or renamed since it was saved) is dropped and logged: such a pool is neither alerted
+        on nor exported, its block not inherited by a pool added later under its id, and the next save leaves it
+        out of the store."""
+        kept = memory.only(self.pool_by_id)
+        if kept is not memory:
+            gone = sorted(memory.pools() - kept.pools())
+            log.warning(
+                "planner memory: dropped what it held for pools not in the configuration: %s",
+                ", ".join(gone),
+                extra={"pools": gone, "blocked": {p: memory.blocked[p] for p in gone if p in memory.blocked}},
+            )
+        self._memory = kept
+
     # -- schedule-driven entry points -------------------------------------------------------------------------
     def refit(self, now: datetime) -> None:
         """Fit the forecaster on the configured history window ending at ``now``."""

@@ -1,14 +1,20 @@
 """What the planner remembers between ticks: recent changes (anti-flapping), back-offs and why, blocked pools, and
-since when each pool's changes keep failing.
+since when each pool's changes keep failing. It is kept for configured pools only (``only``): what it says of a pool
+no longer configured is dropped, never alerted on or exported, and not inherited by a pool added later under the
+same id.
 
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from enum import StrEnum
+from typing import TypeVar
+
+V = TypeVar("V")
 
 
 class BackoffReason(StrEnum):
@@ -80,3 +86,32 @@ class PlannerMemory:
             failing_since={p: t for p, t in self.failing_since.items() if p != pool_id},
             last_failure={p: t for p, t in self.last_failure.items() if p != pool_id},
         )
+
+    def pools(self) -> frozenset[str]:
+        """Every pool the memory says something about."""
+        return frozenset(
+            self.last_change.keys()
+            | self.backoff_until.keys()
+            | self.backoff_reason.keys()
+            | self.blocked.keys()
+            | self.failing_since.keys()
+            | self.last_failure.keys()
+        )
+
+    def only(self, pool_ids: Collection[str]) -> PlannerMemory:
+        """The memory of ``pool_ids`` alone: what it says of any other pool (one removed from the configuration, or
+        renamed) is left out. Itself when it names no other pool."""
+        if self.pools() <= set(pool_ids):
+            return self
+        return PlannerMemory(
+            last_change=_only(self.last_change, pool_ids),
+            backoff_until=_only(self.backoff_until, pool_ids),
+            backoff_reason=_only(self.backoff_reason, pool_ids),
+            blocked=_only(self.blocked, pool_ids),
+            failing_since=_only(self.failing_since, pool_ids),
+            last_failure=_only(self.last_failure, pool_ids),
+        )
+
+
+def _only(values: Mapping[str, V], pool_ids: Collection[str]) -> dict[str, V]:
+    return {pool: value for pool, value in values.items() if pool in pool_ids}
