@@ -58,7 +58,8 @@ class BudgetWatch:
         # gap_after says. A simulation ticks at its trace's step, 10 minutes on the ServeGen trace.
         tick = tick or settings.loop.tick_interval
         self.tick = tick
-        self.meter = SpendMeter(ledger, max(settings.ledger.gap_after, tick * 1.5))
+        previous_ids = {p.id: p.previous_ids for p in settings.pools}  # spend under them counts as the pool's
+        self.meter = SpendMeter(ledger, max(settings.ledger.gap_after, tick * 1.5), previous_ids=previous_ids)
         self.pools = pools
         self.stall_factor = settings.alerts.stalled_after_lead_times
         self._by_name = {b.name: b for b in self.budgets}

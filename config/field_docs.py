@@ -71,6 +71,8 @@ FIELDS: dict[str, str] = {
     "DemandClassSettings.service_level": "Forecast quantile to provision for, in (0, 1); overrides the planner's.",
     # -- pools
     "PoolSettings.id": "Unique pool id (lowercase letters, digits, dashes).",
+    "PoolSettings.previous_ids": "Ids the pool was known by before a rename: spend the ledger recorded under them "
+    "counts as the pool's own in its budgets. Each is no pool's id now and belongs to one pool.",
     "PoolSettings.kind": "What the pool is: `on-prem`, `gpu-node-pool`, `tpu-slice-group` or `tpu-queued-resource`.",
     "PoolSettings.tier": "Capacity tier; pools are filled in cost order: `on-prem`, `reserved`, `spot`, `on-demand`. "
     "An `on-prem` pool is tier `on-prem` (the default for it); a cloud pool is `reserved`, `spot` or `on-demand` "

@@ -232,11 +232,28 @@ def _repeated(key: str, values: Iterable[object], what: str) -> Iterator[ConfigP
             yield ConfigProblem(key, f"{what} {value!r} is listed {count} times; list it once")
 
 
+def _previous_ids(settings: Settings) -> Iterator[ConfigProblem]:
+    """A pool's previous ids name spend that counts as its own: each belongs to one pool, and is no pool's id now
+    (the spend under a pool's id is that pool's)."""
+    current = {p.id for p in settings.pools} | {p for b in settings.budgets for p in b.remote_pools}
+    owner: dict[str, str] = {}
+    for i, pool in enumerate(settings.pools):
+        at = f"pools[{i}].previous_ids"
+        for old in pool.previous_ids:
+            if old in current:
+                yield ConfigProblem(at, f"{old!r} is the id of a pool now; a previous id must be no pool's id")
+            elif old in owner:
+                yield ConfigProblem(at, f"{old!r} is already a previous id of pool {owner[old]!r}; list it once")
+            else:
+                owner[old] = pool.id
+
+
 # Each rule with the top-level sections it reads.
 _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str]], ...] = (
     (_unique_names, frozenset({"demand_classes", "pools", "budgets"})),
     (_shared_series, frozenset({"demand_classes"})),
     (_pool_rules, frozenset({"pools", "demand_classes"})),
+    (_previous_ids, frozenset({"pools", "budgets"})),
     (_coverage, frozenset({"pools", "demand_classes"})),
     (_budget_rules, frozenset({"budgets", "pools"})),
     (_simulation_rules, frozenset({"simulation", "pools"})),

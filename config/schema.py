@@ -63,8 +63,14 @@ class DemandClassSettings(_Section):
         )
 
 
+_POOL_ID = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
 class PoolSettings(_Section):
-    id: str = Field(min_length=1, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    id: str = Field(min_length=1, pattern=_POOL_ID)
+    # The ids the pool was known by before a rename: the ledger keeps spend by pool id, so the spend recorded
+    # under them counts as the pool's own in its budgets (config.rules keeps them unique and no pool's id).
+    previous_ids: tuple[Annotated[str, Field(min_length=1, pattern=_POOL_ID)], ...] = ()
     kind: PoolKind
     tier: CapacityTier | None = None
     family: AcceleratorFamily = AcceleratorFamily.GPU

@@ -97,7 +97,14 @@ def import_billing(args: argparse.Namespace) -> int:
 
 def report_budgets(args: argparse.Namespace) -> int:
     from agent.ledger.base import RecordedSince
-    from agent.ledger.meter import NEW_OR_LOST, ledger_coverage, own_pools
+    from agent.ledger.meter import (
+        NEW_OR_LOST,
+        counted_pools,
+        ledger_coverage,
+        own_pools,
+        unclaimed_message,
+        unclaimed_spend,
+    )
     from agent.planning.budget import Budget
 
     settings = load_settings(args.config)
@@ -111,11 +118,14 @@ def report_budgets(args: argparse.Namespace) -> int:
         f"{'billed covers est.':>18} {'spent USD':>12} {'used':>7}"
     ]
     late: list[str] = []  # budgets whose period started before the ledger's first record of one of their pools
+    previous = {p.id: p.previous_ids for p in settings.pools}  # a renamed pool's spend under its old ids is its own
+    budgets = [Budget.from_settings(b) for b in settings.budgets]
     try:
-        for budget in (Budget.from_settings(b) for b in settings.budgets):
-            period, pools = budget.period(now), sorted(budget.pools)
+        for budget in budgets:
+            period, pools = budget.period(now), counted_pools(budget.pools, previous)
             if isinstance(ledger, RecordedSince) and budget.monthly_cap_usd is not None:  # as the daemon judges
-                coverage = ledger_coverage(budget, now, ledger.recorded_since(own_pools(budget)), ledger.where)
+                recorded = ledger.recorded_since(counted_pools(own_pools(budget), previous))
+                coverage = ledger_coverage(budget, now, recorded, ledger.where, previous)
                 if not coverage.complete:
                     late.append(
                         f"incomplete: budget {budget.name}'s ledger holds these of its pools only from after its "
@@ -135,6 +145,10 @@ def report_budgets(args: argparse.Namespace) -> int:
                 f"{'-' if cap is None else f'{cap:.2f}':>12} {estimated:>14.2f} {billed:>12.2f} {covered:>18.2f} "
                 f"{spent:>12.2f} {used:>7}"
             )
+        unclaimed = unclaimed_spend(ledger, budgets, previous, now)
+        if unclaimed is not None and unclaimed[1]:
+            where = f"at {ledger.where}" if isinstance(ledger, RecordedSince) else "configured"
+            late.append("not counted: " + unclaimed_message(*unclaimed, where, _when))
     finally:
         _close(ledger)
     print("\n".join(lines + late))

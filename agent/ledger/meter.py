@@ -22,6 +22,12 @@ period for those alone. The planner is not
 told otherwise (a guess at the missing spend would be wrong one way or the other; billed costs imported for the
 period fill it exactly): the loop alerts, and the daemon exports it. Once a period is found covered it stays
 covered (records are never removed), so a tick asks the ledger only about budgets not yet known to be covered.
+
+The ledger keeps spend by pool id, so a pool renamed in the configuration would start its budgets' period at zero:
+a pool's ``previous_ids`` (the ids it was known by) count as its own, in its budgets' spend and in their coverage
+(``counted_pools``). Spend recorded this period under an id no configured pool has or had (``unclaimed_spend``:
+a pool renamed without them, a pool removed, another deployment's pool on a shared ledger) counts in no budget: it
+is logged once, at the first read of the budgets' spend, naming each such pool and what it spent.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
 from agent.ledger.base import Ledger, Newest, RecordedSince
@@ -77,16 +84,23 @@ class LedgerCoverage:
 
 NEW_OR_LOST = (
     "a pool created after the period started had no spend before its first record, but the ledger cannot tell it "
-    "from one whose records were lost"
+    "from one whose records were lost, or one renamed whose old id is not among its previous_ids"
 )
+Previous = Mapping[str, Collection[str]]  # pool id -> the ids it was known by (its previous_ids)
 
 
-def ledger_coverage(budget: Budget, now: datetime, first: Mapping[str, datetime], where: str) -> LedgerCoverage:
+def ledger_coverage(
+    budget: Budget, now: datetime, first: Mapping[str, datetime], where: str, previous: Previous | None = None
+) -> LedgerCoverage:
     """The coverage of ``budget``'s current month period, from the first records of its pools (``first``, as
-    ``RecordedSince.recorded_since`` reads them)."""
+    ``RecordedSince.recorded_since`` reads them), a pool's first being the earliest under its id or its
+    ``previous`` ones."""
     period = budget.period(now)
-    pools = tuple((pool, first.get(pool)) for pool in own_pools(budget))
-    return LedgerCoverage(budget.name, period.start, period.end, pools, where)
+    pools = []
+    for pool in own_pools(budget):
+        found = [first[i] for i in (pool, *(previous or {}).get(pool, ())) if i in first]
+        pools.append((pool, min(found) if found else None))
+    return LedgerCoverage(budget.name, period.start, period.end, tuple(pools), where)
 
 
 def own_pools(budget: Budget) -> list[str]:
@@ -94,11 +108,55 @@ def own_pools(budget: Budget) -> list[str]:
     return sorted(budget.pools - budget.remote_pools)
 
 
+def counted_pools(pools: Iterable[str], previous: Previous | None) -> list[str]:
+    """The ledger ids whose spend counts as these pools': theirs and their previous ids."""
+    pools = set(pools)
+    return sorted(pools.union(*((previous or {}).get(p, ()) for p in pools)))
+
+
+@runtime_checkable
+class _ListsEntries(Protocol):
+    def entries(self) -> Sequence[LedgerEntry]: ...
+
+    def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float: ...
+
+
+def unclaimed_spend(
+    ledger: object, budgets: Sequence[Budget], previous: Previous, now: datetime
+) -> tuple[datetime, dict[str, float]] | None:
+    """What the ledger's pools that no configured pool has or had (``previous``: every configured pool, with its
+    previous ids; the budgets' pools, other agents' included) spent since the earliest start of the budgets'
+    current periods, for those with a record since then; ``None`` without budgets, or from a ledger that cannot
+    list its entries. Reads every entry of the ledger: asked once, at start."""
+    if not budgets or not isinstance(ledger, _ListsEntries):
+        return None
+    since = min(b.period(now).start for b in budgets)
+    known = set(counted_pools(previous, previous)).union(*(b.pools for b in budgets))
+    found = sorted({e.pool_id for e in ledger.entries() if e.end > since or e.start >= since} - known)
+    return since, {pool: ledger.spent([pool], since, now) for pool in found}
+
+
+def unclaimed_message(since: datetime, spent: Mapping[str, float], where: str, when: Callable[[datetime], str]) -> str:
+    """The warning for ``unclaimed_spend``'s pools; ``where``: ``at <the ledger's place>``."""
+    named = ", ".join(f"{pool} ({usd:,.2f} USD)" for pool, usd in spent.items())
+    return (
+        f"the ledger {where} holds spend since {when(since)} under pool ids no configured pool has: {named}; it "
+        "counts in no budget. A pool renamed? List its old id in the pool's previous_ids, and its spend counts as "
+        "the pool's own. A pool removed, or another deployment's on a shared ledger: nothing to do"
+    )
+
+
 class SpendMeter:
-    def __init__(self, ledger: Ledger, gap_after: timedelta, grid: timedelta = GRID) -> None:
+    def __init__(
+        self, ledger: Ledger, gap_after: timedelta, grid: timedelta = GRID, previous_ids: Previous | None = None
+    ) -> None:
+        """``previous_ids``: every configured pool with the ids it was known by (see ``counted_pools``); without
+        it the meter knows no pool beyond the budgets' and looks for no unclaimed spend."""
         self.ledger = ledger
         self.gap_after = gap_after
         self.grid = grid
+        self.previous_ids = previous_ids or {}
+        self._unclaimed_checked = previous_ids is None
         self._covered: dict[str, LedgerCoverage] = {}  # budget -> its current period, found complete
         self._warned: dict[str, datetime] = {}  # budget -> the period start it was last logged incomplete for
 
@@ -180,7 +238,7 @@ class SpendMeter:
     def _spent(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:
         if isinstance(self.ledger, PeriodSpend):
             asks = [
-                SpendAsk(tuple(sorted(budget.pools)), span.start, span.end, now)
+                SpendAsk(tuple(self._counted(budget)), span.start, span.end, now)
                 for budget in budgets
                 for span in (budget.period(now), budget.hour(now))
             ]
@@ -196,28 +254,35 @@ class SpendMeter:
                 BudgetSpend(
                     budget=budget,
                     now=now,
-                    spent_period_usd=self.ledger.spent(sorted(budget.pools), period.start, now),
-                    spent_hour_usd=self.ledger.spent(sorted(budget.pools), hour.start, now),
+                    spent_period_usd=self.ledger.spent(self._counted(budget), period.start, now),
+                    spent_hour_usd=self.ledger.spent(self._counted(budget), hour.start, now),
                 )
             )
         return spends
 
+    def _counted(self, budget: Budget) -> list[str]:
+        return counted_pools(budget.pools, self.previous_ids)
+
     def coverage(self, budgets: Sequence[Budget], now: datetime) -> list[LedgerCoverage]:
         """Whether the ledger holds each monthly-capped budget's current period from its start (none when the
         ledger cannot say: ``agent.ledger.base.RecordedSince``). One read of the pools of the budgets not yet
-        found covered in their period; a budget found not covered is logged once per period."""
+        found covered in their period; a budget found not covered is logged once per period. The first call also
+        logs the spend the budgets leave out (``unclaimed_spend``)."""
+        if not self._unclaimed_checked:
+            self._warn_unclaimed(budgets, now)
         if not isinstance(self.ledger, RecordedSince):
             return []
         capped = [b for b in budgets if b.monthly_cap_usd is not None]
         periods = {b.name: b.period(now) for b in capped}
         asked = [b for b in capped if self._known(b.name, periods[b.name].start) is None]
-        since = self.ledger.recorded_since(sorted({p for b in asked for p in own_pools(b)})) if asked else {}
+        pools = counted_pools({p for b in asked for p in own_pools(b)}, self.previous_ids)
+        since = self.ledger.recorded_since(pools) if asked else {}
         out = []
         for budget in capped:
             period = periods[budget.name]
             known = self._known(budget.name, period.start)
             if known is None:
-                known = ledger_coverage(budget, now, since, self.ledger.where)
+                known = ledger_coverage(budget, now, since, self.ledger.where, self.previous_ids)
                 if known.complete:
                     self._covered[budget.name] = known
                 elif self._warned.get(budget.name) != period.start:
@@ -238,6 +303,18 @@ class SpendMeter:
                     )
             out.append(known)
         return out
+
+    def _warn_unclaimed(self, budgets: Sequence[Budget], now: datetime) -> None:
+        found = unclaimed_spend(self.ledger, budgets, self.previous_ids, now)
+        self._unclaimed_checked = True
+        if found is not None and found[1]:
+            since, spent = found
+            where = f"at {self.ledger.where}" if isinstance(self.ledger, RecordedSince) else "in memory"
+            log.warning(
+                "%s",
+                unclaimed_message(since, spent, where, datetime.isoformat),
+                extra={"unclaimed_pools": sorted(spent), "since": since.isoformat()},
+            )
 
     def _known(self, budget: str, period_start: datetime) -> LedgerCoverage | None:
         covered = self._covered.get(budget)
