@@ -18,7 +18,9 @@ where this one came from, then a restart, since the URL is read once, at start (
 
 Also: one message per alert key per ``dedup_window`` (measured in event time), at most
 ``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
-while Slack is unreachable (the oldest are dropped first, and counted; a condition raised again keeps its place).
+while Slack is unreachable (the oldest are dropped first, and counted; a condition raised again keeps its place,
+and a held "resolved" of it is dropped: it would arrive after the newer raise and say the condition ended while it
+holds).
 
 The webhook URL is a secret: it comes from an environment variable or a mounted file, never from the YAML,
 and it is never logged, even mangled (``models.redaction``): the notifier redacts what it logs, the SDK gets its
@@ -137,6 +139,8 @@ class SlackNotifier:
 
     def notify(self, event: AlertEvent) -> bool:
         """Deliver ``event`` now if allowed; True when delivered or a duplicate within the window."""
+        if not event.resolved:
+            self._drop_stale_end(event)
         if self._is_duplicate(event):
             return True
         # A condition raised again keeps its place (with the newer event): moving it to the back would make the
@@ -175,6 +179,15 @@ class SlackNotifier:
         return sent
 
     # -- internals ----------------------------------------------------------------------------------------
+    def _drop_stale_end(self, raised: AlertEvent) -> None:
+        """A held end of the condition ``raised`` is raised again for is stale: delivered after it (or after the
+        raise held before it, which keeps its place), it would say the condition ended while it holds, and clear
+        its de-duplication so the next tick posts it again. A repeat of a raise already told drops it too."""
+        for key, held in list(self._pending.items()):
+            if held.resolved and (held.kind, held.subject) == (raised.kind, raised.subject) and held.at <= raised.at:
+                del self._pending[key]
+                log.info("dropped the held end of %s %s: raised again since", raised.kind, raised.subject)
+
     def _is_duplicate(self, event: AlertEvent) -> bool:
         """Sent, or refused by Slack, within the window, at this severity or a higher one."""
         return self._sent.is_repeat(event) or self._refused.is_repeat(event)
