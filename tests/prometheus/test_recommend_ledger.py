@@ -209,6 +209,7 @@ def test_the_report_shows_the_peak_the_planner_planned_on(prometheus: Prometheus
             assert peak >= forecast["per_step_max"][q]
             assert forecast["per_step_max"][q] == max(forecast["quantiles"][q][: forecast["peak_steps"]])
     markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
-    (row,) = [line for line in markdown.splitlines() if line.startswith(f"| {group['name']} |")]
+    together = markdown.split("## Demand classes planned together", 1)[1].split("\n## ", 1)[0]
+    (row,) = [line for line in together.splitlines() if line.startswith(f"| {group['name']} |")]
     assert f"q{level}: {group['forecast']['peak'][level]:.1f}" in row
     assert "| planned peak by quantile | peak over | highest one-step quantile |" in markdown
