@@ -31,7 +31,9 @@ class Ledger(Protocol):
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
         """Record the entries ``derive`` makes from the newest entries of ``pools``, read in the same write
         transaction as the entries are written in: no other writer's entries come between the read and the write.
-        ``derive`` may be called again if the transaction is retried, so it must not act on anything else."""
+        ``derive`` may be called again if the transaction is retried, so it must not act on anything else. An entry
+        that continues the pool's newest charged one at the same units in the same grid cell is folded into it
+        (``agent.ledger.folding``): spend over spans on the grid is the same."""
         ...
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:

@@ -11,8 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from agent.ledger.accrual import resolve
+from agent.ledger.accrual import is_mark, resolve
 from agent.ledger.base import Newest
+from agent.ledger.folding import fold
 from agent.ledger.reservations import InProcessReservations, ReservationBook
 from models import LedgerEntry
 
@@ -43,6 +44,22 @@ class _PoolEntries:
         if self.newest is None or (entry.end, entry.start) >= (self.newest.end, self.newest.start):
             self.newest = entry
 
+    def charged(self) -> LedgerEntry | None:
+        """The newest charged entry (not a mark) when it ends where the newest entry does."""
+        if self.newest is None or not is_mark(self.newest):
+            return self.newest
+        i = bisect_left(self.starts, self.newest.start)
+        before = self.entries[i - 1] if i > 0 else None
+        return before if before is not None and before.end == self.newest.end and not is_mark(before) else None
+
+    def drop_mark(self, start: datetime) -> None:
+        i = bisect_left(self.starts, start)
+        if i == len(self.starts) or self.starts[i] != start or not is_mark(self.entries[i]):
+            return
+        del self.starts[i], self.entries[i], self.totals[i + 1]  # a mark costs nothing: later totals stand
+        if self.newest is not None and self.newest.start == start and is_mark(self.newest):
+            self.newest = max(self.entries, key=lambda e: (e.end, e.start), default=None)
+
     def total(self, start: datetime, end: datetime) -> float:
         lo, hi = bisect_left(self.starts, start), bisect_left(self.starts, end)
         return self.totals[hi] - self.totals[lo] if hi > lo else 0.0
@@ -66,7 +83,15 @@ class InMemoryLedger(InProcessReservations):
             self.record(entry)
 
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
-        self.record_many(derive({pool: self.last_entry(pool) for pool in pools}))
+        """Charged intervals are folded into the pool's newest charged entry where they continue it
+        (``agent.ledger.folding``), as the database ledgers fold them."""
+        charged = {pool: self._pools[pool].charged() if pool in self._pools else None for pool in pools}
+        folded = fold(charged, derive({pool: self.last_entry(pool) for pool in pools}))
+        self.record_many(folded.entries)
+        for _, extended in folded.extended:
+            self._pools[extended.pool_id].put(extended)
+        for pool, start in folded.dropped:
+            self._pools[pool].drop_mark(start)
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         return sum(self._pools[p].total(start, end) for p in set(pools) if p in self._pools)

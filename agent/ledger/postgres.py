@@ -40,9 +40,10 @@ from typing import Any, LiteralString, TypeVar
 import psycopg
 
 from agent.ledger import postgres_totals as totals
-from agent.ledger.accrual import GRID, resolve
+from agent.ledger.accrual import GRID, is_mark, resolve
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation, on_grid
+from agent.ledger.folding import Folded, fold
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, ReservationRequest
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
@@ -126,6 +127,15 @@ _NEWEST_OF_EACH = f"""
         ORDER BY x.end_us DESC, x.start_us DESC LIMIT 1
     ) AS e"""
 
+# The newest charged entry (not a mark) of each pool named that ends at the given end (its newest entry's).
+_CHARGED_ENDING = f"""
+    SELECT e.* FROM unnest(%b::text[], %b::bigint[]) AS p (pool_id, end_us)
+    CROSS JOIN LATERAL (
+        SELECT {COLUMNS} FROM leadtime_ledger_entries AS x
+        WHERE x.pool_id = p.pool_id AND x.end_us = p.end_us AND x.start_us < x.end_us
+        ORDER BY x.start_us DESC LIMIT 1
+    ) AS e"""
+
 # The earliest start of each pool named among its entries and billed costs: one probe of each primary key per pool.
 _SINCE = """
     SELECT p.pool_id, LEAST(
@@ -195,9 +205,16 @@ class PostgresLedger:
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
         if entries:
-            self.update([], lambda _: entries)
+            self._update([], lambda _: entries, folding=False)
 
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
+        """Charged intervals are folded into the pool's newest charged entry where they continue it
+        (``agent.ledger.folding``)."""
+        self._update(pools, derive, folding=True)
+
+    def _update(
+        self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]], *, folding: bool
+    ) -> None:
         def write(db: Connection) -> None:
             with db.transaction():
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
@@ -205,7 +222,10 @@ class PostgresLedger:
                 if pools:
                     rows = db.execute(_NEWEST_OF_EACH, (list(pools),)).fetchall()
                     newest.update({str(row[0]): from_row(row) for row in rows})
-                _write(db, derive(dict(newest)), newest)
+                entries = derive(dict(newest))
+                folded = fold(_charged(db, newest), entries) if folding else Folded(tuple(entries))
+                _write(db, folded.entries, newest)
+                _extend(db, folded)
 
         with self._lock:
             self._run("write", write)
@@ -551,6 +571,39 @@ def _write(db: Connection, entries: Sequence[LedgerEntry], newest: Mapping[str, 
             " units = EXCLUDED.units, cost_usd = EXCLUDED.cost_usd"
             " WHERE x.end_us = x.start_us AND (EXCLUDED.end_us > EXCLUDED.start_us OR EXCLUDED.units > x.units)",
             [list(column) for column in zip(*known, strict=True)],
+        )
+
+
+def _charged(db: Connection, newest: Mapping[str, LedgerEntry | None]) -> dict[str, LedgerEntry | None]:
+    """The newest charged entry of each pool when it ends where the pool's newest entry does (``folding.fold``)."""
+    charged = {pool: last for pool, last in newest.items() if last is None or not is_mark(last)}
+    marked = [(pool, to_us(last.end)) for pool, last in newest.items() if last is not None and is_mark(last)]
+    if marked:
+        rows = db.execute(_CHARGED_ENDING, [list(column) for column in zip(*marked, strict=True)]).fetchall()
+        charged.update({str(row[0]): from_row(row) for row in rows})
+    return charged
+
+
+def _extend(db: Connection, folded: Folded) -> None:
+    """Extend the stored entries ``folded`` extends and remove the opening marks it folded over."""
+    if folded.extended:
+        rows = [
+            (stored.pool_id, to_us(stored.start), to_us(stored.end), to_us(new.end), new.cost_usd)
+            for stored, new in folded.extended
+        ]
+        db.execute(
+            "UPDATE leadtime_ledger_entries AS x SET end_us = n.new_end_us, cost_usd = n.cost_usd"
+            " FROM unnest(%b::text[], %b::bigint[], %b::bigint[], %b::bigint[], %b::float8[])"
+            " AS n (pool_id, start_us, end_us, new_end_us, cost_usd)"
+            " WHERE x.pool_id = n.pool_id AND x.start_us = n.start_us AND x.end_us = n.end_us",
+            [list(column) for column in zip(*rows, strict=True)],
+        )
+    if folded.dropped:
+        marks = [(pool, to_us(start)) for pool, start in folded.dropped]
+        db.execute(
+            "DELETE FROM leadtime_ledger_entries AS x USING unnest(%b::text[], %b::bigint[]) AS n (pool_id, start_us)"
+            " WHERE x.pool_id = n.pool_id AND x.start_us = n.start_us AND x.end_us = x.start_us",
+            [list(column) for column in zip(*marks, strict=True)],
         )
 
 

@@ -31,9 +31,10 @@ from types import TracebackType
 from typing import Any
 
 from agent.ledger import sqlite_totals as totals
-from agent.ledger.accrual import GRID, resolve
+from agent.ledger.accrual import GRID, is_mark, resolve
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation, on_grid
+from agent.ledger.folding import fold
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
@@ -61,6 +62,10 @@ CREATE TABLE IF NOT EXISTS billed (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS billed_by_end ON billed (pool_id, end_us);
 """
+_CHARGED = (
+    f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? AND end_us = ? AND start_us < end_us"
+    " ORDER BY start_us DESC LIMIT 1"
+)
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 # Each pool's earliest entry and billed cost: the smallest start in the pool's range of each primary key.
 _EARLIEST = "(SELECT min(start_us) FROM {} WHERE pool_id = p.value)"
@@ -136,9 +141,22 @@ class SqliteLedger(InProcessReservations):
             self._write(db, entries)
 
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
+        """Charged intervals are folded into the pool's newest charged entry where they continue it
+        (``agent.ledger.folding``)."""
         with self._transaction() as db:
             newest = {pool: self._newest(db, pool) for pool in pools}
-            self._write(db, derive(newest))
+            charged = {pool: self._charged(db, last) for pool, last in newest.items()}
+            folded = fold(charged, derive(newest))
+            self._write(db, folded.entries)
+            for stored, extended in folded.extended:
+                db.execute(
+                    "UPDATE entries SET end_us = ?, cost_usd = ? WHERE pool_id = ? AND start_us = ? AND end_us = ?",
+                    (to_us(extended.end), extended.cost_usd, stored.pool_id, to_us(stored.start), to_us(stored.end)),
+                )
+            db.executemany(
+                "DELETE FROM entries WHERE pool_id = ? AND start_us = ? AND end_us = start_us",
+                [(pool, to_us(start)) for pool, start in folded.dropped],
+            )
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere; from
@@ -352,6 +370,14 @@ class SqliteLedger(InProcessReservations):
     @staticmethod
     def _newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
         row = db.execute(_NEWEST, (pool_id,)).fetchone()
+        return None if row is None else from_row(row)
+
+    @staticmethod
+    def _charged(db: sqlite3.Connection, newest: LedgerEntry | None) -> LedgerEntry | None:
+        """The pool's newest charged entry (not a mark) when it ends where its newest entry does."""
+        if newest is None or not is_mark(newest):
+            return newest
+        row = db.execute(_CHARGED, (newest.pool_id, to_us(newest.end))).fetchone()
         return None if row is None else from_row(row)
 
     @staticmethod

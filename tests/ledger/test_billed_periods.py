@@ -53,6 +53,13 @@ def charged(start: datetime, end: datetime) -> float:
     return sum(estimate(at, at + TICK) for at in ticks if start <= at < end)
 
 
+def replaced(start: datetime, end: datetime) -> float:
+    """The estimate a bill replaces in [start, end): of the entries that start in it. The meter's readings in a
+    15-minute cell are one entry, which starts at the cell's start (the first reading in it)."""
+    cells = (START + i * GRID for i in range((END - START) // GRID))
+    return sum(estimate(at, at + GRID) for at in cells if start <= at < end)
+
+
 def _charged(
     kind: str, request: pytest.FixtureRequest, tmp_path: Path
 ) -> InMemoryLedger | SqliteLedger | PostgresLedger:
@@ -106,16 +113,16 @@ def read(ledger: Ledger, now: datetime) -> dict[str, float]:
 
 
 def expected(now: datetime, billed: dict[tuple[datetime, datetime], float]) -> dict[str, float]:
-    """What ``read`` must find: in each span, the estimate of the entries that start outside the billed rows and, of
-    each billed row, the share of its bill for the share of its time that lies in the span (the spans end on the
-    15-minute grid, so no piece of a row lies partly in one)."""
+    """What ``read`` must find: in each span, the estimate of the entries that start outside the billed rows (a
+    row off the grid: ``replaced``) and, of each billed row, the share of its bill for the share of its time that
+    lies in the span (the spans end on the 15-minute grid, so no piece of a row lies partly in one)."""
 
     def spend(start: datetime, end: datetime) -> float:
         total = charged(start, end)
         for (lo, hi), bill in billed.items():
             inside = min(hi, end) - max(lo, start)
             if inside > timedelta(0):
-                total += inside / (hi - lo) * bill - charged(max(lo, start), min(hi, end))
+                total += inside / (hi - lo) * bill - replaced(max(lo, start), min(hi, end))
         return total
 
     period, hour = BUDGET.period(now), BUDGET.hour(now)
