@@ -298,6 +298,9 @@ FIELDS: dict[str, str] = {
     "it (never past the end of the cap's period): what an agent's pools hold is reserved again every tick, so this "
     "is how long the units of an agent that stopped keep counting; reservations of scale-ups not carried out are "
     "released at once.",
+    "LedgerSettings.retention": "How long a history the SQLite and PostgreSQL ledgers keep (duration, at least "
+    "64d; null: all of it): entries and billed costs that ended longer ago are removed as spend is recorded, except "
+    "each pool's first record. The default keeps 13 months and more.",
     "LedgerSettings.url": "PostgreSQL ledger: `postgresql://USER@HOST:PORT/DATABASE`, without a password.",
     "LedgerSettings.password_env": "Environment variable holding the PostgreSQL password (read when no "
     "`password_file` is set).",

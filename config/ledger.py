@@ -66,6 +66,7 @@ class LedgerSettings(Section):
     connect_timeout: Duration = timedelta(seconds=10)
     gap_after: Duration = timedelta(minutes=5)
     reservation_ttl: Duration = timedelta(hours=1)
+    retention: Duration | None = timedelta(days=400)
     billing: BillingSettings = Field(default_factory=BillingSettings)
 
     @field_validator("url")
@@ -97,4 +98,9 @@ class LedgerSettings(Section):
             raise ValueError("reservation_ttl must be at least 1m")
         if self.connect_timeout < timedelta(seconds=1):
             raise ValueError("connect_timeout must be at least 1s")
+        if self.retention is not None and self.retention < timedelta(days=64):
+            raise ValueError(
+                "retention must be at least 64d (the current and the previous month whole in any time zone), "
+                "or null to keep all of it"
+            )
         return self

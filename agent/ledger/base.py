@@ -48,8 +48,9 @@ class Ledger(Protocol):
 @runtime_checkable
 class RecordedSince(Protocol):
     """A ledger that says since when it holds each pool's spend: the start of the pool's earliest record, an entry
-    (an opening mark included: the agent's first observation of the pool) or a billed cost. Entries are never
-    removed and an import replaces billed costs by others for the same time, so that instant only moves earlier
+    (an opening mark included: the agent's first observation of the pool) or a billed cost. Old entries and billed
+    costs are removed (``agent.ledger.retention``), but never a pool's earliest of each, and an import replaces
+    billed costs by others for the same time, so that instant only moves earlier
     (an import of billed costs for earlier time). A budget period that
     started before the earliest record of all its pools is recorded only in part: its spend so far misses the time
     before (see ``agent.ledger.meter.LedgerCoverage``)."""

@@ -34,17 +34,18 @@ def open_ledger(
             connect_timeout=settings.connect_timeout,
             options=options,
             read_only=read_only,
+            retention=settings.retention,
         )
     if read_only:
         return SqliteLedger(settings.path, read_only=True)
-    return SqliteLedger(settings.path, fresh_if_empty=settings.fresh_if_empty)
+    return SqliteLedger(settings.path, fresh_if_empty=settings.fresh_if_empty, retention=settings.retention)
 
 
 def open_daemon_ledger(settings: LedgerSettings) -> Ledger:
     """The daemon's ledger: as ``open_ledger``, except that a SQLite file the replicas share is opened for the
     leader alone to write (``agent.ledger.shared_file``; the daemon tells it who leads)."""
     if settings.backend == "sqlite" and settings.shared_file:
-        return LeaderWrittenLedger(settings.path, fresh_if_empty=settings.fresh_if_empty)
+        return LeaderWrittenLedger(settings.path, fresh_if_empty=settings.fresh_if_empty, retention=settings.retention)
     return open_ledger(settings)
 
 

@@ -46,12 +46,15 @@ from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.folding import Folded, fold
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, ReservationRequest
+from agent.ledger.retention import BATCH, Pruning
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable, NoLedgerSchema
 
 # Advisory lock keys (64-bit): "LDTGMIGR" serialises migrations, "LDTGWRIT" serialises writers.
 _MIGRATION_LOCK = 0x4C44_5447_4D49_4752
 _WRITE_LOCK = 0x4C44_5447_5752_4954
+_ENTRIES: LiteralString = "leadtime_ledger_entries"
+_BILLED: LiteralString = "leadtime_billed_costs"
 
 T = TypeVar("T")
 Connection = psycopg.Connection[tuple[Any, ...]]
@@ -168,7 +171,8 @@ def _session_limits(statement_timeout: timedelta, read_only: bool = False) -> di
 
 class PostgresLedger:
     """A ledger in the PostgreSQL database at ``url`` (``postgresql://USER@HOST:PORT/DATABASE``, no password);
-    ``read_only``: read as it is, never migrated or written (see the module's docstring)."""
+    ``read_only``: read as it is, never migrated or written (see the module's docstring). ``retention``: how long a
+    history ``update`` keeps (``agent.ledger.retention``; ``None``: all of it)."""
 
     def __init__(
         self,
@@ -179,7 +183,9 @@ class PostgresLedger:
         options: dict[str, str] | None = None,
         statement_timeout: timedelta = STATEMENT_TIMEOUT,
         read_only: bool = False,
+        retention: timedelta | None = None,
     ) -> None:
+        self._pruning = Pruning(retention)
         self._url = url
         self._password = password
         self._connect_timeout = max(1, int(connect_timeout.total_seconds()))
@@ -226,6 +232,9 @@ class PostgresLedger:
                 folded = fold(_charged(db, newest), entries) if folding else Folded(tuple(entries))
                 _write(db, folded.entries, newest)
                 _extend(db, folded)
+                cutoff = self._pruning.due(folded.entries) if folding else None
+                if cutoff is not None:
+                    self._pruning.removed(cutoff, _prune(db, cutoff))
 
         with self._lock:
             self._run("write", write)
@@ -582,6 +591,22 @@ def _charged(db: Connection, newest: Mapping[str, LedgerEntry | None]) -> dict[s
         rows = db.execute(_CHARGED_ENDING, [list(column) for column in zip(*marked, strict=True)]).fetchall()
         charged.update({str(row[0]): from_row(row) for row in rows})
     return charged
+
+
+# Rows of a table that end at or before the cutoff, but each pool's earliest; at most a batch of them.
+_PRUNE = """DELETE FROM {table} AS x USING (
+        SELECT o.pool_id, o.start_us FROM {table} AS o
+        WHERE o.end_us <= %(cutoff)s AND o.start_us < %(cutoff)s
+            AND o.start_us > (SELECT min(f.start_us) FROM {table} AS f WHERE f.pool_id = o.pool_id)
+        LIMIT %(batch)s) AS d
+    WHERE x.pool_id = d.pool_id AND x.start_us = d.start_us"""
+
+
+def _prune(db: Connection, cutoff: datetime) -> int:
+    """Remove up to a batch of entries and of billed costs that end at or before ``cutoff``, but each pool's
+    earliest of each (``agent.ledger.retention``); the most rows removed from either table."""
+    args = {"cutoff": to_us(cutoff), "batch": BATCH}
+    return max(db.execute(_PRUNE.format(table=table), args).rowcount for table in (_ENTRIES, _BILLED))
 
 
 def _extend(db: Connection, folded: Folded) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
@@ -37,9 +37,10 @@ class LeaderWrittenLedger:
 
     Until ``follow`` names the leadership to ask, the replica is a standby."""
 
-    def __init__(self, path: str | Path, *, fresh_if_empty: bool = False) -> None:
+    def __init__(self, path: str | Path, *, fresh_if_empty: bool = False, retention: timedelta | None = None) -> None:
         self.path = Path(path)
         self._fresh_if_empty = fresh_if_empty
+        self._retention = retention
         self._leading: Callable[[], bool] = _never
         self._lock = threading.RLock()
         self._open: SqliteLedger | None = None
@@ -143,5 +144,5 @@ class LeaderWrittenLedger:
         if read_only:
             self._open = SqliteLedger(self.path, read_only=True)
         else:
-            self._open = SqliteLedger(self.path, fresh_if_empty=self._fresh_if_empty)
+            self._open = SqliteLedger(self.path, fresh_if_empty=self._fresh_if_empty, retention=self._retention)
         return self._open

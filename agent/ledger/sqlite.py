@@ -38,6 +38,7 @@ from agent.ledger.folding import fold
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
+from agent.ledger.retention import BATCH, Pruning
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
 from models import LedgerEntry, LedgerUnavailable
 
@@ -66,6 +67,16 @@ _CHARGED = (
     f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? AND end_us = ? AND start_us < end_us"
     " ORDER BY start_us DESC LIMIT 1"
 )
+# Rows of a table that end at or before :cutoff, but each pool's earliest; at most :batch of them. The pools are
+# walked along the primary key (one probe each), and each pool's rows up to the cutoff by its range of it.
+_OLD_KEYS = """WITH RECURSIVE pools (id) AS (
+        SELECT min(pool_id) FROM {table}
+        UNION ALL SELECT (SELECT min(pool_id) FROM {table} WHERE pool_id > pools.id) FROM pools WHERE id IS NOT NULL)
+    SELECT x.pool_id, x.start_us FROM pools JOIN {table} AS x ON x.pool_id = pools.id
+    WHERE x.start_us > (SELECT min(f.start_us) FROM {table} AS f WHERE f.pool_id = pools.id)
+        AND x.start_us < :cutoff AND x.end_us <= :cutoff
+    LIMIT :batch"""
+_PRUNE = "DELETE FROM {table} WHERE (pool_id, start_us) IN (" + _OLD_KEYS + ")"
 _NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 # Each pool's earliest entry and billed cost: the smallest start in the pool's range of each primary key.
 _EARLIEST = "(SELECT min(start_us) FROM {} WHERE pool_id = p.value)"
@@ -77,15 +88,23 @@ _SINCE_UNBILLED = _SINCE.format(_EARLIEST.format("entries"), "NULL")  # no bille
 class SqliteLedger(InProcessReservations):
     """A ledger in the SQLite file at ``path`` (created with its parent directory when missing).
 
-    ``fresh_if_empty`` accepts a zero-length file as a new ledger. ``exclusive=False`` skips the writer lock; it
+    ``fresh_if_empty`` accepts a zero-length file as a new ledger. ``retention``: how long a history ``update``
+    keeps (``agent.ledger.retention``; ``None``: all of it). ``exclusive=False`` skips the writer lock; it
     is only for a process that reads, or for showing that the write transaction alone keeps two writers exact.
     """
 
     def __init__(
-        self, path: str | Path, *, fresh_if_empty: bool = False, exclusive: bool = True, read_only: bool = False
+        self,
+        path: str | Path,
+        *,
+        fresh_if_empty: bool = False,
+        exclusive: bool = True,
+        read_only: bool = False,
+        retention: timedelta | None = None,
     ) -> None:
         self.path = Path(path)
         self.read_only = read_only
+        self._pruning = Pruning(retention)
         self._lock = threading.Lock()
         self._writer: WriterLock | None = None
         self._book = ReservationBook(self._period_spent)
@@ -157,6 +176,9 @@ class SqliteLedger(InProcessReservations):
                 "DELETE FROM entries WHERE pool_id = ? AND start_us = ? AND end_us = start_us",
                 [(pool, to_us(start)) for pool, start in folded.dropped],
             )
+            cutoff = self._pruning.due(folded.entries)
+            if cutoff is not None:
+                self._pruning.removed(cutoff, self._prune(db, cutoff))
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere; from
@@ -371,6 +393,19 @@ class SqliteLedger(InProcessReservations):
     def _newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
         row = db.execute(_NEWEST, (pool_id,)).fetchone()
         return None if row is None else from_row(row)
+
+    @staticmethod
+    def _prune(db: sqlite3.Connection, cutoff: datetime) -> int:
+        """Remove up to a batch of entries and of billed costs that end at or before ``cutoff``, but each pool's
+        earliest of each (``agent.ledger.retention``); the most rows removed from either table. The billed pools'
+        running totals are dropped first, as an import drops them (their triggers would compute them per row)."""
+        args = {"cutoff": to_us(cutoff), "batch": BATCH}
+        gone = db.execute(_PRUNE.format(table="entries"), args).rowcount
+        billed = db.execute(_OLD_KEYS.format(table="billed"), args).fetchall()
+        if billed:
+            db.execute(totals.DROP_POOLS, {"pools": json.dumps(sorted({str(pool) for pool, _ in billed}))})
+            db.executemany("DELETE FROM billed WHERE pool_id = ? AND start_us = ?", billed)
+        return max(gone, len(billed))
 
     @staticmethod
     def _charged(db: sqlite3.Connection, newest: LedgerEntry | None) -> LedgerEntry | None:
