@@ -40,8 +40,6 @@ from dataclasses import replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from google.rpc import code_pb2
-
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import instance_from
 from actuators.pool_reads import PoolReads
@@ -312,8 +310,13 @@ def _message(node_pool: Any) -> str:
     return "; ".join(parts)
 
 
+# google.rpc.Code: the canonical error codes a StatusCondition's canonicalCode holds (googleapis google/rpc/code.proto).
+_CANONICAL_CODES = (
+    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
+    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
+    "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
+)  # fmt: skip
+
+
 def _canonical_name(code: int) -> str:
-    try:
-        return str(code_pb2.Code.Name(code))
-    except ValueError:
-        return str(code)
+    return _CANONICAL_CODES[code] if 0 <= code < len(_CANONICAL_CODES) else str(code)
