@@ -55,7 +55,8 @@ def test_a_live_daemon_checks_the_resources_its_queries_count_and_logs_what_it_c
 ) -> None:
     settings = rig.settings(election=True, mode="dry-run")
     parts = live_parts(settings, "e2e config", rig.clock, RecordingNotifier(), kube_client, CollectorRegistry())
-    (check,) = parts.checks
+    check, onprem = parts.checks  # the resources the queries count; on-prem pools without a capacity query
+    assert list(onprem()) == []  # this configuration has no on-prem pool
     with caplog.at_level(logging.WARNING):
         assert list(check()) == []  # this Prometheus serves range queries only: the check cannot run
     (record,) = [r for r in caplog.records if "could not check the resource" in r.getMessage()]
