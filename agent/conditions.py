@@ -11,7 +11,7 @@ subject (whatever its severity: a warning that turns critical is the same condit
   cannot be read, and ``onprem-capacity`` (an on-prem pool short of its ``max_units``, or whose capacity cannot be
   read);
 * raised when they begin, and holding while the planner's memory or the pool's state says so (``still_holding``):
-  ``stockout`` (while the pool is backed off, or a zone of it is backed off or has failed units), an
+  ``stockout`` (while the pool is backed off for a stockout, or a zone of it is backed off or has failed units), an
   ``actuator-failure`` of a pool whose changes keep failing (while the memory says it is failing, or blocked).
 
 Every other kind is a one-off event and is never resolved: a budget threshold crossed, a scale-up trimmed by a
@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.planning import PlannerMemory
+from agent.planning.memory import BackoffReason
 from models import AlertEvent, AlertKind, PoolState, Severity
 from models.durations import format_duration
 
@@ -172,9 +173,15 @@ def resolved_event(
 
 
 def still_holding(memory: PlannerMemory, states: Mapping[str, PoolState], now: datetime) -> set[Condition]:
-    """The conditions raised once that still hold: a pool backed off (a stockout, or a scale-up failing past its lead
-    time), a zone of a pool backed off or with failed units, a pool blocked or whose changes keep failing."""
-    held: set[Condition] = {(AlertKind.STOCKOUT, p) for p in memory.backoff_until if memory.in_backoff(p, now)}
+    """The conditions raised once that still hold: a pool backed off for a stockout, a zone of a pool backed off or
+    with failed units, a pool blocked or whose changes keep failing. A back-off for changes that kept failing holds
+    no stockout (its actuator-failure holds while the memory counts the pool as failing), so a stockout raised before
+    it ends with the stockout's own back-off."""
+    held: set[Condition] = {
+        (AlertKind.STOCKOUT, p)
+        for p in memory.backoff_until
+        if memory.in_backoff(p, now) and memory.why_backed_off(p) is BackoffReason.STOCKOUT
+    }
     for pool_id, state in states.items():
         zones = any(z.failed_units or (z.backoff_until is not None and now < z.backoff_until) for z in state.zones)
         if zones or state.failed_units:
