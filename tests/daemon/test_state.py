@@ -13,13 +13,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import pytest
 from kubernetes import client as k8s
 
 from actuators import Actuator, SimulatedCluster
+from agent.ledger.accrual import GRID
 from agent.state import InMemoryStateStore, StateStore
 from agent.state.codec import decode
 from agent.state.configmap import KEY
@@ -218,17 +219,20 @@ def test_the_standby_ledger_has_no_hole_after_it_takes_over(
     a, b = (stage.add(enforcing(name)) for name in ("leadtime-a", "leadtime-b"))
     for replica in (a, b):
         replica.assembled.daemon.refit()
-    stage.play(timedelta(minutes=20), [a, b])
+    stage.play(timedelta(minutes=30), [a, b])  # to a cell's end: the leader dies as a cell of the grid starts
     first = stage.leader()
     second = b if first is a else a
     handover = clock.now()
-    # the leader ticked at once when elected, the standby from the first minute on: compare from then, when
-    # both had seen the pools (each tick of a minute: the leader acts, then the standby reads the result)
+    assert (handover - datetime(1970, 1, 1, tzinfo=UTC)) % GRID == timedelta(0)
+    # the leader ticked at once when elected, the standby from the first minute on: compare from the first cell of
+    # the ledger's grid after both had seen the pools (each tick of a minute: the leader acts, then the standby reads
+    # the result); a ledger keeps a cell's readings at the same units as one entry, counted where it starts
     watched = started + TICK
+    watched += (GRID - (watched - datetime(1970, 1, 1, tzinfo=UTC)) % GRID) % GRID
     led = first.ledger.spent([POOL], watched, handover)
     assert led > 0  # it scaled up for the replayed demand and paid for it
     assert second.ledger.spent([POOL], watched, handover) == pytest.approx(led, rel=1e-9)
-    assert _metric(second, "leadtime_ticks_total", {"role": "standby", "outcome": "ok"}) == 20
+    assert _metric(second, "leadtime_ticks_total", {"role": "standby", "outcome": "ok"}) == 30
 
     caplog.set_level(logging.WARNING, logger="agent.ledger.meter")
     stage.play(timedelta(minutes=10), [second])  # the leader dies; the standby takes over
