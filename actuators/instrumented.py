@@ -8,11 +8,13 @@ leadtime_pool_zone_units{pool, zone, state}              state: ready, target, f
 leadtime_pool_zone_backoff_until_seconds{pool, zone}     Unix time a zone out of capacity is left out until; 0 if not
 
 The daemon exports ready and target units itself; it passes ``unit_gauges=False`` so the names are not registered
-twice in its registry (failed units are still exported here).
+twice in its registry (failed units are still exported here). A pool that cannot be read has none of these unit and
+back-off series while it is unread.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping, Sequence
 
@@ -46,6 +48,7 @@ class InstrumentedActuator:
             ["pool", "zone"],
             registry=registry,
         )
+        self._labelled: dict[Gauge, set[tuple[str, ...]]] = {}  # the label sets each gauge was last given
 
     def list_pools(self) -> Sequence[PoolState]:
         started = time.perf_counter()
@@ -56,21 +59,40 @@ class InstrumentedActuator:
             raise
         finally:
             self.duration.labels("list_pools").observe(time.perf_counter() - started)
-        for state in states:
-            if self.ready is not None and self.target is not None:
-                self.ready.labels(state.pool_id).set(state.ready_units)
-                self.target.labels(state.pool_id).set(state.target_units)
-            self.failed.labels(state.pool_id).set(state.failed_units)
-            for zone in state.zones:
-                self.zone_units.labels(state.pool_id, zone.zone, "ready").set(zone.ready_units)
-                self.zone_units.labels(state.pool_id, zone.zone, "target").set(zone.target_units)
-                self.zone_units.labels(state.pool_id, zone.zone, "failed").set(zone.failed_units)
-                until = zone.backoff_until.timestamp() if zone.backoff_until is not None else 0.0
-                self.zone_backoff.labels(state.pool_id, zone.zone).set(until)
+        self._record(states)
         for pool_id, error in self.unread_pools().items():
             self.calls.labels("list_pools", pool_id, type(error).__name__).inc()
         self.calls.labels("list_pools", "", "done").inc()
         return states
+
+    def _record(self, states: Sequence[PoolState]) -> None:
+        """The unit and back-off series of the pools read. A pool absent from ``states`` could not be read (the
+        pool-unreadable alert says so): its series, and those of a zone a pool no longer lists, are removed, as
+        nothing is known of them now, instead of their last values exported on as if current; they come back from the
+        pool's first read after."""
+        if self.ready is not None and self.target is not None:
+            self._set_only(self.ready, {(s.pool_id,): s.ready_units for s in states})
+            self._set_only(self.target, {(s.pool_id,): s.target_units for s in states})
+        self._set_only(self.failed, {(s.pool_id,): s.failed_units for s in states})
+        zones = [(s.pool_id, z) for s in states for z in s.zones]
+        units: dict[tuple[str, ...], float] = {}
+        backoff: dict[tuple[str, ...], float] = {}
+        for pool_id, zone in zones:
+            units[(pool_id, zone.zone, "ready")] = zone.ready_units
+            units[(pool_id, zone.zone, "target")] = zone.target_units
+            units[(pool_id, zone.zone, "failed")] = zone.failed_units
+            backoff[(pool_id, zone.zone)] = zone.backoff_until.timestamp() if zone.backoff_until is not None else 0.0
+        self._set_only(self.zone_units, units)
+        self._set_only(self.zone_backoff, backoff)
+
+    def _set_only(self, gauge: Gauge, values: dict[tuple[str, ...], float]) -> None:
+        """Set ``values`` on ``gauge`` and remove the label sets it was given last time and not now."""
+        for labels in self._labelled.get(gauge, set()) - values.keys():
+            with contextlib.suppress(KeyError):
+                gauge.remove(*labels)
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+        self._labelled[gauge] = set(values)
 
     def unread_pools(self) -> Mapping[str, ActuatorError]:
         return unread_pools(self._inner)
