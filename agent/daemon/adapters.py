@@ -87,7 +87,7 @@ class AgentLoopAdapter:
         self._shadow = shadow  # dry-run: what the recommendations would have cost, and the demand read
         self._reload_shadow = False
         self._pools = pools
-        self.keeper = MemoryKeeper(state)
+        self.keeper = MemoryKeeper(state, agent.pool_by_id)
         self._leadership = leadership
         self._clock = clock
 

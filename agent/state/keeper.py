@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import TypeVar
 
@@ -30,8 +30,12 @@ V = TypeVar("V")
 
 
 class MemoryKeeper:
-    def __init__(self, store: StateStore) -> None:
+    """``pools``: the configured pools, which the restored memory is counted for in the log (the agent drops what it
+    holds for any other); None counts every pool the memory names."""
+
+    def __init__(self, store: StateStore, pools: Collection[str] | None = None) -> None:
         self._store = store
+        self._pools = pools
         self._loaded = False
         self._stored: PlannerMemory | None = None  # what the store holds, as far as this replica knows
         self._base: PlannerMemory | None = None  # the memory when leadership started, until the first load
@@ -67,13 +71,14 @@ class MemoryKeeper:
             log.info("pool %s is no longer blocked: lifted in the stored planner memory", pool)
         if first and stored is None:
             log.info("no saved planner memory; starting from the one in memory")
-        elif first:
+        elif first:  # what the agent keeps of it: nothing of a pool no longer configured
+            kept = merged if self._pools is None else merged.only(self._pools)
             log.info(
                 "planner memory restored: %d recent changes, %d back-offs, %d blocked pools",
-                len(merged.last_change),
-                len(merged.backoff_until),
-                len(merged.blocked),
-                extra={"blocked": sorted(merged.blocked), "backoff": sorted(merged.backoff_until)},
+                len(kept.last_change),
+                len(kept.backoff_until),
+                len(kept.blocked),
+                extra={"blocked": sorted(kept.blocked), "backoff": sorted(kept.backoff_until)},
             )
         return merged, None
 
