@@ -423,11 +423,17 @@ class GkeNodePoolActuator:
         listed = self._read(pool_id, True, self._gke.list_node_pools, parent=self._cluster)
         for other in (p for p in listed.node_pools if p.name != mine):
             for mig in (_mig(pool_id, url) for url in other.instance_group_urls):
-                if (group := self._group(pool_id, True, mig)) is None:
-                    continue
-                if any(n.startswith(f"{group[0].base_instance_name}-") for n in names if n not in found):
-                    members = {instance_from(m, mig, "").name for m in group[1]}
-                    found |= {n: str(other.name) for n in names if n in members}
+                try:
+                    base = self._migs.get(**_where(mig)).base_instance_name
+                    if not any(n.startswith(f"{base}-") for n in names if n not in found):
+                        continue
+                    managed = list(self._migs.list_managed_instances(**_where(mig)))
+                except GOOGLE_ERRORS as exc:
+                    if is_not_found(exc):
+                        continue  # a group gone has no instances
+                    raise self._for_change(from_google(pool_id, exc)) from exc
+                members = {instance_from(m, mig, "").name for m in managed}
+                found |= {n: str(other.name) for n in names if n in members}
         return found
 
     def _delete_instances(self, pool_id: str, victims: Sequence[Instance]) -> None:
