@@ -53,7 +53,8 @@ def build_cloud_actuators(
     routes: dict[str, Any] = {m.pool: node_pools for m in cloud.node_pools}
     slices = None
     if cloud.tpu_slice_groups:
-        slices = GkeTpuSliceActuator(gke, cloud.cluster_path, cloud.tpu_slice_groups, clock, migs=migs)
+        # The daemon deletes ready slices only once drained (``KubernetesSliceDrainer``): never by a resize.
+        slices = GkeTpuSliceActuator(gke, cloud.cluster_path, cloud.tpu_slice_groups, clock, migs=migs, drained=True)
         routes |= {m.pool: slices for m in cloud.tpu_slice_groups}
     if cloud.queued_resources:
         tpu = tpu_v2.TpuClient(transport="rest", **options)

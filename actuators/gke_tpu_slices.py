@@ -28,7 +28,10 @@ GCE_STOCKOUT or GCE_QUOTA_EXCEEDED, canonical code, message): a stockout told in
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
 slice (``delete_nodes``). The daemon releases ready slices only that way, never by a smaller resize, which would
-take the highest-index ready slices, busy or idle.
+take the highest-index ready slices, busy or idle: its adapter is built ``drained``, and a resize below the group's
+target as read now, once the slices failed in that read are deleted, means the group changed since the plan (an
+ERROR slice counted failed then has a job on it now) and is rejected with nothing else deleted. An adapter without a
+drainer shrinks as the unit groups do (``actuators.unit_groups.change_for``).
 """
 
 from __future__ import annotations
@@ -83,7 +86,8 @@ class SliceHosts(Protocol):
 
 class GkeTpuSliceActuator:
     """``gke`` is a ``container_v1.ClusterManagerClient``; ``migs`` a ``compute_v1.InstanceGroupManagersClient``,
-    which counts the hosts of a slice GKE reports RUNNING_WITH_ERROR."""
+    which counts the hosts of a slice GKE reports RUNNING_WITH_ERROR. ``drained``: the groups' ready slices are
+    deleted by a drainer through ``delete_nodes``, never by a resize."""
 
     def __init__(
         self,
@@ -92,8 +96,10 @@ class GkeTpuSliceActuator:
         mappings: Sequence[TpuSliceGroupMapping],
         clock: Clock,
         migs: Any = None,
+        drained: bool = False,
     ) -> None:
         self._gke = gke
+        self._drained = drained
         self._migs = migs
         self._cluster = cluster_path
         self._location = cluster_path.rsplit("/clusters/", 1)[0]
@@ -134,7 +140,10 @@ class GkeTpuSliceActuator:
             create=lambda name: self._create(pool_id, mapping, name),
             delete=lambda name: self._delete(pool_id, name),
             unit_of_group="a slice of group",
+            drained=self._drained,
         )
+        if self._drained and to_units < target:
+            return self._results.remember(self._changed(key, pool_id, target, to_units, change.delete))
         if change.is_empty:
             return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
         log.info("pool %s: slices %s -> %s: %s (key %s)", pool_id, target, to_units, change.describe(), key)
@@ -165,6 +174,17 @@ class GkeTpuSliceActuator:
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _changed(self, key: str, pool_id: str, target: int, to_units: int, failed: Sequence[str]) -> ActionResult:
+        """A drained group asked for fewer slices than it holds now: the plan was made on an older read (a failed
+        slice has work on it since). Its slices go only through their drains, so only the failed ones were deleted."""
+        detail = (
+            f"pool changed since the plan: it holds {target} slices, more than the {to_units} asked, and its "
+            "slices are deleted only by their drains; nothing else is deleted, re-planning next tick"
+        )
+        detail = f"deleting failed slices {', '.join(failed)}; {detail}" if failed else detail
+        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._result(key, pool_id, ActionStatus.REJECTED, detail)
+
     def _mapping(self, pool_id: str) -> TpuSliceGroupMapping:
         mapping = self._mappings.get(pool_id)
         if mapping is None:

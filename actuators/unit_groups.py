@@ -81,10 +81,11 @@ def group_state(pool_id: str, observed_at: datetime, units: Sequence[Unit]) -> P
     return PoolState(pool_id, observed_at, ready, target, failed_units=failed)
 
 
-def change_for(group: str, units: Sequence[Unit], to_units: int) -> GroupChange:
+def change_for(group: str, units: Sequence[Unit], to_units: int, drained: bool = False) -> GroupChange:
     """Create the lowest free indices, or delete in-flight units first (newest first), then ready ones.
 
-    Failed units are always deleted so their names and quota come back.
+    Failed units are always deleted so their names and quota come back. A ``drained`` group (its units removed only
+    by a drainer) deletes nothing else: below its target, only its failed units go.
     """
     _, target, _ = counted(units)
     failed = tuple(u.name for u in units if u.phase is UnitPhase.FAILED)
@@ -92,6 +93,8 @@ def change_for(group: str, units: Sequence[Unit], to_units: int) -> GroupChange:
         taken = {u.index for u in units}
         free = (i for i in range(len(units) + to_units + 1) if i not in taken)
         return GroupChange(tuple(unit_name(group, next(free)) for _ in range(to_units - target)), failed)
+    if drained:
+        return GroupChange((), failed)
     removable = [u for u in reversed(units) if u.phase is UnitPhase.IN_FLIGHT]
     removable += [u for u in reversed(units) if u.phase is UnitPhase.READY]
     return GroupChange((), failed + tuple(u.name for u in removable[: target - to_units]))
@@ -105,19 +108,21 @@ def resize_group(
     create: Callable[[str], None],
     delete: Callable[[str], None],
     unit_of_group: str,
+    drained: bool = False,
 ) -> tuple[int, GroupChange]:
     """Carry out ``change_for``: delete first (failed units always), then refuse a scale-up with CapacityUnavailable
     if a unit not ready failed for capacity (the provider has none now: a failed unit, or one still in flight whose
     creation met a stockout), else create; a ready unit's message is not read so, as it may outlive what it tells.
     Returns the target before and the change carried out (empty when already at target). ``unit_of_group`` names a
-    unit for the error ("a slice of group").
+    unit for the error ("a slice of group"). ``drained``: see ``change_for``; a ``to_units`` below the target
+    returned then was not carried out beyond the failed units' deletion, for the caller to say so.
 
     Each unit is its own call, and the provider may refuse one of them for a while (a rate limit, a cluster's quota
     of concurrent operations: a transient error) after others went through. Those stay asked for: the change
     returned is what was done, with the refusal in ``deferred``, and a later resize asks for the rest. A transient
     refusal before anything changed is raised, as any error is."""
     _, target, _ = counted(units)
-    change = change_for(group, units, to_units)
+    change = change_for(group, units, to_units, drained)
     stockouts = [u.message for u in units if u.phase is not UnitPhase.READY and is_capacity_message(u.message)]
     for name in change.delete:
         delete(name)
