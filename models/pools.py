@@ -90,7 +90,8 @@ class PoolState:
     units in the order of ``idle_since`` where they are known (pools that shrink by drains), else is empty.
     ``broken_units`` (name, what is wrong) cannot serve and have work on them (a TPU slice in error, short of hosts,
     its job's pod on it): they count in neither ready nor target units, so the planner buys others in their place,
-    are never removed by the agent while busy, and are reported so a person can decide to delete them.
+    are never removed by the agent while busy, and are reported so a person can decide to delete them; they are
+    paid for, so they count in ``billed_units`` and take room from the pool's ``max_units``.
     """
 
     pool_id: str
@@ -112,5 +113,7 @@ class PoolState:
 
     @property
     def billed_units(self) -> int:
-        """The units the provider bills now: ready and provisioning ones, not those still waiting for resources."""
-        return max(0, self.target_units - self.waiting_units)
+        """The units the provider bills now: ready and provisioning ones, not those still waiting for resources,
+        and the broken ones, whole (a slice short of hosts is charged as a whole slice: an estimate on the safe
+        side)."""
+        return max(0, self.target_units - self.waiting_units) + len(self.broken_units)

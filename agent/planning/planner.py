@@ -206,8 +206,8 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
             units = min(pool.max_units, given.onprem_units.get(pool.pool_id, pool.max_units))
         elif frozen:
             units = state.target_units if state is not None else 0
-        else:
-            units = pool.max_units
+        else:  # broken units (paid for, serving nothing) take their room: the cloud holds them too
+            units = max(0, pool.max_units - (len(state.broken_units) if state is not None else 0))
         room[pool.pool_id] = float(units * pool.chips_per_unit)
     groups = plan_groups(given)
     eligible = {g.name: g.pools for g in groups}
