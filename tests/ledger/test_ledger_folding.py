@@ -179,13 +179,12 @@ def test_folded_and_unfolded_ledgers_report_the_same_spend(kind: str, pair: tupl
             )
 
 
-def test_billed_costs_replace_the_same_spend_in_folded_and_unfolded_ledgers(
+@pytest.mark.parametrize("kind", ["sqlite", pytest.param("postgresql", marks=POSTGRES)])  # the in-memory ledger
+def test_billed_costs_replace_the_same_spend_in_folded_and_unfolded_ledgers(  # keeps no billed costs
     kind: str, pair: tuple[Store, Store]
 ) -> None:
     """Bills split on the grid across periods (hourly rows and a daily row, a month starting inside them in half-
     and quarter-hour zones) replace the estimate of the same cells in both."""
-    if kind == "memory":
-        pytest.skip("the in-memory ledger keeps no billed costs")
     ledger, reference = pair
     assert not isinstance(ledger, InMemoryLedger) and not isinstance(reference, InMemoryLedger)
     readings = ticks(10, seed=5)
