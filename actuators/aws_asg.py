@@ -20,6 +20,10 @@ scaling activity after the call: while that failure is current (recent, and noth
 (desired capacity back to what exists, or to ``MinSize`` if that is more: the group keeps retrying those), and a
 resize that asks for more is refused with CapacityUnavailable for ``CAPACITY_MEMORY`` after the failure, which backs
 the pool off and sends the demand to the next eligible pool.
+
+An adapter built ``drained`` (the daemon's: every group's nodes are drained before they go) never shrinks by a resize:
+one below the group's target as read now, once its failed launches are removed, is REJECTED as "pool changed since
+the plan" (see ``actuators.aws_groups``).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from actuators.aws_errors import capacity_unavailable
-from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView
+from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, changed_since_plan
 from actuators.idempotency import KeyedResults
 from actuators.pool_reads import PoolReads
 from config.aws import AutoScalingGroupMapping
@@ -41,8 +45,17 @@ log = logging.getLogger(__name__)
 
 
 class Ec2AutoScalingGroupActuator:
-    def __init__(self, groups: AutoScalingGroups, mappings: Sequence[AutoScalingGroupMapping], clock: Clock) -> None:
+    """``drained``: the groups' nodes are removed by a drainer through ``delete_nodes``, never by a resize."""
+
+    def __init__(
+        self,
+        groups: AutoScalingGroups,
+        mappings: Sequence[AutoScalingGroupMapping],
+        clock: Clock,
+        drained: bool = False,
+    ) -> None:
         self._groups = groups
+        self._drained = drained
         self._mappings = {m.pool: m for m in mappings}
         self._clock = clock
         self._results = KeyedResults()
@@ -66,18 +79,25 @@ class Ec2AutoScalingGroupActuator:
         seen = self._observe(pool_id)
         if to_units == seen.target and not seen.failed:
             return self._remember(key, pool_id, ActionStatus.DONE, "already at target")
+        removed = ""
         if seen.failed:
             seen, dropped = self._drop_failed(pool_id, seen)
             if to_units > seen.target:
                 raise capacity_unavailable(
                     pool_id, f"{seen.failed + dropped} instances could not be launched: {seen.failure}"
                 )
+            gone = f"removed {dropped} instances that could not be launched"
             if to_units == seen.target:
-                detail = f"removed {dropped} instances that could not be launched"
+                detail = gone
                 if seen.failed:
                     detail += f"; {seen.held_at_min(seen.failed)}: the group keeps retrying their launch"
                 status = ActionStatus.STARTED if dropped else ActionStatus.REJECTED
                 return self._remember(key, pool_id, status, detail)
+            removed = gone if dropped else ""
+        if self._drained and to_units < seen.target:
+            detail = changed_since_plan(seen.target, to_units, removed)
+            log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+            return self._remember(key, pool_id, ActionStatus.REJECTED, detail)
         if to_units > seen.target:
             if seen.failure_at is not None and self._clock.now() - seen.failure_at < CAPACITY_MEMORY:
                 raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")

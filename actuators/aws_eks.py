@@ -34,6 +34,10 @@ and growing again is refused with CapacityUnavailable, as for Auto Scaling group
 health issue carries no time (``Issue`` is code, message, resource ids), and EKS may keep listing one after the
 group launches again, so an issue counts only while the group's own scaling activities do not show a newer launch
 that did not fail, and for ``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then).
+
+An adapter built ``drained`` (the daemon's: every node group's nodes are drained before they go) never shrinks by a
+resize: one below the node group's target as read now, once its failed launches are removed, is REJECTED as "pool
+changed since the plan" (see ``actuators.aws_groups``).
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from datetime import datetime
 from typing import Any
 
 from actuators.aws_errors import capacity_failure, capacity_unavailable
-from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, call
+from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, call, changed_since_plan
 from actuators.idempotency import KeyedResults
 from actuators.pool_reads import PoolReads
 from actuators.write_window import write_timeout
@@ -91,7 +95,8 @@ class _Observed:
 class EksNodegroupActuator:
     """``eks`` is a boto3 EKS client; ``groups`` reads and changes the node groups' Auto Scaling groups. Updates go
     through ``writes``: given a write's time limit in seconds, an EKS client whose one attempt ends within it
-    (``actuators.aws_wiring.bounded_clients``); without it, through ``eks``."""
+    (``actuators.aws_wiring.bounded_clients``); without it, through ``eks``. ``drained``: the node groups' nodes are
+    removed by a drainer through ``delete_nodes``, never by a resize."""
 
     def __init__(
         self,
@@ -101,8 +106,10 @@ class EksNodegroupActuator:
         mappings: Sequence[NodegroupMapping],
         clock: Clock,
         writes: Callable[[float], Any] | None = None,
+        drained: bool = False,
     ) -> None:
         self._eks = eks
+        self._drained = drained
         self._eks_writes = writes or (lambda _timeout: eks)
         self._groups = groups
         self._cluster = cluster
@@ -140,18 +147,25 @@ class EksNodegroupActuator:
             return self._remember(key, pool_id, ActionStatus.DONE, "already at target")
         if seen.update is not None:
             raise TransientActuatorError(pool_id, f"update {seen.update} is still in progress on this node group")
+        removed = ""
         if seen.failed:
             seen, dropped, update = self._drop_failed(pool_id, seen, key)
             if to_units > seen.target:
                 raise capacity_unavailable(
                     pool_id, f"{seen.failed + dropped} nodes could not be launched: {seen.failure}"
                 )
+            gone = f"removed {dropped} nodes that could not be launched (update {update})"
             if to_units == seen.target:
-                detail = f"removed {dropped} nodes that could not be launched (update {update})"
+                detail = gone
                 if seen.failed:
                     detail += f"; {seen.group.held_at_min(seen.failed)}: the group keeps retrying their launch"
                 status = ActionStatus.STARTED if dropped else ActionStatus.REJECTED
                 return self._remember(key, pool_id, status, detail)
+            removed = gone if dropped else ""
+        if self._drained and to_units < seen.target:
+            detail = changed_since_plan(seen.target, to_units, removed)
+            log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+            return self._remember(key, pool_id, ActionStatus.REJECTED, detail)
         if to_units > seen.target:
             failed_at = seen.failure_at
             if failed_at is not None and self._clock.now() - failed_at < CAPACITY_MEMORY:

@@ -47,6 +47,12 @@ up and uncordons the node (``actuators.kubernetes_drain``: back in service, sinc
 idle for the stabilization window again it may be drained again, and so on. The lasting fix is configuration: a
 pool's ``min_units`` at least the group's minimum size, so the plan never releases a unit the group must keep.
 
+A pool whose nodes a drainer removes (``drained``: every pool of the daemon) never shrinks by a resize: ``shrink``
+terminates launching and then the newest ready instances, busy or not, with no cordon and no eviction. A resize below
+the pool's target as read now, once the launches failed in that read are removed, means the pool changed since the
+plan (the group grew after the tick read it, or a failed launch came up), and is rejected with nothing else removed
+(``changed_since_plan``); the next tick plans again, and its releases go through drains.
+
 Kubernetes node names are the instances' private DNS names (``ip-10-0-1-23.ec2.internal``) or, with resource-name
 hostnames, start with the instance id; ``instance_ids`` maps them through ``DescribeInstances``.
 """
@@ -139,6 +145,16 @@ class GroupView:
     @property
     def target(self) -> int:
         return self.desired - self.failed
+
+
+def changed_since_plan(target: int, to_units: int, removed: str = "") -> str:
+    """Why a drained pool's resize to ``to_units`` was refused: it holds ``target`` units now, more than that; what
+    was removed first (the failed launches), if anything, leads."""
+    detail = (
+        f"pool changed since the plan: it holds {target} nodes, more than the {to_units} asked, and its nodes are "
+        "removed only by their drains; nothing else is removed, re-planning next tick"
+    )
+    return f"{removed}; {detail}" if removed else detail
 
 
 @dataclass(frozen=True)

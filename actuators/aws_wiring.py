@@ -61,13 +61,14 @@ def build_aws_actuators(aws: AwsSettings, clock: Clock) -> AwsActuators:
         assert aws.cluster is not None  # checked with the configuration
         eks_client = session.client("eks", **options)
         writes = bounded_clients(session, "eks", aws)
-        eks = EksNodegroupActuator(eks_client, groups, aws.cluster, aws.nodegroups, clock, writes)
+        # The daemon drains every AWS pool's nodes before they go (a drain target each, below): never a blind shrink.
+        eks = EksNodegroupActuator(eks_client, groups, aws.cluster, aws.nodegroups, clock, writes, drained=True)
         built.checks.append(eks.rebalance_warnings)
         for m in aws.nodegroups:
             built.routes[m.pool] = eks
             built.drains[m.pool] = DrainTarget(EKS_NODEGROUP_LABEL, m.nodegroup, eks)
     if aws.auto_scaling_groups:
-        asg = Ec2AutoScalingGroupActuator(groups, aws.auto_scaling_groups, clock)
+        asg = Ec2AutoScalingGroupActuator(groups, aws.auto_scaling_groups, clock, drained=True)
         built.checks.append(asg.rebalance_warnings)
         for a in aws.auto_scaling_groups:
             built.routes[a.pool] = asg

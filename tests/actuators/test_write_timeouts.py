@@ -190,9 +190,15 @@ def test_an_aws_write_is_one_attempt_given_up_within_its_time_limit(
     else:
         aws_api.add_nodegroup("ml", "p5", nodes=nodes)
     adapter = _aws(aws_api, monkeypatch)[pool]
+    instances = aws_api.group("gpu-spot")["Instances"] if pool == "spot" else []
+    act: Callable[[], ActionResult] = (  # the daemon's adapters terminate drained nodes only
+        (lambda: adapter.delete_nodes(pool, [instances[-1]["InstanceId"]], "k"))
+        if operation == "TerminateInstanceInAutoScalingGroup"
+        else (lambda: adapter.resize(pool, to_units, "k"))
+    )
     hold = Hold(lambda _m, path, body: sent in path or sent in body.decode(errors="replace"))
     monkeypatch.setattr(aws_api, "handle", hold.around(aws_api.handle))
-    _given_up_within_the_limit(hold, lambda: adapter.resize(pool, to_units, "k"))
+    _given_up_within_the_limit(hold, act)
     assert aws_api.calls(operation) == 1  # one attempt: a retry could land after the leader's deadline
 
 
