@@ -144,19 +144,22 @@ def clear_failed_units(
 ) -> Execution:
     """Remove units the cloud accepted and then could not create (a stockout found after the request), and back
     their pool off, before this tick plans: the plan then already fills the next eligible pool. The removal is a
-    resize to the pool's own target, which every actuator takes as "delete the failed units"."""
+    resize to the pool's own target, which every actuator takes as "delete the failed units". Units whose provider
+    says why each failed (``PoolState.failed_messages``), none for want of capacity or quota (a slice in error after
+    a host failure, once its job was stopped), are removed the same way with no back-off and no stockout alert."""
     results: list[ActionResult] = []
     alerts: list[AlertEvent] = []
     for pool_id, state in sorted(states.items()):
         if state.failed_units <= 0 or pool_id not in pools or pool_id in memory.blocked:
             continue
         key = f"{pool_id}@{now.isoformat()}->clear-failed"
+        refused = False
         try:
             results.append(actuator.resize(pool_id, state.target_units, key))
             if results[-1].status in _ACCEPTED:
                 memory = memory.not_failing(pool_id)
         except CapacityUnavailable:
-            pass  # the actuator refused for the same stockout: backing off below is the whole answer
+            refused = True  # the actuator refused for the same stockout: backing off below is the whole answer
         except TransientActuatorError as exc:
             results.append(ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc)))
             memory = _failing(pool_id, str(exc), now, now, pools, memory, alerts)
@@ -164,6 +167,12 @@ def clear_failed_units(
             results.append(ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc)))
             alerts.append(_blocked_alert(pool_id, now, str(exc)))
             memory = memory.block(pool_id, str(exc))
+            continue
+        if not refused and not _failed_for_capacity(state):
+            log.info(
+                "pool %s: deleting %d failed units, none failed for want of capacity or quota (%s); no back-off",
+                pool_id, state.failed_units, "; ".join(m or "no message" for m in state.failed_messages),
+            )  # fmt: skip
             continue
         if memory.in_backoff(pool_id, now):
             continue
@@ -208,6 +217,16 @@ def unread_pool_alerts(actuator: Actuator, now: datetime) -> tuple[AlertEvent, .
         )
         for pool_id, error in sorted(unread_pools(actuator).items())
     )
+
+
+def _failed_for_capacity(state: PoolState) -> bool:
+    """Whether a pool's failed units count as a stockout: yes unless the actuator gives a message for each and none
+    names a stockout or an exhausted quota. Failed units an actuator says nothing of are a stockout, as before."""
+    if len(state.failed_messages) != state.failed_units:
+        return True
+    from actuators.vendor_errors import is_capacity_message  # imports the Google clients, an optional extra
+
+    return any(is_capacity_message(message) for message in state.failed_messages)
 
 
 def _zones_with_room(state: PoolState, now: datetime) -> list[str]:

@@ -85,7 +85,10 @@ class PoolState:
     that is provisioning counts in ``target_units`` but not in ``ready_units``. ``waiting_units`` are the units of
     ``target_units`` the provider has not started to provision and does not bill (a Cloud TPU queued resource
     waiting for resources); what is billed is ``billed_units``. ``failed_units`` (a failed or suspended slice or
-    queued resource) count in neither; they are reported so a person can be told. ``zones``
+    queued resource) count in neither; they are reported so a person can be told. ``failed_messages`` is what the
+    provider says of each of them, one per failed unit, where the actuator reads it (empty where it does not): the
+    agent backs a pool off for its failed units unless there is one for each and none names a stockout or an
+    exhausted quota. ``zones``
     breaks the counts down per zone for pools that span zones (empty otherwise). ``idle_nodes`` names the idle
     units in the order of ``idle_since`` where they are known (pools that shrink by drains), else is empty.
     ``broken_units`` (name, what is wrong) cannot serve and have work on them (a TPU slice in error, short of hosts,
@@ -106,6 +109,7 @@ class PoolState:
     idle_nodes: tuple[str, ...] = ()
     waiting_units: int = 0
     broken_units: tuple[tuple[str, str], ...] = ()
+    failed_messages: tuple[str, ...] = ()
 
     @property
     def provisioning_units(self) -> int:
