@@ -78,7 +78,8 @@ def counted(units: Sequence[Unit]) -> tuple[int, int, int]:
 
 def group_state(pool_id: str, observed_at: datetime, units: Sequence[Unit]) -> PoolState:
     ready, target, failed = counted(units)
-    return PoolState(pool_id, observed_at, ready, target, failed_units=failed)
+    messages = tuple(u.message for u in units if u.phase is UnitPhase.FAILED)
+    return PoolState(pool_id, observed_at, ready, target, failed_units=failed, failed_messages=messages)
 
 
 def change_for(group: str, units: Sequence[Unit], to_units: int, drained: bool = False) -> GroupChange:
