@@ -98,8 +98,9 @@ class DaemonSettings(Section):
     leader_election: LeaderElectionSettings = LeaderElectionSettings()
     kubernetes: KubernetesApiSettings = KubernetesApiSettings()
     state: StateSettings = StateSettings()
-    # A tick that could not start within this grace of its slot is dropped, never run late in a burst.
-    misfire_grace: Duration = timedelta(seconds=30)
+    # A tick that could not start within this grace of its slot is dropped, never run late in a burst. At least a
+    # second: the scheduler takes whole seconds, so 0 or a fraction was run as 1s, not as written.
+    misfire_grace: Annotated[Duration, AfterValidator(at_least_one_second)] = timedelta(seconds=30)
     # The daily report is sent at this UTC time of day (HH:MM).
     daily_report_at: str = Field(default="08:00", pattern=r"^([01]\d|2[0-3]):[0-5]\d$")
 

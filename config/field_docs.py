@@ -190,7 +190,7 @@ FIELDS: dict[str, str] = {
     "DaemonSettings.kubernetes": "How the Kubernetes API is reached.",
     "DaemonSettings.state": "Where the planner's memory is kept.",
     "DaemonSettings.misfire_grace": "A tick that could not start within this of its slot is skipped, never run late "
-    "(duration).",
+    "(duration, at least 1s: the scheduler counts whole seconds).",
     "DaemonSettings.daily_report_at": "UTC time of day (HH:MM) of the daily Slack report.",
     "EndpointSettings.bind_address": "Address the HTTP server listens on.",
     "EndpointSettings.port": "Port of /healthz, /readyz and /metrics.",
