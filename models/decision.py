@@ -120,6 +120,7 @@ class PoolDecision:
     unplaced: tuple[DemandShare, ...] = ()
     carried_reserve_units: int = 0
     reserve_carries: tuple[ReserveCarry, ...] = ()
+    broken_units: int = 0  # paid for and serving nothing: they take their room from max_units
 
     @property
     def need_chips(self) -> float:
@@ -166,7 +167,8 @@ class PoolDecision:
             wanted = self.rounded_units + self.headroom_units + self.spot_reserve_units + self.carried_reserve_units
             parts.append(f"{self.rounded_units} units of {self.chips_per_unit} chips{extra} = {wanted}")
             if wanted != self.bounded_units:
-                parts.append(f"bounds {self.min_units}..{self.max_units}: {self.bounded_units}")
+                broken = f" less {self.broken_units} broken" if self.broken_units else ""
+                parts.append(f"bounds {self.min_units}..{self.max_units}{broken}: {self.bounded_units}")
         parts.extend(self._carry_text())
         paused = any(hold.reason is not SkipReason.BUDGET for hold in self.holds)
         if self.stepped_units != self.bounded_units and self.current_units is not None and not paused:

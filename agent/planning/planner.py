@@ -12,7 +12,8 @@ Rules (DESIGN.md):
 - an on-prem pool is never resized; it takes demand up to its units that can work now (``onprem_units``, read
   each tick: nodes down or cordoned leave its share to the next eligible pool), or up to its ``max_units`` when
   that could not be read;
-- targets are absolute whole units within each pool's bounds.
+- targets are absolute whole units within each pool's bounds; a pool's broken units (paid for, serving nothing)
+  take their room from its ``max_units``, so it is never asked for more than ``max_units`` less them.
 
 Every pool gets a decision record (``models.decision.PoolDecision``) with the arithmetic behind its target; the
 resizes' reasons are rendered from it once the budget caps have had their say.
@@ -196,18 +197,21 @@ def _paced(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Dem
 
 def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, PoolDecision]:
     """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve
-    (the part of it a pool's ``max_units`` cuts is held by the next eligible pool with room, ``_carry_reserves``).
+    (the part of it a pool's ``max_units``, less its broken units, cuts is held by the next eligible pool with room,
+    ``_carry_reserves``).
     """
     room: dict[str, float] = {}
+    tops: dict[str, int] = {}
     for pool in given.pools:
         state = given.states.get(pool.pool_id)
         frozen = pool.pool_id in given.memory.blocked or given.memory.in_backoff(pool.pool_id, given.now)
+        tops[pool.pool_id] = _top(pool, state)
         if pool.kind is PoolKind.ON_PREM:
             units = min(pool.max_units, given.onprem_units.get(pool.pool_id, pool.max_units))
         elif frozen:
             units = state.target_units if state is not None else 0
-        else:  # broken units (paid for, serving nothing) take their room: the cloud holds them too
-            units = max(0, pool.max_units - (len(state.broken_units) if state is not None else 0))
+        else:
+            units = tops[pool.pool_id]
         room[pool.pool_id] = float(units * pool.chips_per_unit)
     groups = plan_groups(given)
     eligible = {g.name: g.pools for g in groups}
@@ -228,9 +232,10 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
         fixed = pool.kind is PoolKind.ON_PREM
         headroom = 0 if fixed else given.settings.headroom_units
         reserve = 0 if fixed else _interruption_reserve(pool, rounded)
-        bounded = pool.clamp(rounded + headroom + reserve)
         state = given.states.get(pool.pool_id)
         current = state.target_units if state is not None else None
+        wanted = rounded + headroom + reserve
+        bounded = pool.clamp(wanted) if fixed else _bound(pool, wanted, tops[pool.pool_id])
         sized[pool.pool_id] = PoolDecision(
             pool_id=pool.pool_id,
             fixed=fixed,
@@ -248,14 +253,27 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
             target_units=current,
             nodes_note=_NODES_NOTE,
             unplaced=unplaced,
+            broken_units=len(state.broken_units) if state is not None else 0,
         )
-    return _carry_reserves(given, sized, room, eligible, priority)
+    return _carry_reserves(given, sized, room, tops, eligible, priority)
+
+
+def _top(pool: PoolSpec, state: PoolState | None) -> int:
+    """The most units a pool may be asked for: its ``max_units`` less its broken units, which are paid for and serve
+    nothing but hold their place in the cloud (a slice group of ``max_units`` 2 with a broken slice holds one more)."""
+    return max(0, pool.max_units - (len(state.broken_units) if state is not None else 0))
+
+
+def _bound(pool: PoolSpec, wanted: int, top: int) -> int:
+    """``wanted`` within the pool's bounds and never above ``top`` (``_top``), even to reach its ``min_units``."""
+    return min(pool.clamp(wanted), top)
 
 
 def _carry_reserves(
     given: PlanInput,
     sized: Mapping[str, PoolDecision],
     room: Mapping[str, float],
+    tops: Mapping[str, int],
     eligible: Mapping[str, frozenset[str]],
     priority: Mapping[str, float],
 ) -> dict[str, PoolDecision]:
@@ -278,7 +296,7 @@ def _carry_reserves(
     for pid in sorted(sized, key=lambda p: pools[p].fill_key):
         decision = sized[pid]
         wanted = decision.rounded_units + decision.headroom_units + decision.spot_reserve_units
-        cut = min(decision.spot_reserve_units, wanted - decision.max_units)
+        cut = min(decision.spot_reserve_units, wanted - decision.bounded_units)
         if cut <= 0 or decision.need_chips <= 0.0:
             continue
         chips = float(cut * decision.chips_per_unit)
@@ -303,7 +321,7 @@ def _carry_reserves(
             continue
         units = units_for(carried.get(pid, 0.0), decision.chips_per_unit)
         wanted = decision.rounded_units + decision.headroom_units + decision.spot_reserve_units + units
-        bounded = decision.bounded_units if decision.fixed else pools[pid].clamp(wanted)
+        bounded = decision.bounded_units if decision.fixed else _bound(pools[pid], wanted, tops[pid])
         out[pid] = replace(
             decision,
             carried_reserve_units=units,
