@@ -272,7 +272,8 @@ FIELDS: dict[str, str] = {
     # -- alerts
     "AlertSettings.slack_webhook_url_env": "Environment variable holding the Slack incoming-webhook URL.",
     "AlertSettings.slack_webhook_url_file": "File holding the webhook URL (a mounted Secret); read when set.",
-    "AlertSettings.dedup_window": "The same alert is not sent again within this (duration).",
+    "AlertSettings.dedup_window": "The same alert is not sent again within this (duration, longer than "
+    "`loop.tick_interval`: a shorter window sends an alert that still holds again at every tick).",
     "AlertSettings.resolve_after": "A condition that clears (missing data, a pool unreadable, a projected overspend, "
     "...) is told as resolved once it has gone unseen for this long (duration; 0: at the first tick that finds it "
     "gone), so that one that flickers is not told each way at every tick; a back-off, or a pool blocked or failing, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from config.aws import check_aws
 from config.cloud import check_cloud
@@ -226,6 +226,25 @@ def _forecast_interval_rules(settings: Settings) -> Iterator[ConfigProblem]:
             )
 
 
+def _alert_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    """An alert still present at the next tick is a repeat only within the de-duplication window: a window no
+    longer than a tick would post every alert again at every tick."""
+    tick, window = settings.loop.tick_interval, settings.alerts.dedup_window
+    if window <= tick:
+        yield ConfigProblem(
+            "alerts.dedup_window",
+            f"must be longer than one tick (loop.tick_interval, {format_duration(tick)}), got "
+            f"{_shown(window)}: an alert that still holds at the next tick would be sent again at every tick",
+        )
+
+
+def _shown(delta: timedelta) -> str:
+    """A duration as written in a file; a fraction of a second in milliseconds (``format_duration`` rounds it)."""
+    return (
+        f"{delta.total_seconds() * 1000:g}ms" if timedelta(0) < delta < timedelta(seconds=1) else format_duration(delta)
+    )
+
+
 def _repeated(key: str, values: Iterable[object], what: str) -> Iterator[ConfigProblem]:
     for value, count in Counter(values).items():
         if count > 1:
@@ -263,4 +282,5 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_energy_rules, frozenset({"energy", "pools"})),
     (_forecast_rules, frozenset({"forecast"})),
     (_forecast_interval_rules, frozenset({"forecast", "loop"})),
+    (_alert_rules, frozenset({"alerts", "loop"})),
 )

@@ -78,7 +78,16 @@ def test_a_forecast_interval_shorter_than_a_tick_is_refused(key: str) -> None:
 
 def test_a_longer_tick_refuses_the_default_refit_interval_until_it_is_set() -> None:
     assert _problems({**BASE, "loop": {"tick_interval": "2h"}}) == [
-        "forecast.refit_interval: must be at least one tick (loop.tick_interval, 2h), got 1h"
+        "forecast.refit_interval: must be at least one tick (loop.tick_interval, 2h), got 1h",
+        "alerts.dedup_window: must be longer than one tick (loop.tick_interval, 2h), got 1h: an alert that still "
+        "holds at the next tick would be sent again at every tick",
     ]
-    settings = settings_from_mapping({**BASE, "loop": {"tick_interval": "2h"}, "forecast": {"refit_interval": "2h"}})
+    settings = settings_from_mapping(
+        {
+            **BASE,
+            "loop": {"tick_interval": "2h"},
+            "forecast": {"refit_interval": "2h"},
+            "alerts": {"dedup_window": "3h"},
+        }
+    )
     assert settings.forecast.refit_interval == settings.loop.tick_interval
