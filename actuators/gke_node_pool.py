@@ -187,6 +187,7 @@ class GkeNodePoolActuator:
             in_flight_operation=seen.operation,
             failed_units=len(seen.failed),
             zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),
+            missing_zones=tuple((zone, _not_found(group)) for zone, group in seen.missing),
         )
 
     def _observe(self, pool_id: str, changing: bool = False) -> Observed:
@@ -198,10 +199,10 @@ class GkeNodePoolActuator:
         pool = self._read(pool_id, changing, self._gke.get_node_pool, name=self._pool_path(pool_id))
         operation, failure = self._operations(pool_id, changing)
         zones: list[Zone] = []
-        missing: list[str] = []
+        missing: list[tuple[str, str]] = []
         for mig in (_mig(pool_id, url) for url in pool.instance_group_urls):
             if (group := self._group(pool_id, changing, mig)) is None:
-                missing.append(mig[1])
+                missing.append((mig[1], mig[2]))
                 continue
             asked = int(group[0].target_size)
             zones.append(Zone(mig, asked, tuple(instance_from(managed, mig, failure) for managed in group[1])))
@@ -343,7 +344,7 @@ class GkeNodePoolActuator:
         if out:
             reasons.append("zones out of capacity: " + ", ".join(out))
         if seen.missing:
-            reasons.append("zones whose instance group was not found: " + ", ".join(seen.missing))
+            reasons.append("zones whose instance group was not found: " + ", ".join(z for z, _ in seen.missing))
         return "; ".join(reasons) or "no zone can take a node"
 
     def _shrink(self, pool_id: str, seen: Observed, to_units: int, key: str) -> ActionResult:
@@ -482,6 +483,14 @@ def _mig(pool_id: str, url: str) -> tuple[str, str, str]:
 
 def _where(mig: tuple[str, str, str]) -> dict[str, str]:
     return {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
+
+
+def _not_found(group: str) -> str:
+    """What is wrong with a zone whose instance group the node pool lists and Compute does not find."""
+    return (
+        f"instance group {group} was not found (404): the zone is left out, its nodes not counted and none added "
+        "there, until the node pool no longer lists it or the group is back"
+    )
 
 
 def _timestamp(text: str) -> datetime | None:

@@ -54,7 +54,8 @@ class Observed:
     autoscaling: bool
     zones: tuple[Zone, ...]
     operation: str | None
-    missing: tuple[str, ...] = ()  # zones whose instance group the pool lists but Compute does not find (404)
+    # (zone, instance group) of each zone whose instance group the pool lists but Compute does not find (404)
+    missing: tuple[tuple[str, str], ...] = ()
 
     @property
     def asked(self) -> int:

@@ -325,6 +325,27 @@ def broken_unit_events(states: Mapping[str, PoolState], at: datetime) -> list[Al
     return events
 
 
+def missing_zone_events(states: Mapping[str, PoolState], at: datetime) -> list[AlertEvent]:
+    """One critical event per pool with zones it lists but whose units cannot be read
+    (``PoolState.missing_zones``: a GKE node pool's instance group gone), raised every tick while they last: the
+    pool is planned on its other zones, and only a person can bring the zone back."""
+    return [
+        AlertEvent(
+            kind=AlertKind.POOL_UNREADABLE,
+            severity=Severity.CRITICAL,
+            at=at,
+            subject=f"zones of {pool_id}",
+            summary=(
+                f"{pool_id} lists zones {', '.join(zone for zone, _ in state.missing_zones)} whose units cannot be "
+                "read: they are left out, their nodes not counted, and the pool is planned on its other zones"
+            ),
+            details=dict(state.missing_zones),
+        )
+        for pool_id, state in sorted(states.items())
+        if state.missing_zones
+    ]
+
+
 def _when(at: datetime) -> str:
     return at.strftime("%Y-%m-%d %H:%M UTC")
 

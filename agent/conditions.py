@@ -191,13 +191,16 @@ def still_holding(memory: PlannerMemory, states: Mapping[str, PoolState], now: d
 
 
 def not_evaluated(pools: Iterable[str], states: Mapping[str, PoolState]) -> set[Condition]:
-    """The conditions of pools whose state this tick could not read: their zones, broken units and idle nodes are
-    not known."""
+    """The conditions of pools whose state this tick could not read: their zones (failed or missing), broken units
+    and idle nodes are not known."""
     unread = [p for p in pools if p not in states]
-    # "idle nodes of <pool>" is the subject of the drainer's alert (agent.drains), which reads only pools it can see
-    return {(kind, p) for kind in (AlertKind.STOCKOUT, AlertKind.BROKEN_UNIT) for p in unread} | {
-        (AlertKind.ACTUATOR_FAILURE, f"idle nodes of {p}") for p in unread
-    }
+    # "idle nodes of <pool>" is the subject of the drainer's alert (agent.drains), which reads only pools it can see;
+    # "zones of <pool>" that of ``agent.alerts.missing_zone_events``
+    return (
+        {(kind, p) for kind in (AlertKind.STOCKOUT, AlertKind.BROKEN_UNIT) for p in unread}
+        | {(AlertKind.ACTUATOR_FAILURE, f"idle nodes of {p}") for p in unread}
+        | {(AlertKind.POOL_UNREADABLE, f"zones of {p}") for p in unread}
+    )
 
 
 def _when(at: datetime) -> str:

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from actuators.base import Actuator, NodeDrainer
-from agent.alerts import broken_unit_events, missing_data_events
+from agent.alerts import broken_unit_events, missing_data_events, missing_zone_events
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import burst_profile
 from agent.conditions import ConditionTracker, not_evaluated, still_holding
@@ -248,6 +248,7 @@ class Agent:
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         alerts.extend(unread_pool_alerts(self.parts.actuator, now))  # held as unobserved by the planner
         alerts.extend(broken_unit_events(states, now))  # replaced, never deleted while busy: a person decides
+        alerts.extend(missing_zone_events(states, now))  # planned on its other zones: a person brings it back
         alerts.extend(blocked_pool_alerts(self.memory, now))  # told again every tick while blocked
         alerts.extend(onprem_capacity_events(outlook.onprem, self.pools, now))
         spends = self.budget_watch.observe(now, states)

@@ -94,7 +94,9 @@ class PoolState:
     ``broken_units`` (name, what is wrong) cannot serve and have work on them (a TPU slice in error, short of hosts,
     its job's pod on it): they count in neither ready nor target units, so the planner buys others in their place,
     are never removed by the agent while busy, and are reported so a person can decide to delete them; they are
-    paid for, so they count in ``billed_units`` and take room from the pool's ``max_units``.
+    paid for, so they count in ``billed_units`` and take room from the pool's ``max_units``. ``missing_zones``
+    (zone, what is wrong) are zones the pool lists whose units cannot be read (a GKE node pool's instance group that
+    Compute does not find): left out of every count and of ``zones``, and reported so a person can be told.
     """
 
     pool_id: str
@@ -110,6 +112,7 @@ class PoolState:
     waiting_units: int = 0
     broken_units: tuple[tuple[str, str], ...] = ()
     failed_messages: tuple[str, ...] = ()
+    missing_zones: tuple[tuple[str, str], ...] = ()
 
     @property
     def provisioning_units(self) -> int:
