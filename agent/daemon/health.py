@@ -4,10 +4,12 @@ Alive means the process serves requests and no tick has been running longer than
 returns (a call without a timeout, a deadlock) would otherwise leave a leader that renews its lease, so no standby
 takes over, and acts no more; failing liveness has the kubelet restart it. Ready means the last successful tick
 is younger than a bound: a leader that cannot reach what it needs, or a standby that cannot reach the Kubernetes
-API, stops being ready after the bound and says why; it is not restarted for it (liveness stays up), because a
-restart would not help. A leader tick that ran but could read no class's demand, or no pool, held every pool and
-is not a success (``tick_failed`` with why): a wrong Prometheus URL or a refused cloud permission makes the
-leader unready as a failing tick does, where the tick's survived errors alone would have kept it ready.
+API or its Prometheus (what it would read as leader), stops being ready after the bound and says why (a replica
+started so, a new pod of a rolling update, is not ready from its first tick); it is not restarted for it (liveness
+stays up), because a restart would not help. A leader tick that ran but could read no class's demand, or no pool,
+held every pool and is not a success (``tick_failed`` with why): a wrong Prometheus URL or a refused cloud
+permission makes the leader unready as a failing tick does, where the tick's survived errors alone would have kept
+it ready.
 """
 
 from __future__ import annotations

@@ -3,9 +3,13 @@
 Scheduling lives in ``agent.daemon.runtime``; this module decides what each job does, with time from the
 injected clock, so tests drive it directly with a simulated clock.
 
-* Only the leader runs the agent loop. A standby's tick checks that it can still see the Lease (so it is ready
-  to take over) and, when the loop can, watches read-only (reads the pools and charges its own ledger, so its
-  ledger has no hole when it leads); both replicas refit their models, so a new leader starts warm.
+* Only the leader runs the agent loop. A standby's tick checks that it can still see the Lease and, given a
+  ``standby_probe`` (the metric source's: one instant query without retries, within the source's timeout), that
+  its Prometheus answers, so that it is ready to take over: a standby with a wrong ``prometheus.url`` would be
+  blind as leader, and a rolling update must not go on over new pods that would be (the reason is on /readyz and
+  logged once, when it starts or changes). When the loop can, it also watches read-only (reads the pools and
+  charges its own ledger, so its ledger has no hole when it leads); both replicas refit their models, so a new
+  leader starts warm.
 * A replica that becomes the leader asks the loop to resume (reload the state the previous leader saved)
   before its first tick as leader.
 * A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh. A
@@ -25,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.health import HealthState
@@ -60,6 +64,14 @@ class Elector(Protocol):
     def is_leader(self, now: datetime) -> bool: ...
 
     def release(self, now: datetime) -> bool: ...
+
+
+@runtime_checkable
+class Probe(Protocol):
+    """What a standby checks it could read as leader: ``probe`` raises, saying why, when it cannot
+    (``PrometheusSource.probe``: one instant query of ``vector(1)`` without retries)."""
+
+    def probe(self) -> None: ...
 
 
 class SoleReplicaElector:
@@ -100,6 +112,7 @@ class Daemon:
         decisions: DecisionSink | None = None,
         on_became_leader: Callable[[], None] | None = None,
         shadow: ShadowBook | None = None,
+        standby_probe: Probe | None = None,
         timer: Callable[[], float] = time.perf_counter,
     ) -> None:
         self._loop = loop
@@ -114,6 +127,8 @@ class Daemon:
         self._decisions = decisions
         self._on_became_leader = on_became_leader
         self._shadow = shadow
+        self._standby_probe = standby_probe
+        self._unready: str | None = None  # why the last standby probe failed, as logged
         self._timer = timer  # durations for metrics only; decisions never read it
         self._work = threading.Lock()
         self._refitting = threading.Lock()  # one refit at a time, its fit beside the ticks included
@@ -292,14 +307,38 @@ class Daemon:
         # Again at every standby tick: a leader tick that ended after the loss of the lease was noticed set them anew.
         self._metrics.forget_latest_tick()
         self._watch(now)
+        reasons = []
         contact = self._elector.last_contact
-        if contact is not None and now - contact <= self._contact_bound:
+        if contact is None or now - contact > self._contact_bound:  # the election logs its own failures
+            reasons.append(self._elector.last_error or "no contact with the Kubernetes API yet")
+        probed = self._probe()
+        if probed is not None:
+            reasons.append(probed)
+        if not reasons:
             self._tick_succeeded(now, "standby")
             return
-        reason = self._elector.last_error or "no contact with the Kubernetes API yet"
-        self._health.tick_failed(now, reason)
+        self._health.tick_failed(now, "; ".join(reasons))
         self._metrics.ticks.labels("standby", "failed").inc()
         self.summary.add_tick("standby", "failed")
+
+    def _probe(self) -> str | None:
+        """Why the standby could not read what it needs as leader (its Prometheus), or None when it can: one probe
+        a standby tick."""
+        if self._standby_probe is None:
+            return None
+        try:
+            self._standby_probe.probe()
+        except Exception as exc:  # noqa: BLE001 - the standby is unready for it, never stopped
+            self._metrics.record_error(exc)
+            why = str(exc) or type(exc).__name__
+            if why != self._unready:  # once when it starts failing, or fails otherwise; not every tick
+                log.warning("standby not ready to lead, it could not read its demand as leader: %s", why)
+            self._unready = why
+            return why
+        if self._unready is not None:
+            log.info("standby ready to lead: its Prometheus answers again")
+        self._unready = None
+        return None
 
     def _watch(self, now: datetime) -> None:
         """Read-only observation on a standby; a failure is logged and counted, never a failed tick: the

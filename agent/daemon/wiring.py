@@ -32,7 +32,7 @@ from agent.daemon.identity import lease_namespace, replica_identity
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import BackoffCollector, BudgetLedgerCollector, DaemonMetrics
 from agent.daemon.runtime import DaemonRuntime, Schedule
-from agent.daemon.service import Daemon, Elector, SoleReplicaElector
+from agent.daemon.service import Daemon, Elector, Probe, SoleReplicaElector
 from agent.daemon.shadow_book import ShadowBook, ShadowCollector, ShadowStore
 from agent.ledger import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
@@ -173,6 +173,7 @@ def assemble(
         events=events,
         decisions=_decision_recorder(settings, parts, identity, environ),
         shadow=shadow,
+        standby_probe=parts.source if isinstance(parts.source, Probe) else None,  # a standby checks its Prometheus
     )
     endpoints = EndpointServer(
         daemon_settings.endpoints.bind_address,
