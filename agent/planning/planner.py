@@ -3,7 +3,8 @@
 Rules (DESIGN.md):
 - scale-up target per class = max(forecast quantile over the lead-time horizon, demand observed now);
 - classes are filled into their eligible pools cheapest first; a pool in back-off or blocked cannot grow, so
-  its share spills to the next eligible pool;
+  its share spills to the next eligible pool, and so does the part of a spot pool's interruption reserve above
+  its current size;
 - never release on a forecast alone: a unit goes only if it has been observed idle for the stabilization window;
 - with ``slice_release_by_forecast``, a whole slice (a pool of slices serving one demand group alone) that has
   been idle for the idle hold is released only while the forecast probability that it is needed again within its
@@ -197,8 +198,8 @@ def _paced(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Dem
 
 def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, PoolDecision]:
     """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve
-    (the part of it a pool's ``max_units``, less its broken units, cuts is held by the next eligible pool with room,
-    ``_carry_reserves``).
+    (the part of it a pool cannot hold, over its ``max_units`` less its broken units or over its current size while it
+    cannot grow, is held by the next eligible pool with room, ``_carry_reserves``).
     """
     room: dict[str, float] = {}
     tops: dict[str, int] = {}
@@ -277,7 +278,9 @@ def _carry_reserves(
     eligible: Mapping[str, frozenset[str]],
     priority: Mapping[str, float],
 ) -> dict[str, PoolDecision]:
-    """The records with the spot reserve units a pool's ``max_units`` cut held by other pools instead.
+    """The records with the spot reserve units a pool cannot hold held by other pools instead: those its bound
+    (``max_units`` less its broken units) cuts, and, while it cannot grow (backed off after a stockout, blocked),
+    those above its current size.
 
     Such a pool is the binding tier (its demand already spills to the next eligible pool), so the units expected
     to be reclaimed within its lead time would otherwise not be held at all. Its cut chips are shared over its
@@ -296,7 +299,9 @@ def _carry_reserves(
     for pid in sorted(sized, key=lambda p: pools[p].fill_key):
         decision = sized[pid]
         wanted = decision.rounded_units + decision.headroom_units + decision.spot_reserve_units
-        cut = min(decision.spot_reserve_units, wanted - decision.bounded_units)
+        # what the pool can hold: its bound, or its current size while it cannot grow (backed off, blocked)
+        holds = min(decision.bounded_units, int(room[pid]) // decision.chips_per_unit)
+        cut = min(decision.spot_reserve_units, wanted - holds)
         if cut <= 0 or decision.need_chips <= 0.0:
             continue
         chips = float(cut * decision.chips_per_unit)
