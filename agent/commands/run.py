@@ -24,6 +24,7 @@ import argparse
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -235,11 +236,17 @@ def rehearsal_parts(
     cluster, started as the simulator starts it (``initial_units``) and served the window's demand as it comes. Its
     planner memory stays in the process and it writes no decision Events: a rehearsal that reaches a Kubernetes API
     (to rehearse leader election) must not put its simulated pools' memory in the state ConfigMap a real daemon
-    resumes from, nor Events about them beside the real cluster's objects."""
+    resumes from, nor Events about them beside the real cluster's objects.
+
+    Its ledger is the simulator's (``simulated_ledger``) on the window as replayed: every pool of a budget held at 0
+    units from the start of the budget's month period, in the rehearsal's own time, until the rehearsal starts. The
+    simulated pools had no spend before it, so the spend counted from there is whole; a bare ledger began at the
+    first tick, and every monthly budget raised budget-ledger-incomplete (to the configured Slack channel, with
+    ``leadtime_budget_spend_incomplete`` at 1) about a bill that does not exist."""
     from actuators import SimulatedCluster
     from agent.daemon.replay import RehearsalCluster, ReplayedDemand, ShiftedTraceSource
     from agent.daemon.wiring import DaemonParts
-    from agent.ledger import InMemoryLedger
+    from agent.simulation.runner import simulated_ledger
     from agent.simulation.window import initial_units
     from agent.state import InMemoryStateStore
 
@@ -250,7 +257,7 @@ def rehearsal_parts(
     return DaemonParts(
         source=source,
         actuator=RehearsalCluster(cluster, clock, demand),
-        ledger=InMemoryLedger(),
+        ledger=simulated_ledger(settings, replace(window, index=window.index + source.offset)),
         notifier=notifier,
         clock=clock,
         state=InMemoryStateStore(identity),
