@@ -10,7 +10,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
 
 from config.durations import at_least_one_second, format_duration, parse_duration
 from config.fields import NumbersOnly
@@ -34,6 +42,18 @@ class EndpointSettings(Section):
     # /healthz fails while one tick has been running longer than this (a wedged thread: the kubelet restarts the
     # container, its lease lapses and the standby takes over); unset means ten tick intervals, at least 10m.
     live_max_tick_duration: Duration | None = None
+
+
+# Each attempt of the leader is a read and a write of the Lease; at 500ms that is 4 requests a second, within the
+# 5 a second client-go's default client is allowed (rest.DefaultQPS). 10ms sent 165 a second to a local API server.
+MIN_RETRY_PERIOD = timedelta(milliseconds=500)
+# The time limit of a cloud write (``write_limit``): below a second, a resize or a deletion fails before it is answered.
+MIN_WRITE_LIMIT = timedelta(seconds=1)
+
+
+def _seconds(delta: timedelta) -> str:
+    """A duration in seconds, fractions kept (``format_duration`` rounds them away)."""
+    return f"{delta.total_seconds():g}s"
 
 
 class LeaderElectionSettings(Section):
@@ -61,14 +81,33 @@ class LeaderElectionSettings(Section):
         would ever be sent)."""
         return min(self.lease_duration - self.renew_deadline, self.renew_deadline - self.retry_period)
 
+    @field_validator("retry_period")
+    @classmethod
+    def _retry_period_spares_the_api_server(cls, value: timedelta) -> timedelta:
+        if value < MIN_RETRY_PERIOD:
+            raise ValueError(
+                f"must be at least {_seconds(MIN_RETRY_PERIOD)}, got {_seconds(value)}: each attempt of a leader reads "
+                "and writes the Lease, two requests, so a shorter period sends the API server more than 4 requests "
+                "a second from each replica (client-go's default client allows 5)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _deadline_inside_lease(self) -> Self:
         if self.renew_deadline >= self.lease_duration:
             raise ValueError("renew_deadline must be shorter than lease_duration, or two replicas could both act")
         if self.retry_period >= self.renew_deadline:
             raise ValueError("retry_period must be shorter than renew_deadline, or a leader could never renew")
-        if self.retry_period <= timedelta(0):
-            raise ValueError("retry_period must be positive")
+        for longer, shorter in (("lease_duration", "renew_deadline"), ("renew_deadline", "retry_period")):
+            gap = getattr(self, longer) - getattr(self, shorter)
+            if gap < MIN_WRITE_LIMIT:
+                raise ValueError(
+                    f"{longer} - {shorter} ({_seconds(getattr(self, longer))} - {_seconds(getattr(self, shorter))} = "
+                    f"{_seconds(gap)}) must be at least {_seconds(MIN_WRITE_LIMIT)}: the shorter of "
+                    "lease_duration - renew_deadline and renew_deadline - retry_period is the time limit of every "
+                    "cloud write of the leader, and a write given less than a second times out before most clouds "
+                    "answer"
+                )
         return self
 
 

@@ -207,8 +207,9 @@ FIELDS: dict[str, str] = {
     "LeaderElectionSettings.renew_deadline": "A leader that could not renew for this long stops acting (duration; "
     "shorter than the lease duration). Each cloud write of the leader is sent only while this much leadership is "
     "left and has a time limit of `lease_duration - renew_deadline` or `renew_deadline - retry_period`, whichever "
-    "is shorter (5s with the defaults): keep both at a few seconds or more.",
-    "LeaderElectionSettings.retry_period": "Time between attempts to acquire or renew the Lease (duration).",
+    "is shorter (5s with the defaults): each must be at least 1s; keep both at a few seconds or more.",
+    "LeaderElectionSettings.retry_period": "Time between attempts to acquire or renew the Lease (duration, at least "
+    "500ms: each attempt of the leader is two requests to the API server).",
     "LeaderElectionSettings.identity_env": "Environment variable holding this replica's identity (the pod name).",
     "KubernetesApiSettings.api_url": "API server URL (unset: in-cluster configuration, else the local kubeconfig).",
     "KubernetesApiSettings.request_timeout": "Timeout of every Kubernetes API call (duration, at least 1s, and "
