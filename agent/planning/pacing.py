@@ -2,7 +2,8 @@
 
 A budget whose ``pacing`` is ``forecast`` spends so that its money lasts the period. Each tick:
 
-1. the burst need of each demand group now: its planned need above the on-prem capacity it may use;
+1. the burst need of each demand group now: its planned need above the on-prem capacity it may use now (the
+   units its on-prem pools can take work on, read each tick; ``max_units`` where that read is missing);
 2. the period's remaining burst need of each group, in accelerator-hours: a seasonal profile of its burst need in
    history (the mean per hour of the day, UTC) summed over the hours left in the period;
 3. the money left: the monthly cap minus what the period has spent so far;
@@ -82,8 +83,12 @@ def pace_needs(
     spends: Sequence[BudgetSpend],
     profile: BurstProfile | None,
     waiting_costs: Mapping[str, float],
+    onprem_units: Mapping[str, int] | None = None,
 ) -> dict[str, float]:
-    """``needs`` (chips per group) with each group's burst part cut to the share its paced budgets fund."""
+    """``needs`` (chips per group) with each group's burst part cut to the share its paced budgets fund. The burst
+    part is what is above the on-prem units that can take work now (``onprem_units``, read each tick; a pool not
+    in it, or every pool when it is not given: its ``max_units``), so demand that on-prem nodes down or cordoned
+    cannot serve is paced as burst, never left to go to the cloud unfunded."""
     paced = dict(needs)
     if profile is None:
         return paced
@@ -106,17 +111,19 @@ def pace_needs(
         costs = {g.name: max(waiting_costs.get(m, 0.0) for m in g.members) for g in touched}
         shares = funded_shares(remaining, budget.monthly_cap_usd - spend.spent_period_usd, costs)
         for group in touched:
-            onprem = onprem_chips(group, by_id)
+            onprem = onprem_chips(group, by_id, onprem_units)
             burst = max(0.0, paced[group.name] - onprem)
             paced[group.name] = min(paced[group.name], onprem + burst * shares[group.name])
     return paced
 
 
-def onprem_chips(group: DemandGroup, pools: Mapping[str, PoolSpec]) -> float:
-    """The on-prem capacity a group may use, in chips."""
+def onprem_chips(group: DemandGroup, pools: Mapping[str, PoolSpec], units: Mapping[str, int] | None = None) -> float:
+    """The on-prem capacity a group may use, in chips: each on-prem pool's ``units`` (those that can take work now),
+    at most its ``max_units``; its ``max_units`` where they are not known."""
+    known = units or {}
     return float(
         sum(
-            pools[p].max_units * pools[p].chips_per_unit
+            min(pools[p].max_units, known.get(p, pools[p].max_units)) * pools[p].chips_per_unit
             for p in group.pools
             if p in pools and pools[p].kind is PoolKind.ON_PREM
         )

@@ -188,7 +188,14 @@ def _paced(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Dem
     """Each demand's need with its burst part cut to what its budgets paced on a forecast fund (``pacing``)."""
     needs = {name: share.need for name, share in shares.items()}
     paced = pace_needs(
-        given.now, given.pools, plan_groups(given), needs, given.budgets, given.burst_profile, given.waiting_costs
+        given.now,
+        given.pools,
+        plan_groups(given),
+        needs,
+        given.budgets,
+        given.burst_profile,
+        given.waiting_costs,
+        given.onprem_units,
     )
     return {
         name: share if paced[name] >= share.need else replace(share, need=paced[name], unpaced_need=share.need)
