@@ -155,7 +155,8 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.url": "Base URL of the Prometheus HTTP API, e.g. `http://prometheus.monitoring:9090`.",
     "PrometheusSettings.bearer_token_file": "File holding a bearer token sent with every query.",
     "PrometheusSettings.ca_file": "CA bundle to verify an HTTPS Prometheus with.",
-    "PrometheusSettings.timeout": "Timeout of one query (duration); sent to Prometheus in whole milliseconds.",
+    "PrometheusSettings.timeout": "Timeout of one query (duration, at least 1s); sent to Prometheus in whole "
+    "milliseconds.",
     "PrometheusSettings.retries": "Retries of a failed query (0-10).",
     "PrometheusSettings.retry_backoff_s": "Wait before the first retry, doubling after each (seconds).",
     "PrometheusSettings.max_staleness": "A series whose newest sample is older than this is missing (duration).",

@@ -13,9 +13,17 @@ from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, ConfigDict, Field, PlainSerializer, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_validator,
+    model_validator,
+)
 
-from config.durations import format_duration, parse_duration
+from config.durations import at_least_one_second, format_duration, parse_duration
 from config.fields import NumbersOnly
 from models import AcceleratorFamily, ConfigProblem
 
@@ -74,7 +82,9 @@ class PrometheusSettings(_Section):
     url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")
     bearer_token_file: str | None = None
     ca_file: str | None = None
-    timeout: _Duration = timedelta(seconds=30)
+    # At least a second, as every other request timeout: 1ms failed every query before it connected, and a query of
+    # days of history is not answered within a fraction of a second.
+    timeout: Annotated[_Duration, AfterValidator(at_least_one_second)] = timedelta(seconds=30)
     retries: int = Field(default=2, ge=0, le=10)
     retry_backoff_s: float = Field(default=0.5, ge=0.0, le=30.0)
     max_staleness: _Duration = timedelta(minutes=15)
@@ -83,13 +93,6 @@ class PrometheusSettings(_Section):
     cluster_selector: str | None = Field(default=None, min_length=1)
     classes: dict[str, ClassQuerySettings] = Field(default_factory=dict)
     pools: dict[str, PoolQuerySettings] = Field(default_factory=dict)
-
-    @field_validator("timeout")
-    @classmethod
-    def _positive_timeout(cls, value: timedelta) -> timedelta:
-        if value <= timedelta(0):
-            raise ValueError("timeout must be positive, e.g. '30s'")
-        return value
 
     @field_validator("max_staleness")
     @classmethod

@@ -185,7 +185,7 @@ def test_an_overloaded_server_costs_one_class_retries_and_one_probe(stub: tuple[
 def test_a_hanging_server_costs_one_class_timeouts_and_one_probe(stub: tuple[str, Stub]) -> None:
     url, state = stub
     state.mode, state.delay_s = "hang", 3.0
-    missing = _fetch_each(_source(_settings(url, timeout="0.2s")))
+    missing = _fetch_each(_source(_settings(url, timeout="1s")))
     _assert_held_for_the_server(missing, url, "timeout")
     assert len(state.demand_queries()) == 1 + RETRIES
     assert state.asked(PROBE_QUERY) == 1

@@ -162,8 +162,8 @@ def test_a_slow_server_times_out(stub: tuple[str, StubState]) -> None:
     state.delay_s = 10.0
     started = time.monotonic()
     with pytest.raises(MetricsUnavailable, match="timeout"):
-        _fetch(_source(url, timeout="0.2s"))
-    assert time.monotonic() - started < 8.0  # gave up at its timeout, long before the answer (margin: 40x)
+        _fetch(_source(url, timeout="1s"))
+    assert time.monotonic() - started < 8.0  # gave up at its timeout, long before the answer (margin: 8x)
 
 
 def test_the_bearer_token_comes_from_its_file_and_a_wrong_one_is_refused(
