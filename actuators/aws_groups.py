@@ -40,12 +40,14 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Wh
 
 A drained node the group cannot lose (its desired capacity is at the minimum size) is not terminated: terminating
 it without the decrement would only launch a replacement (a new GPU instance to boot, which a stockout may refuse,
-for no capacity change), and the minimum size asks for that many instances anyway. The removal is refused with a
-transient error naming the bound, so the drain is retried each tick and the node goes as soon as the group may
-shrink (its minimum lowered, or a scale-up raised the desired capacity). Past the drain's timeout the drainer gives
-up and uncordons the node (``actuators.kubernetes_drain``: back in service, since the group keeps it anyway); once
-idle for the stabilization window again it may be drained again, and so on. The lasting fix is configuration: a
-pool's ``min_units`` at least the group's minimum size, so the plan never releases a unit the group must keep.
+for no capacity change), and the minimum size asks for that many instances anyway. Its drain is not started
+(``kept_at_min``, asked by the drainer before it cordons anything: ``actuators.kubernetes_drain.KeepsUnits``), so
+the node is neither cordoned nor emptied for nothing; the rejection names the bound. A drain already under way when
+the group reaches its minimum has its removal refused with a transient error naming the bound, so it is retried each
+tick and the node goes as soon as the group may shrink (its minimum lowered, or a scale-up raised the desired
+capacity); past the drain's timeout the drainer gives up and uncordons the node (back in service, since the group
+keeps it anyway). The lasting fix is configuration: a pool's ``min_units`` at least the group's minimum size, so the
+plan never releases a unit the group must keep.
 
 A pool whose nodes a drainer removes (``drained``: every pool of the daemon) never shrinks by a resize: ``shrink``
 terminates launching and then the newest ready instances, busy or not, with no cordon and no eviction. A resize below
@@ -286,10 +288,7 @@ class AutoScalingGroups:
                 f"no EC2 instance has the private DNS name of nodes {unknown} (their instances are gone and the "
                 "Node objects not deleted yet, or they are not EC2 instances); will look again",
             )
-        members = {i.instance_id for i in seen.instances}
-        leaving = [n for n in nodes if ids[n] in members]
-        room = max(0, seen.desired - seen.min_size)
-        going, kept = leaving[:room], leaving[room:]
+        going, kept = _within_min(seen, nodes, ids)
         left = set(self.terminate(pool_id, seen.name, [ids[n] for n in going]))
         terminated = ", ".join(f"{n} ({ids[n]})" for n in going if ids[n] not in left)
         gone = ", ".join(f"{n} ({ids[n]})" for n in going if ids[n] in left)
@@ -298,14 +297,16 @@ class AutoScalingGroups:
             + ([f"{gone} had already left the group"] if gone else [])
         )
         if kept:
-            raise TransientActuatorError(
-                pool_id,
-                f"{seen.bounded_by} is at its minimum size {seen.min_size} (desired capacity {seen.desired}): drained "
-                f"nodes {', '.join(kept)} stay until it may shrink, as terminating them would go below the minimum and "
-                "terminating without lowering the desired capacity would only launch replacements; lower the minimum "
-                f"size, or set the pool's min_units to at least {seen.min_size}" + (f" ({done})" if done else ""),
-            )
+            raise TransientActuatorError(pool_id, _at_min(seen, kept, "drained nodes") + (f" ({done})" if done else ""))
         return done or f"nodes {', '.join(nodes)} are already leaving the group"
+
+    def kept_at_min(self, pool_id: str, seen: GroupView, nodes: Sequence[str]) -> str:
+        """Why some of these Kubernetes nodes could not be removed now, as ``remove_nodes`` would keep them: the group
+        is at its minimum size; "" when all of them could go (a node whose instance is not found, or no longer in the
+        group, needs no termination)."""
+        ids = self.instance_ids(pool_id, nodes)
+        _, kept = _within_min(seen, [n for n in nodes if n in ids], ids)
+        return _at_min(seen, kept, "nodes") if kept else ""
 
     def newest_first(self, pool_id: str, instances: Sequence[GroupInstance]) -> list[GroupInstance]:
         """``instances`` ordered newest launch first (ties by id, for a stable order)."""
@@ -351,6 +352,24 @@ class AutoScalingGroups:
         if not why or now - ended >= CAPACITY_MEMORY or _spared_zones(group, launches, now):
             return "", None, status, changed_at
         return why, ended, status, changed_at
+
+
+def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> tuple[list[str], list[str]]:
+    """Of ``nodes`` (each with its instance id in ``ids``), those still in the group that it may lose without going
+    below its minimum size, and those it must keep."""
+    members = {i.instance_id for i in seen.instances}
+    leaving = [n for n in nodes if ids[n] in members]
+    room = max(0, seen.desired - seen.min_size)
+    return leaving[:room], leaving[room:]
+
+
+def _at_min(seen: GroupView, kept: Sequence[str], what: str) -> str:
+    return (
+        f"{seen.bounded_by} is at its minimum size {seen.min_size} (desired capacity {seen.desired}): {what} "
+        f"{', '.join(kept)} stay until it may shrink, as terminating them would go below the minimum and terminating "
+        "without lowering the desired capacity would only launch replacements; lower the minimum size, or set the "
+        f"pool's min_units to at least {seen.min_size}"
+    )
 
 
 def _spared_zones(group: dict[str, Any], launches: Sequence[dict[str, Any]], now: datetime) -> list[str]:

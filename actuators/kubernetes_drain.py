@@ -69,7 +69,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import (
@@ -128,6 +128,16 @@ class _NodeLoad:
 
 class NodeRemover(Protocol):
     def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult: ...
+
+
+@runtime_checkable
+class KeepsUnits(Protocol):
+    """A ``NodeRemover`` that can tell before a drain that it would not remove its units now (an AWS group at its
+    minimum size): the drain is not started, nothing cordoned or evicted."""
+
+    def kept_units(self, pool_id: str, units: Sequence[str]) -> str:
+        """Why these units could not be removed now; "" when they could."""
+        ...
 
 
 class DrainUnits(Protocol):
@@ -251,6 +261,11 @@ class KubernetesUnitDrainer:
             since = self._draining_since[unit] = (key, now)
         overdue = now - since[1] >= self._timeout
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
+        if started and isinstance(self._remover, KeepsUnits) and (kept := self._remover.kept_units(pool_id, [unit])):
+            # Not started: the unit would stay, cordoned and emptied for nothing until the drain's timeout. A drain
+            # taken over (its nodes cordoned already) is ended the same way, its nodes uncordoned.
+            self._give_up(pool_id, unit, members, kept)
+            return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, f"not drained: {kept}"))
         cordoned = [found for name in members if (found := self._cordon(pool_id, name, key, forced)) is not None]
         nodes = [found.metadata.name for found in cordoned]
         if not nodes and not self._units.removed_without_nodes:

@@ -226,13 +226,13 @@ def test_a_node_group_health_issue_naming_a_capacity_shortage_is_failed_units(aw
     assert aws_api.calls("UpdateNodegroupConfig") == 2  # the scale-up, then the removal of what cannot launch
 
 
-def test_a_drained_node_at_the_group_minimum_is_uncordoned_at_the_drain_timeout_then_drained_again(
+def test_a_drained_node_at_the_group_minimum_is_uncordoned_at_the_drain_timeout_and_not_drained_again(
     aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient
 ) -> None:
-    """What docs/aws.md says of a pool whose min_units is below its group's minimum size: the empty node is kept
+    """What docs/aws.md says of a group whose minimum size is raised during a drain: the empty node is kept
     cordoned while its removal is retried, back in service at the drain timeout (not terminated: the group would
-    only replace it), and drained again once it has been idle for the stabilization window."""
-    group = aws_api.add_nodegroup("ml", "p5", nodes=2, min_size=2)
+    only replace it); once it has been idle for the stabilization window again, its drain is not started."""
+    group = aws_api.add_nodegroup("ml", "p5", nodes=2, min_size=1)
     ids = [i["InstanceId"] for i in aws_api.group(group)["Instances"]]
     found = aws_api.direct.ec2.describe_instances(InstanceIds=ids)["Reservations"]
     dns = {i["InstanceId"]: i["PrivateDnsName"] for r in found for i in r["Instances"]}
@@ -255,12 +255,18 @@ def test_a_drained_node_at_the_group_minimum_is_uncordoned_at_the_drain_timeout_
         return seen["od"].idle_nodes
 
     victim = dns[ids[0]]
+    kube_api.clock = clock.now  # its evicted pod finishes terminating as the clock passes its grace period
+    kube_api.put("pods", objs.pod("web", victim, labels={"app": "web"}, owner_kind="ReplicaSet"))
     observe()
     clock.advance(window)
     assert victim in observe()
     first = drains.scale_down(Resize("od", 2, 1, "idle", "r1"), clock.now(), [victim])
+    assert [r.status for r in first.results] == [ActionStatus.STARTED]  # its pod shuts down first
+    aws_api.set_bounds(group, min_size=2, max_size=16)  # meanwhile an operator raised the minimum size
+    clock.advance(timedelta(minutes=1))
+    first = drains.continue_pending(clock.now())
     assert [(r.status, "minimum size 2" in (r.error or "")) for r in first.results] == [(ActionStatus.FAILED, True)]
-    for _ in range(14):  # retried every tick, the node cordoned and empty
+    for _ in range(13):  # retried every tick, the node cordoned and empty
         clock.advance(timedelta(minutes=1))
         step = drains.continue_pending(clock.now())
         assert [r.status for r in step.results] == [ActionStatus.FAILED] and drains.pending
@@ -280,4 +286,5 @@ def test_a_drained_node_at_the_group_minimum_is_uncordoned_at_the_drain_timeout_
     clock.advance(window)
     observe()
     again = drains.scale_down(Resize("od", 2, 1, "idle", "r2"), clock.now(), [victim])
-    assert [r.status for r in again.results] == [ActionStatus.FAILED] and cordoned() == [victim]
+    assert [r.status for r in again.results] == [ActionStatus.REJECTED] and cordoned() == []
+    assert "minimum size 2" in again.results[0].detail
