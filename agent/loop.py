@@ -68,6 +68,10 @@ from models import (
 
 log = logging.getLogger(__name__)
 
+# The share of a tick the on-prem capacity queries are read within, at its start (6 s of a 1-minute tick): one
+# instant query per on-prem pool, light beside the demand reads, which have the rest of the half tick.
+ONPREM_READ_SHARE = 0.1
+
 
 @dataclass(frozen=True)
 class TickReport:
@@ -233,12 +237,17 @@ class Agent:
             self.budget_watch.observe(now, states)
 
     def observe(self, now: datetime) -> Outlook:
-        """Observe demand and forecast it (refitting first when the refit interval has passed). Demand is read
-        within half a tick: a class a slow source has not answered by then is held, and the tick goes on."""
+        """Observe the on-prem pools' capacity and demand, and forecast demand (refitting first when the refit
+        interval has passed). Both are read within half a tick: a class a slow source has not answered by then is
+        held, and the tick goes on. The on-prem capacity is read first, within its own share of that time
+        (``ONPREM_READ_SHARE`` of the tick), so that neither a slow demand read nor a refit in the tick leaves it a
+        request cut to nothing (planned on ``max_units`` with a warning that blamed Prometheus), and a slow capacity
+        query leaves demand the rest."""
         problems: dict[str, str] = {}
         with read_deadline(self.tick / 2):
+            with read_deadline(self.tick * ONPREM_READ_SHARE):
+                onprem = read_onprem(self.parts.onprem, self.pools, now)
             observed, forecasts = self._observe_and_forecast(now, problems)
-            onprem = read_onprem(self.parts.onprem, self.pools, now)
         return Outlook(observed, forecasts, problems, onprem)
 
     def act(self, now: datetime, outlook: Outlook) -> TickReport:

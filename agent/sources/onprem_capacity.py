@@ -18,7 +18,7 @@ from typing import Protocol, Self
 
 from agent.sources.prometheus import PrometheusSource
 from config.prometheus import PrometheusSettings
-from models import MetricsUnavailable, PoolKind, PoolSpec
+from models import PoolKind, PoolSpec
 
 
 class OnPremCapacitySource(Protocol):
@@ -45,17 +45,15 @@ class PrometheusOnPremCapacity:
         return tuple(sorted(self._queries))
 
     def ready_units(self, pools: Sequence[PoolSpec], at: datetime) -> tuple[dict[str, float], dict[str, str]]:
-        units: dict[str, float] = {}
-        problems: dict[str, str] = {}
-        for pool in pools:
-            query = self._queries.get(pool.pool_id)
-            if query is None or pool.kind is not PoolKind.ON_PREM:
-                continue
-            try:
-                _, units[pool.pool_id] = self._source.newest(f"pool {pool.pool_id}", query, at)
-            except MetricsUnavailable as exc:
-                problems[pool.pool_id] = exc.reason
-        return units, problems
+        """Read as the demand classes are (``PrometheusSource.newest_of``): once Prometheus has failed, or the
+        read deadline has passed, the pools left are not queried, and the reason says which."""
+        names = {
+            f"pool {p.pool_id}": p.pool_id for p in pools if p.kind is PoolKind.ON_PREM and p.pool_id in self._queries
+        }
+        queries = {name: self._queries[pool_id] for name, pool_id in names.items()}
+        readings, missing = self._source.newest_of(queries, at, "on-prem capacity")
+        units = {names[name]: value for name, (_, value) in readings.items()}
+        return units, {names[name]: exc.reason for name, exc in missing.items()}
 
 
 def onprem_queries(settings: PrometheusSettings, pools: Sequence[PoolSpec]) -> dict[str, str]:

@@ -217,6 +217,20 @@ class PrometheusSource:
 
         return readings, self._read_each(classes, read)
 
+    def newest_of(
+        self, queries: Mapping[str, str], at: datetime, what: str
+    ) -> tuple[dict[str, tuple[datetime, float]], dict[str, MetricsUnavailable]]:
+        """Each named query's value at ``at`` (``newest``) and why each other has none, read one by one as
+        ``newest_each`` reads classes: once the server has failed, or the read deadline has passed, the queries left
+        are held without a request, the reason naming which (``what`` is read, for the message: "on-prem
+        capacity")."""
+        readings: dict[str, tuple[datetime, float]] = {}
+
+        def read(name: str) -> None:
+            readings[name] = self.newest(name, queries[name], at)
+
+        return readings, self._read_named(list(queries), queries, read, what)
+
     def newest(self, name: str, query: str, at: datetime) -> tuple[datetime, float]:
         """One query's value at ``at``: Prometheus evaluates it on the newest sample of each series within its
         lookback delta (5 minutes by default) that is not marked stale. Raises ``MetricsUnavailable`` when there
@@ -287,37 +301,46 @@ class PrometheusSource:
     ) -> dict[str, MetricsUnavailable]:
         """``read`` each class in turn; why each failed. Once the server has failed, or the read deadline has
         passed, the classes left are held without a request (one without a query still says so)."""
+        by_name = {c.name: c for c in classes}
+        return self._read_named(list(by_name), self._queries, lambda name: read(by_name[name]), "demand")
+
+    def _read_named(
+        self, names: Sequence[str], queries: Mapping[str, str], read: Callable[[str], None], what: str
+    ) -> dict[str, MetricsUnavailable]:
+        """``read`` each name in turn; why each failed. Once the server has failed, or the read deadline has
+        passed, the names left that have a query are held without a request. A request that timed out when the
+        deadline had passed says so: its timeout was cut to the time left."""
         missing: dict[str, MetricsUnavailable] = {}
         down: str | None = None
-        for demand_class in classes:
-            name = demand_class.name
-            if name in self._queries and (down := down or self._out_of_time()) is not None:
-                missing[name] = self._not_asked(name, down)
+        for name in names:
+            if name in queries and (down := down or self._out_of_time(what)) is not None:
+                missing[name] = MetricsUnavailable(name, down, queries[name])
                 continue
             try:
-                read(demand_class)
+                read(name)
             except PrometheusServerFailure as exc:
-                missing[name] = exc
-                down = self._server_down(exc)
+                late = self._out_of_time(what)
+                missing[name] = exc if late is None else PrometheusServerFailure(name, _cut(late, exc), exc.query)
+                down = late or self._server_down(exc, what)
             except MetricsUnavailable as exc:
                 missing[name] = exc
         return missing
 
-    def _out_of_time(self) -> str | None:
+    def _out_of_time(self, what: str) -> str | None:
         left = read_time_left()
         if left is None or left[0] > 0:
             return None
-        log.warning("prometheus reads out of time, the remaining classes are not queried url=%s", self.url)
+        log.warning("prometheus reads out of time, the remaining %s queries are not sent url=%s", what, self.url)
         return (
-            f"not queried: the time for reading demand ({left[1].total_seconds():g} s) ran out; Prometheus at "
+            f"not queried: the time for reading {what} ({left[1].total_seconds():g} s) ran out; Prometheus at "
             f"{self.url} answers too slowly"
         )
 
-    def _server_down(self, failure: PrometheusServerFailure) -> str | None:
+    def _server_down(self, failure: PrometheusServerFailure, what: str) -> str | None:
         """After a class failed for a reason of the server's: why the classes not yet read are not asked (the
         server's failure, confirmed by a probe that failed too, or the read deadline passed), or None when
         Prometheus answers the probe."""
-        if (late := self._out_of_time()) is not None:
+        if (late := self._out_of_time(what)) is not None:
             return late
         probe = self._probe_failure()
         if probe is None:
@@ -338,9 +361,6 @@ class PrometheusSource:
             f"not queried: Prometheus at {self.url} is failing ({failure.reason}, reading class "
             f"{failure.demand_class!r}; a probe query of {PROBE_QUERY} failed too: {probe})"
         )
-
-    def _not_asked(self, name: str, why: str) -> MetricsUnavailable:
-        return MetricsUnavailable(name, why, self._queries[name])
 
     def _headers(self, name: str, query: str) -> dict[str, str] | None:
         if not self._token_file:
@@ -407,6 +427,12 @@ class PrometheusSource:
                 f"{pd.Timestamp(end).isoformat()} (max_staleness {_age(pd.Timedelta(self._max_staleness))})",
                 query,
             )
+
+
+def _cut(late: str, failure: PrometheusServerFailure) -> str:
+    """The reason of a request that failed once the read deadline had passed: the deadline cut its timeout (and
+    its retries) to the time left, so the time ran out, whatever the request's own failure says."""
+    return late.replace("not queried: ", "not answered: ", 1) + f" (the request: {failure.reason})"
 
 
 def no_usable_data(url: str, missing: Mapping[str, MetricsUnavailable], every_class: bool) -> MetricSourceUnavailable:
