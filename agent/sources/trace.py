@@ -1,5 +1,10 @@
 """Recorded demand traces: reading and checking a long-format CSV, writing one, and replaying it as a
-MetricSource."""
+MetricSource.
+
+Besides the demand ``y`` a row may carry ``running`` and ``pending`` (the parts of ``y`` running and queued:
+``y = running + pending``) and ``capacity`` (the quota or cluster size it ran under). They are for reference and
+are not replayed, but they are checked as ``y`` is: numbers, never negative or infinite, and the parts adding up to
+the demand; an empty field is a gap."""
 
 from __future__ import annotations
 
@@ -94,22 +99,9 @@ def read_trace(path: str | Path) -> Trace:
     _check_columns(frame, source)
     _check_names(frame, source)
     frame["ds"] = _timestamps(frame["ds"], source)
-    y = pd.to_numeric(frame["y"], errors="coerce")
-    bad = frame["y"].notna() & y.isna()
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
-        raise TraceError(
-            f"trace {source}: column y must be numeric; row {frame.index[row]} has {frame['y'].iloc[row]!r}"
-        )
-    numbers = y.to_numpy(dtype=float)
-    with np.errstate(invalid="ignore"):
-        suspect = np.flatnonzero(np.isinf(numbers) | (numbers < 0) | (numbers > MAX_DEMAND))
-    if len(suspect):
-        row = int(suspect[0])
-        value = float(numbers[row])
-        rule = "must not be negative" if value < 0 else f"must be finite and at most {MAX_DEMAND:g} accelerators"
-        raise TraceError(f"trace {source}: demand y {rule}; row {frame.index[row]} has {value:g}")
-    frame["y"] = y
+    for column in ("y", *(c for c in OPTIONAL if c in frame.columns)):
+        frame[column] = _numbers(frame, column, source)
+    _check_parts(frame, source)
     _check_order(frame, source)
     step = _step(frame, source)
     _check_grid(frame, step, source)
@@ -244,6 +236,58 @@ def _check_names(frame: pd.DataFrame, source: str) -> None:
             f"trace {source}: row {frame.index[row]} has an empty unique_id ({len(empty)} such row(s)); every row "
             "names its series"
         )
+
+
+def _numbers(frame: pd.DataFrame, column: str, source: str) -> pd.Series:
+    """``column`` as floats (NaN for a gap); text that is not a number, a negative, an infinite or an absurdly large
+    value is refused naming its line. The optional columns count accelerators as ``y`` does."""
+    values = pd.to_numeric(frame[column], errors="coerce")
+    bad = frame[column].notna() & values.isna()
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise TraceError(
+            f"trace {source}: column {column} must be numeric; row {frame.index[row]} has {frame[column].iloc[row]!r}"
+        )
+    numbers = values.to_numpy(dtype=float)
+    with np.errstate(invalid="ignore"):
+        suspect = np.flatnonzero(np.isinf(numbers) | (numbers < 0) | (numbers > MAX_DEMAND))
+    if len(suspect):
+        row = int(suspect[0])
+        value = float(numbers[row])
+        rule = "must not be negative" if value < 0 else f"must be finite and at most {MAX_DEMAND:g} accelerators"
+        what = "demand y" if column == "y" else f"column {column}"
+        raise TraceError(f"trace {source}: {what} {rule}; row {frame.index[row]} has {value:g}")
+    return values.astype(float)
+
+
+# How far running + pending may be from y: what a value written with 10 significant digits (``write_trace``'s
+# float format) can lose, with room to spare.
+_PARTS_TOLERANCE = 1e-6
+
+
+def _check_parts(frame: pd.DataFrame, source: str) -> None:
+    """``running`` and ``pending`` are the parts of the demand ``y``: together they make it, and either alone is at
+    most it. Rows where a value is a gap are not compared."""
+    parts = [c for c in ("running", "pending") if c in frame.columns]
+    if not parts:
+        return
+    y = frame["y"].to_numpy(dtype=float)
+    given = frame[parts].to_numpy(dtype=float)
+    slack = _PARTS_TOLERANCE * np.maximum(1.0, np.abs(y))
+    with np.errstate(invalid="ignore"):
+        if len(parts) == 2:
+            total = given.sum(axis=1)
+            off = np.flatnonzero(np.abs(total - y) > slack)
+            rule = "running + pending must equal the demand y (the accelerators running and queued)"
+        else:
+            total = given[:, 0]
+            off = np.flatnonzero(total - y > slack)
+            rule = f"{parts[0]} must not exceed the demand y (it is part of it)"
+    if len(off):
+        row = int(off[0])
+        shown = ", ".join(f"{c} {given[row, i]:g}" for i, c in enumerate(parts))
+        more = f" ({len(off)} such row(s))" if len(off) > 1 else ""
+        raise TraceError(f"trace {source}: {rule}; row {frame.index[row]} has {shown} and y {y[row]:g}{more}")
 
 
 def _timestamps(column: pd.Series, source: str) -> pd.Series:
