@@ -17,7 +17,9 @@ far the cap stays broken and why the pool keeps its units.
 
 A budget with a commit horizon holds its cap by a hard stop instead: the units its stop names go whether idle or
 busy (a ``forced`` release, which the executor drains idle nodes first for), never from a held pool. Across the
-budget's pools it names units idle for the stabilization window first, then units idle now, then busy ones.
+budget's pools it names units idle for the stabilization window first, then units idle now, then units still
+provisioning in the pools whose release takes those first (those not in ``drained``: a size change removes units in
+flight before ready ones, where a drain could only take a ready node), then busy ones.
 
 A pool whose state could not be read is counted at the units the ledger last recorded it holding (at its
 ``max_units`` only when the ledger has none), its spend since counted too, and the hard stop of its budget waits for
@@ -63,9 +65,11 @@ def apply_budgets(
     *,
     blocked: Mapping[str, str],
     unknown: Collection[str],
+    drained: Collection[str] | None = None,
 ) -> BudgetedDecisions:
     """The planner's decisions held to the caps of ``spends``. ``blocked`` holds the pools a permanent error
-    blocks (with the error), ``unknown`` the classes whose demand is unknown: their pools are held."""
+    blocks (with the error), ``unknown`` the classes whose demand is unknown: their pools are held. ``drained``
+    holds the pools whose releases are drains of their nodes (``None``: not known, every pool taken as drained)."""
     if not spends:
         return BudgetedDecisions(tuple(resizes), tuple(skips), dict(targets))
     specs = {p.pool_id: p for p in pools}
@@ -74,7 +78,14 @@ def apply_budgets(
     proposed = {r.pool_id: r.to_units for r in resizes}
     idle_now = {pool_id: max(state.idle_units, len(state.idle_since)) for pool_id, state in states.items()}
     held = _held(pools, states, blocked, unknown, skips)
-    out = enforce_budgets(now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held)
+    provisioning = {
+        pool_id: state.provisioning_units
+        for pool_id, state in states.items()
+        if drained is not None and pool_id not in drained
+    }
+    out = enforce_budgets(
+        now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held, provisioning
+    )
 
     by_pool = _trimmed(now, resizes, out.targets)
     new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}
@@ -110,7 +121,7 @@ def apply_budgets(
         to_units = min(after, min(out.targets.get(pool_id, current), current) - stop.units)
         if to_units >= after:
             continue
-        busy = max(0, stop.units - stop.idle_units)
+        busy = max(0, stop.units - stop.idle_units - stop.provisioning_units)
         reason = (
             f"budget {stop.budget!r} hard stop: the money left does not pay for the units held through the next two "
             f"ticks: releasing {current - to_units} units ({busy} of them busy; their work goes back to the queue)"

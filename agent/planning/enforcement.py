@@ -30,7 +30,9 @@ trim, the shed and the overspend check alike: a scale-up need only fit the money
 is held by a **hard stop** instead of the guarantee above: when the money left no longer pays for the units held
 through the next two ticks (the ledger bills a release one tick late), ``stops`` name the burst units to release
 now, cheapest to lose first, busy ones included (``Shed.forced``): a spot unit idle for a minute goes before a
-busy on-demand one.
+busy on-demand one, and so does a unit still provisioning (serving nothing yet) in a pool whose release takes those
+first (``provisioning``: a pool shrunk by a size change of units in flight first, not by drains of its nodes, which
+would drain a busy node in its place).
 
 A budget pool missing from ``billed`` (its state could not be read this tick) is counted at the units the ledger
 last recorded it holding (``BudgetSpend.last_units``), and at its ``max_units`` only when the ledger has no record
@@ -80,6 +82,7 @@ class Shed:
     cap: CapKind
     saves_usd: float
     forced: bool = False  # a hard stop: busy units go too (``commit_horizon``)
+    provisioning_units: int = 0  # of ``units``, those still provisioning (serving nothing yet)
 
 
 @dataclass(frozen=True)
@@ -196,14 +199,17 @@ def enforce_budgets(
     release_after: timedelta = timedelta(0),
     idle_now: Mapping[str, int] | None = None,
     held: Collection[str] = (),
+    provisioning: Mapping[str, int] | None = None,
 ) -> BudgetEnforcement:
     """Trim ``proposed`` scale-ups to every cap in ``spends`` and say what to shed where a cap is already broken.
 
     ``billed`` holds the units each pool bills now (ready plus provisioning), ``proposed`` the planner's absolute
     targets, ``idle`` the units observed idle for ``release_after`` (how long a unit must be idle before it may be
     released), ``idle_now`` those observed idle at all (``idle`` when not given), ``settle`` the loop's tick (how
-    long a released unit keeps billing in the ledger). No release names a unit of a pool in ``held``, nor of a
-    pool missing from ``billed`` (not read), and no hard stop is started for a budget with a pool not read.
+    long a released unit keeps billing in the ledger), ``provisioning`` the units of ``billed`` still provisioning
+    in the pools whose release takes those first (cheaper to lose than busy units; none when not given). No release
+    names a unit of a pool in ``held``, nor of a pool missing from ``billed`` (not read), and no hard stop is started
+    for a budget with a pool not read.
     """
     caps = _caps(now, spends, crossing=True)
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
@@ -218,7 +224,7 @@ def enforce_budgets(
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
     trims, skips = _trim(now, caps, pools, base, targets, holds)
-    idleness = _Idleness(idle or {}, idle_now if idle_now is not None else idle or {})
+    idleness = _Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {})
     unread = frozenset(p for p in pools if p not in billed)
     untouched = frozenset(held) | unread
     shed, short = _shed(now, caps, pools, base, targets, idleness, settle, untouched)
@@ -433,11 +439,12 @@ def _shed(
         shed[pool_id] = Shed(
             pool_id,
             n + (before.units if before else 0),
-            (n if level < _BUSY else 0) + (before.idle_units if before else 0),
+            (n if level < _PROVISIONING else 0) + (before.idle_units if before else 0),
             caps[worst].budget,
             caps[worst].kind,
             n * max(saves.values()) + (before.saves_usd if before else 0.0),
             forced=stop,
+            provisioning_units=(n if level == _PROVISIONING else 0) + (before.provisioning_units if before else 0),
         )
         if all(v <= _EPS_USD for v in excess.values()):
             break
@@ -483,13 +490,16 @@ def _deferred(
 
 @dataclass(frozen=True)
 class _Idleness:
-    """Units observed idle per pool: ``settled`` for the release window, ``now`` at all (``now`` >= ``settled``)."""
+    """Units observed idle per pool: ``settled`` for the release window, ``now`` at all (``now`` >= ``settled``); and
+    units still provisioning, where a release takes those before ready ones (``provisioning``)."""
 
     settled: Mapping[str, int]
     now: Mapping[str, int]
+    provisioning: Mapping[str, int] = field(default_factory=dict)
 
 
-_SETTLED, _IDLE, _BUSY = 0, 1, 2  # how cheap a unit is to lose: idle for the window, idle now, busy
+# how cheap a unit is to lose: idle for the window, idle now, still provisioning (serving nothing yet), busy
+_SETTLED, _IDLE, _PROVISIONING, _BUSY = 0, 1, 2, 3
 _Group = tuple[tuple[int, int, float, str], str, int]  # (rank, pool, units)
 
 
@@ -502,8 +512,9 @@ def _candidates(
     held: frozenset[str],
 ) -> list[_Group]:
     """Groups of sheddable units (how cheap to lose, pool, how many), cheapest to lose first: every pool's units
-    idle for the window, then those idle now, then the busy ones; within each, by tier and price per chip. A pool
-    in ``held`` has none: its units stay, so the broken caps must be held by the other pools."""
+    idle for the window, then those idle now, then those still provisioning (``_Idleness.provisioning``), then the
+    busy ones; within each, by tier and price per chip. A pool in ``held`` has none: its units stay, so the broken
+    caps must be held by the other pools."""
     members = sorted({p for cap in broken for p in cap.pools if p in pools and p not in held})
     groups: list[_Group] = []
     for pool_id in members:
@@ -518,7 +529,14 @@ def _candidates(
         idle_left = min(
             sheddable - settled_left, max(0, idle_now - already_released) - max(0, settled - already_released)
         )
-        levels = ((_SETTLED, settled_left), (_IDLE, idle_left), (_BUSY, sheddable - settled_left - idle_left))
+        left = sheddable - settled_left - idle_left
+        provisioning = min(left, idle.provisioning.get(pool_id, 0))
+        levels = (
+            (_SETTLED, settled_left),
+            (_IDLE, idle_left),
+            (_PROVISIONING, provisioning),
+            (_BUSY, left - provisioning),
+        )
         rank = (-_TIER_SHED_RANK[spec.tier], -spec.price_per_chip_hour_usd, pool_id)
         groups.extend(((level, *rank), pool_id, count) for level, count in levels if count)
     return sorted(groups)

@@ -23,7 +23,7 @@ resizes' reasons are rendered from it once the budget caps have had their say.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -82,6 +82,9 @@ class PlanInput:
     burst_profile: BurstProfile | None = None  # history of burst need, for budgets paced on a forecast
     # per on-prem pool: its units that can take work now (Ready, schedulable nodes); one not in it: its max_units
     onprem_units: Mapping[str, int] = field(default_factory=dict)
+    # the pools whose releases are drains of their nodes, never of a unit still provisioning (None: not known, every
+    # pool taken as drained); a budget's hard stop takes units in flight before busy ones only in the others
+    drained: Collection[str] | None = None
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
@@ -101,7 +104,7 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
     desired = {pool_id: d.bounded_units for pool_id, d in sized.items()}
     held = apply_budgets(
         given.now, given.tick, given.settings.scale_down_stabilization, given.pools, given.states, given.budgets,
-        resizes, skips, desired, blocked=given.memory.blocked, unknown=unknown,
+        resizes, skips, desired, blocked=given.memory.blocked, unknown=unknown, drained=given.drained,
     )  # fmt: skip
     decisions = with_budgets(decisions, skips, held)
     final: list[Resize] = []
