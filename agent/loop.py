@@ -281,6 +281,7 @@ class Agent:
                 waiting_costs=self.waiting_costs,
                 burst_profile=self._burst_profile(now),
                 onprem_units=outlook.onprem.units,
+                drained=frozenset(self.parts.drainers),
             )
         )
         reserved = self.budget_watch.reserve(now, plan)
