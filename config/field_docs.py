@@ -196,7 +196,7 @@ FIELDS: dict[str, str] = {
     "EndpointSettings.bind_address": "Address the HTTP server listens on.",
     "EndpointSettings.port": "Port of /healthz, /readyz and /metrics.",
     "EndpointSettings.ready_max_tick_age": "/readyz fails when the last successful tick is older than this "
-    "(duration; unset: three tick intervals).",
+    "(duration, longer than `loop.tick_interval`; unset: three tick intervals).",
     "EndpointSettings.live_max_tick_duration": "/healthz fails while one tick has been running longer than this, so "
     "the kubelet restarts a replica whose tick is stuck and the standby takes over (duration; unset: ten tick "
     "intervals, at least 10m).",

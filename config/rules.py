@@ -238,6 +238,19 @@ def _alert_rules(settings: Settings) -> Iterator[ConfigProblem]:
         )
 
 
+def _readiness_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    """/readyz fails once the last successful tick is older than the bound. Just before a tick ends, the last
+    success is a whole interval old, more when the tick ends later in its slot than the one before: a bound no
+    longer than a tick fails the probe between ticks of a replica that has never missed one."""
+    tick, bound = settings.loop.tick_interval, settings.daemon.endpoints.ready_max_tick_age
+    if bound is not None and bound <= tick:
+        yield ConfigProblem(
+            "daemon.endpoints.ready_max_tick_age",
+            f"must be longer than one tick (loop.tick_interval, {format_duration(tick)}), got {_shown(bound)}: "
+            "/readyz would fail between ticks of a replica that misses none; unset, it is three ticks",
+        )
+
+
 def _shown(delta: timedelta) -> str:
     """A duration as written in a file; a fraction of a second in milliseconds (``format_duration`` rounds it)."""
     return (
@@ -283,4 +296,5 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_forecast_rules, frozenset({"forecast"})),
     (_forecast_interval_rules, frozenset({"forecast", "loop"})),
     (_alert_rules, frozenset({"alerts", "loop"})),
+    (_readiness_rules, frozenset({"daemon", "loop"})),
 )
