@@ -8,17 +8,26 @@ prometheus``.
 
 A value is returned as read: the caller (``agent.onprem_capacity``) judges it. A query that answers nothing,
 fails, or answers several series leaves its pool unread, with the reason: missing capacity is never zero.
+
+The query is read as written, never rewritten: with ``prometheus.cluster_selector`` set, a query with a series
+selector that lacks one of its matchers is named in a warning at start (``unscoped_onprem_queries``), since in a
+Prometheus view of several clusters another cluster's series would count, or keep a fallback answering 0.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, Self
 
 from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus_queries import cluster_matchers
+from agent.sources.promql_scope import unscoped_selectors
 from config.prometheus import PrometheusSettings
 from models import PoolKind, PoolSpec
+
+log = logging.getLogger(__name__)
 
 
 class OnPremCapacitySource(Protocol):
@@ -37,6 +46,10 @@ class PrometheusOnPremCapacity:
 
     @classmethod
     def from_settings(cls, settings: PrometheusSettings, pools: Sequence[PoolSpec]) -> Self:
+        """The reader of the configured queries; each that ``prometheus.cluster_selector`` does not scope is named
+        in a warning (``unscoped_onprem_queries``), once, as the agent or ``recommend`` starts."""
+        for problem in unscoped_onprem_queries(settings, pools):
+            log.warning("configuration check: %s", problem)
         return cls(PrometheusSource.from_settings(settings, {}), onprem_queries(settings, pools))
 
     @property
@@ -64,6 +77,31 @@ def onprem_queries(settings: PrometheusSettings, pools: Sequence[PoolSpec]) -> d
         if pool.kind is PoolKind.ON_PREM and override is not None and override.capacity_query is not None:
             out[pool.pool_id] = override.capacity_query
     return out
+
+
+def unscoped_onprem_queries(settings: PrometheusSettings, pools: Sequence[PoolSpec]) -> list[str]:
+    """With ``prometheus.cluster_selector`` set, one line per on-prem pool whose capacity query has a series
+    selector without one of its matchers, naming the pool, the matchers and the selectors. The query is read as
+    written: in a Prometheus view of several clusters such a selector counts other clusters' nodes too, and a
+    fallback over it (``or on() (0 * count(kube_node_info))``) is kept alive by another cluster's
+    kube-state-metrics while this cluster's is down, so the pool reads 0 units instead of no answer and its work
+    bursts to the cloud."""
+    cluster = cluster_matchers(settings)
+    problems: list[str] = []
+    for pool_id, query in sorted(onprem_queries(settings, pools).items()):
+        unscoped = unscoped_selectors(query, cluster)
+        if not unscoped:
+            continue
+        missing = list(dict.fromkeys(m for _, lacking in unscoped for m in lacking))
+        selectors = ", ".join(" ".join(selector.split()) for selector, _ in unscoped)
+        problems.append(
+            f"on-prem pool {pool_id}: prometheus.pools.{pool_id}.capacity_query lacks {', '.join(missing)} of "
+            f"prometheus.cluster_selector on {selectors}: in a Prometheus view of several clusters those count "
+            "other clusters' series too, and another cluster's kube-state-metrics can keep the query answering "
+            "(0 units, its work bursting to the cloud) while this cluster's is down; put the matchers on every "
+            "selector, the fallback's too (README, On-prem capacity)"
+        )
+    return problems
 
 
 def unobserved_onprem_pools(settings: PrometheusSettings | None, pools: Sequence[PoolSpec]) -> list[str]:
