@@ -348,15 +348,17 @@ class KubernetesUnitDrainer:
         return working
 
     def _survey(self, pool_id: str) -> list[_NodeLoad]:
-        """The load of every schedulable unit of the pool (one with nodes, none of them cordoned); idle ones are
-        remembered idle from now on if they were not already, busy ones are forgotten. One read of the units and
-        one read of their pods (``_pods_by_node``), however many nodes the pool has."""
+        """The load of every schedulable unit of the pool (none of its nodes cordoned; one with nodes, unless units
+        are removed without nodes: a slice whose node pool has none in the cluster runs nothing, so it is idle);
+        idle ones are remembered idle from now on if they were not already, busy ones are forgotten. One read of the
+        units and one read of their pods (``_pods_by_node``), however many nodes the pool has."""
         now = self._clock.now()
         units = self._call(pool_id, lambda: self._units.of_pool(pool_id))
+        without_nodes = self._units.removed_without_nodes
         schedulable = {  # a unit with a cordoned node is being drained, or held by a person
             unit: nodes
             for unit, nodes in units.items()
-            if nodes and not any(n.spec and n.spec.unschedulable for n in nodes)
+            if (nodes or without_nodes) and not any(n.spec and n.spec.unschedulable for n in nodes)
         }
         pods = self._pods_by_node(pool_id, [node.metadata.name for nodes in schedulable.values() for node in nodes])
         loads = []

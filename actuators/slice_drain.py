@@ -1,16 +1,19 @@
 """KubernetesSliceDrainer: whole TPU slices of a GKE slice group, idle and drained as units.
 
 Slice ``g-n`` of a group is the GKE node pool ``g-n`` (``actuators.gke_tpu_slices``), and each of its nodes carries
-the label ``cloud.google.com/gke-nodepool=g-n``. A slice is idle when it has nodes, none of them cordoned, and no
-pod on any of them runs accelerator work (the rules of ``actuators.kubernetes_drain``), continuously for the hold
-the agent asks for; one busy host keeps the whole slice, since a multi-host job spans them all. Its drain cordons
+the label ``cloud.google.com/gke-nodepool=g-n``. A slice is idle when none of its nodes is cordoned and no pod on
+any of them runs accelerator work (the rules of ``actuators.kubernetes_drain``), continuously for the hold the
+agent asks for; one busy host keeps the whole slice, since a multi-host job spans them all. A ready slice with no
+node in the cluster runs nothing, so it is idle too, from when it is first seen so: the hold covers a new slice
+whose nodes have not registered yet. Its drain cordons
 every node of the slice with the drain's annotation (so a new leader continues it), evicts their pods through the
 Eviction API (disruption budgets hold: a refusal waits, nothing is forced; a pod that must not be disrupted rejects
 the drain and uncordons the slice), and once every node is empty the slice actuator deletes exactly that slice, its
 node pool. A slice whose nodes left the cluster during its drain is deleted all the same: its node pool outlives
 them and is still paid for. No node records that drain any more, so the drainer reports the slice as draining from
 its own memory while the slice is listed without nodes (``draining_nodes``); an agent that did not start the drain
-(a restart, a new leader) cannot know of it, and the slice, never idle without nodes, is left to a person.
+(a restart, a new leader) cannot know of it, but finds the slice idle, without nodes, and releases it again once
+the hold has passed and the plan has it to spare: its drain has nothing to cordon or evict and deletes it.
 
 Only the group's ready slices (RUNNING, RECONCILING, RUNNING_WITH_ERROR with every host running) are units: a slice
 still provisioning, or short of hosts, runs nothing yet, a failed one is removed by the next resize, a stopping one

@@ -133,10 +133,12 @@ def test_a_tpu_pod_on_one_host_keeps_the_whole_slice_busy(slices: Slices) -> Non
     assert slices.drainer.idle_nodes(POOL, timedelta(0)) == ["v5e-0", "v5e-2", "v5e-1"]
 
 
-def test_a_slice_being_provisioned_or_without_nodes_is_not_offered_as_idle(slices: Slices) -> None:
+def test_a_slice_being_provisioned_is_not_offered_as_idle_and_a_running_one_without_nodes_is(slices: Slices) -> None:
+    """A running slice without nodes runs nothing: idle from when it is first seen, so the hold covers nodes that
+    have not registered yet (tests/test_actuators_slices_without_nodes.py)."""
     slices.actuator.resize(POOL, 4, "up")  # v5e-3 provisioning: no node registered yet
     slices.gke.add_pool("v5e-4", nodes=SLICES.hosts_per_slice)  # running, its nodes not registered yet
-    assert slices.drainer.idle_nodes(POOL, timedelta(0)) == ["v5e-0", "v5e-1", "v5e-2"]
+    assert slices.drainer.idle_nodes(POOL, timedelta(0)) == ["v5e-0", "v5e-1", "v5e-2", "v5e-4"]
 
 
 def test_a_drain_blocked_by_a_disruption_budget_waits_and_deletes_nothing(slices: Slices) -> None:
