@@ -159,7 +159,8 @@ FIELDS: dict[str, str] = {
     "milliseconds.",
     "PrometheusSettings.retries": "Retries of a failed query (0-10).",
     "PrometheusSettings.retry_backoff_s": "Wait before the first retry, doubling after each (seconds).",
-    "PrometheusSettings.max_staleness": "A series whose newest sample is older than this is missing (duration).",
+    "PrometheusSettings.max_staleness": "A series whose newest sample is older than this is missing (duration, at "
+    "least `forecast.step`: the newest step of the grid demand is read on can be a whole step old).",
     "PrometheusSettings.max_points_per_query": "Most points per series in one range query; longer ranges are "
     "chunked (Prometheus refuses more than 11,000).",
     "PrometheusSettings.demand_metrics": "Default demand queries: `kube-state-metrics` (pod requests) or `kueue` "

@@ -251,6 +251,21 @@ def _readiness_rules(settings: Settings) -> Iterator[ConfigProblem]:
         )
 
 
+def _prometheus_staleness_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    """Demand is read on the forecast step grid, whose newest step starts up to one step before the read: a
+    staleness limit below a step reads a series that Prometheus answers on every step as stale for part of each."""
+    if settings.prometheus is None:
+        return
+    step, limit = settings.forecast.step, settings.prometheus.max_staleness
+    if limit < step:
+        yield ConfigProblem(
+            "prometheus.max_staleness",
+            f"must be at least one forecast step (forecast.step, {format_duration(step)}), got {_shown(limit)}: the "
+            "newest step of the grid demand is read on can be a whole step old, so a series Prometheus answers on "
+            "every step would read as stale, its class unavailable, for part of every step",
+        )
+
+
 def _shown(delta: timedelta) -> str:
     """A duration as written in a file; a fraction of a second in milliseconds (``format_duration`` rounds it)."""
     return (
@@ -297,4 +312,5 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_forecast_interval_rules, frozenset({"forecast", "loop"})),
     (_alert_rules, frozenset({"alerts", "loop"})),
     (_readiness_rules, frozenset({"daemon", "loop"})),
+    (_prometheus_staleness_rules, frozenset({"prometheus", "forecast"})),
 )
