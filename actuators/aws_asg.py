@@ -34,8 +34,9 @@ from dataclasses import replace
 from datetime import datetime
 
 from actuators.aws_errors import capacity_unavailable
-from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, changed_since_plan
+from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView
 from actuators.idempotency import KeyedResults
+from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads
 from config.aws import AutoScalingGroupMapping
 from models import ActionResult, ActionStatus, ActuatorError, CapacityUnavailable, PermanentActuatorError, PoolState
@@ -95,7 +96,7 @@ class Ec2AutoScalingGroupActuator:
                 return self._remember(key, pool_id, status, detail)
             removed = gone if dropped else ""
         if self._drained and to_units < seen.target:
-            detail = changed_since_plan(seen.target, to_units, removed)
+            detail = changed_since_plan(seen.target, to_units, "node", removed)
             log.warning("pool %s: %s (key %s)", pool_id, detail, key)
             return self._remember(key, pool_id, ActionStatus.REJECTED, detail)
         if to_units > seen.target:

@@ -50,8 +50,9 @@ from datetime import datetime
 from typing import Any
 
 from actuators.aws_errors import capacity_failure, capacity_unavailable
-from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, call, changed_since_plan
+from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, call
 from actuators.idempotency import KeyedResults
+from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads
 from actuators.write_window import write_timeout
 from config.aws import NodegroupMapping
@@ -163,7 +164,7 @@ class EksNodegroupActuator:
                 return self._remember(key, pool_id, status, detail)
             removed = gone if dropped else ""
         if self._drained and to_units < seen.target:
-            detail = changed_since_plan(seen.target, to_units, removed)
+            detail = changed_since_plan(seen.target, to_units, "node", removed)
             log.warning("pool %s: %s (key %s)", pool_id, detail, key)
             return self._remember(key, pool_id, ActionStatus.REJECTED, detail)
         if to_units > seen.target:

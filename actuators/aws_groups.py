@@ -53,7 +53,7 @@ A pool whose nodes a drainer removes (``drained``: every pool of the daemon) nev
 terminates launching and then the newest ready instances, busy or not, with no cordon and no eviction. A resize below
 the pool's target as read now, once the launches failed in that read are removed, means the pool changed since the
 plan (the group grew after the tick read it, or a failed launch came up), and is rejected with nothing else removed
-(``changed_since_plan``); the next tick plans again, and its releases go through drains.
+(``actuators.plan_changes``); the next tick plans again, and its releases go through drains.
 
 Kubernetes node names are the instances' private DNS names (``ip-10-0-1-23.ec2.internal``) or, with resource-name
 hostnames, start with the instance id; ``instance_ids`` maps them through ``DescribeInstances``.
@@ -147,16 +147,6 @@ class GroupView:
     @property
     def target(self) -> int:
         return self.desired - self.failed
-
-
-def changed_since_plan(target: int, to_units: int, removed: str = "") -> str:
-    """Why a drained pool's resize to ``to_units`` was refused: it holds ``target`` units now, more than that; what
-    was removed first (the failed launches), if anything, leads."""
-    detail = (
-        f"pool changed since the plan: it holds {target} nodes, more than the {to_units} asked, and its nodes are "
-        "removed only by their drains; nothing else is removed, re-planning next tick"
-    )
-    return f"{removed}; {detail}" if removed else detail
 
 
 @dataclass(frozen=True)

@@ -46,6 +46,7 @@ from typing import Any
 
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed, Zone, instance_from
+from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads
 from actuators.vendor_errors import (
     GOOGLE_ERRORS,
@@ -329,11 +330,7 @@ class GkeNodePoolActuator:
     def _changed(self, key: str, pool_id: str, seen: Observed, to_units: int, removed: str) -> ActionResult:
         """A drained pool asked for fewer nodes than it holds now: the plan was made on an older read (a failed
         instance came up since). Its nodes go only through their drains, so nothing else is removed."""
-        detail = (
-            f"pool changed since the plan: it holds {seen.target} nodes, more than the {to_units} asked, and its "
-            "nodes are removed only by their drains; nothing else is removed, re-planning next tick"
-        )
-        detail = f"{removed}; {detail}" if removed else detail
+        detail = changed_since_plan(seen.target, to_units, "node", removed)
         log.warning("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.REJECTED, detail)
 

@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import instance_from
+from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads
 from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
 from actuators.vendor_errors import (
@@ -177,11 +178,8 @@ class GkeTpuSliceActuator:
     def _changed(self, key: str, pool_id: str, target: int, to_units: int, failed: Sequence[str]) -> ActionResult:
         """A drained group asked for fewer slices than it holds now: the plan was made on an older read (a failed
         slice has work on it since). Its slices go only through their drains, so only the failed ones were deleted."""
-        detail = (
-            f"pool changed since the plan: it holds {target} slices, more than the {to_units} asked, and its "
-            "slices are deleted only by their drains; nothing else is deleted, re-planning next tick"
-        )
-        detail = f"deleting failed slices {', '.join(failed)}; {detail}" if failed else detail
+        removed = f"deleting failed slices {', '.join(failed)}" if failed else ""
+        detail = changed_since_plan(target, to_units, "slice", removed, verb="deleted")
         log.warning("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.REJECTED, detail)
 
