@@ -183,8 +183,10 @@ FIELDS: dict[str, str] = {
     "count(kube_node_info))`, whose `or` reads 0 while the pool has no nodes (a `count()` alone answers nothing "
     "then, and a gap longer than two steps leaves no `actual` row); `simulate --source prometheus` reports it as "
     "the `actual` row. For an on-prem pool the daemon also reads it at every tick as the units that can take work "
-    "now, and fills the pool only that far: count its Ready, schedulable nodes (README, On-prem capacity). Unset, "
-    "or answering nothing, the pool is planned on its `max_units`.",
+    "now, and fills the pool only that far: count its Ready, schedulable nodes, with a fallback on the pool's own "
+    "nodes rather than every node (README, On-prem capacity). The query is read as written: with "
+    "`cluster_selector` set, put its matchers on every selector, the fallback's too, or another cluster's nodes "
+    "keep the fallback answering 0. Unset, or answering nothing, the pool is planned on its `max_units`.",
     # -- daemon
     "DaemonSettings.mode": "`dry-run` (decide, record, alert, change nothing) or `enforce` (act on the pools).",
     "DaemonSettings.endpoints": "The HTTP server of each replica.",
