@@ -6,7 +6,7 @@ import math
 import re
 from datetime import timedelta
 
-from models.durations import format_duration
+from models.durations import format_duration as rounded_duration
 
 __all__ = ["at_least_one_second", "format_duration", "parse_duration"]
 
@@ -51,6 +51,27 @@ def parse_duration(value: object) -> timedelta:
     if seconds > MAX_DURATION.total_seconds():
         raise ValueError(f"duration must be at most {MAX_DURATION.days} days, got {value!r}")
     return timedelta(seconds=seconds)
+
+
+def format_duration(delta: timedelta) -> str:
+    """A setting's duration as it is written back out (the settings' serializer, the configuration reference,
+    messages naming a setting's value): ``10m``, ``1h30m``, ``45s`` as reports write them (``models.durations``),
+    but a fraction of a second is kept, not rounded, so that the text reads back as the same value: ``500ms``,
+    ``1.5s``, ``1m0.25s`` (a ``retry_period`` of 0.5s was written as ``0s``, one of 1.5s as ``2s``)."""
+    micros = delta // timedelta(microseconds=1)
+    whole, fraction = divmod(micros, 1_000_000)
+    if not fraction or micros < 0:
+        return rounded_duration(delta)
+    if not whole:
+        return f"{_decimal(fraction, 3)}ms"
+    text = rounded_duration(timedelta(seconds=whole - whole % 60)) if whole >= 60 else ""
+    return f"{text}{_decimal(whole % 60 * 1_000_000 + fraction, 6)}s"
+
+
+def _decimal(value: int, places: int) -> str:
+    """``value`` / 10**``places`` in decimal, exactly, with no trailing zeros."""
+    integer, rest = divmod(value, 10**places)
+    return f"{integer}.{rest:0{places}d}".rstrip("0").rstrip(".")
 
 
 def at_least_one_second(delta: timedelta) -> timedelta:
