@@ -161,7 +161,7 @@ class CloudTpuQueuedResourceActuator:
             "request_id": str(uuid.uuid5(_REQUEST_IDS, f"{key}/{name}")),
         }
         try:
-            self._tpu.create_queued_resource(request=request, timeout=write_timeout(pool_id))
+            self._tpu.create_queued_resource(request=request, timeout=write_timeout(pool_id), retry=None)
         except GOOGLE_ERRORS as exc:
             if is_already_exists(exc):
                 log.info("pool %s: queued resource %s already exists; not creating it again", pool_id, name)
@@ -173,6 +173,7 @@ class CloudTpuQueuedResourceActuator:
             self._tpu.delete_queued_resource(
                 request={"name": f"{self._parent(mapping)}/queuedResources/{name}", "force": True},
                 timeout=write_timeout(pool_id),
+                retry=None,
             )
         except GOOGLE_ERRORS as exc:
             if not is_not_found(exc):

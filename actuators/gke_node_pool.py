@@ -294,7 +294,9 @@ class GkeNodePoolActuator:
             try:  # the same size in every zone: one GKE setSize says it (its nodeCount is per zone)
                 request = {"name": self._pool_path(pool_id), "node_count": even[open_zones[0]]}
                 # Sent only if the leadership left covers its time limit: the reads took their time.
-                op = call_google(pool_id, self._gke.set_node_pool_size, request=request, timeout=write_timeout(pool_id))
+                op = call_google(
+                    pool_id, self._gke.set_node_pool_size, request=request, timeout=write_timeout(pool_id), retry=None
+                )
             except CapacityUnavailable as exc:
                 if len(targets) == 1:
                     self._back_off(pool_id, open_zones[0], now, str(exc))
@@ -360,7 +362,9 @@ class GkeNodePoolActuator:
         project, zone, name = mig
         where = {"project": project, "zone": zone, "instance_group_manager": name}
         # Checked before each zone's write: the earlier ones took their time too.
-        op = call_google(pool_id, self._migs.resize_unary, **where, size=size, timeout=write_timeout(pool_id))
+        op = call_google(
+            pool_id, self._migs.resize_unary, **where, size=size, timeout=write_timeout(pool_id), retry=None
+        )
         errors = op.error.errors if op.error else []
         if errors:
             raise from_operation_error(pool_id, 8, "; ".join(f"{e.code}: {e.message}" for e in errors))
@@ -401,7 +405,7 @@ class GkeNodePoolActuator:
         bounds = {"enabled": True, "total_min_node_count": nodes, "total_max_node_count": nodes}
         request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
         return call_google(
-            pool_id, self._gke.set_node_pool_autoscaling, request=request, timeout=write_timeout(pool_id)
+            pool_id, self._gke.set_node_pool_autoscaling, request=request, timeout=write_timeout(pool_id), retry=None
         )
 
     def _delete(self, pool_id: str, victims: Sequence[Instance], key: str, note: str = "") -> ActionResult:
@@ -448,6 +452,7 @@ class GkeNodePoolActuator:
                 instance_group_manager=mig,
                 instance_group_managers_delete_instances_request_resource={"instances": urls},
                 timeout=write_timeout(pool_id),
+                retry=None,
             )
 
     def _track(self, pool_id: str, op: Any, key: str, what: str) -> ActionResult:

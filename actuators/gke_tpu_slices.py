@@ -287,7 +287,7 @@ class GkeTpuSliceActuator:
             node_pool["locations"] = [mapping.zone]
         try:
             request = {"parent": self._cluster, "node_pool": node_pool}
-            op = self._gke.create_node_pool(request=request, timeout=write_timeout(pool_id))
+            op = self._gke.create_node_pool(request=request, timeout=write_timeout(pool_id), retry=None)
         except GOOGLE_ERRORS as exc:
             if is_already_exists(exc):
                 log.info("pool %s: slice %s already exists; not creating it again", pool_id, name)
@@ -297,7 +297,10 @@ class GkeTpuSliceActuator:
 
     def _delete(self, pool_id: str, name: str) -> None:
         try:
-            op = self._gke.delete_node_pool(name=f"{self._cluster}/nodePools/{name}", timeout=write_timeout(pool_id))
+            path = f"{self._cluster}/nodePools/{name}"
+            # No retry: container_v1 retries a delete answered 503 or 504 for 20 s, each attempt with the whole time
+            # limit again (``write_window``), so a DELETE could still be sent after the leadership ran out.
+            op = self._gke.delete_node_pool(name=path, timeout=write_timeout(pool_id), retry=None)
         except GOOGLE_ERRORS as exc:
             if is_not_found(exc):
                 return

@@ -7,12 +7,13 @@ nothing about the moment its write is sent: the reads may have taken longer than
 
 The leader-only guard (``agent.daemon.guard``) opens a window around each resize and drain it lets through. The
 adapters ask it right before each write (``write_timeout``), after their reads: the write is sent only when the
-leadership left covers its whole time limit, and with that limit (a Google client's ``timeout=``, an AWS client of
-one attempt bounded by it), so it has ended, answered or given up, before the renew deadline. Otherwise it is
-refused with a TransientActuatorError and not sent: the next tick, led by whichever replica leads then, plans again
-from what it reads. A request the cloud received but applies after the client gave up is the cloud's: it still
-lands before any standby can take over if the cloud applies it within ``lease_duration - renew_deadline`` of the
-time limit. Outside a window (an adapter used on its own) every write still gets ``DEFAULT_WRITE_TIMEOUT``.
+leadership left covers its whole time limit, and with that limit (a Google client's ``timeout=`` and ``retry=None``,
+an AWS client of one attempt bounded by it), so it has ended, answered or given up, before the renew deadline.
+Otherwise it is refused with a TransientActuatorError and not sent: the next tick, led by whichever replica leads
+then, plans again from what it reads. A request the cloud received but applies after the client gave up is the
+cloud's: it still lands before any standby can take over if the cloud applies it within ``lease_duration -
+renew_deadline`` of the time limit. Outside a window (an adapter used on its own) every write still gets
+``DEFAULT_WRITE_TIMEOUT``.
 """
 
 from __future__ import annotations

@@ -57,11 +57,12 @@ class GoogleJsonServer(LocalJsonServer):
         path: str = "",
         reason: str | None = None,
         info: str | None = None,
+        method: str = "",
     ) -> None:
-        """The next ``count`` requests whose path contains ``path`` answer ``status`` with ``message`` (and the
-        ``errors[].reason`` and ``ErrorInfo`` reason given)."""
+        """The next ``count`` requests whose path contains ``path`` (sent with ``method``, if given) answer ``status``
+        with ``message`` (and the ``errors[].reason`` and ``ErrorInfo`` reason given)."""
         with self._lock:
-            self._faults.append([count, path, GoogleApiError(status, message, reason=reason, info=info)])
+            self._faults.append([count, path, GoogleApiError(status, message, reason=reason, info=info), method])
 
     def calls(self, method: str, fragment: str = "") -> int:
         with self._lock:
@@ -74,7 +75,7 @@ class GoogleJsonServer(LocalJsonServer):
             self.requests.append((method, parts.path))
             try:
                 for fault in self._faults:
-                    if fault[0] > 0 and fault[1] in parts.path:
+                    if fault[0] > 0 and fault[1] in parts.path and fault[3] in ("", method):
                         fault[0] -= 1
                         raise fault[2]
                 return 200, self.route(method, parts.path, query, json.loads(body) if body else {})
