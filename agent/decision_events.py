@@ -13,7 +13,9 @@ recorder, which knows the slice groups, attaches the event to a slice's record i
   Every pool event is rendered from the pool's decision record (``CapacityPlan.decisions``): a resize's reason
   is the record's chain, and its numbers carry the chain's stages (``need_chips``, ``rounded_units`` ...
   ``target_units``) next to ``from_units`` and ``to_units``.
-* Node decisions, for pools that shrink by drains: ``Cordoned`` and ``DrainStarted`` when a drain begins,
+* Node decisions, for pools that shrink by drains: ``Cordoned`` and ``DrainStarted`` when a drain begins (not for
+  a drain rejected before it began, nothing cordoned: an AWS group at its minimum size cannot lose the node, and
+  only ``DrainRejected`` is told, its pool's event a ``ScaleDownRejected`` when no drain of the resize began),
   ``DrainWaiting`` while evicted pods shut down within their grace periods, ``DrainBlocked`` while a
   PodDisruptionBudget refuses an eviction (the drainer reports such a drain as
   started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned), ``DrainRejected``
@@ -32,6 +34,9 @@ from enum import StrEnum
 from models import DRAIN_KEY_MARK, ActionResult, ActionStatus, CapacityPlan, PoolDecision, Resize, SkipReason
 
 _ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED)
+# How a drainer says it rejected a drain before its first step, nothing cordoned or evicted
+# (``actuators.kubernetes_drain``: a unit its remover ``kept_units``).
+_NOT_DRAINED = "not drained: "
 
 
 class SubjectKind(StrEnum):
@@ -105,9 +110,14 @@ def _resize_events(
     change = f"from {resize.from_units} to {resize.to_units} units"
     numbers = {"from_units": str(resize.from_units), "to_units": str(resize.to_units), **_stages(decision)}
     drains = [r for r in results if r.key.startswith(resize.key + DRAIN_KEY_MARK)]
-    if drains:
-        nodes = ", ".join(_node_of(r.key) for r in drains)
-        status = ActionStatus.RECORDED if all(r.status is ActionStatus.RECORDED for r in drains) else None
+    begun = [r for r in drains if not _not_begun(r)]
+    if drains and not begun:  # every drain rejected before it began: nothing was cordoned, the pool is unchanged
+        why = "; ".join(r.detail for r in drains)
+        yield _pool(resize.pool_id, f"{verb}Rejected", f"did not {words} {change}: {why}", True, numbers)
+        return
+    if begun:
+        nodes = ", ".join(_node_of(r.key) for r in begun)
+        status = ActionStatus.RECORDED if all(r.status is ActionStatus.RECORDED for r in begun) else None
         if status is ActionStatus.RECORDED:
             yield _pool(
                 resize.pool_id,
@@ -150,7 +160,8 @@ def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[
         why = f": {resize.reason}" if resize is not None else ""
         yield _node(node, pool_id, "RecommendDrain", f"would cordon and drain it to shrink pool {pool_id}{why}")
         return
-    if resize is not None:  # a drain this tick began (a drain continued from an earlier tick has no plan entry)
+    if resize is not None and not _not_begun(result):
+        # a drain this tick began (a drain continued from an earlier tick has no plan entry)
         change = f"{resize.from_units} to {resize.to_units} units"
         numbers = {"from_units": str(resize.from_units), "to_units": str(resize.to_units)}
         yield _node(node, pool_id, "Cordoned", f"cordoned to shrink pool {pool_id} from {change}", numbers=numbers)
@@ -167,6 +178,11 @@ def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[
         yield _node(node, pool_id, "DrainRejected", f"pool {pool_id}: {result.detail}", True)
     elif result.status is ActionStatus.FAILED:
         yield _node(node, pool_id, "DrainFailed", f"pool {pool_id}: {result.error or result.detail}", True)
+
+
+def _not_begun(result: ActionResult) -> bool:
+    """A drain rejected before its first step: nothing was cordoned or evicted."""
+    return result.status is ActionStatus.REJECTED and result.detail.startswith(_NOT_DRAINED)
 
 
 def _node_of(key: str) -> str:
