@@ -1,17 +1,20 @@
 """GkeTpuSliceActuator: groups of identical multi-host TPU slices on GKE, each slice its own node pool.
 
-A slice cannot be resized: it is created whole (machine type, ``placementPolicy.tpuTopology``, node count =
-chips / chips per host) and deleted whole. Slice ``n`` of group ``g`` is node pool ``g-n``, so the cloud's node
-pool list is the state: RUNNING/RECONCILING slices are ready, PROVISIONING ones are in flight, ERROR ones are failed
-(deleted on the next resize), STOPPING ones are leaving. A RUNNING_WITH_ERROR slice is "partially usable": GKE
-reports so a node pool whose instance groups could not create every instance ("Not all instances running in IGM
-... [ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS] ...", terraform-provider-google#3304), and keeps reporting it after
-the group's retries created them. Its hosts are counted from its instance groups (``migs``): with every host
-running it is ready (maybe running work: never deleted as failed); with hosts missing it cannot run a multi-host
-job and is in flight (asked for, paid, not ready; the instance groups keep retrying), and a stockout that keeps them
-from being created refuses a scale-up with CapacityUnavailable, as a failed slice's does. Without ``migs`` its hosts
-cannot be counted and it is taken as ready. A create repeated after a restart meets 409 ALREADY_EXISTS on the same
-name and is no second slice. Operations are started, looked at once, and not waited for.
+A slice cannot be resized: it is created whole (machine type, ``placementPolicy.tpuTopology``, node count = chips /
+chips per host) and deleted whole. Slice ``n`` of group ``g`` is node pool ``g-n``, so the cloud's node pool list is
+the state: RUNNING/RECONCILING slices are ready, PROVISIONING ones are in flight, ERROR ones are failed (deleted on
+the next resize), STOPPING ones are leaving. A RUNNING_WITH_ERROR slice is "partially usable": GKE reports so a node
+pool whose instance groups could not create every instance ("Not all instances running in IGM ...
+[ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS] ...", terraform-provider-google#3304), and keeps reporting it after the
+group's retries created them. Its hosts are counted from its instance groups (``migs``): with every host running it is
+ready (maybe running work: never deleted as failed); with hosts missing it cannot run a multi-host job and is in
+flight (asked for, paid, not ready; the instance groups keep retrying), and a stockout that keeps them from being
+created refuses a scale-up with CapacityUnavailable, as a failed slice's does. Without ``migs`` its hosts cannot be
+counted and it is taken as ready. An instance group the node pool lists that Compute does not find (404) holds none of
+its hosts: the slice is short of them, with a warning naming the group, and the group of slices is read as usual. A
+read made for a change (a resize, a drained slice's deletion) that fails for good fails the change as a transient
+error: a group that cannot be read is held, never blocked. A create repeated after a restart meets 409 ALREADY_EXISTS
+on the same name and is no second slice. Operations are started, looked at once, and not waited for.
 
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
@@ -59,7 +62,14 @@ from actuators.vendor_errors import (
 )
 from actuators.write_window import write_timeout
 from config.cloud import TpuSliceGroupMapping
-from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, PoolState
+from models import (
+    ActionResult,
+    ActionStatus,
+    ActuatorError,
+    PermanentActuatorError,
+    PoolState,
+    TransientActuatorError,
+)
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -136,7 +146,7 @@ class GkeTpuSliceActuator:
         target, change = resize_group(
             pool_id,
             mapping.group,
-            self._slices(pool_id, mapping, self._node_pools(pool_id)),
+            self._read_for_change(pool_id, mapping),
             to_units,
             create=lambda name: self._create(pool_id, mapping, name),
             delete=lambda name: self._delete(pool_id, name),
@@ -165,7 +175,7 @@ class GkeTpuSliceActuator:
         strangers = [n for n in nodes if not members(mapping.group, [(n, UnitPhase.READY, "")])]
         if strangers:
             raise PermanentActuatorError(pool_id, f"{strangers} are not slices of group {mapping.group!r}")
-        present = {u.name: u for u in self._slices(pool_id, mapping, self._node_pools(pool_id))}
+        present = {u.name: u for u in self._read_for_change(pool_id, mapping)}
         victims = [n for n in nodes if n in present and present[n].phase is not UnitPhase.LEAVING]
         for name in victims:
             self._delete(pool_id, name)
@@ -193,6 +203,16 @@ class GkeTpuSliceActuator:
         units = self._slices(pool_id, self._mappings[pool_id], node_pools)
         broken = tuple((u.name, u.message) for u in units if u.phase is UnitPhase.BROKEN)
         return replace(group_state(pool_id, now, units), broken_units=broken)
+
+    def _read_for_change(self, pool_id: str, mapping: TpuSliceGroupMapping) -> list[Unit]:
+        """The group's slices, read for a change (a resize, a drained slice's deletion): a read that fails for good
+        fails the change with a transient error, nothing sent. A group that cannot be read is held, not blocked
+        (``unread_pools``), so a read must not block it from inside a change either."""
+        try:
+            return self._slices(pool_id, mapping, self._node_pools(pool_id))
+        except PermanentActuatorError as exc:
+            reason = f"the slice group could not be read for the change, nothing sent: {exc.reason}"
+            raise TransientActuatorError(pool_id, reason) from exc
 
     def _node_pools(self, pool_id: str) -> list[Any]:
         return list(call_google(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
@@ -251,23 +271,35 @@ class GkeTpuSliceActuator:
     def _hosts(self, pool_id: str, node_pool: Any, message: str, hosts: int) -> tuple[int, int, str, str]:
         """(hosts running, hosts expected, why the others are not: a stockout or quota, "" when nothing says so,
         which hosts are missing) of a slice, from the instances of its instance groups: those not running by name,
-        then how many its instance groups do not hold at all."""
+        then how many its instance groups do not hold at all. An instance group the node pool lists that Compute
+        does not find (404: GKE may still list a group that is gone) holds no host: the slice is short of them,
+        with a warning naming the group, instead of the whole group of slices unread."""
         pool_failure = capacity_failure([("", message)])
         instances = []
+        gone = []
         for url in node_pool.instance_group_urls:
             found = _MIG_URL.search(url)
             if found is None:
                 raise PermanentActuatorError(pool_id, f"unexpected instance group URL {url}")
             mig = (found[1], found[2], found[3])
             where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
-            listed = call_google(pool_id, self._migs.list_managed_instances, **where)
-            instances += [instance_from(managed, mig, pool_failure) for managed in listed]
+            try:
+                listed = self._migs.list_managed_instances(**where)
+                instances += [instance_from(managed, mig, pool_failure) for managed in listed]
+            except GOOGLE_ERRORS as exc:
+                if not is_not_found(exc):
+                    raise from_google(pool_id, exc) from exc
+                gone.append(f"instance group {mig[2]} of zone {mig[1]} not found (404)")
+                what = "has an instance group that was not found (404), its hosts there counted as not running"
+                self._log_once(str(node_pool.name), what, f"{mig[2]} of zone {mig[1]}")
         kept = [i for i in instances if not i.deleting]
         running = sum(1 for i in kept if i.ready)
         failure = next((i.failure for i in kept if i.failure), "")
         lacking = [i.name for i in kept if not i.ready]
         if len(kept) < hosts:
-            lacking.append(f"{hosts - len(kept)} not in its instance groups")
+            lacking.append(
+                f"{hosts - len(kept)} not in its instance groups" + (f" ({'; '.join(gone)})" if gone else "")
+            )
         return running, max(hosts, len(kept)), failure, ", ".join(lacking)
 
     def _log_once(self, name: str, what: str, message: str) -> None:
