@@ -173,9 +173,12 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.pools": "Per pool: how the capacity it really ran is read (`capacity_query`); for an "
     "on-prem pool, also the units the daemon fills it up to at every tick.",
     "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
-    "ClassQuerySettings.selector": "PromQL label matchers added to the default query, e.g. "
-    '`cluster_queue="team-a", flavor="a100"`. With `kueue` a `cluster_queue` matcher is required, and `flavor` / '
-    "`cohort` narrow the reservation and the quota only (the pending gauge has no such labels).",
+    "ClassQuerySettings.selector": "PromQL label matchers added to the default query of `demand_metrics`. With "
+    "`kube-state-metrics` they match the labels of the pods' requests (`namespace`, `pod`, `container`, `node`), "
+    'e.g. `namespace=~"research|research-batch"`; a `cluster_queue`, `flavor` or `cohort` matcher (Kueue\'s labels, '
+    "which no pod's requests carry: the class would read 0 while its jobs wait) is refused. With `kueue` they match "
+    'the ClusterQueue gauges, e.g. `cluster_queue="team-a", flavor="a100"`: a `cluster_queue` matcher is required, '
+    "and `flavor` / `cohort` narrow the reservation and the quota only (the pending gauge has no such labels).",
     "ClassQuerySettings.resource": "Kubernetes resource name in the default query, e.g. `nvidia.com/gpu` or "
     "`google.com/tpu` (kube-state-metrics reads it sanitized, `google_com_tpu`).",
     "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "

@@ -46,10 +46,12 @@ class _Section(NumbersOnly):
 
 class ClassQuerySettings(_Section):
     """How one demand class is read. ``query`` replaces the default query entirely (it must return one
-    series); otherwise ``selector`` (PromQL label matchers, e.g. ``cluster_queue="team-a", flavor="a100"``)
-    and ``resource`` adjust the default query of ``demand_metrics``. With ``kueue`` the selector must name the
-    ClusterQueue(s) with a ``cluster_queue`` matcher, and ``flavor`` / ``cohort`` matchers narrow the usage
-    term only: the pending gauge carries neither (see ``agent.sources.prometheus_queries``)."""
+    series); otherwise ``selector`` (PromQL label matchers) and ``resource`` adjust the default query of
+    ``demand_metrics``. With ``kube-state-metrics`` the selector matches the pods' requests (e.g.
+    ``namespace="team-a"``) and may not name Kueue's labels. With ``kueue`` it must name the ClusterQueue(s) with a
+    ``cluster_queue`` matcher (e.g. ``cluster_queue="team-a", flavor="a100"``), and ``flavor`` / ``cohort``
+    matchers narrow the usage term only: the pending gauge carries neither (see
+    ``agent.sources.prometheus_queries``)."""
 
     query: str | None = Field(default=None, min_length=1)
     selector: str | None = Field(default=None, min_length=1)
@@ -133,12 +135,14 @@ def prometheus_problems(
             if name not in known:
                 listed = ", ".join(sorted(known)) or "none"
                 yield ConfigProblem(f"prometheus.{section}.{name}", f"unknown name {name!r} (known: {listed})")
-    if settings.demand_metrics == "kueue":
-        for name, override in settings.classes.items():
-            if override.selector and not override.query:
+    for name, override in settings.classes.items():
+        if override.selector and not override.query:
+            if settings.demand_metrics == "kueue":
                 reason = kueue_selector_problem(override.selector)
-                if reason:
-                    yield ConfigProblem(f"prometheus.classes.{name}.selector", reason)
+            else:
+                reason = kube_state_metrics_selector_problem(override.selector)
+            if reason:
+                yield ConfigProblem(f"prometheus.classes.{name}.selector", reason)
 
 
 def shared_demand_problems(
@@ -216,6 +220,11 @@ DEFAULT_QUERY_LABELS = frozenset(
 # test helper ExpectCQResourcePendingMetric takes the label values cluster_queue, resource, replica_role).
 KUEUE_USAGE_ONLY_LABELS = frozenset({"flavor", "cohort"})
 
+# Labels of Kueue's ClusterQueue gauges that no kube-state-metrics pod series carries (its pod metrics are labelled
+# namespace, pod, uid, container, node, resource, unit: kubernetes/kube-state-metrics docs/metrics/workload/
+# pod-metrics.md): a kube-state-metrics selector naming one matches nothing.
+KUEUE_ONLY_LABELS = frozenset({"cluster_queue", *KUEUE_USAGE_ONLY_LABELS})
+
 
 def label_matchers(selector: str) -> list[tuple[str, str]] | None:
     """``selector`` split into its matchers as (label name, matcher text); None when it is not a plain
@@ -228,6 +237,21 @@ def label_matchers(selector: str) -> list[tuple[str, str]] | None:
         matchers.append((match.group(1), f"{match.group(1)}{match.group(2)}{match.group(3)}"))
         position = match.end()
     return matchers
+
+
+def kube_state_metrics_selector_problem(selector: str) -> str | None:
+    """Why ``selector`` cannot narrow the default kube-state-metrics query, or None when it can: a matcher on a
+    label of Kueue's gauges, which no pod's requests carry, so the query would find no pods and read 0 while the
+    work waits."""
+    kueue = sorted({label for label, _ in label_matchers(selector) or []} & KUEUE_ONLY_LABELS)
+    if not kueue:
+        return None
+    return (
+        f"{', '.join(kueue)} {'is a label' if len(kueue) == 1 else 'are labels'} of Kueue's ClusterQueue gauges, "
+        "which kube_pod_container_resource_requests never carries: with demand_metrics: kube-state-metrics the class "
+        "would read 0 while its jobs wait. Select pods by namespace (e.g. 'namespace=\"research\"'), or set "
+        "demand_metrics: kueue"
+    )
 
 
 def kueue_selector_problem(selector: str) -> str | None:
