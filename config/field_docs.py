@@ -130,7 +130,10 @@ FIELDS: dict[str, str] = {
     "BudgetSettings.hourly_cap_usd": "Most spend in any clock hour (USD).",
     "BudgetSettings.period_start_day": "Day of the month a period starts (1-28).",
     "BudgetSettings.timezone": "IANA time zone of the period boundaries, e.g. `Europe/Berlin`.",
-    "BudgetSettings.alert_thresholds": "Fractions of the cap at which an alert is sent (spent or projected).",
+    "BudgetSettings.alert_thresholds": "Fractions of the cap at which an alert is sent, once, as the period's "
+    "spend so far reaches each (at start, only the highest already reached). Only what was spent counts, not the "
+    "projection: a projection above the cap is told by a projected-overspend alert of its own once it passes the "
+    "cap, whatever these fractions.",
     "BudgetSettings.pacing": "How the monthly cap is spent over its period: `none` holds only the cap; `forecast` "
     "paces it from a forecast of the period's remaining burst need (a profile of history by hour of day) so the "
     "money lasts the period, and when it is short funds the classes whose waiting costs most first.",
