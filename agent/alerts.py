@@ -21,6 +21,7 @@ from models import (
     AlertEvent,
     AlertKind,
     BudgetSnapshot,
+    CapacityPlan,
     PoolSpec,
     PoolState,
     Resize,
@@ -344,6 +345,41 @@ def missing_zone_events(states: Mapping[str, PoolState], at: datetime) -> list[A
         for pool_id, state in sorted(states.items())
         if state.missing_zones
     ]
+
+
+def unheld_reserve_events(plan: CapacityPlan, at: datetime) -> list[AlertEvent]:
+    """One warning per spot pool whose interruption reserve is in part held nowhere (``ReserveCarry.target`` None:
+    the pool cannot hold it, at its bound or unable to grow, and no pool that may serve its demand has room), raised
+    every tick while it lasts, naming the units not held: the plan holds less against preemption than
+    ``spot_interruption_per_hour`` asks for, which its decision record alone would not tell anyone."""
+    events = []
+    for pool_id, decision in sorted(plan.decisions.items()):
+        mine = [c for c in decision.reserve_carries if c.source == pool_id]
+        unheld = sum(c.chips for c in mine if c.target is None)
+        if unheld <= 1e-9:
+            continue
+        units = unheld / decision.chips_per_unit
+        elsewhere = "; ".join(f"{c.chips:g} chips in {c.target}" for c in mine if c.target is not None)
+        events.append(
+            AlertEvent(
+                kind=AlertKind.SPOT_RESERVE_UNHELD,
+                severity=Severity.WARNING,
+                at=at,
+                subject=f"spot reserve of {pool_id}",
+                summary=(
+                    f"{units:g} of the {decision.spot_reserve_units} units {pool_id} keeps in reserve against "
+                    f"preemption are not held ({unheld:g} chips): {pool_id} cannot hold them and no pool that may "
+                    "serve its demand has room, so fewer units are planned than its spot reserve asks for. Raise "
+                    f"the max_units of a pool that may serve its demand, or of {pool_id}"
+                ),
+                details={
+                    "not held": f"{units:g} units ({unheld:g} chips)",
+                    "held by other pools": elsewhere or "none",
+                    "decision": decision.why(),
+                },
+            )
+        )
+    return events
 
 
 def _when(at: datetime) -> str:

@@ -38,7 +38,7 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from actuators.base import Actuator, NodeDrainer
-from agent.alerts import broken_unit_events, missing_data_events, missing_zone_events
+from agent.alerts import broken_unit_events, missing_data_events, missing_zone_events, unheld_reserve_events
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import burst_profile
 from agent.conditions import ConditionTracker, not_evaluated, still_holding
@@ -287,6 +287,7 @@ class Agent:
         reserved = self.budget_watch.reserve(now, plan)
         plan = reserved.plan
         alerts.extend(reserved.alerts)
+        alerts.extend(unheld_reserve_events(plan, now))  # planned with less spot reserve than configured
         if log.isEnabledFor(logging.INFO):  # rendering every record costs a tenth of a replayed tick: only when kept
             for _, decision in sorted(plan.decisions.items()):  # one line per pool, rendered from its record
                 log.info("decision: %s", decision.why(), extra=decision.log_fields())

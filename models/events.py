@@ -20,6 +20,7 @@ class AlertKind(StrEnum):
     POOL_UNREADABLE = "pool-unreadable"  # apart from actuator-failure, so it never silences a pool's blocking
     ONPREM_CAPACITY = "onprem-capacity"  # on-prem units down or cordoned, or their count unread
     BROKEN_UNIT = "broken-unit"  # a unit that cannot serve with work on it (PoolState.broken_units): a person decides
+    SPOT_RESERVE_UNHELD = "spot-reserve-unheld"  # a spot pool's interruption reserve that no pool has room for
     TICK_FAILED = "tick-failed"
     LEADERSHIP_LOST = "leadership-lost"
     DAILY_REPORT = "daily-report"

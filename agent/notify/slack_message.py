@@ -20,6 +20,7 @@ TITLES = {
     AlertKind.POOL_UNREADABLE: "Pool state unreadable: holding",
     AlertKind.ONPREM_CAPACITY: "On-prem capacity short or unread",
     AlertKind.BROKEN_UNIT: "Broken with work on it: a person must decide",
+    AlertKind.SPOT_RESERVE_UNHELD: "Spot reserve not held: less safety than configured",
     AlertKind.BUDGET_LEDGER_INCOMPLETE: "Budget spend incomplete: ledger began mid-period",
     AlertKind.BUDGET_HARD_STOP_DEFERRED: "Budget hard stop deferred: a pool cannot be read",
 }
