@@ -114,7 +114,8 @@ class LeaderElectionSettings(Section):
 class KubernetesApiSettings(Section):
     """How the daemon reaches the Kubernetes API."""
 
-    # Unset: in-cluster configuration when running in a pod, else the local kubeconfig.
+    # Set: called with no credentials (a local test server), even in a pod. Unset: in-cluster
+    # configuration when running in a pod, else the local kubeconfig.
     api_url: str | None = None
     # Every call is bounded, so a hung connection can never hold up leadership decisions. At least a second: the
     # Kubernetes client applies no timeout at all when given 0.

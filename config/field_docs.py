@@ -221,7 +221,10 @@ FIELDS: dict[str, str] = {
     "LeaderElectionSettings.retry_period": "Time between attempts to acquire or renew the Lease (duration, at least "
     "500ms: each attempt of the leader is two requests to the API server).",
     "LeaderElectionSettings.identity_env": "Environment variable holding this replica's identity (the pod name).",
-    "KubernetesApiSettings.api_url": "API server URL (unset: in-cluster configuration, else the local kubeconfig).",
+    "KubernetesApiSettings.api_url": "API server URL of a local test server, called with no credentials (no token, no "
+    "client certificate); "
+    "when set it is used even in a pod, instead of the pod's service account (a warning at start says so). Unset: "
+    "the pod's service account in-cluster, else the local kubeconfig.",
     "KubernetesApiSettings.request_timeout": "Timeout of every Kubernetes API call (duration, at least 1s, and "
     "with leader election no longer than `lease_duration - renew_deadline`: a drain's eviction must not land after "
     "a standby could take over).",

@@ -3,6 +3,7 @@ pod's environment, never from code."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 
@@ -13,12 +14,22 @@ from kubernetes.config.config_exception import ConfigException
 from config.daemon import KubernetesApiSettings
 from models import KubernetesUnconfigured
 
+log = logging.getLogger(__name__)
+
 
 def kubernetes_api_client(settings: KubernetesApiSettings, environ: Mapping[str, str] = os.environ) -> ApiClient:
-    """``api_url`` when set; else the in-cluster service account when running in a pod; else the kubeconfig."""
+    """``api_url`` when set, with no credentials (a local test server); else the in-cluster service account when
+    running in a pod; else the kubeconfig."""
     configuration = client.Configuration()
     try:
         if settings.api_url:
+            if environ.get("KUBERNETES_SERVICE_HOST"):
+                # Set in a pod, it wins over the service account: the calls go out anonymous.
+                log.warning(
+                    "daemon.kubernetes.api_url is set (%s), so the Kubernetes API is called there with no credentials, "
+                    "not with this pod's service account; unset it to use the service account",
+                    settings.api_url,
+                )
             configuration.host = settings.api_url
         elif environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call, unused-ignore]
