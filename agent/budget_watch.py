@@ -30,10 +30,10 @@ from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
 from agent.ledger.meter import LedgerCoverage, SpendMeter
 from agent.ledger.reservations import Reservations
-from agent.planning.budget import Budget, BudgetSpend, scale_up_charges
+from agent.planning.budget import Budget, BudgetSpend, billed_after, scale_up_charges
 from agent.planning.enforcement import deferred_stops, find_overspends
 from config.schema import Settings
-from models import ActionResult, ActionStatus, AlertEvent, CapacityPlan, PoolSpec, PoolState, Resize
+from models import ActionResult, ActionStatus, AlertEvent, CapacityPlan, PoolKind, PoolSpec, PoolState, Resize
 
 _BILLED = (ActionStatus.DONE, ActionStatus.STARTED)  # a recorded (dry-run) action bills nothing
 _HISTORY = timedelta(days=32)  # longer than any month period: every scale-up that could drive a projection
@@ -107,15 +107,18 @@ class BudgetWatch:
         scale-ups carried out) reserved in the budgets shared with other agents."""
         billed = {r.key for r in results if r.status in _BILLED}
         ups = [r for r in plan.resizes if r.key in billed and r.is_scale_up]
-        self.meter.observe(self._reading(now, r.pool_id, r.to_units) for r in ups)
+        self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
         self._scale_ups = [(at, r) for at, r in self._scale_ups if now - at <= _HISTORY]
         self._scale_ups += [(now, r) for r in ups]
         self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units) for r in ups]
         if self.reserver is not None:
             self.reserver.settle(results)
-            held = {pool_id: s.target_units for pool_id, s in states.items()}
-            for r in ups:
-                held[r.pool_id] = max(held.get(r.pool_id, 0), r.to_units)
+            held = {pool_id: s.billed_units for pool_id, s in states.items()}
+            for r in ups:  # counted from now, a queued resource's too: it may be granted at any moment
+                state = states.get(r.pool_id)
+                held[r.pool_id] = max(
+                    held.get(r.pool_id, 0), r.to_units if state is None else billed_after(state, r.to_units)
+                )
             self.reserver.commit(now, held)
 
     def alerts(
@@ -141,7 +144,7 @@ class BudgetWatch:
             previous = None if last is None else (last[1] if last[0] == snapshot.period_start else 0.0)
             events += budget_threshold_events(snapshot, previous, budget.alert_thresholds, now)
             self._spent[budget.name] = (snapshot.period_start, snapshot.spent_usd)
-        billed = {pool_id: s.target_units for pool_id, s in states.items()}
+        billed = {pool_id: s.billed_units for pool_id, s in states.items()}
         # raised every tick while it waits (a notifier tells it once per window), so that its end is told
         events += [hard_stop_deferred_event(d, now) for d in deferred_stops(now, spends, self.pools, billed, self.tick)]
         for overspend in find_overspends(now, spends, self.pools, billed):
@@ -152,6 +155,17 @@ class BudgetWatch:
         self._pending = outstanding(self._pending, states)
         events += stalled_scale_up_events(self._pending, states, self.pools, now, self.stall_factor)
         return events
+
+    def _charged(self, resize: Resize, states: Mapping[str, PoolState]) -> int:
+        """The units ``resize``'s pool is charged from now on: those billed before it and the ones it adds, except in a
+        queued-resource pool, whose new units wait for resources unbilled (the next read charges them once granted)."""
+        state = states.get(resize.pool_id)
+        if state is None:
+            return resize.to_units
+        spec = self.pools.get(resize.pool_id)
+        if spec is not None and spec.kind is PoolKind.TPU_QUEUED_RESOURCE:
+            return state.billed_units
+        return billed_after(state, resize.to_units)
 
     def _reading(self, now: datetime, pool_id: str, units: int) -> PoolReading:
         spec = self.pools.get(pool_id)

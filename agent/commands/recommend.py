@@ -33,7 +33,7 @@ from agent.ledger.meter import NEW_OR_LOST, LedgerCoverage
 from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
-from agent.planning.budget import BudgetSpend, CapKind
+from agent.planning.budget import BudgetSpend, CapKind, billed_after
 from agent.planning.enforcement import budget_snapshots
 from agent.planning.groups import DemandGroup
 from agent.planning.service_level import DEFAULT_SERVICE_LEVEL
@@ -257,6 +257,10 @@ def _document(
                 "lead_time_s": int(spec.lead_time.total_seconds()),
                 "price_per_unit_hour_usd": price,
                 "current_units": current,
+                "billed_units": state.billed_units if state is not None else None,
+                "recommended_billed_units": (
+                    billed_after(state, recommended) if state is not None and recommended is not None else None
+                ),
                 "ready_units": state.ready_units if state is not None else None,
                 "recommended_units": recommended,
                 "planned_target_units": tick.plan.targets.get(spec.pool_id),
@@ -390,9 +394,10 @@ def _budgets(
 ) -> list[dict[str, Any]]:
     """Each budget's spend so far and its projection to the end of each cap's period, as the planner enforces the
     caps: spend so far plus the units held from now to the period's end (``agent.planning.enforcement``). The
-    recommended projection is the planner's own, with the plan's units; the current one holds the units billed now.
+    recommended projection is the planner's own, with the plan's units; the current one holds the units billed now
+    (``PoolState.billed_units``: a broken slice counts, a queued resource waiting for resources does not).
     """
-    billed = {p["pool_id"]: p["current_units"] for p in pools if p["current_units"] is not None}
+    billed = {p["pool_id"]: p["billed_units"] for p in pools if p["billed_units"] is not None}
     coverage = {c.budget: c for c in agent.budget_watch.coverage}  # as the daemon judges it (monthly caps only)
     planned = {s.budget: s for s in tick.plan.budgets}
     held = {s.budget: s for s in budget_snapshots(tick.now, spends, agent.pool_by_id, billed, billed, agent.tick)}
@@ -416,7 +421,7 @@ def _budgets(
             "monthly_cap_usd": budget.monthly_cap_usd,
             "hourly_cap_usd": budget.hourly_cap_usd,
         }
-        for which, units in (("current", "current_units"), ("recommended", "recommended_units")):
+        for which, units in (("current", "billed_units"), ("recommended", "recommended_billed_units")):
             rate = sum((p[units] or 0) * p["price_per_unit_hour_usd"] for p in pools if p["pool_id"] in local)
             entry[f"{which}_per_hour_usd"] = round(rate, 2)
         caps = (

@@ -15,7 +15,7 @@ from enum import StrEnum
 from zoneinfo import ZoneInfo
 
 from config.schema import BudgetSettings, Pacing
-from models import PoolSpec, Resize
+from models import PoolSpec, PoolState, Resize
 
 _HOUR = timedelta(hours=1)
 
@@ -185,6 +185,28 @@ def scale_up_charges(
         cost = extra * spec.price_per_unit_hour_usd * _hours(period.end - at)
         charges.append(ScaleUpCharge(at, resize.pool_id, resize.from_units, resize.to_units, cost))
     return sorted(charges, key=lambda c: (-c.cost_usd, c.at, c.pool_id))
+
+
+def billed_after(state: PoolState, to_units: int) -> int:
+    """The units ``state``'s pool is counted as billing once its target is ``to_units`` (every money figure counts
+    billed units, ``PoolState.billed_units``; a target counts only the units asked for). A scale-up's added units
+    count from the moment they are asked for, in every pool: a Cloud TPU queued resource still waiting for resources
+    bills nothing yet, but may be granted at any moment, and the cap must hold then (once it is read waiting, it
+    counts only when granted). A release takes the units not billed first (a size change removes units in flight
+    newest first, and the waiting ones are the newest), never a broken unit."""
+    if to_units >= state.target_units:
+        return state.billed_units + to_units - state.target_units
+    waiting_left = max(0, state.waiting_units - (state.target_units - to_units))
+    return max(0, to_units - waiting_left) + len(state.broken_units)
+
+
+def target_for(state: PoolState, billed: int) -> int:
+    """The target at which ``state``'s pool bills ``billed`` units (the inverse of ``billed_after``): above the
+    units billed now, its target grows by as many; below, the lowest target that bills no more (its waiting units
+    gone first, its broken ones kept)."""
+    if billed >= state.billed_units:
+        return state.target_units + billed - state.billed_units
+    return max(0, billed - len(state.broken_units))
 
 
 def _hours(span: timedelta) -> float:

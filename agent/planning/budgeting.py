@@ -34,7 +34,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from agent.planning.budget import BudgetSpend
+from agent.planning.budget import BudgetSpend, billed_after, target_for
 from agent.planning.enforcement import DeferredStop, Shed, Shortfall, Trim, budget_snapshots, enforce_budgets
 from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
 from models.durations import format_duration
@@ -73,34 +73,41 @@ def apply_budgets(
     if not spends:
         return BudgetedDecisions(tuple(resizes), tuple(skips), dict(targets))
     specs = {p.pool_id: p for p in pools}
-    billed = {pool_id: state.target_units for pool_id, state in states.items()}
+    # Money is counted in billed units, sizes in target units: each figure below says which it holds.
+    billed = {pool_id: state.billed_units for pool_id, state in states.items()}
+    current_units = {pool_id: state.target_units for pool_id, state in states.items()}
     settled = {pool_id: _settled_idle(state, now, stabilization) for pool_id, state in states.items()}
-    proposed = {r.pool_id: r.to_units for r in resizes}
+    proposed = {r.pool_id: _billed(states, r.pool_id, r.to_units) for r in resizes}  # billed
     idle_now = {pool_id: max(state.idle_units, len(state.idle_since)) for pool_id, state in states.items()}
     held = _held(pools, states, blocked, unknown, skips)
-    provisioning = {
-        pool_id: state.provisioning_units
+    provisioning = {  # billed: a unit waiting for resources is not
+        pool_id: max(0, state.provisioning_units - state.waiting_units)
         for pool_id, state in states.items()
         if drained is not None and pool_id not in drained
     }
+    broken = {pool_id: len(state.broken_units) for pool_id, state in states.items() if state.broken_units}
     out = enforce_budgets(
-        now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held, provisioning
+        now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held, provisioning, broken
     )
 
-    by_pool = _trimmed(now, resizes, out.targets)
-    new_targets = {**targets, **{t.pool_id: t.allowed_units for t in out.trims}}
+    allowed = {  # target units
+        r.pool_id: r.to_units if out.targets[r.pool_id] == proposed[r.pool_id] else _target(states, r, out.targets)
+        for r in resizes
+    }
+    by_pool = _trimmed(now, resizes, allowed)
+    new_targets = {**targets, **{t.pool_id: allowed[t.pool_id] for t in out.trims if t.pool_id in allowed}}
     new_skips = [*skips, *out.skips]
     stopped = {s.pool_id for s in out.shed if s.forced}  # the hard stop says it all
     for shed in out.shed:
         if shed.forced:
             continue
         pool_id = shed.pool_id
-        current = billed[pool_id]
+        current = current_units[pool_id]
         planned = by_pool.get(pool_id)
         after = planned.to_units if planned is not None else current
         release = min(shed.units, max(0, settled.get(pool_id, 0) - (current - after)))
         if release:
-            to_units = after - release
+            to_units = target_for(states[pool_id], billed_after(states[pool_id], after) - release)
             reason = (
                 f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {release} idle units "
                 f"(cheapest to lose first)"
@@ -114,20 +121,10 @@ def apply_budgets(
             )
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, detail))
     for stop in (s for s in out.shed if s.forced):
-        pool_id = stop.pool_id
-        current = billed[pool_id]
-        planned = by_pool.get(pool_id)
-        after = planned.to_units if planned is not None else current
-        to_units = min(after, min(out.targets.get(pool_id, current), current) - stop.units)
-        if to_units >= after:
-            continue
-        busy = max(0, stop.units - stop.idle_units - stop.provisioning_units)
-        reason = (
-            f"budget {stop.budget!r} hard stop: the money left does not pay for the units held through the next two "
-            f"ticks: releasing {current - to_units} units ({busy} of them busy; their work goes back to the queue)"
-        )
-        by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units), forced=True)
-        new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
+        forced = _hard_stop(now, stop, states[stop.pool_id], by_pool.get(stop.pool_id), out.targets)
+        if forced is not None:
+            by_pool[stop.pool_id] = forced
+            new_targets[stop.pool_id] = min(new_targets.get(stop.pool_id, forced.to_units), forced.to_units)
     for short in out.shortfalls:
         for pool_id in short.held:
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, _kept_by_hold(short, held[pool_id])))
@@ -137,9 +134,29 @@ def apply_budgets(
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, _stop_deferred(deferred, units, pool_id in recorded)))
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
-    kept = {**billed, **{r.pool_id: r.to_units for r in ordered}}
+    kept = {**billed, **{r.pool_id: _billed(states, r.pool_id, r.to_units) for r in ordered}}
     snapshots = budget_snapshots(now, spends, specs, billed, kept, tick)
     return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
+
+
+def _hard_stop(
+    now: datetime, stop: Shed, state: PoolState, planned: Resize | None, allowed: Mapping[str, int]
+) -> Resize | None:
+    """The forced release of a budget's hard stop in ``state``'s pool, from the size the plan leaves it at
+    (``planned``, else its target); ``stop`` counts billed units, as ``allowed`` (the caps' targets) does."""
+    current = state.target_units
+    after = planned.to_units if planned is not None else current
+    billed = state.billed_units
+    stopped_at = min(billed_after(state, after), min(allowed.get(stop.pool_id, billed), billed) - stop.units)
+    to_units = min(after, target_for(state, stopped_at))
+    if to_units >= after:
+        return None
+    busy = max(0, stop.units - stop.idle_units - stop.provisioning_units)
+    reason = (
+        f"budget {stop.budget!r} hard stop: the money left does not pay for the units held through the next two "
+        f"ticks: releasing {current - to_units} units ({busy} of them busy; their work goes back to the queue)"
+    )
+    return Resize(stop.pool_id, current, to_units, reason, _key(now, stop.pool_id, to_units), forced=True)
 
 
 def _kept_by_hold(short: Shortfall, why: str) -> str:
@@ -201,6 +218,19 @@ def _trimmed(now: datetime, resizes: Sequence[Resize], allowed: Mapping[str, int
                 resize.pool_id, resize.from_units, units, reason, _key(now, resize.pool_id, units)
             )
     return by_pool
+
+
+def _billed(states: Mapping[str, PoolState], pool_id: str, to_units: int) -> int:
+    """The units a pool is counted as billing at a target of ``to_units`` (the target itself for a pool not read)."""
+    state = states.get(pool_id)
+    return to_units if state is None else billed_after(state, to_units)
+
+
+def _target(states: Mapping[str, PoolState], resize: Resize, allowed: Mapping[str, int]) -> int:
+    """The target of ``resize``'s pool at which it bills the units a cap allows it (``allowed``, billed units)."""
+    state = states.get(resize.pool_id)
+    units = allowed[resize.pool_id]
+    return units if state is None else target_for(state, units)
 
 
 def _settled_idle(state: PoolState, now: datetime, window: timedelta) -> int:

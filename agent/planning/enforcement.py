@@ -200,16 +200,19 @@ def enforce_budgets(
     idle_now: Mapping[str, int] | None = None,
     held: Collection[str] = (),
     provisioning: Mapping[str, int] | None = None,
+    broken: Mapping[str, int] | None = None,
 ) -> BudgetEnforcement:
     """Trim ``proposed`` scale-ups to every cap in ``spends`` and say what to shed where a cap is already broken.
 
-    ``billed`` holds the units each pool bills now (ready plus provisioning), ``proposed`` the planner's absolute
-    targets, ``idle`` the units observed idle for ``release_after`` (how long a unit must be idle before it may be
-    released), ``idle_now`` those observed idle at all (``idle`` when not given), ``settle`` the loop's tick (how
-    long a released unit keeps billing in the ledger), ``provisioning`` the units of ``billed`` still provisioning
-    in the pools whose release takes those first (cheaper to lose than busy units; none when not given). No release
-    names a unit of a pool in ``held``, nor of a pool missing from ``billed`` (not read), and no hard stop is started
-    for a budget with a pool not read.
+    ``billed`` holds the units each pool bills now (``PoolState.billed_units``: ready, provisioning and broken,
+    not those waiting unbilled), ``proposed`` the planner's absolute targets in the same units
+    (``agent.planning.budget.billed_after``), ``idle`` the units observed idle for ``release_after`` (how long a
+    unit must be idle before it may be released), ``idle_now`` those observed idle at all (``idle`` when not
+    given), ``settle`` the loop's tick (how long a released unit keeps billing in the ledger), ``provisioning`` the
+    units of ``billed`` still provisioning in the pools whose release takes those first (cheaper to lose than busy
+    units; none when not given), ``broken`` the units of ``billed`` that no release can take (broken units, busy;
+    none when not given). No release names a unit of a pool in ``held``, nor of a pool missing from ``billed`` (not
+    read), and no hard stop is started for a budget with a pool not read.
     """
     caps = _caps(now, spends, crossing=True)
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
@@ -224,7 +227,7 @@ def enforce_budgets(
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
     trims, skips = _trim(now, caps, pools, base, targets, holds)
-    idleness = _Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {})
+    idleness = _Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {})
     unread = frozenset(p for p in pools if p not in billed)
     untouched = frozenset(held) | unread
     shed, short = _shed(now, caps, pools, base, targets, idleness, settle, untouched)
@@ -491,11 +494,13 @@ def _deferred(
 @dataclass(frozen=True)
 class _Idleness:
     """Units observed idle per pool: ``settled`` for the release window, ``now`` at all (``now`` >= ``settled``); and
-    units still provisioning, where a release takes those before ready ones (``provisioning``)."""
+    units still provisioning, where a release takes those before ready ones (``provisioning``); and units billed that
+    no release can take (``broken``)."""
 
     settled: Mapping[str, int]
     now: Mapping[str, int]
     provisioning: Mapping[str, int] = field(default_factory=dict)
+    broken: Mapping[str, int] = field(default_factory=dict)
 
 
 # how cheap a unit is to lose: idle for the window, idle now, still provisioning (serving nothing yet), busy
@@ -519,9 +524,10 @@ def _candidates(
     groups: list[_Group] = []
     for pool_id in members:
         spec = pools[pool_id]
-        if not _sheddable(spec, kept[pool_id]):
+        releasable = kept[pool_id] - idle.broken.get(pool_id, 0)
+        if not _sheddable(spec, releasable):
             continue
-        sheddable = max(0, kept[pool_id] - spec.min_units)
+        sheddable = max(0, releasable - spec.min_units)
         already_released = base[pool_id] - kept[pool_id]  # the planner's own releases, the longest idle first
         settled = idle.settled.get(pool_id, 0)
         idle_now = max(idle.now.get(pool_id, 0), settled)
