@@ -19,6 +19,13 @@ reported failed for want of capacity; so is one FAILED after that time, whatever
 an expired request), and a SUSPENDING or SUSPENDED one, whose TPU the service took back (a Spot preemption, a
 maintenance event). Each refuses a scale-up with CapacityUnavailable, which backs the pool off and sends its demand
 to the next eligible pool, and is deleted by the next resize.
+
+Whatever its error says, a FAILED queued resource backs its pool off when the agent removes it: the service fails a
+request for "some late-discovered problem with the request itself, or ... unavailability of resources within the
+constraints of the request" (tpu_v2 ``QueuedResourceState.State.FAILED``), and the same request asked for again at
+once meets either again, where the error's message may be empty or name neither. So the adapter passes no failed
+unit's message on (``PoolState.failed_messages``): its failed units are a stockout to the agent, as they were before
+messages were read, and each one's error is logged once, as a warning.
 """
 
 from __future__ import annotations
@@ -93,6 +100,7 @@ class CloudTpuQueuedResourceActuator:
         self._clock = clock
         self._results = KeyedResults()
         self._reads = PoolReads()
+        self._logged: set[tuple[str, str]] = set()  # (queued resource, its failure) logged once each
 
     def list_pools(self) -> Sequence[PoolState]:
         """Each group read with its own list: a group whose list fails is left out (``unread_pools``)."""
@@ -129,7 +137,14 @@ class CloudTpuQueuedResourceActuator:
         units = self._members(pool_id, self._mappings[pool_id], listed)
         waiting = {qr.name.rsplit("/", 1)[-1] for qr in listed if qr.state.state.name in _WAITING}
         in_flight = sum(1 for u in units if u.phase is UnitPhase.IN_FLIGHT and u.name in waiting)
-        return replace(group_state(pool_id, now, units), waiting_units=in_flight)
+        for unit in (u for u in units if u.phase is UnitPhase.FAILED and (u.name, u.message) not in self._logged):
+            self._logged.add((unit.name, unit.message))
+            log.warning(
+                "pool %s: queued resource %s failed, counted as a stockout (removed, the pool backed off): %s",
+                pool_id, unit.name, unit.message or "the service gave no message",
+            )  # fmt: skip
+        # Never failed_messages: a failed request, asked for again at once, fails again (the module's docstring).
+        return replace(group_state(pool_id, now, units), waiting_units=in_flight, failed_messages=())
 
     def _parent(self, mapping: QueuedResourceMapping) -> str:
         return f"projects/{self._project}/locations/{mapping.zone}"

@@ -26,7 +26,10 @@ it is broken (``UnitPhase.BROKEN``), counted neither ready nor in the target, so
 place, never deleted while busy, and reported in ``PoolState.broken_units`` with the hosts it lacks, for the agent to
 tell a person, who decides whether to delete it (once nothing runs on it, it is failed and deleted). What GKE says of
 a slice is its ``statusMessage`` ("Deprecated. Use conditions instead") with its ``conditions`` (code such as
-GCE_STOCKOUT or GCE_QUOTA_EXCEEDED, canonical code, message): a stockout told in either backs the group off.
+GCE_STOCKOUT or GCE_QUOTA_EXCEEDED, canonical code, message): a stockout told in either backs the group off. A failed
+slice GKE says nothing of is said to lack the hosts it lacks (a broken slice whose job was stopped: no stockout unless
+its instances name one); one with every host, or whose hosts cannot be counted, has no message, and the agent counts
+it a stockout, as a failed unit no one says anything of.
 
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
@@ -223,9 +226,26 @@ class GkeTpuSliceActuator:
         failed = [name for name, phase, _ in units if phase is UnitPhase.FAILED]
         busy = self._nodes.busy_slices(pool_id, failed) if self._nodes is not None and failed else set()
         by_name = {str(p.name): p for p in node_pools}
-        return members(
-            mapping.group,
-            (self._at_work(pool_id, mapping, by_name[n], m) if n in busy else (n, ph, m) for n, ph, m in units),
+        seen = []
+        for name, phase, message in units:
+            if name in busy:
+                seen.append(self._at_work(pool_id, mapping, by_name[name], message))
+            elif phase is UnitPhase.FAILED and not message:
+                seen.append((name, phase, self._short_of(pool_id, mapping, by_name[name])))
+            else:
+                seen.append((name, phase, message))
+        return members(mapping.group, seen)
+
+    def _short_of(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any) -> str:
+        """What can be said of a failed slice GKE says nothing of: the hosts it lacks, if it lacks any (a broken slice
+        whose job was stopped), with the stockout behind them if its instances name one; else "" (nothing known)."""
+        if self._migs is None:
+            return ""
+        running, expected, failure, lacking = self._hosts(pool_id, node_pool, "", mapping.hosts_per_slice)
+        if running >= expected:
+            return ""
+        return f"in ERROR with {running} of {expected} hosts running; missing: {lacking}" + (
+            f" ({failure})" if failure else ""
         )
 
     def _unit(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any) -> tuple[str, UnitPhase, str]:

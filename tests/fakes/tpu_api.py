@@ -18,7 +18,7 @@ time (``validUntilDuration`` from its ``createTime``, or ``validUntilTime``) bec
 ``advance()`` once ``clock`` has reached it, as the service fails a request that expired; a request without one
 waits for ever; no mode fails a request sooner, as the service does not. "http" refuses the create call with a
 quota error (HTTP 429 RESOURCE_EXHAUSTED). ``set_state`` puts a queued resource in any state (e.g. SUSPENDED after a
-spot preemption).
+spot preemption), a FAILED one with the error given, its message possibly empty.
 """
 
 from __future__ import annotations
@@ -80,12 +80,16 @@ class FakeTpuApi(GoogleJsonServer):
         with self._lock:
             self.stockout_mode, self.stocked_out = None, None
 
-    def set_state(self, qr_id: str, state: str, error: str = "") -> None:
+    def set_state(self, qr_id: str, state: str, error: str | None = None, code: int = 8) -> None:
+        """A FAILED one carries ``failedData.error``, a ``google.rpc.Status`` of gRPC ``code`` (8 RESOURCE_EXHAUSTED
+        unless told) and ``error`` as its message (``STOCKOUT_MESSAGE`` unless told): "" is an error without a message,
+        which the JSON mapping leaves out, as it does every empty string."""
         with self._lock:
             qr = self.queued[qr_id]
             qr["state"] = {"state": state}
             if state == "FAILED":
-                qr["state"]["failedData"] = {"error": {"code": 8, "message": error or STOCKOUT_MESSAGE}}
+                message = STOCKOUT_MESSAGE if error is None else error
+                qr["state"]["failedData"] = {"error": {"code": code, **({"message": message} if message else {})}}
 
     def state_of(self, qr_id: str) -> str | None:
         with self._lock:
