@@ -53,7 +53,7 @@ from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_serv
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
 from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource, read_deadline
-from agent.sources.onprem_capacity import OnPremCapacitySource
+from agent.sources.onprem_capacity import OnPremCapacityHistory, OnPremCapacitySource
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
@@ -63,6 +63,7 @@ from models import (
     DemandForecast,
     ForecastError,
     MetricsUnavailable,
+    PoolKind,
     PoolState,
 )
 
@@ -388,14 +389,31 @@ class Agent:
             return None
         hour = now.replace(minute=0, second=0, microsecond=0)
         if self._profile is None or self._profile[0] != hour:
+            start = now - self.settings.forecast.history
             try:
-                history, _ = self._fetch(now - self.settings.forecast.history, now)
-                profile: BurstProfile | None = burst_profile(history, self.groups, self.pool_by_id)
+                history, _ = self._fetch(start, now)
+                capacity = self._capacity_history(start, now)
+                profile: BurstProfile | None = burst_profile(history, self.groups, self.pool_by_id, capacity)
             except MetricsUnavailable as exc:
                 log.warning("burst profile unavailable: %s", exc)
                 profile = None
             self._profile = (hour, profile)
         return self._profile[1]
+
+    def _capacity_history(self, start: datetime, end: datetime) -> dict[str, pd.Series]:
+        """The on-prem pools' capacity over [start, end), where their capacity source can read a range: the burst in
+        the history is measured above it, as each tick's is above the capacity read then. A pool not read is
+        measured above its ``max_units``, with a warning."""
+        source = self.parts.onprem
+        onprem = [p for p in self.pools if p.kind is PoolKind.ON_PREM]
+        if not isinstance(source, OnPremCapacityHistory) or not onprem:
+            return {}
+        units, problems = source.units_between(onprem, start, end, self.step)
+        for pool_id, why in sorted(problems.items()):
+            log.warning(
+                "burst profile: on-prem capacity of %s not read over the history (%s): its max_units", pool_id, why
+            )
+        return units
 
     def _fetch(self, start: datetime, end: datetime) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
         """Demand of every class in [start, end); with a per-class source, also why some classes have none."""

@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from datetime import datetime
-from typing import Protocol, Self
+from datetime import datetime, timedelta
+from typing import Protocol, Self, runtime_checkable
+
+import pandas as pd
 
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import cluster_matchers
 from agent.sources.promql_scope import unscoped_selectors
 from config.prometheus import PrometheusSettings
-from models import PoolKind, PoolSpec
+from models import MetricsUnavailable, PoolKind, PoolSpec
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +36,19 @@ class OnPremCapacitySource(Protocol):
     def ready_units(self, pools: Sequence[PoolSpec], at: datetime) -> tuple[dict[str, float], dict[str, str]]:
         """For each on-prem pool among ``pools`` that the source can read: its units at ``at``, as read; and why
         each other pool it was asked for has none. A pool the source has no way to read is in neither."""
+        ...
+
+
+@runtime_checkable
+class OnPremCapacityHistory(Protocol):
+    """An ``OnPremCapacitySource`` that can also read its pools' capacity over a past range (the burst history a
+    paced budget plans on, ``agent.burst_history``)."""
+
+    def units_between(
+        self, pools: Sequence[PoolSpec], start: datetime, end: datetime, step: timedelta
+    ) -> tuple[dict[str, pd.Series], dict[str, str]]:
+        """For each on-prem pool among ``pools`` the source can read: its units on the step grid of [start, end),
+        as read (NaN where there is none); and why each other pool it was asked for has none."""
         ...
 
 
@@ -67,6 +82,22 @@ class PrometheusOnPremCapacity:
         readings, missing = self._source.newest_of(queries, at, "on-prem capacity")
         units = {names[name]: value for name, (_, value) in readings.items()}
         return units, {names[name]: exc.reason for name, exc in missing.items()}
+
+    def units_between(
+        self, pools: Sequence[PoolSpec], start: datetime, end: datetime, step: timedelta
+    ) -> tuple[dict[str, pd.Series], dict[str, str]]:
+        """Each pool's ``capacity_query`` as a range query, as a demand class's history is read."""
+        units: dict[str, pd.Series] = {}
+        problems: dict[str, str] = {}
+        for pool in pools:
+            query = self._queries.get(pool.pool_id)
+            if pool.kind is not PoolKind.ON_PREM or query is None:
+                continue
+            try:
+                units[pool.pool_id] = self._source.series(f"pool {pool.pool_id}", query, start, end, step)
+            except MetricsUnavailable as exc:
+                problems[pool.pool_id] = exc.reason
+        return units, problems
 
 
 def onprem_queries(settings: PrometheusSettings, pools: Sequence[PoolSpec]) -> dict[str, str]:
