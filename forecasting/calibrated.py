@@ -12,7 +12,8 @@ for the fallback checks but not for choosing between models). Any series whose m
 residuals are too few (or do not reach as far ahead as asked: ``calibration_horizon``), or whose forecast fails the
 guards is answered by the calibrated last value instead, and the row says so; a peak that fails them is answered
 by the fallback's peak at that level only. Calibration takes the kept history's stray samples (one bad scrape, see
-``stray_samples``) as missing: neither outcomes, nor origins, nor moves of the local scale.
+``stray_samples``) as missing: neither outcomes, nor origins, nor moves of the local scale. The forecasts of a set
+of series, and their rows answered by the fallback, are a ``Block`` (``forecasting.block``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.base import quantile_column
+from forecasting.block import Block, ordered, persistence_block, rescue_peaks, rescue_rows
 from forecasting.calibration import (
     MIN_RESIDUALS,
     Residuals,
@@ -40,27 +41,11 @@ from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
 from forecasting.series import SeriesData, merge, step_ns, to_panel
 
+__all__ = ["CALIBRATION_HORIZON", "MAX_ORIGINS", "Block", "CalibratedForecaster", "last_value_forecaster"]
+
 MAX_ORIGINS = 240  # calibration origins per series: enough for a 0.95 quantile, cheap to forecast
 # How far ahead residuals are kept unless the caller will ask further: the offsets of a step past them are not known
 CALIBRATION_HORIZON = timedelta(hours=1)
-
-
-@dataclass
-class Block:
-    """Forecasts for a set of series: values (series, levels, horizon), which model ran and why; ``peaks`` (same
-    shape, when known): the quantile of the highest demand over steps 1 to ``h``."""
-
-    uids: list[str]
-    end_ns: list[int]
-    values: np.ndarray
-    models: list[str]
-    notes: list[str]
-    peaks: np.ndarray | None = None
-
-    def peaks_or_running_max(self) -> np.ndarray:
-        """The peak quantiles; where none are known, the running highest of the per-step quantiles."""
-        running = np.maximum.accumulate(self.values, axis=2) if self.values.shape[2] else self.values
-        return running if self.peaks is None else np.asarray(np.where(np.isnan(self.peaks), running, self.peaks))
 
 
 @dataclass
@@ -312,7 +297,7 @@ class CalibratedForecaster:
             bases = paths[i][:, 0, :]
             chosen = bases[nearest]
             scale = self._scale_now(uid, windows[uid])
-            values = _ordered(chosen + found[0] * scale, levels)
+            values = ordered(chosen + found[0] * scale, levels)
             problem = check_forecast(values, state.ranges.get(uid), _last_observed(windows[uid]), levels)
             if problem:
                 rescue[i] = problem
@@ -324,9 +309,10 @@ class CalibratedForecaster:
                 if failed:
                     peak_rescue[i] = failed
         if rescue:
-            self._rescue(block, windows, rescue, horizon, levels)
+            rescue_rows(block, self._backup(block, windows, rescue, horizon, levels), rescue, self.name)
         if peak_rescue:
-            self._rescue_peaks(block, windows, peak_rescue, horizon, levels)
+            backup = self._backup(block, windows, peak_rescue, horizon, levels)
+            rescue_peaks(block, backup, peak_rescue, self.name, levels)
         return block
 
     def _peaks(
@@ -338,7 +324,7 @@ class CalibratedForecaster:
         offsets = self.peak_offsets(uid, horizon, levels)
         if offsets is None:
             return running
-        peaks = _ordered(np.maximum.accumulate(bases, axis=1) + offsets * scale, levels)
+        peaks = ordered(np.maximum.accumulate(bases, axis=1) + offsets * scale, levels)
         return np.asarray(np.maximum(peaks, running))
 
     def _scale_now(self, uid: str, window: SeriesData) -> float:
@@ -372,47 +358,6 @@ class CalibratedForecaster:
             )
         return ""
 
-    def _rescue(
-        self,
-        block: Block,
-        windows: Mapping[str, SeriesData],
-        rescue: Mapping[int, str],
-        horizon: int,
-        levels: tuple[float, ...],
-    ) -> None:
-        backup = self._backup(block, windows, rescue, horizon, levels)
-        position = {uid: j for j, uid in enumerate(backup.uids)}
-        backup_peaks = backup.peaks_or_running_max()
-        for i, reason in rescue.items():
-            j = position[block.uids[i]]
-            block.values[i] = backup.values[j]
-            if block.peaks is not None:
-                block.peaks[i] = backup_peaks[j]
-            block.models[i] = backup.models[j]
-            block.notes[i] = f"{self.name}: {reason}" + (f"; {backup.notes[j]}" if backup.notes[j] else "")
-
-    def _rescue_peaks(
-        self,
-        block: Block,
-        windows: Mapping[str, SeriesData],
-        rescue: Mapping[int, Mapping[int, str]],
-        horizon: int,
-        levels: tuple[float, ...],
-    ) -> None:
-        """Peaks that fail the guards where the per-step quantiles passed them: at the levels that failed, the
-        fallback's peaks (never below the row's own highest quantile so far); the other levels keep their own."""
-        backup = self._backup(block, windows, rescue, horizon, levels)
-        position = {uid: j for j, uid in enumerate(backup.uids)}
-        backup_peaks = backup.peaks_or_running_max()
-        assert block.peaks is not None
-        for i, problems in rescue.items():
-            j, failed = position[block.uids[i]], sorted(problems)
-            running = np.maximum.accumulate(block.values[i], axis=1)
-            block.peaks[i, failed] = np.maximum(backup_peaks[j, failed], running[failed])
-            block.peaks[i] = _ordered(block.peaks[i], levels)
-            names = ", ".join(f"peak_{quantile_column(levels[k])}" for k in failed)
-            block.notes[i] = f"{self.name}: {names}: {problems[failed[0]]}; {backup.models[j]}'s instead"
-
     def _backup(
         self,
         block: Block,
@@ -425,7 +370,7 @@ class CalibratedForecaster:
         subset = {block.uids[i]: windows[block.uids[i]] for i in rows}
         if self.fallback is not None:
             return self.fallback.forecast_windows(subset, horizon, levels)
-        return _persistence(subset, horizon, levels)
+        return persistence_block(subset, horizon, levels)
 
 
 def _duration(nanoseconds: int) -> timedelta:
@@ -441,28 +386,6 @@ def _staleness(series: SeriesData) -> int:
     """Steps since the newest observed value (the window's length when there is none)."""
     observed = np.flatnonzero(~np.isnan(series.y))
     return len(series.y) - 1 - int(observed[-1]) if len(observed) else len(series.y) + 10**9
-
-
-def _ordered(values: np.ndarray, levels: Sequence[float]) -> np.ndarray:
-    """Quantiles that never cross: sorted along the level axis in the order of the levels."""
-    order = np.argsort(levels)
-    out = values.copy()
-    out[order] = np.maximum.accumulate(values[order], axis=0)
-    return out
-
-
-def _persistence(windows: Mapping[str, SeriesData], horizon: int, levels: Sequence[float]) -> Block:
-    uids = sorted(windows)
-    values = np.full((len(uids), len(levels), horizon), np.nan)
-    notes = []
-    for i, uid in enumerate(uids):
-        observed = np.flatnonzero(~np.isnan(windows[uid].y))
-        if len(observed):
-            values[i] = windows[uid].y[observed[-1]]
-            notes.append("persistence without spread")
-        else:
-            notes.append("no observed value in the recent window")
-    return Block(uids, [windows[u].end_ns for u in uids], values, ["persistence"] * len(uids), notes)
 
 
 def last_value_forecaster(calibration_horizon: timedelta = CALIBRATION_HORIZON) -> CalibratedForecaster:

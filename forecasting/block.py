@@ -1,0 +1,89 @@
+"""A block of forecasts for a set of series, and how its rows are answered by another block.
+
+``Block`` holds the quantiles of each series (series, levels, horizon), the model that answered each row and why,
+and the peak quantiles when known. A row whose forecast fails is answered by a backup block (the fallback's
+forecasts, ``rescue_rows``), a peak that fails at some levels by the backup's peaks at those levels only
+(``rescue_peaks``); with no fallback the backup is persistence (``persistence_block``). Quantiles are kept from
+crossing along the level axis (``ordered``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from forecasting.base import quantile_column
+from forecasting.series import SeriesData
+
+
+@dataclass
+class Block:
+    """Forecasts for a set of series: values (series, levels, horizon), which model ran and why; ``peaks`` (same
+    shape, when known): the quantile of the highest demand over steps 1 to ``h``."""
+
+    uids: list[str]
+    end_ns: list[int]
+    values: np.ndarray
+    models: list[str]
+    notes: list[str]
+    peaks: np.ndarray | None = None
+
+    def peaks_or_running_max(self) -> np.ndarray:
+        """The peak quantiles; where none are known, the running highest of the per-step quantiles."""
+        running = np.maximum.accumulate(self.values, axis=2) if self.values.shape[2] else self.values
+        return running if self.peaks is None else np.asarray(np.where(np.isnan(self.peaks), running, self.peaks))
+
+
+def rescue_rows(block: Block, backup: Block, rescue: Mapping[int, str], name: str) -> None:
+    """Rows of ``block`` (index: the reason it failed) answered by ``backup``: its values, peaks (or running
+    highest quantiles) and model, the note naming ``name``'s reason and the backup's note."""
+    position = {uid: j for j, uid in enumerate(backup.uids)}
+    backup_peaks = backup.peaks_or_running_max()
+    for i, reason in rescue.items():
+        j = position[block.uids[i]]
+        block.values[i] = backup.values[j]
+        if block.peaks is not None:
+            block.peaks[i] = backup_peaks[j]
+        block.models[i] = backup.models[j]
+        block.notes[i] = f"{name}: {reason}" + (f"; {backup.notes[j]}" if backup.notes[j] else "")
+
+
+def rescue_peaks(
+    block: Block, backup: Block, rescue: Mapping[int, Mapping[int, str]], name: str, levels: tuple[float, ...]
+) -> None:
+    """Peaks that fail the guards where the per-step quantiles passed them: at the levels that failed, the
+    fallback's peaks (never below the row's own highest quantile so far); the other levels keep their own."""
+    position = {uid: j for j, uid in enumerate(backup.uids)}
+    backup_peaks = backup.peaks_or_running_max()
+    assert block.peaks is not None
+    for i, problems in rescue.items():
+        j, failed = position[block.uids[i]], sorted(problems)
+        running = np.maximum.accumulate(block.values[i], axis=1)
+        block.peaks[i, failed] = np.maximum(backup_peaks[j, failed], running[failed])
+        block.peaks[i] = ordered(block.peaks[i], levels)
+        names = ", ".join(f"peak_{quantile_column(levels[k])}" for k in failed)
+        block.notes[i] = f"{name}: {names}: {problems[failed[0]]}; {backup.models[j]}'s instead"
+
+
+def ordered(values: np.ndarray, levels: Sequence[float]) -> np.ndarray:
+    """Quantiles that never cross: sorted along the level axis in the order of the levels."""
+    order = np.argsort(levels)
+    out = values.copy()
+    out[order] = np.maximum.accumulate(values[order], axis=0)
+    return out
+
+
+def persistence_block(windows: Mapping[str, SeriesData], horizon: int, levels: Sequence[float]) -> Block:
+    uids = sorted(windows)
+    values = np.full((len(uids), len(levels), horizon), np.nan)
+    notes = []
+    for i, uid in enumerate(uids):
+        observed = np.flatnonzero(~np.isnan(windows[uid].y))
+        if len(observed):
+            values[i] = windows[uid].y[observed[-1]]
+            notes.append("persistence without spread")
+        else:
+            notes.append("no observed value in the recent window")
+    return Block(uids, [windows[u].end_ns for u in uids], values, ["persistence"] * len(uids), notes)
