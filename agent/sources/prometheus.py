@@ -196,8 +196,20 @@ class PrometheusSource:
     ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
         """Every class that has a trustworthy answer, and why each of the others has none (so they can be held
         one by one instead of all together)."""
+        return self._fetch_each(classes, start, end, step, history=False)
+
+    def fetch_history(
+        self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta
+    ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
+        """``fetch_each`` for a replay or an export of the range: each class judged on the whole range, not on its
+        newest value (``series`` with ``history``)."""
+        return self._fetch_each(classes, start, end, step, history=True)
+
+    def _fetch_each(
+        self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta, history: bool
+    ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
         parts: list[pd.DataFrame] = []
-        missing = self._read_each(classes, lambda c: parts.append(self.fetch_class(c, start, end, step)))
+        missing = self._read_each(classes, lambda c: parts.append(self.fetch_class(c, start, end, step, history)))
         frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame({"unique_id": [], "ds": [], "y": []})
         return frame, missing
 
@@ -255,16 +267,23 @@ class PrometheusSource:
         _, stamp, value = samples[0]
         return datetime.fromtimestamp(stamp, UTC), value
 
-    def fetch_class(self, demand_class: DemandClass, start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
+    def fetch_class(
+        self, demand_class: DemandClass, start: datetime, end: datetime, step: timedelta, history: bool = False
+    ) -> pd.DataFrame:
         query = self._queries.get(demand_class.name)
         if query is None:
             known = ", ".join(sorted(self._queries)) or "none"
             raise MetricsUnavailable(demand_class.name, f"no Prometheus query is configured (configured: {known})")
-        values = self.series(demand_class.name, query, start, end, step)
+        values = self.series(demand_class.name, query, start, end, step, history)
         return pd.DataFrame({"unique_id": demand_class.name, "ds": values.index, "y": values.to_numpy()})
 
-    def series(self, name: str, query: str, start: datetime, end: datetime, step: timedelta) -> pd.Series:
-        """One query's values on the step grid of [start, end), NaN where Prometheus had none; checked."""
+    def series(
+        self, name: str, query: str, start: datetime, end: datetime, step: timedelta, history: bool = False
+    ) -> pd.Series:
+        """One query's values on the step grid of [start, end), NaN where Prometheus had none; checked. A
+        ``history`` read (a replay or an export of the range) is not judged by its newest value: a series that
+        went stale or implausible before ``end`` keeps what it had as values and the rest as gaps, and only a
+        range without any value is refused."""
         grid = step_grid(start, end, step)
         if len(grid) == 0:
             raise MetricsUnavailable(name, f"empty time range {start.isoformat()} .. {end.isoformat()}", query)
@@ -289,10 +308,13 @@ class PrometheusSource:
             raise MetricsUnavailable(
                 name, "Prometheus returned no data for the whole range" + (f" ({hint})" if hint else ""), query
             )
-        _refuse_implausible(name, query, samples)
+        _refuse_implausible(name, query, samples, hold=not history)
         values = pd.Series(samples, dtype=float).reindex(grid.as_unit("s").asi8)
         values.index = grid
-        self._check_newest(name, query, values, max(samples), end)
+        if not history:
+            self._check_newest(name, query, values, max(samples), end)
+        elif values.isna().all():
+            raise MetricsUnavailable(name, "every value in the range is NaN or not a demand", query)
         return values
 
     # -- internals -----------------------------------------------------------------------------------------
@@ -454,13 +476,14 @@ def _chunks(grid: pd.DatetimeIndex, size: int) -> list[pd.DatetimeIndex]:
     return [grid[i : i + size] for i in range(0, len(grid), size)]
 
 
-def _refuse_implausible(name: str, query: str, samples: dict[int, float]) -> None:
-    """Hold the class when its newest value cannot be a demand; earlier such values become gaps (NaN)."""
+def _refuse_implausible(name: str, query: str, samples: dict[int, float], hold: bool = True) -> None:
+    """Hold the class (``hold``) when its newest value cannot be a demand; earlier such values, and with ``hold``
+    off every such value, become gaps (NaN)."""
     bad = {stamp: why for stamp, value in samples.items() if (why := implausible_demand(value))}
     if not bad:
         return
     newest = max(samples)
-    if newest in bad:
+    if hold and newest in bad:
         when = datetime.fromtimestamp(newest, UTC).isoformat()
         raise MetricsUnavailable(
             name, f"the newest value Prometheus returned ({when}) is not a demand: {bad[newest]}", query

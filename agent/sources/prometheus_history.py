@@ -18,7 +18,7 @@ from agent.sources.prometheus import PrometheusSource, no_usable_data, step_grid
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.trace import Trace
 from config.schema import Settings
-from models import ConfigError, ConfigProblem, LeadtimeError, MetricsUnavailable
+from models import ConfigError, ConfigProblem, LeadtimeError, MetricSourceUnavailable, MetricsUnavailable
 
 
 @dataclass(frozen=True)
@@ -43,18 +43,21 @@ def prometheus_source(settings: Settings, config_path: str, reader: str = "--sou
 
 
 def read_history(settings: Settings, source: PrometheusSource, start: datetime, end: datetime) -> ClusterHistory:
-    """Every class's demand in [start, end) at the forecast step; stops (``MetricSourceUnavailable``) when
-    Prometheus cannot be reached or any class has no usable data, since a replay without a class is not the
-    cluster's."""
+    """Every class's demand in [start, end) at the forecast step; stops (``MetricSourceUnavailable``, naming the
+    range and ``--end``) when Prometheus cannot be reached or any class has no value in the whole range, since a
+    replay without a class is not the cluster's. A class is judged on the whole range, not on its newest value
+    (as the live source judges it): one whose collector is down at ``end``, or that was retired inside the
+    range, keeps the values it has, and the steps without one are gaps (NaN), never 0. Capacities likewise."""
     step = settings.forecast.step
     grid = step_grid(start, end, step)
     if len(grid) < 2:
         raise LeadtimeError(f"the range {start.isoformat()} .. {end.isoformat()} holds fewer than two steps of {step}")
     source.probe()
     classes = settings.demand_class_models()
-    frame, missing = source.fetch_each(classes, start, end, step)
+    frame, missing = source.fetch_history(classes, start, end, step)
     if missing:
-        raise no_usable_data(source.url, missing, every_class=len(missing) == len(classes))
+        refusal = no_usable_data(source.url, missing, every_class=len(missing) == len(classes))
+        raise MetricSourceUnavailable(f"{refusal} (in {start.isoformat()} .. --end {end.isoformat()})")
     names = {c.name: c.series_id for c in classes}
     wide = frame.pivot(index="ds", columns="unique_id", values="y").reindex(index=grid, columns=list(names))
     trace = Trace(
@@ -72,7 +75,7 @@ def read_history(settings: Settings, source: PrometheusSource, start: datetime, 
             continue
         history.capacity_queries[pool.pool_id] = query.capacity_query
         try:
-            values = source.series(f"pool {pool.pool_id}", query.capacity_query, start, end, step)
+            values = source.series(f"pool {pool.pool_id}", query.capacity_query, start, end, step, history=True)
         except MetricsUnavailable as exc:
             history.capacity_problems[pool.pool_id] = exc.reason
             continue

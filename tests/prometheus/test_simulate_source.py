@@ -164,9 +164,9 @@ def test_a_replay_of_an_outage_names_the_classes_without_data(
     prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = _config(tmp_path, prometheus.url)
-    # the collector was down all of 2020-05-10 (UTC+8): the newest value before noon is hours old
-    args = ["simulate", "--config", str(config), "--source", "prometheus", "--end", "2020-05-10T12:00:00+08:00"]
-    assert main([*args, "--since", "1d", "--out", str(tmp_path / "o"), "--no-progress"]) == 3
+    # the collector was down all of 2020-05-10 (UTC+8): no class has a value from midnight to noon
+    args = ["export-trace", "--config", str(config), "--start", "2020-05-10T00:00:00+08:00"]
+    assert main([*args, "--end", "2020-05-10T12:00:00+08:00", "--out", str(tmp_path / "o.csv")]) == 3
     (line,) = capsys.readouterr().err.splitlines()
     assert "no usable data for any demand class: 'earth/vc6YE', 'earth/vcMod', 'earth/vcJkd': " in line
-    assert "stale" in line
+    assert "no data for the whole range" in line and "--end 2020-05-10T12:00:00+08:00)" in line
