@@ -6,6 +6,8 @@ demand needed at the last observed step and ``k`` the bucket of how long that ne
 ``base`` steps after a rise, under ``base`` after a fall, ``base`` to twice it, ..., sixteen times or longer).
 Units asked for are paid from the request and ready one lead time later; units no longer asked for are released
 once idle for the hold. ``bench.standby_sim`` replays it, matching the simulator's reactive run unit for unit.
+``bench.standby_pools`` loads the pools and replays them under standby tables, ``bench.standby_choice`` chooses the
+tables.
 
 * **Hindsight**: ``s`` per pool and bucket (0 to ``--max-standby`` units each, every combination replayed) chosen
   with one price per unserved chip-hour across pools (the lower convex hull, as ``bench_class_levels``) to meet
@@ -39,17 +41,23 @@ import numpy as np
 
 from agent.simulation import select_window
 from agent.simulation.equal_service import Trial, interpolate
-from agent.simulation.oracle import oracle_schedule
-from agent.simulation.window import SimulationWindow, initial_units, required_units
 from agent.sources.trace import read_trace
 from bench.memory import peak_rss_mib
-from bench.standby_sim import N_BUCKETS, buckets, simulate
+from bench.standby_choice import causal_tables, families, hull_cost, lagrangian
+from bench.standby_pools import (
+    DAY_STEPS,
+    Loaded,
+    configurations,
+    day_of_steps,
+    load,
+    reactive_replay,
+    replay_all,
+    replay_tables,
+)
 from config import load_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = (0.005, 0.001)
-DAY_STEPS = 288  # of five minutes
-PRICES = np.geomspace(1e-2, 1e6, 400)  # USD per unserved chip-hour
 HISTORY_TARGETS = (
     0.00002,
     0.00005,
@@ -66,229 +74,7 @@ HISTORY_TARGETS = (
     0.006,
     0.009,
 )
-REACTIVE_HOLD = 2  # steps: the reactive autoscaler releases a unit after 10 idle minutes
 REACTIVE_HEADROOMS = range(6)  # units above the last need, tuned to each target
-
-
-@dataclass(frozen=True)
-class Series:
-    """One pool (serving one class) over the trace's history and the window: demand (chips, NaN on gaps), units
-    needed per step, the unit's size, its price per step, the lead time in steps, the most units it may hold, and
-    the units ready at the history's first step."""
-
-    demand: np.ndarray
-    need: np.ndarray
-    chips: int
-    unit_step_usd: float
-    lead: int
-    max_units: int
-    start: int
-
-
-@dataclass(frozen=True)
-class Loaded:
-    """The pools of a configuration on a trace: ``series`` over history and window, steps at which every class
-    has a value (``observed``), the window's first step among them (``first``), hours per step, what the oracle
-    pays on the window as the simulator bills it, and the units the simulator starts every policy with."""
-
-    series: dict[str, Series]
-    observed: np.ndarray
-    first: int
-    hours: float
-    oracle_usd: float
-    initial: dict[str, int]
-    window: SimulationWindow
-
-
-def load(config: str, trace_path: str) -> Loaded:
-    """Read a configuration whose every pool serves one demand class alone, and its trace's default window."""
-    settings = load_settings(config)
-    pools = settings.pool_specs()
-    window = select_window(read_trace(trace_path), settings.demand_class_models(), None, None)
-    demand = np.concatenate([window.history, window.demand])
-    observed = ~np.isnan(demand).any(axis=1)
-    required = required_units(demand, window.classes, pools)
-    hours = window.step.total_seconds() / 3600
-    series = {}
-    for pool in pools:
-        columns = [i for i, name in enumerate(window.classes) if name in pool.serves]
-        if len(columns) != 1:
-            raise SystemExit("every pool must serve one demand class alone (as in helios-earth-slices.yaml)")
-        lead = math.ceil(pool.lead_time / window.step)
-        need = required[pool.pool_id]
-        series[pool.pool_id] = Series(
-            demand=demand[:, columns[0]],
-            need=need,
-            chips=pool.chips_per_unit,
-            unit_step_usd=pool.price_per_unit_hour_usd * hours,
-            lead=lead,
-            max_units=pool.max_units,
-            start=int(need[: lead + 1].max()),
-        )
-    first = len(window.history)
-    billed = window.observed.astype(float)  # the oracle from the window's own start, as the simulator bills it
-    oracle = sum(
-        float((oracle_schedule(s.need[first:], window.step * s.lead, window.step) * billed).sum()) * s.unit_step_usd
-        for s in series.values()
-    )
-    return Loaded(series, observed, first, hours, oracle, initial_units(window, pools), window)
-
-
-def configurations(max_standby: int) -> np.ndarray:
-    """Every standby table: 0 to ``max_standby`` units in each bucket, one row per combination."""
-    return np.array(list(itertools.product(range(max_standby + 1), repeat=N_BUCKETS)), dtype=np.int64)
-
-
-def _day_of(steps: int, n_days: int) -> np.ndarray:
-    return np.minimum(np.arange(steps) // DAY_STEPS, n_days - 1)
-
-
-def replay_all(
-    series: Mapping[str, Series], observed: np.ndarray, base: int, hold: int, configs: np.ndarray, n_days: int
-) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Per pool, per configuration and day: cost (USD) and unserved chip-steps."""
-    day_of = _day_of(len(observed), n_days)
-    cost, short = {}, {}
-    for pool_id, s in series.items():
-        k = buckets(s.need, observed, base, dropped=True)
-        paid, missed = simulate(
-            s.need,
-            s.demand,
-            observed,
-            k,
-            configs[:, None, :],
-            day_of,
-            s.lead,
-            hold,
-            s.max_units,
-            s.chips,
-            np.full(len(configs), s.start),
-            n_days,
-        )
-        cost[pool_id], short[pool_id] = paid * s.unit_step_usd, missed
-    return cost, short
-
-
-def lagrangian(
-    costs: Sequence[np.ndarray], shorts: Sequence[np.ndarray], prices: Sequence[float] | np.ndarray = PRICES
-) -> list[tuple[float, float, list[int]]]:
-    """For each price: per pool the configuration minimising cost + price * unserved; (cost, unserved, picks)."""
-    out = []
-    for price in prices:
-        picks = [int(np.argmin(c + price * u)) for c, u in zip(costs, shorts, strict=True)]
-        total_cost = sum(float(c[i]) for c, i in zip(costs, picks, strict=True))
-        total_short = sum(float(u[i]) for u, i in zip(shorts, picks, strict=True))
-        out.append((total_cost, total_short, picks))
-    return out
-
-
-def hull_cost(
-    costs: Sequence[np.ndarray], shorts: Sequence[np.ndarray], demanded: float, target: float
-) -> float | None:
-    """The least cost at which a choice per pool (or a mix of two adjacent ones on the lower convex hull) leaves
-    ``target`` of ``demanded`` unserved; ``shorts`` in the unit of ``demanded``. None when no choice meets it."""
-    trials = [Trial(float(p), c, u / demanded) for p, (c, u, _) in zip(PRICES, lagrangian(costs, shorts), strict=True)]
-    found: float | None = interpolate(trials, target, "price")["cost_usd"]
-    return found
-
-
-def causal_tables(
-    cost: Mapping[str, np.ndarray],
-    short: Mapping[str, np.ndarray],
-    configs: np.ndarray,
-    demanded_by_day: np.ndarray,
-    first_day: int,
-    n_days: int,
-    history_target: float,
-    pooled: float,
-) -> dict[str, np.ndarray]:
-    """Per pool a (days, buckets) table: for each day from ``first_day``, the configurations that meet
-    ``history_target`` on all days before it at the least cost (one price for all pools; when none does, the
-    fewest unserved). With ``pooled`` > 0 each pool's history is blended with the sum of all pools' (scaled to
-    the pool's share of cost), with weight ``pooled`` on the latter. ``short`` and ``demanded_by_day`` in one
-    unit."""
-    names = list(cost)
-    tables = {name: np.zeros((n_days, N_BUCKETS), dtype=np.int64) for name in names}
-    for day in range(first_day, n_days):
-        c = {n: cost[n][:, :day].sum(axis=1) for n in names}
-        u = {n: short[n][:, :day].sum(axis=1) for n in names}
-        demanded = float(demanded_by_day[:day].sum())
-        if pooled > 0:
-            all_c, all_u = sum(c.values()), sum(u.values())
-            share = {n: max(float(c[n].min()), 1e-9) / max(float(np.min(all_c)), 1e-9) for n in names}
-            c = {n: (1 - pooled) * c[n] + pooled * share[n] * all_c for n in names}
-            u = {n: (1 - pooled) * u[n] + pooled * share[n] * all_u for n in names}
-        # the cheapest price whose picks meet the target on the history (the hull's passing point)
-        chosen = None
-        for _cost, total_short, picks in lagrangian([c[n] for n in names], [u[n] for n in names]):
-            if total_short / demanded <= history_target:
-                chosen = picks
-                break
-        if chosen is None:
-            chosen = [int(np.argmin(u[n] * 1e9 + c[n])) for n in names]
-        for n, i in zip(names, chosen, strict=True):
-            tables[n][day] = configs[i]
-    return tables
-
-
-def replay_tables(
-    series: Mapping[str, Series],
-    observed: np.ndarray,
-    base: int,
-    hold: int,
-    tables: Sequence[Mapping[str, np.ndarray]],
-    n_days: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Cost (USD) and unserved chip-steps per day of each set of day-varying tables, summed over pools."""
-    day_of = _day_of(len(observed), n_days)
-    cost = np.zeros((len(tables), n_days))
-    short = np.zeros((len(tables), n_days))
-    for pool_id, s in series.items():
-        k = buckets(s.need, observed, base, dropped=True)
-        table = np.stack([t[pool_id] for t in tables])
-        paid, missed = simulate(
-            s.need,
-            s.demand,
-            observed,
-            k,
-            table,
-            day_of,
-            s.lead,
-            hold,
-            s.max_units,
-            s.chips,
-            np.full(len(tables), s.start),
-            n_days,
-        )
-        cost += paid * s.unit_step_usd
-        short += missed
-    return cost, short
-
-
-def reactive_replay(loaded: Loaded, headroom: int) -> tuple[float, float]:
-    """The reactive autoscaler on the window (the last need plus ``headroom`` units, released after 10 idle
-    minutes), replayed from the window's start with the simulator's initial units: cost (USD) and unserved
-    chip-hours."""
-    first, obs = loaded.first, loaded.observed[loaded.first :]
-    cost = short = 0.0
-    for pool_id, s in loaded.series.items():
-        paid, missed = simulate(
-            s.need[first:],
-            s.demand[first:],
-            obs,
-            np.zeros(len(obs), dtype=np.int64),
-            np.full((1, 1, N_BUCKETS), headroom),
-            np.zeros(len(obs), dtype=np.int64),
-            s.lead,
-            REACTIVE_HOLD,
-            s.max_units,
-            s.chips,
-            np.array([loaded.initial[pool_id]]),
-            1,
-        )
-        cost += float(paid.sum()) * s.unit_step_usd
-        short += float(missed.sum()) * loaded.hours
-    return cost, short
 
 
 def reactive_equal_service(loaded: Loaded, demanded: float) -> dict[float, float | None]:
@@ -319,17 +105,6 @@ class Run:
     def line(self, found: Mapping[float, float | None]) -> str:
         oracle = self.loaded.oracle_usd
         return "; ".join(f"{t:.1%} {_x(found[t], oracle)}, {_vs(found[t], self.reactive[t])} reactive" for t in TARGETS)
-
-
-def families(configs: np.ndarray) -> dict[str, np.ndarray]:
-    """The nested rule families, as masks over ``configs`` (bucket 6: under ``base`` steps after a fall)."""
-    return {
-        "one standby per pool": np.all(configs == configs[:, :1], axis=1),
-        "by time unchanged": configs[:, 6] == configs[:, 0],
-        "by time unchanged, and after a fall": np.ones(len(configs), dtype=bool),
-        "by time unchanged, never more for longer": (configs[:, 6] == configs[:, 0])
-        & np.all(np.diff(configs[:, :6], axis=1) <= 0, axis=1),
-    }
 
 
 CAUSAL_FAMILIES = ("by time unchanged, and after a fall", "by time unchanged, never more for longer")
@@ -405,7 +180,7 @@ def main() -> None:
         raise SystemExit("the window must start a whole number of days into the trace")
     first_day = first // DAY_STEPS
     demand_rows = np.nansum(np.stack([s.demand for s in loaded.series.values()], axis=1), axis=1) * observed * hours
-    demanded_by_day = np.bincount(_day_of(len(observed), n_days), weights=demand_rows, minlength=n_days)
+    demanded_by_day = np.bincount(day_of_steps(len(observed), n_days), weights=demand_rows, minlength=n_days)
     demanded = float(demanded_by_day[first_day:].sum())
     print(
         f"{Path(args.config).name}: window of {len(observed) - first} steps after {first} of history; oracle "

@@ -12,15 +12,8 @@ import yaml
 
 from agent.simulation import run_policy, select_window
 from agent.sources.trace import read_trace
-from bench.bench_standby_policy import (
-    causal_tables,
-    configurations,
-    families,
-    hull_cost,
-    load,
-    reactive_replay,
-    replay_all,
-)
+from bench.standby_choice import causal_tables, families, hull_cost
+from bench.standby_pools import configurations, load, reactive_replay, replay_all
 from bench.standby_sim import N_BUCKETS, buckets, simulate
 from config import load_settings
 from tests.conftest import TraceWriter
