@@ -137,7 +137,9 @@ FIELDS: dict[str, str] = {
     "BudgetSettings.pacing": "How the monthly cap is spent over its period: `none` holds only the cap; `forecast` "
     "paces it from a forecast of the period's remaining burst need (a profile of history by hour of day) so the "
     "money lasts the period, and when it is short funds the classes whose waiting costs most first.",
-    "BudgetSettings.commit_horizon": "How far ahead the monthly cap counts the burst units held (duration). Unset: "
+    "BudgetSettings.commit_horizon": "How far ahead the monthly cap counts the burst units held (duration, at least "
+    "two ticks of `loop.tick_interval`, as the hard stop releases units two ticks before the money runs out; needs "
+    "`monthly_cap_usd`). Unset: "
     "to the end of the period, so the cap can never break and busy units are never released for it, but units "
     "bought early in the period are charged as if held to its end. Set (e.g. `24h`): a scale-up need only fit "
     "the money left over this horizon, and the cap is held by a hard stop instead: when the money left no longer "
@@ -207,8 +209,9 @@ FIELDS: dict[str, str] = {
     "EndpointSettings.ready_max_tick_age": "/readyz fails when the last successful tick is older than this "
     "(duration, longer than `loop.tick_interval`; unset: three tick intervals).",
     "EndpointSettings.live_max_tick_duration": "/healthz fails while one tick has been running longer than this, so "
-    "the kubelet restarts a replica whose tick is stuck and the standby takes over (duration; unset: ten tick "
-    "intervals, at least 10m).",
+    "the kubelet restarts a replica whose tick is stuck and the standby takes over (duration, longer than "
+    "`loop.tick_interval`: a tick's demand reads alone may take half a tick; unset: ten tick intervals, at least "
+    "10m).",
     "LeaderElectionSettings.enabled": "Elect a leader (turn off only for a single replica, e.g. a local replay).",
     "LeaderElectionSettings.lease_name": "Name of the Lease.",
     "LeaderElectionSettings.lease_namespace": "Namespace of the Lease (unset: the pod's namespace).",
@@ -310,9 +313,9 @@ FIELDS: dict[str, str] = {
     "LedgerSettings.shared_file": "The daemon's replicas share the SQLite file (one volume): only the leader "
     "writes it, standbys open it read-only and never record or reserve; a new leader resumes from the file.",
     "LedgerSettings.reservation_ttl": "How long a reservation counts against a shared budget when nobody renews "
-    "it (never past the end of the cap's period): what an agent's pools hold is reserved again every tick, so this "
-    "is how long the units of an agent that stopped keep counting; reservations of scale-ups not carried out are "
-    "released at once.",
+    "it (duration, at least 1m; never past the end of the cap's period): what an agent's pools hold is reserved "
+    "again every tick, so this is how long the units of an agent that stopped keep counting; reservations of "
+    "scale-ups not carried out are released at once.",
     "LedgerSettings.retention": "How long a history the SQLite and PostgreSQL ledgers keep (duration, at least "
     "64d; null: all of it): entries and billed costs that ended longer ago are removed as spend is recorded, except "
     "each pool's first record. The default keeps 13 months and more.",
@@ -323,7 +326,7 @@ FIELDS: dict[str, str] = {
     "LedgerSettings.sslmode": "TLS to PostgreSQL: `disable`, `allow`, `prefer`, `require`, `verify-ca` or "
     "`verify-full` (use `verify-full` in production).",
     "LedgerSettings.sslrootcert": "CA certificate file that the PostgreSQL server certificate is checked against.",
-    "LedgerSettings.connect_timeout": "Timeout of one connection attempt to PostgreSQL (duration).",
+    "LedgerSettings.connect_timeout": "Timeout of one connection attempt to PostgreSQL (duration, at least 1s).",
     "LedgerSettings.billing": "How a Cloud Billing export's rows are matched to pools.",
     "BillingSettings.label": "Label whose value names a row's node pool (GKE sets `goog-k8s-node-pool-name` on its "
     "nodes' VMs).",

@@ -251,6 +251,20 @@ def _readiness_rules(settings: Settings) -> Iterator[ConfigProblem]:
         )
 
 
+def _liveness_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    """/healthz fails while a tick has run longer than the bound, and the kubelet restarts the replica. A tick is
+    given half its interval for reading demand alone, then plans and sends its cloud writes: a bound no longer than a
+    tick restarts a replica whose tick is slow but not stuck."""
+    tick, bound = settings.loop.tick_interval, settings.daemon.endpoints.live_max_tick_duration
+    if bound is not None and bound <= tick:
+        yield ConfigProblem(
+            "daemon.endpoints.live_max_tick_duration",
+            f"must be longer than one tick (loop.tick_interval, {format_duration(tick)}), got {_shown(bound)}: a "
+            "tick's demand reads alone may take half a tick, so /healthz would fail, and the kubelet restart, a "
+            "replica whose tick is slow but not stuck; unset, it is ten ticks, at least 10m",
+        )
+
+
 def _prometheus_staleness_rules(settings: Settings) -> Iterator[ConfigProblem]:
     """Demand is read on the forecast step grid, whose newest step starts up to one step before the read: a
     staleness limit below a step reads a series that Prometheus answers on every step as stale for part of each."""
@@ -312,5 +326,6 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_forecast_interval_rules, frozenset({"forecast", "loop"})),
     (_alert_rules, frozenset({"alerts", "loop"})),
     (_readiness_rules, frozenset({"daemon", "loop"})),
+    (_liveness_rules, frozenset({"daemon", "loop"})),
     (_prometheus_staleness_rules, frozenset({"prometheus", "forecast"})),
 )
