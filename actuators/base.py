@@ -7,7 +7,7 @@ translate vendor errors into ``TransientActuatorError``, ``CapacityUnavailable``
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
@@ -74,3 +74,21 @@ class NodeDrainer(Protocol):
         Pods already evicted are not brought back. DONE when the node serves again, REJECTED when there is no such
         drain to end (the node is gone, or was never drained)."""
         ...
+
+
+@runtime_checkable
+class TellsForcedDrains(Protocol):
+    """A drainer that records on the cluster which drains in progress a forced release started
+    (``KubernetesUnitDrainer``: the ``leadtime.io/drain-forced`` mark on their nodes), so an agent that takes the
+    drains over (a restart, a new leader) can tell the releases of idle nodes, which it may end for a scale-up, from
+    those of a budget's hard stop, which go on."""
+
+    def unforced_drains(self, pool_id: str) -> Set[str]:
+        """Nodes of the pool being drained (as ``draining_nodes`` names them) whose drain was not forced."""
+        ...
+
+
+def unforced_drains(drainer: NodeDrainer, pool_id: str) -> Set[str]:
+    """The drains in progress of the pool that were not forced, as ``drainer`` records them; none for a drainer that
+    does not say (every drain taken over from it is then taken as forced: it goes on)."""
+    return drainer.unforced_drains(pool_id) if isinstance(drainer, TellsForcedDrains) else frozenset()

@@ -37,7 +37,8 @@ it uncordons the unit and is rejected, its detail naming the pods ("no longer id
 unit's idleness is counted again from the next time it is seen idle. Every later step checks the same on its pods.
 A forced drain marks its nodes with ``leadtime.io/drain-forced`` (the drain's key) as it cordons them, and each
 step reads the mark on the nodes its cordon answers with: an agent that continues the drain (after a restart, or as
-the new leader) knows it is forced without being told, and a drain it continues unmarked is not forced.
+the new leader) knows it is forced without being told, and a drain it continues unmarked is not forced: such a drain
+is a release of idle units, which that agent may end for a scale-up (``unforced_drains``).
 
 A unit is what a drain takes out of the pool whole, and is named by the ``NodeDrainer`` methods: a node
 (``KubernetesNodeDrainer``: each node with the pool's label), or every node of a TPU slice
@@ -65,7 +66,7 @@ busy node is the same drain: its pods are evicted through the Eviction API, so d
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
@@ -246,6 +247,18 @@ class KubernetesUnitDrainer:
             elif since is not None and self._units.removed_without_nodes:
                 draining[unit] = since[0]
         return draining
+
+    def unforced_drains(self, pool_id: str) -> Set[str]:
+        """Units of the pool being drained (a node cordoned and carrying our drain annotation) none of whose nodes
+        carries the mark of a forced drain with that drain's key: releases of idle units, as ``drain`` reads them."""
+        unforced: set[str] = set()
+        for unit, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items():
+            marks = [n.metadata.annotations or {} for n in nodes]
+            cordoned = [m for n, m in zip(nodes, marks, strict=True) if n.spec and n.spec.unschedulable]
+            key = next((k for m in cordoned if (k := m.get(DRAIN_ANNOTATION))), None)
+            if key is not None and not any(m.get(FORCED_ANNOTATION) == key for m in marks):
+                unforced.add(unit)
+        return unforced
 
     def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
         """Drain the unit ``node`` (a node, or a slice: every node of it). Unless ``forced`` (or its nodes are marked

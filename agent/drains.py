@@ -13,8 +13,11 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   must not take out a node the drainer did not empty (the cloud would pick it, busy or not, with no eviction).
   When demand returns, the idle nodes this agent is draining are taken back first (``take_back``: the drain ended,
   the node uncordoned; it is booted and serves at once) and only the rest is bought, as many as fit under the
-  pool's ``max_units`` while the draining nodes still count; the rest wait for the drains to end. Drains of a
-  forced release and drains taken over from another agent (whether they were forced is not recorded) go on.
+  pool's ``max_units`` while the draining nodes still count; the rest wait for the drains to end. A drain taken
+  over from another agent (or from this one before a restart) is of idle nodes unless its nodes carry the mark of
+  a forced drain (``TellsForcedDrains``), and is taken back the same way. Drains of a forced release go on, as do
+  drains taken over from a drainer that does not tell them apart, or while their marks cannot be read (asked again
+  every tick).
 * **Acting** (in the executor): a planned release of ``k`` units drains the ``k`` nodes its decision record names
   (the planner chose them, longest idle first, from the nodes observed here), after checking that each is still idle
   for the stabilization window; if one is not, the release is refused and re-planned next tick. A release whose
@@ -46,7 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
-from actuators.base import NodeDrainer
+from actuators.base import NodeDrainer, unforced_drains
 from models import (
     ActionResult,
     ActionStatus,
@@ -70,7 +73,7 @@ class PendingDrain:
     pool_id: str
     node: str
     key: str
-    # A release of idle nodes this agent started (not forced, not taken over): it may be taken back for a scale-up.
+    # A release of idle nodes (not forced: started here, or taken over unmarked): it may be taken back for a scale-up.
     idle: bool = field(default=False, compare=False)
     # When this agent started the drain (None: taken over, its start unknown).
     started: datetime | None = field(default=None, compare=False)
@@ -109,6 +112,7 @@ class NodeDrains:
         self._first_idle: dict[str, dict[str, datetime]] = {}  # pool -> node -> first seen idle
         self._pending: dict[str, PendingDrain] = {}  # node -> drain in progress
         self._held_until: dict[str, datetime] = {}  # node -> not chosen again before this time
+        self._unsure: set[str] = set()  # drains taken over not yet known to be forced or not
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
@@ -247,9 +251,9 @@ class NodeDrains:
         return outcome
 
     def take_back(self, pool_id: str, count: int, now: datetime) -> list[str]:
-        """End up to ``count`` drains of idle nodes of the pool (the latest started first) so they serve again,
-        instead of buying as many new nodes for a scale-up: they are booted and serve at once. Returns the nodes
-        taken back; a drain that cannot be ended goes on (and its node is bought anew)."""
+        """End up to ``count`` drains of idle nodes of the pool (the latest started or taken over first) so they
+        serve again, instead of buying as many new nodes for a scale-up: they are booted and serve at once. Returns
+        the nodes taken back; a drain that cannot be ended goes on (and its node is bought anew)."""
         taken: list[str] = []
         mine = [p for p in self._pending.values() if p.pool_id == pool_id and p.idle]
         for pending in reversed(mine):
@@ -270,14 +274,29 @@ class NodeDrains:
     # -- internals -----------------------------------------------------------------------------------------
     def _reconcile(self, pool_id: str, draining: Mapping[str, str]) -> None:
         """The cluster's record of drains in progress wins: take over the ones another agent (or this one before
-        a restart) started, forget the ones that ended elsewhere (a person uncordoned the node, it is gone)."""
+        a restart) started, forget the ones that ended elsewhere (a person uncordoned the node, it is gone). A drain
+        taken over whose nodes carry no mark of a forced drain is a release of idle nodes: it may be taken back."""
         for node, key in draining.items():
             if node not in self._pending:
                 log.info("pool %s: taking over the drain of %s (key %s)", pool_id, node, key)
                 self._pending[node] = PendingDrain(pool_id, node, key)
+                self._unsure.add(node)
         for node, pending in list(self._pending.items()):
             if pending.pool_id == pool_id and node not in draining:
                 del self._pending[node]
+        self._unsure.intersection_update(self._pending)
+        asking = sorted(n for n in self._unsure if self._pending[n].pool_id == pool_id)
+        if not asking:
+            return
+        try:
+            unforced = unforced_drains(self._drainers[pool_id], pool_id)
+        except ActuatorError as exc:  # taken back only once known not forced
+            log.warning("pool %s: whether the drains of %s were forced is unknown: %s", pool_id, ", ".join(asking), exc)
+            return
+        self._unsure -= set(asking)
+        for node in asking:
+            if node in unforced:
+                self._pending[node] = replace(self._pending[node], idle=True)
 
     def _step(self, pending: PendingDrain, now: datetime) -> DrainOutcome:
         try:

@@ -12,12 +12,12 @@ cloud write that the leadership left covers the write's time limit, and send it 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from actuators import Actuator, NodeDrainer
-from actuators.base import unread_pools
+from actuators.base import unforced_drains, unread_pools
 from actuators.write_window import DEFAULT_WRITE_TIMEOUT, WriteWindow, write_window
 from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
 from models.clock import Clock
@@ -94,6 +94,9 @@ class LeaderOnlyDrainer:
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return self._inner.draining_nodes(pool_id)
+
+    def unforced_drains(self, pool_id: str) -> Set[str]:
+        return unforced_drains(self._inner, pool_id)
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         if not self._leadership.is_leader(self._clock.now()):

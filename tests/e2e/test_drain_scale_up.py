@@ -1,9 +1,9 @@
 """Demand that comes back while idle nodes are still draining (a disruption budget says "not now"), on the fake APIs
 with the real drainer and the real cloud adapters: the planner sees the pool without its draining nodes, the cloud's
 target still counts them, and the scale-up takes draining nodes back (uncordoned, they serve at once) before it grows
-the cloud's target by the rest, never past max_units; drains it cannot take back (after a restart) go on. No instance
-is deleted by the resize (no busy node lost without a drain). Through the whole loop on GKE node pools, and through
-the executor on an EKS managed node group."""
+the cloud's target by the rest, never past max_units, also after a restart; drains it cannot take back (a budget's
+hard stop's) go on. No instance is deleted by the resize (no busy node lost without a drain). Through the whole loop
+on GKE node pools, and through the executor on an EKS managed node group."""
 
 from __future__ import annotations
 
@@ -113,7 +113,7 @@ def _eks_group_of_three(
 
 def _eks_drains(kube_client: k8s.ApiClient, clock: SimulatedClock, eks: EksNodegroupActuator) -> NodeDrains:
     """An agent's drains of the node group; built again, those of a restarted agent, which takes over the drains in
-    progress from the nodes' annotations (not knowing whether they were forced, it takes none back)."""
+    progress from the nodes' annotations (it may take back those its nodes do not mark forced)."""
     drainer = KubernetesNodeDrainer(
         KubernetesApi(kube_client), clock, {"od": "p5"}, eks, pool_label=EKS_NODEGROUP_LABEL
     )
@@ -128,17 +128,20 @@ def test_demand_back_while_drains_taken_over_go_on_raises_the_desired_size_and_t
     drains.observe({s.pool_id: s for s in eks.list_pools()}, clock.now())
     clock.advance(PlannerSettings().scale_down_stabilization)
 
-    def tick(from_units: int, to_units: int, memory: PlannerMemory) -> tuple[PlannerMemory, list[ActionStatus]]:
+    def tick(
+        from_units: int, to_units: int, memory: PlannerMemory, forced: bool = False
+    ) -> tuple[PlannerMemory, list[ActionStatus]]:
         now = clock.now()
         seen, _ = drains.observe({s.pool_id: s for s in eks.list_pools()}, now)
         assert seen["od"].target_units == from_units
-        plan = CapacityPlan(now, (Resize("od", from_units, to_units, "test", f"od@{now.isoformat()}->{to_units}"),))
+        key = f"od@{now.isoformat()}->{to_units}"
+        plan = CapacityPlan(now, (Resize("od", from_units, to_units, "test", key, forced=forced),))
         done = execute(plan, eks, pools, memory, now, drains)
         return done.memory, [r.status for r in done.results]
 
-    memory, statuses = tick(3, 1, PlannerMemory())
+    memory, statuses = tick(3, 1, PlannerMemory(), forced=True)  # a budget's hard stop
     assert statuses == [ActionStatus.STARTED, ActionStatus.STARTED]  # both drains wait on the budget
-    drains = _eks_drains(kube_client, clock, eks)  # restarted: the drains go on, none is taken back
+    drains = _eks_drains(kube_client, clock, eks)  # restarted: the drains go on, marked forced: none is taken back
     clock.advance(MINUTE)
     memory, statuses = tick(1, 2, memory)
     assert statuses == [ActionStatus.STARTED] * 3  # the drains go on; the node group grows
@@ -154,27 +157,29 @@ def test_demand_back_while_drains_taken_over_go_on_raises_the_desired_size_and_t
     assert all(_cordoned(kube_api, node) for node in idle)
 
 
+@pytest.mark.parametrize("forced", [False, True])
 @pytest.mark.parametrize("restarted", [False, True])
 def test_demand_back_while_eks_nodes_drain_at_the_groups_max_size_sends_nothing_past_it(
-    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient, restarted: bool
+    aws_api: FakeAwsApi, kube_api: FakeKubeApi, kube_client: k8s.ApiClient, restarted: bool, forced: bool
 ) -> None:
     """max_units is the node group's max_size, as docs/aws.md advises, and the draining nodes fill the group: the
-    scale-up takes one of them back (uncordoned, it serves at once); after a restart, whose agent cannot tell the
-    drains from a forced release's, the planned node waits for the drains. Nothing is sent past the maximum size
-    either way (the group would refuse it as held at its maximum, read as a stockout that backs the pool off)."""
+    scale-up takes one of them back (uncordoned, it serves at once), also after a restart; drains of a budget's hard
+    stop are not taken back, so the planned node waits for them. Nothing is sent past the maximum size either way
+    (the group would refuse it as held at its maximum, read as a stockout that backs the pool off)."""
     clock, eks, drains, _, _, idle = _eks_group_of_three(aws_api, kube_api, kube_client, max_size=3)
     pools = {"od": replace(_pool(), max_units=3)}
     drains.observe({s.pool_id: s for s in eks.list_pools()}, clock.now())
     clock.advance(PlannerSettings().scale_down_stabilization)
 
-    def tick(from_units: int, to_units: int, memory: PlannerMemory) -> Execution:
+    def tick(from_units: int, to_units: int, memory: PlannerMemory, forced: bool = False) -> Execution:
         now = clock.now()
         seen, _ = drains.observe({s.pool_id: s for s in eks.list_pools()}, now)
         assert seen["od"].target_units == from_units
-        plan = CapacityPlan(now, (Resize("od", from_units, to_units, "test", f"od@{now.isoformat()}->{to_units}"),))
+        key = f"od@{now.isoformat()}->{to_units}"
+        plan = CapacityPlan(now, (Resize("od", from_units, to_units, "test", key, forced=forced),))
         return execute(plan, eks, pools, memory, now, drains)
 
-    released = tick(3, 1, PlannerMemory())
+    released = tick(3, 1, PlannerMemory(), forced)
     assert [r.status for r in released.results] == [ActionStatus.STARTED, ActionStatus.STARTED]
     if restarted:
         drains = _eks_drains(kube_client, clock, eks)
@@ -186,7 +191,7 @@ def test_demand_back_while_eks_nodes_drain_at_the_groups_max_size_sends_nothing_
     assert aws_api.calls("UpdateNodegroupConfig") == 0 and aws_api.calls("TerminateInstanceInAutoScalingGroup") == 0
     *steps, result = grown.results
     assert [r.status for r in steps] == [ActionStatus.STARTED, ActionStatus.STARTED]  # the drains' own steps
-    if restarted:
+    if forced:
         assert result.status is ActionStatus.REJECTED and grown.memory == released.memory
         assert result.detail == (
             "od holds 3 units with 2 still draining and its max_units is 3: 1 of the planned 1 units wait for those "
