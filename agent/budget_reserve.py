@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from agent.ledger.meter import Previous, counted_pools
 from agent.ledger.reservations import Grant, ReservationRequest, Reservations
 from agent.planning.budget import Budget, CapKind, Period
 from models import (
@@ -56,6 +57,7 @@ class _Cap:
     period: Period
     cap_usd: float
     per_unit_usd: float
+    ledger_pools: tuple[str, ...] = ()  # the ids whose spend counts in the budget: its pools' and their previous ids
 
     @property
     def shared(self) -> bool:
@@ -65,7 +67,7 @@ class _Cap:
         """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end."""
         return ReservationRequest(
             budget=self.key,
-            pools=tuple(sorted(self.budget.pools)),
+            pools=self.ledger_pools or tuple(sorted(self.budget.pools)),
             period_start=self.period.start,
             period_end=self.period.end,
             cap_usd=cap_usd,
@@ -84,7 +86,9 @@ class Reserved:
 
 
 class BudgetReserver:
-    """Reserves scale-ups in ``ledger`` for ``holder`` (this agent's name, shown to operators)."""
+    """Reserves scale-ups in ``ledger`` for ``holder`` (this agent's name, shown to operators). ``previous_ids``
+    names the ids each pool was known by before a rename (its own pools' ``previous_ids`` and a shared budget's
+    ``remote_previous_ids``): each request counts the spend recorded under them as the budget's too."""
 
     def __init__(
         self,
@@ -93,8 +97,10 @@ class BudgetReserver:
         pools: Mapping[str, PoolSpec],
         holder: str,
         ttl: timedelta,
+        previous_ids: Previous | None = None,
     ) -> None:
         self.ledger = ledger
+        self.previous_ids = previous_ids or {}
         self.budgets = list(budgets)
         self.pools = pools
         self.holder = holder
@@ -175,7 +181,8 @@ class BudgetReserver:
                 hours = period.remaining(now, horizon).total_seconds() / 3600.0
                 key = budget.name if kind is CapKind.MONTH else f"{budget.name}/{kind}"
                 if hours > 0.0:
-                    caps.append(_Cap(key, budget, period, cap_usd, spec.price_per_unit_hour_usd * hours))
+                    counted = tuple(counted_pools(budget.pools, self.previous_ids))
+                    caps.append(_Cap(key, budget, period, cap_usd, spec.price_per_unit_hour_usd * hours, counted))
         return caps
 
     def _ask(self, now: datetime, wants: Sequence[tuple[str, int]]) -> list[list[tuple[_Cap, Grant]]]:

@@ -49,8 +49,13 @@ class BudgetWatch:
         tick: timedelta | None = None,
     ) -> None:
         self.budgets = [Budget.from_settings(b) for b in settings.budgets]
+        # spend under a pool's previous ids counts as the pool's: this agent's pools' and the remote pools' of the
+        # budgets shared with other agents (``remote_previous_ids``), in the spend read and the reservations alike
+        previous_ids: dict[str, tuple[str, ...]] = {p.id: p.previous_ids for p in settings.pools}
+        for budget in self.budgets:
+            previous_ids.update(budget.remote_previous_ids)
         self.reserver = (
-            BudgetReserver(ledger, self.budgets, pools, holder, settings.ledger.reservation_ttl)
+            BudgetReserver(ledger, self.budgets, pools, holder, settings.ledger.reservation_ttl, previous_ids)
             if self.budgets and isinstance(ledger, Reservations)
             else None
         )
@@ -58,7 +63,6 @@ class BudgetWatch:
         # gap_after says. A simulation ticks at its trace's step, 10 minutes on the ServeGen trace.
         tick = tick or settings.loop.tick_interval
         self.tick = tick
-        previous_ids = {p.id: p.previous_ids for p in settings.pools}  # spend under them counts as the pool's
         self.meter = SpendMeter(ledger, max(settings.ledger.gap_after, tick * 1.5), previous_ids=previous_ids)
         self.pools = pools
         self.stall_factor = settings.alerts.stalled_after_lead_times

@@ -126,6 +126,10 @@ FIELDS: dict[str, str] = {
     "BudgetSettings.pools": "Pools whose spend counts against this budget.",
     "BudgetSettings.remote_pools": "Pools of this budget that other agents run (other clusters or regions) on the "
     "same PostgreSQL ledger: their recorded spend counts against the cap too.",
+    "BudgetSettings.remote_previous_ids": "Ids a pool of `remote_pools` was known by before a rename, by pool "
+    "(`{pool: [old ids]}`), as its own agent lists them in its `previous_ids`: spend the ledger recorded under them "
+    "counts as that pool's in this budget, in its spend and in the reservations of its scale-ups. Each is no pool's "
+    "id now and belongs to one pool.",
     "BudgetSettings.monthly_cap_usd": "Most spend per budget period of one month (USD).",
     "BudgetSettings.hourly_cap_usd": "Most spend in any clock hour (USD).",
     "BudgetSettings.period_start_day": "Day of the month a period starts (1-28).",

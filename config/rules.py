@@ -295,18 +295,28 @@ def _repeated(key: str, values: Iterable[object], what: str) -> Iterator[ConfigP
 
 def _previous_ids(settings: Settings) -> Iterator[ConfigProblem]:
     """A pool's previous ids name spend that counts as its own: each belongs to one pool, and is no pool's id now
-    (the spend under a pool's id is that pool's)."""
+    (the spend under a pool's id is that pool's). A remote pool's (``budgets[].remote_previous_ids``) may be listed
+    again for the same pool in another budget that shares it."""
     current = {p.id for p in settings.pools} | {p for b in settings.budgets for p in b.remote_pools}
     owner: dict[str, str] = {}
-    for i, pool in enumerate(settings.pools):
-        at = f"pools[{i}].previous_ids"
-        for old in pool.previous_ids:
+    listed: list[tuple[str, str, tuple[str, ...]]] = [
+        (f"pools[{i}].previous_ids", pool.id, pool.previous_ids) for i, pool in enumerate(settings.pools)
+    ]
+    for i, budget in enumerate(settings.budgets):
+        for pool_id, olds in budget.remote_previous_ids.items():
+            at = f"budgets[{i}].remote_previous_ids.{pool_id}"
+            if pool_id not in budget.remote_pools:
+                yield ConfigProblem(at, f"{pool_id!r} is not in this budget's remote_pools; list it there first")
+                continue
+            listed.append((at, pool_id, olds))
+    for at, pool_id, olds in listed:
+        seen: set[str] = set()
+        for old in olds:
             if old in current:
                 yield ConfigProblem(at, f"{old!r} is the id of a pool now; a previous id must be no pool's id")
-            elif old in owner:
+            elif old in seen or owner.setdefault(old, pool_id) != pool_id:
                 yield ConfigProblem(at, f"{old!r} is already a previous id of pool {owner[old]!r}; list it once")
-            else:
-                owner[old] = pool.id
+            seen.add(old)
 
 
 # Each rule with the top-level sections it reads.

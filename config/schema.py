@@ -171,6 +171,9 @@ class BudgetSettings(_Section):
     name: str = Field(min_length=1)
     pools: tuple[str, ...] = Field(min_length=1)
     remote_pools: tuple[str, ...] = ()
+    remote_previous_ids: dict[str, tuple[Annotated[str, Field(min_length=1, pattern=_POOL_ID)], ...]] = Field(
+        default_factory=dict
+    )
     monthly_cap_usd: float | None = Field(default=None, gt=0.0, le=MAX_CAP_USD)
     hourly_cap_usd: float | None = Field(default=None, gt=0.0, le=MAX_CAP_USD)
     period_start_day: int = Field(default=1, ge=1, le=28)

@@ -120,6 +120,7 @@ def report_budgets(args: argparse.Namespace) -> int:
     late: list[str] = []  # budgets whose period started before the ledger's first record of one of their pools
     previous = {p.id: p.previous_ids for p in settings.pools}  # a renamed pool's spend under its old ids is its own
     budgets = [Budget.from_settings(b) for b in settings.budgets]
+    previous.update(item for budget in budgets for item in budget.remote_previous_ids)  # a remote pool's too
     try:
         for budget in budgets:
             period, pools = budget.period(now), counted_pools(budget.pools, previous)

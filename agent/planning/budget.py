@@ -54,6 +54,7 @@ class Budget:
     pacing: Pacing = "none"
     commit_horizon: timedelta | None = None  # None: units are counted to the period end (see enforcement)
     remote_pools: frozenset[str] = frozenset()  # those of ``pools`` that other agents run (a shared budget)
+    remote_previous_ids: tuple[tuple[str, tuple[str, ...]], ...] = ()  # a remote pool's ids before a rename
     unread_stop_wait: timedelta = timedelta(minutes=10)  # how long a hard stop waits for an unread pool
 
     def __post_init__(self) -> None:
@@ -73,6 +74,7 @@ class Budget:
             pacing=settings.pacing,
             commit_horizon=settings.commit_horizon,
             remote_pools=frozenset(settings.remote_pools),
+            remote_previous_ids=tuple(sorted(settings.remote_previous_ids.items())),
             unread_stop_wait=settings.unread_stop_wait,
         )
 
