@@ -143,7 +143,11 @@ def policy_descriptions(document: Mapping[str, Any], window: SimulationWindow, s
             "replaced, a lead time later, as a fixed-size node pool replaces them."
         ),
         "oracle": _oracle_description(document, settings),
-        "actual": "what the pools really ran, read from Prometheus, billed and served the same way.",
+        "actual": (
+            "what the pools really ran, read from Prometheus: each recorded unit serves from the step it is recorded, "
+            "and each unit a pool added is billed from its pool's lead time before it is recorded, as a policy's "
+            "unit is billed from its request."
+        ),
     }
 
 

@@ -32,7 +32,9 @@ def actual_note(settings: Settings, history: ClusterHistory, window: SimulationW
     return {
         "capacity_queries": dict(history.capacity_queries),
         "missing": _missing(settings, history, window, _window_units(history, window)) or None,
-        "method": "recorded units per step, ready at once, billed and served like the policies; a step without "
+        "method": "recorded units per step, serving from the step they are recorded, billed and served like the "
+        "policies; each unit a pool added is billed from its pool's lead time before it is recorded (from the "
+        "window's start at the latest), as a policy's unit is billed from its request; a step without "
         f"a record holds the last recorded value for up to {HELD_STEPS} steps, and a longer gap at a step with "
         "demand leaves no actual row",
     }

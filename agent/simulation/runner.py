@@ -341,10 +341,12 @@ def run_policy(
 
 def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str, np.ndarray]) -> PolicyRun:
     """What the pools really ran (``units[pool][t]``, recorded, e.g. node counts), billed and served like a
-    policy. The recorded units were already running, so they are ready at once (no lead time), neither clamped
-    to the configured bounds nor interrupted. A record missing for up to ``HELD_STEPS`` steps holds the last one
-    (before the first: the first); a longer gap is for the caller to refuse where the window bills it
-    (``unrecorded_steps``), and is held only at steps that are not billed (demand gaps)."""
+    policy. A recorded unit serves from the step it appears (a node is recorded once it has joined), neither
+    clamped to the configured bounds nor interrupted; a unit the pool added is billed from its pool's lead time
+    before it appears, as every policy's unit is billed from its request (``provisioning_units``). A record
+    missing for up to ``HELD_STEPS`` steps holds the last one (before the first: the first); a longer gap is for
+    the caller to refuse where the window bills it (``unrecorded_steps``), and is held only at steps that are
+    not billed (demand gaps)."""
     recorded = {pool_id: _held(values) for pool_id, values in units.items()}
     pools = [
         replace(
@@ -359,7 +361,33 @@ def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str,
     clock = SimulatedClock(window.index[0].to_pydatetime())
     start = {p: int(v[0]) for p, v in recorded.items()}
     cluster = SimulatedCluster(pools, clock, start, waiting_costs=settings.waiting_costs())
-    return _drive("actual", OracleController(cluster, recorded), cluster, clock, window, pools, None)
+    run = _drive("actual", OracleController(cluster, recorded), cluster, clock, window, pools, None)
+    hours = window.step.total_seconds() / 3600.0
+    observed = window.observed
+    for pool in settings.pool_specs():
+        if pool.pool_id not in recorded:
+            continue
+        extra = provisioning_units(recorded[pool.pool_id], pool.lead_time, window.step)
+        run.paid_units[pool.pool_id] = run.paid_units[pool.pool_id] + extra
+        billed = float(extra[observed].sum()) * hours  # billed as ``_drive`` bills: at steps with data
+        run.spend_by_pool_usd[pool.pool_id] += billed * pool.price_per_unit_hour_usd
+        run.cost_usd += billed * pool.price_per_unit_hour_usd
+        run.accelerator_hours += billed * pool.chips_per_unit
+    return run
+
+
+def provisioning_units(recorded: np.ndarray, lead: timedelta, step: timedelta) -> np.ndarray:
+    """Per step, the units of a pool requested and not yet recorded: each unit added at step ``t`` (the rise of
+    ``recorded`` there; a unit removed and another added is a new request) is paid from its lead time before,
+    ``ceil(lead / step)`` steps, as long as that is inside the window."""
+    steps = math.ceil(lead / step) if lead > timedelta(0) else 0
+    extra = np.zeros(len(recorded), dtype=int)
+    if steps == 0 or len(recorded) < 2:
+        return extra
+    added = np.maximum(0, np.diff(np.asarray(recorded, dtype=int)))
+    for t in np.flatnonzero(added):  # added[t] units appear at step t + 1
+        extra[max(0, t + 1 - steps) : t + 1] += added[t]
+    return extra
 
 
 def run_schedule(

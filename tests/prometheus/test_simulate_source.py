@@ -99,11 +99,14 @@ def test_the_actual_row_is_the_recorded_capacity(replays: dict[str, dict[str, An
     nodes = pool_nodes(loaded_trace)[steps]
     assert not np.isnan(nodes[observed]).any()
     hours = 5 / 60
-    expected_cost = float(np.sum(nodes[observed]) * GPUS_PER_NODE * PRICE_PER_GPU_HOUR * hours)
+    paid = nodes.copy()  # each node added is paid from the 10m lead time (2 steps) before it is recorded
+    for t in range(1, len(nodes)):
+        paid[max(0, t - 2) : t] += max(0.0, nodes[t] - nodes[t - 1])
+    expected_cost = float(np.sum(paid[observed]) * GPUS_PER_NODE * PRICE_PER_GPU_HOUR * hours)
     unserved = np.maximum(0.0, demand[observed] - nodes[observed] * GPUS_PER_NODE)
     actual = replays["prometheus"]["policies"]["actual"]
     assert actual["cost_usd"] == pytest.approx(expected_cost, abs=0.01)
-    assert actual["accelerator_hours"] == pytest.approx(float(np.sum(nodes[observed])) * GPUS_PER_NODE * hours)
+    assert actual["accelerator_hours"] == pytest.approx(float(np.sum(paid[observed])) * GPUS_PER_NODE * hours)
     assert actual["unserved_accelerator_hours"] == pytest.approx(float(np.sum(unserved)) * hours, abs=1e-4)
     assert actual["cost_usd"] > replays["prometheus"]["policies"]["oracle"]["cost_usd"]
     note = replays["prometheus"]["actual"]
