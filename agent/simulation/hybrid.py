@@ -9,7 +9,9 @@ per policy and per demand class:
 - the waiting it implies: hours in which the class had demand waiting, and the mean number of accelerators
   waiting (queued accelerator-hours over observed hours; by Little's law, the waiting rate). Waiting time per
   job needs job arrivals, which a demand trace does not carry.
-- on-prem utilization: chips served on on-prem pools over on-prem chips held, over observed steps.
+- on-prem utilization: chips served on on-prem pools over on-prem chips held, over observed steps: the chips of
+  the on-prem units each run had ready (the baseline: every on-prem unit), so the ``actual`` row divides by the
+  units its pools were recorded to have, not by their max_units.
 - burst spend: what each cloud pool cost (the runner's billing), and dollars per avoided queued
   accelerator-hour: total burst spend over (baseline queued accelerator-hours minus the policy's).
 - waiting cost, when every class has a waiting cost per accelerator-hour: queued accelerator-hours priced at
@@ -39,7 +41,8 @@ METHOD = (
     "baseline: on-prem pools at their fixed size, no cloud capacity, serving the dearest waiting first; queued "
     "accelerator-hours: demand with no ready capacity, summed over observed steps; hours with a queue: observed "
     "hours in which some of the class's demand waited; mean accelerators waiting: queued accelerator-hours over "
-    "observed hours; on-prem utilization: chips served on on-prem pools over on-prem chips held; dollars per "
+    "observed hours; on-prem utilization: chips served on on-prem pools over on-prem chips held (the units each run "
+    "had ready: for actual, those recorded; for the baseline, max_units); dollars per "
     "avoided queued accelerator-hour: burst spend over (baseline queued accelerator-hours minus the policy's); "
     "waiting cost: queued accelerator-hours priced at each class's waiting cost (unknown when a class has none)"
 )
@@ -97,9 +100,11 @@ def hybrid_summary(
     rows: dict[str, dict[str, Any]] = {BASELINE: base}
     onprem_ids = [p.pool_id for p in pools if p.kind is PoolKind.ON_PREM]
     burst_ids = [p.pool_id for p in pools if p.kind is not PoolKind.ON_PREM]
+    chips = {p.pool_id: p.chips_per_unit for p in pools}
     for name, run in runs.items():
         served_onprem = sum(float(np.nansum(run.served_by_pool[pid])) for pid in onprem_ids) * hours
-        row = _row(run.unserved_by_class, served_onprem, held, observed, hours)
+        ready = sum(float(run.ready_units[pid][observed].sum()) * chips[pid] for pid in onprem_ids) * hours
+        row = _row(run.unserved_by_class, served_onprem, ready, observed, hours)
         spend = {pid: round(run.spend_by_pool_usd.get(pid, 0.0), 2) for pid in burst_ids}
         total = sum(run.spend_by_pool_usd.get(pid, 0.0) for pid in burst_ids)
         avoided = base["queued_accelerator_hours"] - row["queued_accelerator_hours"]
