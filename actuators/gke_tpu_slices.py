@@ -31,6 +31,13 @@ slice GKE says nothing of is said to lack the hosts it lacks (a broken slice who
 its instances name one); one with every host, or whose hosts cannot be counted, has no message, and the agent counts
 it a stockout, as a failed unit no one says anything of.
 
+A ready slice none of whose hosts is a node of the cluster (its hosts left during a drain before a restart, or were
+removed) runs nothing and serves nothing, though it is paid for: read from the cluster's nodes
+(``slices_without_nodes``), it is in flight (billed, not ready, in the target) for ``NODES_GRACE`` from when it is
+first seen so, then failed, deleted by the next resize with nothing to drain and no back-off, so the planner asks for
+a slice in its place when the demand needs one. One GKE reports RECONCILING (an upgrade recreating its nodes) stays
+in flight. A slice the drainer is draining whose nodes left is still ready: its drain deletes it.
+
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
 slice (``delete_nodes``). The daemon releases ready slices only that way, never by a smaller resize, which would
@@ -46,7 +53,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from actuators.idempotency import KeyedResults
@@ -74,8 +81,13 @@ from models import (
     TransientActuatorError,
 )
 from models.clock import Clock
+from models.durations import format_duration
 
 log = logging.getLogger(__name__)
+# How long a ready slice may have no node in the cluster before it is failed: longer than a host recreated by a repair
+# takes to register again. A new slice is no such slice: GKE's create of a node pool ends once its nodes registered (it
+# fails with "only 0 nodes out of N have registered" otherwise: terraform-google-kubernetes-engine#649).
+NODES_GRACE = timedelta(minutes=10)
 _MIG_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/]+)$")
 _PHASES = {
     "RUNNING": UnitPhase.READY,
@@ -97,6 +109,11 @@ class SliceHosts(Protocol):
         """Of these slices, those with a node registered in the cluster on which a pod runs accelerator work."""
         ...
 
+    def slices_without_nodes(self, pool_id: str, slices: Sequence[str]) -> Set[str]:
+        """Of these slices, those with no node registered in the cluster, less those being drained whose nodes left
+        during the drain (the drain deletes them: they count as the ready slices they were when it started)."""
+        ...
+
 
 class GkeTpuSliceActuator:
     """``gke`` is a ``container_v1.ClusterManagerClient``; ``migs`` a ``compute_v1.InstanceGroupManagersClient``,
@@ -111,8 +128,11 @@ class GkeTpuSliceActuator:
         clock: Clock,
         migs: Any = None,
         drained: bool = False,
+        nodes_grace: timedelta = NODES_GRACE,
     ) -> None:
         self._gke = gke
+        self._nodes_grace = nodes_grace
+        self._without_nodes: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first seen ready without nodes
         self._drained = drained
         self._migs = migs
         self._cluster = cluster_path
@@ -234,7 +254,38 @@ class GkeTpuSliceActuator:
                 seen.append((name, phase, self._short_of(pool_id, mapping, by_name[name])))
             else:
                 seen.append((name, phase, message))
-        return members(mapping.group, seen)
+        return members(mapping.group, self._with_nodes(pool_id, seen, by_name))
+
+    def _with_nodes(
+        self, pool_id: str, seen: Sequence[tuple[str, UnitPhase, str]], by_name: Mapping[str, Any]
+    ) -> list[tuple[str, UnitPhase, str]]:
+        """The slices, a ready one none of whose hosts is a node of the cluster counted as what it is: it runs nothing
+        and serves nothing, though it is paid for. For ``nodes_grace`` from when it is first seen so (a host
+        recreated registers again) it is in flight: billed, not ready, in the target. Then it is failed, deleted by the
+        next resize (nothing on it to drain) and no stockout, so the planner asks for a slice in its place if the
+        demand needs one; one GKE reports RECONCILING (an upgrade recreating its nodes) stays in flight. Without the
+        cluster's nodes (``read_hosts_from``) every ready slice is counted ready."""
+        ready = [name for name, phase, _ in seen if phase is UnitPhase.READY]
+        absent = self._nodes.slices_without_nodes(pool_id, ready) if self._nodes is not None and ready else set()
+        now, out = self._clock.now(), []
+        listed = {(pool_id, name) for name, _, _ in seen}
+        self._without_nodes = {k: t for k, t in self._without_nodes.items() if k[0] != pool_id or k in listed}
+        for name, phase, message in seen:
+            if phase is not UnitPhase.READY or name not in absent:
+                if phase is UnitPhase.READY:
+                    self._without_nodes.pop((pool_id, name), None)
+                out.append((name, phase, message))
+                continue
+            since = self._without_nodes.setdefault((pool_id, name), now)
+            status = str(by_name[name].status.name)
+            if now - since < self._nodes_grace or status == "RECONCILING":
+                self._log_once(name, "has no node in the cluster: counted as in flight, not ready", f"since {since}")
+                out.append((name, UnitPhase.IN_FLIGHT, message))
+                continue
+            self._log_once(name, "has had no node in the cluster: failed, deleted by the next resize", f"since {since}")
+            why = f"{status} with no node in the cluster for {format_duration(now - since)}: it runs and serves nothing"
+            out.append((name, UnitPhase.FAILED, why))
+        return out
 
     def _short_of(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any) -> str:
         """What can be said of a failed slice GKE says nothing of: the hosts it lacks, if it lacks any (a broken slice

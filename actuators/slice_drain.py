@@ -3,17 +3,17 @@
 Slice ``g-n`` of a group is the GKE node pool ``g-n`` (``actuators.gke_tpu_slices``), and each of its nodes carries
 the label ``cloud.google.com/gke-nodepool=g-n``. A slice is idle when none of its nodes is cordoned and no pod on
 any of them runs accelerator work (the rules of ``actuators.kubernetes_drain``), continuously for the hold the
-agent asks for; one busy host keeps the whole slice, since a multi-host job spans them all. A ready slice with no
-node in the cluster runs nothing, so it is idle too, from when it is first seen so: the hold covers a new slice
-whose nodes have not registered yet. Its drain cordons
-every node of the slice with the drain's annotation (so a new leader continues it), evicts their pods through the
-Eviction API (disruption budgets hold: a refusal waits, nothing is forced; a pod that must not be disrupted rejects
-the drain and uncordons the slice), and once every node is empty the slice actuator deletes exactly that slice, its
-node pool. A slice whose nodes left the cluster during its drain is deleted all the same: its node pool outlives
-them and is still paid for. No node records that drain any more, so the drainer reports the slice as draining from
-its own memory while the slice is listed without nodes (``draining_nodes``); an agent that did not start the drain
-(a restart, a new leader) cannot know of it, but finds the slice idle, without nodes, and releases it again once
-the hold has passed and the plan has it to spare: its drain has nothing to cordon or evict and deletes it.
+agent asks for; one busy host keeps the whole slice, since a multi-host job spans them all. Its drain cordons every
+node of the slice with the drain's annotation (so a new leader continues it), evicts their pods through the Eviction
+API (disruption budgets hold: a refusal waits, nothing is forced; a pod that must not be disrupted rejects the drain
+and uncordons the slice), and once every node is empty the slice actuator deletes exactly that slice, its node pool.
+A slice whose nodes left the cluster during its drain is deleted all the same: its node pool outlives them and is
+still paid for. No node records that drain any more, so the drainer reports the slice as draining from its own
+memory while the slice is listed without nodes (``draining_nodes``), and tells the slice actuator so
+(``slices_without_nodes`` leaves it out): it is still the ready slice the drain takes out. Any other ready slice
+without a node in the cluster serves nothing: the slice actuator counts it in flight, then failed (deleted by the
+next resize), so it is no unit of the drainer's; an agent that did not start such a drain (a restart, a new leader)
+finds it so.
 
 Only the group's ready slices (RUNNING, RECONCILING, RUNNING_WITH_ERROR with every host running) are units: a slice
 still provisioning, or short of hosts, runs nothing yet, a failed one is removed by the next resize, a stopping one
@@ -100,7 +100,23 @@ class KubernetesSliceDrainer(KubernetesUnitDrainer):
     ) -> None:
         units = SliceUnits(api.nodes, slices, clock, _SLICE_LIST_FRESH_FOR)
         super().__init__(api, clock, units, slices, timeout, accelerator_resources)
+        self._with_nodes: dict[str, tuple[float, frozenset[str], frozenset[str]]] = {}  # pool -> (read, asked, found)
         slices.read_hosts_from(self)
+
+    def slices_without_nodes(self, pool_id: str, slices: Sequence[str]) -> Set[str]:
+        """Of these slices, those with no node registered in the cluster, less those this drainer is draining (their
+        nodes left during the drain, which deletes them). One list of their nodes, answered again for the same slices
+        within ``_SLICE_LIST_FRESH_FOR`` (a tick's reads of the slice group share it)."""
+        asked, now = frozenset(slices), self._clock.monotonic()
+        if not asked:
+            return set()
+        known = self._with_nodes.get(pool_id)
+        if known is None or known[1] != asked or now - known[0] >= _SLICE_LIST_FRESH_FOR.total_seconds():
+            selector = f"{NODE_POOL_LABEL} in ({','.join(sorted(asked))})"
+            nodes = self._call(pool_id, lambda: self._nodes_api.with_label(selector))
+            found = frozenset((node.metadata.labels or {}).get(NODE_POOL_LABEL, "") for node in nodes) & asked
+            known = self._with_nodes[pool_id] = (now, asked, found)
+        return set(asked - known[2]) - set(self._draining_since)
 
     def busy_slices(self, pool_id: str, slices: Sequence[str]) -> Set[str]:
         """Of these slices, those with a node registered in the cluster on which a pod runs accelerator work (by

@@ -1,9 +1,8 @@
 """A TPU slice whose node pool is still there while none of its nodes is in the cluster (its hosts left during its
-drain before a restart, or its node pool runs no node) runs nothing: it is idle, so once the hold has passed the
-agent can release it, and its drain, with nothing to cordon or evict, deletes its node pool. Before, a slice without
-nodes was never idle: an agent that had not started its drain (a restart, a new leader) never drained or deleted
-it, and it was counted and paid for as a ready slice for as long as it lasted. The fake Kubernetes and GKE APIs
-behind the real clients, driven by the agent's drains as the daemon does."""
+drain before a restart, or its node pool runs no node) runs nothing and serves nothing: it is counted in flight (paid
+for, not ready), and once ``NODES_GRACE`` has passed it is failed and deleted by the next resize, nothing on it to
+drain. A drain in progress whose slice's nodes left still deletes it. The fake Kubernetes and GKE APIs behind the real
+clients, driven by the agent's drains and its removal of failed units as the daemon does."""
 
 from __future__ import annotations
 
@@ -11,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 from kubernetes import client as k8s
 
-from actuators.gke_tpu_slices import GkeTpuSliceActuator
+from actuators.gke_tpu_slices import NODES_GRACE, GkeTpuSliceActuator
 from actuators.slice_drain import KubernetesSliceDrainer
 from agent.drains import NodeDrains
 from kube import KubernetesApi
@@ -66,7 +65,7 @@ class _Agent:
         return list(self.drainer.idle_nodes(POOL, HOLD))
 
 
-def test_a_slice_whose_hosts_left_during_its_drain_is_released_and_deleted_after_a_restart(
+def test_a_slice_whose_hosts_left_during_its_drain_is_failed_and_deleted_after_a_restart(
     kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
 ) -> None:
     clock = SimulatedClock(T0)
@@ -88,12 +87,16 @@ def test_a_slice_whose_hosts_left_during_its_drain_is_released_and_deleted_after
     agent = _Agent(gke_api, kube_client, clock)  # the agent restarts before the drain's next step
     assert agent.idle_for_the_hold() == []
     assert agent.drains.pending == ()  # nothing in the cluster records the drain any more
-    clock.advance(HOLD)
-    assert agent.idle_for_the_hold() == ["v5e-0"]
+    (state,) = agent.actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (2, 3, 0)  # in flight: not ready
+    clock.advance(NODES_GRACE)
+    assert agent.idle_for_the_hold() == []
+    (state,) = agent.actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (2, 2, 1)
 
-    released = agent.drains.scale_down(Resize(POOL, 3, 2, "idle", "r2"), clock.now(), ["v5e-0"])
+    removed = agent.actuator.resize(POOL, state.target_units, "clear-failed")
 
-    assert [r.status for r in released.results] == [ActionStatus.DONE]
+    assert removed.detail == "target 2 slices: delete v5e-0"
     assert gke_api.calls("DELETE", "/nodePools/") == 1
     assert {name: pool.status for name, pool in gke_api.pools.items()} == {
         "v5e-0": "STOPPING",
@@ -104,19 +107,22 @@ def test_a_slice_whose_hosts_left_during_its_drain_is_released_and_deleted_after
     assert (after.ready_units, after.target_units, after.billed_units) == (2, 2, 2)
 
 
-def test_a_running_slice_without_nodes_is_idle_only_after_the_hold(
+def test_a_running_slice_without_nodes_is_never_idle_and_is_failed_after_the_grace(
     kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
 ) -> None:
-    """A slice whose nodes have not registered yet is not released at once: its hold counts from when it is first
-    seen, as a new slice's with nodes does."""
+    """Not a ready slice left to a release: in flight from when it is first seen, failed once the grace has passed."""
     clock = SimulatedClock(T0)
     _slices(kube_api, gke_api, clock)
     _train(kube_api, "v5e-0", "v5e-1", "v5e-2")
-    gke_api.add_pool("v5e-3", nodes=SLICES.hosts_per_slice)  # running, its nodes not registered
+    gke_api.add_pool("v5e-3", nodes=SLICES.hosts_per_slice)  # running, none of its nodes in the cluster
     agent = _Agent(gke_api, kube_client, clock)
 
     assert agent.idle_for_the_hold() == []
-    clock.advance(HOLD - timedelta(minutes=1))
+    clock.advance(NODES_GRACE - timedelta(minutes=1))
     assert agent.idle_for_the_hold() == []
+    (state,) = agent.actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (3, 4, 0)
     clock.advance(timedelta(minutes=1))
-    assert agent.idle_for_the_hold() == ["v5e-3"]
+    assert agent.idle_for_the_hold() == []
+    (state,) = agent.actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (3, 3, 1)

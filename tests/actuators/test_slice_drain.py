@@ -133,12 +133,12 @@ def test_a_tpu_pod_on_one_host_keeps_the_whole_slice_busy(slices: Slices) -> Non
     assert slices.drainer.idle_nodes(POOL, timedelta(0)) == ["v5e-0", "v5e-2", "v5e-1"]
 
 
-def test_a_slice_being_provisioned_is_not_offered_as_idle_and_a_running_one_without_nodes_is(slices: Slices) -> None:
-    """A running slice without nodes runs nothing: idle from when it is first seen, so the hold covers nodes that
-    have not registered yet (tests/test_actuators_slices_without_nodes.py)."""
+def test_a_slice_being_provisioned_is_not_offered_as_idle_nor_a_running_one_without_nodes(slices: Slices) -> None:
+    """A running slice without nodes serves nothing: it is counted in flight, then failed, never a ready slice
+    (tests/test_actuators_slices_not_serving.py)."""
     slices.actuator.resize(POOL, 4, "up")  # v5e-3 provisioning: no node registered yet
-    slices.gke.add_pool("v5e-4", nodes=SLICES.hosts_per_slice)  # running, its nodes not registered yet
-    assert slices.drainer.idle_nodes(POOL, timedelta(0)) == ["v5e-0", "v5e-1", "v5e-2", "v5e-4"]
+    slices.gke.add_pool("v5e-4", nodes=SLICES.hosts_per_slice)  # running, none of its nodes in the cluster
+    assert slices.drainer.idle_nodes(POOL, timedelta(0)) == ["v5e-0", "v5e-1", "v5e-2"]
 
 
 def test_a_drain_blocked_by_a_disruption_budget_waits_and_deletes_nothing(slices: Slices) -> None:
@@ -299,14 +299,15 @@ def _reads_of_one_observe(rig: Slices, drains: NodeDrains) -> tuple[int, int, in
 
 
 def test_an_observation_reads_pods_and_slices_once_however_many_hosts_the_group_has(slices: Slices) -> None:
-    """3 slices of 4 hosts, then 8: one list of pods, one of the slices, and the nodes once for the drains in
-    progress and once for the idle slices, where it was one pod list per host and one slice list per read."""
+    """3 slices of 4 hosts, then 8: one list of pods, one of the slices, and the nodes once for the slices' count (a
+    ready slice without nodes is not ready), once for the drains in progress and once for the idle slices, where it
+    was one pod list per host and one slice list per read."""
     drains = NodeDrains({POOL: slices.drainer}, HOLD)
-    assert _reads_of_one_observe(slices, drains) == (1, 2, 1)
+    assert _reads_of_one_observe(slices, drains) == (1, 3, 1)
     for i in range(3, 8):
         _add_slice(slices, f"v5e-{i}")
     slices.clock.advance(timedelta(minutes=1))  # the next tick reads the slices again
-    assert _reads_of_one_observe(slices, drains) == (1, 2, 1)
+    assert _reads_of_one_observe(slices, drains) == (1, 3, 1)
     _train(slices, "v5e-6", host=2)
     slices.clock.advance(timedelta(minutes=1))
     assert slices.drainer.idle_nodes(POOL, timedelta(0)) == [f"v5e-{i}" for i in (0, 1, 2, 3, 4, 5, 7)]
