@@ -192,11 +192,15 @@ def recommend(
     document = _document(config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["ledger"] = month_to_date.as_json()
     document["budgets"] = _budgets(agent, tick, spends, document["pools"], month_to_date)
-    document["warnings"] = warnings + [
-        f"budget {b['name']}: spent this period is partial: {b['spend_partial']}"
-        for b in document["budgets"]
-        if b["spend_known"] and b["spend_partial"]
-    ]
+    document["warnings"] = (
+        warnings
+        + [
+            f"budget {b['name']}: spent this period is partial: {b['spend_partial']}"
+            for b in document["budgets"]
+            if b["spend_known"] and b["spend_partial"]
+        ]
+        + _failed_slices(agent, states)
+    )
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
     document = redact_tree(document)
@@ -210,6 +214,25 @@ def recommend(
 
     write_recommendation_reports(out, document, with_group_series(history, agent.groups), tick)
     return document
+
+
+def _failed_slices(agent: Agent, states: Mapping[str, PoolState]) -> list[str]:
+    """A TPU slice in ERROR may still run a job: the daemon reads the cluster's nodes and counts such a slice broken
+    (paid for, kept, its room taken from max_units); recommend does not read them, so the slice group's adapter
+    counts every slice in ERROR failed, neither serving nor paid for, and the plan may buy one in its place. Say so."""
+    out = []
+    for spec in agent.pools:
+        state = states.get(spec.pool_id)
+        if spec.kind is not PoolKind.TPU_SLICE_GROUP or state is None or not state.failed_units:
+            continue
+        out.append(
+            f"pool {spec.pool_id}: {state.failed_units} slice(s) failed or in ERROR are counted as neither serving "
+            "nor paid for: recommend does not read the cluster's nodes, so it cannot tell whether a job still runs on "
+            "one. The daemon counts such a slice broken (paid for, kept, its room taken from max_units); here the "
+            "recommendation may buy a slice in its place and leaves its cost out. Check the pods on the slices' "
+            "nodes before acting on this pool"
+        )
+    return out
 
 
 def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.DataFrame, str | None]:
@@ -262,6 +285,7 @@ def _document(
                     billed_after(state, recommended) if state is not None and recommended is not None else None
                 ),
                 "ready_units": state.ready_units if state is not None else None,
+                "failed_units": state.failed_units if state is not None else None,
                 "recommended_units": recommended,
                 "planned_target_units": tick.plan.targets.get(spec.pool_id),
                 "action": action,
