@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from bench.bench_surprise_floor import unchanged_for
+from bench.unseen_jumps import unchanged_for
 
 N_BUCKETS = 7  # 0-5 by how long the need has been unchanged; 6: not long after a fall
 

@@ -9,20 +9,18 @@ import numpy as np
 import pytest
 
 from agent.simulation.oracle import oracle_schedule
-from bench.bench_surprise_floor import (
-    PoolDemand,
+from bench.bench_surprise_floor import excess_by_time_since_fall
+from bench.perfect_foresight import perfect_foresight, unit_layers
+from bench.surprise_pools import PoolDemand, pool_demands
+from bench.unseen_jumps import (
     blind_curve,
     blind_run,
     duration_curves,
-    excess_by_time_since_fall,
     flat_steps_before,
     jump_rates,
     learned_standby,
-    perfect_foresight,
-    pool_demands,
     surprises,
     unchanged_for,
-    unit_layers,
 )
 
 STEP = timedelta(hours=1)  # one-hour steps: a chip for a step is a chip-hour
