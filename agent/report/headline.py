@@ -1,5 +1,6 @@
 """The first screen of the simulation report: what the forecast policy's service costs against each other way of
-running the cluster (USD and %, unserved demand beside it), then energy and carbon per policy."""
+running the cluster (USD and %, unserved demand beside it), which runs were held to the budget caps and the budget
+alerts of those a cap held back, then energy and carbon per policy."""
 
 from __future__ import annotations
 
@@ -15,19 +16,24 @@ def headline_section(document: Mapping[str, Any]) -> str:
     if not head:
         return ""
     forecast = head["forecast"]
+    capped = any(row.get("held_to_budgets") for row in (forecast, *head["against"]))
+    bound = _bound(forecast)
+    held = "<th>held to budget caps</th>" if capped else ""
     rows = [
-        "<tr><th>policy</th><th>basis</th><th>cost (USD)</th><th>unserved</th>"
+        f"<tr><th>policy</th><th>basis</th>{held}<th>cost (USD)</th><th>unserved</th>"
         "<th>leadtime saves (USD)</th><th>leadtime saves (%)</th></tr>",
-        f"<tr class='forecast'><td>leadtime (forecast)</td><td>{_basis(forecast)}</td>"
+        f"<tr class='forecast'><td>leadtime (forecast)</td><td>{_basis(forecast)}</td>{_held(forecast, capped)}"
         f"<td>{forecast['cost_usd']:,.0f}</td><td>{forecast['unserved_fraction']:.2%}</td><td></td><td></td></tr>",
     ]
     for row in head["against"]:
         percent = row["forecast_saves_percent"]
+        mark = UNHELD_MARK if bound and not row.get("held_to_budgets") else ""
         rows.append(
             f"<tr data-policy='{html.escape(row['policy'])}'><td>{html.escape(row['policy'])}</td>"
-            f"<td>{_basis(row)}</td><td>{row['cost_usd']:,.0f}</td>"
-            f"<td>{row['unserved_fraction']:.2%}</td><td class='saving'>{row['forecast_saves_usd']:+,.0f}</td>"
-            f"<td class='saving'>{'' if percent is None else f'{percent:+.1f}%'}</td></tr>"
+            f"<td>{_basis(row)}</td>{_held(row, capped)}<td>{row['cost_usd']:,.0f}</td>"
+            f"<td>{row['unserved_fraction']:.2%}</td>"
+            f"<td class='saving'>{row['forecast_saves_usd']:+,.0f}{mark}</td>"
+            f"<td class='saving'>{'' if percent is None else f'{percent:+.1f}%'}{mark}</td></tr>"
         )
     lead = _lead_sentence(head)
     note = (
@@ -38,19 +44,81 @@ def headline_section(document: Mapping[str, Any]) -> str:
     )
     return (
         f"<section id='headline'><p class='lead'>{html.escape(lead)}</p>"
-        f"<table class='headline'>{''.join(rows)}</table><p class='note'>{note}</p></section>"
+        f"<table class='headline'>{''.join(rows)}</table><p class='note'>{note}</p>"
+        f"{_budget_note(head) if capped else ''}</section>"
     )
+
+
+UNHELD_MARK = " †"  # a saving against a run not held to the caps, while a cap held the forecast run back
+
+
+def _bound(row: Mapping[str, Any]) -> bool:
+    """Whether a cap held the run back: held to the caps, with steps at which a cap cut, trimmed or paced it, or
+    a budget alert that stopped, trimmed or deferred its scale-ups."""
+    return bool(row.get("held_to_budgets") and (row.get("budget_held_steps") or row.get("budget_alerts")))
+
+
+def _held(row: Mapping[str, Any], capped: bool) -> str:
+    if not capped:
+        return ""
+    if not row.get("held_to_budgets"):
+        return "<td class='text'>no</td>"
+    steps = row.get("budget_held_steps") or 0
+    if not _bound(row):
+        return "<td class='text'>yes</td>"
+    return f"<td class='text'>yes: held back{f' at {steps:,} steps' if steps else ''}</td>"
+
+
+def _budget_note(head: Mapping[str, Any]) -> str:
+    """Which runs the caps held, what a saving against the others means when a cap bound the forecast run, and the
+    budget alerts of each held run (in brief: kind, subject, how often, from when, the first one's words)."""
+    forecast = head["forecast"]
+    runs = [("forecast", forecast), *((row["policy"], row) for row in head["against"])]
+    held = [name for name, row in runs if row.get("held_to_budgets")]
+    free = [name for name, row in runs if not row.get("held_to_budgets")]
+    text = f"Budget caps: {_names(held)} {'is' if len(held) == 1 else 'are'} held to them"
+    text += f"; {_names(free)} {'is' if len(free) == 1 else 'are'} not, and ran as if no cap were set." if free else "."
+    if _bound(forecast) and free:
+        text += (
+            " A cap held the forecast run back, so its savings against the runs not held to the caps "
+            f"({UNHELD_MARK.strip()}) are partly the cap's: it bought less capacity than it planned and left more "
+            "demand unserved than it would have without the cap."
+        )
+    items = [
+        f"<li><b>{html.escape(name)}</b>: {html.escape(alert['kind'])}, {html.escape(alert['subject'])}, "
+        f"{alert['count']} time{'s' if alert['count'] != 1 else ''} from {html.escape(_when(alert['first_at']))}: "
+        f"{html.escape(alert['summary'])}</li>"
+        for name, row in runs
+        for alert in row.get("budget_alerts") or ()
+    ]
+    alerts = (
+        "<p class='note'>Budget alerts that held a run back (the runs as configured):</p>"
+        f"<ul class='budget-alerts note'>{''.join(items)}</ul>"
+        if items
+        else "<p class='note'>No budget alert held a run back.</p>"
+    )
+    return f"<p class='note budget-caps'>{html.escape(text)}</p>{alerts}"
+
+
+def _names(names: list[str]) -> str:
+    return " and ".join(names) if len(names) < 3 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def _when(stamp: str) -> str:
+    return stamp.replace("T", " ").removesuffix(":00+00:00") + " UTC" if stamp.endswith("+00:00") else stamp
 
 
 def _lead_sentence(head: Mapping[str, Any]) -> str:
     forecast = head["forecast"]
+    bound = _bound(forecast)
     parts = []
     for row in head["against"]:
         percent = row["forecast_saves_percent"]
         if percent is None:
             continue
         verb = "less" if percent >= 0 else "more"
-        parts.append(f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD)")
+        unheld = ", not held to the caps" if bound and not row.get("held_to_budgets") else ""
+        parts.append(f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD{unheld})")
     basis = forecast["basis"]
     if basis == "as run":
         basis = f"as run, {forecast['unserved_fraction']:.2%} unserved"
@@ -59,6 +127,8 @@ def _lead_sentence(head: Mapping[str, Any]) -> str:
             f"{forecast['unserved_fraction']:.2%} unserved: its cheapest setting tried already beats the "
             f"{head['target_unserved']:.1%} target"
         )
+    if bound:
+        basis += "; held back by a budget cap"
     lead = f"leadtime: {forecast['cost_usd']:,.0f} USD ({basis})"
     return f"{lead}, " + "; ".join(parts) + "." if parts else f"{lead}."
 

@@ -25,20 +25,22 @@ def hybrid_section(hybrid: Mapping[str, Any] | None) -> str:
 
 
 def _budget(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) -> str:
-    """Each policy's peak spend in a month period against each monthly cap, and the value-aware ratio."""
+    """Each policy's peak spend in a month period against each monthly cap, whether the cap held it (only the
+    forecast and reactive policies are held to caps) and whether it stayed within it, and the value-aware ratio."""
     capped = {name: row["monthly_caps"] for name, row in rows.items() if row.get("monthly_caps")}
     if not capped:
         return ""
     body = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{html.escape(budget)}</td><td>{cap['cap_usd']:,.0f}</td>"
-        f"<td>{cap['peak_spent_usd']:,.0f}</td><td>{'yes' if cap['held'] else 'NO'}</td>"
+        f"<td>{cap['peak_spent_usd']:,.0f}</td><td>{'yes' if cap['held_to_cap'] else 'no'}</td>"
+        f"<td>{'yes' if cap['within_cap'] else 'NO'}</td>"
         f"<td>{rows[name].get('hard_stop_released_units', 0)}</td></tr>"
         for name, caps in capped.items()
         for budget, cap in caps.items()
     )
     head = (
-        "<tr><th>policy</th><th>budget</th><th>monthly cap (USD)</th><th>peak spend (USD)</th><th>held</th>"
-        "<th>units released by a hard stop</th></tr>"
+        "<tr><th>policy</th><th>budget</th><th>monthly cap (USD)</th><th>peak spend (USD)</th>"
+        "<th>held to the cap</th><th>within the cap</th><th>units released by a hard stop</th></tr>"
     )
     ratio = hybrid.get("avoided_waiting_cost_forecast_over_reactive")
     note = (
@@ -46,7 +48,11 @@ def _budget(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) ->
         if ratio is not None
         else ""
     )
-    return f"<table>{head}{body}</table>{note}"
+    held = (
+        "<p class='note'>Held to the cap: the forecast and reactive policies are; static, oracle and actual run as "
+        "if no cap were set, and are within it only by their own spend.</p>"
+    )
+    return f"<table>{head}{body}</table>{held}{note}"
 
 
 def _avoided_per_class(rows: Mapping[str, Mapping[str, Any]]) -> str:

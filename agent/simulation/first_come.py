@@ -35,8 +35,10 @@ class FirstComeCaps:
         budgets = [Budget.from_settings(b) for b in settings.budgets if b.pacing == "forecast"]
         return cls(budgets, settings.pool_specs())
 
-    def hold(self, now: datetime, cluster: SimulatedCluster, hours: float) -> None:
-        """Cut the budgets' pools so that this step fits every cap; then count the step's spend."""
+    def hold(self, now: datetime, cluster: SimulatedCluster, hours: float) -> int:
+        """Cut the budgets' pools so that this step fits every cap; then count the step's spend. Returns the units
+        cut."""
+        released = 0
         for budget in self.budgets:
             caps = budget.caps(now)
             spent_by_cap = {kind: self._spent_in(budget.name, kind, period) for kind, period, _ in caps}
@@ -58,10 +60,12 @@ class FirstComeCaps:
                 cut = min(paid[pool_id], -int(-(over - _EPS_USD) // unit))
                 target = paid[pool_id] - cut
                 cluster.resize(pool_id, target, f"first-come-cap:{pool_id}@{now.isoformat()}->{target}")
+                released += cut
                 paid = cluster.paid_units()
                 cost = self._cost(members, paid, hours)
             for kind, period, _ in caps:
                 self._spent[(budget.name, kind)] = (period, spent_by_cap[kind] + cost)
+        return released
 
     def _spent_in(self, name: str, kind: CapKind, period: Period) -> float:
         held = self._spent.get((name, kind))

@@ -5,6 +5,12 @@ with each one's unserved demand beside it.
 Where an equal-service comparison was made, the forecast and reactive policies are compared at its first
 (loosest) target, each tuned to leave the same share of demand unserved; static, oracle and actual cannot be
 tuned and are shown as they ran, with their own unserved share. Without one, every policy is shown as it ran.
+
+With budgets configured, the forecast and reactive runs are held to their caps and static, oracle and actual are
+not: each figure says whether it was (``held_to_budgets``); for a held one, the steps at which a cap held the
+run as configured back (``budget_held_steps``: a target cut or a scale-up trimmed, demand paced in part, a
+release forced) and its budget alerts that stopped, trimmed or deferred scale-ups (``budget_alerts``). A saving
+against a run not held to the caps, while a cap held the forecast run back, is partly the cap's: it bought less.
 """
 
 from __future__ import annotations
@@ -13,6 +19,10 @@ from collections.abc import Mapping
 from typing import Any
 
 BASELINES = ("reactive", "static", "oracle", "actual")
+HELD_TO_BUDGETS = ("forecast", "reactive")  # the runner holds these to the caps (``agent.simulation.runner``)
+# The alerts of a cap that held a run back: scale-ups stopped by a projected overspend, trimmed by a shared
+# budget's reservation, a hard stop put off.
+BINDING_ALERTS = ("projected-overspend", "budget-reservation-refused", "budget-hard-stop-deferred")
 
 
 def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -31,6 +41,7 @@ def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
             row = _point(policies[name], "as run")
         else:
             continue
+        row.update(_budgets(document, name))
         saving = row["cost_usd"] - forecast["cost_usd"]
         row.update(
             policy=name,
@@ -38,7 +49,19 @@ def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
             forecast_saves_percent=round(100.0 * saving / row["cost_usd"], 2) if row["cost_usd"] else None,
         )
         rows.append(row)
+    forecast.update(_budgets(document, "forecast"))
     return {"forecast": forecast, "against": rows, "target_unserved": target}
+
+
+def _budgets(document: Mapping[str, Any], policy: str) -> dict[str, Any]:
+    """Whether ``policy`` was held to the budget caps (none configured: False) and, if so, the alerts of its run
+    as configured that say a cap held it back."""
+    budgets = document.get("config", {}).get("settings", {}).get("budgets") or ()
+    if not budgets or policy not in HELD_TO_BUDGETS:
+        return {"held_to_budgets": False}
+    run = document["policies"].get(policy, {})
+    alerts = [a for a in run.get("alerts_raised") or () if a["kind"] in BINDING_ALERTS]
+    return {"held_to_budgets": True, "budget_held_steps": int(run.get("budget_held_steps", 0)), "budget_alerts": alerts}
 
 
 def _first_reached(

@@ -17,8 +17,10 @@ per policy and per demand class:
 - waiting cost, when every class has a waiting cost per accelerator-hour: queued accelerator-hours priced at
   their class's cost, and the waiting cost each policy avoided (per class: the class's cost times the queued
   accelerator-hours it avoided against the baseline). A class without a cost makes it unknown, never 0.
-- with a burst budget: each policy's peak spend in a month period against each monthly cap, and the avoided
-  waiting cost of the forecast policy over the reactive burst's under the same cap.
+- with a burst budget: each policy's peak spend in a month period against each monthly cap, whether it was held
+  to the cap (the forecast and reactive policies are; static, oracle and actual run as if no cap were set) and
+  whether it stayed within it, and the avoided waiting cost of the forecast policy over the reactive burst's
+  under the same cap.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from agent.simulation.budgets import BudgetUsage
+from agent.simulation.policies import AGENT_POLICIES
 from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from models import PoolKind, PoolSpec
@@ -122,7 +125,8 @@ def hybrid_summary(
                 u.budget.name: {
                     "cap_usd": u.budget.monthly_cap_usd,
                     "peak_spent_usd": round(u.peak_period_usd, 2),
-                    "held": not u.exceeded,
+                    "held_to_cap": name in AGENT_POLICIES,
+                    "within_cap": not u.exceeded,
                 }
                 for u in caps
             }

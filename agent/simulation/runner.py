@@ -43,7 +43,7 @@ from forecasting.base import Forecaster
 from forecasting.calibrated import last_value_forecaster
 from forecasting.factory import build_forecaster
 from forecasting.last_value import PersistenceForecaster
-from models import AlertEvent, LedgerEntry, PoolKind, PoolSpec
+from models import AlertEvent, CapacityPlan, LedgerEntry, PoolKind, PoolSpec, SkipReason
 from models.clock import SimulatedClock
 
 Progress = Callable[[int], None]
@@ -79,6 +79,7 @@ class PolicyRun:
     forecast_bands: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
     alerts: list[AlertEvent] = field(default_factory=list)
     forced_release_units: int = 0  # units a budget's hard stop released (``commit_horizon``), busy ones included
+    budget_held_steps: int = 0  # steps at which a budget cap held the run back (``held_by_budget``)
 
     @property
     def unserved_fraction(self) -> float:
@@ -102,6 +103,7 @@ class PolicyRun:
             "unserved_accelerator_hours": round(self.unserved_accelerator_hours, 4),
             "spend_by_pool_usd": {k: round(v, 2) for k, v in sorted(self.spend_by_pool_usd.items())},
             "alerts": len(self.alerts),
+            "budget_held_steps": self.budget_held_steps,
         }
 
 
@@ -522,12 +524,13 @@ def _drive(
         report = controller.tick(t, now)
         cluster.advance(now)
         cluster.interrupt_spot(window.step)
-        if caps is not None:
-            caps.hold(now, cluster, hours)
+        held = caps is not None and caps.hold(now, cluster, hours) > 0
         if report is not None:
+            held = held or held_by_budget(report.plan)
             bands.record(t, report)
             run.alerts.extend(report.alerts)
             run.forced_release_units += sum(r.from_units - r.to_units for r in report.plan.resizes if r.forced)
+        run.budget_held_steps += held
         paid, ready = cluster.paid_units(), cluster.ready_units()
         for pool in pools:
             run.paid_units[pool.pool_id][t] = paid[pool.pool_id]
@@ -556,6 +559,17 @@ def _drive(
     run.scale_actions = cluster.scale_actions
     run.forecast_bands = bands.result()
     return run
+
+
+def held_by_budget(plan: CapacityPlan) -> bool:
+    """Whether a budget cap held this plan back: a pool's target cut or a scale-up trimmed by a cap, demand a
+    budget paced on a forecast funded in part only, a release forced by a hard stop, or a pool held for a budget."""
+    for decision in plan.decisions.values():
+        if decision.budget_cuts:
+            return True
+        if any(s.unpaced_need is not None and s.unpaced_need > s.need + 1e-9 for s in decision.demand):
+            return True
+    return any(r.forced for r in plan.resizes) or any(skip.reason is SkipReason.BUDGET for skip in plan.skips)
 
 
 @dataclass(frozen=True)

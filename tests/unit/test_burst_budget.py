@@ -252,7 +252,7 @@ def test_a_paced_budget_never_spends_over_its_cap_at_any_step(tmp_path: Path) ->
     })  # fmt: skip
     for name in runs:
         caps = summary["rows"][name]["monthly_caps"]["burst"]
-        assert caps["held"] is True and caps["peak_spent_usd"] <= 150.0
+        assert caps["within_cap"] is True and caps["peak_spent_usd"] <= 150.0
     ratio = summary["avoided_waiting_cost_forecast_over_reactive"]
     forecast, reactive_row = summary["rows"]["forecast"], summary["rows"]["reactive"]
     assert ratio == pytest.approx(
