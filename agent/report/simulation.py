@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from agent.planning import resolve_service_levels
+from agent.planning.budget import Budget
 from agent.planning.groups import demand_groups
 from agent.report.budget_chart import budget_panels
 from agent.report.charts import capacity_panels, cost_bars, forecast_panels
@@ -68,8 +69,10 @@ def write_simulation_report(
     if settings.budgets:
         sections += [
             "<h2>Spend against each budget cap</h2>",
-            "<p class='note'>Spend in the current period (or clock hour) by the units each policy paid for, "
-            "against the cap (dashed). Only the forecast and reactive policies are held to caps.</p>",
+            "<p class='note'>Spend by the units each policy paid for, against the cap (dashed), counted from the "
+            "window's start: a month period (or clock hour) already open then starts at 0 here, without what was "
+            "spent in it before the window, and its panel says so; one that opens inside the window is counted "
+            "whole. Only the forecast and reactive policies are held to caps.</p>",
             f'<img alt="spend of each policy against each budget cap" src="{_budgets(window, runs, settings)}">',
         ]
     bands = runs.get("forecast")
@@ -261,16 +264,36 @@ def _capacity(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings:
 
 
 def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
+    return budget_panels(window.index, budget_chart_panels(window, runs, settings))
+
+
+def budget_chart_panels(
+    window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings
+) -> list[tuple[str, dict[str, np.ndarray], float]]:
+    """Per cap: its title, each policy's spend at each step and the cap. The spend is counted from the window's
+    start, so a period (month or clock hour) open before it is titled as spend since the window's start: what
+    was spent in it earlier is not known here."""
     usage = {name: budget_usage(settings, window, run) for name, run in runs.items()}
+    start: datetime = window.index[0].to_pydatetime()
     panels = []
     for i, budget in enumerate(settings.budgets):
+        model = Budget.from_settings(budget)
         if budget.monthly_cap_usd is not None:
             spend = {name: usages[i].period_spend for name, usages in usage.items()}
-            panels.append((f"{budget.name}: spend this month period", spend, budget.monthly_cap_usd))
+            title = _spend_title("month period", model.period(start).start, start)
+            panels.append((f"{budget.name}: {title}", spend, budget.monthly_cap_usd))
         if budget.hourly_cap_usd is not None:
             spend = {name: usages[i].hour_spend for name, usages in usage.items()}
-            panels.append((f"{budget.name}: spend this hour", spend, budget.hourly_cap_usd))
-    return budget_panels(window.index, panels)
+            title = _spend_title("hour", model.hour(start).start, start)
+            panels.append((f"{budget.name}: {title}", spend, budget.hourly_cap_usd))
+    return panels
+
+
+def _spend_title(period: str, opened: datetime, start: datetime) -> str:
+    if opened >= start:
+        return f"spend this {period}"
+    when = f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+    return f"spend this {period}, counted from the window's start ({when}) in the {period} open then"
 
 
 def _bands_caption(window: SimulationWindow, run: PolicyRun, settings: Settings) -> str:
