@@ -64,6 +64,9 @@ def write_simulation_report(
         top_pools_table(pools, runs),
         hybrid_section(document.get("hybrid")),
         "<h2>Capacity against demand, per pool</h2>",
+        "<p class='note'>Per pool, each policy's ready capacity against the demand of every class the pool may "
+        "serve (grey). Where other pools may serve the same classes, that demand is theirs too: the grey area is "
+        "what the pool could be asked for, not what it was given, and its panel names the pools sharing it.</p>",
         f'<img alt="ready capacity of each policy against demand per pool" src="{_capacity(window, runs, settings)}">',
     ]
     if settings.budgets:
@@ -243,24 +246,37 @@ def _table(policies: Mapping[str, Mapping[str, Any]]) -> str:
 
 
 def _capacity(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
+    panels, units = capacity_chart_panels(window, runs, settings)
+    wide = 1 if len(panels) == 1 else 2
+    return capacity_panels(window.index, panels, units, columns=wide, gaps=~window.observed)
+
+
+def capacity_chart_panels(
+    window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings
+) -> tuple[list[tuple[str, np.ndarray, dict[str, np.ndarray]]], list[str]]:
+    """Per pool drawn: its title, the demand of every class it may serve (NaN on gaps) and each policy's ready
+    chips; and its unit. The demand is not the pool's own share: a title names the other pools that may serve
+    some of the same classes, whose demand it is too."""
     panels = []
     units: list[str] = []
-    for pool in top_pools(settings.pool_specs(), runs):
+    specs = settings.pool_specs()
+    for pool in top_pools(specs, runs):
         columns = [window.classes.index(name) for name in pool.serves if name in window.classes]
         demand = window.demand[:, columns].sum(axis=1) if columns else np.zeros(len(window.index))
         demand[np.isnan(window.demand[:, columns]).any(axis=1)] = np.nan
         capacity = {name: run.ready_units[pool.pool_id] * pool.chips_per_unit for name, run in runs.items()}
         unit = unit_name(pool.family)
         units.append(unit)
-        panels.append(
-            (
-                f"{pool.pool_id} ({pool.chips_per_unit} {unit}/unit, lead time {format_duration(pool.lead_time)})",
-                demand,
-                capacity,
-            )
-        )
-    wide = 1 if len(panels) == 1 else 2
-    return capacity_panels(window.index, panels, units, columns=wide, gaps=~window.observed)
+        title = f"{pool.pool_id} ({pool.chips_per_unit} {unit}/unit, lead time {format_duration(pool.lead_time)})"
+        shared = [p.pool_id for p in specs if p.pool_id != pool.pool_id and set(p.serves) & set(pool.serves)]
+        if shared:
+            title += f"; demand it may serve, shared with {_shared(shared)}"
+        panels.append((title, demand, capacity))
+    return panels, units
+
+
+def _shared(pools: Sequence[str]) -> str:
+    return ", ".join(pools) if len(pools) <= 3 else f"{', '.join(pools[:3])} and {len(pools) - 3} more"
 
 
 def _budgets(window: SimulationWindow, runs: Mapping[str, PolicyRun], settings: Settings) -> str:
