@@ -1,23 +1,25 @@
 """Reserving a plan's scale-ups against budgets that other agents share, before the executor carries them out.
 
 The planner trims scale-ups to the caps with what this agent knows. Agents in other clusters that name the same
-budget spend from it too, so before a scale-up the agent reserves the spend it adds (its extra units at the pool's
-price to the end of each cap's period, or over the budget's ``commit_horizon`` if that ends first) in the ledger:
-all of a tick's requests in one transaction against everyone's recorded and reserved spend
-(``agent.ledger.reservations``). A scale-up not granted in full is trimmed
+budget (a budget with ``remote_pools``) spend from it too, so before a scale-up the agent reserves the spend it adds
+(its extra units at the pool's price to the end of each cap's period, or over the budget's ``commit_horizon`` if
+that ends first) in the ledger: all of a tick's requests in one transaction against everyone's recorded and
+reserved spend (``agent.ledger.reservations``). A scale-up not granted in full is trimmed
 to the units the headroom fits and reserved again; if even that is refused (another agent took the room in
-between), the pool is held. Either way the plan carries a budget skip and the tick alerts.
+between), the pool is held. Either way the plan carries a budget skip and the tick alerts. A budget no other agent
+spends from is reserved in nothing: the planner's trim holds it to its cap, and a reservation there would only
+count units twice (those of a scale-up, still reserved after a release took them, and those bought again).
 
 Reservations of scale-ups not carried out (rejected, failed, only recorded in dry-run) are released as soon as the
-executor reports. Those of scale-ups carried out stay until they expire (``ledger.reservation_ttl``, never past
-the end of the cap's period); an agent that dies leaves its reservations to expire.
+executor reports.
 
 The ledger records spend only as it accrues, so a reservation that expired would leave the other agents blind to
-what the units it paid for go on costing: they would commit the same money again. So for a budget shared with
-other agents (``remote_pools``) the agent also keeps what it holds reserved (``commit``, every tick): the units
-each of its pools bills, at the pool's price to the end of each cap's period (or over the commit horizon),
-reserved for ``reservation_ttl`` and replaced at the next tick. Those standing reservations cover the scale-ups
-carried out, whose own reservations are then released; an agent that stops leaves them to expire.
+what the units it paid for go on costing: they would commit the same money again. So the agent also keeps what it
+holds reserved (``commit``, every tick): the units each of its pools bills, at the pool's price to the end of each
+cap's period (or over the commit horizon), reserved for ``reservation_ttl`` and replaced at the next tick. Those
+standing reservations cover the scale-ups carried out, whose own reservations are then released, and follow the
+units billed: once a release's units stop billing, the next tick reserves them no more. An agent that stops leaves
+its reservations to expire.
 """
 
 from __future__ import annotations
@@ -58,10 +60,6 @@ class _Cap:
     cap_usd: float
     per_unit_usd: float
     ledger_pools: tuple[str, ...] = ()  # the ids whose spend counts in the budget: its pools' and their previous ids
-
-    @property
-    def shared(self) -> bool:
-        return bool(self.budget.remote_pools)
 
     def request(self, now: datetime, units: int, holder: str, ttl: timedelta, cap_usd: float) -> ReservationRequest:
         """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end."""
@@ -105,7 +103,7 @@ class BudgetReserver:
         self.pools = pools
         self.holder = holder
         self.ttl = ttl
-        self._held: dict[str, list[tuple[int, bool]]] = {}  # resize key -> (reservation, in a shared budget)
+        self._held: dict[str, list[int]] = {}  # resize key -> its reservations
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
         self._standing: list[int] = []  # the units held now, reserved for the other agents to see (``commit``)
 
@@ -143,11 +141,11 @@ class BudgetReserver:
         return self._cut(now, plan, allowed, headroom)
 
     def settle(self, results: Sequence[ActionResult]) -> None:
-        """Release the reservations of the scale-ups the executor did not carry out; keep the others to expire,
-        or, in a shared budget, until the next standing reservations cover them."""
+        """Release the reservations of the scale-ups the executor did not carry out; keep the others until the next
+        standing reservations cover them (``commit``)."""
         carried_out = {r.key for r in results if r.status in _CARRIED_OUT}
-        abandoned = [i for key, ids in self._held.items() if key not in carried_out for i, _ in ids]
-        self._covered += [i for key, ids in self._held.items() if key in carried_out for i, shared in ids if shared]
+        abandoned = [i for key, ids in self._held.items() if key not in carried_out for i in ids]
+        self._covered += [i for key, ids in self._held.items() if key in carried_out for i in ids]
         self._held = {}
         self.ledger.release(abandoned)
 
@@ -160,7 +158,6 @@ class BudgetReserver:
             for pool_id, held in sorted(units.items())
             if held > 0
             for cap in self._caps(now, pool_id)
-            if cap.shared
         ]
         replaced, self._covered = [*self._standing, *self._covered], []
         # One transaction: never both the old and the new reservations, never neither.
@@ -169,12 +166,15 @@ class BudgetReserver:
 
     # -- internals ------------------------------------------------------------------------------------------
     def _caps(self, now: datetime, pool_id: str) -> list[_Cap]:
+        """The caps of the shared budgets over ``pool_id`` (those with ``remote_pools``): a budget no other agent
+        spends from is reserved in nothing, its scale-ups trimmed by the planner alone."""
         spec = self.pools.get(pool_id)
         if spec is None or spec.price_per_unit_hour_usd <= 0.0:
             return []
         caps = []
         for budget in self.budgets:
-            if pool_id not in budget.pools:
+            # only a budget other agents spend from too: the planner holds every cap to what this agent knows
+            if pool_id not in budget.pools or not budget.remote_pools:
                 continue
             for kind, period, cap_usd in budget.caps(now):
                 horizon = budget.commit_horizon if kind is CapKind.MONTH else None
@@ -241,8 +241,8 @@ class BudgetReserver:
         return Reserved(reserved, tuple(alerts))
 
 
-def _kept(grants: Sequence[tuple[_Cap, Grant]]) -> list[tuple[int, bool]]:
-    return [(g.reservation_id, cap.shared) for cap, g in grants if g.reservation_id is not None]
+def _kept(grants: Sequence[tuple[_Cap, Grant]]) -> list[int]:
+    return [g.reservation_id for _, g in grants if g.reservation_id is not None]
 
 
 def _key(now: datetime, pool_id: str, to_units: int) -> str:

@@ -56,7 +56,7 @@ class BudgetWatch:
             previous_ids.update(budget.remote_previous_ids)
         self.reserver = (
             BudgetReserver(ledger, self.budgets, pools, holder, settings.ledger.reservation_ttl, previous_ids)
-            if self.budgets and isinstance(ledger, Reservations)
+            if any(b.remote_pools for b in self.budgets) and isinstance(ledger, Reservations)
             else None
         )
         # A tick is an observation: an interval of one tick (and a tick half a tick late) is not a gap, whatever

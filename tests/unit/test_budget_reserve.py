@@ -4,6 +4,7 @@ out are released, the others kept until they expire."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -27,7 +28,7 @@ from tests.unit.test_budget_enforcement import spec
 
 NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)  # 10 hours before the month ends: a unit at 10 USD/h adds 100 USD
 END = datetime(2024, 2, 1, tzinfo=UTC)
-TEAM = Budget("team-a", frozenset({"gpu", "gpu-east"}), monthly_cap_usd=1000.0)
+TEAM = Budget("team-a", frozenset({"gpu", "gpu-east"}), monthly_cap_usd=1000.0, remote_pools=frozenset({"gpu-east"}))
 POOLS = {"gpu": spec("gpu", 10.0), "free": spec("free", 0.0), "other": spec("other", 10.0)}
 
 
@@ -83,7 +84,11 @@ def test_a_scale_up_with_no_unit_of_headroom_left_is_held() -> None:
 def test_reservations_of_scale_ups_not_carried_out_are_released_and_the_others_expire() -> None:
     ledger = InMemoryLedger()
     book = BudgetReserver(
-        ledger, [Budget("b", frozenset({"gpu", "other"}), monthly_cap_usd=1000.0)], POOLS, "w", timedelta(minutes=30)
+        ledger,
+        [Budget("b", frozenset({"gpu", "other", "east"}), monthly_cap_usd=1000.0, remote_pools=frozenset({"east"}))],
+        POOLS,
+        "w",
+        timedelta(minutes=30),
     )
     ups = (resize("gpu", 2, 4), resize("other", 0, 3))
     book.reserve(NOW, CapacityPlan(NOW, resizes=ups))
@@ -100,7 +105,7 @@ def test_reservations_of_scale_ups_not_carried_out_are_released_and_the_others_e
 
 def test_scale_downs_and_free_pools_reserve_nothing() -> None:
     ledger = InMemoryLedger()
-    free = Budget("team-a", frozenset({"gpu", "free"}), monthly_cap_usd=0.0)
+    free = Budget("team-a", frozenset({"gpu", "free", "east"}), monthly_cap_usd=0.0, remote_pools=frozenset({"east"}))
     plan = CapacityPlan(NOW, resizes=(resize("gpu", 6, 2), resize("free", 0, 5)))
     assert BudgetReserver(ledger, [free], POOLS, "w", timedelta(hours=1)).reserve(NOW, plan).plan == plan
     assert ledger.reserved("team-a", NOW) == 0.0
@@ -132,7 +137,7 @@ def test_a_trim_to_the_shared_headroom_is_written_into_the_pools_decision_record
 
 def test_a_hard_stop_budget_reserves_a_scale_up_over_its_commit_horizon_only() -> None:
     ledger = InMemoryLedger()
-    team = Budget("team-a", frozenset({"gpu"}), monthly_cap_usd=1000.0, commit_horizon=timedelta(hours=2))
+    team = replace(TEAM, commit_horizon=timedelta(hours=2))
     plan = CapacityPlan(NOW, resizes=(resize("gpu", 2, 6),), targets={"gpu": 6})
     reserved = BudgetReserver(ledger, [team], POOLS, "cluster-west", timedelta(hours=1)).reserve(NOW, plan)
     assert reserved.plan == plan
@@ -159,5 +164,9 @@ def test_a_shared_budget_keeps_the_units_held_reserved_tick_after_tick_and_cover
 
 def test_a_budget_no_other_agent_shares_reserves_no_standing_units() -> None:
     ledger = InMemoryLedger()
-    reserver(ledger).commit(NOW, {"gpu": 4})
-    assert ledger.reserved("team-a", NOW) == 0.0
+    alone = Budget("team-a", frozenset({"gpu"}), monthly_cap_usd=1000.0)
+    book = BudgetReserver(ledger, [alone], POOLS, "cluster-west", timedelta(hours=1))
+    up = resize("gpu", 2, 6)
+    assert book.reserve(NOW, CapacityPlan(NOW, resizes=(up,))).plan.resizes == (up,)
+    book.commit(NOW, {"gpu": 4})
+    assert ledger.reserved("team-a", NOW) == 0.0  # neither the scale-up nor the units held
