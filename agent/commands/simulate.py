@@ -213,7 +213,11 @@ def _demand(
 def _at_trace_step(settings: Settings, window: SimulationWindow) -> Settings:
     """The settings with ``forecast.step`` set to the trace's step: a trace is replayed at its own spacing (the
     daemon's ``forecast.step`` is the spacing it asks Prometheus for). A different step set in the configuration
-    is said, not silently dropped."""
+    is said, not silently dropped.
+
+    ``prometheus.max_staleness`` is raised to that step where it is shorter, as loading requires of a configuration
+    (it must be at least one forecast step): the settings a run records (``results.json``) then load back. A
+    staleness limit set in the configuration and raised so is said too."""
     if window.step == settings.forecast.step:
         return settings
     if "step" in settings.forecast.model_fields_set:
@@ -222,7 +226,19 @@ def _at_trace_step(settings: Settings, window: SimulationWindow) -> Settings:
             format_duration(settings.forecast.step),
             format_duration(window.step),
         )
-    return settings.model_copy(update={"forecast": settings.forecast.model_copy(update={"step": window.step})})
+    update: dict[str, Any] = {"forecast": settings.forecast.model_copy(update={"step": window.step})}
+    prometheus = settings.prometheus
+    if prometheus is not None and prometheus.max_staleness < window.step:
+        if "max_staleness" in prometheus.model_fields_set:
+            log.warning(
+                "prometheus.max_staleness is %s in the configuration but the trace's step is %s: simulating with "
+                "%s, as it must be at least one forecast step",
+                format_duration(prometheus.max_staleness),
+                format_duration(window.step),
+                format_duration(window.step),
+            )
+        update["prometheus"] = prometheus.model_copy(update={"max_staleness": window.step})
+    return settings.model_copy(update=update)
 
 
 def _from_prometheus(settings: Settings, args: argparse.Namespace) -> tuple[ClusterHistory, datetime, datetime]:
