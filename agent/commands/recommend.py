@@ -1,14 +1,15 @@
 """``leadtime recommend``: what the agent would do now, and what it would cost or save, changing nothing.
 
-Reads demand history from the configured Prometheus, fits the configured forecaster, reads the pools' current
-state through the read side of the actuators wrapped in ``DryRunActuator`` (so no write can reach a pool, by
-construction): the cloud actuators of the ``cloud`` section, or else a simulated cluster holding
-``--current-units``. Then it runs one tick of the agent loop at ``--at`` and writes ``report.html``,
-``report.md`` and ``recommendation.json``: per pool the current and recommended units with the reason, per class
-the forecast bands and lead time, spend against each budget, cost per day against the current capacity, and a
-backtest of the forecaster over the history. The budgets are held to the month's spend so far, read from the
-configured ledger without writing it (``agent.commands.recommend_ledger``). Every text in them is redacted
-(``models.redaction``): a ``user:password@`` in the Prometheus URL, or a token quoted by an error, is never written.
+Reads demand history from the configured Prometheus, fits the configured forecaster, reads the pools' current state
+through the read side of the actuators wrapped in ``DryRunActuator`` (so no write can reach a pool, by construction):
+the adapters of the ``cloud`` and ``aws`` sections (``cloud_read_side``; a cloud pool none of them reads is refused as
+unread), or else a simulated cluster holding ``--current-units`` (each pool's ``min_units`` without it;
+``pool_state_source`` says which). Then it runs one tick of the agent loop at ``--at`` and writes ``report.html``,
+``report.md`` and ``recommendation.json``: per pool the current and recommended units with the reason, per class the
+forecast bands and lead time, spend against each budget, cost per day against the current capacity, and a backtest of
+the forecaster over the history. The budgets are held to the month's spend so far, read from the configured ledger
+without writing it (``agent.commands.recommend_ledger``). Every text in them is redacted (``models.redaction``): a
+``user:password@`` in the Prometheus URL, or a token quoted by an error, is never written.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pandas as pd
 
 from actuators.base import Actuator, unread_pools
 from actuators.dry_run import DryRunActuator
+from actuators.routing import RoutingActuator
 from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
 from agent.commands.recommend_ledger import MonthToDate, open_read_only
@@ -100,16 +102,12 @@ def run(args: argparse.Namespace) -> int:
     if outside := _outside_bounds(settings, args.current_units):
         raise LeadtimeError(f"--current-units: {outside}")
     read_side: Actuator
-    if settings.cloud is not None and not args.current_units:
-        from actuators.cloud_tpu import queued_resource_waits
-        from actuators.cloud_wiring import build_cloud_actuators  # cloud SDKs: only when the cloud is read
-
-        waits = queued_resource_waits(settings)
-        read_side, state_source = build_cloud_actuators(settings.cloud, SystemClock(), waits).router, "cloud"
+    if (settings.cloud is not None or settings.aws is not None) and not args.current_units:
+        read_side, state_source = cloud_read_side(settings), "cloud"
     else:
         clock = SimulatedClock(at)
         read_side = SimulatedCluster(settings.pool_specs(), clock, initial_units=args.current_units)
-        state_source = "--current-units"
+        state_source = "--current-units" if args.current_units else "min_units"
     document = recommend(settings, args.config, Path(args.out), at, read_side, pool_state_source=state_source)
     cost = document["cost"]
     for warning in document["warnings"]:
@@ -120,6 +118,27 @@ def run(args: argparse.Namespace) -> int:
         "recommendation.json"
     )
     return 0
+
+
+def cloud_read_side(settings: Settings) -> Actuator:
+    """The pools of the ``cloud`` (GKE, Cloud TPU) and ``aws`` (EKS node groups, EC2 Auto Scaling groups) sections,
+    read through the adapters the daemon runs (``agent.daemon.live``), each pool routed to its own. Only read:
+    ``recommend`` wraps them in ``DryRunActuator`` and gives them no drainer, so no write reaches a pool."""
+    routes: dict[str, Actuator] = {}
+    if settings.aws is not None:
+        from actuators.aws_wiring import build_aws_actuators  # the AWS SDK: only when AWS is read
+
+        routes |= build_aws_actuators(settings.aws, SystemClock()).routes
+    cloud = settings.cloud
+    if cloud is not None:
+        from actuators.cloud_tpu import queued_resource_waits
+        from actuators.cloud_wiring import build_cloud_actuators  # cloud SDKs: only when the cloud is read
+
+        google = build_cloud_actuators(cloud, SystemClock(), queued_resource_waits(settings)).router
+        mapped = [m.pool for m in cloud.node_pools] + [m.pool for m in cloud.tpu_slice_groups]
+        mapped += [m.pool for m in cloud.queued_resources]
+        routes |= dict.fromkeys(mapped, google)
+    return RoutingActuator(routes)
 
 
 def _outside_bounds(settings: Settings, units: Mapping[str, int]) -> str | None:
@@ -164,7 +183,11 @@ def recommend(
     source.probe()
     dry_run = DryRunActuator(read_side, SimulatedClock(at))
     states = {s.pool_id: s for s in dry_run.list_pools()}
-    if unread := unread_pools(dry_run):
+    unread: dict[str, object] = dict(unread_pools(dry_run))
+    for spec in settings.pool_specs():  # a cloud pool the read side has no adapter for is not read either
+        if spec.kind is not PoolKind.ON_PREM and spec.pool_id not in states and spec.pool_id not in unread:
+            unread[spec.pool_id] = "no mapping in the cloud: or aws: section reads it"
+    if unread:
         # the daemon holds such a pool and plans the others; a recommendation for the others alone would read as
         # one for the whole fleet, so it is refused, saying what failed and how to go on
         failures = "; ".join(f"pool {pool!r}: {error}" for pool, error in sorted(unread.items()))
