@@ -66,12 +66,17 @@ from models import (
     PoolKind,
     PoolState,
 )
+from models.errors import PrometheusServerFailure
 
 log = logging.getLogger(__name__)
 
 # The share of a tick the on-prem capacity queries are read within, at its start (6 s of a 1-minute tick): one
 # instant query per on-prem pool, light beside the demand reads, which have the rest of the half tick.
 ONPREM_READ_SHARE = 0.1
+# The share of a tick the on-prem capacity history behind a paced budget is read within, once an hour (30 s of a
+# 1-minute tick): one range query per on-prem pool, given as long as a tick's demand reads. A pool not read by then is
+# measured above its max_units; unbounded, each pool's query could take its retries (about 91 s with the defaults).
+CAPACITY_HISTORY_READ_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -391,8 +396,8 @@ class Agent:
         if self._profile is None or self._profile[0] != hour:
             start = now - self.settings.forecast.history
             try:
-                history, _ = self._fetch(start, now)
-                capacity = self._capacity_history(start, now)
+                history, unread = self._fetch(start, now)
+                capacity = self._capacity_history(start, now, unread)
                 profile: BurstProfile | None = burst_profile(history, self.groups, self.pool_by_id, capacity)
             except MetricsUnavailable as exc:
                 log.warning("burst profile unavailable: %s", exc)
@@ -400,15 +405,29 @@ class Agent:
             self._profile = (hour, profile)
         return self._profile[1]
 
-    def _capacity_history(self, start: datetime, end: datetime) -> dict[str, pd.Series]:
+    def _capacity_history(
+        self, start: datetime, end: datetime, demand_unread: Mapping[str, MetricsUnavailable]
+    ) -> dict[str, pd.Series]:
         """The on-prem pools' capacity over [start, end), where their capacity source can read a range: the burst in
-        the history is measured above it, as each tick's is above the capacity read then. A pool not read is
-        measured above its ``max_units``, with a warning."""
+        the history is measured above it, as each tick's is above the capacity read then. It is read within
+        ``CAPACITY_HISTORY_READ_SHARE`` of the tick, and not at all when the demand history read just before it
+        (``demand_unread``) met a failure of the server's. A pool not read is measured above its ``max_units``,
+        with a warning."""
         source = self.parts.onprem
         onprem = [p for p in self.pools if p.kind is PoolKind.ON_PREM]
         if not isinstance(source, OnPremCapacityHistory) or not onprem:
             return {}
-        units, problems = source.units_between(onprem, start, end, self.step)
+        failed = next((e for e in demand_unread.values() if isinstance(e, PrometheusServerFailure)), None)
+        if failed is not None:
+            log.warning(
+                "burst profile: on-prem capacity not read over the history, the demand history read has just failed "
+                "(%s, class %s): each on-prem pool measured above its max_units",
+                failed.reason,
+                failed.demand_class,
+            )
+            return {}
+        with read_deadline(self.tick * CAPACITY_HISTORY_READ_SHARE):
+            units, problems = source.units_between(onprem, start, end, self.step)
         for pool_id, why in sorted(problems.items()):
             log.warning(
                 "burst profile: on-prem capacity of %s not read over the history (%s): its max_units", pool_id, why

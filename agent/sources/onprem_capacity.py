@@ -27,7 +27,7 @@ from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import cluster_matchers
 from agent.sources.promql_scope import unscoped_selectors
 from config.prometheus import PrometheusSettings
-from models import MetricsUnavailable, PoolKind, PoolSpec
+from models import PoolKind, PoolSpec
 
 log = logging.getLogger(__name__)
 
@@ -75,9 +75,7 @@ class PrometheusOnPremCapacity:
     def ready_units(self, pools: Sequence[PoolSpec], at: datetime) -> tuple[dict[str, float], dict[str, str]]:
         """Read as the demand classes are (``PrometheusSource.newest_of``): once Prometheus has failed, or the
         read deadline has passed, the pools left are not queried, and the reason says which."""
-        names = {
-            f"pool {p.pool_id}": p.pool_id for p in pools if p.kind is PoolKind.ON_PREM and p.pool_id in self._queries
-        }
+        names = self._names(pools)
         queries = {name: self._queries[pool_id] for name, pool_id in names.items()}
         readings, missing = self._source.newest_of(queries, at, "on-prem capacity")
         units = {names[name]: value for name, (_, value) in readings.items()}
@@ -86,18 +84,27 @@ class PrometheusOnPremCapacity:
     def units_between(
         self, pools: Sequence[PoolSpec], start: datetime, end: datetime, step: timedelta
     ) -> tuple[dict[str, pd.Series], dict[str, str]]:
-        """Each pool's ``capacity_query`` as a range query, as a demand class's history is read."""
+        """Each pool's ``capacity_query`` as a range query, read one by one as the demand classes are
+        (``PrometheusSource.fetch_each``): once a query has failed for a reason of the server's and a probe
+        confirms it, or the read deadline has passed, the pools left are not queried, and the reason says which.
+        Asked of every pool regardless, a Prometheus that does not answer cost each pool its own retries,
+        (retries + 1) x timeout (about 91 s with the defaults)."""
+        names = self._names(pools)
+        queries = {name: self._queries[pool_id] for name, pool_id in names.items()}
         units: dict[str, pd.Series] = {}
-        problems: dict[str, str] = {}
-        for pool in pools:
-            query = self._queries.get(pool.pool_id)
-            if pool.kind is not PoolKind.ON_PREM or query is None:
-                continue
-            try:
-                units[pool.pool_id] = self._source.series(f"pool {pool.pool_id}", query, start, end, step)
-            except MetricsUnavailable as exc:
-                problems[pool.pool_id] = exc.reason
-        return units, problems
+
+        def read(name: str) -> None:
+            units[names[name]] = self._source.series(name, queries[name], start, end, step)
+
+        # the path fetch_each and newest_of read by, which PrometheusSource offers for instant reads alone
+        missing = self._source._read_named(list(queries), queries, read, "on-prem capacity history")
+        return units, {names[name]: exc.reason for name, exc in missing.items()}
+
+    def _names(self, pools: Sequence[PoolSpec]) -> dict[str, str]:
+        """Each on-prem pool among ``pools`` that has a query, by the name it is read under (``pool <id>``)."""
+        return {
+            f"pool {p.pool_id}": p.pool_id for p in pools if p.kind is PoolKind.ON_PREM and p.pool_id in self._queries
+        }
 
 
 def onprem_queries(settings: PrometheusSettings, pools: Sequence[PoolSpec]) -> dict[str, str]:
