@@ -36,7 +36,8 @@ removed) runs nothing and serves nothing, though it is paid for: read from the c
 (``slices_without_nodes``), it is in flight (billed, not ready, in the target) for ``NODES_GRACE`` from when it is
 first seen so, then failed, deleted by the next resize with nothing to drain and no back-off, so the planner asks for
 a slice in its place when the demand needs one. One GKE reports RECONCILING (an upgrade recreating its nodes) stays
-in flight. A slice the drainer is draining whose nodes left is still ready: its drain deletes it.
+in flight, and its ``NODES_GRACE`` starts again once GKE reports it done, for its hosts to register. A slice the
+drainer is draining whose nodes left is still ready: its drain deletes it.
 
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
@@ -263,8 +264,9 @@ class GkeTpuSliceActuator:
         and serves nothing, though it is paid for. For ``nodes_grace`` from when it is first seen so (a host
         recreated registers again) it is in flight: billed, not ready, in the target. Then it is failed, deleted by the
         next resize (nothing on it to drain) and no stockout, so the planner asks for a slice in its place if the
-        demand needs one; one GKE reports RECONCILING (an upgrade recreating its nodes) stays in flight. Without the
-        cluster's nodes (``read_hosts_from``) every ready slice is counted ready."""
+        demand needs one; one GKE reports RECONCILING (an upgrade recreating its nodes) stays in flight, and its grace
+        counts from the last read that found it RECONCILING, as its hosts register only once GKE is done. Without
+        the cluster's nodes (``read_hosts_from``) every ready slice is counted ready."""
         ready = [name for name, phase, _ in seen if phase is UnitPhase.READY]
         absent = self._nodes.slices_without_nodes(pool_id, ready) if self._nodes is not None and ready else set()
         now, out = self._clock.now(), []
@@ -276,8 +278,10 @@ class GkeTpuSliceActuator:
                     self._without_nodes.pop((pool_id, name), None)
                 out.append((name, phase, message))
                 continue
-            since = self._without_nodes.setdefault((pool_id, name), now)
             status = str(by_name[name].status.name)
+            if status == "RECONCILING":  # GKE still works on it: its grace starts once GKE is done
+                self._without_nodes[(pool_id, name)] = now
+            since = self._without_nodes.setdefault((pool_id, name), now)
             if now - since < self._nodes_grace or status == "RECONCILING":
                 self._log_once(name, "has no node in the cluster: counted as in flight, not ready", f"since {since}")
                 out.append((name, UnitPhase.IN_FLIGHT, message))

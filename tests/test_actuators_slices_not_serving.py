@@ -3,8 +3,10 @@ serving capacity: in flight (paid for, not ready) for ``NODES_GRACE`` from when 
 deleted by the agent's removal of failed units with no back-off, and the slice the demand needs is asked for in its
 place. Before, it counted as a ready slice until a release took it, which a demand that needed it never did: it was
 never replaced and the demand counted on it was not served. One GKE reports RECONCILING (an upgrade recreating its
-nodes) stays in flight; one whose nodes come back is ready again. GkeTpuSliceActuator with its group's
-KubernetesSliceDrainer on the fake GKE, Compute Engine and Kubernetes APIs."""
+nodes) stays in flight, and its grace starts once GKE reports it RUNNING again (its hosts register after): before,
+the time spent RECONCILING counted, so a slice reconciled for over ``NODES_GRACE`` was failed on its first RUNNING
+read and deleted before its hosts registered. One whose nodes come back is ready again. GkeTpuSliceActuator with its
+group's KubernetesSliceDrainer on the fake GKE, Compute Engine and Kubernetes APIs."""
 
 from __future__ import annotations
 
@@ -95,9 +97,35 @@ def test_a_reconciling_slice_without_nodes_stays_in_flight_and_one_whose_nodes_r
     clock.advance(NODES_GRACE * 3)
     assert _counts(rig) == (1, 2, 2, 0)  # never failed while GKE works on it
 
+    rig.gke.report_error("v5e-1", status="RUNNING")  # GKE is done; its hosts register a moment later
+    clock.advance(timedelta(seconds=30))
+    (state,) = rig.actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 2, 0)  # its grace starts now
+    done = clear_failed_units({POOL: state}, rig.actuator, {POOL: SPEC}, PlannerMemory(), clock.now())
+    assert done.alerts == () and rig.gke.pools["v5e-1"].status == "RUNNING"  # not deleted
+    clock.advance(NODES_GRACE - timedelta(minutes=1))
+    assert _counts(rig) == (1, 2, 2, 0)
+
     for host in rig.hosts("v5e-1"):  # its nodes register again
         rig.kube.put("nodes", objs.node(host, "v5e-1", accelerators=4, resource=objs.TPU_RESOURCE))
-    rig.gke.report_error("v5e-1", status="RUNNING")
-    clock.advance(timedelta(minutes=1))
+    clock.advance(timedelta(seconds=20))
     assert _counts(rig) == (2, 2, 2, 0)
     assert rig.actuator.ready_slices(POOL) == ["v5e-0", "v5e-1"]
+
+
+def test_a_slice_done_reconciling_without_nodes_is_failed_a_grace_later(rig: Rig, clock: SimulatedClock) -> None:
+    _hosts_leave(rig, "v5e-1")
+    rig.gke.report_error("v5e-1", status="RECONCILING")
+    assert _counts(rig) == (1, 2, 2, 0)  # first seen without nodes
+    clock.advance(NODES_GRACE * 3)
+    assert _counts(rig) == (1, 2, 2, 0)  # last seen RECONCILING: its grace counts from this read
+    rig.gke.report_error("v5e-1", status="RUNNING")
+    clock.advance(timedelta(seconds=1))
+    assert _counts(rig) == (1, 2, 2, 0)
+
+    clock.advance(NODES_GRACE - timedelta(seconds=2))
+    assert _counts(rig) == (1, 2, 2, 0)
+    clock.advance(timedelta(seconds=1))
+    (state,) = rig.actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 1)
+    assert state.failed_messages == ("RUNNING with no node in the cluster for 10m: it runs and serves nothing",)
