@@ -130,10 +130,11 @@ class Ec2AutoScalingGroupActuator:
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._remember(key, pool_id, ActionStatus.STARTED, detail)
 
-    def kept_units(self, pool_id: str, units: Sequence[str]) -> str:
-        """Why ``delete_nodes`` could not remove these nodes now (the group at its minimum size), "" when it could:
-        their drain is not started (``actuators.kubernetes_drain.KeepsUnits``)."""
-        return self._groups.kept_at_min(pool_id, self._observe(pool_id), units)
+    def kept_units(self, pool_id: str, units: Sequence[str], draining: Sequence[str] = ()) -> str:
+        """Why ``delete_nodes`` could not remove these nodes now (the group at its minimum size once the nodes
+        ``draining`` are removed), "" when it could: their drain is not started
+        (``actuators.kubernetes_drain.KeepsUnits``)."""
+        return self._groups.kept_at_min(pool_id, self._observe(pool_id), units, draining)
 
     def rebalance_warnings(self) -> list[str]:
         """One warning per mapped group that spans several Availability Zones with ``AZRebalance`` not suspended,

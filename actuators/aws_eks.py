@@ -199,10 +199,11 @@ class EksNodegroupActuator:
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._remember(key, pool_id, ActionStatus.STARTED, detail)
 
-    def kept_units(self, pool_id: str, units: Sequence[str]) -> str:
-        """Why ``delete_nodes`` could not remove these nodes now (the node group at its minimum size), "" when it
-        could: their drain is not started (``actuators.kubernetes_drain.KeepsUnits``)."""
-        return self._groups.kept_at_min(pool_id, self._observe(pool_id).group, units)
+    def kept_units(self, pool_id: str, units: Sequence[str], draining: Sequence[str] = ()) -> str:
+        """Why ``delete_nodes`` could not remove these nodes now (the node group at its minimum size once the nodes
+        ``draining`` are removed), "" when it could: their drain is not started
+        (``actuators.kubernetes_drain.KeepsUnits``)."""
+        return self._groups.kept_at_min(pool_id, self._observe(pool_id).group, units, draining)
 
     def rebalance_warnings(self) -> list[str]:
         """One warning per mapped node group whose Auto Scaling group spans several Availability Zones with

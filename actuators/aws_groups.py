@@ -42,12 +42,15 @@ A drained node the group cannot lose (its desired capacity is at the minimum siz
 it without the decrement would only launch a replacement (a new GPU instance to boot, which a stockout may refuse,
 for no capacity change), and the minimum size asks for that many instances anyway. Its drain is not started
 (``kept_at_min``, asked by the drainer before it cordons anything: ``actuators.kubernetes_drain.KeepsUnits``), so
-the node is neither cordoned nor emptied for nothing; the rejection names the bound. A drain already under way when
-the group reaches its minimum has its removal refused with a transient error naming the bound, so it is retried each
-tick and the node goes as soon as the group may shrink (its minimum lowered, or a scale-up raised the desired
-capacity); past the drain's timeout the drainer gives up and uncordons the node (back in service, since the group
-keeps it anyway). The lasting fix is configuration: a pool's ``min_units`` at least the group's minimum size, so the
-plan never releases a unit the group must keep.
+the node is neither cordoned nor emptied for nothing; the rejection names the bound. The nodes of the pool already
+draining (a release's earlier drains, drains started before or taken over) are asked about with it and take the room
+above the minimum first: a group of 3 at minimum size 2 released by 2 drains one node and rejects the other at
+once. A drain already under way when the group reaches its minimum (its minimum raised since) has its removal
+refused with a transient error naming the bound, so it is retried each tick and the node goes as soon as the group
+may shrink (its minimum lowered, or a scale-up raised the desired capacity); past the drain's timeout the drainer
+gives up and uncordons the node (back in service, since the group keeps it anyway). The lasting fix is
+configuration: a pool's ``min_units`` at least the group's minimum size, so the plan never releases a unit the group
+must keep.
 
 A pool whose nodes a drainer removes (``drained``: every pool of the daemon) never shrinks by a resize: ``shrink``
 terminates launching and then the newest ready instances, busy or not, with no cordon and no eviction. A resize below
@@ -290,13 +293,16 @@ class AutoScalingGroups:
             raise TransientActuatorError(pool_id, _at_min(seen, kept, "drained nodes") + (f" ({done})" if done else ""))
         return done or f"nodes {', '.join(nodes)} are already leaving the group"
 
-    def kept_at_min(self, pool_id: str, seen: GroupView, nodes: Sequence[str]) -> str:
-        """Why some of these Kubernetes nodes could not be removed now, as ``remove_nodes`` would keep them: the group
-        is at its minimum size; "" when all of them could go (a node whose instance is not found, or no longer in the
-        group, needs no termination)."""
-        ids = self.instance_ids(pool_id, nodes)
-        _, kept = _within_min(seen, [n for n in nodes if n in ids], ids)
-        return _at_min(seen, kept, "nodes") if kept else ""
+    def kept_at_min(self, pool_id: str, seen: GroupView, nodes: Sequence[str], draining: Sequence[str] = ()) -> str:
+        """Why some of these Kubernetes nodes could not be removed now, as ``remove_nodes`` would keep them once the
+        nodes ``draining`` (drains under way in the pool, removed first) are gone: the group would be at its minimum
+        size; "" when all of them could go (a node whose instance is not found, or no longer in the group, needs no
+        termination)."""
+        ahead = [n for n in draining if n not in nodes]
+        ids = self.instance_ids(pool_id, [*ahead, *nodes])
+        going, kept = _within_min(seen, [n for n in [*ahead, *nodes] if n in ids], ids)
+        ours = [n for n in kept if n in nodes]
+        return _at_min(seen, ours, "nodes", [n for n in [*going, *kept] if n in ahead]) if ours else ""
 
     def newest_first(self, pool_id: str, instances: Sequence[GroupInstance]) -> list[GroupInstance]:
         """``instances`` ordered newest launch first (ties by id, for a stable order)."""
@@ -353,12 +359,20 @@ def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> t
     return leaving[:room], leaving[room:]
 
 
-def _at_min(seen: GroupView, kept: Sequence[str], what: str) -> str:
+def _at_min(seen: GroupView, kept: Sequence[str], what: str, ahead: Sequence[str] = ()) -> str:
+    """Why ``kept`` stay; ``ahead``: nodes of the group whose drains under way take the room above the minimum."""
+    room = seen.desired - seen.min_size
+    where = (
+        f"{seen.bounded_by} has minimum size {seen.min_size} and desired capacity {seen.desired}, so it can lose "
+        f"{room} {'node' if room == 1 else 'nodes'}, which the {'drain' if len(ahead) == 1 else 'drains'} under way "
+        f"of {', '.join(ahead)} {'takes' if len(ahead) == 1 else 'take'}"
+        if ahead and room > 0
+        else f"{seen.bounded_by} is at its minimum size {seen.min_size} (desired capacity {seen.desired})"
+    )
     return (
-        f"{seen.bounded_by} is at its minimum size {seen.min_size} (desired capacity {seen.desired}): {what} "
-        f"{', '.join(kept)} stay until it may shrink, as terminating them would go below the minimum and terminating "
-        "without lowering the desired capacity would only launch replacements; lower the minimum size, or set the "
-        f"pool's min_units to at least {seen.min_size}"
+        f"{where}: {what} {', '.join(kept)} stay until it may shrink, as terminating them would go below the minimum "
+        "and terminating without lowering the desired capacity would only launch replacements; lower the minimum "
+        f"size, or set the pool's min_units to at least {seen.min_size}"
     )
 
 

@@ -136,8 +136,9 @@ class KeepsUnits(Protocol):
     """A ``NodeRemover`` that can tell before a drain that it would not remove its units now (an AWS group at its
     minimum size): the drain is not started, nothing cordoned or evicted."""
 
-    def kept_units(self, pool_id: str, units: Sequence[str]) -> str:
-        """Why these units could not be removed now; "" when they could."""
+    def kept_units(self, pool_id: str, units: Sequence[str], draining: Sequence[str] = ()) -> str:
+        """Why these units could not be removed now, after the units ``draining`` (the pool's other drains under
+        way, whose removals come first); "" when they could."""
         ...
 
 
@@ -274,7 +275,7 @@ class KubernetesUnitDrainer:
             since = self._draining_since[unit] = (key, now)
         overdue = now - since[1] >= self._timeout
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
-        if started and isinstance(self._remover, KeepsUnits) and (kept := self._remover.kept_units(pool_id, [unit])):
+        if started and isinstance(self._remover, KeepsUnits) and (kept := self._kept(self._remover, pool_id, unit)):
             # Not started: the unit would stay, cordoned and emptied for nothing until the drain's timeout. A drain
             # taken over (its nodes cordoned already) is ended the same way, its nodes uncordoned.
             self._give_up(pool_id, unit, members, kept)
@@ -347,6 +348,20 @@ class KubernetesUnitDrainer:
         return self._result(key, pool_id, ActionStatus.DONE, detail)
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _kept(self, remover: KeepsUnits, pool_id: str, unit: str) -> str:
+        """Why the pool's remover could not remove ``unit`` now, after the units of the pool whose drains are
+        under way (a node cordoned and carrying our drain annotation: this release's earlier drains, and drains
+        started before or taken over), which it removes first; "" when it could. One read of the pool's units."""
+        draining = [
+            other
+            for other, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items()
+            if other != unit
+            and any(
+                n.spec and n.spec.unschedulable and (n.metadata.annotations or {}).get(DRAIN_ANNOTATION) for n in nodes
+            )
+        ]
+        return remover.kept_units(pool_id, [unit], draining)
+
     def _working(self, nodes: Sequence[V1Node], pods: Mapping[str, Sequence[V1Pod]]) -> list[str]:
         """The pods on these nodes that are accelerator work by the rule the unit was found idle by, except those
         already terminating (going anyway), as ``namespace/name``."""
