@@ -294,6 +294,10 @@ def _document(
             action, reason = "keep", "already at the planned target"
         price = spec.price_per_unit_hour_usd
         idle_release = releasable_once_idle(spec, current, decision)
+        # money counts the units billed (a broken slice is, a queued resource waiting for resources is not), as the
+        # budgets and the ledger do; sizes count the pool's target
+        billed = state.billed_units if state is not None else None
+        billed_then = billed_after(state, recommended) if state is not None and recommended is not None else None
         pools.append(
             {
                 "pool_id": spec.pool_id,
@@ -303,10 +307,8 @@ def _document(
                 "lead_time_s": int(spec.lead_time.total_seconds()),
                 "price_per_unit_hour_usd": price,
                 "current_units": current,
-                "billed_units": state.billed_units if state is not None else None,
-                "recommended_billed_units": (
-                    billed_after(state, recommended) if state is not None and recommended is not None else None
-                ),
+                "billed_units": billed,
+                "recommended_billed_units": billed_then,
                 "ready_units": state.ready_units if state is not None else None,
                 "failed_units": state.failed_units if state is not None else None,
                 "recommended_units": recommended,
@@ -315,8 +317,8 @@ def _document(
                 "reason": reason,
                 "why": decision.why() if decision is not None else reason,
                 "decision": decision.stages() if decision is not None else None,
-                "current_cost_per_day_usd": _per_day(current, price),
-                "recommended_cost_per_day_usd": _per_day(recommended, price),
+                "current_cost_per_day_usd": _per_day(billed, price),
+                "recommended_cost_per_day_usd": _per_day(billed_then, price),
                 "releasable_once_idle_units": idle_release,
                 "releasable_once_idle_per_day_usd": _per_day(idle_release, price),
                 "zones": [_zone_entry(z) for z in state.zones] if state is not None else [],

@@ -2,14 +2,16 @@
 
 Pure bookkeeping, no I/O. Each tick hands in the demand just observed, the pools as observed and the targets
 the plan recommended. The interval since the previous tick is charged in arrears, as the simulator charges a
-step: the units paid for during it (the targets asked for at the previous tick) at the pools' prices, and the
-demand observed for it served cheapest first by the units that were ready during it (``models.allocation``).
-Two runs are kept side by side:
+step: the units paid for during it (the units billed at the previous tick, as the ledger and the budgets count
+them: ``PoolState.billed_units``) at the pools' prices, and the demand observed for it served cheapest first by the
+units that were ready during it (``models.allocation``). Two runs are kept side by side:
 
 * ``recommended``: a what-if copy of each pool that follows the recommended targets the way the simulated
   cluster does (clamped to the pool's bounds, paid from the request, ready after the pool's lead time, in-flight
-  units cancelled first on a scale-down, no interruptions);
-* ``actual``: the pools as observed (paid: their target units, serving: their ready units).
+  units cancelled first on a scale-down, no interruptions); paid: the units the observed pool would bill at the
+  what-if's target (``agent.planning.budget.billed_after``: its broken units still billed, units waiting for
+  resources unbilled);
+* ``actual``: the pools as observed (paid: their billed units, serving: their ready units).
 
 An interval is charged only when every demand class has an observed value and the previous tick is at most
 ``max_interval`` ago; otherwise it counts neither cost nor service (missing demand is never read as zero).
@@ -23,6 +25,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from actuators.simulated import cancel_in_flight
+from agent.planning.budget import billed_after
 from models import PoolSpec, PoolState
 from models.allocation import allocate, unassigned
 
@@ -131,8 +134,8 @@ class ShadowAccount:
             _Seen(
                 now,
                 paid={
-                    "recommended": {p: w.target for p, w in self.what_if.items()},
-                    "actual": {p: s.target_units for p, s in by_id.items()},
+                    "recommended": {p: _billed(by_id.get(p), w.target) for p, w in self.what_if.items()},
+                    "actual": {p: s.billed_units for p, s in by_id.items()},
                 },
                 ready={
                     "recommended": {p: w.ready for p, w in self.what_if.items()},
@@ -245,3 +248,8 @@ def _period(data: Mapping[str, Any]) -> Period:
         for run in RUNS
     }
     return Period(runs, float(data["hours"]), int(data["intervals"]), int(data["skipped"]))
+
+
+def _billed(seen: PoolState | None, target: int) -> int:
+    """The units a pool seen as ``seen`` bills at a target of ``target`` (the target itself for a pool not seen)."""
+    return target if seen is None else billed_after(seen, target)

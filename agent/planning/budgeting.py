@@ -31,12 +31,12 @@ stop runs on the budget's other pools, the unread pool held.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend, billed_after, target_for
 from agent.planning.enforcement import DeferredStop, Shed, Shortfall, Trim, budget_snapshots, enforce_budgets
-from models import BudgetSnapshot, PoolSpec, PoolState, Resize, Skip, SkipReason
+from models import BudgetSnapshot, PoolKind, PoolSpec, PoolState, Resize, Skip, SkipReason
 from models.durations import format_duration
 
 _HOLDS = {SkipReason.MISSING_DATA, SkipReason.PERMANENT_ERROR, SkipReason.IN_FLIGHT}  # the planner's own holds
@@ -96,7 +96,12 @@ def apply_budgets(
     }
     by_pool = _trimmed(now, resizes, allowed)
     new_targets = {**targets, **{t.pool_id: allowed[t.pool_id] for t in out.trims if t.pool_id in allowed}}
-    new_skips = [*skips, *out.skips]
+    resized = {r.pool_id: r for r in resizes}
+    trimmed = [
+        _trim_skip(trim, skip, states.get(trim.pool_id), resized.get(trim.pool_id), allowed, specs)
+        for trim, skip in zip(out.trims, out.skips, strict=True)
+    ]
+    new_skips = [*skips, *trimmed]
     stopped = {s.pool_id for s in out.shed if s.forced}  # the hard stop says it all
     for shed in out.shed:
         if shed.forced:
@@ -157,6 +162,35 @@ def _hard_stop(
         f"ticks: releasing {current - to_units} units ({busy} of them busy; their work goes back to the queue)"
     )
     return Resize(stop.pool_id, current, to_units, reason, _key(now, stop.pool_id, to_units), forced=True)
+
+
+def _trim_skip(
+    trim: Trim,
+    skip: Skip,
+    state: PoolState | None,
+    resize: Resize | None,
+    allowed: Mapping[str, int],
+    specs: Mapping[str, PoolSpec],
+) -> Skip:
+    """A trim's skip in the sizes of the resize it trims (target units), with the units billed beside them where
+    those differ: the cap counts billed units, so "2->2 instead of ->3" would say nothing of a resize asked 1->2."""
+    if state is None or resize is None or state.billed_units == state.target_units:
+        return skip
+    unit = "slice" if specs[trim.pool_id].kind is PoolKind.TPU_SLICE_GROUP else "unit"
+    because = []
+    if state.broken_units:
+        broken = len(state.broken_units)
+        because.append(f"{broken} broken {unit}{'s' if broken > 1 else ''}")
+    if state.waiting_units:
+        because.append(f"not {state.waiting_units} waiting for resources")
+    billed = f"{state.billed_units} {unit}{'s' if state.billed_units != 1 else ''} billed with " + ", ".join(because)
+    granted, wanted = trim.allowed_units - trim.billed_units, trim.wanted_units - trim.billed_units
+    detail = (
+        f"{trim.label} allows {granted} of {wanted} more units ({resize.from_units}->{resize.to_units} asked, "
+        f"trimmed to {resize.from_units}->{allowed[trim.pool_id]}; {billed}); "
+        f"{trim.room_usd:,.2f} USD of room left to period end"
+    )
+    return replace(skip, detail=detail)
 
 
 def _kept_by_hold(short: Shortfall, why: str) -> str:

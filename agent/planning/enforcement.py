@@ -69,6 +69,8 @@ class Trim:
     allowed_units: int
     budget: str
     cap: CapKind
+    label: str = field(default="", compare=False)  # the binding cap, as the skip names it
+    room_usd: float = field(default=0.0, compare=False)  # the cap's room left once the trimmed scale-up is counted
 
 
 @dataclass(frozen=True)
@@ -374,8 +376,18 @@ def _trim(
         if binding is None:
             continue
         targets[pool_id] = base[pool_id] + allowed
+        room = max(0.0, binding.room_usd)
         trims.append(
-            Trim(pool_id, base[pool_id], base[pool_id] + wanted, targets[pool_id], binding.budget, binding.kind)
+            Trim(
+                pool_id,
+                base[pool_id],
+                base[pool_id] + wanted,
+                targets[pool_id],
+                binding.budget,
+                binding.kind,
+                binding.label,
+                room,
+            )
         )
         skips.append(
             Skip(
@@ -383,7 +395,7 @@ def _trim(
                 SkipReason.BUDGET,
                 f"{binding.label} allows {allowed} of {wanted} more units "
                 f"({base[pool_id]}->{targets[pool_id]} instead of ->{base[pool_id] + wanted}); "
-                f"{max(0.0, binding.room_usd):,.2f} USD of room left to period end",
+                f"{room:,.2f} USD of room left to period end",
             )
         )
     return trims, skips
