@@ -158,8 +158,8 @@ def test_requests_waiting_for_resources_are_not_charged_until_they_provision(
     agent: Agent, clock: SimulatedClock, tpu_api: FakeTpuApi, prometheus_api: FakePrometheusApi
 ) -> None:
     """Cloud TPU charges accrue while the TPU is READY: a request waiting in the queue bills nothing. The ledger
-    charges the agent's own scale-up from its instant until the next tick reads the pool (5 minutes at 2 units), then
-    nothing while the requests wait, and from the tick that sees them provisioning on."""
+    charges nothing for the agent's own scale-up of queued resources (they may wait), nothing while the requests
+    wait, and from the tick that sees them provisioning on."""
     tpu_api.stockout("wait", accelerator_type=TYPES[SPOT])
     prometheus_api.set_demand(CLASS, 16)
     ledger = agent.parts.ledger
@@ -170,7 +170,7 @@ def test_requests_waiting_for_resources_are_not_charged_until_they_provision(
     assert (state.target_units, state.waiting_units, state.billed_units) == (2, 2, 0)
     for _ in range(3):  # T0 + 15m, the requests still waiting
         _tick(agent, clock, tpu_api)
-    assert ledger.spent([SPOT], T0, clock.now()) == pytest.approx(2 * per_unit_hour * 5 / 60)
+    assert ledger.spent([SPOT], T0, clock.now()) == 0.0
 
     tpu_api.restock()
     _tick(agent, clock, tpu_api)  # T0 + 20m: provisioning, billed from here on
@@ -178,5 +178,5 @@ def test_requests_waiting_for_resources_are_not_charged_until_they_provision(
     assert (state.target_units, state.waiting_units, state.billed_units) == (2, 0, 2)
     _tick(agent, clock, tpu_api)  # T0 + 25m: active
     assert _units(tpu_api, SPOT) == {"v5e-0": "ACTIVE", "v5e-1": "ACTIVE"}
-    assert ledger.spent([SPOT], T0, clock.now()) == pytest.approx(2 * per_unit_hour * 10 / 60)
+    assert ledger.spent([SPOT], T0, clock.now()) == pytest.approx(2 * per_unit_hour * 5 / 60)  # from T0 + 20m
     assert _units(tpu_api, ON_DEMAND) == {}

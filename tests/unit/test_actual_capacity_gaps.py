@@ -66,8 +66,9 @@ def test_the_guarded_query_bills_the_nodes_the_pool_ran(tmp_path: Path) -> None:
     cluster = history(trace, window, [3.0] * 4 + [0.0] * 16 + [2.0] * 4, GUARDED)
     run = actual_run(settings, cluster, window)
     assert run is not None
-    assert run.paid_units["gpu"].tolist() == [3] * 4 + [0] * 16 + [2] * 4
-    assert run.cost_usd == pytest.approx(20 * PRICE * HOURS)
+    # the 2 nodes recorded from step 20 on were paid from their request, the pool's lead time (2 steps) before
+    assert run.paid_units["gpu"].tolist() == [3] * 4 + [0] * 14 + [2] * 6
+    assert run.cost_usd == pytest.approx(24 * PRICE * HOURS)
     assert actual_note(settings, cluster, window)["missing"] is None
 
 
