@@ -153,7 +153,8 @@ class NodeDrains:
         return seen, tuple(alerts)
 
     def adjusted(self, states: Mapping[str, PoolState]) -> dict[str, PoolState]:
-        """Pool states with the nodes being drained taken out of ready and target units (no calls)."""
+        """Pool states with the nodes being drained taken out of ready and target units (no calls), and counted in
+        ``draining_units``: billed until each drain deletes its node."""
         draining: dict[str, int] = {}
         for pending in self._pending.values():
             draining[pending.pool_id] = draining.get(pending.pool_id, 0) + 1
@@ -161,10 +162,12 @@ class NodeDrains:
         for pool_id, count in draining.items():
             state = out.get(pool_id)
             if state is not None:
+                target = max(0, state.target_units - count)
                 out[pool_id] = replace(
                     state,
                     ready_units=max(0, state.ready_units - count),
-                    target_units=max(0, state.target_units - count),
+                    target_units=target,
+                    draining_units=state.draining_units + state.target_units - target,
                 )
         return out
 

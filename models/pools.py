@@ -97,6 +97,9 @@ class PoolState:
     paid for, so they count in ``billed_units`` and take room from the pool's ``max_units``. ``missing_zones``
     (zone, what is wrong) are zones the pool lists whose units cannot be read (a GKE node pool's instance group that
     Compute does not find): left out of every count and of ``zones``, and reported so a person can be told.
+    ``draining_units`` are nodes being drained that the agent took out of ready and target units (``agent.drains``:
+    they were already asked to go); the cloud bills them until each drain deletes its node, so they count in
+    ``billed_units``. A pool as read from the cloud has none: its target still counts them.
     """
 
     pool_id: str
@@ -113,6 +116,7 @@ class PoolState:
     broken_units: tuple[tuple[str, str], ...] = ()
     failed_messages: tuple[str, ...] = ()
     missing_zones: tuple[tuple[str, str], ...] = ()
+    draining_units: int = 0
 
     @property
     def provisioning_units(self) -> int:
@@ -122,5 +126,5 @@ class PoolState:
     def billed_units(self) -> int:
         """The units the provider bills now: ready and provisioning ones, not those still waiting for resources,
         and the broken ones, whole (a slice short of hosts is charged as a whole slice: an estimate on the safe
-        side)."""
-        return max(0, self.target_units - self.waiting_units) + len(self.broken_units)
+        side), and the nodes being drained out of the target."""
+        return max(0, self.target_units - self.waiting_units) + len(self.broken_units) + self.draining_units

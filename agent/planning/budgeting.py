@@ -85,7 +85,12 @@ def apply_budgets(
         for pool_id, state in states.items()
         if drained is not None and pool_id not in drained
     }
-    broken = {pool_id: len(state.broken_units) for pool_id, state in states.items() if state.broken_units}
+    # billed units no release can take: broken units, and nodes already being drained (billed until deleted)
+    broken = {
+        pool_id: len(state.broken_units) + state.draining_units
+        for pool_id, state in states.items()
+        if state.broken_units or state.draining_units
+    }
     out = enforce_budgets(
         now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held, provisioning, broken
     )
@@ -181,6 +186,8 @@ def _trim_skip(
     if state.broken_units:
         broken = len(state.broken_units)
         because.append(f"{broken} broken {unit}{'s' if broken > 1 else ''}")
+    if state.draining_units:
+        because.append(f"{state.draining_units} being drained")
     if state.waiting_units:
         because.append(f"not {state.waiting_units} waiting for resources")
     billed = f"{state.billed_units} {unit}{'s' if state.billed_units != 1 else ''} billed with " + ", ".join(because)
