@@ -28,7 +28,7 @@ from agent.alerts import (
 from agent.budget_reserve import BudgetReserver, Reserved
 from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
-from agent.ledger.meter import LedgerCoverage, SpendMeter
+from agent.ledger.meter import LedgerCoverage, SpendMeter, pool_previous_ids
 from agent.ledger.reservations import Reservations
 from agent.planning.budget import Budget, BudgetSpend, billed_after, scale_up_charges
 from agent.planning.enforcement import deferred_stops, find_overspends
@@ -51,9 +51,7 @@ class BudgetWatch:
         self.budgets = [Budget.from_settings(b) for b in settings.budgets]
         # spend under a pool's previous ids counts as the pool's: this agent's pools' and the remote pools' of the
         # budgets shared with other agents (``remote_previous_ids``), in the spend read and the reservations alike
-        previous_ids: dict[str, tuple[str, ...]] = {p.id: p.previous_ids for p in settings.pools}
-        for budget in self.budgets:
-            previous_ids.update(budget.remote_previous_ids)
+        previous_ids = pool_previous_ids({p.id: p.previous_ids for p in settings.pools}, self.budgets)
         self.reserver = (
             BudgetReserver(ledger, self.budgets, pools, holder, settings.ledger.reservation_ttl, previous_ids)
             if any(b.remote_pools for b in self.budgets) and isinstance(ledger, Reservations)

@@ -102,6 +102,7 @@ def report_budgets(args: argparse.Namespace) -> int:
         counted_pools,
         ledger_coverage,
         own_pools,
+        pool_previous_ids,
         unclaimed_message,
         unclaimed_spend,
     )
@@ -118,9 +119,9 @@ def report_budgets(args: argparse.Namespace) -> int:
         f"{'billed covers est.':>18} {'spent USD':>12} {'used':>7}"
     ]
     late: list[str] = []  # budgets whose period started before the ledger's first record of one of their pools
-    previous = {p.id: p.previous_ids for p in settings.pools}  # a renamed pool's spend under its old ids is its own
     budgets = [Budget.from_settings(b) for b in settings.budgets]
-    previous.update(item for budget in budgets for item in budget.remote_previous_ids)  # a remote pool's too
+    # a renamed pool's spend under its old ids is its own, a remote pool's too (every budget's old ids of it)
+    previous = pool_previous_ids({p.id: p.previous_ids for p in settings.pools}, budgets)
     try:
         for budget in budgets:
             period, pools = budget.period(now), counted_pools(budget.pools, previous)

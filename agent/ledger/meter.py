@@ -103,6 +103,17 @@ def ledger_coverage(
     return LedgerCoverage(budget.name, period.start, period.end, tuple(pools), where)
 
 
+def pool_previous_ids(own: Previous, budgets: Iterable[Budget]) -> dict[str, tuple[str, ...]]:
+    """Every pool with the ids it was known by: this agent's pools' ``previous_ids`` (``own``) and the remote pools'
+    of the budgets shared with other agents (``remote_previous_ids``). Two budgets that share a remote pool may each
+    list some of its old ids (each old id belongs to one pool): all of them count as the pool's, in both budgets."""
+    merged: dict[str, tuple[str, ...]] = {pool: tuple(dict.fromkeys(ids)) for pool, ids in own.items()}
+    for budget in budgets:
+        for pool, ids in budget.remote_previous_ids:
+            merged[pool] = tuple(dict.fromkeys((*merged.get(pool, ()), *ids)))
+    return merged
+
+
 def own_pools(budget: Budget) -> list[str]:
     """The budget's pools this agent records (the others' agents judge theirs)."""
     return sorted(budget.pools - budget.remote_pools)
