@@ -150,7 +150,7 @@ def report_budgets(args: argparse.Namespace) -> int:
         unclaimed = unclaimed_spend(ledger, budgets, previous, now)
         if unclaimed is not None and unclaimed[1]:
             where = f"at {ledger.where}" if isinstance(ledger, RecordedSince) else "configured"
-            late.append("not counted: " + unclaimed_message(*unclaimed, where, _when))
+            late.append("not counted: " + unclaimed_message(*unclaimed, where, _when, budgets))
     finally:
         _close(ledger)
     print("\n".join(lines + late))

@@ -27,7 +27,8 @@ The ledger keeps spend by pool id, so a pool renamed in the configuration would 
 a pool's ``previous_ids`` (the ids it was known by) count as its own, in its budgets' spend and in their coverage
 (``counted_pools``). Spend recorded this period under an id no configured pool has or had (``unclaimed_spend``:
 a pool renamed without them, a pool removed, another deployment's pool on a shared ledger) counts in no budget: it
-is logged once, at the first read of the budgets' spend, naming each such pool and what it spent.
+is logged once, at the first read of the budgets' spend, naming each such pool and what it spent, and, where a budget
+shares pools other agents run (``remote_pools``), the ``remote_previous_ids`` that would count a renamed one's.
 """
 
 from __future__ import annotations
@@ -147,14 +148,38 @@ def unclaimed_spend(
     return since, {pool: ledger.spent([pool], since, now) for pool in found}
 
 
-def unclaimed_message(since: datetime, spent: Mapping[str, float], where: str, when: Callable[[datetime], str]) -> str:
-    """The warning for ``unclaimed_spend``'s pools; ``where``: ``at <the ledger's place>``."""
+def unclaimed_message(
+    since: datetime,
+    spent: Mapping[str, float],
+    where: str,
+    when: Callable[[datetime], str],
+    budgets: Sequence[Budget] = (),
+) -> str:
+    """The warning for ``unclaimed_spend``'s pools; ``where``: ``at <the ledger's place>``. An id may be the old id of
+    a pool another agent runs in one of ``budgets`` (its ``remote_pools``), renamed there: its spend counts in those
+    budgets once a budget's ``remote_previous_ids`` lists it, so the warning names that setting; nothing is to be done
+    only about spend that counts in none of this agent's budgets."""
     named = ", ".join(f"{pool} ({usd:,.2f} USD)" for pool, usd in spent.items())
-    return (
+    message = (
         f"the ledger {where} holds spend since {when(since)} under pool ids no configured pool has: {named}; it "
-        "counts in no budget. A pool renamed? List its old id in the pool's previous_ids, and its spend counts as "
-        "the pool's own. A pool removed, or another deployment's on a shared ledger: nothing to do"
+        "counts in no budget. A pool of this agent renamed? List its old id in the pool's previous_ids, and its spend "
+        "counts as the pool's own. "
     )
+    remote = sorted(set().union(*(b.remote_pools for b in budgets)))
+    if remote:
+        shared = ", ".join(b.name for b in budgets if b.remote_pools)
+        olds = ", ".join(spent)
+        listed = (
+            f"{{{remote[0]}: [{olds}]}}"
+            if len(remote) == 1
+            else f"{{<pool>: [{olds}]}}, <pool> the one of {', '.join(remote)} it was renamed to"
+        )
+        message += (
+            f"A pool another agent runs, shared by budget {shared} (remote_pools: {', '.join(remote)}), renamed "
+            f"there? List its old id in the budget's budgets[].remote_previous_ids: {listed}, and its spend counts "
+            "in the budget. "
+        )
+    return message + "A pool removed, or another deployment's in none of this agent's budgets: nothing to do"
 
 
 class SpendMeter:
@@ -323,7 +348,7 @@ class SpendMeter:
             where = f"at {self.ledger.where}" if isinstance(self.ledger, RecordedSince) else "in memory"
             log.warning(
                 "%s",
-                unclaimed_message(since, spent, where, datetime.isoformat),
+                unclaimed_message(since, spent, where, datetime.isoformat, budgets),
                 extra={"unclaimed_pools": sorted(spent), "since": since.isoformat()},
             )
 
