@@ -47,6 +47,7 @@ and empties every one of them, and the ``NodeRemover`` deletes the unit as a who
 ``actuators.pod_rules``: a pod that must not be disrupted blocks the drain. Idleness is about accelerators only, so
 an idle node holding such a pod is still offered as idle; its drain is rejected, and the agent leaves the node alone
 for a stabilization window.
+What a unit is, what removes it and the marks a drain leaves on its nodes are in ``actuators.drain_units``.
 
 A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
 in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do
@@ -70,8 +71,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
+from actuators.drain_units import (
+    DRAIN_ANNOTATION,
+    FORCED_ANNOTATION,
+    NODE_POOL_LABEL,
+    DrainUnits,
+    KeepsUnits,
+    NodeRemover,
+    NodeUnits,
+)
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import (
     ACCELERATOR_RESOURCES,
@@ -85,19 +95,25 @@ from actuators.pod_rules import (
     terminating,
 )
 from actuators.vendor_errors import from_kubernetes
-from kube.api import KubernetesApi, Nodes
+from kube.api import KubernetesApi
 from kube.models import V1Node, V1Pod
 from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
 from models.clock import Clock
 from models.errors import KubernetesApiError, KubernetesNotFound, KubernetesThrottled
 
+__all__ = [
+    "DRAIN_ANNOTATION",
+    "FORCED_ANNOTATION",
+    "NODE_POOL_LABEL",
+    "DrainUnits",
+    "KeepsUnits",
+    "KubernetesNodeDrainer",
+    "KubernetesUnitDrainer",
+    "NodeRemover",
+    "NodeUnits",
+]
+
 log = logging.getLogger(__name__)
-NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-# Set on a node while a drain of ours is in progress (value: the drain's key); removed when the drain gives up.
-DRAIN_ANNOTATION = "leadtime.io/drain-key"
-# Set with it on the nodes of a forced drain (value: the drain's key, so a mark an earlier drain left on a node a
-# person uncordoned does not force a later drain), which may evict accelerator work; removed with it.
-FORCED_ANNOTATION = "leadtime.io/drain-forced"
 T = TypeVar("T")
 # The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
 _MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
@@ -125,61 +141,6 @@ class _NodeLoad:
     @property
     def cost(self) -> tuple[bool, int, int, str]:
         return (self.blocked, self.accelerator_pods, self.accelerators, self.name)
-
-
-class NodeRemover(Protocol):
-    def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult: ...
-
-
-@runtime_checkable
-class KeepsUnits(Protocol):
-    """A ``NodeRemover`` that can tell before a drain that it would not remove its units now (an AWS group at its
-    minimum size): the drain is not started, nothing cordoned or evicted."""
-
-    def kept_units(self, pool_id: str, units: Sequence[str], draining: Sequence[str] = ()) -> str:
-        """Why these units could not be removed now, after the units ``draining`` (the pool's other drains under
-        way, whose removals come first); "" when they could."""
-        ...
-
-
-class DrainUnits(Protocol):
-    """The units of a pool as Kubernetes nodes. Reads may raise ``KubernetesApiError`` (translated by the drainer)
-    or an ``ActuatorError``."""
-
-    noun: str  # what a unit is called in results and logs: "node", "slice"
-    # Whether a unit whose nodes all left the cluster during its drain is still removed through the ``NodeRemover``
-    # (a slice: its node pool outlives its nodes and is still paid for) or the drain ends there (a node).
-    removed_without_nodes: bool
-
-    def of_pool(self, pool_id: str) -> Mapping[str, Sequence[V1Node]]:
-        """Every unit of the pool, with its nodes."""
-        ...
-
-    def nodes(self, pool_id: str, unit: str) -> Sequence[str]:
-        """The names of the unit's nodes now."""
-        ...
-
-
-class NodeUnits:
-    """Each node labelled ``<pool_label>=<value>`` is a unit of its pool; ``node_pools`` maps our pool ids to the
-    values."""
-
-    noun = "node"
-    removed_without_nodes = False
-
-    def __init__(self, nodes: Nodes, pool_label: str, node_pools: Mapping[str, str]) -> None:
-        self._nodes = nodes
-        self._pool_label = pool_label
-        self._node_pools = dict(node_pools)
-
-    def of_pool(self, pool_id: str) -> Mapping[str, Sequence[V1Node]]:
-        label = self._node_pools.get(pool_id)
-        if label is None:
-            raise PermanentActuatorError(pool_id, "no node pool label is mapped to this pool")
-        return {node.metadata.name: [node] for node in self._nodes.with_label(f"{self._pool_label}={label}")}
-
-    def nodes(self, pool_id: str, unit: str) -> Sequence[str]:
-        return [unit]  # not read: a node gone shows as a 404 when it is cordoned
 
 
 class KubernetesUnitDrainer:

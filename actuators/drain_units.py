@@ -1,0 +1,83 @@
+"""The units a drain takes out of a pool, what removes them, and the marks a drain leaves on their nodes.
+
+A unit is what a drain takes out of the pool whole: a node (``NodeUnits``: each node with the pool's label), or
+every node of a TPU slice (``actuators.slice_drain``); ``DrainUnits`` is how a drainer finds a pool's units and their
+nodes. Once a unit is drained, its pool's actuator deletes it as a whole (``NodeRemover``); one that can tell before a
+drain that it would not remove the unit now (an AWS group at its minimum size) says so (``KeepsUnits``), and the drain
+is not started.
+
+While a drain is in progress its nodes carry ``DRAIN_ANNOTATION`` (the drain's key), and those of a forced drain
+``FORCED_ANNOTATION`` too, so an agent that continues the drain knows it is one of ours, and whether it is forced
+(``actuators.kubernetes_drain``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol, runtime_checkable
+
+from kube.api import Nodes
+from kube.models import V1Node
+from models import ActionResult, PermanentActuatorError
+
+NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
+# Set on a node while a drain of ours is in progress (value: the drain's key); removed when the drain gives up.
+DRAIN_ANNOTATION = "leadtime.io/drain-key"
+# Set with it on the nodes of a forced drain (value: the drain's key, so a mark an earlier drain left on a node a
+# person uncordoned does not force a later drain), which may evict accelerator work; removed with it.
+FORCED_ANNOTATION = "leadtime.io/drain-forced"
+
+
+class NodeRemover(Protocol):
+    def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult: ...
+
+
+@runtime_checkable
+class KeepsUnits(Protocol):
+    """A ``NodeRemover`` that can tell before a drain that it would not remove its units now (an AWS group at its
+    minimum size): the drain is not started, nothing cordoned or evicted."""
+
+    def kept_units(self, pool_id: str, units: Sequence[str], draining: Sequence[str] = ()) -> str:
+        """Why these units could not be removed now, after the units ``draining`` (the pool's other drains under
+        way, whose removals come first); "" when they could."""
+        ...
+
+
+class DrainUnits(Protocol):
+    """The units of a pool as Kubernetes nodes. Reads may raise ``KubernetesApiError`` (translated by the drainer)
+    or an ``ActuatorError``."""
+
+    noun: str  # what a unit is called in results and logs: "node", "slice"
+    # Whether a unit whose nodes all left the cluster during its drain is still removed through the ``NodeRemover``
+    # (a slice: its node pool outlives its nodes and is still paid for) or the drain ends there (a node).
+    removed_without_nodes: bool
+
+    def of_pool(self, pool_id: str) -> Mapping[str, Sequence[V1Node]]:
+        """Every unit of the pool, with its nodes."""
+        ...
+
+    def nodes(self, pool_id: str, unit: str) -> Sequence[str]:
+        """The names of the unit's nodes now."""
+        ...
+
+
+class NodeUnits:
+    """Each node labelled ``<pool_label>=<value>`` is a unit of its pool; ``node_pools`` maps our pool ids to the
+    values."""
+
+    noun = "node"
+    removed_without_nodes = False
+
+    def __init__(self, nodes: Nodes, pool_label: str, node_pools: Mapping[str, str]) -> None:
+        self._nodes = nodes
+        self._pool_label = pool_label
+        self._node_pools = dict(node_pools)
+
+    def of_pool(self, pool_id: str) -> Mapping[str, Sequence[V1Node]]:
+        label = self._node_pools.get(pool_id)
+        if label is None:
+            raise PermanentActuatorError(pool_id, "no node pool label is mapped to this pool")
+        return {node.metadata.name: [node] for node in self._nodes.with_label(f"{self._pool_label}={label}")}
+
+    def nodes(self, pool_id: str, unit: str) -> Sequence[str]:
+        return [unit]  # not read: a node gone shows as a 404 when it is cordoned
