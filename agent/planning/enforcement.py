@@ -44,6 +44,9 @@ shed of idle units goes on), but for ``unread_stop_wait`` at most, from the olde
 (a pool with none: from the tick the loop first found it unread, or from ``now`` when the spend does not say). A
 pool that stays unreadable for longer (a permission revoked for days) must not turn the stop off: the stop then runs
 on the budget's read pools, the unread pool held and counted at its last recorded units.
+
+The caps and the units each pool is counted at are in ``agent.planning.budget_caps``, the shed and the hard stop's
+release in ``agent.planning.budget_shed``.
 """
 
 from __future__ import annotations
@@ -54,9 +57,22 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend, CapKind, Period, project
-from models import BudgetSnapshot, CapacityTier, PoolKind, PoolSpec, Skip, SkipReason
+from agent.planning.budget_caps import _EPS_USD, _Cap, _caps, _units_now
+from agent.planning.budget_shed import Shed, Shortfall, _Idleness, _shed
+from models import BudgetSnapshot, PoolSpec, Skip, SkipReason
 
-_EPS_USD = 1e-6
+__all__ = [
+    "BudgetEnforcement",
+    "DeferredStop",
+    "Overspend",
+    "Shed",
+    "Shortfall",
+    "Trim",
+    "budget_snapshots",
+    "deferred_stops",
+    "enforce_budgets",
+    "find_overspends",
+]
 
 
 @dataclass(frozen=True)
@@ -71,32 +87,6 @@ class Trim:
     cap: CapKind
     label: str = field(default="", compare=False)  # the binding cap, as the skip names it
     room_usd: float = field(default=0.0, compare=False)  # the cap's room left once the trimmed scale-up is counted
-
-
-@dataclass(frozen=True)
-class Shed:
-    """Units of a pool to release to bring a projection back under its cap (``idle_units`` of them idle now)."""
-
-    pool_id: str
-    units: int
-    idle_units: int
-    budget: str
-    cap: CapKind
-    saves_usd: float
-    forced: bool = False  # a hard stop: busy units go too (``commit_horizon``)
-    provisioning_units: int = 0  # of ``units``, those still provisioning (serving nothing yet)
-
-
-@dataclass(frozen=True)
-class Shortfall:
-    """A broken cap that releasing every unit it may name leaves ``usd`` over, while ``held`` (pools no release may
-    touch) keep units that could have covered it. ``forced``: the hard stop's projection over the next two ticks."""
-
-    budget: str
-    cap: CapKind
-    usd: float
-    held: tuple[str, ...]
-    forced: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,53 +131,6 @@ class BudgetEnforcement:
     snapshots: tuple[BudgetSnapshot, ...] = field(default=())
     shortfalls: tuple[Shortfall, ...] = ()
     deferred: tuple[DeferredStop, ...] = ()
-
-
-@dataclass
-class _Cap:
-    budget: str
-    kind: CapKind
-    period: Period
-    cap_usd: float
-    spent_usd: float
-    pools: frozenset[str]
-    lookahead: bool = False
-    crossing: bool = False  # the next month period: binds only scale-ups whose minimum hold reaches into it
-    horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): units counted only that far
-    room_usd: float = 0.0
-    unread_since: Mapping[str, datetime] = field(default_factory=dict)  # BudgetSpend.unread_since
-    stop_wait: timedelta = timedelta(0)  # how long the hard stop waits for an unread pool (Budget.unread_stop_wait)
-
-    def unread_from(self, unread: Collection[str], now: datetime) -> datetime | None:
-        """Since when the hard stop has waited for the pools of this cap in ``unread`` (none: ``None``): the oldest
-        of their last records, ``now`` for a pool the ledger has no record of."""
-        missing = self.pools & frozenset(unread)
-        return min((self.unread_since.get(p, now) for p in missing), default=None)
-
-    def waits(self, unread: Collection[str], now: datetime) -> bool:
-        """Whether this cap's hard stop still waits for a pool of it not read this tick."""
-        since = self.unread_from(unread, now)
-        return since is not None and now < since + self.stop_wait
-
-    def until(self, now: datetime) -> datetime | None:
-        """Where this cap's projection ends when its commit horizon ends it before the period does."""
-        if self.horizon is None or now + self.horizon >= self.period.end:
-            return None
-        return now + self.horizon
-
-    def hours_left(self, now: datetime) -> float:
-        """Hours of this cap's period that the units held now are counted for."""
-        return _hours(self.period.remaining(now, self.horizon))
-
-    @property
-    def label(self) -> str:
-        label = f"budget {self.budget!r} ({self.kind} cap {self.cap_usd:,.2f} USD)"
-        if self.crossing:
-            label += (
-                f" for the period opening {self.period.start:%Y-%m-%d %H:%M} UTC, which units bought now reach "
-                f"(lead time + idle window + one tick)"
-            )
-        return label
 
 
 def enforce_budgets(
@@ -303,50 +246,6 @@ def deferred_stops(
     return _deferred(now, _caps(now, spends), pools, base, {}, settle, unread)
 
 
-def _units_now(
-    spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
-) -> dict[str, int]:
-    """The units each pool is counted at: those billed now; for a pool not read, the units the ledger last recorded
-    it holding; for a pool the ledger has no record of either, its ``max_units``."""
-    recorded: dict[str, int] = {}
-    for spend in spends:
-        recorded.update(spend.last_units)
-    return {p: billed[p] if p in billed else recorded.get(p, spec.max_units) for p, spec in pools.items()}
-
-
-def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[_Cap]:
-    """Every cap at ``now``. An hourly cap is also held over the whole next hour (a rate): otherwise a scale-up
-    late in an hour, cheap against the minutes left, would break the next hour the moment it starts. With
-    ``crossing``, a monthly cap is also held over the next month period, for the scale-ups that reach it."""
-    caps = []
-    for spend in sorted(spends, key=lambda s: s.budget.name):
-        name, pools = spend.budget.name, spend.budget.pools
-        for kind, period, cap_usd in spend.budget.caps(now):
-            horizon = spend.budget.commit_horizon if kind is CapKind.MONTH else None
-            caps.append(
-                _Cap(
-                    name,
-                    kind,
-                    period,
-                    cap_usd,
-                    spend.spent(kind),
-                    pools,
-                    horizon=horizon,
-                    unread_since=spend.unread_since,
-                    stop_wait=spend.budget.unread_stop_wait,
-                )
-            )
-            if kind is CapKind.HOUR:
-                following = Period(period.end, period.end + (period.end - period.start))
-                caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True))
-            elif crossing:
-                following = spend.budget.period(period.end)
-                caps.append(
-                    _Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True, crossing=True, horizon=horizon)
-                )
-    return caps
-
-
 def _trim(
     now: datetime,
     caps: list[_Cap],
@@ -401,79 +300,6 @@ def _trim(
     return trims, skips
 
 
-def _shed(
-    now: datetime,
-    caps: list[_Cap],
-    pools: Mapping[str, PoolSpec],
-    base: Mapping[str, int],
-    targets: Mapping[str, int],
-    idle: _Idleness,
-    settle: timedelta,
-    held: frozenset[str],
-    unread: frozenset[str] = frozenset(),
-    stop: bool = False,
-) -> tuple[list[Shed], list[Shortfall]]:
-    """Units to release, in cheapest-to-lose order, until no cap is broken (or nothing more can be shed), and the
-    caps left broken where pools in ``held`` keep units that might have covered the rest.
-
-    The planner's own releases in this tick count towards the shortfall; scale-ups were already trimmed to zero
-    in every broken budget, because a broken cap has no room. With ``stop``, the hard stop of the caps that have a
-    commit horizon: each is projected over the next two ticks only, and what it names is ``forced``.
-    """
-    prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    kept = {p: min(targets.get(p, base[p]), base[p]) for p in base}
-    excess: dict[int, float] = {}
-    horizons: dict[int, timedelta | None] = {}
-    for i, cap in enumerate(caps):
-        if cap.crossing:  # a next period is held at its opening, not before
-            continue
-        held_by_stop = cap.horizon is not None
-        if (stop and not held_by_stop) or (not stop and cap.room_usd >= -_EPS_USD):
-            continue
-        if stop and cap.waits(unread, now):  # not started on a guess yet: ``_deferred``
-            continue
-        horizons[i] = 2 * settle if stop else cap.horizon
-        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
-        if projected > cap.cap_usd + _EPS_USD:
-            excess[i] = projected - cap.cap_usd
-    shed: dict[str, Shed] = {}
-    for (level, *_), pool_id, count in _candidates([caps[i] for i in excess], pools, base, kept, idle, held):
-        saves = {
-            i: prices[pool_id] * _hours(max(timedelta(0), caps[i].period.remaining(now, horizons[i]) - settle))
-            for i in excess
-            if pool_id in caps[i].pools
-        }
-        needed = [math.ceil((excess[i] - _EPS_USD) / v) for i, v in saves.items() if v > 0.0 and excess[i] > _EPS_USD]
-        if not needed:
-            continue
-        n = min(count, max(needed))
-        for i, value in saves.items():
-            excess[i] -= n * value
-        worst = next(i for i, v in saves.items() if v > 0.0)
-        before = shed.get(pool_id)
-        shed[pool_id] = Shed(
-            pool_id,
-            n + (before.units if before else 0),
-            (n if level < _PROVISIONING else 0) + (before.idle_units if before else 0),
-            caps[worst].budget,
-            caps[worst].kind,
-            n * max(saves.values()) + (before.saves_usd if before else 0.0),
-            forced=stop,
-            provisioning_units=(n if level == _PROVISIONING else 0) + (before.provisioning_units if before else 0),
-        )
-        if all(v <= _EPS_USD for v in excess.values()):
-            break
-    short: dict[tuple[str, CapKind], Shortfall] = {}
-    for i, left in excess.items():
-        keeping = tuple(sorted(p for p in caps[i].pools & held if _sheddable(pools.get(p), kept.get(p, 0))))
-        if left <= _EPS_USD or not keeping:
-            continue
-        key = (caps[i].budget, caps[i].kind)
-        if key not in short or short[key].usd < left:
-            short[key] = Shortfall(caps[i].budget, caps[i].kind, left, keeping, forced=stop)
-    return [shed[p] for p in sorted(shed)], [short[k] for k in sorted(short)]
-
-
 def _deferred(
     now: datetime,
     caps: list[_Cap],
@@ -501,82 +327,3 @@ def _deferred(
                 DeferredStop(cap.budget, cap.kind, projected - cap.cap_usd, counted, since, since + cap.stop_wait)
             )
     return tuple(out)
-
-
-@dataclass(frozen=True)
-class _Idleness:
-    """Units observed idle per pool: ``settled`` for the release window, ``now`` at all (``now`` >= ``settled``); and
-    units still provisioning, where a release takes those before ready ones (``provisioning``); and units billed that
-    no release can take (``broken``)."""
-
-    settled: Mapping[str, int]
-    now: Mapping[str, int]
-    provisioning: Mapping[str, int] = field(default_factory=dict)
-    broken: Mapping[str, int] = field(default_factory=dict)
-
-
-# how cheap a unit is to lose: idle for the window, idle now, still provisioning (serving nothing yet), busy
-_SETTLED, _IDLE, _PROVISIONING, _BUSY = 0, 1, 2, 3
-_Group = tuple[tuple[int, int, float, str], str, int]  # (rank, pool, units)
-
-
-def _candidates(
-    broken: list[_Cap],
-    pools: Mapping[str, PoolSpec],
-    base: Mapping[str, int],
-    kept: Mapping[str, int],
-    idle: _Idleness,
-    held: frozenset[str],
-) -> list[_Group]:
-    """Groups of sheddable units (how cheap to lose, pool, how many), cheapest to lose first: every pool's units
-    idle for the window, then those idle now, then those still provisioning (``_Idleness.provisioning``), then the
-    busy ones; within each, by tier and price per chip. A pool in ``held`` has none: its units stay, so the broken
-    caps must be held by the other pools."""
-    members = sorted({p for cap in broken for p in cap.pools if p in pools and p not in held})
-    groups: list[_Group] = []
-    for pool_id in members:
-        spec = pools[pool_id]
-        releasable = kept[pool_id] - idle.broken.get(pool_id, 0)
-        if not _sheddable(spec, releasable):
-            continue
-        sheddable = max(0, releasable - spec.min_units)
-        already_released = base[pool_id] - kept[pool_id]  # the planner's own releases, the longest idle first
-        settled = idle.settled.get(pool_id, 0)
-        idle_now = max(idle.now.get(pool_id, 0), settled)
-        settled_left = min(sheddable, max(0, settled - already_released))
-        idle_left = min(
-            sheddable - settled_left, max(0, idle_now - already_released) - max(0, settled - already_released)
-        )
-        left = sheddable - settled_left - idle_left
-        provisioning = min(left, idle.provisioning.get(pool_id, 0))
-        levels = (
-            (_SETTLED, settled_left),
-            (_IDLE, idle_left),
-            (_PROVISIONING, provisioning),
-            (_BUSY, left - provisioning),
-        )
-        rank = (-_TIER_SHED_RANK[spec.tier], -spec.price_per_chip_hour_usd, pool_id)
-        groups.extend(((level, *rank), pool_id, count) for level, count in levels if count)
-    return sorted(groups)
-
-
-def _sheddable(spec: PoolSpec | None, units: int) -> bool:
-    """Whether a release could save money in a pool holding ``units``: a priced burst pool above its minimum."""
-    return (
-        spec is not None
-        and spec.kind is not PoolKind.ON_PREM
-        and spec.price_per_unit_hour_usd > 0.0
-        and units > spec.min_units
-    )
-
-
-_TIER_SHED_RANK = {
-    CapacityTier.ON_DEMAND: 3,
-    CapacityTier.SPOT: 2,
-    CapacityTier.RESERVED: 1,
-    CapacityTier.ON_PREM: 0,
-}
-
-
-def _hours(span: timedelta) -> float:
-    return span.total_seconds() / 3600.0

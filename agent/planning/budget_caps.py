@@ -1,0 +1,118 @@
+"""The caps a budget holds at a moment, and the units each of its pools is counted at. Pure.
+
+Every budget's caps at ``now`` (``_caps``): a monthly cap is held over what is left of its month period (or only as
+far as its ``commit_horizon``, within the period), an hourly cap over what is left of the hour and over the whole
+next hour, so it also caps the rate of spend; and, for the trim, a monthly cap over the next month period too, which
+binds only the scale-ups whose minimum hold reaches into it (``_Cap.crossing``). A cap knows its room left and, for a
+hard stop, how long it waits for a pool of it not read (``_Cap.waits``).
+
+A pool is counted at the units it bills now; one not read this tick at the units the ledger last recorded it
+holding, or at its ``max_units`` when the ledger has no record of it (``_units_now``).
+``agent.planning.enforcement`` holds the caps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from agent.planning.budget import BudgetSpend, CapKind, Period
+from models import PoolSpec
+
+_EPS_USD = 1e-6
+
+
+@dataclass
+class _Cap:
+    budget: str
+    kind: CapKind
+    period: Period
+    cap_usd: float
+    spent_usd: float
+    pools: frozenset[str]
+    lookahead: bool = False
+    crossing: bool = False  # the next month period: binds only scale-ups whose minimum hold reaches into it
+    horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): units counted only that far
+    room_usd: float = 0.0
+    unread_since: Mapping[str, datetime] = field(default_factory=dict)  # BudgetSpend.unread_since
+    stop_wait: timedelta = timedelta(0)  # how long the hard stop waits for an unread pool (Budget.unread_stop_wait)
+
+    def unread_from(self, unread: Collection[str], now: datetime) -> datetime | None:
+        """Since when the hard stop has waited for the pools of this cap in ``unread`` (none: ``None``): the oldest
+        of their last records, ``now`` for a pool the ledger has no record of."""
+        missing = self.pools & frozenset(unread)
+        return min((self.unread_since.get(p, now) for p in missing), default=None)
+
+    def waits(self, unread: Collection[str], now: datetime) -> bool:
+        """Whether this cap's hard stop still waits for a pool of it not read this tick."""
+        since = self.unread_from(unread, now)
+        return since is not None and now < since + self.stop_wait
+
+    def until(self, now: datetime) -> datetime | None:
+        """Where this cap's projection ends when its commit horizon ends it before the period does."""
+        if self.horizon is None or now + self.horizon >= self.period.end:
+            return None
+        return now + self.horizon
+
+    def hours_left(self, now: datetime) -> float:
+        """Hours of this cap's period that the units held now are counted for."""
+        return _hours(self.period.remaining(now, self.horizon))
+
+    @property
+    def label(self) -> str:
+        label = f"budget {self.budget!r} ({self.kind} cap {self.cap_usd:,.2f} USD)"
+        if self.crossing:
+            label += (
+                f" for the period opening {self.period.start:%Y-%m-%d %H:%M} UTC, which units bought now reach "
+                f"(lead time + idle window + one tick)"
+            )
+        return label
+
+
+def _units_now(
+    spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
+) -> dict[str, int]:
+    """The units each pool is counted at: those billed now; for a pool not read, the units the ledger last recorded
+    it holding; for a pool the ledger has no record of either, its ``max_units``."""
+    recorded: dict[str, int] = {}
+    for spend in spends:
+        recorded.update(spend.last_units)
+    return {p: billed[p] if p in billed else recorded.get(p, spec.max_units) for p, spec in pools.items()}
+
+
+def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[_Cap]:
+    """Every cap at ``now``. An hourly cap is also held over the whole next hour (a rate): otherwise a scale-up
+    late in an hour, cheap against the minutes left, would break the next hour the moment it starts. With
+    ``crossing``, a monthly cap is also held over the next month period, for the scale-ups that reach it."""
+    caps = []
+    for spend in sorted(spends, key=lambda s: s.budget.name):
+        name, pools = spend.budget.name, spend.budget.pools
+        for kind, period, cap_usd in spend.budget.caps(now):
+            horizon = spend.budget.commit_horizon if kind is CapKind.MONTH else None
+            caps.append(
+                _Cap(
+                    name,
+                    kind,
+                    period,
+                    cap_usd,
+                    spend.spent(kind),
+                    pools,
+                    horizon=horizon,
+                    unread_since=spend.unread_since,
+                    stop_wait=spend.budget.unread_stop_wait,
+                )
+            )
+            if kind is CapKind.HOUR:
+                following = Period(period.end, period.end + (period.end - period.start))
+                caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True))
+            elif crossing:
+                following = spend.budget.period(period.end)
+                caps.append(
+                    _Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True, crossing=True, horizon=horizon)
+                )
+    return caps
+
+
+def _hours(span: timedelta) -> float:
+    return span.total_seconds() / 3600.0
