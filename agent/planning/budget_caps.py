@@ -1,13 +1,13 @@
 """The caps a budget holds at a moment, and the units each of its pools is counted at. Pure.
 
-Every budget's caps at ``now`` (``_caps``): a monthly cap is held over what is left of its month period (or only as
+Every budget's caps at ``now`` (``caps_at``): a monthly cap is held over what is left of its month period (or only as
 far as its ``commit_horizon``, within the period), an hourly cap over what is left of the hour and over the whole
 next hour, so it also caps the rate of spend; and, for the trim, a monthly cap over the next month period too, which
-binds only the scale-ups whose minimum hold reaches into it (``_Cap.crossing``). A cap knows its room left and, for a
-hard stop, how long it waits for a pool of it not read (``_Cap.waits``).
+binds only the scale-ups whose minimum hold reaches into it (``Cap.crossing``). A cap knows its room left and, for a
+hard stop, how long it waits for a pool of it not read (``Cap.waits``).
 
 A pool is counted at the units it bills now; one not read this tick at the units the ledger last recorded it
-holding, or at its ``max_units`` when the ledger has no record of it (``_units_now``).
+holding, or at its ``max_units`` when the ledger has no record of it (``units_now``).
 ``agent.planning.enforcement`` holds the caps.
 """
 
@@ -20,11 +20,11 @@ from datetime import datetime, timedelta
 from agent.planning.budget import BudgetSpend, CapKind, Period
 from models import PoolSpec
 
-_EPS_USD = 1e-6
+EPS_USD = 1e-6
 
 
 @dataclass
-class _Cap:
+class Cap:
     budget: str
     kind: CapKind
     period: Period
@@ -57,7 +57,7 @@ class _Cap:
 
     def hours_left(self, now: datetime) -> float:
         """Hours of this cap's period that the units held now are counted for."""
-        return _hours(self.period.remaining(now, self.horizon))
+        return hours_in(self.period.remaining(now, self.horizon))
 
     @property
     def label(self) -> str:
@@ -70,7 +70,7 @@ class _Cap:
         return label
 
 
-def _units_now(
+def units_now(
     spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
 ) -> dict[str, int]:
     """The units each pool is counted at: those billed now; for a pool not read, the units the ledger last recorded
@@ -81,7 +81,7 @@ def _units_now(
     return {p: billed[p] if p in billed else recorded.get(p, spec.max_units) for p, spec in pools.items()}
 
 
-def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[_Cap]:
+def caps_at(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[Cap]:
     """Every cap at ``now``. An hourly cap is also held over the whole next hour (a rate): otherwise a scale-up
     late in an hour, cheap against the minutes left, would break the next hour the moment it starts. With
     ``crossing``, a monthly cap is also held over the next month period, for the scale-ups that reach it."""
@@ -91,7 +91,7 @@ def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) 
         for kind, period, cap_usd in spend.budget.caps(now):
             horizon = spend.budget.commit_horizon if kind is CapKind.MONTH else None
             caps.append(
-                _Cap(
+                Cap(
                     name,
                     kind,
                     period,
@@ -105,14 +105,14 @@ def _caps(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) 
             )
             if kind is CapKind.HOUR:
                 following = Period(period.end, period.end + (period.end - period.start))
-                caps.append(_Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True))
+                caps.append(Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True))
             elif crossing:
                 following = spend.budget.period(period.end)
                 caps.append(
-                    _Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True, crossing=True, horizon=horizon)
+                    Cap(name, kind, following, cap_usd, 0.0, pools, lookahead=True, crossing=True, horizon=horizon)
                 )
     return caps
 
 
-def _hours(span: timedelta) -> float:
+def hours_in(span: timedelta) -> float:
     return span.total_seconds() / 3600.0

@@ -1,6 +1,6 @@
 """What to release where a budget's cap is broken: the shed and the hard stop's forced release. Pure.
 
-A shed (``_shed``) names burst units to release, cheapest to lose first, across the pools of the broken caps
+A shed (``shed_to_caps``) names burst units to release, cheapest to lose first, across the pools of the broken caps
 (``_candidates``): units idle for the release window, then units idle now (for less), then units still provisioning
 in a pool whose release takes those first, then busy ones; within each, on-demand before spot before reserved, then
 the dearest per chip. Fixed (on-prem) pools, units at a pool's minimum, broken units and the units of a pool no
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.planning.budget import CapKind, project
-from agent.planning.budget_caps import _EPS_USD, _Cap, _hours
+from agent.planning.budget_caps import EPS_USD, Cap, hours_in
 from models import CapacityTier, PoolKind, PoolSpec
 
 
@@ -47,13 +47,13 @@ class Shortfall:
     forced: bool = False
 
 
-def _shed(
+def shed_to_caps(
     now: datetime,
-    caps: list[_Cap],
+    caps: list[Cap],
     pools: Mapping[str, PoolSpec],
     base: Mapping[str, int],
     targets: Mapping[str, int],
-    idle: _Idleness,
+    idle: Idleness,
     settle: timedelta,
     held: frozenset[str],
     unread: frozenset[str] = frozenset(),
@@ -74,22 +74,22 @@ def _shed(
         if cap.crossing:  # a next period is held at its opening, not before
             continue
         held_by_stop = cap.horizon is not None
-        if (stop and not held_by_stop) or (not stop and cap.room_usd >= -_EPS_USD):
+        if (stop and not held_by_stop) or (not stop and cap.room_usd >= -EPS_USD):
             continue
         if stop and cap.waits(unread, now):  # not started on a guess yet: ``_deferred``
             continue
         horizons[i] = 2 * settle if stop else cap.horizon
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
-        if projected > cap.cap_usd + _EPS_USD:
+        if projected > cap.cap_usd + EPS_USD:
             excess[i] = projected - cap.cap_usd
     shed: dict[str, Shed] = {}
     for (level, *_), pool_id, count in _candidates([caps[i] for i in excess], pools, base, kept, idle, held):
         saves = {
-            i: prices[pool_id] * _hours(max(timedelta(0), caps[i].period.remaining(now, horizons[i]) - settle))
+            i: prices[pool_id] * hours_in(max(timedelta(0), caps[i].period.remaining(now, horizons[i]) - settle))
             for i in excess
             if pool_id in caps[i].pools
         }
-        needed = [math.ceil((excess[i] - _EPS_USD) / v) for i, v in saves.items() if v > 0.0 and excess[i] > _EPS_USD]
+        needed = [math.ceil((excess[i] - EPS_USD) / v) for i, v in saves.items() if v > 0.0 and excess[i] > EPS_USD]
         if not needed:
             continue
         n = min(count, max(needed))
@@ -107,12 +107,12 @@ def _shed(
             forced=stop,
             provisioning_units=(n if level == _PROVISIONING else 0) + (before.provisioning_units if before else 0),
         )
-        if all(v <= _EPS_USD for v in excess.values()):
+        if all(v <= EPS_USD for v in excess.values()):
             break
     short: dict[tuple[str, CapKind], Shortfall] = {}
     for i, left in excess.items():
         keeping = tuple(sorted(p for p in caps[i].pools & held if _sheddable(pools.get(p), kept.get(p, 0))))
-        if left <= _EPS_USD or not keeping:
+        if left <= EPS_USD or not keeping:
             continue
         key = (caps[i].budget, caps[i].kind)
         if key not in short or short[key].usd < left:
@@ -121,7 +121,7 @@ def _shed(
 
 
 @dataclass(frozen=True)
-class _Idleness:
+class Idleness:
     """Units observed idle per pool: ``settled`` for the release window, ``now`` at all (``now`` >= ``settled``); and
     units still provisioning, where a release takes those before ready ones (``provisioning``); and units billed that
     no release can take (``broken``)."""
@@ -138,15 +138,15 @@ _Group = tuple[tuple[int, int, float, str], str, int]  # (rank, pool, units)
 
 
 def _candidates(
-    broken: list[_Cap],
+    broken: list[Cap],
     pools: Mapping[str, PoolSpec],
     base: Mapping[str, int],
     kept: Mapping[str, int],
-    idle: _Idleness,
+    idle: Idleness,
     held: frozenset[str],
 ) -> list[_Group]:
     """Groups of sheddable units (how cheap to lose, pool, how many), cheapest to lose first: every pool's units
-    idle for the window, then those idle now, then those still provisioning (``_Idleness.provisioning``), then the
+    idle for the window, then those idle now, then those still provisioning (``Idleness.provisioning``), then the
     busy ones; within each, by tier and price per chip. A pool in ``held`` has none: its units stay, so the broken
     caps must be held by the other pools."""
     members = sorted({p for cap in broken for p in cap.pools if p in pools and p not in held})

@@ -57,8 +57,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend, CapKind, Period, project
-from agent.planning.budget_caps import _EPS_USD, _Cap, _caps, _units_now
-from agent.planning.budget_shed import Shed, Shortfall, _Idleness, _shed
+from agent.planning.budget_caps import EPS_USD, Cap, caps_at, units_now
+from agent.planning.budget_shed import Idleness, Shed, Shortfall, shed_to_caps
 from models import BudgetSnapshot, PoolSpec, Skip, SkipReason
 
 __all__ = [
@@ -159,24 +159,24 @@ def enforce_budgets(
     none when not given). No release names a unit of a pool in ``held``, nor of a pool missing from ``billed`` (not
     read), and no hard stop is started for a budget with a pool not read.
     """
-    caps = _caps(now, spends, crossing=True)
+    caps = caps_at(now, spends, crossing=True)
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = _units_now(spends, pools, billed)
+    base = units_now(spends, pools, billed)
     overspends = []
     for cap in caps:
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         cap.room_usd = cap.cap_usd - projected
-        if cap.room_usd < -_EPS_USD and not cap.crossing:
+        if cap.room_usd < -EPS_USD and not cap.crossing:
             overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
 
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
     trims, skips = _trim(now, caps, pools, base, targets, holds)
-    idleness = _Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {})
+    idleness = Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {})
     unread = frozenset(p for p in pools if p not in billed)
     untouched = frozenset(held) | unread
-    shed, short = _shed(now, caps, pools, base, targets, idleness, settle, untouched)
-    stops, short_stop = _shed(now, caps, pools, base, targets, idleness, settle, untouched, unread, stop=True)
+    shed, short = shed_to_caps(now, caps, pools, base, targets, idleness, settle, untouched)
+    stops, short_stop = shed_to_caps(now, caps, pools, base, targets, idleness, settle, untouched, unread, stop=True)
     deferred = _deferred(now, caps, pools, base, targets, settle, unread)
     final = dict(targets)
     for item in shed:
@@ -201,7 +201,7 @@ def budget_snapshots(
 ) -> tuple[BudgetSnapshot, ...]:
     """Each cap's spend so far and its projection to period end if the pools go from ``billed`` to ``units``."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = _units_now(spends, pools, billed)
+    base = units_now(spends, pools, billed)
     return tuple(
         BudgetSnapshot(
             budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
@@ -213,7 +213,7 @@ def budget_snapshots(
                 cap.spent_usd, cap.period, now, sorted(cap.pools), {**base, **units}, prices, base, settle
             ),
         )
-        for cap in _caps(now, spends)
+        for cap in caps_at(now, spends)
         if not cap.lookahead
     )
 
@@ -223,11 +223,11 @@ def find_overspends(
 ) -> list[Overspend]:
     """The caps whose projection with the units billed now exceeds them (what ``enforce_budgets`` sheds for)."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = _units_now(spends, pools, billed)
+    base = units_now(spends, pools, billed)
     out = []
-    for cap in _caps(now, spends):
+    for cap in caps_at(now, spends):
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
-        if projected > cap.cap_usd + _EPS_USD:
+        if projected > cap.cap_usd + EPS_USD:
             out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
     return out
 
@@ -241,14 +241,14 @@ def deferred_stops(
 ) -> tuple[DeferredStop, ...]:
     """The hard stops waiting for a pool missing from ``billed`` (not read), with the units billed now kept: what
     ``enforce_budgets`` defers before the planner's own releases."""
-    base = _units_now(spends, pools, billed)
+    base = units_now(spends, pools, billed)
     unread = frozenset(p for p in pools if p not in billed)
-    return _deferred(now, _caps(now, spends), pools, base, {}, settle, unread)
+    return _deferred(now, caps_at(now, spends), pools, base, {}, settle, unread)
 
 
 def _trim(
     now: datetime,
-    caps: list[_Cap],
+    caps: list[Cap],
     pools: Mapping[str, PoolSpec],
     base: Mapping[str, int],
     targets: dict[str, int],
@@ -267,7 +267,7 @@ def _trim(
             per_unit = pools[pool_id].price_per_unit_hour_usd * cap.hours_left(now)
             if per_unit <= 0.0:
                 continue
-            fits = max(0, math.floor((cap.room_usd + _EPS_USD) / per_unit))
+            fits = max(0, math.floor((cap.room_usd + EPS_USD) / per_unit))
             if fits < allowed:
                 allowed, binding = fits, cap
         for cap in binds:
@@ -302,7 +302,7 @@ def _trim(
 
 def _deferred(
     now: datetime,
-    caps: list[_Cap],
+    caps: list[Cap],
     pools: Mapping[str, PoolSpec],
     base: Mapping[str, int],
     targets: Mapping[str, int],
@@ -321,7 +321,7 @@ def _deferred(
         if cap.crossing or cap.horizon is None or since is None or not cap.waits(unread, now):
             continue
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, 2 * settle)
-        if projected > cap.cap_usd + _EPS_USD:
+        if projected > cap.cap_usd + EPS_USD:
             counted = tuple((p, base[p]) for p in missing)
             out.append(
                 DeferredStop(cap.budget, cap.kind, projected - cap.cap_usd, counted, since, since + cap.stop_wait)
