@@ -345,7 +345,8 @@ def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str,
     """What the pools really ran (``units[pool][t]``, recorded, e.g. node counts), billed and served like a
     policy. A recorded unit serves from the step it appears (a node is recorded once it has joined), neither
     clamped to the configured bounds nor interrupted; a unit the pool added is billed from its pool's lead time
-    before it appears, as every policy's unit is billed from its request (``provisioning_units``). A record
+    before it appears, as every policy's unit is billed from its request (``provisioning_units``), except on an
+    on-prem pool, whose nodes are owned and whose return is not a purchase. A record
     missing for up to ``HELD_STEPS`` steps holds the last one (before the first: the first); a longer gap is for
     the caller to refuse where the window bills it (``unrecorded_steps``), and is held only at steps that are
     not billed (demand gaps)."""
@@ -367,7 +368,9 @@ def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str,
     hours = window.step.total_seconds() / 3600.0
     observed = window.observed
     for pool in settings.pool_specs():
-        if pool.pool_id not in recorded:
+        # An on-prem node that comes back (from maintenance, a repair) was not bought: it bills nothing before it
+        # appears, as no policy bills one (and ``band_leads`` takes an on-prem pool's lead time as none).
+        if pool.pool_id not in recorded or pool.kind is PoolKind.ON_PREM:
             continue
         extra = provisioning_units(recorded[pool.pool_id], pool.lead_time, window.step)
         run.paid_units[pool.pool_id] = run.paid_units[pool.pool_id] + extra
