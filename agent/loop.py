@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -140,6 +140,9 @@ class AgentParts:
     drainers: Mapping[str, NodeDrainer] = field(default_factory=dict)
     # Reads the units of the on-prem pools that can take work now; without it they are planned on their max_units.
     onprem: OnPremCapacitySource | None = None
+    # The pools whose releases are drains of their nodes, where not those of ``drainers``: a dry run given no drainer
+    # (recommend) plans as the daemon, which drains them (None: the pools of ``drainers``).
+    drained: Collection[str] | None = None
 
 
 class Agent:
@@ -287,7 +290,7 @@ class Agent:
                 waiting_costs=self.waiting_costs,
                 burst_profile=self._burst_profile(now),
                 onprem_units=outlook.onprem.units,
-                drained=frozenset(self.parts.drainers),
+                drained=frozenset(self.parts.drainers if self.parts.drained is None else self.parts.drained),
             )
         )
         reserved = self.budget_watch.reserve(now, plan)

@@ -141,6 +141,20 @@ def cloud_read_side(settings: Settings) -> Actuator:
     return RoutingActuator(routes)
 
 
+def drained_pools(settings: Settings) -> frozenset[str]:
+    """The pools the daemon shrinks only by draining their nodes, each with a drainer (``agent.daemon.live``): the
+    GKE node pools and TPU slice groups of the ``cloud`` section, the EKS node groups and EC2 Auto Scaling groups of
+    the ``aws`` section. Recommend gives its dry-run agent no drainer but plans with these, as the daemon does: a
+    budget's hard stop ranks the units in flight of a drained pool busy (a drain takes a ready node, busy or not)
+    and takes units in flight first only in the others (Cloud TPU queued resources, deleted by a size change)."""
+    pools: list[str] = []
+    if settings.cloud is not None:
+        pools += [m.pool for m in settings.cloud.node_pools] + [m.pool for m in settings.cloud.tpu_slice_groups]
+    if settings.aws is not None:
+        pools += [m.pool for m in settings.aws.nodegroups] + [a.pool for a in settings.aws.auto_scaling_groups]
+    return frozenset(pools)
+
+
 def _outside_bounds(settings: Settings, units: Mapping[str, int]) -> str | None:
     """What is wrong with current units that a pool cannot have (outside its min_units..max_units), if any: a
     recommendation from a state the pool cannot be in would mislead."""
@@ -205,6 +219,7 @@ def recommend(
                 ledger,
                 RecordingNotifier(),
                 onprem=_onprem_capacity(prometheus, settings),
+                drained=drained_pools(settings),
             ),
         )
         history, history_problem = _history(source, agent, at)
