@@ -27,7 +27,7 @@ def headline_section(document: Mapping[str, Any]) -> str:
     ]
     for row in head["against"]:
         percent = row["forecast_saves_percent"]
-        mark = UNHELD_MARK if bound and not row.get("held_to_budgets") else ""
+        mark = UNHELD_MARK if bound and _unheld(row) else ""
         rows.append(
             f"<tr data-policy='{html.escape(row['policy'])}'><td>{html.escape(row['policy'])}</td>"
             f"<td>{_basis(row)}</td>{_held(row, capped)}<td>{row['cost_usd']:,.0f}</td>"
@@ -39,8 +39,8 @@ def headline_section(document: Mapping[str, Any]) -> str:
     note = (
         "Positive savings: leadtime costs less. Forecast and reactive are tuned to leave the same share of demand "
         "unserved where an equal-service comparison was made (the runs each figure rests on are under "
-        "<a href='#equal-service'>What the same service costs</a>); static, oracle and actual are shown as they "
-        "ran, with their own unserved share beside them."
+        "<a href='#equal-service'>What the same service costs</a>); static and oracle are shown as they ran and "
+        "actual as the cluster ran, with their own unserved share beside them."
     )
     return (
         f"<section id='headline'><p class='lead'>{html.escape(lead)}</p>"
@@ -52,6 +52,12 @@ def headline_section(document: Mapping[str, Any]) -> str:
 UNHELD_MARK = " †"  # a saving against a run not held to the caps, while a cap held the forecast run back
 
 
+def _unheld(row: Mapping[str, Any]) -> bool:
+    """Whether a run ran as if no cap were set: not held to the caps, and not the actual row, which ran under
+    whatever caps the cluster enforced (as recorded)."""
+    return not row.get("held_to_budgets") and not row.get("budgets_as_recorded")
+
+
 def _bound(row: Mapping[str, Any]) -> bool:
     """Whether a cap held the run back: held to the caps, with steps at which a cap cut, trimmed or paced it, or
     a budget alert that stopped, trimmed or deferred its scale-ups."""
@@ -61,6 +67,8 @@ def _bound(row: Mapping[str, Any]) -> bool:
 def _held(row: Mapping[str, Any], capped: bool) -> str:
     if not capped:
         return ""
+    if row.get("budgets_as_recorded"):
+        return "<td class='text'>as recorded</td>"
     if not row.get("held_to_budgets"):
         return "<td class='text'>no</td>"
     steps = row.get("budget_held_steps") or 0
@@ -75,9 +83,15 @@ def _budget_note(head: Mapping[str, Any]) -> str:
     forecast = head["forecast"]
     runs = [("forecast", forecast), *((row["policy"], row) for row in head["against"])]
     held = [name for name, row in runs if row.get("held_to_budgets")]
-    free = [name for name, row in runs if not row.get("held_to_budgets")]
+    free = [name for name, row in runs if _unheld(row)]
+    recorded = [name for name, row in runs if row.get("budgets_as_recorded")]
     text = f"Budget caps: {_names(held)} {'is' if len(held) == 1 else 'are'} held to them"
-    text += f"; {_names(free)} {'is' if len(free) == 1 else 'are'} not, and ran as if no cap were set." if free else "."
+    text += f"; {_names(free)} {'is' if len(free) == 1 else 'are'} not, and ran as if no cap were set" if free else ""
+    text += (
+        f"; {_names(recorded)} is what the cluster did, under whatever caps it enforced (as recorded)."
+        if recorded
+        else "."
+    )
     if _bound(forecast) and free:
         text += (
             " A cap held the forecast run back, so its savings against the runs not held to the caps "
@@ -117,7 +131,7 @@ def _lead_sentence(head: Mapping[str, Any]) -> str:
         if percent is None:
             continue
         verb = "less" if percent >= 0 else "more"
-        unheld = ", not held to the caps" if bound and not row.get("held_to_budgets") else ""
+        unheld = ", not held to the caps" if bound and _unheld(row) else ""
         parts.append(f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD{unheld})")
     basis = forecast["basis"]
     if basis == "as run":

@@ -26,13 +26,14 @@ def hybrid_section(hybrid: Mapping[str, Any] | None) -> str:
 
 def _budget(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) -> str:
     """Each policy's peak spend in a month period against each monthly cap, whether the cap held it (only the
-    forecast and reactive policies are held to caps) and whether it stayed within it, and the value-aware ratio."""
+    forecast and reactive policies are held to caps; actual as recorded) and whether it stayed within it, and the
+    value-aware ratio."""
     capped = {name: row["monthly_caps"] for name, row in rows.items() if row.get("monthly_caps")}
     if not capped:
         return ""
     body = "".join(
         f"<tr><td>{html.escape(name)}</td><td>{html.escape(budget)}</td><td>{cap['cap_usd']:,.0f}</td>"
-        f"<td>{cap['peak_spent_usd']:,.0f}</td><td>{'yes' if cap['held_to_cap'] else 'no'}</td>"
+        f"<td>{cap['peak_spent_usd']:,.0f}</td><td>{_held_to_cap(cap)}</td>"
         f"<td>{'yes' if cap['within_cap'] else 'NO'}</td>"
         f"<td>{rows[name].get('hard_stop_released_units', 0)}</td></tr>"
         for name, caps in capped.items()
@@ -49,10 +50,18 @@ def _budget(hybrid: Mapping[str, Any], rows: Mapping[str, Mapping[str, Any]]) ->
         else ""
     )
     held = (
-        "<p class='note'>Held to the cap: the forecast and reactive policies are; static, oracle and actual run as "
-        "if no cap were set, and are within it only by their own spend.</p>"
+        "<p class='note'>Held to the cap: the forecast and reactive policies are; static and oracle run as if no "
+        "cap were set, and are within it only by their own spend; actual is what the cluster did, under whatever "
+        "caps it enforced (as recorded).</p>"
     )
     return f"<table>{head}{body}</table>{held}{note}"
+
+
+def _held_to_cap(cap: Mapping[str, Any]) -> str:
+    """yes or no; the actual row ran under whatever caps the cluster enforced: as recorded."""
+    if cap.get("as_recorded"):
+        return "as recorded"
+    return "yes" if cap["held_to_cap"] else "no"
 
 
 def _avoided_per_class(rows: Mapping[str, Mapping[str, Any]]) -> str:

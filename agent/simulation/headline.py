@@ -6,11 +6,13 @@ Where an equal-service comparison was made, the forecast and reactive policies a
 (loosest) target, each tuned to leave the same share of demand unserved; static, oracle and actual cannot be
 tuned and are shown as they ran, with their own unserved share. Without one, every policy is shown as it ran.
 
-With budgets configured, the forecast and reactive runs are held to their caps and static, oracle and actual are
-not: each figure says whether it was (``held_to_budgets``); for a held one, the steps at which a cap held the
-run as configured back (``budget_held_steps``: a target cut or a scale-up trimmed, demand paced in part, a
-release forced) and its budget alerts that stopped, trimmed or deferred scale-ups (``budget_alerts``). A saving
-against a run not held to the caps, while a cap held the forecast run back, is partly the cap's: it bought less.
+With budgets configured, the forecast and reactive runs are held to their caps and static and oracle are not: each
+figure says whether it was (``held_to_budgets``). Actual is neither: it is what the cluster did, under whatever
+caps it enforced (its own agent's, perhaps), so it is held to them as recorded (``budgets_as_recorded``). For a
+held one, the steps at which a cap held the run as configured back (``budget_held_steps``: a target cut or a
+scale-up trimmed, demand paced in part, a release forced) and its budget alerts that stopped, trimmed or deferred
+scale-ups (``budget_alerts``). A saving against a run not held to the caps (not actual), while a cap held the
+forecast run back, is partly the cap's: it bought less.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 BASELINES = ("reactive", "static", "oracle", "actual")
 HELD_TO_BUDGETS = ("forecast", "reactive")  # the runner holds these to the caps (``agent.simulation.runner``)
+AS_RECORDED = "actual"  # replayed: held to whatever caps the cluster enforced, as recorded
 # The alerts of a cap that held a run back: scale-ups stopped by a projected overspend, trimmed by a shared
 # budget's reservation, a hard stop put off.
 BINDING_ALERTS = ("projected-overspend", "budget-reservation-refused", "budget-hard-stop-deferred")
@@ -54,9 +57,11 @@ def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def _budgets(document: Mapping[str, Any], policy: str) -> dict[str, Any]:
-    """Whether ``policy`` was held to the budget caps (none configured: False) and, if so, the alerts of its run
-    as configured that say a cap held it back."""
+    """Whether ``policy`` was held to the budget caps (none configured: False; the actual row: as recorded) and, if
+    so, the alerts of its run as configured that say a cap held it back."""
     budgets = document.get("config", {}).get("settings", {}).get("budgets") or ()
+    if budgets and policy == AS_RECORDED:
+        return {"held_to_budgets": False, "budgets_as_recorded": True}
     if not budgets or policy not in HELD_TO_BUDGETS:
         return {"held_to_budgets": False}
     run = document["policies"].get(policy, {})

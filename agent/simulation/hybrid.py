@@ -18,9 +18,9 @@ per policy and per demand class:
   their class's cost, and the waiting cost each policy avoided (per class: the class's cost times the queued
   accelerator-hours it avoided against the baseline). A class without a cost makes it unknown, never 0.
 - with a burst budget: each policy's peak spend in a month period against each monthly cap, whether it was held
-  to the cap (the forecast and reactive policies are; static, oracle and actual run as if no cap were set) and
-  whether it stayed within it, and the avoided waiting cost of the forecast policy over the reactive burst's
-  under the same cap.
+  to the cap (the forecast and reactive policies are; static and oracle run as if no cap were set; actual ran
+  under whatever caps the cluster enforced: ``as_recorded``) and whether it stayed within it, and the avoided
+  waiting cost of the forecast policy over the reactive burst's under the same cap.
 """
 
 from __future__ import annotations
@@ -126,6 +126,7 @@ def hybrid_summary(
                     "cap_usd": u.budget.monthly_cap_usd,
                     "peak_spent_usd": round(u.peak_period_usd, 2),
                     "held_to_cap": name in AGENT_POLICIES,
+                    **({"as_recorded": True} if name == "actual" else {}),
                     "within_cap": not u.exceeded,
                 }
                 for u in caps
