@@ -78,7 +78,7 @@ def register(sub: Any) -> None:
         type=parse_units,
         default={},
         help="current units per pool as POOL=N[,POOL=N] (default: each pool's min_units); without this option the "
-        "pools are read from the cloud when the configuration has a cloud section",
+        "pools are read from the cloud when the configuration has a cloud or an aws section",
     )
     parser.set_defaults(handler=run)
 
