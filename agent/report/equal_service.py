@@ -76,4 +76,7 @@ def _trial(trial: Mapping[str, Any]) -> str:
         setting = f"headroom {units:g} unit{'' if units == 1 else 's'} per pool"
     else:
         setting = "run"
-    return f"{setting}: {trial['cost_usd']:,.0f} USD, {trial['unserved_fraction']:.2%} unserved"
+    held = (
+        f", held back by a budget cap at {trial['budget_held_steps']:,} steps" if trial.get("budget_held_steps") else ""
+    )
+    return f"{setting}: {trial['cost_usd']:,.0f} USD, {trial['unserved_fraction']:.2%} unserved{held}"

@@ -74,7 +74,8 @@ def _held(row: Mapping[str, Any], capped: bool) -> str:
     steps = row.get("budget_held_steps") or 0
     if not _bound(row):
         return "<td class='text'>yes</td>"
-    return f"<td class='text'>yes: held back{f' at {steps:,} steps' if steps else ''}</td>"
+    where = " in a run it rests on" if row.get("budget_held_from") == "trials" else ""
+    return f"<td class='text'>yes: held back{f' at {steps:,} steps' if steps else ''}{where}</td>"
 
 
 def _budget_note(head: Mapping[str, Any]) -> str:
@@ -103,7 +104,7 @@ def _budget_note(head: Mapping[str, Any]) -> str:
         f"{alert['count']} time{'s' if alert['count'] != 1 else ''} from {html.escape(_when(alert['first_at']))}: "
         f"{html.escape(alert['summary'])}</li>"
         for name, row in runs
-        for alert in row.get("budget_alerts") or ()
+        for alert in row.get("budget_alerts") or row.get("configured_budget_alerts") or ()
     ]
     alerts = (
         "<p class='note'>Budget alerts that held a run back (the runs as configured):</p>"

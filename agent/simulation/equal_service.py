@@ -37,6 +37,7 @@ class Trial:
     setting: float
     cost_usd: float
     unserved_fraction: float
+    budget_held_steps: int = 0  # steps at which a budget cap held the trial's run back (``PolicyRun``)
 
 
 Evaluate = Callable[[float], Trial]  # the forecast policy's trial at a service level
@@ -163,7 +164,7 @@ def _level_trial(level: float, session: Simulation | None = None) -> Trial:
     session = session or _HELD["session"]
     trial = at_level(session.settings, level)
     run = run_policy(trial, session.trace, session.window, "forecast", outlooks=session.outlooks("forecast"))
-    return Trial(level, run.cost_usd, run.unserved_fraction)
+    return Trial(level, run.cost_usd, run.unserved_fraction, run.budget_held_steps)
 
 
 def at_level(settings: Settings, level: float) -> Settings:
@@ -186,7 +187,7 @@ def own_level(settings: Settings, run: PolicyRun | None) -> dict[int, Trial]:
     for index, level in enumerate(SERVICE_LEVELS):
         trial = at_level(settings, level)
         if resolve_service_levels(trial.demand_class_models(), pools, trial.planner) == configured:
-            return {index: Trial(level, run.cost_usd, run.unserved_fraction)}
+            return {index: Trial(level, run.cost_usd, run.unserved_fraction, run.budget_held_steps)}
     return {}
 
 
@@ -244,10 +245,13 @@ def interpolate(trials: Sequence[Trial], target: float, setting_name: str) -> di
 
 
 def _trial(trial: Trial, setting_name: str) -> dict[str, Any]:
+    """A run a figure rests on; with the steps a budget cap held it back, where it did (the headline's marks)."""
+    held = {"budget_held_steps": trial.budget_held_steps} if trial.budget_held_steps else {}
     return {
         setting_name: trial.setting,
         "cost_usd": round(trial.cost_usd, 2),
         "unserved_fraction": trial.unserved_fraction,
+        **held,
     }
 
 
@@ -255,14 +259,14 @@ def _seed(known: Mapping[str, PolicyRun], settings: Settings) -> Trial | None:
     """The reactive policy's own run as the headroom search's trial at the configured headroom."""
     run = known.get("reactive")
     headroom = int(settings.planner.headroom_units)  # whole units, as the search's own trials
-    return None if run is None else Trial(headroom, run.cost_usd, run.unserved_fraction)
+    return None if run is None else Trial(headroom, run.cost_usd, run.unserved_fraction, run.budget_held_steps)
 
 
 def _search_headroom(session: Simulation, targets: tuple[float, ...], seed: Trial | None) -> list[Trial]:
     def evaluate(headroom: float) -> Trial:
         planner = session.settings.planner.model_copy(update={"headroom_units": int(headroom)})
         run = session.run("reactive", planner)
-        return Trial(headroom, run.cost_usd, run.unserved_fraction)
+        return Trial(headroom, run.cost_usd, run.unserved_fraction, run.budget_held_steps)
 
     cache: dict[float, Trial] = {seed.setting: seed} if seed is not None else {}
 

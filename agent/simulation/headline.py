@@ -11,13 +11,14 @@ figure says whether it was (``held_to_budgets``). Actual is neither: it is what 
 caps it enforced (its own agent's, perhaps), so it is held to them as recorded (``budgets_as_recorded``). For a
 held one, the steps at which a cap held the run as configured back (``budget_held_steps``: a target cut or a
 scale-up trimmed, demand paced in part, a release forced) and its budget alerts that stopped, trimmed or deferred
-scale-ups (``budget_alerts``). A saving against a run not held to the caps (not actual), while a cap held the
-forecast run back, is partly the cap's: it bought less.
+scale-ups (``budget_alerts``); for a figure tuned to equal service, the most steps at which a cap held back one of
+the trials it rests on, since the run as configured is not the one it shows. A saving against a run not held to
+the caps (not actual), while a cap held the forecast run back, is partly the cap's: it bought less.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 BASELINES = ("reactive", "static", "oracle", "actual")
@@ -38,13 +39,15 @@ def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
     forecast = forecast or _point(policies["forecast"], "as run")
     rows = []
     for name in BASELINES:
+        trials = None
         if target is not None and name in tuned and name != "oracle":
             row = _point(tuned[name], f"equal service at {target:.1%} unserved")
+            trials = tuned[name].get("trials")
         elif name in policies:
             row = _point(policies[name], "as run")
         else:
             continue
-        row.update(_budgets(document, name))
+        row.update(_budgets(document, name, trials))
         saving = row["cost_usd"] - forecast["cost_usd"]
         row.update(
             policy=name,
@@ -52,13 +55,17 @@ def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
             forecast_saves_percent=round(100.0 * saving / row["cost_usd"], 2) if row["cost_usd"] else None,
         )
         rows.append(row)
-    forecast.update(_budgets(document, "forecast"))
+    forecast.update(_budgets(document, "forecast", tuned["forecast"].get("trials") if target is not None else None))
     return {"forecast": forecast, "against": rows, "target_unserved": target}
 
 
-def _budgets(document: Mapping[str, Any], policy: str) -> dict[str, Any]:
+def _budgets(
+    document: Mapping[str, Any], policy: str, trials: Sequence[Mapping[str, Any]] | None = None
+) -> dict[str, Any]:
     """Whether ``policy`` was held to the budget caps (none configured: False; the actual row: as recorded) and, if
-    so, the alerts of its run as configured that say a cap held it back."""
+    so, whether a cap held it back: the steps and alerts of its run as configured, or, for a figure tuned to equal
+    service, the most steps of the ``trials`` it rests on (``budget_held_from``: "trials"), its run as configured's
+    alerts kept apart (``configured_budget_alerts``), since that run is not the one the figure shows."""
     budgets = document.get("config", {}).get("settings", {}).get("budgets") or ()
     if budgets and policy == AS_RECORDED:
         return {"held_to_budgets": False, "budgets_as_recorded": True}
@@ -66,6 +73,14 @@ def _budgets(document: Mapping[str, Any], policy: str) -> dict[str, Any]:
         return {"held_to_budgets": False}
     run = document["policies"].get(policy, {})
     alerts = [a for a in run.get("alerts_raised") or () if a["kind"] in BINDING_ALERTS]
+    if trials:
+        steps = max(int(t.get("budget_held_steps", 0)) for t in trials)
+        return {
+            "held_to_budgets": True,
+            "budget_held_steps": steps,
+            "budget_held_from": "trials",
+            "configured_budget_alerts": alerts,
+        }
     return {"held_to_budgets": True, "budget_held_steps": int(run.get("budget_held_steps", 0)), "budget_alerts": alerts}
 
 
