@@ -154,20 +154,25 @@ class NodeDrains:
 
     def adjusted(self, states: Mapping[str, PoolState]) -> dict[str, PoolState]:
         """Pool states with the nodes being drained taken out of ready and target units (no calls), and counted in
-        ``draining_units``: billed until each drain deletes its node."""
+        ``draining_units``: billed until each drain deletes its node. Those of them a scale-up would take back (the
+        drains of idle nodes, ``take_back``) are counted in ``takeable_units`` too."""
         draining: dict[str, int] = {}
+        idle: dict[str, int] = {}
         for pending in self._pending.values():
             draining[pending.pool_id] = draining.get(pending.pool_id, 0) + 1
+            idle[pending.pool_id] = idle.get(pending.pool_id, 0) + pending.idle
         out = dict(states)
         for pool_id, count in draining.items():
             state = out.get(pool_id)
             if state is not None:
                 target = max(0, state.target_units - count)
+                out_of_target = state.target_units - target
                 out[pool_id] = replace(
                     state,
                     ready_units=max(0, state.ready_units - count),
                     target_units=target,
-                    draining_units=state.draining_units + state.target_units - target,
+                    draining_units=state.draining_units + out_of_target,
+                    takeable_units=state.takeable_units + min(idle[pool_id], out_of_target),
                 )
         return out
 

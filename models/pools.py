@@ -99,7 +99,9 @@ class PoolState:
     Compute does not find): left out of every count and of ``zones``, and reported so a person can be told.
     ``draining_units`` are nodes being drained that the agent took out of ready and target units (``agent.drains``:
     they were already asked to go); the cloud bills them until each drain deletes its node, so they count in
-    ``billed_units``. A pool as read from the cloud has none: its target still counts them.
+    ``billed_units``. A pool as read from the cloud has none: its target still counts them. ``takeable_units`` are
+    those of them a scale-up takes back before it buys (drains of idle nodes, ``NodeDrains.take_back``): already
+    billed, they cost nothing more when they serve again.
     """
 
     pool_id: str
@@ -117,6 +119,7 @@ class PoolState:
     failed_messages: tuple[str, ...] = ()
     missing_zones: tuple[tuple[str, str], ...] = ()
     draining_units: int = 0
+    takeable_units: int = 0
 
     @property
     def provisioning_units(self) -> int:

@@ -194,22 +194,23 @@ def billed_after(state: PoolState, to_units: int) -> int:
     billed units, ``PoolState.billed_units``; a target counts only the units asked for). A scale-up's added units
     count from the moment they are asked for, in every pool: a Cloud TPU queued resource still waiting for resources
     bills nothing yet, but may be granted at any moment, and the cap must hold then (once it is read waiting, it
-    counts only when granted). A release takes the units not billed first (a size change removes units in flight
-    newest first, and the waiting ones are the newest), never a broken unit, nor a node already being drained (billed
-    until its drain deletes it; a scale-up's units count as new even where it takes such a node back: on the safe
-    side)."""
+    counts only when granted). A scale-up first takes back the idle nodes being drained (``takeable_units``): they
+    are billed already, and only the units beyond them are new. A release takes the units not billed first (a size
+    change removes units in flight newest first, and the waiting ones are the newest), never a broken unit, nor a node
+    already being drained (billed until its drain deletes it)."""
     if to_units >= state.target_units:
-        return state.billed_units + to_units - state.target_units
+        return state.billed_units + max(0, to_units - state.target_units - state.takeable_units)
     waiting_left = max(0, state.waiting_units - (state.target_units - to_units))
     return max(0, to_units - waiting_left) + _kept(state)
 
 
 def target_for(state: PoolState, billed: int) -> int:
-    """The target at which ``state``'s pool bills ``billed`` units (the inverse of ``billed_after``): above the
-    units billed now, its target grows by as many; below, the lowest target that bills no more (its waiting units
-    gone first, its broken ones and those being drained kept)."""
+    """The target at which ``state``'s pool bills ``billed`` units (the inverse of ``billed_after``): at the units
+    billed now or above, its target takes back its idle nodes being drained (``takeable_units``, billed already) and
+    grows by as many more; below, the lowest target that bills no more (its waiting units gone first, its broken ones
+    and those being drained kept)."""
     if billed >= state.billed_units:
-        return state.target_units + billed - state.billed_units
+        return state.target_units + state.takeable_units + billed - state.billed_units
     return max(0, billed - _kept(state))
 
 
