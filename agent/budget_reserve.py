@@ -20,6 +20,12 @@ cap's period (or over the commit horizon), reserved for ``reservation_ttl`` and 
 standing reservations cover the scale-ups carried out, whose own reservations are then released, and follow the
 units billed: once a release's units stop billing, the next tick reserves them no more. An agent that stops leaves
 its reservations to expire.
+
+The standing reservations are the deployment's, not the replica's: their holder is the deployment's name (the same
+for all its replicas) with its pools, which no other deployment on the ledger has, and each commit replaces all of
+that holder's, whichever replica or process made them. A new leader (or a restarted agent) therefore takes over its
+predecessor's standing reservations in its first commit instead of reserving the same units beside them until they
+expire; the standing reservations of another deployment, under another holder, are never touched.
 """
 
 from __future__ import annotations
@@ -84,7 +90,8 @@ class Reserved:
 
 
 class BudgetReserver:
-    """Reserves scale-ups in ``ledger`` for ``holder`` (this agent's name, shown to operators). ``previous_ids``
+    """Reserves scale-ups in ``ledger`` for ``holder`` (the deployment's name, the same for all its replicas; shown
+    to operators), and keeps the units held reserved as ``standing_holder`` (``commit``). ``previous_ids``
     names the ids each pool was known by before a rename (its own pools' ``previous_ids`` and a shared budget's
     ``remote_previous_ids``): each request counts the spend recorded under them as the budget's too."""
 
@@ -102,6 +109,9 @@ class BudgetReserver:
         self.budgets = list(budgets)
         self.pools = pools
         self.holder = holder
+        # the deployment's pools make its standing reservations its own: deployments sharing a ledger never share a
+        # pool id, though they may share a name (every install names its Lease ``leadtime``)
+        self.standing_holder = f"{holder} (units held of {', '.join(sorted(pools))})"
         self.ttl = ttl
         self._held: dict[str, list[int]] = {}  # resize key -> its reservations
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
@@ -151,17 +161,18 @@ class BudgetReserver:
 
     def commit(self, now: datetime, units: Mapping[str, int]) -> None:
         """Reserve what the ``units`` each pool bills cost to the end of each shared cap's period (or its commit
-        horizon), in place of the previous tick's standing reservations and of the scale-ups' they cover. Never
-        refused: the units are already paid for; the other agents' next reservations see them."""
+        horizon), in place of the deployment's standing reservations (this replica's previous tick's, and a
+        previous leader's) and of the scale-ups' they cover. Never refused: the units are already paid for; the
+        other agents' next reservations see them."""
         requests = [
-            cap.request(now, held, f"{self.holder} (units held)", self.ttl, cap_usd=math.inf)
+            cap.request(now, held, self.standing_holder, self.ttl, cap_usd=math.inf)
             for pool_id, held in sorted(units.items())
             if held > 0
             for cap in self._caps(now, pool_id)
         ]
         replaced, self._covered = [*self._standing, *self._covered], []
         # One transaction: never both the old and the new reservations, never neither.
-        grants = self.ledger.reserve_many(requests, now, replacing=replaced)
+        grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=self.standing_holder)
         self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
     # -- internals ------------------------------------------------------------------------------------------

@@ -139,7 +139,9 @@ def assemble(
     agent = Agent(
         settings,
         AgentParts(source, forecaster, recorder, parts.ledger, parts.notifier, drainers, parts.onprem),
-        holder=identity,
+        # what a shared budget's reservations are held by: the deployment (its Lease, shared by its replicas), so a
+        # new leader replaces the standing reservations of the one before (``agent.budget_reserve``)
+        holder=election.lease_name,
         stand_in=stand_in,
     )
     agent.refit_in_ticks = False  # the refit job refits: a tick only when no model has been fitted

@@ -348,10 +348,15 @@ class PostgresLedger:
         return self.reserve_many([request], now)[0]
 
     def reserve_many(
-        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+        self,
+        requests: Sequence[ReservationRequest],
+        now: datetime,
+        replacing: Sequence[int] = (),
+        replacing_holder: str | None = None,
     ) -> list[Grant]:
         """Decide the requests in order, in one transaction: each sees the grants before it; the reservations
-        ``replacing`` names are released in it first."""
+        ``replacing`` names, and those ``replacing_holder`` holds (whichever session made them), are released in it
+        first."""
 
         def decide(db: Connection) -> list[Grant]:
             names = sorted({r.budget for r in requests})
@@ -359,8 +364,8 @@ class PostgresLedger:
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
                 db.execute(
                     "DELETE FROM leadtime_budget_reservations WHERE (budget = ANY(%s) AND expires_us <= %s)"
-                    " OR id = ANY(%s)",
-                    (names, to_us(now), list(replacing)),
+                    " OR id = ANY(%s) OR holder = %s",
+                    (names, to_us(now), list(replacing), replacing_holder),
                 )
                 reserved = dict.fromkeys(names, 0.0)
                 for budget, amount in db.execute(
@@ -397,7 +402,7 @@ class PostgresLedger:
                 )
                 return [g if g.reservation_id is None else Grant(ids[g.reservation_id], g.headroom_usd) for g in grants]
 
-        if not requests:
+        if not requests and replacing_holder is None:
             self.release(replacing)
             return []
         with self._lock:

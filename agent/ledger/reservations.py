@@ -5,6 +5,10 @@ only if the budget's recorded spend in the period plus every live reservation pl
 cap, deciding in one transaction that no other agent's request can interleave with. The agent releases the
 reservation once the spend is recorded (or the scale-up abandoned); a reservation also expires at its
 ``expires_at``, so an agent that dies does not hold the budget for ever.
+
+A reservation can also be replaced by its holder (``replacing_holder``): what a deployment keeps reserved for the
+units it holds is named for the deployment, not for the replica that reserved it, so the replica that leads next
+replaces its predecessor's reservations in the transaction that makes its own, instead of adding to them.
 """
 
 from __future__ import annotations
@@ -54,10 +58,15 @@ class Reservations(Protocol):
     def reserve(self, request: ReservationRequest, now: datetime) -> Grant: ...
 
     def reserve_many(
-        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+        self,
+        requests: Sequence[ReservationRequest],
+        now: datetime,
+        replacing: Sequence[int] = (),
+        replacing_holder: str | None = None,
     ) -> list[Grant]:
         """Decide the requests in order, all in one transaction: each sees the grants before it. The reservations
-        ``replacing`` names are released in the same transaction, before the requests are decided."""
+        ``replacing`` names, and every reservation held by ``replacing_holder`` (whoever made it), are released in
+        the same transaction, before the requests are decided."""
         ...
 
     def release(self, reservation_ids: Sequence[int]) -> None: ...
@@ -73,6 +82,7 @@ Spent = Callable[[Sequence[str], datetime, datetime], float]
 @dataclass(frozen=True)
 class _Held:
     budget: str
+    holder: str
     amount_usd: float
     expires_at: datetime
 
@@ -93,11 +103,19 @@ class ReservationBook:
         return self.reserve_many([request], now)[0]
 
     def reserve_many(
-        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+        self,
+        requests: Sequence[ReservationRequest],
+        now: datetime,
+        replacing: Sequence[int] = (),
+        replacing_holder: str | None = None,
     ) -> list[Grant]:
         with self._lock:
             gone = set(replacing)
-            self._held = {i: h for i, h in self._held.items() if h.expires_at > now and i not in gone}
+            self._held = {
+                i: h
+                for i, h in self._held.items()
+                if h.expires_at > now and i not in gone and (replacing_holder is None or h.holder != replacing_holder)
+            }
             reserved: dict[str, float] = {}
             for held in self._held.values():
                 reserved[held.budget] = reserved.get(held.budget, 0.0) + held.amount_usd
@@ -109,7 +127,9 @@ class ReservationBook:
                     grants.append(Grant(None, headroom))
                     continue
                 reservation_id = next(self._ids)
-                self._held[reservation_id] = _Held(request.budget, request.amount_usd, now + request.ttl)
+                self._held[reservation_id] = _Held(
+                    request.budget, request.holder, request.amount_usd, now + request.ttl
+                )
                 reserved[request.budget] = reserved.get(request.budget, 0.0) + request.amount_usd
                 grants.append(Grant(reservation_id, headroom))
             return grants
@@ -134,9 +154,13 @@ class InProcessReservations:
         return self._book.reserve(request, now)
 
     def reserve_many(
-        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+        self,
+        requests: Sequence[ReservationRequest],
+        now: datetime,
+        replacing: Sequence[int] = (),
+        replacing_holder: str | None = None,
     ) -> list[Grant]:
-        return self._book.reserve_many(requests, now, replacing)
+        return self._book.reserve_many(requests, now, replacing, replacing_holder)
 
     def release(self, reservation_ids: Sequence[int]) -> None:
         self._book.release(reservation_ids)

@@ -95,10 +95,14 @@ class LeaderWrittenLedger:
         return self.reserve_many([request], now)[0]
 
     def reserve_many(
-        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+        self,
+        requests: Sequence[ReservationRequest],
+        now: datetime,
+        replacing: Sequence[int] = (),
+        replacing_holder: str | None = None,
     ) -> list[Grant]:
         with self._lock:
-            return self._writer("reserve budget in").reserve_many(requests, now, replacing)
+            return self._writer("reserve budget in").reserve_many(requests, now, replacing, replacing_holder)
 
     def release(self, reservation_ids: Sequence[int]) -> None:
         with self._lock:

@@ -147,11 +147,15 @@ class SqliteLedger(InProcessReservations):
         return self.reserve_many([request], now)[0]
 
     def reserve_many(
-        self, requests: Sequence[ReservationRequest], now: datetime, replacing: Sequence[int] = ()
+        self,
+        requests: Sequence[ReservationRequest],
+        now: datetime,
+        replacing: Sequence[int] = (),
+        replacing_holder: str | None = None,
     ) -> list[Grant]:
         if self.read_only:
             raise LedgerUnavailable(self._refusal("reserve budget in"))
-        return super().reserve_many(requests, now, replacing)
+        return super().reserve_many(requests, now, replacing, replacing_holder)
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
         if not entries:
