@@ -175,9 +175,9 @@ def resolved_event(
 
 def still_holding(memory: PlannerMemory, states: Mapping[str, PoolState], now: datetime) -> set[Condition]:
     """The conditions raised once that still hold: a pool backed off for a stockout, a zone of a pool backed off or
-    with failed units, a pool blocked or whose changes keep failing. A back-off for changes that kept failing holds
-    no stockout (its actuator-failure holds while the memory counts the pool as failing), so a stockout raised before
-    it ends with the stockout's own back-off."""
+    with failed units, a pool blocked or whose changes or units keep failing. A back-off for changes or units that
+    kept failing holds no stockout (its actuator-failure holds while the memory counts the pool as failing), so a
+    stockout raised before it ends with the stockout's own back-off."""
     held: set[Condition] = {
         (AlertKind.STOCKOUT, p)
         for p in memory.backoff_until
@@ -187,7 +187,8 @@ def still_holding(memory: PlannerMemory, states: Mapping[str, PoolState], now: d
         zones = any(z.failed_units or (z.backoff_until is not None and now < z.backoff_until) for z in state.zones)
         if zones or state.failed_units:
             held.add((AlertKind.STOCKOUT, pool_id))
-    held |= {(AlertKind.ACTUATOR_FAILURE, p) for p in (*memory.blocked, *memory.failing_since)}
+    failing = (*memory.blocked, *memory.failing_since, *memory.units_failing_since)
+    held |= {(AlertKind.ACTUATOR_FAILURE, p) for p in failing}
     return held
 
 

@@ -31,6 +31,15 @@ Once the count has lasted the pool's lead time, every failure raises an ``actuat
 pool, the error and for how long, and a failing scale-up backs the pool off as a stockout does: units asked for
 that long ago would not be ready in time anyway, and while it is backed off the next eligible pool takes the
 demand; when the back-off ends the scale-up is tried again.
+
+Units the cloud accepted and then failed for a reason other than capacity (a slice broken after losing hosts, once
+its job was stopped; a bad service account, a network problem, a wording no one knows) are removed with no back-off,
+but the memory keeps since when the pool's units keep failing so (``PlannerMemory.units_failing_since``), apart
+from the count of failing changes: the request that asks for the units again is accepted, and ends that one. Once
+units have kept failing for the pool's lead time (those asked for again failed again), each removal raises the same
+``actuator-failure`` warning and backs the pool off (``failing-changes``, no stockout). The count ends once the pool
+is read with no unit failed or in flight a lead time (at least ``MIN_BACKOFF``) after the last failed one or the end
+of its back-off: a single broken slice removed is never told.
 """
 
 from __future__ import annotations
@@ -146,18 +155,20 @@ def clear_failed_units(
     their pool off, before this tick plans: the plan then already fills the next eligible pool. The removal is a
     resize to the pool's own target, which every actuator takes as "delete the failed units". Units whose provider
     says why each failed (``PoolState.failed_messages``), none for want of capacity or quota (a slice in error after
-    a host failure, once its job was stopped), are removed the same way with no back-off and no stockout alert."""
+    a host failure, once its job was stopped), are removed the same way with no back-off and no stockout alert,
+    until the pool's units have kept failing so for its lead time (``_units_failing``)."""
     results: list[ActionResult] = []
     alerts: list[AlertEvent] = []
+    memory = _units_stopped_failing(memory, states, pools, now)
     for pool_id, state in sorted(states.items()):
         if state.failed_units <= 0 or pool_id not in pools or pool_id in memory.blocked:
             continue
         key = f"{pool_id}@{now.isoformat()}->clear-failed"
-        refused = False
+        refused = removed = False
         try:
             results.append(actuator.resize(pool_id, state.target_units, key))
             if results[-1].status in _ACCEPTED:
-                memory = memory.not_failing(pool_id)
+                memory, removed = memory.not_failing(pool_id), True
         except CapacityUnavailable:
             refused = True  # the actuator refused for the same stockout: backing off below is the whole answer
         except TransientActuatorError as exc:
@@ -169,10 +180,10 @@ def clear_failed_units(
             memory = memory.block(pool_id, str(exc))
             continue
         if not refused and not _failed_for_capacity(state):
-            log.info(
-                "pool %s: deleting %d failed units, none failed for want of capacity or quota (%s); no back-off",
-                pool_id, state.failed_units, "; ".join(m or "no message" for m in state.failed_messages),
-            )  # fmt: skip
+            if removed:  # counted once: units whose removal failed are seen failed again at the next tick
+                memory = _units_failing(state, now, pools[pool_id], memory, alerts)
+            else:
+                log.info("pool %s: %s; no back-off", pool_id, _failed_units(state))
             continue
         if memory.in_backoff(pool_id, now):
             continue
@@ -227,6 +238,69 @@ def _failed_for_capacity(state: PoolState) -> bool:
     from actuators.vendor_errors import is_capacity_message  # imports the Google clients, an optional extra
 
     return any(is_capacity_message(message) for message in state.failed_messages)
+
+
+def _failed_units(state: PoolState) -> str:
+    return (
+        f"deleting {state.failed_units} failed units, none failed for want of capacity or quota "
+        f"({'; '.join(m or 'no message' for m in state.failed_messages)})"
+    )
+
+
+def _units_failing(
+    state: PoolState, now: datetime, spec: PoolSpec, memory: PlannerMemory, alerts: list[AlertEvent]
+) -> PlannerMemory:
+    """Units of the pool failed for a reason other than capacity and were removed: remember since when its units
+    keep failing so. Once that has lasted the pool's lead time (units asked for again failed again), alert and back
+    the pool off, as failing changes do: asked for again at once, the same units would fail the same way."""
+    pool_id = state.pool_id
+    memory = memory.units_failed(pool_id, now)
+    first = memory.units_failing_since[pool_id]
+    if now - first < spec.lead_time:
+        log.info("pool %s: %s; no back-off", pool_id, _failed_units(state))
+        return memory
+    error = "; ".join(m or "no message" for m in state.failed_messages)
+    summary = (
+        f"Units of {pool_id} have kept failing for {format_duration(now - first)}, longer than its lead time "
+        f"({format_duration(spec.lead_time)}), none for want of capacity or quota: {error}; removed "
+        f"{state.failed_units} failed units"
+    )
+    if not memory.in_backoff(pool_id, now):
+        backoff = max(MIN_BACKOFF, spec.lead_time)
+        summary += f", backing off {format_duration(backoff)} and using the next pool"
+        memory = memory.back_off(pool_id, now + backoff, BackoffReason.FAILING_CHANGES)
+    log.error("pool %s: %s", pool_id, summary)
+    details = {
+        "error": error,
+        "failing_since": first.isoformat(),
+        "failing_for": format_duration(now - first),
+        "failed_units": str(state.failed_units),
+    }
+    alerts.append(AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, details))
+    return memory
+
+
+def _units_stopped_failing(
+    memory: PlannerMemory, states: Mapping[str, PoolState], pools: Mapping[str, PoolSpec], now: datetime
+) -> PlannerMemory:
+    """The memory without the count of each pool whose units have stopped failing: read with none failed and none
+    in flight (every unit asked for since arrived), a lead time (at least ``MIN_BACKOFF``) after the last failed
+    one or the end of the back-off it caused, whichever is later. A unit still in flight may fail yet, however
+    long it takes (a node pool's instance groups wait for their instances for over half an hour)."""
+    for pool_id in sorted(memory.units_failing_since):
+        state = states.get(pool_id)
+        if state is None or state.failed_units or state.provisioning_units:
+            continue
+        last = memory.units_failed_last.get(pool_id, memory.units_failing_since[pool_id])
+        until = memory.backoff_until.get(pool_id)
+        quiet_since = last if until is None else max(last, until)
+        spec = pools.get(pool_id)
+        if now - quiet_since >= max(MIN_BACKOFF, spec.lead_time if spec is not None else MIN_BACKOFF):
+            log.info(
+                "pool %s: no unit of it has failed for a lead time and none is in flight; no longer failing", pool_id
+            )
+            memory = memory.units_not_failing(pool_id)
+    return memory
 
 
 def _zones_with_room(state: PoolState, now: datetime) -> list[str]:

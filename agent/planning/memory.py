@@ -1,7 +1,7 @@
-"""What the planner remembers between ticks: recent changes (anti-flapping), back-offs and why, blocked pools, and
-since when each pool's changes keep failing. It is kept for configured pools only (``only``): what it says of a pool
-no longer configured is dropped, never alerted on or exported, and not inherited by a pool added later under the
-same id.
+"""What the planner remembers between ticks: recent changes (anti-flapping), back-offs and why, blocked pools, since
+when each pool's changes keep failing, and since when its units keep failing for a reason other than capacity. It
+is kept for configured pools only (``only``): what it says of a pool no longer configured is dropped, never alerted
+on or exported, and not inherited by a pool added later under the same id.
 
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 """
@@ -35,6 +35,10 @@ class PlannerMemory:
     # for a while: agent.executor), and when one of them last failed so
     failing_since: dict[str, datetime] = field(default_factory=dict)
     last_failure: dict[str, datetime] = field(default_factory=dict)
+    # pool -> since when units the cloud accepted keep failing for a reason other than capacity or quota, and when
+    # some last did so. Apart from the count above: the accepted request that asks for the units again ends that one
+    units_failing_since: dict[str, datetime] = field(default_factory=dict)
+    units_failed_last: dict[str, datetime] = field(default_factory=dict)
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
@@ -87,6 +91,27 @@ class PlannerMemory:
             last_failure={p: t for p, t in self.last_failure.items() if p != pool_id},
         )
 
+    def units_failed(self, pool_id: str, at: datetime) -> PlannerMemory:
+        """Units of the pool failed at ``at`` for a reason other than capacity; they fail since then, unless they
+        already did since earlier."""
+        first = min(at, self.units_failing_since.get(pool_id, at))
+        last = max(at, self.units_failed_last.get(pool_id, at))
+        return replace(
+            self,
+            units_failing_since={**self.units_failing_since, pool_id: first},
+            units_failed_last={**self.units_failed_last, pool_id: last},
+        )
+
+    def units_not_failing(self, pool_id: str) -> PlannerMemory:
+        """The pool's units stopped failing: the count starts again at the next failed unit."""
+        if pool_id not in self.units_failing_since and pool_id not in self.units_failed_last:
+            return self
+        return replace(
+            self,
+            units_failing_since={p: t for p, t in self.units_failing_since.items() if p != pool_id},
+            units_failed_last={p: t for p, t in self.units_failed_last.items() if p != pool_id},
+        )
+
     def pools(self) -> frozenset[str]:
         """Every pool the memory says something about."""
         return frozenset(
@@ -96,6 +121,8 @@ class PlannerMemory:
             | self.blocked.keys()
             | self.failing_since.keys()
             | self.last_failure.keys()
+            | self.units_failing_since.keys()
+            | self.units_failed_last.keys()
         )
 
     def only(self, pool_ids: Collection[str]) -> PlannerMemory:
@@ -110,6 +137,8 @@ class PlannerMemory:
             blocked=_only(self.blocked, pool_ids),
             failing_since=_only(self.failing_since, pool_ids),
             last_failure=_only(self.last_failure, pool_ids),
+            units_failing_since=_only(self.units_failing_since, pool_ids),
+            units_failed_last=_only(self.units_failed_last, pool_ids),
         )
 
 

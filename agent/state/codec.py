@@ -8,14 +8,18 @@ Version 1::
      "backoff_reason": {"pool": "stockout"},
      "blocked": {"pool": "why"},
      "failing_since": {"pool": "..."},
-     "last_failure": {"pool": "..."}}
+     "last_failure": {"pool": "..."},
+     "units_failing_since": {"pool": "..."},
+     "units_failed_last": {"pool": "..."}}
 
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
 without ``failing_since`` the count starts again at the next failure, and a pool in ``failing_since`` without a
-``last_failure`` is taken to have last failed when its count began. ``backoff_reason`` (why each pool was backed
-off: ``stockout`` or ``failing-changes``) may be absent too, and a reason this release does not know is left out:
-a back-off without a reason is read as a stockout, as every back-off was before reasons were kept. A
+``last_failure`` is taken to have last failed when its count began. ``units_failing_since`` and
+``units_failed_last`` (since when, and when last, a pool's units failed for a reason other than capacity) may be
+absent the same way. ``backoff_reason`` (why each pool was backed off: ``stockout`` or ``failing-changes``) may be
+absent too, and a reason this release does not know is left out: a back-off without a reason is read as a stockout,
+as every back-off was before reasons were kept. A
 document this code cannot read (no or an older unknown version, malformed) raises ``StateDocumentUnreadable``; the
 stores treat it as nothing saved, so the next save replaces it. A document of a newer version raises
 ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads during a rolling upgrade
@@ -50,6 +54,8 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
         "blocked": dict(sorted(memory.blocked.items())),
         "failing_since": {pool: _time(since) for pool, since in sorted(memory.failing_since.items())},
         "last_failure": {pool: _time(at) for pool, at in sorted(memory.last_failure.items())},
+        "units_failing_since": {pool: _time(since) for pool, since in sorted(memory.units_failing_since.items())},
+        "units_failed_last": {pool: _time(at) for pool, at in sorted(memory.units_failed_last.items())},
     }
     return json.dumps(document, indent=1, sort_keys=False)
 
@@ -84,6 +90,10 @@ def decode(text: str) -> PlannerMemory:
             blocked={str(pool): str(why) for pool, why in document.get("blocked", {}).items()},
             failing_since={str(pool): _parse(since) for pool, since in document.get("failing_since", {}).items()},
             last_failure={str(pool): _parse(at) for pool, at in document.get("last_failure", {}).items()},
+            units_failing_since={
+                str(pool): _parse(since) for pool, since in document.get("units_failing_since", {}).items()
+            },
+            units_failed_last={str(pool): _parse(at) for pool, at in document.get("units_failed_last", {}).items()},
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None

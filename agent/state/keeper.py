@@ -129,6 +129,10 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
         blocked=_three_way(base.blocked, ours.blocked, theirs.blocked, lambda o, _: o),
         failing_since=_three_way(base.failing_since, ours.failing_since, theirs.failing_since, min),
         last_failure=_three_way(base.last_failure, ours.last_failure, theirs.last_failure, max),
+        units_failing_since=_three_way(
+            base.units_failing_since, ours.units_failing_since, theirs.units_failing_since, min
+        ),
+        units_failed_last=_three_way(base.units_failed_last, ours.units_failed_last, theirs.units_failed_last, max),
     )
 
 
