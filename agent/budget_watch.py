@@ -132,7 +132,11 @@ class BudgetWatch:
         results: Sequence[ActionResult],
     ) -> list[AlertEvent]:
         """The tick's alerts about spend and slow capacity; ``results`` are what the executor did with ``plan``, which
-        a projected overspend tells its releases by (carried out, recommended in dry-run, rejected), not the plan."""
+        a projected overspend tells its releases by (carried out, recommended in dry-run, rejected), not the plan.
+        ``states`` are the pools as the planner saw them this tick (``plan`` was made on them: the nodes being drained
+        out of their targets), read before the executor acted: a scale-up is waited for at the target ``plan`` and
+        ``results`` leave its pool at, in the sizes it was asked in, until its units are ready or its pool was asked
+        for less."""
         events: list[AlertEvent] = []
         for coverage in self.coverage:
             if not coverage.complete and self._told.get(coverage.budget) != coverage.period_start:
@@ -154,8 +158,10 @@ class BudgetWatch:
             drivers = scale_up_charges(self._scale_ups, self.pools, budget, overspend.period)
             releases = [r for r in plan.resizes if r.pool_id in budget.pools]
             events.append(projected_overspend_event(overspend, now, drivers, releases, results))
-        self._pending = outstanding(self._pending, states)
-        events += stalled_scale_up_events(self._pending, states, self.pools, now, self.stall_factor)
+        # the scale-ups are waited for on the pools as this tick left them, in the planner's sizes they were asked in
+        after = _carried_out(states, plan, results)
+        self._pending = outstanding(self._pending, after)
+        events += stalled_scale_up_events(self._pending, after, self.pools, now, self.stall_factor)
         return events
 
     def _charged(self, resize: Resize, states: Mapping[str, PoolState]) -> int:
@@ -172,3 +178,18 @@ class BudgetWatch:
     def _reading(self, now: datetime, pool_id: str, units: int) -> PoolReading:
         spec = self.pools.get(pool_id)
         return PoolReading(pool_id, now, units, spec.price_per_unit_hour_usd if spec else 0.0)
+
+
+def _carried_out(
+    states: Mapping[str, PoolState], plan: CapacityPlan, results: Sequence[ActionResult]
+) -> dict[str, PoolState]:
+    """``states`` with the targets of the resizes of ``plan`` the executor carried out (``results``): what the pools
+    were asked for once the tick acted. A unit asked for is not ready yet, and the units a release drains are out of
+    the planner's target from the start of their drains."""
+    done = {r.key for r in results if r.status in _BILLED}
+    out = dict(states)
+    for resize in plan.resizes:
+        state = out.get(resize.pool_id)
+        if state is not None and resize.key in done:
+            out[resize.pool_id] = replace(state, target_units=resize.to_units)
+    return out

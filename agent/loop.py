@@ -273,12 +273,13 @@ class Agent:
         cleared = clear_failed_units(states, self.parts.actuator, self.pool_by_id, self.memory, now)
         self.memory = cleared.memory
         alerts.extend(cleared.alerts)
+        seen = self._with_idle_nodes(states, now, alerts)
         plan = plan_capacity(
             PlanInput(
                 now=now,
                 tick=self.tick,
                 pools=self.pools,
-                states=self._with_idle_nodes(states, now, alerts),
+                states=seen,
                 forecasts=forecasts,
                 observed=observed,
                 service_levels=self.service_levels,
@@ -303,8 +304,9 @@ class Agent:
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)
-        self.budget_watch.acted(now, plan, execution.results, states)
-        alerts.extend(self.budget_watch.alerts(now, plan, spends, states, execution.results))
+        # in the planner's sizes, as the plan's resizes are: the nodes being drained out of the targets, still billed
+        self.budget_watch.acted(now, plan, execution.results, seen)
+        alerts.extend(self.budget_watch.alerts(now, plan, spends, seen, execution.results))
         holding, unknown = still_holding(self.memory, states, now), not_evaluated(self.pool_by_id, states)
         resolved = self.conditions.update(now, alerts, holding, unknown)
         for event in [*alerts, *resolved]:
