@@ -40,6 +40,8 @@ units have kept failing for the pool's lead time (those asked for again failed a
 ``actuator-failure`` warning and backs the pool off (``failing-changes``, no stockout). The count ends once the pool
 is read with no unit failed or in flight a lead time (at least ``MIN_BACKOFF``) after the last failed one or the end
 of its back-off: a single broken slice removed is never told.
+
+How both counts are kept, ended and told is in ``agent.executor_failures``.
 """
 
 from __future__ import annotations
@@ -47,10 +49,21 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from actuators.base import Actuator, unread_pools
 from agent.drains import DrainOutcome, NodeDrains
+from agent.executor_failures import (
+    MIN_BACKOFF,
+    _failed_for_capacity,
+    _failed_units,
+    _failing,
+    _stopped_failing,
+    _units_failing,
+    _units_stopped_failing,
+    _zone_stockout_alert,
+    _zones_with_room,
+)
 from agent.planning import PlannerMemory
 from agent.planning.memory import BackoffReason
 from models import (
@@ -69,8 +82,17 @@ from models import (
 )
 from models.durations import format_duration
 
+__all__ = [
+    "MIN_BACKOFF",
+    "UNBLOCK",
+    "Execution",
+    "blocked_pool_alerts",
+    "clear_failed_units",
+    "execute",
+    "unread_pool_alerts",
+]
+
 log = logging.getLogger(__name__)
-MIN_BACKOFF = timedelta(minutes=10)
 UNBLOCK = (
     "fix the cause, then remove the pool from `blocked` in the planner memory (the ConfigMap named by "
     "daemon.state.config_map_name, leadtime-state by default, key planner-memory.json) or delete that ConfigMap; "
@@ -230,97 +252,6 @@ def unread_pool_alerts(actuator: Actuator, now: datetime) -> tuple[AlertEvent, .
     )
 
 
-def _failed_for_capacity(state: PoolState) -> bool:
-    """Whether a pool's failed units count as a stockout: yes unless the actuator gives a message for each and none
-    names a stockout or an exhausted quota. Failed units an actuator says nothing of are a stockout, as before."""
-    if len(state.failed_messages) != state.failed_units:
-        return True
-    from actuators.vendor_errors import is_capacity_message  # imports the Google clients, an optional extra
-
-    return any(is_capacity_message(message) for message in state.failed_messages)
-
-
-def _failed_units(state: PoolState) -> str:
-    return (
-        f"deleting {state.failed_units} failed units, none failed for want of capacity or quota "
-        f"({'; '.join(m or 'no message' for m in state.failed_messages)})"
-    )
-
-
-def _units_failing(
-    state: PoolState, now: datetime, spec: PoolSpec, memory: PlannerMemory, alerts: list[AlertEvent]
-) -> PlannerMemory:
-    """Units of the pool failed for a reason other than capacity and were removed: remember since when its units
-    keep failing so. Once that has lasted the pool's lead time (units asked for again failed again), alert and back
-    the pool off, as failing changes do: asked for again at once, the same units would fail the same way."""
-    pool_id = state.pool_id
-    memory = memory.units_failed(pool_id, now)
-    first = memory.units_failing_since[pool_id]
-    if now - first < spec.lead_time:
-        log.info("pool %s: %s; no back-off", pool_id, _failed_units(state))
-        return memory
-    error = "; ".join(m or "no message" for m in state.failed_messages)
-    summary = (
-        f"Units of {pool_id} have kept failing for {format_duration(now - first)}, longer than its lead time "
-        f"({format_duration(spec.lead_time)}), none for want of capacity or quota: {error}; removed "
-        f"{state.failed_units} failed units"
-    )
-    if not memory.in_backoff(pool_id, now):
-        backoff = max(MIN_BACKOFF, spec.lead_time)
-        summary += f", backing off {format_duration(backoff)} and using the next pool"
-        memory = memory.back_off(pool_id, now + backoff, BackoffReason.FAILING_CHANGES)
-    log.error("pool %s: %s", pool_id, summary)
-    details = {
-        "error": error,
-        "failing_since": first.isoformat(),
-        "failing_for": format_duration(now - first),
-        "failed_units": str(state.failed_units),
-    }
-    alerts.append(AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, details))
-    return memory
-
-
-def _units_stopped_failing(
-    memory: PlannerMemory, states: Mapping[str, PoolState], pools: Mapping[str, PoolSpec], now: datetime
-) -> PlannerMemory:
-    """The memory without the count of each pool whose units have stopped failing: read with none failed and none
-    in flight (every unit asked for since arrived), a lead time (at least ``MIN_BACKOFF``) after the last failed
-    one or the end of the back-off it caused, whichever is later. A unit still in flight may fail yet, however
-    long it takes (a node pool's instance groups wait for their instances for over half an hour)."""
-    for pool_id in sorted(memory.units_failing_since):
-        state = states.get(pool_id)
-        if state is None or state.failed_units or state.provisioning_units:
-            continue
-        last = memory.units_failed_last.get(pool_id, memory.units_failing_since[pool_id])
-        until = memory.backoff_until.get(pool_id)
-        quiet_since = last if until is None else max(last, until)
-        spec = pools.get(pool_id)
-        if now - quiet_since >= max(MIN_BACKOFF, spec.lead_time if spec is not None else MIN_BACKOFF):
-            log.info(
-                "pool %s: no unit of it has failed for a lead time and none is in flight; no longer failing", pool_id
-            )
-            memory = memory.units_not_failing(pool_id)
-    return memory
-
-
-def _zones_with_room(state: PoolState, now: datetime) -> list[str]:
-    """Zones of a pool that spans zones where nothing failed and that are not backed off."""
-    return [z.zone for z in state.zones if z.failed_units == 0 and (z.backoff_until is None or z.backoff_until <= now)]
-
-
-def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) -> AlertEvent:
-    out = [z.zone for z in state.zones if z.failed_units]
-    return AlertEvent(
-        AlertKind.STOCKOUT,
-        Severity.WARNING,
-        now,
-        state.pool_id,
-        f"{state.failed_units} units of {state.pool_id} failed in {', '.join(out)} after the request was accepted; "
-        f"removed them, those zones back off and {', '.join(spare)} take the nodes",
-        {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(spare)},
-    )
-
-
 @dataclass(frozen=True)
 class _Sent:
     """What a resize is sent against: the cloud's own target (``cloud``), the pool the plan saw (``planned``: its
@@ -456,62 +387,6 @@ def _absorb(
         alerts.append(_blocked_alert(pool_id, now, error))
         memory = memory.block(pool_id, error)
     return memory
-
-
-def _failing(
-    pool_id: str,
-    error: str,
-    since: datetime,
-    now: datetime,
-    pools: Mapping[str, PoolSpec],
-    memory: PlannerMemory,
-    alerts: list[AlertEvent],
-    scale_up: bool = False,
-) -> PlannerMemory:
-    """A change of the pool failed with an error a retry may fix (failing since ``since``): remember since when the
-    pool's changes keep failing; from the pool's lead time on, alert, and back a failing scale-up off."""
-    if _stopped(memory, pool_id, pools, now):  # the earlier failures ended long ago: this one starts a new count
-        memory = memory.not_failing(pool_id)
-    memory = memory.failing(pool_id, since, now)
-    first = memory.failing_since[pool_id]
-    spec = pools.get(pool_id)
-    lead = spec.lead_time if spec is not None else MIN_BACKOFF
-    if now - first < lead:
-        log.warning("pool %s: change failed (failing since %s), retrying: %s", pool_id, first.isoformat(), error)
-        return memory
-    summary = (
-        f"Changes to {pool_id} have kept failing for {format_duration(now - first)}, longer than its lead time "
-        f"({format_duration(lead)}): {error}"
-    )
-    if scale_up:
-        backoff = max(MIN_BACKOFF, lead)
-        summary += f"; backing off {format_duration(backoff)} and using the next pool"
-        memory = memory.back_off(pool_id, now + backoff, BackoffReason.FAILING_CHANGES)
-    log.error("pool %s: %s", pool_id, summary)
-    details = {"error": error, "failing_since": first.isoformat(), "failing_for": format_duration(now - first)}
-    alerts.append(AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, details))
-    return memory
-
-
-def _stopped_failing(memory: PlannerMemory, pools: Mapping[str, PoolSpec], now: datetime) -> PlannerMemory:
-    """The memory without the failing count of each pool whose changes have stopped failing (``_stopped``)."""
-    for pool_id in sorted(memory.failing_since):
-        if _stopped(memory, pool_id, pools, now):
-            log.info("pool %s: no change of it has failed for a lead time; its changes are no longer failing", pool_id)
-            memory = memory.not_failing(pool_id)
-    return memory
-
-
-def _stopped(memory: PlannerMemory, pool_id: str, pools: Mapping[str, PoolSpec], now: datetime) -> bool:
-    """Whether the pool's changes, once failing, have gone the pool's lead time (at least ``MIN_BACKOFF``) without a
-    failure, counted from the last one or from the end of the pool's back-off (nothing is asked of it meanwhile)."""
-    last = memory.failed_last(pool_id)
-    if last is None:
-        return False
-    until = memory.backoff_until.get(pool_id)
-    quiet_since = last if until is None else max(last, until)
-    spec = pools.get(pool_id)
-    return now - quiet_since >= max(MIN_BACKOFF, spec.lead_time if spec is not None else MIN_BACKOFF)
 
 
 def _blocked_alert(pool_id: str, now: datetime, error: str) -> AlertEvent:

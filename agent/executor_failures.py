@@ -1,0 +1,177 @@
+"""What the executor counts of a pool's failures, and when it tells of them and backs the pool off.
+
+Two counts are kept in the planner memory, apart. Failing changes (``_failing``): a change refused with an error a
+retry may fix, or a drain failed so, starts or extends since when the pool's changes keep failing; once that has
+lasted the pool's lead time each failure raises an ``actuator-failure`` warning, and a failing scale-up backs the pool
+off. The count ends after a lead time (at least ``MIN_BACKOFF``) without a failure, from the last one or from the end
+of its back-off (``_stopped``, ``_stopped_failing``). Failed units (``_units_failing``): units the cloud accepted and
+then failed for a reason other than capacity or quota (``_failed_for_capacity``) start or extend since when the
+pool's units keep failing, told and backed off the same way once that has lasted the pool's lead time; the count ends
+once the pool is read with no unit failed or in flight a lead time after the last one (``_units_stopped_failing``).
+Units failed for want of capacity in some zones of a pool that spans zones leave its other zones to take the nodes
+(``_zones_with_room``, ``_zone_stockout_alert``).
+
+``agent.executor`` carries out the changes and removes the failed units, and calls these; their log lines keep its
+logger's name, as they did before they moved here.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+
+from agent.planning import PlannerMemory
+from agent.planning.memory import BackoffReason
+from models import AlertEvent, AlertKind, PoolSpec, PoolState, Severity
+from models.durations import format_duration
+
+log = logging.getLogger("agent.executor")
+MIN_BACKOFF = timedelta(minutes=10)
+
+
+def _failing(
+    pool_id: str,
+    error: str,
+    since: datetime,
+    now: datetime,
+    pools: Mapping[str, PoolSpec],
+    memory: PlannerMemory,
+    alerts: list[AlertEvent],
+    scale_up: bool = False,
+) -> PlannerMemory:
+    """A change of the pool failed with an error a retry may fix (failing since ``since``): remember since when the
+    pool's changes keep failing; from the pool's lead time on, alert, and back a failing scale-up off."""
+    if _stopped(memory, pool_id, pools, now):  # the earlier failures ended long ago: this one starts a new count
+        memory = memory.not_failing(pool_id)
+    memory = memory.failing(pool_id, since, now)
+    first = memory.failing_since[pool_id]
+    spec = pools.get(pool_id)
+    lead = spec.lead_time if spec is not None else MIN_BACKOFF
+    if now - first < lead:
+        log.warning("pool %s: change failed (failing since %s), retrying: %s", pool_id, first.isoformat(), error)
+        return memory
+    summary = (
+        f"Changes to {pool_id} have kept failing for {format_duration(now - first)}, longer than its lead time "
+        f"({format_duration(lead)}): {error}"
+    )
+    if scale_up:
+        backoff = max(MIN_BACKOFF, lead)
+        summary += f"; backing off {format_duration(backoff)} and using the next pool"
+        memory = memory.back_off(pool_id, now + backoff, BackoffReason.FAILING_CHANGES)
+    log.error("pool %s: %s", pool_id, summary)
+    details = {"error": error, "failing_since": first.isoformat(), "failing_for": format_duration(now - first)}
+    alerts.append(AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, details))
+    return memory
+
+
+def _stopped_failing(memory: PlannerMemory, pools: Mapping[str, PoolSpec], now: datetime) -> PlannerMemory:
+    """The memory without the failing count of each pool whose changes have stopped failing (``_stopped``)."""
+    for pool_id in sorted(memory.failing_since):
+        if _stopped(memory, pool_id, pools, now):
+            log.info("pool %s: no change of it has failed for a lead time; its changes are no longer failing", pool_id)
+            memory = memory.not_failing(pool_id)
+    return memory
+
+
+def _stopped(memory: PlannerMemory, pool_id: str, pools: Mapping[str, PoolSpec], now: datetime) -> bool:
+    """Whether the pool's changes, once failing, have gone the pool's lead time (at least ``MIN_BACKOFF``) without a
+    failure, counted from the last one or from the end of the pool's back-off (nothing is asked of it meanwhile)."""
+    last = memory.failed_last(pool_id)
+    if last is None:
+        return False
+    until = memory.backoff_until.get(pool_id)
+    quiet_since = last if until is None else max(last, until)
+    spec = pools.get(pool_id)
+    return now - quiet_since >= max(MIN_BACKOFF, spec.lead_time if spec is not None else MIN_BACKOFF)
+
+
+def _failed_for_capacity(state: PoolState) -> bool:
+    """Whether a pool's failed units count as a stockout: yes unless the actuator gives a message for each and none
+    names a stockout or an exhausted quota. Failed units an actuator says nothing of are a stockout, as before."""
+    if len(state.failed_messages) != state.failed_units:
+        return True
+    from actuators.vendor_errors import is_capacity_message  # imports the Google clients, an optional extra
+
+    return any(is_capacity_message(message) for message in state.failed_messages)
+
+
+def _failed_units(state: PoolState) -> str:
+    return (
+        f"deleting {state.failed_units} failed units, none failed for want of capacity or quota "
+        f"({'; '.join(m or 'no message' for m in state.failed_messages)})"
+    )
+
+
+def _units_failing(
+    state: PoolState, now: datetime, spec: PoolSpec, memory: PlannerMemory, alerts: list[AlertEvent]
+) -> PlannerMemory:
+    """Units of the pool failed for a reason other than capacity and were removed: remember since when its units
+    keep failing so. Once that has lasted the pool's lead time (units asked for again failed again), alert and back
+    the pool off, as failing changes do: asked for again at once, the same units would fail the same way."""
+    pool_id = state.pool_id
+    memory = memory.units_failed(pool_id, now)
+    first = memory.units_failing_since[pool_id]
+    if now - first < spec.lead_time:
+        log.info("pool %s: %s; no back-off", pool_id, _failed_units(state))
+        return memory
+    error = "; ".join(m or "no message" for m in state.failed_messages)
+    summary = (
+        f"Units of {pool_id} have kept failing for {format_duration(now - first)}, longer than its lead time "
+        f"({format_duration(spec.lead_time)}), none for want of capacity or quota: {error}; removed "
+        f"{state.failed_units} failed units"
+    )
+    if not memory.in_backoff(pool_id, now):
+        backoff = max(MIN_BACKOFF, spec.lead_time)
+        summary += f", backing off {format_duration(backoff)} and using the next pool"
+        memory = memory.back_off(pool_id, now + backoff, BackoffReason.FAILING_CHANGES)
+    log.error("pool %s: %s", pool_id, summary)
+    details = {
+        "error": error,
+        "failing_since": first.isoformat(),
+        "failing_for": format_duration(now - first),
+        "failed_units": str(state.failed_units),
+    }
+    alerts.append(AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, pool_id, summary, details))
+    return memory
+
+
+def _units_stopped_failing(
+    memory: PlannerMemory, states: Mapping[str, PoolState], pools: Mapping[str, PoolSpec], now: datetime
+) -> PlannerMemory:
+    """The memory without the count of each pool whose units have stopped failing: read with none failed and none
+    in flight (every unit asked for since arrived), a lead time (at least ``MIN_BACKOFF``) after the last failed
+    one or the end of the back-off it caused, whichever is later. A unit still in flight may fail yet, however
+    long it takes (a node pool's instance groups wait for their instances for over half an hour)."""
+    for pool_id in sorted(memory.units_failing_since):
+        state = states.get(pool_id)
+        if state is None or state.failed_units or state.provisioning_units:
+            continue
+        last = memory.units_failed_last.get(pool_id, memory.units_failing_since[pool_id])
+        until = memory.backoff_until.get(pool_id)
+        quiet_since = last if until is None else max(last, until)
+        spec = pools.get(pool_id)
+        if now - quiet_since >= max(MIN_BACKOFF, spec.lead_time if spec is not None else MIN_BACKOFF):
+            log.info(
+                "pool %s: no unit of it has failed for a lead time and none is in flight; no longer failing", pool_id
+            )
+            memory = memory.units_not_failing(pool_id)
+    return memory
+
+
+def _zones_with_room(state: PoolState, now: datetime) -> list[str]:
+    """Zones of a pool that spans zones where nothing failed and that are not backed off."""
+    return [z.zone for z in state.zones if z.failed_units == 0 and (z.backoff_until is None or z.backoff_until <= now)]
+
+
+def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) -> AlertEvent:
+    out = [z.zone for z in state.zones if z.failed_units]
+    return AlertEvent(
+        AlertKind.STOCKOUT,
+        Severity.WARNING,
+        now,
+        state.pool_id,
+        f"{state.failed_units} units of {state.pool_id} failed in {', '.join(out)} after the request was accepted; "
+        f"removed them, those zones back off and {', '.join(spare)} take the nodes",
+        {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(spare)},
+    )
