@@ -20,6 +20,7 @@ from agent.planning import resolve_service_levels
 from agent.simulation import select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.forecast_models import forecast_models
+from agent.simulation.headline import BINDING_ALERTS
 from agent.simulation.policies import AGENT_POLICIES, POLICIES
 from agent.simulation.results import results_document
 from agent.simulation.runner import Simulation
@@ -275,9 +276,54 @@ def _print_table(document: dict[str, Any]) -> None:
             f"{name:<10} {row['cost_usd']:>12,.0f} {row['accelerator_hours']:>10,.0f} "
             f"{row['unserved_fraction']:>9.4%} {row['utilization']:>6.1%} {row['scale_actions']:>8}"
         )
+    steps = document.get("window", {}).get("steps")
+    for name, row in document["policies"].items():
+        if line := _held_line(name, row, steps):
+            print(line)
     for target, rows in document.get("equal_service", {}).items():
         costs = ", ".join(
             f"{name} {row['cost_usd']:,.0f}" if row.get("cost_usd") is not None else f"{name} n/a"
             for name, row in rows.items()
         )
         print(f"same service ({float(target):.1%} unserved): {costs} USD")
+        for name, row in rows.items():
+            if row.get("cost_usd") is None:
+                print(f"  {name} n/a: {_unreached(row)}")
+
+
+def _held_line(name: str, row: dict[str, Any], steps: int | None) -> str | None:
+    """What a budget cap did to a policy's run: the steps it held the run back, the caps exceeded all the same
+    and the alerts that stopped or trimmed scale-ups; None where no cap held it back."""
+    held = int(row.get("budget_held_steps") or 0)
+    if not held:
+        return None
+    line = f"{name}: held back by a budget cap at {held}" + (f" of {steps} steps" if steps else " steps")
+    over = [_over(budget, usage) for budget, usage in (row.get("budgets") or {}).items() if usage.get("exceeded")]
+    if over:
+        line += f"; cap exceeded all the same: {', '.join(over)}"
+    alerts = [f"{a['count']} {a['kind']}" for a in row.get("alerts_raised") or () if a["kind"] in BINDING_ALERTS]
+    if alerts:
+        line += f"; alerts: {', '.join(alerts)}"
+    return line
+
+
+def _over(budget: str, usage: dict[str, Any]) -> str:
+    caps = []
+    hourly, monthly = usage.get("hourly_cap_usd"), usage.get("monthly_cap_usd")
+    if hourly is not None and usage["peak_hour_spent_usd"] > hourly:
+        caps.append(f"hourly cap {hourly:,.2f} USD, {usage['peak_hour_spent_usd']:,.2f} spent in an hour")
+    if monthly is not None and usage["peak_period_spent_usd"] > monthly:
+        caps.append(f"monthly cap {monthly:,.2f} USD, {usage['peak_period_spent_usd']:,.2f} spent in the month")
+    return f"{budget} ({'; '.join(caps)})" if caps else budget
+
+
+def _unreached(row: dict[str, Any]) -> str:
+    """Why an equal-service figure is missing: its note, the closest share of demand unserved a setting left and
+    the most steps a budget cap held one of its trials back."""
+    text = str(row.get("note") or "no figure")
+    if row.get("unserved_fraction") is not None:
+        text += f" (closest: {row['unserved_fraction']:.4%} unserved)"
+    held = max((int(t.get("budget_held_steps") or 0) for t in row.get("trials") or ()), default=0)
+    if held:
+        text += f"; a budget cap held its trials back at up to {held} steps"
+    return text
