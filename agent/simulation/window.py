@@ -57,6 +57,8 @@ def select_window(
     first, last = trace.index[0], trace.index[-1] + trace.step
     begin = pd.Timestamp(start) if start is not None else first + DEFAULT_HISTORY
     finish = pd.Timestamp(end) if end is not None else last
+    if start is None and finish > first and (begin >= last or begin >= finish):
+        raise TraceError(_defaulted_start(trace, begin, finish, end is not None))
     if begin >= last or finish <= first:
         raise TraceError(
             f"window {begin.isoformat()} .. {finish.isoformat()} is outside the trace "
@@ -99,6 +101,29 @@ def select_window(
         history=columns[:lo],
         step=trace.step,
     )
+
+
+def _defaulted_start(trace: Trace, begin: pd.Timestamp, finish: pd.Timestamp, end_given: bool) -> str:
+    """Why the window a start left to its default makes is empty, and a start inside the trace to give instead: the
+    middle step of the trace, or of the part before the end given, so that the window keeps history before it."""
+    first, last = trace.index[0], trace.index[-1] + trace.step
+    bound = min(finish, last)
+    ends = (
+        f"the --end given is {finish.isoformat()}"
+        if end_given and finish < last
+        else f"the trace ends {last.isoformat()}"
+    )
+    steps = max(int((bound - first).to_pytimedelta() / trace.step) // 2, 0)
+    suggest = first + steps * trace.step
+    return (
+        f"no --start given: the window starts {_days(DEFAULT_HISTORY)} after the trace starts ({begin.isoformat()}, "
+        f"the trace starting {first.isoformat()}), but {ends}; give --start before {bound.isoformat()}, e.g. "
+        f"--start {suggest.isoformat()} (the demand before it is the history the policies start from)"
+    )
+
+
+def _days(span: timedelta) -> str:
+    return f"{span.days} days" if span == timedelta(days=span.days) else str(span)
 
 
 def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> str | None:
