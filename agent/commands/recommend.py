@@ -112,8 +112,9 @@ def run(args: argparse.Namespace) -> int:
     cost = document["cost"]
     for warning in document["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
+    now = "now (assumed)" if state_source == "min_units" else "now"
     print(
-        f"recommendation at {document['at']}: {cost['current_per_day_usd']:,.0f} USD/day now, "
+        f"recommendation at {document['at']}: {cost['current_per_day_usd']:,.0f} USD/day {now}, "
         f"{cost['recommended_per_day_usd']:,.0f} USD/day recommended; wrote {args.out}/report.html, report.md, "
         "recommendation.json"
     )
@@ -238,6 +239,7 @@ def recommend(
             if b["spend_known"] and b["spend_partial"]
         ]
         + _failed_slices(agent, states)
+        + _assumed_units(agent, pool_state_source)
     )
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
@@ -271,6 +273,18 @@ def _failed_slices(agent: Agent, states: Mapping[str, PoolState]) -> list[str]:
             "nodes before acting on this pool"
         )
     return out
+
+
+def _assumed_units(agent: Agent, pool_state_source: str) -> list[str]:
+    """Without ``--current-units`` and with no cloud or aws section to read, the pools are taken to hold their
+    ``min_units``: the cost "now" and every change are then measured from an assumed state, not the pools'. Say so."""
+    if pool_state_source != "min_units":
+        return []
+    assumed = ", ".join(f"{spec.pool_id}={spec.min_units}" for spec in agent.pools)
+    return [
+        f"current units not read: assumed min_units ({assumed}); the cost now and the change are measured from "
+        "them. Give --current-units POOL=N[,POOL=N] or a cloud or aws section to read the pools"
+    ]
 
 
 def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.DataFrame, str | None]:
