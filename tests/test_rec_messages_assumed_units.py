@@ -1,4 +1,5 @@
-"""``leadtime recommend`` says when the current units are assumed rather than read."""
+"""``leadtime recommend`` says when the current units are assumed rather than read, and words the units the forecast
+would release once seen idle as a further saving, not as a cost."""
 
 from __future__ import annotations
 
@@ -56,3 +57,21 @@ def test_current_units_given_are_not_said_to_be_assumed(
     printed = capsys.readouterr()
     assert "current units not read" not in printed.err
     assert " USD/day now, " in printed.out and "(assumed)" not in printed.out
+
+
+def test_units_releasable_once_idle_read_as_a_further_saving(
+    prometheus: PrometheusServer,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    config = write_config(tmp_path, prometheus)
+    out = tmp_path / "idle"
+
+    args = ["recommend", "--config", str(config), "--out", str(out), "--at", AT, "--current-units", f"{POOL}=60"]
+    assert main(args) == 0
+
+    document = json.loads((out / "recommendation.json").read_text())
+    saving = document["cost"]["releasable_once_idle_per_day_usd"]
+    assert saving > 0  # 60 units held, the forecast allows fewer: none seen idle yet
+    report = (out / "report.md").read_text()
+    assert f"It would save a further {saving:,.2f} USD/day once the units the forecast would release" in report
+    assert f"{saving:,.2f} USD/day more" not in report

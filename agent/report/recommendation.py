@@ -69,8 +69,9 @@ def _intro(document: Mapping[str, Any]) -> str:
         f"Nothing was changed. Current capacity costs {cost['current_per_day_usd']:,.2f} USD/day; the "
         f"recommendation {verdict} ({cost['recommended_per_day_usd']:,.2f} USD/day)."
         + (
-            f" Units the forecast would release once seen idle for the idle hold (one instant cannot see that; the "
-            f"daemon in dry-run mode watches): {cost['releasable_once_idle_per_day_usd']:,.2f} USD/day more."
+            f" It would save a further {cost['releasable_once_idle_per_day_usd']:,.2f} USD/day once the units the "
+            "forecast would release are seen idle for the idle hold (one instant cannot see that; the daemon in "
+            "dry-run mode watches)."
             if cost.get("releasable_once_idle_per_day_usd")
             else ""
         )

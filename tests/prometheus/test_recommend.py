@@ -228,7 +228,7 @@ def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServe
     per_day = releasable * 8 * 3.67 * 24
     assert pool["releasable_once_idle_per_day_usd"] == pytest.approx(per_day)
     assert document["cost"]["releasable_once_idle_per_day_usd"] == pytest.approx(per_day)
-    assert f"{per_day:,.2f} USD/day more" in (tmp_path / "out" / "report.md").read_text()
+    assert f"save a further {per_day:,.2f} USD/day once" in (tmp_path / "out" / "report.md").read_text()
 
 
 def test_recommend_during_an_outage_of_every_class_stops_with_one_reason(
