@@ -219,12 +219,30 @@ def _layout(frame: pd.DataFrame, lines: _FileLines, source: str) -> tuple[np.nda
 def _check_columns(frame: pd.DataFrame, source: str) -> None:
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
-        raise TraceError(f"trace {source} lacks column(s) {missing}; expected {list(REQUIRED)} (+ {list(OPTIONAL)})")
+        found = [str(c) for c in frame.columns]
+        raise TraceError(
+            f"trace {source} lacks column(s) {missing}; found: {found!r}; expected {list(REQUIRED)} "
+            f"(+ {list(OPTIONAL)}){_header_hint(found)}"
+        )
     unknown = [c for c in frame.columns if c not in REQUIRED + OPTIONAL]
     if unknown:
         raise TraceError(f"trace {source} has unknown column(s) {unknown}; allowed: {list(REQUIRED + OPTIONAL)}")
     if frame.empty:
         raise TraceError(f"trace {source} has no rows")
+
+
+def _header_hint(found: list[str]) -> str:
+    """What is likely wrong with a header that lacks required columns: spaces around its names, or fields
+    separated by something other than a comma."""
+    if any(c in REQUIRED and c not in found for c in (name.strip() for name in found)):
+        return "; the names have spaces around them (after the commas?): write the header as unique_id,ds,y"
+    for mark, name in ((";", "semicolons"), ("\t", "tabs")):
+        if any(mark in c for c in found):
+            return (
+                f"; the header is separated by {name}: the trace is comma-separated, numbers with a decimal point "
+                "(unique_id,ds,y)"
+            )
+    return ""
 
 
 def _check_names(frame: pd.DataFrame, source: str) -> None:
