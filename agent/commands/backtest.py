@@ -3,7 +3,9 @@
 Each model is refitted at every origin on the history before it and asked for quantiles over the horizons; the
 JSON has ``models.<name>.{family, mase, pinball, coverage, fit_seconds, predict_seconds}`` averaged over series,
 ``pinball_weighted`` (level-weighted over series) and ``ratio_median`` (median per-series ratio to ``naive``),
-keys as written on the command line, and a per-series table under ``series``.
+keys as written on the command line, and a per-series table under ``series``. Under the printed table, each model
+whose forecasts another model made (``models_used``: a fallback) is named with that model, in how many forecast rows
+and why, and ``auto`` with the models it selected: a model that fell back scores as its fallback does.
 """
 
 from __future__ import annotations
@@ -11,10 +13,11 @@ from __future__ import annotations
 import argparse
 import math
 import os
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 import pandas as pd
@@ -23,6 +26,7 @@ from agent.sources import read_trace
 from agent.strict_json import write_json
 from config.durations import parse_duration
 from forecasting.backtest import BacktestResult, BacktestSpec, Grid, run_backtest
+from forecasting.base import Forecaster
 from forecasting.registry import FAMILIES, build
 from models import BacktestInputError
 
@@ -82,8 +86,10 @@ def run(args: argparse.Namespace) -> int:
     _once("models", [(name, name) for name in names])
     levels = tuple(q for _, q in quantiles)
     furthest = max(ahead for _, ahead in spec.horizons)  # calibrated that far ahead, not only the first hour
+    noted = {name: _Noted(name) for name in names}
     factories = {
-        name: (lambda n=name: build(n, quantiles=tuple(sorted({0.5, *levels})), horizon=furthest)) for name in names
+        name: (lambda n=name: noted[n].wrap(build(n, quantiles=tuple(sorted({0.5, *levels})), horizon=furthest)))
+        for name in names
     }
 
     def bar(origins: Iterable[int]) -> Iterable[int]:
@@ -95,8 +101,69 @@ def run(args: argparse.Namespace) -> int:
     result["trace"]["path"] = args.trace
     write_json(out, result)
     print(_table(result, quantiles[-1][0], [h for h, _ in spec.horizons]))
+    for line in _fallbacks(result, {name: n.reasons for name, n in noted.items()}):
+        print(line)
     print(f"wrote {args.out}")
     return 0
+
+
+class _Noted:
+    """A model as the backtest runs it, keeping why its rows were made by another model: a forecaster that falls
+    back names the model that made each row and says why in its note (``forecasting.base``), and the scores alone
+    cannot tell a model that fell back from one that forecast as well as its fallback."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.reasons: Counter[tuple[str, str]] = Counter()  # (model that made the rows, note) -> forecast rows
+        self.model: Forecaster | None = None
+
+    def wrap(self, model: Forecaster) -> _Noted:
+        self.model = model
+        return self
+
+    @property
+    def min_history_steps(self) -> int:
+        assert self.model is not None
+        return self.model.min_history_steps
+
+    def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
+        assert self.model is not None
+        self.model.fit(history, step)
+        return self
+
+    def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame:
+        assert self.model is not None
+        forecast = self.model.predict(recent, horizon, quantiles)
+        if FAMILIES.get(self.name) != "auto":  # auto's rows name the model it selected: no fallback
+            other = forecast[forecast["model"] != self.name]
+            self.reasons.update(zip(other["model"].astype(str), other["note"].astype(str), strict=True))
+        return forecast
+
+
+def _fallbacks(result: BacktestResult, reasons: Mapping[str, Counter[tuple[str, str]]]) -> list[str]:
+    """Per model whose forecasts another model made (``models_used``), in how many forecast rows (one per series,
+    origin and step ahead) and why, so a row equal to its fallback's does not read as a model no better than it;
+    for ``auto``, the models it selected."""
+    lines = []
+    for name, scores in result["models"].items():
+        used = scores["models_used"]
+        total = sum(used.values())
+        if FAMILIES.get(name) == "auto":
+            picks = ", ".join(f"{model} in {count} of {total}" for model, count in used.items())
+            lines.append(f"{name} selected {picks} forecast rows")
+            continue
+        for model, count in used.items():
+            if model == name:
+                continue
+            why = Counter({note: n for (made_by, note), n in reasons.get(name, Counter()).items() if made_by == model})
+            line = f"{name} fell back to {model} in {count} of {total} forecast rows"
+            if why:
+                (note, times), *others = why.most_common()
+                line += f": {note.removeprefix(f'{name}: ') or 'no reason given'}"
+                if others:
+                    line += f" (in {times} of them; {len(others)} other reason(s) in the rest)"
+            lines.append(line)
+    return ([""] if lines else []) + lines
 
 
 def _writable(out: Path) -> Path:
