@@ -7,10 +7,10 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from config.rules import check_rules
 from config.schema import Settings
@@ -208,6 +208,10 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
         message = "unknown key (check its spelling and the section it is in)"
     elif kind == "missing":
         message = "required key is missing"
+    elif kind in _LIST_TYPES:
+        message = f"should be a list, e.g. [{_example(error.get('input'))}]{_got(error)}"
+    elif kind in ("model_type", "model_attributes_type", "dict_type"):
+        message = f"should be a mapping, e.g. {_mapping_example(error)}{_got(error)}"
     else:
         message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
         if "input" in error and kind not in ("model_type", "dict_type"):
@@ -215,3 +219,50 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
             if f"got {shown}" not in message and f"read {shown}" not in message:  # the check may quote it already
                 message += f" (got {shown})"
     return ConfigProblem(path, message)
+
+
+_LIST_TYPES = ("tuple_type", "list_type", "set_type", "frozen_set_type")
+
+
+def _got(error: Mapping[str, Any]) -> str:
+    """The value written, where it is a single one (a credential in a URL is not echoed)."""
+    value = error.get("input")
+    return f" (got {redact(repr(value))})" if isinstance(value, str | int | float | bool) else ""
+
+
+def _example(value: Any) -> str:
+    return str(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else "..."
+
+
+def _mapping_example(error: Mapping[str, Any]) -> str:
+    """A mapping written as the configuration holds one: its first key (a required one if the section has any),
+    as a list item where it is one, the value written as the required key's where it is a single one."""
+    loc = tuple(error.get("loc", ()))
+    first = _first_key(str((error.get("ctx") or {}).get("class_name", "")))
+    if first is None:
+        return "`key: value`"
+    key, required = first
+    entry = f"{key}: {_example(error.get('input')) if required else '...'}"
+    return f"`- {entry}`" if loc and isinstance(loc[-1], int) else f"`{entry}`"
+
+
+def _first_key(class_name: str) -> tuple[str, bool] | None:
+    """The first required key of the settings model named ``class_name`` (else its first key) and whether it is
+    required, found among the models the settings nest; None for a name none of them has."""
+    seen: set[type[BaseModel]] = set()
+    pending: list[Any] = [Settings]
+    while pending:
+        kind = pending.pop()
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            if kind in seen:
+                continue
+            seen.add(kind)
+            if kind.__name__ == class_name:
+                fields = kind.model_fields
+                required = [n for n, f in fields.items() if f.is_required()]
+                names = required or list(fields)
+                return ((fields[names[0]].alias or names[0]), bool(required)) if names else None
+            pending.extend(f.annotation for f in kind.model_fields.values())
+        else:
+            pending.extend(get_args(kind))
+    return None
