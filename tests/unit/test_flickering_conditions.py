@@ -31,7 +31,7 @@ from models import AlertKind
 from models.clock import SimulatedClock
 from tests.conftest import TraceWriter
 from tests.fakes.slack_receiver import SlackReceiver
-from tests.unit.test_missing_data_alerts import NOW, START, config
+from tests.unit.test_missing_data_alerts import NOW, START, arrive, config
 
 NAN = float("nan")
 TRAIN_OUT = (
@@ -159,6 +159,7 @@ def _run(agent: Agent, clock: SimulatedClock, minutes: Sequence[int]) -> dict[st
     said = {}
     for minute in minutes:
         clock.set(NOW + timedelta(minutes=minute))
+        arrive(agent, clock)
         said[f"{clock.now():%H:%M}"] = ",".join(sorted(agent.run_once(clock.now()).problems))
     return said
 

@@ -26,7 +26,7 @@ from models import AlertEvent, AlertKind, Severity
 from models.clock import SimulatedClock
 from tests.conftest import TraceWriter
 from tests.fakes.slack_receiver import Answer, SlackReceiver
-from tests.unit.test_missing_data_alerts import NOW, START, config
+from tests.unit.test_missing_data_alerts import NOW, START, arrive, config
 
 NAN = float("nan")
 T0 = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -61,6 +61,7 @@ def _agent(trace: Path, clock: SimulatedClock, receiver: SlackReceiver) -> tuple
 def _run(agent: Agent, clock: SimulatedClock, minutes: Sequence[int]) -> None:
     for minute in minutes:
         clock.set(NOW + timedelta(minutes=minute))
+        arrive(agent, clock)
         agent.run_once(clock.now())
 
 

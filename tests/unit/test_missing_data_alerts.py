@@ -41,6 +41,13 @@ def config() -> dict[str, Any]:
     }
 
 
+def arrive(agent: Agent, clock: SimulatedClock) -> None:
+    """Units asked for become ready once their lead time has passed, as a cluster's do."""
+    cluster = agent.parts.actuator
+    assert isinstance(cluster, SimulatedCluster)
+    cluster.advance(clock.now())
+
+
 @pytest.fixture
 def receiver() -> Iterator[SlackReceiver]:
     with SlackReceiver() as running:
@@ -67,6 +74,7 @@ def test_a_second_class_losing_its_data_is_alerted_while_the_first_is_still_out(
     missing = []
     for minutes in range(0, 65, 5):
         clock.set(NOW + timedelta(minutes=minutes))
+        arrive(agent, clock)
         missing.append(",".join(sorted(agent.run_once(clock.now()).problems)))
 
     # train is out from 10:05 on, serve joins it at 10:45 and both stay out: two conditions, one message each

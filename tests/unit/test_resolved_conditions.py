@@ -28,7 +28,7 @@ from models import ActuatorError, AlertEvent, AlertKind, PoolState, Severity, Tr
 from models.clock import SimulatedClock
 from tests.conftest import TraceWriter
 from tests.fakes.slack_receiver import SlackReceiver
-from tests.unit.test_missing_data_alerts import NOW, START, config
+from tests.unit.test_missing_data_alerts import NOW, START, arrive, config
 
 NAN = float("nan")
 TRAIN_OUT = (
@@ -72,6 +72,7 @@ def _run(agent: Agent, clock: SimulatedClock, minutes: range) -> dict[str, str]:
     said = {}
     for minute in minutes:
         clock.set(NOW + timedelta(minutes=minute))
+        arrive(agent, clock)
         try:
             said[f"{clock.now():%H:%M}"] = ",".join(sorted(agent.run_once(clock.now()).problems))
         except ActuatorError:
