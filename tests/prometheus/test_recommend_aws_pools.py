@@ -16,12 +16,11 @@ import yaml
 from agent.cli import main
 from tests.fakes.aws_api import FakeAwsApi
 from tests.fakes.gke_api import FakeGkeApi
-from tests.prometheus.conftest import loaded_trace, prometheus  # noqa: F401  (the fixtures)
 from tests.prometheus.server import TENANTS, PrometheusServer
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 AT = "2020-05-08T12:00+08:00"
-EXAMPLE = Path(__file__).resolve().parents[1] / "config" / "examples" / "hybrid-aws-gke.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "examples" / "hybrid-aws-gke.yaml"
 SPOT, ON_DEMAND, SLICES = "aws-p4d-spot", "aws-p4d-on-demand", "gke-v5e-slices"
 WRITES = (
     "SetDesiredCapacity",
@@ -71,7 +70,7 @@ def _recommend(config: Path, out: Path) -> dict[str, Any]:
 
 
 def test_an_aws_only_configuration_reads_its_pools_from_aws_and_writes_nothing(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     aws: FakeAwsApi,
     tmp_path: Path,
 ) -> None:
@@ -88,7 +87,7 @@ def test_an_aws_only_configuration_reads_its_pools_from_aws_and_writes_nothing(
 
 
 def test_with_gke_beside_aws_every_cloud_pool_is_read_and_costed(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     aws: FakeAwsApi,
     gke_api: FakeGkeApi,
     tmp_path: Path,
@@ -111,7 +110,7 @@ def test_with_gke_beside_aws_every_cloud_pool_is_read_and_costed(
 
 
 def test_a_cloud_pool_no_section_reads_is_refused_as_unread(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     aws: FakeAwsApi,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -131,7 +130,7 @@ def test_a_cloud_pool_no_section_reads_is_refused_as_unread(
 
 
 def test_without_a_cloud_section_or_current_units_the_source_says_min_units(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     aws: FakeAwsApi,
     tmp_path: Path,
 ) -> None:

@@ -20,11 +20,10 @@ from tests.actuators.test_gke_slice_errors import Rig, rig  # noqa: F401  (the f
 from tests.contract.harnesses import POOL as HARNESS_POOL
 from tests.fakes.fixtures import google_clients
 from tests.fakes.tpu_api import FakeTpuApi
-from tests.prometheus.conftest import loaded_trace, prometheus  # noqa: F401  (the fixtures)
 from tests.prometheus.server import PrometheusServer
+from tests.prometheus.test_budget_billed_recommend import AT, MAPPING, POOL, _config
 from tests.test_budget_billed_broken_slice import PRICE, _hours_left, _plan, _settings, _spend, broken  # noqa: F401
 from tests.test_budget_billed_queued_resources import _settings as queued_settings
-from tests.test_budget_billed_recommend import AT, MAPPING, POOL, _config
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
@@ -72,7 +71,7 @@ def test_the_shadow_account_charges_no_queued_resource_waiting_for_resources() -
 
 
 def test_recommend_costs_a_pool_per_day_by_its_units_billed(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     tpu_api: FakeTpuApi,
     tmp_path: Path,
 ) -> None:

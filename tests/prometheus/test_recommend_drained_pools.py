@@ -25,7 +25,6 @@ from models.clock import SimulatedClock
 from tests.fakes.aws_api import FakeAwsApi
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.prometheus_api import FakePrometheusApi
-from tests.prometheus.conftest import loaded_trace, prometheus  # noqa: F401  (the fixtures)
 from tests.prometheus.server import PrometheusServer
 
 pytestmark = pytest.mark.xdist_group("prometheus")
@@ -110,7 +109,7 @@ def test_recommend_plans_as_drained_the_pools_the_daemon_gives_a_drainer(
 
 def test_recommend_s_hard_stop_keeps_the_units_in_flight_of_a_drained_pool_busy(
     gke_api: FakeGkeApi,
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     tmp_path: Path,
 ) -> None:
     # 4 spot units in flight (10 USD an hour) and 4 ready on-demand units (30 USD): 160 USD an hour, 5.33 USD over the

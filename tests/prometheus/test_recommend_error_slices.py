@@ -13,7 +13,6 @@ import yaml
 from agent.cli import main
 from tests.actuators.test_gke_slice_errors import STOCKOUT, Rig, rig  # noqa: F401  (the fixture)
 from tests.contract.harnesses import SLICES
-from tests.prometheus.conftest import loaded_trace, prometheus  # noqa: F401  (the fixtures)
 from tests.prometheus.server import TENANTS, PrometheusServer
 
 pytestmark = pytest.mark.xdist_group("prometheus")
@@ -60,7 +59,7 @@ def _config(tmp_path: Path, server: PrometheusServer, rig: Rig) -> Path:  # noqa
 
 
 def test_a_slice_in_error_is_counted_failed_and_said_to_be_unknown(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     rig: Rig,  # noqa: F811
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],

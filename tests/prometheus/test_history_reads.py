@@ -17,7 +17,6 @@ from agent.cli import main
 from agent.sources.prometheus_queries import demand_query
 from agent.sources.trace import read_trace
 from config import load_settings
-from tests.prometheus.conftest import loaded_trace, prometheus  # noqa: F401 - the session's real Prometheus
 from tests.prometheus.server import TENANTS, LoadedTrace, PrometheusServer
 
 pytestmark = pytest.mark.xdist_group("prometheus")
@@ -61,8 +60,8 @@ def _expected(loaded: LoadedTrace, name: str) -> pd.Series:
 
 
 def test_a_collector_down_at_the_end_keeps_the_history_before_it_and_its_gaps(
-    prometheus: PrometheusServer,  # noqa: F811
-    loaded_trace: LoadedTrace,  # noqa: F811
+    prometheus: PrometheusServer,
+    loaded_trace: LoadedTrace,
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "export.csv"
@@ -77,8 +76,8 @@ def test_a_collector_down_at_the_end_keeps_the_history_before_it_and_its_gaps(
 
 
 def test_a_class_retired_inside_the_range_keeps_what_it_had(
-    prometheus: PrometheusServer,  # noqa: F811
-    loaded_trace: LoadedTrace,  # noqa: F811
+    prometheus: PrometheusServer,
+    loaded_trace: LoadedTrace,
     tmp_path: Path,
 ) -> None:
     plain = _config(tmp_path, prometheus.url)
@@ -97,7 +96,7 @@ def test_a_class_retired_inside_the_range_keeps_what_it_had(
 
 
 def test_a_class_without_any_value_in_the_range_is_refused_naming_the_end(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from agent.cli import main
-from tests.prometheus.conftest import loaded_trace, prometheus  # noqa: F401  (the fixtures)
 from tests.prometheus.server import PrometheusServer
 from tests.prometheus.test_recommend import write_config
 
@@ -19,7 +18,7 @@ POOL = "a100-on-demand"
 
 
 def test_current_units_taken_as_min_units_are_said_to_be_assumed(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -41,7 +40,7 @@ def test_current_units_taken_as_min_units_are_said_to_be_assumed(
 
 
 def test_current_units_given_are_not_said_to_be_assumed(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -60,7 +59,7 @@ def test_current_units_given_are_not_said_to_be_assumed(
 
 
 def test_units_releasable_once_idle_read_as_a_further_saving(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     tmp_path: Path,
 ) -> None:
     config = write_config(tmp_path, prometheus)

@@ -17,7 +17,6 @@ from config.cloud import QueuedResourceMapping
 from models.clock import SystemClock
 from tests.fakes.fixtures import google_clients
 from tests.fakes.tpu_api import FakeTpuApi
-from tests.prometheus.conftest import loaded_trace, prometheus  # noqa: F401  (the fixtures)
 from tests.prometheus.server import TENANTS, PrometheusServer
 
 pytestmark = pytest.mark.xdist_group("prometheus")
@@ -67,7 +66,7 @@ def _config(tmp_path: Path, server: PrometheusServer, tpu: FakeTpuApi) -> Path:
 
 
 def test_queued_resources_waiting_for_resources_are_left_out_of_the_budget_figures(
-    prometheus: PrometheusServer,  # noqa: F811
+    prometheus: PrometheusServer,
     tpu_api: FakeTpuApi,
     tmp_path: Path,
 ) -> None:
