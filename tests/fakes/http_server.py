@@ -13,6 +13,7 @@ import json
 import socket
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -130,3 +131,26 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+class QuietServer(ThreadingHTTPServer):
+    """A threading HTTP server that logs nothing of a client that gave up: the stubs that hang on purpose."""
+
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        return
+
+
+@contextlib.contextmanager
+def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` served on 127.0.0.1 (an ephemeral port) in a daemon thread, for the ``with`` block: its URL."""
+    server = QuietServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -36,6 +36,7 @@ from config.schema import Settings
 from forecasting.factory import build_forecaster
 from models import AlertKind, DemandClass
 from models.clock import SimulatedClock
+from tests.fakes.http_server import serving
 from tests.prometheus.server import free_port
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -110,25 +111,11 @@ class _Handler(BaseHTTPRequestHandler):
         return
 
 
-class _QuietServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        return
-
-
 @pytest.fixture
 def stub() -> Iterator[tuple[str, Stub]]:
     state = Stub()
-    server = _QuietServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"stub": state}))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", state
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(type("Handler", (_Handler,), {"stub": state})) as url:
+        yield url, state
 
 
 def _settings(url: str, timeout: str = "5s") -> Settings:
