@@ -181,7 +181,11 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.classes": "Per demand class: a query of its own, or a selector / resource for the default.",
     "PrometheusSettings.pools": "Per pool: how the capacity it really ran is read (`capacity_query`); for an "
     "on-prem pool, also the units the daemon fills it up to at every tick.",
-    "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators.",
+    "ClassQuerySettings.query": "A PromQL query that replaces the default; it must return one series, in accelerators. "
+    "Leave out `or vector(0)` (a warning at load names each query with one): it answers 0 while the exporter is down, "
+    "where a query that answers nothing holds the class's pools and alerts. Where an absent series really means no "
+    "demand, fall back on one that exists while the exporter is up, e.g. `or on() (0 * "
+    'count(kube_namespace_created{namespace="team-a"}))`.',
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query of `demand_metrics`. With "
     "`kube-state-metrics` they match the labels of the pods' requests (`namespace`, `pod`, `container`, `node`), "
     'e.g. `namespace=~"research|research-batch"`; a `cluster_queue`, `flavor` or `cohort` matcher (Kueue\'s labels, '
@@ -198,7 +202,9 @@ FIELDS: dict[str, str] = {
     "now, and fills the pool only that far: count its Ready, schedulable nodes, with a fallback on the pool's own "
     "nodes rather than every node (README, On-prem capacity). The query is read as written: with "
     "`cluster_selector` set, put its matchers on every selector, the fallback's too, or another cluster's nodes "
-    "keep the fallback answering 0. Unset, or answering nothing, the pool is planned on its `max_units`.",
+    "keep the fallback answering 0. Unset, or answering nothing, the pool is planned on its `max_units`. A fallback "
+    "of `or vector(0)` answers 0 while kube-state-metrics is down, so the pool reads no nodes: a warning at load "
+    "names each such query.",
     # -- daemon
     "DaemonSettings.mode": "`dry-run` (decide, record, alert, change nothing) or `enforce` (act on the pools).",
     "DaemonSettings.endpoints": "The HTTP server of each replica.",

@@ -3,6 +3,7 @@ problem with its key path. Never a traceback for a person's mistake."""
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 from collections.abc import Mapping
@@ -12,10 +13,12 @@ from typing import Any, get_args
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from config.rules import check_rules
+from config.rules import check_rules, load_warnings
 from config.schema import Settings
 from models import ConfigError, ConfigProblem
 from models.redaction import redact
+
+log = logging.getLogger(__name__)
 
 # A configuration is a few kilobytes; a limit keeps a wrong file (a log, a dump) from taking gigabytes to parse.
 MAX_CONFIG_BYTES = 1024 * 1024
@@ -168,6 +171,8 @@ def settings_from_mapping(raw: Mapping[str, Any], source: str = "<mapping>") -> 
     problems = check_rules(settings)
     if problems:
         raise ConfigError(source, problems)
+    for warning in load_warnings(settings):  # the file loads; a person should still know
+        log.warning("configuration check: %s: %s", source, warning)
     return settings
 
 

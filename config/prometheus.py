@@ -145,6 +145,67 @@ def prometheus_problems(
                 yield ConfigProblem(f"prometheus.classes.{name}.selector", reason)
 
 
+def zero_fallback_queries(settings: PrometheusSettings | None) -> list[tuple[str, str]]:
+    """Each configured query (key path, query) with a constant zero fallback, ``or vector(0)`` (``or on()
+    vector(0)``, ``vector(0) or ...``, any spacing or case): it answers 0 when the series it reads are missing, an
+    exporter down or a metric renamed, so the agent cannot tell missing data from none."""
+    if settings is None:
+        return []
+    written = [(f"prometheus.classes.{name}.query", c.query) for name, c in sorted(settings.classes.items())]
+    written += [
+        (f"prometheus.pools.{pool}.capacity_query", p.capacity_query) for pool, p in sorted(settings.pools.items())
+    ]
+    return [(key, query) for key, query in written if query is not None and has_zero_fallback(query)]
+
+
+def has_zero_fallback(query: str) -> bool:
+    """Whether ``query`` has an operand of ``or`` that is ``vector(<zero>)``, read after its string literals and
+    comments are blanked (PromQL keywords are case-insensitive: prometheus/prometheus, promql/parser/lex.go)."""
+    text = _without_literals(query)
+    for constant in _VECTOR_CALL.finditer(text):
+        if not _is_zero(constant.group(1)):
+            continue
+        before, after = text[: constant.start()], text[constant.end() :]
+        if _OR_BEFORE.search(before) or _OR_AFTER.match(after):
+            return True
+    return False
+
+
+def _without_literals(query: str) -> str:
+    """``query`` with each string literal emptied and each ``#`` comment removed, so that neither is read as PromQL."""
+    out, i = [], 0
+    while i < len(query):
+        char = query[i]
+        if char in "\"'`":
+            end = i + 1
+            while end < len(query) and query[end] != char:
+                end += 2 if query[end] == "\\" and char != "`" else 1
+            out.append(char * 2)
+            i = end + 1
+        elif char == "#":
+            newline = query.find("\n", i)
+            i = len(query) if newline < 0 else newline
+        else:
+            out.append(char)
+            i += 1
+    return "".join(out)
+
+
+def _is_zero(literal: str) -> bool:
+    try:
+        return float.fromhex(literal) == 0.0 if literal.lower().lstrip("+-").startswith("0x") else float(literal) == 0.0
+    except ValueError:
+        return False
+
+
+# vector(<number>), the argument a number literal (decimal, exponent or hexadecimal); its value is checked apart.
+_VECTOR_CALL = re.compile(r"(?<![\w:])vector\s*\(\s*([+-]?[0-9a-fA-FxX.]+(?:[eE][+-]?[0-9]+)?)\s*\)")
+# ``or``, with an optional ``on(...)`` / ``ignoring(...)`` matching, then opening brackets, right before the call.
+_OR_BEFORE = re.compile(r"(?i)(?<![\w:])or\s*(?:(?:on|ignoring)\s*\([^()]*\)\s*)?[\s(]*$")
+# closing brackets, then ``or``, right after the call (the constant as the left operand).
+_OR_AFTER = re.compile(r"(?i)[\s)]*or(?![\w:])")
+
+
 def shared_demand_problems(
     settings: PrometheusSettings | None, classes: Sequence[tuple[str, str, AcceleratorFamily]]
 ) -> Iterator[ConfigProblem]:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 from config.aws import check_aws
 from config.cloud import check_cloud
 from config.energy import energy_problems
-from config.prometheus import prometheus_problems, shared_demand_problems
+from config.prometheus import prometheus_problems, shared_demand_problems, zero_fallback_queries
 from config.schema import PoolSettings, Settings
 from models import AcceleratorFamily, CapacityTier, ConfigProblem, PoolKind
 from models.durations import format_duration
@@ -19,6 +19,38 @@ def check_rules(settings: Settings, invalid: frozenset[str] = frozenset()) -> li
     """Every broken rule. ``invalid`` names top-level sections that failed their own validation (and were left
     out of ``settings``): a rule that reads one of them is not run, so that it cannot report a false problem."""
     return [problem for rule, reads in _RULES if not reads & invalid for problem in rule(settings)]
+
+
+def load_warnings(settings: Settings) -> list[ConfigProblem]:
+    """What a valid configuration does that a person should know at load (``leadtime validate-config`` prints it,
+    every command logs it), each with its key path: the file loads all the same."""
+    return list(_zero_fallback_warnings(settings))
+
+
+def _zero_fallback_warnings(settings: Settings) -> Iterator[ConfigProblem]:
+    """A query with ``or vector(0)`` answers 0 when its exporter is down: the agent then reads no demand (or no
+    on-prem nodes) where it would hold the pools and alert on a query that answers nothing."""
+    for key, _ in zero_fallback_queries(settings.prometheus):
+        if key.endswith(".capacity_query"):
+            reads = (
+                "the pool reads as having no nodes (an on-prem pool's work bursts to the cloud, a replay's actual "
+                "row runs none) where a query that answers nothing leaves it unread, planned on its max_units, with "
+                "an alert"
+            )
+            example, where = 'kube_node_labels{label_pool="onprem-a100"}', "On-prem capacity"
+        else:
+            reads = (
+                "the class reads no demand where a query that answers nothing holds its pools (no scale-down) and "
+                "raises an alert"
+            )
+            example, where = 'kube_namespace_created{namespace="team-a"}', "Reading demand from Prometheus"
+        yield ConfigProblem(
+            key,
+            f"its `or vector(0)` answers 0 when the series it reads are missing (the exporter down, a metric or "
+            f"label renamed), so {reads}. Drop the `or vector(0)`; where an absent series really means zero, fall "
+            f"back on a series that exists while the exporter is up, e.g. `or on() (0 * count({example}))` "
+            f"(README, {where})",
+        )
 
 
 def _cloud_rules(settings: Settings) -> Iterable[ConfigProblem]:
