@@ -8,25 +8,24 @@ after a restart that memory starts again, which only delays a scale-in.
 A drain cordons the node and evicts its pods through the Eviction API, so PodDisruptionBudgets are respected: a 429
 means "not now", the drain reports itself started and the same key continues it on a later tick; nothing is ever
 deleted by force. An accepted eviction is a graceful delete: the pod stays listed, Terminating
-(``metadata.deletionTimestamp`` set), while its containers shut down, for up to its
-``terminationGracePeriodSeconds`` (a training job's checkpoint on SIGTERM), so the drain also reports itself started
-until no pod it counts is left on the node; a terminating pod is waited for, never evicted again. A pod that must
-not be disrupted blocks the drain (``actuators.pod_rules``), and so does a pod selected by more than one
-PodDisruptionBudget (the Eviction API answers 500: a misconfiguration no retry fixes): the node is uncordoned and the
-drain rejected, its detail naming each blocking pod and why. An eviction refused for good (e.g. 403) uncordons the
-node and is raised as a permanent error; any other failure is raised as transient until ``timeout``. After
-``timeout`` (counted from the
-first step with the drain's key, so an earlier drain of the node that was dropped, e.g. a person uncordoned it, does
-not count) a drain that still has pods to evict (held by a budget, or their eviction failing) gives up and
-uncordons; one left only with pods still terminating past their grace period (their kubelet is gone and never
-finishes them) removes the node anyway and says so in its detail and a warning. When the node is empty, the
-``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for good, or that still fails
-after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in service, not left cordoned,
-paid for and unusable. A node that leaves the cluster during its drain (deleted by a person, or its instance gone)
-ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault. While a drain is in progress
-the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so ``draining_nodes`` lets a restarted
-or newly elected agent continue it instead of leaving the node cordoned; the timeout then counts from when that
-agent took it over.
+(``metadata.deletionTimestamp`` set), while its containers shut down, for up to its ``terminationGracePeriodSeconds``
+(a training job's checkpoint on SIGTERM), so the drain also reports itself started until no pod it counts is left on
+the node; a terminating pod is waited for, never evicted again. A pod that must not be disrupted blocks the drain
+(``actuators.pod_rules``), and so does a pod selected by more than one PodDisruptionBudget (the Eviction API answers
+500: a misconfiguration no retry fixes): the node is uncordoned and the drain rejected, its detail naming each
+blocking pod and why (and, after a 500, the pods it evicted before). An eviction refused for good (e.g. 403)
+uncordons the node and is raised as a permanent error; any other failure is raised as transient until ``timeout``.
+After ``timeout`` (counted from the first step with the drain's key, so an earlier drain of the node that was
+dropped, e.g. a person uncordoned it, does not count) a drain that still has pods to evict (held by a budget, or
+their eviction failing) gives up and uncordons; one left only with pods still terminating past their grace period
+(their kubelet is gone and never finishes them) removes the node anyway and says so in its detail and a warning. When
+the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for
+good, or that still fails after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in
+service, not left cordoned, paid for and unusable. A node that leaves the cluster during its drain (deleted by a
+person, or its instance gone) ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault.
+While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
+``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
+timeout then counts from when that agent took it over.
 
 Only a forced drain (a release a budget's hard stop asked for) evicts accelerator work. Any other drain is of a
 unit found idle, but the agent found it so on a list of pods read before the drain (shared for seconds with the
@@ -258,16 +257,18 @@ class KubernetesUnitDrainer:
         blockers = [f"{'/'.join(pod_name(p))} ({', '.join(reasons)})" for p in pods if (reasons := must_stay(p))]
         if blockers:
             return self._reject(key, pool_id, unit, nodes, f"pods that must not be disrupted: {'; '.join(blockers)}")
-        moved = False
+        evicted: list[tuple[str, str]] = []
         for pod in pods:
             if terminating(pod):
                 continue  # already on its way out: waited for, never evicted again
             self._check_may_write(pool_id, unit)
             try:
-                moved |= self._evict(pod)
+                if self._evict(pod):
+                    evicted.append(pod_name(pod))
             except KubernetesApiError as exc:
                 if exc.status == 500 and _MULTIPLE_BUDGETS in exc.detail:
                     why = f"pod {pod_name(pod)} is selected by {_MULTIPLE_BUDGETS}, so the Eviction API refuses it"
+                    why += f"; {evicted} evicted before" if evicted else ""  # the rejection alone would hide them
                     return self._reject(key, pool_id, unit, nodes, why)
                 error = from_kubernetes(pool_id, exc)
                 if isinstance(error, PermanentActuatorError):
@@ -277,7 +278,7 @@ class KubernetesUnitDrainer:
                     detail = f"evicting {pod_name(pod)} still fails after {self._timeout} ({error})"
                     return self._fail(key, pool_id, unit, nodes, detail)
                 raise error from exc
-        if moved:  # which of the evicted pods are gone already, and which are terminating
+        if evicted:  # which of the evicted pods are gone already, and which are terminating
             pods = self._pods_of(pool_id, nodes, fresh=True)
         leaving = [pod_name(p) for p in pods if terminating(p)]
         waiting = [pod_name(p) for p in pods if not terminating(p)]

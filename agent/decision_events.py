@@ -13,10 +13,13 @@ recorder, which knows the slice groups, attaches the event to a slice's record i
   Every pool event is rendered from the pool's decision record (``CapacityPlan.decisions``): a resize's reason
   is the record's chain, and its numbers carry the chain's stages (``need_chips``, ``rounded_units`` ...
   ``target_units``) next to ``from_units`` and ``to_units``.
-* Node decisions, for pools that shrink by drains: ``Cordoned`` and ``DrainStarted`` when a drain begins (not for
-  a drain rejected before it began, nothing cordoned: an AWS group at its minimum size cannot lose the node, and
-  only ``DrainRejected`` is told, its pool's event a ``ScaleDownRejected`` when no drain of the resize began),
-  ``DrainWaiting`` while evicted pods shut down within their grace periods, ``DrainBlocked`` while a
+* Node decisions, for pools that shrink by drains: ``Cordoned`` and ``DrainStarted`` when a drain begins, not for
+  a drain its first step rejected: nothing cordoned (an AWS group at its minimum size cannot lose the node), or
+  the node cordoned and uncordoned again in the same step (a pod that must not be disrupted, one given
+  accelerator work since the idle check, one selected by two PodDisruptionBudgets; the drainer's detail names
+  the pods it evicted before giving up). Only ``DrainRejected`` is told, with that detail, and the pool's event is
+  a ``ScaleDownRejected`` when no drain of the resize began. Then ``DrainWaiting`` while evicted pods shut down
+  within their grace periods, ``DrainBlocked`` while a
   PodDisruptionBudget refuses an eviction (the drainer reports such a drain as
   started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned), ``DrainRejected``
   (a pod must not be disrupted) and ``DrainCancelled`` (demand came back: a scale-up ended the drain of an idle
@@ -34,9 +37,6 @@ from enum import StrEnum
 from models import DRAIN_KEY_MARK, ActionResult, ActionStatus, CapacityPlan, PoolDecision, Resize, SkipReason
 
 _ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED)
-# How a drainer says it rejected a drain before its first step, nothing cordoned or evicted
-# (``actuators.kubernetes_drain``: a unit its remover ``kept_units``).
-_NOT_DRAINED = "not drained: "
 
 
 class SubjectKind(StrEnum):
@@ -111,7 +111,7 @@ def _resize_events(
     numbers = {"from_units": str(resize.from_units), "to_units": str(resize.to_units), **_stages(decision)}
     drains = [r for r in results if r.key.startswith(resize.key + DRAIN_KEY_MARK)]
     begun = [r for r in drains if not _not_begun(r)]
-    if drains and not begun:  # every drain rejected before it began: nothing was cordoned, the pool is unchanged
+    if drains and not begun:  # every drain rejected at its first step: no node left cordoned, the pool unchanged
         why = "; ".join(r.detail for r in drains)
         yield _pool(resize.pool_id, f"{verb}Rejected", f"did not {words} {change}: {why}", True, numbers)
         return
@@ -181,8 +181,9 @@ def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[
 
 
 def _not_begun(result: ActionResult) -> bool:
-    """A drain rejected before its first step: nothing was cordoned or evicted."""
-    return result.status is ActionStatus.REJECTED and result.detail.startswith(_NOT_DRAINED)
+    """The first step of a drain (its release planned this tick) that rejected it: the drain is over, its node not
+    left cordoned (never cordoned, or uncordoned in that step), so no drain began."""
+    return result.status is ActionStatus.REJECTED
 
 
 def _node_of(key: str) -> str:
