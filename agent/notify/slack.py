@@ -17,10 +17,14 @@ cause of an outage becomes such a refusal (also after a blip of another kind), s
 where this one came from, then a restart, since the URL is read once, at start (the alerts held are lost then).
 
 Also: one message per alert key per ``dedup_window`` (measured in event time), at most
-``rate_limit_per_minute`` messages (token bucket on the injected clock), at most ``max_pending`` alerts kept
+``rate_limit_per_minute`` messages (token bucket), at most ``max_pending`` alerts kept
 while Slack is unreachable (the oldest are dropped first, and counted; a condition raised again keeps its place,
 and a held "resolved" of it is dropped: it would arrive after the newer raise and say the condition ended while it
 holds).
+
+The waits (the token bucket's refill, the outage back-off, an outage's logged length) run on the injected clock's
+monotonic time, so a wall-clock step (NTP, a resumed VM) neither holds alerts for the step's length nor cuts a
+back-off short; wall time is only the alerts' own (event times, de-duplication).
 
 The webhook URL is a secret: it comes from an environment variable or a mounted file, never from the YAML,
 and it is never logged, even mangled (``models.redaction``): the notifier redacts what it logs, the SDK gets its
@@ -32,7 +36,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -107,16 +111,18 @@ class SlackNotifier:
         self.dedup_window = dedup_window
         self._rate = rate_limit_per_minute
         self._tokens = float(rate_limit_per_minute)
-        self._tokens_at: datetime | None = None
+        # The waits (the bucket's refill, the outage back-off, the outage's length) are on the monotonic clock: a
+        # wall-clock step must not hold every alert for the step's length, nor cut a back-off short.
+        self._tokens_at: float | None = None
         self._backoff = outage_backoff
         self._failures = 0
-        self._hold_until: datetime | None = None
+        self._hold_until: float | None = None
         self._pending: OrderedDict[str, AlertEvent] = OrderedDict()
         self._max_pending = max_pending
         self._sent = DedupWindow(dedup_window)
         self._refused = DedupWindow(dedup_window)  # messages Slack refused (400): quiet for the window too
-        self._outage_since: datetime | None = None
-        self._refused_since: datetime | None = None
+        self._outage_since: float | None = None
+        self._refused_since: float | None = None
         self.delivered = 0
         self.dropped = 0
         self.rejected = 0
@@ -157,7 +163,7 @@ class SlackNotifier:
         """Try the pending alerts, oldest first, within the rate limit and outside a back-off. How many went."""
         sent = 0
         for key, event in list(self._pending.items()):
-            now = self._clock.now()
+            now = self._clock.monotonic()
             if self._hold_until is not None and now < self._hold_until:
                 break
             if self._is_duplicate(event):
@@ -192,9 +198,9 @@ class SlackNotifier:
         """Sent, or refused by Slack, within the window, at this severity or a higher one."""
         return self._sent.is_repeat(event) or self._refused.is_repeat(event)
 
-    def _take_token(self, now: datetime) -> bool:
+    def _take_token(self, now: float) -> bool:
         if self._tokens_at is not None:
-            refill = (now - self._tokens_at).total_seconds() / 60.0 * self._rate
+            refill = (now - self._tokens_at) / 60.0 * self._rate
             self._tokens = min(float(self._rate), self._tokens + max(0.0, refill))
         self._tokens_at = now
         if self._tokens < 1.0:
@@ -202,7 +208,7 @@ class SlackNotifier:
         self._tokens -= 1.0
         return True
 
-    def _send(self, event: AlertEvent, now: datetime) -> bool | None:
+    def _send(self, event: AlertEvent, now: float) -> bool | None:
         """True when delivered, False when it must be tried again later, None when Slack refused the message."""
         try:
             response = self._client.send(text=fallback_text(event), blocks=blocks(event))
@@ -232,7 +238,7 @@ class SlackNotifier:
             self._failed(now, f"HTTP {response.status_code}: {body}")
         return False
 
-    def _failed(self, now: datetime, reason: str, retry_after_s: float | None = None, refused: bool = False) -> None:
+    def _failed(self, now: float, reason: str, retry_after_s: float | None = None, refused: bool = False) -> None:
         """``refused``: Slack refuses the webhook itself (its channel archived or gone, posting prohibited): only a
         new webhook helps, so the longest back-off applies and the log says so at error level, whenever the cause
         becomes a refusal, even in an outage that began otherwise (a 503, then 410s)."""
@@ -242,7 +248,7 @@ class SlackNotifier:
         else:
             factor = _MAX_BACKOFF_FACTOR if refused else min(_MAX_BACKOFF_FACTOR, 2 ** (self._failures - 1))
             hold = self._backoff * factor
-        self._hold_until = now + hold
+        self._hold_until = now + hold.total_seconds()
         started = self._outage_since is None
         if started:
             self._outage_since = now
@@ -270,9 +276,10 @@ class SlackNotifier:
         else:
             log.debug("Slack still unreachable (%s); next try after %s", reason, hold)
 
-    def _recovered(self, now: datetime) -> None:
+    def _recovered(self, now: float) -> None:
         if self._outage_since is not None:
-            log.warning("Slack alerts are getting through again after %s", now - self._outage_since)
+            lasted = timedelta(seconds=round(now - self._outage_since, 3))
+            log.warning("Slack alerts are getting through again after %s", lasted)
         self._outage_since = None
         self._refused_since = None
         self._failures = 0
