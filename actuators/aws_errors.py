@@ -3,8 +3,9 @@
     InsufficientInstanceCapacity, unfulfillable Spot,
     an instance or vCPU quota reached                   -> CapacityUnavailable     back off this pool
     throttling, 5xx, an update or scaling activity
-    already running, the EKS cluster's state, an
-    instance no longer in service when terminated,
+    already running (a node group not ACTIVE), the
+    EKS cluster's state, an instance no longer in
+    service when terminated,
     connection and read timeouts,
     a size outside the group's bounds                   -> TransientActuatorError  retry on a later tick
     access denied, missing credentials, not found,
@@ -30,6 +31,11 @@ EKS answers ``InvalidRequestException`` for a request "invalid given the state o
 ``UpdateNodegroupConfig`` errors), e.g. "Cluster 'ml' is not in ACTIVE status" while its control plane is upgraded:
 the state passes, so the change is retried on a later tick (a long one is told about and backs the pool off as any
 change that keeps failing does), never a reason to stop touching the node group until a person unblocks it.
+So is a node group update refused because the node group is not ACTIVE, another update of it (an operator's, started
+after the agent read the node group) in progress: "Nodegroup cannot be updated as it is currently not in Active
+State" comes as ``ResourceInUseException`` (aws/karpenter-provider-aws issue 133) and may come as ``ClientException``,
+which the EKS API Reference lists for ``UpdateNodegroupConfig`` with a description that does not tell a client's
+mistake from a state that passes: the adapter reads the message, whatever code carries it.
 """
 
 from __future__ import annotations
@@ -62,6 +68,8 @@ _BOUNDS = re.compile(
 # anything"), or that is changing state, "The instance i-... is not in InService or Standby." (reproio/ecs_deploy
 # issues 47 and 84, where EC2 Auto Scaling was already taking the instance out).
 _NOT_IN_SERVICE = re.compile(r"No managed instance found for instance ID|is not in InService or Standby", re.IGNORECASE)
+# EKS refusing a node group change while the node group is not ACTIVE (UPDATING: another update in progress).
+_NODEGROUP_BUSY = re.compile(r"not in ACTIVE (?:state|status)|currently being updated", re.IGNORECASE)
 _ZONE = re.compile(r"\b([a-z]{2}(?:-[a-z]+)+-\d[a-z])\b")
 _TRANSIENT_CODES = frozenset(
     {
@@ -119,6 +127,10 @@ def from_aws(pool_id: str, exc: Exception) -> ActuatorError:
             return capacity_unavailable(pool_id, described)
         if code in _TRANSIENT_CODES or status == 429 or status >= 500:
             return TransientActuatorError(pool_id, f"AWS {described} (will retry)")
+        if code == "ClientException" and _NODEGROUP_BUSY.search(message):
+            return TransientActuatorError(
+                pool_id, f"AWS {described} (the node group is busy with another update; will retry)"
+            )
         if not_in_service(exc):
             return TransientActuatorError(pool_id, f"AWS {described} (the instance is leaving the group; will retry)")
         if code in ("ValidationError", "InvalidParameterException") and _BOUNDS.search(message):

@@ -15,7 +15,9 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
   ``ValidationError``; ``UpdateNodegroupConfig`` with ``desiredSize`` outside the node group's bounds fails with
   ``InvalidParameterException`` (each with AWS's wording);
 - EKS node group updates: ``UpdateNodegroupConfig`` is ``InProgress`` (node group ``UPDATING``) until
-  ``finish_operations`` or ``settle``; ``ListUpdates``/``DescribeUpdate`` (not in moto) answered from them, oldest
+  ``finish_operations`` or ``settle``, and another one meanwhile is refused as not ACTIVE (``ResourceInUseException``,
+  or the code of ``answer_busy_with``); an update someone else started (``start_update``), also between a caller's
+  read and its write (``before_next``); ``ListUpdates``/``DescribeUpdate`` (not in moto) answered from them, oldest
   first, ``ListUpdates`` paged as AWS pages it (``maxResults`` 1..100, default 100, and ``nextToken``); earlier
   settled updates can be added in bulk (``add_settled_updates``); a repeated ``clientRequestToken`` returns the
   first update; the node group's Auto Scaling group follows its scaling config, and ``desiredSize`` follows the
@@ -49,6 +51,7 @@ import urllib.request
 import uuid
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -66,6 +69,9 @@ ICE_MESSAGE = (
     "(InsufficientInstanceCapacity)"
 )
 _FOR_GROUP = "for the AutoScalingGroup."
+# EKS's refusal of a node group update while the node group is not ACTIVE (another update in progress), as reported
+# in aws/karpenter-provider-aws issue 133 (ResourceInUseException, HTTP 409).
+NOT_ACTIVE_MESSAGE = "Nodegroup cannot be updated as it is currently not in Active State"
 _ASG_NS = "http://autoscaling.amazonaws.com/doc/2011-01-01/"
 _N = {"a": _ASG_NS}
 _EKS_ROUTES = [
@@ -187,6 +193,8 @@ class _State:
     nodegroup_groups: dict[tuple[str, str], str] = field(default_factory=dict)
     health: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # node group -> health issues
     faults: dict[str, _Fault] = field(default_factory=dict)
+    busy: tuple[str, int] = ("ResourceInUseException", 409)  # the error an update meets while another runs
+    before: dict[str, list[Callable[[], None]]] = field(default_factory=dict)  # operation -> what happens first
     calls: Counter[str] = field(default_factory=Counter)
     terminating: set[str] = field(default_factory=set)  # instance ids in Terminating:Wait
     late_stockout: bool = False
@@ -393,6 +401,24 @@ class FakeAwsApi:
                 update = _Update(str(uuid.uuid4()), cluster, nodegroup, [], self.now, status="Successful")
                 self._state.updates.append(update)
 
+    def start_update(self, cluster: str, nodegroup: str) -> str:
+        """An update of the node group started by someone else (an operator's version or label change), stamped
+        ``now``: ``InProgress`` (the node group ``UPDATING``) until ``finish_operations`` or ``settle``."""
+        with self._lock:
+            update = _Update(str(uuid.uuid4()), cluster, nodegroup, [], self.now)
+            self._state.updates.append(update)
+            return update.id
+
+    def answer_busy_with(self, code: str, status: int) -> None:
+        """The error code and HTTP status an ``UpdateNodegroupConfig`` meets while another update of the node group
+        is in progress (``ResourceInUseException``, 409, by default), its message EKS's ``NOT_ACTIVE_MESSAGE``."""
+        self._state.busy = (code, status)
+
+    def before_next(self, operation: str, action: Callable[[], None]) -> None:
+        """Run ``action`` once, just before the next call of ``operation`` is answered: what changed between the
+        caller's read and its write."""
+        self._state.before.setdefault(operation, []).append(action)
+
     def arm_late_stockout(self, message: str = ICE_MESSAGE) -> None:
         """From now on, instances asked for beyond those already there cannot be launched; the failed launches'
         StatusMessage is ``message``."""
@@ -423,6 +449,8 @@ class FakeAwsApi:
         operation = eks[0] if eks else form.get("Action", "")
         with self._lock:
             self._state.calls[operation] += 1
+            for action in self._state.before.pop(operation, []):
+                action()
             fault = self._state.faults.get(operation)
             if fault is not None and fault.times > 0:
                 fault.times -= 1
@@ -559,8 +587,8 @@ class FakeAwsApi:
             if token and token in self._state.tokens:
                 return _json({"update": self._state.tokens[token].body()})
             if any(u.status == "InProgress" and u.nodegroup == nodegroup for u in self._state.updates):
-                message = f"Nodegroup {nodegroup} is currently being updated; try again once it is done"
-                return _json({"message": message}, 409, "ResourceInUseException")
+                code, status = self._state.busy
+                return _json({"message": NOT_ACTIVE_MESSAGE}, status, code)
             refused = self._outside_scaling(cluster, nodegroup, asked.get("scalingConfig", {}))
             if refused:
                 return _json({"message": refused}, 400, "InvalidParameterException")
