@@ -32,10 +32,14 @@ class CloudActuators:
 
 
 def build_cloud_actuators(
-    cloud: CloudSettings, clock: Clock, queue_waits: Mapping[str, timedelta] | None = None
+    cloud: CloudSettings,
+    clock: Clock,
+    queue_waits: Mapping[str, timedelta] | None = None,
+    nodes_graces: Mapping[str, timedelta] | None = None,
 ) -> CloudActuators:
     """``queue_waits``: how long a queued resource of each pool may wait for resources
-    (``actuators.cloud_tpu.queued_resource_waits``)."""
+    (``actuators.cloud_tpu.queued_resource_waits``); ``nodes_graces``: how long a ready slice of each group may have
+    no node in the cluster (``actuators.gke_tpu_slices.nodes_graces``)."""
     from google.cloud import compute_v1, container_v1, tpu_v2
 
     options: dict[str, Any] = {}
@@ -54,7 +58,9 @@ def build_cloud_actuators(
     slices = None
     if cloud.tpu_slice_groups:
         # The daemon deletes ready slices only once drained (``KubernetesSliceDrainer``): never by a resize.
-        slices = GkeTpuSliceActuator(gke, cloud.cluster_path, cloud.tpu_slice_groups, clock, migs=migs, drained=True)
+        slices = GkeTpuSliceActuator(
+            gke, cloud.cluster_path, cloud.tpu_slice_groups, clock, migs=migs, drained=True, graces=nodes_graces
+        )
         routes |= {m.pool: slices for m in cloud.tpu_slice_groups}
     if cloud.queued_resources:
         tpu = tpu_v2.TpuClient(transport="rest", **options)

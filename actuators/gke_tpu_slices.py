@@ -32,12 +32,13 @@ its instances name one); one with every host, or whose hosts cannot be counted, 
 it a stockout, as a failed unit no one says anything of.
 
 A ready slice none of whose hosts is a node of the cluster (its hosts left during a drain before a restart, or were
-removed) runs nothing and serves nothing, though it is paid for: read from the cluster's nodes
-(``slices_without_nodes``), it is in flight (billed, not ready, in the target) for ``NODES_GRACE`` from when it is
-first seen so, then failed, deleted by the next resize with nothing to drain and no back-off, so the planner asks for
-a slice in its place when the demand needs one. One GKE reports RECONCILING (an upgrade recreating its nodes) stays
-in flight, and its ``NODES_GRACE`` starts again once GKE reports it done, for its hosts to register. A slice the
-drainer is draining whose nodes left is still ready: its drain deletes it.
+removed, or are being recovered: a multi-host slice is recovered whole) runs nothing and serves nothing, though it is
+paid for: read from the cluster's nodes (``slices_without_nodes``), it is in flight (billed, not ready, in the target)
+for its group's grace from when it is first seen so (``nodes_graces``: the pool's lead time, at least
+``NODES_GRACE``), then failed, deleted by the next resize with nothing to drain and no back-off, so the planner asks
+for a slice in its place when the demand needs one. One GKE reports RECONCILING (an upgrade recreating its nodes)
+stays in flight, and its grace starts again once GKE reports it done, for its hosts to register. A slice the drainer
+is draining whose nodes left is still ready: its drain deletes it.
 
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
@@ -73,6 +74,7 @@ from actuators.vendor_errors import (
 )
 from actuators.write_window import write_timeout
 from config.cloud import TpuSliceGroupMapping
+from config.schema import Settings
 from models import (
     ActionResult,
     ActionStatus,
@@ -85,10 +87,25 @@ from models.clock import Clock
 from models.durations import format_duration
 
 log = logging.getLogger(__name__)
-# How long a ready slice may have no node in the cluster before it is failed: longer than a host recreated by a repair
-# takes to register again. A new slice is no such slice: GKE's create of a node pool ends once its nodes registered (it
-# fails with "only 0 nodes out of N have registered" otherwise: terraform-google-kubernetes-engine#649).
+# How long a ready slice may have no node in the cluster before it is failed, at least: longer than a host recreated by
+# a repair takes to register again. A new slice is no such slice: GKE's create of a node pool ends once its nodes
+# registered (it fails with "only 0 nodes out of N have registered" otherwise: terraform-google-kubernetes-engine#649).
 NODES_GRACE = timedelta(minutes=10)
+
+
+def nodes_graces(settings: Settings) -> dict[str, timedelta]:
+    """How long a ready slice of each group may have no node in the cluster before it is failed: its pool's lead time,
+    at least ``NODES_GRACE``. A multi-host slice is recovered whole: "Multi-host TPU slices require all instances in the
+    slice to be recovered or rescheduled together" (Cloud TPU, "Failure recovery of TPU instances"), so its hosts come
+    back in about the time a new slice takes to come up, the lead time; failed sooner, a slice still being recovered is
+    deleted and asked for again, to come up a lead time later still."""
+    if settings.cloud is None:
+        return {}
+    lead = {p.pool_id: p.lead_time for p in settings.pool_specs()}
+    groups = [m.pool for m in settings.cloud.tpu_slice_groups if m.pool in lead]
+    return {pool: max(NODES_GRACE, lead[pool]) for pool in groups}
+
+
 _MIG_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/]+)$")
 _PHASES = {
     "RUNNING": UnitPhase.READY,
@@ -119,7 +136,9 @@ class SliceHosts(Protocol):
 class GkeTpuSliceActuator:
     """``gke`` is a ``container_v1.ClusterManagerClient``; ``migs`` a ``compute_v1.InstanceGroupManagersClient``,
     which counts the hosts of a slice GKE reports RUNNING_WITH_ERROR. ``drained``: the groups' ready slices are
-    deleted by a drainer through ``delete_nodes``, never by a resize."""
+    deleted by a drainer through ``delete_nodes``, never by a resize. ``graces``: how long a ready slice of each group
+    may have no node in the cluster before it is failed (``nodes_graces``; ``NODES_GRACE`` for a group it leaves
+    out)."""
 
     def __init__(
         self,
@@ -129,10 +148,10 @@ class GkeTpuSliceActuator:
         clock: Clock,
         migs: Any = None,
         drained: bool = False,
-        nodes_grace: timedelta = NODES_GRACE,
+        graces: Mapping[str, timedelta] | None = None,
     ) -> None:
         self._gke = gke
-        self._nodes_grace = nodes_grace
+        self._graces = dict(graces or {})
         self._without_nodes: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first seen ready without nodes
         self._drained = drained
         self._migs = migs
@@ -261,15 +280,15 @@ class GkeTpuSliceActuator:
         self, pool_id: str, seen: Sequence[tuple[str, UnitPhase, str]], by_name: Mapping[str, Any]
     ) -> list[tuple[str, UnitPhase, str]]:
         """The slices, a ready one none of whose hosts is a node of the cluster counted as what it is: it runs nothing
-        and serves nothing, though it is paid for. For ``nodes_grace`` from when it is first seen so (a host
-        recreated registers again) it is in flight: billed, not ready, in the target. Then it is failed, deleted by the
-        next resize (nothing on it to drain) and no stockout, so the planner asks for a slice in its place if the
-        demand needs one; one GKE reports RECONCILING (an upgrade recreating its nodes) stays in flight, and its grace
-        counts from the last read that found it RECONCILING, as its hosts register only once GKE is done. Without
-        the cluster's nodes (``read_hosts_from``) every ready slice is counted ready."""
+        and serves nothing, though it is paid for. For its group's grace from when it is first seen so (a slice
+        being recovered registers its hosts again) it is in flight: billed, not ready, in the target. Then it is
+        failed, deleted by the next resize (nothing on it to drain) and no stockout, so the planner asks for a slice in
+        its place if the demand needs one; one GKE reports RECONCILING (an upgrade recreating its nodes) stays in
+        flight, and its grace counts from the last read that found it RECONCILING, as its hosts register only once GKE
+        is done. Without the cluster's nodes (``read_hosts_from``) every ready slice is counted ready."""
         ready = [name for name, phase, _ in seen if phase is UnitPhase.READY]
         absent = self._nodes.slices_without_nodes(pool_id, ready) if self._nodes is not None and ready else set()
-        now, out = self._clock.now(), []
+        now, out, grace = self._clock.now(), [], self._graces.get(pool_id, NODES_GRACE)
         listed = {(pool_id, name) for name, _, _ in seen}
         self._without_nodes = {k: t for k, t in self._without_nodes.items() if k[0] != pool_id or k in listed}
         for name, phase, message in seen:
@@ -282,7 +301,7 @@ class GkeTpuSliceActuator:
             if status == "RECONCILING":  # GKE still works on it: its grace starts once GKE is done
                 self._without_nodes[(pool_id, name)] = now
             since = self._without_nodes.setdefault((pool_id, name), now)
-            if now - since < self._nodes_grace or status == "RECONCILING":
+            if now - since < grace or status == "RECONCILING":
                 self._log_once(name, "has no node in the cluster: counted as in flight, not ready", f"since {since}")
                 out.append((name, UnitPhase.IN_FLIGHT, message))
                 continue

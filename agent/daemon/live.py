@@ -19,6 +19,7 @@ from actuators.aws_wiring import build_aws_actuators
 from actuators.base import Actuator
 from actuators.cloud_tpu import queued_resource_waits
 from actuators.cloud_wiring import build_cloud_actuators
+from actuators.gke_tpu_slices import nodes_graces
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
@@ -86,7 +87,7 @@ def live_parts(
         if aws_routes:
             parts.actuator = InstrumentedActuator(RoutingActuator(aws_routes), registry, unit_gauges=False)
         return parts
-    actuators = build_cloud_actuators(cloud, clock, queued_resource_waits(settings))
+    actuators = build_cloud_actuators(cloud, clock, queued_resource_waits(settings), nodes_graces(settings))
     router: Actuator = actuators.router
     if aws_routes:
         google = [m.pool for m in cloud.node_pools] + [m.pool for m in cloud.tpu_slice_groups]
