@@ -1,10 +1,5 @@
 """KubernetesNodeDrainer: find idle accelerator nodes, cordon them, evict their pods safely, then remove exactly them.
 
-Idle means the node is schedulable and no pod on it requests an accelerator resource (any extended resource the
-node advertises, such as a GPU, a MIG profile or a TPU, or a resource a demand class names; DaemonSet pods, mirror
-pods of static pods and finished pods are ignored), continuously since the first time this drainer saw it so;
-after a restart that memory starts again, which only delays a scale-in.
-
 A drain cordons the node and evicts its pods through the Eviction API, so PodDisruptionBudgets are respected: a 429
 means "not now", the drain reports itself started and the same key continues it on a later tick; nothing is ever
 deleted by force. An accepted eviction is a graceful delete: the pod stays listed, Terminating
@@ -47,31 +42,17 @@ and empties every one of them, and the ``NodeRemover`` deletes the unit as a who
 an idle node holding such a pod is still offered as idle; its drain is rejected, and the agent leaves the node alone
 for a stabilization window.
 What a unit is, what removes it and the marks a drain leaves on its nodes are in ``actuators.drain_units``.
-
-A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
-in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do
-not grow with the pool's size. That list of the cluster's pods is shared for a few seconds (``kube.api.Pods``), so
-every pool of a tick, and the executor's checks after them, share one instead of one each. A drain step reads it
-afresh where it must see the cluster as it is: at its first step, after cordoning, and after evictions (to see
-which pods are gone or terminating); a later step shares the list, read after its nodes were cordoned.
-
-``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
-hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
-back to the queue as far as the pods show it: nodes where a pod must not be disrupted (by the same rules) last
-(their drain would be rejected), then fewest accelerator pods, then fewest accelerators those pods request, then by
-name. How long a pod has run or when it last saved its work is not in the pod, so it does not weigh in. Draining a
-busy node is the same drain: its pods are evicted through the Eviction API, so disruption budgets still hold.
+Which units are idle, how busy the others are (``idle_nodes``, ``pool_nodes``) and how the pods on their nodes are
+read are in ``actuators.drain_survey``: the drainer is a ``KubernetesUnitSurvey`` that also drains.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
-from dataclasses import dataclass
 from datetime import datetime, timedelta
-from functools import partial
-from typing import TypeVar
 
+from actuators.drain_survey import KubernetesUnitSurvey
 from actuators.drain_units import (
     DRAIN_ANNOTATION,
     FORCED_ANNOTATION,
@@ -82,17 +63,7 @@ from actuators.drain_units import (
     NodeUnits,
 )
 from actuators.idempotency import KeyedResults
-from actuators.pod_rules import (
-    ACCELERATOR_RESOURCES,
-    accelerator_work,
-    accelerators,
-    counts,
-    extended_resources,
-    must_stay,
-    past_grace,
-    pod_name,
-    terminating,
-)
+from actuators.pod_rules import counts, must_stay, past_grace, pod_name, terminating
 from actuators.vendor_errors import from_kubernetes
 from kube.api import KubernetesApi
 from kube.models import V1Node, V1Pod
@@ -113,36 +84,11 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 # The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
 _MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
-# A survey or a drain step reads the pods of up to this many nodes with one list each (a field selector names one
-# node); of more, with one list of every pod bound to a node, in pages, grouped by node. Without consistent reads
-# from the API server's cache (Kubernetes < 1.31) each list, one node's or not, reads every pod of the cluster from
-# etcd (kubernetes/kubernetes#15945; KEP-2340), so per-node lists cost the server that many full reads; one list
-# costs one read, but sends every pod of the cluster, which the agent then parses. A few nodes' lists cost less.
-_PER_NODE_LISTS = 4
 
 
-@dataclass(frozen=True)
-class _NodeLoad:
-    """What draining one schedulable unit would disrupt."""
-
-    name: str
-    accelerator_pods: int
-    accelerators: int  # requested by those pods
-    blocked: bool  # a pod on it must not be disrupted: a drain would be rejected
-
-    @property
-    def idle(self) -> bool:
-        return self.accelerator_pods == 0
-
-    @property
-    def cost(self) -> tuple[bool, int, int, str]:
-        return (self.blocked, self.accelerator_pods, self.accelerators, self.name)
-
-
-class KubernetesUnitDrainer:
+class KubernetesUnitDrainer(KubernetesUnitSurvey):
     """A ``NodeDrainer`` whose units (the "nodes" its methods name) are groups of Kubernetes nodes found by ``units``;
     ``remover`` deletes a drained unit. ``api`` reaches the cluster (each call bounded by its request timeout);
     ``accelerator_resources`` are resources (besides ``ACCELERATOR_RESOURCES`` and the node's own extended
@@ -157,14 +103,10 @@ class KubernetesUnitDrainer:
         timeout: timedelta = timedelta(minutes=15),
         accelerator_resources: Iterable[str] = (),
     ) -> None:
+        super().__init__(api, clock, units, accelerator_resources)
         self._nodes_api = api.nodes
-        self._pods_api = api.pods
-        self._clock = clock
-        self._units = units
         self._remover = remover
         self._timeout = timeout
-        self._accelerator_resources = frozenset(ACCELERATOR_RESOURCES) | frozenset(accelerator_resources)
-        self._idle_since: dict[str, datetime] = {}
         self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
         self._results = KeyedResults(settled_only=True)
         self._may_write: Callable[[], bool] = lambda: True
@@ -174,18 +116,6 @@ class KubernetesUnitDrainer:
         that outlives this replica's leadership (a slow API, many pods) stops before its next write, and the new
         leader continues it from the nodes' drain annotation."""
         self._may_write = may_write
-
-    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
-        now = self._clock.now()
-        idle = [(self._idle_since[n.name], n.name) for n in self._survey(pool_id) if n.idle]
-        return [name for since, name in sorted(idle) if now - since >= idle_for]
-
-    def pool_nodes(self, pool_id: str) -> Sequence[str]:
-        """Schedulable units, idle ones first (longest idle first), then busy ones by ``_NodeLoad.cost``."""
-        loads = self._survey(pool_id)
-        idle = sorted((self._idle_since[n.name], n.name) for n in loads if n.idle)
-        busy = sorted((n for n in loads if not n.idle), key=lambda n: n.cost)
-        return [name for _, name in idle] + [n.name for n in busy]
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         """Units of the pool with a node cordoned and carrying our drain annotation, with the key of their drain;
@@ -324,64 +254,6 @@ class KubernetesUnitDrainer:
         ]
         return remover.kept_units(pool_id, [unit], draining)
 
-    def _working(self, nodes: Sequence[V1Node], pods: Mapping[str, Sequence[V1Pod]]) -> list[str]:
-        """The pods on these nodes that are accelerator work by the rule the unit was found idle by, except those
-        already terminating (going anyway), as ``namespace/name``."""
-        working: list[str] = []
-        for node in nodes:
-            resources = self._accelerator_resources | extended_resources(node)
-            working.extend(
-                "/".join(pod_name(p))
-                for p in pods[node.metadata.name]
-                if accelerator_work(p, resources) and not terminating(p)
-            )
-        return working
-
-    def _survey(self, pool_id: str) -> list[_NodeLoad]:
-        """The load of every schedulable unit of the pool (none of its nodes cordoned; one with nodes, unless units
-        are removed without nodes: a slice whose node pool has none in the cluster runs nothing, so it is idle);
-        idle ones are remembered idle from now on if they were not already, busy ones are forgotten. One read of the
-        units and one read of their pods (``_pods_by_node``), however many nodes the pool has."""
-        now = self._clock.now()
-        units = self._call(pool_id, lambda: self._units.of_pool(pool_id))
-        without_nodes = self._units.removed_without_nodes
-        schedulable = {  # a unit with a cordoned node is being drained, or held by a person
-            unit: nodes
-            for unit, nodes in units.items()
-            if (nodes or without_nodes) and not any(n.spec and n.spec.unschedulable for n in nodes)
-        }
-        pods = self._pods_by_node(pool_id, [node.metadata.name for nodes in schedulable.values() for node in nodes])
-        loads = []
-        for unit, nodes in schedulable.items():
-            working, requested, blocked = 0, 0, False
-            for node in nodes:
-                resources = self._accelerator_resources | extended_resources(node)
-                on_node = [p for p in pods[node.metadata.name] if counts(p)]
-                busy = [p for p in on_node if accelerator_work(p, resources)]
-                working += len(busy)
-                requested += sum(accelerators(p, resources) for p in busy)
-                blocked |= any(must_stay(p) for p in on_node)
-            load = _NodeLoad(unit, working, requested, blocked)
-            if load.idle:
-                self._idle_since.setdefault(unit, now)
-            else:
-                self._idle_since.pop(unit, None)
-            loads.append(load)
-        return loads
-
-    def _pods_of(self, pool_id: str, nodes: Sequence[str], fresh: bool) -> list[V1Pod]:
-        """The pods a drain of these nodes has to move."""
-        pods = self._pods_by_node(pool_id, nodes, fresh)
-        return [p for node in nodes for p in pods[node] if counts(p)]
-
-    def _pods_by_node(self, pool_id: str, nodes: Sequence[str], fresh: bool = False) -> dict[str, list[V1Pod]]:
-        """The pods on each of these nodes: one list per node for a few nodes, else the cluster's pods bound to a
-        node, grouped by node (``_PER_NODE_LISTS``), from the list the tick shares unless ``fresh`` (``Pods``)."""
-        if len(nodes) > _PER_NODE_LISTS:
-            now = self._clock.monotonic()
-            return self._call(pool_id, lambda: self._pods_api.on_nodes(nodes, now=now, fresh=fresh))
-        return {node: self._call(pool_id, partial(self._pods_api.on_node, node)) for node in nodes}
-
     def _evict(self, pod: V1Pod) -> bool:
         """True when the pod is gone or on its way (terminating); False when a disruption budget says not now
         (HTTP 429). Any other refusal is raised."""
@@ -483,12 +355,6 @@ class KubernetesUnitDrainer:
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
-
-    def _call(self, pool_id: str, request: Callable[[], T]) -> T:
-        try:
-            return request()
-        except KubernetesApiError as exc:
-            raise from_kubernetes(pool_id, exc) from exc
 
 
 class KubernetesNodeDrainer(KubernetesUnitDrainer):

@@ -1,0 +1,168 @@
+"""The survey a drainer makes of a pool's units: which are idle and since when, how much work the busy ones hold, and
+the reads of the pods on their nodes that the survey and each drain step share.
+
+Idle means the node is schedulable and no pod on it requests an accelerator resource (any extended resource the
+node advertises, such as a GPU, a MIG profile or a TPU, or a resource a demand class names; DaemonSet pods, mirror
+pods of static pods and finished pods are ignored), continuously since the first time this drainer saw it so;
+after a restart that memory starts again, which only delays a scale-in.
+
+A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
+in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do
+not grow with the pool's size. That list of the cluster's pods is shared for a few seconds (``kube.api.Pods``), so
+every pool of a tick, and the executor's checks after them, share one instead of one each. A drain step reads it
+afresh where it must see the cluster as it is: at its first step, after cordoning, and after evictions (to see
+which pods are gone or terminating); a later step shares the list, read after its nodes were cordoned.
+
+``pool_nodes`` lists every schedulable node of the pool, cheapest to lose first, for a forced release (a budget's
+hard stop) that may take busy nodes: idle nodes (longest idle first), then busy ones by the work a drain would send
+back to the queue as far as the pods show it: nodes where a pod must not be disrupted (by the same rules) last
+(their drain would be rejected), then fewest accelerator pods, then fewest accelerators those pods request, then by
+name. How long a pod has run or when it last saved its work is not in the pod, so it does not weigh in. Draining a
+busy node is the same drain: its pods are evicted through the Eviction API, so disruption budgets still hold.
+
+``KubernetesUnitSurvey`` is the read side of ``actuators.kubernetes_drain.KubernetesUnitDrainer``, which drains what
+it finds; it writes nothing to the cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from functools import partial
+from typing import TypeVar
+
+from actuators.drain_units import DrainUnits
+from actuators.pod_rules import (
+    ACCELERATOR_RESOURCES,
+    accelerator_work,
+    accelerators,
+    counts,
+    extended_resources,
+    must_stay,
+    pod_name,
+    terminating,
+)
+from actuators.vendor_errors import from_kubernetes
+from kube.api import KubernetesApi
+from kube.models import V1Node, V1Pod
+from models.clock import Clock
+from models.errors import KubernetesApiError
+
+T = TypeVar("T")
+# A survey or a drain step reads the pods of up to this many nodes with one list each (a field selector names one
+# node); of more, with one list of every pod bound to a node, in pages, grouped by node. Without consistent reads
+# from the API server's cache (Kubernetes < 1.31) each list, one node's or not, reads every pod of the cluster from
+# etcd (kubernetes/kubernetes#15945; KEP-2340), so per-node lists cost the server that many full reads; one list
+# costs one read, but sends every pod of the cluster, which the agent then parses. A few nodes' lists cost less.
+_PER_NODE_LISTS = 4
+
+
+@dataclass(frozen=True)
+class _NodeLoad:
+    """What draining one schedulable unit would disrupt."""
+
+    name: str
+    accelerator_pods: int
+    accelerators: int  # requested by those pods
+    blocked: bool  # a pod on it must not be disrupted: a drain would be rejected
+
+    @property
+    def idle(self) -> bool:
+        return self.accelerator_pods == 0
+
+    @property
+    def cost(self) -> tuple[bool, int, int, str]:
+        return (self.blocked, self.accelerator_pods, self.accelerators, self.name)
+
+
+class KubernetesUnitSurvey:
+    """Surveys the units ``units`` finds in each pool. ``api`` reaches the cluster (each call bounded by its request
+    timeout); ``accelerator_resources`` are resources (besides ``ACCELERATOR_RESOURCES`` and the node's own extended
+    resources) whose request makes a pod accelerator work: the demand classes' resources."""
+
+    def __init__(
+        self, api: KubernetesApi, clock: Clock, units: DrainUnits, accelerator_resources: Iterable[str] = ()
+    ) -> None:
+        self._pods_api = api.pods
+        self._clock = clock
+        self._units = units
+        self._accelerator_resources = frozenset(ACCELERATOR_RESOURCES) | frozenset(accelerator_resources)
+        self._idle_since: dict[str, datetime] = {}
+
+    def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        now = self._clock.now()
+        idle = [(self._idle_since[n.name], n.name) for n in self._survey(pool_id) if n.idle]
+        return [name for since, name in sorted(idle) if now - since >= idle_for]
+
+    def pool_nodes(self, pool_id: str) -> Sequence[str]:
+        """Schedulable units, idle ones first (longest idle first), then busy ones by ``_NodeLoad.cost``."""
+        loads = self._survey(pool_id)
+        idle = sorted((self._idle_since[n.name], n.name) for n in loads if n.idle)
+        busy = sorted((n for n in loads if not n.idle), key=lambda n: n.cost)
+        return [name for _, name in idle] + [n.name for n in busy]
+
+    # -- internals -----------------------------------------------------------------------------------------
+    def _working(self, nodes: Sequence[V1Node], pods: Mapping[str, Sequence[V1Pod]]) -> list[str]:
+        """The pods on these nodes that are accelerator work by the rule the unit was found idle by, except those
+        already terminating (going anyway), as ``namespace/name``."""
+        working: list[str] = []
+        for node in nodes:
+            resources = self._accelerator_resources | extended_resources(node)
+            working.extend(
+                "/".join(pod_name(p))
+                for p in pods[node.metadata.name]
+                if accelerator_work(p, resources) and not terminating(p)
+            )
+        return working
+
+    def _survey(self, pool_id: str) -> list[_NodeLoad]:
+        """The load of every schedulable unit of the pool (none of its nodes cordoned; one with nodes, unless units
+        are removed without nodes: a slice whose node pool has none in the cluster runs nothing, so it is idle);
+        idle ones are remembered idle from now on if they were not already, busy ones are forgotten. One read of the
+        units and one read of their pods (``_pods_by_node``), however many nodes the pool has."""
+        now = self._clock.now()
+        units = self._call(pool_id, lambda: self._units.of_pool(pool_id))
+        without_nodes = self._units.removed_without_nodes
+        schedulable = {  # a unit with a cordoned node is being drained, or held by a person
+            unit: nodes
+            for unit, nodes in units.items()
+            if (nodes or without_nodes) and not any(n.spec and n.spec.unschedulable for n in nodes)
+        }
+        pods = self._pods_by_node(pool_id, [node.metadata.name for nodes in schedulable.values() for node in nodes])
+        loads = []
+        for unit, nodes in schedulable.items():
+            working, requested, blocked = 0, 0, False
+            for node in nodes:
+                resources = self._accelerator_resources | extended_resources(node)
+                on_node = [p for p in pods[node.metadata.name] if counts(p)]
+                busy = [p for p in on_node if accelerator_work(p, resources)]
+                working += len(busy)
+                requested += sum(accelerators(p, resources) for p in busy)
+                blocked |= any(must_stay(p) for p in on_node)
+            load = _NodeLoad(unit, working, requested, blocked)
+            if load.idle:
+                self._idle_since.setdefault(unit, now)
+            else:
+                self._idle_since.pop(unit, None)
+            loads.append(load)
+        return loads
+
+    def _pods_of(self, pool_id: str, nodes: Sequence[str], fresh: bool) -> list[V1Pod]:
+        """The pods a drain of these nodes has to move."""
+        pods = self._pods_by_node(pool_id, nodes, fresh)
+        return [p for node in nodes for p in pods[node] if counts(p)]
+
+    def _pods_by_node(self, pool_id: str, nodes: Sequence[str], fresh: bool = False) -> dict[str, list[V1Pod]]:
+        """The pods on each of these nodes: one list per node for a few nodes, else the cluster's pods bound to a
+        node, grouped by node (``_PER_NODE_LISTS``), from the list the tick shares unless ``fresh`` (``Pods``)."""
+        if len(nodes) > _PER_NODE_LISTS:
+            now = self._clock.monotonic()
+            return self._call(pool_id, lambda: self._pods_api.on_nodes(nodes, now=now, fresh=fresh))
+        return {node: self._call(pool_id, partial(self._pods_api.on_node, node)) for node in nodes}
+
+    def _call(self, pool_id: str, request: Callable[[], T]) -> T:
+        try:
+            return request()
+        except KubernetesApiError as exc:
+            raise from_kubernetes(pool_id, exc) from exc
