@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ from models.redaction import redact_tree
 
 BACKTEST_SPAN = timedelta(days=1)
 BACKTEST_EVERY = timedelta(hours=1)
+Check = Callable[[], Sequence[str]]  # an advisory check of the daemon's start: the warnings it finds
 
 
 def register(sub: Any) -> None:
@@ -102,13 +103,16 @@ def run(args: argparse.Namespace) -> int:
     if outside := _outside_bounds(settings, args.current_units):
         raise LeadtimeError(f"--current-units: {outside}")
     read_side: Actuator
+    checks: Sequence[Check] = ()
     if (settings.cloud is not None or settings.aws is not None) and not args.current_units:
-        read_side, state_source = cloud_read_side(settings), "cloud"
+        (read_side, checks), state_source = cloud_parts(settings), "cloud"
     else:
         clock = SimulatedClock(at)
         read_side = SimulatedCluster(settings.pool_specs(), clock, initial_units=args.current_units)
         state_source = "--current-units" if args.current_units else "min_units"
-    document = recommend(settings, args.config, Path(args.out), at, read_side, pool_state_source=state_source)
+    document = recommend(
+        settings, args.config, Path(args.out), at, read_side, pool_state_source=state_source, checks=checks
+    )
     cost = document["cost"]
     for warning in document["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)
@@ -125,11 +129,20 @@ def cloud_read_side(settings: Settings) -> Actuator:
     """The pools of the ``cloud`` (GKE, Cloud TPU) and ``aws`` (EKS node groups, EC2 Auto Scaling groups) sections,
     read through the adapters the daemon runs (``agent.daemon.live``), each pool routed to its own. Only read:
     ``recommend`` wraps them in ``DryRunActuator`` and gives them no drainer, so no write reaches a pool."""
+    return cloud_parts(settings)[0]
+
+
+def cloud_parts(settings: Settings) -> tuple[Actuator, list[Check]]:
+    """``cloud_read_side`` and the advisory checks the daemon runs once at start on the same adapters (the AWS
+    groups' AZRebalance check, ``actuators.aws_wiring``): each only reads."""
     routes: dict[str, Actuator] = {}
+    checks: list[Check] = []
     if settings.aws is not None:
         from actuators.aws_wiring import build_aws_actuators  # the AWS SDK: only when AWS is read
 
-        routes |= build_aws_actuators(settings.aws, SystemClock()).routes
+        built = build_aws_actuators(settings.aws, SystemClock())
+        routes |= built.routes
+        checks += built.checks
     cloud = settings.cloud
     if cloud is not None:
         from actuators.cloud_tpu import queued_resource_waits
@@ -139,7 +152,7 @@ def cloud_read_side(settings: Settings) -> Actuator:
         mapped = [m.pool for m in cloud.node_pools] + [m.pool for m in cloud.tpu_slice_groups]
         mapped += [m.pool for m in cloud.queued_resources]
         routes |= dict.fromkeys(mapped, google)
-    return RoutingActuator(routes)
+    return RoutingActuator(routes), checks
 
 
 def drained_pools(settings: Settings) -> frozenset[str]:
@@ -184,8 +197,10 @@ def recommend(
     read_side: Actuator,
     pool_state_source: str,
     source: PrometheusSource | None = None,
+    checks: Sequence[Check] = (),
 ) -> dict[str, Any]:
-    """One dry-run tick at ``at``; writes the three files into ``out`` and returns the JSON document."""
+    """One dry-run tick at ``at``; writes the three files into ``out`` and returns the JSON document. ``checks`` are
+    the daemon's start-up checks of the pools read (``cloud_parts``): what they find is listed under warnings."""
     at = at.astimezone(UTC)
     prometheus = settings.prometheus
     if prometheus is None:
@@ -240,6 +255,7 @@ def recommend(
         ]
         + _failed_slices(agent, states)
         + _assumed_units(agent, pool_state_source)
+        + start_up_warnings(checks)
     )
     document["backtest"] = _backtest(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
@@ -273,6 +289,17 @@ def _failed_slices(agent: Agent, states: Mapping[str, PoolState]) -> list[str]:
             "nodes before acting on this pool"
         )
     return out
+
+
+def start_up_warnings(checks: Sequence[Check]) -> list[str]:
+    """What the daemon's start-up checks find, as it logs them: advisory, so a check that fails is said, not fatal."""
+    found: list[str] = []
+    for check in checks:
+        try:
+            found += check()
+        except Exception as exc:  # noqa: BLE001 - advisory, as in the daemon (agent.daemon.runtime)
+            found.append(f"a start-up check failed: {exc}")
+    return found
 
 
 def _assumed_units(agent: Agent, pool_state_source: str) -> list[str]:
