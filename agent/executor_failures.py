@@ -7,7 +7,8 @@ off. The count ends after a lead time (at least ``MIN_BACKOFF``) without a failu
 of its back-off (``_stopped``, ``_stopped_failing``). Failed units (``_units_failing``): units the cloud accepted and
 then failed for a reason other than capacity or quota (``_failed_for_capacity``) start or extend since when the
 pool's units keep failing, told and backed off the same way once that has lasted the pool's lead time; the count ends
-once the pool is read with no unit failed or in flight a lead time after the last one (``_units_stopped_failing``).
+once the pool is read with no unit failed a lead time after the last one and none in flight, or two lead times after
+it with units in flight (``IN_FLIGHT_LEAD_TIMES``, ``_units_stopped_failing``).
 Units failed for want of capacity in some zones of a pool that spans zones leave its other zones to take the nodes
 (``_zones_with_room``, ``_zone_stockout_alert``).
 
@@ -28,6 +29,9 @@ from models.durations import format_duration
 
 log = logging.getLogger("agent.executor")
 MIN_BACKOFF = timedelta(minutes=10)
+# How many lead times a unit in flight keeps its pool's count of failing units after the last failure: the
+# stalled-scale-up alert's default (``alerts.stalled_after_lead_times``) tells of a unit not arrived by then.
+IN_FLIGHT_LEAD_TIMES = 2
 
 
 def _failing(
@@ -139,22 +143,30 @@ def _units_failing(
 def _units_stopped_failing(
     memory: PlannerMemory, states: Mapping[str, PoolState], pools: Mapping[str, PoolSpec], now: datetime
 ) -> PlannerMemory:
-    """The memory without the count of each pool whose units have stopped failing: read with none failed and none
-    in flight (every unit asked for since arrived), a lead time (at least ``MIN_BACKOFF``) after the last failed
-    one or the end of the back-off it caused, whichever is later. A unit still in flight may fail yet, however
-    long it takes (a node pool's instance groups wait for their instances for over half an hour)."""
+    """The memory without the count of each pool whose units have stopped failing: read with none failed, a lead
+    time (at least ``MIN_BACKOFF``) after the last failed one or the end of the back-off it caused, whichever is
+    later, and none in flight (every unit asked for since arrived). A unit still in flight may fail yet, though it
+    takes longer than the lead time (a slice GKE fails after 30 minutes on a 20-minute group), so it keeps the count,
+    but for ``IN_FLIGHT_LEAD_TIMES`` lead times at most: one not arrived by then is a stalled scale-up, told as such,
+    and a pool that is always creating units (its demand growing) would otherwise keep the count for ever, a single
+    unit failing hours later told as failing for hours and backing the pool off."""
     for pool_id in sorted(memory.units_failing_since):
         state = states.get(pool_id)
-        if state is None or state.failed_units or state.provisioning_units:
+        if state is None or state.failed_units:
             continue
         last = memory.units_failed_last.get(pool_id, memory.units_failing_since[pool_id])
         until = memory.backoff_until.get(pool_id)
         quiet_since = last if until is None else max(last, until)
         spec = pools.get(pool_id)
-        if now - quiet_since >= max(MIN_BACKOFF, spec.lead_time if spec is not None else MIN_BACKOFF):
+        quiet_for = max(MIN_BACKOFF, spec.lead_time if spec is not None else MIN_BACKOFF)
+        if state.provisioning_units:
+            quiet_for *= IN_FLIGHT_LEAD_TIMES
+        if now - quiet_since >= quiet_for:
+            in_flight = f"{state.provisioning_units} still in flight" if state.provisioning_units else "none in flight"
             log.info(
-                "pool %s: no unit of it has failed for a lead time and none is in flight; no longer failing", pool_id
-            )
+                "pool %s: no unit of it has failed for %s (%s); no longer failing",
+                pool_id, format_duration(now - quiet_since), in_flight,
+            )  # fmt: skip
             memory = memory.units_not_failing(pool_id)
     return memory
 
