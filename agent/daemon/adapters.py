@@ -4,6 +4,13 @@
 results, errors, and whether the tick was blind: it could read no class's demand or no pool), keeps the planner's
 memory in its store across restarts and leader changes (loaded when this replica becomes the leader, saved after a
 tick that changed it) and lets a standby charge its ledger.
+
+A leader that has not read the planner memory since it became the leader (the store answered an error) plans and
+acts on nothing: its own copy lacks the blocks, back-offs and recent changes its predecessor saved (a pool blocked
+after a 403 would be resized again). Such a tick only watches, as a standby does (reads the pools, charges the
+ledger), is blind ("planner memory not read yet", so the replica is not ready once it lasts the readiness bound),
+tries the read again next tick, and alerts (``tick-failed``, subject ``planner-memory``) once the memory has gone
+unread for the readiness bound, on the monotonic clock.
 ``PoolStateRecorder`` wraps the actuator the loop reads, keeping the newest pool states for the metrics (an
 instrumentation wrapper, the loop is not changed for it).
 """
@@ -13,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from actuators import Actuator
 from actuators.base import unread_pools
@@ -26,14 +33,21 @@ from models import (
     ActionResult,
     ActionStatus,
     ActuatorError,
+    AlertEvent,
+    AlertKind,
     BudgetSnapshot,
     CapacityPlan,
     DemandForecast,
     LedgerUnavailable,
     MetricsUnavailable,
     PoolState,
+    Severity,
+    StateUnavailable,
 )
 from models.clock import Clock
+from models.durations import format_duration
+
+UNREAD_MEMORY_SUBJECT = "planner-memory"
 
 
 class PoolStateRecorder:
@@ -90,6 +104,7 @@ class AgentLoopAdapter:
         self.keeper = MemoryKeeper(state, agent.pool_by_id)
         self._leadership = leadership
         self._clock = clock
+        self._unread_since: float | None = None  # monotonic: since when this leader has not read its memory
 
     @property
     def agent(self) -> Agent:
@@ -97,12 +112,16 @@ class AgentLoopAdapter:
 
     def resume(self) -> None:
         self.keeper.resume()
+        self._unread_since = None
         self._reload_shadow = self._shadow is not None  # read back before the next tick accounts (never raises)
 
     def run_once(self, now: datetime) -> DaemonTickReport:
         errors: list[Exception] = []
         memory, load_error = self.keeper.before_tick(self._agent.memory)
         self._agent.memory = memory
+        if not self.keeper.loaded:
+            return self._memory_unread(now, load_error)
+        self._unread_since = None
         try:
             report = self._agent.run_once(now)
         finally:  # what was acted on is saved even when the tick failed afterwards; only ever by the leader
@@ -134,6 +153,37 @@ class AgentLoopAdapter:
             errors=errors,
             blind=self._blind(report),
         )
+
+    def _memory_unread(self, now: datetime, load_error: StateUnavailable | None) -> DaemonTickReport:
+        """A leader tick before the planner memory could be read: watch only, nothing planned or acted on."""
+        errors: list[Exception] = [] if load_error is None else [load_error]
+        try:
+            self._agent.watch(now)
+        except (ActuatorError, LedgerUnavailable) as exc:  # counted; the tick is blind already
+            errors.append(exc)
+        why = f"planner memory not read yet ({load_error}); no pool is planned or acted on until it is"
+        monotonic = self._clock.monotonic()
+        if self._unread_since is None:
+            self._unread_since = monotonic
+        unread_for = timedelta(seconds=monotonic - self._unread_since)
+        settings = self._agent.settings
+        bound = settings.daemon.ready_bound(settings.loop.tick_interval)  # the readiness bound, as /readyz has it
+        if unread_for >= bound:
+            self._alert_unread(now, unread_for, str(load_error))
+        return DaemonTickReport(
+            forecasts=(), pools=self._pools.last, plan=None, results=(), budgets=(), errors=errors, blind=why
+        )
+
+    def _alert_unread(self, now: datetime, unread_for: timedelta, error: str) -> None:
+        summary = (
+            f"the leader has not read the planner memory for {format_duration(unread_for)}: it plans and acts on no "
+            "pool until it can (the blocks and back-offs its predecessor saved are in it). Check that the Kubernetes "
+            "API answers and that the agent's ServiceAccount may get the state ConfigMap the error names"
+        )
+        event = AlertEvent(
+            AlertKind.TICK_FAILED, Severity.WARNING, now, UNREAD_MEMORY_SUBJECT, summary, {"error": error}
+        )
+        self._agent.parts.notifier.notify(event)
 
     def _blind(self, report: TickReport) -> str | None:
         """Why the tick had nothing to plan on: no demand class had data (Prometheus unreachable, a wrong URL), or

@@ -11,7 +11,9 @@
 * ``after_tick(memory, now)`` saves the memory when it differs from what the store holds. A failed save is
   logged and retried on the next tick; the tick itself is never held up or failed by the store.
 * Until a load has succeeded, nothing is saved: a new leader that cannot read the store must not overwrite
-  the back-offs and blocks its predecessor saved with its own, emptier, memory. It keeps retrying the load.
+  the back-offs and blocks its predecessor saved with its own, emptier, memory. It keeps retrying the load, and
+  must not plan with that memory either (``loaded`` is False): the daemon's leader tick then only watches
+  (``agent.daemon.adapters``).
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ class MemoryKeeper:
 
     def before_tick(self, memory: PlannerMemory) -> tuple[PlannerMemory, StateUnavailable | None]:
         """The memory the tick should plan with (``memory`` merged with what changed in the store), and the
-        error when the store could not be read (the tick then plans with ``memory``)."""
+        error when the store could not be read (``memory`` returned as it was; a tick plans with it only once a
+        load has succeeded since leadership started, ``loaded``)."""
         first = not self._loaded
         if first and self._base is None:
             self._base = memory  # what this replica knew before it led: stale once the store is read
