@@ -1,20 +1,21 @@
 """Carrying out a plan: re-validate each action on freshly observed state, then act, translating outcomes.
 
-Only this module calls an actuator's or a drainer's write methods. Outcomes update the planner's memory: a
-stockout backs the pool off (the next plan fills the next eligible pool), a permanent error blocks the pool until
-a person looks. Units a pool reports failed (a stockout found after an accepted request) are removed and their
-pool backed off before the tick plans. A pool served by a node drainer never shrinks by a size change: its
-releases become drains of exactly the nodes the pool's decision record names, re-checked idle (``agent.drains``),
-and drains still waiting on a disruption budget go on every tick. The plan sees such a pool without its draining
-nodes while the cloud's target still counts them, so a scale-up is sent as the planned change applied to the
-cloud's target: a resize never takes a pool below the cloud's target less the nodes the drainer emptied, nor a
-scale-up above the pool's ``max_units`` (what does not fit waits for the drains to end). A scale-up first takes
-back idle nodes the drainer is still draining (``NodeDrains.take_back``) and buys only the rest. A forced
-release (``Resize.forced``, a budget's hard stop) is checked against fresh state like any action; on a pool without
-a drainer it is a plain resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and
-is never refused for busy nodes. A resize or release of a pool blocked after a permanent error is refused, whatever
-planned it (the planner plans none, but a budget's release must not reach such a pool either); its drains already
-in progress go on. While it stays blocked its critical alert, saying how to unblock it, is raised again every tick
+Only this module calls an actuator's or a drainer's write methods. Outcomes update the planner's memory: a stockout
+backs the pool off (the next plan fills the next eligible pool), a permanent error blocks the pool until a person
+looks. Units a pool reports failed (a stockout found after an accepted request) are removed and their pool backed
+off before the tick plans. A pool served by a node drainer never shrinks by a size change: its releases become
+drains of exactly the nodes the pool's decision record names, re-checked idle (``agent.drains``), and drains still
+waiting on a disruption budget go on every tick. The plan sees such a pool without its draining nodes while the
+cloud's target still counts them, so a scale-up is sent as the planned change applied to the cloud's target: a
+resize never takes a pool below the cloud's target less the nodes the drainer emptied, nor a scale-up above the
+pool's ``max_units`` (what does not fit waits for the drains to end). A scale-up first takes back idle nodes the
+drainer is still draining (``NodeDrains.take_back``) and buys only the rest, never more than the plan's budget
+counted as new: the units of drains it could not end wait for the next plan. A forced release (``Resize.forced``, a
+budget's hard stop) is checked against fresh state like any action; on a pool without a drainer it is a plain
+resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and is never refused for
+busy nodes. A resize or release of a pool blocked after a permanent error is refused, whatever planned it (the
+planner plans none, but a budget's release must not reach such a pool either); its drains already in progress go on.
+While it stays blocked its critical alert, saying how to unblock it, is raised again every tick
 (``blocked_pool_alerts``), also after a restart that read the block back. A pool whose state could not be read is
 alerted on and held (planned as unobserved), not blocked: reading it changes nothing, and it is planned again once
 it can be read.
@@ -296,7 +297,8 @@ def _send(
     until each drain removes its node. Sending the planned figure as it is would make the actuator shrink the pool by
     the draining nodes, deleting instances of the cloud's choosing with no drain; sent as the same change applied to
     the cloud's target, a resize can never take out a node the drainer did not empty. The draining nodes taken back
-    for a scale-up (``sent.taken``) serve again and are in that target already: only the rest is bought.
+    for a scale-up (``sent.taken``) serve again and are in that target already: only the rest is bought, and of it
+    no more than the plan counted as new (``_held_for_take_back``), so a budget's cap holds when a take-back fails.
 
     The cloud's target never goes above the pool's ``max_units``: a scale-up that would (the draining nodes still
     count there) buys what fits and the rest waits for the drains to finish, when the next plan buys it on the
@@ -309,7 +311,14 @@ def _send(
     notes = [f"took back {len(taken)} draining units ({', '.join(taken)}): uncordoned, they serve at once"] * bool(
         taken
     )
-    waiting = _waiting_for_drains(resize, cloud, spec, len(taken))
+    if held := _held_for_take_back(resize, sent):
+        to_units -= held
+        notes.append(
+            f"took back {len(taken)} of the {sent.planned.takeable_units} draining units the plan counted on (their "
+            f"drains go on): {held} of the planned {resize.to_units - resize.from_units} units wait for a later plan "
+            "(the plan counted them as served by those nodes, not bought)"
+        )
+    waiting = _waiting_for_drains(resize, cloud, spec, len(taken) + held)
     if waiting and spec is not None:
         to_units -= waiting
         notes.append(
@@ -358,6 +367,16 @@ def _send(
     if result.status in _ACCEPTED:
         return memory.not_failing(resize.pool_id).changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
     return memory
+
+
+def _held_for_take_back(resize: Resize, sent: _Sent) -> int:
+    """How many of a scale-up's units not taken back are not bought now: the plan's budget counted the idle
+    draining nodes (``takeable_units``) as served again, not bought, so when fewer drains could be ended only the
+    units beyond them are new (0 for any other resize); the next plan counts the rest against the nodes it sees."""
+    if not resize.is_scale_up:
+        return 0
+    planned = resize.to_units - resize.from_units
+    return max(0, planned - len(sent.taken) - max(0, planned - sent.planned.takeable_units))
 
 
 def _waiting_for_drains(resize: Resize, cloud: PoolState, spec: PoolSpec | None, taken: int) -> int:
