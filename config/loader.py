@@ -8,7 +8,8 @@ import math
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, get_args
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -214,7 +215,7 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
     elif kind == "missing":
         message = "required key is missing"
     elif kind in _LIST_TYPES:
-        message = f"should be a list, e.g. [{_example(error.get('input'))}]{_got(error)}"
+        message = f"should be a list, e.g. {_list_example(error)}{_got(error)}"
     elif kind in ("model_type", "model_attributes_type", "dict_type"):
         message = f"should be a mapping, e.g. {_mapping_example(error)}{_got(error)}"
     else:
@@ -243,7 +244,7 @@ def _mapping_example(error: Mapping[str, Any]) -> str:
     """A mapping written as the configuration holds one: its first key (a required one if the section has any),
     as a list item where it is one, the value written as the required key's where it is a single one."""
     loc = tuple(error.get("loc", ()))
-    first = _first_key(str((error.get("ctx") or {}).get("class_name", "")))
+    first = _first_key(_model_named(str((error.get("ctx") or {}).get("class_name", ""))))
     if first is None:
         return "`key: value`"
     key, required = first
@@ -251,9 +252,29 @@ def _mapping_example(error: Mapping[str, Any]) -> str:
     return f"`- {entry}`" if loc and isinstance(loc[-1], int) else f"`{entry}`"
 
 
-def _first_key(class_name: str) -> tuple[str, bool] | None:
-    """The first required key of the settings model named ``class_name`` (else its first key) and whether it is
-    required, found among the models the settings nest; None for a name none of them has."""
+def _list_example(error: Mapping[str, Any]) -> str:
+    """A list written as the configuration holds one: a list of values as ``[value]``, a list of sections as an item
+    of it with its first key (``- id: a100-on-demand``): written as shown, the list has its shape at once, where
+    ``[a100-on-demand]`` was refused again as an item that should be a mapping."""
+    first = _first_key(_item_model(tuple(error.get("loc", ()))))
+    if first is None:
+        return f"[{_example(error.get('input'))}]"
+    key, required = first
+    return f"`- {key}: {_example(error.get('input')) if required else '...'}`"
+
+
+def _first_key(model: type[BaseModel] | None) -> tuple[str, bool] | None:
+    """The first required key of ``model`` (else its first key) and whether it is required; None for no model."""
+    if model is None:
+        return None
+    fields = model.model_fields
+    required = [n for n, f in fields.items() if f.is_required()]
+    names = required or list(fields)
+    return ((fields[names[0]].alias or names[0]), bool(required)) if names else None
+
+
+def _model_named(class_name: str) -> type[BaseModel] | None:
+    """The settings model named ``class_name`` among the models the settings nest; None for a name none has."""
     seen: set[type[BaseModel]] = set()
     pending: list[Any] = [Settings]
     while pending:
@@ -263,11 +284,46 @@ def _first_key(class_name: str) -> tuple[str, bool] | None:
                 continue
             seen.add(kind)
             if kind.__name__ == class_name:
-                fields = kind.model_fields
-                required = [n for n, f in fields.items() if f.is_required()]
-                names = required or list(fields)
-                return ((fields[names[0]].alias or names[0]), bool(required)) if names else None
+                return kind
             pending.extend(f.annotation for f in kind.model_fields.values())
         else:
             pending.extend(get_args(kind))
     return None
+
+
+def _item_model(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The settings model the list at ``loc`` holds as its items; None where they are plain values (a list of
+    names) or ``loc`` leads to no list of one model."""
+    kinds: list[Any] = [Settings]
+    for part in loc:
+        kinds = [inner for kind in kinds for option in _options(kind) if (inner := _inner(option, part)) is not None]
+    items = [
+        item
+        for kind in kinds
+        for option in _options(kind)
+        if get_origin(option) in (tuple, list, set, frozenset)
+        for item in get_args(option)[:1]
+    ]
+    models = {m for item in items for m in _options(item) if isinstance(m, type) and issubclass(m, BaseModel)}
+    return models.pop() if len(models) == 1 else None
+
+
+def _inner(kind: Any, part: Any) -> Any:
+    """What ``kind`` holds under the key or index ``part`` of a location; None where it holds nothing so."""
+    if isinstance(part, int):
+        args = get_args(kind)
+        return args[0] if get_origin(kind) in (tuple, list, set, frozenset) and args else None
+    if isinstance(kind, type) and issubclass(kind, BaseModel):
+        found = [f.annotation for n, f in kind.model_fields.items() if part in (n, f.alias)]
+        return found[0] if found else None
+    return get_args(kind)[1] if get_origin(kind) in (dict, Mapping) and len(get_args(kind)) == 2 else None
+
+
+def _options(kind: Any) -> list[Any]:
+    """The types a value of ``kind`` may be: its ``Annotated`` metadata dropped, each member of a union."""
+    origin = get_origin(kind)
+    if origin is Annotated:
+        return _options(get_args(kind)[0])
+    if origin is Union or origin is UnionType:
+        return [option for arg in get_args(kind) for option in _options(arg)]
+    return [kind]

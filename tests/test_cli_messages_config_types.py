@@ -68,3 +68,50 @@ def test_validate_config_prints_it(tmp_path: Path, capsys: pytest.CaptureFixture
     path.write_text(yaml.safe_dump({"demand_classes": [{"name": "train-a100"}], "pools": [_pool(serves="train-a100")]}))
     assert run_cli(["validate-config", str(path)]) == 2
     assert "  - pools[0].serves: should be a list, e.g. [train-a100] (got 'train-a100')" in capsys.readouterr().err
+
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "config" / "examples"
+
+
+@pytest.mark.parametrize(
+    ("key", "written", "example"),
+    [
+        ("pools", "a100-on-demand", "`- id: a100-on-demand`"),
+        ("demand_classes", "train-a100", "`- name: train-a100`"),
+        ("aws.nodegroups", "aws-p4d-on-demand", "`- pool: aws-p4d-on-demand`"),
+        ("aws.auto_scaling_groups", "aws-p4d-spot", "`- pool: aws-p4d-spot`"),
+        ("cloud.tpu_slice_groups", "gke-v5e-slices", "`- pool: gke-v5e-slices`"),
+    ],
+)
+def test_a_single_name_where_a_list_of_sections_belongs_is_shown_a_section(
+    tmp_path: Path, key: str, written: str, example: str
+) -> None:
+    """The example of a list of sections was the name in brackets ('pools: should be a list, e.g. [a100-on-demand]'),
+    and written so it was refused again ('pools[0]: should be a mapping, e.g. `- id: a100-on-demand`'): it is now
+    an item of the list with its first key, and written as shown the list has the right shape at once."""
+    config = yaml.safe_load((EXAMPLES / "hybrid-aws-gke.yaml").read_text(encoding="utf-8"))
+    *parents, last = key.split(".")
+    section = config
+    for parent in parents:
+        section = section[parent]
+    section[last] = written
+
+    assert f"{key}: should be a list, e.g. {example} (got '{written}')" in _problems(tmp_path, config)
+
+    section[last] = yaml.safe_load(example.strip("`"))
+    assert not any("should be a" in p for p in _problems_or_none(tmp_path, config))
+
+
+def test_a_list_of_names_keeps_its_example_in_brackets(tmp_path: Path) -> None:
+    config = {"demand_classes": [{"name": "train-a100"}], "pools": [_pool(serves={"name": "train-a100"})]}
+    assert _problems(tmp_path, config) == ["pools[0].serves: should be a list, e.g. [...]"]
+
+
+def _problems_or_none(tmp_path: Path, config: dict[str, Any]) -> list[str]:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(config))
+    try:
+        load_settings(path)
+    except ConfigError as refused:
+        return [str(p) for p in refused.problems]
+    return []
