@@ -39,7 +39,7 @@ from agent.planning.budget import BudgetSpend, CapKind, billed_after
 from agent.planning.enforcement import budget_snapshots
 from agent.planning.groups import DemandGroup
 from agent.planning.service_level import DEFAULT_SERVICE_LEVEL
-from agent.sources.onprem_capacity import PrometheusOnPremCapacity, onprem_queries
+from agent.sources.onprem_capacity import PrometheusOnPremCapacity, onprem_queries, unobserved_onprem_pools
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.resource_check import unknown_resources
@@ -255,6 +255,7 @@ def recommend(
         ]
         + _failed_slices(agent, states)
         + _assumed_units(agent, pool_state_source)
+        + _onprem_unobserved(agent)
         + start_up_warnings(checks)
     )
     document["backtest"] = _backtest(agent, history, at, history_problem)
@@ -338,7 +339,9 @@ def _document(
     pools: list[dict[str, Any]] = []
     for spec in agent.pools:
         state = states.get(spec.pool_id)
-        current = state.target_units if state is not None else None
+        # an on-prem pool no cloud reads is never resized: it is counted whole, at its max_units (``_onprem_held``)
+        fixed = spec.max_units if state is None and spec.kind is PoolKind.ON_PREM else None
+        current = state.target_units if state is not None else fixed
         resize = resizes.get(spec.pool_id)
         decision = tick.plan.decisions.get(spec.pool_id)
         recommended = resize.to_units if resize else current
@@ -346,14 +349,16 @@ def _document(
             action, reason = ("scale-up" if resize.is_scale_up else "scale-down"), resize.reason
         elif spec.pool_id in skips:
             action, reason = "hold", f"{skips[spec.pool_id].reason}: {skips[spec.pool_id].detail}"
+        elif fixed is not None:
+            action, reason = "keep", _onprem_held(agent, spec)
         else:
             action, reason = "keep", "already at the planned target"
         price = spec.price_per_unit_hour_usd
         idle_release = releasable_once_idle(spec, current, decision)
         # money counts the units billed (a broken slice is, a queued resource waiting for resources is not), as the
         # budgets and the ledger do; sizes count the pool's target
-        billed = state.billed_units if state is not None else None
-        billed_then = billed_after(state, recommended) if state is not None and recommended is not None else None
+        billed = state.billed_units if state is not None else fixed
+        billed_then = billed_after(state, recommended) if state is not None and recommended is not None else fixed
         pools.append(
             {
                 "pool_id": spec.pool_id,
@@ -402,6 +407,27 @@ def _document(
         "problems": dict(sorted(tick.problems.items())),
         "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
     }
+
+
+def _onprem_held(agent: Agent, spec: PoolSpec) -> str:
+    """Why an on-prem pool that no cloud reads is counted at its ``max_units``, now and recommended: it is never
+    resized, its nodes are paid for whether they take work or not, and the daemon's budgets count a pool they have
+    no record of at its ``max_units`` (``agent.planning.budget_caps``)."""
+    if unobserved_onprem_pools(agent.settings.prometheus, [spec]):
+        planned = f"planned on its max_units ({spec.max_units}) at every tick, having no capacity_query"
+    else:
+        planned = "planned on the units its capacity_query reads at each tick (at most its max_units)"
+    return f"on-prem, never resized: counted at its max_units ({spec.max_units}) in the costs; {planned}"
+
+
+def _onprem_unobserved(agent: Agent) -> list[str]:
+    """The daemon's start-up warning of each on-prem pool without a capacity query (``agent.daemon.live``)."""
+    return [
+        f"on-prem pool {pool} has no prometheus.pools.{pool}.capacity_query: it is planned on its max_units at "
+        "every tick, and work its nodes down or cordoned would run waits instead of bursting; give it a query "
+        "counting its Ready, schedulable nodes (README, On-prem capacity)"
+        for pool in unobserved_onprem_pools(agent.settings.prometheus, agent.pools)
+    ]
 
 
 def releasable_once_idle(spec: PoolSpec, current: int | None, decision: PoolDecision | None) -> int:

@@ -100,10 +100,12 @@ def test_with_gke_beside_aws_every_cloud_pool_is_read_and_costed(
     assert document["pool_state_source"] == "cloud"
     pools = {p["pool_id"]: p for p in document["pools"]}
     assert {p: pools[p]["current_units"] for p in (SPOT, ON_DEMAND, SLICES)} == {SPOT: 3, ON_DEMAND: 2, SLICES: 2}
-    read = 3 * 13.00 + 2 * 32.77 + 2 * 32 * 1.20  # USD an hour of the cloud pools as read (on-prem: not read)
+    read = 3 * 13.00 + 2 * 32.77 + 2 * 32 * 1.20  # USD an hour of the cloud pools as read
     cloud = sum(pools[p]["current_cost_per_day_usd"] for p in (SPOT, ON_DEMAND, SLICES))
     assert cloud == pytest.approx(read * 24)
-    assert document["cost"]["current_per_day_usd"] == pytest.approx(cloud)
+    onprem = 40 * 8.00 * 24  # not read from a cloud: counted whole, at its max_units (never resized)
+    assert pools["onprem-a100"]["current_cost_per_day_usd"] == pytest.approx(onprem)
+    assert document["cost"]["current_per_day_usd"] == pytest.approx(cloud + onprem)
     assert [aws.calls(w) for w in WRITES] == [0] * len(WRITES)
     gke_writes = [(m, p) for m, p in gke_api.requests if m in ("POST", "PUT", "DELETE")]
     assert [w for w in gke_writes if "listManagedInstances" not in w[1]] == []
