@@ -12,7 +12,11 @@ from pathlib import Path
 import yaml
 
 from agent.extras import MODULES, missing_extra
+from agent.ledger.sqlite import SqliteLedger
+from models import LedgerEntry
 from tests.conftest import TraceWriter
+from tests.ledger.test_billing_import import HOUR, T0, as_csv, export_rows
+from tests.ledger.test_billing_import import config as billing_config
 from tests.scenario.test_simulate import two_class_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -82,6 +86,25 @@ def test_a_configuration_is_checked_for_the_daemon_without_the_extra() -> None:
     checked = _without_extra("validate-config", "--for", "run", str(ROOT / "deploy/base/config.yaml"))
     assert checked.returncode == 0, checked.stderr
     assert "ok for run" in checked.stdout
+
+
+def test_the_ledger_commands_read_and_write_a_sqlite_ledger_without_the_extra(tmp_path: Path) -> None:
+    # Only a PostgreSQL ledger needs the driver: the default SQLite file is read and billed without it.
+    path = tmp_path / "ledger.sqlite"
+    with SqliteLedger(path) as ledger:
+        ledger.record(LedgerEntry("a100", T0, T0 + HOUR, 2, 48.0))
+    cfg = billing_config(tmp_path, {"path": str(path)})  # one budget, research, over a100 and h100
+    export = tmp_path / "billing.csv"
+    export.write_text(as_csv(export_rows()), encoding="utf-8")
+
+    billed = _without_extra("ledger", "import-billing", "--config", str(cfg), str(export))
+    assert billed.returncode == 0, billed.stderr
+    assert "stored 8 billed interval(s)" in billed.stdout
+    at = (T0 + 6 * HOUR).isoformat()
+    reported = _without_extra("ledger", "budgets", "--config", str(cfg), "--at", at)
+    assert reported.returncode == 0, reported.stderr
+    (research,) = [line.split() for line in reported.stdout.splitlines() if line.startswith("research ")]
+    assert research[2:4] == ["10000.00", "48.00"]  # the cap and the estimated spend read from the file
 
 
 def test_the_daemon_without_the_extra_says_what_to_install() -> None:

@@ -1,4 +1,7 @@
-"""Opening the configured ledger, with the PostgreSQL password read from a mounted file or the environment."""
+"""Opening the configured ledger, with the PostgreSQL password read from a mounted file or the environment.
+
+The PostgreSQL ledger (and so its driver, part of the ``daemon`` extra) is imported only when that backend is
+opened: the commands that read or bill the default SQLite file run on a light install."""
 
 from __future__ import annotations
 
@@ -8,7 +11,6 @@ from pathlib import Path
 
 from agent.ledger.base import Ledger
 from agent.ledger.memory import InMemoryLedger
-from agent.ledger.postgres import PostgresLedger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.ledger.sqlite import SqliteLedger
 from config.ledger import LedgerSettings
@@ -24,6 +26,8 @@ def open_ledger(
     if settings.backend == "memory":
         return InMemoryLedger()
     if settings.backend == "postgresql":
+        from agent.ledger.postgres import PostgresLedger  # the driver: only for this backend
+
         assert settings.url is not None  # checked by the settings
         options: dict[str, str] = {"sslmode": settings.sslmode}
         if settings.sslrootcert is not None:
