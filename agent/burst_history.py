@@ -15,21 +15,42 @@ served, and pacing spent for that third: the money ran out halfway through the p
 
 A step where any member of a group has no value counts nothing for that group (never as zero demand); a group
 with an hour of the day never observed has no profile, and the planner then does not pace on it.
+
+``HourlyBurstProfile`` keeps the profile a tick plans on. Once per clock hour it reads the demand history, then
+the on-prem capacity history, within ``CAPACITY_HISTORY_READ_SHARE`` of the tick. An on-prem pool whose capacity
+history is not read (kube-state-metrics down at the refresh, so its newest value is stale; a failed or late query)
+keeps the last history read of it, if any, and is measured above its ``max_units`` where that has no value (the
+steps since it was read) or where there is none; it is read again at the next tick whose own capacity read of the
+pool succeeds, and the profile recomputed, rather than an hour later (before, the whole history was measured above
+``max_units`` for the hour). A warning names the pool, why, and which capacity is used.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
+import logging
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 
 import numpy as np
 import pandas as pd
 
 from agent.planning.groups import DemandGroup
 from agent.planning.pacing import HOURS_A_DAY, BurstProfile, onprem_chips
-from models import PoolKind, PoolSpec
+from agent.sources.base import read_deadline
+from agent.sources.onprem_capacity import OnPremCapacityHistory, OnPremCapacitySource
+from models import MetricsUnavailable, PoolKind, PoolSpec
+from models.errors import PrometheusServerFailure
+
+log = logging.getLogger(__name__)
 
 HALF_LIFE = timedelta(days=1)
+# The share of a tick the on-prem capacity history is read within, after the demand history: one range query per
+# on-prem pool. Unbounded, each pool's query could take its retries (about 91 s with the defaults).
+CAPACITY_HISTORY_READ_SHARE = 0.5
+
+# Reads the demand of every class over [start, end): the history, and why some classes have none.
+DemandHistoryRead = Callable[[datetime, datetime], tuple[pd.DataFrame, Mapping[str, MetricsUnavailable]]]
 
 
 def burst_profile(
@@ -83,3 +104,136 @@ def _onprem_chips(
         short = np.where(counted, pool.max_units - units, 0.0) * pool.chips_per_unit
         chips = chips - pd.Series(short, index=index)
     return chips
+
+
+@dataclass(frozen=True)
+class _Refresh:
+    """One hour's refresh: the demand history read, over [start, end), and the on-prem pools whose capacity history
+    over the same range is still to be read."""
+
+    start: datetime
+    end: datetime
+    history: pd.DataFrame
+    due: frozenset[str]
+
+
+class HourlyBurstProfile:
+    """The burst profile a paced budget plans on: the demand history read once per clock hour, the on-prem capacity
+    history with it, kept per pool until read again (see the module's text)."""
+
+    def __init__(
+        self,
+        groups: Sequence[DemandGroup],
+        pools: Sequence[PoolSpec],
+        history: timedelta,
+        step: timedelta,
+        tick: timedelta,
+    ) -> None:
+        self._groups = tuple(groups)
+        self._pools = {p.pool_id: p for p in pools}
+        self._onprem = [p for p in pools if p.kind is PoolKind.ON_PREM]
+        self._history, self._step, self._tick = history, step, tick
+        self._hour: datetime | None = None
+        self._refresh: _Refresh | None = None
+        self._profile: BurstProfile | None = None
+        self._capacity: dict[str, tuple[datetime, pd.Series]] = {}  # the last history read of each pool, and when
+
+    def at(
+        self,
+        now: datetime,
+        read_demand: DemandHistoryRead,
+        capacity: OnPremCapacitySource | None,
+        read_now: Collection[str] = (),
+    ) -> BurstProfile | None:
+        """The profile at ``now``: refreshed at the first tick of each clock hour, and recomputed at a later tick
+        of it once the capacity history of a pool not read then is read; None when the demand history cannot be
+        read. ``read_now`` names the on-prem pools whose capacity this tick read: only those are asked again."""
+        hour = now.replace(minute=0, second=0, microsecond=0)
+        if self._hour != hour:
+            self._hour = hour
+            self._profile = self._refreshed(now, read_demand, capacity)
+        elif self._refresh is not None and self._refresh.due:
+            retry = self._refresh.due & set(read_now)
+            if retry and self._read_capacity(capacity, retry, now):
+                self._profile = self._computed()
+        return self._profile
+
+    def _refreshed(
+        self, now: datetime, read_demand: DemandHistoryRead, capacity: OnPremCapacitySource | None
+    ) -> BurstProfile | None:
+        start = now - self._history
+        self._refresh = None
+        try:
+            history, unread = read_demand(start, now)
+        except MetricsUnavailable as exc:
+            log.warning("burst profile unavailable: %s", exc)
+            return None
+        for name, why in sorted(unread.items()):
+            log.warning(
+                "burst profile: demand history of class %s not read (%s): its groups are not paced", name, why.reason
+            )
+        readable: frozenset[str] = frozenset()
+        if isinstance(capacity, OnPremCapacityHistory):
+            readable = frozenset(p.pool_id for p in self._onprem)
+        self._refresh = _Refresh(start, now, history, readable)
+        failed = next((e for e in unread.values() if isinstance(e, PrometheusServerFailure)), None)
+        if failed is not None and readable:
+            log.warning(
+                "burst profile: on-prem capacity not read over the history, the demand history read has just failed "
+                "(%s, class %s): %s",
+                failed.reason,
+                failed.demand_class,
+                "; ".join(self._used(pool_id) for pool_id in sorted(readable)),
+            )
+        elif readable:
+            self._read_capacity(capacity, readable, now)
+        return self._computed()
+
+    def _read_capacity(self, capacity: OnPremCapacitySource | None, pool_ids: Collection[str], now: datetime) -> bool:
+        """Read the capacity history of ``pool_ids`` up to ``now`` (the refresh's range, or a later one when read
+        again: the refresh's own end may be the very outage that failed it), within its share of the tick; whether
+        any was read. Each pool not read is logged with the capacity it is measured above, and stays due."""
+        refresh = self._refresh
+        if refresh is None or not isinstance(capacity, OnPremCapacityHistory):
+            return False
+        asked = [p for p in self._onprem if p.pool_id in pool_ids]
+        asked_ids = [p.pool_id for p in asked]
+        with read_deadline(self._tick * CAPACITY_HISTORY_READ_SHARE):
+            units, problems = capacity.units_between(asked, now - self._history, now, self._step)
+        for pool_id, series in sorted(units.items()):
+            if now != refresh.end:
+                log.info(
+                    "burst profile: on-prem capacity of %s read over the history again: the profile is recomputed",
+                    pool_id,
+                )
+            self._capacity[pool_id] = (now, series)
+        # due: the pools asked that the source could not read; one it has no way to read is in neither answer
+        self._refresh = _Refresh(
+            refresh.start, refresh.end, refresh.history, refresh.due - set(asked_ids) | set(problems)
+        )
+        for pool_id, why in sorted(problems.items()):
+            log.warning(
+                "burst profile: on-prem capacity of %s not read over the history (%s): %s; read again at the next "
+                "tick that reads its capacity",
+                pool_id,
+                why,
+                self._used(pool_id),
+            )
+        return bool(units)
+
+    def _used(self, pool_id: str) -> str:
+        """What a pool not read this time is measured above."""
+        kept = self._capacity.get(pool_id)
+        if kept is None:
+            return f"{pool_id} measured above its max_units"
+        return (
+            f"{pool_id} measured above its capacity history read at {kept[0].isoformat()} (its max_units at the "
+            "steps since)"
+        )
+
+    def _computed(self) -> BurstProfile | None:
+        refresh = self._refresh
+        if refresh is None:
+            return None
+        capacity = {pool_id: series for pool_id, (_, series) in self._capacity.items()}
+        return burst_profile(refresh.history, self._groups, self._pools, capacity)

@@ -40,7 +40,7 @@ import pandas as pd
 from actuators.base import Actuator, NodeDrainer
 from agent.alerts import broken_unit_events, missing_data_events, missing_zone_events, unheld_reserve_events
 from agent.budget_watch import BudgetWatch
-from agent.burst_history import burst_profile
+from agent.burst_history import HourlyBurstProfile
 from agent.conditions import ConditionTracker, not_evaluated, still_holding
 from agent.drains import NodeDrains
 from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unread_pool_alerts
@@ -53,7 +53,7 @@ from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_serv
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
 from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource, read_deadline
-from agent.sources.onprem_capacity import OnPremCapacityHistory, OnPremCapacitySource
+from agent.sources.onprem_capacity import OnPremCapacitySource
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
@@ -63,20 +63,14 @@ from models import (
     DemandForecast,
     ForecastError,
     MetricsUnavailable,
-    PoolKind,
     PoolState,
 )
-from models.errors import PrometheusServerFailure
 
 log = logging.getLogger(__name__)
 
 # The share of a tick the on-prem capacity queries are read within, at its start (6 s of a 1-minute tick): one
 # instant query per on-prem pool, light beside the demand reads, which have the rest of the half tick.
 ONPREM_READ_SHARE = 0.1
-# The share of a tick the on-prem capacity history behind a paced budget is read within, once an hour (30 s of a
-# 1-minute tick): one range query per on-prem pool, given as long as a tick's demand reads. A pool not read by then is
-# measured above its max_units; unbounded, each pool's query could take its retries (about 91 s with the defaults).
-CAPACITY_HISTORY_READ_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -182,7 +176,7 @@ class Agent:
         self.refit_in_ticks = True
         self.waiting_costs = settings.waiting_costs()
         self._paced = any(b.pacing == "forecast" for b in settings.budgets)
-        self._profile: tuple[datetime, BurstProfile | None] | None = None
+        self._profiles = HourlyBurstProfile(self.groups, self.pools, settings.forecast.history, self.step, self.tick)
         self._last_tick: datetime | None = None
         # With a stand-in, ticks forecast with it until the first staged refit installs the configured model.
         self.configured_model_pending: Forecaster | None = None
@@ -289,7 +283,7 @@ class Agent:
                 forecast_step=self.step,
                 budgets=spends,
                 waiting_costs=self.waiting_costs,
-                burst_profile=self._burst_profile(now),
+                burst_profile=self._burst_profile(now, outlook.onprem.units),
                 onprem_units=outlook.onprem.units,
                 drained=frozenset(self.parts.drainers if self.parts.drained is None else self.parts.drained),
             )
@@ -392,52 +386,12 @@ class Agent:
         return seen
 
     # -- helpers ---------------------------------------------------------------------------------------------
-    def _burst_profile(self, now: datetime) -> BurstProfile | None:
-        """The burst need profile a paced budget plans on, refreshed once per clock hour; None when no budget is
-        paced on a forecast or the history cannot be read (the cap still holds)."""
+    def _burst_profile(self, now: datetime, onprem_read: Collection[str]) -> BurstProfile | None:
+        """The burst need profile a paced budget plans on (``agent.burst_history.HourlyBurstProfile``); None when no
+        budget is paced on a forecast or the history cannot be read (the cap still holds)."""
         if not self._paced:
             return None
-        hour = now.replace(minute=0, second=0, microsecond=0)
-        if self._profile is None or self._profile[0] != hour:
-            start = now - self.settings.forecast.history
-            try:
-                history, unread = self._fetch(start, now)
-                capacity = self._capacity_history(start, now, unread)
-                profile: BurstProfile | None = burst_profile(history, self.groups, self.pool_by_id, capacity)
-            except MetricsUnavailable as exc:
-                log.warning("burst profile unavailable: %s", exc)
-                profile = None
-            self._profile = (hour, profile)
-        return self._profile[1]
-
-    def _capacity_history(
-        self, start: datetime, end: datetime, demand_unread: Mapping[str, MetricsUnavailable]
-    ) -> dict[str, pd.Series]:
-        """The on-prem pools' capacity over [start, end), where their capacity source can read a range: the burst in
-        the history is measured above it, as each tick's is above the capacity read then. It is read within
-        ``CAPACITY_HISTORY_READ_SHARE`` of the tick, and not at all when the demand history read just before it
-        (``demand_unread``) met a failure of the server's. A pool not read is measured above its ``max_units``,
-        with a warning."""
-        source = self.parts.onprem
-        onprem = [p for p in self.pools if p.kind is PoolKind.ON_PREM]
-        if not isinstance(source, OnPremCapacityHistory) or not onprem:
-            return {}
-        failed = next((e for e in demand_unread.values() if isinstance(e, PrometheusServerFailure)), None)
-        if failed is not None:
-            log.warning(
-                "burst profile: on-prem capacity not read over the history, the demand history read has just failed "
-                "(%s, class %s): each on-prem pool measured above its max_units",
-                failed.reason,
-                failed.demand_class,
-            )
-            return {}
-        with read_deadline(self.tick * CAPACITY_HISTORY_READ_SHARE):
-            units, problems = source.units_between(onprem, start, end, self.step)
-        for pool_id, why in sorted(problems.items()):
-            log.warning(
-                "burst profile: on-prem capacity of %s not read over the history (%s): its max_units", pool_id, why
-            )
-        return units
+        return self._profiles.at(now, self._fetch, self.parts.onprem, onprem_read)
 
     def _fetch(self, start: datetime, end: datetime) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
         """Demand of every class in [start, end); with a per-class source, also why some classes have none."""
