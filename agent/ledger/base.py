@@ -21,7 +21,9 @@ Newest = Mapping[str, LedgerEntry | None]
 
 class Ledger(Protocol):
     def record(self, entry: LedgerEntry) -> None:
-        """Add spend for [entry.start, entry.end). Recording the same pool and start twice has no effect."""
+        """Add spend for [entry.start, entry.end), cut on the accrual grid where it spans several cells, each piece
+        with its share of the cost (``agent.ledger.folding.entries_on_grid``). Recording the same pool and start twice
+        has no effect."""
         ...
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from agent.ledger.accrual import is_mark, resolve
 from agent.ledger.base import Newest
-from agent.ledger.folding import fold
+from agent.ledger.folding import entries_on_grid, fold
 from agent.ledger.reservations import InProcessReservations, ReservationBook
 from models import LedgerEntry
 
@@ -73,14 +73,15 @@ class InMemoryLedger(InProcessReservations):
         self._book = ReservationBook(self.spent)
 
     def record(self, entry: LedgerEntry) -> None:
-        pool = self._pools.setdefault(entry.pool_id, _PoolEntries())
-        stored = resolve(pool.get(entry.start), entry)
-        if stored is not None:
-            pool.put(stored)
+        self.record_many([entry])
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
-        for entry in entries:
-            self.record(entry)
+        """Entries are stored cut on the grid (``folding.entries_on_grid``), as the database ledgers store them."""
+        for piece in entries_on_grid(entries):
+            pool = self._pools.setdefault(piece.pool_id, _PoolEntries())
+            stored = resolve(pool.get(piece.start), piece)
+            if stored is not None:
+                pool.put(stored)
 
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
         """Charged intervals are folded into the pool's newest charged entry where they continue it

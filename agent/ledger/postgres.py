@@ -43,7 +43,7 @@ from agent.ledger import postgres_totals as totals
 from agent.ledger.accrual import GRID, is_mark, resolve
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation, on_grid
-from agent.ledger.folding import Folded, fold
+from agent.ledger.folding import Folded, entries_on_grid, fold
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, ReservationRequest
 from agent.ledger.retention import BATCH, Pruning
@@ -210,8 +210,9 @@ class PostgresLedger:
         self.record_many([entry])
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
-        if entries:
-            self._update([], lambda _: entries, folding=False)
+        if entries:  # cut on the grid, so an entry across cells counts in each (agent.ledger.folding)
+            pieces = entries_on_grid(entries)
+            self._update([], lambda _: pieces, folding=False)
 
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
         """Charged intervals are folded into the pool's newest charged entry where they continue it

@@ -34,7 +34,7 @@ from agent.ledger import sqlite_totals as totals
 from agent.ledger.accrual import GRID, is_mark, resolve
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation, on_grid
-from agent.ledger.folding import fold
+from agent.ledger.folding import entries_on_grid, fold
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
@@ -161,7 +161,7 @@ class SqliteLedger(InProcessReservations):
         if not entries:
             return
         with self._transaction() as db:
-            self._write(db, entries)
+            self._write(db, entries_on_grid(entries))  # an entry across cells counts in each (see folding)
 
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
         """Charged intervals are folded into the pool's newest charged entry where they continue it

@@ -34,7 +34,7 @@ pytestmark = POSTGRES
 ROOT = Path(__file__).resolve().parents[2]
 
 T0 = datetime(2024, 6, 30, 23, 0, 3, 250001, tzinfo=UTC)
-SPEND = LedgerEntry("a100", T0, T0 + timedelta(minutes=15), 4, 10.0)
+SPEND = LedgerEntry("a100", T0, T0 + timedelta(minutes=14), 4, 10.0)  # in one cell of the grid: stored as given
 
 
 def settings(database: Database, **more: Any) -> LedgerSettings:
