@@ -9,7 +9,8 @@ unread), or else a simulated cluster holding ``--current-units`` (each pool's ``
 forecast bands and lead time, spend against each budget, cost per day against the current capacity, and a backtest of
 the forecaster over the history. The budgets are held to the month's spend so far, read from the configured ledger
 without writing it (``agent.commands.recommend_ledger``). Every text in them is redacted (``models.redaction``): a
-``user:password@`` in the Prometheus URL, or a token quoted by an error, is never written.
+``user:password@`` in the Prometheus URL, or a token quoted by an error, is never written. Each budget's entry is
+``agent.commands.recommend_budgets``'s, and the warnings beside the plan are ``agent.commands.recommend_warnings``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -29,17 +30,24 @@ from actuators.dry_run import DryRunActuator
 from actuators.routing import RoutingActuator
 from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
-from agent.commands.recommend_ledger import MonthToDate, open_read_only
+from agent.commands.recommend_budgets import budgets
+from agent.commands.recommend_ledger import open_read_only
+from agent.commands.recommend_warnings import (
+    Check,
+    assumed_units,
+    failed_slices,
+    onprem_held,
+    onprem_unobserved,
+    start_up_warnings,
+)
 from agent.forecast_quality import backtest, quality_table
-from agent.ledger.meter import NEW_OR_LOST, LedgerCoverage
 from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
-from agent.planning.budget import BudgetSpend, CapKind, billed_after
-from agent.planning.enforcement import budget_snapshots
+from agent.planning.budget import billed_after
 from agent.planning.groups import DemandGroup
 from agent.planning.service_level import DEFAULT_SERVICE_LEVEL
-from agent.sources.onprem_capacity import PrometheusOnPremCapacity, onprem_queries, unobserved_onprem_pools
+from agent.sources.onprem_capacity import PrometheusOnPremCapacity, onprem_queries
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.resource_check import unknown_resources
@@ -66,7 +74,6 @@ from models.redaction import redact_tree
 
 BACKTEST_SPAN = timedelta(days=1)
 BACKTEST_EVERY = timedelta(hours=1)
-Check = Callable[[], Sequence[str]]  # an advisory check of the daemon's start: the warnings it finds
 
 
 def register(sub: Any) -> None:
@@ -245,7 +252,7 @@ def recommend(
         spends = agent.budget_watch.spend(at)  # what the tick planned on: nothing more is charged after it
     document = _document(config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["ledger"] = month_to_date.as_json()
-    document["budgets"] = _budgets(agent, tick, spends, document["pools"], month_to_date)
+    document["budgets"] = budgets(agent, tick, spends, document["pools"], month_to_date)
     document["warnings"] = (
         warnings
         + [
@@ -253,9 +260,9 @@ def recommend(
             for b in document["budgets"]
             if b["spend_known"] and b["spend_partial"]
         ]
-        + _failed_slices(agent, states)
-        + _assumed_units(agent, pool_state_source)
-        + _onprem_unobserved(agent)
+        + failed_slices(agent, states)
+        + assumed_units(agent, pool_state_source)
+        + onprem_unobserved(agent)
         + start_up_warnings(checks)
     )
     document["backtest"] = _backtest(agent, history, at, history_problem)
@@ -271,48 +278,6 @@ def recommend(
 
     write_recommendation_reports(out, document, with_group_series(history, agent.groups), tick)
     return document
-
-
-def _failed_slices(agent: Agent, states: Mapping[str, PoolState]) -> list[str]:
-    """A TPU slice in ERROR may still run a job: the daemon reads the cluster's nodes and counts such a slice broken
-    (paid for, kept, its room taken from max_units); recommend does not read them, so the slice group's adapter
-    counts every slice in ERROR failed, neither serving nor paid for, and the plan may buy one in its place. Say so."""
-    out = []
-    for spec in agent.pools:
-        state = states.get(spec.pool_id)
-        if spec.kind is not PoolKind.TPU_SLICE_GROUP or state is None or not state.failed_units:
-            continue
-        out.append(
-            f"pool {spec.pool_id}: {state.failed_units} slice(s) failed or in ERROR are counted as neither serving "
-            "nor paid for: recommend does not read the cluster's nodes, so it cannot tell whether a job still runs on "
-            "one. The daemon counts such a slice broken (paid for, kept, its room taken from max_units); here the "
-            "recommendation may buy a slice in its place and leaves its cost out. Check the pods on the slices' "
-            "nodes before acting on this pool"
-        )
-    return out
-
-
-def start_up_warnings(checks: Sequence[Check]) -> list[str]:
-    """What the daemon's start-up checks find, as it logs them: advisory, so a check that fails is said, not fatal."""
-    found: list[str] = []
-    for check in checks:
-        try:
-            found += check()
-        except Exception as exc:  # noqa: BLE001 - advisory, as in the daemon (agent.daemon.runtime)
-            found.append(f"a start-up check failed: {exc}")
-    return found
-
-
-def _assumed_units(agent: Agent, pool_state_source: str) -> list[str]:
-    """Without ``--current-units`` and with no cloud or aws section to read, the pools are taken to hold their
-    ``min_units``: the cost "now" and every change are then measured from an assumed state, not the pools'. Say so."""
-    if pool_state_source != "min_units":
-        return []
-    assumed = ", ".join(f"{spec.pool_id}={spec.min_units}" for spec in agent.pools)
-    return [
-        f"current units not read: assumed min_units ({assumed}); the cost now and the change are measured from "
-        "them. Give --current-units POOL=N[,POOL=N] or a cloud or aws section to read the pools"
-    ]
 
 
 def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.DataFrame, str | None]:
@@ -350,7 +315,7 @@ def _document(
         elif spec.pool_id in skips:
             action, reason = "hold", f"{skips[spec.pool_id].reason}: {skips[spec.pool_id].detail}"
         elif fixed is not None:
-            action, reason = "keep", _onprem_held(agent, spec)
+            action, reason = "keep", onprem_held(agent, spec)
         else:
             action, reason = "keep", "already at the planned target"
         price = spec.price_per_unit_hour_usd
@@ -407,27 +372,6 @@ def _document(
         "problems": dict(sorted(tick.problems.items())),
         "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
     }
-
-
-def _onprem_held(agent: Agent, spec: PoolSpec) -> str:
-    """Why an on-prem pool that no cloud reads is counted at its ``max_units``, now and recommended: it is never
-    resized, its nodes are paid for whether they take work or not, and the daemon's budgets count a pool they have
-    no record of at its ``max_units`` (``agent.planning.budget_caps``)."""
-    if unobserved_onprem_pools(agent.settings.prometheus, [spec]):
-        planned = f"planned on its max_units ({spec.max_units}) at every tick, having no capacity_query"
-    else:
-        planned = "planned on the units its capacity_query reads at each tick (at most its max_units)"
-    return f"on-prem, never resized: counted at its max_units ({spec.max_units}) in the costs; {planned}"
-
-
-def _onprem_unobserved(agent: Agent) -> list[str]:
-    """The daemon's start-up warning of each on-prem pool without a capacity query (``agent.daemon.live``)."""
-    return [
-        f"on-prem pool {pool} has no prometheus.pools.{pool}.capacity_query: it is planned on its max_units at "
-        "every tick, and work its nodes down or cordoned would run waits instead of bursting; give it a query "
-        "counting its Ready, schedulable nodes (README, On-prem capacity)"
-        for pool in unobserved_onprem_pools(agent.settings.prometheus, agent.pools)
-    ]
 
 
 def releasable_once_idle(spec: PoolSpec, current: int | None, decision: PoolDecision | None) -> int:
@@ -514,87 +458,6 @@ def _peak_steps(agent: Agent, group: DemandGroup) -> int | None:
     if not leads:
         return None
     return max(1, math.ceil((max(leads) + agent.tick) / agent.step))
-
-
-def _budgets(
-    agent: Agent,
-    tick: TickReport,
-    spends: Sequence[BudgetSpend],
-    pools: Sequence[Mapping[str, Any]],
-    month_to_date: MonthToDate,
-) -> list[dict[str, Any]]:
-    """Each budget's spend so far and its projection to the end of each cap's period, as the planner enforces the
-    caps: spend so far plus the units held from now to the period's end (``agent.planning.enforcement``). The
-    recommended projection is the planner's own, with the plan's units; the current one holds the units billed now
-    (``PoolState.billed_units``: a broken slice counts, a queued resource waiting for resources does not).
-    """
-    billed = {p["pool_id"]: p["billed_units"] for p in pools if p["billed_units"] is not None}
-    coverage = {c.budget: c for c in agent.budget_watch.coverage}  # as the daemon judges it (monthly caps only)
-    planned = {s.budget: s for s in tick.plan.budgets}
-    held = {s.budget: s for s in budget_snapshots(tick.now, spends, agent.pool_by_id, billed, billed, agent.tick)}
-    entries = []
-    for spend in spends:
-        budget = spend.budget
-        period = budget.period(tick.now)
-        local = sorted(budget.pools - budget.remote_pools)
-        entry: dict[str, Any] = {
-            "name": budget.name,
-            "pools": local,
-            "remote_pools": sorted(budget.remote_pools),
-            "period_start": period.start.isoformat(),
-            "period_end": period.end.isoformat(),
-            "period_hours": _hours(period.end - period.start),
-            "hours_left": round(_hours(period.remaining(tick.now)), 4),
-            "spend_known": month_to_date.known,
-            **_coverage(coverage.get(budget.name)),
-            "spent_period_usd": round(spend.spent_period_usd, 2),
-            "spent_hour_usd": round(spend.spent_hour_usd, 2),
-            "monthly_cap_usd": budget.monthly_cap_usd,
-            "hourly_cap_usd": budget.hourly_cap_usd,
-        }
-        for which, units in (("current", "billed_units"), ("recommended", "recommended_billed_units")):
-            rate = sum((p[units] or 0) * p["price_per_unit_hour_usd"] for p in pools if p["pool_id"] in local)
-            entry[f"{which}_per_hour_usd"] = round(rate, 2)
-        caps = (
-            ("period", "monthly", budget.name, budget.monthly_cap_usd),
-            ("hour", "hourly", f"{budget.name}/{CapKind.HOUR}", budget.hourly_cap_usd),
-        )
-        for span, kind, key, cap in caps:
-            now_held, plan = held.get(key), planned.get(key)
-            entry[f"current_projected_{span}_usd"] = None if now_held is None else round(now_held.projected_usd, 2)
-            entry[f"recommended_projected_{span}_usd"] = None if plan is None else round(plan.projected_usd, 2)
-            if cap and plan is not None:
-                entry[f"recommended_fraction_of_{kind}_cap"] = round(plan.projected_usd / cap, 4)
-        entries.append(entry)
-    return entries
-
-
-def _coverage(coverage: LedgerCoverage | None) -> dict[str, Any]:
-    """Whether the ledger holds the budget's period from its start (``None``: not judged, no monthly cap); while
-    it does not, since when it holds every pool, the pools recorded late, and what that means."""
-    if coverage is None:
-        return {"spend_complete": None, "spend_recorded_since": None, "pools_recorded_late": [], "spend_partial": None}
-    late = [{"pool_id": p, "first_record": None if at is None else at.isoformat()} for p, at in coverage.late]
-    partial = None
-    if late:
-        since = (
-            "not recorded whole yet" if coverage.since is None else f"recorded whole since {coverage.since.isoformat()}"
-        )
-        partial = (
-            f"{since}, after the period started at {coverage.period_start.isoformat()}; the ledger at "
-            f"{coverage.where} holds these pools only from later: {coverage.late_pools()}, so their spend before is "
-            f"counted as 0 (import the period's bill of each with leadtime ledger import-billing; {NEW_OR_LOST})"
-        )
-    return {
-        "spend_complete": coverage.complete,
-        "spend_recorded_since": None if coverage.since is None else coverage.since.isoformat(),
-        "pools_recorded_late": late,
-        "spend_partial": partial,
-    }
-
-
-def _hours(span: timedelta) -> float:
-    return span.total_seconds() / 3600.0
 
 
 def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | None) -> dict[str, Any]:

@@ -1,0 +1,78 @@
+"""What ``leadtime recommend`` warns of beside its plan (``agent.commands.recommend``), and the reason it gives an
+on-prem pool it counts whole: slices it cannot tell are running, units it assumed, on-prem pools planned on their
+``max_units``, and what the daemon's start-up checks find on the pools read (``Check``: the AWS groups' AZRebalance
+check, ``actuators.aws_wiring``). Each is a line for the report's warnings and stderr, saying what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from agent.loop import Agent
+from agent.sources.onprem_capacity import unobserved_onprem_pools
+from models import PoolKind, PoolSpec, PoolState
+
+Check = Callable[[], Sequence[str]]  # an advisory check of the daemon's start: the warnings it finds
+
+
+def failed_slices(agent: Agent, states: Mapping[str, PoolState]) -> list[str]:
+    """A TPU slice in ERROR may still run a job: the daemon reads the cluster's nodes and counts such a slice broken
+    (paid for, kept, its room taken from max_units); recommend does not read them, so the slice group's adapter
+    counts every slice in ERROR failed, neither serving nor paid for, and the plan may buy one in its place. Say so."""
+    out = []
+    for spec in agent.pools:
+        state = states.get(spec.pool_id)
+        if spec.kind is not PoolKind.TPU_SLICE_GROUP or state is None or not state.failed_units:
+            continue
+        out.append(
+            f"pool {spec.pool_id}: {state.failed_units} slice(s) failed or in ERROR are counted as neither serving "
+            "nor paid for: recommend does not read the cluster's nodes, so it cannot tell whether a job still runs on "
+            "one. The daemon counts such a slice broken (paid for, kept, its room taken from max_units); here the "
+            "recommendation may buy a slice in its place and leaves its cost out. Check the pods on the slices' "
+            "nodes before acting on this pool"
+        )
+    return out
+
+
+def start_up_warnings(checks: Sequence[Check]) -> list[str]:
+    """What the daemon's start-up checks find, as it logs them: advisory, so a check that fails is said, not fatal."""
+    found: list[str] = []
+    for check in checks:
+        try:
+            found += check()
+        except Exception as exc:  # noqa: BLE001 - advisory, as in the daemon (agent.daemon.runtime)
+            found.append(f"a start-up check failed: {exc}")
+    return found
+
+
+def assumed_units(agent: Agent, pool_state_source: str) -> list[str]:
+    """Without ``--current-units`` and with no cloud or aws section to read, the pools are taken to hold their
+    ``min_units``: the cost "now" and every change are then measured from an assumed state, not the pools'. Say so."""
+    if pool_state_source != "min_units":
+        return []
+    assumed = ", ".join(f"{spec.pool_id}={spec.min_units}" for spec in agent.pools)
+    return [
+        f"current units not read: assumed min_units ({assumed}); the cost now and the change are measured from "
+        "them. Give --current-units POOL=N[,POOL=N] or a cloud or aws section to read the pools"
+    ]
+
+
+def onprem_held(agent: Agent, spec: PoolSpec) -> str:
+    """Why an on-prem pool that no cloud reads is counted at its ``max_units``, now and recommended: it is never
+    resized, its nodes are paid for whether they take work or not, and the daemon's budgets count a pool they have
+    no record of at its ``max_units`` (``agent.planning.budget_caps``)."""
+    if unobserved_onprem_pools(agent.settings.prometheus, [spec]):
+        planned = f"planned on its max_units ({spec.max_units}) at every tick, having no capacity_query"
+    else:
+        planned = "planned on the units its capacity_query reads at each tick (at most its max_units)"
+    return f"on-prem, never resized: counted at its max_units ({spec.max_units}) in the costs; {planned}"
+
+
+def onprem_unobserved(agent: Agent) -> list[str]:
+    """The daemon's start-up warning of each on-prem pool without a capacity query (``agent.daemon.live``)."""
+    return [
+        f"on-prem pool {pool} has no prometheus.pools.{pool}.capacity_query: it is planned on its max_units at "
+        "every tick, and work its nodes down or cordoned would run waits instead of bursting; give it a query "
+        "counting its Ready, schedulable nodes (README, On-prem capacity)"
+        for pool in unobserved_onprem_pools(agent.settings.prometheus, agent.pools)
+    ]
