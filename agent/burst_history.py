@@ -16,13 +16,15 @@ served, and pacing spent for that third: the money ran out halfway through the p
 A step where any member of a group has no value counts nothing for that group (never as zero demand); a group
 with an hour of the day never observed has no profile, and the planner then does not pace on it.
 
-``HourlyBurstProfile`` keeps the profile a tick plans on. Once per clock hour it reads the demand history, then
-the on-prem capacity history, within ``CAPACITY_HISTORY_READ_SHARE`` of the tick. An on-prem pool whose capacity
-history is not read (kube-state-metrics down at the refresh, so its newest value is stale; a failed or late query)
-keeps the last history read of it, if any, and is measured above its ``max_units`` where that has no value (the
-steps since it was read) or where there is none; it is read again at the next tick whose own capacity read of the
-pool succeeds, and the profile recomputed, rather than an hour later (before, the whole history was measured above
-``max_units`` for the hour). A warning names the pool, why, and which capacity is used.
+``HourlyBurstProfile`` keeps the profile a tick plans on. Once per clock hour it reads the demand history, within
+``DEMAND_HISTORY_READ_SHARE`` of the tick, then the on-prem capacity history, within ``CAPACITY_HISTORY_READ_SHARE``
+(each its own deadline, so that a tick's ``act`` reads for at most one tick once an hour). A class not read by then
+has no history this hour, and its groups no profile: they are not paced, and the cap still holds. An on-prem pool
+whose capacity history is not read (kube-state-metrics down at the refresh, so its newest value is stale; a failed
+or late query) keeps the last history read of it, if any, and is measured above its ``max_units`` where that has no
+value (the steps since it was read) or where there is none; it is read again at the next tick whose own capacity
+read of the pool succeeds, and the profile recomputed, rather than an hour later (before, the whole history was
+measured above ``max_units`` for the hour). A warning names the pool, why, and which capacity is used.
 """
 
 from __future__ import annotations
@@ -45,6 +47,10 @@ from models.errors import PrometheusServerFailure
 log = logging.getLogger(__name__)
 
 HALF_LIFE = timedelta(days=1)
+# The share of a tick the demand history behind the profile is read within, once an hour (30 s of a 1-minute tick),
+# as long as a tick's own demand reads. Unbounded, a Prometheus that accepts and never answers held the tick for the
+# first class's retries and a probe: (retries + 1) x timeout + timeout, about 2 minutes with the defaults.
+DEMAND_HISTORY_READ_SHARE = 0.5
 # The share of a tick the on-prem capacity history is read within, after the demand history: one range query per
 # on-prem pool. Unbounded, each pool's query could take its retries (about 91 s with the defaults).
 CAPACITY_HISTORY_READ_SHARE = 0.5
@@ -164,7 +170,8 @@ class HourlyBurstProfile:
         start = now - self._history
         self._refresh = None
         try:
-            history, unread = read_demand(start, now)
+            with read_deadline(self._tick * DEMAND_HISTORY_READ_SHARE):
+                history, unread = read_demand(start, now)
         except MetricsUnavailable as exc:
             log.warning("burst profile unavailable: %s", exc)
             return None
