@@ -4,7 +4,8 @@ MetricSource.
 Besides the demand ``y`` a row may carry ``running`` and ``pending`` (the parts of ``y`` running and queued:
 ``y = running + pending``) and ``capacity`` (the quota or cluster size it ran under). They are for reference and
 are not replayed, but they are checked as ``y`` is: numbers, never negative or infinite, and the parts adding up to
-the demand; an empty field is a gap."""
+the demand; an empty field is a gap. Timestamps are read and each series' order checked by
+``agent.sources.trace_times``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from agent.sources.trace_times import check_order, timestamps
 from models import DemandClass, MetricsUnavailable, TraceError
 from models.demand import MAX_DEMAND
 
@@ -98,11 +100,12 @@ def read_trace(path: str | Path) -> Trace:
     frame = _numbered_rows(frame, lines, source)
     _check_columns(frame, source)
     _check_names(frame, source)
-    frame["ds"] = _timestamps(frame["ds"], source)
+    written = frame["ds"]
+    frame["ds"] = timestamps(written, source)
     for column in ("y", *(c for c in OPTIONAL if c in frame.columns)):
         frame[column] = _numbers(frame, column, source)
     _check_parts(frame, source)
-    _check_order(frame, source)
+    check_order(frame, written, source)
     step = _step(frame, source)
     _check_grid(frame, step, source)
     wide = frame.pivot(index="ds", columns="unique_id", values="y")
@@ -306,49 +309,6 @@ def _check_parts(frame: pd.DataFrame, source: str) -> None:
         shown = ", ".join(f"{c} {given[row, i]:g}" for i, c in enumerate(parts))
         more = f" ({len(off)} such row(s))" if len(off) > 1 else ""
         raise TraceError(f"trace {source}: {rule}; row {frame.index[row]} has {shown} and y {y[row]:g}{more}")
-
-
-def _timestamps(column: pd.Series, source: str) -> pd.Series:
-    if column.isna().any():
-        row = int(np.flatnonzero(column.isna().to_numpy())[0])
-        raise TraceError(f"trace {source}: row {column.index[row]} has an empty timestamp")
-    try:
-        # Offsets (even mixed ones) are converted to UTC; a naive time means "zone unknown" and is read as UTC.
-        return pd.to_datetime(column, format="ISO8601", utc=True)
-    except (ValueError, TypeError, OverflowError):
-        pass
-    bad = _first_bad_timestamp(column)
-    text = str(column.iloc[bad]) if bad is not None else ""
-    hint = " (it looks like a Unix epoch time)" if text.strip().lstrip("-").replace(".", "", 1).isdigit() else ""
-    where = f"row {column.index[bad]} has {text!r}{hint}" if bad is not None else "one cannot be read"
-    raise TraceError(
-        f"trace {source}: timestamps must be ISO-8601 (e.g. 2024-01-01T00:05:00+00:00, an offset below 24h); {where}"
-    )
-
-
-def _first_bad_timestamp(column: pd.Series) -> int | None:
-    """Position of the first value that does not read as an ISO-8601 instant, if one alone can be found."""
-    parsed = pd.to_datetime(column, format="ISO8601", utc=True, errors="coerce")
-    bad = np.flatnonzero(parsed.isna().to_numpy())
-    if len(bad):
-        return int(bad[0])
-    for row, value in enumerate(column):  # every value reads alone, but not all of them together
-        try:
-            pd.to_datetime(pd.Series([value]), format="ISO8601", utc=True)
-        except (ValueError, TypeError, OverflowError):
-            return row
-    return None
-
-
-def _check_order(frame: pd.DataFrame, source: str) -> None:
-    for uid, group in frame.groupby("unique_id", sort=False):
-        deltas = group["ds"].diff().dropna()
-        if (deltas <= pd.Timedelta(0)).any():
-            row = int(group.index[1:][(deltas <= pd.Timedelta(0)).to_numpy()][0])
-            raise TraceError(
-                f"trace {source}: timestamps of series {uid!r} must increase strictly; row {row} "
-                f"({frame['ds'].loc[row].isoformat()}) does not come after the row before it"
-            )
 
 
 def _step(frame: pd.DataFrame, source: str) -> timedelta:

@@ -72,7 +72,7 @@ def test_timestamps_with_mixed_offsets_are_converted_to_utc(tmp_path: Path) -> N
         "a,2024-01-01T08:00:00+08:00,1\n"
         "a,2024-01-01T00:05:00+00:00,2\n"
         "a,2023-12-31T19:10:00-05:00,3\n"
-        "a,2024-01-01T00:15:00,4\n"  # naive: read as UTC
+        "a,2024-01-01T00:15:00Z,4\n"  # a row without an offset among these is refused (test_trace_offsets_and_order)
     )
     trace = read_trace(path)
     assert [t.isoformat() for t in trace.index] == [
