@@ -18,9 +18,9 @@ def register(sub: Any) -> None:
     parser.add_argument(
         "--since",
         type=parse_span,
-        help=f"export this much history before --end (default {DEFAULT_EXPORT_SPAN})",
+        help=f"export this much history before --end (default {DEFAULT_EXPORT_SPAN}; not with --start)",
     )
-    parser.add_argument("--start", type=parse_timestamp, help="start, ISO-8601 (instead of --since)")
+    parser.add_argument("--start", type=parse_timestamp, help="start, ISO-8601 (instead of --since, not with it)")
     parser.add_argument("--end", type=parse_timestamp, help="end, ISO-8601 (default: now)")
     parser.set_defaults(handler=run)
 
@@ -30,7 +30,12 @@ def run(args: argparse.Namespace) -> int:
     from agent.sources.prometheus_history import prometheus_source, read_history
     from agent.sources.trace import write_trace
     from config import load_settings
+    from models import LeadtimeError
 
+    if args.since is not None and args.start is not None:  # the start is either given or counted back from --end
+        raise LeadtimeError(
+            "export-trace: give either --since or --start, not both (--since counts the start back from --end)"
+        )
     settings = load_settings(args.config)
     start, end = prometheus_range(settings, args.start, args.end, args.since or parse_span(DEFAULT_EXPORT_SPAN))
     history = read_history(settings, prometheus_source(settings, args.config, reader="export-trace"), start, end)
