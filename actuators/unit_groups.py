@@ -54,6 +54,10 @@ class GroupChange:
         return f"{text}; the rest on a later resize ({self.deferred})" if self.deferred else text
 
 
+# The units whose message says why they are not serving now; a ready or leaving unit's may be stale (``resize_group``).
+_TOLD = frozenset({UnitPhase.IN_FLIGHT, UnitPhase.FAILED, UnitPhase.BROKEN})
+
+
 def unit_name(group: str, index: int) -> str:
     return f"{group}-{index}"
 
@@ -115,8 +119,10 @@ def resize_group(
     drained: bool = False,
 ) -> tuple[int, GroupChange]:
     """Carry out ``change_for``: delete first (failed units always), then refuse a scale-up with CapacityUnavailable
-    if a unit not ready failed for capacity (the provider has none now: a failed unit, or one still in flight whose
-    creation met a stockout), else create; a ready unit's message is not read so, as it may outlive what it tells.
+    if a unit not ready failed for capacity (the provider has none now: a failed unit, one still in flight whose
+    creation met a stockout, or a broken one whose missing hosts did), else create. A ready or leaving unit's message
+    is not read so, as it may outlive what it tells: GKE keeps a slice's "Not all instances running in IGM ...
+    ZONE_RESOURCE_POOL_EXHAUSTED" message for days after its hosts were created, and still while it is deleted.
     Returns the target before and the change carried out (empty when already at target). ``unit_of_group`` names a
     unit for the error ("a slice of group"). ``drained``: see ``change_for``; a ``to_units`` below the target
     returned then was not carried out beyond the failed units' deletion, for the caller to say so.
@@ -127,7 +133,7 @@ def resize_group(
     refusal before anything changed is raised, as any error is."""
     _, target, _ = counted(units)
     change = change_for(group, units, to_units, drained)
-    stockouts = [u.message for u in units if u.phase is not UnitPhase.READY and is_capacity_message(u.message)]
+    stockouts = [u.message for u in units if u.phase in _TOLD and is_capacity_message(u.message)]
     for name in change.delete:
         delete(name)
     if to_units > target and stockouts:
