@@ -10,7 +10,8 @@ in reports) changes; reports over older spans see only what is left.
 
 The ledger removes them inside the write transaction of ``update``, at most ``BATCH`` rows of each table at a time
 and once per ``EVERY`` of recorded time once nothing older is left, so a tick's work stays bounded: a year of
-history past the retention, when it is first set, goes over the following ticks.
+history past the retention, when it is first set, goes over the following ticks. The SQLite ledger then gives the
+space the removed rows held back to the file system (``agent.ledger.sqlite_space``).
 """
 
 from __future__ import annotations

@@ -40,6 +40,7 @@ from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
 from agent.ledger.retention import BATCH, Pruning
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
+from agent.ledger.sqlite_space import create_incremental, give_back
 from models import LedgerEntry, LedgerUnavailable
 
 SCHEMA_VERSION = 3  # 2: billed costs beside the entries (agent.ledger.billed); 3: running spend totals
@@ -166,6 +167,7 @@ class SqliteLedger(InProcessReservations):
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
         """Charged intervals are folded into the pool's newest charged entry where they continue it
         (``agent.ledger.folding``)."""
+        pruned = 0
         with self._transaction() as db:
             newest = {pool: self._newest(db, pool) for pool in pools}
             charged = {pool: self._charged(db, last) for pool, last in newest.items()}
@@ -182,7 +184,11 @@ class SqliteLedger(InProcessReservations):
             )
             cutoff = self._pruning.due(folded.entries)
             if cutoff is not None:
-                self._pruning.removed(cutoff, self._prune(db, cutoff))
+                pruned = self._prune(db, cutoff)
+                self._pruning.removed(cutoff, pruned)
+        if pruned:
+            with self._lock:  # after the commit: a VACUUM cannot run in a transaction (agent.ledger.sqlite_space)
+                give_back(self._db, self.path)
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         """Billed cost where the pool's spend was billed (``agent.ledger.billed``), estimated spend elsewhere; from
@@ -381,6 +387,7 @@ class SqliteLedger(InProcessReservations):
 
     def _prepare(self) -> None:
         self._check(self._db)
+        create_incremental(self._db)  # a new file gives the space retention frees back (agent.ledger.sqlite_space)
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = FULL")
         with self._transaction() as db:
