@@ -85,9 +85,10 @@ class Observed:
 
 def instance_from(managed: Any, mig: tuple[str, str, str], pool_failure: str) -> Instance:
     """One managed instance; ``pool_failure`` is the stockout the pool's latest operation ended with, if any: it
-    applies to the instances of the zone it names (GKE's message names the zone), or of every zone if it names none."""
-    named = _ZONE_NAMED.search(pool_failure)
-    if named is not None and named[1] != mig[1]:
+    applies to the instances of every zone it names (GKE's message names each zone that fell short, one sentence
+    each), or of every zone if it names none."""
+    named = _ZONE_NAMED.findall(pool_failure)
+    if named and mig[1] not in named:
         pool_failure = ""
     errors = managed.last_attempt.errors.errors if managed.last_attempt and managed.last_attempt.errors else []
     name = managed.instance.rsplit("/", 1)[-1] if managed.instance else managed.name

@@ -23,7 +23,8 @@ running unless their zone is stocked out, deleting ones go away, provisioning po
 does and mode "operation" accepts it and fails later: the zone creates ``room`` more instances, the others stay
 CREATING and the failure shows where ``shown_on`` says: on each instance's ``lastAttempt.errors``
 (ZONE_RESOURCE_POOL_EXHAUSTED, as cluster-autoscaler reads it) and/or on the error of the operation that asked for
-them ("Not all instances running in IGM ...", the shape GKE reports, e.g. terraform-provider-google issue 3304).
+them ("Not all instances running in IGM ...", the shape GKE reports, e.g. terraform-provider-google issue 3304; one
+error naming every zone that fell short, as in cluster-toolkit pull request 6278).
 A pool being created that the stockout leaves short becomes RUNNING_WITH_ERROR when some of its instances run, ERROR
 when none does, its ``statusMessage`` naming each short zone in the same words ("us-central1-a: ... Not all instances
 running in IGM ...") and in its ``conditions`` (GCE_STOCKOUT for each instance that failed, and each zone's group).
@@ -188,10 +189,15 @@ class FakeGkeApi(GoogleJsonServer):
             failures: dict[str, Obj] = {}  # node pool -> the error of the operation that grew it
             for pool in list(self.pools.values()):
                 short: list[tuple[Mig, list[Instance]]] = []  # zones with instances that could not be created
+                shown: list[tuple[Mig, list[Instance]]] = []  # those whose stockout shows on the operation
                 for mig in pool.migs:
-                    if stuck := self._create_instances(pool, mig, failures):
+                    if stuck := self._create_instances(mig):
                         short.append((mig, stuck))
+                        out = self.stockouts[mig.zone]
+                        shown += [(mig, stuck)] if "operation" in out.shown_on else []
                     mig.instances = [i for i in mig.instances if i.action != "DELETING"]
+                if shown:
+                    failures[pool.name] = {"code": 8, "message": self._operation_message(shown)}
                 if pool.status == "STOPPING":
                     del self.pools[pool.name]
                 elif pool.status == "PROVISIONING":
@@ -204,8 +210,9 @@ class FakeGkeApi(GoogleJsonServer):
                     self._finish(op)
                     op.error = failures.get(op.target.rsplit("/", 1)[1], op.error)
 
-    def _create_instances(self, pool: NodePool, mig: Mig, failures: dict[str, Obj]) -> list[Instance]:
-        """Instances being created come up, as far as the zone has room; returns those that could not."""
+    def _create_instances(self, mig: Mig) -> list[Instance]:
+        """Instances being created come up, as far as the zone has room; returns those that could not (only in a
+        zone stocked out in mode "operation")."""
         out = self.stockouts.get(mig.zone)
         late = out if out is not None and out.mode == "operation" else None
         creating = [i for i in mig.instances if i.action == "CREATING"]
@@ -216,10 +223,19 @@ class FakeGkeApi(GoogleJsonServer):
                     late.room -= 1
             elif "instances" in late.shown_on:
                 inst.error = STOCKOUT_MESSAGE
-        stuck = [i for i in creating if i.action == "CREATING"]
-        if late is not None and stuck and "operation" in late.shown_on:
-            failures[pool.name] = {"code": 8, "message": self._igm_message(mig, stuck)}
-        return stuck
+        return [i for i in creating if i.action == "CREATING"]
+
+    def _operation_message(self, short: list[tuple[Mig, list[Instance]]]) -> str:
+        """The error of an operation whose groups fell short: the first short zone's group in GKE's words, then one
+        sentence naming each further short zone, as GKE writes a stockout of several zones (cluster-toolkit pull
+        request 6278)."""
+        first, stuck = short[0]
+        more = "".join(
+            f" The zone 'projects/{self.project}/zones/{mig.zone}' does not have enough resources available to "
+            "fulfill the request."
+            for mig, _ in short[1:]
+        )
+        return self._igm_message(first, stuck) + more
 
     def _created_short(self, pool: NodePool, short: list[tuple[Mig, list[Instance]]]) -> None:
         """A pool being created that a stockout left short: RUNNING_WITH_ERROR when some of its instances run
