@@ -11,7 +11,7 @@ the one process writing a SQLite ledger decides them.
 
 No ledger file at ``ledger.path``, a PostgreSQL database no daemon has written yet, or ``ledger.backend: memory``
 leaves the month's spend unknown: the dry run plans as if nothing was spent yet, and says so
-(``MonthToDate.known``).
+(``MonthToDate.known``), and no more: with no records but its own it judges no budget's period held in part.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 from agent.ledger.base import Ledger, Newest, RecordedSince
 from agent.ledger.memory import InMemoryLedger
@@ -45,9 +46,12 @@ class MonthToDate:
 
 
 class ReadOnlyLedger(InProcessReservations):
-    """``recorded`` (``None``: no ledger) read, and the dry-run tick's charges kept in memory beside it. It says
-    since when it holds each pool as the daemon's ledger would (``agent.ledger.base.RecordedSince``): so the dry
-    run sees a budget's period held only in part, as the daemon does."""
+    """``recorded`` (``None``: no ledger) read, and the dry-run tick's charges kept in memory beside it.
+
+    Without a ledger that says since when it holds each pool (no ledger file, ``ledger.backend: memory``) it is not
+    an ``agent.ledger.base.RecordedSince``: its only records are the dry run's own charges, which begin now, so the
+    budgets are not judged held in part (no import of billed costs would change that) and the report says only that
+    the spend so far is unknown (``MonthToDate.note``)."""
 
     def __init__(self, recorded: Ledger | None) -> None:
         self.recorded = recorded
@@ -67,27 +71,45 @@ class ReadOnlyLedger(InProcessReservations):
         recorded = self.recorded.spent(pools, start, end) if self.recorded is not None else 0.0
         return recorded + self.charged.spent(pools, start, end)
 
-    @property
-    def where(self) -> str:
-        if isinstance(self.recorded, RecordedSince):
-            return self.recorded.where
-        return "no ledger (only this dry run's charges, in memory)"
-
-    def recorded_since(self, pools: Sequence[str]) -> dict[str, datetime]:
-        """The first record of each pool in the ledger, or else among the dry run's charges (an opening mark, as the
-        daemon would record at its first observation)."""
-        theirs: dict[str, datetime] = {}
-        if isinstance(self.recorded, RecordedSince):
-            theirs = self.recorded.recorded_since(pools)
-        mine = self.charged.recorded_since(pools)
-        return {p: min(at for at in (theirs.get(p), mine.get(p)) if at is not None) for p in {*theirs, *mine}}
-
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         mine = self.charged.last_entry(pool_id)
         theirs = self.recorded.last_entry(pool_id) if self.recorded is not None else None
         if mine is None or theirs is None:
             return mine or theirs
         return max(theirs, mine, key=lambda e: (e.end, e.start))
+
+
+class RecordedLedger(Ledger, RecordedSince, Protocol):
+    """A ledger that says since when it holds each pool."""
+
+
+class ReadOnlyRecordedLedger(ReadOnlyLedger):
+    """A ledger read that says since when it holds each pool as the daemon's ledger would
+    (``agent.ledger.base.RecordedSince``): so the dry run sees a budget's period held only in part, as the daemon
+    does."""
+
+    def __init__(self, recorded: RecordedLedger) -> None:
+        super().__init__(recorded)
+        self._since = recorded
+
+    @property
+    def where(self) -> str:
+        return self._since.where
+
+    def recorded_since(self, pools: Sequence[str]) -> dict[str, datetime]:
+        """The first record of each pool in the ledger, or else among the dry run's charges (an opening mark, as the
+        daemon would record at its first observation)."""
+        theirs = self._since.recorded_since(pools)
+        mine = self.charged.recorded_since(pools)
+        return {p: min(at for at in (theirs.get(p), mine.get(p)) if at is not None) for p in {*theirs, *mine}}
+
+
+def read_only(recorded: Ledger) -> ReadOnlyLedger:
+    """``recorded`` read with the dry run's charges beside it; judged for coverage only if it can say since when it
+    holds each pool."""
+    if isinstance(recorded, RecordedSince):
+        return ReadOnlyRecordedLedger(recorded)
+    return ReadOnlyLedger(recorded)
 
 
 @contextmanager
@@ -118,7 +140,7 @@ def open_read_only(settings: LedgerSettings) -> Iterator[tuple[ReadOnlyLedger, M
         recorded, where = SqliteLedger(path, read_only=True), str(path)
     try:
         note = f"month-to-date spend read from the {settings.backend} ledger at {where} (read-only)"
-        yield ReadOnlyLedger(recorded), MonthToDate(settings.backend, where, True, note)
+        yield read_only(recorded), MonthToDate(settings.backend, where, True, note)
     finally:
         close = getattr(recorded, "close", None)
         if callable(close):

@@ -369,5 +369,8 @@ def test_the_dry_run_s_ledger_says_what_the_daemon_s_says(tmp_path: Path) -> Non
         [daemon] = SpendMeter(daemon_view, timedelta(minutes=5)).coverage([BUDGET], RESTART + QUARTER)
     assert coverage == daemon
     assert (coverage.complete, coverage.late) == (False, (("a100", RESTART),))
+    # Without a ledger file the dry run's own charges are its only records: no budget is judged held in part.
     with open_read_only(LedgerSettings(path=str(tmp_path / "none.sqlite"))) as (no_ledger, _):
-        assert no_ledger.where.startswith("no ledger")
+        assert not isinstance(no_ledger, RecordedSince)
+        no_ledger.record(mark("a100", RESTART + QUARTER))
+        assert SpendMeter(no_ledger, timedelta(minutes=5)).coverage([BUDGET], RESTART + QUARTER) == []
