@@ -107,6 +107,20 @@ def test_the_ledger_commands_read_and_write_a_sqlite_ledger_without_the_extra(tm
     assert research[2:4] == ["10000.00", "48.00"]  # the cap and the estimated spend read from the file
 
 
+def test_import_sqlite_without_the_extra_asks_for_it_only_for_a_postgresql_ledger(tmp_path: Path) -> None:
+    source = tmp_path / "ledger.sqlite"
+    SqliteLedger(source).close()
+    wrong = billing_config(tmp_path, {"path": str(tmp_path / "other.sqlite")})  # a SQLite target: not what it copies to
+    refused = _without_extra("ledger", "import-sqlite", "--config", str(wrong), str(source))
+    assert refused.returncode == 2
+    assert "ledger.backend: import-sqlite copies into a PostgreSQL ledger: set postgresql" in refused.stderr
+    database = {"backend": "postgresql", "url": "postgresql://leadtime@127.0.0.1:5432/leadtime", "sslmode": "disable"}
+    target = billing_config(tmp_path, database)
+    needs = _without_extra("ledger", "import-sqlite", "--config", str(target), str(source))
+    assert needs.returncode == 2
+    assert "the PostgreSQL driver" in needs.stderr and "pip install 'leadtime[daemon]'" in needs.stderr
+
+
 def test_the_daemon_without_the_extra_says_what_to_install() -> None:
     started = _without_extra("run", "--config", str(ROOT / "config/examples/helios-earth.yaml"))
     assert started.returncode == 2

@@ -1,7 +1,8 @@
 """``leadtime ledger``: manage the spend ledger.
 
 ``import-billing FILE --config FILE`` stores what a Cloud Billing export says each pool was billed
-(``agent.ledger.billing_export``) beside the estimated spend, and prints the difference per pool; ``budgets
+(``agent.ledger.billing_export``) beside the estimated spend, and prints the difference per pool; intervals not
+over at the import are left out, named on stderr, as their bill is partial; ``budgets
 --config FILE`` reports each budget's spend so far, estimated and billed.
 
 ``import-sqlite --config FILE SQLITE`` moves an existing SQLite ledger into the PostgreSQL ledger
@@ -29,11 +30,14 @@ from typing import TYPE_CHECKING, Any
 from config import load_settings
 from config.schema import Settings
 from models import ConfigError, ConfigProblem, LedgerEntry, LedgerUnavailable
+from models.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
     from agent.ledger.billed import BilledCost, BilledCosts, Reconciliation
+    from agent.ledger.billing_export import NotOver
 
 BATCH = 5000
+SHOWN = 5  # intervals named in the line about those left out
 
 
 def register(sub: Any) -> None:
@@ -55,14 +59,19 @@ def register(sub: Any) -> None:
     budgets.set_defaults(handler=report_budgets)
 
 
-def import_billing(args: argparse.Namespace) -> int:
-    from agent.ledger.billing_export import how_matched, match_pools, read_export
+def import_billing(args: argparse.Namespace, clock: Clock | None = None) -> int:
+    """``clock`` tells the time of the import (the system clock unless a test gives one): intervals not over then
+    are left out."""
+    from agent.ledger.billing_export import how_matched, match_pools, not_over, read_export
 
     settings = load_settings(args.config)
     pools = sorted({p.id for p in settings.pools} | {p for b in settings.budgets for p in b.remote_pools})
     rows = read_export(Path(args.file))
     cluster = None if settings.cloud is None else settings.cloud.cluster  # unless ledger.billing.cluster is set
-    matched = match_pools(rows, settings.ledger.billing, pools, args.file, default_cluster=cluster)
+    every = match_pools(rows, settings.ledger.billing, pools, args.file, default_cluster=cluster)
+    split = not_over(every, (clock or SystemClock()).now())
+    matched = split.kept
+    billed = sorted({c.pool_id for c in every.costs})  # a pool whose rows were all left out is matched all the same
     ledger = _billed_ledger(settings, args.config)
     try:
         ledger.record_billed(matched.costs)
@@ -76,14 +85,17 @@ def import_billing(args: argparse.Namespace) -> int:
     span = "" if not matched.costs else f" from {_when(start)} to {_when(end)}"
     within = "" if matched.cluster is None else f" in cluster {matched.cluster}"
     print(
-        f"{args.file}: {len(rows)} rows, {matched.rows} of them for {len(found)} pool(s){within}, {matched.unmatched} "
+        f"{args.file}: {len(rows)} rows, {matched.rows} of them for {len(billed)} pool(s){within}, {matched.unmatched} "
         f"for other resources; stored {len(matched.costs)} billed interval(s){span}"
+        + (f", left out {len(split.left_out)} not over yet" if split.left_out else "")
     )
+    if split.left_out:
+        print(f"leadtime: {args.file}: {_not_over_message(split)}", file=sys.stderr)
     if report:
         print(_reconciliation_table(report))
     budgets_of: dict[str, list[str]] = {}  # a budget pool no row matched -> its budgets
     for budget in settings.budgets:
-        for pool in sorted({*budget.pools, *budget.remote_pools} - set(found)):
+        for pool in sorted({*budget.pools, *budget.remote_pools} - set(billed)):
             budgets_of.setdefault(pool, []).append(budget.name)
     if budgets_of:
         print(
@@ -93,6 +105,20 @@ def import_billing(args: argparse.Namespace) -> int:
         for pool, names in sorted(budgets_of.items()):
             print(f"  {pool} (budget {', '.join(names)}): matched by {how_matched(pool, settings.ledger.billing)}")
     return 0
+
+
+def _not_over_message(split: NotOver) -> str:
+    shown = [
+        f"{c.pool_id} {_when(c.start)}..{_when(c.end)} (line {line})"
+        for c, line in zip(split.left_out[:SHOWN], split.lines[:SHOWN], strict=True)
+    ]
+    more = len(split.left_out) - len(shown)
+    return (
+        f"left out {split.rows} row(s) billing {len(split.left_out)} interval(s) not over at {_when(split.at)}: "
+        f"{', '.join(shown)}{f' and {more} more' if more else ''}. Their bill is partial: stored, it would replace "
+        "the estimate of all the interval's spend, later spend included, and that spend would go uncounted. "
+        "The rest was imported; import an export holding these intervals again once they are over"
+    )
 
 
 def report_budgets(args: argparse.Namespace) -> int:
@@ -223,14 +249,14 @@ def _at(text: str) -> datetime:
 
 
 def import_sqlite(args: argparse.Namespace) -> int:
-    from agent.ledger.factory import open_ledger  # the PostgreSQL driver: only when a ledger is opened
-    from agent.ledger.postgres import PostgresLedger
-    from agent.ledger.sqlite import SqliteLedger
-
     settings = load_settings(args.config)
     if settings.ledger.backend != "postgresql":
         problem = ConfigProblem("ledger.backend", "import-sqlite copies into a PostgreSQL ledger: set postgresql")
         raise ConfigError(args.config, [problem])
+    from agent.ledger.factory import open_ledger
+    from agent.ledger.postgres import PostgresLedger  # the driver: asked for once the target is PostgreSQL
+    from agent.ledger.sqlite import SqliteLedger
+
     source = Path(args.sqlite)
     if not source.is_file():
         raise LedgerUnavailable(f"there is no SQLite ledger file at {source}")
