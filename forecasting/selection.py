@@ -7,7 +7,8 @@ series; a candidate's score is its worse fold. Besides the candidates themselves
 two of them (the average of their calibrated quantiles) are scored the same way. The best wins only if it beats
 the calibrated last value by ``margin`` (5%) and is not worse than it over the newest origins; otherwise the
 last value runs, so selection falls back rather than loses. Each forecast row's note records the choice, its
-score and the runner-up's (scores are pinball losses on the scoring folds, lower is better). Selection reads only
+score and the runner-up's (scores are pinball losses on the scoring folds, lower is better; a runner-up that scores
+lower than the choice is said to have missed the margin, or to have lost recently). Selection reads only
 stored residuals and re-runs every ``reselect_interval`` (and for any series not yet chosen).
 
 With a ``recent_window``, every fit between reselections also watches the running choice: its recent score
@@ -310,7 +311,7 @@ class AutoForecaster:
         parts = [f"selected {choice} (score {scores[choice]:.4g}"]
         runner = next((n for n in ranked if n != choice), None)
         if runner is not None:
-            parts.append(f"runner-up {runner} {scores[runner]:.4g}")
+            parts.append(f"runner-up {runner} {scores[runner]:.4g}" + self._passed_over(uid, choice, runner))
         if self.baseline not in (choice, runner) and self.baseline in ranked:
             parts.append(f"{self.baseline} {scores[self.baseline]:.4g}")
         recent = self.recent.get(uid, {})
@@ -318,6 +319,21 @@ class AutoForecaster:
             parts.append(f"recent {recent[choice]:.4g} vs {self.baseline} {recent[self.baseline]:.4g}")
         dropped = f"; {self.dropped[uid]}" if uid in self.dropped else ""
         return ", ".join(parts) + ")" + dropped + pooled
+
+    def _passed_over(self, uid: str, choice: str, runner: str) -> str:
+        """Why a runner-up that scores lower (better) than the choice was not chosen: it did not beat the baseline
+        by the margin, or it scored worse than the baseline over the recent window."""
+        scores = self.scores.get(uid, {})
+        if not scores[runner] < scores[choice]:
+            return ""
+        recent = self.recent.get(uid, {})
+        if self._degraded(runner, recent):
+            return f": lower, but its recent score {recent[runner]:.4g} is worse than {self.baseline}'s"
+        bar = scores.get(self.baseline, float("inf"))
+        return (
+            f": lower, but not by the {self.margin:.0%} margin a model needs to replace {self.baseline}"
+            f" (below {bar * (1.0 - self.margin):.4g})"
+        )
 
     def _pooled_note(self, uid: str, levels: Sequence[float], scores: Mapping[str, float]) -> str:
         """Which levels a pooled model forecasts for the series, with its pooled scores there and its own score on
