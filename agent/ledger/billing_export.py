@@ -13,6 +13,10 @@ read is reported with its line and the problem, and the file is refused as a who
 A row's billed cost is its ``cost`` plus its credits' amounts (credits are negative), in USD; rows of a pool are
 summed per usage interval. Rows are matched within one cluster (``match_pools``): rows of a pool naming several
 clusters are refused when no cluster is known, rather than adding up the bills of alike-named node pools.
+
+An interval not over at the import (``not_over``: today's row of a daily export, the current hour's) is billed
+for part of its usage only; stored, it would stand for the whole interval and replace the estimate of every entry
+the agent records in it later. Such intervals are left out, to be imported once they are over.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import csv
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,6 +61,33 @@ class Matched:
     unmatched: int  # rows of other resources (other services, clusters, node pools)
     lines: dict[tuple[str, datetime, datetime], int] = field(default_factory=dict)  # first line of each interval
     cluster: str | None = None  # the cluster whose rows were matched; None: rows of any (one) cluster
+    counts: dict[tuple[str, datetime, datetime], int] = field(default_factory=dict)  # rows summed in each interval
+
+
+@dataclass(frozen=True)
+class NotOver:
+    """The billed intervals of a ``Matched`` that end after ``at``, left out of ``kept``."""
+
+    at: datetime
+    kept: Matched
+    left_out: list[BilledCost]
+    rows: int  # the rows summed in the intervals left out
+    lines: list[int]  # the first line of each interval left out, in the order of ``left_out``
+
+
+def not_over(matched: Matched, at: datetime) -> NotOver:
+    """Leave out the intervals whose usage ends after ``at``: their bill is partial, and the ledger would count it
+    for every entry recorded in the interval later. An interval ending exactly at ``at`` is over."""
+    kept = [c for c in matched.costs if c.end <= at]
+    left_out = [c for c in matched.costs if c.end > at]
+    keys = [(c.pool_id, c.start, c.end) for c in left_out]
+    return NotOver(
+        at=at,
+        kept=replace(matched, costs=kept),
+        left_out=left_out,
+        rows=sum(matched.counts.get(key, 1) for key in keys),
+        lines=[matched.lines[key] for key in keys],
+    )
 
 
 def read_export(path: Path) -> list[BillingRow]:
@@ -101,6 +132,7 @@ def match_pools(
     by_value = {value: pool for pool, value in settings.pools.items()}
     totals: dict[tuple[str, datetime, datetime], float] = {}
     lines: dict[tuple[str, datetime, datetime], int] = {}
+    counts: dict[tuple[str, datetime, datetime], int] = {}
     problems: list[str] = []
     clusters: dict[str, dict[str, int]] = {}  # pool -> cluster named by its rows -> first line naming it
     unmatched = 0
@@ -117,6 +149,7 @@ def match_pools(
         key = (pool, row.start, row.end)
         totals[key] = totals.get(key, 0.0) + row.billed_usd
         lines.setdefault(key, row.line)
+        counts[key] = counts.get(key, 0) + 1
     if cluster is None:
         problems.extend(_mixed_clusters(clusters, settings.cluster_label))
     costs = [BilledCost(pool, start, end, cost) for (pool, start, end), cost in sorted(totals.items())]
@@ -128,7 +161,7 @@ def match_pools(
         )
     if problems:
         raise BillingExportError(source, problems)
-    return Matched(costs, len(rows) - unmatched, unmatched, lines, cluster)
+    return Matched(costs, len(rows) - unmatched, unmatched, lines, cluster, counts)
 
 
 def how_matched(pool: str, settings: BillingSettings) -> str:
