@@ -11,7 +11,9 @@ The on-prem capacity a step's burst is measured above is the one the tick measur
 units that could take work at that step, read with its capacity query over the history (``capacity``), at most its
 ``max_units``, and its ``max_units`` where that read has no value or none that is a count of units, as a tick plans
 on. Measured above ``max_units`` alone, a week with 10 of 40 nodes down counted a third of the burst the cloud
-served, and pacing spent for that third: the money ran out halfway through the period.
+served, and pacing spent for that third: the money ran out halfway through the period. The capacity is read as a
+history (``OnPremCapacityHistory.units_between``), not judged by its newest value: with kube-state-metrics down for
+the last minutes before the read, only those minutes' steps are measured above ``max_units``, not the whole history.
 
 A step where any member of a group has no value counts nothing for that group (never as zero demand); a group
 with an hour of the day never observed has no profile, and the planner then does not pace on it.
@@ -20,11 +22,11 @@ with an hour of the day never observed has no profile, and the planner then does
 ``DEMAND_HISTORY_READ_SHARE`` of the tick, then the on-prem capacity history, within ``CAPACITY_HISTORY_READ_SHARE``
 (each its own deadline, so that a tick's ``act`` reads for at most one tick once an hour). A class not read by then
 has no history this hour, and its groups no profile: they are not paced, and the cap still holds. An on-prem pool
-whose capacity history is not read (kube-state-metrics down at the refresh, so its newest value is stale; a failed
-or late query) keeps the last history read of it, if any, and is measured above its ``max_units`` where that has no
-value (the steps since it was read) or where there is none; it is read again at the next tick whose own capacity
-read of the pool succeeds, and the profile recomputed, rather than an hour later (before, the whole history was
-measured above ``max_units`` for the hour). A warning names the pool, why, and which capacity is used.
+whose capacity history is not read (Prometheus failing or unreachable, a query too late, or one with no value in
+the whole history) keeps the last history read of it, if any, and is measured above its ``max_units`` where that
+has no value (the steps since it was read) or where there is none; it is read again at the next tick whose own
+capacity read of the pool succeeds, and the profile recomputed, rather than an hour later (before, the whole history
+was measured above ``max_units`` for the hour). A warning names the pool, why, and which capacity is used.
 """
 
 from __future__ import annotations

@@ -88,13 +88,18 @@ class PrometheusOnPremCapacity:
         (``PrometheusSource.fetch_each``): once a query has failed for a reason of the server's and a probe
         confirms it, or the read deadline has passed, the pools left are not queried, and the reason says which.
         Asked of every pool regardless, a Prometheus that does not answer cost each pool its own retries,
-        (retries + 1) x timeout (about 91 s with the defaults)."""
+        (retries + 1) x timeout (about 91 s with the defaults).
+
+        Read as a history (``PrometheusSource.series`` with ``history``), not judged by its newest value: a pool
+        whose kube-state-metrics went down minutes before ``end`` keeps the units read at every step before, and
+        the steps without a value (or without one that is a count of units) are NaN, never 0. Judged by its newest
+        value, that one stale end threw the whole history away. Only a range without any value is refused."""
         names = self._names(pools)
         queries = {name: self._queries[pool_id] for name, pool_id in names.items()}
         units: dict[str, pd.Series] = {}
 
         def read(name: str) -> None:
-            units[names[name]] = self._source.series(name, queries[name], start, end, step)
+            units[names[name]] = self._source.series(name, queries[name], start, end, step, history=True)
 
         # the path fetch_each and newest_of read by, which PrometheusSource offers for instant reads alone
         missing = self._source._read_named(list(queries), queries, read, "on-prem capacity history")

@@ -1,9 +1,11 @@
-"""The on-prem capacity history a paced budget's burst profile is measured above is read once per clock hour. When
-kube-state-metrics is down at that read, the pool's newest value is stale and the read fails: the burst of the
-whole history was then measured above the pool's ``max_units`` for the hour (a third of it, with 30 of 40 nodes up),
-and pacing funded burst the money could not pay for. Now the pool keeps the last history read of it, and is read
-again at the next tick whose own capacity read of the pool succeeds, rather than an hour later; the log says which
-capacity is used.
+"""The on-prem capacity history a paced budget's burst profile is measured above is read once per clock hour, as a
+history: when kube-state-metrics is down for the last minutes before that read, the steps before keep the units
+read then and only the steps without a value are measured above the pool's ``max_units``. Judged by its newest
+value, that one stale end threw the whole history away: the burst of the whole history was measured above the 40
+nodes (a third of it, with 30 of 40 nodes up), or above the last history read, for the hour, and pacing funded
+burst the money could not pay for. A pool whose read fails (Prometheus unreachable) keeps the last history read of
+it, and is read again at the next tick whose own capacity read of the pool succeeds; the log says which capacity is
+used.
 
 On a real Prometheus, loaded with ``promtool tsdb create-blocks-from openmetrics``: ``demand_gpus`` is 360 and
 ``ready_nodes{pool="onprem"}`` 30 (of 40 8-GPU nodes) at every minute from 27 hours before 12:00 to 14:00, except
@@ -12,15 +14,17 @@ that ``ready_nodes`` has no sample from 12:41 to 13:00 (kube-state-metrics down;
 from __future__ import annotations
 
 import logging
+import socket
 import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import numpy as np
 import pytest
 
 from actuators.simulated import SimulatedCluster
-from agent.burst_history import HourlyBurstProfile
+from agent.burst_history import HALF_LIFE, HourlyBurstProfile
 from agent.ledger.memory import InMemoryLedger
 from agent.loop import Agent, AgentParts
 from agent.notify import RecordingNotifier
@@ -102,6 +106,59 @@ def _settings(url: str) -> Settings:
     return settings_from_mapping(document, source="capacity history outage test")
 
 
+def _closed_port_url() -> str:
+    """A Prometheus URL on 127.0.0.1 that nothing listens on: a read there fails at once (connection refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def _hour_12_at_one(missing: list[datetime]) -> float:
+    """The recency-weighted mean burst of 12:00-12:55 over the history read at 13:00 (yesterday's and today's
+    steps, ages counted from 12:55): 120 above the 30 nodes read at a step, 40 above the 40 nodes where ``missing``."""
+    newest = ONE - timedelta(minutes=5)
+    steps = [day + timedelta(minutes=5 * i) for day in (NOON - timedelta(days=1), NOON) for i in range(12)]
+    weights = [0.5 ** ((newest - t) / HALF_LIFE) for t in steps]
+    bursts = [BURST_ABOVE_MAX if t in missing else BURST_ABOVE_READ for t in steps]
+    return float(np.dot(weights, bursts) / sum(weights))
+
+
+def test_a_capacity_history_that_ends_stale_is_read_as_a_history(
+    outage_prometheus: PrometheusServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Read at 13:00, kube-state-metrics down since 12:41: the 26 hours before keep their 30 nodes, and only the
+    steps without a sample are measured above the 40 nodes, never read as 0 nodes."""
+    settings = _settings(outage_prometheus.url)
+    prometheus = settings.prometheus
+    assert prometheus is not None
+    pools = settings.pool_specs()
+    classes = settings.demand_class_models()
+    capacity = PrometheusOnPremCapacity.from_settings(prometheus, pools)
+    step = settings.forecast.step
+
+    units, problems = capacity.units_between(pools, ONE - settings.forecast.history, ONE, step)
+
+    assert problems == {}
+    series = units[ONPREM]
+    missing = [t.to_pydatetime() for t in series.index[series.isna()]]
+    # 12:45, 12:50 and 12:55: the newest sample of ready_nodes, 12:40, is not within their lookback (5 minutes)
+    assert missing == [ONE - timedelta(minutes=m) for m in (15, 10, 5)]
+    assert (series.dropna() == UP).all() and len(series.dropna()) == len(series) - 3
+
+    demand = PrometheusSource.from_settings(prometheus, {CLASS: "max(demand_gpus)"})
+    (group,) = demand_groups([CLASS], pools)
+    profiles = HourlyBurstProfile([group], pools, settings.forecast.history, step, timedelta(seconds=60))
+    with caplog.at_level(logging.INFO, logger="agent.burst_history"):
+        one = profiles.at(ONE, lambda start, end: demand.fetch_each(classes, start, end, step), capacity, [])
+    assert one is not None
+    hourly = one.hourly_chips[group.name]
+    # Every hour but 12 is measured above the 30 nodes read then; it was 40 an hour, above the 40 nodes.
+    assert [hourly[h] for h in range(24) if h != 12] == pytest.approx([BURST_ABOVE_READ] * 23)
+    assert hourly[12] == pytest.approx(_hour_12_at_one(missing))
+    assert "not read over the history" not in caplog.text
+
+
 def test_a_pool_not_read_at_the_refresh_keeps_its_last_history_and_is_read_again_once_it_answers(
     outage_prometheus: PrometheusServer, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -112,8 +169,14 @@ def test_a_pool_not_read_at_the_refresh_keeps_its_last_history_and_is_read_again
     classes = settings.demand_class_models()
     demand = PrometheusSource.from_settings(prometheus, {CLASS: "max(demand_gpus)"})
     capacity = PrometheusOnPremCapacity.from_settings(prometheus, pools)
+    # At 13:00 the capacity is read from a Prometheus that cannot be reached (the demand from the one that answers).
+    unreachable = PrometheusOnPremCapacity.from_settings(
+        prometheus.model_copy(update={"url": _closed_port_url()}), pools
+    )
     (group,) = demand_groups([CLASS], pools)
-    profiles = HourlyBurstProfile([group], pools, settings.forecast.history, settings.forecast.step, timedelta(seconds=60))
+    profiles = HourlyBurstProfile(
+        [group], pools, settings.forecast.history, settings.forecast.step, timedelta(seconds=60)
+    )
 
     def read(start: datetime, end: datetime) -> Any:
         return demand.fetch_each(classes, start, end, settings.forecast.step)
@@ -123,17 +186,15 @@ def test_a_pool_not_read_at_the_refresh_keeps_its_last_history_and_is_read_again
     assert noon.hourly_chips[group.name] == pytest.approx((BURST_ABOVE_READ,) * 24)
 
     with caplog.at_level(logging.INFO, logger="agent.burst_history"):
-        one = profiles.at(ONE, read, capacity, [])  # this tick's own read of the pool failed too
+        one = profiles.at(ONE, read, unreachable, [])  # this tick's own read of the pool failed too
     assert one is not None
     hourly = one.hourly_chips[group.name]
     # Every hour but 12 is measured above the 30 nodes read at noon; it was 40 an hour, above the 40 nodes.
     assert [hourly[h] for h in range(24) if h != 12] == pytest.approx([BURST_ABOVE_READ] * 23)
     # Today's 12:00-12:55, after the noon read, are measured above max_units; yesterday's 12:00-12:55 above 30.
-    assert BURST_ABOVE_MAX < hourly[12] < BURST_ABOVE_READ
-    assert (
-        f"burst profile: on-prem capacity of {ONPREM} not read over the history (the newest value is stale"
-        in caplog.text
-    )
+    noon_steps = [NOON + timedelta(minutes=5 * i) for i in range(12)]
+    assert hourly[12] == pytest.approx(_hour_12_at_one(noon_steps))
+    assert f"burst profile: on-prem capacity of {ONPREM} not read over the history (" in caplog.text
     assert f"{ONPREM} measured above its capacity history read at {NOON.isoformat()}" in caplog.text
 
     caplog.clear()
@@ -145,12 +206,13 @@ def test_a_pool_not_read_at_the_refresh_keeps_its_last_history_and_is_read_again
     assert hourly[12] < again.hourly_chips[group.name][12] < BURST_ABOVE_READ
 
 
-def test_the_tick_after_an_unread_refresh_paces_on_the_capacity_read_before(
+def test_a_daemon_starting_while_the_capacity_history_ends_stale_paces_on_it(
     outage_prometheus: PrometheusServer, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The daemon's wiring: the loop refreshes the profile at 13:00, when the capacity history cannot be read, and
-    paces on the history read at noon; before, the burst measured above max_units (40 an hour) was covered by the
-    money and nothing was paced."""
+    """The daemon's wiring, its first tick at 13:00 with kube-state-metrics down since 12:41 and no history read
+    before: the burst history is measured above the 30 nodes read over it, 120 an hour, which the money pays half
+    of, so today's burst is paced. Judged by its newest value, the history was measured above the 40 nodes, 40 an
+    hour, which the money covered: nothing was paced."""
     settings = _settings(outage_prometheus.url)
     prometheus = settings.prometheus
     assert prometheus is not None
@@ -158,17 +220,15 @@ def test_the_tick_after_an_unread_refresh_paces_on_the_capacity_read_before(
     parts = AgentParts(
         PrometheusSource.from_settings(prometheus, {CLASS: "max(demand_gpus)"}),
         build_forecaster(settings.forecast),
-        SimulatedCluster(pools, SimulatedClock(NOON), initial_units={ONPREM: NODES, SPOT: 0}),
+        SimulatedCluster(pools, SimulatedClock(ONE), initial_units={ONPREM: NODES, SPOT: 0}),
         InMemoryLedger(),
         RecordingNotifier(),
         onprem=PrometheusOnPremCapacity.from_settings(prometheus, pools),
     )
-    agent = Agent(settings, parts)
-    agent.run_once(NOON)
 
     with caplog.at_level(logging.INFO, logger="agent.burst_history"):
-        report = agent.run_once(ONE)
+        report = Agent(settings, parts).run_once(ONE)
 
     (share,) = report.plan.decisions[SPOT].demand
     assert share.unpaced_need is not None and share.need < share.unpaced_need
-    assert f"{ONPREM} measured above its capacity history read at {NOON.isoformat()}" in caplog.text
+    assert "not read over the history" not in caplog.text
