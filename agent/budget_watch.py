@@ -72,6 +72,16 @@ class BudgetWatch:
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
         self._unseen: dict[str, datetime] = {}  # unread pool the ledger has no record of -> since when it is unread
 
+    @property
+    def scale_ups(self) -> tuple[tuple[datetime, Resize], ...]:
+        """The agent's own scale-ups of the last 32 days, with when each was carried out: what overspends name."""
+        return tuple(self._scale_ups)
+
+    @property
+    def pending(self) -> tuple[PendingScaleUp, ...]:
+        """The scale-ups whose units are waited for: a stalled scale-up is one of them."""
+        return tuple(self._pending)
+
     def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner, with the
         units last recorded for the pools whose state could not be read (missing from ``states``)."""
@@ -104,15 +114,17 @@ class BudgetWatch:
         results: Sequence[ActionResult],
         states: Mapping[str, PoolState],
     ) -> None:
-        """Charge the agent's own scale-ups from now on, and remember them for overspend and stall alerts; release
+        """Remember the agent's own scale-ups for overspend and stall alerts and charge them from now on; release
         the reservations of scale-ups not carried out, and keep what the pools hold (``states``, with the
-        scale-ups carried out) reserved in the budgets shared with other agents."""
+        scale-ups carried out) reserved in the budgets shared with other agents. They are remembered before the
+        ledger is written: a write that fails (``LedgerUnavailable``, raised) leaves them waited for and named, and
+        its readings to the next tick's write (``SpendMeter.observe``)."""
         billed = {r.key for r in results if r.status in _BILLED}
         ups = [r for r in plan.resizes if r.key in billed and r.is_scale_up]
-        self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
         self._scale_ups = [(at, r) for at, r in self._scale_ups if now - at <= _HISTORY]
         self._scale_ups += [(now, r) for r in ups]
         self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units) for r in ups]
+        self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
         if self.reserver is not None:
             self.reserver.settle(results)
             held = {pool_id: s.billed_units for pool_id, s in states.items()}

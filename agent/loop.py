@@ -254,9 +254,23 @@ class Agent:
         return Outlook(observed, forecasts, problems, onprem)
 
     def act(self, now: datetime, outlook: Outlook) -> TickReport:
-        """Plan on ``outlook`` and the pools' fresh state, re-validate, act, record spend and alert."""
+        """Plan on ``outlook`` and the pools' fresh state, re-validate, act, record spend and alert. A step that raises
+        fails the tick, but the alerts collected until then, the executor's among them, are delivered first (``_tell``):
+        a ledger write that fails once the executor has acted would otherwise lose a stockout for good, which is raised
+        only when it begins."""
+        alerts: list[AlertEvent] = missing_data_events(outlook.problems, now)
+        try:
+            report = self._act(now, outlook, alerts)
+        except Exception:
+            self._tell(now, alerts)
+            raise
+        self._notify([*report.alerts, *report.resolved])
+        self._last_tick = now
+        return report
+
+    def _act(self, now: datetime, outlook: Outlook, alerts: list[AlertEvent]) -> TickReport:
+        """The tick once observed, adding its alerts to ``alerts`` as it goes; the report to deliver them from."""
         observed, forecasts, problems = outlook.observed, outlook.forecasts, outlook.problems
-        alerts: list[AlertEvent] = missing_data_events(problems, now)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         alerts.extend(unread_pool_alerts(self.parts.actuator, now))  # held as unobserved by the planner
         alerts.extend(broken_unit_events(states, now))  # replaced, never deleted while busy: a person decides
@@ -303,13 +317,24 @@ class Agent:
         alerts.extend(self.budget_watch.alerts(now, plan, spends, seen, execution.results))
         holding, unknown = still_holding(self.memory, states, now), not_evaluated(self.pool_by_id, states)
         resolved = self.conditions.update(now, alerts, holding, unknown)
-        for event in [*alerts, *resolved]:
+        results = cleared.results + execution.results
+        return TickReport(now, observed, forecasts, problems, plan, results, tuple(alerts), tuple(resolved))
+
+    def _tell(self, now: datetime, alerts: Sequence[AlertEvent]) -> None:
+        """Deliver what a failed tick collected before it failed, keeping its level conditions to be resolved by a
+        later tick; it resolves none, having evaluated none to its end. A notifier's failure here is logged, so that
+        the tick's own error is the one raised."""
+        self.conditions.update(now, alerts, unknown=self.conditions.active)
+        try:
+            self._notify(alerts)
+        except Exception:
+            log.exception("alerts of a failed tick not delivered: %d", len(alerts))
+
+    def _notify(self, events: Sequence[AlertEvent]) -> None:
+        for event in events:
             self.parts.notifier.notify(event)
         if isinstance(self.parts.notifier, Flushable):
             self.parts.notifier.flush()
-        self._last_tick = now
-        results = cleared.results + execution.results
-        return TickReport(now, observed, forecasts, problems, plan, results, tuple(alerts), tuple(resolved))
 
     # -- steps of the tick -----------------------------------------------------------------------------------
     def _observe_and_forecast(

@@ -43,9 +43,13 @@ from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
 from agent.ledger.base import Ledger, Newest, RecordedSince
 from agent.ledger.period_spend import PeriodSpend, SpendAsk
 from agent.planning.budget import Budget, BudgetSpend
-from models import LedgerEntry
+from models import LedgerEntry, LedgerUnavailable
 
 log = logging.getLogger(__name__)
+
+# The most readings kept while the ledger cannot be written (a day of one-minute ticks of seven pools); the oldest
+# go first, their time charged all the same by the next reading, at the units held before them.
+KEPT_READINGS = 10_000
 
 
 @dataclass(frozen=True)
@@ -195,11 +199,14 @@ class SpendMeter:
         self._unclaimed_checked = previous_ids is None
         self._covered: dict[str, LedgerCoverage] = {}  # budget -> its current period, found complete
         self._warned: dict[str, datetime] = {}  # budget -> the period start it was last logged incomplete for
+        self._kept: list[PoolReading] = []  # readings a failed write left to record
 
     def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
         """Record what the readings add to the ledger, all in one write transaction that also reads the pools'
-        newest entries, so another writer on the same ledger cannot slip in between the read and the write."""
-        readings = list(readings)
+        newest entries, so another writer on the same ledger cannot slip in between the read and the write.
+        Readings a write could not record (``LedgerUnavailable``) are kept and
+        recorded before the next call's, so that no spend is lost; the error is raised all the same."""
+        readings = [*self._kept, *readings]
         accruals: list[Accrual] = []
 
         def derive(recorded: Newest) -> list[LedgerEntry]:
@@ -215,7 +222,20 @@ class SpendMeter:
                 accruals.append(accrual)
             return entries
 
-        self.ledger.update(sorted({r.pool_id for r in readings}), derive)
+        try:
+            self.ledger.update(sorted({r.pool_id for r in readings}), derive)
+        except LedgerUnavailable as exc:
+            self._kept = readings[-KEPT_READINGS:]
+            log.warning(
+                "ledger not written (%s): %d readings of pools %s kept in memory, recorded before the next ones "
+                "(lost only if the process ends before a write succeeds)",
+                exc,
+                len(self._kept),
+                ", ".join(sorted({r.pool_id for r in self._kept})),
+                extra={"kept_readings": len(self._kept), "dropped_readings": len(readings) - len(self._kept)},
+            )
+            raise
+        self._kept = []
         for reading, accrual in zip(readings, accruals, strict=True):
             if accrual.gap is not None:
                 log.warning(
