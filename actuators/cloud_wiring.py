@@ -36,10 +36,12 @@ def build_cloud_actuators(
     clock: Clock,
     queue_waits: Mapping[str, timedelta] | None = None,
     nodes_graces: Mapping[str, timedelta] | None = None,
+    short_waits: Mapping[str, timedelta] | None = None,
 ) -> CloudActuators:
     """``queue_waits``: how long a queued resource of each pool may wait for resources
     (``actuators.cloud_tpu.queued_resource_waits``); ``nodes_graces``: how long a ready slice of each group may have
-    no node in the cluster (``actuators.gke_tpu_slices.nodes_graces``)."""
+    no node in the cluster (``actuators.gke_tpu_slices.nodes_graces``); ``short_waits``: how long a slice of each
+    group may be short of hosts for want of capacity (``actuators.short_slices.short_waits``)."""
     from google.cloud import compute_v1, container_v1, tpu_v2
 
     options: dict[str, Any] = {}
@@ -59,7 +61,14 @@ def build_cloud_actuators(
     if cloud.tpu_slice_groups:
         # The daemon deletes ready slices only once drained (``KubernetesSliceDrainer``): never by a resize.
         slices = GkeTpuSliceActuator(
-            gke, cloud.cluster_path, cloud.tpu_slice_groups, clock, migs=migs, drained=True, graces=nodes_graces
+            gke,
+            cloud.cluster_path,
+            cloud.tpu_slice_groups,
+            clock,
+            migs=migs,
+            drained=True,
+            graces=nodes_graces,
+            waits=short_waits,
         )
         routes |= {m.pool: slices for m in cloud.tpu_slice_groups}
     if cloud.queued_resources:

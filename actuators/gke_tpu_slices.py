@@ -9,12 +9,14 @@ pool whose instance groups could not create every instance ("Not all instances r
 group's retries created them. Its hosts are counted from its instance groups (``migs``): with every host running it is
 ready (maybe running work: never deleted as failed); with hosts missing it cannot run a multi-host job and is in
 flight (asked for, paid, not ready; the instance groups keep retrying), and a stockout that keeps them from being
-created refuses a scale-up with CapacityUnavailable, as a failed slice's does. Without ``migs`` its hosts cannot be
-counted and it is taken as ready. An instance group the node pool lists that Compute does not find (404) holds none of
-its hosts: the slice is short of them, with a warning naming the group, and the group of slices is read as usual. A
-read made for a change (a resize, a drained slice's deletion) that fails for good fails the change as a transient
-error: a group that cannot be read is held, never blocked. A create repeated after a restart meets 409 ALREADY_EXISTS
-on the same name and is no second slice. Operations are started, looked at once, and not waited for.
+created refuses a scale-up with CapacityUnavailable, as a failed slice's does. Short for its group's wait with a
+stockout or quota named (``actuators.short_slices``), it is failed for want of capacity: deleted by the next resize,
+the group backed off. Without ``migs`` its hosts cannot be counted and it is taken as ready. An instance group the
+node pool lists that Compute does not find (404) holds none of its hosts: the slice is short of them, with a warning
+naming the group, and the group of slices is read as usual. A read made for a change (a resize, a drained slice's
+deletion) that fails for good fails the change as a transient error: a group that cannot be read is held, never
+blocked. A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no second slice.
+Operations are started, looked at once, and not waited for.
 
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
@@ -59,9 +61,11 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from actuators.idempotency import KeyedResults
+from actuators.node_pool_messages import _message
 from actuators.node_pool_zones import instance_from
 from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads
+from actuators.short_slices import ShortSlices
 from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
 from actuators.vendor_errors import (
     GOOGLE_ERRORS,
@@ -138,7 +142,8 @@ class GkeTpuSliceActuator:
     which counts the hosts of a slice GKE reports RUNNING_WITH_ERROR. ``drained``: the groups' ready slices are
     deleted by a drainer through ``delete_nodes``, never by a resize. ``graces``: how long a ready slice of each group
     may have no node in the cluster before it is failed (``nodes_graces``; ``NODES_GRACE`` for a group it leaves
-    out)."""
+    out). ``waits``: how long a slice of each group may be short of hosts for want of capacity before it is failed
+    (``actuators.short_slices.short_waits``)."""
 
     def __init__(
         self,
@@ -149,8 +154,10 @@ class GkeTpuSliceActuator:
         migs: Any = None,
         drained: bool = False,
         graces: Mapping[str, timedelta] | None = None,
+        waits: Mapping[str, timedelta] | None = None,
     ) -> None:
         self._gke = gke
+        self._short = ShortSlices(waits)
         self._graces = dict(graces or {})
         self._without_nodes: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first seen ready without nodes
         self._drained = drained
@@ -262,10 +269,12 @@ class GkeTpuSliceActuator:
 
     def _slices(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
         mine = {u.name for u in members(mapping.group, ((p.name, UnitPhase.READY, "") for p in node_pools))}
-        units = [self._unit(pool_id, mapping, p) for p in node_pools if p.name in mine]
+        by_name = {str(p.name): p for p in node_pools}
+        units = self._given_up(
+            pool_id, [self._unit(pool_id, mapping, p) for p in node_pools if p.name in mine], by_name
+        )
         failed = [name for name, phase, _ in units if phase is UnitPhase.FAILED]
         busy = self._nodes.busy_slices(pool_id, failed) if self._nodes is not None and failed else set()
-        by_name = {str(p.name): p for p in node_pools}
         seen = []
         for name, phase, message in units:
             if name in busy:
@@ -275,6 +284,21 @@ class GkeTpuSliceActuator:
             else:
                 seen.append((name, phase, message))
         return members(mapping.group, self._with_nodes(pool_id, seen, by_name))
+
+    def _given_up(
+        self, pool_id: str, units: Sequence[tuple[str, UnitPhase, str]], by_name: Mapping[str, Any]
+    ) -> list[tuple[str, UnitPhase, str]]:
+        """The slices, one short of hosts (RUNNING_WITH_ERROR, in flight) for its group's wait with a stockout or quota
+        named failed for want of capacity (``ShortSlices``); with work on it, it is then broken (``_at_work``)."""
+        short = {
+            n: m for n, p, m in units if p is UnitPhase.IN_FLIGHT and by_name[n].status.name == "RUNNING_WITH_ERROR"
+        }
+        failed = self._short.given_up(pool_id, short, self._clock.now())
+        for name in failed:
+            self._log_once(
+                name, "has been short of hosts for its group's wait: failed, deleted by the next resize", short[name]
+            )
+        return [(n, UnitPhase.FAILED, failed[n]) if n in failed else (n, p, m) for n, p, m in units]
 
     def _with_nodes(
         self, pool_id: str, seen: Sequence[tuple[str, UnitPhase, str]], by_name: Mapping[str, Any]
@@ -349,13 +373,14 @@ class GkeTpuSliceActuator:
     def _at_work(
         self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any, message: str
     ) -> tuple[str, UnitPhase, str]:
-        """An ERROR slice with a node at work is ready when all its hosts run (or they cannot be counted); with
-        hosts missing it is broken, its message saying which."""
+        """An ERROR slice with a node at work (or one short of hosts for its group's wait) is ready when all its hosts
+        run (or they cannot be counted); with hosts missing it is broken, its message saying which."""
         name = str(node_pool.name)
         if self._migs is not None:
             running, expected, failure, lacking = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
             if running < expected:
-                why = f"in ERROR with work on it and {running} of {expected} hosts running; missing: {lacking}"
+                status = node_pool.status.name
+                why = f"in {status} with work on it and {running} of {expected} hosts running; missing: {lacking}"
                 why += f" ({failure})" if failure else ""
                 self._log_once(name, "is broken: counted neither ready nor asked for, never deleted while busy", why)
                 return name, UnitPhase.BROKEN, why
@@ -440,30 +465,3 @@ class GkeTpuSliceActuator:
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
-
-
-def _message(node_pool: Any) -> str:
-    """What GKE says of a node pool: its ``statusMessage`` and each of its ``conditions`` ("GCE_STOCKOUT
-    (RESOURCE_EXHAUSTED): message"), joined by "; ", each text once."""
-    parts = [str(node_pool.status_message)] if node_pool.status_message else []
-    for condition in node_pool.conditions:
-        codes = [condition.code.name] if condition.code else []
-        if condition.canonical_code:
-            codes.append(_canonical_name(int(condition.canonical_code)))
-        label = f"{codes[0]} ({codes[1]})" if len(codes) == 2 else "".join(codes)
-        text = ": ".join(t for t in (label, str(condition.message)) if t)
-        if text and text not in parts:
-            parts.append(text)
-    return "; ".join(parts)
-
-
-# google.rpc.Code: the canonical error codes a StatusCondition's canonicalCode holds (googleapis google/rpc/code.proto).
-_CANONICAL_CODES = (
-    "OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND", "ALREADY_EXISTS",
-    "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED",
-    "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED",
-)  # fmt: skip
-
-
-def _canonical_name(code: int) -> str:
-    return _CANONICAL_CODES[code] if 0 <= code < len(_CANONICAL_CODES) else str(code)

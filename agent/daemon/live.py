@@ -23,6 +23,7 @@ from actuators.gke_tpu_slices import nodes_graces
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from actuators.routing import RoutingActuator
+from actuators.short_slices import short_waits
 from actuators.slice_drain import KubernetesSliceDrainer
 from agent.daemon.live_settings import check_live_settings
 from agent.daemon.shadow_book import shadow_store
@@ -87,7 +88,8 @@ def live_parts(
         if aws_routes:
             parts.actuator = InstrumentedActuator(RoutingActuator(aws_routes), registry, unit_gauges=False)
         return parts
-    actuators = build_cloud_actuators(cloud, clock, queued_resource_waits(settings), nodes_graces(settings))
+    waits = queued_resource_waits(settings)
+    actuators = build_cloud_actuators(cloud, clock, waits, nodes_graces(settings), short_waits(settings))
     router: Actuator = actuators.router
     if aws_routes:
         google = [m.pool for m in cloud.node_pools] + [m.pool for m in cloud.tpu_slice_groups]

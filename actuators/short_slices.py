@@ -1,0 +1,61 @@
+"""TPU slices short of hosts for want of capacity: how long a slice group waits for a slice's missing hosts
+(``short_waits``) and since when each slice has been seen short (``ShortSlices``).
+
+A slice GKE reports RUNNING_WITH_ERROR with hosts missing is in flight: paid for (its hosts that run are billed),
+serving nothing (a multi-host job needs every host), its instance groups retrying the hosts a stockout or an
+exhausted quota kept them from creating. Waited for without end, it stays so for as long as the zone stays out: it is
+in the group's target, so no scale-up is sent and no stockout refuses one, the group is never backed off and its
+demand never goes to the next eligible pool. So a slice waits for its hosts as a queued resource waits for resources
+(``actuators.cloud_tpu.queued_resource_waits``): its pool's lead time times ``alerts.stalled_after_lead_times``, from
+the first read that found it short. Still short then, with a stockout or quota named, it is failed for want of capacity
+("insufficient capacity: ..."): the next resize deletes it and refuses a scale-up of the group with
+CapacityUnavailable, and the agent backs the group off and asks the next eligible pool. One whose missing hosts
+nothing names a stockout or quota of (hosts being recreated by a repair) is waited for. A slice seen with all its hosts
+is forgotten, its wait starting again if it falls short later; the times are kept in memory, so after a restart a
+short slice's wait starts again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime, timedelta
+
+from actuators.vendor_errors import is_capacity_message
+from config.schema import Settings
+from models.durations import format_duration
+
+SHORT_WAIT = timedelta(hours=1)  # for an actuator built without waits (the daemon always passes them)
+
+
+def short_waits(settings: Settings) -> dict[str, timedelta]:
+    """How long a slice of each group may be short of hosts for want of capacity before it is failed: its pool's lead
+    time times ``alerts.stalled_after_lead_times``, what the stalled-scale-up alert already calls stuck (as
+    ``queued_resource_waits`` gives a queued resource)."""
+    if settings.cloud is None:
+        return {}
+    lead = {p.pool_id: p.lead_time for p in settings.pool_specs()}
+    factor = settings.alerts.stalled_after_lead_times
+    return {m.pool: lead[m.pool] * factor for m in settings.cloud.tpu_slice_groups if m.pool in lead}
+
+
+class ShortSlices:
+    """Since when each slice has been seen short of hosts. ``waits``: ``short_waits``; ``SHORT_WAIT`` for a group it
+    leaves out."""
+
+    def __init__(self, waits: Mapping[str, timedelta] | None = None) -> None:
+        self._waits = dict(waits or {})
+        self._since: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first read that found it short
+
+    def given_up(self, pool_id: str, short: Mapping[str, str], now: datetime) -> dict[str, str]:
+        """Of a group's slices short of hosts in this read (name -> what is said of its hosts), those short for the
+        group's wait or longer with a stockout or quota named, each with the message it is failed with. The group's
+        other slices are forgotten."""
+        self._since = {k: t for k, t in self._since.items() if k[0] != pool_id or k[1] in short}
+        wait = self._waits.get(pool_id, SHORT_WAIT)
+        out = {}
+        for name, hosts in short.items():
+            since = self._since.setdefault((pool_id, name), now)
+            if now - since >= wait and is_capacity_message(hosts):
+                waited = f"short of hosts for {format_duration(now - since)} (the group waits {format_duration(wait)})"
+                out[name] = f"insufficient capacity: {waited}: {hosts}"
+        return out
