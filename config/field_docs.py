@@ -125,7 +125,8 @@ FIELDS: dict[str, str] = {
     "BudgetSettings.name": "Unique budget name, used in metrics and alerts.",
     "BudgetSettings.pools": "Pools whose spend counts against this budget.",
     "BudgetSettings.remote_pools": "Pools of this budget that other agents run (other clusters or regions) on the "
-    "same PostgreSQL ledger: their recorded spend counts against the cap too.",
+    "same PostgreSQL ledger: their recorded spend counts against the cap too. `leadtime run` refuses them with "
+    "another `ledger.backend`, which no other agent writes (their spend would count as 0); simulate accepts them.",
     "BudgetSettings.remote_previous_ids": "Ids a pool of `remote_pools` was known by before a rename, by pool "
     "(`{pool: [old ids]}`), as its own agent lists them in its `previous_ids`: spend the ledger recorded under them "
     "counts as that pool's in this budget, in its spend and in the reservations of its scale-ups. Each is no pool's "

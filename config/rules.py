@@ -27,6 +27,29 @@ def load_warnings(settings: Settings) -> list[ConfigProblem]:
     return list(_zero_fallback_warnings(settings))
 
 
+def shared_ledger_problems(settings: Settings) -> list[ConfigProblem]:
+    """A budget with ``remote_pools`` counts the spend other agents record for those pools in the ledger they all
+    write: only a PostgreSQL ledger is shared. A SQLite file or memory is the agent's alone, so the cap would count
+    the remote pools at 0 USD and let this agent spend what they already have. Checked for ``leadtime run`` (and
+    ``validate-config --for run``): a simulation or a rehearsal has no other agents to share with, and a dry run
+    changes nothing."""
+    if settings.ledger.backend == "postgresql":
+        return []
+    return [
+        ConfigProblem(
+            f"budgets[{i}].remote_pools",
+            f"budget {budget.name!r} counts the spend of pools other agents run ({', '.join(budget.remote_pools)}) "
+            f"from the ledger they write, but ledger.backend is {settings.ledger.backend}, which no other agent "
+            "writes: their spend would count as 0 USD and the cap be broken. Set ledger.backend: postgresql with "
+            "the url of the ledger those agents write (docs/install.md), or remove remote_pools and give this "
+            "agent a cap of its own. leadtime run refuses this; simulate and run --replay (no other agent runs "
+            "there) and recommend (which changes nothing) accept it",
+        )
+        for i, budget in enumerate(settings.budgets)
+        if budget.remote_pools
+    ]
+
+
 def _zero_fallback_warnings(settings: Settings) -> Iterator[ConfigProblem]:
     """A query with ``or vector(0)`` answers 0 when its exporter is down: the agent then reads no demand (or no
     on-prem nodes) where it would hold the pools and alert on a query that answers nothing."""

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from config.rules import shared_ledger_problems
 from config.schema import Settings
 from models import ConfigError, ConfigProblem, PoolKind
 
@@ -33,6 +34,7 @@ def check_live_settings(settings: Settings, source: str) -> None:
                 f"location, cluster and a mapping for each pool, {_REHEARSE}",
             )
         )
+    problems.extend(shared_ledger_problems(settings))
     if problems:
         raise ConfigError(source, problems)
 
