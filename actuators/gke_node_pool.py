@@ -29,8 +29,10 @@ instance came up after all), and is rejected with nothing else removed, so no re
 Without a drainer, shrinking never lets the instance group pick victims: instances still being created go first,
 then the newest ready ones of the fullest zone, deleted by name with ``deleteInstances`` (what cluster-autoscaler
 does on GCE). A pool with GKE
-autoscaling on is refused unless its mapping says ``move-bounds``, in which case the autoscaler's total bounds are
-set to the target; a scale-up also resizes each zone's group, as without autoscaling. GKE's autoscaler does not
+autoscaling on is refused unless its mapping says ``move-bounds``, its drains too (``kept_units`` refuses one before
+anything is cordoned, ``delete_nodes`` one that reaches the deletion); under ``move-bounds`` the autoscaler's total
+bounds are set to the target, and follow the pool down once a drain's nodes are deleted (a resize to the pool's size
+moves bounds left off it); a scale-up also resizes each zone's group, as without autoscaling. GKE's autoscaler does not
 grow a pool to a raised minimum: it adds nodes only for pods that cannot be scheduled (cluster-autoscaler FAQ, "My
 cluster is below minimum / above maximum number of nodes, but CA did not fix that! Why?"), so bounds alone bought
 nothing ahead of the queue.
@@ -113,15 +115,14 @@ class GkeNodePoolActuator:
         if (known := self._results.get(key)) is not None:
             return known
         seen = self._observe(pool_id, changing=True)
-        mapping = self._mappings[pool_id]
-        if seen.autoscaling and mapping.gke_autoscaling == "refuse":
-            raise PermanentActuatorError(
-                pool_id,
-                f"GKE autoscaling is on for node pool {mapping.node_pool!r}; turn it off, or set "
-                "gke_autoscaling: move-bounds in its cloud mapping to let the agent move its bounds",
-            )
+        self._refuse_autoscaling(pool_id, seen.autoscaling)
         if to_units == seen.target and not seen.failed:
-            return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
+            if not seen.autoscaling or seen.bounds == (to_units, to_units):
+                return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
+            self._check_bounds_can_move(pool_id, seen, to_units)  # left off the pool's size, e.g. by a failed move
+            moved = self._bounds_follow(pool_id, seen, to_units)
+            log.info("pool %s: %s (key %s)", pool_id, moved, key)
+            return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, moved))
         if seen.operation is not None:
             raise TransientActuatorError(pool_id, f"operation {seen.operation} is still running on this pool")
         why = removed = ""
@@ -159,6 +160,7 @@ class GkeNodePoolActuator:
         if (known := self._results.get(key)) is not None:
             return known
         seen = self._observe(pool_id, changing=True)
+        self._refuse_autoscaling(pool_id, seen.autoscaling)
         by_name = {i.name: i for i in seen.instances}
         gone = [n for n in nodes if n not in by_name]
         if gone and (elsewhere := self._members_elsewhere(pool_id, gone)):
@@ -172,10 +174,23 @@ class GkeNodePoolActuator:
                 ([f"nodes {', '.join(leaving)} are already being deleted"] if leaving else [])
                 + ([note] if note else [])
             )
+            detail = "; ".join(filter(None, [detail, self._bounds_follow(pool_id, seen, seen.target)]))
             status = ActionStatus.STARTED if leaving else ActionStatus.DONE
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._results.remember(self._result(key, pool_id, status, detail))
-        return self._delete(pool_id, victims, key, note)
+        self._check_bounds_can_move(pool_id, seen, seen.target - len(victims))
+        return self._delete(pool_id, victims, key, note, follow=seen)
+
+    def kept_units(self, pool_id: str, units: Sequence[str], draining: Sequence[str] = ()) -> str:
+        """Asked before a drain starts (``actuators.drain_units.KeepsUnits``), with one read of the node pool: a pool
+        with GKE autoscaling on under ``refuse`` is not touched, its drains included, so the drain is refused with
+        the error ``resize`` and ``delete_nodes`` raise before anything is cordoned. "" otherwise: whether the nodes
+        can go is checked when they are deleted."""
+        if pool_id not in self._mappings:
+            raise PermanentActuatorError(pool_id, "no GKE node pool is mapped to this pool")
+        pool = self._read(pool_id, True, self._gke.get_node_pool, name=self._pool_path(pool_id))
+        self._refuse_autoscaling(pool_id, bool(pool.autoscaling and pool.autoscaling.enabled))
+        return ""
 
     # -- internals -----------------------------------------------------------------------------------------
     def _state(self, pool_id: str, now: datetime) -> PoolState:
@@ -211,7 +226,10 @@ class GkeNodePoolActuator:
             error = PermanentActuatorError(pool_id, f"none of the instance groups of node pool {pool.name} was found")
             raise self._for_change(error) if changing else error
         autoscaling = bool(pool.autoscaling and pool.autoscaling.enabled)
-        return Observed(autoscaling, tuple(zones), operation, tuple(missing))
+        bounds = (
+            (pool.autoscaling.total_min_node_count, pool.autoscaling.total_max_node_count) if autoscaling else (0, 0)
+        )
+        return Observed(autoscaling, tuple(zones), operation, tuple(missing), bounds)
 
     def _group(self, pool_id: str, changing: bool, mig: tuple[str, str, str]) -> tuple[Any, list[Any]] | None:
         """One zone's instance group and its instances, or None if the group is not found (404)."""
@@ -401,6 +419,46 @@ class GkeNodePoolActuator:
         if seen.autoscaling and to_units >= seen.target:
             self._set_bounds(pool_id, seen.target)
 
+    def _refuse_autoscaling(self, pool_id: str, autoscaling: bool) -> None:
+        """A pool with GKE autoscaling on is not touched unless its mapping says ``move-bounds``."""
+        mapping = self._mappings[pool_id]
+        if autoscaling and mapping.gke_autoscaling == "refuse":
+            raise PermanentActuatorError(
+                pool_id,
+                f"GKE autoscaling is on for node pool {mapping.node_pool!r}; turn it off, or set "
+                "gke_autoscaling: move-bounds in its cloud mapping to let the agent move its bounds",
+            )
+
+    @staticmethod
+    def _check_bounds_can_move(pool_id: str, seen: Observed, nodes: int) -> None:
+        """GKE refuses a change of the bounds while an operation runs on the pool: nothing is changed until it ends,
+        so the bounds can follow the change (retried with the same key)."""
+        if seen.autoscaling and seen.bounds != (nodes, nodes) and seen.operation is not None:
+            raise TransientActuatorError(
+                pool_id,
+                f"operation {seen.operation} is still running on this pool; GKE's autoscaler bounds "
+                f"{seen.bounds[0]}-{seen.bounds[1]} must follow the pool to {nodes} nodes, so nothing is changed until "
+                "it ends",
+            )
+
+    def _bounds_follow(self, pool_id: str, seen: Observed, nodes: int) -> str:
+        """Under ``move-bounds``, GKE's autoscaler bounds moved to the ``nodes`` the pool holds, e.g. once a drain's
+        nodes are deleted: left above the pool, they keep GKE's autoscaler from taking it below their minimum and let
+        it grow the pool back for any pod that cannot be scheduled. What was moved, "" when nothing was."""
+        if not seen.autoscaling or seen.bounds == (nodes, nodes):
+            return ""
+        low, high = seen.bounds
+        try:
+            op = self._set_bounds(pool_id, nodes)
+        except ActuatorError as exc:
+            why = (
+                f"GKE's autoscaler bounds are still {low}-{high}, not moved to the pool's {nodes} nodes ({exc.reason});"
+                " they are moved on the next try"
+            )
+            kind = PermanentActuatorError if isinstance(exc, PermanentActuatorError) else TransientActuatorError
+            raise kind(pool_id, why) from exc
+        return f"autoscaler bounds {low}-{high} -> {nodes}-{nodes} (operation {op.name})"
+
     def _set_bounds(self, pool_id: str, nodes: int) -> Any:
         bounds = {"enabled": True, "total_min_node_count": nodes, "total_max_node_count": nodes}
         request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
@@ -408,11 +466,15 @@ class GkeNodePoolActuator:
             pool_id, self._gke.set_node_pool_autoscaling, request=request, timeout=write_timeout(pool_id), retry=None
         )
 
-    def _delete(self, pool_id: str, victims: Sequence[Instance], key: str, note: str = "") -> ActionResult:
+    def _delete(
+        self, pool_id: str, victims: Sequence[Instance], key: str, note: str = "", follow: Observed | None = None
+    ) -> ActionResult:
+        """Delete ``victims``; with ``follow`` (the pool as read before), GKE's autoscaler bounds follow the pool."""
         self._delete_instances(pool_id, victims)
+        moved = self._bounds_follow(pool_id, follow, follow.target - len(victims)) if follow is not None else ""
         listed = ", ".join(i.name for i in victims)
         log.info("pool %s: deleting instances %s (key %s)", pool_id, listed, key)
-        detail = f"deleting {len(victims)} nodes: {listed}" + (f"; {note}" if note else "")
+        detail = "; ".join(filter(None, [f"deleting {len(victims)} nodes: {listed}", note, moved]))
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
     def _members_elsewhere(self, pool_id: str, names: Sequence[str]) -> dict[str, str]:

@@ -165,7 +165,11 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
             since = self._draining_since[unit] = (key, now)
         overdue = now - since[1] >= self._timeout
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
-        if started and isinstance(self._remover, KeepsUnits) and (kept := self._kept(self._remover, pool_id, unit)):
+        if (
+            started
+            and isinstance(self._remover, KeepsUnits)
+            and (kept := self._kept(self._remover, pool_id, unit, members))
+        ):
             # Not started: the unit would stay, cordoned and emptied for nothing until the drain's timeout. A drain
             # taken over (its nodes cordoned already) is ended the same way, its nodes uncordoned.
             self._give_up(pool_id, unit, members, kept)
@@ -240,10 +244,12 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         return self._result(key, pool_id, ActionStatus.DONE, detail)
 
     # -- internals -----------------------------------------------------------------------------------------
-    def _kept(self, remover: KeepsUnits, pool_id: str, unit: str) -> str:
+    def _kept(self, remover: KeepsUnits, pool_id: str, unit: str, members: Sequence[str]) -> str:
         """Why the pool's remover could not remove ``unit`` now, after the units of the pool whose drains are
         under way (a node cordoned and carrying our drain annotation: this release's earlier drains, and drains
-        started before or taken over), which it removes first; "" when it could. One read of the pool's units."""
+        started before or taken over), which it removes first; "" when it could. One read of the pool's units. A
+        remover that refuses the pool for good (GKE autoscaling on a pool it must not touch) raises: the drain's
+        ``members`` are uncordoned first, as a drain taken over has them cordoned already."""
         draining = [
             other
             for other, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items()
@@ -252,7 +258,11 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
                 n.spec and n.spec.unschedulable and (n.metadata.annotations or {}).get(DRAIN_ANNOTATION) for n in nodes
             )
         ]
-        return remover.kept_units(pool_id, [unit], draining)
+        try:
+            return remover.kept_units(pool_id, [unit], draining)
+        except PermanentActuatorError as exc:
+            self._give_up(pool_id, unit, members, f"the {self._units.noun} cannot be removed: {exc}")
+            raise
 
     def _evict(self, pod: V1Pod) -> bool:
         """True when the pod is gone or on its way (terminating); False when a disruption budget says not now

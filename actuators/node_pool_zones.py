@@ -56,6 +56,7 @@ class Observed:
     operation: str | None
     # (zone, instance group) of each zone whose instance group the pool lists but Compute does not find (404)
     missing: tuple[tuple[str, str], ...] = ()
+    bounds: tuple[int, int] = (0, 0)  # GKE's autoscaler's total min and max node counts (read when it is on)
 
     @property
     def asked(self) -> int:
