@@ -133,3 +133,27 @@ def test_a_short_slice_with_work_on_it_past_its_wait_is_broken_never_deleted(
         actuator.resize(POOL, 1, "replace")
     assert gke_api.calls("DELETE", "/nodePools/") == 0
     assert actuator.resize(POOL, 0, "hold").status is ActionStatus.DONE
+
+
+def test_a_slice_short_of_hosts_for_an_exhausted_quota_past_its_wait_is_failed_for_it(gke_api: FakeGkeApi) -> None:
+    """GKE names the quota in a condition (GCE_QUOTA_EXCEEDED and the instance's failure, as k8s-config-connector#321
+    shows it): the agent's back-off and next eligible pool apply to a quota as to a stockout."""
+    clock = SimulatedClock(T0)
+    clients = google_clients(gke_api.url)
+    actuator = GkeTpuSliceActuator(clients.gke, CLUSTER, [SLICES], clock, migs=clients.migs, waits={POOL: WAIT})
+    gke_api.add_pool("v5e-0", nodes=SLICES.hosts_per_slice)
+    for instance in gke_api.pools["v5e-0"].migs[0].instances[:2]:
+        instance.action = "CREATING"  # the group retries them; the quota keeps them from being created
+    quota = {
+        "code": "GCE_QUOTA_EXCEEDED",
+        "message": "Instance 'gke-ml-v5e-0-0-0002' creation failed: Quota 'TPUS_PER_TPU_FAMILY' exceeded.  Limit: "
+        "32.0 in region us-central1.",
+    }
+    gke_api.report_error("v5e-0", status="RUNNING_WITH_ERROR", conditions=(quota,))
+    assert _counts(actuator) == (0, 1, 0)
+    clock.advance(WAIT)
+    (state,) = actuator.list_pools()
+    assert (state.ready_units, state.target_units, state.failed_units) == (0, 0, 1)
+    (why,) = state.failed_messages
+    assert why.startswith("insufficient capacity: short of hosts for 2h (the group waits 2h): 2 of 4 hosts running: ")
+    assert "GCE_QUOTA_EXCEEDED: Instance 'gke-ml-v5e-0-0-0002' creation failed: Quota 'TPUS_PER_TPU_FAMILY'" in why
