@@ -314,7 +314,9 @@ FIELDS: dict[str, str] = {
     "AlertSettings.shutdown_flush_timeout": "On shutdown, how long pending alerts may still be delivered (duration).",
     "AlertSettings.stalled_after_lead_times": "Alert when a scale-up has not arrived after this many of its pool's "
     "lead times. It also sets how long a Cloud TPU queued resource may wait for capacity (its `validUntilDuration`): "
-    "a request still waiting then is deleted and the pool backs off, as on a stockout.",
+    "a request still waiting then is deleted and the pool backs off, as on a stockout; and how long a GKE TPU slice "
+    "may stay short of hosts for a stockout or an exhausted quota: a slice still short then is deleted and its group "
+    "backs off.",
     # -- ledger
     "LedgerSettings.backend": "`sqlite` (a file that survives restarts), `postgresql` (a database shared by "
     "replicas and agents) or `memory` (simulations).",
