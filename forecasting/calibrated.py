@@ -1,7 +1,8 @@
 """A path model made into a Forecaster: training on its own schedule, conformal calibration, guards, fallback.
 
 ``fit`` keeps the newest history per series, retrains the path model when its training is older than
-``retrain_interval`` (training holds out the calibration window), and brings the residuals of the calibration
+``retrain_interval`` (training holds out the calibration window, or half of a shorter history, and no calibration
+origin is older than the newest sample trained on), and brings the residuals of the calibration
 window up to date; residuals already computed for the current training are kept, so an hourly refit only
 forecasts the origins that are new. ``predict`` forecasts from the newest origin of each series and adds the
 conformal offsets; it also publishes the calibrated quantile of the peak over each prefix of the horizon (the
@@ -52,6 +53,7 @@ CALIBRATION_HORIZON = timedelta(hours=1)
 class _State:
     step_ns: int = 0
     trained_end_ns: int | None = None
+    cut_ns: int | None = None  # the newest time the held-out training saw (None: trained on all history)
     train_notes: dict[str, str] = field(default_factory=dict)
     residuals: dict[str, Residuals] = field(default_factory=dict)
     tails: dict[str, SeriesData] = field(default_factory=dict)
@@ -170,6 +172,7 @@ class CalibratedForecaster:
         train = {uid: s.until(cut + size) for uid, s in panel.items()}
         state.train_notes = self.model.train({uid: s for uid, s in train.items() if len(s.y)})
         state.trained_end_ns = end
+        state.cut_ns = cut if self.hold_out else None
         state.residuals = {}
 
     def _calibrate(self, panel: Mapping[str, SeriesData], window: int, horizon: int) -> None:
@@ -180,6 +183,8 @@ class CalibratedForecaster:
             size = series.step_ns
             last = len(series.y) - 1 - horizon
             first = max(last - window + 1, 0)
+            if state.cut_ns is not None:  # held out: no origin whose outcomes the training saw
+                first = max(first, -(-(state.cut_ns - series.start_ns) // size))
             if last < first:
                 continue
             # A young series forecasts from every origin: it is calibrated after MIN_RESIDUALS steps, not twice that.
@@ -391,6 +396,11 @@ def _staleness(series: SeriesData) -> int:
 def last_value_forecaster(calibration_horizon: timedelta = CALIBRATION_HORIZON) -> CalibratedForecaster:
     """The calibrated last value: the bar, and every other model's fallback. Should its locally weighted band
     fail the guards (a rare jump in an otherwise still series can stretch it), the same model with one band
-    for all hours (plain split conformal) answers instead."""
-    plain = CalibratedForecaster("naive", LastValuePaths, scale_window=None, calibration_horizon=calibration_horizon)
-    return CalibratedForecaster("naive", LastValuePaths, fallback=plain, calibration_horizon=calibration_horizon)
+    for all hours (plain split conformal) answers instead. It learns nothing, so every residual is out of sample:
+    it holds nothing out (``hold_out=False``) and keeps the whole calibration window however young the series."""
+    plain = CalibratedForecaster(
+        "naive", LastValuePaths, scale_window=None, calibration_horizon=calibration_horizon, hold_out=False
+    )
+    return CalibratedForecaster(
+        "naive", LastValuePaths, fallback=plain, calibration_horizon=calibration_horizon, hold_out=False
+    )

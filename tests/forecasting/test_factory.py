@@ -49,7 +49,9 @@ def test_lightgbm_trains_to_the_end_alone_and_holds_out_as_a_candidate_of_auto()
     auto = build_forecaster(ForecastSettings(model="auto"))
     assert isinstance(auto, AutoForecaster)
     assert (auto.candidates["lightgbm"].hold_out, auto.candidates["lightgbm"].offset_bases) == (True, False)
-    assert all(c.hold_out and c.offset_bases for n, c in auto.candidates.items() if n != "lightgbm")
+    assert all(c.hold_out and c.offset_bases for n, c in auto.candidates.items() if n not in ("lightgbm", "naive"))
+    # the last value learns nothing: all its residuals are out of sample, none needs holding out
+    assert (auto.candidates["naive"].hold_out, auto.candidates["naive"].offset_bases) == (False, True)
 
 
 def test_settings_reach_the_models() -> None:
