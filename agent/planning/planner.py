@@ -9,7 +9,9 @@ Rules (DESIGN.md):
 - with ``slice_release_by_forecast``, a whole slice (a pool of slices serving one demand group alone) that has
   been idle for the idle hold is released only while the forecast probability that it is needed again within its
   lead time is below the break-even ratio (``_slice_release``);
-- a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason;
+- a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason; a pool whose
+  state is unknown takes demand only up to the units the ledger last recorded it holding (none without a record),
+  as it cannot grow: the rest goes to the next eligible pool;
 - an on-prem pool is never resized; it takes demand up to its units that can work now (``onprem_units``, read
   each tick: nodes down or cordoned leave its share to the next eligible pool), or up to its ``max_units`` when
   that could not be read;
@@ -211,19 +213,7 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
     (the part of it a pool cannot hold, over its ``max_units`` less its broken units or over its current size while it
     cannot grow, is held by the next eligible pool with room, ``_carry_reserves``).
     """
-    room: dict[str, float] = {}
-    tops: dict[str, int] = {}
-    for pool in given.pools:
-        state = given.states.get(pool.pool_id)
-        frozen = pool.pool_id in given.memory.blocked or given.memory.in_backoff(pool.pool_id, given.now)
-        tops[pool.pool_id] = _top(pool, state)
-        if pool.kind is PoolKind.ON_PREM:
-            units = min(pool.max_units, given.onprem_units.get(pool.pool_id, pool.max_units))
-        elif frozen:
-            units = state.target_units if state is not None else 0
-        else:
-            units = tops[pool.pool_id]
-        room[pool.pool_id] = float(units * pool.chips_per_unit)
+    room, tops = _rooms(given)
     groups = plan_groups(given)
     eligible = {g.name: g.pools for g in groups}
     priority = {g.name: max(given.waiting_costs.get(m, 0.0) for m in g.members) for g in groups}
@@ -267,6 +257,37 @@ def _sized(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Poo
             broken_units=len(state.broken_units) if state is not None else 0,
         )
     return _carry_reserves(given, sized, room, tops, eligible, priority)
+
+
+def _rooms(given: PlanInput) -> tuple[dict[str, float], dict[str, int]]:
+    """The chips each pool may take demand up to, and the most units it may be asked for (``_top``).
+
+    An on-prem pool takes up to its units that can work now; a pool that cannot grow (blocked, backed off) up to
+    its current size; a pool whose state could not be read up to the units it is known to hold (``_last_units``):
+    it is held, never resized, so demand above them goes to the next eligible pool instead of waiting on a pool that
+    cannot serve it (a revoked permission can last days). Any other pool up to its top."""
+    room: dict[str, float] = {}
+    tops: dict[str, int] = {}
+    for pool in given.pools:
+        state = given.states.get(pool.pool_id)
+        frozen = pool.pool_id in given.memory.blocked or given.memory.in_backoff(pool.pool_id, given.now)
+        tops[pool.pool_id] = _top(pool, state)
+        if pool.kind is PoolKind.ON_PREM:
+            units = min(pool.max_units, given.onprem_units.get(pool.pool_id, pool.max_units))
+        elif state is None:
+            units = min(tops[pool.pool_id], _last_units(given, pool.pool_id))
+        elif frozen:
+            units = state.target_units
+        else:
+            units = tops[pool.pool_id]
+        room[pool.pool_id] = float(units * pool.chips_per_unit)
+    return room, tops
+
+
+def _last_units(given: PlanInput, pool_id: str) -> int:
+    """The units an unread pool is known to hold: what the ledger last recorded it holding (as its budgets count
+    it), else none: demand is never left on a pool on the guess that it has room."""
+    return max((s.last_units[pool_id] for s in given.budgets if pool_id in s.last_units), default=0)
 
 
 def _top(pool: PoolSpec, state: PoolState | None) -> int:
