@@ -2,9 +2,10 @@
 
 ``Block`` holds the quantiles of each series (series, levels, horizon), the model that answered each row and why,
 and the peak quantiles when known. A row whose forecast fails is answered by a backup block (the fallback's
-forecasts, ``rescue_rows``), a peak that fails at some levels by the backup's peaks at those levels only
-(``rescue_peaks``); with no fallback the backup is persistence (``persistence_block``). Quantiles are kept from
-crossing along the level axis (``ordered``).
+forecasts, ``rescue_rows``), a row that fails at some levels by the backup's at those levels only
+(``rescue_levels``), a peak that fails at some levels by the backup's peaks there (``rescue_peaks``); with no
+fallback the backup is persistence (``persistence_block``). Quantiles are kept from crossing along the level axis
+(``ordered``), around anchor levels when given, so that no level asked in addition moves them.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ class Block:
     notes: list[str]
     peaks: np.ndarray | None = None
 
+    def at_levels(self, count: int) -> Block:
+        """The block cut to its first ``count`` levels (those asked; the rest were forecast to order them)."""
+        if self.values.shape[1] == count:
+            return self
+        peaks = None if self.peaks is None else self.peaks[:, :count]
+        return Block(self.uids, self.end_ns, self.values[:, :count], self.models, self.notes, peaks)
+
     def peaks_or_running_max(self) -> np.ndarray:
         """The peak quantiles; where none are known, the running highest of the per-step quantiles."""
         running = np.maximum.accumulate(self.values, axis=2) if self.values.shape[2] else self.values
@@ -51,7 +59,12 @@ def rescue_rows(block: Block, backup: Block, rescue: Mapping[int, str], name: st
 
 
 def rescue_peaks(
-    block: Block, backup: Block, rescue: Mapping[int, Mapping[int, str]], name: str, levels: tuple[float, ...]
+    block: Block,
+    backup: Block,
+    rescue: Mapping[int, Mapping[int, str]],
+    name: str,
+    levels: tuple[float, ...],
+    anchors: Sequence[float] | None = None,
 ) -> None:
     """Peaks that fail the guards where the per-step quantiles passed them: at the levels that failed, the
     fallback's peaks (never below the row's own highest quantile so far); the other levels keep their own."""
@@ -62,17 +75,75 @@ def rescue_peaks(
         j, failed = position[block.uids[i]], sorted(problems)
         running = np.maximum.accumulate(block.values[i], axis=1)
         block.peaks[i, failed] = np.maximum(backup_peaks[j, failed], running[failed])
-        block.peaks[i] = ordered(block.peaks[i], levels)
+        block.peaks[i] = ordered(block.peaks[i], levels, anchors)
         names = ", ".join(f"peak_{quantile_column(levels[k])}" for k in failed)
         block.notes[i] = f"{name}: {names}: {problems[failed[0]]}; {backup.models[j]}'s instead"
 
 
-def ordered(values: np.ndarray, levels: Sequence[float]) -> np.ndarray:
-    """Quantiles that never cross: sorted along the level axis in the order of the levels."""
+def ordered(
+    values: np.ndarray, levels: Sequence[float], anchors: Sequence[float] | None = None, skip_nan: bool = False
+) -> np.ndarray:
+    """Quantiles that never cross: sorted along the level axis in the order of the levels.
+
+    With ``anchors`` (levels that must all be among ``levels``), the order does not depend on which other levels
+    were asked: the anchors are sorted among themselves, and every other level is kept between the anchors around
+    it (at least the one below and the levels asked between them, at most the one above), so no level asked in
+    addition ever moves an anchor. ``skip_nan``: a level not forecast (NaN) moves no other level.
+    """
     order = np.argsort(levels)
     out = values.copy()
-    out[order] = np.maximum.accumulate(values[order], axis=0)
+    accumulate = np.fmax if skip_nan else np.maximum
+    if anchors is None:
+        out[order] = accumulate.accumulate(values[order], axis=0)
+        return out
+    fixed = [any(abs(q - a) < LEVEL_TOLERANCE for a in anchors) for q in levels]
+    kept = [k for k in order if fixed[k]]
+    if kept:
+        out[kept] = accumulate.accumulate(values[kept], axis=0)
+    below: np.ndarray | None = None
+    for k in order:
+        if not fixed[k]:
+            out[k] = values[k] if below is None else accumulate(values[k], below)
+        below = out[k]
+    above: np.ndarray | None = None
+    for k in order[::-1]:
+        if fixed[k]:
+            above = out[k]
+        elif above is not None:
+            out[k] = (np.fmin if skip_nan else np.minimum)(out[k], above)
     return out
+
+
+LEVEL_TOLERANCE = 1e-9
+
+
+def with_anchors(levels: Sequence[float], anchors: Sequence[float]) -> tuple[float, ...]:
+    """``levels`` followed by the ``anchors`` not among them: what to forecast so the anchors order the rest."""
+    return (*levels, *(a for a in anchors if all(abs(a - q) >= LEVEL_TOLERANCE for q in levels)))
+
+
+def rescue_levels(
+    block: Block,
+    backup: Block,
+    rescue: Mapping[int, Mapping[int, str]],
+    name: str,
+    levels: tuple[float, ...],
+    anchors: Sequence[float],
+) -> None:
+    """Levels of rows of ``block`` that fail the guards where the row's other levels passed them: the backup's
+    values and peaks at those levels only, the row ordered again around its ``anchors``; the note names them."""
+    position = {uid: j for j, uid in enumerate(backup.uids)}
+    backup_peaks = backup.peaks_or_running_max()
+    for i, problems in rescue.items():
+        j, failed = position[block.uids[i]], sorted(problems)
+        block.values[i, failed] = backup.values[j, failed]
+        block.values[i] = ordered(block.values[i], levels, anchors)
+        if block.peaks is not None:
+            block.peaks[i, failed] = backup_peaks[j, failed]
+            running = np.maximum.accumulate(block.values[i], axis=1)
+            block.peaks[i] = ordered(np.maximum(block.peaks[i], running), levels, anchors)
+        names = ", ".join(quantile_column(levels[k]) for k in failed)
+        block.notes[i] = f"{name}: {names}: {problems[failed[0]]}; {backup.models[j]}'s instead"
 
 
 def persistence_block(windows: Mapping[str, SeriesData], horizon: int, levels: Sequence[float]) -> Block:

@@ -11,8 +11,10 @@ A model trained at the asked quantiles may keep them as trained (``offset_bases=
 levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
 for the fallback checks but not for choosing between models). Any series whose model did not train, whose
 residuals are too few (or do not reach as far ahead as asked: ``calibration_horizon``), or whose forecast fails the
-guards is answered by the calibrated last value instead, and the row says so; a peak that fails them is answered
-by the fallback's peak at that level only. Calibration takes the kept history's stray samples (one bad scrape, see
+guards at every level is answered by the calibrated last value instead, and the row says so; a level, or a peak,
+that fails them is answered by the fallback at that level only. The model's base levels are forecast with every
+request and the other levels ordered around them (``block.ordered``), so a level reads the same whatever levels
+are asked with it. Calibration takes the kept history's stray samples (one bad scrape, see
 ``stray_samples``) as missing: neither outcomes, nor origins, nor moves of the local scale. The forecasts of a set
 of series, and their rows answered by the fallback, are a ``Block`` (``forecasting.block``).
 """
@@ -27,7 +29,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.block import Block, ordered, persistence_block, rescue_peaks, rescue_rows
+from forecasting.block import Block, ordered, persistence_block, rescue_levels, rescue_peaks, rescue_rows, with_anchors
 from forecasting.calibration import (
     MIN_RESIDUALS,
     Residuals,
@@ -271,7 +273,14 @@ class CalibratedForecaster:
         return cached
 
     def forecast_windows(self, windows: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
+        """Forecasts at ``levels``; the model's base levels are forecast with them, unasked or not, so that a level
+        reads the same whatever other levels are asked (``ordered`` around them as anchors)."""
+        full = with_anchors(levels, self.model.base_levels)
+        return self._forecast_windows(windows, horizon, full).at_levels(len(levels))
+
+    def _forecast_windows(self, windows: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
         state = self._state
+        anchors = self.model.base_levels
         uids = sorted(windows)
         block = Block(
             uids,
@@ -287,6 +296,7 @@ class CalibratedForecaster:
         paths = self.model.paths(requests, horizon)
         nearest = [nearest_base(self.model.base_levels, q) for q in levels]  # the base each level is offset from
         rescue: dict[int, str] = {}
+        level_rescue: dict[int, dict[int, str]] = {}
         peak_rescue: dict[int, dict[int, str]] = {}
         for i, uid in enumerate(uids):
             stale = _staleness(windows[uid])
@@ -302,22 +312,30 @@ class CalibratedForecaster:
             bases = paths[i][:, 0, :]
             chosen = bases[nearest]
             scale = self._scale_now(uid, windows[uid])
-            values = ordered(chosen + found[0] * scale, levels)
-            problem = check_forecast(values, state.ranges.get(uid), _last_observed(windows[uid]), levels)
-            if problem:
-                rescue[i] = problem
-            else:
-                block.values[i] = np.maximum(values, 0.0)
-                assert block.peaks is not None
-                block.peaks[i] = self._peaks(uid, chosen, scale, block.values[i], horizon, levels)
-                failed = level_problems(block.peaks[i], state.ranges.get(uid), _last_observed(windows[uid]), levels)
-                if failed:
-                    peak_rescue[i] = failed
+            values = ordered(chosen + found[0] * scale, levels, anchors)
+            last = _last_observed(windows[uid])
+            # Level by level: an extreme level that fails (a 0.999 tail) sends that level to the fallback, not the row.
+            failed = level_problems(values, state.ranges.get(uid), last, levels)
+            if len(failed) == len(levels):
+                rescue[i] = check_forecast(values, state.ranges.get(uid), last, levels)
+                continue
+            block.values[i] = np.maximum(values, 0.0)
+            assert block.peaks is not None
+            block.peaks[i] = self._peaks(uid, chosen, scale, block.values[i], horizon, levels)
+            if failed:
+                level_rescue[i] = failed
+            failed_peaks = level_problems(block.peaks[i], state.ranges.get(uid), last, levels)
+            failed_peaks = {k: p for k, p in failed_peaks.items() if k not in failed}
+            if failed_peaks:
+                peak_rescue[i] = failed_peaks
         if rescue:
             rescue_rows(block, self._backup(block, windows, rescue, horizon, levels), rescue, self.name)
+        if level_rescue:
+            backup = self._backup(block, windows, level_rescue, horizon, levels)
+            rescue_levels(block, backup, level_rescue, self.name, levels, anchors)
         if peak_rescue:
             backup = self._backup(block, windows, peak_rescue, horizon, levels)
-            rescue_peaks(block, backup, peak_rescue, self.name, levels)
+            rescue_peaks(block, backup, peak_rescue, self.name, levels, anchors)
         return block
 
     def _peaks(
@@ -329,7 +347,7 @@ class CalibratedForecaster:
         offsets = self.peak_offsets(uid, horizon, levels)
         if offsets is None:
             return running
-        peaks = ordered(np.maximum.accumulate(bases, axis=1) + offsets * scale, levels)
+        peaks = ordered(np.maximum.accumulate(bases, axis=1) + offsets * scale, levels, self.model.base_levels)
         return np.asarray(np.maximum(peaks, running))
 
     def _scale_now(self, uid: str, window: SeriesData) -> float:

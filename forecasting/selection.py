@@ -36,6 +36,7 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
+from forecasting.block import ordered, with_anchors
 from forecasting.calibrated import Block, CalibratedForecaster
 from forecasting.calibration import MIN_RESIDUALS, Residuals, conformal_offsets, nearest_base, pinball
 from forecasting.output import forecast_frame
@@ -366,6 +367,10 @@ class AutoForecaster:
         )
 
     def forecast_panel(self, recent: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
+        """Forecasts at ``levels``. The judged levels (``quantiles``) are forecast with them, asked or not, and where
+        levels come from different models the quantiles are kept from crossing around those (``ordered``): a level
+        reads the same whatever other levels are asked."""
+        asked, levels = len(levels), with_anchors(levels, self.quantiles)
         uids = sorted(recent)
         size = self._step_ns or (next(iter(recent.values())).step_ns if recent else 1)
         keep = max(c.context_steps(size) for c in self._models()) + 1
@@ -391,7 +396,6 @@ class AutoForecaster:
         }
         rows = {name: {uid: j for j, uid in enumerate(run.uids)} for name, run in runs.items()}
         peaks = {name: run.peaks_or_running_max() for name, run in runs.items()}
-        order = np.argsort(levels)
         assert block.peaks is not None
         for i, uid in enumerate(uids):
             for k, choice in enumerate(plans[uid]):
@@ -403,15 +407,16 @@ class AutoForecaster:
                 block.values[i, k] = np.mean([runs[n].values[rows[n][uid], k] for n in names], axis=0)
                 block.peaks[i, k] = np.mean([peaks[n][rows[n][uid], k] for n in names], axis=0)
             if len(set(plans[uid])) > 1:  # levels from different models: keep the quantiles from crossing
-                block.values[i, order] = np.fmax.accumulate(block.values[i, order], axis=0)
-                block.peaks[i, order] = np.fmax.accumulate(block.peaks[i, order], axis=0)
-            ran = {c: JOIN.join(runs[n].models[rows[n][uid]] for n in c.split(JOIN)) for c in dict.fromkeys(plans[uid])}
-            block.models[i] = _describe([ran[c] for c in plans[uid]], levels)
-            chosen = "new series, not yet selected" if uid not in self.choice else self._plan(uid, levels)[1]
-            used = dict.fromkeys(n for c in plans[uid] for n in c.split(JOIN))
+                block.values[i] = ordered(block.values[i], levels, self.quantiles, skip_nan=True)
+                block.peaks[i] = ordered(block.peaks[i], levels, self.quantiles, skip_nan=True)
+            shown = plans[uid][:asked]
+            ran = {c: JOIN.join(runs[n].models[rows[n][uid]] for n in c.split(JOIN)) for c in dict.fromkeys(shown)}
+            block.models[i] = _describe([ran[c] for c in shown], levels[:asked])
+            chosen = "new series, not yet selected" if uid not in self.choice else self._plan(uid, levels[:asked])[1]
+            used = dict.fromkeys(n for c in shown for n in c.split(JOIN))
             detail = "; ".join(runs[n].notes[rows[n][uid]] for n in used if runs[n].notes[rows[n][uid]])
             block.notes[i] = f"auto: {chosen}" + (f"; {detail}" if detail else "")
-        return block
+        return block.at_levels(asked)
 
 
 def _describe(models: Sequence[str], levels: Sequence[float]) -> str:
