@@ -23,7 +23,9 @@ client-go does: a wall clock stepped back or forward (NTP, a VM resumed) changes
 Because ``renew_deadline < lease_duration`` and a standby sees a renewal no earlier than it was sent, the old
 leader has stopped acting before any standby can take over. Stopping to act is not enough for a write already on
 its way: the leader sends a cloud write only while the leadership it has left (``lead_left``) covers the write's
-whole time limit, so the write has ended before the renew deadline (``actuators.write_window``).
+whole time limit, so the write has ended before the renew deadline (``actuators.write_window``). A release (the
+holder emptied on shutdown) skips the standby's wait, so it is made only once the leader has stopped acting; a
+leader stopped with a tick still running lets its lease lapse instead.
 
 The Lease is written as the API server reads it: ``leaseDurationSeconds`` is whole seconds, rounded up (a
 standby waits at least the configured duration); ``renewTime``/``acquireTime`` are MicroTime, always with six
@@ -156,7 +158,10 @@ class LeaseElector:
         return step
 
     def release(self, now: datetime) -> bool:
-        """Give the lease up on shutdown so a standby takes over at once. Only when this replica still leads."""
+        """Give the lease up on shutdown so a standby takes over at once. Only when this replica still leads, and
+        only once it has stopped acting (no tick running, so no cloud write on its way): a standby takes an empty
+        holder at once, without waiting any duration, so the invariant above rests on the caller
+        (``DaemonRuntime.stop`` lets the lease lapse instead when a tick outlives the shutdown wait)."""
         if not self.is_leader() or self._observed is None:
             return False
         body = self._lease(

@@ -15,7 +15,9 @@ Jobs (APScheduler 3, background thread, UTC):
 Stopping (SIGTERM or SIGINT): no new tick or refit starts; a model being fit beside the ticks is abandoned (it writes
 nothing and is never swapped in); the tick in progress finishes (or a refit's history read or model swap, which
 hold ticks off), with the election still renewing the lease meanwhile; then the scheduler stops, the lease is
-handed over, the endpoints close, exit 0.
+handed over, the endpoints close, exit 0. A tick still running after the shutdown wait may have a cloud write on
+its way: the lease is then not handed over but left to lapse (the election stops renewing it, so this replica stops
+acting at its renew deadline), and a standby takes over after the lease duration, never beside that tick.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ _scheduler_log = logging.getLogger("apscheduler.scheduler.leadtime")
 _scheduler_log.addFilter(_DropSkippedSlotWarnings())
 
 
-# Below the Deployment's terminationGracePeriodSeconds (120 s): after SIGTERM the replica hands its lease over
-# within this, so the standby takes over at once rather than after the lease duration.
+# Below the Deployment's terminationGracePeriodSeconds (120 s): after SIGTERM a replica whose tick finishes within
+# this hands its lease over, so the standby takes over at once rather than after the lease duration.
 SHUTDOWN_WAIT = timedelta(seconds=90)
 
 
@@ -75,8 +77,8 @@ class DaemonRuntime:
         shutdown_wait: timedelta = SHUTDOWN_WAIT,
     ) -> None:
         """``checks`` are advisory: each runs once, off the start, and what it returns is logged as warnings.
-        ``shutdown_wait``: how long a stop waits for the tick in progress (or a refit's read or swap) before it
-        hands the lease over."""
+        ``shutdown_wait``: how long a stop waits for the tick in progress (or a refit's read or swap); the lease is
+        handed over only when it has finished by then, and otherwise left to lapse."""
         self._shutdown_wait = shutdown_wait
         self._daemon = daemon
         self._schedule = schedule
@@ -164,18 +166,20 @@ class DaemonRuntime:
         for job in ("tick", "refit", "daily-report"):
             if self._scheduler.get_job(job) is not None:
                 self._scheduler.pause_job(job)
-        # The election job keeps renewing while the last tick finishes; one still running after the wait is left
-        # behind: once the lease is handed over, this replica no longer leads and its writes are refused.
+        # The election job keeps renewing while the last tick finishes. A tick still running after the wait may
+        # have a cloud write on its way (each has up to the write limit): handing the lease over then would let a
+        # standby act beside it, so the lease is left to lapse instead, as a replica that died leaves it.
         finished = self._daemon.stop_working(self._shutdown_wait.total_seconds())
-        if not finished:
+        self._scheduler.shutdown(wait=finished)
+        if finished:
+            released = self._daemon.release()
+        else:
+            released = False
             log.warning(
-                "a tick (or a refit's read or swap) still runs after %.0fs: handing the lease over anyway (its "
-                "writes are refused once "
-                "this replica no longer leads)",
+                "a tick (or a refit's read or swap) still runs after %.0fs: the lease is not handed over; it lapses "
+                "once this replica stops renewing it, and a standby takes over after the lease duration",
                 self._shutdown_wait.total_seconds(),
             )
-        self._scheduler.shutdown(wait=finished)
-        released = self._daemon.release()
         self._endpoints.stop()
         log.info("daemon stopped%s", " and handed over the lease" if released else "")
 

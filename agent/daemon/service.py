@@ -19,7 +19,8 @@ injected clock, so tests drive it directly with a simulated clock.
   and swaps it in between two ticks (so the first tick need not wait for the first fit); any other loop's refit
   holds ticks off. On shutdown the tick in progress finishes (and a refit's history read or swap, which hold
   ticks off); a fit beside the ticks is abandoned: it writes nothing, its model is never swapped in, and its thread
-  does not keep the process alive, so the lease is handed over at once instead of after the fit.
+  does not keep the process alive, so the lease is handed over at once instead of after the fit. A tick that has
+  not finished within the shutdown wait keeps the lease from being handed over: it lapses instead.
 """
 
 from __future__ import annotations
@@ -274,7 +275,9 @@ class Daemon:
         return True
 
     def release(self) -> bool:
-        """Hand the lease over; call after ``stop_working`` so nothing acts after the handover."""
+        """Hand the lease over; call only once ``stop_working`` returned True, so nothing acts after the handover: a
+        standby takes an empty lease at once, and a tick still running could have a cloud write on its way (the
+        runtime leaves the lease to lapse then)."""
         released = self._elector.release(self._clock.now())
         self._metrics.is_leader.set(0)
         self._metrics.forget_latest_tick()
