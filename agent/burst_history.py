@@ -1,5 +1,10 @@
-"""The history behind a paced burst budget: each demand group's burst need (demand above the on-prem capacity it
-may use) averaged per hour of the day, UTC: a seasonal profile, cheap enough to refresh every hour.
+"""The history behind a paced burst budget: each demand group's burst need averaged per hour of the day, UTC: a
+seasonal profile, cheap enough to refresh every hour. A step's burst need is the group's demand above what its pools
+ahead of those the paced budgets pay for take of it (``agent.planning.pacing.ahead_chips``, as a tick measures it):
+its on-prem pools and cheaper pools outside the paced budgets, a pool shared by several groups allocated among them
+in the planner's order (dearest waiting first) rather than counted in full for each. Measured above the whole of a
+shared pool, two tenants each demanding 64 GPUs over one 64-GPU on-prem pool read no burst at all, and pacing never
+bit; measured above on-prem alone, demand a reserved pool outside the budget serves was paced as burst.
 
 The mean is weighted by recency: a step's weight halves with every ``HALF_LIFE`` of age before the newest step.
 A burst need that has been falling for days is then forecast near its recent level rather than the whole
@@ -15,8 +20,9 @@ served, and pacing spent for that third: the money ran out halfway through the p
 history (``OnPremCapacityHistory.units_between``), not judged by its newest value: with kube-state-metrics down for
 the last minutes before the read, only those minutes' steps are measured above ``max_units``, not the whole history.
 
-A step where any member of a group has no value counts nothing for that group (never as zero demand); a group
-with an hour of the day never observed has no profile, and the planner then does not pace on it.
+A step where any member of a group has no value counts nothing for that group (never as zero demand), nor for a
+group sharing pools ahead with it whose share it could change; a group with an hour of the day never observed has no
+profile, and the planner then does not pace on it.
 
 ``HourlyBurstProfile`` keeps the profile a tick plans on. Once per clock hour it reads the demand history, within
 ``DEMAND_HISTORY_READ_SHARE`` of the tick, then the on-prem capacity history, within ``CAPACITY_HISTORY_READ_SHARE``
@@ -35,15 +41,18 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from agent.planning.budget import Budget
 from agent.planning.groups import DemandGroup
-from agent.planning.pacing import HOURS_A_DAY, BurstProfile, onprem_chips
+from agent.planning.pacing import HOURS_A_DAY, BurstProfile, ahead_chips, ahead_pools, paced_pools
 from agent.sources.base import read_deadline
 from agent.sources.onprem_capacity import OnPremCapacityHistory, OnPremCapacitySource
 from models import MetricsUnavailable, PoolKind, PoolSpec
+from models.allocation import serving_order
 from models.errors import PrometheusServerFailure
 
 log = logging.getLogger(__name__)
@@ -66,10 +75,14 @@ def burst_profile(
     groups: Sequence[DemandGroup],
     pools: Mapping[str, PoolSpec],
     capacity: Mapping[str, pd.Series] | None = None,
+    paced: Collection[str] | None = None,
+    priority: Mapping[str, float] | None = None,
 ) -> BurstProfile:
     """Recency-weighted mean burst need per hour of the day per group, from a ``unique_id, ds, y`` frame of class
-    demand, above the on-prem units ``capacity`` read at each step (per pool, as read; ``max_units`` where it has
-    none)."""
+    demand: at each step, the group's demand above what its pools ahead of the ``paced`` ones take
+    (``agent.planning.pacing.ahead_chips``, pools shared by groups split among them as the planner splits them,
+    ``priority`` per group), an on-prem pool holding the units ``capacity`` read then (``max_units`` where it has
+    none) and any other pool its ``max_units``. ``paced`` None: only on-prem pools are ahead."""
     if history.empty:
         return BurstProfile({})
     wide = history.pivot_table(index="ds", columns="unique_id", values="y", aggfunc="mean", dropna=False)
@@ -77,12 +90,17 @@ def burst_profile(
     hours = stamps.hour
     age = (stamps[-1] - stamps) / HALF_LIFE
     weights = pd.Series(np.power(0.5, np.asarray(age, dtype=float)), index=wide.index)
+    totals = {
+        g.name: wide[list(g.members)].sum(axis=1, skipna=False).to_numpy(dtype=float)
+        for g in groups
+        if all(m in wide.columns for m in g.members)
+    }
+    ahead = _ahead_chips(totals, groups, pools, _room_history(pools, capacity or {}, wide.index), paced, priority or {})
     profiles: dict[str, tuple[float, ...]] = {}
     for group in groups:
-        if any(m not in wide.columns for m in group.members):
+        if group.name not in totals:
             continue
-        total = wide[list(group.members)].sum(axis=1, skipna=False)
-        burst = (total - _onprem_chips(group, pools, capacity or {}, wide.index)).clip(lower=0.0)
+        burst = pd.Series(totals[group.name] - ahead[group.name], index=wide.index).clip(lower=0.0)
         seen = weights.where(burst.notna(), 0.0)
         weighted = (burst.fillna(0.0) * seen).groupby(hours).sum()
         mass = seen.groupby(hours).sum()
@@ -94,24 +112,79 @@ def burst_profile(
     return BurstProfile(profiles)
 
 
-def _onprem_chips(
-    group: DemandGroup, pools: Mapping[str, PoolSpec], capacity: Mapping[str, pd.Series], index: pd.Index
-) -> pd.Series | float:
-    """The on-prem chips ``group`` may use at each step of ``index``: each on-prem pool's units read then, judged as
-    a tick judges them (``agent.onprem_capacity.read_onprem``: a fraction rounded down, at most ``max_units``; no
-    value, or one that is not a count of units, is ``max_units``)."""
-    chips: pd.Series | float = onprem_chips(group, pools)
-    for pool_id in sorted(group.pools):
-        pool = pools.get(pool_id)
+def _room_history(pools: Mapping[str, PoolSpec], capacity: Mapping[str, pd.Series], index: pd.Index) -> dict[str, Any]:
+    """The chips each pool could take at each step of ``index``: an on-prem pool's units read then, judged as a tick
+    judges them (``agent.onprem_capacity.read_onprem``: a fraction rounded down, at most ``max_units``; no value, or
+    one that is not a count of units, is ``max_units``); any other pool its ``max_units``."""
+    room: dict[str, Any] = {}
+    for pool_id, pool in pools.items():
+        full = float(pool.max_units * pool.chips_per_unit)
         read = capacity.get(pool_id)
-        if pool is None or pool.kind is not PoolKind.ON_PREM or read is None:
+        if pool.kind is not PoolKind.ON_PREM or read is None:
+            room[pool_id] = np.full(len(index), full)
             continue
         values = read.reindex(index).to_numpy(dtype=float)
         counted = np.isfinite(values) & (values >= 0.0)
-        units = np.where(counted, np.minimum(np.floor(np.where(counted, values, 0.0) + 1e-9), pool.max_units), 0.0)
-        short = np.where(counted, pool.max_units - units, 0.0) * pool.chips_per_unit
-        chips = chips - pd.Series(short, index=index)
-    return chips
+        units = np.minimum(np.floor(np.where(counted, values, 0.0) + 1e-9), pool.max_units)
+        room[pool_id] = np.where(counted, units * pool.chips_per_unit, full)
+    return room
+
+
+def _ahead_chips(
+    totals: Mapping[str, Any],
+    groups: Sequence[DemandGroup],
+    pools: Mapping[str, PoolSpec],
+    room: Mapping[str, Any],
+    paced: Collection[str] | None,
+    priority: Mapping[str, float],
+) -> dict[str, Any]:
+    """At each step, the chips of each group's demand its pools ahead take (NaN where it is not known). A group
+    alone in its pools ahead takes the least of its demand and their room; groups sharing one are allocated step
+    by step (``ahead_chips``; in one pass where they all share the same pools), and where any of them has no value
+    none of their shares is known."""
+    known = [g for g in groups if g.name in totals]
+    eligible = {g.name: ahead_pools(g, pools, paced) for g in known}
+    out: dict[str, Any] = {}
+    for names in _sharing(eligible):
+        ids = sorted({p for n in names for p in eligible[n]})
+        if all(eligible[n] == eligible[names[0]] for n in names):
+            # the same pools for all: each group in serving order takes what the ones before it left of their room
+            free = sum((room[p] for p in ids), np.zeros(len(totals[names[0]])))
+            for name in serving_order(names, priority):
+                out[name] = np.minimum(totals[name], free)
+                free = np.maximum(free - totals[name], 0.0)
+            continue
+        members = [g for g in known if g.name in names]
+        demand = np.vstack([totals[n] for n in names])
+        free = np.vstack([room[p] for p in ids])
+        taken = np.full(demand.shape, np.nan)
+        memo: dict[tuple[float, ...], list[float]] = {}
+        for step in range(demand.shape[1]):
+            if np.isnan(demand[:, step]).any():
+                continue
+            key = (*demand[:, step], *free[:, step])
+            if key not in memo:
+                needs = dict(zip(names, (float(v) for v in demand[:, step]), strict=True))
+                rooms = dict(zip(ids, (float(v) for v in free[:, step]), strict=True))
+                got = ahead_chips(needs, members, {p: pools[p] for p in ids}, rooms, paced, priority)
+                memo[key] = [got[n] for n in names]
+            taken[:, step] = memo[key]
+        out.update((n, taken[i]) for i, n in enumerate(names))
+    return out
+
+
+def _sharing(eligible: Mapping[str, frozenset[str]]) -> list[list[str]]:
+    """The groups in sets that share pools ahead, directly or through one another (each set in name order)."""
+    sets: list[tuple[set[str], set[str]]] = []  # (groups, pools)
+    for name in sorted(eligible):
+        joined = [s for s in sets if s[1] & eligible[name]]
+        merged = ({name}, set(eligible[name]))
+        for s in joined:
+            merged[0].update(s[0])
+            merged[1].update(s[1])
+            sets.remove(s)
+        sets.append(merged)
+    return [sorted(names) for names, _ in sets]
 
 
 @dataclass(frozen=True)
@@ -136,9 +209,16 @@ class HourlyBurstProfile:
         history: timedelta,
         step: timedelta,
         tick: timedelta,
+        budgets: Sequence[Budget] | None = None,
+        waiting_costs: Mapping[str, float] | None = None,
     ) -> None:
+        """``budgets``: those the agent plans with, whose paced pools the burst is measured up to (None: the burst
+        is what is above the on-prem pools); ``waiting_costs`` per class, the order shared pools serve groups in."""
         self._groups = tuple(groups)
         self._pools = {p.pool_id: p for p in pools}
+        self._paced = None if budgets is None else paced_pools(budgets, self._pools)
+        costs = waiting_costs or {}
+        self._priority = {g.name: max((costs.get(m, 0.0) for m in g.members), default=0.0) for g in self._groups}
         self._onprem = [p for p in pools if p.kind is PoolKind.ON_PREM]
         self._history, self._step, self._tick = history, step, tick
         self._hour: datetime | None = None
@@ -245,4 +325,4 @@ class HourlyBurstProfile:
         if refresh is None:
             return None
         capacity = {pool_id: series for pool_id, (_, series) in self._capacity.items()}
-        return burst_profile(refresh.history, self._groups, self._pools, capacity)
+        return burst_profile(refresh.history, self._groups, self._pools, capacity, self._paced, self._priority)

@@ -176,7 +176,10 @@ class Agent:
         self.refit_in_ticks = True
         self.waiting_costs = settings.waiting_costs()
         self._paced = any(b.pacing == "forecast" for b in settings.budgets)
-        self._profiles = HourlyBurstProfile(self.groups, self.pools, settings.forecast.history, self.step, self.tick)
+        self._profiles = HourlyBurstProfile(
+            self.groups, self.pools, settings.forecast.history, self.step, self.tick, self.budget_watch.budgets,
+            self.waiting_costs,
+        )  # fmt: skip
         self._last_tick: datetime | None = None
         # With a stand-in, ticks forecast with it until the first staged refit installs the configured model.
         self.configured_model_pending: Forecaster | None = None

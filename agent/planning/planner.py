@@ -190,7 +190,8 @@ def _horizon_steps(given: PlanInput, group: DemandGroup) -> int | None:
 
 
 def _paced(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, DemandShare]:
-    """Each demand's need with its burst part cut to what its budgets paced on a forecast fund (``pacing``)."""
+    """Each demand's need with its burst part cut to what its budgets paced on a forecast fund (``pacing``): the
+    part above what the pools it fills before the paced ones take, each with the room it is filled up to here."""
     needs = {name: share.need for name, share in shares.items()}
     paced = pace_needs(
         given.now,
@@ -201,6 +202,7 @@ def _paced(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, Dem
         given.burst_profile,
         given.waiting_costs,
         given.onprem_units,
+        room=_rooms(given)[0],
     )
     return {
         name: share if paced[name] >= share.need else replace(share, need=paced[name], unpaced_need=share.need)
