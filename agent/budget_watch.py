@@ -71,6 +71,7 @@ class BudgetWatch:
         self.coverage: list[LedgerCoverage] = []  # as of the last spend read
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
         self._unseen: dict[str, datetime] = {}  # unread pool the ledger has no record of -> since when it is unread
+        self._unread: dict[str, int] = {}  # pool not read this tick -> the units its spend is counted at
 
     @property
     def scale_ups(self) -> tuple[tuple[datetime, Resize], ...]:
@@ -86,7 +87,12 @@ class BudgetWatch:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner, with the
         units last recorded for the pools whose state could not be read (missing from ``states``)."""
         self.meter.observe(self._reading(now, s.pool_id, s.billed_units) for s in states.values())
-        return self.spend(now, unread=[p for p in self.pools if p not in states])
+        spends = self.spend(now, unread=[p for p in self.pools if p not in states])
+        # an unread pool still bills: it is counted, and kept reserved (``acted``), at the units the ledger last
+        # recorded it holding, or at its max_units without a record (as the planner counts it: ``units_now``)
+        recorded = {p: units for spend in spends for p, units in spend.last_units.items()}
+        self._unread = {p: recorded.get(p, spec.max_units) for p, spec in self.pools.items() if p not in states}
+        return spends
 
     def spend(self, now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:
         """Each budget's spend so far, read from the ledger without charging anything, with the units last recorded
@@ -116,9 +122,10 @@ class BudgetWatch:
     ) -> None:
         """Remember the agent's own scale-ups for overspend and stall alerts and charge them from now on; release
         the reservations of scale-ups not carried out, and keep what the pools hold (``states``, with the
-        scale-ups carried out) reserved in the budgets shared with other agents. They are remembered before the
-        ledger is written: a write that fails (``LedgerUnavailable``, raised) leaves them waited for and named, and
-        its readings to the next tick's write (``SpendMeter.observe``)."""
+        scale-ups carried out) reserved in the budgets shared with other agents, with the pools not read this tick at
+        the units ``observe`` counted them at: a failed read never frees their room for another agent. They are
+        remembered before the ledger is written: a write that fails (``LedgerUnavailable``, raised) leaves them waited
+        for and named, and its readings to the next tick's write (``SpendMeter.observe``)."""
         billed = {r.key for r in results if r.status in _BILLED}
         ups = [r for r in plan.resizes if r.key in billed and r.is_scale_up]
         self._scale_ups = [(at, r) for at, r in self._scale_ups if now - at <= _HISTORY]
@@ -127,7 +134,7 @@ class BudgetWatch:
         self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
         if self.reserver is not None:
             self.reserver.settle(results)
-            held = {pool_id: s.billed_units for pool_id, s in states.items()}
+            held = {**self._unread, **{pool_id: s.billed_units for pool_id, s in states.items()}}
             for r in ups:  # counted from now, a queued resource's too: it may be granted at any moment
                 state = states.get(r.pool_id)
                 held[r.pool_id] = max(

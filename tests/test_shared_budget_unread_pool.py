@@ -1,0 +1,142 @@
+"""A pool whose state cannot be read for a tick keeps its standing reservation in a budget shared with other agents.
+
+The units a pool holds are reserved every tick to the end of the budget's period (``BudgetReserver.commit``), in
+place of the deployment's previous standing reservations. A tick that cannot read a pool still bills its units: it
+is held at the units the tick's spend counted it at (the ledger's last record of it), so another agent never sees
+that room free. Two agents, west and east, share one monthly cap with room for one 8-unit fleet to the month's
+end; west grows to 8 units first, one read of its pool fails, and east, growing then, must be refused the room.
+Run on one in-process ledger both agents write, and on two connections to one PostgreSQL ledger."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from actuators import SimulatedCluster
+from agent.budget_watch import BudgetWatch
+from agent.ledger import InMemoryLedger
+from agent.ledger.base import Ledger
+from agent.ledger.postgres import PostgresLedger
+from agent.loop import Agent, AgentParts
+from agent.notify import RecordingNotifier
+from agent.sources.trace import TraceSource, read_trace
+from config import settings_from_mapping
+from forecasting.factory import build_forecaster
+from models import AlertKind, CapacityPlan, PoolState, TransientActuatorError
+from models.clock import SimulatedClock
+from tests.conftest import TraceWriter
+from tests.postgres.fixtures import POSTGRES, Database
+
+START = datetime(2024, 1, 15, 12, tzinfo=UTC)
+MONTH_END = datetime(2024, 2, 1, tzinfo=UTC)
+UNIT_HOUR_USD = 8.0  # 8 chips at 1 USD a chip-hour
+FLEET = 8  # the units each agent's demand (64 chips) asks for
+CAP = 1.5 * FLEET * UNIT_HOUR_USD * ((MONTH_END - START) / timedelta(hours=1))  # one fleet to the month's end, not two
+FAILED_READ = START + timedelta(minutes=30)
+END = START + timedelta(minutes=40)
+
+Ledgers = tuple[Ledger, Ledger]  # west's and east's: one ledger, or two connections to one
+
+
+def _config(own: str, other: str) -> dict[str, Any]:
+    return {
+        "demand_classes": [{"name": "train"}],
+        "pools": [{"id": own, "kind": "gpu-node-pool", "tier": "on-demand", "chips_per_unit": 8, "min_units": 0,
+                   "max_units": 16, "price_per_chip_hour_usd": 1.0, "lead_time": "10m", "serves": ["train"]}],
+        "forecast": {"model": "persistence", "history": "1h", "step": "5m", "max_staleness": "10m"},
+        "loop": {"tick_interval": "5m"},
+        "budgets": [{"name": "team", "pools": [own], "remote_pools": [other], "monthly_cap_usd": CAP}],
+    }  # fmt: skip
+
+
+@pytest.fixture
+def memory_ledgers() -> Ledgers:
+    ledger = InMemoryLedger()
+    return ledger, ledger
+
+
+@pytest.fixture
+def postgres_ledgers(postgres_database: Database) -> Iterator[Ledgers]:
+    west = PostgresLedger(postgres_database.url, postgres_database.password)
+    east = PostgresLedger(postgres_database.url, postgres_database.password)
+    try:
+        yield west, east
+    finally:
+        west.close()
+        east.close()
+
+
+def _run(write_trace: TraceWriter, ledgers: Ledgers) -> tuple[list[str], int, float]:
+    """West's demand is 64 chips from the start, east's from 12:25; west's pool cannot be read at 12:30. The alerts
+    east raised about its reservations, the units east ends with, and the spend both agents committed: recorded,
+    and their last units to the month's end."""
+    t0 = (START - timedelta(hours=2)).isoformat()
+    traces = {
+        "west": write_trace({"train": [64.0] * 60}, start=t0, step="5min", name="west.csv"),
+        "east": write_trace({"train": [0.0] * 29 + [64.0] * 31}, start=t0, step="5min", name="east.csv"),
+    }
+    agents: list[tuple[Agent, SimulatedClock, SimulatedCluster]] = []
+    for ledger, (own, other) in zip(ledgers, (("west", "east"), ("east", "west")), strict=True):
+        settings = settings_from_mapping(_config(own, other), source=f"{own} config")
+        clock = SimulatedClock(START)
+        cluster = SimulatedCluster(settings.pool_specs(), clock, {own: 0})
+        forecaster = build_forecaster(settings.forecast)
+        parts = AgentParts(TraceSource(read_trace(traces[own])), forecaster, cluster, ledger, RecordingNotifier())
+        agents.append((Agent(settings, parts, holder=own), clock, cluster))
+    east_alerts: list[str] = []
+    now = START
+    while now <= END:
+        failure = TransientActuatorError("west", "HTTP 503 from the node pool API") if now == FAILED_READ else None
+        agents[0][2].fail_reads("west", failure)
+        for agent, clock, _ in agents:
+            clock.set(now)
+            report = agent.run_once(now)
+            if agent is agents[1][0]:
+                east_alerts += [a.summary for a in report.alerts if a.kind is AlertKind.BUDGET_RESERVATION_REFUSED]
+        now += timedelta(minutes=5)
+    ledger = ledgers[0]
+    last = {p: ledger.last_entry(p) for p in ("west", "east")}
+    units = {p: 0 if e is None else e.units for p, e in last.items()}
+    hours_left = (MONTH_END - now) / timedelta(hours=1)
+    committed = ledger.spent(["west", "east"], START, now) + sum(units.values()) * UNIT_HOUR_USD * hours_left
+    return east_alerts, units["east"], committed
+
+
+def test_an_unread_pool_keeps_its_standing_reservation_in_memory(
+    write_trace: TraceWriter, memory_ledgers: Ledgers
+) -> None:
+    east_alerts, east_units, committed = _run(write_trace, memory_ledgers)
+    assert committed <= CAP
+    # west's fleet stays reserved: east is granted only the half fleet the cap leaves beside it, and told so
+    assert east_units <= FLEET // 2 and east_alerts
+
+
+@POSTGRES
+def test_an_unread_pool_keeps_its_standing_reservation_on_postgresql(
+    write_trace: TraceWriter, postgres_ledgers: Ledgers
+) -> None:
+    east_alerts, east_units, committed = _run(write_trace, postgres_ledgers)
+    assert committed <= CAP
+    assert east_units <= FLEET // 2 and east_alerts
+
+
+def test_a_pool_unread_without_a_record_is_kept_reserved_at_its_max_units_and_then_at_its_last_record() -> None:
+    """As the planner counts it (``units_now``): with no record of the pool, its max_units; once recorded, the units
+    it was last recorded holding, whatever the reads that fail say nothing of."""
+    settings = settings_from_mapping(_config("west", "east"), source="west config")
+    ledger = InMemoryLedger()
+    watch = BudgetWatch(settings, {p.pool_id: p for p in settings.pool_specs()}, ledger, "west")
+    hour = timedelta(hours=1)
+    watch.observe(START, {})
+    watch.acted(START, CapacityPlan(START), [], {})
+    assert ledger.reserved("team", START) == pytest.approx(16 * UNIT_HOUR_USD * ((MONTH_END - START) / hour))
+    later = START + timedelta(minutes=5)
+    watch.observe(later, {"west": PoolState("west", later, 3, 3)})
+    watch.acted(later, CapacityPlan(later), [], {"west": PoolState("west", later, 3, 3)})
+    unread = later + timedelta(minutes=5)
+    watch.observe(unread, {})
+    watch.acted(unread, CapacityPlan(unread), [], {})
+    assert ledger.reserved("team", unread) == pytest.approx(3 * UNIT_HOUR_USD * ((MONTH_END - unread) / hour))
