@@ -136,6 +136,9 @@ class Daemon:
         self._stopping = threading.Event()
         self._fit_or_stop = threading.Condition()  # notified when a fit beside the ticks ends and on a stop
         self._resume = threading.Event()  # set by the election thread, consumed by the next leader tick
+        # The monotonic reading when the last election round that reached the Kubernetes API was sent: a standby's
+        # contact is aged on it, so a wall clock stepped back does not keep a standby cut off from the API ready.
+        self._contact_at: float | None = None
         self.summary = DailySummary(clock.now())
         metrics.set_identity(mode, elector.identity)
         metrics.is_leader.set(0)
@@ -153,8 +156,10 @@ class Daemon:
 
     # -- jobs ---------------------------------------------------------------------------------------------
     def elect(self) -> ElectionStep:
-        now = self._clock.now()
+        now, sent = self._clock.now(), self._clock.monotonic()
         step = self._elector.step(now)
+        if step.error is None:
+            self._contact_at = sent
         self._metrics.is_leader.set(1 if step.leading else 0)
         if step.error:
             self._metrics.errors.labels("KubernetesApiUnavailable").inc()
@@ -311,8 +316,9 @@ class Daemon:
         self._metrics.forget_latest_tick()
         self._watch(now)
         reasons = []
-        contact = self._elector.last_contact
-        if contact is None or now - contact > self._contact_bound:  # the election logs its own failures
+        contact = self._contact_at
+        if contact is None or self._clock.monotonic() - contact > self._contact_bound.total_seconds():
+            # the election logs its own failures
             reasons.append(self._elector.last_error or "no contact with the Kubernetes API yet")
         probed = self._probe()
         if probed is not None:

@@ -152,6 +152,7 @@ def assemble(
     health = HealthState(
         daemon_settings.ready_bound(settings.loop.tick_interval),
         daemon_settings.live_bound(settings.loop.tick_interval),
+        clock.monotonic,  # ages survive a wall-clock step
     )
     shadow = None
     if demand is not None:
