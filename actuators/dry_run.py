@@ -1,9 +1,15 @@
-"""The dry-run wrappers: reads pass through, writes are recorded and never reach the wrapped actuator or drainer."""
+"""The dry-run wrappers: reads pass through, writes are recorded and never reach the wrapped actuator or drainer.
+
+A dry-run drainer sends nothing, so it cannot continue a drain the cluster records (one an agent in enforce mode
+started before the switch back to dry-run): it says so (``SendsDrains``), and the agent leaves such drains alone
+instead of taking them over (``agent.drains``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
+from typing import Protocol, runtime_checkable
 
 from actuators.base import Actuator, NodeDrainer, unread_pools
 from models import ActionResult, ActionStatus, ActuatorError, PoolState
@@ -35,9 +41,23 @@ class DryRunActuator:
         )
 
 
+@runtime_checkable
+class SendsDrains(Protocol):
+    """A drainer that says whether its drains reach the cluster: a dry-run drainer's do not (``DryRunDrainer``), and
+    the wrappers around one say what it says (the daemon's leader-only wrapper)."""
+
+    def sends_drains(self) -> bool: ...
+
+
+def sends_drains(drainer: NodeDrainer) -> bool:
+    """Whether ``drainer``'s drains reach the cluster (cordon, evict, remove); a drainer that does not say does."""
+    return drainer.sends_drains() if isinstance(drainer, SendsDrains) else True
+
+
 class DryRunDrainer:
     """Wraps any NodeDrainer: idle and pool nodes are read for real, drains (of busy nodes too) are recorded (no
-    cordon, no eviction, no node removed). ``recorded`` lists ``(pool, node, key)`` in order."""
+    cordon, no eviction, no node removed). ``recorded`` lists ``(pool, node, key)`` in order. It continues no drain
+    the cluster records (``draining_nodes``, read for real): the agent leaves them alone (``sends_drains``)."""
 
     def __init__(self, inner: NodeDrainer, clock: Clock) -> None:
         self._inner = inner
@@ -62,6 +82,9 @@ class DryRunDrainer:
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return self._inner.draining_nodes(pool_id)
+
+    def sends_drains(self) -> bool:
+        return False
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         self.recorded.append((pool_id, node, f"cancel {key}"))

@@ -40,6 +40,11 @@ pods would be killed without regard to disruption budgets. For a pool served by 
 
 The cluster's record of drains in progress (``NodeDrainer.draining_nodes``) is read every tick and wins over this
 memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned.
+A drainer that sends nothing (dry-run mode, ``actuators.dry_run.sends_drains``) cannot continue them, nor end one at
+the drain timeout: the drains an agent in enforce mode left behind (the Deployment switched back to dry-run while a
+disruption budget held one up) are left alone, their nodes counted as the cloud reads them (cordoned, not gone:
+nothing will remove them), never chosen for a drain, and a warning per node, raised every tick while the cluster
+records the drain, says to let the drain finish in enforce mode or to uncordon the node and remove its drain marks.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from actuators.base import NodeDrainer, unforced_drains
+from actuators.dry_run import sends_drains
 from models import (
     ActionResult,
     ActionStatus,
@@ -113,6 +119,7 @@ class NodeDrains:
         self._pending: dict[str, PendingDrain] = {}  # node -> drain in progress
         self._held_until: dict[str, datetime] = {}  # node -> not chosen again before this time
         self._unsure: set[str] = set()  # drains taken over not yet known to be forced or not
+        self._left: dict[str, PendingDrain] = {}  # node -> drain the cluster records that a dry run cannot continue
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
@@ -130,9 +137,13 @@ class NodeDrains:
         alerts: list[AlertEvent] = []
         for pool_id, drainer in self._drainers.items():
             try:
-                self._reconcile(pool_id, drainer.draining_nodes(pool_id))
+                if sends_drains(drainer):
+                    self._reconcile(pool_id, drainer.draining_nodes(pool_id))
+                else:
+                    self._leave(pool_id, drainer.draining_nodes(pool_id))
             except ActuatorError as exc:  # drains in progress stay as remembered; continuing them will tell
                 log.warning("pool %s: drains in progress unknown: %s", pool_id, exc)
+        alerts.extend(_left_cordoned(now, left) for _, left in sorted(self._left.items()))
         seen = self.adjusted(states)
         for pool_id, drainer in self._drainers.items():
             state = seen.get(pool_id)
@@ -306,6 +317,22 @@ class NodeDrains:
             if node in unforced:
                 self._pending[node] = replace(self._pending[node], idle=True)
 
+    def _leave(self, pool_id: str, draining: Mapping[str, str]) -> None:
+        """With a drainer that sends nothing: the drains the cluster records are another agent's, which this one
+        cannot continue. They are not taken over (their nodes stay in the pool's units, never chosen for a drain) and
+        are told about (``_left_cordoned``) until they end elsewhere (a person uncordoned the node, it is gone)."""
+        for node, left in list(self._left.items()):
+            if left.pool_id == pool_id and node not in draining:
+                log.info("pool %s: node %s is no longer cordoned for a drain", pool_id, node)
+                del self._left[node]
+        for node, key in draining.items():
+            if node not in self._left:
+                log.warning(
+                    "pool %s: node %s is cordoned for a drain (key %s) that this dry run cannot continue; it is left "
+                    "cordoned until the drain finishes in enforce mode or a person uncordons it", pool_id, node, key,
+                )  # fmt: skip
+            self._left[node] = PendingDrain(pool_id, node, key)
+
     def _step(self, pending: PendingDrain, now: datetime) -> DrainOutcome:
         try:
             result = self._drainers[pending.pool_id].drain(pending.pool_id, pending.node, pending.key, pending.forced)
@@ -329,7 +356,7 @@ class NodeDrains:
         return outcome
 
     def _choosable(self, node: str) -> bool:
-        return node not in self._pending and node not in self._held_until
+        return node not in self._pending and node not in self._held_until and node not in self._left
 
     @staticmethod
     def _failed(key: str, pool_id: str, now: datetime, exc: ActuatorError) -> DrainOutcome:
@@ -348,6 +375,27 @@ def _first(count: int, preferred: Sequence[str], others: Sequence[str], allowed:
         if node not in chosen and allowed(node):
             chosen.append(node)
     return chosen
+
+
+def _left_cordoned(now: datetime, left: PendingDrain) -> AlertEvent:
+    """A warning about a node a drain left cordoned that this agent, in dry-run mode, cannot continue: one condition
+    per node, raised every tick while the cluster records the drain, so it ends once the node is uncordoned."""
+    node, key = left.node, left.key
+    summary = (
+        f"Node {node} of pool {left.pool_id} is cordoned for a drain an agent in enforce mode started (key {key}). "
+        "In dry-run mode nothing continues the drain or ends it at cloud.drain_timeout: the node stays unschedulable "
+        "and billed. Switch back to enforce mode until the drain finishes, or uncordon its nodes and remove their "
+        "drain marks (commands in the details)."
+    )
+    details = {
+        "drain key": key,
+        "find its nodes": "kubectl get nodes -o custom-columns='NAME:.metadata.name,"
+        f"DRAIN:.metadata.annotations.leadtime\\.io/drain-key' | grep -F '{key}'",
+        "uncordon each": "kubectl uncordon NAME && kubectl annotate node NAME leadtime.io/drain-key- "
+        "leadtime.io/drain-forced-",
+    }
+    subject = f"node {node} of {left.pool_id} left cordoned"
+    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, details)
 
 
 def _alert(now: datetime, pool_id: str, summary: str, exc: Exception) -> AlertEvent:

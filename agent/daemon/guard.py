@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from actuators import Actuator, NodeDrainer
 from actuators.base import unforced_drains, unread_pools
+from actuators.dry_run import sends_drains
 from actuators.write_window import DEFAULT_WRITE_TIMEOUT, WriteWindow, write_window
 from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
 from models.clock import Clock
@@ -97,6 +98,9 @@ class LeaderOnlyDrainer:
 
     def unforced_drains(self, pool_id: str) -> Set[str]:
         return unforced_drains(self._inner, pool_id)
+
+    def sends_drains(self) -> bool:
+        return sends_drains(self._inner)
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         if not self._leadership.is_leader(self._clock.now()):
