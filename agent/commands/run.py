@@ -67,7 +67,12 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client import CollectorRegistry
 
     from agent.daemon.identity import replica_identity
-    from agent.daemon.live_settings import check_live_settings, needs_kubernetes
+    from agent.daemon.live_settings import (
+        SINGLE_REPLICA_ENV,
+        check_live_settings,
+        in_a_pod_without_election,
+        needs_kubernetes,
+    )
     from agent.daemon.wiring import assemble
     from agent.notify.origin import OriginNotifier, alert_origin
     from agent.notify.queued import AlertQueueCollector
@@ -83,6 +88,12 @@ def run(args: argparse.Namespace) -> int:
     live = not args.replay
     if live:
         check_live_settings(settings, args.config)  # before anything connects: a missing section is exit 2
+        if in_a_pod_without_election(settings, os.environ):  # and declared the only replica, or refused above
+            log.warning(
+                "leader election is off (%s=true): nothing stops a second replica from acting beside this one; keep "
+                "the Deployment at replicas: 1 with strategy Recreate",
+                SINGLE_REPLICA_ENV,
+            )
     else:
         from agent.sources.trace import read_trace
 

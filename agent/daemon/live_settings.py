@@ -1,12 +1,24 @@
 """What a live daemon needs in its settings, checked before anything connects (``leadtime run`` and
 ``leadtime validate-config --for run``). Settings only: no client is imported here, so the check runs where the
-``daemon`` extra is not installed (``agent.extras``)."""
+``daemon`` extra is not installed (``agent.extras``).
+
+Leader election off is refused in a Kubernetes pod: nothing else stops two replicas (the shipped Deployment runs
+two, a rolling update starts the new pod beside the old) from both planning and resizing the same pools. One
+replica without election, replaced by stopping it first (``replicas: 1``, strategy ``Recreate``), is accepted when
+the pod says so explicitly (``SINGLE_REPLICA_ENV``); a single replica is as well served by leaving election on.
+"""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
 
 from config.rules import shared_ledger_problems
 from config.schema import Settings
 from models import ConfigError, ConfigProblem, PoolKind
+
+SINGLE_REPLICA_ENV = "LEADTIME_SINGLE_REPLICA"
+_IN_A_POD = "KUBERNETES_SERVICE_HOST"  # set by the kubelet in every container of a pod
 
 _REHEARSE = (
     "or rehearse without any cloud: leadtime run --replay TRACE (with daemon.leader_election.enabled: false where "
@@ -14,9 +26,21 @@ _REHEARSE = (
 )
 
 
-def check_live_settings(settings: Settings, source: str) -> None:
-    """The sections a live daemon needs; every one missing is reported at once (exit code 2)."""
+def check_live_settings(settings: Settings, source: str, environ: Mapping[str, str] = os.environ) -> None:
+    """The sections a live daemon needs, and leader election in a pod; every problem is reported at once (exit
+    code 2)."""
     problems: list[ConfigProblem] = []
+    if unguarded_replicas(settings, environ):
+        problems.append(
+            ConfigProblem(
+                "daemon.leader_election.enabled",
+                f"leader election is off, and this runs in a Kubernetes pod ({_IN_A_POD} is set), where nothing then "
+                "stops two replicas (the shipped Deployment runs 2, and a rolling update starts a new pod beside the "
+                "old one) from both planning and resizing the same pools. Set daemon.leader_election.enabled: true (a "
+                "single replica simply holds the Lease), or, for a Deployment with replicas: 1 and strategy Recreate, "
+                f"say so explicitly with the environment variable {SINGLE_REPLICA_ENV}=true in the pod",
+            )
+        )
     if settings.prometheus is None:
         problems.append(
             ConfigProblem(
@@ -37,6 +61,21 @@ def check_live_settings(settings: Settings, source: str) -> None:
     problems.extend(shared_ledger_problems(settings))
     if problems:
         raise ConfigError(source, problems)
+
+
+def in_a_pod_without_election(settings: Settings, environ: Mapping[str, str] = os.environ) -> bool:
+    """Leader election is off and this runs in a Kubernetes pod."""
+    return not settings.daemon.leader_election.enabled and bool(environ.get(_IN_A_POD))
+
+
+def declared_single_replica(environ: Mapping[str, str] = os.environ) -> bool:
+    """The pod says that it is the only replica (``LEADTIME_SINGLE_REPLICA=true``)."""
+    return environ.get(SINGLE_REPLICA_ENV, "").strip().lower() in ("true", "1")
+
+
+def unguarded_replicas(settings: Settings, environ: Mapping[str, str] = os.environ) -> bool:
+    """In a pod without leader election and without the pod saying it is the only replica: refused."""
+    return in_a_pod_without_election(settings, environ) and not declared_single_replica(environ)
 
 
 def needs_kubernetes(settings: Settings) -> bool:
