@@ -12,7 +12,7 @@ stalled scale-up are raised every tick while they hold, so that ``agent.conditio
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -47,7 +47,11 @@ class BudgetWatch:
         ledger: Ledger,
         holder: str = "leadtime",
         tick: timedelta | None = None,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
+        """``monotonic``: the seconds of a clock that never steps (``Clock.monotonic``), read with each tick's
+        ``now``: where the wall clock stepped back, the ledger charges the time it measures (``None``: a simulation,
+        whose time never steps back)."""
         self.budgets = [Budget.from_settings(b) for b in settings.budgets]
         # spend under a pool's previous ids counts as the pool's: this agent's pools' and the remote pools' of the
         # budgets shared with other agents (``remote_previous_ids``), in the spend read and the reservations alike
@@ -72,6 +76,8 @@ class BudgetWatch:
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
         self._unseen: dict[str, datetime] = {}  # unread pool the ledger has no record of -> since when it is unread
         self._unread: dict[str, int] = {}  # pool not read this tick -> the units its spend is counted at
+        self._monotonic = monotonic
+        self._stamp: tuple[datetime, float] | None = None  # the tick's now, and the monotonic seconds read with it
 
     @property
     def scale_ups(self) -> tuple[tuple[datetime, Resize], ...]:
@@ -86,6 +92,7 @@ class BudgetWatch:
     def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner, with the
         units last recorded for the pools whose state could not be read (missing from ``states``)."""
+        self._stamp = None if self._monotonic is None else (now, self._monotonic())
         self.meter.observe(self._reading(now, s.pool_id, s.billed_units) for s in states.values())
         spends = self.spend(now, unread=[p for p in self.pools if p not in states])
         # an unread pool still bills: it is counted, and kept reserved (``acted``), at the units the ledger last
@@ -196,7 +203,16 @@ class BudgetWatch:
 
     def _reading(self, now: datetime, pool_id: str, units: int) -> PoolReading:
         spec = self.pools.get(pool_id)
-        return PoolReading(pool_id, now, units, spec.price_per_unit_hour_usd if spec else 0.0)
+        return PoolReading(pool_id, now, units, spec.price_per_unit_hour_usd if spec else 0.0, self._monotonic_at(now))
+
+    def _monotonic_at(self, now: datetime) -> float | None:
+        """The monotonic seconds of the tick at ``now``: those read with it at the start of the tick (a scale-up is
+        charged from the tick's instant, as on the wall clock), else read now."""
+        if self._monotonic is None:
+            return None
+        if self._stamp is None or self._stamp[0] != now:
+            self._stamp = (now, self._monotonic())
+        return self._stamp[1]
 
 
 def _carried_out(

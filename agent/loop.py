@@ -31,7 +31,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -151,7 +151,10 @@ class Agent:
         extra_quantiles: Sequence[float] = (),
         holder: str = "leadtime",
         stand_in: Forecaster | None = None,
+        monotonic: Callable[[], float] | None = None,
     ) -> None:
+        """``monotonic``: the daemon's ``Clock.monotonic``, which the ledger measures the time by where the wall
+        clock stepped back (``agent.ledger.clock_steps``)."""
         self.settings = settings
         self.parts = parts
         self.tick = tick or settings.loop.tick_interval
@@ -167,7 +170,9 @@ class Agent:
         )
         self.horizon = self._horizon_steps()
         self.memory = PlannerMemory()
-        self.budget_watch = BudgetWatch(settings, self.pool_by_id, parts.ledger, holder, tick=self.tick)
+        self.budget_watch = BudgetWatch(
+            settings, self.pool_by_id, parts.ledger, holder, tick=self.tick, monotonic=monotonic
+        )
         # the level conditions raised, to tell when each clears
         self.conditions = ConditionTracker(settings.alerts.resolve_after, settings.alerts.dedup_window)
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None

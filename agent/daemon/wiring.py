@@ -143,6 +143,7 @@ def assemble(
         # new leader replaces the standing reservations of the one before (``agent.budget_reserve``)
         holder=election.lease_name,
         stand_in=stand_in,
+        monotonic=clock.monotonic,  # the ledger measures the time by it where the wall clock stepped back
     )
     agent.refit_in_ticks = False  # the refit job refits: a tick only when no model has been fitted
 

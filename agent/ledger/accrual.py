@@ -15,7 +15,9 @@ How spend accrues:
   capacities on either side of it, since the pool may have grown at any moment inside it.
 - Intervals are split on a fixed UTC grid (15 minutes by default), so every local hour and month boundary in
   any time zone starts an entry and period totals are exact.
-- A reading older than the pool's last entry adds nothing, which makes replays after a restart harmless.
+- A reading older than the pool's last entry adds nothing, which makes replays after a restart harmless. Where the
+  wall clock stepped back, the meter places such a reading by the monotonic time since the pool's previous one
+  (``agent.ledger.meter``), so that the time until the wall clock catches up is charged all the same.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 @dataclass(frozen=True)
 class PoolReading:
-    """Units billed in a pool at ``at`` (ready and provisioning units both bill) and the unit price then."""
+    """Units billed in a pool at ``at`` (ready and provisioning units both bill) and the unit price then;
+    ``monotonic_s``: the seconds on the reader's monotonic clock at the same instant (``None``: not known, a replay),
+    which measures the time since the pool's previous reading when the wall clock stepped back."""
 
     pool_id: str
     at: datetime
     units: int
     price_per_unit_hour_usd: float
+    monotonic_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from typing import Protocol, runtime_checkable
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
 from agent.ledger.base import Ledger, Newest, RecordedSince
+from agent.ledger.clock_steps import Baseline, ClockSteps, Placed, baseline, place
 from agent.ledger.period_spend import PeriodSpend, SpendAsk
 from agent.planning.budget import Budget, BudgetSpend
 from models import LedgerEntry, LedgerUnavailable
@@ -200,26 +201,37 @@ class SpendMeter:
         self._covered: dict[str, LedgerCoverage] = {}  # budget -> its current period, found complete
         self._warned: dict[str, datetime] = {}  # budget -> the period start it was last logged incomplete for
         self._kept: list[PoolReading] = []  # readings a failed write left to record
+        self._baselines: dict[str, Baseline] = {}  # pool -> what its next reading's monotonic time is measured from
+        self._steps = ClockSteps()
 
     def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
         """Record what the readings add to the ledger, all in one write transaction that also reads the pools'
-        newest entries, so another writer on the same ledger cannot slip in between the read and the write.
-        Readings a write could not record (``LedgerUnavailable``) are kept and
+        newest entries, so another writer on the same ledger cannot slip in between the read and the write. A
+        reading behind a pool's newest entry (the wall clock stepped back) is placed by the monotonic clock
+        (``agent.ledger.clock_steps``). Readings a write could not record (``LedgerUnavailable``) are kept and
         recorded before the next call's, so that no spend is lost; the error is raised all the same."""
         readings = [*self._kept, *readings]
         accruals: list[Accrual] = []
+        placed: list[Placed] = []
+        baselines: dict[str, Baseline | None] = {}
 
         def derive(recorded: Newest) -> list[LedgerEntry]:
             newest = dict(recorded)
             accruals.clear()
+            placed.clear()
+            baselines.clear()
+            baselines.update(self._baselines)
             entries: list[LedgerEntry] = []
             for reading in readings:
                 pool = reading.pool_id
-                accrual = accrue(newest[pool], reading, self.gap_after, self.grid)
+                where = place(newest[pool], reading, baselines.get(pool))
+                accrual = accrue(newest[pool], where.reading, self.gap_after, self.grid)
+                baselines[pool] = baseline(newest[pool], where)
                 for entry in accrual.entries:
                     newest[pool] = _newer(newest[pool], entry)
                 entries.extend(accrual.entries)
                 accruals.append(accrual)
+                placed.append(where)
             return entries
 
         try:
@@ -236,6 +248,8 @@ class SpendMeter:
             )
             raise
         self._kept = []
+        self._baselines = {pool: b for pool, b in baselines.items() if b is not None}
+        self._steps.tell(placed)
         for reading, accrual in zip(readings, accruals, strict=True):
             if accrual.gap is not None:
                 log.warning(
