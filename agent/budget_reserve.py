@@ -2,13 +2,15 @@
 
 The planner trims scale-ups to the caps with what this agent knows. Agents in other clusters that name the same
 budget (a budget with ``remote_pools``) spend from it too, so before a scale-up the agent reserves the spend it adds
-(its extra units at the pool's price to the end of each cap's period, or over the budget's ``commit_horizon`` if
-that ends first) in the ledger: all of a tick's requests in one transaction against everyone's recorded and
-reserved spend (``agent.ledger.reservations``). A scale-up not granted in full is trimmed
-to the units the headroom fits and reserved again; if even that is refused (another agent took the room in
-between), the pool is held. Either way the plan carries a budget skip and the tick alerts. A budget no other agent
-spends from is reserved in nothing: the planner's trim holds it to its cap, and a reservation there would only
-count units twice (those of a scale-up, still reserved after a release took them, and those bought again).
+(the units it adds to the bill at the pool's price to the end of each cap's period, or over the budget's
+``commit_horizon`` if that ends first) in the ledger: all of a tick's requests in one transaction against everyone's
+recorded and reserved spend (``agent.ledger.reservations``). The idle nodes being drained that a scale-up takes back
+first are not asked for: they are billed, so the pool's standing reservation holds them already. A scale-up not
+granted in full is trimmed to the units the headroom fits (with the nodes it takes back) and reserved again; if
+even that is refused (another agent took the room in between), the pool is held. Either way the plan carries a
+budget skip and the tick alerts. A budget no other agent spends from is reserved in nothing: the planner's trim
+holds it to its cap, and a reservation there would only count units twice (those of a scale-up, still reserved
+after a release took them, and those bought again).
 
 Reservations of scale-ups not carried out (rejected, failed, only recorded in dry-run) are released as soon as the
 executor reports.
@@ -37,7 +39,7 @@ from datetime import datetime, timedelta
 
 from agent.ledger.meter import Previous, counted_pools
 from agent.ledger.reservations import Grant, ReservationRequest, Reservations
-from agent.planning.budget import Budget, CapKind, Period
+from agent.planning.budget import Budget, CapKind, Period, billed_after, target_for
 from models import (
     ActionResult,
     ActionStatus,
@@ -46,6 +48,7 @@ from models import (
     BudgetCut,
     CapacityPlan,
     PoolSpec,
+    PoolState,
     Resize,
     Severity,
     Skip,
@@ -117,19 +120,24 @@ class BudgetReserver:
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
         self._standing: list[int] = []  # the units held now, reserved for the other agents to see (``commit``)
 
-    def reserve(self, now: datetime, plan: CapacityPlan) -> Reserved:
-        """Reserve every scale-up of ``plan`` on a budgeted pool; trim or hold the ones not granted."""
+    def reserve(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState] | None = None) -> Reserved:
+        """Reserve every scale-up of ``plan`` on a budgeted pool; trim or hold the ones not granted. ``states`` are
+        the pools the plan was made on: a scale-up asks only for the units it adds to the bill (``billed_after``),
+        as the planner counts them. The idle nodes being drained it takes back are billed already and reserved in
+        the pool's standing reservation (``commit``); a pool without a state counts every unit it adds as new."""
+        states = states or {}
+        new = {r.key: _new_units(r, states.get(r.pool_id)) for r in plan.resizes if r.is_scale_up}
         ups = sorted(
-            (r for r in plan.resizes if r.is_scale_up and self._caps(now, r.pool_id)),
+            (r for r in plan.resizes if new.get(r.key, 0) > 0 and self._caps(now, r.pool_id)),
             key=lambda r: self.pools[r.pool_id].fill_key,
         )
         if not ups:
             return Reserved(plan)
-        first = self._ask(now, [(r.pool_id, r.to_units - r.from_units) for r in ups])
+        first = self._ask(now, [(r.pool_id, new[r.key]) for r in ups])
         allowed: dict[str, int] = {}
         headroom: dict[str, tuple[str, float]] = {}
         for resize, grants in zip(ups, first, strict=True):
-            wanted = resize.to_units - resize.from_units
+            wanted = new[resize.key]
             if all(g.granted for _, g in grants):
                 self._held[resize.key] = _kept(grants)
                 continue
@@ -144,11 +152,12 @@ class BudgetReserver:
         second = self._ask(now, [(r.pool_id, allowed[r.pool_id]) for r in trimmed])
         for resize, grants in zip(trimmed, second, strict=True):
             if all(g.granted for _, g in grants):
-                self._held[_key(now, resize.pool_id, resize.from_units + allowed[resize.pool_id])] = _kept(grants)
+                to_units = _granted_target(resize, states.get(resize.pool_id), allowed[resize.pool_id])
+                self._held[_key(now, resize.pool_id, to_units)] = _kept(grants)
             else:
                 self.ledger.release([g.reservation_id for _, g in grants if g.reservation_id is not None])
                 allowed[resize.pool_id] = 0
-        return self._cut(now, plan, allowed, headroom)
+        return self._cut(now, plan, states, new, allowed, headroom)
 
     def settle(self, results: Sequence[ActionResult]) -> None:
         """Release the reservations of the scale-ups the executor did not carry out; keep the others until the next
@@ -207,7 +216,13 @@ class BudgetReserver:
         return out
 
     def _cut(
-        self, now: datetime, plan: CapacityPlan, allowed: Mapping[str, int], headroom: Mapping[str, tuple[str, float]]
+        self,
+        now: datetime,
+        plan: CapacityPlan,
+        states: Mapping[str, PoolState],
+        new: Mapping[str, int],
+        allowed: Mapping[str, int],
+        headroom: Mapping[str, tuple[str, float]],
     ) -> Reserved:
         resizes: list[Resize] = []
         skips = list(plan.skips)
@@ -218,13 +233,15 @@ class BudgetReserver:
             if resize.pool_id not in allowed or not resize.is_scale_up:
                 resizes.append(resize)
                 continue
-            wanted, granted = resize.to_units - resize.from_units, allowed[resize.pool_id]
-            to_units = resize.from_units + granted
+            wanted, granted = new[resize.key], allowed[resize.pool_id]
+            to_units = _granted_target(resize, states.get(resize.pool_id), granted)
             budget, room = headroom[resize.pool_id]
             targets[resize.pool_id] = to_units
+            back = to_units - resize.from_units - granted  # idle nodes being drained taken back: billed already
             detail = (
                 f"budget {budget!r} shared with other agents granted {granted} of {wanted} more units "
-                f"({resize.from_units}->{to_units} instead of ->{resize.to_units}); "
+                f"({resize.from_units}->{to_units} instead of ->{resize.to_units}"
+                f"{f', {back} of them taken back from their drains, billed already' if back > 0 else ''}); "
                 f"{room:,.2f} USD of headroom left after everyone's recorded and reserved spend"
             )
             reason = f"{resize.reason}; trimmed to {to_units} units by budget {budget!r} shared with other agents"
@@ -233,7 +250,7 @@ class BudgetReserver:
                 cut = BudgetCut(budget, "shared", wanted - granted, detail)
                 decision = replace(decision, budget_cuts=(*decision.budget_cuts, cut), target_units=to_units)
                 decisions[resize.pool_id], reason = decision, decision.why()
-            if granted:
+            if to_units > resize.from_units:
                 resizes.append(
                     replace(resize, to_units=to_units, reason=reason, key=_key(now, resize.pool_id, to_units))
                 )
@@ -244,12 +261,28 @@ class BudgetReserver:
                     severity=Severity.WARNING,
                     at=now,
                     subject=f"budget {budget}: {resize.pool_id}",
-                    summary=(f"Scale-up of {resize.pool_id} {'trimmed' if granted else 'held'}: {detail}"),
+                    summary=f"Scale-up of {resize.pool_id} {'trimmed' if to_units > resize.from_units else 'held'}: "
+                    f"{detail}",
                     details={"holder": self.holder, "wanted_units": str(wanted), "granted_units": str(granted)},
                 )
             )
         reserved = replace(plan, resizes=tuple(resizes), skips=tuple(skips), targets=targets, decisions=decisions)
         return Reserved(reserved, tuple(alerts))
+
+
+def _new_units(resize: Resize, state: PoolState | None) -> int:
+    """The units ``resize`` adds to its pool's bill: beyond the idle nodes being drained it takes back first."""
+    if state is None:
+        return resize.to_units - resize.from_units
+    return billed_after(state, resize.to_units) - state.billed_units
+
+
+def _granted_target(resize: Resize, state: PoolState | None, granted: int) -> int:
+    """The target at which ``resize`` adds only ``granted`` units to its pool's bill (``target_for``): the nodes
+    being drained it takes back, and ``granted`` more."""
+    if state is None:
+        return resize.from_units + granted
+    return min(resize.to_units, target_for(state, state.billed_units + granted))
 
 
 def _kept(grants: Sequence[tuple[_Cap, Grant]]) -> list[int]:

@@ -116,9 +116,10 @@ class BudgetWatch:
         unseen = {p: at for p, at in self._unseen.items() if p in spend.budget.pools and p not in spend.unread_since}
         return replace(spend, unread_since={**spend.unread_since, **unseen}) if unseen else spend
 
-    def reserve(self, now: datetime, plan: CapacityPlan) -> Reserved:
-        """The plan with its scale-ups reserved against the budgets (trimmed or held where not granted)."""
-        return Reserved(plan) if self.reserver is None else self.reserver.reserve(now, plan)
+    def reserve(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState] | None = None) -> Reserved:
+        """The plan with its scale-ups reserved against the budgets (trimmed or held where not granted), each for the
+        units it adds to the bill of its pool as ``states`` (the planner's) has it."""
+        return Reserved(plan) if self.reserver is None else self.reserver.reserve(now, plan, states)
 
     def acted(
         self,

@@ -310,7 +310,7 @@ class Agent:
                 drained=frozenset(self.parts.drainers if self.parts.drained is None else self.parts.drained),
             )
         )
-        reserved = self.budget_watch.reserve(now, plan)
+        reserved = self.budget_watch.reserve(now, plan, seen)  # a take-back of nodes being drained adds nothing
         plan = reserved.plan
         alerts.extend(reserved.alerts)
         alerts.extend(unheld_reserve_events(plan, now))  # planned with less spot reserve than configured
