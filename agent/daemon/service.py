@@ -282,8 +282,14 @@ class Daemon:
     def release(self) -> bool:
         """Hand the lease over; call only once ``stop_working`` returned True, so nothing acts after the handover: a
         standby takes an empty lease at once, and a tick still running could have a cloud write on its way (the
-        runtime leaves the lease to lapse then)."""
-        released = self._elector.release(self._clock.now())
+        runtime leaves the lease to lapse then). A tick or refit still holding the loop keeps the lease: False."""
+        if not self._work.acquire(blocking=False):
+            log.warning("the lease is not handed over: a tick (or a refit's read or swap) still runs; it lapses")
+            return False
+        try:
+            released = self._elector.release(self._clock.now())
+        finally:
+            self._work.release()
         self._metrics.is_leader.set(0)
         self._metrics.forget_latest_tick()
         return released

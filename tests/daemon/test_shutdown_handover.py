@@ -5,6 +5,7 @@ duration, as for a replica that died."""
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import timedelta
 
 import pytest
@@ -64,3 +65,29 @@ def test_a_tick_finished_within_the_shutdown_wait_hands_the_lease_over() -> None
     released = _stopped_during_a_tick(loop, timedelta(seconds=5))
     assert loop.finished == loop.started  # the stop waited for the tick
     assert released == 1
+
+
+def test_the_daemon_keeps_the_lease_while_a_tick_holds_the_loop() -> None:
+    """Whoever calls it, ``Daemon.release`` hands nothing over while a tick still runs."""
+    loop, elector = SlowLoop(seconds=1.0), ReleasingElector()
+    health = HealthState(timedelta(seconds=10))
+    daemon = Daemon(
+        loop,
+        elector,
+        clock=SystemClock(),
+        metrics=DaemonMetrics(),
+        health=health,
+        notifier=RecordingNotifier(),
+        mode="enforce",
+        contact_bound=timedelta(seconds=10),
+    )
+    daemon.elect()
+    ticking = threading.Thread(target=daemon.tick)
+    ticking.start()
+    assert loop.in_tick.wait(5)
+    assert daemon.stop_working(timeout=0.1) is False
+    assert daemon.release() is False
+    assert elector.released == 0
+    ticking.join(5)
+    assert daemon.release() is True  # once the tick has ended
+    assert elector.released == 1
