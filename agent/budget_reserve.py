@@ -63,7 +63,7 @@ _EPS_USD = 1e-6
 class _Cap:
     """One cap a pool's scale-up spends from: the reservation's budget key, its period and what a unit costs in it."""
 
-    key: str  # the budget's name for its monthly cap, ``NAME/hourly`` for its hourly cap
+    key: str  # the budget's name for its monthly cap, ``NAME/hourly@START`` for its hourly cap in the hour from START
     budget: Budget
     period: Period
     cap_usd: float
@@ -196,10 +196,8 @@ class BudgetReserver:
             # only a budget other agents spend from too: the planner holds every cap to what this agent knows
             if pool_id not in budget.pools or not budget.remote_pools:
                 continue
-            for kind, period, cap_usd in budget.caps(now):
-                horizon = budget.commit_horizon if kind is CapKind.MONTH else None
+            for key, period, cap_usd, horizon in _reserved_periods(budget, now):
                 hours = period.remaining(now, horizon).total_seconds() / 3600.0
-                key = budget.name if kind is CapKind.MONTH else f"{budget.name}/{kind}"
                 if hours > 0.0:
                     counted = tuple(counted_pools(budget.pools, self.previous_ids))
                     caps.append(_Cap(key, budget, period, cap_usd, spec.price_per_unit_hour_usd * hours, counted))
@@ -268,6 +266,23 @@ class BudgetReserver:
             )
         reserved = replace(plan, resizes=tuple(resizes), skips=tuple(skips), targets=targets, decisions=decisions)
         return Reserved(reserved, tuple(alerts))
+
+
+def _reserved_periods(budget: Budget, now: datetime) -> list[tuple[str, Period, float, timedelta | None]]:
+    """The periods of ``budget``'s caps a reservation at ``now`` is made in: each one's key, period, cap and horizon.
+    An hourly cap is reserved in this hour and the next, as the planner holds it over the next hour (a rate): the
+    units held or bought now go on spending then, and the other agents' plans count none of this agent's pools
+    there. Each hour is keyed by its start (``NAME/hourly@START``): the ledger sums a key's reservations against
+    its cap whatever period they were made for, and a reservation made for the next hour must count in that hour,
+    when it is the current one, not in this one."""
+    periods: list[tuple[str, Period, float, timedelta | None]] = []
+    for kind, period, cap_usd in budget.caps(now):
+        if kind is CapKind.MONTH:
+            periods.append((budget.name, period, cap_usd, budget.commit_horizon))
+            continue
+        following = Period(period.end, period.end + (period.end - period.start))
+        periods += [(f"{budget.name}/{kind}@{p.start.isoformat()}", p, cap_usd, None) for p in (period, following)]
+    return periods
 
 
 def _new_units(resize: Resize, state: PoolState | None) -> int:
