@@ -30,6 +30,15 @@ def _restore_root_logger() -> Iterator[None]:
     root.setLevel(level)
 
 
+@pytest.fixture(autouse=True)
+def _outside_a_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The suite runs as on a workstation even where its machine is a pod: ``leadtime run`` refuses leader election
+    turned off in a pod, and the Kubernetes client prefers the in-cluster account there; tests that mean a pod set
+    the variables themselves."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+
+
 @pytest.fixture
 def bundled_trace() -> Path:
     return BUNDLED_TRACE
