@@ -58,6 +58,7 @@ from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
     ActionResult,
+    ActionStatus,
     AlertEvent,
     CapacityPlan,
     DemandForecast,
@@ -177,6 +178,9 @@ class Agent:
         self.conditions = ConditionTracker(settings.alerts.resolve_after, settings.alerts.dedup_window)
         self.drains = NodeDrains(parts.drainers, self.planner.scale_down_stabilization) if parts.drainers else None
         self.last_refit: datetime | None = None
+        # per pool: the target units of its last read in this process, with the agent's resizes carried out since: the
+        # units a pool whose read fails is known to hold (``PlanInput.last_read_units``), ledger record or not
+        self.last_read_units: dict[str, int] = {}
         # Off in the daemon, whose scheduled refit is the only one once a model is fitted (see the module's text).
         self.refit_in_ticks = True
         self.waiting_costs = settings.waiting_costs()
@@ -242,6 +246,7 @@ class Agent:
         no condition's end (the leader does): it forgets the conditions it raised while it led."""
         self.conditions.forget()
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
+        self.last_read_units.update({p: s.target_units for p, s in states.items()})
         if isinstance(self.parts.ledger, LeaderWrittenLedger) and not self.parts.ledger.writing:
             self.budget_watch.spend(now)
         else:
@@ -290,6 +295,7 @@ class Agent:
         self.memory = cleared.memory
         alerts.extend(cleared.alerts)
         seen = self._with_idle_nodes(states, now, alerts)
+        self.last_read_units.update({p: s.target_units for p, s in seen.items()})
         plan = plan_capacity(
             PlanInput(
                 now=now,
@@ -308,6 +314,7 @@ class Agent:
                 burst_profile=self._burst_profile(now, outlook.onprem.units),
                 onprem_units=outlook.onprem.units,
                 drained=frozenset(self.parts.drainers if self.parts.drained is None else self.parts.drained),
+                last_read_units=dict(self.last_read_units),
             )
         )
         reserved = self.budget_watch.reserve(now, plan, seen)  # a take-back of nodes being drained adds nothing
@@ -320,6 +327,8 @@ class Agent:
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
         alerts.extend(execution.alerts)
+        carried = {r.key for r in execution.results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)}
+        self.last_read_units.update({r.pool_id: r.to_units for r in plan.resizes if r.key in carried})
         # in the planner's sizes, as the plan's resizes are: the nodes being drained out of the targets, still billed
         self.budget_watch.acted(now, plan, execution.results, seen)
         alerts.extend(self.budget_watch.alerts(now, plan, spends, seen, execution.results))

@@ -10,8 +10,9 @@ Rules (DESIGN.md):
   been idle for the idle hold is released only while the forecast probability that it is needed again within its
   lead time is below the break-even ratio (``_slice_release``);
 - a pool whose state, or one of whose classes, is unknown is held (no release), with a skip reason; a pool whose
-  state is unknown takes demand only up to the units the ledger last recorded it holding (none without a record),
-  as it cannot grow: the rest goes to the next eligible pool;
+  state is unknown takes demand only up to the units it is known to hold (``_last_units``: those the agent last read
+  it at, else those the ledger last recorded it holding, else none), as it cannot grow: the rest goes to the next
+  eligible pool;
 - an on-prem pool is never resized; it takes demand up to its units that can work now (``onprem_units``, read
   each tick: nodes down or cordoned leave its share to the next eligible pool), or up to its ``max_units`` when
   that could not be read;
@@ -87,6 +88,9 @@ class PlanInput:
     # the pools whose releases are drains of their nodes, never of a unit still provisioning (None: not known, every
     # pool taken as drained); a budget's hard stop takes units in flight before busy ones only in the others
     drained: Collection[str] | None = None
+    # per pool: the target units of the agent's last successful read of it in this process (with its own resizes
+    # carried out since); an unread pool takes demand up to them before the ledger's record is asked (``_last_units``)
+    last_read_units: Mapping[str, int] = field(default_factory=dict)
 
 
 def plan_capacity(given: PlanInput) -> CapacityPlan:
@@ -287,8 +291,12 @@ def _rooms(given: PlanInput) -> tuple[dict[str, float], dict[str, int]]:
 
 
 def _last_units(given: PlanInput, pool_id: str) -> int:
-    """The units an unread pool is known to hold: what the ledger last recorded it holding (as its budgets count
-    it), else none: demand is never left on a pool on the guess that it has room."""
+    """The units an unread pool is known to hold: those the agent last read it at (``last_read_units``), so that one
+    failed read (an HTTP 503) leaves its demand on it instead of buying it on the next pool for a tick; else what the
+    ledger last recorded it holding (as its budgets count it; a pool in no budget has no record), else none: demand is
+    never left on a pool on the guess that it has room."""
+    if pool_id in given.last_read_units:
+        return given.last_read_units[pool_id]
     return max((s.last_units[pool_id] for s in given.budgets if pool_id in s.last_units), default=0)
 
 
