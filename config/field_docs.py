@@ -223,7 +223,9 @@ FIELDS: dict[str, str] = {
     "the kubelet restarts a replica whose tick is stuck and the standby takes over (duration, longer than "
     "`loop.tick_interval`: a tick's demand reads alone may take half a tick; unset: ten tick intervals, at least "
     "10m).",
-    "LeaderElectionSettings.enabled": "Elect a leader (turn off only for a single replica, e.g. a local replay).",
+    "LeaderElectionSettings.enabled": "Elect a leader (turn off only for a single replica, e.g. a local replay; in a "
+    "pod, leadtime run refuses it off unless the pod sets LEADTIME_SINGLE_REPLICA=true, as only the one replica of a "
+    "Recreate Deployment may).",
     "LeaderElectionSettings.lease_name": "Name of the Lease.",
     "LeaderElectionSettings.lease_namespace": "Namespace of the Lease (unset: the pod's namespace).",
     "LeaderElectionSettings.lease_duration": "How long a standby waits on an unchanged Lease before it takes over "
