@@ -11,7 +11,9 @@ from typing import Any
 
 from actuators.vendor_errors import capacity_failure
 
-_NOT_CREATED = ("CREATING", "CREATING_WITHOUT_RETRIES", "RECREATING")  # ManagedInstance.currentAction values
+# ManagedInstance.currentAction values: created for the first time, or recreated (it had been created: a repair)
+_FIRST_CREATION = ("CREATING", "CREATING_WITHOUT_RETRIES")
+_NOT_CREATED = (*_FIRST_CREATION, "RECREATING")
 _LEAVING = ("DELETING", "ABANDONING")  # leaving the group (cluster-autoscaler reads both so)
 _ZONE_NAMED = re.compile(r"zones/([a-z0-9-]+)")
 
@@ -85,9 +87,11 @@ class Observed:
 
 
 def instance_from(managed: Any, mig: tuple[str, str, str], pool_failure: str) -> Instance:
-    """One managed instance; ``pool_failure`` is the stockout the pool's latest operation ended with, if any: it
-    applies to the instances of every zone it names (GKE's message names each zone that fell short, one sentence
-    each), or of every zone if it names none."""
+    """One managed instance; ``pool_failure`` is the stockout the pool's latest operation ended with (or its node
+    pool's message), if any: it applies to the instances being created for the first time in every zone it names
+    (GKE's message names each zone that fell short, one sentence each), or in every zone if it names none. An instance
+    being recreated (RECREATING: a repair of a host that ran) is short only for what its own last attempt says: GKE
+    keeps a node pool's message for days after the creates it tells of succeeded, and it says nothing of a repair."""
     named = _ZONE_NAMED.findall(pool_failure)
     if named and mig[1] not in named:
         pool_failure = ""
@@ -96,5 +100,6 @@ def instance_from(managed: Any, mig: tuple[str, str, str], pool_failure: str) ->
     action = managed.current_action
     failure = ""
     if action in _NOT_CREATED:
-        failure = capacity_failure([(str(e.code), str(e.message)) for e in errors]) or pool_failure
+        failure = capacity_failure([(str(e.code), str(e.message)) for e in errors])
+        failure = failure or (pool_failure if action in _FIRST_CREATION else "")
     return Instance(name, mig, action == "NONE", failure, deleting=action in _LEAVING)

@@ -89,16 +89,23 @@ class BudgetWatch:
         """The scale-ups whose units are waited for: a stalled scale-up is one of them."""
         return tuple(self._pending)
 
-    def observe(self, now: datetime, states: Mapping[str, PoolState]) -> list[BudgetSpend]:
+    def observe(
+        self, now: datetime, states: Mapping[str, PoolState], last_read: Mapping[str, int] | None = None
+    ) -> list[BudgetSpend]:
         """Charge what each pool held since the last tick; each budget's spend so far, for the planner, with the
-        units last recorded for the pools whose state could not be read (missing from ``states``)."""
+        units last recorded for the pools whose state could not be read (missing from ``states``). ``last_read``:
+        the units the agent last read each pool at, with its resizes carried out since (``Agent.last_read_units``)."""
         self._stamp = None if self._monotonic is None else (now, self._monotonic())
         self.meter.observe(self._reading(now, s.pool_id, s.billed_units) for s in states.values())
         spends = self.spend(now, unread=[p for p in self.pools if p not in states])
-        # an unread pool still bills: it is counted, and kept reserved (``acted``), at the units the ledger last
-        # recorded it holding, or at its max_units without a record (as the planner counts it: ``units_now``)
-        recorded = {p: units for spend in spends for p, units in spend.last_units.items()}
-        self._unread = {p: recorded.get(p, spec.max_units) for p, spec in self.pools.items() if p not in states}
+        # an unread pool still bills: it is kept reserved (``acted``) at the units the agent last read it at, else at
+        # those the ledger last recorded it holding, so that a failed read never frees its room for another agent.
+        # Known by neither (unread since the agent's first tick: a role still propagating), it is reserved at nothing:
+        # its max_units to the period's end would shut the other agents out of room it may never use, and the
+        # pool-unreadable alert tells the operator it is not counted.
+        known = {p: units for spend in spends for p, units in spend.last_units.items()}
+        known.update(last_read or {})
+        self._unread = {p: known[p] for p in self.pools if p not in states and p in known}
         return spends
 
     def spend(self, now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:

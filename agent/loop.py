@@ -290,7 +290,7 @@ class Agent:
         alerts.extend(missing_zone_events(states, now))  # planned on its other zones: a person brings it back
         alerts.extend(blocked_pool_alerts(self.memory, now))  # told again every tick while blocked
         alerts.extend(onprem_capacity_events(outlook.onprem, self.pools, now))
-        spends = self.budget_watch.observe(now, states)
+        spends = self.budget_watch.observe(now, states, self.last_read_units)
         cleared = clear_failed_units(states, self.parts.actuator, self.pool_by_id, self.memory, now)
         self.memory = cleared.memory
         alerts.extend(cleared.alerts)

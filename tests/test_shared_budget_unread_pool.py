@@ -123,20 +123,33 @@ def test_an_unread_pool_keeps_its_standing_reservation_on_postgresql(
     assert east_units <= FLEET // 2 and east_alerts
 
 
-def test_a_pool_unread_without_a_record_is_kept_reserved_at_its_max_units_and_then_at_its_last_record() -> None:
-    """As the planner counts it (``units_now``): with no record of the pool, its max_units; once recorded, the units
-    it was last recorded holding, whatever the reads that fail say nothing of."""
+def test_an_unread_pool_is_kept_reserved_at_its_last_read_units_then_its_record_else_at_nothing() -> None:
+    """At the units the agent last read the pool at (``Agent.last_read_units``), else at those the ledger last
+    recorded it holding; known by neither (unread since the first tick), at nothing: its max_units to the month's
+    end would shut the other agents out of room it may never use."""
     settings = settings_from_mapping(_config("west", "east"), source="west config")
     ledger = InMemoryLedger()
     watch = BudgetWatch(settings, {p.pool_id: p for p in settings.pool_specs()}, ledger, "west")
     hour = timedelta(hours=1)
+
+    def reserved_units(at: datetime) -> float:
+        return ledger.reserved("team", at) / (UNIT_HOUR_USD * ((MONTH_END - at) / hour))
+
     watch.observe(START, {})
     watch.acted(START, CapacityPlan(START), [], {})
-    assert ledger.reserved("team", START) == pytest.approx(16 * UNIT_HOUR_USD * ((MONTH_END - START) / hour))
+    assert ledger.reserved("team", START) == 0.0
     later = START + timedelta(minutes=5)
-    watch.observe(later, {"west": PoolState("west", later, 3, 3)})
-    watch.acted(later, CapacityPlan(later), [], {"west": PoolState("west", later, 3, 3)})
-    unread = later + timedelta(minutes=5)
+    watch.observe(later, {}, last_read={"west": 5})
+    watch.acted(later, CapacityPlan(later), [], {})
+    assert reserved_units(later) == pytest.approx(5)
+    read = later + timedelta(minutes=5)
+    watch.observe(read, {"west": PoolState("west", read, 3, 3)})
+    watch.acted(read, CapacityPlan(read), [], {"west": PoolState("west", read, 3, 3)})
+    unread = read + timedelta(minutes=5)
     watch.observe(unread, {})
     watch.acted(unread, CapacityPlan(unread), [], {})
-    assert ledger.reserved("team", unread) == pytest.approx(3 * UNIT_HOUR_USD * ((MONTH_END - unread) / hour))
+    assert reserved_units(unread) == pytest.approx(3)
+    again = unread + timedelta(minutes=5)
+    watch.observe(again, {}, last_read={"west": 4})  # a resize carried out since the read: the agent knows better
+    watch.acted(again, CapacityPlan(again), [], {})
+    assert reserved_units(again) == pytest.approx(4)
