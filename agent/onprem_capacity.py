@@ -31,12 +31,14 @@ class OnPremReading:
 
     units: dict[str, int] = field(default_factory=dict)
     problems: dict[str, str] = field(default_factory=dict)
+    above_max: dict[str, float] = field(default_factory=dict)  # reads above max_units, as read (units holds max)
 
 
 def read_onprem(source: OnPremCapacitySource | None, pools: Sequence[PoolSpec], now: datetime) -> OnPremReading:
     """Each on-prem pool's units now, judged: a value that is not a count of units (NaN, negative, infinite) is a
     problem, never a number; a fraction is rounded down (a part of a node takes no work); more than ``max_units``
-    counts as ``max_units``, the pool's size as planned."""
+    counts as ``max_units``, the pool's size as planned, and is kept in ``above_max`` for a warning: a query that
+    counts a node twice (two kube-state-metrics replicas) reads a pool with nodes down as whole."""
     onprem = [p for p in pools if p.kind is PoolKind.ON_PREM]
     if source is None or not onprem:
         return OnPremReading()
@@ -45,6 +47,7 @@ def read_onprem(source: OnPremCapacitySource | None, pools: Sequence[PoolSpec], 
     except MetricsUnavailable as exc:
         return OnPremReading(problems={p.pool_id: exc.reason for p in onprem})
     units: dict[str, int] = {}
+    above_max: dict[str, float] = {}
     by_id = {p.pool_id: p for p in onprem}
     for pool_id, value in values.items():
         pool = by_id.get(pool_id)
@@ -54,14 +57,20 @@ def read_onprem(source: OnPremCapacitySource | None, pools: Sequence[PoolSpec], 
             problems[pool_id] = f"the capacity read is {value:g}, not a number of units"
             continue
         units[pool_id] = min(pool.max_units, math.floor(value + 1e-9))
-    return OnPremReading(units, {p: why for p, why in problems.items() if p in by_id and p not in units})
+        if math.floor(value + 1e-9) > pool.max_units:
+            above_max[pool_id] = value
+    kept = {p: why for p, why in problems.items() if p in by_id and p not in units}
+    return OnPremReading(units, kept, above_max)
 
 
 def onprem_capacity_events(reading: OnPremReading, pools: Sequence[PoolSpec], now: datetime) -> list[AlertEvent]:
-    """One alert per on-prem pool with fewer units than its ``max_units`` (critical when none is left), or whose
-    capacity could not be read (a warning: it is planned on ``max_units``)."""
+    """One alert per on-prem pool with fewer units than its ``max_units`` (critical when none is left), whose
+    capacity could not be read (a warning: it is planned on ``max_units``), or whose read is above ``max_units``
+    (a warning: planned on ``max_units``, but a query that counts nodes twice hides the nodes that are down)."""
     by_id = {p.pool_id: p for p in pools}
-    events: list[AlertEvent] = []
+    events: list[AlertEvent] = [
+        _above_max_event(by_id[p], value, now) for p, value in sorted(reading.above_max.items())
+    ]
     for pool_id, units in sorted(reading.units.items()):
         pool = by_id[pool_id]
         missing = pool.max_units - units
@@ -103,6 +112,23 @@ def onprem_capacity_events(reading: OnPremReading, pools: Sequence[PoolSpec], no
             )
         )
     return events
+
+
+def _above_max_event(pool: PoolSpec, value: float, now: datetime) -> AlertEvent:
+    """A read above ``max_units``: the pool is planned on ``max_units``, but the read cannot be trusted to show a
+    node that is down, so a person fixes the query (or ``max_units``)."""
+    return AlertEvent(
+        AlertKind.ONPREM_CAPACITY,
+        Severity.WARNING,
+        now,
+        pool.pool_id,
+        f"On-prem pool {pool.pool_id} reads {value:g} units, more than its max_units {pool.max_units}; planning on "
+        f"{pool.max_units}: its prometheus.pools.{pool.pool_id}.capacity_query most likely counts a node twice "
+        "(two kube-state-metrics replicas: count each node once, count(max by (node) (...))) or other pools' nodes, "
+        "and so reads the pool whole while nodes are down; fix the query, or max_units if the pool has grown "
+        "(README, On-prem capacity)",
+        {"read_units": f"{value:g}", "max_units": str(pool.max_units)},
+    )
 
 
 def _burst_pools(onprem: PoolSpec, pools: Sequence[PoolSpec]) -> list[str]:

@@ -196,12 +196,18 @@ FIELDS: dict[str, str] = {
     "ClassQuerySettings.resource": "Kubernetes resource name in the default query, e.g. `nvidia.com/gpu` or "
     "`google.com/tpu` (kube-state-metrics reads it sanitized, `google_com_tpu`).",
     "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "
-    'slices), e.g. `count(kube_node_labels{label_cloud_google_com_gke_nodepool="a100"}) or on() (0 * '
-    "count(kube_node_info))`, whose `or` reads 0 while the pool has no nodes (a `count()` alone answers nothing "
-    "then, and a gap longer than two steps leaves no `actual` row); `simulate --source prometheus` reports it as "
-    "the `actual` row. For an on-prem pool the daemon also reads it at every tick as the units that can take work "
-    "now, and fills the pool only that far: count its Ready, schedulable nodes, with a fallback on the pool's own "
-    "nodes rather than every node (README, On-prem capacity). The query is read as written: with "
+    'slices), e.g. `count(max by (node) (kube_node_labels{label_cloud_google_com_gke_nodepool="a100"})) or on() '
+    '(0 * count(kube_node_labels{label_cloud_google_com_gke_nodepool!=""}))`: `max by (node)` counts a node once '
+    "when two kube-state-metrics replicas report it, and the `or` reads 0 while the pool has no nodes but "
+    "kube-state-metrics reports nodes with the label (a `count()` alone answers nothing then, and a gap longer than "
+    "two steps leaves no `actual` row); `simulate --source prometheus` reports it as the `actual` row. "
+    "kube-state-metrics (v2.0 on) exports a node label as `label_<name>` only when its `--metric-labels-allowlist` "
+    "names it, e.g. `--metric-labels-allowlist=nodes=[pool,cloud.google.com/gke-nodepool]`: without it the query "
+    "answers nothing. Never fall back on every node (`count(kube_node_info)`): it reads 0 without the flag, or "
+    "while only other nodes are reported. For an on-prem pool the daemon also reads it at every tick as the units that can "
+    "take work now, and fills the pool only that far: count its Ready, schedulable nodes whose GPUs are allocatable, "
+    "with a fallback on the pool's own nodes (README, On-prem capacity); a read above `max_units` is planned on "
+    "`max_units` with a warning (most likely nodes counted twice). The query is read as written: with "
     "`cluster_selector` set, put its matchers on every selector, the fallback's too, or another cluster's nodes "
     "keep the fallback answering 0. Unset, or answering nothing, the pool is planned on its `max_units`. A fallback "
     "of `or vector(0)` answers 0 while kube-state-metrics is down, so the pool reads no nodes: a warning at load "

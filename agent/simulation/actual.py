@@ -15,6 +15,7 @@ import numpy as np
 
 from agent.simulation.runner import HELD_STEPS, PolicyRun, run_actual, unrecorded_steps
 from agent.simulation.window import SimulationWindow
+from agent.sources.node_label_hints import pool_label_fallback
 from agent.sources.prometheus_history import ClusterHistory
 from config.schema import Settings
 
@@ -85,10 +86,15 @@ def _gaps(values: np.ndarray, window: SimulationWindow) -> list[tuple[int, int]]
 
 
 def _guard_hint(query: str) -> str:
-    """How to make a capacity query read 0 while the pool has no nodes, for a query without a fallback."""
+    """How to make a capacity query read 0 while the pool has no nodes, for a query without a fallback: fall back
+    on the nodes that carry the pool's label, never on every node (``count(kube_node_info)`` reads 0 while
+    kube-state-metrics exports no node label, and the pool then ran nothing in the ``actual`` row)."""
     if " or " in query:
         return ""
+    fallback = pool_label_fallback(query)
+    example = f", e.g. {query} {fallback}" if fallback else ""
     return (
         " (a count() over the pool's nodes answers nothing while it has none: add a fallback that reads 0 while "
-        f"kube-state-metrics reports any node, e.g. {query} or on() (0 * count(kube_node_info)))"
+        f"kube-state-metrics reports nodes with the pool's label{example}; not count(kube_node_info), which reads 0 "
+        "while the label is not exported at all)"
     )

@@ -52,6 +52,7 @@ from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
 from agent.sources.base import read_time_left
+from agent.sources.node_label_hints import node_labels_hint
 from agent.sources.prometheus_answer import checked_body, get_instant, get_range, matrix, vector
 from agent.sources.prometheus_queries import no_data_hint
 from config.prometheus import PrometheusSettings
@@ -254,8 +255,12 @@ class PrometheusSource:
         body = self._call(name, query, lambda: get_instant(self._client, params))
         samples = vector(name, query, body, checked_body(name, query, body))
         if not samples:
+            hint = _empty_answer_hint(query)
             raise MetricsUnavailable(
-                name, f"Prometheus has no value at {at.isoformat()} (no sample within its lookback delta)", query
+                name,
+                f"Prometheus has no value at {at.isoformat()} (no sample within its lookback delta)"
+                + (f"; {hint}" if hint else ""),
+                query,
             )
         if len(samples) > 1:
             raise MetricsUnavailable(
@@ -304,7 +309,7 @@ class PrometheusSource:
                     )
                 samples.update(pairs)
         if not samples:
-            hint = no_data_hint(query)
+            hint = _empty_answer_hint(query)
             raise MetricsUnavailable(
                 name, "Prometheus returned no data for the whole range" + (f" ({hint})" if hint else ""), query
             )
@@ -455,6 +460,12 @@ def _cut(late: str, failure: PrometheusServerFailure) -> str:
     """The reason of a request that failed once the read deadline had passed: the deadline cut its timeout (and
     its retries) to the time left, so the time ran out, whatever the request's own failure says."""
     return late.replace("not queried: ", "not answered: ", 1) + f" (the request: {failure.reason})"
+
+
+def _empty_answer_hint(query: str) -> str:
+    """What an empty answer most likely means: a default demand query's exporter, or the node labels that
+    kube-state-metrics exports only when allowlisted (a capacity query's pool selector)."""
+    return no_data_hint(query) or node_labels_hint(query)
 
 
 def no_usable_data(url: str, missing: Mapping[str, MetricsUnavailable], every_class: bool) -> MetricSourceUnavailable:

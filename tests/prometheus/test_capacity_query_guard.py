@@ -19,8 +19,8 @@ pytestmark = pytest.mark.xdist_group("prometheus")
 END = "2020-05-08T00:00:00+08:00"
 # kube-state-metrics reports the nodes of a100-on-demand only: EMPTY is a node pool of the cluster without nodes.
 EMPTY = "spot-a100"
-BARE = f'count(kube_node_labels{{label_cloud_google_com_gke_nodepool="{EMPTY}"}})'
-GUARDED = f"{BARE} or on() (0 * count(kube_node_info))"
+BARE = f'count(max by (node) (kube_node_labels{{label_cloud_google_com_gke_nodepool="{EMPTY}"}}))'
+GUARDED = f'{BARE} or on() (0 * count(kube_node_labels{{label_cloud_google_com_gke_nodepool!=""}}))'
 
 
 def _replay(tmp_path: Path, url: str, query: str) -> dict[str, Any]:
@@ -59,3 +59,4 @@ def test_a_bare_count_of_a_pool_without_nodes_leaves_no_actual_row_and_names_the
     missing = results["actual"]["missing"]
     assert missing.startswith(f"{EMPTY}: Prometheus returned no data for the whole range")
     assert f"e.g. {GUARDED}" in missing
+    assert "--metric-labels-allowlist=nodes=[cloud.google.com/gke-nodepool]" in missing

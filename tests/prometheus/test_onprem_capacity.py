@@ -4,8 +4,10 @@ kube-state-metrics), and the planner fills the pool only that far; the rest of t
 
 The history is kube-state-metrics as two HA replicas report it (every series twice, ``instance`` ksm-0 and ksm-1),
 for 40 on-prem 8-GPU nodes with the label ``pool=onprem-a100``: ``kube_node_labels`` (a node label becomes
-``label_<name>``), ``kube_node_status_condition`` (``condition="Ready"``, one series per ``status`` true, false and
-unknown, the one that holds at 1) and ``kube_node_spec_unschedulable`` (1 for a cordoned node), as kube-state-metrics
+``label_<name>``, exported since kube-state-metrics v2.0 only as ``--metric-labels-allowlist=nodes=[pool]`` names
+it), ``kube_node_status_condition`` (``condition="Ready"``, one series per ``status`` true, false and unknown, the one
+that holds at 1), ``kube_node_spec_unschedulable`` (1 for a cordoned node) and ``kube_node_status_allocatable``
+(``resource="nvidia_com_gpu"``: 8, 0 on a node that is not Ready), as kube-state-metrics
 documents them (kubernetes/kube-state-metrics, docs/metrics/cluster/node-metrics.md; internal/store/node.go). Minutes
 after T0:
 
@@ -107,6 +109,10 @@ def _openmetrics() -> Iterator[str]:
     def up(m: int) -> float | None:
         return None if states[m] is None else 1.0
 
+    def gpus(node: int) -> Callable[[int], float | None]:
+        """Allocatable GPUs: 8, but none on a node that is down (its device plugin reports no healthy GPU)."""
+        return node_value(node, lambda s: 8.0 if s[0] else 0.0)
+
     names = {n: f"op-gpu-{n:03d}" for n in range(1, NODES + 1)}
     yield from family("demand_gpus", [("", lambda m: DEMAND)])
     yield from family("kube_node_info", [(f'{r},node="{names[n]}"', up) for r in KSM for n in names])
@@ -128,6 +134,10 @@ def _openmetrics() -> Iterator[str]:
     yield from family(
         "kube_node_spec_unschedulable",
         [(f'{r},node="{names[n]}"', node_value(n, lambda s: float(s[1]))) for r in KSM for n in names],
+    )
+    yield from family(
+        "kube_node_status_allocatable",
+        [(f'{r},node="{names[n]}",resource="nvidia_com_gpu",unit="integer"', gpus(n)) for r in KSM for n in names],
     )
     yield "# EOF\n"
 

@@ -19,8 +19,8 @@ from agent.sources.trace import Trace, read_trace
 from config import settings_from_mapping
 from config.schema import Settings
 
-BARE = 'count(kube_node_labels{label_cloud_google_com_gke_nodepool="gpu"})'
-GUARDED = f"{BARE} or on() (0 * count(kube_node_info))"
+BARE = 'count(max by (node) (kube_node_labels{label_cloud_google_com_gke_nodepool="gpu"}))'
+GUARDED = f'{BARE} or on() (0 * count(kube_node_labels{{label_cloud_google_com_gke_nodepool!=""}}))'
 HOURS = 5 / 60
 PRICE = 8.0  # a node: 8 chips at 1 USD per chip-hour
 

@@ -116,7 +116,8 @@ def test_a_reading_that_is_not_a_unit_count_is_a_problem_never_a_number(
         assert reading.units == {}
         assert problem is not None and problem in reading.problems["onprem"]
     else:
-        assert reading == OnPremReading({"onprem": units}, {})
+        above = {"onprem": value} if math.floor(value) > 40 else {}  # a read above max_units is kept for a warning
+        assert reading == OnPremReading({"onprem": units}, {}, above)
 
 
 def test_a_source_that_fails_leaves_every_on_prem_pool_unread_and_no_source_reads_nothing() -> None:
