@@ -28,14 +28,14 @@ pool's target as read now, once its failed instances are deleted, means the pool
 instance came up after all), and is rejected with nothing else removed, so no ready node goes without its drain.
 Without a drainer, shrinking never lets the instance group pick victims: instances still being created go first,
 then the newest ready ones of the fullest zone, deleted by name with ``deleteInstances`` (what cluster-autoscaler
-does on GCE). A pool with GKE
-autoscaling on is refused unless its mapping says ``move-bounds``, its drains too (``kept_units`` refuses one before
-anything is cordoned, ``delete_nodes`` one that reaches the deletion); under ``move-bounds`` the autoscaler's total
-bounds are set to the target, and follow the pool down once a drain's nodes are deleted (a resize to the pool's size
-moves bounds left off it); a scale-up also resizes each zone's group, as without autoscaling. GKE's autoscaler does not
-grow a pool to a raised minimum: it adds nodes only for pods that cannot be scheduled (cluster-autoscaler FAQ, "My
-cluster is below minimum / above maximum number of nodes, but CA did not fix that! Why?"), so bounds alone bought
-nothing ahead of the queue.
+does on GCE). A pool with GKE autoscaling on is refused unless its mapping says ``move-bounds``, its drains too
+(``kept_units`` refuses one before anything is cordoned, ``delete_nodes`` one that reaches the deletion); under
+``move-bounds`` the autoscaler's total bounds are set to the target (0-1 at zero nodes: ``bounds_at``), and follow the
+pool down once a drain's nodes are deleted (a resize to the pool's size moves bounds left off it; a failure to move
+them after a deletion is only ever transient); a scale-up also resizes each zone's group, as without autoscaling.
+GKE's autoscaler does not grow a pool to a raised minimum: it adds nodes only for pods that cannot be scheduled
+(cluster-autoscaler FAQ, "My cluster is below minimum / above maximum number of nodes, but CA did not fix that!
+Why?"), so bounds alone bought nothing ahead of the queue.
 """
 
 from __future__ import annotations
@@ -91,10 +91,10 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         seen = self._observe(pool_id, changing=True)
         self._refuse_autoscaling(pool_id, seen.autoscaling)
         if to_units == seen.target and not seen.failed:
-            if not seen.autoscaling or seen.bounds == (to_units, to_units):
+            if not seen.autoscaling or seen.bounds == bounds_at(to_units):
                 return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
             self._check_bounds_can_move(pool_id, seen, to_units)  # left off the pool's size, e.g. by a failed move
-            moved = self._bounds_follow(pool_id, seen, to_units)
+            moved = self._bounds_follow(pool_id, seen, to_units, deleted=False)
             log.info("pool %s: %s (key %s)", pool_id, moved, key)
             return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, moved))
         if seen.operation is not None:
@@ -119,7 +119,8 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             # The autoscaler adds nodes only for pods that cannot be scheduled, never for its minimum: the groups
             # are resized too, zone by zone (GKE refuses a setSize while the bounds' operation runs on the pool).
             moved = self._checked(pool_id, op)
-            note = f"autoscaler bounds {to_units}-{to_units} (operation {moved.name}); "
+            low, high = bounds_at(to_units)
+            note = f"autoscaler bounds {low}-{high} (operation {moved.name}); "
             return self._grow(pool_id, seen, to_units, key, why, zone_by_zone=True, note=note)
         if to_units > seen.target:
             return self._grow(pool_id, seen, to_units, key, why)
@@ -148,7 +149,8 @@ class GkeNodePoolActuator(GkeNodePoolReads):
                 ([f"nodes {', '.join(leaving)} are already being deleted"] if leaving else [])
                 + ([note] if note else [])
             )
-            detail = "; ".join(filter(None, [detail, self._bounds_follow(pool_id, seen, seen.target)]))
+            moved = self._bounds_follow(pool_id, seen, seen.target, deleted=True)
+            detail = "; ".join(filter(None, [detail, moved]))
             status = ActionStatus.STARTED if leaving else ActionStatus.DONE
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._results.remember(self._result(key, pool_id, status, detail))
@@ -309,7 +311,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
     def _check_bounds_can_move(pool_id: str, seen: Observed, nodes: int) -> None:
         """GKE refuses a change of the bounds while an operation runs on the pool: nothing is changed until it ends,
         so the bounds can follow the change (retried with the same key)."""
-        if seen.autoscaling and seen.bounds != (nodes, nodes) and seen.operation is not None:
+        if seen.autoscaling and seen.bounds != bounds_at(nodes) and seen.operation is not None:
             raise TransientActuatorError(
                 pool_id,
                 f"operation {seen.operation} is still running on this pool; GKE's autoscaler bounds "
@@ -317,26 +319,36 @@ class GkeNodePoolActuator(GkeNodePoolReads):
                 "it ends",
             )
 
-    def _bounds_follow(self, pool_id: str, seen: Observed, nodes: int) -> str:
+    def _bounds_follow(self, pool_id: str, seen: Observed, nodes: int, deleted: bool) -> str:
         """Under ``move-bounds``, GKE's autoscaler bounds moved to the ``nodes`` the pool holds, e.g. once a drain's
         nodes are deleted: left above the pool, they keep GKE's autoscaler from taking it below their minimum and let
-        it grow the pool back for any pod that cannot be scheduled. What was moved, "" when nothing was."""
-        if not seen.autoscaling or seen.bounds == (nodes, nodes):
+        it grow the pool back for any pod that cannot be scheduled. What was moved, "" when nothing was.
+
+        ``deleted``: the pool's nodes were deleted already (this call or an earlier one with the same key). A failure
+        is then transient whatever GKE said, with a warning: the deletion went out and its drain must not be given up
+        (which would uncordon a node on its way out) nor its pool blocked; the same key, or the next resize to the
+        pool's size, moves the bounds."""
+        if not seen.autoscaling or seen.bounds == bounds_at(nodes):
             return ""
         low, high = seen.bounds
+        new_low, new_high = bounds_at(nodes)
         try:
             op = self._set_bounds(pool_id, nodes)
         except ActuatorError as exc:
             why = (
-                f"GKE's autoscaler bounds are still {low}-{high}, not moved to the pool's {nodes} nodes ({exc.reason});"
-                " they are moved on the next try"
+                f"GKE's autoscaler bounds are still {low}-{high}, not moved to the pool's {nodes} nodes "
+                f"({new_low}-{new_high}) ({exc.reason}); they are moved on the next try"
             )
+            if deleted:
+                log.warning("pool %s: its nodes are being deleted, but %s", pool_id, why)
+                raise TransientActuatorError(pool_id, why) from exc
             kind = PermanentActuatorError if isinstance(exc, PermanentActuatorError) else TransientActuatorError
             raise kind(pool_id, why) from exc
-        return f"autoscaler bounds {low}-{high} -> {nodes}-{nodes} (operation {op.name})"
+        return f"autoscaler bounds {low}-{high} -> {new_low}-{new_high} (operation {op.name})"
 
     def _set_bounds(self, pool_id: str, nodes: int) -> Any:
-        bounds = {"enabled": True, "total_min_node_count": nodes, "total_max_node_count": nodes}
+        low, high = bounds_at(nodes)
+        bounds = {"enabled": True, "total_min_node_count": low, "total_max_node_count": high}
         request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
         return call_google(
             pool_id, self._gke.set_node_pool_autoscaling, request=request, timeout=write_timeout(pool_id), retry=None
@@ -347,7 +359,9 @@ class GkeNodePoolActuator(GkeNodePoolReads):
     ) -> ActionResult:
         """Delete ``victims``; with ``follow`` (the pool as read before), GKE's autoscaler bounds follow the pool."""
         self._delete_instances(pool_id, victims)
-        moved = self._bounds_follow(pool_id, follow, follow.target - len(victims)) if follow is not None else ""
+        moved = (
+            "" if follow is None else self._bounds_follow(pool_id, follow, follow.target - len(victims), deleted=True)
+        )
         listed = ", ".join(i.name for i in victims)
         log.info("pool %s: deleting instances %s (key %s)", pool_id, listed, key)
         detail = "; ".join(filter(None, [f"deleting {len(victims)} nodes: {listed}", note, moved]))
@@ -385,6 +399,16 @@ class GkeNodePoolActuator(GkeNodePoolReads):
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
+
+
+def bounds_at(nodes: int) -> tuple[int, int]:
+    """GKE's autoscaler's total bounds for a pool the agent holds at ``nodes``: ``nodes``-``nodes``, but 0-1 at zero
+    nodes. GKE refuses autoscaling on with a maximum of 0 (HTTP 400 "Node_pool_autoscaling.max_node_count and
+    node_pool_autoscaling.total_max_node_count cannot be both set to zero."; proto3 JSON leaves the zeros out of the
+    body), and a maximum of 1 adds nothing by itself: GKE's autoscaler adds nodes only for pods that cannot be
+    scheduled, never to reach its bounds (cluster-autoscaler FAQ, as in the module's docstring). At most one node for
+    such a pod is what the pool can then gain without the agent."""
+    return nodes, max(nodes, 1)
 
 
 def _short(wanted: int, placed: int) -> str:

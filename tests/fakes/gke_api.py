@@ -51,6 +51,10 @@ from typing import Any
 from tests.fakes.google_api import GoogleApiError, GoogleJsonServer, Obj
 
 STOCKOUT_MESSAGE = "ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources available (GCE_STOCKOUT)"
+# GKE's answer to autoscaling on with no maximum (terraform-google-kubernetes-engine pull request 1554).
+ZERO_MAX_REFUSAL = (
+    "Node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count cannot be both set to zero."
+)
 _COMPUTE = "https://www.googleapis.com/compute/v1"
 SHOWN_ON = ("instances", "operation")
 
@@ -488,11 +492,16 @@ class FakeGkeApi(GoogleJsonServer):
 
 
 def _checked_autoscaling(autoscaling: Obj) -> Obj:
-    """GKE refuses per-zone bounds (``min/maxNodeCount``) together with total ones (``totalMin/totalMaxNodeCount``)."""
+    """GKE refuses per-zone bounds (``min/maxNodeCount``) together with total ones (``totalMin/totalMaxNodeCount``),
+    and autoscaling on with a maximum of 0 in both forms (proto3 JSON leaves zeros out, so a 0-0 body is just
+    ``{"enabled": true}``): "Node_pool_autoscaling.max_node_count and node_pool_autoscaling.total_max_node_count cannot
+    be both set to zero." (see REFERENCE.md)."""
     per_zone = [k for k in ("minNodeCount", "maxNodeCount") if autoscaling.get(k)]
     total = [k for k in ("totalMinNodeCount", "totalMaxNodeCount") if autoscaling.get(k)]
     if per_zone and total:
         raise GoogleApiError(400, f"autoscaling: {per_zone} cannot be used with {total}; set per-zone or total limits")
+    if autoscaling.get("enabled") and not autoscaling.get("maxNodeCount") and not autoscaling.get("totalMaxNodeCount"):
+        raise GoogleApiError(400, ZERO_MAX_REFUSAL)
     return autoscaling
 
 
