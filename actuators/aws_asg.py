@@ -19,7 +19,9 @@ scaling activity after the call: while that failure is current (recent, and noth
 ``actuators.aws_groups``), the instances asked for and missing are failed units, removed by the next resize
 (desired capacity back to what exists, or to ``MinSize`` if that is more: the group keeps retrying those), and a
 resize that asks for more is refused with CapacityUnavailable for ``CAPACITY_MEMORY`` after the failure, which backs
-the pool off and sends the demand to the next eligible pool.
+the pool off and sends the demand to the next eligible pool. A launch failed for another reason (a subnet out of
+free addresses, a launch template gone) leaves failed units that carry AWS's message (``PoolState.failed_messages``):
+removed the same way, with no refusal, and backed off by the executor once they keep failing.
 
 An adapter built ``drained`` (the daemon's: every group's nodes are drained before they go) never shrinks by a resize:
 one below the group's target as read now, once its failed launches are removed, is REJECTED as "pool changed since
@@ -72,7 +74,9 @@ class Ec2AutoScalingGroupActuator:
 
     def _state(self, pool_id: str, now: datetime) -> PoolState:
         seen = self._observe(pool_id)
-        return PoolState(pool_id, now, seen.ready, seen.target, failed_units=seen.failed)
+        return PoolState(
+            pool_id, now, seen.ready, seen.target, failed_units=seen.failed, failed_messages=seen.failed_messages
+        )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
@@ -83,7 +87,7 @@ class Ec2AutoScalingGroupActuator:
         removed = ""
         if seen.failed:
             seen, dropped = self._drop_failed(pool_id, seen)
-            if to_units > seen.target:
+            if to_units > seen.target and seen.stockout:
                 raise capacity_unavailable(
                     pool_id, f"{seen.failed + dropped} instances could not be launched: {seen.failure}"
                 )
@@ -100,7 +104,7 @@ class Ec2AutoScalingGroupActuator:
             log.warning("pool %s: %s (key %s)", pool_id, detail, key)
             return self._remember(key, pool_id, ActionStatus.REJECTED, detail)
         if to_units > seen.target:
-            if seen.failure_at is not None and self._clock.now() - seen.failure_at < CAPACITY_MEMORY:
+            if seen.stockout and seen.failure_at is not None and self._clock.now() - seen.failure_at < CAPACITY_MEMORY:
                 raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
             goal = min(to_units, seen.max_size)
             if goal <= seen.desired:

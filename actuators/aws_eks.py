@@ -30,7 +30,11 @@ when the group's ``AZRebalance`` process is not suspended.
 Launches that fail for capacity show after the call, in the group's scaling activities or as a node group health
 issue (``AsgInstanceLaunchFailures``, ``InstanceLimitExceeded``): while the failure is current, the nodes asked for
 and missing (but for the replacements of instances still terminating) are failed units, removed by the next resize,
-and growing again is refused with CapacityUnavailable, as for Auto Scaling groups. A
+and growing again is refused with CapacityUnavailable, as for Auto Scaling groups. Launches that fail for another
+reason (a failed activity whose message names no capacity, or an issue that stops launches:
+``InsufficientFreeAddresses``, ``Ec2LaunchTemplateNotFound``, ...) leave failed units carrying AWS's message,
+removed the same way with no refusal: the executor tells of them and backs the pool off once they keep failing
+(``agent.executor_failures``). A
 health issue carries no time (``Issue`` is code, message, resource ids), and EKS may keep listing one after the
 group launches again, so an issue counts only while the group's own scaling activities do not show a newer launch
 that did not fail, and for ``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then).
@@ -49,7 +53,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from actuators.aws_errors import capacity_failure, capacity_unavailable
+from actuators.aws_errors import blocks_launches, capacity_failure, capacity_unavailable
 from actuators.aws_groups import CAPACITY_MEMORY, AutoScalingGroups, GroupView, call
 from actuators.idempotency import KeyedResults
 from actuators.plan_changes import changed_since_plan
@@ -82,11 +86,21 @@ class _Observed:
     failure: str  # why nodes asked for cannot be launched, "" if nothing says they cannot
     failure_at: datetime | None = None  # when that was reported (a health issue: when first seen)
     failing: bool = False  # the failure is current: the nodes missing now are the ones it failed to launch
+    for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
 
     @property
     def failed(self) -> int:
         missing = self.scaling["desiredSize"] - len(self.group.instances) - self.group.replacing
         return max(0, missing) if self.failing else 0
+
+    @property
+    def stockout(self) -> bool:
+        return bool(self.failure) and self.for_capacity
+
+    @property
+    def failed_messages(self) -> tuple[str, ...]:
+        """AWS's reason for each failed unit when it is not capacity (see ``GroupView.failed_messages``)."""
+        return () if self.for_capacity else (self.failure,) * self.failed
 
     @property
     def target(self) -> int:
@@ -133,7 +147,13 @@ class EksNodegroupActuator:
     def _state(self, pool_id: str, now: datetime) -> PoolState:
         seen = self._observe(pool_id)
         return PoolState(
-            pool_id, now, seen.group.ready, seen.target, in_flight_operation=seen.update, failed_units=seen.failed
+            pool_id,
+            now,
+            seen.group.ready,
+            seen.target,
+            in_flight_operation=seen.update,
+            failed_units=seen.failed,
+            failed_messages=seen.failed_messages,
         )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
@@ -151,7 +171,7 @@ class EksNodegroupActuator:
         removed = ""
         if seen.failed:
             seen, dropped, update = self._drop_failed(pool_id, seen, key)
-            if to_units > seen.target:
+            if to_units > seen.target and seen.stockout:
                 raise capacity_unavailable(
                     pool_id, f"{seen.failed + dropped} nodes could not be launched: {seen.failure}"
                 )
@@ -169,7 +189,7 @@ class EksNodegroupActuator:
             return self._remember(key, pool_id, ActionStatus.REJECTED, detail)
         if to_units > seen.target:
             failed_at = seen.failure_at
-            if failed_at is not None and self._clock.now() - failed_at < CAPACITY_MEMORY:
+            if seen.stockout and failed_at is not None and self._clock.now() - failed_at < CAPACITY_MEMORY:
                 raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
             desired = seen.scaling["desiredSize"]
             goal = min(to_units, seen.group.max_size)
@@ -237,25 +257,27 @@ class EksNodegroupActuator:
             max_size=min(group.max_size, scaling.get("maxSize", group.max_size)),
             owner=f"EKS node group {nodegroup!r}",
         )
-        failure, failure_at, failing = group.failure, group.failure_at, group.failing
+        failure, failure_at, failing, for_capacity = group.failure, group.failure_at, group.failing, group.for_capacity
         if not failure:
             issues = found.get("health", {}).get("issues", [])
             failure, failure_at, failing = self._health_failure(pool_id, issues, group)
+            for_capacity = not failure or bool(capacity_failure(failure))
         status = str(found.get("status", ""))
         update = self._running_update(pool_id, nodegroup) if status == _UPDATING else None
-        return _Observed(status, scaling, group, update, failure, failure_at, failing)
+        return _Observed(status, scaling, group, update, failure, failure_at, failing, for_capacity)
 
     def _health_failure(
         self, pool_id: str, issues: Sequence[dict[str, Any]], group: GroupView
     ) -> tuple[str, datetime | None, bool]:
-        """The capacity shortage a health issue reports, and when this agent first saw it, while the issue is
+        """The launch failure a health issue reports (a capacity shortage, or an issue that stops launches:
+        ``actuators.aws_errors.blocks_launches``), and when this agent first saw it, while the issue is
         recent: not older than ``CAPACITY_MEMORY`` and no newer launch of the group that did not fail; and whether
         it is current, its nodes missing now failed units: no other activity of the group (a termination, whose
         instance the group replaces) started since ``CAPACITY_MEMORY`` before the agent first saw the issue, which
         carries no time of its own."""
         now = self._clock.now()
-        listed = [f"{i.get('code')}: {i.get('message')}" for i in issues]
-        named = [text for text in listed if capacity_failure(text)]
+        listed = [(str(i.get("code")), f"{i.get('code')}: {i.get('message')}") for i in issues]
+        named = [text for code, text in listed if capacity_failure(text) or blocks_launches(code)]
         for seen_key in [k for k in self._issues_seen if k[0] == pool_id and k[1] not in named]:
             del self._issues_seen[seen_key]  # cleared: if it comes back, it is a new failure
         recent = []

@@ -1,6 +1,7 @@
 """AWS errors translated into decisions: the only module that reads botocore exception types.
 
     InsufficientInstanceCapacity, unfulfillable Spot,
+    a capacity reservation used up,
     an instance or vCPU quota reached                   -> CapacityUnavailable     back off this pool
     throttling, 5xx, an update or scaling activity
     already running (a node group not ACTIVE), the
@@ -50,9 +51,13 @@ from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, T
 # than your current vCPU limit of 384 allows ... Launching EC2 instance failed." (kubernetes/kops pull request 15778),
 # "You have requested more instances (7) than your current instance limit of 6 allows ..." (kubernetes/autoscaler
 # issue 1263), "Max spot instance count exceeded. Launching EC2 instance failed."
-# (aws-deepracer-community/deepracer-on-the-spot issue 55).
+# (aws-deepracer-community/deepracer-on-the-spot issue 55). A targeted capacity reservation (an On-Demand Capacity
+# Reservation or Capacity Block) used up is a stockout of the capacity the group may launch into: EC2 code
+# ReservationCapacityExceeded, "The requested reservation does not have sufficient compatible and available capacity
+# for this request." (scylladb/scylla-cluster-tests issue 8839, openshift/openshift-docs pull request 96641).
 _CAPACITY = re.compile(
-    r"InsufficientInstanceCapacity|UnfulfillableCapacity|InsufficientCapacity|"
+    r"InsufficientInstanceCapacity|UnfulfillableCapacity|InsufficientCapacity|ReservationCapacityExceeded|"
+    r"reservation does not have sufficient .*capacity|"
     r"do not have sufficient .*capacity|no Spot capacity available|capacity-not-available|"
     r"MaxSpotInstanceCountExceeded|SpotMaxPriceTooLow|InstanceLimitExceeded|VcpuLimitExceeded|"
     r"requested more (?:vCPU capacity|instances)\b.*\blimit\b|max spot instance count exceeded",
@@ -70,6 +75,25 @@ _BOUNDS = re.compile(
 _NOT_IN_SERVICE = re.compile(r"No managed instance found for instance ID|is not in InService or Standby", re.IGNORECASE)
 # EKS refusing a node group change while the node group is not ACTIVE (UPDATING: another update in progress).
 _NODEGROUP_BUSY = re.compile(r"not in ACTIVE (?:state|status)|currently being updated", re.IGNORECASE)
+# EKS node group health issue codes that stop the node group's Auto Scaling group from launching nodes, for a reason
+# other than capacity (Amazon EKS API Reference, ``Issue``): the addresses of its subnets used up, its launch
+# template, subnets, security group, instance profile, role, instance type or AMI gone. ``AsgInstanceLaunchFailures``
+# carries the group's own reason in its message: capacity or not, as ``capacity_failure`` reads it.
+_LAUNCH_BLOCKING_ISSUES = frozenset(
+    {
+        "AsgInstanceLaunchFailures",
+        "InsufficientFreeAddresses",
+        "Ec2LaunchTemplateNotFound",
+        "Ec2LaunchTemplateVersionMismatch",
+        "Ec2SubnetNotFound",
+        "Ec2SubnetInvalidConfiguration",
+        "Ec2SecurityGroupNotFound",
+        "Ec2InstanceTypeDoesNotExist",
+        "IamInstanceProfileNotFound",
+        "IamNodeRoleNotFound",
+        "AmiIdNotFound",
+    }
+)
 _ZONE = re.compile(r"\b([a-z]{2}(?:-[a-z]+)+-\d[a-z])\b")
 _TRANSIENT_CODES = frozenset(
     {
@@ -94,6 +118,11 @@ _TRANSIENT_CODES = frozenset(
 def capacity_failure(message: str) -> str:
     """``message`` when it names a capacity shortage or a reached instance quota, else ""."""
     return message if _CAPACITY.search(message) else ""
+
+
+def blocks_launches(issue_code: str) -> bool:
+    """Whether an EKS node group health issue with this code stops the node group's launches (capacity or not)."""
+    return issue_code in _LAUNCH_BLOCKING_ISSUES
 
 
 def not_in_service(exc: Exception) -> bool:

@@ -9,16 +9,19 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Wh
   ("Launching a new EC2 instance...") with ``StatusCode`` ``Failed`` and the reason in ``StatusMessage``
   (``InsufficientInstanceCapacity``, an unfulfillable Spot request), and keeps retrying, each retry a new activity
   (for up to a day before it may suspend its launches). Activities stay listed for six weeks, so a failure is
-  current only while recent: the latest launch failed for capacity, ended less than ``CAPACITY_MEMORY`` ago, and no
+  current only while recent: the latest launch failed, ended less than ``CAPACITY_MEMORY`` ago, and no
   other activity (a termination, whose instance the group replaces) started since. While one is current, the
   instances asked for and not there are failed units, except those an instance still terminating (``Terminating*``)
   leaves missing: Auto Scaling replaces an interrupted or unhealthy instance by terminating it first and launching
-  after, so that gap is a replacement on its way, not a failure. A failure that ended less than ``CAPACITY_MEMORY``
-  ago refuses a scale-up without asking AWS again, whatever came since.
+  after, so that gap is a replacement on its way, not a failure. A failure for capacity (a stockout, a quota, a
+  capacity reservation used up: ``actuators.aws_errors``) that ended less than ``CAPACITY_MEMORY`` ago refuses a
+  scale-up without asking AWS again, whatever came since. Any other failure (a subnet out of free addresses, a
+  launch template gone) is no stockout: its units are failed units carrying AWS's message (``failed_messages``),
+  removed and, once they keep failing for the pool's lead time, told of and backed off as such by the executor.
 - A group may span several Availability Zones. When a launch fails in one, the group launches in another (its
   ``AvailabilityZoneDistribution.CapacityDistributionStrategy`` ``balanced-best-effort``, the default; with
   ``balanced-only`` it keeps trying the zone that failed). So while some zone of such a group has no recent
-  capacity failure (the activity's ``Details`` name the zone it was attempted in, ``{"Subnet ID": ...,
+  launch failure (the activity's ``Details`` name the zone it was attempted in, ``{"Subnet ID": ...,
   "Availability Zone": ...}``), a failure is that zone's, not the pool's: no failed units, no refused scale-up, no
   back-off; the group places the units in the zones that launch.
 - ``TerminateInstanceInAutoScalingGroup`` with ``ShouldDecrementDesiredCapacity`` removes exactly that instance and
@@ -74,7 +77,8 @@ from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws, not_in_
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
-# A launch that failed for capacity this recently refuses the next scale-up without asking AWS again.
+# How long a failed launch is current; one that failed for capacity this recently refuses the next scale-up without
+# asking AWS again.
 CAPACITY_MEMORY = timedelta(minutes=10)
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
 _FAILED = ("Failed", "Cancelled")
@@ -97,12 +101,26 @@ class GroupView:
     min_size: int
     max_size: int
     instances: tuple[GroupInstance, ...]
-    failure: str  # why the latest launch failed, when it failed for capacity within CAPACITY_MEMORY; "" otherwise
+    failure: str  # why the latest launch failed, when it failed within CAPACITY_MEMORY; "" otherwise
     failure_at: datetime | None = None
     latest_launch: str = ""  # StatusCode of the newest launch activity, "" when none is listed
     owner: str = ""  # what sets the bounds when it is not the group itself (an EKS node group)
     replacing: int = 0  # instances terminating (Terminating*): the group launches their replacements after
     changed_at: datetime | None = None  # when the newest activity other than a failed launch started
+    for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
+    zone_failure: str = ""  # a recent launch failure of some zones only, others launching: not the pool's
+
+    @property
+    def stockout(self) -> bool:
+        """A capacity failure refuses scale-ups for CAPACITY_MEMORY after it ended."""
+        return bool(self.failure) and self.for_capacity
+
+    @property
+    def failed_messages(self) -> tuple[str, ...]:
+        """AWS's reason for each failed unit when the launches failed for a reason other than capacity (a subnet out
+        of addresses, a launch template gone), so the agent removes them as failed units, no stockout; () for a
+        stockout."""
+        return () if self.for_capacity else (self.failure,) * self.failed
 
     @property
     def failing(self) -> bool:
@@ -172,18 +190,20 @@ class AutoScalingGroups:
 
     def observe(self, pool_id: str, name: str, now: datetime) -> GroupView:
         group = self._group(pool_id, name)
-        failure, failure_at, latest, changed_at = self._launch_failure(pool_id, group, now)
+        launches = self._launch_failure(pool_id, group, now)
         return GroupView(
             name,
             int(group["DesiredCapacity"]),
             int(group["MinSize"]),
             int(group["MaxSize"]),
             _members(group),
-            failure,
-            failure_at,
-            latest,
+            launches.failure,
+            launches.failure_at,
+            launches.latest,
             replacing=sum(1 for i in group.get("Instances", []) if str(i.get("LifecycleState")).startswith(_LEAVING)),
-            changed_at=changed_at,
+            changed_at=launches.changed_at,
+            for_capacity=launches.for_capacity,
+            zone_failure=launches.zone_failure,
         )
 
     def rebalance_warning(self, pool_id: str, name: str, owner: str = "") -> str:
@@ -326,13 +346,10 @@ class AutoScalingGroups:
                     by_node[str(inst.get("PrivateDnsName", ""))] = inst["InstanceId"]
         return {n: by_node[n] for n in nodes if n in by_node}
 
-    def _launch_failure(
-        self, pool_id: str, group: dict[str, Any], now: datetime
-    ) -> tuple[str, datetime | None, str, datetime | None]:
-        """The capacity shortage the group's latest launch activity failed with, if it ended less than
-        ``CAPACITY_MEMORY`` before ``now`` and is the pool's (not one zone's: see the module's notes), and when it
-        ended; that activity's status ("" when no launch is listed); and when the newest activity other than a
-        failed launch started (None if none is listed)."""
+    def _launch_failure(self, pool_id: str, group: dict[str, Any], now: datetime) -> _Launches:
+        """Why the group's latest launch activity failed (AWS's message), if it ended less than ``CAPACITY_MEMORY``
+        before ``now`` and is the pool's (not one zone's: see the module's notes), and when it ended; that
+        activity's status; and when the newest activity other than a failed launch started."""
         name = group["AutoScalingGroupName"]
         listed = call(pool_id, self._autoscaling.describe_scaling_activities, AutoScalingGroupName=name, MaxRecords=20)
         activities = listed.get("Activities", [])
@@ -340,14 +357,33 @@ class AutoScalingGroups:
         changes = [a["StartTime"] for a in activities if a not in launches or a.get("StatusCode") not in _FAILED]
         changed_at = max(changes, default=None)
         if not launches:
-            return "", None, "", changed_at
+            return _Launches("", None, "", changed_at)
         latest = max(launches, key=lambda a: a["StartTime"])
         status = str(latest.get("StatusCode", ""))
-        why = capacity_failure(str(latest.get("StatusMessage", ""))) if status in _FAILED else ""
+        why = _reason(latest) if status in _FAILED else ""
         ended = latest.get("EndTime") or latest["StartTime"]
-        if not why or now - ended >= CAPACITY_MEMORY or _spared_zones(group, launches, now):
-            return "", None, status, changed_at
-        return why, ended, status, changed_at
+        if not why or now - ended >= CAPACITY_MEMORY:
+            return _Launches("", None, status, changed_at)
+        if spared := _spared_zones(group, launches, now):
+            return _Launches("", None, status, changed_at, zone_failure=f"{why} (zones {', '.join(spared)} launch)")
+        return _Launches(why, ended, status, changed_at, for_capacity=bool(capacity_failure(why)))
+
+
+@dataclass(frozen=True)
+class _Launches:
+    """What a group's launch activities say (``AutoScalingGroups._launch_failure``)."""
+
+    failure: str
+    failure_at: datetime | None
+    latest: str
+    changed_at: datetime | None
+    for_capacity: bool = True
+    zone_failure: str = ""
+
+
+def _reason(launch: dict[str, Any]) -> str:
+    """AWS's reason a launch activity failed, or that it gave none."""
+    return str(launch.get("StatusMessage") or "") or f"{launch.get('Description', 'a launch')} failed, no reason given"
 
 
 def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> tuple[list[str], list[str]]:
@@ -377,7 +413,7 @@ def _at_min(seen: GroupView, kept: Sequence[str], what: str, ahead: Sequence[str
 
 
 def _spared_zones(group: dict[str, Any], launches: Sequence[dict[str, Any]], now: datetime) -> list[str]:
-    """The group's Availability Zones where no launch failed for capacity in the last ``CAPACITY_MEMORY``, when
+    """The group's Availability Zones where no launch failed in the last ``CAPACITY_MEMORY``, when
     the group spans several and launches elsewhere when one fails (its capacity distribution strategy
     ``balanced-best-effort``, the default); [] otherwise, or when a failure does not say where it was attempted."""
     zones = [str(z) for z in group.get("AvailabilityZones", [])]
@@ -387,8 +423,7 @@ def _spared_zones(group: dict[str, Any], launches: Sequence[dict[str, Any]], now
     failed: set[str | None] = set()
     for launch in launches:
         ended = launch.get("EndTime") or launch["StartTime"]
-        message = str(launch.get("StatusMessage", ""))
-        if launch.get("StatusCode") in _FAILED and capacity_failure(message) and now - ended < CAPACITY_MEMORY:
+        if launch.get("StatusCode") in _FAILED and now - ended < CAPACITY_MEMORY:
             failed.add(_attempted_in(launch))
     return [] if None in failed else [z for z in zones if z not in failed]
 

@@ -307,7 +307,8 @@ class FakeAwsApi:
                 update.status = "Successful"
 
     def stockout(self, group: str, message: str = ICE_MESSAGE, zone: str = ZONE) -> None:
-        """Record a launch in ``group`` that just failed for capacity, attempted in ``zone`` (``Details``)."""
+        """Record a launch in ``group`` that just failed with ``message`` (for capacity unless the message says
+        otherwise), attempted in ``zone`` (``Details``)."""
         stamp = self.now.strftime("%Y-%m-%dT%H:%M:%S.000Z")
         activity = {
             "ActivityId": str(uuid.uuid4()),
