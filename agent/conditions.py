@@ -8,8 +8,9 @@ subject (whatever its severity: a warning that turns critical is the same condit
   demand class without trustworthy demand), ``pool-unreadable``, ``projected-overspend``,
   ``budget-hard-stop-deferred``, ``stalled-scale-up``, ``broken-unit`` (a pool's units that cannot serve with work
   on them), an ``actuator-failure`` of a pool blocked after a permanent error, one of a pool's idle nodes that
-  cannot be read, ``onprem-capacity`` (an on-prem pool short of its ``max_units``, or whose capacity cannot be
-  read) and ``spot-reserve-unheld`` (a spot pool's interruption reserve that no pool has room for);
+  cannot be read, ``onprem-capacity`` (an on-prem pool short of its ``max_units``, whose capacity cannot be
+  read, or whose query reads more units than its ``max_units``) and ``spot-reserve-unheld`` (a spot pool's
+  interruption reserve that no pool has room for);
 * raised when they begin, and holding while the planner's memory or the pool's state says so (``still_holding``):
   ``stockout`` (while the pool is backed off for a stockout, or a zone of it is backed off or has failed units), an
   ``actuator-failure`` of a pool whose changes keep failing (while the memory says it is failing, or blocked).

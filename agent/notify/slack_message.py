@@ -18,7 +18,7 @@ TITLES = {
     AlertKind.MISSING_DATA: "Metrics missing or stale: holding",
     AlertKind.ACTUATOR_FAILURE: "Actuator failure",
     AlertKind.POOL_UNREADABLE: "Pool state unreadable: holding",
-    AlertKind.ONPREM_CAPACITY: "On-prem capacity short or unread",
+    AlertKind.ONPREM_CAPACITY: "On-prem capacity short, unread or above max_units",
     AlertKind.BROKEN_UNIT: "Broken with work on it: a person must decide",
     AlertKind.SPOT_RESERVE_UNHELD: "Spot reserve not held: less safety than configured",
     AlertKind.BUDGET_LEDGER_INCOMPLETE: "Budget spend incomplete: ledger began mid-period",
