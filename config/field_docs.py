@@ -189,10 +189,12 @@ FIELDS: dict[str, str] = {
     'count(kube_namespace_created{namespace="team-a"}))`.',
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query of `demand_metrics`. With "
     "`kube-state-metrics` they match the labels of the pods' requests (`namespace`, `pod`, `container`, `node`), "
-    'e.g. `namespace=~"research|research-batch"`; a `cluster_queue`, `flavor` or `cohort` matcher (Kueue\'s labels, '
+    'e.g. `namespace=~"research|research-batch"` (the class is unavailable unless kube-state-metrics reports every '
+    "namespace of such an alternation); a `cluster_queue`, `flavor` or `cohort` matcher (Kueue's labels, "
     "which no pod's requests carry: the class would read 0 while its jobs wait) is refused. With `kueue` they match "
     'the ClusterQueue gauges, e.g. `cluster_queue="team-a", flavor="a100"`: a `cluster_queue` matcher is required, '
-    "and `flavor` / `cohort` narrow the reservation and the quota only (the pending gauge has no such labels).",
+    "and `flavor` / `cohort` narrow the reservation and the quota only (the pending gauge has no such labels); "
+    "over several ClusterQueues the class is unavailable while any of them misses a gauge.",
     "ClassQuerySettings.resource": "Kubernetes resource name in the default query, e.g. `nvidia.com/gpu` or "
     "`google.com/tpu` (kube-state-metrics reads it sanitized, `google_com_tpu`).",
     "PoolQuerySettings.capacity_query": "A PromQL query for the units the pool really ran (one series, in nodes or "

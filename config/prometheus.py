@@ -248,10 +248,10 @@ def _demand_reading(
     matchers = label_matchers(override.selector)
     if matchers is None:
         return ("selector", " ".join(override.selector.split()), resource)
-    return ("selector", tuple(sorted(_matcher_parts(text) for _, text in matchers)), resource)
+    return ("selector", tuple(sorted(matcher_parts(text) for _, text in matchers)), resource)
 
 
-def _matcher_parts(text: str) -> tuple[str, str, str]:
+def matcher_parts(text: str) -> tuple[str, str, str]:
     """A matcher as ``label_matchers`` gives it, split into label, operator and value (PromQL's escapes undone;
     a back-quoted string has none)."""
     match = _MATCHER.match(text)

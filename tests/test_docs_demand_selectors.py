@@ -22,12 +22,14 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 POOL = {"kind": "gpu-node-pool", "chips_per_unit": 8, "max_units": 4, "price_per_chip_hour_usd": 3.0,
         "lead_time": "10m"}  # fmt: skip
 # kube-state-metrics' series of one pending pod asking for 8 GPUs in namespace research (labels as
-# docs/metrics/workload/pod-metrics.md gives them, with the cluster label of README's cluster_selector).
+# docs/metrics/workload/pod-metrics.md gives them, with the cluster label of README's cluster_selector), and the
+# namespaces README's selector names (every one of its alternation must be reported).
 PENDING_POD = {
     'kube_pod_container_resource_requests{namespace="research", pod="train-0", uid="u0", container="c", node="",'
     ' resource="nvidia_com_gpu", unit="integer", cluster="prod"}': "8x5",
     'kube_pod_status_phase{namespace="research", pod="train-0", uid="u0", phase="Pending", cluster="prod"}': "1x5",
     'kube_namespace_created{namespace="research", cluster="prod"}': "1x5",
+    'kube_namespace_created{namespace="research-batch", cluster="prod"}': "1x5",
     'kube_node_info{node="n1", cluster="prod"}': "1x5",
 }
 

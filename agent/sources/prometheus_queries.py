@@ -20,7 +20,9 @@ Every default is written so that "no data" stays empty (and so unavailable) rath
 sum over no pods is zero only while kube-state-metrics itself still reports the class's namespace (or, for a
 selector that names none, nodes), and the Kueue query needs the reservation, the pending gauge, the nominal quota
 (with the borrowing limit in a cohort) and the ClusterQueue's status (Kueue reports the first two at 0 for a
-configured resource without work, so a real zero stays a zero).
+configured resource without work, so a real zero stays a zero). A selector over several ClusterQueues or
+namespaces answers only while every one of them is reported, and kube-state-metrics only while every shard of it
+is (where its telemetry is scraped): a part missing would otherwise add nothing while the rest still answers.
 
 Several clusters in one Prometheus view (Google Managed Prometheus, Thanos, Mimir: series told apart by a
 ``cluster`` label or the like) need ``prometheus.cluster_selector``: its matchers go on every metric the default
@@ -48,6 +50,7 @@ from config.prometheus import (
     ClassQuerySettings,
     PrometheusSettings,
     label_matchers,
+    matcher_parts,
 )
 from models import DemandClass
 
@@ -62,16 +65,19 @@ NOT_A_FOLLOWER = 'replica_role!="follower"'
 KUEUE_PENDING_HINT = (
     "the default Kueue query needs kueue_cluster_queue_resource_reservation, kueue_cluster_queue_resource_pending, "
     "kueue_cluster_queue_nominal_quota (and, in a cohort, kueue_cluster_queue_borrowing_limit) for this ClusterQueue "
-    "and resource, and kueue_cluster_queue_status; the pending gauge exists from Kueue v0.18.0 on, with "
+    "and resource, and kueue_cluster_queue_status, for every ClusterQueue (and flavor) the selector matches; the "
+    "pending gauge exists from Kueue v0.18.0 on, with "
     "metrics.enableClusterQueueResources: true, and is right from v0.18.7 on. On an older Kueue, upgrade it, use "
     "demand_metrics: kube-state-metrics, or write the class's query"
 )
 
 KSM_NAMESPACE_HINT = (
-    "kube-state-metrics reports no namespace the class's selector names (kube_namespace_created): check the "
-    "namespace in the class's `series` (or its `selector`) for a typo; kube-state-metrics itself must be up and "
-    "export namespaces (it does unless its --resources leaves them out); with prometheus.cluster_selector set, "
-    "check that it names the cluster as Prometheus labels its series"
+    "kube-state-metrics reports no namespace the class's selector names (kube_namespace_created), or not every one "
+    'of a regex alternation such as namespace=~"a|b": check the namespace in the class\'s `series` (or each in '
+    "its `selector`) for a typo; kube-state-metrics itself must be up and export namespaces (it does unless its "
+    "--resources leaves them out), and when it is sharded (--total-shards) every shard must be up "
+    "(kube_state_metrics_shard_ordinal against kube_state_metrics_total_shards); with prometheus.cluster_selector "
+    "set, check that it names the cluster as Prometheus labels its series"
 )
 
 
@@ -127,7 +133,14 @@ def kueue_demand_query(selector: str, resource: str, cluster: Sequence[str] = ()
     admissible = f"({waiting} - on({queue}) clamp_min({waiting} - on({queue}) {room}, 0))"  # min(waiting, room)
     active_status = _with(status, *cluster, 'status="active"')
     active = f"max by (cluster_queue) (kueue_cluster_queue_status{active_status})"
-    return f"sum({reserved}) + on() sum({admissible} * on(cluster_queue) group_left() {active})"
+    counted = f"{admissible} * on(cluster_queue) group_left() {active}"
+    # A ClusterQueue missing a gauge drops out of the joins above while the others still answer, and a flavor
+    # missing its reservation or quota drops out of the room; the guard empties the answer instead. Every
+    # (ClusterQueue, flavor) the reservation or the quota names must have both (and, in a cohort, its borrowing
+    # limit), and its ClusterQueue its pending work and its status: each ClusterQueue selected is then counted.
+    named = f"({reserved} or max by ({flavor}) (kueue_cluster_queue_nominal_quota{quota}))"
+    complete = f"({limit} - on({flavor}) {reserved}) and on(cluster_queue) {waiting} and on(cluster_queue) {active}"
+    return f"(sum({reserved}) + on() sum({counted})) and on() (count({named}) == count({complete}))"
 
 
 def _selector(*matchers: str) -> str:
@@ -143,16 +156,77 @@ def _with(selector: str, *matchers: str) -> str:
 def kube_state_metrics_demand_query(selector: str, resource: str, cluster: Sequence[str] = ()) -> str:
     """Requests of the selected pods that are Pending or Running. ``cluster`` (matcher texts) applies to every
     metric read: the requests, the pod phases they are joined with and the namespaces or nodes that let no pods
-    read as 0."""
+    read as 0.
+
+    The answer is empty, so the class unavailable, while part of what the selector names is not reported: a
+    namespace of a regex alternation (``namespace=~"research|research-batch"``) that kube-state-metrics does not
+    report (spelled wrong, deleted) would otherwise add nothing while the others answer; and a sharded
+    kube-state-metrics (``--total-shards``) with a shard down reports only part of the pods. The shards are
+    checked on kube-state-metrics' own telemetry (``kube_state_metrics_total_shards`` and
+    ``kube_state_metrics_shard_ordinal``, kubernetes/kube-state-metrics README "Kube-state-metrics self
+    metrics"), and only where it is scraped: without it a shard down cannot be told from fewer pods."""
     phase = ", ".join(['phase=~"Pending|Running"', *cluster])
     requests = ", ".join([f"resource={quote(ksm_resource(resource))}", selector, *cluster])
-    return (
+    demand = (
         "sum(max by (namespace, pod, container, resource) ("
         f"kube_pod_container_resource_requests{{{requests}}})"
         " * on(namespace, pod) group_left()"
         f" max by (namespace, pod) (kube_pod_status_phase{{{phase}}} == 1))"
         f" or on() (0 * count({kube_state_metrics_known(selector, cluster)}))"
     )
+    each_named = "".join(
+        f" and on() count(kube_namespace_created{_selector(f'namespace=~{quote(name)}', *cluster)})"
+        for name in named_namespaces(selector)
+    )
+    scope = _selector(*cluster) if cluster else ""
+    shards_missing = (
+        f"max(kube_state_metrics_total_shards{scope})"
+        f" > count(count by (shard_ordinal) (kube_state_metrics_shard_ordinal{scope}))"
+    )
+    return f"({demand}){each_named} unless on() ({shards_missing})"
+
+
+def named_namespaces(selector: str) -> list[str]:
+    """The alternatives of each ``namespace=~`` regex of ``selector`` that is an alternation at its top level
+    (``"research|research-batch"``, ``"team-a|team-b-.*"``), each of which must match a namespace; none for a
+    regex without a top-level ``|`` (its one check is ``kube_state_metrics_known``'s) or with flags."""
+    names: list[str] = []
+    for _, text in label_matchers(selector) or []:
+        label_name, operator, value = matcher_parts(text)
+        if label_name != "namespace" or operator != "=~" or value.startswith("(?"):
+            continue
+        alternatives = [alt for alt in _top_level_alternatives(value) if alt]
+        if len(alternatives) > 1:
+            names.extend(alternatives)
+    return names
+
+
+def _top_level_alternatives(regex: str) -> list[str]:
+    """``regex`` split at each ``|`` outside a group, a character class or an escape."""
+    parts, current, depth, in_class, i = [], [], 0, False, 0
+    while i < len(regex):
+        char = regex[i]
+        if char == "\\":
+            current.append(regex[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]" or not current or current[-1] == "["
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            parts.append("".join(current))
+            current = []
+            i += 1
+            continue
+        current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return parts
 
 
 def kube_state_metrics_known(selector: str, cluster: Sequence[str] = ()) -> str:
