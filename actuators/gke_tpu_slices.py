@@ -10,13 +10,15 @@ group's retries created them. Its hosts are counted from its instance groups (``
 ready (maybe running work: never deleted as failed); with hosts missing it cannot run a multi-host job and is in
 flight (asked for, paid, not ready; the instance groups keep retrying), and a stockout that keeps them from being
 created refuses a scale-up with CapacityUnavailable, as a failed slice's does. Short for its group's wait with a
-stockout or quota named (``actuators.short_slices``), it is failed for want of capacity: deleted by the next resize,
-the group backed off. Without ``migs`` its hosts cannot be counted and it is taken as ready. An instance group the
-node pool lists that Compute does not find (404) holds none of its hosts: the slice is short of them, with a warning
-naming the group, and the group of slices is read as usual. A read made for a change (a resize, a drained slice's
-deletion) that fails for good fails the change as a transient error: a group that cannot be read is held, never
-blocked. A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no second slice.
-Operations are started, looked at once, and not waited for.
+stockout or quota named (``actuators.short_slices``; a slice never whole waits from its instance groups' creation,
+which a restart does not lose), it is failed for want of capacity: deleted by the next resize, the group backed off.
+A host being recreated (a repair) is short for a stockout only if its own last attempt says so, never for the stale
+message GKE keeps on the node pool. Without ``migs`` its hosts cannot be counted and it is taken as ready. An
+instance group the node pool lists that Compute does not find (404) holds none of its hosts: the slice is short of
+them, with a warning naming the group, and the group of slices is read as usual. A read made for a change (a
+resize, a drained slice's deletion) that fails for good fails the change as a transient error: a group that cannot be
+read is held, never blocked. A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no
+second slice. Operations are started, looked at once, and not waited for.
 
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
@@ -65,7 +67,7 @@ from actuators.node_pool_messages import _message
 from actuators.node_pool_zones import instance_from
 from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads
-from actuators.short_slices import ShortSlices
+from actuators.short_slices import ShortSlices, first_asked
 from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
 from actuators.vendor_errors import (
     GOOGLE_ERRORS,
@@ -158,6 +160,7 @@ class GkeTpuSliceActuator:
     ) -> None:
         self._gke = gke
         self._short = ShortSlices(waits)
+        self._asked: dict[tuple[str, str], datetime] = {}  # (pool, slice never whole) -> first asked for, this read
         self._graces = dict(graces or {})
         self._without_nodes: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first seen ready without nodes
         self._drained = drained
@@ -293,7 +296,9 @@ class GkeTpuSliceActuator:
         short = {
             n: m for n, p, m in units if p is UnitPhase.IN_FLIGHT and by_name[n].status.name == "RUNNING_WITH_ERROR"
         }
-        failed = self._short.given_up(pool_id, short, self._clock.now())
+        asked = {n: t for n in short if (t := self._asked.pop((pool_id, n), None)) is not None}
+        self._asked = {k: t for k, t in self._asked.items() if k[0] != pool_id}
+        failed = self._short.given_up(pool_id, short, self._clock.now(), asked)
         for name in failed:
             self._log_once(
                 name, "has been short of hosts for its group's wait: failed, deleted by the next resize", short[name]
@@ -339,7 +344,7 @@ class GkeTpuSliceActuator:
         whose job was stopped), with the stockout behind them if its instances name one; else "" (nothing known)."""
         if self._migs is None:
             return ""
-        running, expected, failure, lacking = self._hosts(pool_id, node_pool, "", mapping.hosts_per_slice)
+        running, expected, failure, lacking, _ = self._hosts(pool_id, node_pool, "", mapping.hosts_per_slice)
         if running >= expected:
             return ""
         return f"in ERROR with {running} of {expected} hosts running; missing: {lacking}" + (
@@ -362,10 +367,12 @@ class GkeTpuSliceActuator:
         if self._migs is None:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
-        running, expected, failure, _ = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
+        running, expected, failure, _, creating = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
         if running >= expected:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
+        if creating and (asked := first_asked(pool_id, self._groups(pool_id, creating))) is not None:
+            self._asked[(pool_id, name)] = asked  # never whole: its wait counts from then (``_given_up``)
         missing = f"{running} of {expected} hosts running" + (f": {failure}" if failure else "")
         self._log_once(name, "has hosts missing, counted as in flight, not ready", missing)
         return name, UnitPhase.IN_FLIGHT, missing
@@ -377,7 +384,7 @@ class GkeTpuSliceActuator:
         run (or they cannot be counted); with hosts missing it is broken, its message saying which."""
         name = str(node_pool.name)
         if self._migs is not None:
-            running, expected, failure, lacking = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
+            running, expected, failure, lacking, _ = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
             if running < expected:
                 status = node_pool.status.name
                 why = f"in {status} with work on it and {running} of {expected} hosts running; missing: {lacking}"
@@ -387,10 +394,13 @@ class GkeTpuSliceActuator:
         self._log_once(name, "is in ERROR with a node at work: counted as ready, left to its drain", message)
         return name, UnitPhase.READY, message
 
-    def _hosts(self, pool_id: str, node_pool: Any, message: str, hosts: int) -> tuple[int, int, str, str]:
+    def _hosts(
+        self, pool_id: str, node_pool: Any, message: str, hosts: int
+    ) -> tuple[int, int, str, str, list[tuple[str, str, str]]]:
         """(hosts running, hosts expected, why the others are not: a stockout or quota, "" when nothing says so,
-        which hosts are missing) of a slice, from the instances of its instance groups: those not running by name,
-        then how many its instance groups do not hold at all. An instance group the node pool lists that Compute
+        which hosts are missing, the instance groups with a host being created for the first time) of a slice, from
+        the instances of its instance groups: those not running by name, then how many its instance groups do not
+        hold at all. An instance group the node pool lists that Compute
         does not find (404: GKE may still list a group that is gone) holds no host: the slice is short of them,
         with a warning naming the group, instead of the whole group of slices unread."""
         pool_failure = capacity_failure([("", message)])
@@ -419,7 +429,19 @@ class GkeTpuSliceActuator:
             lacking.append(
                 f"{hosts - len(kept)} not in its instance groups" + (f" ({'; '.join(gone)})" if gone else "")
             )
-        return running, max(hosts, len(kept)), failure, ", ".join(lacking)
+        creating = sorted({i.mig for i in kept if i.first_creation})
+        return running, max(hosts, len(kept)), failure, ", ".join(lacking), creating
+
+    def _groups(self, pool_id: str, migs: Sequence[tuple[str, str, str]]) -> list[Any]:
+        """The instance groups (project, zone, name) that Compute finds (one gone since it was listed is left out)."""
+        found = []
+        for project, zone, name in migs:
+            try:
+                found.append(self._migs.get(project=project, zone=zone, instance_group_manager=name))
+            except GOOGLE_ERRORS as exc:
+                if not is_not_found(exc):
+                    raise from_google(pool_id, exc) from exc
+        return found
 
     def _log_once(self, name: str, what: str, message: str) -> None:
         if (name, f"{what}: {message}") not in self._logged:

@@ -25,6 +25,7 @@ class Instance:
     ready: bool
     failure: str  # why it could not be created (a stockout), "" when nothing says it cannot be
     deleting: bool = False
+    first_creation: bool = False  # being created for the first time (CREATING): it has never run
 
 
 @dataclass(frozen=True)
@@ -102,4 +103,5 @@ def instance_from(managed: Any, mig: tuple[str, str, str], pool_failure: str) ->
     if action in _NOT_CREATED:
         failure = capacity_failure([(str(e.code), str(e.message)) for e in errors])
         failure = failure or (pool_failure if action in _FIRST_CREATION else "")
-    return Instance(name, mig, action == "NONE", failure, deleting=action in _LEAVING)
+    first = action in _FIRST_CREATION
+    return Instance(name, mig, action == "NONE", failure, deleting=action in _LEAVING, first_creation=first)

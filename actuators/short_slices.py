@@ -7,23 +7,29 @@ exhausted quota kept them from creating. Waited for without end, it stays so for
 in the group's target, so no scale-up is sent and no stockout refuses one, the group is never backed off and its
 demand never goes to the next eligible pool. So a slice waits for its hosts as a queued resource waits for resources
 (``actuators.cloud_tpu.queued_resource_waits``): its pool's lead time times ``alerts.stalled_after_lead_times``, from
-the first read that found it short. Still short then, with a stockout or quota named, it is failed for want of capacity
+the first read that found it short, or, for a slice that was never whole, from when its hosts were first asked for
+(``first_asked``: the creation time Compute keeps of its instance groups, so a restart does not start the wait
+again). Still short then, with a stockout or quota named, it is failed for want of capacity
 ("insufficient capacity: ..."): the next resize deletes it and refuses a scale-up of the group with
 CapacityUnavailable, and the agent backs the group off and asks the next eligible pool. One whose missing hosts
 nothing names a stockout or quota of (hosts being recreated by a repair) is waited for. A slice seen with all its hosts
-is forgotten, its wait starting again if it falls short later; the times are kept in memory, so after a restart a
-short slice's wait starts again.
+is forgotten, its wait starting again if it falls short later. The first reads are kept in memory: after a restart, a
+slice that was whole and fell short (its hosts recreated by a repair the zone has no room for) starts its wait again,
+and one never whole keeps the wait it had.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 from actuators.vendor_errors import is_capacity_message
 from config.schema import Settings
 from models.durations import format_duration
 
+log = logging.getLogger(__name__)
 SHORT_WAIT = timedelta(hours=1)  # for an actuator built without waits (the daemon always passes them)
 
 
@@ -46,16 +52,40 @@ class ShortSlices:
         self._waits = dict(waits or {})
         self._since: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first read that found it short
 
-    def given_up(self, pool_id: str, short: Mapping[str, str], now: datetime) -> dict[str, str]:
+    def given_up(
+        self, pool_id: str, short: Mapping[str, str], now: datetime, asked: Mapping[str, datetime] | None = None
+    ) -> dict[str, str]:
         """Of a group's slices short of hosts in this read (name -> what is said of its hosts), those short for the
-        group's wait or longer with a stockout or quota named, each with the message it is failed with. The group's
-        other slices are forgotten."""
+        group's wait or longer with a stockout or quota named, each with the message it is failed with. ``asked``:
+        when the hosts of a slice that was never whole were first asked for (``first_asked``); its wait counts from
+        then. The group's other slices are forgotten."""
         self._since = {k: t for k, t in self._since.items() if k[0] != pool_id or k[1] in short}
         wait = self._waits.get(pool_id, SHORT_WAIT)
         out = {}
         for name, hosts in short.items():
             since = self._since.setdefault((pool_id, name), now)
+            if asked and name in asked and asked[name] < since:
+                since = self._since[(pool_id, name)] = asked[name]
             if now - since >= wait and is_capacity_message(hosts):
                 waited = f"short of hosts for {format_duration(now - since)} (the group waits {format_duration(wait)})"
                 out[name] = f"insufficient capacity: {waited}: {hosts}"
         return out
+
+
+def first_asked(pool_id: str, groups: Iterable[Any]) -> datetime | None:
+    """When the hosts of a slice that was never whole were first asked for: the earliest ``creationTimestamp`` of its
+    instance groups (``compute_v1.InstanceGroupManager``) with a host still being created for the first time. GKE
+    creates a node pool's instance groups with it and a slice is never resized, so a host CREATING has never run
+    since then. None when no group tells a valid time, for the wait to count from the first read that found it
+    short."""
+    times = []
+    for group in groups:
+        try:
+            created = datetime.fromisoformat(str(group.creation_timestamp))
+        except ValueError:
+            created = None
+        if created is None or created.tzinfo is None:
+            log.warning("pool %s: instance group %s has no valid creationTimestamp", pool_id, group.name)
+            continue
+        times.append(created)
+    return min(times, default=None)

@@ -51,6 +51,7 @@ def test_a_short_slice_is_failed_after_its_wait_deleted_and_its_group_backed_off
     ).actuator
     specs = {p.pool_id: p for p in settings.pool_specs()}
     gke_api.stockout("us-central1-a", mode="operation", room=2)
+    gke_api.now = T0  # v5e-1's instance groups are created now: its wait counts from then
     actuator.resize(POOL, 2, "up")
     gke_api.advance()  # v5e-1 comes up with 2 of its 4 hosts
 

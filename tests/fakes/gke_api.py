@@ -79,6 +79,7 @@ class Mig:
     zone: str
     target_size: int = 0
     instances: list[Instance] = field(default_factory=list)
+    created: str = ""  # creationTimestamp (RFC 3339), set when the fake creates it
 
 
 @dataclass
@@ -134,7 +135,7 @@ class FakeGkeApi(GoogleJsonServer):
         """A RUNNING node pool with ``nodes`` running instances spread over ``zones`` (first zones get more)."""
         with self._lock:
             pool = NodePool(name, {"name": name, "locations": list(zones), **spec}, [], status="RUNNING")
-            pool.migs = [Mig(f"gke-{self.cluster}-{name}-{i}-grp", zone) for i, zone in enumerate(zones)]
+            pool.migs = [self._new_mig(name, i, zone) for i, zone in enumerate(zones)]
             self.pools[name] = pool
             self._resize(pool, nodes)
             for mig in pool.migs:
@@ -314,13 +315,17 @@ class FakeGkeApi(GoogleJsonServer):
         if name in self.pools:
             raise GoogleApiError(409, f"Already exists: projects/{self.project}/.../nodePools/{name}.")
         zones = tuple(spec.get("locations") or self.node_locations)  # unset: the cluster's default node locations
-        pool = NodePool(name, spec, [Mig(f"gke-{self.cluster}-{name}-{i}-grp", z) for i, z in enumerate(zones)])
+        pool = NodePool(name, spec, [self._new_mig(name, i, z) for i, z in enumerate(zones)])
         per_zone = int(spec.get("initialNodeCount", 0))  # per zone, like setSize
         self._check_capacity(pool, per_zone)
         self.pools[name] = pool
         for mig in pool.migs:
             self._resize_mig(mig, per_zone)
         return self._start("CREATE_NODE_POOL", pool)
+
+    def _new_mig(self, pool: str, index: int, zone: str) -> Mig:
+        """A node pool's instance group in ``zone``, created ``now`` (Compute's ``creationTimestamp``)."""
+        return Mig(f"gke-{self.cluster}-{pool}-{index}-grp", zone, created=self.now.isoformat(timespec="milliseconds"))
 
     def _check_capacity(self, pool: NodePool, per_zone: int) -> None:
         """A call growing a zone that refuses (stockout mode "http") is refused whole."""
@@ -435,7 +440,7 @@ class FakeGkeApi(GoogleJsonServer):
         if method == "GET" and not verb:
             stable = all(i.action == "NONE" for i in mig.instances)
             group = {"name": mig.name, "zone": zone, "targetSize": mig.target_size, "status": {"isStable": stable}}
-            return group | {"baseInstanceName": _base_instance_name(mig)}
+            return group | {"baseInstanceName": _base_instance_name(mig), "creationTimestamp": mig.created}
         if verb == "listManagedInstances":
             start, size = int(query.get("pageToken") or 0), int(query.get("maxResults") or 500)
             page = mig.instances[start : start + size]
