@@ -146,7 +146,8 @@ class StateDocumentUnreadable(LeadtimeError):
 
 class StateDocumentTooNew(StateUnavailable):
     """The saved document was written by a newer release (a rolling upgrade, a rollback): it is neither read nor
-    overwritten; the copy in memory is used until a release that reads it leads."""
+    overwritten, and a leader that meets it plans and acts on nothing until a release that reads it leads or the
+    document is deleted."""
 
 
 class KubernetesUnconfigured(LeadtimeError):

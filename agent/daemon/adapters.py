@@ -10,7 +10,10 @@ acts on nothing: its own copy lacks the blocks, back-offs and recent changes its
 after a 403 would be resized again). Such a tick only watches, as a standby does (reads the pools, charges the
 ledger), is blind ("planner memory not read yet", so the replica is not ready once it lasts the readiness bound),
 tries the read again next tick, and alerts (``tick-failed``, subject ``planner-memory``) once the memory has gone
-unread for the readiness bound, on the monotonic clock.
+unread for the readiness bound, on the monotonic clock. A memory saved by a newer release (``StateDocumentTooNew``,
+after a rollback or while a rolling upgrade runs) is held the same way, on purpose: this release cannot read the
+blocks and back-offs in it, so it does not act without them; its readiness reason and alert name the newer document
+and the two ways out (roll forward to a release that reads it, or delete the state ConfigMap to start afresh).
 ``PoolStateRecorder`` wraps the actuator the loop reads, keeping the newest pool states for the metrics (an
 instrumentation wrapper, the loop is not changed for it).
 """
@@ -42,6 +45,7 @@ from models import (
     MetricsUnavailable,
     PoolState,
     Severity,
+    StateDocumentTooNew,
     StateUnavailable,
 )
 from models.clock import Clock
@@ -161,7 +165,13 @@ class AgentLoopAdapter:
             self._agent.watch(now)
         except (ActuatorError, LedgerUnavailable) as exc:  # counted; the tick is blind already
             errors.append(exc)
-        why = f"planner memory not read yet ({load_error}); no pool is planned or acted on until it is"
+        if isinstance(load_error, StateDocumentTooNew):
+            why = (
+                f"planner memory saved by a newer release, not read ({load_error}); no pool is planned or acted on "
+                f"until a release that reads it leads or {self._state_config_map()} is deleted"
+            )
+        else:
+            why = f"planner memory not read yet ({load_error}); no pool is planned or acted on until it is"
         monotonic = self._clock.monotonic()
         if self._unread_since is None:
             self._unread_since = monotonic
@@ -169,21 +179,40 @@ class AgentLoopAdapter:
         settings = self._agent.settings
         bound = settings.daemon.ready_bound(settings.loop.tick_interval)  # the readiness bound, as /readyz has it
         if unread_for >= bound:
-            self._alert_unread(now, unread_for, str(load_error))
+            self._alert_unread(now, unread_for, load_error)
         return DaemonTickReport(
             forecasts=(), pools=self._pools.last, plan=None, results=(), budgets=(), errors=errors, blind=why
         )
 
-    def _alert_unread(self, now: datetime, unread_for: timedelta, error: str) -> None:
-        summary = (
-            f"the leader has not read the planner memory for {format_duration(unread_for)}: it plans and acts on no "
-            "pool until it can (the blocks and back-offs its predecessor saved are in it). Check that the Kubernetes "
-            "API answers and that the agent's ServiceAccount may get the state ConfigMap the error names"
-        )
+    def _alert_unread(self, now: datetime, unread_for: timedelta, error: StateUnavailable | None) -> None:
+        unread = f"the leader has not read the planner memory for {format_duration(unread_for)}"
+        if isinstance(error, StateDocumentTooNew):
+            where = self._state_config_map()
+            summary = (
+                f"{unread}: {where} holds a planner memory saved by a newer release of leadtime, which this release "
+                "cannot read (after a rollback, or while a rolling upgrade runs), so it plans and acts on no pool "
+                "rather than without the blocks and back-offs saved there. Roll forward to a release that reads it "
+                f"(the one that saved it, or later); or, to go on with this release, delete {where} (check first "
+                "which pools it holds blocked: their blocks and every back-off are lost) and the leader starts "
+                "afresh at its next tick"
+            )
+        else:
+            summary = (
+                f"{unread}: it plans and acts on no pool until it can (the blocks and back-offs its predecessor "
+                "saved are in it). Check that the Kubernetes API answers and that the agent's ServiceAccount may get "
+                "the state ConfigMap the error names"
+            )
         event = AlertEvent(
-            AlertKind.TICK_FAILED, Severity.WARNING, now, UNREAD_MEMORY_SUBJECT, summary, {"error": error}
+            AlertKind.TICK_FAILED, Severity.WARNING, now, UNREAD_MEMORY_SUBJECT, summary, {"error": str(error)}
         )
         self._agent.parts.notifier.notify(event)
+
+    def _state_config_map(self) -> str:
+        """The state ConfigMap as an operator finds it: its name and, when configured, its namespace."""
+        state = self._agent.settings.daemon.state
+        if state.config_map_namespace is None:
+            return f"the state ConfigMap {state.config_map_name} (in the Lease's namespace)"
+        return f"the state ConfigMap {state.config_map_namespace}/{state.config_map_name}"
 
     def _blind(self, report: TickReport) -> str | None:
         """Why the tick had nothing to plan on: no demand class had data (Prometheus unreachable, a wrong URL), or

@@ -6,6 +6,7 @@ and it is not ready, and once the memory has gone unread for the readiness bound
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
@@ -114,3 +115,49 @@ def test_a_leader_that_cannot_read_its_memory_watches_is_not_ready_and_alerts_af
     assert after.assembled.loop.agent.memory.blocked == {POOL: f"pool {POOL!r}: {WHY}"}
     assert after.assembled.health.readiness(clock.now()).ready
     assert _metric(after, "leadtime_ticks_total", {"role": "leader", "outcome": "blind"}) == 6
+
+
+def test_a_memory_saved_by_a_newer_release_holds_the_leader_and_says_how_to_get_out(
+    stage: Stage, enforcing: Enforcing, kube_api: FakeKubeApi
+) -> None:
+    """After a rollback the stored memory is a version this release cannot read: the leader does not act without
+    the blocks in it, and its readiness and alert name the newer document and both remedies, the Kubernetes API
+    and RBAC not among them. Deleting the ConfigMap (one of the remedies) lets it plan again, without the block."""
+    clock = stage.clock
+    after = _blocked_then_restarted(stage, enforcing).replicas[-1]
+    saved = kube_api.get("configmaps", "leadtime-state", "leadtime")
+    assert saved is not None
+    document = json.loads(saved["data"]["planner-memory.json"])
+    document["version"] = 2  # as a later release saves it, before it was rolled back
+    saved["data"]["planner-memory.json"] = json.dumps(document)
+    kube_api.put("configmaps", saved)
+
+    stage.play(timedelta(minutes=30), [after])
+
+    assert stage.leader() is after
+    assert len(stage.attempts) == 1  # acted on nothing
+    assert _metric(after, "leadtime_ticks_total", {"role": "leader", "outcome": "ok"}) == 0
+    readiness = after.assembled.health.readiness(clock.now())
+    assert not readiness.ready
+    assert "planner memory saved by a newer release, not read" in readiness.detail
+    assert "version 2, written by a newer release" in readiness.detail
+    assert "the state ConfigMap leadtime-state (in the Lease's namespace) is deleted" in readiness.detail
+    alerts = [e for e in after.notifier.delivered if e.subject == UNREAD_MEMORY_SUBJECT]
+    assert alerts
+    for alert in alerts:
+        assert alert.kind is AlertKind.TICK_FAILED
+        assert "holds a planner memory saved by a newer release of leadtime" in alert.summary
+        assert "Roll forward to a release that reads it" in alert.summary
+        assert "delete the state ConfigMap leadtime-state (in the Lease's namespace)" in alert.summary
+        assert "ServiceAccount" not in alert.summary
+    assert json.loads(saved["data"]["planner-memory.json"])["version"] == 2  # never written over
+
+    kube_api.delete("configmaps", "leadtime-state", "leadtime")
+    stage.play(timedelta(minutes=3), [after])
+
+    assert after.assembled.health.readiness(clock.now()).ready
+    assert _metric(after, "leadtime_ticks_total", {"role": "leader", "outcome": "ok"}) >= 2
+    # started afresh: the block was in the deleted document, so the pool was tried again (and, its cause not
+    # fixed, refused and blocked again)
+    assert len(stage.attempts) == 2
+    assert after.assembled.loop.agent.memory.blocked == {POOL: f"pool {POOL!r}: {WHY}"}
