@@ -46,13 +46,15 @@ def _dir(tmp_path: Path, name: str) -> Path:
 
 
 def _node(cluster: str, node: str, pool: str | None) -> dict[str, str]:
-    """One node of ``cluster`` as kube-state-metrics reports it: Ready and schedulable, labelled ``pool`` if any."""
+    """One node of ``cluster`` as kube-state-metrics reports it: Ready, schedulable, with 8 allocatable GPUs,
+    labelled ``pool`` if any."""
     labels = f'cluster="{cluster}",node="{node}"'
     node_labels = labels + (f',label_pool="{pool}"' if pool else "")
     series = {
         f"kube_node_info{{{labels}}}": "1x5",
         f"kube_node_labels{{{node_labels}}}": "1x5",
         f"kube_node_spec_unschedulable{{{labels}}}": "0x5",
+        f'kube_node_status_allocatable{{{labels},resource="nvidia_com_gpu",unit="integer"}}': "8x5",
     }
     for status in ("true", "false", "unknown"):
         value = "1x5" if status == "true" else "0x5"
