@@ -9,13 +9,13 @@ waiting on a disruption budget go on every tick. The plan sees such a pool witho
 cloud's target still counts them, so a scale-up is sent as the planned change applied to the cloud's target: a
 resize never takes a pool below the cloud's target less the nodes the drainer emptied, nor a scale-up above the
 pool's ``max_units`` (what does not fit waits for the drains to end). A scale-up first takes back idle nodes the
-drainer is still draining (``NodeDrains.take_back``) and buys only the rest, never more than the plan's budget
-counted as new: the units of drains it could not end wait for the next plan. A forced release (``Resize.forced``, a
-budget's hard stop) is checked against fresh state like any action; on a pool without a drainer it is a plain
-resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and is never refused for
-busy nodes. A resize or release of a pool blocked after a permanent error is refused, whatever planned it (the
-planner plans none, but a budget's release must not reach such a pool either); its drains already in progress go on.
-While it stays blocked its critical alert, saying how to unblock it, is raised again every tick
+drainer is still draining (``NodeDrains.take_back``) and buys only the rest; on a pool in a budget never more than
+the budget counted as new: the units of drains it could not end wait for the next plan. A forced release
+(``Resize.forced``, a budget's hard stop) is checked against fresh state like any action; on a pool without a
+drainer it is a plain resize, on a pool with one it drains busy nodes too once the idle ones do not cover it, and is
+never refused for busy nodes. A resize or release of a pool blocked after a permanent error is refused, whatever
+planned it (the planner plans none, but a budget's release must not reach such a pool either); its drains already
+in progress go on. While it stays blocked its critical alert, saying how to unblock it, is raised again every tick
 (``blocked_pool_alerts``), also after a restart that read the block back. A pool whose state could not be read is
 alerted on and held (planned as unobserved), not blocked: reading it changes nothing, and it is planned again once
 it can be read.
@@ -154,7 +154,9 @@ def execute(
             taken: list[str] = []
             if drains is not None and drains.serves(resize.pool_id) and resize.is_scale_up:
                 taken = drains.take_back(resize.pool_id, resize.to_units - resize.from_units, now)
-            sent = _Sent(cloud[resize.pool_id], state, taken)
+            decision = plan.decisions.get(resize.pool_id)
+            capped = decision is not None and bool(decision.budgets)
+            sent = _Sent(cloud[resize.pool_id], state, taken, capped)
             memory = _resize(resize, sent, actuator, pools, memory, now, results, alerts)
         log.info(
             "action pool=%s from=%d to=%d status=%s reason=%r",
@@ -256,11 +258,13 @@ def unread_pool_alerts(actuator: Actuator, now: datetime) -> tuple[AlertEvent, .
 @dataclass(frozen=True)
 class _Sent:
     """What a resize is sent against: the cloud's own target (``cloud``), the pool the plan saw (``planned``: its
-    draining nodes taken out) and the draining nodes taken back for a scale-up (``taken``: they serve again)."""
+    draining nodes taken out), the draining nodes taken back for a scale-up (``taken``: they serve again) and
+    whether a budget's cap priced the resize (``capped``: the pool is in a budget)."""
 
     cloud: PoolState
     planned: PoolState
     taken: Sequence[str] = ()
+    capped: bool = False
 
 
 def _resize(
@@ -298,7 +302,8 @@ def _send(
     the draining nodes, deleting instances of the cloud's choosing with no drain; sent as the same change applied to
     the cloud's target, a resize can never take out a node the drainer did not empty. The draining nodes taken back
     for a scale-up (``sent.taken``) serve again and are in that target already: only the rest is bought, and of it
-    no more than the plan counted as new (``_held_for_take_back``), so a budget's cap holds when a take-back fails.
+    of a pool in a budget no more than the plan counted as new (``_held_for_take_back``), so the budget's cap holds
+    when a take-back fails; a pool in no budget buys the rest at once, as no cap priced it.
 
     The cloud's target never goes above the pool's ``max_units``: a scale-up that would (the draining nodes still
     count there) buys what fits and the rest waits for the drains to finish, when the next plan buys it on the
@@ -372,8 +377,10 @@ def _send(
 def _held_for_take_back(resize: Resize, sent: _Sent) -> int:
     """How many of a scale-up's units not taken back are not bought now: the plan's budget counted the idle
     draining nodes (``takeable_units``) as served again, not bought, so when fewer drains could be ended only the
-    units beyond them are new (0 for any other resize); the next plan counts the rest against the nodes it sees."""
-    if not resize.is_scale_up:
+    units beyond them are new (0 for any other resize); the next plan counts the rest against the nodes it sees. A
+    pool in no budget (``sent.capped`` false) holds nothing back: no cap counted on those nodes, and holding units
+    back would only leave its demand waiting for drains that go on."""
+    if not resize.is_scale_up or not sent.capped:
         return 0
     planned = resize.to_units - resize.from_units
     return max(0, planned - len(sent.taken) - max(0, planned - sent.planned.takeable_units))

@@ -93,7 +93,8 @@ class PoolDecision:
     ``unplaced`` holds the demand this pool may serve that no pool could take this tick (``chips`` is the part
     left over: every pool that may serve it is at its bounds, in back-off or blocked). ``reserve_carries`` are the
     spot reserve chips this pool's bound cut and where they went, or the ones it holds for another spot pool's
-    reserve (``carried_reserve_units`` units, added before the bounds).
+    reserve (``carried_reserve_units`` units, added before the bounds). ``budgets`` names the budgets over the
+    pool, each with a cap: they priced its scale-up (empty for a pool in no budget).
     """
 
     pool_id: str
@@ -121,6 +122,7 @@ class PoolDecision:
     carried_reserve_units: int = 0
     reserve_carries: tuple[ReserveCarry, ...] = ()
     broken_units: int = 0  # paid for and serving nothing: they take their room from max_units
+    budgets: tuple[str, ...] = ()  # the budgets over the pool (each with a cap): they priced its scale-up
 
     @property
     def need_chips(self) -> float:

@@ -84,8 +84,9 @@ def test_a_scale_up_holds_the_units_its_plan_counted_as_taken_back(
     planned = PoolState(ON_DEMAND, T0, ready_units=1, target_units=1, draining_units=2, takeable_units=takeable)
     cloud = replace(planned, ready_units=3, target_units=3, draining_units=0, takeable_units=0)
     resize = Resize(ON_DEMAND, 1, to_units, "demand", "k")
-    sent = _Sent(cloud, planned, [f"node-{i}" for i in range(taken)])
+    sent = _Sent(cloud, planned, [f"node-{i}" for i in range(taken)], capped=True)
     assert _held_for_take_back(resize, sent) == held
+    assert _held_for_take_back(resize, replace(sent, capped=False)) == 0  # a pool in no budget: all bought
     bought = to_units - 1 - taken - held
     assert bought == min(to_units - 1 - taken, max(0, to_units - 1 - takeable))  # what the budget counted as new
 

@@ -113,6 +113,9 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
         resizes, skips, desired, blocked=given.memory.blocked, unknown=unknown, drained=given.drained,
     )  # fmt: skip
     decisions = with_budgets(decisions, skips, held)
+    for pool_id, decision in decisions.items():
+        if over := tuple(s.budget.name for s in given.budgets if pool_id in s.budget.pools):
+            decisions[pool_id] = replace(decision, budgets=over)
     final: list[Resize] = []
     drains: list[Drain] = []
     for planned in held.resizes:
