@@ -63,12 +63,13 @@ _EPS_USD = 1e-6
 class _Cap:
     """One cap a pool's scale-up spends from: the reservation's budget key, its period and what a unit costs in it."""
 
-    key: str  # the budget's name for its monthly cap, ``NAME/hourly@START`` for its hourly cap in the hour from START
+    key: str  # the budget's name for its monthly cap, ``NAME/hourly`` for its hourly cap (``_reserved_periods``)
     budget: Budget
     period: Period
     cap_usd: float
     per_unit_usd: float
     ledger_pools: tuple[str, ...] = ()  # the ids whose spend counts in the budget: its pools' and their previous ids
+    counted_with: tuple[str, ...] = ()  # the other keys the same period's reservations are made under
 
     def request(self, now: datetime, units: int, holder: str, ttl: timedelta, cap_usd: float) -> ReservationRequest:
         """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end."""
@@ -81,6 +82,7 @@ class _Cap:
             amount_usd=units * self.per_unit_usd,
             holder=holder,
             ttl=min(ttl, self.period.end - now),
+            counted_with=self.counted_with,
         )
 
 
@@ -196,11 +198,12 @@ class BudgetReserver:
             # only a budget other agents spend from too: the planner holds every cap to what this agent knows
             if pool_id not in budget.pools or not budget.remote_pools:
                 continue
-            for key, period, cap_usd, horizon in _reserved_periods(budget, now):
+            for key, period, cap_usd, horizon, also in _reserved_periods(budget, now):
                 hours = period.remaining(now, horizon).total_seconds() / 3600.0
                 if hours > 0.0:
                     counted = tuple(counted_pools(budget.pools, self.previous_ids))
-                    caps.append(_Cap(key, budget, period, cap_usd, spec.price_per_unit_hour_usd * hours, counted))
+                    per_unit = spec.price_per_unit_hour_usd * hours
+                    caps.append(_Cap(key, budget, period, cap_usd, per_unit, counted, also))
         return caps
 
     def _ask(self, now: datetime, wants: Sequence[tuple[str, int]]) -> list[list[tuple[_Cap, Grant]]]:
@@ -268,21 +271,34 @@ class BudgetReserver:
         return Reserved(reserved, tuple(alerts))
 
 
-def _reserved_periods(budget: Budget, now: datetime) -> list[tuple[str, Period, float, timedelta | None]]:
-    """The periods of ``budget``'s caps a reservation at ``now`` is made in: each one's key, period, cap and horizon.
-    An hourly cap is reserved in this hour and the next, as the planner holds it over the next hour (a rate): the
-    units held or bought now go on spending then, and the other agents' plans count none of this agent's pools
-    there. Each hour is keyed by its start (``NAME/hourly@START``): the ledger sums a key's reservations against
-    its cap whatever period they were made for, and a reservation made for the next hour must count in that hour,
-    when it is the current one, not in this one."""
-    periods: list[tuple[str, Period, float, timedelta | None]] = []
+def _reserved_periods(
+    budget: Budget, now: datetime
+) -> list[tuple[str, Period, float, timedelta | None, tuple[str, ...]]]:
+    """The periods of ``budget``'s caps a reservation at ``now`` is made in: each one's key, period, cap, horizon and
+    the other keys the same period is reserved under. An hourly cap is reserved in this hour and the next, as the
+    planner holds it over the next hour (a rate): the units held or bought now go on spending then, and the other
+    agents' plans count none of this agent's pools there. The ledger sums a key's reservations against its cap
+    whatever period they were made for, so the next hour is keyed by its start (``NAME/hourly@START``): made now, a
+    reservation for it must count there once it is the current hour, not in this one. The current hour stays under
+    the key earlier releases reserve it under, ``NAME/hourly``, so that agents of both releases sharing a budget see
+    each other's reservations of it, and a request for it counts those made under ``NAME/hourly@START`` as well (in
+    the previous hour, for this one). Reserving it under both keys would count this agent's own reservations
+    twice."""
+    periods: list[tuple[str, Period, float, timedelta | None, tuple[str, ...]]] = []
     for kind, period, cap_usd in budget.caps(now):
         if kind is CapKind.MONTH:
-            periods.append((budget.name, period, cap_usd, budget.commit_horizon))
+            periods.append((budget.name, period, cap_usd, budget.commit_horizon, ()))
             continue
+        plain = f"{budget.name}/{kind}"
         following = Period(period.end, period.end + (period.end - period.start))
-        periods += [(f"{budget.name}/{kind}@{p.start.isoformat()}", p, cap_usd, None) for p in (period, following)]
+        periods.append((plain, period, cap_usd, None, (_keyed(plain, period),)))
+        periods.append((_keyed(plain, following), following, cap_usd, None, ()))
     return periods
+
+
+def _keyed(plain: str, period: Period) -> str:
+    """The key of a period reserved before it is the current one: the cap's key with the period's start."""
+    return f"{plain}@{period.start.isoformat()}"
 
 
 def _new_units(resize: Resize, state: PoolState | None) -> int:

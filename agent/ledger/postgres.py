@@ -360,7 +360,7 @@ class PostgresLedger:
         first."""
 
         def decide(db: Connection) -> list[Grant]:
-            names = sorted({r.budget for r in requests})
+            names = sorted({k for r in requests for k in r.keys})
             with db.transaction():
                 db.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))
                 db.execute(
@@ -379,7 +379,7 @@ class PostgresLedger:
                 grants: list[Grant] = []
                 rows: list[tuple[str, str, float, int, int]] = []
                 for i, request in enumerate(requests):
-                    headroom = request.cap_usd - recorded[i] - reserved[request.budget]
+                    headroom = request.cap_usd - recorded[i] - sum(reserved[k] for k in request.keys)
                     if request.amount_usd > headroom:
                         grants.append(Grant(None, headroom))
                         continue

@@ -6,6 +6,10 @@ cap, deciding in one transaction that no other agent's request can interleave wi
 reservation once the spend is recorded (or the scale-up abandoned); a reservation also expires at its
 ``expires_at``, so an agent that dies does not hold the budget for ever.
 
+A request may also name other keys whose live reservations count against its cap (``counted_with``): the same period
+reserved under another name, by agents of another release or, ahead of time, by requests made for it while it was
+still the next period (``agent.budget_reserve``).
+
 A reservation can also be replaced by its holder (``replacing_holder``): what a deployment keeps reserved for the
 units it holds is named for the deployment, not for the replica that reserved it, so the replica that leads next
 replaces its predecessor's reservations in the transaction that makes its own, instead of adding to them.
@@ -31,6 +35,12 @@ class ReservationRequest:
     amount_usd: float
     holder: str  # who asks (an agent's name), for operators reading the table
     ttl: timedelta
+    counted_with: tuple[str, ...] = ()  # other keys whose live reservations count against this cap too
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every key whose live reservations count against this cap: the request's own first."""
+        return (self.budget, *(k for k in dict.fromkeys(self.counted_with) if k != self.budget))
 
     def __post_init__(self) -> None:
         if not self.amount_usd >= 0.0:
@@ -122,7 +132,7 @@ class ReservationBook:
             grants = []
             for request in requests:
                 recorded = self._spent(request.pools, request.period_start, request.period_end)
-                headroom = request.cap_usd - recorded - reserved.get(request.budget, 0.0)
+                headroom = request.cap_usd - recorded - sum(reserved.get(k, 0.0) for k in request.keys)
                 if request.amount_usd > headroom:
                     grants.append(Grant(None, headroom))
                     continue
