@@ -206,9 +206,10 @@ FIELDS: dict[str, str] = {
     "kube-state-metrics (v2.0 on) exports a node label as `label_<name>` only when its `--metric-labels-allowlist` "
     "names it, e.g. `--metric-labels-allowlist=nodes=[pool,cloud.google.com/gke-nodepool]`: without it the query "
     "answers nothing. Never fall back on every node (`count(kube_node_info)`): it reads 0 without the flag, or "
-    "while only other nodes are reported. For an on-prem pool the daemon also reads it at every tick as the units that can "
-    "take work now, and fills the pool only that far: count its Ready, schedulable nodes whose GPUs are allocatable, "
-    "with a fallback on the pool's own nodes (README, On-prem capacity); a read above `max_units` is planned on "
+    "while only other nodes are reported. For an on-prem pool the daemon also reads it at every tick as the units "
+    "that can take work now, and fills the pool only that far: count its Ready, schedulable nodes whose GPUs are "
+    "allocatable, with a fallback on the pool's own nodes (README, On-prem capacity); a read above `max_units` is "
+    "planned on "
     "`max_units` with a warning (most likely nodes counted twice). The query is read as written: with "
     "`cluster_selector` set, put its matchers on every selector, the fallback's too, or another cluster's nodes "
     "keep the fallback answering 0. Unset, or answering nothing, the pool is planned on its `max_units`. A fallback "
@@ -274,7 +275,9 @@ FIELDS: dict[str, str] = {
     "NodePoolMapping.gke_autoscaling": "When GKE's own autoscaler is on: `refuse` to touch the pool, or "
     "`move-bounds`: set the autoscaler's total min and max to the target, and on a scale-up also resize the pool's "
     "instance groups to it, zone by zone: GKE's autoscaler adds nodes only for pods that cannot be scheduled, never "
-    "to reach a raised minimum, so the bounds alone would buy nothing ahead of the queue.",
+    "to reach a raised minimum, so the bounds alone would buy nothing ahead of the queue. At zero nodes the bounds "
+    "are 0-1, as GKE refuses a maximum of 0; `refuse` also holds drains (no node of such a pool is cordoned), and "
+    "under `move-bounds` the bounds follow a drain down.",
     "TpuSliceGroupMapping.pool": "The pool id this slice group is.",
     "TpuSliceGroupMapping.group": "Name prefix of the slices' node pools (`<group>-<n>`).",
     "TpuSliceGroupMapping.machine_type": "TPU machine type, e.g. `ct5lp-hightpu-4t`.",
