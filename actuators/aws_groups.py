@@ -68,7 +68,7 @@ hostnames, start with the instance id; ``instance_ids`` maps them through ``Desc
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -83,6 +83,8 @@ CAPACITY_MEMORY = timedelta(minutes=10)
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
 _FAILED = ("Failed", "Cancelled")
 _LEAVING = "Terminating"  # Terminating, Terminating:Wait, Terminating:Proceed
+# EC2 instance states (``InstanceState.Name``) of an instance terminated or being terminated.
+_GONE = ("shutting-down", "terminated")
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,7 @@ class AutoScalingGroups:
         waited for. Nodes the group cannot lose without going below its minimum size are kept, and a node whose
         instance is not found (gone, its Node object not deleted yet) is looked for again on a later tick:
         TransientActuatorError (see the module's notes)."""
-        ids = self.instance_ids(pool_id, nodes)
+        ids = self.instance_ids(pool_id, nodes, {i.instance_id for i in seen.instances})
         unknown = [n for n in nodes if n not in ids]
         if unknown:
             raise TransientActuatorError(
@@ -319,7 +321,7 @@ class AutoScalingGroups:
         size; "" when all of them could go (a node whose instance is not found, or no longer in the group, needs no
         termination)."""
         ahead = [n for n in draining if n not in nodes]
-        ids = self.instance_ids(pool_id, [*ahead, *nodes])
+        ids = self.instance_ids(pool_id, [*ahead, *nodes], {i.instance_id for i in seen.instances})
         going, kept = _within_min(seen, [n for n in [*ahead, *nodes] if n in ids], ids)
         ours = [n for n in kept if n in nodes]
         return _at_min(seen, ours, "nodes", [n for n in [*going, *kept] if n in ahead]) if ours else ""
@@ -335,15 +337,25 @@ class AutoScalingGroups:
                 launched[inst["InstanceId"]] = str(inst.get("LaunchTime", ""))
         return sorted(instances, key=lambda i: (launched.get(i.instance_id, ""), i.instance_id), reverse=True)
 
-    def instance_ids(self, pool_id: str, nodes: Sequence[str]) -> dict[str, str]:
-        """Kubernetes node name -> EC2 instance id, for the nodes that are EC2 instances."""
+    def instance_ids(self, pool_id: str, nodes: Sequence[str], members: Collection[str] = ()) -> dict[str, str]:
+        """Kubernetes node name -> EC2 instance id, for the nodes that are EC2 instances. A private DNS name is its
+        private IP's, which EC2 gives again once an instance is terminated, while the terminated instance stays listed
+        for about an hour: of several instances with the name, one of ``members`` (the group's instances) is taken,
+        else one not terminated (nor shutting down); a terminated one only when no other has the name (the node's own
+        instance, gone)."""
         by_node = {n: n.split(".", 1)[0] for n in nodes if n.startswith("i-")}
         named = [n for n in nodes if n not in by_node]
         if named:
             filters = [{"Name": "private-dns-name", "Values": named}]
+            found: dict[str, list[tuple[bool, bool, str]]] = {}
             for reservation in call(pool_id, self._ec2.describe_instances, Filters=filters).get("Reservations", []):
                 for inst in reservation.get("Instances", []):
-                    by_node[str(inst.get("PrivateDnsName", ""))] = inst["InstanceId"]
+                    instance_id = str(inst["InstanceId"])
+                    live = str(inst.get("State", {}).get("Name", "")) not in _GONE
+                    found.setdefault(str(inst.get("PrivateDnsName", "")), []).append(
+                        (instance_id in members, live, instance_id)
+                    )
+            by_node.update({name: max(candidates)[2] for name, candidates in found.items()})
         return {n: by_node[n] for n in nodes if n in by_node}
 
     def _launch_failure(self, pool_id: str, group: dict[str, Any], now: datetime) -> _Launches:
