@@ -32,7 +32,11 @@ whose capacity history is not read (Prometheus failing or unreachable, a query t
 the whole history) keeps the last history read of it, if any, and is measured above its ``max_units`` where that
 has no value (the steps since it was read) or where there is none; it is read again at the next tick whose own
 capacity read of the pool succeeds, and the profile recomputed, rather than an hour later (before, the whole history
-was measured above ``max_units`` for the hour). A warning names the pool, why, and which capacity is used.
+was measured above ``max_units`` for the hour). A warning names the pool, why, and which capacity is used. A read
+that ran out of its share of the tick (a range query that hangs or answers too slowly, while the quick reads may
+well answer) is not tried again before ``SLOW_READ_RETRY``, the wait doubling with each such read in a row, up to
+the next hourly refresh, which asks every pool; a pool read ends its wait. Asked again at every tick, a hung
+history query cost half of every tick.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ import pandas as pd
 from agent.planning.budget import Budget
 from agent.planning.groups import DemandGroup
 from agent.planning.pacing import HOURS_A_DAY, BurstProfile, ahead_chips, ahead_pools, paced_pools
-from agent.sources.base import read_deadline
+from agent.sources.base import read_deadline, read_time_left
 from agent.sources.onprem_capacity import OnPremCapacityHistory, OnPremCapacitySource
 from models import MetricsUnavailable, PoolKind, PoolSpec
 from models.allocation import serving_order
@@ -65,6 +69,9 @@ DEMAND_HISTORY_READ_SHARE = 0.5
 # The share of a tick the on-prem capacity history is read within, after the demand history: one range query per
 # on-prem pool. Unbounded, each pool's query could take its retries (about 91 s with the defaults).
 CAPACITY_HISTORY_READ_SHARE = 0.5
+# How long after a capacity history read that ran out of its time the pools it did not read are asked again; the
+# wait doubles with each such read in a row (the hourly refresh asks them whatever their wait).
+SLOW_READ_RETRY = timedelta(minutes=10)
 
 # Reads the demand of every class over [start, end): the history, and why some classes have none.
 DemandHistoryRead = Callable[[datetime, datetime], tuple[pd.DataFrame, Mapping[str, MetricsUnavailable]]]
@@ -225,6 +232,7 @@ class HourlyBurstProfile:
         self._refresh: _Refresh | None = None
         self._profile: BurstProfile | None = None
         self._capacity: dict[str, tuple[datetime, pd.Series]] = {}  # the last history read of each pool, and when
+        self._slow: dict[str, tuple[int, datetime]] = {}  # reads in a row that ran out of time, and the next retry
 
     def at(
         self,
@@ -241,7 +249,7 @@ class HourlyBurstProfile:
             self._hour = hour
             self._profile = self._refreshed(now, read_demand, capacity)
         elif self._refresh is not None and self._refresh.due:
-            retry = self._refresh.due & set(read_now)
+            retry = {p for p in self._refresh.due & set(read_now) if self._slow.get(p, (0, now))[1] <= now}
             if retry and self._read_capacity(capacity, retry, now):
                 self._profile = self._computed()
         return self._profile
@@ -289,7 +297,10 @@ class HourlyBurstProfile:
         asked_ids = [p.pool_id for p in asked]
         with read_deadline(self._tick * CAPACITY_HISTORY_READ_SHARE):
             units, problems = capacity.units_between(asked, now - self._history, now, self._step)
+            left = read_time_left()
+        ran_out = left is not None and left[0] <= 0
         for pool_id, series in sorted(units.items()):
+            self._slow.pop(pool_id, None)
             if now != refresh.end:
                 log.info(
                     "burst profile: on-prem capacity of %s read over the history again: the profile is recomputed",
@@ -302,13 +313,25 @@ class HourlyBurstProfile:
         )
         for pool_id, why in sorted(problems.items()):
             log.warning(
-                "burst profile: on-prem capacity of %s not read over the history (%s): %s; read again at the next "
-                "tick that reads its capacity",
+                "burst profile: on-prem capacity of %s not read over the history (%s): %s; %s",
                 pool_id,
                 why,
                 self._used(pool_id),
+                self._slowed(pool_id, now) if ran_out else "read again at the next tick that reads its capacity",
             )
         return bool(units)
+
+    def _slowed(self, pool_id: str, now: datetime) -> str:
+        """Count a read of the pool that ran out of its time, and say when it is asked again: ``SLOW_READ_RETRY``
+        after the first such read in a row, twice as long after each next one, at the next hourly refresh at the
+        latest. A quick read that answers is no sign that the slow history query would."""
+        count = self._slow.get(pool_id, (0, now))[0] + 1
+        retry = now + min(SLOW_READ_RETRY * 2 ** (count - 1), timedelta(hours=1))
+        self._slow[pool_id] = (count, retry)
+        return (
+            f"the read ran out of its time, {count} in a row: read again no earlier than {retry.isoformat()} "
+            "(or at the next hourly refresh), once a tick reads its capacity"
+        )
 
     def _used(self, pool_id: str) -> str:
         """What a pool not read this time is measured above."""
