@@ -11,8 +11,9 @@ A model trained at the asked quantiles may keep them as trained (``offset_bases=
 levels) and train on all history (``hold_out=False``: its residuals are then in sample, fit
 for the fallback checks but not for choosing between models). Any series whose model did not train, whose
 residuals are too few (or do not reach as far ahead as asked: ``calibration_horizon``), or whose forecast fails the
-guards at every level is answered by the calibrated last value instead, and the row says so; a level, or a peak,
-that fails them is answered by the fallback at that level only. The model's base levels are forecast with every
+guards (at a base level, or below zero or not finite at any: ``guards.row_problems``) is answered by the calibrated
+last value instead, and the row says so; a level other than a base whose tail reaches too high, or a peak that
+fails the guards, is answered by the fallback at that level only. The model's base levels are forecast with every
 request and the other levels ordered around them (``block.ordered``), so a level reads the same whatever levels
 are asked with it. Calibration takes the kept history's stray samples (one bad scrape, see
 ``stray_samples``) as missing: neither outcomes, nor origins, nor moves of the local scale. The forecasts of a set
@@ -39,7 +40,7 @@ from forecasting.calibration import (
     peak_residuals,
     scale_floor,
 )
-from forecasting.guards import check_forecast, history_range, level_problems, stray_samples
+from forecasting.guards import history_range, level_problems, row_problems, stray_samples
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
 from forecasting.series import SeriesData, merge, step_ns, to_panel
@@ -314,10 +315,10 @@ class CalibratedForecaster:
             scale = self._scale_now(uid, windows[uid])
             values = ordered(chosen + found[0] * scale, levels, anchors)
             last = _last_observed(windows[uid])
-            # Level by level: an extreme level that fails (a 0.999 tail) sends that level to the fallback, not the row.
-            failed = level_problems(values, state.ranges.get(uid), last, levels)
-            if len(failed) == len(levels):
-                rescue[i] = check_forecast(values, state.ranges.get(uid), last, levels)
+            # A refused base or a quantile below zero refuses the row; an extreme level's tail too high, that level.
+            refused, failed = row_problems(values, state.ranges.get(uid), last, levels, anchors)
+            if refused:
+                rescue[i] = refused
                 continue
             block.values[i] = np.maximum(values, 0.0)
             assert block.peaks is not None

@@ -51,6 +51,7 @@ def check_forecast(
     history_range: tuple[float, float] | None,
     last: float | None = None,
     levels: Sequence[float] | None = None,
+    ceiling: bool = True,
 ) -> str:
     """Why ``values`` (levels, horizon) cannot be used, or ``""`` when it can.
 
@@ -60,11 +61,12 @@ def check_forecast(
     negative while the series is above zero: a median or higher quantile below zero then says demand is more
     likely negative than not, so the model is wrong and clipping at zero would only hide it. A lower quantile below
     zero just means that demand may well reach zero, and a model may overshoot below a series that has reached
-    zero: both are clipped (unless far below zero).
+    zero: both are clipped (unless far below zero). ``ceiling=False`` leaves out the checks of how high it reaches
+    (above ``MAX_DEMAND`` or the sane multiple of the history's range).
     """
     if not np.all(np.isfinite(values)):
         return "forecast has NaN or infinite values"
-    if values.size and values.max() > MAX_DEMAND:
+    if ceiling and values.size and values.max() > MAX_DEMAND:
         return f"forecast {values.max():.3g} is above {MAX_DEMAND:g} accelerators, not a plausible demand"
     if history_range is None or not values.size:
         return ""
@@ -78,9 +80,9 @@ def check_forecast(
     above_zero = last is not None and last > NEGATIVE_TOLERANCE * spread
     if above_zero and central.size and central.min() < -NEGATIVE_TOLERANCE * spread:
         return f"forecast {central.min():.3g} at the median or above is below zero"
-    ceiling = high + ABSURD_RANGES * spread
-    if values.max() > ceiling:
-        return f"forecast {values.max():.3g} is above {ceiling:.3g}, beyond a sane multiple of the history's range"
+    highest = high + ABSURD_RANGES * spread
+    if ceiling and values.max() > highest:
+        return f"forecast {values.max():.3g} is above {highest:.3g}, beyond a sane multiple of the history's range"
     return ""
 
 
@@ -95,3 +97,27 @@ def level_problems(
         k: check_forecast(values[k : k + 1], history_range, last, levels[k : k + 1]) for k in range(len(levels))
     }
     return {k: problem for k, problem in problems.items() if problem}
+
+
+def row_problems(
+    values: np.ndarray,
+    history_range: tuple[float, float] | None,
+    last: float | None,
+    levels: Sequence[float],
+    bases: Sequence[float],
+) -> tuple[str, dict[int, str]]:
+    """Whether a model's forecast (levels, horizon) can be used, as (why the whole row cannot, or ``""``; the levels
+    that alone cannot, with why).
+
+    The whole row is refused when any of the model's ``bases`` fails the guards, or any level fails for NaN or
+    infinite values or for being below zero (a median or higher quantile below zero means the model is wrong, so
+    its other levels are not to be trusted either). Only a level that is not a base and reaches too high (an
+    extreme level's extrapolated tail, such as a 0.999 beyond the sane ceiling) is refused alone.
+    """
+    for k, level in enumerate(levels):
+        row = values[k : k + 1]
+        is_base = any(abs(level - b) < 1e-9 for b in bases)
+        problem = check_forecast(row, history_range, last, levels[k : k + 1], ceiling=is_base)
+        if problem:
+            return problem, {}
+    return "", level_problems(values, history_range, last, levels)
