@@ -37,7 +37,10 @@ removed the same way with no refusal: the executor tells of them and backs the p
 (``agent.executor_failures``). A
 health issue carries no time (``Issue`` is code, message, resource ids), and EKS may keep listing one after the
 group launches again, so an issue counts only while the group's own scaling activities do not show a newer launch
-that did not fail, and for ``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then).
+that did not fail, and for ``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then). It is
+not read at all while the group's activities place a recent failure in some of its zones, others launching: an issue
+names no zone (EKS lists ``AsgInstanceLaunchFailures`` for a one-zone stockout too), and the group launches the nodes
+in the other zones (see ``actuators.aws_groups``).
 
 An adapter built ``drained`` (the daemon's: every node group's nodes are drained before they go) never shrinks by a
 resize: one below the node group's target as read now, once its failed launches are removed, is REJECTED as "pool
@@ -258,7 +261,7 @@ class EksNodegroupActuator:
             owner=f"EKS node group {nodegroup!r}",
         )
         failure, failure_at, failing, for_capacity = group.failure, group.failure_at, group.failing, group.for_capacity
-        if not failure:
+        if not failure and not group.zone_failure:  # a failure the activities place in some zones is not the pool's
             issues = found.get("health", {}).get("issues", [])
             failure, failure_at, failing = self._health_failure(pool_id, issues, group)
             for_capacity = not failure or bool(capacity_failure(failure))
