@@ -149,7 +149,11 @@ class AutoForecaster:
 
     def level_models(self, uid: str, levels: Sequence[float]) -> list[str]:
         """What forecasts each of ``levels`` for a series: a pooled model at the levels it won and serves the series
-        no worse than its own choice, the series' own choice elsewhere."""
+        no worse than its own choice, the series' own choice elsewhere, and so at every level not judged. Taking an
+        unjudged level from the decision at the nearest judged one was measured on helios-earth-slices.yaml's
+        window and left out: the global model then forecast 58% of the class-ticks at 0.97 and 0.98 (none before),
+        and the forecast policy's cost at 0.1% unserved rose from 455,351 to 455,877 USD (0.5%: 341,125 to
+        341,242)."""
         chosen = self.choice.get(uid, self.baseline)
         own = self.level_losses.get(uid, {})
         names = []

@@ -19,6 +19,7 @@ from typing import Any
 
 from agent.loop import Outlook
 from agent.planning import resolve_service_levels
+from agent.simulation.forecast_models import level_mix
 from agent.simulation.runner import PolicyRun, Simulation, run_policy
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace
@@ -38,6 +39,7 @@ class Trial:
     cost_usd: float
     unserved_fraction: float
     budget_held_steps: int = 0  # steps at which a budget cap held the trial's run back (``PolicyRun``)
+    models: tuple[tuple[str, float], ...] = ()  # the forecast policy's: each model's share of the level read
 
 
 Evaluate = Callable[[float], Trial]  # the forecast policy's trial at a service level
@@ -63,7 +65,7 @@ def equal_service(
         "forecast": search_levels(
             lambda level: _level_trial(level, session),
             tuple(targets),
-            known=own_level(session.settings, known.get("forecast")),
+            known=own_level(session.settings, known.get("forecast"), session.outlooks("forecast")),
         ),
     }
     if on_done is not None:
@@ -117,7 +119,7 @@ def run_and_compare(
         def helper(level: float) -> Future[Trial] | None:  # once its own share is done, the other process helps
             return pool.submit(_level_trial, level) if side.done() or shared.is_set() else None
 
-        own = own_level(session.settings, runs.get("forecast"))
+        own = own_level(session.settings, runs.get("forecast"), session.outlooks("forecast"))
         levels = (
             search_levels(lambda level: _level_trial(level, session), tuple(targets), helper, own) if compare else []
         )
@@ -163,8 +165,10 @@ def _level_trial(level: float, session: Simulation | None = None) -> Trial:
     """The forecast policy at one service level, on ``session`` (by default the held session copy)."""
     session = session or _HELD["session"]
     trial = at_level(session.settings, level)
-    run = run_policy(trial, session.trace, session.window, "forecast", outlooks=session.outlooks("forecast"))
-    return Trial(level, run.cost_usd, run.unserved_fraction, run.budget_held_steps)
+    outlooks = session.outlooks("forecast")
+    run = run_policy(trial, session.trace, session.window, "forecast", outlooks=outlooks)
+    mix = tuple(level_mix(outlooks, level).items())
+    return Trial(level, run.cost_usd, run.unserved_fraction, run.budget_held_steps, mix)
 
 
 def at_level(settings: Settings, level: float) -> Settings:
@@ -175,7 +179,7 @@ def at_level(settings: Settings, level: float) -> Settings:
     return settings.model_copy(update={"demand_classes": classes, "planner": planner})
 
 
-def own_level(settings: Settings, run: PolicyRun | None) -> dict[int, Trial]:
+def own_level(settings: Settings, run: PolicyRun | None, outlooks: Sequence[Outlook] | None = None) -> dict[int, Trial]:
     """The forecast policy's own ``run`` as the level search's trial at one of ``SERVICE_LEVELS`` (by index), when
     the configured planner plans every class at the levels that a search trial there would: the same run, which
     the search then need not repeat. Empty when none does (a planner level not among them, or classes planned at
@@ -187,7 +191,8 @@ def own_level(settings: Settings, run: PolicyRun | None) -> dict[int, Trial]:
     for index, level in enumerate(SERVICE_LEVELS):
         trial = at_level(settings, level)
         if resolve_service_levels(trial.demand_class_models(), pools, trial.planner) == configured:
-            return {index: Trial(level, run.cost_usd, run.unserved_fraction, run.budget_held_steps)}
+            mix = tuple(level_mix(outlooks, level).items()) if outlooks is not None else ()
+            return {index: Trial(level, run.cost_usd, run.unserved_fraction, run.budget_held_steps, mix)}
     return {}
 
 
@@ -247,11 +252,13 @@ def interpolate(trials: Sequence[Trial], target: float, setting_name: str) -> di
 def _trial(trial: Trial, setting_name: str) -> dict[str, Any]:
     """A run a figure rests on; with the steps a budget cap held it back, where it did (the headline's marks)."""
     held = {"budget_held_steps": trial.budget_held_steps} if trial.budget_held_steps else {}
+    models = {"models": dict(trial.models)} if trial.models else {}
     return {
         setting_name: trial.setting,
         "cost_usd": round(trial.cost_usd, 2),
         "unserved_fraction": trial.unserved_fraction,
         **held,
+        **models,
     }
 
 

@@ -51,3 +51,19 @@ def forecast_models(outlooks: Sequence[Outlook], levels: Mapping[str, float]) ->
     return {
         name: ModelUse(levels[name], sum(counts[name].values()), dict(counts[name]), notes[name]) for name in levels
     }
+
+
+def level_mix(outlooks: Sequence[Outlook], level: float) -> dict[str, float]:
+    """Which models forecast the level the planner reads at ``level`` (every class planned at it, as in a trial of
+    the equal-service search): each model's share of the forecasts of every class at every tick of ``outlooks``."""
+    counts: Counter[str] = Counter()
+    read: dict[tuple[str, float], str] = {}  # model descriptions repeat: read each once per level
+    for outlook in outlooks:
+        for forecast in outlook.forecasts.values():
+            at = forecast.level_at_or_above(level)
+            key = (forecast.model, at)
+            if key not in read:
+                read[key] = model_at_level(forecast.model, at)
+            counts[read[key]] += 1
+    total = sum(counts.values())
+    return {name: round(count / total, 4) for name, count in counts.most_common()} if total else {}
