@@ -324,6 +324,10 @@ def _document(
         # budgets and the ledger do; sizes count the pool's target
         billed = state.billed_units if state is not None else fixed
         billed_then = billed_after(state, recommended) if state is not None and recommended is not None else fixed
+        why = decision.why() if decision is not None else reason
+        if fixed is not None and decision is not None and decision.target_units is None:
+            # the plan sets no target for a pool it never resizes: say what the row counts it at instead
+            why = why.removesuffix("target unknown") + onprem_held(agent, spec)
         pools.append(
             {
                 "pool_id": spec.pool_id,
@@ -341,7 +345,7 @@ def _document(
                 "planned_target_units": tick.plan.targets.get(spec.pool_id),
                 "action": action,
                 "reason": reason,
-                "why": decision.why() if decision is not None else reason,
+                "why": why,
                 "decision": decision.stages() if decision is not None else None,
                 "current_cost_per_day_usd": _per_day(billed, price),
                 "recommended_cost_per_day_usd": _per_day(billed_then, price),

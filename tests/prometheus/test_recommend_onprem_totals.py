@@ -68,6 +68,10 @@ def test_an_on_prem_pool_without_a_capacity_query_is_costed_at_its_max_units(
     assert onprem["current_cost_per_day_usd"] == pytest.approx(40 * 8.00 * 24)
     assert onprem["recommended_cost_per_day_usd"] == pytest.approx(40 * 8.00 * 24)
     assert "max_units" in onprem["reason"] and "capacity_query" in onprem["reason"]
+    # the report's row says so too, where the plan's record ends in no target of its own
+    assert onprem["why"].startswith("need ") and onprem["why"].endswith(onprem["reason"])
+    (line,) = [row for row in (tmp_path / "read" / "report.md").read_text().splitlines() if f"| {ONPREM} |" in row]
+    assert "counted at its max_units (40)" in line and "target unknown" not in line
     every = [SPOT, ON_DEMAND, ONPREM]
     assert read["cost"]["current_per_day_usd"] == pytest.approx(
         sum(pools[p]["current_cost_per_day_usd"] for p in every)
