@@ -3,14 +3,15 @@
 The planner trims scale-ups to the caps with what this agent knows. Agents in other clusters that name the same
 budget (a budget with ``remote_pools``) spend from it too, so before a scale-up the agent reserves the spend it adds
 (the units it adds to the bill at the pool's price to the end of each cap's period, or over the budget's
-``commit_horizon`` if that ends first) in the ledger: all of a tick's requests in one transaction against everyone's
-recorded and reserved spend (``agent.ledger.reservations``). The idle nodes being drained that a scale-up takes back
-first are not asked for: they are billed, so the pool's standing reservation holds them already. A scale-up not
-granted in full is trimmed to the units the headroom fits (with the nodes it takes back) and reserved again; if
-even that is refused (another agent took the room in between), the pool is held. Either way the plan carries a
-budget skip and the tick alerts. A budget no other agent spends from is reserved in nothing: the planner's trim
-holds it to its cap, and a reservation there would only count units twice (those of a scale-up, still reserved
-after a release took them, and those bought again).
+``commit_horizon`` if that ends first; in the next hour for an hourly cap, and in the next month period for a
+monthly cap once a unit bought now reaches it: ``_reserved_periods``) in the ledger: all of a tick's requests in one
+transaction against everyone's recorded and reserved spend (``agent.ledger.reservations``). The idle nodes being
+drained that a scale-up takes back first are not asked for: they are billed, so the pool's standing reservation
+holds them already. A scale-up not granted in full is trimmed to the units the headroom fits (with the nodes it
+takes back) and reserved again; if even that is refused (another agent took the room in between), the pool is held.
+Either way the plan carries a budget skip and the tick alerts. A budget no other agent spends from is reserved in
+nothing: the planner's trim holds it to its cap, and a reservation there would only count units twice (those of a
+scale-up, still reserved after a release took them, and those bought again).
 
 Reservations of scale-ups not carried out (rejected, failed, only recorded in dry-run) are released as soon as the
 executor reports.
@@ -108,8 +109,12 @@ class BudgetReserver:
         holder: str,
         ttl: timedelta,
         previous_ids: Previous | None = None,
+        hold: timedelta = timedelta(0),
     ) -> None:
         self.ledger = ledger
+        # beyond its lead time, how long a unit bought is held at least (the idle window before a release, one tick):
+        # as the planner's trim, a monthly cap's next period is reserved in once a unit bought now reaches it
+        self.hold = hold
         self.previous_ids = previous_ids or {}
         self.budgets = list(budgets)
         self.pools = pools
@@ -198,7 +203,7 @@ class BudgetReserver:
             # only a budget other agents spend from too: the planner holds every cap to what this agent knows
             if pool_id not in budget.pools or not budget.remote_pools:
                 continue
-            for key, period, cap_usd, horizon, also in _reserved_periods(budget, now):
+            for key, period, cap_usd, horizon, also in _reserved_periods(budget, now, spec.lead_time + self.hold):
                 hours = period.remaining(now, horizon).total_seconds() / 3600.0
                 if hours > 0.0:
                     counted = tuple(counted_pools(budget.pools, self.previous_ids))
@@ -272,22 +277,31 @@ class BudgetReserver:
 
 
 def _reserved_periods(
-    budget: Budget, now: datetime
+    budget: Budget, now: datetime, hold: timedelta
 ) -> list[tuple[str, Period, float, timedelta | None, tuple[str, ...]]]:
     """The periods of ``budget``'s caps a reservation at ``now`` is made in: each one's key, period, cap, horizon and
-    the other keys the same period is reserved under. An hourly cap is reserved in this hour and the next, as the
-    planner holds it over the next hour (a rate): the units held or bought now go on spending then, and the other
-    agents' plans count none of this agent's pools there. The ledger sums a key's reservations against its cap
-    whatever period they were made for, so the next hour is keyed by its start (``NAME/hourly@START``): made now, a
-    reservation for it must count there once it is the current hour, not in this one. The current hour stays under
-    the key earlier releases reserve it under, ``NAME/hourly``, so that agents of both releases sharing a budget see
-    each other's reservations of it, and a request for it counts those made under ``NAME/hourly@START`` as well (in
-    the previous hour, for this one). Reserving it under both keys would count this agent's own reservations
-    twice."""
+    the other keys the same period is reserved under. The ledger sums a key's reservations against its cap whatever
+    period they were made for, so a period reserved before it starts is keyed by its start (``NAME/hourly@START``,
+    ``NAME@START``): made now, a reservation for it must count there once it is the current period, not in this one.
+    The current period stays under the key earlier releases reserve it under (``NAME/hourly``, ``NAME``), so that
+    agents of both releases sharing a budget see each other's reservations of it, and a request for it counts those
+    made under its start's key as well (while it was the next period). Reserving it under both keys would count an
+    agent's own reservations twice.
+
+    An hourly cap is reserved in this hour and the next, as the planner holds it over the next hour (a rate): the
+    units held or bought now go on spending then, and the other agents' plans count none of this agent's pools
+    there. A monthly cap is reserved in the next month period too once the reservation reaches it: its commit horizon
+    or, unset or shorter, the ``hold`` of a unit bought now (the pool's lead time, the idle window, a tick: the hold
+    with which the planner's trim holds the next period's cap). There it runs to that period's end, or over the
+    commit horizon from now."""
     periods: list[tuple[str, Period, float, timedelta | None, tuple[str, ...]]] = []
     for kind, period, cap_usd in budget.caps(now):
         if kind is CapKind.MONTH:
-            periods.append((budget.name, period, cap_usd, budget.commit_horizon, ()))
+            horizon = budget.commit_horizon
+            periods.append((budget.name, period, cap_usd, horizon, (_keyed(budget.name, period),)))
+            if now + max(hold, horizon or hold) > period.end:
+                following = budget.period(period.end)
+                periods.append((_keyed(budget.name, following), following, cap_usd, horizon, ()))
             continue
         plain = f"{budget.name}/{kind}"
         following = Period(period.end, period.end + (period.end - period.start))

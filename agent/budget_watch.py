@@ -57,7 +57,15 @@ class BudgetWatch:
         # budgets shared with other agents (``remote_previous_ids``), in the spend read and the reservations alike
         previous_ids = pool_previous_ids({p.id: p.previous_ids for p in settings.pools}, self.budgets)
         self.reserver = (
-            BudgetReserver(ledger, self.budgets, pools, holder, settings.ledger.reservation_ttl, previous_ids)
+            BudgetReserver(
+                ledger,
+                self.budgets,
+                pools,
+                holder,
+                settings.ledger.reservation_ttl,
+                previous_ids,
+                hold=settings.planner.scale_down_stabilization + (tick or settings.loop.tick_interval),
+            )
             if any(b.remote_pools for b in self.budgets) and isinstance(ledger, Reservations)
             else None
         )
