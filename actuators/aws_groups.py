@@ -83,6 +83,10 @@ CAPACITY_MEMORY = timedelta(minutes=10)
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
 _FAILED = ("Failed", "Cancelled")
 _LEAVING = "Terminating"  # Terminating, Terminating:Wait, Terminating:Proceed
+# A termination activity ("Terminating EC2 instance: i-...") whose Cause says the group was shrunk with it ("... was
+# taken out of service in response to a user request, shrinking the capacity from 10 to 9."): no replacement follows.
+_TERMINATING = "Terminating EC2 instance: "
+_SHRINKING = "shrinking the capacity"
 # EC2 instance states (``InstanceState.Name``) of an instance terminated or being terminated.
 _GONE = ("shutting-down", "terminated")
 
@@ -107,7 +111,7 @@ class GroupView:
     failure_at: datetime | None = None
     latest_launch: str = ""  # StatusCode of the newest launch activity, "" when none is listed
     owner: str = ""  # what sets the bounds when it is not the group itself (an EKS node group)
-    replacing: int = 0  # instances terminating (Terminating*): the group launches their replacements after
+    replacing: int = 0  # instances terminating (Terminating*) that the group replaces: not those shrinking it
     changed_at: datetime | None = None  # when the newest activity other than a failed launch started
     for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
     zone_failure: str = ""  # a recent launch failure of some zones only, others launching: not the pool's
@@ -189,10 +193,14 @@ class AutoScalingGroups:
         self._autoscaling = autoscaling
         self._ec2 = ec2
         self._autoscaling_writes = writes or (lambda _timeout: autoscaling)
+        self._decremented: dict[str, set[str]] = {}  # group -> instances this agent terminated, still listed
 
     def observe(self, pool_id: str, name: str, now: datetime) -> GroupView:
         group = self._group(pool_id, name)
         launches = self._launch_failure(pool_id, group, now)
+        leaving = [str(i["InstanceId"]) for i in group.get("Instances", []) if _leaving(i)]
+        ours = self._decremented.get(name, set()) & set(leaving)
+        self._decremented[name] = ours  # forget the instances gone from the listing
         return GroupView(
             name,
             int(group["DesiredCapacity"]),
@@ -202,7 +210,7 @@ class AutoScalingGroups:
             launches.failure,
             launches.failure_at,
             launches.latest,
-            replacing=sum(1 for i in group.get("Instances", []) if str(i.get("LifecycleState")).startswith(_LEAVING)),
+            replacing=len([i for i in leaving if i not in ours and i not in launches.shrinking]),
             changed_at=launches.changed_at,
             for_capacity=launches.for_capacity,
             zone_failure=launches.zone_failure,
@@ -259,6 +267,7 @@ class AutoScalingGroups:
                 self._autoscaling_writes(write_timeout(pool_id)).terminate_instance_in_auto_scaling_group(
                     InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
                 )
+                self._decremented.setdefault(group, set()).add(instance_id)
             except AWS_ERRORS as exc:
                 if not not_in_service(exc):
                     raise from_aws(pool_id, exc) from exc
@@ -368,17 +377,23 @@ class AutoScalingGroups:
         launches = [a for a in activities if str(a.get("Description", "")).startswith("Launching")]
         changes = [a["StartTime"] for a in activities if a not in launches or a.get("StatusCode") not in _FAILED]
         changed_at = max(changes, default=None)
+        shrinking = frozenset(
+            str(a["Description"]).removeprefix(_TERMINATING)
+            for a in activities
+            if str(a.get("Description", "")).startswith(_TERMINATING) and _SHRINKING in str(a.get("Cause", ""))
+        )
         if not launches:
-            return _Launches("", None, "", changed_at)
+            return _Launches("", None, "", changed_at, shrinking=shrinking)
         latest = max(launches, key=lambda a: a["StartTime"])
         status = str(latest.get("StatusCode", ""))
         why = _reason(latest) if status in _FAILED else ""
         ended = latest.get("EndTime") or latest["StartTime"]
         if not why or now - ended >= CAPACITY_MEMORY:
-            return _Launches("", None, status, changed_at)
+            return _Launches("", None, status, changed_at, shrinking=shrinking)
         if spared := _spared_zones(group, launches, now):
-            return _Launches("", None, status, changed_at, zone_failure=f"{why} (zones {', '.join(spared)} launch)")
-        return _Launches(why, ended, status, changed_at, for_capacity=bool(capacity_failure(why)))
+            zone_failure = f"{why} (zones {', '.join(spared)} launch)"
+            return _Launches("", None, status, changed_at, zone_failure=zone_failure, shrinking=shrinking)
+        return _Launches(why, ended, status, changed_at, bool(capacity_failure(why)), shrinking=shrinking)
 
 
 @dataclass(frozen=True)
@@ -391,6 +406,11 @@ class _Launches:
     changed_at: datetime | None
     for_capacity: bool = True
     zone_failure: str = ""
+    shrinking: frozenset[str] = frozenset()  # instances terminated with the desired capacity lowered: no replacement
+
+
+def _leaving(instance: dict[str, Any]) -> bool:
+    return str(instance.get("LifecycleState", "")).startswith(_LEAVING)
 
 
 def _reason(launch: dict[str, Any]) -> str:

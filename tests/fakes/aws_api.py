@@ -25,6 +25,7 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
 - node group health issues (``health_issue``, ``clear_health_issues``), as ``DescribeNodegroup`` reports them;
 - launch activities that did not fail (``launch_activity``), as a group records each launch;
 - errors injected per operation (``fail``): throttling, access denied, capacity, in each API's error format;
+- a termination lifecycle hook holding the instances terminated with the decrement (``hold_terminations``);
 - a Spot interruption whose termination is still under way (``interrupt``): the instance is ``Terminating:Wait``
   (a termination lifecycle hook running) and the group records an ``InProgress`` "Terminating EC2 instance" activity,
   its desired capacity unchanged; the replacement is launched once the termination ends (``reclaim``);
@@ -197,6 +198,8 @@ class _State:
     before: dict[str, list[Callable[[], None]]] = field(default_factory=dict)  # operation -> what happens first
     calls: Counter[str] = field(default_factory=Counter)
     terminating: set[str] = field(default_factory=set)  # instance ids in Terminating:Wait
+    hooked: bool = False  # a termination lifecycle hook holds the instances terminated with the decrement
+    held: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # group -> instances the hook holds
     late_stockout: bool = False
     late_message: str = ICE_MESSAGE  # the failed launch's StatusMessage
 
@@ -395,6 +398,36 @@ class FakeAwsApi:
             self._state.terminating.add(instance_id)
             self._state.activities.setdefault(group, []).insert(0, activity)
 
+    def hold_terminations(self) -> None:
+        """From now on a termination lifecycle hook holds each instance terminated with the desired capacity
+        lowered (``TerminateInstanceInAutoScalingGroup``): the group's desired capacity is lowered at once, and the
+        instance stays listed ``Terminating:Wait`` with an ``InProgress`` "Terminating EC2 instance" activity whose
+        ``Cause`` says the capacity shrank (as EKS managed node groups always have such a hook)."""
+        self._state.hooked = True
+
+    def _hold(self, form: dict[str, str]) -> None:
+        """Remember an instance the hook holds, as the group listed it, and record its termination activity."""
+        instance_id = form["InstanceId"]
+        (listed,) = self.direct.autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])[
+            "AutoScalingInstances"
+        ]
+        group = str(listed["AutoScalingGroupName"])
+        desired = int(self.group(group)["DesiredCapacity"]) + self._state.shortfall[group]
+        stamp = self.now.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        activity = {
+            "ActivityId": str(uuid.uuid4()),
+            "AutoScalingGroupName": group,
+            "Description": f"Terminating EC2 instance: {instance_id}",
+            "Cause": f"At {stamp} instance {instance_id} was taken out of service in response to a user request, "
+            f"shrinking the capacity from {desired} to {desired - 1}.",
+            "StartTime": stamp,
+            "StatusCode": "InProgress",
+            "Progress": "0",
+        }
+        held = {"InstanceId": instance_id, "AvailabilityZone": str(listed["AvailabilityZone"])}
+        self._state.held.setdefault(group, []).append(held)
+        self._state.activities.setdefault(group, []).insert(0, activity)
+
     def add_settled_updates(self, cluster: str, nodegroup: str, count: int) -> None:
         """``count`` earlier updates of the node group, all ``Successful`` (a long-lived node group's history)."""
         with self._lock:
@@ -467,6 +500,10 @@ class FakeAwsApi:
             refused = self._out_of_bounds(operation, form)
             if refused:
                 return _error(_Fault("ValidationError", refused, 400, 1), form.get("Version", ""))
+        decrement = form.get("ShouldDecrementDesiredCapacity", "").lower() == "true"
+        if operation == "TerminateInstanceInAutoScalingGroup" and decrement and self._state.hooked:
+            with self._lock:
+                self._hold(form)  # moto then removes the instance and lowers the desired capacity; listed still
         if operation == "SetDesiredCapacity":
             self._set_desired(form["AutoScalingGroupName"], int(form["DesiredCapacity"]))
             return _xml(
@@ -523,6 +560,14 @@ class FakeAwsApi:
             desired = group.find("a:DesiredCapacity", _N)
             if desired is not None and desired.text is not None:
                 desired.text = str(int(desired.text) + self._state.shortfall[name])
+            instances = group.find("a:Instances", _N)
+            for held in self._state.held.get(name, []):
+                if instances is None:
+                    instances = ET.SubElement(group, f"{{{_ASG_NS}}}Instances")
+                member = ET.SubElement(instances, f"{{{_ASG_NS}}}member")
+                fields = {**held, "LifecycleState": "Terminating:Wait", "HealthStatus": "Healthy"}
+                for key, value in {**fields, "ProtectedFromScaleIn": "false"}.items():
+                    ET.SubElement(member, f"{{{_ASG_NS}}}{key}").text = value
             for inst in group.iterfind("a:Instances/a:member", _N):
                 state = inst.find("a:LifecycleState", _N)
                 instance_id = inst.findtext("a:InstanceId", "", _N)
