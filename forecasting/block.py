@@ -5,7 +5,8 @@ and the peak quantiles when known. A row whose forecast fails is answered by a b
 forecasts, ``rescue_rows``), a row that fails at some levels by the backup's at those levels only
 (``rescue_levels``), a peak that fails at some levels by the backup's peaks there (``rescue_peaks``); with no
 fallback the backup is persistence (``persistence_block``). Quantiles are kept from crossing along the level axis
-(``ordered``), around anchor levels when given, so that no level asked in addition moves them.
+(``ordered``), around anchor levels when given, so that no level asked in addition moves them; a model's levels
+offset from its base levels are placed between them level by level (``between_anchors``).
 """
 
 from __future__ import annotations
@@ -115,6 +116,41 @@ def ordered(
 
 
 LEVEL_TOLERANCE = 1e-9
+
+
+def between_anchors(candidates: np.ndarray, levels: Sequence[float], anchors: Sequence[float]) -> np.ndarray:
+    """Quantiles (levels, horizon) from ``candidates`` (anchors, levels, horizon): each level's value offset from
+    each anchor's forecast. The ``anchors`` must all be among ``levels``.
+
+    An anchor takes its value offset from itself, the anchors sorted among themselves. Any other level takes the
+    highest of its values offset from the two anchors around it, kept between those two anchors' values (beyond
+    the outermost anchor, its value offset from that one, kept beyond it). A level so depends on itself alone,
+    never on the other levels asked (``ordered``'s pass from level to level lifts a level to the one asked below
+    it, which two bases' offsets can cross); and, its values offset from an anchor rising with the level, levels
+    between the same anchors keep their order.
+    """
+    order = sorted(range(len(anchors)), key=lambda a: anchors[a])
+    at = [_index(levels, anchors[a]) for a in order]
+    fixed = np.maximum.accumulate(np.stack([candidates[a, k] for a, k in zip(order, at, strict=True)]), axis=0)
+    out = np.empty(candidates.shape[1:])
+    for k, level in enumerate(levels):
+        if k in at:
+            out[k] = fixed[at.index(k)]
+            continue
+        below = [j for j, a in enumerate(order) if anchors[a] < level]
+        above = [j for j, a in enumerate(order) if anchors[a] > level]
+        around = ([below[-1]] if below else []) + ([above[0]] if above else [])
+        value = np.max([candidates[order[j], k] for j in around], axis=0)
+        if below:
+            value = np.maximum(value, fixed[below[-1]])
+        if above:
+            value = np.minimum(value, fixed[above[0]])
+        out[k] = value
+    return out
+
+
+def _index(levels: Sequence[float], level: float) -> int:
+    return next(k for k, q in enumerate(levels) if abs(q - level) < LEVEL_TOLERANCE)
 
 
 def with_anchors(levels: Sequence[float], anchors: Sequence[float]) -> tuple[float, ...]:

@@ -14,10 +14,11 @@ residuals are too few (or do not reach as far ahead as asked: ``calibration_hori
 guards (at a base level, or below zero or not finite at any: ``guards.row_problems``) is answered by the calibrated
 last value instead, and the row says so; a level other than a base whose tail reaches too high, or a peak that
 fails the guards, is answered by the fallback at that level only. The model's base levels are forecast with every
-request and the other levels ordered around them (``block.ordered``), so a level reads the same whatever levels
-are asked with it. Calibration takes the kept history's stray samples (one bad scrape, see
-``stray_samples``) as missing: neither outcomes, nor origins, nor moves of the local scale. The forecasts of a set
-of series, and their rows answered by the fallback, are a ``Block`` (``forecasting.block``).
+request; every other level is the highest of its values offset from the bases around it, kept between them
+(``block.between_anchors``), so a level reads the same whatever levels are asked with it. Calibration takes the
+kept history's stray samples (one bad scrape, see ``stray_samples``) as missing: neither outcomes, nor origins,
+nor moves of the local scale. The forecasts of a set of series, and their rows answered by the fallback, are a
+``Block`` (``forecasting.block``).
 """
 
 from __future__ import annotations
@@ -30,13 +31,21 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.block import Block, ordered, persistence_block, rescue_levels, rescue_peaks, rescue_rows, with_anchors
+from forecasting.block import (
+    LEVEL_TOLERANCE,
+    Block,
+    between_anchors,
+    persistence_block,
+    rescue_levels,
+    rescue_peaks,
+    rescue_rows,
+    with_anchors,
+)
 from forecasting.calibration import (
     MIN_RESIDUALS,
     Residuals,
     conformal_offsets,
     local_scales,
-    nearest_base,
     peak_residuals,
     scale_floor,
 )
@@ -246,36 +255,46 @@ class CalibratedForecaster:
         return {uid: merge(self._state.tails.get(uid), s, keep) for uid, s in recent.items()}
 
     def offsets(self, uid: str, horizon: int, levels: tuple[float, ...]) -> tuple[np.ndarray, int] | None:
+        """Offsets (bases, levels, horizon) of each level from each of the model's base levels, and the first step
+        (0-based) with too few residuals."""
         key = (uid, horizon, levels)
         cached = self._state.offsets.get(key)
         if cached is None:
             residuals = self._state.residuals.get(uid)
             if residuals is None or residuals.count == 0:
                 return None
-            cached = conformal_offsets(residuals.normalized(), self.model.base_levels, levels, horizon)
+            cached = self._from_each_base(residuals.normalized(), horizon, levels)
             if not self.offset_bases:
-                cached[0][[q in self.model.base_levels for q in levels]] = 0.0
+                for b, base in enumerate(self.model.base_levels):
+                    cached[0][b, [abs(q - base) < LEVEL_TOLERANCE for q in levels]] = 0.0
             self._state.offsets[key] = cached
         return cached
 
     def peak_offsets(self, uid: str, horizon: int, levels: tuple[float, ...]) -> np.ndarray | None:
-        """Offsets (levels, horizon) of the peak over steps 1 to ``h``: conformal quantiles of each origin's highest
-        normalized residual over those steps. A base trained at the asked level keeps its offset here: it is a
-        per-step quantile, not a quantile of the peak."""
+        """Offsets (bases, levels, horizon) of the peak over steps 1 to ``h``: conformal quantiles of each origin's
+        highest normalized residual over those steps. A base trained at the asked level keeps its offset here: it is
+        a per-step quantile, not a quantile of the peak."""
         key = (uid, horizon, levels)
         cached = self._state.peak_offsets.get(key)
         if cached is None:
             residuals = self._state.residuals.get(uid)
             if residuals is None or residuals.count == 0:
                 return None
-            peaks = peak_residuals(residuals.normalized())
-            cached = conformal_offsets(peaks, self.model.base_levels, levels, horizon)[0]
+            cached = self._from_each_base(peak_residuals(residuals.normalized()), horizon, levels)[0]
             self._state.peak_offsets[key] = cached
         return cached
 
+    def _from_each_base(self, residuals: np.ndarray, horizon: int, levels: tuple[float, ...]) -> tuple[np.ndarray, int]:
+        """Conformal offsets (bases, levels, horizon) of every level from every base's residuals."""
+        found = [
+            conformal_offsets(residuals[b : b + 1], (base,), levels, horizon)
+            for b, base in enumerate(self.model.base_levels)
+        ]
+        return np.stack([offsets for offsets, _ in found]), min(short for _, short in found)
+
     def forecast_windows(self, windows: Mapping[str, SeriesData], horizon: int, levels: tuple[float, ...]) -> Block:
         """Forecasts at ``levels``; the model's base levels are forecast with them, unasked or not, so that a level
-        reads the same whatever other levels are asked (``ordered`` around them as anchors)."""
+        reads the same whatever other levels are asked (placed between them: ``between_anchors``)."""
         full = with_anchors(levels, self.model.base_levels)
         return self._forecast_windows(windows, horizon, full).at_levels(len(levels))
 
@@ -295,7 +314,6 @@ class CalibratedForecaster:
             return block
         requests = [(windows[u], np.array([len(windows[u].y) - 1])) for u in uids]
         paths = self.model.paths(requests, horizon)
-        nearest = [nearest_base(self.model.base_levels, q) for q in levels]  # the base each level is offset from
         rescue: dict[int, str] = {}
         level_rescue: dict[int, dict[int, str]] = {}
         peak_rescue: dict[int, dict[int, str]] = {}
@@ -311,9 +329,8 @@ class CalibratedForecaster:
             found = self.offsets(uid, horizon, levels)
             assert found is not None
             bases = paths[i][:, 0, :]
-            chosen = bases[nearest]
             scale = self._scale_now(uid, windows[uid])
-            values = ordered(chosen + found[0] * scale, levels, anchors)
+            values = between_anchors(bases[:, None, :] + found[0] * scale, levels, anchors)
             last = _last_observed(windows[uid])
             # A refused base or a quantile below zero refuses the row; an extreme level's tail too high, that level.
             refused, failed = row_problems(values, state.ranges.get(uid), last, levels, anchors)
@@ -322,7 +339,7 @@ class CalibratedForecaster:
                 continue
             block.values[i] = np.maximum(values, 0.0)
             assert block.peaks is not None
-            block.peaks[i] = self._peaks(uid, chosen, scale, block.values[i], horizon, levels)
+            block.peaks[i] = self._peaks(uid, bases, scale, block.values[i], horizon, levels)
             if failed:
                 level_rescue[i] = failed
             failed_peaks = level_problems(block.peaks[i], state.ranges.get(uid), last, levels)
@@ -342,13 +359,14 @@ class CalibratedForecaster:
     def _peaks(
         self, uid: str, bases: np.ndarray, scale: float, values: np.ndarray, horizon: int, levels: tuple[float, ...]
     ) -> np.ndarray:
-        """Peak quantiles (levels, horizon): the highest base so far plus the peak offset, never below the highest
-        per-step quantile so far."""
+        """Peak quantiles (levels, horizon): the highest of each base so far plus its peak offset, placed between the
+        bases (``between_anchors``), never below the highest per-step quantile so far."""
         running: np.ndarray = np.maximum.accumulate(values, axis=1)
         offsets = self.peak_offsets(uid, horizon, levels)
         if offsets is None:
             return running
-        peaks = ordered(np.maximum.accumulate(bases, axis=1) + offsets * scale, levels, self.model.base_levels)
+        highest = np.maximum.accumulate(bases, axis=1)[:, None, :]
+        peaks = between_anchors(highest + offsets * scale, levels, self.model.base_levels)
         return np.asarray(np.maximum(peaks, running))
 
     def _scale_now(self, uid: str, window: SeriesData) -> float:
