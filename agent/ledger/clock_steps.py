@@ -1,13 +1,18 @@
-"""Readings taken while the wall clock is behind the ledger: where accrual is to place them, and the warning.
+"""Readings taken while the wall clock is behind the ledger: how accrual is to charge them, and the warning.
 
 A reading is stamped with the wall time, and accrual adds nothing for a reading older than the pool's newest entry
 (which makes replays harmless). After the wall clock steps back (NTP, a VM resumed), every reading is older than
 that entry until the wall clock has caught up, so the real time in between would go uncharged, silently. What
 passed is measured instead on the monotonic clock (``PoolReading.monotonic_s``): a reading behind the pool's newest
-entry is placed at that entry's end plus the monotonic time since the pool's previous reading, when that previous
-reading is the one the entry ends at (another writer's entry, or one written before a restart, says nothing about
-this process's monotonic clock). Such a reading is charged the units the pool held, as any reading is; the spend
-is then recorded ahead of the wall clock by the step.
+entry, when the pool's previous reading is the one the entry ends at (another writer's entry, or one written before
+a restart, says nothing about this process's monotonic clock), is charged the monotonic time since that reading, at
+the units the pool held, on a piece of one microsecond (``CATCH_UP_PIECE``) at the end of that entry: the entry
+grows by the cost, not by the time, so the ledger stays where it was and the wall clock catches up with it after
+the step. The reading that finds the wall clock caught up is charged the time since the entry's end as any reading
+is, and the part of the monotonic time since the previous reading that this does not cover (the wall time from
+that reading to the entry's end) on top: the time that really passed is charged once, whatever the step. Placed at
+the entry's end plus the monotonic time instead, the readings moved the ledger on as fast as the wall clock went,
+so it stayed ahead by the whole step for good, and a restart put it further ahead.
 
 Without such a previous reading (another replica writing the same ledger is ahead, or the first reading after a
 restart), the reading adds nothing, as before, says nothing (two replicas charging one ledger meet it at every tick
@@ -24,7 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from agent.ledger.accrual import PoolReading
+from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, is_mark
 from models import LedgerEntry
 
 log = logging.getLogger("agent.ledger.meter")
@@ -32,51 +37,88 @@ log = logging.getLogger("agent.ledger.meter")
 # How much further behind a pool's readings must fall to be told as another step: the wall and monotonic clocks
 # drift apart by milliseconds a minute while NTP slews the wall clock.
 STEP_TOLERANCE = timedelta(seconds=1)
+# The length of the piece a reading behind the ledger is charged on: not an opening mark (those cost nothing), and
+# short enough that a day of readings every second moves the ledger on by a tenth of a second.
+CATCH_UP_PIECE = timedelta(microseconds=1)
 
-Baseline = tuple[datetime, float | None]  # where a pool's last reading was recorded, its monotonic seconds then
+# Where a pool's last reading was recorded, its monotonic seconds then, and whether it was charged behind the ledger.
+Baseline = tuple[datetime, float | None, bool]
 
 
 @dataclass(frozen=True)
 class Placed:
-    """A reading as accrual is to take it: ``reading`` with its time moved to where the ledger has got to when the
-    wall clock was ``behind`` the pool's newest entry, ``charged`` the monotonic time it adds there (``None``: it
-    adds nothing, the time not known); ``ahead``: how far ahead of the wall clock it was moved (the step);
-    ``quiet``: behind another writer's entry, or one recorded before this process: no step of its clock to tell."""
+    """A reading as accrual is to take it: ``reading`` with its time moved to the end of the piece it is charged on
+    when the wall clock was ``behind`` the pool's newest entry, ``charged`` the monotonic time it adds there
+    (``None``: it adds nothing, the time not known); ``uncovered``: of a reading that finds the wall clock caught up,
+    the monotonic time since the previous reading the wall time since the entry's end does not cover; ``quiet``:
+    behind another writer's entry, or one recorded before this process: no step of its clock to tell."""
 
     reading: PoolReading
     behind: timedelta | None = None
     charged: timedelta | None = None
-    ahead: timedelta | None = None
+    uncovered: timedelta | None = None
     quiet: bool = False
 
     @property
     def step(self) -> timedelta | None:
-        """How far the wall clock is known to have stepped back: what the reading was moved ahead by, or, not
-        charged, what it is behind by at least."""
-        return self.ahead if self.ahead is not None else self.behind
+        """How far the wall clock is known to have stepped back: how far the reading is behind, and, charged, the
+        time since the previous reading on top."""
+        if self.behind is None:
+            return None
+        return self.behind if self.charged is None else self.behind + self.charged
 
 
 def place(newest: LedgerEntry | None, reading: PoolReading, previous: Baseline | None) -> Placed:
-    """Where ``reading`` goes, given the pool's newest entry and its previous reading (``previous``)."""
-    if newest is None or reading.at >= newest.end:
+    """How ``reading`` is charged, given the pool's newest entry and its previous reading (``previous``)."""
+    if newest is None:
         return Placed(reading)
+    own = previous is not None and previous[0] == newest.end
+    elapsed = None
+    if own and previous is not None and reading.monotonic_s is not None and previous[1] is not None:
+        elapsed = timedelta(seconds=max(0.0, reading.monotonic_s - previous[1]))
+    if reading.at >= newest.end:
+        if elapsed is None or previous is None or not previous[2]:
+            return Placed(reading)
+        return Placed(reading, uncovered=min(elapsed, max(timedelta(0), elapsed - (reading.at - newest.end))))
     behind = newest.end - reading.at
-    if previous is None or previous[0] != newest.end:
+    if not own:
         return Placed(reading, behind, quiet=True)
-    if reading.monotonic_s is None or previous[1] is None:
+    if elapsed is None:
         return Placed(reading, behind)
-    elapsed = timedelta(seconds=max(0.0, reading.monotonic_s - previous[1]))
-    at = newest.end + elapsed
-    return Placed(replace(reading, at=at), behind, elapsed, at - reading.at)
+    return Placed(replace(reading, at=newest.end + CATCH_UP_PIECE), behind, elapsed)
+
+
+def accrued(newest: LedgerEntry | None, placed: Placed, gap_after: timedelta, grid: timedelta = GRID) -> Accrual:
+    """The entries of ``placed``: behind the ledger and charged, the monotonic time at the units the pool held (the
+    larger of them and the units read, past ``gap_after``, as for any gap) on a piece at the end of the newest
+    entry, and the opening mark after it; otherwise what accrual derives, with the ``uncovered`` time added to the
+    first interval's cost."""
+    reading = placed.reading
+    if placed.charged is not None and newest is not None:
+        gap = placed.charged if placed.charged > gap_after else None
+        held = newest.units if gap is None else max(newest.units, reading.units)
+        piece = LedgerEntry(reading.pool_id, newest.end, reading.at, held, _cost(held, reading, placed.charged))
+        return Accrual((piece, LedgerEntry(reading.pool_id, reading.at, reading.at, reading.units, 0.0)), gap)
+    accrual = accrue(newest, reading, gap_after, grid)
+    if not placed.uncovered or not accrual.entries or is_mark(first := accrual.entries[0]):
+        return accrual
+    more = replace(first, cost_usd=first.cost_usd + _cost(first.units, reading, placed.uncovered))
+    return replace(accrual, entries=(more, *accrual.entries[1:]))
+
+
+def _cost(units: int, reading: PoolReading, span: timedelta) -> float:
+    return units * reading.price_per_unit_hour_usd * span.total_seconds() / 3600.0
 
 
 def baseline(newest: LedgerEntry | None, placed: Placed) -> Baseline:
     """What the pool's next reading is measured from once ``placed`` is recorded: where it was recorded, or, for a
-    reading behind that added nothing, the end of the pool's newest entry; with its monotonic time."""
+    reading behind that added nothing, the end of the pool's newest entry; with its monotonic time, and whether it
+    was charged behind the ledger (the next reading, if it finds the wall clock caught up, is owed the wall time up
+    to the entry's end)."""
     mono = placed.reading.monotonic_s
     if placed.behind is not None and placed.charged is None and newest is not None:
-        return newest.end, mono
-    return placed.reading.at, mono
+        return newest.end, mono, False
+    return placed.reading.at, mono, placed.charged is not None
 
 
 class ClockSteps:
@@ -93,17 +135,20 @@ class ClockSteps:
             pool = p.reading.pool_id
             if p.quiet:
                 continue
-            if p.step is None:
+            if p.behind is None:
                 self._told.pop(pool, None)
                 news.pop(pool, None)
-            elif pool not in self._told or p.step > self._told[pool] + STEP_TOLERANCE:
-                self._told[pool] = p.step
+            elif pool not in self._told or p.behind > self._told[pool] + STEP_TOLERANCE:
+                self._told[pool] = p.behind
                 news[pool] = p
         if news:
             log.warning(
                 "the wall clock stepped back behind the ledger (or behind another replica's; check the time sync): %s",
                 "; ".join(_told(p) for _, p in sorted(news.items())),
-                extra={"pools": sorted(news), "step_s": {k: p.step.total_seconds() for k, p in news.items() if p.step}},
+                extra={
+                    "pools": sorted(news),
+                    "step_s": {k: p.step.total_seconds() for k, p in news.items() if p.step},
+                },
             )
 
 
@@ -115,7 +160,9 @@ def _told(placed: Placed) -> str:
             "ledger entry: not charged, the reading has no monotonic time to measure the time since the previous one by"
         )
     return (
-        f"pool {reading.pool_id} read {placed.behind} before the end of its newest ledger entry; charged the "
-        f"{placed.charged} since its previous reading, measured on the monotonic clock, up to "
-        f"{reading.at.isoformat()}: its spend is recorded {placed.ahead} ahead of the wall clock from now on"
+        f"pool {reading.pool_id} read {placed.behind} before the end of its newest ledger entry (a step back of "
+        f"{placed.step}); charged the "
+        f"{placed.charged} since its previous reading, measured on the monotonic clock, at the end of that entry "
+        f"({(reading.at - CATCH_UP_PIECE).isoformat()}), which stays where it is: its readings are charged so until "
+        f"the wall clock catches up with the ledger, in {placed.behind}"
     )

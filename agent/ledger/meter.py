@@ -41,7 +41,7 @@ from typing import Protocol, runtime_checkable
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
 from agent.ledger.base import Ledger, Newest, RecordedSince
-from agent.ledger.clock_steps import Baseline, ClockSteps, Placed, baseline, place
+from agent.ledger.clock_steps import Baseline, ClockSteps, Placed, accrued, baseline, place
 from agent.ledger.period_spend import PeriodSpend, SpendAsk
 from agent.planning.budget import Budget, BudgetSpend
 from models import LedgerEntry, LedgerUnavailable
@@ -207,7 +207,7 @@ class SpendMeter:
     def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
         """Record what the readings add to the ledger, all in one write transaction that also reads the pools'
         newest entries, so another writer on the same ledger cannot slip in between the read and the write. A
-        reading behind a pool's newest entry (the wall clock stepped back) is placed by the monotonic clock
+        reading behind a pool's newest entry (the wall clock stepped back) is charged by the monotonic clock
         (``agent.ledger.clock_steps``). Readings a write could not record (``LedgerUnavailable``) are kept and
         recorded before the next call's, so that no spend is lost; the error is raised all the same."""
         readings = [*self._kept, *readings]
@@ -225,7 +225,7 @@ class SpendMeter:
             for reading in readings:
                 pool = reading.pool_id
                 where = place(newest[pool], reading, baselines.get(pool))
-                accrual = accrue(newest[pool], where.reading, self.gap_after, self.grid)
+                accrual = accrued(newest[pool], where, self.gap_after, self.grid)
                 baselines[pool] = baseline(newest[pool], where)
                 for entry in accrual.entries:
                     newest[pool] = _newer(newest[pool], entry)

@@ -3,21 +3,28 @@
 Readings are stamped with the wall time, and a reading older than the pool's newest ledger entry used to add
 nothing: after a step back of an hour, an hour of real spend went unrecorded, silently. The meter now charges such a
 reading the time elapsed on the monotonic clock since the pool's previous reading (the units it held), and warns once
-per step."""
+per step. The cost goes on the end of the pool's newest entry, which stays where it is: placed at that end plus the
+monotonic time, the readings moved the ledger on as fast as the wall clock went, so it stayed ahead of the wall clock
+by the whole step for good (and a restart put it further ahead), and spend read up to the wall time missed it."""
 
 from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
 from agent.budget_watch import BudgetWatch
 from agent.ledger import InMemoryLedger
 from agent.ledger.accrual import PoolReading
+from agent.ledger.base import Ledger
 from agent.ledger.meter import SpendMeter
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.sqlite import SqliteLedger
 from config import settings_from_mapping
 from models import ActionResult, ActionStatus, CapacityPlan, PoolState, Resize
+from tests.postgres.fixtures import POSTGRES, Database
 
 START = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
 EVER = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2028, 1, 1, tzinfo=UTC))
@@ -42,7 +49,8 @@ def test_a_step_back_of_an_hour_keeps_the_spend_of_the_hour(caplog: pytest.LogCa
     assert ledger.spent(["h100"], *EVER) == pytest.approx(200.0)
     warned = [r.getMessage() for r in caplog.records if "stepped back" in r.getMessage()]
     assert len(warned) == 1, warned  # once for the step, not once a minute
-    assert "h100" in warned[0] and "1:00:00" in warned[0]
+    assert "h100" in warned[0] and "a step back of 1:00:00" in warned[0]
+    assert "catches up with the ledger, in 0:59:00" in warned[0]
 
 
 def test_spend_is_the_same_whatever_the_step() -> None:
@@ -163,3 +171,72 @@ def test_a_reading_behind_another_writers_entry_adds_nothing_and_says_nothing(
                 second.observe([later])
     assert ledger.spent(["h100"], *EVER) == pytest.approx(10 * 10.0 * (59.5 / 60))
     assert not [r for r in caplog.records if "stepped back" in r.getMessage()]
+
+
+def _ledger(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Ledger:
+    if kind == "memory":
+        return InMemoryLedger()
+    if kind == "sqlite":
+        return SqliteLedger(tmp_path / "ledger.sqlite")
+    database: Database = request.getfixturevalue("postgres_database")
+    return PostgresLedger(database.url, database.password)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", pytest.param("postgres", marks=POSTGRES)])
+def test_the_wall_clock_catches_up_with_the_ledger_after_the_step(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """An hour at 10 units, the wall clock stepped back an hour, then two more real hours: the ledger's newest entry
+    is where the wall clock is, not an hour ahead of it, and the three hours are charged once (each ledger keeps the
+    microsecond pieces the catch-up is charged on)."""
+    ledger = _ledger(kind, request, tmp_path)
+    meter = SpendMeter(ledger, timedelta(minutes=5))
+    wall, mono = START, 0.0
+    for minute in range(181):
+        if minute == 60:
+            wall -= timedelta(hours=1)
+        meter.observe([PoolReading("h100", wall, 10, 10.0, mono)])
+        if minute < 180:
+            wall, mono = wall + MINUTE, mono + 60.0
+    last = ledger.last_entry("h100")
+    assert last is not None and abs(last.end - wall) <= MINUTE
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(10 * 10.0 * 3)
+    # read up to the wall time, as the budgets read it, the spend is all there
+    assert ledger.spent(["h100"], START - timedelta(hours=1), wall + MINUTE) == pytest.approx(10 * 10.0 * 3)
+
+
+def test_a_restart_while_the_wall_clock_catches_up_puts_the_ledger_no_further_ahead(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Stepped back an hour, restarted half an hour later (a new meter, a new monotonic origin): the ledger stays
+    where it was, the wall clock reaches it at the hour, and only the restart's first reading goes uncharged."""
+    ledger = InMemoryLedger()
+    meter = SpendMeter(ledger, timedelta(minutes=5))
+    wall, mono = START, 0.0
+    for minute in range(151):
+        if minute == 60:
+            wall -= timedelta(hours=1)
+        if minute == 90:
+            meter, mono = SpendMeter(ledger, timedelta(minutes=5)), 1000.0
+        meter.observe([PoolReading("h100", wall, 10, 10.0, mono)])
+        if minute < 150:
+            wall, mono = wall + MINUTE, mono + 60.0
+    last = ledger.last_entry("h100")
+    assert last is not None and last.end == wall  # the wall clock passed the ledger at the hour: plain readings since
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(10 * 10.0 * 149 / 60)  # 150 minutes but the restart's one
+
+
+def test_a_reading_that_finds_the_wall_clock_caught_up_is_owed_the_time_before_the_entry_end() -> None:
+    """Stepped back 90 seconds between two readings a minute apart: the next reading is behind and charged its
+    minute on the monotonic clock; the one after finds the wall clock 30 seconds past the ledger and is charged
+    those and the 30 seconds before them, a minute in all."""
+    ledger = InMemoryLedger()
+    meter = SpendMeter(ledger, timedelta(minutes=5))
+    meter.observe([PoolReading("h100", START, 10, 60.0, 0.0)])  # 10 USD a minute
+    meter.observe([PoolReading("h100", START + MINUTE, 10, 60.0, 60.0)])
+    meter.observe([PoolReading("h100", START + MINUTE / 2, 10, 60.0, 120.0)])  # stepped back 90 s: behind
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(20.0)
+    meter.observe([PoolReading("h100", START + 3 * MINUTE / 2, 10, 60.0, 180.0)])
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(30.0)
+    meter.observe([PoolReading("h100", START + 5 * MINUTE / 2, 10, 60.0, 240.0)])
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(40.0)
