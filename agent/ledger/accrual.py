@@ -16,8 +16,9 @@ How spend accrues:
 - Intervals are split on a fixed UTC grid (15 minutes by default), so every local hour and month boundary in
   any time zone starts an entry and period totals are exact.
 - A reading older than the pool's last entry adds nothing, which makes replays after a restart harmless. Where the
-  wall clock stepped back, the meter places such a reading by the monotonic time since the pool's previous one
-  (``agent.ledger.meter``), so that the time until the wall clock catches up is charged all the same.
+  wall clock stepped back, the meter charges such a reading the monotonic time since the pool's previous one onto
+  the end of the pool's newest entry without moving that end (``agent.ledger.clock_steps``), so the time until the
+  wall clock catches up is charged all the same and the ledger never runs ahead of the wall clock.
 """
 
 from __future__ import annotations
