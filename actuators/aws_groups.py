@@ -1,7 +1,8 @@
 """EC2 Auto Scaling groups as the AWS adapters see them: what was asked, which instances exist, which launches failed.
 
 Both AWS adapters stand on this: a self-managed GPU node group *is* an Auto Scaling group, and an EKS managed
-node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). What the Auto Scaling API says:
+node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Its scaling activities are read by
+``actuators.aws_activities``. What the Auto Scaling API says:
 
 - ``DesiredCapacity`` is what was asked for; ``Instances`` with ``LifecycleState`` ``Pending*`` are launching,
   ``InService`` ones are ready, ``Terminating*``/``Detaching``/``Standby``/``Warmed*`` ones are not counted.
@@ -13,7 +14,10 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Wh
   other activity (a termination, whose instance the group replaces) started since. While one is current, the
   instances asked for and not there are failed units, except those an instance still terminating (``Terminating*``)
   leaves missing: Auto Scaling replaces an interrupted or unhealthy instance by terminating it first and launching
-  after, so that gap is a replacement on its way, not a failure. A failure for capacity (a stockout, a quota, a
+  after, so that gap is a replacement on its way, not a failure. Not so an instance terminated with the desired
+  capacity lowered (the adapter's own terminations, remembered, or any whose termination activity's ``Cause`` says
+  "shrinking the capacity from N to N-1"), which a termination lifecycle hook may keep ``Terminating:Wait`` (EKS
+  managed node groups always have one): no replacement follows it. A failure for capacity (a stockout, a quota, a
   capacity reservation used up: ``actuators.aws_errors``) that ended less than ``CAPACITY_MEMORY`` ago refuses a
   scale-up without asking AWS again, whatever came since. Any other failure (a subnet out of free addresses, a
   launch template gone) is no stockout: its units are failed units carrying AWS's message (``failed_messages``),
@@ -67,26 +71,18 @@ hostnames, start with the instance id; ``instance_ids`` maps them through ``Desc
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
-from actuators.aws_errors import AWS_ERRORS, capacity_failure, from_aws, not_in_service, zone_of
+from actuators.aws_activities import FAILED, LaunchRecord, read_launches
+from actuators.aws_errors import AWS_ERRORS, from_aws, not_in_service
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
-# How long a failed launch is current; one that failed for capacity this recently refuses the next scale-up without
-# asking AWS again.
-CAPACITY_MEMORY = timedelta(minutes=10)
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
-_FAILED = ("Failed", "Cancelled")
 _LEAVING = "Terminating"  # Terminating, Terminating:Wait, Terminating:Proceed
-# A termination activity ("Terminating EC2 instance: i-...") whose Cause says the group was shrunk with it ("... was
-# taken out of service in response to a user request, shrinking the capacity from 10 to 9."): no replacement follows.
-_TERMINATING = "Terminating EC2 instance: "
-_SHRINKING = "shrinking the capacity"
 # EC2 instance states (``InstanceState.Name``) of an instance terminated or being terminated.
 _GONE = ("shutting-down", "terminated")
 
@@ -138,7 +134,7 @@ class GroupView:
     @property
     def launched_since(self) -> bool:
         """The newest launch activity listed did not fail: the group launches, whatever an older report says."""
-        return self.latest_launch not in ("", *_FAILED)
+        return self.latest_launch not in ("", *FAILED)
 
     @property
     def bounded_by(self) -> str:
@@ -367,55 +363,15 @@ class AutoScalingGroups:
             by_node.update({name: max(candidates)[2] for name, candidates in found.items()})
         return {n: by_node[n] for n in nodes if n in by_node}
 
-    def _launch_failure(self, pool_id: str, group: dict[str, Any], now: datetime) -> _Launches:
-        """Why the group's latest launch activity failed (AWS's message), if it ended less than ``CAPACITY_MEMORY``
-        before ``now`` and is the pool's (not one zone's: see the module's notes), and when it ended; that
-        activity's status; and when the newest activity other than a failed launch started."""
+    def _launch_failure(self, pool_id: str, group: dict[str, Any], now: datetime) -> LaunchRecord:
+        """What the group's latest scaling activities say of its launches (``actuators.aws_activities``)."""
         name = group["AutoScalingGroupName"]
         listed = call(pool_id, self._autoscaling.describe_scaling_activities, AutoScalingGroupName=name, MaxRecords=20)
-        activities = listed.get("Activities", [])
-        launches = [a for a in activities if str(a.get("Description", "")).startswith("Launching")]
-        changes = [a["StartTime"] for a in activities if a not in launches or a.get("StatusCode") not in _FAILED]
-        changed_at = max(changes, default=None)
-        shrinking = frozenset(
-            str(a["Description"]).removeprefix(_TERMINATING)
-            for a in activities
-            if str(a.get("Description", "")).startswith(_TERMINATING) and _SHRINKING in str(a.get("Cause", ""))
-        )
-        if not launches:
-            return _Launches("", None, "", changed_at, shrinking=shrinking)
-        latest = max(launches, key=lambda a: a["StartTime"])
-        status = str(latest.get("StatusCode", ""))
-        why = _reason(latest) if status in _FAILED else ""
-        ended = latest.get("EndTime") or latest["StartTime"]
-        if not why or now - ended >= CAPACITY_MEMORY:
-            return _Launches("", None, status, changed_at, shrinking=shrinking)
-        if spared := _spared_zones(group, launches, now):
-            zone_failure = f"{why} (zones {', '.join(spared)} launch)"
-            return _Launches("", None, status, changed_at, zone_failure=zone_failure, shrinking=shrinking)
-        return _Launches(why, ended, status, changed_at, bool(capacity_failure(why)), shrinking=shrinking)
-
-
-@dataclass(frozen=True)
-class _Launches:
-    """What a group's launch activities say (``AutoScalingGroups._launch_failure``)."""
-
-    failure: str
-    failure_at: datetime | None
-    latest: str
-    changed_at: datetime | None
-    for_capacity: bool = True
-    zone_failure: str = ""
-    shrinking: frozenset[str] = frozenset()  # instances terminated with the desired capacity lowered: no replacement
+        return read_launches(group, listed.get("Activities", []), now)
 
 
 def _leaving(instance: dict[str, Any]) -> bool:
     return str(instance.get("LifecycleState", "")).startswith(_LEAVING)
-
-
-def _reason(launch: dict[str, Any]) -> str:
-    """AWS's reason a launch activity failed, or that it gave none."""
-    return str(launch.get("StatusMessage") or "") or f"{launch.get('Description', 'a launch')} failed, no reason given"
 
 
 def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> tuple[list[str], list[str]]:
@@ -442,33 +398,6 @@ def _at_min(seen: GroupView, kept: Sequence[str], what: str, ahead: Sequence[str
         "and terminating without lowering the desired capacity would only launch replacements; lower the minimum "
         f"size, or set the pool's min_units to at least {seen.min_size}"
     )
-
-
-def _spared_zones(group: dict[str, Any], launches: Sequence[dict[str, Any]], now: datetime) -> list[str]:
-    """The group's Availability Zones where no launch failed in the last ``CAPACITY_MEMORY``, when
-    the group spans several and launches elsewhere when one fails (its capacity distribution strategy
-    ``balanced-best-effort``, the default); [] otherwise, or when a failure does not say where it was attempted."""
-    zones = [str(z) for z in group.get("AvailabilityZones", [])]
-    strategy = group.get("AvailabilityZoneDistribution", {}).get("CapacityDistributionStrategy", "balanced-best-effort")
-    if len(zones) < 2 or strategy == "balanced-only":
-        return []
-    failed: set[str | None] = set()
-    for launch in launches:
-        ended = launch.get("EndTime") or launch["StartTime"]
-        if launch.get("StatusCode") in _FAILED and now - ended < CAPACITY_MEMORY:
-            failed.add(_attempted_in(launch))
-    return [] if None in failed else [z for z in zones if z not in failed]
-
-
-def _attempted_in(launch: dict[str, Any]) -> str | None:
-    """The Availability Zone a launch activity was attempted in: its ``Details`` ({"Subnet ID": ...,
-    "Availability Zone": ...}), else the zone its message names."""
-    try:
-        details = json.loads(str(launch.get("Details") or "{}"))
-    except ValueError:
-        details = {}
-    zone = details.get("Availability Zone") if isinstance(details, dict) else None
-    return str(zone) if zone else zone_of(str(launch.get("StatusMessage", "")))
 
 
 def _members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:
