@@ -59,10 +59,28 @@ def test_the_last_values_q09_is_the_same_with_the_searched_levels_asked() -> Non
         j = SEARCHED.index(level)
         assert np.array_equal(base.values[:, k], searched.values[:, j], equal_nan=True)
         assert np.array_equal(base.peaks[:, k], searched.peaks[:, j], equal_nan=True)
-    # the case is exercised: a level of the search fails the guards on some series, and only that level is replaced
+    # the case is exercised: the series' q0.999 tail is beyond the sane ceiling, and it is judged whatever levels
+    # are asked (the tail probe), so the whole row is the fallback's with the search's levels and without them
     row = searched.uids.index("earth/vc6YE")
-    assert "q0.999: forecast" in searched.notes[row] and "sane multiple" in searched.notes[row]
+    for block in (base, searched):
+        assert "sane multiple" in block.notes[row] and "q0.999:" not in block.notes[row]
     assert searched.values[row, SEARCHED.index(0.999)].max() < 600
+
+
+def test_without_the_tail_probe_only_the_extreme_level_is_replaced() -> None:
+    """Turned off, the probe judges nothing: the same series keeps its own row and only its q0.999 is the
+    fallback's (the levels asked still do not move one another)."""
+    panel, size = _helios("2020-05-12T01:00:00+08:00", days=7)
+    model = last_value_forecaster(timedelta(minutes=15))
+    model.tail_probe = None
+    model.fit_panel(panel, size)
+    windows = model.windows(panel)
+    base, searched = model.forecast_windows(windows, 3, BASE), model.forecast_windows(windows, 3, SEARCHED)
+    row = searched.uids.index("earth/vc6YE")
+    assert "sane multiple" not in base.notes[row]
+    assert "q0.999: forecast" in searched.notes[row] and "sane multiple" in searched.notes[row]
+    for k, level in enumerate(BASE):
+        assert np.array_equal(base.values[:, k], searched.values[:, SEARCHED.index(level)], equal_nan=True)
 
 
 def test_autos_q09_is_the_same_with_the_searched_levels_asked() -> None:

@@ -113,7 +113,10 @@ def test_a_peak_that_fails_the_guards_falls_back_at_its_own_level_only() -> None
     recent = frame.iloc[-100:]
 
     def model() -> CalibratedForecaster:
-        return CalibratedForecaster("miss", OneMissPerPath, scale_window=None, fallback=last_value_forecaster())
+        # No tail probe: its q0.999 (a miss of 1000 at one origin in 4 x HORIZON per step) would refuse the row.
+        return CalibratedForecaster(
+            "miss", OneMissPerPath, scale_window=None, fallback=last_value_forecaster(), tail_probe=None
+        )
 
     out = model().fit(frame, STEP).predict(recent, HORIZON, LEVELS)
     assert set(out["model"]) == {"miss"}
