@@ -10,35 +10,20 @@ ledger both agents write, and on two connections to one PostgreSQL ledger."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
-from actuators import SimulatedCluster
 from agent.budget_reserve import BudgetReserver, _Cap
-from agent.ledger import InMemoryLedger
-from agent.ledger.base import Ledger
 from agent.ledger.meter import counted_pools
-from agent.ledger.postgres import PostgresLedger
 from agent.ledger.reservations import Reservations
-from agent.loop import Agent, AgentParts
-from agent.notify import RecordingNotifier
 from agent.planning.budget import CapKind
-from agent.sources.trace import TraceSource, read_trace
-from config import settings_from_mapping
-from forecasting.factory import build_forecaster
-from models import AlertKind
-from models.clock import SimulatedClock
+from tests import shared_budget_rig as rig
 from tests.conftest import TraceWriter
 from tests.postgres.fixtures import POSTGRES, Database
-from tests.test_shared_budget_next_hour import HOURLY_CAP, UNIT_HOUR_USD, _config
+from tests.test_shared_budget_next_hour import HOURLY_CAP
 
 START = datetime(2024, 1, 15, 12, tzinfo=UTC)
 HOUR = (START, START + timedelta(hours=1))
-FLEET_HOUR_USD = 8 * UNIT_HOUR_USD  # what one agent's 8 units spend in the hour
-
-Ledgers = tuple[Ledger, Ledger]  # west's and east's: one ledger, or two connections to one
+FLEET_HOUR_USD = 8 * rig.UNIT_HOUR_USD  # what one agent's 8 units spend in the hour
 
 
 class EarlierReleaseReserver(BudgetReserver):
@@ -63,43 +48,21 @@ class EarlierReleaseReserver(BudgetReserver):
         return caps
 
 
-@pytest.fixture
-def memory_ledgers() -> Ledgers:
-    ledger = InMemoryLedger()
-    return ledger, ledger
-
-
-@pytest.fixture
-def postgres_ledgers(postgres_database: Database) -> Iterator[Ledgers]:
-    west = PostgresLedger(postgres_database.url, postgres_database.password)
-    east = PostgresLedger(postgres_database.url, postgres_database.password)
-    try:
-        yield west, east
-    finally:
-        west.close()
-        east.close()
-
-
-def _run(write_trace: TraceWriter, ledgers: Ledgers) -> tuple[float, list[str], float]:
+def _run(write_trace: TraceWriter, ledgers: rig.Ledgers) -> tuple[float, list[str], float]:
     """Both agents demand 64 chips from 12:00, ticking every 5 minutes to 13:00, west on the earlier release: the
     spend of the hour from 12:00, east's reservation alerts, and what east's first tick reserved under
     ``team/hourly``, the key west counts."""
     trace = write_trace({"train": [64.0] * 40}, start=(START - timedelta(hours=2)).isoformat(), step="5min")
-    agents: list[tuple[Agent, SimulatedClock]] = []
-    for ledger, (own, other) in zip(ledgers, (("west", "east"), ("east", "west")), strict=True):
-        settings = settings_from_mapping(_config(own, other), source=f"{own} config")
-        clock = SimulatedClock(START)
-        cluster = SimulatedCluster(settings.pool_specs(), clock, {own: 0})
-        forecaster = build_forecaster(settings.forecast)
-        parts = AgentParts(TraceSource(read_trace(trace)), forecaster, cluster, ledger, RecordingNotifier())
-        agent = Agent(settings, parts, holder=own)
-        reserver = agent.budget_watch.reserver
-        assert reserver is not None
-        if own == "west":
-            agent.budget_watch.reserver = EarlierReleaseReserver(
-                reserver.ledger, reserver.budgets, reserver.pools, own, reserver.ttl, reserver.previous_ids
-            )
-        agents.append((agent, clock))
+    agents = [
+        rig.member(rig.shared_budget_config(own, other, hourly_cap_usd=HOURLY_CAP), own, trace, ledger, START)
+        for ledger, (own, other) in zip(ledgers, rig.PAIRS, strict=True)
+    ]
+    west = agents[0].agent
+    reserver = west.budget_watch.reserver
+    assert reserver is not None
+    west.budget_watch.reserver = EarlierReleaseReserver(
+        reserver.ledger, reserver.budgets, reserver.pools, "west", reserver.ttl, reserver.previous_ids
+    )
     book = ledgers[0]
     assert isinstance(book, Reservations)
     east_alerts: list[str] = []
@@ -107,11 +70,7 @@ def _run(write_trace: TraceWriter, ledgers: Ledgers) -> tuple[float, list[str], 
     now = START
     while now < HOUR[1]:
         before = book.reserved("team/hourly", now)
-        for agent, clock in agents:
-            clock.set(now)
-            report = agent.run_once(now)
-            if agent is agents[1][0]:
-                east_alerts += [a.summary for a in report.alerts if a.kind is AlertKind.BUDGET_RESERVATION_REFUSED]
+        east_alerts += rig.refused(rig.tick(agents, now)["east"])
         if now == START:
             seen_by_west = book.reserved("team/hourly", now) - before
         now += timedelta(minutes=5)
@@ -125,14 +84,13 @@ def _check(spent: float, east_alerts: list[str], seen_by_west: float) -> None:
     assert seen_by_west > 0.0  # the reservations of both agents' first tick, under the key west counts
 
 
-def test_an_earlier_release_and_this_one_share_the_current_hour_in_memory(
-    write_trace: TraceWriter, memory_ledgers: Ledgers
-) -> None:
-    _check(*_run(write_trace, memory_ledgers))
+def test_an_earlier_release_and_this_one_share_the_current_hour_in_memory(write_trace: TraceWriter) -> None:
+    _check(*_run(write_trace, rig.memory_ledgers()))
 
 
 @POSTGRES
 def test_an_earlier_release_and_this_one_share_the_current_hour_on_postgresql(
-    write_trace: TraceWriter, postgres_ledgers: Ledgers
+    write_trace: TraceWriter, postgres_database: Database
 ) -> None:
-    _check(*_run(write_trace, postgres_ledgers))
+    with rig.postgres_ledgers(postgres_database) as ledgers:
+        _check(*_run(write_trace, ledgers))

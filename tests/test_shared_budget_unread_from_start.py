@@ -11,19 +11,13 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from actuators import SimulatedCluster
 from agent.ledger import InMemoryLedger
-from agent.loop import Agent, AgentParts
-from agent.notify import RecordingNotifier
-from agent.sources.trace import TraceSource, read_trace
-from config import settings_from_mapping
-from forecasting.factory import build_forecaster
 from models import AlertKind, PermanentActuatorError
-from models.clock import SimulatedClock
+from tests import shared_budget_rig as rig
 from tests.conftest import TraceWriter
-from tests.test_shared_budget_unread_pool import MONTH_END, START, UNIT_HOUR_USD, _config
+from tests.test_shared_budget_unread_pool import MONTH_END, START
 
-CAP = 12 * UNIT_HOUR_USD * ((MONTH_END - START) / timedelta(hours=1))  # room for 12 units to the month's end
+CAP = 12 * rig.UNIT_HOUR_USD * ((MONTH_END - START) / timedelta(hours=1))  # room for 12 units to the month's end
 
 
 def test_a_pool_unread_since_the_first_tick_reserves_nothing_and_leaves_the_room_to_the_others(
@@ -35,32 +29,23 @@ def test_a_pool_unread_since_the_first_tick_reserves_nothing_and_leaves_the_room
         "east": write_trace({"train": [64.0] * 26 + [96.0] * 34}, start=t0, step="5min", name="east.csv"),
     }
     ledger = InMemoryLedger()
-    agents: list[tuple[str, Agent, SimulatedClock, SimulatedCluster]] = []
-    for own, other, initial in (("east", "west", 8), ("west", "east", 0)):
-        config = _config(own, other)
-        config["budgets"][0]["monthly_cap_usd"] = CAP
-        settings = settings_from_mapping(config, source=f"{own} config")
-        clock = SimulatedClock(START)
-        cluster = SimulatedCluster(settings.pool_specs(), clock, {own: initial})
-        forecaster = build_forecaster(settings.forecast)
-        parts = AgentParts(TraceSource(read_trace(traces[own])), forecaster, cluster, ledger, RecordingNotifier())
-        agents.append((own, Agent(settings, parts, holder=own), clock, cluster))
+    agents = [
+        rig.member(rig.shared_budget_config(own, other, monthly_cap_usd=CAP), own, traces[own], ledger, START, units)
+        for own, other, units in (("east", "west", 8), ("west", "east", 0))
+    ]
     denied = PermanentActuatorError("west", "HTTP 403: permission container.nodePools.get denied")
-    agents[1][3].fail_reads("west", denied)
-    refused: list[str] = []
+    agents[1].cluster.fail_reads("west", denied)
+    east_refused: list[str] = []
     unreadable: list[str] = []
     now = START
     while now <= START + timedelta(minutes=40):
-        for own, agent, clock, _ in agents:
-            clock.set(now)
-            report = agent.run_once(now)
-            kinds = {a.kind: a.subject for a in report.alerts}
-            if own == "east":
-                refused += [a.summary for a in report.alerts if a.kind is AlertKind.BUDGET_RESERVATION_REFUSED]
-            elif AlertKind.POOL_UNREADABLE in kinds:
-                unreadable.append(kinds[AlertKind.POOL_UNREADABLE])
+        reports = rig.tick(agents, now)
+        east_refused += rig.refused(reports["east"])
+        kinds = {a.kind: a.subject for a in reports["west"].alerts}
+        if AlertKind.POOL_UNREADABLE in kinds:
+            unreadable.append(kinds[AlertKind.POOL_UNREADABLE])
         now += timedelta(minutes=5)
     east = ledger.last_entry("east")
     assert east is not None and east.units == 12
-    assert refused == []
+    assert east_refused == []
     assert unreadable  # west's operator is told its pool is not read

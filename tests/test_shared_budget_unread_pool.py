@@ -9,67 +9,28 @@ Run on one in-process ledger both agents write, and on two connections to one Po
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
-from actuators import SimulatedCluster
 from agent.budget_watch import BudgetWatch
 from agent.ledger import InMemoryLedger
-from agent.ledger.base import Ledger
-from agent.ledger.postgres import PostgresLedger
-from agent.loop import Agent, AgentParts
-from agent.notify import RecordingNotifier
-from agent.sources.trace import TraceSource, read_trace
 from config import settings_from_mapping
-from forecasting.factory import build_forecaster
-from models import AlertKind, CapacityPlan, PoolState, TransientActuatorError
-from models.clock import SimulatedClock
+from models import CapacityPlan, PoolState, TransientActuatorError
+from tests import shared_budget_rig as rig
 from tests.conftest import TraceWriter
 from tests.postgres.fixtures import POSTGRES, Database
 
 START = datetime(2024, 1, 15, 12, tzinfo=UTC)
 MONTH_END = datetime(2024, 2, 1, tzinfo=UTC)
-UNIT_HOUR_USD = 8.0  # 8 chips at 1 USD a chip-hour
 FLEET = 8  # the units each agent's demand (64 chips) asks for
-CAP = 1.5 * FLEET * UNIT_HOUR_USD * ((MONTH_END - START) / timedelta(hours=1))  # one fleet to the month's end, not two
+HOURS_TO_MONTH_END = (MONTH_END - START) / timedelta(hours=1)
+CAP = 1.5 * FLEET * rig.UNIT_HOUR_USD * HOURS_TO_MONTH_END  # one fleet to the month's end, not two
 FAILED_READ = START + timedelta(minutes=30)
 END = START + timedelta(minutes=40)
 
-Ledgers = tuple[Ledger, Ledger]  # west's and east's: one ledger, or two connections to one
 
-
-def _config(own: str, other: str) -> dict[str, Any]:
-    return {
-        "demand_classes": [{"name": "train"}],
-        "pools": [{"id": own, "kind": "gpu-node-pool", "tier": "on-demand", "chips_per_unit": 8, "min_units": 0,
-                   "max_units": 16, "price_per_chip_hour_usd": 1.0, "lead_time": "10m", "serves": ["train"]}],
-        "forecast": {"model": "persistence", "history": "1h", "step": "5m", "max_staleness": "10m"},
-        "loop": {"tick_interval": "5m"},
-        "budgets": [{"name": "team", "pools": [own], "remote_pools": [other], "monthly_cap_usd": CAP}],
-    }  # fmt: skip
-
-
-@pytest.fixture
-def memory_ledgers() -> Ledgers:
-    ledger = InMemoryLedger()
-    return ledger, ledger
-
-
-@pytest.fixture
-def postgres_ledgers(postgres_database: Database) -> Iterator[Ledgers]:
-    west = PostgresLedger(postgres_database.url, postgres_database.password)
-    east = PostgresLedger(postgres_database.url, postgres_database.password)
-    try:
-        yield west, east
-    finally:
-        west.close()
-        east.close()
-
-
-def _run(write_trace: TraceWriter, ledgers: Ledgers) -> tuple[list[str], int, float]:
+def _run(write_trace: TraceWriter, ledgers: rig.Ledgers) -> tuple[list[str], int, float]:
     """West's demand is 64 chips from the start, east's from 12:25; west's pool cannot be read at 12:30. The alerts
     east raised about its reservations, the units east ends with, and the spend both agents committed: recorded,
     and their last units to the month's end."""
@@ -78,37 +39,27 @@ def _run(write_trace: TraceWriter, ledgers: Ledgers) -> tuple[list[str], int, fl
         "west": write_trace({"train": [64.0] * 60}, start=t0, step="5min", name="west.csv"),
         "east": write_trace({"train": [0.0] * 29 + [64.0] * 31}, start=t0, step="5min", name="east.csv"),
     }
-    agents: list[tuple[Agent, SimulatedClock, SimulatedCluster]] = []
-    for ledger, (own, other) in zip(ledgers, (("west", "east"), ("east", "west")), strict=True):
-        settings = settings_from_mapping(_config(own, other), source=f"{own} config")
-        clock = SimulatedClock(START)
-        cluster = SimulatedCluster(settings.pool_specs(), clock, {own: 0})
-        forecaster = build_forecaster(settings.forecast)
-        parts = AgentParts(TraceSource(read_trace(traces[own])), forecaster, cluster, ledger, RecordingNotifier())
-        agents.append((Agent(settings, parts, holder=own), clock, cluster))
+    agents = [
+        rig.member(rig.shared_budget_config(own, other, monthly_cap_usd=CAP), own, traces[own], ledger, START)
+        for ledger, (own, other) in zip(ledgers, rig.PAIRS, strict=True)
+    ]
     east_alerts: list[str] = []
     now = START
     while now <= END:
         failure = TransientActuatorError("west", "HTTP 503 from the node pool API") if now == FAILED_READ else None
-        agents[0][2].fail_reads("west", failure)
-        for agent, clock, _ in agents:
-            clock.set(now)
-            report = agent.run_once(now)
-            if agent is agents[1][0]:
-                east_alerts += [a.summary for a in report.alerts if a.kind is AlertKind.BUDGET_RESERVATION_REFUSED]
+        agents[0].cluster.fail_reads("west", failure)
+        east_alerts += rig.refused(rig.tick(agents, now)["east"])
         now += timedelta(minutes=5)
     ledger = ledgers[0]
     last = {p: ledger.last_entry(p) for p in ("west", "east")}
     units = {p: 0 if e is None else e.units for p, e in last.items()}
     hours_left = (MONTH_END - now) / timedelta(hours=1)
-    committed = ledger.spent(["west", "east"], START, now) + sum(units.values()) * UNIT_HOUR_USD * hours_left
+    committed = ledger.spent(["west", "east"], START, now) + sum(units.values()) * rig.UNIT_HOUR_USD * hours_left
     return east_alerts, units["east"], committed
 
 
-def test_an_unread_pool_keeps_its_standing_reservation_in_memory(
-    write_trace: TraceWriter, memory_ledgers: Ledgers
-) -> None:
-    east_alerts, east_units, committed = _run(write_trace, memory_ledgers)
+def test_an_unread_pool_keeps_its_standing_reservation_in_memory(write_trace: TraceWriter) -> None:
+    east_alerts, east_units, committed = _run(write_trace, rig.memory_ledgers())
     assert committed <= CAP
     # west's fleet stays reserved: east is granted only the half fleet the cap leaves beside it, and told so
     assert east_units <= FLEET // 2 and east_alerts
@@ -116,9 +67,10 @@ def test_an_unread_pool_keeps_its_standing_reservation_in_memory(
 
 @POSTGRES
 def test_an_unread_pool_keeps_its_standing_reservation_on_postgresql(
-    write_trace: TraceWriter, postgres_ledgers: Ledgers
+    write_trace: TraceWriter, postgres_database: Database
 ) -> None:
-    east_alerts, east_units, committed = _run(write_trace, postgres_ledgers)
+    with rig.postgres_ledgers(postgres_database) as ledgers:
+        east_alerts, east_units, committed = _run(write_trace, ledgers)
     assert committed <= CAP
     assert east_units <= FLEET // 2 and east_alerts
 
@@ -127,13 +79,15 @@ def test_an_unread_pool_is_kept_reserved_at_its_last_read_units_then_its_record_
     """At the units the agent last read the pool at (``Agent.last_read_units``), else at those the ledger last
     recorded it holding; known by neither (unread since the first tick), at nothing: its max_units to the month's
     end would shut the other agents out of room it may never use."""
-    settings = settings_from_mapping(_config("west", "east"), source="west config")
+    settings = settings_from_mapping(
+        rig.shared_budget_config("west", "east", monthly_cap_usd=CAP), source="west config"
+    )
     ledger = InMemoryLedger()
     watch = BudgetWatch(settings, {p.pool_id: p for p in settings.pool_specs()}, ledger, "west")
     hour = timedelta(hours=1)
 
     def reserved_units(at: datetime) -> float:
-        return ledger.reserved("team", at) / (UNIT_HOUR_USD * ((MONTH_END - at) / hour))
+        return ledger.reserved("team", at) / (rig.UNIT_HOUR_USD * ((MONTH_END - at) / hour))
 
     watch.observe(START, {})
     watch.acted(START, CapacityPlan(START), [], {})
