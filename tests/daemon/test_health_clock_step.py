@@ -25,32 +25,12 @@ from tests.daemon.conftest import DEADLINE, LEASE, LEASE_NAME, NAMESPACE
 from tests.daemon.fake_loop import FakeAgentLoop
 from tests.daemon.links import CuttableLink
 from tests.daemon.replicas import POOL
+from tests.fakes.stepping_clock import SteppingClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 TICK = timedelta(minutes=1)
 READY_BOUND = timedelta(minutes=3)
 LIVE_BOUND = timedelta(minutes=10)
-
-
-class SteppingClock:
-    """Wall time that can be stepped (as NTP does) apart from the monotonic time, which only runs."""
-
-    def __init__(self, start: datetime) -> None:
-        self.wall = start
-        self.mono = 1000.0
-
-    def now(self) -> datetime:
-        return self.wall
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    def run(self, by: timedelta) -> None:
-        self.wall += by
-        self.mono += by.total_seconds()
-
-    def step(self, by: timedelta) -> None:
-        self.wall += by
 
 
 def _get(url: str) -> tuple[int, str]:

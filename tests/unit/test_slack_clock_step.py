@@ -12,29 +12,9 @@ from agent.notify.slack import SlackNotifier, build_slack_notifier
 from config.alerts import AlertSettings
 from models import AlertEvent, AlertKind, Severity
 from tests.fakes.slack_receiver import Answer, SlackReceiver
+from tests.fakes.stepping_clock import SteppingClock
 
 T0 = datetime(2026, 12, 6, 12, 0, tzinfo=UTC)
-
-
-class SteppingClock:
-    """Wall time that can be stepped (as NTP does) apart from the monotonic time, which only runs."""
-
-    def __init__(self, start: datetime) -> None:
-        self.wall = start
-        self.mono = 1000.0
-
-    def now(self) -> datetime:
-        return self.wall
-
-    def monotonic(self) -> float:
-        return self.mono
-
-    def run(self, by: timedelta) -> None:
-        self.wall += by
-        self.mono += by.total_seconds()
-
-    def step(self, by: timedelta) -> None:
-        self.wall += by
 
 
 @pytest.fixture
