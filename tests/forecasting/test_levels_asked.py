@@ -59,12 +59,14 @@ def test_the_last_values_q09_is_the_same_with_the_searched_levels_asked() -> Non
         j = SEARCHED.index(level)
         assert np.array_equal(base.values[:, k], searched.values[:, j], equal_nan=True)
         assert np.array_equal(base.peaks[:, k], searched.peaks[:, j], equal_nan=True)
-    # the case is exercised: the series' q0.999 tail is beyond the sane ceiling, and it is judged whatever levels
-    # are asked (the tail probe), so the whole row is the fallback's with the search's levels and without them
+    # the case is exercised: the series' q0.999 tail is beyond the sane ceiling, judged whatever levels are asked
+    # (the tail probe): its tail levels are the fallback's, its lower levels the model's with or without them
     row = searched.uids.index("earth/vc6YE")
-    for block in (base, searched):
-        assert "sane multiple" in block.notes[row] and "q0.999:" not in block.notes[row]
+    assert "tail probe" in searched.notes[row] and "sane multiple" in searched.notes[row]
+    assert searched.models[row] == base.models[row] == "naive"
     assert searched.values[row, SEARCHED.index(0.999)].max() < 600
+    tails = [k for k, level in enumerate(SEARCHED) if level >= 0.97]
+    assert tails and all(f"q{SEARCHED[k]:g}" in searched.notes[row] for k in tails)
 
 
 def test_without_the_tail_probe_only_the_extreme_level_is_replaced() -> None:
