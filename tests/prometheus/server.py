@@ -43,6 +43,7 @@ import subprocess
 import time
 import urllib.request
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -363,3 +364,27 @@ class PrometheusServer:
 
 def prometheus_available() -> bool:
     return shutil.which("prometheus") is not None and shutil.which("promtool") is not None
+
+
+@contextmanager
+def serving_openmetrics(text: str, work: Path) -> Iterator[PrometheusServer]:
+    """A Prometheus on 127.0.0.1 serving ``text`` (OpenMetrics), backfilled into ``work`` with promtool; stopped on
+    leaving. The tests that write their own series start theirs with it."""
+    if not prometheus_available():
+        raise AssertionError("prometheus and promtool must be on PATH (Debian package `prometheus`; `make prometheus`)")
+    data = work / "data"
+    data.mkdir()
+    history = work / "history.om"
+    history.write_text(text, encoding="utf-8")
+    subprocess.run(
+        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    server = PrometheusServer(data, work)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

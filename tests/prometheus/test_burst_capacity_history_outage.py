@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import socket
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -35,7 +34,7 @@ from config import settings_from_mapping
 from config.schema import Settings
 from forecasting.factory import build_forecaster
 from models.clock import SimulatedClock
-from tests.prometheus.server import PrometheusServer, prometheus_available
+from tests.prometheus.server import PrometheusServer, serving_openmetrics
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 
@@ -65,25 +64,8 @@ def _openmetrics() -> str:
 
 @pytest.fixture(scope="module")
 def outage_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    if not prometheus_available():
-        pytest.fail("prometheus and promtool must be on PATH (Debian package `prometheus`; `make prometheus`)")
-    work = tmp_path_factory.mktemp("prometheus-capacity-outage")
-    data = work / "data"
-    data.mkdir()
-    history = work / "history.om"
-    history.write_text(_openmetrics(), encoding="utf-8")
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    server = PrometheusServer(data, work)
-    server.start()
-    try:
+    with serving_openmetrics(_openmetrics(), tmp_path_factory.mktemp("prometheus-capacity-outage")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _settings(url: str) -> Settings:

@@ -9,7 +9,6 @@ grid of a window ending at the tick ends at 10:00, before the burst; Prometheus 
 from __future__ import annotations
 
 import math
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -29,7 +28,7 @@ from config.schema import Settings
 from forecasting.factory import build_forecaster
 from models import DemandClass, SkipReason
 from models.clock import SimulatedClock
-from tests.prometheus.server import PrometheusServer, prometheus_available
+from tests.prometheus.server import PrometheusServer, serving_openmetrics
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 GRID = datetime(2025, 3, 3, 10, 0, tzinfo=UTC)  # a point of the 5-minute grid
@@ -76,25 +75,8 @@ def _openmetrics() -> str:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    if not prometheus_available():
-        pytest.fail("prometheus and promtool must be on PATH (Debian package `prometheus`; `make prometheus`)")
-    work = tmp_path_factory.mktemp("prometheus-now")
-    data_dir = work / "data"
-    data_dir.mkdir()
-    source = work / "history.om"
-    source.write_text(_openmetrics(), encoding="utf-8")
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(source), str(data_dir)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    running = PrometheusServer(data_dir, work)
-    running.start()
-    try:
-        yield running
-    finally:
-        running.stop()
+    with serving_openmetrics(_openmetrics(), tmp_path_factory.mktemp("prometheus-now")) as server:
+        yield server
 
 
 def _settings(server: PrometheusServer) -> Settings:

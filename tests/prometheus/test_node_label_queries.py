@@ -20,7 +20,6 @@ the device plugin reports none healthy); ``kube_node_status_condition{condition=
 from __future__ import annotations
 
 import re
-import subprocess
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -36,7 +35,7 @@ from config.field_docs import FIELDS
 from config.prometheus import PrometheusSettings
 from config.schema import Settings
 from models import AlertKind, MetricsUnavailable, Severity
-from tests.prometheus.server import PrometheusServer, prometheus_available
+from tests.prometheus.server import PrometheusServer, serving_openmetrics
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 
@@ -138,25 +137,8 @@ def _openmetrics() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def nodes_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    if not prometheus_available():
-        pytest.fail("prometheus and promtool must be on PATH (Debian package `prometheus`; `make prometheus`)")
-    work = tmp_path_factory.mktemp("prometheus-node-labels")
-    data = work / "data"
-    data.mkdir()
-    history = work / "history.om"
-    history.write_text("".join(_openmetrics()), encoding="utf-8")
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    server = PrometheusServer(data, work)
-    server.start()
-    try:
+    with serving_openmetrics("".join(_openmetrics()), tmp_path_factory.mktemp("prometheus-node-labels")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _settings(url: str, query: str, max_units: int = 4) -> Settings:

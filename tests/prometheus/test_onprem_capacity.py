@@ -22,7 +22,6 @@ Demand (``demand_gpus``, another exporter) is 300 GPUs throughout: 240 running a
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -45,7 +44,7 @@ from config.schema import Settings
 from forecasting.factory import build_forecaster
 from models import AlertKind, Severity
 from models.clock import SimulatedClock
-from tests.prometheus.server import PrometheusServer, prometheus_available
+from tests.prometheus.server import PrometheusServer, serving_openmetrics
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 
@@ -144,25 +143,8 @@ def _openmetrics() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def cluster_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    if not prometheus_available():
-        pytest.fail("prometheus and promtool must be on PATH (Debian package `prometheus`; `make prometheus`)")
-    work = tmp_path_factory.mktemp("prometheus-onprem")
-    data = work / "data"
-    data.mkdir()
-    history = work / "history.om"
-    history.write_text("".join(_openmetrics()), encoding="utf-8")
-    subprocess.run(
-        ["promtool", "tsdb", "create-blocks-from", "openmetrics", str(history), str(data)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    server = PrometheusServer(data, work)
-    server.start()
-    try:
+    with serving_openmetrics("".join(_openmetrics()), tmp_path_factory.mktemp("prometheus-onprem")) as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _settings(url: str, tmp_path: Path, with_spot: bool = True, query: bool = True) -> Settings:
