@@ -6,8 +6,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime, timedelta
 
-from config.aws import check_aws
-from config.cloud import check_cloud
+from config.aws_checks import check_aws
+from config.cloud_checks import check_cloud
 from config.energy import energy_problems
 from config.prometheus import prometheus_problems, shared_demand_problems, zero_fallback_queries
 from config.schema import PoolSettings, Settings
