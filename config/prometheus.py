@@ -267,12 +267,12 @@ _MATCHER = re.compile(
     r"""\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)\s*(?:,|$)"""
 )
 
-# Labels the default queries select, join or group on themselves (kube-state-metrics: pod requests, pod phases,
-# namespaces and nodes; Kueue: the ClusterQueue gauges). A cluster selector naming one of them would change what
-# a class counts rather than which cluster it is counted in.
+# Labels the default queries select, join or group on themselves (kube-state-metrics: pod and init container
+# requests, init containers' restart policy, pod phases, namespaces and nodes; Kueue: the ClusterQueue gauges). A
+# cluster selector naming one of them would change what a class counts rather than which cluster it is counted in.
 DEFAULT_QUERY_LABELS = frozenset(
-    {"namespace", "pod", "container", "resource", "unit", "phase", "node", "cluster_queue", "flavor", "cohort",
-     "replica_role", "status"}
+    {"namespace", "pod", "container", "resource", "unit", "phase", "node", "restart_policy", "cluster_queue",
+     "flavor", "cohort", "replica_role", "status"}
 )  # fmt: skip
 
 # Labels of kueue_cluster_queue_resource_reservation (and _usage) that kueue_cluster_queue_resource_pending does not

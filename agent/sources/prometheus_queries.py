@@ -166,10 +166,8 @@ def kube_state_metrics_demand_query(selector: str, resource: str, cluster: Seque
     ``kube_state_metrics_shard_ordinal``, kubernetes/kube-state-metrics README "Kube-state-metrics self
     metrics"), and only where it is scraped: without it a shard down cannot be told from fewer pods."""
     phase = ", ".join(['phase=~"Pending|Running"', *cluster])
-    requests = ", ".join([f"resource={quote(ksm_resource(resource))}", selector, *cluster])
     demand = (
-        "sum(max by (namespace, pod, container, resource) ("
-        f"kube_pod_container_resource_requests{{{requests}}})"
+        f"sum({pod_effective_requests(selector, resource, cluster)}"
         " * on(namespace, pod) group_left()"
         f" max by (namespace, pod) (kube_pod_status_phase{{{phase}}} == 1))"
         f" or on() (0 * count({kube_state_metrics_known(selector, cluster)}))"
@@ -184,6 +182,38 @@ def kube_state_metrics_demand_query(selector: str, resource: str, cluster: Seque
         f" > count(count by (shard_ordinal) (kube_state_metrics_shard_ordinal{scope}))"
     )
     return f"({demand}){each_named} unless on() ({shards_missing})"
+
+
+def pod_effective_requests(selector: str, resource: str, cluster: Sequence[str] = ()) -> str:
+    """Per selected pod (``namespace``, ``pod``), the request for ``resource`` the scheduler reserves for it, counting
+    its init containers, never less than that.
+
+    Kubernetes ("Resource Management for Pods and Containers", "Init Containers", "Sidecar Containers"): init
+    containers run one at a time, so a pod's effective request is the larger of its highest init container
+    request and the sum of its app containers' requests; a sidecar (an init container with ``restartPolicy:
+    Always``) keeps running, so its request adds to both. kube-state-metrics gives init containers' requests in
+    ``kube_pod_init_container_resource_requests`` (the labels of ``kube_pod_container_resource_requests``), with
+    nothing telling a sidecar from a run-once container; that is only in ``kube_pod_init_container_info``'s
+    ``restart_policy`` label (``Always`` for a sidecar, empty otherwise; kubernetes/kube-state-metrics#2240), and
+    that series exists only once the kubelet reports the container's status, so never for a pod not yet
+    scheduled, the demand this agent buys for. So an init container is taken for a run-once one (in the max) only
+    when its info series says so; every other one (a sidecar, or one whose pod has not started) adds to the sum.
+    The answer is ``sidecars + max(highest run-once init request, sum of app requests)``: the rule itself when no
+    init container asks for the resource or their kinds are known and the sidecars come first, more than it
+    otherwise (a pending pod's run-once init container is counted as if it ran beside the app containers), never
+    less, except with a kube-state-metrics older than the ``restart_policy`` label, where a started pod's sidecar is
+    taken for a run-once container."""
+    requests = ", ".join([f"resource={quote(ksm_resource(resource))}", selector, *cluster])
+    shared = [text for label, text in label_matchers(selector) or [] if label in {"namespace", "pod"}]
+    each = "max by (namespace, pod, container, resource)"
+    app = f"{each} (kube_pod_container_resource_requests{{{requests}}})"
+    init = f"{each} (kube_pod_init_container_resource_requests{{{requests}}})"
+    run_once_info = _selector('restart_policy!="Always"', *shared, *cluster)  # also matches no label at all
+    run_once = f"max by (namespace, pod, container) (kube_pod_init_container_info{run_once_info})"
+    known_run_once = f"({init} and on(namespace, pod, container) {run_once})"
+    in_max = f"max by (namespace, pod) (sum by (namespace, pod) ({app}) or {known_run_once})"
+    in_sum = f"({init} unless on(namespace, pod, container) {run_once})"
+    return f"sum by (namespace, pod) ({in_max} or {in_sum})"
 
 
 def named_namespaces(selector: str) -> list[str]:
