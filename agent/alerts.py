@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from agent.ledger.meter import LedgerCoverage
+from agent.ledger.coverage import LedgerCoverage
 from agent.planning.budget import ScaleUpCharge
 from agent.planning.enforcement import DeferredStop, Overspend
 from models import (

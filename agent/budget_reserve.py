@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from agent.ledger.meter import Previous, counted_pools
+from agent.ledger.pool_ids import Previous, counted_pools
 from agent.ledger.reservations import Grant, ReservationRequest, Reservations
 from agent.planning.budget import Budget, CapKind, Period, billed_after, target_for
 from models import (

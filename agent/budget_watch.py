@@ -6,7 +6,7 @@ whether the ledger holds each budget's period from its start: ``coverage``),
 ``reserve`` (reserve the plan's scale-ups against budgets shared with other agents, see
 ``agent.budget_reserve``), ``acted`` (charge the agent's own scale-ups from this instant; remember them), ``alerts``
 (a budget whose period started before the ledger's first record is told once per period: its spend so far leaves
-out the time before, see ``agent.ledger.meter.LedgerCoverage``; a projected overspend, a deferred hard stop and a
+out the time before, see ``agent.ledger.coverage.LedgerCoverage``; a projected overspend, a deferred hard stop and a
 stalled scale-up are raised every tick while they hold, so that ``agent.conditions`` can tell when each ends).
 """
 
@@ -28,7 +28,9 @@ from agent.alerts import (
 from agent.budget_reserve import BudgetReserver, Reserved
 from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
-from agent.ledger.meter import LedgerCoverage, SpendMeter, pool_previous_ids
+from agent.ledger.coverage import LedgerCoverage
+from agent.ledger.meter import SpendMeter
+from agent.ledger.pool_ids import pool_previous_ids
 from agent.ledger.reservations import Reservations
 from agent.planning.budget import Budget, BudgetSpend, billed_after, scale_up_charges
 from agent.planning.enforcement import deferred_stops, find_overspends

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from agent.budget_reserve import BudgetReserver, _Cap
-from agent.ledger.meter import counted_pools
+from agent.ledger.pool_ids import counted_pools
 from agent.ledger.reservations import Reservations
 from agent.planning.budget import CapKind
 from tests import shared_budget_rig as rig

@@ -123,10 +123,9 @@ def _not_over_message(split: NotOver) -> str:
 
 def report_budgets(args: argparse.Namespace) -> int:
     from agent.ledger.base import RecordedSince
-    from agent.ledger.meter import (
-        NEW_OR_LOST,
+    from agent.ledger.coverage import NEW_OR_LOST, ledger_coverage
+    from agent.ledger.pool_ids import (
         counted_pools,
-        ledger_coverage,
         own_pools,
         pool_previous_ids,
         unclaimed_message,

@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from agent.commands.recommend_ledger import MonthToDate
-from agent.ledger.meter import NEW_OR_LOST, LedgerCoverage
+from agent.ledger.coverage import NEW_OR_LOST, LedgerCoverage
 from agent.loop import Agent, TickReport
 from agent.planning.budget import BudgetSpend, CapKind
 from agent.planning.enforcement import budget_snapshots

@@ -22,7 +22,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from agent.daemon.ports import TickReport
-from agent.ledger.meter import LedgerCoverage
+from agent.ledger.coverage import LedgerCoverage
 from agent.planning.groups import GROUP_PREFIX
 from agent.planning.memory import PlannerMemory
 from agent.version import package_version
@@ -266,7 +266,7 @@ class BackoffCollector(Collector):
 
 class BudgetLedgerCollector(Collector):
     """Whether this replica's ledger holds each monthly-capped budget's current period from its start, read at
-    every scrape from the coverage of its latest tick (``agent.ledger.meter.LedgerCoverage``), beside the budget
+    every scrape from the coverage of its latest tick (``agent.ledger.coverage.LedgerCoverage``), beside the budget
     gauges: ``leadtime_budget_ledger_since_seconds{budget}``, the Unix time from which the ledger holds every pool
     of the budget (the latest of their first records; no series while one has none), and
     ``leadtime_budget_spend_incomplete{budget}``, 1 while the period started before that (the spend so far leaves

@@ -55,7 +55,7 @@ class RecordedSince(Protocol):
     billed costs by others for the same time, so that instant only moves earlier
     (an import of billed costs for earlier time). A budget period that
     started before the earliest record of all its pools is recorded only in part: its spend so far misses the time
-    before (see ``agent.ledger.meter.LedgerCoverage``)."""
+    before (see ``agent.ledger.coverage.LedgerCoverage``)."""
 
     @property
     def where(self) -> str:

@@ -13,36 +13,30 @@ that entry from its end to now). Otherwise the unread stretch would be missing f
 leaves would go to the other pools' scale-ups until the pool is read again and the whole stretch is charged at
 once (an h100 pool of 10 units unread for 3 hours: 2,400 USD).
 
-``coverage`` says, per budget with a monthly cap, whether the ledger holds the whole of the current period: a
-ledger that began after the period started (a new pod's file on an ``emptyDir``, a first install mid-month) reads
-the spend before its first record as nothing, so the cap counts only the spend since then. It is judged per pool:
-each of the budget's own pools (not those other agents run) must have a record at or before the period's start,
-since a bill imported for some pools only (a standard export bills GPU node pools, not TPU slices) fills the
-period for those alone. The planner is not
-told otherwise (a guess at the missing spend would be wrong one way or the other; billed costs imported for the
-period fill it exactly): the loop alerts, and the daemon exports it. Once a period is found covered it stays
-covered (records are never removed), so a tick asks the ledger only about budgets not yet known to be covered.
+``coverage`` says, per budget with a monthly cap, whether the ledger holds the whole of the current period
+(``agent.ledger.coverage``). The planner is not told otherwise (a guess at the missing spend would be wrong one way
+or the other; billed costs imported for the period fill it exactly): the loop alerts, and the daemon exports it.
+Once a period is found covered it stays covered (records are never removed), so a tick asks the ledger only about
+budgets not yet known to be covered.
 
-The ledger keeps spend by pool id, so a pool renamed in the configuration would start its budgets' period at zero:
-a pool's ``previous_ids`` (the ids it was known by) count as its own, in its budgets' spend and in their coverage
-(``counted_pools``). Spend recorded this period under an id no configured pool has or had (``unclaimed_spend``:
-a pool renamed without them, a pool removed, another deployment's pool on a shared ledger) counts in no budget: it
-is logged once, at the first read of the budgets' spend, naming each such pool and what it spent, and, where a budget
-shares pools other agents run (``remote_pools``), the ``remote_previous_ids`` that would count a renamed one's.
+A pool's ``previous_ids`` count as its own, in its budgets' spend and in their coverage; spend under an id no
+configured pool has or had counts in no budget, and is logged once, at the first read of the budgets' spend
+(``agent.ledger.pool_ids``).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
 from agent.ledger.base import Ledger, Newest, RecordedSince
 from agent.ledger.clock_steps import Baseline, ClockSteps, Placed, accrued, baseline, place
+from agent.ledger.coverage import NEW_OR_LOST, LedgerCoverage, ledger_coverage
 from agent.ledger.period_spend import PeriodSpend, SpendAsk
+from agent.ledger.pool_ids import Previous, counted_pools, own_pools, unclaimed_message, unclaimed_spend
 from agent.planning.budget import Budget, BudgetSpend
 from models import LedgerEntry, LedgerUnavailable
 
@@ -51,140 +45,6 @@ log = logging.getLogger(__name__)
 # The most readings kept while the ledger cannot be written (a day of one-minute ticks of seven pools); the oldest
 # go first, their time charged all the same by the next reading, at the units held before them.
 KEPT_READINGS = 10_000
-
-
-@dataclass(frozen=True)
-class LedgerCoverage:
-    """Since when the ledger holds a budget's spend, against the start of the budget's current month period:
-    ``first`` is the first record of each of the budget's own pools (``None``: it has none yet)."""
-
-    budget: str
-    period_start: datetime
-    period_end: datetime
-    first: tuple[tuple[str, datetime | None], ...]
-    where: str
-
-    @property
-    def since(self) -> datetime | None:
-        """Since when the ledger holds every pool of the budget: the latest of their first records (``None`` while
-        one has none)."""
-        firsts = [at for _, at in self.first]
-        return None if not firsts or None in firsts else max(at for at in firsts if at is not None)
-
-    @property
-    def late(self) -> tuple[tuple[str, datetime | None], ...]:
-        """The pools whose first record is later than the period's start, or that have none."""
-        return tuple((pool, at) for pool, at in self.first if at is None or at > self.period_start)
-
-    @property
-    def complete(self) -> bool:
-        """Whether the ledger holds the whole period so far: every pool has a record at or before its start."""
-        return not self.late
-
-    def late_pools(self, when: Callable[[datetime], str] = datetime.isoformat) -> str:
-        """The late pools for a message: ``v5e-slices (first record <when>), h100 (no record yet)``."""
-        return ", ".join(
-            f"{pool} ({'no record yet' if at is None else f'first record {when(at)}'})" for pool, at in self.late
-        )
-
-
-NEW_OR_LOST = (
-    "a pool created after the period started had no spend before its first record, but the ledger cannot tell it "
-    "from one whose records were lost, or one renamed whose old id is not among its previous_ids"
-)
-Previous = Mapping[str, Collection[str]]  # pool id -> the ids it was known by (its previous_ids)
-
-
-def ledger_coverage(
-    budget: Budget, now: datetime, first: Mapping[str, datetime], where: str, previous: Previous | None = None
-) -> LedgerCoverage:
-    """The coverage of ``budget``'s current month period, from the first records of its pools (``first``, as
-    ``RecordedSince.recorded_since`` reads them), a pool's first being the earliest under its id or its
-    ``previous`` ones."""
-    period = budget.period(now)
-    pools = []
-    for pool in own_pools(budget):
-        found = [first[i] for i in (pool, *(previous or {}).get(pool, ())) if i in first]
-        pools.append((pool, min(found) if found else None))
-    return LedgerCoverage(budget.name, period.start, period.end, tuple(pools), where)
-
-
-def pool_previous_ids(own: Previous, budgets: Iterable[Budget]) -> dict[str, tuple[str, ...]]:
-    """Every pool with the ids it was known by: this agent's pools' ``previous_ids`` (``own``) and the remote pools'
-    of the budgets shared with other agents (``remote_previous_ids``). Two budgets that share a remote pool may each
-    list some of its old ids (each old id belongs to one pool): all of them count as the pool's, in both budgets."""
-    merged: dict[str, tuple[str, ...]] = {pool: tuple(dict.fromkeys(ids)) for pool, ids in own.items()}
-    for budget in budgets:
-        for pool, ids in budget.remote_previous_ids:
-            merged[pool] = tuple(dict.fromkeys((*merged.get(pool, ()), *ids)))
-    return merged
-
-
-def own_pools(budget: Budget) -> list[str]:
-    """The budget's pools this agent records (the others' agents judge theirs)."""
-    return sorted(budget.pools - budget.remote_pools)
-
-
-def counted_pools(pools: Iterable[str], previous: Previous | None) -> list[str]:
-    """The ledger ids whose spend counts as these pools': theirs and their previous ids."""
-    pools = set(pools)
-    return sorted(pools.union(*((previous or {}).get(p, ()) for p in pools)))
-
-
-@runtime_checkable
-class _ListsEntries(Protocol):
-    def entries(self) -> Sequence[LedgerEntry]: ...
-
-    def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float: ...
-
-
-def unclaimed_spend(
-    ledger: object, budgets: Sequence[Budget], previous: Previous, now: datetime
-) -> tuple[datetime, dict[str, float]] | None:
-    """What the ledger's pools that no configured pool has or had (``previous``: every configured pool, with its
-    previous ids; the budgets' pools, other agents' included) spent since the earliest start of the budgets'
-    current periods, for those with a record since then; ``None`` without budgets, or from a ledger that cannot
-    list its entries. Reads every entry of the ledger: asked once, at start."""
-    if not budgets or not isinstance(ledger, _ListsEntries):
-        return None
-    since = min(b.period(now).start for b in budgets)
-    known = set(counted_pools(previous, previous)).union(*(b.pools for b in budgets))
-    found = sorted({e.pool_id for e in ledger.entries() if e.end > since or e.start >= since} - known)
-    return since, {pool: ledger.spent([pool], since, now) for pool in found}
-
-
-def unclaimed_message(
-    since: datetime,
-    spent: Mapping[str, float],
-    where: str,
-    when: Callable[[datetime], str],
-    budgets: Sequence[Budget] = (),
-) -> str:
-    """The warning for ``unclaimed_spend``'s pools; ``where``: ``at <the ledger's place>``. An id may be the old id of
-    a pool another agent runs in one of ``budgets`` (its ``remote_pools``), renamed there: its spend counts in those
-    budgets once a budget's ``remote_previous_ids`` lists it, so the warning names that setting; nothing is to be done
-    only about spend that counts in none of this agent's budgets."""
-    named = ", ".join(f"{pool} ({usd:,.2f} USD)" for pool, usd in spent.items())
-    message = (
-        f"the ledger {where} holds spend since {when(since)} under pool ids no configured pool has: {named}; it "
-        "counts in no budget. A pool of this agent renamed? List its old id in the pool's previous_ids, and its spend "
-        "counts as the pool's own. "
-    )
-    remote = sorted(set().union(*(b.remote_pools for b in budgets)))
-    if remote:
-        shared = ", ".join(b.name for b in budgets if b.remote_pools)
-        olds = ", ".join(spent)
-        listed = (
-            f"{{{remote[0]}: [{olds}]}}"
-            if len(remote) == 1
-            else f"{{<pool>: [{olds}]}}, <pool> the one of {', '.join(remote)} it was renamed to"
-        )
-        message += (
-            f"A pool another agent runs, shared by budget {shared} (remote_pools: {', '.join(remote)}), renamed "
-            f"there? List its old id in the budget's budgets[].remote_previous_ids: {listed}, and its spend counts "
-            "in the budget. "
-        )
-    return message + "A pool removed, or another deployment's in none of this agent's budgets: nothing to do"
 
 
 class SpendMeter:
