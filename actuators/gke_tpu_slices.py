@@ -1,24 +1,23 @@
 """GkeTpuSliceActuator: groups of identical multi-host TPU slices on GKE, each slice its own node pool.
 
 A slice cannot be resized: it is created whole (machine type, ``placementPolicy.tpuTopology``, node count = chips /
-chips per host) and deleted whole. Slice ``n`` of group ``g`` is node pool ``g-n``, so the cloud's node pool list is
-the state: RUNNING/RECONCILING slices are ready, PROVISIONING ones are in flight, ERROR ones are failed (deleted on
-the next resize), STOPPING ones are leaving. A RUNNING_WITH_ERROR slice is "partially usable": GKE reports so a node
-pool whose instance groups could not create every instance ("Not all instances running in IGM ...
+chips per host) and deleted whole. Slice ``n`` of group ``g`` is node pool ``g-n``, so the cloud's node pool list is the
+state: RUNNING/RECONCILING slices are ready, PROVISIONING ones are in flight, ERROR ones are failed (deleted on the next
+resize), STOPPING ones are leaving. A RUNNING_WITH_ERROR slice is "partially usable": GKE reports so a node pool whose
+instance groups could not create every instance ("Not all instances running in IGM ...
 [ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS] ...", terraform-provider-google#3304), and keeps reporting it after the
-group's retries created them. Its hosts are counted from its instance groups (``migs``): with every host running it is
-ready (maybe running work: never deleted as failed); with hosts missing it cannot run a multi-host job and is in
-flight (asked for, paid, not ready; the instance groups keep retrying), and a stockout that keeps them from being
-created refuses a scale-up with CapacityUnavailable, as a failed slice's does. Short for its group's wait with a
-stockout or quota named (``actuators.short_slices``; a slice never whole waits from its instance groups' creation,
-which a restart does not lose), it is failed for want of capacity: deleted by the next resize, the group backed off.
-A host being recreated (a repair) is short for a stockout only if its own last attempt says so, never for the stale
-message GKE keeps on the node pool. Without ``migs`` its hosts cannot be counted and it is taken as ready. An
-instance group the node pool lists that Compute does not find (404) holds none of its hosts: the slice is short of
-them, with a warning naming the group, and the group of slices is read as usual. A read made for a change (a
-resize, a drained slice's deletion) that fails for good fails the change as a transient error: a group that cannot be
-read is held, never blocked. A create repeated after a restart meets 409 ALREADY_EXISTS on the same name and is no
-second slice. Operations are started, looked at once, and not waited for.
+group's retries created them. Its hosts are counted from its instance groups (``migs``,
+``actuators.slice_host_counts``): with every host running it is ready (maybe running work: never deleted as failed);
+with hosts missing it cannot run a multi-host job and is in flight (asked for, paid, not ready; the instance groups keep
+retrying), and a stockout that keeps them from being created refuses a scale-up with CapacityUnavailable, as a failed
+slice's does. Short for its group's wait with a stockout or quota named (``actuators.short_slices``; a slice never whole
+waits from its instance groups' creation, which a restart does not lose), it is failed for want of capacity: deleted by
+the next resize, the group backed off. A host being recreated (a repair) is short for a stockout only if its own last
+attempt says so, never for the stale message GKE keeps on the node pool. Without ``migs`` its hosts cannot be counted
+and it is taken as ready. A read made for a change (a resize, a drained slice's deletion) that fails for good fails the
+change as a transient error: a group that cannot be read is held, never blocked. A create repeated after a restart meets
+409 ALREADY_EXISTS on the same name and is no second slice. Operations are started, looked at once, and not waited for
+(``actuators.slice_writes``).
 
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
@@ -35,14 +34,9 @@ slice GKE says nothing of is said to lack the hosts it lacks (a broken slice who
 its instances name one); one with every host, or whose hosts cannot be counted, has no message, and the agent counts
 it a stockout, as a failed unit no one says anything of.
 
-A ready slice none of whose hosts is a node of the cluster (its hosts left during a drain before a restart, or were
-removed, or are being recovered: a multi-host slice is recovered whole) runs nothing and serves nothing, though it is
-paid for: read from the cluster's nodes (``slices_without_nodes``), it is in flight (billed, not ready, in the target)
-for its group's grace from when it is first seen so (``nodes_graces``: the pool's lead time, at least
-``NODES_GRACE``), then failed, deleted by the next resize with nothing to drain and no back-off, so the planner asks
-for a slice in its place when the demand needs one. One GKE reports RECONCILING (an upgrade recreating its nodes)
-stays in flight, and its grace starts again once GKE reports it done, for its hosts to register. A slice the drainer
-is draining whose nodes left is still ready: its drain deletes it.
+A ready slice none of whose hosts is a node of the cluster runs and serves nothing, though it is paid for: it is in
+flight for its group's grace (``nodes_graces``: the pool's lead time, at least ``NODES_GRACE``), then failed, deleted
+by the next resize with nothing to drain and no back-off (``actuators.slices_without_nodes``).
 
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
@@ -56,7 +50,6 @@ drainer shrinks as the unit groups do (``actuators.unit_groups.change_for``).
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Mapping, Sequence, Set
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -64,21 +57,14 @@ from typing import Any, Protocol
 
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_messages import _message
-from actuators.node_pool_zones import instance_from
 from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads
 from actuators.short_slices import ShortSlices, first_asked
+from actuators.slice_host_counts import SliceHostCounter
+from actuators.slice_writes import SliceWrites
+from actuators.slices_without_nodes import SlicesWithoutNodes
 from actuators.unit_groups import Unit, UnitPhase, group_state, members, resize_group
-from actuators.vendor_errors import (
-    GOOGLE_ERRORS,
-    call_google,
-    capacity_failure,
-    from_google,
-    from_operation_error,
-    is_already_exists,
-    is_not_found,
-)
-from actuators.write_window import write_timeout
+from actuators.vendor_errors import call_google
 from config.cloud import TpuSliceGroupMapping
 from config.schema import Settings
 from models import (
@@ -90,7 +76,6 @@ from models import (
     TransientActuatorError,
 )
 from models.clock import Clock
-from models.durations import format_duration
 
 log = logging.getLogger(__name__)
 # How long a ready slice may have no node in the cluster before it is failed, at least: longer than a host recreated by
@@ -112,7 +97,6 @@ def nodes_graces(settings: Settings) -> dict[str, timedelta]:
     return {pool: max(NODES_GRACE, lead[pool]) for pool in groups}
 
 
-_MIG_URL = re.compile(r"projects/([^/]+)/zones/([^/]+)/instanceGroupManagers/([^/]+)$")
 _PHASES = {
     "RUNNING": UnitPhase.READY,
     "RECONCILING": UnitPhase.READY,
@@ -161,12 +145,12 @@ class GkeTpuSliceActuator:
         self._gke = gke
         self._short = ShortSlices(waits)
         self._asked: dict[tuple[str, str], datetime] = {}  # (pool, slice never whole) -> first asked for, this read
-        self._graces = dict(graces or {})
-        self._without_nodes: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first seen ready without nodes
+        self._without_nodes = SlicesWithoutNodes(graces or {}, NODES_GRACE, self._log_once)
         self._drained = drained
         self._migs = migs
+        self._counter = SliceHostCounter(migs, self._log_once)
         self._cluster = cluster_path
-        self._location = cluster_path.rsplit("/clusters/", 1)[0]
+        self._writes = SliceWrites(gke, cluster_path)
         self._mappings = {m.pool: m for m in mappings}
         self._clock = clock
         self._results = KeyedResults()
@@ -201,8 +185,8 @@ class GkeTpuSliceActuator:
             mapping.group,
             self._read_for_change(pool_id, mapping),
             to_units,
-            create=lambda name: self._create(pool_id, mapping, name),
-            delete=lambda name: self._delete(pool_id, name),
+            create=lambda name: self._writes.create(pool_id, mapping, name),
+            delete=lambda name: self._writes.delete(pool_id, name),
             unit_of_group="a slice of group",
             drained=self._drained,
         )
@@ -231,7 +215,7 @@ class GkeTpuSliceActuator:
         present = {u.name: u for u in self._read_for_change(pool_id, mapping)}
         victims = [n for n in nodes if n in present and present[n].phase is not UnitPhase.LEAVING]
         for name in victims:
-            self._delete(pool_id, name)
+            self._writes.delete(pool_id, name)
         if victims:
             log.info("pool %s: deleting drained slices %s (key %s)", pool_id, ", ".join(victims), key)
         detail = f"deleting slice {', '.join(victims)}" if victims else f"{', '.join(nodes)} already being deleted"
@@ -308,43 +292,19 @@ class GkeTpuSliceActuator:
     def _with_nodes(
         self, pool_id: str, seen: Sequence[tuple[str, UnitPhase, str]], by_name: Mapping[str, Any]
     ) -> list[tuple[str, UnitPhase, str]]:
-        """The slices, a ready one none of whose hosts is a node of the cluster counted as what it is: it runs nothing
-        and serves nothing, though it is paid for. For its group's grace from when it is first seen so (a slice
-        being recovered registers its hosts again) it is in flight: billed, not ready, in the target. Then it is
-        failed, deleted by the next resize (nothing on it to drain) and no stockout, so the planner asks for a slice in
-        its place if the demand needs one; one GKE reports RECONCILING (an upgrade recreating its nodes) stays in
-        flight, and its grace counts from the last read that found it RECONCILING, as its hosts register only once GKE
-        is done. Without the cluster's nodes (``read_hosts_from``) every ready slice is counted ready."""
+        """The slices, a ready one none of whose hosts is a node of the cluster counted in flight, then failed
+        (``SlicesWithoutNodes``). Without the cluster's nodes (``read_hosts_from``) every ready slice is counted
+        ready."""
         ready = [name for name, phase, _ in seen if phase is UnitPhase.READY]
         absent = self._nodes.slices_without_nodes(pool_id, ready) if self._nodes is not None and ready else set()
-        now, out, grace = self._clock.now(), [], self._graces.get(pool_id, NODES_GRACE)
-        listed = {(pool_id, name) for name, _, _ in seen}
-        self._without_nodes = {k: t for k, t in self._without_nodes.items() if k[0] != pool_id or k in listed}
-        for name, phase, message in seen:
-            if phase is not UnitPhase.READY or name not in absent:
-                if phase is UnitPhase.READY:
-                    self._without_nodes.pop((pool_id, name), None)
-                out.append((name, phase, message))
-                continue
-            status = str(by_name[name].status.name)
-            if status == "RECONCILING":  # GKE still works on it: its grace starts once GKE is done
-                self._without_nodes[(pool_id, name)] = now
-            since = self._without_nodes.setdefault((pool_id, name), now)
-            if now - since < grace or status == "RECONCILING":
-                self._log_once(name, "has no node in the cluster: counted as in flight, not ready", f"since {since}")
-                out.append((name, UnitPhase.IN_FLIGHT, message))
-                continue
-            self._log_once(name, "has had no node in the cluster: failed, deleted by the next resize", f"since {since}")
-            why = f"{status} with no node in the cluster for {format_duration(now - since)}: it runs and serves nothing"
-            out.append((name, UnitPhase.FAILED, why))
-        return out
+        return self._without_nodes.counted(pool_id, seen, by_name, absent, self._clock.now())
 
     def _short_of(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any) -> str:
         """What can be said of a failed slice GKE says nothing of: the hosts it lacks, if it lacks any (a broken slice
         whose job was stopped), with the stockout behind them if its instances name one; else "" (nothing known)."""
         if self._migs is None:
             return ""
-        running, expected, failure, lacking, _ = self._hosts(pool_id, node_pool, "", mapping.hosts_per_slice)
+        running, expected, failure, lacking, _ = self._counter.count(pool_id, node_pool, "", mapping.hosts_per_slice)
         if running >= expected:
             return ""
         return f"in ERROR with {running} of {expected} hosts running; missing: {lacking}" + (
@@ -367,11 +327,13 @@ class GkeTpuSliceActuator:
         if self._migs is None:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
-        running, expected, failure, _, creating = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
+        running, expected, failure, _, creating = self._counter.count(
+            pool_id, node_pool, message, mapping.hosts_per_slice
+        )
         if running >= expected:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
-        if creating and (asked := first_asked(pool_id, self._groups(pool_id, creating))) is not None:
+        if creating and (asked := first_asked(pool_id, self._counter.groups(pool_id, creating))) is not None:
             self._asked[(pool_id, name)] = asked  # never whole: its wait counts from then (``_given_up``)
         missing = f"{running} of {expected} hosts running" + (f": {failure}" if failure else "")
         self._log_once(name, "has hosts missing, counted as in flight, not ready", missing)
@@ -384,7 +346,9 @@ class GkeTpuSliceActuator:
         run (or they cannot be counted); with hosts missing it is broken, its message saying which."""
         name = str(node_pool.name)
         if self._migs is not None:
-            running, expected, failure, lacking, _ = self._hosts(pool_id, node_pool, message, mapping.hosts_per_slice)
+            running, expected, failure, lacking, _ = self._counter.count(
+                pool_id, node_pool, message, mapping.hosts_per_slice
+            )
             if running < expected:
                 status = node_pool.status.name
                 why = f"in {status} with work on it and {running} of {expected} hosts running; missing: {lacking}"
@@ -394,96 +358,10 @@ class GkeTpuSliceActuator:
         self._log_once(name, "is in ERROR with a node at work: counted as ready, left to its drain", message)
         return name, UnitPhase.READY, message
 
-    def _hosts(
-        self, pool_id: str, node_pool: Any, message: str, hosts: int
-    ) -> tuple[int, int, str, str, list[tuple[str, str, str]]]:
-        """(hosts running, hosts expected, why the others are not: a stockout or quota, "" when nothing says so,
-        which hosts are missing, the instance groups with a host being created for the first time) of a slice, from
-        the instances of its instance groups: those not running by name, then how many its instance groups do not
-        hold at all. An instance group the node pool lists that Compute
-        does not find (404: GKE may still list a group that is gone) holds no host: the slice is short of them,
-        with a warning naming the group, instead of the whole group of slices unread."""
-        pool_failure = capacity_failure([("", message)])
-        instances = []
-        gone = []
-        for url in node_pool.instance_group_urls:
-            found = _MIG_URL.search(url)
-            if found is None:
-                raise PermanentActuatorError(pool_id, f"unexpected instance group URL {url}")
-            mig = (found[1], found[2], found[3])
-            where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
-            try:
-                listed = self._migs.list_managed_instances(**where)
-                instances += [instance_from(managed, mig, pool_failure) for managed in listed]
-            except GOOGLE_ERRORS as exc:
-                if not is_not_found(exc):
-                    raise from_google(pool_id, exc) from exc
-                gone.append(f"instance group {mig[2]} of zone {mig[1]} not found (404)")
-                what = "has an instance group that was not found (404), its hosts there counted as not running"
-                self._log_once(str(node_pool.name), what, f"{mig[2]} of zone {mig[1]}")
-        kept = [i for i in instances if not i.deleting]
-        running = sum(1 for i in kept if i.ready)
-        failure = next((i.failure for i in kept if i.failure), "")
-        lacking = [i.name for i in kept if not i.ready]
-        if len(kept) < hosts:
-            lacking.append(
-                f"{hosts - len(kept)} not in its instance groups" + (f" ({'; '.join(gone)})" if gone else "")
-            )
-        creating = sorted({i.mig for i in kept if i.first_creation})
-        return running, max(hosts, len(kept)), failure, ", ".join(lacking), creating
-
-    def _groups(self, pool_id: str, migs: Sequence[tuple[str, str, str]]) -> list[Any]:
-        """The instance groups (project, zone, name) that Compute finds (one gone since it was listed is left out)."""
-        found = []
-        for project, zone, name in migs:
-            try:
-                found.append(self._migs.get(project=project, zone=zone, instance_group_manager=name))
-            except GOOGLE_ERRORS as exc:
-                if not is_not_found(exc):
-                    raise from_google(pool_id, exc) from exc
-        return found
-
     def _log_once(self, name: str, what: str, message: str) -> None:
         if (name, f"{what}: {message}") not in self._logged:
             self._logged.add((name, f"{what}: {message}"))
             log.warning("slice %s %s: %s", name, what, message or "-")
-
-    def _create(self, pool_id: str, mapping: TpuSliceGroupMapping, name: str) -> None:
-        node_pool: dict[str, Any] = {
-            "name": name,
-            "initial_node_count": mapping.hosts_per_slice,
-            "config": {"machine_type": mapping.machine_type, "spot": mapping.spot},
-            "placement_policy": {"type_": "COMPACT", "tpu_topology": mapping.tpu_topology},
-            "autoscaling": {"enabled": False},
-        }
-        if mapping.zone:
-            node_pool["locations"] = [mapping.zone]
-        try:
-            request = {"parent": self._cluster, "node_pool": node_pool}
-            op = self._gke.create_node_pool(request=request, timeout=write_timeout(pool_id), retry=None)
-        except GOOGLE_ERRORS as exc:
-            if is_already_exists(exc):
-                log.info("pool %s: slice %s already exists; not creating it again", pool_id, name)
-                return
-            raise from_google(pool_id, exc) from exc
-        self._look_once(pool_id, op)
-
-    def _delete(self, pool_id: str, name: str) -> None:
-        try:
-            path = f"{self._cluster}/nodePools/{name}"
-            # No retry: container_v1 retries a delete answered 503 or 504 for 20 s, each attempt with the whole time
-            # limit again (``write_window``), so a DELETE could still be sent after the leadership ran out.
-            op = self._gke.delete_node_pool(name=path, timeout=write_timeout(pool_id), retry=None)
-        except GOOGLE_ERRORS as exc:
-            if is_not_found(exc):
-                return
-            raise from_google(pool_id, exc) from exc
-        self._look_once(pool_id, op)
-
-    def _look_once(self, pool_id: str, op: Any) -> None:
-        op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
-        if op.status.name == "DONE" and op.error and op.error.message:
-            raise from_operation_error(pool_id, op.error.code, op.error.message)
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
