@@ -86,6 +86,7 @@ class BudgetWatch:
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
         self._unseen: dict[str, datetime] = {}  # unread pool the ledger has no record of -> since when it is unread
         self._unread: dict[str, int] = {}  # pool not read this tick -> the units its spend is counted at
+        self._last_read: dict[str, int] = {}  # pool -> the units the agent last read it at (``observe``)
         self._monotonic = monotonic
         self._stamp: tuple[datetime, float] | None = None  # the tick's now, and the monotonic seconds read with it
 
@@ -106,6 +107,7 @@ class BudgetWatch:
         units last recorded for the pools whose state could not be read (missing from ``states``). ``last_read``:
         the units the agent last read each pool at, with its resizes carried out since (``Agent.last_read_units``)."""
         self._stamp = None if self._monotonic is None else (now, self._monotonic())
+        self._last_read = dict(last_read or {})
         self.meter.observe(self._reading(now, s.pool_id, s.billed_units) for s in states.values())
         spends = self.spend(now, unread=[p for p in self.pools if p not in states])
         # an unread pool still bills: it is kept reserved (``acted``) at the units the agent last read it at, else at
@@ -196,8 +198,11 @@ class BudgetWatch:
             self._spent[budget.name] = (snapshot.period_start, snapshot.spent_usd)
         billed = {pool_id: s.billed_units for pool_id, s in states.items()}
         # raised every tick while it waits (a notifier tells it once per window), so that its end is told
-        events += [hard_stop_deferred_event(d, now) for d in deferred_stops(now, spends, self.pools, billed, self.tick)]
-        for overspend in find_overspends(now, spends, self.pools, billed):
+        read = self._last_read  # a pool not read is projected as the planner projects it
+        events += [
+            hard_stop_deferred_event(d, now) for d in deferred_stops(now, spends, self.pools, billed, self.tick, read)
+        ]
+        for overspend in find_overspends(now, spends, self.pools, billed, read):
             budget = self._by_name[overspend.budget]
             drivers = scale_up_charges(self._scale_ups, self.pools, budget, overspend.period)
             releases = [r for r in plan.resizes if r.pool_id in budget.pools]

@@ -6,8 +6,11 @@ next hour, so it also caps the rate of spend; and, for the trim, a monthly cap o
 binds only the scale-ups whose minimum hold reaches into it (``Cap.crossing``). A cap knows its room left and, for a
 hard stop, how long it waits for a pool of it not read (``Cap.waits``).
 
-A pool is counted at the units it bills now; one not read this tick at the units the ledger last recorded it
-holding, or at its ``max_units`` when the ledger has no record of it (``units_now``).
+A pool is counted at the units it bills now; one not read this tick at the more of the units the agent last read it
+at and those the ledger last recorded it holding (``units_now``); an on-prem pool not read at its ``max_units`` (it is
+never resized). A cloud pool known by neither (``unknown_pools``) holds units nobody knows: the projection counts
+nothing for it, but a cap's room for scale-ups counts it at its ``max_units`` (``Cap.unknown_usd``), the most it
+may bill, so that a missing value never frees money for new spend.
 ``agent.planning.enforcement`` holds the caps.
 """
 
@@ -18,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend, CapKind, Period
-from models import PoolSpec
+from models import PoolKind, PoolSpec
 
 EPS_USD = 1e-6
 
@@ -37,6 +40,8 @@ class Cap:
     room_usd: float = 0.0
     unread_since: Mapping[str, datetime] = field(default_factory=dict)  # BudgetSpend.unread_since
     stop_wait: timedelta = timedelta(0)  # how long the hard stop waits for an unread pool (Budget.unread_stop_wait)
+    unknown: tuple[str, ...] = ()  # its pools not read whose units nobody knows (``unknown_pools``)
+    unknown_usd: float = 0.0  # what they cost at their max_units: kept out of the room for scale-ups only
 
     def unread_from(self, unread: Collection[str], now: datetime) -> datetime | None:
         """Since when the hard stop has waited for the pools of this cap in ``unread`` (none: ``None``): the oldest
@@ -71,14 +76,46 @@ class Cap:
 
 
 def units_now(
-    spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
+    spends: Sequence[BudgetSpend],
+    pools: Mapping[str, PoolSpec],
+    billed: Mapping[str, int],
+    last_read: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """The units each pool is counted at: those billed now; for a pool not read, the units the ledger last recorded
-    it holding; for a pool the ledger has no record of either, its ``max_units``."""
+    """The units each pool is counted at: those billed now; for a pool not read, the more of the units the agent last
+    read it at (``last_read``, with its own resizes carried out since) and those the ledger last recorded it holding,
+    as either may be the newer and a cap must count what the pool may bill; an on-prem pool not read, its
+    ``max_units``; a pool known by none of these (``unknown_pools``), nothing: see ``Cap.unknown_usd``."""
     recorded: dict[str, int] = {}
     for spend in spends:
         recorded.update(spend.last_units)
-    return {p: billed[p] if p in billed else recorded.get(p, spec.max_units) for p, spec in pools.items()}
+    seen = last_read or {}
+    units: dict[str, int] = {}
+    for pool_id, spec in pools.items():
+        known = [source[pool_id] for source in (seen, recorded) if pool_id in source]
+        if pool_id in billed:
+            units[pool_id] = billed[pool_id]
+        elif known:
+            units[pool_id] = max(known)
+        else:
+            units[pool_id] = spec.max_units if spec.kind is PoolKind.ON_PREM else 0
+    return units
+
+
+def unknown_pools(
+    spends: Sequence[BudgetSpend],
+    pools: Mapping[str, PoolSpec],
+    billed: Mapping[str, int],
+    last_read: Mapping[str, int] | None = None,
+) -> frozenset[str]:
+    """The cloud pools not read whose units nobody knows: never read by the agent (``last_read``) and with no record in
+    the ledger (unread since the agent started, as a new install whose cloud role is still propagating)."""
+    recorded = {p for spend in spends for p in spend.last_units}
+    seen = last_read or {}
+    return frozenset(
+        p
+        for p, spec in pools.items()
+        if p not in billed and p not in seen and p not in recorded and spec.kind is not PoolKind.ON_PREM
+    )
 
 
 def caps_at(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[Cap]:

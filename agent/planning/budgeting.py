@@ -21,8 +21,9 @@ budget's pools it names units idle for the stabilization window first, then unit
 provisioning in the pools whose release takes those first (those not in ``drained``: a size change removes units in
 flight before ready ones, where a drain could only take a ready node), then busy ones.
 
-A pool whose state could not be read is counted at the units the ledger last recorded it holding (at its
-``max_units`` only when the ledger has none), its spend since counted too, and the hard stop of its budget waits for
+A pool whose state could not be read is counted at the units it is known to hold (the more of those the agent last
+read it at and those the ledger last recorded; nothing known: see ``agent.planning.enforcement``), its spend since
+counted too, and the hard stop of its budget waits for
 it: busy work is not evicted on a projection that is partly a guess. The pool gets a budget skip saying so and until
 when (the budget's ``unread_stop_wait`` after the pool's last record); idle units are still shed. After that the
 stop runs on the budget's other pools, the unread pool held.
@@ -66,10 +67,12 @@ def apply_budgets(
     blocked: Mapping[str, str],
     unknown: Collection[str],
     drained: Collection[str] | None = None,
+    last_read: Mapping[str, int] | None = None,
 ) -> BudgetedDecisions:
     """The planner's decisions held to the caps of ``spends``. ``blocked`` holds the pools a permanent error
     blocks (with the error), ``unknown`` the classes whose demand is unknown: their pools are held. ``drained``
-    holds the pools whose releases are drains of their nodes (``None``: not known, every pool taken as drained)."""
+    holds the pools whose releases are drains of their nodes (``None``: not known, every pool taken as drained);
+    ``last_read`` the units the agent last read each pool at (a pool not read this tick is counted at them)."""
     if not spends:
         return BudgetedDecisions(tuple(resizes), tuple(skips), dict(targets))
     specs = {p.pool_id: p for p in pools}
@@ -92,8 +95,9 @@ def apply_budgets(
         if state.broken_units or state.draining_units
     }
     out = enforce_budgets(
-        now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held, provisioning, broken
-    )
+        now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held, provisioning, broken,
+        last_read,
+    )  # fmt: skip
 
     allowed = {  # target units
         r.pool_id: r.to_units if out.targets[r.pool_id] == proposed[r.pool_id] else _target(states, r, out.targets)
@@ -139,13 +143,15 @@ def apply_budgets(
         for pool_id in short.held:
             new_skips.append(Skip(pool_id, SkipReason.BUDGET, _kept_by_hold(short, held[pool_id])))
     recorded = {p for spend in spends for p in spend.last_units}
+    read = last_read or {}
     for deferred in out.deferred:
         for pool_id, units in deferred.unread:
-            new_skips.append(Skip(pool_id, SkipReason.BUDGET, _stop_deferred(deferred, units, pool_id in recorded)))
+            counted = _counted(units, read.get(pool_id) == units, pool_id in recorded)
+            new_skips.append(Skip(pool_id, SkipReason.BUDGET, _stop_deferred(deferred, counted)))
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
     kept = {**billed, **{r.pool_id: _billed(states, r.pool_id, r.to_units) for r in ordered}}
-    snapshots = budget_snapshots(now, spends, specs, billed, kept, tick)
+    snapshots = budget_snapshots(now, spends, specs, billed, kept, tick, last_read)
     return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
 
 
@@ -214,9 +220,20 @@ def _kept_by_hold(short: Shortfall, why: str) -> str:
     )
 
 
-def _stop_deferred(deferred: DeferredStop, units: int, recorded: bool) -> str:
+def _counted(units: int, last_read: bool, recorded: bool) -> str:
+    """What an unread pool is counted at in its budgets' projection, and why (``budget_caps.units_now``)."""
+    if last_read:
+        return f"the {units} units this agent last read it at"
+    if recorded:
+        return f"its last recorded {units} units"
+    return (
+        "nothing, neither this agent nor the ledger knowing what it holds; scale-ups are granted only where they fit "
+        "it at its max_units"
+    )
+
+
+def _stop_deferred(deferred: DeferredStop, counted: str) -> str:
     """What an unread pool's budget skip says when its budget's hard stop waits for every pool to be read."""
-    counted = f"its last recorded {units} units" if recorded else f"its max_units, {units}, the ledger having no record"
     return (
         f"budget {deferred.budget!r} hard stop not started: the money left is {deferred.usd:,.2f} USD short of paying "
         f"for the units held through the next two ticks, but this pool's state could not be read (it is counted at "

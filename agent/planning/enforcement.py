@@ -34,16 +34,20 @@ busy on-demand one, and so does a unit still provisioning (serving nothing yet) 
 first (``provisioning``: a pool shrunk by a size change of units in flight first, not by drains of its nodes, which
 would drain a busy node in its place).
 
-A budget pool missing from ``billed`` (its state could not be read this tick) is counted at the units the ledger
-last recorded it holding (``BudgetSpend.last_units``), and at its ``max_units`` only when the ledger has no record
-of it: spend of a pool nobody observed is never assumed to be zero, nor to have jumped to its maximum because one
-read failed. Its spend since that record is in the budget's spend already (``BudgetSpend.unread_since``). A hard
+A budget pool missing from ``billed`` (its state could not be read this tick) is counted at the units it is known
+to hold: the more of those the agent last read it at (``last_read``) and those the ledger last recorded it holding
+(``BudgetSpend.last_units``): spend of a pool nobody observed is never assumed to be zero, nor to have jumped to its
+maximum because one read failed. Its spend since that record is in the budget's spend already
+(``BudgetSpend.unread_since``). A pool known by neither (``budget_caps.unknown_pools``) is counted at nothing in the
+projection, the overspend check, the shed and the hard stop, which release nothing and alert nothing on a guess; but
+the trim counts it at its ``max_units`` (``Cap.unknown_usd``): a scale-up is granted only where it fits whatever the
+pool holds, so a missing value never lets the agent's own spend run past a cap. A hard
 stop of a budget with such a pool waits: a forced release evicts busy work on a projection that is partly a guess,
 so the stop waits for a tick that reads every pool of the budget (a ``DeferredStop`` says so, and until when; the
 shed of idle units goes on), but for ``unread_stop_wait`` at most, from the oldest of the unread pools' last records
 (a pool with none: from the tick the loop first found it unread, or from ``now`` when the spend does not say). A
 pool that stays unreadable for longer (a permission revoked for days) must not turn the stop off: the stop then runs
-on the budget's read pools, the unread pool held and counted at its last recorded units.
+on the budget's read pools, the unread pool held and counted at its known units.
 
 The caps and the units each pool is counted at are in ``agent.planning.budget_caps``, the shed and the hard stop's
 release in ``agent.planning.budget_shed``.
@@ -57,7 +61,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend, CapKind, Period, project
-from agent.planning.budget_caps import EPS_USD, Cap, caps_at, units_now
+from agent.planning.budget_caps import EPS_USD, Cap, caps_at, units_now, unknown_pools
 from agent.planning.budget_shed import Idleness, Shed, Shortfall, shed_to_caps
 from models import BudgetSnapshot, PoolSpec, Skip, SkipReason
 
@@ -146,6 +150,7 @@ def enforce_budgets(
     held: Collection[str] = (),
     provisioning: Mapping[str, int] | None = None,
     broken: Mapping[str, int] | None = None,
+    last_read: Mapping[str, int] | None = None,
 ) -> BudgetEnforcement:
     """Trim ``proposed`` scale-ups to every cap in ``spends`` and say what to shed where a cap is already broken.
 
@@ -156,22 +161,31 @@ def enforce_budgets(
     given), ``settle`` the loop's tick (how long a released unit keeps billing in the ledger), ``provisioning`` the
     units of ``billed`` still provisioning in the pools whose release takes those first (cheaper to lose than busy
     units; none when not given), ``broken`` the units of ``billed`` that no release can take (broken units, busy;
-    none when not given). No release names a unit of a pool in ``held``, nor of a pool missing from ``billed`` (not
-    read), and no hard stop is started for a budget with a pool not read.
+    none when not given), ``last_read`` the units the agent last read each pool at (``units_now``). No release names a
+    unit of a pool in ``held``, nor of a pool missing from ``billed`` (not read), and no hard stop is started for a
+    budget with a pool not read.
     """
     caps = caps_at(now, spends, crossing=True)
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = units_now(spends, pools, billed)
+    base = units_now(spends, pools, billed, last_read)
+    unknown = unknown_pools(spends, pools, billed, last_read)
+    at_most = {**base, **{p: pools[p].max_units for p in unknown}}
     overspends = []
     for cap in caps:
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         cap.room_usd = cap.cap_usd - projected
         if cap.room_usd < -EPS_USD and not cap.crossing:
             overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
+        cap.unknown = tuple(sorted(cap.pools & unknown))
+        if cap.unknown:  # kept out of the room for scale-ups only: what those pools may bill at most
+            cap.unknown_usd = project(0.0, cap.period, now, cap.unknown, at_most, prices, horizon=cap.horizon)
+            cap.room_usd -= cap.unknown_usd
 
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
     trims, skips = _trim(now, caps, pools, base, targets, holds)
+    for cap in caps:  # nothing is released on a guess: the shed and the stop count only the units known
+        cap.room_usd += cap.unknown_usd
     idleness = Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {})
     unread = frozenset(p for p in pools if p not in billed)
     untouched = frozenset(held) | unread
@@ -184,7 +198,7 @@ def enforce_budgets(
     for item in stops:
         final[item.pool_id] = min(final.get(item.pool_id, base[item.pool_id]), base[item.pool_id] - item.units)
     shed = [*shed, *stops]
-    snapshots = budget_snapshots(now, spends, pools, billed, final, settle)
+    snapshots = budget_snapshots(now, spends, pools, billed, final, settle, last_read)
     shortfalls = (*short, *short_stop)
     return BudgetEnforcement(
         targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots, shortfalls, deferred
@@ -198,10 +212,12 @@ def budget_snapshots(
     billed: Mapping[str, int],
     units: Mapping[str, int],
     settle: timedelta = timedelta(minutes=1),
+    last_read: Mapping[str, int] | None = None,
 ) -> tuple[BudgetSnapshot, ...]:
-    """Each cap's spend so far and its projection to period end if the pools go from ``billed`` to ``units``."""
+    """Each cap's spend so far and its projection to period end if the pools go from ``billed`` to ``units`` (a pool
+    not read at the units it is known to hold, ``units_now``)."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = units_now(spends, pools, billed)
+    base = units_now(spends, pools, billed, last_read)
     return tuple(
         BudgetSnapshot(
             budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
@@ -219,11 +235,15 @@ def budget_snapshots(
 
 
 def find_overspends(
-    now: datetime, spends: Sequence[BudgetSpend], pools: Mapping[str, PoolSpec], billed: Mapping[str, int]
+    now: datetime,
+    spends: Sequence[BudgetSpend],
+    pools: Mapping[str, PoolSpec],
+    billed: Mapping[str, int],
+    last_read: Mapping[str, int] | None = None,
 ) -> list[Overspend]:
     """The caps whose projection with the units billed now exceeds them (what ``enforce_budgets`` sheds for)."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
-    base = units_now(spends, pools, billed)
+    base = units_now(spends, pools, billed, last_read)
     out = []
     for cap in caps_at(now, spends):
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
@@ -238,10 +258,11 @@ def deferred_stops(
     pools: Mapping[str, PoolSpec],
     billed: Mapping[str, int],
     settle: timedelta = timedelta(minutes=1),
+    last_read: Mapping[str, int] | None = None,
 ) -> tuple[DeferredStop, ...]:
     """The hard stops waiting for a pool missing from ``billed`` (not read), with the units billed now kept: what
     ``enforce_budgets`` defers before the planner's own releases."""
-    base = units_now(spends, pools, billed)
+    base = units_now(spends, pools, billed, last_read)
     unread = frozenset(p for p in pools if p not in billed)
     return _deferred(now, caps_at(now, spends), pools, base, {}, settle, unread)
 
@@ -276,6 +297,12 @@ def _trim(
             continue
         targets[pool_id] = base[pool_id] + allowed
         room = max(0.0, binding.room_usd)
+        unknown = ""
+        if binding.unknown:
+            unknown = (
+                f"; counting {', '.join(binding.unknown)}, not read and with no record of what it holds, at its "
+                f"max_units ({binding.unknown_usd:,.2f} USD), the most it may bill"
+            )
         trims.append(
             Trim(
                 pool_id,
@@ -294,7 +321,7 @@ def _trim(
                 SkipReason.BUDGET,
                 f"{binding.label} allows {allowed} of {wanted} more units "
                 f"({base[pool_id]}->{targets[pool_id]} instead of ->{base[pool_id] + wanted}); "
-                f"{room:,.2f} USD of room left to period end",
+                f"{room:,.2f} USD of room left to period end{unknown}",
             )
         )
     return trims, skips

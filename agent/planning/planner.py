@@ -111,6 +111,7 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
     held = apply_budgets(
         given.now, given.tick, given.settings.scale_down_stabilization, given.pools, given.states, given.budgets,
         resizes, skips, desired, blocked=given.memory.blocked, unknown=unknown, drained=given.drained,
+        last_read=given.last_read_units,
     )  # fmt: skip
     decisions = with_budgets(decisions, skips, held)
     for pool_id, decision in decisions.items():

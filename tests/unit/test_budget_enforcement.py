@@ -82,11 +82,18 @@ def test_the_tighter_of_two_budgets_binds_and_is_named() -> None:
     assert [s.budget for s in out.snapshots] == ["fleet", "team-b"]
 
 
-def test_an_unobserved_pool_counts_at_its_maximum() -> None:
-    # on-demand is not in ``billed``: counted at 20 units x 30 USD x 10 h = 6000, so nothing fits.
+def test_an_unobserved_pool_known_by_nobody_frees_no_room_but_is_no_overspend() -> None:
+    # on-demand is not in ``billed``, never read and not recorded: the trim counts it at its max_units, 20 units x
+    # 30 USD x 10 h = 6000, so nothing fits; the projection counts only the units known, spot's 2 (200 USD).
     out = enforce_budgets(NOW, [monthly(5000.0, 0.0)], POOLS, {"spot": 2}, {"spot": 3}, {}, TICK)
     assert out.targets == {"spot": 2}
-    assert out.overspends[0].projected_usd == pytest.approx(6200.0)
+    assert out.overspends == ()
+    assert out.snapshots[0].projected_usd == pytest.approx(200.0)
+    # read at 5 units last tick, it is counted at them: 1,700 USD projected, room for spot's third unit
+    seen = enforce_budgets(
+        NOW, [monthly(5000.0, 0.0)], POOLS, {"spot": 2}, {"spot": 3}, {}, TICK, last_read={"ondemand": 5}
+    )
+    assert seen.targets == {"spot": 3}
 
 
 def test_over_the_cap_anyway_sheds_idle_units_first_then_the_dearest_burst() -> None:

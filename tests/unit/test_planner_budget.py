@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -185,25 +186,27 @@ def test_a_hard_stop_says_which_nodes_go_when_the_idle_ones_are_too_few() -> Non
 
 
 def test_a_pool_whose_state_could_not_be_read_is_held_when_a_broken_cap_needs_its_units() -> None:
-    # The h100 pool's state could not be read and the ledger has no record of it: it is counted at its max_units
-    # (10 x 80 USD an hour). It is held with a budget skip; the gpu pool, read, still sheds its idle unit.
+    # The h100 pool's state could not be read and the ledger last recorded it holding 10 units (10 x 80 USD an
+    # hour). It is held with a budget skip; the gpu pool, read, still sheds its idle unit.
     pools = [pool(hi=10), pool("h100", price=80.0, hi=10)]
-    over = plan(pools, [state(target=4, idle_minutes=(60,))], {"a": 32.0}, [monthly(1000.0, 5000.0, ("gpu", "h100"))])
+    recorded = replace(monthly(1000.0, 5000.0, ("gpu", "h100")), last_units={"h100": 10})
+    over = plan(pools, [state(target=4, idle_minutes=(60,))], {"a": 32.0}, [recorded])
     assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in over.resizes] == [("gpu", 4, 3, False)]
     [held] = [s for s in over.skips if s.pool_id == "h100" and s.reason is SkipReason.BUDGET]
     assert "its units are in a pool that is held (its state could not be read); keeping them" in held.detail
     assert over.decisions["h100"].target_units is None
     [snapshot] = over.budgets
-    assert snapshot.projected_usd > 1000.0  # the unread pool's max_units keep the overrun visible
+    assert snapshot.projected_usd > 1000.0  # the unread pool's recorded units keep the overrun visible
 
     # With a commit horizon the money left does not pay for the next two ticks, but no hard stop starts while a
-    # pool of the budget is not read: the gpu pool's busy units stay, its idle one is shed as before.
+    # pool of the budget is not read: the gpu pool's busy units stay, its idle one is shed as before. The ledger has
+    # no record of h100 here and the agent never read it: it is counted at nothing, which the skip says.
     budget = Budget("team-a", frozenset({"gpu", "h100"}), monthly_cap_usd=1000.0, commit_horizon=timedelta(hours=2))
     stopped = plan(pools, [state(target=4, idle_minutes=(60,))], {"a": 32.0}, [BudgetSpend(budget, NOW, 999.0, 0.0)])
     assert [(r.pool_id, r.from_units, r.to_units, r.forced) for r in stopped.resizes] == [("gpu", 4, 3, False)]
     [waits] = [s.detail for s in stopped.skips if s.pool_id == "h100" and "hard stop" in s.detail]
     assert "hard stop not started" in waits
-    assert "counted at its max_units, 10, the ledger having no record" in waits
+    assert "counted at nothing, neither this agent nor the ledger knowing what it holds" in waits
 
 
 def test_a_blocked_pool_at_its_desired_size_is_neither_shed_nor_stopped() -> None:
