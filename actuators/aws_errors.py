@@ -54,13 +54,19 @@ from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, T
 # (aws-deepracer-community/deepracer-on-the-spot issue 55). A targeted capacity reservation (an On-Demand Capacity
 # Reservation or Capacity Block) used up is a stockout of the capacity the group may launch into: EC2 code
 # ReservationCapacityExceeded, "The requested reservation does not have sufficient compatible and available capacity
-# for this request." (scylladb/scylla-cluster-tests issue 8839, openshift/openshift-docs pull request 96641).
+# for this request." (scylladb/scylla-cluster-tests issue 8839, openshift/openshift-docs pull request 96641). EC2's
+# other shortages are codes Insufficient<what>Capacity (InsufficientInstanceCapacity, InsufficientHostCapacity,
+# InsufficientReservedInstanceCapacity, InsufficientVolumeCapacity, InsufficientCapacity: EC2 API Reference, "Error
+# codes"), worded "There is not enough capacity to fulfill your ... request"; the instance quota InstanceLimitExceeded
+# is also worded "Your quota allows for 0 more running instance(s). You requested at least 1" (hashicorp/terraform
+# issue 1891; quintilesims/layer0 issue 273, a launch of an Auto Scaling group's).
 _CAPACITY = re.compile(
-    r"InsufficientInstanceCapacity|UnfulfillableCapacity|InsufficientCapacity|ReservationCapacityExceeded|"
-    r"reservation does not have sufficient .*capacity|"
+    r"Insufficient\w*Capacity\b|UnfulfillableCapacity|ReservationCapacityExceeded|"
+    r"reservation does not have sufficient .*capacity|not enough capacity to fulfill|"
     r"do not have sufficient .*capacity|no Spot capacity available|capacity-not-available|"
     r"MaxSpotInstanceCountExceeded|SpotMaxPriceTooLow|InstanceLimitExceeded|VcpuLimitExceeded|"
-    r"requested more (?:vCPU capacity|instances)\b.*\blimit\b|max spot instance count exceeded",
+    r"requested more (?:vCPU capacity|instances)\b.*\blimit\b|max spot instance count exceeded|"
+    r"quota allows for \d+ more running instance",
     re.IGNORECASE,
 )
 _BOUNDS = re.compile(

@@ -82,11 +82,16 @@ def counted(units: Sequence[Unit]) -> tuple[int, int, int]:
 
 def group_state(pool_id: str, observed_at: datetime, units: Sequence[Unit]) -> PoolState:
     """The group's counts, with the message of each failed unit when every one has one: an empty message says
-    nothing of why its unit failed, so then none is passed on and the agent counts the failed units a stockout."""
+    nothing of why its unit failed, so then none is passed on and the agent counts the failed units a stockout. A
+    message that names a stockout or an exhausted quota, in Google's words, makes them one too
+    (``PoolState.failed_for_capacity``)."""
     ready, target, failed = counted(units)
     messages = tuple(u.message for u in units if u.phase is UnitPhase.FAILED)
     said = messages if all(messages) else ()
-    return PoolState(pool_id, observed_at, ready, target, failed_units=failed, failed_messages=said)
+    stockout = any(is_capacity_message(m) for m in said)
+    return PoolState(
+        pool_id, observed_at, ready, target, failed_units=failed, failed_messages=said, failed_for_capacity=stockout
+    )
 
 
 def change_for(group: str, units: Sequence[Unit], to_units: int, drained: bool = False) -> GroupChange:

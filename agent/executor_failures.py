@@ -5,10 +5,10 @@ retry may fix, or a drain failed so, starts or extends since when the pool's cha
 lasted the pool's lead time each failure raises an ``actuator-failure`` warning, and a failing scale-up backs the pool
 off. The count ends after a lead time (at least ``MIN_BACKOFF``) without a failure, from the last one or from the end
 of its back-off (``_stopped``, ``_stopped_failing``). Failed units (``_units_failing``): units the cloud accepted and
-then failed for a reason other than capacity or quota (``_failed_for_capacity``) start or extend since when the
-pool's units keep failing, told and backed off the same way once that has lasted the pool's lead time; the count ends
-once the pool is read with no unit failed a lead time after the last one and none in flight, or two lead times after
-it with units in flight (``IN_FLIGHT_LEAD_TIMES``, ``_units_stopped_failing``).
+then failed for a reason other than capacity or quota, as their adapter reads it (``_failed_for_capacity``), start or
+extend since when the pool's units keep failing, told and backed off the same way once that has lasted the pool's lead
+time; the count ends once the pool is read with no unit failed a lead time after the last one and none in flight, or
+two lead times after it with units in flight (``IN_FLIGHT_LEAD_TIMES``, ``_units_stopped_failing``).
 Units failed for want of capacity in some zones of a pool that spans zones leave its other zones to take the nodes
 (``_zones_with_room``, ``_zone_stockout_alert``).
 
@@ -91,13 +91,11 @@ def _stopped(memory: PlannerMemory, pool_id: str, pools: Mapping[str, PoolSpec],
 
 
 def _failed_for_capacity(state: PoolState) -> bool:
-    """Whether a pool's failed units count as a stockout: yes unless the actuator gives a message for each and none
-    names a stockout or an exhausted quota. Failed units an actuator says nothing of are a stockout, as before."""
-    if len(state.failed_messages) != state.failed_units:
-        return True
-    from actuators.vendor_errors import is_capacity_message  # imports the Google clients, an optional extra
-
-    return any(is_capacity_message(message) for message in state.failed_messages)
+    """Whether a pool's failed units count as a stockout: yes unless its actuator gives a message for each and read
+    none of them as a stockout or an exhausted quota (``PoolState.failed_for_capacity``: only the adapter knows its
+    provider's words for those; Google's and AWS's share none). Failed units an actuator says nothing of are a
+    stockout, as before."""
+    return len(state.failed_messages) != state.failed_units or state.failed_for_capacity
 
 
 def _failed_units(state: PoolState) -> str:

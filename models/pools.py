@@ -86,9 +86,10 @@ class PoolState:
     ``target_units`` the provider has not started to provision and does not bill (a Cloud TPU queued resource
     waiting for resources); what is billed is ``billed_units``. ``failed_units`` (a failed or suspended slice or
     queued resource) count in neither; they are reported so a person can be told. ``failed_messages`` is what the
-    provider says of each of them, one per failed unit, where the actuator reads it (empty where it does not): the
-    agent backs a pool off for its failed units unless there is one for each and none names a stockout or an
-    exhausted quota. ``zones``
+    provider says of each of them, one per failed unit, where the actuator reads it (empty where it does not);
+    ``failed_for_capacity`` says that the actuator read one of them as a stockout or an exhausted quota, as only it
+    knows its provider's words for those: the agent backs a pool off for its failed units unless there is a message
+    for each and the actuator read none of them so. ``zones``
     breaks the counts down per zone for pools that span zones (empty otherwise). ``idle_nodes`` names the idle
     units in the order of ``idle_since`` where they are known (pools that shrink by drains), else is empty.
     ``broken_units`` (name, what is wrong) cannot serve and have work on them (a TPU slice in error, short of hosts,
@@ -120,6 +121,7 @@ class PoolState:
     missing_zones: tuple[tuple[str, str], ...] = ()
     draining_units: int = 0
     takeable_units: int = 0
+    failed_for_capacity: bool = False
 
     @property
     def provisioning_units(self) -> int:
