@@ -30,9 +30,10 @@ Without a drainer, shrinking never lets the instance group pick victims: instanc
 then the newest ready ones of the fullest zone, deleted by name with ``deleteInstances`` (what cluster-autoscaler
 does on GCE). A pool with GKE autoscaling on is refused unless its mapping says ``move-bounds``, its drains too
 (``kept_units`` refuses one before anything is cordoned, ``delete_nodes`` one that reaches the deletion); under
-``move-bounds`` the autoscaler's total bounds are set to the target (0-1 at zero nodes: ``bounds_at``), and follow the
-pool down once a drain's nodes are deleted (a resize to the pool's size moves bounds left off it; a failure to move
-them after a deletion is only ever transient); a scale-up also resizes each zone's group, as without autoscaling.
+``move-bounds`` the autoscaler's total bounds are set to the target (0-1 at zero nodes:
+``actuators.gke_autoscaler_bounds``), and follow the pool down once a drain's nodes are deleted (a resize to the
+pool's size moves bounds left off it; a failure to move them after a deletion is only ever transient); a scale-up
+also resizes each zone's group, as without autoscaling.
 GKE's autoscaler does not grow a pool to a raised minimum: it adds nodes only for pods that cannot be scheduled
 (cluster-autoscaler FAQ, "My cluster is below minimum / above maximum number of nodes, but CA did not fix that!
 Why?"), so bounds alone bought nothing ahead of the queue.
@@ -45,6 +46,12 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
+from actuators.gke_autoscaler_bounds import (
+    GkeAutoscalerBounds,
+    bounds_at,
+    check_bounds_can_move,
+    refuse_autoscaling,
+)
 from actuators.gke_node_pool_reads import GkeNodePoolReads
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed
@@ -56,7 +63,6 @@ from config.cloud import NodePoolMapping
 from models import (
     ActionResult,
     ActionStatus,
-    ActuatorError,
     CapacityUnavailable,
     PermanentActuatorError,
     TransientActuatorError,
@@ -84,17 +90,18 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         super().__init__(gke, migs, cluster_path, mappings, clock, zone_backoff)
         self._drained = drained
         self._results = KeyedResults()
+        self._bounds = GkeAutoscalerBounds(gke, self._pool_path)
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         if (known := self._results.get(key)) is not None:
             return known
         seen = self._observe(pool_id, changing=True)
-        self._refuse_autoscaling(pool_id, seen.autoscaling)
+        refuse_autoscaling(pool_id, self._mappings[pool_id], seen.autoscaling)
         if to_units == seen.target and not seen.failed:
             if not seen.autoscaling or seen.bounds == bounds_at(to_units):
                 return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
-            self._check_bounds_can_move(pool_id, seen, to_units)  # left off the pool's size, e.g. by a failed move
-            moved = self._bounds_follow(pool_id, seen, to_units, deleted=False)
+            check_bounds_can_move(pool_id, seen, to_units)  # left off the pool's size, e.g. by a failed move
+            moved = self._bounds.follow(pool_id, seen, to_units, deleted=False)
             log.info("pool %s: %s (key %s)", pool_id, moved, key)
             return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, moved))
         if seen.operation is not None:
@@ -113,7 +120,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         if seen.autoscaling:
             if why and to_units > seen.target:
                 raise CapacityUnavailable(pool_id, why)
-            op = self._set_bounds(pool_id, to_units)
+            op = self._bounds.set(pool_id, to_units)
             if to_units <= seen.target:
                 return self._track(pool_id, op, key, f"target {to_units} nodes")
             # The autoscaler adds nodes only for pods that cannot be scheduled, never for its minimum: the groups
@@ -135,7 +142,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         if (known := self._results.get(key)) is not None:
             return known
         seen = self._observe(pool_id, changing=True)
-        self._refuse_autoscaling(pool_id, seen.autoscaling)
+        refuse_autoscaling(pool_id, self._mappings[pool_id], seen.autoscaling)
         by_name = {i.name: i for i in seen.instances}
         gone = [n for n in nodes if n not in by_name]
         if gone and (elsewhere := self._members_elsewhere(pool_id, gone)):
@@ -149,12 +156,12 @@ class GkeNodePoolActuator(GkeNodePoolReads):
                 ([f"nodes {', '.join(leaving)} are already being deleted"] if leaving else [])
                 + ([note] if note else [])
             )
-            moved = self._bounds_follow(pool_id, seen, seen.target, deleted=True)
+            moved = self._bounds.follow(pool_id, seen, seen.target, deleted=True)
             detail = "; ".join(filter(None, [detail, moved]))
             status = ActionStatus.STARTED if leaving else ActionStatus.DONE
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._results.remember(self._result(key, pool_id, status, detail))
-        self._check_bounds_can_move(pool_id, seen, seen.target - len(victims))
+        check_bounds_can_move(pool_id, seen, seen.target - len(victims))
         return self._delete(pool_id, victims, key, note, follow=seen)
 
     def kept_units(self, pool_id: str, units: Sequence[str], draining: Sequence[str] = ()) -> str:
@@ -165,7 +172,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         if pool_id not in self._mappings:
             raise PermanentActuatorError(pool_id, "no GKE node pool is mapped to this pool")
         pool = self._read(pool_id, True, self._gke.get_node_pool, name=self._pool_path(pool_id))
-        self._refuse_autoscaling(pool_id, bool(pool.autoscaling and pool.autoscaling.enabled))
+        refuse_autoscaling(pool_id, self._mappings[pool_id], bool(pool.autoscaling and pool.autoscaling.enabled))
         return ""
 
     # -- internals -----------------------------------------------------------------------------------------
@@ -295,64 +302,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             seen.target,
         )
         if seen.autoscaling and to_units >= seen.target:
-            self._set_bounds(pool_id, seen.target)
-
-    def _refuse_autoscaling(self, pool_id: str, autoscaling: bool) -> None:
-        """A pool with GKE autoscaling on is not touched unless its mapping says ``move-bounds``."""
-        mapping = self._mappings[pool_id]
-        if autoscaling and mapping.gke_autoscaling == "refuse":
-            raise PermanentActuatorError(
-                pool_id,
-                f"GKE autoscaling is on for node pool {mapping.node_pool!r}; turn it off, or set "
-                "gke_autoscaling: move-bounds in its cloud mapping to let the agent move its bounds",
-            )
-
-    @staticmethod
-    def _check_bounds_can_move(pool_id: str, seen: Observed, nodes: int) -> None:
-        """GKE refuses a change of the bounds while an operation runs on the pool: nothing is changed until it ends,
-        so the bounds can follow the change (retried with the same key)."""
-        if seen.autoscaling and seen.bounds != bounds_at(nodes) and seen.operation is not None:
-            raise TransientActuatorError(
-                pool_id,
-                f"operation {seen.operation} is still running on this pool; GKE's autoscaler bounds "
-                f"{seen.bounds[0]}-{seen.bounds[1]} must follow the pool to {nodes} nodes, so nothing is changed until "
-                "it ends",
-            )
-
-    def _bounds_follow(self, pool_id: str, seen: Observed, nodes: int, deleted: bool) -> str:
-        """Under ``move-bounds``, GKE's autoscaler bounds moved to the ``nodes`` the pool holds, e.g. once a drain's
-        nodes are deleted: left above the pool, they keep GKE's autoscaler from taking it below their minimum and let
-        it grow the pool back for any pod that cannot be scheduled. What was moved, "" when nothing was.
-
-        ``deleted``: the pool's nodes were deleted already (this call or an earlier one with the same key). A failure
-        is then transient whatever GKE said, with a warning: the deletion went out and its drain must not be given up
-        (which would uncordon a node on its way out) nor its pool blocked; the same key, or the next resize to the
-        pool's size, moves the bounds."""
-        if not seen.autoscaling or seen.bounds == bounds_at(nodes):
-            return ""
-        low, high = seen.bounds
-        new_low, new_high = bounds_at(nodes)
-        try:
-            op = self._set_bounds(pool_id, nodes)
-        except ActuatorError as exc:
-            why = (
-                f"GKE's autoscaler bounds are still {low}-{high}, not moved to the pool's {nodes} nodes "
-                f"({new_low}-{new_high}) ({exc.reason}); they are moved on the next try"
-            )
-            if deleted:
-                log.warning("pool %s: its nodes are being deleted, but %s", pool_id, why)
-                raise TransientActuatorError(pool_id, why) from exc
-            kind = PermanentActuatorError if isinstance(exc, PermanentActuatorError) else TransientActuatorError
-            raise kind(pool_id, why) from exc
-        return f"autoscaler bounds {low}-{high} -> {new_low}-{new_high} (operation {op.name})"
-
-    def _set_bounds(self, pool_id: str, nodes: int) -> Any:
-        low, high = bounds_at(nodes)
-        bounds = {"enabled": True, "total_min_node_count": low, "total_max_node_count": high}
-        request: dict[str, Any] = {"name": self._pool_path(pool_id), "autoscaling": bounds}
-        return call_google(
-            pool_id, self._gke.set_node_pool_autoscaling, request=request, timeout=write_timeout(pool_id), retry=None
-        )
+            self._bounds.set(pool_id, seen.target)
 
     def _delete(
         self, pool_id: str, victims: Sequence[Instance], key: str, note: str = "", follow: Observed | None = None
@@ -360,7 +310,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         """Delete ``victims``; with ``follow`` (the pool as read before), GKE's autoscaler bounds follow the pool."""
         self._delete_instances(pool_id, victims)
         moved = (
-            "" if follow is None else self._bounds_follow(pool_id, follow, follow.target - len(victims), deleted=True)
+            "" if follow is None else self._bounds.follow(pool_id, follow, follow.target - len(victims), deleted=True)
         )
         listed = ", ".join(i.name for i in victims)
         log.info("pool %s: deleting instances %s (key %s)", pool_id, listed, key)
@@ -399,16 +349,6 @@ class GkeNodePoolActuator(GkeNodePoolReads):
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
-
-
-def bounds_at(nodes: int) -> tuple[int, int]:
-    """GKE's autoscaler's total bounds for a pool the agent holds at ``nodes``: ``nodes``-``nodes``, but 0-1 at zero
-    nodes. GKE refuses autoscaling on with a maximum of 0 (HTTP 400 "Node_pool_autoscaling.max_node_count and
-    node_pool_autoscaling.total_max_node_count cannot be both set to zero."; proto3 JSON leaves the zeros out of the
-    body), and a maximum of 1 adds nothing by itself: GKE's autoscaler adds nodes only for pods that cannot be
-    scheduled, never to reach its bounds (cluster-autoscaler FAQ, as in the module's docstring). At most one node for
-    such a pod is what the pool can then gain without the agent."""
-    return nodes, max(nodes, 1)
 
 
 def _short(wanted: int, placed: int) -> str:
