@@ -22,7 +22,9 @@ warnings, no series at all, a NaN newest value, a newest value that cannot be a 
 absurdly large), a newest value older than ``max_staleness``, several series where one was expected, a
 ``result`` that is not the documented matrix shape, HTTP errors (including refused credentials and "too many
 points"), timeouts and connection failures. An implausible value before the newest is a gap (NaN), like a step
-Prometheus left out. Vendor exception types stay in this module.
+Prometheus left out. The client, the bearer token and the translation of failed requests (the vendor exception
+types) are in ``agent.sources.prometheus_client``; the step grid and the checks on samples in
+``agent.sources.prometheus_samples``.
 
 Reading classes one by one, ``fetch_each`` and ``newest_each`` stop at a failure that is the server's rather than the
 class's (no connection, a timeout, a server error after the retries): one instant query of ``vector(1)`` without
@@ -38,79 +40,33 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any, Self
 
-import numpy as np
 import pandas as pd
-import requests
 from prometheus_api_client import PrometheusConnect
-from prometheus_api_client.exceptions import PrometheusApiClientException
-from urllib3.util.retry import Retry
 
 from agent.sources.base import read_time_left
 from agent.sources.node_label_hints import node_labels_hint
 from agent.sources.prometheus_answer import checked_body, get_instant, get_range, matrix, vector
+from agent.sources.prometheus_client import bearer_headers, call, connect, prometheus_duration
 from agent.sources.prometheus_queries import no_data_hint
+from agent.sources.prometheus_samples import (
+    age_text,
+    chunks,
+    epoch_seconds,
+    label_set,
+    refuse_implausible,
+    step_grid,
+    step_seconds,
+)
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricSourceUnavailable, MetricsUnavailable
-from models.demand import implausible_demand
 from models.errors import PrometheusServerFailure
 
 log = logging.getLogger(__name__)
-_STATUS = re.compile(r"HTTP Status Code (\d{3})")
-_ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
-RETRY_ON_STATUS = (429, 502, 503, 504, 500)
 PROBE_QUERY = "vector(1)"
-
-
-class _DeadlineRetry(Retry):
-    """Retries that end once the read deadline (``agent.sources.base.read_deadline``) has passed."""
-
-    def is_exhausted(self) -> bool:
-        left = read_time_left()
-        return super().is_exhausted() or (left is not None and left[0] <= 0)
-
-
-def connect(settings: PrometheusSettings, retries: int | None = None) -> PrometheusConnect:
-    """A client for the configured server: CA file, timeout and a bounded number of retries with back-off
-    (``retries`` overrides the configured number, e.g. 0 for a single reachability probe).
-
-    The bearer token is not read here but by ``PrometheusSource`` before every fetch, so a rotated
-    (projected service-account) token is picked up without a restart.
-    """
-    session = requests.Session()
-    if settings.ca_file:
-        session.verify = settings.ca_file
-    attempts = settings.retries if retries is None else retries
-    retry = _DeadlineRetry(
-        total=attempts,
-        connect=attempts,
-        read=attempts,
-        status=attempts,
-        backoff_factor=settings.retry_backoff_s,
-        status_forcelist=RETRY_ON_STATUS,
-        allowed_methods=frozenset({"GET", "POST"}),
-        raise_on_status=False,
-    )
-    return PrometheusConnect(
-        url=settings.url.rstrip("/"),
-        session=session,
-        retry=retry,
-        timeout=settings.timeout.total_seconds(),
-    )
-
-
-def step_grid(start: datetime, end: datetime, step: timedelta) -> pd.DatetimeIndex:
-    """Steps in [start, end) that are whole multiples of ``step`` since the epoch, tz-aware UTC."""
-    seconds = _step_seconds(step)
-    first = math.ceil(_epoch(start) / seconds) * seconds
-    last = math.ceil(_epoch(end) / seconds) * seconds  # exclusive
-    stamps = np.arange(first, last, seconds, dtype=np.int64)
-    return pd.DatetimeIndex(pd.to_datetime(stamps, unit="s", utc=True))
 
 
 class PrometheusSource:
@@ -165,8 +121,8 @@ class PrometheusSource:
     def _probe_failure(self) -> str | None:
         """Why Prometheus does not answer one instant query of ``vector(1)`` without retries; None when it does."""
         try:
-            self._probe_client.headers = self._headers("*", PROBE_QUERY)
-            self._call("*", PROBE_QUERY, lambda: get_instant(self._probe_client, {"query": PROBE_QUERY}))
+            self._probe_client.headers = bearer_headers(self._token_file, "*", PROBE_QUERY)
+            call("*", PROBE_QUERY, lambda: get_instant(self._probe_client, {"query": PROBE_QUERY}))
         except MetricsUnavailable as exc:
             return exc.reason
         return None
@@ -175,11 +131,11 @@ class PrometheusSource:
         """One instant query at ``at``: each series' labels and value (an empty list when there is none). Raises
         ``MetricsUnavailable`` for ``name`` when Prometheus cannot answer it or answers with something else than a
         vector (Prometheus HTTP API, "Instant vectors")."""
-        self._client.headers = self._headers(name, query)
-        params: dict[str, Any] = {"time": _epoch(at)}
+        self._client.headers = bearer_headers(self._token_file, name, query)
+        params: dict[str, Any] = {"time": epoch_seconds(at)}
         if self._query_timeout:
             params["timeout"] = prometheus_duration(self._query_timeout)
-        result = self._call(name, query, lambda: self._client.custom_query(query, params=params))
+        result = call(name, query, lambda: self._client.custom_query(query, params=params))
         try:
             return [({str(k): str(v) for k, v in item["metric"].items()}, float(item["value"][1])) for item in result]
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
@@ -248,11 +204,11 @@ class PrometheusSource:
         """One query's value at ``at``: Prometheus evaluates it on the newest sample of each series within its
         lookback delta (5 minutes by default) that is not marked stale. Raises ``MetricsUnavailable`` when there
         is no such value, when the answer has warnings or several series, or when the request fails."""
-        params: dict[str, Any] = {"query": query, "time": _epoch(at)}
+        params: dict[str, Any] = {"query": query, "time": epoch_seconds(at)}
         if self._query_timeout:
             params["timeout"] = prometheus_duration(self._query_timeout)
-        self._client.headers = self._headers(name, query)
-        body = self._call(name, query, lambda: get_instant(self._client, params))
+        self._client.headers = bearer_headers(self._token_file, name, query)
+        body = call(name, query, lambda: get_instant(self._client, params))
         samples = vector(name, query, body, checked_body(name, query, body))
         if not samples:
             hint = _empty_answer_hint(query)
@@ -265,7 +221,7 @@ class PrometheusSource:
         if len(samples) > 1:
             raise MetricsUnavailable(
                 name,
-                f"the query returned several series ({_describe(samples[0][0])}, {_describe(samples[1][0])}, ...) "
+                f"the query returned several series ({label_set(samples[0][0])}, {label_set(samples[1][0])}, ...) "
                 "where one was expected; aggregate it, e.g. sum(...) or sum by () (...)",
                 query,
             )
@@ -292,18 +248,18 @@ class PrometheusSource:
         grid = step_grid(start, end, step)
         if len(grid) == 0:
             raise MetricsUnavailable(name, f"empty time range {start.isoformat()} .. {end.isoformat()}", query)
-        headers = self._headers(name, query)
+        headers = bearer_headers(self._token_file, name, query)
         labels: dict[str, str] | None = None
         samples: dict[int, float] = {}
-        seconds = _step_seconds(step)
-        for chunk in _chunks(grid, self._max_points):
+        seconds = step_seconds(step)
+        for chunk in chunks(grid, self._max_points):
             for metric, pairs in matrix(name, query, self._query_range(name, query, chunk, seconds, headers)):
                 if labels is None:
                     labels = metric
                 elif metric != labels:
                     raise MetricsUnavailable(
                         name,
-                        f"the query returned several series ({_describe(labels)}, {_describe(metric)}, ...) where "
+                        f"the query returned several series ({label_set(labels)}, {label_set(metric)}, ...) where "
                         "one was expected; aggregate it, e.g. sum(...) or sum by () (...)",
                         query,
                     )
@@ -313,7 +269,7 @@ class PrometheusSource:
             raise MetricsUnavailable(
                 name, "Prometheus returned no data for the whole range" + (f" ({hint})" if hint else ""), query
             )
-        _refuse_implausible(name, query, samples, hold=not history)
+        refuse_implausible(name, query, samples, hold=not history)
         values = pd.Series(samples, dtype=float).reindex(grid.as_unit("s").asi8)
         values.index = grid
         if not history:
@@ -389,17 +345,6 @@ class PrometheusSource:
             f"{failure.demand_class!r}; a probe query of {PROBE_QUERY} failed too: {probe})"
         )
 
-    def _headers(self, name: str, query: str) -> dict[str, str] | None:
-        if not self._token_file:
-            return None
-        try:
-            token = Path(self._token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise MetricsUnavailable(name, f"cannot read the bearer token file: {exc}", query) from None
-        if not token:
-            raise MetricsUnavailable(name, f"the bearer token file {self._token_file} is empty", query)
-        return {"Authorization": f"Bearer {token}"}
-
     def _query_range(
         self, name: str, query: str, chunk: pd.DatetimeIndex, step_s: int, headers: dict[str, str] | None
     ) -> list[dict[str, Any]]:
@@ -412,32 +357,7 @@ class PrometheusSource:
         if self._query_timeout:
             params["timeout"] = prometheus_duration(self._query_timeout)
         self._client.headers = headers
-        return checked_body(name, query, self._call(name, query, lambda: get_range(self._client, params)))
-
-    def _call(self, name: str, query: str, request: Callable[[], Any]) -> Any:
-        """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why."""
-        try:
-            data = request()
-        except PrometheusApiClientException as exc:
-            message = str(exc)
-            code = _status(message)
-            failure = PrometheusServerFailure if code >= 500 or code == 429 else MetricsUnavailable
-            raise failure(name, _http_reason(message), query) from None
-        except requests.exceptions.SSLError as exc:
-            raise MetricsUnavailable(name, f"TLS verification failed (check ca_file): {exc}", query) from None
-        except requests.exceptions.Timeout:
-            raise PrometheusServerFailure(name, "Prometheus did not answer in time (timeout)", query) from None
-        except requests.exceptions.RetryError as exc:
-            reason = f"Prometheus kept failing after the configured retries: {exc}"
-            raise PrometheusServerFailure(name, reason, query) from None
-        except requests.exceptions.ConnectionError as exc:
-            reason = f"cannot connect to Prometheus: {_connection_reason(exc)}"
-            raise PrometheusServerFailure(name, reason, query) from None
-        except (requests.exceptions.RequestException, ValueError, KeyError, TypeError) as exc:
-            raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc}", query) from None
-        if not isinstance(data, list | dict):
-            raise MetricsUnavailable(name, f"malformed answer from Prometheus: expected JSON, got {data!r:.80}", query)
-        return data
+        return checked_body(name, query, call(name, query, lambda: get_range(self._client, params)))
 
     def _check_newest(self, name: str, query: str, values: pd.Series, newest_returned: int, end: datetime) -> None:
         if math.isnan(values.get(pd.Timestamp(newest_returned, unit="s", tz=UTC), math.nan)):
@@ -450,8 +370,8 @@ class PrometheusSource:
         if age > pd.Timedelta(self._max_staleness):
             raise MetricsUnavailable(
                 name,
-                f"the newest value is stale: {present.index[-1].isoformat()} is {_age(age)} before "
-                f"{pd.Timestamp(end).isoformat()} (max_staleness {_age(pd.Timedelta(self._max_staleness))})",
+                f"the newest value is stale: {present.index[-1].isoformat()} is {age_text(age)} before "
+                f"{pd.Timestamp(end).isoformat()} (max_staleness {age_text(pd.Timedelta(self._max_staleness))})",
                 query,
             )
 
@@ -475,84 +395,3 @@ def no_usable_data(url: str, missing: Mapping[str, MetricsUnavailable], every_cl
     first = missing[names[0]]
     scope = "any demand class" if every_class else "demand class(es)"
     return MetricSourceUnavailable(f"Prometheus at {url} has no usable data for {scope}: {shown}: {first.reason}")
-
-
-def prometheus_duration(duration: timedelta) -> str:
-    """A duration as Prometheus parses it: whole milliseconds. Prometheus 2.42 answers 400 bad_data to a
-    fractional or exponent form such as ``2.5s`` or ``1e+06s`` (its duration syntax takes integers per unit)."""
-    return f"{max(1, round(duration.total_seconds() * 1000))}ms"
-
-
-def _chunks(grid: pd.DatetimeIndex, size: int) -> list[pd.DatetimeIndex]:
-    return [grid[i : i + size] for i in range(0, len(grid), size)]
-
-
-def _refuse_implausible(name: str, query: str, samples: dict[int, float], hold: bool = True) -> None:
-    """Hold the class (``hold``) when its newest value cannot be a demand; earlier such values, and with ``hold``
-    off every such value, become gaps (NaN)."""
-    bad = {stamp: why for stamp, value in samples.items() if (why := implausible_demand(value))}
-    if not bad:
-        return
-    newest = max(samples)
-    if hold and newest in bad:
-        when = datetime.fromtimestamp(newest, UTC).isoformat()
-        raise MetricsUnavailable(
-            name, f"the newest value Prometheus returned ({when}) is not a demand: {bad[newest]}", query
-        )
-    first = min(bad)
-    log.warning(
-        "implausible demand read as missing class=%s count=%d first=%s reason=%r query=%r",
-        name,
-        len(bad),
-        datetime.fromtimestamp(first, UTC).isoformat(),
-        bad[first],
-        query,
-    )
-    for stamp in bad:
-        samples[stamp] = math.nan
-
-
-def _status(message: str) -> int:
-    match = _STATUS.search(message)
-    return int(match.group(1)) if match else 0
-
-
-def _http_reason(message: str) -> str:
-    code = _status(message)
-    if code in (401, 403):
-        return f"Prometheus refused the credentials (HTTP {code}); check bearer_token_file"
-    if code == 400 and "maximum resolution" in message:
-        return f"Prometheus refused the range as too many points per series (HTTP 400): {message[:200]}"
-    if code in {400, 422}:
-        return f"Prometheus could not run the query (HTTP {code}): {message[:300]}"
-    if code >= 500:
-        return f"Prometheus answered with a server error (HTTP {code}) after the configured retries"
-    return f"Prometheus answered HTTP {code or '?'}: {message[:300]}"
-
-
-def _connection_reason(exc: Exception) -> str:
-    """The operating system's reason (e.g. ``[Errno 111] Connection refused``) rather than urllib3's wrapping."""
-    match = _ERRNO.search(str(exc))
-    return match.group(0).rstrip("'\")") if match else str(exc)
-
-
-def _describe(labels: Mapping[str, str]) -> str:
-    return "{" + ", ".join(f"{k}={v!r}" for k, v in sorted(labels.items())) + "}"
-
-
-def _age(delta: pd.Timedelta) -> str:
-    minutes = int(delta.total_seconds() // 60)
-    return f"{minutes // 60}h{minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
-
-
-def _epoch(when: datetime) -> float:
-    if when.tzinfo is None:
-        raise ValueError(f"expected a tz-aware time, got {when.isoformat()}")
-    return when.astimezone(UTC).timestamp()
-
-
-def _step_seconds(step: timedelta) -> int:
-    seconds = step.total_seconds()
-    if seconds < 1 or seconds != int(seconds):
-        raise ValueError(f"the step must be a whole number of seconds, got {step}")
-    return int(seconds)

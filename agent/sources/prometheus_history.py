@@ -14,8 +14,9 @@ from datetime import datetime
 
 import numpy as np
 
-from agent.sources.prometheus import PrometheusSource, no_usable_data, step_grid
+from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
+from agent.sources.prometheus_samples import step_grid
 from agent.sources.trace import Trace
 from config.schema import Settings
 from models import ConfigError, ConfigProblem, LeadtimeError, MetricSourceUnavailable, MetricsUnavailable

@@ -18,7 +18,8 @@ import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
-from agent.sources.prometheus import PrometheusSource, prometheus_duration
+from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus_client import prometheus_duration
 from agent.sources.prometheus_queries import KUEUE_RESOURCES, cluster_matchers, ksm_resource, quote
 from config.prometheus import ClassQuerySettings, PrometheusSettings
 from models import DemandClass, MetricsUnavailable

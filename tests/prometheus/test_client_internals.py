@@ -7,7 +7,7 @@ from __future__ import annotations
 import requests
 from requests.adapters import HTTPAdapter
 
-from agent.sources.prometheus import connect
+from agent.sources.prometheus_client import connect
 from config.prometheus import PrometheusSettings
 
 

@@ -9,8 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from agent.sources.prometheus import PrometheusSource, connect, step_grid
+from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus_client import connect
 from agent.sources.prometheus_queries import demand_queries
+from agent.sources.prometheus_samples import step_grid
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricsUnavailable
 from tests.prometheus.server import (
