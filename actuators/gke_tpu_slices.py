@@ -19,6 +19,20 @@ change as a transient error: a group that cannot be read is held, never blocked.
 409 ALREADY_EXISTS on the same name and is no second slice. Operations are started, looked at once, and not waited for
 (``actuators.slice_writes``).
 
+A slice that was whole and fell short (hosts RECREATING: a repair, or a host lost) still waits from this agent's first
+read that found it so: a restart within its wait starts the wait again, as a known gap, because nothing the agent can
+read tells when it fell short. A managed instance (``listManagedInstances``) carries no time (its ``lastAttempt`` holds
+errors only), and a host the zone has no room to recreate has no Compute instance (its ``id`` and ``instanceStatus`` are
+empty), so no ``creationTimestamp``; its instance group's is the slice's creation. The lost host's Node is deleted with
+its VM, and a multi-host slice is recovered whole (Cloud TPU, "Failure recovery of TPU instances"), so often no node of
+the slice is left to carry a mark; Kubernetes Events last an hour (kube-apiserver ``--event-ttl``), less than a wait.
+``instanceGroupManagers.listErrors`` times each failed attempt but tells no episode apart: a host's earliest error
+listed may be from an earlier repair it came back from, which would fail a slice early. A GKE ``AUTO_REPAIR_NODES``
+operation on the node pool starts with a repair, but GKE documents neither whether it stays RUNNING while the zone has
+no room nor what ends it, and a done one may be an earlier repair's. The agent's planner memory survives restarts, but
+it is kept per pool and no actuator reads or writes it: carrying a slice's first short read there needs a field of the
+state document and the loop handing it to the adapter and back.
+
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
 nodes are read (``read_hosts_from``, the group's slice drainer): one with a node registered that runs accelerator work
