@@ -5,7 +5,7 @@ the horizon using only what was observed before the origin, and is scored agains
 last value) is scored the same way, so ``skill`` = 1 - MAE / persistence MAE says whether the model beats the
 bar at this horizon (positive: better). ``coverage`` is the share of actual values at or below the per-step
 quantile of the class's service level; it should be close to that level. The planner provisions for the peak of
-demand over a class's lead time and one tick (``agent.planning.planner``): ``peak_coverage`` is the share of origins
+demand over a class's lead time and one tick (``agent.planning.needs``): ``peak_coverage`` is the share of origins
 where the highest actual value over those steps stayed at or below the forecast's peak quantile (``peak_q<level>``)
 at the last of them, which is what the capacity planned would have covered; NaN when the forecaster publishes no
 peaks or the class has no peak steps (only fixed pools serve it).

@@ -4,7 +4,8 @@ Nothing here reads a clock, the network or the environment: ``now`` and every ob
 """
 
 from agent.planning.memory import PlannerMemory
-from agent.planning.planner import PlanInput, plan_capacity
+from agent.planning.plan_input import PlanInput
+from agent.planning.planner import plan_capacity
 from agent.planning.service_level import resolve_service_levels
 
 __all__ = ["PlanInput", "PlannerMemory", "plan_capacity", "resolve_service_levels"]

@@ -15,7 +15,7 @@ from datetime import datetime
 from agent.loop import Outlook
 from agent.planning import PlanInput, resolve_service_levels
 from agent.planning.groups import DemandGroup, demand_groups
-from agent.planning.planner import group_shares
+from agent.planning.needs import group_shares
 from agent.simulation.window import SimulationWindow
 from config.schema import PlannerSettings, Settings
 from models.allocation import units_for

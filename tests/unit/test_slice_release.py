@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent.planning import PlanInput, PlannerMemory, plan_capacity
-from agent.planning.planner import SliceRelease
+from agent.planning.slice_release import SliceRelease
 from config.schema import PlannerSettings
 from models import AcceleratorFamily, CapacityPlan, CapacityTier, DemandForecast, PoolKind, PoolSpec, PoolState
 
