@@ -20,7 +20,9 @@ import pytest
 from agent.ledger.accrual import PoolReading
 from agent.ledger.factory import open_ledger
 from agent.ledger.meter import SpendMeter
-from agent.ledger.postgres import _WRITE_LOCK, SCHEMA_VERSION, PostgresLedger
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.postgres_schema import SCHEMA_VERSION
+from agent.ledger.postgres_writes import WRITE_LOCK
 from config import settings_from_mapping
 from config.ledger import LedgerSettings
 from models import ConfigError, LedgerEntry, LedgerUnavailable
@@ -167,7 +169,7 @@ def test_a_writer_lock_held_by_a_stuck_session_fails_the_call_in_bounded_time(po
         postgres_database.url, postgres_database.password, statement_timeout=timedelta(seconds=1)
     ) as ledger:
         with psycopg.connect(postgres_database.url, password=postgres_database.password) as other:
-            other.execute("SELECT pg_advisory_xact_lock(%s)", (_WRITE_LOCK,))  # the transaction stays open
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))  # the transaction stays open
             outcome: list[BaseException | None] = []
             writer = threading.Thread(target=lambda: outcome.append(_attempt(ledger, SPEND)), daemon=True)
             writer.start()

@@ -16,7 +16,8 @@ import yaml
 from agent.cli import main
 from agent.commands.recommend_ledger import open_read_only
 from agent.ledger.billed import BilledCost
-from agent.ledger.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresLedger
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 from agent.ledger.rows import to_us
 from config.ledger import LedgerSettings
 from models import LedgerEntry, LedgerUnavailable, NoLedgerSchema

@@ -17,7 +17,8 @@ import psycopg
 import pytest
 
 from agent.ledger.billed import BilledCost
-from agent.ledger.postgres import MIGRATIONS, SCHEMA_VERSION, PostgresLedger
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.postgres_schema import MIGRATIONS, SCHEMA_VERSION
 from agent.ledger.reservations import ReservationRequest
 from agent.ledger.rows import from_us, to_us
 from models import LedgerEntry, LedgerUnavailable

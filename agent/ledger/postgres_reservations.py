@@ -1,0 +1,68 @@
+"""Budget reservations in the PostgreSQL ledger (``agent.ledger.reservations``), decided under its writer lock.
+
+The reservations live beside the entries and are decided under the same writer lock
+(``agent.ledger.postgres_writes``), so two agents racing for the last dollars of a cap take turns and only one can
+get them. Each pool's spend in the period is read from the running totals that triggers keep
+(``agent.ledger.postgres_totals``), not summed from the period's entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from agent.ledger import postgres_totals as totals
+from agent.ledger.postgres_writes import Connection, take_write_lock
+from agent.ledger.reservations import Grant, ReservationRequest
+from agent.ledger.rows import to_us
+
+
+def decide(
+    db: Connection,
+    requests: Sequence[ReservationRequest],
+    now: datetime,
+    replacing: Sequence[int],
+    replacing_holder: str | None,
+) -> list[Grant]:
+    """Decide the requests in order, in one transaction: each sees the grants before it; the reservations
+    ``replacing`` names, and those ``replacing_holder`` holds (whichever session made them), are released in it
+    first."""
+    names = sorted({k for r in requests for k in r.keys})
+    with db.transaction():
+        take_write_lock(db)
+        db.execute(
+            "DELETE FROM leadtime_budget_reservations WHERE (budget = ANY(%s) AND expires_us <= %s)"
+            " OR id = ANY(%s) OR holder = %s",
+            (names, to_us(now), list(replacing), replacing_holder),
+        )
+        reserved = dict.fromkeys(names, 0.0)
+        for budget, amount in db.execute(
+            "SELECT budget, SUM(amount_usd) FROM leadtime_budget_reservations WHERE budget = ANY(%s) GROUP BY budget",
+            (names,),
+        ).fetchall():
+            reserved[str(budget)] = float(amount)
+        recorded = totals.recorded(db, requests, now)
+        grants: list[Grant] = []
+        rows: list[tuple[str, str, float, int, int]] = []
+        for i, request in enumerate(requests):
+            headroom = request.cap_usd - recorded[i] - sum(reserved[k] for k in request.keys)
+            if request.amount_usd > headroom:
+                grants.append(Grant(None, headroom))
+                continue
+            reserved[request.budget] += request.amount_usd
+            grants.append(Grant(len(rows), headroom))  # the row's place until the database numbers it
+            rows.append((request.budget, request.holder, request.amount_usd, to_us(now), to_us(now + request.ttl)))
+        if not rows:
+            return grants
+        ids = sorted(  # numbered in insertion order: every insert holds the writer lock
+            int(r[0])
+            for r in db.execute(
+                "INSERT INTO leadtime_budget_reservations (budget, holder, amount_usd, created_us, expires_us)"
+                " SELECT r.budget, r.holder, r.amount_usd, r.created_us, r.expires_us"
+                " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[], %s::bigint[])"
+                " WITH ORDINALITY AS r (budget, holder, amount_usd, created_us, expires_us, n) ORDER BY r.n"
+                " RETURNING id",
+                [list(column) for column in zip(*rows, strict=True)],
+            ).fetchall()
+        )
+        return [g if g.reservation_id is None else Grant(ids[g.reservation_id], g.headroom_usd) for g in grants]

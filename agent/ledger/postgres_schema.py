@@ -1,0 +1,130 @@
+"""The PostgreSQL ledger's schema: its migrations, and the checks of the schema version a database holds.
+
+``MIGRATIONS`` are applied in order at open (``migrate``), inside one transaction holding an advisory lock, so two
+agents starting at once apply each migration exactly once. A database whose schema is newer than this release
+knows is refused. A read-only ledger checks the schema instead of upgrading it (``readable_schema``): one from
+``READABLE_FROM`` on is read as it is, an older one, or a database no daemon has written yet (``NoLedgerSchema``),
+is refused, saying what to do.
+"""
+
+from __future__ import annotations
+
+from typing import Any, LiteralString
+
+import psycopg
+
+from agent.ledger import postgres_totals as totals
+from models import LedgerUnavailable, NoLedgerSchema
+
+# Advisory lock key (64-bit): "LDTGMIGR" serialises migrations.
+_MIGRATION_LOCK = 0x4C44_5447_4D49_4752
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
+    (
+        1,
+        (
+            """CREATE TABLE leadtime_ledger_entries (
+                pool_id  text             NOT NULL,
+                start_us bigint           NOT NULL,
+                end_us   bigint           NOT NULL,
+                units    integer          NOT NULL CHECK (units >= 0),
+                cost_usd double precision NOT NULL CHECK (cost_usd >= 0),
+                PRIMARY KEY (pool_id, start_us)
+            )""",
+            "CREATE INDEX leadtime_ledger_entries_by_end"
+            " ON leadtime_ledger_entries (pool_id, end_us DESC, start_us DESC)",
+        ),
+    ),
+    (
+        2,
+        (
+            """CREATE TABLE leadtime_budget_reservations (
+                id         bigserial        PRIMARY KEY,
+                budget     text             NOT NULL,
+                holder     text             NOT NULL,
+                amount_usd double precision NOT NULL CHECK (amount_usd >= 0),
+                created_us bigint           NOT NULL,
+                expires_us bigint           NOT NULL
+            )""",
+            "CREATE INDEX leadtime_budget_reservations_by_budget ON leadtime_budget_reservations (budget, expires_us)",
+        ),
+    ),
+    (
+        3,
+        (
+            """CREATE TABLE leadtime_shadow_accounts (
+                name     text   PRIMARY KEY,
+                body     text   NOT NULL,
+                saved_us bigint NOT NULL
+            )""",
+        ),
+    ),
+    (
+        4,
+        (
+            """CREATE TABLE leadtime_billed_costs (
+                pool_id  text             NOT NULL,
+                start_us bigint           NOT NULL,
+                end_us   bigint           NOT NULL CHECK (end_us > start_us),
+                cost_usd double precision NOT NULL,
+                PRIMARY KEY (pool_id, start_us)
+            )""",
+            "CREATE INDEX leadtime_billed_costs_by_end ON leadtime_billed_costs (pool_id, end_us)",
+        ),
+    ),
+    (5, totals.MIGRATION),
+)
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+READABLE_FROM = 4  # the oldest schema a read-only ledger reads: billed costs came in 4
+TOTALS_FROM = 5  # the schema that keeps running period totals (``agent.ledger.postgres_totals``)
+
+
+def readable_schema(db: Connection, where: str) -> int:
+    """The schema version of the database at ``where`` a read-only ledger may read; refused, saying what to do,
+    otherwise."""
+    row = db.execute("SELECT to_regclass('leadtime_schema_migrations') IS NOT NULL").fetchone()
+    if row is None or not row[0]:
+        raise NoLedgerSchema(
+            f"the PostgreSQL ledger at {where} holds no leadtime ledger yet (no leadtime_schema_migrations "
+            "table): the daemon creates it when it first starts (or `leadtime ledger import-sqlite` does); a "
+            "command that only reads the ledger does not"
+        )
+    current = held_schema(db, where)
+    if current < READABLE_FROM:
+        raise LedgerUnavailable(
+            f"the PostgreSQL ledger at {where} has schema {current}, older than this release reads "
+            f"({READABLE_FROM} to {SCHEMA_VERSION}), and a command that only reads the ledger does not upgrade "
+            "it: upgrade the daemon that writes it first (it migrates the schema when it starts), or run the "
+            "leadtime release that daemon runs"
+        )
+    return current
+
+
+def held_schema(db: Connection, where: str) -> int:
+    """The schema version the database holds; a newer one than this release knows is refused."""
+    row = db.execute("SELECT COALESCE(max(version), 0) FROM leadtime_schema_migrations").fetchone()
+    current = int(row[0]) if row is not None else 0
+    if current > SCHEMA_VERSION:
+        raise LedgerUnavailable(
+            f"the PostgreSQL ledger at {where} has schema {current}, newer than this release knows "
+            f"({SCHEMA_VERSION}): run a newer leadtime"
+        )
+    return current
+
+
+def migrate(db: Connection, where: str) -> None:
+    """Apply the migrations the database at ``where`` has not had yet, under the migration lock."""
+    with db.transaction():
+        db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
+        db.execute(
+            "CREATE TABLE IF NOT EXISTS leadtime_schema_migrations"
+            " (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        current = held_schema(db, where)
+        for version, statements in MIGRATIONS:
+            if version > current:
+                for statement in statements:
+                    db.execute(statement)
+                db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
