@@ -4,8 +4,8 @@ Each ``record_many`` and ``update`` is one transaction, so a crash leaves either
 none; ``update`` reads the pools' newest entries inside its ``BEGIN IMMEDIATE`` transaction, so no other writer
 commits between that read and the write. Times are stored as integer microseconds since the Unix epoch (UTC),
 which keeps keys exact and ordering trivial. What a repeated (pool, start) stores is decided by
-``accrual.resolve``, the same rule the in-memory ledger follows. sqlite3 errors are translated into
-``LedgerUnavailable`` here.
+``accrual.resolve``, the same rule the in-memory ledger follows (``agent.ledger.sqlite_writes``); the file's schema
+is ``agent.ledger.sqlite_schema``'s. sqlite3 errors are translated into ``LedgerUnavailable`` here.
 
 Two guards against losing spend without a word (see ``agent.ledger.guard``): a zero-length file is refused
 unless ``fresh_if_empty`` (it was a ledger whose contents are gone, or a file created by mistake: either way
@@ -30,55 +30,21 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from agent.ledger import sqlite_schema as schema
 from agent.ledger import sqlite_totals as totals
-from agent.ledger.accrual import GRID, is_mark, resolve
+from agent.ledger import sqlite_writes as writes
+from agent.ledger.accrual import GRID
 from agent.ledger.base import Newest
 from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.folding import entries_on_grid, fold
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
-from agent.ledger.retention import BATCH, Pruning
-from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
+from agent.ledger.retention import Pruning
+from agent.ledger.rows import COLUMNS, from_row, from_us, to_us
 from agent.ledger.sqlite_space import create_incremental, give_back
 from models import LedgerEntry, LedgerUnavailable
 
-SCHEMA_VERSION = 3  # 2: billed costs beside the entries (agent.ledger.billed); 3: running spend totals
-_APPLICATION_ID = 0x4C44_5447  # "LDTG": marks the file as a leadtime ledger
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries (
-    pool_id  TEXT    NOT NULL,
-    start_us INTEGER NOT NULL,
-    end_us   INTEGER NOT NULL,
-    units    INTEGER NOT NULL,
-    cost_usd REAL    NOT NULL,
-    PRIMARY KEY (pool_id, start_us)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS entries_by_end ON entries (pool_id, end_us);
-CREATE TABLE IF NOT EXISTS billed (
-    pool_id  TEXT    NOT NULL,
-    start_us INTEGER NOT NULL,
-    end_us   INTEGER NOT NULL,
-    cost_usd REAL    NOT NULL,
-    PRIMARY KEY (pool_id, start_us)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS billed_by_end ON billed (pool_id, end_us);
-"""
-_CHARGED = (
-    f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? AND end_us = ? AND start_us < end_us"
-    " ORDER BY start_us DESC LIMIT 1"
-)
-# Rows of a table that end at or before :cutoff, but each pool's earliest; at most :batch of them. The pools are
-# walked along the primary key (one probe each), and each pool's rows up to the cutoff by its range of it.
-_OLD_KEYS = """WITH RECURSIVE pools (id) AS (
-        SELECT min(pool_id) FROM {table}
-        UNION ALL SELECT (SELECT min(pool_id) FROM {table} WHERE pool_id > pools.id) FROM pools WHERE id IS NOT NULL)
-    SELECT x.pool_id, x.start_us FROM pools JOIN {table} AS x ON x.pool_id = pools.id
-    WHERE x.start_us > (SELECT min(f.start_us) FROM {table} AS f WHERE f.pool_id = pools.id)
-        AND x.start_us < :cutoff AND x.end_us <= :cutoff
-    LIMIT :batch"""
-_PRUNE = "DELETE FROM {table} WHERE (pool_id, start_us) IN (" + _OLD_KEYS + ")"
-_NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
 # Each pool's earliest entry and billed cost: the smallest start in the pool's range of each primary key.
 _EARLIEST = "(SELECT min(start_us) FROM {} WHERE pool_id = p.value)"
 _SINCE = "SELECT p.value, {}, {} FROM (SELECT DISTINCT value FROM json_each(?)) AS p"
@@ -162,29 +128,21 @@ class SqliteLedger(InProcessReservations):
         if not entries:
             return
         with self._transaction() as db:
-            self._write(db, entries_on_grid(entries))  # an entry across cells counts in each (see folding)
+            writes.write(db, entries_on_grid(entries))  # an entry across cells counts in each (see folding)
 
     def update(self, pools: Sequence[str], derive: Callable[[Newest], Sequence[LedgerEntry]]) -> None:
         """Charged intervals are folded into the pool's newest charged entry where they continue it
         (``agent.ledger.folding``)."""
         pruned = 0
         with self._transaction() as db:
-            newest = {pool: self._newest(db, pool) for pool in pools}
-            charged = {pool: self._charged(db, last) for pool, last in newest.items()}
+            newest = {pool: writes.newest(db, pool) for pool in pools}
+            charged = {pool: writes.charged(db, last) for pool, last in newest.items()}
             folded = fold(charged, derive(newest))
-            self._write(db, folded.entries)
-            for stored, extended in folded.extended:
-                db.execute(
-                    "UPDATE entries SET end_us = ?, cost_usd = ? WHERE pool_id = ? AND start_us = ? AND end_us = ?",
-                    (to_us(extended.end), extended.cost_usd, stored.pool_id, to_us(stored.start), to_us(stored.end)),
-                )
-            db.executemany(
-                "DELETE FROM entries WHERE pool_id = ? AND start_us = ? AND end_us = start_us",
-                [(pool, to_us(start)) for pool, start in folded.dropped],
-            )
+            writes.write(db, folded.entries)
+            writes.extend(db, folded)
             cutoff = self._pruning.due(folded.entries)
             if cutoff is not None:
-                pruned = self._prune(db, cutoff)
+                pruned = writes.prune(db, cutoff)
                 self._pruning.removed(cutoff, pruned)
         if pruned:
             with self._lock:  # after the commit: a VACUUM cannot run in a transaction (agent.ledger.sqlite_space)
@@ -318,7 +276,7 @@ class SqliteLedger(InProcessReservations):
         return float(row[0][0])
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
-        rows = self._query(_NEWEST, (pool_id,))
+        rows = self._query(writes.NEWEST, (pool_id,))
         return from_row(rows[0]) if rows else None
 
     @property
@@ -363,7 +321,7 @@ class SqliteLedger(InProcessReservations):
         except sqlite3.Error as exc:
             raise LedgerUnavailable(f"cannot open the ledger file {self.path} read-only: {exc}") from None
         try:
-            self._check(db)
+            schema.check(db)
             tables = {str(r[0]) for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
             self._has_billed = "billed" in tables
             self._has_totals = self._has_billed and totals.TABLE in tables
@@ -372,74 +330,17 @@ class SqliteLedger(InProcessReservations):
             raise LedgerUnavailable(f"{self.path} is not a readable leadtime ledger ({exc})") from None
         return db
 
-    @staticmethod
-    def _check(db: sqlite3.Connection) -> None:
-        application_id = db.execute("PRAGMA application_id").fetchone()[0]
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-        tables = db.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table'").fetchone()[0]
-        if tables and application_id != _APPLICATION_ID:
-            raise sqlite3.DatabaseError("the file holds another application's database")
-        if version > SCHEMA_VERSION:
-            raise sqlite3.DatabaseError(f"ledger schema {version} is newer than this release knows ({SCHEMA_VERSION})")
-
     def _refusal(self, action: str) -> str:
         return f"cannot {action} the ledger {self.path}: it is open read-only here (only the writing replica writes it)"
 
     def _prepare(self) -> None:
-        self._check(self._db)
+        schema.check(self._db)
         create_incremental(self._db)  # a new file gives the space retention frees back (agent.ledger.sqlite_space)
         self._db.execute("PRAGMA journal_mode = WAL")
         self._db.execute("PRAGMA synchronous = FULL")
         with self._transaction() as db:
-            for statement in _SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
-            for statement in totals.SCHEMA:
-                db.execute(statement)
-            db.execute(f"PRAGMA application_id = {_APPLICATION_ID}")
-            db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            schema.create(db)
             self._has_billed = db.execute("SELECT EXISTS (SELECT 1 FROM billed)").fetchone()[0] == 1
-
-    @staticmethod
-    def _newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
-        row = db.execute(_NEWEST, (pool_id,)).fetchone()
-        return None if row is None else from_row(row)
-
-    @staticmethod
-    def _prune(db: sqlite3.Connection, cutoff: datetime) -> int:
-        """Remove up to a batch of entries and of billed costs that end at or before ``cutoff``, but each pool's
-        earliest of each (``agent.ledger.retention``); the most rows removed from either table. The billed pools'
-        running totals are dropped first, as an import drops them (their triggers would compute them per row)."""
-        args = {"cutoff": to_us(cutoff), "batch": BATCH}
-        gone = db.execute(_PRUNE.format(table="entries"), args).rowcount
-        billed = db.execute(_OLD_KEYS.format(table="billed"), args).fetchall()
-        if billed:
-            db.execute(totals.DROP_POOLS, {"pools": json.dumps(sorted({str(pool) for pool, _ in billed}))})
-            db.executemany("DELETE FROM billed WHERE pool_id = ? AND start_us = ?", billed)
-        return max(gone, len(billed))
-
-    @staticmethod
-    def _charged(db: sqlite3.Connection, newest: LedgerEntry | None) -> LedgerEntry | None:
-        """The pool's newest charged entry (not a mark) when it ends where its newest entry does."""
-        if newest is None or not is_mark(newest):
-            return newest
-        row = db.execute(_CHARGED, (newest.pool_id, to_us(newest.end))).fetchone()
-        return None if row is None else from_row(row)
-
-    @staticmethod
-    def _write(db: sqlite3.Connection, entries: Sequence[LedgerEntry]) -> None:
-        for entry in entries:
-            row = db.execute(
-                f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? AND start_us = ?",
-                (entry.pool_id, to_us(entry.start)),
-            ).fetchone()
-            stored = resolve(None if row is None else from_row(row), entry)
-            if stored is not None:  # an upsert, not a replace, so the totals' update trigger sees the change
-                db.execute(
-                    f"INSERT INTO entries ({COLUMNS}) VALUES (?, ?, ?, ?, ?) ON CONFLICT (pool_id, start_us) DO UPDATE"
-                    " SET end_us = excluded.end_us, units = excluded.units, cost_usd = excluded.cost_usd",
-                    to_row(stored),
-                )
 
     def _release_writer(self) -> None:
         if self._writer is not None:

@@ -29,7 +29,8 @@ from agent.ledger.billed import BilledCost
 from agent.ledger.billing_export import match_pools, read_export
 from agent.ledger.postgres import PostgresLedger
 from agent.ledger.reservations import ReservationRequest, Reservations
-from agent.ledger.sqlite import SCHEMA_VERSION, SqliteLedger
+from agent.ledger.sqlite import SqliteLedger
+from agent.ledger.sqlite_schema import SCHEMA_VERSION
 from config.ledger import BillingSettings
 from models import BillingExportError, LedgerEntry
 from tests.postgres.fixtures import POSTGRES, Database

@@ -30,7 +30,8 @@ from agent.ledger.meter import SpendMeter
 from agent.ledger.postgres import PostgresLedger
 from agent.ledger.reservations import ReservationRequest
 from agent.ledger.rows import to_us
-from agent.ledger.sqlite import SCHEMA_VERSION, SqliteLedger
+from agent.ledger.sqlite import SqliteLedger
+from agent.ledger.sqlite_schema import SCHEMA_VERSION
 from agent.planning.budget import Budget
 from models import LedgerEntry
 from tests.postgres.fixtures import POSTGRES, Database
