@@ -38,16 +38,19 @@ found it gone and how long it lasted. A notifier that handles it forgets the con
 (``agent.notify.dedup``), so a condition that comes back, even within the window, is told again: with both bounds, a
 condition that flickers posts, per window, one end at most and at each severity two raises at most (the one the window
 allows and the one after the end). A standby forgets its conditions (``forget``): the leader tells their ends.
+
+The tracker's record (``record``) travels in the planner memory, which the leader saves and a new leader reads
+(``adopt``), so a change of leader neither tells the open conditions again within the window nor loses their ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from agent.planning import PlannerMemory
-from agent.planning.memory import BackoffReason
+from agent.planning.memory import BackoffReason, Condition, OpenCondition
 from models import AlertEvent, AlertKind, PoolState, Severity
 from models.durations import format_duration
 
@@ -66,32 +69,50 @@ LEVEL_KINDS = frozenset(
     }
 )
 
-Condition = tuple[AlertKind, str]  # kind, subject
-
-
-@dataclass(frozen=True)
-class _Active:
-    since: datetime  # first raised
-    seen: datetime  # last raised or holding
-    last: AlertEvent  # the latest event raised of it
-    gone: datetime | None = None  # the first tick that found it gone since it was last seen
-    held: bool = False  # seen last as holding (``still_holding``): its end is the memory's, told at once
-    held_by: datetime | None = None  # when the previous end was told, if that has held this one back
-
 
 class ConditionTracker:
     """``resolve_after``: how long a condition must have gone unseen before its end is told; ``window``: an end is
-    told at most once per window for each condition (``alerts.resolve_after`` and ``alerts.dedup_window``)."""
+    told at most once per window for each condition (``alerts.resolve_after`` and ``alerts.dedup_window``).
+
+    What it holds is the record the planner memory carries (``record``, ``adopt``): a replica that becomes the
+    leader adopts the record its predecessor saved, so it tells the end of each condition the predecessor raised,
+    and tells none of those conditions again while the predecessor's telling still holds: an event of a condition it
+    adopted is ``told_before`` when the predecessor told it, at its severity or a higher one, less than a window
+    before (the predecessor's notifier would have held it back as a repeat; this replica's notifier has no record of
+    it). Once one of its events is told again, this replica's notifier de-duplicates it as any other."""
 
     def __init__(self, resolve_after: timedelta = timedelta(minutes=5), window: timedelta = timedelta(hours=1)) -> None:
         self.resolve_after = resolve_after
         self.window = window
-        self._active: dict[Condition, _Active] = {}
+        self._active: dict[Condition, OpenCondition] = {}
         self._ended: dict[Condition, datetime] = {}  # when the last end of each condition was told
+        self._adopted: set[Condition] = set()  # told by a predecessor, and not told by this replica since
 
     @property
     def active(self) -> tuple[Condition, ...]:
         return tuple(sorted(self._active))
+
+    def record(self) -> tuple[dict[Condition, OpenCondition], dict[Condition, datetime]]:
+        """The open conditions and the recent ends told, as the planner memory keeps them."""
+        return dict(self._active), dict(self._ended)
+
+    def adopt(self, active: Mapping[Condition, OpenCondition], ended: Mapping[Condition, datetime]) -> None:
+        """Take the record the planner memory holds (read back from the store): the conditions in it that this
+        tracker did not hold as they are were raised, and told, by another replica."""
+        if active == self._active and ended == self._ended:
+            return
+        self._adopted = {k for k, v in active.items() if self._active.get(k) != v or k in self._adopted}
+        self._active, self._ended = dict(active), dict(ended)
+
+    def told_before(self, events: Iterable[AlertEvent]) -> list[AlertEvent]:
+        """The events of ``events`` that a predecessor already told within the window: not to be told again."""
+        return [
+            e
+            for e in events
+            if (key := (e.kind, e.subject)) in self._adopted
+            and not e.resolved
+            and _repeat(self._active[key].told, e, self.window)
+        ]
 
     def update(
         self,
@@ -110,7 +131,11 @@ class ConditionTracker:
                 continue
             key = (event.kind, event.subject)
             before = self._active.get(key)
-            self._active[key] = _Active(before.since if before else event.at, now, event, held=key in holding)
+            since, said = (before.since, before.told) if before else (event.at, {})
+            if not _repeat(said, event, self.window):
+                said = {**said, event.severity: event.at}
+                self._adopted.discard(key)  # told by this replica: its notifier de-duplicates it from now on
+            self._active[key] = OpenCondition(since, now, event.severity, event.summary, said, held=key in holding)
             told.add(key)
         self._ended = {key: at for key, at in self._ended.items() if now - at < self.window}
         resolved = []
@@ -118,17 +143,18 @@ class ConditionTracker:
             if key in told or key in unknown:
                 continue
             if key in holding:
-                self._active[key] = _Active(active.since, now, active.last, held=True)
+                self._active[key] = replace(active, seen=now, gone=None, held=True, held_by=None)
                 continue
             gone = active.gone or now
             if (not active.held and now - active.seen < self.resolve_after) or key in self._ended:
-                held_by = self._ended.get(key, active.held_by)
-                self._active[key] = _Active(active.since, active.seen, active.last, gone, active.held, held_by)
+                self._active[key] = replace(active, gone=gone, held_by=self._ended.get(key, active.held_by))
                 continue
             del self._active[key]
+            self._adopted.discard(key)
             self._ended[key] = now
             late = "" if gone == now else self._why_late(active.held_by)
-            resolved.append(resolved_event(active.last, active.since, active.seen, gone, now, late))
+            last = AlertEvent(key[0], active.severity, active.seen, key[1], active.summary)
+            resolved.append(resolved_event(last, active.since, active.seen, gone, now, late))
         return resolved
 
     def _why_late(self, held_by: datetime | None) -> str:
@@ -144,6 +170,14 @@ class ConditionTracker:
         """Drop every active condition without telling its end (a replica that no longer leads)."""
         self._active.clear()
         self._ended.clear()
+        self._adopted.clear()
+
+
+def _repeat(told: Mapping[Severity, datetime], event: AlertEvent, window: timedelta) -> bool:
+    """Whether a notifier that told the condition as ``told`` says holds back ``event`` (``agent.notify.dedup``)."""
+    severities = list(Severity)
+    higher = severities[severities.index(event.severity) :]
+    return any((at := told.get(s)) is not None and event.at - at < window for s in higher)
 
 
 def resolved_event(

@@ -32,7 +32,7 @@ import copy
 import logging
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -86,6 +86,8 @@ class TickReport:
     results: tuple[ActionResult, ...]
     alerts: tuple[AlertEvent, ...] = field(default_factory=tuple)
     resolved: tuple[AlertEvent, ...] = field(default_factory=tuple)  # level conditions this tick found gone
+    # alerts of conditions a previous leader told within the de-duplication window: not told again
+    told_before: tuple[AlertEvent, ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,7 @@ class Agent:
         replicas share is the leader's to charge: a standby only reads the budgets' spend from it. A standby tells
         no condition's end (the leader does): it forgets the conditions it raised while it led."""
         self.conditions.forget()
+        self._keep_conditions()
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         self.last_read_units.update({p: s.target_units for p, s in states.items()})
         if isinstance(self.parts.ledger, LeaderWrittenLedger) and not self.parts.ledger.writing:
@@ -272,12 +275,13 @@ class Agent:
         a ledger write that fails once the executor has acted would otherwise lose a stockout for good, which is raised
         only when it begins."""
         alerts: list[AlertEvent] = missing_data_events(outlook.problems, now)
+        self.conditions.adopt(self.memory.open_conditions, self.memory.conditions_ended)  # a predecessor's, read back
         try:
             report = self._act(now, outlook, alerts)
         except Exception:
             self._tell(now, alerts)
             raise
-        self._notify([*report.alerts, *report.resolved])
+        self._notify([*_untold(report.alerts, report.told_before), *report.resolved])
         self._last_tick = now
         return report
 
@@ -333,19 +337,31 @@ class Agent:
         self.budget_watch.acted(now, plan, execution.results, seen)
         alerts.extend(self.budget_watch.alerts(now, plan, spends, seen, execution.results))
         holding, unknown = still_holding(self.memory, states, now), not_evaluated(self.pool_by_id, states)
+        told_before = self.conditions.told_before(alerts)
         resolved = self.conditions.update(now, alerts, holding, unknown)
+        self._keep_conditions()
         results = cleared.results + execution.results
-        return TickReport(now, observed, forecasts, problems, plan, results, tuple(alerts), tuple(resolved))
+        return TickReport(
+            now, observed, forecasts, problems, plan, results, tuple(alerts), tuple(resolved), tuple(told_before)
+        )
 
     def _tell(self, now: datetime, alerts: Sequence[AlertEvent]) -> None:
         """Deliver what a failed tick collected before it failed, keeping its level conditions to be resolved by a
         later tick; it resolves none, having evaluated none to its end. A notifier's failure here is logged, so that
         the tick's own error is the one raised."""
+        told_before = self.conditions.told_before(alerts)
         self.conditions.update(now, alerts, unknown=self.conditions.active)
+        self._keep_conditions()
         try:
-            self._notify(alerts)
+            self._notify(_untold(alerts, told_before))
         except Exception:
             log.exception("alerts of a failed tick not delivered: %d", len(alerts))
+
+    def _keep_conditions(self) -> None:
+        """Carry the open conditions in the planner memory, which is saved for the next leader."""
+        active, ended = self.conditions.record()
+        if active != self._memory.open_conditions or ended != self._memory.conditions_ended:
+            self._memory = replace(self._memory, open_conditions=active, conditions_ended=ended)
 
     def _notify(self, events: Sequence[AlertEvent]) -> None:
         for event in events:
@@ -463,3 +479,9 @@ class Agent:
 
     def _stale_steps(self) -> int:
         return max(1, math.ceil(self.settings.forecast.max_staleness / self.step))
+
+
+def _untold(alerts: Sequence[AlertEvent], told_before: Sequence[AlertEvent]) -> list[AlertEvent]:
+    """``alerts`` without those a previous leader told (``ConditionTracker.told_before``)."""
+    quiet = {id(event) for event in told_before}
+    return [event for event in alerts if id(event) not in quiet]

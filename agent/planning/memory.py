@@ -3,6 +3,12 @@ when each pool's changes keep failing, and since when its units keep failing for
 is kept for configured pools only (``only``): what it says of a pool no longer configured is dropped, never alerted
 on or exported, and not inherited by a pool added later under the same id.
 
+It also carries the record of the open alert conditions (``open_conditions``, ``conditions_ended``: what
+``agent.conditions.ConditionTracker`` holds), which the planner never reads: it travels with the memory so that a
+new leader, which reads the memory its predecessor saved, neither tells those conditions again nor forgets to tell
+their ends. Conditions are not a pool's: ``only`` keeps them all (one about a pool no longer configured is simply
+never raised again, and its end is told).
+
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 """
 
@@ -14,7 +20,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TypeVar
 
+from models import AlertKind, Severity
+
 V = TypeVar("V")
+Condition = tuple[AlertKind, str]  # an alert condition: kind, subject
 
 
 class BackoffReason(StrEnum):
@@ -23,6 +32,23 @@ class BackoffReason(StrEnum):
 
     STOCKOUT = "stockout"
     FAILING_CHANGES = "failing-changes"
+
+
+@dataclass(frozen=True)
+class OpenCondition:
+    """A level condition raised and not yet resolved (``agent.conditions``): first raised at ``since``, last raised
+    or holding at ``seen``, its latest event's ``severity`` and ``summary``, when each severity was last told (an event
+    a notifier's de-duplication window let through: ``told``), the first tick that found it gone since ``seen``,
+    whether it was last seen as holding (``held``) and when the end told before held this one's back (``held_by``)."""
+
+    since: datetime
+    seen: datetime
+    severity: Severity
+    summary: str
+    told: dict[Severity, datetime] = field(default_factory=dict)
+    gone: datetime | None = None
+    held: bool = False
+    held_by: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +65,9 @@ class PlannerMemory:
     # some last did so. Apart from the count above: the accepted request that asks for the units again ends that one
     units_failing_since: dict[str, datetime] = field(default_factory=dict)
     units_failed_last: dict[str, datetime] = field(default_factory=dict)
+    # the alert conditions open, and when the end of each condition was last told (within a de-duplication window)
+    open_conditions: dict[Condition, OpenCondition] = field(default_factory=dict)
+    conditions_ended: dict[Condition, datetime] = field(default_factory=dict)
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
@@ -139,6 +168,8 @@ class PlannerMemory:
             last_failure=_only(self.last_failure, pool_ids),
             units_failing_since=_only(self.units_failing_since, pool_ids),
             units_failed_last=_only(self.units_failed_last, pool_ids),
+            open_conditions=self.open_conditions,
+            conditions_ended=self.conditions_ended,
         )
 
 

@@ -10,7 +10,11 @@ Version 1::
      "failing_since": {"pool": "..."},
      "last_failure": {"pool": "..."},
      "units_failing_since": {"pool": "..."},
-     "units_failed_last": {"pool": "..."}}
+     "units_failed_last": {"pool": "..."},
+     "open_conditions": [{"kind": "stockout", "subject": "pool", "since": "...", "seen": "...",
+                          "severity": "warning", "summary": "...", "told": {"warning": "..."},
+                          "gone": "...", "held": true, "held_by": "..."}],
+     "conditions_ended": [{"kind": "missing-data", "subject": "demand class x", "at": "..."}]}
 
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
@@ -19,7 +23,12 @@ without ``failing_since`` the count starts again at the next failure, and a pool
 ``units_failed_last`` (since when, and when last, a pool's units failed for a reason other than capacity) may be
 absent the same way. ``backoff_reason`` (why each pool was backed off: ``stockout`` or ``failing-changes``) may be
 absent too, and a reason this release does not know is left out: a back-off without a reason is read as a stockout,
-as every back-off was before reasons were kept. A
+as every back-off was before reasons were kept. ``open_conditions`` and ``conditions_ended`` (the alert
+conditions raised and not yet resolved, and when the end of each was last told: ``agent.conditions``; ``gone`` and
+``held_by`` may be absent) may be absent too: a release that does not know them reads the rest, and its leader
+starts with no open condition, as every leader did before they were kept. A condition entry this release cannot
+read (a kind or severity it does not know, a malformed time) is left out, never the document: at worst its alert
+is told again. A
 document this code cannot read (no or an older unknown version, malformed) raises ``StateDocumentUnreadable``; the
 stores treat it as nothing saved, so the next save replaces it. A document of a newer version raises
 ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads during a rolling upgrade
@@ -29,12 +38,15 @@ or a rollback must not write over the back-offs and blocks a newer one saved.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from agent.planning import PlannerMemory
-from agent.planning.memory import BackoffReason
-from models import StateDocumentTooNew, StateDocumentUnreadable
+from agent.planning.memory import BackoffReason, Condition, OpenCondition
+from models import AlertKind, Severity, StateDocumentTooNew, StateDocumentUnreadable
+
+V = TypeVar("V")
 
 VERSION = 1
 _REASONS = frozenset(r.value for r in BackoffReason)
@@ -56,6 +68,11 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
         "last_failure": {pool: _time(at) for pool, at in sorted(memory.last_failure.items())},
         "units_failing_since": {pool: _time(since) for pool, since in sorted(memory.units_failing_since.items())},
         "units_failed_last": {pool: _time(at) for pool, at in sorted(memory.units_failed_last.items())},
+        "open_conditions": [_open(key, open_) for key, open_ in sorted(memory.open_conditions.items())],
+        "conditions_ended": [
+            {"kind": str(kind), "subject": subject, "at": _time(at)}
+            for (kind, subject), at in sorted(memory.conditions_ended.items())
+        ],
     }
     return json.dumps(document, indent=1, sort_keys=False)
 
@@ -94,6 +111,8 @@ def decode(text: str) -> PlannerMemory:
                 str(pool): _parse(since) for pool, since in document.get("units_failing_since", {}).items()
             },
             units_failed_last={str(pool): _parse(at) for pool, at in document.get("units_failed_last", {}).items()},
+            open_conditions=dict(_conditions(document.get("open_conditions"), _read_open)),
+            conditions_ended=dict(_conditions(document.get("conditions_ended"), lambda e: _parse(e["at"]))),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None
@@ -118,3 +137,45 @@ def _direction(value: Any) -> int:
     if value not in (1, -1):
         raise ValueError(f"direction {value!r} is neither 1 nor -1")
     return int(value)
+
+
+def _open(key: Condition, condition: OpenCondition) -> dict[str, Any]:
+    kind, subject = key
+    entry: dict[str, Any] = {
+        "kind": str(kind),
+        "subject": subject,
+        "since": _time(condition.since),
+        "seen": _time(condition.seen),
+        "severity": str(condition.severity),
+        "summary": condition.summary,
+        "told": {str(severity): _time(at) for severity, at in sorted(condition.told.items())},
+        "held": condition.held,
+    }
+    if condition.gone is not None:
+        entry["gone"] = _time(condition.gone)
+    if condition.held_by is not None:
+        entry["held_by"] = _time(condition.held_by)
+    return entry
+
+
+def _read_open(entry: dict[str, Any]) -> OpenCondition:
+    gone, held_by = entry.get("gone"), entry.get("held_by")
+    return OpenCondition(
+        since=_parse(entry["since"]),
+        seen=_parse(entry["seen"]),
+        severity=Severity(entry["severity"]),
+        summary=str(entry["summary"]),
+        told={Severity(severity): _parse(at) for severity, at in entry.get("told", {}).items()},
+        gone=None if gone is None else _parse(gone),
+        held=entry.get("held") is True,
+        held_by=None if held_by is None else _parse(held_by),
+    )
+
+
+def _conditions(entries: Any, read: Callable[[dict[str, Any]], V]) -> Iterator[tuple[Condition, V]]:
+    """The readable entries of a list of conditions; any other is left out (its alert may be told again)."""
+    for entry in entries if isinstance(entries, list) else ():
+        try:
+            yield (AlertKind(entry["kind"]), str(entry["subject"])), read(entry)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue

@@ -25,10 +25,11 @@ from typing import TypeVar
 
 from agent.planning import PlannerMemory
 from agent.state.base import StateStore
-from models import StateUnavailable
+from models import AlertKind, StateUnavailable
 
 log = logging.getLogger(__name__)
 V = TypeVar("V")
+K = TypeVar("K", str, tuple[AlertKind, str])
 
 
 class MemoryKeeper:
@@ -119,7 +120,8 @@ class MemoryKeeper:
 def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> PlannerMemory:
     """Three-way, per pool: what only one side changed since ``base`` is taken from that side; where both
     changed, our block stays and the later time wins (a back-off, a recent change). A back-off's reason is the one
-    of the side whose back-off was kept."""
+    of the side whose back-off was kept. Open alert conditions merge per condition the same way, ours kept where
+    both changed (the leader saw it last)."""
     backoff_until = _three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max)
     return PlannerMemory(
         last_change=_three_way(base.last_change, ours.last_change, theirs.last_change, max),
@@ -136,13 +138,15 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
             base.units_failing_since, ours.units_failing_since, theirs.units_failing_since, min
         ),
         units_failed_last=_three_way(base.units_failed_last, ours.units_failed_last, theirs.units_failed_last, max),
+        open_conditions=_three_way(base.open_conditions, ours.open_conditions, theirs.open_conditions, lambda o, _: o),
+        conditions_ended=_three_way(base.conditions_ended, ours.conditions_ended, theirs.conditions_ended, max),
     )
 
 
 def _three_way(
-    base: Mapping[str, V], ours: Mapping[str, V], theirs: Mapping[str, V], both: Callable[[V, V], V]
-) -> dict[str, V]:
-    out: dict[str, V] = {}
+    base: Mapping[K, V], ours: Mapping[K, V], theirs: Mapping[K, V], both: Callable[[V, V], V]
+) -> dict[K, V]:
+    out: dict[K, V] = {}
     for key in sorted(base.keys() | ours.keys() | theirs.keys()):
         b, o, t = base.get(key), ours.get(key), theirs.get(key)
         if o == b:

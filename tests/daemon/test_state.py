@@ -195,8 +195,10 @@ def test_a_failed_save_neither_fails_the_tick_nor_loses_the_memory(
     assert _metric(leader, "leadtime_errors_total", {"error": "StateUnavailable"}) == 1
     assert _metric(leader, "leadtime_ticks_total", {"role": "leader", "outcome": "ok"}) == 1
     assert leader.assembled.health.readiness(clock.now()).ready
-    stage.play(TICK, [leader])  # retried on the next tick (on the minute) although nothing changed
-    assert saved() == memory
+    stage.play(TICK, [leader])  # retried on the next tick (on the minute)
+    # with the back-off that failed to save; the open stockout alert's last-seen time has moved on since
+    assert saved() == leader.assembled.loop.agent.memory
+    assert leader.assembled.loop.agent.memory.backoff_until == memory.backoff_until
 
     # someone else writes the ConfigMap meanwhile: the leader reads it at its next tick, so its write carries the
     # current version (no conflict) and keeps what it learned
