@@ -4,7 +4,7 @@ The rule: at each step a pool asks for ``need(t) + s[k(t)]`` units (clamped to i
 units the demand needs now and ``k(t)`` the bucket of how long ``need`` has been unchanged. Units asked for are
 paid from the request and ready one lead time later; units no longer asked for are released once idle for the
 hold (``hold`` steps), in-flight units cancelled first (latest first), then ready ones, longest idle first. This
-mirrors ``agent.simulation.runner._drive`` with ``actuators.simulated.SimulatedCluster`` and the planner's
+mirrors ``agent.simulation.runner.drive`` with ``actuators.simulated.SimulatedCluster`` and the planner's
 ``_scale_up`` / ``_scale_down`` (no step limits, no cooldown, on-demand units), for one pool serving one class.
 Many standby tables are replayed at once, one row each, so that every combination of a few units per bucket can be
 tried on two weeks of five-minute steps in minutes.

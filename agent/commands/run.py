@@ -257,7 +257,7 @@ def rehearsal_parts(
     from actuators import SimulatedCluster
     from agent.daemon.replay import RehearsalCluster, ReplayedDemand, ShiftedTraceSource
     from agent.daemon.wiring import DaemonParts
-    from agent.simulation.runner import simulated_ledger
+    from agent.simulation.assembly import simulated_ledger
     from agent.simulation.window import initial_units
     from agent.state import InMemoryStateStore
 

@@ -23,11 +23,12 @@ from agent.report.fleet import MAX_PANELS, top_classes, top_pools, top_pools_tab
 from agent.report.headline import energy_section, headline_section
 from agent.report.hybrid import hybrid_section
 from agent.report.provenance import accelerator_hours_note, provenance_section, service_levels_text, unit_name
+from agent.simulation.bands import band_leads
 from agent.simulation.budgets import budget_usage
 from agent.simulation.oracle import floor_caveats
 from agent.simulation.policies import REACTIVE_UNNEEDED_TIME
 from agent.simulation.results import trace_attribution
-from agent.simulation.runner import PolicyRun, band_leads
+from agent.simulation.runner import PolicyRun
 from agent.simulation.window import SimulationWindow
 from config.durations import format_duration
 from config.schema import Settings

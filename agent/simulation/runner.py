@@ -3,60 +3,50 @@
 At each step ``t`` the cluster first receives units whose lead time has passed, then the policy ticks (seeing
 only demand before ``t``), then the step's demand is served by the ready units. A unit is paid from the moment
 it is requested until it is released. Steps where any class's demand is missing (trace gaps) count neither
-cost nor service: they are skipped in the metrics, never read as zero demand.
+cost nor service: they are skipped in the metrics, never read as zero demand. What the agent-driven policies
+observe is ``agent.simulation.observation``'s, what they run on ``agent.simulation.assembly``'s.
 """
 
 from __future__ import annotations
 
 import math
-import threading
-from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from multiprocessing import get_context
 
 import numpy as np
 import pandas as pd
 
 from actuators.simulated import SimulatedCluster
-from agent.ledger import InMemoryLedger
-from agent.loop import Agent, AgentParts, Outlook, TickReport
-from agent.notify import RecordingNotifier
-from agent.planning.budget import Budget
+from agent.loop import Outlook
+from agent.simulation.assembly import policy_agent, policy_cluster
+from agent.simulation.bands import BandRecorder, BandSpec, band_leads
 from agent.simulation.decisions import DecisionChanges, decision_changes
 from agent.simulation.first_come import FirstComeCaps
+from agent.simulation.observation import (
+    COST_RANK,
+    LAST_VALUE,
+    ObserveArgs,
+    Progress,
+    observe_window,
+    restart_parts,
+    share_out,
+)
 from agent.simulation.oracle import oracle_schedule
 from agent.simulation.policies import (
     AGENT_POLICIES,
     POLICIES,
-    REACTIVE_UNNEEDED_TIME,
     AgentController,
     Controller,
     OracleController,
     StaticController,
 )
-from agent.simulation.window import SimulationWindow, initial_units, required_units, static_units
-from agent.sources.trace import Trace, TraceSource
+from agent.simulation.window import SimulationWindow, required_units
+from agent.sources.trace import Trace
 from config.schema import PlannerSettings, Settings
-from forecasting.base import Forecaster
 from forecasting.calibrated import last_value_forecaster
-from forecasting.factory import build_forecaster
-from forecasting.last_value import PersistenceForecaster
-from models import AlertEvent, CapacityPlan, LedgerEntry, PoolKind, PoolSpec, SkipReason
+from models import AlertEvent, CapacityPlan, PoolKind, PoolSpec, SkipReason
 from models.clock import SimulatedClock
-
-Progress = Callable[[int], None]
-ObserveArgs = tuple[
-    Settings,
-    Trace,
-    SimulationWindow,
-    str,
-    Sequence[float],
-    Progress | None,
-    Callable[[], Forecaster] | None,
-    range | None,
-]
 
 
 @dataclass
@@ -181,13 +171,13 @@ class Simulation:
         if compare_decisions and "forecast" in policies and self._last_value is None:
             names.append(LAST_VALUE)
         parts = restart_parts(self.settings, self.window)
-        names.sort(key=lambda name: _COST_RANK.get(name, 0))  # the longest first, so the two end close together
+        names.sort(key=lambda name: COST_RANK.get(name, 0))  # the longest first, so the two end close together
         jobs = [(name, ticks) for name in names for ticks in parts]
         if len(jobs) < 2:
             for name in names:
                 self._store(name, [observe_window(*self._job_args(name, None, self.progress))])
             return
-        found = _share_out(jobs, self._job_args, self.progress)
+        found = share_out(jobs, self._job_args, self.progress)
         for name in names:
             self._store(name, [found[(name, ticks)] for ticks in parts])
 
@@ -197,119 +187,6 @@ class Simulation:
             self._last_value = joined
         else:
             self._outlooks[name] = joined
-
-
-LAST_VALUE = "calibrated last value"  # the forecaster decision changes are counted against
-Job = tuple[str, range]  # a policy's outlooks (or ``LAST_VALUE``'s) over some ticks
-# What observing a window costs, cheapest last: the configured models, the calibrated last value, bare persistence.
-_COST_RANK = {"forecast": 0, LAST_VALUE: 1, "reactive": 2}
-
-
-def _share_out(
-    jobs: Sequence[Job], job_args: Callable[..., ObserveArgs], progress: Progress | None
-) -> dict[Job, list[Outlook]]:
-    """Every job's outlooks, computed in this process and in a second one at once, each taking the next job in
-    order as it comes free: jobs differ in length (a part with more history fits longer), and a fixed split kept a
-    core idle for 10 s of the demo. ``progress`` is called in this thread only: with this process's ticks as they
-    go, and with the other's jobs (but ``LAST_VALUE``'s, which the bar does not count) once they have ended."""
-    waiting = list(jobs)
-    found: dict[Job, list[Outlook]] = {}
-    lock = threading.Lock()
-    failed: list[BaseException] = []
-    pending = [0]  # ticks the other process observed, not yet reported
-
-    def take() -> Job | None:
-        with lock:
-            return waiting.pop(0) if waiting and not failed else None
-
-    def report(ticks: int) -> None:
-        with lock:
-            ticks, pending[0] = ticks + pending[0], 0
-        if progress is not None and ticks:
-            progress(ticks)
-
-    def feed(pool: ProcessPoolExecutor) -> None:  # a thread: waits for the second process, which frees the GIL
-        try:
-            while (job := take()) is not None:
-                found[job] = pool.submit(observe_window, *job_args(*job)).result()
-                if job[0] != LAST_VALUE:
-                    with lock:
-                        pending[0] += len(job[1])
-        except Exception as error:  # noqa: BLE001 - raised again in the calling thread once this one ends
-            failed.append(error)
-
-    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
-        feeder = threading.Thread(target=feed, args=(pool,), name="outlooks-feeder", daemon=True)
-        feeder.start()
-        try:
-            while (job := take()) is not None:
-                found[job] = observe_window(*job_args(*job, report))
-        except BaseException:
-            with lock:
-                waiting.clear()
-            raise
-        finally:
-            feeder.join()
-    report(0)
-    if failed:
-        raise failed[0]
-    if len(found) < len(jobs):  # the feeder thread died of something no ``except Exception`` catches
-        raise RuntimeError(f"outlooks not computed for {[job for job in jobs if job not in found]}")
-    return found
-
-
-def restart_tick(settings: Settings, window: SimulationWindow) -> int:
-    """The tick at which every agent-driven policy's agent starts afresh (0: never): the point of the configured
-    retrain schedule (counted from the window's start) nearest the window's middle.
-
-    A fresh agent fits, trains every model and selects at its first tick, as an agent that ran from the start
-    does there on its own schedule, so the outlooks are that agent's; unless a data gap has moved its schedule
-    (refits resume one step after a gap ends: on the bundled window by one step), and then the restart adds one
-    retrain, as a rollout of the daemon would. The window's two parts can then be observed at the same time, in
-    two processes, and the outlooks never depend on how many there are."""
-    every = max(1, round(settings.forecast.retrain_interval / window.step))
-    steps = len(window.index)
-    tick = round(steps / 2 / every) * every
-    return tick if 0 < tick < steps else 0
-
-
-def restart_parts(settings: Settings, window: SimulationWindow) -> list[range]:
-    """The window's ticks in the parts a fresh agent observes (``restart_tick``)."""
-    steps, tick = len(window.index), restart_tick(settings, window)
-    return [range(0, tick), range(tick, steps)] if tick else [range(steps)]
-
-
-def observe_window(
-    settings: Settings,
-    trace: Trace,
-    window: SimulationWindow,
-    policy: str,
-    extra_quantiles: Sequence[float] = (),
-    progress: Progress | None = None,
-    forecaster: Callable[[], Forecaster] | None = None,
-    ticks: range | None = None,
-) -> list[Outlook]:
-    """What the ``policy``'s agent observes and forecasts at every step of the window, or at ``ticks`` (with a
-    forecaster ``forecaster()`` makes instead of the configured one, when given). The agent starts afresh at the
-    first tick and at ``restart_tick``."""
-    ticks = range(len(window.index)) if ticks is None else ticks
-    restart = restart_tick(settings, window)
-    seen: list[Outlook] = []
-    clock: SimulatedClock | None = None
-    agent: Agent | None = None
-    for t in ticks:
-        if agent is None or clock is None or t == restart:
-            cluster, clock = _cluster(settings, window, policy)
-            made = forecaster() if forecaster is not None else None
-            agent = _agent(policy, settings, trace, window, cluster, None, extra_quantiles, made)
-        now = window.index[t].to_pydatetime()
-        clock.set(now)
-        seen.append(agent.observe(now))
-        if progress is not None and len(seen) % 64 == 0:
-            progress(64)
-    if progress is not None:
-        progress(len(seen) % 64)
-    return seen
 
 
 def run_policy(
@@ -324,7 +201,7 @@ def run_policy(
     """Run one policy. ``planner`` overrides the planner settings of the agent-driven policies; ``outlooks``
     (one per step) replays precomputed observations and forecasts instead of computing them."""
     pools = settings.pool_specs()
-    cluster, clock = _cluster(settings, window, policy)
+    cluster, clock = policy_cluster(settings, window, policy)
     controller: Controller
     caps = FirstComeCaps.paced(settings) if policy == "reactive" else None
     if policy == "static":
@@ -334,11 +211,11 @@ def run_policy(
         schedule = {p.pool_id: oracle_schedule(required[p.pool_id], p.lead_time, window.step) for p in pools}
         controller = OracleController(cluster, schedule)
     else:
-        agent = _agent(policy, settings, trace, window, cluster, planner)
+        agent = policy_agent(policy, settings, trace, window, cluster, planner)
         controller = AgentController(agent, outlooks)
         bands = BandSpec(band_leads(pools, window.step), agent.service_levels)
-        return _drive(policy, controller, cluster, clock, window, pools, progress, caps, bands)
-    return _drive(policy, controller, cluster, clock, window, pools, progress, caps)
+        return drive(policy, controller, cluster, clock, window, pools, progress, caps, bands)
+    return drive(policy, controller, cluster, clock, window, pools, progress, caps)
 
 
 def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str, np.ndarray]) -> PolicyRun:
@@ -364,7 +241,7 @@ def run_actual(settings: Settings, window: SimulationWindow, units: Mapping[str,
     clock = SimulatedClock(window.index[0].to_pydatetime())
     start = {p: int(v[0]) for p, v in recorded.items()}
     cluster = SimulatedCluster(pools, clock, start, waiting_costs=settings.waiting_costs())
-    run = _drive("actual", OracleController(cluster, recorded), cluster, clock, window, pools, None)
+    run = drive("actual", OracleController(cluster, recorded), cluster, clock, window, pools, None)
     hours = window.step.total_seconds() / 3600.0
     observed = window.observed
     for pool in settings.pool_specs():
@@ -405,7 +282,7 @@ def run_schedule(
     clock = SimulatedClock(window.index[0].to_pydatetime())
     cluster = SimulatedCluster(pools, clock, dict(start), waiting_costs=settings.waiting_costs())
     schedule = {pool_id: np.asarray(values, dtype=int) for pool_id, values in targets.items()}
-    return _drive("schedule", OracleController(cluster, schedule), cluster, clock, window, pools, None)
+    return drive("schedule", OracleController(cluster, schedule), cluster, clock, window, pools, None)
 
 
 # A recorded capacity missing for this many steps or fewer is a missed scrape or a sample just outside the
@@ -437,69 +314,7 @@ def _held(values: np.ndarray) -> np.ndarray:
     return held
 
 
-def _cluster(settings: Settings, window: SimulationWindow, policy: str) -> tuple[SimulatedCluster, SimulatedClock]:
-    pools, priority = settings.pool_specs(), settings.waiting_costs()
-    clock = SimulatedClock(window.index[0].to_pydatetime())
-    start_units = (
-        static_units(window, pools, priority) if policy == "static" else initial_units(window, pools, priority)
-    )
-    cluster = SimulatedCluster(pools, clock, start_units, _stockouts(settings), waiting_costs=priority)
-    return cluster, clock
-
-
-def without_paced_budgets(settings: Settings) -> Settings:
-    """The settings a reactive autoscaler runs on: it has no forecast to pace a budget on, so it runs without the
-    paced budgets, whose caps a kill switch beside it holds first-come (``FirstComeCaps``)."""
-    return settings.model_copy(update={"budgets": tuple(b for b in settings.budgets if b.pacing != "forecast")})
-
-
-def simulated_ledger(settings: Settings, window: SimulationWindow) -> InMemoryLedger:
-    """The simulated agent's ledger: every pool of a budget held at 0 units from the start of the budget's month
-    period holding the window's start until then. The simulation bills the pools from the window's start and
-    counts each budget's spend from there (``agent.simulation.budgets``): the spend before it is 0 by definition,
-    not unknown, and a ledger that began at the window would raise a budget-ledger-incomplete alert in every
-    run with a monthly cap, asking for a bill that does not exist."""
-    start: datetime = window.index[0].to_pydatetime()
-    opened: dict[str, datetime] = {}
-    for settings_budget in settings.budgets:
-        since = Budget.from_settings(settings_budget).period(start).start
-        for pool_id in settings_budget.pools:
-            opened[pool_id] = min(opened.get(pool_id, start), since)
-    ledger = InMemoryLedger()
-    ledger.record_many([LedgerEntry(p, since, start, 0, 0.0) for p, since in sorted(opened.items()) if since < start])
-    return ledger
-
-
-def _agent(
-    policy: str,
-    settings: Settings,
-    trace: Trace,
-    window: SimulationWindow,
-    cluster: SimulatedCluster,
-    planner: PlannerSettings | None,
-    extra_quantiles: Sequence[float] = (),
-    forecaster: Forecaster | None = None,
-) -> Agent:
-    source = TraceSource(trace)
-    if policy == "reactive":
-        reactive = (planner or settings.planner).model_copy(
-            update={
-                "scale_down_stabilization": REACTIVE_UNNEEDED_TIME,
-                "idle_hold_lead_times": 0.0,
-                "slice_release_by_forecast": False,
-                "service_level": None,
-            }
-        )
-        ledger = simulated_ledger(settings, window)
-        parts = AgentParts(source, PersistenceForecaster(), cluster, ledger, RecordingNotifier())
-        return Agent(without_paced_budgets(settings), parts, tick=window.step, step=window.step, planner=reactive)
-    if forecaster is None:
-        forecaster = build_forecaster(settings.forecast, settings.planning_horizon(window.step))
-    parts = AgentParts(source, forecaster, cluster, simulated_ledger(settings, window), RecordingNotifier())
-    return Agent(settings, parts, tick=window.step, step=window.step, planner=planner, extra_quantiles=extra_quantiles)
-
-
-def _drive(
+def drive(
     policy: str,
     controller: Controller,
     cluster: SimulatedCluster,
@@ -519,7 +334,7 @@ def _drive(
     run.spend_by_pool_usd = {p.pool_id: 0.0 for p in pools}
     run.unserved_by_class = {name: np.full(steps, np.nan) for name in window.classes}
     run.served_by_pool = {p.pool_id: np.full(steps, np.nan) for p in pools}
-    bands = _BandRecorder(window, band_spec or BandSpec({}, {}))
+    bands = BandRecorder(window, band_spec or BandSpec({}, {}))
     for t in range(steps):
         now: datetime = window.index[t].to_pydatetime()
         clock.set(now)
@@ -573,67 +388,3 @@ def held_by_budget(plan: CapacityPlan) -> bool:
         if any(s.unpaced_need is not None and s.unpaced_need > s.need + 1e-9 for s in decision.demand):
             return True
     return any(r.forced for r in plan.resizes) or any(skip.reason is SkipReason.BUDGET for skip in plan.skips)
-
-
-@dataclass(frozen=True)
-class BandSpec:
-    """Which forecast the report's bands show per class: the one issued ``leads[class]`` steps before the step it
-    is drawn at, from its median to the quantile at the class's service level ``levels[class]``."""
-
-    leads: dict[str, int]
-    levels: dict[str, float]
-
-
-def band_leads(pools: Sequence[PoolSpec], step: timedelta) -> dict[str, int]:
-    """Per class, the steps from a decision to the first step the capacity it asks for can serve: the longest lead
-    time among the pools that serve the class and can be scaled, in steps (0 for a class on on-prem pools only)."""
-    leads: dict[str, int] = {}
-    for pool in pools:
-        lead = math.ceil(pool.lead_time / step) if pool.kind is not PoolKind.ON_PREM else 0
-        for name in pool.serves:
-            leads[name] = max(leads.get(name, 0), lead)
-    return leads
-
-
-class _BandRecorder:
-    """Keeps, per class and step, the forecast median and the quantile at the class's service level that the agent
-    issued one lead time before the step (``BandSpec``): the forecast its capacity for that step rested on. A
-    forecast's first step is the one its tick serves, so the lead time ahead is its step ``lead``."""
-
-    def __init__(self, window: SimulationWindow, spec: BandSpec) -> None:
-        steps = len(window.index)
-        self._spec = spec
-        self._median = {c: np.full(steps, np.nan) for c in window.classes}
-        self._upper = {c: np.full(steps, np.nan) for c in window.classes}
-        self._any = False
-
-    def record(self, t: int, report: TickReport) -> None:
-        for name, forecast in report.forecasts.items():
-            if name not in self._median or name not in self._spec.levels or forecast.horizon_steps == 0:
-                continue
-            ahead = min(self._spec.leads.get(name, 0), forecast.horizon_steps - 1)
-            if t + ahead >= len(self._median[name]):
-                continue
-            self._median[name][t + ahead] = forecast.quantiles[forecast.level_at_or_above(0.5)][ahead]
-            upper = forecast.level_at_or_above(self._spec.levels[name])
-            self._upper[name][t + ahead] = forecast.quantiles[upper][ahead]
-            self._any = True
-
-    def result(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-        if not self._any:
-            return {}
-        return {c: (self._median[c], self._upper[c]) for c in self._median}
-
-
-def _stockouts(settings: Settings) -> dict[str, list[tuple[datetime, datetime]]]:
-    out: dict[str, list[tuple[datetime, datetime]]] = {}
-    for window in settings.simulation.stockouts:
-        start, end = (_aware(datetime.fromisoformat(v)) for v in (window.start, window.end))
-        out.setdefault(window.pool, []).append((start, end))
-    return out
-
-
-def _aware(when: datetime) -> datetime:
-    from datetime import UTC
-
-    return when if when.tzinfo is not None else when.replace(tzinfo=UTC)

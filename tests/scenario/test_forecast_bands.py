@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from agent.simulation import run_policy, select_window
-from agent.simulation.runner import band_leads, observe_window
+from agent.simulation.bands import band_leads
+from agent.simulation.observation import observe_window
 from agent.sources.trace import read_trace
 from config import settings_from_mapping
 from models import AcceleratorFamily, CapacityTier, PoolKind, PoolSpec

@@ -14,7 +14,8 @@ import agent.simulation.equal_service as searches
 from agent.loop import Outlook
 from agent.simulation import select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
-from agent.simulation.runner import Simulation, _share_out, observe_window, restart_parts, restart_tick
+from agent.simulation.observation import observe_window, restart_parts, restart_tick, share_out
+from agent.simulation.runner import Simulation
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace, read_trace
 from config import settings_from_mapping
@@ -120,4 +121,4 @@ def _broken_args(name: str, ticks: range, progress: object = None) -> tuple[Any,
 def test_a_part_that_fails_in_either_process_fails_the_preparation() -> None:
     jobs = [("forecast", range(0, 1)), ("forecast", range(1, 2)), ("reactive", range(0, 1))]
     with pytest.raises(AttributeError):
-        _share_out(jobs, _broken_args, None)
+        share_out(jobs, _broken_args, None)
