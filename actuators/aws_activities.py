@@ -2,22 +2,34 @@
 be current, in all its zones or only some (``CAPACITY_MEMORY``, ``read_launches``), and which of its instances still
 terminating were terminated with the desired capacity lowered, so get no replacement. ``actuators.aws_groups`` says
 how the adapters use it, with the sources.
+
+The activities are read page by page (``read_activities``). DescribeScalingActivities lists those still in progress
+first, then the others by start time, latest first, at most 100 a page (``MaxRecords``: its default and its maximum),
+and a ``NextToken`` while more remain (Auto Scaling API Reference). Each termination a lifecycle hook holds is an
+activity in progress, so after the release of many nodes the failed launch that followed, and some of the agent's own
+terminations (which only their activity tells an agent started afresh), are past the first page. Pages are read until
+every activity in progress and every one that started within ``CAPACITY_MEMORY`` is read (older ones can no longer
+be current), but no more than one page for each 100 of the group's instances and desired capacity, plus one: each
+instance launching or terminating has one activity in progress, so that many pages hold them all and a page of the
+latest finished ones; a tick reads no more of a group whose activities keep coming faster than that.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from actuators.aws_errors import capacity_failure, zone_of
 
+PAGE = 100  # DescribeScalingActivities' MaxRecords: its default and its maximum
 # How long a failed launch is current; one that failed for capacity this recently refuses the next scale-up without
 # asking AWS again.
 CAPACITY_MEMORY = timedelta(minutes=10)
 FAILED = ("Failed", "Cancelled")  # Activity.StatusCode values of a launch that did not happen
+FINISHED = ("Successful", *FAILED)  # Activity.StatusCode values of an activity no longer in progress
 # A termination activity ("Terminating EC2 instance: i-...") whose Cause says the group was shrunk with it ("... was
 # taken out of service in response to a user request, shrinking the capacity from 10 to 9."): no replacement follows.
 _TERMINATING = "Terminating EC2 instance: "
@@ -35,6 +47,30 @@ class LaunchRecord:
     for_capacity: bool = True
     zone_failure: str = ""
     shrinking: frozenset[str] = frozenset()  # instances terminated with the desired capacity lowered: no replacement
+
+
+def read_activities(page: Callable[..., Any], group: dict[str, Any], now: datetime) -> list[dict[str, Any]]:
+    """The group's scaling activities ``read_launches`` needs, through ``page`` (DescribeScalingActivities, its
+    errors translated): every one in progress and every one that started within ``CAPACITY_MEMORY`` before ``now``,
+    within the bound of pages the module's notes give."""
+    name = str(group["AutoScalingGroupName"])
+    bound = -(-(len(group.get("Instances", [])) + int(group.get("DesiredCapacity", 0))) // PAGE) + 1
+    activities: list[dict[str, Any]] = []
+    token = ""
+    for _ in range(bound):
+        asked = {"AutoScalingGroupName": name, "MaxRecords": PAGE} | ({"NextToken": token} if token else {})
+        answer = page(**asked)
+        listed = list(answer.get("Activities", []))
+        activities.extend(listed)
+        token = str(answer.get("NextToken") or "")
+        last = listed[-1] if listed else None
+        if (
+            not token
+            or last is None
+            or (last.get("StatusCode") in FINISHED and now - last["StartTime"] >= CAPACITY_MEMORY)
+        ):
+            break
+    return activities
 
 
 def read_launches(group: dict[str, Any], activities: Sequence[dict[str, Any]], now: datetime) -> LaunchRecord:

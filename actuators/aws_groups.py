@@ -71,12 +71,13 @@ hostnames, start with the instance id; ``instance_ids`` maps them through ``Desc
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from actuators.aws_activities import FAILED, LaunchRecord, read_launches
+from actuators.aws_activities import FAILED, LaunchRecord, read_activities, read_launches
 from actuators.aws_errors import AWS_ERRORS, from_aws, not_in_service
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
@@ -364,10 +365,9 @@ class AutoScalingGroups:
         return {n: by_node[n] for n in nodes if n in by_node}
 
     def _launch_failure(self, pool_id: str, group: dict[str, Any], now: datetime) -> LaunchRecord:
-        """What the group's latest scaling activities say of its launches (``actuators.aws_activities``)."""
-        name = group["AutoScalingGroupName"]
-        listed = call(pool_id, self._autoscaling.describe_scaling_activities, AutoScalingGroupName=name, MaxRecords=20)
-        return read_launches(group, listed.get("Activities", []), now)
+        """What the group's scaling activities say of its launches (``actuators.aws_activities``)."""
+        page = functools.partial(call, pool_id, self._autoscaling.describe_scaling_activities)
+        return read_launches(group, read_activities(page, group, now), now)
 
 
 def _leaving(instance: dict[str, Any]) -> bool:

@@ -9,7 +9,8 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
   capacity stays as asked, the instances never appear, and at ``settle`` a failed "Launching a new EC2 instance"
   scaling activity records ``InsufficientInstanceCapacity``; ``stockout`` records such an activity at once, the
   Availability Zone it was attempted in in its ``Details``;
-- ``DescribeScalingActivities`` answered from those activities (moto returns none);
+- ``DescribeScalingActivities`` answered from those activities (moto returns none), those in progress first, then
+  latest first, paged as AWS pages them (``MaxRecords`` 1..100, default 100, and ``NextToken``);
 - a group's bounds, which moto does not check: ``SetDesiredCapacity`` outside ``MinSize``..``MaxSize``, and
   ``TerminateInstanceInAutoScalingGroup`` with the decrement while the desired capacity is at ``MinSize``, fail with
   ``ValidationError``; ``UpdateNodegroupConfig`` with ``desiredSize`` outside the node group's bounds fails with
@@ -70,6 +71,7 @@ ICE_MESSAGE = (
     "(InsufficientInstanceCapacity)"
 )
 _FOR_GROUP = "for the AutoScalingGroup."
+_FINISHED = ("Successful", "Failed", "Cancelled")  # Activity.StatusCode values of an activity no longer in progress
 # EKS's refusal of a node group update while the node group is not ACTIVE (another update in progress), as reported
 # in aws/karpenter-provider-aws issue 133 (ResourceInUseException, HTTP 409).
 NOT_ACTIVE_MESSAGE = "Nodegroup cannot be updated as it is currently not in Active State"
@@ -492,7 +494,7 @@ class FakeAwsApi:
         if eks:
             return self._eks(operation, eks[1], target, method, headers, body)
         if operation == "DescribeScalingActivities":
-            return _xml(self._activities_xml(form.get("AutoScalingGroupName", "")))
+            return self._activities(form)
         if operation == "TerminateInstanceInAutoScalingGroup" and not self._managed(form["InstanceId"]):
             message = f"Instance Id not found - No managed instance found for instance ID {form['InstanceId']}"
             return _error(_Fault("ValidationError", message, 400, 1), form.get("Version", ""))
@@ -577,15 +579,33 @@ class FakeAwsApi:
                     state.text = "Pending"
         return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))
 
-    def _activities_xml(self, group: str) -> str:
+    def _activities(self, form: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """One page of the group's activities: those in progress first, then by start time, latest first;
+        ``MaxRecords`` of them (1..100, default 100) from ``NextToken`` on, and a ``NextToken`` while more remain."""
+        with self._lock:
+            listed = list(self._state.activities.get(form.get("AutoScalingGroupName", ""), []))
+        listed.sort(key=lambda a: a["StartTime"], reverse=True)
+        listed.sort(key=lambda a: a.get("StatusCode") in _FINISHED)
+        try:
+            size = int(form.get("MaxRecords", "100"))
+            start = int(base64.urlsafe_b64decode(form["NextToken"]).decode()) if "NextToken" in form else 0
+        except ValueError:
+            return _error(_Fault("InvalidNextToken", "The token is not valid.", 400, 1), form.get("Version", ""))
+        if not 1 <= size <= 100:
+            message = f"Value '{size}' at 'maxRecords' failed to satisfy constraint: Member must be from 1 to 100"
+            return _error(_Fault("ValidationError", message, 400, 1), form.get("Version", ""))
         members = "".join(
             "<member>" + "".join(f"<{k}>{_esc(v)}</{k}>" for k, v in a.items()) + "</member>"
-            for a in self._state.activities.get(group, [])
+            for a in listed[start : start + size]
         )
-        return (
+        more = start + size < len(listed)
+        token = (
+            f"<NextToken>{base64.urlsafe_b64encode(str(start + size).encode()).decode()}</NextToken>" if more else ""
+        )
+        return _xml(
             f'<DescribeScalingActivitiesResponse xmlns="{_ASG_NS}"><DescribeScalingActivitiesResult><Activities>'
-            f"{members}</Activities></DescribeScalingActivitiesResult><ResponseMetadata><RequestId>{uuid.uuid4()}"
-            "</RequestId></ResponseMetadata></DescribeScalingActivitiesResponse>"
+            f"{members}</Activities>{token}</DescribeScalingActivitiesResult><ResponseMetadata><RequestId>"
+            f"{uuid.uuid4()}</RequestId></ResponseMetadata></DescribeScalingActivitiesResponse>"
         )
 
     def _eks(
