@@ -70,7 +70,7 @@ from models import (
 log = logging.getLogger(__name__)
 
 # The share of a tick the on-prem capacity queries are read within, at its start (6 s of a 1-minute tick): one
-# instant query per on-prem pool, light beside the demand reads, which have the rest of the half tick.
+# instant query per on-prem pool, light beside the demand reads, which have the rest of the read deadline.
 ONPREM_READ_SHARE = 0.1
 
 
@@ -161,6 +161,8 @@ class Agent:
         self.settings = settings
         self.parts = parts
         self.tick = tick or settings.loop.tick_interval
+        # how long a tick reads on-prem capacity and demand before it holds what is not read (``observe``)
+        self.reads_within = settings.loop.read_deadline or self.tick / 2
         self.step = step or settings.forecast.step
         self.planner = planner or settings.planner
         self.classes = settings.demand_class_models()
@@ -257,14 +259,14 @@ class Agent:
 
     def observe(self, now: datetime) -> Outlook:
         """Observe the on-prem pools' capacity and demand, and forecast demand (refitting first when the refit
-        interval has passed). Both are read within half a tick: a class a slow source has not answered by then is
-        held, and the tick goes on. The on-prem capacity is read first, within its own share of that time
-        (``ONPREM_READ_SHARE`` of the tick), so that neither a slow demand read nor a refit in the tick leaves it a
-        request cut to nothing (planned on ``max_units`` with a warning that blamed Prometheus), and a slow capacity
-        query leaves demand the rest."""
+        interval has passed). Both are read within ``loop.read_deadline`` (half a tick unless set): a class a slow
+        source has not answered by then is held, and the tick goes on. The on-prem capacity is read first, within its
+        own share of that time (``ONPREM_READ_SHARE`` of the tick, at most the whole deadline), so that neither a slow
+        demand read nor a refit in the tick leaves it a request cut to nothing (planned on ``max_units`` with a
+        warning that blamed Prometheus), and a slow capacity query leaves demand the rest."""
         problems: dict[str, str] = {}
-        with read_deadline(self.tick / 2):
-            with read_deadline(self.tick * ONPREM_READ_SHARE):
+        with read_deadline(self.reads_within):
+            with read_deadline(min(self.tick * ONPREM_READ_SHARE, self.reads_within)):
                 onprem = read_onprem(self.parts.onprem, self.pools, now)
             observed, forecasts = self._observe_and_forecast(now, problems)
         return Outlook(observed, forecasts, problems, onprem)

@@ -161,6 +161,11 @@ FIELDS: dict[str, str] = {
     "StockoutWindow.start": "Start of the window (ISO-8601 timestamp).",
     "StockoutWindow.end": "End of the window (ISO-8601 timestamp).",
     "LoopSettings.tick_interval": "Time between two ticks of the loop (duration).",
+    "LoopSettings.read_deadline": "How long a tick reads on-prem capacity and demand from Prometheus (each request's "
+    "timeout and retries cut to the time left); a class not read by then is held, an on-prem pool planned on its "
+    "`max_units`, and the tick plans without them (duration, at least 1s, shorter than `loop.tick_interval`; unset: "
+    "half of `loop.tick_interval`). Raise it for a Prometheus slow to answer every class: what the reads take is "
+    "not left for planning and the cloud writes, and a tick that outlasts its interval makes the next one skipped.",
     # -- prometheus
     "PrometheusSettings.url": "Base URL of the Prometheus HTTP API, e.g. `http://prometheus.monitoring:9090`.",
     "PrometheusSettings.bearer_token_file": "File holding a bearer token sent with every query.",
@@ -230,8 +235,8 @@ FIELDS: dict[str, str] = {
     "(duration, longer than `loop.tick_interval`; unset: three tick intervals).",
     "EndpointSettings.live_max_tick_duration": "/healthz fails while one tick has been running longer than this, so "
     "the kubelet restarts a replica whose tick is stuck and the standby takes over (duration, longer than "
-    "`loop.tick_interval`: a tick's demand reads alone may take half a tick; unset: ten tick intervals, at least "
-    "10m).",
+    "`loop.tick_interval`: a tick's demand reads alone may take `loop.read_deadline`, half a tick by default; unset: "
+    "ten tick intervals, at least 10m).",
     "LeaderElectionSettings.enabled": "Elect a leader (turn off only for a single replica, e.g. a local replay; in a "
     "pod, leadtime run refuses it off unless the pod sets LEADTIME_SINGLE_REPLICA=true, as only the one replica of a "
     "Recreate Deployment may).",

@@ -315,8 +315,21 @@ def _liveness_rules(settings: Settings) -> Iterator[ConfigProblem]:
         yield ConfigProblem(
             "daemon.endpoints.live_max_tick_duration",
             f"must be longer than one tick (loop.tick_interval, {format_duration(tick)}), got {_shown(bound)}: a "
-            "tick's demand reads alone may take half a tick, so /healthz would fail, and the kubelet restart, a "
+            "tick's demand reads alone may take loop.read_deadline (half a tick unless set), so /healthz would fail, "
+            "and the kubelet restart, a "
             "replica whose tick is slow but not stuck; unset, it is ten ticks, at least 10m",
+        )
+
+
+def _read_deadline_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    """A tick reads within ``loop.read_deadline`` and then plans and acts: a deadline of a whole tick or more leaves
+    it no time to, and every tick would run into the next."""
+    tick, deadline = settings.loop.tick_interval, settings.loop.read_deadline
+    if deadline is not None and deadline >= tick:
+        yield ConfigProblem(
+            "loop.read_deadline",
+            f"must be shorter than one tick (loop.tick_interval, {format_duration(tick)}), got {_shown(deadline)}: "
+            "the tick plans, enforces budgets and alerts after its reads; unset, it is half a tick",
         )
 
 
@@ -392,5 +405,6 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_alert_rules, frozenset({"alerts", "loop"})),
     (_readiness_rules, frozenset({"daemon", "loop"})),
     (_liveness_rules, frozenset({"daemon", "loop"})),
+    (_read_deadline_rules, frozenset({"loop"})),
     (_prometheus_staleness_rules, frozenset({"prometheus", "forecast"})),
 )

@@ -207,6 +207,7 @@ class SimulationSettings(_Section):
 
 class LoopSettings(_Section):
     tick_interval: Step = timedelta(seconds=60)
+    read_deadline: Step | None = None  # unset: half of tick_interval
 
 
 class Settings(_Section):
