@@ -2,28 +2,12 @@
 
 ``Agent.run_once(now)`` is the whole tick; time is always the ``now`` argument, so the simulator can drive a
 month in seconds and the daemon drives it from a scheduler. Models are refitted by ``refit(now)`` on their own
-schedule; ``run_once`` only refits when no model has been fitted yet or the refit interval has passed. A refit in
-a tick that fails for a reason other than the forecaster's own refusal (a library's error in the fit, memory) keeps
-the models fitted before, and when none was, holds every class with the reason, instead of failing the tick (pools
-are still read, drains continued, budgets enforced).
+schedule; ``run_once`` only refits when no model has been fitted yet or the refit interval has passed; one that
+fails does not fail the tick. The daemon refits beside its ticks instead (``stage_refit``). See
+``agent.model_refits`` for both.
 
-The daemon refits beside its ticks instead: ``stage_refit`` reads the history and copies the model, the copy is
-fitted while ticks go on with the model they have, and ``install`` swaps it in between two ticks, so a tick never
-sees a model half fitted. Its ticks then refit only while no model has been fitted (``refit_in_ticks`` off):
-the scheduled refit is the only one after that, so a tick never refits the live model while the scheduled refit
-fits its copy, and a refit that fails is survived by the refit job alone, not retried in every tick after it.
-Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks
-forecast with it and need not wait for the configured model's first fit; the first staged refit swaps that in.
-
-A tick reads the recent demand on the forecast step grid (steps in [start, now)), which the forecaster predicts
-from, unchanged. The grid's newest step can start up to one step before ``now`` (5 minutes by default, against a
-60-second tick), so a source that reads demand at an instant (Prometheus) is also asked for each class's value at
-``now``: that is the class's observed demand, the planner's floor, and a burst queued since the newest step counts
-at once. A class without a value at ``now`` (the read failed, or Prometheus has no sample within its lookback
-delta) keeps the grid's newest value, judged as before; a value at ``now`` that is NaN or not a demand holds the
-class, and staleness (``forecast.max_staleness``) is judged on the time Prometheus evaluated it (a series that
-stopped keeps its last sample for Prometheus' lookback delta, 5 minutes by default, on the grid and at an instant
-alike: keep ``max_staleness`` above it).
+A tick reads its demand through ``agent.demand_reads`` (on the forecast step grid, and at its instant) and
+delivers its alerts through ``agent.tick_alerts``, which carries the open conditions in the planner memory.
 """
 
 from __future__ import annotations
@@ -32,7 +16,7 @@ import copy
 import logging
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -42,18 +26,21 @@ from agent.alerts import broken_unit_events, missing_data_events, missing_zone_e
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import HourlyBurstProfile
 from agent.conditions import ConditionTracker, not_evaluated, still_holding
+from agent.demand_reads import demand_now, fetch_demand, with_group_demand
 from agent.drains import NodeDrains
 from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unread_pool_alerts
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
-from agent.notify.base import Flushable, Notifier
+from agent.model_refits import StagedRefit, refit_in_tick
+from agent.notify.base import Notifier
 from agent.observation import forecasts_from_frame, latest_observations, with_group_series
 from agent.onprem_capacity import OnPremReading, onprem_capacity_events, read_onprem
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
-from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource, read_deadline
+from agent.sources.base import MetricSource, read_deadline
 from agent.sources.onprem_capacity import OnPremCapacitySource
+from agent.tick_alerts import conclude, deliver, tell_failed, untold, with_conditions
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
@@ -103,25 +90,6 @@ class Outlook:
     forecasts: dict[str, DemandForecast]
     problems: dict[str, str]
     onprem: OnPremReading = field(default_factory=OnPremReading)
-
-
-@dataclass
-class StagedRefit:
-    """A refit fitted apart from the model ticks use; ``fit`` may run beside ticks, ``install`` between them."""
-
-    agent: Agent
-    model: Forecaster
-    history: pd.DataFrame
-    now: datetime
-
-    def fit(self) -> None:
-        self.model.fit(with_group_series(self.history, self.agent.groups), self.agent.step)
-
-    def install(self) -> None:
-        self.agent.parts.forecaster = self.model
-        self.agent.last_refit = self.now
-        self.agent.configured_model_pending = None
-        log.info("refit model=%s rows=%d (fitted beside the ticks)", self.model.name, len(self.history))
 
 
 @dataclass
@@ -238,7 +206,13 @@ class Agent:
         stand-in forecasts); fitting the copy changes nothing a tick reads. Call between ticks."""
         history, _ = self._fetch(now - self.settings.forecast.history, now)
         model = copy.deepcopy(self.configured_model_pending or self.parts.forecaster)
-        return StagedRefit(self, model, history, now)
+        return StagedRefit(model, history, now, self.groups, self.step, self._install)
+
+    def _install(self, staged: StagedRefit) -> None:
+        self.parts.forecaster = staged.model
+        self.last_refit = staged.now
+        self.configured_model_pending = None
+        log.info("refit model=%s rows=%d (fitted beside the ticks)", staged.model.name, len(staged.history))
 
     def run_once(self, now: datetime) -> TickReport:
         return self.act(now, self.observe(now))
@@ -249,7 +223,7 @@ class Agent:
         replicas share is the leader's to charge: a standby only reads the budgets' spend from it. A standby tells
         no condition's end (the leader does): it forgets the conditions it raised while it led."""
         self.conditions.forget()
-        self._keep_conditions()
+        self._memory = with_conditions(self._memory, self.conditions)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         self.last_read_units.update({p: s.target_units for p, s in states.items()})
         if isinstance(self.parts.ledger, LeaderWrittenLedger) and not self.parts.ledger.writing:
@@ -273,17 +247,17 @@ class Agent:
 
     def act(self, now: datetime, outlook: Outlook) -> TickReport:
         """Plan on ``outlook`` and the pools' fresh state, re-validate, act, record spend and alert. A step that raises
-        fails the tick, but the alerts collected until then, the executor's among them, are delivered first (``_tell``):
-        a ledger write that fails once the executor has acted would otherwise lose a stockout for good, which is raised
-        only when it begins."""
+        fails the tick, but the alerts collected until then, the executor's among them, are delivered first
+        (``tell_failed``): a ledger write that fails once the executor has acted would otherwise lose a stockout for
+        good, which is raised only when it begins."""
         alerts: list[AlertEvent] = missing_data_events(outlook.problems, now)
         self.conditions.adopt(self.memory.open_conditions, self.memory.conditions_ended)  # a predecessor's, read back
         try:
             report = self._act(now, outlook, alerts)
         except Exception:
-            self._tell(now, alerts)
+            self._memory = tell_failed(self.conditions, self._memory, self.parts.notifier, now, alerts)
             raise
-        self._notify([*_untold(report.alerts, report.told_before), *report.resolved])
+        deliver(self.parts.notifier, [*untold(report.alerts, report.told_before), *report.resolved])
         self._last_tick = now
         return report
 
@@ -339,37 +313,12 @@ class Agent:
         self.budget_watch.acted(now, plan, execution.results, seen)
         alerts.extend(self.budget_watch.alerts(now, plan, spends, seen, execution.results))
         holding, unknown = still_holding(self.memory, states, now), not_evaluated(self.pool_by_id, states)
-        told_before = self.conditions.told_before(alerts)
-        resolved = self.conditions.update(now, alerts, holding, unknown)
-        self._keep_conditions()
-        results = cleared.results + execution.results
+        concluded = conclude(self.conditions, self._memory, now, alerts, holding, unknown)
+        self._memory = concluded.memory
+        results, resolved = cleared.results + execution.results, tuple(concluded.resolved)
         return TickReport(
-            now, observed, forecasts, problems, plan, results, tuple(alerts), tuple(resolved), tuple(told_before)
+            now, observed, forecasts, problems, plan, results, tuple(alerts), resolved, tuple(concluded.told_before)
         )
-
-    def _tell(self, now: datetime, alerts: Sequence[AlertEvent]) -> None:
-        """Deliver what a failed tick collected before it failed, keeping its level conditions to be resolved by a
-        later tick; it resolves none, having evaluated none to its end. A notifier's failure here is logged, so that
-        the tick's own error is the one raised."""
-        told_before = self.conditions.told_before(alerts)
-        self.conditions.update(now, alerts, unknown=self.conditions.active)
-        self._keep_conditions()
-        try:
-            self._notify(_untold(alerts, told_before))
-        except Exception:
-            log.exception("alerts of a failed tick not delivered: %d", len(alerts))
-
-    def _keep_conditions(self) -> None:
-        """Carry the open conditions in the planner memory, which is saved for the next leader."""
-        active, ended = self.conditions.record()
-        if active != self._memory.open_conditions or ended != self._memory.conditions_ended:
-            self._memory = replace(self._memory, open_conditions=active, conditions_ended=ended)
-
-    def _notify(self, events: Sequence[AlertEvent]) -> None:
-        for event in events:
-            self.parts.notifier.notify(event)
-        if isinstance(self.parts.notifier, Flushable):
-            self.parts.notifier.flush()
 
     # -- steps of the tick -----------------------------------------------------------------------------------
     def _observe_and_forecast(
@@ -385,14 +334,21 @@ class Agent:
         problems.update({name: str(exc) for name, exc in unavailable.items()})
         observable = [name for name in names if name not in unavailable]
         observed, missing = latest_observations(
-            recent, observable, now, self.step, self.settings.forecast.max_staleness, self._demand_now(observable, now)
+            recent,
+            observable,
+            now,
+            self.step,
+            self.settings.forecast.max_staleness,
+            demand_now(self.parts.source, self.classes, observable, now),
         )
         problems.update(missing)
         forecasts: dict[str, DemandForecast] = {}
         if observed and self._refit_if_due(now, names, problems):
             try:
                 frame = self.parts.forecaster.predict(with_group_series(recent, self.groups), self.horizon, self.levels)
-                forecasts, bad = forecasts_from_frame(frame, now, self.step, self.levels, self._with_groups(observed))
+                forecasts, bad = forecasts_from_frame(
+                    frame, now, self.step, self.levels, with_group_demand(observed, self.groups)
+                )
                 problems.update({k: v for k, v in bad.items() if k not in problems})
             except (ForecastError, MetricsUnavailable) as exc:
                 problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
@@ -402,15 +358,6 @@ class Agent:
             problems.pop(name, None)
         return observed, forecasts
 
-    def _with_groups(self, observed: Mapping[str, float]) -> dict[str, float]:
-        """The observations, and each group's summed demand now where every member of it was observed."""
-        summed = {
-            g.name: math.fsum(observed[m] for m in g.members)
-            for g in self.groups
-            if g.is_aggregate and all(m in observed for m in g.members)
-        }
-        return {**observed, **summed}
-
     def _refit_if_due(self, now: datetime, names: Sequence[str], problems: dict[str, str]) -> bool:
         """Refit when no model has been fitted yet, or (``refit_in_ticks``) the refit interval has passed; whether
         there is a model to forecast with. A failure with no model fitted holds every class with its reason."""
@@ -419,21 +366,7 @@ class Agent:
         )
         if not due:
             return True
-        try:
-            with read_deadline(None):  # the history is read whole, or the model would lack the classes cut off
-                self.refit(now)
-        except (ForecastError, MetricsUnavailable) as exc:
-            problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
-            return False
-        except Exception as exc:  # any failure of a fit: the tick goes on without a new model
-            if self.last_refit is not None:
-                log.exception("refit failed in the tick; forecasting with the models fitted at %s", self.last_refit)
-                return True
-            log.exception("refit failed in the tick and no model has been fitted; every class is held")
-            why = f"forecast failed: the models could not be fitted ({type(exc).__name__}: {exc})"
-            problems.update({name: why for name in names if name not in problems})
-            return False
-        return True
+        return refit_in_tick(self.refit, now, self.last_refit, names, problems)
 
     def _with_idle_nodes(
         self, states: dict[str, PoolState], now: datetime, alerts: list[AlertEvent]
@@ -454,26 +387,7 @@ class Agent:
         return self._profiles.at(now, self._fetch, self.parts.onprem, onprem_read)
 
     def _fetch(self, start: datetime, end: datetime) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
-        """Demand of every class in [start, end); with a per-class source, also why some classes have none."""
-        source = self.parts.source
-        if isinstance(source, PerClassMetricSource):
-            return source.fetch_each(self.classes, start, end, self.step)
-        return source.fetch(self.classes, start, end, self.step), {}
-
-    def _demand_now(self, names: Sequence[str], now: datetime) -> dict[str, tuple[datetime, float]]:
-        """Each class's demand read at ``now`` where the source can read it at an instant: the grid's newest step
-        can start up to a step before ``now``, and work queued since must count. One query per class that has
-        data on the grid; a class without a value at ``now`` keeps the grid's newest value, as if never asked."""
-        source = self.parts.source
-        if not names or not isinstance(source, InstantMetricSource):
-            return {}
-        try:
-            readings, unread = source.newest_each([c for c in self.classes if c.name in names], now)
-        except MetricsUnavailable as failed:
-            readings, unread = {}, dict.fromkeys(names, failed)
-        for name, why in unread.items():
-            log.warning("demand now not read, the newest step stands in class=%s reason=%r", name, why.reason)
-        return readings
+        return fetch_demand(self.parts.source, self.classes, start, end, self.step)
 
     def _horizon_steps(self) -> int:
         longest = max((p.lead_time for p in self.pools), default=timedelta(0))
@@ -481,9 +395,3 @@ class Agent:
 
     def _stale_steps(self) -> int:
         return max(1, math.ceil(self.settings.forecast.max_staleness / self.step))
-
-
-def _untold(alerts: Sequence[AlertEvent], told_before: Sequence[AlertEvent]) -> list[AlertEvent]:
-    """``alerts`` without those a previous leader told (``ConditionTracker.told_before``)."""
-    quiet = {id(event) for event in told_before}
-    return [event for event in alerts if id(event) not in quiet]

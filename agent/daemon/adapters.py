@@ -30,7 +30,8 @@ from actuators.base import unread_pools
 from agent.daemon.demand_recorder import DemandRecorder
 from agent.daemon.guard import Leadership
 from agent.daemon.shadow_book import ShadowBook
-from agent.loop import Agent, StagedRefit, TickReport
+from agent.loop import Agent, TickReport
+from agent.model_refits import StagedRefit
 from agent.state import MemoryKeeper, StateStore
 from models import (
     ActionResult,

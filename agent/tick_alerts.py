@@ -1,0 +1,82 @@
+"""Delivering a tick's alerts: the level conditions it ends (``agent.conditions``), carried in the planner memory so
+that the next leader inherits them, the alerts a previous leader already told held back, and what a failed tick
+collected delivered before its error is raised.
+
+The loop (``agent.loop.Agent.act``) adopts the record the planner memory holds before a tick, concludes the tick's
+conditions at its end (``conclude``) and delivers what is left to tell (``deliver``); a tick that fails delivers
+what it collected with ``tell_failed``, resolving nothing, having evaluated nothing to its end.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from agent.conditions import ConditionTracker
+from agent.notify.base import Flushable, Notifier
+from agent.planning import PlannerMemory
+from agent.planning.memory import Condition
+from models import AlertEvent
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Concluded:
+    """A tick's conditions concluded: the memory carrying the open ones, the ends to tell, and the alerts a
+    previous leader told within the de-duplication window (not told again)."""
+
+    memory: PlannerMemory
+    resolved: list[AlertEvent]
+    told_before: list[AlertEvent]
+
+
+def conclude(
+    tracker: ConditionTracker,
+    memory: PlannerMemory,
+    now: datetime,
+    alerts: Sequence[AlertEvent],
+    holding: Collection[Condition] = (),
+    unknown: Collection[Condition] = (),
+) -> Concluded:
+    """Note the tick's alerts in ``tracker`` (``ConditionTracker.update``) and carry its record in ``memory``."""
+    told_before = tracker.told_before(alerts)
+    resolved = tracker.update(now, alerts, holding, unknown)
+    return Concluded(with_conditions(memory, tracker), resolved, told_before)
+
+
+def with_conditions(memory: PlannerMemory, tracker: ConditionTracker) -> PlannerMemory:
+    """``memory`` carrying the open conditions of ``tracker``, saved for the next leader; itself when they are so."""
+    active, ended = tracker.record()
+    if active == memory.open_conditions and ended == memory.conditions_ended:
+        return memory
+    return replace(memory, open_conditions=active, conditions_ended=ended)
+
+
+def tell_failed(
+    tracker: ConditionTracker, memory: PlannerMemory, notifier: Notifier, now: datetime, alerts: Sequence[AlertEvent]
+) -> PlannerMemory:
+    """Deliver what a failed tick collected before it failed, keeping its level conditions to be resolved by a
+    later tick; it resolves none, having evaluated none to its end. A notifier's failure here is logged, so that
+    the tick's own error is the one raised. The memory carrying the conditions is returned."""
+    concluded = conclude(tracker, memory, now, alerts, unknown=tracker.active)
+    try:
+        deliver(notifier, untold(alerts, concluded.told_before))
+    except Exception:
+        log.exception("alerts of a failed tick not delivered: %d", len(alerts))
+    return concluded.memory
+
+
+def deliver(notifier: Notifier, events: Sequence[AlertEvent]) -> None:
+    for event in events:
+        notifier.notify(event)
+    if isinstance(notifier, Flushable):
+        notifier.flush()
+
+
+def untold(alerts: Sequence[AlertEvent], told_before: Sequence[AlertEvent]) -> list[AlertEvent]:
+    """``alerts`` without those a previous leader told (``ConditionTracker.told_before``)."""
+    quiet = {id(event) for event in told_before}
+    return [event for event in alerts if id(event) not in quiet]
