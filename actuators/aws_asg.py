@@ -37,7 +37,8 @@ from datetime import datetime
 
 from actuators.aws_activities import CAPACITY_MEMORY
 from actuators.aws_errors import capacity_unavailable
-from actuators.aws_groups import AutoScalingGroups, GroupView
+from actuators.aws_group_view import GroupView
+from actuators.aws_groups import AutoScalingGroups
 from actuators.idempotency import KeyedResults
 from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads

@@ -58,7 +58,8 @@ from typing import Any
 
 from actuators.aws_activities import CAPACITY_MEMORY
 from actuators.aws_errors import blocks_launches, capacity_failure, capacity_unavailable
-from actuators.aws_groups import AutoScalingGroups, GroupView, call
+from actuators.aws_group_view import GroupView
+from actuators.aws_groups import AutoScalingGroups, call
 from actuators.idempotency import KeyedResults
 from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads

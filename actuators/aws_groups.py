@@ -1,8 +1,9 @@
 """EC2 Auto Scaling groups as the AWS adapters see them: what was asked, which instances exist, which launches failed.
 
 Both AWS adapters stand on this: a self-managed GPU node group *is* an Auto Scaling group, and an EKS managed
-node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Its scaling activities are read by
-``actuators.aws_activities``. What the Auto Scaling API says:
+node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). This module reads and changes groups
+(``AutoScalingGroups``); a group as read is a ``actuators.aws_group_view.GroupView``, and its scaling activities are
+read by ``actuators.aws_activities``. What the Auto Scaling API says:
 
 - ``DesiredCapacity`` is what was asked for; ``Instances`` with ``LifecycleState`` ``Pending*`` are launching,
   ``InService`` ones are ready, ``Terminating*``/``Detaching``/``Standby``/``Warmed*`` ones are not counted.
@@ -77,100 +78,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from actuators.aws_activities import FAILED, LaunchRecord, read_activities, read_launches
+from actuators.aws_activities import LaunchRecord, read_activities, read_launches
 from actuators.aws_errors import AWS_ERRORS, from_aws, not_in_service
+from actuators.aws_group_view import GroupInstance, GroupView, group_members, is_leaving
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
-_LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
-_LEAVING = "Terminating"  # Terminating, Terminating:Wait, Terminating:Proceed
 # EC2 instance states (``InstanceState.Name``) of an instance terminated or being terminated.
 _GONE = ("shutting-down", "terminated")
-
-
-@dataclass(frozen=True)
-class GroupInstance:
-    instance_id: str
-    zone: str
-    ready: bool
-
-
-@dataclass(frozen=True)
-class GroupView:
-    """One Auto Scaling group (a pool has exactly one: a self-managed group, or its managed node group's)."""
-
-    name: str
-    desired: int
-    min_size: int
-    max_size: int
-    instances: tuple[GroupInstance, ...]
-    failure: str  # why the latest launch failed, when it failed within CAPACITY_MEMORY; "" otherwise
-    failure_at: datetime | None = None
-    latest_launch: str = ""  # StatusCode of the newest launch activity, "" when none is listed
-    owner: str = ""  # what sets the bounds when it is not the group itself (an EKS node group)
-    replacing: int = 0  # instances terminating (Terminating*) that the group replaces: not those shrinking it
-    changed_at: datetime | None = None  # when the newest activity other than a failed launch started
-    for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
-    zone_failure: str = ""  # a recent launch failure of some zones only, others launching: not the pool's
-
-    @property
-    def stockout(self) -> bool:
-        """A capacity failure refuses scale-ups for CAPACITY_MEMORY after it ended."""
-        return bool(self.failure) and self.for_capacity
-
-    @property
-    def failed_messages(self) -> tuple[str, ...]:
-        """AWS's reason for each failed unit when the launches failed for a reason other than capacity (a subnet out
-        of addresses, a launch template gone), so the agent removes them as failed units, no stockout; () for a
-        stockout."""
-        return () if self.for_capacity else (self.failure,) * self.failed
-
-    @property
-    def failing(self) -> bool:
-        """The failure is current: nothing changed in the group since (see the module's notes)."""
-        return bool(self.failure) and (
-            self.changed_at is None or self.failure_at is None or self.changed_at <= self.failure_at
-        )
-
-    @property
-    def launched_since(self) -> bool:
-        """The newest launch activity listed did not fail: the group launches, whatever an older report says."""
-        return self.latest_launch not in ("", *FAILED)
-
-    @property
-    def bounded_by(self) -> str:
-        return self.owner or f"Auto Scaling group {self.name!r}"
-
-    def held_at_min(self, count: int) -> str:
-        """Why ``count`` units asked to go stay: the minimum size."""
-        return (
-            f"{count} not removed: {self.bounded_by} has minimum size {self.min_size} (lower it, or set the pool's "
-            f"min_units to at least {self.min_size} so the plan never asks for fewer)"
-        )
-
-    def held_at_max(self, count: int) -> str:
-        """Why ``count`` units asked for are not: the maximum size."""
-        return (
-            f"{count} not added: {self.bounded_by} has maximum size {self.max_size} (raise it, or set the pool's "
-            f"max_units to {self.max_size} so the plan never asks for more)"
-        )
-
-    @property
-    def ready(self) -> int:
-        return sum(1 for i in self.instances if i.ready)
-
-    @property
-    def unlaunched(self) -> int:
-        return max(0, self.desired - len(self.instances))
-
-    @property
-    def failed(self) -> int:
-        """Units asked for that cannot be launched (0 while launches are merely under way, or replacements)."""
-        return max(0, self.unlaunched - self.replacing) if self.failing else 0
-
-    @property
-    def target(self) -> int:
-        return self.desired - self.failed
 
 
 @dataclass(frozen=True)
@@ -195,19 +110,19 @@ class AutoScalingGroups:
     def observe(self, pool_id: str, name: str, now: datetime) -> GroupView:
         group = self._group(pool_id, name)
         launches = self._launch_failure(pool_id, group, now)
-        leaving = [str(i["InstanceId"]) for i in group.get("Instances", []) if _leaving(i)]
-        ours = self._decremented.get(name, set()) & set(leaving)
+        going = [str(i["InstanceId"]) for i in group.get("Instances", []) if is_leaving(i)]
+        ours = self._decremented.get(name, set()) & set(going)
         self._decremented[name] = ours  # forget the instances gone from the listing
         return GroupView(
             name,
             int(group["DesiredCapacity"]),
             int(group["MinSize"]),
             int(group["MaxSize"]),
-            _members(group),
+            group_members(group),
             launches.failure,
             launches.failure_at,
             launches.latest,
-            replacing=len([i for i in leaving if i not in ours and i not in launches.shrinking]),
+            replacing=len([i for i in going if i not in ours and i not in launches.shrinking]),
             changed_at=launches.changed_at,
             for_capacity=launches.for_capacity,
             zone_failure=launches.zone_failure,
@@ -268,7 +183,7 @@ class AutoScalingGroups:
             except AWS_ERRORS as exc:
                 if not not_in_service(exc):
                     raise from_aws(pool_id, exc) from exc
-                if instance_id in {i.instance_id for i in _members(self._group(pool_id, group))}:
+                if instance_id in {i.instance_id for i in group_members(self._group(pool_id, group))}:
                     raise from_aws(pool_id, exc) from exc
                 left.append(instance_id)
         return left
@@ -370,10 +285,6 @@ class AutoScalingGroups:
         return read_launches(group, read_activities(page, group, now), now)
 
 
-def _leaving(instance: dict[str, Any]) -> bool:
-    return str(instance.get("LifecycleState", "")).startswith(_LEAVING)
-
-
 def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> tuple[list[str], list[str]]:
     """Of ``nodes`` (each with its instance id in ``ids``), those still in the group that it may lose without going
     below its minimum size, and those it must keep."""
@@ -398,18 +309,6 @@ def _at_min(seen: GroupView, kept: Sequence[str], what: str, ahead: Sequence[str
         "and terminating without lowering the desired capacity would only launch replacements; lower the minimum "
         f"size, or set the pool's min_units to at least {seen.min_size}"
     )
-
-
-def _members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:
-    """The group's instances that count: launching (``Pending*``) or ready (``InService``)."""
-    instances = []
-    for inst in group.get("Instances", []):
-        state = str(inst.get("LifecycleState", ""))
-        if state in _LAUNCHING or state == "InService":
-            instances.append(
-                GroupInstance(inst["InstanceId"], str(inst.get("AvailabilityZone", "")), state == "InService")
-            )
-    return tuple(instances)
 
 
 def call(pool_id: str, method: Any, **kwargs: Any) -> Any:

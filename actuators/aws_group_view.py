@@ -1,0 +1,118 @@
+"""One EC2 Auto Scaling group as the AWS adapters read it (``GroupView``): its size and bounds, its instances that
+count (``group_members``: launching or ready) and those leaving (``is_leaving``), and what its scaling activities
+say of its launches, from which it derives its failed units and its target. ``actuators.aws_groups`` reads and
+changes groups, and its notes say what the Auto Scaling API says, with the sources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from actuators.aws_activities import FAILED
+
+_LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
+_LEAVING = "Terminating"  # Terminating, Terminating:Wait, Terminating:Proceed
+
+
+@dataclass(frozen=True)
+class GroupInstance:
+    instance_id: str
+    zone: str
+    ready: bool
+
+
+@dataclass(frozen=True)
+class GroupView:
+    """One Auto Scaling group (a pool has exactly one: a self-managed group, or its managed node group's)."""
+
+    name: str
+    desired: int
+    min_size: int
+    max_size: int
+    instances: tuple[GroupInstance, ...]
+    failure: str  # why the latest launch failed, when it failed within CAPACITY_MEMORY; "" otherwise
+    failure_at: datetime | None = None
+    latest_launch: str = ""  # StatusCode of the newest launch activity, "" when none is listed
+    owner: str = ""  # what sets the bounds when it is not the group itself (an EKS node group)
+    replacing: int = 0  # instances terminating (Terminating*) that the group replaces: not those shrinking it
+    changed_at: datetime | None = None  # when the newest activity other than a failed launch started
+    for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
+    zone_failure: str = ""  # a recent launch failure of some zones only, others launching: not the pool's
+
+    @property
+    def stockout(self) -> bool:
+        """A capacity failure refuses scale-ups for CAPACITY_MEMORY after it ended."""
+        return bool(self.failure) and self.for_capacity
+
+    @property
+    def failed_messages(self) -> tuple[str, ...]:
+        """AWS's reason for each failed unit when the launches failed for a reason other than capacity (a subnet out
+        of addresses, a launch template gone), so the agent removes them as failed units, no stockout; () for a
+        stockout."""
+        return () if self.for_capacity else (self.failure,) * self.failed
+
+    @property
+    def failing(self) -> bool:
+        """The failure is current: nothing changed in the group since (see the module's notes)."""
+        return bool(self.failure) and (
+            self.changed_at is None or self.failure_at is None or self.changed_at <= self.failure_at
+        )
+
+    @property
+    def launched_since(self) -> bool:
+        """The newest launch activity listed did not fail: the group launches, whatever an older report says."""
+        return self.latest_launch not in ("", *FAILED)
+
+    @property
+    def bounded_by(self) -> str:
+        return self.owner or f"Auto Scaling group {self.name!r}"
+
+    def held_at_min(self, count: int) -> str:
+        """Why ``count`` units asked to go stay: the minimum size."""
+        return (
+            f"{count} not removed: {self.bounded_by} has minimum size {self.min_size} (lower it, or set the pool's "
+            f"min_units to at least {self.min_size} so the plan never asks for fewer)"
+        )
+
+    def held_at_max(self, count: int) -> str:
+        """Why ``count`` units asked for are not: the maximum size."""
+        return (
+            f"{count} not added: {self.bounded_by} has maximum size {self.max_size} (raise it, or set the pool's "
+            f"max_units to {self.max_size} so the plan never asks for more)"
+        )
+
+    @property
+    def ready(self) -> int:
+        return sum(1 for i in self.instances if i.ready)
+
+    @property
+    def unlaunched(self) -> int:
+        return max(0, self.desired - len(self.instances))
+
+    @property
+    def failed(self) -> int:
+        """Units asked for that cannot be launched (0 while launches are merely under way, or replacements)."""
+        return max(0, self.unlaunched - self.replacing) if self.failing else 0
+
+    @property
+    def target(self) -> int:
+        return self.desired - self.failed
+
+
+def group_members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:
+    """The group's instances that count: launching (``Pending*``) or ready (``InService``)."""
+    instances = []
+    for inst in group.get("Instances", []):
+        state = str(inst.get("LifecycleState", ""))
+        if state in _LAUNCHING or state == "InService":
+            instances.append(
+                GroupInstance(inst["InstanceId"], str(inst.get("AvailabilityZone", "")), state == "InService")
+            )
+    return tuple(instances)
+
+
+def is_leaving(instance: dict[str, Any]) -> bool:
+    """Whether the instance is being terminated (``Terminating*``)."""
+    return str(instance.get("LifecycleState", "")).startswith(_LEAVING)
