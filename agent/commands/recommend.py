@@ -10,16 +10,16 @@ forecast bands and lead time, spend against each budget, cost per day against th
 the forecaster over the history. The budgets are held to the month's spend so far, read from the configured ledger
 without writing it (``agent.commands.recommend_ledger``). Every text in them is redacted (``models.redaction``): a
 ``user:password@`` in the Prometheus URL, or a token quoted by an error, is never written. Each budget's entry is
-``agent.commands.recommend_budgets``'s, and the warnings beside the plan are ``agent.commands.recommend_warnings``'s.
+``agent.commands.recommend_budgets``'s, the warnings beside the plan ``agent.commands.recommend_warnings``'s, and the
+rest of the document (pools, classes, groups, cost, backtest) ``agent.commands.recommend_document``'s.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -31,22 +31,12 @@ from actuators.routing import RoutingActuator
 from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
 from agent.commands.recommend_budgets import budgets
+from agent.commands.recommend_document import backtest_entry, recommendation_document
 from agent.commands.recommend_ledger import open_read_only
-from agent.commands.recommend_warnings import (
-    Check,
-    assumed_units,
-    failed_slices,
-    onprem_held,
-    onprem_unobserved,
-    start_up_warnings,
-)
-from agent.forecast_quality import backtest, quality_table
-from agent.loop import Agent, AgentParts, TickReport
+from agent.commands.recommend_warnings import Check, assumed_units, failed_slices, onprem_unobserved, start_up_warnings
+from agent.loop import Agent, AgentParts
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
-from agent.planning.budget import billed_after
-from agent.planning.groups import DemandGroup
-from agent.planning.service_level import DEFAULT_SERVICE_LEVEL
 from agent.sources.onprem_capacity import PrometheusOnPremCapacity, onprem_queries
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
@@ -56,24 +46,9 @@ from config import load_settings
 from config.prometheus import PrometheusSettings
 from config.schema import Settings
 from forecasting.factory import build_forecaster
-from models import (
-    ConfigError,
-    ConfigProblem,
-    DemandForecast,
-    LeadtimeError,
-    MetricsUnavailable,
-    PoolDecision,
-    PoolKind,
-    PoolSpec,
-    PoolState,
-    SkipReason,
-    ZoneState,
-)
+from models import ConfigError, ConfigProblem, LeadtimeError, PoolKind
 from models.clock import SimulatedClock, SystemClock
 from models.redaction import redact_tree
-
-BACKTEST_SPAN = timedelta(days=1)
-BACKTEST_EVERY = timedelta(hours=1)
 
 
 def register(sub: Any) -> None:
@@ -250,7 +225,7 @@ def recommend(
         agent.fit_on(history, at)  # the history window is read once, for the fit and the backtest alike
         tick = agent.run_once(at)
         spends = agent.budget_watch.spend(at)  # what the tick planned on: nothing more is charged after it
-    document = _document(config_path, at, agent, tick, states, pool_state_source, prometheus.url)
+    document = recommendation_document(config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["ledger"] = month_to_date.as_json()
     document["budgets"] = budgets(agent, tick, spends, document["pools"], month_to_date)
     document["warnings"] = (
@@ -265,7 +240,7 @@ def recommend(
         + onprem_unobserved(agent)
         + start_up_warnings(checks)
     )
-    document["backtest"] = _backtest(agent, history, at, history_problem)
+    document["backtest"] = backtest_entry(agent, history, at, history_problem)
     document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
     document = redact_tree(document)
     try:
@@ -288,227 +263,3 @@ def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.D
         raise no_usable_data(source.url, missing, every_class=True)
     problem = "; ".join(str(exc) for exc in missing.values()) or None
     return frame, problem
-
-
-def _document(
-    config_path: str,
-    at: datetime,
-    agent: Agent,
-    tick: TickReport,
-    states: Mapping[str, PoolState],
-    pool_state_source: str,
-    url: str,
-) -> dict[str, Any]:
-    resizes = {r.pool_id: r for r in tick.plan.resizes}
-    skips = {s.pool_id: s for s in tick.plan.skips}
-    pools: list[dict[str, Any]] = []
-    for spec in agent.pools:
-        state = states.get(spec.pool_id)
-        # an on-prem pool no cloud reads is never resized: it is counted whole, at its max_units (``_onprem_held``)
-        fixed = spec.max_units if state is None and spec.kind is PoolKind.ON_PREM else None
-        current = state.target_units if state is not None else fixed
-        resize = resizes.get(spec.pool_id)
-        decision = tick.plan.decisions.get(spec.pool_id)
-        recommended = resize.to_units if resize else current
-        if resize:
-            action, reason = ("scale-up" if resize.is_scale_up else "scale-down"), resize.reason
-        elif spec.pool_id in skips:
-            action, reason = "hold", f"{skips[spec.pool_id].reason}: {skips[spec.pool_id].detail}"
-        elif fixed is not None:
-            action, reason = "keep", onprem_held(agent, spec)
-        else:
-            action, reason = "keep", "already at the planned target"
-        price = spec.price_per_unit_hour_usd
-        idle_release = releasable_once_idle(spec, current, decision)
-        # money counts the units billed (a broken slice is, a queued resource waiting for resources is not), as the
-        # budgets and the ledger do; sizes count the pool's target
-        billed = state.billed_units if state is not None else fixed
-        billed_then = billed_after(state, recommended) if state is not None and recommended is not None else fixed
-        why = decision.why() if decision is not None else reason
-        if fixed is not None and decision is not None and decision.target_units is None:
-            # the plan sets no target for a pool it never resizes: say what the row counts it at instead
-            why = why.removesuffix("target unknown") + onprem_held(agent, spec)
-        pools.append(
-            {
-                "pool_id": spec.pool_id,
-                "kind": str(spec.kind),
-                "tier": str(spec.tier),
-                "chips_per_unit": spec.chips_per_unit,
-                "lead_time_s": int(spec.lead_time.total_seconds()),
-                "price_per_unit_hour_usd": price,
-                "current_units": current,
-                "billed_units": billed,
-                "recommended_billed_units": billed_then,
-                "ready_units": state.ready_units if state is not None else None,
-                "failed_units": state.failed_units if state is not None else None,
-                "recommended_units": recommended,
-                "planned_target_units": tick.plan.targets.get(spec.pool_id),
-                "action": action,
-                "reason": reason,
-                "why": why,
-                "decision": decision.stages() if decision is not None else None,
-                "current_cost_per_day_usd": _per_day(billed, price),
-                "recommended_cost_per_day_usd": _per_day(billed_then, price),
-                "releasable_once_idle_units": idle_release,
-                "releasable_once_idle_per_day_usd": _per_day(idle_release, price),
-                "zones": [_zone_entry(z) for z in state.zones] if state is not None else [],
-            }
-        )
-    current_day = sum(p["current_cost_per_day_usd"] or 0.0 for p in pools)
-    recommended_day = sum(p["recommended_cost_per_day_usd"] or 0.0 for p in pools)
-    return {
-        "at": at.isoformat(),
-        "config": config_path,
-        "prometheus": url,
-        "pool_state_source": pool_state_source,
-        "step_s": int(agent.step.total_seconds()),
-        "pools": pools,
-        "classes": [_class_entry(agent, tick, c.name) for c in agent.classes],
-        "groups": [_group_entry(agent, tick, g) for g in agent.groups if g.is_aggregate],
-        "cost": {
-            "current_per_day_usd": round(current_day, 2),
-            "recommended_per_day_usd": round(recommended_day, 2),
-            "change_per_day_usd": round(recommended_day - current_day, 2),
-            "releasable_once_idle_per_day_usd": round(
-                sum(p["releasable_once_idle_per_day_usd"] or 0.0 for p in pools), 2
-            ),
-        },
-        "problems": dict(sorted(tick.problems.items())),
-        "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
-    }
-
-
-def releasable_once_idle(spec: PoolSpec, current: int | None, decision: PoolDecision | None) -> int:
-    """Units the forecast would let go once they are seen idle for the idle hold: a pool that shrinks only by
-    releasing idle units is held while none has been idle that long, which one instant cannot see. Not queued
-    resources: the daemon never releases them for idleness (their TPU VMs are not nodes it can watch)."""
-    if decision is None or current is None or spec.kind is PoolKind.TPU_QUEUED_RESOURCE:
-        return 0
-    if not any(hold.reason in (SkipReason.NOT_IDLE, SkipReason.STABILIZING) for hold in decision.holds):
-        return 0
-    return max(0, current - decision.bounded_units)
-
-
-def _zone_entry(zone: ZoneState) -> dict[str, Any]:
-    until = zone.backoff_until.isoformat() if zone.backoff_until is not None else None
-    return {
-        "zone": zone.zone,
-        "ready_units": zone.ready_units,
-        "target_units": zone.target_units,
-        "failed_units": zone.failed_units,
-        "backoff_until": until,
-    }
-
-
-def _class_entry(agent: Agent, tick: TickReport, name: str) -> dict[str, Any]:
-    forecast = tick.forecasts.get(name)
-    leads = [p.lead_time for p in agent.pools if name in p.serves]
-    entry: dict[str, Any] = {
-        "name": name,
-        "observed": tick.observed.get(name),
-        "service_level": agent.service_levels.get(name),
-        "lead_time_s": int(max(leads).total_seconds()) if leads else None,
-        "problem": tick.problems.get(name),
-        "model": None,
-        "forecast": None,
-    }
-    if forecast is not None:
-        entry["model"] = forecast.model + (f" ({forecast.note})" if forecast.note else "")
-        group = next((g for g in agent.groups if name in g.members), None)
-        entry["forecast"] = _forecast_entry(forecast, None if group is None else _peak_steps(agent, group))
-    return entry
-
-
-def _group_entry(agent: Agent, tick: TickReport, group: DemandGroup) -> dict[str, Any]:
-    """A group of classes served by the same pools, planned on the forecast of their summed demand."""
-    forecast = tick.forecasts.get(group.name)
-    return {
-        "name": group.name,
-        "members": list(group.members),
-        "pools": sorted(group.pools),
-        "service_level": _group_level(agent, group),
-        "forecast": None if forecast is None else _forecast_entry(forecast, _peak_steps(agent, group)),
-    }
-
-
-def _group_level(agent: Agent, group: DemandGroup) -> float:
-    """The service level the planner sizes a group on: the highest of its members' (``agent.planning.planner``)."""
-    levels = [agent.service_levels.get(n, DEFAULT_SERVICE_LEVEL) for n in group.members]
-    return agent.service_levels.get(group.name) or max(levels)
-
-
-def _forecast_entry(forecast: DemandForecast, steps: int | None) -> dict[str, Any]:
-    """The forecast bands step by step; ``peak``, per level, the quantile of the highest demand over the steps the
-    planner looks at (``peak_steps``), which is what it plans on; ``per_step_max`` the highest one-step quantile,
-    which a path's peak is at least."""
-    shown = steps if steps is not None else forecast.horizon_steps
-    return {
-        "issued_at": forecast.issued_at.isoformat(),
-        "step_s": int(forecast.step.total_seconds()),
-        "quantiles": {f"{level:g}": [round(v, 3) for v in values] for level, values in forecast.quantiles.items()},
-        "peak_steps": shown,
-        "peak": {f"{level:g}": round(forecast.peak(level, steps), 3) for level in forecast.quantiles},
-        "per_step_max": {
-            f"{level:g}": round(max(values[:shown], default=forecast.last_observed), 3)
-            for level, values in forecast.quantiles.items()
-        },
-    }
-
-
-def _peak_steps(agent: Agent, group: DemandGroup) -> int | None:
-    """The forecast steps the planner takes a demand's peak over: the longest lead time of the scalable pools that
-    serve it, plus one tick (``agent.planning.planner``); all of them when only fixed pools serve it."""
-    leads = [p.lead_time for p in agent.pools if p.pool_id in group.pools and p.kind is not PoolKind.ON_PREM]
-    if not leads:
-        return None
-    return max(1, math.ceil((max(leads) + agent.tick) / agent.step))
-
-
-def _backtest(agent: Agent, history: pd.DataFrame, at: datetime, problem: str | None) -> dict[str, Any]:
-    """The configured model backtested as the daemon runs it: fitted and scored on each class's own series and on
-    the summed series of each group of classes planned together (``with_group_series``), which is what the planner
-    sizes those classes' pools on. ``groups`` scores that summed forecast at the group's service level and peak
-    steps; ``classes`` scores each class's own forecast, and ``planned_on`` names the series its pools are sized on
-    (the class itself when no other class may use exactly the same pools)."""
-    first_origin = at - BACKTEST_SPAN - agent.horizon * agent.step
-    forecaster = build_forecaster(agent.settings.forecast, agent.settings.planning_horizon())
-    aggregates = [g for g in agent.groups if g.is_aggregate]
-    levels = {**agent.service_levels, **{g.name: _group_level(agent, g) for g in aggregates}}
-    peak_steps = {
-        name: steps
-        for group in agent.groups
-        if (steps := _peak_steps(agent, group)) is not None
-        for name in (*group.members, group.name)
-    }
-    try:
-        results = backtest(
-            forecaster,
-            with_group_series(history, agent.groups),
-            agent.step,
-            agent.horizon,
-            levels,
-            first_origin,
-            BACKTEST_EVERY,
-            peak_steps=peak_steps,
-        )
-    except MetricsUnavailable as exc:
-        results, problem = {}, str(exc)
-    planned_on = {name: group.name for group in agent.groups for name in group.members}
-    classes = quality_table(results, [c.name for c in agent.classes])
-    return {
-        "model": forecaster.name,
-        "span_s": int(BACKTEST_SPAN.total_seconds()),
-        "every_s": int(BACKTEST_EVERY.total_seconds()),
-        "horizon_steps": agent.horizon,
-        "classes": [{**row, "planned_on": planned_on[str(row["demand_class"])]} for row in classes],
-        "groups": [
-            {"demand_group": g.name, "members": list(g.members), **results[g.name].summary()}
-            for g in aggregates
-            if g.name in results
-        ],
-        "problem": problem,
-    }
-
-
-def _per_day(units: int | None, price: float) -> float | None:
-    return None if units is None or math.isnan(price) else round(units * price * 24.0, 2)

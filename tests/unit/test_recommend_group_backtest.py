@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from actuators import SimulatedCluster
-from agent.commands.recommend import _backtest
+from agent.commands.recommend_document import backtest_entry
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts
 from agent.notify import RecordingNotifier
@@ -70,7 +70,7 @@ def test_the_group_s_summed_forecast_is_backtested_at_its_level_and_the_classes_
     agent, source = _agent(write_trace)
     (group,) = [g for g in agent.groups if g.is_aggregate]
     history = source.fetch(agent.classes, AT - agent.settings.forecast.history, AT, agent.step)
-    result = _backtest(agent, history, AT, None)
+    result = backtest_entry(agent, history, AT, None)
 
     (row,) = result["groups"]
     assert row["demand_group"] == group.name

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from agent.commands.recommend import releasable_once_idle
+from agent.commands.recommend_document import releasable_once_idle
 from config.schema import PlannerSettings
 from models import CapacityTier, PoolKind, PoolState, SkipReason
 from tests.unit.test_decision_records import NOW, SPOT, _plan
