@@ -281,14 +281,26 @@ def _print_table(document: dict[str, Any]) -> None:
         if line := _held_line(name, row, steps):
             print(line)
     for target, rows in document.get("equal_service", {}).items():
-        costs = ", ".join(
-            f"{name} {row['cost_usd']:,.0f}" if row.get("cost_usd") is not None else f"{name} n/a"
-            for name, row in rows.items()
-        )
+        costs = ", ".join(_figure(name, row, float(target)) for name, row in rows.items())
         print(f"same service ({float(target):.1%} unserved): {costs} USD")
         for name, row in rows.items():
             if row.get("cost_usd") is None:
                 print(f"  {name} n/a: {_unreached(row)}")
+            elif row.get("note"):
+                print(f"  {name}: {row['note']}")
+
+
+def _figure(name: str, row: dict[str, Any], target: float) -> str:
+    """A policy's equal-service cost, with its own share of demand unserved where that is not the target: the
+    cheapest setting tried already left less unserved (its note says so), or the policy is not tuned (the oracle,
+    as run)."""
+    if row.get("cost_usd") is None:
+        return f"{name} n/a"
+    text = f"{name} {row['cost_usd']:,.0f}"
+    share = row.get("unserved_fraction")
+    if share is None or share == target:
+        return text
+    return text + f" ({share:.2%} unserved{'' if 'trials' in row else ', as run'})"
 
 
 def _held_line(name: str, row: dict[str, Any], steps: int | None) -> str | None:
