@@ -1,7 +1,7 @@
 """The daemon's job bodies: election, tick, refit and daily report, and an orderly stop.
 
-Scheduling lives in ``agent.daemon.runtime``; this module decides what each job does, with time from the
-injected clock, so tests drive it directly with a simulated clock.
+Scheduling lives in ``agent.daemon.runtime`` and the electors in ``agent.daemon.election``; this module decides
+what each job does, with time from the injected clock, so tests drive it directly with a simulated clock.
 
 * Only the leader runs the agent loop. A standby's tick checks that it can still see the Lease and, given a
   ``standby_probe`` (the metric source's: one instant query without retries, within the source's timeout), that
@@ -30,8 +30,8 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
 
+from agent.daemon.election import Elector, Probe
 from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.health import HealthState
 from agent.daemon.lease import ElectionStep
@@ -53,48 +53,6 @@ from models import ActuatorError, AlertEvent, AlertKind, MetricsUnavailable, Sev
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
-
-
-class Elector(Protocol):
-    identity: str
-    last_error: str | None
-    last_contact: datetime | None
-
-    def step(self, now: datetime) -> ElectionStep: ...
-
-    def is_leader(self, now: datetime) -> bool: ...
-
-    def release(self, now: datetime) -> bool: ...
-
-
-@runtime_checkable
-class Probe(Protocol):
-    """What a standby checks it could read as leader: ``probe`` raises, saying why, when it cannot
-    (``PrometheusSource.probe``: one instant query of ``vector(1)`` without retries)."""
-
-    def probe(self) -> None: ...
-
-
-class SoleReplicaElector:
-    """Election switched off: one replica, always the leader. For single-replica and local runs."""
-
-    def __init__(self, identity: str) -> None:
-        self.identity = identity
-        self.last_error: str | None = None
-        self.last_contact: datetime | None = None
-        self._started = False
-
-    def step(self, now: datetime) -> ElectionStep:
-        self.last_contact = now
-        became = not self._started
-        self._started = True
-        return ElectionStep(leading=True, became_leader=became, holder=self.identity)
-
-    def is_leader(self, now: datetime) -> bool:
-        return True
-
-    def release(self, now: datetime) -> bool:
-        return False
 
 
 class Daemon:

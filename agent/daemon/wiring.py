@@ -24,6 +24,7 @@ from actuators import Actuator, DryRunActuator, DryRunDrainer, NodeDrainer
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
 from agent.daemon.decision_recorder import KubernetesDecisionRecorder
 from agent.daemon.demand_recorder import demand_recorder
+from agent.daemon.election import Elector, Probe, SoleReplicaElector
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.events import KubernetesEventRecorder
 from agent.daemon.guard import LeaderOnlyActuator, LeaderOnlyDrainer, Leadership
@@ -32,7 +33,7 @@ from agent.daemon.identity import lease_namespace, replica_identity
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import BackoffCollector, BudgetLedgerCollector, DaemonMetrics
 from agent.daemon.runtime import DaemonRuntime, Schedule
-from agent.daemon.service import Daemon, Elector, Probe, SoleReplicaElector
+from agent.daemon.service import Daemon
 from agent.daemon.shadow_book import ShadowBook, ShadowCollector, ShadowStore
 from agent.ledger import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger

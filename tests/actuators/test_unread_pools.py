@@ -23,9 +23,9 @@ from actuators.instrumented import InstrumentedActuator
 from actuators.routing import RoutingActuator
 from actuators.simulated import SimulatedCluster
 from agent.daemon.adapters import PoolStateRecorder
+from agent.daemon.election import SoleReplicaElector
 from agent.daemon.guard import LeaderOnlyActuator
 from agent.daemon.live import live_parts
-from agent.daemon.service import SoleReplicaElector
 from agent.executor import execute
 from agent.loop import Agent, AgentParts
 from agent.notify import RecordingNotifier

@@ -20,9 +20,10 @@ import pytest
 import yaml
 
 from actuators import SimulatedCluster
+from agent.daemon.election import SoleReplicaElector
 from agent.daemon.health import HealthState
 from agent.daemon.metrics import DaemonMetrics
-from agent.daemon.service import Daemon, SoleReplicaElector
+from agent.daemon.service import Daemon
 from agent.notify.queued import queued_slack_notifier
 from config.alerts import AlertSettings
 from models import MetricsUnavailable

@@ -13,11 +13,12 @@ import pytest
 from kubernetes import client as k8s
 
 from actuators import SimulatedCluster
+from agent.daemon.election import Elector, SoleReplicaElector
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.health import HealthState
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
-from agent.daemon.service import Daemon, Elector, SoleReplicaElector
+from agent.daemon.service import Daemon
 from agent.notify import RecordingNotifier
 from kube import Leases
 from models import MetricsUnavailable

@@ -11,11 +11,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
+from agent.daemon.election import SoleReplicaElector
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.health import HealthState
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.runtime import DaemonRuntime, Schedule
-from agent.daemon.service import Daemon, SoleReplicaElector
+from agent.daemon.service import Daemon
 from agent.notify import RecordingNotifier
 from models.clock import SystemClock
 from tests.daemon.fake_loop import FakeTickReport
