@@ -42,18 +42,20 @@ units have kept failing for the pool's lead time (those asked for again failed a
 is read with no unit failed or in flight a lead time (at least ``MIN_BACKOFF``) after the last failed one or the end
 of its back-off: a single broken slice removed is never told.
 
-How both counts are kept, ended and told is in ``agent.executor_failures``.
+How both counts are kept, ended and told is in ``agent.executor_failures``; how one resize is sent against the
+cloud's target and its answer translated, in ``agent.executor_resizes``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from actuators.base import Actuator, unread_pools
-from agent.drains import DrainOutcome, NodeDrains
+from agent.drain_records import DrainOutcome
+from agent.drains import NodeDrains
 from agent.executor_failures import (
     MIN_BACKOFF,
     _failed_for_capacity,
@@ -64,7 +66,9 @@ from agent.executor_failures import (
     _units_stopped_failing,
     _zone_stockout_alert,
     _zones_with_room,
+    blocked_alert,
 )
+from agent.executor_resizes import ACCEPTED, Sent, send_resize
 from agent.planning import PlannerMemory
 from agent.planning.memory import BackoffReason
 from models import (
@@ -77,7 +81,6 @@ from models import (
     PermanentActuatorError,
     PoolSpec,
     PoolState,
-    Resize,
     Severity,
     TransientActuatorError,
 )
@@ -85,7 +88,6 @@ from models.durations import format_duration
 
 __all__ = [
     "MIN_BACKOFF",
-    "UNBLOCK",
     "Execution",
     "blocked_pool_alerts",
     "clear_failed_units",
@@ -94,12 +96,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-UNBLOCK = (
-    "fix the cause, then remove the pool from `blocked` in the planner memory (the ConfigMap named by "
-    "daemon.state.config_map_name, leadtime-state by default, key planner-memory.json) or delete that ConfigMap; "
-    "the leader reads it every tick"
-)
-_ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED, ActionStatus.RECORDED)
 
 
 @dataclass(frozen=True)
@@ -147,7 +143,7 @@ def execute(
         if drains is not None and drains.serves(resize.pool_id) and not resize.is_scale_up:
             decision = plan.decisions.get(resize.pool_id)
             outcome = drains.scale_down(resize, now, decision.nodes if decision is not None else ())
-            if any(r.status in _ACCEPTED for r in outcome.results):
+            if any(r.status in ACCEPTED for r in outcome.results):
                 memory = memory.changed(resize.pool_id, now, -1)
             memory = _absorb(outcome, pools, memory, now, results, alerts)
         else:
@@ -156,8 +152,8 @@ def execute(
                 taken = drains.take_back(resize.pool_id, resize.to_units - resize.from_units, now)
             decision = plan.decisions.get(resize.pool_id)
             capped = decision is not None and bool(decision.budgets)
-            sent = _Sent(cloud[resize.pool_id], state, taken, capped)
-            memory = _resize(resize, sent, actuator, pools, memory, now, results, alerts)
+            sent = Sent(cloud[resize.pool_id], state, taken, capped)
+            memory = send_resize(resize, sent, actuator, pools, memory, now, results, alerts)
         log.info(
             "action pool=%s from=%d to=%d status=%s reason=%r",
             resize.pool_id,
@@ -192,7 +188,7 @@ def clear_failed_units(
         refused = removed = False
         try:
             results.append(actuator.resize(pool_id, state.target_units, key))
-            if results[-1].status in _ACCEPTED:
+            if results[-1].status in ACCEPTED:
                 memory, removed = memory.not_failing(pool_id), True
         except CapacityUnavailable:
             refused = True  # the actuator refused for the same stockout: backing off below is the whole answer
@@ -201,7 +197,7 @@ def clear_failed_units(
             memory = _failing(pool_id, str(exc), now, now, pools, memory, alerts)
         except PermanentActuatorError as exc:
             results.append(ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc)))
-            alerts.append(_blocked_alert(pool_id, now, str(exc)))
+            alerts.append(blocked_alert(pool_id, now, str(exc)))
             memory = memory.block(pool_id, str(exc))
             continue
         if not refused and not _failed_for_capacity(state):
@@ -235,7 +231,7 @@ def blocked_pool_alerts(memory: PlannerMemory, now: datetime) -> tuple[AlertEven
     """The critical alert of each pool blocked after a permanent error, raised again every tick for as long as the
     pool stays blocked (a notifier sends one per de-duplication window), and so also after a restart or a change of
     leader that read the block back from the stored memory; each says how to unblock the pool."""
-    return tuple(_blocked_alert(pool_id, now, why) for pool_id, why in sorted(memory.blocked.items()))
+    return tuple(blocked_alert(pool_id, now, why) for pool_id, why in sorted(memory.blocked.items()))
 
 
 def unread_pool_alerts(actuator: Actuator, now: datetime) -> tuple[AlertEvent, ...]:
@@ -255,146 +251,6 @@ def unread_pool_alerts(actuator: Actuator, now: datetime) -> tuple[AlertEvent, .
     )
 
 
-@dataclass(frozen=True)
-class _Sent:
-    """What a resize is sent against: the cloud's own target (``cloud``), the pool the plan saw (``planned``: its
-    draining nodes taken out), the draining nodes taken back for a scale-up (``taken``: they serve again) and
-    whether a budget's cap priced the resize (``capped``: the pool is in a budget)."""
-
-    cloud: PoolState
-    planned: PoolState
-    taken: Sequence[str] = ()
-    capped: bool = False
-
-
-def _resize(
-    resize: Resize,
-    sent: _Sent,
-    actuator: Actuator,
-    pools: dict[str, PoolSpec],
-    memory: PlannerMemory,
-    now: datetime,
-    results: list[ActionResult],
-    alerts: list[AlertEvent],
-) -> PlannerMemory:
-    """``_send`` the resize, and name on its result the draining nodes it took back: their drains ended whatever
-    the cloud answered (they were uncordoned before the resize was sent)."""
-    before = len(results)
-    memory = _send(resize, sent, actuator, pools, memory, now, results, alerts)
-    if sent.taken:
-        results[before:] = [replace(r, taken_back=tuple(sent.taken)) for r in results[before:]]
-    return memory
-
-
-def _send(
-    resize: Resize,
-    sent: _Sent,
-    actuator: Actuator,
-    pools: dict[str, PoolSpec],
-    memory: PlannerMemory,
-    now: datetime,
-    results: list[ActionResult],
-    alerts: list[AlertEvent],
-) -> PlannerMemory:
-    """Carry out the planned change against the cloud's own target (``sent.cloud``): the plan was made on
-    ``sent.planned``, the pool with its nodes still draining taken out, while the cloud's target still counts them
-    until each drain removes its node. Sending the planned figure as it is would make the actuator shrink the pool by
-    the draining nodes, deleting instances of the cloud's choosing with no drain; sent as the same change applied to
-    the cloud's target, a resize can never take out a node the drainer did not empty. The draining nodes taken back
-    for a scale-up (``sent.taken``) serve again and are in that target already: only the rest is bought, and of it
-    of a pool in a budget no more than the plan counted as new (``_held_for_take_back``), so the budget's cap holds
-    when a take-back fails; a pool in no budget buys the rest at once, as no cap priced it.
-
-    The cloud's target never goes above the pool's ``max_units``: a scale-up that would (the draining nodes still
-    count there) buys what fits and the rest waits for the drains to finish, when the next plan buys it on the
-    target they leave; with no room at all it is rejected, so nothing is sent (an AWS group at its maximum size
-    would read it as a stockout, a GKE pool would grow past ``max_units``)."""
-    cloud, taken = sent.cloud, sent.taken
-    to_units = cloud.target_units + resize.to_units - resize.from_units - len(taken)
-    draining = cloud.target_units - sent.planned.target_units - len(taken)
-    spec = pools.get(resize.pool_id)
-    notes = [f"took back {len(taken)} draining units ({', '.join(taken)}): uncordoned, they serve at once"] * bool(
-        taken
-    )
-    if held := _held_for_take_back(resize, sent):
-        to_units -= held
-        notes.append(
-            f"took back {len(taken)} of the {sent.planned.takeable_units} draining units the plan counted on (their "
-            f"drains go on): {held} of the planned {resize.to_units - resize.from_units} units wait for a later plan "
-            "(the plan counted them as served by those nodes, not bought)"
-        )
-    waiting = _waiting_for_drains(resize, cloud, spec, len(taken) + held)
-    if waiting and spec is not None:
-        to_units -= waiting
-        notes.append(
-            f"{resize.pool_id} holds {cloud.target_units} units with {draining} still draining and its max_units is "
-            f"{spec.max_units}: {waiting} of the planned {resize.to_units - resize.from_units} units wait for those "
-            "drains to finish (a later plan buys them)"
-        )
-    detail = "; ".join(notes)
-    if notes:
-        log.info("pool %s: %s", resize.pool_id, detail)
-    if resize.is_scale_up and to_units <= cloud.target_units:  # nothing to buy now
-        status = ActionStatus.DONE if taken else ActionStatus.REJECTED
-        results.append(ActionResult(resize.key, resize.pool_id, status, now, detail))
-        return memory.changed(resize.pool_id, now, +1) if taken else memory
-    if to_units != resize.to_units:
-        log.info(
-            "pool %s: %d nodes still draining; its target goes %d -> %d for the planned %d -> %d",
-            resize.pool_id, draining, cloud.target_units, to_units, resize.from_units, resize.to_units,
-        )  # fmt: skip
-    try:
-        result = actuator.resize(resize.pool_id, to_units, resize.key)
-    except CapacityUnavailable as exc:
-        backoff = max(MIN_BACKOFF, pools[resize.pool_id].lead_time)
-        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-        alerts.append(
-            AlertEvent(
-                AlertKind.STOCKOUT,
-                Severity.WARNING,
-                now,
-                resize.pool_id,
-                f"No capacity for {resize.pool_id}; backing off {format_duration(backoff)} and using the next pool",
-                {"error": str(exc), "wanted_units": str(resize.to_units)},
-            )
-        )
-        return memory.back_off(resize.pool_id, now + backoff, BackoffReason.STOCKOUT)
-    except TransientActuatorError as exc:
-        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-        return _failing(resize.pool_id, str(exc), now, now, pools, memory, alerts, scale_up=resize.is_scale_up)
-    except PermanentActuatorError as exc:
-        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-        alerts.append(_blocked_alert(resize.pool_id, now, str(exc)))
-        return memory.block(resize.pool_id, str(exc))
-    if notes:
-        result = replace(result, detail=f"{result.detail}; {detail}" if result.detail else detail)
-    results.append(result)
-    if result.status in _ACCEPTED:
-        return memory.not_failing(resize.pool_id).changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
-    return memory
-
-
-def _held_for_take_back(resize: Resize, sent: _Sent) -> int:
-    """How many of a scale-up's units not taken back are not bought now: the plan's budget counted the idle
-    draining nodes (``takeable_units``) as served again, not bought, so when fewer drains could be ended only the
-    units beyond them are new (0 for any other resize); the next plan counts the rest against the nodes it sees. A
-    pool in no budget (``sent.capped`` false) holds nothing back: no cap counted on those nodes, and holding units
-    back would only leave its demand waiting for drains that go on."""
-    if not resize.is_scale_up or not sent.capped:
-        return 0
-    planned = resize.to_units - resize.from_units
-    return max(0, planned - len(sent.taken) - max(0, planned - sent.planned.takeable_units))
-
-
-def _waiting_for_drains(resize: Resize, cloud: PoolState, spec: PoolSpec | None, taken: int) -> int:
-    """How many of a scale-up's planned units, less the draining nodes taken back, do not fit under the pool's
-    ``max_units`` while draining nodes still count in the cloud's target (0 for any other resize)."""
-    if not resize.is_scale_up or spec is None:
-        return 0
-    room = max(0, spec.max_units - cloud.target_units)
-    return max(0, resize.to_units - resize.from_units - taken - room)
-
-
 def _absorb(
     outcome: DrainOutcome,
     pools: Mapping[str, PoolSpec],
@@ -410,17 +266,6 @@ def _absorb(
         if pool_id not in outcome.permanent:
             memory = _failing(pool_id, error, since, now, pools, memory, alerts)
     for pool_id, error in outcome.permanent.items():
-        alerts.append(_blocked_alert(pool_id, now, error))
+        alerts.append(blocked_alert(pool_id, now, error))
         memory = memory.block(pool_id, error)
     return memory
-
-
-def _blocked_alert(pool_id: str, now: datetime, error: str) -> AlertEvent:
-    return AlertEvent(
-        AlertKind.ACTUATOR_FAILURE,
-        Severity.CRITICAL,
-        now,
-        pool_id,
-        f"Stopped touching {pool_id} after a permanent error; nothing is sent to it until it is unblocked: {UNBLOCK}",
-        {"error": error},
-    )

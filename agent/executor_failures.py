@@ -10,7 +10,8 @@ extend since when the pool's units keep failing, told and backed off the same wa
 time; the count ends once the pool is read with no unit failed a lead time after the last one and none in flight, or
 two lead times after it with units in flight (``IN_FLIGHT_LEAD_TIMES``, ``_units_stopped_failing``).
 Units failed for want of capacity in some zones of a pool that spans zones leave its other zones to take the nodes
-(``_zones_with_room``, ``_zone_stockout_alert``).
+(``_zones_with_room``, ``_zone_stockout_alert``). A pool blocked after a permanent error is told with
+``blocked_alert``, which says how to unblock it (``UNBLOCK``).
 
 ``agent.executor`` carries out the changes and removes the failed units, and calls these; their log lines keep its
 logger's name, as they did before they moved here.
@@ -29,6 +30,11 @@ from models.durations import format_duration
 
 log = logging.getLogger("agent.executor")
 MIN_BACKOFF = timedelta(minutes=10)
+UNBLOCK = (
+    "fix the cause, then remove the pool from `blocked` in the planner memory (the ConfigMap named by "
+    "daemon.state.config_map_name, leadtime-state by default, key planner-memory.json) or delete that ConfigMap; "
+    "the leader reads it every tick"
+)
 # How many lead times a unit in flight keeps its pool's count of failing units after the last failure: the
 # stalled-scale-up alert's default (``alerts.stalled_after_lead_times``) tells of a unit not arrived by then.
 IN_FLIGHT_LEAD_TIMES = 2
@@ -184,4 +190,16 @@ def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) 
         f"{state.failed_units} units of {state.pool_id} failed in {', '.join(out)} after the request was accepted; "
         f"removed them, those zones back off and {', '.join(spare)} take the nodes",
         {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(spare)},
+    )
+
+
+def blocked_alert(pool_id: str, now: datetime, error: str) -> AlertEvent:
+    """The critical alert of a pool blocked after a permanent error, saying how to unblock it (``UNBLOCK``)."""
+    return AlertEvent(
+        AlertKind.ACTUATOR_FAILURE,
+        Severity.CRITICAL,
+        now,
+        pool_id,
+        f"Stopped touching {pool_id} after a permanent error; nothing is sent to it until it is unblocked: {UNBLOCK}",
+        {"error": error},
     )

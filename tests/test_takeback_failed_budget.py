@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 from kubernetes import client as k8s
 
-from agent.executor import _held_for_take_back, _Sent
+from agent.executor_resizes import Sent, held_for_take_back
 from agent.planning.budget import Budget
 from models import ActionStatus, PoolState, Resize
 from tests.e2e.rig import ON_DEMAND, T0, Rig
@@ -84,13 +84,13 @@ def test_a_scale_up_holds_the_units_its_plan_counted_as_taken_back(
     planned = PoolState(ON_DEMAND, T0, ready_units=1, target_units=1, draining_units=2, takeable_units=takeable)
     cloud = replace(planned, ready_units=3, target_units=3, draining_units=0, takeable_units=0)
     resize = Resize(ON_DEMAND, 1, to_units, "demand", "k")
-    sent = _Sent(cloud, planned, [f"node-{i}" for i in range(taken)], capped=True)
-    assert _held_for_take_back(resize, sent) == held
-    assert _held_for_take_back(resize, replace(sent, capped=False)) == 0  # a pool in no budget: all bought
+    sent = Sent(cloud, planned, [f"node-{i}" for i in range(taken)], capped=True)
+    assert held_for_take_back(resize, sent) == held
+    assert held_for_take_back(resize, replace(sent, capped=False)) == 0  # a pool in no budget: all bought
     bought = to_units - 1 - taken - held
     assert bought == min(to_units - 1 - taken, max(0, to_units - 1 - takeable))  # what the budget counted as new
 
 
 def test_a_release_holds_nothing() -> None:
     planned = PoolState(ON_DEMAND, T0, ready_units=3, target_units=3, draining_units=2, takeable_units=2)
-    assert _held_for_take_back(Resize(ON_DEMAND, 3, 1, "idle", "k"), _Sent(planned, planned)) == 0
+    assert held_for_take_back(Resize(ON_DEMAND, 3, 1, "idle", "k"), Sent(planned, planned)) == 0
