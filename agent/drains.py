@@ -51,62 +51,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from actuators.base import NodeDrainer, unforced_drains
 from actuators.dry_run import sends_drains
+from agent.drain_records import DrainOutcome, PendingDrain, idle_nodes_alert, left_cordoned_alert
 from models import (
     ActionResult,
     ActionStatus,
     ActuatorError,
     AlertEvent,
-    AlertKind,
     PermanentActuatorError,
     PoolState,
     Resize,
-    Severity,
     drain_key,
 )
 from models.durations import format_duration
 
 log = logging.getLogger(__name__)
 _SETTLED = (ActionStatus.DONE, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.RECORDED)
-
-
-@dataclass(frozen=True)
-class PendingDrain:
-    pool_id: str
-    node: str
-    key: str
-    # A release of idle nodes (not forced: started here, or taken over unmarked): it may be taken back for a scale-up.
-    idle: bool = field(default=False, compare=False)
-    # When this agent started the drain (None: taken over, its start unknown).
-    started: datetime | None = field(default=None, compare=False)
-    # A forced release's drain, which may evict accelerator work. A drain taken over says so on its nodes, where
-    # the drainer reads it.
-    forced: bool = field(default=False, compare=False)
-
-
-@dataclass
-class DrainOutcome:
-    """Results of drain calls; ``permanent`` names pools whose drainer failed for good (stop touching them),
-    ``failing`` pools where a drain failed in a way a later one may not (an error a retry may fix, or a drain given
-    up at the drain timeout), with since when and the error, and ``finished`` pools where a drain removed its
-    node."""
-
-    results: list[ActionResult] = field(default_factory=list)
-    permanent: dict[str, str] = field(default_factory=dict)
-    failing: dict[str, tuple[datetime, str]] = field(default_factory=dict)
-    finished: set[str] = field(default_factory=set)
-
-    def extend(self, other: DrainOutcome) -> None:
-        self.results.extend(other.results)
-        self.permanent.update(other.permanent)
-        for pool_id, (since, error) in other.failing.items():
-            if pool_id not in self.failing or since < self.failing[pool_id][0]:
-                self.failing[pool_id] = (since, error)
-        self.finished |= other.finished
 
 
 class NodeDrains:
@@ -143,7 +107,7 @@ class NodeDrains:
                     self._leave(pool_id, drainer.draining_nodes(pool_id))
             except ActuatorError as exc:  # drains in progress stay as remembered; continuing them will tell
                 log.warning("pool %s: drains in progress unknown: %s", pool_id, exc)
-        alerts.extend(_left_cordoned(now, left) for _, left in sorted(self._left.items()))
+        alerts.extend(left_cordoned_alert(now, left) for _, left in sorted(self._left.items()))
         seen = self.adjusted(states)
         for pool_id, drainer in self._drainers.items():
             state = seen.get(pool_id)
@@ -153,7 +117,7 @@ class NodeDrains:
                 idle = [n for n in drainer.idle_nodes(pool_id, timedelta(0)) if self._choosable(n)]
             except ActuatorError as exc:
                 log.warning("pool %s: idle nodes unknown, holding its size: %s", pool_id, exc)
-                alerts.append(_alert(now, pool_id, "Idle nodes cannot be read; holding the pool's size", exc))
+                alerts.append(idle_nodes_alert(now, pool_id, "Idle nodes cannot be read; holding the pool's size", exc))
                 idle = []
             known = self._first_idle.get(pool_id, {})
             self._first_idle[pool_id] = {node: known.get(node, now) for node in idle}
@@ -320,7 +284,7 @@ class NodeDrains:
     def _leave(self, pool_id: str, draining: Mapping[str, str]) -> None:
         """With a drainer that sends nothing: the drains the cluster records are another agent's, which this one
         cannot continue. They are not taken over (their nodes stay in the pool's units, never chosen for a drain) and
-        are told about (``_left_cordoned``) until they end elsewhere (a person uncordoned the node, it is gone)."""
+        are told about (``left_cordoned_alert``) until they end elsewhere (a person uncordoned the node, it is gone)."""
         for node, left in list(self._left.items()):
             if left.pool_id == pool_id and node not in draining:
                 log.info("pool %s: node %s is no longer cordoned for a drain", pool_id, node)
@@ -375,31 +339,3 @@ def _first(count: int, preferred: Sequence[str], others: Sequence[str], allowed:
         if node not in chosen and allowed(node):
             chosen.append(node)
     return chosen
-
-
-def _left_cordoned(now: datetime, left: PendingDrain) -> AlertEvent:
-    """A warning about a node a drain left cordoned that this agent, in dry-run mode, cannot continue: one condition
-    per node, raised every tick while the cluster records the drain, so it ends once the node is uncordoned."""
-    node, key = left.node, left.key
-    summary = (
-        f"Node {node} of pool {left.pool_id} is cordoned for a drain an agent in enforce mode started (key {key}). "
-        "In dry-run mode nothing continues the drain or ends it at cloud.drain_timeout: the node stays unschedulable "
-        "and billed. Switch back to enforce mode until the drain finishes, or uncordon its nodes and remove their "
-        "drain marks (commands in the details)."
-    )
-    details = {
-        "drain key": key,
-        "find its nodes": "kubectl get nodes -o custom-columns='NAME:.metadata.name,"
-        f"DRAIN:.metadata.annotations.leadtime\\.io/drain-key' | grep -F '{key}'",
-        "uncordon each": "kubectl uncordon NAME && kubectl annotate node NAME leadtime.io/drain-key- "
-        "leadtime.io/drain-forced-",
-    }
-    subject = f"node {node} of {left.pool_id} left cordoned"
-    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, details)
-
-
-def _alert(now: datetime, pool_id: str, summary: str, exc: Exception) -> AlertEvent:
-    """A warning about the pool's nodes, under a subject of its own: it must not silence, nor be silenced by, the
-    executor's alerts about the pool's changes."""
-    subject = f"idle nodes of {pool_id}"
-    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, {"error": str(exc)})

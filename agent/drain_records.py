@@ -1,0 +1,74 @@
+"""What the drains of ``agent.drains`` remember and report: a drain in progress (``PendingDrain``), the outcome of
+drain calls the executor acts on (``DrainOutcome``), and the warnings about a pool's nodes (a node a drain left
+cordoned that a dry run cannot continue, idle nodes that cannot be read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from models import ActionResult, AlertEvent, AlertKind, Severity
+
+
+@dataclass(frozen=True)
+class PendingDrain:
+    pool_id: str
+    node: str
+    key: str
+    # A release of idle nodes (not forced: started here, or taken over unmarked): it may be taken back for a scale-up.
+    idle: bool = field(default=False, compare=False)
+    # When this agent started the drain (None: taken over, its start unknown).
+    started: datetime | None = field(default=None, compare=False)
+    # A forced release's drain, which may evict accelerator work. A drain taken over says so on its nodes, where
+    # the drainer reads it.
+    forced: bool = field(default=False, compare=False)
+
+
+@dataclass
+class DrainOutcome:
+    """Results of drain calls; ``permanent`` names pools whose drainer failed for good (stop touching them),
+    ``failing`` pools where a drain failed in a way a later one may not (an error a retry may fix, or a drain given
+    up at the drain timeout), with since when and the error, and ``finished`` pools where a drain removed its
+    node."""
+
+    results: list[ActionResult] = field(default_factory=list)
+    permanent: dict[str, str] = field(default_factory=dict)
+    failing: dict[str, tuple[datetime, str]] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
+
+    def extend(self, other: DrainOutcome) -> None:
+        self.results.extend(other.results)
+        self.permanent.update(other.permanent)
+        for pool_id, (since, error) in other.failing.items():
+            if pool_id not in self.failing or since < self.failing[pool_id][0]:
+                self.failing[pool_id] = (since, error)
+        self.finished |= other.finished
+
+
+def left_cordoned_alert(now: datetime, left: PendingDrain) -> AlertEvent:
+    """A warning about a node a drain left cordoned that this agent, in dry-run mode, cannot continue: one condition
+    per node, raised every tick while the cluster records the drain, so it ends once the node is uncordoned."""
+    node, key = left.node, left.key
+    summary = (
+        f"Node {node} of pool {left.pool_id} is cordoned for a drain an agent in enforce mode started (key {key}). "
+        "In dry-run mode nothing continues the drain or ends it at cloud.drain_timeout: the node stays unschedulable "
+        "and billed. Switch back to enforce mode until the drain finishes, or uncordon its nodes and remove their "
+        "drain marks (commands in the details)."
+    )
+    details = {
+        "drain key": key,
+        "find its nodes": "kubectl get nodes -o custom-columns='NAME:.metadata.name,"
+        f"DRAIN:.metadata.annotations.leadtime\\.io/drain-key' | grep -F '{key}'",
+        "uncordon each": "kubectl uncordon NAME && kubectl annotate node NAME leadtime.io/drain-key- "
+        "leadtime.io/drain-forced-",
+    }
+    subject = f"node {node} of {left.pool_id} left cordoned"
+    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, details)
+
+
+def idle_nodes_alert(now: datetime, pool_id: str, summary: str, exc: Exception) -> AlertEvent:
+    """A warning about the pool's nodes, under a subject of its own: it must not silence, nor be silenced by, the
+    executor's alerts about the pool's changes."""
+    subject = f"idle nodes of {pool_id}"
+    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, {"error": str(exc)})
