@@ -226,17 +226,34 @@ def initial_units(
     window: SimulationWindow, pools: Sequence[PoolSpec], priority: Mapping[str, float] | None = None
 ) -> dict[str, int]:
     """Units every policy starts with: enough for the demand of the first lead time of the window (split as
-    ``required_units`` splits it)."""
+    ``required_units`` splits it), a class's demand missing there taken as its nearest known (``_known_head``)."""
     out: dict[str, int] = {}
     for pool in pools:
         if pool.kind is PoolKind.ON_PREM:
             out[pool.pool_id] = pool.max_units
             continue
         lead_steps = int(pool.lead_time / window.step) + 1
-        head = window.demand[:lead_steps]
+        head = _known_head(window, lead_steps)
         need = required_units(head, window.classes, pools, priority)[pool.pool_id]
         out[pool.pool_id] = pool.clamp(int(need.max(initial=0)))
     return out
+
+
+def _known_head(window: SimulationWindow, steps: int) -> np.ndarray:
+    """The demand of the window's first ``steps`` steps, each class's missing value there taken as the one before
+    it (the last recorded before the window, when the window opens in a gap), else as its first recorded in the
+    window. Missing demand is unknown, not none: read as none, a window opening in a gap started every pool empty,
+    the agent-driven policies held them so through the gap (no trustworthy demand), and the demand that came back
+    waited a lead time for capacity the cluster had before the gap."""
+    head = np.array(window.demand[:steps], dtype=float)
+    for i in range(head.shape[1]):
+        if not np.isnan(head[:, i]).any():
+            continue
+        before = window.history[:, i] if len(window.history) else np.zeros(0)
+        prior, later = before[~np.isnan(before)][-1:], window.demand[:, i][~np.isnan(window.demand[:, i])][:1]
+        filled = pd.Series(np.concatenate([prior, head[:, i], later])).ffill().bfill().to_numpy(dtype=float)
+        head[:, i] = filled[len(prior) : len(prior) + len(head)]
+    return head
 
 
 def static_units(
