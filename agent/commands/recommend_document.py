@@ -148,7 +148,8 @@ def _zone_entry(zone: ZoneState) -> dict[str, Any]:
 
 def _class_entry(agent: Agent, tick: TickReport, name: str) -> dict[str, Any]:
     forecast = tick.forecasts.get(name)
-    leads = [p.lead_time for p in agent.pools if name in p.serves]
+    # the wait for capacity: an on-prem pool is never resized, so its lead_time is none (as ``_peak_steps``)
+    leads = [p.lead_time for p in agent.pools if name in p.serves and p.kind is not PoolKind.ON_PREM]
     entry: dict[str, Any] = {
         "name": name,
         "observed": tick.observed.get(name),
