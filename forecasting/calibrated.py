@@ -18,14 +18,14 @@ the fallback at that level only, and so is every level from q0.97 up when the ta
 every request; every other level is the highest of its values offset from the bases around it, kept between them
 (``block.between_anchors``), so a level reads the same whatever levels are asked with it. Calibration takes the kept
 history's stray samples (one bad scrape, see ``stray_samples``) as missing: neither outcomes, nor origins, nor moves
-of the local scale. The forecasts of a set of series, and their rows answered by the fallback, are a ``Block``
-(``forecasting.block``).
+of the local scale. What is kept between fits, and the calibration of new origins, is a ``CalibrationState``
+(``forecasting.calibration_state``). The forecasts of a set of series, and their rows answered by the fallback, are
+a ``Block`` (``forecasting.block``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Self
 
@@ -42,20 +42,14 @@ from forecasting.block import (
     rescue_rows,
     with_anchors,
 )
-from forecasting.calibration import (
-    MIN_RESIDUALS,
-    Residuals,
-    conformal_offsets,
-    local_scales,
-    peak_residuals,
-    scale_floor,
-)
-from forecasting.guards import history_range, level_problems, row_problems, stray_samples
+from forecasting.calibration import MIN_RESIDUALS, Residuals, conformal_offsets, local_scales, peak_residuals
+from forecasting.calibration_state import CalibrationState
+from forecasting.guards import level_problems, row_problems
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
 from forecasting.series import SeriesData, merge, step_ns, to_panel
 
-__all__ = ["CALIBRATION_HORIZON", "MAX_ORIGINS", "Block", "CalibratedForecaster", "last_value_forecaster"]
+__all__ = ["CALIBRATION_HORIZON", "CalibratedForecaster", "last_value_forecaster"]
 
 # The level whose tail is judged with every request, and the levels it answers for: where even the calibrated
 # q0.999 is beyond a sane multiple of the history's range, the series' extreme residuals are too wild to place a
@@ -67,24 +61,8 @@ __all__ = ["CALIBRATION_HORIZON", "MAX_ORIGINS", "Block", "CalibratedForecaster"
 # 0.822 / 0.873 / 0.858 of the last value's at 15 / 30 / 60 minutes, went to 0.855 / 0.901 / 0.874).
 TAIL_PROBE = 0.999
 TAIL_LEVELS = 0.97
-MAX_ORIGINS = 240  # calibration origins per series: enough for a 0.95 quantile, cheap to forecast
 # How far ahead residuals are kept unless the caller will ask further: the offsets of a step past them are not known
 CALIBRATION_HORIZON = timedelta(hours=1)
-
-
-@dataclass
-class _State:
-    step_ns: int = 0
-    trained_end_ns: int | None = None
-    cut_ns: int | None = None  # the newest time the held-out training saw (None: trained on all history)
-    train_notes: dict[str, str] = field(default_factory=dict)
-    residuals: dict[str, Residuals] = field(default_factory=dict)
-    tails: dict[str, SeriesData] = field(default_factory=dict)
-    ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
-    floors: dict[str, float] = field(default_factory=dict)
-    strays: dict[str, np.ndarray] = field(default_factory=dict)  # timestamps of the kept history's stray samples
-    offsets: dict[tuple[str, int, tuple[float, ...]], tuple[np.ndarray, int]] = field(default_factory=dict)
-    peak_offsets: dict[tuple[str, int, tuple[float, ...]], np.ndarray] = field(default_factory=dict)
 
 
 class CalibratedForecaster:
@@ -119,7 +97,7 @@ class CalibratedForecaster:
         self.offset_bases = offset_bases
         self.hold_out = hold_out
         self.tail_probe = tail_probe
-        self._state = _State()
+        self._state = CalibrationState()
 
     @property
     def _probes(self) -> tuple[float, ...]:
@@ -175,35 +153,20 @@ class CalibratedForecaster:
             self.fallback.fit_panel(panel, size)
         state = self._state
         if size != state.step_ns:
-            self._state = state = _State(step_ns=size)
+            self._state = state = CalibrationState(step_ns=size)
         horizon = self.horizon_steps(size)
         window = round(self.calibration_window.total_seconds() * 1e9 / size)
         keep = self.context_steps(size) + window + horizon
         for uid, series in panel.items():
-            state.tails[uid] = merge(state.tails.get(uid), series, keep)
-            found = history_range(state.tails[uid].y[~np.isnan(state.tails[uid].y)])
-            if found is not None:
-                state.ranges[uid] = found
-            self._find_strays(uid)
+            state.remember(uid, series, keep)
         if not panel:
             return
         end = max(s.end_ns for s in panel.values())
         if state.trained_end_ns is None or end - state.trained_end_ns >= self.retrain_interval.total_seconds() * 1e9:
             self._retrain(panel, end, window, size)
-        self._calibrate(panel, window, horizon)
+        state.calibrate(self.model, panel, window, horizon, self.scale_steps(size))
         state.offsets = {}
         state.peak_offsets = {}
-
-    def _find_strays(self, uid: str) -> None:
-        """Note the kept history's stray samples (``stray_samples``): calibration takes them as missing, neither
-        outcomes nor origins nor moves of the local scale. Residuals computed while other samples were stray (a
-        glitch just arrived, or a burst's first samples have company now) are computed again."""
-        state, tail = self._state, self._state.tails[uid]
-        stamps = tail.start_ns + np.flatnonzero(stray_samples(tail.y)) * tail.step_ns
-        before = state.strays.get(uid, stamps)
-        if not np.array_equal(before[before >= tail.start_ns], stamps):
-            state.residuals.pop(uid, None)
-        state.strays[uid] = stamps
 
     def _retrain(self, panel: Mapping[str, SeriesData], end: int, window: int, size: int) -> None:
         state = self._state
@@ -216,55 +179,6 @@ class CalibratedForecaster:
         state.trained_end_ns = end
         state.cut_ns = cut if self.hold_out else None
         state.residuals = {}
-
-    def _calibrate(self, panel: Mapping[str, SeriesData], window: int, horizon: int) -> None:
-        state = self._state
-        requests, new_origins = [], []
-        for uid, whole in panel.items():
-            series = whole.without(state.strays.get(uid))
-            size = series.step_ns
-            last = len(series.y) - 1 - horizon
-            first = max(last - window + 1, 0)
-            if state.cut_ns is not None:  # held out: no origin whose outcomes the training saw
-                first = max(first, -(-(state.cut_ns - series.start_ns) // size))
-            if last < first:
-                continue
-            # A young series forecasts from every origin: it is calibrated after MIN_RESIDUALS steps, not twice that.
-            stride = max(1, window // MAX_ORIGINS) if last - first + 1 >= MAX_ORIGINS else 1
-            absolute = series.start_ns // size + np.arange(first, last + 1)
-            origins = np.arange(first, last + 1)[absolute % stride == 0]
-            stamps = series.start_ns + origins * size
-            known = state.residuals.get(uid)
-            if known is not None:
-                known = known.keep(known.origins_ns >= stamps[0]) if len(stamps) else known
-                state.residuals[uid] = known
-                fresh = ~np.isin(stamps, known.origins_ns)
-                origins, stamps = origins[fresh], stamps[fresh]
-            if len(origins):
-                requests.append((series, origins))
-                new_origins.append((uid, stamps))
-        if not requests:
-            return
-        paths = self.model.paths(requests, horizon)
-        for (series, origins), (uid, stamps), path in zip(requests, new_origins, paths, strict=True):
-            target = origins[:, None] + np.arange(1, horizon + 1)[None, :]
-            actual = series.y[target]
-            computed = Residuals.unscaled(stamps, actual[None, :, :] - path)
-            known = state.residuals.get(uid)
-            state.residuals[uid] = computed if known is None else Residuals.join(known, computed)
-        if self.scale_window is not None:
-            for uid, _ in new_origins:
-                self._rescale(uid)
-
-    def _rescale(self, uid: str) -> None:
-        """Every residual's local scale, from the kept history, under the series' current floor."""
-        state = self._state
-        tail = state.tails[uid].without(state.strays.get(uid))
-        state.floors[uid] = scale_floor(tail.y)
-        residuals = state.residuals[uid]
-        ends = np.clip((residuals.origins_ns - tail.start_ns) // tail.step_ns, 0, len(tail.y) - 1)
-        scales = local_scales(tail.y, ends, self.scale_steps(tail.step_ns), state.floors[uid])
-        state.residuals[uid] = residuals.rescaled(scales)
 
     # -- predicting ----------------------------------------------------------------------------------------
 

@@ -36,8 +36,8 @@ from typing import Self
 import numpy as np
 import pandas as pd
 
-from forecasting.block import ordered, with_anchors
-from forecasting.calibrated import Block, CalibratedForecaster
+from forecasting.block import Block, ordered, with_anchors
+from forecasting.calibrated import CalibratedForecaster
 from forecasting.calibration import MIN_RESIDUALS, Residuals, conformal_offsets, nearest_base, pinball
 from forecasting.output import forecast_frame
 from forecasting.pooling import PooledScore, pooled_scores, serves, won_levels
