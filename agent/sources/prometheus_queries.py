@@ -186,7 +186,7 @@ def kube_state_metrics_demand_query(selector: str, resource: str, cluster: Seque
 
 def pod_effective_requests(selector: str, resource: str, cluster: Sequence[str] = ()) -> str:
     """Per selected pod (``namespace``, ``pod``), the request for ``resource`` the scheduler reserves for it, counting
-    its init containers, never less than that.
+    its init containers.
 
     Kubernetes ("Resource Management for Pods and Containers", "Init Containers", "Sidecar Containers"): init
     containers run one at a time, so a pod's effective request is the larger of its highest init container
@@ -196,23 +196,25 @@ def pod_effective_requests(selector: str, resource: str, cluster: Sequence[str] 
     nothing telling a sidecar from a run-once container; that is only in ``kube_pod_init_container_info``'s
     ``restart_policy`` label (``Always`` for a sidecar, empty otherwise; kubernetes/kube-state-metrics#2240), and
     that series exists only once the kubelet reports the container's status, so never for a pod not yet
-    scheduled, the demand this agent buys for. So an init container is taken for a run-once one (in the max) only
-    when its info series says so; every other one (a sidecar, or one whose pod has not started) adds to the sum.
-    The answer is ``sidecars + max(highest run-once init request, sum of app requests)``: the rule itself when no
-    init container asks for the resource or their kinds are known and the sidecars come first, more than it
-    otherwise (a pending pod's run-once init container is counted as if it ran beside the app containers), never
-    less, except with a kube-state-metrics older than the ``restart_policy`` label, where a started pod's sidecar is
-    taken for a run-once container."""
+    scheduled, the demand this agent buys for. An init container is therefore a sidecar (added to the sum) only
+    when an info series says ``restart_policy="Always"``, from any kube-state-metrics replica (during a rolling
+    upgrade an older replica writes the same series without the label); every other one is taken for run-once
+    (in the max), Kubernetes' default when ``restartPolicy`` is unset: a pending pod's GPU health check asking
+    the app container's 8 GPUs reads 8, as the scheduler reserves, where counting it beside the app container
+    would buy a second node. The answer is ``sidecars + max(highest run-once init request, sum of app requests)``:
+    the rule itself when the sidecars come before the largest run-once container, more otherwise. It is less
+    than the rule for a sidecar whose pod has not started (read as run-once until its status is reported) and
+    with a kube-state-metrics older than the ``restart_policy`` label."""
     requests = ", ".join([f"resource={quote(ksm_resource(resource))}", selector, *cluster])
     shared = [text for label, text in label_matchers(selector) or [] if label in {"namespace", "pod"}]
     each = "max by (namespace, pod, container, resource)"
     app = f"{each} (kube_pod_container_resource_requests{{{requests}}})"
     init = f"{each} (kube_pod_init_container_resource_requests{{{requests}}})"
-    run_once_info = _selector('restart_policy!="Always"', *shared, *cluster)  # also matches no label at all
-    run_once = f"max by (namespace, pod, container) (kube_pod_init_container_info{run_once_info})"
-    known_run_once = f"({init} and on(namespace, pod, container) {run_once})"
-    in_max = f"max by (namespace, pod) (sum by (namespace, pod) ({app}) or {known_run_once})"
-    in_sum = f"({init} unless on(namespace, pod, container) {run_once})"
+    sidecar_info = _selector('restart_policy="Always"', *shared, *cluster)
+    sidecars = f"max by (namespace, pod, container) (kube_pod_init_container_info{sidecar_info})"
+    run_once = f"({init} unless on(namespace, pod, container) {sidecars})"
+    in_max = f"max by (namespace, pod) (sum by (namespace, pod) ({app}) or {run_once})"
+    in_sum = f"({init} and on(namespace, pod, container) {sidecars})"
     return f"sum by (namespace, pod) ({in_max} or {in_sum})"
 
 

@@ -5,7 +5,8 @@ effective request is the larger of its highest init container request and the su
 a sidecar (an init container with ``restartPolicy: Always``) adding to both. kube-state-metrics gives init
 containers' requests in ``kube_pod_init_container_resource_requests`` and their restart policy only in
 ``kube_pod_init_container_info``, a series that exists once the kubelet reports the container's status (so not for a
-pod still waiting to be scheduled); see tests/fakes/REFERENCE.md. The series below are shaped as
+pod still waiting to be scheduled). An init container is a sidecar only when a replica's series says
+``restart_policy="Always"``, run-once otherwise; see tests/fakes/REFERENCE.md. The series below are shaped as
 kube-state-metrics gives them, scraped from two replicas, and read through ``PrometheusSource`` from a real
 Prometheus server."""
 
@@ -42,8 +43,10 @@ class Pod:
         phase: str,
         app: tuple[float, ...],
         init: tuple[tuple[float, str | None], ...] = (),
+        unlabelled_on: tuple[str, ...] = (),
     ) -> None:
         self.namespace, self.phase, self.app, self.init = namespace, phase, app, init
+        self.unlabelled_on = unlabelled_on  # replicas older than the restart_policy label (kube-state-metrics#2240)
 
     def series(self, instance: str) -> dict[str, float]:
         pod = f'instance="{instance}",namespace="{self.namespace}",pod="{self.namespace}-0",uid="u-{self.namespace}"'
@@ -57,7 +60,8 @@ class Pod:
             container = f'container="init-{i}"'
             found[f"kube_pod_init_container_resource_requests{{{pod},{container},{gpu}}}"] = gpus
             if restart_policy is not None:  # an empty label is no label in Prometheus
-                policy = f',restart_policy="{restart_policy}"' if restart_policy else ""
+                labelled = restart_policy and instance not in self.unlabelled_on
+                policy = f',restart_policy="{restart_policy}"' if labelled else ""
                 image = 'image_spec="img",image="img",image_id="",container_id=""'
                 found[f"kube_pod_init_container_info{{{pod},{container},{image}{policy}}}"] = 1.0
         return found
@@ -75,9 +79,19 @@ CASES: dict[str, tuple[Pod, float]] = {
     "sidecar": (Pod("sidecar", "Running", (4,), ((1, SIDECAR),)), 5),
     # A sidecar and a run-once init container: 1 + max(4, 6).
     "both": (Pod("both", "Running", (4,), ((1, SIDECAR), (6, RUN_ONCE))), 7),
-    # Not scheduled yet: no init container has a status, so none is known to be run-once; each is counted beside
-    # the app containers (4 + 8, the scheduler's 8 if it is run-once, 12 if it is a sidecar), never below.
-    "unscheduled": (Pod("unscheduled", "Pending", (4,), ((8, NOT_STARTED),)), 12),
+    # Not scheduled yet: no init container has a status, so its kind is unknown; it is taken for a run-once one
+    # (Kubernetes' default), as the scheduler reserves max(8, 4) for it.
+    "unscheduled": (Pod("unscheduled", "Pending", (4,), ((8, NOT_STARTED),)), 8),
+    # A GPU health check asking the GPUs of the app container, the pod waiting to be scheduled: 8, not 16.
+    "gpu-check": (Pod("gpu-check", "Pending", (8,), ((8, NOT_STARTED),)), 8),
+    # The same pod scheduled and initializing.
+    "gpu-check-started": (Pod("gpu-check-started", "Pending", (8,), ((8, RUN_ONCE),)), 8),
+    # What the rule misses: a sidecar of a pod not scheduled yet is taken for a run-once container until its
+    # status is reported (4 where the scheduler will reserve 5); README says so.
+    "pending-sidecar": (Pod("pending-sidecar", "Pending", (4,), ((1, NOT_STARTED),)), 4),
+    # A kube-state-metrics rolling upgrade: ksm-1, older than the restart_policy label, writes the sidecar's info
+    # series without it; ksm-0 says Always, and any replica saying so wins: 4 + 1.
+    "rollout": (Pod("rollout", "Running", (4,), ((1, SIDECAR),), unlabelled_on=("ksm-1",)), 5),
     # Only an init container asks for GPUs.
     "init-only": (Pod("init-only", "Running", (), ((8, RUN_ONCE),)), 8),
     # No init container: the app containers' sum, as before.
