@@ -23,7 +23,8 @@ candidate retrains on its own, slower schedule.
 
 Models named ``pooled`` (the global LightGBM model) are not chosen series by series but on all series at once,
 level by level (``forecasting.pooling``), and a ``forecasters`` namesake trained on all history may forecast in
-place of the held-out candidate whose residuals are the evidence.
+place of the held-out candidate whose residuals are the evidence. The scores themselves are worked out in
+``forecasting.selection_scores``.
 """
 
 from __future__ import annotations
@@ -38,12 +39,10 @@ import pandas as pd
 
 from forecasting.block import Block, ordered, with_anchors
 from forecasting.calibrated import CalibratedForecaster
-from forecasting.calibration import MIN_RESIDUALS, Residuals, conformal_offsets, nearest_base, pinball
 from forecasting.output import forecast_frame
 from forecasting.pooling import PooledScore, pooled_scores, serves, won_levels
+from forecasting.selection_scores import JOIN, candidate_scores
 from forecasting.series import SeriesData, merge, step_ns, to_panel
-
-JOIN = "+"  # a combination is named after its parts: "ets+naive"
 
 
 class AutoForecaster:
@@ -125,7 +124,9 @@ class AutoForecaster:
         watching = self.recent_window is not None
         for uid in panel:
             if due or uid not in self.choice or watching:
-                self.scores[uid], self.recent[uid], self.level_losses[uid] = self._scores(uid, horizon)
+                self.scores[uid], self.recent[uid], self.level_losses[uid] = candidate_scores(
+                    self.candidates, uid, horizon, self.quantiles, self.combinations, self.recent_window
+                )
             if due or uid not in self.choice:
                 self.choice[uid] = self._choose(self.scores[uid], self.recent[uid])
                 self.dropped.pop(uid, None)
@@ -188,111 +189,6 @@ class AutoForecaster:
         """Whether ``name`` scored worse than the baseline over the recent window (False when either is unknown)."""
         mine, bar = recent.get(name, float("nan")), recent.get(self.baseline, float("nan"))
         return name != self.baseline and bool(np.isfinite(mine) and np.isfinite(bar) and mine > bar)
-
-    def _scores(self, uid: str, horizon: int) -> tuple[dict[str, float], dict[str, float], dict[str, np.ndarray]]:
-        """Worse-fold pinball loss of every candidate and combination that has enough shared residual origins,
-        each one's loss over the recent window (offsets calibrated on the origins before it), and each one's loss
-        per fold and level."""
-        scores = {name: float("inf") for name in self.candidates}
-        recent: dict[str, float] = {}
-        levels: dict[str, np.ndarray] = {}
-        usable = {}
-        for name, candidate in self.candidates.items():
-            residuals = candidate.residuals(uid)
-            if not candidate.train_note(uid) and residuals is not None and residuals.count >= 2 * MIN_RESIDUALS:
-                usable[name] = residuals
-        if not usable:
-            return scores, recent, levels
-        # Origins every candidate forecast and whose outcomes were observed: a gap in the data leaves no origins
-        # behind, so the two folds still split what can be scored (a fold of only missing outcomes scored nothing).
-        shared = np.asarray(sorted(set.intersection(*(set(_observed_origins(r).tolist()) for r in usable.values()))))
-        if len(shared) < 2 * MIN_RESIDUALS:
-            return scores, recent, levels
-        half = len(shared) // 2
-        folds = (shared[:half], shared[half:])
-        span = 0.0 if self.recent_window is None else self.recent_window.total_seconds() * 1e9
-        older, newer = shared[shared <= shared[-1] - span], shared[shared > shared[-1] - span]
-        watch = self.recent_window is not None and len(older) >= MIN_RESIDUALS and len(newer) > 0
-        errors: dict[str, list[np.ndarray | None]] = {}
-        latest: dict[str, np.ndarray | None] = {}
-        for name, residuals in usable.items():
-            width = min(horizon, residuals.values.shape[2])
-            masks = [np.isin(residuals.origins_ns, f) for f in folds]
-            blocks = [residuals.normalized()[:, m, :width] for m in masks]
-            scales = [residuals.scales[m] for m in masks]
-            candidate = self.candidates[name]
-            errors[name] = [
-                self._errors(
-                    blocks[1 - i], blocks[i], scales[i], candidate.model.base_levels, width, candidate.offset_bases
-                )
-                for i in (0, 1)
-            ]
-            scores[name] = self._loss(errors[name])
-            levels[name] = self._level_losses(errors[name])
-            if watch:
-                normalized = residuals.normalized()[:, :, :width]
-                before, after = np.isin(residuals.origins_ns, older), np.isin(residuals.origins_ns, newer)
-                latest[name] = self._errors(
-                    normalized[:, before],
-                    normalized[:, after],
-                    residuals.scales[after],
-                    candidate.model.base_levels,
-                    width,
-                    candidate.offset_bases,
-                )
-                recent[name] = self._loss([latest[name]])
-        for first, second in self.combinations:
-            if first in errors and second in errors:
-                mixed = [_mean_pair(a, b) for a, b in zip(errors[first], errors[second], strict=True)]
-                scores[first + JOIN + second] = self._loss(mixed)
-                levels[first + JOIN + second] = self._level_losses(mixed)
-                if first in latest and second in latest:
-                    recent[first + JOIN + second] = self._loss([_mean_pair(latest[first], latest[second])])
-        return scores, recent, levels
-
-    def _errors(
-        self,
-        calibrate: np.ndarray,
-        score: np.ndarray,
-        scales: np.ndarray,
-        base_levels: Sequence[float],
-        width: int,
-        offset_bases: bool = True,
-    ) -> np.ndarray | None:
-        """Outcome minus calibrated forecast on the scoring fold, shape (levels, origins, steps); None if unusable.
-
-        Both folds hold residuals divided by their origin's scale; a residual is outcome minus base, so outcome
-        minus (base + scale x offset) is scale x (normalized residual minus offset). A candidate that forecasts
-        its base levels without offsets is scored without them at those levels.
-        """
-        offsets, short = conformal_offsets(calibrate, base_levels, self.quantiles, width)
-        if short < width:
-            return None
-        if not offset_bases:  # the candidate forecasts its base quantiles as they are: score them that way
-            offsets[[q in base_levels for q in self.quantiles]] = 0.0
-        picked = [
-            (score[nearest_base(base_levels, q)] - offsets[i][None, :]) * scales[:, None]
-            for i, q in enumerate(self.quantiles)
-        ]
-        return np.stack(picked)
-
-    def _loss(self, folds: Sequence[np.ndarray | None]) -> float:
-        losses = []
-        for errors in folds:
-            if errors is None or np.isnan(errors).all():
-                return float("inf")
-            per_level = [pinball(errors[i], np.zeros(1), q) for i, q in enumerate(self.quantiles)]
-            losses.append(float(np.nanmean(np.stack(per_level))))
-        return max(losses)
-
-    def _level_losses(self, folds: Sequence[np.ndarray | None]) -> np.ndarray:
-        """Mean pinball loss per fold and level, shape (folds, levels), in demand units; inf where unusable."""
-        out = np.full((len(folds), len(self.quantiles)), np.inf)
-        for f, errors in enumerate(folds):
-            for i, q in enumerate(self.quantiles):
-                if errors is not None and not np.isnan(errors[i]).all():
-                    out[f, i] = float(np.nanmean(pinball(errors[i], np.zeros(1), q)))
-        return out
 
     def _plan(self, uid: str, levels: tuple[float, ...]) -> tuple[list[str], str]:
         """The series' models per level and the evidence for them, worked out once between two fits."""
@@ -450,15 +346,3 @@ _LEVEL_LISTS = re.compile(r"([^,()]+) \((q[^()]*)\)")
 def _index(levels: Sequence[float], level: float) -> int | None:
     """Where ``level`` is among ``levels`` (to a tolerance), or None."""
     return next((k for k, q in enumerate(levels) if abs(q - level) < 1e-9), None)
-
-
-def _observed_origins(residuals: Residuals) -> np.ndarray:
-    """The origins at which at least one outcome of the residual horizon was observed."""
-    return np.asarray(residuals.origins_ns[~np.isnan(residuals.values).all(axis=(0, 2))])
-
-
-def _mean_pair(first: np.ndarray | None, second: np.ndarray | None) -> np.ndarray | None:
-    """Errors of the average of two calibrated forecasts: the average of their errors."""
-    if first is None or second is None or first.shape != second.shape:
-        return None
-    return np.asarray((first + second) / 2.0)
