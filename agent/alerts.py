@@ -103,13 +103,24 @@ def projected_overspend_event(
         subject=f"budget {overspend.budget} ({overspend.cap})",
         summary=(
             f"Projected {overspend.projected_usd:,.2f} USD against a {overspend.cap} cap of "
-            f"{overspend.cap_usd:,.2f} USD by {_when(overspend.by)} ({over:,.2f} USD over). "
+            f"{overspend.cap_usd:,.2f} USD by {_when(overspend.by)} ({over:,.2f} USD over)"
+            f"{_elsewhere(overspend)}. "
             f"{'No scale-up is recommended' if recommending else 'Scale-ups are stopped'}; {_shedding(shed)}."
         ),
         details={
             "scale-ups that drove it": "\n".join(lines) or "none by the agent this period",
             "shedding": "\n".join(shedding) or "nothing can go safely now (no unit idle long enough, or at minimum)",
         },
+    )
+
+
+def _elsewhere(overspend: Overspend) -> str:
+    """How much of a shared budget's projection the other agents sharing it hold reserved."""
+    if overspend.elsewhere_usd <= 0.0:
+        return ""
+    return (
+        f", of which {overspend.elsewhere_usd:,.2f} USD is reserved by the other agents sharing the budget "
+        f"for the units they hold"
     )
 
 

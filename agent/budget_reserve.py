@@ -191,6 +191,19 @@ class BudgetReserver:
         grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=self.standing_holder)
         self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
+    def held_elsewhere(self, now: datetime) -> dict[str, float]:
+        """What the other agents sharing each budget with a monthly cap keep reserved in its current period (under
+        the period's keys, ``_reserved_periods``): the units they hold to its end (or over the commit horizon) and
+        the scale-ups they are making. The planner counts this deployment's own units itself, so its reservations
+        are left out: its standing ones, whichever replica made them, and its scale-ups' not yet replaced by them."""
+        mine = [*self._standing, *self._covered, *(i for ids in self._held.values() for i in ids)]
+        out = {}
+        for budget in self.budgets:
+            if budget.remote_pools and budget.monthly_cap_usd is not None:
+                keys = [budget.name, _keyed(budget.name, budget.period(now))]
+                out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing_holder, mine)
+        return out
+
     # -- internals ------------------------------------------------------------------------------------------
     def _caps(self, now: datetime, pool_id: str) -> list[_Cap]:
         """The caps of the shared budgets over ``pool_id`` (those with ``remote_pools``): a budget no other agent

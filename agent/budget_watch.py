@@ -122,10 +122,15 @@ class BudgetWatch:
 
     def spend(self, now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:
         """Each budget's spend so far, read from the ledger without charging anything, with the units last recorded
-        for the pools in ``unread`` and what they held since (not recorded until they are read again);
-        ``coverage`` says whether the ledger holds each period from its start."""
+        for the pools in ``unread`` and what they held since (not recorded until they are read again), and, for a
+        budget shared with other agents, what they keep reserved in its month period
+        (``BudgetSpend.committed_elsewhere_usd``); ``coverage`` says whether the ledger holds each period from its
+        start."""
         prices = {p: spec.price_per_unit_hour_usd for p, spec in self.pools.items()}
         spends = self.meter.budget_spend(self.budgets, now, unread, prices)
+        if self.reserver is not None:  # what the other agents sharing a budget hold: in its period's projection
+            elsewhere = self.reserver.held_elsewhere(now)
+            spends = [replace(s, committed_elsewhere_usd=elsewhere.get(s.budget.name, 0.0)) for s in spends]
         self.coverage = self.meter.coverage(self.budgets, now)
         # a pool the ledger has no record of is unread since the first tick this watch found it so
         self._unseen = {p: self._unseen.get(p, now) for p in unread}

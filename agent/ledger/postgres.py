@@ -297,6 +297,14 @@ class PostgresLedger:
         )
         return float(rows[0][0])
 
+    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+        rows = self._query(
+            "SELECT COALESCE(SUM(amount_usd), 0.0) FROM leadtime_budget_reservations"
+            " WHERE budget = ANY(%s) AND expires_us > %s AND holder <> %s AND NOT id = ANY(%s)",
+            (sorted(set(budgets)), to_us(now), holder, list(mine)),
+        )
+        return float(rows[0][0])
+
     # -- reading back, closing ----------------------------------------------------------------------------
     def load_shadow(self, name: str) -> str | None:
         """The saved shadow account of a dry-run daemon (``agent.daemon.shadow_book``), if there is one."""

@@ -13,6 +13,11 @@ still the next period (``agent.budget_reserve``).
 A reservation can also be replaced by its holder (``replacing_holder``): what a deployment keeps reserved for the
 units it holds is named for the deployment, not for the replica that reserved it, so the replica that leads next
 replaces its predecessor's reservations in the transaction that makes its own, instead of adding to them.
+
+What the other agents sharing a budget keep reserved in its current period (``reserved_by_others``: the live
+reservations under the period's keys that another holder made) is what their units go on costing to the period's
+end; the planner adds it to its projection of the period (``agent.budget_watch``), which otherwise counts only its
+own pools' units beside the spend recorded.
 """
 
 from __future__ import annotations
@@ -85,6 +90,11 @@ class Reservations(Protocol):
         """The amount of the budget's reservations still live at ``now``."""
         ...
 
+    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+        """The amount of the reservations under any of ``budgets`` (keys) still live at ``now`` that ``holder`` does
+        not hold and ``mine`` does not name: what other agents keep reserved there."""
+        ...
+
 
 Spent = Callable[[Sequence[str], datetime, datetime], float]
 
@@ -153,6 +163,15 @@ class ReservationBook:
         with self._lock:
             return sum(h.amount_usd for h in self._held.values() if h.budget == budget and h.expires_at > now)
 
+    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+        keys, own = set(budgets), set(mine)
+        with self._lock:
+            return sum(
+                h.amount_usd
+                for i, h in self._held.items()
+                if h.budget in keys and h.expires_at > now and h.holder != holder and i not in own
+            )
+
 
 class InProcessReservations:
     """Reservations kept by the one process allowed to write a ledger (the in-memory and SQLite ledgers), decided
@@ -177,3 +196,6 @@ class InProcessReservations:
 
     def reserved(self, budget: str, now: datetime) -> float:
         return self._book.reserved(budget, now)
+
+    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+        return self._book.reserved_by_others(budgets, now, holder, mine)

@@ -115,6 +115,12 @@ class LeaderWrittenLedger:
                 return 0.0  # a standby holds no reservation
             return self._open.reserved(budget, now)
 
+    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+        with self._lock:
+            if self._open is None or self._open.read_only:
+                return 0.0  # a standby holds no reservation
+            return self._open.reserved_by_others(budgets, now, holder, mine)
+
     # -- closing ------------------------------------------------------------------------------------------
     def close(self) -> None:
         with self._lock:

@@ -111,7 +111,14 @@ class BudgetSpend:
     recorded them holding (its newest entry, an opening mark included); a pool the ledger has no record of is not
     there, and is counted at its ``max_units``. ``unread_since``: where each of those entries ends, from when the
     spend counts the pool at those units without the ledger having recorded it (the ledger charges that stretch
-    when the pool is read again)."""
+    when the pool is read again).
+
+    ``committed_elsewhere_usd``: for a budget other agents share (``remote_pools``), what they keep reserved in the
+    current month period (``agent.budget_reserve.BudgetReserver.held_elsewhere``): the units they hold, to the
+    period's end (or over the commit horizon), and their scale-ups under way. Not spend: it is counted only in the
+    projection the overspend check and its shed make of the period (``agent.planning.budget_caps.Cap.elsewhere_usd``),
+    never in ``spent_period_usd`` (thresholds, reports, metrics), nor in the trim, which the ledger's reservations
+    hold already."""
 
     budget: Budget
     now: datetime
@@ -119,6 +126,7 @@ class BudgetSpend:
     spent_hour_usd: float
     last_units: Mapping[str, int] = field(default_factory=dict, hash=False)
     unread_since: Mapping[str, datetime] = field(default_factory=dict, hash=False)
+    committed_elsewhere_usd: float = 0.0
 
     def spent(self, kind: CapKind) -> float:
         return self.spent_period_usd if kind is CapKind.MONTH else self.spent_hour_usd

@@ -11,6 +11,8 @@ at and those the ledger last recorded it holding (``units_now``); an on-prem poo
 never resized). A cloud pool known by neither (``unknown_pools``) holds units nobody knows: the projection counts
 nothing for it, but a cap's room for scale-ups counts it at its ``max_units`` (``Cap.unknown_usd``), the most it
 may bill, so that a missing value never frees money for new spend.
+A monthly cap of a budget other agents share also knows what they keep reserved in its period (``Cap.elsewhere_usd``),
+which its projection counts beside the spend recorded (``Cap.committed_usd``).
 ``agent.planning.enforcement`` holds the caps.
 """
 
@@ -42,6 +44,13 @@ class Cap:
     stop_wait: timedelta = timedelta(0)  # how long the hard stop waits for an unread pool (Budget.unread_stop_wait)
     unknown: tuple[str, ...] = ()  # its pools not read whose units nobody knows (``unknown_pools``)
     unknown_usd: float = 0.0  # what they cost at their max_units: kept out of the room for scale-ups only
+    elsewhere_usd: float = 0.0  # other agents' reservations in the period (``BudgetSpend.committed_elsewhere_usd``)
+
+    @property
+    def committed_usd(self) -> float:
+        """What the period's projection starts from: the spend recorded and what other agents sharing the budget
+        keep reserved in it (the trim leaves the latter out: the ledger's reservations hold it)."""
+        return self.spent_usd + self.elsewhere_usd
 
     def unread_from(self, unread: Collection[str], now: datetime) -> datetime | None:
         """Since when the hard stop has waited for the pools of this cap in ``unread`` (none: ``None``): the oldest
@@ -138,6 +147,7 @@ def caps_at(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False
                     horizon=horizon,
                     unread_since=spend.unread_since,
                     stop_wait=spend.budget.unread_stop_wait,
+                    elsewhere_usd=spend.committed_elsewhere_usd if kind is CapKind.MONTH else 0.0,
                 )
             )
             if kind is CapKind.HOUR:

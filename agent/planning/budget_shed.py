@@ -79,7 +79,8 @@ def shed_to_caps(
         if stop and cap.waits(unread, now):  # not started on a guess yet: ``_deferred``
             continue
         horizons[i] = 2 * settle if stop else cap.horizon
-        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
+        spent = cap.spent_usd if stop else cap.committed_usd  # other agents' reservations run past two ticks
+        projected = project(spent, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
         if projected > cap.cap_usd + EPS_USD:
             excess[i] = projected - cap.cap_usd
     shed: dict[str, Shed] = {}

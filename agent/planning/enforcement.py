@@ -49,6 +49,13 @@ shed of idle units goes on), but for ``unread_stop_wait`` at most, from the olde
 pool that stays unreadable for longer (a permission revoked for days) must not turn the stop off: the stop then runs
 on the budget's read pools, the unread pool held and counted at its known units.
 
+A monthly cap other agents share (``remote_pools``) counts what they keep reserved in its period
+(``BudgetSpend.committed_elsewhere_usd``: their units to its end) in the projection of the overspend check and the
+shed, whose alert says how much of it that is: this agent's pools alone may be well within the cap while the
+budget's are not. The trim leaves it out, as a scale-up on a shared budget is reserved in the ledger against
+everyone's reservations (``agent.budget_reserve``), which holds that share already; but a cap it breaks grants no
+scale-up, so that a plan never both sheds and grows under one broken cap.
+
 The caps and the units each pool is counted at are in ``agent.planning.budget_caps``, the shed and the hard stop's
 release in ``agent.planning.budget_shed``.
 """
@@ -117,6 +124,7 @@ class Overspend:
     cap_usd: float
     projected_usd: float
     until: datetime | None = None  # where the projection ends, when a commit horizon ends it before the period
+    elsewhere_usd: float = 0.0  # of ``projected_usd``, what other agents sharing the budget keep reserved in it
 
     @property
     def by(self) -> datetime:
@@ -172,10 +180,10 @@ def enforce_budgets(
     at_most = {**base, **{p: pools[p].max_units for p in unknown}}
     overspends = []
     for cap in caps:
-        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
+        projected = project(cap.committed_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         cap.room_usd = cap.cap_usd - projected
         if cap.room_usd < -EPS_USD and not cap.crossing:
-            overspends.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
+            overspends.append(_overspend(now, cap, projected))
         cap.unknown = tuple(sorted(cap.pools & unknown))
         if cap.unknown:  # kept out of the room for scale-ups only: what those pools may bill at most
             cap.unknown_usd = project(0.0, cap.period, now, cap.unknown, at_most, prices, horizon=cap.horizon)
@@ -183,9 +191,13 @@ def enforce_budgets(
 
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
+    # the ledger's reservations hold the other agents' share against scale-ups; but a cap it breaks has no room
+    lent = [cap.elsewhere_usd if cap.room_usd >= -EPS_USD else 0.0 for cap in caps]
+    for cap, usd in zip(caps, lent, strict=True):
+        cap.room_usd += usd
     trims, skips = _trim(now, caps, pools, base, targets, holds)
-    for cap in caps:  # nothing is released on a guess: the shed and the stop count only the units known
-        cap.room_usd += cap.unknown_usd
+    for cap, usd in zip(caps, lent, strict=True):  # nothing is released on a guess: the shed and the stop count
+        cap.room_usd += cap.unknown_usd - usd  # only the units known
     idleness = Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {})
     unread = frozenset(p for p in pools if p not in billed)
     untouched = frozenset(held) | unread
@@ -246,10 +258,14 @@ def find_overspends(
     base = units_now(spends, pools, billed, last_read)
     out = []
     for cap in caps_at(now, spends):
-        projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
+        projected = project(cap.committed_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         if projected > cap.cap_usd + EPS_USD:
-            out.append(Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now)))
+            out.append(_overspend(now, cap, projected))
     return out
+
+
+def _overspend(now: datetime, cap: Cap, projected: float) -> Overspend:
+    return Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now), cap.elsewhere_usd)
 
 
 def deferred_stops(

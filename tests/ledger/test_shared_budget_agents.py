@@ -136,11 +136,16 @@ def test_a_ledger_that_cannot_reserve_holds_the_pools_until_it_can(
     with PostgresLedger(postgres_database.url, postgres_database.password) as ledger:
         west = agent(config("west", "east", 0, 1_000_000.0), trace, ledger, "west")
         with psycopg.connect(postgres_database.url, password=postgres_database.password, autocommit=True) as admin:
-            admin.execute("ALTER TABLE leadtime_budget_reservations RENAME TO away")  # the server refuses reserving
+            # the server refuses reserving (reading the reservations still works)
+            admin.execute(
+                "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused';"
+                " END $$; CREATE TRIGGER refuse BEFORE INSERT ON leadtime_budget_reservations"
+                " FOR EACH ROW EXECUTE FUNCTION refuse()"
+            )
             with pytest.raises(LedgerUnavailable, match="cannot reserve in the PostgreSQL ledger"):
                 west.run_once(NOW)
             assert [p.target_units for p in west.parts.actuator.list_pools()] == [0]  # held: nothing carried out
-            admin.execute("ALTER TABLE away RENAME TO leadtime_budget_reservations")
+            admin.execute("DROP TRIGGER refuse ON leadtime_budget_reservations")
         later = NOW + timedelta(minutes=5)
         report = west.run_once(later)
         assert added_units(report) > 0 and [p.target_units for p in west.parts.actuator.list_pools()] != [0]
