@@ -59,14 +59,21 @@ from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, T
 # InsufficientReservedInstanceCapacity, InsufficientVolumeCapacity, InsufficientCapacity: EC2 API Reference, "Error
 # codes"), worded "There is not enough capacity to fulfill your ... request"; the instance quota InstanceLimitExceeded
 # is also worded "Your quota allows for 0 more running instance(s). You requested at least 1" (hashicorp/terraform
-# issue 1891; quintilesims/layer0 issue 273, a launch of an Auto Scaling group's).
+# issue 1891; quintilesims/layer0 issue 273, a launch of an Auto Scaling group's). Auto Scaling also words them its
+# own way in a failed launch's StatusMessage: "Insufficient capacity. Launching EC2 instance failed." (Spinnaker's
+# entity tags documentation, its ec2_instance_launch_error alert), the Region's running instance quota reached as
+# "<number of instances> instance(s) are already running. Launching EC2 instance failed." and a Capacity Block the
+# group launches into not started yet as "Your Capacity Block reservation <id> is not active yet. Launching EC2
+# instance failed." (Auto Scaling User Guide, "Troubleshoot Amazon EC2 Auto Scaling: EC2 instance launch failures",
+# ts-as-capacity-3 and ts-as-capacity-5; awsdocs/amazon-ec2-auto-scaling-user-guide doc_source/ts-as-capacity.md).
 _CAPACITY = re.compile(
-    r"Insufficient\w*Capacity\b|UnfulfillableCapacity|ReservationCapacityExceeded|"
+    r"Insufficient\w*Capacity\b|\binsufficient (?:\w+ )?capacity\b|UnfulfillableCapacity|ReservationCapacityExceeded|"
     r"reservation does not have sufficient .*capacity|not enough capacity to fulfill|"
     r"do not have sufficient .*capacity|no Spot capacity available|capacity-not-available|"
+    r"Capacity Block reservation \S+ is not active yet|"
     r"MaxSpotInstanceCountExceeded|SpotMaxPriceTooLow|InstanceLimitExceeded|VcpuLimitExceeded|"
     r"requested more (?:vCPU capacity|instances)\b.*\blimit\b|max spot instance count exceeded|"
-    r"quota allows for \d+ more running instance",
+    r"quota allows for \d+ more running instance|\b\d+ instance\(s\) are already running",
     re.IGNORECASE,
 )
 _BOUNDS = re.compile(

@@ -45,9 +45,27 @@ VOLUME = (
     "Could not launch On-Demand Instances. InsufficientVolumeCapacity - There is not enough capacity to fulfill your "
     "EBS volume provision request. Launching EC2 instance failed."
 )
+# Auto Scaling's own words for a launch EC2 had no capacity for (Spinnaker's entity tags documentation, its
+# ec2_instance_launch_error alert), for the Region's running instance quota reached ("<number> instance(s) are already
+# running", ts-as-capacity-3) and for a Capacity Block the group launches into that has not started
+# (ts-as-capacity-5): Auto Scaling User Guide, "Troubleshoot Amazon EC2 Auto Scaling: EC2 instance launch failures".
+INSUFFICIENT = "Insufficient capacity. Launching EC2 instance failed."
+RUNNING = "20 instance(s) are already running. Launching EC2 instance failed."
+BLOCK = "Your Capacity Block reservation cr-0123456789abcdef0 is not active yet. Launching EC2 instance failed."
 
 
-@pytest.mark.parametrize("message", [QUOTA, HOST, VOLUME], ids=["instance-quota", "host-capacity", "volume-capacity"])
+@pytest.mark.parametrize(
+    "message",
+    [QUOTA, HOST, VOLUME, INSUFFICIENT, RUNNING, BLOCK],
+    ids=[
+        "instance-quota",
+        "host-capacity",
+        "volume-capacity",
+        "insufficient-capacity",
+        "region-instance-quota",
+        "capacity-block-not-active",
+    ],
+)
 def test_launches_failed_for_capacity_or_quota_back_the_pool_off(aws_api: FakeAwsApi, message: str) -> None:
     clock = SimulatedClock(T0)
     aws_api.now = clock.now()
