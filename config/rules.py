@@ -4,13 +4,21 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 from config.aws_checks import check_aws
 from config.cloud_checks import check_cloud
 from config.energy import energy_problems
 from config.prometheus import prometheus_problems, shared_demand_problems, zero_fallback_queries
 from config.schema import PoolSettings, Settings
+from config.timing_rules import (
+    alert_rules,
+    forecast_interval_rules,
+    liveness_rules,
+    prometheus_staleness_rules,
+    read_deadline_rules,
+    readiness_rules,
+)
 from models import AcceleratorFamily, CapacityTier, ConfigProblem, PoolKind
 from models.durations import format_duration
 
@@ -267,94 +275,6 @@ def _forecast_rules(settings: Settings) -> Iterator[ConfigProblem]:
     yield from _repeated("forecast.quantiles", settings.forecast.quantiles, "quantile")
 
 
-def _forecast_interval_rules(settings: Settings) -> Iterator[ConfigProblem]:
-    """Refits, retrains and reselections run at most once a tick: a shorter interval would have the scheduler
-    run refits back to back, or say that models are retrained more often than they can be."""
-    tick = settings.loop.tick_interval
-    for key in ("refit_interval", "retrain_interval", "reselect_interval"):
-        interval = getattr(settings.forecast, key)
-        if interval < tick:
-            yield ConfigProblem(
-                f"forecast.{key}",
-                f"must be at least one tick (loop.tick_interval, {format_duration(tick)}), got "
-                f"{format_duration(interval)}",
-            )
-
-
-def _alert_rules(settings: Settings) -> Iterator[ConfigProblem]:
-    """An alert still present at the next tick is a repeat only within the de-duplication window: a window no
-    longer than a tick would post every alert again at every tick."""
-    tick, window = settings.loop.tick_interval, settings.alerts.dedup_window
-    if window <= tick:
-        yield ConfigProblem(
-            "alerts.dedup_window",
-            f"must be longer than one tick (loop.tick_interval, {format_duration(tick)}), got "
-            f"{_shown(window)}: an alert that still holds at the next tick would be sent again at every tick",
-        )
-
-
-def _readiness_rules(settings: Settings) -> Iterator[ConfigProblem]:
-    """/readyz fails once the last successful tick is older than the bound. Just before a tick ends, the last
-    success is a whole interval old, more when the tick ends later in its slot than the one before: a bound no
-    longer than a tick fails the probe between ticks of a replica that has never missed one."""
-    tick, bound = settings.loop.tick_interval, settings.daemon.endpoints.ready_max_tick_age
-    if bound is not None and bound <= tick:
-        yield ConfigProblem(
-            "daemon.endpoints.ready_max_tick_age",
-            f"must be longer than one tick (loop.tick_interval, {format_duration(tick)}), got {_shown(bound)}: "
-            "/readyz would fail between ticks of a replica that misses none; unset, it is three ticks",
-        )
-
-
-def _liveness_rules(settings: Settings) -> Iterator[ConfigProblem]:
-    """/healthz fails while a tick has run longer than the bound, and the kubelet restarts the replica. A tick is
-    given half its interval for reading demand alone, then plans and sends its cloud writes: a bound no longer than a
-    tick restarts a replica whose tick is slow but not stuck."""
-    tick, bound = settings.loop.tick_interval, settings.daemon.endpoints.live_max_tick_duration
-    if bound is not None and bound <= tick:
-        yield ConfigProblem(
-            "daemon.endpoints.live_max_tick_duration",
-            f"must be longer than one tick (loop.tick_interval, {format_duration(tick)}), got {_shown(bound)}: a "
-            "tick's demand reads alone may take loop.read_deadline (half a tick unless set), so /healthz would fail, "
-            "and the kubelet restart, a "
-            "replica whose tick is slow but not stuck; unset, it is ten ticks, at least 10m",
-        )
-
-
-def _read_deadline_rules(settings: Settings) -> Iterator[ConfigProblem]:
-    """A tick reads within ``loop.read_deadline`` and then plans and acts: a deadline of a whole tick or more leaves
-    it no time to, and every tick would run into the next."""
-    tick, deadline = settings.loop.tick_interval, settings.loop.read_deadline
-    if deadline is not None and deadline >= tick:
-        yield ConfigProblem(
-            "loop.read_deadline",
-            f"must be shorter than one tick (loop.tick_interval, {format_duration(tick)}), got {_shown(deadline)}: "
-            "the tick plans, enforces budgets and alerts after its reads; unset, it is half a tick",
-        )
-
-
-def _prometheus_staleness_rules(settings: Settings) -> Iterator[ConfigProblem]:
-    """Demand is read on the forecast step grid, whose newest step starts up to one step before the read: a
-    staleness limit below a step reads a series that Prometheus answers on every step as stale for part of each."""
-    if settings.prometheus is None:
-        return
-    step, limit = settings.forecast.step, settings.prometheus.max_staleness
-    if limit < step:
-        yield ConfigProblem(
-            "prometheus.max_staleness",
-            f"must be at least one forecast step (forecast.step, {format_duration(step)}), got {_shown(limit)}: the "
-            "newest step of the grid demand is read on can be a whole step old, so a series Prometheus answers on "
-            "every step would read as stale, its class unavailable, for part of every step",
-        )
-
-
-def _shown(delta: timedelta) -> str:
-    """A duration as written in a file; a fraction of a second in milliseconds (``format_duration`` rounds it)."""
-    return (
-        f"{delta.total_seconds() * 1000:g}ms" if timedelta(0) < delta < timedelta(seconds=1) else format_duration(delta)
-    )
-
-
 def _repeated(key: str, values: Iterable[object], what: str) -> Iterator[ConfigProblem]:
     for value, count in Counter(values).items():
         if count > 1:
@@ -401,10 +321,10 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_prometheus_rules, frozenset({"prometheus", "demand_classes", "pools"})),
     (_energy_rules, frozenset({"energy", "pools"})),
     (_forecast_rules, frozenset({"forecast"})),
-    (_forecast_interval_rules, frozenset({"forecast", "loop"})),
-    (_alert_rules, frozenset({"alerts", "loop"})),
-    (_readiness_rules, frozenset({"daemon", "loop"})),
-    (_liveness_rules, frozenset({"daemon", "loop"})),
-    (_read_deadline_rules, frozenset({"loop"})),
-    (_prometheus_staleness_rules, frozenset({"prometheus", "forecast"})),
+    (forecast_interval_rules, frozenset({"forecast", "loop"})),
+    (alert_rules, frozenset({"alerts", "loop"})),
+    (readiness_rules, frozenset({"daemon", "loop"})),
+    (liveness_rules, frozenset({"daemon", "loop"})),
+    (read_deadline_rules, frozenset({"loop"})),
+    (prometheus_staleness_rules, frozenset({"prometheus", "forecast"})),
 )
