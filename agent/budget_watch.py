@@ -33,6 +33,7 @@ from agent.ledger.meter import SpendMeter
 from agent.ledger.pool_ids import pool_previous_ids
 from agent.ledger.reservations import Reservations
 from agent.planning.budget import Budget, BudgetSpend, billed_after, scale_up_charges
+from agent.planning.budget_caps import known_units
 from agent.planning.enforcement import deferred_stops, find_overspends
 from config.schema import Settings
 from models import ActionResult, ActionStatus, AlertEvent, CapacityPlan, PoolKind, PoolSpec, PoolState, Resize
@@ -110,13 +111,13 @@ class BudgetWatch:
         self._last_read = dict(last_read or {})
         self.meter.observe(self._reading(now, s.pool_id, s.billed_units) for s in states.values())
         spends = self.spend(now, unread=[p for p in self.pools if p not in states])
-        # an unread pool still bills: it is kept reserved (``acted``) at the units the agent last read it at, else at
-        # those the ledger last recorded it holding, so that a failed read never frees its room for another agent.
+        # an unread pool still bills: it is kept reserved (``acted``) at the more of the units the agent last read it at
+        # and those the ledger last recorded it billing, as the planner counts it (``known_units``: a target read
+        # leaves out nodes still draining), so that a failed read never frees its room for another agent.
         # Known by neither (unread since the agent's first tick: a role still propagating), it is reserved at nothing:
         # its max_units to the period's end would shut the other agents out of room it may never use, and the
         # pool-unreadable alert tells the operator it is not counted.
-        known = {p: units for spend in spends for p, units in spend.last_units.items()}
-        known.update(last_read or {})
+        known = known_units(spends, last_read)
         self._unread = {p: known[p] for p in self.pools if p not in states and p in known}
         return spends
 

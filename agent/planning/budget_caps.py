@@ -94,20 +94,30 @@ def units_now(
     read it at (``last_read``, with its own resizes carried out since) and those the ledger last recorded it holding,
     as either may be the newer and a cap must count what the pool may bill; an on-prem pool not read, its
     ``max_units``; a pool known by none of these (``unknown_pools``), nothing: see ``Cap.unknown_usd``."""
-    recorded: dict[str, int] = {}
-    for spend in spends:
-        recorded.update(spend.last_units)
-    seen = last_read or {}
+    known = known_units(spends, last_read)
     units: dict[str, int] = {}
     for pool_id, spec in pools.items():
-        known = [source[pool_id] for source in (seen, recorded) if pool_id in source]
         if pool_id in billed:
             units[pool_id] = billed[pool_id]
-        elif known:
-            units[pool_id] = max(known)
+        elif pool_id in known:
+            units[pool_id] = known[pool_id]
         else:
             units[pool_id] = spec.max_units if spec.kind is PoolKind.ON_PREM else 0
     return units
+
+
+def known_units(spends: Sequence[BudgetSpend], last_read: Mapping[str, int] | None = None) -> dict[str, int]:
+    """The units each pool not read is known to hold: the more of those the agent last read it at (``last_read``,
+    its target with its own resizes carried out since) and those the ledger last recorded it billing (nodes still
+    draining included), as either may be the newer and a cap must count what the pool may bill. A pool known by
+    neither is left out. The planner's projection (``units_now``) and the shared budget's reservation of an unread
+    pool (``agent.budget_watch``) both count these."""
+    known: dict[str, int] = {}
+    for spend in spends:
+        known.update(spend.last_units)
+    for pool_id, units in (last_read or {}).items():
+        known[pool_id] = max(units, known.get(pool_id, units))
+    return known
 
 
 def unknown_pools(
