@@ -211,7 +211,7 @@ def hard_stop_deferred_event(deferred: DeferredStop, at: datetime) -> AlertEvent
     """A budget's hard stop is due but waits for pools of the budget whose state cannot be read. The subject names
     since when they are unread (the oldest of their last records): raised every tick while the stop waits, it is
     told once per outage and de-duplication window, and its end once the pools are read again."""
-    counted = ", ".join(f"{pool} ({units} units)" for pool, units in deferred.unread)
+    counted = ", ".join(f"{pool} ({_counted_at(units)})" for pool, units in deferred.unread)
     return AlertEvent(
         kind=AlertKind.BUDGET_HARD_STOP_DEFERRED,
         severity=Severity.CRITICAL,
@@ -235,6 +235,14 @@ def hard_stop_deferred_event(deferred: DeferredStop, at: datetime) -> AlertEvent
             ),
         },
     )
+
+
+def _counted_at(units: int | None) -> str:
+    """What a deferred stop's unread pool is counted at: ``None`` is a pool nobody knows the units of, which is not a
+    pool known to hold none."""
+    if units is None:
+        return "not known: counted at nothing, its spend not in this projection"
+    return f"{units} units"
 
 
 @dataclass(frozen=True)

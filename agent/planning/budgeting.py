@@ -147,7 +147,7 @@ def apply_budgets(
     for deferred in out.deferred:
         for pool_id, units in deferred.unread:
             counted = _counted(units, read.get(pool_id) == units, pool_id in recorded)
-            new_skips.append(Skip(pool_id, SkipReason.BUDGET, _stop_deferred(deferred, counted)))
+            new_skips.append(Skip(pool_id, SkipReason.BUDGET, _stop_deferred(deferred, counted, units is None)))
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
     kept = {**billed, **{r.pool_id: _billed(states, r.pool_id, r.to_units) for r in ordered}}
@@ -220,25 +220,34 @@ def _kept_by_hold(short: Shortfall, why: str) -> str:
     )
 
 
-def _counted(units: int, last_read: bool, recorded: bool) -> str:
-    """What an unread pool is counted at in its budgets' projection, and why (``budget_caps.units_now``)."""
-    if last_read:
+def _counted(units: int | None, last_read: bool, recorded: bool) -> str:
+    """What an unread pool is counted at in its budgets' projection, and why (``budget_caps.units_now``; ``None``:
+    units nobody knows)."""
+    if units is not None and last_read:
         return f"the {units} units this agent last read it at"
-    if recorded:
+    if units is not None and recorded:
         return f"its last recorded {units} units"
+    if units is not None:  # an on-prem pool, never resized, known by neither
+        return f"its max_units, {units}, as an on-prem pool"
     return (
         "nothing, neither this agent nor the ledger knowing what it holds; scale-ups are granted only where they fit "
         "it at its max_units"
     )
 
 
-def _stop_deferred(deferred: DeferredStop, counted: str) -> str:
-    """What an unread pool's budget skip says when its budget's hard stop waits for every pool to be read."""
+def _stop_deferred(deferred: DeferredStop, counted: str, unknown: bool) -> str:
+    """What an unread pool's budget skip says when its budget's hard stop waits for every pool to be read
+    (``unknown``: nobody knows its units, so the stop's projection leaves its spend out)."""
+    kept = (
+        "this one held, its units not known and its spend not in the projection the stop runs on"
+        if unknown
+        else "this one kept at those units"
+    )
     return (
         f"budget {deferred.budget!r} hard stop not started: the money left is {deferred.usd:,.2f} USD short of paying "
         f"for the units held through the next two ticks, but this pool's state could not be read (it is counted at "
         f"{counted}). No busy unit of the budget's pools is released until every one of them is read, or until "
-        f"{deferred.until:%Y-%m-%d %H:%M} UTC: the stop then runs on the pools read, this one kept at those units"
+        f"{deferred.until:%Y-%m-%d %H:%M} UTC: the stop then runs on the pools read, {kept}"
     )
 
 

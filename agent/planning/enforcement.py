@@ -103,13 +103,14 @@ class Trim:
 @dataclass(frozen=True)
 class DeferredStop:
     """A hard stop not started this tick: the money left is ``usd`` short of paying for the next two ticks, but the
-    budget's pools in ``unread`` could not be read (each with the units it is counted at), since ``since`` (the
-    oldest of their last records); the stop runs without them from ``until`` on."""
+    budget's pools in ``unread`` could not be read (each with the units it is counted at: ``None`` for a pool nobody
+    knows the units of, counted at nothing), since ``since`` (the oldest of their last records); the stop runs
+    without them from ``until`` on."""
 
     budget: str
     cap: CapKind
     usd: float
-    unread: tuple[tuple[str, int], ...]
+    unread: tuple[tuple[str, int | None], ...]
     since: datetime
     until: datetime
 
@@ -203,7 +204,7 @@ def enforce_budgets(
     untouched = frozenset(held) | unread
     shed, short = shed_to_caps(now, caps, pools, base, targets, idleness, settle, untouched)
     stops, short_stop = shed_to_caps(now, caps, pools, base, targets, idleness, settle, untouched, unread, stop=True)
-    deferred = _deferred(now, caps, pools, base, targets, settle, unread)
+    deferred = _deferred(now, caps, pools, base, targets, settle, unread, unknown)
     final = dict(targets)
     for item in shed:
         final[item.pool_id] = final.get(item.pool_id, base[item.pool_id]) - item.units
@@ -280,7 +281,8 @@ def deferred_stops(
     ``enforce_budgets`` defers before the planner's own releases."""
     base = units_now(spends, pools, billed, last_read)
     unread = frozenset(p for p in pools if p not in billed)
-    return _deferred(now, caps_at(now, spends), pools, base, {}, settle, unread)
+    unknown = unknown_pools(spends, pools, billed, last_read)
+    return _deferred(now, caps_at(now, spends), pools, base, {}, settle, unread, unknown)
 
 
 def _trim(
@@ -351,10 +353,12 @@ def _deferred(
     targets: Mapping[str, int],
     settle: timedelta,
     unread: frozenset[str],
+    unknown: frozenset[str] = frozenset(),
 ) -> tuple[DeferredStop, ...]:
     """The hard stops not started because a pool of their budget was not read (and has not been for less than the
     budget's ``unread_stop_wait``): those whose projection over the next two ticks, with the units kept, is over the
-    cap."""
+    cap. A pool of ``unknown`` (``unknown_pools``) is named with ``None``: it is counted at nothing, not known to
+    hold none."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     kept = {p: min(targets.get(p, base[p]), base[p]) for p in base}
     out = []
@@ -365,7 +369,7 @@ def _deferred(
             continue
         projected = project(cap.spent_usd, cap.period, now, sorted(cap.pools), kept, prices, base, settle, 2 * settle)
         if projected > cap.cap_usd + EPS_USD:
-            counted = tuple((p, base[p]) for p in missing)
+            counted = tuple((p, None if p in unknown else base[p]) for p in missing)
             out.append(
                 DeferredStop(cap.budget, cap.kind, projected - cap.cap_usd, counted, since, since + cap.stop_wait)
             )
