@@ -19,19 +19,19 @@ change as a transient error: a group that cannot be read is held, never blocked.
 409 ALREADY_EXISTS on the same name and is no second slice. Operations are started, looked at once, and not waited for
 (``actuators.slice_writes``).
 
-A slice that was whole and fell short (hosts RECREATING: a repair, or a host lost) still waits from this agent's first
-read that found it so: a restart within its wait starts the wait again, as a known gap, because nothing the agent can
-read tells when it fell short. A managed instance (``listManagedInstances``) carries no time (its ``lastAttempt`` holds
-errors only), and a host the zone has no room to recreate has no Compute instance (its ``id`` and ``instanceStatus`` are
-empty), so no ``creationTimestamp``; its instance group's is the slice's creation. The lost host's Node is deleted with
-its VM, and a multi-host slice is recovered whole (Cloud TPU, "Failure recovery of TPU instances"), so often no node of
-the slice is left to carry a mark; Kubernetes Events last an hour (kube-apiserver ``--event-ttl``), less than a wait.
-``instanceGroupManagers.listErrors`` times each failed attempt but tells no episode apart: a host's earliest error
-listed may be from an earlier repair it came back from, which would fail a slice early. A GKE ``AUTO_REPAIR_NODES``
-operation on the node pool starts with a repair, but GKE documents neither whether it stays RUNNING while the zone has
-no room nor what ends it, and a done one may be an earlier repair's. The agent's planner memory survives restarts, but
-it is kept per pool and no actuator reads or writes it: carrying a slice's first short read there needs a field of the
-state document and the loop handing it to the adapter and back.
+A slice that was whole and fell short (hosts RECREATING: a repair, or a host lost) waits from the agent's first read
+that found it so, which the agent keeps in its planner memory (``short_slices``: the loop saves what it knows and a
+restarted agent or a new leader hands it back), because nothing in the cloud tells when it fell short. A managed
+instance (``listManagedInstances``) carries no time (its ``lastAttempt`` holds errors only), and a host the zone has no
+room to recreate has no Compute instance (its ``id`` and ``instanceStatus`` are empty), so no ``creationTimestamp``; its
+instance group's is the slice's creation. The lost host's Node is deleted with its VM, and a multi-host slice is
+recovered whole (Cloud TPU, "Failure recovery of TPU instances"), so often no node of the slice is left to carry a mark;
+Kubernetes Events last an hour (kube-apiserver ``--event-ttl``), less than a wait. ``instanceGroupManagers.listErrors``
+times each failed attempt but tells no episode apart: a host's earliest error listed may be from an earlier repair it
+came back from, which would fail a slice early. A GKE ``AUTO_REPAIR_NODES`` operation on the node pool starts with a
+repair, but GKE documents neither whether it stays RUNNING while the zone has no room nor what ends it, and a done one
+may be an earlier repair's. A memory saved by a release that did not keep these reads (or none at all) starts the wait
+at the first read again.
 
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
@@ -157,7 +157,7 @@ class GkeTpuSliceActuator:
         waits: Mapping[str, timedelta] | None = None,
     ) -> None:
         self._gke = gke
-        self._short = ShortSlices(waits)
+        self._short = ShortSlices(waits, [m.pool for m in mappings])
         self._asked: dict[tuple[str, str], datetime] = {}  # (pool, slice never whole) -> first asked for, this read
         self._without_nodes = SlicesWithoutNodes(graces or {}, NODES_GRACE, self._log_once)
         self._drained = drained
@@ -171,6 +171,12 @@ class GkeTpuSliceActuator:
         self._logged: set[tuple[str, str]] = set()  # (slice, what was said of it) for slices with an error: once each
         self._reads = PoolReads()
         self._nodes: SliceHosts | None = None
+
+    @property
+    def short_slices(self) -> ShortSlices:
+        """Since when each slice has been seen short of hosts: the record the agent keeps across restarts with its
+        planner memory (``ShortSlices.known``) and hands back to a new adapter (``ShortSlices.recall``)."""
+        return self._short
 
     def read_hosts_from(self, nodes: SliceHosts) -> None:
         """Ask ``nodes`` before counting an ERROR slice failed: one with a node at work is counted ready instead.

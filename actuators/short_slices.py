@@ -13,9 +13,16 @@ again). Still short then, with a stockout or quota named, it is failed for want 
 ("insufficient capacity: ..."): the next resize deletes it and refuses a scale-up of the group with
 CapacityUnavailable, and the agent backs the group off and asks the next eligible pool. One whose missing hosts
 nothing names a stockout or quota of (hosts being recreated by a repair) is waited for. A slice seen with all its hosts
-is forgotten, its wait starting again if it falls short later. The first reads are kept in memory: after a restart, a
-slice that was whole and fell short (its hosts recreated by a repair the zone has no room for) starts its wait again,
-and one never whole keeps the wait it had.
+is forgotten, its wait starting again if it falls short later.
+
+Nothing in the cloud tells when a slice that was whole fell short (its hosts recreated by a repair the zone has no
+room for: ``actuators.gke_tpu_slices``), so the first reads are handed out (``known``: per group, slice -> since) for
+the agent to keep with its planner memory, and taken back (``recall``) from the memory a restarted agent or a new
+leader reads: its wait goes on from its predecessor's first read instead of starting again. A record is taken back
+for its earlier times only (a read of this adapter's own, earlier, stays) and only when it is not the one this adapter
+handed out last, which its reads since may have made stale (a slice seen whole since). What it says of a slice not
+short at the next read of its group is forgotten with it. Without a record (a memory of an earlier release) the wait
+starts at this adapter's first read that finds the slice short, as before.
 """
 
 from __future__ import annotations
@@ -46,11 +53,35 @@ def short_waits(settings: Settings) -> dict[str, timedelta]:
 
 class ShortSlices:
     """Since when each slice has been seen short of hosts. ``waits``: ``short_waits``; ``SHORT_WAIT`` for a group it
-    leaves out."""
+    leaves out. ``pools``: the groups a record taken back may speak of (None: any)."""
 
-    def __init__(self, waits: Mapping[str, timedelta] | None = None) -> None:
+    def __init__(self, waits: Mapping[str, timedelta] | None = None, pools: Iterable[str] | None = None) -> None:
         self._waits = dict(waits or {})
+        self._pools = None if pools is None else frozenset(pools)
         self._since: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first read that found it short
+        self._told: dict[str, dict[str, datetime]] = {}  # the record ``known`` handed out last
+
+    def known(self) -> dict[str, dict[str, datetime]]:
+        """Since when each slice has been seen short, per group (pool -> slice -> since): the slices short at the
+        latest read of each group."""
+        record: dict[str, dict[str, datetime]] = {}
+        for (pool, name), since in sorted(self._since.items()):
+            record.setdefault(pool, {})[name] = since
+        self._told = {pool: dict(slices) for pool, slices in record.items()}
+        return record
+
+    def recall(self, record: Mapping[str, Mapping[str, datetime]]) -> None:
+        """Take back a record ``known`` gave (to this adapter or another, before a restart or a change of leader): a
+        slice's wait counts from the earlier of its time there and this adapter's own first read. The record handed
+        out last is this adapter's own, and may be older than its reads: it adds nothing."""
+        if record == self._told:
+            return
+        for pool, slices in record.items():
+            if self._pools is not None and pool not in self._pools:
+                continue  # a group this adapter does not read: it would never be forgotten
+            for name, since in slices.items():
+                key = (pool, name)
+                self._since[key] = min(since, self._since.get(key, since))
 
     def given_up(
         self, pool_id: str, short: Mapping[str, str], now: datetime, asked: Mapping[str, datetime] | None = None

@@ -7,7 +7,9 @@ fails does not fail the tick. The daemon refits beside its ticks instead (``stag
 ``agent.model_refits`` for both.
 
 A tick reads its demand through ``agent.demand_reads`` (on the forecast step grid, and at its instant) and
-delivers its alerts through ``agent.tick_alerts``, which carries the open conditions in the planner memory.
+delivers its alerts through ``agent.tick_alerts``, which carries the open conditions in the planner memory. The
+slice adapter's record of slices short of hosts (``AgentParts.short_slices``) goes into the planner memory after each
+tick and back to the adapter before the next, so the memory a new leader reads carries it across restarts.
 """
 
 from __future__ import annotations
@@ -16,12 +18,13 @@ import copy
 import logging
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 import pandas as pd
 
 from actuators.base import Actuator, NodeDrainer
+from actuators.short_slices import ShortSlices
 from agent.alerts import broken_unit_events, missing_data_events, missing_zone_events, unheld_reserve_events
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import HourlyBurstProfile
@@ -108,6 +111,8 @@ class AgentParts:
     # The pools whose releases are drains of their nodes, where not those of ``drainers``: a dry run given no drainer
     # (recommend) plans as the daemon, which drains them (None: the pools of ``drainers``).
     drained: Collection[str] | None = None
+    # Since when each TPU slice has been seen short of hosts (the GKE slice adapter's), kept in the planner memory.
+    short_slices: ShortSlices | None = None
 
 
 class Agent:
@@ -264,6 +269,8 @@ class Agent:
     def _act(self, now: datetime, outlook: Outlook, alerts: list[AlertEvent]) -> TickReport:
         """The tick once observed, adding its alerts to ``alerts`` as it goes; the report to deliver them from."""
         observed, forecasts, problems = outlook.observed, outlook.forecasts, outlook.problems
+        if (short := self.parts.short_slices) is not None:  # a record read back (a restart, a new leader) goes on
+            short.recall(self._memory.slices_short_since)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         alerts.extend(unread_pool_alerts(self.parts.actuator, now))  # held as unobserved by the planner
         alerts.extend(broken_unit_events(states, now))  # replaced, never deleted while busy: a person decides
@@ -306,6 +313,8 @@ class Agent:
                 log.info("decision: %s", decision.why(), extra=decision.log_fields())
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
+        if short is not None:  # as this tick's reads (and its resizes') left it, for the next save
+            self.memory = replace(self._memory, slices_short_since=short.known())
         alerts.extend(execution.alerts)
         carried = {r.key for r in execution.results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)}
         self.last_read_units.update({r.pool_id: r.to_units for r in plan.resizes if r.key in carried})

@@ -119,6 +119,7 @@ def live_parts(
             accelerator_resources=_class_resources(settings),
         )
         parts.drainers = {**parts.drainers, **{m.pool: slices for m in cloud.tpu_slice_groups}}
+        parts.short_slices = actuators.tpu_slices.short_slices
     return parts
 
 

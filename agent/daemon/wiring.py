@@ -21,6 +21,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry
 
 from actuators import Actuator, DryRunActuator, DryRunDrainer, NodeDrainer
+from actuators.short_slices import ShortSlices
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
 from agent.daemon.decision_recorder import KubernetesDecisionRecorder
 from agent.daemon.demand_recorder import demand_recorder
@@ -80,6 +81,8 @@ class DaemonParts:
     checks: Sequence[Callable[[], Sequence[str]]] = ()
     # Reads how many units of each on-prem pool can take work now; ``None``: they are planned on their max_units.
     onprem: OnPremCapacitySource | None = None
+    # The TPU slice adapter's record of slices short of hosts, kept in the planner memory across restarts.
+    short_slices: ShortSlices | None = None
 
 
 @dataclass(frozen=True)
@@ -139,7 +142,16 @@ def assemble(
     source: MetricSource = parts.source if demand is None else demand
     agent = Agent(
         settings,
-        AgentParts(source, forecaster, recorder, parts.ledger, parts.notifier, drainers, parts.onprem),
+        AgentParts(
+            source,
+            forecaster,
+            recorder,
+            parts.ledger,
+            parts.notifier,
+            drainers,
+            parts.onprem,
+            short_slices=parts.short_slices,
+        ),
         # what a shared budget's reservations are held by: the deployment (its Lease, shared by its replicas), so a
         # new leader replaces the standing reservations of the one before (``agent.budget_reserve``)
         holder=election.lease_name,

@@ -9,6 +9,11 @@ new leader, which reads the memory its predecessor saved, neither tells those co
 their ends. Conditions are not a pool's: ``only`` keeps them all (one about a pool no longer configured is simply
 never raised again, and its end is told).
 
+It carries as well, per TPU slice group, since when each of its slices has been seen short of hosts
+(``slices_short_since``: ``actuators.short_slices.ShortSlices.known``), which the planner never reads either: the
+loop hands it back to the slice adapter of a restarted agent or a new leader, so a slice's wait for its missing hosts
+goes on instead of starting again.
+
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 """
 
@@ -68,6 +73,8 @@ class PlannerMemory:
     # the alert conditions open, and when the end of each condition was last told (within a de-duplication window)
     open_conditions: dict[Condition, OpenCondition] = field(default_factory=dict)
     conditions_ended: dict[Condition, datetime] = field(default_factory=dict)
+    # TPU slice group -> slice -> since when it has been seen short of hosts (the slices short at the latest read)
+    slices_short_since: dict[str, dict[str, datetime]] = field(default_factory=dict)
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
@@ -152,6 +159,7 @@ class PlannerMemory:
             | self.last_failure.keys()
             | self.units_failing_since.keys()
             | self.units_failed_last.keys()
+            | self.slices_short_since.keys()
         )
 
     def only(self, pool_ids: Collection[str]) -> PlannerMemory:
@@ -170,6 +178,7 @@ class PlannerMemory:
             units_failed_last=_only(self.units_failed_last, pool_ids),
             open_conditions=self.open_conditions,
             conditions_ended=self.conditions_ended,
+            slices_short_since=_only(self.slices_short_since, pool_ids),
         )
 
 

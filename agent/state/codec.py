@@ -14,7 +14,8 @@ Version 1::
      "open_conditions": [{"kind": "stockout", "subject": "pool", "since": "...", "seen": "...",
                           "severity": "warning", "summary": "...", "told": {"warning": "..."},
                           "gone": "...", "held": true, "held_by": "..."}],
-     "conditions_ended": [{"kind": "missing-data", "subject": "demand class x", "at": "..."}]}
+     "conditions_ended": [{"kind": "missing-data", "subject": "demand class x", "at": "..."}],
+     "slices_short_since": {"pool": {"slice": "..."}}}
 
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
@@ -28,7 +29,10 @@ conditions raised and not yet resolved, and when the end of each was last told: 
 ``held_by`` may be absent) may be absent too: a release that does not know them reads the rest, and its leader
 starts with no open condition, as every leader did before they were kept. A condition entry this release cannot
 read (a kind or severity it does not know, a malformed time) is left out, never the document: at worst its alert
-is told again. A
+is told again. ``slices_short_since`` (per TPU slice group, since when each slice has been seen short of hosts:
+``actuators.short_slices``) may be absent too: a release that does not know it reads the rest and saves without it,
+and each slice's wait then starts at the first read that finds it short, as before it was kept. A slice entry this
+release cannot read (a malformed time) is left out the same way: at worst that slice's wait starts again. A
 document this code cannot read (no or an older unknown version, malformed) raises ``StateDocumentUnreadable``; the
 stores treat it as nothing saved, so the next save replaces it. A document of a newer version raises
 ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads during a rolling upgrade
@@ -73,6 +77,10 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
             {"kind": str(kind), "subject": subject, "at": _time(at)}
             for (kind, subject), at in sorted(memory.conditions_ended.items())
         ],
+        "slices_short_since": {
+            pool: {name: _time(since) for name, since in sorted(slices.items())}
+            for pool, slices in sorted(memory.slices_short_since.items())
+        },
     }
     return json.dumps(document, indent=1, sort_keys=False)
 
@@ -113,6 +121,7 @@ def decode(text: str) -> PlannerMemory:
             units_failed_last={str(pool): _parse(at) for pool, at in document.get("units_failed_last", {}).items()},
             open_conditions=dict(_conditions(document.get("open_conditions"), _read_open)),
             conditions_ended=dict(_conditions(document.get("conditions_ended"), lambda e: _parse(e["at"]))),
+            slices_short_since=_short_since(document.get("slices_short_since")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None
@@ -179,3 +188,15 @@ def _conditions(entries: Any, read: Callable[[dict[str, Any]], V]) -> Iterator[t
             yield (AlertKind(entry["kind"]), str(entry["subject"])), read(entry)
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
+
+
+def _short_since(groups: Any) -> dict[str, dict[str, datetime]]:
+    """The readable entries of ``slices_short_since``; any other is left out (that slice's wait starts again)."""
+    out: dict[str, dict[str, datetime]] = {}
+    for pool, slices in groups.items() if isinstance(groups, dict) else ():
+        for name, since in slices.items() if isinstance(slices, dict) else ():
+            try:
+                out.setdefault(str(pool), {})[str(name)] = _parse(since)
+            except (TypeError, ValueError):
+                continue
+    return out

@@ -121,7 +121,7 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
     """Three-way, per pool: what only one side changed since ``base`` is taken from that side; where both
     changed, our block stays and the later time wins (a back-off, a recent change). A back-off's reason is the one
     of the side whose back-off was kept. Open alert conditions merge per condition the same way, ours kept where
-    both changed (the leader saw it last)."""
+    both changed (the leader saw it last), and the slices short of hosts per slice group."""
     backoff_until = _three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max)
     return PlannerMemory(
         last_change=_three_way(base.last_change, ours.last_change, theirs.last_change, max),
@@ -140,6 +140,9 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
         units_failed_last=_three_way(base.units_failed_last, ours.units_failed_last, theirs.units_failed_last, max),
         open_conditions=_three_way(base.open_conditions, ours.open_conditions, theirs.open_conditions, lambda o, _: o),
         conditions_ended=_three_way(base.conditions_ended, ours.conditions_ended, theirs.conditions_ended, max),
+        slices_short_since=_three_way(
+            base.slices_short_since, ours.slices_short_since, theirs.slices_short_since, lambda o, _: o
+        ),
     )
 
 
