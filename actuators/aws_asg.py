@@ -21,7 +21,9 @@ scaling activity after the call: while that failure is current (recent, and noth
 resize that asks for more is refused with CapacityUnavailable for ``CAPACITY_MEMORY`` after the failure, which backs
 the pool off and sends the demand to the next eligible pool. A launch failed for another reason (a subnet out of
 free addresses, a launch template gone) leaves failed units that carry AWS's message (``PoolState.failed_messages``):
-removed the same way, with no refusal, and backed off by the executor once they keep failing.
+removed the same way, with no refusal, and backed off by the executor once they keep failing. Failed units carry
+AWS's message whatever the reason, so the operator reads it: ``PoolState.failed_for_capacity`` says the adapter read
+it as capacity or quota, ``failed_for_quota`` as a quota, which does not clear by itself.
 
 An adapter built ``drained`` (the daemon's: every group's nodes are drained before they go) never shrinks by a resize:
 one below the group's target as read now, once its failed launches are removed, is REJECTED as "pool changed since
@@ -77,7 +79,14 @@ class Ec2AutoScalingGroupActuator:
     def _state(self, pool_id: str, now: datetime) -> PoolState:
         seen = self._observe(pool_id)
         return PoolState(
-            pool_id, now, seen.ready, seen.target, failed_units=seen.failed, failed_messages=seen.failed_messages
+            pool_id,
+            now,
+            seen.ready,
+            seen.target,
+            failed_units=seen.failed,
+            failed_messages=seen.failed_messages,
+            failed_for_capacity=seen.stockout,
+            failed_for_quota=seen.for_quota,
         )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:

@@ -34,7 +34,8 @@ and growing again is refused with CapacityUnavailable, as for Auto Scaling group
 reason (a failed activity whose message names no capacity, or an issue that stops launches:
 ``InsufficientFreeAddresses``, ``Ec2LaunchTemplateNotFound``, ...) leave failed units carrying AWS's message,
 removed the same way with no refusal: the executor tells of them and backs the pool off once they keep failing
-(``agent.executor_failures``). A
+(``agent.executor_failures``). Failed units carry AWS's message for capacity too, read as such
+(``PoolState.failed_for_capacity``, ``failed_for_quota``), so the stockout alert quotes it. A
 health issue carries no time (``Issue`` is code, message, resource ids), and EKS may keep listing one after the
 group launches again, so an issue counts only while the group's own scaling activities do not show a newer launch
 that did not fail, and for ``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then). It is
@@ -57,7 +58,7 @@ from datetime import datetime
 from typing import Any
 
 from actuators.aws_activities import CAPACITY_MEMORY
-from actuators.aws_errors import blocks_launches, capacity_failure, capacity_unavailable
+from actuators.aws_errors import blocks_launches, capacity_failure, capacity_unavailable, quota_failure
 from actuators.aws_group_view import GroupView
 from actuators.aws_groups import AutoScalingGroups, call
 from actuators.idempotency import KeyedResults
@@ -103,9 +104,14 @@ class _Observed:
         return bool(self.failure) and self.for_capacity
 
     @property
+    def for_quota(self) -> bool:
+        """The failure names a quota reached (see ``GroupView.for_quota``)."""
+        return self.stockout and quota_failure(self.failure)
+
+    @property
     def failed_messages(self) -> tuple[str, ...]:
-        """AWS's reason for each failed unit when it is not capacity (see ``GroupView.failed_messages``)."""
-        return () if self.for_capacity else (self.failure,) * self.failed
+        """AWS's reason for each failed unit, capacity or not (see ``GroupView.failed_messages``)."""
+        return (self.failure,) * self.failed
 
     @property
     def target(self) -> int:
@@ -159,6 +165,8 @@ class EksNodegroupActuator:
             in_flight_operation=seen.update,
             failed_units=seen.failed,
             failed_messages=seen.failed_messages,
+            failed_for_capacity=seen.stockout,
+            failed_for_quota=seen.for_quota,
         )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:

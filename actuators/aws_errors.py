@@ -66,14 +66,19 @@ from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, T
 # group launches into not started yet as "Your Capacity Block reservation <id> is not active yet. Launching EC2
 # instance failed." (Auto Scaling User Guide, "Troubleshoot Amazon EC2 Auto Scaling: EC2 instance launch failures",
 # ts-as-capacity-3 and ts-as-capacity-5; awsdocs/amazon-ec2-auto-scaling-user-guide doc_source/ts-as-capacity.md).
-_CAPACITY = re.compile(
+# A quota used up does not clear by itself (the operator requests an increase in Service Quotas, or lowers what the
+# group asks for): told apart from a stockout, which does, so the alert can say what to do.
+_QUOTA = re.compile(
+    r"MaxSpotInstanceCountExceeded|InstanceLimitExceeded|VcpuLimitExceeded|"
+    r"requested more (?:vCPU capacity|instances)\b.*\blimit\b|max spot instance count exceeded|"
+    r"quota allows for \d+ more running instance|\b\d+ instance\(s\) are already running",
+    re.IGNORECASE,
+)
+_STOCKOUT = re.compile(
     r"Insufficient\w*Capacity\b|\binsufficient (?:\w+ )?capacity\b|UnfulfillableCapacity|ReservationCapacityExceeded|"
     r"reservation does not have sufficient .*capacity|not enough capacity to fulfill|"
     r"do not have sufficient .*capacity|no Spot capacity available|capacity-not-available|"
-    r"Capacity Block reservation \S+ is not active yet|"
-    r"MaxSpotInstanceCountExceeded|SpotMaxPriceTooLow|InstanceLimitExceeded|VcpuLimitExceeded|"
-    r"requested more (?:vCPU capacity|instances)\b.*\blimit\b|max spot instance count exceeded|"
-    r"quota allows for \d+ more running instance|\b\d+ instance\(s\) are already running",
+    r"Capacity Block reservation \S+ is not active yet|SpotMaxPriceTooLow",
     re.IGNORECASE,
 )
 _BOUNDS = re.compile(
@@ -130,7 +135,13 @@ _TRANSIENT_CODES = frozenset(
 
 def capacity_failure(message: str) -> str:
     """``message`` when it names a capacity shortage or a reached instance quota, else ""."""
-    return message if _CAPACITY.search(message) else ""
+    return message if _STOCKOUT.search(message) or _QUOTA.search(message) else ""
+
+
+def quota_failure(message: str) -> bool:
+    """Whether ``message`` names an instance, vCPU or Spot request quota reached (one ``capacity_failure`` reads as
+    capacity too), which does not clear by itself."""
+    return bool(_QUOTA.search(message))
 
 
 def blocks_launches(issue_code: str) -> bool:

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from actuators.aws_activities import FAILED
+from actuators.aws_errors import quota_failure
 
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
 _LEAVING = "Terminating"  # Terminating, Terminating:Wait, Terminating:Proceed
@@ -47,11 +48,16 @@ class GroupView:
         return bool(self.failure) and self.for_capacity
 
     @property
+    def for_quota(self) -> bool:
+        """The failure names an instance, vCPU or Spot request quota reached: a stockout that does not clear by
+        itself."""
+        return self.stockout and quota_failure(self.failure)
+
+    @property
     def failed_messages(self) -> tuple[str, ...]:
-        """AWS's reason for each failed unit when the launches failed for a reason other than capacity (a subnet out
-        of addresses, a launch template gone), so the agent removes them as failed units, no stockout; () for a
-        stockout."""
-        return () if self.for_capacity else (self.failure,) * self.failed
+        """AWS's reason for each failed unit, for a stockout as for any other failure (a subnet out of addresses, a
+        launch template gone): ``stockout`` says which, and the agent quotes it to the operator either way."""
+        return (self.failure,) * self.failed
 
     @property
     def failing(self) -> bool:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
-from actuators.vendor_errors import is_capacity_message
+from actuators.vendor_errors import is_capacity_message, is_quota_message
 from models import CapacityUnavailable, PoolState, TransientActuatorError
 
 
@@ -84,13 +84,21 @@ def group_state(pool_id: str, observed_at: datetime, units: Sequence[Unit]) -> P
     """The group's counts, with the message of each failed unit when every one has one: an empty message says
     nothing of why its unit failed, so then none is passed on and the agent counts the failed units a stockout. A
     message that names a stockout or an exhausted quota, in Google's words, makes them one too
-    (``PoolState.failed_for_capacity``)."""
+    (``PoolState.failed_for_capacity``), and one that names an exhausted quota says so (``failed_for_quota``)."""
     ready, target, failed = counted(units)
     messages = tuple(u.message for u in units if u.phase is UnitPhase.FAILED)
     said = messages if all(messages) else ()
     stockout = any(is_capacity_message(m) for m in said)
+    quota = any(is_quota_message(m) for m in said)
     return PoolState(
-        pool_id, observed_at, ready, target, failed_units=failed, failed_messages=said, failed_for_capacity=stockout
+        pool_id,
+        observed_at,
+        ready,
+        target,
+        failed_units=failed,
+        failed_messages=said,
+        failed_for_capacity=stockout,
+        failed_for_quota=quota,
     )
 
 

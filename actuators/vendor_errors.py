@@ -82,6 +82,19 @@ def is_capacity_message(message: str) -> bool:
     return bool(_CAPACITY.search(message))
 
 
+# Of those, the quotas used up: they do not clear by themselves, the operator has them raised.
+_QUOTA = re.compile(
+    r"QUOTA_EXCEEDED|quota .*exhausted|quota exceeded|quota (?:limit )?'[^']*' (?:has been )?exceeded|"
+    r"insufficient (?:regional |zonal )?quota",
+    re.IGNORECASE,
+)
+
+
+def is_quota_message(message: str) -> bool:
+    """Whether a message names an exhausted quota (not a rate limit, which names a quota too)."""
+    return bool(_QUOTA.search(message)) and not _RATE_LIMITED.search(message)
+
+
 def _names_capacity(code: str, message: str) -> bool:
     """A recorded error that names a stockout or an exhausted quota, and not a rate limit (whose code,
     ``CONCURRENT_OPERATIONS_QUOTA_EXCEEDED``, contains a quota's)."""

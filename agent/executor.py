@@ -61,6 +61,7 @@ from agent.executor_failures import (
     _failed_for_capacity,
     _failed_units,
     _failing,
+    _stockout_alert,
     _stopped_failing,
     _units_failing,
     _units_stopped_failing,
@@ -84,7 +85,6 @@ from models import (
     Severity,
     TransientActuatorError,
 )
-from models.durations import format_duration
 
 __all__ = [
     "MIN_BACKOFF",
@@ -212,17 +212,7 @@ def clear_failed_units(
             alerts.append(_zone_stockout_alert(state, spare, now))
             continue  # the pool's other zones take the nodes; the pool backs off once none is left
         backoff = max(MIN_BACKOFF, pools[pool_id].lead_time)
-        alerts.append(
-            AlertEvent(
-                AlertKind.STOCKOUT,
-                Severity.WARNING,
-                now,
-                pool_id,
-                f"{state.failed_units} units of {pool_id} failed after the request was accepted (no capacity, "
-                f"suspended or in error); removed them, backing off {format_duration(backoff)} and using the next pool",
-                {"failed_units": str(state.failed_units), "target_units": str(state.target_units)},
-            )
-        )
+        alerts.append(_stockout_alert(state, backoff, now))
         memory = memory.back_off(pool_id, now + backoff, BackoffReason.STOCKOUT)
     return Execution(tuple(results), memory, tuple(alerts))
 

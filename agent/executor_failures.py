@@ -10,8 +10,9 @@ extend since when the pool's units keep failing, told and backed off the same wa
 time; the count ends once the pool is read with no unit failed a lead time after the last one and none in flight, or
 two lead times after it with units in flight (``IN_FLIGHT_LEAD_TIMES``, ``_units_stopped_failing``).
 Units failed for want of capacity in some zones of a pool that spans zones leave its other zones to take the nodes
-(``_zones_with_room``, ``_zone_stockout_alert``). A pool blocked after a permanent error is told with
-``blocked_alert``, which says how to unblock it (``UNBLOCK``).
+(``_zones_with_room``, ``_zone_stockout_alert``). A stockout alert quotes the provider's messages for the failed
+units, and says to have a quota raised where the adapter read one as a quota used up (``_stockout_alert``). A pool
+blocked after a permanent error is told with ``blocked_alert``, which says how to unblock it (``UNBLOCK``).
 
 ``agent.executor`` carries out the changes and removes the failed units, and calls these; their log lines keep its
 logger's name, as they did before they moved here.
@@ -34,6 +35,12 @@ UNBLOCK = (
     "fix the cause, then remove the pool from `blocked` in the planner memory (the ConfigMap named by "
     "daemon.state.config_map_name, leadtime-state by default, key planner-memory.json) or delete that ConfigMap; "
     "the leader reads it every tick"
+)
+# A quota used up does not clear while the pool backs off: each scale-up past it fails again until it is raised.
+QUOTA_ADVICE = (
+    "A quota is used up, and it does not clear by itself: request a quota increase from the cloud provider (AWS: "
+    "Service Quotas; Google Cloud: the Quotas page of IAM & Admin); until then every scale-up of the "
+    "pool past it fails again and backs the pool off"
 )
 # How many lead times a unit in flight keeps its pool's count of failing units after the last failure: the
 # stalled-scale-up alert's default (``alerts.stalled_after_lead_times``) tells of a unit not arrived by then.
@@ -180,17 +187,42 @@ def _zones_with_room(state: PoolState, now: datetime) -> list[str]:
     return [z.zone for z in state.zones if z.failed_units == 0 and (z.backoff_until is None or z.backoff_until <= now)]
 
 
+def _reasons(state: PoolState) -> str:
+    """The distinct messages the provider gave for the pool's failed units, "" when it gave none."""
+    return "; ".join(dict.fromkeys(m for m in state.failed_messages if m))
+
+
+def _stockout_alert(state: PoolState, backoff: timedelta, now: datetime) -> AlertEvent:
+    """The stockout alert of a pool whose failed units were removed and which backs off: it quotes the provider's
+    reasons, and where the adapter read one as a quota used up (``PoolState.failed_for_quota``), which no back-off
+    clears, says what to do (``QUOTA_ADVICE``)."""
+    reasons = _reasons(state)
+    why = f": {reasons}" if reasons else " (no capacity, suspended or in error)"
+    summary = (
+        f"{state.failed_units} units of {state.pool_id} failed after the request was accepted{why}; removed them, "
+        f"backing off {format_duration(backoff)} and using the next pool"
+    )
+    details = {"failed_units": str(state.failed_units), "target_units": str(state.target_units)}
+    if reasons:
+        details["error"] = reasons
+    if state.failed_for_quota:
+        summary += f". {QUOTA_ADVICE}"
+        details["action"] = QUOTA_ADVICE
+    return AlertEvent(AlertKind.STOCKOUT, Severity.WARNING, now, state.pool_id, summary, details)
+
+
 def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) -> AlertEvent:
     out = [z.zone for z in state.zones if z.failed_units]
-    return AlertEvent(
-        AlertKind.STOCKOUT,
-        Severity.WARNING,
-        now,
-        state.pool_id,
-        f"{state.failed_units} units of {state.pool_id} failed in {', '.join(out)} after the request was accepted; "
-        f"removed them, those zones back off and {', '.join(spare)} take the nodes",
-        {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(spare)},
+    reasons = _reasons(state)
+    details = {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(spare)}
+    if reasons:
+        details["error"] = reasons
+    why = f": {reasons}" if reasons else ""
+    summary = (
+        f"{state.failed_units} units of {state.pool_id} failed in {', '.join(out)} after the request was accepted"
+        f"{why}; removed them, those zones back off and {', '.join(spare)} take the nodes"
     )
+    return AlertEvent(AlertKind.STOCKOUT, Severity.WARNING, now, state.pool_id, summary, details)
 
 
 def blocked_alert(pool_id: str, now: datetime, error: str) -> AlertEvent:

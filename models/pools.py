@@ -89,7 +89,9 @@ class PoolState:
     provider says of each of them, one per failed unit, where the actuator reads it (empty where it does not);
     ``failed_for_capacity`` says that the actuator read one of them as a stockout or an exhausted quota, as only it
     knows its provider's words for those: the agent backs a pool off for its failed units unless there is a message
-    for each and the actuator read none of them so. ``zones``
+    for each and the actuator read none of them so. ``failed_for_quota`` says that it read one of them as a quota used
+    up, which unlike a stockout does not clear by itself: the stockout alert tells the operator to have it raised.
+    ``zones``
     breaks the counts down per zone for pools that span zones (empty otherwise). ``idle_nodes`` names the idle
     units in the order of ``idle_since`` where they are known (pools that shrink by drains), else is empty.
     ``broken_units`` (name, what is wrong) cannot serve and have work on them (a TPU slice in error, short of hosts,
@@ -122,6 +124,7 @@ class PoolState:
     draining_units: int = 0
     takeable_units: int = 0
     failed_for_capacity: bool = False
+    failed_for_quota: bool = False
 
     @property
     def provisioning_units(self) -> int:

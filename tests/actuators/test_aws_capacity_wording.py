@@ -1,6 +1,6 @@
 """Launches an Auto Scaling group could not make for want of capacity or quota, in the words AWS uses for them, are
-a stockout: failed units the adapter passes no message for, a refused scale-up, and a back-off with a stockout alert
-when the executor removes them. The AWS adapters own that reading (``actuators.aws_errors``); the executor reads
+a stockout: failed units the adapter reads as capacity or quota (AWS's message passed on with them), a refused
+scale-up, and a back-off with a stockout alert when the executor removes them. The AWS adapters own that reading (``actuators.aws_errors``); the executor reads
 none of AWS's words itself. boto3 against moto behind the proxy of ``tests.fakes.aws_api``."""
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ def test_launches_failed_for_capacity_or_quota_back_the_pool_off(aws_api: FakeAw
 
     actuator = asg_actuator(aws_api, clock)
     (state,) = actuator.list_pools()
-    assert (state.ready_units, state.target_units, state.failed_units, state.failed_messages) == (1, 1, 2, ())
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 2)
+    assert (state.failed_messages, state.failed_for_capacity) == ((message, message), True)
 
     cleared = clear_failed_units({"spot": state}, actuator, {"spot": SPOT}, PlannerMemory(), clock.now())
     assert cleared.memory.backoff_until == {"spot": clock.now() + max(MIN_BACKOFF, LEAD)}

@@ -65,7 +65,8 @@ def test_a_used_up_capacity_reservation_is_a_stockout(aws_api: FakeAwsApi) -> No
     _failed_launches(aws_api, clock, RESERVATION)
     actuator = asg_actuator(aws_api, clock)
     (state,) = actuator.list_pools()
-    assert (state.ready_units, state.target_units, state.failed_units, state.failed_messages) == (1, 1, 2, ())
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 2)
+    assert (state.failed_messages, state.failed_for_capacity) == ((RESERVATION,) * 2, True)
     with pytest.raises(CapacityUnavailable, match="requested reservation does not have sufficient"):
         actuator.resize("spot", 4, "up-again")
     assert aws_api.group("gpu-spot")["DesiredCapacity"] == 1  # the failed units went, nothing more was asked
@@ -108,7 +109,9 @@ def test_eks_reservation_issue_is_a_stockout(aws_api: FakeAwsApi) -> None:
     )
     actuator = eks_actuator(aws_api, clock)
     (state,) = actuator.list_pools()
-    assert (state.ready_units, state.target_units, state.failed_units, state.failed_messages) == (1, 1, 2, ())
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 2)
+    assert state.failed_for_capacity
+    assert state.failed_messages == (RESERVATION,) * 2
     with pytest.raises(CapacityUnavailable, match="reservation"):
         actuator.resize("od", 4, "up-again")
 
