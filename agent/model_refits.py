@@ -29,7 +29,7 @@ from agent.sources.base import read_deadline
 from forecasting.base import Forecaster
 from models import ForecastError, MetricsUnavailable
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
 
 
 @dataclass

@@ -20,7 +20,7 @@ from agent.planning import PlannerMemory
 from agent.planning.memory import Condition
 from models import AlertEvent
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
 
 
 @dataclass(frozen=True)
