@@ -17,7 +17,7 @@ NOW = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
 
 class _WebhookDown:
-    def notify(self, event: AlertEvent) -> None:
+    def notify(self, event: AlertEvent) -> bool:
         raise RuntimeError("webhook down")
 
 
