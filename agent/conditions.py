@@ -39,8 +39,11 @@ found it gone and how long it lasted. A notifier that handles it forgets the con
 condition that flickers posts, per window, one end at most and at each severity two raises at most (the one the window
 allows and the one after the end). A standby forgets its conditions (``forget``): the leader tells their ends.
 
-The tracker's record (``record``) travels in the planner memory, which the leader saves and a new leader reads
-(``adopt``), so a change of leader neither tells the open conditions again within the window nor loses their ends.
+The tracker's record (``record``) travels in the planner memory, which the leader saves and a new leader adopts once,
+when it first reads the memory (``adopt``), so a change of leader does not lose the ends of the conditions its
+predecessor raised. The new leader tells those conditions again while they hold: it cannot know which of them its
+predecessor's notifier delivered (one queued while Slack was down or rate-limited dies with the pod), and a repeat is
+better than silence.
 """
 
 from __future__ import annotations
@@ -75,18 +78,15 @@ class ConditionTracker:
     told at most once per window for each condition (``alerts.resolve_after`` and ``alerts.dedup_window``).
 
     What it holds is the record the planner memory carries (``record``, ``adopt``): a replica that becomes the
-    leader adopts the record its predecessor saved, so it tells the end of each condition the predecessor raised,
-    and tells none of those conditions again while the predecessor's telling still holds: an event of a condition it
-    adopted is ``told_before`` when the predecessor told it, at its severity or a higher one, less than a window
-    before (the predecessor's notifier would have held it back as a repeat; this replica's notifier has no record of
-    it). Once one of its events is told again, this replica's notifier de-duplicates it as any other."""
+    leader adopts the record its predecessor saved, so it tells the end of each condition the predecessor raised.
+    It tells again those of them that still hold, as its own: its notifier has no record of them, and nothing says
+    whether the predecessor's notifier delivered them."""
 
     def __init__(self, resolve_after: timedelta = timedelta(minutes=5), window: timedelta = timedelta(hours=1)) -> None:
         self.resolve_after = resolve_after
         self.window = window
         self._active: dict[Condition, OpenCondition] = {}
         self._ended: dict[Condition, datetime] = {}  # when the last end of each condition was told
-        self._adopted: set[Condition] = set()  # told by a predecessor, and not told by this replica since
 
     @property
     def active(self) -> tuple[Condition, ...]:
@@ -97,22 +97,9 @@ class ConditionTracker:
         return dict(self._active), dict(self._ended)
 
     def adopt(self, active: Mapping[Condition, OpenCondition], ended: Mapping[Condition, datetime]) -> None:
-        """Take the record the planner memory holds (read back from the store): the conditions in it that this
-        tracker did not hold as they are were raised, and told, by another replica."""
-        if active == self._active and ended == self._ended:
-            return
-        self._adopted = {k for k, v in active.items() if self._active.get(k) != v or k in self._adopted}
+        """Take the record the planner memory holds (read back from the store when this replica became the leader):
+        the conditions in it were raised by another replica, or by this one before it last stopped leading."""
         self._active, self._ended = dict(active), dict(ended)
-
-    def told_before(self, events: Iterable[AlertEvent]) -> list[AlertEvent]:
-        """The events of ``events`` that a predecessor already told within the window: not to be told again."""
-        return [
-            e
-            for e in events
-            if (key := (e.kind, e.subject)) in self._adopted
-            and not e.resolved
-            and _repeat(self._active[key].told, e, self.window)
-        ]
 
     def update(
         self,
@@ -131,11 +118,8 @@ class ConditionTracker:
                 continue
             key = (event.kind, event.subject)
             before = self._active.get(key)
-            since, said = (before.since, before.told) if before else (event.at, {})
-            if not _repeat(said, event, self.window):
-                said = {**said, event.severity: event.at}
-                self._adopted.discard(key)  # told by this replica: its notifier de-duplicates it from now on
-            self._active[key] = OpenCondition(since, now, event.severity, event.summary, said, held=key in holding)
+            since = before.since if before else event.at
+            self._active[key] = OpenCondition(since, now, event.severity, event.summary, held=key in holding)
             told.add(key)
         self._ended = {key: at for key, at in self._ended.items() if now - at < self.window}
         resolved = []
@@ -150,7 +134,6 @@ class ConditionTracker:
                 self._active[key] = replace(active, gone=gone, held_by=self._ended.get(key, active.held_by))
                 continue
             del self._active[key]
-            self._adopted.discard(key)
             self._ended[key] = now
             late = "" if gone == now else self._why_late(active.held_by)
             last = AlertEvent(key[0], active.severity, active.seen, key[1], active.summary)
@@ -170,14 +153,6 @@ class ConditionTracker:
         """Drop every active condition without telling its end (a replica that no longer leads)."""
         self._active.clear()
         self._ended.clear()
-        self._adopted.clear()
-
-
-def _repeat(told: Mapping[Severity, datetime], event: AlertEvent, window: timedelta) -> bool:
-    """Whether a notifier that told the condition as ``told`` says holds back ``event`` (``agent.notify.dedup``)."""
-    severities = list(Severity)
-    higher = severities[severities.index(event.severity) :]
-    return any((at := told.get(s)) is not None and event.at - at < window for s in higher)
 
 
 def resolved_event(

@@ -43,7 +43,7 @@ from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
 from agent.sources.base import MetricSource, read_deadline
 from agent.sources.onprem_capacity import OnPremCapacitySource
-from agent.tick_alerts import conclude, deliver, tell_failed, untold, with_conditions
+from agent.tick_alerts import conclude, deliver, tell_failed, with_conditions
 from config.schema import PlannerSettings, Settings
 from forecasting.base import Forecaster
 from models import (
@@ -76,8 +76,6 @@ class TickReport:
     results: tuple[ActionResult, ...]
     alerts: tuple[AlertEvent, ...] = field(default_factory=tuple)
     resolved: tuple[AlertEvent, ...] = field(default_factory=tuple)  # level conditions this tick found gone
-    # alerts of conditions a previous leader told within the de-duplication window: not told again
-    told_before: tuple[AlertEvent, ...] = field(default_factory=tuple)
 
 
 @dataclass(frozen=True)
@@ -262,7 +260,7 @@ class Agent:
         except Exception:
             self._memory = tell_failed(self.conditions, self._memory, self.parts.notifier, now, alerts)
             raise
-        deliver(self.parts.notifier, [*untold(report.alerts, report.told_before), *report.resolved])
+        deliver(self.parts.notifier, [*report.alerts, *report.resolved])
         self._last_tick = now
         return report
 
@@ -325,9 +323,7 @@ class Agent:
         concluded = conclude(self.conditions, self._memory, now, alerts, holding, unknown)
         self._memory = concluded.memory
         results, resolved = cleared.results + execution.results, tuple(concluded.resolved)
-        return TickReport(
-            now, observed, forecasts, problems, plan, results, tuple(alerts), resolved, tuple(concluded.told_before)
-        )
+        return TickReport(now, observed, forecasts, problems, plan, results, tuple(alerts), resolved)
 
     # -- steps of the tick -----------------------------------------------------------------------------------
     def _observe_and_forecast(

@@ -1,10 +1,10 @@
 """Delivering a tick's alerts: the level conditions it ends (``agent.conditions``), carried in the planner memory so
-that the next leader inherits them, the alerts a previous leader already told held back, and what a failed tick
-collected delivered before its error is raised.
+that the next leader inherits them, and what a failed tick collected delivered before its error is raised.
 
-The loop (``agent.loop.Agent.act``) adopts the record the planner memory holds before a tick, concludes the tick's
-conditions at its end (``conclude``) and delivers what is left to tell (``deliver``); a tick that fails delivers
-what it collected with ``tell_failed``, resolving nothing, having evaluated nothing to its end.
+The loop (``agent.loop.Agent.act``) concludes the tick's conditions at its end (``conclude``) and delivers its alerts
+and the ends (``deliver``); a tick that fails delivers what it collected with ``tell_failed``, resolving nothing,
+having evaluated nothing to its end. The record in the memory is adopted by the daemon once, when a replica that
+becomes the leader first reads it (``agent.daemon.adapters``).
 """
 
 from __future__ import annotations
@@ -25,12 +25,10 @@ log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
 
 @dataclass(frozen=True)
 class Concluded:
-    """A tick's conditions concluded: the memory carrying the open ones, the ends to tell, and the alerts a
-    previous leader told within the de-duplication window (not told again)."""
+    """A tick's conditions concluded: the memory carrying the open ones, and the ends to tell."""
 
     memory: PlannerMemory
     resolved: list[AlertEvent]
-    told_before: list[AlertEvent]
 
 
 def conclude(
@@ -42,9 +40,8 @@ def conclude(
     unknown: Collection[Condition] = (),
 ) -> Concluded:
     """Note the tick's alerts in ``tracker`` (``ConditionTracker.update``) and carry its record in ``memory``."""
-    told_before = tracker.told_before(alerts)
     resolved = tracker.update(now, alerts, holding, unknown)
-    return Concluded(with_conditions(memory, tracker), resolved, told_before)
+    return Concluded(with_conditions(memory, tracker), resolved)
 
 
 def with_conditions(memory: PlannerMemory, tracker: ConditionTracker) -> PlannerMemory:
@@ -63,7 +60,7 @@ def tell_failed(
     the tick's own error is the one raised. The memory carrying the conditions is returned."""
     concluded = conclude(tracker, memory, now, alerts, unknown=tracker.active)
     try:
-        deliver(notifier, untold(alerts, concluded.told_before))
+        deliver(notifier, alerts)
     except Exception:
         log.exception("alerts of a failed tick not delivered: %d", len(alerts))
     return concluded.memory
@@ -74,9 +71,3 @@ def deliver(notifier: Notifier, events: Sequence[AlertEvent]) -> None:
         notifier.notify(event)
     if isinstance(notifier, Flushable):
         notifier.flush()
-
-
-def untold(alerts: Sequence[AlertEvent], told_before: Sequence[AlertEvent]) -> list[AlertEvent]:
-    """``alerts`` without those a previous leader told (``ConditionTracker.told_before``)."""
-    quiet = {id(event) for event in told_before}
-    return [event for event in alerts if id(event) not in quiet]

@@ -1,7 +1,6 @@
-"""A tracker that adopts another's record (a new leader reading its predecessor's planner memory): an event of an
-adopted condition is held back while the predecessor's telling of it holds (same severity or lower, within the
-window), a higher severity is told at once, and so is the condition once the window has passed; the tracker's own
-conditions are never held back, and an adopted condition's end is told."""
+"""A tracker that adopts another's record (a new leader reading its predecessor's planner memory): the adopted
+conditions that still hold are told again (nothing says the predecessor's notifier delivered them), and the end of
+each is told, with the predecessor's first raise."""
 
 from __future__ import annotations
 
@@ -26,37 +25,12 @@ def _successor_of(raised: list[AlertEvent]) -> ConditionTracker:
     return second
 
 
-def test_an_adopted_condition_is_not_told_again_within_the_predecessors_window() -> None:
+def test_an_adopted_condition_raised_again_keeps_its_first_raise_and_is_not_ended() -> None:
     second = _successor_of([_missing(T0)])
     later = _missing(T0 + timedelta(minutes=10))
-    assert second.told_before([later]) == [later]
-    second.update(later.at, [later])
-    again = _missing(T0 + timedelta(minutes=11))
-    assert second.told_before([again]) == [again]
-
-
-def test_a_higher_severity_of_an_adopted_condition_is_told_at_once() -> None:
-    second = _successor_of([_missing(T0)])
-    critical = _missing(T0 + timedelta(minutes=10), Severity.CRITICAL)
-    assert second.told_before([critical]) == []
-
-
-def test_an_adopted_condition_is_told_again_once_the_window_has_passed_and_then_left_to_the_notifier() -> None:
-    second = _successor_of([_missing(T0)])
-    for minute in range(10, 60, 10):
-        event = _missing(T0 + timedelta(minutes=minute))
-        second.update(event.at, [event])
-    due = _missing(T0 + WINDOW)
-    assert second.told_before([due]) == []
-    second.update(due.at, [due])
-    after = _missing(T0 + WINDOW + timedelta(minutes=1))
-    assert second.told_before([after]) == []  # told by this replica: its own notifier de-duplicates it
-
-
-def test_a_condition_the_successor_raised_itself_is_never_held_back() -> None:
-    second = _successor_of([_missing(T0)])
-    own = _missing(T0 + timedelta(minutes=10), subject="demand class b")
-    assert second.told_before([own]) == []
+    assert second.update(later.at, [later]) == []
+    (kept,) = second.record()[0].values()
+    assert (kept.since, kept.seen) == (T0, later.at)
 
 
 def test_the_end_of_an_adopted_condition_is_told_with_its_first_raise() -> None:
@@ -65,3 +39,15 @@ def test_the_end_of_an_adopted_condition_is_told_with_its_first_raise() -> None:
     (end,) = second.update(T0 + timedelta(minutes=6), [])
     assert (end.kind, end.subject, end.resolved) == (AlertKind.MISSING_DATA, "demand class a", True)
     assert end.details["first raised"] == "2026-03-02 09:00 UTC"
+
+
+def test_an_end_the_predecessor_told_holds_back_the_next_within_the_window() -> None:
+    first = ConditionTracker(timedelta(minutes=5), WINDOW)
+    first.update(T0, [_missing(T0)])
+    (told,) = first.update(T0 + timedelta(minutes=5), [])
+    first.update(T0 + timedelta(minutes=10), [_missing(T0 + timedelta(minutes=10))])
+    second = ConditionTracker(timedelta(minutes=5), WINDOW)
+    second.adopt(*first.record())
+    assert second.update(T0 + timedelta(minutes=20), []) == []  # the predecessor told an end at 09:05
+    (end,) = second.update(told.at + WINDOW, [])
+    assert end.resolved and end.subject == "demand class a"

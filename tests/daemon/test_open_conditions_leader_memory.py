@@ -1,0 +1,112 @@
+"""The open conditions a leader carries in the planner memory, with the daemon's adapter (``AgentLoopAdapter``) over
+the real agent loop, a simulated cluster and a replayed trace, the memory in a store the replicas share:
+
+* a new leader tells the inherited conditions that still hold again, though its predecessor raised them: an alert
+  queued in the predecessor's notifier while Slack failed dies with the pod (the real Slack client against the local
+  receiver);
+* the leader's own conditions survive the stored memory being deleted or written back stale (an operator lifting a
+  block), and a failed first read after leadership resumes: their ends are told once, when they end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pandas as pd
+
+from actuators import SimulatedCluster
+from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
+from agent.ledger import InMemoryLedger
+from agent.loop import Agent, AgentParts
+from agent.notify.base import Notifier
+from agent.notify.slack import build_slack_notifier
+from agent.sources.trace import TraceSource, read_trace
+from agent.state import InMemoryStateStore
+from config import settings_from_mapping
+from config.alerts import AlertSettings
+from config.schema import Settings
+from forecasting.factory import build_forecaster
+from models.clock import SimulatedClock
+from tests.fakes.slack_receiver import Answer, SlackReceiver
+
+NOW = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
+TICK = timedelta(minutes=5)
+
+
+def _pool(name: str) -> dict[str, object]:
+    return {
+        "id": f"{name}-pool", "kind": "gpu-node-pool", "tier": "on-demand", "chips_per_unit": 8, "min_units": 0,
+        "max_units": 8, "price_per_chip_hour_usd": 1.0, "lead_time": "10m", "serves": [name],
+    }  # fmt: skip
+
+
+SETTINGS = settings_from_mapping(
+    {
+        "demand_classes": [{"name": "train"}, {"name": "serve"}],
+        "pools": [_pool("train"), _pool("serve")],
+        "forecast": {"model": "persistence", "history": "1h", "step": "5m", "max_staleness": "10m"},
+        "loop": {"tick_interval": "5m"},
+        "ledger": {"backend": "memory"},
+    },
+    source="test",
+)
+
+
+def _trace(path: Path, train_missing: tuple[datetime, datetime]) -> Path:
+    """Both classes at 16 units every 5 minutes, train's samples missing within ``train_missing``."""
+    rows = []
+    for ts in pd.date_range(NOW - timedelta(hours=2), periods=60, freq="5min"):
+        rows.append(("serve", ts, 16.0))
+        if not train_missing[0] <= ts < train_missing[1]:
+            rows.append(("train", ts, 16.0))
+    frame = pd.DataFrame(rows, columns=["unique_id", "ds", "y"])
+    frame.assign(ds=frame.ds.dt.strftime("%Y-%m-%dT%H:%M:%S%z")).to_csv(path / "trace.csv", index=False)
+    return path / "trace.csv"
+
+
+class _Leading:
+    def is_leader(self, now: datetime) -> bool:
+        return True
+
+
+class Rig:
+    def __init__(self, trace: Path) -> None:
+        self.clock = SimulatedClock(NOW)
+        self.cluster = SimulatedCluster(SETTINGS.pool_specs(), self.clock, {p.id: 0 for p in SETTINGS.pools})
+        self.store = InMemoryStateStore("leadtime-a")
+        self.trace = trace
+
+    def replica(self, name: str, notifier: Notifier, settings: Settings = SETTINGS) -> AgentLoopAdapter:
+        pools = PoolStateRecorder(self.cluster)
+        source, model = TraceSource(read_trace(self.trace)), build_forecaster(settings.forecast)
+        parts = AgentParts(source, model, pools, InMemoryLedger(), notifier)
+        store = self.store if name == "leadtime-a" else self.store.replica(name)
+        adapter = AgentLoopAdapter(Agent(settings, parts, holder=name), pools, store, _Leading(), self.clock)
+        adapter.resume()
+        return adapter
+
+    def play(self, adapter: AgentLoopAdapter, minutes: Sequence[int]) -> None:
+        for minute in minutes:
+            self.clock.set(NOW + timedelta(minutes=minute))
+            self.cluster.advance(self.clock.now())
+            adapter.run_once(self.clock.now())
+
+
+def test_a_new_leader_tells_an_inherited_condition_its_predecessor_could_not_deliver(tmp_path: Path) -> None:
+    rig = Rig(_trace(tmp_path, (NOW, NOW + timedelta(hours=3))))  # train's demand never comes back
+    alerts = AlertSettings.model_validate({"request_timeout": "1s"})
+    with SlackReceiver() as slack_a, SlackReceiver() as slack_b:
+        slack_a.answer(*[Answer(status=503, body="service unavailable")] * 50)
+        a_notifier = build_slack_notifier(alerts, rig.clock, {"LEADTIME_SLACK_WEBHOOK_URL": slack_a.url})
+        b_notifier = build_slack_notifier(alerts, rig.clock, {"LEADTIME_SLACK_WEBHOOK_URL": slack_b.url})
+        assert a_notifier is not None and b_notifier is not None
+        a = rig.replica("leadtime-a", a_notifier)
+        rig.play(a, range(0, 25, 5))
+        assert [e.subject for e in a_notifier.pending] == ["demand class train"]  # never delivered: A's pod dies
+        b = rig.replica("leadtime-b", b_notifier)
+        rig.play(b, range(30, 70, 5))
+        texts = [post["text"] for post in slack_b.received]
+    assert len(texts) == 1
+    assert "Metrics missing or stale" in texts[0] and "demand class train" in texts[0]
