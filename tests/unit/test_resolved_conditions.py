@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from actuators import SimulatedCluster
-from agent.conditions import Condition, ConditionTracker
+from agent.conditions import ConditionTracker
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts
 from agent.notify.recording import RecordingNotifier
 from agent.notify.slack import build_slack_notifier
 from agent.notify.slack_message import blocks
+from agent.planning.memory import Condition
 from agent.sources.trace import TraceSource, read_trace
 from config import settings_from_mapping
 from config.alerts import AlertSettings
