@@ -254,7 +254,6 @@ class Agent:
         (``tell_failed``): a ledger write that fails once the executor has acted would otherwise lose a stockout for
         good, which is raised only when it begins."""
         alerts: list[AlertEvent] = missing_data_events(outlook.problems, now)
-        self.conditions.adopt(self.memory.open_conditions, self.memory.conditions_ended)  # a predecessor's, read back
         try:
             report = self._act(now, outlook, alerts)
         except Exception:

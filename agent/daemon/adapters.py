@@ -3,7 +3,10 @@
 ``AgentLoopAdapter`` turns the loop's ``TickReport`` into the daemon's view (forecasts, pool states, plan,
 results, errors, and whether the tick was blind: it could read no class's demand or no pool), keeps the planner's
 memory in its store across restarts and leader changes (loaded when this replica becomes the leader, saved after a
-tick that changed it) and lets a standby charge its ledger.
+tick that changed it) and lets a standby charge its ledger. The open alert conditions the memory carries are adopted
+by the loop's tracker once, at the first load after this replica becomes the leader: afterwards the tracker is what
+says which conditions are open (the store deleted or written back stale neither drops one nor brings an ended one
+back).
 
 A leader that has not read the planner memory since it became the leader (the store answered an error) plans and
 acts on nothing: its own copy lacks the blocks, back-offs and recent changes its predecessor saved (a pool blocked
@@ -122,10 +125,13 @@ class AgentLoopAdapter:
 
     def run_once(self, now: datetime) -> DaemonTickReport:
         errors: list[Exception] = []
+        first = not self.keeper.loaded
         memory, load_error = self.keeper.before_tick(self._agent.memory)
         self._agent.memory = memory
         if not self.keeper.loaded:
             return self._memory_unread(now, load_error)
+        if first:  # the open conditions its predecessor saved; from now on this replica's tracker holds them
+            self._agent.conditions.adopt(memory.open_conditions, memory.conditions_ended)
         self._unread_since = None
         try:
             report = self._agent.run_once(now)

@@ -7,7 +7,10 @@
   it: an operator who lifts a block by editing (or deleting) the stored memory, as the operations guide says,
   is heard at the next tick instead of being written over at the next save. The merge is three-way, per pool,
   against what the store held when this replica last saw it: a value only one side changed takes that side's; a
-  value both changed keeps this replica's block or the later time.
+  value both changed keeps this replica's block or the later time. The open alert conditions are the exception:
+  once loaded, this replica's are kept as they are (its tracker, which adopted the stored ones at the first load,
+  is what says which are open), so a deleted or stale stored copy neither drops a condition, whose end would never
+  be told, nor brings back one that ended, whose end would be told twice.
 * ``after_tick(memory, now)`` saves the memory when it differs from what the store holds. A failed save is
   logged and retried on the next tick; the tick itself is never held up or failed by the store.
 * Until a load has succeeded, nothing is saved: a new leader that cannot read the store must not overwrite
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import replace
 from datetime import datetime
 from typing import TypeVar
 
@@ -70,6 +74,8 @@ class MemoryKeeper:
         base = self._base if first else self._stored
         theirs = stored or PlannerMemory()
         merged = merge(base or PlannerMemory(), memory, theirs) if stored is not None or not first else memory
+        if not first:  # the leader's tracker holds the open conditions since the first load
+            merged = replace(merged, open_conditions=memory.open_conditions, conditions_ended=memory.conditions_ended)
         self._loaded, self._base, self._stored = True, None, stored
         for pool in sorted(set(memory.blocked) - set(merged.blocked)):
             log.info("pool %s is no longer blocked: lifted in the stored planner memory", pool)

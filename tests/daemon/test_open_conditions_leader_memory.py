@@ -21,6 +21,7 @@ from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
 from agent.ledger import InMemoryLedger
 from agent.loop import Agent, AgentParts
 from agent.notify.base import Notifier
+from agent.notify.recording import RecordingNotifier
 from agent.notify.slack import build_slack_notifier
 from agent.sources.trace import TraceSource, read_trace
 from agent.state import InMemoryStateStore
@@ -28,6 +29,7 @@ from config import settings_from_mapping
 from config.alerts import AlertSettings
 from config.schema import Settings
 from forecasting.factory import build_forecaster
+from models import AlertEvent, AlertKind
 from models.clock import SimulatedClock
 from tests.fakes.slack_receiver import Answer, SlackReceiver
 
@@ -110,3 +112,41 @@ def test_a_new_leader_tells_an_inherited_condition_its_predecessor_could_not_del
         texts = [post["text"] for post in slack_b.received]
     assert len(texts) == 1
     assert "Metrics missing or stale" in texts[0] and "demand class train" in texts[0]
+
+
+GAP = (NOW, NOW + timedelta(minutes=25))  # train's demand unread from 10:00 to 10:25
+
+
+def _told(events: Sequence[AlertEvent]) -> list[tuple[str, str, str]]:
+    return [(e.at.strftime("%H:%M"), e.subject, "end" if e.resolved else "raised") for e in events]
+
+
+def _leader(
+    tmp_path: Path, train_missing: tuple[datetime, datetime]
+) -> tuple[Rig, AgentLoopAdapter, RecordingNotifier]:
+    rig = Rig(_trace(tmp_path, train_missing))
+    told = RecordingNotifier(SETTINGS.alerts.dedup_window)
+    return rig, rig.replica("leadtime-a", told), told
+
+
+def test_deleting_the_stored_memory_to_unblock_a_pool_leaves_the_leaders_conditions_to_end(tmp_path: Path) -> None:
+    rig, leader, told = _leader(tmp_path, (NOW, NOW))  # no demand missing
+    leader.agent.memory = leader.agent.memory.block("train-pool", "403 Forbidden: container.nodePools.update denied")
+    rig.play(leader, range(0, 30, 5))
+    rig.store.document = None  # kubectl delete configmap leadtime-state, as the operations guide says
+    rig.play(leader, range(30, 80, 5))
+    blocked = [e for e in told.events if e.kind is AlertKind.ACTUATOR_FAILURE]
+    assert _told(blocked) == [("10:00", "train-pool", "raised"), ("10:30", "train-pool", "end")]
+    assert leader.agent.memory.blocked == {}
+
+
+def test_a_stale_copy_written_back_brings_back_no_ended_condition(tmp_path: Path) -> None:
+    rig, leader, told = _leader(tmp_path, GAP)
+    rig.play(leader, range(0, 30, 5))
+    stale = rig.store.document  # read at 10:25, while train's missing data is open
+    rig.play(leader, range(30, 35, 5))
+    rig.store.document = stale  # written back at 10:35 (a patch without the resourceVersion)
+    rig.play(leader, range(35, 80, 5))
+    missing = [e for e in told.events if e.kind is AlertKind.MISSING_DATA]
+    assert _told(missing) == [("10:15", "demand class train", "raised"), ("10:30", "demand class train", "end")]
+    assert leader.agent.conditions.active == ()
