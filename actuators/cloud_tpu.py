@@ -23,9 +23,11 @@ to the next eligible pool, and is deleted by the next resize.
 Whatever its error says, a FAILED queued resource backs its pool off when the agent removes it: the service fails a
 request for "some late-discovered problem with the request itself, or ... unavailability of resources within the
 constraints of the request" (tpu_v2 ``QueuedResourceState.State.FAILED``), and the same request asked for again at
-once meets either again, where the error's message may be empty or name neither. So the adapter passes no failed
-unit's message on (``PoolState.failed_messages``): its failed units are a stockout to the agent, as they were before
-messages were read, and each one's error is logged once, as a warning.
+once meets either again, where the error's message may be empty or name neither. So every failed unit counts as one
+for want of capacity (``PoolState.failed_for_capacity``), and its message is passed on for the operator
+(``PoolState.failed_messages``): the error the service gives (``state.failedData.error``, a ``google.rpc.Status``),
+or, where it has no message, its code; a message naming a quota used up is read as one (``failed_for_quota``), so
+the stockout alert quotes it and says to have the quota raised. Each one's error is also logged once, as a warning.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
+
+from google.rpc import code_pb2
 
 from actuators.idempotency import KeyedResults
 from actuators.pool_reads import PoolReads
@@ -141,10 +145,11 @@ class CloudTpuQueuedResourceActuator:
             self._logged.add((unit.name, unit.message))
             log.warning(
                 "pool %s: queued resource %s failed, counted as a stockout (removed, the pool backed off): %s",
-                pool_id, unit.name, unit.message or "the service gave no message",
+                pool_id, unit.name, unit.message,
             )  # fmt: skip
-        # Never failed_messages: a failed request, asked for again at once, fails again (the module's docstring).
-        return replace(group_state(pool_id, now, units), waiting_units=in_flight, failed_messages=())
+        state = group_state(pool_id, now, units)
+        # A failed request, asked for again at once, fails again whatever its error says (the module's docstring).
+        return replace(state, waiting_units=in_flight, failed_for_capacity=state.failed_units > 0)
 
     def _parent(self, mapping: QueuedResourceMapping) -> str:
         return f"projects/{self._project}/locations/{mapping.zone}"
@@ -209,7 +214,7 @@ def _seen(qr: Any, now: datetime, wait: timedelta) -> tuple[str, UnitPhase, str]
         waited = format_duration(now - qr.create_time)
         return name, UnitPhase.FAILED, f"insufficient capacity: still waiting for resources after {waited}"
     if state == "FAILED":
-        message = qr.state.failed_data.error.message
+        message = _error(qr.state.failed_data.error)
         return (
             name,
             UnitPhase.FAILED,
@@ -219,6 +224,18 @@ def _seen(qr: Any, now: datetime, wait: timedelta) -> tuple[str, UnitPhase, str]
         reason = "a Spot preemption or a maintenance event"
         return name, UnitPhase.FAILED, f"{state.lower()}: insufficient capacity to keep its TPU ({reason})"
     return name, _PHASES.get(state, UnitPhase.IN_FLIGHT), ""
+
+
+def _error(status: Any) -> str:
+    """The message of a FAILED request's ``google.rpc.Status``; one it leaves empty (a plain proto3 string) is told by
+    the status's code, as the service gave nothing else."""
+    if status.message:
+        return str(status.message)
+    try:
+        code = code_pb2.Code.Name(status.code)
+    except ValueError:
+        code = str(status.code)
+    return f"the service failed the request with code {code} and no message"
 
 
 def _valid_until(qr: Any, wait: timedelta) -> datetime | None:

@@ -59,7 +59,9 @@ def test_a_failed_queued_resource_backs_its_pool_off_whatever_its_error_says(
     tpu_api.set_state("v5e-0", "FAILED", error=message, code=code)
 
     (state,) = actuator.list_pools()
-    assert (state.target_units, state.failed_units, state.failed_messages) == (0, 1, ())
+    # Its error is passed on to be quoted, yet read as one for want of capacity whatever it says.
+    assert (state.target_units, state.failed_units, state.failed_for_capacity) == (0, 1, True)
+    assert len(state.failed_messages) == 1 and all(state.failed_messages)
     done = _removed(state, actuator, PoolKind.TPU_QUEUED_RESOURCE, clock.now())
 
     assert tpu_api.state_of("v5e-0") == "DELETING"
