@@ -26,6 +26,7 @@ from agent.alerts import (
     stalled_scale_up_events,
 )
 from agent.budget_reserve import BudgetReserver, Reserved
+from agent.budget_unknown_pools import unknown_pool_events
 from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
 from agent.ledger.coverage import LedgerCoverage
@@ -79,6 +80,7 @@ class BudgetWatch:
         self.meter = SpendMeter(ledger, max(settings.ledger.gap_after, tick * 1.5), previous_ids=previous_ids)
         self.pools = pools
         self.stall_factor = settings.alerts.stalled_after_lead_times
+        self.release_after = settings.planner.scale_down_stabilization  # a scale-up's hold: lead time, this, a tick
         self._by_name = {b.name: b for b in self.budgets}
         self._scale_ups: list[tuple[datetime, Resize]] = []
         self._pending: list[PendingScaleUp] = []
@@ -115,8 +117,9 @@ class BudgetWatch:
         # and those the ledger last recorded it billing, as the planner counts it (``known_units``: a target read
         # leaves out nodes still draining), so that a failed read never frees its room for another agent.
         # Known by neither (unread since the agent's first tick: a role still propagating), it is reserved at nothing:
-        # its max_units to the period's end would shut the other agents out of room it may never use, and the
-        # pool-unreadable alert tells the operator it is not counted.
+        # its max_units to the period's end would shut the other agents out of room it may never use. The pool's
+        # pool-unreadable alert says only that it cannot be read; the budget's (``unknown_pool_events``) says what the
+        # planner's trim keeps back for it (its max_units over each scale-up's hold) and which scale-ups that trimmed.
         known = known_units(spends, last_read)
         self._unread = {p: known[p] for p in self.pools if p not in states and p in known}
         return spends
@@ -208,6 +211,9 @@ class BudgetWatch:
         events += [
             hard_stop_deferred_event(d, now) for d in deferred_stops(now, spends, self.pools, billed, self.tick, read)
         ]
+        events += unknown_pool_events(
+            now, plan, self.budgets, spends, self.pools, billed, self.release_after, self.tick, read
+        )
         for overspend in find_overspends(now, spends, self.pools, billed, read):
             budget = self._by_name[overspend.budget]
             drivers = scale_up_charges(self._scale_ups, self.pools, budget, overspend.period)

@@ -9,8 +9,9 @@ hard stop, how long it waits for a pool of it not read (``Cap.waits``).
 A pool is counted at the units it bills now; one not read this tick at the more of the units the agent last read it
 at and those the ledger last recorded it holding (``units_now``); an on-prem pool not read at its ``max_units`` (it is
 never resized). A cloud pool known by neither (``unknown_pools``) holds units nobody knows: the projection counts
-nothing for it, but a cap's room for scale-ups counts it at its ``max_units`` (``Cap.unknown_usd``), the most it
-may bill, so that a missing value never frees money for new spend.
+nothing for it, but a cap's room for a scale-up counts it at its ``max_units`` over the scale-up's hold
+(``Cap.unknown_usd``), the most it may bill while the units granted cannot be given back, so that a missing value
+never frees money for new spend; ``unknown_held_back`` says how much that is for a budget.
 A monthly cap of a budget other agents share also knows what they keep reserved in its period (``Cap.elsewhere_usd``),
 which its projection counts beside the spend recorded (``Cap.committed_usd``).
 ``agent.planning.enforcement`` holds the caps.
@@ -43,7 +44,6 @@ class Cap:
     unread_since: Mapping[str, datetime] = field(default_factory=dict)  # BudgetSpend.unread_since
     stop_wait: timedelta = timedelta(0)  # how long the hard stop waits for an unread pool (Budget.unread_stop_wait)
     unknown: tuple[str, ...] = ()  # its pools not read whose units nobody knows (``unknown_pools``)
-    unknown_usd: float = 0.0  # what they cost at their max_units: kept out of the room for scale-ups only
     elsewhere_usd: float = 0.0  # other agents' reservations in the period (``BudgetSpend.committed_elsewhere_usd``)
 
     @property
@@ -68,6 +68,13 @@ class Cap:
         if self.horizon is None or now + self.horizon >= self.period.end:
             return None
         return now + self.horizon
+
+    def unknown_usd(self, now: datetime, pools: Mapping[str, PoolSpec], hold: timedelta) -> float:
+        """What its pools nobody knows the units of (``unknown``) cost at their ``max_units`` over a scale-up's
+        ``hold`` from ``now``, within this cap's period and horizon: kept out of its room for that scale-up only."""
+        horizon = hold if self.horizon is None else min(hold, self.horizon)
+        hours = hours_in(self.period.remaining(now, horizon))
+        return sum(pools[p].max_units * pools[p].price_per_unit_hour_usd for p in self.unknown) * hours
 
     def hours_left(self, now: datetime) -> float:
         """Hours of this cap's period that the units held now are counted for."""
@@ -135,6 +142,26 @@ def unknown_pools(
         for p, spec in pools.items()
         if p not in billed and p not in seen and p not in recorded and spec.kind is not PoolKind.ON_PREM
     )
+
+
+def unknown_held_back(
+    now: datetime,
+    spends: Sequence[BudgetSpend],
+    pools: Mapping[str, PoolSpec],
+    billed: Mapping[str, int],
+    hold: timedelta,
+    last_read: Mapping[str, int] | None = None,
+) -> dict[str, tuple[tuple[str, ...], float]]:
+    """For each budget with pools nobody knows the units of (``unknown_pools``): those pools, and the most of its
+    caps' room a scale-up held for ``hold`` finds kept back for them (``Cap.unknown_usd``)."""
+    unknown = unknown_pools(spends, pools, billed, last_read)
+    out: dict[str, tuple[tuple[str, ...], float]] = {}
+    for cap in caps_at(now, spends, crossing=True):
+        cap.unknown = tuple(sorted(cap.pools & unknown))
+        if cap.unknown:
+            usd = cap.unknown_usd(now, pools, hold)
+            out[cap.budget] = (cap.unknown, max(usd, out.get(cap.budget, ((), 0.0))[1]))
+    return out
 
 
 def caps_at(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[Cap]:

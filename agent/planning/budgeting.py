@@ -230,8 +230,8 @@ def _counted(units: int | None, last_read: bool, recorded: bool) -> str:
     if units is not None:  # an on-prem pool, never resized, known by neither
         return f"its max_units, {units}, as an on-prem pool"
     return (
-        "nothing, neither this agent nor the ledger knowing what it holds; scale-ups are granted only where they fit "
-        "it at its max_units"
+        "nothing, neither this agent nor the ledger knowing what it holds; a scale-up is granted only where it fits "
+        "it at its max_units over the scale-up's hold"
     )
 
 

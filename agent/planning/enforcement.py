@@ -40,8 +40,13 @@ to hold: the more of those the agent last read it at (``last_read``) and those t
 maximum because one read failed. Its spend since that record is in the budget's spend already
 (``BudgetSpend.unread_since``). A pool known by neither (``budget_caps.unknown_pools``) is counted at nothing in the
 projection, the overspend check, the shed and the hard stop, which release nothing and alert nothing on a guess; but
-the trim counts it at its ``max_units`` (``Cap.unknown_usd``): a scale-up is granted only where it fits whatever the
-pool holds, so a missing value never lets the agent's own spend run past a cap. A hard
+the trim counts it at its ``max_units`` over each scale-up's own hold (``Cap.unknown_usd``: lead time, idle window
+and one tick, what the units granted commit before the shed may take them back): a scale-up is granted only where
+it fits whatever the pool holds meanwhile, so a missing value never lets the agent's own commitment run past a cap.
+Counting it so to the period's end instead held every scale-up of the budget's other pools for as long as the pool
+stayed unread (days, for a permission not granted yet), while the stop waits for it ``unread_stop_wait`` only; once
+it is read, the projection, the overspend alert and the shed count what it holds. The trim's skip names it and the
+USD kept back, and so does a ``pool-unreadable`` alert of the budget (``agent.budget_watch``). A hard
 stop of a budget with such a pool waits: a forced release evicts busy work on a projection that is partly a guess,
 so the stop waits for a tick that reads every pool of the budget (a ``DeferredStop`` says so, and until when; the
 shed of idle units goes on), but for ``unread_stop_wait`` at most, from the oldest of the unread pools' last records
@@ -71,6 +76,7 @@ from agent.planning.budget import BudgetSpend, CapKind, Period, project
 from agent.planning.budget_caps import EPS_USD, Cap, caps_at, units_now, unknown_pools
 from agent.planning.budget_shed import Idleness, Shed, Shortfall, shed_to_caps
 from models import BudgetSnapshot, PoolSpec, Skip, SkipReason
+from models.durations import format_duration
 
 __all__ = [
     "BudgetEnforcement",
@@ -178,17 +184,13 @@ def enforce_budgets(
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     base = units_now(spends, pools, billed, last_read)
     unknown = unknown_pools(spends, pools, billed, last_read)
-    at_most = {**base, **{p: pools[p].max_units for p in unknown}}
     overspends = []
     for cap in caps:
         projected = project(cap.committed_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
         cap.room_usd = cap.cap_usd - projected
         if cap.room_usd < -EPS_USD and not cap.crossing:
             overspends.append(_overspend(now, cap, projected))
-        cap.unknown = tuple(sorted(cap.pools & unknown))
-        if cap.unknown:  # kept out of the room for scale-ups only: what those pools may bill at most
-            cap.unknown_usd = project(0.0, cap.period, now, cap.unknown, at_most, prices, horizon=cap.horizon)
-            cap.room_usd -= cap.unknown_usd
+        cap.unknown = tuple(sorted(cap.pools & unknown))  # kept out of the room of each scale-up (``_trim``)
 
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
@@ -197,8 +199,8 @@ def enforce_budgets(
     for cap, usd in zip(caps, lent, strict=True):
         cap.room_usd += usd
     trims, skips = _trim(now, caps, pools, base, targets, holds)
-    for cap, usd in zip(caps, lent, strict=True):  # nothing is released on a guess: the shed and the stop count
-        cap.room_usd += cap.unknown_usd - usd  # only the units known
+    for cap, usd in zip(caps, lent, strict=True):
+        cap.room_usd -= usd
     idleness = Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {})
     unread = frozenset(p for p in pools if p not in billed)
     untouched = frozenset(held) | unread
@@ -294,21 +296,24 @@ def _trim(
     holds: Mapping[str, timedelta],
 ) -> tuple[list[Trim], list[Skip]]:
     """Grant scale-ups in fill order while every cap over the pool keeps its projection within the cap. A next
-    period's cap binds a pool's scale-up only when the pool's minimum hold (``holds``) reaches into it."""
+    period's cap binds a pool's scale-up only when the pool's minimum hold (``holds``) reaches into it. A cap's pools
+    nobody knows the units of take their ``max_units`` over that hold out of its room for the scale-up
+    (``Cap.unknown_usd``), and out of nothing else."""
     trims: list[Trim] = []
     skips: list[Skip] = []
     ups = sorted((p for p, t in targets.items() if p in pools and t > base[p]), key=lambda p: pools[p].fill_key)
     for pool_id in ups:
         wanted = targets[pool_id] - base[pool_id]
-        allowed, binding = wanted, None
+        allowed, binding, held_back = wanted, None, 0.0
         binds = [c for c in caps if pool_id in c.pools and (not c.crossing or now + holds[pool_id] > c.period.start)]
         for cap in binds:
             per_unit = pools[pool_id].price_per_unit_hour_usd * cap.hours_left(now)
             if per_unit <= 0.0:
                 continue
-            fits = max(0, math.floor((cap.room_usd + EPS_USD) / per_unit))
+            unknown_usd = cap.unknown_usd(now, pools, holds[pool_id])
+            fits = max(0, math.floor((cap.room_usd - unknown_usd + EPS_USD) / per_unit))
             if fits < allowed:
-                allowed, binding = fits, cap
+                allowed, binding, held_back = fits, cap, unknown_usd
         for cap in binds:
             cap.room_usd -= allowed * pools[pool_id].price_per_unit_hour_usd * cap.hours_left(now)
         if binding is None:
@@ -319,7 +324,8 @@ def _trim(
         if binding.unknown:
             unknown = (
                 f"; counting {', '.join(binding.unknown)}, not read and with no record of what it holds, at its "
-                f"max_units ({binding.unknown_usd:,.2f} USD), the most it may bill"
+                f"max_units over the {format_duration(holds[pool_id])} this scale-up holds its units (lead time + "
+                f"idle window + one tick): {held_back:,.2f} USD of the room kept back"
             )
         trims.append(
             Trim(
