@@ -18,7 +18,8 @@ that has passed since its ``createTime`` (or its own valid-until time: a request
 reported failed for want of capacity; so is one FAILED after that time, whatever its error says (the service fails
 an expired request), and a SUSPENDING or SUSPENDED one, whose TPU the service took back (a Spot preemption, a
 maintenance event). Each refuses a scale-up with CapacityUnavailable, which backs the pool off and sends its demand
-to the next eligible pool, and is deleted by the next resize.
+to the next eligible pool, and is deleted by the next resize. One whose ``stateInitiator`` is USER (someone of the
+project suspended it, not the service) is failed too, but told as that, not as a want of capacity.
 
 Whatever its error says, a FAILED queued resource backs its pool off when the agent removes it: the service fails a
 request for "some late-discovered problem with the request itself, or ... unavailability of resources within the
@@ -221,6 +222,12 @@ def _seen(qr: Any, now: datetime, wait: timedelta) -> tuple[str, UnitPhase, str]
             f"insufficient capacity: expired waiting for resources ({message})" if expired else message,
         )
     if state in ("SUSPENDING", "SUSPENDED"):
+        if qr.state.state_initiator.name == "USER":  # not the service: nothing says it lacked capacity
+            return (
+                name,
+                UnitPhase.FAILED,
+                f"{state.lower()} at a user's request (the service names a user, not itself, as its initiator)",
+            )
         reason = "a Spot preemption or a maintenance event"
         return name, UnitPhase.FAILED, f"{state.lower()}: insufficient capacity to keep its TPU ({reason})"
     return name, _PHASES.get(state, UnitPhase.IN_FLIGHT), ""

@@ -33,6 +33,7 @@ SPEC = PoolSpec(
 # Sources: tests/fakes/REFERENCE.md (Cloud TPU queued resources: a FAILED one's error; Google's quota wording).
 REGION_QUOTA = "Quota 'TPUV4sPreemptiblePodPerProjectPerRegionForTPUAPI' exhausted. Limit 20800 in region us-central2"
 SUSPENDED = "suspended: insufficient capacity to keep its TPU (a Spot preemption or a maintenance event)"
+USER_SUSPENDED = "suspended at a user's request (the service names a user, not itself, as its initiator)"
 
 
 def _actuator(tpu_api: FakeTpuApi, clock: SimulatedClock) -> CloudTpuQueuedResourceActuator:
@@ -41,20 +42,24 @@ def _actuator(tpu_api: FakeTpuApi, clock: SimulatedClock) -> CloudTpuQueuedResou
     )
 
 
-def _failed(tpu_api: FakeTpuApi, *failures: tuple[str, str | None, int]) -> tuple[Execution, SimulatedClock]:
-    """One queued resource per failure, each put in (state, error message, code) by the service two minutes after it
-    was asked for (long before its valid-until time); the agent removes them: what it did."""
+def _failed(
+    tpu_api: FakeTpuApi, *failures: tuple[str, str | None, int], initiator: str | None = None, refused: bool = True
+) -> tuple[Execution, SimulatedClock]:
+    """One queued resource per failure, each put in (state, error message, code) two minutes after it was asked for
+    (long before its valid-until time), by ``initiator`` where given; the agent removes them: what it did. A scale-up
+    is ``refused`` while they are listed."""
     clock = SimulatedClock(T0)
     tpu_api.clock = clock.now
     actuator = _actuator(tpu_api, clock)
     actuator.resize(POOL, len(failures), "up")
     clock.advance(timedelta(minutes=2))
     for index, (state, message, code) in enumerate(failures):
-        tpu_api.set_state(f"v5e-{index}", state, error=message, code=code)
+        tpu_api.set_state(f"v5e-{index}", state, error=message, code=code, initiator=initiator)
     (pool,) = actuator.list_pools()
     assert (pool.failed_units, pool.target_units) == (len(failures), 0)
-    with pytest.raises(CapacityUnavailable):  # a scale-up is refused while the failed requests are there, as before
-        actuator.resize(POOL, len(failures), "again")
+    if refused:  # a scale-up is refused while the failed requests are there, as before
+        with pytest.raises(CapacityUnavailable):
+            actuator.resize(POOL, len(failures), "again")
     done = clear_failed_units({POOL: pool}, actuator, {POOL: SPEC}, PlannerMemory(), clock.now())
     assert done.memory.backoff_until == {POOL: clock.now() + max(MIN_BACKOFF, LEAD)}
     assert done.memory.backoff_reason == {POOL: BackoffReason.STOCKOUT}
@@ -91,10 +96,21 @@ def test_a_stockout_is_quoted_with_no_quota_advice(tpu_api: FakeTpuApi) -> None:
     assert "action" not in alert.details
 
 
-def test_a_suspended_queued_resource_says_the_service_took_its_tpu_back(tpu_api: FakeTpuApi) -> None:
-    alert = _alert(_failed(tpu_api, ("SUSPENDED", None, 8))[0])
+@pytest.mark.parametrize("initiator", [None, "SERVICE"], ids=["unsaid", "service"])
+def test_a_suspended_queued_resource_says_the_service_took_its_tpu_back(
+    tpu_api: FakeTpuApi, initiator: str | None
+) -> None:
+    alert = _alert(_failed(tpu_api, ("SUSPENDED", None, 8), initiator=initiator)[0])
     assert alert.details["error"] == SUSPENDED
     assert "action" not in alert.details
+
+
+def test_one_a_user_suspended_is_not_told_as_a_capacity_loss_and_still_backs_off(tpu_api: FakeTpuApi) -> None:
+    """``stateInitiator`` USER: someone of the project, not the service, suspended it; it is not told as a Spot
+    preemption. It is still removed and its pool backed off (``_failed``), as every failed queued resource is."""
+    alert = _alert(_failed(tpu_api, ("SUSPENDED", None, 8), initiator="USER", refused=False)[0])
+    assert alert.details["error"] == USER_SUSPENDED
+    assert "insufficient capacity" not in alert.summary
 
 
 @pytest.mark.parametrize(

@@ -80,13 +80,16 @@ class FakeTpuApi(GoogleJsonServer):
         with self._lock:
             self.stockout_mode, self.stocked_out = None, None
 
-    def set_state(self, qr_id: str, state: str, error: str | None = None, code: int = 8) -> None:
+    def set_state(
+        self, qr_id: str, state: str, error: str | None = None, code: int = 8, initiator: str | None = None
+    ) -> None:
         """A FAILED one carries ``failedData.error``, a ``google.rpc.Status`` of gRPC ``code`` (8 RESOURCE_EXHAUSTED
         unless told) and ``error`` as its message (``STOCKOUT_MESSAGE`` unless told): "" is an error without a message,
-        which the JSON mapping leaves out, as it does every empty string."""
+        which the JSON mapping leaves out, as it does every empty string. ``initiator`` ("USER" or "SERVICE") is the
+        state's ``stateInitiator``, left out unless given (its zero value, STATE_INITIATOR_UNSPECIFIED)."""
         with self._lock:
             qr = self.queued[qr_id]
-            qr["state"] = {"state": state}
+            qr["state"] = {"state": state, **({"stateInitiator": initiator} if initiator else {})}
             if state == "FAILED":
                 message = STOCKOUT_MESSAGE if error is None else error
                 qr["state"]["failedData"] = {"error": {"code": code, **({"message": message} if message else {})}}
