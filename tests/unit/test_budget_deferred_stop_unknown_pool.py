@@ -11,7 +11,7 @@ from agent.planning import PlanInput, plan_capacity
 from agent.planning.budget import Budget, BudgetSpend
 from agent.planning.enforcement import deferred_stops
 from config.schema import PlannerSettings
-from models import PoolState, SkipReason
+from models import CapacityTier, PoolKind, PoolState, SkipReason
 from tests.unit.test_planner import forecast, pool
 
 NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)
@@ -57,3 +57,27 @@ def test_the_unknown_pools_skip_says_the_stop_runs_without_it_not_at_its_units()
     assert "hard stop not started" in skip.detail
     assert "kept at those units" not in skip.detail
     assert "its units not known" in skip.detail
+
+
+def test_an_unread_on_prem_pool_known_by_nobody_is_said_to_be_counted_at_its_max_units() -> None:
+    # an on-prem pool is never resized: not read and with no record, it is counted at its max_units, not at nothing
+    rack = pool("rack", tier=CapacityTier.ON_PREM, kind=PoolKind.ON_PREM, lo=0, hi=2, price=5.0)
+    budget = Budget("team", frozenset({"gpu", "rack"}), monthly_cap_usd=3000.0, commit_horizon=timedelta(minutes=5))
+    spend = BudgetSpend(budget, NOW, 2999.9, 0.0, unread_since={"rack": NOW})
+    plan = plan_capacity(
+        PlanInput(
+            now=NOW,
+            tick=TICK,
+            pools=[POOLS[0], rack],
+            states={"gpu": PoolState("gpu", NOW, 4, 4)},
+            forecasts={"a": forecast("a", [32.0] * 4)},
+            observed={"a": 32.0},
+            service_levels={"a": 0.9},
+            settings=PlannerSettings(),
+            budgets=[spend],
+            last_read_units={},
+        )
+    )
+    [skip] = [s for s in plan.skips if s.pool_id == "rack" and s.reason is SkipReason.BUDGET]
+    assert "it is counted at its max_units, 2, as an on-prem pool" in skip.detail
+    assert "kept at those units" in skip.detail
