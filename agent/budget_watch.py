@@ -6,7 +6,8 @@ whether the ledger holds each budget's period from its start: ``coverage``),
 ``reserve`` (reserve the plan's scale-ups against budgets shared with other agents, see
 ``agent.budget_reserve``), ``acted`` (charge the agent's own scale-ups from this instant; remember them), ``alerts``
 (a budget whose period started before the ledger's first record is told once per period: its spend so far leaves
-out the time before, see ``agent.ledger.coverage.LedgerCoverage``; a projected overspend, a deferred hard stop and a
+out the time before, see ``agent.ledger.coverage.LedgerCoverage``; a projected overspend, a deferred hard stop, a
+budget's scale-ups trimmed while pools nobody knows the units of keep room back (``agent.budget_unknown_pools``) and a
 stalled scale-up are raised every tick while they hold, so that ``agent.conditions`` can tell when each ends).
 """
 
