@@ -220,13 +220,15 @@ class Agent:
     def run_once(self, now: datetime) -> TickReport:
         return self.act(now, self.observe(now))
 
-    def watch(self, now: datetime) -> None:
+    def watch(self, now: datetime, *, leading: bool = False) -> None:
         """A standby's tick: read the pools and charge the ledger, nothing else (no plan, no write to a pool), so
         the ledger of a replica that takes over has no hole for the time another replica led. A ledger file the
         replicas share is the leader's to charge: a standby only reads the budgets' spend from it. A standby tells
-        no condition's end (the leader does): it forgets the conditions it raised while it led."""
-        self.conditions.forget()
-        self._memory = with_conditions(self._memory, self.conditions)
+        no condition's end (the leader does): it forgets the conditions it raised while it led. A leader that only
+        watches (its memory not read yet, ``leading``) keeps them: their ends are still its to tell."""
+        if not leading:
+            self.conditions.forget()
+            self._memory = with_conditions(self._memory, self.conditions)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         self.last_read_units.update({p: s.target_units for p, s in states.items()})
         if isinstance(self.parts.ledger, LeaderWrittenLedger) and not self.parts.ledger.writing:

@@ -169,7 +169,7 @@ class AgentLoopAdapter:
         """A leader tick before the planner memory could be read: watch only, nothing planned or acted on."""
         errors: list[Exception] = [] if load_error is None else [load_error]
         try:
-            self._agent.watch(now)
+            self._agent.watch(now, leading=True)  # its open conditions kept: it still leads
         except (ActuatorError, LedgerUnavailable) as exc:  # counted; the tick is blind already
             errors.append(exc)
         if isinstance(load_error, StateDocumentTooNew):

@@ -5,7 +5,8 @@ the real agent loop, a simulated cluster and a replayed trace, the memory in a s
   queued in the predecessor's notifier while Slack failed dies with the pod (the real Slack client against the local
   receiver);
 * the leader's own conditions survive the stored memory being deleted or written back stale (an operator lifting a
-  block), and a failed first read after leadership resumes: their ends are told once, when they end.
+  block), and a failed first read after leadership resumes (the state ConfigMap on the fake Kubernetes API, through
+  the real kubernetes client): their ends are told once, when they end.
 """
 
 from __future__ import annotations
@@ -24,13 +25,18 @@ from agent.notify.base import Notifier
 from agent.notify.recording import RecordingNotifier
 from agent.notify.slack import build_slack_notifier
 from agent.sources.trace import TraceSource, read_trace
-from agent.state import InMemoryStateStore
+from agent.state import InMemoryStateStore, StateStore
+from agent.state.configmap import KubernetesStateStore
 from config import settings_from_mapping
 from config.alerts import AlertSettings
+from config.daemon import KubernetesApiSettings
 from config.schema import Settings
 from forecasting.factory import build_forecaster
+from kube import kubernetes_api_client
+from kube.api import ConfigMaps
 from models import AlertEvent, AlertKind
 from models.clock import SimulatedClock
+from tests.fakes.kube_api import FakeKubeApi
 from tests.fakes.slack_receiver import Answer, SlackReceiver
 
 NOW = datetime(2024, 3, 5, 10, 0, tzinfo=UTC)
@@ -80,11 +86,14 @@ class Rig:
         self.store = InMemoryStateStore("leadtime-a")
         self.trace = trace
 
-    def replica(self, name: str, notifier: Notifier, settings: Settings = SETTINGS) -> AgentLoopAdapter:
+    def replica(
+        self, name: str, notifier: Notifier, settings: Settings = SETTINGS, store: StateStore | None = None
+    ) -> AgentLoopAdapter:
         pools = PoolStateRecorder(self.cluster)
         source, model = TraceSource(read_trace(self.trace)), build_forecaster(settings.forecast)
         parts = AgentParts(source, model, pools, InMemoryLedger(), notifier)
-        store = self.store if name == "leadtime-a" else self.store.replica(name)
+        if store is None:
+            store = self.store if name == "leadtime-a" else self.store.replica(name)
         adapter = AgentLoopAdapter(Agent(settings, parts, holder=name), pools, store, _Leading(), self.clock)
         adapter.resume()
         return adapter
@@ -150,3 +159,24 @@ def test_a_stale_copy_written_back_brings_back_no_ended_condition(tmp_path: Path
     missing = [e for e in told.events if e.kind is AlertKind.MISSING_DATA]
     assert _told(missing) == [("10:15", "demand class train", "raised"), ("10:30", "demand class train", "end")]
     assert leader.agent.conditions.active == ()
+
+
+def test_a_leader_whose_first_read_after_resuming_fails_keeps_its_conditions(
+    tmp_path: Path, kube_api: FakeKubeApi
+) -> None:
+    rig = Rig(_trace(tmp_path, GAP))
+    told = RecordingNotifier(SETTINGS.alerts.dedup_window)
+    api_client = kubernetes_api_client(KubernetesApiSettings(api_url=kube_api.url))
+    config_maps = ConfigMaps(api_client, timedelta(seconds=2))
+    store = KubernetesStateStore(config_maps, name="leadtime-state", namespace="leadtime", identity="leadtime-a")
+    leader = rig.replica("leadtime-a", told, store=store)
+    try:
+        rig.play(leader, range(0, 25, 5))
+        assert [s for _, s in leader.agent.conditions.active] == ["demand class train"]
+        leader.resume()  # the lease was lost and taken back (an API blip): the memory is read again
+        kube_api.fail_next(1, 503, verb="get", resource="configmaps")
+        rig.play(leader, range(25, 80, 5))
+    finally:
+        api_client.close()
+    missing = [e for e in told.events if e.kind is AlertKind.MISSING_DATA]
+    assert _told(missing) == [("10:15", "demand class train", "raised"), ("10:30", "demand class train", "end")]
