@@ -26,9 +26,12 @@ its reservations to expire.
 
 The standing reservations are the deployment's, not the replica's: their holder is the deployment's name (the same
 for all its replicas) with its pools, which no other deployment on the ledger has, and each commit replaces all of
-that holder's, whichever replica or process made them. A new leader (or a restarted agent) therefore takes over its
-predecessor's standing reservations in its first commit instead of reserving the same units beside them until they
-expire; the standing reservations of another deployment, under another holder, are never touched.
+the deployment's, whichever replica or process made them. A new leader (or a restarted agent) therefore takes over
+its predecessor's standing reservations in its first commit instead of reserving the same units beside them until
+they expire, and never counts them as another agent's (``held_elsewhere``), even when it was rolled out with a pool
+added, removed or renamed: a standing reservation is the deployment's when it is named for the deployment and names
+one of its pools or an id one was known by (``agent.ledger.reservations.StandingHolder``). The standing
+reservations of another deployment, whose pools are its own, are never touched.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from agent.ledger.pool_ids import Previous, counted_pools
-from agent.ledger.reservations import Grant, ReservationRequest, Reservations
+from agent.ledger.reservations import Grant, ReservationRequest, Reservations, StandingHolder
 from agent.planning.budget import Budget, CapKind, Period, billed_after, target_for
 from models import (
     ActionResult,
@@ -120,8 +123,11 @@ class BudgetReserver:
         self.pools = pools
         self.holder = holder
         # the deployment's pools make its standing reservations its own: deployments sharing a ledger never share a
-        # pool id, though they may share a name (every install names its Lease ``leadtime``)
-        self.standing_holder = f"{holder} (units held of {', '.join(sorted(pools))})"
+        # pool id, though they may share a name (every install names its Lease ``leadtime``). Its pools' previous ids
+        # (not a remote pool's) name a predecessor's from before a rename.
+        olds = sorted({old for pool_id in pools for old in self.previous_ids.get(pool_id, ())})
+        self.standing = StandingHolder(holder, tuple(sorted(pools)), tuple(olds))
+        self.standing_holder = self.standing.label
         self.ttl = ttl
         self._held: dict[str, list[int]] = {}  # resize key -> its reservations
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
@@ -188,20 +194,21 @@ class BudgetReserver:
         ]
         replaced, self._covered = [*self._standing, *self._covered], []
         # One transaction: never both the old and the new reservations, never neither.
-        grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=self.standing_holder)
+        grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=self.standing)
         self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
     def held_elsewhere(self, now: datetime) -> dict[str, float]:
         """What the other agents sharing each budget with a monthly cap keep reserved in its current period (under
         the period's keys, ``_reserved_periods``): the units they hold to its end (or over the commit horizon) and
         the scale-ups they are making. The planner counts this deployment's own units itself, so its reservations
-        are left out: its standing ones, whichever replica made them, and its scale-ups' not yet replaced by them."""
+        are left out: its standing ones, whichever replica made them and whatever pools they name
+        (``StandingHolder.holds``), and its scale-ups' not yet replaced by them."""
         mine = [*self._standing, *self._covered, *(i for ids in self._held.values() for i in ids)]
         out = {}
         for budget in self.budgets:
             if budget.remote_pools and budget.monthly_cap_usd is not None:
                 keys = [budget.name, _keyed(budget.name, budget.period(now))]
-                out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing_holder, mine)
+                out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, mine)
         return out
 
     # -- internals ------------------------------------------------------------------------------------------

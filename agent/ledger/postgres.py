@@ -45,7 +45,7 @@ from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.folding import Folded, entries_on_grid, fold
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.postgres_writes import Connection
-from agent.ledger.reservations import Grant, ReservationRequest
+from agent.ledger.reservations import Grant, Holder, ReservationRequest
 from agent.ledger.retention import Pruning
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_us
 from models import LedgerEntry, LedgerUnavailable
@@ -267,7 +267,7 @@ class PostgresLedger:
         requests: Sequence[ReservationRequest],
         now: datetime,
         replacing: Sequence[int] = (),
-        replacing_holder: str | None = None,
+        replacing_holder: Holder | None = None,
     ) -> list[Grant]:
         """Decide the requests in order, in one transaction (``agent.ledger.postgres_reservations.decide``)."""
         if not requests and replacing_holder is None:
@@ -297,13 +297,11 @@ class PostgresLedger:
         )
         return float(rows[0][0])
 
-    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
-        rows = self._query(
-            "SELECT COALESCE(SUM(amount_usd), 0.0) FROM leadtime_budget_reservations"
-            " WHERE budget = ANY(%s) AND expires_us > %s AND holder <> %s AND NOT id = ANY(%s)",
-            (sorted(set(budgets)), to_us(now), holder, list(mine)),
-        )
-        return float(rows[0][0])
+    def reserved_by_others(
+        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+    ) -> float:
+        with self._lock:
+            return self._run("read", lambda db: reservations.reserved_by_others(db, budgets, now, holder, mine))
 
     # -- reading back, closing ----------------------------------------------------------------------------
     def load_shadow(self, name: str) -> str | None:

@@ -13,7 +13,7 @@ from datetime import datetime
 
 from agent.ledger import postgres_totals as totals
 from agent.ledger.postgres_writes import Connection, take_write_lock
-from agent.ledger.reservations import Grant, ReservationRequest
+from agent.ledger.reservations import Grant, Holder, ReservationRequest, holder_prefix, holds
 from agent.ledger.rows import to_us
 
 
@@ -22,7 +22,7 @@ def decide(
     requests: Sequence[ReservationRequest],
     now: datetime,
     replacing: Sequence[int],
-    replacing_holder: str | None,
+    replacing_holder: Holder | None,
 ) -> list[Grant]:
     """Decide the requests in order, in one transaction: each sees the grants before it; the reservations
     ``replacing`` names, and those ``replacing_holder`` holds (whichever session made them), are released in it
@@ -30,10 +30,11 @@ def decide(
     names = sorted({k for r in requests for k in r.keys})
     with db.transaction():
         take_write_lock(db)
+        gone = [] if replacing_holder is None else held_by(db, replacing_holder)
         db.execute(
             "DELETE FROM leadtime_budget_reservations WHERE (budget = ANY(%s) AND expires_us <= %s)"
-            " OR id = ANY(%s) OR holder = %s",
-            (names, to_us(now), list(replacing), replacing_holder),
+            " OR id = ANY(%s) OR holder = ANY(%s)",
+            (names, to_us(now), list(replacing), gone),
         )
         reserved = dict.fromkeys(names, 0.0)
         for budget, amount in db.execute(
@@ -66,3 +67,25 @@ def decide(
             ).fetchall()
         )
         return [g if g.reservation_id is None else Grant(ids[g.reservation_id], g.headroom_usd) for g in grants]
+
+
+def held_by(db: Connection, holder: Holder) -> list[str]:
+    """The names ``holder``'s reservations are held under (``agent.ledger.reservations.holds``)."""
+    prefix = holder_prefix(holder)
+    rows = db.execute(
+        "SELECT DISTINCT holder FROM leadtime_budget_reservations WHERE left(holder, %s) = %s",
+        (len(prefix), prefix),
+    ).fetchall()
+    return sorted(name for (name,) in rows if holds(holder, str(name)))
+
+
+def reserved_by_others(
+    db: Connection, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int]
+) -> float:
+    """The live reservations under ``budgets`` that ``holder`` does not hold and ``mine`` does not name."""
+    rows = db.execute(
+        "SELECT holder, SUM(amount_usd) FROM leadtime_budget_reservations"
+        " WHERE budget = ANY(%s) AND expires_us > %s AND NOT id = ANY(%s) GROUP BY holder",
+        (sorted(set(budgets)), to_us(now), list(mine)),
+    ).fetchall()
+    return sum(float(amount) for name, amount in rows if not holds(holder, str(name)))

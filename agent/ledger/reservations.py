@@ -12,7 +12,10 @@ still the next period (``agent.budget_reserve``).
 
 A reservation can also be replaced by its holder (``replacing_holder``): what a deployment keeps reserved for the
 units it holds is named for the deployment, not for the replica that reserved it, so the replica that leads next
-replaces its predecessor's reservations in the transaction that makes its own, instead of adding to them.
+replaces its predecessor's reservations in the transaction that makes its own, instead of adding to them. A
+deployment's standing reservations (``StandingHolder``) are its own whatever list of pools their name gives, as long
+as it names one of the deployment's pools (or an id one was known by): a deployment restarted with a pool added or
+renamed replaces its predecessor's, and never counts them as another agent's.
 
 What the other agents sharing a budget keep reserved in its current period (``reserved_by_others``: the live
 reservations under the period's keys that another holder made) is what their units go on costing to the period's
@@ -57,6 +60,53 @@ class ReservationRequest:
 
 
 @dataclass(frozen=True)
+class StandingHolder:
+    """Who holds a deployment's standing reservations: its holder name (``name``: the Lease its replicas share, which
+    deployments in different clusters may share too, every install naming it ``leadtime``) and its pools.
+
+    They are made under ``label``, ``<name> (units held of <pool ids, sorted, comma-separated>)``, so that operators
+    reading the table see whose units they are. A reservation is this deployment's (``holds``) when its holder is
+    ``<name> (units held of <ids>)`` and ``<ids>`` names one of ``pools`` or of the ids they were known by before a
+    rename (``previous_ids``): deployments sharing a ledger never share a pool id (the ledger keeps spend by pool
+    id), so a predecessor made with another list of pools (a pool added, removed or renamed since) is still this
+    deployment, and another deployment of the same name is not. A pool id holds no space, comma or parenthesis
+    (``config.schema``), so the list reads back exactly whatever the name."""
+
+    name: str
+    pools: tuple[str, ...]
+    previous_ids: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        return f"{self.prefix}{', '.join(sorted(self.pools))})"
+
+    @property
+    def prefix(self) -> str:
+        """What every label of this deployment begins with, whatever its pools."""
+        return f"{self.name} (units held of "
+
+    def holds(self, holder: str) -> bool:
+        """Whether a reservation held by ``holder`` is one of this deployment's standing reservations."""
+        if not holder.startswith(self.prefix) or not holder.endswith(")"):
+            return False
+        named = holder[len(self.prefix) : -1].split(", ")
+        return not {*self.pools, *self.previous_ids}.isdisjoint(named)
+
+
+Holder = str | StandingHolder  # one holder by its exact name, or a deployment's standing reservations
+
+
+def holds(holder: Holder, name: str) -> bool:
+    """Whether a reservation held by ``name`` is ``holder``'s."""
+    return holder.holds(name) if isinstance(holder, StandingHolder) else name == holder
+
+
+def holder_prefix(holder: Holder) -> str:
+    """What the name of every reservation ``holder`` holds begins with (a database narrows its search by it)."""
+    return holder.prefix if isinstance(holder, StandingHolder) else holder
+
+
+@dataclass(frozen=True)
 class Grant:
     """The answer to a request: the reservation when granted, and the headroom the cap had before it."""
 
@@ -77,11 +127,11 @@ class Reservations(Protocol):
         requests: Sequence[ReservationRequest],
         now: datetime,
         replacing: Sequence[int] = (),
-        replacing_holder: str | None = None,
+        replacing_holder: Holder | None = None,
     ) -> list[Grant]:
         """Decide the requests in order, all in one transaction: each sees the grants before it. The reservations
-        ``replacing`` names, and every reservation held by ``replacing_holder`` (whoever made it), are released in
-        the same transaction, before the requests are decided."""
+        ``replacing`` names, and every reservation ``replacing_holder`` holds (whoever made it, ``holds``), are
+        released in the same transaction, before the requests are decided."""
         ...
 
     def release(self, reservation_ids: Sequence[int]) -> None: ...
@@ -90,9 +140,11 @@ class Reservations(Protocol):
         """The amount of the budget's reservations still live at ``now``."""
         ...
 
-    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+    def reserved_by_others(
+        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+    ) -> float:
         """The amount of the reservations under any of ``budgets`` (keys) still live at ``now`` that ``holder`` does
-        not hold and ``mine`` does not name: what other agents keep reserved there."""
+        not hold (``holds``) and ``mine`` does not name: what other agents keep reserved there."""
         ...
 
 
@@ -127,14 +179,16 @@ class ReservationBook:
         requests: Sequence[ReservationRequest],
         now: datetime,
         replacing: Sequence[int] = (),
-        replacing_holder: str | None = None,
+        replacing_holder: Holder | None = None,
     ) -> list[Grant]:
         with self._lock:
             gone = set(replacing)
             self._held = {
                 i: h
                 for i, h in self._held.items()
-                if h.expires_at > now and i not in gone and (replacing_holder is None or h.holder != replacing_holder)
+                if h.expires_at > now
+                and i not in gone
+                and (replacing_holder is None or not holds(replacing_holder, h.holder))
             }
             reserved: dict[str, float] = {}
             for held in self._held.values():
@@ -163,13 +217,15 @@ class ReservationBook:
         with self._lock:
             return sum(h.amount_usd for h in self._held.values() if h.budget == budget and h.expires_at > now)
 
-    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+    def reserved_by_others(
+        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+    ) -> float:
         keys, own = set(budgets), set(mine)
         with self._lock:
             return sum(
                 h.amount_usd
                 for i, h in self._held.items()
-                if h.budget in keys and h.expires_at > now and h.holder != holder and i not in own
+                if h.budget in keys and h.expires_at > now and not holds(holder, h.holder) and i not in own
             )
 
 
@@ -187,7 +243,7 @@ class InProcessReservations:
         requests: Sequence[ReservationRequest],
         now: datetime,
         replacing: Sequence[int] = (),
-        replacing_holder: str | None = None,
+        replacing_holder: Holder | None = None,
     ) -> list[Grant]:
         return self._book.reserve_many(requests, now, replacing, replacing_holder)
 
@@ -197,5 +253,7 @@ class InProcessReservations:
     def reserved(self, budget: str, now: datetime) -> float:
         return self._book.reserved(budget, now)
 
-    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+    def reserved_by_others(
+        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+    ) -> float:
         return self._book.reserved_by_others(budgets, now, holder, mine)

@@ -23,7 +23,7 @@ from types import TracebackType
 
 from agent.ledger.base import Newest
 from agent.ledger.period_spend import SpendAsk
-from agent.ledger.reservations import Grant, ReservationRequest
+from agent.ledger.reservations import Grant, Holder, ReservationRequest
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry, LedgerUnavailable
 
@@ -99,7 +99,7 @@ class LeaderWrittenLedger:
         requests: Sequence[ReservationRequest],
         now: datetime,
         replacing: Sequence[int] = (),
-        replacing_holder: str | None = None,
+        replacing_holder: Holder | None = None,
     ) -> list[Grant]:
         with self._lock:
             return self._writer("reserve budget in").reserve_many(requests, now, replacing, replacing_holder)
@@ -115,7 +115,9 @@ class LeaderWrittenLedger:
                 return 0.0  # a standby holds no reservation
             return self._open.reserved(budget, now)
 
-    def reserved_by_others(self, budgets: Sequence[str], now: datetime, holder: str, mine: Sequence[int] = ()) -> float:
+    def reserved_by_others(
+        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+    ) -> float:
         with self._lock:
             if self._open is None or self._open.read_only:
                 return 0.0  # a standby holds no reservation

@@ -39,7 +39,7 @@ from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.folding import entries_on_grid, fold
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.period_spend import SpendAsk
-from agent.ledger.reservations import Grant, InProcessReservations, ReservationBook, ReservationRequest
+from agent.ledger.reservations import Grant, Holder, InProcessReservations, ReservationBook, ReservationRequest
 from agent.ledger.retention import Pruning
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_us
 from agent.ledger.sqlite_space import create_incremental, give_back
@@ -118,7 +118,7 @@ class SqliteLedger(InProcessReservations):
         requests: Sequence[ReservationRequest],
         now: datetime,
         replacing: Sequence[int] = (),
-        replacing_holder: str | None = None,
+        replacing_holder: Holder | None = None,
     ) -> list[Grant]:
         if self.read_only:
             raise LedgerUnavailable(self._refusal("reserve budget in"))
