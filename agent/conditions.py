@@ -43,7 +43,10 @@ The tracker's record (``record``) travels in the planner memory, which the leade
 when it first reads the memory (``adopt``), so a change of leader does not lose the ends of the conditions its
 predecessor raised. The new leader tells those conditions again while they hold: it cannot know which of them its
 predecessor's notifier delivered (one queued while Slack was down or rate-limited dies with the pod), and a repeat is
-better than silence.
+better than silence. The record's last-seen time is saved only with a change that matters (a condition opens, ends,
+changes severity or summary ...), not at every tick, so the one a successor reads may be older than the truth: it
+ends an adopted condition it finds gone only once ``resolve_after`` has passed since it adopted it, and the end it
+tells gives the last-seen time saved (a lower bound).
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ class ConditionTracker:
         self.window = window
         self._active: dict[Condition, OpenCondition] = {}
         self._ended: dict[Condition, datetime] = {}  # when the last end of each condition was told
+        # adopted conditions, each with when it was adopted: its last-seen time saved may be older than the truth
+        self._adopted_at: dict[Condition, datetime] = {}
 
     @property
     def active(self) -> tuple[Condition, ...]:
@@ -96,10 +101,17 @@ class ConditionTracker:
         """The open conditions and the recent ends told, as the planner memory keeps them."""
         return dict(self._active), dict(self._ended)
 
-    def adopt(self, active: Mapping[Condition, OpenCondition], ended: Mapping[Condition, datetime]) -> None:
-        """Take the record the planner memory holds (read back from the store when this replica became the leader):
-        the conditions in it were raised by another replica, or by this one before it last stopped leading."""
-        self._active, self._ended = dict(active), dict(ended)
+    def adopt(
+        self, active: Mapping[Condition, OpenCondition], ended: Mapping[Condition, datetime], now: datetime
+    ) -> None:
+        """Take the record the planner memory holds (read back from the store when this replica became the leader,
+        at ``now``): the conditions in it were raised by another replica, or by this one before it last stopped
+        leading. One found gone is ended no earlier than ``resolve_after`` after ``now`` (unless it held), except one
+        this tracker holds itself (the same condition since the same time), whose own last-seen time is kept."""
+        own = {k: v.seen for k, v in self._active.items() if k in active and active[k].since == v.since}
+        self._active = {k: replace(v, seen=max(v.seen, own[k])) if k in own else v for k, v in active.items()}
+        self._ended = dict(ended)
+        self._adopted_at = {k: now for k in active if k not in own}
 
     def update(
         self,
@@ -119,6 +131,7 @@ class ConditionTracker:
             key = (event.kind, event.subject)
             before = self._active.get(key)
             since = before.since if before else event.at
+            self._adopted_at.pop(key, None)
             self._active[key] = OpenCondition(since, now, event.severity, event.summary, held=key in holding)
             told.add(key)
         self._ended = {key: at for key, at in self._ended.items() if now - at < self.window}
@@ -128,12 +141,15 @@ class ConditionTracker:
                 continue
             if key in holding:
                 self._active[key] = replace(active, seen=now, gone=None, held=True, held_by=None)
+                self._adopted_at.pop(key, None)
                 continue
             gone = active.gone or now
-            if (not active.held and now - active.seen < self.resolve_after) or key in self._ended:
+            unseen_since = max(active.seen, self._adopted_at.get(key, active.seen))
+            if (not active.held and now - unseen_since < self.resolve_after) or key in self._ended:
                 self._active[key] = replace(active, gone=gone, held_by=self._ended.get(key, active.held_by))
                 continue
             del self._active[key]
+            self._adopted_at.pop(key, None)
             self._ended[key] = now
             late = "" if gone == now else self._why_late(active.held_by)
             last = AlertEvent(key[0], active.severity, active.seen, key[1], active.summary)
@@ -153,6 +169,7 @@ class ConditionTracker:
         """Drop every active condition without telling its end (a replica that no longer leads)."""
         self._active.clear()
         self._ended.clear()
+        self._adopted_at.clear()
 
 
 def resolved_event(

@@ -45,9 +45,17 @@ def conclude(
 
 
 def with_conditions(memory: PlannerMemory, tracker: ConditionTracker) -> PlannerMemory:
-    """``memory`` carrying the open conditions of ``tracker``, saved for the next leader; itself when they are so."""
+    """``memory`` carrying the open conditions of ``tracker``, saved for the next leader; itself when they are so.
+
+    A condition whose only change is its last-seen time keeps the one ``memory`` holds: that time moves at every tick
+    while the condition holds, and writing it would rewrite the stored memory at every tick (an operator's edit of
+    the ConfigMap, read before a tick and written after it, would be refused). A successor needs it only as a lower
+    bound: the tracker that adopts the record waits ``resolve_after`` from its adoption before it ends a condition
+    it finds gone (``ConditionTracker.adopt``)."""
     active, ended = tracker.record()
-    if active == memory.open_conditions and ended == memory.conditions_ended:
+    kept = memory.open_conditions
+    active = {k: kept[k] if k in kept and replace(kept[k], seen=v.seen) == v else v for k, v in active.items()}
+    if active == kept and ended == memory.conditions_ended:
         return memory
     return replace(memory, open_conditions=active, conditions_ended=ended)
 

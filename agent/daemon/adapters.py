@@ -131,7 +131,7 @@ class AgentLoopAdapter:
         if not self.keeper.loaded:
             return self._memory_unread(now, load_error)
         if first:  # the open conditions its predecessor saved; from now on this replica's tracker holds them
-            self._agent.conditions.adopt(memory.open_conditions, memory.conditions_ended)
+            self._agent.conditions.adopt(memory.open_conditions, memory.conditions_ended, now)
         self._unread_since = None
         try:
             report = self._agent.run_once(now)

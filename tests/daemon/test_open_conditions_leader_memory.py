@@ -6,16 +6,20 @@ the real agent loop, a simulated cluster and a replayed trace, the memory in a s
   receiver);
 * the leader's own conditions survive the stored memory being deleted or written back stale (an operator lifting a
   block), and a failed first read after leadership resumes (the state ConfigMap on the fake Kubernetes API, through
-  the real kubernetes client): their ends are told once, when they end.
+  the real kubernetes client): their ends are told once, when they end;
+* a condition that holds does not rewrite the stored memory at every tick, so an operator's edit of the state
+  ConfigMap (read before a leader tick, written after it, with the resourceVersion read) is accepted.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pandas as pd
+from kubernetes import client as k8s
 
 from actuators import SimulatedCluster
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
@@ -26,7 +30,7 @@ from agent.notify.recording import RecordingNotifier
 from agent.notify.slack import build_slack_notifier
 from agent.sources.trace import TraceSource, read_trace
 from agent.state import InMemoryStateStore, StateStore
-from agent.state.configmap import KubernetesStateStore
+from agent.state.configmap import KEY, KubernetesStateStore
 from config import settings_from_mapping
 from config.alerts import AlertSettings
 from config.daemon import KubernetesApiSettings
@@ -180,3 +184,26 @@ def test_a_leader_whose_first_read_after_resuming_fails_keeps_its_conditions(
         api_client.close()
     missing = [e for e in told.events if e.kind is AlertKind.MISSING_DATA]
     assert _told(missing) == [("10:15", "demand class train", "raised"), ("10:30", "demand class train", "end")]
+
+
+def test_an_edit_that_unblocks_a_pool_across_a_leader_tick_is_accepted(tmp_path: Path, kube_api: FakeKubeApi) -> None:
+    rig = Rig(_trace(tmp_path, (NOW, NOW)))
+    api_client = kubernetes_api_client(KubernetesApiSettings(api_url=kube_api.url))
+    store = KubernetesStateStore(
+        ConfigMaps(api_client, timedelta(seconds=2)), name="leadtime-state", namespace="leadtime", identity="leadtime-a"
+    )
+    leader = rig.replica("leadtime-a", RecordingNotifier(SETTINGS.alerts.dedup_window), store=store)
+    leader.agent.memory = leader.agent.memory.block("train-pool", "403 Forbidden: container.nodePools.update denied")
+    try:
+        rig.play(leader, range(0, 15, 5))  # the pool's blocked alert open, raised at every tick
+        core = k8s.CoreV1Api(api_client)
+        read = core.read_namespaced_config_map("leadtime-state", "leadtime")  # kubectl edit reads ...
+        document = json.loads(read.data[KEY])
+        document["blocked"] = {}
+        read.data = {KEY: json.dumps(document)}
+        rig.play(leader, [15])  # ... the leader ticks ...
+        core.replace_namespaced_config_map("leadtime-state", "leadtime", read)  # ... and the edit is written back
+        rig.play(leader, [20])
+    finally:
+        api_client.close()
+    assert leader.agent.memory.blocked == {}

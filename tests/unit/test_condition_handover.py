@@ -7,6 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from agent.conditions import ConditionTracker
+from agent.planning import PlannerMemory
+from agent.tick_alerts import with_conditions
 from models import AlertEvent, AlertKind, Severity
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -21,7 +23,7 @@ def _successor_of(raised: list[AlertEvent]) -> ConditionTracker:
     first = ConditionTracker(timedelta(minutes=5), WINDOW)
     first.update(T0, raised)
     second = ConditionTracker(timedelta(minutes=5), WINDOW)
-    second.adopt(*first.record())
+    second.adopt(*first.record(), T0)
     return second
 
 
@@ -47,7 +49,24 @@ def test_an_end_the_predecessor_told_holds_back_the_next_within_the_window() -> 
     (told,) = first.update(T0 + timedelta(minutes=5), [])
     first.update(T0 + timedelta(minutes=10), [_missing(T0 + timedelta(minutes=10))])
     second = ConditionTracker(timedelta(minutes=5), WINDOW)
-    second.adopt(*first.record())
+    second.adopt(*first.record(), T0)
     assert second.update(T0 + timedelta(minutes=20), []) == []  # the predecessor told an end at 09:05
     (end,) = second.update(told.at + WINDOW, [])
     assert end.resolved and end.subject == "demand class a"
+
+
+def test_a_condition_seen_to_the_last_minute_ends_resolve_after_its_adoption_whatever_last_seen_was_saved() -> None:
+    first = ConditionTracker(timedelta(minutes=5), WINDOW)
+    memory = PlannerMemory()
+    for minute in range(0, 21):  # seen at every tick; saved only when it opened
+        at = T0 + timedelta(minutes=minute)
+        first.update(at, [_missing(at)])
+        memory = with_conditions(memory, first)
+    (saved,) = memory.open_conditions.values()
+    assert saved.seen == T0
+    second = ConditionTracker(timedelta(minutes=5), WINDOW)
+    second.adopt(memory.open_conditions, memory.conditions_ended, T0 + timedelta(minutes=21))
+    assert second.update(T0 + timedelta(minutes=21), []) == []  # gone; seen at 09:20 by its predecessor
+    assert second.update(T0 + timedelta(minutes=25), []) == []
+    (end,) = second.update(T0 + timedelta(minutes=26), [])
+    assert end.resolved and end.details["last seen"] == "2026-03-02 09:00 UTC"
