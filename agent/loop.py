@@ -1,10 +1,9 @@
 """The agent loop: observe -> forecast -> plan -> re-validate -> act -> record -> alert, one tick at a time.
 
-``Agent.run_once(now)`` is the whole tick; time is always the ``now`` argument, so the simulator can drive a
-month in seconds and the daemon drives it from a scheduler. Models are refitted by ``refit(now)`` on their own
-schedule; ``run_once`` only refits when no model has been fitted yet or the refit interval has passed; one that
-fails does not fail the tick. The daemon refits beside its ticks instead (``stage_refit``). See
-``agent.model_refits`` for both.
+``Agent.run_once(now)`` is the whole tick; time is always the ``now`` argument, so the simulator can drive a month in
+seconds and the daemon drives it from a scheduler. Models are refitted by ``refit(now)`` on their own schedule;
+``run_once`` only refits when no model has been fitted yet or the refit interval has passed; one that fails does not
+fail the tick. The daemon refits beside its ticks instead (``stage_refit``). See ``agent.model_refits`` for both.
 
 A tick reads its demand through ``agent.demand_reads`` (on the forecast step grid, and at its instant) and
 delivers its alerts through ``agent.tick_alerts``, which carries the open conditions in the planner memory. The
@@ -223,9 +222,9 @@ class Agent:
     def watch(self, now: datetime, *, leading: bool = False) -> None:
         """A standby's tick: read the pools and charge the ledger, nothing else (no plan, no write to a pool), so
         the ledger of a replica that takes over has no hole for the time another replica led. A ledger file the
-        replicas share is the leader's to charge: a standby only reads the budgets' spend from it. A standby tells
-        no condition's end (the leader does): it forgets the conditions it raised while it led. A leader that only
-        watches (its memory not read yet, ``leading``) keeps them: their ends are still its to tell."""
+        replicas share is the leader's to charge: a standby only reads the budgets' spend from it. A standby forgets
+        the conditions it raised while it led (the leader tells their ends); a leader that watches only, its memory
+        not read yet (``leading``), keeps them."""
         if not leading:
             self.conditions.forget()
             self._memory = with_conditions(self._memory, self.conditions)

@@ -12,8 +12,8 @@ Version 1::
      "units_failing_since": {"pool": "..."},
      "units_failed_last": {"pool": "..."},
      "open_conditions": [{"kind": "stockout", "subject": "pool", "since": "...", "seen": "...",
-                          "severity": "warning", "summary": "...", "told": {"warning": "..."},
-                          "gone": "...", "held": true, "held_by": "..."}],
+                          "severity": "warning", "summary": "...", "gone": "...", "held": true,
+                          "held_by": "..."}],
      "conditions_ended": [{"kind": "missing-data", "subject": "demand class x", "at": "..."}],
      "slices_short_since": {"pool": {"slice": "..."}}}
 
@@ -26,17 +26,18 @@ absent the same way. ``backoff_reason`` (why each pool was backed off: ``stockou
 absent too, and a reason this release does not know is left out: a back-off without a reason is read as a stockout,
 as every back-off was before reasons were kept. ``open_conditions`` and ``conditions_ended`` (the alert
 conditions raised and not yet resolved, and when the end of each was last told: ``agent.conditions``; ``gone`` and
-``held_by`` may be absent) may be absent too: a release that does not know them reads the rest, and its leader
-starts with no open condition, as every leader did before they were kept. A condition entry this release cannot
-read (a kind or severity it does not know, a malformed time) is left out, never the document: at worst its alert
-is told again. ``slices_short_since`` (per TPU slice group, since when each slice has been seen short of hosts:
-``actuators.short_slices``) may be absent too: a release that does not know it reads the rest and saves without it,
-and each slice's wait then starts at the first read that finds it short, as before it was kept. A slice entry this
-release cannot read (a malformed time) is left out the same way: at worst that slice's wait starts again. A
-document this code cannot read (no or an older unknown version, malformed) raises ``StateDocumentUnreadable``; the
-stores treat it as nothing saved, so the next save replaces it. A document of a newer version raises
-``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads during a rolling upgrade
-or a rollback must not write over the back-offs and blocks a newer one saved.
+``held_by`` may be absent; ``told``, when each severity was told, is no longer written, as a new leader tells the
+conditions it inherits again, and is read back only as the release before wrote it) may be absent too: a release
+that does not know them reads the rest, and its leader starts with no open condition, as every leader did before
+they were kept. A condition entry this release cannot read (a kind or severity it does not know, a malformed time)
+is left out, never the document: at worst its end is not told. ``slices_short_since`` (per TPU slice group, since
+when each slice has been seen short of hosts: ``actuators.short_slices``) may be absent too: a release that does
+not know it reads the rest and saves without it, and each slice's wait then starts at the first read that finds it
+short, as before it was kept. A slice entry this release cannot read (a malformed time) is left out the same way: at
+worst that slice's wait starts again. A document this code cannot read (no or an older unknown version, malformed)
+raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save replaces it. A document of
+a newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads
+during a rolling upgrade or a rollback must not write over the back-offs and blocks a newer one saved.
 """
 
 from __future__ import annotations
@@ -157,9 +158,10 @@ def _open(key: Condition, condition: OpenCondition) -> dict[str, Any]:
         "seen": _time(condition.seen),
         "severity": str(condition.severity),
         "summary": condition.summary,
-        "told": {str(severity): _time(at) for severity, at in sorted(condition.told.items())},
         "held": condition.held,
     }
+    if condition.told:  # kept by the release that held an inherited condition back; this one tells it again
+        entry["told"] = {str(severity): _time(at) for severity, at in sorted(condition.told.items())}
     if condition.gone is not None:
         entry["gone"] = _time(condition.gone)
     if condition.held_by is not None:
@@ -182,7 +184,7 @@ def _read_open(entry: dict[str, Any]) -> OpenCondition:
 
 
 def _conditions(entries: Any, read: Callable[[dict[str, Any]], V]) -> Iterator[tuple[Condition, V]]:
-    """The readable entries of a list of conditions; any other is left out (its alert may be told again)."""
+    """The readable entries of a list of conditions; any other is left out (its end is not told)."""
     for entry in entries if isinstance(entries, list) else ():
         try:
             yield (AlertKind(entry["kind"]), str(entry["subject"])), read(entry)

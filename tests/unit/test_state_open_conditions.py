@@ -88,3 +88,11 @@ def test_the_merge_takes_each_side_change_and_the_leaders_view_where_both_change
     # the store: an operator removed the missing-data condition and someone else changed the stockout
     theirs = PlannerMemory(open_conditions={STOCKOUT: OPEN[STOCKOUT]})
     assert merge(base, ours, theirs).open_conditions == {STOCKOUT: later}
+
+
+def test_a_condition_this_release_raised_is_saved_without_a_told_record() -> None:
+    raised = OpenCondition(T0, T0 + timedelta(minutes=4), Severity.WARNING, "no sample")
+    memory = PlannerMemory(open_conditions={MISSING: raised})
+    (entry,) = json.loads(encode(memory, T0, "leadtime-a"))["open_conditions"]
+    assert "told" not in entry
+    assert decode(encode(memory, T0, "leadtime-a")).open_conditions == {MISSING: raised}
