@@ -219,6 +219,8 @@ def recommend(
                 onprem=_onprem_capacity(prometheus, settings),
                 drained=drained_pools(settings),
             ),
+            # the daemon's holder (its Lease): its reservations in the ledger are this deployment's, not the others'
+            holder=settings.daemon.leader_election.lease_name,
         )
         history, history_problem = _history(source, agent, at)
         warnings = unknown_resources(source, classes, prometheus, at, settings.forecast.history)

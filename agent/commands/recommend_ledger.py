@@ -7,7 +7,10 @@ daemon holds; a PostgreSQL database in read-only sessions, its schema checked bu
 ``agent.ledger.postgres``) and what the dry-run tick charges is kept in memory on top of it. Charges start where
 the ledger's newest entry of each pool ends (an opening mark, which costs nothing, or a charged interval), so
 adding the two never counts an interval twice. Budget reservations are decided in memory over the same spend, as
-the one process writing a SQLite ledger decides them.
+the one process writing a SQLite ledger decides them; what the other agents sharing a budget keep reserved
+(``reserved_by_others``) is read from the configured ledger, so that the dry run projects a shared monthly cap with
+their units as the daemon does (the agents of a PostgreSQL ledger; a SQLite ledger's reservations live in the
+process that writes it, and a dry run sees none).
 
 No ledger file at ``ledger.path``, a PostgreSQL database no daemon has written yet, or ``ledger.backend: memory``
 leaves the month's spend unknown: the dry run plans as if nothing was spent yet, and says so
@@ -25,7 +28,7 @@ from typing import Protocol
 
 from agent.ledger.base import Ledger, Newest, RecordedSince
 from agent.ledger.memory import InMemoryLedger
-from agent.ledger.reservations import InProcessReservations, ReservationBook
+from agent.ledger.reservations import Holder, InProcessReservations, ReservationBook, Reservations
 from config.ledger import LedgerSettings
 from models import LedgerEntry
 
@@ -70,6 +73,16 @@ class ReadOnlyLedger(InProcessReservations):
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         recorded = self.recorded.spent(pools, start, end) if self.recorded is not None else 0.0
         return recorded + self.charged.spent(pools, start, end)
+
+    def reserved_by_others(
+        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+    ) -> float:
+        """What the other agents keep reserved in the ledger read (a SELECT: nothing is written), beside any of the
+        dry run's own in memory not ``holder``'s. ``mine`` numbers the dry run's reservations, not the ledger's."""
+        theirs = 0.0
+        if isinstance(self.recorded, Reservations):
+            theirs = self.recorded.reserved_by_others(budgets, now, holder)
+        return theirs + self._book.reserved_by_others(budgets, now, holder, mine)
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         mine = self.charged.last_entry(pool_id)
