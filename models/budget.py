@@ -19,7 +19,11 @@ class LedgerEntry:
 
 @dataclass(frozen=True)
 class BudgetSnapshot:
-    """Spend of a budget's pools in the current period, and the cap it is held to."""
+    """Spend of a budget's pools in the current period, the cap it is held to, and the spend projected to the period's
+    end. For a monthly cap other agents share, the projection counts what they keep reserved in the period
+    (``reserved_elsewhere_usd``, the units they hold): the figure the overspend check holds the cap to. It is not
+    spend: ``spent_usd`` and ``remaining_usd`` are what the ledger recorded. ``reserved_elsewhere_usd`` is ``None``
+    where the projection counts no other agent's units (a budget not shared, an hourly cap), not zero."""
 
     budget: str
     period_start: datetime
@@ -27,6 +31,7 @@ class BudgetSnapshot:
     spent_usd: float
     cap_usd: float | None
     projected_usd: float
+    reserved_elsewhere_usd: float | None = None  # of ``projected_usd``, the other agents' reservations in the period
 
     @property
     def remaining_usd(self) -> float | None:

@@ -94,6 +94,12 @@ class DaemonMetrics:
         self.budget_projected = Gauge(
             "leadtime_budget_projected_usd", "Spend projected to the end of the period.", ["budget"], registry=r
         )
+        self.budget_reserved_elsewhere = Gauge(
+            "leadtime_budget_reserved_elsewhere_usd",
+            "Of the projected spend of a monthly cap shared with other agents, what they keep reserved in the period.",
+            ["budget"],
+            registry=r,
+        )
         self.tick_duration = Histogram(
             "leadtime_tick_duration_seconds", "Duration of one tick.", ["role"], buckets=_DURATION_BUCKETS, registry=r
         )
@@ -123,6 +129,7 @@ class DaemonMetrics:
             self.budget_spent,
             self.budget_remaining,
             self.budget_projected,
+            self.budget_reserved_elsewhere,
         )
 
     # -- per tick -----------------------------------------------------------------------------------------
@@ -187,6 +194,8 @@ class DaemonMetrics:
             self.budget_projected.labels(budget.budget).set(budget.projected_usd)
             if budget.remaining_usd is not None:
                 self.budget_remaining.labels(budget.budget).set(budget.remaining_usd)
+            if budget.reserved_elsewhere_usd is not None:  # a budget shared with other agents: their share of it
+                self.budget_reserved_elsewhere.labels(budget.budget).set(budget.reserved_elsewhere_usd)
 
     def forget_latest_tick(self) -> None:
         """Remove every series the latest leader tick set: demand and forecasts, each pool's plan and units, each

@@ -60,7 +60,9 @@ class DailySummary:
             for name, budget in sorted(self._budgets.items()):
                 cap = f" of {budget.cap_usd:,.0f}" if budget.cap_usd is not None else ""
                 spent, projected = budget.spent_usd, budget.projected_usd
-                details[f"budget {name}"] = f"spent {spent:,.2f}{cap} USD, projected {projected:,.2f}"
+                elsewhere = budget.reserved_elsewhere_usd
+                theirs = f", of which {elsewhere:,.2f} reserved by the other agents sharing it" if elsewhere else ""
+                details[f"budget {name}"] = f"spent {spent:,.2f}{cap} USD, projected {projected:,.2f}{theirs}"
             acted, errors = sum(self._actions.values()), sum(self._errors.values())
             led = any(key.startswith("leader") for key in self._ticks)
             self._since = now

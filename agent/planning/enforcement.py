@@ -57,9 +57,11 @@ on the budget's read pools, the unread pool held and counted at its known units.
 A monthly cap other agents share (``remote_pools``) counts what they keep reserved in its period
 (``BudgetSpend.committed_elsewhere_usd``: their units to its end) in the projection of the overspend check and the
 shed, whose alert says how much of it that is: this agent's pools alone may be well within the cap while the
-budget's are not. The trim leaves it out, as a scale-up on a shared budget is reserved in the ledger against
-everyone's reservations (``agent.budget_reserve``), which holds that share already; but a cap it breaks grants no
-scale-up, so that a plan never both sheds and grows under one broken cap.
+budget's are not. Its snapshot (``budget_snapshots``: the projected-spend gauge, the threshold alerts, the summary)
+projects the same way and says how much of it is theirs (``BudgetSnapshot.reserved_elsewhere_usd``). The trim
+leaves it out, as a scale-up on a shared budget is reserved in the ledger against everyone's reservations
+(``agent.budget_reserve``), which holds that share already; but a cap it breaks grants no scale-up, so that a plan
+never both sheds and grows under one broken cap.
 
 The caps and the units each pool is counted at are in ``agent.planning.budget_caps``, the shed and the hard stop's
 release in ``agent.planning.budget_shed``.
@@ -230,9 +232,12 @@ def budget_snapshots(
     last_read: Mapping[str, int] | None = None,
 ) -> tuple[BudgetSnapshot, ...]:
     """Each cap's spend so far and its projection to period end if the pools go from ``billed`` to ``units`` (a pool
-    not read at the units it is known to hold, ``units_now``)."""
+    not read at the units it is known to hold, ``units_now``). A monthly cap other agents share projects from what
+    they keep reserved in the period too (``Cap.committed_usd``), as the overspend check does, and says how much of
+    it that is: the gauge, the threshold alerts and the summary then show the figure the cap is held to."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     base = units_now(spends, pools, billed, last_read)
+    shared = {s.budget.name for s in spends if s.budget.remote_pools}
     return tuple(
         BudgetSnapshot(
             budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
@@ -241,8 +246,9 @@ def budget_snapshots(
             spent_usd=cap.spent_usd,
             cap_usd=cap.cap_usd,
             projected_usd=project(
-                cap.spent_usd, cap.period, now, sorted(cap.pools), {**base, **units}, prices, base, settle
+                cap.committed_usd, cap.period, now, sorted(cap.pools), {**base, **units}, prices, base, settle
             ),
+            reserved_elsewhere_usd=cap.elsewhere_usd if cap.kind is CapKind.MONTH and cap.budget in shared else None,
         )
         for cap in caps_at(now, spends)
         if not cap.lookahead
