@@ -10,6 +10,7 @@ from typing import Any
 
 ALREADY_MET = "the cheapest setting already meets the target"
 POLICIES = ("forecast", "reactive", "oracle")
+UNEQUAL_MARK = " ‡"  # a ratio resting on a figure below the target, not at it
 
 
 def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> str:
@@ -19,11 +20,16 @@ def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any
     head = "<tr><th>unserved target</th><th>forecast (USD)</th><th>reactive (USD)</th><th>oracle (USD)</th>"
     head += "<th>forecast / reactive</th><th>forecast / oracle</th></tr>"
     rows = []
+    marked = False
     for target, row in comparison.items():
         costs = {name: row.get(name, {}).get("cost_usd") for name in POLICIES}
         cells = "".join(_cell(name, row.get(name, {}), float(target)) for name in POLICIES)
+        below = {name for name in POLICIES if row.get(name, {}).get("note") == ALREADY_MET}
+        marked |= bool(below)
         ratios = "".join(
-            f"<td>{costs['forecast'] / costs[base]:.3f}x</td>" if costs["forecast"] and costs[base] else "<td></td>"
+            f"<td>{costs['forecast'] / costs[base]:.3f}x{UNEQUAL_MARK if below & {'forecast', base} else ''}</td>"
+            if costs["forecast"] and costs[base]
+            else "<td></td>"
             for base in ("reactive", "oracle")
         )
         rows.append(f"<tr><td>{float(target):.1%}</td>{cells}{ratios}</tr>")
@@ -36,6 +42,12 @@ def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any
         "tried leaves less unserved than the target, the figure is that run's, at its own unserved share. The "
         "oracle is shown as it ran (perfect foresight), with the share of demand it left unserved.</p>"
     )
+    if marked:
+        note += (
+            f"<p class='note'>{UNEQUAL_MARK.strip()} not at equal service: a figure the ratio rests on is below the "
+            "target, at its own unserved share (its cheapest setting tried already served more than the target), "
+            "so the ratio compares costs of different service.</p>"
+        )
     return (
         f"<section id='equal-service'><h2>What the same service costs</h2>{note}"
         f"<table class='equal-service'>{head}{''.join(rows)}</table></section>"

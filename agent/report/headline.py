@@ -8,7 +8,7 @@ import html
 from collections.abc import Mapping
 from typing import Any
 
-from agent.report.equal_service import ALREADY_MET
+from agent.report.equal_service import ALREADY_MET, UNEQUAL_MARK
 
 
 def headline_section(document: Mapping[str, Any]) -> str:
@@ -27,7 +27,7 @@ def headline_section(document: Mapping[str, Any]) -> str:
     ]
     for row in head["against"]:
         percent = row["forecast_saves_percent"]
-        mark = UNHELD_MARK if bound and _unheld(row) else ""
+        mark = (UNHELD_MARK if bound and _unheld(row) else "") + (UNEQUAL_MARK if _unequal(forecast, row) else "")
         rows.append(
             f"<tr data-policy='{html.escape(row['policy'])}'><td>{html.escape(row['policy'])}</td>"
             f"<td>{_basis(row)}</td>{_held(row, capped)}<td>{row['cost_usd']:,.0f}</td>"
@@ -42,6 +42,12 @@ def headline_section(document: Mapping[str, Any]) -> str:
         "<a href='#equal-service'>What the same service costs</a>); static and oracle are shown as they ran and "
         "actual as the cluster ran, with their own unserved share beside them."
     )
+    if any(_unequal(forecast, row) for row in head["against"]):
+        note += (
+            f" {UNEQUAL_MARK.strip()} not at equal service: where even the cheapest setting tried leaves less demand "
+            f"unserved than the {head['target_unserved']:.1%} target, the figure is that run's, at its own unserved "
+            "share (its basis says so), so a saving marked so compares costs of different service."
+        )
     return (
         f"<section id='headline'><p class='lead'>{html.escape(lead)}</p>"
         f"<table class='headline'>{''.join(rows)}</table><p class='note'>{note}</p>"
@@ -50,6 +56,12 @@ def headline_section(document: Mapping[str, Any]) -> str:
 
 
 UNHELD_MARK = " †"  # a saving against a run not held to the caps, while a cap held the forecast run back
+
+
+def _unequal(forecast: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
+    """Whether a saving against a tuned figure compares different service: the forecast's figure or the row's is
+    its cheapest setting's run, below the target (the others, as they ran, are said to be so)."""
+    return row["basis"] != "as run" and ALREADY_MET in (forecast.get("note"), row.get("note"))
 
 
 def _unheld(row: Mapping[str, Any]) -> bool:
@@ -133,7 +145,12 @@ def _lead_sentence(head: Mapping[str, Any]) -> str:
             continue
         verb = "less" if percent >= 0 else "more"
         unheld = ", not held to the caps" if bound and _unheld(row) else ""
-        parts.append(f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD{unheld})")
+        below = (
+            f" at its own {row['unserved_fraction']:.2%} unserved, below the {head['target_unserved']:.1%} target"
+            if row.get("note") == ALREADY_MET
+            else ""
+        )
+        parts.append(f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD{below}{unheld})")
     basis = forecast["basis"]
     if basis == "as run":
         basis = f"as run, {forecast['unserved_fraction']:.2%} unserved"

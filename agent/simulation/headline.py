@@ -3,8 +3,10 @@ cluster (reactive, static, the oracle and, replayed from Prometheus, what actual
 with each one's unserved demand beside it.
 
 Where an equal-service comparison was made, the forecast and reactive policies are compared at its first
-(loosest) target, each tuned to leave the same share of demand unserved; static, oracle and actual cannot be
-tuned and are shown as they ran, with their own unserved share. Without one, every policy is shown as it ran.
+(loosest) target, each tuned to leave the same share of demand unserved, save one whose cheapest setting tried
+already leaves less unserved than the target: its figure is that run's, at its own share, and its ``basis`` says
+so. Static, oracle and actual cannot be tuned and are shown as they ran, with their own unserved share. Without
+one, every policy is shown as it ran.
 
 With budgets configured, the forecast and reactive runs are held to their caps and static and oracle are not: each
 figure says whether it was (``held_to_budgets``). Actual is neither: it is what the cluster did, under whatever
@@ -35,13 +37,13 @@ def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     comparison: Mapping[str, Mapping[str, Mapping[str, Any]]] = document.get("equal_service") or {}
     target, tuned = _first_reached(comparison)
-    forecast = _point(tuned["forecast"], f"equal service at {target:.1%} unserved") if target is not None else None
+    forecast = _point(tuned["forecast"], _tuned_basis(tuned["forecast"], target)) if target is not None else None
     forecast = forecast or _point(policies["forecast"], "as run")
     rows = []
     for name in BASELINES:
         trials = None
         if target is not None and name in tuned and name != "oracle":
-            row = _point(tuned[name], f"equal service at {target:.1%} unserved")
+            row = _point(tuned[name], _tuned_basis(tuned[name], target))
             trials = tuned[name].get("trials")
         elif name in policies:
             row = _point(policies[name], "as run")
@@ -91,6 +93,14 @@ def _first_reached(
         if all(row.get(p, {}).get("cost_usd") is not None for p in ("forecast", "reactive")):
             return float(key), row
     return None, {}
+
+
+def _tuned_basis(row: Mapping[str, Any], target: float) -> str:
+    """What a tuned figure rests on: equal service at the target, or, where even the cheapest setting tried left
+    less unserved than the target (the search's note), that run's own share, below the target."""
+    if "note" in row:
+        return f"its own {float(row['unserved_fraction']):.2%} unserved (below the {target:.1%} target)"
+    return f"equal service at {target:.1%} unserved"
 
 
 def _point(row: Mapping[str, Any], basis: str) -> dict[str, Any]:
