@@ -6,11 +6,11 @@ ledger is opened read-only (a SQLite file through a read-only connection, withou
 daemon holds; a PostgreSQL database in read-only sessions, its schema checked but never created or migrated, see
 ``agent.ledger.postgres``) and what the dry-run tick charges is kept in memory on top of it. Charges start where
 the ledger's newest entry of each pool ends (an opening mark, which costs nothing, or a charged interval), so
-adding the two never counts an interval twice. Budget reservations are decided in memory over the same spend, as
-the one process writing a SQLite ledger decides them; what the other agents sharing a budget keep reserved
-(``reserved_by_others``) is read from the configured ledger, so that the dry run projects a shared monthly cap with
-their units as the daemon does (the agents of a PostgreSQL ledger; a SQLite ledger's reservations live in the
-process that writes it, and a dry run sees none).
+adding the two never counts an interval twice. Budget reservations are decided in memory over the same spend and
+the configured ledger's live reservations, as the daemon's are decided against everyone's; what the other agents
+sharing a budget keep reserved (``reserved_by_others``) is read from the configured ledger too, so that the dry run
+projects a shared monthly cap with their units as the daemon does (the agents of a PostgreSQL ledger; a SQLite
+ledger's reservations live in the process that writes it, and a dry run sees none).
 
 No ledger file at ``ledger.path``, a PostgreSQL database no daemon has written yet, or ``ledger.backend: memory``
 leaves the month's spend unknown: the dry run plans as if nothing was spent yet, and says so
@@ -59,7 +59,7 @@ class ReadOnlyLedger(InProcessReservations):
     def __init__(self, recorded: Ledger | None) -> None:
         self.recorded = recorded
         self.charged = InMemoryLedger()
-        self._book = ReservationBook(self.spent)
+        self._book = ReservationBook(self.spent, self._reserved_in_ledger)
 
     def record(self, entry: LedgerEntry) -> None:
         self.charged.record(entry)
@@ -83,6 +83,13 @@ class ReadOnlyLedger(InProcessReservations):
         if isinstance(self.recorded, Reservations):
             theirs = self.recorded.reserved_by_others(budgets, now, holder)
         return theirs + self._book.reserved_by_others(budgets, now, holder, mine)
+
+    def _reserved_in_ledger(self, keys: Sequence[str], now: datetime) -> float:
+        """Everything the ledger read keeps reserved under ``keys``, the deployment's own standing reservations
+        included: the daemon's scale-up is decided against all of them (it replaces its own only afterwards)."""
+        if not isinstance(self.recorded, Reservations):
+            return 0.0
+        return sum(self.recorded.reserved(key, now) for key in keys)
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         mine = self.charged.last_entry(pool_id)

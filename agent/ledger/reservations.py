@@ -149,6 +149,7 @@ class Reservations(Protocol):
 
 
 Spent = Callable[[Sequence[str], datetime, datetime], float]
+Elsewhere = Callable[[Sequence[str], datetime], float]  # live reservations under keys that this book does not keep
 
 
 @dataclass(frozen=True)
@@ -163,10 +164,12 @@ class ReservationBook:
     """Reservations kept in the process, for a ledger that one process alone writes (the in-memory ledger, and the
     SQLite one behind its writer lock): the same decisions as the PostgreSQL ledger's, made under a lock instead of
     a transaction. ``spent`` is the ledger's recorded spend; nothing else records while the lock is held, because
-    this process is the only writer and its agent reserves before it records."""
+    this process is the only writer and its agent reserves before it records. ``elsewhere`` (a dry run's book over a
+    ledger it only reads) counts the ledger's own live reservations under a request's keys against its cap too."""
 
-    def __init__(self, spent: Spent) -> None:
+    def __init__(self, spent: Spent, elsewhere: Elsewhere | None = None) -> None:
         self._spent = spent
+        self._elsewhere = elsewhere
         self._lock = threading.Lock()
         self._held: dict[int, _Held] = {}
         self._ids = itertools.count(1)
@@ -196,6 +199,8 @@ class ReservationBook:
             grants = []
             for request in requests:
                 recorded = self._spent(request.pools, request.period_start, request.period_end)
+                if self._elsewhere is not None:
+                    recorded += self._elsewhere(request.keys, now)
                 headroom = request.cap_usd - recorded - sum(reserved.get(k, 0.0) for k in request.keys)
                 if request.amount_usd > headroom:
                     grants.append(Grant(None, headroom))
