@@ -21,7 +21,8 @@ change as a transient error: a group that cannot be read is held, never blocked.
 
 A slice that was whole and fell short (hosts RECREATING: a repair, or a host lost) waits from the agent's first read
 that found it so, which the agent keeps in its planner memory (``short_slices``: the loop saves what it knows and a
-restarted agent or a new leader hands it back), because nothing in the cloud tells when it fell short. A managed
+restarted agent or a new leader hands it back where it makes an unbroken watch), because nothing in the cloud tells
+when it fell short. A managed
 instance (``listManagedInstances``) carries no time (its ``lastAttempt`` holds errors only), and a host the zone has no
 room to recreate has no Compute instance (its ``id`` and ``instanceStatus`` are empty), so no ``creationTimestamp``; its
 instance group's is the slice's creation. The lost host's Node is deleted with its VM, and a multi-host slice is

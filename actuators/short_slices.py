@@ -16,13 +16,22 @@ nothing names a stockout or quota of (hosts being recreated by a repair) is wait
 is forgotten, its wait starting again if it falls short later.
 
 Nothing in the cloud tells when a slice that was whole fell short (its hosts recreated by a repair the zone has no
-room for: ``actuators.gke_tpu_slices``), so the first reads are handed out (``known``: per group, slice -> since) for
-the agent to keep with its planner memory, and taken back (``recall``) from the memory a restarted agent or a new
-leader reads: its wait goes on from its predecessor's first read instead of starting again. A record is taken back
-for its earlier times only (a read of this adapter's own, earlier, stays) and only when it is not the one this adapter
-handed out last, which its reads since may have made stale (a slice seen whole since). What it says of a slice not
-short at the next read of its group is forgotten with it. Without a record (a memory of an earlier release) the wait
-starts at this adapter's first read that finds the slice short, as before.
+room for: ``actuators.gke_tpu_slices``), so the first reads are handed out (``known``: per group, slice -> since, and
+a read that found it short since, ``seen``) for the agent to keep with its planner memory, and taken back (``recall``)
+once, from the memory a restarted agent or a new leader reads first: its wait goes on from its predecessor's first
+read instead of starting again. A record only holds while the slice was watched without a break: a slice repaired
+and short again while no agent watched it (a gap between two agents, or saves refused meanwhile) would inherit the
+first episode's time and be deleted a minute into its new wait. So ``seen`` is refreshed once it is older than a
+quarter of the group's wait (not at every read: a steady shortage does not rewrite the state ConfigMap at every
+tick), and an entry whose ``seen`` is older, at this adapter's first read of its group, than an unbroken watch allows
+(``gap``: the lease duration and the ticks around it, which the caller passes; plus that quarter) is left out: that
+slice's wait starts again, never shortened. A record is taken back for its earlier times only (a read of this
+adapter's own, earlier, stays) and not for a slice this adapter's own reads found not short since their first (seen
+whole since, or new; its own record handed back after it led before included). What it says of a slice not short at
+the next read of its group is forgotten with it. The wait of a slice never whole counts from its instance groups'
+creation (``asked``), whatever a record says: a slice deleted and created again under the same name does not
+inherit the old one's wait. Without a record (a memory of an earlier release) the wait starts at this adapter's first
+read that finds the slice short, as before.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from actuators.vendor_errors import is_capacity_message
 from config.schema import Settings
@@ -51,6 +60,14 @@ def short_waits(settings: Settings) -> dict[str, timedelta]:
     return {m.pool: lead[m.pool] * factor for m in settings.cloud.tpu_slice_groups if m.pool in lead}
 
 
+class ShortSince(NamedTuple):
+    """Of a slice short of hosts: the first read that found it short (``since``) and a read that found it short
+    since, refreshed once older than a quarter of its group's wait (``seen``)."""
+
+    since: datetime
+    seen: datetime
+
+
 class ShortSlices:
     """Since when each slice has been seen short of hosts. ``waits``: ``short_waits``; ``SHORT_WAIT`` for a group it
     leaves out. ``pools``: the groups a record taken back may speak of (None: any)."""
@@ -58,30 +75,54 @@ class ShortSlices:
     def __init__(self, waits: Mapping[str, timedelta] | None = None, pools: Iterable[str] | None = None) -> None:
         self._waits = dict(waits or {})
         self._pools = None if pools is None else frozenset(pools)
-        self._since: dict[tuple[str, str], datetime] = {}  # (pool, slice) -> first read that found it short
-        self._told: dict[str, dict[str, datetime]] = {}  # the record ``known`` handed out last
+        self._since: dict[tuple[str, str], ShortSince] = {}  # (pool, slice) -> first read short, and seen since
+        self._first_read: dict[str, datetime] = {}  # pool -> this adapter's first read of the group
 
-    def known(self) -> dict[str, dict[str, datetime]]:
-        """Since when each slice has been seen short, per group (pool -> slice -> since): the slices short at the
-        latest read of each group."""
-        record: dict[str, dict[str, datetime]] = {}
-        for (pool, name), since in sorted(self._since.items()):
-            record.setdefault(pool, {})[name] = since
-        self._told = {pool: dict(slices) for pool, slices in record.items()}
+    def known(self) -> dict[str, dict[str, tuple[datetime, datetime]]]:
+        """Since when each slice has been seen short, per group (pool -> slice -> since, seen): the slices short at
+        the latest read of each group."""
+        record: dict[str, dict[str, tuple[datetime, datetime]]] = {}
+        for (pool, name), short in sorted(self._since.items()):
+            record.setdefault(pool, {})[name] = short
         return record
 
-    def recall(self, record: Mapping[str, Mapping[str, datetime]]) -> None:
-        """Take back a record ``known`` gave (to this adapter or another, before a restart or a change of leader): a
-        slice's wait counts from the earlier of its time there and this adapter's own first read. The record handed
-        out last is this adapter's own, and may be older than its reads: it adds nothing."""
-        if record == self._told:
-            return
+    def recall(
+        self, record: Mapping[str, Mapping[str, tuple[datetime, datetime]]], now: datetime, gap: timedelta
+    ) -> None:
+        """Take back a record ``known`` gave (to this adapter or another, before a restart or a change of leader),
+        once, at the first tick that reads the memory (``now``): a slice's wait counts from the earlier of its time
+        there and this adapter's own first read, when the two make an unbroken watch. ``gap``: the longest an unbroken
+        watch leaves between the last read of one leader and the first of the next (the lease duration and the ticks
+        around it). An entry is left out, its slice's wait starting again, when it was last seen short longer before
+        this adapter's first read of the group (``now`` if none yet) than ``gap`` and the refresh of ``seen`` allow,
+        or when this adapter's own reads have found the slice not short since (a slice whole again or new): its time
+        may be another episode's."""
         for pool, slices in record.items():
             if self._pools is not None and pool not in self._pools:
                 continue  # a group this adapter does not read: it would never be forgotten
-            for name, since in slices.items():
-                key = (pool, name)
-                self._since[key] = min(since, self._since.get(key, since))
+            first = self._first_read.get(pool)
+            oldest = (now if first is None else first) - gap - self._refresh(pool)
+            for name, (since, seen) in slices.items():
+                short, key = ShortSince(since, seen), (pool, name)
+                own = self._since.get(key)
+                if first is not None and (own is None or own.since > first):
+                    continue  # read not short by this adapter since: the record's time is of an episode before
+                if short.seen < oldest:
+                    log.info(
+                        "pool %s: slice %s was last seen short of hosts at %s in the planner memory, longer before "
+                        "this agent's first read than an unbroken watch allows (it may have been whole since): its "
+                        "wait starts again",
+                        pool,
+                        name,
+                        short.seen.isoformat(),
+                    )
+                    continue
+                own = own or short
+                self._since[key] = ShortSince(min(short.since, own.since), max(short.seen, own.seen))
+
+    def _refresh(self, pool_id: str) -> timedelta:
+        """How old ``seen`` may grow before a read that finds the slice short refreshes it."""
+        return self._waits.get(pool_id, SHORT_WAIT) / 4
 
     def given_up(
         self, pool_id: str, short: Mapping[str, str], now: datetime, asked: Mapping[str, datetime] | None = None
@@ -91,15 +132,19 @@ class ShortSlices:
         when the hosts of a slice that was never whole were first asked for (``first_asked``); its wait counts from
         then. The group's other slices are forgotten."""
         self._since = {k: t for k, t in self._since.items() if k[0] != pool_id or k[1] in short}
-        wait = self._waits.get(pool_id, SHORT_WAIT)
+        self._first_read.setdefault(pool_id, now)
+        wait, refresh = self._waits.get(pool_id, SHORT_WAIT), self._refresh(pool_id)
         out = {}
         for name, hosts in short.items():
-            since = self._since.setdefault((pool_id, name), now)
-            if asked and name in asked and asked[name] < since:
-                since = self._since[(pool_id, name)] = asked[name]
-            if now - since >= wait and is_capacity_message(hosts):
-                waited = f"short of hosts for {format_duration(now - since)} (the group waits {format_duration(wait)})"
-                out[name] = f"insufficient capacity: {waited}: {hosts}"
+            known = self._since.get((pool_id, name), ShortSince(now, now))
+            if asked and name in asked:  # never whole: its instance groups' creation, not a record of an older slice
+                known = known._replace(since=asked[name])
+            if now - known.seen > refresh:
+                known = known._replace(seen=now)
+            self._since[(pool_id, name)] = known
+            if now - known.since >= wait and is_capacity_message(hosts):
+                waited = f"short of hosts for {format_duration(now - known.since)}"
+                out[name] = f"insufficient capacity: {waited} (the group waits {format_duration(wait)}): {hosts}"
         return out
 
 

@@ -8,7 +8,7 @@ fail the tick. The daemon refits beside its ticks instead (``stage_refit``). See
 A tick reads its demand through ``agent.demand_reads`` (on the forecast step grid, and at its instant) and
 delivers its alerts through ``agent.tick_alerts``, which carries the open conditions in the planner memory. The
 slice adapter's record of slices short of hosts (``AgentParts.short_slices``) goes into the planner memory after each
-tick and back to the adapter before the next, so the memory a new leader reads carries it across restarts.
+tick, so the memory a new leader reads carries it across restarts (the daemon hands it back at its first read).
 """
 
 from __future__ import annotations
@@ -267,8 +267,6 @@ class Agent:
     def _act(self, now: datetime, outlook: Outlook, alerts: list[AlertEvent]) -> TickReport:
         """The tick once observed, adding its alerts to ``alerts`` as it goes; the report to deliver them from."""
         observed, forecasts, problems = outlook.observed, outlook.forecasts, outlook.problems
-        if (short := self.parts.short_slices) is not None:  # a record read back (a restart, a new leader) goes on
-            short.recall(self._memory.slices_short_since)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         alerts.extend(unread_pool_alerts(self.parts.actuator, now))  # held as unobserved by the planner
         alerts.extend(broken_unit_events(states, now))  # replaced, never deleted while busy: a person decides
@@ -311,7 +309,7 @@ class Agent:
                 log.info("decision: %s", decision.why(), extra=decision.log_fields())
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
         self.memory = execution.memory
-        if short is not None:  # as this tick's reads (and its resizes') left it, for the next save
+        if (short := self.parts.short_slices) is not None:  # as this tick's reads left it, for the next save
             self.memory = replace(self._memory, slices_short_since=short.known())
         alerts.extend(execution.alerts)
         carried = {r.key for r in execution.results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)}

@@ -6,7 +6,7 @@ memory in its store across restarts and leader changes (loaded when this replica
 tick that changed it) and lets a standby charge its ledger. The open alert conditions the memory carries are adopted
 by the loop's tracker once, at the first load after this replica becomes the leader: afterwards the tracker is what
 says which conditions are open (the store deleted or written back stale neither drops one nor brings an ended one
-back).
+back). The slices short of hosts it carries are handed to the TPU slice adapter at that load only, the same way.
 
 A leader that has not read the planner memory since it became the leader (the store answered an error) plans and
 acts on nothing: its own copy lacks the blocks, back-offs and recent changes its predecessor saved (a pool blocked
@@ -35,6 +35,7 @@ from agent.daemon.guard import Leadership
 from agent.daemon.shadow_book import ShadowBook
 from agent.loop import Agent, TickReport
 from agent.model_refits import StagedRefit
+from agent.planning import PlannerMemory
 from agent.state import MemoryKeeper, StateStore
 from models import (
     ActionResult,
@@ -132,6 +133,7 @@ class AgentLoopAdapter:
             return self._memory_unread(now, load_error)
         if first:  # the open conditions its predecessor saved; from now on this replica's tracker holds them
             self._agent.conditions.adopt(memory.open_conditions, memory.conditions_ended, now)
+            self._recall_short_slices(memory, now)
         self._unread_since = None
         try:
             report = self._agent.run_once(now)
@@ -164,6 +166,16 @@ class AgentLoopAdapter:
             errors=errors,
             blind=self._blind(report),
         )
+
+    def _recall_short_slices(self, memory: PlannerMemory, now: datetime) -> None:
+        """Hand the slices short of hosts its predecessor saved to the slice adapter, once: from now on the adapter's
+        reads say which are short. An unbroken watch leaves at most the lease duration and two ticks between the
+        last read of one leader and the first of the next (one before the old leader stops, one after the new one
+        takes over)."""
+        if (short := self._agent.parts.short_slices) is not None:
+            settings = self._agent.settings
+            gap = settings.daemon.leader_election.lease_duration + 2 * settings.loop.tick_interval
+            short.recall(memory.slices_short_since, now, gap)
 
     def _memory_unread(self, now: datetime, load_error: StateUnavailable | None) -> DaemonTickReport:
         """A leader tick before the planner memory could be read: watch only, nothing planned or acted on."""

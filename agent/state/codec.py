@@ -15,7 +15,7 @@ Version 1::
                           "severity": "warning", "summary": "...", "gone": "...", "held": true,
                           "held_by": "..."}],
      "conditions_ended": [{"kind": "missing-data", "subject": "demand class x", "at": "..."}],
-     "slices_short_since": {"pool": {"slice": "..."}}}
+     "slices_short_since": {"pool": {"slice": {"since": "...", "seen": "..."}}}}
 
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
@@ -31,10 +31,12 @@ conditions it inherits again, and is read back only as the release before wrote 
 that does not know them reads the rest, and its leader starts with no open condition, as every leader did before
 they were kept. A condition entry this release cannot read (a kind or severity it does not know, a malformed time)
 is left out, never the document: at worst its end is not told. ``slices_short_since`` (per TPU slice group, since
-when each slice has been seen short of hosts: ``actuators.short_slices``) may be absent too: a release that does
-not know it reads the rest and saves without it, and each slice's wait then starts at the first read that finds it
-short, as before it was kept. A slice entry this release cannot read (a malformed time) is left out the same way: at
-worst that slice's wait starts again. A document this code cannot read (no or an older unknown version, malformed)
+when each slice has been seen short of hosts: ``actuators.short_slices``; ``seen``, a read that found it short since)
+may be absent too: a release that does not know it reads the rest and saves without it, and each slice's wait then
+starts at the first read that finds it short, as before it was kept. An entry written as a time alone (by the release
+that first kept it) is read as short since then and last seen then. A slice entry this release cannot read (a
+malformed time) is left out the same way, as the release before leaves out an entry of this one: at worst that
+slice's wait starts again. A document this code cannot read (no or an older unknown version, malformed)
 raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save replaces it. A document of
 a newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads
 during a rolling upgrade or a rollback must not write over the back-offs and blocks a newer one saved.
@@ -79,7 +81,7 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
             for (kind, subject), at in sorted(memory.conditions_ended.items())
         ],
         "slices_short_since": {
-            pool: {name: _time(since) for name, since in sorted(slices.items())}
+            pool: {name: {"since": _time(since), "seen": _time(seen)} for name, (since, seen) in sorted(slices.items())}
             for pool, slices in sorted(memory.slices_short_since.items())
         },
     }
@@ -192,13 +194,18 @@ def _conditions(entries: Any, read: Callable[[dict[str, Any]], V]) -> Iterator[t
             continue
 
 
-def _short_since(groups: Any) -> dict[str, dict[str, datetime]]:
-    """The readable entries of ``slices_short_since``; any other is left out (that slice's wait starts again)."""
-    out: dict[str, dict[str, datetime]] = {}
+def _short_since(groups: Any) -> dict[str, dict[str, tuple[datetime, datetime]]]:
+    """The readable entries of ``slices_short_since``; any other is left out (that slice's wait starts again). A time
+    alone (the form of the release that first kept them) is since and seen at once."""
+    out: dict[str, dict[str, tuple[datetime, datetime]]] = {}
     for pool, slices in groups.items() if isinstance(groups, dict) else ():
-        for name, since in slices.items() if isinstance(slices, dict) else ():
+        for name, entry in slices.items() if isinstance(slices, dict) else ():
             try:
-                out.setdefault(str(pool), {})[str(name)] = _parse(since)
-            except (TypeError, ValueError):
+                if isinstance(entry, dict):
+                    short = (_parse(entry["since"]), _parse(entry["seen"]))
+                else:
+                    short = (_parse(entry), _parse(entry))
+            except (KeyError, TypeError, ValueError):
                 continue
+            out.setdefault(str(pool), {})[str(name)] = short
     return out

@@ -10,7 +10,9 @@
   value both changed keeps this replica's block or the later time. The open alert conditions are the exception:
   once loaded, this replica's are kept as they are (its tracker, which adopted the stored ones at the first load,
   is what says which are open), so a deleted or stale stored copy neither drops a condition, whose end would never
-  be told, nor brings back one that ended, whose end would be told twice.
+  be told, nor brings back one that ended, whose end would be told twice. So are the slices short of hosts (its
+  slice adapter, which took the stored record back at the first load, reads them): a stale copy written back does
+  not bring back the time of a wait that ended, which would delete a slice short again a minute into its new wait.
 * ``after_tick(memory, now)`` saves the memory when it differs from what the store holds. A failed save is
   logged and retried on the next tick; the tick itself is never held up or failed by the store.
 * Until a load has succeeded, nothing is saved: a new leader that cannot read the store must not overwrite
@@ -74,8 +76,13 @@ class MemoryKeeper:
         base = self._base if first else self._stored
         theirs = stored or PlannerMemory()
         merged = merge(base or PlannerMemory(), memory, theirs) if stored is not None or not first else memory
-        if not first:  # the leader's tracker holds the open conditions since the first load
-            merged = replace(merged, open_conditions=memory.open_conditions, conditions_ended=memory.conditions_ended)
+        if not first:  # since the first load the leader's tracker holds the open conditions, its slice adapter
+            merged = replace(  # the slices short of hosts
+                merged,
+                open_conditions=memory.open_conditions,
+                conditions_ended=memory.conditions_ended,
+                slices_short_since=memory.slices_short_since,
+            )
         self._loaded, self._base, self._stored = True, None, stored
         for pool in sorted(set(memory.blocked) - set(merged.blocked)):
             log.info("pool %s is no longer blocked: lifted in the stored planner memory", pool)

@@ -109,7 +109,10 @@ def test_a_restart_halfway_through_the_wait_gives_the_slice_up_at_the_end_of_its
     rig.fall_short()
     rig.run_until(first, short_at)  # the first read that finds it short
     rig.run_until(first, short_at + WAIT / 2 - timedelta(minutes=1))
-    assert rig.saved()["slices_short_since"] == {POOL: {SLICE: short_at.isoformat()}}
+    seen = short_at + WAIT / 4 + timedelta(minutes=1)  # the first read once the last seen is a quarter wait old
+    assert rig.saved()["slices_short_since"] == {
+        POOL: {SLICE: {"since": short_at.isoformat(), "seen": seen.isoformat()}}
+    }
     first.daemon.stop_working()
     ledger = first.loop.agent.parts.ledger
     assert isinstance(ledger, SqliteLedger)
