@@ -1,7 +1,8 @@
 """Launches an Auto Scaling group could not make for want of capacity or quota, in the words AWS uses for them, are
 a stockout: failed units the adapter reads as capacity or quota (AWS's message passed on with them), a refused
-scale-up, and a back-off with a stockout alert when the executor removes them. The AWS adapters own that reading (``actuators.aws_errors``); the executor reads
-none of AWS's words itself. boto3 against moto behind the proxy of ``tests.fakes.aws_api``."""
+scale-up, and a back-off with a stockout alert when the executor removes them. The AWS adapters own that reading
+(``actuators.aws_errors``); the executor reads none of AWS's words itself. boto3 against moto behind the proxy of
+``tests.fakes.aws_api``."""
 
 from __future__ import annotations
 
