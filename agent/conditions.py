@@ -43,10 +43,11 @@ The tracker's record (``record``) travels in the planner memory, which the leade
 when it first reads the memory (``adopt``), so a change of leader does not lose the ends of the conditions its
 predecessor raised. The new leader tells those conditions again while they hold: it cannot know which of them its
 predecessor's notifier delivered (one queued while Slack was down or rate-limited dies with the pod), and a repeat is
-better than silence. The record's last-seen time is saved only with a change that matters (a condition opens, ends,
-changes severity or summary ...), not at every tick, so the one a successor reads may be older than the truth: it
-ends an adopted condition it finds gone only once ``resolve_after`` has passed since it adopted it, and the end it
-tells gives the last-seen time saved (a lower bound).
+better than silence. The record is saved only with a change that matters (a condition opens, ends, changes severity,
+is found gone or holding), not as its last-seen time or summary moves at every tick (``agent.tick_alerts``), so the
+one a successor reads may be older than the truth: it ends an adopted condition it finds gone only once
+``resolve_after`` has passed since it adopted it, the end it tells gives the last-seen time saved (a lower bound),
+and the summary it tells again is the one saved (a stalled scale-up's wait a few ticks short).
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from datetime import datetime
 from agent.conditions import ConditionTracker
 from agent.notify.base import Flushable, Notifier
 from agent.planning import PlannerMemory
-from agent.planning.memory import Condition
+from agent.planning.memory import Condition, OpenCondition
 from models import AlertEvent
 
 log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
@@ -47,17 +47,25 @@ def conclude(
 def with_conditions(memory: PlannerMemory, tracker: ConditionTracker) -> PlannerMemory:
     """``memory`` carrying the open conditions of ``tracker``, saved for the next leader; itself when they are so.
 
-    A condition whose only change is its last-seen time keeps the one ``memory`` holds: that time moves at every tick
-    while the condition holds, and writing it would rewrite the stored memory at every tick (an operator's edit of
-    the ConfigMap, read before a tick and written after it, would be refused). A successor needs it only as a lower
-    bound: the tracker that adopts the record waits ``resolve_after`` from its adoption before it ends a condition
-    it finds gone (``ConditionTracker.adopt``)."""
+    Only a change that matters is saved: a condition that opens, ends, changes severity, is found gone or is seen
+    holding (or no longer). One whose only change is its last-seen time or its summary keeps the one ``memory``
+    holds: both move at every tick while the condition holds (a stalled scale-up says how long it has waited, a
+    projected overspend quotes the live projection), and writing them would rewrite the stored memory at every
+    tick (an operator's edit of the ConfigMap, read before a tick and written after it, would be refused). A
+    successor needs the last-seen time only as a lower bound: the tracker that adopts the record waits
+    ``resolve_after`` from its adoption before it ends a condition it finds gone (``ConditionTracker.adopt``). The
+    summary it tells again is the one saved, which may be a few ticks older than the predecessor's last."""
     active, ended = tracker.record()
     kept = memory.open_conditions
-    active = {k: kept[k] if k in kept and replace(kept[k], seen=v.seen) == v else v for k, v in active.items()}
+    active = {k: kept[k] if k in kept and _same_but_moving(kept[k], v) else v for k, v in active.items()}
     if active == kept and ended == memory.conditions_ended:
         return memory
     return replace(memory, open_conditions=active, conditions_ended=ended)
+
+
+def _same_but_moving(saved: OpenCondition, now: OpenCondition) -> bool:
+    """Whether ``now`` differs from ``saved`` in nothing but what moves while a condition holds (seen, summary)."""
+    return replace(saved, seen=now.seen, summary=now.summary) == now
 
 
 def tell_failed(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -207,3 +208,19 @@ def test_an_edit_that_unblocks_a_pool_across_a_leader_tick_is_accepted(tmp_path:
     finally:
         api_client.close()
     assert leader.agent.memory.blocked == {}
+
+
+def test_a_stalled_scale_up_whose_wait_grows_is_saved_once_when_it_opens(tmp_path: Path) -> None:
+    rig = Rig(_trace(tmp_path, (NOW, NOW)))
+    # the cloud is slower than the configured lead time (10m): both scale-ups stall, alerted after 20m
+    slow = [replace(spec, lead_time=timedelta(hours=2)) for spec in SETTINGS.pool_specs()]
+    rig.cluster = SimulatedCluster(slow, rig.clock, {p.id: 0 for p in SETTINGS.pools})
+    told = RecordingNotifier(SETTINGS.alerts.dedup_window)
+    leader = rig.replica("leadtime-a", told)
+    rig.play(leader, range(0, 80, 5))  # 16 ticks, the summary saying 'still not ready after <wait>' at each
+    stalled = [e for e in told.events if e.kind is AlertKind.STALLED_SCALE_UP]
+    assert _told(stalled) == [("10:20", "pool serve-pool", "raised"), ("10:20", "pool train-pool", "raised")]
+    assert rig.store.saves <= 2  # the memory's first save, and the two conditions opening at 10:20
+    saved = leader.agent.memory.open_conditions[(AlertKind.STALLED_SCALE_UP, "pool train-pool")]
+    assert saved.since == NOW + timedelta(minutes=20)
+    assert "still not ready after 20m" in saved.summary  # the summary as it opened, not rewritten as the wait grows
