@@ -164,8 +164,11 @@ def zone_of(message: str) -> str | None:
 
 
 def capacity_unavailable(pool_id: str, message: str) -> CapacityUnavailable:
+    """A refusal for capacity or quota, naming the zone where AWS's message does, and saying whether it is a quota
+    reached (``quota_failure``), which does not clear by itself."""
     zone = zone_of(message)
-    return CapacityUnavailable(pool_id, f"{message} (zone {zone})" if zone and zone not in message else message)
+    described = f"{message} (zone {zone})" if zone and zone not in message else message
+    return CapacityUnavailable(pool_id, described, quota=quota_failure(message))
 
 
 def from_aws(pool_id: str, exc: Exception) -> ActuatorError:

@@ -4,6 +4,7 @@
     a rate limit or concurrent operations quota
     (any status code)                          -> TransientActuatorError  retry on a later tick
     stockout or quota (any status code)        -> CapacityUnavailable     back off this pool, try the next one
+                                                  (``quota`` set for a quota used up: have it raised)
     HTTP 429 (rate limit), 5xx, 409 conflict,
     an operation already running, connection   -> TransientActuatorError  retry on a later tick
     HTTP 401/403, 404, 400 invalid argument    -> PermanentActuatorError  alert, stop touching this pool
@@ -114,7 +115,7 @@ def from_status(pool_id: str, code: int, message: str) -> ActuatorError:
     if _RATE_LIMITED.search(message):
         return TransientActuatorError(pool_id, f"HTTP {code}: {message}")
     if is_capacity_message(message):
-        return CapacityUnavailable(pool_id, message)
+        return CapacityUnavailable(pool_id, message, quota=is_quota_message(message))
     if code == 429 or code >= 500 or code == 409 or _BUSY.search(message):
         return TransientActuatorError(pool_id, f"HTTP {code}: {message}")
     return PermanentActuatorError(pool_id, f"HTTP {code}: {message}")

@@ -2,8 +2,9 @@
 planned change applied to the cloud's own target (which still counts the nodes being drained), the draining nodes a
 scale-up took back not bought again, and of a pool in a budget no more than the plan counted as new
 (``held_for_take_back``), never above the pool's ``max_units`` (``_waiting_for_drains``); and the actuator's answer
-translated: a stockout backs the pool off, a failure a retry may fix is counted (``agent.executor_failures``), a
-permanent error blocks the pool. The log lines keep the executor's logger's name, as they did before this moved here.
+translated: a stockout backs the pool off (a quota used up told as such, with what to do: ``refused_alert``), a
+failure a retry may fix is counted (``agent.executor_failures``), a permanent error blocks the pool. The log lines keep
+the executor's logger's name, as they did before this moved here.
 """
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from actuators.base import Actuator
-from agent.executor_failures import MIN_BACKOFF, _failing, blocked_alert
+from agent.executor_failures import MIN_BACKOFF, QUOTA_ADVICE, _failing, blocked_alert
 from agent.planning import PlannerMemory
 from agent.planning.memory import BackoffReason
 from models import (
@@ -129,16 +130,7 @@ def _send(
     except CapacityUnavailable as exc:
         backoff = max(MIN_BACKOFF, pools[resize.pool_id].lead_time)
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-        alerts.append(
-            AlertEvent(
-                AlertKind.STOCKOUT,
-                Severity.WARNING,
-                now,
-                resize.pool_id,
-                f"No capacity for {resize.pool_id}; backing off {format_duration(backoff)} and using the next pool",
-                {"error": str(exc), "wanted_units": str(resize.to_units)},
-            )
-        )
+        alerts.append(refused_alert(resize, exc, backoff, now))
         return memory.back_off(resize.pool_id, now + backoff, BackoffReason.STOCKOUT)
     except TransientActuatorError as exc:
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
@@ -153,6 +145,19 @@ def _send(
     if result.status in ACCEPTED:
         return memory.not_failing(resize.pool_id).changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
     return memory
+
+
+def refused_alert(resize: Resize, exc: CapacityUnavailable, backoff: timedelta, now: datetime) -> AlertEvent:
+    """The stockout alert of a change the provider refused for capacity or quota. A quota used up, as the adapter read
+    it (``CapacityUnavailable.quota``), does not clear while the pool backs off: the alert says so and what to do
+    (``QUOTA_ADVICE``), in its summary and its ``action`` detail."""
+    what = "Quota used up" if exc.quota else "No capacity"
+    summary = f"{what} for {resize.pool_id}; backing off {format_duration(backoff)} and using the next pool"
+    details = {"error": str(exc), "wanted_units": str(resize.to_units)}
+    if exc.quota:
+        summary += f". {QUOTA_ADVICE}"
+        details["action"] = QUOTA_ADVICE
+    return AlertEvent(AlertKind.STOCKOUT, Severity.WARNING, now, resize.pool_id, summary, details)
 
 
 def held_for_take_back(resize: Resize, sent: Sent) -> int:

@@ -125,7 +125,13 @@ class TransientActuatorError(ActuatorError):
 
 
 class CapacityUnavailable(ActuatorError):
-    """The provider has no capacity (stockout) or quota for this pool: back off it, use the next eligible pool."""
+    """The provider has no capacity (stockout) or quota for this pool: back off it, use the next eligible pool.
+    ``quota`` says the adapter read the refusal as a quota used up, which unlike a stockout does not clear by itself
+    (only the adapter knows its provider's words for one), so the operator is told to have it raised."""
+
+    def __init__(self, pool_id: str, message: str, quota: bool = False) -> None:
+        super().__init__(pool_id, message)
+        self.quota = quota
 
 
 class PermanentActuatorError(ActuatorError):
