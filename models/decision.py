@@ -51,12 +51,15 @@ class DemandShare:
 
 @dataclass(frozen=True)
 class BudgetCut:
-    """Units a budget took off the pool's target (a trimmed scale-up, or over-cap units to release)."""
+    """Units a budget took off the pool's target (a trimmed scale-up, or over-cap units to release).
+    ``unknown_usd``: of a trim, the room the budget's pools nobody knows the units of kept back, set only where the
+    cut would have been smaller without it (0 where they changed nothing, and for a release or a shared cut)."""
 
     budget: str
     cap: str
     units: int
     detail: str
+    unknown_usd: float = 0.0
 
 
 @dataclass(frozen=True)

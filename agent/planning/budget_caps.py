@@ -9,9 +9,10 @@ hard stop, how long it waits for a pool of it not read (``Cap.waits``).
 A pool is counted at the units it bills now; one not read this tick at the more of the units the agent last read it
 at and those the ledger last recorded it holding (``units_now``); an on-prem pool not read at its ``max_units`` (it is
 never resized). A cloud pool known by neither (``unknown_pools``) holds units nobody knows: the projection counts
-nothing for it, but a cap's room for a scale-up counts it at its ``max_units`` over the scale-up's hold
-(``Cap.unknown_usd``), the most it may bill while the units granted cannot be given back, so that a missing value
-never frees money for new spend; ``unknown_held_back`` says how much that is for a budget.
+nothing for it, but a cap's room for a scale-up counts it at its ``max_units`` (``Cap.unknown_usd``), so that a
+missing value never frees money for new spend: over the scale-up's hold where a hard stop holds the cap (a
+``commit_horizon``: the stop can take the units granted back once the pool is read), to the period's end where none
+does (busy units granted are never released). The trim records what that kept back (``models.BudgetCut.unknown_usd``).
 A monthly cap of a budget other agents share also knows what they keep reserved in its period (``Cap.elsewhere_usd``),
 which its projection counts beside the spend recorded (``Cap.committed_usd``).
 ``agent.planning.enforcement`` holds the caps.
@@ -69,11 +70,17 @@ class Cap:
             return None
         return now + self.horizon
 
+    def unknown_span(self, hold: timedelta) -> timedelta | None:
+        """How far ahead its pools nobody knows the units of are counted against a scale-up held for ``hold``: over
+        the hold (within the commit horizon) where a hard stop holds the cap (a ``commit_horizon``), as the stop can
+        release the units granted once the pool turns out to hold more; without one, to the period's end (``None``),
+        as busy units granted are never released and bill to its end whatever the pool turns out to hold."""
+        return None if self.horizon is None else min(hold, self.horizon)
+
     def unknown_usd(self, now: datetime, pools: Mapping[str, PoolSpec], hold: timedelta) -> float:
-        """What its pools nobody knows the units of (``unknown``) cost at their ``max_units`` over a scale-up's
-        ``hold`` from ``now``, within this cap's period and horizon: kept out of its room for that scale-up only."""
-        horizon = hold if self.horizon is None else min(hold, self.horizon)
-        hours = hours_in(self.period.remaining(now, horizon))
+        """What its pools nobody knows the units of (``unknown``) cost at their ``max_units`` from ``now`` over
+        ``unknown_span``, within this cap's period: kept out of its room for the scale-up only."""
+        hours = hours_in(self.period.remaining(now, self.unknown_span(hold)))
         return sum(pools[p].max_units * pools[p].price_per_unit_hour_usd for p in self.unknown) * hours
 
     def hours_left(self, now: datetime) -> float:
@@ -142,26 +149,6 @@ def unknown_pools(
         for p, spec in pools.items()
         if p not in billed and p not in seen and p not in recorded and spec.kind is not PoolKind.ON_PREM
     )
-
-
-def unknown_held_back(
-    now: datetime,
-    spends: Sequence[BudgetSpend],
-    pools: Mapping[str, PoolSpec],
-    billed: Mapping[str, int],
-    hold: timedelta,
-    last_read: Mapping[str, int] | None = None,
-) -> dict[str, tuple[tuple[str, ...], float]]:
-    """For each budget with pools nobody knows the units of (``unknown_pools``): those pools, and the most of its
-    caps' room a scale-up held for ``hold`` finds kept back for them (``Cap.unknown_usd``)."""
-    unknown = unknown_pools(spends, pools, billed, last_read)
-    out: dict[str, tuple[tuple[str, ...], float]] = {}
-    for cap in caps_at(now, spends, crossing=True):
-        cap.unknown = tuple(sorted(cap.pools & unknown))
-        if cap.unknown:
-            usd = cap.unknown_usd(now, pools, hold)
-            out[cap.budget] = (cap.unknown, max(usd, out.get(cap.budget, ((), 0.0))[1]))
-    return out
 
 
 def caps_at(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False) -> list[Cap]:

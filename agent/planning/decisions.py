@@ -28,7 +28,9 @@ def with_budgets(
         texts = added.get(trim.pool_id, [])
         detail = texts.pop(0).detail if texts else ""
         units = trim.wanted_units - trim.allowed_units
-        out[trim.pool_id] = _cut(out[trim.pool_id], BudgetCut(trim.budget, str(trim.cap), units, detail))
+        out[trim.pool_id] = _cut(
+            out[trim.pool_id], BudgetCut(trim.budget, str(trim.cap), units, detail, trim.unknown_usd)
+        )
     # one record per pool: a hard stop (listed after the ordinary sheds) stands for both
     for shed in {s.pool_id: s for s in held.shed}.values():
         decision = out[shed.pool_id]

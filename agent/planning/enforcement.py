@@ -40,13 +40,15 @@ to hold: the more of those the agent last read it at (``last_read``) and those t
 maximum because one read failed. Its spend since that record is in the budget's spend already
 (``BudgetSpend.unread_since``). A pool known by neither (``budget_caps.unknown_pools``) is counted at nothing in the
 projection, the overspend check, the shed and the hard stop, which release nothing and alert nothing on a guess; but
-the trim counts it at its ``max_units`` over each scale-up's own hold (``Cap.unknown_usd``: lead time, idle window
-and one tick, what the units granted commit before the shed may take them back): a scale-up is granted only where
-it fits whatever the pool holds meanwhile, so a missing value never lets the agent's own commitment run past a cap.
-Counting it so to the period's end instead held every scale-up of the budget's other pools for as long as the pool
-stayed unread (days, for a permission not granted yet), while the stop waits for it ``unread_stop_wait`` only; once
-it is read, the projection, the overspend alert and the shed count what it holds. The trim's skip names it and the
-USD kept back, and so does a ``pool-unreadable`` alert of the budget (``agent.budget_watch``). A hard
+the trim counts it at its ``max_units`` (``Cap.unknown_usd``), so a missing value never lets the agent's own
+commitment run past a cap. Where a hard stop holds the cap (a ``commit_horizon``), over each scale-up's own hold only
+(lead time, idle window and one tick, what the units granted commit before the stop may take them back): counting it
+to the period's end there held every scale-up of the budget's other pools for as long as the pool stayed unread
+(days, for a permission not granted yet), while the stop waits for it ``unread_stop_wait`` only. Without one, to the
+period's end: busy units granted are never released and bill to its end, so a grant fitted over the hold alone
+committed the period past the cap once the pool was read. The trim's skip names it and the USD kept back; where the
+cut is deeper for it than the units known alone would make it, the trim records that USD (``Trim.unknown_usd``) and
+a ``pool-unreadable`` alert of the budget tells it (``agent.budget_unknown_pools``). A hard
 stop of a budget with such a pool waits: a forced release evicts busy work on a projection that is partly a guess,
 so the stop waits for a tick that reads every pool of the budget (a ``DeferredStop`` says so, and until when; the
 shed of idle units goes on), but for ``unread_stop_wait`` at most, from the oldest of the unread pools' last records
@@ -106,6 +108,9 @@ class Trim:
     cap: CapKind
     label: str = field(default="", compare=False)  # the binding cap, as the skip names it
     room_usd: float = field(default=0.0, compare=False)  # the cap's room left once the trimmed scale-up is counted
+    # the room the pools nobody knows the units of kept back (``Cap.unknown_usd``), where the cut would have been
+    # smaller without it; 0 where they changed nothing
+    unknown_usd: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -303,14 +308,15 @@ def _trim(
 ) -> tuple[list[Trim], list[Skip]]:
     """Grant scale-ups in fill order while every cap over the pool keeps its projection within the cap. A next
     period's cap binds a pool's scale-up only when the pool's minimum hold (``holds``) reaches into it. A cap's pools
-    nobody knows the units of take their ``max_units`` over that hold out of its room for the scale-up
-    (``Cap.unknown_usd``), and out of nothing else."""
+    nobody knows the units of take their ``max_units`` (over that hold, or to the period's end: ``Cap.unknown_span``)
+    out of its room for the scale-up, and out of nothing else."""
     trims: list[Trim] = []
     skips: list[Skip] = []
     ups = sorted((p for p, t in targets.items() if p in pools and t > base[p]), key=lambda p: pools[p].fill_key)
     for pool_id in ups:
         wanted = targets[pool_id] - base[pool_id]
         allowed, binding, held_back = wanted, None, 0.0
+        known_allow = wanted  # what the caps would allow were the unknown pools counted at nothing
         binds = [c for c in caps if pool_id in c.pools and (not c.crossing or now + holds[pool_id] > c.period.start)]
         for cap in binds:
             per_unit = pools[pool_id].price_per_unit_hour_usd * cap.hours_left(now)
@@ -318,6 +324,7 @@ def _trim(
                 continue
             unknown_usd = cap.unknown_usd(now, pools, holds[pool_id])
             fits = max(0, math.floor((cap.room_usd - unknown_usd + EPS_USD) / per_unit))
+            known_allow = min(known_allow, max(0, math.floor((cap.room_usd + EPS_USD) / per_unit)))
             if fits < allowed:
                 allowed, binding, held_back = fits, cap, unknown_usd
         for cap in binds:
@@ -328,10 +335,16 @@ def _trim(
         room = max(0.0, binding.room_usd)
         unknown = ""
         if binding.unknown:
+            span = binding.unknown_span(holds[pool_id])
+            over = (
+                f"over the {format_duration(holds[pool_id])} this scale-up holds its units (lead time + idle window "
+                f"+ one tick)"
+                if span is not None
+                else "to the period's end (no commit_horizon: units granted are never released while busy)"
+            )
             unknown = (
                 f"; counting {', '.join(binding.unknown)}, not read and with no record of what it holds, at its "
-                f"max_units over the {format_duration(holds[pool_id])} this scale-up holds its units (lead time + "
-                f"idle window + one tick): {held_back:,.2f} USD of the room kept back"
+                f"max_units {over}: {held_back:,.2f} USD of the room kept back"
             )
         trims.append(
             Trim(
@@ -343,6 +356,7 @@ def _trim(
                 binding.kind,
                 binding.label,
                 room,
+                held_back if allowed < known_allow else 0.0,
             )
         )
         skips.append(

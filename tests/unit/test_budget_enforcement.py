@@ -83,18 +83,21 @@ def test_the_tighter_of_two_budgets_binds_and_is_named() -> None:
 
 
 def test_an_unobserved_pool_known_by_nobody_frees_no_room_but_is_no_overspend() -> None:
-    # on-demand is not in ``billed``, never read and not recorded: the trim counts it at its max_units over spot's
-    # hold (lead time 10m + one tick), 20 units x 30 USD x 11 min = 110 USD, so of the 150 USD a 350 USD cap leaves
-    # beside spot's 2 units (200 USD) too little is left for a third (100 USD); the projection counts only the units
-    # known, spot's 2.
-    out = enforce_budgets(NOW, [monthly(350.0, 0.0)], POOLS, {"spot": 2}, {"spot": 3}, {}, TICK)
+    # on-demand is not in ``billed``, never read and not recorded: without a commit horizon the trim counts it at its
+    # max_units to the period's end (20 units x 30 USD x 10 h = 6,000 USD, over a 5,000 USD cap alone), as a busy
+    # unit granted is never released; the projection counts only the units known, spot's 2 (200 USD).
+    out = enforce_budgets(NOW, [monthly(5000.0, 0.0)], POOLS, {"spot": 2}, {"spot": 3}, {}, TICK)
     assert out.targets == {"spot": 2}
     assert out.overspends == ()
     assert out.snapshots[0].projected_usd == pytest.approx(200.0)
-    # not to the period's end (6,000 USD, over a 5,000 USD cap alone): where the cap pays for the hold, spot grows
-    assert enforce_budgets(NOW, [monthly(5000.0, 0.0)], POOLS, {"spot": 2}, {"spot": 3}, {}, TICK).targets == {
-        "spot": 3
-    }
+    # with a commit horizon (the hard stop can release the units granted) it is counted over spot's hold only (lead
+    # time 10m + one tick): 20 units x 30 USD x 11 min = 110 USD; of the 150 USD a 350 USD cap leaves beside spot's
+    # 2 units too little is left for a third (100 USD), while 5,000 USD pays for it
+    horizon = timedelta(days=31)
+    for cap, spot in ((350.0, 2), (5000.0, 3)):
+        budget = Budget("team-a", frozenset({"spot", "ondemand"}), monthly_cap_usd=cap, commit_horizon=horizon)
+        spend = BudgetSpend(budget, NOW, 0.0, 0.0)
+        assert enforce_budgets(NOW, [spend], POOLS, {"spot": 2}, {"spot": 3}, {}, TICK).targets == {"spot": spot}
     # read at 5 units last tick, it is counted at them: 1,700 USD projected, room for spot's third unit
     seen = enforce_budgets(
         NOW, [monthly(5000.0, 0.0)], POOLS, {"spot": 2}, {"spot": 3}, {}, TICK, last_read={"ondemand": 5}

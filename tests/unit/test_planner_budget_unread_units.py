@@ -4,7 +4,8 @@ Like its room for demand, such a pool is counted at what is known of it: the uni
 (``PlanInput.last_read_units``) and those the ledger last recorded it holding, the more of the two, since a cap must
 count what the pool may bill. A pool known by neither is counted at nothing in the projection, so that no overspend is
 alerted and nothing is shed on a guess; but it never frees money for new spend: a scale-up is granted only where it
-fits the unknown pool at its ``max_units`` over the scale-up's hold.
+fits the unknown pool at its ``max_units`` to the period's end (over the scale-up's hold only where a commit horizon
+lets the hard stop release the units granted).
 """
 
 from __future__ import annotations
@@ -85,12 +86,18 @@ def test_the_more_of_the_units_last_read_and_last_recorded_is_counted() -> None:
 
 
 def test_a_pool_known_by_nobody_frees_no_money_for_scale_ups_but_sheds_and_alerts_nothing() -> None:
-    # h100 never read and with no record: nothing is known of what it holds. The trim counts it at its max_units over
-    # gpu's scale-up's hold (21 minutes: 280 USD), not to the period end (8,000 USD, over the cap alone), so gpu gets
-    # its 6 more units (480 USD of the 2,680 left); tests/unit/test_budget_unknown_pool_hold.py has one it trims.
+    # h100 never read and with no record: nothing is known of what it holds. The budget has no commit horizon, so a
+    # busy unit granted is never released: the trim counts h100 at its max_units to the period end (8,000 USD, over
+    # the cap alone), gpu gets no more units, and the skip says why. (With a commit horizon it is counted over the
+    # scale-up's hold only: tests/unit/test_budget_unknown_pool_hold.py.)
     spend = BudgetSpend(BUDGET, NOW, 0.0, 0.0)
     plan = _plan(spend, {})
-    assert _gpu_to(plan) == 10
+    assert _gpu_to(plan) is None
+    [trim] = [s for s in plan.skips if s.pool_id == "gpu" and s.reason is SkipReason.BUDGET]
+    assert "counting h100, not read and with no record of what it holds, at its max_units to the period's end" in (
+        trim.detail
+    )
+    assert "8,000.00 USD of the room kept back" in trim.detail
     # The projection counts only what is known: no overspend alert, and gpu's idle units are not shed for a guess
     # (the planner's own release keeps its idle hold: 2 of 4 units wanted, 2 idle for an hour).
     assert find_overspends(NOW, [spend], {p.pool_id: p for p in POOLS}, {"gpu": 4}) == []
