@@ -43,11 +43,14 @@ The tracker's record (``record``) travels in the planner memory, which the leade
 when it first reads the memory (``adopt``), so a change of leader does not lose the ends of the conditions its
 predecessor raised. The new leader tells those conditions again while they hold: it cannot know which of them its
 predecessor's notifier delivered (one queued while Slack was down or rate-limited dies with the pod), and a repeat is
-better than silence. The record is saved only with a change that matters (a condition opens, ends, changes severity,
-is found gone or holding), not as its last-seen time or summary moves at every tick (``agent.tick_alerts``), so the
-one a successor reads may be older than the truth: it ends an adopted condition it finds gone only once
-``resolve_after`` has passed since it adopted it, the end it tells gives the last-seen time saved (a lower bound),
-and the summary it tells again is the one saved (a stalled scale-up's wait a few ticks short).
+better than silence. A kind raised at every tick is told again by the tick's own event; one raised only when it began
+(a stockout, changes that keep failing), held silently since, is raised again from its saved severity and summary at
+the first tick that finds it holding, saying when and that the previous leader raised it, before any end. The record
+is saved only with a change that matters (a condition opens, ends, changes severity, is found gone or holding), not
+as its last-seen time or summary moves at every tick (``agent.tick_alerts``), so the one a successor reads may be
+older than the truth: it ends an adopted condition it finds gone only once ``resolve_after`` has passed since it
+adopted it, the end it tells gives the last-seen time saved (a lower bound), and the summary it tells again is the
+one saved (a stalled scale-up's wait a few ticks short).
 """
 
 from __future__ import annotations
@@ -84,7 +87,8 @@ class ConditionTracker:
     What it holds is the record the planner memory carries (``record``, ``adopt``): a replica that becomes the
     leader adopts the record its predecessor saved, so it tells the end of each condition the predecessor raised.
     It tells again those of them that still hold, as its own: its notifier has no record of them, and nothing says
-    whether the predecessor's notifier delivered them."""
+    whether the predecessor's notifier delivered them (``update`` returns those held silently, told again, with the
+    ends)."""
 
     def __init__(self, resolve_after: timedelta = timedelta(minutes=5), window: timedelta = timedelta(hours=1)) -> None:
         self.resolve_after = resolve_after
@@ -93,6 +97,8 @@ class ConditionTracker:
         self._ended: dict[Condition, datetime] = {}  # when the last end of each condition was told
         # adopted conditions, each with when it was adopted: its last-seen time saved may be older than the truth
         self._adopted_at: dict[Condition, datetime] = {}
+        # adopted conditions not told by this tracker yet: one still holding and not raised is told again (``update``)
+        self._to_retell: set[Condition] = set()
 
     @property
     def active(self) -> tuple[Condition, ...]:
@@ -113,6 +119,7 @@ class ConditionTracker:
         self._active = {k: replace(v, seen=max(v.seen, own[k])) if k in own else v for k, v in active.items()}
         self._ended = dict(ended)
         self._adopted_at = {k: now for k in active if k not in own}
+        self._to_retell = set(self._adopted_at)
 
     def update(
         self,
@@ -124,7 +131,11 @@ class ConditionTracker:
         """Note this tick's level conditions and return a resolved event for each active one gone long enough:
         neither ``raised`` this tick, nor ``holding`` (``still_holding``), nor ``unknown`` (``not_evaluated`` this
         tick), unseen for ``resolve_after`` and whose last end was told a ``window`` ago or more. One-off events in
-        ``raised`` are ignored."""
+        ``raised`` are ignored.
+
+        Before the ends come the adopted conditions told again (``_retold``): one raised only when it began (a
+        stockout, changes that keep failing) is held silently afterwards, so a new leader that did not tell it
+        again would tell only its end."""
         told: set[Condition] = set()
         for event in raised:
             if event.kind not in LEVEL_KINDS or event.resolved:
@@ -135,8 +146,8 @@ class ConditionTracker:
             self._adopted_at.pop(key, None)
             self._active[key] = OpenCondition(since, now, event.severity, event.summary, held=key in holding)
             told.add(key)
+        resolved = self._retold(now, told, holding, unknown)
         self._ended = {key: at for key, at in self._ended.items() if now - at < self.window}
-        resolved = []
         for key, active in sorted(self._active.items()):
             if key in told or key in unknown:
                 continue
@@ -157,6 +168,34 @@ class ConditionTracker:
             resolved.append(resolved_event(last, active.since, active.seen, gone, now, late))
         return resolved
 
+    def _retold(
+        self, now: datetime, told: Collection[Condition], holding: Collection[Condition], unknown: Collection[Condition]
+    ) -> list[AlertEvent]:
+        """The adopted conditions still holding and not raised this tick, raised again from what the predecessor
+        saved (its severity and summary, the summary as the condition opened or last changed severity): nothing
+        says the predecessor's notifier delivered them. One raised this tick is told by its own event, one gone ends
+        as any other; one this tick could not evaluate (``unknown``) waits for a tick that can."""
+        retold = []
+        for key in sorted(self._to_retell - set(unknown)):
+            active = self._active.get(key)
+            if active is not None and key in holding and key not in told:
+                raised = f"{_when(active.since)} by the previous leader"
+                retold.append(
+                    AlertEvent(
+                        kind=key[0],
+                        severity=active.severity,
+                        at=now,
+                        subject=key[1],
+                        summary=f"{active.summary} (Raised {raised}; still holds.)",
+                        details={
+                            "first raised": raised,
+                            "told again": "this leader cannot know whether the previous leader's alert was delivered",
+                        },
+                    )
+                )
+            self._to_retell.discard(key)
+        return retold
+
     def _why_late(self, held_by: datetime | None) -> str:
         """Why an end found at one tick is told at a later one."""
         if held_by is not None:
@@ -171,6 +210,7 @@ class ConditionTracker:
         self._active.clear()
         self._ended.clear()
         self._adopted_at.clear()
+        self._to_retell.clear()
 
 
 def resolved_event(

@@ -25,7 +25,8 @@ log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
 
 @dataclass(frozen=True)
 class Concluded:
-    """A tick's conditions concluded: the memory carrying the open ones, and the ends to tell."""
+    """A tick's conditions concluded: the memory carrying the open ones, and what to tell beside the tick's alerts
+    (``resolved``): the inherited conditions held silently that a new leader tells again, then the ends."""
 
     memory: PlannerMemory
     resolved: list[AlertEvent]

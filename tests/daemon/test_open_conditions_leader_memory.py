@@ -224,3 +224,27 @@ def test_a_stalled_scale_up_whose_wait_grows_is_saved_once_when_it_opens(tmp_pat
     saved = leader.agent.memory.open_conditions[(AlertKind.STALLED_SCALE_UP, "pool train-pool")]
     assert saved.since == NOW + timedelta(minutes=20)
     assert "still not ready after 20m" in saved.summary  # the summary as it opened, not rewritten as the wait grows
+
+
+def test_a_new_leader_tells_an_inherited_stockout_still_holding_before_its_end(tmp_path: Path) -> None:
+    rig = Rig(_trace(tmp_path, (NOW, NOW)))
+    alerts = AlertSettings.model_validate({"request_timeout": "1s"})
+    with SlackReceiver() as slack_a, SlackReceiver() as slack_b:
+        slack_a.answer(*[Answer(status=503, body="service unavailable")] * 50)
+        a_notifier = build_slack_notifier(alerts, rig.clock, {"LEADTIME_SLACK_WEBHOOK_URL": slack_a.url})
+        b_notifier = build_slack_notifier(alerts, rig.clock, {"LEADTIME_SLACK_WEBHOOK_URL": slack_b.url})
+        assert a_notifier is not None and b_notifier is not None
+        a = rig.replica("leadtime-a", a_notifier)
+        rig.play(a, [0])
+        rig.cluster.fail_in_flight("train-pool")  # the units asked for at 10:00 cannot be created: a stockout
+        rig.play(a, [5])
+        assert [(e.kind, e.subject) for e in a_notifier.pending] == [(AlertKind.STOCKOUT, "train-pool")]  # dies
+        b = rig.replica("leadtime-b", b_notifier)
+        rig.play(b, [10])  # train-pool backed off to 10:15: the stockout holds, raised by A only
+        assert b.agent.memory.in_backoff("train-pool", NOW + timedelta(minutes=10))
+        rig.play(b, range(15, 40, 5))
+        texts = [post["text"] for post in slack_b.received if "stockout" in post["text"].lower()]
+    assert len(texts) == 2
+    assert "RESOLVED" not in texts[0] and "train-pool" in texts[0]
+    assert "2024-03-05 10:05 UTC by the previous leader" in texts[0]
+    assert "RESOLVED" in texts[1] and "train-pool" in texts[1]
