@@ -11,7 +11,9 @@ time; the count ends once the pool is read with no unit failed a lead time after
 two lead times after it with units in flight (``IN_FLIGHT_LEAD_TIMES``, ``_units_stopped_failing``).
 Units failed for want of capacity in some zones of a pool that spans zones leave its other zones to take the nodes
 (``_zones_with_room``, ``_zone_stockout_alert``). A stockout alert quotes the provider's messages for the failed
-units, and says to have a quota raised where the adapter read one as a quota used up (``_stockout_alert``). A pool
+units, and says to have a quota raised where the adapter read one as a quota used up (``_stockout_alert``); its
+summary quotes the first of them and counts the rest, all of them in its ``error`` detail (``_quoted``), so that what
+was done and what to do are never cut off where Slack cuts a long text. A pool
 blocked after a permanent error is told with ``blocked_alert``, which says how to unblock it (``UNBLOCK``).
 
 ``agent.executor`` carries out the changes and removes the failed units, and calls these; their log lines keep its
@@ -42,6 +44,9 @@ QUOTA_ADVICE = (
     "Service Quotas; Google Cloud: the Quotas page of IAM & Admin); until then every scale-up of the "
     "pool past it fails again and backs the pool off"
 )
+# The longest provider message a summary quotes whole: Slack cuts a section's text and the fallback line at 3,000
+# characters, and the summary's end says what the agent did and what the operator should do.
+QUOTED_MAX = 1000
 # How many lead times a unit in flight keeps its pool's count of failing units after the last failure: the
 # stalled-scale-up alert's default (``alerts.stalled_after_lead_times``) tells of a unit not arrived by then.
 IN_FLIGHT_LEAD_TIMES = 2
@@ -131,9 +136,10 @@ def _units_failing(
         log.info("pool %s: %s; no back-off", pool_id, _failed_units(state))
         return memory
     error = "; ".join(m or "no message" for m in state.failed_messages)
+    quoted = _quoted(tuple(dict.fromkeys(m or "no message" for m in state.failed_messages)))
     summary = (
         f"Units of {pool_id} have kept failing for {format_duration(now - first)}, longer than its lead time "
-        f"({format_duration(spec.lead_time)}), none for want of capacity or quota: {error}; removed "
+        f"({format_duration(spec.lead_time)}), none for want of capacity or quota: {quoted}; removed "
         f"{state.failed_units} failed units"
     )
     if not memory.in_backoff(pool_id, now):
@@ -187,9 +193,23 @@ def _zones_with_room(state: PoolState, now: datetime) -> list[str]:
     return [z.zone for z in state.zones if z.failed_units == 0 and (z.backoff_until is None or z.backoff_until <= now)]
 
 
-def _reasons(state: PoolState) -> str:
-    """The distinct messages the provider gave for the pool's failed units, "" when it gave none."""
-    return "; ".join(dict.fromkeys(m for m in state.failed_messages if m))
+def _reasons(state: PoolState) -> tuple[str, ...]:
+    """The distinct messages the provider gave for the pool's failed units, in order; none when it gave none."""
+    return tuple(dict.fromkeys(m for m in state.failed_messages if m))
+
+
+def _quoted(messages: Sequence[str]) -> str:
+    """What a summary quotes of the provider's messages: the first (cut at ``QUOTED_MAX``), and how many more the
+    alert's ``error`` detail holds. Each message may name its own instance (GKE's do), so 40 failed units quoted
+    whole made a summary of 4,671 characters, whose end (the back-off, the quota advice) Slack cut off."""
+    if not messages:
+        return ""
+    first, cut = messages[0], len(messages[0]) > QUOTED_MAX
+    if cut:
+        first = f"{first[: QUOTED_MAX - 3].rstrip()}..."
+    if len(messages) > 1:
+        return f"{first} and {len(messages) - 1} more (see error)"
+    return f"{first} (see error)" if cut else first
 
 
 def _stockout_alert(state: PoolState, backoff: timedelta, now: datetime) -> AlertEvent:
@@ -197,14 +217,14 @@ def _stockout_alert(state: PoolState, backoff: timedelta, now: datetime) -> Aler
     reasons, and where the adapter read one as a quota used up (``PoolState.failed_for_quota``), which no back-off
     clears, says what to do (``QUOTA_ADVICE``)."""
     reasons = _reasons(state)
-    why = f": {reasons}" if reasons else " (no capacity, suspended or in error)"
+    why = f": {_quoted(reasons)}" if reasons else " (no capacity, suspended or in error)"
     summary = (
         f"{state.failed_units} units of {state.pool_id} failed after the request was accepted{why}; removed them, "
         f"backing off {format_duration(backoff)} and using the next pool"
     )
     details = {"failed_units": str(state.failed_units), "target_units": str(state.target_units)}
     if reasons:
-        details["error"] = reasons
+        details["error"] = "; ".join(reasons)
     if state.failed_for_quota:
         summary += f". {QUOTA_ADVICE}"
         details["action"] = QUOTA_ADVICE
@@ -216,8 +236,8 @@ def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) 
     reasons = _reasons(state)
     details = {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(spare)}
     if reasons:
-        details["error"] = reasons
-    why = f": {reasons}" if reasons else ""
+        details["error"] = "; ".join(reasons)
+    why = f": {_quoted(reasons)}" if reasons else ""
     summary = (
         f"{state.failed_units} units of {state.pool_id} failed in {', '.join(out)} after the request was accepted"
         f"{why}; removed them, those zones back off and {', '.join(spare)} take the nodes"
