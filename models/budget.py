@@ -23,7 +23,9 @@ class BudgetSnapshot:
     end. For a monthly cap other agents share, the projection counts what they keep reserved in the period
     (``reserved_elsewhere_usd``, the units they hold): the figure the overspend check holds the cap to. It is not
     spend: ``spent_usd`` and ``remaining_usd`` are what the ledger recorded. ``reserved_elsewhere_usd`` is ``None``
-    where the projection counts no other agent's units (a budget not shared, an hourly cap), not zero."""
+    where the projection counts no other agent's units (a budget not shared, an hourly cap), not zero. With a commit
+    horizon, the other agents reserve their units over the horizon only: their share is carried to the period's end
+    here, as the agent's own units are projected to it."""
 
     budget: str
     period_start: datetime

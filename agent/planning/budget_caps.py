@@ -14,7 +14,8 @@ missing value never frees money for new spend: over the scale-up's hold where a 
 ``commit_horizon``: the stop can take the units granted back once the pool is read), to the period's end where none
 does (busy units granted are never released). The trim records what that kept back (``models.BudgetCut.unknown_usd``).
 A monthly cap of a budget other agents share also knows what they keep reserved in its period (``Cap.elsewhere_usd``),
-which its projection counts beside the spend recorded (``Cap.committed_usd``).
+which its projection counts beside the spend recorded (``Cap.committed_usd``), and, carried to the period's end
+where a commit horizon bounds it, the snapshot's (``Cap.elsewhere_to_period_end``).
 ``agent.planning.enforcement`` holds the caps.
 """
 
@@ -52,6 +53,16 @@ class Cap:
         """What the period's projection starts from: the spend recorded and what other agents sharing the budget
         keep reserved in it (the trim leaves the latter out: the ledger's reservations hold it)."""
         return self.spent_usd + self.elsewhere_usd
+
+    def elsewhere_to_period_end(self, now: datetime) -> float:
+        """What the other agents sharing the budget keep reserved (``elsewhere_usd``), carried to the period's end:
+        they reserve their units over the commit horizon only (``agent.budget_reserve``), so with a horizon their
+        share is scaled by the hours to the period's end over the hours the horizon counts, the horizon the snapshot
+        projects this agent's own units over (the units held go on billing after it)."""
+        counted = hours_in(self.period.remaining(now, self.horizon))
+        if self.horizon is None or counted <= 0.0:
+            return self.elsewhere_usd
+        return self.elsewhere_usd * hours_in(self.period.remaining(now)) / counted
 
     def unread_from(self, unread: Collection[str], now: datetime) -> datetime | None:
         """Since when the hard stop has waited for the pools of this cap in ``unread`` (none: ``None``): the oldest

@@ -239,25 +239,32 @@ def budget_snapshots(
     """Each cap's spend so far and its projection to period end if the pools go from ``billed`` to ``units`` (a pool
     not read at the units it is known to hold, ``units_now``). A monthly cap other agents share projects from what
     they keep reserved in the period too (``Cap.committed_usd``), as the overspend check does, and says how much of
-    it that is: the gauge, the threshold alerts and the summary then show the figure the cap is held to."""
+    it that is: the gauge, the threshold alerts and the summary then show the figure the cap is held to. Its own units
+    are projected to the period's end, commit horizon or not, and so are the other agents' (reserved over the horizon
+    only: ``Cap.elsewhere_to_period_end``), so the gauge crosses the cap when the pair's units do."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     base = units_now(spends, pools, billed, last_read)
     shared = {s.budget.name for s in spends if s.budget.remote_pools}
-    return tuple(
-        BudgetSnapshot(
-            budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
-            period_start=cap.period.start,
-            period_end=cap.period.end,
-            spent_usd=cap.spent_usd,
-            cap_usd=cap.cap_usd,
-            projected_usd=project(
-                cap.committed_usd, cap.period, now, sorted(cap.pools), {**base, **units}, prices, base, settle
-            ),
-            reserved_elsewhere_usd=cap.elsewhere_usd if cap.kind is CapKind.MONTH and cap.budget in shared else None,
+    snapshots = []
+    for cap in caps_at(now, spends):
+        if cap.lookahead:
+            continue
+        elsewhere = cap.elsewhere_to_period_end(now)
+        projected = project(
+            cap.spent_usd + elsewhere, cap.period, now, sorted(cap.pools), {**base, **units}, prices, base, settle
         )
-        for cap in caps_at(now, spends)
-        if not cap.lookahead
-    )
+        snapshots.append(
+            BudgetSnapshot(
+                budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
+                period_start=cap.period.start,
+                period_end=cap.period.end,
+                spent_usd=cap.spent_usd,
+                cap_usd=cap.cap_usd,
+                projected_usd=projected,
+                reserved_elsewhere_usd=elsewhere if cap.kind is CapKind.MONTH and cap.budget in shared else None,
+            )
+        )
+    return tuple(snapshots)
 
 
 def find_overspends(
