@@ -54,13 +54,13 @@ def _snapshot_once_read(settings: Settings, h100_units: int) -> tuple[int, Budge
 def test_a_scale_up_granted_while_a_pool_is_unknown_does_not_commit_the_month_past_the_cap() -> None:
     # h100 in truth holds 1 unit (31,680 USD to the month's end); gpu's 4 units 12,672: 44,352 of 50,000. Counted
     # over the hold only, gpu went 4 -> 10 and the month projected 63,360 with no release possible (busy units).
-    granted, snapshot = _snapshot_once_read(_settings(50_000.0, commit_horizon=None), h100_units=1)
+    granted, snapshot = _snapshot_once_read(_settings(50_000.0), h100_units=1)
     assert granted == 4
     assert snapshot.projected_usd <= 50_000.0
 
 
 def test_the_trim_skip_and_the_warning_count_the_unknown_pool_to_the_period_end_and_say_how_to_lift_it() -> None:
-    settings = _settings(50_000.0, commit_horizon=None)
+    settings = _settings(50_000.0)
     watch = _watch(settings)
     spends = watch.observe(NOW, STATES, {})
     plan = _plan(spends[0])
@@ -76,14 +76,14 @@ def test_the_trim_skip_and_the_warning_count_the_unknown_pool_to_the_period_end_
 
 def test_with_a_commit_horizon_the_unknown_pool_still_counts_over_the_hold_only() -> None:
     # the hard stop holds the cap: once h100 is read at 1 unit it can release gpu's units granted
-    granted, _ = _snapshot_once_read(_settings(50_000.0), h100_units=1)
+    granted, _ = _snapshot_once_read(_settings(50_000.0, commit_horizon="31d"), h100_units=1)
     assert granted == 10
 
 
 def test_no_unknown_pool_warning_when_the_unknown_pool_changed_no_trim() -> None:
     # the cap pays for gpu 4 -> 7 and 2,000 USD more: h100's 280 USD kept back over the hold changes nothing
     cap = 12_672.0 + 3 * 3_168.0 + 2_000.0
-    watch = _watch(_settings(cap))
+    watch = _watch(_settings(cap, commit_horizon="31d"))
     spends = watch.observe(NOW, STATES, {})
     plan = _plan(spends[0])
     assert _gpu_to(plan) == 7
@@ -94,7 +94,7 @@ def test_no_unknown_pool_warning_when_the_unknown_pool_changed_no_trim() -> None
 
 def test_the_cut_records_the_room_kept_back_where_the_unknown_pool_made_it_deeper() -> None:
     cap = 12_672.0 + 6 * 3_168.0 + 100.0  # gpu at 10 without h100's 280 USD, at 9 with it
-    watch = _watch(_settings(cap))
+    watch = _watch(_settings(cap, commit_horizon="31d"))
     spends = watch.observe(NOW, STATES, {})
     plan = _plan(spends[0])
     [cut] = plan.decisions["gpu"].budget_cuts

@@ -52,7 +52,7 @@ def _plan(spend: BudgetSpend) -> CapacityPlan:
     )
 
 
-def _settings(monthly_cap_usd: float, commit_horizon: str | None = "31d") -> Settings:
+def _settings(monthly_cap_usd: float, commit_horizon: str | None = None) -> Settings:
     budget: dict[str, object] = {"name": "team", "pools": ["gpu", "h100"], "monthly_cap_usd": monthly_cap_usd}
     if commit_horizon is not None:
         budget["commit_horizon"] = commit_horizon
@@ -97,7 +97,7 @@ def test_the_unknown_pool_at_its_max_units_over_the_hold_still_trims_and_the_ski
 
 
 def test_the_budget_warns_naming_the_unknown_pool_the_usd_kept_back_and_the_scale_ups_trimmed() -> None:
-    settings = _settings(TIGHT_CAP)
+    settings = _settings(TIGHT_CAP, commit_horizon="31d")
     watch = BudgetWatch(settings, {p.pool_id: p for p in settings.pool_specs()}, InMemoryLedger(), tick=TICK)
     spends = watch.observe(NOW, STATES, {})
     alerts = watch.alerts(NOW, _plan(spends[0]), spends, STATES, [])
@@ -108,7 +108,7 @@ def test_the_budget_warns_naming_the_unknown_pool_the_usd_kept_back_and_the_scal
     assert event.details["room kept back"] == "280.00 USD (at max_units over 21m)"
     assert event.details["scale-ups trimmed"] == "gpu 4->9 instead of ->10"
     # with room for gpu and h100 at its most over the hold, nothing is trimmed and nothing is told
-    roomy = _settings(50_000.0)
+    roomy = _settings(50_000.0, commit_horizon="31d")
     watch = BudgetWatch(roomy, {p.pool_id: p for p in roomy.pool_specs()}, InMemoryLedger(), tick=TICK)
     spends = watch.observe(NOW, STATES, {})
     alerts = watch.alerts(NOW, _plan(spends[0]), spends, STATES, [])
