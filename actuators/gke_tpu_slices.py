@@ -160,6 +160,7 @@ class GkeTpuSliceActuator:
         self._gke = gke
         self._short = ShortSlices(waits, [m.pool for m in mappings])
         self._asked: dict[tuple[str, str], datetime] = {}  # (pool, slice never whole) -> first asked for, this read
+        self._created: dict[tuple[str, str], datetime] = {}  # (pool, slice of a record read back) -> created, this read
         self._without_nodes = SlicesWithoutNodes(graces or {}, NODES_GRACE, self._log_once)
         self._drained = drained
         self._migs = migs
@@ -302,8 +303,10 @@ class GkeTpuSliceActuator:
             n: m for n, p, m in units if p is UnitPhase.IN_FLIGHT and by_name[n].status.name == "RUNNING_WITH_ERROR"
         }
         asked = {n: t for n in short if (t := self._asked.pop((pool_id, n), None)) is not None}
+        created = {n: t for n in short if (t := self._created.pop((pool_id, n), None)) is not None}
         self._asked = {k: t for k, t in self._asked.items() if k[0] != pool_id}
-        failed = self._short.given_up(pool_id, short, self._clock.now(), asked)
+        self._created = {k: t for k, t in self._created.items() if k[0] != pool_id}
+        failed = self._short.given_up(pool_id, short, self._clock.now(), asked, created)
         for name in failed:
             self._log_once(
                 name, "has been short of hosts for its group's wait: failed, deleted by the next resize", short[name]
@@ -325,7 +328,7 @@ class GkeTpuSliceActuator:
         whose job was stopped), with the stockout behind them if its instances name one; else "" (nothing known)."""
         if self._migs is None:
             return ""
-        running, expected, failure, lacking, _ = self._counter.count(pool_id, node_pool, "", mapping.hosts_per_slice)
+        running, expected, failure, lacking, *_ = self._counter.count(pool_id, node_pool, "", mapping.hosts_per_slice)
         if running >= expected:
             return ""
         return f"in ERROR with {running} of {expected} hosts running; missing: {lacking}" + (
@@ -348,7 +351,7 @@ class GkeTpuSliceActuator:
         if self._migs is None:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
-        running, expected, failure, _, creating = self._counter.count(
+        running, expected, failure, _, creating, groups = self._counter.count(
             pool_id, node_pool, message, mapping.hosts_per_slice
         )
         if running >= expected:
@@ -356,6 +359,14 @@ class GkeTpuSliceActuator:
             return name, UnitPhase.READY, message
         if creating and (asked := first_asked(pool_id, self._counter.groups(pool_id, creating))) is not None:
             self._asked[(pool_id, name)] = asked  # never whole: its wait counts from then (``_given_up``)
+        elif (
+            self._short.inherited(pool_id, name)
+            and (  # a record read back: of this slice, or of one before it?
+                created := first_asked(pool_id, self._counter.groups(pool_id, groups))
+            )
+            is not None
+        ):
+            self._created[(pool_id, name)] = created
         missing = f"{running} of {expected} hosts running" + (f": {failure}" if failure else "")
         self._log_once(name, "has hosts missing, counted as in flight, not ready", missing)
         return name, UnitPhase.IN_FLIGHT, missing
@@ -367,7 +378,7 @@ class GkeTpuSliceActuator:
         run (or they cannot be counted); with hosts missing it is broken, its message saying which."""
         name = str(node_pool.name)
         if self._migs is not None:
-            running, expected, failure, lacking, _ = self._counter.count(
+            running, expected, failure, lacking, *_ = self._counter.count(
                 pool_id, node_pool, message, mapping.hosts_per_slice
             )
             if running < expected:

@@ -15,23 +15,24 @@ CapacityUnavailable, and the agent backs the group off and asks the next eligibl
 nothing names a stockout or quota of (hosts being recreated by a repair) is waited for. A slice seen with all its hosts
 is forgotten, its wait starting again if it falls short later.
 
-Nothing in the cloud tells when a slice that was whole fell short (its hosts recreated by a repair the zone has no
-room for: ``actuators.gke_tpu_slices``), so the first reads are handed out (``known``: per group, slice -> since, and
-a read that found it short since, ``seen``) for the agent to keep with its planner memory, and taken back (``recall``)
-once, from the memory a restarted agent or a new leader reads first: its wait goes on from its predecessor's first
-read instead of starting again. A record only holds while the slice was watched without a break: a slice repaired
-and short again while no agent watched it (a gap between two agents, or saves refused meanwhile) would inherit the
-first episode's time and be deleted a minute into its new wait. So ``seen`` is refreshed once it is older than a
-quarter of the group's wait (not at every read: a steady shortage does not rewrite the state ConfigMap at every
-tick), and an entry whose ``seen`` is older, at this adapter's first read of its group, than an unbroken watch allows
-(``gap``: the lease duration and the ticks around it, which the caller passes; plus that quarter) is left out: that
-slice's wait starts again, never shortened. A record is taken back for its earlier times only (a read of this
-adapter's own, earlier, stays) and not for a slice this adapter's own reads found not short since their first (seen
-whole since, or new; its own record handed back after it led before included). What it says of a slice not short at
-the next read of its group is forgotten with it. The wait of a slice never whole counts from its instance groups'
-creation (``asked``), whatever a record says: a slice deleted and created again under the same name does not
-inherit the old one's wait. Without a record (a memory of an earlier release) the wait starts at this adapter's first
-read that finds the slice short, as before.
+Nothing in the cloud tells when a slice that was whole fell short (its hosts recreated by a repair the zone has no room
+for: ``actuators.gke_tpu_slices``), so the first reads are handed out (``known``: per group, slice -> since, and a read
+that found it short since, ``seen``) for the agent to keep with its planner memory, and taken back (``recall``) once,
+from the memory a restarted agent or a new leader reads first: its wait goes on from its predecessor's first read
+instead of starting again. A record only holds while the slice was watched without a break: a slice repaired and short
+again while no agent watched it (a gap between two agents, or saves refused meanwhile) would inherit the first episode's
+time and be deleted a minute into its new wait. So ``seen`` is refreshed once it is older than a quarter of the group's
+wait (not at every read: a steady shortage does not rewrite the state ConfigMap at every tick), and an entry whose
+``seen`` is older, at this adapter's first read of its group, than an unbroken watch allows (``gap``: the lease duration
+and the ticks around it, which the caller passes; plus that quarter) is left out: that slice's wait starts again, never
+shortened. A record is taken back for its earlier times only (a read of this adapter's own, earlier, stays) and not for
+a slice this adapter's own reads found not short since their first (seen whole since, or new; its own record handed back
+after it led before included). What it says of a slice not short at the next read of its group is forgotten with it. The
+wait of a slice never whole counts from its instance groups' creation (``asked``), whatever a record says, and a time
+read back from before the creation of a slice that was whole (``created``, read once per slice taken back:
+``inherited``) is dropped: a slice deleted and created again under the same name does not inherit the old one's wait.
+Without a record (a memory of an earlier release) the wait starts at this adapter's first read that finds the slice
+short, as before.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ class ShortSlices:
         self._pools = None if pools is None else frozenset(pools)
         self._since: dict[tuple[str, str], ShortSince] = {}  # (pool, slice) -> first read short, and seen since
         self._first_read: dict[str, datetime] = {}  # pool -> this adapter's first read of the group
+        # (pool, slice) -> this adapter's own entry before a record read back gave it an earlier time, until the
+        # slice's creation is checked against it
+        self._inherited: dict[tuple[str, str], ShortSince | None] = {}
 
     def known(self) -> dict[str, dict[str, tuple[datetime, datetime]]]:
         """Since when each slice has been seen short, per group (pool -> slice -> since, seen): the slices short at
@@ -117,26 +121,42 @@ class ShortSlices:
                         short.seen.isoformat(),
                     )
                     continue
-                own = own or short
-                self._since[key] = ShortSince(min(short.since, own.since), max(short.seen, own.seen))
+                if own is None or short.since < own.since:
+                    self._inherited[key] = own
+                mine = own or short
+                self._since[key] = ShortSince(min(short.since, mine.since), max(short.seen, mine.seen))
+
+    def inherited(self, pool_id: str, name: str) -> bool:
+        """Whether the slice's time comes from a record read back and is not yet checked against its creation."""
+        return (pool_id, name) in self._inherited
 
     def _refresh(self, pool_id: str) -> timedelta:
         """How old ``seen`` may grow before a read that finds the slice short refreshes it."""
         return self._waits.get(pool_id, SHORT_WAIT) / 4
 
     def given_up(
-        self, pool_id: str, short: Mapping[str, str], now: datetime, asked: Mapping[str, datetime] | None = None
+        self,
+        pool_id: str,
+        short: Mapping[str, str],
+        now: datetime,
+        asked: Mapping[str, datetime] | None = None,
+        created: Mapping[str, datetime] | None = None,
     ) -> dict[str, str]:
         """Of a group's slices short of hosts in this read (name -> what is said of its hosts), those short for the
         group's wait or longer with a stockout or quota named, each with the message it is failed with. ``asked``:
         when the hosts of a slice that was never whole were first asked for (``first_asked``); its wait counts from
-        then. The group's other slices are forgotten."""
+        then. ``created``: when a slice whose time a record read back gave (``inherited``) was created (its instance
+        groups'); a time before it is another slice's, dropped. The group's other slices are forgotten."""
         self._since = {k: t for k, t in self._since.items() if k[0] != pool_id or k[1] in short}
+        self._inherited = {k: t for k, t in self._inherited.items() if k[0] != pool_id or k[1] in short}
         self._first_read.setdefault(pool_id, now)
         wait, refresh = self._waits.get(pool_id, SHORT_WAIT), self._refresh(pool_id)
         out = {}
         for name, hosts in short.items():
             known = self._since.get((pool_id, name), ShortSince(now, now))
+            own = self._inherited.pop((pool_id, name), known)
+            if created and name in created and known.since < created[name]:  # a record of the slice before it
+                known = own or ShortSince(now, now)
             if asked and name in asked:  # never whole: its instance groups' creation, not a record of an older slice
                 known = known._replace(since=asked[name])
             if now - known.seen > refresh:

@@ -31,6 +31,7 @@ class HostCount(NamedTuple):
     failure: str  # why the others do not run: a stockout or quota, "" when nothing says so
     lacking: str  # which hosts are missing
     creating: list[Mig]  # the instance groups with a host being created for the first time
+    groups: list[Mig]  # every instance group the node pool lists
 
 
 class SliceHostCounter:
@@ -48,11 +49,13 @@ class SliceHostCounter:
         pool_failure = capacity_failure([("", message)])
         instances = []
         gone = []
+        groups = []
         for url in node_pool.instance_group_urls:
             found = _MIG_URL.search(url)
             if found is None:
                 raise PermanentActuatorError(pool_id, f"unexpected instance group URL {url}")
             mig = (found[1], found[2], found[3])
+            groups.append(mig)
             where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
             try:
                 listed = self._migs.list_managed_instances(**where)
@@ -72,7 +75,7 @@ class SliceHostCounter:
                 f"{hosts - len(kept)} not in its instance groups" + (f" ({'; '.join(gone)})" if gone else "")
             )
         creating = sorted({i.mig for i in kept if i.first_creation})
-        return HostCount(running, max(hosts, len(kept)), failure, ", ".join(lacking), creating)
+        return HostCount(running, max(hosts, len(kept)), failure, ", ".join(lacking), creating, groups)
 
     def groups(self, pool_id: str, migs: Sequence[Mig]) -> list[Any]:
         """The instance groups (project, zone, name) that Compute finds (one gone since it was listed is left out)."""

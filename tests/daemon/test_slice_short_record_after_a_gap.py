@@ -189,3 +189,30 @@ def test_a_steady_shortage_rewrites_the_config_map_once_a_quarter_wait_not_every
     rig.run_until(first, T0 + timedelta(minutes=16))  # 10 ticks
     assert _config_map_writes(rig.kube) - before == 2  # the last seen time refreshed at T+10m and T+16m
     _stop(first)
+
+
+def test_a_slice_created_again_whole_and_short_again_within_a_watch_does_not_inherit_the_old_wait(
+    prometheus_api: FakePrometheusApi,
+    gke_api: FakeGkeApi,
+    kube_api: FakeKubeApi,
+    kube_client: k8s.ApiClient,
+    tmp_path: Path,
+) -> None:
+    rig = _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
+    _stop(_short_for_a_while(rig, until_minutes=13))  # saved: short since T+4m, seen at T+10m
+    rig.clock.advance(timedelta(minutes=1))  # T+14m: deleted and created again, whole
+    del rig.gke.pools[SLICE]
+    rig.gke.now = rig.clock.now()
+    rig.gke.add_pool(SLICE, nodes=HOSTS)
+    for i in range(2):
+        rig.kube.put("nodes", objs.node(f"gke-ml-{SLICE}-{i}", SLICE, accelerators=4, resource=objs.TPU_RESOURCE))
+    rig.clock.advance(timedelta(minutes=1))
+    rig.fall_short()  # T+15m: two of its hosts lost
+    rig.clock.advance(timedelta(minutes=1))
+    second = rig.start("leadtime-1")  # its first read at T+17m: within an unbroken watch of the old record
+    first_read = T0 + timedelta(minutes=17)
+    rig.run_until(second, first_read + WAIT - timedelta(minutes=1))
+    assert rig.status() == "RUNNING_WITH_ERROR"  # was deleted at T+24m, 9 minutes after it fell short
+    rig.run_until(second, first_read + WAIT)
+    assert rig.status() == "STOPPING"  # its own wait, from the new leader's first read
+    _stop(second)

@@ -76,3 +76,23 @@ def test_the_last_seen_time_moves_once_it_is_older_than_a_quarter_of_the_wait() 
         slices.given_up("v5e", {"v5e-0": "2 of 4 hosts running"}, T0 + minute * MINUTE)
         seen.append(slices.known()["v5e"]["v5e-0"][1])
     assert sorted(set(seen)) == [T0, T0 + 6 * MINUTE]
+
+
+def test_a_time_read_back_from_before_a_whole_slices_creation_is_dropped() -> None:
+    slices = _slices()
+    first_read = T0 + timedelta(minutes=17)
+    slices.recall({"v5e": {"v5e-0": ShortSince(T0, T0 + timedelta(minutes=10))}}, first_read, GAP)
+    assert slices.inherited("v5e", "v5e-0")
+    created = {"v5e-0": T0 + timedelta(minutes=14)}  # deleted and created again under the same name
+    assert slices.given_up("v5e", {"v5e-0": STOCKOUT}, first_read, created=created) == {}
+    assert not slices.inherited("v5e", "v5e-0")
+    assert slices.known() == {"v5e": {"v5e-0": ShortSince(first_read, first_read)}}
+
+
+def test_a_time_read_back_from_after_the_slices_creation_is_kept() -> None:
+    slices = _slices()
+    first_read = T0 + timedelta(minutes=17)
+    slices.recall({"v5e": {"v5e-0": ShortSince(T0, T0 + timedelta(minutes=10))}}, first_read, GAP)
+    created = {"v5e-0": T0 - timedelta(days=3)}
+    slices.given_up("v5e", {"v5e-0": STOCKOUT}, first_read, created=created)
+    assert list(slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT)) == ["v5e-0"]
