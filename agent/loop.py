@@ -19,11 +19,11 @@ import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from actuators.base import Actuator, NodeDrainer
-from actuators.short_slices import ShortSlices
 from agent.alerts import broken_unit_events, missing_data_events, missing_zone_events, unheld_reserve_events
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import HourlyBurstProfile
@@ -55,6 +55,9 @@ from models import (
     MetricsUnavailable,
     PoolState,
 )
+
+if TYPE_CHECKING:  # the slice adapter imports the cloud SDKs' errors, which only a live daemon loads
+    from actuators.short_slices import ShortSlices
 
 log = logging.getLogger(__name__)
 

@@ -17,11 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry
 
 from actuators import Actuator, DryRunActuator, DryRunDrainer, NodeDrainer
-from actuators.short_slices import ShortSlices
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
 from agent.daemon.decision_recorder import KubernetesDecisionRecorder
 from agent.daemon.demand_recorder import demand_recorder
@@ -50,6 +50,9 @@ from forecasting.factory import build_forecaster, stand_in_forecaster
 from kube import ApiClient, KubernetesApi
 from models import KubernetesUnconfigured
 from models.clock import Clock
+
+if TYPE_CHECKING:  # the slice adapter imports the cloud SDKs' errors, which only a live daemon loads
+    from actuators.short_slices import ShortSlices
 
 
 @dataclass
