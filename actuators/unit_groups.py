@@ -150,7 +150,8 @@ def resize_group(
     for name in change.delete:
         delete(name)
     if to_units > target and stockouts:
-        raise CapacityUnavailable(pool_id, f"{unit_of_group} {group!r} failed: {stockouts[0]}")
+        quota = any(is_quota_message(m) for m in stockouts)
+        raise CapacityUnavailable(pool_id, f"{unit_of_group} {group!r} failed: {stockouts[0]}", quota=quota)
     created: list[str] = []
     for name in change.create:
         try:

@@ -15,6 +15,7 @@ from actuators.aws_errors import capacity_unavailable
 from actuators.base import Actuator
 from actuators.cloud_tpu import CloudTpuQueuedResourceActuator
 from actuators.gke_node_pool import GkeNodePoolActuator
+from actuators.gke_tpu_slices import GkeTpuSliceActuator
 from actuators.vendor_errors import from_status
 from agent.executor import execute
 from agent.executor_failures import QUOTA_ADVICE
@@ -35,7 +36,7 @@ from models import (
 )
 from models.clock import SimulatedClock
 from tests.actuators.aws_adapters import asg_actuator
-from tests.contract.harnesses import CLUSTER, POOL, QUEUED
+from tests.contract.harnesses import CLUSTER, POOL, QUEUED, SLICES
 from tests.fakes.aws_api import ICE_MESSAGE, FakeAwsApi
 from tests.fakes.fixtures import google_clients
 from tests.fakes.gke_api import FakeGkeApi
@@ -54,6 +55,14 @@ SPOT = PoolSpec("spot", PoolKind.GPU_NODE_POOL, CapacityTier.SPOT, AcceleratorFa
 GKE_QUOTA = (
     'Insufficient regional quota to satisfy request: resource "PREEMPTIBLE_NVIDIA_V100_GPUS": request requires '
     "'2.0' and is short '1.0'. project has a quota of '1.0' with '1.0' available."
+)
+# tests/fakes/REFERENCE.md (Cloud TPU's quota refusal; a slice's node pool condition, GCE_STOCKOUT).
+TPU_SLICE_QUOTA = (
+    "Quota 'TPUV4sPreemptiblePodPerProjectPerRegionForTPUAPI' exhausted. Limit 20800 in region us-central2"
+)
+TPU_SLICE_STOCKOUT = "GCE_STOCKOUT: The zone 'projects/p/zones/us-central2-b' does not have enough resources available"
+SLICE_GROUP = PoolSpec(
+    POOL, PoolKind.TPU_SLICE_GROUP, CapacityTier.SPOT, AcceleratorFamily.TPU, 8, 0, 4, 8.0, LEAD, ("tpu",)
 )
 AWS_QUOTA = "Your quota allows for 0 more running instance(s). You requested at least 1. Launching EC2 instance failed."
 
@@ -177,3 +186,22 @@ def test_a_rate_limit_is_never_a_quota_used_up(message: str) -> None:
 )
 def test_aws_refusals_say_whether_they_are_a_quota(message: str, quota: bool) -> None:
     assert capacity_unavailable("spot", message).quota is quota
+
+
+@pytest.mark.parametrize(
+    ("message", "summary"),
+    [(TPU_SLICE_QUOTA, "Quota used up for"), (TPU_SLICE_STOCKOUT, "No capacity for")],
+    ids=["quota", "stockout"],
+)
+def test_a_slice_group_refusing_a_new_slice_for_a_quota_says_to_have_it_raised(
+    gke_api: FakeGkeApi, message: str, summary: str
+) -> None:
+    """The slice adapter refuses a scale-up itself while a slice of the group is told failed for want of quota."""
+    gke_api.add_pool("v5e-0", nodes=SLICES.hosts_per_slice)
+    gke_api.add_pool("v5e-1", nodes=SLICES.hosts_per_slice)
+    gke_api.report_error("v5e-1", message=message)
+    actuator = GkeTpuSliceActuator(google_clients(gke_api.url).gke, CLUSTER, [SLICES], SimulatedClock(T0))
+    alert = _alert(POOL, actuator, SLICE_GROUP, 1, 2)
+    assert alert.summary.startswith(f"{summary} {POOL}; backing off 10m")
+    assert alert.details.get("action") == (QUOTA_ADVICE if "Quota" in summary else None)
+    assert message in alert.details["error"]
