@@ -56,7 +56,7 @@ from actuators.gke_node_pool_reads import GkeNodePoolReads
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed
 from actuators.plan_changes import changed_since_plan
-from actuators.vendor_errors import call_google, from_operation_error
+from actuators.vendor_errors import call_google, from_operation_error, is_quota_message
 from actuators.write_window import write_timeout
 from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
@@ -119,7 +119,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             return self._results.remember(self._changed(key, pool_id, seen, to_units, removed))
         if seen.autoscaling:
             if why and to_units > seen.target:
-                raise CapacityUnavailable(pool_id, why)
+                raise CapacityUnavailable(pool_id, why, quota=is_quota_message(why))
             op = self._bounds.set(pool_id, to_units)
             if to_units <= seen.target:
                 return self._track(pool_id, op, key, f"target {to_units} nodes")
@@ -194,6 +194,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         migs = {z.name: z.mig for z in seen.zones}
         open_zones = [z for z in targets if self._zones_out.get((pool_id, z), now) <= now]
         refusals: list[str] = []
+        quota = False  # a refusal read as a quota used up, which does not clear by itself
         even = spread(targets, open_zones, to_units - seen.target)
         # setSize sizes every zone the pool lists: not while one of them has no group to size.
         same = len(open_zones) == len(targets) and len(set(even.values())) == 1
@@ -210,6 +211,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
                     self._back_off(pool_id, open_zones[0], now, str(exc))
                     raise
                 refusals.append(str(exc))  # which zone refused is not said: ask zone by zone
+                quota = quota or exc.quota
             else:
                 total = sum(even.values())
                 what = f"target {total} nodes ({even[open_zones[0]]} in each of {len(even)} zones)"
@@ -223,6 +225,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
                 except CapacityUnavailable as exc:
                     self._back_off(pool_id, zone, now, str(exc))
                     refusals.append(f"zone {zone}: {exc}")
+                    quota = quota or exc.quota
                     refused = zone
                     break
                 targets[zone] = want[zone]
@@ -231,7 +234,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             open_zones.remove(refused)
         total = sum(targets.values())
         if total == seen.target:
-            raise CapacityUnavailable(pool_id, self._no_room(pool_id, seen, why, refusals, now))
+            raise CapacityUnavailable(pool_id, self._no_room(pool_id, seen, why, refusals, now), quota=quota)
         per_zone = ", ".join(f"{z} {n}" for z, n in targets.items())
         detail = f"{note}target {total} nodes ({per_zone})" + _short(to_units, total)
         log.info("pool %s: %s (key %s)", pool_id, detail, key)

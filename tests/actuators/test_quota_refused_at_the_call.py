@@ -108,6 +108,22 @@ def test_gke_refusing_a_resize_for_regional_quota_says_to_have_it_raised(gke_api
     assert GKE_QUOTA in alert.details["error"]
 
 
+def test_a_multi_zone_gke_pool_refused_for_regional_quota_in_every_zone_says_to_have_it_raised(
+    gke_api: FakeGkeApi,
+) -> None:
+    """A pool of two zones: the one setSize is refused, then each zone's instance group resize; the refusals are
+    collected zone by zone and the error raised from them keeps that they were a quota."""
+    gke_api.add_pool("a100", nodes=2, zones=("us-central1-a", "us-central1-b"))
+    gke_api.fail_next(1, 403, GKE_QUOTA, path=":setSize")
+    gke_api.fail_next(2, 403, GKE_QUOTA, path="/resize")
+    clients = google_clients(gke_api.url)
+    mapping = NodePoolMapping(pool="gpu", node_pool="a100")
+    actuator = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [mapping], SimulatedClock(T0))
+    alert = _alert("gpu", actuator, GPU, 2, 4)
+    assert alert.summary.startswith("Quota used up for gpu; backing off 10m")
+    assert alert.details["action"] == QUOTA_ADVICE
+
+
 def test_aws_refusing_a_scale_up_while_the_instance_quota_is_reached_says_to_have_it_raised(
     aws_api: FakeAwsApi,
 ) -> None:
