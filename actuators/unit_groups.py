@@ -150,8 +150,10 @@ def resize_group(
     for name in change.delete:
         delete(name)
     if to_units > target and stockouts:
-        quota = any(is_quota_message(m) for m in stockouts)
-        raise CapacityUnavailable(pool_id, f"{unit_of_group} {group!r} failed: {stockouts[0]}", quota=quota)
+        quotas = [m for m in stockouts if is_quota_message(m)]  # the quota to raise is named where one is told
+        told = quotas[0] if quotas else stockouts[0]
+        more = f" (and {len(stockouts) - 1} more)" if len(stockouts) > 1 else ""
+        raise CapacityUnavailable(pool_id, f"{unit_of_group} {group!r} failed: {told}{more}", quota=bool(quotas))
     created: list[str] = []
     for name in change.create:
         try:

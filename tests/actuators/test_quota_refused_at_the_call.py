@@ -124,6 +124,19 @@ def test_a_multi_zone_gke_pool_refused_for_regional_quota_in_every_zone_says_to_
     assert alert.details["action"] == QUOTA_ADVICE
 
 
+def test_a_slice_group_with_a_stockout_and_a_quota_names_the_quota_it_says_to_raise(gke_api: FakeGkeApi) -> None:
+    gke_api.add_pool("v5e-0", nodes=SLICES.hosts_per_slice)
+    gke_api.add_pool("v5e-1", nodes=SLICES.hosts_per_slice)
+    gke_api.add_pool("v5e-2", nodes=SLICES.hosts_per_slice)
+    gke_api.report_error("v5e-1", message=TPU_SLICE_STOCKOUT)
+    gke_api.report_error("v5e-2", message=TPU_SLICE_QUOTA)
+    actuator = GkeTpuSliceActuator(google_clients(gke_api.url).gke, CLUSTER, [SLICES], SimulatedClock(T0))
+    alert = _alert(POOL, actuator, SLICE_GROUP, 1, 3)
+    assert alert.details["action"] == QUOTA_ADVICE
+    assert TPU_SLICE_QUOTA in alert.details["error"]
+    assert "(and 1 more)" in alert.details["error"]
+
+
 def test_aws_refusing_a_scale_up_while_the_instance_quota_is_reached_says_to_have_it_raised(
     aws_api: FakeAwsApi,
 ) -> None:
