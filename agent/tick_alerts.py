@@ -10,6 +10,7 @@ becomes the leader first reads it (``agent.daemon.adapters``).
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -65,8 +66,18 @@ def with_conditions(memory: PlannerMemory, tracker: ConditionTracker) -> Planner
 
 
 def _same_but_moving(saved: OpenCondition, now: OpenCondition) -> bool:
-    """Whether ``now`` differs from ``saved`` in nothing but what moves while a condition holds (seen, summary)."""
-    return replace(saved, seen=now.seen, summary=now.summary) == now
+    """Whether ``now`` differs from ``saved`` in nothing but what moves while a condition holds: when it was last
+    seen, and the figures of its summary (a stalled scale-up's wait, a projection's USD). A summary that says
+    something else (a stockout found to be a quota used up) is a change a successor must tell as it stands."""
+    return replace(saved, seen=now.seen, summary=now.summary) == now and _words(saved.summary) == _words(now.summary)
+
+
+def _words(summary: str) -> str:
+    """A summary without its figures: numbers and durations such as 20m, 1h5m or 61,440.00 read alike."""
+    return _FIGURES.sub("#", summary)
+
+
+_FIGURES = re.compile(r"\d[\d,.:]*[a-z]?(?:\d+[a-z])*")
 
 
 def tell_failed(
