@@ -53,8 +53,8 @@ def _package_owners() -> dict[str, frozenset[str]]:
             path = str(file)
             if path.endswith("/__init__.py"):
                 owners.setdefault(path[: -len("/__init__.py")].replace("/", "."), set()).add(name)
-            elif path.endswith(".py") and "/" not in path:
-                owners.setdefault(path[:-3], set()).add(name)
+            elif path.endswith(".py"):  # a top-level module, or one of a namespace package (google/rpc/code_pb2.py)
+                owners.setdefault(path[:-3].replace("/", "."), set()).add(name)
     return {module: frozenset(dists) for module, dists in owners.items()}
 
 
