@@ -13,6 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from kubernetes import client as k8s
 
 from agent.daemon.wiring import AssembledDaemon
@@ -25,6 +26,17 @@ from tests.fakes.kube_api import FakeKubeApi
 from tests.fakes.prometheus_api import FakePrometheusApi
 
 SHORT_AT = T0 + timedelta(minutes=4)  # the first read that finds the slice short (it falls short after T0 + 3m)
+
+
+@pytest.fixture
+def rig(
+    prometheus_api: FakePrometheusApi,
+    gke_api: FakeGkeApi,
+    kube_api: FakeKubeApi,
+    kube_client: k8s.ApiClient,
+    tmp_path: Path,
+) -> Rig:
+    return _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
 
 
 def _stop(daemon: AssembledDaemon) -> None:
@@ -56,14 +68,7 @@ def _config_map_writes(kube: FakeKubeApi) -> int:
     return sum(1 for r in kube.requests if r.resource == "configmaps" and r.verb in ("update", "create", "patch"))
 
 
-def test_a_slice_repaired_and_short_again_while_no_agent_ran_waits_its_whole_new_wait(
-    prometheus_api: FakePrometheusApi,
-    gke_api: FakeGkeApi,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    tmp_path: Path,
-) -> None:
-    rig = _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
+def test_a_slice_repaired_and_short_again_while_no_agent_ran_waits_its_whole_new_wait(rig: Rig) -> None:
     _stop(_short_for_a_while(rig))  # saved: short since 09:04
     _repair(rig)  # while no agent runs
     rig.clock.advance(timedelta(hours=2))
@@ -79,14 +84,7 @@ def test_a_slice_repaired_and_short_again_while_no_agent_ran_waits_its_whole_new
     _stop(second)
 
 
-def test_a_slice_created_again_under_the_same_name_while_no_agent_ran_waits_from_its_creation(
-    prometheus_api: FakePrometheusApi,
-    gke_api: FakeGkeApi,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    tmp_path: Path,
-) -> None:
-    rig = _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
+def test_a_slice_created_again_under_the_same_name_while_no_agent_ran_waits_from_its_creation(rig: Rig) -> None:
     first = _short_for_a_while(rig, until_minutes=13)  # saved: short since 09:04, seen at 09:10
     _stop(first)
     rig.clock.advance(timedelta(minutes=2))  # an operator deletes the slice and creates it again at 09:15 ...
@@ -108,14 +106,7 @@ def test_a_slice_created_again_under_the_same_name_while_no_agent_ran_waits_from
     _stop(second)
 
 
-def test_a_stale_copy_of_the_config_map_written_back_does_not_revive_an_ended_wait(
-    prometheus_api: FakePrometheusApi,
-    gke_api: FakeGkeApi,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    tmp_path: Path,
-) -> None:
-    rig = _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
+def test_a_stale_copy_of_the_config_map_written_back_does_not_revive_an_ended_wait(rig: Rig) -> None:
     first = _short_for_a_while(rig)
     api = k8s.CoreV1Api(rig.client)
     copy = api.read_namespaced_config_map("leadtime-state", "leadtime").data  # an operator's copy, short since T+4m
@@ -134,13 +125,8 @@ def test_a_stale_copy_of_the_config_map_written_back_does_not_revive_an_ended_wa
 
 
 def test_saves_refused_while_the_slice_was_repaired_and_short_again_do_not_shorten_the_wait_after_a_restart(
-    prometheus_api: FakePrometheusApi,
-    gke_api: FakeGkeApi,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    tmp_path: Path,
+    rig: Rig,
 ) -> None:
-    rig = _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
     first = _short_for_a_while(rig)
     rig.kube.fail_next(1000, 403, verb="update", resource="configmaps")  # every save refused (RBAC, a webhook)
     _repair(rig)
@@ -157,14 +143,7 @@ def test_saves_refused_while_the_slice_was_repaired_and_short_again_do_not_short
     _stop(second)
 
 
-def test_a_leader_whose_first_memory_reads_fail_keeps_the_wait_it_watched_meanwhile(
-    prometheus_api: FakePrometheusApi,
-    gke_api: FakeGkeApi,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    tmp_path: Path,
-) -> None:
-    rig = _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
+def test_a_leader_whose_first_memory_reads_fail_keeps_the_wait_it_watched_meanwhile(rig: Rig) -> None:
     _stop(_short_for_a_while(rig, until_minutes=13))  # saved: short since T+4m, seen at T+10m
     rig.clock.advance(timedelta(minutes=1))
     rig.kube.fail_next(3, 500, verb="get", resource="configmaps")  # the new leader reads its memory at T+18m
@@ -176,14 +155,7 @@ def test_a_leader_whose_first_memory_reads_fail_keeps_the_wait_it_watched_meanwh
     _stop(second)
 
 
-def test_a_steady_shortage_rewrites_the_config_map_once_a_quarter_wait_not_every_tick(
-    prometheus_api: FakePrometheusApi,
-    gke_api: FakeGkeApi,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    tmp_path: Path,
-) -> None:
-    rig = _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
+def test_a_steady_shortage_rewrites_the_config_map_once_a_quarter_wait_not_every_tick(rig: Rig) -> None:
     first = _short_for_a_while(rig, until_minutes=6)
     before = _config_map_writes(rig.kube)
     rig.run_until(first, T0 + timedelta(minutes=16))  # 10 ticks
@@ -191,14 +163,7 @@ def test_a_steady_shortage_rewrites_the_config_map_once_a_quarter_wait_not_every
     _stop(first)
 
 
-def test_a_slice_created_again_whole_and_short_again_within_a_watch_does_not_inherit_the_old_wait(
-    prometheus_api: FakePrometheusApi,
-    gke_api: FakeGkeApi,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    tmp_path: Path,
-) -> None:
-    rig = _rig(prometheus_api, gke_api, kube_api, kube_client, tmp_path)
+def test_a_slice_created_again_whole_and_short_again_within_a_watch_does_not_inherit_the_old_wait(rig: Rig) -> None:
     _stop(_short_for_a_while(rig, until_minutes=13))  # saved: short since T+4m, seen at T+10m
     rig.clock.advance(timedelta(minutes=1))  # T+14m: deleted and created again, whole
     del rig.gke.pools[SLICE]
