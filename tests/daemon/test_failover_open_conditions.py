@@ -84,6 +84,18 @@ def _pair(
     return pair
 
 
+def _all_missing(pair: Pair) -> tuple[list[str], ScenarioReplica, ScenarioReplica]:
+    """Every class's metrics missing for both replicas for 3 minutes: the classes, the leader that raised them and
+    the other replica."""
+    classes = sorted(f"demand class {c.name}" for c in pair.settings.demand_class_models())
+    for replica in pair.replicas:
+        replica.deps.metrics_down = True
+    pair.play(timedelta(minutes=3), pair.replicas)
+    first = pair.leader()
+    (second,) = [r for r in pair.replicas if r is not first]
+    return classes, first, second
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("shared", [True, False], ids=["configmap", "separate-stores"])
 def test_a_new_leader_tells_open_conditions_again_and_their_end(
@@ -94,12 +106,7 @@ def test_a_new_leader_tells_open_conditions_again_and_their_end(
     shared: bool,
 ) -> None:
     pair = _pair(clock, kube_api, link_to, api_client_for, shared)
-    classes = sorted(f"demand class {c.name}" for c in pair.settings.demand_class_models())
-    for replica in pair.replicas:
-        replica.deps.metrics_down = True
-    pair.play(timedelta(minutes=3), pair.replicas)
-    first = pair.leader()
-    (second,) = [r for r in pair.replicas if r is not first]
+    classes, first, second = _all_missing(pair)
     assert sorted(e.subject for e in pair.events(first, AlertKind.MISSING_DATA, resolved=False)) == classes
 
     pair.play(timedelta(minutes=5), [second])  # the leader dies; the other takes over within a lease and a tick
@@ -127,12 +134,7 @@ def test_a_condition_that_ended_while_nobody_led_is_resolved_by_the_new_leader(
     shared: bool,
 ) -> None:
     pair = _pair(clock, kube_api, link_to, api_client_for, shared)
-    classes = sorted(f"demand class {c.name}" for c in pair.settings.demand_class_models())
-    for replica in pair.replicas:
-        replica.deps.metrics_down = True
-    pair.play(timedelta(minutes=3), pair.replicas)
-    first = pair.leader()
-    (second,) = [r for r in pair.replicas if r is not first]
+    classes, _, second = _all_missing(pair)
     second.deps.metrics_down = False  # the demand is back before the new leader's first tick
 
     pair.play(pair.settings.alerts.resolve_after + timedelta(minutes=3), [second])
