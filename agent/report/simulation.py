@@ -199,7 +199,7 @@ def _decisions(changes: Mapping[str, Mapping[str, Any]] | None, observed_steps: 
     head += "<th>forecast asked less</th><th>changed</th></tr>"
     rows = [
         f"<tr><td>{html.escape(name)}</td><td>{row['ticks']:,}</td><td>{row['up']:,}</td><td>{row['down']:,}</td>"
-        f"<td>{row['changed_fraction']:.1%}</td></tr>"
+        f"<td>{_changed(row['changed_fraction'])}</td></tr>"
         for name, row in sorted(changes.items())
     ]
     note = (
@@ -210,6 +210,11 @@ def _decisions(changes: Mapping[str, Mapping[str, Any]] | None, observed_steps: 
         f"{observed_steps:,} steps with data that cost and service count.</p>"
     )
     return f"<h2>Where the forecast changed the decision</h2>{note}<table>{head}{''.join(rows)}</table>"
+
+
+def _changed(fraction: float | None) -> str:
+    """A group with no tick compared (neither side had demand to plan on) has no fraction, not 0%."""
+    return "not compared" if fraction is None else f"{fraction:.1%}"
 
 
 def _forecast_models(uses: Mapping[str, Mapping[str, Any]] | None) -> str:

@@ -3,7 +3,8 @@ outlooks against the same computation on the calibrated last value's, tick by ti
 
 A decision is the target of a group in whole units of its pools (chips when its pools differ in size): a tick
 counts ``up`` when the forecast asked for more units than the last value would have, ``down`` when fewer. Ticks
-where either side has no need (demand unknown) are not compared.
+where either side has no need (demand unknown) are not compared; a group with no tick compared has no changed
+fraction (None), never 0.
 """
 
 from __future__ import annotations
@@ -30,13 +31,15 @@ class DecisionChanges:
     up: int = 0
     down: int = 0
 
-    def summary(self) -> dict[str, float | int]:
+    def summary(self) -> dict[str, float | int | None]:
+        """``changed_fraction`` is None when no tick was compared: nothing is known, which 0 would read as 'the
+        forecast never changed the decision'."""
         changed = self.up + self.down
         return {
             "ticks": self.ticks,
             "up": self.up,
             "down": self.down,
-            "changed_fraction": changed / self.ticks if self.ticks else 0.0,
+            "changed_fraction": changed / self.ticks if self.ticks else None,
         }
 
 
