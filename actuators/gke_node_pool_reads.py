@@ -3,11 +3,12 @@
 A pool is read from GKE (the node pool: its autoscaling and instance group URLs; the location's operations, for the
 one still running on the pool and the stockout its latest one ended with) and from Compute Engine (each zone's
 managed instance group and its instances), into ``Observed`` (``actuators.node_pool_zones``). ``list_pools`` reads
-each pool with its own calls and leaves out a pool whose read fails (``unread_pools``); a zone whose group is not
-found (404) is left out of the pool, not counted. A read made for a change fails the change with a transient error
-(``_read``). Also kept here: the zones backed off after a stockout (``_zones_out``, shown on each ``ZoneState``) and
-the lookup of a node another node pool's group holds (``_members_elsewhere``). The actuator is a ``GkeNodePoolReads``
-that also writes; no write is made here.
+each pool with its own calls and leaves out a pool whose read fails (``unread_pools``), and gives each failed
+unit's cause as the provider told it (``failed_messages``, a quota read as one: ``failed_for_quota``); a zone whose
+group is not found (404) is left out of the pool, not counted. A read made for a change fails the change with a
+transient error (``_read``). Also kept here: the zones backed off after a stockout (``_zones_out``, shown on each
+``ZoneState``) and the lookup of a node another node pool's group holds (``_members_elsewhere``). The actuator is a
+``GkeNodePoolReads`` that also writes; no write is made here.
 """
 
 from __future__ import annotations
@@ -20,7 +21,14 @@ from typing import Any
 
 from actuators.node_pool_zones import Observed, Zone, instance_from
 from actuators.pool_reads import PoolReads
-from actuators.vendor_errors import GOOGLE_ERRORS, call_google, capacity_failure, from_google, is_not_found
+from actuators.vendor_errors import (
+    GOOGLE_ERRORS,
+    call_google,
+    capacity_failure,
+    from_google,
+    is_not_found,
+    is_quota_message,
+)
 from config.cloud import NodePoolMapping
 from models import ActuatorError, PermanentActuatorError, PoolState, TransientActuatorError, ZoneState
 from models.clock import Clock
@@ -64,6 +72,9 @@ class GkeNodePoolReads:
     # -- internals -----------------------------------------------------------------------------------------
     def _state(self, pool_id: str, now: datetime) -> PoolState:
         seen = self._observe(pool_id)
+        # Each failed unit's cause as Compute or GKE told it: read only where it names a stockout or a quota, so
+        # every one is capacity, and the pool backs off for them as it did when they carried no message.
+        failures = tuple(i.failure for i in seen.failed)
         return PoolState(
             pool_id,
             now,
@@ -71,6 +82,9 @@ class GkeNodePoolReads:
             seen.target,
             in_flight_operation=seen.operation,
             failed_units=len(seen.failed),
+            failed_messages=failures,
+            failed_for_capacity=bool(failures),
+            failed_for_quota=any(is_quota_message(f) for f in failures),
             zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),
             missing_zones=tuple((zone, _not_found(group)) for zone, group in seen.missing),
         )

@@ -64,6 +64,10 @@ class Stockout:
     mode: str  # "http": the call is refused; "operation": the call is accepted and the creates fail later
     room: int = 0  # instances the zone can still create before it runs out (mode "operation")
     shown_on: tuple[str, ...] = SHOWN_ON  # where a late failure shows: instances' last attempt, the operation
+    # What an instance's lastAttempt.errors says (mode "operation"): a stockout, or e.g. QUOTA_EXCEEDED with Compute's
+    # "Quota '...' exceeded. Limit: ..." (tests/fakes/REFERENCE.md)
+    code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
+    message: str = STOCKOUT_MESSAGE
 
 
 @dataclass
@@ -71,6 +75,7 @@ class Instance:
     name: str
     action: str = "CREATING"  # CREATING | NONE (running) | DELETING, as in ManagedInstance.currentAction
     error: str = ""
+    error_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
 
 
 @dataclass
@@ -152,10 +157,17 @@ class FakeGkeApi(GoogleJsonServer):
             pool.status, pool.status_message, pool.conditions = status, message, list(conditions)
 
     def stockout(
-        self, zone: str = "us-central1-a", mode: str = "operation", room: int = 0, shown_on: tuple[str, ...] = SHOWN_ON
+        self,
+        zone: str = "us-central1-a",
+        mode: str = "operation",
+        room: int = 0,
+        shown_on: tuple[str, ...] = SHOWN_ON,
+        code: str = "ZONE_RESOURCE_POOL_EXHAUSTED",
+        message: str = STOCKOUT_MESSAGE,
     ) -> None:
+        """``code`` and ``message``: what each instance the zone cannot create says on its ``lastAttempt.errors``."""
         with self._lock:
-            self.stockouts[zone] = Stockout(mode, room, shown_on)
+            self.stockouts[zone] = Stockout(mode, room, shown_on, code, message)
 
     def autoscale(self, name: str, nodes: int) -> None:
         """GKE's own autoscaler resizes the pool (no operation: it resizes the instance groups directly)."""
@@ -227,7 +239,7 @@ class FakeGkeApi(GoogleJsonServer):
                 if late is not None:
                     late.room -= 1
             elif "instances" in late.shown_on:
-                inst.error = STOCKOUT_MESSAGE
+                inst.error, inst.error_code = late.message, late.code
         return [i for i in creating if i.action == "CREATING"]
 
     def _operation_message(self, short: list[tuple[Mig, list[Instance]]]) -> str:
@@ -490,9 +502,7 @@ class FakeGkeApi(GoogleJsonServer):
             "instanceStatus": "RUNNING" if inst.action == "NONE" else "PROVISIONING",
         }
         if inst.error:
-            out["lastAttempt"] = {
-                "errors": {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": inst.error}]}
-            }
+            out["lastAttempt"] = {"errors": {"errors": [{"code": inst.error_code, "message": inst.error}]}}
         return out
 
 
