@@ -4,11 +4,12 @@ A resource name spelled wrong (``nvidia.com/gpus``) matches no pod, and the defa
 that as no demand: a 0 the query itself cannot refuse, since a cluster at rest has no pod asking for the right
 name either, and a cloud pool at zero nodes has no node offering it. So ``leadtime recommend``, and the daemon
 once at start, look further back: a resource that no node offered (``kube_node_status_capacity``) and no pod
-requested (``kube_pod_container_resource_requests``) over the whole history the forecaster reads is most likely a
-typo, and they say so, with the resources nodes offer now that come closest. Both metrics are STABLE in
-kube-state-metrics (docs/metrics/cluster/node-metrics.md, docs/metrics/workload/pod-metrics.md) and carry the
+requested (``kube_pod_container_resource_requests``, or ``kube_pod_init_container_resource_requests`` for init
+containers and sidecars, which the default query counts too) over the whole history the forecaster reads is most
+likely a typo, and they say so, with the resources nodes offer now that come closest. The metrics are in
+kube-state-metrics' docs/metrics/cluster/node-metrics.md and docs/metrics/workload/pod-metrics.md and carry the
 resource name sanitized (``nvidia_com_gpu``), as ``ksm_resource`` writes it. In a Prometheus view of several
-clusters both are read in the cluster ``prometheus.cluster_selector`` names, as the default queries are.
+clusters they are read in the cluster ``prometheus.cluster_selector`` names, as the default queries are.
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ def offered_now_query(cluster: Sequence[str] = ()) -> str:
 
 def seen_query(resource: str, lookback: timedelta, cluster: Sequence[str] = ()) -> str:
     """Non-empty when some node offered, or some pod requested, ``resource`` (as kube-state-metrics names it)
-    within ``lookback`` before the query's time, in the cluster ``cluster`` (matcher texts) names."""
+    within ``lookback`` before the query's time, in the cluster ``cluster`` (matcher texts) names. A pod's request
+    may be an init container's alone (a GPU check before the job, a sidecar): the default query counts it."""
     window = prometheus_duration(lookback)
     matcher = f"{{{', '.join([f'resource={quote(resource)}', *cluster])}}}"
     return (
         f"count(last_over_time(kube_node_status_capacity{matcher}[{window}]))"
         f" or count(last_over_time(kube_pod_container_resource_requests{matcher}[{window}]))"
+        f" or count(last_over_time(kube_pod_init_container_resource_requests{matcher}[{window}]))"
     )
 
 
