@@ -36,7 +36,9 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend, billed_after, target_for
-from agent.planning.enforcement import DeferredStop, Shed, Shortfall, Trim, budget_snapshots, enforce_budgets
+from agent.planning.budget_shed import Shed, Shortfall
+from agent.planning.budget_trim import Trim
+from agent.planning.enforcement import DeferredStop, budget_snapshots, enforce_budgets
 from models import BudgetSnapshot, PoolKind, PoolSpec, PoolState, Resize, Skip, SkipReason
 from models.durations import format_duration
 

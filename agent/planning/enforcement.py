@@ -2,11 +2,9 @@
 
 Two duties:
 
-1. **Trim.** A scale-up (a proposed absolute target above the units billed now) that would take any cap's
-   projection above the cap is cut to what fits, in whole units, with a ``SkipReason.BUDGET`` skip naming the
-   budget. Room is handed out in fill order (on-prem, reserved, spot, on-demand; then price per chip), so the
-   scale-ups the planner would fill first are the last to be trimmed. Releases proposed in the same tick are
-   not counted as room: a release may still be refused, and the cap must hold either way.
+1. **Trim.** A scale-up that would take any cap's projection above the cap is cut to what fits, in whole units,
+   with a ``SkipReason.BUDGET`` skip naming the budget (``agent.planning.budget_trim``, which says in what order
+   room is handed out, and how a scale-up whose hold reaches into the next period must fit its cap too).
 2. **Shed.** When the projection exceeds a cap even without any scale-up (prices rose, a cap was lowered), the
    result names burst units to release, cheapest to lose first, across the budget's pools: units idle for the
    release window, then units idle now (for less), then busy ones; within each, on-demand before spot before
@@ -19,20 +17,15 @@ Two duties:
 A monthly cap is held over what is left of the month. An hourly cap is held over what is left of the hour and
 over the whole next hour, so it also caps the rate of spend.
 
-A scale-up commits spend for at least its minimum hold: the pool's lead time, the idle window before a unit may
-be released, and one tick. When that reaches past the end of the month period, the units are still there when
-the next period opens, and the projection then runs them to the end of that period: such a scale-up must also
-fit the next period's cap, with everything billed now counted over the whole of it. (Units bought earlier can
-still be released before the period ends if they turn out idle; busy units never are, whatever a cap says.)
-
 A monthly cap with a ``commit_horizon`` counts the units held only that far ahead (within the period), in the
 trim, the shed and the overspend check alike: a scale-up need only fit the money left over the horizon. Such a cap
-is held by a **hard stop** instead of the guarantee above: when the money left no longer pays for the units held
-through the next two ticks (the ledger bills a release one tick late), ``stops`` name the burst units to release
-now, cheapest to lose first, busy ones included (``Shed.forced``): a spot unit idle for a minute goes before a
-busy on-demand one, and so does a unit still provisioning (serving nothing yet) in a pool whose release takes those
-first (``provisioning``: a pool shrunk by a size change of units in flight first, not by drains of its nodes, which
-would drain a busy node in its place).
+is held by a **hard stop** instead of the guarantee that busy units are never released (``agent.planning.budget_trim``
+says what it asks of a scale-up): when the money left no longer pays for the units held through the next two ticks
+(the ledger bills a release one tick late), ``stops`` name the burst units to release now, cheapest to lose first,
+busy ones included (``Shed.forced``): a spot unit idle for a minute goes before a busy on-demand one, and so does a
+unit still provisioning (serving nothing yet) in a pool whose release takes those first (``provisioning``: a pool
+shrunk by a size change of units in flight first, not by drains of its nodes, which would drain a busy node in its
+place).
 
 A budget pool missing from ``billed`` (its state could not be read this tick) is counted at the units it is known
 to hold: the more of those the agent last read it at (``last_read``) and those the ledger last recorded it holding
@@ -40,21 +33,14 @@ to hold: the more of those the agent last read it at (``last_read``) and those t
 maximum because one read failed. Its spend since that record is in the budget's spend already
 (``BudgetSpend.unread_since``). A pool known by neither (``budget_caps.unknown_pools``) is counted at nothing in the
 projection, the overspend check, the shed and the hard stop, which release nothing and alert nothing on a guess; but
-the trim counts it at its ``max_units`` (``Cap.unknown_usd``), so a missing value never lets the agent's own
-commitment run past a cap. Where a hard stop holds the cap (a ``commit_horizon``), over each scale-up's own hold only
-(lead time, idle window and one tick, what the units granted commit before the stop may take them back): counting it
-to the period's end there held every scale-up of the budget's other pools for as long as the pool stayed unread
-(days, for a permission not granted yet), while the stop waits for it ``unread_stop_wait`` only. Without one, to the
-period's end: busy units granted are never released and bill to its end, so a grant fitted over the hold alone
-committed the period past the cap once the pool was read. The trim's skip names it and the USD kept back; where the
-cut is deeper for it than the units known alone would make it, the trim records that USD (``Trim.unknown_usd``) and
-a ``pool-unreadable`` alert of the budget tells it (``agent.budget_unknown_pools``). A hard
-stop of a budget with such a pool waits: a forced release evicts busy work on a projection that is partly a guess,
-so the stop waits for a tick that reads every pool of the budget (a ``DeferredStop`` says so, and until when; the
-shed of idle units goes on), but for ``unread_stop_wait`` at most, from the oldest of the unread pools' last records
-(a pool with none: from the tick the loop first found it unread, or from ``now`` when the spend does not say). A
-pool that stays unreadable for longer (a permission revoked for days) must not turn the stop off: the stop then runs
-on the budget's read pools, the unread pool held and counted at its known units.
+the trim counts it at its ``max_units`` (``agent.planning.budget_trim`` says over how long), so a missing value never
+lets the agent's own commitment run past a cap. A hard stop of a budget with such a pool waits: a forced release
+evicts busy work on a projection that is partly a guess, so the stop waits for a tick that reads every pool of the
+budget (a ``DeferredStop`` says so, and until when; the shed of idle units goes on), but for ``unread_stop_wait`` at
+most, from the oldest of the unread pools' last records (a pool with none: from the tick the loop first found it
+unread, or from ``now`` when the spend does not say). A pool that stays unreadable for longer (a permission revoked
+for days) must not turn the stop off: the stop then runs on the budget's read pools, the unread pool held and counted
+at its known units.
 
 A monthly cap other agents share (``remote_pools``) counts what they keep reserved in its period
 (``BudgetSpend.committed_elsewhere_usd``: their units to its end) in the projection of the overspend check and the
@@ -65,13 +51,12 @@ leaves it out, as a scale-up on a shared budget is reserved in the ledger agains
 (``agent.budget_reserve``), which holds that share already; but a cap it breaks grants no scale-up, so that a plan
 never both sheds and grows under one broken cap.
 
-The caps and the units each pool is counted at are in ``agent.planning.budget_caps``, the shed and the hard stop's
-release in ``agent.planning.budget_shed``.
+The caps and the units each pool is counted at are in ``agent.planning.budget_caps``, the trim in
+``agent.planning.budget_trim``, the shed and the hard stop's release in ``agent.planning.budget_shed``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -79,38 +64,18 @@ from datetime import datetime, timedelta
 from agent.planning.budget import BudgetSpend, CapKind, Period, project
 from agent.planning.budget_caps import EPS_USD, Cap, caps_at, units_now, unknown_pools
 from agent.planning.budget_shed import Idleness, Shed, Shortfall, shed_to_caps
-from models import BudgetSnapshot, PoolSpec, Skip, SkipReason
-from models.durations import format_duration
+from agent.planning.budget_trim import Trim, trim_scale_ups
+from models import BudgetSnapshot, PoolSpec, Skip
 
 __all__ = [
     "BudgetEnforcement",
     "DeferredStop",
     "Overspend",
-    "Shed",
-    "Shortfall",
-    "Trim",
     "budget_snapshots",
     "deferred_stops",
     "enforce_budgets",
     "find_overspends",
 ]
-
-
-@dataclass(frozen=True)
-class Trim:
-    """A scale-up cut short by a cap: the pool wanted ``wanted_units`` and may have ``allowed_units``."""
-
-    pool_id: str
-    billed_units: int
-    wanted_units: int
-    allowed_units: int
-    budget: str
-    cap: CapKind
-    label: str = field(default="", compare=False)  # the binding cap, as the skip names it
-    room_usd: float = field(default=0.0, compare=False)  # the cap's room left once the trimmed scale-up is counted
-    # the room the pools nobody knows the units of kept back (``Cap.unknown_usd``), where the cut would have been
-    # smaller without it; 0 where they changed nothing
-    unknown_usd: float = field(default=0.0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -197,7 +162,7 @@ def enforce_budgets(
         cap.room_usd = cap.cap_usd - projected
         if cap.room_usd < -EPS_USD and not cap.crossing:
             overspends.append(_overspend(now, cap, projected))
-        cap.unknown = tuple(sorted(cap.pools & unknown))  # kept out of the room of each scale-up (``_trim``)
+        cap.unknown = tuple(sorted(cap.pools & unknown))  # kept out of the room of each scale-up (``trim_scale_ups``)
 
     targets = dict(proposed)
     holds = {p: spec.lead_time + release_after + settle for p, spec in pools.items()}
@@ -205,7 +170,7 @@ def enforce_budgets(
     lent = [cap.elsewhere_usd if cap.room_usd >= -EPS_USD else 0.0 for cap in caps]
     for cap, usd in zip(caps, lent, strict=True):
         cap.room_usd += usd
-    trims, skips = _trim(now, caps, pools, base, targets, holds)
+    trims, skips = trim_scale_ups(now, caps, pools, base, targets, holds)
     for cap, usd in zip(caps, lent, strict=True):
         cap.room_usd -= usd
     idleness = Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {})
@@ -303,79 +268,6 @@ def deferred_stops(
     unread = frozenset(p for p in pools if p not in billed)
     unknown = unknown_pools(spends, pools, billed, last_read)
     return _deferred(now, caps_at(now, spends), pools, base, {}, settle, unread, unknown)
-
-
-def _trim(
-    now: datetime,
-    caps: list[Cap],
-    pools: Mapping[str, PoolSpec],
-    base: Mapping[str, int],
-    targets: dict[str, int],
-    holds: Mapping[str, timedelta],
-) -> tuple[list[Trim], list[Skip]]:
-    """Grant scale-ups in fill order while every cap over the pool keeps its projection within the cap. A next
-    period's cap binds a pool's scale-up only when the pool's minimum hold (``holds``) reaches into it. A cap's pools
-    nobody knows the units of take their ``max_units`` (over that hold, or to the period's end: ``Cap.unknown_span``)
-    out of its room for the scale-up, and out of nothing else."""
-    trims: list[Trim] = []
-    skips: list[Skip] = []
-    ups = sorted((p for p, t in targets.items() if p in pools and t > base[p]), key=lambda p: pools[p].fill_key)
-    for pool_id in ups:
-        wanted = targets[pool_id] - base[pool_id]
-        allowed, binding, held_back = wanted, None, 0.0
-        known_allow = wanted  # what the caps would allow were the unknown pools counted at nothing
-        binds = [c for c in caps if pool_id in c.pools and (not c.crossing or now + holds[pool_id] > c.period.start)]
-        for cap in binds:
-            per_unit = pools[pool_id].price_per_unit_hour_usd * cap.hours_left(now)
-            if per_unit <= 0.0:
-                continue
-            unknown_usd = cap.unknown_usd(now, pools, holds[pool_id])
-            fits = max(0, math.floor((cap.room_usd - unknown_usd + EPS_USD) / per_unit))
-            known_allow = min(known_allow, max(0, math.floor((cap.room_usd + EPS_USD) / per_unit)))
-            if fits < allowed:
-                allowed, binding, held_back = fits, cap, unknown_usd
-        for cap in binds:
-            cap.room_usd -= allowed * pools[pool_id].price_per_unit_hour_usd * cap.hours_left(now)
-        if binding is None:
-            continue
-        targets[pool_id] = base[pool_id] + allowed
-        room = max(0.0, binding.room_usd)
-        unknown = ""
-        if binding.unknown:
-            span = binding.unknown_span(holds[pool_id])
-            over = (
-                f"over the {format_duration(holds[pool_id])} this scale-up holds its units (lead time + idle window "
-                f"+ one tick)"
-                if span is not None
-                else "to the period's end (no commit_horizon: units granted are never released while busy)"
-            )
-            unknown = (
-                f"; counting {', '.join(binding.unknown)}, not read and with no record of what it holds, at its "
-                f"max_units {over}: {held_back:,.2f} USD of the room kept back"
-            )
-        trims.append(
-            Trim(
-                pool_id,
-                base[pool_id],
-                base[pool_id] + wanted,
-                targets[pool_id],
-                binding.budget,
-                binding.kind,
-                binding.label,
-                room,
-                held_back if allowed < known_allow else 0.0,
-            )
-        )
-        skips.append(
-            Skip(
-                pool_id,
-                SkipReason.BUDGET,
-                f"{binding.label} allows {allowed} of {wanted} more units "
-                f"({base[pool_id]}->{targets[pool_id]} instead of ->{base[pool_id] + wanted}); "
-                f"{room:,.2f} USD of room left to period end{unknown}",
-            )
-        )
-    return trims, skips
 
 
 def _deferred(
