@@ -17,14 +17,12 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from agent.alerts import (
-    PendingScaleUp,
+from agent.alerts import PendingScaleUp, outstanding, stalled_scale_up_events
+from agent.budget_alerts import (
     budget_threshold_events,
     hard_stop_deferred_event,
     ledger_incomplete_event,
-    outstanding,
     projected_overspend_event,
-    stalled_scale_up_events,
 )
 from agent.budget_reserve import BudgetReserver, Reserved
 from agent.budget_unknown_pools import unknown_pool_events

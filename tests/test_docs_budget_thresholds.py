@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from agent.alerts import budget_threshold_events
+from agent.budget_alerts import budget_threshold_events
 from config.reference import reference_markdown
 from models import BudgetSnapshot
 

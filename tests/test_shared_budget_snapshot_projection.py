@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from actuators import SimulatedCluster
-from agent.alerts import budget_threshold_events
+from agent.budget_alerts import budget_threshold_events
 from agent.daemon.adapters import DaemonTickReport
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.summary import DailySummary

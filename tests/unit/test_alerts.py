@@ -6,13 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.alerts import (
-    PendingScaleUp,
-    budget_threshold_events,
-    outstanding,
-    projected_overspend_event,
-    stalled_scale_up_events,
-)
+from agent.alerts import PendingScaleUp, outstanding, stalled_scale_up_events
+from agent.budget_alerts import budget_threshold_events, projected_overspend_event
 from agent.notify.slack_message import blocks, fallback_text
 from agent.planning.budget import CapKind, Period, ScaleUpCharge
 from agent.planning.enforcement import Overspend

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agent.alerts import hard_stop_deferred_event
+from agent.budget_alerts import hard_stop_deferred_event
 from agent.planning import PlanInput, plan_capacity
 from agent.planning.budget import Budget, BudgetSpend
 from agent.planning.enforcement import deferred_stops
