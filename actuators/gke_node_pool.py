@@ -11,7 +11,9 @@ Growing spreads the new nodes over the zones that have room (``zone_placement``)
 they are not read (GKE may keep the last ones; the Terraform provider reads them only when ``enabled``), and under
 ``move-bounds`` the agent sets them to its target. A zone out of accelerators is backed off for
 ``zone_backoff``: its share goes to the pool's other zones, and only when no zone can take any node is the resize
-refused with CapacityUnavailable, which backs the pool off and sends the demand to the next eligible pool.
+refused with CapacityUnavailable, which backs the pool off and sends the demand to the next eligible pool. A quota
+used up is not a zone's (Compute's quotas are regional or global): creates failed for one back every zone off, and a
+refusal for zones out for it says it is a quota (``CapacityUnavailable.quota``), as the first alert did.
 
 A zone out of capacity may accept a resize and fail the creates afterwards. An instance still being created whose
 last attempt failed with a stockout (as cluster-autoscaler reads it), or while the pool's latest operation ended
@@ -234,6 +236,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             open_zones.remove(refused)
         total = sum(targets.values())
         if total == seen.target:
+            quota = quota or any(self._zones_out[pz] > now for pz in self._out_for_quota if pz[0] == pool_id)
             raise CapacityUnavailable(pool_id, self._no_room(pool_id, seen, why, refusals, now), quota=quota)
         per_zone = ", ".join(f"{z} {n}" for z, n in targets.items())
         detail = f"{note}target {total} nodes ({per_zone})" + _short(to_units, total)
@@ -248,11 +251,15 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         return self._result(key, pool_id, ActionStatus.REJECTED, detail)
 
     def _no_room(self, pool_id: str, seen: Observed, why: str, refusals: Sequence[str], now: datetime) -> str:
-        out = [f"{z} until {t:%H:%M}Z" for (p, z), t in sorted(self._zones_out.items()) if p == pool_id and t > now]
+        out = {z: t for (p, z), t in sorted(self._zones_out.items()) if p == pool_id and t > now}
+        quota = {z: self._out_for_quota[(pool_id, z)] for z in out if (pool_id, z) in self._out_for_quota}
         reasons = [why] if why else []
         reasons += list(refusals)
-        if out:
-            reasons.append("zones out of capacity: " + ", ".join(out))
+        if stocked_out := [f"{z} until {t:%H:%M}Z" for z, t in out.items() if z not in quota]:
+            reasons.append("zones out of capacity: " + ", ".join(stocked_out))
+        if quota:
+            zones = ", ".join(f"{z} until {out[z]:%H:%M}Z" for z in quota)
+            reasons.append(f"zones out for a quota used up: {zones} ({next(iter(dict.fromkeys(quota.values())))})")
         if seen.missing:
             reasons.append("zones whose instance group was not found: " + ", ".join(z for z, _ in seen.missing))
         return "; ".join(reasons) or "no zone can take a node"
@@ -283,6 +290,10 @@ class GkeNodePoolActuator(GkeNodePoolReads):
     def _back_off(self, pool_id: str, zone: str, now: datetime, reason: str) -> None:
         until = now + self._zone_backoff
         self._zones_out[(pool_id, zone)] = until
+        if is_quota_message(reason):  # said when a scale-up is refused for the zone still out
+            self._out_for_quota[(pool_id, zone)] = reason
+        else:
+            self._out_for_quota.pop((pool_id, zone), None)
         log.warning(
             "pool %s: zone %s has no capacity, left out of scale-ups until %s: %s", pool_id, zone, until, reason
         )
@@ -295,6 +306,11 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         for zone in seen.zones:
             if zone.failed:
                 self._back_off(pool_id, zone.name, now, zone.failed[0].failure)
+        # Compute's quotas are regional or global, never a zone's: every zone of the pool (all in its cluster's
+        # region) meets the one its creates failed for, so none takes their share.
+        if quota := next((i.failure for i in seen.failed if is_quota_message(i.failure)), ""):
+            for zone in (z for z in seen.zones if not z.failed):
+                self._back_off(pool_id, zone.name, now, quota)
         self._delete_instances(pool_id, seen.failed)
         log.warning(
             "pool %s: %d instances could not be created (%s); removed them (target %d -> %d)",

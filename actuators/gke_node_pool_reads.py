@@ -59,6 +59,7 @@ class GkeNodePoolReads:
         self._clock = clock
         self._zone_backoff = zone_backoff
         self._zones_out: dict[tuple[str, str], datetime] = {}  # (pool, zone) -> left out of scale-ups until
+        self._out_for_quota: dict[tuple[str, str], str] = {}  # (pool, zone) -> the quota it is left out for
         self._reads = PoolReads()
 
     def list_pools(self) -> Sequence[PoolState]:

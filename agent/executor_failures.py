@@ -189,7 +189,11 @@ def _units_stopped_failing(
 
 
 def _zones_with_room(state: PoolState, now: datetime) -> list[str]:
-    """Zones of a pool that spans zones where nothing failed and that are not backed off."""
+    """Zones of a pool that spans zones where nothing failed and that are not backed off; none when a unit failed for
+    a quota used up (``PoolState.failed_for_quota``): a cloud's quotas are regional or global, so the pool's other
+    zones meet the same one."""
+    if state.failed_for_quota:
+        return []
     return [z.zone for z in state.zones if z.failed_units == 0 and (z.backoff_until is None or z.backoff_until <= now)]
 
 

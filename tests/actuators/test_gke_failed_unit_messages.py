@@ -146,9 +146,9 @@ def test_a_single_zone_pool_backs_off_its_lead_time_and_its_zone_the_zone_back_o
     assert _zone_backoff(actuator) == {ZONES[0]: T0 + ZONE_BACKOFF}
 
 
-@pytest.mark.parametrize("code", ["QUOTA_EXCEEDED", "ZONE_RESOURCE_POOL_EXHAUSTED"])
-def test_a_zone_that_fails_its_creates_backs_off_alone_while_another_has_room(gke_api: FakeGkeApi, code: str) -> None:
-    gke_api.stockout(ZONES[1], shown_on=("instances",), code=code, message=QUOTA if code == "QUOTA_EXCEEDED" else "x")
+def test_a_zone_out_of_resources_backs_off_alone_while_another_has_room(gke_api: FakeGkeApi) -> None:
+    """A quota, which the zones share, backs them all off: tests/actuators/test_gke_quota_shared_by_zones.py."""
+    gke_api.stockout(ZONES[1], shown_on=("instances",), message=STOCKOUT.format(zone=ZONES[1]))
     actuator, state = _failed(gke_api, ZONES, 2, 4)
     assert state.failed_units == 1
     done = _cleared(actuator, state)
