@@ -107,3 +107,29 @@ def test_a_scale_up_refused_while_a_zone_is_out_for_a_quota_still_says_it_is_a_q
     assert alert.summary.startswith("Quota used up for gpu" if quota else "No capacity for gpu")
     assert ("action" in alert.details) is quota
     assert f"{ZONES[1]} until 00:30Z" in alert.details["error"]
+
+
+def test_a_refusal_at_the_call_mixing_a_stockout_and_a_quota_tells_both_and_is_a_quota(gke_api: FakeGkeApi) -> None:
+    """setSize refused for zone a's stockout, then zone by zone: a refuses for its stockout, b for GKE's regional quota
+    (403). The alert says a quota is used up, with the advice, and its error names each zone's own reason."""
+    regional = (
+        "Insufficient regional quota to satisfy request: resource \"NVIDIA_A100_GPUS\": request requires '1.0' and is "
+        "short '1.0'. project has a quota of '16.0' with '0.0' available."
+    )  # GKE's 403 (tests/fakes/REFERENCE.md)
+    gke_api.add_pool("a100", nodes=2, zones=ZONES)
+    gke_api.stockout(ZONES[0], mode="http")
+    mig_b = gke_api.pools["a100"].migs[1].name
+    gke_api.fail_next(1, 403, regional, path=f"zones/{ZONES[1]}/instanceGroupManagers/{mig_b}/resize")
+    clock = SimulatedClock(T0)
+    actuator = _actuator(gke_api, clock)
+    plan = CapacityPlan(T0, (Resize("gpu", 2, 4, "demand queued", "k1"),))
+    done = execute(plan, actuator, {"gpu": GPU}, PlannerMemory(), T0)
+    (alert,) = done.alerts
+    assert alert.summary.startswith("Quota used up for gpu; backing off 20m")
+    assert alert.details["action"] == QUOTA_ADVICE
+    error = alert.details["error"]
+    assert f"zone {ZONES[0]}: " in error and "cannot grow in zone us-central1-a" in error
+    assert f"zone {ZONES[1]}: " in error and regional in error
+    assert f"zones out of capacity: {ZONES[0]} until 00:30Z" in error
+    assert f"zones out for a quota used up: {ZONES[1]} until 00:30Z" in error
+    assert done.memory.backoff_until == {"gpu": T0 + LEAD}
