@@ -5,10 +5,11 @@ seconds and the daemon drives it from a scheduler. Models are refitted by ``refi
 ``run_once`` only refits when no model has been fitted yet or the refit interval has passed; one that fails does not
 fail the tick. The daemon refits beside its ticks instead (``stage_refit``). See ``agent.model_refits`` for both.
 
-A tick reads its demand through ``agent.demand_reads`` (on the forecast step grid, and at its instant) and
-delivers its alerts through ``agent.tick_alerts``, which carries the open conditions in the planner memory. The
-slice adapter's record of slices short of hosts (``AgentParts.short_slices``) goes into the planner memory after each
-tick, so the memory a new leader reads carries it across restarts (the daemon hands it back at its first read).
+A tick observes and forecasts demand through ``agent.outlook`` (what it knows before it decides, read through
+``agent.demand_reads`` on the forecast step grid, and at its instant) and delivers its alerts through
+``agent.tick_alerts``, which carries the open conditions in the planner memory. The slice adapter's record of
+slices short of hosts (``AgentParts.short_slices``) goes into the planner memory after each tick, so the memory a
+new leader reads carries it across restarts (the daemon hands it back at its first read).
 """
 
 from __future__ import annotations
@@ -28,15 +29,16 @@ from agent.alerts import broken_unit_events, missing_data_events, missing_zone_e
 from agent.budget_watch import BudgetWatch
 from agent.burst_history import HourlyBurstProfile
 from agent.conditions import ConditionTracker, not_evaluated, still_holding
-from agent.demand_reads import demand_now, fetch_demand, with_group_demand
+from agent.demand_reads import fetch_demand
 from agent.drains import NodeDrains
 from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unread_pool_alerts
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.model_refits import StagedRefit, refit_in_tick
 from agent.notify.base import Notifier
-from agent.observation import forecasts_from_frame, latest_observations, with_group_series
-from agent.onprem_capacity import OnPremReading, onprem_capacity_events, read_onprem
+from agent.observation import with_group_series
+from agent.onprem_capacity import onprem_capacity_events, read_onprem
+from agent.outlook import ONPREM_READ_SHARE, Outlook, observe_and_forecast
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
@@ -51,7 +53,6 @@ from models import (
     AlertEvent,
     CapacityPlan,
     DemandForecast,
-    ForecastError,
     MetricsUnavailable,
     PoolState,
 )
@@ -60,10 +61,6 @@ if TYPE_CHECKING:  # the slice adapter imports the cloud SDKs' errors, which onl
     from actuators.short_slices import ShortSlices
 
 log = logging.getLogger(__name__)
-
-# The share of a tick the on-prem capacity queries are read within, at its start (6 s of a 1-minute tick): one
-# instant query per on-prem pool, light beside the demand reads, which have the rest of the read deadline.
-ONPREM_READ_SHARE = 0.1
 
 
 @dataclass(frozen=True)
@@ -78,21 +75,6 @@ class TickReport:
     results: tuple[ActionResult, ...]
     alerts: tuple[AlertEvent, ...] = field(default_factory=tuple)
     resolved: tuple[AlertEvent, ...] = field(default_factory=tuple)  # level conditions this tick found gone
-
-
-@dataclass(frozen=True)
-class Outlook:
-    """What one tick knows before it decides: observations, forecasts and why some classes have neither, and the
-    on-prem pools' capacity now (``agent.onprem_capacity``).
-
-    It depends only on the metrics, never on what the agent did, so a simulation can compute it once per tick
-    and replay it for many planner settings.
-    """
-
-    observed: dict[str, float]
-    forecasts: dict[str, DemandForecast]
-    problems: dict[str, str]
-    onprem: OnPremReading = field(default_factory=OnPremReading)
 
 
 @dataclass
@@ -249,7 +231,19 @@ class Agent:
         with read_deadline(self.reads_within):
             with read_deadline(min(self.tick * ONPREM_READ_SHARE, self.reads_within)):
                 onprem = read_onprem(self.parts.onprem, self.pools, now)
-            observed, forecasts = self._observe_and_forecast(now, problems)
+            observed, forecasts = observe_and_forecast(
+                now,
+                problems,
+                source=self.parts.source,
+                forecaster=self.parts.forecaster,
+                classes=self.classes,
+                groups=self.groups,
+                step=self.step,
+                horizon=self.horizon,
+                levels=self.levels,
+                max_staleness=self.settings.forecast.max_staleness,
+                refit_if_due=self._refit_if_due,
+            )
         return Outlook(observed, forecasts, problems, onprem)
 
     def act(self, now: datetime, outlook: Outlook) -> TickReport:
@@ -327,43 +321,6 @@ class Agent:
         return TickReport(now, observed, forecasts, problems, plan, results, tuple(alerts), resolved)
 
     # -- steps of the tick -----------------------------------------------------------------------------------
-    def _observe_and_forecast(
-        self, now: datetime, problems: dict[str, str]
-    ) -> tuple[dict[str, float], dict[str, DemandForecast]]:
-        names = [c.name for c in self.classes]
-        recent_steps = max(self.parts.forecaster.min_history_steps, 1) + self._stale_steps()
-        try:
-            recent, unavailable = self._fetch(now - recent_steps * self.step, now)
-        except MetricsUnavailable as exc:
-            problems.update({name: str(exc) for name in names})
-            return {}, {}
-        problems.update({name: str(exc) for name, exc in unavailable.items()})
-        observable = [name for name in names if name not in unavailable]
-        observed, missing = latest_observations(
-            recent,
-            observable,
-            now,
-            self.step,
-            self.settings.forecast.max_staleness,
-            demand_now(self.parts.source, self.classes, observable, now),
-        )
-        problems.update(missing)
-        forecasts: dict[str, DemandForecast] = {}
-        if observed and self._refit_if_due(now, names, problems):
-            try:
-                frame = self.parts.forecaster.predict(with_group_series(recent, self.groups), self.horizon, self.levels)
-                forecasts, bad = forecasts_from_frame(
-                    frame, now, self.step, self.levels, with_group_demand(observed, self.groups)
-                )
-                problems.update({k: v for k, v in bad.items() if k not in problems})
-            except (ForecastError, MetricsUnavailable) as exc:
-                problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
-        aggregates = {g.name for g in self.groups if g.is_aggregate}
-        forecasts = {k: v for k, v in forecasts.items() if k in observed or k in aggregates}
-        for name in aggregates:
-            problems.pop(name, None)
-        return observed, forecasts
-
     def _refit_if_due(self, now: datetime, names: Sequence[str], problems: dict[str, str]) -> bool:
         """Refit when no model has been fitted yet, or (``refit_in_ticks``) the refit interval has passed; whether
         there is a model to forecast with. A failure with no model fitted holds every class with its reason."""
@@ -398,6 +355,3 @@ class Agent:
     def _horizon_steps(self) -> int:
         longest = max((p.lead_time for p in self.pools), default=timedelta(0))
         return max(1, math.ceil((longest + self.tick) / self.step))
-
-    def _stale_steps(self) -> int:
-        return max(1, math.ceil(self.settings.forecast.max_staleness / self.step))

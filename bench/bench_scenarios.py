@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.loop import Outlook
+from agent.outlook import Outlook
 from agent.simulation import SimulationWindow, select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.runner import Simulation

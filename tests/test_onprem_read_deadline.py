@@ -1,5 +1,5 @@
 """The on-prem capacity read within the tick's read deadline: it comes first, within its own share of the tick
-(``agent.loop.ONPREM_READ_SHARE``), so neither a slow demand read nor the first tick's refit (which reads the
+(``agent.outlook.ONPREM_READ_SHARE``), so neither a slow demand read nor the first tick's refit (which reads the
 whole history) leaves it a request cut to nothing; a capacity query that does not answer in its share leaves the
 demand reads the rest of the half tick; and a pool whose capacity is not read for want of time says so, not that
 Prometheus cannot be reached, the pools after it not queried at all.

@@ -23,8 +23,9 @@ import pytest
 
 from actuators import SimulatedCluster
 from agent.ledger import InMemoryLedger
-from agent.loop import Agent, AgentParts, Outlook
+from agent.loop import Agent, AgentParts
 from agent.notify.recording import RecordingNotifier
+from agent.outlook import Outlook
 from agent.sources.onprem_capacity import PrometheusOnPremCapacity
 from agent.sources.prometheus import PROBE_QUERY, PrometheusSource
 from config import settings_from_mapping

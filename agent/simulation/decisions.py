@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from agent.loop import Outlook
+from agent.outlook import Outlook
 from agent.planning import PlanInput, resolve_service_levels
 from agent.planning.groups import DemandGroup, demand_groups
 from agent.planning.needs import group_shares

@@ -17,7 +17,7 @@ from multiprocessing import get_context
 from multiprocessing.synchronize import Event as EventType
 from typing import Any
 
-from agent.loop import Outlook
+from agent.outlook import Outlook
 from agent.planning import resolve_service_levels
 from agent.simulation.forecast_models import level_mix
 from agent.simulation.runner import PolicyRun, Simulation, run_policy

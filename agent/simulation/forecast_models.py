@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from agent.loop import Outlook
+from agent.outlook import Outlook
 from forecasting.selection import model_at_level
 
 

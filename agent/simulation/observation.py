@@ -10,7 +10,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 
-from agent.loop import Agent, Outlook
+from agent.loop import Agent
+from agent.outlook import Outlook
 from agent.simulation.assembly import policy_agent, policy_cluster
 from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace

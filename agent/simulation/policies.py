@@ -22,7 +22,8 @@ from typing import Protocol
 import numpy as np
 
 from actuators.simulated import SimulatedCluster
-from agent.loop import Agent, Outlook, TickReport
+from agent.loop import Agent, TickReport
+from agent.outlook import Outlook
 from models import CapacityUnavailable
 
 POLICIES = ("forecast", "reactive", "static", "oracle")

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from actuators.simulated import SimulatedCluster
-from agent.loop import Outlook
+from agent.outlook import Outlook
 from agent.simulation.assembly import policy_agent, policy_cluster
 from agent.simulation.bands import BandRecorder, BandSpec, band_leads
 from agent.simulation.decisions import DecisionChanges, decision_changes

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import agent.simulation.equal_service as searches
-from agent.loop import Outlook
+from agent.outlook import Outlook
 from agent.simulation import select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.observation import observe_window, restart_parts, restart_tick, share_out

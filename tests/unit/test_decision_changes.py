@@ -7,7 +7,7 @@ from datetime import timedelta
 import numpy as np
 import pandas as pd
 
-from agent.loop import Outlook
+from agent.outlook import Outlook
 from agent.simulation.decisions import decision_changes
 from agent.simulation.window import SimulationWindow
 from config import settings_from_mapping

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.loop import Outlook
+from agent.outlook import Outlook
 from agent.report.simulation import _forecast_models
 from agent.simulation.forecast_models import forecast_models
 from forecasting.selection import _describe, model_at_level
