@@ -21,18 +21,18 @@ change as a transient error: a group that cannot be read is held, never blocked.
 
 A slice that was whole and fell short (hosts RECREATING: a repair, or a host lost) waits from the agent's first read
 that found it so, which the agent keeps in its planner memory (``short_slices``: the loop saves what it knows and a
-restarted agent or a new leader hands it back where it makes an unbroken watch), because nothing in the cloud tells
-when it fell short. A managed
-instance (``listManagedInstances``) carries no time (its ``lastAttempt`` holds errors only), and a host the zone has no
-room to recreate has no Compute instance (its ``id`` and ``instanceStatus`` are empty), so no ``creationTimestamp``; its
-instance group's is the slice's creation. The lost host's Node is deleted with its VM, and a multi-host slice is
-recovered whole (Cloud TPU, "Failure recovery of TPU instances"), so often no node of the slice is left to carry a mark;
-Kubernetes Events last an hour (kube-apiserver ``--event-ttl``), less than a wait. ``instanceGroupManagers.listErrors``
-times each failed attempt but tells no episode apart: a host's earliest error listed may be from an earlier repair it
-came back from, which would fail a slice early. A GKE ``AUTO_REPAIR_NODES`` operation on the node pool starts with a
-repair, but GKE documents neither whether it stays RUNNING while the zone has no room nor what ends it, and a done one
-may be an earlier repair's. A memory saved by a release that did not keep these reads (or none at all) starts the wait
-at the first read again.
+restarted agent or a new leader hands it back where the slice's hosts prove the same shortfall), because nothing in
+the cloud tells when it fell short. A managed instance (``listManagedInstances``) carries no time (its ``lastAttempt``
+holds errors only), and a host the zone has no room to recreate has no Compute instance (its ``id`` and
+``instanceStatus`` are empty), so no ``creationTimestamp``; its instance group's is the slice's creation. The lost
+host's Node is deleted with its VM, and a multi-host slice is recovered whole (Cloud TPU, "Failure recovery of TPU
+instances"), so often no node of the slice is left to carry a mark; Kubernetes Events last an hour (kube-apiserver
+``--event-ttl``), less than a wait. ``instanceGroupManagers.listErrors`` times each failed attempt but tells no episode
+apart: a host's earliest error listed may be from an earlier repair it came back from, which would fail a slice early.
+What does tell a recovery apart is the ids of the instances that exist: each recreated instance is a new one with a
+new id, so the record keeps them with the time (``HostCount.ids``) and a successor keeps the time only while the
+slice's hosts are some of those and none is new (``short_slices.same_shortfall``). A memory saved by a release that did
+not keep them (or none at all) starts the wait at the first read again.
 
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's
@@ -160,7 +160,7 @@ class GkeTpuSliceActuator:
         self._gke = gke
         self._short = ShortSlices(waits, [m.pool for m in mappings])
         self._asked: dict[tuple[str, str], datetime] = {}  # (pool, slice never whole) -> first asked for, this read
-        self._created: dict[tuple[str, str], datetime] = {}  # (pool, slice of a record read back) -> created, this read
+        self._hosts: dict[tuple[str, str], frozenset[str]] = {}  # (pool, short slice) -> its hosts' ids, this read
         self._without_nodes = SlicesWithoutNodes(graces or {}, NODES_GRACE, self._log_once)
         self._drained = drained
         self._migs = migs
@@ -303,10 +303,10 @@ class GkeTpuSliceActuator:
             n: m for n, p, m in units if p is UnitPhase.IN_FLIGHT and by_name[n].status.name == "RUNNING_WITH_ERROR"
         }
         asked = {n: t for n in short if (t := self._asked.pop((pool_id, n), None)) is not None}
-        created = {n: t for n in short if (t := self._created.pop((pool_id, n), None)) is not None}
+        hosts = {n: ids for n in short if (ids := self._hosts.pop((pool_id, n), None)) is not None}
         self._asked = {k: t for k, t in self._asked.items() if k[0] != pool_id}
-        self._created = {k: t for k, t in self._created.items() if k[0] != pool_id}
-        failed = self._short.given_up(pool_id, short, self._clock.now(), asked, created)
+        self._hosts = {k: ids for k, ids in self._hosts.items() if k[0] != pool_id}
+        failed = self._short.given_up(pool_id, short, self._clock.now(), asked, hosts)
         for name in failed:
             self._log_once(
                 name, "has been short of hosts for its group's wait: failed, deleted by the next resize", short[name]
@@ -351,7 +351,7 @@ class GkeTpuSliceActuator:
         if self._migs is None:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
-        running, expected, failure, _, creating, groups = self._counter.count(
+        running, expected, failure, _, creating, _, ids = self._counter.count(
             pool_id, node_pool, message, mapping.hosts_per_slice
         )
         if running >= expected:
@@ -359,14 +359,7 @@ class GkeTpuSliceActuator:
             return name, UnitPhase.READY, message
         if creating and (asked := first_asked(pool_id, self._counter.groups(pool_id, creating))) is not None:
             self._asked[(pool_id, name)] = asked  # never whole: its wait counts from then (``_given_up``)
-        elif (
-            self._short.inherited(pool_id, name)
-            and (  # a record read back: of this slice, or of one before it?
-                created := first_asked(pool_id, self._counter.groups(pool_id, groups))
-            )
-            is not None
-        ):
-            self._created[(pool_id, name)] = created
+        self._hosts[(pool_id, name)] = ids  # does a record read back speak of this shortfall? (``_given_up``)
         missing = f"{running} of {expected} hosts running" + (f": {failure}" if failure else "")
         self._log_once(name, "has hosts missing, counted as in flight, not ready", missing)
         return name, UnitPhase.IN_FLIGHT, missing

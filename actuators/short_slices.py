@@ -16,23 +16,24 @@ nothing names a stockout or quota of (hosts being recreated by a repair) is wait
 is forgotten, its wait starting again if it falls short later.
 
 Nothing in the cloud tells when a slice that was whole fell short (its hosts recreated by a repair the zone has no room
-for: ``actuators.gke_tpu_slices``), so the first reads are handed out (``known``: per group, slice -> since, and a read
-that found it short since, ``seen``) for the agent to keep with its planner memory, and taken back (``recall``) once,
-from the memory a restarted agent or a new leader reads first: its wait goes on from its predecessor's first read
-instead of starting again. A record only holds while the slice was watched without a break: a slice repaired and short
-again while no agent watched it (a gap between two agents, or saves refused meanwhile) would inherit the first episode's
-time and be deleted a minute into its new wait. So ``seen`` is refreshed once it is older than a quarter of the group's
-wait (not at every read: a steady shortage does not rewrite the state ConfigMap at every tick), and an entry whose
-``seen`` is older, at this adapter's first read of its group, than an unbroken watch allows (``gap``: the lease duration
-and the ticks around it, which the caller passes; plus that quarter) is left out: that slice's wait starts again, never
+for: ``actuators.gke_tpu_slices``), so the first reads are handed out (``known``: per group, slice -> since, a read
+that found it short since, ``seen``, and the Compute instance ids of its hosts that existed then, ``hosts``) for the
+agent to keep with its planner memory, and taken back (``recall``) once, from the memory a restarted agent or a new
+leader reads first: its wait goes on from its predecessor's first read instead of starting again, but only where the
+slice's hosts prove it is the same shortfall (``same_shortfall``). A time alone cannot: a slice recovered and short
+again while no agent watched it, even for a few minutes (a rollout), would inherit the first episode's time and be
+deleted early in its new wait; a slice deleted and created again under the same name would inherit the old one's. A
+multi-host slice is recovered whole, every instance recreated with a new id, and a host the zone has no room for has
+no instance, so the record's time is kept when the hosts the slice has at this adapter's next read of its group are
+some of those it had when last seen short, none created since, however long no agent watched (an agent down longer
+than a watch, or crash-looping, keeps the wait), and dropped otherwise, the slice's wait starting again, never
 shortened. A record is taken back for its earlier times only (a read of this adapter's own, earlier, stays) and not for
 a slice this adapter's own reads found not short since their first (seen whole since, or new; its own record handed back
 after it led before included). What it says of a slice not short at the next read of its group is forgotten with it. The
-wait of a slice never whole counts from its instance groups' creation (``asked``), whatever a record says, and a time
-read back from before the creation of a slice that was whole (``created``, read once per slice taken back:
-``inherited``) is dropped: a slice deleted and created again under the same name does not inherit the old one's wait.
-Without a record (a memory of an earlier release) the wait starts at this adapter's first read that finds the slice
-short, as before.
+wait of a slice never whole counts from its instance groups' creation (``asked``), whatever a record says. ``seen`` is
+refreshed once it is older than a quarter of the group's wait (not at every read: a steady shortage does not rewrite the
+state ConfigMap at every tick) for the release before, which reads it. Without a record, or with one naming no host
+(a memory of an earlier release), the wait starts at this adapter's first read that finds the slice short, as before.
 """
 
 from __future__ import annotations
@@ -62,11 +63,16 @@ def short_waits(settings: Settings) -> dict[str, timedelta]:
 
 
 class ShortSince(NamedTuple):
-    """Of a slice short of hosts: the first read that found it short (``since``) and a read that found it short
-    since, refreshed once older than a quarter of its group's wait (``seen``)."""
+    """Of a slice short of hosts: the first read that found it short (``since``), a read that found it short since,
+    refreshed once older than a quarter of its group's wait (``seen``), and the Compute instance ids of its hosts
+    that existed at the latest read that found it short (``hosts``: empty in a record of a release before)."""
 
     since: datetime
     seen: datetime
+    hosts: frozenset[str] = frozenset()
+
+
+Record = Mapping[str, Mapping[str, tuple[datetime, datetime, frozenset[str]]]]
 
 
 class ShortSlices:
@@ -76,59 +82,46 @@ class ShortSlices:
     def __init__(self, waits: Mapping[str, timedelta] | None = None, pools: Iterable[str] | None = None) -> None:
         self._waits = dict(waits or {})
         self._pools = None if pools is None else frozenset(pools)
-        self._since: dict[tuple[str, str], ShortSince] = {}  # (pool, slice) -> first read short, and seen since
+        self._since: dict[tuple[str, str], ShortSince] = {}  # (pool, slice) -> first read short, seen since, hosts
         self._first_read: dict[str, datetime] = {}  # pool -> this adapter's first read of the group
-        # (pool, slice) -> this adapter's own entry before a record read back gave it an earlier time, until the
-        # slice's creation is checked against it
-        self._inherited: dict[tuple[str, str], ShortSince | None] = {}
+        # (pool, slice) -> an entry read back, until the next read of its group finds whether the slice's hosts make
+        # it the same shortfall
+        self._recalled: dict[tuple[str, str], ShortSince] = {}
 
-    def known(self) -> dict[str, dict[str, tuple[datetime, datetime]]]:
-        """Since when each slice has been seen short, per group (pool -> slice -> since, seen): the slices short at
-        the latest read of each group."""
-        record: dict[str, dict[str, tuple[datetime, datetime]]] = {}
-        for (pool, name), short in sorted(self._since.items()):
+    def known(self) -> dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]]:
+        """Since when each slice has been seen short, per group (pool -> slice -> since, seen, hosts): the slices short
+        at the latest read of each group, and those taken back that no read of their group has checked yet (a read
+        that failed does not drop them from the memory saved)."""
+        record: dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]] = {}
+        for (pool, name), short in sorted({**self._recalled, **self._since}.items()):  # taken back, not yet checked
             record.setdefault(pool, {})[name] = short
         return record
 
-    def recall(
-        self, record: Mapping[str, Mapping[str, tuple[datetime, datetime]]], now: datetime, gap: timedelta
-    ) -> None:
+    def recall(self, record: Record) -> None:
         """Take back a record ``known`` gave (to this adapter or another, before a restart or a change of leader),
-        once, at the first tick that reads the memory (``now``): a slice's wait counts from the earlier of its time
-        there and this adapter's own first read, when the two make an unbroken watch. ``gap``: the longest an unbroken
-        watch leaves between the last read of one leader and the first of the next (the lease duration and the ticks
-        around it). An entry is left out, its slice's wait starting again, when it was last seen short longer before
-        this adapter's first read of the group (``now`` if none yet) than ``gap`` and the refresh of ``seen`` allow,
-        or when this adapter's own reads have found the slice not short since (a slice whole again or new): its time
-        may be another episode's."""
+        once, at the first tick that reads the memory. An entry is left out, its slice's wait starting again, when
+        this adapter's own reads have found the slice not short since their first (a slice whole again or new) or
+        when it names no host of the slice (a release that did not keep them); any other is checked at the next read
+        of its group (``given_up``): the slice's wait counts from the earlier time only while the hosts it has then
+        show it is still the same shortfall."""
         for pool, slices in record.items():
             if self._pools is not None and pool not in self._pools:
                 continue  # a group this adapter does not read: it would never be forgotten
             first = self._first_read.get(pool)
-            oldest = (now if first is None else first) - gap - self._refresh(pool)
-            for name, (since, seen) in slices.items():
-                short, key = ShortSince(since, seen), (pool, name)
-                own = self._since.get(key)
+            for name, (since, seen, hosts) in slices.items():
+                own = self._since.get((pool, name))
                 if first is not None and (own is None or own.since > first):
                     continue  # read not short by this adapter since: the record's time is of an episode before
-                if short.seen < oldest:
+                if not hosts:
                     log.info(
-                        "pool %s: slice %s was last seen short of hosts at %s in the planner memory, longer before "
-                        "this agent's first read than an unbroken watch allows (it may have been whole since): its "
-                        "wait starts again",
+                        "pool %s: slice %s was short of hosts since %s in the planner memory, which names none of its "
+                        "hosts (saved by an earlier release): its wait starts again",
                         pool,
                         name,
-                        short.seen.isoformat(),
+                        since.isoformat(),
                     )
                     continue
-                if own is None or short.since < own.since:
-                    self._inherited[key] = own
-                mine = own or short
-                self._since[key] = ShortSince(min(short.since, mine.since), max(short.seen, mine.seen))
-
-    def inherited(self, pool_id: str, name: str) -> bool:
-        """Whether the slice's time comes from a record read back and is not yet checked against its creation."""
-        return (pool_id, name) in self._inherited
+                self._recalled[(pool, name)] = ShortSince(since, seen, frozenset(hosts))
 
     def _refresh(self, pool_id: str) -> timedelta:
         """How old ``seen`` may grow before a read that finds the slice short refreshes it."""
@@ -140,32 +133,54 @@ class ShortSlices:
         short: Mapping[str, str],
         now: datetime,
         asked: Mapping[str, datetime] | None = None,
-        created: Mapping[str, datetime] | None = None,
+        hosts: Mapping[str, frozenset[str]] | None = None,
     ) -> dict[str, str]:
         """Of a group's slices short of hosts in this read (name -> what is said of its hosts), those short for the
         group's wait or longer with a stockout or quota named, each with the message it is failed with. ``asked``:
         when the hosts of a slice that was never whole were first asked for (``first_asked``); its wait counts from
-        then. ``created``: when a slice whose time a record read back gave (``inherited``) was created (its instance
-        groups'); a time before it is another slice's, dropped. The group's other slices are forgotten."""
+        then. ``hosts``: the Compute instance ids of each short slice's hosts that exist (``HostCount.ids``); an entry
+        read back keeps its time only where they prove the same shortfall (``same_shortfall``). The group's other
+        slices are forgotten."""
         self._since = {k: t for k, t in self._since.items() if k[0] != pool_id or k[1] in short}
-        self._inherited = {k: t for k, t in self._inherited.items() if k[0] != pool_id or k[1] in short}
+        recalled = {k[1]: t for k, t in self._recalled.items() if k[0] == pool_id}
+        self._recalled = {k: t for k, t in self._recalled.items() if k[0] != pool_id}
         self._first_read.setdefault(pool_id, now)
         wait, refresh = self._waits.get(pool_id, SHORT_WAIT), self._refresh(pool_id)
         out = {}
-        for name, hosts in short.items():
-            known = self._since.get((pool_id, name), ShortSince(now, now))
-            own = self._inherited.pop((pool_id, name), known)
-            if created and name in created and known.since < created[name]:  # a record of the slice before it
-                known = own or ShortSince(now, now)
+        for name, said in short.items():
+            now_hosts = frozenset((hosts or {}).get(name, ()))
+            own = self._since.get((pool_id, name))
+            known = own or ShortSince(now, now)
+            if (old := recalled.get(name)) is not None and old.since < known.since:
+                if same_shortfall(old.hosts, now_hosts):
+                    known = ShortSince(old.since, old.seen if own is None else max(old.seen, own.seen))
+                else:
+                    log.info(
+                        "pool %s: slice %s was short of hosts since %s in the planner memory, but its hosts are not "
+                        "the ones it had then (it was recovered or created again since): its wait starts again",
+                        pool_id,
+                        name,
+                        old.since.isoformat(),
+                    )
             if asked and name in asked:  # never whole: its instance groups' creation, not a record of an older slice
                 known = known._replace(since=asked[name])
             if now - known.seen > refresh:
                 known = known._replace(seen=now)
-            self._since[(pool_id, name)] = known
-            if now - known.since >= wait and is_capacity_message(hosts):
+            self._since[(pool_id, name)] = known._replace(hosts=now_hosts)
+            if now - known.since >= wait and is_capacity_message(said):
                 waited = f"short of hosts for {format_duration(now - known.since)}"
-                out[name] = f"insufficient capacity: {waited} (the group waits {format_duration(wait)}): {hosts}"
+                out[name] = f"insufficient capacity: {waited} (the group waits {format_duration(wait)}): {said}"
         return out
+
+
+def same_shortfall(before: frozenset[str], now: frozenset[str]) -> bool:
+    """Whether a slice whose hosts were ``before`` (Compute instance ids) when last seen short, and are ``now``, has
+    been short since without a recovery: some host of then still there, and none created since. A multi-host slice is
+    recovered whole (every instance recreated, each with a new id), and a host the zone has no room for has no
+    instance (no id), so a slice recovered whole and short again, or deleted and created again under the same name,
+    has no host of then; one whose missing host came up (a new id) may have been whole. Nothing else proves it: a
+    slice with no host left tells nothing."""
+    return bool(now) and now <= before
 
 
 def first_asked(pool_id: str, groups: Iterable[Any]) -> datetime | None:

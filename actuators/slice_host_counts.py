@@ -1,6 +1,7 @@
 """The hosts of a GKE TPU slice, counted from the Compute Engine managed instance groups behind its node pool
 (``SliceHostCounter``): how many run, how many the slice needs, what keeps the others from running, which are
-missing, and which instance groups hold a host still being created for the first time.
+missing, which instance groups hold a host still being created for the first time, and the Compute instance ids of the
+hosts that exist (``ids``: an instance recreated is a new one, with a new id; one the zone has no room for has none).
 
 GKE reports a slice whose instance groups could not create every instance RUNNING_WITH_ERROR, and may leave one in
 ERROR while its nodes run (``actuators.gke_tpu_slices``): only the instances say whether every host is there. An
@@ -32,6 +33,7 @@ class HostCount(NamedTuple):
     lacking: str  # which hosts are missing
     creating: list[Mig]  # the instance groups with a host being created for the first time
     groups: list[Mig]  # every instance group the node pool lists
+    ids: frozenset[str] = frozenset()  # the Compute instance ids of its hosts that exist (not being deleted)
 
 
 class SliceHostCounter:
@@ -48,6 +50,7 @@ class SliceHostCounter:
         applies to hosts being created for the first time); ``hosts`` how many the slice needs."""
         pool_failure = capacity_failure([("", message)])
         instances = []
+        ids = set()  # of the instances that exist: "empty when the instance does not exist"
         gone = []
         groups = []
         for url in node_pool.instance_group_urls:
@@ -58,8 +61,10 @@ class SliceHostCounter:
             groups.append(mig)
             where = {"project": mig[0], "zone": mig[1], "instance_group_manager": mig[2]}
             try:
-                listed = self._migs.list_managed_instances(**where)
-                instances += [instance_from(managed, mig, pool_failure) for managed in listed]
+                for managed in self._migs.list_managed_instances(**where):
+                    instances.append(instance_from(managed, mig, pool_failure))
+                    if managed.id and not instances[-1].deleting:
+                        ids.add(str(managed.id))
             except GOOGLE_ERRORS as exc:
                 if not is_not_found(exc):
                     raise from_google(pool_id, exc) from exc
@@ -75,7 +80,7 @@ class SliceHostCounter:
                 f"{hosts - len(kept)} not in its instance groups" + (f" ({'; '.join(gone)})" if gone else "")
             )
         creating = sorted({i.mig for i in kept if i.first_creation})
-        return HostCount(running, max(hosts, len(kept)), failure, ", ".join(lacking), creating, groups)
+        return HostCount(running, max(hosts, len(kept)), failure, ", ".join(lacking), creating, groups, frozenset(ids))
 
     def groups(self, pool_id: str, migs: Sequence[Mig]) -> list[Any]:
         """The instance groups (project, zone, name) that Compute finds (one gone since it was listed is left out)."""

@@ -15,7 +15,7 @@ Version 1::
                           "severity": "warning", "summary": "...", "gone": "...", "held": true,
                           "held_by": "..."}],
      "conditions_ended": [{"kind": "missing-data", "subject": "demand class x", "at": "..."}],
-     "slices_short_since": {"pool": {"slice": {"since": "...", "seen": "..."}}}}
+     "slices_short_since": {"pool": {"slice": {"since": "...", "seen": "...", "hosts": ["<instance id>"]}}}}
 
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
@@ -31,15 +31,18 @@ conditions it inherits again, and is read back only as the release before wrote 
 that does not know them reads the rest, and its leader starts with no open condition, as every leader did before
 they were kept. A condition entry this release cannot read (a kind or severity it does not know, a malformed time)
 is left out, never the document: at worst its end is not told. ``slices_short_since`` (per TPU slice group, since
-when each slice has been seen short of hosts: ``actuators.short_slices``; ``seen``, a read that found it short since)
-may be absent too: a release that does not know it reads the rest and saves without it, and each slice's wait then
-starts at the first read that finds it short, as before it was kept. An entry written as a time alone (by the release
-that first kept it) is read as short since then and last seen then. A slice entry this release cannot read (a
-malformed time) is left out the same way, as the release before leaves out an entry of this one: at worst that
-slice's wait starts again. A document this code cannot read (no or an older unknown version, malformed)
-raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save replaces it. A document of
-a newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an older release that leads
-during a rolling upgrade or a rollback must not write over the back-offs and blocks a newer one saved.
+when each slice has been seen short of hosts: ``actuators.short_slices``; ``seen``, a read that found it short
+since; ``hosts``, the Compute instance ids of its hosts then, absent when none exists) may be absent too: a release
+that does not know it reads the rest and saves without it, and each slice's wait then starts at the first read that
+finds it short, as before it was kept. An entry written as a time alone (by the release that first kept it) is read
+as short since then and last seen then, and one without ``hosts`` (by a release before they were kept, which reads
+an entry of this one and saves it without them) as naming no host: its slice's wait starts again. A slice entry
+this release cannot read (a malformed time) is left out the same way, as the release before leaves out an entry of
+this one: at worst that slice's wait starts again. A document this code cannot read (no or an older unknown
+version, malformed) raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save
+replaces it. A document of a newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an
+older release that leads during a rolling upgrade or a rollback must not write over the back-offs and blocks a newer
+one saved.
 """
 
 from __future__ import annotations
@@ -81,7 +84,7 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
             for (kind, subject), at in sorted(memory.conditions_ended.items())
         ],
         "slices_short_since": {
-            pool: {name: {"since": _time(since), "seen": _time(seen)} for name, (since, seen) in sorted(slices.items())}
+            pool: {name: _short(since, seen, hosts) for name, (since, seen, hosts) in sorted(slices.items())}
             for pool, slices in sorted(memory.slices_short_since.items())
         },
     }
@@ -194,18 +197,31 @@ def _conditions(entries: Any, read: Callable[[dict[str, Any]], V]) -> Iterator[t
             continue
 
 
-def _short_since(groups: Any) -> dict[str, dict[str, tuple[datetime, datetime]]]:
+def _short(since: datetime, seen: datetime, hosts: frozenset[str]) -> dict[str, Any]:
+    entry: dict[str, Any] = {"since": _time(since), "seen": _time(seen)}
+    if hosts:
+        entry["hosts"] = sorted(hosts)
+    return entry
+
+
+def _short_since(groups: Any) -> dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]]:
     """The readable entries of ``slices_short_since``; any other is left out (that slice's wait starts again). A time
-    alone (the form of the release that first kept them) is since and seen at once."""
-    out: dict[str, dict[str, tuple[datetime, datetime]]] = {}
+    alone (the form of the release that first kept them) is since and seen at once, naming no host."""
+    out: dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]] = {}
     for pool, slices in groups.items() if isinstance(groups, dict) else ():
         for name, entry in slices.items() if isinstance(slices, dict) else ():
             try:
                 if isinstance(entry, dict):
-                    short = (_parse(entry["since"]), _parse(entry["seen"]))
+                    short = (_parse(entry["since"]), _parse(entry["seen"]), _hosts(entry.get("hosts", [])))
                 else:
-                    short = (_parse(entry), _parse(entry))
+                    short = (_parse(entry), _parse(entry), frozenset[str]())
             except (KeyError, TypeError, ValueError):
                 continue
             out.setdefault(str(pool), {})[str(name)] = short
     return out
+
+
+def _hosts(value: Any) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(host, str) for host in value):
+        raise TypeError(f"hosts {value!r} is not a list of instance ids")
+    return frozenset(value)

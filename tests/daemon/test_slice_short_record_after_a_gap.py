@@ -19,7 +19,7 @@ from kubernetes import client as k8s
 from agent.daemon.wiring import AssembledDaemon
 from agent.ledger.sqlite import SqliteLedger
 from tests.daemon.test_slice_release import HOSTS
-from tests.daemon.test_slice_short_wait_across_restarts import SLICE, STOCKOUT, T0, WAIT, Rig, _rig
+from tests.daemon.test_slice_short_wait_across_restarts import SLICE, STOCKOUT, T0, WAIT, Rig, _rig, recover_whole
 from tests.fakes import kube_objects as objs
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
@@ -56,12 +56,8 @@ def _short_for_a_while(rig: Rig, until_minutes: int = 8) -> AssembledDaemon:
 
 
 def _repair(rig: Rig) -> None:
-    """GKE recreates the lost hosts: the slice is whole and serving again."""
-    for instance in rig.gke.pools[SLICE].migs[0].instances:
-        instance.action, instance.error = "NONE", ""
-    rig.gke.report_error(SLICE, status="RUNNING")
-    for i in range(2):
-        rig.kube.put("nodes", objs.node(f"gke-ml-{SLICE}-{i}", SLICE, accelerators=4, resource=objs.TPU_RESOURCE))
+    """The slice is recovered whole (every host recreated, each a new instance): whole and serving again."""
+    recover_whole(rig)
 
 
 def _config_map_writes(kube: FakeKubeApi) -> int:
@@ -79,8 +75,10 @@ def test_a_slice_repaired_and_short_again_while_no_agent_ran_waits_its_whole_new
     rig.run_until(second, back + timedelta(minutes=2))
     assert rig.status() == "RUNNING_WITH_ERROR"  # was deleted at 11:10, "short of hosts for 2h6m"
     saved = rig.saved()["slices_short_since"]
+    assert isinstance(saved, dict)
     first_read = (back + timedelta(minutes=1)).isoformat()
-    assert saved == {"v5e-slices": {SLICE: {"since": first_read, "seen": first_read}}}  # its wait starts again
+    entry = saved["v5e-slices"][SLICE]
+    assert (entry["since"], entry["seen"]) == (first_read, first_read)  # its wait starts again
     _stop(second)
 
 
@@ -133,8 +131,10 @@ def test_saves_refused_while_the_slice_was_repaired_and_short_again_do_not_short
     rig.run_until(first, T0 + timedelta(minutes=60))
     rig.fall_short()
     rig.run_until(first, T0 + timedelta(minutes=62))  # the store still says short since T+4m
-    stale = {"since": SHORT_AT.isoformat(), "seen": SHORT_AT.isoformat()}
-    assert rig.saved()["slices_short_since"] == {"v5e-slices": {SLICE: stale}}
+    saved = rig.saved()["slices_short_since"]
+    assert isinstance(saved, dict)
+    entry = saved["v5e-slices"][SLICE]
+    assert (entry["since"], entry["seen"]) == (SHORT_AT.isoformat(), SHORT_AT.isoformat())
     _stop(first)
     rig.clock.advance(timedelta(minutes=1))
     second = rig.start("leadtime-1")

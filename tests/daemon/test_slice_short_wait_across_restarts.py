@@ -85,6 +85,17 @@ class Rig:
         return saved
 
 
+def recover_whole(rig: Rig) -> None:
+    """The slice recovered whole, as a multi-host slice is (tests/fakes/REFERENCE.md): every host recreated (a new
+    instance, with a new id) and running, its Nodes registered again; GKE reports it RUNNING."""
+    for instance in rig.gke.pools[SLICE].migs[0].instances:
+        instance.action = "RECREATING"
+        instance.action, instance.error = "NONE", ""
+    rig.gke.report_error(SLICE, status="RUNNING")
+    for i in range(HOSTS):
+        rig.kube.put("nodes", objs.node(f"gke-ml-{SLICE}-{i}", SLICE, accelerators=4, resource=objs.TPU_RESOURCE))
+
+
 def _rig(
     prometheus_api: FakePrometheusApi,
     gke_api: FakeGkeApi,
@@ -110,9 +121,13 @@ def test_a_restart_halfway_through_the_wait_gives_the_slice_up_at_the_end_of_its
     rig.run_until(first, short_at)  # the first read that finds it short
     rig.run_until(first, short_at + WAIT / 2 - timedelta(minutes=1))
     seen = short_at + WAIT / 4 + timedelta(minutes=1)  # the first read once the last seen is a quarter wait old
-    assert rig.saved()["slices_short_since"] == {
-        POOL: {SLICE: {"since": short_at.isoformat(), "seen": seen.isoformat()}}
+    saved = rig.saved()["slices_short_since"]
+    assert isinstance(saved, dict)
+    assert {k: saved[POOL][SLICE][k] for k in ("since", "seen")} == {
+        "since": short_at.isoformat(),
+        "seen": seen.isoformat(),
     }
+    assert len(saved[POOL][SLICE]["hosts"]) == 2  # the ids of its two hosts that run
     first.daemon.stop_working()
     ledger = first.loop.agent.parts.ledger
     assert isinstance(ledger, SqliteLedger)

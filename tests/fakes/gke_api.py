@@ -70,12 +70,34 @@ class Stockout:
     message: str = STOCKOUT_MESSAGE
 
 
+_INSTANCE_IDS = itertools.count(4_000_000_000_000_000_001)
+_NOT_CREATED = ("CREATING", "RECREATING")
+
+
 @dataclass
 class Instance:
+    """A managed instance. Its ``id`` is Compute's id of its VM: none while it is being created or recreated (no VM
+    exists), a new one each time a VM is created for it; setting ``action`` keeps it so (REFERENCE.md)."""
+
     name: str
     action: str = "CREATING"  # CREATING | NONE (running) | DELETING, as in ManagedInstance.currentAction
     error: str = ""
     error_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
+    id: str = field(default="", init=False)
+
+    def __post_init__(self) -> None:
+        self._renew_id()
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        super().__setattr__(key, value)
+        if key == "action":
+            self._renew_id()
+
+    def _renew_id(self) -> None:
+        if self.action in _NOT_CREATED:
+            super().__setattr__("id", "")
+        elif not getattr(self, "id", ""):
+            super().__setattr__("id", str(next(_INSTANCE_IDS)))
 
 
 @dataclass
@@ -501,6 +523,8 @@ class FakeGkeApi(GoogleJsonServer):
             "currentAction": inst.action,
             "instanceStatus": "RUNNING" if inst.action == "NONE" else "PROVISIONING",
         }
+        if inst.id:  # "empty when the instance does not exist"; a uint64, sent as a string
+            out["id"] = inst.id
         if inst.error:
             out["lastAttempt"] = {"errors": {"errors": [{"code": inst.error_code, "message": inst.error}]}}
         return out

@@ -15,11 +15,13 @@ from agent.state.keeper import merge
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 WAIT = timedelta(minutes=20)
 STOCKOUT = "2 of 4 hosts running: ZONE_RESOURCE_POOL_EXHAUSTED"
-GAP = timedelta(minutes=2, seconds=15)  # the lease duration and two ticks
 
 
-def at(since: datetime, seen: datetime | None = None) -> ShortSince:
-    return ShortSince(since, since if seen is None else seen)
+HOSTS = frozenset({"101", "102"})  # the Compute instance ids of the slice's hosts that exist
+
+
+def at(since: datetime, seen: datetime | None = None, hosts: frozenset[str] = frozenset()) -> ShortSince:
+    return ShortSince(since, since if seen is None else seen, hosts)
 
 
 def test_the_record_round_trips_through_the_state_document() -> None:
@@ -74,40 +76,51 @@ def test_the_keeper_merges_the_record_per_pool() -> None:
 
 def test_a_record_taken_back_goes_on_with_the_earlier_first_read() -> None:
     restarted = ShortSlices({"v5e": WAIT}, ["v5e"])
-    restarted.recall({"v5e": {"v5e-0": at(T0, T0 + WAIT / 4)}}, T0 + WAIT / 2, GAP)
-    assert restarted.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT / 2) == {}
-    (why,) = restarted.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT).values()
+    restarted.recall({"v5e": {"v5e-0": at(T0, T0 + WAIT / 4, HOSTS)}})
+    hosts = {"v5e-0": HOSTS}
+    assert restarted.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT / 2, hosts=hosts) == {}
+    (why,) = restarted.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT, hosts=hosts).values()
     assert why.startswith("insufficient capacity: short of hosts for 20m (the group waits 20m)")
-    assert restarted.known() == {"v5e": {"v5e-0": at(T0, T0 + WAIT)}}
+    assert restarted.known() == {"v5e": {"v5e-0": at(T0, T0 + WAIT, HOSTS)}}
 
 
 def test_a_later_time_in_the_record_does_not_move_a_wait_this_adapter_began_earlier() -> None:
     slices = ShortSlices({"v5e": WAIT}, ["v5e"])
-    slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0)
-    slices.recall({"v5e": {"v5e-0": at(T0 + WAIT / 2)}}, T0 + WAIT / 2, GAP)
-    assert slices.known() == {"v5e": {"v5e-0": at(T0, T0 + WAIT / 2)}}
+    slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0, hosts={"v5e-0": HOSTS})
+    slices.recall({"v5e": {"v5e-0": at(T0 + WAIT / 2, T0 + WAIT / 2, HOSTS)}})
+    slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT / 4, hosts={"v5e-0": HOSTS})
+    assert slices.known() == {"v5e": {"v5e-0": at(T0, T0, HOSTS)}}
 
 
 def test_its_own_record_handed_back_does_not_bring_back_a_slice_seen_whole_since() -> None:
     slices = ShortSlices({"v5e": WAIT}, ["v5e"])
-    slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0)
+    slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0, hosts={"v5e-0": HOSTS})
     told = slices.known()
     slices.given_up("v5e", {}, T0 + WAIT / 2)  # whole at a read between ticks (the drainer's)
-    slices.recall(told, T0 + WAIT / 2, GAP)  # the memory still holds the record handed out before that read
-    assert slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT) == {}  # short again: a new wait
-    assert slices.known() == {"v5e": {"v5e-0": at(T0 + WAIT)}}
+    slices.recall(told)  # the memory still holds the record handed out before that read
+    assert slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT, hosts={"v5e-0": HOSTS}) == {}  # a new wait
+    assert slices.known() == {"v5e": {"v5e-0": at(T0 + WAIT, T0 + WAIT, HOSTS)}}
 
 
 def test_a_record_of_a_group_the_adapter_does_not_read_is_not_taken() -> None:
     slices = ShortSlices({"v5e": WAIT}, ["v5e"])
-    slices.recall({"v4": {"v4-0": at(T0)}, "v5e": {"v5e-1": at(T0)}}, T0, GAP)
-    assert slices.known() == {"v5e": {"v5e-1": at(T0)}}
+    slices.recall({"v4": {"v4-0": at(T0, T0, HOSTS)}, "v5e": {"v5e-1": at(T0, T0, HOSTS)}})
+    assert slices.known() == {"v5e": {"v5e-1": at(T0, T0, HOSTS)}}
 
 
 def test_a_slice_no_longer_short_drops_out_of_the_record() -> None:
     slices = ShortSlices({"v5e": WAIT}, ["v5e"])
-    slices.recall({"v5e": {"v5e-0": at(T0), "v5e-1": at(T0)}}, T0 + timedelta(minutes=1), GAP)
-    slices.given_up("v5e", {"v5e-1": STOCKOUT}, T0 + timedelta(minutes=1))
-    assert slices.known() == {"v5e": {"v5e-1": at(T0)}}
+    slices.recall({"v5e": {"v5e-0": at(T0, T0, HOSTS), "v5e-1": at(T0, T0, HOSTS)}})
+    slices.given_up("v5e", {"v5e-1": STOCKOUT}, T0 + timedelta(minutes=1), hosts={"v5e-1": HOSTS})
+    assert slices.known() == {"v5e": {"v5e-1": at(T0, T0, HOSTS)}}
     slices.given_up("v5e", {}, T0 + timedelta(minutes=2))
     assert slices.known() == {}
+
+
+def test_the_hosts_of_a_slice_round_trip_and_an_entry_with_unreadable_hosts_is_left_out() -> None:
+    memory = PlannerMemory(slices_short_since={"v5e": {"v5e-0": at(T0, T0, HOSTS)}})
+    document = json.loads(encode(memory, T0, "leadtime-0"))
+    assert document["slices_short_since"]["v5e"]["v5e-0"]["hosts"] == ["101", "102"]
+    assert decode(json.dumps(document)) == memory
+    document["slices_short_since"]["v5e"]["v5e-1"] = {"since": T0.isoformat(), "seen": T0.isoformat(), "hosts": [7]}
+    assert decode(json.dumps(document)) == memory
