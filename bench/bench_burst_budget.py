@@ -41,6 +41,7 @@ from agent.simulation.hybrid import BASELINE, baseline_queue, hybrid_summary
 from agent.simulation.runner import Simulation, run_policy
 from agent.sources.trace import read_trace
 from bench.bench_burst_budget_bound import HIGH, LOW, first_come, guarded_value_aware, value_aware
+from bench.credit import print_credit
 from bench.memory import peak_rss_mib
 from config import load_settings, parse_duration
 from config.schema import BudgetSettings, Settings
@@ -124,6 +125,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     base = load_settings(ROOT / "config" / "examples" / "helios-hybrid.yaml")
     trace = read_trace(args.trace)
+    print_credit(args.trace)
     window = select_window(trace, base.demand_class_models(), None, None)
     if args.days is not None:
         end = window.index[-1].to_pydatetime() + window.step

@@ -22,6 +22,7 @@ from scipy.optimize import linprog
 from agent.simulation import select_window
 from agent.simulation.hybrid import baseline_queue
 from agent.sources.trace import read_trace
+from bench.credit import print_credit
 from config import load_settings
 from models import PoolKind
 
@@ -91,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     settings = load_settings(ROOT / "config" / "examples" / "helios-hybrid.yaml")
     window = select_window(read_trace(args.trace), settings.demand_class_models(), None, None)
+    print_credit(args.trace)
     queue, _ = baseline_queue(window, settings.pool_specs())
     hours = window.step.total_seconds() / 3600.0
     names = list(window.classes)

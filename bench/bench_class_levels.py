@@ -29,6 +29,7 @@ from agent.simulation import select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, Trial, interpolate
 from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
+from bench.credit import print_credit
 from bench.memory import peak_rss_mib
 from config import load_settings
 
@@ -145,6 +146,7 @@ def main() -> None:
         raise SystemExit("every demand class needs a pool of its own (as in helios-earth-slices.yaml)")
     own = {name: found[0].pool_id for name, found in serving.items()}
     trace = read_trace(args.trace)
+    print_credit(args.trace)
     window = select_window(trace, settings.demand_class_models(), None, None)
     started = time.perf_counter()
     session = Simulation(settings, trace, window, SERVICE_LEVELS)

@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from agent.sources import read_trace
+from bench.credit import print_credit
 from forecasting.backtest import BacktestResult, BacktestSpec, Grid, run_backtest
 from forecasting.registry import FAMILIES, build
 
@@ -69,6 +70,7 @@ def _coverage(result: BacktestResult, name: str, members: list[str]) -> float:
 
 def bench(case: Case, models: list[str]) -> None:
     trace = read_trace(case.path)
+    print_credit(case.path)
     grid = Grid(trace.index, trace.series, trace.values, trace.step)
     start = pd.Timestamp(case.start).tz_convert("UTC")
     end = trace.index[-1] + trace.step

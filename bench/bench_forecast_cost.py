@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from agent.sources import read_trace
+from bench.credit import print_credit
 from forecasting.base import Forecaster
 from forecasting.registry import build
 
@@ -118,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--series", type=int, default=100)
     parser.add_argument("--skip-demo", action="store_true")
     args = parser.parse_args(argv)
+    print_credit(args.trace)
     cost(args.trace, args.series)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(f"  peak RSS after the 100-series runs {peak:.2f} GiB (budget 1.5 GiB: {peak / 1.5:.2f})")

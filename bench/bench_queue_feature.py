@@ -20,6 +20,7 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
+from bench.credit import print_credit
 from forecasting.boosting import MIN_TRAIN_STEPS, PARAMS
 from forecasting.features import SeriesFeatures, mean_level
 
@@ -48,6 +49,7 @@ def main() -> int:
     import lightgbm as lgb
 
     frame = pd.read_csv(TRACE)
+    print_credit(TRACE)
     frame = frame[~frame["unique_id"].str.endswith("/total")]
     frame["ds"] = pd.to_datetime(frame["ds"], utc=True)
     index = pd.date_range(frame["ds"].min(), frame["ds"].max(), freq="5min")

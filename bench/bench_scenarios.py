@@ -26,6 +26,7 @@ from agent.simulation import SimulationWindow, select_window
 from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
+from bench.credit import print_credit
 from bench.memory import peak_rss_mib
 from config import load_settings
 from config.schema import Settings
@@ -43,6 +44,7 @@ def main() -> None:
     parser.add_argument("--config", nargs="*", default=[str(ROOT / "config/examples" / n) for n in SCENARIOS])
     args = parser.parse_args()
     trace = read_trace(args.trace)
+    print_credit(args.trace)
     for config in args.config:
         settings = load_settings(config)
         window = select_window(trace, settings.demand_class_models(), None, None)

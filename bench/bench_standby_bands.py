@@ -44,6 +44,7 @@ import pandas as pd
 
 from agent.simulation.equal_service import Trial, interpolate
 from bench.bench_standby_policy import HISTORY_TARGETS, ROOT, TARGETS, Run, reactive_equal_service
+from bench.credit import print_credit
 from bench.memory import peak_rss_mib
 from bench.standby_choice import hull_cost, lagrangian
 from bench.standby_pools import DAY_STEPS, Loaded, configurations, day_of_steps, load
@@ -260,6 +261,7 @@ def main() -> None:  # noqa: PLR0915
     args = parser.parse_args()
     started = time.perf_counter()
     loaded = load(args.config, args.trace)
+    print_credit(args.trace)
     observed, first, hours = loaded.observed, loaded.first, loaded.hours
     n_days = math.ceil(len(observed) / DAY_STEPS)
     first_day = first // DAY_STEPS

@@ -42,6 +42,7 @@ import numpy as np
 from agent.simulation import select_window
 from agent.simulation.equal_service import Trial, interpolate
 from agent.sources.trace import read_trace
+from bench.credit import print_credit
 from bench.memory import peak_rss_mib
 from bench.standby_choice import causal_tables, families, hull_cost, lagrangian
 from bench.standby_pools import (
@@ -209,6 +210,7 @@ def _forecast(config: str, trace_path: str, oracle: float) -> None:
 
     settings = load_settings(config)
     trace = read_trace(trace_path)
+    print_credit(trace_path)
     window = select_window(trace, settings.demand_class_models(), None, None)
     session = Simulation(settings, trace, window, SERVICE_LEVELS)
     session.prepare(("forecast", "reactive"))

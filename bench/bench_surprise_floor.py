@@ -49,6 +49,7 @@ import numpy as np
 from agent.simulation import select_window
 from agent.simulation.equal_service import SERVICE_LEVELS
 from agent.sources.trace import read_trace
+from bench.credit import print_credit
 from bench.memory import peak_rss_mib
 from bench.perfect_foresight import foresight_at
 from bench.surprise_pools import oracle_cost, pool_demands
@@ -142,6 +143,7 @@ def _split_excess(config: str, trace_path: str, level: float) -> None:
 
     settings = load_settings(config)
     trace = read_trace(trace_path)
+    print_credit(trace_path)
     window = select_window(trace, settings.demand_class_models(), None, None)
     session = Simulation(settings, trace, window, SERVICE_LEVELS)  # the levels the demo's forecasts carry
     session.prepare(("forecast",))

@@ -50,6 +50,7 @@ class TraceSummary(TypedDict):
     series: int
     step_seconds: float
     path: NotRequired[str]  # the trace file: set by ``leadtime backtest``, which reads it (the engine gets a grid)
+    attribution: NotRequired[str | None]  # the credit a bundled trace requires (``leadtime backtest``); None for others
 
 
 # Keyed by quantile label, then horizon label, as written in ``BacktestSpec``; None where nothing was scored.

@@ -3,7 +3,8 @@
 Each model is refitted at every origin on the history before it and asked for quantiles over the horizons; the
 JSON has ``models.<name>.{family, mase, pinball, coverage, fit_seconds, predict_seconds}`` averaged over series,
 ``pinball_weighted`` (level-weighted over series) and ``ratio_median`` (median per-series ratio to ``naive``),
-keys as written on the command line, and a per-series table under ``series``. Under the printed table, each model
+keys as written on the command line, a per-series table under ``series``, and under ``trace`` its path and the
+credit a bundled trace requires (``attribution``, printed under the table too). Under the printed table, each model
 whose forecasts another model made (``models_used``: a fallback) is named with that model, in how many forecast rows
 and why, and ``auto`` with the models it selected: a model that fell back scores as its fallback does.
 """
@@ -22,6 +23,7 @@ from typing import Any, Self
 import numpy as np
 import pandas as pd
 
+from agent.simulation.results import trace_attribution
 from agent.sources import read_trace
 from agent.strict_json import write_json
 from config.durations import parse_duration
@@ -99,10 +101,14 @@ def run(args: argparse.Namespace) -> int:
 
     result = run_backtest(grid, factories, spec, progress=bar, families=FAMILIES)
     result["trace"]["path"] = args.trace
+    credit = trace_attribution(args.trace)
+    result["trace"]["attribution"] = credit  # the credit a bundled trace requires; None otherwise
     write_json(out, result)
     print(_table(result, quantiles[-1][0], [h for h, _ in spec.horizons]))
     for line in _fallbacks(result, {name: n.reasons for name, n in noted.items()}):
         print(line)
+    if credit is not None:
+        print(credit)
     print(f"wrote {args.out}")
     return 0
 
