@@ -18,9 +18,10 @@ refusal for zones out for it says it is a quota (``CapacityUnavailable.quota``),
 A zone out of capacity may accept a resize and fail the creates afterwards. An instance still being created whose
 last attempt failed with a stockout (as cluster-autoscaler reads it), or while the pool's latest operation ended
 with a stockout error in its zone (less than ``zone_backoff`` ago), is a failed unit: reported in
-``failed_units`` and left out of ``target_units``, so the planner does not wait for it. The next resize of the pool
-deletes those instances by name (the group's target goes back to what exists; a pool under ``move-bounds`` gets its
-bounds moved there too) and backs their zone off.
+``failed_units`` and left out of ``target_units``, so the planner does not wait for it; so is one whose last attempt
+failed for a reason of its own (a subnet out of addresses), carrying it. The next resize of the pool deletes those
+instances by name (the group's target goes back to what exists; a pool under ``move-bounds`` gets its bounds moved
+there too) and backs the zones out of capacity off.
 
 Resizes are not waited for (the agent must not block a tick). A GKE operation on the pool (an autoscaling change)
 shows as the pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent
@@ -109,9 +110,11 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         if seen.operation is not None:
             raise TransientActuatorError(pool_id, f"operation {seen.operation} is still running on this pool")
         why = removed = ""
+        stockout = False  # some of them failed for capacity, not for a reason of their own
         if seen.failed:
             dropped = len(seen.failed)
-            why = f"{dropped} instances could not be created: {seen.failed[0].failure}"
+            why = f"{dropped} instances could not be created: {seen.failed[0].failed_for}"
+            stockout = any(i.failure for i in seen.failed)
             self._drop_failed(pool_id, seen, to_units)
             seen = seen.without_failed()
             removed = f"removed {dropped} instances that could not be created"
@@ -120,7 +123,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         if self._drained and to_units < seen.target:
             return self._results.remember(self._changed(key, pool_id, seen, to_units, removed))
         if seen.autoscaling:
-            if why and to_units > seen.target:
+            if stockout and to_units > seen.target:
                 raise CapacityUnavailable(pool_id, why, quota=is_quota_message(why))
             op = self._bounds.set(pool_id, to_units)
             if to_units <= seen.target:
@@ -266,7 +269,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
 
     def _shrink(self, pool_id: str, seen: Observed, to_units: int, key: str) -> ActionResult:
         """Instances still being created go first, then the newest ready ones of the fullest zones."""
-        pending = [i for i in seen.instances if not i.ready and not i.deleting and not i.failure]
+        pending = [i for i in seen.instances if not i.ready and not i.deleting and not i.failed_for]
         victims = pending[: seen.target - to_units]
         targets = {z.name: z.target - sum(1 for v in victims if v.mig == z.mig) for z in seen.zones}
         ready = {z.name: [i for i in z.instances if i.ready] for z in seen.zones}
@@ -300,23 +303,24 @@ class GkeNodePoolActuator(GkeNodePoolReads):
 
     def _drop_failed(self, pool_id: str, seen: Observed, to_units: int) -> None:
         """Delete the instances that could not be created, so the groups' target is what exists again, and back
-        their zones off; under ``move-bounds`` also move GKE's autoscaler bounds there, or it would ask for them
-        again."""
+        off the zones out of capacity (not those whose instances failed for a reason of their own: a subnet out of
+        addresses is no stockout); under ``move-bounds`` also move GKE's autoscaler bounds there, or it would ask for
+        them again."""
         now = self._clock.now()
-        for zone in seen.zones:
-            if zone.failed:
-                self._back_off(pool_id, zone.name, now, zone.failed[0].failure)
+        out = {z.name: f for z in seen.zones if (f := next((i.failure for i in z.failed if i.failure), ""))}
+        for zone, failure in out.items():
+            self._back_off(pool_id, zone, now, failure)
         # Compute's quotas are regional or global, never a zone's: every zone of the pool (all in its cluster's
         # region) meets the one its creates failed for, so none takes their share.
-        if quota := next((i.failure for i in seen.failed if is_quota_message(i.failure)), ""):
-            for zone in (z for z in seen.zones if not z.failed):
-                self._back_off(pool_id, zone.name, now, quota)
+        if quota := next((f for f in out.values() if is_quota_message(f)), ""):
+            for zone in (z.name for z in seen.zones if z.name not in out):
+                self._back_off(pool_id, zone, now, quota)
         self._delete_instances(pool_id, seen.failed)
         log.warning(
             "pool %s: %d instances could not be created (%s); removed them (target %d -> %d)",
             pool_id,
             len(seen.failed),
-            seen.failed[0].failure,
+            seen.failed[0].failed_for,
             seen.asked,
             seen.target,
         )

@@ -73,9 +73,8 @@ class GkeNodePoolReads:
     # -- internals -----------------------------------------------------------------------------------------
     def _state(self, pool_id: str, now: datetime) -> PoolState:
         seen = self._observe(pool_id)
-        # Each failed unit's cause as Compute or GKE told it: read only where it names a stockout or a quota, so
-        # every one is capacity, and the pool backs off for them as it did when they carried no message.
-        failures = tuple(i.failure for i in seen.failed)
+        # Each failed unit's cause as Compute or GKE told it; capacity where it names a stockout or a quota.
+        failures = tuple(i.failure for i in seen.failed if i.failure)
         return PoolState(
             pool_id,
             now,
@@ -83,7 +82,7 @@ class GkeNodePoolReads:
             seen.target,
             in_flight_operation=seen.operation,
             failed_units=len(seen.failed),
-            failed_messages=failures,
+            failed_messages=tuple(i.failed_for for i in seen.failed),
             failed_for_capacity=bool(failures),
             failed_for_quota=any(is_quota_message(f) for f in failures),
             zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),

@@ -1,6 +1,6 @@
 """What a GKE node pool is made of, zone by zone, as Compute Engine tells it: each zone's managed instance group
-(``targetSize``) and its instances, each ready, still being created, failed for capacity or leaving. Read by
-``GkeNodePoolActuator``; no calls are made here.
+(``targetSize``) and its instances, each ready, still being created, failed (for capacity, or for a reason of its own)
+or leaving. Read by ``GkeNodePoolActuator``; no calls are made here.
 """
 
 from __future__ import annotations
@@ -16,6 +16,10 @@ _FIRST_CREATION = ("CREATING", "CREATING_WITHOUT_RETRIES")
 _NOT_CREATED = (*_FIRST_CREATION, "RECREATING")
 _LEAVING = ("DELETING", "ABANDONING")  # leaving the group (cluster-autoscaler reads both so)
 _ZONE_NAMED = re.compile(r"zones/([a-z0-9-]+)")
+# An error on the last attempt of an instance not running yet (ManagedInstance.instanceStatus) failed its creation,
+# whatever its code, as cluster-autoscaler reads it (GCE GetErrorInfo); these codes do whatever the status says.
+_NOT_RUNNING_YET = ("", "PROVISIONING", "STAGING")
+_CREATION_ERRORS = ("IP_SPACE_EXHAUSTED", "PERMISSIONS_ERROR")
 
 
 @dataclass(frozen=True)
@@ -26,6 +30,13 @@ class Instance:
     failure: str  # why it could not be created (a stockout), "" when nothing says it cannot be
     deleting: bool = False
     first_creation: bool = False  # being created for the first time (CREATING): it has never run
+    # why it could not be created for a reason other than capacity (its last attempt's error), "" when none
+    error: str = ""
+
+    @property
+    def failed_for(self) -> str:
+        """Why it could not be created, capacity or not; "" when nothing says it cannot be."""
+        return self.failure or self.error
 
 
 @dataclass(frozen=True)
@@ -44,7 +55,7 @@ class Zone:
 
     @property
     def failed(self) -> tuple[Instance, ...]:
-        return tuple(i for i in self.instances if i.failure)
+        return tuple(i for i in self.instances if i.failed_for)
 
     @property
     def target(self) -> int:
@@ -83,7 +94,7 @@ class Observed:
 
     def without_failed(self) -> Observed:
         """As it is once the failed instances are deleted."""
-        kept = tuple(Zone(z.mig, z.target, tuple(i for i in z.instances if not i.failure)) for z in self.zones)
+        kept = tuple(Zone(z.mig, z.target, tuple(i for i in z.instances if not i.failed_for)) for z in self.zones)
         return replace(self, zones=kept)
 
 
@@ -92,16 +103,32 @@ def instance_from(managed: Any, mig: tuple[str, str, str], pool_failure: str) ->
     pool's message), if any: it applies to the instances being created for the first time in every zone it names
     (GKE's message names each zone that fell short, one sentence each), or in every zone if it names none. An instance
     being recreated (RECREATING: a repair of a host that ran) is short only for what its own last attempt says: GKE
-    keeps a node pool's message for days after the creates it tells of succeeded, and it says nothing of a repair."""
+    keeps a node pool's message for days after the creates it tells of succeeded, and it says nothing of a repair.
+    An instance not created whose last attempt failed for another reason (a subnet out of addresses, a permission)
+    carries that error instead (``Instance.error``): it is retried for ever and never comes by itself."""
     named = _ZONE_NAMED.findall(pool_failure)
     if named and mig[1] not in named:
         pool_failure = ""
     errors = managed.last_attempt.errors.errors if managed.last_attempt and managed.last_attempt.errors else []
     name = managed.instance.rsplit("/", 1)[-1] if managed.instance else managed.name
     action = managed.current_action
-    failure = ""
+    failure = error = ""
     if action in _NOT_CREATED:
-        failure = capacity_failure([(str(e.code), str(e.message)) for e in errors])
+        said = [(str(e.code), str(e.message)) for e in errors]
+        failure = capacity_failure(said)
         failure = failure or (pool_failure if action in _FIRST_CREATION else "")
+        if not failure:
+            error = _creation_error(said, str(managed.instance_status))
     first = action in _FIRST_CREATION
-    return Instance(name, mig, action == "NONE", failure, deleting=action in _LEAVING, first_creation=first)
+    leaving = action in _LEAVING
+    return Instance(name, mig, action == "NONE", failure, deleting=leaving, first_creation=first, error=error)
+
+
+def _creation_error(said: list[tuple[str, str]], status: str) -> str:
+    """The last attempt's error that failed an instance's creation, as "code: message"; "" when none did."""
+    found = (
+        ": ".join(part for part in (code, message) if part)
+        for code, message in said
+        if status in _NOT_RUNNING_YET or any(c in code for c in _CREATION_ERRORS)
+    )
+    return next((f for f in found if f), "")
