@@ -42,7 +42,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from agent.ledger.pool_ids import Previous, counted_pools
-from agent.ledger.reservations import Grant, ReservationRequest, Reservations, StandingHolder
+from agent.ledger.reservations import CountedTo, Grant, ReservationRequest, Reservations, StandingHolder
 from agent.planning.budget import Budget, CapKind, Period, billed_after, target_for
 from models import (
     ActionResult,
@@ -74,9 +74,11 @@ class _Cap:
     per_unit_usd: float
     ledger_pools: tuple[str, ...] = ()  # the ids whose spend counts in the budget: its pools' and their previous ids
     counted_with: tuple[str, ...] = ()  # the other keys the same period's reservations are made under
+    horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): the units are paid for that far
 
     def request(self, now: datetime, units: int, holder: str, ttl: timedelta, cap_usd: float) -> ReservationRequest:
-        """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end."""
+        """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end, recording the span
+        the amount pays for (``_covers``) so that the other agents carry it over spans of their own."""
         return ReservationRequest(
             budget=self.key,
             pools=self.ledger_pools or tuple(sorted(self.budget.pools)),
@@ -87,6 +89,7 @@ class _Cap:
             holder=holder,
             ttl=min(ttl, self.period.end - now),
             counted_with=self.counted_with,
+            covers=_covers(self.period, now, self.horizon),
         )
 
 
@@ -197,19 +200,28 @@ class BudgetReserver:
         grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=self.standing)
         self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
-    def held_elsewhere(self, now: datetime) -> dict[str, float]:
+    def held_elsewhere(self, now: datetime, to_period_end: bool = False) -> dict[str, float]:
         """What the other agents sharing each budget with a monthly cap keep reserved in its current period (under
-        the period's keys, ``_reserved_periods``): the units they hold to its end (or over the commit horizon) and
-        the scale-ups they are making. The planner counts this deployment's own units itself, so its reservations
-        are left out: its standing ones, whichever replica made them and whatever pools they name
+        the period's keys, ``_reserved_periods``): the units they hold and the scale-ups they are making, each at its
+        own rate over the span this agent counts its own units over (to the period's end, or over its commit
+        horizon; ``to_period_end``: to the period's end whatever its horizon), whatever span that agent reserved
+        over (``agent.ledger.reservations.carried``). The planner counts this deployment's own units itself, so its
+        reservations are left out: its standing ones, whichever replica made them and whatever pools they name
         (``StandingHolder.holds``), and its scale-ups' not yet replaced by them."""
-        mine = [*self._standing, *self._covered, *(i for ids in self._held.values() for i in ids)]
+        mine = self._mine()
         out = {}
         for budget in self.budgets:
             if budget.remote_pools and budget.monthly_cap_usd is not None:
-                keys = [budget.name, _keyed(budget.name, budget.period(now))]
-                out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, mine)
+                period = budget.period(now)
+                keys = [budget.name, _keyed(budget.name, period)]
+                own_end = _covers(period, now, budget.commit_horizon)[1]
+                to = CountedTo(period.end if to_period_end else own_end, own_end)
+                out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, mine, to)
         return out
+
+    def _mine(self) -> list[int]:
+        """This replica's reservations: its standing ones and its scale-ups' not yet replaced by them."""
+        return [*self._standing, *self._covered, *(i for ids in self._held.values() for i in ids)]
 
     # -- internals ------------------------------------------------------------------------------------------
     def _caps(self, now: datetime, pool_id: str) -> list[_Cap]:
@@ -228,7 +240,7 @@ class BudgetReserver:
                 if hours > 0.0:
                     counted = tuple(counted_pools(budget.pools, self.previous_ids))
                     per_unit = spec.price_per_unit_hour_usd * hours
-                    caps.append(_Cap(key, budget, period, cap_usd, per_unit, counted, also))
+                    caps.append(_Cap(key, budget, period, cap_usd, per_unit, counted, also, horizon))
         return caps
 
     def _ask(self, now: datetime, wants: Sequence[tuple[str, int]]) -> list[list[tuple[_Cap, Grant]]]:
@@ -328,6 +340,14 @@ def _reserved_periods(
         periods.append((plain, period, cap_usd, None, (_keyed(plain, period),)))
         periods.append((_keyed(plain, following), following, cap_usd, None, ()))
     return periods
+
+
+def _covers(period: Period, now: datetime, horizon: timedelta | None) -> tuple[datetime, datetime]:
+    """The span of ``period`` the units held at ``now`` are counted over (``Period.remaining``): to its end, or to
+    the end of the commit ``horizon`` if that comes first."""
+    start = max(now, period.start)
+    end = period.end if horizon is None else min(period.end, now + horizon)
+    return start, max(start, end)
 
 
 def _keyed(plain: str, period: Period) -> str:

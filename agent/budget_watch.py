@@ -132,8 +132,15 @@ class BudgetWatch:
         prices = {p: spec.price_per_unit_hour_usd for p, spec in self.pools.items()}
         spends = self.meter.budget_spend(self.budgets, now, unread, prices)
         if self.reserver is not None:  # what the other agents sharing a budget hold: in its period's projection
-            elsewhere = self.reserver.held_elsewhere(now)
-            spends = [replace(s, committed_elsewhere_usd=elsewhere.get(s.budget.name, 0.0)) for s in spends]
+            month, to_end = self.reserver.held_elsewhere(now), self.reserver.held_elsewhere(now, to_period_end=True)
+            spends = [
+                replace(
+                    s,
+                    committed_elsewhere_usd=month.get(s.budget.name, 0.0),
+                    committed_elsewhere_to_period_end_usd=to_end.get(s.budget.name),
+                )
+                for s in spends
+            ]
         self.coverage = self.meter.coverage(self.budgets, now)
         # a pool the ledger has no record of is unread since the first tick this watch found it so
         self._unseen = {p: self._unseen.get(p, now) for p in unread}

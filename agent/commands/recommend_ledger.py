@@ -28,7 +28,7 @@ from typing import Protocol
 
 from agent.ledger.base import Ledger, Newest, RecordedSince
 from agent.ledger.memory import InMemoryLedger
-from agent.ledger.reservations import Holder, InProcessReservations, ReservationBook, Reservations
+from agent.ledger.reservations import CountedTo, Holder, InProcessReservations, ReservationBook, Reservations
 from config.ledger import LedgerSettings
 from models import LedgerEntry
 
@@ -75,14 +75,19 @@ class ReadOnlyLedger(InProcessReservations):
         return recorded + self.charged.spent(pools, start, end)
 
     def reserved_by_others(
-        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+        self,
+        budgets: Sequence[str],
+        now: datetime,
+        holder: Holder,
+        mine: Sequence[int] = (),
+        to: CountedTo | None = None,
     ) -> float:
         """What the other agents keep reserved in the ledger read (a SELECT: nothing is written), beside any of the
         dry run's own in memory not ``holder``'s. ``mine`` numbers the dry run's reservations, not the ledger's."""
         theirs = 0.0
         if isinstance(self.recorded, Reservations):
-            theirs = self.recorded.reserved_by_others(budgets, now, holder)
-        return theirs + self._book.reserved_by_others(budgets, now, holder, mine)
+            theirs = self.recorded.reserved_by_others(budgets, now, holder, to=to)
+        return theirs + self._book.reserved_by_others(budgets, now, holder, mine, to)
 
     def _reserved_in_ledger(self, keys: Sequence[str], now: datetime) -> float:
         """Everything the ledger read keeps reserved under ``keys``, the deployment's own standing reservations

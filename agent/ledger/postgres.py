@@ -45,7 +45,7 @@ from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.folding import Folded, entries_on_grid, fold
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.postgres_writes import Connection
-from agent.ledger.reservations import Grant, Holder, ReservationRequest
+from agent.ledger.reservations import CountedTo, Grant, Holder, ReservationRequest
 from agent.ledger.retention import Pruning
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_us
 from models import LedgerEntry, LedgerUnavailable
@@ -298,10 +298,15 @@ class PostgresLedger:
         return float(rows[0][0])
 
     def reserved_by_others(
-        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+        self,
+        budgets: Sequence[str],
+        now: datetime,
+        holder: Holder,
+        mine: Sequence[int] = (),
+        to: CountedTo | None = None,
     ) -> float:
         with self._lock:
-            return self._run("read", lambda db: reservations.reserved_by_others(db, budgets, now, holder, mine))
+            return self._run("read", lambda db: reservations.reserved_by_others(db, budgets, now, holder, mine, to))
 
     # -- reading back, closing ----------------------------------------------------------------------------
     def load_shadow(self, name: str) -> str | None:

@@ -4,6 +4,11 @@ The reservations live beside the entries and are decided under the same writer l
 (``agent.ledger.postgres_writes``), so two agents racing for the last dollars of a cap take turns and only one can
 get them. Each pool's spend in the period is read from the running totals that triggers keep
 (``agent.ledger.postgres_totals``), not summed from the period's entries.
+
+Each reservation is written with the span its amount pays for (``covers_from_us``, ``covers_until_us``: columns added
+beside schema 5 without a new version, ``agent.ledger.postgres_schema.SPANS``); an earlier release writes its rows
+without them (NULL), and they are read at their amount, as that release reads every row. A database whose table has
+no such columns (read by a dry run before any agent of this release opened it) is read the same way.
 """
 
 from __future__ import annotations
@@ -12,9 +17,19 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from agent.ledger import postgres_totals as totals
+from agent.ledger.postgres_schema import has_spans
 from agent.ledger.postgres_writes import Connection, take_write_lock
-from agent.ledger.reservations import Grant, Holder, ReservationRequest, holder_prefix, holds
-from agent.ledger.rows import to_us
+from agent.ledger.reservations import CountedTo, Grant, Holder, ReservationRequest, carried, holder_prefix, holds
+from agent.ledger.rows import from_us, to_us
+
+_LIVE = (
+    "SELECT holder, amount_usd, NULL::bigint, NULL::bigint FROM leadtime_budget_reservations"
+    " WHERE budget = ANY(%s) AND expires_us > %s AND NOT id = ANY(%s)"
+)
+_LIVE_WITH_SPANS = (
+    "SELECT holder, amount_usd, covers_from_us, covers_until_us FROM leadtime_budget_reservations"
+    " WHERE budget = ANY(%s) AND expires_us > %s AND NOT id = ANY(%s)"
+)
 
 
 def decide(
@@ -44,7 +59,7 @@ def decide(
             reserved[str(budget)] = float(amount)
         recorded = totals.recorded(db, requests, now)
         grants: list[Grant] = []
-        rows: list[tuple[str, str, float, int, int]] = []
+        rows: list[tuple[str, str, float, int, int, int | None, int | None]] = []
         for i, request in enumerate(requests):
             headroom = request.cap_usd - recorded[i] - sum(reserved[k] for k in request.keys)
             if request.amount_usd > headroom:
@@ -52,17 +67,23 @@ def decide(
                 continue
             reserved[request.budget] += request.amount_usd
             grants.append(Grant(len(rows), headroom))  # the row's place until the database numbers it
-            rows.append((request.budget, request.holder, request.amount_usd, to_us(now), to_us(now + request.ttl)))
+            span = (None, None) if request.covers is None else (to_us(request.covers[0]), to_us(request.covers[1]))
+            rows.append(
+                (request.budget, request.holder, request.amount_usd, to_us(now), to_us(now + request.ttl), *span)
+            )
         if not rows:
             return grants
         ids = sorted(  # numbered in insertion order: every insert holds the writer lock
             int(r[0])
             for r in db.execute(
-                "INSERT INTO leadtime_budget_reservations (budget, holder, amount_usd, created_us, expires_us)"
-                " SELECT r.budget, r.holder, r.amount_usd, r.created_us, r.expires_us"
-                " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[], %s::bigint[])"
-                " WITH ORDINALITY AS r (budget, holder, amount_usd, created_us, expires_us, n) ORDER BY r.n"
-                " RETURNING id",
+                "INSERT INTO leadtime_budget_reservations"
+                " (budget, holder, amount_usd, created_us, expires_us, covers_from_us, covers_until_us)"
+                " SELECT r.budget, r.holder, r.amount_usd, r.created_us, r.expires_us, r.covers_from_us,"
+                " r.covers_until_us"
+                " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[], %s::bigint[], %s::bigint[],"
+                " %s::bigint[]) WITH ORDINALITY"
+                " AS r (budget, holder, amount_usd, created_us, expires_us, covers_from_us, covers_until_us, n)"
+                " ORDER BY r.n RETURNING id",
                 [list(column) for column in zip(*rows, strict=True)],
             ).fetchall()
         )
@@ -80,12 +101,20 @@ def held_by(db: Connection, holder: Holder) -> list[str]:
 
 
 def reserved_by_others(
-    db: Connection, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int]
+    db: Connection,
+    budgets: Sequence[str],
+    now: datetime,
+    holder: Holder,
+    mine: Sequence[int],
+    to: CountedTo | None = None,
 ) -> float:
-    """The live reservations under ``budgets`` that ``holder`` does not hold and ``mine`` does not name."""
+    """The live reservations under ``budgets`` that ``holder`` does not hold and ``mine`` does not name; with
+    ``to``, each carried to ``to.until`` over its own span (``agent.ledger.reservations.carried``)."""
     rows = db.execute(
-        "SELECT holder, SUM(amount_usd) FROM leadtime_budget_reservations"
-        " WHERE budget = ANY(%s) AND expires_us > %s AND NOT id = ANY(%s) GROUP BY holder",
-        (sorted(set(budgets)), to_us(now), list(mine)),
+        _LIVE_WITH_SPANS if has_spans(db) else _LIVE, (sorted(set(budgets)), to_us(now), list(mine))
     ).fetchall()
-    return sum(float(amount) for name, amount in rows if not holds(holder, str(name)))
+    return sum(
+        carried(float(amount), None if start is None else (from_us(int(start)), from_us(int(end))), now, to)
+        for name, amount, start, end in rows
+        if not holds(holder, str(name))
+    )

@@ -5,6 +5,11 @@ agents starting at once apply each migration exactly once. A database whose sche
 knows is refused. A read-only ledger checks the schema instead of upgrading it (``readable_schema``): one from
 ``READABLE_FROM`` on is read as it is, an older one, or a database no daemon has written yet (``NoLedgerSchema``),
 is refused, saying what to do.
+
+Columns an earlier release can live beside are added without a new version (``SPANS``, applied by ``migrate`` after
+the versions): an agent of the release before, which refuses a schema newer than it knows, keeps running beside this
+one on the same database, writing its rows without them (it names the columns it inserts) and reading the rows of
+this one as it reads its own.
 """
 
 from __future__ import annotations
@@ -77,6 +82,12 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
     (5, totals.MIGRATION),
 )
 SCHEMA_VERSION = MIGRATIONS[-1][0]
+# The span of time each budget reservation's amount pays for (``agent.ledger.reservations.carried``); NULL in the
+# rows of an earlier release.
+SPANS: tuple[LiteralString, ...] = (
+    "ALTER TABLE leadtime_budget_reservations ADD COLUMN IF NOT EXISTS covers_from_us bigint",
+    "ALTER TABLE leadtime_budget_reservations ADD COLUMN IF NOT EXISTS covers_until_us bigint",
+)
 READABLE_FROM = 4  # the oldest schema a read-only ledger reads: billed costs came in 4
 TOTALS_FROM = 5  # the schema that keeps running period totals (``agent.ledger.postgres_totals``)
 
@@ -128,3 +139,15 @@ def migrate(db: Connection, where: str) -> None:
                 for statement in statements:
                     db.execute(statement)
                 db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
+        if not has_spans(db):  # checked first: ALTER TABLE locks the table even when it changes nothing
+            for statement in SPANS:
+                db.execute(statement)
+
+
+def has_spans(db: Connection) -> bool:
+    """Whether the reservations table has the columns of the spans its reservations pay for (``SPANS``)."""
+    row = db.execute(
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'leadtime_budget_reservations'"
+        " AND column_name IN ('covers_from_us', 'covers_until_us') AND table_schema = current_schema()"
+    ).fetchone()
+    return row is not None and int(row[0]) == 2

@@ -21,6 +21,12 @@ What the other agents sharing a budget keep reserved in its current period (``re
 reservations under the period's keys that another holder made) is what their units go on costing to the period's
 end; the planner adds it to its projection of the period (``agent.budget_watch``), which otherwise counts only its
 own pools' units beside the spend recorded.
+
+Each reservation records the span of time its amount pays for (``ReservationRequest.covers``: from the request to
+the period's end, or to the end of the commit horizon of the agent that made it), so that an agent reading what the
+others hold over a span of its own (``reserved_by_others``'s ``to``: the period's end, or its own commit horizon)
+counts each reservation at its own rate over that span (``carried``), whatever horizon the other agent reserves
+over. A reservation without a span (made by an earlier release) is counted at its amount, as that release reads it.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class ReservationRequest:
     holder: str  # who asks (an agent's name), for operators reading the table
     ttl: timedelta
     counted_with: tuple[str, ...] = ()  # other keys whose live reservations count against this cap too
+    covers: tuple[datetime, datetime] | None = None  # the span the amount pays for (``carried``); None: unknown
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -57,6 +64,31 @@ class ReservationRequest:
             raise ValueError(f"budget {self.budget!r}: a reservation needs a positive time to live")
         if self.period_end <= self.period_start:
             raise ValueError(f"budget {self.budget!r}: the period must end after it starts")
+        if self.covers is not None and self.covers[1] < self.covers[0]:
+            raise ValueError(f"budget {self.budget!r}: a reservation's span must end after it starts")
+
+
+@dataclass(frozen=True)
+class CountedTo:
+    """How a reader counts the reservations of the other agents (``carried``): each to ``until``, at its own rate from
+    its span's start; one without a span (an earlier release's) is taken to pay for the reader's own span, from the
+    reading to ``own_end`` (as that release reads every reservation)."""
+
+    until: datetime
+    own_end: datetime
+
+
+def carried(amount_usd: float, covers: tuple[datetime, datetime] | None, now: datetime, to: CountedTo | None) -> float:
+    """What a reservation of ``amount_usd`` paying for the span ``covers`` comes to when its units are counted from
+    the span's start to ``to.until`` instead, at the same rate: carried past its end, or cut short of it. From its
+    start, not from ``now``: the spend since is not in the ledger until its agent's next tick records it (and
+    replaces the reservation with one from then). Without ``to``, its amount as it is."""
+    if to is None:
+        return amount_usd
+    start, end = covers if covers is not None else (now, to.own_end)
+    if end <= start:
+        return amount_usd
+    return amount_usd * max(timedelta(0), to.until - start) / (end - start)
 
 
 @dataclass(frozen=True)
@@ -141,10 +173,16 @@ class Reservations(Protocol):
         ...
 
     def reserved_by_others(
-        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+        self,
+        budgets: Sequence[str],
+        now: datetime,
+        holder: Holder,
+        mine: Sequence[int] = (),
+        to: CountedTo | None = None,
     ) -> float:
         """The amount of the reservations under any of ``budgets`` (keys) still live at ``now`` that ``holder`` does
-        not hold (``holds``) and ``mine`` does not name: what other agents keep reserved there."""
+        not hold (``holds``) and ``mine`` does not name: what other agents keep reserved there. With ``to``, each is
+        counted to ``to.until`` at its own rate over the span it pays for (``carried``)."""
         ...
 
 
@@ -158,6 +196,7 @@ class _Held:
     holder: str
     amount_usd: float
     expires_at: datetime
+    covers: tuple[datetime, datetime] | None = None
 
 
 class ReservationBook:
@@ -207,7 +246,7 @@ class ReservationBook:
                     continue
                 reservation_id = next(self._ids)
                 self._held[reservation_id] = _Held(
-                    request.budget, request.holder, request.amount_usd, now + request.ttl
+                    request.budget, request.holder, request.amount_usd, now + request.ttl, request.covers
                 )
                 reserved[request.budget] = reserved.get(request.budget, 0.0) + request.amount_usd
                 grants.append(Grant(reservation_id, headroom))
@@ -223,12 +262,17 @@ class ReservationBook:
             return sum(h.amount_usd for h in self._held.values() if h.budget == budget and h.expires_at > now)
 
     def reserved_by_others(
-        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+        self,
+        budgets: Sequence[str],
+        now: datetime,
+        holder: Holder,
+        mine: Sequence[int] = (),
+        to: CountedTo | None = None,
     ) -> float:
         keys, own = set(budgets), set(mine)
         with self._lock:
             return sum(
-                h.amount_usd
+                carried(h.amount_usd, h.covers, now, to)
                 for i, h in self._held.items()
                 if h.budget in keys and h.expires_at > now and not holds(holder, h.holder) and i not in own
             )
@@ -259,6 +303,11 @@ class InProcessReservations:
         return self._book.reserved(budget, now)
 
     def reserved_by_others(
-        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+        self,
+        budgets: Sequence[str],
+        now: datetime,
+        holder: Holder,
+        mine: Sequence[int] = (),
+        to: CountedTo | None = None,
     ) -> float:
-        return self._book.reserved_by_others(budgets, now, holder, mine)
+        return self._book.reserved_by_others(budgets, now, holder, mine, to)

@@ -23,7 +23,7 @@ from types import TracebackType
 
 from agent.ledger.base import Newest
 from agent.ledger.period_spend import SpendAsk
-from agent.ledger.reservations import Grant, Holder, ReservationRequest
+from agent.ledger.reservations import CountedTo, Grant, Holder, ReservationRequest
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry, LedgerUnavailable
 
@@ -116,12 +116,17 @@ class LeaderWrittenLedger:
             return self._open.reserved(budget, now)
 
     def reserved_by_others(
-        self, budgets: Sequence[str], now: datetime, holder: Holder, mine: Sequence[int] = ()
+        self,
+        budgets: Sequence[str],
+        now: datetime,
+        holder: Holder,
+        mine: Sequence[int] = (),
+        to: CountedTo | None = None,
     ) -> float:
         with self._lock:
             if self._open is None or self._open.read_only:
                 return 0.0  # a standby holds no reservation
-            return self._open.reserved_by_others(budgets, now, holder, mine)
+            return self._open.reserved_by_others(budgets, now, holder, mine, to)
 
     # -- closing ------------------------------------------------------------------------------------------
     def close(self) -> None:

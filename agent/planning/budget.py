@@ -118,7 +118,8 @@ class BudgetSpend:
     period's end (or over the commit horizon), and their scale-ups under way. Not spend: it is counted only in the
     projection the overspend check and its shed make of the period (``agent.planning.budget_caps.Cap.elsewhere_usd``),
     never in ``spent_period_usd`` (thresholds, reports, metrics), nor in the trim, which the ledger's reservations
-    hold already."""
+    hold already. ``committed_elsewhere_to_period_end_usd``: the same carried to the period's end whatever the commit
+    horizon (the budget's snapshot; ``None``: not read, and scaled from ``committed_elsewhere_usd``)."""
 
     budget: Budget
     now: datetime
@@ -127,6 +128,7 @@ class BudgetSpend:
     last_units: Mapping[str, int] = field(default_factory=dict, hash=False)
     unread_since: Mapping[str, datetime] = field(default_factory=dict, hash=False)
     committed_elsewhere_usd: float = 0.0
+    committed_elsewhere_to_period_end_usd: float | None = None
 
     def spent(self, kind: CapKind) -> float:
         return self.spent_period_usd if kind is CapKind.MONTH else self.spent_hour_usd

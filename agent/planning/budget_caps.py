@@ -47,6 +47,7 @@ class Cap:
     stop_wait: timedelta = timedelta(0)  # how long the hard stop waits for an unread pool (Budget.unread_stop_wait)
     unknown: tuple[str, ...] = ()  # its pools not read whose units nobody knows (``unknown_pools``)
     elsewhere_usd: float = 0.0  # other agents' reservations in the period (``BudgetSpend.committed_elsewhere_usd``)
+    elsewhere_to_end_usd: float | None = None  # the same to the period's end, as read (None: scaled from it)
 
     @property
     def committed_usd(self) -> float:
@@ -56,9 +57,11 @@ class Cap:
 
     def elsewhere_to_period_end(self, now: datetime) -> float:
         """What the other agents sharing the budget keep reserved (``elsewhere_usd``), carried to the period's end:
-        they reserve their units over the commit horizon only (``agent.budget_reserve``), so with a horizon their
-        share is scaled by the hours to the period's end over the hours the horizon counts, the horizon the snapshot
-        projects this agent's own units over (the units held go on billing after it)."""
+        as the ledger carried each reservation over its own span (``elsewhere_to_end_usd``), or, not read so, scaled
+        by the hours to the period's end over the hours this cap's horizon counts (the units held go on billing
+        after it)."""
+        if self.elsewhere_to_end_usd is not None:
+            return self.elsewhere_to_end_usd
         counted = hours_in(self.period.remaining(now, self.horizon))
         if self.horizon is None or counted <= 0.0:
             return self.elsewhere_usd
@@ -183,6 +186,7 @@ def caps_at(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False
                     unread_since=spend.unread_since,
                     stop_wait=spend.budget.unread_stop_wait,
                     elsewhere_usd=spend.committed_elsewhere_usd if kind is CapKind.MONTH else 0.0,
+                    elsewhere_to_end_usd=spend.committed_elsewhere_to_period_end_usd if kind is CapKind.MONTH else None,
                 )
             )
             if kind is CapKind.HOUR:
