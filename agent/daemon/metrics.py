@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import platform
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -26,7 +27,7 @@ from agent.ledger.coverage import LedgerCoverage
 from agent.planning.groups import GROUP_PREFIX
 from agent.planning.memory import PlannerMemory
 from agent.version import package_version
-from models import DRAIN_KEY_MARK, ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolState
+from models import DRAIN_KEY_MARK, ActionResult, BudgetSnapshot, CapacityPlan, DemandForecast, PoolSpec, PoolState
 from models.clock import Clock
 
 DECISION_STAGES = ("need", "rounded", "bounded", "stepped", "budgeted", "target")
@@ -302,3 +303,61 @@ class BudgetLedgerCollector(Collector):
             incomplete.add_metric([coverage.budget], 0.0 if coverage.complete else 1.0)
         yield since
         yield incomplete
+
+
+class _WaitedScaleUp(Protocol):
+    @property
+    def pool_id(self) -> str: ...
+    @property
+    def requested_at(self) -> datetime: ...
+
+
+class ScaleUpWaits(Protocol):
+    """What the stalled-scale-up alert reads (``agent.budget_watch.BudgetWatch``): the agent's own scale-ups whose
+    units are still waited for, the pools' lead times and how many of them a scale-up may take."""
+
+    @property
+    def pending(self) -> Sequence[_WaitedScaleUp]: ...
+    @property
+    def pools(self) -> Mapping[str, PoolSpec]: ...
+    @property
+    def stall_factor(self) -> float: ...
+
+
+class ScaleUpWaitCollector(Collector):
+    """The agent's own stall condition for scale-ups, read at every scrape, so the alert rule can say what the agent
+    says: ``leadtime_pool_scale_up_waiting_since_seconds{pool}``, the Unix time the oldest of the pool's scale-ups
+    still waited for was asked (no series when none is: every unit asked for is ready, or the pool was asked for
+    less), and ``leadtime_pool_scale_up_stalled_after_seconds{pool}``, how long a scale-up of the pool may wait
+    before it is stalled: its lead time times ``alerts.stalled_after_lead_times``.
+
+    Only the leader's scale-ups are waited for: a replica that does not lead exports neither."""
+
+    def __init__(self, waits: Callable[[], ScaleUpWaits | None]) -> None:
+        self._waits = waits  # the leader's; None while this replica does not lead
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        since = GaugeMetricFamily(
+            "leadtime_pool_scale_up_waiting_since_seconds",
+            "Unix time the oldest scale-up of the pool whose units are still not ready was asked; no series when "
+            "none is waited for.",
+            labels=["pool"],
+        )
+        allowed = GaugeMetricFamily(
+            "leadtime_pool_scale_up_stalled_after_seconds",
+            "How long a scale-up of the pool may wait for its units before it is stalled: the pool's lead time "
+            "times alerts.stalled_after_lead_times.",
+            labels=["pool"],
+        )
+        waits = self._waits()
+        if waits is not None:
+            oldest: dict[str, datetime] = {}
+            for scale_up in waits.pending:
+                at = oldest.get(scale_up.pool_id)
+                oldest[scale_up.pool_id] = scale_up.requested_at if at is None else min(at, scale_up.requested_at)
+            for pool_id, at in sorted(oldest.items()):
+                since.add_metric([pool_id], at.timestamp())
+            for pool_id, spec in sorted(waits.pools.items()):
+                allowed.add_metric([pool_id], (spec.lead_time * waits.stall_factor).total_seconds())
+        yield since
+        yield allowed

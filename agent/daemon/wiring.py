@@ -32,7 +32,7 @@ from agent.daemon.guard import LeaderOnlyActuator, LeaderOnlyDrainer, Leadership
 from agent.daemon.health import HealthState
 from agent.daemon.identity import lease_namespace, replica_identity
 from agent.daemon.lease import LeaseElector
-from agent.daemon.metrics import BackoffCollector, BudgetLedgerCollector, DaemonMetrics
+from agent.daemon.metrics import BackoffCollector, BudgetLedgerCollector, DaemonMetrics, ScaleUpWaitCollector
 from agent.daemon.runtime import DaemonRuntime, Schedule
 from agent.daemon.service import Daemon
 from agent.daemon.shadow_book import ShadowBook, ShadowCollector, ShadowStore
@@ -166,6 +166,9 @@ def assemble(
     metrics = DaemonMetrics(parts.registry)
     metrics.registry.register(BackoffCollector(lambda: agent.memory if elector.is_leader(clock.now()) else None, clock))
     metrics.registry.register(BudgetLedgerCollector(lambda: agent.budget_watch.coverage))
+    metrics.registry.register(
+        ScaleUpWaitCollector(lambda: agent.budget_watch if elector.is_leader(clock.now()) else None)
+    )
     health = HealthState(
         daemon_settings.ready_bound(settings.loop.tick_interval),
         daemon_settings.live_bound(settings.loop.tick_interval),

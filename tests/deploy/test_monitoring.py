@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.registry import Collector
 
 from actuators.instrumented import InstrumentedActuator
-from agent.daemon.metrics import BackoffCollector, BudgetLedgerCollector, DaemonMetrics
+from agent.daemon.metrics import BackoffCollector, BudgetLedgerCollector, DaemonMetrics, ScaleUpWaitCollector
 from agent.daemon.shadow_book import ShadowBook, ShadowCollector
 from agent.notify.queued import AlertQueueCollector
 from models.clock import SystemClock
@@ -74,6 +74,7 @@ def _exposed_names() -> set[str]:
         shadow,
         backoffs,
         ledgers,
+        ScaleUpWaitCollector(lambda: None),
     ]
     names: set[str] = set()
     for collector in collectors:
