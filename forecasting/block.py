@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -129,24 +130,53 @@ def between_anchors(candidates: np.ndarray, levels: Sequence[float], anchors: Se
     it, which two bases' offsets can cross); and, its values offset from an anchor rising with the level, levels
     between the same anchors keep their order.
     """
-    order = sorted(range(len(anchors)), key=lambda a: anchors[a])
-    at = [_index(levels, anchors[a]) for a in order]
-    fixed = np.maximum.accumulate(np.stack([candidates[a, k] for a, k in zip(order, at, strict=True)]), axis=0)
+    layout = _anchor_layout(tuple(levels), tuple(anchors))
+    fixed = np.maximum.accumulate(candidates[layout.order, layout.at], axis=0)
     out = np.empty(candidates.shape[1:])
+    for j in reversed(range(len(layout.at))):  # an anchor named twice reads as its first
+        out[layout.at[j]] = fixed[j]
+    for (below, above), ks in layout.between.items():
+        rows = np.array(ks)
+        if below is not None and above is not None:
+            value = np.maximum(candidates[layout.order[below], rows], candidates[layout.order[above], rows])
+        else:
+            side = below if below is not None else above
+            assert side is not None  # every level has an anchor on one side at least
+            value = candidates[layout.order[side], rows]
+        if below is not None:
+            value = np.maximum(value, fixed[below])
+        if above is not None:
+            value = np.minimum(value, fixed[above])
+        out[rows] = value
+    return out
+
+
+@dataclass(frozen=True)
+class _AnchorLayout:
+    """Where ``between_anchors`` reads each level from: the anchors in level order (``order``: their indices among
+    the anchors; ``at``: their rows among the levels), and every other level's rows grouped by the anchors around
+    them (positions in ``order``; None: no anchor on that side)."""
+
+    order: tuple[int, ...]
+    at: tuple[int, ...]
+    between: dict[tuple[int | None, int | None], tuple[int, ...]]
+
+
+@lru_cache(maxsize=256)
+def _anchor_layout(levels: tuple[float, ...], anchors: tuple[float, ...]) -> _AnchorLayout:
+    """The layout of ``levels`` around ``anchors``: the same for every series and tick that asks them, so worked
+    out once (it was a third of ``between_anchors``' time, called for every series at every tick)."""
+    order = tuple(sorted(range(len(anchors)), key=lambda a: anchors[a]))
+    at = tuple(_index(levels, anchors[a]) for a in order)
+    between: dict[tuple[int | None, int | None], tuple[int, ...]] = {}
     for k, level in enumerate(levels):
         if k in at:
-            out[k] = fixed[at.index(k)]
             continue
         below = [j for j, a in enumerate(order) if anchors[a] < level]
         above = [j for j, a in enumerate(order) if anchors[a] > level]
-        around = ([below[-1]] if below else []) + ([above[0]] if above else [])
-        value = np.max([candidates[order[j], k] for j in around], axis=0)
-        if below:
-            value = np.maximum(value, fixed[below[-1]])
-        if above:
-            value = np.minimum(value, fixed[above[0]])
-        out[k] = value
-    return out
+        key = (below[-1] if below else None, above[0] if above else None)
+        between[key] = (*between.get(key, ()), k)
+    return _AnchorLayout(order, at, between)
 
 
 def _index(levels: Sequence[float], level: float) -> int:

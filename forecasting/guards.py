@@ -93,10 +93,8 @@ def level_problems(
     levels: Sequence[float],
 ) -> dict[int, str]:
     """``check_forecast`` level by level: why each row of ``values`` (levels, horizon) that cannot be used cannot."""
-    problems = {
-        k: check_forecast(values[k : k + 1], history_range, last, levels[k : k + 1]) for k in range(len(levels))
-    }
-    return {k: problem for k, problem in problems.items() if problem}
+    problems = _rows_checked(_extremes(values), history_range, last, levels, [True] * len(levels))
+    return {k: problem for k, problem in enumerate(problems) if problem}
 
 
 def row_problems(
@@ -114,10 +112,73 @@ def row_problems(
     its other levels are not to be trusted either). Only a level that is not a base and reaches too high (an
     extreme level's extrapolated tail, such as a 0.999 beyond the sane ceiling) is refused alone.
     """
-    for k, level in enumerate(levels):
-        row = values[k : k + 1]
-        is_base = any(abs(level - b) < 1e-9 for b in bases)
-        problem = check_forecast(row, history_range, last, levels[k : k + 1], ceiling=is_base)
+    is_base = [any(abs(level - b) < 1e-9 for b in bases) for level in levels]
+    extremes = _extremes(values)
+    for problem in _rows_checked(extremes, history_range, last, levels, is_base):
         if problem:
             return problem, {}
-    return "", level_problems(values, history_range, last, levels)
+    problems = _rows_checked(extremes, history_range, last, levels, [True] * len(levels))
+    return "", {k: problem for k, problem in enumerate(problems) if problem}
+
+
+Extremes = tuple[list[bool], list[float], list[float]] | None  # per row: all finite, highest, lowest (None: empty)
+
+
+def _extremes(values: np.ndarray) -> Extremes:
+    """What the guards read of each row of ``values`` (levels, horizon), taken for all rows at once: row by row,
+    numpy's reductions on such short rows were most of the forecasting's time."""
+    if not values.shape[1]:
+        return None
+    finite: list[bool] = np.isfinite(values).all(axis=1).tolist()
+    highs: list[float] = values.max(axis=1).tolist()
+    lows: list[float] = values.min(axis=1).tolist()
+    return finite, highs, lows
+
+
+def _rows_checked(
+    extremes: Extremes,
+    history_range: tuple[float, float] | None,
+    last: float | None,
+    levels: Sequence[float],
+    ceilings: Sequence[bool],
+) -> list[str]:
+    """``check_forecast`` of each row on its own, at its own level and with its own ``ceiling``, from the rows'
+    ``extremes``: the same answers (a row with no values passes)."""
+    if extremes is None:
+        return [""] * len(levels)
+    finite, highs, lows = extremes
+    return [
+        _row_checked(finite[k], highs[k], lows[k], history_range, last, levels[k], ceilings[k])
+        for k in range(len(levels))
+    ]
+
+
+def _row_checked(
+    finite: bool,
+    top: float,
+    bottom: float,
+    history_range: tuple[float, float] | None,
+    last: float | None,
+    level: float,
+    ceiling: bool,
+) -> str:
+    """``check_forecast`` of one row of forecasts at ``level``, given whether all are finite and their extremes."""
+    if not finite:
+        return "forecast has NaN or infinite values"
+    if ceiling and top > MAX_DEMAND:
+        return f"forecast {top:.3g} is above {MAX_DEMAND:g} accelerators, not a plausible demand"
+    if history_range is None:
+        return ""
+    low, high = history_range
+    if last is not None and np.isfinite(last):
+        low, high = min(low, last), max(high, last)
+    spread = _spread(low, high)
+    if bottom < -spread:
+        return f"forecast {bottom:.3g} is far below zero"
+    above_zero = last is not None and last > NEGATIVE_TOLERANCE * spread
+    if above_zero and level >= 0.5 and bottom < -NEGATIVE_TOLERANCE * spread:
+        return f"forecast {bottom:.3g} at the median or above is below zero"
+    highest = high + ABSURD_RANGES * spread
+    if ceiling and top > highest:
+        return f"forecast {top:.3g} is above {highest:.3g}, beyond a sane multiple of the history's range"
+    return ""
