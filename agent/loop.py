@@ -353,5 +353,4 @@ class Agent:
         return fetch_demand(self.parts.source, self.classes, start, end, self.step)
 
     def _horizon_steps(self) -> int:
-        longest = max((p.lead_time for p in self.pools), default=timedelta(0))
-        return max(1, math.ceil((longest + self.tick) / self.step))
+        return max(1, math.ceil(self.settings.planning_horizon(self.tick) / self.step))

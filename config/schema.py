@@ -245,6 +245,10 @@ class Settings(_Section):
         return costs
 
     def planning_horizon(self, tick: timedelta | None = None) -> timedelta:
-        """The furthest ahead the agent asks for a forecast: its longest lead time plus one tick."""
-        longest = max((p.lead_time for p in self.pools), default=timedelta(0))
+        """The furthest ahead the agent asks for a forecast: the longest lead time of the pools it scales, plus one
+        tick. An on-prem pool is fixed, never provisioned, so its lead time is left out, as the planner leaves it
+        out of each demand's horizon (``agent.planning.needs.horizon_steps``): forecasting further only costs fits
+        and moves the calibration's held-out window. With on-prem pools alone the horizon is one tick."""
+        scaled = (p.lead_time for p in self.pools if p.kind is not PoolKind.ON_PREM)
+        longest = max(scaled, default=timedelta(0))
         return longest + (tick if tick is not None else self.loop.tick_interval)

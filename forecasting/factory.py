@@ -16,7 +16,8 @@ from forecasting.registry import FAMILIES, build
 
 
 def build_forecaster(settings: ForecastSettings, horizon: timedelta | None = None) -> Forecaster:
-    """``horizon``: the furthest ahead the caller will ask (the agent's longest lead time plus a tick)."""
+    """``horizon``: the furthest ahead the caller will ask (``Settings.planning_horizon``: the longest lead time of
+    the pools the agent scales, plus a tick)."""
     if settings.model == "persistence":
         return PersistenceForecaster()
     return build(
