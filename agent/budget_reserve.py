@@ -219,6 +219,19 @@ class BudgetReserver:
                 out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, mine, to)
         return out
 
+    def held_elsewhere_this_hour(self, now: datetime) -> dict[str, float]:
+        """What the other agents sharing each budget with an hourly cap keep reserved in the current hour (under
+        ``NAME/hourly`` and the key it was reserved under while it was the next hour): their units to the hour's
+        end and the scale-ups they are making, this deployment's left out as ``held_elsewhere`` leaves them."""
+        out = {}
+        for budget in self.budgets:
+            if budget.remote_pools and budget.hourly_cap_usd is not None:
+                hour, plain = budget.hour(now), f"{budget.name}/{CapKind.HOUR}"
+                keys = [plain, _keyed(plain, hour)]
+                to = CountedTo(hour.end, hour.end)
+                out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, self._mine(), to)
+        return out
+
     def _mine(self) -> list[int]:
         """This replica's reservations: its standing ones and its scale-ups' not yet replaced by them."""
         return [*self._standing, *self._covered, *(i for ids in self._held.values() for i in ids)]

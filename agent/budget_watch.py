@@ -126,18 +126,20 @@ class BudgetWatch:
     def spend(self, now: datetime, unread: Collection[str] = ()) -> list[BudgetSpend]:
         """Each budget's spend so far, read from the ledger without charging anything, with the units last recorded
         for the pools in ``unread`` and what they held since (not recorded until they are read again), and, for a
-        budget shared with other agents, what they keep reserved in its month period
-        (``BudgetSpend.committed_elsewhere_usd``); ``coverage`` says whether the ledger holds each period from its
-        start."""
+        budget shared with other agents, what they keep reserved in its month period and in the current hour
+        (``BudgetSpend.committed_elsewhere_usd``, ``committed_elsewhere_hour_usd``); ``coverage`` says whether the
+        ledger holds each period from its start."""
         prices = {p: spec.price_per_unit_hour_usd for p, spec in self.pools.items()}
         spends = self.meter.budget_spend(self.budgets, now, unread, prices)
         if self.reserver is not None:  # what the other agents sharing a budget hold: in its period's projection
-            month, to_end = self.reserver.held_elsewhere(now), self.reserver.held_elsewhere(now, to_period_end=True)
+            month, hour = self.reserver.held_elsewhere(now), self.reserver.held_elsewhere_this_hour(now)
+            to_end = self.reserver.held_elsewhere(now, to_period_end=True)
             spends = [
                 replace(
                     s,
                     committed_elsewhere_usd=month.get(s.budget.name, 0.0),
                     committed_elsewhere_to_period_end_usd=to_end.get(s.budget.name),
+                    committed_elsewhere_hour_usd=hour.get(s.budget.name, 0.0),
                 )
                 for s in spends
             ]

@@ -20,12 +20,12 @@ class LedgerEntry:
 @dataclass(frozen=True)
 class BudgetSnapshot:
     """Spend of a budget's pools in the current period, the cap it is held to, and the spend projected to the period's
-    end. For a monthly cap other agents share, the projection counts what they keep reserved in the period
-    (``reserved_elsewhere_usd``, the units they hold): the figure the overspend check holds the cap to. It is not
-    spend: ``spent_usd`` and ``remaining_usd`` are what the ledger recorded. ``reserved_elsewhere_usd`` is ``None``
-    where the projection counts no other agent's units (a budget not shared, an hourly cap), not zero. With a commit
-    horizon, the other agents reserve their units over the horizon only: their share is carried to the period's end
-    here, as the agent's own units are projected to it."""
+    end. For a cap other agents share (monthly, or hourly: its period the hour), the projection counts what they keep
+    reserved in the period (``reserved_elsewhere_usd``, the units they hold): the figure the overspend check holds the
+    cap to. It is not spend: ``spent_usd`` and ``remaining_usd`` are what the ledger recorded.
+    ``reserved_elsewhere_usd`` is ``None`` where the projection counts no other agent's units (a budget not shared),
+    not zero. With a commit horizon, the other agents may reserve their units over a horizon only: their share is
+    carried to the period's end here, as the agent's own units are projected to it."""
 
     budget: str
     period_start: datetime

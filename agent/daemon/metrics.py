@@ -97,7 +97,7 @@ class DaemonMetrics:
         )
         self.budget_reserved_elsewhere = Gauge(
             "leadtime_budget_reserved_elsewhere_usd",
-            "Of the projected spend of a monthly cap shared with other agents, what they keep reserved in the period.",
+            "Of the projected spend of a cap (monthly or hourly) shared with other agents, what they keep reserved.",
             ["budget"],
             registry=r,
         )

@@ -119,7 +119,9 @@ class BudgetSpend:
     projection the overspend check and its shed make of the period (``agent.planning.budget_caps.Cap.elsewhere_usd``),
     never in ``spent_period_usd`` (thresholds, reports, metrics), nor in the trim, which the ledger's reservations
     hold already. ``committed_elsewhere_to_period_end_usd``: the same carried to the period's end whatever the commit
-    horizon (the budget's snapshot; ``None``: not read, and scaled from ``committed_elsewhere_usd``)."""
+    horizon (the budget's snapshot; ``None``: not read, and scaled from ``committed_elsewhere_usd``).
+    ``committed_elsewhere_hour_usd``: the same for its hourly cap, what they keep reserved in the current hour
+    (``BudgetReserver.held_elsewhere_this_hour``): their units to the hour's end."""
 
     budget: Budget
     now: datetime
@@ -129,6 +131,7 @@ class BudgetSpend:
     unread_since: Mapping[str, datetime] = field(default_factory=dict, hash=False)
     committed_elsewhere_usd: float = 0.0
     committed_elsewhere_to_period_end_usd: float | None = None
+    committed_elsewhere_hour_usd: float = 0.0
 
     def spent(self, kind: CapKind) -> float:
         return self.spent_period_usd if kind is CapKind.MONTH else self.spent_hour_usd

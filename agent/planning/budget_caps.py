@@ -13,7 +13,8 @@ nothing for it, but a cap's room for a scale-up counts it at its ``max_units`` (
 missing value never frees money for new spend: over the scale-up's hold where a hard stop holds the cap (a
 ``commit_horizon``: the stop can take the units granted back once the pool is read), to the period's end where none
 does (busy units granted are never released). The trim records what that kept back (``models.BudgetCut.unknown_usd``).
-A monthly cap of a budget other agents share also knows what they keep reserved in its period (``Cap.elsewhere_usd``),
+A monthly or hourly cap of a budget other agents share also knows what they keep reserved in its period (the month,
+or the current hour: ``Cap.elsewhere_usd``),
 which its projection counts beside the spend recorded (``Cap.committed_usd``), and, carried to the period's end
 where a commit horizon bounds it, the snapshot's (``Cap.elsewhere_to_period_end``).
 ``agent.planning.enforcement`` holds the caps.
@@ -46,7 +47,8 @@ class Cap:
     unread_since: Mapping[str, datetime] = field(default_factory=dict)  # BudgetSpend.unread_since
     stop_wait: timedelta = timedelta(0)  # how long the hard stop waits for an unread pool (Budget.unread_stop_wait)
     unknown: tuple[str, ...] = ()  # its pools not read whose units nobody knows (``unknown_pools``)
-    elsewhere_usd: float = 0.0  # other agents' reservations in the period (``BudgetSpend.committed_elsewhere_usd``)
+    elsewhere_usd: float = 0.0  # other agents' reservations in the period (``BudgetSpend.committed_elsewhere_usd``, or
+    # ``committed_elsewhere_hour_usd`` for the current hour)
     elsewhere_to_end_usd: float | None = None  # the same to the period's end, as read (None: scaled from it)
 
     @property
@@ -185,7 +187,9 @@ def caps_at(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False
                     horizon=horizon,
                     unread_since=spend.unread_since,
                     stop_wait=spend.budget.unread_stop_wait,
-                    elsewhere_usd=spend.committed_elsewhere_usd if kind is CapKind.MONTH else 0.0,
+                    elsewhere_usd=(
+                        spend.committed_elsewhere_usd if kind is CapKind.MONTH else spend.committed_elsewhere_hour_usd
+                    ),
                     elsewhere_to_end_usd=spend.committed_elsewhere_to_period_end_usd if kind is CapKind.MONTH else None,
                 )
             )

@@ -226,7 +226,7 @@ def budget_snapshots(
                 spent_usd=cap.spent_usd,
                 cap_usd=cap.cap_usd,
                 projected_usd=projected,
-                reserved_elsewhere_usd=elsewhere if cap.kind is CapKind.MONTH and cap.budget in shared else None,
+                reserved_elsewhere_usd=elsewhere if cap.budget in shared else None,
             )
         )
     return tuple(snapshots)
