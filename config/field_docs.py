@@ -107,9 +107,10 @@ FIELDS: dict[str, str] = {
     "PlannerSettings.min_direction_change_interval": "Least time between a scale-up and a scale-down of the same "
     "pool, either way (duration).",
     # -- forecast
-    "ForecastSettings.model": "Forecaster: `auto` (chosen per class by backtest), `persistence` (every quantile is "
-    "the newest value; formerly `naive`, still read with a warning), `last-value`, `seasonal_naive`, `ets`, `stl` "
-    "or `lightgbm`.",
+    "ForecastSettings.model": "Forecaster: `auto` (chosen per class by backtest), `naive` (the calibrated last value: "
+    "the newest value with a band from its recent errors; it meant `persistence` before this release and warns so "
+    "at load), `persistence` (every quantile is the newest value), `last-value`, `seasonal_naive`, `ets`, `stl` or "
+    "`lightgbm`: the names backtest and the reports use.",
     "ForecastSettings.quantiles": "Forecast quantiles published in reports and metrics, each in (0, 1); the "
     "service levels the planner provisions for are forecast besides, whether listed here or not.",
     "ForecastSettings.history": "How much history the models are fitted on (duration).",

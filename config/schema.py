@@ -34,9 +34,9 @@ Step = Annotated[Duration, AfterValidator(at_least_one_second)]
 # How a budget's monthly cap is spent over its period: ``none`` holds only the cap; ``forecast`` paces the money
 # over the period from a forecast of its remaining burst need, funding the dearest waiting first.
 Pacing = Literal["none", "forecast"]
-# The forecasters a configuration may name (``forecast.model``); ``naive``, a former name of ``persistence``, is read
-# as it with a warning. ``leadtime backtest`` knows one more: its ``naive`` is the calibrated last value.
-ModelName = Literal["auto", "persistence", "last-value", "seasonal_naive", "ets", "stl", "lightgbm"]
+# The forecasters a configuration may name (``forecast.model``): the names ``leadtime backtest``, ``auto``'s notes and
+# the reports use, each for the same model (``forecasting.registry``).
+ModelName = Literal["auto", "naive", "persistence", "last-value", "seasonal_naive", "ets", "stl", "lightgbm"]
 # Upper bounds that no real price or cap reaches: a larger value is a typo, and an unbounded one overflows sums.
 MAX_PRICE_USD = 1e6
 MAX_CAP_USD = 1e12
@@ -137,17 +137,19 @@ class PlannerSettings(_Section):
     min_direction_change_interval: Duration = timedelta(0)
 
 
-def _renamed_model(value: object) -> object:
-    """``naive`` in a configuration was bare persistence, while ``leadtime backtest`` calls the calibrated last
-    value ``naive``: the configuration's name is now ``persistence``, and the old one still loads, with a warning."""
+def _changed_model_meaning(value: object) -> object:
+    """``naive`` in a configuration was bare persistence until this release, while the reports, ``auto`` and
+    ``leadtime backtest`` call the calibrated last value ``naive``: pinning the model a report named gave a forecast
+    with no band. It is now the calibrated last value everywhere (more headroom, never less); a configuration that
+    says it is told so once, at load, with the name that keeps the old forecast."""
     if value == "naive":
         warnings.warn(  # FutureWarning: shown to the person running leadtime, not only to developers
-            "forecast.model: 'naive' is deprecated and read as 'persistence' (every quantile is the newest value); "
-            "write 'persistence'",
+            "forecast.model: 'naive' is now the calibrated last value (the model the reports and backtest call naive: "
+            "the newest value with a band from its recent errors), no longer bare persistence; to keep every quantile "
+            "at the newest value, write 'persistence'",
             FutureWarning,
             stacklevel=2,
         )
-        return "persistence"
     return value
 
 
@@ -157,7 +159,7 @@ class ForecastSettings(_Section):
     residuals). ``retrain_interval``: how often the models themselves are retrained (costly). Each is at least a
     second here and at least one tick (``config.rules``): the scheduler would otherwise run refits back to back."""
 
-    model: Annotated[ModelName, BeforeValidator(_renamed_model)] = "auto"
+    model: Annotated[ModelName, BeforeValidator(_changed_model_meaning)] = "auto"
     quantiles: tuple[Probability, ...] = (0.5, 0.9, 0.95)
     history: Duration = timedelta(days=7)
     refit_interval: Step = timedelta(hours=1)

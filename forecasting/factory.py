@@ -1,7 +1,8 @@
 """Building the configured forecaster from settings.
 
-The configuration's ``persistence`` (formerly ``naive``) is bare persistence: every quantile is the last value.
-Every other name is built by ``forecasting.registry``.
+A name means the same model here as in ``leadtime backtest``, ``auto``'s notes and the reports: ``naive`` is the
+calibrated last value, ``persistence`` the bare last value (every quantile the newest value). ``forecasting.registry``
+builds them all.
 """
 
 from __future__ import annotations
@@ -11,15 +12,12 @@ from datetime import timedelta
 from config.schema import ForecastSettings
 from forecasting.base import Forecaster
 from forecasting.calibrated import last_value_forecaster
-from forecasting.last_value import PersistenceForecaster
 from forecasting.registry import FAMILIES, build
 
 
 def build_forecaster(settings: ForecastSettings, horizon: timedelta | None = None) -> Forecaster:
     """``horizon``: the furthest ahead the caller will ask (``Settings.planning_horizon``: the longest lead time of
     the pools the agent scales, plus a tick)."""
-    if settings.model == "persistence":
-        return PersistenceForecaster()
     return build(
         settings.model,
         quantiles=settings.quantiles,

@@ -1,8 +1,9 @@
 """Forecasters by name, with their family: what the configuration and the backtest may ask for.
 
 ``naive`` here is the calibrated last value (the bar every model must clear); ``persistence`` is the bare last
-value with no spread, and ``last-value`` the older empirical-change forecaster. The configuration's ``naive``
-keeps meaning bare persistence (see ``forecasting.factory``), because the reactive baseline depends on it.
+value with no spread, and ``last-value`` the older empirical-change forecaster. A configuration's
+``forecast.model`` names them the same way (``forecasting.factory``); the simulator's reactive baseline builds
+bare persistence itself (``agent.simulation.assembly``), whatever the configuration names.
 """
 
 from __future__ import annotations

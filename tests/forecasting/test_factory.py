@@ -1,5 +1,5 @@
-"""The configured forecaster: every name the schema allows builds, and ``persistence`` (formerly ``naive``) is bare
-persistence."""
+"""The configured forecaster: every name the schema allows builds, ``naive`` is the calibrated last value and
+``persistence`` bare persistence."""
 
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ def test_the_schema_allows_exactly_the_model_names() -> None:
     assert get_args(ForecastSettings.model_fields["model"].annotation) == NAMES
 
 
+@pytest.mark.filterwarnings("ignore:forecast.model. 'naive' is now:FutureWarning")
 @pytest.mark.parametrize("name", NAMES)
 def test_every_configurable_model_builds_under_its_own_name(name: ModelName) -> None:
     model = build_forecaster(ForecastSettings(model=name))
@@ -33,11 +34,13 @@ def test_every_configurable_model_builds_under_its_own_name(name: ModelName) -> 
     ("name", "kind"),
     [
         ("persistence", PersistenceForecaster),
+        ("naive", CalibratedForecaster),
         ("last-value", LastValueForecaster),
         ("auto", AutoForecaster),
         ("lightgbm", CalibratedForecaster),
     ],
 )
+@pytest.mark.filterwarnings("ignore:forecast.model. 'naive' is now:FutureWarning")
 def test_kinds(name: ModelName, kind: type) -> None:
     assert isinstance(build_forecaster(ForecastSettings(model=name)), kind)
 

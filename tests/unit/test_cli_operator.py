@@ -106,7 +106,7 @@ def test_nested_subcommands_take_the_log_options_and_name_their_choices(capsys: 
     assert "required: {import-sqlite,import-billing,budgets}" in capsys.readouterr().err
 
 
-def test_a_deprecated_setting_warns_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_setting_whose_meaning_changed_warns_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "naive.yaml"
     config.write_text(CONFIG.read_text().replace("model: auto", "model: naive"))
     with pytest.warns(FutureWarning) as caught:
@@ -114,8 +114,9 @@ def test_a_deprecated_setting_warns_in_one_line(tmp_path: Path, capsys: pytest.C
     (warning,) = [w for w in caught if w.category is FutureWarning]
     line = warnings.formatwarning(warning.message, warning.category, warning.filename, warning.lineno)
     assert line == (
-        "leadtime: warning: forecast.model: 'naive' is deprecated and read as 'persistence' (every quantile is the "
-        "newest value); write 'persistence'\n"
+        "leadtime: warning: forecast.model: 'naive' is now the calibrated last value (the model the reports and "
+        "backtest call naive: the newest value with a band from its recent errors), no longer bare persistence; to "
+        "keep every quantile at the newest value, write 'persistence'\n"
     )
 
 

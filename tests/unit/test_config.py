@@ -200,9 +200,9 @@ def test_rules_that_read_an_invalid_section_are_not_run_on_a_guess() -> None:
     assert not [p for p in found if "unknown pool" in p or "no pool serves" in p], found
 
 
-def test_the_old_name_of_persistence_still_loads_with_a_warning() -> None:
+def test_naive_loads_as_itself_with_a_warning_that_its_meaning_changed() -> None:
     raw = minimal()
     raw["forecast"] = {"model": "naive"}
-    with pytest.warns(FutureWarning, match="'naive' is deprecated and read as 'persistence'"):
+    with pytest.warns(FutureWarning, match="'naive' is now the calibrated last value"):
         settings = settings_from_mapping(raw)
-    assert settings.forecast.model == "persistence"
+    assert settings.forecast.model == "naive"
