@@ -140,8 +140,9 @@ class PlannerSettings(_Section):
 def _changed_model_meaning(value: object) -> object:
     """``naive`` in a configuration was bare persistence until this release, while the reports, ``auto`` and
     ``leadtime backtest`` call the calibrated last value ``naive``: pinning the model a report named gave a forecast
-    with no band. It is now the calibrated last value everywhere (more headroom, never less); a configuration that
-    says it is told so once, at load, with the name that keeps the old forecast."""
+    with no band. It is now the calibrated last value everywhere (more headroom wherever demand has often risen
+    within the horizon before: its upper quantiles then sit above the last value); a configuration that says it is
+    told so once, at load, with the name that keeps the old forecast."""
     if value == "naive":
         warnings.warn(  # FutureWarning: shown to the person running leadtime, not only to developers
             "forecast.model: 'naive' is now the calibrated last value (the model the reports and backtest call naive: "
