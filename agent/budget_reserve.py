@@ -149,7 +149,7 @@ class BudgetReserver:
         )
         if not ups:
             return Reserved(plan)
-        first = self._ask(now, [(r.pool_id, new[r.key]) for r in ups])
+        first = self._ask(now, [(r.pool_id, new[r.key], _billed(r, states.get(r.pool_id), new[r.key])) for r in ups])
         allowed: dict[str, int] = {}
         headroom: dict[str, tuple[str, float]] = {}
         for resize, grants in zip(ups, first, strict=True):
@@ -165,7 +165,10 @@ class BudgetReserver:
             )
             allowed[resize.pool_id], headroom[resize.pool_id] = min(wanted, units), (budget, room)
         trimmed = [r for r in ups if allowed.get(r.pool_id, 0) > 0]
-        second = self._ask(now, [(r.pool_id, allowed[r.pool_id]) for r in trimmed])
+        second = self._ask(
+            now,
+            [(r.pool_id, allowed[r.pool_id], _billed(r, states.get(r.pool_id), allowed[r.pool_id])) for r in trimmed],
+        )
         for resize, grants in zip(trimmed, second, strict=True):
             if all(g.granted for _, g in grants):
                 to_units = _granted_target(resize, states.get(resize.pool_id), allowed[resize.pool_id])
@@ -197,7 +200,9 @@ class BudgetReserver:
         ]
         replaced, self._covered = [*self._standing, *self._covered], []
         # One transaction: never both the old and the new reservations, never neither.
-        grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=self.standing)
+        # a predecessor's scale-ups these units cover are replaced too (``StandingHolder.holds``)
+        covering = replace(self.standing, covered=tuple(sorted(units.items())))
+        grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=covering)
         self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
     def held_elsewhere(self, now: datetime, to_period_end: bool = False) -> dict[str, float]:
@@ -256,10 +261,15 @@ class BudgetReserver:
                     caps.append(_Cap(key, budget, period, cap_usd, per_unit, counted, also, horizon))
         return caps
 
-    def _ask(self, now: datetime, wants: Sequence[tuple[str, int]]) -> list[list[tuple[_Cap, Grant]]]:
-        """Ask for ``units`` more of each pool in every cap over it, in one transaction; the grants by request."""
-        asked = [(i, cap) for i, (pool_id, _) in enumerate(wants) for cap in self._caps(now, pool_id)]
-        requests = [cap.request(now, wants[i][1], self.holder, self.ttl, cap.cap_usd) for i, cap in asked]
+    def _ask(self, now: datetime, wants: Sequence[tuple[str, int, int]]) -> list[list[tuple[_Cap, Grant]]]:
+        """Ask for ``units`` more of each pool (to bill ``to`` units) in every cap over it, in one transaction; the
+        grants by request. Held under the scale-up's label (``StandingHolder.scale_up_label``), which a successor's
+        commit replaces once it reserves the pool at ``to`` units or more, should this replica die before its own."""
+        asked = [(i, cap) for i, (pool_id, _, _) in enumerate(wants) for cap in self._caps(now, pool_id)]
+        requests = [
+            cap.request(now, wants[i][1], self.standing.scale_up_label(wants[i][0], wants[i][2]), self.ttl, cap.cap_usd)
+            for i, cap in asked
+        ]
         grants = self.ledger.reserve_many(requests, now) if requests else []
         out: list[list[tuple[_Cap, Grant]]] = [[] for _ in wants]
         for (i, cap), grant in zip(asked, grants, strict=True):
@@ -373,6 +383,11 @@ def _new_units(resize: Resize, state: PoolState | None) -> int:
     if state is None:
         return resize.to_units - resize.from_units
     return billed_after(state, resize.to_units) - state.billed_units
+
+
+def _billed(resize: Resize, state: PoolState | None, added: int) -> int:
+    """The units ``resize``'s pool bills once ``added`` more bill: what its scale-up reservation is labelled with."""
+    return (resize.from_units if state is None else state.billed_units) + added
 
 
 def _granted_target(resize: Resize, state: PoolState | None, granted: int) -> int:

@@ -102,11 +102,26 @@ class StandingHolder:
     rename (``previous_ids``): deployments sharing a ledger never share a pool id (the ledger keeps spend by pool
     id), so a predecessor made with another list of pools (a pool added, removed or renamed since) is still this
     deployment, and another deployment of the same name is not. A pool id holds no space, comma or parenthesis
-    (``config.schema``), so the list reads back exactly whatever the name."""
+    (``config.schema``), so the list reads back exactly whatever the name.
+
+    A scale-up is reserved under ``scale_up_label``, ``<name> (scale-up of <pool id> to <units billed after it>)``,
+    until the standing reservations of its tick's commit take its units over. If the replica dies before that commit,
+    the reservation is left: a successor's commit (``covered``: the units it reserves for each pool) replaces it with
+    its own standing ones where they cover it, that pool reserved at no fewer units than the scale-up was to bring it
+    to (``holds``), and leaves it to expire where they do not (the units asked for may still be coming)."""
 
     name: str
     pools: tuple[str, ...]
     previous_ids: tuple[str, ...] = ()
+    covered: tuple[tuple[str, int], ...] = ()  # the units a commit reserves for each pool (``holds``)
+
+    def scale_up_label(self, pool_id: str, units: int) -> str:
+        """The holder of a scale-up of ``pool_id`` to bill ``units``."""
+        return f"{self._scale_up_prefix}{pool_id} to {units})"
+
+    @property
+    def _scale_up_prefix(self) -> str:
+        return f"{self.name} (scale-up of "
 
     @property
     def label(self) -> str:
@@ -118,8 +133,15 @@ class StandingHolder:
         return f"{self.name} (units held of "
 
     def holds(self, holder: str) -> bool:
-        """Whether a reservation held by ``holder`` is one of this deployment's standing reservations."""
-        if not holder.startswith(self.prefix) or not holder.endswith(")"):
+        """Whether a reservation held by ``holder`` is one of this deployment's standing reservations, or a scale-up
+        of one of its pools to no more units than ``covered`` reserves for it."""
+        if not holder.endswith(")"):
+            return False
+        if holder.startswith(self._scale_up_prefix):
+            pool_id, to, units = holder[len(self._scale_up_prefix) : -1].rpartition(" to ")
+            covered = dict(self.covered)
+            return bool(to) and units.isdigit() and pool_id in covered and int(units) <= covered[pool_id]
+        if not holder.startswith(self.prefix):
             return False
         named = holder[len(self.prefix) : -1].split(", ")
         return not {*self.pools, *self.previous_ids}.isdisjoint(named)
@@ -135,7 +157,7 @@ def holds(holder: Holder, name: str) -> bool:
 
 def holder_prefix(holder: Holder) -> str:
     """What the name of every reservation ``holder`` holds begins with (a database narrows its search by it)."""
-    return holder.prefix if isinstance(holder, StandingHolder) else holder
+    return f"{holder.name} (" if isinstance(holder, StandingHolder) else holder
 
 
 @dataclass(frozen=True)
