@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from config.schema import ForecastSettings
 from forecasting.base import Forecaster
-from forecasting.calibrated import last_value_forecaster
+from forecasting.calibrated import CALIBRATION_HORIZON, last_value_forecaster
 from forecasting.registry import FAMILIES, build
 
 
@@ -28,9 +28,11 @@ def build_forecaster(settings: ForecastSettings, horizon: timedelta | None = Non
     )
 
 
-def stand_in_forecaster(settings: ForecastSettings) -> Forecaster | None:
+def stand_in_forecaster(settings: ForecastSettings, horizon: timedelta | None = None) -> Forecaster | None:
     """A cheap model to forecast with while the configured one is first fitted (the calibrated last value,
-    fitted in well under a second), or None when the configured model is a baseline and as cheap itself."""
+    fitted in well under a second), or None when the configured model is a baseline and as cheap itself.
+    ``horizon`` as for ``build_forecaster``: the stand-in is calibrated as far ahead as the configured model (an hour
+    at least), since a forecast asked past its calibration is the bare last value, with no spread."""
     if FAMILIES.get(settings.model) == "baseline":
         return None
-    return last_value_forecaster()
+    return last_value_forecaster(CALIBRATION_HORIZON if horizon is None else max(horizon, CALIBRATION_HORIZON))

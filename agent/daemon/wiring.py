@@ -137,9 +137,10 @@ def assemble(
     # A cloud write is sent only while the leadership left covers its time limit (``actuators.write_window``).
     write_limit = election.write_limit()
     recorder = PoolStateRecorder(LeaderOnlyActuator(actuator, elector, clock, write_limit))
-    forecaster = parts.forecaster or build_forecaster(settings.forecast, settings.planning_horizon())
-    # The first ticks forecast with a cheap stand-in while the configured model first fits beside them.
-    stand_in = parts.stand_in if parts.forecaster is not None else stand_in_forecaster(settings.forecast)
+    horizon = settings.planning_horizon()
+    forecaster = parts.forecaster or build_forecaster(settings.forecast, horizon)
+    # The first ticks forecast with a cheap stand-in, calibrated as far ahead, while the configured model first fits.
+    stand_in = parts.stand_in if parts.forecaster is not None else stand_in_forecaster(settings.forecast, horizon)
     drainers = _guarded_drainers(parts.drainers, mode, elector, clock, write_limit)
     demand = demand_recorder(parts.source) if mode == "dry-run" else None  # the demand the shadow account charges
     source: MetricSource = parts.source if demand is None else demand
