@@ -85,10 +85,10 @@ def main() -> None:
 def peak_coverage(
     settings: Settings, window: SimulationWindow, outlooks: Sequence[Outlook], level: float
 ) -> tuple[float, float]:
-    """Share of (tick, class) where the actual highest demand over the planning horizon (the longest lead time
-    plus a tick) was at or below the forecast's peak quantile; and the same for the highest per-step quantile."""
-    lead = max(p.lead_time for p in settings.pool_specs())
-    steps = max(1, math.ceil((lead + window.step) / window.step))
+    """Share of (tick, class) where the actual highest demand over the planning horizon (the longest lead time of
+    the pools the agent scales plus a tick, ``Settings.planning_horizon``: what the agent forecasts) was at or below
+    the forecast's peak quantile; and the same for the highest per-step quantile."""
+    steps = max(1, math.ceil(settings.planning_horizon(window.step) / window.step))
     published, per_step = [], []
     for t, outlook in enumerate(outlooks[: len(outlooks) - steps]):
         for i, name in enumerate(window.classes):
