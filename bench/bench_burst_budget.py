@@ -13,8 +13,8 @@ period end, so busy units are never released for the cap), and with a ``commit_h
 ahead; the cap is held by a hard stop that releases burst units, busy ones too, when the money left no longer pays
 for the units held through the next two ticks). The reactive burst spends the cap first-come, held by a kill
 switch that cuts its pools, busy units too, once the money is gone. The forecast policy forecasts short-term
-demand with the calibrated last value by default (``--model``; the scenario's ``auto`` takes several times
-longer): pacing does not depend on that choice.
+demand with the last value plus its recent changes (``last-value``) by default (``--model``; the scenario's ``auto``
+takes several times longer): pacing does not depend on that choice.
 
 Prints each run's spend (and its peak against the cap: it exits with an error if a cap broke), avoided waiting
 cost and the units its hard stop released; the ratios forecast / reactive; the fluid bound for the same tiers at
