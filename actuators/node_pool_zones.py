@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from actuators.vendor_errors import capacity_failure
+from actuators.vendor_errors import capacity_failure, is_rate_limited
 
 # ManagedInstance.currentAction values: created for the first time, or recreated (it had been created: a repair)
 _FIRST_CREATION = ("CREATING", "CREATING_WITHOUT_RETRIES")
@@ -17,7 +17,9 @@ _NOT_CREATED = (*_FIRST_CREATION, "RECREATING")
 _LEAVING = ("DELETING", "ABANDONING")  # leaving the group (cluster-autoscaler reads both so)
 _ZONE_NAMED = re.compile(r"zones/([a-z0-9-]+)")
 # An error on the last attempt of an instance not running yet (ManagedInstance.instanceStatus) failed its creation,
-# whatever its code, as cluster-autoscaler reads it (GCE GetErrorInfo); these codes do whatever the status says.
+# whatever its code, as cluster-autoscaler reads it (GCE GetErrorInfo); these codes do whatever the status says. A rate
+# limit (Compute's "Rate Limit Exceeded", CONCURRENT_OPERATIONS_QUOTA_EXCEEDED) fails nothing: the group retries the
+# create once the operations in flight drain, so the instance is still coming (``vendor_errors.is_rate_limited``).
 _NOT_RUNNING_YET = ("", "PROVISIONING", "STAGING")
 _CREATION_ERRORS = ("IP_SPACE_EXHAUSTED", "PERMISSIONS_ERROR")
 
@@ -125,10 +127,12 @@ def instance_from(managed: Any, mig: tuple[str, str, str], pool_failure: str) ->
 
 
 def _creation_error(said: list[tuple[str, str]], status: str) -> str:
-    """The last attempt's error that failed an instance's creation, as "code: message"; "" when none did."""
+    """The last attempt's error that failed an instance's creation, as "code: message"; "" when none did: an error
+    on an instance not running yet, or one of ``_CREATION_ERRORS`` whatever its status, and never a rate limit."""
     found = (
         ": ".join(part for part in (code, message) if part)
         for code, message in said
-        if status in _NOT_RUNNING_YET or any(c in code for c in _CREATION_ERRORS)
+        if not is_rate_limited(code, message)
+        and (status in _NOT_RUNNING_YET or any(c in code for c in _CREATION_ERRORS))
     )
     return next((f for f in found if f), "")

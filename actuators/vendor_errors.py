@@ -96,11 +96,16 @@ def is_quota_message(message: str) -> bool:
     return bool(_QUOTA.search(message)) and not _RATE_LIMITED.search(message)
 
 
+def is_rate_limited(code: str, message: str) -> bool:
+    """Whether a recorded (code, message) error is too many requests or operations at once (``_RATE_LIMITED``):
+    Compute retries such a create by itself, so it is neither a stockout, a quota used up nor a failed creation."""
+    return bool(_RATE_LIMITED.search(f"{code} {message}"))
+
+
 def _names_capacity(code: str, message: str) -> bool:
     """A recorded error that names a stockout or an exhausted quota, and not a rate limit (whose code,
     ``CONCURRENT_OPERATIONS_QUOTA_EXCEEDED``, contains a quota's)."""
-    text = f"{code} {message}"
-    return is_capacity_message(text) and not _RATE_LIMITED.search(text)
+    return is_capacity_message(f"{code} {message}") and not is_rate_limited(code, message)
 
 
 def capacity_failure(errors: Iterable[tuple[str, str]]) -> str:

@@ -84,6 +84,8 @@ class Instance:
     error: str = ""
     error_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
     id: str = field(default="", init=False)
+    # The instanceStatus a test sets (``set_instance_status``); None: the one its action gives
+    status: str | None = None
 
     def __post_init__(self) -> None:
         self._renew_id()
@@ -190,6 +192,14 @@ class FakeGkeApi(GoogleJsonServer):
         """``code`` and ``message``: what each instance the zone cannot create says on its ``lastAttempt.errors``."""
         with self._lock:
             self.stockouts[zone] = Stockout(mode, room, shown_on, code, message)
+
+    def set_instance_status(self, name: str, status: str) -> None:
+        """Compute reports ``status`` as the ``instanceStatus`` of each instance of pool ``name`` still being created,
+        e.g. RUNNING for one whose VM runs while the group's action is still CREATING and its last attempt keeps an
+        earlier error; "" leaves the field out (REFERENCE.md)."""
+        with self._lock:
+            for inst in (i for m in self.pools[name].migs for i in m.instances if i.action in _NOT_CREATED):
+                inst.status = status
 
     def autoscale(self, name: str, nodes: int) -> None:
         """GKE's own autoscaler resizes the pool (no operation: it resizes the instance groups directly)."""
@@ -527,6 +537,9 @@ class FakeGkeApi(GoogleJsonServer):
             out["id"] = inst.id
         if inst.error:
             out["lastAttempt"] = {"errors": {"errors": [{"code": inst.error_code, "message": inst.error}]}}
+        if inst.status is not None:  # a test's (set_instance_status); "" is left out, as proto3 JSON does
+            out.pop("instanceStatus", None)
+            out |= {"instanceStatus": inst.status} if inst.status else {}
         return out
 
 
