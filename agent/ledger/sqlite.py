@@ -55,9 +55,10 @@ _SINCE_UNBILLED = _SINCE.format(_EARLIEST.format("entries"), "NULL")  # no bille
 class SqliteLedger(InProcessReservations):
     """A ledger in the SQLite file at ``path`` (created with its parent directory when missing).
 
-    ``fresh_if_empty`` accepts a zero-length file as a new ledger. ``retention``: how long a history ``update``
-    keeps (``agent.ledger.retention``; ``None``: all of it). ``exclusive=False`` skips the writer lock; it
-    is only for a process that reads, or for showing that the write transaction alone keeps two writers exact.
+    ``fresh_if_empty`` accepts a zero-length file as a new ledger (read-only: as one its writer is to start);
+    without it a reader refuses such a file as the writer does. ``retention``: how long a history ``update`` keeps
+    (``agent.ledger.retention``; ``None``: all of it). ``exclusive=False`` skips the writer lock; it is only for a
+    process that reads, or for showing that the write transaction alone keeps two writers exact.
     """
 
     def __init__(
@@ -81,7 +82,7 @@ class SqliteLedger(InProcessReservations):
         self._has_billed = True
         self._has_totals = True  # whether the file keeps running totals (a reader of an older file: not yet)
         if read_only:
-            self._db = self._open_read_only()
+            self._db = self._open_read_only(fresh_if_empty)
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -310,8 +311,12 @@ class SqliteLedger(InProcessReservations):
         self.close()
 
     # -- internals ----------------------------------------------------------------------------------------
-    def _open_read_only(self) -> sqlite3.Connection:
-        """A connection SQLite itself keeps from writing, to a file that must already be a leadtime ledger."""
+    def _open_read_only(self, fresh_if_empty: bool) -> sqlite3.Connection:
+        """A connection SQLite itself keeps from writing, to a file that must already be a leadtime ledger.
+
+        A zero-length file is refused as its writer refuses it (``refuse_empty_file``): the writer never turns it
+        into a ledger unless told to start afresh, so a reader told to wait for one would wait for ever."""
+        refuse_empty_file(self.path, fresh_if_empty)
         if not self.path.is_file() or self.path.stat().st_size == 0:
             raise LedgerUnavailable(f"no ledger in {self.path} to read yet: the replica that writes it creates it")
         try:
