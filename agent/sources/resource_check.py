@@ -6,7 +6,9 @@ name either, and a cloud pool at zero nodes has no node offering it. So ``leadti
 once at start, look further back: a resource that no node offered (``kube_node_status_capacity``) and no pod
 requested (``kube_pod_container_resource_requests``, or ``kube_pod_init_container_resource_requests`` for init
 containers and sidecars, which the default query counts too) over the whole history the forecaster reads is most
-likely a typo, and they say so, with the resources nodes offer now that come closest. The metrics are in
+likely a typo, and they say so, with the resources that come closest among those nodes offered or pods requested
+(app or init containers) over the same history: a cloud pool at zero nodes offers nothing, while its pods still
+ask for the right name. The metrics are in
 kube-state-metrics' docs/metrics/cluster/node-metrics.md and docs/metrics/workload/pod-metrics.md and carry the
 resource name sanitized (``nvidia_com_gpu``), as ``ksm_resource`` writes it. In a Prometheus view of several
 clusters they are read in the cluster ``prometheus.cluster_selector`` names, as the default queries are.
@@ -29,10 +31,19 @@ log = logging.getLogger(__name__)
 CHECK = "resource check"  # the name queries of this check are reported under
 
 
-def offered_now_query(cluster: Sequence[str] = ()) -> str:
-    """The resources the nodes of the cluster (``prometheus.cluster_selector``'s matcher texts) offer now."""
+_SEEN_IN = (
+    "kube_node_status_capacity",
+    "kube_pod_container_resource_requests",
+    "kube_pod_init_container_resource_requests",
+)
+
+
+def known_resources_query(lookback: timedelta, cluster: Sequence[str] = ()) -> str:
+    """The resources some node of the cluster (``prometheus.cluster_selector``'s matcher texts) offered, or some
+    pod's app or init container requested, within ``lookback`` before the query's time: one series per resource."""
+    window = prometheus_duration(lookback)
     scope = f"{{{', '.join(cluster)}}}" if cluster else ""
-    return f"count by (resource) (kube_node_status_capacity{scope})"
+    return " or ".join(f"count by (resource) (last_over_time({metric}{scope}[{window}]))" for metric in _SEEN_IN)
 
 
 def seen_query(resource: str, lookback: timedelta, cluster: Sequence[str] = ()) -> str:
@@ -41,11 +52,7 @@ def seen_query(resource: str, lookback: timedelta, cluster: Sequence[str] = ()) 
     may be an init container's alone (a GPU check before the job, a sidecar): the default query counts it."""
     window = prometheus_duration(lookback)
     matcher = f"{{{', '.join([f'resource={quote(resource)}', *cluster])}}}"
-    return (
-        f"count(last_over_time(kube_node_status_capacity{matcher}[{window}]))"
-        f" or count(last_over_time(kube_pod_container_resource_requests{matcher}[{window}]))"
-        f" or count(last_over_time(kube_pod_init_container_resource_requests{matcher}[{window}]))"
-    )
+    return " or ".join(f"count(last_over_time({metric}{matcher}[{window}]))" for metric in _SEEN_IN)
 
 
 def default_query_resources(classes: Sequence[DemandClass], settings: PrometheusSettings) -> dict[str, list[str]]:
@@ -78,16 +85,16 @@ def unknown_resources(
         try:
             if source.instant(CHECK, seen_query(resource, lookback, cluster), at):
                 continue
-            answer = source.instant(CHECK, offered_now_query(cluster), at)
-            offered = sorted({labels.get("resource", "") for labels, _ in answer})
+            answer = source.instant(CHECK, known_resources_query(lookback, cluster), at)
+            known = sorted({labels.get("resource", "") for labels, _ in answer})
         except MetricsUnavailable as exc:
             log.warning("could not check the resource %s of class(es) %s: %s", resource, ", ".join(users), exc.reason)
             continue
-        closest = difflib.get_close_matches(resource, [r for r in offered if r], n=3, cutoff=0.5)
+        closest = difflib.get_close_matches(resource, [r for r in known if r], n=3, cutoff=0.5)
         hint = (
-            f"the closest resources nodes offer now: {', '.join(closest)}"
+            f"the closest resources nodes offered or pods requested in that time: {', '.join(closest)}"
             if closest
-            else "no node offers a resource with a similar name now"
+            else "no node offered and no pod requested a resource with a similar name in that time"
         )
         problems.append(
             f"class(es) {', '.join(users)}: no node offered and no pod requested the resource {resource!r} (as "

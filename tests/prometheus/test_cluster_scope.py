@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from agent.sources.prometheus_queries import demand_query
-from agent.sources.resource_check import offered_now_query, seen_query
+from agent.sources.resource_check import known_resources_query, seen_query
 from config import settings_from_mapping
 from config.prometheus import PrometheusSettings
 from models import ConfigError, DemandClass
@@ -132,7 +132,7 @@ def test_the_resource_check_looks_in_this_cluster(tmp_path: Path) -> None:
         [
             Expect(seen_query("nvidia_com_gpu", day, [PROD])),
             Expect(seen_query("nvidia_com_gpu", day), [("{}", 1)]),
-            Expect(offered_now_query([PROD]), [('{resource="cpu"}', 1)]),
+            Expect(known_resources_query(day, [PROD]), [('{resource="cpu"}', 1)]),
         ],
     )
 
@@ -140,7 +140,7 @@ def test_the_resource_check_looks_in_this_cluster(tmp_path: Path) -> None:
 def test_the_default_queries_are_unchanged_without_a_cluster_selector() -> None:
     assert "cluster" not in demand_query(ML, _settings())
     assert "cluster=" not in demand_query(ML, _settings(demand_metrics="kueue"))
-    assert offered_now_query() == "count by (resource) (kube_node_status_capacity)"
+    assert "cluster" not in known_resources_query(timedelta(days=1))
 
 
 BASE: dict[str, Any] = {

@@ -145,7 +145,7 @@ def test_a_resource_kube_state_metrics_never_saw_is_named_with_the_closest_one(
     assert f"warning: {warning}" in capsys.readouterr().err
     assert warning.startswith("class(es) earth/vcMod: no node offered and no pod requested the resource")
     assert "'nvidia_com_gpus'" in warning
-    assert "the closest resources nodes offer now: nvidia_com_gpu" in warning
+    assert "the closest resources nodes offered or pods requested in that time: nvidia_com_gpu" in warning
     (mod,) = [c for c in document["classes"] if c["name"] == "earth/vcMod"]
     assert mod["observed"] == 0.0  # what the warning is about: the misspelled resource reads as no demand
     assert f"- {warning}" in (tmp_path / "out" / "report.md").read_text()
