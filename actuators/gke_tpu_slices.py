@@ -21,18 +21,21 @@ change as a transient error: a group that cannot be read is held, never blocked.
 
 A slice that was whole and fell short (hosts RECREATING: a repair, or a host lost) waits from the agent's first read
 that found it so, which the agent keeps in its planner memory (``short_slices``: the loop saves what it knows and a
-restarted agent or a new leader hands it back where the slice's hosts prove the same shortfall), because nothing in
-the cloud tells when it fell short. A managed instance (``listManagedInstances``) carries no time (its ``lastAttempt``
-holds errors only), and a host the zone has no room to recreate has no Compute instance (its ``id`` and
-``instanceStatus`` are empty), so no ``creationTimestamp``; its instance group's is the slice's creation. The lost
-host's Node is deleted with its VM, and a multi-host slice is recovered whole (Cloud TPU, "Failure recovery of TPU
-instances"), so often no node of the slice is left to carry a mark; Kubernetes Events last an hour (kube-apiserver
-``--event-ttl``), less than a wait. ``instanceGroupManagers.listErrors`` times each failed attempt but tells no episode
-apart: a host's earliest error listed may be from an earlier repair it came back from, which would fail a slice early.
-What does tell a recovery apart is the ids of the instances that exist: each recreated instance is a new one with a
-new id, so the record keeps them with the time (``HostCount.ids``) and a successor keeps the time only while the
-slice's hosts are some of those and none is new (``short_slices.same_shortfall``). A memory saved by a release that did
-not keep them (or none at all) starts the wait at the first read again.
+restarted agent or a new leader hands it back within an unbroken watch where the slice's hosts show no other
+episode), because nothing in the cloud tells when it fell short. A managed instance (``listManagedInstances``)
+carries no time (its ``lastAttempt`` holds errors only), and a host the zone has no room to recreate has no Compute
+instance (its ``id`` and ``instanceStatus`` are empty), so no ``creationTimestamp``; its instance group's is the
+slice's creation. The lost host's Node is deleted with its VM, and a multi-host slice is recovered whole (Cloud TPU,
+"Failure recovery of TPU instances"), so often no node of the slice is left to carry a mark; Kubernetes Events last
+an hour (kube-apiserver ``--event-ttl``), less than a wait. ``instanceGroupManagers.listErrors`` times each failed
+attempt but tells no episode apart: a host's earliest error listed may be from an earlier repair it came back from,
+which would fail a slice early.
+What does tell a recreate apart is the ids of the instances that exist: each recreated instance is a new one with a
+new id, so the record keeps with the time the ids of the hosts the slice had when first seen short (``HostCount.ids``,
+those every read since still found) and a successor keeps the time only while none of the slice's hosts is new
+(``short_slices.same_shortfall``). A host restarted in place keeps its id, and nothing the instance groups answer tells
+a restart, so the record holds within an unbroken watch only. A memory saved by a release that did not keep the ids
+holds by the watch alone; with none at all the wait starts at the first read again.
 
 GKE may also leave a node pool in ERROR while its nodes run (it stays so after its instance groups' retries created
 them: k8s-config-connector#321, terraform-provider-google#10121). So an ERROR slice is failed only once the cluster's

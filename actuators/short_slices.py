@@ -17,23 +17,31 @@ is forgotten, its wait starting again if it falls short later.
 
 Nothing in the cloud tells when a slice that was whole fell short (its hosts recreated by a repair the zone has no room
 for: ``actuators.gke_tpu_slices``), so the first reads are handed out (``known``: per group, slice -> since, a read
-that found it short since, ``seen``, and the Compute instance ids of its hosts that existed then, ``hosts``) for the
-agent to keep with its planner memory, and taken back (``recall``) once, from the memory a restarted agent or a new
-leader reads first: its wait goes on from its predecessor's first read instead of starting again, but only where the
-slice's hosts prove it is the same shortfall (``same_shortfall``). A time alone cannot: a slice recovered and short
-again while no agent watched it, even for a few minutes (a rollout), would inherit the first episode's time and be
-deleted early in its new wait; a slice deleted and created again under the same name would inherit the old one's. A
-multi-host slice is recovered whole, every instance recreated with a new id, and a host the zone has no room for has
-no instance, so the record's time is kept when the hosts the slice has at this adapter's next read of its group are
-some of those it had when last seen short, none created since, however long no agent watched (an agent down longer
-than a watch, or crash-looping, keeps the wait), and dropped otherwise, the slice's wait starting again, never
-shortened. A record is taken back for its earlier times only (a read of this adapter's own, earlier, stays) and not for
-a slice this adapter's own reads found not short since their first (seen whole since, or new; its own record handed back
-after it led before included). What it says of a slice not short at the next read of its group is forgotten with it. The
-wait of a slice never whole counts from its instance groups' creation (``asked``), whatever a record says. ``seen`` is
-refreshed once it is older than a quarter of the group's wait (not at every read: a steady shortage does not rewrite the
-state ConfigMap at every tick) for the release before, which reads it. Without a record, or with one naming no host
-(a memory of an earlier release), the wait starts at this adapter's first read that finds the slice short, as before.
+that found it short since, ``seen``, and ``hosts``, below) for the agent to keep with its planner memory, and taken back
+(``recall``) once, from the memory a restarted agent or a new leader reads first: its wait goes on from its
+predecessor's first read instead of starting again. A record must never shorten a wait (a slice deleted early is lost
+in a stockout), so it is taken back only where two checks find nothing of another episode:
+- an unbroken watch: an entry whose ``seen`` is older, at this adapter's first read of its group, than the lease
+  duration and the ticks around it (``gap``, which the caller passes) and a quarter of the group's wait allow is left
+  out, its slice's wait starting again. ``seen`` is refreshed once it is older than that quarter (not at every read: a
+  steady shortage does not rewrite the state ConfigMap at every tick). So an agent down longer than that, at every
+  restart too, starts the wait again: the slice is kept longer, never lost.
+- the hosts: ``hosts`` is the Compute instance ids of the hosts the slice had when first seen short that every read
+  since still found (never one that came up since: a recovery's new VMs, booting when the agent stopped, may make the
+  slice whole before it falls short again). A multi-host slice is recovered whole, each host recreated with a new id,
+  and a host the zone has no room for has no instance, so the entry is taken back only if the slice's hosts at this
+  adapter's next read of its group are some of those, none new (``same_shortfall``; a slice with no host left, or
+  never one, is so). A slice recovered and short again, or deleted and created again under the same name, has hosts
+  the entry does not name. An entry naming no host at all (``None``: saved by a release that did not keep them) holds
+  by the watch alone, as that release did.
+What neither check tells: a slice recovered by restarting its hosts in place (Cloud TPU may reschedule or restart them:
+the same instances, the same ids), whole and short again within the watch, takes the earlier time, as before the ids
+were kept; ``listManagedInstances`` carries no start time. A record is taken back for its earlier times only (a read of
+this adapter's own, earlier, stays) and not for a slice this adapter's own reads found not short since their first
+(seen whole since, or new; its own record handed back after it led before included). What it says of a slice not short
+at the next read of its group is forgotten with it. The wait of a slice never whole counts from its instance groups'
+creation (``asked``), whatever a record says. Without a record the wait starts at this adapter's first read that finds
+the slice short.
 """
 
 from __future__ import annotations
@@ -64,15 +72,16 @@ def short_waits(settings: Settings) -> dict[str, timedelta]:
 
 class ShortSince(NamedTuple):
     """Of a slice short of hosts: the first read that found it short (``since``), a read that found it short since,
-    refreshed once older than a quarter of its group's wait (``seen``), and the Compute instance ids of its hosts
-    that existed at the latest read that found it short (``hosts``: empty in a record of a release before)."""
+    refreshed once older than a quarter of its group's wait (``seen``), and the Compute instance ids of the hosts it
+    had at its first short read that every read since still found (``hosts``; None in a record of a release that did
+    not keep them)."""
 
     since: datetime
     seen: datetime
-    hosts: frozenset[str] = frozenset()
+    hosts: frozenset[str] | None = frozenset()
 
 
-Record = Mapping[str, Mapping[str, tuple[datetime, datetime, frozenset[str]]]]
+Record = Mapping[str, Mapping[str, tuple[datetime, datetime, frozenset[str] | None]]]
 
 
 class ShortSlices:
@@ -84,44 +93,48 @@ class ShortSlices:
         self._pools = None if pools is None else frozenset(pools)
         self._since: dict[tuple[str, str], ShortSince] = {}  # (pool, slice) -> first read short, seen since, hosts
         self._first_read: dict[str, datetime] = {}  # pool -> this adapter's first read of the group
-        # (pool, slice) -> an entry read back, until the next read of its group finds whether the slice's hosts make
-        # it the same shortfall
+        # (pool, slice) -> an entry read back within an unbroken watch, until the next read of its group finds whether
+        # the slice's hosts make it the same shortfall
         self._recalled: dict[tuple[str, str], ShortSince] = {}
 
-    def known(self) -> dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]]:
+    def known(self) -> dict[str, dict[str, tuple[datetime, datetime, frozenset[str] | None]]]:
         """Since when each slice has been seen short, per group (pool -> slice -> since, seen, hosts): the slices short
         at the latest read of each group, and those taken back that no read of their group has checked yet (a read
         that failed does not drop them from the memory saved)."""
-        record: dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]] = {}
+        record: dict[str, dict[str, tuple[datetime, datetime, frozenset[str] | None]]] = {}
         for (pool, name), short in sorted({**self._recalled, **self._since}.items()):  # taken back, not yet checked
             record.setdefault(pool, {})[name] = short
         return record
 
-    def recall(self, record: Record) -> None:
+    def recall(self, record: Record, now: datetime, gap: timedelta) -> None:
         """Take back a record ``known`` gave (to this adapter or another, before a restart or a change of leader),
-        once, at the first tick that reads the memory. An entry is left out, its slice's wait starting again, when
-        this adapter's own reads have found the slice not short since their first (a slice whole again or new) or
-        when it names no host of the slice (a release that did not keep them); any other is checked at the next read
-        of its group (``given_up``): the slice's wait counts from the earlier time only while the hosts it has then
-        show it is still the same shortfall."""
+        once, at the first tick that reads the memory (``now``). ``gap``: the longest an unbroken watch leaves between
+        the last read of one leader and the first of the next (the lease duration and the ticks around it). An entry
+        is left out, its slice's wait starting again, when it was last seen short longer before this adapter's first
+        read of the group (``now`` if none yet) than ``gap`` and the refresh of ``seen`` allow, or when this adapter's
+        own reads have found the slice not short since their first (a slice whole again or new); any other is checked
+        at the next read of its group (``given_up``): the slice's wait counts from the earlier time only if its hosts
+        then show the same shortfall."""
         for pool, slices in record.items():
             if self._pools is not None and pool not in self._pools:
                 continue  # a group this adapter does not read: it would never be forgotten
             first = self._first_read.get(pool)
+            oldest = (now if first is None else first) - gap - self._refresh(pool)
             for name, (since, seen, hosts) in slices.items():
                 own = self._since.get((pool, name))
                 if first is not None and (own is None or own.since > first):
                     continue  # read not short by this adapter since: the record's time is of an episode before
-                if not hosts:
+                if seen < oldest:
                     log.info(
-                        "pool %s: slice %s was short of hosts since %s in the planner memory, which names none of its "
-                        "hosts (saved by an earlier release): its wait starts again",
+                        "pool %s: slice %s was last seen short of hosts at %s in the planner memory, longer before "
+                        "this agent's first read than an unbroken watch allows (it may have been whole since): its "
+                        "wait starts again",
                         pool,
                         name,
-                        since.isoformat(),
+                        seen.isoformat(),
                     )
                     continue
-                self._recalled[(pool, name)] = ShortSince(since, seen, frozenset(hosts))
+                self._recalled[(pool, name)] = ShortSince(since, seen, None if hosts is None else frozenset(hosts))
 
     def _refresh(self, pool_id: str) -> timedelta:
         """How old ``seen`` may grow before a read that finds the slice short refreshes it."""
@@ -150,37 +163,49 @@ class ShortSlices:
         for name, said in short.items():
             now_hosts = frozenset((hosts or {}).get(name, ()))
             own = self._since.get((pool_id, name))
-            known = own or ShortSince(now, now)
+            known = own or ShortSince(now, now, now_hosts)
             if (old := recalled.get(name)) is not None and old.since < known.since:
-                if same_shortfall(old.hosts, now_hosts):
-                    known = ShortSince(old.since, old.seen if own is None else max(old.seen, own.seen))
-                else:
-                    log.info(
-                        "pool %s: slice %s was short of hosts since %s in the planner memory, but its hosts are not "
-                        "the ones it had then (it was recovered or created again since): its wait starts again",
-                        pool_id,
-                        name,
-                        old.since.isoformat(),
-                    )
+                known = self._taken_back(pool_id, name, old, own, now_hosts) or known
             if asked and name in asked:  # never whole: its instance groups' creation, not a record of an older slice
                 known = known._replace(since=asked[name])
             if now - known.seen > refresh:
                 known = known._replace(seen=now)
-            self._since[(pool_id, name)] = known._replace(hosts=now_hosts)
+            # never a host that came up since it was first seen short: it may have been whole before falling short again
+            self._since[(pool_id, name)] = known._replace(hosts=(known.hosts or frozenset()) & now_hosts)
             if now - known.since >= wait and is_capacity_message(said):
                 waited = f"short of hosts for {format_duration(now - known.since)}"
                 out[name] = f"insufficient capacity: {waited} (the group waits {format_duration(wait)}): {said}"
         return out
 
+    @staticmethod
+    def _taken_back(
+        pool_id: str, name: str, old: ShortSince, own: ShortSince | None, now_hosts: frozenset[str]
+    ) -> ShortSince | None:
+        """The entry read back as this adapter keeps it, when the slice's hosts now (and at this adapter's own first
+        read, if earlier) show the same shortfall; None, with a line saying so, when they do not."""
+        seen = old.seen if own is None else max(old.seen, own.seen)
+        mine = now_hosts if own is None or own.hosts is None else own.hosts
+        if old.hosts is None:  # a release that kept no host: the unbroken watch alone, as that release
+            return ShortSince(old.since, seen, mine)
+        if same_shortfall(old.hosts, now_hosts | mine):
+            return ShortSince(old.since, seen, old.hosts & mine)
+        log.info(
+            "pool %s: slice %s was short of hosts since %s in the planner memory, but it has hosts that came up since "
+            "(it was recovered or created again since, and may have been whole): its wait starts again",
+            pool_id,
+            name,
+            old.since.isoformat(),
+        )
+        return None
+
 
 def same_shortfall(before: frozenset[str], now: frozenset[str]) -> bool:
-    """Whether a slice whose hosts were ``before`` (Compute instance ids) when last seen short, and are ``now``, has
-    been short since without a recovery: some host of then still there, and none created since. A multi-host slice is
-    recovered whole (every instance recreated, each with a new id), and a host the zone has no room for has no
-    instance (no id), so a slice recovered whole and short again, or deleted and created again under the same name,
-    has no host of then; one whose missing host came up (a new id) may have been whole. Nothing else proves it: a
-    slice with no host left tells nothing."""
-    return bool(now) and now <= before
+    """Whether a slice whose hosts were ``before`` (Compute instance ids: those it had when first seen short that every
+    read since found) may have been short since without a recovery: none of its hosts ``now`` created since. A
+    multi-host slice is recovered whole (every instance recreated, each with a new id), and a host the zone has no room
+    for has no instance (no id), so a slice recovered and short again, or deleted and created again under the same
+    name, has hosts not named before; one with no host (none left, or none ever) tells nothing against it."""
+    return now <= before
 
 
 def first_asked(pool_id: str, groups: Iterable[Any]) -> datetime | None:

@@ -133,7 +133,7 @@ class AgentLoopAdapter:
             return self._memory_unread(now, load_error)
         if first:  # the open conditions its predecessor saved; from now on this replica's tracker holds them
             self._agent.conditions.adopt(memory.open_conditions, memory.conditions_ended, now)
-            self._recall_short_slices(memory)
+            self._recall_short_slices(memory, now)
         self._unread_since = None
         try:
             report = self._agent.run_once(now)
@@ -167,11 +167,15 @@ class AgentLoopAdapter:
             blind=self._blind(report),
         )
 
-    def _recall_short_slices(self, memory: PlannerMemory) -> None:
+    def _recall_short_slices(self, memory: PlannerMemory, now: datetime) -> None:
         """Hand the slices short of hosts its predecessor saved to the slice adapter, once: from now on the adapter's
-        reads say which are short (and whether each is still the shortfall the record speaks of)."""
+        reads say which are short (and whether each is still the shortfall the record speaks of). An unbroken watch
+        leaves at most the lease duration and two ticks between the last read of one leader and the first of the
+        next (one before the old leader stops, one after the new one takes over)."""
         if (short := self._agent.parts.short_slices) is not None:
-            short.recall(memory.slices_short_since)
+            settings = self._agent.settings
+            gap = settings.daemon.leader_election.lease_duration + 2 * settings.loop.tick_interval
+            short.recall(memory.slices_short_since, now, gap)
 
     def _memory_unread(self, now: datetime, load_error: StateUnavailable | None) -> DaemonTickReport:
         """A leader tick before the planner memory could be read: watch only, nothing planned or acted on."""

@@ -12,8 +12,8 @@ never raised again, and its end is told).
 It carries as well, per TPU slice group, since when each of its slices has been seen short of hosts
 (``slices_short_since``: ``actuators.short_slices.ShortSlices.known``), which the planner never reads either: the
 daemon hands it back to the slice adapter of a restarted agent or a new leader at its first read of the memory, so a
-slice's wait for its missing hosts goes on instead of starting again while its hosts (kept with the time) show the
-same shortfall.
+slice's wait for its missing hosts goes on instead of starting again within an unbroken watch, while its hosts (kept
+with the time) show the same shortfall.
 
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 """
@@ -75,8 +75,11 @@ class PlannerMemory:
     open_conditions: dict[Condition, OpenCondition] = field(default_factory=dict)
     conditions_ended: dict[Condition, datetime] = field(default_factory=dict)
     # TPU slice group -> slice -> (since when it has been seen short of hosts, a read that found it short since, the
-    # Compute instance ids of its hosts then): the slices short at the latest read (``short_slices.ShortSince``)
-    slices_short_since: dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]] = field(default_factory=dict)
+    # Compute instance ids of the hosts it had when first seen short still there, None from a release that kept none):
+    # the slices short at the latest read (``short_slices.ShortSince``)
+    slices_short_since: dict[str, dict[str, tuple[datetime, datetime, frozenset[str] | None]]] = field(
+        default_factory=dict
+    )
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})

@@ -32,11 +32,13 @@ that does not know them reads the rest, and its leader starts with no open condi
 they were kept. A condition entry this release cannot read (a kind or severity it does not know, a malformed time)
 is left out, never the document: at worst its end is not told. ``slices_short_since`` (per TPU slice group, since
 when each slice has been seen short of hosts: ``actuators.short_slices``; ``seen``, a read that found it short
-since; ``hosts``, the Compute instance ids of its hosts then, absent when none exists) may be absent too: a release
-that does not know it reads the rest and saves without it, and each slice's wait then starts at the first read that
-finds it short, as before it was kept. An entry written as a time alone (by the release that first kept it) is read
-as short since then and last seen then, and one without ``hosts`` (by a release before they were kept, which reads
-an entry of this one and saves it without them) as naming no host: its slice's wait starts again. A slice entry
+since; ``hosts``, the Compute instance ids of the hosts it had when first seen short still there, ``[]`` when none
+is) may be absent too: a release that does not know it reads the rest and saves without it, and each slice's wait
+then starts at the first read that finds it short, as before it was kept. An entry written as a time alone (by the
+release that first kept it) is read as short since then and last seen then, and one without ``hosts`` (by a release
+before they were kept, which reads an entry of this one and saves it without them, or by the release that first kept
+them, which left them out when there was none) as naming no host: it holds within an unbroken watch alone, as those
+releases read it. That release leaves out an entry of this one with ``[]``: its slice's wait starts again. A slice entry
 this release cannot read (a malformed time) is left out the same way, as the release before leaves out an entry of
 this one: at worst that slice's wait starts again. A document this code cannot read (no or an older unknown
 version, malformed) raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save
@@ -197,24 +199,26 @@ def _conditions(entries: Any, read: Callable[[dict[str, Any]], V]) -> Iterator[t
             continue
 
 
-def _short(since: datetime, seen: datetime, hosts: frozenset[str]) -> dict[str, Any]:
+def _short(since: datetime, seen: datetime, hosts: frozenset[str] | None) -> dict[str, Any]:
     entry: dict[str, Any] = {"since": _time(since), "seen": _time(seen)}
-    if hosts:
+    if hosts is not None:  # [] too: no host is not a record that names none
         entry["hosts"] = sorted(hosts)
     return entry
 
 
-def _short_since(groups: Any) -> dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]]:
+def _short_since(groups: Any) -> dict[str, dict[str, tuple[datetime, datetime, frozenset[str] | None]]]:
     """The readable entries of ``slices_short_since``; any other is left out (that slice's wait starts again). A time
-    alone (the form of the release that first kept them) is since and seen at once, naming no host."""
-    out: dict[str, dict[str, tuple[datetime, datetime, frozenset[str]]]] = {}
+    alone (the form of the release that first kept them) is since and seen at once; it and an entry without ``hosts``
+    name no host (None)."""
+    out: dict[str, dict[str, tuple[datetime, datetime, frozenset[str] | None]]] = {}
     for pool, slices in groups.items() if isinstance(groups, dict) else ():
         for name, entry in slices.items() if isinstance(slices, dict) else ():
             try:
                 if isinstance(entry, dict):
-                    short = (_parse(entry["since"]), _parse(entry["seen"]), _hosts(entry.get("hosts", [])))
+                    hosts = _hosts(entry["hosts"]) if "hosts" in entry else None
+                    short = (_parse(entry["since"]), _parse(entry["seen"]), hosts)
                 else:
-                    short = (_parse(entry), _parse(entry), frozenset[str]())
+                    short = (_parse(entry), _parse(entry), None)
             except (KeyError, TypeError, ValueError):
                 continue
             out.setdefault(str(pool), {})[str(name)] = short

@@ -531,10 +531,10 @@ class FakeGkeApi(GoogleJsonServer):
             "instance": f"{_COMPUTE}/projects/{self.project}/zones/{mig.zone}/instances/{inst.name}",
             "name": inst.name,
             "currentAction": inst.action,
-            "instanceStatus": "RUNNING" if inst.action == "NONE" else "PROVISIONING",
         }
         if inst.id:  # "empty when the instance does not exist"; a uint64, sent as a string
             out["id"] = inst.id
+            out["instanceStatus"] = "RUNNING" if inst.action == "NONE" else "PROVISIONING"  # empty too without it
         if inst.error:
             out["lastAttempt"] = {"errors": {"errors": [{"code": inst.error_code, "message": inst.error}]}}
         if inst.status is not None:  # a test's (set_instance_status); "" is left out, as proto3 JSON does

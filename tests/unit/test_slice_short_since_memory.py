@@ -18,9 +18,10 @@ STOCKOUT = "2 of 4 hosts running: ZONE_RESOURCE_POOL_EXHAUSTED"
 
 
 HOSTS = frozenset({"101", "102"})  # the Compute instance ids of the slice's hosts that exist
+GAP = timedelta(seconds=15) + timedelta(minutes=2)  # the lease duration and two ticks
 
 
-def at(since: datetime, seen: datetime | None = None, hosts: frozenset[str] = frozenset()) -> ShortSince:
+def at(since: datetime, seen: datetime | None = None, hosts: frozenset[str] | None = frozenset()) -> ShortSince:
     return ShortSince(since, since if seen is None else seen, hosts)
 
 
@@ -29,8 +30,8 @@ def test_the_record_round_trips_through_the_state_document() -> None:
     text = encode(memory, T0 + WAIT, "leadtime-0")
     assert json.loads(text)["slices_short_since"] == {
         "v5e": {
-            "v5e-0": {"since": "2026-03-02T09:00:00+00:00", "seen": "2026-03-02T09:05:00+00:00"},
-            "v5e-3": {"since": "2026-03-02T09:20:00+00:00", "seen": "2026-03-02T09:20:00+00:00"},
+            "v5e-0": {"since": "2026-03-02T09:00:00+00:00", "seen": "2026-03-02T09:05:00+00:00", "hosts": []},
+            "v5e-3": {"since": "2026-03-02T09:20:00+00:00", "seen": "2026-03-02T09:20:00+00:00", "hosts": []},
         }
     }
     assert json.loads(text)["version"] == 1  # a release that does not know the key reads the rest
@@ -51,14 +52,14 @@ def test_an_unreadable_slice_entry_is_left_out_not_the_memory() -> None:
         "v6": {"v6-0": {"since": T0.isoformat()}, "v6-1": {"since": T0.isoformat(), "seen": "now"}},
     }
     assert decode(json.dumps(document)) == PlannerMemory(
-        blocked={"v5e": "403"}, slices_short_since={"v5e": {"v5e-1": at(T0)}}
+        blocked={"v5e": "403"}, slices_short_since={"v5e": {"v5e-1": at(T0, hosts=None)}}
     )
 
 
 def test_a_time_alone_as_the_release_before_wrote_it_is_since_and_seen_at_once() -> None:
     document = json.loads(encode(PlannerMemory(), T0, "leadtime-0"))
     document["slices_short_since"] = {"v5e": {"v5e-0": T0.isoformat()}}
-    assert decode(json.dumps(document)) == PlannerMemory(slices_short_since={"v5e": {"v5e-0": at(T0, T0)}})
+    assert decode(json.dumps(document)) == PlannerMemory(slices_short_since={"v5e": {"v5e-0": at(T0, T0, None)}})
 
 
 def test_the_memory_keeps_the_record_of_configured_pools_only() -> None:
@@ -76,7 +77,7 @@ def test_the_keeper_merges_the_record_per_pool() -> None:
 
 def test_a_record_taken_back_goes_on_with_the_earlier_first_read() -> None:
     restarted = ShortSlices({"v5e": WAIT}, ["v5e"])
-    restarted.recall({"v5e": {"v5e-0": at(T0, T0 + WAIT / 4, HOSTS)}})
+    restarted.recall({"v5e": {"v5e-0": at(T0, T0 + WAIT / 4, HOSTS)}}, T0 + WAIT / 2, GAP)
     hosts = {"v5e-0": HOSTS}
     assert restarted.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT / 2, hosts=hosts) == {}
     (why,) = restarted.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT, hosts=hosts).values()
@@ -87,7 +88,7 @@ def test_a_record_taken_back_goes_on_with_the_earlier_first_read() -> None:
 def test_a_later_time_in_the_record_does_not_move_a_wait_this_adapter_began_earlier() -> None:
     slices = ShortSlices({"v5e": WAIT}, ["v5e"])
     slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0, hosts={"v5e-0": HOSTS})
-    slices.recall({"v5e": {"v5e-0": at(T0 + WAIT / 2, T0 + WAIT / 2, HOSTS)}})
+    slices.recall({"v5e": {"v5e-0": at(T0 + WAIT / 2, T0 + WAIT / 2, HOSTS)}}, T0 + WAIT / 4, GAP)
     slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT / 4, hosts={"v5e-0": HOSTS})
     assert slices.known() == {"v5e": {"v5e-0": at(T0, T0, HOSTS)}}
 
@@ -97,20 +98,20 @@ def test_its_own_record_handed_back_does_not_bring_back_a_slice_seen_whole_since
     slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0, hosts={"v5e-0": HOSTS})
     told = slices.known()
     slices.given_up("v5e", {}, T0 + WAIT / 2)  # whole at a read between ticks (the drainer's)
-    slices.recall(told)  # the memory still holds the record handed out before that read
+    slices.recall(told, T0 + WAIT / 2, GAP)  # the memory still holds the record handed out before that read
     assert slices.given_up("v5e", {"v5e-0": STOCKOUT}, T0 + WAIT, hosts={"v5e-0": HOSTS}) == {}  # a new wait
     assert slices.known() == {"v5e": {"v5e-0": at(T0 + WAIT, T0 + WAIT, HOSTS)}}
 
 
 def test_a_record_of_a_group_the_adapter_does_not_read_is_not_taken() -> None:
     slices = ShortSlices({"v5e": WAIT}, ["v5e"])
-    slices.recall({"v4": {"v4-0": at(T0, T0, HOSTS)}, "v5e": {"v5e-1": at(T0, T0, HOSTS)}})
+    slices.recall({"v4": {"v4-0": at(T0, T0, HOSTS)}, "v5e": {"v5e-1": at(T0, T0, HOSTS)}}, T0, GAP)
     assert slices.known() == {"v5e": {"v5e-1": at(T0, T0, HOSTS)}}
 
 
 def test_a_slice_no_longer_short_drops_out_of_the_record() -> None:
     slices = ShortSlices({"v5e": WAIT}, ["v5e"])
-    slices.recall({"v5e": {"v5e-0": at(T0, T0, HOSTS), "v5e-1": at(T0, T0, HOSTS)}})
+    slices.recall({"v5e": {"v5e-0": at(T0, T0, HOSTS), "v5e-1": at(T0, T0, HOSTS)}}, T0 + timedelta(minutes=1), GAP)
     slices.given_up("v5e", {"v5e-1": STOCKOUT}, T0 + timedelta(minutes=1), hosts={"v5e-1": HOSTS})
     assert slices.known() == {"v5e": {"v5e-1": at(T0, T0, HOSTS)}}
     slices.given_up("v5e", {}, T0 + timedelta(minutes=2))
