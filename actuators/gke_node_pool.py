@@ -110,11 +110,11 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         if seen.operation is not None:
             raise TransientActuatorError(pool_id, f"operation {seen.operation} is still running on this pool")
         why = removed = ""
-        stockout = False  # some of them failed for capacity, not for a reason of their own
+        stockout = quota = False  # some of them failed for capacity (for a quota), not for a reason of their own
         if seen.failed:
             dropped = len(seen.failed)
-            why = f"{dropped} instances could not be created: {seen.failed[0].failed_for}"
-            stockout = any(i.failure for i in seen.failed)
+            why = f"{dropped} instances could not be created: {seen.failed_reason}"
+            stockout, quota = any(i.failure for i in seen.failed), seen.failed_for_quota
             self._drop_failed(pool_id, seen, to_units)
             seen = seen.without_failed()
             removed = f"removed {dropped} instances that could not be created"
@@ -124,7 +124,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             return self._results.remember(self._changed(key, pool_id, seen, to_units, removed))
         if seen.autoscaling:
             if stockout and to_units > seen.target:
-                raise CapacityUnavailable(pool_id, why, quota=is_quota_message(why))
+                raise CapacityUnavailable(pool_id, why, quota=quota)
             op = self._bounds.set(pool_id, to_units)
             if to_units <= seen.target:
                 return self._track(pool_id, op, key, f"target {to_units} nodes")
@@ -320,7 +320,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             "pool %s: %d instances could not be created (%s); removed them (target %d -> %d)",
             pool_id,
             len(seen.failed),
-            seen.failed[0].failed_for,
+            seen.failed_reason,
             seen.asked,
             seen.target,
         )

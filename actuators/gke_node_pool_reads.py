@@ -4,7 +4,8 @@ A pool is read from GKE (the node pool: its autoscaling and instance group URLs;
 one still running on the pool and the stockout its latest one ended with) and from Compute Engine (each zone's
 managed instance group and its instances), into ``Observed`` (``actuators.node_pool_zones``). ``list_pools`` reads
 each pool with its own calls and leaves out a pool whose read fails (``unread_pools``), and gives each failed
-unit's cause as the provider told it (``failed_messages``, a quota read as one: ``failed_for_quota``); a zone whose
+unit's cause as the provider told it (``failed_messages``, quotas first, then stockouts; a quota read as one:
+``failed_for_quota``; per zone, whether one failed for capacity: ``ZoneState.failed_for_capacity``); a zone whose
 group is not found (404) is left out of the pool, not counted. A read made for a change fails the change with a
 transient error (``_read``). Also kept here: the zones backed off after a stockout (``_zones_out``, shown on each
 ``ZoneState``) and the lookup of a node another node pool's group holds (``_members_elsewhere``). The actuator is a
@@ -73,8 +74,10 @@ class GkeNodePoolReads:
     # -- internals -----------------------------------------------------------------------------------------
     def _state(self, pool_id: str, now: datetime) -> PoolState:
         seen = self._observe(pool_id)
-        # Each failed unit's cause as Compute or GKE told it; capacity where it names a stockout or a quota.
+        # Each failed unit's cause as Compute or GKE told it; capacity where it names a stockout or a quota. Quoted
+        # in this order: a quota used up (what the operator must have raised), a stockout, then a unit's own reason.
         failures = tuple(i.failure for i in seen.failed if i.failure)
+        quoted = sorted(seen.failed, key=lambda i: 0 if is_quota_message(i.failure) else 1 if i.failure else 2)
         return PoolState(
             pool_id,
             now,
@@ -82,7 +85,7 @@ class GkeNodePoolReads:
             seen.target,
             in_flight_operation=seen.operation,
             failed_units=len(seen.failed),
-            failed_messages=tuple(i.failed_for for i in seen.failed),
+            failed_messages=tuple(i.failed_for for i in quoted),
             failed_for_capacity=bool(failures),
             failed_for_quota=any(is_quota_message(f) for f in failures),
             zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),
@@ -172,7 +175,8 @@ class GkeNodePoolReads:
     def _zone_state(self, pool_id: str, zone: Zone) -> ZoneState:
         until = self._zones_out.get((pool_id, zone.name))
         until = until if until is not None and until > self._clock.now() else None
-        return ZoneState(zone.name, zone.ready, zone.target, len(zone.failed), until)
+        capacity = any(i.failure for i in zone.failed)  # what _drop_failed backs the zone off for
+        return ZoneState(zone.name, zone.ready, zone.target, len(zone.failed), until, failed_for_capacity=capacity)
 
     def _members_elsewhere(self, pool_id: str, names: Sequence[str]) -> dict[str, str]:
         """Which of ``names`` (in none of this pool's groups) are instances of another node pool of the cluster, and

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from actuators.vendor_errors import capacity_failure, is_rate_limited
+from actuators.vendor_errors import capacity_failure, is_quota_message, is_rate_limited
 
 # ManagedInstance.currentAction values: created for the first time, or recreated (it had been created: a repair)
 _FIRST_CREATION = ("CREATING", "CREATING_WITHOUT_RETRIES")
@@ -93,6 +93,19 @@ class Observed:
     @property
     def target(self) -> int:
         return sum(z.target for z in self.zones)
+
+    @property
+    def failed_for_quota(self) -> bool:
+        """Whether an instance failed for a quota used up (which no zone of the pool escapes)."""
+        return any(is_quota_message(i.failure) for i in self.failed)
+
+    @property
+    def failed_reason(self) -> str:
+        """The reason to quote for the failed instances: a quota used up first (what the operator must have raised),
+        then a stockout, then a reason of an instance's own; "" when none failed."""
+        failed = self.failed
+        first = next((i.failure for i in failed if is_quota_message(i.failure)), "")
+        return first or next((i.failure for i in failed if i.failure), "") or next((i.error for i in failed), "")
 
     def without_failed(self) -> Observed:
         """As it is once the failed instances are deleted."""

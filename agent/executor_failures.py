@@ -236,17 +236,38 @@ def _stockout_alert(state: PoolState, backoff: timedelta, now: datetime) -> Aler
 
 
 def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) -> AlertEvent:
-    out = [z.zone for z in state.zones if z.failed_units]
+    """The alert of a pool whose units failed for capacity in some zones while others have room. It names as backing
+    off only the zones whose units failed for capacity (``ZoneState.failed_for_capacity``, or every zone with failed
+    units where the actuator cannot tell); a zone whose units failed for a reason of their own is not backed off (a
+    GKE subnet out of addresses is its region's, which every zone of the pool draws from: moving its share to
+    another zone buys nothing), and is named so, with the zones that take the nodes at the next scale-up."""
+    told = len(state.failed_messages) == state.failed_units  # a message for each: the actuator read their causes
+    failed = [z for z in state.zones if z.failed_units]
+    out = [z.zone for z in failed if z.failed_for_capacity or not told]
+    own = [z.zone for z in failed if z.zone not in out]
+    open_own = [z.zone for z in failed if z.zone in own and (z.backoff_until is None or z.backoff_until <= now)]
+    taking = [z.zone for z in state.zones if z.zone in spare or z.zone in open_own]
     reasons = _reasons(state)
-    details = {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(spare)}
+    details = {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(taking)}
     if reasons:
         details["error"] = "; ".join(reasons)
     why = f": {_quoted(reasons)}" if reasons else ""
     summary = (
-        f"{state.failed_units} units of {state.pool_id} failed in {', '.join(out)} after the request was accepted"
-        f"{why}; removed them, those zones back off and {', '.join(spare)} take the nodes"
+        f"{state.failed_units} units of {state.pool_id} failed in {', '.join(z.zone for z in failed)} after the "
+        f"request was accepted{why}; removed them, {', '.join(out)} {_verb(out, 'backs', 'back')} off for want of "
+        f"capacity and {', '.join(taking)} {_verb(taking, 'takes', 'take')} the nodes"
     )
+    if own:
+        summary += (
+            f"; {', '.join(own)} {_verb(own, 'is', 'are')} not backed off for the units that failed there for a "
+            "reason of their own, not for capacity (see error): removed and asked for again, they back the pool off "
+            "once its units have kept failing so for its lead time"
+        )
     return AlertEvent(AlertKind.STOCKOUT, Severity.WARNING, now, state.pool_id, summary, details)
+
+
+def _verb(zones: Sequence[str], one: str, many: str) -> str:
+    return one if len(zones) == 1 else many
 
 
 def blocked_alert(pool_id: str, now: datetime, error: str) -> AlertEvent:

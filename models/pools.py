@@ -68,6 +68,10 @@ class ZoneState:
     """One zone of a pool that spans zones (a GKE node pool's instance group in that zone), as observed.
 
     ``backoff_until`` is set while the zone is left out of scale-ups after it ran out of capacity.
+    ``failed_for_capacity`` says that the actuator read one of its failed units as failed for want of capacity or
+    quota, which backs the zone off; units failed for a reason of their own (a subnet out of addresses) do not. Where
+    the actuator gives no message for each of the pool's failed units it cannot tell, and they count as a stockout
+    whatever this says (``PoolState.failed_for_capacity``).
     """
 
     zone: str
@@ -75,6 +79,7 @@ class ZoneState:
     target_units: int
     failed_units: int = 0
     backoff_until: datetime | None = None
+    failed_for_capacity: bool = False
 
 
 @dataclass(frozen=True)

@@ -117,12 +117,13 @@ def test_a_zone_out_and_a_zone_short_of_quota_are_both_told_and_the_quota_advice
     gke_api.stockout(ZONES[0], shown_on=("instances",), message=stockout)
     gke_api.stockout(ZONES[1], shown_on=("instances",), code="QUOTA_EXCEEDED", message=QUOTA)
     actuator, state = _failed(gke_api, ZONES, 2, 4)
-    assert state.failed_messages == (f"ZONE_RESOURCE_POOL_EXHAUSTED: {stockout}", f"QUOTA_EXCEEDED: {QUOTA}")
+    # The quota first: the summary quotes the one the advice says to have raised.
+    assert state.failed_messages == (f"QUOTA_EXCEEDED: {QUOTA}", f"ZONE_RESOURCE_POOL_EXHAUSTED: {stockout}")
     assert state.failed_for_quota
 
     (alert,) = _cleared(actuator, state).alerts
-    assert f"ZONE_RESOURCE_POOL_EXHAUSTED: {stockout} and 1 more (see error)" in alert.summary
-    assert alert.details["error"] == f"ZONE_RESOURCE_POOL_EXHAUSTED: {stockout}; QUOTA_EXCEEDED: {QUOTA}"
+    assert f"QUOTA_EXCEEDED: {QUOTA} and 1 more (see error)" in alert.summary
+    assert alert.details["error"] == f"QUOTA_EXCEEDED: {QUOTA}; ZONE_RESOURCE_POOL_EXHAUSTED: {stockout}"
     assert alert.details["action"] == QUOTA_ADVICE
 
 

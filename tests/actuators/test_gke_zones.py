@@ -78,7 +78,7 @@ def test_a_late_stockout_in_one_zone_moves_its_failed_nodes_to_the_other_zones(g
     gke_api.advance()
     (state,) = actuator.list_pools()
     assert (state.ready_units, state.target_units, state.failed_units) == (11, 11, 1)
-    assert state.zones[1] == ZoneState("us-central1-b", 3, 3, failed_units=1)
+    assert state.zones[1] == ZoneState("us-central1-b", 3, 3, failed_units=1, failed_for_capacity=True)
 
     again = actuator.resize("gpu", 12, "again")
     assert again.status is ActionStatus.STARTED
