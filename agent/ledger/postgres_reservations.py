@@ -8,7 +8,9 @@ get them. Each pool's spend in the period is read from the running totals that t
 Each reservation is written with the span its amount pays for (``covers_from_us``, ``covers_until_us``: columns added
 beside schema 5 without a new version, ``agent.ledger.postgres_schema.SPANS``); an earlier release writes its rows
 without them (NULL), and they are read at their amount, as that release reads every row. A database whose table has
-no such columns (read by a dry run before any agent of this release opened it) is read the same way.
+no such columns (read by a dry run before any agent of this release opened it, or by an agent that could not add
+them: ``agent.ledger.postgres_schema.migrate``) is read the same way, and an agent writing to it writes its rows
+without a span, as the release before does.
 """
 
 from __future__ import annotations
@@ -29,6 +31,22 @@ _LIVE = (
 _LIVE_WITH_SPANS = (
     "SELECT holder, amount_usd, covers_from_us, covers_until_us FROM leadtime_budget_reservations"
     " WHERE budget = ANY(%s) AND expires_us > %s AND NOT id = ANY(%s)"
+)
+
+_INSERT_WITH_SPANS = (
+    "INSERT INTO leadtime_budget_reservations"
+    " (budget, holder, amount_usd, created_us, expires_us, covers_from_us, covers_until_us)"
+    " SELECT r.budget, r.holder, r.amount_usd, r.created_us, r.expires_us, r.covers_from_us, r.covers_until_us"
+    " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[])"
+    " WITH ORDINALITY AS r (budget, holder, amount_usd, created_us, expires_us, covers_from_us, covers_until_us, n)"
+    " ORDER BY r.n RETURNING id"
+)
+_INSERT = (  # a table without the span columns (``agent.ledger.postgres_schema.SPANS`` not added yet)
+    "INSERT INTO leadtime_budget_reservations (budget, holder, amount_usd, created_us, expires_us)"
+    " SELECT r.budget, r.holder, r.amount_usd, r.created_us, r.expires_us"
+    " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[], %s::bigint[])"
+    " WITH ORDINALITY AS r (budget, holder, amount_usd, created_us, expires_us, n)"
+    " ORDER BY r.n RETURNING id"
 )
 
 
@@ -73,18 +91,12 @@ def decide(
             )
         if not rows:
             return grants
+        spans = has_spans(db)
         ids = sorted(  # numbered in insertion order: every insert holds the writer lock
             int(r[0])
             for r in db.execute(
-                "INSERT INTO leadtime_budget_reservations"
-                " (budget, holder, amount_usd, created_us, expires_us, covers_from_us, covers_until_us)"
-                " SELECT r.budget, r.holder, r.amount_usd, r.created_us, r.expires_us, r.covers_from_us,"
-                " r.covers_until_us"
-                " FROM unnest(%s::text[], %s::text[], %s::float8[], %s::bigint[], %s::bigint[], %s::bigint[],"
-                " %s::bigint[]) WITH ORDINALITY"
-                " AS r (budget, holder, amount_usd, created_us, expires_us, covers_from_us, covers_until_us, n)"
-                " ORDER BY r.n RETURNING id",
-                [list(column) for column in zip(*rows, strict=True)],
+                _INSERT_WITH_SPANS if spans else _INSERT,
+                [list(column) for column in zip(*(row if spans else row[:5] for row in rows), strict=True)],
             ).fetchall()
         )
         return [g if g.reservation_id is None else Grant(ids[g.reservation_id], g.headroom_usd) for g in grants]

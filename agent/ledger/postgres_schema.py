@@ -9,17 +9,25 @@ is refused, saying what to do.
 Columns an earlier release can live beside are added without a new version (``SPANS``, applied by ``migrate`` after
 the versions): an agent of the release before, which refuses a schema newer than it knows, keeps running beside this
 one on the same database, writing its rows without them (it names the columns it inserts) and reading the rows of
-this one as it reads its own.
+this one as it reads its own. They are added only where they can be now: ``ALTER TABLE`` needs the table's owner and
+an exclusive lock, and neither is needed to run without them (their rows are then written and read as the release
+before writes and reads them). A role with data rights only runs without them and is told once the statement its
+owner should run; a table another session holds (a report, ``pg_dump``) is not waited for more than
+``SPANS_LOCK_TIMEOUT``, as every other agent's reads of it queue behind the wait: the next open tries again.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, LiteralString
 
 import psycopg
+from psycopg import errors
 
 from agent.ledger import postgres_totals as totals
 from models import LedgerUnavailable, NoLedgerSchema
+
+log = logging.getLogger(__name__)
 
 # Advisory lock key (64-bit): "LDTGMIGR" serialises migrations.
 _MIGRATION_LOCK = 0x4C44_5447_4D49_4752
@@ -84,10 +92,12 @@ MIGRATIONS: tuple[tuple[int, tuple[LiteralString, ...]], ...] = (
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 # The span of time each budget reservation's amount pays for (``agent.ledger.reservations.carried``); NULL in the
 # rows of an earlier release.
-SPANS: tuple[LiteralString, ...] = (
-    "ALTER TABLE leadtime_budget_reservations ADD COLUMN IF NOT EXISTS covers_from_us bigint",
-    "ALTER TABLE leadtime_budget_reservations ADD COLUMN IF NOT EXISTS covers_until_us bigint",
+SPANS: LiteralString = (
+    "ALTER TABLE leadtime_budget_reservations ADD COLUMN IF NOT EXISTS covers_from_us bigint,"
+    " ADD COLUMN IF NOT EXISTS covers_until_us bigint"
 )
+# How long the open waits for the table's lock to add them: every read of the table queues behind the wait.
+SPANS_LOCK_TIMEOUT: LiteralString = "1s"
 READABLE_FROM = 4  # the oldest schema a read-only ledger reads: billed costs came in 4
 TOTALS_FROM = 5  # the schema that keeps running period totals (``agent.ledger.postgres_totals``)
 
@@ -140,8 +150,39 @@ def migrate(db: Connection, where: str) -> None:
                     db.execute(statement)
                 db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
         if not has_spans(db):  # checked first: ALTER TABLE locks the table even when it changes nothing
-            for statement in SPANS:
-                db.execute(statement)
+            _add_spans(db, where)
+
+
+_told_owner: set[str] = set()  # the ledgers whose owner was told to add the spans, told once per process
+
+
+def _add_spans(db: Connection, where: str) -> None:
+    """Add the span columns (``SPANS``) in a savepoint; left out, the open going on without them, when this role
+    does not own the table or another session holds it."""
+    try:
+        with db.transaction():
+            db.execute(f"SET LOCAL lock_timeout = '{SPANS_LOCK_TIMEOUT}'")
+            db.execute(SPANS)
+    except errors.InsufficientPrivilege:
+        if where not in _told_owner:
+            _told_owner.add(where)
+            log.warning(
+                "the PostgreSQL ledger at %s: this role does not own leadtime_budget_reservations, so budget "
+                "reservations are recorded without the span they pay for, as the release before records them (agents "
+                "with different commit horizons count each other's over their own); its owner should run `%s` (or "
+                "`ALTER TABLE leadtime_budget_reservations OWNER TO <this role>`): the reservations made from then on "
+                "record their spans",
+                where,
+                SPANS,
+            )
+    except errors.LockNotAvailable:
+        log.warning(
+            "the PostgreSQL ledger at %s: another session holds leadtime_budget_reservations (a report or a dump "
+            "in a transaction), so its span columns were not added (waited %s); budget reservations are recorded "
+            "without the span they pay for until the next open (a restart), which tries again",
+            where,
+            SPANS_LOCK_TIMEOUT,
+        )
 
 
 def has_spans(db: Connection) -> bool:
