@@ -149,7 +149,7 @@ class BudgetReserver:
         )
         if not ups:
             return Reserved(plan)
-        first = self._ask(now, [(r.pool_id, new[r.key], _billed(r, states.get(r.pool_id), new[r.key])) for r in ups])
+        first = self._ask(now, [(r.pool_id, new[r.key], _labelled(r, states.get(r.pool_id), new[r.key])) for r in ups])
         allowed: dict[str, int] = {}
         headroom: dict[str, tuple[str, float]] = {}
         for resize, grants in zip(ups, first, strict=True):
@@ -167,7 +167,7 @@ class BudgetReserver:
         trimmed = [r for r in ups if allowed.get(r.pool_id, 0) > 0]
         second = self._ask(
             now,
-            [(r.pool_id, allowed[r.pool_id], _billed(r, states.get(r.pool_id), allowed[r.pool_id])) for r in trimmed],
+            [(r.pool_id, allowed[r.pool_id], _labelled(r, states.get(r.pool_id), allowed[r.pool_id])) for r in trimmed],
         )
         for resize, grants in zip(trimmed, second, strict=True):
             if all(g.granted for _, g in grants):
@@ -187,11 +187,12 @@ class BudgetReserver:
         self._held = {}
         self.ledger.release(abandoned)
 
-    def commit(self, now: datetime, units: Mapping[str, int]) -> None:
+    def commit(self, now: datetime, units: Mapping[str, int], covered: Mapping[str, int] | None = None) -> None:
         """Reserve what the ``units`` each pool bills cost to the end of each shared cap's period (or its commit
         horizon), in place of the deployment's standing reservations (this replica's previous tick's, and a
-        previous leader's) and of the scale-ups' they cover. Never refused: the units are already paid for; the
-        other agents' next reservations see them."""
+        previous leader's) and of the scale-ups' they cover: of a pool to no more units than ``covered`` gives it (its
+        units ``in_service``; ``None``: ``units``) and ``units`` reserves. Never refused: the units are already paid
+        for; the other agents' next reservations see them."""
         requests = [
             cap.request(now, held, self.standing_holder, self.ttl, cap_usd=math.inf)
             for pool_id, held in sorted(units.items())
@@ -201,7 +202,9 @@ class BudgetReserver:
         replaced, self._covered = [*self._standing, *self._covered], []
         # One transaction: never both the old and the new reservations, never neither.
         # a predecessor's scale-ups these units cover are replaced too (``StandingHolder.holds``)
-        covering = replace(self.standing, covered=tuple(sorted(units.items())))
+        covers = units if covered is None else covered
+        reserved = {pool_id: min(n, units.get(pool_id, 0)) for pool_id, n in covers.items()}
+        covering = replace(self.standing, covered=tuple(sorted(reserved.items())))
         grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=covering)
         self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
@@ -262,9 +265,10 @@ class BudgetReserver:
         return caps
 
     def _ask(self, now: datetime, wants: Sequence[tuple[str, int, int]]) -> list[list[tuple[_Cap, Grant]]]:
-        """Ask for ``units`` more of each pool (to bill ``to`` units) in every cap over it, in one transaction; the
-        grants by request. Held under the scale-up's label (``StandingHolder.scale_up_label``), which a successor's
-        commit replaces once it reserves the pool at ``to`` units or more, should this replica die before its own."""
+        """Ask for ``units`` more of each pool (to ``to`` units in service, ``in_service``) in every cap over it, in
+        one transaction; the grants by request. Held under the scale-up's label (``StandingHolder.scale_up_label``),
+        which a successor's commit replaces once it reads and reserves the pool at ``to`` units in service or more,
+        should this replica die before its own."""
         asked = [(i, cap) for i, (pool_id, _, _) in enumerate(wants) for cap in self._caps(now, pool_id)]
         requests = [
             cap.request(now, wants[i][1], self.standing.scale_up_label(wants[i][0], wants[i][2]), self.ttl, cap.cap_usd)
@@ -385,9 +389,18 @@ def _new_units(resize: Resize, state: PoolState | None) -> int:
     return billed_after(state, resize.to_units) - state.billed_units
 
 
-def _billed(resize: Resize, state: PoolState | None, added: int) -> int:
-    """The units ``resize``'s pool bills once ``added`` more bill: what its scale-up reservation is labelled with."""
-    return (resize.from_units if state is None else state.billed_units) + added
+def in_service(state: PoolState, to_units: int | None = None) -> int:
+    """The units ``state``'s pool bills other than broken ones and nodes being drained (its target less the units
+    waiting for resources), or once a scale-up brings it to ``to_units``: what a scale-up's reservation is labelled
+    with and a successor's commit takes it over by (``commit``). A broken unit or a drained node may be gone when a
+    successor reads the pool while the units the scale-up bought bill on."""
+    target = state.target_units if to_units is None else max(to_units, state.target_units)
+    return max(0, target - state.waiting_units)
+
+
+def _labelled(resize: Resize, state: PoolState | None, added: int) -> int:
+    """The units in service of ``resize``'s pool once ``added`` more bill: its scale-up reservation's label."""
+    return resize.from_units + added if state is None else in_service(state, _granted_target(resize, state, added))
 
 
 def _granted_target(resize: Resize, state: PoolState | None, granted: int) -> int:

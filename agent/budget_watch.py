@@ -24,7 +24,7 @@ from agent.budget_alerts import (
     ledger_incomplete_event,
     projected_overspend_event,
 )
-from agent.budget_reserve import BudgetReserver, Reserved
+from agent.budget_reserve import BudgetReserver, Reserved, in_service
 from agent.budget_unknown_pools import unknown_pool_events
 from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
@@ -179,12 +179,18 @@ class BudgetWatch:
         if self.reserver is not None:
             self.reserver.settle(results)
             held = {**self._unread, **{pool_id: s.billed_units for pool_id, s in states.items()}}
+            # a dead predecessor's scale-ups are taken over by the units in service, not by broken ones nor nodes being
+            # drained, which may be gone while the units it bought bill on; a pool not read this tick covers none
+            covered = {pool_id: in_service(s) for pool_id, s in states.items()}
             for r in ups:  # counted from now, a queued resource's too: it may be granted at any moment
                 state = states.get(r.pool_id)
                 held[r.pool_id] = max(
                     held.get(r.pool_id, 0), r.to_units if state is None else billed_after(state, r.to_units)
                 )
-            self.reserver.commit(now, held)
+                covered[r.pool_id] = max(
+                    covered.get(r.pool_id, 0), r.to_units if state is None else in_service(state, r.to_units)
+                )
+            self.reserver.commit(now, held, covered)
 
     def alerts(
         self,

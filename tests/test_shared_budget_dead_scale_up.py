@@ -13,6 +13,7 @@ reserve (the pool read at fewer: a resize never sent, or units still to come) is
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -35,12 +36,12 @@ class Died(Exception):
 class DyingReserver(BudgetReserver):
     """West's reserver in the tick its process dies: after the executor acted, before the commit."""
 
-    def commit(self, now: datetime, units: dict[str, int]) -> None:  # type: ignore[override]
+    def commit(self, now: datetime, units: Mapping[str, int], covered: Mapping[str, int] | None = None) -> None:
         raise Died
 
 
 @POSTGRES
-def test_a_dead_agents_scale_up_reservation_holds_the_other_back_until_it_expires(
+def test_a_dead_agents_scale_up_reservation_is_taken_over_by_its_successor_and_the_other_grows(
     write_trace: TraceWriter, postgres_database: Database
 ) -> None:
     history = (START - timedelta(hours=2)).isoformat()

@@ -104,19 +104,22 @@ class StandingHolder:
     deployment, and another deployment of the same name is not. A pool id holds no space, comma or parenthesis
     (``config.schema``), so the list reads back exactly whatever the name.
 
-    A scale-up is reserved under ``scale_up_label``, ``<name> (scale-up of <pool id> to <units billed after it>)``,
-    until the standing reservations of its tick's commit take its units over. If the replica dies before that commit,
-    the reservation is left: a successor's commit (``covered``: the units it reserves for each pool) replaces it with
-    its own standing ones where they cover it, that pool reserved at no fewer units than the scale-up was to bring it
-    to (``holds``), and leaves it to expire where they do not (the units asked for may still be coming)."""
+    A scale-up is reserved under ``scale_up_label``, ``<name> (scale-up of <pool id> to <units>)``, ``<units>`` being
+    those its pool bills once it is carried out other than broken units and nodes being drained (which may be gone by
+    the time a successor reads the pool while the units bought bill on: ``agent.budget_reserve.in_service``), until
+    the standing reservations of its tick's commit take its units over. If the replica dies before that commit, the
+    reservation is left: a successor's commit (``covered``: the units in service it reads in each pool, never more
+    than it reserves for the pool) replaces it with its own standing ones where they cover it, that pool at no fewer
+    units than the scale-up was to bring it to (``holds``), and leaves it to expire where they do not (the units asked
+    for may still be coming)."""
 
     name: str
     pools: tuple[str, ...]
     previous_ids: tuple[str, ...] = ()
-    covered: tuple[tuple[str, int], ...] = ()  # the units a commit reserves for each pool (``holds``)
+    covered: tuple[tuple[str, int], ...] = ()  # each pool's units in service a commit reserves (``holds``)
 
     def scale_up_label(self, pool_id: str, units: int) -> str:
-        """The holder of a scale-up of ``pool_id`` to bill ``units``."""
+        """The holder of a scale-up of ``pool_id`` to ``units`` in service."""
         return f"{self._scale_up_prefix}{pool_id} to {units})"
 
     @property
