@@ -17,12 +17,15 @@ from models import AlertEvent, AlertKind, CapacityPlan, PoolSpec, PoolState, Sev
 
 @dataclass(frozen=True)
 class PendingScaleUp:
-    """A scale-up the agent asked for, waiting for its units to become ready."""
+    """A scale-up the agent asked for, waiting for its units to become ready. ``inherited``: found in flight at the
+    agent's first read as the leader (asked by the leader before it, or by this process before a restart), waited
+    for from that read: the one time the agent knows it had been asked by."""
 
     pool_id: str
     requested_at: datetime
     from_units: int
     to_units: int
+    inherited: bool = False
 
 
 def outstanding(pending: Iterable[PendingScaleUp], states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
@@ -55,6 +58,7 @@ def stalled_scale_up_events(
             continue
         state = states.get(scale_up.pool_id)
         ready = "unknown" if state is None else str(state.ready_units)
+        asked = "in flight at this agent's first read" if scale_up.inherited else "asked"
         events.append(
             AlertEvent(
                 kind=AlertKind.STALLED_SCALE_UP,
@@ -62,7 +66,7 @@ def stalled_scale_up_events(
                 at=now,
                 subject=f"pool {scale_up.pool_id}",
                 summary=(
-                    f"Scale-up of {scale_up.pool_id} to {scale_up.to_units} units, asked at "
+                    f"Scale-up of {scale_up.pool_id} to {scale_up.to_units} units, {asked} at "
                     f"{alert_time(scale_up.requested_at)}, is still not ready after {_duration(waited)} "
                     f"(lead time {_duration(spec.lead_time)})."
                 ),

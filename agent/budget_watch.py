@@ -9,6 +9,13 @@ whether the ledger holds each budget's period from its start: ``coverage``),
 out the time before, see ``agent.ledger.coverage.LedgerCoverage``; a projected overspend, a deferred hard stop, a
 budget's scale-ups trimmed while pools nobody knows the units of keep room back (``agent.budget_unknown_pools``) and a
 stalled scale-up are raised every tick while they hold, so that ``agent.conditions`` can tell when each ends).
+
+The scale-ups waited for live in this process. A new leader (a restarted agent, or a replica that took the Lease over)
+does not know those its predecessor asked for, and asks nothing of a pool whose target already is what it plans: so at
+its first tick that acts it waits for every unit in flight it reads (target above ready) from that read
+(``adopt_in_flight``): later than they were asked, never earlier, so a stalled scale-up is told late at worst, never
+falsely. A dry-run agent adopts none (``adopts_in_flight`` false): the units in flight are not its own but those of
+whatever scales the pools (cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them.
 """
 
 from __future__ import annotations
@@ -83,6 +90,9 @@ class BudgetWatch:
         self._by_name = {b.name: b for b in self.budgets}
         self._scale_ups: list[tuple[datetime, Resize]] = []
         self._pending: list[PendingScaleUp] = []
+        # whether the units in flight at the first tick that acts are waited for (dry-run: not), and whether it is due
+        self.adopts_in_flight = True
+        self._adopt_due = True
         self._spent: dict[str, tuple[datetime, float]] = {}  # budget -> (period start, spent at the last tick)
         self.coverage: list[LedgerCoverage] = []  # as of the last spend read
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
@@ -101,6 +111,12 @@ class BudgetWatch:
     def pending(self) -> tuple[PendingScaleUp, ...]:
         """The scale-ups whose units are waited for: a stalled scale-up is one of them."""
         return tuple(self._pending)
+
+    def stand_by(self) -> None:
+        """This replica no longer leads: the leader waits for the scale-ups, and this one adopts what is in flight
+        again at its first tick that acts should it lead again."""
+        self._pending = []
+        self._adopt_due = True
 
     def observe(
         self, now: datetime, states: Mapping[str, PoolState], last_read: Mapping[str, int] | None = None
@@ -174,6 +190,9 @@ class BudgetWatch:
         ups = [r for r in plan.resizes if r.key in billed and r.is_scale_up]
         self._scale_ups = [(at, r) for at, r in self._scale_ups if now - at <= _HISTORY]
         self._scale_ups += [(now, r) for r in ups]
+        if self._adopt_due:  # before its own: a pool it grows now waits for what was in flight as well
+            self._adopt_due = False
+            self._pending += adopt_in_flight(now, states) if self.adopts_in_flight else []
         self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units) for r in ups]
         self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
         if self.reserver is not None:
@@ -262,6 +281,16 @@ class BudgetWatch:
         if self._stamp is None or self._stamp[0] != now:
             self._stamp = (now, self._monotonic())
         return self._stamp[1]
+
+
+def adopt_in_flight(now: datetime, states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
+    """The units in flight in ``states`` (the planner's: nodes being drained out of the targets), waited for from
+    ``now``: one scale-up per pool whose target is above its ready units, from those to the target."""
+    return [
+        PendingScaleUp(pool_id, now, s.ready_units, s.target_units, inherited=True)
+        for pool_id, s in sorted(states.items())
+        if s.ready_units < s.target_units
+    ]
 
 
 def _carried_out(

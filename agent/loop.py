@@ -208,11 +208,13 @@ class Agent:
         """A standby's tick: read the pools and charge the ledger, nothing else (no plan, no write to a pool), so
         the ledger of a replica that takes over has no hole for the time another replica led. A ledger file the
         replicas share is the leader's to charge: a standby only reads the budgets' spend from it. A standby forgets
-        the conditions it raised while it led (the leader tells their ends); a leader that watches only, its memory
-        not read yet (``leading``), keeps them."""
+        the conditions it raised while it led (the leader tells their ends) and the scale-ups it waited for (the
+        leader waits for them: ``BudgetWatch.stand_by``); a leader that watches only, its memory not read yet
+        (``leading``), keeps them."""
         if not leading:
             self.conditions.forget()
             self._memory = with_conditions(self._memory, self.conditions)
+            self.budget_watch.stand_by()
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         self.last_read_units.update({p: s.target_units for p, s in states.items()})
         if isinstance(self.parts.ledger, LeaderWrittenLedger) and not self.parts.ledger.writing:

@@ -163,6 +163,7 @@ def assemble(
         monotonic=clock.monotonic,  # the ledger measures the time by it where the wall clock stepped back
     )
     agent.refit_in_ticks = False  # the refit job refits: a tick only when no model has been fitted
+    agent.budget_watch.adopts_in_flight = mode != "dry-run"  # in dry-run, units in flight are another's scale-ups
 
     metrics = DaemonMetrics(parts.registry)
     metrics.registry.register(BackoffCollector(lambda: agent.memory if elector.is_leader(clock.now()) else None, clock))
