@@ -55,6 +55,12 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Pa
     return json.loads((tmp / "out" / "results.json").read_text(encoding="utf-8")), tmp / "out" / "report.html"
 
 
+@pytest.fixture(scope="module")
+def dom(report: tuple[dict[str, Any], Path]) -> str:
+    """The page as Chromium renders it (its DOM after layout and scripts), dumped once for the tests that read it."""
+    return _chromium("--dump-dom", report[1].as_uri()).stdout
+
+
 def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
     binary = shutil.which("chromium")
     if binary is None:
@@ -63,12 +69,11 @@ def _chromium(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=120, check=True)
 
 
-def test_the_headline_figures_are_in_the_rendered_page(report: tuple[dict[str, Any], Path]) -> None:
-    document, page = report
+def test_the_headline_figures_are_in_the_rendered_page(report: tuple[dict[str, Any], Path], dom: str) -> None:
+    document, _ = report
     head = document["headline"]
     assert head["target_unserved"] == 0.005
     assert [row["policy"] for row in head["against"]] == ["reactive", "static", "oracle"]
-    dom = _chromium("--dump-dom", page.as_uri()).stdout
     section = re.search(r"<section id=\"headline\">(.*?)</section>", dom, re.S)
     assert section is not None, "no headline section in the rendered page"
     assert dom.index('id="headline"') < dom.index("<img")  # before any chart: on the first screen
@@ -112,10 +117,9 @@ def test_energy_and_carbon_follow_the_configured_figures(report: tuple[dict[str,
 
 
 def test_the_as_run_figures_are_titled_as_such_and_the_equal_service_runs_shown(
-    report: tuple[dict[str, Any], Path],
+    report: tuple[dict[str, Any], Path], dom: str
 ) -> None:
-    document, page = report
-    dom = _chromium("--dump-dom", page.as_uri()).stdout
+    document, _ = report
     as_run = re.search(r"<section id=\"as-run\">(.*?)</section>", dom, re.S)
     tuned = re.search(r"<section id=\"equal-service\">(.*?)</section>", dom, re.S)
     assert as_run is not None and tuned is not None
