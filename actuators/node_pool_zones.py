@@ -18,8 +18,9 @@ _LEAVING = ("DELETING", "ABANDONING")  # leaving the group (cluster-autoscaler r
 _ZONE_NAMED = re.compile(r"zones/([a-z0-9-]+)")
 # An error on the last attempt of an instance not running yet (ManagedInstance.instanceStatus) failed its creation,
 # whatever its code, as cluster-autoscaler reads it (GCE GetErrorInfo); these codes do whatever the status says. A rate
-# limit (Compute's "Rate Limit Exceeded", CONCURRENT_OPERATIONS_QUOTA_EXCEEDED) fails nothing: the group retries the
-# create once the operations in flight drain, so the instance is still coming (``vendor_errors.is_rate_limited``).
+# limit (Compute's "Rate Limit Exceeded", CONCURRENT_OPERATIONS_QUOTA_EXCEEDED; "Operation rate exceeded for resource
+# '...'", RESOURCE_OPERATION_RATE_EXCEEDED) fails nothing: the group retries the create once the operations in flight
+# drain, so the instance is still coming (``vendor_errors.is_rate_limited``).
 _NOT_RUNNING_YET = ("", "PROVISIONING", "STAGING")
 _CREATION_ERRORS = ("IP_SPACE_EXHAUSTED", "PERMISSIONS_ERROR")
 

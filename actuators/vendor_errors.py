@@ -15,9 +15,10 @@
 A message naming a stockout or an exhausted quota wins over the status code: GKE, Compute Engine and Cloud TPU
 report them as 400, 403, 429 or 503 depending on the call (``ZONE_RESOURCE_POOL_EXHAUSTED``, ``GCE_STOCKOUT``,
 ``QUOTA_EXCEEDED``, "Quota ... exhausted"), and a quota that ran out is back-off material, not a bad request.
-Too many requests, or too many operations at once, is neither: it wins over both, so that Compute Engine's 403
-"Rate Limit Exceeded" (whose reason, ``CONCURRENT_OPERATIONS_QUOTA_EXCEEDED``, names a quota) is retried instead
-of blocking the pool or sending its demand elsewhere. The reasons an error carries (``errors[].reason``, the
+Too many requests, or too many operations at once (on a project or on one resource), is neither: it wins over both,
+so that Compute Engine's 403 "Rate Limit Exceeded" (whose reason, ``CONCURRENT_OPERATIONS_QUOTA_EXCEEDED``, names a
+quota) and its "Operation rate exceeded for resource '...'" (``RESOURCE_OPERATION_RATE_EXCEEDED``) are retried
+instead of blocking the pool or sending its demand elsewhere. The reasons an error carries (``errors[].reason``, the
 ``ErrorInfo`` detail) are read with its message.
 
 A stockout can also come after an accepted call, recorded instead of raised: on a managed instance's
@@ -71,10 +72,15 @@ _BUSY = re.compile(
 # 15205). GKE also refuses a change while the cluster itself is busy with "Cluster is currently being created,
 # deleted, updated or repaired and cannot be updated" (GKE docs, "Troubleshoot concurrent operations"). A quota on
 # API requests is a rate limit too, not an exhausted accelerator quota: "Quota exceeded for quota metric '...' and
-# limit '... per minute ...'", ErrorInfo reason RATE_LIMIT_EXCEEDED (Google API errors, "ErrorInfo").
+# limit '... per minute ...'", ErrorInfo reason RATE_LIMIT_EXCEEDED (Google API errors, "ErrorInfo"). So is Compute's
+# limit on the operations of one resource, RESOURCE_OPERATION_RATE_EXCEEDED "Operation rate exceeded for resource
+# '...'. Too frequent operations from the source resource." (many boot disks created from one image at once, as a big
+# scale-up does; snapshots of one disk too often): gcpdiag's lint rule gce/ERR/2024_001 reads it as a rate limit, and
+# SkyPilot's GCP provisioner retries an instance insert refused with it.
 _RATE_LIMITED = re.compile(
     r"rate[ _]?limit[ _]?exceeded|CONCURRENT_OPERATIONS_QUOTA_EXCEEDED|too many operations|"
-    r"concurrent operations quota|limit '[^']*per (?:minute|second|100 seconds|day)",
+    r"concurrent operations quota|limit '[^']*per (?:minute|second|100 seconds|day)|"
+    r"RESOURCE_OPERATION_RATE_EXCEEDED|operation rate exceeded|too frequent operations",
     re.IGNORECASE,
 )
 

@@ -6,7 +6,8 @@ permission as failed whatever the instance's ``instanceStatus``, and any other e
 running yet (status empty, PROVISIONING or STAGING, ``isInstanceStatusNotRunningYet``): a running node with an
 earlier error left on its last attempt is not deleted. Unlike cluster-autoscaler, which reads every code containing
 QUOTA as a quota, a rate limit (CONCURRENT_OPERATIONS_QUOTA_EXCEEDED "Rate Limit Exceeded") fails nothing: the group
-retries it. The real clients against ``tests.fakes.gke_api``."""
+retries it, and so is Compute's rate limit on operations of one resource (RESOURCE_OPERATION_RATE_EXCEEDED, many boot
+disks created from one image at once). The real clients against ``tests.fakes.gke_api``."""
 
 from __future__ import annotations
 
@@ -25,6 +26,11 @@ T0 = datetime(2024, 5, 1, tzinfo=UTC)
 ZONE = "us-central1-a"
 OTHER = ("CONDITION_NOT_MET", "Instance 'gke-ml-a100-0-grp-0002' creation failed: a condition was not met.")
 RATE_LIMITED = ("CONCURRENT_OPERATIONS_QUOTA_EXCEEDED", "Rate Limit Exceeded")
+OPERATION_RATE = (
+    "RESOURCE_OPERATION_RATE_EXCEEDED",
+    "Operation rate exceeded for resource 'projects/test-project/global/images/gke-node-image'. "
+    "Too frequent operations from the source resource.",
+)
 IP_SPACE = (
     "IP_SPACE_EXHAUSTED",
     "Instance 'gke-ml-a100-0-grp-0002' creation failed: IP space of "
@@ -35,6 +41,7 @@ NOT_RUNNING_YET = ("", "PROVISIONING", "STAGING")
 
 CASES = [(status, OTHER, status in NOT_RUNNING_YET) for status in (*NOT_RUNNING_YET, "RUNNING")]
 CASES += [(status, RATE_LIMITED, False) for status in (*NOT_RUNNING_YET, "RUNNING")]
+CASES += [(status, OPERATION_RATE, False) for status in (*NOT_RUNNING_YET, "RUNNING")]
 CASES += [(status, IP_SPACE, True) for status in (*NOT_RUNNING_YET, "RUNNING")]
 CASES += [(status, STOCKOUT, True) for status in (*NOT_RUNNING_YET, "RUNNING")]
 
