@@ -30,18 +30,20 @@ in a stockout), so it is taken back only where two checks find nothing of anothe
   since still found (never one that came up since: a recovery's new VMs, booting when the agent stopped, may make the
   slice whole before it falls short again). A multi-host slice is recovered whole, each host recreated with a new id,
   and a host the zone has no room for has no instance, so the entry is taken back only if the slice's hosts at this
-  adapter's next read of its group are some of those, none new (``same_shortfall``; a slice with no host left, or
-  never one, is so). A slice recovered and short again, or deleted and created again under the same name, has hosts
-  the entry does not name. An entry naming no host at all (``None``: saved by a release that did not keep them) holds
-  by the watch alone, as that release did.
+  adapter's next read of its group, and at its own first read that found the slice short, are some of those, none
+  new, with at least one left where the entry names any (``same_shortfall``; a slice that never had one is so). A
+  slice recovered and short again, or deleted and created again under the same name, has hosts the entry does not
+  name, or none at all (recovered whole in a stockout: no host has a VM). An entry naming no host at all (``None``:
+  saved by a release that did not keep them) holds by the watch alone, as that release did.
 What neither check tells: a slice recovered by restarting its hosts in place (Cloud TPU may reschedule or restart them:
 the same instances, the same ids), whole and short again within the watch, takes the earlier time, as before the ids
-were kept; ``listManagedInstances`` carries no start time. A record is taken back for its earlier times only (a read of
-this adapter's own, earlier, stays) and not for a slice this adapter's own reads found not short since their first
-(seen whole since, or new; its own record handed back after it led before included). What it says of a slice not short
-at the next read of its group is forgotten with it. The wait of a slice never whole counts from its instance groups'
-creation (``asked``), whatever a record says. Without a record the wait starts at this adapter's first read that finds
-the slice short.
+were kept; ``listManagedInstances`` carries no start time. Nor does a slice with no host VM when first seen short,
+recovered whole and short of every host again within the watch: no read finds an id either time. A record is taken
+back for its earlier times only (a read of this adapter's own, earlier, stays) and not for a slice this adapter's own
+reads found not short since their first (seen whole since, or new; its own record handed back after it led before
+included). What it says of a slice not short at the next read of its group is forgotten with it. The wait of a slice
+never whole counts from its instance groups' creation (``asked``), whatever a record says. Without a record the wait
+starts at this adapter's first read that finds the slice short.
 """
 
 from __future__ import annotations
@@ -93,6 +95,10 @@ class ShortSlices:
         self._pools = None if pools is None else frozenset(pools)
         self._since: dict[tuple[str, str], ShortSince] = {}  # (pool, slice) -> first read short, seen since, hosts
         self._first_read: dict[str, datetime] = {}  # pool -> this adapter's first read of the group
+        # (pool, slice) -> the ids of its hosts at this adapter's first read that found it short, whole (``hosts`` is
+        # intersected with every read since): a host new to a record read back then tells another episode, even once
+        # a later read no longer finds it. Not saved: a record's own hosts say so for the next adapter.
+        self._first_hosts: dict[tuple[str, str], frozenset[str]] = {}
         # (pool, slice) -> an entry read back within an unbroken watch, until the next read of its group finds whether
         # the slice's hosts make it the same shortfall
         self._recalled: dict[tuple[str, str], ShortSince] = {}
@@ -155,6 +161,7 @@ class ShortSlices:
         read back keeps its time only where they prove the same shortfall (``same_shortfall``). The group's other
         slices are forgotten."""
         self._since = {k: t for k, t in self._since.items() if k[0] != pool_id or k[1] in short}
+        self._first_hosts = {k: h for k, h in self._first_hosts.items() if k in self._since}
         recalled = {k[1]: t for k, t in self._recalled.items() if k[0] == pool_id}
         self._recalled = {k: t for k, t in self._recalled.items() if k[0] != pool_id}
         self._first_read.setdefault(pool_id, now)
@@ -164,8 +171,9 @@ class ShortSlices:
             now_hosts = frozenset((hosts or {}).get(name, ()))
             own = self._since.get((pool_id, name))
             known = own or ShortSince(now, now, now_hosts)
+            first_hosts = self._first_hosts.setdefault((pool_id, name), now_hosts)
             if (old := recalled.get(name)) is not None and old.since < known.since:
-                known = self._taken_back(pool_id, name, old, own, now_hosts) or known
+                known = self._taken_back(pool_id, name, old, own, now_hosts | first_hosts) or known
             if asked and name in asked:  # never whole: its instance groups' creation, not a record of an older slice
                 known = known._replace(since=asked[name])
             if now - known.seen > refresh:
@@ -179,15 +187,16 @@ class ShortSlices:
 
     @staticmethod
     def _taken_back(
-        pool_id: str, name: str, old: ShortSince, own: ShortSince | None, now_hosts: frozenset[str]
+        pool_id: str, name: str, old: ShortSince, own: ShortSince | None, hosts: frozenset[str]
     ) -> ShortSince | None:
-        """The entry read back as this adapter keeps it, when the slice's hosts now (and at this adapter's own first
-        read, if earlier) show the same shortfall; None, with a line saying so, when they do not."""
+        """The entry read back as this adapter keeps it, when the slice's hosts (``hosts``: those now and those at
+        this adapter's own first read that found it short, if earlier) show the same shortfall; None, with a line
+        saying so, when they do not. The ids kept are the record's that this adapter's every read found."""
         seen = old.seen if own is None else max(old.seen, own.seen)
-        mine = now_hosts if own is None or own.hosts is None else own.hosts
+        mine = hosts if own is None or own.hosts is None else own.hosts
         if old.hosts is None:  # a release that kept no host: the unbroken watch alone, as that release
             return ShortSince(old.since, seen, mine)
-        if same_shortfall(old.hosts, now_hosts | mine):
+        if same_shortfall(old.hosts, hosts):
             return ShortSince(old.since, seen, old.hosts & mine)
         log.info(
             "pool %s: slice %s was short of hosts since %s in the planner memory, but it has hosts that came up since "
@@ -201,11 +210,14 @@ class ShortSlices:
 
 def same_shortfall(before: frozenset[str], now: frozenset[str]) -> bool:
     """Whether a slice whose hosts were ``before`` (Compute instance ids: those it had when first seen short that every
-    read since found) may have been short since without a recovery: none of its hosts ``now`` created since. A
-    multi-host slice is recovered whole (every instance recreated, each with a new id), and a host the zone has no room
-    for has no instance (no id), so a slice recovered and short again, or deleted and created again under the same
-    name, has hosts not named before; one with no host (none left, or none ever) tells nothing against it."""
-    return now <= before
+    read since found) may have been short since without a recovery: none of its hosts ``now`` created since, and some
+    host left if ``before`` names any. A multi-host slice is recovered whole (every instance recreated, each with a new
+    id), and a host the zone has no room for has no instance (no id), so a slice recovered and short again, or deleted
+    and created again under the same name, has hosts not named before, or none at all when the zone had room for none
+    of them: a slice that had hosts and has none now may have been recovered whole since, and its wait starts again.
+    One that had none when first seen short and has none now tells nothing against it (recovered whole and short of
+    every host again, it reads the same: the instance groups tell no such episode)."""
+    return now <= before and (bool(now) or not before)
 
 
 def first_asked(pool_id: str, groups: Iterable[Any]) -> datetime | None:
