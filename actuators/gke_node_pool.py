@@ -21,7 +21,9 @@ with a stockout error in its zone (less than ``zone_backoff`` ago), is a failed 
 ``failed_units`` and left out of ``target_units``, so the planner does not wait for it; so is one whose last attempt
 failed for a reason of its own (a subnet out of addresses), carrying it. The next resize of the pool deletes those
 instances by name (the group's target goes back to what exists; a pool under ``move-bounds`` gets its bounds moved
-there too) and backs the zones out of capacity off.
+there too) and backs the zones out of capacity off. So it does a zone whose instances failed for an error confined
+to the zone (a reservation of the zone used up: ``node_pool_zones.is_zonal_error``) while another zone takes its
+share; an error every zone meets (a region's subnet out of addresses, a permission) backs no zone off.
 
 Resizes are not waited for (the agent must not block a tick). A GKE operation on the pool (an autoscaling change)
 shows as the pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent
@@ -59,7 +61,7 @@ from actuators.gke_node_pool_reads import GkeNodePoolReads
 from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed
 from actuators.plan_changes import changed_since_plan
-from actuators.vendor_errors import call_google, from_operation_error, is_quota_message
+from actuators.vendor_errors import call_google, from_operation_error, is_capacity_message, is_quota_message
 from actuators.write_window import write_timeout
 from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
@@ -239,7 +241,8 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             open_zones.remove(refused)
         total = sum(targets.values())
         if total == seen.target:
-            quota = quota or any(self._zones_out[pz] > now for pz in self._out_for_quota if pz[0] == pool_id)
+            out_for = [pz for pz, reason in self._out_for.items() if pz[0] == pool_id and is_quota_message(reason)]
+            quota = quota or any(self._zones_out[pz] > now for pz in out_for)
             raise CapacityUnavailable(pool_id, self._no_room(pool_id, seen, why, refusals, now), quota=quota)
         per_zone = ", ".join(f"{z} {n}" for z, n in targets.items())
         detail = f"{note}target {total} nodes ({per_zone})" + _short(to_units, total)
@@ -255,14 +258,19 @@ class GkeNodePoolActuator(GkeNodePoolReads):
 
     def _no_room(self, pool_id: str, seen: Observed, why: str, refusals: Sequence[str], now: datetime) -> str:
         out = {z: t for (p, z), t in sorted(self._zones_out.items()) if p == pool_id and t > now}
-        quota = {z: self._out_for_quota[(pool_id, z)] for z in out if (pool_id, z) in self._out_for_quota}
+        said = {z: self._out_for.get((pool_id, z), "") for z in out}
+        quota = {z: r for z, r in said.items() if is_quota_message(r)}
+        errors = {z: r for z, r in said.items() if r and not is_capacity_message(r)}
         reasons = [why] if why else []
         reasons += list(refusals)
-        if stocked_out := [f"{z} until {t:%H:%M}Z" for z, t in out.items() if z not in quota]:
+        if stocked_out := [f"{z} until {t:%H:%M}Z" for z, t in out.items() if z not in quota and z not in errors]:
             reasons.append("zones out of capacity: " + ", ".join(stocked_out))
+        if errors:
+            zones = ", ".join(f"{z} until {out[z]:%H:%M}Z" for z in errors)
+            reasons.append(f"zones out after units failed there for a reason of the zone: {zones} ({_first(errors)})")
         if quota:
             zones = ", ".join(f"{z} until {out[z]:%H:%M}Z" for z in quota)
-            reasons.append(f"zones out for a quota used up: {zones} ({next(iter(dict.fromkeys(quota.values())))})")
+            reasons.append(f"zones out for a quota used up: {zones} ({_first(quota)})")
         if seen.missing:
             reasons.append("zones whose instance group was not found: " + ", ".join(z for z, _ in seen.missing))
         return "; ".join(reasons) or "no zone can take a node"
@@ -293,20 +301,19 @@ class GkeNodePoolActuator(GkeNodePoolReads):
     def _back_off(self, pool_id: str, zone: str, now: datetime, reason: str) -> None:
         until = now + self._zone_backoff
         self._zones_out[(pool_id, zone)] = until
-        if is_quota_message(reason):  # said when a scale-up is refused for the zone still out
-            self._out_for_quota[(pool_id, zone)] = reason
-        else:
-            self._out_for_quota.pop((pool_id, zone), None)
-        log.warning(
-            "pool %s: zone %s has no capacity, left out of scale-ups until %s: %s", pool_id, zone, until, reason
-        )
+        self._out_for[(pool_id, zone)] = reason  # said when a scale-up is refused for the zone still out
+        what = "has no capacity" if is_capacity_message(reason) else "failed to create units for a reason of the zone"
+        log.warning("pool %s: zone %s %s, left out of scale-ups until %s: %s", pool_id, zone, what, until, reason)
 
     def _drop_failed(self, pool_id: str, seen: Observed, to_units: int) -> None:
         """Delete the instances that could not be created, so the groups' target is what exists again, and back
-        off the zones out of capacity (not those whose instances failed for a reason of their own: a subnet out of
-        addresses is no stockout); under ``move-bounds`` also move GKE's autoscaler bounds there, or it would ask for
-        them again."""
+        off the zones out of capacity, and those whose instances failed for an error confined to the zone while
+        another zone takes their share (``_zones_for_errors``: a reservation of the zone used up), not those whose
+        instances failed for a reason every zone meets (a region's subnet out of addresses); under ``move-bounds``
+        also move GKE's autoscaler bounds there, or it would ask for them again."""
         now = self._clock.now()
+        for zone, error in self._zones_for_errors(pool_id, seen).items():
+            self._back_off(pool_id, zone, now, error)
         out = {z.name: f for z in seen.zones if (f := next((i.failure for i in z.failed if i.failure), ""))}
         for zone, failure in out.items():
             self._back_off(pool_id, zone, now, failure)
@@ -372,6 +379,10 @@ class GkeNodePoolActuator(GkeNodePoolReads):
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
+
+
+def _first(reasons: dict[str, str]) -> str:
+    return next(iter(dict.fromkeys(reasons.values())))
 
 
 def _short(wanted: int, placed: int) -> str:

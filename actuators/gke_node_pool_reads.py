@@ -1,15 +1,16 @@
 """GkeNodePoolReads: what ``GkeNodePoolActuator`` reads of its GKE node pools, and the state it keeps of them.
 
-A pool is read from GKE (the node pool: its autoscaling and instance group URLs; the location's operations, for the
-one still running on the pool and the stockout its latest one ended with) and from Compute Engine (each zone's
-managed instance group and its instances), into ``Observed`` (``actuators.node_pool_zones``). ``list_pools`` reads
-each pool with its own calls and leaves out a pool whose read fails (``unread_pools``), and gives each failed
-unit's cause as the provider told it (``failed_messages``, quotas first, then stockouts; a quota read as one:
-``failed_for_quota``; per zone, whether one failed for capacity: ``ZoneState.failed_for_capacity``); a zone whose
-group is not found (404) is left out of the pool, not counted. A read made for a change fails the change with a
-transient error (``_read``). Also kept here: the zones backed off after a stockout (``_zones_out``, shown on each
-``ZoneState``) and the lookup of a node another node pool's group holds (``_members_elsewhere``). The actuator is a
-``GkeNodePoolReads`` that also writes; no write is made here.
+A pool is read from GKE (the node pool: its autoscaling and instance group URLs; the location's operations, for the one
+still running on the pool and the stockout its latest one ended with) and from Compute Engine (each zone's managed
+instance group and its instances), into ``Observed`` (``actuators.node_pool_zones``). ``list_pools`` reads each pool
+with its own calls and leaves out a pool whose read fails (``unread_pools``), and gives each failed unit's cause as the
+provider told it (``failed_messages``, quotas first, then stockouts; a quota read as one: ``failed_for_quota``; per
+zone, whether one failed for capacity or for an error confined to the zone: ``ZoneState.failed_for_capacity``,
+``failed_in_zone``); a zone whose group is not found (404) is left out of the pool, not counted. A read made for a
+change fails the change with a transient error (``_read``). Also kept here: the zones backed off after a stockout, a
+quota or an error confined to the zone (``_zones_out``, why in ``_out_for``, shown on each ``ZoneState``; which zones an
+error backs off: ``_zones_for_errors``) and the lookup of a node another node pool's group holds
+(``_members_elsewhere``). The actuator is a ``GkeNodePoolReads`` that also writes; no write is made here.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class GkeNodePoolReads:
         self._clock = clock
         self._zone_backoff = zone_backoff
         self._zones_out: dict[tuple[str, str], datetime] = {}  # (pool, zone) -> left out of scale-ups until
-        self._out_for_quota: dict[tuple[str, str], str] = {}  # (pool, zone) -> the quota it is left out for
+        self._out_for: dict[tuple[str, str], str] = {}  # (pool, zone) -> why it is left out (a stockout, a quota, ...)
         self._reads = PoolReads()
 
     def list_pools(self) -> Sequence[PoolState]:
@@ -78,6 +79,7 @@ class GkeNodePoolReads:
         # in this order: a quota used up (what the operator must have raised), a stockout, then a unit's own reason.
         failures = tuple(i.failure for i in seen.failed if i.failure)
         quoted = sorted(seen.failed, key=lambda i: 0 if is_quota_message(i.failure) else 1 if i.failure else 2)
+        in_zone = self._zones_for_errors(pool_id, seen)
         return PoolState(
             pool_id,
             now,
@@ -88,7 +90,7 @@ class GkeNodePoolReads:
             failed_messages=tuple(i.failed_for for i in quoted),
             failed_for_capacity=bool(failures),
             failed_for_quota=any(is_quota_message(f) for f in failures),
-            zones=tuple(self._zone_state(pool_id, z) for z in seen.zones),
+            zones=tuple(self._zone_state(pool_id, z, z.name in in_zone) for z in seen.zones),
             missing_zones=tuple((zone, _not_found(group)) for zone, group in seen.missing),
         )
 
@@ -172,11 +174,21 @@ class GkeNodePoolReads:
             return None, ""
         return None, capacity_failure([("", str(latest.error.message))])
 
-    def _zone_state(self, pool_id: str, zone: Zone) -> ZoneState:
+    def _zone_state(self, pool_id: str, zone: Zone, in_zone: bool) -> ZoneState:
         until = self._zones_out.get((pool_id, zone.name))
         until = until if until is not None and until > self._clock.now() else None
-        capacity = any(i.failure for i in zone.failed)  # what _drop_failed backs the zone off for
-        return ZoneState(zone.name, zone.ready, zone.target, len(zone.failed), until, failed_for_capacity=capacity)
+        capacity = any(i.failure for i in zone.failed)  # what _drop_failed backs the zone off for, with ``in_zone``
+        failed = len(zone.failed)
+        return ZoneState(zone.name, zone.ready, zone.target, failed, until, capacity, failed_in_zone=in_zone)
+
+    def _zones_for_errors(self, pool_id: str, seen: Observed) -> dict[str, str]:
+        """The zones to back off for units failed there for an error confined to the zone (``Observed.zonal_errors``:
+        a reservation of the zone used up), each with the error; none unless another zone of the pool, with no unit
+        failed and not backed off, takes their share. An error met in every zone is the pool's: its units are removed
+        and asked for again, and the pool backs off once they have kept failing for its lead time."""
+        now = self._clock.now()
+        spare = any(not z.failed and self._zones_out.get((pool_id, z.name), now) <= now for z in seen.zones)
+        return seen.zonal_errors() if spare else {}
 
     def _members_elsewhere(self, pool_id: str, names: Sequence[str]) -> dict[str, str]:
         """Which of ``names`` (in none of this pool's groups) are instances of another node pool of the cluster, and

@@ -1,6 +1,6 @@
 """What a GKE node pool is made of, zone by zone, as Compute Engine tells it: each zone's managed instance group
-(``targetSize``) and its instances, each ready, still being created, failed (for capacity, or for a reason of its own)
-or leaving. Read by ``GkeNodePoolActuator``; no calls are made here.
+(``targetSize``) and its instances, each ready, still being created, failed (for capacity, or for a reason of its own,
+confined to its zone or not: ``is_zonal_error``) or leaving. Read by ``GkeNodePoolActuator``; no calls are made here.
 """
 
 from __future__ import annotations
@@ -23,6 +23,20 @@ _ZONE_NAMED = re.compile(r"zones/([a-z0-9-]+)")
 # drain, so the instance is still coming (``vendor_errors.is_rate_limited``).
 _NOT_RUNNING_YET = ("", "PROVISIONING", "STAGING")
 _CREATION_ERRORS = ("IP_SPACE_EXHAUSTED", "PERMISSIONS_ERROR")
+# A unit's own error that is not its zone's: a subnetwork out of addresses (IP_SPACE_EXHAUSTED, naming
+# 'projects/P/regions/R/subnetworks/S'), a permission, an organization policy ('constraints/...'), or any error naming a
+# resource of the region or of the whole project ('/regions/', '/global/': an image, a template): every zone of the pool
+# meets it alike. Any other (a zone's reservation used up, not found or not ready) is confined to its zone.
+_POOL_WIDE_ERROR = re.compile(
+    r"IP_SPACE_EXHAUSTED|PERMISSION|constraints/|/regions/|/global/|subnetwork", re.IGNORECASE
+)
+
+
+def is_zonal_error(error: str) -> bool:
+    """Whether a unit's own error (``Instance.error``) is confined to its zone (``_POOL_WIDE_ERROR`` says which are
+    not), so that the zone is backed off like a stockout zone: cluster-autoscaler backs off the one-zone group that met
+    any creation error, and SkyPilot's GCP provisioner blocks the zone for an error it does not read as wider."""
+    return bool(error) and not _POOL_WIDE_ERROR.search(error)
 
 
 @dataclass(frozen=True)
@@ -107,6 +121,13 @@ class Observed:
         failed = self.failed
         first = next((i.failure for i in failed if is_quota_message(i.failure)), "")
         return first or next((i.failure for i in failed if i.failure), "") or next((i.error for i in failed), "")
+
+    def zonal_errors(self) -> dict[str, str]:
+        """Each zone none of whose units failed for capacity and one failed for an error confined to the zone
+        (``is_zonal_error``), with that error."""
+        found = {z.name: next((i.error for i in z.failed if is_zonal_error(i.error)), "") for z in self.zones}
+        capacity = {z.name for z in self.zones if any(i.failure for i in z.failed)}
+        return {zone: error for zone, error in found.items() if error and zone not in capacity}
 
     def without_failed(self) -> Observed:
         """As it is once the failed instances are deleted."""

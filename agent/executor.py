@@ -177,7 +177,9 @@ def clear_failed_units(
     resize to the pool's own target, which every actuator takes as "delete the failed units". Units whose provider
     says why each failed (``PoolState.failed_messages``), none for want of capacity or quota (a slice in error after
     a host failure, once its job was stopped), are removed the same way with no back-off and no stockout alert,
-    until the pool's units have kept failing so for its lead time (``_units_failing``)."""
+    until the pool's units have kept failing so for its lead time (``_units_failing``); where such units failed for an
+    error confined to their zone (``ZoneState.failed_in_zone``), the zone backs off and the zone alert says which
+    zones take the nodes."""
     results: list[ActionResult] = []
     alerts: list[AlertEvent] = []
     memory = _units_stopped_failing(memory, states, pools, now)
@@ -205,6 +207,10 @@ def clear_failed_units(
                 memory = _units_failing(state, now, pools[pool_id], memory, alerts)
             else:
                 log.info("pool %s: %s; no back-off", pool_id, _failed_units(state))
+            # A zone backed off for an error confined to it (a reservation used up) leaves the others its share.
+            in_zone = removed and any(z.failed_in_zone for z in state.zones) and not memory.in_backoff(pool_id, now)
+            if in_zone and (spare := _zones_with_room(state, now)):
+                alerts.append(_zone_stockout_alert(state, spare, now))
             continue
         if memory.in_backoff(pool_id, now):
             continue

@@ -9,7 +9,8 @@ then failed for a reason other than capacity or quota, as their adapter reads it
 extend since when the pool's units keep failing, told and backed off the same way once that has lasted the pool's lead
 time; the count ends once the pool is read with no unit failed a lead time after the last one and none in flight, or
 two lead times after it with units in flight (``IN_FLIGHT_LEAD_TIMES``, ``_units_stopped_failing``).
-Units failed for want of capacity in some zones of a pool that spans zones leave its other zones to take the nodes
+Units failed for want of capacity in some zones of a pool that spans zones, or for an error confined to their zone
+(``ZoneState.failed_in_zone``: a reservation of the zone used up), leave its other zones to take the nodes
 (``_zones_with_room``, ``_zone_stockout_alert``). A stockout alert quotes the provider's messages for the failed
 units, and says to have a quota raised where the adapter read one as a quota used up (``_stockout_alert``); its
 summary quotes the first of them and counts the rest, all of them in its ``error`` detail (``_quoted``), so that what
@@ -236,32 +237,42 @@ def _stockout_alert(state: PoolState, backoff: timedelta, now: datetime) -> Aler
 
 
 def _zone_stockout_alert(state: PoolState, spare: Sequence[str], now: datetime) -> AlertEvent:
-    """The alert of a pool whose units failed for capacity in some zones while others have room. It names as backing
-    off only the zones whose units failed for capacity (``ZoneState.failed_for_capacity``, or every zone with failed
-    units where the actuator cannot tell); a zone whose units failed for a reason of their own is not backed off (a
-    GKE subnet out of addresses is its region's, which every zone of the pool draws from: moving its share to
-    another zone buys nothing), and is named so, with the zones that take the nodes at the next scale-up."""
+    """The alert of a pool whose units failed in some zones while others have room. It names as backing off the zones
+    whose units failed for capacity (``ZoneState.failed_for_capacity``, or every zone with failed units where the
+    actuator cannot tell) and those whose units failed for an error confined to the zone (``failed_in_zone``: a
+    reservation of the zone used up), each for its cause; a zone whose units failed for a reason of their own that
+    every zone meets is not backed off (a GKE subnet out of addresses is its region's, which every zone of the pool
+    draws from: moving its share to another zone buys nothing), and is named so, with the zones that take the nodes
+    at the next scale-up."""
     told = len(state.failed_messages) == state.failed_units  # a message for each: the actuator read their causes
     failed = [z for z in state.zones if z.failed_units]
     out = [z.zone for z in failed if z.failed_for_capacity or not told]
-    own = [z.zone for z in failed if z.zone not in out]
+    out_own = [z.zone for z in failed if z.failed_in_zone and z.zone not in out]
+    own = [z.zone for z in failed if z.zone not in out and z.zone not in out_own]
     open_own = [z.zone for z in failed if z.zone in own and (z.backoff_until is None or z.backoff_until <= now)]
     taking = [z.zone for z in state.zones if z.zone in spare or z.zone in open_own]
     reasons = _reasons(state)
-    details = {"failed_units": str(state.failed_units), "zones_out": ",".join(out), "zones_open": ",".join(taking)}
+    zones_out = ",".join([*out, *out_own])
+    details = {"failed_units": str(state.failed_units), "zones_out": zones_out, "zones_open": ",".join(taking)}
     if reasons:
         details["error"] = "; ".join(reasons)
     why = f": {_quoted(reasons)}" if reasons else ""
+    backing = [f"{', '.join(out)} {_verb(out, 'backs', 'back')} off for want of capacity"] if out else []
+    if out_own:
+        backing.append(
+            f"{', '.join(out_own)} {_verb(out_own, 'backs', 'back')} off for the units that failed there for a reason "
+            f"confined to {_verb(out_own, 'that zone', 'those zones')}, not for capacity (see error)"
+        )
     summary = (
         f"{state.failed_units} units of {state.pool_id} failed in {', '.join(z.zone for z in failed)} after the "
-        f"request was accepted{why}; removed them, {', '.join(out)} {_verb(out, 'backs', 'back')} off for want of "
-        f"capacity and {', '.join(taking)} {_verb(taking, 'takes', 'take')} the nodes"
+        f"request was accepted{why}; removed them, {', '.join(backing)} and {', '.join(taking)} "
+        f"{_verb(taking, 'takes', 'take')} the nodes"
     )
     if own:
         summary += (
             f"; {', '.join(own)} {_verb(own, 'is', 'are')} not backed off for the units that failed there for a "
-            "reason of their own, not for capacity (see error): removed and asked for again, they back the pool off "
-            "once its units have kept failing so for its lead time"
+            "reason of their own that every zone meets, not for capacity (see error): removed and asked for again, "
+            "they back the pool off once its units have kept failing so for its lead time"
         )
     return AlertEvent(AlertKind.STOCKOUT, Severity.WARNING, now, state.pool_id, summary, details)
 

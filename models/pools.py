@@ -69,9 +69,11 @@ class ZoneState:
 
     ``backoff_until`` is set while the zone is left out of scale-ups after it ran out of capacity.
     ``failed_for_capacity`` says that the actuator read one of its failed units as failed for want of capacity or
-    quota, which backs the zone off; units failed for a reason of their own (a subnet out of addresses) do not. Where
-    the actuator gives no message for each of the pool's failed units it cannot tell, and they count as a stockout
-    whatever this says (``PoolState.failed_for_capacity``).
+    quota, which backs the zone off; units failed for a reason of their own do not, unless the reason is confined to
+    the zone and another zone of the pool takes its share (``failed_in_zone``: a reservation of the zone used up),
+    while a reason every zone meets alike (a region's subnet out of addresses) never does. Where the actuator gives no
+    message for each of the pool's failed units it cannot tell, and they count as a stockout whatever these say
+    (``PoolState.failed_for_capacity``).
     """
 
     zone: str
@@ -80,6 +82,7 @@ class ZoneState:
     failed_units: int = 0
     backoff_until: datetime | None = None
     failed_for_capacity: bool = False
+    failed_in_zone: bool = False
 
 
 @dataclass(frozen=True)
