@@ -82,6 +82,20 @@ def test_a_refusal_under_move_bounds_quotes_the_capacity_failure_not_the_subnet(
     assert str(refused.value).endswith(f"2 instances could not be created: {code}: {message}")
 
 
+def test_a_refusal_under_move_bounds_quotes_a_quota_over_a_stockout_listed_before_it(gke_api: FakeGkeApi) -> None:
+    """The stockout's zone is listed first, so its failed instance is read first: the quota is still quoted."""
+    gke_api.add_pool("a100", nodes=2, zones=ZONES[:2], autoscaling=AUTOSCALING)
+    gke_api.stockout(ZONES[0], shown_on=("instances",))
+    gke_api.stockout(ZONES[1], shown_on=("instances",), code="QUOTA_EXCEEDED", message=QUOTA)
+    gke_api.autoscale("a100", 4)
+    gke_api.advance()
+    actuator = _actuator(gke_api, "move-bounds")
+    with pytest.raises(CapacityUnavailable) as refused:
+        actuator.resize("gpu", 3, "up")
+    assert refused.value.quota
+    assert str(refused.value).endswith(f"2 instances could not be created: QUOTA_EXCEEDED: {QUOTA}")
+
+
 def test_a_quota_and_a_subnet_out_of_addresses_under_move_bounds_alert_a_quota_with_the_advice(
     gke_api: FakeGkeApi,
 ) -> None:

@@ -93,3 +93,23 @@ def test_the_pool_backs_off_when_no_zone_has_room_left() -> None:
     )
     done = clear_failed_units({"spot": replace(state, zones=zones)}, cluster, POOLS, PlannerMemory(), T0)
     assert done.memory.in_backoff("spot", T0)
+
+
+def test_a_zone_whose_units_failed_for_a_reason_of_their_own_takes_no_nodes_while_it_is_still_backed_off() -> None:
+    """Zone b's units failed for a reason every zone meets (not backed off for it), but b is still backed off from an
+    earlier stockout: only zone c takes the nodes, and the alert says so."""
+    cluster = stuck_cluster(ready=2, asked=2)
+    (state,) = cluster.list_pools()
+    later = T0 + timedelta(minutes=30)
+    said = ("ZONE_RESOURCE_POOL_EXHAUSTED: out in zone-a", "IP_SPACE_EXHAUSTED: subnet of the region out of addresses")
+    zones = (
+        ZoneState("zone-a", 1, 1, failed_units=1, failed_for_capacity=True),
+        ZoneState("zone-b", 1, 1, failed_units=1, backoff_until=later),
+        ZoneState("zone-c", 0, 0),
+    )
+    read = replace(state, failed_messages=said, failed_for_capacity=True, zones=zones)
+    done = clear_failed_units({"spot": read}, cluster, POOLS, PlannerMemory(), T0)
+    assert not done.memory.in_backoff("spot", T0)
+    (alert,) = done.alerts
+    assert (alert.details["zones_out"], alert.details["zones_open"]) == ("zone-a", "zone-c")
+    assert "zone-a backs off for want of capacity and zone-c takes the nodes" in alert.summary
