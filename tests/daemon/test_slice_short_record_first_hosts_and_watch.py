@@ -70,7 +70,7 @@ def test_a_recovery_booting_at_the_last_save_then_whole_and_short_again_waits_it
     rig.run_until(first, T0 + timedelta(minutes=8))
     for instance in rig.gke.pools[SLICE].migs[0].instances:  # T+8m: room found, recovered whole: every host
         instance.action, instance.error = "RECREATING", ""  # recreated, each a new VM (a new id) ...
-        instance.action = "VERIFYING"  # ... that exists and is not running yet
+        instance.status = "PROVISIONING"  # ... that exists, booting, while the group still recreates it
     rig.run_until(first, T0 + timedelta(minutes=10))
     saved = _entry_saved(rig)
     _stop(first)

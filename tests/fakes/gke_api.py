@@ -72,19 +72,26 @@ class Stockout:
 
 _INSTANCE_IDS = itertools.count(4_000_000_000_000_000_001)
 _NOT_CREATED = ("CREATING", "RECREATING")
+# The instanceStatus of the VM of an instance whose group is not creating it, by currentAction (REFERENCE.md): NONE,
+# VERIFYING (created, being verified), REFRESHING (changed without stopping it) and ABANDONING (leaving the group) run;
+# a restart stops and starts it (STAGING: preparing it for boot again), a delete stops it first
+_VM_STATUS = {"RESTARTING": "STAGING", "DELETING": "STOPPING"}
 
 
 @dataclass
 class Instance:
-    """A managed instance. Its ``id`` is Compute's id of its VM: none while it is being created or recreated (no VM
-    exists), a new one each time a VM is created for it; setting ``action`` keeps it so (REFERENCE.md)."""
+    """A managed instance. Its ``id`` is Compute's id of its VM: none while no VM exists (being created or recreated
+    and no ``status`` set), a new one each time a VM is created for it; setting ``action`` keeps it so, and a test
+    creates the VM of an instance still CREATING or RECREATING by setting ``status`` (PROVISIONING, STAGING, RUNNING:
+    Compute gives the id once the VM exists, while the group's action goes on). Setting ``action`` ends a ``status`` a
+    test set (REFERENCE.md)."""
 
     name: str
-    action: str = "CREATING"  # CREATING | NONE (running) | DELETING, as in ManagedInstance.currentAction
+    action: str = "CREATING"  # CREATING | RECREATING | NONE (running) | VERIFYING | ... | DELETING (currentAction)
     error: str = ""
     error_code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
     id: str = field(default="", init=False)
-    # The instanceStatus a test sets (``set_instance_status``); None: the one its action gives
+    # The instanceStatus a test sets (``set_instance_status``); None: the one its action gives, "" none (no VM)
     status: str | None = None
 
     def __post_init__(self) -> None:
@@ -93,10 +100,19 @@ class Instance:
     def __setattr__(self, key: str, value: Any) -> None:
         super().__setattr__(key, value)
         if key == "action":
+            super().__setattr__("status", None)
+        if key in ("action", "status"):
             self._renew_id()
 
+    @property
+    def instance_status(self) -> str:
+        """What Compute answers as ``instanceStatus``: "" when no VM exists."""
+        if self.status is not None or not self.id:
+            return self.status or ""
+        return _VM_STATUS.get(self.action, "RUNNING")
+
     def _renew_id(self) -> None:
-        if self.action in _NOT_CREATED:
+        if self.action in _NOT_CREATED and not getattr(self, "status", None):
             super().__setattr__("id", "")
         elif not getattr(self, "id", ""):
             super().__setattr__("id", str(next(_INSTANCE_IDS)))
@@ -196,7 +212,7 @@ class FakeGkeApi(GoogleJsonServer):
     def set_instance_status(self, name: str, status: str) -> None:
         """Compute reports ``status`` as the ``instanceStatus`` of each instance of pool ``name`` still being created,
         e.g. RUNNING for one whose VM runs while the group's action is still CREATING and its last attempt keeps an
-        earlier error; "" leaves the field out (REFERENCE.md)."""
+        earlier error, with the VM's id; "" leaves both out: no VM (REFERENCE.md)."""
         with self._lock:
             for inst in (i for m in self.pools[name].migs for i in m.instances if i.action in _NOT_CREATED):
                 inst.status = status
@@ -534,12 +550,10 @@ class FakeGkeApi(GoogleJsonServer):
         }
         if inst.id:  # "empty when the instance does not exist"; a uint64, sent as a string
             out["id"] = inst.id
-            out["instanceStatus"] = "RUNNING" if inst.action == "NONE" else "PROVISIONING"  # empty too without it
+        if inst.instance_status:  # empty too without a VM, left out as proto3 JSON does
+            out["instanceStatus"] = inst.instance_status
         if inst.error:
             out["lastAttempt"] = {"errors": {"errors": [{"code": inst.error_code, "message": inst.error}]}}
-        if inst.status is not None:  # a test's (set_instance_status); "" is left out, as proto3 JSON does
-            out.pop("instanceStatus", None)
-            out |= {"instanceStatus": inst.status} if inst.status else {}
         return out
 
 
