@@ -199,11 +199,12 @@ class ShortSlices:
         if same_shortfall(old.hosts, hosts):
             return ShortSince(old.since, seen, old.hosts & mine)
         log.info(
-            "pool %s: slice %s was short of hosts since %s in the planner memory, but it has hosts that came up since "
-            "(it was recovered or created again since, and may have been whole): its wait starts again",
+            "pool %s: slice %s was short of hosts since %s in the planner memory, but %s (it was recovered or created "
+            "again since, and may have been whole): its wait starts again",
             pool_id,
             name,
             old.since.isoformat(),
+            "it has hosts that came up since" if hosts - old.hosts else "none of the hosts it had then is left",
         )
         return None
 

@@ -6,6 +6,10 @@ this adapter's reads found."""
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+
 from actuators.short_slices import ShortSince
 from tests.unit.test_short_slice_record_first_hosts import (
     GAP,
@@ -28,6 +32,17 @@ def test_a_record_naming_hosts_starts_the_wait_again_for_a_slice_with_no_host_no
     assert _since(slices) == T0 + 9 * MINUTE
     assert _read(slices, T0 + 9 * MINUTE + WAIT - MINUTE, NONE) == []  # was given up at T0 + 20m
     assert _read(slices, T0 + 9 * MINUTE + WAIT, NONE) == [SLICE]
+
+
+def test_the_line_saying_the_wait_starts_again_says_no_host_of_the_record_is_left(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    slices = _slices()
+    caplog.set_level(logging.INFO, logger="actuators.short_slices")
+    slices.recall({"v5e": {SLICE: ShortSince(T0, T0 + 6 * MINUTE, HOSTS)}}, T0 + 9 * MINUTE, GAP)
+    _read(slices, T0 + 9 * MINUTE, NONE)
+    assert "none of the hosts it had then is left" in caplog.text
+    assert "came up since" not in caplog.text
 
 
 def test_hosts_new_to_the_record_at_this_adapters_first_read_are_not_forgotten_once_none_is_left() -> None:
