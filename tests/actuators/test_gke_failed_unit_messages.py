@@ -25,7 +25,7 @@ from models import AcceleratorFamily, AlertKind, CapacityTier, PoolKind, PoolSpe
 from models.clock import SimulatedClock
 from tests.contract.harnesses import CLUSTER
 from tests.fakes.fixtures import google_clients
-from tests.fakes.gke_api import FakeGkeApi
+from tests.fakes.gke_api import FakeGkeApi, zone_stockout_message
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)  # the fake's operations start and end at its own now, this time
 LEAD = timedelta(minutes=20)
@@ -99,6 +99,18 @@ def test_a_stockout_on_the_instances_is_quoted_with_no_quota_advice(gke_api: Fak
         f"2 units of gpu failed after the request was accepted: ZONE_RESOURCE_POOL_EXHAUSTED: {message}; removed them"
     )
     assert "action" not in alert.details
+
+
+def test_computes_stockout_on_the_instances_is_quoted_with_its_code_once(gke_api: FakeGkeApi) -> None:
+    """Compute sends the code and the message apart (ZONE_RESOURCE_POOL_EXHAUSTED; "The zone '...' does not have
+    enough resources ...", tests/fakes/REFERENCE.md), and the alert joins them once."""
+    gke_api.stockout(ZONES[0], shown_on=("instances",))
+    actuator, state = _failed(gke_api, ZONES[:1], 1, 2)
+    said = f"ZONE_RESOURCE_POOL_EXHAUSTED: {zone_stockout_message(ZONES[0])}"
+    assert state.failed_messages == (said,)
+    (alert,) = _cleared(actuator, state).alerts
+    assert alert.summary.startswith(f"1 units of gpu failed after the request was accepted: {said}; removed them")
+    assert alert.summary.count("ZONE_RESOURCE_POOL_EXHAUSTED") == 1
 
 
 def test_a_stockout_told_on_the_operation_alone_is_quoted(gke_api: FakeGkeApi) -> None:

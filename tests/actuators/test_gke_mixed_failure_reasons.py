@@ -34,7 +34,7 @@ from models import (
 from models.clock import SimulatedClock
 from tests.contract.harnesses import CLUSTER
 from tests.fakes.fixtures import google_clients
-from tests.fakes.gke_api import STOCKOUT_MESSAGE, FakeGkeApi
+from tests.fakes.gke_api import FakeGkeApi, zone_stockout_message
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 LEAD = timedelta(minutes=20)
@@ -67,7 +67,7 @@ def _out_of_addresses_in_a(fake: FakeGkeApi, code: str, message: str) -> None:
 
 @pytest.mark.parametrize(
     ("code", "message", "quota"),
-    [("QUOTA_EXCEEDED", QUOTA, True), ("ZONE_RESOURCE_POOL_EXHAUSTED", STOCKOUT_MESSAGE, False)],
+    [("QUOTA_EXCEEDED", QUOTA, True), ("ZONE_RESOURCE_POOL_EXHAUSTED", zone_stockout_message(ZONES[1]), False)],
 )
 def test_a_refusal_under_move_bounds_quotes_the_capacity_failure_not_the_subnet(
     gke_api: FakeGkeApi, code: str, message: str, quota: bool

@@ -50,6 +50,7 @@ from typing import Any
 
 from tests.fakes.google_api import GoogleApiError, GoogleJsonServer, Obj
 
+# What a refused call says of a zone out of resources (the fake's words, the code first, as its 503s read).
 STOCKOUT_MESSAGE = "ZONE_RESOURCE_POOL_EXHAUSTED: The zone does not have enough resources available (GCE_STOCKOUT)"
 # GKE's answer to autoscaling on with no maximum (terraform-google-kubernetes-engine pull request 1554).
 ZERO_MAX_REFUSAL = (
@@ -65,9 +66,19 @@ class Stockout:
     room: int = 0  # instances the zone can still create before it runs out (mode "operation")
     shown_on: tuple[str, ...] = SHOWN_ON  # where a late failure shows: instances' last attempt, the operation
     # What an instance's lastAttempt.errors says (mode "operation"): a stockout, or e.g. QUOTA_EXCEEDED with Compute's
-    # "Quota '...' exceeded. Limit: ..." (tests/fakes/REFERENCE.md)
+    # "Quota '...' exceeded. Limit: ..." (tests/fakes/REFERENCE.md); "": Compute's stockout message for the zone
+    # (``zone_stockout_message``), its code apart
     code: str = "ZONE_RESOURCE_POOL_EXHAUSTED"
-    message: str = STOCKOUT_MESSAGE
+    message: str = ""
+
+
+def zone_stockout_message(zone: str, project: str = "test-project") -> str:
+    """Compute's message on the last attempt of an instance its zone has no resources for, the code
+    (ZONE_RESOURCE_POOL_EXHAUSTED) sent apart from it (tests/fakes/REFERENCE.md)."""
+    return (
+        f"The zone 'projects/{project}/zones/{zone}' does not have enough resources available to fulfill the request. "
+        " Try a different zone, or try again later."
+    )
 
 
 _INSTANCE_IDS = itertools.count(4_000_000_000_000_000_001)
@@ -203,9 +214,10 @@ class FakeGkeApi(GoogleJsonServer):
         room: int = 0,
         shown_on: tuple[str, ...] = SHOWN_ON,
         code: str = "ZONE_RESOURCE_POOL_EXHAUSTED",
-        message: str = STOCKOUT_MESSAGE,
+        message: str = "",
     ) -> None:
-        """``code`` and ``message``: what each instance the zone cannot create says on its ``lastAttempt.errors``."""
+        """``code`` and ``message``: what each instance the zone cannot create says on its ``lastAttempt.errors``
+        ("": Compute's words for a zone out of resources, ``zone_stockout_message``)."""
         with self._lock:
             self.stockouts[zone] = Stockout(mode, room, shown_on, code, message)
 
@@ -287,7 +299,8 @@ class FakeGkeApi(GoogleJsonServer):
                 if late is not None:
                     late.room -= 1
             elif "instances" in late.shown_on:
-                inst.error, inst.error_code = late.message, late.code
+                inst.error = late.message or zone_stockout_message(mig.zone, self.project)
+                inst.error_code = late.code
         return [i for i in creating if i.action == "CREATING"]
 
     def _operation_message(self, short: list[tuple[Mig, list[Instance]]]) -> str:
