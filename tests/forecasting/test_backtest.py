@@ -93,11 +93,12 @@ def test_scores_of_a_known_forecast() -> None:
 
 
 def test_the_result_holds_the_keys_of_its_type_in_their_order() -> None:
-    # The order is the order of the JSON ``leadtime backtest`` writes; ``path`` is the command's to add.
+    # The order is the order of the JSON ``leadtime backtest`` writes; ``path`` and ``attribution`` are the command's
+    # to add.
     grid = _grid(np.arange(1, 41, dtype=float)[:, None])
     result = run_backtest(grid, {"naive": PersistenceForecaster}, _spec(grid, 20, 30))
     assert list(result) == list(BacktestResult.__annotations__)
-    assert list(result["trace"]) == [key for key in TraceSummary.__annotations__ if key != "path"]
+    assert list(result["trace"]) == [key for key in TraceSummary.__annotations__ if key not in ("path", "attribution")]
     assert list(result["models"]["naive"]) == list(ModelScores.__annotations__)
 
 
