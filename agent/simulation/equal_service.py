@@ -166,7 +166,7 @@ def _level_trial(level: float, session: Simulation | None = None) -> Trial:
     session = session or _HELD["session"]
     trial = at_level(session.settings, level)
     outlooks = session.outlooks("forecast")
-    run = run_policy(trial, session.trace, session.window, "forecast", outlooks=outlooks)
+    run = run_policy(trial, session.trace, session.window, "forecast", outlooks=outlooks, bands=False)
     mix = tuple(level_mix(outlooks, level).items())
     return Trial(level, run.cost_usd, run.unserved_fraction, run.budget_held_steps, mix)
 
@@ -272,7 +272,7 @@ def _seed(known: Mapping[str, PolicyRun], settings: Settings) -> Trial | None:
 def _search_headroom(session: Simulation, targets: tuple[float, ...], seed: Trial | None) -> list[Trial]:
     def evaluate(headroom: float) -> Trial:
         planner = session.settings.planner.model_copy(update={"headroom_units": int(headroom)})
-        run = session.run("reactive", planner)
+        run = session.run("reactive", planner, bands=False)
         return Trial(headroom, run.cost_usd, run.unserved_fraction, run.budget_held_steps)
 
     cache: dict[float, Trial] = {seed.setting: seed} if seed is not None else {}

@@ -130,12 +130,13 @@ class Simulation:
         self._outlooks: dict[str, list[Outlook]] = dict(outlooks or {})  # per policy, computed elsewhere
         self._last_value: list[Outlook] | None = None
 
-    def run(self, policy: str, planner: PlannerSettings | None = None) -> PolicyRun:
-        """Run one policy; ``planner`` overrides the planner settings of the agent-driven policies."""
+    def run(self, policy: str, planner: PlannerSettings | None = None, bands: bool = True) -> PolicyRun:
+        """Run one policy; ``planner`` overrides the planner settings of the agent-driven policies; without
+        ``bands`` the run keeps no forecast bands (``run_policy``)."""
         if policy not in POLICIES:
             raise ValueError(f"unknown policy {policy!r}; choose from {', '.join(POLICIES)}")
         outlooks = self.outlooks(policy) if policy in AGENT_POLICIES else None
-        return run_policy(self.settings, self.trace, self.window, policy, planner, outlooks=outlooks)
+        return run_policy(self.settings, self.trace, self.window, policy, planner, outlooks=outlooks, bands=bands)
 
     def outlooks(self, policy: str) -> list[Outlook]:
         if policy not in self._outlooks:
@@ -197,9 +198,12 @@ def run_policy(
     planner: PlannerSettings | None = None,
     progress: Progress | None = None,
     outlooks: Sequence[Outlook] | None = None,
+    bands: bool = True,
 ) -> PolicyRun:
     """Run one policy. ``planner`` overrides the planner settings of the agent-driven policies; ``outlooks``
-    (one per step) replays precomputed observations and forecasts instead of computing them."""
+    (one per step) replays precomputed observations and forecasts instead of computing them. Without ``bands``
+    the run keeps no forecast bands (``PolicyRun.forecast_bands`` empty): a search's trial, which no report
+    draws."""
     pools = settings.pool_specs()
     cluster, clock = policy_cluster(settings, window, policy)
     controller: Controller
@@ -213,8 +217,8 @@ def run_policy(
     else:
         agent = policy_agent(policy, settings, trace, window, cluster, planner)
         controller = AgentController(agent, outlooks)
-        bands = BandSpec(band_leads(pools, window.step), agent.service_levels)
-        return drive(policy, controller, cluster, clock, window, pools, progress, caps, bands)
+        spec = BandSpec(band_leads(pools, window.step), agent.service_levels) if bands else None
+        return drive(policy, controller, cluster, clock, window, pools, progress, caps, spec)
     return drive(policy, controller, cluster, clock, window, pools, progress, caps)
 
 
@@ -334,9 +338,10 @@ def drive(
     run.spend_by_pool_usd = {p.pool_id: 0.0 for p in pools}
     run.unserved_by_class = {name: np.full(steps, np.nan) for name in window.classes}
     run.served_by_pool = {p.pool_id: np.full(steps, np.nan) for p in pools}
-    bands = BandRecorder(window, band_spec or BandSpec({}, {}))
+    bands = BandRecorder(window, band_spec) if band_spec is not None else None
+    times, totals = window.times, window.totals
     for t in range(steps):
-        now: datetime = window.index[t].to_pydatetime()
+        now: datetime = times[t]
         clock.set(now)
         cluster.advance(now)
         report = controller.tick(t, now)
@@ -345,7 +350,8 @@ def drive(
         held = caps is not None and caps.hold(now, cluster, hours) > 0
         if report is not None:
             held = held or held_by_budget(report.plan)
-            bands.record(t, report)
+            if bands is not None:
+                bands.record(t, report)
             run.alerts.extend(report.alerts)
             run.forced_release_units += sum(r.from_units - r.to_units for r in report.plan.resizes if r.forced)
         run.budget_held_steps += held
@@ -362,7 +368,7 @@ def drive(
             run.spend_by_pool_usd[pool.pool_id] += cost
             run.cost_usd += cost
             run.accelerator_hours += paid[pool.pool_id] * pool.chips_per_unit * hours
-        run.demanded_accelerator_hours += float(np.nansum(window.demand[t])) * hours
+        run.demanded_accelerator_hours += totals[t] * hours
         run.served_accelerator_hours += sum(outcome.served.values()) * hours
         run.unserved_by_step[t] = sum(outcome.unserved.values())
         run.unserved_accelerator_hours += run.unserved_by_step[t] * hours
@@ -375,7 +381,7 @@ def drive(
     if progress is not None:
         progress(steps % 64)
     run.scale_actions = cluster.scale_actions
-    run.forecast_bands = bands.result()
+    run.forecast_bands = bands.result() if bands is not None else {}
     return run
 
 

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -37,7 +38,24 @@ class SimulationWindow:
         return np.asarray(~np.isnan(self.demand).any(axis=1))
 
     def at(self, t: int) -> dict[str, float]:
-        return {name: float(v) for name, v in zip(self.classes, self.demand[t], strict=True)}
+        return dict(zip(self.classes, self.rows[t], strict=True))
+
+    # Worked out once per window: every policy run and every trial of the equal-service search steps through the
+    # same window, and reading a step from the index or the array one at a time cost more than the step's use.
+    @cached_property
+    def times(self) -> tuple[datetime, ...]:
+        """The steps' times, ``index[t].to_pydatetime()``."""
+        return tuple(self.index.to_pydatetime())
+
+    @cached_property
+    def rows(self) -> tuple[tuple[float, ...], ...]:
+        """``demand[t]`` as floats, in ``classes`` order."""
+        return tuple(tuple(row) for row in self.demand.tolist())
+
+    @cached_property
+    def totals(self) -> tuple[float, ...]:
+        """Per step, the demand of all classes (``np.nansum(demand[t])``: gaps left out)."""
+        return tuple(float(np.nansum(row)) for row in self.demand)
 
     def missing_by_class(self) -> dict[str, int]:
         """Steps of the window at which each class has no value (each such step is a gap), most first."""
