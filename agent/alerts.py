@@ -47,17 +47,18 @@ def stalled_scale_up_events(
     now: datetime,
     factor: float = 2.0,
 ) -> list[AlertEvent]:
-    """Scale-ups still not ready after ``factor`` times their pool's lead time."""
+    """Scale-ups still not ready after ``factor`` times their pool's lead time. One whose pool could not be read
+    (missing from ``states``) is neither: its units may have come (the pool-unreadable alert tells the read), and it is
+    judged on its whole wait once its pool is read again."""
     events = []
     for scale_up in outstanding(pending, states):
-        spec = pools.get(scale_up.pool_id)
-        if spec is None:
+        spec, state = pools.get(scale_up.pool_id), states.get(scale_up.pool_id)
+        if spec is None or state is None:
             continue
         waited = now - scale_up.requested_at
         if waited < spec.lead_time * factor:
             continue
-        state = states.get(scale_up.pool_id)
-        ready = "unknown" if state is None else str(state.ready_units)
+        ready = str(state.ready_units)
         asked = "in flight at this agent's first read" if scale_up.inherited else "asked"
         events.append(
             AlertEvent(

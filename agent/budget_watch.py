@@ -16,6 +16,12 @@ its first tick that acts it waits for every unit in flight it reads (target abov
 (``adopt_in_flight``): later than they were asked, never earlier, so a stalled scale-up is told late at worst, never
 falsely. A dry-run agent adopts none (``adopts_in_flight`` false): the units in flight are not its own but those of
 whatever scales the pools (cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them.
+
+What the page exports of them (``judged_pending``, read by ``agent.daemon.metrics.ScaleUpWaitCollector``) is what a tick
+judged on pools it read, and only while that judgement is recent: a leader whose ticks fail (or that has not ticked yet
+in its term) re-checks nothing, and its stale scale-ups would read as the cloud not delivering (LeadtimeNotTicking
+tells that instead); a pool that cannot be read is neither stalled nor on time (LeadtimePoolUnreadable tells that). Its
+scale-up stays waited for, and once the pool is read again it is judged on its whole wait since it was asked.
 """
 
 from __future__ import annotations
@@ -93,6 +99,9 @@ class BudgetWatch:
         # whether the units in flight at the first tick that acts are waited for (dry-run: not), and whether it is due
         self.adopts_in_flight = True
         self._adopt_due = True
+        # the monotonic seconds of the last tick that judged the scale-ups waited for (None: never, or a simulation's
+        # watch, which has no monotonic clock), and the pools that tick could not read
+        self._judged: tuple[float | None, frozenset[str]] | None = None
         self._spent: dict[str, tuple[datetime, float]] = {}  # budget -> (period start, spent at the last tick)
         self.coverage: list[LedgerCoverage] = []  # as of the last spend read
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
@@ -112,11 +121,24 @@ class BudgetWatch:
         """The scale-ups whose units are waited for: a stalled scale-up is one of them."""
         return tuple(self._pending)
 
+    @property
+    def judged_pending(self) -> tuple[PendingScaleUp, ...]:
+        """The scale-ups waited for as the last tick judged them, for the page: none when no tick judged them within
+        the last two ticks (the leader's ticks fail, or it has not ticked yet), nor those of a pool that tick could not
+        read. A watch without a monotonic clock (a simulation) calls every judgement recent."""
+        if self._judged is None:
+            return ()
+        at, unread = self._judged
+        if at is not None and self._monotonic is not None and self._monotonic() - at > 2 * self.tick.total_seconds():
+            return ()
+        return tuple(p for p in self._pending if p.pool_id not in unread)
+
     def stand_by(self) -> None:
         """This replica no longer leads: the leader waits for the scale-ups, and this one adopts what is in flight
         again at its first tick that acts should it lead again."""
         self._pending = []
         self._adopt_due = True
+        self._judged = None
 
     def observe(
         self, now: datetime, states: Mapping[str, PoolState], last_read: Mapping[str, int] | None = None
@@ -255,6 +277,7 @@ class BudgetWatch:
         # the scale-ups are waited for on the pools as this tick left them, in the planner's sizes they were asked in
         after = _carried_out(states, plan, results)
         self._pending = outstanding(self._pending, after)
+        self._judged = (self._monotonic_at(now), frozenset(p.pool_id for p in self._pending if p.pool_id not in after))
         events += stalled_scale_up_events(self._pending, after, self.pools, now, self.stall_factor)
         return events
 

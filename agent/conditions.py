@@ -261,8 +261,8 @@ def still_holding(memory: PlannerMemory, states: Mapping[str, PoolState], now: d
 
 
 def not_evaluated(pools: Iterable[str], states: Mapping[str, PoolState]) -> set[Condition]:
-    """The conditions of pools whose state this tick could not read: their zones (failed or missing), broken units
-    and idle nodes are not known."""
+    """The conditions of pools whose state this tick could not read: their zones (failed or missing), broken units,
+    idle nodes and whether a scale-up of theirs is stalled are not known."""
     unread = [p for p in pools if p not in states]
     # "idle nodes of <pool>" is the subject of the drainer's alert (agent.drains), which reads only pools it can see;
     # "zones of <pool>" that of ``agent.alerts.missing_zone_events``
@@ -270,6 +270,7 @@ def not_evaluated(pools: Iterable[str], states: Mapping[str, PoolState]) -> set[
         {(kind, p) for kind in (AlertKind.STOCKOUT, AlertKind.BROKEN_UNIT) for p in unread}
         | {(AlertKind.ACTUATOR_FAILURE, f"idle nodes of {p}") for p in unread}
         | {(AlertKind.POOL_UNREADABLE, f"zones of {p}") for p in unread}
+        | {(AlertKind.STALLED_SCALE_UP, f"pool {p}") for p in unread}  # ``agent.alerts.stalled_scale_up_events``
     )
 
 

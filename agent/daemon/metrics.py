@@ -314,10 +314,11 @@ class _WaitedScaleUp(Protocol):
 
 class ScaleUpWaits(Protocol):
     """What the stalled-scale-up alert reads (``agent.budget_watch.BudgetWatch``): the agent's own scale-ups whose
-    units are still waited for, the pools' lead times and how many of them a scale-up may take."""
+    units are still waited for as a recent tick judged them on pools it read, the pools' lead times and how many of
+    them a scale-up may take."""
 
     @property
-    def pending(self) -> Sequence[_WaitedScaleUp]: ...
+    def judged_pending(self) -> Sequence[_WaitedScaleUp]: ...
     @property
     def pools(self) -> Mapping[str, PoolSpec]: ...
     @property
@@ -328,8 +329,10 @@ class ScaleUpWaitCollector(Collector):
     """The agent's own stall condition for scale-ups, read at every scrape, so the alert rule can say what the agent
     says: ``leadtime_pool_scale_up_waiting_since_seconds{pool}``, the Unix time the oldest of the pool's scale-ups
     still waited for was asked (no series when none is: every unit asked for is ready, or the pool was asked for
-    less), and ``leadtime_pool_scale_up_stalled_after_seconds{pool}``, how long a scale-up of the pool may wait
-    before it is stalled: its lead time times ``alerts.stalled_after_lead_times``.
+    less; nor while no tick judged it in the last two ticks, or the last one could not read the pool: missing data,
+    told by LeadtimeNotTicking and LeadtimePoolUnreadable, is not a cloud that does not deliver), and
+    ``leadtime_pool_scale_up_stalled_after_seconds{pool}``, how long a scale-up of the pool may wait before it is
+    stalled: its lead time times ``alerts.stalled_after_lead_times``.
 
     Only the leader's scale-ups are waited for: a replica that does not lead exports neither."""
 
@@ -352,7 +355,7 @@ class ScaleUpWaitCollector(Collector):
         waits = self._waits()
         if waits is not None:
             oldest: dict[str, datetime] = {}
-            for scale_up in waits.pending:
+            for scale_up in waits.judged_pending:
                 at = oldest.get(scale_up.pool_id)
                 oldest[scale_up.pool_id] = scale_up.requested_at if at is None else min(at, scale_up.requested_at)
             for pool_id, at in sorted(oldest.items()):
