@@ -77,8 +77,14 @@ class InMemoryLedger(InProcessReservations):
 
     def record_many(self, entries: Sequence[LedgerEntry]) -> None:
         """Entries are stored cut on the grid (``folding.entries_on_grid``), as the database ledgers store them."""
-        for piece in entries_on_grid(entries):
-            pool = self._pools.setdefault(piece.pool_id, _PoolEntries())
+        self._store(entries_on_grid(entries))
+
+    def _store(self, pieces: Sequence[LedgerEntry]) -> None:
+        """Store entries already cut on the grid, each as ``resolve`` says."""
+        for piece in pieces:
+            pool = self._pools.get(piece.pool_id)
+            if pool is None:
+                pool = self._pools[piece.pool_id] = _PoolEntries()
             stored = resolve(pool.get(piece.start), piece)
             if stored is not None:
                 pool.put(stored)
@@ -88,7 +94,7 @@ class InMemoryLedger(InProcessReservations):
         (``agent.ledger.folding``), as the database ledgers fold them."""
         charged = {pool: self._pools[pool].charged() if pool in self._pools else None for pool in pools}
         folded = fold(charged, derive({pool: self.last_entry(pool) for pool in pools}))
-        self.record_many(folded.entries)
+        self._store(folded.entries)  # ``fold`` cut them on the grid: cutting them again would find nothing to cut
         for _, extended in folded.extended:
             self._pools[extended.pool_id].put(extended)
         for pool, start in folded.dropped:

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import cast
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
 from agent.ledger.base import Ledger, Newest, RecordedSince
@@ -63,6 +64,9 @@ class SpendMeter:
         self._kept: list[PoolReading] = []  # readings a failed write left to record
         self._baselines: dict[str, Baseline] = {}  # pool -> what its next reading's monotonic time is measured from
         self._steps = ClockSteps()
+        # what the ledger can do (``_kinds``), known for the ledger object it was worked out for: checking a protocol
+        # with isinstance costs about as much as the rest of a tick's spend read
+        self._kinds_of: tuple[Ledger, bool, bool] | None = None
 
     def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
         """Record what the readings add to the ledger, all in one write transaction that also reads the pools'
@@ -165,14 +169,23 @@ class SpendMeter:
             return ()
         return accrue(last, PoolReading(last.pool_id, now, last.units, price), self.gap_after, self.grid).entries
 
+    def _kinds(self) -> tuple[bool, bool]:
+        """Whether the ledger keeps period totals (``PeriodSpend``) and says since when it holds each pool
+        (``RecordedSince``)."""
+        if self._kinds_of is None or self._kinds_of[0] is not self.ledger:
+            ledger = self.ledger
+            self._kinds_of = (ledger, isinstance(ledger, PeriodSpend), isinstance(ledger, RecordedSince))
+        return self._kinds_of[1], self._kinds_of[2]
+
     def _spent(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:
-        if isinstance(self.ledger, PeriodSpend):
+        if self._kinds()[0]:
+            ledger = cast(PeriodSpend, self.ledger)
             asks = [
                 SpendAsk(tuple(self._counted(budget)), span.start, span.end, now)
                 for budget in budgets
                 for span in (budget.period(now), budget.hour(now))
             ]
-            spent = self.ledger.spent_in_periods(asks, now)
+            spent = ledger.spent_in_periods(asks, now)
             return [
                 BudgetSpend(budget=budget, now=now, spent_period_usd=spent[2 * i], spent_hour_usd=spent[2 * i + 1])
                 for i, budget in enumerate(budgets)
@@ -200,19 +213,20 @@ class SpendMeter:
         logs the spend the budgets leave out (``unclaimed_spend``)."""
         if not self._unclaimed_checked:
             self._warn_unclaimed(budgets, now)
-        if not isinstance(self.ledger, RecordedSince):
+        if not self._kinds()[1]:
             return []
+        ledger = cast(RecordedSince, self.ledger)
         capped = [b for b in budgets if b.monthly_cap_usd is not None]
         periods = {b.name: b.period(now) for b in capped}
         asked = [b for b in capped if self._known(b.name, periods[b.name].start) is None]
         pools = counted_pools({p for b in asked for p in own_pools(b)}, self.previous_ids)
-        since = self.ledger.recorded_since(pools) if asked else {}
+        since = ledger.recorded_since(pools) if asked else {}
         out = []
         for budget in capped:
             period = periods[budget.name]
             known = self._known(budget.name, period.start)
             if known is None:
-                known = ledger_coverage(budget, now, since, self.ledger.where, self.previous_ids)
+                known = ledger_coverage(budget, now, since, ledger.where, self.previous_ids)
                 if known.complete:
                     self._covered[budget.name] = known
                 elif self._warned.get(budget.name) != period.start:
