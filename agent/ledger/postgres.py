@@ -12,7 +12,8 @@ triggers keep as entries and billed costs are written (``agent.ledger.postgres_t
 entries; so do the meter's spend reads (``spent_in_periods``) and ``spent`` over a span that starts a period whose
 totals are kept. A dry-run daemon's shadow account is kept beside them too, one row per account.
 
-The schema is versioned and migrated at open (``agent.ledger.postgres_schema``).
+The schema is versioned and migrated at open (``agent.ledger.postgres_schema``); span columns the open could not add
+are tried again before a reservation, at most every ``postgres_schema.SPANS_RETRY`` (``monotonic`` times it).
 
 ``read_only`` is how the commands that only read the ledger open it (``leadtime recommend``, ``leadtime ledger
 budgets``): no migration and no advisory lock, every session's transactions read-only
@@ -28,6 +29,7 @@ connection the next call connects again.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -101,6 +103,7 @@ class PostgresLedger:
         statement_timeout: timedelta = STATEMENT_TIMEOUT,
         read_only: bool = False,
         retention: timedelta | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._pruning = Pruning(retention)
         self._url = url
@@ -112,12 +115,13 @@ class PostgresLedger:
         self.where = _describe(url)
         self.read_only = read_only
         self.schema = schema.SCHEMA_VERSION  # what the open found (read-only) or left (migrated)
+        self.spans = schema.SpanColumns(self.where, monotonic)
         with self._lock:
             try:
                 if read_only:
                     self.schema = self._run("read", lambda db: schema.readable_schema(db, self.where))
                 else:
-                    self._run("migrate", lambda db: schema.migrate(db, self.where))
+                    self.spans.opened(self._run("migrate", lambda db: schema.migrate(db, self.where)))
             except BaseException:
                 self._close()
                 raise
@@ -274,6 +278,7 @@ class PostgresLedger:
             self.release(replacing)
             return []
         with self._lock:
+            self._run("reserve in", self.spans.retry)  # before the writer lock, in a transaction of its own
             return self._run(
                 "reserve in", lambda db: reservations.decide(db, requests, now, replacing, replacing_holder)
             )

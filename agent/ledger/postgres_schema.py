@@ -13,12 +13,17 @@ this one as it reads its own. They are added only where they can be now: ``ALTER
 an exclusive lock, and neither is needed to run without them (their rows are then written and read as the release
 before writes and reads them). A role with data rights only runs without them and is told once the statement its
 owner should run; a table another session holds (a report, ``pg_dump``) is not waited for more than
-``SPANS_LOCK_TIMEOUT``, as every other agent's reads of it queue behind the wait: the next open tries again.
+``SPANS_LOCK_TIMEOUT``, as every other agent's reads of it queue behind the wait. Either way the running ledger tries
+again every ``SPANS_RETRY`` (``SpanColumns``), so the columns come once the owner is given to the role or the report
+ends, without a restart.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
+from collections.abc import Callable
+from datetime import timedelta
 from typing import Any, LiteralString
 
 import psycopg
@@ -98,6 +103,9 @@ SPANS: LiteralString = (
 )
 # How long the open waits for the table's lock to add them: every read of the table queues behind the wait.
 SPANS_LOCK_TIMEOUT: LiteralString = "1s"
+# How often a running agent tries again where they are missing: each try may hold every read of the table that long.
+SPANS_RETRY = timedelta(minutes=5)
+_RETRY_TEXT = f"{SPANS_RETRY.total_seconds() / 60:g} minutes"
 READABLE_FROM = 4  # the oldest schema a read-only ledger reads: billed costs came in 4
 TOTALS_FROM = 5  # the schema that keeps running period totals (``agent.ledger.postgres_totals``)
 
@@ -135,8 +143,9 @@ def held_schema(db: Connection, where: str) -> int:
     return current
 
 
-def migrate(db: Connection, where: str) -> None:
-    """Apply the migrations the database at ``where`` has not had yet, under the migration lock."""
+def migrate(db: Connection, where: str) -> Spans:
+    """Apply the migrations the database at ``where`` has not had yet, under the migration lock; whether the span
+    columns are there after it (``_add_spans``)."""
     with db.transaction():
         db.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         db.execute(
@@ -149,16 +158,55 @@ def migrate(db: Connection, where: str) -> None:
                 for statement in statements:
                     db.execute(statement)
                 db.execute("INSERT INTO leadtime_schema_migrations (version) VALUES (%s)", (version,))
-        if not has_spans(db):  # checked first: ALTER TABLE locks the table even when it changes nothing
-            _add_spans(db, where)
+        if has_spans(db):  # checked first: ALTER TABLE locks the table even when it changes nothing
+            return Spans.PRESENT
+        return _add_spans(db, where)
+
+
+class Spans(enum.Enum):
+    """Whether the reservations table has the span columns (``SPANS``), and why not."""
+
+    PRESENT = "present"
+    NOT_OWNER = "not-owner"  # this role does not own the table
+    HELD = "held"  # another session held the table longer than SPANS_LOCK_TIMEOUT
+
+
+class SpanColumns:
+    """The span columns of one ledger while it runs: where the open could not add them, added again at most every
+    ``SPANS_RETRY`` (``retry``), as the table's owner may be given to this role and a report or a dump ends."""
+
+    def __init__(self, where: str, monotonic: Callable[[], float]) -> None:
+        self.state = Spans.PRESENT
+        self._where = where
+        self._monotonic = monotonic
+        self._tried = 0.0
+
+    def opened(self, state: Spans) -> None:
+        self.state, self._tried = state, self._monotonic()
+
+    def retry(self, db: Connection) -> None:
+        """Add them if they are still missing and ``SPANS_RETRY`` has passed since the last try: in a transaction of
+        its own, so under no lock of ours (every other agent's reads of the table queue behind the ALTER's wait)."""
+        if self.state is Spans.PRESENT or self._monotonic() - self._tried < SPANS_RETRY.total_seconds():
+            return
+        self._tried = self._monotonic()
+        told = self.state
+        self.state = Spans.PRESENT if has_spans(db) else _add_spans(db, self._where, told)
+        if self.state is Spans.PRESENT:
+            log.info(
+                "the PostgreSQL ledger at %s: leadtime_budget_reservations has its span columns now; budget "
+                "reservations record the span they pay for from now on",
+                self._where,
+            )
 
 
 _told_owner: set[str] = set()  # the ledgers whose owner was told to add the spans, told once per process
 
 
-def _add_spans(db: Connection, where: str) -> None:
-    """Add the span columns (``SPANS``) in a savepoint; left out, the open going on without them, when this role
-    does not own the table or another session holds it."""
+def _add_spans(db: Connection, where: str, told: Spans | None = None) -> Spans:
+    """Add the span columns (``SPANS``) in a savepoint (a transaction of its own outside one); left out, the ledger
+    going on without them, when this role does not own the table or another session holds it. Says so unless this
+    ledger was last ``told`` the same."""
     try:
         with db.transaction():
             db.execute(f"SET LOCAL lock_timeout = '{SPANS_LOCK_TIMEOUT}'")
@@ -170,19 +218,27 @@ def _add_spans(db: Connection, where: str) -> None:
                 "the PostgreSQL ledger at %s: this role does not own leadtime_budget_reservations, so budget "
                 "reservations are recorded without the span they pay for, as the release before records them (agents "
                 "with different commit horizons count each other's over their own); its owner should run `%s` (or "
-                "`ALTER TABLE leadtime_budget_reservations OWNER TO <this role>`): the reservations made from then on "
-                "record their spans",
+                "`ALTER TABLE leadtime_budget_reservations OWNER TO <this role>`): this agent tries again every %s "
+                "and its reservations record their spans from then on, without a restart",
                 where,
                 SPANS,
+                _RETRY_TEXT,
             )
+        return Spans.NOT_OWNER
     except errors.LockNotAvailable:
-        log.warning(
-            "the PostgreSQL ledger at %s: another session holds leadtime_budget_reservations (a report or a dump "
-            "in a transaction), so its span columns were not added (waited %s); budget reservations are recorded "
-            "without the span they pay for until the next open (a restart), which tries again",
-            where,
-            SPANS_LOCK_TIMEOUT,
-        )
+        if told is not Spans.HELD:
+            log.warning(
+                "the PostgreSQL ledger at %s: another session holds leadtime_budget_reservations (a report or a dump "
+                "in a transaction), so `%s` waited %s and was left; budget reservations are recorded without the "
+                "span they pay for (agents with different commit horizons count each other's over their own) until "
+                "it succeeds: this agent tries again every %s, or its owner may run it",
+                where,
+                SPANS,
+                SPANS_LOCK_TIMEOUT,
+                _RETRY_TEXT,
+            )
+        return Spans.HELD
+    return Spans.PRESENT
 
 
 def has_spans(db: Connection) -> bool:
