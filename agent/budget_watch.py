@@ -15,7 +15,8 @@ does not know those its predecessor asked for, and asks nothing of a pool whose 
 its first tick that acts it waits for every unit in flight it reads (target above ready) from that read
 (``adopt_in_flight``): later than they were asked, never earlier, so a stalled scale-up is told late at worst, never
 falsely. A dry-run agent adopts none (``adopts_in_flight`` false): the units in flight are not its own but those of
-whatever scales the pools (cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them.
+whatever scales the pools (cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them;
+and so does a replica at the start of each term it leads, should it lead again with no standby tick in between.
 
 What the page exports of them (``judged_pending``, read by ``agent.daemon.metrics.ScaleUpWaitCollector``) is what a tick
 judged on pools it read, and only while that judgement is recent: a leader whose ticks fail (or that has not ticked yet
@@ -134,8 +135,9 @@ class BudgetWatch:
         return tuple(p for p in self._pending if p.pool_id not in unread)
 
     def stand_by(self) -> None:
-        """This replica no longer leads: the leader waits for the scale-ups, and this one adopts what is in flight
-        again at its first tick that acts should it lead again."""
+        """This replica no longer leads, or begins a new term as leader: the scale-ups it waited for are the leader's
+        to wait for (in between, another may have led and resized their pools), and it adopts what is in flight at its
+        first tick that acts as leader."""
         self._pending = []
         self._adopt_due = True
         self._judged = None

@@ -121,6 +121,9 @@ class AgentLoopAdapter:
 
     def resume(self) -> None:
         self.keeper.resume()
+        # a new term: what it waited for before is not its to judge (another may have led since, without a standby
+        # tick of this replica in between); it waits for the units in flight at its first tick that acts instead
+        self._agent.budget_watch.stand_by()
         self._unread_since = None
         self._reload_shadow = self._shadow is not None  # read back before the next tick accounts (never raises)
 
