@@ -4,8 +4,8 @@ The planner trims scale-ups to the caps with what this agent knows. Agents in ot
 budget (a budget with ``remote_pools``) spend from it too, so before a scale-up the agent reserves the spend it adds
 (the units it adds to the bill at the pool's price to the end of each cap's period, or over the budget's
 ``commit_horizon`` if that ends first; in the next hour for an hourly cap, and in the next month period for a
-monthly cap once a unit bought now reaches it: ``_reserved_periods``) in the ledger: all of a tick's requests in one
-transaction against everyone's recorded and reserved spend (``agent.ledger.reservations``). The idle nodes being
+monthly cap once a unit bought now reaches it: ``agent.budget_reserve_caps``) in the ledger: all of a tick's requests
+in one transaction against everyone's recorded and reserved spend (``agent.ledger.reservations``). The idle nodes being
 drained that a scale-up takes back first are not asked for: they are billed, so the pool's standing reservation
 holds them already. A scale-up not granted in full is trimmed to the units the headroom fits (with the nodes it
 takes back) and reserved again; if even that is refused (another agent took the room in between), the pool is held.
@@ -41,9 +41,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
+from agent.budget_reserve_caps import Cap, keyed, reserved_periods, span_paid_for
 from agent.ledger.pool_ids import Previous, counted_pools
-from agent.ledger.reservations import CountedTo, Grant, ReservationRequest, Reservations, StandingHolder
-from agent.planning.budget import Budget, CapKind, Period, billed_after, target_for
+from agent.ledger.reservations import CountedTo, Grant, Reservations, StandingHolder
+from agent.planning.budget import Budget, CapKind, billed_after, target_for
 from models import (
     ActionResult,
     ActionStatus,
@@ -61,36 +62,6 @@ from models import (
 
 _CARRIED_OUT = (ActionStatus.DONE, ActionStatus.STARTED)
 _EPS_USD = 1e-6
-
-
-@dataclass(frozen=True)
-class _Cap:
-    """One cap a pool's scale-up spends from: the reservation's budget key, its period and what a unit costs in it."""
-
-    key: str  # the budget's name for its monthly cap, ``NAME/hourly`` for its hourly cap (``_reserved_periods``)
-    budget: Budget
-    period: Period
-    cap_usd: float
-    per_unit_usd: float
-    ledger_pools: tuple[str, ...] = ()  # the ids whose spend counts in the budget: its pools' and their previous ids
-    counted_with: tuple[str, ...] = ()  # the other keys the same period's reservations are made under
-    horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): the units are paid for that far
-
-    def request(self, now: datetime, units: int, holder: str, ttl: timedelta, cap_usd: float) -> ReservationRequest:
-        """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end, recording the span
-        the amount pays for (``_covers``) so that the other agents carry it over spans of their own."""
-        return ReservationRequest(
-            budget=self.key,
-            pools=self.ledger_pools or tuple(sorted(self.budget.pools)),
-            period_start=self.period.start,
-            period_end=self.period.end,
-            cap_usd=cap_usd,
-            amount_usd=units * self.per_unit_usd,
-            holder=holder,
-            ttl=min(ttl, self.period.end - now),
-            counted_with=self.counted_with,
-            covers=_covers(self.period, now, self.horizon),
-        )
 
 
 @dataclass(frozen=True)
@@ -210,7 +181,7 @@ class BudgetReserver:
 
     def held_elsewhere(self, now: datetime, to_period_end: bool = False) -> dict[str, float]:
         """What the other agents sharing each budget with a monthly cap keep reserved in its current period (under
-        the period's keys, ``_reserved_periods``): the units they hold and the scale-ups they are making, each at its
+        the period's keys, ``reserved_periods``): the units they hold and the scale-ups they are making, each at its
         own rate over the span this agent counts its own units over (to the period's end, or over its commit
         horizon; ``to_period_end``: to the period's end whatever its horizon), whatever span that agent reserved
         over (``agent.ledger.reservations.carried``). The planner counts this deployment's own units itself, so its
@@ -221,8 +192,8 @@ class BudgetReserver:
         for budget in self.budgets:
             if budget.remote_pools and budget.monthly_cap_usd is not None:
                 period = budget.period(now)
-                keys = [budget.name, _keyed(budget.name, period)]
-                own_end = _covers(period, now, budget.commit_horizon)[1]
+                keys = [budget.name, keyed(budget.name, period)]
+                own_end = span_paid_for(period, now, budget.commit_horizon)[1]
                 to = CountedTo(period.end if to_period_end else own_end, own_end)
                 out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, mine, to)
         return out
@@ -235,7 +206,7 @@ class BudgetReserver:
         for budget in self.budgets:
             if budget.remote_pools and budget.hourly_cap_usd is not None:
                 hour, plain = budget.hour(now), f"{budget.name}/{CapKind.HOUR}"
-                keys = [plain, _keyed(plain, hour)]
+                keys = [plain, keyed(plain, hour)]
                 to = CountedTo(hour.end, hour.end)
                 out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, self._mine(), to)
         return out
@@ -245,7 +216,7 @@ class BudgetReserver:
         return [*self._standing, *self._covered, *(i for ids in self._held.values() for i in ids)]
 
     # -- internals ------------------------------------------------------------------------------------------
-    def _caps(self, now: datetime, pool_id: str) -> list[_Cap]:
+    def _caps(self, now: datetime, pool_id: str) -> list[Cap]:
         """The caps of the shared budgets over ``pool_id`` (those with ``remote_pools``): a budget no other agent
         spends from is reserved in nothing, its scale-ups trimmed by the planner alone."""
         spec = self.pools.get(pool_id)
@@ -256,15 +227,15 @@ class BudgetReserver:
             # only a budget other agents spend from too: the planner holds every cap to what this agent knows
             if pool_id not in budget.pools or not budget.remote_pools:
                 continue
-            for key, period, cap_usd, horizon, also in _reserved_periods(budget, now, spec.lead_time + self.hold):
+            for key, period, cap_usd, horizon, also in reserved_periods(budget, now, spec.lead_time + self.hold):
                 hours = period.remaining(now, horizon).total_seconds() / 3600.0
                 if hours > 0.0:
                     counted = tuple(counted_pools(budget.pools, self.previous_ids))
                     per_unit = spec.price_per_unit_hour_usd * hours
-                    caps.append(_Cap(key, budget, period, cap_usd, per_unit, counted, also, horizon))
+                    caps.append(Cap(key, budget, period, cap_usd, per_unit, counted, also, horizon))
         return caps
 
-    def _ask(self, now: datetime, wants: Sequence[tuple[str, int, int]]) -> list[list[tuple[_Cap, Grant]]]:
+    def _ask(self, now: datetime, wants: Sequence[tuple[str, int, int]]) -> list[list[tuple[Cap, Grant]]]:
         """Ask for ``units`` more of each pool (to ``to`` units in service, ``in_service``) in every cap over it, in
         one transaction; the grants by request. Held under the scale-up's label (``StandingHolder.scale_up_label``),
         which a successor's commit replaces once it reads and reserves the pool at ``to`` units in service or more,
@@ -275,7 +246,7 @@ class BudgetReserver:
             for i, cap in asked
         ]
         grants = self.ledger.reserve_many(requests, now) if requests else []
-        out: list[list[tuple[_Cap, Grant]]] = [[] for _ in wants]
+        out: list[list[tuple[Cap, Grant]]] = [[] for _ in wants]
         for (i, cap), grant in zip(asked, grants, strict=True):
             out[i].append((cap, grant))
         return out
@@ -335,53 +306,6 @@ class BudgetReserver:
         return Reserved(reserved, tuple(alerts))
 
 
-def _reserved_periods(
-    budget: Budget, now: datetime, hold: timedelta
-) -> list[tuple[str, Period, float, timedelta | None, tuple[str, ...]]]:
-    """The periods of ``budget``'s caps a reservation at ``now`` is made in: each one's key, period, cap, horizon and
-    the other keys the same period is reserved under. The ledger sums a key's reservations against its cap whatever
-    period they were made for, so a period reserved before it starts is keyed by its start (``NAME/hourly@START``,
-    ``NAME@START``): made now, a reservation for it must count there once it is the current period, not in this one.
-    The current period stays under the key earlier releases reserve it under (``NAME/hourly``, ``NAME``), so that
-    agents of both releases sharing a budget see each other's reservations of it, and a request for it counts those
-    made under its start's key as well (while it was the next period). Reserving it under both keys would count an
-    agent's own reservations twice.
-
-    An hourly cap is reserved in this hour and the next, as the planner holds it over the next hour (a rate): the
-    units held or bought now go on spending then, and the other agents' plans count none of this agent's pools
-    there. A monthly cap is reserved in the next month period too once the reservation reaches it: its commit horizon
-    or, unset or shorter, the ``hold`` of a unit bought now (the pool's lead time, the idle window, a tick: the hold
-    with which the planner's trim holds the next period's cap). There it runs to that period's end, or over the
-    commit horizon from now."""
-    periods: list[tuple[str, Period, float, timedelta | None, tuple[str, ...]]] = []
-    for kind, period, cap_usd in budget.caps(now):
-        if kind is CapKind.MONTH:
-            horizon = budget.commit_horizon
-            periods.append((budget.name, period, cap_usd, horizon, (_keyed(budget.name, period),)))
-            if now + max(hold, horizon or hold) > period.end:
-                following = budget.period(period.end)
-                periods.append((_keyed(budget.name, following), following, cap_usd, horizon, ()))
-            continue
-        plain = f"{budget.name}/{kind}"
-        following = Period(period.end, period.end + (period.end - period.start))
-        periods.append((plain, period, cap_usd, None, (_keyed(plain, period),)))
-        periods.append((_keyed(plain, following), following, cap_usd, None, ()))
-    return periods
-
-
-def _covers(period: Period, now: datetime, horizon: timedelta | None) -> tuple[datetime, datetime]:
-    """The span of ``period`` the units held at ``now`` are counted over (``Period.remaining``): to its end, or to
-    the end of the commit ``horizon`` if that comes first."""
-    start = max(now, period.start)
-    end = period.end if horizon is None else min(period.end, now + horizon)
-    return start, max(start, end)
-
-
-def _keyed(plain: str, period: Period) -> str:
-    """The key of a period reserved before it is the current one: the cap's key with the period's start."""
-    return f"{plain}@{period.start.isoformat()}"
-
-
 def _new_units(resize: Resize, state: PoolState | None) -> int:
     """The units ``resize`` adds to its pool's bill: beyond the idle nodes being drained it takes back first."""
     if state is None:
@@ -411,7 +335,7 @@ def _granted_target(resize: Resize, state: PoolState | None, granted: int) -> in
     return min(resize.to_units, target_for(state, state.billed_units + granted))
 
 
-def _kept(grants: Sequence[tuple[_Cap, Grant]]) -> list[int]:
+def _kept(grants: Sequence[tuple[Cap, Grant]]) -> list[int]:
     return [g.reservation_id for _, g in grants if g.reservation_id is not None]
 
 

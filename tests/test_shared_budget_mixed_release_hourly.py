@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from agent.budget_reserve import BudgetReserver, _Cap
+from agent.budget_reserve import BudgetReserver
+from agent.budget_reserve_caps import Cap
 from agent.ledger.pool_ids import counted_pools
 from agent.ledger.reservations import Reservations
 from agent.planning.budget import CapKind
@@ -30,7 +31,7 @@ class EarlierReleaseReserver(BudgetReserver):
     """The reservations of the release before hourly keys carried their hour: the current hour only, under
     ``NAME/hourly``, counting that key alone."""
 
-    def _caps(self, now: datetime, pool_id: str) -> list[_Cap]:
+    def _caps(self, now: datetime, pool_id: str) -> list[Cap]:
         spec = self.pools.get(pool_id)
         if spec is None or spec.price_per_unit_hour_usd <= 0.0:
             return []
@@ -44,7 +45,7 @@ class EarlierReleaseReserver(BudgetReserver):
                 key = budget.name if kind is CapKind.MONTH else f"{budget.name}/{kind}"
                 if hours > 0.0:
                     counted = tuple(counted_pools(budget.pools, self.previous_ids))
-                    caps.append(_Cap(key, budget, period, cap_usd, spec.price_per_unit_hour_usd * hours, counted))
+                    caps.append(Cap(key, budget, period, cap_usd, spec.price_per_unit_hour_usd * hours, counted))
         return caps
 
 

@@ -1,0 +1,93 @@
+"""The caps a scale-up on a budget shared with other agents is reserved in (``agent.budget_reserve``): each cap's
+reservation key, the period it is made for, what a unit costs in it and the span of time that amount pays for.
+
+A budget's monthly and hourly caps are reserved under their own keys, the current period under the key earlier
+releases use and a period reserved before it starts under a key naming its start (``reserved_periods``); a unit is
+priced over what is left of the period, or over the budget's commit horizon if that ends first, and the reservation
+records that span (``span_paid_for``) so that agents with other horizons count it over spans of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from agent.ledger.reservations import ReservationRequest
+from agent.planning.budget import Budget, CapKind, Period
+
+
+@dataclass(frozen=True)
+class Cap:
+    """One cap a pool's scale-up spends from: the reservation's budget key, its period and what a unit costs in it."""
+
+    key: str  # the budget's name for its monthly cap, ``NAME/hourly`` for its hourly cap (``reserved_periods``)
+    budget: Budget
+    period: Period
+    cap_usd: float
+    per_unit_usd: float
+    ledger_pools: tuple[str, ...] = ()  # the ids whose spend counts in the budget: its pools' and their previous ids
+    counted_with: tuple[str, ...] = ()  # the other keys the same period's reservations are made under
+    horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): the units are paid for that far
+
+    def request(self, now: datetime, units: int, holder: str, ttl: timedelta, cap_usd: float) -> ReservationRequest:
+        """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end, recording the span
+        the amount pays for (``span_paid_for``) so that the other agents carry it over spans of their own."""
+        return ReservationRequest(
+            budget=self.key,
+            pools=self.ledger_pools or tuple(sorted(self.budget.pools)),
+            period_start=self.period.start,
+            period_end=self.period.end,
+            cap_usd=cap_usd,
+            amount_usd=units * self.per_unit_usd,
+            holder=holder,
+            ttl=min(ttl, self.period.end - now),
+            counted_with=self.counted_with,
+            covers=span_paid_for(self.period, now, self.horizon),
+        )
+
+
+def reserved_periods(
+    budget: Budget, now: datetime, hold: timedelta
+) -> list[tuple[str, Period, float, timedelta | None, tuple[str, ...]]]:
+    """The periods of ``budget``'s caps a reservation at ``now`` is made in: each one's key, period, cap, horizon and
+    the other keys the same period is reserved under. The ledger sums a key's reservations against its cap whatever
+    period they were made for, so a period reserved before it starts is keyed by its start (``NAME/hourly@START``,
+    ``NAME@START``): made now, a reservation for it must count there once it is the current period, not in this one.
+    The current period stays under the key earlier releases reserve it under (``NAME/hourly``, ``NAME``), so that
+    agents of both releases sharing a budget see each other's reservations of it, and a request for it counts those
+    made under its start's key as well (while it was the next period). Reserving it under both keys would count an
+    agent's own reservations twice.
+
+    An hourly cap is reserved in this hour and the next, as the planner holds it over the next hour (a rate): the
+    units held or bought now go on spending then, and the other agents' plans count none of this agent's pools
+    there. A monthly cap is reserved in the next month period too once the reservation reaches it: its commit horizon
+    or, unset or shorter, the ``hold`` of a unit bought now (the pool's lead time, the idle window, a tick: the hold
+    with which the planner's trim holds the next period's cap). There it runs to that period's end, or over the
+    commit horizon from now."""
+    periods: list[tuple[str, Period, float, timedelta | None, tuple[str, ...]]] = []
+    for kind, period, cap_usd in budget.caps(now):
+        if kind is CapKind.MONTH:
+            horizon = budget.commit_horizon
+            periods.append((budget.name, period, cap_usd, horizon, (keyed(budget.name, period),)))
+            if now + max(hold, horizon or hold) > period.end:
+                following = budget.period(period.end)
+                periods.append((keyed(budget.name, following), following, cap_usd, horizon, ()))
+            continue
+        plain = f"{budget.name}/{kind}"
+        following = Period(period.end, period.end + (period.end - period.start))
+        periods.append((plain, period, cap_usd, None, (keyed(plain, period),)))
+        periods.append((keyed(plain, following), following, cap_usd, None, ()))
+    return periods
+
+
+def span_paid_for(period: Period, now: datetime, horizon: timedelta | None) -> tuple[datetime, datetime]:
+    """The span of ``period`` the units held at ``now`` are counted over (``Period.remaining``): to its end, or to
+    the end of the commit ``horizon`` if that comes first."""
+    start = max(now, period.start)
+    end = period.end if horizon is None else min(period.end, now + horizon)
+    return start, max(start, end)
+
+
+def keyed(plain: str, period: Period) -> str:
+    """The key of a period reserved before it is the current one: the cap's key with the period's start."""
+    return f"{plain}@{period.start.isoformat()}"
