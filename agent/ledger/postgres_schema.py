@@ -12,10 +12,11 @@ one on the same database, writing its rows without them (it names the columns it
 this one as it reads its own. They are added only where they can be now: ``ALTER TABLE`` needs the table's owner and
 an exclusive lock, and neither is needed to run without them (their rows are then written and read as the release
 before writes and reads them). A role with data rights only runs without them and is told once the statement its
-owner should run; a table another session holds (a report, ``pg_dump``) is not waited for more than
-``SPANS_LOCK_TIMEOUT``, as every other agent's reads of it queue behind the wait. Either way the running ledger tries
-again every ``SPANS_RETRY`` (``SpanColumns``), so the columns come once the owner is given to the role or the report
-ends, without a restart.
+owner should run, and sends no ``ALTER TABLE`` it cannot run (the server logs each refusal as an error); a table
+another session holds (a report, ``pg_dump``) is not waited for more than ``SPANS_LOCK_TIMEOUT``, as every other
+agent's reads of it queue behind the wait. Either way the running ledger looks again every ``SPANS_RETRY``
+(``SpanColumns``), not trying while another session holds the table, so the columns come once the owner is given to
+the role or the report ends, without a restart.
 """
 
 from __future__ import annotations
@@ -186,12 +187,17 @@ class SpanColumns:
 
     def retry(self, db: Connection) -> None:
         """Add them if they are still missing and ``SPANS_RETRY`` has passed since the last try: in a transaction of
-        its own, so under no lock of ours (every other agent's reads of the table queue behind the ALTER's wait)."""
+        its own, so under no lock of ours (every other agent's reads of the table queue behind the ALTER's wait), and
+        not while another session holds the table (the try is left to the next ``SPANS_RETRY``)."""
         if self.state is Spans.PRESENT or self._monotonic() - self._tried < SPANS_RETRY.total_seconds():
             return
         self._tried = self._monotonic()
-        told = self.state
-        self.state = Spans.PRESENT if has_spans(db) else _add_spans(db, self._where, told)
+        if has_spans(db):
+            self.state = Spans.PRESENT
+        elif _held_by_others(db):
+            return  # not queued behind the holder: every other agent's reads of the table would queue behind it
+        else:
+            self.state = _add_spans(db, self._where, self.state)
         if self.state is Spans.PRESENT:
             log.info(
                 "the PostgreSQL ledger at %s: leadtime_budget_reservations has its span columns now; budget "
@@ -206,25 +212,16 @@ _told_owner: set[str] = set()  # the ledgers whose owner was told to add the spa
 def _add_spans(db: Connection, where: str, told: Spans | None = None) -> Spans:
     """Add the span columns (``SPANS``) in a savepoint (a transaction of its own outside one); left out, the ledger
     going on without them, when this role does not own the table or another session holds it. Says so unless this
-    ledger was last ``told`` the same."""
+    ledger was last ``told`` the same. Not sent without the owner's rights: the server logs each refusal as an
+    ERROR."""
+    if not _owns_reservations(db):
+        return _not_owner(where)
     try:
         with db.transaction():
             db.execute(f"SET LOCAL lock_timeout = '{SPANS_LOCK_TIMEOUT}'")
             db.execute(SPANS)
-    except errors.InsufficientPrivilege:
-        if where not in _told_owner:
-            _told_owner.add(where)
-            log.warning(
-                "the PostgreSQL ledger at %s: this role does not own leadtime_budget_reservations, so budget "
-                "reservations are recorded without the span they pay for, as the release before records them (agents "
-                "with different commit horizons count each other's over their own); its owner should run `%s` (or "
-                "`ALTER TABLE leadtime_budget_reservations OWNER TO <this role>`): this agent tries again every %s "
-                "and its reservations record their spans from then on, without a restart",
-                where,
-                SPANS,
-                _RETRY_TEXT,
-            )
-        return Spans.NOT_OWNER
+    except errors.InsufficientPrivilege:  # the owner changed since the check
+        return _not_owner(where)
     except errors.LockNotAvailable:
         if told is not Spans.HELD:
             log.warning(
@@ -239,6 +236,41 @@ def _add_spans(db: Connection, where: str, told: Spans | None = None) -> Spans:
             )
         return Spans.HELD
     return Spans.PRESENT
+
+
+def _not_owner(where: str) -> Spans:
+    if where not in _told_owner:
+        _told_owner.add(where)
+        log.warning(
+            "the PostgreSQL ledger at %s: this role does not own leadtime_budget_reservations, so budget "
+            "reservations are recorded without the span they pay for, as the release before records them (agents "
+            "with different commit horizons count each other's over their own); its owner should run `%s` (or "
+            "`ALTER TABLE leadtime_budget_reservations OWNER TO <this role>`): this agent tries again every %s "
+            "and its reservations record their spans from then on, without a restart",
+            where,
+            SPANS,
+            _RETRY_TEXT,
+        )
+    return Spans.NOT_OWNER
+
+
+def _owns_reservations(db: Connection) -> bool:
+    """Whether this role may alter the reservations table (it owns it, or has the rights of a role that does)."""
+    row = db.execute(
+        "SELECT pg_has_role(c.relowner, 'USAGE') FROM pg_class c WHERE c.oid = 'leadtime_budget_reservations'::regclass"
+    ).fetchone()
+    return row is not None and bool(row[0])
+
+
+def _held_by_others(db: Connection) -> bool:
+    """Whether another session holds a lock on the reservations table now (an ALTER would queue behind it, and every
+    read of the table behind the ALTER). The lock timeout still bounds a lock taken between this and the ALTER."""
+    row = db.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = 'leadtime_budget_reservations'::regclass"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+        " AND granted AND pid <> pg_backend_pid())"
+    ).fetchone()
+    return row is not None and bool(row[0])
 
 
 def has_spans(db: Connection) -> bool:

@@ -24,6 +24,7 @@ from tests.ledger.test_postgres_spans_not_added import (
     _data_role,
 )
 from tests.postgres.fixtures import POSTGRES, Database
+from tests.postgres.server import PostgresServer
 
 pytestmark = POSTGRES
 NOW = datetime(2024, 2, 10, tzinfo=UTC)
@@ -85,7 +86,7 @@ def test_spans_held_at_open_are_added_once_the_table_is_free(
 
 
 def test_a_table_held_at_every_try_is_not_waited_for_and_told_once(
-    postgres_database: Database, caplog: pytest.LogCaptureFixture
+    postgres_server: PostgresServer, postgres_database: Database, caplog: pytest.LogCaptureFixture
 ) -> None:
     _as_the_release_before_left_it(postgres_database)
     clock = Monotonic()
@@ -100,13 +101,60 @@ def test_a_table_held_at_every_try_is_not_waited_for_and_told_once(
                 statement_timeout=timedelta(seconds=5),
             ) as ledger,
         ):
+            server_log = _ServerLog(postgres_server)  # after the open, which waited its second once
             for tick in range(3):
                 clock.advance(SPANS_RETRY)
                 assert ledger.reserve(_east_over_a_day(), NOW + tick * SPANS_RETRY).granted
-        dump.rollback()
-    assert not SPAN_COLUMNS & _columns(postgres_database)
+            # no ALTER was sent while the dump held the table: one would queue every other agent's reads behind it
+            assert server_log.alters() == [], server_log.alters()
+            assert not SPAN_COLUMNS & _columns(postgres_database)
+            dump.rollback()  # the dump ends: the next try adds them
+            clock.advance(SPANS_RETRY)
+            assert ledger.reserve(_east_over_a_day(), NOW + 3 * SPANS_RETRY).granted
+            assert _columns(postgres_database) >= SPAN_COLUMNS
     told = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(told) == 1 and "another session holds leadtime_budget_reservations" in told[0], told
+    assert any("has its span columns now" in r.getMessage() for r in caplog.records)
+
+
+def test_a_role_that_does_not_own_the_table_sends_no_alter_it_cannot_run(
+    postgres_server: PostgresServer, postgres_database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
+    _as_the_release_before_left_it(postgres_database)
+    url = _data_role(postgres_database)
+    server_log = _ServerLog(postgres_server)
+    clock = Monotonic()
+    with (
+        caplog.at_level(logging.INFO, logger="agent.ledger.postgres_schema"),
+        PostgresLedger(url, "pw", monotonic=clock) as ledger,
+    ):
+        for tick in range(3):
+            clock.advance(SPANS_RETRY)
+            assert ledger.reserve(_east_over_a_day(), NOW + tick * SPANS_RETRY).granted
+    # every refused ALTER is an ERROR in the server's log (288 a day per agent at one try every 5 minutes)
+    assert server_log.lines("must be owner") == [], server_log.lines("must be owner")
+    assert server_log.alters() == [], server_log.alters()
+    assert not SPAN_COLUMNS & _columns(postgres_database)
+    told = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(told) == 1 and "does not own leadtime_budget_reservations" in told[0], told
+
+
+class _ServerLog:
+    """What the test session's PostgreSQL server logs from the moment this is made (tests run one at a time on it)."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self._path = server.work / "postgres.log"
+        self._start = self._path.stat().st_size
+
+    def lines(self, containing: str) -> list[str]:
+        with self._path.open("rb") as log:
+            log.seek(self._start)
+            text = log.read().decode(errors="replace")
+        return [line for line in text.splitlines() if containing in line]
+
+    def alters(self) -> list[str]:
+        """The statements of the failed ALTERs of the reservations table (each logged under its ERROR)."""
+        return self.lines("ALTER TABLE leadtime_budget_reservations")
 
 
 def test_spans_come_once_the_owner_gives_the_table_to_the_agents_role(
