@@ -13,9 +13,10 @@ stalled scale-up are raised every tick while they hold, so that ``agent.conditio
 The scale-ups waited for live in this process. A new leader (a restarted agent, or a replica that took the Lease over)
 does not know those its predecessor asked for, and asks nothing of a pool whose target already is what it plans: so at
 its first tick that acts it waits for every unit in flight it reads (target above ready) from that read
-(``adopt_in_flight``): later than they were asked, never earlier, so a stalled scale-up is told late at worst, never
-falsely. A dry-run agent adopts none (``adopts_in_flight`` false): the units in flight are not its own but those of
-whatever scales the pools (cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them;
+(``adopt_in_flight``; a pool it cannot read then, from the first tick that reads it): later than they were asked,
+never earlier, so a stalled scale-up is told late at worst, never falsely. A dry-run agent adopts none
+(``adopts_in_flight`` false): the units in flight are not its own but those of whatever scales the pools
+(cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them;
 and so does a replica at the start of each term it leads, should it lead again with no standby tick in between.
 
 What the page exports of them (``judged_pending``, read by ``agent.daemon.metrics.ScaleUpWaitCollector``) is what a tick
@@ -97,12 +98,16 @@ class BudgetWatch:
         self._by_name = {b.name: b for b in self.budgets}
         self._scale_ups: list[tuple[datetime, Resize]] = []
         self._pending: list[PendingScaleUp] = []
-        # whether the units in flight at the first tick that acts are waited for (dry-run: not), and whether it is due
+        # whether the units in flight are waited for from the first tick that acts (dry-run: not), and the pools whose
+        # units in flight are still to be adopted: each at the first tick that acts and reads it
         self.adopts_in_flight = True
-        self._adopt_due = True
-        # the monotonic seconds of the last tick that judged the scale-ups waited for (None: never, or a simulation's
-        # watch, which has no monotonic clock), and the pools that tick could not read
+        self._adopt_due = frozenset(pools)
+        # the monotonic seconds at which the last tick ended judging the scale-ups waited for (None: never, or a
+        # simulation's watch, which has no monotonic clock), and the pools that tick could not read; a judgement is
+        # recent for two ticks and the misfire grace: a tick that overruns its interval skips the slot after it
+        # (one tick at a time), and the next may start up to the grace late and take a tick itself
         self._judged: tuple[float | None, frozenset[str]] | None = None
+        self._judged_for = 2 * tick + settings.daemon.misfire_grace
         self._spent: dict[str, tuple[datetime, float]] = {}  # budget -> (period start, spent at the last tick)
         self.coverage: list[LedgerCoverage] = []  # as of the last spend read
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
@@ -125,12 +130,13 @@ class BudgetWatch:
     @property
     def judged_pending(self) -> tuple[PendingScaleUp, ...]:
         """The scale-ups waited for as the last tick judged them, for the page: none when no tick judged them within
-        the last two ticks (the leader's ticks fail, or it has not ticked yet), nor those of a pool that tick could not
-        read. A watch without a monotonic clock (a simulation) calls every judgement recent."""
+        the last two ticks and the daemon's misfire grace since it ended (the leader's ticks fail, or it has not ticked
+        yet), nor those of a pool that tick could not read. A watch without a monotonic clock (a simulation) calls
+        every judgement recent."""
         if self._judged is None:
             return ()
         at, unread = self._judged
-        if at is not None and self._monotonic is not None and self._monotonic() - at > 2 * self.tick.total_seconds():
+        if at is not None and self._monotonic is not None and self._monotonic() - at > self._judged_for.total_seconds():
             return ()
         return tuple(p for p in self._pending if p.pool_id not in unread)
 
@@ -139,7 +145,7 @@ class BudgetWatch:
         to wait for (in between, another may have led and resized their pools), and it adopts what is in flight at its
         first tick that acts as leader."""
         self._pending = []
-        self._adopt_due = True
+        self._adopt_due = frozenset(self.pools)
         self._judged = None
 
     def observe(
@@ -214,9 +220,11 @@ class BudgetWatch:
         ups = [r for r in plan.resizes if r.key in billed and r.is_scale_up]
         self._scale_ups = [(at, r) for at, r in self._scale_ups if now - at <= _HISTORY]
         self._scale_ups += [(now, r) for r in ups]
-        if self._adopt_due:  # before its own: a pool it grows now waits for what was in flight as well
-            self._adopt_due = False
-            self._pending += adopt_in_flight(now, states) if self.adopts_in_flight else []
+        # before its own: a pool it grows now waits for what was in flight as well. A pool not read this tick is adopted
+        # at the first tick that reads it: its units in flight are waited for from that read.
+        due = {p: s for p, s in states.items() if p in self._adopt_due}
+        self._adopt_due -= due.keys()
+        self._pending += adopt_in_flight(now, due) if self.adopts_in_flight else []
         self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units) for r in ups]
         self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
         if self.reserver is not None:
@@ -279,7 +287,8 @@ class BudgetWatch:
         # the scale-ups are waited for on the pools as this tick left them, in the planner's sizes they were asked in
         after = _carried_out(states, plan, results)
         self._pending = outstanding(self._pending, after)
-        self._judged = (self._monotonic_at(now), frozenset(p.pool_id for p in self._pending if p.pool_id not in after))
+        judged_at = None if self._monotonic is None else self._monotonic()  # the judgement ends here
+        self._judged = (judged_at, frozenset(p.pool_id for p in self._pending if p.pool_id not in after))
         events += stalled_scale_up_events(self._pending, after, self.pools, now, self.stall_factor)
         return events
 

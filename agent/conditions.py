@@ -22,7 +22,8 @@ failed, leadership lost, the daily report).
 ``ConditionTracker.update`` is called at the end of each tick that ran to completion, which evaluated every
 condition; a tick that failed calls nothing, so a condition is never resolved for want of a tick. A condition
 stays active until a tick finds it neither raised nor holding; one about a pool whose state this tick could not
-read is left as it is (``unknown``): neither raised nor resolved.
+read is left as it is (``unknown``): neither raised nor resolved, and so is a stalled scale-up of a pool whose
+units in flight a new leader adopted and does not call stalled yet (``not_evaluated``).
 
 A condition that flickers (a class's newest sample stale on every other tick, a pool read that fails now and then, a
 projection hovering at a cap) must not post a message each way at every flicker, so an end is told only when it lasts:
@@ -59,6 +60,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
+from agent.alerts import PendingScaleUp
 from agent.planning import PlannerMemory
 from agent.planning.memory import BackoffReason, Condition, OpenCondition
 from models import AlertEvent, AlertKind, PoolState, Severity
@@ -260,10 +262,16 @@ def still_holding(memory: PlannerMemory, states: Mapping[str, PoolState], now: d
     return held
 
 
-def not_evaluated(pools: Iterable[str], states: Mapping[str, PoolState]) -> set[Condition]:
+def not_evaluated(
+    pools: Iterable[str], states: Mapping[str, PoolState], pending: Iterable[PendingScaleUp] = ()
+) -> set[Condition]:
     """The conditions of pools whose state this tick could not read: their zones (failed or missing), broken units,
-    idle nodes and whether a scale-up of theirs is stalled are not known."""
+    idle nodes and whether a scale-up of theirs is stalled are not known. Nor is it known of a pool with a scale-up
+    adopted in flight (``pending``, ``PendingScaleUp.inherited``) not stalled by this agent's clock yet: the stall its
+    predecessor told may still hold (no unit came), so the condition stays open until the units come or the wait
+    is stalled by this agent's own clock, and is neither ended nor raised anew in between."""
     unread = [p for p in pools if p not in states]
+    adopted = {(AlertKind.STALLED_SCALE_UP, f"pool {p.pool_id}") for p in pending if p.inherited}
     # "idle nodes of <pool>" is the subject of the drainer's alert (agent.drains), which reads only pools it can see;
     # "zones of <pool>" that of ``agent.alerts.missing_zone_events``
     return (
@@ -271,6 +279,7 @@ def not_evaluated(pools: Iterable[str], states: Mapping[str, PoolState]) -> set[
         | {(AlertKind.ACTUATOR_FAILURE, f"idle nodes of {p}") for p in unread}
         | {(AlertKind.POOL_UNREADABLE, f"zones of {p}") for p in unread}
         | {(AlertKind.STALLED_SCALE_UP, f"pool {p}") for p in unread}  # ``agent.alerts.stalled_scale_up_events``
+        | adopted
     )
 
 

@@ -316,7 +316,8 @@ class Agent:
         # in the planner's sizes, as the plan's resizes are: the nodes being drained out of the targets, still billed
         self.budget_watch.acted(now, plan, execution.results, seen)
         alerts.extend(self.budget_watch.alerts(now, plan, spends, seen, execution.results))
-        holding, unknown = still_holding(self.memory, states, now), not_evaluated(self.pool_by_id, states)
+        holding = still_holding(self.memory, states, now)
+        unknown = not_evaluated(self.pool_by_id, states, self.budget_watch.pending)
         concluded = conclude(self.conditions, self._memory, now, alerts, holding, unknown)
         self._memory = concluded.memory
         results, resolved = cleared.results + execution.results, tuple(concluded.resolved)

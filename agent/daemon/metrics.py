@@ -329,8 +329,9 @@ class ScaleUpWaitCollector(Collector):
     """The agent's own stall condition for scale-ups, read at every scrape, so the alert rule can say what the agent
     says: ``leadtime_pool_scale_up_waiting_since_seconds{pool}``, the Unix time the oldest of the pool's scale-ups
     still waited for was asked (no series when none is: every unit asked for is ready, or the pool was asked for
-    less; nor while no tick judged it in the last two ticks, or the last one could not read the pool: missing data,
-    told by LeadtimeNotTicking and LeadtimePoolUnreadable, is not a cloud that does not deliver), and
+    less; nor while no tick ended a judgement of it in the last two ticks and the misfire grace, or the last one
+    could not read the pool: missing data, told by LeadtimeNotTicking and LeadtimePoolUnreadable, is not a cloud
+    that does not deliver), and
     ``leadtime_pool_scale_up_stalled_after_seconds{pool}``, how long a scale-up of the pool may wait before it is
     stalled: its lead time times ``alerts.stalled_after_lead_times``.
 
