@@ -33,17 +33,23 @@ in a stockout), so it is taken back only where two checks find nothing of anothe
   adapter's next read of its group, and at its own first read that found the slice short, are some of those, none
   new, with at least one left where the entry names any (``same_shortfall``; a slice that never had one is so). A
   slice recovered and short again, or deleted and created again under the same name, has hosts the entry does not
-  name, or none at all (recovered whole in a stockout: no host has a VM). An entry naming no host at all (``None``:
-  saved by a release that did not keep them) holds by the watch alone, as that release did.
+  name, or none at all (recovered whole in a stockout: no host has a VM). A host being recreated (RECREATING,
+  whatever its status) is never one the entry names (``recreating``): a recreate deletes the VM before it creates the
+  new one, and the old VM may be listed with its old id, STOPPING, for up to 60 s after connection draining, where the
+  surviving hosts of a recovery would read as left. An entry naming no host at all (``None``: saved by a release that
+  did not keep them) holds by the watch alone, as that release did.
 What neither check tells: a slice recovered by restarting its hosts in place (Cloud TPU may reschedule or restart them:
 the same instances, the same ids), whole and short again within the watch, takes the earlier time, as before the ids
 were kept; ``listManagedInstances`` carries no start time. Nor does a slice with no host VM when first seen short,
-recovered whole and short of every host again within the watch: no read finds an id either time. A record is taken
-back for its earlier times only (a read of this adapter's own, earlier, stays) and not for a slice this adapter's own
-reads found not short since their first (seen whole since, or new; its own record handed back after it led before
-included). What it says of a slice not short at the next read of its group is forgotten with it. The wait of a slice
-never whole counts from its instance groups' creation (``asked``), whatever a record says. Without a record the wait
-starts at this adapter's first read that finds the slice short.
+recovered whole and short of every host again within the watch: no read finds an id either time. Nor does a slice
+whose lost hosts its instance groups created again (a group retries a create until it succeeds: the slice whole), lost
+again while no agent read it, the other hosts untouched: the same ids either time, so within the watch (the lease,
+two ticks and a quarter of the wait) it takes the earlier time too. A record is taken back for its earlier times
+only (a read of this adapter's own, earlier, stays) and not for a slice this adapter's own reads found not short since
+their first (seen whole since, or new; its own record handed back after it led before included). What it says of a
+slice not short at the next read of its group is forgotten with it. The wait of a slice never whole counts from its
+instance groups' creation (``asked``), whatever a record says. Without a record the wait starts at this adapter's
+first read that finds the slice short.
 """
 
 from __future__ import annotations
@@ -178,8 +184,9 @@ class ShortSlices:
                 known = known._replace(since=asked[name])
             if now - known.seen > refresh:
                 known = known._replace(seen=now)
-            # never a host that came up since it was first seen short: it may have been whole before falling short again
-            self._since[(pool_id, name)] = known._replace(hosts=(known.hosts or frozenset()) & now_hosts)
+            # never a host that came up since it was first seen short: it may have been whole before falling short
+            # again; nor one being recreated (``recreating``)
+            self._since[(pool_id, name)] = known._replace(hosts=(known.hosts or frozenset()) & settled(now_hosts))
             if now - known.since >= wait and is_capacity_message(said):
                 waited = f"short of hosts for {format_duration(now - known.since)}"
                 out[name] = f"insufficient capacity: {waited} (the group waits {format_duration(wait)}): {said}"
@@ -198,15 +205,38 @@ class ShortSlices:
             return ShortSince(old.since, seen, mine)
         if same_shortfall(old.hosts, hosts):
             return ShortSince(old.since, seen, old.hosts & mine)
+        if hosts - settled(hosts):
+            why = "hosts of it are being recreated"
+        elif hosts - old.hosts:
+            why = "it has hosts that came up since"
+        else:
+            why = "none of the hosts it had then is left"
         log.info(
             "pool %s: slice %s was short of hosts since %s in the planner memory, but %s (it was recovered or created "
             "again since, and may have been whole): its wait starts again",
             pool_id,
             name,
             old.since.isoformat(),
-            "it has hosts that came up since" if hosts - old.hosts else "none of the hosts it had then is left",
+            why,
         )
         return None
+
+
+_RECREATING = "recreating "
+
+
+def recreating(instance_id: str) -> str:
+    """How a slice's hosts (``HostCount.ids``) name the VM of a host its instance group is recreating (RECREATING,
+    whatever its instanceStatus): a recreate deletes the VM before it creates the new one, and the old VM, its id
+    unchanged, may be listed STOPPING for a while (the deletion may wait up to 60 s after connection draining), the new
+    one booting after it. Either way the host was touched since any record: never one a record names, so the record is
+    not taken for the slice (``same_shortfall``), and never kept in one (``settled``)."""
+    return _RECREATING + instance_id
+
+
+def settled(hosts: frozenset[str]) -> frozenset[str]:
+    """The ids of ``hosts`` that are not being recreated (``recreating``)."""
+    return frozenset(h for h in hosts if not h.startswith(_RECREATING))
 
 
 def same_shortfall(before: frozenset[str], now: frozenset[str]) -> bool:
@@ -217,7 +247,9 @@ def same_shortfall(before: frozenset[str], now: frozenset[str]) -> bool:
     and created again under the same name, has hosts not named before, or none at all when the zone had room for none
     of them: a slice that had hosts and has none now may have been recovered whole since, and its wait starts again.
     One that had none when first seen short and has none now tells nothing against it (recovered whole and short of
-    every host again, it reads the same: the instance groups tell no such episode)."""
+    every host again, it reads the same: the instance groups tell no such episode). A host being recreated
+    (``recreating``) is never one ``before`` names: touched since, whatever its status, even its old VM still being
+    deleted with its old id."""
     return now <= before and (bool(now) or not before)
 
 

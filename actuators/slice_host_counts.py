@@ -1,7 +1,8 @@
 """The hosts of a GKE TPU slice, counted from the Compute Engine managed instance groups behind its node pool
 (``SliceHostCounter``): how many run, how many the slice needs, what keeps the others from running, which are
 missing, which instance groups hold a host still being created for the first time, and the Compute instance ids of the
-hosts that exist (``ids``: an instance recreated is a new one, with a new id; one the zone has no room for has none).
+hosts that exist (``ids``: an instance recreated is a new one, with a new id; one the zone has no room for has none;
+one being recreated is named apart, ``short_slices.recreating``, since its old VM keeps its old id while it stops).
 
 GKE reports a slice whose instance groups could not create every instance RUNNING_WITH_ERROR, and may leave one in
 ERROR while its nodes run (``actuators.gke_tpu_slices``): only the instances say whether every host is there. An
@@ -17,6 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from actuators.node_pool_zones import instance_from
+from actuators.short_slices import recreating
 from actuators.vendor_errors import GOOGLE_ERRORS, capacity_failure, from_google, is_not_found
 from models import PermanentActuatorError
 
@@ -33,7 +35,9 @@ class HostCount(NamedTuple):
     lacking: str  # which hosts are missing
     creating: list[Mig]  # the instance groups with a host being created for the first time
     groups: list[Mig]  # every instance group the node pool lists
-    ids: frozenset[str] = frozenset()  # the Compute instance ids of its hosts that exist (not being deleted)
+    # the Compute instance ids of its hosts that exist (not being deleted), a host being recreated named apart
+    # (``short_slices.recreating``: its VM, old or new, is never a host left)
+    ids: frozenset[str] = frozenset()
 
 
 class SliceHostCounter:
@@ -64,7 +68,8 @@ class SliceHostCounter:
                 for managed in self._migs.list_managed_instances(**where):
                     instances.append(instance_from(managed, mig, pool_failure))
                     if managed.id and not instances[-1].deleting:
-                        ids.add(str(managed.id))
+                        recreated = managed.current_action == "RECREATING"  # its old VM maybe, still being deleted
+                        ids.add(recreating(str(managed.id)) if recreated else str(managed.id))
             except GOOGLE_ERRORS as exc:
                 if not is_not_found(exc):
                     raise from_google(pool_id, exc) from exc

@@ -95,7 +95,9 @@ class Instance:
     and no ``status`` set), a new one each time a VM is created for it; setting ``action`` keeps it so, and a test
     creates the VM of an instance still CREATING or RECREATING by setting ``status`` (PROVISIONING, STAGING, RUNNING:
     Compute gives the id once the VM exists, while the group's action goes on). Setting ``action`` ends a ``status`` a
-    test set (REFERENCE.md)."""
+    test set (REFERENCE.md). A recreate deletes the old VM before it creates the new one, and the deletion may wait
+    up to 60 s after connection draining: a test that sets ``status`` STOPPING on an instance put under RECREATING
+    lists it with its old VM's id, kept until another status or action is set (REFERENCE.md)."""
 
     name: str
     action: str = "CREATING"  # CREATING | RECREATING | NONE (running) | VERIFYING | ... | DELETING (currentAction)
@@ -109,6 +111,8 @@ class Instance:
         self._renew_id()
 
     def __setattr__(self, key: str, value: Any) -> None:
+        if key == "action" and value == "RECREATING" and getattr(self, "action", None) != "RECREATING":
+            super().__setattr__("_old_vm", getattr(self, "id", ""))  # the VM the recreate deletes first
         super().__setattr__(key, value)
         if key == "action":
             super().__setattr__("status", None)
@@ -123,9 +127,12 @@ class Instance:
         return _VM_STATUS.get(self.action, "RUNNING")
 
     def _renew_id(self) -> None:
-        if self.action in _NOT_CREATED and not getattr(self, "status", None):
+        status, old_vm = getattr(self, "status", None), getattr(self, "_old_vm", "")
+        if self.action == "RECREATING" and status == "STOPPING" and old_vm:
+            super().__setattr__("id", old_vm)  # its old VM, still being deleted
+        elif self.action in _NOT_CREATED and not status:
             super().__setattr__("id", "")
-        elif not getattr(self, "id", ""):
+        elif not getattr(self, "id", "") or (self.action == "RECREATING" and self.id == old_vm):
             super().__setattr__("id", str(next(_INSTANCE_IDS)))
 
 
