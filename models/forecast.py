@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import cached_property
 from itertools import pairwise
 
 
@@ -80,8 +81,15 @@ class DemandForecast:
         return max(per_step, peaks[min(len(values), len(peaks)) - 1])
 
     def level_at_or_above(self, level: float) -> float:
-        levels = sorted(self.quantiles)
+        levels = self._levels
         for candidate in levels:
             if candidate >= level - 1e-9:
                 return candidate
         return levels[-1]
+
+    @cached_property
+    def _levels(self) -> tuple[float, ...]:
+        """The levels in ascending order, sorted once per forecast: a replay asks for a level hundreds of thousands
+        of times. Kept in the instance's ``__dict__`` (not a field): equality, ``repr`` and ``replace`` ignore it, a
+        pickle carries it, and a forecast pickled before it existed works it out at its first use."""
+        return tuple(sorted(self.quantiles))
