@@ -55,16 +55,12 @@ def size_pools(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str,
     priority = {g.name: max(given.waiting_costs.get(m, 0.0) for m in g.members) for g in groups}
     needs = {name: share.need for name, share in shares.items()}
     assigned = allocate(needs, given.pools, room, eligible, priority)
-    left = unassigned(needs, assigned)
+    unplaced_by_pool = _unplaced_by_pool(shares, unassigned(needs, assigned), eligible)
     sized: dict[str, PoolDecision] = {}
     for pool in given.pools:
         taken = assigned[pool.pool_id]
         demand = tuple(_share(shares[name], chips) for name, chips in sorted(taken.items()))
-        unplaced = tuple(
-            _share(shares[name], left[name])
-            for name in sorted(left)
-            if left[name] > 0.0 and pool.pool_id in eligible.get(name, ())
-        )
+        unplaced = tuple(unplaced_by_pool.get(pool.pool_id, ()))
         rounded = units_for(sum(taken.values()), pool.chips_per_unit)
         fixed = pool.kind is PoolKind.ON_PREM
         headroom = 0 if fixed else given.settings.headroom_units
@@ -93,6 +89,20 @@ def size_pools(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str,
             broken_units=len(state.broken_units) if state is not None else 0,
         )
     return _carry_reserves(given, sized, room, tops, eligible, priority)
+
+
+def _unplaced_by_pool(
+    shares: Mapping[str, DemandShare], left: Mapping[str, float], eligible: Mapping[str, frozenset[str]]
+) -> dict[str, list[DemandShare]]:
+    """The demand left unplaced, by each pool that may serve it, in the order of the demands' names: sorted once per
+    plan instead of once per pool."""
+    by_pool: dict[str, list[DemandShare]] = {}
+    for name in sorted(left):
+        if left[name] > 0.0:
+            share = _share(shares[name], left[name])
+            for pool_id in eligible.get(name, ()):
+                by_pool.setdefault(pool_id, []).append(share)
+    return by_pool
 
 
 def _rooms(given: PlanInput) -> tuple[dict[str, float], dict[str, int]]:
