@@ -15,12 +15,12 @@ from agent.conditions import ConditionTracker
 from agent.daemon.guard import LeaderOnlyDrainer
 from agent.drains import NodeDrains
 from models import ActionStatus, AlertEvent, AlertKind, PoolState, Severity
-from tests.actuators import test_kubernetes_drain
-from tests.actuators.test_kubernetes_drain import Cluster, _cordoned
+from tests.actuators import kubernetes_drain_rig
+from tests.actuators.kubernetes_drain_rig import Cluster, _cordoned
 from tests.fakes import kube_objects as objs
 
 MINUTE = timedelta(minutes=1)
-cluster = test_kubernetes_drain.cluster  # the fake Kubernetes and GKE APIs, a pool "a" of three nodes
+cluster = kubernetes_drain_rig.cluster  # the fake Kubernetes and GKE APIs, a pool "a" of three nodes
 
 
 class _Leading:
