@@ -15,8 +15,8 @@ from agent.extras import MODULES, missing_extra
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry
 from tests.conftest import TraceWriter
-from tests.ledger.test_billing_import import HOUR, T0, as_csv, export_rows
-from tests.ledger.test_billing_import import config as billing_config
+from tests.ledger.billing_export_rig import HOUR, T0, as_csv, export_rows
+from tests.ledger.billing_export_rig import config as billing_config
 from tests.scenario.test_simulate import two_class_config
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,7 +21,7 @@ from agent.ledger.postgres import PostgresLedger
 from agent.ledger.rows import to_us
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry
-from tests.ledger import test_billing_import as billing
+from tests.ledger import billing_export_rig as billing
 from tests.postgres.fixtures import POSTGRES, Database
 from tests.unit.test_config_alerts_ledger import BASE
 

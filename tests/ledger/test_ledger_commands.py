@@ -14,7 +14,7 @@ from agent.cli import main
 from agent.ledger.billed import BilledCost
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry
-from tests.ledger.test_billing_import import A100_BILL, HOUR, T0, as_json, export_rows
+from tests.ledger.billing_export_rig import A100_BILL, HOUR, T0, as_json, export_rows
 
 QUARTER = timedelta(minutes=15)
 POOL = {"id": "a100", "kind": "gpu-node-pool", "chips_per_unit": 8, "max_units": 4, "price_per_chip_hour_usd": 3.0,
