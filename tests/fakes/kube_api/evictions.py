@@ -1,0 +1,143 @@
+"""How pods leave in the fake Kubernetes API server: the kubelets that finish terminating pods (or, stopped, never
+do), and the Eviction subresource: graceful deletion and the PodDisruptionBudgets that refuse it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+from tests.fakes.kube_api.selectors import selector_object_matches
+from tests.fakes.kube_api.store import ApiError, Obj, ObjectStore, _stamp_time, _time
+
+DEFAULT_TERMINATION_GRACE_SECONDS = 30  # the API server's default for spec.terminationGracePeriodSeconds
+MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+
+
+class Evictions(ObjectStore):
+    """The kubelets and the Eviction subresource."""
+
+    _kubelets_down: set[str]
+
+    # -- the kubelets: how terminating pods end ---------------------------------------------------------------
+    def finish_terminating(self, namespace: str | None = None, name: str | None = None) -> list[str]:
+        """The kubelets finish terminating pods now (those matching ``namespace``/``name``; all when None), even
+        on a node whose kubelet is stopped; answers the names of the pods removed."""
+        with self._lock:
+            done = [
+                key
+                for key, pod in self._objects.items()
+                if key[:2] == ("", "pods")
+                and pod["metadata"].get("deletionTimestamp")
+                and namespace in (None, key[2])
+                and name in (None, key[3])
+            ]
+            for key in done:
+                del self._objects[key]
+            return [key[3] for key in done]
+
+    def stop_kubelet(self, node: str) -> None:
+        """The node's kubelet is gone: its terminating pods are never finished (until ``finish_terminating``)."""
+        with self._lock:
+            self._kubelets_down.add(node)
+
+    def _reap(self) -> None:
+        """Remove the terminating pods whose kubelet has finished them: it is up and their time has come."""
+        now = self.clock()
+        for key, pod in list(self._objects.items()):
+            stamp = pod["metadata"].get("deletionTimestamp") if key[:2] == ("", "pods") else None
+            if stamp and (pod.get("spec") or {}).get("nodeName") not in self._kubelets_down and now >= _time(stamp):
+                del self._objects[key]
+
+    # -- the Eviction subresource -----------------------------------------------------------------------------
+    def _evict(self, namespace: str, name: str) -> tuple[int, Obj]:
+        """The Eviction subresource: a pod that is finished, Pending or already terminating is deleted without
+        looking at budgets; otherwise more than one covering PDB is a 500, a PDB that allows no disruption a 429,
+        and an allowed eviction deletes the pod gracefully."""
+        key = ("", "pods", namespace, name)
+        pod = self._objects.get(key)
+        if pod is None:
+            raise ApiError(404, "NotFound", f'pods "{name}" not found', {"name": name, "kind": "pods"})
+        phase = (pod.get("status") or {}).get("phase")
+        if phase not in ("Succeeded", "Failed", "Pending") and not pod["metadata"].get("deletionTimestamp"):
+            pdbs = list(self._pdbs_covering(pod))
+            if len(pdbs) > 1:
+                raise ApiError(500, "", MULTIPLE_PDBS)
+            for pdb in pdbs:
+                allowed, healthy, desired = self._disruptions_allowed(pdb)
+                if allowed < 1 and not (not _is_healthy(pod) and 0 < desired <= healthy):
+                    pdb_name = pdb["metadata"]["name"]
+                    raise ApiError(
+                        429,
+                        "TooManyRequests",
+                        "Cannot evict pod as it would violate the pod's disruption budget.",
+                        {
+                            "causes": [
+                                {
+                                    "reason": "DisruptionBudget",
+                                    "message": f"The disruption budget {pdb_name} needs {desired} healthy pods "
+                                    f"and has {healthy} currently",
+                                }
+                            ]
+                        },
+                    )
+        self._delete_gracefully(key, pod)
+        return 201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
+
+    def _delete_gracefully(self, key: tuple[str, str, str, str], pod: Obj) -> None:
+        """A DELETE of the pod without options: its own grace period, 0 for a pod on no node or a finished one;
+        0 deletes at once, else the pod is marked and left to its kubelet; a pod already terminating is left as
+        it is."""
+        meta, spec = pod["metadata"], pod.get("spec") or {}
+        if meta.get("deletionTimestamp"):
+            return
+        grace = spec.get("terminationGracePeriodSeconds")
+        grace = DEFAULT_TERMINATION_GRACE_SECONDS if grace is None else max(int(grace), 0)
+        if not spec.get("nodeName") or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            grace = 0
+        if grace == 0:
+            del self._objects[key]
+            return
+        meta["deletionTimestamp"] = _stamp_time(self.clock() + timedelta(seconds=grace), round_up=True)
+        meta["deletionGracePeriodSeconds"] = grace
+        self._stamp(meta, new=False)
+
+    def _pdbs_covering(self, pod: Obj) -> Iterator[Obj]:
+        labels = pod["metadata"].get("labels") or {}
+        for (g, r, ns, _), pdb in self._objects.items():
+            if (g, r, ns) == ("policy", "poddisruptionbudgets", pod["metadata"]["namespace"]):
+                selector = (pdb.get("spec") or {}).get("selector") or {}
+                # an empty selector matches no pod here (the eviction subresource's own rule)
+                if (selector.get("matchLabels") or selector.get("matchExpressions")) and selector_object_matches(
+                    selector, labels
+                ):
+                    yield pdb
+
+    def _disruptions_allowed(self, pdb: Obj) -> tuple[int, int, int]:
+        """(disruptions allowed, healthy pods, desired healthy) for a PDB, counting matching pods directly."""
+        spec, ns = pdb.get("spec") or {}, pdb["metadata"]["namespace"]
+        selector = spec.get("selector") or {}
+        pods = [
+            p
+            for (g, r, pns, _), p in self._objects.items()
+            if (g, r, pns) == ("", "pods", ns) and selector_object_matches(selector, p["metadata"].get("labels") or {})
+        ]
+        # The disruption controller takes the expected count from the owning controller's scale; a test sets it
+        # as status.expectedPods (pods evicted and not yet replaced still count), else the matching pods count.
+        expected = (pdb.get("status") or {}).get("expectedPods", len(pods))
+        healthy = sum(1 for p in pods if _is_healthy(p))
+        if spec.get("maxUnavailable") is not None:
+            desired = expected - _scaled(spec["maxUnavailable"], expected, round_up=True)
+        else:
+            desired = _scaled(spec.get("minAvailable", 1), expected, round_up=True)
+        return healthy - max(desired, 0), healthy, max(desired, 0)
+
+
+def _scaled(value: int | str, total: int, round_up: bool) -> int:
+    if isinstance(value, str) and value.endswith("%"):
+        exact = int(value[:-1]) * total / 100
+        return int(-(-exact // 1)) if round_up else int(exact)
+    return int(value)
+
+
+def _is_healthy(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
