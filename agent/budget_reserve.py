@@ -22,7 +22,9 @@ holds reserved (``commit``, every tick): the units each of its pools bills, at t
 cap's period (or over the commit horizon), reserved for ``reservation_ttl`` and replaced at the next tick. Those
 standing reservations cover the scale-ups carried out, whose own reservations are then released, and follow the
 units billed: once a release's units stop billing, the next tick reserves them no more. An agent that stops leaves
-its reservations to expire.
+its reservations to expire. The units it is releasing (``releasing_units``) are also marked as going, apart from the
+caps' keys and for two ticks only (``releasing_elsewhere``): another agent's shed of a broken cap counts them as shed
+already instead of shedding for the same excess, while its scale-ups still count them until they stop billing.
 
 The standing reservations are the deployment's, not the replica's: their holder is the deployment's name (the same
 for all its replicas) with its pools, which no other deployment on the ledger has, and each commit replaces all of
@@ -41,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from agent.budget_reserve_caps import Cap, keyed, reserved_periods, span_paid_for
+from agent.budget_reserve_caps import Cap, keyed, releasing_key, reserved_periods, span_paid_for
 from agent.ledger.pool_ids import Previous, counted_pools
 from agent.ledger.reservations import CountedTo, Grant, Reservations, StandingHolder
 from agent.planning.budget import Budget, CapKind, billed_after, target_for
@@ -87,6 +89,7 @@ class BudgetReserver:
         ttl: timedelta,
         previous_ids: Previous | None = None,
         hold: timedelta = timedelta(0),
+        tick: timedelta = timedelta(minutes=1),
     ) -> None:
         self.ledger = ledger
         # beyond its lead time, how long a unit bought is held at least (the idle window before a release, one tick):
@@ -103,6 +106,7 @@ class BudgetReserver:
         self.standing = StandingHolder(holder, tuple(sorted(pools)), tuple(olds))
         self.standing_holder = self.standing.label
         self.ttl = ttl
+        self.tick = tick  # a mark of units being released lives two ticks unless renewed (``commit``)
         self._held: dict[str, list[int]] = {}  # resize key -> its reservations
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
         self._standing: list[int] = []  # the units held now, reserved for the other agents to see (``commit``)
@@ -158,17 +162,32 @@ class BudgetReserver:
         self._held = {}
         self.ledger.release(abandoned)
 
-    def commit(self, now: datetime, units: Mapping[str, int], covered: Mapping[str, int] | None = None) -> None:
+    def commit(
+        self,
+        now: datetime,
+        units: Mapping[str, int],
+        covered: Mapping[str, int] | None = None,
+        releasing: Mapping[str, int] | None = None,
+    ) -> None:
         """Reserve what the ``units`` each pool bills cost to the end of each shared cap's period (or its commit
         horizon), in place of the deployment's standing reservations (this replica's previous tick's, and a
         previous leader's) and of the scale-ups' they cover: of a pool to no more units than ``covered`` gives it (its
         units ``in_service``; ``None``: ``units``) and ``units`` reserves. Never refused: the units are already paid
-        for; the other agents' next reservations see them."""
+        for; the other agents' next reservations see them. Of those, the units each pool is releasing (``releasing``,
+        ``releasing_units``: still billed, still reserved) are also marked as going, for two ticks
+        (``releasing_elsewhere``): the other agents' sheds count them as shed already."""
         requests = [
             cap.request(now, held, self.standing_holder, self.ttl, cap_usd=math.inf)
             for pool_id, held in sorted(units.items())
             if held > 0
             for cap in self._caps(now, pool_id)
+        ]
+        requests += [
+            cap.releasing(now, min(going, units.get(pool_id, 0)), self.standing_holder, self.tick)
+            for pool_id, going in sorted((releasing or {}).items())
+            if min(going, units.get(pool_id, 0)) > 0
+            for cap in self._caps(now, pool_id)
+            if cap.current
         ]
         replaced, self._covered = [*self._standing, *self._covered], []
         # One transaction: never both the old and the new reservations, never neither.
@@ -209,6 +228,44 @@ class BudgetReserver:
                 keys = [plain, keyed(plain, hour)]
                 to = CountedTo(hour.end, hour.end)
                 out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, self._mine(), to)
+        return out
+
+    def releasing_elsewhere(self, now: datetime, hourly: bool = False) -> dict[str, float]:
+        """What the other agents sharing each budget mark as being released in its current month period (``hourly``:
+        hour), counted as ``held_elsewhere`` (``held_elsewhere_this_hour``) counts their units: units they decided to
+        release at one of their last two ticks and still bill. Their reservations still hold them; a shed counts them
+        as shed already. A mark its agent stopped renewing (the agent died, or its ticks fail) lapses after two of
+        its ticks, and the units count as staying again."""
+        out = {}
+        for budget in self.budgets:
+            cap = budget.hourly_cap_usd if hourly else budget.monthly_cap_usd
+            if not budget.remote_pools or cap is None:
+                continue
+            if hourly:
+                hour, plain = budget.hour(now), f"{budget.name}/{CapKind.HOUR}"
+                keys, to = [releasing_key(plain)], CountedTo(hour.end, hour.end)
+            else:
+                own_end = span_paid_for(budget.period(now), now, budget.commit_horizon)[1]
+                keys, to = [releasing_key(budget.name)], CountedTo(own_end, own_end)
+            out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, self._mine(), to)
+        return out
+
+    def staying_elsewhere(self, now: datetime, span: timedelta) -> dict[str, float]:
+        """What the units the other agents sharing each budget with a commit horizon hold, less those they mark as
+        being released, cost from their last tick to ``span`` from ``now``: what a hard stop projects over its next
+        two ticks beside the spend recorded (their spend since their last tick is not recorded yet)."""
+        out = {}
+        for budget in self.budgets:
+            if not budget.remote_pools or budget.monthly_cap_usd is None or budget.commit_horizon is None:
+                continue
+            period = budget.period(now)
+            own_end = span_paid_for(period, now, budget.commit_horizon)[1]
+            to, mine = CountedTo(min(period.end, now + span), own_end), self._mine()
+            held = self.ledger.reserved_by_others(
+                [budget.name, keyed(budget.name, period)], now, self.standing, mine, to
+            )
+            going = self.ledger.reserved_by_others([releasing_key(budget.name)], now, self.standing, mine, to)
+            out[budget.name] = max(0.0, held - going)
         return out
 
     def _mine(self) -> list[int]:

@@ -5,15 +5,21 @@ A budget's monthly and hourly caps are reserved under their own keys, the curren
 releases use and a period reserved before it starts under a key naming its start (``reserved_periods``); a unit is
 priced over what is left of the period, or over the budget's commit horizon if that ends first, and the reservation
 records that span (``span_paid_for``) so that agents with other horizons count it over spans of their own.
+
+The units an agent is releasing (``releasing_units``: its nodes being drained and what its tick's releases take off the
+bill) are marked under a key of their own (``releasing_key``, ``Cap.releasing``), which no cap counts.
 """
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from agent.ledger.reservations import ReservationRequest
-from agent.planning.budget import Budget, CapKind, Period
+from agent.planning.budget import Budget, CapKind, Period, billed_after
+from models import ActionResult, ActionStatus, CapacityPlan, PoolState
 
 
 @dataclass(frozen=True)
@@ -28,6 +34,31 @@ class Cap:
     ledger_pools: tuple[str, ...] = ()  # the ids whose spend counts in the budget: its pools' and their previous ids
     counted_with: tuple[str, ...] = ()  # the other keys the same period's reservations are made under
     horizon: timedelta | None = None  # the budget's commit horizon (monthly caps): the units are paid for that far
+
+    @property
+    def current(self) -> bool:
+        """Whether this is the cap's current period, reserved under its plain key (not a period reserved ahead)."""
+        return "@" not in self.key[len(self.budget.name) :]
+
+    def releasing(self, now: datetime, units: int, holder: str, tick: timedelta) -> ReservationRequest:
+        """Mark ``units`` of the pool as being released (``releasing_key``): counted in no cap, never refused, and
+        read by the other agents' sheds only while their holder renews it (it lives two of its ``tick``). The units
+        bill until its next tick observes them gone (the ledger charges a release one tick late), so the mark pays for
+        its span from then on only."""
+        start, end = span_paid_for(self.period, now, self.horizon)
+        gone = min(end, start + tick)
+        share = (end - gone) / (end - start) if end > start else 0.0
+        return ReservationRequest(
+            budget=releasing_key(self.key),
+            pools=self.ledger_pools or tuple(sorted(self.budget.pools)),
+            period_start=self.period.start,
+            period_end=self.period.end,
+            cap_usd=math.inf,
+            amount_usd=units * self.per_unit_usd * share,
+            holder=holder,
+            ttl=min(2 * tick, self.period.end - now),
+            covers=(gone, end),
+        )
 
     def request(self, now: datetime, units: int, holder: str, ttl: timedelta, cap_usd: float) -> ReservationRequest:
         """Reserve ``units`` of the pool in this cap, for ``ttl`` but never past the period's end, recording the span
@@ -88,6 +119,27 @@ def span_paid_for(period: Period, now: datetime, horizon: timedelta | None) -> t
     return start, max(start, end)
 
 
+def releasing_key(plain: str) -> str:
+    """The key under which an agent marks the units of a cap's current period it is releasing: apart from the cap's
+    keys, so that no grant counts them twice (the units still bill, and its standing reservation still holds them)."""
+    return f"{plain}/releasing"
+
+
 def keyed(plain: str, period: Period) -> str:
     """The key of a period reserved before it is the current one: the cap's key with the period's start."""
     return f"{plain}@{period.start.isoformat()}"
+
+
+def releasing_units(
+    plan: CapacityPlan, results: Sequence[ActionResult], states: Mapping[str, PoolState]
+) -> dict[str, int]:
+    """The units each pool bills that it is releasing once the executor acted (``commit``'s ``releasing``): its nodes
+    being drained and what the tick's releases carried out take off its bill (``billed_after``)."""
+    done = {r.key for r in results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)}
+    out = {pool_id: s.draining_units for pool_id, s in states.items() if s.draining_units}
+    for resize in plan.resizes:
+        state = states.get(resize.pool_id)
+        if resize.key in done and not resize.is_scale_up and state is not None:
+            going = state.billed_units - billed_after(state, resize.to_units)
+            out[resize.pool_id] = out.get(resize.pool_id, 0) + max(0, going)
+    return out

@@ -40,6 +40,7 @@ from agent.budget_alerts import (
     projected_overspend_event,
 )
 from agent.budget_reserve import BudgetReserver, Reserved, in_service
+from agent.budget_reserve_caps import releasing_units
 from agent.budget_unknown_pools import unknown_pool_events
 from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
@@ -83,6 +84,7 @@ class BudgetWatch:
                 settings.ledger.reservation_ttl,
                 previous_ids,
                 hold=settings.planner.scale_down_stabilization + (tick or settings.loop.tick_interval),
+                tick=tick or settings.loop.tick_interval,
             )
             if any(b.remote_pools for b in self.budgets) and isinstance(ledger, Reservations)
             else None
@@ -180,12 +182,17 @@ class BudgetWatch:
         if self.reserver is not None:  # what the other agents sharing a budget hold: in its period's projection
             month, hour = self.reserver.held_elsewhere(now), self.reserver.held_elsewhere_this_hour(now)
             to_end = self.reserver.held_elsewhere(now, to_period_end=True)
+            going, going_hour = self.reserver.releasing_elsewhere(now), self.reserver.releasing_elsewhere(now, True)
+            staying = self.reserver.staying_elsewhere(now, 2 * self.tick)
             spends = [
                 replace(
                     s,
                     committed_elsewhere_usd=month.get(s.budget.name, 0.0),
                     committed_elsewhere_to_period_end_usd=to_end.get(s.budget.name),
                     committed_elsewhere_hour_usd=hour.get(s.budget.name, 0.0),
+                    releasing_elsewhere_usd=going.get(s.budget.name, 0.0),
+                    releasing_elsewhere_hour_usd=going_hour.get(s.budget.name, 0.0),
+                    staying_elsewhere_usd=staying.get(s.budget.name, 0.0),
                 )
                 for s in spends
             ]
@@ -241,7 +248,7 @@ class BudgetWatch:
                 covered[r.pool_id] = max(
                     covered.get(r.pool_id, 0), r.to_units if state is None else in_service(state, r.to_units)
                 )
-            self.reserver.commit(now, held, covered)
+            self.reserver.commit(now, held, covered, releasing_units(plan, results, states))
 
     def alerts(
         self,

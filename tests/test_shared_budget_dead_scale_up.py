@@ -36,7 +36,13 @@ class Died(Exception):
 class DyingReserver(BudgetReserver):
     """West's reserver in the tick its process dies: after the executor acted, before the commit."""
 
-    def commit(self, now: datetime, units: Mapping[str, int], covered: Mapping[str, int] | None = None) -> None:
+    def commit(
+        self,
+        now: datetime,
+        units: Mapping[str, int],
+        covered: Mapping[str, int] | None = None,
+        releasing: Mapping[str, int] | None = None,
+    ) -> None:
         raise Died
 
 

@@ -121,7 +121,11 @@ class BudgetSpend:
     hold already. ``committed_elsewhere_to_period_end_usd``: the same carried to the period's end whatever the commit
     horizon (the budget's snapshot; ``None``: not read, and scaled from ``committed_elsewhere_usd``).
     ``committed_elsewhere_hour_usd``: the same for its hourly cap, what they keep reserved in the current hour
-    (``BudgetReserver.held_elsewhere_this_hour``): their units to the hour's end."""
+    (``BudgetReserver.held_elsewhere_this_hour``): their units to the hour's end.
+    ``releasing_elsewhere_usd`` / ``releasing_elsewhere_hour_usd``: of those, what they mark as being released
+    (``BudgetReserver.releasing_elsewhere``), which a shed counts as shed already, so that agents sharing a broken cap
+    do not each shed for all of it. ``staying_elsewhere_usd``: what the units they keep cost from their last tick over
+    the next two ticks, which a hard stop projects beside the spend recorded (``BudgetReserver.staying_elsewhere``)."""
 
     budget: Budget
     now: datetime
@@ -132,6 +136,9 @@ class BudgetSpend:
     committed_elsewhere_usd: float = 0.0
     committed_elsewhere_to_period_end_usd: float | None = None
     committed_elsewhere_hour_usd: float = 0.0
+    releasing_elsewhere_usd: float = 0.0
+    releasing_elsewhere_hour_usd: float = 0.0
+    staying_elsewhere_usd: float = 0.0
 
     def spent(self, kind: CapKind) -> float:
         return self.spent_period_usd if kind is CapKind.MONTH else self.spent_hour_usd

@@ -16,7 +16,9 @@ does (busy units granted are never released). The trim records what that kept ba
 A monthly or hourly cap of a budget other agents share also knows what they keep reserved in its period (the month,
 or the current hour: ``Cap.elsewhere_usd``),
 which its projection counts beside the spend recorded (``Cap.committed_usd``), and, carried to the period's end
-where a commit horizon bounds it, the snapshot's (``Cap.elsewhere_to_period_end``).
+where a commit horizon bounds it, the snapshot's (``Cap.elsewhere_to_period_end``). A shed takes out of it what
+they mark as being released (``Cap.to_shed_from_usd``), and a hard stop counts what their units kept cost over its
+next two ticks (``Cap.staying_usd``), so that agents sharing a broken cap shed its excess once between them.
 ``agent.planning.enforcement`` holds the caps.
 """
 
@@ -50,6 +52,15 @@ class Cap:
     elsewhere_usd: float = 0.0  # other agents' reservations in the period (``BudgetSpend.committed_elsewhere_usd``, or
     # ``committed_elsewhere_hour_usd`` for the current hour)
     elsewhere_to_end_usd: float | None = None  # the same to the period's end, as read (None: scaled from it)
+    releasing_usd: float = 0.0  # of ``elsewhere_usd``, what they mark as being released: shed already
+    staying_usd: float = 0.0  # what their units kept cost over the hard stop's next two ticks
+
+    @property
+    def to_shed_from_usd(self) -> float:
+        """What a shed projects the period from: ``committed_usd`` less what the other agents mark as being released
+        (``releasing_usd``), which their own sheds took already: each agent sharing a broken cap sheds only the excess
+        the others' releases leave."""
+        return self.committed_usd - min(self.releasing_usd, self.elsewhere_usd)
 
     @property
     def committed_usd(self) -> float:
@@ -191,6 +202,10 @@ def caps_at(now: datetime, spends: Sequence[BudgetSpend], crossing: bool = False
                         spend.committed_elsewhere_usd if kind is CapKind.MONTH else spend.committed_elsewhere_hour_usd
                     ),
                     elsewhere_to_end_usd=spend.committed_elsewhere_to_period_end_usd if kind is CapKind.MONTH else None,
+                    releasing_usd=(
+                        spend.releasing_elsewhere_usd if kind is CapKind.MONTH else spend.releasing_elsewhere_hour_usd
+                    ),
+                    staying_usd=spend.staying_elsewhere_usd if kind is CapKind.MONTH else 0.0,
                 )
             )
             if kind is CapKind.HOUR:

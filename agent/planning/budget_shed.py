@@ -79,7 +79,9 @@ def shed_to_caps(
         if stop and cap.waits(unread, now):  # not started on a guess yet: ``_deferred``
             continue
         horizons[i] = 2 * settle if stop else cap.horizon
-        spent = cap.spent_usd if stop else cap.committed_usd  # other agents' reservations run past two ticks
+        # the stop counts the other agents' units kept over its two ticks (their reservations run past them); each
+        # counts what the others decided to release as shed already (``Cap.to_shed_from_usd``, ``Cap.staying_usd``)
+        spent = cap.spent_usd + cap.staying_usd if stop else cap.to_shed_from_usd
         projected = project(spent, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
         if projected > cap.cap_usd + EPS_USD:
             excess[i] = projected - cap.cap_usd
