@@ -119,6 +119,31 @@ def group_members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:
     return tuple(instances)
 
 
+def counted_in_units(group: dict[str, Any]) -> str:
+    """Why the group's sizes are not instance counts, "" when they are. A group with instance weights (a
+    ``MixedInstancesPolicy`` override, or an instance, with ``WeightedCapacity`` other than 1) counts its
+    ``DesiredCapacity``, ``MinSize`` and ``MaxSize`` in the weights' units, and one with ``DesiredCapacityType``
+    ``vcpu`` or ``memory-mib`` in vCPUs or MiB (``units``, the default, is instances): the adapters read and set them
+    as nodes, so such a group is refused, never read as a count of nodes (see ``tests/fakes/REFERENCE.md``)."""
+    why = []
+    capacity_type = str(group.get("DesiredCapacityType") or "units")
+    if capacity_type != "units":
+        why.append(f"DesiredCapacityType {capacity_type!r}")
+    template = group.get("MixedInstancesPolicy", {}).get("LaunchTemplate", {})
+    weights = {
+        f"{o.get('InstanceType') or 'an override'} WeightedCapacity {o['WeightedCapacity']}"
+        for o in template.get("Overrides", [])
+        if str(o.get("WeightedCapacity") or "1") != "1"
+    }
+    weights |= {
+        f"instance {i.get('InstanceId')} WeightedCapacity {i['WeightedCapacity']}"
+        for i in group.get("Instances", [])
+        if str(i.get("WeightedCapacity") or "1") != "1"
+    }
+    why.extend(sorted(weights)[:3])
+    return ", ".join(why)
+
+
 def is_leaving(instance: dict[str, Any]) -> bool:
     """Whether the instance is being terminated (``Terminating*``)."""
     return str(instance.get("LifecycleState", "")).startswith(_LEAVING)

@@ -7,6 +7,10 @@ read by ``actuators.aws_activities``. What the Auto Scaling API says:
 
 - ``DesiredCapacity`` is what was asked for; ``Instances`` with ``LifecycleState`` ``Pending*`` are launching,
   ``InService`` ones are ready, ``Terminating*``/``Detaching``/``Standby``/``Warmed*`` ones are not counted.
+- ``DesiredCapacity``, ``MinSize`` and ``MaxSize`` count instances only in a group without instance weights: with a
+  ``MixedInstancesPolicy`` whose overrides set ``WeightedCapacity``, or a ``DesiredCapacityType`` of ``vcpu`` or
+  ``memory-mib``, they count the weights' units (16 at a weight of 8 is 2 instances). The adapters size pools in
+  nodes, so such a group is refused (``PermanentActuatorError`` naming the setting to change) and its pool unread.
 - A launch that fails does not fail the call that asked for it: the group records a scaling activity
   ("Launching a new EC2 instance...") with ``StatusCode`` ``Failed`` and the reason in ``StatusMessage``
   (``InsufficientInstanceCapacity``, an unfulfillable Spot request), and keeps retrying, each retry a new activity
@@ -80,7 +84,7 @@ from typing import Any
 
 from actuators.aws_activities import LaunchRecord, read_activities, read_launches
 from actuators.aws_errors import AWS_ERRORS, from_aws, not_in_service
-from actuators.aws_group_view import GroupInstance, GroupView, group_members, is_leaving
+from actuators.aws_group_view import GroupInstance, GroupView, counted_in_units, group_members, is_leaving
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
@@ -109,6 +113,14 @@ class AutoScalingGroups:
 
     def observe(self, pool_id: str, name: str, now: datetime) -> GroupView:
         group = self._group(pool_id, name)
+        if units := counted_in_units(group):
+            raise PermanentActuatorError(
+                pool_id,
+                f"Auto Scaling group {name!r} counts its capacity in units other than instances ({units}), and the "
+                "agent reads and sets a pool's size in nodes: it would take its desired capacity for a number of "
+                "nodes. Remove the WeightedCapacity of its MixedInstancesPolicy overrides (or set each to 1) and set "
+                "its DesiredCapacityType to 'units', or map the pool to a group sized in instances",
+            )
         launches = self._launch_failure(pool_id, group, now)
         going = [str(i["InstanceId"]) for i in group.get("Instances", []) if is_leaving(i)]
         ours = self._decremented.get(name, set()) & set(going)
