@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import agent.simulation.equal_service as searches
@@ -20,10 +22,16 @@ from agent.simulation.window import SimulationWindow
 from agent.sources.trace import Trace, read_trace
 from config import settings_from_mapping
 from config.schema import Settings
-from tests.conftest import TraceWriter
 from tests.scenario.test_simulate import two_class_config
 
+# one worker prepares the module's shared simulation once, for every test that reads it
+pytestmark = pytest.mark.xdist_group("simulation-parts")
+
 DAY = 288  # five-minute steps
+# The window the outlooks are compared on: half a day, retrained every 3 hours, so the agents restart at its middle
+# (6 hours in) as a day's window retrained every 6 hours does, at half the forecasting.
+HALF_DAY = DAY // 2
+RETRAIN = "3h"
 
 
 def _config(retrain: str, model: str = "ets") -> dict[str, Any]:
@@ -33,14 +41,19 @@ def _config(retrain: str, model: str = "ets") -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def daily(write_trace: TraceWriter) -> Trace:
+@pytest.fixture(scope="module")
+def daily(tmp_path_factory: pytest.TempPathFactory) -> Trace:
     """Three days of two noisy daily cycles."""
     rng = np.random.default_rng(3)
     t = np.arange(3 * DAY)
     shape = 30.0 + 20.0 * np.sin(2 * np.pi * t / DAY)
     series = {name: np.round(np.maximum(shape * k + rng.normal(0, 4, len(t)), 0)) for name, k in (("a", 1), ("b", 0.5))}
-    return read_trace(write_trace({name: list(values) for name, values in series.items()}))
+    stamps = pd.date_range("2024-01-01T00:00:00+00:00", periods=len(t), freq="5min").strftime("%Y-%m-%dT%H:%M:%S%z")
+    path = Path(tmp_path_factory.mktemp("daily")) / "trace.csv"
+    pd.concat(pd.DataFrame({"unique_id": name, "ds": stamps, "y": values}) for name, values in series.items()).to_csv(
+        path, index=False
+    )
+    return read_trace(path)
 
 
 def _exactly(outlooks: list[Outlook]) -> list[str]:
@@ -49,9 +62,29 @@ def _exactly(outlooks: list[Outlook]) -> list[str]:
     return [repr(outlook) for outlook in outlooks]
 
 
-def _window(settings: Settings, trace: Trace, days: int = 2) -> SimulationWindow:
-    start, end = trace.index[DAY].to_pydatetime(), trace.index[DAY].to_pydatetime() + days * timedelta(days=1)
-    return select_window(trace, settings.demand_class_models(), start, end)
+def _window(settings: Settings, trace: Trace, span: timedelta = timedelta(days=2)) -> SimulationWindow:
+    start = trace.index[DAY].to_pydatetime()
+    return select_window(trace, settings.demand_class_models(), start, start + span)
+
+
+@pytest.fixture(scope="module")
+def settings() -> Settings:
+    return settings_from_mapping(_config(RETRAIN))
+
+
+@pytest.fixture(scope="module")
+def window(settings: Settings, daily: Trace) -> SimulationWindow:
+    return _window(settings, daily, timedelta(hours=12))
+
+
+@pytest.fixture(scope="module")
+def together(settings: Settings, daily: Trace, window: SimulationWindow) -> tuple[Simulation, list[tuple[int, int]]]:
+    """The forecast and reactive outlooks and the last value's, prepared in parts in two processes, and what the
+    preparation reported as progress (the calling thread, the ticks counted)."""
+    heard: list[tuple[int, int]] = []
+    session = Simulation(settings, daily, window, progress=lambda n: heard.append((threading.get_ident(), n)))
+    session.prepare(["forecast", "reactive"], compare_decisions=True)  # the last value's parts are not counted
+    return session, heard
 
 
 @pytest.mark.parametrize(("retrain", "tick"), [("6h", DAY), ("5h", 5 * 60), ("1d", DAY), ("2d", 0), ("7d", 0)])
@@ -65,30 +98,28 @@ def test_the_restart_is_the_retrain_point_nearest_the_middle(daily: Trace, retra
     assert len(parts) == (2 if tick else 1)
 
 
-def test_outlooks_are_the_same_in_parts_in_two_processes_and_in_one(daily: Trace) -> None:
-    settings = settings_from_mapping(_config("6h"))
-    window = _window(settings, daily, days=1)
-    assert restart_tick(settings, window) == DAY // 2
+def test_outlooks_are_the_same_in_parts_in_two_processes_and_in_one(
+    settings: Settings, daily: Trace, window: SimulationWindow, together: tuple[Simulation, Any]
+) -> None:
+    assert len(window.index) == HALF_DAY
+    assert restart_tick(settings, window) == HALF_DAY // 2
     whole = observe_window(settings, daily, window, "forecast")
     first, second = restart_parts(settings, window)
     parts = observe_window(settings, daily, window, "forecast", ticks=first)
     parts += observe_window(settings, daily, window, "forecast", ticks=second)
     assert _exactly(parts) == _exactly(whole)
-    assert all(whole[t].forecasts for t in (0, DAY // 2 - 1, DAY // 2, DAY - 1)), "every part forecasts"
+    assert all(whole[t].forecasts for t in (0, HALF_DAY // 2 - 1, HALF_DAY // 2, HALF_DAY - 1)), "every part forecasts"
 
-    together = Simulation(settings, daily, window)
-    together.prepare(["forecast", "reactive"], compare_decisions=True)  # the parts in two processes
-    assert _exactly(together.outlooks("forecast")) == _exactly(whole)
-    assert _exactly(together.outlooks("reactive")) == _exactly(observe_window(settings, daily, window, "reactive"))
+    session, _ = together  # the parts in two processes
+    assert _exactly(session.outlooks("forecast")) == _exactly(whole)
+    assert _exactly(session.outlooks("reactive")) == _exactly(observe_window(settings, daily, window, "reactive"))
     alone = Simulation(settings, daily, window, outlooks={"forecast": whole})  # the last value's here, in order
-    assert together.decision_changes() == alone.decision_changes()
+    assert session.decision_changes() == alone.decision_changes()
 
 
 def test_runs_and_equal_service_are_the_same_with_the_second_process(
-    daily: Trace, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, daily: Trace, window: SimulationWindow, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = settings_from_mapping(_config("6h"))
-    window = _window(settings, daily, days=1)
     session = Simulation(settings, daily, window, SERVICE_LEVELS)
     session.prepare(["forecast", "reactive"])
     policies = ["forecast", "reactive", "static", "oracle"]
@@ -102,12 +133,10 @@ def test_runs_and_equal_service_are_the_same_with_the_second_process(
     assert sorted(heard) == sorted([*policies, "equal service"])
 
 
-def test_the_parts_are_counted_once_each_and_only_in_the_calling_thread(daily: Trace) -> None:
-    settings = settings_from_mapping(_config("6h"))
-    window = _window(settings, daily, days=1)
-    heard: list[tuple[int, int]] = []
-    session = Simulation(settings, daily, window, progress=lambda n: heard.append((threading.get_ident(), n)))
-    session.prepare(["forecast", "reactive"], compare_decisions=True)  # the last value's parts are not counted
+def test_the_parts_are_counted_once_each_and_only_in_the_calling_thread(
+    window: SimulationWindow, together: tuple[Simulation, list[tuple[int, int]]]
+) -> None:
+    session, heard = together
     assert {thread for thread, _ in heard} == {threading.get_ident()}
     assert sum(n for _, n in heard) == 2 * len(window.index)
     assert len(session.outlooks("forecast")) == len(session.outlooks("reactive")) == len(window.index)
