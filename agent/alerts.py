@@ -9,23 +9,22 @@ here name the budget, pool or demand class, so one message goes out per conditio
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+# a scale-up waited for is kept in the planner memory, so that a new leader waits for it from when it was asked
+from agent.planning.memory import PendingScaleUp
 from models import AlertEvent, AlertKind, CapacityPlan, PoolSpec, PoolState, Severity
 
-
-@dataclass(frozen=True)
-class PendingScaleUp:
-    """A scale-up the agent asked for, waiting for its units to become ready. ``inherited``: found in flight at the
-    agent's first read as the leader (asked by the leader before it, or by this process before a restart), waited
-    for from that read: the one time the agent knows it had been asked by."""
-
-    pool_id: str
-    requested_at: datetime
-    from_units: int
-    to_units: int
-    inherited: bool = False
+__all__ = [
+    "PendingScaleUp",
+    "alert_time",
+    "broken_unit_events",
+    "missing_data_events",
+    "missing_zone_events",
+    "outstanding",
+    "stalled_scale_up_events",
+    "unheld_reserve_events",
+]
 
 
 def outstanding(pending: Iterable[PendingScaleUp], states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
@@ -59,7 +58,7 @@ def stalled_scale_up_events(
         if waited < spec.lead_time * factor:
             continue
         ready = str(state.ready_units)
-        asked = "in flight at this agent's first read" if scale_up.inherited else "asked"
+        asked = "found in flight at a leader's first read" if scale_up.inherited else "asked"
         events.append(
             AlertEvent(
                 kind=AlertKind.STALLED_SCALE_UP,

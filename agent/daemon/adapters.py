@@ -6,7 +6,9 @@ memory in its store across restarts and leader changes (loaded when this replica
 tick that changed it) and lets a standby charge its ledger. The open alert conditions the memory carries are adopted
 by the loop's tracker once, at the first load after this replica becomes the leader: afterwards the tracker is what
 says which conditions are open (the store deleted or written back stale neither drops one nor brings an ended one
-back). The slices short of hosts it carries are handed to the TPU slice adapter at that load only, the same way.
+back). The slices short of hosts it carries are handed to the TPU slice adapter at that load only, the same way, and
+so are the scale-ups its predecessor waited for to the budget watch (``BudgetWatch.restore``), whose own go into the
+memory after each tick (``BudgetWatch.waited``), saved with it.
 
 A leader that has not read the planner memory since it became the leader (the store answered an error) plans and
 acts on nothing: its own copy lacks the blocks, back-offs and recent changes its predecessor saved (a pool blocked
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from actuators import Actuator
@@ -137,10 +139,13 @@ class AgentLoopAdapter:
         if first:  # the open conditions its predecessor saved; from now on this replica's tracker holds them
             self._agent.conditions.adopt(memory.open_conditions, memory.conditions_ended, now)
             self._recall_short_slices(memory, now)
+            self._agent.budget_watch.restore(memory.scale_ups_waited)  # and its budget watch the scale-ups
         self._unread_since = None
         try:
             report = self._agent.run_once(now)
         finally:  # what was acted on is saved even when the tick failed afterwards; only ever by the leader
+            waited = self._agent.budget_watch.waited
+            self._agent.memory = replace(self._agent.memory, scale_ups_waited=waited)
             save_error = (
                 self.keeper.after_tick(self._agent.memory, now)
                 if self._leadership.is_leader(self._clock.now())

@@ -15,6 +15,12 @@ daemon hands it back to the slice adapter of a restarted agent or a new leader a
 slice's wait for its missing hosts goes on instead of starting again within an unbroken watch, while its hosts (kept
 with the time) show the same shortfall.
 
+It carries too the scale-ups the leader waits for (``scale_ups_waited``: ``agent.budget_watch.BudgetWatch.waited``),
+which the planner never reads: a new leader waits for exactly those, from when they were asked, instead of taking
+every unit in flight for a scale-up of its own from its first read (a node being repaired is in flight too). None: not
+kept (a memory saved by an earlier release, or none saved), and the new leader falls back to waiting for every unit in
+flight from its first read; ``()``: kept, and none waited for.
+
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 """
 
@@ -30,6 +36,23 @@ from models import AlertKind, Severity
 
 V = TypeVar("V")
 Condition = tuple[AlertKind, str]  # an alert condition: kind, subject
+
+
+@dataclass(frozen=True)
+class PendingScaleUp:
+    """A scale-up the leader asked for, waiting for its units to become ready. ``inherited``: not known to have been
+    asked, found in flight at a leader's first read of a memory that kept no scale-ups, or none recent for its pool
+    (``requested_at`` is that read: the one time known to be no earlier than the ask), and waited for from there.
+    ``judged_at``: the last tick that read its pool and found it still waited for, renewed once it is a quarter of the
+    pool's stall allowance old (so a steady wait does not rewrite the saved memory every tick); a new leader trusts a
+    saved scale-up only while that is recent (None: never judged)."""
+
+    pool_id: str
+    requested_at: datetime
+    from_units: int
+    to_units: int
+    inherited: bool = False
+    judged_at: datetime | None = None
 
 
 class BackoffReason(StrEnum):
@@ -80,6 +103,8 @@ class PlannerMemory:
     slices_short_since: dict[str, dict[str, tuple[datetime, datetime, frozenset[str] | None]]] = field(
         default_factory=dict
     )
+    # the scale-ups the leader waits for, in the order it asked for them (None: not kept, see the module docstring)
+    scale_ups_waited: tuple[PendingScaleUp, ...] | None = None
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
@@ -165,6 +190,7 @@ class PlannerMemory:
             | self.units_failing_since.keys()
             | self.units_failed_last.keys()
             | self.slices_short_since.keys()
+            | {p.pool_id for p in self.scale_ups_waited or ()}
         )
 
     def only(self, pool_ids: Collection[str]) -> PlannerMemory:
@@ -184,6 +210,11 @@ class PlannerMemory:
             open_conditions=self.open_conditions,
             conditions_ended=self.conditions_ended,
             slices_short_since=_only(self.slices_short_since, pool_ids),
+            scale_ups_waited=(
+                None
+                if self.scale_ups_waited is None
+                else tuple(p for p in self.scale_ups_waited if p.pool_id in pool_ids)
+            ),
         )
 
 

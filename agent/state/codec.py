@@ -15,7 +15,9 @@ Version 1::
                           "severity": "warning", "summary": "...", "gone": "...", "held": true,
                           "held_by": "..."}],
      "conditions_ended": [{"kind": "missing-data", "subject": "demand class x", "at": "..."}],
-     "slices_short_since": {"pool": {"slice": {"since": "...", "seen": "...", "hosts": ["<instance id>"]}}}}
+     "slices_short_since": {"pool": {"slice": {"since": "...", "seen": "...", "hosts": ["<instance id>"]}}},
+     "scale_ups_waited": [{"pool": "pool", "asked_at": "...", "from_units": 0, "to_units": 3,
+                           "found_in_flight": true, "judged_at": "..."}]}
 
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
@@ -40,7 +42,16 @@ before they were kept, which reads an entry of this one and saves it without the
 them, which left them out when there was none) as naming no host: it holds within an unbroken watch alone, as those
 releases read it. That release leaves out an entry of this one with ``[]``: its slice's wait starts again. A slice entry
 this release cannot read (a malformed time) is left out the same way, as the release before leaves out an entry of
-this one: at worst that slice's wait starts again. A document this code cannot read (no or an older unknown
+this one: at worst that slice's wait starts again. ``scale_ups_waited`` (the scale-ups the leader waits for, in the
+order asked: ``agent.budget_watch``; ``found_in_flight``, written only when true, marks units a leader found in flight
+at its first read of a memory that kept none, ``asked_at`` being that read; ``judged_at``, the last tick that found it
+still waited for, may be absent: never judged, not trusted by a new leader) may be absent too: a memory saved by a
+release that does not know it, which reads the rest and saves without it (a rollback), decodes with none kept
+(``None``), and its new leader waits for every unit in flight from its first read, as before they were kept; a present
+list, empty too, is what the leader waited for. Adding it needs no new version: an older release of version 1 ignores
+a key it does not know. An entry this release cannot read (a malformed time, units not whole numbers with ``from_units
+< to_units``) is left out, never the document: at worst that scale-up is not waited for, so its stall is not told;
+never one judged from a time earlier than it was asked. A document this code cannot read (no or an older unknown
 version, malformed) raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save
 replaces it. A document of a newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an
 older release that leads during a rolling upgrade or a rollback must not write over the back-offs and blocks a newer
@@ -55,7 +66,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from agent.planning import PlannerMemory
-from agent.planning.memory import BackoffReason, Condition, OpenCondition
+from agent.planning.memory import BackoffReason, Condition, OpenCondition, PendingScaleUp
 from models import AlertKind, Severity, StateDocumentTooNew, StateDocumentUnreadable
 
 V = TypeVar("V")
@@ -90,6 +101,8 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
             for pool, slices in sorted(memory.slices_short_since.items())
         },
     }
+    if memory.scale_ups_waited is not None:  # None: not kept, as a release before wrote it
+        document["scale_ups_waited"] = [_scale_up(p) for p in memory.scale_ups_waited]
     return json.dumps(document, indent=1, sort_keys=False)
 
 
@@ -130,6 +143,7 @@ def decode(text: str) -> PlannerMemory:
             open_conditions=dict(_conditions(document.get("open_conditions"), _read_open)),
             conditions_ended=dict(_conditions(document.get("conditions_ended"), lambda e: _parse(e["at"]))),
             slices_short_since=_short_since(document.get("slices_short_since")),
+            scale_ups_waited=_scale_ups(document.get("scale_ups_waited")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None
@@ -229,3 +243,43 @@ def _hosts(value: Any) -> frozenset[str]:
     if not isinstance(value, list) or not all(isinstance(host, str) for host in value):
         raise TypeError(f"hosts {value!r} is not a list of instance ids")
     return frozenset(value)
+
+
+def _scale_up(scale_up: PendingScaleUp) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "pool": scale_up.pool_id,
+        "asked_at": _time(scale_up.requested_at),
+        "from_units": scale_up.from_units,
+        "to_units": scale_up.to_units,
+    }
+    if scale_up.inherited:
+        entry["found_in_flight"] = True
+    if scale_up.judged_at is not None:
+        entry["judged_at"] = _time(scale_up.judged_at)
+    return entry
+
+
+def _scale_ups(entries: Any) -> tuple[PendingScaleUp, ...] | None:
+    """The readable entries of ``scale_ups_waited``; any other is left out (that scale-up is not waited for). None when
+    the key is absent, or not a list: the document keeps no scale-ups (a release before wrote it)."""
+    if not isinstance(entries, list):
+        return None
+    out: list[PendingScaleUp] = []
+    for entry in entries:
+        try:
+            units = (_units(entry["from_units"]), _units(entry["to_units"]))
+            if units[0] >= units[1]:
+                raise ValueError(f"{units[0]} -> {units[1]} units is not a scale-up")
+            found = entry.get("found_in_flight") is True
+            judged = None if entry.get("judged_at") is None else _parse(entry["judged_at"])
+            asked = _parse(entry["asked_at"])
+            out.append(PendingScaleUp(str(entry["pool"]), asked, *units, inherited=found, judged_at=judged))
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+    return tuple(out)
+
+
+def _units(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise TypeError(f"units {value!r} is not a whole number of units")
+    return value

@@ -13,6 +13,10 @@
   be told, nor brings back one that ended, whose end would be told twice. So are the slices short of hosts (its
   slice adapter, which took the stored record back at the first load, reads them): a stale copy written back does
   not bring back the time of a wait that ended, which would delete a slice short again a minute into its new wait.
+  So are the scale-ups waited for (``scale_ups_waited``): at the first load they are the stored ones exactly (None
+  when nothing is stored, or a release that kept none saved it: the new leader then waits for the units in flight
+  from its first read), whatever this replica held before it led (it forgot its own scale-ups as a standby: another
+  leader may have resized since); afterwards its budget watch says which are waited for.
 * ``after_tick(memory, now)`` saves the memory when it differs from what the store holds. A failed save is
   logged and retried on the next tick; the tick itself is never held up or failed by the store.
 * Until a load has succeeded, nothing is saved: a new leader that cannot read the store must not overwrite
@@ -77,12 +81,15 @@ class MemoryKeeper:
         theirs = stored or PlannerMemory()
         merged = merge(base or PlannerMemory(), memory, theirs) if stored is not None or not first else memory
         if not first:  # since the first load the leader's tracker holds the open conditions, its slice adapter
-            merged = replace(  # the slices short of hosts
+            merged = replace(  # the slices short of hosts, its budget watch the scale-ups waited for
                 merged,
                 open_conditions=memory.open_conditions,
                 conditions_ended=memory.conditions_ended,
                 slices_short_since=memory.slices_short_since,
+                scale_ups_waited=memory.scale_ups_waited,
             )
+        else:  # the predecessor's, exactly: none kept (None) when nothing is stored
+            merged = replace(merged, scale_ups_waited=None if stored is None else stored.scale_ups_waited)
         self._loaded, self._base, self._stored = True, None, stored
         for pool in sorted(set(memory.blocked) - set(merged.blocked)):
             log.info("pool %s is no longer blocked: lifted in the stored planner memory", pool)
@@ -97,6 +104,11 @@ class MemoryKeeper:
                 len(kept.blocked),
                 extra={"blocked": sorted(kept.blocked), "backoff": sorted(kept.backoff_until)},
             )
+            if kept.scale_ups_waited is None:
+                log.info(
+                    "the planner memory keeps no scale-ups waited for (saved by an earlier release): the units in "
+                    "flight are waited for from this leader's first read of each pool"
+                )
         return merged, None
 
     def after_tick(self, memory: PlannerMemory, now: datetime) -> StateUnavailable | None:
@@ -134,7 +146,8 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
     """Three-way, per pool: what only one side changed since ``base`` is taken from that side; where both
     changed, our block stays and the later time wins (a back-off, a recent change). A back-off's reason is the one
     of the side whose back-off was kept. Open alert conditions merge per condition the same way, ours kept where
-    both changed (the leader saw it last), and the slices short of hosts per slice group."""
+    both changed (the leader saw it last), the slices short of hosts per slice group, and the scale-ups waited for
+    as a whole (``MemoryKeeper.before_tick`` sets them itself)."""
     backoff_until = _three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max)
     return PlannerMemory(
         last_change=_three_way(base.last_change, ours.last_change, theirs.last_change, max),
@@ -156,6 +169,10 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
         slices_short_since=_three_way(
             base.slices_short_since, ours.slices_short_since, theirs.slices_short_since, lambda o, _: o
         ),
+        # whole, ours where we changed it (the leader's budget watch waits for them)
+        scale_ups_waited=ours.scale_ups_waited
+        if ours.scale_ups_waited != base.scale_ups_waited
+        else theirs.scale_ups_waited,
     )
 
 

@@ -220,7 +220,8 @@ def test_a_stalled_scale_up_whose_wait_grows_is_saved_once_when_it_opens(tmp_pat
     rig.play(leader, range(0, 80, 5))  # 16 ticks, the summary saying 'still not ready after <wait>' at each
     stalled = [e for e in told.events if e.kind is AlertKind.STALLED_SCALE_UP]
     assert _told(stalled) == [("10:20", "pool serve-pool", "raised"), ("10:20", "pool train-pool", "raised")]
-    assert rig.store.saves <= 2  # the memory's first save, and the two conditions opening at 10:20
+    # saved as the scale-ups' judgement is renewed (a quarter of their 20m allowance), never with a summary rewritten
+    assert rig.store.load() == leader.agent.memory
     saved = leader.agent.memory.open_conditions[(AlertKind.STALLED_SCALE_UP, "pool train-pool")]
     assert saved.since == NOW + timedelta(minutes=20)
     assert "still not ready after 20m" in saved.summary  # the summary as it opened, not rewritten as the wait grows

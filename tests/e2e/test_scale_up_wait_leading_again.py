@@ -3,9 +3,13 @@ real agent loop, the fake GKE, Kubernetes and Prometheus APIs, a simulated clock
 
 Replica leadtime-0 asks for three spot nodes and loses the Lease to leadtime-1, under which they join, the pool goes
 down to 2 and is asked for 4. When leadtime-0 leads again, its scale-up of an hour before (0 -> 3, with 2 ready and a
-target of 4) must not be called stalled: it waits for the units then in flight from its first tick, as any new
-leader does. Whether or not it ran a standby tick between its terms (the Lease can be lost and taken back between two
-ticks, or its ticks held up meanwhile), and whether or not its first tick as leader can read its planner memory."""
+target of 4) must not be called stalled: neither its own earlier term's nor the planner memory's copy of it, which
+leadtime-1 (a Lease holder that saved no memory here, as a leader of an earlier release or a stopped one would not)
+left as leadtime-0 saved it. No leader judged that scale-up within an unbroken watch of leadtime-0's first read, so it
+is not trusted (the pool may have been resized unseen, as it was) and the units then in flight are waited for from
+that first tick instead. Whether or not it ran a standby tick between its terms (the Lease can be lost and taken back
+between two ticks, or its ticks held up meanwhile), and whether or not its first tick as leader can read its planner
+memory."""
 
 from __future__ import annotations
 
