@@ -38,7 +38,9 @@ removed the same way with no refusal: the executor tells of them and backs the p
 (``PoolState.failed_for_capacity``, ``failed_for_quota``), so the stockout alert quotes it. A
 health issue carries no time (``Issue`` is code, message, resource ids), and EKS may keep listing one after the
 group launches again, so an issue counts only while the group's own scaling activities do not show a newer launch
-that did not fail, and for ``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then). It is
+that did not fail; while it is listed and nothing launched, it counts however long ago this agent first saw it (a
+launch template gone, a quota reached stay so until a person acts), and a scale-up is refused for
+``CAPACITY_MEMORY`` from when this agent first saw it (after a restart, from then). It is
 not read at all while the group's activities place a recent failure in some of its zones, others launching: an issue
 names no zone (EKS lists ``AsgInstanceLaunchFailures`` for a one-zone stockout too), and the group launches the nodes
 in the other zones (see ``actuators.aws_groups``).
@@ -283,22 +285,18 @@ class EksNodegroupActuator:
         self, pool_id: str, issues: Sequence[dict[str, Any]], group: GroupView
     ) -> tuple[str, datetime | None, bool]:
         """The launch failure a health issue reports (a capacity shortage, or an issue that stops launches:
-        ``actuators.aws_errors.blocks_launches``), and when this agent first saw it, while the issue is
-        recent: not older than ``CAPACITY_MEMORY`` and no newer launch of the group that did not fail; and whether
-        it is current, its nodes missing now failed units: no other activity of the group (a termination, whose
-        instance the group replaces) started since ``CAPACITY_MEMORY`` before the agent first saw the issue, which
-        carries no time of its own."""
+        ``actuators.aws_errors.blocks_launches``), and when this agent first saw it, while EKS lists the issue and the
+        group shows no launch that did not fail (its newest launch activity), however long ago it was first seen: a
+        launch template gone or a quota reached stays so until a person acts; and whether it is current, its nodes
+        missing now failed units: no other activity of the group (a termination, whose instance the group replaces)
+        started since ``CAPACITY_MEMORY`` before the agent first saw the issue, which carries no time of its own."""
         now = self._clock.now()
         listed = [(str(i.get("code")), f"{i.get('code')}: {i.get('message')}") for i in issues]
         named = [text for code, text in listed if capacity_failure(text) or blocks_launches(code)]
         for seen_key in [k for k in self._issues_seen if k[0] == pool_id and k[1] not in named]:
             del self._issues_seen[seen_key]  # cleared: if it comes back, it is a new failure
-        recent = []
-        for text in named:
-            first = self._issues_seen.setdefault((pool_id, text), now)
-            if now - first < CAPACITY_MEMORY and not group.launched_since:
-                recent.append((text, first))
-        if not recent:
+        recent = [(text, self._issues_seen.setdefault((pool_id, text), now)) for text in named]
+        if not recent or group.launched_since:
             return "", None, False
         text, first = recent[0]
         return text, first, group.changed_at is None or group.changed_at <= first - CAPACITY_MEMORY

@@ -211,7 +211,7 @@ def test_dropping_failed_nodes_never_lowers_the_node_group_min_size(aws_api: Fak
     assert found["scalingConfig"] == {"minSize": 2, "maxSize": 16, "desiredSize": 2}
 
 
-def test_a_node_group_health_issue_stops_counting_once_stale_cleared_or_contradicted(aws_api: FakeAwsApi) -> None:
+def test_a_node_group_health_issue_stops_counting_once_cleared_or_contradicted(aws_api: FakeAwsApi) -> None:
     group = aws_api.add_nodegroup("ml", "p5", nodes=1)
     clock = SimulatedClock(T0)
     actuator = eks_actuator(aws_api, clock)
@@ -221,12 +221,12 @@ def test_a_node_group_health_issue_stops_counting_once_stale_cleared_or_contradi
     assert aws_api.calls("UpdateNodegroupConfig") == 0
 
     clock.advance(timedelta(minutes=10))  # EKS still lists it, ten minutes after it was first seen
-    aws_api.arm_late_stockout()  # the new instances stay unlaunched: only the report would make them failed
-    grown = actuator.resize("od", 3, "up-later")
+    aws_api.arm_late_stockout()  # the new instances stay unlaunched, and the group launched nothing since
+    grown = actuator.resize("od", 3, "up-later")  # growth is refused only for ten minutes after the report
     assert grown.status is ActionStatus.STARTED
     aws_api.finish_operations()
     (state,) = actuator.list_pools()
-    assert (state.ready_units, state.target_units, state.failed_units) == (1, 3, 0)  # launching, not failed
+    assert (state.ready_units, state.target_units, state.failed_units) == (1, 1, 2)  # still listed: failed
 
     aws_api.clear_health_issues("p5")
     assert actuator.list_pools()[0].failed_units == 0
