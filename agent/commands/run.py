@@ -76,11 +76,13 @@ def run(args: argparse.Namespace) -> int:
     from agent.daemon.wiring import assemble
     from agent.notify.origin import OriginNotifier, alert_origin
     from agent.notify.queued import AlertQueueCollector
+    from agent.notify.webhook import webhook_url
     from config import load_settings
     from kube import kubernetes_api_client
     from models.clock import SystemClock
 
     settings = load_settings(args.config)
+    webhook_url(settings.alerts, os.environ, args.config)  # before anything connects: an unreadable URL is exit 2
     if args.fresh_ledger:
         settings = settings.model_copy(update={"ledger": settings.ledger.model_copy(update={"fresh_if_empty": True})})
     mode = args.mode or settings.daemon.mode

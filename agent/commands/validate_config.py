@@ -2,13 +2,17 @@
 
 Without ``--for`` it checks what every command needs (the schema, its bounds and the cross-field rules).
 ``--for run`` adds what the daemon needs before it connects to anything (a ``prometheus`` section, a ``cloud``
-section for every pool that is not on-prem); ``--for recommend`` adds the ``prometheus`` section. A file that
-passes ``--for run`` is not rejected by ``leadtime run`` for its content.
+section for every pool that is not on-prem) and the Slack webhook URL's source, read from this process's
+environment as ``run`` reads it (``alerts.slack_webhook_url_file`` readable, or ``alerts.slack_webhook_url_env``
+unset or an http(s) URL); ``--for recommend`` adds the ``prometheus`` section. Both checks are ``run``'s own
+functions, so a file that passes ``--for run`` is not rejected by ``leadtime run`` for its content.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Mapping
 from typing import Any
 
 from config import load_settings
@@ -26,16 +30,31 @@ def register(sub: Any) -> None:
         dest="purpose",
         choices=PURPOSES,
         default="any",
-        help="also check what this command needs (run: prometheus and cloud sections; recommend: prometheus)",
+        help=(
+            "also check what this command needs (run: prometheus and cloud sections, the Slack webhook URL; recommend: "
+            "prometheus)"
+        ),
     )
     parser.set_defaults(handler=run)
 
 
-def check_for(settings: Settings, source: str, purpose: str) -> None:
+def check_for(settings: Settings, source: str, purpose: str, environ: Mapping[str, str] = os.environ) -> None:
     if purpose == "run":
-        from agent.daemon.live_settings import check_live_settings  # the daemon's own check, not a copy of it
+        # The daemon's own checks, not copies of them; every problem is reported at once.
+        from agent.daemon.live_settings import check_live_settings
+        from agent.notify.webhook import webhook_url
 
-        check_live_settings(settings, source)
+        problems: list[ConfigProblem] = []
+        try:
+            check_live_settings(settings, source, environ)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+        try:
+            webhook_url(settings.alerts, environ, source)  # run reads the URL at start, live or replaying
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+        if problems:
+            raise ConfigError(source, problems)
     elif purpose == "recommend" and settings.prometheus is None:
         raise ConfigError(
             source, [ConfigProblem("prometheus", "recommend reads Prometheus: add a prometheus section with its url")]

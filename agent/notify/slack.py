@@ -37,7 +37,6 @@ import logging
 from collections import OrderedDict
 from collections.abc import Mapping
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
@@ -49,10 +48,21 @@ from slack_sdk.webhook import WebhookClient
 from agent.log_redaction import RedactingFilter, protect_secret
 from agent.notify.dedup import DedupWindow
 from agent.notify.slack_message import blocks, fallback_text
+from agent.notify.webhook import webhook_source, webhook_url
 from config.alerts import AlertSettings
-from models import AlertEvent, ConfigError, ConfigProblem
+from models import AlertEvent
 from models.clock import Clock
 from models.redaction import redact, secret_fragments
+
+# The webhook URL's source moved to agent.notify.webhook (no Slack client there); still importable from here.
+__all__ = [
+    "BoundedRateLimitRetryHandler",
+    "SlackNotifier",
+    "build_slack_notifier",
+    "retry_after_s",
+    "webhook_source",
+    "webhook_url",
+]
 
 log = logging.getLogger(__name__)
 _MAX_BACKOFF_FACTOR = 16
@@ -287,40 +297,6 @@ class SlackNotifier:
 
     def _redact(self, text: str) -> str:
         return redact(text, self._secrets)
-
-
-def webhook_url(settings: AlertSettings, environ: Mapping[str, str]) -> str | None:
-    """The webhook URL from the mounted file named in the settings, else from the environment variable.
-
-    ``None`` when neither is set (alerts then only go to the log). Errors never quote the secret.
-    """
-    if settings.slack_webhook_url_file is not None:
-        key = "alerts.slack_webhook_url_file"
-        try:
-            url = Path(settings.slack_webhook_url_file).read_text(encoding="utf-8").strip()
-        except (OSError, UnicodeDecodeError) as exc:
-            problem = ConfigProblem(key, f"cannot read the webhook URL file: {type(exc).__name__}: {exc.args[-1]}")
-            raise ConfigError("alerts", [problem]) from None
-        where = f"the file {settings.slack_webhook_url_file}"
-    else:
-        key = "alerts.slack_webhook_url_env"
-        url = environ.get(settings.slack_webhook_url_env, "").strip()
-        where = f"the environment variable {settings.slack_webhook_url_env}"
-        if not url:
-            return None
-    if not url.startswith(("https://", "http://")):
-        raise ConfigError("alerts", [ConfigProblem(key, f"{where} does not hold an http(s) webhook URL")])
-    return url
-
-
-def webhook_source(settings: AlertSettings) -> str:
-    """Where the settings read the webhook URL from, as an error telling how to replace it should say."""
-    if settings.slack_webhook_url_file is not None:
-        return f"the file {settings.slack_webhook_url_file} (alerts.slack_webhook_url_file)"
-    shipped = ""
-    if settings.slack_webhook_url_env == "LEADTIME_SLACK_WEBHOOK_URL":
-        shipped = "; the shipped manifests fill it from the Secret leadtime-slack, key webhook-url"
-    return f"the environment variable {settings.slack_webhook_url_env} (alerts.slack_webhook_url_env{shipped})"
 
 
 def build_slack_notifier(
