@@ -3,7 +3,7 @@ product reads and writes (``kube.api``) and the one translation of the client's 
 (``kube.errors``). No other package imports ``kubernetes`` (an import-linter contract)."""
 
 from kube.api import ConfigMaps, Events, KubernetesApi, Leases, Nodes, Pods
-from kube.connect import kubernetes_api_client
+from kube.connect import KubernetesNeeds, kubernetes_api_client
 from kube.errors import translate
 from kube.models import ApiClient
 
@@ -12,6 +12,7 @@ __all__ = [
     "ConfigMaps",
     "Events",
     "KubernetesApi",
+    "KubernetesNeeds",
     "Leases",
     "Nodes",
     "Pods",

@@ -1,11 +1,13 @@
 """Reaching the Kubernetes API: one ``ApiClient`` for everything. Connection details come from settings or the
-pod's environment, never from code."""
+pod's environment, never from code. When none is found, the error says what the API is needed for (``KubernetesNeeds``)
+and only the advice that helps with that."""
 
 from __future__ import annotations
 
 import logging
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from kubernetes import client, config
 from kubernetes.client import ApiClient
@@ -17,9 +19,20 @@ from models import KubernetesUnconfigured
 log = logging.getLogger(__name__)
 
 
-def kubernetes_api_client(settings: KubernetesApiSettings, environ: Mapping[str, str] = os.environ) -> ApiClient:
+@dataclass(frozen=True)
+class KubernetesNeeds:
+    """Why the agent calls the Kubernetes API: to elect a leader on a Lease, and to drain the idle nodes of these
+    pools (GKE node pools and TPU slice groups, AWS node groups) before they shrink."""
+
+    leader_election: bool = False
+    drained_pools: tuple[str, ...] = ()
+
+
+def kubernetes_api_client(
+    settings: KubernetesApiSettings, environ: Mapping[str, str] = os.environ, needs: KubernetesNeeds | None = None
+) -> ApiClient:
     """``api_url`` when set, with no credentials (a local test server); else the in-cluster service account when
-    running in a pod; else the kubeconfig."""
+    running in a pod; else the kubeconfig. ``needs`` is what the caller needs the API for, told when none is found."""
     configuration = client.Configuration()
     try:
         if settings.api_url:
@@ -36,10 +49,35 @@ def kubernetes_api_client(settings: KubernetesApiSettings, environ: Mapping[str,
         else:
             config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call, unused-ignore]
     except (ConfigException, OSError) as exc:
-        raise KubernetesUnconfigured(
-            f"cannot reach a Kubernetes API ({exc}); set daemon.kubernetes.api_url, run in a pod, provide a "
-            "kubeconfig, or set daemon.leader_election.enabled: false for a single local replica"
-        ) from None
+        raise KubernetesUnconfigured(unreachable(exc, needs or KubernetesNeeds())) from None
     # One retry on a dropped connection; a call is also bounded by daemon.kubernetes.request_timeout.
     configuration.retries = 1
     return client.ApiClient(configuration)
+
+
+def unreachable(cause: Exception, needs: KubernetesNeeds) -> str:
+    """No Kubernetes API found: what it is needed for, and what to do. Turning leader election off is offered only
+    when election is why, and said not to be enough when pools are drained through the API as well."""
+    election_off = "daemon.leader_election.enabled: false"
+    pools = ", ".join(needs.drained_pools)
+    reasons = []
+    if needs.leader_election:
+        reasons.append("for leader election (daemon.leader_election.enabled: true)")
+    if needs.drained_pools:
+        reasons.append(f"to drain the idle nodes of pools {pools} before they shrink")
+    text = f"cannot reach a Kubernetes API ({cause})"
+    if reasons:
+        text += f"; it is needed {' and '.join(reasons)}"
+    text += (
+        ". Set daemon.kubernetes.api_url, run in a pod (its service account), or provide a kubeconfig (KUBECONFIG or "
+        "~/.kube/config)"
+    )
+    if needs.leader_election and not needs.drained_pools:
+        text += f", or set {election_off} for a single local replica"
+    elif needs.leader_election:
+        text += f"; with {election_off} the agent would still need it to drain {pools}"
+    if needs.drained_pools:
+        text += "; or rehearse without any cluster: leadtime run --replay TRACE"
+        if needs.leader_election:
+            text += f" with {election_off}"
+    return text

@@ -70,15 +70,15 @@ def run(args: argparse.Namespace) -> int:
     from agent.daemon.live_settings import (
         SINGLE_REPLICA_ENV,
         check_live_settings,
+        drained_through_kubernetes,
         in_a_pod_without_election,
-        needs_kubernetes,
     )
     from agent.daemon.wiring import assemble
     from agent.notify.origin import OriginNotifier, alert_origin
     from agent.notify.queued import AlertQueueCollector
     from agent.notify.webhook import webhook_url
     from config import load_settings
-    from kube import kubernetes_api_client
+    from kube import KubernetesNeeds, kubernetes_api_client
     from models.clock import SystemClock
 
     settings = load_settings(args.config)
@@ -103,8 +103,11 @@ def run(args: argparse.Namespace) -> int:
         window = rehearsal_window(settings, trace, args.replay_from)  # and so is a start outside it
         settings, mode = rehearsal_settings(settings, window, mode)
     kube = None
-    if settings.daemon.leader_election.enabled or (live and needs_kubernetes(settings)):
-        kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ)
+    needs = KubernetesNeeds(
+        settings.daemon.leader_election.enabled, drained_through_kubernetes(settings) if live else ()
+    )
+    if needs.leader_election or needs.drained_pools:
+        kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ, needs)
     notifier, slack = alert_notifier(settings.alerts, clock, os.environ)
     identity = replica_identity(settings.daemon.leader_election, os.environ)
     notifier = OriginNotifier(notifier, alert_origin(settings, mode, identity, None if live else args.replay))

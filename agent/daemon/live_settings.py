@@ -78,9 +78,11 @@ def unguarded_replicas(settings: Settings, environ: Mapping[str, str] = os.envir
     return in_a_pod_without_election(settings, environ) and not declared_single_replica(environ)
 
 
-def needs_kubernetes(settings: Settings) -> bool:
-    """GKE node pools, GKE TPU slice groups and AWS node groups are drained through the Kubernetes API before they
-    shrink."""
-    on_aws = settings.aws is not None and bool(settings.aws.pools)
-    cloud = settings.cloud
-    return on_aws or (cloud is not None and bool(cloud.node_pools or cloud.tpu_slice_groups))
+def drained_through_kubernetes(settings: Settings) -> tuple[str, ...]:
+    """The pools (in the order of the pools section) whose idle nodes are drained through the Kubernetes API before
+    they shrink: GKE node pools, GKE TPU slice groups and AWS node groups."""
+    drained = set(settings.aws.pools) if settings.aws is not None else set()
+    if settings.cloud is not None:
+        drained.update(m.pool for m in settings.cloud.node_pools)
+        drained.update(m.pool for m in settings.cloud.tpu_slice_groups)
+    return tuple(pool.id for pool in settings.pools if pool.id in drained)
