@@ -107,6 +107,9 @@ class BudgetWatch:
         tick = tick or settings.loop.tick_interval
         self.tick = tick
         self.meter = SpendMeter(ledger, max(settings.ledger.gap_after, tick * 1.5), previous_ids=previous_ids)
+        # whether the ledger is charged: a simulated agent with no budget turns it off (``agent.simulation.assembly``),
+        # as nothing reads its spend back
+        self.charges = True
         self.pools = pools
         self.stall_factor = settings.alerts.stalled_after_lead_times
         self.release_after = settings.planner.scale_down_stabilization  # a scale-up's hold: lead time, this, a tick
@@ -191,7 +194,8 @@ class BudgetWatch:
         the units the agent last read each pool at, with its resizes carried out since (``Agent.last_read_units``)."""
         self._stamp = None if self._monotonic is None else (now, self._monotonic())
         self._last_read = dict(last_read or {})
-        self.meter.observe(self._reading(now, s.pool_id, s.billed_units) for s in states.values())
+        if self.charges:
+            self.meter.observe(self._reading(now, s.pool_id, s.billed_units) for s in states.values())
         spends = self.spend(now, unread=[p for p in self.pools if p not in states])
         # an unread pool still bills: it is kept reserved (``acted``) at the more of the units the agent last read it at
         # and those the ledger last recorded it billing, as the planner counts it (``known_units``: a target read
@@ -268,7 +272,8 @@ class BudgetWatch:
         if self.adopts_in_flight:
             self._pending += self._taken_over(now, due)
         self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units, judged_at=now) for r in ups]
-        self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
+        if self.charges:
+            self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
         if self.reserver is not None:
             self.reserver.settle(results)
             held = {**self._unread, **{pool_id: s.billed_units for pool_id, s in states.items()}}
