@@ -15,7 +15,8 @@ import yaml
 from tests.conftest import TraceWriter
 from tests.scenario.test_simulate import run_cli
 
-STEPS = 2 * 288  # two days of 5-minute steps
+STEPS = 288 + 72  # a day of 5-minute steps for the history, then the six hours simulated
+WINDOW = ["--start", "2024-01-02", "--end", "2024-01-02T06:00:00+00:00"]
 
 
 def _config(hourly_cap: float) -> dict[str, Any]:
@@ -46,7 +47,7 @@ def _simulate(tmp_path: Path, write_trace: TraceWriter, hourly_cap: float) -> di
     config.write_text(yaml.safe_dump(_config(hourly_cap)))
     out = tmp_path / "o"
     argv = ["simulate", "--config", str(config), "--trace", str(write_trace({"train-a100": demand})), "--out", str(out)]
-    assert run_cli([*argv, "--start", "2024-01-02", "--policy", "forecast,reactive,oracle", "--no-progress"]) == 0
+    assert run_cli([*argv, *WINDOW, "--policy", "forecast,reactive,oracle", "--no-progress"]) == 0
     document: dict[str, Any] = json.loads((out / "results.json").read_text())
     return document
 
