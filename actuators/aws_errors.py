@@ -8,7 +8,8 @@
     EKS cluster's state, an instance no longer in
     service when terminated,
     connection and read timeouts,
-    a size outside the group's bounds                   -> TransientActuatorError  retry on a later tick
+    a size outside the group's bounds, the IRSA
+    identity provider unreachable, a token expired      -> TransientActuatorError  retry on a later tick
     access denied, missing credentials, not found,
     invalid parameters                                  -> PermanentActuatorError  alert, stop touching this pool
 
@@ -112,6 +113,22 @@ _LAUNCH_BLOCKING_ISSUES = frozenset(
         "AmiIdNotFound",
     }
 )
+# The web identity credentials of IRSA (STS AssumeRoleWithWebIdentity, which botocore calls on a client's first
+# request and again before the credentials expire) failing in a way that passes: IDPCommunicationError, STS not
+# reaching the identity provider (the cluster's OIDC issuer) to verify the token, "often a transient error caused by
+# network conditions. Retry the request a limited number of times"; ExpiredTokenException, "the web identity token
+# that was passed is expired ... Get a new identity token from the identity provider and then retry the request"
+# (STS API Reference, AssumeRoleWithWebIdentity, Errors): the kubelet rotates the projected token file, which
+# botocore reads again at each try. InvalidIdentityToken ("could not be validated by AWS": no OIDC provider for the
+# issuer in the account, a wrong audience) and IDPRejectedClaim are a configuration a person fixes: permanent.
+_IDENTITY_PASSES = {
+    "IDPCommunicationError": "STS could not reach the identity provider (the cluster's OIDC issuer) to verify the "
+    "service account's token; will retry (if it lasts, check the issuer's /.well-known/openid-configuration and "
+    "its keys answer from the internet)",
+    "ExpiredTokenException": "the service account's token, or the credentials taken with it, expired; will retry "
+    "with the token the kubelet rotates (if it lasts, check the projected token is refreshed and the node's clock)",
+    "ExpiredToken": "the credentials expired; will retry with fresh ones",
+}
 _ZONE = re.compile(r"\b([a-z]{2}(?:-[a-z]+)+-\d[a-z])\b")
 _TRANSIENT_CODES = frozenset(
     {
@@ -181,6 +198,8 @@ def from_aws(pool_id: str, exc: Exception) -> ActuatorError:
         described = f"{code}: {message}" if code else message
         if capacity_failure(described):
             return capacity_unavailable(pool_id, described)
+        if code in _IDENTITY_PASSES:
+            return TransientActuatorError(pool_id, f"AWS {described} ({_IDENTITY_PASSES[code]})")
         if code in _TRANSIENT_CODES or status == 429 or status >= 500:
             return TransientActuatorError(pool_id, f"AWS {described} (will retry)")
         if code == "ClientException" and _NODEGROUP_BUSY.search(message):
