@@ -21,7 +21,10 @@ scaling activity after the call: while that failure is current (recent, and noth
 resize that asks for more is refused with CapacityUnavailable for ``CAPACITY_MEMORY`` after the failure, which backs
 the pool off and sends the demand to the next eligible pool. A launch failed for another reason (a subnet out of
 free addresses, a launch template gone) leaves failed units that carry AWS's message (``PoolState.failed_messages``):
-removed the same way, with no refusal, and backed off by the executor once they keep failing. Failed units carry
+removed the same way, with no refusal, and backed off by the executor once they keep failing. Failed units the
+``MinSize`` keeps asked for leave a scale-up within the desired capacity nothing to add: it fails with a
+TransientActuatorError quoting AWS's message and the minimum size (not the maximum, nor a stockout), which the
+executor retries and tells of once it keeps failing. Failed units carry
 AWS's message whatever the reason, so the operator reads it: ``PoolState.failed_for_capacity`` says the adapter read
 it as capacity or quota, ``failed_for_quota`` as a quota, which does not clear by itself.
 
@@ -45,7 +48,15 @@ from actuators.idempotency import KeyedResults
 from actuators.plan_changes import changed_since_plan
 from actuators.pool_reads import PoolReads
 from config.aws import AutoScalingGroupMapping
-from models import ActionResult, ActionStatus, ActuatorError, CapacityUnavailable, PermanentActuatorError, PoolState
+from models import (
+    ActionResult,
+    ActionStatus,
+    ActuatorError,
+    CapacityUnavailable,
+    PermanentActuatorError,
+    PoolState,
+    TransientActuatorError,
+)
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -118,6 +129,10 @@ class Ec2AutoScalingGroupActuator:
             if seen.stockout and seen.failure_at is not None and self._clock.now() - seen.failure_at < CAPACITY_MEMORY:
                 raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
             goal = min(to_units, seen.max_size)
+            if goal <= seen.desired and seen.failed:  # a minimum size keeps them asked for: they fail to launch
+                raise TransientActuatorError(
+                    pool_id, seen.failing_at_min(to_units, seen.desired, seen.failed, seen.failure)
+                )
             if goal <= seen.desired:
                 raise CapacityUnavailable(
                     pool_id, f"target {to_units} nodes: {seen.held_at_max(to_units - seen.target)}"

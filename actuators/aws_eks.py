@@ -208,6 +208,9 @@ class EksNodegroupActuator:
                 raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
             desired = seen.scaling["desiredSize"]
             goal = min(to_units, seen.group.max_size)
+            if goal <= desired and seen.failed:  # a minimum size keeps them asked for: they fail to launch
+                held = seen.group.failing_at_min(to_units, desired, seen.failed, seen.failure)
+                raise TransientActuatorError(pool_id, held)
             if goal <= desired:
                 held = seen.group.held_at_max(to_units - seen.target)
                 raise CapacityUnavailable(pool_id, f"target {to_units} nodes: {held}")

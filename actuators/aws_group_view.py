@@ -89,6 +89,15 @@ class GroupView:
             f"max_units to {self.max_size} so the plan never asks for more)"
         )
 
+    def failing_at_min(self, to_units: int, desired: int, failed: int, failure: str) -> str:
+        """Why a scale-up to ``to_units`` adds nothing: the desired capacity ``desired``, which the minimum size keeps,
+        already asks for them, and ``failed`` of those cannot be launched, for AWS's reason ``failure``."""
+        return (
+            f"target {to_units} nodes: {self.bounded_by} already asks for {desired}, its minimum size "
+            f"{self.min_size} keeping {failed} that cannot be launched ({failure}); the group keeps retrying their "
+            "launch: fix what AWS's message names, or lower the minimum size"
+        )
+
     @property
     def ready(self) -> int:
         return sum(1 for i in self.instances if i.ready)
