@@ -123,7 +123,9 @@ FIELDS: dict[str, str] = {
     "ForecastSettings.max_staleness": "A class whose newest reading is older than this is held as missing data "
     "(duration).",
     # -- budgets
-    "BudgetSettings.name": "Unique budget name, used in metrics and alerts.",
+    "BudgetSettings.name": "Unique budget name, used in metrics and alerts, and the ledger's key for its "
+    "reservations: without `/` or `@`, of which the ledger derives its other keys (`NAME/hourly`, `NAME@START`, "
+    "`NAME/releasing`). Agents sharing a budget name it alike.",
     "BudgetSettings.pools": "Pools whose spend counts against this budget.",
     "BudgetSettings.remote_pools": "Pools of this budget that other agents run (other clusters or regions) on the "
     "same PostgreSQL ledger: their recorded spend counts against the cap too. `leadtime run` refuses them with "

@@ -7,6 +7,7 @@ with its own key path.
 
 from __future__ import annotations
 
+import re
 import warnings
 from datetime import date, timedelta
 from typing import Annotated, Literal
@@ -170,8 +171,28 @@ class ForecastSettings(_Section):
     max_staleness: Duration = timedelta(minutes=15)
 
 
+def _no_derived_key(name: str) -> str:
+    """A budget's name is the ledger key of its monthly cap's reservations, and its other keys are derived from it
+    with ``/`` and ``@`` (``NAME/hourly``, ``NAME@START``, ``NAME/releasing``, ``NAME/hourly/releasing``): a budget
+    whose name holds either could be another budget's derived key on a shared ledger, whose agents would then count
+    its reservations as their own hourly cap's, a period's or units being released (``team/releasing``'s ordinary
+    reservations read as ``team``'s agents' marks of units released: their hard stop spent past the cap)."""
+    bad = sorted({c for c in name if c in "/@"})
+    if bad:
+        owner = re.split("[/@]", name, maxsplit=1)[0]
+        suggested = re.sub("[/@]", "-", name)
+        raise ValueError(
+            f"a budget name may not contain {' or '.join(repr(c) for c in bad)}: the ledger keeps each budget's hourly "
+            "cap, its periods reserved ahead and the units it is releasing under keys made of its name with '/' or "
+            "'@' (NAME/hourly, NAME@<period start>, NAME/releasing), so on a shared ledger this budget's reservations "
+            f"could be counted as those of a budget named {owner!r}, or the reverse; rename it (e.g. {suggested!r}) "
+            "in the configuration of every agent that shares it"
+        )
+    return name
+
+
 class BudgetSettings(_Section):
-    name: str = Field(min_length=1)
+    name: Annotated[str, AfterValidator(_no_derived_key)] = Field(min_length=1)
     pools: tuple[str, ...] = Field(min_length=1)
     remote_pools: tuple[str, ...] = ()
     remote_previous_ids: dict[str, tuple[Annotated[str, Field(min_length=1, pattern=_POOL_ID)], ...]] = Field(
