@@ -38,6 +38,9 @@ class DemandShare:
     ``need`` is the larger of the forecast ``peak`` (the ``service_level`` quantile over the lead time and one
     tick) and the demand ``observed`` now, for the demand as a whole; ``chips`` is the part given to this pool.
     ``unpaced_need`` is that larger value when a budget paced on a forecast funded less of it (``need``).
+    ``summed``: of a group with no forecast of its summed demand, the classes whose own peaks ``peak`` adds up
+    (empty: ``peak`` is the demand's own forecast); ``missing``: the group's classes with no trustworthy demand,
+    counted in neither ``peak`` nor ``observed``.
     """
 
     demand: str
@@ -47,6 +50,18 @@ class DemandShare:
     need: float
     chips: float
     unpaced_need: float | None = None
+    summed: tuple[str, ...] = ()
+    missing: tuple[str, ...] = ()
+
+    def peak_text(self) -> str:
+        """The peak as what it is: the demand's own quantile, or the sum of its known classes' quantiles."""
+        if not self.summed:
+            return f"q{self.service_level:g} peak {_num(self.peak)}"
+        return f"sum of the q{self.service_level:g} peaks of {', '.join(self.summed)}: {_num(self.peak)}"
+
+    def missing_text(self) -> str:
+        """The group's classes left out of its figures for want of data ('' when none)."""
+        return f"{', '.join(self.missing)} without data, not counted" if self.missing else ""
 
 
 @dataclass(frozen=True)
@@ -205,6 +220,8 @@ class PoolDecision:
             "holds": ",".join(str(h.reason) for h in self.holds) or None,
             "demand": ",".join(
                 f"{s.demand}:q{s.service_level:g}:peak={_num(s.peak)}:now={_num(s.observed)}:chips={s.chips:g}"
+                + (f":peak_summed={'+'.join(s.summed)}" if s.summed else "")
+                + (f":missing={'+'.join(s.missing)}" if s.missing else "")
                 for s in self.demand
             )
             or None,
@@ -241,7 +258,8 @@ class PoolDecision:
         if not self.demand:
             return "no demand assigned"
         shares = "; ".join(
-            f"{s.demand}: q{s.service_level:g} peak {_num(s.peak)}, now {_num(s.observed)}"
+            f"{s.demand}: {s.peak_text()}, now {_num(s.observed)}"
+            + (f", {s.missing_text()}" if s.missing else "")
             + ("" if s.unpaced_need is None else f", budget pacing funds {s.need:g} of {s.unpaced_need:g}")
             + ("" if abs(s.chips - s.need) < 1e-9 else f", {s.chips:g} of {s.need:g} here")
             for s in self.demand

@@ -39,6 +39,7 @@ from agent.planning.budget import BudgetSpend, billed_after, target_for
 from agent.planning.budget_shed import Shed, Shortfall
 from agent.planning.budget_trim import Trim
 from agent.planning.enforcement import DeferredStop, budget_snapshots, enforce_budgets
+from agent.planning.needs import Unknown, missing_for
 from models import BudgetSnapshot, PoolKind, PoolSpec, PoolState, Resize, Skip, SkipReason
 from models.durations import format_duration
 
@@ -67,14 +68,15 @@ def apply_budgets(
     targets: Mapping[str, int],
     *,
     blocked: Mapping[str, str],
-    unknown: Collection[str],
+    unknown: Unknown,
     drained: Collection[str] | None = None,
     last_read: Mapping[str, int] | None = None,
 ) -> BudgetedDecisions:
     """The planner's decisions held to the caps of ``spends``. ``blocked`` holds the pools a permanent error
-    blocks (with the error), ``unknown`` the classes whose demand is unknown: their pools are held. ``drained``
-    holds the pools whose releases are drains of their nodes (``None``: not known, every pool taken as drained);
-    ``last_read`` the units the agent last read each pool at (a pool not read this tick is counted at them)."""
+    blocks (with the error), ``unknown`` the classes whose pools are held for missing data (``needs.Unknown``).
+    ``drained`` holds the pools whose releases are drains of their nodes (``None``: not known, every pool taken as
+    drained); ``last_read`` the units the agent last read each pool at (a pool not read this tick is counted at
+    them)."""
     if not spends:
         return BudgetedDecisions(tuple(resizes), tuple(skips), dict(targets))
     specs = {p.pool_id: p for p in pools}
@@ -257,14 +259,14 @@ def _held(
     pools: Sequence[PoolSpec],
     states: Mapping[str, PoolState],
     blocked: Mapping[str, str],
-    unknown: Collection[str],
+    unknown: Unknown,
     skips: Sequence[Skip],
 ) -> dict[str, str]:
     """The pools no budget release may touch, and why. ``enforce_budgets`` names none of their units: they count
     in the projection, and what a broken cap needs is released from the budget's other pools."""
     held = {s.pool_id: s.detail for s in skips if s.reason in _HOLDS}
     for pool in pools:
-        missing = sorted(set(pool.serves) & set(unknown))
+        missing = missing_for(pool, unknown)
         if pool.pool_id not in states:
             held[pool.pool_id] = "its state could not be read"
         elif pool.pool_id in blocked:

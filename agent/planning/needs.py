@@ -1,44 +1,67 @@
 """What each demand group needs: max(forecast quantile of its peak over the lead time and one tick, demand observed
 now), and which classes are unknown (their pools are held). Pure.
+
+A group without a forecast of its summed demand is planned on the sum of its members' peaks, of the members that
+have one: the share says which (``DemandShare.summed``) and which members have no trustworthy demand
+(``DemandShare.missing``), so that the sum is not told as the group's peak. The pools of a group with a member
+without data are held as a whole, and a hold names only the members without data (``Unknown``).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from agent.planning.groups import DemandGroup
 from agent.planning.plan_input import PlanInput, plan_groups
-from models import DemandForecast, DemandShare, PoolKind
+from models import DemandForecast, DemandShare, PoolKind, PoolSpec
+
+Unknown = Mapping[str, tuple[str, ...]]
+"""Each class whose pools are held for missing data -> the classes of its group without trustworthy demand."""
 
 
-def group_shares(given: PlanInput) -> tuple[dict[str, DemandShare], set[str]]:
-    """What each demand group needs, and why; and the classes whose demand is unknown (hold their pools).
+def group_shares(given: PlanInput) -> tuple[dict[str, DemandShare], Unknown]:
+    """What each demand group needs, and why; and the classes whose pools are held for missing data, each with the
+    members of its group that have no trustworthy demand (``missing_for`` names them for a pool).
 
     Need = max(forecast quantile over the horizon, demand observed now). A group of several classes uses the
     forecast of its summed demand when there is one, else the sum of its members' forecasts. A group with
     neither a forecast nor an observation has no entry.
     """
     shares: dict[str, DemandShare] = {}
-    unknown: set[str] = set()
+    unknown: dict[str, tuple[str, ...]] = {}
     for group in plan_groups(given):
         observed = [_known(given.observed.get(name)) for name in group.members]
-        missing = [n for n, o in zip(group.members, observed, strict=True) if o is None or n not in given.forecasts]
+        missing = tuple(
+            n for n, o in zip(group.members, observed, strict=True) if o is None or n not in given.forecasts
+        )
         if missing:
-            unknown.update(group.members)  # a pool shared with an unknown class is held as a whole
+            unknown.update(dict.fromkeys(group.members, missing))  # a pool shared with an unknown class is held whole
         seen = any(o is not None for o in observed)
         floor = sum(o for o in observed if o is not None)
         steps = horizon_steps(given, group)
         level = given.service_levels.get(group.name) or max(given.service_levels.get(n, 0.9) for n in group.members)
         peak = _peak(given.forecasts.get(group.name), level, steps) if group.is_aggregate else None
+        summed: tuple[str, ...] = ()
         if peak is None:
-            peaks = [_peak(given.forecasts.get(n), level, steps) for n in group.members]
-            known_peaks = [p for p in peaks if p is not None]
-            peak = sum(known_peaks) if known_peaks else None
+            peaks = {n: _peak(given.forecasts.get(n), level, steps) for n in group.members}
+            known_peaks = {n: p for n, p in peaks.items() if p is not None}
+            peak = sum(known_peaks.values()) if known_peaks else None
+            summed = tuple(known_peaks) if group.is_aggregate else ()
         candidates = [v for v in (peak, floor if seen else None) if v is not None]
         if candidates:
             need = max(candidates)
-            shares[group.name] = DemandShare(group.name, level, peak, floor if seen else None, need, need)
+            shown = missing if group.is_aggregate else ()  # a class alone is named by its own share
+            shares[group.name] = DemandShare(
+                group.name, level, peak, floor if seen else None, need, need, summed=summed, missing=shown
+            )
     return shares, unknown
+
+
+def missing_for(pool: PoolSpec, unknown: Unknown) -> list[str]:
+    """The classes without trustworthy demand that hold ``pool`` (those of the groups of the classes it serves);
+    empty when it is not held for missing data."""
+    return sorted({name for served in pool.serves for name in unknown.get(served, ())})
 
 
 def _known(value: float | None) -> float | None:

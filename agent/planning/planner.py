@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 
 from agent.planning.budgeting import apply_budgets
 from agent.planning.decisions import with_budgets
-from agent.planning.needs import group_shares
+from agent.planning.needs import Unknown, group_shares, missing_for
 from agent.planning.plan_input import PlanInput
 from agent.planning.sizing import paced_shares, size_pools
 from agent.planning.slice_release import slice_release
@@ -100,7 +100,7 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
 
 
 def _decide(
-    given: PlanInput, pool: PoolSpec, sized: PoolDecision, unknown: set[str]
+    given: PlanInput, pool: PoolSpec, sized: PoolDecision, unknown: Unknown
 ) -> tuple[Resize | Skip | None, PoolDecision]:
     """What to do with the pool this tick, and its record with the pacing, the holds and the target filled in."""
     state = given.states.get(pool.pool_id)
@@ -156,10 +156,10 @@ def _scale_up(
 
 
 def _scale_down(
-    given: PlanInput, pool: PoolSpec, state: PoolState, sized: PoolDecision, unknown: set[str]
+    given: PlanInput, pool: PoolSpec, state: PoolState, sized: PoolDecision, unknown: Unknown
 ) -> tuple[Resize | Skip, PoolDecision]:
     pid, current, desired = pool.pool_id, state.target_units, sized.bounded_units
-    missing = sorted(set(pool.serves) & unknown)
+    missing = missing_for(pool, unknown)
     if missing:
         return _hold(sized, SkipReason.MISSING_DATA, f"no trustworthy demand for {', '.join(missing)}; holding")
     # The idle hold applies to every pool; a whole slice is then also held while the forecast says it is likely to
