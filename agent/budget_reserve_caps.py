@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 
 from agent.ledger.reservations import ReservationRequest
 from agent.planning.budget import Budget, CapKind, Period, billed_after
-from models import ActionResult, ActionStatus, CapacityPlan, PoolState
+from models import DRAIN_KEY_MARK, ActionResult, ActionStatus, CapacityPlan, PoolState
 
 
 @dataclass(frozen=True)
@@ -134,12 +134,19 @@ def releasing_units(
     plan: CapacityPlan, results: Sequence[ActionResult], states: Mapping[str, PoolState]
 ) -> dict[str, int]:
     """The units each pool bills that it is releasing once the executor acted (``commit``'s ``releasing``): its nodes
-    being drained and what the tick's releases carried out take off its bill (``billed_after``)."""
-    done = {r.key for r in results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)}
+    being drained and what the tick's releases carried out take off its bill (``billed_after``). A release sent as a
+    size change takes all of that off once accepted; one carried out as drains (a pool with a node drainer: the
+    executor's results are keyed ``<release key>/drain/<node>``) takes off one unit per drain accepted, never more
+    than the release takes off the bill."""
+    accepted = [r.key for r in results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)]
     out = {pool_id: s.draining_units for pool_id, s in states.items() if s.draining_units}
     for resize in plan.resizes:
         state = states.get(resize.pool_id)
-        if resize.key in done and not resize.is_scale_up and state is not None:
-            going = state.billed_units - billed_after(state, resize.to_units)
-            out[resize.pool_id] = out.get(resize.pool_id, 0) + max(0, going)
+        if resize.is_scale_up or state is None:
+            continue
+        going = max(0, state.billed_units - billed_after(state, resize.to_units))
+        if resize.key not in accepted:  # not sent as a size change: its drains accepted, a node each
+            going = min(going, sum(1 for key in accepted if key.startswith(resize.key + DRAIN_KEY_MARK)))
+        if going:
+            out[resize.pool_id] = out.get(resize.pool_id, 0) + going
     return out

@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from agent.loop import Agent
 from models import LedgerEntry
 from tests import shared_budget_rig as rig
 from tests.conftest import TraceWriter
@@ -57,9 +59,11 @@ def _run(
     caps: dict[str, Any],
     order: Sequence[tuple[str, str]] = rig.PAIRS,
     east_dies_after: datetime | None = None,
+    drained: bool = False,
 ) -> tuple[Released, float]:
     """Both agents, ``busy`` units of each busy, tick ``ticks`` times from START in ``order`` (east from
-    ``east_dies_after`` on no more): the units each released at each tick, and the budget's spend recorded."""
+    ``east_dies_after`` on no more; ``drained``: each pool shrinks by draining its idle nodes, as every GKE node pool
+    does): the units each released at each tick, and the budget's spend recorded."""
     trace = write_trace({"train": [busy * 8.0] * 80}, start=(START - timedelta(hours=2)).isoformat())
     released: Released = {}
     with rig.postgres_ledgers(database) as ledgers:
@@ -68,6 +72,8 @@ def _run(
             rig.member(_config(own, other, busy, **caps), own, trace, ledger, START, FLEET)
             for ledger, (own, other) in zip(ledgers, order, strict=True)
         ]
+        if drained:  # the releases are carried out as drains, keyed by their node (``models.plan.drain_key``)
+            agents = [_drained(one) for one in agents]
         for i in range(ticks):
             now = START + i * TICK
             alive = [a for a in agents if a.name == "west" or east_dies_after is None or now <= east_dies_after]
@@ -80,6 +86,12 @@ def _run(
             }
         spent = ledgers[0].spent(["west", "east"], START - timedelta(days=30), START + ticks * TICK)
     return released, spent
+
+
+def _drained(one: rig.Member) -> rig.Member:
+    """``one`` with its simulated cluster as its pool's node drainer."""
+    parts = replace(one.agent.parts, drainers={one.name: one.cluster})
+    return replace(one, agent=Agent(one.agent.settings, parts, holder=one.name))
 
 
 def _needed(cap: float, end: datetime, saved_for: timedelta) -> int:
@@ -109,14 +121,17 @@ CASES: dict[str, tuple[dict[str, Any], int]] = {
 }
 
 
+@pytest.mark.parametrize("drained", [False, True], ids=["resized", "drained"])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_broken_cap_is_shed_once_between_the_agents(
-    write_trace: TraceWriter, postgres_database: Database, case: str
+    write_trace: TraceWriter, postgres_database: Database, case: str, drained: bool
 ) -> None:
+    """A pool with a node drainer releases by draining nodes: those drains mark the units as a size change does
+    (they were not marked, and both agents shed: 6 units where 3 were needed under the monthly cap)."""
     caps, needed = CASES[case]
     assert 0 < needed <= FLEET - 4  # the idle units of either agent alone could cover it
 
-    released, _ = _run(write_trace, postgres_database, busy=4, ticks=7, caps=caps)
+    released, _ = _run(write_trace, postgres_database, busy=4, ticks=7, caps=caps, drained=drained)
 
     assert all(sum(r.values()) == 0 for now, r in released.items() if now < SETTLED), released
     total = sum(sum(r.values()) for r in released.values())
