@@ -16,7 +16,8 @@ import yaml
 from tests.conftest import TraceWriter
 from tests.scenario.test_simulate import run_cli
 
-STEPS = 2 * 288  # two days of 5-minute steps
+STEPS = 288 + 72  # a day of 5-minute steps for the history, then the six hours simulated
+WINDOW = ["--start", "2024-01-02", "--end", "2024-01-02T06:00:00+00:00"]
 ALREADY_MET = "the cheapest setting already meets the target"
 
 
@@ -40,7 +41,7 @@ def _simulate(tmp_path: Path, write_trace: TraceWriter) -> dict[str, Any]:
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "o"
     trace = write_trace({"train-a100": [30.0] * STEPS})  # steady demand: no setting leaves any of it waiting
-    argv = ["simulate", "--config", str(path), "--trace", str(trace), "--out", str(out), "--start", "2024-01-02"]
+    argv = ["simulate", "--config", str(path), "--trace", str(trace), "--out", str(out), *WINDOW]
     assert run_cli([*argv, "--policy", "forecast,reactive,oracle", "--no-progress"]) == 0
     document: dict[str, Any] = json.loads((out / "results.json").read_text())
     return document
@@ -52,6 +53,7 @@ def test_a_figure_below_the_target_is_printed_with_its_own_unserved_share(
     document = _simulate(tmp_path, write_trace)
     printed = capsys.readouterr().out
 
+    assert document["equal_service"], "the searches ran"
     for target, rows in document["equal_service"].items():
         (line,) = [x for x in printed.splitlines() if x.startswith(f"same service ({float(target):.1%} unserved): ")]
         for name in ("reactive", "forecast"):
