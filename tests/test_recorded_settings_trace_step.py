@@ -23,7 +23,7 @@ from tests.conftest import TraceWriter
 from tests.scenario.test_simulate import run_cli, two_class_config
 
 STEP = timedelta(minutes=30)
-STEPS = 4 * 48  # four days of 30-minute steps
+STEPS = 2 * 48  # two days of 30-minute steps: a day of history, then a day simulated
 RAISED = "prometheus.max_staleness is 15m in the configuration but the trace's step is 30m: simulating with 30m"
 
 
