@@ -9,10 +9,13 @@ Growing is ``UpdateNodegroupConfig`` with the new ``desiredSize``, carrying a ``
 the idempotency key, so AWS itself refuses to apply one request twice. The update is not waited for (the agent must
 not block a tick): while EKS reports it ``InProgress`` it is the pool's ``in_flight_operation``, read from EKS's own
 update list (``ListUpdates``, followed page by page: at most 100 ids a page, in no stated order), so a restarted
-agent sees it too and never starts a second one. The list holds every update the node group ever had (thousands
-after a year of scale-ups), so it is read only while ``DescribeNodegroup`` says the node group is ``UPDATING``,
-which it is while an update is in progress, and only until the update in progress is found: this agent's own latest
-update is asked about first, so the pages are followed only for one it did not start (or started before a restart).
+agent sees it too and never starts a second one. While the agent's own update is in progress (its removal of failed
+nodes at the start of a tick), a change is REJECTED as waiting for it, not failed, for up to ``_OWN_UPDATE_WAIT``;
+and a resize that removes failed nodes and grows sends one update with the final ``desiredSize``, never two. The
+list holds every update the node group ever had (thousands after a year of scale-ups), so it is read only while
+``DescribeNodegroup`` says the node group is ``UPDATING``, which it is while an update is in progress, and only
+until the update in progress is found: this agent's own latest update is asked about first, so the pages are
+followed only for one it did not start (or started before a restart).
 
 The node group's ``scalingConfig`` bounds (``minSize`` <= ``desiredSize`` <= ``maxSize``, which EKS enforces with
 ``InvalidParameterException`` and mirrors into its Auto Scaling group's ``MinSize``/``MaxSize``) are the operator's
@@ -56,7 +59,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from actuators.aws_activities import CAPACITY_MEMORY
@@ -83,6 +86,9 @@ log = logging.getLogger(__name__)
 _SETTLED = ("Successful", "Failed", "Cancelled")  # Update.status values other than InProgress
 _NOT_YET = ("CREATING",)  # Nodegroup.status values that pass by themselves
 _UPDATING = "UPDATING"  # the Nodegroup.status while an update is in progress: only then is one looked for
+# How long the agent's own update in progress (a desired size) keeps a later change waiting quietly (a few ticks);
+# past it, it is told as any update in progress that keeps a change from being sent.
+_OWN_UPDATE_WAIT = timedelta(minutes=5)
 
 
 @dataclass(frozen=True)
@@ -146,6 +152,7 @@ class EksNodegroupActuator:
         self._results = KeyedResults()
         self._settled_updates: set[str] = set()
         self._started: dict[str, str] = {}  # pool -> the id of the latest update this agent started on it
+        self._started_at: dict[str, datetime] = {}  # pool -> when it started it
         self._issues_seen: dict[tuple[str, str], datetime] = {}  # (pool, "code: message") -> first seen
         self._reads = PoolReads()
 
@@ -182,9 +189,18 @@ class EksNodegroupActuator:
         if to_units == seen.target and not seen.failed:
             return self._remember(key, pool_id, ActionStatus.DONE, "already at target")
         if seen.update is not None:
+            if (own := self._own_update(pool_id, seen.update)) is not None:  # nothing done: the key may ask again
+                return ActionResult(key, pool_id, ActionStatus.REJECTED, self._clock.now(), detail=own)
             raise TransientActuatorError(pool_id, f"update {seen.update} is still in progress on this node group")
         removed = ""
-        if seen.failed:
+        asked = seen.scaling["desiredSize"]
+        floor = max(seen.target, seen.group.min_size)  # where removing the failed nodes would leave the desired size
+        if seen.failed and not seen.stockout and min(to_units, seen.group.max_size) > floor:
+            # One update to the final size: an update removing the failed nodes first would still be in progress when
+            # the growth is sent, and EKS refuses another update meanwhile (ResourceInUseException).
+            removed = f"in place of {asked - floor} nodes that could not be launched ({seen.failure})"
+            seen = replace(seen, scaling={**seen.scaling, "desiredSize": floor})
+        elif seen.failed:
             seen, dropped, update = self._drop_failed(pool_id, seen, key)
             if to_units > seen.target and seen.stockout:
                 raise capacity_unavailable(
@@ -203,22 +219,7 @@ class EksNodegroupActuator:
             log.warning("pool %s: %s (key %s)", pool_id, detail, key)
             return self._remember(key, pool_id, ActionStatus.REJECTED, detail)
         if to_units > seen.target:
-            failed_at = seen.failure_at
-            if seen.stockout and failed_at is not None and self._clock.now() - failed_at < CAPACITY_MEMORY:
-                raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
-            desired = seen.scaling["desiredSize"]
-            goal = min(to_units, seen.group.max_size)
-            if goal <= desired and seen.failed:  # a minimum size keeps them asked for: they fail to launch
-                held = seen.group.failing_at_min(to_units, desired, seen.failed, seen.failure)
-                raise TransientActuatorError(pool_id, held)
-            if goal <= desired:
-                held = seen.group.held_at_max(to_units - seen.target)
-                raise CapacityUnavailable(pool_id, f"target {to_units} nodes: {held}")
-            update = self._update(pool_id, goal, key)
-            detail = f"desired size {desired} -> {goal} (update {update})"
-            if goal < to_units:
-                detail += f"; {seen.group.held_at_max(to_units - goal)}"
-                log.warning("pool %s: %s", pool_id, detail)
+            detail = self._grow(pool_id, seen, to_units, key, asked, removed)
         else:
             change = self._groups.shrink(pool_id, seen.group, to_units)
             if not change.acted:
@@ -227,6 +228,28 @@ class EksNodegroupActuator:
             detail = change.detail
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._remember(key, pool_id, ActionStatus.STARTED, detail)
+
+    def _grow(self, pool_id: str, seen: _Observed, to_units: int, key: str, asked: int, removed: str) -> str:
+        """Send the update growing the node group toward ``to_units`` (its desired size ``asked`` before any failed
+        nodes were taken out of ``seen``, which ``removed`` says); what it did."""
+        failed_at = seen.failure_at
+        if seen.stockout and failed_at is not None and self._clock.now() - failed_at < CAPACITY_MEMORY:
+            raise capacity_unavailable(pool_id, f"the latest launch failed: {seen.failure}")
+        desired = seen.scaling["desiredSize"]
+        goal = min(to_units, seen.group.max_size)
+        if goal <= desired and seen.failed:  # a minimum size keeps them asked for: they fail to launch
+            raise TransientActuatorError(
+                pool_id, seen.group.failing_at_min(to_units, desired, seen.failed, seen.failure)
+            )
+        if goal <= desired:
+            held = seen.group.held_at_max(to_units - seen.target)
+            raise CapacityUnavailable(pool_id, f"target {to_units} nodes: {held}")
+        update = self._update(pool_id, goal, key)
+        detail = f"desired size {asked} -> {goal} (update {update})" + (f", {removed}" if removed else "")
+        if goal < to_units:
+            detail += f"; {seen.group.held_at_max(to_units - goal)}"
+            log.warning("pool %s: %s", pool_id, detail)
+        return detail
 
     def delete_nodes(self, pool_id: str, nodes: Sequence[str], key: str) -> ActionResult:
         """Terminate exactly these nodes' instances, lowering the node group's desired size by as many (never
@@ -361,7 +384,20 @@ class EksNodegroupActuator:
             clientRequestToken=token,
         )["update"]
         self._started[pool_id] = str(update["id"])
+        self._started_at[pool_id] = self._clock.now()
         return str(update["id"])
+
+    def _own_update(self, pool_id: str, update: str) -> str | None:
+        """Why a change waits for ``update``, in progress, when it is this agent's own started less than
+        ``_OWN_UPDATE_WAIT`` ago (its removal of failed nodes at the start of the tick, before the plan's scale-up):
+        units in flight, not a failure; None otherwise (someone else's update, or the agent's own stuck)."""
+        started = self._started_at.get(pool_id)
+        if update != self._started.get(pool_id) or started is None or self._clock.now() - started >= _OWN_UPDATE_WAIT:
+            return None
+        return (
+            f"this agent's update {update} of the node group, started at {started.isoformat()}, is still in "
+            "progress and EKS takes no other meanwhile: the change waits for it, and the next tick plans again"
+        )
 
     def _nodegroup(self, pool_id: str) -> str:
         mapping = self._mappings.get(pool_id)
