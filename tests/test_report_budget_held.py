@@ -17,19 +17,17 @@ from agent.report.hybrid import hybrid_section
 from agent.simulation.budgets import alerts_raised
 from agent.simulation.headline import headline
 from agent.simulation.results import results_document
-from agent.simulation.runner import run_policy
 from models import AlertEvent, AlertKind, Severity
-from tests.unit.test_burst_budget import hybrid
+from tests.hybrid_capped_runs import HYBRID_CAPPED_GROUP, POLICIES, capped_runs
 
-BUDGET = {"name": "burst", "pools": ["spot"], "monthly_cap_usd": 150.0, "period_start_day": 3, "pacing": "forecast"}
-POLICIES = ("forecast", "reactive", "static", "oracle")
+# the runs are those of every test of this fleet and cap, computed once on one worker
+pytestmark = pytest.mark.xdist_group(HYBRID_CAPPED_GROUP)
 
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    settings, trace, window = hybrid(tmp_path_factory.mktemp("budget"), [BUDGET], {"a": 1.0, "b": 4.0})
-    runs = {name: run_policy(settings, trace, window, name) for name in POLICIES}
-    return results_document(settings, "hybrid.yaml", trace, window, runs)
+    fleet = capped_runs(tmp_path_factory)  # the 150 USD burst budget
+    return results_document(fleet.settings, "hybrid.yaml", fleet.trace, fleet.window, dict(fleet.runs))
 
 
 def _cells(page: str, policy: str) -> list[str]:

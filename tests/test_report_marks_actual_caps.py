@@ -14,20 +14,20 @@ import pytest
 from agent.report.headline import headline_section
 from agent.report.hybrid import hybrid_section
 from agent.simulation.results import results_document
-from agent.simulation.runner import run_actual, run_policy
-from tests.unit.test_burst_budget import hybrid
+from agent.simulation.runner import run_actual
+from tests.hybrid_capped_runs import HYBRID_CAPPED_GROUP, capped_runs
 
-BUDGET = {"name": "burst", "pools": ["spot"], "monthly_cap_usd": 150.0, "period_start_day": 3, "pacing": "forecast"}
-POLICIES = ("forecast", "reactive", "static", "oracle")
+# the policies' runs are those of every test of this fleet and cap, computed once on one worker
+pytestmark = pytest.mark.xdist_group(HYBRID_CAPPED_GROUP)
 
 
 @pytest.fixture(scope="module")
 def document(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    settings, trace, window = hybrid(tmp_path_factory.mktemp("actual"), [BUDGET], {"a": 1.0, "b": 4.0})
-    runs = {name: run_policy(settings, trace, window, name) for name in POLICIES}
+    fleet = capped_runs(tmp_path_factory)  # the 150 USD burst budget
+    runs = dict(fleet.runs)
     recorded = {pool: units.astype(float) for pool, units in runs["reactive"].ready_units.items()}
-    runs["actual"] = run_actual(settings, window, recorded)
-    return results_document(settings, "hybrid.yaml", trace, window, runs)
+    runs["actual"] = run_actual(fleet.settings, fleet.window, recorded)
+    return results_document(fleet.settings, "hybrid.yaml", fleet.trace, fleet.window, runs)
 
 
 def _cells(page: str, policy: str) -> list[str]:

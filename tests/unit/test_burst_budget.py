@@ -30,6 +30,10 @@ from config.schema import PlannerSettings
 from models import AcceleratorFamily, CapacityTier, ConfigError, DemandForecast, PoolKind, PoolSpec, PoolState
 from models.allocation import allocate, unassigned
 from models.clock import SimulatedClock
+from tests.hybrid_capped_runs import HYBRID_CAPPED_GROUP, capped_runs
+
+# the paced budget's runs are those of every test of the hybrid fleet under that cap, computed once on one worker
+pytestmark = pytest.mark.xdist_group(HYBRID_CAPPED_GROUP)
 
 NOW = datetime(2024, 1, 10, 6, 30, tzinfo=UTC)
 STEP = timedelta(minutes=5)
@@ -234,12 +238,14 @@ def hybrid(tmp_path: Path, budgets: list[dict[str, Any]], costs: dict[str, float
     return settings, read_trace(path), window
 
 
-def test_a_paced_budget_never_spends_over_its_cap_at_any_step(tmp_path: Path) -> None:
-    # The month period ends where the window ends (periods open on the 3rd, UTC): the cap is the day's budget.
-    budget = {"name": "burst", "pools": ["spot"], "monthly_cap_usd": 150.0, "period_start_day": 3,
-              "pacing": "forecast"}  # fmt: skip
-    settings, trace, window = hybrid(tmp_path, [budget], {"a": 1.0, "b": 4.0})
-    runs = {name: run_policy(settings, trace, window, name) for name in ("forecast", "reactive")}
+def test_a_paced_budget_never_spends_over_its_cap_at_any_step(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The month period ends where the window ends (periods open on the 3rd, UTC): the cap is the day's budget, a
+    # paced 150 USD (``hybrid_capped_runs.BUDGET``), with b's waiting dearer than a's.
+    fleet = capped_runs(tmp_path_factory)
+    settings, window = fleet.settings, fleet.window
+    (capped,) = settings.budgets
+    assert (capped.monthly_cap_usd, capped.pacing) == (150.0, "forecast")
+    runs = {name: fleet.runs[name] for name in ("forecast", "reactive")}
     for name, run in runs.items():
         (usage,) = budget_usage(settings, window, run)
         assert (usage.period_spend <= 150.0 + 1e-6).all(), name
