@@ -4,6 +4,7 @@ are planned together on the forecast of their summed demand, which the bands are
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import numpy as np
@@ -44,7 +45,8 @@ def _caption(write_trace: TraceWriter, pools: list[dict[str, Any]]) -> tuple[str
         "forecast": {"model": "last-value", "history": "1d"},
     }
     settings = settings_from_mapping(config)
-    window = select_window(trace, settings.demand_class_models(), trace.index[DAY].to_pydatetime(), None)
+    start = trace.index[DAY].to_pydatetime()  # after a day of history, half a day: a's wave rises and falls
+    window = select_window(trace, settings.demand_class_models(), start, start + timedelta(hours=12))
     run = run_policy(settings, trace, window, "forecast")
     assert set(run.forecast_bands) == {"a", "b", "c"}  # the bands drawn are the classes' own
     groups = demand_groups(["a", "b", "c"], settings.pool_specs())
