@@ -41,6 +41,9 @@ class GroupView:
     changed_at: datetime | None = None  # when the newest activity other than a failed launch started
     for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
     zone_failure: str = ""  # a recent launch failure of some zones only, others launching: not the pool's
+    # (instance id, LifecycleState) of the instances listed that neither count nor leave: an operator's ``Standby``
+    # (``EnteringStandby``), ``Detaching`` (leaving the group but not EC2: it keeps running on its own)
+    out_of_service: tuple[tuple[str, str], ...] = ()
 
     @property
     def stockout(self) -> bool:
@@ -151,6 +154,17 @@ def counted_in_units(group: dict[str, Any]) -> str:
     }
     why.extend(sorted(weights)[:3])
     return ", ".join(why)
+
+
+def out_of_service(group: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """(instance id, ``LifecycleState``) of the group's instances that neither count (``group_members``) nor are
+    being terminated (``is_leaving``): still running, though the group does not count them."""
+    counted = {i.instance_id for i in group_members(group)}
+    return tuple(
+        (str(i["InstanceId"]), str(i.get("LifecycleState", "")))
+        for i in group.get("Instances", [])
+        if str(i["InstanceId"]) not in counted and not is_leaving(i)
+    )
 
 
 def is_leaving(instance: dict[str, Any]) -> bool:

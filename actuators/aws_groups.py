@@ -39,6 +39,10 @@ read by ``actuators.aws_activities``. What the Auto Scaling API says:
   terminate instances in other zones" (API Reference, ``TerminateInstanceInAutoScalingGroup``): it launches in the
   short zone and terminates an instance of its own choosing, a busy node included. Only the ``AZRebalance`` process
   suspended stops that; ``rebalance_warning`` says when a group spans zones without it (a check run at start).
+- An instance the group lists ``Standby`` (an operator took it out of service) or ``Detaching`` is not gone: it
+  runs (and is billed) though the group does not count it. A drained node whose instance is so is not terminated
+  (the drain is not started, or its removal is refused as transient, naming the state and what to do), never taken
+  for one already leaving the group.
 - An instance can leave the group between a read and a termination: EC2 takes a Spot instance back, Auto Scaling
   replaces an unhealthy one. AWS then refuses to terminate it (``ValidationError`` "Instance Id not found - No
   managed instance found for instance ID ..."); the group is read again, and an instance no longer in it is gone
@@ -84,7 +88,14 @@ from typing import Any
 
 from actuators.aws_activities import LaunchRecord, read_activities, read_launches
 from actuators.aws_errors import AWS_ERRORS, from_aws, not_in_service
-from actuators.aws_group_view import GroupInstance, GroupView, counted_in_units, group_members, is_leaving
+from actuators.aws_group_view import (
+    GroupInstance,
+    GroupView,
+    counted_in_units,
+    group_members,
+    is_leaving,
+    out_of_service,
+)
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
@@ -138,6 +149,7 @@ class AutoScalingGroups:
             changed_at=launches.changed_at,
             for_capacity=launches.for_capacity,
             zone_failure=launches.zone_failure,
+            out_of_service=out_of_service(group),
         )
 
     def rebalance_warning(self, pool_id: str, name: str, owner: str = "") -> str:
@@ -228,7 +240,7 @@ class AutoScalingGroups:
         waited for. Nodes the group cannot lose without going below its minimum size are kept, and a node whose
         instance is not found (gone, its Node object not deleted yet) is looked for again on a later tick:
         TransientActuatorError (see the module's notes)."""
-        ids = self.instance_ids(pool_id, nodes, {i.instance_id for i in seen.instances})
+        ids = self.instance_ids(pool_id, nodes, _listed(seen))
         unknown = [n for n in nodes if n not in ids]
         if unknown:
             raise TransientActuatorError(
@@ -246,18 +258,22 @@ class AutoScalingGroups:
         )
         if kept:
             raise TransientActuatorError(pool_id, _at_min(seen, kept, "drained nodes") + (f" ({done})" if done else ""))
+        if parked := _out_of_service(seen, nodes, ids):
+            raise TransientActuatorError(pool_id, parked + (f" ({done})" if done else ""))
         return done or f"nodes {', '.join(nodes)} are already leaving the group"
 
     def kept_at_min(self, pool_id: str, seen: GroupView, nodes: Sequence[str], draining: Sequence[str] = ()) -> str:
         """Why some of these Kubernetes nodes could not be removed now, as ``remove_nodes`` would keep them once the
         nodes ``draining`` (drains under way in the pool, removed first) are gone: the group would be at its minimum
-        size; "" when all of them could go (a node whose instance is not found, or no longer in the group, needs no
-        termination)."""
+        size, or their instances are out of service in it (``Standby``); "" when all of them could go (a node whose
+        instance is not found, or no longer in the group, needs no termination)."""
         ahead = [n for n in draining if n not in nodes]
-        ids = self.instance_ids(pool_id, [*ahead, *nodes], {i.instance_id for i in seen.instances})
+        ids = self.instance_ids(pool_id, [*ahead, *nodes], _listed(seen))
         going, kept = _within_min(seen, [n for n in [*ahead, *nodes] if n in ids], ids)
         ours = [n for n in kept if n in nodes]
-        return _at_min(seen, ours, "nodes", [n for n in [*going, *kept] if n in ahead]) if ours else ""
+        if ours:
+            return _at_min(seen, ours, "nodes", [n for n in [*going, *kept] if n in ahead])
+        return _out_of_service(seen, [n for n in nodes if n in ids], ids)
 
     def newest_first(self, pool_id: str, instances: Sequence[GroupInstance]) -> list[GroupInstance]:
         """``instances`` ordered newest launch first (ties by id, for a stable order)."""
@@ -304,6 +320,27 @@ def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> t
     leaving = [n for n in nodes if ids[n] in members]
     room = max(0, seen.desired - seen.min_size)
     return leaving[:room], leaving[room:]
+
+
+def _listed(seen: GroupView) -> set[str]:
+    """The instances the group lists that count or are out of service (not those being terminated)."""
+    return {i.instance_id for i in seen.instances} | {instance_id for instance_id, _ in seen.out_of_service}
+
+
+def _out_of_service(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> str:
+    """Why nodes of ``nodes`` whose instances the group lists out of service (``Standby``, ``Detaching``) are not
+    terminated: not gone, and still running; "" when there are none."""
+    states = dict(seen.out_of_service)
+    parked = [f"{n} ({ids[n]}, {states[ids[n]]})" for n in nodes if ids[n] in states]
+    if not parked:
+        return ""
+    return (
+        f"nodes {', '.join(parked)} are in {seen.bounded_by} but out of service: still running, not leaving, and "
+        "not counted in its desired capacity, so the agent leaves them be. An instance in Standby is an operator's: "
+        f"return it to service (aws autoscaling exit-standby --auto-scaling-group-name {seen.name} --instance-ids "
+        "...) so the drain removes it, or terminate it yourself; one Detaching keeps running outside the group: "
+        "terminate it once detached"
+    )
 
 
 def _at_min(seen: GroupView, kept: Sequence[str], what: str, ahead: Sequence[str] = ()) -> str:
