@@ -196,10 +196,12 @@ FIELDS: dict[str, str] = {
     "demand, fall back on one that exists while the exporter is up, e.g. `or on() (0 * "
     'count(kube_namespace_created{namespace="team-a"}))`.',
     "ClassQuerySettings.selector": "PromQL label matchers added to the default query of `demand_metrics`. With "
-    "`kube-state-metrics` they match the labels of the pods' requests (`namespace`, `pod`, `container`, `node`), "
+    "`kube-state-metrics` they match the labels of the pods' requests (`namespace`, `pod`, `container`), "
     'e.g. `namespace=~"research|research-batch"` (the class is unavailable unless kube-state-metrics reports every '
     "namespace of such an alternation); a `cluster_queue`, `flavor` or `cohort` matcher (Kueue's labels, "
-    "which no pod's requests carry: the class would read 0 while its jobs wait) is refused. With `kueue` they match "
+    "which no pod's requests carry: the class would read 0 while its jobs wait) is refused, and so is a `node` "
+    "matcher (kube-state-metrics sets `node` from the pod's `spec.nodeName`, which a pending pod does not have: the "
+    "class would read its running work alone while its queue waits). With `kueue` they match "
     'the ClusterQueue gauges, e.g. `cluster_queue="team-a", flavor="a100"`: a `cluster_queue` matcher is required, '
     "and `flavor` / `cohort` narrow the reservation and the quota only (the pending gauge has no such labels); "
     "over several ClusterQueues the class is unavailable while any of them misses a gauge.",

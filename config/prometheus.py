@@ -303,16 +303,25 @@ def label_matchers(selector: str) -> list[tuple[str, str]] | None:
 def kube_state_metrics_selector_problem(selector: str) -> str | None:
     """Why ``selector`` cannot narrow the default kube-state-metrics query, or None when it can: a matcher on a
     label of Kueue's gauges, which no pod's requests carry, so the query would find no pods and read 0 while the
-    work waits."""
-    kueue = sorted({label for label, _ in label_matchers(selector) or []} & KUEUE_ONLY_LABELS)
-    if not kueue:
-        return None
-    return (
-        f"{', '.join(kueue)} {'is a label' if len(kueue) == 1 else 'are labels'} of Kueue's ClusterQueue gauges, "
-        "which kube_pod_container_resource_requests never carries: with demand_metrics: kube-state-metrics the class "
-        "would read 0 while its jobs wait. Select pods by namespace (e.g. 'namespace=\"research\"'), or set "
-        "demand_metrics: kueue"
-    )
+    work waits; or a ``node`` matcher, which drops every pod not yet scheduled."""
+    labels = {label for label, _ in label_matchers(selector) or []}
+    kueue = sorted(labels & KUEUE_ONLY_LABELS)
+    if kueue:
+        return (
+            f"{', '.join(kueue)} {'is a label' if len(kueue) == 1 else 'are labels'} of Kueue's ClusterQueue gauges, "
+            "which kube_pod_container_resource_requests never carries: with demand_metrics: kube-state-metrics the "
+            "class would read 0 while its jobs wait. Select pods by namespace (e.g. 'namespace=\"research\"'), or "
+            "set demand_metrics: kueue"
+        )
+    if "node" in labels:
+        return (
+            "kube-state-metrics sets a pod's node label from spec.nodeName, which a pod not yet scheduled does not "
+            "have: a node matcher drops every pending pod, so the class would read only its running work while its "
+            "queue waits for capacity. Select pods by namespace, pod or container (e.g. 'namespace=\"research\"'), "
+            "or write the class's `query` on a label a pod carries from its creation (a pod label, exported by "
+            "kube_pod_labels when kube-state-metrics' --metric-labels-allowlist names it)"
+        )
+    return None
 
 
 def kueue_selector_problem(selector: str) -> str | None:
