@@ -2,9 +2,10 @@
 the reads of the pods on their nodes that the survey and each drain step share.
 
 Idle means the node is schedulable and no pod on it requests an accelerator resource (any extended resource the
-node advertises, such as a GPU, a MIG profile or a TPU, or a resource a demand class names; DaemonSet pods, mirror
-pods of static pods and finished pods are ignored), continuously since the first time this drainer saw it so;
-after a restart that memory starts again, which only delays a scale-in.
+node advertises, such as a GPU, a MIG profile or a TPU, or a resource a demand class names) or claims devices
+through Dynamic Resource Allocation (``pod_rules.claims_devices``; DaemonSet pods, mirror pods of static pods and
+finished pods are ignored), continuously since the first time this drainer saw it so; after a restart that memory
+starts again, which only delays a scale-in.
 
 A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
 in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do

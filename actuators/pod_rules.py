@@ -81,7 +81,21 @@ def extended_resources(node: V1Node) -> frozenset[str]:
 
 
 def needs_accelerator(pod: V1Pod, resources: frozenset[str]) -> bool:
-    return any(amount not in ("0", "") for amount in _accelerator_amounts(pod, resources))
+    """The pod asks for one of these accelerator resources, or for devices through Dynamic Resource Allocation
+    (``claims_devices``)."""
+    return claims_devices(pod) or any(amount not in ("0", "") for amount in _accelerator_amounts(pod, resources))
+
+
+def claims_devices(pod: V1Pod) -> bool:
+    """The pod gets devices through Dynamic Resource Allocation: it lists ``spec.resourceClaims`` (which its
+    containers use through ``resources.claims``). A node whose GPUs a DRA driver manages advertises them as
+    ResourceSlices, not as an extended resource, so such a pod asks for no ``nvidia.com/gpu`` at all. Which devices
+    a claim allocates is in the ResourceClaim (its DeviceClass), not in the pod; any claim is taken as accelerator
+    work, so a node running a pod that claims another kind of device (a NIC) is not idle either: conservative, it
+    only keeps a unit longer."""
+    spec = pod.spec
+    containers = [*(spec.containers or []), *(spec.init_containers or [])]
+    return bool(spec.resource_claims) or any(c.resources and c.resources.claims for c in containers)
 
 
 def accelerator_work(pod: V1Pod, resources: frozenset[str]) -> bool:
@@ -92,8 +106,9 @@ def accelerator_work(pod: V1Pod, resources: frozenset[str]) -> bool:
 
 def accelerators(pod: V1Pod, resources: frozenset[str]) -> int:
     """Accelerators the pod asks for; an amount that is not a whole number (extended resources are integers, so
-    only a malformed one) counts as one."""
-    total = 0
+    only a malformed one) counts as one, and so does each resource claim (``claims_devices``: how many devices it
+    allocates is not in the pod)."""
+    total = len(pod.spec.resource_claims or [])
     for amount in _accelerator_amounts(pod, resources):
         if amount in ("0", ""):
             continue
