@@ -102,6 +102,12 @@ class GroupView:
         )
 
     @property
+    def room_above_min(self) -> int:
+        """How many instances the group may lose without going below its minimum size: counted from the instances
+        that exist (launching or ready), never from a desired capacity that holds launches that failed."""
+        return max(0, min(self.desired, len(self.instances)) - self.min_size)
+
+    @property
     def ready(self) -> int:
         return sum(1 for i in self.instances if i.ready)
 

@@ -47,26 +47,27 @@ read by ``actuators.aws_activities``. What the Auto Scaling API says:
   replaces an unhealthy one. AWS then refuses to terminate it (``ValidationError`` "Instance Id not found - No
   managed instance found for instance ID ..."); the group is read again, and an instance no longer in it is gone
   already, not a reason to block the pool (one still in it is tried again on a later tick).
-- ``MinSize`` <= desired capacity <= ``MaxSize`` always: ``SetDesiredCapacity`` outside the bounds fails with
-  ``ValidationError`` ("New SetDesiredCapacity value N is below min value M for the AutoScalingGroup."), and so does
-  a termination with the decrement while the desired capacity equals ``MinSize`` ("Currently, desiredSize equals
-  minSize (N). Terminating instance without replacement will violate group's min size constraint..."). The
-  adapters never ask for that: a shrink stops at the minimum size, a scale-up at the maximum, and the result says
-  which bound held how many units (an EKS node group's ``scalingConfig`` bounds count the same way).
+- ``MinSize`` <= desired capacity <= ``MaxSize`` always (the instances may be fewer: launches that failed):
+  ``SetDesiredCapacity`` outside the bounds fails with ``ValidationError`` ("New SetDesiredCapacity value N is below
+  min value M for the AutoScalingGroup."), and so does a termination with the decrement while the desired capacity
+  equals ``MinSize`` ("Currently, desiredSize equals minSize (N). Terminating instance without replacement will
+  violate group's min size constraint..."). The adapters never ask for that: a shrink stops at the minimum size, a
+  scale-up at the maximum, and the result says which bound held how many units (an EKS node group's
+  ``scalingConfig`` bounds count the same way).
 
-A drained node the group cannot lose (its desired capacity is at the minimum size) is not terminated: terminating
-it without the decrement would only launch a replacement (a new GPU instance to boot, which a stockout may refuse,
-for no capacity change), and the minimum size asks for that many instances anyway. Its drain is not started
-(``kept_at_min``, asked by the drainer before it cordons anything: ``actuators.kubernetes_drain.KeepsUnits``), so
-the node is neither cordoned nor emptied for nothing; the rejection names the bound. The nodes of the pool already
-draining (a release's earlier drains, drains started before or taken over) are asked about with it and take the room
-above the minimum first: a group of 3 at minimum size 2 released by 2 drains one node and rejects the other at
-once. A drain already under way when the group reaches its minimum (its minimum raised since) has its removal
-refused with a transient error naming the bound, so it is retried each tick and the node goes as soon as the group
-may shrink (its minimum lowered, or a scale-up raised the desired capacity); past the drain's timeout the drainer
-gives up and uncordons the node (back in service, since the group keeps it anyway). The lasting fix is
-configuration: a pool's ``min_units`` at least the group's minimum size, so the plan never releases a unit the group
-must keep.
+A drained node the group cannot lose (its instances, launching or ready, are at its minimum size: a desired capacity
+above them that holds launches that failed gives no room) is not terminated: terminating it without the decrement
+would only launch a replacement (a new GPU instance to boot, which a stockout may refuse, for no capacity change),
+and the minimum size asks for that many instances anyway. Its drain is not started (``kept_at_min``, asked by the
+drainer before it cordons anything: ``actuators.kubernetes_drain.KeepsUnits``), so the node is neither cordoned nor
+emptied for nothing; the rejection names the bound. The nodes of the pool already draining (a release's earlier
+drains, drains started before or taken over) are asked about with it and take the room above the minimum first: a
+group of 3 at minimum size 2 released by 2 drains one node and rejects the other at once. A drain already under way
+when the group reaches its minimum (its minimum raised since) has its removal refused with a transient error naming
+the bound, so it is retried each tick and the node goes as soon as the group may shrink (its minimum lowered, or a
+scale-up's instances launched); past the drain's timeout the drainer gives up and uncordons the node (back in
+service, since the group keeps it anyway). The lasting fix is configuration: a pool's ``min_units`` at least the
+group's minimum size, so the plan never releases a unit the group must keep.
 
 A pool whose nodes a drainer removes (``drained``: every pool of the daemon) never shrinks by a resize: ``shrink``
 terminates launching and then the newest ready instances, busy or not, with no cordon and no eviction. A resize below
@@ -318,7 +319,7 @@ def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> t
     below its minimum size, and those it must keep."""
     members = {i.instance_id for i in seen.instances}
     leaving = [n for n in nodes if ids[n] in members]
-    room = max(0, seen.desired - seen.min_size)
+    room = seen.room_above_min
     return leaving[:room], leaving[room:]
 
 
@@ -345,13 +346,17 @@ def _out_of_service(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) 
 
 def _at_min(seen: GroupView, kept: Sequence[str], what: str, ahead: Sequence[str] = ()) -> str:
     """Why ``kept`` stay; ``ahead``: nodes of the group whose drains under way take the room above the minimum."""
-    room = seen.desired - seen.min_size
+    room = seen.room_above_min
+    count = len(seen.instances)
+    counted = f"{count} instances; desired capacity {seen.desired}" + (
+        f", {seen.desired - count} of them not launched" if seen.desired > count else ""
+    )
     where = (
-        f"{seen.bounded_by} has minimum size {seen.min_size} and desired capacity {seen.desired}, so it can lose "
+        f"{seen.bounded_by} has minimum size {seen.min_size} and {counted}, so it can lose "
         f"{room} {'node' if room == 1 else 'nodes'}, which the {'drain' if len(ahead) == 1 else 'drains'} under way "
         f"of {', '.join(ahead)} {'takes' if len(ahead) == 1 else 'take'}"
         if ahead and room > 0
-        else f"{seen.bounded_by} is at its minimum size {seen.min_size} (desired capacity {seen.desired})"
+        else f"{seen.bounded_by} is at its minimum size {seen.min_size} ({counted})"
     )
     return (
         f"{where}: {what} {', '.join(kept)} stay until it may shrink, as terminating them would go below the minimum "
