@@ -201,7 +201,9 @@ FIELDS: dict[str, str] = {
     "namespace of such an alternation); a `cluster_queue`, `flavor` or `cohort` matcher (Kueue's labels, "
     "which no pod's requests carry: the class would read 0 while its jobs wait) is refused, and so is a `node` "
     "matcher (kube-state-metrics sets `node` from the pod's `spec.nodeName`, which a pending pod does not have: the "
-    "class would read its running work alone while its queue waits). With `kueue` they match "
+    "class would read its running work alone while its queue waits). Two classes of one family and resource that "
+    "both name a namespace (ClusterQueue under `kueue`) with `=` or in such an alternation are refused: its demand "
+    "would be counted in each. With `kueue` they match "
     'the ClusterQueue gauges, e.g. `cluster_queue="team-a", flavor="a100"`: a `cluster_queue` matcher is required, '
     "and `flavor` / `cohort` narrow the reservation and the quota only (the pending gauge has no such labels); "
     "over several ClusterQueues the class is unavailable while any of them misses a gauge.",

@@ -9,7 +9,7 @@ overrides of the default queries (``agent.sources.prometheus_queries`` builds th
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -206,51 +206,6 @@ _OR_BEFORE = re.compile(r"(?i)(?<![\w:])or\s*(?:(?:on|ignoring)\s*\([^()]*\)\s*)
 _OR_AFTER = re.compile(r"(?i)[\s)]*or(?![\w:])")
 
 
-def shared_demand_problems(
-    settings: PrometheusSettings | None, classes: Sequence[tuple[str, str, AcceleratorFamily]]
-) -> Iterator[ConfigProblem]:
-    """Two demand classes (name, series, family) whose Prometheus demand queries read the same demand: the same
-    written query, or the same selector and resource. Their demand would be counted twice and their pools sized on
-    double. Classes of the same series and family are left to the rule on series, which names them already."""
-    if settings is None:
-        return
-    first: dict[tuple[object, ...], tuple[str, str, AcceleratorFamily]] = {}
-    for name, series, family in classes:
-        reading = _demand_reading(settings, name, series, family)
-        if reading not in first:
-            first[reading] = (name, series, family)
-            continue
-        other, other_series, other_family = first[reading]
-        if (other_series, other_family) == (series, family):
-            continue
-        override = settings.classes.get(name, ClassQuerySettings())
-        key = "query" if override.query else "selector" if override.selector else None
-        yield ConfigProblem(
-            f"prometheus.classes.{name}" + (f".{key}" if key else ""),
-            f"demand classes {other!r} and {name!r} read the same demand from Prometheus (the same "
-            f"{'query' if override.query else 'selector and resource'}): it would be counted twice and their pools "
-            "sized on double; give each class a selector or query of its own",
-        )
-
-
-def _demand_reading(
-    settings: PrometheusSettings, name: str, series: str, family: AcceleratorFamily
-) -> tuple[object, ...]:
-    """What the demand query of a class reads, so that two queries that differ only in spacing or in the order
-    of their label matchers compare equal: the written query, or the selector's matchers and the resource."""
-    override = settings.classes.get(name, ClassQuerySettings())
-    if override.query:
-        return ("query", " ".join(override.query.split()))
-    resource = override.resource or DEFAULT_RESOURCES[family]
-    if override.selector is None:
-        label = "cluster_queue" if settings.demand_metrics == "kueue" else "namespace"
-        return ("selector", ((label, "=", series),), resource)
-    matchers = label_matchers(override.selector)
-    if matchers is None:
-        return ("selector", " ".join(override.selector.split()), resource)
-    return ("selector", tuple(sorted(matcher_parts(text) for _, text in matchers)), resource)
-
-
 def matcher_parts(text: str) -> tuple[str, str, str]:
     """A matcher as ``label_matchers`` gives it, split into label, operator and value (PromQL's escapes undone;
     a back-quoted string has none)."""
@@ -298,6 +253,34 @@ def label_matchers(selector: str) -> list[tuple[str, str]] | None:
         matchers.append((match.group(1), f"{match.group(1)}{match.group(2)}{match.group(3)}"))
         position = match.end()
     return matchers
+
+
+def top_level_alternatives(regex: str) -> list[str]:
+    """``regex`` split at each ``|`` outside a group, a character class or an escape."""
+    parts, current, depth, in_class, i = [], [], 0, False, 0
+    while i < len(regex):
+        char = regex[i]
+        if char == "\\":
+            current.append(regex[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = char != "]" or not current or current[-1] == "["
+        elif char == "[":
+            in_class = True
+        elif char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            parts.append("".join(current))
+            current = []
+            i += 1
+            continue
+        current.append(char)
+        i += 1
+    parts.append("".join(current))
+    return parts
 
 
 def kube_state_metrics_selector_problem(selector: str) -> str | None:

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 from config.aws_checks import check_aws
 from config.cloud_checks import check_cloud
 from config.energy import energy_problems
-from config.prometheus import prometheus_problems, shared_demand_problems, zero_fallback_queries
+from config.prometheus import prometheus_problems, zero_fallback_queries
+from config.prometheus_shared_demand import shared_demand_problems
 from config.schema import PoolSettings, Settings
 from config.timing_rules import (
     alert_rules,

@@ -51,6 +51,7 @@ from config.prometheus import (
     PrometheusSettings,
     label_matchers,
     matcher_parts,
+    top_level_alternatives,
 )
 from models import DemandClass
 
@@ -227,38 +228,10 @@ def named_namespaces(selector: str) -> list[str]:
         label_name, operator, value = matcher_parts(text)
         if label_name != "namespace" or operator != "=~" or value.startswith("(?"):
             continue
-        alternatives = [alt for alt in _top_level_alternatives(value) if alt]
+        alternatives = [alt for alt in top_level_alternatives(value) if alt]
         if len(alternatives) > 1:
             names.extend(alternatives)
     return names
-
-
-def _top_level_alternatives(regex: str) -> list[str]:
-    """``regex`` split at each ``|`` outside a group, a character class or an escape."""
-    parts, current, depth, in_class, i = [], [], 0, False, 0
-    while i < len(regex):
-        char = regex[i]
-        if char == "\\":
-            current.append(regex[i : i + 2])
-            i += 2
-            continue
-        if in_class:
-            in_class = char != "]" or not current or current[-1] == "["
-        elif char == "[":
-            in_class = True
-        elif char == "(":
-            depth += 1
-        elif char == ")":
-            depth -= 1
-        elif char == "|" and depth == 0:
-            parts.append("".join(current))
-            current = []
-            i += 1
-            continue
-        current.append(char)
-        i += 1
-    parts.append("".join(current))
-    return parts
 
 
 def kube_state_metrics_known(selector: str, cluster: Sequence[str] = ()) -> str:
