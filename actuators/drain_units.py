@@ -8,7 +8,9 @@ is not started.
 
 While a drain is in progress its nodes carry ``DRAIN_ANNOTATION`` (the drain's key), and those of a forced drain
 ``FORCED_ANNOTATION`` too, so an agent that continues the drain knows it is one of ours, and whether it is forced
-(``actuators.kubernetes_drain``).
+(``actuators.kubernetes_drain``). The marks say a drain is in progress only on a cordoned node: a person who ends a
+drain with ``kubectl uncordon`` patches ``spec.unschedulable`` alone and leaves them, and a later cordon by anyone
+else must not bring that drain back (``ended_drains``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,24 @@ DRAIN_ANNOTATION = "leadtime.io/drain-key"
 # Set with it on the nodes of a forced drain (value: the drain's key, so a mark an earlier drain left on a node a
 # person uncordoned does not force a later drain), which may evict accelerator work; removed with it.
 FORCED_ANNOTATION = "leadtime.io/drain-forced"
+
+
+def cordoned(node: V1Node) -> bool:
+    return bool(node.spec and node.spec.unschedulable)
+
+
+def drain_marks(node: V1Node) -> dict[str, str]:
+    """The marks of our drains set on the node (``DRAIN_ANNOTATION``, ``FORCED_ANNOTATION``), by annotation."""
+    annotations = node.metadata.annotations or {}
+    return {name: annotations[name] for name in (DRAIN_ANNOTATION, FORCED_ANNOTATION) if annotations.get(name)}
+
+
+def ended_drains(nodes: Sequence[V1Node]) -> set[str]:
+    """The keys of drains whose marks outlived them on the unit's ``nodes``: marked on a node that is schedulable
+    (uncordoned by a person: our own ends remove the marks with the cordon, in one patch) and on no cordoned node of
+    the unit, where the drain would still be under way."""
+    live = {key for node in nodes if cordoned(node) for key in drain_marks(node).values()}
+    return {key for node in nodes if not cordoned(node) for key in drain_marks(node).values()} - live
 
 
 class NodeRemover(Protocol):

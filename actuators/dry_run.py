@@ -63,6 +63,8 @@ class DryRunDrainer:
         self._inner = inner
         self._clock = clock
         self.recorded: list[tuple[str, str, str]] = []
+        if callable(guard := getattr(inner, "guard_writes", None)):
+            guard(lambda: False)  # its reads write nothing either (the marks an ended drain left are left as they are)
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         return self._inner.idle_nodes(pool_id, idle_for)

@@ -20,7 +20,9 @@ service, not left cordoned, paid for and unusable. A node that leaves the cluste
 person, or its instance gone) ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
-timeout then counts from when that agent took it over.
+timeout then counts from when that agent took it over. The mark says so only on a cordoned node: a person who ends a
+drain with ``kubectl uncordon`` leaves the marks, which are taken off when the node is read so, and a later cordon of
+the node by anyone else is never taken over as the ended drain.
 
 Only a forced drain (a release a budget's hard stop asked for) evicts accelerator work. Any other drain is of a
 unit found idle, but the agent found it so on a list of pods read before the drain (shared for seconds with the
@@ -61,6 +63,9 @@ from actuators.drain_units import (
     KeepsUnits,
     NodeRemover,
     NodeUnits,
+    cordoned,
+    drain_marks,
+    ended_drains,
 )
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import counts, must_stay, past_grace, pod_name, terminating
@@ -86,6 +91,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 # The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
 _MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
+_MARKS = (DRAIN_ANNOTATION, FORCED_ANNOTATION)
 
 
 class KubernetesUnitDrainer(KubernetesUnitSurvey):
@@ -108,6 +114,7 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         self._remover = remover
         self._timeout = timeout
         self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
+        self._ended: dict[str, set[str]] = {}  # unit -> keys of ended drains whose marks are still on its nodes
         self._results = KeyedResults(settled_only=True)
         self._may_write: Callable[[], bool] = lambda: True
 
@@ -123,13 +130,9 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         during this drainer's drain of it: nothing in the cluster records that drain any more, but the unit is still
         there and paid for, and the drain's next step removes it. A unit whose nodes are all uncordoned or unmarked
         is no longer being drained (a person uncordoned it): its drain is forgotten here too, so its nodes leaving
-        later does not remove it."""
+        later does not remove it; and the marks that drain left are no drain of ours (``_drains_of``)."""
         draining = {}
-        for unit, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items():
-            marks = [
-                (n.metadata.annotations or {}).get(DRAIN_ANNOTATION) for n in nodes if n.spec and n.spec.unschedulable
-            ]
-            key = next((mark for mark in marks if mark), None)
+        for unit, (key, nodes) in self._drains_of(pool_id).items():
             since = self._draining_since.get(unit)
             if key is not None:
                 draining[unit] = key
@@ -142,14 +145,46 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
     def unforced_drains(self, pool_id: str) -> Set[str]:
         """Units of the pool being drained (a node cordoned and carrying our drain annotation) none of whose nodes
         carries the mark of a forced drain with that drain's key: releases of idle units, as ``drain`` reads them."""
-        unforced: set[str] = set()
+        return {
+            unit
+            for unit, (key, nodes) in self._drains_of(pool_id).items()
+            if key is not None and not any(drain_marks(n).get(FORCED_ANNOTATION) == key for n in nodes)
+        }
+
+    def _drains_of(self, pool_id: str) -> dict[str, tuple[str | None, Sequence[V1Node]]]:
+        """Every unit of the pool (one read), with the key of our drain in progress on it (None: none) and its nodes.
+        A drain whose marks are left on a node a person uncordoned has ended (``drain_units.ended_drains``): its
+        marks are taken off every node of the unit that carries no other drain's (a cordon left as it is: it is
+        someone else's now), and until they are gone (this replica may not write, or the patch failed) the drain's
+        key is remembered as ended, so a later cordon of the node by anyone else is not taken over as ours."""
+        drains: dict[str, tuple[str | None, Sequence[V1Node]]] = {}
         for unit, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items():
-            marks = [n.metadata.annotations or {} for n in nodes]
-            cordoned = [m for n, m in zip(nodes, marks, strict=True) if n.spec and n.spec.unschedulable]
-            key = next((k for m in cordoned if (k := m.get(DRAIN_ANNOTATION))), None)
-            if key is not None and not any(m.get(FORCED_ANNOTATION) == key for m in marks):
-                unforced.add(unit)
-        return unforced
+            marked = {key for node in nodes for key in drain_marks(node).values()}
+            ended = (self._ended.pop(unit, set()) | ended_drains(nodes)) & marked
+            live = (drain_marks(n).get(DRAIN_ANNOTATION) for n in nodes if cordoned(n))
+            key = next((k for k in live if k and k not in ended), None)
+            stale = [
+                node.metadata.name
+                for node in nodes
+                if (marks := drain_marks(node)) and (not cordoned(node) or marks.get(DRAIN_ANNOTATION) in ended)
+            ]
+            if stale and not self._unmark(pool_id, stale):
+                self._ended[unit] = ended
+            drains[unit] = (key, nodes)
+        return drains
+
+    def _unmark(self, pool_id: str, nodes: Sequence[str]) -> bool:
+        """Take our drain marks off ``nodes`` (not their cordon); False when that was not written."""
+        if not self._may_write():
+            return False
+        try:
+            for node in nodes:
+                self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(_MARKS)}})
+        except ActuatorError as exc:  # remembered as ended meanwhile; read and cleared again next time
+            log.warning("pool %s: the marks of ended drains on %s could not be removed: %s", pool_id, nodes, exc)
+            return False
+        log.info("pool %s: marks of drains that ended (uncordoned by a person) removed from %s", pool_id, nodes)
+        return True
 
     def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
         """Drain the unit ``node`` (a node, or a slice: every node of it). Unless ``forced`` (or its nodes are marked
@@ -250,14 +285,7 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         started before or taken over), which it removes first; "" when it could. One read of the pool's units. A
         remover that refuses the pool for good (GKE autoscaling on a pool it must not touch) raises: the drain's
         ``members`` are uncordoned first, as a drain taken over has them cordoned already."""
-        draining = [
-            other
-            for other, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items()
-            if other != unit
-            and any(
-                n.spec and n.spec.unschedulable and (n.metadata.annotations or {}).get(DRAIN_ANNOTATION) for n in nodes
-            )
-        ]
+        draining = [other for other, (key, _) in self._drains_of(pool_id).items() if other != unit and key]
         try:
             return remover.kept_units(pool_id, [unit], draining)
         except PermanentActuatorError as exc:
@@ -313,8 +341,7 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
             why = f"removing the empty {noun} still fails after {self._timeout} ({exc})"
             return self._fail(key, pool_id, unit, nodes, why)
         for node in nodes:  # gone: unmarked too
-            unmarked = {DRAIN_ANNOTATION: None, FORCED_ANNOTATION: None}
-            self._patch_node(pool_id, node, {"metadata": {"annotations": unmarked}})
+            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(_MARKS)}})
         self._draining_since.pop(unit, None)
         self._idle_since.pop(unit, None)
         if leaving:
