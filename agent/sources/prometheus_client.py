@@ -11,11 +11,15 @@ import re
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
+from urllib3.connectionpool import ConnectionPool
+from urllib3.exceptions import MaxRetryError, ResponseError
+from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
 from agent.sources.base import read_time_left
@@ -29,11 +33,51 @@ RETRY_ON_STATUS = (429, 502, 503, 504, 500)
 
 
 class _DeadlineRetry(Retry):
-    """Retries that end once the read deadline (``agent.sources.base.read_deadline``) has passed."""
+    """Retries that end once the read deadline (``agent.sources.base.read_deadline``) has passed, and whose waits
+    (a server's ``Retry-After``, the back-off) stay within it: a wait that would reach the deadline ends the
+    retries at once, with the answer in hand. urllib3 sleeps the whole ``Retry-After`` otherwise: a query-frontend
+    asking for 20 s held a 3 s read for 20 s."""
 
     def is_exhausted(self) -> bool:
         left = read_time_left()
         return super().is_exhausted() or (left is not None and left[0] <= 0)
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: BaseHTTPResponse | None = None,
+        error: Exception | None = None,
+        _pool: ConnectionPool | None = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> Self:
+        retry = super().increment(method, url, response, error, _pool, _stacktrace)
+        left = read_time_left()
+        if left is not None and retry._wait_s(response) >= left[0]:
+            reason = error or ResponseError("the wait before the next try would outlast the time left for reading")
+            raise MaxRetryError(_pool, url or "", reason) from reason  # type: ignore[arg-type]
+        return retry
+
+    def get_retry_after(self, response: BaseHTTPResponse) -> float | None:
+        after = super().get_retry_after(response)
+        return None if after is None else _within_deadline(after)
+
+    def get_backoff_time(self) -> float:
+        return _within_deadline(super().get_backoff_time())
+
+    def _wait_s(self, response: BaseHTTPResponse | None) -> float:
+        """How long urllib3 would wait before the next try: the server's ``Retry-After``, else the back-off."""
+        if self.respect_retry_after_header and response is not None:
+            after = Retry.get_retry_after(self, response)
+            if after:
+                return after
+        return Retry.get_backoff_time(self)
+
+
+def _within_deadline(wait_s: float) -> float:
+    """``wait_s`` cut to the time left of the read deadline, if there is one."""
+    left = read_time_left()
+    return wait_s if left is None else max(0.0, min(wait_s, left[0]))
 
 
 def connect(settings: PrometheusSettings, retries: int | None = None) -> PrometheusConnect:
