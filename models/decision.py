@@ -10,6 +10,7 @@ the log line, the Events and the reports are all rendered from this record, so t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -39,8 +40,10 @@ class DemandShare:
     tick) and the demand ``observed`` now, for the demand as a whole; ``chips`` is the part given to this pool.
     ``unpaced_need`` is that larger value when a budget paced on a forecast funded less of it (``need``).
     ``summed``: of a group with no forecast of its summed demand, the classes whose own peaks ``peak`` adds up
-    (empty: ``peak`` is the demand's own forecast); ``missing``: the group's classes with no trustworthy demand,
-    counted in neither ``peak`` nor ``observed``.
+    (empty: ``peak`` is the demand's own forecast). The group's classes lacking a figure, each in one list:
+    ``missing`` have neither a current value nor a forecast; ``no_current`` have a forecast but no current value
+    (``observed`` leaves them out); ``no_forecast`` have a current value, kept beside the name and counted in
+    ``observed``, but no forecast (a summed ``peak`` leaves them out).
     """
 
     demand: str
@@ -52,16 +55,52 @@ class DemandShare:
     unpaced_need: float | None = None
     summed: tuple[str, ...] = ()
     missing: tuple[str, ...] = ()
+    no_current: tuple[str, ...] = ()
+    no_forecast: tuple[tuple[str, float], ...] = ()
 
     def peak_text(self) -> str:
         """The peak as what it is: the demand's own quantile, or the sum of its known classes' quantiles."""
+        quantile = f"q{self.service_level:g}"
         if not self.summed:
-            return f"q{self.service_level:g} peak {_num(self.peak)}"
-        return f"sum of the q{self.service_level:g} peaks of {', '.join(self.summed)}: {_num(self.peak)}"
+            return f"{quantile} peak {_num(self.peak)}"
+        return f"sum of the {quantile} peaks of {', '.join(self.summed)}: {_num(self.peak)}"
 
-    def missing_text(self) -> str:
-        """The group's classes left out of its figures for want of data ('' when none)."""
-        return f"{', '.join(self.missing)} without data, not counted" if self.missing else ""
+    def gaps_text(self) -> str:
+        """What went into each figure of the group's classes lacking one ('' when none lacks any)."""
+        own = not self.summed  # the group's own forecast: every class's history is in its peak
+        quantile = f"q{self.service_level:g}"
+        parts = []
+        if self.missing:
+            parts.append(
+                f"{_names(self.missing)}: no current value and no forecast of {_its(self.missing)} own, counted only "
+                "in the group's peak"
+                if own
+                else f"{_names(self.missing)} without data, not counted"
+            )
+        if self.no_current:
+            peaks = f"its {quantile} peak" if len(self.no_current) == 1 else f"their {quantile} peaks"
+            counted = "counted in the group's peak" if own else f"{peaks} counted"
+            parts.append(f"{_names(self.no_current)}: no current value, {counted}")
+        if self.no_forecast:
+            names = [name for name, _ in self.no_forecast]
+            now = sum(value for _, value in self.no_forecast)
+            forecast = f"no forecast of {_its(names)} own" if own else "no forecast"
+            parts.append(f"{_names(names)}: {forecast}, {_its(names)} {now:g} now counted")
+        return ", ".join(parts)
+
+
+_NAMED = 5
+"""Names listed in a share's text before the rest are counted (the log line lists them all)."""
+
+
+def _names(names: Sequence[str]) -> str:
+    if len(names) <= _NAMED:
+        return ", ".join(names)
+    return f"{len(names)} classes ({', '.join(names[:3])} and {len(names) - 3} more)"
+
+
+def _its(names: Sequence[str]) -> str:
+    return "its" if len(names) == 1 else "their"
 
 
 @dataclass(frozen=True)
@@ -222,6 +261,8 @@ class PoolDecision:
                 f"{s.demand}:q{s.service_level:g}:peak={_num(s.peak)}:now={_num(s.observed)}:chips={s.chips:g}"
                 + (f":peak_summed={'+'.join(s.summed)}" if s.summed else "")
                 + (f":missing={'+'.join(s.missing)}" if s.missing else "")
+                + (f":no_now={'+'.join(s.no_current)}" if s.no_current else "")
+                + (f":no_forecast={'+'.join(n for n, _ in s.no_forecast)}" if s.no_forecast else "")
                 for s in self.demand
             )
             or None,
@@ -259,7 +300,7 @@ class PoolDecision:
             return "no demand assigned"
         shares = "; ".join(
             f"{s.demand}: {s.peak_text()}, now {_num(s.observed)}"
-            + (f", {s.missing_text()}" if s.missing else "")
+            + (f", {gaps}" if (gaps := s.gaps_text()) else "")
             + ("" if s.unpaced_need is None else f", budget pacing funds {s.need:g} of {s.unpaced_need:g}")
             + ("" if abs(s.chips - s.need) < 1e-9 else f", {s.chips:g} of {s.need:g} here")
             for s in self.demand

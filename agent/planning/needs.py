@@ -2,8 +2,10 @@
 now), and which classes are unknown (their pools are held). Pure.
 
 A group without a forecast of its summed demand is planned on the sum of its members' peaks, of the members that
-have one: the share says which (``DemandShare.summed``) and which members have no trustworthy demand
-(``DemandShare.missing``), so that the sum is not told as the group's peak. The pools of a group with a member
+have one: the share says which (``DemandShare.summed``), so that the sum is not told as the group's peak, and which
+members lack a figure: no current value nor forecast (``missing``), a forecast but no current value (``no_current``:
+its peak is summed, nothing of it is in the observed figure), a current value but no forecast (``no_forecast``: its
+value now is in the observed figure, nothing of it in a summed peak). The pools of a group with a member
 without data are held as a whole, and a hold names only the members without data (``Unknown``).
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from agent.planning.groups import DemandGroup
 from agent.planning.plan_input import PlanInput, plan_groups
@@ -43,19 +46,47 @@ def group_shares(given: PlanInput) -> tuple[dict[str, DemandShare], Unknown]:
         level = given.service_levels.get(group.name) or max(given.service_levels.get(n, 0.9) for n in group.members)
         peak = _peak(given.forecasts.get(group.name), level, steps) if group.is_aggregate else None
         summed: tuple[str, ...] = ()
+        peaks = {n: _peak(given.forecasts.get(n), level, steps) for n in group.members}
         if peak is None:
-            peaks = {n: _peak(given.forecasts.get(n), level, steps) for n in group.members}
             known_peaks = {n: p for n, p in peaks.items() if p is not None}
             peak = sum(known_peaks.values()) if known_peaks else None
             summed = tuple(known_peaks) if group.is_aggregate else ()
         candidates = [v for v in (peak, floor if seen else None) if v is not None]
         if candidates:
             need = max(candidates)
-            shown = missing if group.is_aggregate else ()  # a class alone is named by its own share
+            gaps = _gaps(group, observed, peaks) if group.is_aggregate else _Gaps()  # a class alone: its own share
             shares[group.name] = DemandShare(
-                group.name, level, peak, floor if seen else None, need, need, summed=summed, missing=shown
+                group.name,
+                level,
+                peak,
+                floor if seen else None,
+                need,
+                need,
+                summed=summed,
+                missing=gaps.missing,
+                no_current=gaps.no_current,
+                no_forecast=gaps.no_forecast,
             )
     return shares, unknown
+
+
+@dataclass(frozen=True)
+class _Gaps:
+    """A group's classes lacking a figure, each in one list: neither a current value nor a forecast (``missing``),
+    a forecast but no current value (``no_current``), a current value (kept with it) but no forecast."""
+
+    missing: tuple[str, ...] = ()
+    no_current: tuple[str, ...] = ()
+    no_forecast: tuple[tuple[str, float], ...] = ()
+
+
+def _gaps(group: DemandGroup, observed: list[float | None], peaks: Mapping[str, float | None]) -> _Gaps:
+    now = dict(zip(group.members, observed, strict=True))
+    return _Gaps(
+        missing=tuple(n for n in group.members if now[n] is None and peaks[n] is None),
+        no_current=tuple(n for n in group.members if now[n] is None and peaks[n] is not None),
+        no_forecast=tuple((n, v) for n in group.members if (v := now[n]) is not None and peaks[n] is None),
+    )
 
 
 def missing_for(pool: PoolSpec, unknown: Unknown) -> list[str]:
