@@ -21,18 +21,30 @@ back to the queue as far as the pods show it: nodes where a pod must not be disr
 name. How long a pod has run or when it last saved its work is not in the pod, so it does not weigh in. Draining a
 busy node is the same drain: its pods are evicted through the Eviction API, so disruption budgets still hold.
 
+A unit idle for accelerators that a drain cannot empty is not offered as idle (``idle_nodes``), since its drain would
+only cordon it, perhaps evict its other pods, be rejected and uncordon it, window after window: one where a pod must
+not be disrupted (``pod_rules.must_stay``: a bare pod, safe-to-evict "false", local storage), known from the pods
+alone, and one whose drain was rejected for a pod the pods alone do not show blocking (selected by two
+PodDisruptionBudgets: the Eviction API's 500), held from the rejection (``hold_rejected``) for as long as the pods the
+rejection names are still on it unchanged (the same uid and resourceVersion): a pod restarted, relabelled or gone
+ends the hold. ``held_units`` says which idle units the last survey of a pool kept back and why, so the agent can
+tell the operator why an idle unit is still paid for (``TellsHeldUnits``). The holds are this drainer's memory: after
+a restart a held unit's drain is tried, and rejected, once more.
+
 ``KubernetesUnitSurvey`` is the read side of ``actuators.kubernetes_drain.KubernetesUnitDrainer``, which drains what
 it finds; it writes nothing to the cluster.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import TypeVar
+from typing import Protocol, TypeVar, runtime_checkable
 
+from actuators.base import NodeDrainer
 from actuators.drain_units import DrainUnits
 from actuators.pod_rules import (
     ACCELERATOR_RESOURCES,
@@ -51,6 +63,7 @@ from models.clock import Clock
 from models.errors import KubernetesApiError
 
 T = TypeVar("T")
+_PodId = tuple[str, str, str, str]  # namespace, name, uid, resourceVersion
 # A survey or a drain step reads the pods of up to this many nodes with one list each (a field selector names one
 # node); of more, with one list of every pod bound to a node, in pages, grouped by node. Without consistent reads
 # from the API server's cache (Kubernetes < 1.31) each list, one node's or not, reads every pod of the cluster from
@@ -66,15 +79,53 @@ class _NodeLoad:
     name: str
     accelerator_pods: int
     accelerators: int  # requested by those pods
-    blocked: bool  # a pod on it must not be disrupted: a drain would be rejected
+    blocked: str  # why a drain would be rejected (a pod on it must not be disrupted, or a hold); "" when it would not
 
     @property
     def idle(self) -> bool:
         return self.accelerator_pods == 0
 
     @property
+    def offered(self) -> bool:
+        """Idle, and a drain could empty it."""
+        return self.idle and not self.blocked
+
+    @property
     def cost(self) -> tuple[bool, int, int, str]:
-        return (self.blocked, self.accelerator_pods, self.accelerators, self.name)
+        return (bool(self.blocked), self.accelerator_pods, self.accelerators, self.name)
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """A unit whose drain was rejected for the pods ``pods`` (their identities then), held while every one of them is
+    on it unchanged (a pod named in ``why`` that came since, such as one recreated under an evicted pod's name, does
+    not end it)."""
+
+    why: str
+    pods: frozenset[_PodId]
+
+
+@runtime_checkable
+class TellsHeldUnits(Protocol):
+    """A drainer that keeps back idle units a drain could not empty (``KubernetesUnitSurvey``)."""
+
+    def held_units(self, pool_id: str) -> Mapping[str, str]:
+        """The pool's units idle for accelerators that its last survey did not offer as idle, and why."""
+        ...
+
+    def hold_rejected(self, pool_id: str, unit: str, why: str) -> None:
+        """Hold ``unit``, whose drain was just rejected for ``why``, while the pods ``why`` names are unchanged."""
+        ...
+
+
+def held_units(drainer: NodeDrainer, pool_id: str) -> Mapping[str, str]:
+    """``TellsHeldUnits.held_units`` of a drainer that keeps units back; none for one that does not."""
+    return drainer.held_units(pool_id) if isinstance(drainer, TellsHeldUnits) else {}
+
+
+def hold_rejected(drainer: NodeDrainer, pool_id: str, unit: str, why: str) -> None:
+    if isinstance(drainer, TellsHeldUnits):
+        drainer.hold_rejected(pool_id, unit, why)
 
 
 class KubernetesUnitSurvey:
@@ -90,18 +141,34 @@ class KubernetesUnitSurvey:
         self._units = units
         self._accelerator_resources = frozenset(ACCELERATOR_RESOURCES) | frozenset(accelerator_resources)
         self._idle_since: dict[str, datetime] = {}
+        self._holds: dict[str, _Hold] = {}  # unit -> its drain's rejection, held while the pods it names are unchanged
+        self._held: dict[str, dict[str, str]] = {}  # pool -> idle units its last survey kept back, and why
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
+        """Units idle for ``idle_for`` that a drain could empty, longest idle first."""
         now = self._clock.now()
-        idle = [(self._idle_since[n.name], n.name) for n in self._survey(pool_id) if n.idle]
+        idle = [(self._idle_since[n.name], n.name) for n in self._survey(pool_id) if n.offered]
         return [name for since, name in sorted(idle) if now - since >= idle_for]
 
     def pool_nodes(self, pool_id: str) -> Sequence[str]:
-        """Schedulable units, idle ones first (longest idle first), then busy ones by ``_NodeLoad.cost``."""
+        """Schedulable units: idle ones a drain could empty first (longest idle first), then the others by
+        ``_NodeLoad.cost`` (those a drain could not empty last)."""
         loads = self._survey(pool_id)
-        idle = sorted((self._idle_since[n.name], n.name) for n in loads if n.idle)
-        busy = sorted((n for n in loads if not n.idle), key=lambda n: n.cost)
-        return [name for _, name in idle] + [n.name for n in busy]
+        idle = sorted((self._idle_since[n.name], n.name) for n in loads if n.offered)
+        rest = sorted((n for n in loads if not n.offered), key=lambda n: n.cost)
+        return [name for _, name in idle] + [n.name for n in rest]
+
+    def held_units(self, pool_id: str) -> Mapping[str, str]:
+        return dict(self._held.get(pool_id, {}))
+
+    def hold_rejected(self, pool_id: str, unit: str, why: str) -> None:
+        """Hold the unit while the pods on it that ``why`` names (as ``namespace/name`` or ``('namespace',
+        'name')``, as the drainer's rejections name them) are there unchanged; nothing when it names none of them
+        (the unit's idleness or the pool's size, not its pods, stopped the drain). One read of the unit's pods."""
+        nodes = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
+        named = _named(self._pods_of(pool_id, nodes, fresh=True), why)
+        if named:
+            self._holds[unit] = _Hold(why, named)
 
     # -- internals -----------------------------------------------------------------------------------------
     def _working(self, nodes: Sequence[V1Node], pods: Mapping[str, Sequence[V1Pod]]) -> list[str]:
@@ -131,23 +198,39 @@ class KubernetesUnitSurvey:
             if (nodes or without_nodes) and not any(n.spec and n.spec.unschedulable for n in nodes)
         }
         pods = self._pods_by_node(pool_id, [node.metadata.name for nodes in schedulable.values() for node in nodes])
+        for unit in set(self._holds) - set(schedulable):
+            if unit not in units:  # gone; a cordoned one is drained or held by a person, its hold kept till then
+                del self._holds[unit]
         loads = []
         for unit, nodes in schedulable.items():
-            working, requested, blocked = 0, 0, False
+            working, requested, on_unit = 0, 0, []
             for node in nodes:
                 resources = self._accelerator_resources | extended_resources(node)
                 on_node = [p for p in pods[node.metadata.name] if counts(p)]
                 busy = [p for p in on_node if accelerator_work(p, resources)]
                 working += len(busy)
                 requested += sum(accelerators(p, resources) for p in busy)
-                blocked |= any(must_stay(p) for p in on_node)
-            load = _NodeLoad(unit, working, requested, blocked)
+                on_unit.extend(on_node)
+            load = _NodeLoad(unit, working, requested, self._blocked(unit, on_unit))
             if load.idle:
                 self._idle_since.setdefault(unit, now)
             else:
                 self._idle_since.pop(unit, None)
             loads.append(load)
+        self._held[pool_id] = {n.name: n.blocked for n in loads if n.idle and n.blocked}
         return loads
+
+    def _blocked(self, unit: str, pods: Sequence[V1Pod]) -> str:
+        """Why a drain of the unit with these pods (those it has to move) would be rejected; "" if it would not. A
+        hold whose pods changed is dropped."""
+        blockers = [f"{'/'.join(pod_name(p))} ({', '.join(reasons)})" for p in pods if (reasons := must_stay(p))]
+        if blockers:
+            return f"pods that must not be disrupted: {'; '.join(blockers)}"
+        hold = self._holds.get(unit)
+        if hold is not None and not hold.pods <= _named(pods, hold.why):
+            del self._holds[unit]
+            return ""
+        return hold.why if hold is not None else ""
 
     def _pods_of(self, pool_id: str, nodes: Sequence[str], fresh: bool) -> list[V1Pod]:
         """The pods a drain of these nodes has to move."""
@@ -167,3 +250,15 @@ class KubernetesUnitSurvey:
             return request()
         except KubernetesApiError as exc:
             raise from_kubernetes(pool_id, exc) from exc
+
+
+def _named(pods: Iterable[V1Pod], why: str) -> frozenset[_PodId]:
+    """The identities of the pods, not terminating, that ``why`` names as ``namespace/name`` or ``('namespace',
+    'name')``."""
+    return frozenset(
+        (namespace, name, pod.metadata.uid or "", pod.metadata.resource_version or "")
+        for pod in pods
+        if not terminating(pod)
+        for namespace, name in [pod_name(pod)]
+        if re.search(rf"(?<![\w.-]){re.escape(f'{namespace}/{name}')}(?![\w.-])", why) or repr((namespace, name)) in why
+    )

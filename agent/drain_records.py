@@ -1,6 +1,6 @@
 """What the drains of ``agent.drains`` remember and report: a drain in progress (``PendingDrain``), the outcome of
 drain calls the executor acts on (``DrainOutcome``), and the warnings about a pool's nodes (a node a drain left
-cordoned that a dry run cannot continue, idle nodes that cannot be read).
+cordoned that a dry run cannot continue, idle nodes that cannot be read, an idle node no drain can empty).
 """
 
 from __future__ import annotations
@@ -72,3 +72,19 @@ def idle_nodes_alert(now: datetime, pool_id: str, summary: str, exc: Exception) 
     executor's alerts about the pool's changes."""
     subject = f"idle nodes of {pool_id}"
     return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, {"error": str(exc)})
+
+
+def held_idle_alert(now: datetime, pool_id: str, node: str, why: str) -> AlertEvent:
+    """A warning about an idle node of the pool that its drainer holds back from drains (``TellsHeldUnits``): one
+    condition per node, raised every tick while it is held (the notifier sends it once per dedup window), so the
+    operator learns why an idle unit is still paid for."""
+    summary = (
+        f"Node {node} of pool {pool_id} runs no accelerator work, but a drain cannot empty it: {why}. It is not "
+        "released and stays billed. It is offered for a release again once those pods are gone or changed: move or "
+        "delete a pod nothing recreates, annotate a pod whose eviction is safe "
+        'cluster-autoscaler.kubernetes.io/safe-to-evict: "true" (or list its local volumes in '
+        "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes), or leave a pod under one PodDisruptionBudget "
+        "(then restart or relabel the pod: a drain rejected for it is held while the pod is unchanged)."
+    )
+    subject = f"idle node {node} of {pool_id} not drained"
+    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, {"why": why})

@@ -27,9 +27,14 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   removed) or rejected (a pod must not be disrupted, or the node is no longer idle: the drainer checks again once
   the node is cordoned, on its pods read afresh, and work scheduled on it since the check here rejects the drain,
   uncordoned, nothing evicted; its idleness counts anew). A node whose drain failed or was rejected is not chosen again
-  for one stabilization window. A drain step that fails with an error a retry may fix, or a drain given up at the
-  timeout (failing since it started), is reported in ``DrainOutcome.failing`` and a drain that removed its node in
-  ``finished``: the executor alerts on a pool whose drains keep failing for its lead time.
+  for one stabilization window. A drain rejected for its pods (one that must not be disrupted, one selected by two
+  PodDisruptionBudgets) would be rejected again for as long as they stay: the drainer is told (``hold_rejected``) and
+  holds the node back while the pods the rejection names are on it unchanged, as it holds back, unasked, an idle node
+  with a pod that must not be disrupted. Each node a drainer holds back so is told, every tick, as a warning naming the
+  node, the pods and why (``held_idle_alert``; the notifier sends it once per dedup window): an idle node that is
+  still paid for, which only a person can free. A drain step that fails with an error a retry may fix, or a drain
+  given up at the timeout (failing since it started), is reported in ``DrainOutcome.failing`` and a drain that
+  removed its node in ``finished``: the executor alerts on a pool whose drains keep failing for its lead time.
 * **Forced releases** (``Resize.forced``, a budget's hard stop: the money left no longer pays for the units held)
   are never refused for busy nodes. They drain the named nodes that are still in the pool, then nodes idle for the
   window, then the pool's other nodes in the drainer's order, cheapest to lose first
@@ -55,8 +60,9 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from actuators.base import NodeDrainer, unforced_drains
+from actuators.drain_survey import held_units, hold_rejected
 from actuators.dry_run import sends_drains
-from agent.drain_records import DrainOutcome, PendingDrain, idle_nodes_alert, left_cordoned_alert
+from agent.drain_records import DrainOutcome, PendingDrain, held_idle_alert, idle_nodes_alert, left_cordoned_alert
 from models import (
     ActionResult,
     ActionStatus,
@@ -84,6 +90,7 @@ class NodeDrains:
         self._held_until: dict[str, datetime] = {}  # node -> not chosen again before this time
         self._unsure: set[str] = set()  # drains taken over not yet known to be forced or not
         self._left: dict[str, PendingDrain] = {}  # node -> drain the cluster records that a dry run cannot continue
+        self._held: dict[str, tuple[str, str]] = {}  # idle node a drainer holds back -> (pool, why), as last logged
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
@@ -115,6 +122,7 @@ class NodeDrains:
                 continue
             try:
                 idle = [n for n in drainer.idle_nodes(pool_id, timedelta(0)) if self._choosable(n)]
+                alerts.extend(self._held_back(pool_id, held_units(drainer, pool_id), now))
             except ActuatorError as exc:
                 log.warning("pool %s: idle nodes unknown, holding its size: %s", pool_id, exc)
                 alerts.append(idle_nodes_alert(now, pool_id, "Idle nodes cannot be read; holding the pool's size", exc))
@@ -255,6 +263,18 @@ class NodeDrains:
         return taken
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _held_back(self, pool_id: str, held: Mapping[str, str], now: datetime) -> list[AlertEvent]:
+        """A warning per idle node of the pool its drainer holds back; logged when it is first held (or for another
+        reason), and when it is held no more."""
+        for node in [n for n, (pool, _) in self._held.items() if pool == pool_id and n not in held]:
+            log.info("pool %s: node %s is no longer held back from drains", pool_id, node)
+            del self._held[node]
+        for node, why in sorted(held.items()):
+            if self._held.get(node) != (pool_id, why):
+                log.warning("pool %s: idle node %s is not offered for a drain: %s", pool_id, node, why)
+            self._held[node] = (pool_id, why)
+        return [held_idle_alert(now, pool_id, node, why) for node, why in sorted(held.items())]
+
     def _reconcile(self, pool_id: str, draining: Mapping[str, str]) -> None:
         """The cluster's record of drains in progress wins: take over the ones another agent (or this one before
         a restart) started, forget the ones that ended elsewhere (a person uncordoned the node, it is gone). A drain
@@ -310,6 +330,12 @@ class NodeDrains:
             self._first_idle.get(pending.pool_id, {}).pop(pending.node, None)
         if result.status in (ActionStatus.FAILED, ActionStatus.REJECTED):
             self._held_until[pending.node] = now + max(self._window, timedelta(minutes=1))
+        if result.status is ActionStatus.REJECTED:
+            try:  # the pods that blocked it stop the next drain too: held while they stay as they are
+                hold_rejected(self._drainers[pending.pool_id], pending.pool_id, pending.node, result.detail)
+            except ActuatorError as exc:  # held for the window only; the next rejection asks again
+                pool_id, node = pending.pool_id, pending.node
+                log.warning("pool %s: node %s could not be held after its rejected drain: %s", pool_id, node, exc)
         log.info("pool %s: drain of %s %s: %s", pending.pool_id, pending.node, result.status, result.detail)
         outcome = DrainOutcome([result])
         if result.status is ActionStatus.FAILED:  # given up at the drain timeout: it failed since it started

@@ -18,6 +18,7 @@ from typing import Protocol, runtime_checkable
 
 from actuators import Actuator, NodeDrainer
 from actuators.base import unforced_drains, unread_pools
+from actuators.drain_survey import held_units, hold_rejected
 from actuators.dry_run import sends_drains
 from actuators.write_window import DEFAULT_WRITE_TIMEOUT, WriteWindow, write_window
 from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
@@ -98,6 +99,12 @@ class LeaderOnlyDrainer:
 
     def unforced_drains(self, pool_id: str) -> Set[str]:
         return unforced_drains(self._inner, pool_id)
+
+    def held_units(self, pool_id: str) -> Mapping[str, str]:
+        return held_units(self._inner, pool_id)
+
+    def hold_rejected(self, pool_id: str, unit: str, why: str) -> None:  # the drainer's memory: no write to guard
+        hold_rejected(self._inner, pool_id, unit, why)
 
     def sends_drains(self) -> bool:
         return sends_drains(self._inner)
