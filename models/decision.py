@@ -43,7 +43,8 @@ class DemandShare:
     (empty: ``peak`` is the demand's own forecast). The group's classes lacking a figure, each in one list:
     ``missing`` have neither a current value nor a forecast; ``no_current`` have a forecast but no current value
     (``observed`` leaves them out); ``no_forecast`` have a current value, kept beside the name and counted in
-    ``observed``, but no forecast (a summed ``peak`` leaves them out).
+    ``observed``, but no forecast (a summed ``peak`` leaves them out). The log line lists every name; the text
+    names a few and counts the rest, so that a resize's reason keeps its target within an Event's note.
     """
 
     demand: str
@@ -63,7 +64,11 @@ class DemandShare:
         quantile = f"q{self.service_level:g}"
         if not self.summed:
             return f"{quantile} peak {_num(self.peak)}"
-        return f"sum of the {quantile} peaks of {', '.join(self.summed)}: {_num(self.peak)}"
+        if len(self.summed) <= _NAMED:
+            return f"sum of the {quantile} peaks of {', '.join(self.summed)}: {_num(self.peak)}"
+        left_out = [*self.missing, *(name for name, _ in self.no_forecast)]
+        but = f" (all but {_names(left_out)})" if left_out else ""
+        return f"sum of the {quantile} peaks of {len(self.summed)} classes{but}: {_num(self.peak)}"
 
     def gaps_text(self) -> str:
         """What went into each figure of the group's classes lacking one ('' when none lacks any)."""
