@@ -49,15 +49,20 @@ def kubernetes_api_client(
         else:
             config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call, unused-ignore]
     except (ConfigException, OSError) as exc:
-        raise KubernetesUnconfigured(unreachable(exc, needs or KubernetesNeeds())) from None
+        in_a_pod = not settings.api_url and bool(environ.get("KUBERNETES_SERVICE_HOST"))
+        raise KubernetesUnconfigured(unreachable(exc, needs or KubernetesNeeds(), in_a_pod)) from None
     # One retry on a dropped connection; a call is also bounded by daemon.kubernetes.request_timeout.
     configuration.retries = 1
     return client.ApiClient(configuration)
 
 
-def unreachable(cause: Exception, needs: KubernetesNeeds) -> str:
+_SINGLE_REPLICA_ENV = "LEADTIME_SINGLE_REPLICA"  # agent.daemon.live_settings.SINGLE_REPLICA_ENV, read there
+
+
+def unreachable(cause: Exception, needs: KubernetesNeeds, in_a_pod: bool = False) -> str:
     """No Kubernetes API found: what it is needed for, and what to do. Turning leader election off is offered only
-    when election is why, and said not to be enough when pools are drained through the API as well."""
+    when election is why, and said not to be enough when pools are drained through the API as well. In a pod (no
+    service account token was found) the advice is the pod's token, and election off only as a pod allows it."""
     election_off = "daemon.leader_election.enabled: false"
     pools = ", ".join(needs.drained_pools)
     reasons = []
@@ -68,6 +73,8 @@ def unreachable(cause: Exception, needs: KubernetesNeeds) -> str:
     text = f"cannot reach a Kubernetes API ({cause})"
     if reasons:
         text += f"; it is needed {' and '.join(reasons)}"
+    if in_a_pod:
+        return text + _pod_advice(needs, election_off, pools)
     text += (
         ". Set daemon.kubernetes.api_url, run in a pod (its service account), or provide a kubeconfig (KUBECONFIG or "
         "~/.kube/config)"
@@ -80,4 +87,23 @@ def unreachable(cause: Exception, needs: KubernetesNeeds) -> str:
         text += "; or rehearse without any cluster: leadtime run --replay TRACE"
         if needs.leader_election:
             text += f" with {election_off}"
+    return text
+
+
+def _pod_advice(needs: KubernetesNeeds, election_off: str, pools: str) -> str:
+    """In a pod the API is reached with the pod's service account token, which was not found; a kubeconfig is never
+    read there, and election off is refused unless the pod says it is the only replica."""
+    text = (
+        ". This runs in a pod (KUBERNETES_SERVICE_HOST is set) and found no service account token: give the pod its "
+        "service account token (serviceAccountName: leadtime and automountServiceAccountToken: true in the pod "
+        "spec, as the shipped manifests do, with the ServiceAccount and its RBAC applied), or set "
+        "daemon.kubernetes.api_url"
+    )
+    if needs.leader_election and not needs.drained_pools:
+        text += (
+            f"; or, for a single replica, set {election_off} together with {_SINGLE_REPLICA_ENV}=true in the pod, "
+            "replicas: 1 and strategy Recreate in the Deployment"
+        )
+    elif needs.leader_election:
+        text += f"; with {election_off} the agent would still need it to drain {pools}"
     return text
