@@ -66,13 +66,9 @@ def run(args: argparse.Namespace) -> int:
     # SDKs) are imported only when the daemon runs live.
     from prometheus_client import CollectorRegistry
 
+    from agent.commands.validate_config import check_for
     from agent.daemon.identity import replica_identity
-    from agent.daemon.live_settings import (
-        SINGLE_REPLICA_ENV,
-        check_live_settings,
-        drained_through_kubernetes,
-        in_a_pod_without_election,
-    )
+    from agent.daemon.live_settings import SINGLE_REPLICA_ENV, drained_through_kubernetes, in_a_pod_without_election
     from agent.daemon.wiring import assemble
     from agent.notify.origin import OriginNotifier, alert_origin
     from agent.notify.queued import AlertQueueCollector
@@ -82,14 +78,14 @@ def run(args: argparse.Namespace) -> int:
     from models.clock import SystemClock
 
     settings = load_settings(args.config)
-    webhook_url(settings.alerts, os.environ, args.config)  # before anything connects: an unreadable URL is exit 2
     if args.fresh_ledger:
         settings = settings.model_copy(update={"ledger": settings.ledger.model_copy(update={"fresh_if_empty": True})})
     mode = args.mode or settings.daemon.mode
     clock = SystemClock()
     live = not args.replay
     if live:
-        check_live_settings(settings, args.config)  # before anything connects: a missing section is exit 2
+        # Before anything connects, validate-config --for run's own check: every problem at once, exit 2.
+        check_for(settings, args.config, "run", os.environ)
         if in_a_pod_without_election(settings, os.environ):  # and declared the only replica, or refused above
             log.warning(
                 "leader election is off (%s=true): nothing stops a second replica from acting beside this one; keep "
@@ -100,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         from agent.sources.trace import read_trace
 
         trace = read_trace(args.replay)  # before anything connects: a missing or broken trace is exit 2
+        webhook_url(settings.alerts, os.environ, args.config)  # and so is an unreadable webhook URL
         window = rehearsal_window(settings, trace, args.replay_from)  # and so is a start outside it
         settings, mode = rehearsal_settings(settings, window, mode)
     kube = None

@@ -4,8 +4,9 @@ Without ``--for`` it checks what every command needs (the schema, its bounds and
 ``--for run`` adds what the daemon needs before it connects to anything (a ``prometheus`` section, a ``cloud``
 section for every pool that is not on-prem) and the Slack webhook URL's source, read from this process's
 environment as ``run`` reads it (``alerts.slack_webhook_url_file`` readable, or ``alerts.slack_webhook_url_env``
-unset or an http(s) URL); ``--for recommend`` adds the ``prometheus`` section. Both checks are ``run``'s own
-functions, so a file that passes ``--for run`` is not rejected by ``leadtime run`` for its content.
+unset or an http(s) URL); ``--for recommend`` adds the ``prometheus`` section. ``leadtime run`` calls
+``check_for(..., "run")`` itself before it connects, so a file that passes ``--for run`` is not rejected by ``run``
+for its content, and a file that fails is refused by both with the same lines, every problem at once.
 """
 
 from __future__ import annotations
