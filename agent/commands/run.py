@@ -15,7 +15,9 @@ at start says which, and why the log only, and ``leadtime_alerts_sink{sink}`` is
 (shifted so that ``--replay-from`` is now, read at the trace's step) and a simulated cluster stands in for the
 pools. The cluster starts with the units the first lead time's demand needs, is served each replayed step's
 demand, and carries out the plan whatever the mode: a rehearsal touches no cloud, and a cluster that never moved
-would show a daemon asking for the same units every tick, not what it would do.
+would show a daemon asking for the same units every tick, not what it would do. A rehearsal does not need Slack:
+where the webhook URL cannot be read (``alerts.slack_webhook_url_file`` names a file mounted only in the pod), its
+alerts go to the log, with a warning saying why, where a live start refuses the file.
 """
 
 from __future__ import annotations
@@ -72,7 +74,6 @@ def run(args: argparse.Namespace) -> int:
     from agent.daemon.wiring import assemble
     from agent.notify.origin import OriginNotifier, alert_origin
     from agent.notify.queued import AlertQueueCollector
-    from agent.notify.webhook import webhook_url
     from config import load_settings
     from kube import KubernetesNeeds, kubernetes_api_client
     from models.clock import SystemClock
@@ -83,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     mode = args.mode or settings.daemon.mode
     clock = SystemClock()
     live = not args.replay
+    webhook_problem = None
     if live:
         # Before anything connects, validate-config --for run's own check: every problem at once, exit 2.
         check_for(settings, args.config, "run", os.environ)
@@ -96,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
         from agent.sources.trace import read_trace
 
         trace = read_trace(args.replay)  # before anything connects: a missing or broken trace is exit 2
-        webhook_url(settings.alerts, os.environ, args.config)  # and so is an unreadable webhook URL
+        webhook_problem = rehearsal_webhook_problem(settings.alerts, os.environ, args.config)
         window = rehearsal_window(settings, trace, args.replay_from)  # and so is a start outside it
         settings, mode = rehearsal_settings(settings, window, mode)
     kube = None
@@ -105,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if needs.leader_election or needs.drained_pools:
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ, needs)
-    notifier, slack = alert_notifier(settings.alerts, clock, os.environ)
+    notifier, slack = alert_notifier(settings.alerts, clock, os.environ, webhook_problem)
     identity = replica_identity(settings.daemon.leader_election, os.environ)
     notifier = OriginNotifier(notifier, alert_origin(settings, mode, identity, None if live else args.replay))
     if live:
@@ -133,14 +135,23 @@ def _close(slack: QueuedNotifier | None, settings: Settings) -> None:
 
 
 def alert_notifier(
-    settings: AlertSettings, clock: Clock, environ: Mapping[str, str]
+    settings: AlertSettings, clock: Clock, environ: Mapping[str, str], rehearsal_problem: str | None = None
 ) -> tuple[Notifier, QueuedNotifier | None]:
     """Where the alerts go, said once at start: to Slack, behind its delivery queue (also returned, to be exported
-    and closed), or, without a webhook URL, to the log only, one line per condition per ``dedup_window``."""
+    and closed), or, without a webhook URL, to the log only, one line per condition per ``dedup_window``.
+    ``rehearsal_problem``: why a rehearsal cannot read the webhook URL (``rehearsal_webhook_problem``); its alerts
+    then go to the log, with a warning saying why."""
     from agent.notify.log import LogNotifier
     from agent.notify.queued import queued_slack_notifier
     from agent.notify.slack import webhook_source
 
+    if rehearsal_problem is not None:
+        log.warning(
+            "rehearsal: alerts go to the log only, not to Slack: %s. A rehearsal does not need Slack; leadtime run "
+            "without --replay refuses this (check the file with leadtime validate-config --for run where it runs)",
+            rehearsal_problem,
+        )
+        return LogNotifier(settings.dedup_window), None
     slack = queued_slack_notifier(settings, clock, environ)
     if slack is not None:
         log.info("alerts go to Slack, to the incoming webhook whose URL is in %s", webhook_source(settings))
@@ -152,6 +163,19 @@ def alert_notifier(
         settings.dedup_window,
     )
     return LogNotifier(settings.dedup_window), None
+
+
+def rehearsal_webhook_problem(settings: AlertSettings, environ: Mapping[str, str], source: str) -> str | None:
+    """Why the webhook URL cannot be read (a file mounted only in the pod, on a workstation), or None. A rehearsal
+    does not need Slack, so it is not refused for this: its alerts go to the log."""
+    from agent.notify.webhook import webhook_url
+    from models import ConfigError
+
+    try:
+        webhook_url(settings, environ, source)
+    except ConfigError as exc:
+        return "; ".join(str(problem) for problem in exc.problems)
+    return None
 
 
 def export_alert_sink(registry: CollectorRegistry, sink: str) -> None:
