@@ -11,9 +11,9 @@ import math
 from typing import Any
 
 from prometheus_api_client import PrometheusConnect
-from prometheus_api_client.exceptions import PrometheusApiClientException
 
 from agent.sources.base import read_time_left
+from agent.sources.prometheus_client import PrometheusErrorAnswer
 from models import MetricsUnavailable
 
 log = logging.getLogger("agent.sources.prometheus")
@@ -48,7 +48,10 @@ def _get(client: PrometheusConnect, path: str, params: dict[str, Any]) -> Any:
         timeout=timeout,
     )
     if response.status_code != 200:
-        raise PrometheusApiClientException(f"HTTP Status Code {response.status_code} ({response.content!r})")
+        # A 503's body may have been read already, to tell Prometheus' own timeout (``_DeadlineRetry``): kept as data.
+        body = response.content or getattr(response.raw, "data", None) or b""
+        tries = len(getattr(getattr(response.raw, "retries", None), "history", ())) + 1
+        raise PrometheusErrorAnswer(response.status_code, bytes(body), tries, response.headers.get("Retry-After"))
     return response.json()
 
 

@@ -7,6 +7,7 @@ prometheus-api-client and requests stay in this module (and in ``agent.sources.p
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from datetime import timedelta
@@ -18,7 +19,13 @@ import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.connectionpool import ConnectionPool
-from urllib3.exceptions import MaxRetryError, ResponseError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    MaxRetryError,
+    NewConnectionError,
+    ReadTimeoutError,
+    ResponseError,
+)
 from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 
@@ -30,6 +37,11 @@ from models.errors import PrometheusServerFailure
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 RETRY_ON_STATUS = (429, 502, 503, 504, 500)
+# The client waits this much longer than the timeout it sends Prometheus, so that a query Prometheus gives up on is
+# answered with Prometheus' reason (503 errorType timeout) rather than cut by the client first.
+READ_TIMEOUT_MARGIN_S = 0.5
+_READ_TIMEOUT = re.compile(r"read timeout=([0-9.]+)")
+_URL = re.compile(r"https?://\S+|/api/v1/[^\s'\")]+")
 
 
 class _DeadlineRetry(Retry):
@@ -51,11 +63,17 @@ class _DeadlineRetry(Retry):
         _pool: ConnectionPool | None = None,
         _stacktrace: TracebackType | None = None,
     ) -> Self:
-        retry = super().increment(method, url, response, error, _pool, _stacktrace)
+        tries = len(self.history) + 1
+        if response is not None and response.status == 503 and _timed_out_answer(response):
+            raise GaveUp(_pool, url, ResponseError("Prometheus' own query timeout"), tries)
+        try:
+            retry = super().increment(method, url, response, error, _pool, _stacktrace)
+        except MaxRetryError as exc:
+            raise GaveUp(_pool, url, exc.reason, tries) from exc.reason
         left = read_time_left()
         if left is not None and retry._wait_s(response) >= left[0]:
             reason = error or ResponseError("the wait before the next try would outlast the time left for reading")
-            raise MaxRetryError(_pool, url or "", reason) from reason  # type: ignore[arg-type]
+            raise GaveUp(_pool, url, reason, tries) from reason
         return retry
 
     def get_retry_after(self, response: BaseHTTPResponse) -> float | None:
@@ -72,6 +90,44 @@ class _DeadlineRetry(Retry):
             if after:
                 return after
         return Retry.get_backoff_time(self)
+
+
+class GaveUp(MaxRetryError):
+    """urllib3's ``MaxRetryError`` with the number of tries made (requests wraps it in its ``ConnectionError``)."""
+
+    def __init__(self, pool: ConnectionPool | None, url: str | None, reason: Exception | None, tries: int) -> None:
+        super().__init__(pool, url or "", reason)  # type: ignore[arg-type]
+        self.tries = tries
+
+
+class PrometheusErrorAnswer(PrometheusApiClientException):
+    """An answer other than 200, with its body (Prometheus' ``errorType`` and ``error``), the tries made and the
+    ``Retry-After`` it carried."""
+
+    def __init__(self, code: int, body: bytes, tries: int, retry_after: str | None) -> None:
+        super().__init__(f"HTTP Status Code {code} ({body[:300]!r})")
+        self.code, self.body, self.tries, self.retry_after = code, body, tries, retry_after
+
+
+def error_of(body: bytes) -> tuple[str, str] | None:
+    """``errorType`` and ``error`` of a Prometheus error answer (Prometheus HTTP API, "Format overview"); None
+    for a body that is not one (a proxy's page)."""
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    error_type, error = answer.get("errorType"), answer.get("error")
+    return (str(error_type or "unknown"), str(error or "")) if error_type or error else None
+
+
+def _timed_out_answer(response: BaseHTTPResponse) -> bool:
+    """Whether a 503 is Prometheus' own query timeout (``errorType: timeout``, web/api/v1/api.go): the same query
+    would time out again. The body is read here, decoded (Prometheus gzips it), and kept on the response (``data``)
+    for the caller."""
+    error = error_of(response.read(decode_content=True, cache_content=True) or b"")
+    return error is not None and error[0] == "timeout"
 
 
 def _within_deadline(wait_s: float) -> float:
@@ -105,7 +161,7 @@ def connect(settings: PrometheusSettings, retries: int | None = None) -> Prometh
         url=settings.url.rstrip("/"),
         session=session,
         retry=retry,
-        timeout=settings.timeout.total_seconds(),
+        timeout=settings.timeout.total_seconds() + READ_TIMEOUT_MARGIN_S,
     )
 
 
@@ -130,29 +186,78 @@ def bearer_headers(token_file: str | None, name: str, query: str) -> dict[str, s
 
 
 def call(name: str, query: str, request: Callable[[], Any]) -> Any:
-    """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why."""
+    """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why (never with the request's
+    URL, which holds the whole query)."""
     try:
         data = request()
+    except PrometheusErrorAnswer as exc:
+        failure = PrometheusServerFailure if exc.code >= 500 or exc.code == 429 else MetricsUnavailable
+        raise failure(name, _answer_reason(exc), query) from None
     except PrometheusApiClientException as exc:
         message = str(exc)
         code = _status(message)
         failure = PrometheusServerFailure if code >= 500 or code == 429 else MetricsUnavailable
         raise failure(name, _http_reason(message), query) from None
     except requests.exceptions.SSLError as exc:
-        raise MetricsUnavailable(name, f"TLS verification failed (check ca_file): {exc}", query) from None
-    except requests.exceptions.Timeout:
-        raise PrometheusServerFailure(name, "Prometheus did not answer in time (timeout)", query) from None
-    except requests.exceptions.RetryError as exc:
-        reason = f"Prometheus kept failing after the configured retries: {exc}"
-        raise PrometheusServerFailure(name, reason, query) from None
-    except requests.exceptions.ConnectionError as exc:
-        reason = f"cannot connect to Prometheus: {_connection_reason(exc)}"
-        raise PrometheusServerFailure(name, reason, query) from None
+        reason = f"TLS verification failed (check ca_file): {_without_url(str(exc))}"
+        raise MetricsUnavailable(name, reason, query) from None
+    except (requests.exceptions.Timeout, requests.exceptions.ConnectionError) as exc:
+        raise PrometheusServerFailure(name, _unanswered_reason(exc), query) from None
     except (requests.exceptions.RequestException, ValueError, KeyError, TypeError) as exc:
-        raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc}", query) from None
+        reason = f"malformed answer from Prometheus: {_without_url(str(exc))}"
+        raise MetricsUnavailable(name, reason, query) from None
     if not isinstance(data, list | dict):
         raise MetricsUnavailable(name, f"malformed answer from Prometheus: expected JSON, got {data!r:.80}", query)
     return data
+
+
+def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
+    """Why no answer came: no connection, or none within the read timeout, with the tries made."""
+    gave_up = next((arg for arg in exc.args if isinstance(arg, MaxRetryError)), None)
+    cause: object = gave_up.reason if gave_up is not None else (exc.args[0] if exc.args else exc)
+    tries = gave_up.tries if isinstance(gave_up, GaveUp) else 1
+    tried = f", tried {tries} times" if tries > 1 else ""
+    if isinstance(cause, ReadTimeoutError) or isinstance(exc, requests.exceptions.ReadTimeout):
+        timeout = _READ_TIMEOUT.search(str(cause))
+        within = f"within {round(float(timeout.group(1)), 1):g} s" if timeout else "in time"
+        return f"Prometheus did not answer {within} (read timeout{tried})"
+    if isinstance(cause, NewConnectionError):  # a ConnectTimeoutError to urllib3, but refused or unresolved
+        return f"cannot connect to Prometheus: {_connection_reason(cause)}"
+    if isinstance(cause, ConnectTimeoutError) or isinstance(exc, requests.exceptions.ConnectTimeout):
+        return f"cannot connect to Prometheus: no connection within the timeout{tried}"
+    if isinstance(cause, ResponseError):
+        return f"Prometheus kept failing after the configured retries: {cause}"
+    return f"cannot connect to Prometheus: {_connection_reason(cause if isinstance(cause, Exception) else exc)}"
+
+
+def _answer_reason(exc: PrometheusErrorAnswer) -> str:
+    """An answer other than 200, with Prometheus' ``errorType`` and ``error`` (or a proxy's words) quoted."""
+    code, error = exc.code, error_of(exc.body)
+    text = " ".join(exc.body.decode("utf-8", "replace").split())[:120]
+    said = f': errorType {error[0]}, "{error[1][:300]}"' if error else (f": {text}" if text else "")
+    if code in (401, 403):
+        return f"Prometheus refused the credentials (HTTP {code}); check bearer_token_file{said}"
+    if error is not None and error[0] == "timeout":
+        return (
+            f"Prometheus could not finish the query within its timeout (HTTP {code}){said}; not retried, as it "
+            "would time out again: simplify the query (a shorter range, fewer series), or raise prometheus.timeout "
+            "(the query's timeout sent to Prometheus) and, above it, Prometheus' --query.timeout (default 2m)"
+        )
+    if code == 400 and "maximum resolution" in said:
+        return f"Prometheus refused the range as too many points per series (HTTP 400){said}"
+    if code in {400, 422}:
+        return f"Prometheus could not run the query (HTTP {code}){said}"
+    tried = f", tried {exc.tries} time{'s' if exc.tries > 1 else ''}"
+    after = f", asked to retry after {exc.retry_after} s" if exc.retry_after else ""
+    if code >= 500:
+        return f"Prometheus answered with a server error (HTTP {code}){tried}{after}{said}"
+    if code == 429:
+        return f"Prometheus refused the query as one too many (HTTP 429){tried}{after}{said}"
+    return f"Prometheus answered HTTP {code}{said}"
+
+
+def _without_url(text: str) -> str:
+    return _URL.sub("<url>", text)
 
 
 def _status(message: str) -> int:
@@ -174,6 +279,7 @@ def _http_reason(message: str) -> str:
 
 
 def _connection_reason(exc: Exception) -> str:
-    """The operating system's reason (e.g. ``[Errno 111] Connection refused``) rather than urllib3's wrapping."""
+    """The operating system's reason (e.g. ``[Errno 111] Connection refused``) rather than urllib3's wrapping,
+    which names the request's URL."""
     match = _ERRNO.search(str(exc))
-    return match.group(0).rstrip("'\")") if match else str(exc)
+    return match.group(0).rstrip("'\")") if match else _without_url(str(exc))

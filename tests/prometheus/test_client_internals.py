@@ -7,7 +7,7 @@ from __future__ import annotations
 import requests
 from requests.adapters import HTTPAdapter
 
-from agent.sources.prometheus_client import connect
+from agent.sources.prometheus_client import READ_TIMEOUT_MARGIN_S, connect
 from config.prometheus import PrometheusSettings
 
 
@@ -16,7 +16,7 @@ def test_the_client_keeps_the_session_timeout_and_method_it_was_built_with() -> 
     client = connect(settings)
     session = client._session
     assert isinstance(session, requests.Session)
-    assert client._timeout == 2.5
+    assert client._timeout == 2.5 + READ_TIMEOUT_MARGIN_S  # a little longer than the timeout sent to Prometheus
     assert client._method == "GET"
     assert client.url == "http://127.0.0.1:9"
     # the retrying adapter the client mounted is on that session, so a range query made through it retries too

@@ -5,8 +5,11 @@ the server's timeout, a query the server refuses) holds that class alone. A serv
 times out every demand query is cut off by the tick's read deadline (half a tick).
 
 Prometheus answers a query that ran out of time with 503 and ``errorType: timeout`` (web/api/v1/api.go,
-``returnAPIError``: ``errorTimeout`` -> ``http.StatusServiceUnavailable``) and a query it cannot parse with 400
-``bad_data``. A small local HTTP server stands in for it and records every request; the real
+``returnAPIError``: ``errorTimeout`` -> ``http.StatusServiceUnavailable``), which is not retried (the same query
+would time out again) and is told with Prometheus' words and what to do; an overloaded server answers 503
+``unavailable``, which is retried; a query it cannot parse is answered 400 ``bad_data``. No reason carries the
+request's URL (it holds the whole query), and a read timeout says how long was waited and how many times. A small
+local HTTP server stands in for it and records every request; the real
 prometheus-api-client and requests session talk to it, nothing of the client is mocked.
 """
 
@@ -45,14 +48,20 @@ CLASSES = [f"team-{i}" for i in range(10)]
 RETRIES = 2
 QUERY_TIMED_OUT = {"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}
 BAD_DATA = {"status": "error", "errorType": "bad_data", "error": 'invalid parameter "query": parse error'}
+UNAVAILABLE = {"status": "error", "errorType": "unavailable", "error": "too many outstanding requests"}
+SERVER_ERROR = 'server error (HTTP 503), tried 3 times: errorType unavailable, "too many outstanding requests"'
+OWN_TIMEOUT = (
+    'Prometheus could not finish the query within its timeout (HTTP 503): errorType timeout, "query timed out in '
+    'expression evaluation"; not retried, as it would time out again: simplify the query'
+)
 
 
 @dataclass
 class Stub:
-    """``mode``: ``ok``; ``overloaded`` (every query, the probe's too, answers 503 timeout after ``delay_s``);
-    ``hang`` (no answer for ``delay_s``); ``heavy`` (the class named in ``culprit`` answers 503 timeout, the others
-    and the probe answer); ``bad`` (the class named in ``culprit`` answers 400 bad_data); ``slow`` (every demand
-    query answers 503 timeout after ``delay_s``, the probe at once)."""
+    """``mode``: ``ok``; ``overloaded`` (every query, the probe's too, answers 503 unavailable after ``delay_s``);
+    ``hang`` (no answer for ``delay_s``); ``heavy`` (the class named in ``culprit`` answers 503 timeout after
+    ``delay_s``, the others and the probe answer); ``bad`` (the class named in ``culprit`` answers 400 bad_data);
+    ``slow`` (every demand query answers 503 unavailable after ``delay_s``, the probe at once)."""
 
     mode: str = "ok"
     delay_s: float = 0.0
@@ -84,7 +93,7 @@ class _Handler(BaseHTTPRequestHandler):
         slow = stub.mode == "slow" and query != PROBE_QUERY
         if stub.mode in ("overloaded", "hang") or (stub.mode == "heavy" and own) or slow:
             time.sleep(stub.delay_s)
-            self._reply(503, QUERY_TIMED_OUT)
+            self._reply(503, UNAVAILABLE if stub.mode in ("overloaded", "slow") else QUERY_TIMED_OUT)
         elif stub.mode == "bad" and own:
             self._reply(400, BAD_DATA)
         elif url.path == "/api/v1/query":
@@ -164,7 +173,7 @@ def test_an_overloaded_server_costs_one_class_retries_and_one_probe(stub: tuple[
     url, state = stub
     state.mode, state.delay_s = "overloaded", 0.05
     missing = _fetch_each(_source(_settings(url)))
-    _assert_held_for_the_server(missing, url, "server error (HTTP 503) after the configured retries")
+    _assert_held_for_the_server(missing, url, SERVER_ERROR)
     assert len(state.demand_queries()) == 1 + RETRIES  # the first class's try and its retries; no other class
     assert state.asked(PROBE_QUERY) == 1
 
@@ -173,7 +182,8 @@ def test_a_hanging_server_costs_one_class_timeouts_and_one_probe(stub: tuple[str
     url, state = stub
     state.mode, state.delay_s = "hang", 3.0
     missing = _fetch_each(_source(_settings(url, timeout="1s")))
-    _assert_held_for_the_server(missing, url, "timeout")
+    # The client waits half a second longer than the timeout it sends Prometheus.
+    _assert_held_for_the_server(missing, url, "Prometheus did not answer within 1.5 s (read timeout, tried 3 times)")
     assert len(state.demand_queries()) == 1 + RETRIES
     assert state.asked(PROBE_QUERY) == 1
 
@@ -194,7 +204,7 @@ def test_the_demand_now_stops_at_the_server_failure_too(stub: tuple[str, Stub]) 
     assert state.asked(PROBE_QUERY) == 1
 
 
-@pytest.mark.parametrize(("mode", "reason"), [("heavy", "server error (HTTP 503)"), ("bad", "HTTP 400")])
+@pytest.mark.parametrize(("mode", "reason"), [("heavy", OWN_TIMEOUT), ("bad", "HTTP 400")])
 def test_a_failure_of_one_class_query_holds_that_class_alone(stub: tuple[str, Stub], mode: str, reason: str) -> None:
     url, state = stub
     state.mode, state.culprit = mode, CLASSES[3]
@@ -223,7 +233,7 @@ def test_the_tick_acts_and_alerts_on_every_class_after_one_class_retries(stub: t
 
     assert len(state.demand_queries()) == 1 + RETRIES and state.asked(PROBE_QUERY) == 1
     assert sorted(report.problems) == sorted(CLASSES)
-    assert all("server error (HTTP 503)" in why for why in report.problems.values())
+    assert all(SERVER_ERROR in why for why in report.problems.values())
     missing_data = [e for e in notifier.events if e.kind is AlertKind.MISSING_DATA]
     assert sorted(e.subject for e in missing_data) == sorted(f"demand class {name}" for name in CLASSES)
     # The pools were read and planned on: each is held at the units it has, none left out.
@@ -274,5 +284,39 @@ def test_the_read_deadline_cuts_a_request_timeout_and_its_retries(stub: tuple[st
     with read_deadline(timedelta(seconds=0.3)):
         missing = _fetch_each(source)
     assert len(state.demand_queries()) == 1 and state.asked(PROBE_QUERY) == 0  # one try, cut to the time left
-    assert "timeout" in missing[CLASSES[0]]
+    assert "Prometheus did not answer within 0.3 s (read timeout)" in missing[CLASSES[0]]
     assert all("the time for reading demand (0.3 s) ran out" in missing[name] for name in CLASSES[1:])
+
+
+def test_prometheus_own_timeout_is_not_retried_and_says_what_to_do(stub: tuple[str, Stub]) -> None:
+    url, state = stub
+    state.mode, state.culprit = "heavy", CLASSES[3]
+    missing = _fetch_each(_source(_settings(url)))
+    assert list(missing) == [CLASSES[3]]
+    assert missing[CLASSES[3]].startswith(OWN_TIMEOUT)
+    assert "raise prometheus.timeout" in missing[CLASSES[3]] and "--query.timeout" in missing[CLASSES[3]]
+    # Asked once: the same query would time out again (it was asked 1 + RETRIES times).
+    assert len([q for q in state.demand_queries() if f'"{CLASSES[3]}"' in q]) == 1
+
+
+def test_the_client_waits_past_the_timeout_it_sends_for_prometheus_own_answer(stub: tuple[str, Stub]) -> None:
+    url, state = stub
+    # Prometheus answers a query it gave up on a little after the timeout it was sent (1000ms here).
+    state.mode, state.culprit, state.delay_s = "heavy", CLASSES[3], 1.2
+    missing = _fetch_each(_source(_settings(url, timeout="1s")))
+    assert missing[CLASSES[3]].startswith(OWN_TIMEOUT)  # not "did not answer within 1 s"
+
+
+@pytest.mark.parametrize(("mode", "timeout"), [("hang", "1s"), ("overloaded", "5s"), ("heavy", "5s"), ("bad", "5s")])
+def test_no_reason_carries_the_request_url(stub: tuple[str, Stub], mode: str, timeout: str) -> None:
+    url, state = stub
+    state.mode, state.culprit, state.delay_s = mode, CLASSES[0], (3.0 if mode == "hang" else 0.0)
+    missing = _fetch_each(_source(_settings(url, timeout=timeout)))
+    assert missing
+    for reason in missing.values():
+        assert "/api/v1" not in reason and "query=" not in reason and "%28" not in reason, reason
+
+
+def test_a_refused_connection_is_told_without_the_request_url() -> None:
+    missing = _fetch_each(_source(_settings(f"http://127.0.0.1:{free_port()}")))
+    assert missing[CLASSES[0]] == "cannot connect to Prometheus: [Errno 111] Connection refused"
