@@ -6,13 +6,15 @@ section for every pool that is not on-prem) and the Slack webhook URL's source, 
 environment as ``run`` reads it (``alerts.slack_webhook_url_file`` readable, or ``alerts.slack_webhook_url_env``
 unset or an http(s) URL); ``--for recommend`` adds the ``prometheus`` section. ``leadtime run`` calls
 ``check_for(..., "run")`` itself before it connects, so a file that passes ``--for run`` is not rejected by ``run``
-for its content, and a file that fails is refused by both with the same lines, every problem at once.
+for its content, and a file that fails is refused by both with the same lines, every problem at once. Outside a
+pod, leader election off passes with a note on stderr: a pod refuses it unless it declares itself the only replica.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,4 +72,10 @@ def run(args: argparse.Namespace) -> int:
         f"{args.file}: ok{purpose} ({len(settings.demand_classes)} demand classes, {len(settings.pools)} pools, "
         f"{len(settings.budgets)} budgets)"
     )
+    if args.purpose == "run":
+        from agent.daemon.live_settings import election_off_note
+
+        note = election_off_note(settings, os.environ)
+        if note is not None:
+            print(note, file=sys.stderr)
     return 0

@@ -63,6 +63,20 @@ def check_live_settings(settings: Settings, source: str, environ: Mapping[str, s
         raise ConfigError(source, problems)
 
 
+def election_off_note(settings: Settings, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Leader election off, checked outside a pod: what a pod will say of it (refused unless it declares itself the
+    only replica). A note, not a problem: the same file is right for a workstation, and where it is meant to run is
+    not in it. None when election is on, or in a pod (``check_live_settings`` judges it there)."""
+    if settings.daemon.leader_election.enabled or environ.get(_IN_A_POD):
+        return None
+    return (
+        "note: daemon.leader_election.enabled is false, which is fine on this machine but refused in a Kubernetes pod "
+        f"unless the pod sets {SINGLE_REPLICA_ENV}=true (the shipped Deployment runs 2 replicas and does not): for "
+        f"the cluster set it to true, or run one replica (replicas: 1, strategy Recreate) with {SINGLE_REPLICA_ENV}="
+        "true in the pod"
+    )
+
+
 def in_a_pod_without_election(settings: Settings, environ: Mapping[str, str] = os.environ) -> bool:
     """Leader election is off and this runs in a Kubernetes pod."""
     return not settings.daemon.leader_election.enabled and bool(environ.get(_IN_A_POD))
