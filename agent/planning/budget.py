@@ -234,8 +234,30 @@ def target_for(state: PoolState, billed: int) -> int:
     return max(0, billed - _kept(state))
 
 
+def taken_back(state: PoolState, to_units: int) -> int:
+    """Of ``state``'s nodes being drained, those a target of ``to_units`` takes back (``takeable_units``: a scale-up
+    takes its idle nodes being drained before it buys)."""
+    return min(state.takeable_units, max(0, to_units - state.target_units))
+
+
+def draining_going(state: PoolState, to_units: int) -> int:
+    """Of ``state``'s nodes being drained, those still going at a target of ``to_units``: billed until their drains
+    delete them, which a shed counts as one more tick (``agent.planning.budget_shed``), not to the period's end."""
+    return state.draining_units - taken_back(state, to_units)
+
+
+def released_to(state: PoolState, after: int, release: int) -> int:
+    """The target at which ``state``'s pool, planned at ``after``, releases ``release`` units as a shed counts them
+    (``draining_going``): a take-back of its nodes being drained is given up first (left to their drains, they go
+    after one more tick), then the units billed go (``target_for``, its nodes being drained kept)."""
+    back = min(release, taken_back(state, after))
+    rest = release - back
+    return after - back if not rest else target_for(state, billed_after(state, after - back) - rest)
+
+
 def _kept(state: PoolState) -> int:
-    """The units ``state``'s pool bills that no release takes: its broken units and its nodes being drained."""
+    """The units ``state``'s pool bills that no release takes: its broken units and its nodes being drained (billed to
+    the period's end in the grant and the trim; a shed counts those being drained one more tick: ``draining_going``)."""
     return len(state.broken_units) + state.draining_units
 
 

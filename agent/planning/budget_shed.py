@@ -82,7 +82,8 @@ def shed_to_caps(
         # the stop counts the other agents' units kept over its two ticks (their reservations run past them); each
         # counts what the others decided to release as shed already (``Cap.to_shed_from_usd``, ``Cap.staying_usd``)
         spent = cap.spent_usd + cap.staying_usd if stop else cap.to_shed_from_usd
-        projected = project(spent, cap.period, now, sorted(cap.pools), kept, prices, base, settle, horizons[i])
+        units = kept if stop else _after_drains(kept, idle.draining)
+        projected = project(spent, cap.period, now, sorted(cap.pools), units, prices, base, settle, horizons[i])
         if projected > cap.cap_usd + EPS_USD:
             excess[i] = projected - cap.cap_usd
     shed: dict[str, Shed] = {}
@@ -127,12 +128,25 @@ def shed_to_caps(
 class Idleness:
     """Units observed idle per pool: ``settled`` for the release window, ``now`` at all (``now`` >= ``settled``); and
     units still provisioning, where a release takes those before ready ones (``provisioning``); and units billed that
-    no release can take (``broken``)."""
+    no release can take (``broken``), of which ``draining`` are nodes being drained (``PoolState.draining_units``)."""
 
     settled: Mapping[str, int]
     now: Mapping[str, int]
     provisioning: Mapping[str, int] = field(default_factory=dict)
     broken: Mapping[str, int] = field(default_factory=dict)
+    draining: Mapping[str, int] = field(default_factory=dict)
+
+
+def _after_drains(kept: Mapping[str, int], draining: Mapping[str, int]) -> dict[str, int]:
+    """The units a shed projects each pool to bill after this tick: ``kept`` less its nodes being drained, which bill
+    one more tick (``project``'s ``held``, as a release does and as the marks of units being released assume), not to
+    the period's end: counted to its end, a release whose drains take several ticks was shed again at each (2 busy and
+    6 idle units, 3 units over, drains of 3 ticks: 3, 3, 2 and 2 released, 2 units left where 5 were enough). A drain
+    that ends without deleting its node (its timeout: uncordoned) gives the unit back to the pool, counted again from
+    the next tick. The grant and the trim still count them billed to the period's end (``billed_after``): no scale-up
+    is granted their room before they are gone. The hard stop does too: it holds a cap over its next two ticks, when a
+    blocked drain may still bill."""
+    return {pool_id: max(0, units - draining.get(pool_id, 0)) for pool_id, units in kept.items()}
 
 
 # how cheap a unit is to lose: idle for the window, idle now, still provisioning (serving nothing yet), busy

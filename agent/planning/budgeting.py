@@ -35,7 +35,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from agent.planning.budget import BudgetSpend, billed_after, target_for
+from agent.planning.budget import BudgetSpend, billed_after, draining_going, released_to, target_for
 from agent.planning.budget_shed import Shed, Shortfall
 from agent.planning.budget_trim import Trim
 from agent.planning.enforcement import DeferredStop, budget_snapshots, enforce_budgets
@@ -100,7 +100,7 @@ def apply_budgets(
     }
     out = enforce_budgets(
         now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held, provisioning, broken,
-        last_read,
+        last_read, _draining_going(states, resizes),
     )  # fmt: skip
 
     allowed = {  # target units
@@ -125,12 +125,13 @@ def apply_budgets(
         after = planned.to_units if planned is not None else current
         release = min(shed.units, max(0, settled.get(pool_id, 0) - (current - after)))
         if release:
-            to_units = target_for(states[pool_id], billed_after(states[pool_id], after) - release)
-            reason = (
-                f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {release} idle units "
-                f"(cheapest to lose first)"
-            )
-            by_pool[pool_id] = Resize(pool_id, current, to_units, reason, _key(now, pool_id, to_units))
+            cut = _released(now, shed, states[pool_id], current, after, release)
+            if isinstance(cut, Resize):
+                by_pool[pool_id] = cut
+            else:  # all it gives up is the planner's take-back of nodes being drained
+                by_pool.pop(pool_id, None)
+                new_skips.append(cut)
+            to_units = cut.to_units if isinstance(cut, Resize) else current
             new_targets[pool_id] = min(new_targets.get(pool_id, to_units), to_units)
         if release < shed.units and pool_id not in stopped:
             detail = (
@@ -157,6 +158,30 @@ def apply_budgets(
     kept = {**billed, **{r.pool_id: _billed(states, r.pool_id, r.to_units) for r in ordered}}
     snapshots = budget_snapshots(now, spends, specs, billed, kept, tick, last_read)
     return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
+
+
+def _draining_going(states: Mapping[str, PoolState], resizes: Sequence[Resize]) -> dict[str, int]:
+    """The nodes being drained of each pool that still go at the planner's target (``draining_going``)."""
+    asked = {r.pool_id: r.to_units for r in resizes}
+    return {p: draining_going(s, asked.get(p, s.target_units)) for p, s in states.items() if s.draining_units}
+
+
+def _released(now: datetime, shed: Shed, state: PoolState, current: int, after: int, release: int) -> Resize | Skip:
+    """The release of ``release`` idle units a shed asks of ``state``'s pool planned at ``after`` (``released_to``),
+    or, where all it gives up is the planner's take-back of its nodes being drained, the skip saying so."""
+    to_units = released_to(state, after, release)
+    if to_units == current:
+        return Skip(
+            shed.pool_id,
+            SkipReason.BUDGET,
+            f"budget {shed.budget!r} projected over its {shed.cap} cap: its {release} idle nodes being drained are "
+            "not taken back",
+        )
+    reason = (
+        f"budget {shed.budget!r} projected over its {shed.cap} cap: releasing {release} idle units "
+        f"(cheapest to lose first)"
+    )
+    return Resize(shed.pool_id, current, to_units, reason, _key(now, shed.pool_id, to_units))
 
 
 def _hard_stop(

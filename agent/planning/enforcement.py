@@ -138,6 +138,7 @@ def enforce_budgets(
     provisioning: Mapping[str, int] | None = None,
     broken: Mapping[str, int] | None = None,
     last_read: Mapping[str, int] | None = None,
+    draining: Mapping[str, int] | None = None,
 ) -> BudgetEnforcement:
     """Trim ``proposed`` scale-ups to every cap in ``spends`` and say what to shed where a cap is already broken.
 
@@ -148,7 +149,8 @@ def enforce_budgets(
     given), ``settle`` the loop's tick (how long a released unit keeps billing in the ledger), ``provisioning`` the
     units of ``billed`` still provisioning in the pools whose release takes those first (cheaper to lose than busy
     units; none when not given), ``broken`` the units of ``billed`` that no release can take (broken units, busy;
-    none when not given), ``last_read`` the units the agent last read each pool at (``units_now``). No release names a
+    none when not given), ``last_read`` the units the agent last read each pool at (``units_now``), ``draining`` those
+    of ``broken`` that are nodes being drained (a shed counts them billing one more tick only). No release names a
     unit of a pool in ``held``, nor of a pool missing from ``billed`` (not read), and no hard stop is started for a
     budget with a pool not read.
     """
@@ -173,7 +175,9 @@ def enforce_budgets(
     trims, skips = trim_scale_ups(now, caps, pools, base, targets, holds)
     for cap, usd in zip(caps, lent, strict=True):
         cap.room_usd -= usd
-    idleness = Idleness(idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {})
+    idleness = Idleness(
+        idle or {}, idle_now if idle_now is not None else idle or {}, provisioning or {}, broken or {}, draining or {}
+    )
     unread = frozenset(p for p in pools if p not in billed)
     untouched = frozenset(held) | unread
     shed, short = shed_to_caps(now, caps, pools, base, targets, idleness, settle, untouched)
