@@ -141,7 +141,9 @@ class KubernetesUnitSurvey:
         self._units = units
         self._accelerator_resources = frozenset(ACCELERATOR_RESOURCES) | frozenset(accelerator_resources)
         self._idle_since: dict[str, datetime] = {}
-        self._holds: dict[str, _Hold] = {}  # unit -> its drain's rejection, held while the pods it names are unchanged
+        # (pool, unit) -> its drain's rejection, held while the pods it names are unchanged. One drainer serves every
+        # pool of the daemon, so a survey prunes the holds of its own pool only.
+        self._holds: dict[tuple[str, str], _Hold] = {}
         self._held: dict[str, dict[str, str]] = {}  # pool -> idle units its last survey kept back, and why
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
@@ -168,7 +170,7 @@ class KubernetesUnitSurvey:
         nodes = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         named = _named(self._pods_of(pool_id, nodes, fresh=True), why)
         if named:
-            self._holds[unit] = _Hold(why, named)
+            self._holds[(pool_id, unit)] = _Hold(why, named)
 
     # -- internals -----------------------------------------------------------------------------------------
     def _working(self, nodes: Sequence[V1Node], pods: Mapping[str, Sequence[V1Pod]]) -> list[str]:
@@ -198,9 +200,9 @@ class KubernetesUnitSurvey:
             if (nodes or without_nodes) and not any(n.spec and n.spec.unschedulable for n in nodes)
         }
         pods = self._pods_by_node(pool_id, [node.metadata.name for nodes in schedulable.values() for node in nodes])
-        for unit in set(self._holds) - set(schedulable):
-            if unit not in units:  # gone; a cordoned one is drained or held by a person, its hold kept till then
-                del self._holds[unit]
+        for pool, unit in list(self._holds):
+            if pool == pool_id and unit not in units:  # gone; a cordoned one is drained or held by a person, kept
+                del self._holds[(pool, unit)]
         loads = []
         for unit, nodes in schedulable.items():
             working, requested, on_unit = 0, 0, []
@@ -211,7 +213,7 @@ class KubernetesUnitSurvey:
                 working += len(busy)
                 requested += sum(accelerators(p, resources) for p in busy)
                 on_unit.extend(on_node)
-            load = _NodeLoad(unit, working, requested, self._blocked(unit, on_unit))
+            load = _NodeLoad(unit, working, requested, self._blocked(pool_id, unit, on_unit))
             if load.idle:
                 self._idle_since.setdefault(unit, now)
             else:
@@ -220,15 +222,15 @@ class KubernetesUnitSurvey:
         self._held[pool_id] = {n.name: n.blocked for n in loads if n.idle and n.blocked}
         return loads
 
-    def _blocked(self, unit: str, pods: Sequence[V1Pod]) -> str:
+    def _blocked(self, pool_id: str, unit: str, pods: Sequence[V1Pod]) -> str:
         """Why a drain of the unit with these pods (those it has to move) would be rejected; "" if it would not. A
         hold whose pods changed is dropped."""
         blockers = [f"{'/'.join(pod_name(p))} ({', '.join(reasons)})" for p in pods if (reasons := must_stay(p))]
         if blockers:
             return f"pods that must not be disrupted: {'; '.join(blockers)}"
-        hold = self._holds.get(unit)
+        hold = self._holds.get((pool_id, unit))
         if hold is not None and not hold.pods <= _named(pods, hold.why):
-            del self._holds[unit]
+            del self._holds[(pool_id, unit)]
             return ""
         return hold.why if hold is not None else ""
 
