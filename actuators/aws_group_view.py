@@ -1,11 +1,13 @@
 """One EC2 Auto Scaling group as the AWS adapters read it (``GroupView``): its size and bounds, its instances that
 count (``group_members``: launching or ready) and those leaving (``is_leaving``), and what its scaling activities
-say of its launches, from which it derives its failed units and its target. ``actuators.aws_groups`` reads and
+say of its launches, from which it derives its failed units and its target; and why drained nodes whose instances
+are out of service in it, or run outside it, are not terminated. ``actuators.aws_groups`` reads and
 changes groups, and its notes say what the Auto Scaling API says, with the sources.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -44,6 +46,7 @@ class GroupView:
     # (instance id, LifecycleState) of the instances listed that neither count nor leave: an operator's ``Standby``
     # (``EnteringStandby``), ``Detaching`` (leaving the group but not EC2: it keeps running on its own)
     out_of_service: tuple[tuple[str, str], ...] = ()
+    leaving: tuple[str, ...] = ()  # the instances listed being terminated (``Terminating*``): already leaving
 
     @property
     def stockout(self) -> bool:
@@ -176,3 +179,35 @@ def out_of_service(group: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 def is_leaving(instance: dict[str, Any]) -> bool:
     """Whether the instance is being terminated (``Terminating*``)."""
     return str(instance.get("LifecycleState", "")).startswith(_LEAVING)
+
+
+def out_of_service_refusal(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> str:
+    """Why nodes of ``nodes`` whose instances the group lists out of service (``Standby``, ``Detaching``) are not
+    terminated: not gone, and still running; "" when there are none."""
+    states = dict(seen.out_of_service)
+    parked = [f"{n} ({ids[n]}, {states[ids[n]]})" for n in nodes if ids[n] in states]
+    if not parked:
+        return ""
+    return (
+        f"nodes {', '.join(parked)} are in {seen.bounded_by} but out of service: still running, not leaving, and "
+        "not counted in its desired capacity, so the agent leaves them be. An instance in Standby is an operator's: "
+        f"return it to service (aws autoscaling exit-standby --auto-scaling-group-name {seen.name} --instance-ids "
+        "...) so the drain removes it, or terminate it yourself; one Detaching keeps running outside the group: "
+        "terminate it once detached"
+    )
+
+
+def detached_refusal(seen: GroupView, outside: dict[str, tuple[str, str]]) -> str:
+    """Why nodes whose instances run outside the group (``outside``: node -> instance id and EC2 state, read by
+    ``AutoScalingGroups._outside``) are not terminated; "" when there are none."""
+    if not outside:
+        return ""
+    named = ", ".join(f"{n} ({i}, EC2 state {state})" for n, (i, state) in outside.items())
+    ids = " ".join(i for i, _ in outside.values())
+    return (
+        f"nodes {named} run on instances that {seen.bounded_by} no longer lists (detached from it) and EC2 has not "
+        "terminated: they are billed but not counted in the pool, and the agent terminates no instance outside its "
+        f"group. Terminate them (aws ec2 terminate-instances --instance-ids {ids}), or attach them back (aws "
+        f"autoscaling attach-instances --auto-scaling-group-name {seen.name} --instance-ids {ids}) so the drain "
+        "removes them"
+    )

@@ -42,7 +42,10 @@ read by ``actuators.aws_activities``. What the Auto Scaling API says:
 - An instance the group lists ``Standby`` (an operator took it out of service) or ``Detaching`` is not gone: it
   runs (and is billed) though the group does not count it. A drained node whose instance is so is not terminated
   (the drain is not started, or its removal is refused as transient, naming the state and what to do), never taken
-  for one already leaving the group.
+  for one already leaving the group. Nor is one the group no longer lists (``DetachInstances``, or a detach raced a
+  termination) while EC2 runs it (a state other than ``shutting-down``/``terminated``): it is billed and no longer
+  counted, so its drain is refused the same way, naming the instance and what to do (terminate it, or attach it
+  back). "Already leaving" is only an instance the group lists ``Terminating*`` or EC2 is terminating or terminated.
 - An instance can leave the group between a read and a termination: EC2 takes a Spot instance back, Auto Scaling
   replaces an unhealthy one. AWS then refuses to terminate it (``ValidationError`` "Instance Id not found - No
   managed instance found for instance ID ..."); the group is read again, and an instance no longer in it is gone
@@ -93,9 +96,11 @@ from actuators.aws_group_view import (
     GroupInstance,
     GroupView,
     counted_in_units,
+    detached_refusal,
     group_members,
     is_leaving,
     out_of_service,
+    out_of_service_refusal,
 )
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
@@ -151,6 +156,7 @@ class AutoScalingGroups:
             for_capacity=launches.for_capacity,
             zone_failure=launches.zone_failure,
             out_of_service=out_of_service(group),
+            leaving=tuple(going),
         )
 
     def rebalance_warning(self, pool_id: str, name: str, owner: str = "") -> str:
@@ -241,7 +247,8 @@ class AutoScalingGroups:
         waited for. Nodes the group cannot lose without going below its minimum size are kept, and a node whose
         instance is not found (gone, its Node object not deleted yet) is looked for again on a later tick:
         TransientActuatorError (see the module's notes)."""
-        ids = self.instance_ids(pool_id, nodes, _listed(seen))
+        found = self.instance_ids(pool_id, nodes, _listed(seen))
+        ids = {n: i for n, (i, _) in found.items()}
         unknown = [n for n in nodes if n not in ids]
         if unknown:
             raise TransientActuatorError(
@@ -251,30 +258,59 @@ class AutoScalingGroups:
             )
         going, kept = _within_min(seen, nodes, ids)
         left = set(self.terminate(pool_id, seen.name, [ids[n] for n in going]))
+        outside = self._outside(pool_id, seen, found, left)
         terminated = ", ".join(f"{n} ({ids[n]})" for n in going if ids[n] not in left)
-        gone = ", ".join(f"{n} ({ids[n]})" for n in going if ids[n] in left)
+        gone = ", ".join(f"{n} ({ids[n]})" for n in going if ids[n] in left and n not in outside)
         done = "; ".join(
             ([f"terminating {terminated}"] if terminated else [])
             + ([f"{gone} had already left the group"] if gone else [])
         )
         if kept:
             raise TransientActuatorError(pool_id, _at_min(seen, kept, "drained nodes") + (f" ({done})" if done else ""))
-        if parked := _out_of_service(seen, nodes, ids):
-            raise TransientActuatorError(pool_id, parked + (f" ({done})" if done else ""))
+        if refused := "; ".join(
+            filter(None, [out_of_service_refusal(seen, nodes, ids), detached_refusal(seen, outside)])
+        ):
+            raise TransientActuatorError(pool_id, refused + (f" ({done})" if done else ""))
         return done or f"nodes {', '.join(nodes)} are already leaving the group"
 
     def kept_at_min(self, pool_id: str, seen: GroupView, nodes: Sequence[str], draining: Sequence[str] = ()) -> str:
         """Why some of these Kubernetes nodes could not be removed now, as ``remove_nodes`` would keep them once the
         nodes ``draining`` (drains under way in the pool, removed first) are gone: the group would be at its minimum
-        size, or their instances are out of service in it (``Standby``); "" when all of them could go (a node whose
-        instance is not found, or no longer in the group, needs no termination)."""
+        size, their instances are out of service in it (``Standby``), or run outside it (detached); "" when all of
+        them could go (a node whose instance is not found, or terminated, needs no termination)."""
         ahead = [n for n in draining if n not in nodes]
-        ids = self.instance_ids(pool_id, [*ahead, *nodes], _listed(seen))
+        found = self.instance_ids(pool_id, [*ahead, *nodes], _listed(seen))
+        ids = {n: i for n, (i, _) in found.items()}
         going, kept = _within_min(seen, [n for n in [*ahead, *nodes] if n in ids], ids)
         ours = [n for n in kept if n in nodes]
         if ours:
             return _at_min(seen, ours, "nodes", [n for n in [*going, *kept] if n in ahead])
-        return _out_of_service(seen, [n for n in nodes if n in ids], ids)
+        outside = self._outside(pool_id, seen, {n: found[n] for n in nodes if n in found})
+        return "; ".join(
+            filter(
+                None,
+                [out_of_service_refusal(seen, [n for n in nodes if n in ids], ids), detached_refusal(seen, outside)],
+            )
+        )
+
+    def _outside(
+        self, pool_id: str, seen: GroupView, found: dict[str, tuple[str, str]], left: Collection[str] = ()
+    ) -> dict[str, tuple[str, str]]:
+        """Of ``found`` (node -> instance id and EC2 state, "" when not read), the nodes whose instances the group
+        no longer lists (nor those of ``left``, gone from it since it was read) and EC2 has not terminated: detached
+        from the group, still running. EC2 is asked for the states not read; an instance it does not list is gone."""
+        listed = (_listed(seen) | set(seen.leaving)) - set(left)
+        # A state read before ``left`` left the group is read again: EC2 may have taken the instance back since.
+        unlisted = {n: (i, "" if i in left else state) for n, (i, state) in found.items() if i not in listed}
+        unread = sorted({i for i, state in unlisted.values() if not state})
+        states: dict[str, str] = {}
+        if unread:
+            filters = [{"Name": "instance-id", "Values": unread}]
+            for reservation in call(pool_id, self._ec2.describe_instances, Filters=filters).get("Reservations", []):
+                for inst in reservation.get("Instances", []):
+                    states[str(inst["InstanceId"])] = str(inst.get("State", {}).get("Name", ""))
+        read = {n: (i, state or states.get(i, "")) for n, (i, state) in unlisted.items()}
+        return {n: (i, state) for n, (i, state) in read.items() if state and state not in _GONE}
 
     def newest_first(self, pool_id: str, instances: Sequence[GroupInstance]) -> list[GroupInstance]:
         """``instances`` ordered newest launch first (ties by id, for a stable order)."""
@@ -287,25 +323,28 @@ class AutoScalingGroups:
                 launched[inst["InstanceId"]] = str(inst.get("LaunchTime", ""))
         return sorted(instances, key=lambda i: (launched.get(i.instance_id, ""), i.instance_id), reverse=True)
 
-    def instance_ids(self, pool_id: str, nodes: Sequence[str], members: Collection[str] = ()) -> dict[str, str]:
-        """Kubernetes node name -> EC2 instance id, for the nodes that are EC2 instances. A private DNS name is its
+    def instance_ids(
+        self, pool_id: str, nodes: Sequence[str], members: Collection[str] = ()
+    ) -> dict[str, tuple[str, str]]:
+        """Kubernetes node name -> its EC2 instance's id and state (``State.Name``; "" for a node named by its
+        instance id, whose state is not read here), for the nodes that are EC2 instances. A private DNS name is its
         private IP's, which EC2 gives again once an instance is terminated, while the terminated instance stays listed
         for about an hour: of several instances with the name, one of ``members`` (the group's instances) is taken,
         else one not terminated (nor shutting down); a terminated one only when no other has the name (the node's own
         instance, gone)."""
-        by_node = {n: n.split(".", 1)[0] for n in nodes if n.startswith("i-")}
+        by_node = {n: (n.split(".", 1)[0], "") for n in nodes if n.startswith("i-")}
         named = [n for n in nodes if n not in by_node]
         if named:
             filters = [{"Name": "private-dns-name", "Values": named}]
-            found: dict[str, list[tuple[bool, bool, str]]] = {}
+            found: dict[str, list[tuple[bool, bool, str, str]]] = {}
             for reservation in call(pool_id, self._ec2.describe_instances, Filters=filters).get("Reservations", []):
                 for inst in reservation.get("Instances", []):
                     instance_id = str(inst["InstanceId"])
-                    live = str(inst.get("State", {}).get("Name", "")) not in _GONE
+                    state = str(inst.get("State", {}).get("Name", ""))
                     found.setdefault(str(inst.get("PrivateDnsName", "")), []).append(
-                        (instance_id in members, live, instance_id)
+                        (instance_id in members, state not in _GONE, instance_id, state)
                     )
-            by_node.update({name: max(candidates)[2] for name, candidates in found.items()})
+            by_node.update({name: max(candidates)[2:] for name, candidates in found.items()})
         return {n: by_node[n] for n in nodes if n in by_node}
 
     def _launch_failure(self, pool_id: str, group: dict[str, Any], now: datetime) -> LaunchRecord:
@@ -326,22 +365,6 @@ def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> t
 def _listed(seen: GroupView) -> set[str]:
     """The instances the group lists that count or are out of service (not those being terminated)."""
     return {i.instance_id for i in seen.instances} | {instance_id for instance_id, _ in seen.out_of_service}
-
-
-def _out_of_service(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> str:
-    """Why nodes of ``nodes`` whose instances the group lists out of service (``Standby``, ``Detaching``) are not
-    terminated: not gone, and still running; "" when there are none."""
-    states = dict(seen.out_of_service)
-    parked = [f"{n} ({ids[n]}, {states[ids[n]]})" for n in nodes if ids[n] in states]
-    if not parked:
-        return ""
-    return (
-        f"nodes {', '.join(parked)} are in {seen.bounded_by} but out of service: still running, not leaving, and "
-        "not counted in its desired capacity, so the agent leaves them be. An instance in Standby is an operator's: "
-        f"return it to service (aws autoscaling exit-standby --auto-scaling-group-name {seen.name} --instance-ids "
-        "...) so the drain removes it, or terminate it yourself; one Detaching keeps running outside the group: "
-        "terminate it once detached"
-    )
 
 
 def _at_min(seen: GroupView, kept: Sequence[str], what: str, ahead: Sequence[str] = ()) -> str:
