@@ -9,7 +9,8 @@
     service when terminated,
     connection and read timeouts,
     a size outside the group's bounds, the IRSA
-    identity provider unreachable, a token expired      -> TransientActuatorError  retry on a later tick
+    identity provider or its keys unreachable, a
+    token expired                                       -> TransientActuatorError  retry on a later tick
     access denied, missing credentials, not found,
     invalid parameters                                  -> PermanentActuatorError  alert, stop touching this pool
 
@@ -119,8 +120,13 @@ _LAUNCH_BLOCKING_ISSUES = frozenset(
 # network conditions. Retry the request a limited number of times"; ExpiredTokenException, "the web identity token
 # that was passed is expired ... Get a new identity token from the identity provider and then retry the request"
 # (STS API Reference, AssumeRoleWithWebIdentity, Errors): the kubelet rotates the projected token file, which
-# botocore reads again at each try. InvalidIdentityToken ("could not be validated by AWS": no OIDC provider for the
-# issuer in the account, a wrong audience) and IDPRejectedClaim are a configuration a person fixes: permanent.
+# botocore reads again at each try. InvalidIdentityToken ("could not be validated by AWS": "No OpenIDConnect provider
+# found in your account for ...", "Incorrect token audience") and IDPRejectedClaim are a configuration a person fixes:
+# permanent. Except the InvalidIdentityToken "Couldn't retrieve verification key from your identity provider": STS
+# fetching the issuer's keys failed, its /.well-known/openid-configuration or jwks_uri unreachable from the internet,
+# blocked, or slower than 5 s (AWS Knowledge Center, "iam-sts-invalididentitytoken"), which passes; AWS's Go SDKs
+# retry InvalidIdentityToken as a temporary error (aws-sdk-go and aws-sdk-go-v2, credentials/stscreds,
+# web_identity_provider.go). So that message alone is transient (_KEY_NOT_RETRIEVED).
 _IDENTITY_PASSES = {
     "IDPCommunicationError": "STS could not reach the identity provider (the cluster's OIDC issuer) to verify the "
     "service account's token; will retry (if it lasts, check the issuer's /.well-known/openid-configuration and "
@@ -129,6 +135,12 @@ _IDENTITY_PASSES = {
     "with the token the kubelet rotates (if it lasts, check the projected token is refreshed and the node's clock)",
     "ExpiredToken": "the credentials expired; will retry with fresh ones",
 }
+_KEY_NOT_RETRIEVED = re.compile(r"retrieve verification key", re.IGNORECASE)
+_KEY_NOT_RETRIEVED_HINT = (
+    "STS could not fetch the keys that verify the service account's token from the cluster's OIDC issuer; will "
+    "retry (if it lasts, check the issuer's /.well-known/openid-configuration and its jwks_uri are reachable from "
+    "the internet, not blocked by a firewall, and answer within 5 s)"
+)
 _ZONE = re.compile(r"\b([a-z]{2}(?:-[a-z]+)+-\d[a-z])\b")
 _TRANSIENT_CODES = frozenset(
     {
@@ -198,6 +210,8 @@ def from_aws(pool_id: str, exc: Exception) -> ActuatorError:
         described = f"{code}: {message}" if code else message
         if capacity_failure(described):
             return capacity_unavailable(pool_id, described)
+        if code == "InvalidIdentityToken" and _KEY_NOT_RETRIEVED.search(message):
+            return TransientActuatorError(pool_id, f"AWS {described} ({_KEY_NOT_RETRIEVED_HINT})")
         if code in _IDENTITY_PASSES:
             return TransientActuatorError(pool_id, f"AWS {described} ({_IDENTITY_PASSES[code]})")
         if code in _TRANSIENT_CODES or status == 429 or status >= 500:

@@ -1,7 +1,7 @@
 """IRSA's web identity credentials failing, with the daemon's boto3 clients against moto behind the proxy of
 ``tests.fakes.aws_api`` and STS answered by a small local server in STS's query-XML error format: an identity
-provider STS could not reach, or a token expired, passes and is retried; a token AWS cannot validate is the
-operator's to fix."""
+provider STS could not reach, or whose keys it could not fetch, or a token expired, passes and is retried; a token
+AWS cannot validate (no OIDC provider for its issuer, a wrong audience) is the operator's to fix."""
 
 from __future__ import annotations
 
@@ -21,13 +21,28 @@ from models import ActuatorError, PermanentActuatorError, TransientActuatorError
 from models.clock import SimulatedClock
 from tests.fakes.aws_api import FakeAwsApi
 
-_MESSAGES = {
-    "IDPCommunicationError": "Couldn't retrieve verification key from your identity provider,  please reference "
-    "AssumeRoleWithWebIdentity documentation for requirements",
-    "ExpiredTokenException": "Token expired: current date/time 1714521600 must be before the expiration date/time "
-    "1714518000",
-    "InvalidIdentityToken": "No OpenIDConnect provider found in your account for https://oidc.eks.us-east-1."
-    "amazonaws.com/id/EXAMPLE",
+# What STS answers, by case: (code, message). The two InvalidIdentityToken messages that are configuration and the
+# one of keys STS could not fetch are STS's own words (tests/fakes/REFERENCE.md); the others are illustrative.
+_ANSWERS = {
+    "IDPCommunicationError": (
+        "IDPCommunicationError",
+        "The request could not be fulfilled because the identity provider (IDP) that was asked to verify the "
+        "incoming identity token could not be reached.",
+    ),
+    "ExpiredTokenException": (
+        "ExpiredTokenException",
+        "Token expired: current date/time 1714521600 must be before the expiration date/time 1714518000",
+    ),
+    "keys not retrieved": (
+        "InvalidIdentityToken",
+        "Couldn't retrieve verification key from your identity provider,  please reference "
+        "AssumeRoleWithWebIdentity documentation for requirements",
+    ),
+    "no provider": (
+        "InvalidIdentityToken",
+        "No OpenIDConnect provider found in your account for https://oidc.eks.us-east-1.amazonaws.com/id/EXAMPLE",
+    ),
+    "wrong audience": ("InvalidIdentityToken", "Incorrect token audience"),
 }
 _CREDENTIALS = (
     '<AssumeRoleWithWebIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/">'
@@ -40,7 +55,7 @@ _CREDENTIALS = (
 
 @dataclass
 class _Sts:
-    """What the local STS answers AssumeRoleWithWebIdentity: ``error`` (a code of ``_MESSAGES``), or credentials."""
+    """What the local STS answers AssumeRoleWithWebIdentity: ``error`` (a case of ``_ANSWERS``), or credentials."""
 
     error: str = ""
     calls: list[str] = field(default_factory=list)
@@ -51,9 +66,10 @@ def _handler(sts: _Sts) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             sts.calls.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
             if sts.error:
+                code, message = _ANSWERS[sts.error]
                 body = (
                     '<ErrorResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><Error><Type>Sender</Type>'
-                    f"<Code>{sts.error}</Code><Message>{_MESSAGES[sts.error]}</Message></Error>"
+                    f"<Code>{code}</Code><Message>{message}</Message></Error>"
                     "<RequestId>1</RequestId></ErrorResponse>"
                 ).encode()
                 self.send_response(400)
@@ -106,31 +122,34 @@ def _spot_pool(aws_api: FakeAwsApi) -> Actuator:
 
 
 @pytest.mark.parametrize(
-    ("code", "kind", "said"),
+    ("case", "kind", "said"),
     [
         ("IDPCommunicationError", TransientActuatorError, "could not reach the identity provider"),
         ("ExpiredTokenException", TransientActuatorError, "the kubelet rotates"),
-        ("InvalidIdentityToken", PermanentActuatorError, "No OpenIDConnect provider found"),
+        ("keys not retrieved", TransientActuatorError, "jwks_uri are reachable from the internet"),
+        ("no provider", PermanentActuatorError, "No OpenIDConnect provider found"),
+        ("wrong audience", PermanentActuatorError, "Incorrect token audience"),
     ],
 )
 def test_a_web_identity_failure_is_read_for_what_it_needs(
-    aws_api: FakeAwsApi, sts: _Sts, code: str, kind: type[ActuatorError], said: str
+    aws_api: FakeAwsApi, sts: _Sts, case: str, kind: type[ActuatorError], said: str
 ) -> None:
-    sts.error = code
+    sts.error = case
     actuator = _spot_pool(aws_api)
 
     assert list(actuator.list_pools()) == []
     unread = unread_pools(actuator)["spot"]
     assert type(unread) is kind
-    assert code in str(unread) and said in str(unread)
+    assert _ANSWERS[case][0] in str(unread) and said in str(unread)
     with pytest.raises(kind):
         actuator.resize("spot", 2, "up")
     assert aws_api.calls("SetDesiredCapacity") == 0
     assert all("Action=AssumeRoleWithWebIdentity" in call for call in sts.calls)
 
 
-def test_the_pool_is_read_once_the_identity_provider_answers_again(aws_api: FakeAwsApi, sts: _Sts) -> None:
-    sts.error = "IDPCommunicationError"
+@pytest.mark.parametrize("case", ["IDPCommunicationError", "keys not retrieved"])
+def test_the_pool_is_read_once_the_identity_provider_answers_again(aws_api: FakeAwsApi, sts: _Sts, case: str) -> None:
+    sts.error = case
     actuator = _spot_pool(aws_api)
     assert list(actuator.list_pools()) == []
 
