@@ -261,7 +261,38 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
-        return self._remove(key, pool_id, unit, nodes, leaving, overdue)
+        return self._remove_settled(key, pool_id, unit, nodes, leaving, overdue, started, read_again=bool(evicted))
+
+    def _remove_settled(
+        self,
+        key: str,
+        pool_id: str,
+        unit: str,
+        nodes: Sequence[str],
+        leaving: list[tuple[str, str]],
+        overdue: bool,
+        started: bool,
+        read_again: bool,
+    ) -> ActionResult:
+        """The unit is not removed at the step that cordoned it, even empty: the scheduler binds a pod it placed
+        before the cordon without checking it (a volume to provision first delays that bind), so the pod would land on
+        a unit being deleted. cluster-autoscaler waits ``--node-delete-delay-after-taint`` (5 s) and reads again; the
+        drain's next step (a tick later) removes the unit if a fresh read of its pods (``read_again``: the step's own,
+        after its evictions) still finds none to move."""
+        if not nodes or (not started and (read_again or self._still_empty(pool_id, nodes))):
+            return self._remove(key, pool_id, unit, nodes, leaving, overdue)
+        noun = self._units.noun
+        if started:
+            detail = f"{noun} {unit} cordoned and empty; removed at the drain's next step if its pods are still none"
+        else:
+            detail = f"pods were bound to {noun} {unit} since the last read; the drain's next step moves them"
+        log.info("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._result(key, pool_id, ActionStatus.STARTED, detail)
+
+    def _still_empty(self, pool_id: str, nodes: Sequence[str]) -> bool:
+        """Whether a fresh read of the pods on ``nodes`` finds no pod the drain has to move that is not leaving."""
+        on_nodes = self._pods_by_node(pool_id, nodes, fresh=True)
+        return not any(counts(p) and not terminating(p) for name in nodes for p in on_nodes[name])
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked."""

@@ -192,6 +192,9 @@ def test_a_drain_terminates_exactly_the_drained_instance(
     )
     victim = ids[1]
 
+    assert (
+        drainer.drain("od", dns[victim], "drain-1").status is ActionStatus.STARTED
+    )  # cordoned and empty: removed at the drain's next step, once its pods are read again
     assert drainer.drain("od", dns[victim], "drain-1").status is ActionStatus.DONE
 
     left = aws_api.group(group)

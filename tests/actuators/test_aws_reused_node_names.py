@@ -48,6 +48,9 @@ def test_a_drained_node_whose_ip_a_terminated_instance_had_is_terminated(
         KubernetesApi(kube_client), clock, {"od": "p5"}, eks_actuator(aws_api, clock), pool_label=EKS_NODEGROUP_LABEL
     )
 
+    assert (
+        drainer.drain("od", node, "drain-1").status is ActionStatus.STARTED
+    )  # cordoned and empty: removed at the drain's next step, once its pods are read again
     result = drainer.drain("od", node, "drain-1")
 
     assert result.status is ActionStatus.DONE

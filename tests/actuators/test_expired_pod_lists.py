@@ -127,4 +127,7 @@ def test_a_release_whose_pod_list_expires_twice_fails_for_now_and_does_not_block
     clock.advance(timedelta(minutes=1))
     later = drains.scale_down(Resize("a", 6, 5, "idle", "r2"), clock.now())
     assert later.permanent == {}
-    assert [(r.status, r.key) for r in later.results] == [(ActionStatus.DONE, f"r2/drain/{nodes[0]}")]
+    assert [(r.status, r.key) for r in later.results] == [(ActionStatus.STARTED, f"r2/drain/{nodes[0]}")]
+    clock.advance(timedelta(minutes=1))
+    last = drains.continue_pending(clock.now())  # the node read empty again: removed
+    assert [(r.status, r.key) for r in last.results] == [(ActionStatus.DONE, f"r2/drain/{nodes[0]}")]

@@ -103,6 +103,9 @@ def test_a_drain_taken_over_after_its_instance_left_finishes(
     kube_api.clock = clock.now
     api = KubernetesApi(kube_client)
     leader = KubernetesNodeDrainer(api, clock, {"a": "a100"}, _DiesAfterTheDelete(_adapter(gke_api, clock)))
+    assert (
+        leader.drain("a", nodes[0], f"r1#{nodes[0]}").status is ActionStatus.STARTED
+    )  # cordoned and empty: removed at the drain's next step, once its pods are read again
     with pytest.raises(SystemExit):
         leader.drain("a", nodes[0], f"r1#{nodes[0]}")
     gke_api.advance()  # the VM is deleted; its Node object lingers, still marked as draining
@@ -111,6 +114,10 @@ def test_a_drain_taken_over_after_its_instance_left_finishes(
 
     successor = KubernetesNodeDrainer(api, clock, {"a": "a100"}, _adapter(gke_api, clock))
     drains = NodeDrains({"a": successor}, timedelta(0))
+    drains.observe({}, clock.now())
+    taken_over = drains.continue_pending(clock.now())  # its first step, the node cordoned and empty
+    assert [r.status for r in taken_over.results] == [ActionStatus.STARTED]
+    clock.advance(timedelta(minutes=1))
     drains.observe({}, clock.now())
     outcome = drains.continue_pending(clock.now())
 

@@ -110,8 +110,8 @@ def test_a_tick_over_five_pools_of_eight_nodes_lists_the_clusters_pods_once(
     """5 pools of 8 nodes, one idle node released from each: the observation of every pool and the executor's idle
     re-checks share one list of the cluster's pods, where each made its own (10 lists of every pod in the cluster);
     each drain of one node lists that node's pods after cordoning it and after evicting them. The next tick lists
-    them once again, and its drain steps, the nodes cordoned, list each node's pods. Only the very first tick lists
-    them once per pool, as it learns which nodes to keep from a list."""
+    them once again, and its drain steps, the nodes cordoned, list each node's pods, and again before removing it.
+    Only the very first tick lists them once per pool, as it learns which nodes to keep from a list."""
     pools = {f"pool-{i}": f"gpu-{i}" for i in range(5)}
     for node_pool in pools.values():
         gke_api.add_pool(node_pool, nodes=8)
@@ -149,7 +149,7 @@ def test_a_tick_over_five_pools_of_eight_nodes_lists_the_clusters_pods_once(
     clock.advance(timedelta(minutes=1))
     lists, statuses = tick(release=False)
     assert statuses == [ActionStatus.DONE] * 5  # their grace period is over: each node empty and removed
-    assert lists == 1 + 5
+    assert lists == 1 + 5 * 2  # each node's pods read again before it is removed
 
 
 def test_a_list_of_the_clusters_pods_is_shared_for_seconds_and_not_for_a_node_after_an_eviction(

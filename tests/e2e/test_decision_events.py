@@ -134,6 +134,7 @@ def test_each_decision_of_the_live_daemon_is_one_readable_event(rig: Rig, kube_c
         "Cordoned",
         "DrainStarted",
         "DrainBlocked",
+        "DrainWaiting",
         "DrainFinished",
     }
     # what kubectl describe asks for: the Events of this object, by name, kind and uid
@@ -210,6 +211,14 @@ def test_kubectl_get_events_shows_one_readable_line_per_decision(
         + [
             (
                 "default",
+                "Normal",
+                "DrainWaiting",
+                f"node/{idle}",
+                f"pool {ON_DEMAND}: node {idle} cordoned and empty; removed at the drain's next step if its pods are "
+                "still none",
+            ),
+            (
+                "default",
                 "Warning",
                 "DrainBlocked",
                 f"node/{waits}",
@@ -243,6 +252,7 @@ def test_kubectl_get_events_shows_one_readable_line_per_decision(
         [["DrainStarted", "1"]] * 2
         + [["DrainFinished", "1"]] * 2
         + [["DrainBlocked", "3"]]
+        + [["DrainWaiting", "1"]]  # the idle node, cordoned and empty, removed at its drain's next step
         + [["HeldMissingData", "2"]] * 2
     )
     described = _kubectl(tmp_path, rig.kube.url, "describe", "configmap", STATE, "-n", "leadtime")

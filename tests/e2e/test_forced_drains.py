@@ -151,7 +151,11 @@ def test_a_forced_release_takes_an_idle_node_before_any_busy_one(
     agent, (heavy, idle, light) = _loaded_pool(rig, kube_client, [[8], [], [1]])
     caplog.set_level(logging.INFO, logger="agent.drains")
     release = _release(rig, 3, 2)
-    done = _run(agent, rig, release)
+    started = _run(agent, rig, release)  # cordoned and empty: removed at the drain's next step
+    assert [(r.key, r.status) for r in started.results] == [(drain_key(release.key, idle), ActionStatus.STARTED)]
+    rig.clock.advance(MINUTE)
+    _observe(agent, rig)
+    done = _run(agent, rig)
     assert [(r.key, r.status) for r in done.results] == [(drain_key(release.key, idle), ActionStatus.DONE)]
     assert _evicted(rig) == []
     assert _deleting(rig) == [idle]

@@ -86,7 +86,7 @@ def test_enforce_mode_scales_up_then_drains_the_idle_nodes_away(rig: Rig, kube_c
     assert _sample(assembled, "leadtime_decisions_total", pool=SPOT, action="drain", status="done") == 2.0
     rig.settle()
     assert len(rig.mirror.nodes(SPOT)) == 1
-    assert rig.kube.calls("patch", "nodes") == 4  # each drained node: cordoned and marked, then unmarked
+    assert rig.kube.calls("patch", "nodes") == 6  # each drained node: cordoned and marked at its two steps, unmarked
     assert _sample(assembled, "leadtime_ticks_total", role="leader", outcome="ok") == 5.0
 
 

@@ -80,7 +80,12 @@ def test_the_executor_drains_exactly_the_nodes_the_decision_names(rig: Rig, kube
     release = Resize(ON_DEMAND, 3, 2, "release one idle node", f"{ON_DEMAND}@{now.isoformat()}->2")
     decision = replace(before, holds=(), stepped_units=2, target_units=2, nodes=(newer,))
     plan = CapacityPlan(now, (release,), decisions={ON_DEMAND: decision})
-    done = execute(plan, agent.parts.actuator, agent.pool_by_id, agent.memory, now, agent.drains)
+    started = execute(plan, agent.parts.actuator, agent.pool_by_id, agent.memory, now, agent.drains)
+    assert [(r.key, r.status) for r in started.results] == [(drain_key(release.key, newer), ActionStatus.STARTED)]
+    rig.clock.advance(MINUTE)  # the drain's next step: the node read empty again, removed
+    now = rig.clock.now()
+    agent.drains.observe({s.pool_id: s for s in agent.parts.actuator.list_pools()}, now)  # type: ignore[union-attr]
+    done = execute(CapacityPlan(now, ()), agent.parts.actuator, agent.pool_by_id, started.memory, now, agent.drains)
     assert [(r.key, r.status) for r in done.results] == [(drain_key(release.key, newer), ActionStatus.DONE)]
     deleting = [i.name for i in rig.gke.pools[NODE_POOLS[ON_DEMAND]].migs[0].instances if i.action == "DELETING"]
     assert deleting == [newer]
