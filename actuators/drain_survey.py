@@ -26,10 +26,12 @@ only cordon it, perhaps evict its other pods, be rejected and uncordon it, windo
 not be disrupted (``pod_rules.must_stay``: a bare pod, safe-to-evict "false", local storage), known from the pods
 alone, and one whose drain was rejected for a pod the pods alone do not show blocking (selected by two
 PodDisruptionBudgets: the Eviction API's 500), held from the rejection (``hold_rejected``) for as long as the pods the
-rejection names are still on it unchanged (the same uid and resourceVersion): a pod restarted, relabelled or gone
-ends the hold. ``held_units`` says which idle units the last survey of a pool kept back and why, so the agent can
-tell the operator why an idle unit is still paid for (``TellsHeldUnits``). The holds are this drainer's memory: after
-a restart a held unit's drain is tried, and rejected, once more.
+rejection names are still on it unchanged (the same uid, labels and annotations: what the budgets select by and
+what a drain reads; a status write, such as a readiness flip or a container restart, is no change): a pod
+recreated, relabelled, re-annotated or gone ends the hold. ``held_units`` says which idle units the last survey of a
+pool kept back and why, so the agent can tell the operator why an idle unit is still paid for (``TellsHeldUnits``).
+The holds are this drainer's memory, kept per pool (one drainer serves every pool of the daemon): after a restart a
+held unit's drain is tried, and rejected, once more.
 
 ``KubernetesUnitSurvey`` is the read side of ``actuators.kubernetes_drain.KubernetesUnitDrainer``, which drains what
 it finds; it writes nothing to the cluster.
@@ -37,6 +39,8 @@ it finds; it writes nothing to the cluster.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -63,7 +67,7 @@ from models.clock import Clock
 from models.errors import KubernetesApiError
 
 T = TypeVar("T")
-_PodId = tuple[str, str, str, str]  # namespace, name, uid, resourceVersion
+_PodId = tuple[str, str, str, str]  # namespace, name, uid, digest of labels and annotations (``_metadata_digest``)
 # A survey or a drain step reads the pods of up to this many nodes with one list each (a field selector names one
 # node); of more, with one list of every pod bound to a node, in pages, grouped by node. Without consistent reads
 # from the API server's cache (Kubernetes < 1.31) each list, one node's or not, reads every pod of the cluster from
@@ -258,9 +262,16 @@ def _named(pods: Iterable[V1Pod], why: str) -> frozenset[_PodId]:
     """The identities of the pods, not terminating, that ``why`` names as ``namespace/name`` or ``('namespace',
     'name')``."""
     return frozenset(
-        (namespace, name, pod.metadata.uid or "", pod.metadata.resource_version or "")
+        (namespace, name, pod.metadata.uid or "", _metadata_digest(pod))
         for pod in pods
         if not terminating(pod)
         for namespace, name in [pod_name(pod)]
         if re.search(rf"(?<![\w.-]){re.escape(f'{namespace}/{name}')}(?![\w.-])", why) or repr((namespace, name)) in why
     )
+
+
+def _metadata_digest(pod: V1Pod) -> str:
+    """A digest of the pod's labels and annotations: a hold ends when they change (the budgets select pods by their
+    labels), not at the status writes that change its resourceVersion too (the kubelet's readiness and restarts)."""
+    metadata = {"labels": pod.metadata.labels or {}, "annotations": pod.metadata.annotations or {}}
+    return hashlib.sha256(json.dumps(metadata, sort_keys=True).encode()).hexdigest()
