@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
 from actuators.base import Actuator, NodeDrainer, unread_pools
+from actuators.drain_survey import held_units, hold_rejected
 from models import ActionResult, ActionStatus, ActuatorError, PoolState
 from models.clock import Clock
 
@@ -55,7 +56,7 @@ def sends_drains(drainer: NodeDrainer) -> bool:
 
 
 class DryRunDrainer:
-    """Wraps any NodeDrainer: idle and pool nodes are read for real, drains (of busy nodes too) are recorded (no
+    """Wraps any NodeDrainer: idle, pool and held nodes are read for real, drains (of busy nodes too) are recorded (no
     cordon, no eviction, no node removed). ``recorded`` lists ``(pool, node, key)`` in order. It continues no drain
     the cluster records (``draining_nodes``, read for real): the agent leaves them alone (``sends_drains``)."""
 
@@ -84,6 +85,12 @@ class DryRunDrainer:
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return self._inner.draining_nodes(pool_id)
+
+    def held_units(self, pool_id: str) -> Mapping[str, str]:  # a read: a dry run tells the idle nodes it leaves too
+        return held_units(self._inner, pool_id)
+
+    def hold_rejected(self, pool_id: str, unit: str, why: str) -> None:  # the drainer's memory; a dry run rejects none
+        hold_rejected(self._inner, pool_id, unit, why)
 
     def sends_drains(self) -> bool:
         return False
