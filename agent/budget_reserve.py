@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from agent.budget_reserve_caps import Cap, keyed, releasing_key, reserved_periods, span_paid_for
+from agent.budget_reserve_caps import Cap, ReleaseMarks, keyed, releasing_key, reserved_periods, span_paid_for
 from agent.ledger.pool_ids import Previous, counted_pools
 from agent.ledger.reservations import CountedTo, Grant, Reservations, StandingHolder
 from agent.planning.budget import Budget, CapKind, billed_after, target_for
@@ -106,7 +106,7 @@ class BudgetReserver:
         self.standing = StandingHolder(holder, tuple(sorted(pools)), tuple(olds))
         self.standing_holder = self.standing.label
         self.ttl = ttl
-        self.tick = tick  # a mark of units being released lives two ticks unless renewed (``commit``)
+        self.tick, self.marks = tick, ReleaseMarks()  # a mark lives two ticks unless renewed; a drain's: its first two
         self._held: dict[str, list[int]] = {}  # resize key -> its reservations
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
         self._standing: list[int] = []  # the units held now, reserved for the other agents to see (``commit``)
@@ -174,8 +174,8 @@ class BudgetReserver:
         previous leader's) and of the scale-ups' they cover: of a pool to no more units than ``covered`` gives it (its
         units ``in_service``; ``None``: ``units``) and ``units`` reserves. Never refused: the units are already paid
         for; the other agents' next reservations see them. Of those, the units each pool is releasing (``releasing``,
-        ``releasing_units``: still billed, still reserved) are also marked as going, for two ticks
-        (``releasing_elsewhere``): the other agents' sheds count them as shed already."""
+        ``releasing_units``: still billed, still reserved; a drain's at its first two ticks, ``ReleaseMarks``) are also
+        marked as going, for two ticks (``releasing_elsewhere``): the other agents' sheds count them as shed already."""
         requests = [
             cap.request(now, held, self.standing_holder, self.ttl, cap_usd=math.inf)
             for pool_id, held in sorted(units.items())
@@ -184,7 +184,7 @@ class BudgetReserver:
         ]
         requests += [
             cap.releasing(now, min(going, units.get(pool_id, 0)), self.standing_holder, self.tick)
-            for pool_id, going in sorted((releasing or {}).items())
+            for pool_id, going in sorted(self.marks.marked(releasing).items())
             if min(going, units.get(pool_id, 0)) > 0
             for cap in self._caps(now, pool_id)
             if cap.current

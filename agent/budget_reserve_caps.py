@@ -7,7 +7,8 @@ priced over what is left of the period, or over the budget's commit horizon if t
 records that span (``span_paid_for``) so that agents with other horizons count it over spans of their own.
 
 The units an agent is releasing (``releasing_units``: its nodes being drained and what its tick's releases take off the
-bill) are marked under a key of their own (``releasing_key``, ``Cap.releasing``), which no cap counts.
+bill) are marked under a key of their own (``releasing_key``, ``Cap.releasing``), which no cap counts; a drain's units
+for the first two ticks of the drain only (``ReleaseMarks``).
 """
 
 from __future__ import annotations
@@ -130,16 +131,47 @@ def keyed(plain: str, period: Period) -> str:
     return f"{plain}@{period.start.isoformat()}"
 
 
-def releasing_units(
-    plan: CapacityPlan, results: Sequence[ActionResult], states: Mapping[str, PoolState]
-) -> dict[str, int]:
+class Releasing(dict[str, int]):
+    """The units each pool bills that it is releasing (``releasing_units``), summed, with the two parts kept:
+    ``started``, what the tick's releases carried out take off the bill, and ``draining``, its nodes being drained
+    since earlier ticks (``PoolState.draining_units``)."""
+
+    def __init__(self, started: Mapping[str, int], draining: Mapping[str, int]) -> None:
+        both = {p: started.get(p, 0) + draining.get(p, 0) for p in sorted({*started, *draining})}
+        super().__init__({p: n for p, n in both.items() if n > 0})
+        self.started = {p: n for p, n in started.items() if n > 0}
+        self.draining = {p: n for p, n in draining.items() if n > 0}
+
+
+class ReleaseMarks:
+    """Which of the units an agent is releasing it marks as going (``BudgetReserver.commit``): a drain's units at the
+    tick it starts and the next one, not for as long as it lasts. A drain blocked by a PodDisruptionBudget stays
+    started until its timeout (15 minutes by default), and a mark renewed at each of its ticks kept every other agent
+    sharing the budget from shedding for those units all that time, though they still bill: its nodes being drained
+    are marked only up to the units the agent's previous tick started releasing, so the mark of a drain still running
+    lapses two ticks after its last renewal (``Cap.releasing``) and the others count its units as staying again. The
+    memory is the replica's: a restarted or newly elected one marks none of the drains under way."""
+
+    def __init__(self) -> None:
+        self._started: dict[str, int] = {}  # the units the previous tick's releases started, per pool
+
+    def marked(self, releasing: Mapping[str, int] | None) -> dict[str, int]:
+        """The units of ``releasing`` to mark, per pool; a plain mapping (not ``Releasing``) is marked whole."""
+        if not isinstance(releasing, Releasing):
+            return {p: n for p, n in (releasing or {}).items() if n > 0}
+        previous, self._started = self._started, dict(releasing.started)
+        out = {p: releasing.started.get(p, 0) + min(n, previous.get(p, 0)) for p, n in releasing.draining.items()}
+        return {p: n for p, n in {**releasing.started, **out}.items() if n > 0}
+
+
+def releasing_units(plan: CapacityPlan, results: Sequence[ActionResult], states: Mapping[str, PoolState]) -> Releasing:
     """The units each pool bills that it is releasing once the executor acted (``commit``'s ``releasing``): its nodes
     being drained and what the tick's releases carried out take off its bill (``billed_after``). A release sent as a
     size change takes all of that off once accepted; one carried out as drains (a pool with a node drainer: the
     executor's results are keyed ``<release key>/drain/<node>``) takes off one unit per drain accepted, never more
     than the release takes off the bill."""
     accepted = [r.key for r in results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)]
-    out = {pool_id: s.draining_units for pool_id, s in states.items() if s.draining_units}
+    started: dict[str, int] = {}
     for resize in plan.resizes:
         state = states.get(resize.pool_id)
         if resize.is_scale_up or state is None:
@@ -147,6 +179,5 @@ def releasing_units(
         going = max(0, state.billed_units - billed_after(state, resize.to_units))
         if resize.key not in accepted:  # not sent as a size change: its drains accepted, a node each
             going = min(going, sum(1 for key in accepted if key.startswith(resize.key + DRAIN_KEY_MARK)))
-        if going:
-            out[resize.pool_id] = out.get(resize.pool_id, 0) + going
-    return out
+        started[resize.pool_id] = started.get(resize.pool_id, 0) + going
+    return Releasing(started, {pool_id: s.draining_units for pool_id, s in states.items()})
