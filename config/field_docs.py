@@ -200,10 +200,11 @@ FIELDS: dict[str, str] = {
     'e.g. `namespace=~"research|research-batch"` (the class is unavailable unless kube-state-metrics reports every '
     "namespace of such an alternation); a `cluster_queue`, `flavor` or `cohort` matcher (Kueue's labels, "
     "which no pod's requests carry: the class would read 0 while its jobs wait) is refused, and so is a `node` "
-    "matcher (kube-state-metrics sets `node` from the pod's `spec.nodeName`, which a pending pod does not have: the "
-    "class would read its running work alone while its queue waits). Two classes of one family and resource that "
-    "both name a namespace (ClusterQueue under `kueue`) with `=` or in such an alternation are refused: its demand "
-    "would be counted in each. With `kueue` they match "
+    'matcher that rejects an empty node, such as `node=~"gke-ml-a100-.*"` (kube-state-metrics sets `node` from the '
+    "pod's `spec.nodeName`, which a pending pod does not have: the class would read its running work alone while its "
+    'queue waits); one that keeps it, such as `node!~"gke-ml-t4-.*"`, leaves those nodes\' pods out. Two classes '
+    "of one family and resource that both name a namespace (ClusterQueue under `kueue`) with `=` or in such an "
+    "alternation are refused: its demand would be counted in each. With `kueue` they match "
     'the ClusterQueue gauges, e.g. `cluster_queue="team-a", flavor="a100"`: a `cluster_queue` matcher is required, '
     "and `flavor` / `cohort` narrow the reservation and the quota only (the pending gauge has no such labels); "
     "over several ClusterQueues the class is unavailable while any of them misses a gauge.",

@@ -286,8 +286,9 @@ def top_level_alternatives(regex: str) -> list[str]:
 def kube_state_metrics_selector_problem(selector: str) -> str | None:
     """Why ``selector`` cannot narrow the default kube-state-metrics query, or None when it can: a matcher on a
     label of Kueue's gauges, which no pod's requests carry, so the query would find no pods and read 0 while the
-    work waits; or a ``node`` matcher, which drops every pod not yet scheduled."""
-    labels = {label for label, _ in label_matchers(selector) or []}
+    work waits; or a ``node`` matcher that rejects an empty node, which drops every pod not yet scheduled."""
+    matchers = label_matchers(selector) or []
+    labels = {label for label, _ in matchers}
     kueue = sorted(labels & KUEUE_ONLY_LABELS)
     if kueue:
         return (
@@ -296,15 +297,30 @@ def kube_state_metrics_selector_problem(selector: str) -> str | None:
             "class would read 0 while its jobs wait. Select pods by namespace (e.g. 'namespace=\"research\"'), or "
             "set demand_metrics: kueue"
         )
-    if "node" in labels:
+    if any(label == "node" and not _matches_empty(text) for label, text in matchers):
         return (
             "kube-state-metrics sets a pod's node label from spec.nodeName, which a pod not yet scheduled does not "
-            "have: a node matcher drops every pending pod, so the class would read only its running work while its "
-            "queue waits for capacity. Select pods by namespace, pod or container (e.g. 'namespace=\"research\"'), "
-            "or write the class's `query` on a label a pod carries from its creation (a pod label, exported by "
-            "kube_pod_labels when kube-state-metrics' --metric-labels-allowlist names it)"
+            "have: a node matcher that rejects an empty node drops every pending pod, so the class would read only "
+            "its running work while its queue waits for capacity. Select pods by namespace, pod or container (e.g. "
+            "'namespace=\"research\"'), leave nodes out with a matcher that keeps an empty node (e.g. "
+            "'node!~\"gke-cpu-.*\"'), or write the class's `query` on a label a pod carries from its creation (a "
+            "pod label, exported by kube_pod_labels when kube-state-metrics' --metric-labels-allowlist names it)"
         )
     return None
+
+
+def _matches_empty(matcher: str) -> bool:
+    """Whether ``matcher`` selects a series without its label (PromQL reads an absent label as ""): ``node!="x"``,
+    ``node!~"gke-cpu-.*"`` and ``node=~".*"`` keep the pending pods, ``node="x"`` and ``node!=""`` drop them. A
+    regex Python cannot compile is left to Prometheus, which tells it at the first query."""
+    _, operator, value = matcher_parts(matcher)
+    if operator in {"=", "!="}:
+        return (value == "") == (operator == "=")
+    try:
+        full = re.fullmatch(value, "") is not None  # PromQL anchors its regexes at both ends
+    except re.error:
+        return True
+    return full == (operator == "=~")
 
 
 def kueue_selector_problem(selector: str) -> str | None:
