@@ -74,6 +74,9 @@ _PodId = tuple[str, str, str, str]  # namespace, name, uid, digest of labels and
 # etcd (kubernetes/kubernetes#15945; KEP-2340), so per-node lists cost the server that many full reads; one list
 # costs one read, but sends every pod of the cluster, which the agent then parses. A few nodes' lists cost less.
 _PER_NODE_LISTS = 4
+# How the drainer's rejection of a drain that found accelerator work on its unit once cordoned begins
+# (``KubernetesUnitDrainer``): the pods it names are the unit's work, not pods that block a drain.
+_NO_LONGER_IDLE = "no longer idle:"
 
 
 @dataclass(frozen=True)
@@ -170,7 +173,11 @@ class KubernetesUnitSurvey:
     def hold_rejected(self, pool_id: str, unit: str, why: str) -> None:
         """Hold the unit while the pods on it that ``why`` names (as ``namespace/name`` or ``('namespace',
         'name')``, as the drainer's rejections name them) are there unchanged; nothing when it names none of them
-        (the unit's idleness or the pool's size, not its pods, stopped the drain). One read of the unit's pods."""
+        (the pool's size stopped the drain) or when work that started on the unit did (``_NO_LONGER_IDLE``): the
+        unit is busy, not blocked, and a hold would put it last in a forced release's order, after units running more
+        work. One read of the unit's pods."""
+        if why.startswith(_NO_LONGER_IDLE):
+            return
         nodes = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         named = _named(self._pods_of(pool_id, nodes, fresh=True), why)
         if named:
