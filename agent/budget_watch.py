@@ -10,27 +10,9 @@ out the time before, see ``agent.ledger.coverage.LedgerCoverage``; a projected o
 budget's scale-ups trimmed while pools nobody knows the units of keep room back (``agent.budget_unknown_pools``) and a
 stalled scale-up are raised every tick while they hold, so that ``agent.conditions`` can tell when each ends).
 
-The scale-ups waited for are kept in the planner memory the leader saves (``waited``, put there by the daemon after
-each tick: ``PlannerMemory.scale_ups_waited``), so that a new leader (a restarted agent, or a replica that took the
-Lease over) waits for exactly the scale-ups its predecessor asked for, from when they were asked (``restore``, at its
-first read of the memory), and asks nothing of a pool whose target already is what it plans. The memory may be some
-ticks old and another leader may have resized since: each saved scale-up is checked at the new leader's first read of
-its pool, before it acts, as every wait is (``outstanding``): one whose pool's target is no longer at least its size,
-or that is ready, is dropped; so a wait is never judged from earlier than it was asked, and one asked again since is
-waited for from its new ask. Nor is one taken that no tick judged within an unbroken watch of that read (the lease
-duration, two ticks and the quarter of the pool's stall allowance after which a leader saves its judgement again,
-``PendingScaleUp.judged_at``): nobody watched the pool meanwhile (no leader, or one of an earlier release, or one that
-could not save), so its pool may have been resized down and up again unseen; its pool's units in flight are waited for
-from the first read instead, as below. A unit in flight that no saved scale-up explains (a node the cloud repairs or
-recreates, someone else's resize) is not the agent's scale-up and is not waited for: nothing calls it stalled. A
-memory that keeps no scale-ups (saved by an earlier release, or none saved) falls back for that one handover to
-waiting for every unit in flight (target above ready) from the new leader's first read of each pool
-(``adopt_in_flight``, marked ``inherited``): later than they were asked, never earlier, so a stall is told late at
-worst, never falsely, but a unit under repair is taken for a scale-up then. A dry-run agent adopts and restores none
-(``adopts_in_flight`` false): the units in flight are not its own but those of whatever scales the pools
-(cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them; and so does a replica at
-the start of each term it leads, should it lead again with no standby tick in between, and takes back what the memory
-saved.
+The scale-ups waited for travel in the planner memory the leader saves, so that a new leader waits for those its
+predecessor asked for, from when they were asked, and for the units in flight no saved one explains from its first read
+(``agent.scale_up_memory``: ``waited``, ``restore``, ``stand_by``).
 
 What the page exports of them (``judged_pending``, read by ``agent.daemon.metrics.ScaleUpWaitCollector``) is what a tick
 judged on pools it read, and only while that judgement is recent: a leader whose ticks fail (or that has not ticked yet
@@ -64,6 +46,7 @@ from agent.ledger.reservations import Reservations
 from agent.planning.budget import Budget, BudgetSpend, billed_after, scale_up_charges
 from agent.planning.budget_caps import known_units
 from agent.planning.enforcement import deferred_stops, find_overspends
+from agent.scale_up_memory import ScaleUpMemory
 from config.schema import Settings
 from models import ActionResult, ActionStatus, AlertEvent, CapacityPlan, PoolKind, PoolSpec, PoolState, Resize
 
@@ -116,22 +99,18 @@ class BudgetWatch:
         self._by_name = {b.name: b for b in self.budgets}
         self._scale_ups: list[tuple[datetime, Resize]] = []
         self._pending: list[PendingScaleUp] = []
-        # whether the units in flight are waited for from the first tick that acts (dry-run: not), and the pools whose
-        # units in flight are still to be adopted: each at the first tick that acts and reads it
-        self.adopts_in_flight = True
-        self._adopt_due = frozenset(pools)
-        # the scale-ups the memory saved, each taken (or dropped) at the first read of its pool (None: none kept, the
-        # units in flight are adopted instead)
-        self._restored: tuple[PendingScaleUp, ...] | None = None
+        # the scale-ups a new leader takes over, from the planner memory and the units in flight; a saved one is
+        # trusted across the old leader's last tick, the Lease running out and the new leader's first tick (up to the
+        # misfire grace late), its judgement renewed at every tick
+        self.scale_up_memory = ScaleUpMemory(
+            pools, settings.daemon.leader_election.lease_duration + 2 * tick + settings.daemon.misfire_grace
+        )
         # the monotonic seconds at which the last tick ended judging the scale-ups waited for (None: never, or a
         # simulation's watch, which has no monotonic clock), and the pools that tick could not read; a judgement is
         # recent for two ticks and the misfire grace: a tick that overruns its interval skips the slot after it
         # (one tick at a time), and the next may start up to the grace late and take a tick itself
         self._judged: tuple[float | None, frozenset[str]] | None = None
         self._judged_for = 2 * tick + settings.daemon.misfire_grace
-        # how long a saved scale-up's judgement stays trusted by the next leader, before its pool's quarter allowance:
-        # the old leader's last tick, the Lease running out, and the new leader's first tick
-        self._unbroken = settings.daemon.leader_election.lease_duration + 2 * tick
         self._spent: dict[str, tuple[datetime, float]] = {}  # budget -> (period start, spent at the last tick)
         self.coverage: list[LedgerCoverage] = []  # as of the last spend read
         self._told: dict[str, datetime] = {}  # budget -> the period start its incomplete ledger was last alerted for
@@ -165,25 +144,29 @@ class BudgetWatch:
         return tuple(p for p in self._pending if p.pool_id not in unread)
 
     @property
-    def waited(self) -> tuple[PendingScaleUp, ...]:
-        """What the planner memory keeps of the scale-ups waited for: those this watch waits for, and those the memory
-        saved for a pool not read since (each taken or dropped at its first read)."""
-        due = tuple(p for p in self._restored or () if p.pool_id in self._adopt_due)
-        return (*due, *self._pending)
+    def adopts_in_flight(self) -> bool:
+        """Whether a new leader takes over the saved scale-ups and the units in flight (dry-run: not)."""
+        return self.scale_up_memory.acts
+
+    @adopts_in_flight.setter
+    def adopts_in_flight(self, acts: bool) -> None:
+        self.scale_up_memory.acts = acts
+
+    @property
+    def waited(self) -> tuple[PendingScaleUp, ...] | None:
+        """What the planner memory keeps of the scale-ups waited for (``ScaleUpMemory.waited``)."""
+        return self.scale_up_memory.waited(self._pending)
 
     def restore(self, saved: Sequence[PendingScaleUp] | None) -> None:
-        """The scale-ups the planner memory saved (this leader's first read of it): each pool's are waited for from when
-        they were asked, checked at the first tick that acts and reads the pool; None (a memory of an earlier release,
-        or none saved): the units in flight are waited for from that read instead."""
-        self._restored = None if saved is None else tuple(saved)
+        """The scale-ups the planner memory saved (this leader's first read of it): ``ScaleUpMemory.restore``."""
+        self.scale_up_memory.restore(saved)
 
     def stand_by(self) -> None:
         """This replica no longer leads, or begins a new term as leader: the scale-ups it waited for are the leader's
-        to wait for (in between, another may have led and resized their pools), and it adopts what is in flight at its
-        first tick that acts as leader."""
+        to wait for (in between, another may have led and resized their pools), and it takes over what the memory saved
+        and what is in flight at its first tick that acts as leader."""
         self._pending = []
-        self._adopt_due = frozenset(self.pools)
-        self._restored = None
+        self.scale_up_memory.stand_by()
         self._judged = None
 
     def observe(
@@ -267,10 +250,7 @@ class BudgetWatch:
         # before its own, checked on the pools as read before it acted: a saved scale-up whose pool was since asked for
         # less (or that is ready) is dropped, so one asked again now is waited for from now. A pool not read this tick
         # is taken at the first tick that reads it.
-        due = {p: s for p, s in states.items() if p in self._adopt_due}
-        self._adopt_due -= due.keys()
-        if self.adopts_in_flight:
-            self._pending += self._taken_over(now, due)
+        self._pending += self.scale_up_memory.take_over(now, states)
         self._pending += [PendingScaleUp(r.pool_id, now, r.from_units, r.to_units, judged_at=now) for r in ups]
         if self.charges:
             self.meter.observe(self._reading(now, r.pool_id, self._charged(r, states)) for r in ups)
@@ -334,41 +314,13 @@ class BudgetWatch:
         # the scale-ups are waited for on the pools as this tick left them, in the planner's sizes they were asked in
         after = _carried_out(states, plan, results)
         self._pending = [
-            p if p.pool_id not in after else self._judged_now(p, now) for p in outstanding(self._pending, after)
+            p if p.pool_id not in after else self.scale_up_memory.judged(p, now)
+            for p in outstanding(self._pending, after)
         ]
         judged_at = None if self._monotonic is None else self._monotonic()  # the judgement ends here
         self._judged = (judged_at, frozenset(p.pool_id for p in self._pending if p.pool_id not in after))
         events += stalled_scale_up_events(self._pending, after, self.pools, now, self.stall_factor)
         return events
-
-    def _taken_over(self, now: datetime, due: Mapping[str, PoolState]) -> list[PendingScaleUp]:
-        """What a new leader waits for in the pools it reads for the first time (``due``): the saved scale-ups still
-        outstanding on them, or, where the memory kept none (None) or one not judged recently (nobody watched the pool
-        since), the units in flight from now."""
-        if self._restored is None:
-            return adopt_in_flight(now, due)
-        saved = [p for p in self._restored if p.pool_id in due]
-        unwatched = {
-            p.pool_id for p in saved if p.judged_at is None or now - p.judged_at > self._trusted_for(p.pool_id)
-        }
-        kept = outstanding([p for p in saved if p.pool_id not in unwatched], due)
-        return kept + adopt_in_flight(now, {p: s for p, s in due.items() if p in unwatched})
-
-    def _rejudge_after(self, pool_id: str) -> timedelta:
-        """How old a scale-up's judgement gets before it is saved again: a quarter of its pool's stall allowance."""
-        spec = self.pools.get(pool_id)
-        return self.tick if spec is None else spec.lead_time * self.stall_factor / 4
-
-    def _trusted_for(self, pool_id: str) -> timedelta:
-        return self._unbroken + self._rejudge_after(pool_id)
-
-    def _judged_now(self, scale_up: PendingScaleUp, now: datetime) -> PendingScaleUp:
-        at = scale_up.judged_at
-        return (
-            scale_up
-            if at is not None and now - at < self._rejudge_after(scale_up.pool_id)
-            else replace(scale_up, judged_at=now)
-        )
 
     def _charged(self, resize: Resize, states: Mapping[str, PoolState]) -> int:
         """The units ``resize``'s pool is charged from now on: those billed before it and the ones it adds, except in a
@@ -393,16 +345,6 @@ class BudgetWatch:
         if self._stamp is None or self._stamp[0] != now:
             self._stamp = (now, self._monotonic())
         return self._stamp[1]
-
-
-def adopt_in_flight(now: datetime, states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
-    """The units in flight in ``states`` (the planner's: nodes being drained out of the targets), waited for from
-    ``now``: one scale-up per pool whose target is above its ready units, from those to the target."""
-    return [
-        PendingScaleUp(pool_id, now, s.ready_units, s.target_units, inherited=True, judged_at=now)
-        for pool_id, s in sorted(states.items())
-        if s.ready_units < s.target_units
-    ]
 
 
 def _carried_out(

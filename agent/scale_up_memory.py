@@ -1,0 +1,110 @@
+"""The scale-ups the leader waits for, across a handover: what the planner memory keeps of them, what a new leader
+takes back from it, and when it waits for the units in flight instead.
+
+The scale-ups waited for are kept in the planner memory the leader saves (``waited``, put there by the daemon after
+each tick: ``PlannerMemory.scale_ups_waited``), so that a new leader (a restarted agent, or a replica that took the
+Lease over) waits for the scale-ups its predecessor asked for from when they were asked (``restore``, at its first read
+of the memory), and asks nothing of a pool whose target already is what it plans. The memory may be some ticks old and
+another leader may have resized since: each saved scale-up is checked at the new leader's first read of its pool,
+before it acts, as every wait is (``outstanding``): one whose pool's target is no longer at least its size, or that is
+ready, is dropped; so a wait is never judged from earlier than it was asked, and one asked again since is waited for
+from its new ask.
+
+Nor is a saved scale-up trusted unless a leader watched its pool without a break up to the new leader's first tick: the
+leader renews each one's ``judged_at`` at every tick that reads its pool and finds it still waited for (so the memory is
+written once a tick while a scale-up waits), and a new leader trusts one judged within the lease duration, two ticks and
+the misfire grace of its first tick that acts (the old leader's last tick, the Lease running out, and the new leader's
+first tick, which may start up to the grace late); one of a pool it cannot read then is taken at its first read of the
+pool, as a leader's own wait goes on over reads that fail. Older, nobody watched the pool meanwhile (no leader, or one
+of an earlier release, in dry-run, or one that could not save): it may have been resized down and up again unseen, and
+the ask it names may not be the one that applies.
+
+A unit in flight that no saved scale-up explains (a node the cloud repairs or recreates, someone else's resize) is not
+the agent's scale-up and is not waited for: nothing calls it stalled. A memory that keeps no scale-ups (saved by an
+earlier release, or none saved), or a pool whose saved scale-ups are not trusted, falls back for that one handover to
+waiting for every unit in flight (target above ready) from the new leader's first read of each pool
+(``adopt_in_flight``, marked ``inherited``): later than they were asked, never earlier, so a stall is told late at
+worst, never falsely, but a unit under repair is taken for a scale-up then.
+
+A dry-run agent adopts and restores none (``acts`` false): the units in flight are not its own but those of whatever
+scales the pools (cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them; and so
+does a replica at the start of each term it leads, should it lead again with no standby tick in between, and takes
+back what the memory saved.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import replace
+from datetime import datetime, timedelta
+
+from agent.alerts import outstanding
+from agent.planning.memory import PendingScaleUp
+from models import PoolState
+
+
+class ScaleUpMemory:
+    def __init__(self, pools: Collection[str], unbroken: timedelta) -> None:
+        """``unbroken``: how long a saved scale-up's judgement stays trusted by the next leader (the lease duration,
+        two ticks and the daemon's misfire grace)."""
+        self.pools = frozenset(pools)
+        self.unbroken = unbroken
+        # whether the units in flight and the saved scale-ups are taken (dry-run: not)
+        self.acts = True
+        # the pools not read since this term began: each is taken over at the first tick that acts and reads it
+        self._due = self.pools
+        # the scale-ups the memory saved (None: none kept, every unit in flight is adopted)
+        self._restored: tuple[PendingScaleUp, ...] | None = None
+        # this term's first tick that acts: a saved scale-up is trusted if judged within an unbroken watch of it (a pool
+        # this leader cannot read then is taken later, as any wait of a pool unread a while goes on)
+        self._began: datetime | None = None
+
+    def restore(self, saved: Sequence[PendingScaleUp] | None) -> None:
+        """The scale-ups the planner memory saved (this leader's first read of it), each taken or dropped at the first
+        tick that acts and reads its pool."""
+        self._restored = None if saved is None else tuple(saved)
+
+    def stand_by(self) -> None:
+        """A new term as leader (or none): every pool is taken over again at its first read, from the memory."""
+        self._due = self.pools
+        self._restored = None
+        self._began = None
+
+    def waited(self, pending: Sequence[PendingScaleUp]) -> tuple[PendingScaleUp, ...] | None:
+        """What the planner memory keeps: the scale-ups waited for (``pending``) and those saved for a pool not read
+        since."""
+        due = tuple(p for p in self._restored or () if p.pool_id in self._due)
+        return (*due, *pending)
+
+    def take_over(self, now: datetime, states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
+        """What a new leader waits for in the pools of ``states`` (read before it acts) it reads for the first time in
+        its term: the trusted saved scale-ups still outstanding on them; where the memory kept none (None) or none
+        trusted (nobody watched the pool since), the units in flight from now."""
+        self._began = self._began or now
+        due = {p: s for p, s in states.items() if p in self._due}
+        self._due -= due.keys()
+        if not self.acts:
+            return []
+        if self._restored is None:
+            return adopt_in_flight(now, due)
+        saved = [p for p in self._restored if p.pool_id in due]
+        unwatched = {p.pool_id for p in saved if not self._trusted(p, self._began)}
+        kept = outstanding([p for p in saved if p.pool_id not in unwatched], due)
+        return kept + adopt_in_flight(now, {p: s for p, s in due.items() if p in unwatched})
+
+    def judged(self, scale_up: PendingScaleUp, now: datetime) -> PendingScaleUp:
+        """``scale_up`` found still waited for by a tick that read its pool at ``now``."""
+        return scale_up if scale_up.judged_at == now else replace(scale_up, judged_at=now)
+
+    def _trusted(self, scale_up: PendingScaleUp, began: datetime) -> bool:
+        return scale_up.judged_at is not None and began - scale_up.judged_at <= self.unbroken
+
+
+def adopt_in_flight(now: datetime, states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
+    """The units in flight in ``states`` (the planner's: nodes being drained out of the targets), waited for from
+    ``now``: one scale-up per pool whose target is above its ready units, from those to the target."""
+    return [
+        PendingScaleUp(pool_id, now, s.ready_units, s.target_units, inherited=True, judged_at=now)
+        for pool_id, s in sorted(states.items())
+        if s.ready_units < s.target_units
+    ]

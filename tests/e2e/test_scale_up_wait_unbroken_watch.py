@@ -1,0 +1,60 @@
+"""A saved scale-up is trusted only across an unbroken watch: whole live daemons (Lease election, the real agent loop,
+the fake GKE, Kubernetes and Prometheus APIs, a simulated clock) on the same servers, ledger file and state ConfigMap.
+
+The leader renews each saved scale-up's judgement at every tick that reads its pool, and a new leader trusts one judged
+within the lease duration, two ticks and the misfire grace of its first tick. A pool resized down and up again while no
+agent ran is then waited for from the new leader's first read, not from the old ask; before, a judgement saved every
+quarter of the stall allowance was trusted for that quarter more (7 to 17 minutes, not an unbroken watch), and the
+stall was told 13 minutes after the resize that applies, naming the old ask."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
+from tests.e2e.test_scale_up_wait_across_leaders import ALLOWANCE, MINUTE, Replicas, _stalled, _waiting
+from tests.e2e.test_scale_up_wait_saved_in_memory import _saved, _tick_until
+
+
+@pytest.fixture
+def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
+    started = Replicas(rig, kube_client)
+    yield started
+    for daemon in list(started.started):
+        started.stop(daemon)
+
+
+def test_a_pool_resized_down_and_up_while_no_agent_ran_is_waited_for_from_the_new_leader_s_first_read(
+    rig: Rig, replicas: Replicas
+) -> None:
+    rig.add_pools()
+    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes; their instances are created, no node joins
+    first, _ = replicas.start("leadtime-0")
+    replicas.tick(first)
+    asked = rig.clock.now()
+    _tick_until(replicas, first, 5)
+    (saved,) = _saved(rig).scale_ups_waited or ()
+    assert (saved.requested_at, saved.judged_at) == (asked, rig.clock.now())  # judged at its last tick
+    replicas.stop(first)  # the agent's pod is gone (evicted, out of memory): nobody watches the pool
+
+    rig.clock.advance(MINUTE)
+    rig.gke.finish_operations()
+    rig.gke.autoscale(NODE_POOLS[SPOT], 0)  # an operator empties the pool ...
+    for mig in rig.gke.pools[NODE_POOLS[SPOT]].migs:
+        mig.instances = [i for i in mig.instances if i.action != "DELETING"]
+    rig.clock.advance(MINUTE)
+    rig.gke.finish_operations()
+    rig.gke.autoscale(NODE_POOLS[SPOT], 3)  # ... and asks for three again by hand
+    rig.clock.advance(4 * MINUTE)
+
+    second, told = replicas.start("leadtime-1")
+    replicas.tick(second)
+    first_read = rig.clock.now()
+    assert _waiting(second) == {SPOT: first_read.timestamp()}  # not the 09:01 ask: nobody watched since
+    _tick_until(replicas, second, 25)
+    (event,) = _stalled(told)
+    assert event.at == first_read + ALLOWANCE
+    assert event.summary.startswith(f"Scale-up of {SPOT} to 3 units, found in flight at a leader's first read at ")
