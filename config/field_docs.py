@@ -123,9 +123,11 @@ FIELDS: dict[str, str] = {
     "ForecastSettings.max_staleness": "A class whose newest reading is older than this is held as missing data "
     "(duration).",
     # -- budgets
-    "BudgetSettings.name": "Unique budget name, used in metrics and alerts, and the ledger's key for its "
-    "reservations: without `/` or `@`, of which the ledger derives its other keys (`NAME/hourly`, `NAME@START`, "
-    "`NAME/releasing`). Agents sharing a budget name it alike.",
+    "BudgetSettings.name": "Unique budget name, used in metrics and alerts. A shared budget's (one with "
+    "`remote_pools`) is the ledger's key for its reservations, of which the ledger derives its other keys "
+    "(`NAME/hourly`, `NAME@START`, `NAME/releasing`): it may hold no `/` or `@`, and agents sharing the budget name "
+    "it alike. A budget no other agent shares may hold them, unless its name is one of those keys of a shared budget "
+    "of the same file.",
     "BudgetSettings.pools": "Pools whose spend counts against this budget.",
     "BudgetSettings.remote_pools": "Pools of this budget that other agents run (other clusters or regions) on the "
     "same PostgreSQL ledger: their recorded spend counts against the cap too. `leadtime run` refuses them with "

@@ -11,7 +11,7 @@ from config.cloud_checks import check_cloud
 from config.energy import energy_problems
 from config.prometheus import prometheus_problems, zero_fallback_queries
 from config.prometheus_shared_demand import shared_demand_problems
-from config.schema import PoolSettings, Settings
+from config.schema import PoolSettings, Settings, budget_name_problems
 from config.timing_rules import (
     alert_rules,
     forecast_interval_rules,
@@ -311,6 +311,7 @@ def _previous_ids(settings: Settings) -> Iterator[ConfigProblem]:
 # Each rule with the top-level sections it reads.
 _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str]], ...] = (
     (_unique_names, frozenset({"demand_classes", "pools", "budgets"})),
+    (budget_name_problems, frozenset({"budgets"})),
     (_shared_series, frozenset({"demand_classes"})),
     (_pool_rules, frozenset({"pools", "demand_classes"})),
     (_previous_ids, frozenset({"pools", "budgets"})),

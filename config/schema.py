@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Iterator
 from datetime import date, timedelta
 from typing import Annotated, Literal
 
@@ -23,7 +24,7 @@ from config.energy import EnergySettings
 from config.fields import NumbersOnly
 from config.ledger import LedgerSettings
 from config.prometheus import PrometheusSettings
-from models import AcceleratorFamily, CapacityTier, DemandClass, PoolKind, PoolSpec
+from models import AcceleratorFamily, CapacityTier, ConfigProblem, DemandClass, PoolKind, PoolSpec
 
 Duration = Annotated[
     timedelta,
@@ -171,28 +172,8 @@ class ForecastSettings(_Section):
     max_staleness: Duration = timedelta(minutes=15)
 
 
-def _no_derived_key(name: str) -> str:
-    """A budget's name is the ledger key of its monthly cap's reservations, and its other keys are derived from it
-    with ``/`` and ``@`` (``NAME/hourly``, ``NAME@START``, ``NAME/releasing``, ``NAME/hourly/releasing``): a budget
-    whose name holds either could be another budget's derived key on a shared ledger, whose agents would then count
-    its reservations as their own hourly cap's, a period's or units being released (``team/releasing``'s ordinary
-    reservations read as ``team``'s agents' marks of units released: their hard stop spent past the cap)."""
-    bad = sorted({c for c in name if c in "/@"})
-    if bad:
-        owner = re.split("[/@]", name, maxsplit=1)[0]
-        suggested = re.sub("[/@]", "-", name)
-        raise ValueError(
-            f"a budget name may not contain {' or '.join(repr(c) for c in bad)}: the ledger keeps each budget's hourly "
-            "cap, its periods reserved ahead and the units it is releasing under keys made of its name with '/' or "
-            "'@' (NAME/hourly, NAME@<period start>, NAME/releasing), so on a shared ledger this budget's reservations "
-            f"could be counted as those of a budget named {owner!r}, or the reverse; rename it (e.g. {suggested!r}) "
-            "in the configuration of every agent that shares it"
-        )
-    return name
-
-
 class BudgetSettings(_Section):
-    name: Annotated[str, AfterValidator(_no_derived_key)] = Field(min_length=1)
+    name: str = Field(min_length=1)  # a shared one's derives the ledger's keys: ``budget_name_problems``
     pools: tuple[str, ...] = Field(min_length=1)
     remote_pools: tuple[str, ...] = ()
     remote_previous_ids: dict[str, tuple[Annotated[str, Field(min_length=1, pattern=_POOL_ID)], ...]] = Field(
@@ -276,3 +257,46 @@ class Settings(_Section):
         scaled = (p.lead_time for p in self.pools if p.kind is not PoolKind.ON_PREM)
         longest = max(scaled, default=timedelta(0))
         return longest + (tick if tick is not None else self.loop.tick_interval)
+
+
+def budget_name_problems(settings: Settings) -> Iterator[ConfigProblem]:
+    """A shared budget's name (one with ``remote_pools``) is the ledger key of its monthly cap's reservations, and the
+    ledger derives its other keys from it with ``/`` and ``@`` (``NAME/hourly``, ``NAME@START``, ``NAME/releasing``,
+    ``NAME/hourly/releasing``, ``NAME/hourly@START``: ``agent.budget_reserve_caps``): a shared budget whose name holds
+    either could be another's derived key, whose agents would then count its reservations as their own hourly cap's,
+    a period's or units being released (``team/releasing``'s read as ``team``'s agents' marks: their hard stop spent
+    past the cap). A budget no other agent shares writes no reservation, so its name may hold them, unless it is one
+    of the keys of a shared budget of the same file (its figures would carry the other's hourly cap's name)."""
+    shared = [(i, b.name) for i, b in enumerate(settings.budgets) if b.remote_pools]
+    for i, budget in enumerate(settings.budgets):
+        bad = sorted({c for c in budget.name if c in "/@"})
+        if not bad:
+            continue
+        rename = f"rename it (e.g. {re.sub('[/@]', '-', budget.name)!r})"
+        if budget.remote_pools:
+            owner = re.split("[/@]", budget.name, maxsplit=1)[0]
+            yield ConfigProblem(
+                f"budgets[{i}].name",
+                f"a shared budget's name (one with remote_pools) may not contain {' or '.join(repr(c) for c in bad)}: "
+                "the ledger keeps each shared budget's hourly cap, its periods reserved ahead and the units it is "
+                "releasing under keys made of its name with '/' or '@' (NAME/hourly, NAME@<period start>, "
+                "NAME/releasing), so this budget's reservations could be counted as those of a budget named "
+                f"{owner!r}, or the reverse; {rename} in the configuration of every agent that shares it "
+                f"(got {budget.name!r})",
+            )
+            continue
+        for j, owner in shared:
+            if j != i and _derived_from(budget.name, owner):
+                yield ConfigProblem(
+                    f"budgets[{i}].name",
+                    f"{budget.name!r} is one of the ledger keys of the shared budget {owner!r} (budgets[{j}]: "
+                    f"NAME/hourly, NAME@<period start>, NAME/releasing), and its hourly cap's figures carry that name "
+                    f"in metrics and alerts: the two budgets would be read as one; {rename}",
+                )
+
+
+def _derived_from(name: str, owner: str) -> bool:
+    """Whether ``name`` is one of the ledger keys derived from the shared budget ``owner``'s name."""
+    hourly = f"{owner}/hourly"
+    exact = {hourly, f"{owner}/releasing", f"{hourly}/releasing"}
+    return name in exact or name.startswith((f"{owner}@", f"{hourly}@"))

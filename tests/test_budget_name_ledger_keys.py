@@ -3,8 +3,9 @@ the name with ``/`` and ``@`` (``team/hourly``, ``team@START``, ``team/releasing
 budget of another deployment on the same PostgreSQL ledger named ``team/releasing`` kept its ordinary reservations
 under that key, which budget ``team``'s agents read as the units the others are releasing: their hard stop counted
 the other fleet as going and spent 1,026.67 USD against a cap of 1,019.17, and a monthly cap 3 units short shed
-nothing in 7 ticks. A budget name holding ``/`` or ``@`` is refused at load, with the key, why, and a name to use;
-every key derived from an accepted name is then a name no budget can have."""
+nothing in 7 ticks. A shared budget's name holding ``/`` or ``@`` is refused at load, with the key, why, and a name
+to use; every key derived from an accepted name is then a name no shared budget can have (an unshared budget's:
+tests/test_budget_name_unshared.py)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def test_every_key_derived_from_a_budget_name_is_refused_as_a_budget_name() -> N
     assert any(key.startswith("team@") for key in keys) and any(key.startswith("team/hourly@") for key in keys)
 
     for key in sorted(keys - {"team"}):
-        with pytest.raises(ConfigError, match=r"budgets\[0\]\.name: a budget name may not contain"):
+        with pytest.raises(ConfigError, match=r"budgets\[0\]\.name: a shared budget's name .* may not contain"):
             settings_from_mapping(_config(key))
 
 
