@@ -267,12 +267,15 @@ def budget_name_problems(settings: Settings) -> Iterator[ConfigProblem]:
     a period's or units being released (``team/releasing``'s read as ``team``'s agents' marks: their hard stop spent
     past the cap). A budget no other agent shares writes no reservation, so its name may hold them, unless it is one
     of the keys of a shared budget of the same file (its figures would carry the other's hourly cap's name)."""
+    names = {b.name for b in settings.budgets}
     shared = [(i, b.name) for i, b in enumerate(settings.budgets) if b.remote_pools]
     for i, budget in enumerate(settings.budgets):
         bad = sorted({c for c in budget.name if c in "/@"})
         if not bad:
             continue
-        rename = f"rename it (e.g. {re.sub('[/@]', '-', budget.name)!r})"
+        rename = (
+            f"rename it (e.g. {_unused_name(budget.name, names)!r}, a name no other budget on the shared ledger uses)"
+        )
         if budget.remote_pools:
             owner = re.split("[/@]", budget.name, maxsplit=1)[0]
             yield ConfigProblem(
@@ -300,3 +303,9 @@ def _derived_from(name: str, owner: str) -> bool:
     hourly = f"{owner}/hourly"
     exact = {hourly, f"{owner}/releasing", f"{hourly}/releasing"}
     return name in exact or name.startswith((f"{owner}@", f"{hourly}@"))
+
+
+def _unused_name(name: str, names: set[str]) -> str:
+    """``name`` with ``/`` and ``@`` made ``-``, numbered if a budget of the file has that name already."""
+    plain = re.sub("[/@]", "-", name)
+    return next(n for n in (plain, *(f"{plain}-{k}" for k in range(2, len(names) + 3))) if n not in names)

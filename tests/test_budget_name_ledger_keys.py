@@ -48,7 +48,7 @@ def test_a_budget_name_that_is_another_budgets_ledger_key_is_refused(name: str, 
     [problem] = raised.value.problems
     assert problem.key_path == "budgets[0].name"
     assert f"a budget named {owner!r}" in problem.message  # why: whose keys it would be read as
-    assert f"rename it (e.g. {suggested!r})" in problem.message  # what to do
+    assert f"rename it (e.g. {suggested!r}, a name no other budget on the shared ledger uses)" in problem.message
     assert f"(got {name!r})" in problem.message
 
 
