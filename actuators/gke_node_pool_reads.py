@@ -92,6 +92,7 @@ class GkeNodePoolReads:
             failed_for_quota=any(is_quota_message(f) for f in failures),
             zones=tuple(self._zone_state(pool_id, z, z.name in in_zone) for z in seen.zones),
             missing_zones=tuple((zone, _not_found(group)) for zone, group in seen.missing),
+            recreating_units=seen.recreating,
         )
 
     def _observe(self, pool_id: str, changing: bool = False) -> Observed:

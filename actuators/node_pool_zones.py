@@ -49,6 +49,7 @@ class Instance:
     first_creation: bool = False  # being created for the first time (CREATING): it has never run
     # why it could not be created for a reason other than capacity (its last attempt's error), "" when none
     error: str = ""
+    recreating: bool = False  # being recreated (RECREATING): a repair of an instance that ran, not a scale-up
 
     @property
     def failed_for(self) -> str:
@@ -110,6 +111,11 @@ class Observed:
         return sum(z.target for z in self.zones)
 
     @property
+    def recreating(self) -> int:
+        """The instances being recreated and still coming (not failed): in ``target``, not ready."""
+        return sum(1 for i in self.instances if i.recreating and not i.failed_for)
+
+    @property
     def failed_for_quota(self) -> bool:
         """Whether an instance failed for a quota used up (which no zone of the pool escapes)."""
         return any(is_quota_message(i.failure) for i in self.failed)
@@ -158,7 +164,10 @@ def instance_from(managed: Any, mig: tuple[str, str, str], pool_failure: str) ->
             error = _creation_error(said, str(managed.instance_status))
     first = action in _FIRST_CREATION
     leaving = action in _LEAVING
-    return Instance(name, mig, action == "NONE", failure, deleting=leaving, first_creation=first, error=error)
+    recreating = action == "RECREATING"
+    return Instance(
+        name, mig, action == "NONE", failure, deleting=leaving, first_creation=first, error=error, recreating=recreating
+    )
 
 
 def _creation_error(said: list[tuple[str, str]], status: str) -> str:

@@ -1,5 +1,5 @@
 """The scale-ups the leader waits for, across a handover: what the planner memory keeps of them, what a new leader
-takes back from it, and when it waits for the units in flight instead.
+takes back from it, and which units in flight it waits for that no saved scale-up explains.
 
 The scale-ups waited for are kept in the planner memory the leader saves (``waited``, put there by the daemon after
 each tick: ``PlannerMemory.scale_ups_waited``), so that a new leader (a restarted agent, or a replica that took the
@@ -19,12 +19,14 @@ pool, as a leader's own wait goes on over reads that fail. Older, nobody watched
 of an earlier release, in dry-run, or one that could not save): it may have been resized down and up again unseen, and
 the ask it names may not be the one that applies.
 
-A unit in flight that no saved scale-up explains (a node the cloud repairs or recreates, someone else's resize) is not
-the agent's scale-up and is not waited for: nothing calls it stalled. A memory that keeps no scale-ups (saved by an
-earlier release, or none saved), or a pool whose saved scale-ups are not trusted, falls back for that one handover to
-waiting for every unit in flight (target above ready) from the new leader's first read of each pool
-(``adopt_in_flight``, marked ``inherited``): later than they were asked, never earlier, so a stall is told late at
-worst, never falsely, but a unit under repair is taken for a scale-up then.
+The units in flight (target above ready) that no trusted saved scale-up explains (its asked size) are waited for from
+the new leader's first read of the pool (``unexplained``, marked ``inherited``): a scale-up whose ask never reached the
+memory (the old leader died after asking and before its save, the ConfigMap writes failed meanwhile) or is not trusted,
+someone else's resize. Later than they were asked, never earlier: a stall is told late at worst, never falsely, and is
+never lost. The units the pool itself reports being recreated (``PoolState.recreating_units``: a GKE node pool's
+instances under RECREATING, a repair of a node that ran) are not a scale-up and are never waited for; an adapter that
+cannot tell them reports none, and a node it repairs is then waited for like any unit in flight. A memory that keeps no
+scale-ups (None: saved by an earlier release, or none saved) explains none.
 
 A dry-run agent adopts and restores none (``acts`` false): the units in flight are not its own but those of whatever
 scales the pools (cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them; and so
@@ -78,19 +80,16 @@ class ScaleUpMemory:
 
     def take_over(self, now: datetime, states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
         """What a new leader waits for in the pools of ``states`` (read before it acts) it reads for the first time in
-        its term: the trusted saved scale-ups still outstanding on them; where the memory kept none (None) or none
-        trusted (nobody watched the pool since), the units in flight from now."""
+        its term: the trusted saved scale-ups still outstanding on them, and their units in flight no such scale-up
+        explains, from now."""
         self._began = self._began or now
         due = {p: s for p, s in states.items() if p in self._due}
         self._due -= due.keys()
         if not self.acts:
             return []
-        if self._restored is None:
-            return adopt_in_flight(now, due)
-        saved = [p for p in self._restored if p.pool_id in due]
-        unwatched = {p.pool_id for p in saved if not self._trusted(p, self._began)}
-        kept = outstanding([p for p in saved if p.pool_id not in unwatched], due)
-        return kept + adopt_in_flight(now, {p: s for p, s in due.items() if p in unwatched})
+        saved = [p for p in self._restored or () if p.pool_id in due]
+        kept = outstanding([p for p in saved if self._trusted(p, self._began)], due)
+        return kept + unexplained(now, due, kept)
 
     def judged(self, scale_up: PendingScaleUp, now: datetime) -> PendingScaleUp:
         """``scale_up`` found still waited for by a tick that read its pool at ``now``."""
@@ -100,11 +99,18 @@ class ScaleUpMemory:
         return scale_up.judged_at is not None and began - scale_up.judged_at <= self.unbroken
 
 
-def adopt_in_flight(now: datetime, states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
-    """The units in flight in ``states`` (the planner's: nodes being drained out of the targets), waited for from
-    ``now``: one scale-up per pool whose target is above its ready units, from those to the target."""
-    return [
-        PendingScaleUp(pool_id, now, s.ready_units, s.target_units, inherited=True, judged_at=now)
-        for pool_id, s in sorted(states.items())
-        if s.ready_units < s.target_units
-    ]
+def unexplained(
+    now: datetime, states: Mapping[str, PoolState], explained: Sequence[PendingScaleUp] = ()
+) -> list[PendingScaleUp]:
+    """The units in flight in ``states`` (the planner's: nodes being drained out of the targets, nodes being recreated
+    left out) above the sizes ``explained`` asks its pool for, waited for from ``now``: one scale-up per pool."""
+    asked: dict[str, int] = {}
+    for scale_up in explained:
+        asked[scale_up.pool_id] = max(asked.get(scale_up.pool_id, 0), scale_up.to_units)
+    found = []
+    for pool_id, state in sorted(states.items()):
+        coming = state.target_units - state.recreating_units
+        since = max(state.ready_units, asked.get(pool_id, 0))
+        if since < coming:
+            found.append(PendingScaleUp(pool_id, now, since, coming, inherited=True, judged_at=now))
+    return found

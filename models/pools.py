@@ -112,7 +112,9 @@ class PoolState:
     they were already asked to go); the cloud bills them until each drain deletes its node, so they count in
     ``billed_units``. A pool as read from the cloud has none: its target still counts them. ``takeable_units`` are
     those of them a scale-up takes back before it buys (drains of idle nodes, ``NodeDrains.take_back``): already
-    billed, they cost nothing more when they serve again.
+    billed, they cost nothing more when they serve again. ``recreating_units`` are those of the units in flight
+    (in ``target_units``, not ready) that the provider is recreating, not creating: a repair of a unit that ran (a GKE
+    node pool's instances under RECREATING), never a scale-up; 0 where the actuator cannot tell them apart.
     """
 
     pool_id: str
@@ -133,6 +135,7 @@ class PoolState:
     takeable_units: int = 0
     failed_for_capacity: bool = False
     failed_for_quota: bool = False
+    recreating_units: int = 0
 
     @property
     def provisioning_units(self) -> int:

@@ -1,13 +1,14 @@
 """The scale-ups a leader waits for travel in the planner memory it saves (the state ConfigMap), so a new leader waits
 for exactly those, from when they were asked: whole live daemons (Lease election, the real agent loop, the fake GKE,
-Kubernetes and Prometheus APIs, a simulated clock), the first stopped and a new one started on the same servers,
-ledger file and state ConfigMap.
+Kubernetes and Prometheus APIs, a simulated clock), the first stopped and a new one started on the same servers, ledger
+file and state ConfigMap.
 
 Before, a new leader took every unit in flight it read (target above ready) for a scale-up waited for from its first
 read: a node GKE was repairing during the handover was told a stalled scale-up nobody asked for, and a real stall was
 told a whole allowance after the handover instead of an allowance after the ask. A saved scale-up whose pool has since
-been asked for less is dropped, and a memory saved by an earlier release (no scale-ups in it) falls back to the
-adoption of the units in flight for that one handover, whose leader then saves what it adopted."""
+been asked for less is dropped (the units then in flight are waited for from the new leader's first read), and a memory
+saved by an earlier release (no scale-ups in it) falls back to the adoption of the units in flight for that one
+handover, whose leader then saves what it adopted."""
 
 from __future__ import annotations
 
@@ -109,6 +110,7 @@ def test_a_saved_scale_up_whose_pool_was_resized_down_since_is_dropped(rig: Rig,
     rig.prometheus.set_demand(CLASS, 24)
     first, _ = replicas.start("leadtime-0")
     replicas.tick(first)
+    asked = rig.clock.now()
     assert _spot_target(rig) == 3
     replicas.stop(first)  # its memory, saved with the 0 -> 3, is stale from here on
     rig.prometheus.set_demand(CLASS, 16)
@@ -117,12 +119,18 @@ def test_a_saved_scale_up_whose_pool_was_resized_down_since_is_dropped(rig: Rig,
     rig.clock.advance(MINUTE)
     second, told = replicas.start("leadtime-1")
     replicas.tick(second)
+    first_read = rig.clock.now()
     assert _spot_target(rig) == 2  # the plan is what the pool holds: nothing asked
-    assert second.loop.agent.budget_watch.pending == ()  # 0 -> 3 is no longer asked; the 2 in flight nobody asked
-    assert _waiting(second) == {}
-    _tick_until(replicas, second, 45)
-    assert _stalled(told) == []
-    assert _saved(rig).scale_ups_waited == ()
+    # 0 -> 3 is no longer asked; the 2 in flight nobody asked are waited for from this first read, not from the ask
+    (found,) = second.loop.agent.budget_watch.pending
+    assert (found.requested_at, found.from_units, found.to_units, found.inherited) == (first_read, 0, 2, True)
+    assert _waiting(second) == {SPOT: first_read.timestamp()}
+    _tick_until(replicas, second, 25)
+    (event,) = _stalled(told)
+    assert event.at == first_read + ALLOWANCE and event.at > asked + ALLOWANCE  # late at worst, never early
+    assert event.summary.startswith(f"Scale-up of {SPOT} to 2 units, found in flight at a leader's first read at ")
+    (saved,) = _saved(rig).scale_ups_waited or ()
+    assert (saved.requested_at, saved.to_units) == (first_read, 2)
 
 
 def test_a_saved_scale_up_asked_again_after_a_resize_down_waits_from_the_new_ask(rig: Rig, replicas: Replicas) -> None:

@@ -1,6 +1,6 @@
 """What a new leader takes back from the saved scale-ups: one judged within an unbroken watch of its first tick is
-waited for from its ask, one judged longer ago is not trusted (its pool's units in flight are waited for from the first
-read instead)."""
+waited for from its ask, one judged longer ago is not trusted; and the units in flight no trusted saved scale-up
+explains are waited for from its first read of the pool, never the units the pool reports being recreated (a repair)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent.planning.memory import PendingScaleUp
-from agent.scale_up_memory import ScaleUpMemory
+from agent.scale_up_memory import ScaleUpMemory, unexplained
 from models import PoolState
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -18,8 +18,12 @@ POOL = "a100-spot"
 WATCH = timedelta(minutes=2, seconds=45)  # the lease duration (15s), two ticks (1m) and the misfire grace (30s)
 
 
-def _state(ready: int, target: int) -> PoolState:
-    return PoolState(POOL, READ, ready, target)
+def _state(ready: int, target: int, recreating: int = 0) -> PoolState:
+    return PoolState(POOL, READ, ready, target, recreating_units=recreating)
+
+
+def _asked(from_units: int, to_units: int) -> PendingScaleUp:
+    return PendingScaleUp(POOL, T0, from_units, to_units, judged_at=READ - timedelta(minutes=1))
 
 
 @pytest.mark.parametrize(("judged", "trusted"), [(WATCH, True), (WATCH + timedelta(seconds=1), False)])
@@ -39,3 +43,34 @@ def test_a_pool_unread_at_the_first_tick_is_judged_on_the_watch_up_to_that_tick(
     assert memory.take_over(READ, {}) == []  # the pool cannot be read at the first tick
     (taken,) = memory.take_over(READ + timedelta(minutes=5), {POOL: _state(0, 3)})
     assert (taken.requested_at, taken.inherited) == (T0, False)  # a read that fails breaks no watch
+
+
+@pytest.mark.parametrize(
+    ("state", "saved", "found"),
+    [
+        (_state(0, 3), (), (0, 3)),  # an ask that never reached the memory: from this read
+        (_state(2, 3, recreating=1), (), None),  # a node being repaired is not a scale-up
+        (_state(2, 4, recreating=1), (), (2, 3)),  # a repair and an unsaved ask: only the ask's unit
+        (_state(0, 3), (_asked(0, 3),), None),  # the saved scale-up explains every unit in flight
+        (_state(1, 4), (_asked(0, 3),), (3, 4)),  # a unit above its size: someone else's, or an unsaved ask
+        (_state(3, 4, recreating=1), (_asked(0, 3),), None),
+        (_state(3, 3), (), None),  # nothing in flight
+    ],
+)
+def test_the_units_in_flight_no_saved_scale_up_explains_are_waited_for_from_the_first_read(
+    state: PoolState, saved: tuple[PendingScaleUp, ...], found: tuple[int, int] | None
+) -> None:
+    waited = unexplained(READ, {POOL: state}, saved)
+    assert [(p.from_units, p.to_units) for p in waited] == ([] if found is None else [found])
+    assert all(p.requested_at == READ and p.judged_at == READ and p.inherited for p in waited)
+
+
+def test_a_new_leader_takes_a_trusted_saved_scale_up_and_the_units_it_does_not_explain() -> None:
+    memory = ScaleUpMemory([POOL], unbroken=WATCH)
+    memory.restore((_asked(0, 3),))
+    taken = memory.take_over(READ, {POOL: _state(1, 4)})
+    assert [(p.requested_at, p.from_units, p.to_units, p.inherited) for p in taken] == [
+        (T0, 0, 3, False),  # from when it was asked
+        (READ, 3, 4, True),  # the fourth unit from this read
+    ]
+    assert memory.take_over(READ + timedelta(minutes=1), {POOL: _state(1, 4)}) == []  # its first read only
