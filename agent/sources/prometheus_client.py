@@ -64,7 +64,8 @@ class _DeadlineRetry(Retry):
         _stacktrace: TracebackType | None = None,
     ) -> Self:
         tries = len(self.history) + 1
-        if response is not None and response.status == 503 and _timed_out_answer(response):
+        timed_out = _timed_out_answer(response) if response is not None and response.status == 503 else None
+        if timed_out is not None and not _queued_out(timed_out):
             raise GaveUp(_pool, url, ResponseError("Prometheus' own query timeout"), tries)
         try:
             retry = super().increment(method, url, response, error, _pool, _stacktrace)
@@ -122,12 +123,20 @@ def error_of(body: bytes) -> tuple[str, str] | None:
     return (str(error_type or "unknown"), str(error or "")) if error_type or error else None
 
 
-def _timed_out_answer(response: BaseHTTPResponse) -> bool:
-    """Whether a 503 is Prometheus' own query timeout (``errorType: timeout``, web/api/v1/api.go): the same query
-    would time out again. The body is read here, decoded (Prometheus gzips it), and kept on the response (``data``)
-    for the caller."""
+def _timed_out_answer(response: BaseHTTPResponse) -> tuple[str, str] | None:
+    """A 503's ``errorType`` and ``error`` when it is Prometheus' own query timeout (``errorType: timeout``,
+    web/api/v1/api.go), else None. The body is read here, decoded (Prometheus gzips it), and kept on the response
+    (``data``) for the caller."""
     error = error_of(response.read(decode_content=True, cache_content=True) or b"")
-    return error is not None and error[0] == "timeout"
+    return error if error is not None and error[0] == "timeout" else None
+
+
+def _queued_out(error: tuple[str, str]) -> bool:
+    """Whether a timeout answer is the query's wait for a free slot rather than its evaluation: Prometheus runs at
+    most --query.max-concurrency queries at once (default 20) and answers one that waited its whole timeout in the
+    queue "query timed out in query queue" (promql/engine.go, ``contextErr(err, "query queue")``). The server was
+    busy, so the query is retried; one that timed out evaluating would time out again, so it is not."""
+    return error[0] == "timeout" and "query queue" in error[1]
 
 
 def _within_deadline(wait_s: float) -> float:
@@ -237,6 +246,15 @@ def _answer_reason(exc: PrometheusErrorAnswer) -> str:
     said = f': errorType {error[0]}, "{error[1][:300]}"' if error else (f": {text}" if text else "")
     if code in (401, 403):
         return f"Prometheus refused the credentials (HTTP {code}); check bearer_token_file{said}"
+    tried = f", tried {exc.tries} time{'s' if exc.tries > 1 else ''}"
+    after = f", asked to retry after {exc.retry_after} s" if exc.retry_after else ""
+    if error is not None and _queued_out(error):
+        return (
+            f"Prometheus was busy (HTTP {code}{tried}{after}){said}: its query queue was full, the query waiting its "
+            "whole timeout for a free slot while --query.max-concurrency queries ran (default 20); read again at the "
+            "next tick. If it lasts, raise Prometheus' --query.max-concurrency or lighten the other queries it runs "
+            "(dashboards, rules)"
+        )
     if error is not None and error[0] == "timeout":
         return (
             f"Prometheus could not finish the query within its timeout (HTTP {code}){said}; not retried, as it "
@@ -247,8 +265,6 @@ def _answer_reason(exc: PrometheusErrorAnswer) -> str:
         return f"Prometheus refused the range as too many points per series (HTTP 400){said}"
     if code in {400, 422}:
         return f"Prometheus could not run the query (HTTP {code}){said}"
-    tried = f", tried {exc.tries} time{'s' if exc.tries > 1 else ''}"
-    after = f", asked to retry after {exc.retry_after} s" if exc.retry_after else ""
     if code >= 500:
         return f"Prometheus answered with a server error (HTTP {code}){tried}{after}{said}"
     if code == 429:
