@@ -40,7 +40,12 @@ from kube.models import V1Node, V1Pod
 ACCELERATOR_RESOURCES = ("nvidia.com/gpu", "google.com/tpu")
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 SAFE_TO_EVICT_LOCAL_VOLUMES = "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes"
-_BLOCKING_ANNOTATIONS = {SAFE_TO_EVICT: "false", "karpenter.sh/do-not-disrupt": "true"}
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
+_BLOCKING_ANNOTATIONS = {SAFE_TO_EVICT: "false", DO_NOT_DISRUPT: "true"}
+# The words ``must_stay`` gives for a pod no controller recreates and for its local storage (the warning about a
+# held idle node picks its advice by them: ``agent.drain_records``).
+NO_CONTROLLER = "no controller recreates it"
+LOCAL_STORAGE = "local storage"
 
 
 def pod_name(pod: V1Pod) -> tuple[str, str]:
@@ -140,10 +145,10 @@ def must_stay(pod: V1Pod) -> list[str]:
     if annotations.get(SAFE_TO_EVICT) == "true":  # exactly "true", as cluster-autoscaler reads it
         return why
     if not any(owner.controller for owner in pod.metadata.owner_references or []):
-        why.append("no controller recreates it")
+        why.append(NO_CONTROLLER)
     spared = {name.strip() for name in annotations.get(SAFE_TO_EVICT_LOCAL_VOLUMES, "").split(",")}
     why.extend(
-        f"local storage {kind} {name!r} would be lost" for kind, name in _local_storage(pod) if name not in spared
+        f"{LOCAL_STORAGE} {kind} {name!r} would be lost" for kind, name in _local_storage(pod) if name not in spared
     )
     return why
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from actuators.drain_evictions import MULTIPLE_BUDGETS
+from actuators.pod_rules import DO_NOT_DISRUPT, LOCAL_STORAGE, NO_CONTROLLER, SAFE_TO_EVICT, SAFE_TO_EVICT_LOCAL_VOLUMES
 from models import ActionResult, AlertEvent, AlertKind, Severity
 
 
@@ -77,14 +79,50 @@ def idle_nodes_alert(now: datetime, pool_id: str, summary: str, exc: Exception) 
 def held_idle_alert(now: datetime, pool_id: str, node: str, why: str) -> AlertEvent:
     """A warning about an idle node of the pool that its drainer holds back from drains (``TellsHeldUnits``): one
     condition per node, raised every tick while it is held (the notifier sends it once per dedup window), so the
-    operator learns why an idle unit is still paid for."""
+    operator learns why an idle unit is still paid for and what frees it (``held_advice``)."""
+    advice = held_advice(why)
     summary = (
         f"Node {node} of pool {pool_id} runs no accelerator work, but a drain cannot empty it: {why}. It is not "
-        "released and stays billed. It is offered for a release again once those pods are gone or changed: move or "
-        "delete a pod nothing recreates, annotate a pod whose eviction is safe "
-        'cluster-autoscaler.kubernetes.io/safe-to-evict: "true" (or list its local volumes in '
-        "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes), or leave a pod under one PodDisruptionBudget "
-        "(then restart or relabel the pod: a drain rejected for it is held while the pod is unchanged)."
+        "released and stays billed. It is offered for a release again at the next tick once you "
+        f"{'; and '.join(advice)}."
     )
     subject = f"idle node {node} of {pool_id} not drained"
     return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, {"why": why})
+
+
+def held_advice(why: str) -> list[str]:
+    """What frees a node held back for ``why`` (a drain's rejection, or ``pod_rules.must_stay``'s reasons), one piece
+    of advice per reason it gives: each lifts that reason only (safe-to-evict "true" lifts neither blocking
+    annotation, and a node held after a rejection stays held while the pod is unchanged, whatever else changes)."""
+    advice = []
+    if DO_NOT_DISRUPT in why:
+        advice.append(
+            f"remove the annotation {DO_NOT_DISRUPT} from the pod when it may be disrupted "
+            f"(kubectl annotate pod NAME {DO_NOT_DISRUPT}-)"
+        )
+    if f'{SAFE_TO_EVICT}: "false"' in why:
+        advice.append(
+            f'remove the pod\'s annotation {SAFE_TO_EVICT}: "false", or set it to "true", when its eviction is safe '
+            f"(kubectl annotate --overwrite pod NAME {SAFE_TO_EVICT}=true)"
+        )
+    if NO_CONTROLLER in why:
+        advice.append(
+            "run a pod no controller recreates under one (a Deployment, a Job, a StatefulSet), or delete it "
+            f'(an eviction would delete it; annotating it {SAFE_TO_EVICT}: "true" lets a drain do so)'
+        )
+    if LOCAL_STORAGE in why:
+        advice.append(
+            f"list the local volumes whose data may be lost in the pod's {SAFE_TO_EVICT_LOCAL_VOLUMES} "
+            '(e.g. "scratch,cache"), or move that data elsewhere and delete the pod'
+        )
+    if MULTIPLE_BUDGETS in why:
+        advice.append(
+            "leave the pod under one PodDisruptionBudget, then restart it (delete it: its controller recreates it) "
+            "or relabel it: the node is held while the pod is unchanged, so fixing the budgets alone does not free it"
+        )
+    if not advice:  # an eviction an admission webhook refused, or a reason not known here
+        advice.append(
+            "change what refuses the pod's eviction, then restart or relabel the pod: the node is held while the pod "
+            "is unchanged"
+        )
+    return advice
