@@ -29,7 +29,9 @@ cannot tell them reports none, and a node it repairs is then waited for like any
 scale-ups (None: saved by an earlier release, or none saved) explains none.
 
 A dry-run agent adopts and restores none (``acts`` false): the units in flight are not its own but those of whatever
-scales the pools (cluster-autoscaler). A standby forgets its own (``stand_by``): the leader waits for them; and so
+scales the pools (cluster-autoscaler); it carries the saved record through untouched (``waited``), so a leader that
+enforces again finds what was saved (untrusted by then if the dry run lasted longer than an unbroken watch, its units in
+flight waited for from its first read). A standby forgets its own (``stand_by``): the leader waits for them; and so
 does a replica at the start of each term it leads, should it lead again with no standby tick in between, and takes
 back what the memory saved.
 """
@@ -74,7 +76,9 @@ class ScaleUpMemory:
 
     def waited(self, pending: Sequence[PendingScaleUp]) -> tuple[PendingScaleUp, ...] | None:
         """What the planner memory keeps: the scale-ups waited for (``pending``) and those saved for a pool not read
-        since."""
+        since; a dry-run agent's, the record it restored, untouched (None: none kept)."""
+        if not self.acts:
+            return self._restored
         due = tuple(p for p in self._restored or () if p.pool_id in self._due)
         return (*due, *pending)
 

@@ -74,3 +74,15 @@ def test_a_new_leader_takes_a_trusted_saved_scale_up_and_the_units_it_does_not_e
         (READ, 3, 4, True),  # the fourth unit from this read
     ]
     assert memory.take_over(READ + timedelta(minutes=1), {POOL: _state(1, 4)}) == []  # its first read only
+
+
+def test_a_dry_run_agent_carries_the_saved_record_through_untouched() -> None:
+    memory = ScaleUpMemory([POOL], unbroken=WATCH)
+    memory.acts = False
+    saved = (_asked(0, 3),)
+    memory.restore(saved)
+    assert memory.take_over(READ, {POOL: _state(0, 3)}) == []
+    assert memory.waited(()) == saved
+    memory.stand_by()
+    memory.restore(None)  # a memory that kept none stays so
+    assert memory.waited(()) is None
