@@ -206,7 +206,11 @@ FIELDS: dict[str, str] = {
     "pod's `spec.nodeName`, which a pending pod does not have: the class would read its running work alone while its "
     'queue waits); one that keeps it, such as `node!~"gke-ml-t4-.*"`, leaves those nodes\' pods out. Two classes '
     "of one family and resource that both name a namespace (ClusterQueue under `kueue`) with `=` or in such an "
-    "alternation are refused: its demand would be counted in each. With `kueue` they match "
+    "alternation are refused when the rest of one's matchers is among the other's: its demand would be counted in "
+    "each. Classes of one namespace told apart by other matchers (`pod`, `container`) are not compared: make sure "
+    "those select different pods. Under `kueue`, `flavor` and `cohort` matchers do not tell two classes of one "
+    "ClusterQueue apart (each counts its whole queue): give each class a ClusterQueue of its own. With `kueue` they "
+    "match "
     'the ClusterQueue gauges, e.g. `cluster_queue="team-a", flavor="a100"`: a `cluster_queue` matcher is required, '
     "and `flavor` / `cohort` narrow the reservation and the quota only (the pending gauge has no such labels); "
     "over several ClusterQueues the class is unavailable while any of them misses a gauge.",

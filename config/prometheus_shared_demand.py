@@ -11,6 +11,7 @@ from collections.abc import Iterator, Sequence
 
 from config.prometheus import (
     DEFAULT_RESOURCES,
+    KUEUE_USAGE_ONLY_LABELS,
     ClassQuerySettings,
     PrometheusSettings,
     label_matchers,
@@ -76,11 +77,18 @@ def _overlap_problems(
             if not shared or resource != first_resource or not (others <= first_others or first_others <= others):
                 continue
             keyed = name if settings.classes.get(name, ClassQuerySettings()).selector else first
+            split = (
+                " (flavor and cohort matchers do not split it: each class counts all the work queued in the "
+                "ClusterQueue, whose pending gauge carries neither; give each class a ClusterQueue of its own)"
+                if label == "cluster_queue"
+                and (_names_usage_only(settings, name) or _names_usage_only(settings, first))
+                else ""
+            )
             yield ConfigProblem(
                 f"prometheus.classes.{keyed}.selector",
                 f"demand classes {first!r} and {name!r} both read the {resource} demand of {what} "
                 f"{', '.join(map(repr, shared))}: it would be counted twice and their pools sized on double; leave "
-                f"{'it' if len(shared) == 1 else 'them'} out of one class's selector",
+                f"{'it' if len(shared) == 1 else 'them'} out of one class's selector{split}",
             )
 
 
@@ -89,7 +97,9 @@ def _literal_scope(
 ) -> tuple[frozenset[str], frozenset[tuple[str, str, str]], str] | None:
     """The values of ``label`` a class's default demand query surely reads (from its one matcher on the label:
     ``=``, or the literal alternatives of a regex alternation), its other matchers and its resource; None for a
-    query of its own, a selector that is not a list of matchers, or none of the label's values named literally."""
+    query of its own, a selector that is not a list of matchers, or none of the label's values named literally.
+    Under Kueue the ``flavor`` and ``cohort`` matchers are left out of the other matchers: they narrow the
+    reservation only, and each class counts the ClusterQueue's whole pending gauge, which carries neither."""
     override = settings.classes.get(name, ClassQuerySettings())
     if override.query:
         return None
@@ -111,11 +121,18 @@ def _literal_scope(
         values = set()
     if not values:
         return None
+    kueue = label == "cluster_queue"
     return (
         frozenset(values),
-        frozenset(m for m in matchers if m[0] != label),
+        frozenset(m for m in matchers if m[0] != label and not (kueue and m[0] in KUEUE_USAGE_ONLY_LABELS)),
         override.resource or DEFAULT_RESOURCES[family],
     )
+
+
+def _names_usage_only(settings: PrometheusSettings, name: str) -> bool:
+    """Whether a class's selector has a ``flavor`` or ``cohort`` matcher (Kueue's usage-only labels)."""
+    selector = settings.classes.get(name, ClassQuerySettings()).selector or ""
+    return any(label in KUEUE_USAGE_ONLY_LABELS for label, _ in label_matchers(selector) or [])
 
 
 # An alternative every character of which matches itself (a '.' matches any character, itself too).

@@ -4,7 +4,9 @@ ClusterQueue) are refused at load, naming both classes and the namespace: README
 promtool evaluating the two queries over 8 GPUs in research and 16 in research-batch answers 24 and 16, a pool
 sized on 40 GPUs for 24 asked. Only namespaces named literally (``=``, or an alternative of a top-level
 alternation) are compared, and only when the rest of one class's matchers is among the other's; a regex that is
-not such an alternation is not guessed at."""
+not such an alternation is not guessed at. Under Kueue, ``flavor`` and ``cohort`` matchers are not among the rest:
+the pending gauge carries neither, so two classes split by flavor over one ClusterQueue each read its whole queue
+(promtool: 16 and 16 for 16 GPUs queued) and are refused."""
 
 from __future__ import annotations
 
@@ -129,3 +131,63 @@ def test_classes_of_different_families_may_name_one_namespace() -> None:
         {**POOL, "id": "v5e", "kind": "tpu-slice-group", "family": "tpu", "serves": ["batch-a100"]},
     ]
     assert settings_from_mapping(raw).prometheus is not None
+
+
+# Kueue's gauges (kubernetes-sigs/kueue pkg/metrics/metrics.go) of ClusterQueue research, in no cohort: 16 GPUs
+# pending, a gauge without flavor, and nothing yet reserved on either flavor.
+KUEUE = {
+    **{
+        f'kueue_cluster_queue_{gauge}{{cluster_queue="research", flavor="{flavor}", resource="nvidia.com/gpu"}}': values
+        for flavor in ("a100", "h100")
+        for gauge, values in (("resource_reservation", "0x5"), ("nominal_quota", "16x5"))
+    },
+    'kueue_cluster_queue_resource_pending{cluster_queue="research", resource="nvidia.com/gpu"}': "16x5",
+    'kueue_cluster_queue_status{cluster_queue="research", status="active"}': "1x5",
+}
+FLAVOR_SPLIT = {
+    "research-a100": {"selector": 'cluster_queue="research", flavor="a100"'},
+    "batch-a100": {"selector": 'cluster_queue="research", flavor="h100"'},
+}
+
+
+@pytest.mark.parametrize(
+    "classes",
+    [
+        FLAVOR_SPLIT,
+        {"research-a100": {"selector": 'cluster_queue="research", cohort="ml"'},
+         "batch-a100": {"selector": 'cluster_queue="research", flavor="h100"'}},
+        {"batch-a100": {"selector": 'cluster_queue="research", flavor="h100"'}},
+    ],
+)  # fmt: skip
+def test_kueue_classes_split_by_flavor_or_cohort_over_one_cluster_queue_are_refused(
+    classes: dict[str, Any],
+) -> None:
+    (problem,) = _problems(_config(classes, demand_metrics="kueue"))
+    assert problem == (
+        "prometheus.classes.batch-a100.selector: demand classes 'research-a100' and 'batch-a100' both read the "
+        "nvidia.com/gpu demand of ClusterQueue 'research': it would be counted twice and their pools sized on double; "
+        "leave it out of one class's selector (flavor and cohort matchers do not split it: each class counts all the "
+        "work queued in the ClusterQueue, whose pending gauge carries neither; give each class a ClusterQueue of its "
+        "own)"
+    )
+
+
+def test_what_a_flavor_split_read_the_queue_in_each_class(tmp_path: Path) -> None:
+    settings = Settings.model_validate(_config(FLAVOR_SPLIT, demand_metrics="kueue"))  # before the rules across
+    assert settings.prometheus is not None
+    queries = demand_queries(settings.demand_class_models(), settings.prometheus)
+    # 16 GPUs queued, nothing reserved: the two classes read 32 between them.
+    assert_answers(
+        tmp_path,
+        KUEUE,
+        [Expect(queries["research-a100"], [("{}", 16)]), Expect(queries["batch-a100"], [("{}", 16)])],
+    )
+
+
+def test_kueue_classes_with_a_cluster_queue_each_may_name_flavors() -> None:
+    classes = {
+        "research-a100": {"selector": 'cluster_queue="research", flavor="a100"'},
+        "batch-a100": {"selector": 'cluster_queue="research-batch", flavor="a100", cohort="ml"'},
+    }
+    settings = settings_from_mapping(_config(classes, demand_metrics="kueue"))
+    assert settings.prometheus is not None and settings.prometheus.demand_metrics == "kueue"
