@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from actuators.drain_evictions import MULTIPLE_BUDGETS
 from actuators.pod_rules import DO_NOT_DISRUPT, LOCAL_STORAGE, NO_CONTROLLER, SAFE_TO_EVICT, SAFE_TO_EVICT_LOCAL_VOLUMES
 from models import ActionResult, AlertEvent, AlertKind, Severity
+
+# The Eviction API's words for a pod selected by several PodDisruptionBudgets, which a drain's rejection quotes.
+MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
 
 
 @dataclass(frozen=True)
