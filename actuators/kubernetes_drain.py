@@ -8,8 +8,11 @@ deleted by force. An accepted eviction is a graceful delete: the pod stays liste
 the node; a terminating pod is waited for, never evicted again. A pod that must not be disrupted blocks the drain
 (``actuators.pod_rules``), and so does a pod selected by more than one PodDisruptionBudget (the Eviction API answers
 500: a misconfiguration no retry fixes): the node is uncordoned and the drain rejected, its detail naming each
-blocking pod and why (and, after a 500, the pods it evicted before). An eviction refused for good (e.g. 403)
-uncordons the node and is raised as a permanent error; any other failure is raised as transient until ``timeout``.
+blocking pod and why (and, after a 500, the pods it evicted before). What each refusal of an eviction means is in
+``actuators.drain_evictions``: a budget's 429 (named), the API server's throttling (no eviction sent before its
+Retry-After) and a namespace being deleted are waited for; an admission webhook's denial rejects the drain; only RBAC's
+refusal of pods/eviction uncordons the node and is raised as a permanent error; any other failure is raised as
+transient until ``timeout``.
 After ``timeout`` (counted from the first step with the drain's key, so an earlier drain of the node that was
 dropped, e.g. a person uncordoned it, does not count) a drain that still has pods to evict (held by a budget, or
 their eviction failing) gives up and uncordons; one left only with pods still terminating past their grace period
@@ -54,6 +57,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import datetime, timedelta
 
+from actuators.drain_evictions import evict_pods
 from actuators.drain_survey import KubernetesUnitSurvey
 from actuators.drain_units import (
     DRAIN_ANNOTATION,
@@ -71,10 +75,10 @@ from actuators.idempotency import KeyedResults
 from actuators.pod_rules import counts, must_stay, past_grace, pod_name, terminating
 from actuators.vendor_errors import from_kubernetes
 from kube.api import KubernetesApi
-from kube.models import V1Node, V1Pod
+from kube.models import V1Node
 from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
 from models.clock import Clock
-from models.errors import KubernetesApiError, KubernetesNotFound, KubernetesThrottled
+from models.errors import KubernetesApiError, KubernetesNotFound
 
 __all__ = [
     "DRAIN_ANNOTATION",
@@ -89,9 +93,24 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-# The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
-_MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
 _MARKS = (DRAIN_ANNOTATION, FORCED_ANNOTATION)
+
+
+def _waits(waiting: Mapping[tuple[str, str], str], unit: str, after: timedelta | None = None) -> str:
+    """What the pods not evicted wait for (``after`` the drain's timeout: still), grouped by reason: a disruption
+    budget (named), the API server's throttling, their namespace being deleted."""
+    by_why: dict[str, list[tuple[str, str]]] = {}
+    for pod, why in waiting.items():
+        by_why.setdefault(why, []).append(pod)
+    told = []
+    for why, pods in by_why.items():
+        if "disruption budget" not in why.lower():
+            told.append(f"{pods} on {unit} not evicted {f'after {after}' if after else 'yet'}: {why}")
+        elif after:
+            told.append(f"disruption budgets still block {pods} after {after}: {why}")
+        else:
+            told.append(f"waiting for disruption budgets to allow evicting {pods} from {unit}: {why}")
+    return "; ".join(told)
 
 
 class KubernetesUnitDrainer(KubernetesUnitSurvey):
@@ -114,6 +133,7 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         self._remover = remover
         self._timeout = timeout
         self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
+        self._not_before: dict[str, float] = {}  # unit -> monotonic time before which no eviction is sent (429)
         self._ended: dict[str, set[str]] = {}  # unit -> keys of ended drains whose marks are still on its nodes
         self._results = KeyedResults(settled_only=True)
         self._may_write: Callable[[], bool] = lambda: True
@@ -226,42 +246,34 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         blockers = [f"{'/'.join(pod_name(p))} ({', '.join(reasons)})" for p in pods if (reasons := must_stay(p))]
         if blockers:
             return self._reject(key, pool_id, unit, nodes, f"pods that must not be disrupted: {'; '.join(blockers)}")
-        evicted: list[tuple[str, str]] = []
-        for pod in pods:
-            if terminating(pod):
-                continue  # already on its way out: waited for, never evicted again
-            self._check_may_write(pool_id, unit)
-            try:
-                if self._evict(pod):
-                    evicted.append(pod_name(pod))
-            except KubernetesApiError as exc:
-                if exc.status == 500 and _MULTIPLE_BUDGETS in exc.detail:
-                    why = f"pod {pod_name(pod)} is selected by {_MULTIPLE_BUDGETS}, so the Eviction API refuses it"
-                    why += f"; {evicted} evicted before" if evicted else ""  # the rejection alone would hide them
-                    return self._reject(key, pool_id, unit, nodes, why)
-                error = from_kubernetes(pool_id, exc)
-                if isinstance(error, PermanentActuatorError):
-                    self._give_up(pool_id, unit, nodes, f"evicting {pod_name(pod)} refused: {error}")
-                    raise error from exc
-                if overdue:
-                    detail = f"evicting {pod_name(pod)} still fails after {self._timeout} ({error})"
-                    return self._fail(key, pool_id, unit, nodes, detail)
-                raise error from exc
-        if evicted:  # which of the evicted pods are gone already, and which are terminating
+        mono = self._clock.monotonic()
+        throttled = mono < self._not_before.get(unit, mono)
+        try:
+            done = evict_pods(self._pods_api, pool_id, pods, lambda: self._check_may_write(pool_id, unit), throttled)
+        except ActuatorError as error:
+            if isinstance(error, PermanentActuatorError):
+                self._give_up(pool_id, unit, nodes, error.reason)
+            elif overdue and isinstance(error.__cause__, KubernetesApiError):  # not a lost leadership
+                return self._fail(key, pool_id, unit, nodes, f"still failing after {self._timeout}: {error.reason}")
+            raise
+        if done.rejected:
+            return self._reject(key, pool_id, unit, nodes, done.rejected)
+        if done.retry_after_s is not None:
+            self._not_before[unit] = mono + done.retry_after_s
+        if done.evicted:  # which of the evicted pods are gone already, and which are terminating
             pods = self._pods_of(pool_id, nodes, fresh=True)
         leaving = [pod_name(p) for p in pods if terminating(p)]
-        waiting = [pod_name(p) for p in pods if not terminating(p)]
+        waiting = {pod_name(p): done.waiting.get(pod_name(p), "not evicted yet") for p in pods if not terminating(p)}
         if waiting and overdue:
-            why = f"disruption budgets still block {waiting} after {self._timeout}"
-            return self._fail(key, pool_id, unit, nodes, why)
+            return self._fail(key, pool_id, unit, nodes, _waits(waiting, unit, self._timeout))
         if waiting or (leaving and not (overdue and all(past_grace(p, now) for p in pods))):
             detail = "; ".join(
-                [f"waiting for disruption budgets to allow evicting {waiting} from {unit}"] * bool(waiting)
+                [_waits(waiting, unit)] * bool(waiting)
                 + [f"waiting for {leaving} on {unit} to finish terminating"] * bool(leaving)
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
-        return self._remove_settled(key, pool_id, unit, nodes, leaving, overdue, started, read_again=bool(evicted))
+        return self._remove_settled(key, pool_id, unit, nodes, leaving, overdue, started, read_again=bool(done.evicted))
 
     def _remove_settled(
         self,
@@ -322,18 +334,6 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         except PermanentActuatorError as exc:
             self._give_up(pool_id, unit, members, f"the {self._units.noun} cannot be removed: {exc}")
             raise
-
-    def _evict(self, pod: V1Pod) -> bool:
-        """True when the pod is gone or on its way (terminating); False when a disruption budget says not now
-        (HTTP 429). Any other refusal is raised."""
-        namespace, name = pod_name(pod)
-        try:
-            self._pods_api.evict(name, namespace)
-        except KubernetesNotFound:
-            return True
-        except KubernetesThrottled:
-            return False
-        return True
 
     def _cordon(self, pool_id: str, node: str, drain_key: str | None, forced: bool = False) -> V1Node | None:
         """Cordon and mark the node with the drain's key (and, ``forced``, as a forced drain's; a mark already there

@@ -28,7 +28,7 @@ from kubernetes.client import (
 )
 
 from kube.errors import call
-from models.errors import KubernetesThrottled, KubernetesUnavailable
+from models.errors import KubernetesApiError, KubernetesThrottled, KubernetesUnavailable
 
 # How long one list of the cluster's pods answers ``Pods.on_nodes`` for the nodes it holds: longer than one tick's
 # reads of every pool (its observation and its executor's checks, seconds apart), shorter than a tick (60 s by
@@ -238,14 +238,15 @@ class Pods(_Calls):
         return pods
 
     def evict(self, name: str, namespace: str) -> None:
-        """A ``policy/v1`` Eviction; ``KubernetesThrottled`` when a PodDisruptionBudget says not now."""
+        """A ``policy/v1`` Eviction; ``KubernetesThrottled`` when a PodDisruptionBudget says not now, or the API
+        server is throttling (``eviction_refusal`` tells them apart)."""
         body = V1Eviction(
             api_version="policy/v1", kind="Eviction", metadata=V1ObjectMeta(name=name, namespace=namespace)
         )
         try:
             call(lambda: self._api.create_namespaced_pod_eviction(name, namespace, body, **self._bound))
         except KubernetesThrottled:
-            raise  # a budget said not now: nothing changed
+            raise  # not now: nothing changed
         except Exception:
             self._forget_node_of(name, namespace)  # gone already (404), or the answer lost after it was accepted
             raise
@@ -266,6 +267,35 @@ class Pods(_Calls):
         if stale:
             kept = {node: items for node, items in listed.by_node.items() if node not in stale}
             self._listed = _PodList(listed.read_at, kept)
+
+
+@dataclass(frozen=True)
+class EvictionRefusal:
+    """What a refused Eviction's ``Status`` says: its ``message`` and its causes (``details.causes``: each cause's
+    ``reason``, the Go ``StatusCause.Type``, with its ``message``). The eviction REST code names a PodDisruptionBudget
+    that allows no disruption in a ``DisruptionBudget`` cause; the NamespaceLifecycle admission plugin refuses any
+    create in a namespace being deleted with 403 and a ``NamespaceTerminating`` cause."""
+
+    message: str
+    causes: tuple[tuple[str, str], ...] = ()
+
+    def cause(self, reason: str) -> str | None:
+        """The message of the first cause with this reason ("" when it has none); None when there is none."""
+        return next((message for found, message in self.causes if found == reason), None)
+
+
+def eviction_refusal(exc: KubernetesApiError) -> EvictionRefusal:
+    """The Status a refused Eviction answered, read from the error's body (a body that is not a Status: its text)."""
+    try:
+        status = json.loads(exc.detail) if exc.detail else {}
+    except ValueError:
+        status = None
+    if not isinstance(status, dict):
+        return EvictionRefusal(exc.detail.strip())
+    details = status.get("details")
+    causes = details.get("causes") if isinstance(details, dict) else None
+    read = tuple((str(c.get("reason") or ""), str(c.get("message") or "")) for c in causes or [] if isinstance(c, dict))
+    return EvictionRefusal(str(status.get("message") or exc.reason), read)
 
 
 @dataclass(frozen=True)

@@ -115,8 +115,8 @@ def test_each_decision_of_the_live_daemon_is_one_readable_event(rig: Rig, kube_c
     (blocked,) = by_reason["DrainBlocked"]
     assert blocked.involved_object.name == waits
     assert blocked.message == (
-        f"pool {ON_DEMAND}: waiting for disruption budgets to allow evicting [('default', 'web')] from {waits} "
-        "(PodDisruptionBudget)"
+        f"pool {ON_DEMAND}: waiting for disruption budgets to allow evicting [('default', 'web')] from {waits}: "
+        "The disruption budget web needs 1 healthy pods and has 1 currently (PodDisruptionBudget)"
     )
     assert blocked.count == 3  # blocked on three ticks: patched, not created again
     assert blocked.last_timestamp > blocked.first_timestamp
@@ -222,8 +222,8 @@ def test_kubectl_get_events_shows_one_readable_line_per_decision(
                 "Warning",
                 "DrainBlocked",
                 f"node/{waits}",
-                f"pool {ON_DEMAND}: waiting for disruption budgets to allow evicting [('default', 'web')] from {waits} "
-                "(PodDisruptionBudget)",
+                f"pool {ON_DEMAND}: waiting for disruption budgets to allow evicting [('default', 'web')] from "
+                f"{waits}: The disruption budget web needs 1 healthy pods and has 1 currently (PodDisruptionBudget)",
             ),
             (
                 "leadtime",

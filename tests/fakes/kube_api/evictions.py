@@ -3,7 +3,7 @@ do), and the Eviction subresource: graceful deletion and the PodDisruptionBudget
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 from tests.fakes.kube_api.selectors import selector_object_matches
@@ -11,6 +11,9 @@ from tests.fakes.kube_api.store import ApiError, Obj, ObjectStore, _stamp_time, 
 
 DEFAULT_TERMINATION_GRACE_SECONDS = 30  # the API server's default for spec.terminationGracePeriodSeconds
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
+# API priority and fairness' answer to a request it rejects (apiserver pkg/server/filters/priority-and-fairness.go,
+# tooManyRequests; responsewriters.TooManyRequests): 429, reason TooManyRequests, no cause, a Retry-After.
+THROTTLED_MESSAGE = "Too many requests, please try again later."
 
 
 class Evictions(ObjectStore):
@@ -48,11 +51,70 @@ class Evictions(ObjectStore):
             if stamp and (pod.get("spec") or {}).get("nodeName") not in self._kubelets_down and now >= _time(stamp):
                 del self._objects[key]
 
+    # -- answers before the eviction's own: admission, authorization, throttling --------------------------------
+    def terminate_namespace(self, namespace: str) -> None:
+        """The namespace is being deleted: the NamespaceLifecycle admission plugin refuses every create in it, an
+        Eviction included, with 403 and a ``NamespaceTerminating`` cause (its pods are left as they are here)."""
+        with self._lock:
+            self._eviction_refusals()[namespace] = lambda name: ApiError(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: unable to create new content in namespace {namespace} because it is '
+                "being terminated",
+                {
+                    "name": name,
+                    "kind": "pods",
+                    "causes": [
+                        {
+                            "reason": "NamespaceTerminating",
+                            "message": f"namespace {namespace} is being terminated",
+                            "field": "metadata.namespace",
+                        }
+                    ],
+                },
+            )
+
+    def deny_evictions(self, namespace: str, webhook: str | None = None, reason: str = "") -> None:
+        """Evictions in the namespace are refused with 403: by RBAC (the role does not grant create on
+        pods/eviction there), or, given ``webhook``, by that validating admission webhook with ``reason``."""
+        user = "system:serviceaccount:leadtime:leadtime"
+
+        def refusal(name: str) -> ApiError:
+            if webhook is not None:
+                message = f'admission webhook "{webhook}" denied the request: {reason}'
+                return ApiError(403, "Forbidden", message)
+            return ApiError(
+                403,
+                "Forbidden",
+                f'pods "{name}" is forbidden: User "{user}" cannot create resource "pods/eviction" in API group "" in '
+                f'the namespace "{namespace}"',
+                {"name": name, "kind": "pods"},
+            )
+
+        with self._lock:
+            self._eviction_refusals()[namespace] = refusal
+
+    def throttle_evictions(self, count: int, retry_after_s: int = 1) -> None:
+        """The next ``count`` evictions are rejected by API priority and fairness: 429, no cause, with its
+        Retry-After (here as the Status's ``details.retryAfterSeconds``: the fake sets no header)."""
+        with self._lock:
+            self.__dict__["_throttled_evictions"] = (count, retry_after_s)
+
+    def _eviction_refusals(self) -> dict[str, Callable[[str], ApiError]]:
+        found: dict[str, Callable[[str], ApiError]] = self.__dict__.setdefault("_refusals_by_namespace", {})
+        return found
+
     # -- the Eviction subresource -----------------------------------------------------------------------------
     def _evict(self, namespace: str, name: str) -> tuple[int, Obj]:
-        """The Eviction subresource: a pod that is finished, Pending or already terminating is deleted without
-        looking at budgets; otherwise more than one covering PDB is a 500, a PDB that allows no disruption a 429,
-        and an allowed eviction deletes the pod gracefully."""
+        """The Eviction subresource: a refusal set up above first; then a pod that is finished, Pending or already
+        terminating is deleted without looking at budgets; otherwise more than one covering PDB is a 500, a PDB
+        that allows no disruption a 429, and an allowed eviction deletes the pod gracefully."""
+        count, retry_after_s = self.__dict__.get("_throttled_evictions", (0, 1))
+        if count > 0:
+            self.__dict__["_throttled_evictions"] = (count - 1, retry_after_s)
+            raise ApiError(429, "TooManyRequests", THROTTLED_MESSAGE, {"retryAfterSeconds": retry_after_s})
+        if (refuse := self._eviction_refusals().get(namespace)) is not None:
+            raise refuse(name)
         key = ("", "pods", namespace, name)
         pod = self._objects.get(key)
         if pod is None:
