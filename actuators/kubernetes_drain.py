@@ -46,7 +46,8 @@ and empties every one of them, and the ``NodeRemover`` deletes the unit as a who
 ``actuators.pod_rules``: a pod that must not be disrupted blocks the drain. Idleness is about accelerators only, so
 an idle node holding such a pod is still offered as idle; its drain is rejected, and the agent leaves the node alone
 for a stabilization window.
-What a unit is, what removes it and the marks a drain leaves on its nodes are in ``actuators.drain_units``.
+What a unit is, what removes it and the marks a drain leaves on its nodes are in ``actuators.drain_units``; how the
+marks are read (and those of ended drains taken off) is in ``actuators.drain_marks``.
 Which units are idle, how busy the others are (``idle_nodes``, ``pool_nodes``) and how the pods on their nodes are
 read are in ``actuators.drain_survey``: the drainer is a ``KubernetesUnitSurvey`` that also drains.
 """
@@ -54,11 +55,11 @@ read are in ``actuators.drain_survey``: the drainer is a ``KubernetesUnitSurvey`
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from actuators.drain_evictions import evict_pods
-from actuators.drain_survey import KubernetesUnitSurvey
+from actuators.drain_marks import DRAIN_MARKS, KubernetesDrainMarks
 from actuators.drain_units import (
     DRAIN_ANNOTATION,
     FORCED_ANNOTATION,
@@ -67,18 +68,14 @@ from actuators.drain_units import (
     KeepsUnits,
     NodeRemover,
     NodeUnits,
-    cordoned,
-    drain_marks,
-    ended_drains,
 )
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import counts, must_stay, past_grace, pod_name, terminating
-from actuators.vendor_errors import from_kubernetes
 from kube.api import KubernetesApi
 from kube.models import V1Node
 from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
 from models.clock import Clock
-from models.errors import KubernetesApiError, KubernetesNotFound
+from models.errors import KubernetesApiError
 
 __all__ = [
     "DRAIN_ANNOTATION",
@@ -93,7 +90,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-_MARKS = (DRAIN_ANNOTATION, FORCED_ANNOTATION)
 
 
 def _waits(waiting: Mapping[tuple[str, str], str], unit: str, after: timedelta | None = None) -> str:
@@ -113,7 +109,7 @@ def _waits(waiting: Mapping[tuple[str, str], str], unit: str, after: timedelta |
     return "; ".join(told)
 
 
-class KubernetesUnitDrainer(KubernetesUnitSurvey):
+class KubernetesUnitDrainer(KubernetesDrainMarks):
     """A ``NodeDrainer`` whose units (the "nodes" its methods name) are groups of Kubernetes nodes found by ``units``;
     ``remover`` deletes a drained unit. ``api`` reaches the cluster (each call bounded by its request timeout);
     ``accelerator_resources`` are resources (besides ``ACCELERATOR_RESOURCES`` and the node's own extended
@@ -129,20 +125,11 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         accelerator_resources: Iterable[str] = (),
     ) -> None:
         super().__init__(api, clock, units, accelerator_resources)
-        self._nodes_api = api.nodes
         self._remover = remover
         self._timeout = timeout
         self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
         self._not_before: dict[str, float] = {}  # unit -> monotonic time before which no eviction is sent (429)
-        self._ended: dict[str, set[str]] = {}  # unit -> keys of ended drains whose marks are still on its nodes
         self._results = KeyedResults(settled_only=True)
-        self._may_write: Callable[[], bool] = lambda: True
-
-    def guard_writes(self, may_write: Callable[[], bool]) -> None:
-        """Checked before every eviction and before the unit's removal, not only when a drain call starts: a drain
-        that outlives this replica's leadership (a slow API, many pods) stops before its next write, and the new
-        leader continues it from the nodes' drain annotation."""
-        self._may_write = may_write
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         """Units of the pool with a node cordoned and carrying our drain annotation, with the key of their drain;
@@ -161,50 +148,6 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
             elif since is not None and self._units.removed_without_nodes:
                 draining[unit] = since[0]
         return draining
-
-    def unforced_drains(self, pool_id: str) -> Set[str]:
-        """Units of the pool being drained (a node cordoned and carrying our drain annotation) none of whose nodes
-        carries the mark of a forced drain with that drain's key: releases of idle units, as ``drain`` reads them."""
-        return {
-            unit
-            for unit, (key, nodes) in self._drains_of(pool_id).items()
-            if key is not None and not any(drain_marks(n).get(FORCED_ANNOTATION) == key for n in nodes)
-        }
-
-    def _drains_of(self, pool_id: str) -> dict[str, tuple[str | None, Sequence[V1Node]]]:
-        """Every unit of the pool (one read), with the key of our drain in progress on it (None: none) and its nodes.
-        A drain whose marks are left on a node a person uncordoned has ended (``drain_units.ended_drains``): its
-        marks are taken off every node of the unit that carries no other drain's (a cordon left as it is: it is
-        someone else's now), and until they are gone (this replica may not write, or the patch failed) the drain's
-        key is remembered as ended, so a later cordon of the node by anyone else is not taken over as ours."""
-        drains: dict[str, tuple[str | None, Sequence[V1Node]]] = {}
-        for unit, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items():
-            marked = {key for node in nodes for key in drain_marks(node).values()}
-            ended = (self._ended.pop(unit, set()) | ended_drains(nodes)) & marked
-            live = (drain_marks(n).get(DRAIN_ANNOTATION) for n in nodes if cordoned(n))
-            key = next((k for k in live if k and k not in ended), None)
-            stale = [
-                node.metadata.name
-                for node in nodes
-                if (marks := drain_marks(node)) and (not cordoned(node) or marks.get(DRAIN_ANNOTATION) in ended)
-            ]
-            if stale and not self._unmark(pool_id, stale):
-                self._ended[unit] = ended
-            drains[unit] = (key, nodes)
-        return drains
-
-    def _unmark(self, pool_id: str, nodes: Sequence[str]) -> bool:
-        """Take our drain marks off ``nodes`` (not their cordon); False when that was not written."""
-        if not self._may_write():
-            return False
-        try:
-            for node in nodes:
-                self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(_MARKS)}})
-        except ActuatorError as exc:  # remembered as ended meanwhile; read and cleared again next time
-            log.warning("pool %s: the marks of ended drains on %s could not be removed: %s", pool_id, nodes, exc)
-            return False
-        log.info("pool %s: marks of drains that ended (uncordoned by a person) removed from %s", pool_id, nodes)
-        return True
 
     def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
         """Drain the unit ``node`` (a node, or a slice: every node of it). Unless ``forced`` (or its nodes are marked
@@ -343,18 +286,6 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
         body = {"spec": {"unschedulable": True if drain_key else None}, "metadata": {"annotations": marks}}
         return self._patch_node(pool_id, node, body)
 
-    def _patch_node(self, pool_id: str, node: str, body: Mapping[str, object]) -> V1Node | None:
-        """The node as patched; None when the node is gone (404): its Node object was deleted outside this drain, by
-        a person or by the cloud's node controller once the instance behind it is gone, e.g. a preempted Spot VM
-        (https://kubernetes.io/docs/concepts/architecture/cloud-controller-manager/#node-controller). Not an error
-        of the pool: there is nothing left to drain."""
-        try:
-            return self._nodes_api.patch(node, body)
-        except KubernetesNotFound:
-            return None
-        except KubernetesApiError as exc:
-            raise from_kubernetes(pool_id, exc) from exc
-
     def _remove(
         self, key: str, pool_id: str, unit: str, nodes: Sequence[str], leaving: list[tuple[str, str]], overdue: bool
     ) -> ActionResult:
@@ -372,7 +303,7 @@ class KubernetesUnitDrainer(KubernetesUnitSurvey):
             why = f"removing the empty {noun} still fails after {self._timeout} ({exc})"
             return self._fail(key, pool_id, unit, nodes, why)
         for node in nodes:  # gone: unmarked too
-            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(_MARKS)}})
+            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
         self._draining_since.pop(unit, None)
         self._idle_since.pop(unit, None)
         if leaving:
