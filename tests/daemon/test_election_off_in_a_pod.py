@@ -76,6 +76,7 @@ def test_election_on_in_a_pod_and_off_outside_one_pass(
     monkeypatch.delenv("LEADTIME_SINGLE_REPLICA", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     assert main(["validate-config", str(_config(tmp_path, election=False)), "--for", "run"]) == 0
+    assert "LEADTIME_SINGLE_REPLICA=true" in capsys.readouterr().err  # passes, with a note on what a pod needs
     _in_a_pod(monkeypatch)
     assert main(["validate-config", str(_config(tmp_path, election=True)), "--for", "run"]) == 0
     assert main(["validate-config", str(_config(tmp_path, election=False))]) == 0  # only run is refused
