@@ -17,7 +17,10 @@ the misfire grace of its first tick that acts (the old leader's last tick, the L
 first tick, which may start up to the grace late); one of a pool it cannot read then is taken at its first read of the
 pool, as a leader's own wait goes on over reads that fail. Older, nobody watched the pool meanwhile (no leader, or one
 of an earlier release, in dry-run, or one that could not save): it may have been resized down and up again unseen, and
-the ask it names may not be the one that applies.
+the ask it names may not be the one that applies. A judgement stamped later than the new leader's first tick (by more
+than ``CLOCK_SKEW``: a replica whose clock ran ahead saved it) tells nothing of how long the pool went unwatched: it is
+not trusted either, and a warning names the saved time and the pool once, at the first read of its pool; nor is a saved
+ask taken from later than the read that takes it.
 
 The units in flight (target above ready) that no trusted saved scale-up explains (its asked size) are waited for from
 the new leader's first read of the pool (``unexplained``, marked ``inherited``): a scale-up whose ask never reached the
@@ -38,6 +41,7 @@ back what the memory saved.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -45,6 +49,12 @@ from datetime import datetime, timedelta
 from agent.alerts import outstanding
 from agent.planning.memory import PendingScaleUp
 from models import PoolState
+
+log = logging.getLogger(__name__)
+
+# how far ahead of a new leader's clock a saved judgement may be and still be read as a watch up to now: replicas'
+# clocks kept by NTP differ by well under a second; more is a clock that runs ahead, not a watch
+CLOCK_SKEW = timedelta(seconds=5)
 
 
 class ScaleUpMemory:
@@ -92,7 +102,9 @@ class ScaleUpMemory:
         if not self.acts:
             return []
         saved = [p for p in self._restored or () if p.pool_id in due]
-        kept = outstanding([p for p in saved if self._trusted(p, self._began)], due)
+        _warn_ahead(saved, self._began)
+        trusted = [replace(p, requested_at=min(p.requested_at, now)) for p in saved if self._trusted(p, self._began)]
+        kept = outstanding(trusted, due)
         return kept + unexplained(now, due, kept)
 
     def judged(self, scale_up: PendingScaleUp, now: datetime) -> PendingScaleUp:
@@ -100,7 +112,24 @@ class ScaleUpMemory:
         return scale_up if scale_up.judged_at == now else replace(scale_up, judged_at=now)
 
     def _trusted(self, scale_up: PendingScaleUp, began: datetime) -> bool:
-        return scale_up.judged_at is not None and began - scale_up.judged_at <= self.unbroken
+        return scale_up.judged_at is not None and -CLOCK_SKEW <= began - scale_up.judged_at <= self.unbroken
+
+
+def _warn_ahead(saved: Sequence[PendingScaleUp], began: datetime) -> None:
+    """A warning for each saved scale-up judged later than this term's first tick (``began``, beyond ``CLOCK_SKEW``),
+    which is not trusted for it."""
+    for scale_up in saved:
+        if scale_up.judged_at is not None and scale_up.judged_at - began > CLOCK_SKEW:
+            log.warning(
+                "saved scale-up judged at %s, later than this leader's first tick at %s: a replica's clock runs ahead, "
+                "so the saved ask is not trusted and its pool's units in flight are waited for from this read; "
+                "synchronise the clocks of the nodes the agent's replicas run on (NTP) pool=%s asked=%s->%s",
+                scale_up.judged_at.isoformat(),
+                began.isoformat(),
+                scale_up.pool_id,
+                scale_up.from_units,
+                scale_up.to_units,
+            )
 
 
 def unexplained(

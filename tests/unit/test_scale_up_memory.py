@@ -4,12 +4,13 @@ explains are waited for from its first read of the pool, never the units the poo
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from agent.planning.memory import PendingScaleUp
-from agent.scale_up_memory import ScaleUpMemory, unexplained
+from agent.scale_up_memory import CLOCK_SKEW, ScaleUpMemory, unexplained
 from models import PoolState
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -35,6 +36,31 @@ def test_a_saved_scale_up_is_trusted_within_an_unbroken_watch_of_the_first_tick_
     (taken,) = memory.take_over(READ, {POOL: _state(0, 3)})
     assert (taken.requested_at, taken.inherited) == ((T0, False) if trusted else (READ, True))
     assert taken.to_units == 3
+
+
+@pytest.mark.parametrize(
+    ("ahead", "trusted"),
+    [(CLOCK_SKEW, True), (CLOCK_SKEW + timedelta(seconds=1), False), (timedelta(hours=1), False)],
+)
+def test_a_saved_scale_up_judged_later_than_the_first_tick_is_trusted_within_the_clock_skew_only(
+    ahead: timedelta, trusted: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    memory = ScaleUpMemory([POOL], unbroken=WATCH)
+    memory.restore((PendingScaleUp(POOL, T0, 0, 3, judged_at=READ + ahead),))
+    with caplog.at_level(logging.WARNING, logger="agent.scale_up_memory"):
+        (taken,) = memory.take_over(READ, {POOL: _state(0, 3)})
+        assert memory.take_over(READ + timedelta(minutes=1), {POOL: _state(0, 3)}) == []
+    assert (taken.requested_at, taken.inherited) == ((T0, False) if trusted else (READ, True))
+    warned = [r.getMessage() for r in caplog.records]  # once, at the pool's first read, naming the saved time
+    assert [(READ + ahead).isoformat() in w for w in warned] == ([] if trusted else [True])
+
+
+def test_a_trusted_saved_ask_is_never_taken_from_later_than_the_read() -> None:
+    memory = ScaleUpMemory([POOL], unbroken=WATCH)
+    later = READ + CLOCK_SKEW  # asked and judged by a clock a few seconds ahead
+    memory.restore((PendingScaleUp(POOL, later, 0, 3, judged_at=later),))
+    (taken,) = memory.take_over(READ, {POOL: _state(0, 3)})
+    assert (taken.requested_at, taken.inherited) == (READ, False)
 
 
 def test_a_pool_unread_at_the_first_tick_is_judged_on_the_watch_up_to_that_tick() -> None:
