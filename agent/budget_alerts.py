@@ -103,11 +103,12 @@ def projected_overspend_event(
             f"Projected {overspend.projected_usd:,.2f} USD against a {overspend.cap} cap of "
             f"{overspend.cap_usd:,.2f} USD by {alert_time(overspend.by)} ({over:,.2f} USD over)"
             f"{_elsewhere(overspend)}. "
-            f"{'No scale-up is recommended' if recommending else 'Scale-ups are stopped'}; {_shedding(shed)}."
+            f"{'No scale-up is recommended' if recommending else 'Scale-ups are stopped'}; "
+            f"{_shedding(shed, overspend.draining_units)}."
         ),
         details={
             "scale-ups that drove it": "\n".join(lines) or "none by the agent this period",
-            "shedding": "\n".join(shedding) or "nothing can go safely now (no unit idle long enough, or at minimum)",
+            "shedding": "\n".join(shedding) or _nothing_shed(overspend.draining_units),
         },
     )
 
@@ -130,10 +131,26 @@ def _results_of(release: Resize, results: Sequence[ActionResult]) -> list[Action
     return [r for r in results if r.key == release.key or r.key.startswith(release.key + DRAIN_KEY_MARK)]
 
 
-def _shedding(shed: Sequence[tuple[Resize, Sequence[ActionResult]]]) -> str:
-    """What the tick did about the budget, from the releases' outcomes, never from the plan alone."""
+def _draining(units: int) -> str:
+    return (
+        f"{units} node{'s' if units != 1 else ''} released earlier {'are' if units != 1 else 'is'} still being drained"
+    )
+
+
+def _nothing_shed(draining: int) -> str:
+    """The shedding detail of a tick that released nothing in the budget's pools: the agent's nodes being drained
+    (``draining``, counted billing one more tick) are told, not taken for nothing being done."""
+    rest = "no unit idle long enough, or at minimum"
+    if draining:
+        return f"{_draining(draining)} (billed until their drains end); no other unit can go safely now ({rest})"
+    return f"nothing can go safely now ({rest})"
+
+
+def _shedding(shed: Sequence[tuple[Resize, Sequence[ActionResult]]], draining: int = 0) -> str:
+    """What the tick did about the budget, from the releases' outcomes, never from the plan alone, and the nodes it
+    released earlier still being drained (``draining``)."""
     if not shed:
-        return "nothing can be shed"
+        return _draining(draining) if draining else "nothing can be shed"
     carried = [r for r, mine in shed if any(o.status in _CARRIED for o in mine)]
     recommended = [r for r, mine in shed if mine and all(o.status is ActionStatus.RECORDED for o in mine)]
     said = []
@@ -147,6 +164,8 @@ def _shedding(shed: Sequence[tuple[Resize, Sequence[ActionResult]]]) -> str:
         said.append("shedding burst capacity is recommended (dry-run), not carried out")
     if missed := len(shed) - len(carried) - len(recommended):
         said.append(f"{missed} of {len(shed)} planned releases not carried out (see shedding)")
+    if draining:
+        said.append(_draining(draining))
     return "; ".join(said)
 
 

@@ -45,6 +45,7 @@ from agent.ledger.pool_ids import pool_previous_ids
 from agent.ledger.reservations import Reservations
 from agent.planning.budget import Budget, BudgetSpend, billed_after, scale_up_charges
 from agent.planning.budget_caps import known_units
+from agent.planning.budgeting import draining_going_units
 from agent.planning.enforcement import deferred_stops, find_overspends
 from agent.scale_up_memory import ScaleUpMemory
 from config.schema import Settings
@@ -306,7 +307,8 @@ class BudgetWatch:
         events += unknown_pool_events(
             now, plan, self.budgets, spends, self.pools, billed, self.release_after, self.tick, read
         )
-        for overspend in find_overspends(now, spends, self.pools, billed, read):
+        going = draining_going_units(states, plan.resizes)  # billing one more tick, as the shed counts them
+        for overspend in find_overspends(now, spends, self.pools, billed, read, going, self.tick):
             budget = self._by_name[overspend.budget]
             drivers = scale_up_charges(self._scale_ups, self.pools, budget, overspend.period)
             releases = [r for r in plan.resizes if r.pool_id in budget.pools]

@@ -82,7 +82,7 @@ def shed_to_caps(
         # the stop counts the other agents' units kept over its two ticks (their reservations run past them); each
         # counts what the others decided to release as shed already (``Cap.to_shed_from_usd``, ``Cap.staying_usd``)
         spent = cap.spent_usd + cap.staying_usd if stop else cap.to_shed_from_usd
-        units = kept if stop else _after_drains(kept, idle.draining)
+        units = kept if stop else after_drains(kept, idle.draining)
         projected = project(spent, cap.period, now, sorted(cap.pools), units, prices, base, settle, horizons[i])
         if projected > cap.cap_usd + EPS_USD:
             excess[i] = projected - cap.cap_usd
@@ -137,7 +137,7 @@ class Idleness:
     draining: Mapping[str, int] = field(default_factory=dict)
 
 
-def _after_drains(kept: Mapping[str, int], draining: Mapping[str, int]) -> dict[str, int]:
+def after_drains(kept: Mapping[str, int], draining: Mapping[str, int]) -> dict[str, int]:
     """The units a shed projects each pool to bill after this tick: ``kept`` less its nodes being drained, which bill
     one more tick (``project``'s ``held``, as a release does and as the marks of units being released assume), not to
     the period's end: counted to its end, a release whose drains take several ticks was shed again at each (2 busy and
@@ -145,7 +145,8 @@ def _after_drains(kept: Mapping[str, int], draining: Mapping[str, int]) -> dict[
     that ends without deleting its node (its timeout: uncordoned) gives the unit back to the pool, counted again from
     the next tick. The grant and the trim still count them billed to the period's end (``billed_after``): no scale-up
     is granted their room before they are gone. The hard stop does too: it holds a cap over its next two ticks, when a
-    blocked drain may still bill."""
+    blocked drain may still bill. The figures the operator sees count them as the shed does (the snapshots' projection,
+    the projected-overspend alert: ``agent.planning.enforcement``)."""
     return {pool_id: max(0, units - draining.get(pool_id, 0)) for pool_id, units in kept.items()}
 
 

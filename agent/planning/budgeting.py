@@ -100,7 +100,7 @@ def apply_budgets(
     }
     out = enforce_budgets(
         now, spends, specs, billed, proposed, settled, tick, stabilization, idle_now, held, provisioning, broken,
-        last_read, _draining_going(states, resizes),
+        last_read, draining_going_units(states, resizes),
     )  # fmt: skip
 
     allowed = {  # target units
@@ -156,12 +156,16 @@ def apply_budgets(
     ordered = tuple(by_pool[p] for p in sorted(by_pool))
     # projected with the units actually kept: busy units that should go but stay keep billing, and show
     kept = {**billed, **{r.pool_id: _billed(states, r.pool_id, r.to_units) for r in ordered}}
-    snapshots = budget_snapshots(now, spends, specs, billed, kept, tick, last_read)
+    # the nodes being drained projected as the shed counts them: one more tick
+    snapshots = budget_snapshots(
+        now, spends, specs, billed, kept, tick, last_read, draining_going_units(states, ordered)
+    )
     return BudgetedDecisions(ordered, tuple(new_skips), new_targets, snapshots, out.trims, out.shed)
 
 
-def _draining_going(states: Mapping[str, PoolState], resizes: Sequence[Resize]) -> dict[str, int]:
-    """The nodes being drained of each pool that still go at the planner's target (``draining_going``)."""
+def draining_going_units(states: Mapping[str, PoolState], resizes: Sequence[Resize]) -> dict[str, int]:
+    """The nodes being drained of each pool that still go at the target ``resizes`` leave it at (``draining_going``):
+    what a shed, the snapshots and the projected-overspend alert count billing one more tick only."""
     asked = {r.pool_id: r.to_units for r in resizes}
     return {p: draining_going(s, asked.get(p, s.target_units)) for p, s in states.items() if s.draining_units}
 

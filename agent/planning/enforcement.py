@@ -63,7 +63,7 @@ from datetime import datetime, timedelta
 
 from agent.planning.budget import BudgetSpend, CapKind, Period, project
 from agent.planning.budget_caps import EPS_USD, Cap, caps_at, units_now, unknown_pools
-from agent.planning.budget_shed import Idleness, Shed, Shortfall, shed_to_caps
+from agent.planning.budget_shed import Idleness, Shed, Shortfall, after_drains, shed_to_caps
 from agent.planning.budget_trim import Trim, trim_scale_ups
 from models import BudgetSnapshot, PoolSpec, Skip
 
@@ -104,6 +104,7 @@ class Overspend:
     projected_usd: float
     until: datetime | None = None  # where the projection ends, when a commit horizon ends it before the period
     elsewhere_usd: float = 0.0  # of ``projected_usd``, what other agents sharing the budget keep reserved in it
+    draining_units: int = 0  # the agent's nodes being drained in the budget's pools, counted one more tick
 
     @property
     def by(self) -> datetime:
@@ -189,7 +190,7 @@ def enforce_budgets(
     for item in stops:
         final[item.pool_id] = min(final.get(item.pool_id, base[item.pool_id]), base[item.pool_id] - item.units)
     shed = [*shed, *stops]
-    snapshots = budget_snapshots(now, spends, pools, billed, final, settle, last_read)
+    snapshots = budget_snapshots(now, spends, pools, billed, final, settle, last_read, draining)
     shortfalls = (*short, *short_stop)
     return BudgetEnforcement(
         targets, tuple(skips), tuple(trims), tuple(shed), tuple(overspends), snapshots, shortfalls, deferred
@@ -204,13 +205,15 @@ def budget_snapshots(
     units: Mapping[str, int],
     settle: timedelta = timedelta(minutes=1),
     last_read: Mapping[str, int] | None = None,
+    draining: Mapping[str, int] | None = None,
 ) -> tuple[BudgetSnapshot, ...]:
     """Each cap's spend so far and its projection to period end if the pools go from ``billed`` to ``units`` (a pool
-    not read at the units it is known to hold, ``units_now``). A monthly cap other agents share projects from what
-    they keep reserved in the period too (``Cap.committed_usd``), as the overspend check does, and says how much of
-    it that is: the gauge, the threshold alerts and the summary then show the figure the cap is held to. Its own units
-    are projected to the period's end, commit horizon or not, and so are the other agents' (reserved over the horizon
-    only: ``Cap.elsewhere_to_period_end``), so the gauge crosses the cap when the pair's units do."""
+    not read at the units it is known to hold, ``units_now``), the nodes of ``units`` being drained (``draining``, per
+    pool) billing one more tick only, as the shed counts them (``after_drains``). A monthly cap other agents share
+    projects from what they keep reserved in the period too (``Cap.committed_usd``), as the overspend check does, and
+    says how much of it that is: the gauge, the threshold alerts and the summary then show the figure the cap is held
+    to. Its own units are projected to the period's end, commit horizon or not, and so are the other agents' (reserved
+    over the horizon only: ``Cap.elsewhere_to_period_end``), so the gauge crosses the cap when the pair's units do."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     base = units_now(spends, pools, billed, last_read)
     shared = {s.budget.name for s in spends if s.budget.remote_pools}
@@ -219,9 +222,8 @@ def budget_snapshots(
         if cap.lookahead:
             continue
         elsewhere = cap.elsewhere_to_period_end(now)
-        projected = project(
-            cap.spent_usd + elsewhere, cap.period, now, sorted(cap.pools), {**base, **units}, prices, base, settle
-        )
+        after = after_drains({**base, **units}, draining or {})
+        projected = project(cap.spent_usd + elsewhere, cap.period, now, sorted(cap.pools), after, prices, base, settle)
         snapshots.append(
             BudgetSnapshot(
                 budget=cap.budget if cap.kind is CapKind.MONTH else f"{cap.budget}/{cap.kind}",
@@ -242,20 +244,30 @@ def find_overspends(
     pools: Mapping[str, PoolSpec],
     billed: Mapping[str, int],
     last_read: Mapping[str, int] | None = None,
+    draining: Mapping[str, int] | None = None,
+    settle: timedelta = timedelta(minutes=1),
 ) -> list[Overspend]:
-    """The caps whose projection with the units billed now exceeds them (what ``enforce_budgets`` sheds for)."""
+    """The caps whose projection with the units billed now exceeds them (what ``enforce_budgets`` sheds for), the
+    nodes being drained that still go (``draining``, per pool: ``agent.planning.budgeting.draining_going_units``)
+    billing one more tick (``settle``, the loop's tick) only, as the shed counts them: counted to the period's end,
+    a release being drained was told as an overspend nothing could shed at each tick its drains ran."""
     prices = {p: s.price_per_unit_hour_usd for p, s in pools.items()}
     base = units_now(spends, pools, billed, last_read)
+    going = draining or {}
+    after = after_drains(base, going)
     out = []
     for cap in caps_at(now, spends):
-        projected = project(cap.committed_usd, cap.period, now, sorted(cap.pools), base, prices, horizon=cap.horizon)
+        pools_ = sorted(cap.pools)
+        projected = project(cap.committed_usd, cap.period, now, pools_, after, prices, base, settle, cap.horizon)
         if projected > cap.cap_usd + EPS_USD:
-            out.append(_overspend(now, cap, projected))
+            out.append(_overspend(now, cap, projected, sum(going.get(p, 0) for p in pools_)))
     return out
 
 
-def _overspend(now: datetime, cap: Cap, projected: float) -> Overspend:
-    return Overspend(cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now), cap.elsewhere_usd)
+def _overspend(now: datetime, cap: Cap, projected: float, draining: int = 0) -> Overspend:
+    return Overspend(
+        cap.budget, cap.kind, cap.period, cap.cap_usd, projected, cap.until(now), cap.elsewhere_usd, draining
+    )
 
 
 def deferred_stops(
