@@ -28,13 +28,15 @@ __all__ = [
 
 
 def outstanding(pending: Iterable[PendingScaleUp], states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
-    """The scale-ups still waiting: their pool is not yet ready at the asked size and was not asked for less."""
+    """The scale-ups still waiting: their pool is not yet ready at the asked size and was not asked for less. The units
+    the pool reports being recreated (``PoolState.recreating_units``: a repair of a unit that ran) count as arrived: a
+    repair is not the scale-up's to wait for, and never holds its wait open."""
     out = []
     for scale_up in pending:
         state = states.get(scale_up.pool_id)
         if state is None:
             out.append(scale_up)  # unobserved: still owed
-        elif state.ready_units < scale_up.to_units <= state.target_units:
+        elif state.ready_units + state.recreating_units < scale_up.to_units <= state.target_units:
             out.append(scale_up)
     return out
 

@@ -135,15 +135,15 @@ def _warn_ahead(saved: Sequence[PendingScaleUp], began: datetime) -> None:
 def unexplained(
     now: datetime, states: Mapping[str, PoolState], explained: Sequence[PendingScaleUp] = ()
 ) -> list[PendingScaleUp]:
-    """The units in flight in ``states`` (the planner's: nodes being drained out of the targets, nodes being recreated
-    left out) above the sizes ``explained`` asks its pool for, waited for from ``now``: one scale-up per pool."""
+    """The units in flight in ``states`` (the planner's: nodes being drained out of the targets) above the sizes
+    ``explained`` asks its pool for and the units it has (ready or being recreated: a repair is not waited for, as in
+    ``outstanding``), waited for from ``now``: one scale-up per pool."""
     asked: dict[str, int] = {}
     for scale_up in explained:
         asked[scale_up.pool_id] = max(asked.get(scale_up.pool_id, 0), scale_up.to_units)
     found = []
     for pool_id, state in sorted(states.items()):
-        coming = state.target_units - state.recreating_units
-        since = max(state.ready_units, asked.get(pool_id, 0))
-        if since < coming:
-            found.append(PendingScaleUp(pool_id, now, since, coming, inherited=True, judged_at=now))
+        since = max(state.ready_units + state.recreating_units, asked.get(pool_id, 0))
+        if since < state.target_units:
+            found.append(PendingScaleUp(pool_id, now, since, state.target_units, inherited=True, judged_at=now))
     return found

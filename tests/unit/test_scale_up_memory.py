@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from agent.alerts import outstanding
 from agent.planning.memory import PendingScaleUp
 from agent.scale_up_memory import CLOCK_SKEW, ScaleUpMemory, unexplained
 from models import PoolState
@@ -76,7 +77,7 @@ def test_a_pool_unread_at_the_first_tick_is_judged_on_the_watch_up_to_that_tick(
     [
         (_state(0, 3), (), (0, 3)),  # an ask that never reached the memory: from this read
         (_state(2, 3, recreating=1), (), None),  # a node being repaired is not a scale-up
-        (_state(2, 4, recreating=1), (), (2, 3)),  # a repair and an unsaved ask: only the ask's unit
+        (_state(2, 4, recreating=1), (), (3, 4)),  # a repair and an unsaved ask: only the ask's unit
         (_state(0, 3), (_asked(0, 3),), None),  # the saved scale-up explains every unit in flight
         (_state(1, 4), (_asked(0, 3),), (3, 4)),  # a unit above its size: someone else's, or an unsaved ask
         (_state(3, 4, recreating=1), (_asked(0, 3),), None),
@@ -100,6 +101,30 @@ def test_a_new_leader_takes_a_trusted_saved_scale_up_and_the_units_it_does_not_e
         (READ, 3, 4, True),  # the fourth unit from this read
     ]
     assert memory.take_over(READ + timedelta(minutes=1), {POOL: _state(1, 4)}) == []  # its first read only
+
+
+@pytest.mark.parametrize(
+    ("state", "taken"),
+    [
+        (_state(2, 3, recreating=1), []),  # the asked unit came while another is repaired: nothing waited for
+        (_state(1, 3, recreating=1), [(T0, 2, 3)]),  # the asked unit has not come: its wait goes on from the ask
+        (_state(2, 4, recreating=1), [(READ, 3, 4)]),  # the asked unit came; the fourth is an unsaved ask
+    ],
+)
+def test_a_repair_never_holds_a_trusted_saved_scale_up_s_wait_open(
+    state: PoolState, taken: list[tuple[datetime, int, int]]
+) -> None:
+    memory = ScaleUpMemory([POOL], unbroken=WATCH)
+    memory.restore((_asked(2, 3),))
+    waited = memory.take_over(READ, {POOL: state})
+    assert [(p.requested_at, p.from_units, p.to_units) for p in waited] == taken
+
+
+def test_a_unit_in_flight_found_beside_a_repair_is_waited_for_until_it_comes() -> None:
+    (found,) = unexplained(READ, {POOL: _state(2, 4, recreating=1)})
+    assert outstanding([found], {POOL: _state(2, 4, recreating=1)}) == [found]  # the next tick still waits
+    assert outstanding([found], {POOL: _state(3, 4)}) == [found]  # the repaired node is back, the other not
+    assert outstanding([found], {POOL: _state(3, 4, recreating=1)}) == []  # it came, another node is repaired
 
 
 def test_a_dry_run_agent_carries_the_saved_record_through_untouched() -> None:
