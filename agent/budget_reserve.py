@@ -106,7 +106,7 @@ class BudgetReserver:
         self.standing = StandingHolder(holder, tuple(sorted(pools)), tuple(olds))
         self.standing_holder = self.standing.label
         self.ttl = ttl
-        self.tick, self.marks = tick, ReleaseMarks()  # a mark lives two ticks unless renewed; a drain's: its first two
+        self.tick, self.marks = tick, ReleaseMarks(tick)  # a mark lives two ticks unless renewed; a drain's: first two
         self._held: dict[str, list[int]] = {}  # resize key -> its reservations
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
         self._standing: list[int] = []  # the units held now, reserved for the other agents to see (``commit``)
@@ -184,7 +184,7 @@ class BudgetReserver:
         ]
         requests += [
             cap.releasing(now, min(going, units.get(pool_id, 0)), self.standing_holder, self.tick)
-            for pool_id, going in sorted(self.marks.marked(releasing).items())
+            for pool_id, going in sorted(self.marks.marked(releasing, now).items())
             if min(going, units.get(pool_id, 0)) > 0
             for cap in self._caps(now, pool_id)
             if cap.current

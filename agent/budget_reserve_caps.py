@@ -8,7 +8,7 @@ records that span (``span_paid_for``) so that agents with other horizons count i
 
 The units an agent is releasing (``releasing_units``: its nodes being drained and what its tick's releases take off the
 bill) are marked under a key of their own (``releasing_key``, ``Cap.releasing``), which no cap counts; a drain's units
-for the first two ticks of the drain only (``ReleaseMarks``).
+for the first two ticks of the drain only, consecutive ticks of this replica's term as leader (``ReleaseMarks``).
 """
 
 from __future__ import annotations
@@ -149,17 +149,29 @@ class ReleaseMarks:
     started until its timeout (15 minutes by default), and a mark renewed at each of its ticks kept every other agent
     sharing the budget from shedding for those units all that time, though they still bill: its nodes being drained
     are marked only up to the units the agent's previous tick started releasing, so the mark of a drain still running
-    lapses two ticks after its last renewal (``Cap.releasing``) and the others count its units as staying again. The
-    memory is the replica's: a restarted or newly elected one marks none of the drains under way."""
+    lapses two ticks after its last renewal (``Cap.releasing``) and the others count its units as staying again.
 
-    def __init__(self) -> None:
-        self._started: dict[str, int] = {}  # the units the previous tick's releases started, per pool
+    The previous tick is the one immediately before, no more than 1.5 ``tick`` earlier: the units a commit started are
+    kept with its time, so a tick that failed before committing does not carry a drain's mark to its third tick. The
+    memory is the replica's, and ``reset`` when it stands by: a restarted, newly elected or re-elected one marks none
+    of the drains under way (a replica leading again would have marked those another leader started)."""
 
-    def marked(self, releasing: Mapping[str, int] | None) -> dict[str, int]:
-        """The units of ``releasing`` to mark, per pool; a plain mapping (not ``Releasing``) is marked whole."""
+    def __init__(self, tick: timedelta = timedelta(minutes=1)) -> None:
+        self.tick = tick
+        self._started: dict[str, int] = {}  # the units the last commit's releases started, per pool
+        self._at: datetime | None = None  # that commit's tick
+
+    def reset(self) -> None:
+        """Forget the units started: what this replica marks next is its own drains only (``BudgetWatch.stand_by``)."""
+        self._started, self._at = {}, None
+
+    def marked(self, releasing: Mapping[str, int] | None, now: datetime) -> dict[str, int]:
+        """The units of ``releasing`` to mark at the tick at ``now``, per pool; a plain mapping (not ``Releasing``) is
+        marked whole."""
         if not isinstance(releasing, Releasing):
             return {p: n for p, n in (releasing or {}).items() if n > 0}
-        previous, self._started = self._started, dict(releasing.started)
+        previous = self._started if self._at is not None and timedelta(0) < now - self._at <= 1.5 * self.tick else {}
+        self._started, self._at = dict(releasing.started), now
         out = {p: releasing.started.get(p, 0) + min(n, previous.get(p, 0)) for p, n in releasing.draining.items()}
         return {p: n for p, n in {**releasing.started, **out}.items() if n > 0}
 

@@ -169,6 +169,8 @@ class BudgetWatch:
         self._pending = []
         self.scale_up_memory.stand_by()
         self._judged = None
+        if self.reserver is not None:  # the drains under way are no longer its own to mark as going
+            self.reserver.marks.reset()
 
     def observe(
         self, now: datetime, states: Mapping[str, PoolState], last_read: Mapping[str, int] | None = None
