@@ -2,7 +2,9 @@
 pool, which are forced, and the marks of drains that ended while they were still on a node (a person's
 ``kubectl uncordon`` patches ``spec.unschedulable`` alone), which are taken off, never read as a drain of ours.
 ``KubernetesDrainMarks`` is the ``KubernetesUnitSurvey`` a ``KubernetesUnitDrainer`` (``actuators.kubernetes_drain``)
-builds on; the marks themselves are defined in ``actuators.drain_units``."""
+builds on; the marks themselves are defined in ``actuators.drain_units``. A dry run's drainer makes this one write
+and no other (``write_only_ended_marks``): the marks an ended drain left on a schedulable node are taken off, so a
+later cordon of the node is not read as that drain by an agent switched back to enforce mode."""
 
 from __future__ import annotations
 
@@ -32,6 +34,18 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
         self._nodes_api = api.nodes
         self._ended: dict[str, set[str]] = {}  # unit -> keys of ended drains whose marks are still on its nodes
         self._may_write: Callable[[], bool] = lambda: True
+        self._ended_marks_only = False
+
+    def write_only_ended_marks(self) -> None:
+        """Make this drainer's one write (a dry run's) the removal of our drain marks (the annotations only) from a
+        node that is schedulable, where a person's ``kubectl uncordon`` ended the drain: no cordon, uncordon,
+        eviction or removal, and no mark taken off a cordoned node. Left on, those marks would read as that drain in
+        progress once anyone cordons the node again, to an agent switched back to enforce mode."""
+        self._ended_marks_only = True
+
+    def may_drain(self) -> bool:
+        """Whether this drainer may write for a drain now (cordon, evict, remove): never for a dry run's."""
+        return not self._ended_marks_only and self._may_write()
 
     def guard_writes(self, may_write: Callable[[], bool]) -> None:
         """Checked before every eviction and before the unit's removal, not only when a drain call starts: a drain
@@ -61,7 +75,7 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
             live = (drain_marks(n).get(DRAIN_ANNOTATION) for n in nodes if cordoned(n))
             key = next((k for k in live if k and k not in ended), None)
             stale = [
-                node.metadata.name
+                node
                 for node in nodes
                 if (marks := drain_marks(node)) and (not cordoned(node) or marks.get(DRAIN_ANNOTATION) in ended)
             ]
@@ -70,18 +84,29 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
             drains[unit] = (key, nodes)
         return drains
 
-    def _unmark(self, pool_id: str, nodes: Sequence[str]) -> bool:
-        """Take our drain marks off ``nodes`` (not their cordon); False when that was not written."""
+    def _unmark(self, pool_id: str, stale: Sequence[V1Node]) -> bool:
+        """Take our drain marks off the ``stale`` nodes (not their cordon; a dry run's drainer only off those that are
+        schedulable); False when not all of them were written."""
         if not self._may_write():
             return False
+        nodes = [n.metadata.name for n in stale if not (self._ended_marks_only and cordoned(n))]
         try:
             for node in nodes:
                 self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
         except ActuatorError as exc:  # remembered as ended meanwhile; read and cleared again next time
-            log.warning("pool %s: the marks of ended drains on %s could not be removed: %s", pool_id, nodes, exc)
+            log.warning(
+                "pool %s: the marks of ended drains on %s could not be removed: %s; remove them by hand with "
+                "kubectl annotate node NODE %s- %s- (a dry-run agent's read-only role may not patch nodes)",
+                pool_id,
+                nodes,
+                exc,
+                DRAIN_ANNOTATION,
+                FORCED_ANNOTATION,
+            )
             return False
-        log.info("pool %s: marks of drains that ended (uncordoned by a person) removed from %s", pool_id, nodes)
-        return True
+        if nodes:
+            log.info("pool %s: marks of drains that ended (uncordoned by a person) removed from %s", pool_id, nodes)
+        return len(nodes) == len(stale)
 
     def _patch_node(self, pool_id: str, node: str, body: Mapping[str, object]) -> V1Node | None:
         """The node as patched; None when the node is gone (404): its Node object was deleted outside this drain, by

@@ -2,12 +2,15 @@
 
 A dry-run drainer sends nothing, so it cannot continue a drain the cluster records (one an agent in enforce mode
 started before the switch back to dry-run): it says so (``SendsDrains``), and the agent leaves such drains alone
-instead of taking them over (``agent.drains``).
+instead of taking them over (``agent.drains``). Its one write is taking the marks of a drain a person ended
+(``kubectl uncordon``) off a node that is schedulable (``KubernetesDrainMarks.write_only_ended_marks``): left there
+through a dry-run term, they would read as that drain, forced perhaps, once anyone cordons the node again and the
+agent is switched back to enforce mode.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
@@ -57,15 +60,21 @@ def sends_drains(drainer: NodeDrainer) -> bool:
 
 class DryRunDrainer:
     """Wraps any NodeDrainer: idle, pool and held nodes are read for real, drains (of busy nodes too) are recorded (no
-    cordon, no eviction, no node removed). ``recorded`` lists ``(pool, node, key)`` in order. It continues no drain
-    the cluster records (``draining_nodes``, read for real): the agent leaves them alone (``sends_drains``)."""
+    cordon, no eviction, no node removed; its one write takes an ended drain's marks off a schedulable node).
+    ``recorded`` lists ``(pool, node, key)`` in order. It continues no drain the cluster records (``draining_nodes``,
+    read for real): the agent leaves them alone (``sends_drains``)."""
 
     def __init__(self, inner: NodeDrainer, clock: Clock) -> None:
         self._inner = inner
         self._clock = clock
         self.recorded: list[tuple[str, str, str]] = []
-        if callable(guard := getattr(inner, "guard_writes", None)):
-            guard(lambda: False)  # its reads write nothing either (the marks an ended drain left are left as they are)
+        if callable(only := getattr(inner, "write_only_ended_marks", None)):
+            only()  # its reads write one thing: the marks of a drain a person ended, off a schedulable node
+
+    def guard_writes(self, may_write: Callable[[], bool]) -> None:
+        """The leader-only wrapper's check reaches the wrapped drainer: only the leader takes ended marks off."""
+        if callable(guard := getattr(self._inner, "guard_writes", None)):
+            guard(may_write)
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         return self._inner.idle_nodes(pool_id, idle_for)

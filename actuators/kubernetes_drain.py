@@ -328,7 +328,7 @@ class KubernetesUnitDrainer(KubernetesDrainMarks):
         return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, detail))
 
     def _check_may_write(self, pool_id: str, unit: str) -> None:
-        if not self._may_write():
+        if not self.may_drain():
             raise TransientActuatorError(
                 pool_id, f"this replica stopped leading during the drain of {unit}; stopped before its next write"
             )

@@ -2,14 +2,13 @@
 ``spec.unschedulable`` alone, leaving our annotations): on the fake Kubernetes and GKE APIs with the real client, a
 later cordon of the node by anyone else is not taken over as our drain: an idle node is not emptied and deleted, a
 busy one is not uncordoned, and an old forced drain's mark does not evict a running training Job. The marks are
-taken off once read on a schedulable node; a replica that may not write (or a dry run) remembers the drain as ended
-instead, and writes nothing."""
+taken off once read on a schedulable node (by a dry run too: tests/actuators/test_dry_run_clears_ended_drain_marks.py);
+a replica that may not write remembers the drain as ended instead, and writes nothing."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from actuators import DryRunDrainer
 from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION
 from agent.drains import NodeDrains
 from models import ActionStatus, PoolState
@@ -129,19 +128,6 @@ def test_a_replica_that_may_not_write_remembers_the_drain_as_ended_and_leaves_th
     assert c.drainer.draining_nodes("a") == {}
     assert _marks(c, node) == {}
     assert _cordoned(c, node)
-
-
-def test_a_dry_run_reads_the_marks_an_ended_drain_left_and_writes_nothing(cluster: Cluster) -> None:
-    c = cluster
-    node = c.nodes[1]
-    _held_by_a_budget(c, "web")
-    key = "rel-1/drain/" + node
-    assert c.drainer.drain("a", node, key).status is ActionStatus.STARTED
-    _kubectl_cordon(c, node, False)
-    patches = c.kube.calls("patch", "nodes")
-    assert DryRunDrainer(c.drainer, c.clock).draining_nodes("a") == {}
-    assert c.kube.calls("patch", "nodes") == patches
-    assert _marks(c, node) == {DRAIN_ANNOTATION: key}
 
 
 def test_a_drain_in_progress_keeps_its_marks(cluster: Cluster) -> None:
