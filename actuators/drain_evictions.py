@@ -38,6 +38,8 @@ NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 # How the RBAC authorizer words a verb its role does not grant: 'User "..." cannot create resource "pods/eviction"'.
 _RBAC_DENIAL = "cannot create resource"
 THROTTLED = "the Kubernetes API server is throttling requests (HTTP 429 naming no PodDisruptionBudget)"
+# How a pod waited for because its namespace is being deleted is told (after the admission plugin's message).
+NAMESPACE_GOING = "the pod goes with it"
 _DEFAULT_RETRY_AFTER_S = 1.0  # API priority and fairness' own Retry-After when a 429 gives none
 
 
@@ -96,7 +98,7 @@ def _refused(pool_id: str, who: PodId, exc: KubernetesApiError, done: EvictionRo
         done.rejected = why + (f"; {done.evicted} evicted before" if done.evicted else "")
         return
     if (namespace_going := refusal.cause(NAMESPACE_TERMINATING_CAUSE)) is not None:
-        done.waiting[who] = f"{namespace_going or 'its namespace is being deleted'}: the pod goes with it"
+        done.waiting[who] = f"{namespace_going or 'its namespace is being deleted'}: {NAMESPACE_GOING}"
         return
     if exc.status == 401 or (isinstance(exc, KubernetesForbidden) and _RBAC_DENIAL in refusal.message):
         raise PermanentActuatorError(

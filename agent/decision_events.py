@@ -19,11 +19,11 @@ recorder, which knows the slice groups, attaches the event to a slice's record i
   accelerator work since the idle check, one selected by two PodDisruptionBudgets; the drainer's detail names
   the pods it evicted before giving up). Only ``DrainRejected`` is told, with that detail, and the pool's event is
   a ``ScaleDownRejected`` when no drain of the resize began. Then ``DrainWaiting`` while evicted pods shut down
-  within their grace periods, ``DrainBlocked`` while a
-  PodDisruptionBudget refuses an eviction (the drainer reports such a drain as
-  started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned), ``DrainRejected``
-  (a pod must not be disrupted) and ``DrainCancelled`` (demand came back: a scale-up ended the drain of an idle
-  node, uncordoned, instead of buying a new one).
+  within their grace periods, ``DrainBlocked`` (a warning) while a PodDisruptionBudget refuses an eviction, the
+  API server throttles evictions, or a pod waits for its namespace's deletion, the cause named (the drainer
+  reports such a drain as started, not settled), ``DrainFinished``, ``DrainFailed`` (gave up, node uncordoned),
+  ``DrainRejected`` (a pod must not be disrupted) and ``DrainCancelled`` (demand came back: a scale-up ended the
+  drain of an idle node, uncordoned, instead of buying a new one).
 * Dry-run (``recommend``): an action that was recorded, not carried out, gets the reason ``RecommendScaleUp``,
   ``RecommendScaleDown`` or ``RecommendDrain``, and every message starts with ``dry-run:``, holds included.
 """
@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from actuators.drain_evictions import NAMESPACE_GOING, THROTTLED
 from models import DRAIN_KEY_MARK, ActionResult, ActionStatus, CapacityPlan, PoolDecision, Resize, SkipReason
 
 _ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED)
@@ -168,8 +169,8 @@ def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[
         yield _node(
             node, pool_id, "DrainStarted", f"evicting pods to shrink pool {pool_id}: {resize.reason}", numbers=numbers
         )
-    if result.status is ActionStatus.STARTED and "disruption budgets" in result.detail:
-        yield _node(node, pool_id, "DrainBlocked", f"pool {pool_id}: {result.detail} (PodDisruptionBudget)", True)
+    if result.status is ActionStatus.STARTED and (causes := _blocked_by(result.detail)):
+        yield _node(node, pool_id, "DrainBlocked", f"pool {pool_id}: {result.detail} ({'; '.join(causes)})", True)
     elif result.status is ActionStatus.STARTED:  # evicted pods still shutting down within their grace periods
         yield _node(node, pool_id, "DrainWaiting", f"pool {pool_id}: {result.detail}")
     elif result.status is ActionStatus.DONE:
@@ -178,6 +179,15 @@ def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[
         yield _node(node, pool_id, "DrainRejected", f"pool {pool_id}: {result.detail}", True)
     elif result.status is ActionStatus.FAILED:
         yield _node(node, pool_id, "DrainFailed", f"pool {pool_id}: {result.error or result.detail}", True)
+
+
+def _blocked_by(detail: str) -> list[str]:
+    """What keeps a drain's pods from being evicted, as the drainer's detail tells it (``actuators.drain_evictions``):
+    a PodDisruptionBudget (named in the detail), the API server's throttling, a namespace being deleted."""
+    causes = ["PodDisruptionBudget"] * ("disruption budget" in detail.lower())
+    causes += ["the Kubernetes API server is throttling evictions"] * (THROTTLED in detail)
+    causes += ["a namespace being deleted, which takes its pods"] * (NAMESPACE_GOING in detail)
+    return causes
 
 
 def _not_begun(result: ActionResult) -> bool:
