@@ -43,9 +43,11 @@ A unit is what a drain takes out of the pool whole, and is named by the ``NodeDr
 (``KubernetesNodeDrainer``: each node with the pool's label), or every node of a TPU slice
 (``actuators.slice_drain``). A unit is idle when all its nodes are and busy when one of them is; its drain cordons
 and empties every one of them, and the ``NodeRemover`` deletes the unit as a whole. The pod rules are in
-``actuators.pod_rules``: a pod that must not be disrupted blocks the drain. Idleness is about accelerators only, so
-an idle node holding such a pod is still offered as idle; its drain is rejected, and the agent leaves the node alone
-for a stabilization window.
+``actuators.pod_rules``: a pod that must not be disrupted blocks the drain. Idleness is about accelerators only, but
+an idle node holding such a pod is not offered as idle: the survey holds it back (``held_units``, with why) and the
+agent warns about it every tick; so is a node whose drain was rejected for a pod the pods alone do not show blocking
+(one under two PodDisruptionBudgets, an eviction an admission webhook refused: ``hold_rejected``), while that pod is
+on it unchanged (``actuators.drain_survey``).
 What a unit is, what removes it and the marks a drain leaves on its nodes are in ``actuators.drain_units``; how the
 marks are read (and those of ended drains taken off) is in ``actuators.drain_marks``.
 Which units are idle, how busy the others are (``idle_nodes``, ``pool_nodes``) and how the pods on their nodes are
