@@ -41,11 +41,11 @@ Condition = tuple[AlertKind, str]  # an alert condition: kind, subject
 @dataclass(frozen=True)
 class PendingScaleUp:
     """A scale-up the leader asked for, waiting for its units to become ready. ``inherited``: not known to have been
-    asked, found in flight at a leader's first read of a memory that kept no scale-ups, or none recent for its pool
+    asked, units in flight found at a leader's first read of its pool that no trusted saved scale-up explains
     (``requested_at`` is that read: the one time known to be no earlier than the ask), and waited for from there.
-    ``judged_at``: the last tick that read its pool and found it still waited for, renewed once it is a quarter of the
-    pool's stall allowance old (so a steady wait does not rewrite the saved memory every tick); a new leader trusts a
-    saved scale-up only while that is recent (None: never judged)."""
+    ``judged_at``: the last tick that read its pool and found it still waited for, renewed at every such tick (the
+    memory is saved once a tick while a scale-up waits); a new leader trusts a saved scale-up only if that is within an
+    unbroken watch of its first tick and not later than it (``agent.scale_up_memory``; None: never judged)."""
 
     pool_id: str
     requested_at: datetime
