@@ -92,3 +92,27 @@ def unforced_drains(drainer: NodeDrainer, pool_id: str) -> Set[str]:
     """The drains in progress of the pool that were not forced, as ``drainer`` records them; none for a drainer that
     does not say (every drain taken over from it is then taken as forced: it goes on)."""
     return drainer.unforced_drains(pool_id) if isinstance(drainer, TellsForcedDrains) else frozenset()
+
+
+@runtime_checkable
+class TellsHeldUnits(Protocol):
+    """A drainer that keeps back idle units a drain could not empty (``drain_survey.KubernetesUnitSurvey``)."""
+
+    def held_units(self, pool_id: str) -> Mapping[str, str]:
+        """The pool's units idle for accelerators that its last survey did not offer as idle, and why."""
+        ...
+
+    def hold_rejected(self, pool_id: str, unit: str, why: str) -> None:
+        """Hold ``unit``, whose drain was just rejected for ``why``, while the pods ``why`` names are unchanged."""
+        ...
+
+
+def held_units(drainer: NodeDrainer, pool_id: str) -> Mapping[str, str]:
+    """``TellsHeldUnits.held_units`` of a drainer that keeps units back; none for one that does not."""
+    return drainer.held_units(pool_id) if isinstance(drainer, TellsHeldUnits) else {}
+
+
+def hold_rejected(drainer: NodeDrainer, pool_id: str, unit: str, why: str) -> None:
+    """``TellsHeldUnits.hold_rejected`` of a drainer that keeps units back; nothing for one that does not."""
+    if isinstance(drainer, TellsHeldUnits):
+        drainer.hold_rejected(pool_id, unit, why)

@@ -46,9 +46,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import TypeVar
 
-from actuators.base import NodeDrainer
 from actuators.drain_units import DrainUnits
 from actuators.pod_rules import (
     ACCELERATOR_RESOURCES,
@@ -110,29 +109,6 @@ class _Hold:
 
     why: str
     pods: frozenset[_PodId]
-
-
-@runtime_checkable
-class TellsHeldUnits(Protocol):
-    """A drainer that keeps back idle units a drain could not empty (``KubernetesUnitSurvey``)."""
-
-    def held_units(self, pool_id: str) -> Mapping[str, str]:
-        """The pool's units idle for accelerators that its last survey did not offer as idle, and why."""
-        ...
-
-    def hold_rejected(self, pool_id: str, unit: str, why: str) -> None:
-        """Hold ``unit``, whose drain was just rejected for ``why``, while the pods ``why`` names are unchanged."""
-        ...
-
-
-def held_units(drainer: NodeDrainer, pool_id: str) -> Mapping[str, str]:
-    """``TellsHeldUnits.held_units`` of a drainer that keeps units back; none for one that does not."""
-    return drainer.held_units(pool_id) if isinstance(drainer, TellsHeldUnits) else {}
-
-
-def hold_rejected(drainer: NodeDrainer, pool_id: str, unit: str, why: str) -> None:
-    if isinstance(drainer, TellsHeldUnits):
-        drainer.hold_rejected(pool_id, unit, why)
 
 
 class KubernetesUnitSurvey:

@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Protocol, runtime_checkable
 
-from actuators.base import Actuator, NodeDrainer, unread_pools
-from actuators.drain_survey import held_units, hold_rejected
+from actuators.base import Actuator, NodeDrainer, held_units, hold_rejected, unread_pools
 from models import ActionResult, ActionStatus, ActuatorError, PoolState
 from models.clock import Clock
 

@@ -32,8 +32,10 @@ nothing.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from kube.models import V1Node, V1Pod
+if TYPE_CHECKING:  # the kubernetes client is not imported with the rules (the CLI reads their words without it)
+    from kube.models import V1Node, V1Pod
 
 # Always accelerators; so is every extended resource a node advertises (a MIG profile such as
 # ``nvidia.com/mig-3g.40gb``, ``nvidia.com/gpu.shared``, ``amd.com/gpu``) and every resource a demand class names.

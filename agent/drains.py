@@ -59,8 +59,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from actuators.base import NodeDrainer, unforced_drains
-from actuators.drain_survey import held_units, hold_rejected
+from actuators.base import NodeDrainer, held_units, hold_rejected, unforced_drains
 from actuators.dry_run import sends_drains
 from agent.drain_records import DrainOutcome, PendingDrain, held_idle_alert, idle_nodes_alert, left_cordoned_alert
 from models import (

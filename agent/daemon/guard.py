@@ -17,8 +17,7 @@ from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
 from actuators import Actuator, NodeDrainer
-from actuators.base import unforced_drains, unread_pools
-from actuators.drain_survey import held_units, hold_rejected
+from actuators.base import held_units, hold_rejected, unforced_drains, unread_pools
 from actuators.dry_run import sends_drains
 from actuators.write_window import DEFAULT_WRITE_TIMEOUT, WriteWindow, write_window
 from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
