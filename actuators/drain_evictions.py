@@ -23,6 +23,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from actuators.drain_words import (
+    BUDGET_CAUSE,
+    MULTIPLE_BUDGETS,
+    NAMESPACE_GOING,
+    NAMESPACE_TERMINATING_CAUSE,
+    THROTTLED,
+)
 from actuators.pod_rules import pod_name, terminating
 from actuators.vendor_errors import from_kubernetes, from_status
 from kube.api import Pods, eviction_refusal
@@ -31,15 +38,8 @@ from models import PermanentActuatorError
 from models.errors import KubernetesApiError, KubernetesForbidden, KubernetesNotFound, KubernetesThrottled
 
 PodId = tuple[str, str]
-# The Eviction API's 500 for a pod selected by several PodDisruptionBudgets (a misconfiguration: never retried).
-MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
-BUDGET_CAUSE = "DisruptionBudget"
-NAMESPACE_TERMINATING_CAUSE = "NamespaceTerminating"
 # How the RBAC authorizer words a verb its role does not grant: 'User "..." cannot create resource "pods/eviction"'.
 _RBAC_DENIAL = "cannot create resource"
-THROTTLED = "the Kubernetes API server is throttling requests (HTTP 429 naming no PodDisruptionBudget)"
-# How a pod waited for because its namespace is being deleted is told (after the admission plugin's message).
-NAMESPACE_GOING = "the pod goes with it"
 _DEFAULT_RETRY_AFTER_S = 1.0  # API priority and fairness' own Retry-After when a 429 gives none
 
 

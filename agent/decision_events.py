@@ -34,7 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from actuators.drain_evictions import NAMESPACE_GOING, THROTTLED
+from actuators.drain_words import NAMESPACE_GOING, THROTTLED
 from models import DRAIN_KEY_MARK, ActionResult, ActionStatus, CapacityPlan, PoolDecision, Resize, SkipReason
 
 _ACCEPTED = (ActionStatus.DONE, ActionStatus.STARTED)
@@ -182,7 +182,7 @@ def _drain_events(result: ActionResult, planned: dict[str, Resize]) -> Iterable[
 
 
 def _blocked_by(detail: str) -> list[str]:
-    """What keeps a drain's pods from being evicted, as the drainer's detail tells it (``actuators.drain_evictions``):
+    """What keeps a drain's pods from being evicted, as the drainer's detail tells it (``actuators.drain_words``):
     a PodDisruptionBudget (named in the detail), the API server's throttling, a namespace being deleted."""
     causes = ["PodDisruptionBudget"] * ("disruption budget" in detail.lower())
     causes += ["the Kubernetes API server is throttling evictions"] * (THROTTLED in detail)
