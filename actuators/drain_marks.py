@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from datetime import datetime, timedelta
 
 from actuators.drain_survey import KubernetesUnitSurvey
 from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, cordoned, drain_marks, ended_drains
@@ -21,7 +22,23 @@ from models.clock import Clock
 from models.errors import KubernetesApiError, KubernetesNotFound
 
 log = logging.getLogger(__name__)
-DRAIN_MARKS = (DRAIN_ANNOTATION, FORCED_ANNOTATION)
+# Set with FORCED_ANNOTATION at each step of a forced drain (value: the step's UTC time, ISO 8601): a drain taken over
+# is continued as forced only if a step of it ran within the drain timeout (``KubernetesUnitDrainer.drain``).
+FORCED_AT_ANNOTATION = "leadtime.io/drain-forced-at"
+DRAIN_MARKS = (DRAIN_ANNOTATION, FORCED_ANNOTATION, FORCED_AT_ANNOTATION)
+
+
+def forced_lately(nodes: Sequence[V1Node], now: datetime, within: timedelta) -> bool:
+    """Whether a step of the forced drain of ``nodes`` ran ``within`` this long of ``now`` (``FORCED_AT_ANNOTATION``;
+    none, or one that cannot be read, as an earlier release marks: not lately)."""
+    for node in nodes:
+        try:
+            at = datetime.fromisoformat((node.metadata.annotations or {}).get(FORCED_AT_ANNOTATION) or "")
+        except ValueError:
+            continue
+        if at.tzinfo is not None and now - within <= at <= now + within:
+            return True
+    return False
 
 
 class KubernetesDrainMarks(KubernetesUnitSurvey):
@@ -96,12 +113,11 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
         except ActuatorError as exc:  # remembered as ended meanwhile; read and cleared again next time
             log.warning(
                 "pool %s: the marks of ended drains on %s could not be removed: %s; remove them by hand with "
-                "kubectl annotate node NODE %s- %s- (a dry-run agent's read-only role may not patch nodes)",
+                "kubectl annotate node NODE %s- %s- %s- (a dry-run agent's read-only role may not patch nodes)",
                 pool_id,
                 nodes,
                 exc,
-                DRAIN_ANNOTATION,
-                FORCED_ANNOTATION,
+                *DRAIN_MARKS,
             )
             return False
         if nodes:

@@ -36,8 +36,12 @@ it uncordons the unit and is rejected, its detail naming the pods ("no longer id
 unit's idleness is counted again from the next time it is seen idle. Every later step checks the same on its pods.
 A forced drain marks its nodes with ``leadtime.io/drain-forced`` (the drain's key) as it cordons them, and each
 step reads the mark on the nodes its cordon answers with: an agent that continues the drain (after a restart, or as
-the new leader) knows it is forced without being told, and a drain it continues unmarked is not forced: such a drain
-is a release of idle units, which that agent may end for a scale-up (``unforced_drains``).
+the new leader) knows it is forced without being told, if a step of it ran within ``timeout``
+(``leadtime.io/drain-forced-at``, renewed at each forced step). Older, the marks may be those of a drain a person
+ended with ``kubectl uncordon`` while no agent ran, on a node someone cordoned since: the drain goes on unforced, and
+finding accelerator work evicts nothing, takes its marks off and leaves the cordon as it is (it may be that person's;
+the warning says to uncordon the node if no one else cordoned it). A drain continued unmarked is not forced: such a
+drain is a release of idle units, which that agent may end for a scale-up (``unforced_drains``).
 
 A unit is what a drain takes out of the pool whole, and is named by the ``NodeDrainer`` methods: a node
 (``KubernetesNodeDrainer``: each node with the pool's label), or every node of a TPU slice
@@ -61,7 +65,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 
 from actuators.drain_evictions import evict_pods
-from actuators.drain_marks import DRAIN_MARKS, KubernetesDrainMarks
+from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesDrainMarks, forced_lately
 from actuators.drain_units import (
     DRAIN_ANNOTATION,
     FORCED_ANNOTATION,
@@ -178,13 +182,23 @@ class KubernetesUnitDrainer(KubernetesDrainMarks):
         nodes = [found.metadata.name for found in cordoned]
         if not nodes and not self._units.removed_without_nodes:
             return self._gone(key, pool_id, unit)
-        # A drain taken over from another agent is forced when that agent marked its nodes so.
-        forced |= any((found.metadata.annotations or {}).get(FORCED_ANNOTATION) == key for found in cordoned)
+        # A drain taken over from another agent is forced when that agent marked its nodes so, and a step of it ran
+        # within the timeout: older marks may be those of a drain a person ended, left on a node cordoned since.
+        taken_over_forced = not forced and any(
+            (found.metadata.annotations or {}).get(FORCED_ANNOTATION) == key for found in cordoned
+        )
+        stale_forced = taken_over_forced and not forced_lately(cordoned, now, self._timeout)
+        if taken_over_forced and not stale_forced:
+            forced = True
+            for name in nodes:  # renewed, as this drainer's own forced steps renew it at the cordon
+                self._patch_node(pool_id, name, {"metadata": {"annotations": {FORCED_AT_ANNOTATION: now.isoformat()}}})
         # A first step reads the pods after cordoning (a list read before could miss a pod scheduled meanwhile); a
         # later one may share the tick's list, read after the cordon of an earlier step, when no pod can arrive.
         on_nodes = self._pods_by_node(pool_id, nodes, fresh=started)
         if not forced and (working := self._working(cordoned, on_nodes)):
             self._idle_since.pop(unit, None)
+            if stale_forced:
+                return self._reject_stale_forced(key, pool_id, unit, nodes, working)
             why = f"no longer idle: {', '.join(working)} started on it"
             return self._reject(key, pool_id, unit, nodes, why)
         pods = [p for name in nodes for p in on_nodes[name] if counts(p)]
@@ -280,11 +294,34 @@ class KubernetesUnitDrainer(KubernetesDrainMarks):
             self._give_up(pool_id, unit, members, f"the {self._units.noun} cannot be removed: {exc}")
             raise
 
+    def _reject_stale_forced(
+        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], working: Sequence[str]
+    ) -> ActionResult:
+        """A forced drain taken over whose last step is older than the timeout found accelerator work: not evicted.
+        The cordon may be someone else's (a person uncordoned the drain and another cordoned the node while no agent
+        ran), so it is left as it is: only our marks come off, and the warning says to uncordon it if it is ours."""
+        self._check_may_write(pool_id, unit)
+        for node in nodes:
+            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
+        self._draining_since.pop(unit, None)
+        noun = self._units.noun
+        detail = (
+            f"not continued as forced: no step of this forced drain ran in the last {self._timeout} (its marks may be "
+            f"those of a drain a person ended), and {', '.join(working)} runs on {noun} {unit}; nothing evicted, the "
+            f"marks removed and the cordon left as it is (it may be someone else's): uncordon {unit} if no one else "
+            "cordoned it"
+        )
+        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
+
     def _cordon(self, pool_id: str, node: str, drain_key: str | None, forced: bool = False) -> V1Node | None:
         """Cordon and mark the node with the drain's key (and, ``forced``, as a forced drain's; a mark already there
         is left as it is), or (``None``) uncordon it and remove the marks; the node as patched, None when it is
         gone."""
-        marks = {DRAIN_ANNOTATION: drain_key} | ({FORCED_ANNOTATION: drain_key} if forced or not drain_key else {})
+        marks: dict[str, str | None] = {DRAIN_ANNOTATION: drain_key}
+        if forced or not drain_key:
+            stamp = self._clock.now().isoformat() if drain_key else None
+            marks |= {FORCED_ANNOTATION: drain_key, FORCED_AT_ANNOTATION: stamp}
         body = {"spec": {"unschedulable": True if drain_key else None}, "metadata": {"annotations": marks}}
         return self._patch_node(pool_id, node, body)
 
