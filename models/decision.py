@@ -40,10 +40,12 @@ class DemandShare:
     tick) and the demand ``observed`` now, for the demand as a whole; ``chips`` is the part given to this pool.
     ``unpaced_need`` is that larger value when a budget paced on a forecast funded less of it (``need``).
     ``summed``: of a group with no forecast of its summed demand, the classes whose own peaks ``peak`` adds up
-    (empty: ``peak`` is the demand's own forecast). The group's classes lacking a figure, each in one list:
-    ``missing`` have neither a current value nor a forecast; ``no_current`` have a forecast but no current value
-    (``observed`` leaves them out); ``no_forecast`` have a current value, kept beside the name and counted in
-    ``observed``, but no forecast (a summed ``peak`` leaves them out). The log line lists every name; the text
+    (empty: ``peak``, if any, is the demand's own forecast; ``own_peak`` says a group's is). The group's classes
+    lacking a figure, each in one list: ``missing`` have neither a current value nor a forecast; ``no_current`` have a
+    forecast but no current value (``observed`` leaves them out); ``no_forecast`` have a current value, kept beside
+    the name and counted in ``observed``, but no forecast (a summed ``peak`` leaves them out). Beside a group's own
+    peak every class's history is counted in it; a group with no peak at all (no forecast of its own nor of any
+    class) counts a class lacking a figure nowhere but in ``observed``. The log line lists every name; the text
     names a few and counts the rest, so that a resize's reason keeps its target within an Event's note.
     """
 
@@ -58,6 +60,7 @@ class DemandShare:
     missing: tuple[str, ...] = ()
     no_current: tuple[str, ...] = ()
     no_forecast: tuple[tuple[str, float], ...] = ()
+    own_peak: bool = False
 
     def peak_text(self) -> str:
         """The peak as what it is: the demand's own quantile, or the sum of its known classes' quantiles."""
@@ -72,7 +75,7 @@ class DemandShare:
 
     def gaps_text(self) -> str:
         """What went into each figure of the group's classes lacking one ('' when none lacks any)."""
-        own = not self.summed  # the group's own forecast: every class's history is in its peak
+        own = self.own_peak  # the group's own forecast: every class's history is in its peak
         quantile = f"q{self.service_level:g}"
         parts = []
         if self.missing:

@@ -66,6 +66,7 @@ def group_shares(given: PlanInput) -> tuple[dict[str, DemandShare], Unknown]:
                 missing=gaps.missing,
                 no_current=gaps.no_current,
                 no_forecast=gaps.no_forecast,
+                own_peak=group.is_aggregate and peak is not None and not summed,
             )
     return shares, unknown
 

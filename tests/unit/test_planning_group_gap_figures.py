@@ -24,7 +24,7 @@ OBSERVED = {"a": 100.0, "b": 60.0, "c": 0.0, "x": 30.0}
 GROUP = {"pool-group:gpu": forecast("pool-group:gpu", [150.0] * 4)}
 
 
-def _decision(forecasts: dict[str, DemandForecast], observed: dict[str, float]) -> PoolDecision:
+def _decision(forecasts: dict[str, DemandForecast], observed: dict[str, float], held: str = "x") -> PoolDecision:
     since = tuple(NOW - timedelta(hours=1) for _ in range(20))
     plan = plan_capacity(
         PlanInput(
@@ -43,7 +43,7 @@ def _decision(forecasts: dict[str, DemandForecast], observed: dict[str, float]) 
         )
     )
     [skip] = [s for s in plan.skips if s.reason is SkipReason.MISSING_DATA]
-    assert skip.detail == "no trustworthy demand for x; holding"  # the decision: held for x, as before
+    assert skip.detail == f"no trustworthy demand for {held}; holding"  # the decision: held as before
     assert plan.decisions["gpu"].target_units == 50
     return plan.decisions["gpu"]
 
@@ -100,4 +100,33 @@ def test_each_figure_of_the_group_says_what_went_into_it(
     assert f"(pool-group:gpu: {told}" in why
     if "without data" not in told:
         assert "not counted" not in why
+    assert decision.log_fields()["demand"] == f"pool-group:gpu:q0.9:{logged}"
+
+
+@pytest.mark.parametrize(
+    ("observed", "told", "logged"),
+    [
+        pytest.param(
+            {**OBSERVED, "x": math.nan},
+            "q0.9 peak unknown, now 160, x without data, not counted, a, b, c: no forecast, their 160 now counted)",
+            "peak=unknown:now=160:chips=160:missing=x:no_forecast=a+b+c",
+            id="x unobserved",
+        ),
+        pytest.param(
+            OBSERVED,
+            "q0.9 peak unknown, now 190, a, b, c, x: no forecast, their 190 now counted)",
+            "peak=unknown:now=190:chips=190:no_forecast=a+b+c+x",
+            id="every class observed",
+        ),
+    ],
+)
+def test_a_group_with_no_peak_counts_its_classes_only_in_now(
+    observed: dict[str, float], told: str, logged: str
+) -> None:
+    """No forecast of the group nor of any class: there is no group's peak to count a class in."""
+    decision = _decision({}, observed, held="a, b, c, x")
+    why = decision.why()
+    assert f"(pool-group:gpu: {told}" in why
+    assert "group's peak" not in why
+    assert "of their own" not in why and "of its own" not in why
     assert decision.log_fields()["demand"] == f"pool-group:gpu:q0.9:{logged}"
