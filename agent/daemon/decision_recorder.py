@@ -42,6 +42,27 @@ MAX_MESSAGE = 1024  # the events.k8s.io note limit; the same bound keeps core/v1
 ANNOTATION_PREFIX = "leadtime.io/"
 
 
+CUT = "…"
+
+
+def fit_note(message: str) -> str:
+    """``message`` within ``MAX_MESSAGE`` characters. A longer one is cut in the middle, not at the end: its head and
+    its tail from the first ``" -> "`` step that fits in half the note (a decision's chain down to ``-> target N``,
+    which the reason's long middle pushed out of an Event cut at the end) are kept, with ``…`` between. The log
+    line keeps the whole text."""
+    if len(message) <= MAX_MESSAGE:
+        return message
+    room = MAX_MESSAGE - len(CUT)
+    tail = message[-(room // 4) :]  # a message without a chain: its last quarter
+    start = message.find(" -> ")
+    while start != -1:
+        if len(message) - start <= room // 2:
+            tail = message[start:]
+            break
+        start = message.find(" -> ", start + 1)
+    return message[: room - len(tail)] + CUT + tail
+
+
 class _GiveUp(Exception):
     """The API is throttling, failing or unreachable: drop the rest of this tick's Events."""
 
@@ -93,7 +114,7 @@ class KubernetesDecisionRecorder:
             event = as_slice(event)
         reference = self._reference(event)
         namespace = reference.namespace or NODE_EVENT_NAMESPACE
-        message = redact(event.message)[:MAX_MESSAGE]
+        message = fit_note(redact(event.message))
         kind = "Warning" if event.warning else "Normal"
         key = EventKey(
             namespace, reference.kind or "", reference.name or "", reference.uid or "", kind, event.reason, message
