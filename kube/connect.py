@@ -22,10 +22,13 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class KubernetesNeeds:
     """Why the agent calls the Kubernetes API: to elect a leader on a Lease, and to drain the idle nodes of these
-    pools (GKE node pools and TPU slice groups, AWS node groups) before they shrink."""
+    pools (GKE node pools and TPU slice groups, AWS node groups) before they shrink. ``live``: the run acts on the
+    cluster; a rehearsal (``run --replay``) does not, and needs the API for election only, which it may turn off in
+    a pod as well (only a live run asks a pod without election to declare itself the only replica)."""
 
     leader_election: bool = False
     drained_pools: tuple[str, ...] = ()
+    live: bool = True
 
 
 def kubernetes_api_client(
@@ -92,14 +95,17 @@ def unreachable(cause: Exception, needs: KubernetesNeeds, in_a_pod: bool = False
 
 def _pod_advice(needs: KubernetesNeeds, election_off: str, pools: str) -> str:
     """In a pod the API is reached with the pod's service account token, which was not found; a kubeconfig is never
-    read there, and election off is refused unless the pod says it is the only replica."""
+    read there, and a live run's election off is refused unless the pod says it is the only replica (a rehearsal's
+    is not)."""
     text = (
         ". This runs in a pod (KUBERNETES_SERVICE_HOST is set) and found no service account token: give the pod its "
         "service account token (serviceAccountName: leadtime and automountServiceAccountToken: true in the pod "
         "spec, as the shipped manifests do, with the ServiceAccount and its RBAC applied), or set "
         "daemon.kubernetes.api_url"
     )
-    if needs.leader_election and not needs.drained_pools:
+    if needs.leader_election and not needs.live:
+        text += f"; or set {election_off}: a rehearsal (run --replay) acts on no cluster and needs no election"
+    elif needs.leader_election and not needs.drained_pools:
         text += (
             f"; or, for a single replica, set {election_off} together with {_SINGLE_REPLICA_ENV}=true in the pod, "
             "replicas: 1 and strategy Recreate in the Deployment"

@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
         settings, mode = rehearsal_settings(settings, window, mode)
     kube = None
     needs = KubernetesNeeds(
-        settings.daemon.leader_election.enabled, drained_through_kubernetes(settings) if live else ()
+        settings.daemon.leader_election.enabled, drained_through_kubernetes(settings) if live else (), live=live
     )
     if needs.leader_election or needs.drained_pools:
         kube = kubernetes_api_client(settings.daemon.kubernetes, os.environ, needs)

@@ -53,7 +53,7 @@ def check_for(settings: Settings, source: str, purpose: str, environ: Mapping[st
         except ConfigError as exc:
             problems.extend(exc.problems)
         try:
-            webhook_url(settings.alerts, environ, source)  # run reads the URL at start, live or replaying
+            webhook_url(settings.alerts, environ, source)  # a live run refuses it at start (a rehearsal warns)
         except ConfigError as exc:
             problems.extend(exc.problems)
         if problems:
