@@ -43,7 +43,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from agent.budget_reserve_caps import Cap, ReleaseMarks, keyed, releasing_key, reserved_periods, span_paid_for
+from agent.budget_reserve_caps import (
+    Cap,
+    ReleaseMarks,
+    Releasing,
+    keyed,
+    releasing_key,
+    reserved_periods,
+    span_paid_for,
+)
 from agent.ledger.pool_ids import Previous, counted_pools
 from agent.ledger.reservations import CountedTo, Grant, Reservations, StandingHolder
 from agent.planning.budget import Budget, CapKind, billed_after, target_for
@@ -167,7 +175,7 @@ class BudgetReserver:
         now: datetime,
         units: Mapping[str, int],
         covered: Mapping[str, int] | None = None,
-        releasing: Mapping[str, int] | None = None,
+        releasing: Releasing | None = None,
     ) -> None:
         """Reserve what the ``units`` each pool bills cost to the end of each shared cap's period (or its commit
         horizon), in place of the deployment's standing reservations (this replica's previous tick's, and a

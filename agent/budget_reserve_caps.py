@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from agent.ledger.reservations import ReservationRequest
@@ -131,16 +131,14 @@ def keyed(plain: str, period: Period) -> str:
     return f"{plain}@{period.start.isoformat()}"
 
 
-class Releasing(dict[str, int]):
-    """The units each pool bills that it is releasing (``releasing_units``), summed, with the two parts kept:
-    ``started``, what the tick's releases carried out take off the bill, and ``draining``, its nodes being drained
-    since earlier ticks (``PoolState.draining_units``)."""
+@dataclass(frozen=True)
+class Releasing:
+    """The units each pool bills that it is releasing (``releasing_units``), in two parts: ``started``, what the
+    tick's releases carried out take off the bill, and ``draining``, its nodes being drained since earlier ticks
+    (``PoolState.draining_units``)."""
 
-    def __init__(self, started: Mapping[str, int], draining: Mapping[str, int]) -> None:
-        both = {p: started.get(p, 0) + draining.get(p, 0) for p in sorted({*started, *draining})}
-        super().__init__({p: n for p, n in both.items() if n > 0})
-        self.started = {p: n for p, n in started.items() if n > 0}
-        self.draining = {p: n for p, n in draining.items() if n > 0}
+    started: Mapping[str, int]
+    draining: Mapping[str, int] = field(default_factory=dict)
 
 
 class ReleaseMarks:
@@ -165,15 +163,16 @@ class ReleaseMarks:
         """Forget the units started: what this replica marks next is its own drains only (``BudgetWatch.stand_by``)."""
         self._started, self._at = {}, None
 
-    def marked(self, releasing: Mapping[str, int] | None, now: datetime) -> dict[str, int]:
-        """The units of ``releasing`` to mark at the tick at ``now``, per pool; a plain mapping (not ``Releasing``) is
-        marked whole."""
-        if not isinstance(releasing, Releasing):
-            return {p: n for p, n in (releasing or {}).items() if n > 0}
+    def marked(self, releasing: Releasing | None, now: datetime) -> dict[str, int]:
+        """The units of ``releasing`` to mark at the tick at ``now``, per pool: all it started, and of its nodes being
+        drained no more than the previous tick started."""
+        if releasing is None:
+            return {}
+        started = {p: n for p, n in releasing.started.items() if n > 0}
         previous = self._started if self._at is not None and timedelta(0) < now - self._at <= 1.5 * self.tick else {}
-        self._started, self._at = dict(releasing.started), now
-        out = {p: releasing.started.get(p, 0) + min(n, previous.get(p, 0)) for p, n in releasing.draining.items()}
-        return {p: n for p, n in {**releasing.started, **out}.items() if n > 0}
+        self._started, self._at = started, now
+        out = {p: started.get(p, 0) + min(n, previous.get(p, 0)) for p, n in releasing.draining.items() if n > 0}
+        return {p: n for p, n in {**started, **out}.items() if n > 0}
 
 
 def releasing_units(plan: CapacityPlan, results: Sequence[ActionResult], states: Mapping[str, PoolState]) -> Releasing:
@@ -192,4 +191,5 @@ def releasing_units(plan: CapacityPlan, results: Sequence[ActionResult], states:
         if resize.key not in accepted:  # not sent as a size change: its drains accepted, a node each
             going = min(going, sum(1 for key in accepted if key.startswith(resize.key + DRAIN_KEY_MARK)))
         started[resize.pool_id] = started.get(resize.pool_id, 0) + going
-    return Releasing(started, {pool_id: s.draining_units for pool_id, s in states.items()})
+    draining = {pool_id: s.draining_units for pool_id, s in states.items() if s.draining_units > 0}
+    return Releasing({p: n for p, n in started.items() if n > 0}, draining)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent.budget_reserve_caps import releasing_units
+from agent.budget_reserve_caps import Releasing, releasing_units
 from models import ActionResult, ActionStatus, CapacityPlan, PoolState, Resize
 from models.plan import drain_key
 
@@ -47,11 +47,13 @@ def test_a_release_marks_the_units_it_takes_off_the_bill(
     state = PoolState("west", NOW, ready_units=8, target_units=8, draining_units=draining)
     plan = CapacityPlan(NOW, resizes=(Resize("west", 8, to_units, "budget team: shed", "r1"),))
 
-    assert releasing_units(plan, results, {"west": state}).get("west", 0) == marked
+    releasing = releasing_units(plan, results, {"west": state})
+    assert releasing.started.get("west", 0) == marked - draining
+    assert releasing.draining.get("west", 0) == draining
 
 
 def test_a_scale_up_marks_nothing() -> None:
     state = PoolState("west", NOW, ready_units=4, target_units=4)
     plan = CapacityPlan(NOW, resizes=(Resize("west", 4, 6, "demand", "r1"),))
 
-    assert releasing_units(plan, [_result("r1", DONE)], {"west": state}) == {}
+    assert releasing_units(plan, [_result("r1", DONE)], {"west": state}) == Releasing({})

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent.budget_reserve import BudgetReserver
+from agent.budget_reserve_caps import Releasing
 from tests import shared_budget_rig as rig
 from tests.conftest import TraceWriter
 from tests.postgres.fixtures import POSTGRES, Database
@@ -41,7 +42,7 @@ class DyingReserver(BudgetReserver):
         now: datetime,
         units: Mapping[str, int],
         covered: Mapping[str, int] | None = None,
-        releasing: Mapping[str, int] | None = None,
+        releasing: Releasing | None = None,
     ) -> None:
         raise Died
 

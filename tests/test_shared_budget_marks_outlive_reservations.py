@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent.budget_reserve import BudgetReserver
+from agent.budget_reserve_caps import Releasing
 from agent.ledger.postgres import PostgresLedger
 from agent.planning.budget import Budget, BudgetSpend
 from agent.planning.enforcement import enforce_budgets
@@ -106,7 +107,7 @@ def test_a_hard_stop_counts_the_other_agents_units_kept_never_below_none(
     try:
         west = _reserver(west_ledger, "west", "east", timedelta(hours=1))
         east = _reserver(east_ledger, "east", "west", east_ttl)
-        east.commit(PG_START, {"east": 8}, releasing={"east": 3})
+        east.commit(PG_START, {"east": 8}, releasing=Releasing({"east": 3}))
 
         staying = west.staying_elsewhere(PG_START + PG_TICK, 2 * PG_TICK)
     finally:
