@@ -178,7 +178,10 @@ FIELDS: dict[str, str] = {
     "PrometheusSettings.timeout": "Timeout of one query (duration, at least 1s); sent to Prometheus in whole "
     "milliseconds.",
     "PrometheusSettings.retries": "Retries of a failed query (0-10).",
-    "PrometheusSettings.retry_backoff_s": "Wait before the first retry, doubling after each (seconds).",
+    "PrometheusSettings.retry_backoff_s": "Back-off between retries of a failed query (seconds): the first retry is "
+    "sent at once, the second after twice this, each later one after twice the wait before it (0s, 1s, 2s, ... with "
+    "0.5; each wait at most 120s). A Retry-After the server sends with a 429 or 503 is waited instead; a wait that "
+    "would outlast `loop.read_deadline` ends the retries.",
     "PrometheusSettings.max_staleness": "A series whose newest sample is older than this is missing (duration, at "
     "least `forecast.step`: the newest step of the grid demand is read on can be a whole step old).",
     "PrometheusSettings.max_points_per_query": "Most points per series in one range query; longer ranges are "
