@@ -47,6 +47,8 @@ class LaunchRecord:
     for_capacity: bool = True
     zone_failure: str = ""
     shrinking: frozenset[str] = frozenset()  # instances terminated with the desired capacity lowered: no replacement
+    # (instance terminated for a health check, its replacement or ""): ``actuators.aws_replacements``
+    replacements: tuple[tuple[str, str], ...] = ()
 
 
 def read_activities(page: Callable[..., Any], group: dict[str, Any], now: datetime) -> list[dict[str, Any]]:

@@ -98,6 +98,7 @@ class Ec2AutoScalingGroupActuator:
             failed_messages=seen.failed_messages,
             failed_for_capacity=seen.stockout,
             failed_for_quota=seen.for_quota,
+            recreating_units=min(seen.recreating, max(0, seen.target - seen.ready)),
         )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:

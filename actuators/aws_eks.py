@@ -176,6 +176,7 @@ class EksNodegroupActuator:
             failed_messages=seen.failed_messages,
             failed_for_capacity=seen.stockout,
             failed_for_quota=seen.for_quota,
+            recreating_units=min(seen.group.recreating, max(0, seen.target - seen.group.ready)),
         )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:

@@ -40,6 +40,7 @@ class GroupView:
     latest_launch: str = ""  # StatusCode of the newest launch activity, "" when none is listed
     owner: str = ""  # what sets the bounds when it is not the group itself (an EKS node group)
     replacing: int = 0  # instances terminating (Terminating*) that the group replaces: not those shrinking it
+    recreating: int = 0  # units in flight that replace an instance failed by a health check (aws_replacements)
     changed_at: datetime | None = None  # when the newest activity other than a failed launch started
     for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
     zone_failure: str = ""  # a recent launch failure of some zones only, others launching: not the pool's

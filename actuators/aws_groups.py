@@ -86,7 +86,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -102,6 +102,7 @@ from actuators.aws_group_view import (
     out_of_service,
     out_of_service_refusal,
 )
+from actuators.aws_replacements import health_replacements, recreating
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
@@ -152,6 +153,7 @@ class AutoScalingGroups:
             launches.failure_at,
             launches.latest,
             replacing=len([i for i in going if i not in ours and i not in launches.shrinking]),
+            recreating=recreating(group, launches.replacements),
             changed_at=launches.changed_at,
             for_capacity=launches.for_capacity,
             zone_failure=launches.zone_failure,
@@ -350,7 +352,8 @@ class AutoScalingGroups:
     def _launch_failure(self, pool_id: str, group: dict[str, Any], now: datetime) -> LaunchRecord:
         """What the group's scaling activities say of its launches (``actuators.aws_activities``)."""
         page = functools.partial(call, pool_id, self._autoscaling.describe_scaling_activities)
-        return read_launches(group, read_activities(page, group, now), now)
+        activities = read_activities(page, group, now)
+        return replace(read_launches(group, activities, now), replacements=health_replacements(activities))
 
 
 def _within_min(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> tuple[list[str], list[str]]:

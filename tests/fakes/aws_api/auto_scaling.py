@@ -83,10 +83,46 @@ class AutoScalingBehaviours(ProxyBase):
     def reclaim(self, instance_id: str) -> None:
         """EC2 takes the instance back (a Spot interruption): it is terminated and leaves its group, which was not
         asked to shrink and launches a replacement (moto does both at once; the replacement is ``Pending`` until
-        ``settle``)."""
+        ``settle``). After an ``interrupt`` of it, its termination activity ends (``Successful``) and the group records
+        the replacement's launch, ``InProgress`` until ``settle``: "Launching a new EC2 instance: i-new", its ``Cause``
+        naming no change of the desired capacity ("... an instance was started in response to a difference between
+        desired and actual capacity, increasing the capacity from 2 to 3.": Auto Scaling User Guide, "View the reason
+        for health check failures": "While the instance is terminating, another scaling activity launches a new
+        instance"; the activities as ``describe-scaling-activities`` lists a replacement, in the gist
+        watchamcb/fc686c70e8c2660ee7ef, "Auto Scaling replacement of instances terminated in EC2 console")."""
         with self._lock:
             self._state.terminating.discard(instance_id)
+            found = self.direct.autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])
+            group = (
+                str(found["AutoScalingInstances"][0]["AutoScalingGroupName"]) if found["AutoScalingInstances"] else ""
+            )
+            before = {i["InstanceId"] for i in self.group(group)["Instances"]} if group else set()
             self.direct.ec2.terminate_instances(InstanceIds=[instance_id])
+            ended = [
+                a
+                for a in self._state.activities.get(group, [])
+                if a["Description"] == f"Terminating EC2 instance: {instance_id}" and a["StatusCode"] == "InProgress"
+            ]
+            if not ended:
+                return
+            stamp = self.now.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            ended[0].update(StatusCode="Successful", Progress="100", EndTime=stamp)
+            live = len(self.group(group)["Instances"])
+            for new in sorted({i["InstanceId"] for i in self.group(group)["Instances"]} - before):
+                cause = (
+                    f"At {stamp} an instance was started in response to a difference between desired and actual "
+                    f"capacity, increasing the capacity from {live - 1} to {live}."
+                )
+                launch = {
+                    "ActivityId": str(uuid.uuid4()),
+                    "AutoScalingGroupName": group,
+                    "Description": f"Launching a new EC2 instance: {new}",
+                    "Cause": cause,
+                    "StartTime": stamp,
+                    "StatusCode": "InProgress",
+                    "Progress": "30",
+                }
+                self._state.activities[group].insert(0, launch)
 
     def interrupt(self, group: str, instance_id: str) -> None:
         """A Spot interruption of ``instance_id`` under way, stamped ``now``: the instance is ``Terminating:Wait``

@@ -128,6 +128,13 @@ class FakeAwsApi(EksBehaviours):
             for group in self.direct.autoscaling.describe_auto_scaling_groups()["AutoScalingGroups"]:
                 self._state.ready.update(i["InstanceId"] for i in group["Instances"])
                 name = group["AutoScalingGroupName"]
+                stamp = self.now.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+                for launch in self._state.activities.get(name, []):  # the launches recorded in progress end
+                    if (
+                        launch["Description"].startswith("Launching a new EC2 instance: ")
+                        and launch["StatusCode"] == "InProgress"
+                    ):
+                        launch.update(StatusCode="Successful", Progress="100", EndTime=stamp)
                 if self._state.shortfall[name] > 0:
                     self.stockout(name, self._state.late_message)
 
