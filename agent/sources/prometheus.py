@@ -129,17 +129,15 @@ class PrometheusSource:
 
     def instant(self, name: str, query: str, at: datetime) -> list[tuple[dict[str, str], float]]:
         """One instant query at ``at``: each series' labels and value (an empty list when there is none). Raises
-        ``MetricsUnavailable`` for ``name`` when Prometheus cannot answer it or answers with something else than a
-        vector (Prometheus HTTP API, "Instant vectors")."""
-        self._client.headers = bearer_headers(self._token_file, name, query)
-        params: dict[str, Any] = {"time": epoch_seconds(at)}
+        ``MetricsUnavailable`` for ``name`` when Prometheus cannot answer it, answers with warnings, or answers
+        with something else than a vector (Prometheus HTTP API, "Instant vectors"); a failed request is told as the
+        range reads tell it, with Prometheus' ``errorType`` and ``error``."""
+        params: dict[str, Any] = {"query": query, "time": epoch_seconds(at)}
         if self._query_timeout:
             params["timeout"] = prometheus_duration(self._query_timeout)
-        result = call(name, query, lambda: self._client.custom_query(query, params=params))
-        try:
-            return [({str(k): str(v) for k, v in item["metric"].items()}, float(item["value"][1])) for item in result]
-        except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-            raise MetricsUnavailable(name, f"malformed answer from Prometheus: {exc!r}", query) from None
+        self._client.headers = bearer_headers(self._token_file, name, query)
+        body = call(name, query, lambda: get_instant(self._client, params))
+        return [(labels, value) for labels, _, value in vector(name, query, body, checked_body(name, query, body))]
 
     def fetch(self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
         """Demand per class on the step grid; the first class without a trustworthy answer raises."""
