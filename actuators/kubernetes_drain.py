@@ -53,7 +53,8 @@ agent warns about it every tick; so is a node whose drain was rejected for a pod
 (one under two PodDisruptionBudgets, an eviction an admission webhook refused: ``hold_rejected``), while that pod is
 on it unchanged (``actuators.drain_survey``).
 What a unit is, what removes it and the marks a drain leaves on its nodes are in ``actuators.drain_units``; how the
-marks are read (and those of ended drains taken off) is in ``actuators.drain_marks``.
+marks are read (and those of ended drains taken off) is in ``actuators.drain_marks``; how a drain ends (removed,
+rejected, failed, its unit gone) and what the drainer remembers of its drains is in ``actuators.drain_endings``.
 Which units are idle, how busy the others are (``idle_nodes``, ``pool_nodes``) and how the pods on their nodes are
 read are in ``actuators.drain_survey``: the drainer is a ``KubernetesUnitSurvey`` that also drains.
 """
@@ -61,11 +62,12 @@ read are in ``actuators.drain_survey``: the drainer is a ``KubernetesUnitSurvey`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
 
+from actuators.drain_endings import KubernetesDrainEndings
 from actuators.drain_evictions import evict_pods
-from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesDrainMarks, forced_lately
+from actuators.drain_marks import FORCED_AT_ANNOTATION, forced_lately
 from actuators.drain_units import (
     DRAIN_ANNOTATION,
     FORCED_ANNOTATION,
@@ -75,11 +77,9 @@ from actuators.drain_units import (
     NodeRemover,
     NodeUnits,
 )
-from actuators.idempotency import KeyedResults
 from actuators.pod_rules import counts, must_stay, past_grace, pod_name, terminating
 from kube.api import KubernetesApi
-from kube.models import V1Node
-from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
+from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError
 from models.clock import Clock
 from models.errors import KubernetesApiError
 
@@ -115,7 +115,7 @@ def _waits(waiting: Mapping[tuple[str, str], str], unit: str, after: timedelta |
     return "; ".join(told)
 
 
-class KubernetesUnitDrainer(KubernetesDrainMarks):
+class KubernetesUnitDrainer(KubernetesDrainEndings):
     """A ``NodeDrainer`` whose units (the "nodes" its methods name) are groups of Kubernetes nodes found by ``units``;
     ``remover`` deletes a drained unit. ``api`` reaches the cluster (each call bounded by its request timeout);
     ``accelerator_resources`` are resources (besides ``ACCELERATOR_RESOURCES`` and the node's own extended
@@ -130,12 +130,8 @@ class KubernetesUnitDrainer(KubernetesDrainMarks):
         timeout: timedelta = timedelta(minutes=15),
         accelerator_resources: Iterable[str] = (),
     ) -> None:
-        super().__init__(api, clock, units, accelerator_resources)
-        self._remover = remover
-        self._timeout = timeout
-        self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
+        super().__init__(api, clock, units, remover, timeout, accelerator_resources)
         self._not_before: dict[str, float] = {}  # unit -> monotonic time before which no eviction is sent (429)
-        self._results = KeyedResults(settled_only=True)
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         """Units of the pool with a node cordoned and carrying our drain annotation, with the key of their drain;
@@ -234,37 +230,6 @@ class KubernetesUnitDrainer(KubernetesDrainMarks):
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
         return self._remove_settled(key, pool_id, unit, nodes, leaving, overdue, started, read_again=bool(done.evicted))
 
-    def _remove_settled(
-        self,
-        key: str,
-        pool_id: str,
-        unit: str,
-        nodes: Sequence[str],
-        leaving: list[tuple[str, str]],
-        overdue: bool,
-        started: bool,
-        read_again: bool,
-    ) -> ActionResult:
-        """The unit is not removed at the step that cordoned it, even empty: the scheduler binds a pod it placed
-        before the cordon without checking it (a volume to provision first delays that bind), so the pod would land on
-        a unit being deleted. cluster-autoscaler waits ``--node-delete-delay-after-taint`` (5 s) and reads again; the
-        drain's next step (a tick later) removes the unit if a fresh read of its pods (``read_again``: the step's own,
-        after its evictions) still finds none to move."""
-        if not nodes or (not started and (read_again or self._still_empty(pool_id, nodes))):
-            return self._remove(key, pool_id, unit, nodes, leaving, overdue)
-        noun = self._units.noun
-        if started:
-            detail = f"{noun} {unit} cordoned and empty; removed at the drain's next step if its pods are still none"
-        else:
-            detail = f"pods were bound to {noun} {unit} since the last read; the drain's next step moves them"
-        log.info("pool %s: %s (key %s)", pool_id, detail, key)
-        return self._result(key, pool_id, ActionStatus.STARTED, detail)
-
-    def _still_empty(self, pool_id: str, nodes: Sequence[str]) -> bool:
-        """Whether a fresh read of the pods on ``nodes`` finds no pod the drain has to move that is not leaving."""
-        on_nodes = self._pods_by_node(pool_id, nodes, fresh=True)
-        return not any(counts(p) and not terminating(p) for name in nodes for p in on_nodes[name])
-
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked."""
         unit = node
@@ -279,120 +244,6 @@ class KubernetesUnitDrainer(KubernetesDrainMarks):
         detail = f"drain of {noun} {unit} ended before it was removed: uncordoned, it serves again"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.DONE, detail)
-
-    # -- internals -----------------------------------------------------------------------------------------
-    def _kept(self, remover: KeepsUnits, pool_id: str, unit: str, members: Sequence[str]) -> str:
-        """Why the pool's remover could not remove ``unit`` now, after the units of the pool whose drains are
-        under way (a node cordoned and carrying our drain annotation: this release's earlier drains, and drains
-        started before or taken over), which it removes first; "" when it could. One read of the pool's units. A
-        remover that refuses the pool for good (GKE autoscaling on a pool it must not touch) raises: the drain's
-        ``members`` are uncordoned first, as a drain taken over has them cordoned already."""
-        draining = [other for other, (key, _) in self._drains_of(pool_id).items() if other != unit and key]
-        try:
-            return remover.kept_units(pool_id, [unit], draining)
-        except PermanentActuatorError as exc:
-            self._give_up(pool_id, unit, members, f"the {self._units.noun} cannot be removed: {exc}")
-            raise
-
-    def _reject_stale_forced(
-        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], working: Sequence[str]
-    ) -> ActionResult:
-        """A forced drain taken over whose last step is older than the timeout found accelerator work: not evicted.
-        The cordon may be someone else's (a person uncordoned the drain and another cordoned the node while no agent
-        ran), so it is left as it is: only our marks come off, and the warning says to uncordon it if it is ours."""
-        self._check_may_write(pool_id, unit)
-        for node in nodes:
-            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
-        self._draining_since.pop(unit, None)
-        noun = self._units.noun
-        detail = (
-            f"not continued as forced: no step of this forced drain ran in the last {self._timeout} (its marks may be "
-            f"those of a drain a person ended), and {', '.join(working)} runs on {noun} {unit}; nothing evicted, the "
-            f"marks removed and the cordon left as it is (it may be someone else's): uncordon {unit} if no one else "
-            "cordoned it"
-        )
-        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
-        return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
-
-    def _cordon(self, pool_id: str, node: str, drain_key: str | None, forced: bool = False) -> V1Node | None:
-        """Cordon and mark the node with the drain's key (and, ``forced``, as a forced drain's; a mark already there
-        is left as it is), or (``None``) uncordon it and remove the marks; the node as patched, None when it is
-        gone."""
-        marks: dict[str, str | None] = {DRAIN_ANNOTATION: drain_key}
-        if forced or not drain_key:
-            stamp = self._clock.now().isoformat() if drain_key else None
-            marks |= {FORCED_ANNOTATION: drain_key, FORCED_AT_ANNOTATION: stamp}
-        body = {"spec": {"unschedulable": True if drain_key else None}, "metadata": {"annotations": marks}}
-        return self._patch_node(pool_id, node, body)
-
-    def _remove(
-        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], leaving: list[tuple[str, str]], overdue: bool
-    ) -> ActionResult:
-        """The empty unit (or one left only with pods past their grace periods) goes, through the pool's actuator."""
-        noun = self._units.noun
-        self._check_may_write(pool_id, unit)
-        try:
-            removed = self._remover.delete_nodes(pool_id, [unit], key)
-        except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
-            if isinstance(exc, PermanentActuatorError):
-                self._give_up(pool_id, unit, nodes, f"the {noun} cannot be removed: {exc}")
-                raise
-            if not overdue:
-                raise  # retried with the same key on the next tick
-            why = f"removing the empty {noun} still fails after {self._timeout} ({exc})"
-            return self._fail(key, pool_id, unit, nodes, why)
-        for node in nodes:  # gone: unmarked too
-            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
-        self._draining_since.pop(unit, None)
-        self._idle_since.pop(unit, None)
-        if leaving:
-            drained = (
-                f"{noun} {unit} removed with {leaving} still terminating after {self._timeout}, past their grace "
-                "periods (their kubelet does not finish them)"
-            )
-            log.warning("pool %s: %s (key %s)", pool_id, drained, key)
-        else:
-            drained = f"{noun} {unit} drained"
-            log.info("pool %s: %s %s drained and removed (key %s)", pool_id, noun, unit, key)
-        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, f"{drained}; {removed.detail}"))
-
-    def _gone(self, key: str, pool_id: str, unit: str) -> ActionResult:
-        """The unit left the cluster during its drain: the drain is over, settled DONE (it is out of the pool, which
-        is what the drain was for); nothing is removed through the pool's actuator."""
-        self._draining_since.pop(unit, None)
-        self._idle_since.pop(unit, None)
-        noun = self._units.noun
-        detail = f"{noun} {unit} is gone from the cluster (deleted outside this drain); nothing left to drain or remove"
-        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
-        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, detail))
-
-    def _check_may_write(self, pool_id: str, unit: str) -> None:
-        if not self.may_drain():
-            raise TransientActuatorError(
-                pool_id, f"this replica stopped leading during the drain of {unit}; stopped before its next write"
-            )
-
-    def _reject(self, key: str, pool_id: str, unit: str, nodes: Sequence[str], why: str) -> ActionResult:
-        """A drain no retry can finish: uncordon and settle the key REJECTED."""
-        self._give_up(pool_id, unit, nodes, why)
-        detail = f"{why}; {self._units.noun} {unit} uncordoned"
-        return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
-
-    def _fail(self, key: str, pool_id: str, unit: str, nodes: Sequence[str], why: str) -> ActionResult:
-        """A drain past its timeout: uncordon and settle the key FAILED."""
-        self._give_up(pool_id, unit, nodes, why)
-        detail = f"{why}; {self._units.noun} {unit} uncordoned"
-        return self._results.remember(self._result(key, pool_id, ActionStatus.FAILED, detail))
-
-    def _give_up(self, pool_id: str, unit: str, nodes: Sequence[str], why: str) -> None:
-        for node in nodes:
-            self._cordon(pool_id, node, None)  # a node gone meanwhile needs no uncordoning
-        self._draining_since.pop(unit, None)
-        noun = self._units.noun
-        log.warning("pool %s: drain of %s abandoned (%s); %s uncordoned", pool_id, unit, why, noun)
-
-    def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
-        return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
 
 
 class KubernetesNodeDrainer(KubernetesUnitDrainer):

@@ -1,0 +1,200 @@
+"""How a drainer's drain of a unit ends, and what it remembers of its drains: since when and under which key each
+unit is drained, and each settled drain's result by its key (``KeyedResults``: a later call with the key answers it
+again). A drain ends in one of these ways, each settled by its key:
+
+- removed: the unit, empty (or left only with pods past their grace periods after the timeout), is deleted through
+  the pool's ``NodeRemover`` and its nodes unmarked; not at the step that cordoned it, nor when a fresh read finds a
+  pod bound to it since, which the drain's next step moves first. A removal the remover refuses for good, or that
+  still fails after the timeout, uncordons the unit instead.
+- rejected: no retry can finish it (a pod that must not be disrupted, accelerator work found on the cordoned unit, a
+  remover that keeps the unit: ``KeepsUnits``); its nodes are uncordoned and unmarked. A forced drain taken over whose
+  last step is older than the timeout and that finds accelerator work leaves the cordon as it is (it may be a
+  person's maintenance cordon) and takes only our marks off.
+- failed: still blocked or failing after the timeout; uncordoned.
+- gone: its nodes left the cluster during the drain, settled DONE with nothing removed.
+
+A node is cordoned and marked, or uncordoned and unmarked, here (``_cordon``), and a drain whose replica stopped
+leading stops before its next eviction or removal (``_check_may_write``). ``KubernetesDrainEndings`` is the
+``KubernetesDrainMarks`` a ``KubernetesUnitDrainer`` (``actuators.kubernetes_drain``) builds on: the steps of a drain
+are the drainer's, and each ends through one of these."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timedelta
+
+from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesDrainMarks
+from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, KeepsUnits, NodeRemover
+from actuators.idempotency import KeyedResults
+from actuators.pod_rules import counts, terminating
+from kube.api import KubernetesApi
+from kube.models import V1Node
+from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
+from models.clock import Clock
+
+log = logging.getLogger("actuators.kubernetes_drain")  # the drainer's logger: its drains' endings log as they did
+
+
+class KubernetesDrainEndings(KubernetesDrainMarks):
+    """The drains of a drainer whose units are found by ``units``: ``remover`` deletes a drained unit; a drain still
+    blocked or failing ``timeout`` after its first step (by this drainer) gives up."""
+
+    def __init__(
+        self,
+        api: KubernetesApi,
+        clock: Clock,
+        units: DrainUnits,
+        remover: NodeRemover,
+        timeout: timedelta,
+        accelerator_resources: Iterable[str] = (),
+    ) -> None:
+        super().__init__(api, clock, units, accelerator_resources)
+        self._remover = remover
+        self._timeout = timeout
+        self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
+        self._results = KeyedResults(settled_only=True)
+
+    def _remove_settled(
+        self,
+        key: str,
+        pool_id: str,
+        unit: str,
+        nodes: Sequence[str],
+        leaving: list[tuple[str, str]],
+        overdue: bool,
+        started: bool,
+        read_again: bool,
+    ) -> ActionResult:
+        """The unit is not removed at the step that cordoned it, even empty: the scheduler binds a pod it placed
+        before the cordon without checking it (a volume to provision first delays that bind), so the pod would land on
+        a unit being deleted. cluster-autoscaler waits ``--node-delete-delay-after-taint`` (5 s) and reads again; the
+        drain's next step (a tick later) removes the unit if a fresh read of its pods (``read_again``: the step's own,
+        after its evictions) still finds none to move."""
+        if not nodes or (not started and (read_again or self._still_empty(pool_id, nodes))):
+            return self._remove(key, pool_id, unit, nodes, leaving, overdue)
+        noun = self._units.noun
+        if started:
+            detail = f"{noun} {unit} cordoned and empty; removed at the drain's next step if its pods are still none"
+        else:
+            detail = f"pods were bound to {noun} {unit} since the last read; the drain's next step moves them"
+        log.info("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._result(key, pool_id, ActionStatus.STARTED, detail)
+
+    def _still_empty(self, pool_id: str, nodes: Sequence[str]) -> bool:
+        """Whether a fresh read of the pods on ``nodes`` finds no pod the drain has to move that is not leaving."""
+        on_nodes = self._pods_by_node(pool_id, nodes, fresh=True)
+        return not any(counts(p) and not terminating(p) for name in nodes for p in on_nodes[name])
+
+    def _kept(self, remover: KeepsUnits, pool_id: str, unit: str, members: Sequence[str]) -> str:
+        """Why the pool's remover could not remove ``unit`` now, after the units of the pool whose drains are
+        under way (a node cordoned and carrying our drain annotation: this release's earlier drains, and drains
+        started before or taken over), which it removes first; "" when it could. One read of the pool's units. A
+        remover that refuses the pool for good (GKE autoscaling on a pool it must not touch) raises: the drain's
+        ``members`` are uncordoned first, as a drain taken over has them cordoned already."""
+        draining = [other for other, (key, _) in self._drains_of(pool_id).items() if other != unit and key]
+        try:
+            return remover.kept_units(pool_id, [unit], draining)
+        except PermanentActuatorError as exc:
+            self._give_up(pool_id, unit, members, f"the {self._units.noun} cannot be removed: {exc}")
+            raise
+
+    def _reject_stale_forced(
+        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], working: Sequence[str]
+    ) -> ActionResult:
+        """A forced drain taken over whose last step is older than the timeout found accelerator work: not evicted.
+        The cordon may be someone else's (a person uncordoned the drain and another cordoned the node while no agent
+        ran), so it is left as it is: only our marks come off, and the warning says to uncordon it if it is ours."""
+        self._check_may_write(pool_id, unit)
+        for node in nodes:
+            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
+        self._draining_since.pop(unit, None)
+        noun = self._units.noun
+        detail = (
+            f"not continued as forced: no step of this forced drain ran in the last {self._timeout} (its marks may be "
+            f"those of a drain a person ended), and {', '.join(working)} runs on {noun} {unit}; nothing evicted, the "
+            f"marks removed and the cordon left as it is (it may be someone else's): uncordon {unit} if no one else "
+            "cordoned it"
+        )
+        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
+
+    def _cordon(self, pool_id: str, node: str, drain_key: str | None, forced: bool = False) -> V1Node | None:
+        """Cordon and mark the node with the drain's key (and, ``forced``, as a forced drain's; a mark already there
+        is left as it is), or (``None``) uncordon it and remove the marks; the node as patched, None when it is
+        gone."""
+        marks: dict[str, str | None] = {DRAIN_ANNOTATION: drain_key}
+        if forced or not drain_key:
+            stamp = self._clock.now().isoformat() if drain_key else None
+            marks |= {FORCED_ANNOTATION: drain_key, FORCED_AT_ANNOTATION: stamp}
+        body = {"spec": {"unschedulable": True if drain_key else None}, "metadata": {"annotations": marks}}
+        return self._patch_node(pool_id, node, body)
+
+    def _remove(
+        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], leaving: list[tuple[str, str]], overdue: bool
+    ) -> ActionResult:
+        """The empty unit (or one left only with pods past their grace periods) goes, through the pool's actuator."""
+        noun = self._units.noun
+        self._check_may_write(pool_id, unit)
+        try:
+            removed = self._remover.delete_nodes(pool_id, [unit], key)
+        except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
+            if isinstance(exc, PermanentActuatorError):
+                self._give_up(pool_id, unit, nodes, f"the {noun} cannot be removed: {exc}")
+                raise
+            if not overdue:
+                raise  # retried with the same key on the next tick
+            why = f"removing the empty {noun} still fails after {self._timeout} ({exc})"
+            return self._fail(key, pool_id, unit, nodes, why)
+        for node in nodes:  # gone: unmarked too
+            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
+        self._draining_since.pop(unit, None)
+        self._idle_since.pop(unit, None)
+        if leaving:
+            drained = (
+                f"{noun} {unit} removed with {leaving} still terminating after {self._timeout}, past their grace "
+                "periods (their kubelet does not finish them)"
+            )
+            log.warning("pool %s: %s (key %s)", pool_id, drained, key)
+        else:
+            drained = f"{noun} {unit} drained"
+            log.info("pool %s: %s %s drained and removed (key %s)", pool_id, noun, unit, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, f"{drained}; {removed.detail}"))
+
+    def _gone(self, key: str, pool_id: str, unit: str) -> ActionResult:
+        """The unit left the cluster during its drain: the drain is over, settled DONE (it is out of the pool, which
+        is what the drain was for); nothing is removed through the pool's actuator."""
+        self._draining_since.pop(unit, None)
+        self._idle_since.pop(unit, None)
+        noun = self._units.noun
+        detail = f"{noun} {unit} is gone from the cluster (deleted outside this drain); nothing left to drain or remove"
+        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, detail))
+
+    def _check_may_write(self, pool_id: str, unit: str) -> None:
+        if not self.may_drain():
+            raise TransientActuatorError(
+                pool_id, f"this replica stopped leading during the drain of {unit}; stopped before its next write"
+            )
+
+    def _reject(self, key: str, pool_id: str, unit: str, nodes: Sequence[str], why: str) -> ActionResult:
+        """A drain no retry can finish: uncordon and settle the key REJECTED."""
+        self._give_up(pool_id, unit, nodes, why)
+        detail = f"{why}; {self._units.noun} {unit} uncordoned"
+        return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
+
+    def _fail(self, key: str, pool_id: str, unit: str, nodes: Sequence[str], why: str) -> ActionResult:
+        """A drain past its timeout: uncordon and settle the key FAILED."""
+        self._give_up(pool_id, unit, nodes, why)
+        detail = f"{why}; {self._units.noun} {unit} uncordoned"
+        return self._results.remember(self._result(key, pool_id, ActionStatus.FAILED, detail))
+
+    def _give_up(self, pool_id: str, unit: str, nodes: Sequence[str], why: str) -> None:
+        for node in nodes:
+            self._cordon(pool_id, node, None)  # a node gone meanwhile needs no uncordoning
+        self._draining_since.pop(unit, None)
+        noun = self._units.noun
+        log.warning("pool %s: drain of %s abandoned (%s); %s uncordoned", pool_id, unit, why, noun)
+
+    def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
+        return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
