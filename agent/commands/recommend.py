@@ -32,6 +32,7 @@ from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
 from agent.commands.recommend_budgets import budgets
 from agent.commands.recommend_document import backtest_entry, recommendation_document
+from agent.commands.recommend_drains import read_drains
 from agent.commands.recommend_ledger import open_read_only
 from agent.commands.recommend_warnings import Check, assumed_units, failed_slices, onprem_unobserved, start_up_warnings
 from agent.loop import Agent, AgentParts
@@ -109,16 +110,20 @@ def run(args: argparse.Namespace) -> int:
 
 def cloud_read_side(settings: Settings) -> Actuator:
     """The pools of the ``cloud`` (GKE, Cloud TPU) and ``aws`` (EKS node groups, EC2 Auto Scaling groups) sections,
-    read through the adapters the daemon runs (``agent.daemon.live``), each pool routed to its own. Only read:
-    ``recommend`` wraps them in ``DryRunActuator`` and gives them no drainer, so no write reaches a pool."""
+    read through the adapters the daemon runs (``agent.daemon.live``), each pool routed to its own, with the drains in
+    progress on the pools the daemon drains read through its drainers as it takes them over
+    (``agent.commands.recommend_drains``). Only read: ``recommend`` wraps them in ``DryRunActuator`` and gives them no
+    drainer, so no write reaches a pool or a node."""
     return cloud_parts(settings)[0]
 
 
 def cloud_parts(settings: Settings) -> tuple[Actuator, list[Check]]:
     """``cloud_read_side`` and the advisory checks the daemon runs once at start on the same adapters (the AWS
-    groups' AZRebalance check, ``actuators.aws_wiring``): each only reads."""
+    groups' AZRebalance check, ``actuators.aws_wiring``), with what kept the drains in progress from being read: each
+    only reads."""
     routes: dict[str, Actuator] = {}
     checks: list[Check] = []
+    built = google = None
     if settings.aws is not None:
         from actuators.aws_wiring import build_aws_actuators  # the AWS SDK: only when AWS is read
 
@@ -130,11 +135,13 @@ def cloud_parts(settings: Settings) -> tuple[Actuator, list[Check]]:
         from actuators.cloud_tpu import queued_resource_waits
         from actuators.cloud_wiring import build_cloud_actuators  # cloud SDKs: only when the cloud is read
 
-        google = build_cloud_actuators(cloud, SystemClock(), queued_resource_waits(settings)).router
+        google = build_cloud_actuators(cloud, SystemClock(), queued_resource_waits(settings))
         mapped = [m.pool for m in cloud.node_pools] + [m.pool for m in cloud.tpu_slice_groups]
         mapped += [m.pool for m in cloud.queued_resources]
-        routes |= dict.fromkeys(mapped, google)
-    return RoutingActuator(routes), checks
+        routes |= dict.fromkeys(mapped, google.router)
+    pools = sorted(drained_pools(settings))
+    read, told = read_drains(settings, pools, RoutingActuator(routes), google, built)
+    return read, checks + told
 
 
 def drained_pools(settings: Settings) -> frozenset[str]:
@@ -229,7 +236,7 @@ def recommend(
         spends = agent.budget_watch.spend(at)  # what the tick planned on: nothing more is charged after it
     document = recommendation_document(config_path, at, agent, tick, states, pool_state_source, prometheus.url)
     document["ledger"] = month_to_date.as_json()
-    document["budgets"] = budgets(agent, tick, spends, document["pools"], month_to_date)
+    document["budgets"] = budgets(agent, tick, spends, document["pools"], month_to_date, states)
     document["warnings"] = (
         warnings
         + [

@@ -13,7 +13,9 @@ from agent.commands.recommend_ledger import MonthToDate
 from agent.ledger.coverage import NEW_OR_LOST, LedgerCoverage
 from agent.loop import Agent, TickReport
 from agent.planning.budget import BudgetSpend, CapKind
+from agent.planning.budgeting import draining_going_units
 from agent.planning.enforcement import budget_snapshots
+from models import PoolState
 
 
 def budgets(
@@ -22,16 +24,23 @@ def budgets(
     spends: Sequence[BudgetSpend],
     pools: Sequence[Mapping[str, Any]],
     month_to_date: MonthToDate,
+    states: Mapping[str, PoolState],
 ) -> list[dict[str, Any]]:
     """Each budget's spend so far and its projection to the end of each cap's period, as the planner enforces the
     caps: spend so far plus the units held from now to the period's end (``agent.planning.enforcement``). The
     recommended projection is the planner's own, with the plan's units; the current one holds the units billed now
-    (``PoolState.billed_units``: a broken slice counts, a queued resource waiting for resources does not).
+    (``PoolState.billed_units``: a broken slice counts, a queued resource waiting for resources does not), the nodes
+    being drained (``states``, as the tick planned on them) billing one more tick only, as the daemon projects them
+    with no resize (``draining_going_units``): they go whether or not the plan is followed.
     """
     billed = {p["pool_id"]: p["billed_units"] for p in pools if p["billed_units"] is not None}
     coverage = {c.budget: c for c in agent.budget_watch.coverage}  # as the daemon judges it (monthly caps only)
     planned = {s.budget: s for s in tick.plan.budgets}
-    held = {s.budget: s for s in budget_snapshots(tick.now, spends, agent.pool_by_id, billed, billed, agent.tick)}
+    going = draining_going_units(states, ())
+    held = {
+        s.budget: s
+        for s in budget_snapshots(tick.now, spends, agent.pool_by_id, billed, billed, agent.tick, draining=going)
+    }
     entries = []
     for spend in spends:
         budget = spend.budget

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry
 
-from actuators.aws_wiring import build_aws_actuators
-from actuators.base import Actuator
+from actuators.aws_wiring import AwsActuators, build_aws_actuators
+from actuators.base import Actuator, NodeDrainer
 from actuators.cloud_tpu import queued_resource_waits
-from actuators.cloud_wiring import build_cloud_actuators
+from actuators.cloud_wiring import CloudActuators, build_cloud_actuators
 from actuators.gke_tpu_slices import nodes_graces
 from actuators.instrumented import InstrumentedActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
@@ -96,31 +96,46 @@ def live_parts(
         google += [m.pool for m in cloud.queued_resources]
         router = RoutingActuator(dict.fromkeys(google, actuators.router) | aws_routes)
     parts.actuator = InstrumentedActuator(router, registry, unit_gauges=False)
+    if cloud.node_pools and kube is None:
+        raise ValueError("GKE node pools are drained through the Kubernetes API: pass its client")
+    if actuators.tpu_slices is not None and kube is None:
+        raise ValueError("GKE TPU slices are drained through the Kubernetes API: pass its client")
+    if kube is not None:
+        api = KubernetesApi(kube, settings.daemon.kubernetes.request_timeout)
+        parts.drainers = {**parts.drainers, **cloud_drainers(settings, clock, api, actuators)}
+    if actuators.tpu_slices is not None:
+        parts.short_slices = actuators.tpu_slices.short_slices
+    return parts
+
+
+def cloud_drainers(
+    settings: Settings, clock: Clock, api: KubernetesApi, actuators: CloudActuators
+) -> dict[str, NodeDrainer]:
+    """The drainer of each pool of the ``cloud`` section shrunk by draining: a GKE node pool's nodes, a TPU slice
+    group's slices (``recommend`` reads the drains in progress through the same ones, never writing)."""
+    cloud = settings.cloud
+    assert cloud is not None
+    drainers: dict[str, NodeDrainer] = {}
     if cloud.node_pools:
-        if kube is None:
-            raise ValueError("GKE node pools are drained through the Kubernetes API: pass its client")
         drainer = KubernetesNodeDrainer(
-            KubernetesApi(kube, settings.daemon.kubernetes.request_timeout),
+            api,
             clock,
             {m.pool: m.node_pool for m in cloud.node_pools},
             actuators.node_pools,
             timeout=cloud.drain_timeout,
             accelerator_resources=_class_resources(settings),
         )
-        parts.drainers = {**parts.drainers, **{m.pool: drainer for m in cloud.node_pools}}
+        drainers |= {m.pool: drainer for m in cloud.node_pools}
     if actuators.tpu_slices is not None:
-        if kube is None:
-            raise ValueError("GKE TPU slices are drained through the Kubernetes API: pass its client")
         slices = KubernetesSliceDrainer(
-            KubernetesApi(kube, settings.daemon.kubernetes.request_timeout),
+            api,
             clock,
             actuators.tpu_slices,
             timeout=cloud.drain_timeout,
             accelerator_resources=_class_resources(settings),
         )
-        parts.drainers = {**parts.drainers, **{m.pool: slices for m in cloud.tpu_slice_groups}}
-        parts.short_slices = actuators.tpu_slices.short_slices
-    return parts
+        drainers |= {m.pool: slices for m in cloud.tpu_slice_groups}
+    return drainers
 
 
 def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: ApiClient | None) -> dict[str, Actuator]:
@@ -134,8 +149,18 @@ def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: ApiClie
         return built.routes
     if kube is None:
         raise ValueError("AWS node groups are drained through the Kubernetes API: pass its client")
-    api = KubernetesApi(kube, settings.daemon.kubernetes.request_timeout)
-    drainers: dict[str, KubernetesNodeDrainer] = {}
+    parts.drainers = aws_drainers(
+        settings, clock, KubernetesApi(kube, settings.daemon.kubernetes.request_timeout), built
+    )
+    return built.routes
+
+
+def aws_drainers(settings: Settings, clock: Clock, api: KubernetesApi, built: AwsActuators) -> dict[str, NodeDrainer]:
+    """The drainer of each pool of the ``aws`` section (its nodes drained before they go): one per node label and
+    adapter (``recommend`` reads the drains in progress through the same ones, never writing)."""
+    aws = settings.aws
+    assert aws is not None
+    drainers: dict[str, NodeDrainer] = {}
     resources = _class_resources(settings)
     for label in sorted({t.label for t in built.drains.values()}):
         for remover in {id(t.remover): t.remover for t in built.drains.values() if t.label == label}.values():
@@ -144,8 +169,7 @@ def _add_aws(parts: DaemonParts, settings: Settings, clock: Clock, kube: ApiClie
                 api, clock, mine, remover, timeout=aws.drain_timeout, pool_label=label, accelerator_resources=resources
             )
             drainers |= dict.fromkeys(mine, drainer)
-    parts.drainers = drainers
-    return built.routes
+    return drainers
 
 
 def _class_resources(settings: Settings) -> set[str]:
