@@ -181,7 +181,7 @@ class SlackNotifier:
                 continue
             if not self._take_token(now):
                 break
-            outcome = self._send(event, now)
+            outcome = self._send(event)
             if outcome is None:  # Slack refused this message: retrying it would hold every alert behind it
                 del self._pending[key]
                 self.rejected += 1
@@ -218,13 +218,16 @@ class SlackNotifier:
         self._tokens -= 1.0
         return True
 
-    def _send(self, event: AlertEvent, now: float) -> bool | None:
-        """True when delivered, False when it must be tried again later, None when Slack refused the message."""
+    def _send(self, event: AlertEvent) -> bool | None:
+        """True when delivered, False when it must be tried again later, None when Slack refused the message. A hold
+        counts from when the answer (or the failure) arrived: a 429 slack_sdk retried in place has slept one
+        Retry-After before the answer that asks for the next one, and a timeout has waited ``request_timeout``."""
         try:
             response = self._client.send(text=fallback_text(event), blocks=blocks(event))
         except Exception as exc:  # noqa: BLE001 - whatever breaks in the chat path must not reach the loop
-            self._failed(now, f"{type(exc).__name__}: {self._redact(str(exc))}")
+            self._failed(self._clock.monotonic(), f"{type(exc).__name__}: {self._redact(str(exc))}")
             return False
+        now = self._clock.monotonic()
         if response.status_code == 200:
             self._recovered(now)
             self.delivered += 1
