@@ -254,11 +254,15 @@ FIELDS: dict[str, str] = {
     "the kubelet restarts a replica whose tick is stuck and the standby takes over (duration, longer than "
     "`loop.tick_interval`: a tick's demand reads alone may take `loop.read_deadline`, half a tick by default; unset: "
     "ten tick intervals, at least 10m).",
-    "LeaderElectionSettings.enabled": "Elect a leader (turn off only for a single replica, e.g. a local replay; in a "
-    "pod, leadtime run refuses it off unless the pod sets LEADTIME_SINGLE_REPLICA=true, as only the one replica of a "
-    "Recreate Deployment may).",
-    "LeaderElectionSettings.lease_name": "Name of the Lease.",
-    "LeaderElectionSettings.lease_namespace": "Namespace of the Lease (unset: the pod's namespace).",
+    "LeaderElectionSettings.enabled": "Elect a leader on a Lease, so that one replica plans and acts (turn off only "
+    "for a single replica). A live `leadtime run` in a pod refuses it off unless the pod sets "
+    "LEADTIME_SINGLE_REPLICA=true, as only the one replica of a Recreate Deployment may. A rehearsal (`leadtime run "
+    "--replay`) acts on no cluster: off is accepted anywhere, in a pod too; on, it elects on the Lease "
+    "`<lease_name>-rehearsal`, never the daemon's own, and so still needs the Kubernetes API.",
+    "LeaderElectionSettings.lease_name": "Name of the Lease (a rehearsal, `leadtime run --replay`, elects on "
+    "`<lease_name>-rehearsal`).",
+    "LeaderElectionSettings.lease_namespace": "Namespace of the Lease (unset: the pod's namespace; outside a pod, "
+    "`default`).",
     "LeaderElectionSettings.lease_duration": "How long a standby waits on an unchanged Lease before it takes over "
     "(duration).",
     "LeaderElectionSettings.renew_deadline": "A leader that could not renew for this long stops acting (duration; "
