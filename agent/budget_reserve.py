@@ -24,7 +24,10 @@ standing reservations cover the scale-ups carried out, whose own reservations ar
 units billed: once a release's units stop billing, the next tick reserves them no more. An agent that stops leaves
 its reservations to expire. The units it is releasing (``releasing_units``) are also marked as going, apart from the
 caps' keys and for two ticks only (``releasing_elsewhere``): another agent's shed of a broken cap counts them as shed
-already instead of shedding for the same excess, while its scale-ups still count them until they stop billing.
+already instead of shedding for the same excess, while its scale-ups still count them until they stop billing. A
+tick's releases are marked before the executor acts too, the others' marks read again in the same transaction under
+the ledger's writer lock, and its sheds cut by what they marked since the planner read them
+(``agent.budget_shed_claims``): two agents ticking at the same instant shed once, not each.
 
 The standing reservations are the deployment's, not the replica's: their holder is the deployment's name (the same
 for all its replicas) with its pools, which no other deployment on the ledger has, and each commit replaces all of
@@ -43,15 +46,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from agent.budget_reserve_caps import (
-    Cap,
-    ReleaseMarks,
-    Releasing,
-    keyed,
-    releasing_key,
-    reserved_periods,
-    span_paid_for,
-)
+from agent.budget_reserve_caps import Cap, ReleaseMarks, Releasing, keyed, reserved_periods, span_paid_for
+from agent.budget_shed_claims import ShedClaims, resize_key
 from agent.ledger.pool_ids import Previous, counted_pools
 from agent.ledger.reservations import CountedTo, Grant, Reservations, StandingHolder
 from agent.planning.budget import Budget, CapKind, billed_after, target_for
@@ -118,6 +114,8 @@ class BudgetReserver:
         self._held: dict[str, list[int]] = {}  # resize key -> its reservations
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
         self._standing: list[int] = []  # the units held now, reserved for the other agents to see (``commit``)
+        # the others' marks as the plan counts them, and the claim of a tick's sheds against them
+        self.sheds = ShedClaims(ledger, self.budgets, self.standing, tick, self._caps, self._mine)
 
     def reserve(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState] | None = None) -> Reserved:
         """Reserve every scale-up of ``plan`` on a budgeted pool; trim or hold the ones not granted. ``states`` are
@@ -125,6 +123,7 @@ class BudgetReserver:
         as the planner counts them. The idle nodes being drained it takes back are billed already and reserved in
         the pool's standing reservation (``commit``); a pool without a state counts every unit it adds as new."""
         states = states or {}
+        plan = self.sheds.claim(now, plan, states)  # the sheds decided again, and marked, under the writer lock
         new = {r.key: _new_units(r, states.get(r.pool_id)) for r in plan.resizes if r.is_scale_up}
         ups = sorted(
             (r for r in plan.resizes if new.get(r.key, 0) > 0 and self._caps(now, r.pool_id)),
@@ -155,7 +154,7 @@ class BudgetReserver:
         for resize, grants in zip(trimmed, second, strict=True):
             if all(g.granted for _, g in grants):
                 to_units = _granted_target(resize, states.get(resize.pool_id), allowed[resize.pool_id])
-                self._held[_key(now, resize.pool_id, to_units)] = _kept(grants)
+                self._held[resize_key(now, resize.pool_id, to_units)] = _kept(grants)
             else:
                 self.ledger.release([g.reservation_id for _, g in grants if g.reservation_id is not None])
                 allowed[resize.pool_id] = 0
@@ -197,7 +196,7 @@ class BudgetReserver:
             for cap in self._caps(now, pool_id)
             if cap.current
         ]
-        replaced, self._covered = [*self._standing, *self._covered], []
+        replaced, self._covered = [*self._standing, *self._covered, *self.sheds.taken()], []
         # One transaction: never both the old and the new reservations, never neither.
         # a predecessor's scale-ups these units cover are replaced too (``StandingHolder.holds``)
         covers = units if covered is None else covered
@@ -239,42 +238,12 @@ class BudgetReserver:
         return out
 
     def releasing_elsewhere(self, now: datetime, hourly: bool = False) -> dict[str, float]:
-        """What the other agents sharing each budget mark as being released in its current month period (``hourly``:
-        hour), counted as ``held_elsewhere`` (``held_elsewhere_this_hour``) counts their units: units they decided to
-        release at one of their last two ticks and still bill. Their reservations still hold them; a shed counts them
-        as shed already. A mark its agent stopped renewing (the agent died, or its ticks fail) lapses after two of
-        its ticks, and the units count as staying again."""
-        out = {}
-        for budget in self.budgets:
-            cap = budget.hourly_cap_usd if hourly else budget.monthly_cap_usd
-            if not budget.remote_pools or cap is None:
-                continue
-            if hourly:
-                hour, plain = budget.hour(now), f"{budget.name}/{CapKind.HOUR}"
-                keys, to = [releasing_key(plain)], CountedTo(hour.end, hour.end)
-            else:
-                own_end = span_paid_for(budget.period(now), now, budget.commit_horizon)[1]
-                keys, to = [releasing_key(budget.name)], CountedTo(own_end, own_end)
-            out[budget.name] = self.ledger.reserved_by_others(keys, now, self.standing, self._mine(), to)
-        return out
+        """What the other agents sharing each budget mark as being released (``ShedClaims.releasing_elsewhere``)."""
+        return self.sheds.releasing_elsewhere(now, hourly)
 
     def staying_elsewhere(self, now: datetime, span: timedelta) -> dict[str, float]:
-        """What the units the other agents sharing each budget with a commit horizon hold, less those they mark as
-        being released, cost from their last tick to ``span`` from ``now``: what a hard stop projects over its next
-        two ticks beside the spend recorded (their spend since their last tick is not recorded yet)."""
-        out = {}
-        for budget in self.budgets:
-            if not budget.remote_pools or budget.monthly_cap_usd is None or budget.commit_horizon is None:
-                continue
-            period = budget.period(now)
-            own_end = span_paid_for(period, now, budget.commit_horizon)[1]
-            to, mine = CountedTo(min(period.end, now + span), own_end), self._mine()
-            held = self.ledger.reserved_by_others(
-                [budget.name, keyed(budget.name, period)], now, self.standing, mine, to
-            )
-            going = self.ledger.reserved_by_others([releasing_key(budget.name)], now, self.standing, mine, to)
-            out[budget.name] = max(0.0, held - going)
-        return out
+        """What the other agents' units kept cost over a hard stop's ``span`` (``ShedClaims.staying_elsewhere``)."""
+        return self.sheds.staying_elsewhere(now, span)
 
     def _mine(self) -> list[int]:
         """This replica's reservations: its standing ones and its scale-ups' not yet replaced by them."""
@@ -353,7 +322,7 @@ class BudgetReserver:
                 decisions[resize.pool_id], reason = decision, decision.why()
             if to_units > resize.from_units:
                 resizes.append(
-                    replace(resize, to_units=to_units, reason=reason, key=_key(now, resize.pool_id, to_units))
+                    replace(resize, to_units=to_units, reason=reason, key=resize_key(now, resize.pool_id, to_units))
                 )
             skips.append(Skip(resize.pool_id, SkipReason.BUDGET, detail))
             alerts.append(
@@ -402,8 +371,3 @@ def _granted_target(resize: Resize, state: PoolState | None, granted: int) -> in
 
 def _kept(grants: Sequence[tuple[Cap, Grant]]) -> list[int]:
     return [g.reservation_id for _, g in grants if g.reservation_id is not None]
-
-
-def _key(now: datetime, pool_id: str, to_units: int) -> str:
-    """The planner's idempotency key format: one key per pool, tick and target."""
-    return f"{pool_id}@{now.isoformat()}->{to_units}"

@@ -47,7 +47,7 @@ from agent.ledger.billed import BilledCost, Reconciliation, on_grid
 from agent.ledger.folding import Folded, entries_on_grid, fold
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.postgres_writes import Connection
-from agent.ledger.reservations import CountedTo, Grant, Holder, ReservationRequest
+from agent.ledger.reservations import Choose, CountedTo, Grant, Holder, OthersRead, ReservationRequest
 from agent.ledger.retention import Pruning
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_us
 from models import LedgerEntry, LedgerUnavailable
@@ -282,6 +282,12 @@ class PostgresLedger:
             return self._run(
                 "reserve in", lambda db: reservations.decide(db, requests, now, replacing, replacing_holder)
             )
+
+    def claim(self, reads: Sequence[OthersRead], choose: Choose, now: datetime) -> tuple[list[float], list[Grant]]:
+        """Read and reserve in one transaction under the writer lock (``agent.ledger.postgres_reservations.claim``)."""
+        with self._lock:
+            self._run("reserve in", self.spans.retry)  # before the writer lock, in a transaction of its own
+            return self._run("reserve in", lambda db: reservations.claim(db, reads, choose, now))
 
     def release(self, reservation_ids: Sequence[int]) -> None:
         if not reservation_ids:

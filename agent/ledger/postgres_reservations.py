@@ -11,6 +11,10 @@ without them (NULL), and they are read at their amount, as that release reads ev
 no such columns (read by a dry run before any agent of this release opened it, or by an agent that could not add
 them: ``agent.ledger.postgres_schema.migrate``) is read the same way, and an agent writing to it writes its rows
 without a span, as the release before does.
+
+A claim (``claim``: what the others hold under some keys, and the reservations asked on those figures) reads and
+writes in one transaction under the same writer lock, so two agents claiming at the same instant take turns, the
+second reading what the first wrote; ``reserved_by_others`` alone takes no lock.
 """
 
 from __future__ import annotations
@@ -21,7 +25,17 @@ from datetime import datetime
 from agent.ledger import postgres_totals as totals
 from agent.ledger.postgres_schema import has_spans
 from agent.ledger.postgres_writes import Connection, take_write_lock
-from agent.ledger.reservations import CountedTo, Grant, Holder, ReservationRequest, carried, holder_prefix, holds
+from agent.ledger.reservations import (
+    Choose,
+    CountedTo,
+    Grant,
+    Holder,
+    OthersRead,
+    ReservationRequest,
+    carried,
+    holder_prefix,
+    holds,
+)
 from agent.ledger.rows import from_us, to_us
 
 _LIVE = (
@@ -100,6 +114,20 @@ def decide(
             ).fetchall()
         )
         return [g if g.reservation_id is None else Grant(ids[g.reservation_id], g.headroom_usd) for g in grants]
+
+
+def claim(
+    db: Connection, reads: Sequence[OthersRead], choose: Choose, now: datetime
+) -> tuple[list[float], list[Grant]]:
+    """What the others hold under each of ``reads``, and the grants of the requests ``choose`` asks on those figures,
+    in one transaction under the writer lock (``agent.ledger.reservations.Claims``): another agent's claim waits for
+    this one to commit, and reads what it wrote."""
+    with db.transaction():
+        take_write_lock(db)
+        figures = [reserved_by_others(db, r.budgets, now, r.holder, r.mine, r.to) for r in reads]
+        requests = list(choose(figures))
+        # decided in this transaction (a savepoint inside it), the writer lock still held
+        return figures, decide(db, requests, now, (), None) if requests else []
 
 
 def held_by(db: Connection, holder: Holder) -> list[str]:

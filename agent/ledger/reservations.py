@@ -27,6 +27,11 @@ the period's end, or to the end of the commit horizon of the agent that made it)
 others hold over a span of its own (``reserved_by_others``'s ``to``: the period's end, or its own commit horizon)
 counts each reservation at its own rate over that span (``carried``), whatever horizon the other agent reserves
 over. A reservation without a span (made by an earlier release) is counted at its amount, as that release reads it.
+
+A decision that depends on what the others hold, and that they must see before they decide the same, reads and writes
+in one step (``Claims.claim``: what the others hold under some keys, and the reservations asked on those figures, in
+one transaction under the writer lock, as a grant is decided): two agents deciding at the same instant take turns,
+the second reading what the first wrote. Readers never take the lock.
 """
 
 from __future__ import annotations
@@ -211,6 +216,29 @@ class Reservations(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class OthersRead:
+    """One reading of what the other agents hold (``Reservations.reserved_by_others``'s arguments)."""
+
+    budgets: tuple[str, ...]
+    holder: Holder
+    mine: tuple[int, ...] = ()
+    to: CountedTo | None = None
+
+
+Choose = Callable[[Sequence[float]], Sequence[ReservationRequest]]  # the requests, on the figures each read gave
+
+
+@runtime_checkable
+class Claims(Protocol):
+    def claim(self, reads: Sequence[OthersRead], choose: Choose, now: datetime) -> tuple[list[float], list[Grant]]:
+        """What the others hold under each of ``reads`` (as ``reserved_by_others`` counts it), and the grants of the
+        requests ``choose`` asks on those figures (decided as ``reserve_many`` decides them), in one transaction
+        under the writer lock: no other agent's claim or reservation comes between the reading and the writing.
+        ``choose`` may be called again if the transaction is retried: it must only compute."""
+        ...
+
+
 Spent = Callable[[Sequence[str], datetime, datetime], float]
 Elsewhere = Callable[[Sequence[str], datetime], float]  # live reservations under keys that this book does not keep
 
@@ -234,7 +262,7 @@ class ReservationBook:
     def __init__(self, spent: Spent, elsewhere: Elsewhere | None = None) -> None:
         self._spent = spent
         self._elsewhere = elsewhere
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # a claim reads through its ledger (``claim``'s ``read``) under it
         self._held: dict[int, _Held] = {}
         self._ids = itertools.count(1)
 
@@ -276,6 +304,21 @@ class ReservationBook:
                 reserved[request.budget] = reserved.get(request.budget, 0.0) + request.amount_usd
                 grants.append(Grant(reservation_id, headroom))
             return grants
+
+    def claim(
+        self,
+        reads: Sequence[OthersRead],
+        choose: Choose,
+        now: datetime,
+        read: Callable[[OthersRead], float] | None = None,
+    ) -> tuple[list[float], list[Grant]]:
+        """``Claims.claim`` under this book's lock: ``read`` counts what the others hold (the ledger's
+        ``reserved_by_others``, a dry run's reading the ledger beside its book; ``None``: this book's)."""
+        with self._lock:
+            count = read or (lambda r: self.reserved_by_others(r.budgets, now, r.holder, r.mine, r.to))
+            figures = [count(r) for r in reads]
+            requests = list(choose(figures))
+            return figures, self.reserve_many(requests, now) if requests else []
 
     def release(self, reservation_ids: Sequence[int]) -> None:
         with self._lock:
@@ -320,6 +363,12 @@ class InProcessReservations:
         replacing_holder: Holder | None = None,
     ) -> list[Grant]:
         return self._book.reserve_many(requests, now, replacing, replacing_holder)
+
+    def claim(self, reads: Sequence[OthersRead], choose: Choose, now: datetime) -> tuple[list[float], list[Grant]]:
+        """``Claims.claim``, decided under the book's lock: this process is the only one writing the ledger."""
+        return self._book.claim(
+            reads, choose, now, lambda r: self.reserved_by_others(r.budgets, now, r.holder, r.mine, r.to)
+        )
 
     def release(self, reservation_ids: Sequence[int]) -> None:
         self._book.release(reservation_ids)

@@ -1,0 +1,324 @@
+"""What the other agents sharing a budget mark as being released, and the claim of a tick's sheds against them.
+
+Each agent marks in the ledger the units it is releasing (``agent.budget_reserve.BudgetReserver.commit``), and a
+shed counts the others' marks as shed already (``releasing_elsewhere``; a hard stop, what their units kept cost:
+``staying_elsewhere``). The planner reads them at the start of the tick, and the marks were written only once the
+executor had acted: two agents ticking at the same instant both read before either wrote, and both shed the whole
+excess (6 units released where 3 were needed). So before the executor acts, a tick that releases units of a budget
+shared with other agents claims them (``ShedClaims.claim``): in one transaction under the ledger's writer lock
+(``agent.ledger.reservations.Claims``, as a scale-up's grant is decided), it reads the others' marks again and
+writes its own for the units its releases take off the bill. What the others marked since the planner read takes
+that much off its sheds (their units go: counted as shed, as the planner would have counted them had it read them),
+and of an agent claiming at the same instant, the second to take the lock reads the first's marks. The claim lives
+as a mark does (two ticks) and the commit replaces it with the marks of the releases carried out.
+
+The in-process ledgers (memory, SQLite) decide a claim under the process's lock: only one process writes them
+(``leadtime run`` refuses ``remote_pools`` on them), so no other agent's marks can come between. A ledger without
+claims (the shared file, ``agent.ledger.shared_file``, whose leader is the one process writing it) is read, then
+written. A ledger that cannot be written leaves the plan as it is: a release is not held back for the ledger (its
+marks then fail at the commit, as before).
+
+A shed is cut only on a pool whose budgets all are shared with other agents, by what every cap of its budget
+(the hard stop: its own reading over the next two ticks) saw marked since, in units of the pool counted as the
+others' marks are (``carried``): never by more than the others' new marks pay for, so no cap the planner held is
+left broken by the cut.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from agent.budget_reserve_caps import Cap, keyed, releasing_key, span_paid_for
+from agent.ledger.reservations import (
+    Claims,
+    CountedTo,
+    OthersRead,
+    ReservationRequest,
+    Reservations,
+    StandingHolder,
+    carried,
+)
+from agent.planning.budget import Budget, CapKind, billed_after
+from models import (
+    DRAIN_KEY_MARK,
+    CapacityPlan,
+    Drain,
+    Hold,
+    LedgerUnavailable,
+    PoolState,
+    Resize,
+    Skip,
+    SkipReason,
+)
+from models.plan import drain_key
+
+log = logging.getLogger(__name__)
+
+_EPS_USD = 1e-6
+_STOP = "hard stop"  # the reading of a hard stop: the monthly marks over its next two ticks
+
+
+@dataclass(frozen=True)
+class _Shed:
+    """A release of ``plan`` a broken cap of the shared ``budget`` asked for: ``units`` of it (the cut), read as
+    ``kinds`` (the readings whose new marks may take units off it)."""
+
+    resize: Resize
+    budget: Budget
+    units: int
+    kinds: tuple[str, ...]
+
+
+class ShedClaims:
+    """The marks of the other agents sharing ``budgets`` in ``ledger``, as this agent (``standing``) reads them, and
+    the claim of its sheds. ``caps`` gives the caps over a pool (``BudgetReserver._caps``), ``mine`` this replica's
+    reservations."""
+
+    def __init__(
+        self,
+        ledger: Reservations,
+        budgets: Sequence[Budget],
+        standing: StandingHolder,
+        tick: timedelta,
+        caps: Callable[[datetime, str], list[Cap]],
+        mine: Callable[[], list[int]],
+    ) -> None:
+        self.ledger, self.budgets, self.standing, self.tick = ledger, list(budgets), standing, tick
+        self._caps, self._mine = caps, mine
+        self._seen: dict[tuple[str, str], tuple[datetime, float]] = {}  # (budget, reading) -> what the plan counted
+        self._claimed: list[int] = []  # the claims the next commit replaces
+
+    def releasing_elsewhere(self, now: datetime, hourly: bool = False) -> dict[str, float]:
+        """What the other agents sharing each budget mark as being released in its current month period (``hourly``:
+        hour), counted as ``held_elsewhere`` (``held_elsewhere_this_hour``) counts their units: units they decided to
+        release at one of their last two ticks and still bill. Their reservations still hold them; a shed counts them
+        as shed already. A mark its agent stopped renewing (the agent died, or its ticks fail) lapses after two of
+        its ticks, and the units count as staying again."""
+        kind = CapKind.HOUR if hourly else CapKind.MONTH
+        out = {}
+        for budget in self.budgets:
+            read = self._read(budget, now, kind)
+            if read is not None:
+                out[budget.name] = self._count(budget, kind, now, read)
+        return out
+
+    def staying_elsewhere(self, now: datetime, span: timedelta) -> dict[str, float]:
+        """What the units the other agents sharing each budget with a commit horizon hold, less those they mark as
+        being released, cost from their last tick to ``span`` from ``now``: what a hard stop projects over its next
+        two ticks beside the spend recorded (their spend since their last tick is not recorded yet)."""
+        out = {}
+        for budget in self.budgets:
+            going = self._read(budget, now, _STOP, span)
+            if going is None:
+                continue
+            period = budget.period(now)
+            held = self.ledger.reserved_by_others(
+                [budget.name, keyed(budget.name, period)], now, self.standing, self._mine(), going.to
+            )
+            out[budget.name] = max(0.0, held - self._count(budget, _STOP, now, going))
+        return out
+
+    def taken(self) -> list[int]:
+        """The claims made since the last commit, which replaces them with its marks."""
+        out, self._claimed = self._claimed, []
+        return out
+
+    def claim(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState]) -> CapacityPlan:
+        """Mark the units ``plan``'s releases take off the bill of pools in shared budgets, reading the others' marks
+        in the same transaction (``Claims``), and ``plan`` with its sheds cut by what the others marked since the
+        planner read them."""
+        releases = [r for r in plan.resizes if not r.is_scale_up and self._current(now, r.pool_id)]
+        if not releases:
+            return plan
+        sheds = self._sheds(plan, releases)
+        keys = sorted({(s.budget.name, k) for s in sheds for k in s.kinds})
+        seen = {key: self._seen[key][1] for key in keys if self._seen.get(key, (None,))[0] == now}
+        by_name = {b.name: b for b in self.budgets}
+        read = {key: self._read(by_name[key[0]], now, key[1], 2 * self.tick) for key in keys if key in seen}
+        kept = [key for key, r in read.items() if r is not None]
+        asked = [r for r in read.values() if r is not None]
+
+        def cut(figures: Sequence[float]) -> dict[str, int]:
+            new = {key: max(0.0, f - seen[key]) for key, f in zip(kept, figures, strict=True)}
+            return _cuts(sheds, new, lambda s, k: self._per_unit(now, s, k))
+
+        def choose(figures: Sequence[float]) -> list[ReservationRequest]:
+            return self._marks(now, releases, cut(figures), states)
+
+        try:
+            if isinstance(self.ledger, Claims):
+                figures, grants = self.ledger.claim(asked, choose, now)
+            else:  # read, then written: another agent may write between
+                figures = [self.ledger.reserved_by_others(r.budgets, now, r.holder, r.mine, r.to) for r in asked]
+                grants = self.ledger.reserve_many(choose(figures), now)
+        except LedgerUnavailable as exc:  # a release saves money: it is not held for the ledger
+            log.warning("releases not claimed in the ledger, carried out as planned: %s", exc)
+            return plan
+        self._claimed += [g.reservation_id for g in grants if g.reservation_id is not None]
+        cuts = cut(figures)
+        new = {key: max(0.0, f - seen[key]) for key, f in zip(kept, figures, strict=True)}
+        return _cut_plan(now, plan, sheds, cuts, new)
+
+    # -- internals ------------------------------------------------------------------------------------------
+    def _read(self, budget: Budget, now: datetime, kind: str, span: timedelta | None = None) -> OthersRead | None:
+        """How the marks of ``budget``'s cap of ``kind`` are read (``None``: it has no such cap shared)."""
+        if not budget.remote_pools:
+            return None
+        if kind == CapKind.HOUR:
+            if budget.hourly_cap_usd is None:
+                return None
+            hour = budget.hour(now)
+            key, to = releasing_key(f"{budget.name}/{CapKind.HOUR}"), CountedTo(hour.end, hour.end)
+        else:
+            if budget.monthly_cap_usd is None or (kind == _STOP and budget.commit_horizon is None):
+                return None
+            period = budget.period(now)
+            own_end = span_paid_for(period, now, budget.commit_horizon)[1]
+            until = min(period.end, now + (span or 2 * self.tick)) if kind == _STOP else own_end
+            key, to = releasing_key(budget.name), CountedTo(until, own_end)
+        return OthersRead((key,), self.standing, tuple(self._mine()), to)
+
+    def _count(self, budget: Budget, kind: str, now: datetime, read: OthersRead) -> float:
+        """The others' marks of ``read``, remembered as what this tick's plan counts (``claim``)."""
+        usd = self.ledger.reserved_by_others(read.budgets, now, read.holder, read.mine, read.to)
+        self._seen[(budget.name, kind)] = (now, usd)
+        return usd
+
+    def _current(self, now: datetime, pool_id: str) -> list[Cap]:
+        return [cap for cap in self._caps(now, pool_id) if cap.current]
+
+    def _sheds(self, plan: CapacityPlan, releases: Sequence[Resize]) -> list[_Shed]:
+        """The releases a broken cap of a shared budget asked for, on pools whose budgets all are shared: the hard
+        stops first (busy units: the dearest to lose), then by pool."""
+        shared = {b.name: b for b in self.budgets if b.remote_pools}
+        out = []
+        for resize in releases:
+            decision = plan.decisions.get(resize.pool_id)
+            if decision is None or any(resize.pool_id in b.pools and not b.remote_pools for b in self.budgets):
+                continue
+            for cut in decision.budget_cuts:
+                budget = shared.get(cut.budget)
+                if budget is None or cut.units <= 0:
+                    continue
+                if cut.cap.startswith(_STOP):
+                    kinds: tuple[str, ...] = (_STOP,)
+                else:
+                    kinds = tuple(
+                        k for k, c in ((CapKind.MONTH, budget.monthly_cap_usd), (CapKind.HOUR, budget.hourly_cap_usd))
+                        if c is not None
+                    )  # fmt: skip
+                out.append(_Shed(resize, budget, min(cut.units, resize.from_units - resize.to_units), kinds))
+        return sorted(out, key=lambda s: (not s.resize.forced, s.resize.pool_id))
+
+    def _per_unit(self, now: datetime, shed: _Shed, kind: str) -> float:
+        """What one unit of ``shed``'s pool marked now comes to in the reading of ``kind``, as the others' are."""
+        read = self._read(shed.budget, now, kind, 2 * self.tick)
+        key = shed.budget.name if kind != CapKind.HOUR else f"{shed.budget.name}/{CapKind.HOUR}"
+        cap = next((c for c in self._current(now, shed.resize.pool_id) if c.key == key), None)
+        if read is None or cap is None:
+            return 0.0
+        mark = cap.releasing(now, 1, self.standing.label, self.tick)
+        return carried(mark.amount_usd, mark.covers, now, read.to)
+
+    def _marks(
+        self, now: datetime, releases: Sequence[Resize], cuts: Mapping[str, int], states: Mapping[str, PoolState]
+    ) -> list[ReservationRequest]:
+        """The marks of the units ``releases`` take off the bill once ``cuts`` kept some (as ``releasing_units``
+        counts a release accepted), in every current shared cap over their pools."""
+        out = []
+        for resize in releases:
+            to_units = min(resize.from_units, resize.to_units + cuts.get(resize.pool_id, 0))
+            state = states.get(resize.pool_id)
+            going = resize.from_units - to_units
+            if state is not None:
+                going = max(0, state.billed_units - billed_after(state, to_units))
+            if going > 0:
+                holder = self.standing.label
+                out += [cap.releasing(now, going, holder, self.tick) for cap in self._current(now, resize.pool_id)]
+        return out
+
+
+def _cuts(
+    sheds: Sequence[_Shed], new: Mapping[tuple[str, str], float], per_unit: Callable[[_Shed, str], float]
+) -> dict[str, int]:
+    """The units each pool's shed keeps: what every reading of its budget saw newly marked pays for, in units of the
+    pool, each reading's new marks taken once."""
+    left = dict(new)
+    out: dict[str, int] = {}
+    for shed in sheds:
+        values = {k: per_unit(shed, k) for k in shed.kinds}
+        if not values or any(v <= 0.0 or (shed.budget.name, k) not in left for k, v in values.items()):
+            continue
+        n = min(shed.units, *(math.floor((left[(shed.budget.name, k)] + _EPS_USD) / v) for k, v in values.items()))
+        if n <= 0:
+            continue
+        out[shed.resize.pool_id] = out.get(shed.resize.pool_id, 0) + n
+        for k, v in values.items():
+            left[(shed.budget.name, k)] -= n * v
+    return out
+
+
+def _cut_plan(
+    now: datetime,
+    plan: CapacityPlan,
+    sheds: Sequence[_Shed],
+    cuts: Mapping[str, int],
+    new: Mapping[tuple[str, str], float],
+) -> CapacityPlan:
+    """``plan`` with each shed's release ``cuts`` units smaller (a release cut to nothing is dropped), its drains
+    chosen at plan time the longest idle of those it keeps, and its record and skip saying why."""
+    if not cuts:
+        return plan
+    resizes, drains, skips = [], list(plan.drains), list(plan.skips)
+    targets, decisions = dict(plan.targets), dict(plan.decisions)
+    by_pool = {s.resize.pool_id: s for s in sheds}
+    for resize in plan.resizes:
+        kept = cuts.get(resize.pool_id, 0)
+        if not kept or resize.is_scale_up:
+            resizes.append(resize)
+            continue
+        shed = by_pool[resize.pool_id]
+        marked = sum(usd for (name, _), usd in new.items() if name == shed.budget.name and usd > 0.0)
+        detail = (
+            f"budget {shed.budget.name!r} shared with other agents: {kept} of the units to release kept, as another "
+            f"agent marked units of its own as being released after this tick read the ledger (counted as shed "
+            f"already, up to {marked:,.2f} USD read in the readings of its caps)"
+        )
+        to_units = min(resize.from_units, resize.to_units + kept)
+        targets[resize.pool_id] = to_units
+        skips.append(Skip(resize.pool_id, SkipReason.BUDGET, detail))
+        ours = [d for d in drains if d.key.startswith(resize.key + DRAIN_KEY_MARK)]
+        drains = [d for d in drains if d not in ours]
+        key = resize_key(now, resize.pool_id, to_units)
+        decision = decisions.get(resize.pool_id)
+        if decision is not None:
+            budget_cuts = tuple(
+                replace(c, units=c.units - kept) if c.budget == shed.budget.name and c.units >= kept else c
+                for c in decision.budget_cuts
+            )
+            decision = replace(
+                decision,
+                budget_cuts=tuple(c for c in budget_cuts if c.units > 0),
+                holds=(*decision.holds, Hold(SkipReason.BUDGET, detail)),
+                target_units=to_units,
+                nodes=decision.nodes[: max(0, resize.from_units - to_units)],
+            )
+            decisions[resize.pool_id] = decision
+        if to_units >= resize.from_units:
+            continue
+        reason = decision.why() if decision is not None else f"{resize.reason}; {detail}"
+        resizes.append(replace(resize, to_units=to_units, key=key, reason=reason))
+        drains += [
+            Drain(d.pool_id, d.node, reason, drain_key(key, d.node)) for d in ours[: resize.from_units - to_units]
+        ]
+    return replace(plan, resizes=tuple(resizes), drains=tuple(drains), skips=tuple(skips), targets=targets,
+                   decisions=decisions)  # fmt: skip
+
+
+def resize_key(now: datetime, pool_id: str, to_units: int) -> str:
+    """The planner's idempotency key format: one key per pool, tick and target."""
+    return f"{pool_id}@{now.isoformat()}->{to_units}"
