@@ -12,97 +12,29 @@ own, and units that arrive within their lead time after a handover raise nothing
 
 from __future__ import annotations
 
-import urllib.request
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
-from kubernetes import client as k8s
-from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
-
-from agent.daemon.live import live_parts
-from agent.daemon.wiring import AssembledDaemon, assemble
 from agent.notify import RecordingNotifier
-from models import AlertEvent, AlertKind
-from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig, end_process
+from tests.e2e import scale_up_wait_rig
+from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
+from tests.e2e.scale_up_wait_rig import (
+    ALLOWANCE,
+    MINUTE,
+    Replicas,
+    _first_leader_asks_for_three_spot_nodes,
+    _handover,
+    _spot_target,
+    _stalled,
+    _waiting,
+)
 
-MINUTE = timedelta(minutes=1)
-ALLOWANCE = timedelta(minutes=20)  # the rig's lead time (10m) times the default stalled_after_lead_times (2.0)
-WAITING = "leadtime_pool_scale_up_waiting_since_seconds"
-
-
-class Replicas:
-    """Agent processes started one after another on the same servers, each with its own notifier and page."""
-
-    def __init__(self, rig: Rig, client: k8s.ApiClient) -> None:
-        self.rig, self.client = rig, client
-        self.started: list[AssembledDaemon] = []
-
-    def start(self, pod: str, mode: str = "enforce") -> tuple[AssembledDaemon, RecordingNotifier]:
-        notifier = RecordingNotifier()
-        settings = self.rig.settings(election=True, mode=mode)
-        parts = live_parts(settings, "e2e config", self.rig.clock, notifier, self.client, CollectorRegistry())
-        daemon = assemble(settings, mode, parts, {"POD_NAME": pod, "POD_NAMESPACE": "leadtime"})
-        daemon.endpoints.start()
-        self.started.append(daemon)
-        daemon.daemon.elect()
-        daemon.daemon.refit()
-        return daemon, notifier
-
-    def stop(self, daemon: AssembledDaemon) -> None:
-        """The process ends: no more ticks, its ledger file's lock released, its Lease left to run out."""
-        daemon.daemon.stop_working()
-        daemon.endpoints.stop()
-        end_process(daemon.loop.agent)
-        self.started.remove(daemon)
-
-    def tick(self, daemon: AssembledDaemon) -> None:
-        self.rig.clock.advance(MINUTE)
-        daemon.daemon.elect()
-        daemon.daemon.tick()
-
-
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
-
-
-def _waiting(daemon: AssembledDaemon) -> dict[str, float]:
-    host, port = daemon.endpoints.address
-    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    family = next(f for f in text_string_to_metric_families(text) if f.name == WAITING)
-    return {s.labels["pool"]: s.value for s in family.samples}
-
-
-def _stalled(notifier: RecordingNotifier) -> list[AlertEvent]:
-    return [e for e in notifier.events if e.kind is AlertKind.STALLED_SCALE_UP]
-
-
-def _spot_target(rig: Rig) -> int:
-    return sum(mig.target_size for mig in rig.gke.pools[NODE_POOLS[SPOT]].migs)
-
-
-def _handover(
-    replicas: Replicas, first: AssembledDaemon, mode: str = "enforce"
-) -> tuple[AssembledDaemon, RecordingNotifier]:
-    replicas.stop(first)
-    replicas.rig.clock.advance(MINUTE)  # the old pod gone, its Lease run out: the new one leads at once
-    return replicas.start("leadtime-1", mode)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 def test_a_scale_up_stalled_across_a_handover_is_told_an_allowance_after_it_was_asked(
     rig: Rig, replicas: Replicas
 ) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes' worth; their instances are created, no node joins
-    first, first_told = replicas.start("leadtime-0")
-    replicas.tick(first)
-    asked = rig.clock.now()
+    first, first_told, asked = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     assert _spot_target(rig) == 3 and _waiting(first) == {SPOT: asked.timestamp()}
     while rig.clock.now() < asked + 5 * MINUTE:
         replicas.tick(first)

@@ -11,35 +11,34 @@ time."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from dataclasses import replace
 from datetime import timedelta
 
 import pytest
-from kubernetes import client as k8s
 
 from agent.state.codec import encode
 from agent.state.configmap import KEY
-from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
-from tests.e2e.test_scale_up_wait_across_leaders import ALLOWANCE, MINUTE, Replicas, _stalled, _waiting
-from tests.e2e.test_scale_up_wait_saved_in_memory import STATE, _saved, _tick_until
+from tests.e2e import scale_up_wait_rig
+from tests.e2e.rig import NODE_POOLS, SPOT, Rig
+from tests.e2e.scale_up_wait_rig import (
+    ALLOWANCE,
+    MINUTE,
+    STATE,
+    Replicas,
+    _first_leader_asks_for_three_spot_nodes,
+    _saved,
+    _stalled,
+    _tick_until,
+    _waiting,
+)
 
-
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 def test_a_saved_judgement_stamped_by_a_clock_ahead_is_not_trusted(
     rig: Rig, replicas: Replicas, caplog: pytest.LogCaptureFixture
 ) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes; their instances are created, no node joins
-    first, _ = replicas.start("leadtime-0")
-    replicas.tick(first)
+    first, _, _ = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     _tick_until(replicas, first, 5)
     replicas.stop(first)
     # the last leader's clock ran an hour ahead: its judgement of the scale-up is saved an hour late

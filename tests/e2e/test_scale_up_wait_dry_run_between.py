@@ -9,31 +9,26 @@ which says that nothing is waited for), and the next enforcing leader trusted th
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
-from kubernetes import client as k8s
+from tests.e2e import scale_up_wait_rig
+from tests.e2e.rig import SPOT, Rig
+from tests.e2e.scale_up_wait_rig import (
+    ALLOWANCE,
+    MINUTE,
+    Replicas,
+    _first_leader_asks_for_three_spot_nodes,
+    _saved,
+    _stalled,
+    _tick_until,
+    _waiting,
+)
 
-from tests.e2e.rig import CLASS, SPOT, Rig
-from tests.e2e.test_scale_up_wait_across_leaders import ALLOWANCE, MINUTE, Replicas, _stalled, _waiting
-from tests.e2e.test_scale_up_wait_saved_in_memory import _saved, _tick_until
-
-
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 def test_a_dry_run_term_between_two_enforcing_leaders_keeps_the_saved_scale_up(rig: Rig, replicas: Replicas) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes; their instances are created, no node joins
-    first, _ = replicas.start("leadtime-0")
-    replicas.tick(first)
-    asked = rig.clock.now()
+    first, _, asked = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     _tick_until(replicas, first, 3)
     (saved,) = _saved(rig).scale_ups_waited or ()
     assert (saved.requested_at, saved.to_units) == (asked, 3)

@@ -13,32 +13,24 @@ GKE, Kubernetes and Prometheus APIs, a simulated clock): three spot nodes asked 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import datetime, timedelta
-
-import pytest
-from kubernetes import client as k8s
 
 from agent.daemon.wiring import AssembledDaemon
 from models import AlertEvent
-from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
-from tests.e2e.test_scale_up_wait_across_leaders import (
+from tests.e2e import scale_up_wait_rig
+from tests.e2e.rig import NODE_POOLS, SPOT, Rig
+from tests.e2e.scale_up_wait_rig import (
     ALLOWANCE,
     MINUTE,
     Replicas,
+    _first_leader_asks_for_three_spot_nodes,
     _handover,
     _spot_target,
     _stalled,
     _waiting,
 )
 
-
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 def _raised(events: list[AlertEvent]) -> list[AlertEvent]:
@@ -48,11 +40,7 @@ def _raised(events: list[AlertEvent]) -> list[AlertEvent]:
 def test_a_pool_unread_at_the_new_leader_s_first_tick_keeps_its_saved_scale_up_for_its_first_read(
     rig: Rig, replicas: Replicas
 ) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes; they never join
-    first, _ = replicas.start("leadtime-0")
-    replicas.tick(first)
-    asked = rig.clock.now()
+    first, _, asked = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     assert _spot_target(rig) == 3
     second, told = _handover(replicas, first)
     rig.gke.fail_next(2, 500, "Internal error. Please try again.", path=NODE_POOLS[SPOT])
@@ -69,10 +57,7 @@ def test_a_pool_unread_at_the_new_leader_s_first_tick_keeps_its_saved_scale_up_f
 
 
 def test_a_stall_told_before_a_handover_stays_open_until_the_nodes_join(rig: Rig, replicas: Replicas) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)
-    first, first_told = replicas.start("leadtime-0")
-    replicas.tick(first)
+    first, first_told, _ = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     while not _stalled(first_told):
         replicas.tick(first)
     raised_at = _stalled(first_told)[0].at
@@ -130,10 +115,7 @@ def _overrunning_ticks(rig: Rig, leader: AssembledDaemon, durations: list[int]) 
 
 
 def test_ticks_that_overrun_their_interval_keep_the_scale_up_on_the_page(rig: Rig, replicas: Replicas) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)
-    leader, _ = replicas.start("leadtime-0")
-    replicas.tick(leader)
+    leader, _, _ = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     assert SPOT in _waiting(leader)
     # every tick 70 s (started every 120 s: 120 s between judgements), then ticks of 20 s and 100 s by turns (140 s
     # from a short tick's judgement to the next one's)

@@ -13,49 +13,20 @@ memory."""
 
 from __future__ import annotations
 
-import urllib.request
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from kubernetes import client as k8s
-from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
 
-from agent.daemon.live import live_parts
-from agent.daemon.wiring import AssembledDaemon, assemble
+from agent.daemon.wiring import AssembledDaemon
 from agent.notify import RecordingNotifier
 from models import AlertKind
-from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
+from tests.e2e import scale_up_wait_rig
+from tests.e2e.rig import NODE_POOLS, SPOT, Rig
+from tests.e2e.scale_up_wait_rig import MINUTE, _ask_for_three_spot_nodes, _waiting
 
-MINUTE = timedelta(minutes=1)
-WAITING = "leadtime_pool_scale_up_waiting_since_seconds"
-
-
-@pytest.fixture
-def notifier() -> RecordingNotifier:
-    return RecordingNotifier()
-
-
-@pytest.fixture
-def assembled(rig: Rig, kube_client: k8s.ApiClient, notifier: RecordingNotifier) -> Iterator[AssembledDaemon]:
-    settings = rig.settings(election=True, mode="enforce")
-    parts = live_parts(settings, "e2e config", rig.clock, notifier, kube_client, CollectorRegistry())
-    daemon = assemble(settings, "enforce", parts, {"POD_NAME": "leadtime-0", "POD_NAMESPACE": "leadtime"})
-    daemon.endpoints.start()
-    try:
-        yield daemon
-    finally:
-        daemon.endpoints.stop()
-
-
-def _waiting(assembled: AssembledDaemon) -> dict[str, float]:
-    host, port = assembled.endpoints.address
-    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    return {s.labels["pool"]: s.value for s in families[WAITING].samples}
+notifier = scale_up_wait_rig.notifier
+assembled = scale_up_wait_rig.assembled  # replica leadtime-0, enforcing, its /metrics page served
 
 
 def _other_replica_renews(rig: Rig) -> None:
@@ -75,14 +46,7 @@ def _minute_under_the_other_leader(rig: Rig, assembled: AssembledDaemon, standby
 
 
 def _lead_again_after_the_other_resized(rig: Rig, assembled: AssembledDaemon, standby_ticks: bool) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes' worth
-    assembled.daemon.refit()
-    rig.clock.advance(MINUTE)
-    assembled.daemon.elect()
-    assembled.daemon.tick()
-    mig = rig.gke.pools[NODE_POOLS[SPOT]].migs[0]
-    assert mig.target_size == 3
+    _ask_for_three_spot_nodes(rig, assembled)
     _minute_under_the_other_leader(rig, assembled, standby_ticks)  # leadtime-0 sees the Lease taken
     rig.settle()  # the three nodes join under leadtime-1
     for _ in range(45):

@@ -7,50 +7,17 @@ a tick before; once the nodes join the series is gone."""
 
 from __future__ import annotations
 
-import urllib.request
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 
-import pytest
-from kubernetes import client as k8s
-from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
-
-from agent.daemon.live import live_parts
-from agent.daemon.wiring import AssembledDaemon, assemble
+from agent.daemon.wiring import AssembledDaemon
 from agent.notify import RecordingNotifier
 from models import AlertKind
+from tests.e2e import scale_up_wait_rig
 from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, SPOT, Rig
+from tests.e2e.scale_up_wait_rig import ALLOWED, MINUTE, WAITING, _page
 
-MINUTE = timedelta(minutes=1)
-WAITING = "leadtime_pool_scale_up_waiting_since_seconds"
-ALLOWED = "leadtime_pool_scale_up_stalled_after_seconds"
-
-
-@pytest.fixture
-def notifier() -> RecordingNotifier:
-    return RecordingNotifier()
-
-
-@pytest.fixture
-def assembled(rig: Rig, kube_client: k8s.ApiClient, notifier: RecordingNotifier) -> Iterator[AssembledDaemon]:
-    settings = rig.settings(election=True, mode="enforce")
-    parts = live_parts(settings, "e2e config", rig.clock, notifier, kube_client, CollectorRegistry())
-    daemon = assemble(settings, "enforce", parts, {"POD_NAME": "leadtime-0", "POD_NAMESPACE": "leadtime"})
-    daemon.endpoints.start()
-    try:
-        yield daemon
-    finally:
-        daemon.endpoints.stop()
-
-
-def _page(assembled: AssembledDaemon) -> dict[str, dict[str, float]]:
-    """The two gauges' series on the daemon's /metrics page, by pool."""
-    host, port = assembled.endpoints.address
-    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    return {name: {s.labels["pool"]: s.value for s in families[name].samples} for name in (WAITING, ALLOWED)}
+notifier = scale_up_wait_rig.notifier
+assembled = scale_up_wait_rig.assembled  # replica leadtime-0, enforcing, its /metrics page served
 
 
 def _tick(rig: Rig, assembled: AssembledDaemon) -> None:

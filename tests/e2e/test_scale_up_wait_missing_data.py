@@ -10,65 +10,22 @@ leader resized its pool judges nothing its earlier term asked for."""
 
 from __future__ import annotations
 
-import urllib.request
-from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
-import pytest
-from kubernetes import client as k8s
-from prometheus_client import CollectorRegistry
-from prometheus_client.parser import text_string_to_metric_families
-
-from agent.daemon.live import live_parts
-from agent.daemon.wiring import AssembledDaemon, assemble
+from agent.daemon.wiring import AssembledDaemon
 from agent.notify import RecordingNotifier
 from models import AlertKind
-from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
+from tests.e2e import scale_up_wait_rig
+from tests.e2e.rig import NODE_POOLS, SPOT, Rig
+from tests.e2e.scale_up_wait_rig import MINUTE, _ask_for_three_spot_nodes, _waiting
 
-MINUTE = timedelta(minutes=1)
-WAITING = "leadtime_pool_scale_up_waiting_since_seconds"
-
-
-@pytest.fixture
-def notifier() -> RecordingNotifier:
-    return RecordingNotifier()
-
-
-@pytest.fixture
-def assembled(rig: Rig, kube_client: k8s.ApiClient, notifier: RecordingNotifier) -> Iterator[AssembledDaemon]:
-    settings = rig.settings(election=True, mode="enforce")
-    parts = live_parts(settings, "e2e config", rig.clock, notifier, kube_client, CollectorRegistry())
-    daemon = assemble(settings, "enforce", parts, {"POD_NAME": "leadtime-0", "POD_NAMESPACE": "leadtime"})
-    daemon.endpoints.start()
-    try:
-        yield daemon
-    finally:
-        daemon.endpoints.stop()
-
-
-def _waiting(assembled: AssembledDaemon) -> dict[str, float]:
-    """``leadtime_pool_scale_up_waiting_since_seconds`` on the daemon's /metrics page, by pool."""
-    host, port = assembled.endpoints.address
-    with urllib.request.urlopen(f"http://{host}:{port}/metrics", timeout=5) as response:
-        text = response.read().decode()
-    families = {f.name: f for f in text_string_to_metric_families(text)}
-    return {s.labels["pool"]: s.value for s in families[WAITING].samples}
+notifier = scale_up_wait_rig.notifier
+assembled = scale_up_wait_rig.assembled  # replica leadtime-0, enforcing, its /metrics page served
 
 
 def _stalled(notifier: RecordingNotifier) -> list[tuple[datetime, str, dict[str, str]]]:
     return [(e.at, e.summary, dict(e.details)) for e in notifier.events if e.kind is AlertKind.STALLED_SCALE_UP]
-
-
-def _ask_for_three_spot_nodes(rig: Rig, assembled: AssembledDaemon) -> datetime:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes' worth
-    assembled.daemon.refit()
-    rig.clock.advance(MINUTE)
-    assembled.daemon.elect()
-    assembled.daemon.tick()
-    assert rig.gke.pools[NODE_POOLS[SPOT]].migs[0].target_size == 3
-    return rig.clock.now()
 
 
 def _ready(rig: Rig) -> int:

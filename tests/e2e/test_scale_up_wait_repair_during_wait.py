@@ -8,23 +8,12 @@ unit now counts as arrived for the wait; a scale-up whose own units do not come 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from kubernetes import client as k8s
-
+from tests.e2e import scale_up_wait_rig
 from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
-from tests.e2e.test_scale_up_wait_across_leaders import ALLOWANCE, Replicas, _spot_target, _stalled, _waiting
-from tests.e2e.test_scale_up_wait_saved_in_memory import _saved, _tick_until
+from tests.e2e.scale_up_wait_rig import ALLOWANCE, Replicas, _saved, _spot_target, _stalled, _tick_until, _waiting
 from tests.fakes.gke_api.resources import Instance
 
-
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 def _repair(rig: Rig, replicas: Replicas, minutes: int, repaired: Instance) -> None:

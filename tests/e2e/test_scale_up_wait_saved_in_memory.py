@@ -13,47 +13,26 @@ handover, whose leader then saves what it adopted."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
-from kubernetes import client as k8s
-
-from agent.daemon.wiring import AssembledDaemon
-from agent.planning import PlannerMemory
-from agent.state.codec import decode
 from agent.state.configmap import KEY
+from tests.e2e import scale_up_wait_rig
 from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
-from tests.e2e.test_scale_up_wait_across_leaders import (
+from tests.e2e.scale_up_wait_rig import (
     ALLOWANCE,
     MINUTE,
+    STATE,
     Replicas,
+    _first_leader_asks_for_three_spot_nodes,
     _handover,
+    _saved,
     _spot_target,
     _stalled,
+    _tick_until,
     _waiting,
 )
 
-STATE = ("configmaps", "leadtime-state", "leadtime")
-
-
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
-
-
-def _saved(rig: Rig) -> PlannerMemory:
-    config_map = rig.kube.get(*STATE)
-    assert config_map is not None, "the leader saved no planner memory"
-    return decode(config_map["data"][KEY])
-
-
-def _tick_until(replicas: Replicas, daemon: AssembledDaemon, minutes: int) -> None:
-    for _ in range(minutes):
-        replicas.tick(daemon)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 def test_a_handover_while_a_node_is_repaired_raises_no_stall(rig: Rig, replicas: Replicas) -> None:
@@ -83,11 +62,7 @@ def test_a_handover_while_a_node_is_repaired_raises_no_stall(rig: Rig, replicas:
 def test_a_stall_asked_by_the_old_leader_is_told_by_the_new_one_from_when_it_was_asked_and_saved_so(
     rig: Rig, replicas: Replicas
 ) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes; their instances are created, no node joins
-    first, _ = replicas.start("leadtime-0")
-    replicas.tick(first)
-    asked = rig.clock.now()
+    first, _, asked = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     _tick_until(replicas, first, 5)
 
     second, told = _handover(replicas, first)
@@ -106,11 +81,7 @@ def test_a_stall_asked_by_the_old_leader_is_told_by_the_new_one_from_when_it_was
 
 
 def test_a_saved_scale_up_whose_pool_was_resized_down_since_is_dropped(rig: Rig, replicas: Replicas) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)
-    first, _ = replicas.start("leadtime-0")
-    replicas.tick(first)
-    asked = rig.clock.now()
+    first, _, asked = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     assert _spot_target(rig) == 3
     replicas.stop(first)  # its memory, saved with the 0 -> 3, is stale from here on
     rig.prometheus.set_demand(CLASS, 16)
@@ -134,11 +105,7 @@ def test_a_saved_scale_up_whose_pool_was_resized_down_since_is_dropped(rig: Rig,
 
 
 def test_a_saved_scale_up_asked_again_after_a_resize_down_waits_from_the_new_ask(rig: Rig, replicas: Replicas) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)
-    first, _ = replicas.start("leadtime-0")
-    replicas.tick(first)
-    asked = rig.clock.now()
+    first, _, asked = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     _tick_until(replicas, first, 5)
     replicas.stop(first)
     rig.gke.finish_operations()
@@ -163,11 +130,7 @@ def test_a_saved_scale_up_asked_again_after_a_resize_down_waits_from_the_new_ask
 def test_a_memory_saved_by_an_earlier_release_falls_back_to_the_units_in_flight_for_one_handover(
     rig: Rig, replicas: Replicas
 ) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)
-    first, _ = replicas.start("leadtime-0")
-    replicas.tick(first)
-    asked = rig.clock.now()
+    first, _, asked = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     _tick_until(replicas, first, 3)
     replicas.stop(first)
     config_map = rig.kube.get(*STATE)

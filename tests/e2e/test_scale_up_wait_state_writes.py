@@ -5,24 +5,14 @@ waits: never more often, however long the stall lasts, and the store always hold
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-from kubernetes import client as k8s
-
+from tests.e2e import scale_up_wait_rig
 from tests.e2e.rig import CLASS, Rig
-from tests.e2e.test_scale_up_wait_across_leaders import Replicas, _stalled
-from tests.e2e.test_scale_up_wait_saved_in_memory import STATE, _saved, _tick_until
+from tests.e2e.scale_up_wait_rig import STATE, Replicas, _saved, _stalled, _tick_until
 
 TICKS = 30
 
 
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 def test_a_steady_stall_writes_the_state_config_map_at_most_once_a_tick(rig: Rig, replicas: Replicas) -> None:

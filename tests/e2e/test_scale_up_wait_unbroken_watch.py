@@ -9,32 +9,26 @@ stall was told 13 minutes after the resize that applies, naming the old ask."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from tests.e2e import scale_up_wait_rig
+from tests.e2e.rig import NODE_POOLS, SPOT, Rig
+from tests.e2e.scale_up_wait_rig import (
+    ALLOWANCE,
+    MINUTE,
+    Replicas,
+    _first_leader_asks_for_three_spot_nodes,
+    _saved,
+    _stalled,
+    _tick_until,
+    _waiting,
+)
 
-import pytest
-from kubernetes import client as k8s
-
-from tests.e2e.rig import CLASS, NODE_POOLS, SPOT, Rig
-from tests.e2e.test_scale_up_wait_across_leaders import ALLOWANCE, MINUTE, Replicas, _stalled, _waiting
-from tests.e2e.test_scale_up_wait_saved_in_memory import _saved, _tick_until
-
-
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 def test_a_pool_resized_down_and_up_while_no_agent_ran_is_waited_for_from_the_new_leader_s_first_read(
     rig: Rig, replicas: Replicas
 ) -> None:
-    rig.add_pools()
-    rig.prometheus.set_demand(CLASS, 24)  # three spot nodes; their instances are created, no node joins
-    first, _ = replicas.start("leadtime-0")
-    replicas.tick(first)
-    asked = rig.clock.now()
+    first, _, asked = _first_leader_asks_for_three_spot_nodes(rig, replicas)
     _tick_until(replicas, first, 5)
     (saved,) = _saved(rig).scale_ups_waited or ()
     assert (saved.requested_at, saved.judged_at) == (asked, rig.clock.now())  # judged at its last tick

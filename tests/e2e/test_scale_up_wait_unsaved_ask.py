@@ -9,30 +9,24 @@ before, the new leader trusted the saved list and never told the stall."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
-from kubernetes import client as k8s
 
+from tests.e2e import scale_up_wait_rig
 from tests.e2e.rig import CLASS, SPOT, Rig
-from tests.e2e.test_scale_up_wait_across_leaders import (
+from tests.e2e.scale_up_wait_rig import (
     ALLOWANCE,
     Replicas,
     _handover,
+    _saved,
     _spot_target,
     _stalled,
+    _tick_until,
     _waiting,
 )
-from tests.e2e.test_scale_up_wait_saved_in_memory import _saved, _tick_until
 
-
-@pytest.fixture
-def replicas(rig: Rig, kube_client: k8s.ApiClient) -> Iterator[Replicas]:
-    started = Replicas(rig, kube_client)
-    yield started
-    for daemon in list(started.started):
-        started.stop(daemon)
+replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
 
 
 @pytest.mark.parametrize("failed_saves", [1, 6], ids=["died-before-its-save", "saves-failing-a-while"])
