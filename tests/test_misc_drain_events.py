@@ -14,18 +14,17 @@ from kubernetes import client as k8s
 from actuators.aws_asg import Ec2AutoScalingGroupActuator
 from actuators.aws_groups import AutoScalingGroups
 from actuators.kubernetes_drain import KubernetesNodeDrainer
-from agent.decision_events import DecisionEvent, decision_events
-from agent.drains import NodeDrains
+from agent.decision_events import DecisionEvent
 from config.aws import AutoScalingGroupMapping
 from kube import KubernetesApi
-from models import CapacityPlan, Resize
+from models import Resize
 from models.clock import SimulatedClock
+from tests.daemon.decision_event_rig import _release_events
 from tests.fakes import kube_objects as objs
 from tests.fakes.aws_api import FakeAwsApi
 from tests.fakes.kube_api import FakeKubeApi
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
-WINDOW = timedelta(minutes=10)
 LABEL = "leadtime.io/auto-scaling-group"
 
 
@@ -51,16 +50,8 @@ def _drain_one(aws: FakeAwsApi, kube: FakeKubeApi, client: k8s.ApiClient, min_si
     drainer = KubernetesNodeDrainer(
         KubernetesApi(client), clock, {"pool": group}, remover, timedelta(minutes=15), pool_label=LABEL
     )
-    drains = NodeDrains({"pool": drainer}, WINDOW)
     (state,) = remover.list_pools()
-    drains.observe({"pool": state}, clock.now())
-    clock.advance(WINDOW)
-    seen, _ = drains.observe({"pool": state}, clock.now())
-    victim = dns[ids[0]]
-    assert victim in seen["pool"].idle_nodes
-    resize = Resize("pool", 2, 1, "1 unit idle", "pool@t->1")
-    outcome = drains.scale_down(resize, clock.now(), [victim])
-    return list(decision_events(CapacityPlan(clock.now(), resizes=(resize,)), outcome.results, recommend=False))
+    return _release_events(drainer, state, clock, dns[ids[0]], Resize("pool", 2, 1, "1 unit idle", "pool@t->1"))
 
 
 def _spec(kube: FakeKubeApi, node: str) -> dict[str, Any]:

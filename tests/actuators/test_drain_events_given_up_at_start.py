@@ -9,28 +9,24 @@ daemon's recorder writing the Events there; a drain that does begin is still tol
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 from kubernetes import client as k8s
 
 from actuators.gke_node_pool import GkeNodePoolActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
-from agent.daemon.decision_recorder import KubernetesDecisionRecorder
-from agent.decision_events import decision_events
-from agent.drains import NodeDrains
 from config.cloud import NodePoolMapping
 from kube import KubernetesApi
-from models import CapacityPlan, PoolState, Resize
+from models import PoolState, Resize
 from models.clock import SimulatedClock
+from tests.daemon.decision_event_rig import STATE, _recorder, _release_events, _state_config_map
 from tests.fakes import kube_objects as objs
 from tests.fakes.fixtures import google_clients
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
 
 CLUSTER = "projects/test-project/locations/us-central1/clusters/ml"
-WINDOW = timedelta(minutes=10)
-STATE = "leadtime-state"
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 
 
@@ -61,27 +57,19 @@ def _tick_events(
     for name in nodes:
         kube.put("nodes", objs.node(name, "a100"))
         kube.put("pods", objs.pod(f"web-{name}", name, labels={"app": "web"}, owner_kind="ReplicaSet"))
-    kube.put("configmaps", {"metadata": {"name": STATE, "namespace": "leadtime"}, "data": {}})
+    _state_config_map(kube)
     clock = SimulatedClock(T0)
     kube.clock = clock.now
     clients = google_clients(gke.url)
     remover = GkeNodePoolActuator(
         clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="a", node_pool="a100")], clock
     )
-    api = KubernetesApi(client)
-    drains = NodeDrains({"a": KubernetesNodeDrainer(api, clock, {"a": "a100"}, remover)}, WINDOW)
-    state = PoolState("a", T0, 6, 6)
-    drains.observe({"a": state}, clock.now())
-    clock.advance(WINDOW)
-    seen, _ = drains.observe({"a": state}, clock.now())
+    drainer = KubernetesNodeDrainer(KubernetesApi(client), clock, {"a": "a100"}, remover)
     victim = nodes[0]
-    assert victim in seen["a"].idle_nodes
-    after_idle_check(kube, victim)
     resize = Resize("a", 6, 5, "1 unit idle for 10m", "a@t->5")
-    outcome = drains.scale_down(resize, clock.now(), [victim])
-    events = decision_events(CapacityPlan(clock.now(), resizes=(resize,)), outcome.results, recommend=False)
-    recorder = KubernetesDecisionRecorder(api, namespace="leadtime", pool_object=STATE, identity="leadtime-0")
-    assert recorder.record(clock.now(), events) == len(events)
+    state = PoolState("a", T0, 6, 6)
+    events = _release_events(drainer, state, clock, victim, resize, lambda: after_idle_check(kube, victim))
+    assert _recorder(client, timeout=None).record(clock.now(), events) == len(events)
     return victim, list(k8s.CoreV1Api(client).list_event_for_all_namespaces().items)
 
 

@@ -5,55 +5,25 @@ fake API server."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from kubernetes import client as k8s
 
-from agent.daemon.decision_recorder import MAX_MESSAGE, KubernetesDecisionRecorder
+from agent.daemon.decision_recorder import MAX_MESSAGE
 from agent.decision_events import decision_events
-from agent.planning import PlanInput, PlannerMemory, plan_capacity
-from agent.planning.groups import demand_groups
-from config.schema import PlannerSettings
-from kube import KubernetesApi
-from models import ActionResult, ActionStatus, PoolState
+from models import ActionResult, ActionStatus
+from tests.daemon.decision_event_rig import NOW, _pool_notes, _recorder, _shared_pools_plan, _state_config_map
 from tests.fakes.kube_api import FakeKubeApi
-from tests.unit.test_planner import forecast, pool
 
-NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)
-STEP = timedelta(minutes=5)
 CLASSES = tuple(f"earth/vc{i:03d}" for i in range(60))  # earth/vc000 has no data
-STATE = "leadtime-state"
 
 
 def test_a_resize_event_of_sixty_classes_keeps_its_target(kube_api: FakeKubeApi, kube_client: k8s.ApiClient) -> None:
-    pools = [pool("gpu-spot", serves=CLASSES, price=10.0), pool("gpu-on-demand", serves=CLASSES, price=29.36)]
-    plan = plan_capacity(
-        PlanInput(
-            now=NOW,
-            tick=STEP,
-            pools=pools,
-            states={p.pool_id: PoolState(p.pool_id, NOW, 2, 2) for p in pools},
-            forecasts={name: forecast(name, [20.5] * 4) for name in CLASSES[1:]},
-            observed=dict.fromkeys(CLASSES[1:], 12.25),
-            service_levels=dict.fromkeys(CLASSES, 0.9),
-            settings=PlannerSettings(idle_hold_lead_times=0),
-            memory=PlannerMemory(),
-            budgets=[],
-            groups=demand_groups(list(CLASSES), pools),
-            forecast_step=STEP,
-        )
-    )
+    plan = _shared_pools_plan(CLASSES, forecast_for=CLASSES[1:], observed_for=CLASSES[1:])
     assert sorted((r.pool_id, r.to_units) for r in plan.resizes) == [("gpu-on-demand", 52), ("gpu-spot", 100)]
     results = [ActionResult(r.key, r.pool_id, ActionStatus.DONE, NOW) for r in plan.resizes]
-    kube_api.put("configmaps", {"metadata": {"name": STATE, "namespace": "leadtime"}, "data": {}})
-    recorder = KubernetesDecisionRecorder(
-        KubernetesApi(kube_client, timedelta(seconds=2)), namespace="leadtime", pool_object=STATE, identity="a"
-    )
+    _state_config_map(kube_api)
+    recorder = _recorder(kube_client)
     assert recorder.record(NOW, decision_events(plan, results, recommend=False)) == 2
-    notes = {
-        e["metadata"]["annotations"]["leadtime.io/pool"]: e["message"]
-        for e in kube_api.list("events", namespace="leadtime")
-    }
+    notes = _pool_notes(kube_api)
     for resize in plan.resizes:
         note = notes[resize.pool_id]
         assert len(note) <= MAX_MESSAGE

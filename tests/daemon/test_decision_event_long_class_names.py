@@ -5,61 +5,35 @@ written with the real client against the fake API server."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
-
 from kubernetes import client as k8s
 
-from agent.daemon.decision_recorder import MAX_MESSAGE, KubernetesDecisionRecorder, fit_note
+from agent.daemon.decision_recorder import MAX_MESSAGE, fit_note
 from agent.decision_events import decision_events
-from agent.planning import PlanInput, PlannerMemory, plan_capacity
-from agent.planning.groups import demand_groups
-from config.schema import PlannerSettings
-from kube import KubernetesApi
-from models import ActionResult, ActionStatus, PoolState
+from models import ActionResult, ActionStatus
+from tests.daemon.decision_event_rig import NOW, _pool_notes, _recorder, _shared_pools_plan, _state_config_map
 from tests.fakes.kube_api import FakeKubeApi
-from tests.unit.test_planner import forecast, pool
 
-NOW = datetime(2024, 1, 31, 14, tzinfo=UTC)
-STEP = timedelta(minutes=5)
 CLASSES = tuple(f"team-{i:02d}-llm-pretraining-a100-80gb-euw4" for i in range(60))  # 38 characters each
 NEITHER, NO_FORECAST, NO_NOW = CLASSES[:5], CLASSES[5:10], CLASSES[10:15]
-STATE = "leadtime-state"
 
 
 def test_a_resize_event_with_long_class_names_keeps_its_head_and_target(
     kube_api: FakeKubeApi, kube_client: k8s.ApiClient
 ) -> None:
-    pools = [pool("gpu-spot", serves=CLASSES, price=10.0), pool("gpu-on-demand", serves=CLASSES, price=29.36)]
-    plan = plan_capacity(
-        PlanInput(
-            now=NOW,
-            tick=STEP,
-            pools=pools,
-            states={p.pool_id: PoolState(p.pool_id, NOW, 2, 2) for p in pools},
-            forecasts={n: forecast(n, [20.5] * 4) for n in CLASSES if n not in NEITHER + NO_FORECAST},
-            observed={n: 12.25 for n in CLASSES if n not in NEITHER + NO_NOW},
-            service_levels=dict.fromkeys(CLASSES, 0.9),
-            settings=PlannerSettings(idle_hold_lead_times=0),
-            memory=PlannerMemory(),
-            budgets=[],
-            groups=demand_groups(list(CLASSES), pools),
-            forecast_step=STEP,
-        )
+    plan = _shared_pools_plan(
+        CLASSES,
+        forecast_for=[n for n in CLASSES if n not in NEITHER + NO_FORECAST],
+        observed_for=[n for n in CLASSES if n not in NEITHER + NO_NOW],
     )
     assert sorted((r.pool_id, r.to_units) for r in plan.resizes) == [("gpu-on-demand", 29), ("gpu-spot", 100)]
     results = [ActionResult(r.key, r.pool_id, ActionStatus.DONE, NOW) for r in plan.resizes]
     events = decision_events(plan, results, recommend=False)
     whole = {e.pool_id: e.message for e in events}
     assert all(len(message) > MAX_MESSAGE for message in whole.values())  # the case: too long for a note
-    kube_api.put("configmaps", {"metadata": {"name": STATE, "namespace": "leadtime"}, "data": {}})
-    recorder = KubernetesDecisionRecorder(
-        KubernetesApi(kube_client, timedelta(seconds=2)), namespace="leadtime", pool_object=STATE, identity="a"
-    )
+    _state_config_map(kube_api)
+    recorder = _recorder(kube_client)
     assert recorder.record(NOW, events) == 2
-    notes = {
-        e["metadata"]["annotations"]["leadtime.io/pool"]: e["message"]
-        for e in kube_api.list("events", namespace="leadtime")
-    }
+    notes = _pool_notes(kube_api)
     for resize in plan.resizes:
         note, message = notes[resize.pool_id], whole[resize.pool_id]
         tail = f" -> {resize.to_units} units of 8 chips = {resize.to_units} -> target {resize.to_units}"

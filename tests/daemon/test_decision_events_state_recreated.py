@@ -9,17 +9,15 @@ from datetime import UTC, datetime, timedelta
 
 from kubernetes import client as k8s
 
-from agent.daemon.decision_recorder import KubernetesDecisionRecorder
 from agent.decision_events import DecisionEvent, SubjectKind
 from agent.planning import PlannerMemory
 from agent.state import MemoryKeeper
 from agent.state.configmap import KubernetesStateStore
 from kube import KubernetesApi
+from tests.daemon.decision_event_rig import NAMESPACE, STATE, _recorder
 from tests.fakes.kube_api import FakeKubeApi
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-STATE = "leadtime-state"
-NAMESPACE = "leadtime"
 
 
 def _scaled(units: int) -> DecisionEvent:
@@ -44,7 +42,7 @@ def test_decisions_after_the_state_config_map_is_deleted_name_the_one_created_an
 ) -> None:
     api = KubernetesApi(kube_client, timedelta(seconds=2))
     keeper = MemoryKeeper(KubernetesStateStore(api.config_maps, name=STATE, namespace=NAMESPACE, identity="a"))
-    recorder = KubernetesDecisionRecorder(api, namespace=NAMESPACE, pool_object=STATE, identity="a")
+    recorder = _recorder(kube_client)
 
     def tick(now: datetime, memory: PlannerMemory, decision: DecisionEvent) -> None:
         keeper.before_tick(memory)

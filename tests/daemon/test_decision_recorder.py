@@ -10,14 +10,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from kubernetes import client as k8s
 
-from agent.daemon.decision_recorder import KubernetesDecisionRecorder
 from agent.decision_events import DecisionEvent, SubjectKind
-from kube import KubernetesApi
+from tests.daemon.decision_event_rig import STATE, _recorder, _state_config_map
 from tests.daemon.links import CuttableLink
 from tests.fakes.kube_api import FakeKubeApi
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
-STATE = "leadtime-state"
 HELD = DecisionEvent(SubjectKind.POOL, "v5e", "v5e", "HeldMissingData", "pool v5e: held: no demand", True)
 BLOCKED = DecisionEvent(SubjectKind.NODE, "node-1", "a100", "DrainBlocked", "pool a100: waiting", True)
 SCALED = DecisionEvent(
@@ -25,18 +23,9 @@ SCALED = DecisionEvent(
 )
 
 
-def _recorder(api_client: k8s.ApiClient, timeout: float = 2.0) -> KubernetesDecisionRecorder:
-    return KubernetesDecisionRecorder(
-        KubernetesApi(api_client, timedelta(seconds=timeout)),
-        namespace="leadtime",
-        pool_object=STATE,
-        identity="leadtime-0",
-    )
-
-
 @pytest.fixture
 def state_uid(kube_api: FakeKubeApi) -> str:
-    made = kube_api.put("configmaps", {"metadata": {"name": STATE, "namespace": "leadtime"}, "data": {}})
+    made = _state_config_map(kube_api)
     return str(made["metadata"]["uid"])
 
 
@@ -117,7 +106,7 @@ def test_a_hung_api_costs_one_request_timeout_and_drops_the_ticks_events(
     state_uid: str,
 ) -> None:
     link = link_to()
-    recorder = _recorder(api_client_for(link.url), timeout=0.2)
+    recorder = _recorder(api_client_for(link.url), timeout=timedelta(seconds=0.2))
     link.hang()
     assert recorder.record(T0, [BLOCKED, SCALED, HELD]) == 0  # no exception reaches the tick
     link.restore()
@@ -131,20 +120,14 @@ def test_pool_events_are_written_before_the_state_config_map_exists_and_carry_it
     recorder = _recorder(kube_client)
     assert recorder.record(T0, [SCALED]) == 1
     assert "uid" not in kube_api.list("events", namespace="leadtime")[0]["involvedObject"]
-    made = kube_api.put("configmaps", {"metadata": {"name": STATE, "namespace": "leadtime"}, "data": {}})
+    made = _state_config_map(kube_api)
     recorder.record(T0 + timedelta(minutes=1), [HELD])
     held = next(e for e in kube_api.list("events", namespace="leadtime") if e["reason"] == "HeldMissingData")
     assert held["involvedObject"]["uid"] == made["metadata"]["uid"]
 
 
 def test_no_more_than_the_limit_per_tick(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, state_uid: str) -> None:
-    recorder = KubernetesDecisionRecorder(
-        KubernetesApi(kube_client, timedelta(seconds=2)),
-        namespace="leadtime",
-        pool_object=STATE,
-        identity="leadtime-0",
-        max_per_tick=2,
-    )
+    recorder = _recorder(kube_client, max_per_tick=2)
     nodes = [DecisionEvent(SubjectKind.NODE, f"node-{i}", "a100", "Cordoned", "cordoned") for i in range(4)]
     assert recorder.record(T0, nodes) == 2
     assert [e["involvedObject"]["name"] for e in kube_api.list("events")] == ["node-0", "node-1"]
@@ -155,9 +138,7 @@ def test_a_slice_drain_event_goes_to_the_state_config_map_naming_the_slice(
 ) -> None:
     """The unit of a slice group is a TPU slice, whose name is no Node's; the same event of a node pool's pool still
     goes to its Node."""
-    recorder = KubernetesDecisionRecorder(
-        KubernetesApi(kube_client), namespace="leadtime", pool_object=STATE, identity="leadtime-0", slice_pools=["v5e"]
-    )
+    recorder = _recorder(kube_client, timeout=None, slice_pools=["v5e"])
     finished = DecisionEvent(SubjectKind.NODE, "v5e-3", "v5e", "DrainFinished", "pool v5e: slice v5e-3 drained")
     dry = DecisionEvent(SubjectKind.NODE, "v5e-2", "v5e", "RecommendDrain", "dry-run: would cordon and drain it")
     assert recorder.record(T0, [finished, dry, BLOCKED]) == 3
