@@ -11,7 +11,11 @@ what each job does, with time from the injected clock, so tests drive it directl
   charges its own ledger, so its ledger has no hole when it leads); both replicas refit their models, so a new
   leader starts warm.
 * A replica that becomes the leader asks the loop to resume (reload the state the previous leader saved)
-  before its first tick as leader.
+  before its first tick as leader. Every leader tick that follows a time this replica did not lead is such a first
+  tick: the request is made whenever the replica is seen not leading (an election round that starts without the
+  lease, a standby tick), not only when a round takes the lease. A tick may start between the round that takes the
+  lease and the round's end, or run as a standby while a renewal is in flight across the renew deadline (it forgets
+  the open conditions and the scale-ups waited for) with no lease taken afterwards, since the renewal succeeds.
 * A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh. A
   leader tick that could read no class's demand or no pool (it holds every pool) is blind: counted apart and not
   a success, so readiness fails once no tick has succeeded for its bound.
@@ -115,6 +119,8 @@ class Daemon:
     # -- jobs ---------------------------------------------------------------------------------------------
     def elect(self) -> ElectionStep:
         now, sent = self._clock.now(), self._clock.monotonic()
+        if not self._elector.is_leader(now):  # before the step: a tick may start once it has taken the lease
+            self._resume.set()
         step = self._elector.step(now)
         if step.error is None:
             self._contact_at = sent
@@ -278,7 +284,8 @@ class Daemon:
     def _standby_tick(self, now: datetime) -> None:
         # Again at every standby tick: a leader tick that ended after the loss of the lease was noticed set them anew.
         self._metrics.forget_latest_tick()
-        self._watch(now)
+        self._watch(now)  # the loop forgets what only a leader holds: its next leader tick reloads it
+        self._resume.set()
         reasons = []
         contact = self._contact_at
         if contact is None or self._clock.monotonic() - contact > self._contact_bound.total_seconds():
