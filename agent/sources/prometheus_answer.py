@@ -8,15 +8,19 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from typing import Any
+from urllib.parse import urlsplit
 
+import requests
 from prometheus_api_client import PrometheusConnect
 
 from agent.sources.base import read_time_left
-from agent.sources.prometheus_client import PrometheusErrorAnswer
+from agent.sources.prometheus_client import NotPrometheusJson, PrometheusErrorAnswer
 from models import MetricsUnavailable
 
 log = logging.getLogger("agent.sources.prometheus")
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
 def get_range(client: PrometheusConnect, params: dict[str, Any]) -> Any:
@@ -52,7 +56,23 @@ def _get(client: PrometheusConnect, path: str, params: dict[str, Any]) -> Any:
         body = response.content or getattr(response.raw, "data", None) or b""
         tries = len(getattr(getattr(response.raw, "retries", None), "history", ())) + 1
         raise PrometheusErrorAnswer(response.status_code, bytes(body), tries, response.headers.get("Retry-After"))
-    return response.json()
+    try:
+        return response.json()
+    except ValueError:
+        raise _not_json(response) from None
+
+
+def _not_json(response: requests.Response) -> NotPrometheusJson:
+    """What a 200 answer that is not JSON was: its type, its HTML title, and where a redirect led (scheme, host, port
+    and path: the query of a sign-in URL may carry the request's, which holds the whole query)."""
+    title = _TITLE.search(response.text[:4096])
+    redirected = ""
+    if response.history:
+        final = urlsplit(response.url)
+        port = f":{final.port}" if final.port else ""  # without any user:password@ the location named
+        redirected = f"{final.scheme}://{final.hostname}{port}{final.path}"
+    text = " ".join(title.group(1).split())[:80] if title else ""
+    return NotPrometheusJson(response.headers.get("Content-Type", ""), text, redirected)
 
 
 def checked_body(name: str, query: str, body: Any) -> list[Any]:

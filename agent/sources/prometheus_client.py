@@ -110,6 +110,17 @@ class PrometheusErrorAnswer(PrometheusApiClientException):
         self.code, self.body, self.tries, self.retry_after = code, body, tries, retry_after
 
 
+class NotPrometheusJson(ValueError):
+    """A 200 answer whose body is not JSON: not Prometheus' HTTP API but, most often, the sign-in page of a proxy in
+    front of it (oauth2-proxy redirects a request without credentials to one) or a page at a wrong base URL. Carries
+    the answer's ``Content-Type``, its HTML ``<title>`` if any, and where a redirect led (without its query, which
+    may hold the request's)."""
+
+    def __init__(self, content_type: str, title: str, redirected_to: str) -> None:
+        super().__init__(f"not JSON: {content_type or 'no Content-Type'}")
+        self.content_type, self.title, self.redirected_to = content_type, title, redirected_to
+
+
 def error_of(body: bytes) -> tuple[str, str] | None:
     """``errorType`` and ``error`` of a Prometheus error answer (Prometheus HTTP API, "Format overview"); None
     for a body that is not one (a proxy's page)."""
@@ -202,6 +213,8 @@ def call(name: str, query: str, request: Callable[[], Any]) -> Any:
     except PrometheusErrorAnswer as exc:
         failure = PrometheusServerFailure if exc.code >= 500 or exc.code == 429 else MetricsUnavailable
         raise failure(name, _answer_reason(exc), query) from None
+    except NotPrometheusJson as exc:
+        raise MetricsUnavailable(name, _not_json_reason(exc), query) from None
     except PrometheusApiClientException as exc:
         message = str(exc)
         code = _status(message)
@@ -261,6 +274,12 @@ def _answer_reason(exc: PrometheusErrorAnswer) -> str:
             "would time out again: simplify the query (a shorter range, fewer series), or raise prometheus.timeout "
             "(the query's timeout sent to Prometheus) and, above it, Prometheus' --query.timeout (default 2m)"
         )
+    if code == 404:
+        return (
+            f"Prometheus answered HTTP 404{said}; there is no Prometheus HTTP API under prometheus.url: set it to the "
+            "server's base URL, the part before /api/v1/query (for Grafana Mimir or Cortex, with their /prometheus "
+            "prefix)"
+        )
     if code == 400 and "maximum resolution" in said:
         return f"Prometheus refused the range as too many points per series (HTTP 400){said}"
     if code in {400, 422}:
@@ -270,6 +289,20 @@ def _answer_reason(exc: PrometheusErrorAnswer) -> str:
     if code == 429:
         return f"Prometheus refused the query as one too many (HTTP 429){tried}{after}{said}"
     return f"Prometheus answered HTTP {code}{said}"
+
+
+def _not_json_reason(exc: NotPrometheusJson) -> str:
+    """A 200 answer that is not JSON: what it was, and the two likely causes of an HTML page."""
+    what = exc.content_type.split(";")[0].strip().lower()
+    where = f", after a redirect to {exc.redirected_to}" if exc.redirected_to else ""
+    if "html" not in what:
+        return f"malformed answer from Prometheus: the body is not JSON ({what or 'no Content-Type'}, HTTP 200{where})"
+    title = f' titled "{exc.title}"' if exc.title else ""
+    return (
+        f"the answer is not Prometheus' JSON but an HTML page{title} (HTTP 200{where}): a sign-in page of a proxy "
+        "in front of Prometheus wants credentials (set prometheus.bearer_token_file to a token it accepts), or "
+        "prometheus.url is not the server's base URL, the part before /api/v1/query"
+    )
 
 
 def _without_url(text: str) -> str:
