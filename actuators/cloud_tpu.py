@@ -29,6 +29,10 @@ for want of capacity (``PoolState.failed_for_capacity``), and its message is pas
 (``PoolState.failed_messages``): the error the service gives (``state.failedData.error``, a ``google.rpc.Status``),
 or, where it has no message, its code; a message naming a quota used up is read as one (``failed_for_quota``), so
 the stockout alert quotes it and says to have the quota raised. Each one's error is also logged once, as a warning.
+
+A TPU being repaired is never reported recreating (``PoolState.recreating_units`` stays 0): a queued resource has no
+state for a repair, which shows on its node only (tpu_v2 ``Node.State.REPAIRING``), not in ``queuedResources.list``;
+an ACTIVE one is counted ready, so a repair is never in flight nor waited for as a scale-up (docs/google-cloud.md).
 """
 
 from __future__ import annotations

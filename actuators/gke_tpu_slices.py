@@ -54,7 +54,8 @@ it a stockout, as a failed unit no one says anything of.
 
 A ready slice none of whose hosts is a node of the cluster runs and serves nothing, though it is paid for: it is in
 flight for its group's grace (``nodes_graces``: the pool's lead time, at least ``NODES_GRACE``), then failed, deleted
-by the next resize with nothing to drain and no back-off (``actuators.slices_without_nodes``).
+by the next resize with nothing to drain and no back-off (``actuators.slices_without_nodes``). Such a slice, and one
+short of hosts only being recreated (RECREATING, none CREATING), ran: a repair, reported in ``recreating_units``.
 
 A slice goes whole, and only once drained: the group's ``KubernetesSliceDrainer`` (``actuators.slice_drain``)
 finds its ready slices here (``ready_slices``) and, once every node of an idle slice is empty, deletes exactly that
@@ -164,6 +165,7 @@ class GkeTpuSliceActuator:
         self._short = ShortSlices(waits, [m.pool for m in mappings])
         self._asked: dict[tuple[str, str], datetime] = {}  # (pool, slice never whole) -> first asked for, this read
         self._hosts: dict[tuple[str, str], frozenset[str]] = {}  # (pool, short slice) -> its hosts' ids, this read
+        self._recreating: set[tuple[str, str]] = set()  # (pool, slice in flight that ran: being repaired), this read
         self._without_nodes = SlicesWithoutNodes(graces or {}, NODES_GRACE, self._log_once)
         self._drained = drained
         self._migs = migs
@@ -264,7 +266,8 @@ class GkeTpuSliceActuator:
     def _state(self, pool_id: str, now: datetime, node_pools: Sequence[Any]) -> PoolState:
         units = self._slices(pool_id, self._mappings[pool_id], node_pools)
         broken = tuple((u.name, u.message) for u in units if u.phase is UnitPhase.BROKEN)
-        return replace(group_state(pool_id, now, units), broken_units=broken)
+        again = sum(1 for u in units if u.phase is UnitPhase.IN_FLIGHT and (pool_id, u.name) in self._recreating)
+        return replace(group_state(pool_id, now, units), broken_units=broken, recreating_units=again)
 
     def _read_for_change(self, pool_id: str, mapping: TpuSliceGroupMapping) -> list[Unit]:
         """The group's slices, read for a change (a resize, a drained slice's deletion): a read that fails for good
@@ -280,6 +283,7 @@ class GkeTpuSliceActuator:
         return list(call_google(pool_id, self._gke.list_node_pools, parent=self._cluster).node_pools)
 
     def _slices(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pools: Sequence[Any]) -> list[Unit]:
+        self._recreating = {k for k in self._recreating if k[0] != pool_id}  # this read's, below
         mine = {u.name for u in members(mapping.group, ((p.name, UnitPhase.READY, "") for p in node_pools))}
         by_name = {str(p.name): p for p in node_pools}
         units = self._given_up(
@@ -324,7 +328,10 @@ class GkeTpuSliceActuator:
         ready."""
         ready = [name for name, phase, _ in seen if phase is UnitPhase.READY]
         absent = self._nodes.slices_without_nodes(pool_id, ready) if self._nodes is not None and ready else set()
-        return self._without_nodes.counted(pool_id, seen, by_name, absent, self._clock.now())
+        out = self._without_nodes.counted(pool_id, seen, by_name, absent, self._clock.now())
+        # a slice GKE reports ready whose nodes are gone ran (GKE's create ends once its nodes registered): recovered
+        self._recreating |= {(pool_id, n) for n, p, _ in out if p is UnitPhase.IN_FLIGHT and n in ready}
+        return out
 
     def _short_of(self, pool_id: str, mapping: TpuSliceGroupMapping, node_pool: Any) -> str:
         """What can be said of a failed slice GKE says nothing of: the hosts it lacks, if it lacks any (a broken slice
@@ -354,7 +361,7 @@ class GkeTpuSliceActuator:
         if self._migs is None:
             self._log_once(name, "runs with an error, counted as ready", message)
             return name, UnitPhase.READY, message
-        running, expected, failure, _, creating, _, ids = self._counter.count(
+        running, expected, failure, _, creating, _, ids, recreated = self._counter.count(
             pool_id, node_pool, message, mapping.hosts_per_slice
         )
         if running >= expected:
@@ -363,6 +370,8 @@ class GkeTpuSliceActuator:
         if creating and (asked := first_asked(pool_id, self._counter.groups(pool_id, creating))) is not None:
             self._asked[(pool_id, name)] = asked  # never whole: its wait counts from then (``_given_up``)
         self._hosts[(pool_id, name)] = ids  # does a record read back speak of this shortfall? (``_given_up``)
+        if recreated and not creating:  # hosts of a slice that was whole, being repaired: no scale-up's
+            self._recreating.add((pool_id, name))
         missing = f"{running} of {expected} hosts running" + (f": {failure}" if failure else "")
         self._log_once(name, "has hosts missing, counted as in flight, not ready", missing)
         return name, UnitPhase.IN_FLIGHT, missing

@@ -38,6 +38,7 @@ class HostCount(NamedTuple):
     # the Compute instance ids of its hosts that exist (not being deleted), a host being recreated named apart
     # (``short_slices.recreating``: its VM, old or new, is never a host left)
     ids: frozenset[str] = frozenset()
+    recreating: int = 0  # hosts its instance groups are recreating (RECREATING: a repair of a host that ran)
 
 
 class SliceHostCounter:
@@ -85,7 +86,10 @@ class SliceHostCounter:
                 f"{hosts - len(kept)} not in its instance groups" + (f" ({'; '.join(gone)})" if gone else "")
             )
         creating = sorted({i.mig for i in kept if i.first_creation})
-        return HostCount(running, max(hosts, len(kept)), failure, ", ".join(lacking), creating, groups, frozenset(ids))
+        recreated = sum(1 for i in kept if i.recreating and not i.ready)
+        return HostCount(
+            running, max(hosts, len(kept)), failure, ", ".join(lacking), creating, groups, frozenset(ids), recreated
+        )
 
     def groups(self, pool_id: str, migs: Sequence[Mig]) -> list[Any]:
         """The instance groups (project, zone, name) that Compute finds (one gone since it was listed is left out)."""
