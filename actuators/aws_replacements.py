@@ -12,8 +12,9 @@ tell it apart from a scale-up (DescribeScalingActivities, ``Activity.Description
   health check failure.", "... in response to a user health-check.");
 - the replacement's launch: "Launching a new EC2 instance: i-new", its ``Cause`` "At ... an instance was started in
   response to a difference between desired and actual capacity, increasing the capacity from 2 to 3.", where a
-  scale-up's launch also says what changed the desired capacity ("... a user request explicitly set group desired
-  capacity changing the desired capacity from 2 to 3. At ... an instance was started ...").
+  scale-up's launch also says what changed the desired capacity ("At ... a user request update of AutoScalingGroup
+  constraints to min: 0, max: 16, desired: 16 changing the desired capacity from 0 to 16.  At ... an instance was
+  started ...", AWS CLI reference, ``describe-scaling-activities``).
 
 Each health-check termination is paired, oldest first, with the next launch that names an instance and changed no
 desired capacity (``health_replacements``). A unit is being recreated while the instance replaced is still listed
