@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from agent.commands.recommend_document import staying
 from agent.commands.recommend_ledger import MonthToDate
 from agent.ledger.coverage import NEW_OR_LOST, LedgerCoverage
 from agent.loop import Agent, TickReport
@@ -31,7 +32,9 @@ def budgets(
     recommended projection is the planner's own, with the plan's units; the current one holds the units billed now
     (``PoolState.billed_units``: a broken slice counts, a queued resource waiting for resources does not), the nodes
     being drained (``states``, as the tick planned on them) billing one more tick only, as the daemon projects them
-    with no resize (``draining_going_units``): they go whether or not the plan is followed.
+    with no resize (``draining_going_units``): they go whether or not the plan is followed. The rates per hour leave
+    them out as well (the pools' ``draining_units`` and ``recommended_draining_units``, those a scale-up takes back
+    not among the latter).
     """
     billed = {p["pool_id"]: p["billed_units"] for p in pools if p["billed_units"] is not None}
     coverage = {c.budget: c for c in agent.budget_watch.coverage}  # as the daemon judges it (monthly caps only)
@@ -61,8 +64,16 @@ def budgets(
             "monthly_cap_usd": budget.monthly_cap_usd,
             "hourly_cap_usd": budget.hourly_cap_usd,
         }
-        for which, units in (("current", "billed_units"), ("recommended", "recommended_billed_units")):
-            rate = sum((p[units] or 0) * p["price_per_unit_hour_usd"] for p in pools if p["pool_id"] in local)
+        rates = (
+            ("current", "billed_units", "draining_units"),
+            ("recommended", "recommended_billed_units", "recommended_draining_units"),
+        )
+        for which, units, draining in rates:  # the nodes being drained bill for one more tick only
+            rate = sum(
+                (staying(p[units], p[draining]) or 0) * p["price_per_unit_hour_usd"]
+                for p in pools
+                if p["pool_id"] in local
+            )
             entry[f"{which}_per_hour_usd"] = round(rate, 2)
         caps = (
             ("period", "monthly", budget.name, budget.monthly_cap_usd),

@@ -17,7 +17,7 @@ from agent.commands.recommend_warnings import onprem_held
 from agent.forecast_quality import backtest, quality_table
 from agent.loop import Agent, TickReport
 from agent.observation import with_group_series
-from agent.planning.budget import billed_after
+from agent.planning.budget import billed_after, draining_going
 from agent.planning.groups import DemandGroup
 from agent.planning.service_level import DEFAULT_SERVICE_LEVEL
 from forecasting.factory import build_forecaster
@@ -70,6 +70,10 @@ def recommendation_document(
         # budgets and the ledger do; sizes count the pool's target
         billed = state.billed_units if state is not None else fixed
         billed_then = billed_after(state, recommended) if state is not None and recommended is not None else fixed
+        # nodes being drained are billed until their drains delete them, one more tick as the budgets count them:
+        # a day's cost leaves them out (a scale-up that takes some back keeps those)
+        draining = state.draining_units if state is not None else None
+        draining_then = draining_going(state, recommended) if state is not None and recommended is not None else None
         why = decision.why() if decision is not None else reason
         if fixed is not None and decision is not None and decision.target_units is None:
             # the plan sets no target for a pool it never resizes: say what the row counts it at instead
@@ -85,6 +89,8 @@ def recommendation_document(
                 "current_units": current,
                 "billed_units": billed,
                 "recommended_billed_units": billed_then,
+                "draining_units": draining,
+                "recommended_draining_units": draining_then,
                 "ready_units": state.ready_units if state is not None else None,
                 "failed_units": state.failed_units if state is not None else None,
                 "recommended_units": recommended,
@@ -93,8 +99,8 @@ def recommendation_document(
                 "reason": reason,
                 "why": why,
                 "decision": decision.stages() if decision is not None else None,
-                "current_cost_per_day_usd": _per_day(billed, price),
-                "recommended_cost_per_day_usd": _per_day(billed_then, price),
+                "current_cost_per_day_usd": _per_day(staying(billed, draining), price),
+                "recommended_cost_per_day_usd": _per_day(staying(billed_then, draining_then), price),
                 "releasable_once_idle_units": idle_release,
                 "releasable_once_idle_per_day_usd": _per_day(idle_release, price),
                 "zones": [_zone_entry(z) for z in state.zones] if state is not None else [],
@@ -122,6 +128,11 @@ def recommendation_document(
         "problems": dict(sorted(tick.problems.items())),
         "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
     }
+
+
+def staying(billed: int | None, draining: int | None) -> int | None:
+    """Of ``billed`` units, those billed beyond the next tick: all but the nodes being drained (``draining``)."""
+    return None if billed is None else billed - (draining or 0)
 
 
 def releasable_once_idle(spec: PoolSpec, current: int | None, decision: PoolDecision | None) -> int:

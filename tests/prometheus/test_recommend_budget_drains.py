@@ -6,7 +6,8 @@ cordoned node, ``actuators.drain_units``), with the real clients; nothing is wri
 Before, recommend read the pools through the cloud's adapters alone, whose target still counts the nodes being
 drained: with 4 nodes of 10 USD an hour, 2 of them being drained, and 572 hours left in the month, the current
 projection counted 4 nodes to the month's end (22,880 USD over the spend so far) where the daemon counts 2 to its end
-and 2 for one more tick (11,440.33 USD), and the plan sized the pool as if the 2 served.
+and 2 for one more tick (11,440.33 USD), and the plan sized the pool as if the 2 served. A day's cost and the budget's
+rate per hour leave them out as well.
 """
 
 from __future__ import annotations
@@ -75,14 +76,16 @@ def _config(tmp_path: Path, prometheus: PrometheusServer, gke: FakeGkeApi, kube_
     return path
 
 
-def _four_nodes_two_draining(gke: FakeGkeApi, kube: FakeKubeApi) -> list[str]:
-    """4 nodes of the pool, the last 2 cordoned by a forced release of leadtime's (kept draining by the daemon)."""
+def _four_nodes_two_draining(gke: FakeGkeApi, kube: FakeKubeApi, forced: bool = True) -> list[str]:
+    """4 nodes of the pool, the last 2 cordoned by a release of leadtime's: a budget's forced release (kept draining
+    by the daemon whatever it plans) or a release of idle nodes (which a scale-up takes back before it buys)."""
     gke.add_pool("a100", nodes=4)
     nodes = [i.name for m in gke.pools["a100"].migs for i in m.instances]
     for i, name in enumerate(nodes):
         node = objs.node(name, "a100", unschedulable=i >= 2)
         if i >= 2:
-            node["metadata"]["annotations"] = {DRAIN_ANNOTATION: f"stop-{i}", FORCED_ANNOTATION: f"stop-{i}"}
+            marks = {DRAIN_ANNOTATION: f"release-{i}"}
+            node["metadata"]["annotations"] = {**marks, FORCED_ANNOTATION: f"release-{i}"} if forced else marks
         kube.put("nodes", node)
     return nodes
 
@@ -109,14 +112,45 @@ def test_the_current_projection_counts_the_nodes_being_drained_one_more_tick(
     assert budget["current_projected_period_usd"] == pytest.approx(now, abs=0.01)
     # the plan's (a scale-up) counts the recommended target to the month's end and the 2 being drained not beyond its
     # next tick, which the planner bills at the more of the units before and after (``budget.project``)
-    assert pool["recommended_units"] > 4
-    then = SPENT + pool["recommended_units"] * PRICE * HOURS_LEFT
+    recommended = pool["recommended_units"]
+    assert recommended > 4
+    then = SPENT + recommended * PRICE * HOURS_LEFT
     assert budget["recommended_projected_period_usd"] == pytest.approx(then, abs=0.01)
-    assert pool["recommended_billed_units"] == pool["recommended_units"] + 2
+    assert (pool["recommended_billed_units"], pool["draining_units"], pool["recommended_draining_units"]) == (
+        recommended + 2,
+        2,
+        2,
+    )
+    # a day's cost and an hour's rate leave them out too (960 and 40 USD now before, the 2 counted)
+    assert (pool["current_cost_per_day_usd"], budget["current_per_hour_usd"]) == (2 * PRICE * 24, 2 * PRICE)
+    assert pool["recommended_cost_per_day_usd"] == recommended * PRICE * 24
+    assert budget["recommended_per_hour_usd"] == recommended * PRICE
     assert [w for w in document["warnings"] if "drains in progress" in w] == []
     # only read: no node patched, cordoned or evicted, and no size change sent
     assert {r.verb for r in kube_api.requests} <= {"get", "list"}
     assert [(m, p) for m, p in gke_api.requests if m != "GET" and "listManagedInstances" not in p] == []
+
+
+def test_a_scale_up_that_takes_back_the_nodes_being_drained_keeps_them(
+    prometheus: PrometheusServer, gke_api: FakeGkeApi, kube_api: FakeKubeApi, tmp_path: Path
+) -> None:
+    # releases of idle nodes: the daemon's scale-up ends their drains before it buys, so they stay
+    _four_nodes_two_draining(gke_api, kube_api, forced=False)
+
+    document = _recommend(_config(tmp_path, prometheus, gke_api, kube_api.url), tmp_path / "out")
+
+    (pool,) = document["pools"]
+    (budget,) = document["budgets"]
+    recommended = pool["recommended_units"]
+    assert recommended > 4
+    assert (pool["current_units"], pool["draining_units"], pool["recommended_draining_units"]) == (2, 2, 0)
+    assert pool["recommended_billed_units"] == recommended
+    now = SPENT + 2 * PRICE * HOURS_LEFT + 2 * PRICE * TICK_HOURS  # with no resize they go
+    assert budget["current_projected_period_usd"] == pytest.approx(now, abs=0.01)
+    assert budget["recommended_projected_period_usd"] == pytest.approx(
+        SPENT + recommended * PRICE * HOURS_LEFT, abs=0.01
+    )
+    assert (pool["current_cost_per_day_usd"], pool["recommended_cost_per_day_usd"]) == (480.0, recommended * 240.0)
 
 
 def test_drains_that_cannot_be_read_are_told(
@@ -133,7 +167,7 @@ def test_drains_that_cannot_be_read_are_told(
     document = _recommend(_config(tmp_path, prometheus, gke_api, None), tmp_path / "out")
 
     (pool,) = document["pools"]
-    assert (pool["current_units"], pool["billed_units"]) == (4, 4)
+    assert (pool["current_units"], pool["billed_units"], pool["draining_units"]) == (4, 4, 0)
     (budget,) = document["budgets"]
     assert budget["current_projected_period_usd"] == pytest.approx(SPENT + 4 * PRICE * HOURS_LEFT, abs=0.01)
     (warning,) = [w for w in document["warnings"] if "drains in progress" in w]
