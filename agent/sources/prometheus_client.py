@@ -150,6 +150,14 @@ def _queued_out(error: tuple[str, str]) -> bool:
     return error[0] == "timeout" and "query queue" in error[1]
 
 
+def _deadline_while_selecting(error: tuple[str, str]) -> bool:
+    """Whether an error answer is the query's timeout reached while Prometheus selected its series: 422
+    ``errorType: execution``, "expanding series: context deadline exceeded" (promql/engine.go wraps the storage's
+    error in "expanding series"; web/api/v1/api.go answers an error it does not classify as ``execution``, 422).
+    The same query times out the same way again, as one that ran out of time evaluating."""
+    return error[0] == "execution" and "context deadline exceeded" in error[1]
+
+
 def _within_deadline(wait_s: float) -> float:
     """``wait_s`` cut to the time left of the read deadline, if there is one."""
     left = read_time_left()
@@ -268,7 +276,7 @@ def _answer_reason(exc: PrometheusErrorAnswer) -> str:
             "next tick. If it lasts, raise Prometheus' --query.max-concurrency or lighten the other queries it runs "
             "(dashboards, rules)"
         )
-    if error is not None and error[0] == "timeout":
+    if error is not None and (error[0] == "timeout" or _deadline_while_selecting(error)):
         return (
             f"Prometheus could not finish the query within its timeout (HTTP {code}){said}; not retried, as it "
             "would time out again: simplify the query (a shorter range, fewer series), or raise prometheus.timeout "
