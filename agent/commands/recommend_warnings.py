@@ -17,8 +17,9 @@ Check = Callable[[], Sequence[str]]  # an advisory check of the daemon's start: 
 
 def failed_slices(agent: Agent, states: Mapping[str, PoolState]) -> list[str]:
     """A TPU slice in ERROR may still run a job: the daemon reads the cluster's nodes and counts such a slice broken
-    (paid for, kept, its room taken from max_units); recommend does not read them, so the slice group's adapter
-    counts every slice in ERROR failed, neither serving nor paid for, and the plan may buy one in its place. Say so."""
+    (paid for, kept, its room taken from max_units); recommend reads the nodes for the drains in progress only, so the
+    slice group's adapter counts every slice in ERROR failed, neither serving nor paid for, and the plan may buy one in
+    its place. Say so."""
     out = []
     for spec in agent.pools:
         state = states.get(spec.pool_id)
@@ -26,10 +27,10 @@ def failed_slices(agent: Agent, states: Mapping[str, PoolState]) -> list[str]:
             continue
         out.append(
             f"pool {spec.pool_id}: {state.failed_units} slice(s) failed or in ERROR are counted as neither serving "
-            "nor paid for: recommend does not read the cluster's nodes, so it cannot tell whether a job still runs on "
-            "one. The daemon counts such a slice broken (paid for, kept, its room taken from max_units); here the "
-            "recommendation may buy a slice in its place and leaves its cost out. Check the pods on the slices' "
-            "nodes before acting on this pool"
+            "nor paid for: recommend does not judge slices by the cluster's nodes, so it cannot tell whether a job "
+            "still runs on one. The daemon counts such a slice broken (paid for, kept, its room taken from "
+            "max_units); here the recommendation may buy a slice in its place and leaves its cost out. Check the pods "
+            "on the slices' nodes before acting on this pool"
         )
     return out
 
