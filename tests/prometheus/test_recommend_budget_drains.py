@@ -174,3 +174,20 @@ def test_drains_that_cannot_be_read_are_told(
     assert warning.startswith("drains in progress not read: cannot reach a Kubernetes API")
     assert "daemon.kubernetes.api_url" in warning and "counted as staying" in warning and "a100" in warning
     assert kube_api.requests == []
+
+
+def test_drains_whose_read_fails_are_told(
+    prometheus: PrometheusServer, gke_api: FakeGkeApi, kube_api: FakeKubeApi, tmp_path: Path
+) -> None:
+    _four_nodes_two_draining(gke_api, kube_api)
+    kube_api.fail_next(100, 403, verb="list", resource="nodes")  # a role that may not list nodes
+
+    document = _recommend(_config(tmp_path, prometheus, gke_api, kube_api.url), tmp_path / "out")
+
+    (pool,) = document["pools"]
+    assert (pool["current_units"], pool["draining_units"]) == (4, 0)
+    (budget,) = document["budgets"]
+    assert budget["current_projected_period_usd"] == pytest.approx(SPENT + 4 * PRICE * HOURS_LEFT, abs=0.01)
+    (warning,) = [w for w in document["warnings"] if "drains in progress" in w]
+    assert warning.startswith("pool a100: the drains in progress could not be read (")
+    assert "403" in warning and "counted as staying" in warning
