@@ -2,7 +2,13 @@
 
 * ``resume()`` is called when this replica becomes the leader: before its next tick plans, the memory the
   previous leader saved (or this replica before a restart) replaces the in-memory copy, keeping what this replica
-  learned since it became leader (while the store could not be read).
+  learned since it became leader (while the store could not be read). Unless the store still holds what this
+  replica last read or wrote there: nobody saved since, so the memory it holds is the newer one (its last save
+  failed, a ConfigMap 409 or 5xx, the API down, which is also what lets its lease lapse, and nobody led meanwhile):
+  a block after a permanent error, a back-off, a failure learned since its last good save are kept, merged against
+  the stored copy as at any later tick. Its open conditions, slices short of hosts and scale-ups waited for are kept
+  too when it has not stood by since its last tick as leader (its tracker, slice adapter and budget watch still hold
+  them); after a standby tick, which forgot them, they are the stored ones, as for any new leader.
 * ``before_tick`` reads the store every tick and merges what changed there since this replica last read or wrote
   it: an operator who lifts a block by editing (or deleting) the stored memory, as the operations guide says,
   is heard at the next tick instead of being written over at the next save. The merge is three-way, per pool,
@@ -16,7 +22,8 @@
   So are the scale-ups waited for (``scale_ups_waited``): at the first load they are the stored ones exactly (None
   when nothing is stored, or a release that kept none saved it: the new leader then waits for the units in flight
   from its first read), whatever this replica held before it led (it forgot its own scale-ups as a standby: another
-  leader may have resized since); afterwards its budget watch says which are waited for.
+  leader may have resized since), unless it leads again with the store as it left it and has not stood by (above);
+  afterwards its budget watch says which are waited for.
 * ``after_tick(memory, now)`` saves the memory when it differs from what the store holds. A failed save is
   logged and retried on the next tick; the tick itself is never held up or failed by the store.
 * Until a load has succeeded, nothing is saved: a new leader that cannot read the store must not overwrite
@@ -51,7 +58,9 @@ class MemoryKeeper:
         self._pools = pools
         self._loaded = False
         self._stored: PlannerMemory | None = None  # what the store holds, as far as this replica knows
+        self._read = False  # whether ``_stored`` is known: the store read (or written) once since the start
         self._base: PlannerMemory | None = None  # the memory when leadership started, until the first load
+        self._ticked: PlannerMemory | None = None  # the memory at the end of this replica's last tick as leader
         self._failing: str | None = None
         self.failures = 0
 
@@ -77,7 +86,9 @@ class MemoryKeeper:
             self._failed("load", exc)
             return memory, exc
         self._recovered()
-        base = self._base if first else self._stored
+        # nobody saved since this replica last read or wrote the store: the memory it holds is the newer one
+        unchanged = first and self._read and stored == self._stored
+        base = self._base if first and not unchanged else self._stored
         theirs = stored or PlannerMemory()
         merged = merge(base or PlannerMemory(), memory, theirs) if stored is not None or not first else memory
         if not first:  # since the first load the leader's tracker holds the open conditions, its slice adapter
@@ -88,9 +99,22 @@ class MemoryKeeper:
                 slices_short_since=memory.slices_short_since,
                 scale_ups_waited=memory.scale_ups_waited,
             )
-        else:  # the predecessor's, exactly: none kept (None) when nothing is stored
+        elif not (unchanged and self._ticked is not None and _held(memory) == _held(self._ticked)):
+            if unchanged and stored is not None:  # it stood by since its last tick as leader: it forgot its own
+                merged = replace(
+                    merged,
+                    open_conditions=stored.open_conditions,
+                    conditions_ended=stored.conditions_ended,
+                    slices_short_since=stored.slices_short_since,
+                )
+            # the predecessor's, exactly: none kept (None) when nothing is stored
             merged = replace(merged, scale_ups_waited=None if stored is None else stored.scale_ups_waited)
-        self._loaded, self._base, self._stored = True, None, stored
+        if unchanged and merged != theirs:
+            log.info(
+                "the stored planner memory is as this replica last read or wrote it (its last save failed, nobody "
+                "saved since): what it learned since is kept and saved after this tick"
+            )
+        self._loaded, self._base, self._stored, self._read = True, None, stored, True
         for pool in sorted(set(memory.blocked) - set(merged.blocked)):
             log.info("pool %s is no longer blocked: lifted in the stored planner memory", pool)
         if first and stored is None:
@@ -115,6 +139,7 @@ class MemoryKeeper:
         """Save ``memory`` if the store holds something else; the error when that failed (retried next tick)."""
         if not self._loaded:
             return None
+        self._ticked = memory
         if memory == self._stored or (self._stored is None and memory == PlannerMemory()):
             return None
         try:
@@ -123,7 +148,7 @@ class MemoryKeeper:
             self._failed("save", exc)
             return exc
         self._recovered()
-        self._stored = memory
+        self._stored, self._read = memory, True
         log.debug("planner memory saved")
         return None
 
@@ -140,6 +165,11 @@ class MemoryKeeper:
         if self._failing is not None:
             log.info("planner memory store answers again")
         self._failing = None
+
+
+def _held(memory: PlannerMemory) -> tuple[object, ...]:
+    """What of the memory the leader's tracker, slice adapter and budget watch hold (a standby forgets it)."""
+    return memory.open_conditions, memory.conditions_ended, memory.slices_short_since, memory.scale_ups_waited
 
 
 def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> PlannerMemory:

@@ -127,9 +127,11 @@ def test_the_store_is_read_every_tick_and_again_on_resuming() -> None:
     keeper = MemoryKeeper(store)
     keeper.before_tick(PlannerMemory())
     store.save(MEMORY, T0)  # written elsewhere (an operator) while this replica leads
-    assert keeper.before_tick(PlannerMemory())[0] == MEMORY
+    memory = keeper.before_tick(PlannerMemory())[0]
+    assert memory == MEMORY
     keeper.resume()
-    assert keeper.before_tick(PlannerMemory())[0] == MEMORY
+    store.save(PlannerMemory(), T0)  # another leader's, saved while this replica did not lead
+    assert keeper.before_tick(memory)[0] == PlannerMemory()
 
 
 def test_an_unreadable_saved_document_counts_as_nothing_saved() -> None:
