@@ -12,6 +12,13 @@ Jobs (APScheduler 3, background thread, UTC):
   the ticks (the first ones forecast with a cheap stand-in), so the first tick, and readiness, need not wait;
 * ``daily-report`` once a day at the configured UTC time.
 
+APScheduler 3 compares a job's next run time with the wall clock. The interval jobs (election, tick, refit) keep
+their pace on the monotonic clock instead (``agent.daemon.clock_watch``): a step of the wall clock (NTP, a resumed
+VM) moves their next run times by the step, within one interval of now, and wakes the scheduler, so a step back does
+not hold them for its length (an hour back held every election, tick and refit for the hour: the lease lapsed
+without a word and no pool was planned) and a step forward does not run them early. The daily report stays at its
+wall-clock time: after a step back it is not sent again for the day it was sent for.
+
 Stopping (SIGTERM or SIGINT): no new tick or refit starts; a model being fit beside the ticks is abandoned (it writes
 nothing and is never swapped in); the tick in progress finishes (or a refit's history read or model swap, which
 hold ticks off), with the election still renewing the lease meanwhile; then the scheduler stops, the lease is
@@ -27,17 +34,20 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, timedelta
 from types import FrameType
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES, JobEvent
 from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.cron import CronTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from agent.daemon.clock_watch import WallClockWatch
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.service import Daemon
+from models.clock import Clock, SystemClock
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +85,14 @@ class DaemonRuntime:
         endpoints: EndpointServer,
         checks: Sequence[Callable[[], Sequence[str]]] = (),
         shutdown_wait: timedelta = SHUTDOWN_WAIT,
+        clock: Clock | None = None,
     ) -> None:
         """``checks`` are advisory: each runs once, off the start, and what it returns is logged as warnings.
         ``shutdown_wait``: how long a stop waits for the tick in progress (or a refit's read or swap); the lease is
-        handed over only when it has finished by then, and otherwise left to lapse."""
+        handed over only when it has finished by then, and otherwise left to lapse. ``clock``: the wall clock the
+        scheduler reads (``datetime.now``) and a monotonic one, to tell its steps by."""
         self._shutdown_wait = shutdown_wait
+        self._clock = clock or SystemClock()
         self._daemon = daemon
         self._schedule = schedule
         self._endpoints = endpoints
@@ -95,13 +108,25 @@ class DaemonRuntime:
         self._scheduler.add_listener(self._tick_ended, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
         self._overrun_lock = threading.Lock()
         self._skipped_in_overrun = 0
+        # the interval jobs, kept on the monotonic clock across wall-clock steps, and those paused by a stop (under
+        # the lock, so that a step rescheduling them does not resume them)
+        self._intervals = {
+            "election": schedule.election_interval,
+            "refit": schedule.refit_interval,
+            "tick": schedule.tick_interval,
+        }
+        self._jobs_lock = threading.Lock()
+        self._paused: set[str] = set()
+        self._clock_watch = WallClockWatch(
+            self._clock, self._clock_stepped, every=min(1.0, schedule.election_interval.total_seconds() / 2)
+        )
         daemon.set_on_became_leader(self._tick_now)
 
     def start(self) -> None:
         """Serve the endpoints, take part in the election once, then hand every job to the scheduler."""
         self._endpoints.start()
         self._daemon.elect()
-        now = datetime.now(UTC)
+        now = self._clock.now()
         s = self._schedule
         grace = max(1, round(s.misfire_grace.total_seconds()))
         self._scheduler.add_job(
@@ -136,6 +161,7 @@ class DaemonRuntime:
         if self._checks:
             self._scheduler.add_job(self._run_checks, "date", run_date=now, id="checks", misfire_grace_time=None)
         self._scheduler.start()
+        self._clock_watch.start()
         log.info(
             "daemon started: %s, mode %s, tick every %ss",
             self._daemon.identity,
@@ -163,14 +189,17 @@ class DaemonRuntime:
         return self._stop_requested.wait(timeout)
 
     def stop(self) -> None:
-        for job in ("tick", "refit", "daily-report"):
-            if self._scheduler.get_job(job) is not None:
-                self._scheduler.pause_job(job)
+        with self._jobs_lock:
+            for job in ("tick", "refit", "daily-report"):
+                self._paused.add(job)
+                if self._scheduler.get_job(job) is not None:
+                    self._scheduler.pause_job(job)
         # The election job keeps renewing while the last tick finishes. A tick still running after the wait may
         # have a cloud write on its way (each has up to the write limit): handing the lease over then would let a
         # standby act beside it, so the lease is left to lapse instead, as a replica that died leaves it.
         finished = self._daemon.stop_working(self._shutdown_wait.total_seconds())
         self._scheduler.shutdown(wait=finished)
+        self._clock_watch.stop()
         if finished:
             released = self._daemon.release()
         else:
@@ -215,4 +244,30 @@ class DaemonRuntime:
 
     def _tick_now(self) -> None:
         if self._scheduler.running and self._scheduler.get_job("tick") is not None:
-            self._scheduler.modify_job("tick", next_run_time=datetime.now(UTC))
+            self._scheduler.modify_job("tick", next_run_time=self._clock.now())
+
+    def _clock_stepped(self, step: timedelta) -> None:
+        """The wall clock was stepped by ``step``: each interval job's next run moves by it, to within one interval
+        of now (the scheduler may have run an overdue job at the stepped time already), which wakes the scheduler."""
+        now = self._clock.now()
+        moved = []
+        with self._jobs_lock:
+            for job_id, interval in self._intervals.items():
+                job = self._scheduler.get_job(job_id)
+                if job_id in self._paused or job is None or job.next_run_time is None:
+                    continue
+                due = min(max(job.next_run_time + step, now), now + interval)
+                try:
+                    self._scheduler.modify_job(job_id, next_run_time=due)
+                except JobLookupError:  # gone meanwhile (a stop)
+                    continue
+                moved.append(f"{job_id} at {due.isoformat(timespec='seconds')}")
+        log.warning(
+            "the wall clock was stepped %s by %s (NTP, a resumed VM: check the node's time sync); the election, tick "
+            "and refit keep their pace on the monotonic clock, next: %s; the daily report stays at %s UTC",
+            "back" if step < timedelta(0) else "forward",
+            abs(step),
+            ", ".join(moved) or "none (stopping)",
+            self._schedule.daily_report_at,
+            extra={"step_s": step.total_seconds()},
+        )

@@ -146,7 +146,11 @@ class Daemon:
             now = self._clock.now()
             self._health.tick_started(now)
             try:
-                if self._elector.is_leader(now):
+                # set here too, not only by the election: a leader whose lease lapsed unseen by an election round
+                # would go on saying it leads beside the replica that took the lease over
+                leading = self._elector.is_leader(now)
+                self._metrics.is_leader.set(1 if leading else 0)
+                if leading:
                     self._leader_tick(now)
                 else:
                     self._standby_tick(now)
