@@ -113,7 +113,11 @@ FIELDS: dict[str, str] = {
     "`lightgbm`: the names backtest and the reports use.",
     "ForecastSettings.quantiles": "Forecast quantiles published in reports and metrics, each in (0, 1); the "
     "service levels the planner provisions for are forecast besides, whether listed here or not.",
-    "ForecastSettings.history": "How much history the models are fitted on (duration).",
+    "ForecastSettings.history": (
+        "How much history the models are fitted on (duration, with its unit: a bare number is seconds). At least "
+        "what the calibration takes, 24 errors of forecasts an hour ahead (3h at the default 5m step), or two steps "
+        "for `persistence`; under 1d loads with a warning."
+    ),
     "ForecastSettings.refit_interval": "How often forecasts are recalibrated on the newest errors (duration, at "
     "least one tick; cheap).",
     "ForecastSettings.retrain_interval": "How often the models are retrained (duration, at least one tick; costly).",

@@ -33,7 +33,8 @@ def check_rules(settings: Settings, invalid: frozenset[str] = frozenset()) -> li
 def load_warnings(settings: Settings) -> list[ConfigProblem]:
     """What a valid configuration does that a person should know at load (``leadtime validate-config`` prints it,
     every command logs it), each with its key path: the file loads all the same."""
-    return list(_zero_fallback_warnings(settings))
+    short = settings.forecast.short_history()
+    return list(_zero_fallback_warnings(settings)) + ([ConfigProblem("forecast.history", short)] if short else [])
 
 
 def shared_ledger_problems(settings: Settings) -> list[ConfigProblem]:

@@ -11,9 +11,9 @@ import re
 import warnings
 from collections.abc import Iterator
 from datetime import date, timedelta
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BeforeValidator, ConfigDict, Field, PlainSerializer, model_validator
 
 from config.alerts import AlertSettings
 from config.aws import AwsSettings
@@ -170,6 +170,56 @@ class ForecastSettings(_Section):
     reselect_interval: Step = timedelta(days=1)
     step: Step = timedelta(minutes=5)
     max_staleness: Duration = timedelta(minutes=15)
+
+    @model_validator(mode="after")
+    def _history_long_enough(self) -> Self:
+        """A history shorter than two steps holds no range to read (``recommend`` stopped on Prometheus' "empty time
+        range"); one shorter than ``calibration_history`` leaves every model but ``persistence`` uncalibrated, each
+        class forecast as its bare last value. Both are refused: a bare number is seconds, so ``history: 72`` meant
+        72 seconds, and the load said nothing."""
+        calibrated = self.model != "persistence"
+        needed = calibration_history(self.step) if calibrated else 2 * self.step
+        if self.history >= needed:
+            return self
+        why = (
+            f"the calibration of the forecast's band takes {format_duration(needed)} at forecast.step "
+            f"{format_duration(self.step)} ({CALIBRATION_RESIDUALS} errors of forecasts "
+            f"{format_duration(CALIBRATION_SPAN)} ahead); shorter, every class is forecast as its bare last value"
+            if calibrated
+            else f"it must hold two forecast.step ({format_duration(self.step)}) of demand"
+        )
+        raise ValueError(
+            f"history {format_duration(self.history)} is too short: {why}. Give at least {format_duration(needed)} "
+            f"(the default is 7d); a number without a unit is seconds ({self.history.total_seconds():g} is "
+            f"{format_duration(self.history)}): write the unit, e.g. 3d"
+        )
+
+    def short_history(self) -> str | None:
+        """Why the history is shorter than a day, the least over which the models that learn demand's daily pattern
+        (seasonal_naive, ets, stl, lightgbm, and ``auto`` choosing among them) see one day; None when it is not, or
+        for ``persistence``, which learns nothing. Told at load (``config.rules.load_warnings``), not refused."""
+        if self.model == "persistence" or self.history >= RETRAIN_HISTORY:
+            return None
+        return (
+            f"{format_duration(self.history)} is shorter than a day: each retraining sees less than "
+            f"one day of demand, so no model learns its daily pattern (forecast.model {self.model}); give 1d or more, "
+            "e.g. 7d (the default)"
+        )
+
+
+# What the forecast's calibration takes (``forecasting.calibrated``: a class is calibrated once it has
+# ``forecasting.calibration.MIN_RESIDUALS`` errors of forecasts ``CALIBRATION_HORIZON`` ahead), kept here because
+# configuration sits below forecasting; tests/test_forecast_history_bounds.py holds the two equal.
+CALIBRATION_RESIDUALS = 24
+CALIBRATION_SPAN = timedelta(hours=1)
+RETRAIN_HISTORY = timedelta(days=1)
+
+
+def calibration_history(step: timedelta) -> timedelta:
+    """The history a class needs to be calibrated at ``step``: its residuals and the span they look ahead, in whole
+    steps (3h at the default 5m)."""
+    ahead = max(1, -(-CALIBRATION_SPAN // step))
+    return (CALIBRATION_RESIDUALS + ahead) * step
 
 
 class BudgetSettings(_Section):

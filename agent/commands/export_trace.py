@@ -4,9 +4,11 @@ as a trace CSV for offline use (``simulate --trace``) and for sharing. Gaps stay
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timedelta
 from typing import Any
 
 from agent.commands.arguments import parse_span, parse_timestamp
+from models.durations import format_duration
 
 DEFAULT_EXPORT_SPAN = "14d"
 
@@ -38,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
         )
     settings = load_settings(args.config)
     start, end = prometheus_range(settings, args.start, args.end, args.since or parse_span(DEFAULT_EXPORT_SPAN))
+    if (short := _short_range(args, start, end, settings.forecast.step)) is not None:
+        raise LeadtimeError(short)
     history = read_history(settings, prometheus_source(settings, args.config, reader="export-trace"), start, end)
     rows = write_trace(history.trace, args.out)
     trace = history.trace
@@ -46,3 +50,20 @@ def run(args: argparse.Namespace) -> int:
         f"{int(trace.step.total_seconds())} s from {start.isoformat()} to {end.isoformat()} ({rows} rows)"
     )
     return 0
+
+
+def _short_range(args: argparse.Namespace, start: datetime, end: datetime, step: timedelta) -> str | None:
+    """Why the range holds fewer than two steps of ``forecast.step`` (a trace needs two), naming the flag that set
+    it; None when it holds enough. ``--since 3`` is 3 seconds: the unit is easy to leave out."""
+    from agent.sources.prometheus_samples import step_grid  # pandas: the parser imports this module
+
+    if len(step_grid(start, end, step)) >= 2:
+        return None
+    if args.start is not None:
+        given = "--start .. --end"
+    else:
+        given = f"--since {format_duration(end - start)} (a number without a unit is seconds)"
+    return (
+        f"export-trace: the range {given}, {start.isoformat()} .. {end.isoformat()}, holds fewer than two steps of "
+        f"forecast.step ({format_duration(step)}): give a longer range, e.g. --since {DEFAULT_EXPORT_SPAN}"
+    )
