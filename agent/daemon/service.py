@@ -16,9 +16,11 @@ what each job does, with time from the injected clock, so tests drive it directl
   lease, a standby tick), not only when a round takes the lease. A tick may start between the round that takes the
   lease and the round's end, or run as a standby while a renewal is in flight across the renew deadline (it forgets
   the open conditions and the scale-ups waited for) with no lease taken afterwards, since the renewal succeeds.
-* A tick or refit that fails is counted by error class, alerted and survived; the next one starts afresh. A
-  leader tick that could read no class's demand or no pool (it holds every pool) is blind: counted apart and not
-  a success, so readiness fails once no tick has succeeded for its bound.
+* A tick or refit that fails is counted by error class and survived; the next one starts afresh. A failed leader
+  tick is alerted as ``tick-failed`` on ``replica/<pod>`` whatever the error's class, and its end is told once the
+  ticks stop failing (``agent.daemon.tick_failures``). A leader tick that could read no class's demand or no pool
+  (it holds every pool) is blind: counted apart and not a success, so readiness fails once no tick has succeeded
+  for its bound.
 * A tick and a refit never overlap on the loop's models: a loop that refits apart fits a copy while ticks go on
   and swaps it in between two ticks (so the first tick need not wait for the first fit); any other loop's refit
   holds ticks off. On shutdown the tick in progress finishes (and a refit's history read or swap, which hold
@@ -52,8 +54,9 @@ from agent.daemon.ports import (
 )
 from agent.daemon.shadow_book import ShadowBook
 from agent.daemon.summary import DailySummary
+from agent.daemon.tick_failures import TickFailures
 from agent.decision_events import decision_events
-from models import ActuatorError, AlertEvent, AlertKind, MetricsUnavailable, Severity
+from models import AlertEvent, AlertKind, Severity
 from models.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -77,7 +80,9 @@ class Daemon:
         shadow: ShadowBook | None = None,
         standby_probe: Probe | None = None,
         timer: Callable[[], float] = time.perf_counter,
+        resolve_after: timedelta = timedelta(minutes=5),
     ) -> None:
+        """``resolve_after``: how long after the last failed tick their end is told (``alerts.resolve_after``)."""
         self._loop = loop
         self._elector = elector
         self._clock = clock
@@ -102,6 +107,7 @@ class Daemon:
         # contact is aged on it, so a wall clock stepped back does not keep a standby cut off from the API ready.
         self._contact_at: float | None = None
         self.summary = DailySummary(clock.now())
+        self._failures = TickFailures(f"replica/{elector.identity}", resolve_after)
         metrics.set_identity(mode, elector.identity)
         metrics.is_leader.set(0)
 
@@ -275,6 +281,7 @@ class Daemon:
         else:
             self._metrics.record_tick(report)
             self.summary.add_report(report)
+            self._failures_ended(now)
             if report.blind is None:
                 self._tick_succeeded(now, "leader")
             else:
@@ -290,6 +297,7 @@ class Daemon:
         self._metrics.forget_latest_tick()
         self._watch(now)  # the loop forgets what only a leader holds: its next leader tick reloads it
         self._resume.set()
+        self._failures_ended(now)  # a standby's ticks hold no pool
         reasons = []
         contact = self._contact_at
         if contact is None or self._clock.monotonic() - contact > self._contact_bound.total_seconds():
@@ -361,14 +369,12 @@ class Daemon:
         self._metrics.ticks.labels(role, "failed").inc()
         self.summary.add_tick(role, "failed")
         self.summary.add_error(exc)
-        kind = (
-            AlertKind.MISSING_DATA
-            if isinstance(exc, MetricsUnavailable)
-            else AlertKind.ACTUATOR_FAILURE
-            if isinstance(exc, ActuatorError)
-            else AlertKind.TICK_FAILED
-        )
-        self._alert(kind, Severity.WARNING, now, "tick failed, pools held", f"{type(exc).__name__}: {exc}")
+        self._deliver(self._failures.failed(now, exc))
+
+    def _failures_ended(self, now: datetime) -> None:
+        if (ended := self._failures.ended(now)) is not None:
+            log.info("ticks no longer fail: %s", ended.summary)
+            self._deliver(ended)
 
     def _alert(self, kind: AlertKind, severity: Severity, now: datetime, summary: str, detail: str) -> None:
         event = AlertEvent(kind, severity, now, f"replica/{self.identity}", summary, {"detail": detail})

@@ -195,6 +195,7 @@ def assemble(
         notifier=parts.notifier,
         mode=mode,
         contact_bound=election.renew_deadline,
+        resolve_after=settings.alerts.resolve_after,
         events=events,
         decisions=_decision_recorder(settings, parts, identity, environ),
         shadow=shadow,

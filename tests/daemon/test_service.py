@@ -123,8 +123,8 @@ def test_a_tick_that_runs_past_the_bound_fails_liveness_until_it_returns(fleet: 
 @pytest.mark.parametrize(
     ("error", "kind", "label"),
     [
-        (MetricsUnavailable("train", "Prometheus answered 503"), AlertKind.MISSING_DATA, "MetricsUnavailable"),
-        (TransientActuatorError("a100", "GKE answered 503"), AlertKind.ACTUATOR_FAILURE, "TransientActuatorError"),
+        (MetricsUnavailable("train", "Prometheus answered 503"), AlertKind.TICK_FAILED, "MetricsUnavailable"),
+        (TransientActuatorError("a100", "GKE answered 503"), AlertKind.TICK_FAILED, "TransientActuatorError"),
         (RuntimeError("unexpected"), AlertKind.TICK_FAILED, "RuntimeError"),
     ],
 )
