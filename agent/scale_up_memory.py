@@ -26,9 +26,10 @@ The units in flight (target above ready) that no trusted saved scale-up explains
 the new leader's first read of the pool (``unexplained``, marked ``inherited``): a scale-up whose ask never reached the
 memory (the old leader died after asking and before its save, the ConfigMap writes failed meanwhile) or is not trusted,
 someone else's resize. Later than they were asked, never earlier: a stall is told late at worst, never falsely, and is
-never lost. The units the pool itself reports being recreated (``PoolState.recreating_units``: a GKE node pool's
-instances under RECREATING, a repair of a node that ran) are not a scale-up and are never waited for; an adapter that
-cannot tell them reports none, and a node it repairs is then waited for like any unit in flight. A memory that keeps no
+never lost. The units the pool itself reports being recreated (``PoolState.recreating_units``: a GKE node pool's or
+TPU slice's instances under RECREATING, an AWS group's health-check replacement: a repair of a unit that ran) are
+not a scale-up and are never waited for; an adapter that cannot tell them (Cloud TPU queued resources) reports none,
+and a unit it repairs is then waited for like any unit in flight. A memory that keeps no
 scale-ups (None: saved by an earlier release, or none saved) explains none.
 
 A dry-run agent adopts and restores none (``acts`` false): the units in flight are not its own but those of whatever

@@ -114,7 +114,8 @@ class PoolState:
     those of them a scale-up takes back before it buys (drains of idle nodes, ``NodeDrains.take_back``): already
     billed, they cost nothing more when they serve again. ``recreating_units`` are those of the units in flight
     (in ``target_units``, not ready) that the provider is recreating, not creating: a repair of a unit that ran (a GKE
-    node pool's instances under RECREATING), never a scale-up; 0 where the actuator cannot tell them apart.
+    node pool's or TPU slice's instances under RECREATING, an AWS group's health-check replacement), never a scale-up;
+    0 where the actuator cannot tell them apart (Cloud TPU queued resources).
     """
 
     pool_id: str
