@@ -56,11 +56,13 @@ _CAPACITY = re.compile(
 )
 # Another operation holds the pool or the whole cluster (GKE answers 400 FAILED_PRECONDITION): "Operation operation-...
 # is currently upgrading cluster C. Please wait and try again once it is done." (a node pool's or the cluster's own
-# operation), "Cluster is running incompatible operation operation-..." (reason CLUSTER_ALREADY_HAS_OPERATION, e.g.
-# during an upgrade GKE started itself). Quoted in terraform-provider-google issues 3650 and 10366,
-# rancher/gke-operator pull request 509 and cluster-api-provider-gcp issue 1363.
+# operation; "... is currently deleting a node pool for cluster C ..."; gcloud's quote of it says "once it's done"),
+# "Cluster is running incompatible operation operation-..." (reason CLUSTER_ALREADY_HAS_OPERATION, e.g. during an
+# upgrade GKE started itself). Quoted in terraform-provider-google issues 1451, 3650 and 10366, rancher/gke-operator
+# pull request 509 and cluster-api-provider-gcp issue 1363. The verb and the apostrophe vary, so either half is enough.
 _BUSY = re.compile(
-    r"is currently operating on|already in progress|try again once it is done|running incompatible operation|"
+    r"is currently operating on|already in progress|try again once it(?:'|\u2019| i)s done|"
+    r"is currently \w+ing (?:a node pool for )?(?:cluster|node pool)\b|running incompatible operation|"
     r"CLUSTER_ALREADY_HAS_OPERATION|is currently being created, deleted, updated or repaired",
     re.IGNORECASE,
 )

@@ -50,6 +50,23 @@ ResourceExhausted: Callable[[str], google_exceptions.ResourceExhausted] = google
             ),
             TransientActuatorError,
         ),
+        # gcloud's quote of the same refusal (terraform-provider-google issue 1451): "it's", not "it is"
+        (
+            BadRequest(
+                "Operation operation-1525805696523-5007b8e4 is currently upgrading cluster delivery-platform. "
+                "Please wait and try again once it's done."
+            ),
+            TransientActuatorError,
+        ),
+        # another verb, and a node pool of the cluster (terraform-provider-google issue 10366)
+        (
+            FailedPrecondition(
+                "Operation operation-1634590386123-2c9b8a5e is currently deleting a node pool for cluster "
+                "default-cluster. Please wait and try again once it is done."
+            ),
+            TransientActuatorError,
+        ),
+        (FailedPrecondition("Operation operation-1 is currently repairing cluster ml."), TransientActuatorError),
         (
             FailedPrecondition(
                 "Cluster is running incompatible operation operation-1731137433803-29e34938-9333-469b-b14f."
