@@ -61,14 +61,15 @@ class GkeAutoscalerBounds:
         self._gke = gke
         self._pool_path = pool_path
 
-    def follow(self, pool_id: str, seen: Observed, nodes: int, deleted: bool) -> str:
+    def follow(self, pool_id: str, seen: Observed, nodes: int, sent: str = "") -> str:
         """Under ``move-bounds``, GKE's autoscaler bounds moved to the ``nodes`` the pool holds, e.g. once a drain's
         nodes are deleted: left above the pool, they keep GKE's autoscaler from taking it below their minimum and let
         it grow the pool back for any pod that cannot be scheduled. What was moved, "" when nothing was.
 
-        ``deleted``: the pool's nodes were deleted already (this call or an earlier one with the same key). A failure
-        is then transient whatever GKE said, with a warning: the deletion went out and its drain must not be given up
-        (which would uncordon a node on its way out) nor its pool blocked; the same key, or the next resize to the
+        ``sent``: what already went out to the pool's instance groups, in words ("its nodes are being deleted": this
+        call or an earlier one with the same key; "its instance groups were resized to 6 nodes"), "" when nothing did.
+        A failure is then transient whatever GKE said, with a warning: the change went out, a drain must not be given
+        up (which would uncordon a node on its way out) nor the pool blocked; the same key, or the next resize to the
         pool's size, moves the bounds."""
         if not seen.autoscaling or seen.bounds == bounds_at(nodes):
             return ""
@@ -81,8 +82,8 @@ class GkeAutoscalerBounds:
                 f"GKE's autoscaler bounds are still {low}-{high}, not moved to the pool's {nodes} nodes "
                 f"({new_low}-{new_high}) ({exc.reason}); they are moved on the next try"
             )
-            if deleted:
-                log.warning("pool %s: its nodes are being deleted, but %s", pool_id, why)
+            if sent:
+                log.warning("pool %s: %s, but %s", pool_id, sent, why)
                 raise TransientActuatorError(pool_id, why) from exc
             kind = PermanentActuatorError if isinstance(exc, PermanentActuatorError) else TransientActuatorError
             raise kind(pool_id, why) from exc

@@ -3,13 +3,16 @@
 What a pool is made of, as the APIs tell it: GKE's node pool (status, autoscaling, running operations) and one
 Compute Engine managed instance group per zone behind it (``instanceGroupUrls``): a zone's target size is its
 group's ``targetSize``, a node is ready when its instance has no current action. GKE's ``setSize`` sets the size of
-*every* zone (its ``nodeCount`` is per zone), so the adapter never sends a pool total there: it decides whole nodes
-per zone and resizes each zone's group, the way cluster-autoscaler treats each group as a node group.
+*every* zone (its ``nodeCount`` is per zone), and starts a GKE operation that waits for the creates: in a stockout it
+runs until GKE gives up ("Not all instances running in IGM after 35m0s"), and GKE refuses every other change to the
+pool meanwhile. So the adapter never sends it: it decides whole nodes per zone and resizes each zone's group through
+Compute (an operation of Compute's, done once the creates are scheduled), the way cluster-autoscaler resizes each
+group as a node group; a zone's stockout is acted on at the next resize, not after GKE's operation.
 
 Growing spreads the new nodes over the zones that have room (``zone_placement``). GKE's autoscaling bounds
 (``maxNodeCount`` per zone, ``totalMaxNodeCount``) bind GKE's autoscaler only, never a resize: with autoscaling off
 they are not read (GKE may keep the last ones; the Terraform provider reads them only when ``enabled``), and under
-``move-bounds`` the agent sets them to its target. A zone out of accelerators is backed off for
+``move-bounds`` the agent sets them to the nodes it placed. A zone out of accelerators is backed off for
 ``zone_backoff``: its share goes to the pool's other zones, and only when no zone can take any node is the resize
 refused with CapacityUnavailable, which backs the pool off and sends the demand to the next eligible pool. A quota
 used up is not a zone's (Compute's quotas are regional or global): creates failed for one back every zone off, and a
@@ -25,20 +28,23 @@ there too) and backs the zones out of capacity off. So it does a zone whose inst
 to the zone (a reservation of the zone used up: ``node_pool_zones.is_zonal_error``) while another zone takes its
 share; an error every zone meets (a region's subnet out of addresses, a permission) backs no zone off.
 
-Resizes are not waited for (the agent must not block a tick). A GKE operation on the pool (an autoscaling change)
-shows as the pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent
-sees it too and never starts a second one. ``delete_nodes`` removes exactly the nodes a drain emptied. A pool whose
-nodes a drainer removes (``drained``, every node pool of the daemon) never shrinks by a resize: a resize below the
+Resizes are not waited for (the agent must not block a tick). A GKE operation on the pool (an autoscaling change) shows
+as the pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent sees it too
+and never starts a second one; one the agent did not start (an upgrade, an operator's resize) holds the pool's resizes
+until it ends, and one on the cluster itself (an upgrade GKE started) its scale-ups: GKE refuses node pool changes
+meanwhile, and the groups are not grown around it. ``delete_nodes`` removes exactly the nodes a drain emptied. A pool
+whose nodes a drainer removes (``drained``, every node pool of the daemon) never shrinks by a resize: a resize below the
 pool's target as read now, once its failed instances are deleted, means the pool changed since the plan (a failed
-instance came up after all), and is rejected with nothing else removed, so no ready node goes without its drain.
-Without a drainer, shrinking never lets the instance group pick victims: instances still being created go first,
-then the newest ready ones of the fullest zone, deleted by name with ``deleteInstances`` (what cluster-autoscaler
-does on GCE). A pool with GKE autoscaling on is refused unless its mapping says ``move-bounds``, its drains too
-(``kept_units`` refuses one before anything is cordoned, ``delete_nodes`` one that reaches the deletion); under
-``move-bounds`` the autoscaler's total bounds are set to the target (0-1 at zero nodes:
-``actuators.gke_autoscaler_bounds``), and follow the pool down once a drain's nodes are deleted (a resize to the
-pool's size moves bounds left off it; a failure to move them after a deletion is only ever transient); a scale-up
-also resizes each zone's group, as without autoscaling.
+instance came up after all), and is rejected with nothing else removed, so no ready node goes without its drain. Without
+a drainer, shrinking never lets the instance group pick victims: instances still being created go first, then the newest
+ready ones of the fullest zone, deleted by name with ``deleteInstances`` (what cluster-autoscaler does on GCE). A pool
+with GKE autoscaling on is refused unless its mapping says ``move-bounds``, its drains too (``kept_units`` refuses one
+before anything is cordoned, ``delete_nodes`` one that reaches the deletion); under ``move-bounds`` the autoscaler's
+total bounds are set to the target (0-1 at zero nodes: ``actuators.gke_autoscaler_bounds``), and follow the pool down
+once a drain's nodes are deleted (a resize to the pool's size moves bounds left off it; a failure to move them after a
+deletion is only ever transient); a scale-up resizes each zone's group first, as without autoscaling, and then sets the
+bounds to the nodes the groups were given, leaving them where they were when none could be placed (raised to a refused
+target, they would let GKE's autoscaler buy the nodes later while the demand went to the next pool).
 GKE's autoscaler does not grow a pool to a raised minimum: it adds nodes only for pods that cannot be scheduled
 (cluster-autoscaler FAQ, "My cluster is below minimum / above maximum number of nodes, but CA did not fix that!
 Why?"), so bounds alone bought nothing ahead of the queue.
@@ -106,7 +112,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             if not seen.autoscaling or seen.bounds == bounds_at(to_units):
                 return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, "already at target"))
             check_bounds_can_move(pool_id, seen, to_units)  # left off the pool's size, e.g. by a failed move
-            moved = self._bounds.follow(pool_id, seen, to_units, deleted=False)
+            moved = self._bounds.follow(pool_id, seen, to_units)
             log.info("pool %s: %s (key %s)", pool_id, moved, key)
             return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, moved))
         if seen.operation is not None:
@@ -117,26 +123,30 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             dropped = len(seen.failed)
             why = f"{dropped} instances could not be created: {seen.failed_reason}"
             stockout, quota = any(i.failure for i in seen.failed), seen.failed_for_quota
-            self._drop_failed(pool_id, seen, to_units)
+            self._drop_failed(pool_id, seen)
             seen = seen.without_failed()
             removed = f"removed {dropped} instances that could not be created"
             if to_units == seen.target:
-                return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, removed))
+                # Under move-bounds the bounds follow, or GKE's autoscaler would ask for the instances again.
+                moved = self._bounds.follow(pool_id, seen, to_units, sent=removed)
+                detail = "; ".join(filter(None, [removed, moved]))
+                return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
         if self._drained and to_units < seen.target:
             return self._results.remember(self._changed(key, pool_id, seen, to_units, removed))
-        if seen.autoscaling:
-            if stockout and to_units > seen.target:
-                raise CapacityUnavailable(pool_id, why, quota=quota)
+        if seen.autoscaling and to_units <= seen.target:
             op = self._bounds.set(pool_id, to_units)
-            if to_units <= seen.target:
-                return self._track(pool_id, op, key, f"target {to_units} nodes")
-            # The autoscaler adds nodes only for pods that cannot be scheduled, never for its minimum: the groups
-            # are resized too, zone by zone (GKE refuses a setSize while the bounds' operation runs on the pool).
-            moved = self._checked(pool_id, op)
-            low, high = bounds_at(to_units)
-            note = f"autoscaler bounds {low}-{high} (operation {moved.name}); "
-            return self._grow(pool_id, seen, to_units, key, why, zone_by_zone=True, note=note)
+            return self._track(pool_id, op, key, f"target {to_units} nodes")
+        if seen.autoscaling and stockout:
+            self._bounds.follow(pool_id, seen, seen.target, sent=removed)
+            raise CapacityUnavailable(pool_id, why, quota=quota)
         if to_units > seen.target:
+            if seen.cluster_operation is not None:
+                raise TransientActuatorError(
+                    pool_id,
+                    f"the cluster is running incompatible operation {seen.cluster_operation} (one GKE started, e.g. an "
+                    "upgrade): GKE refuses node pool changes until it ends, and the instance groups are not grown "
+                    "around it; the scale-up is tried again on a later tick",
+                )
             return self._grow(pool_id, seen, to_units, key, why)
         return self._shrink(pool_id, seen, to_units, key)
 
@@ -163,7 +173,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
                 ([f"nodes {', '.join(leaving)} are already being deleted"] if leaving else [])
                 + ([note] if note else [])
             )
-            moved = self._bounds.follow(pool_id, seen, seen.target, deleted=True)
+            moved = self._bounds.follow(pool_id, seen, seen.target, sent=_DELETING)
             detail = "; ".join(filter(None, [detail, moved]))
             status = ActionStatus.STARTED if leaving else ActionStatus.DONE
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
@@ -183,46 +193,17 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         return ""
 
     # -- internals -----------------------------------------------------------------------------------------
-    def _grow(
-        self,
-        pool_id: str,
-        seen: Observed,
-        to_units: int,
-        key: str,
-        why: str,
-        zone_by_zone: bool = False,
-        note: str = "",
-    ) -> ActionResult:
-        """Spread the new nodes over the zones not backed off, resizing each zone's group; a zone that refuses for
-        capacity is backed off and its share goes to the others. Refused only when no node could be placed. The
-        same size in every zone is one GKE setSize, unless ``zone_by_zone``."""
+    def _grow(self, pool_id: str, seen: Observed, to_units: int, key: str, why: str) -> ActionResult:
+        """Spread the new nodes over the zones not backed off, resizing each zone's group (a Compute call, which
+        starts no GKE operation); a zone that refuses for capacity is backed off and its share goes to the others.
+        Refused only when no node could be placed. Under ``move-bounds``, GKE's autoscaler bounds are then moved to
+        what was placed, never to more: left above the pool, they would let GKE's autoscaler buy what was refused."""
         now = self._clock.now()
         targets = {z.name: z.target for z in seen.zones}
         migs = {z.name: z.mig for z in seen.zones}
         open_zones = [z for z in targets if self._zones_out.get((pool_id, z), now) <= now]
         refusals: list[str] = []
         quota = False  # a refusal read as a quota used up, which does not clear by itself
-        even = spread(targets, open_zones, to_units - seen.target)
-        # setSize sizes every zone the pool lists: not while one of them has no group to size.
-        same = len(open_zones) == len(targets) and len(set(even.values())) == 1
-        uniform = same and not zone_by_zone and not seen.missing
-        if uniform and sum(even.values()) > seen.target:
-            try:  # the same size in every zone: one GKE setSize says it (its nodeCount is per zone)
-                request = {"name": self._pool_path(pool_id), "node_count": even[open_zones[0]]}
-                # Sent only if the leadership left covers its time limit: the reads took their time.
-                op = call_google(
-                    pool_id, self._gke.set_node_pool_size, request=request, timeout=write_timeout(pool_id), retry=None
-                )
-            except CapacityUnavailable as exc:
-                if len(targets) == 1:
-                    self._back_off(pool_id, open_zones[0], now, str(exc))
-                    raise
-                refusals.append(str(exc))  # which zone refused is not said: ask zone by zone
-                quota = quota or exc.quota
-            else:
-                total = sum(even.values())
-                what = f"target {total} nodes ({even[open_zones[0]]} in each of {len(even)} zones)"
-                return self._track(pool_id, op, key, what + _short(to_units, total))
         while open_zones:
             want = spread(targets, open_zones, to_units - sum(targets.values()))
             refused = None
@@ -240,12 +221,18 @@ class GkeNodePoolActuator(GkeNodePoolReads):
                 break
             open_zones.remove(refused)
         total = sum(targets.values())
+        per_zone = ", ".join(f"{z} {n}" for z, n in targets.items())
+        # The autoscaler adds nodes only for pods that cannot be scheduled, never for its minimum: the groups are
+        # resized, and its bounds follow what they were given.
+        sent = f"its instance groups were resized to {per_zone}" if total > seen.target else ""
+        sent = sent or ("the instances that could not be created are being deleted" if why else "")
+        moved = self._bounds.follow(pool_id, seen, total, sent=sent)
         if total == seen.target:
             out_for = [pz for pz, reason in self._out_for.items() if pz[0] == pool_id and is_quota_message(reason)]
             quota = quota or any(self._zones_out[pz] > now for pz in out_for)
             raise CapacityUnavailable(pool_id, self._no_room(pool_id, seen, why, refusals, now), quota=quota)
-        per_zone = ", ".join(f"{z} {n}" for z, n in targets.items())
-        detail = f"{note}target {total} nodes ({per_zone})" + _short(to_units, total)
+        detail = f"target {total} nodes ({per_zone})" + _short(to_units, total)
+        detail = "; ".join(filter(None, [detail, moved]))
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._results.remember(self._result(key, pool_id, ActionStatus.STARTED, detail))
 
@@ -305,12 +292,12 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         what = "has no capacity" if is_capacity_message(reason) else "failed to create units for a reason of the zone"
         log.warning("pool %s: zone %s %s, left out of scale-ups until %s: %s", pool_id, zone, what, until, reason)
 
-    def _drop_failed(self, pool_id: str, seen: Observed, to_units: int) -> None:
+    def _drop_failed(self, pool_id: str, seen: Observed) -> None:
         """Delete the instances that could not be created, so the groups' target is what exists again, and back
         off the zones out of capacity, and those whose instances failed for an error confined to the zone while
         another zone takes their share (``_zones_for_errors``: a reservation of the zone used up), not those whose
-        instances failed for a reason every zone meets (a region's subnet out of addresses); under ``move-bounds``
-        also move GKE's autoscaler bounds there, or it would ask for them again."""
+        instances failed for a reason every zone meets (a region's subnet out of addresses). Under ``move-bounds``
+        the caller moves GKE's autoscaler bounds, once it knows where the pool ends up."""
         now = self._clock.now()
         for zone, error in self._zones_for_errors(pool_id, seen).items():
             self._back_off(pool_id, zone, now, error)
@@ -331,8 +318,6 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             seen.asked,
             seen.target,
         )
-        if seen.autoscaling and to_units >= seen.target:
-            self._bounds.set(pool_id, seen.target)
 
     def _delete(
         self, pool_id: str, victims: Sequence[Instance], key: str, note: str = "", follow: Observed | None = None
@@ -340,7 +325,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         """Delete ``victims``; with ``follow`` (the pool as read before), GKE's autoscaler bounds follow the pool."""
         self._delete_instances(pool_id, victims)
         moved = (
-            "" if follow is None else self._bounds.follow(pool_id, follow, follow.target - len(victims), deleted=True)
+            "" if follow is None else self._bounds.follow(pool_id, follow, follow.target - len(victims), sent=_DELETING)
         )
         listed = ", ".join(i.name for i in victims)
         log.info("pool %s: deleting instances %s (key %s)", pool_id, listed, key)
@@ -379,6 +364,9 @@ class GkeNodePoolActuator(GkeNodePoolReads):
 
     def _result(self, key: str, pool_id: str, status: ActionStatus, detail: str) -> ActionResult:
         return ActionResult(key, pool_id, status, self._clock.now(), detail=detail)
+
+
+_DELETING = "its nodes are being deleted"  # what went out before GKE's autoscaler bounds follow a deletion
 
 
 def _first(reasons: dict[str, str]) -> str:

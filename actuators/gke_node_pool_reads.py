@@ -102,7 +102,7 @@ class GkeNodePoolReads:
         if pool_id not in self._mappings:
             raise PermanentActuatorError(pool_id, "no GKE node pool is mapped to this pool")
         pool = self._read(pool_id, changing, self._gke.get_node_pool, name=self._pool_path(pool_id))
-        operation, failure = self._operations(pool_id, changing)
+        operation, failure, upgrading = self._operations(pool_id, changing)
         zones: list[Zone] = []
         missing: list[tuple[str, str]] = []
         for mig in (_mig(pool_id, url) for url in pool.instance_group_urls):
@@ -118,7 +118,7 @@ class GkeNodePoolReads:
         bounds = (
             (pool.autoscaling.total_min_node_count, pool.autoscaling.total_max_node_count) if autoscaling else (0, 0)
         )
-        return Observed(autoscaling, tuple(zones), operation, tuple(missing), bounds)
+        return Observed(autoscaling, tuple(zones), operation, tuple(missing), bounds, cluster_operation=upgrading)
 
     def _group(self, pool_id: str, changing: bool, mig: tuple[str, str, str]) -> tuple[Any, list[Any]] | None:
         """One zone's instance group and its instances, or None if the group is not found (404)."""
@@ -155,9 +155,10 @@ class GkeNodePoolReads:
             exc.pool_id, f"the pool could not be read for the change, nothing sent: {exc.reason}"
         )
 
-    def _operations(self, pool_id: str, changing: bool = False) -> tuple[str | None, str]:
-        """The operation still running on the pool, if any, and the stockout its latest operation ended with
-        ("" if it ended without one, none ended, or it ended more than ``zone_backoff`` ago).
+    def _operations(self, pool_id: str, changing: bool = False) -> tuple[str | None, str, str | None]:
+        """The operation still running on the pool, if any, the stockout its latest operation ended with ("" if it
+        ended without one, none ended, or it ended more than ``zone_backoff`` ago), and the operation still running on
+        the cluster itself, if any (an upgrade GKE started: ``targetLink`` ``.../clusters/C``).
 
         The list covers every cluster of the location, so an operation is the pool's only when its ``targetLink``
         (``https://container.googleapis.com/v1/projects/P/locations/L/clusters/C/nodePools/NP``) names this
@@ -167,13 +168,16 @@ class GkeNodePoolReads:
         listed = self._read(pool_id, changing, self._gke.list_operations, parent=self._location)
         ops = [op for op in listed.operations if op.target_link.endswith(suffix)]
         running = next((str(op.name) for op in ops if op.status.name != "DONE"), None)
+        cluster = f"/clusters/{self._cluster.rsplit('/', 1)[1]}"
+        on_cluster = (op for op in listed.operations if op.target_link.endswith(cluster) and op.status.name != "DONE")
+        upgrading = next((str(op.name) for op in on_cluster), None)
         latest = max(ops, key=lambda op: str(op.start_time), default=None)
         if running is not None or latest is None or not latest.error or not latest.error.message:
-            return running, ""
+            return running, "", upgrading
         ended = _timestamp(str(latest.end_time))
         if ended is not None and self._clock.now() - ended >= self._zone_backoff:
-            return None, ""
-        return None, capacity_failure([("", str(latest.error.message))])
+            return None, "", upgrading
+        return None, capacity_failure([("", str(latest.error.message))]), upgrading
 
     def _zone_state(self, pool_id: str, zone: Zone, in_zone: bool) -> ZoneState:
         until = self._zones_out.get((pool_id, zone.name))

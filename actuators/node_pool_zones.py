@@ -89,6 +89,8 @@ class Observed:
     # (zone, instance group) of each zone whose instance group the pool lists but Compute does not find (404)
     missing: tuple[tuple[str, str], ...] = ()
     bounds: tuple[int, int] = (0, 0)  # GKE's autoscaler's total min and max node counts (read when it is on)
+    # An operation running on the cluster itself (an upgrade GKE started), during which GKE refuses node pool changes
+    cluster_operation: str | None = None
 
     @property
     def asked(self) -> int:

@@ -51,9 +51,6 @@ def _queued(tpu: FakeTpuApi) -> CloudTpuQueuedResourceActuator:
 
 
 def _write(case: str, gke: FakeGkeApi, tpu: FakeTpuApi) -> Write:
-    if case == "gke-set-size":
-        gke.add_pool("a100", nodes=1)
-        return gke, "POST", ":setSize", lambda: _node_pools(gke).resize("gpu", 2, "k")
     if case == "compute-resize":
         gke.add_pool("a100", nodes=3, zones=("us-central1-a", "us-central1-b"))  # 2 + 1 -> 3 + 2: zone by zone
         return gke, "POST", "/resize", lambda: _node_pools(gke).resize("gpu", 5, "k")
@@ -80,7 +77,6 @@ def _write(case: str, gke: FakeGkeApi, tpu: FakeTpuApi) -> Write:
 @pytest.mark.parametrize(
     "case",
     [
-        "gke-set-size",
         "compute-resize",
         "compute-delete-instances",
         "gke-set-autoscaling",

@@ -34,6 +34,14 @@ def _node_pools(fake: FakeGkeApi, mode: str = "refuse") -> GkeNodePoolActuator:
     return GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [mapping], CLOCK)
 
 
+def _resized_through_gke(fake: FakeGkeApi, per_zone: int) -> None:
+    """The pool resized by hand through GKE (``gcloud container clusters resize``): one setSize, a GKE operation that
+    runs until its groups' creates are done or given up on. The agent itself never sends one."""
+    google_clients(fake.url).gke.set_node_pool_size(
+        request={"name": f"{CLUSTER}/nodePools/a100", "node_count": per_zone}
+    )
+
+
 def test_a_pool_with_gke_autoscaling_on_is_refused_by_default(gke_api: FakeGkeApi) -> None:
     gke_api.add_pool("a100", nodes=2, autoscaling={"enabled": True, "minNodeCount": 0, "maxNodeCount": 4})
     with pytest.raises(PermanentActuatorError, match="GKE autoscaling is on"):
@@ -61,10 +69,17 @@ def test_move_bounds_sets_the_autoscaler_bounds_to_the_target(gke_api: FakeGkeAp
 def test_a_stockout_after_an_accepted_resize_is_failed_units_then_removed_and_refused(
     gke_api: FakeGkeApi, shown_on: tuple[str, ...]
 ) -> None:
+    """Told on the instances, the agent's own resize of the group fails them; told on an operation's error alone,
+    the pool was grown through GKE, whose operation ends with the error once it gives up."""
     gke_api.add_pool("a100", nodes=1)
     gke_api.stockout(mode="operation", room=1, shown_on=shown_on)  # room for one more instance, not three
-    assert _node_pools(gke_api).resize("gpu", 4, "up-1").status is ActionStatus.STARTED
-    gke_api.advance()  # the operation ends; two of the three new instances cannot be created
+    if "instances" in shown_on:
+        assert _node_pools(gke_api).resize("gpu", 4, "up-1").status is ActionStatus.STARTED
+        gke_api.advance()  # two of the three new instances cannot be created
+    else:
+        _resized_through_gke(gke_api, 4)
+        gke_api.advance()  # two of the three new instances cannot be created; GKE's operation runs on
+        gke_api.advance()  # and ends with their error
     mig = gke_api.pools["a100"].migs[0]
     assert mig.target_size == 4
     actuator = _node_pools(gke_api)  # read from the cloud alone, as after a restart
@@ -78,7 +93,7 @@ def test_a_stockout_after_an_accepted_resize_is_failed_units_then_removed_and_re
     assert "2 instances could not be created" in str(refused.value)
     assert mig.target_size == 2  # back to what exists
     assert [i.name for i in mig.instances if i.action == "DELETING"] == stuck
-    assert gke_api.calls("POST", ":setSize") == 1  # the refused scale-up asked GKE for nothing
+    assert gke_api.calls("POST", "/resize") == (1 if "instances" in shown_on else 0)  # the refused one: none
     (state,) = actuator.list_pools()
     assert (state.ready_units, state.target_units, state.failed_units) == (2, 2, 0)
     gke_api.advance()
@@ -160,7 +175,7 @@ def test_a_late_stockout_under_move_bounds_moves_the_bounds_to_what_exists(gke_a
 )
 def test_vendor_errors_become_decisions(gke_api: FakeGkeApi, status: int, message: str, error: type[Exception]) -> None:
     gke_api.add_pool("a100", nodes=1)
-    gke_api.fail_next(1, status, message, path=":setSize")
+    gke_api.fail_next(1, status, message, path="/resize")
     with pytest.raises(error):
         _node_pools(gke_api).resize("gpu", 2, "k")
 
@@ -219,16 +234,18 @@ def test_an_unreachable_api_is_transient(gke_api: FakeGkeApi) -> None:
 
 
 def test_an_operation_running_across_a_restart_is_seen_and_not_repeated(gke_api: FakeGkeApi) -> None:
-    gke_api.add_pool("a100", nodes=1)
-    _node_pools(gke_api).resize("gpu", 3, "k")
-    restarted = _node_pools(gke_api)
+    """The operation of a move of GKE's autoscaler bounds (the only GKE operation a resize starts)."""
+    gke_api.add_pool("a100", nodes=1, autoscaling={"enabled": True, "minNodeCount": 0, "maxNodeCount": 4})
+    _node_pools(gke_api, "move-bounds").resize("gpu", 3, "k")
+    restarted = _node_pools(gke_api, "move-bounds")
     (state,) = restarted.list_pools()
     assert state.in_flight_operation is not None
-    assert "set_node_pool_size" in state.in_flight_operation
+    assert "update_cluster" in state.in_flight_operation
     assert restarted.resize("gpu", 3, "k").status is ActionStatus.DONE
     with pytest.raises(TransientActuatorError, match="still running"):
         restarted.resize("gpu", 5, "k2")
-    assert gke_api.calls("POST", ":setSize") == 1
+    assert gke_api.calls("POST", ":setAutoscaling") == 1
+    assert gke_api.calls("POST", ":setSize") == 0
 
 
 def test_scale_down_deletes_named_instances_newest_first(gke_api: FakeGkeApi) -> None:
@@ -329,9 +346,9 @@ def test_operations_of_another_cluster_in_the_location_are_not_the_pools(gke_api
         "2024-05-01T00:00:02Z",
     )
     actuator = _node_pools(gke_api)
-    actuator.resize("gpu", 2, "up")  # one node still being created
+    assert actuator.resize("gpu", 2, "up").status is ActionStatus.STARTED  # not held by operation-x-running
     (state,) = actuator.list_pools()
-    assert (state.in_flight_operation or "").endswith("set_node_pool_size")  # ours, not operation-x-running
+    assert state.in_flight_operation is None  # a group resize starts no GKE operation; the other pool's is not ours
     assert state.failed_units == 0
 
 
@@ -343,7 +360,8 @@ def test_a_stockout_an_operation_ended_with_is_forgotten_after_the_zone_backoff(
     clock = SimulatedClock(CLOCK.now())
     clients = google_clients(gke_api.url)
     actuator = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [MAPPING], clock)
-    actuator.resize("gpu", 2, "up")
+    _resized_through_gke(gke_api, 2)
+    gke_api.advance()  # the creates fail
     gke_api.advance()  # the operation ends with the stockout; its instance is a failed unit
     assert actuator.list_pools()[0].failed_units == 1
     gke_api.restock()

@@ -50,10 +50,17 @@ def _actuator(fake: FakeGkeApi, clock: SimulatedClock) -> GkeNodePoolActuator:
 
 def _failed(fake: FakeGkeApi, zones: tuple[str, ...], nodes: int, to: int) -> tuple[GkeNodePoolActuator, PoolState]:
     """A pool of ``nodes`` over ``zones`` grown to ``to``, accepted; the zones stocked out by the test then fail the
-    creates: the actuator and its pool as read afterwards."""
+    creates: the actuator and its pool as read afterwards. A stockout told on an operation's error alone is told of a
+    resize through GKE (``gcloud container clusters resize``: one setSize, ``to`` per zone), which ends with the error
+    once GKE gives up on the creates; the agent's own resizes of the groups start no GKE operation."""
     fake.add_pool("a100", nodes=nodes, zones=zones)
     actuator = _actuator(fake, SimulatedClock(T0))
-    actuator.resize("gpu", to, "up")
+    if all("instances" in out.shown_on for out in fake.stockouts.values()):
+        actuator.resize("gpu", to, "up")
+    else:
+        request = {"name": f"{CLUSTER}/nodePools/a100", "node_count": to // len(zones)}
+        google_clients(fake.url).gke.set_node_pool_size(request=request)
+        fake.advance()  # the creates fail; GKE's operation runs on
     fake.advance()
     (state,) = actuator.list_pools()
     return actuator, state

@@ -30,14 +30,23 @@ def _actuator(fake: FakeGkeApi, clock: SimulatedClock) -> GkeNodePoolActuator:
     return GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [mapping], clock, drained=True)
 
 
+def _resized_through_gke(fake: FakeGkeApi, per_zone: int) -> None:
+    """The pool resized by hand through GKE (``gcloud container clusters resize``): one setSize, a GKE operation that
+    ends with the error once GKE gives up on the creates, the step after they fail. The agent never sends one."""
+    google_clients(fake.url).gke.set_node_pool_size(
+        request={"name": f"{CLUSTER}/nodePools/a100", "node_count": per_zone}
+    )
+    fake.advance()  # the creates fail; the operation runs on
+    fake.advance()
+
+
 def test_every_zone_the_operation_names_fails_and_is_backed_off(gke_api: FakeGkeApi) -> None:
     gke_api.add_pool("a100", nodes=3, zones=ZONES)
     for zone in ZONES:  # accepted, then every zone runs out: the failure shows on the operation alone
         gke_api.stockout(zone, mode="operation", shown_on=("operation",))
     clock = SimulatedClock(START)
     actuator = _actuator(gke_api, clock)
-    assert actuator.resize("gpu", 6, "up").status is ActionStatus.STARTED  # one setSize: 2 in each zone
-    gke_api.advance()
+    _resized_through_gke(gke_api, 2)
     (operation,) = [op for op in gke_api.operations.values() if op.op_type == "SET_NODE_POOL_SIZE"]
     assert operation.error is not None
     assert [z for z in ZONES if f"zones/{z}'" in operation.error["message"]] == list(ZONES)
@@ -63,8 +72,7 @@ def test_a_zone_the_error_does_not_name_keeps_its_instances_coming(gke_api: Fake
     for zone in ZONES[1:]:
         gke_api.stockout(zone, mode="operation", shown_on=("operation",))
     actuator = _actuator(gke_api, SimulatedClock(START))
-    actuator.resize("gpu", 6, "up")
-    gke_api.advance()  # zone a's new node comes up; b and c fall short
+    _resized_through_gke(gke_api, 2)  # zone a's new node comes up; b and c fall short
     (operation,) = [op for op in gke_api.operations.values() if op.op_type == "SET_NODE_POOL_SIZE"]
     assert operation.error is not None
     assert [z for z in ZONES if f"zones/{z}'" in operation.error["message"]] == list(ZONES[1:])

@@ -98,7 +98,7 @@ def test_cloud_tpu_refusing_the_create_for_a_quota_says_to_have_it_raised(tpu_ap
 
 def test_gke_refusing_a_resize_for_regional_quota_says_to_have_it_raised(gke_api: FakeGkeApi) -> None:
     gke_api.add_pool("a100", nodes=1)
-    gke_api.fail_next(1, 403, GKE_QUOTA, path=":setSize")
+    gke_api.fail_next(1, 403, GKE_QUOTA, path="/resize")
     clients = google_clients(gke_api.url)
     mapping = NodePoolMapping(pool="gpu", node_pool="a100")
     actuator = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [mapping], SimulatedClock(T0))
@@ -111,10 +111,9 @@ def test_gke_refusing_a_resize_for_regional_quota_says_to_have_it_raised(gke_api
 def test_a_multi_zone_gke_pool_refused_for_regional_quota_in_every_zone_says_to_have_it_raised(
     gke_api: FakeGkeApi,
 ) -> None:
-    """A pool of two zones: the one setSize is refused, then each zone's instance group resize; the refusals are
-    collected zone by zone and the error raised from them keeps that they were a quota."""
+    """A pool of two zones: each zone's instance group resize is refused; the refusals are collected zone by zone and
+    the error raised from them keeps that they were a quota."""
     gke_api.add_pool("a100", nodes=2, zones=("us-central1-a", "us-central1-b"))
-    gke_api.fail_next(1, 403, GKE_QUOTA, path=":setSize")
     gke_api.fail_next(2, 403, GKE_QUOTA, path="/resize")
     clients = google_clients(gke_api.url)
     mapping = NodePoolMapping(pool="gpu", node_pool="a100")

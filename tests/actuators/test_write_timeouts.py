@@ -92,10 +92,6 @@ def _node_pools(gke: FakeGkeApi, mode: str = "refuse") -> GkeNodePoolActuator:
 
 
 def _google_cases(gke: FakeGkeApi, tpu: FakeTpuApi) -> dict[str, Case]:
-    def set_size(mp: pytest.MonkeyPatch) -> tuple[Hold, Callable[[], ActionResult]]:
-        gke.add_pool("a100", nodes=1)
-        return _held(gke, mp, "POST", ":setSize"), lambda: _node_pools(gke).resize("gpu", 2, "k")
-
     def zone_resize(mp: pytest.MonkeyPatch) -> tuple[Hold, Callable[[], ActionResult]]:
         gke.add_pool("a100", nodes=3, zones=("us-central1-a", "us-central1-b"))  # 2 + 1 -> 3 + 2: zone by zone
         return _held(gke, mp, "POST", "/resize"), lambda: _node_pools(gke).resize("gpu", 5, "k")
@@ -126,7 +122,6 @@ def _google_cases(gke: FakeGkeApi, tpu: FakeTpuApi) -> dict[str, Case]:
         return _held(tpu, mp, "POST", "/queuedResources"), lambda: queued.resize(QUEUED.pool, 1, "k")
 
     return {
-        "gke-set-size": set_size,
         "compute-resize": zone_resize,
         "compute-delete-instances": delete_instances,
         "gke-set-autoscaling": set_autoscaling,
@@ -139,7 +134,6 @@ def _google_cases(gke: FakeGkeApi, tpu: FakeTpuApi) -> dict[str, Case]:
 @pytest.mark.parametrize(
     "case",
     [
-        "gke-set-size",
         "compute-resize",
         "compute-delete-instances",
         "gke-set-autoscaling",

@@ -201,4 +201,4 @@ def test_a_lease_margin_longer_than_the_renew_deadline_still_leaves_the_leader_r
     guarded = LeaderOnlyActuator(adapter, elector, clock, settings.write_limit())
     clock.advance(settings.retry_period)  # the next renewal is due: 8 s of leadership are left
     assert guarded.resize("gpu", 2, "a-1").status is ActionStatus.STARTED
-    assert gke.calls("POST", ":setSize") == 1
+    assert gke.calls("POST", "/resize") == 1

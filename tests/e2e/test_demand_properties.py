@@ -22,7 +22,7 @@ from agent.strict_json import dumps
 from config import settings_from_mapping
 from models import AlertKind, SkipReason, TraceError
 from models.demand import MAX_DEMAND, implausible_demand
-from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, Rig, end_process, live_agent
+from tests.e2e.rig import CLASS, ON_DEMAND, Rig, end_process, live_agent
 from tests.fakes import kube_objects as objs
 
 
@@ -63,7 +63,7 @@ def test_no_implausible_value_from_prometheus_ever_shrinks_a_pool(rig: Rig, kube
 
     assert rig.mirror.nodes(ON_DEMAND) == nodes
     assert rig.gke.calls("POST", "deleteInstances") == 0
-    assert rig.gke.calls("POST", f"/nodePools/{NODE_POOLS[ON_DEMAND]}:setSize") == 0
+    assert rig.gke.calls("POST", "/resize") == 0
 
 
 @settings(max_examples=60, deadline=None)

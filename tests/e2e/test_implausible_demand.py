@@ -13,7 +13,7 @@ from kubernetes import client as k8s
 from agent.notify import RecordingNotifier
 from config import settings_from_mapping
 from models import AlertKind, SkipReason
-from tests.e2e.rig import CLASS, NODE_POOLS, ON_DEMAND, SPOT, Rig, live_agent
+from tests.e2e.rig import CLASS, ON_DEMAND, SPOT, Rig, live_agent
 from tests.fakes import kube_objects as objs
 
 MINUTE = timedelta(minutes=1)
@@ -55,7 +55,7 @@ def test_an_implausible_demand_holds_the_busy_pool_and_alerts_with_the_value_and
     assert rig.mirror.nodes(ON_DEMAND) == nodes
     assert all(not rig.kube.get("nodes", n)["spec"].get("unschedulable") for n in nodes)  # type: ignore[index]
     assert rig.gke.calls("POST", "deleteInstances") == 0
-    assert rig.gke.calls("POST", f"/nodePools/{NODE_POOLS[ON_DEMAND]}:setSize") == 0
+    assert rig.gke.calls("POST", "/resize") == 0
 
 
 @pytest.mark.parametrize(

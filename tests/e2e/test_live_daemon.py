@@ -82,7 +82,7 @@ def test_enforce_mode_scales_up_then_drains_the_idle_nodes_away(rig: Rig, kube_c
         _tick(rig, assembled, 5 * MINUTE)  # seen idle, then idle for the 10-minute window: drained
 
     assert rig.gke.calls("POST", "deleteInstances") == 2
-    assert rig.gke.calls("POST", f"/nodePools/{NODE_POOLS[SPOT]}:setSize") == 1  # the scale-up only
+    assert rig.gke.calls("POST", "/resize") == 1  # the scale-up only
     assert _sample(assembled, "leadtime_decisions_total", pool=SPOT, action="drain", status="done") == 2.0
     rig.settle()
     assert len(rig.mirror.nodes(SPOT)) == 1
@@ -182,7 +182,7 @@ def test_leadtime_run_as_a_process_resizes_a_pool_and_stops_on_sigterm(rig: Rig,
                 process.kill()
                 process.wait(timeout=10)
     text = log.read_text()
-    assert rig.gke.calls("POST", f"/nodePools/{NODE_POOLS[SPOT]}:setSize") == 1, text
+    assert rig.gke.calls("POST", "/resize") == 1, text
     assert "daemon stopped and handed over the lease" in text
     assert "Traceback" not in text, text
     with SqliteLedger(ledger) as spend:  # the fresh ledger charged the pools while the daemon ran

@@ -18,8 +18,10 @@ from tests.fakes import kube_objects as objs
 MINUTE = timedelta(minutes=1)
 
 
-def _set_size_calls(rig: Rig, pool_id: str) -> int:
-    return rig.gke.calls("POST", f"/nodePools/{NODE_POOLS[pool_id]}:setSize")
+def _resize_calls(rig: Rig, pool_id: str) -> int:
+    """The resizes sent to the pool's one zone: its instance group's."""
+    group = rig.gke.pools[NODE_POOLS[pool_id]].migs[0].name
+    return rig.gke.calls("POST", f"/instanceGroupManagers/{group}/resize")
 
 
 def test_a_tick_scales_the_cheapest_pool_up_to_the_demand_read_from_prometheus(
@@ -34,8 +36,8 @@ def test_a_tick_scales_the_cheapest_pool_up_to_the_demand_read_from_prometheus(
     assert report.observed == {CLASS: 24.0}
     assert [(r.pool_id, r.from_units, r.to_units) for r in report.plan.resizes] == [(SPOT, 0, 3)]
     assert [(r.pool_id, r.status) for r in report.results] == [(SPOT, ActionStatus.STARTED)]
-    assert _set_size_calls(rig, SPOT) == 1
-    assert _set_size_calls(rig, ON_DEMAND) == 0
+    assert _resize_calls(rig, SPOT) == 1
+    assert _resize_calls(rig, ON_DEMAND) == 0
     assert rig.gke.pools[NODE_POOLS[SPOT]].migs[0].target_size == 3
     queries = rig.prometheus.queries
     assert any('namespace="training"' in q and "kube_pod_container_resource_requests" in q for q in queries)
@@ -46,7 +48,7 @@ def test_a_tick_scales_the_cheapest_pool_up_to_the_demand_read_from_prometheus(
     assert steady.plan.resizes == ()
     assert steady.results == ()
     assert len(rig.mirror.nodes(SPOT)) == 3
-    assert _set_size_calls(rig, SPOT) == 1
+    assert _resize_calls(rig, SPOT) == 1
 
 
 def test_a_stockout_on_the_spot_pool_makes_the_next_tick_use_the_on_demand_pool(
@@ -64,7 +66,7 @@ def test_a_stockout_on_the_spot_pool_makes_the_next_tick_use_the_on_demand_pool(
     assert (failed.pool_id, failed.status) == (SPOT, ActionStatus.FAILED)
     assert "ZONE_RESOURCE_POOL_EXHAUSTED" in (failed.error or "")
     assert [(a.kind, a.subject) for a in first.alerts] == [(AlertKind.STOCKOUT, SPOT)]
-    assert _set_size_calls(rig, ON_DEMAND) == 0
+    assert _resize_calls(rig, ON_DEMAND) == 0
 
     rig.clock.advance(MINUTE)
     second = agent.run_once(rig.clock.now())
@@ -72,7 +74,7 @@ def test_a_stockout_on_the_spot_pool_makes_the_next_tick_use_the_on_demand_pool(
     assert [(r.pool_id, r.status) for r in second.results] == [(ON_DEMAND, ActionStatus.STARTED)]
     assert rig.gke.pools[NODE_POOLS[ON_DEMAND]].migs[0].target_size == 3
     assert rig.gke.pools[NODE_POOLS[SPOT]].migs[0].target_size == 0
-    assert _set_size_calls(rig, SPOT) == 1  # the backed-off pool is not asked again
+    assert _resize_calls(rig, SPOT) == 1  # the backed-off pool is not asked again
 
 
 def test_a_stockout_after_an_accepted_resize_sends_the_demand_to_the_on_demand_pool(
@@ -103,7 +105,7 @@ def test_a_stockout_after_an_accepted_resize_sends_the_demand_to_the_on_demand_p
         (ON_DEMAND, ActionStatus.STARTED),
     ]
     assert rig.gke.pools[NODE_POOLS[ON_DEMAND]].migs[0].target_size == 3
-    assert _set_size_calls(rig, SPOT) == 1  # the backed-off pool is not asked again
+    assert _resize_calls(rig, SPOT) == 1  # the backed-off pool is not asked again
 
     rig.clock.advance(MINUTE)
     third = agent.run_once(rig.clock.now())
@@ -170,7 +172,7 @@ def test_a_scale_down_drains_exactly_the_idle_node_through_a_disruption_budget(
     assert rig.gke.calls("POST", "deleteInstances") == 1
     instances = {i.name: i.action for i in rig.gke.pools[NODE_POOLS[ON_DEMAND]].migs[0].instances}
     assert instances == {busy_a: "NONE", busy_b: "NONE", idle: "DELETING"}
-    assert _set_size_calls(rig, ON_DEMAND) == 0  # never a blind resize
+    assert _resize_calls(rig, ON_DEMAND) == 0  # never a blind resize
     assert rig.kube.calls("delete", "pods") == 0  # evicted through the API, never deleted by force
 
     rig.settle()

@@ -47,6 +47,7 @@ class FakeGkeApi(InstanceGroups, GoogleJsonServer):
         self.stockouts: dict[str, Stockout] = {}  # by zone
         self.lost_groups: set[tuple[str, str]] = set()  # (zone, name) of groups deleted under a node pool
         self._ids = itertools.count(1)
+        self._short_sizes: set[str] = set()  # setSize operations that went on through a step whose creates failed
 
     def start(self) -> FakeGkeApi:
         super().start()
@@ -110,7 +111,8 @@ class FakeGkeApi(InstanceGroups, GoogleJsonServer):
 
     def advance(self) -> None:
         """Lead time passes: instances arrive (unless their zone is stocked out) and running operations finish,
-        with an error naming the stockout if some of the instances they asked for could not be created."""
+        with an error naming the stockout if some of the instances they asked for could not be created; a setSize
+        whose creates failed finishes so on the next step, not on the one they failed in."""
         with self._lock:
             failures: dict[str, Obj] = {}  # node pool -> the error of the operation that grew it
             for pool in list(self.pools.values()):
@@ -132,7 +134,13 @@ class FakeGkeApi(InstanceGroups, GoogleJsonServer):
                     if short:
                         self._created_short(pool, short)
             for op in self.operations.values():
-                if op.status == "RUNNING":
+                failing = op.status == "RUNNING" and op.target.rsplit("/", 1)[1] in failures
+                if failing and op.op_type == "SET_NODE_POOL_SIZE" and op.name not in self._short_sizes:
+                    # GKE's setSize waits for its groups' creates and gives up only after a timeout ("Not all
+                    # instances running in IGM after 35m0s", REFERENCE.md): it runs on through the step in which
+                    # they fail, and ends with their error on a later one.
+                    self._short_sizes.add(op.name)
+                elif op.status == "RUNNING":
                     self._finish(op)
                     op.error = failures.get(op.target.rsplit("/", 1)[1], op.error)
 
