@@ -30,13 +30,20 @@ def _restore_root_logger() -> Iterator[None]:
     root.setLevel(level)
 
 
+@pytest.fixture(scope="session")
+def _no_kubeconfig(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("kube") / "no-kubeconfig"
+
+
 @pytest.fixture(autouse=True)
-def _outside_a_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+def _outside_a_pod(monkeypatch: pytest.MonkeyPatch, _no_kubeconfig: Path) -> None:
     """The suite runs as on a workstation even where its machine is a pod: ``leadtime run`` refuses leader election
     turned off in a pod, and the Kubernetes client prefers the in-cluster account there; tests that mean a pod set
-    the variables themselves."""
+    the variables themselves. Nor does it read the workstation's kubeconfig (a command that falls back on it, as
+    ``recommend`` does to read drains, would list a real cluster's nodes): a test that means one writes its own."""
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     monkeypatch.delenv("KUBERNETES_SERVICE_PORT", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(_no_kubeconfig))
 
 
 @pytest.fixture
