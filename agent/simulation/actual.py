@@ -5,10 +5,13 @@ There is an ``actual`` row only when every pool has a recorded capacity at every
 that leaves out a pool, or a stretch of one, would understate the cost, and the last value held across a long
 gap overstated it (a pool scaled to zero answers a ``count()`` query with no sample at all). A record missing for
 ``HELD_STEPS`` steps or fewer holds the last one. Otherwise the results say which pools lack it, where and why.
+A pool that reads 0 at every step where its classes had demand is refused too (``_zero_reads``): its query most
+likely selects no node, and the row would have the cluster run its demand on nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import numpy as np
@@ -18,11 +21,18 @@ from agent.simulation.window import SimulationWindow
 from agent.sources.node_label_hints import pool_label_fallback
 from agent.sources.prometheus_history import ClusterHistory
 from config.schema import Settings
+from models import PoolKind, PoolSpec
+
+log = logging.getLogger(__name__)
 
 
 def actual_run(settings: Settings, history: ClusterHistory, window: SimulationWindow) -> PolicyRun | None:
+    """The ``actual`` row, or None when a pool's record is missing (``actual_note`` says why). A pool whose query
+    read 0 wherever its classes had demand is told in a warning as well: its query most likely selects no node."""
     units = _window_units(history, window)
     if _missing(settings, history, window, units):
+        for reason in _zero_reads(settings, history, window, units).values():
+            log.warning("no actual row: %s", reason)
         return None
     return run_actual(settings, window, units)
 
@@ -51,6 +61,7 @@ def _missing(
     settings: Settings, history: ClusterHistory, window: SimulationWindow, units: dict[str, np.ndarray]
 ) -> str:
     reasons = []
+    zeros = _zero_reads(settings, history, window, units)
     for pool in settings.pool_specs():
         query = history.capacity_queries.get(pool.pool_id)
         if query is None:
@@ -59,6 +70,8 @@ def _missing(
             reasons.append(f"{pool.pool_id}: {history.capacity_problems[pool.pool_id]}{_guard_hint(query)}")
         elif np.isnan(units[pool.pool_id]).all():
             reasons.append(f"{pool.pool_id}: no recorded capacity in the window{_guard_hint(query)}")
+        elif pool.pool_id in zeros:
+            reasons.append(zeros[pool.pool_id])
         elif gaps := _gaps(units[pool.pool_id], window):
             (first, last), more = gaps[0], len(gaps) - 1
             reasons.append(
@@ -68,6 +81,52 @@ def _missing(
                 + _guard_hint(query)
             )
     return "; ".join(reasons)
+
+
+def _zero_reads(
+    settings: Settings, history: ClusterHistory, window: SimulationWindow, units: dict[str, np.ndarray]
+) -> dict[str, str]:
+    """The pools whose capacity query read 0 (or nothing) at every step where their classes had demand, with the
+    reason to refuse the row: an on-prem pool (its nodes are owned: all of them down for the whole window is far
+    less likely than a query that selects none), or a cloud pool no other pool serving those classes ran a unit
+    beside. A query whose label value names no node (a misspelt pool name) reads 0 through a fallback on the label
+    (``or on() (0 * count(kube_node_labels{label_...!=""}))``), not nothing, and the row said the cluster ran its
+    demand on nothing: 0 USD, all of it unserved."""
+    pools = [p for p in settings.pool_specs() if p.pool_id in units and p.pool_id in history.capacity_queries]
+    found: dict[str, str] = {}
+    for pool in pools:
+        steps = _demand_steps(pool, window)
+        values = units[pool.pool_id][steps]
+        if not steps.any() or np.isnan(values).all() or np.nanmax(values) > 0:
+            continue
+        others = [p for p in pools if p.pool_id != pool.pool_id and set(p.serves) & set(pool.serves)]
+        ran_elsewhere = any(np.nanmax(units[p.pool_id][steps], initial=0.0) > 0 for p in others)
+        if ran_elsewhere and pool.kind is not PoolKind.ON_PREM:
+            continue  # a pool kept at none while another ran the demand
+        query = history.capacity_queries[pool.pool_id]
+        beside = "" if pool.kind is PoolKind.ON_PREM else ", while no other pool serving them ran a unit"
+        found[pool.pool_id] = (
+            f"{pool.pool_id}: prometheus.pools.{pool.pool_id}.capacity_query reads 0 units at each of the "
+            f"{int(steps.sum())} steps where its classes ({', '.join(pool.serves)}) had demand{beside}: a query "
+            "whose label value names none of the pool's nodes (a misspelt pool name) reads 0 through its fallback, "
+            f"not nothing; check the label value in {query}{_label_values(history, pool.pool_id)}"
+        )
+    return found
+
+
+def _demand_steps(pool: PoolSpec, window: SimulationWindow) -> np.ndarray:
+    """The steps the window bills at which a class the pool serves had demand."""
+    columns = [i for i, name in enumerate(window.classes) if name in pool.serves]
+    demand = np.nan_to_num(window.demand[:, columns], nan=0.0).sum(axis=1) if columns else np.zeros(len(window.index))
+    steps: np.ndarray = window.observed & (demand > 0)
+    return steps
+
+
+def _label_values(history: ClusterHistory, pool_id: str) -> str:
+    """The values Prometheus holds of the node labels the pool's query selects on, when they were read."""
+    labels = history.capacity_labels.get(pool_id, {})
+    told = [f"{name} is {', '.join(repr(v) for v in values) or 'on no node'}" for name, values in labels.items()]
+    return f" (in Prometheus, {'; '.join(told)})" if told else ""
 
 
 def _gaps(values: np.ndarray, window: SimulationWindow) -> list[tuple[int, int]]:

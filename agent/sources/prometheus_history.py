@@ -14,6 +14,7 @@ from datetime import datetime
 
 import numpy as np
 
+from agent.sources.node_label_values import node_label_values
 from agent.sources.prometheus import PrometheusSource, no_usable_data
 from agent.sources.prometheus_queries import demand_queries
 from agent.sources.prometheus_samples import step_grid
@@ -30,6 +31,8 @@ class ClusterHistory:
     capacity: dict[str, np.ndarray] = field(default_factory=dict)
     capacity_queries: dict[str, str] = field(default_factory=dict)
     capacity_problems: dict[str, str] = field(default_factory=dict)
+    # the values of the node labels its query selects on, for a pool that reads 0 throughout (a misspelt one?)
+    capacity_labels: dict[str, dict[str, list[str]]] = field(default_factory=dict)
 
 
 def prometheus_source(settings: Settings, config_path: str, reader: str = "--source prometheus") -> PrometheusSource:
@@ -81,4 +84,6 @@ def read_history(settings: Settings, source: PrometheusSource, start: datetime, 
             history.capacity_problems[pool.pool_id] = exc.reason
             continue
         history.capacity[pool.pool_id] = values.to_numpy(dtype=float)
+        if (values == 0).any() and not (values > 0).any():
+            history.capacity_labels[pool.pool_id] = node_label_values(source, query.capacity_query, start, end)
     return history

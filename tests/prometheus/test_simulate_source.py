@@ -173,3 +173,28 @@ def test_a_replay_of_an_outage_names_the_classes_without_data(
     (line,) = capsys.readouterr().err.splitlines()
     assert "no usable data for any demand class: 'earth/vc6YE', 'earth/vcMod', 'earth/vcJkd': " in line
     assert "no data for the whole range" in line and "--end 2020-05-10T12:00:00+08:00)" in line
+
+
+def test_a_capacity_query_reading_0_wherever_demand_ran_leaves_no_actual_row_and_says_to_check_the_label(
+    prometheus: PrometheusServer, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The query as docs/configuration.md writes it for a cloud pool, its fallback on any node-pool label, with the
+    pool's name misspelt: it reads 0 at every step, not nothing. The row was the cluster's run at 0 USD with all its
+    demand unserved, reported as fact; now there is none, and the results and a warning say why."""
+    misspelt = POOL.replace("on-demand", "ondemand")
+    label = "label_cloud_google_com_gke_nodepool"
+    query = f'count(kube_node_labels{{{label}="{misspelt}"}}) or on() (0 * count(kube_node_labels{{{label}!=""}}))'
+    config = _config(tmp_path, prometheus.url, capacity_query=query)
+    args = ["simulate", "--config", str(config), "--source", "prometheus", "--since", "1d", "--end", START]
+    assert main([*args, "--policy", "oracle", "--out", str(tmp_path / "o"), "--no-progress"]) == 0
+    document = json.loads((tmp_path / "o" / "results.json").read_text(encoding="utf-8"))
+    assert set(document["policies"]) == {"oracle"}
+    missing = document["actual"]["missing"]
+    assert missing.startswith(
+        f"{POOL}: prometheus.pools.{POOL}.capacity_query reads 0 units at each of the 288 steps where its classes "
+        f"({', '.join(TENANTS)}) had demand, while no other pool serving them ran a unit"
+    )
+    assert f"check the label value in {query} (in Prometheus, {label} is '{POOL}')" in missing
+    assert f"no actual row: {missing}" in capsys.readouterr().out
+    (warning,) = [r.getMessage() for r in caplog.records if r.name == "agent.simulation.actual"]
+    assert warning == f"no actual row: {missing}"
