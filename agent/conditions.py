@@ -52,19 +52,28 @@ as its last-seen time or summary moves at every tick (``agent.tick_alerts``), so
 older than the truth: it ends an adopted condition it finds gone only once ``resolve_after`` has passed since it
 adopted it, the end it tells gives the last-seen time saved (a lower bound), and the summary it tells again is the
 one saved (a stalled scale-up's wait a few ticks short).
+
+The times the tracker keeps are wall times: one written while the wall clock was ahead (a VM resumed with a wrong
+clock, then stepped back by NTP; a predecessor whose clock runs ahead) is later than any tick's ``now`` until the
+clock has caught up, and would hold the condition's end back that long (6 h ahead: told 365 minutes after the
+correction instead of ``resolve_after``). Each ``update`` first moves every such time back to its ``now`` (it was
+seen, found gone, told no later than that), and logs it when by more than ``CLOCK_SKEW``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
 from agent.alerts import PendingScaleUp
 from agent.planning import PlannerMemory
-from agent.planning.memory import BackoffReason, Condition, OpenCondition
+from agent.planning.memory import CLOCK_SKEW, BackoffReason, Condition, OpenCondition
 from models import AlertEvent, AlertKind, PoolState, Severity
 from models.durations import format_duration
+
+log = logging.getLogger(__name__)
 
 LEVEL_KINDS = frozenset(
     {
@@ -138,6 +147,7 @@ class ConditionTracker:
         Before the ends come the adopted conditions told again (``_retold``): one raised only when it began (a
         stockout, changes that keep failing) is held silently afterwards, so a new leader that did not tell it
         again would tell only its end."""
+        self._within_clock(now)
         told: set[Condition] = set()
         for event in raised:
             if event.kind not in LEVEL_KINDS or event.resolved:
@@ -169,6 +179,39 @@ class ConditionTracker:
             last = AlertEvent(key[0], active.severity, active.seen, key[1], active.summary)
             resolved.append(resolved_event(last, active.since, active.seen, gone, now, late))
         return resolved
+
+    def _within_clock(self, now: datetime) -> None:
+        """Move every time later than ``now`` back to ``now``: it was written while the wall clock was ahead."""
+        ahead: dict[str, timedelta] = {}
+
+        def cap(key: Condition, at: datetime) -> datetime:
+            if at > now:
+                ahead[f"{key[0]} {key[1]}"] = max(at - now, ahead.get(f"{key[0]} {key[1]}", timedelta(0)))
+            return min(at, now)
+
+        for key, active in self._active.items():
+            moved = replace(
+                active,
+                since=cap(key, active.since),
+                seen=cap(key, active.seen),
+                told={severity: cap(key, at) for severity, at in active.told.items()},
+                gone=None if active.gone is None else cap(key, active.gone),
+                held_by=None if active.held_by is None else cap(key, active.held_by),
+            )
+            if moved != active:
+                self._active[key] = moved
+        self._ended = {key: cap(key, at) for key, at in self._ended.items()}
+        self._adopted_at = {key: cap(key, at) for key, at in self._adopted_at.items()}
+        if ahead and max(ahead.values()) > CLOCK_SKEW:
+            log.warning(
+                "open conditions: times up to %s later than now (%s), written while the wall clock was ahead: it was "
+                "stepped back since (NTP, a resumed VM) or the replica that saved them runs ahead; check the nodes' "
+                "time sync. They are moved back to now: %s",
+                max(ahead.values()),
+                _when(now),
+                ", ".join(sorted(ahead)),
+                extra={"ahead_s": {what: by.total_seconds() for what, by in sorted(ahead.items())}},
+            )
 
     def _retold(
         self, now: datetime, told: Collection[Condition], holding: Collection[Condition], unknown: Collection[Condition]

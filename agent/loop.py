@@ -34,6 +34,7 @@ from agent.drains import NodeDrains
 from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unread_pool_alerts
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
+from agent.memory_clock import memory_within_clock
 from agent.model_refits import StagedRefit, refit_in_tick
 from agent.notify.base import Notifier
 from agent.observation import with_group_series
@@ -266,6 +267,8 @@ class Agent:
     def _act(self, now: datetime, outlook: Outlook, alerts: list[AlertEvent]) -> TickReport:
         """The tick once observed, adding its alerts to ``alerts`` as it goes; the report to deliver them from."""
         observed, forecasts, problems = outlook.observed, outlook.forecasts, outlook.problems
+        # times a tick wrote while the wall clock was ahead would hold the pools for the step's length
+        self.memory = memory_within_clock(self.memory, now, self.pool_by_id)
         states = {s.pool_id: s for s in self.parts.actuator.list_pools()}
         alerts.extend(unread_pool_alerts(self.parts.actuator, now))  # held as unobserved by the planner
         alerts.extend(broken_unit_events(states, now))  # replaced, never deleted while busy: a person decides

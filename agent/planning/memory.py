@@ -22,19 +22,31 @@ kept (a memory saved by an earlier release, or none saved), and the new leader f
 flight from its first read; ``()``: kept, and none waited for.
 
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
+
+Its times are wall times, written by the tick that set them: a tick that ran while the wall clock was ahead (a VM
+resumed with a wrong clock, then stepped back by NTP) wrote times that the corrected clock reaches only after the
+step's length, and a back-off, a last change or a failure written then would hold the pool that much longer (6 h
+ahead: a stockout's 10-minute back-off held the pool 370 minutes after the correction). Each tick first takes the
+memory back within its clock (``within_clock``): no back-off ends later than now and the longest back-off a tick
+sets (``max(MIN_BACKOFF, lead_time)``), and no change or failure is later than now (``agent.memory_clock``, which
+logs what it moves).
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TypeVar
 
 from models import AlertKind, Severity
 
 V = TypeVar("V")
+
+# How far ahead of this replica's clock a time saved by another may be without a word: replicas' clocks kept by NTP
+# differ by well under a second (as ``agent.scale_up_memory.CLOCK_SKEW``); a time further ahead is still moved back.
+CLOCK_SKEW = timedelta(seconds=5)
 Condition = tuple[AlertKind, str]  # an alert condition: kind, subject
 
 
@@ -177,6 +189,43 @@ class PlannerMemory:
             units_failing_since={p: t for p, t in self.units_failing_since.items() if p != pool_id},
             units_failed_last={p: t for p, t in self.units_failed_last.items() if p != pool_id},
         )
+
+    def within_clock(
+        self, now: datetime, longest_backoff: Mapping[str, timedelta]
+    ) -> tuple[PlannerMemory, dict[str, timedelta]]:
+        """The memory with no time later than the clock allows at ``now`` (a back-off ends at ``now`` plus its pool's
+        ``longest_backoff`` at the latest, a change or a failure is at ``now`` at the latest), and what was moved, by
+        how much: a later time was written while the wall clock was ahead (stepped back since, or the clock of the
+        replica that saved the memory runs ahead). Itself when nothing is (``agent.memory_clock`` logs the rest)."""
+        ahead: dict[str, timedelta] = {}  # what is moved, by how much
+
+        def cap(what: str, at: datetime, latest: datetime) -> datetime:
+            if at > latest:
+                ahead[f"{what} {at.isoformat(timespec='seconds')}"] = at - latest
+            return min(at, latest)
+
+        backoff = {
+            p: cap(f"pool {p} backed off until", until, now + longest_backoff[p])
+            for p, until in self.backoff_until.items()
+            if p in longest_backoff
+        }
+        changes = {p: (cap(f"pool {p} last changed at", at, now), way) for p, (at, way) in self.last_change.items()}
+        failures = {
+            name: {p: cap(f"pool {p} {name.replace('_', ' ')}", at, now) for p, at in getattr(self, name).items()}
+            for name in ("failing_since", "last_failure", "units_failing_since", "units_failed_last")
+        }
+        if not ahead:
+            return self, ahead
+        within = replace(
+            self,
+            backoff_until={**self.backoff_until, **backoff},
+            last_change=changes,
+            failing_since=failures["failing_since"],
+            last_failure=failures["last_failure"],
+            units_failing_since=failures["units_failing_since"],
+            units_failed_last=failures["units_failed_last"],
+        )
+        return within, ahead
 
     def pools(self) -> frozenset[str]:
         """Every pool the memory says something about."""
