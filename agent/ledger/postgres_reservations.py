@@ -14,7 +14,10 @@ without a span, as the release before does.
 
 A claim (``claim``: what the others hold under some keys, and the reservations asked on those figures) reads and
 writes in one transaction under the same writer lock, so two agents claiming at the same instant take turns, the
-second reading what the first wrote; ``reserved_by_others`` alone takes no lock.
+second reading what the first wrote; ``reserved_by_others`` alone takes no lock. It counts each reservation from
+where its pools' recorded spend ends (``agent.ledger.reservation_spans``), read from the entries after the
+reservations: an agent records its tick's spend before it replaces its reservation, so a reading between the two
+counts the tick once.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from datetime import datetime
 from agent.ledger import postgres_totals as totals
 from agent.ledger.postgres_schema import has_spans
 from agent.ledger.postgres_writes import Connection, take_write_lock
+from agent.ledger.reservation_spans import named_pools, recorded_to
 from agent.ledger.reservations import (
     Choose,
     CountedTo,
@@ -45,6 +49,11 @@ _LIVE = (
 _LIVE_WITH_SPANS = (
     "SELECT holder, amount_usd, covers_from_us, covers_until_us FROM leadtime_budget_reservations"
     " WHERE budget = ANY(%s) AND expires_us > %s AND NOT id = ANY(%s)"
+)
+
+_ENDS = (
+    "SELECT p.pool_id, (SELECT e.end_us FROM leadtime_ledger_entries AS e WHERE e.pool_id = p.pool_id"
+    " ORDER BY e.end_us DESC LIMIT 1) FROM unnest(%s::text[]) AS p (pool_id)"
 )
 
 _INSERT_WITH_SPANS = (
@@ -150,11 +159,20 @@ def reserved_by_others(
 ) -> float:
     """The live reservations under ``budgets`` that ``holder`` does not hold and ``mine`` does not name; with
     ``to``, each carried to ``to.until`` over its own span (``agent.ledger.reservations.carried``)."""
-    rows = db.execute(
-        _LIVE_WITH_SPANS if has_spans(db) else _LIVE, (sorted(set(budgets)), to_us(now), list(mine))
-    ).fetchall()
-    return sum(
-        carried(float(amount), None if start is None else (from_us(int(start)), from_us(int(end))), now, to)
-        for name, amount, start, end in rows
+    rows = [
+        (str(name), float(amount), None if start is None else (from_us(int(start)), from_us(int(end))))
+        for name, amount, start, end in db.execute(
+            _LIVE_WITH_SPANS if has_spans(db) else _LIVE, (sorted(set(budgets)), to_us(now), list(mine))
+        ).fetchall()
         if not holds(holder, str(name))
-    )
+    ]
+    pools = sorted({p for name, _, covers in rows if covers is not None for p in named_pools(name)})
+    ends = recorded_ends(db, pools) if pools and to is not None else {}
+    return sum(carried(amount, covers, now, to, recorded_to(named_pools(name), ends)) for name, amount, covers in rows)
+
+
+def recorded_ends(db: Connection, pools: Sequence[str]) -> dict[str, datetime]:
+    """Where each pool's recorded spend ends: its newest entry's end (one probe of the entries' end index per pool),
+    read after the reservations, so never older than the spend they were made beside."""
+    rows = db.execute(_ENDS, (sorted(set(pools)),)).fetchall()
+    return {str(pool): from_us(int(end)) for pool, end in rows if end is not None}

@@ -25,8 +25,10 @@ own pools' units beside the spend recorded.
 Each reservation records the span of time its amount pays for (``ReservationRequest.covers``: from the request to
 the period's end, or to the end of the commit horizon of the agent that made it), so that an agent reading what the
 others hold over a span of its own (``reserved_by_others``'s ``to``: the period's end, or its own commit horizon)
-counts each reservation at its own rate over that span (``carried``), whatever horizon the other agent reserves
-over. A reservation without a span (made by an earlier release) is counted at its amount, as that release reads it.
+counts each reservation at its own rate over that span, from where its pools' recorded spend ends
+(``agent.ledger.reservation_spans``): a tick its agent recorded and has not yet replaced the reservation after is
+counted once. A reservation without a span (made by an earlier release) is counted at its amount, as that release
+reads it.
 
 A decision that depends on what the others hold, and that they must see before they decide the same, reads and writes
 in one step (``Claims.claim``: what the others hold under some keys, and the reservations asked on those figures, in
@@ -38,10 +40,12 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
+
+from agent.ledger.reservation_spans import named_pools, newest_ends, recorded_to
 
 
 @dataclass(frozen=True)
@@ -83,17 +87,25 @@ class CountedTo:
     own_end: datetime
 
 
-def carried(amount_usd: float, covers: tuple[datetime, datetime] | None, now: datetime, to: CountedTo | None) -> float:
-    """What a reservation of ``amount_usd`` paying for the span ``covers`` comes to when its units are counted from
-    the span's start to ``to.until`` instead, at the same rate: carried past its end, or cut short of it. From its
-    start, not from ``now``: the spend since is not in the ledger until its agent's next tick records it (and
-    replaces the reservation with one from then). Without ``to``, its amount as it is."""
+def carried(
+    amount_usd: float,
+    covers: tuple[datetime, datetime] | None,
+    now: datetime,
+    to: CountedTo | None,
+    recorded_to: datetime | None = None,
+) -> float:
+    """What a reservation of ``amount_usd`` paying for the span ``covers`` comes to when its units are counted to
+    ``to.until`` instead, at the same rate: carried past its end, or cut short of it. From its span's start, or from
+    ``recorded_to`` (where its pools' recorded spend ends) if that is later: the spend before that is in the ledger
+    already, and the spend since its start is not until its agent's next tick records it (and replaces the
+    reservation with one from then). Without ``to``, its amount as it is."""
     if to is None:
         return amount_usd
     start, end = covers if covers is not None else (now, to.own_end)
     if end <= start:
         return amount_usd
-    return amount_usd * max(timedelta(0), to.until - start) / (end - start)
+    counted_from = start if covers is None or recorded_to is None else max(start, recorded_to)
+    return amount_usd * max(timedelta(0), to.until - counted_from) / (end - start)
 
 
 @dataclass(frozen=True)
@@ -240,6 +252,7 @@ class Claims(Protocol):
 
 
 Spent = Callable[[Sequence[str], datetime, datetime], float]
+Ends = Callable[[Sequence[str]], Mapping[str, datetime]]  # each pool's newest entry's end, of those recorded
 Elsewhere = Callable[[Sequence[str], datetime], float]  # live reservations under keys that this book does not keep
 
 
@@ -336,13 +349,21 @@ class ReservationBook:
         holder: Holder,
         mine: Sequence[int] = (),
         to: CountedTo | None = None,
+        ends: Ends | None = None,
     ) -> float:
+        """``ReservationBook``'s reservations that others hold, each counted from where ``ends`` says its pools'
+        recorded spend ends (``agent.ledger.reservation_spans``; ``None``: from its span's start)."""
         keys, own = set(budgets), set(mine)
         with self._lock:
-            return sum(
-                carried(h.amount_usd, h.covers, now, to)
+            held = [
+                h
                 for i, h in self._held.items()
                 if h.budget in keys and h.expires_at > now and not holds(holder, h.holder) and i not in own
+            ]
+            pools = sorted({p for h in held if h.covers is not None for p in named_pools(h.holder)})
+            recorded = {} if ends is None or to is None or not pools else ends(pools)
+            return sum(
+                carried(h.amount_usd, h.covers, now, to, recorded_to(named_pools(h.holder), recorded)) for h in held
             )
 
 
@@ -384,4 +405,4 @@ class InProcessReservations:
         mine: Sequence[int] = (),
         to: CountedTo | None = None,
     ) -> float:
-        return self._book.reserved_by_others(budgets, now, holder, mine, to)
+        return self._book.reserved_by_others(budgets, now, holder, mine, to, lambda pools: newest_ends(self, pools))
