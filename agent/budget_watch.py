@@ -201,12 +201,15 @@ class BudgetWatch:
         (``BudgetSpend.committed_elsewhere_usd``, ``committed_elsewhere_hour_usd``); ``coverage`` says whether the
         ledger holds each period from its start."""
         prices = {p: spec.price_per_unit_hour_usd for p, spec in self.pools.items()}
-        spends = self.meter.budget_spend(self.budgets, now, unread, prices)
         if self.reserver is not None:  # what the other agents sharing a budget hold: in its period's projection
+            # read before the spend: each counted from where its agent's recorded spend ends, a tick the agent records
+            # between the two reads is counted twice (never missed, as it would be read the other way round)
             month, hour = self.reserver.held_elsewhere(now), self.reserver.held_elsewhere_this_hour(now)
             to_end = self.reserver.held_elsewhere(now, to_period_end=True)
             going, going_hour = self.reserver.releasing_elsewhere(now), self.reserver.releasing_elsewhere(now, True)
             staying = self.reserver.staying_elsewhere(now, 2 * self.tick)
+        spends = self.meter.budget_spend(self.budgets, now, unread, prices)
+        if self.reserver is not None:
             spends = [
                 replace(
                     s,
