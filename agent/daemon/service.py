@@ -12,10 +12,12 @@ what each job does, with time from the injected clock, so tests drive it directl
   leader starts warm.
 * A replica that becomes the leader asks the loop to resume (reload the state the previous leader saved)
   before its first tick as leader. Every leader tick that follows a time this replica did not lead is such a first
-  tick: the request is made whenever the replica is seen not leading (an election round that starts without the
-  lease, a standby tick), not only when a round takes the lease. A tick may start between the round that takes the
-  lease and the round's end, or run as a standby while a renewal is in flight across the renew deadline (it forgets
-  the open conditions and the scale-ups waited for) with no lease taken afterwards, since the renewal succeeds.
+  tick: the request is made whenever the replica is seen not leading (a round that starts after one that ended
+  without the lease, a standby tick), not only when a round takes the lease: a tick may start between the round
+  that takes the lease and the round's end, or run as a standby while a renewal is in flight across the renew
+  deadline (it forgets the open conditions and the scale-ups waited for) with no lease taken afterwards, since the
+  renewal succeeds. A renewal that succeeds after the deadline with no tick in between starts no new term: the
+  Lease still named this replica, so nobody else led meanwhile.
 * A tick or refit that fails is counted by error class and survived; the next one starts afresh. A failed leader
   tick is alerted as ``tick-failed`` on ``replica/<pod>`` whatever the error's class, and its end is told once the
   ticks stop failing (``agent.daemon.tick_failures``). A leader tick that could read no class's demand or no pool
@@ -103,6 +105,7 @@ class Daemon:
         self._stopping = threading.Event()
         self._fit_or_stop = threading.Condition()  # notified when a fit beside the ticks ends and on a stop
         self._resume = threading.Event()  # set by the election thread, consumed by the next leader tick
+        self._led = False  # whether the last election round ended leading (this replica's term goes on)
         # The monotonic reading when the last election round that reached the Kubernetes API was sent: a standby's
         # contact is aged on it, so a wall clock stepped back does not keep a standby cut off from the API ready.
         self._contact_at: float | None = None
@@ -125,9 +128,10 @@ class Daemon:
     # -- jobs ---------------------------------------------------------------------------------------------
     def elect(self) -> ElectionStep:
         now, sent = self._clock.now(), self._clock.monotonic()
-        if not self._elector.is_leader(now):  # before the step: a tick may start once it has taken the lease
+        if not self._led:  # a round that takes the lease starts a term; a tick may start before the round ends
             self._resume.set()
         step = self._elector.step(now)
+        self._led = step.leading
         if step.error is None:
             self._contact_at = sent
         self._metrics.is_leader.set(1 if step.leading else 0)
