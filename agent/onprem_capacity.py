@@ -89,7 +89,7 @@ def onprem_capacity_events(reading: OnPremReading, pools: Sequence[PoolSpec], no
                 now,
                 pool_id,
                 f"On-prem pool {pool_id} has {units} of its {pool.max_units} units ready and schedulable: {missing} "
-                f"missing ({missing * pool.chips_per_unit} chips); {goes}",
+                f"missing ({missing * pool.chips_per_unit} chips); {goes}{none_read(pool_id) if units == 0 else ''}",
                 {
                     "ready_units": str(units),
                     "max_units": str(pool.max_units),
@@ -112,6 +112,17 @@ def onprem_capacity_events(reading: OnPremReading, pools: Sequence[PoolSpec], no
             )
         )
     return events
+
+
+def none_read(pool_id: str) -> str:
+    """What a read of 0 may mean besides every node down: a query that selects none of the pool's nodes. A label
+    value that names no node (a misspelt pool name) reads 0, not nothing, through a fallback on any value of the
+    label (``or on() (0 * count(kube_node_labels{label_...!=""}))``), and the pool's work all bursts."""
+    return (
+        f". If its nodes are up, its prometheus.pools.{pool_id}.capacity_query selects none of them: a label value "
+        "that names no node (a misspelt pool name) reads 0 through a fallback on the label, not nothing; check the "
+        "value, and fall back on the pool's own label (README, On-prem capacity)"
+    )
 
 
 def _above_max_event(pool: PoolSpec, value: float, now: datetime) -> AlertEvent:

@@ -188,6 +188,7 @@ class PoolDecision:
     reserve_carries: tuple[ReserveCarry, ...] = ()
     broken_units: int = 0  # paid for and serving nothing: they take their room from max_units
     budgets: tuple[str, ...] = ()  # the budgets over the pool (each with a cap): they priced its scale-up
+    available_units: int | None = None  # an on-prem pool's units its capacity query read as able to take work
 
     @property
     def need_chips(self) -> float:
@@ -227,7 +228,8 @@ class PoolDecision:
         if self.carried_reserve_units:
             extra += f" + {self.carried_reserve_units} for the spot reserve of {', '.join(held_for)}"
         if self.fixed:
-            parts.append(f"fixed pool of {self.bounded_units} units")
+            read = self.available_units
+            parts.append(f"fixed pool of {self.bounded_units} units" + _available(read, self.max_units))
             if self.carried_reserve_units:
                 parts.append(f"{self.carried_reserve_units} units of it for the spot reserve of {', '.join(held_for)}")
         else:
@@ -330,3 +332,8 @@ class PoolDecision:
 
 def _num(value: float | None) -> str:
     return "unknown" if value is None else f"{value:g}"
+
+
+def _available(units: int | None, max_units: int) -> str:
+    """An on-prem pool's units able to take work, as its capacity query read them (nothing when not read)."""
+    return "" if units is None else f", available: {units} of {max_units}"

@@ -34,7 +34,14 @@ from agent.commands.recommend_budgets import budgets
 from agent.commands.recommend_document import backtest_entry, recommendation_document
 from agent.commands.recommend_drains import read_drains
 from agent.commands.recommend_ledger import open_read_only
-from agent.commands.recommend_warnings import Check, assumed_units, failed_slices, onprem_unobserved, start_up_warnings
+from agent.commands.recommend_warnings import (
+    Check,
+    assumed_units,
+    failed_slices,
+    onprem_short,
+    onprem_unobserved,
+    start_up_warnings,
+)
 from agent.loop import Agent, AgentParts
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
@@ -247,6 +254,7 @@ def recommend(
         + failed_slices(agent, states)
         + assumed_units(agent, pool_state_source)
         + onprem_unobserved(agent)
+        + onprem_short(agent, tick)
         + start_up_warnings(checks)
     )
     document["backtest"] = backtest_entry(agent, history, at, history_problem)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from agent.loop import Agent
-from agent.sources.onprem_capacity import unobserved_onprem_pools
-from models import PoolKind, PoolSpec, PoolState
+from agent.loop import Agent, TickReport
+from agent.sources.onprem_capacity import onprem_queries, unobserved_onprem_pools
+from models import AlertKind, PoolKind, PoolSpec, PoolState
 
 Check = Callable[[], Sequence[str]]  # an advisory check of the daemon's start: the warnings it finds
 
@@ -77,3 +77,29 @@ def onprem_unobserved(agent: Agent) -> list[str]:
         "counting its Ready, schedulable nodes (README, On-prem capacity)"
         for pool in unobserved_onprem_pools(agent.settings.prometheus, agent.pools)
     ]
+
+
+def onprem_short(agent: Agent, tick: TickReport) -> list[str]:
+    """Each on-prem pool whose capacity query read fewer units than its ``max_units`` this tick (the daemon's
+    ``onprem-capacity`` alert): the demand its missing units would run went to the cloud pools, or waits. A read of
+    0 names the query: a label value that names no node reads 0 through a fallback on the label, not nothing, and
+    every unit of the pool's work then bursts."""
+    queries = onprem_queries(agent.settings.prometheus, agent.pools) if agent.settings.prometheus else {}
+    out = []
+    for alert in tick.alerts:
+        if alert.kind is not AlertKind.ONPREM_CAPACITY or "ready_units" not in alert.details:
+            continue
+        pool, ready, top = alert.subject, alert.details["ready_units"], alert.details["max_units"]
+        line = (
+            f"on-prem pool {pool}: its prometheus.pools.{pool}.capacity_query reads {ready} of its {top} units ready "
+            "and schedulable: the demand the missing ones would run is planned on the other pools serving its "
+            "classes, or waits"
+        )
+        if ready == "0":
+            line += (
+                ". If its nodes are up, the query selects none of them: a label value that names no node (a misspelt "
+                "pool name) reads 0 through a fallback on the label, not nothing; check the value in "
+                f"{queries.get(pool, 'the query')}, and fall back on the pool's own label (README, On-prem capacity)"
+            )
+        out.append(line)
+    return out

@@ -87,6 +87,7 @@ def size_pools(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str,
             nodes_note=_NODES_NOTE,
             unplaced=unplaced,
             broken_units=len(state.broken_units) if state is not None else 0,
+            available_units=given.onprem_units.get(pool.pool_id) if fixed else None,
         )
     return _carry_reserves(given, sized, room, tops, eligible, priority)
 

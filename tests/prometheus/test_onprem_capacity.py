@@ -147,7 +147,9 @@ def cluster_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
         yield server
 
 
-def _settings(url: str, tmp_path: Path, with_spot: bool = True, query: bool = True) -> Settings:
+def _settings(
+    url: str, tmp_path: Path, with_spot: bool = True, query: bool = True, capacity_query: str = ONPREM_QUERY
+) -> Settings:
     onprem: dict[str, Any] = {
         "id": ONPREM, "kind": "on-prem", "chips_per_unit": 8, "min_units": NODES, "max_units": NODES,
         "price_per_chip_hour_usd": 0.0, "lead_time": "0s", "serves": [CLASS],
@@ -160,7 +162,7 @@ def _settings(url: str, tmp_path: Path, with_spot: bool = True, query: bool = Tr
         "url": url, "retries": 0, "timeout": "5s", "classes": {CLASS: {"query": "max(demand_gpus)"}},
     }  # fmt: skip
     if query:
-        prometheus["pools"] = {ONPREM: {"capacity_query": ONPREM_QUERY}}
+        prometheus["pools"] = {ONPREM: {"capacity_query": capacity_query}}
     document = {
         "demand_classes": [{"name": CLASS}],
         "pools": [onprem, spot] if with_spot else [onprem],
@@ -305,3 +307,53 @@ def test_recommend_plans_the_on_prem_pool_on_what_its_nodes_can_take_as_the_daem
     assert units[SPOT] == 8
     kinds = [a["kind"] for a in document["alerts"]]
     assert "onprem-capacity" in kinds
+
+
+# The query with the pool's name misspelt, its fallback on any value of the label (as docs/configuration.md's cloud
+# example writes it): it reads 0, not nothing, while every node of the pool is up.
+MISSPELT = (
+    'count(max by (node) (kube_node_labels{label_pool="onprem-a10O"})) '
+    'or on() (0 * count(kube_node_labels{label_pool!=""}))'
+)
+
+
+def test_a_read_of_0_is_told_naming_the_query_in_recommend_and_the_daemons_alert(
+    cluster_prometheus: PrometheusServer, tmp_path: Path
+) -> None:
+    """With all 40 nodes up, the misspelt query reads 0: recommend sent all 300 GPUs to spot (38 nodes) with no
+    warning, the on-prem pool's reason "no demand assigned -> fixed pool of 40 units". Now the reason says what was
+    available, and a warning, like the daemon's alert, says to check the label value in the query."""
+    pools = _settings(cluster_prometheus.url, tmp_path).pool_specs()
+    config = tmp_path / "config.yaml"
+    config.write_text("# the settings are passed in\n", encoding="utf-8")
+
+    def recommended(query: str, out: str) -> dict[str, Any]:
+        settings = _settings(cluster_prometheus.url, tmp_path, capacity_query=query)
+        read_side = SimulatedCluster(pools, SimulatedClock(_at(10)), initial_units={ONPREM: NODES, SPOT: 0})
+        return recommend(settings, str(config), tmp_path / out, _at(10), read_side, pool_state_source="test")
+
+    right = recommended(ONPREM_QUERY, "right")
+    onprem = {p["pool_id"]: p for p in right["pools"]}[ONPREM]
+    assert "fixed pool of 40 units, available: 40 of 40" in onprem["why"]
+    assert not [w for w in right["warnings"] if ONPREM in w]
+
+    wrong = recommended(MISSPELT, "wrong")
+    pools_now = {p["pool_id"]: p for p in wrong["pools"]}
+    assert pools_now[SPOT]["recommended_units"] == 38  # all 300 GPUs in the cloud: ceil(300 / 8)
+    assert "no demand assigned -> fixed pool of 40 units, available: 0 of 40" in pools_now[ONPREM]["why"]
+    (warning,) = [w for w in wrong["warnings"] if ONPREM in w]
+    assert warning.startswith(
+        f"on-prem pool {ONPREM}: its prometheus.pools.{ONPREM}.capacity_query reads 0 of its 40 units ready and "
+        "schedulable"
+    )
+    assert (
+        f"a misspelt pool name) reads 0 through a fallback on the label, not nothing; check the value in {MISSPELT}"
+        in (warning)
+    )
+
+    clock = SimulatedClock(_at(10))
+    notifier = RecordingNotifier()
+    agent = _agent(_settings(cluster_prometheus.url, tmp_path, capacity_query=MISSPELT), clock, notifier)
+    (alert,) = _onprem_alerts(_tick(agent, clock, 10))
+    assert alert.severity is Severity.CRITICAL and "0 of its 40 units" in alert.summary
+    assert f"If its nodes are up, its prometheus.pools.{ONPREM}.capacity_query selects none of them" in alert.summary
