@@ -42,7 +42,7 @@ from agent.commands.recommend_warnings import (
     onprem_unobserved,
     start_up_warnings,
 )
-from agent.loop import Agent, AgentParts
+from agent.loop import Agent, AgentParts, TickReport
 from agent.notify import RecordingNotifier
 from agent.observation import with_group_series
 from agent.sources.onprem_capacity import PrometheusOnPremCapacity, onprem_queries
@@ -258,7 +258,7 @@ def recommend(
         + start_up_warnings(checks)
     )
     document["backtest"] = backtest_entry(agent, history, at, history_problem)
-    document["dry_run"] = [{"pool_id": p, "to_units": u, "key": k} for p, u, k in dry_run.recorded]
+    document["dry_run"] = dry_run_entries(dry_run.recorded, tick)
     document = redact_tree(document)
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -270,6 +270,16 @@ def recommend(
 
     write_recommendation_reports(out, document, with_group_series(history, agent.groups), tick)
     return document
+
+
+def dry_run_entries(recorded: Sequence[tuple[str, int, str]], tick: TickReport) -> list[dict[str, Any]]:
+    """Each resize the dry-run tick recorded, at the target its plan set (``to_units``, as its key says). The executor
+    sends a scale-up of a pool with idle nodes being drained as the units bought beyond those it takes back
+    (``agent.executor_resizes``), and recommend's executor has no drainer to take them back: the figure it recorded
+    held them back (22 for a plan of 2 -> 24 with 2 idle nodes being drained), where the daemon ends those drains
+    and the pool serves the 24 planned. A resize no plan made (the removal of failed units) keeps its figure."""
+    planned = {resize.key: resize.to_units for resize in tick.plan.resizes}
+    return [{"pool_id": p, "to_units": planned.get(k, u), "key": k} for p, u, k in recorded]
 
 
 def _history(source: PrometheusSource, agent: Agent, at: datetime) -> tuple[pd.DataFrame, str | None]:
