@@ -132,15 +132,27 @@ class Hold:
     detail: str
 
 
+class CarryCause(StrEnum):
+    """What kept a spot pool from holding part of its reserve: its bound (``max_units`` less its broken units), or
+    its current size while it cannot grow (backed off after a stockout, blocked after a permanent error), or the
+    units it is known to hold while its state could not be read."""
+
+    BOUND = "bound"
+    BACKED_OFF = "backed-off"
+    BLOCKED = "blocked"
+    NOT_READ = "not-read"
+
+
 @dataclass(frozen=True)
 class ReserveCarry:
-    """Chips of a spot pool's interruption reserve that its ``max_units`` cut, and the pool that holds them instead
-    (``target``: the next eligible pool with room, cheapest first; None when no pool that may serve the spot
-    pool's demand had room, so they are not held)."""
+    """Chips of a spot pool's interruption reserve that it cannot hold (``cause``: its bound, or its size while it
+    cannot grow), and the pool that holds them instead (``target``: the next eligible pool with room, cheapest
+    first; None when no pool that may serve the spot pool's demand had room, so they are not held)."""
 
     source: str
     target: str | None
     chips: float
+    cause: CarryCause = CarryCause.BOUND
 
 
 @dataclass(frozen=True)
@@ -280,7 +292,9 @@ class PoolDecision:
             "unplaced": ",".join(f"{s.demand}:chips={s.chips:g}" for s in self.unplaced) or None,
             "carried_reserve": self.carried_reserve_units,
             "reserve_carries": ",".join(
-                f"{c.source}>{c.target or 'none'}:chips={c.chips:g}" for c in self.reserve_carries
+                f"{c.source}>{c.target or 'none'}:chips={c.chips:g}"
+                + ("" if c.cause is CarryCause.BOUND else f":cause={c.cause}")
+                for c in self.reserve_carries
             )
             or None,
         }
@@ -297,13 +311,21 @@ class PoolDecision:
         for carry in self.reserve_carries:
             if carry.source != self.pool_id:
                 continue
+            over = f"{carry.chips:g} chips of spot reserve {self._over_text(carry.cause)}"
             if carry.target is None:
-                parts.append(
-                    f"{carry.chips:g} chips of spot reserve over the bound not held: no eligible pool has room"
-                )
+                parts.append(f"{over} not held: no eligible pool has room")
             else:
-                parts.append(f"{carry.chips:g} chips of spot reserve over the bound held in {carry.target}")
+                parts.append(f"{over} held in {carry.target}")
         return parts
+
+    def _over_text(self, cause: CarryCause) -> str:
+        """What the carried reserve is over: the bound, or the size the pool is held at while it cannot grow."""
+        if cause is CarryCause.NOT_READ:
+            return "over the units it is known to hold (state not read: cannot grow)"
+        if cause is CarryCause.BOUND:
+            return "over the bound"
+        why = "backed off" if cause is CarryCause.BACKED_OFF else "blocked"
+        return f"over its current {_num(self.current_units)} units ({why}: cannot grow)"
 
     def _assigned_text(self) -> str:
         if not self.demand:

@@ -16,7 +16,7 @@ from agent.planning.pacing import pace_needs
 from agent.planning.plan_input import PlanInput, plan_groups
 from models import CapacityTier, DemandShare, PoolDecision, PoolKind, PoolSpec, PoolState
 from models.allocation import allocate, unassigned, units_for
-from models.decision import ReserveCarry
+from models.decision import CarryCause, ReserveCarry
 
 # A pool whose idle units are not known by name (one without a node drainer) shrinks by a size change: which
 # units go is then up to the cloud. Releases of pools with a drainer name their nodes (``agent.planning.planner``).
@@ -187,6 +187,7 @@ def _carry_reserves(
         if cut <= 0 or decision.need_chips <= 0.0:
             continue
         chips = float(cut * decision.chips_per_unit)
+        cause = _carry_cause(given, pid) if holds < decision.bounded_units else CarryCause.BOUND
         demand = {s.demand: chips * s.chips / decision.need_chips for s in decision.demand}
         others = {name: eligible.get(name, frozenset()) - {pid} for name in demand}
         assigned = allocate(demand, given.pools, free, others, priority)
@@ -198,11 +199,11 @@ def _carry_reserves(
             free[target] -= held
             placed += held
             carried[target] = carried.get(target, 0.0) + held
-            carry = ReserveCarry(pid, target, held)
+            carry = ReserveCarry(pid, target, held, cause)
             carries.setdefault(pid, []).append(carry)
             carries.setdefault(target, []).append(carry)
         if chips - placed > 1e-9:
-            carries.setdefault(pid, []).append(ReserveCarry(pid, None, chips - placed))
+            carries.setdefault(pid, []).append(ReserveCarry(pid, None, chips - placed, cause))
     for pid, decision in sized.items():
         if pid not in carries:
             continue
@@ -217,6 +218,13 @@ def _carry_reserves(
             stepped_units=bounded,
         )
     return out
+
+
+def _carry_cause(given: PlanInput, pool_id: str) -> CarryCause:
+    """Why a pool holds fewer units than its bound (``_rooms``): its state was not read, or it cannot grow."""
+    if pool_id not in given.states:
+        return CarryCause.NOT_READ
+    return CarryCause.BLOCKED if pool_id in given.memory.blocked else CarryCause.BACKED_OFF
 
 
 def _share(whole: DemandShare, chips: float) -> DemandShare:

@@ -59,7 +59,10 @@ def test_the_reserve_of_a_spot_pool_backed_off_by_a_stockout_is_held_on_demand()
     out = plan(4.0 * CHIPS, backed_off)
     assert ups(out) == [("ondemand", 0, 2)]
     assert out.decisions["ondemand"].carried_reserve_units == 2
-    assert f"{2 * CHIPS} chips of spot reserve over the bound held in ondemand" in out.decisions["spot"].why()
+    assert (
+        f"{2 * CHIPS} chips of spot reserve over its current 4 units (backed off: cannot grow) held in ondemand"
+        in out.decisions["spot"].why()
+    )
     assert [s.reason for s in out.skips if s.pool_id == "spot"] == [SkipReason.BACKOFF]
     # Demand above the spot pool's size goes on demand too, with the reserve of the units spot still serves.
     out = plan(8.0 * CHIPS, backed_off)
