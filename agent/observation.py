@@ -22,6 +22,7 @@ from forecasting.base import peak_column, quantile_column
 from forecasting.series import series_values, timestamp
 from models import DemandForecast
 from models.demand import implausible_demand
+from models.durations import format_duration
 
 
 def latest_observations(
@@ -68,7 +69,7 @@ def latest_observations(
             continue
         age = now - ends
         if age > max_staleness:
-            problems[name] = f"newest value is {age} old (limit {max_staleness})"
+            problems[name] = f"newest value is {format_duration(age)} old (limit {format_duration(max_staleness)})"
             continue
         observed[name] = value
     return observed, problems

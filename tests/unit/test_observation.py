@@ -33,7 +33,9 @@ FRAME = pd.DataFrame(
         ((NOW, 0.0), 0.0, ""),  # a real zero read at the tick is a demand of zero
         ((NOW - timedelta(minutes=9), 48.0), 48.0, ""),
         # judged on its own time, not as a step that covers another 5 minutes: 11 minutes old is stale
-        ((NOW - timedelta(minutes=11), 48.0), None, "old (limit 0:10:00)"),
+        ((NOW - timedelta(minutes=11), 48.0), None, "newest value is 11m old (limit 10m)"),
+        # told in whole seconds, as other durations are: not 0:15:10.798017
+        ((NOW - timedelta(minutes=15, seconds=10, microseconds=798017), 48.0), None, "is 15m11s old (limit 10m)"),
         ((NOW, math.nan), None, "is NaN"),  # an older value does not stand in for a newer one that is missing
         ((NOW, -8.0), None, "not a demand"),
         ((NOW, math.inf), None, "not a demand"),
@@ -60,4 +62,4 @@ def test_a_class_without_grid_values_is_missing_unless_read_at_the_tick() -> Non
 def test_the_grid_value_is_stale_when_its_step_ended_longer_ago_than_allowed() -> None:
     later = NOW + timedelta(minutes=13)  # the 10:00-10:05 step ended 11 minutes before
     got, problems = latest_observations(FRAME, ["train"], later, STEP, STALE)
-    assert got == {} and "old (limit 0:10:00)" in problems["train"]
+    assert got == {} and problems["train"] == "newest value is 11m old (limit 10m)"
