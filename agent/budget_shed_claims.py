@@ -9,8 +9,16 @@ shared with other agents claims them (``ShedClaims.claim``): in one transaction 
 (``agent.ledger.reservations.Claims``, as a scale-up's grant is decided), it reads the others' marks again and
 writes its own for the units its releases take off the bill. What the others marked since the planner read takes
 that much off its sheds (their units go: counted as shed, as the planner would have counted them had it read them),
-and of an agent claiming at the same instant, the second to take the lock reads the first's marks. The claim lives
-as a mark does (two ticks) and the commit replaces it with the marks of the releases carried out.
+and of an agent claiming at the same instant, the second to take the lock reads the first's marks. The commit
+replaces the claim with the marks of the releases carried out.
+
+A claim says a release is being carried out before it is: only a release the executor sends is claimed. An agent
+whose releases are only recorded (dry-run, ``sends`` false) reads the others' marks again and cuts its sheds by them,
+but claims nothing, as it marks nothing at its commit. A tick that fails once it claimed takes its claim back
+(``release``), so an agent whose ticks fail marks nothing and the others shed for its units; a claim lives one tick
+(not two, as a mark), so one a tick could neither replace nor take back (its process killed, the ledger lost) is not
+read by the next ticks of the others. A release the executor rejects still reads as claimed between the claim and
+the commit of the same tick.
 
 The in-process ledgers (memory, SQLite) decide a claim under the process's lock: only one process writes them
 (``leadtime run`` refuses ``remote_pools`` on them), so no other agent's marks can come between. A ledger without
@@ -36,6 +44,7 @@ from agent.budget_reserve_caps import Cap, keyed, releasing_key, span_paid_for
 from agent.ledger.reservations import (
     Claims,
     CountedTo,
+    Grant,
     OthersRead,
     ReservationRequest,
     Reservations,
@@ -91,6 +100,7 @@ class ShedClaims:
         self._caps, self._mine = caps, mine
         self._seen: dict[tuple[str, str], tuple[datetime, float]] = {}  # (budget, reading) -> what the plan counted
         self._claimed: list[int] = []  # the claims the next commit replaces
+        self.sends = True  # whether the executor sends the releases (dry-run: they are only recorded, never claimed)
 
     def releasing_elsewhere(self, now: datetime, hourly: bool = False) -> dict[str, float]:
         """What the other agents sharing each budget mark as being released in its current month period (``hourly``:
@@ -127,10 +137,21 @@ class ShedClaims:
         out, self._claimed = self._claimed, []
         return out
 
+    def release(self) -> None:
+        """Take back the claims made since the last commit: the tick that made them ends without one (it failed), so
+        the releases they mark may not be carried out. A ledger that cannot be written leaves them to lapse (a tick)."""
+        claimed = self.taken()
+        if not claimed:
+            return
+        try:
+            self.ledger.release(claimed)
+        except LedgerUnavailable as exc:
+            log.warning("claims of releases not carried out left to lapse at the next tick: %s", exc)
+
     def claim(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState]) -> CapacityPlan:
         """Mark the units ``plan``'s releases take off the bill of pools in shared budgets, reading the others' marks
         in the same transaction (``Claims``), and ``plan`` with its sheds cut by what the others marked since the
-        planner read them."""
+        planner read them. Releases the executor does not send (``sends`` false) are cut as well, but not marked."""
         releases = [r for r in plan.resizes if not r.is_scale_up and self._current(now, r.pool_id)]
         if not releases:
             return plan
@@ -150,7 +171,10 @@ class ShedClaims:
             return self._marks(now, releases, cut(figures), states)
 
         try:
-            if isinstance(self.ledger, Claims):
+            if not self.sends:  # only recorded: read without the lock, nothing written
+                figures = [self.ledger.reserved_by_others(r.budgets, now, r.holder, r.mine, r.to) for r in asked]
+                grants: list[Grant] = []
+            elif isinstance(self.ledger, Claims):
                 figures, grants = self.ledger.claim(asked, choose, now)
             else:  # read, then written: another agent may write between
                 figures = [self.ledger.reserved_by_others(r.budgets, now, r.holder, r.mine, r.to) for r in asked]
@@ -228,7 +252,8 @@ class ShedClaims:
         self, now: datetime, releases: Sequence[Resize], cuts: Mapping[str, int], states: Mapping[str, PoolState]
     ) -> list[ReservationRequest]:
         """The marks of the units ``releases`` take off the bill once ``cuts`` kept some (as ``releasing_units``
-        counts a release accepted), in every current shared cap over their pools."""
+        counts a release accepted), in every current shared cap over their pools, each for one tick (a claim: the
+        commit replaces it within the tick)."""
         out = []
         for resize in releases:
             to_units = min(resize.from_units, resize.to_units + cuts.get(resize.pool_id, 0))
@@ -238,7 +263,11 @@ class ShedClaims:
                 going = max(0, state.billed_units - billed_after(state, to_units))
             if going > 0:
                 holder = self.standing.label
-                out += [cap.releasing(now, going, holder, self.tick) for cap in self._current(now, resize.pool_id)]
+                out += [
+                    replace(mark, ttl=min(mark.ttl, self.tick))
+                    for cap in self._current(now, resize.pool_id)
+                    for mark in (cap.releasing(now, going, holder, self.tick),)
+                ]
         return out
 
 

@@ -146,12 +146,20 @@ class BudgetWatch:
 
     @property
     def adopts_in_flight(self) -> bool:
-        """Whether a new leader takes over the saved scale-ups and the units in flight (dry-run: not)."""
+        """Whether the agent's writes reach its pools (dry-run: not): a new leader then takes over the saved
+        scale-ups and the units in flight, and a tick claims its releases in a shared budget (``ShedClaims.sends``)."""
         return self.scale_up_memory.acts
 
     @adopts_in_flight.setter
     def adopts_in_flight(self, acts: bool) -> None:
         self.scale_up_memory.acts = acts
+        if self.reserver is not None:  # a release only recorded is never claimed as being released
+            self.reserver.sheds.sends = acts
+
+    def unclaim(self) -> None:
+        """Take back the releases a tick claimed when it fails before its commit (``ShedClaims.release``)."""
+        if self.reserver is not None:
+            self.reserver.sheds.release()
 
     @property
     def waited(self) -> tuple[PendingScaleUp, ...] | None:

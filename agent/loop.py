@@ -258,6 +258,7 @@ class Agent:
         try:
             report = self._act(now, outlook, alerts)
         except Exception:
+            self.budget_watch.unclaim()  # its releases may not be carried out: the others shed for them
             self._memory = tell_failed(self.conditions, self._memory, self.parts.notifier, now, alerts)
             raise
         deliver(self.parts.notifier, [*report.alerts, *report.resolved])
