@@ -50,7 +50,7 @@ def kubernetes_api_client(
         elif environ.get("KUBERNETES_SERVICE_HOST"):
             config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call, unused-ignore]
         else:
-            config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call, unused-ignore]
+            config.load_kube_config(config_file=environ.get("KUBECONFIG"), client_configuration=configuration)  # type: ignore[no-untyped-call, unused-ignore]
     except (ConfigException, OSError) as exc:
         in_a_pod = not settings.api_url and bool(environ.get("KUBERNETES_SERVICE_HOST"))
         raise KubernetesUnconfigured(unreachable(exc, needs or KubernetesNeeds(), in_a_pod)) from None

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from actuators.base import Actuator, NodeDrainer, unforced_drains, unread_pools
 from actuators.dry_run import DryRunDrainer
+from agent.commands.recommend_cluster import kubeconfig_problem
 from agent.commands.recommend_warnings import Check
 from agent.drains import NodeDrains
 from config.schema import Settings
@@ -101,21 +102,32 @@ def read_drains(
     (``pools``),
     read through its drainers on the Kubernetes API (``daemon.kubernetes``: its ``api_url``, the pod's service
     account or the kubeconfig, as the daemon connects); with none of those pools, ``read`` itself. Where no API can be
-    reached, ``read`` too, and a warning (as a ``Check``) that the nodes being drained are counted as staying."""
+    reached, or the kubeconfig's current context names another cluster than the one configured
+    (``agent.commands.recommend_cluster``), ``read`` too, and a warning (as a ``Check``) that the nodes being drained
+    are counted as staying; a context whose name does not say which cluster it is is read, and told."""
     if not pools:
         return read, []
     from agent.daemon.live import aws_drainers, cloud_drainers  # the Kubernetes client: only when the cloud is read
     from kube import KubernetesApi, KubernetesNeeds, kubernetes_api_client
+    from kube.kubeconfig_context import kubeconfig_cluster
     from models import KubernetesUnconfigured
 
+    staying = (
+        f"Nodes leadtime is draining in {', '.join(pools)} are counted as staying, in their pools' units and in their "
+        "budgets' projections to the period's end"
+    )
     try:
         client = kubernetes_api_client(settings.daemon.kubernetes, needs=KubernetesNeeds(live=False))
     except KubernetesUnconfigured as exc:
-        told = (
-            f"drains in progress not read: {exc}. Nodes leadtime is draining in {', '.join(pools)} are counted as "
-            "staying, in their pools' units and in their budgets' projections to the period's end"
-        )
+        told = f"drains in progress not read: {exc}. {staying}"
         return read, [lambda: [told]]
+    cluster: list[str] = []
+    if (seen := kubeconfig_cluster(settings.daemon.kubernetes)) is not None:
+        reads, said = kubeconfig_problem(seen, str(client.configuration.host), settings)
+        if not reads:
+            refused = f"{said}. {staying}"
+            return read, [lambda: [refused]]
+        cluster += [said] if said else []
     clock = SystemClock()
     api = KubernetesApi(client, settings.daemon.kubernetes.request_timeout)
     inner: dict[str, NodeDrainer] = {}
@@ -126,4 +138,4 @@ def read_drains(
     wrapped = {id(d): DrainsRead(d, clock) for d in inner.values()}
     drainers = {pool: wrapped[id(d)] for pool, d in inner.items()}
     states = DrainedStates(read, drainers, settings.planner.scale_down_stabilization, clock)
-    return states, [states.warnings]
+    return states, [states.warnings, lambda: cluster]
