@@ -171,7 +171,8 @@ class PoolDecision:
     left over: every pool that may serve it is at its bounds, in back-off or blocked). ``reserve_carries`` are the
     spot reserve chips this pool's bound cut and where they went, or the ones it holds for another spot pool's
     reserve (``carried_reserve_units`` units, added before the bounds). ``budgets`` names the budgets over the
-    pool, each with a cap: they priced its scale-up (empty for a pool in no budget).
+    pool, each with a cap: they priced its scale-up (empty for a pool in no budget). ``no_data`` names the classes the
+    pool serves that have no trustworthy demand: not counted in its need (a release waits for them).
     """
 
     pool_id: str
@@ -200,6 +201,7 @@ class PoolDecision:
     reserve_carries: tuple[ReserveCarry, ...] = ()
     broken_units: int = 0  # paid for and serving nothing: they take their room from max_units
     budgets: tuple[str, ...] = ()  # the budgets over the pool (each with a cap): they priced its scale-up
+    no_data: tuple[str, ...] = ()  # classes it serves without trustworthy demand: not counted in its need
     available_units: int | None = None  # an on-prem pool's units its capacity query read as able to take work
 
     @property
@@ -290,6 +292,7 @@ class PoolDecision:
             or None,
             "nodes": ",".join(self.nodes) or None,
             "unplaced": ",".join(f"{s.demand}:chips={s.chips:g}" for s in self.unplaced) or None,
+            "no_data": ",".join(self.no_data) or None,
             "carried_reserve": self.carried_reserve_units,
             "reserve_carries": ",".join(
                 f"{c.source}>{c.target or 'none'}:chips={c.chips:g}"
@@ -328,8 +331,9 @@ class PoolDecision:
         return f"over its current {_num(self.current_units)} units ({why}: cannot grow)"
 
     def _assigned_text(self) -> str:
+        uncounted = f"{_names(self.no_data)}: no data, not counted" if self.no_data else ""
         if not self.demand:
-            return "no demand assigned"
+            return f"no demand assigned ({uncounted})" if uncounted else "no demand assigned"
         shares = "; ".join(
             f"{s.demand}: {s.peak_text()}, now {_num(s.observed)}"
             + (f", {gaps}" if (gaps := s.gaps_text()) else "")
@@ -337,6 +341,7 @@ class PoolDecision:
             + ("" if abs(s.chips - s.need) < 1e-9 else f", {s.chips:g} of {s.need:g} here")
             for s in self.demand
         )
+        shares += f"; {uncounted}" if uncounted else ""
         return f"need {self.need_chips:g} chips within lead time {format_duration(self.lead_time)} ({shares})"
 
     def _pace_text(self) -> str:

@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from agent.planning.budgeting import apply_budgets
 from agent.planning.decisions import with_budgets
 from agent.planning.needs import Unknown, group_shares, missing_for
-from agent.planning.plan_input import PlanInput
+from agent.planning.plan_input import PlanInput, plan_groups
 from agent.planning.sizing import paced_shares, size_pools
 from agent.planning.slice_release import slice_release
 from models import (
@@ -62,8 +62,11 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
     resizes: list[Resize] = []
     skips: list[Skip] = []
     decisions: dict[str, PoolDecision] = {}
+    # classes of groups with neither a forecast nor a current value: no share counts them (a group's share names
+    # its own members lacking a figure)
+    uncounted = frozenset(m for g in plan_groups(given) if g.name not in shares for m in g.members)
     for pool in sorted(given.pools, key=lambda p: p.pool_id):
-        action, decisions[pool.pool_id] = _decide(given, pool, sized[pool.pool_id], unknown)
+        action, decisions[pool.pool_id] = _decide(given, pool, sized[pool.pool_id], unknown, uncounted)
         if isinstance(action, Resize):
             resizes.append(action)
         elif isinstance(action, Skip):
@@ -100,10 +103,12 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
 
 
 def _decide(
-    given: PlanInput, pool: PoolSpec, sized: PoolDecision, unknown: Unknown
+    given: PlanInput, pool: PoolSpec, sized: PoolDecision, unknown: Unknown, uncounted: frozenset[str]
 ) -> tuple[Resize | Skip | None, PoolDecision]:
-    """What to do with the pool this tick, and its record with the pacing, the holds and the target filled in."""
+    """What to do with the pool this tick, and its record with the pacing, the holds and the target filled in (and
+    the classes it serves that no figure counts, ``uncounted``: a scale-up is sized without them)."""
     state = given.states.get(pool.pool_id)
+    sized = replace(sized, no_data=tuple(name for name in missing_for(pool, unknown) if name in uncounted))
     pid, desired = pool.pool_id, sized.bounded_units
     if pool.kind is PoolKind.ON_PREM:
         return None, sized
