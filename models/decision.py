@@ -242,8 +242,10 @@ class PoolDecision:
         if self.carried_reserve_units:
             extra += f" + {self.carried_reserve_units} for the spot reserve of {', '.join(held_for)}"
         if self.fixed:
+            # its size is its max_units (its min_units too): bounded_units is its demand's units within its bounds
             read = self.available_units
-            parts.append(f"fixed pool of {self.bounded_units} units" + _available(read, self.max_units))
+            takes = f", its demand takes {self.rounded_units}" if self.rounded_units else ""
+            parts.append(f"fixed pool of {self.max_units} units" + _available(read, self.max_units) + takes)
             if self.carried_reserve_units:
                 parts.append(f"{self.carried_reserve_units} units of it for the spot reserve of {', '.join(held_for)}")
         else:
