@@ -29,7 +29,10 @@ marks then fail at the commit, as before).
 A shed is cut only on a pool whose budgets all are shared with other agents, by what every cap of its budget
 (the hard stop: its own reading over the next two ticks) saw marked since, in units of the pool counted as the
 others' marks are (``carried``): never by more than the others' new marks pay for, so no cap the planner held is
-left broken by the cut.
+left broken by the cut. The planner's record of a release names one budget, though the release may bring two back
+under their caps: of a pool in several budgets, every cap of the others must see as much newly marked too (a
+release ``team`` and ``lab`` both needed was cut whole by marks in ``team`` alone, and ``lab`` stayed over its cap a
+tick longer).
 """
 
 from __future__ import annotations
@@ -73,13 +76,19 @@ _STOP = "hard stop"  # the reading of a hard stop: the monthly marks over its ne
 
 @dataclass(frozen=True)
 class _Shed:
-    """A release of ``plan`` a broken cap of the shared ``budget`` asked for: ``units`` of it (the cut), read as
-    ``kinds`` (the readings whose new marks may take units off it)."""
+    """A release of ``plan`` a broken cap of the shared ``budget`` asked for: ``units`` of it (the cut), and the
+    readings whose new marks must each pay for a unit it keeps: ``budget``'s as ``kinds``, and every reading of the
+    pool's other budgets (``also``), which the planner may have counted on the release too (its record names one)."""
 
     resize: Resize
     budget: Budget
     units: int
     kinds: tuple[str, ...]
+    also: tuple[Budget, ...] = ()
+
+    @property
+    def readings(self) -> tuple[tuple[Budget, str], ...]:
+        return (*((self.budget, k) for k in self.kinds), *((b, k) for b in self.also for k in _kinds(b)))
 
 
 class ShedClaims:
@@ -156,7 +165,7 @@ class ShedClaims:
         if not releases:
             return plan
         sheds = self._sheds(plan, releases)
-        keys = sorted({(s.budget.name, k) for s in sheds for k in s.kinds})
+        keys = sorted({(b.name, k) for s in sheds for b, k in s.readings})
         seen = {key: self._seen[key][1] for key in keys if self._seen.get(key, (None,))[0] == now}
         by_name = {b.name: b for b in self.budgets}
         read = {key: self._read(by_name[key[0]], now, key[1], 2 * self.tick) for key in keys if key in seen}
@@ -165,7 +174,7 @@ class ShedClaims:
 
         def cut(figures: Sequence[float]) -> dict[str, int]:
             new = {key: max(0.0, f - seen[key]) for key, f in zip(kept, figures, strict=True)}
-            return _cuts(sheds, new, lambda s, k: self._per_unit(now, s, k))
+            return _cuts(sheds, new, lambda s, b, k: self._per_unit(now, s, b, k))
 
         def choose(figures: Sequence[float]) -> list[ReservationRequest]:
             return self._marks(now, releases, cut(figures), states)
@@ -228,20 +237,16 @@ class ShedClaims:
                 budget = shared.get(cut.budget)
                 if budget is None or cut.units <= 0:
                     continue
-                if cut.cap.startswith(_STOP):
-                    kinds: tuple[str, ...] = (_STOP,)
-                else:
-                    kinds = tuple(
-                        k for k, c in ((CapKind.MONTH, budget.monthly_cap_usd), (CapKind.HOUR, budget.hourly_cap_usd))
-                        if c is not None
-                    )  # fmt: skip
-                out.append(_Shed(resize, budget, min(cut.units, resize.from_units - resize.to_units), kinds))
+                kinds = (_STOP,) if cut.cap.startswith(_STOP) else _kinds(budget, stop=False)
+                also = tuple(b for b in shared.values() if resize.pool_id in b.pools and b.name != budget.name)
+                out.append(_Shed(resize, budget, min(cut.units, resize.from_units - resize.to_units), kinds, also))
         return sorted(out, key=lambda s: (not s.resize.forced, s.resize.pool_id))
 
-    def _per_unit(self, now: datetime, shed: _Shed, kind: str) -> float:
-        """What one unit of ``shed``'s pool marked now comes to in the reading of ``kind``, as the others' are."""
-        read = self._read(shed.budget, now, kind, 2 * self.tick)
-        key = shed.budget.name if kind != CapKind.HOUR else f"{shed.budget.name}/{CapKind.HOUR}"
+    def _per_unit(self, now: datetime, shed: _Shed, budget: Budget, kind: str) -> float:
+        """What one unit of ``shed``'s pool marked now comes to in ``budget``'s reading of ``kind``, as the others'
+        are."""
+        read = self._read(budget, now, kind, 2 * self.tick)
+        key = budget.name if kind != CapKind.HOUR else f"{budget.name}/{CapKind.HOUR}"
         cap = next((c for c in self._current(now, shed.resize.pool_id) if c.key == key), None)
         if read is None or cap is None:
             return 0.0
@@ -271,23 +276,33 @@ class ShedClaims:
         return out
 
 
+def _kinds(budget: Budget, stop: bool = True) -> tuple[str, ...]:
+    """The readings of ``budget``'s caps: monthly and hourly, and (``stop``) its hard stop where it has one."""
+    caps = ((CapKind.MONTH, budget.monthly_cap_usd), (CapKind.HOUR, budget.hourly_cap_usd))
+    kinds = tuple(k for k, c in caps if c is not None)
+    return (*kinds, _STOP) if stop and budget.monthly_cap_usd is not None and budget.commit_horizon else kinds
+
+
 def _cuts(
-    sheds: Sequence[_Shed], new: Mapping[tuple[str, str], float], per_unit: Callable[[_Shed, str], float]
+    sheds: Sequence[_Shed],
+    new: Mapping[tuple[str, str], float],
+    per_unit: Callable[[_Shed, Budget, str], float],
 ) -> dict[str, int]:
-    """The units each pool's shed keeps: what every reading of its budget saw newly marked pays for, in units of the
-    pool, each reading's new marks taken once."""
+    """The units each pool's shed keeps: what every one of its readings saw newly marked pays for, in units of the
+    pool, each reading's new marks taken once. A reading that saw nothing marked keeps none: a pool in two budgets
+    keeps a unit only where the marks of both pay for it."""
     left = dict(new)
     out: dict[str, int] = {}
     for shed in sheds:
-        values = {k: per_unit(shed, k) for k in shed.kinds}
-        if not values or any(v <= 0.0 or (shed.budget.name, k) not in left for k, v in values.items()):
+        values = {(b.name, k): per_unit(shed, b, k) for b, k in shed.readings}
+        if not values or any(v <= 0.0 or key not in left for key, v in values.items()):
             continue
-        n = min(shed.units, *(math.floor((left[(shed.budget.name, k)] + _EPS_USD) / v) for k, v in values.items()))
+        n = min(shed.units, *(math.floor((left[key] + _EPS_USD) / v) for key, v in values.items()))
         if n <= 0:
             continue
         out[shed.resize.pool_id] = out.get(shed.resize.pool_id, 0) + n
-        for k, v in values.items():
-            left[(shed.budget.name, k)] -= n * v
+        for key, v in values.items():
+            left[key] -= n * v
     return out
 
 
