@@ -81,6 +81,17 @@ class PrometheusServerFailure(MetricsUnavailable):
     in time, a server error (5xx) or 429 after the retries."""
 
 
+class NotPrometheusJson(ValueError):
+    """A 200 answer whose body is not JSON: not Prometheus' HTTP API but, most often, the sign-in page of a proxy in
+    front of it (oauth2-proxy redirects a request without credentials to one) or a page at a wrong base URL. Carries
+    the answer's ``Content-Type``, its HTML ``<title>`` if any, and where a redirect led (without its query, which
+    may hold the request's)."""
+
+    def __init__(self, content_type: str, title: str, redirected_to: str) -> None:
+        super().__init__(f"not JSON: {content_type or 'no Content-Type'}")
+        self.content_type, self.title, self.redirected_to = content_type, title, redirected_to
+
+
 class MetricSourceUnavailable(LeadtimeError):
     """The metric source cannot be reached, or answers with no usable data for any demand class. A one-shot
     command (``recommend``, ``simulate --source prometheus``) stops with this instead of reporting zero."""

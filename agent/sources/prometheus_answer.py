@@ -16,8 +16,9 @@ import requests
 from prometheus_api_client import PrometheusConnect
 
 from agent.sources.base import read_time_left
-from agent.sources.prometheus_client import NotPrometheusJson, PrometheusErrorAnswer
+from agent.sources.prometheus_client import PrometheusErrorAnswer
 from models import MetricsUnavailable
+from models.errors import NotPrometheusJson
 
 log = logging.getLogger("agent.sources.prometheus")
 _TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)

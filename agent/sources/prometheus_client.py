@@ -32,7 +32,7 @@ from urllib3.util.retry import Retry
 from agent.sources.base import read_time_left
 from config.prometheus import PrometheusSettings
 from models import MetricsUnavailable
-from models.errors import PrometheusServerFailure
+from models.errors import NotPrometheusJson, PrometheusServerFailure
 
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
@@ -108,17 +108,6 @@ class PrometheusErrorAnswer(PrometheusApiClientException):
     def __init__(self, code: int, body: bytes, tries: int, retry_after: str | None) -> None:
         super().__init__(f"HTTP Status Code {code} ({body[:300]!r})")
         self.code, self.body, self.tries, self.retry_after = code, body, tries, retry_after
-
-
-class NotPrometheusJson(ValueError):
-    """A 200 answer whose body is not JSON: not Prometheus' HTTP API but, most often, the sign-in page of a proxy in
-    front of it (oauth2-proxy redirects a request without credentials to one) or a page at a wrong base URL. Carries
-    the answer's ``Content-Type``, its HTML ``<title>`` if any, and where a redirect led (without its query, which
-    may hold the request's)."""
-
-    def __init__(self, content_type: str, title: str, redirected_to: str) -> None:
-        super().__init__(f"not JSON: {content_type or 'no Content-Type'}")
-        self.content_type, self.title, self.redirected_to = content_type, title, redirected_to
 
 
 def error_of(body: bytes) -> tuple[str, str] | None:
