@@ -41,7 +41,7 @@ class DemandForecast:
 
         With published ``peaks`` that is their value (never below the highest per-step quantile); without, the
         highest per-step quantile stands in for it. The nearest available level at or above ``level`` is used, so
-        asking for more protection never gives less.
+        asking for more protection never gives less. NaN when a figure read is not finite (``_peak_at``).
         """
         return self._peak_at(self.level_at_or_above(level), steps)
 
@@ -55,8 +55,8 @@ class DemandForecast:
         claims no uncertainty, and the chance beyond it is zero.
         """
         points = sorted((self._peak_at(level, steps), level) for level in self.quantiles)
-        if not points:
-            return 1.0
+        if not points or any(math.isnan(value) for value, _ in points):
+            return 1.0  # a level with a figure that is not finite says nothing: the demand is taken as likely
         if demand < points[0][0]:
             return 1.0 - points[0][1]
         for (low, q_low), (high, q_high) in pairwise(points):
@@ -71,14 +71,18 @@ class DemandForecast:
         return (1.0 - q_top) * math.exp(-rate * (demand - top))
 
     def _peak_at(self, chosen: float, steps: int | None) -> float:
+        """NaN when any figure it reads (the level's steps, its published peak, or the last observation standing in
+        for an empty horizon) is not finite: a NaN among the steps made ``max`` depend on where it stood (first: NaN,
+        the other steps ignored; later: skipped) and an infinite step sized a pool to its ``max_units``. Callers
+        take NaN as no forecast (``agent.planning.needs``)."""
         values = self.quantiles[chosen][: steps if steps is not None else None]
         if not values:
-            return self.last_observed
-        per_step = max(values)
+            return self.last_observed if math.isfinite(self.last_observed) else math.nan
         peaks = self.peaks.get(chosen, ())
-        if not peaks:
-            return per_step
-        return max(per_step, peaks[min(len(values), len(peaks)) - 1])
+        read = (*values, peaks[min(len(values), len(peaks)) - 1]) if peaks else values
+        if not all(math.isfinite(v) for v in read):
+            return math.nan
+        return max(read)
 
     def level_at_or_above(self, level: float) -> float:
         levels = self._levels

@@ -35,18 +35,17 @@ def group_shares(given: PlanInput) -> tuple[dict[str, DemandShare], Unknown]:
     unknown: dict[str, tuple[str, ...]] = {}
     for group in plan_groups(given):
         observed = [_known(given.observed.get(name)) for name in group.members]
-        missing = tuple(
-            n for n, o in zip(group.members, observed, strict=True) if o is None or n not in given.forecasts
-        )
+        steps = horizon_steps(given, group)
+        level = given.service_levels.get(group.name) or max(given.service_levels.get(n, 0.9) for n in group.members)
+        peaks = {n: _peak(given.forecasts.get(n), level, steps) for n in group.members}
+        # a forecast with a figure that is not finite is no forecast: its class's pools are held, as without one
+        missing = tuple(n for n, o in zip(group.members, observed, strict=True) if o is None or peaks[n] is None)
         if missing:
             unknown.update(dict.fromkeys(group.members, missing))  # a pool shared with an unknown class is held whole
         seen = any(o is not None for o in observed)
         floor = sum(o for o in observed if o is not None)
-        steps = horizon_steps(given, group)
-        level = given.service_levels.get(group.name) or max(given.service_levels.get(n, 0.9) for n in group.members)
         peak = _peak(given.forecasts.get(group.name), level, steps) if group.is_aggregate else None
         summed: tuple[str, ...] = ()
-        peaks = {n: _peak(given.forecasts.get(n), level, steps) for n in group.members}
         if peak is None:
             known_peaks = {n: p for n, p in peaks.items() if p is not None}
             peak = sum(known_peaks.values()) if known_peaks else None
@@ -97,15 +96,16 @@ def missing_for(pool: PoolSpec, unknown: Unknown) -> list[str]:
 
 
 def _known(value: float | None) -> float | None:
-    return None if value is None or math.isnan(value) else value
+    return None if value is None or not math.isfinite(value) else value
 
 
 def _peak(forecast: DemandForecast | None, level: float, steps: int | None) -> float | None:
-    """The forecast's calibrated quantile of the highest demand over ``steps`` (see ``DemandForecast.peak``)."""
+    """The forecast's calibrated quantile of the highest demand over ``steps`` (see ``DemandForecast.peak``); None
+    without a forecast or when a figure it reads is not finite (NaN, infinite): such a forecast counts as missing."""
     if forecast is None:
         return None
     peak = forecast.peak(level, steps)
-    return None if math.isnan(peak) else peak
+    return None if not math.isfinite(peak) else peak
 
 
 def horizon_steps(given: PlanInput, group: DemandGroup) -> int | None:
