@@ -118,11 +118,12 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         if seen.operation is not None:
             raise TransientActuatorError(pool_id, f"operation {seen.operation} is still running on this pool")
         why = removed = ""
-        stockout = quota = False  # some of them failed for capacity (for a quota), not for a reason of their own
         if seen.failed:
+            # Under move-bounds too, the zones out of capacity are backed off here and ``_grow`` places their share
+            # in the others, moving the bounds to what was placed (refused, and left where the pool is, only when no
+            # zone takes a node).
             dropped = len(seen.failed)
             why = f"{dropped} instances could not be created: {seen.failed_reason}"
-            stockout, quota = any(i.failure for i in seen.failed), seen.failed_for_quota
             self._drop_failed(pool_id, seen)
             seen = seen.without_failed()
             removed = f"removed {dropped} instances that could not be created"
@@ -136,9 +137,6 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         if seen.autoscaling and to_units <= seen.target:
             op = self._bounds.set(pool_id, to_units)
             return self._track(pool_id, op, key, f"target {to_units} nodes")
-        if seen.autoscaling and stockout:
-            self._bounds.follow(pool_id, seen, seen.target, sent=removed)
-            raise CapacityUnavailable(pool_id, why, quota=quota)
         if to_units > seen.target:
             if seen.cluster_operation is not None:
                 raise TransientActuatorError(

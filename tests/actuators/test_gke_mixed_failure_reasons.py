@@ -1,7 +1,8 @@
 """A GKE pool whose new nodes failed for different reasons in different zones: a stockout or a quota in one, a subnet
 out of addresses (IP_SPACE_EXHAUSTED) in another.
 
-What is quoted and what backs off follow capacity: a refusal under ``move-bounds`` quotes the quota (then the stockout)
+What is quoted and what backs off follow capacity: a refusal under ``move-bounds`` (a quota backs every zone off; a
+stockout only its zone, whose share goes to the others) quotes the quota (then the stockout)
 and is a quota when any node failed for one, whichever failed instance was listed first; the failed units' messages
 put a quota first, then a stockout, so the alert that says to have a quota raised names it. Only zones whose nodes
 failed for capacity back off (``ZoneState.failed_for_capacity``): a subnet is its region's and serves every zone of
@@ -65,21 +66,33 @@ def _out_of_addresses_in_a(fake: FakeGkeApi, code: str, message: str) -> None:
     fake.advance()
 
 
-@pytest.mark.parametrize(
-    ("code", "message", "quota"),
-    [("QUOTA_EXCEEDED", QUOTA, True), ("ZONE_RESOURCE_POOL_EXHAUSTED", zone_stockout_message(ZONES[1]), False)],
-)
-def test_a_refusal_under_move_bounds_quotes_the_capacity_failure_not_the_subnet(
-    gke_api: FakeGkeApi, code: str, message: str, quota: bool
-) -> None:
-    _out_of_addresses_in_a(gke_api, code, message)
+def test_a_refusal_under_move_bounds_quotes_the_quota_not_the_subnet(gke_api: FakeGkeApi) -> None:
+    """A quota is the region's: every zone backs off for it and the scale-up is refused as a quota."""
+    _out_of_addresses_in_a(gke_api, "QUOTA_EXCEEDED", QUOTA)
     actuator = _actuator(gke_api, "move-bounds")
     (state,) = actuator.list_pools()
     assert (state.target_units, state.failed_units) == (2, 2)
     with pytest.raises(CapacityUnavailable) as refused:
         actuator.resize("gpu", 3, "up")
-    assert refused.value.quota is quota
-    assert str(refused.value).endswith(f"2 instances could not be created: {code}: {message}")
+    assert refused.value.quota
+    assert f"2 instances could not be created: QUOTA_EXCEEDED: {QUOTA}" in str(refused.value)
+    assert _group_sizes(gke_api) == [1, 1]
+
+
+def test_a_stockout_in_one_zone_under_move_bounds_places_the_share_in_the_zone_out_of_addresses(
+    gke_api: FakeGkeApi,
+) -> None:
+    """Zone b, out of capacity, backs off; zone a, whose node was refused an address of the region's subnet, does not
+    (every zone meets that), so the scale-up is placed there, as for a pool without GKE autoscaling, and the bounds
+    follow. It was refused whole, as a stockout, before."""
+    _out_of_addresses_in_a(gke_api, "ZONE_RESOURCE_POOL_EXHAUSTED", zone_stockout_message(ZONES[1]))
+    actuator = _actuator(gke_api, "move-bounds")
+    result = actuator.resize("gpu", 3, "up")
+    assert "target 3 nodes (us-central1-a 2, us-central1-b 1)" in result.detail
+    assert _group_sizes(gke_api) == [2, 1]
+    assert gke_api.pools["a100"].spec["autoscaling"]["totalMaxNodeCount"] == 3
+    (state,) = actuator.list_pools()
+    assert [z.backoff_until is not None for z in state.zones] == [False, True]
 
 
 def test_a_refusal_under_move_bounds_quotes_a_quota_over_a_stockout_listed_before_it(gke_api: FakeGkeApi) -> None:
@@ -93,7 +106,11 @@ def test_a_refusal_under_move_bounds_quotes_a_quota_over_a_stockout_listed_befor
     with pytest.raises(CapacityUnavailable) as refused:
         actuator.resize("gpu", 3, "up")
     assert refused.value.quota
-    assert str(refused.value).endswith(f"2 instances could not be created: QUOTA_EXCEEDED: {QUOTA}")
+    assert f"2 instances could not be created: QUOTA_EXCEEDED: {QUOTA}" in str(refused.value)
+
+
+def _group_sizes(fake: FakeGkeApi) -> list[int]:
+    return [mig.target_size for mig in fake.pools["a100"].migs]
 
 
 def test_a_quota_and_a_subnet_out_of_addresses_under_move_bounds_alert_a_quota_with_the_advice(

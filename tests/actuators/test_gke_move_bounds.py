@@ -90,6 +90,34 @@ def test_a_scale_up_no_zone_has_room_for_leaves_the_bounds_where_the_pool_is(gke
     assert gke_api.calls("POST", ":setAutoscaling") == 0
 
 
+def test_a_scale_up_after_one_zones_creates_failed_places_its_share_in_the_others(gke_api: FakeGkeApi) -> None:
+    """Zone a's create fails after the resize was accepted (the stockout told on its instance): the next scale-up
+    removes the failed instance, backs zone a off and places its share in b and c, as without GKE autoscaling, the
+    bounds moved to the 6 nodes placed. It was refused whole before (CapacityUnavailable, the pool backed off and
+    the demand sent to the next pool), groups 1, 2, 2 and bounds 5-5."""
+    gke_api.add_pool("a100", nodes=3, zones=ZONES, autoscaling=AT_THREE)
+    gke_api.stockout("us-central1-a", mode="operation")
+    actuator = _actuator(gke_api)
+    assert actuator.resize("gpu", 6, "up-1").status is ActionStatus.STARTED
+    gke_api.advance()  # zone a's create fails; b's and c's instances come up
+    (state,) = actuator.list_pools()
+    assert (state.target_units, state.failed_units) == (5, 1)
+
+    result = actuator.resize("gpu", 6, "up-2")
+
+    assert result.status is ActionStatus.STARTED
+    assert _group_sizes(gke_api) == [1, 3, 2]
+    assert "target 6 nodes (us-central1-a 1, us-central1-b 3, us-central1-c 2)" in result.detail
+    assert gke_api.pools["a100"].spec["autoscaling"] == {
+        "enabled": True,
+        "totalMinNodeCount": 6,
+        "totalMaxNodeCount": 6,
+    }
+    assert gke_api.calls("POST", ":setAutoscaling") == 1  # up-1's: the bounds already say the 6 placed
+    (state,) = actuator.list_pools()
+    assert [z.backoff_until is not None for z in state.zones] == [True, False, False]
+
+
 def test_a_scale_up_with_every_zone_backed_off_leaves_the_bounds_where_the_pool_is(gke_api: FakeGkeApi) -> None:
     """The zones were backed off once their creates failed (the stockout told on the instances): the next scale-up
     finds no open zone and is refused, the bounds left at the pool's size (6-6, the refused target, before)."""
