@@ -6,6 +6,7 @@ seconds; one shorter than a day loads with a warning; ``export-trace --since 3``
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -21,6 +22,8 @@ from config import settings_from_mapping
 from config.schema import calibration_history
 from forecasting.calibrated import last_value_forecaster
 from models import ConfigError
+from tests.conftest import TraceWriter
+from tests.scenario.test_simulate import run_cli
 
 BASE: dict[str, Any] = {
     "demand_classes": [{"name": "train"}],
@@ -112,3 +115,65 @@ def test_export_trace_names_since_when_its_range_holds_fewer_than_two_steps(
     ) in err
     assert main(["export-trace", "--config", str(config), "--out", out, "--start", "2026-12-05T11:55Z", "--end", end])
     assert "the range --start .. --end, 2026-12-05T11:55:00+00:00" in capsys.readouterr().err
+
+
+# A trace is replayed at its own step, not at forecast.step: the floor is checked again at the trace's step
+# (15m here, where the calibration takes 7h), and so is backtest's --history. Two days of 15-minute steps.
+QUARTER = timedelta(minutes=15)
+DAYS = 2 * 96
+
+
+def _quarter_trace(write_trace: TraceWriter) -> Path:
+    return write_trace({"train": [4.0 + 6.0 * (i % 96 > 40) + (i % 5) for i in range(DAYS)]}, step="15min")
+
+
+def test_simulate_refuses_a_history_too_short_at_the_traces_step(
+    tmp_path: Path, write_trace: TraceWriter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """3h loads at the 5m step, but a 15m trace needs 7h: it was replayed with every class forecast as its bare
+    last value, and the settings results.json recorded (3h at forecast.step 15m) did not load back."""
+    trace, out = str(_quarter_trace(write_trace)), tmp_path / "out"
+    argv = ["simulate", "--trace", trace, "--out", str(out), "--start", "2024-01-02", "--equal-service", "none"]
+    assert run_cli([*argv, "--config", str(_config(tmp_path, {"history": "3h"})), "--policy", "reactive"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "forecast.history 3h is too short for the trace, whose step is 15m (a trace is replayed at its own step, not "
+        "at forecast.step 5m): the calibration of the forecast's band takes 7h at forecast.step 15m"
+    ) in err
+    assert "Give at least 7h" in err
+    assert not out.exists()
+
+    # at the floor the run goes on, and the settings it records load back as they ran
+    assert run_cli([*argv, "--config", str(_config(tmp_path, {"history": "7h"})), "--policy", "reactive"]) == 0
+    written = json.loads((out / "results.json").read_text())["config"]["settings"]
+    reloaded = settings_from_mapping(written, "results.json config.settings")
+    assert (reloaded.forecast.step, reloaded.forecast.history) == (QUARTER, timedelta(hours=7))
+
+
+def _backtest(tmp_path: Path, trace: Path, history: str, models: str, horizons: str = "15m,1h") -> list[str]:
+    out = tmp_path / "backtest.json"
+    window = ["--start", "2024-01-02T00:00Z", "--end", "2024-01-02T03:00Z", "--horizons", horizons]
+    return ["backtest", "--trace", str(trace), *window, "--models", models, "--history", history, "--out", str(out)]
+
+
+def test_backtest_refuses_a_history_too_short_to_calibrate_at_the_traces_step(
+    tmp_path: Path, write_trace: TraceWriter, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With --history 3h on a 15m trace every forecast of naive was persistence's, at every origin ("naive fell
+    back to persistence in 12 of 12 forecast rows", told after the run): the scores of a model never run."""
+    trace = _quarter_trace(write_trace)
+    assert run_cli(_backtest(tmp_path, trace, "3h", "naive,persistence")) == 2
+    assert (
+        "--history 3h is too short for naive at the trace's step 15m: their calibration takes 7h (24 errors of "
+        "forecasts 1h ahead, the longest of --horizons and 1h)"
+    ) in capsys.readouterr().err
+    # calibrated that far ahead, the models need as much more history: 2h ahead at 15m takes 8h
+    assert run_cli(_backtest(tmp_path, trace, "7h45m", "naive", horizons="15m,2h")) == 2
+    assert "their calibration takes 8h (24 errors of forecasts 2h ahead" in capsys.readouterr().err
+
+    # at the floor, naive forecasts on its own at every origin; persistence needs no calibration
+    assert run_cli(_backtest(tmp_path, trace, "7h", "naive")) == 0
+    result = json.loads((tmp_path / "backtest.json").read_text())
+    assert result["models"]["naive"]["models_used"] == {"naive": 12}
+    assert "fell back" not in capsys.readouterr().out
+    assert run_cli(_backtest(tmp_path, trace, "1h", "persistence")) == 0

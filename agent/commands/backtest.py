@@ -29,10 +29,14 @@ from agent.strict_json import write_json
 from config.durations import parse_duration
 from forecasting.backtest import BacktestResult, BacktestSpec, Grid, run_backtest
 from forecasting.base import Forecaster
+from forecasting.calibrated import CALIBRATION_HORIZON
+from forecasting.calibration import MIN_RESIDUALS
 from forecasting.registry import FAMILIES, build
 from models import BacktestInputError
+from models.durations import format_duration
 
 DEFAULT_MODELS = "naive,seasonal_naive,ets,stl,lightgbm,auto"
+UNCALIBRATED = ("persistence", "last-value")  # forecast with no calibration: a step of history is enough
 
 
 def register(sub: Any) -> None:
@@ -88,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     _once("models", [(name, name) for name in names])
     levels = tuple(q for _, q in quantiles)
     furthest = max(ahead for _, ahead in spec.horizons)  # calibrated that far ahead, not only the first hour
+    _check_history(args.history, spec.history, trace.step, furthest, names)
     noted = {name: _Noted(name) for name in names}
     factories = {
         name: (lambda n=name: noted[n].wrap(build(n, quantiles=tuple(sorted({0.5, *levels})), horizon=furthest)))
@@ -183,6 +188,32 @@ def _writable(out: Path) -> Path:
     if not os.access(out.parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
         raise BacktestInputError(f"--out {out}: not writable")
     return out
+
+
+def calibration_history(step: timedelta, furthest: timedelta) -> timedelta:
+    """The history a calibrated model (every one but ``UNCALIBRATED``) needs at ``step`` to forecast ``furthest``
+    ahead with a band: ``MIN_RESIDUALS`` errors of forecasts as far ahead as it is calibrated (``furthest``, at
+    least ``CALIBRATION_HORIZON``), in whole steps: 7h at a 15m step up to an hour ahead."""
+    ahead = max(1, -(-max(furthest, CALIBRATION_HORIZON) // step))
+    return (MIN_RESIDUALS + ahead) * step
+
+
+def _check_history(label: str, history: timedelta, step: timedelta, furthest: timedelta, names: list[str]) -> None:
+    """Refuse a ``--history`` too short for the models asked for to be calibrated at the trace's step: each fit
+    would see too little to calibrate, at every origin, and every forecast of theirs would be the bare last value
+    (``persistence``), scored under their names."""
+    needed = calibration_history(step, furthest)
+    calibrated = [name for name in names if name not in UNCALIBRATED]
+    if history >= needed or not calibrated:
+        return
+    raise BacktestInputError(
+        f"--history {label} is too short for {', '.join(calibrated)} at the trace's step "
+        f"{format_duration(step)}: their calibration takes {format_duration(needed)} ({MIN_RESIDUALS} errors of "
+        f"forecasts {format_duration(max(furthest, CALIBRATION_HORIZON))} ahead, the longest of --horizons and "
+        f"{format_duration(CALIBRATION_HORIZON)}); shorter, every forecast of theirs is the bare last value. Give "
+        f"--history {format_duration(needed)} or more (the default is 7d; a number without a unit is seconds), or "
+        f"score only {' and '.join(UNCALIBRATED)}"
+    )
 
 
 def _split(text: str, what: str) -> list[str]:

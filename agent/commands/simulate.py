@@ -11,9 +11,12 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from agent.commands.arguments import parse_span, parse_timestamp
 from agent.planning import resolve_service_levels
@@ -35,7 +38,7 @@ from agent.simulation.window import (
 from agent.sources.trace import Trace, read_trace
 from agent.strict_json import write_json
 from config import load_settings
-from config.schema import Settings
+from config.schema import ForecastSettings, Settings
 from models import LeadtimeError, TraceError
 from models.clock import SystemClock
 from models.durations import format_duration
@@ -218,7 +221,11 @@ def _at_trace_step(settings: Settings, window: SimulationWindow) -> Settings:
 
     ``prometheus.max_staleness`` is raised to that step where it is shorter, as loading requires of a configuration
     (it must be at least one forecast step): the settings a run records (``results.json``) then load back. A
-    staleness limit set in the configuration and raised so is said too."""
+    staleness limit set in the configuration and raised so is said too.
+
+    ``forecast.history`` is checked again at the trace's step: loading checked it at ``forecast.step`` only, and the
+    calibration takes more history at a longer step (3h at 5m, 7h at 15m). A history too short there is refused
+    (``LeadtimeError``), as loading refuses it: replayed, every class would be forecast as its bare last value."""
     if window.step == settings.forecast.step:
         return settings
     if "step" in settings.forecast.model_fields_set:
@@ -227,7 +234,7 @@ def _at_trace_step(settings: Settings, window: SimulationWindow) -> Settings:
             format_duration(settings.forecast.step),
             format_duration(window.step),
         )
-    update: dict[str, Any] = {"forecast": settings.forecast.model_copy(update={"step": window.step})}
+    update: dict[str, Any] = {"forecast": _forecast_at(settings.forecast, window.step)}
     prometheus = settings.prometheus
     if prometheus is not None and prometheus.max_staleness < window.step:
         if "max_staleness" in prometheus.model_fields_set:
@@ -240,6 +247,23 @@ def _at_trace_step(settings: Settings, window: SimulationWindow) -> Settings:
             )
         update["prometheus"] = prometheus.model_copy(update={"max_staleness": window.step})
     return settings.model_copy(update=update)
+
+
+def _forecast_at(forecast: ForecastSettings, step: timedelta) -> ForecastSettings:
+    """``forecast`` at ``step``, validated as loading validates it (``model_copy`` alone validates nothing)."""
+    fields = {**forecast.model_dump(), "step": step}
+    try:
+        with warnings.catch_warnings():  # a model whose meaning changed was told so when the file loaded
+            warnings.simplefilter("ignore", FutureWarning)
+            return ForecastSettings.model_validate(fields)
+    except ValidationError as exc:
+        history = format_duration(forecast.history)
+        said = (str(error["msg"]).removeprefix("Value error, ") for error in exc.errors())
+        why = "; ".join(text.removeprefix(f"history {history} is too short: ") for text in said)
+        raise LeadtimeError(
+            f"forecast.history {history} is too short for the trace, whose step is {format_duration(step)} (a trace "
+            f"is replayed at its own step, not at forecast.step {format_duration(forecast.step)}): {why}"
+        ) from None
 
 
 def _from_prometheus(settings: Settings, args: argparse.Namespace) -> tuple[ClusterHistory, datetime, datetime]:
