@@ -67,3 +67,9 @@ def test_an_infinite_published_peak_counts_as_well() -> None:
     assert math.isnan(peaked.peak(0.9))
     assert peaked.peak(0.9, 3) == 8.0  # the steps read are finite
     assert peaked.exceedance(1000.0) == 1.0  # says nothing: taken as likely, so no slice is released on it
+
+
+def test_an_infinite_current_value_counts_as_none() -> None:
+    out = plan(PoolState("od", NOW, 1, 1), {"train": forecast((8.0,) * 14)}, observed=math.inf)
+    assert out.resizes == (), out.decisions["od"].why()  # 1 -> 10 before, on 'now inf'
+    assert out.decisions["od"].why().startswith("need 8 chips"), out.decisions["od"].why()
