@@ -89,9 +89,14 @@ class Budget:
         return Period(start.astimezone(UTC), end.astimezone(UTC))
 
     def hour(self, now: datetime) -> Period:
-        """The local clock hour holding ``now`` (matters for zones offset by a half or quarter hour)."""
-        local = _aware(now).astimezone(self.tz)
-        start = local.replace(minute=0, second=0, microsecond=0).astimezone(UTC)
+        """The local clock hour holding ``now`` (matters for zones offset by a half or quarter hour): an hour long,
+        from the last full hour of the local clock, read at the zone's UTC offset at ``now``. So it always holds
+        ``now``, also where a daylight-saving shift is half an hour (Australia/Lord_Howe): the hour after such a
+        shift overlaps the hour before it by the half hour, whose spend then counts against both."""
+        at = _aware(now).astimezone(UTC)
+        offset = at.astimezone(self.tz).utcoffset() or timedelta(0)
+        wall = at.replace(tzinfo=None) + offset
+        start = (wall.replace(minute=0, second=0, microsecond=0) - offset).replace(tzinfo=UTC)
         return Period(start, start + _HOUR)
 
     def caps(self, now: datetime) -> list[tuple[CapKind, Period, float]]:
