@@ -30,9 +30,13 @@ share; an error every zone meets (a region's subnet out of addresses, a permissi
 
 Resizes are not waited for (the agent must not block a tick). A GKE operation on the pool (an autoscaling change) shows
 as the pool's ``in_flight_operation`` until done, read from GKE's own operation list, so a restarted agent sees it too
-and never starts a second one; one the agent did not start (an upgrade, an operator's resize) holds the pool's resizes
-until it ends, and one on the cluster itself (an upgrade GKE started) its scale-ups: GKE refuses node pool changes
-meanwhile, and the groups are not grown around it. ``delete_nodes`` removes exactly the nodes a drain emptied. A pool
+and never starts a second one; one the agent did not start (an upgrade of its nodes, an operator's resize) holds the
+pool's resizes until it ends. One on the cluster itself (``targetLink`` ``.../clusters/C``: a control plane upgrade GKE
+starts on its own schedule, an ``UPDATE_CLUSTER``) holds nothing of a pool without GKE autoscaling: its zones' groups
+are resized through Compute, which GKE does not police (cluster-autoscaler resizes them during such operations too);
+it holds a ``move-bounds`` pool's scale-ups, whose bounds GKE refuses to move until it ends. Operations on another node
+pool (the agent's own TPU slice creates and deletes, ``targetLink`` ``.../nodePools/NP``) hold nothing here.
+``delete_nodes`` removes exactly the nodes a drain emptied. A pool
 whose nodes a drainer removes (``drained``, every node pool of the daemon) never shrinks by a resize: a resize below the
 pool's target as read now, once its failed instances are deleted, means the pool changed since the plan (a failed
 instance came up after all), and is rejected with nothing else removed, so no ready node goes without its drain. Without
@@ -138,12 +142,14 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             op = self._bounds.set(pool_id, to_units)
             return self._track(pool_id, op, key, f"target {to_units} nodes")
         if to_units > seen.target:
-            if seen.cluster_operation is not None:
+            if seen.autoscaling and seen.cluster_operation is not None:
+                # Grown without them, the bounds would stay at the pool's old size: GKE's autoscaler would take the
+                # new nodes back as unneeded before any pod came for them.
                 raise TransientActuatorError(
                     pool_id,
                     f"the cluster is running incompatible operation {seen.cluster_operation} (one GKE started, e.g. an "
-                    "upgrade): GKE refuses node pool changes until it ends, and the instance groups are not grown "
-                    "around it; the scale-up is tried again on a later tick",
+                    "upgrade): GKE refuses to move the autoscaler bounds of a move-bounds pool until it ends, so its "
+                    "instance groups are not grown either; the scale-up is tried again on a later tick",
                 )
             return self._grow(pool_id, seen, to_units, key, why)
         return self._shrink(pool_id, seen, to_units, key)

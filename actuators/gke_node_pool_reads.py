@@ -158,7 +158,9 @@ class GkeNodePoolReads:
     def _operations(self, pool_id: str, changing: bool = False) -> tuple[str | None, str, str | None]:
         """The operation still running on the pool, if any, the stockout its latest operation ended with ("" if it
         ended without one, none ended, or it ended more than ``zone_backoff`` ago), and the operation still running on
-        the cluster itself, if any (an upgrade GKE started: ``targetLink`` ``.../clusters/C``).
+        the cluster itself, if any (an upgrade GKE started: ``targetLink`` ``.../clusters/C``; it holds the scale-ups
+        of ``move-bounds`` pools only). Another node pool's operations (``.../clusters/C/nodePools/NP``, e.g. a TPU
+        slice's ``CREATE_NODE_POOL``, as GKE names it: cluster-autoscaler's GCE client tests quote one) are neither.
 
         The list covers every cluster of the location, so an operation is the pool's only when its ``targetLink``
         (``https://container.googleapis.com/v1/projects/P/locations/L/clusters/C/nodePools/NP``) names this

@@ -90,6 +90,7 @@ class Observed:
     missing: tuple[tuple[str, str], ...] = ()
     bounds: tuple[int, int] = (0, 0)  # GKE's autoscaler's total min and max node counts (read when it is on)
     # An operation running on the cluster itself (an upgrade GKE started), during which GKE refuses node pool changes
+    # (the bounds of a move-bounds pool), not the Compute resizes of the pool's groups
     cluster_operation: str | None = None
 
     @property

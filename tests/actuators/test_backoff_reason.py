@@ -52,7 +52,7 @@ def _exported(memory: PlannerMemory, clock: SimulatedClock) -> dict[tuple[str, s
 
 
 def _backed_off(gke_api: FakeGkeApi, clock: SimulatedClock) -> PlannerMemory:
-    """A cluster upgrade refuses the on-demand pool's scale-up at every tick for its lead time; once it ends, the
+    """An upgrade of its nodes holds the on-demand pool's scale-up at every tick for its lead time; once it ends, the
     spot pool's zone is out of accelerators."""
     gke_api.add_pool("a100-spot", nodes=2, zones=("us-central1-b",))
     gke_api.add_pool("a100", nodes=2)
@@ -62,7 +62,7 @@ def _backed_off(gke_api: FakeGkeApi, clock: SimulatedClock) -> PlannerMemory:
         NodePoolMapping(pool="on-demand", node_pool="a100"),
     ]
     actuator = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, mappings, clock)
-    gke_api.upgrade_cluster()
+    gke_api.upgrade_nodes("a100")
     memory = PlannerMemory()
     for minute in range(11):
         now = T0 + minute * TICK

@@ -53,11 +53,11 @@ def _scale_up(now: datetime, from_units: int, to_units: int) -> CapacityPlan:
     return CapacityPlan(now, (Resize("gpu", from_units, to_units, "32 chips queued", f"gpu@{now.isoformat()}"),))
 
 
-def test_a_scale_up_refused_while_the_cluster_upgrades_is_alerted_after_the_lead_time_and_backs_off(
+def test_a_scale_up_refused_while_the_pools_nodes_upgrade_is_alerted_after_the_lead_time_and_backs_off(
     gke_api: FakeGkeApi,
 ) -> None:
     gke_api.add_pool("a100", nodes=2)
-    upgrade = gke_api.upgrade_cluster()  # GKE answers every node pool change 400 FAILED_PRECONDITION meanwhile
+    upgrade = gke_api.upgrade_nodes("a100")  # the pool's changes are held until the upgrade of its nodes ends
     clock = SimulatedClock(T0)
     actuator = _actuator(gke_api, clock)
     memory = PlannerMemory()
@@ -74,7 +74,7 @@ def test_a_scale_up_refused_while_the_cluster_upgrades_is_alerted_after_the_lead
     done = execute(_scale_up(now, 2, 6), actuator, SPECS, memory, now)
     (alert,) = done.alerts
     assert (alert.kind, alert.severity, alert.subject) == (AlertKind.ACTUATOR_FAILURE, Severity.WARNING, "gpu")
-    assert f"running incompatible operation {upgrade}" in alert.summary
+    assert f"operation {upgrade} is still running on this pool" in alert.summary
     assert "kept failing for 10m" in alert.summary and "backing off 10m" in alert.summary
     assert alert.details["failing_since"] == T0.isoformat()
     assert alert.details["failing_for"] == "10m"
@@ -95,7 +95,7 @@ def test_a_refusal_shorter_than_the_lead_time_raises_nothing_and_is_forgotten_on
     gke_api: FakeGkeApi,
 ) -> None:
     gke_api.add_pool("a100", nodes=2)
-    gke_api.upgrade_cluster()
+    gke_api.upgrade_nodes("a100")
     clock = SimulatedClock(T0)
     actuator = _actuator(gke_api, clock)
     first = execute(_scale_up(T0, 2, 3), actuator, SPECS, PlannerMemory(), T0)
@@ -106,7 +106,7 @@ def test_a_refusal_shorter_than_the_lead_time_raises_nothing_and_is_forgotten_on
     assert [r.status for r in second.results] == [ActionStatus.STARTED]
     assert (first.alerts, second.alerts, second.memory.failing_since) == ((), (), {})
     gke_api.advance()  # the node arrives
-    gke_api.upgrade_cluster()  # a refusal long after: counted from itself, not from the first one
+    gke_api.upgrade_nodes("a100")  # a refusal long after: counted from itself, not from the first one
     latest = T0 + timedelta(hours=2)
     third = execute(_scale_up(latest, 3, 4), actuator, SPECS, second.memory, latest)
     assert (third.alerts, third.memory.failing_since) == ((), {"gpu": latest})

@@ -57,7 +57,7 @@ def _nothing(now: datetime) -> CapacityPlan:
 
 def test_one_refusal_then_nothing_asked_for_two_days_leaves_the_next_refusal_a_new_count(gke_api: FakeGkeApi) -> None:
     gke_api.add_pool("a100", nodes=2)
-    gke_api.upgrade_cluster()  # every node pool change is refused 400 FAILED_PRECONDITION until it ends
+    gke_api.upgrade_nodes("a100")  # every change of the pool is held until the upgrade of its nodes ends
     actuator = _actuator(gke_api)
     first = execute(_scale_up(T0), actuator, SPECS, PlannerMemory(), T0)
     assert [r.status for r in first.results] == [ActionStatus.FAILED]
@@ -83,7 +83,7 @@ def test_a_stale_count_read_back_from_the_stored_memory_is_not_continued(gke_api
     """No tick ran in between (a leader that took over from the saved memory): the refusal still starts a count of
     its own, as the earlier failure is more than a lead time old."""
     gke_api.add_pool("a100", nodes=2)
-    gke_api.upgrade_cluster()
+    gke_api.upgrade_nodes("a100")
     actuator = _actuator(gke_api)
     first = execute(_scale_up(T0), actuator, SPECS, PlannerMemory(), T0)
     later = T0 + timedelta(days=2)
@@ -106,7 +106,7 @@ def test_a_refusal_that_lasts_is_told_after_the_lead_time_though_some_ticks_aske
     gke_api: FakeGkeApi,
 ) -> None:
     gke_api.add_pool("a100", nodes=2)
-    gke_api.upgrade_cluster()
+    gke_api.upgrade_nodes("a100")
     actuator = _actuator(gke_api)
     memory = PlannerMemory()
     done: Execution | None = None
@@ -129,7 +129,7 @@ def test_a_scale_up_still_refused_when_its_back_off_ends_is_told_and_backed_off_
     gke_api: FakeGkeApi,
 ) -> None:
     gke_api.add_pool("a100", nodes=2)
-    gke_api.upgrade_cluster()
+    gke_api.upgrade_nodes("a100")
     actuator = _actuator(gke_api)
     condition = (AlertKind.ACTUATOR_FAILURE, "gpu")
 

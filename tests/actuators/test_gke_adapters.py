@@ -373,19 +373,6 @@ def test_a_stockout_an_operation_ended_with_is_forgotten_after_the_zone_backoff(
     assert (state.ready_units, state.target_units, state.failed_units) == (2, 4, 0)
 
 
-def test_an_operation_on_the_whole_cluster_holds_a_resize_for_a_later_tick(gke_api: FakeGkeApi) -> None:
-    """GKE refuses node pool changes with 400 FAILED_PRECONDITION while an upgrade runs on the cluster: a retry
-    later, not a pool blocked for good."""
-    gke_api.add_pool("a100", nodes=1)
-    upgrade = gke_api.upgrade_cluster()
-    actuator = _node_pools(gke_api)
-    with pytest.raises(TransientActuatorError, match=f"running incompatible operation {upgrade}"):
-        actuator.resize("gpu", 3, "up")
-    gke_api.finish_operations()
-    assert _node_pools(gke_api).resize("gpu", 3, "up").status is ActionStatus.STARTED
-    assert gke_api.pools["a100"].migs[0].target_size == 3
-
-
 def test_a_node_pool_created_without_zones_spans_every_zone_of_a_regional_cluster(gke_api: FakeGkeApi) -> None:
     """Why a slice group in a regional cluster must name its zone: GKE creates ``initialNodeCount`` nodes in each
     of the cluster's zones."""

@@ -52,7 +52,7 @@ def test_a_stockout_is_resolved_when_a_failing_changes_back_off_follows_its_own(
         ended = tracker.update(plan.now, done.alerts, holding)
         return done.memory, [f"{e.kind} {e.subject}" for e in ended], holding
 
-    gke_api.upgrade_cluster()  # the scale-up is refused 400 FAILED_PRECONDITION: the pool's changes start failing
+    gke_api.upgrade_nodes("a100")  # the scale-up is held while its nodes upgrade: the pool's changes start failing
     memory, ended, holding = tick(_scale_up(T0), PlannerMemory())
     assert (memory.failing_since, ended) == ({"gpu": T0}, [])
     gke_api.finish_operations()
@@ -64,7 +64,7 @@ def test_a_stockout_is_resolved_when_a_failing_changes_back_off_follows_its_own(
     assert STOCKOUT in holding
 
     gke_api.restock()
-    gke_api.upgrade_cluster()  # another upgrade: when the back-off ends, the scale-up is refused again
+    gke_api.upgrade_nodes("a100")  # another upgrade: when the back-off ends, the scale-up is refused again
     now = T0 + TICK
     while now < until - TICK:  # backed off: the planner asks nothing of the pool
         now += TICK

@@ -98,8 +98,8 @@ def test_the_recording_notifier_keeps_a_critical_alert_after_a_warning() -> None
 def test_the_drainers_warning_about_idle_nodes_and_the_executors_about_failing_changes_are_both_posted(
     kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
 ) -> None:
-    """A blip of the Kubernetes API while the drainer reads the pool's idle nodes, then a cluster upgrade that
-    refuses the pool's scale-up for its lead time: both are actuator failures of the same pool."""
+    """A blip of the Kubernetes API while the drainer reads the pool's idle nodes, then an upgrade of its nodes that
+    holds the pool's scale-up for its lead time: both are actuator failures of the same pool."""
     gke_api.add_pool("a100", nodes=2)
     for name in [i.name for m in gke_api.pools["a100"].migs for i in m.instances]:
         kube_api.put("nodes", objs.node(name, "a100"))
@@ -112,7 +112,7 @@ def test_the_drainers_warning_about_idle_nodes_and_the_executors_about_failing_c
     drainer = KubernetesNodeDrainer(KubernetesApi(kube_client), clock, {"gpu": "a100"}, actuator, timedelta(minutes=15))
     drains = NodeDrains({"gpu": drainer}, timedelta(minutes=10))
     specs = {"gpu": GPU}
-    gke_api.upgrade_cluster()
+    gke_api.upgrade_nodes("a100")
     with SlackReceiver() as receiver:
         slack = _slack(receiver, clock)
         memory = PlannerMemory()

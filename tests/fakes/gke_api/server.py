@@ -109,6 +109,12 @@ class FakeGkeApi(InstanceGroups, GoogleJsonServer):
         with self._lock:
             return str(self._start("UPGRADE_MASTER", self._cluster_path())["name"])
 
+    def upgrade_nodes(self, name: str) -> str:
+        """GKE upgrades the nodes of pool ``name`` (``UPGRADE_NODES``, ``targetLink`` the pool: an auto-upgrade or an
+        operator's); ``advance()`` or ``finish_operations()`` ends it. Returns its name."""
+        with self._lock:
+            return str(self._start("UPGRADE_NODES", self.pools[name])["name"])
+
     def advance(self) -> None:
         """Lead time passes: instances arrive (unless their zone is stocked out) and running operations finish,
         with an error naming the stockout if some of the instances they asked for could not be created; a setSize
