@@ -35,11 +35,19 @@ class SliceWrites:
         self._location = cluster_path.rsplit("/clusters/", 1)[0]
 
     def create(self, pool_id: str, mapping: TpuSliceGroupMapping, name: str) -> None:
-        """Slice ``name`` of the group, its node pool created whole with the group's machine type and topology."""
+        """Slice ``name`` of the group, its node pool created whole with the group's machine type and topology, its
+        nodes running as the group's node service account (unset: GKE's default, the project's Compute Engine
+        default service account). Naming an account needs ``iam.serviceAccounts.actAs`` on it (docs/google-cloud.md).
+        """
+        config: dict[str, Any] = {"machine_type": mapping.machine_type, "spot": mapping.spot}
+        if mapping.service_account:
+            config["service_account"] = mapping.service_account
+        if mapping.oauth_scopes:
+            config["oauth_scopes"] = list(mapping.oauth_scopes)
         node_pool: dict[str, Any] = {
             "name": name,
             "initial_node_count": mapping.hosts_per_slice,
-            "config": {"machine_type": mapping.machine_type, "spot": mapping.spot},
+            "config": config,
             "placement_policy": {"type_": "COMPACT", "tpu_topology": mapping.tpu_topology},
             "autoscaling": {"enabled": False},
         }

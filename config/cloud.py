@@ -57,6 +57,10 @@ class TpuSliceGroupMapping(_Section):
     chips_per_host: int = Field(default=4, ge=1)
     zone: str | None = None
     spot: bool = False
+    # The Google service account the slices' nodes run as (NodeConfig.serviceAccount), and their access scopes.
+    # Unset, GKE gives each slice the project's Compute Engine default service account (see slice_account_warnings).
+    service_account: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$")
+    oauth_scopes: tuple[str, ...] = ()
 
     @model_validator(mode="before")
     @classmethod
@@ -107,6 +111,26 @@ class CloudSettings(_Section):
     @property
     def cluster_path(self) -> str:
         return f"projects/{self.project}/locations/{self.location}/clusters/{self.cluster}"
+
+
+def slice_account_warnings(cloud: CloudSettings | None) -> list[tuple[str, str]]:
+    """(key, message) for each slice group that names no node service account: its slices would run as the
+    project's Compute Engine default service account, which creating them needs ``iam.serviceAccounts.actAs`` on."""
+    if cloud is None:
+        return []
+    return [
+        (
+            f"cloud.tpu_slice_groups[{i}].service_account",
+            f"unset: each slice the agent creates for pool {m.pool!r} runs as the project's Compute Engine default "
+            "service account (GKE's default when a node pool names none), and creating it needs "
+            "iam.serviceAccounts.actAs on that account: without it the first scale-up is refused (403) and the "
+            "pool blocked. Set service_account to the node service account of the cluster's TPU node pools and "
+            "grant the agent's Google service account roles/iam.serviceAccountUser on it (docs/google-cloud.md, "
+            "step 3)",
+        )
+        for i, m in enumerate(cloud.tpu_slice_groups)
+        if m.service_account is None
+    ]
 
 
 def machine_type_chips(machine_type: object) -> int | None:

@@ -325,6 +325,12 @@ FIELDS: dict[str, str] = {
     "TpuSliceGroupMapping.zone": "Zone of the slices; required when `location` is a region (unset: the zonal "
     "cluster's zone).",
     "TpuSliceGroupMapping.spot": "Create the slices as Spot capacity.",
+    "TpuSliceGroupMapping.service_account": "Email of the Google service account the slices' nodes run as (GKE's "
+    "`NodeConfig.serviceAccount`). Unset: GKE gives each slice the project's Compute Engine default service account, "
+    "and `validate-config` and the agent's start warn. Either way the agent's own account needs "
+    "`iam.serviceAccounts.actAs` on it (`roles/iam.serviceAccountUser`, docs/google-cloud.md).",
+    "TpuSliceGroupMapping.oauth_scopes": "Access scopes of the slices' nodes (GKE's `NodeConfig.oauthScopes`); "
+    "unset: GKE's default scopes.",
     # -- aws
     "AwsSettings.region": "AWS region of the EKS cluster and Auto Scaling groups, e.g. `us-east-1`.",
     "AwsSettings.cluster": "Name of the EKS cluster (needed for `nodegroups`).",

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 
 from config.aws_checks import check_aws
+from config.cloud import slice_account_warnings
 from config.cloud_checks import check_cloud
 from config.energy import energy_problems
 from config.prometheus import prometheus_problems, zero_fallback_queries
@@ -34,7 +35,12 @@ def load_warnings(settings: Settings) -> list[ConfigProblem]:
     """What a valid configuration does that a person should know at load (``leadtime validate-config`` prints it,
     every command logs it), each with its key path: the file loads all the same."""
     short = settings.forecast.short_history()
-    return list(_zero_fallback_warnings(settings)) + ([ConfigProblem("forecast.history", short)] if short else [])
+    accounts = [ConfigProblem(key, message) for key, message in slice_account_warnings(settings.cloud)]
+    return (
+        list(_zero_fallback_warnings(settings))
+        + ([ConfigProblem("forecast.history", short)] if short else [])
+        + accounts
+    )
 
 
 def shared_ledger_problems(settings: Settings) -> list[ConfigProblem]:

@@ -8,6 +8,11 @@ Which permission each REST method needs, from Google's references:
 - Compute: each method's "Authorization requires the following IAM permission" line in the Compute Engine REST
   reference: instanceGroupManagers get/listManagedInstances/listErrors need ``compute.instanceGroupManagers.get``;
   resize/deleteInstances need ``compute.instanceGroupManagers.update``.
+- GKE node service accounts: a created node pool's VMs run as its ``NodeConfig.serviceAccount`` (unset: the
+  project's Compute Engine default service account, per the GKE v1 REST reference), which needs
+  ``iam.serviceAccounts.actAs`` on that account (``roles/iam.serviceAccountUser``, granted on the account: GKE's
+  "Configure GKE node service accounts", after which principals "can use that service account to create clusters
+  and node pools"). It is granted on the node service account, not in the project's custom role.
 - Cloud TPU: queuedResources create/delete/list/get need ``tpu.queuedResources.create`` / ``.delete`` /
   ``.list`` / ``.get``; a queued resource creates its TPU nodes in the caller's name (``tpu.nodes.create``), and a
   forced delete deletes them (``tpu.nodes.delete``), per the Cloud TPU access control page.
@@ -15,6 +20,7 @@ Which permission each REST method needs, from Google's references:
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -50,6 +56,11 @@ PERMISSIONS: dict[tuple[str, str], frozenset[str]] = {
     ("_tpu", "get_queued_resource"): frozenset({"tpu.queuedResources.get"}),
     ("_tpu", "create_queued_resource"): frozenset({"tpu.queuedResources.create", "tpu.nodes.create"}),
     ("_tpu", "delete_queued_resource"): frozenset({"tpu.queuedResources.delete", "tpu.nodes.delete"}),
+}
+
+# Permissions a call needs on the node service account it attaches, granted on that account (not in the role).
+ON_NODE_SERVICE_ACCOUNT: dict[tuple[str, str], frozenset[str]] = {
+    ("_gke", "create_node_pool"): frozenset({"iam.serviceAccounts.actAs"}),
 }
 
 
@@ -90,3 +101,21 @@ def test_the_docs_show_the_role_and_how_to_bind_it() -> None:
     assert "roles/iam.workloadIdentityUser" in doc
     for permission in _role():
         assert permission in doc, f"docs/google-cloud.md does not list {permission}"
+
+
+def test_the_docs_grant_act_as_on_the_node_service_account_for_each_call_that_needs_it() -> None:
+    """``nodePools.create`` of a TPU slice attaches a node service account: the agent needs actAs on it, granted
+    with ``roles/iam.serviceAccountUser`` on that account, as docs/google-cloud.md shows and the role file says."""
+    needed = set().union(*(ON_NODE_SERVICE_ACCOUNT.get(call, frozenset()) for call in _calls()))
+    assert needed == {"iam.serviceAccounts.actAs"}, "a slice is created with nodePools.create, which needs actAs"
+    assert not needed & _role(), "actAs belongs on the node service account, not in the project-wide role"
+    doc = (ROOT / "docs" / "google-cloud.md").read_text()
+    section = doc.split("## 3.", 1)[1].split("## 4.", 1)[0]
+    binding = re.search(
+        r"gcloud iam service-accounts add-iam-policy-binding \"?\$NODE_SA\"? \\\n"
+        r"\s+--role=roles/iam\.serviceAccountUser",
+        section,
+    )
+    assert binding, "docs/google-cloud.md step 3 does not grant roles/iam.serviceAccountUser on the node SA"
+    assert "| `iam.serviceAccounts.actAs`" in section, "the permission table has no row for actAs"
+    assert "roles/iam.serviceAccountUser" in ROLE.read_text() and "NODE_SA" in ROLE.read_text()

@@ -48,6 +48,13 @@ class FakeGkeApi(InstanceGroups, GoogleJsonServer):
         self.lost_groups: set[tuple[str, str]] = set()  # (zone, name) of groups deleted under a node pool
         self._ids = itertools.count(1)
         self._short_sizes: set[str] = set()  # setSize operations that went on through a step whose creates failed
+        # The node service accounts the caller may act as (iam.serviceAccounts.actAs); None: not checked. Creating a
+        # node pool attaches its NodeConfig.serviceAccount (unset: "default", the project's Compute Engine default
+        # service account, per the GKE v1 REST reference) to its VMs, which needs actAs on it: GKE's "Configure GKE
+        # node service accounts" grants roles/iam.serviceAccountUser on it so that principals "can use that service
+        # account to create clusters and node pools". The refusal's words are Compute Engine's for a VM created as an
+        # account the caller cannot act as ("The user does not have access to service account ...").
+        self.act_as: set[str] | None = None
 
     def start(self) -> FakeGkeApi:
         super().start()
@@ -219,6 +226,13 @@ class FakeGkeApi(InstanceGroups, GoogleJsonServer):
         name = spec.get("name", "")
         if name in self.pools:
             raise GoogleApiError(409, f"Already exists: projects/{self.project}/.../nodePools/{name}.")
+        account = (spec.get("config") or {}).get("serviceAccount") or "default"
+        if self.act_as is not None and account not in self.act_as:
+            raise GoogleApiError(
+                403,
+                f"The user does not have access to service account {account!r}. Ask a project owner to grant you the "
+                "iam.serviceAccountUser role on the service account (iam.serviceAccounts.actAs).",
+            )
         zones = tuple(spec.get("locations") or self.node_locations)  # unset: the cluster's default node locations
         pool = NodePool(name, spec, [self._new_mig(name, i, z) for i, z in enumerate(zones)])
         per_zone = int(spec.get("initialNodeCount", 0))  # per zone, like setSize
