@@ -105,7 +105,7 @@ class PostgresLedger:
         retention: timedelta | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._pruning = Pruning(retention)
+        self._pruning = Pruning(retention, "the database server's clock")
         self._url = url
         self._password = password
         self._connect_timeout = max(1, int(connect_timeout.total_seconds()))
@@ -151,7 +151,7 @@ class PostgresLedger:
                 folded = fold(writes.charged(db, newest), entries) if folding else Folded(tuple(entries))
                 writes.write(db, folded.entries, newest)
                 writes.extend(db, folded)
-                cutoff = self._pruning.due(folded.entries) if folding else None
+                cutoff = self._pruning.due(folded.entries, lambda: writes.server_now(db)) if folding else None
                 if cutoff is not None:
                     self._pruning.removed(cutoff, writes.prune(db, cutoff))
 

@@ -11,7 +11,7 @@ Here: that read, the store of new entries (``write``), the extension of the entr
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, LiteralString
 
 import psycopg
@@ -20,7 +20,7 @@ from agent.ledger.accrual import is_mark, resolve
 from agent.ledger.folding import Folded
 from agent.ledger.retention import BATCH
 from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
-from models import LedgerEntry
+from models import LedgerEntry, LedgerUnavailable
 
 # Advisory lock key (64-bit): "LDTGWRIT" serialises writers.
 WRITE_LOCK = 0x4C44_5447_5752_4954
@@ -117,6 +117,14 @@ _PRUNE = """DELETE FROM {table} AS x USING (
             AND o.start_us > (SELECT min(f.start_us) FROM {table} AS f WHERE f.pool_id = o.pool_id)
         LIMIT %(batch)s) AS d
     WHERE x.pool_id = d.pool_id AND x.start_us = d.start_us"""
+
+
+def server_now(db: Connection) -> datetime:
+    """The database server's clock (its transaction's start): what the retention is measured by."""
+    row = db.execute("SELECT now()").fetchone()
+    if row is None or not isinstance(row[0], datetime):
+        raise LedgerUnavailable(f"the PostgreSQL server answered {row!r} to SELECT now()")
+    return row[0].astimezone(UTC)
 
 
 def prune(db: Connection, cutoff: datetime) -> int:

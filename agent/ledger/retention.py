@@ -12,20 +12,34 @@ The ledger removes them inside the write transaction of ``update``, at most ``BA
 and once per ``EVERY`` of recorded time once nothing older is left, so a tick's work stays bounded: a year of
 history past the retention, when it is first set, goes over the following ticks. The SQLite ledger then gives the
 space the removed rows held back to the file system (``agent.ledger.sqlite_space``).
+
+The newest end just recorded is stamped by a wall clock, which may be far ahead (a bad NTP answer, a replica whose
+clock runs ahead, a restart on a node set wrong): measured from it alone, a clock 100 days ahead removed every pool's
+current month, another agent's too on a shared ledger, for good. The cutoff is measured from a clock of the ledger's
+own (``due``'s ``now``) where the newest end is past it: the PostgreSQL server's clock, and for SQLite this process's
+wall time carried on its monotonic clock (``SteadyWall``). An end more than ``AHEAD_TOLERANCE`` past it is told in a
+warning, once until the ends are back within it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from models import LedgerEntry
+from models.clock import Clock, SystemClock
+
+log = logging.getLogger(__name__)
 
 MINIMUM = timedelta(days=64)
 DEFAULT = timedelta(days=400)  # 13 months and more: last year's same month is still whole
 BATCH = 5_000
 EVERY = timedelta(hours=1)
+# How far past the ledger's clock an entry just recorded may end before the warning: readings are recorded right
+# after they are taken, and the clocks of nodes kept by NTP differ by well under a second.
+AHEAD_TOLERANCE = timedelta(minutes=10)
 
 
 @dataclass
@@ -33,22 +47,61 @@ class Pruning:
     """When a ledger that keeps ``retention`` of history (``None``: all of it) removes older rows next."""
 
     retention: timedelta | None
+    clock: str = "the ledger's clock"  # what ``due``'s ``now`` reads, for the warning
     _done_until: datetime | None = None  # the cutoff up to which nothing older is left
+    _ahead: bool = False  # the last entries recorded were found past the clock, and told
 
     def __post_init__(self) -> None:
         if self.retention is not None and self.retention < MINIMUM:
             raise ValueError(f"a ledger retention must be at least {MINIMUM.days} days, got {self.retention}")
 
-    def due(self, recorded: Sequence[LedgerEntry]) -> datetime | None:
-        """The cutoff to remove rows ending at or before, after recording ``recorded``; ``None``: not now."""
+    def due(self, recorded: Sequence[LedgerEntry], now: Callable[[], datetime]) -> datetime | None:
+        """The cutoff to remove rows ending at or before, after recording ``recorded``; ``None``: not now. The
+        cutoff is ``retention`` before the newest end recorded, or before ``now()`` (read only when a removal is due
+        by the newest end) where that end is past it."""
         if self.retention is None or not recorded:
             return None
-        cutoff = max(e.end for e in recorded) - self.retention
-        if self._done_until is not None and cutoff < self._done_until + EVERY:
+        newest = max(e.end for e in recorded)
+        if not self._due_at(newest - self.retention):
             return None
-        return cutoff
+        clock = now()
+        if newest > clock + AHEAD_TOLERANCE and not self._ahead:
+            log.warning(
+                "ledger retention: an entry just recorded ends at %s, %s past %s (%s): its writer's wall clock is "
+                "ahead (check the time sync of the node that wrote it); entries are removed only up to %s, the "
+                "retention (%s) before that clock's time",
+                newest.isoformat(),
+                newest - clock,
+                self.clock,
+                clock.isoformat(),
+                (clock - self.retention).isoformat(),
+                self.retention,
+                extra={"ahead_s": (newest - clock).total_seconds()},
+            )
+        self._ahead = newest > clock + AHEAD_TOLERANCE
+        cutoff = min(newest, clock) - self.retention
+        return cutoff if self._due_at(cutoff) else None
+
+    def _due_at(self, cutoff: datetime) -> bool:
+        return self._done_until is None or cutoff >= self._done_until + EVERY
 
     def removed(self, cutoff: datetime, rows: int) -> None:
         """``rows`` were removed up to ``cutoff``: fewer than a batch of each table means none older is left."""
         if rows < BATCH:
             self._done_until = cutoff
+
+
+class SteadyWall:
+    """The wall time carried on the monotonic clock from the time it was first read: a step forward of the wall
+    clock does not move it; a step back does (it is never later than the wall clock). A ledger without a clock of
+    its own (SQLite) measures its retention by it."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock = clock or SystemClock()
+        self._last = (self._clock.now(), self._clock.monotonic())
+
+    def now(self) -> datetime:
+        wall, mono = self._clock.now(), self._clock.monotonic()
+        wall = min(wall, self._last[0] + timedelta(seconds=max(0.0, mono - self._last[1])))
+        self._last = (wall, mono)
+        return wall

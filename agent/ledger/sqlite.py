@@ -40,10 +40,11 @@ from agent.ledger.folding import entries_on_grid, fold
 from agent.ledger.guard import WriterLock, refuse_empty_file
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import Grant, Holder, InProcessReservations, ReservationBook, ReservationRequest
-from agent.ledger.retention import Pruning
+from agent.ledger.retention import Pruning, SteadyWall
 from agent.ledger.rows import COLUMNS, from_row, from_us, to_us
 from agent.ledger.sqlite_space import create_incremental, give_back
 from models import LedgerEntry, LedgerUnavailable
+from models.clock import Clock
 
 # Each pool's earliest entry and billed cost: the smallest start in the pool's range of each primary key.
 _EARLIEST = "(SELECT min(start_us) FROM {} WHERE pool_id = p.value)"
@@ -57,8 +58,10 @@ class SqliteLedger(InProcessReservations):
 
     ``fresh_if_empty`` accepts a zero-length file as a new ledger (read-only: as one its writer is to start);
     without it a reader refuses such a file as the writer does. ``retention``: how long a history ``update`` keeps
-    (``agent.ledger.retention``; ``None``: all of it). ``exclusive=False`` skips the writer lock; it is only for a
-    process that reads, or for showing that the write transaction alone keeps two writers exact.
+    (``agent.ledger.retention``; ``None``: all of it), measured by ``clock``'s wall time carried on its monotonic
+    clock (``SteadyWall``; by default the system's) where an entry just recorded ends later. ``exclusive=False``
+    skips the writer lock; it is only for a process that reads, or for showing that the write transaction alone
+    keeps two writers exact.
     """
 
     def __init__(
@@ -69,10 +72,12 @@ class SqliteLedger(InProcessReservations):
         exclusive: bool = True,
         read_only: bool = False,
         retention: timedelta | None = None,
+        clock: Clock | None = None,
     ) -> None:
         self.path = Path(path)
         self.read_only = read_only
-        self._pruning = Pruning(retention)
+        self._pruning = Pruning(retention, "this process's wall time carried on its monotonic clock")
+        self._steady = SteadyWall(clock) if retention is not None else None
         self._lock = threading.Lock()
         self._writer: WriterLock | None = None
         self._book = ReservationBook(self._period_spent)
@@ -141,7 +146,7 @@ class SqliteLedger(InProcessReservations):
             folded = fold(charged, derive(newest))
             writes.write(db, folded.entries)
             writes.extend(db, folded)
-            cutoff = self._pruning.due(folded.entries)
+            cutoff = self._pruning.due(folded.entries, self._steady.now) if self._steady else None
             if cutoff is not None:
                 pruned = writes.prune(db, cutoff)
                 self._pruning.removed(cutoff, pruned)

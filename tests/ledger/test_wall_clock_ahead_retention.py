@@ -1,0 +1,96 @@
+"""A writer whose wall clock is far ahead does not make the ledger's retention remove the current month.
+
+The retention removed the rows ending ``retention`` before the newest end just recorded, of every pool: one reading
+stamped 100 days ahead (a node given a bad time by NTP, a pool first read there) removed all but the first entry of
+every pool, another agent's on a shared PostgreSQL ledger too, for good. The cutoff is now measured by the ledger's
+own clock where the newest end is past it: the PostgreSQL server's clock, and for SQLite the process's wall time
+carried on its monotonic clock, so a wall clock stepped forward after the ledger was opened does not move it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent.ledger.accrual import GRID, PoolReading
+from agent.ledger.meter import SpendMeter
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.retention import MINIMUM
+from agent.ledger.sqlite import SqliteLedger
+from tests.postgres.fixtures import POSTGRES, Database
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# The PostgreSQL server's clock is the real one: the history ends now, on the grid.
+END = _EPOCH + ((datetime.now(UTC) - _EPOCH) // GRID) * GRID
+START = END - timedelta(days=3)
+TICK = timedelta(minutes=15)
+AHEAD = timedelta(days=100)
+
+
+class _NodeClock:
+    """The writer's clocks: the wall time, which may be stepped, and a monotonic time that only runs."""
+
+    def __init__(self, start: datetime) -> None:
+        self.wall, self.seconds = start, 0.0
+
+    def now(self) -> datetime:
+        return self.wall
+
+    def monotonic(self) -> float:
+        return self.seconds
+
+    def run(self, by: timedelta) -> None:
+        self.wall += by
+        self.seconds += by.total_seconds()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=POSTGRES)])
+def kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def _store(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, clock: _NodeClock
+) -> SqliteLedger | PostgresLedger:
+    if kind == "sqlite":
+        return SqliteLedger(tmp_path / "ledger.sqlite", retention=MINIMUM, clock=clock)
+    database: Database = request.getfixturevalue("postgres_database")
+    return PostgresLedger(database.url, database.password, retention=MINIMUM)
+
+
+@pytest.fixture
+def history(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[SqliteLedger | PostgresLedger, _NodeClock]]:
+    """Three days of h100 (8 units at 10 USD a unit-hour) read every 15 minutes by a writer whose clocks agree."""
+    clock = _NodeClock(START)
+    with _store(kind, request, tmp_path, clock) as store:
+        ours = SpendMeter(store, timedelta(minutes=30))
+        while clock.wall < END:
+            ours.observe([PoolReading("h100", clock.wall, 8, 10.0, clock.seconds)])
+            clock.run(TICK)
+        ours.observe([PoolReading("h100", clock.wall, 8, 10.0, clock.seconds)])
+        yield store, clock
+
+
+def test_a_pool_first_read_with_the_clock_100_days_ahead_removes_no_other_pools_spend(
+    history: tuple[SqliteLedger | PostgresLedger, _NodeClock], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The wall clock steps 100 days forward (the monotonic clock runs 15 minutes) and a pool is first read then: a
+    meter has no earlier reading of it to measure the step by, and records it at its wall time. h100's three days
+    (5,760 USD) stay whole; before, all but its first entry were removed (20 USD left)."""
+    store, clock = history
+    before = store.spent(["h100"], START, END)
+    assert before == pytest.approx(8 * 10.0 * 72)
+    clock.run(TICK)
+    clock.wall += AHEAD
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.retention"):
+        SpendMeter(store, timedelta(minutes=30)).observe([PoolReading("a100", clock.wall, 1, 1.0, clock.seconds)])
+        SpendMeter(store, timedelta(minutes=30)).observe([PoolReading("a100", clock.wall + TICK, 1, 1.0, 1.0)])
+    assert store.spent(["h100"], START, END) == pytest.approx(before)
+    warned = [r.getMessage() for r in caplog.records if "ledger retention" in r.getMessage()]
+    assert len(warned) == 1, warned  # told once, not at every write while the clock stays ahead
+    assert "ahead" in warned[0] and "100 days" in warned[0]
