@@ -14,6 +14,11 @@ replaces the estimate of each period's part. How the cloud spread the bill withi
 piece gets the share of the bill for its share of the row's time, the assumption the estimate makes too (held
 units cost the same every minute). A row a day long is 96 pieces per pool: no more than the entries the ledger
 already keeps for the same day. A row whose edges are off the grid keeps them, its first and last pieces shorter.
+
+The spend of a pool that could not be read, counted up to now without being recorded (``agent.ledger.meter``),
+leaves out its pieces that start in a billed interval of the pool (``BilledIntervals``), as the entries recorded
+for them will be left out once the pool is read again: a bill imported for hours the pool was not read counts them
+once.
 """
 
 from __future__ import annotations
@@ -66,7 +71,16 @@ class Reconciliation:
 
 
 @runtime_checkable
-class BilledCosts(Protocol):
+class BilledIntervals(Protocol):
+    def billed_intervals(self, pools: Sequence[str], start: datetime, end: datetime) -> list[BilledCost]:
+        """The stored pieces of ``pools``' bills that overlap [start, end), by pool and start: what the spend meter
+        leaves out of an unread pool's unrecorded spend (``agent.ledger.meter``), as ``spent`` leaves out the
+        entries a bill covers."""
+        ...
+
+
+@runtime_checkable
+class BilledCosts(BilledIntervals, Protocol):
     def record_billed(self, costs: Sequence[BilledCost]) -> None:
         """Store the billed costs in one transaction, cut on the grid (``on_grid``), each piece replacing what its
         pool had stored for any interval it overlaps."""

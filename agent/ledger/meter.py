@@ -11,7 +11,11 @@ pool would otherwise project an overspend that is not there). Its spend since th
 being recorded: what accrual will charge for it when the pool is read again holding the same units (the units of
 that entry from its end to now). Otherwise the unread stretch would be missing from the spend, and the room it
 leaves would go to the other pools' scale-ups until the pool is read again and the whole stretch is charged at
-once (an h100 pool of 10 units unread for 3 hours: 2,400 USD).
+once (an h100 pool of 10 units unread for 3 hours: 2,400 USD). Of that stretch, the pieces that start in a billed
+interval of the pool (``agent.ledger.billed``) are left out: the ledger's spend counts the bill for them already,
+as it will count it instead of their entries once they are recorded, so a bill imported for hours the pool was not
+read counts them once. One more read a tick, of the billed intervals since the oldest such entry, only while a pool
+is unread and the ledger keeps bills.
 
 ``coverage`` says, per budget with a monthly cap, whether the ledger holds the whole of the current period
 (``agent.ledger.coverage``). The planner is not told otherwise (a guess at the missing spend would be wrong one way
@@ -34,6 +38,7 @@ from typing import cast
 
 from agent.ledger.accrual import GRID, Accrual, PoolReading, accrue, resolve
 from agent.ledger.base import Ledger, Newest, RecordedSince
+from agent.ledger.billed import BilledCost, BilledIntervals
 from agent.ledger.clock_steps import Baseline, ClockSteps, Placed, accrued, baseline, place
 from agent.ledger.coverage import NEW_OR_LOST, LedgerCoverage, ledger_coverage
 from agent.ledger.period_spend import PeriodSpend, SpendAsk
@@ -66,7 +71,7 @@ class SpendMeter:
         self._steps = ClockSteps()
         # what the ledger can do (``_kinds``), known for the ledger object it was worked out for: checking a protocol
         # with isinstance costs about as much as the rest of a tick's spend read
-        self._kinds_of: tuple[Ledger, bool, bool] | None = None
+        self._kinds_of: tuple[Ledger, bool, bool, bool] | None = None
 
     def observe(self, readings: Iterable[PoolReading]) -> list[Accrual]:
         """Record what the readings add to the ledger, all in one write transaction that also reads the pools'
@@ -143,7 +148,9 @@ class SpendMeter:
         if not asked:
             return spends
         last = {p: entry for p in asked if (entry := self.ledger.last_entry(p)) is not None}
-        unrecorded = {p: self._unrecorded(entry, now, (prices or {}).get(p, 0.0)) for p, entry in last.items()}
+        unrecorded = self._unbilled(
+            {p: self._unrecorded(entry, now, (prices or {}).get(p, 0.0)) for p, entry in last.items()}
+        )
         out = []
         for spend in spends:
             mine = sorted(spend.budget.pools & last.keys())
@@ -169,13 +176,37 @@ class SpendMeter:
             return ()
         return accrue(last, PoolReading(last.pool_id, now, last.units, price), self.gap_after, self.grid).entries
 
-    def _kinds(self) -> tuple[bool, bool]:
-        """Whether the ledger keeps period totals (``PeriodSpend``) and says since when it holds each pool
-        (``RecordedSince``)."""
+    def _unbilled(self, unrecorded: Mapping[str, tuple[LedgerEntry, ...]]) -> dict[str, tuple[LedgerEntry, ...]]:
+        """``unrecorded`` without the pieces whose start lies in a billed interval of their pool: ``spent`` counts
+        the bill for them (one read of the billed intervals of those pools since the oldest piece)."""
+        out = dict(unrecorded)
+        pieces = [e for entries in unrecorded.values() for e in entries]
+        if not pieces or not self._kinds()[2]:
+            return out
+        ledger = cast(BilledIntervals, self.ledger)
+        billed = ledger.billed_intervals(
+            sorted(p for p, entries in unrecorded.items() if entries),
+            min(e.start for e in pieces),
+            max(e.end for e in pieces),
+        )
+        for pool, entries in unrecorded.items():
+            bills = [b for b in billed if b.pool_id == pool]
+            if bills:
+                out[pool] = tuple(e for e in entries if not _covered(e, bills))
+        return out
+
+    def _kinds(self) -> tuple[bool, bool, bool]:
+        """Whether the ledger keeps period totals (``PeriodSpend``), says since when it holds each pool
+        (``RecordedSince``) and keeps billed costs (``BilledIntervals``)."""
         if self._kinds_of is None or self._kinds_of[0] is not self.ledger:
             ledger = self.ledger
-            self._kinds_of = (ledger, isinstance(ledger, PeriodSpend), isinstance(ledger, RecordedSince))
-        return self._kinds_of[1], self._kinds_of[2]
+            self._kinds_of = (
+                ledger,
+                isinstance(ledger, PeriodSpend),
+                isinstance(ledger, RecordedSince),
+                isinstance(ledger, BilledIntervals),
+            )
+        return self._kinds_of[1], self._kinds_of[2], self._kinds_of[3]
 
     def _spent(self, budgets: Sequence[Budget], now: datetime) -> list[BudgetSpend]:
         if self._kinds()[0]:
@@ -268,6 +299,11 @@ class SpendMeter:
 def _since(entries: Sequence[LedgerEntry], start: datetime) -> float:
     """The cost of the entries from ``start`` on (periods and hours start on the grid the entries are split on)."""
     return sum(e.cost_usd for e in entries if e.start >= start)
+
+
+def _covered(entry: LedgerEntry, bills: Sequence[BilledCost]) -> bool:
+    """Whether ``entry`` starts in one of its pool's billed intervals (the ledger's rule for a recorded entry)."""
+    return any(b.start <= entry.start < b.end for b in bills)
 
 
 def _newer(last: LedgerEntry | None, entry: LedgerEntry) -> LedgerEntry:

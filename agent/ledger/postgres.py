@@ -238,6 +238,18 @@ class PostgresLedger:
         )
         return [Reconciliation(str(p), float(h), float(e), float(b)) for p, h, e, b in rows]
 
+    def billed_intervals(self, pools: Sequence[str], start: datetime, end: datetime) -> list[BilledCost]:
+        """Found by their ends (the index on pool and end): only the pieces ending after ``start`` are read."""
+        wanted = sorted(set(pools))
+        if not wanted:
+            return []
+        rows = self._query(
+            "SELECT pool_id, start_us, end_us, cost_usd FROM leadtime_billed_costs"
+            " WHERE pool_id = ANY(%s) AND end_us > %s AND start_us < %s ORDER BY pool_id, start_us",
+            (wanted, to_us(start), to_us(end)),
+        )
+        return [BilledCost(str(p), from_us(int(lo)), from_us(int(hi)), float(c)) for p, lo, hi, c in rows]
+
     def _sum(self, table: LiteralString, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))
         if not wanted:

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 
 from agent.ledger.base import Newest
+from agent.ledger.billed import BilledCost
 from agent.ledger.period_spend import SpendAsk
 from agent.ledger.reservations import CountedTo, Grant, Holder, ReservationRequest
 from agent.ledger.sqlite import SqliteLedger
@@ -73,6 +74,11 @@ class LeaderWrittenLedger:
     def spent_in_periods(self, asks: Sequence[SpendAsk], now: datetime) -> list[float]:
         with self._lock:
             return self._current().spent_in_periods(asks, now)
+
+    def billed_intervals(self, pools: Sequence[str], start: datetime, end: datetime) -> list[BilledCost]:
+        """The file's billed intervals (``agent.ledger.billed.BilledIntervals``), for the spend meter."""
+        with self._lock:
+            return self._current().billed_intervals(pools, start, end)
 
     def last_entry(self, pool_id: str) -> LedgerEntry | None:
         with self._lock:

@@ -269,6 +269,19 @@ class SqliteLedger(InProcessReservations):
         )
         return [Reconciliation(str(p), float(h), float(e), float(b)) for p, h, e, b in rows]
 
+    def billed_intervals(self, pools: Sequence[str], start: datetime, end: datetime) -> list[BilledCost]:
+        """Found by their ends, as ``spent`` finds them: only the pieces ending after ``start`` are read."""
+        wanted = sorted(set(pools))
+        if not wanted or not self._has_billed:
+            return []
+        rows = self._query(
+            "SELECT pool_id, start_us, end_us, cost_usd FROM billed INDEXED BY billed_by_end"
+            " WHERE pool_id IN (SELECT value FROM json_each(?)) AND end_us > ? AND start_us < ?"
+            " ORDER BY pool_id, start_us",
+            (json.dumps(wanted), to_us(start), to_us(end)),
+        )
+        return [BilledCost(str(p), from_us(int(lo)), from_us(int(hi)), float(c)) for p, lo, hi, c in rows]
+
     def _sum(self, table: str, pools: Sequence[str], start: datetime, end: datetime) -> float:
         wanted = sorted(set(pools))
         if not wanted:
