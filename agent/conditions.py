@@ -110,6 +110,8 @@ class ConditionTracker:
         self._adopted_at: dict[Condition, datetime] = {}
         # adopted conditions not told by this tracker yet: one still holding and not raised is told again (``update``)
         self._to_retell: set[Condition] = set()
+        # conditions another part of this replica raises and ends (``carry``): in the record, never ended here
+        self._carried: set[Condition] = set()
 
     @property
     def active(self) -> tuple[Condition, ...]:
@@ -127,6 +129,7 @@ class ConditionTracker:
         leading. One found gone is ended no earlier than ``resolve_after`` after ``now`` (unless it held), except one
         this tracker holds itself (the same condition since the same time), whose own last-seen time is kept."""
         own = {k: v.seen for k, v in self._active.items() if k in active and active[k].since == v.since}
+        self._carried &= set(own)
         self._active = {k: replace(v, seen=max(v.seen, own[k])) if k in own else v for k, v in active.items()}
         self._ended = dict(ended)
         self._adopted_at = {k: now for k in active if k not in own}
@@ -161,7 +164,7 @@ class ConditionTracker:
         resolved = self._retold(now, told, holding, unknown)
         self._ended = {key: at for key, at in self._ended.items() if now - at < self.window}
         for key, active in sorted(self._active.items()):
-            if key in told or key in unknown:
+            if key in told or key in unknown or key in self._carried:
                 continue
             if key in holding:
                 self._active[key] = replace(active, seen=now, gone=None, held=True, held_by=None)
@@ -250,8 +253,26 @@ class ConditionTracker:
             )
         return f"an end is told once the condition has gone unseen for {format_duration(self.resolve_after)}"
 
+    def carry(self, key: Condition, condition: OpenCondition) -> None:
+        """Hold ``condition`` in the record as open, for another part of this replica that raises it and tells its
+        end (the daemon's ``tick-failed``, raised by ticks that fail, which call no ``update``): this tracker never
+        ends it, but saves it with the record, so a successor (or this replica after a restart) adopts it and tells
+        its end as any other's. ``drop`` takes it out once its end is told."""
+        self._active[key] = condition
+        self._carried.add(key)
+        self._adopted_at.pop(key, None)
+        self._to_retell.discard(key)
+
+    def drop(self, key: Condition) -> None:
+        """Take a condition out of the record without telling its end: it was told elsewhere (``carry``)."""
+        self._active.pop(key, None)
+        self._carried.discard(key)
+        self._adopted_at.pop(key, None)
+        self._to_retell.discard(key)
+
     def forget(self) -> None:
         """Drop every active condition without telling its end (a replica that no longer leads)."""
+        self._carried.clear()
         self._active.clear()
         self._ended.clear()
         self._adopted_at.clear()

@@ -38,7 +38,9 @@ from agent.daemon.shadow_book import ShadowBook
 from agent.loop import Agent, TickReport
 from agent.model_refits import StagedRefit
 from agent.planning import PlannerMemory
+from agent.planning.memory import Condition, OpenCondition
 from agent.state import MemoryKeeper, StateStore
+from agent.tick_alerts import with_conditions
 from models import (
     ActionResult,
     ActionStatus,
@@ -174,6 +176,27 @@ class AgentLoopAdapter:
             errors=errors,
             blind=self._blind(report),
         )
+
+    def keep_open(self, key: Condition, condition: OpenCondition, now: datetime) -> bool:
+        """Carry the daemon's open ``tick-failed`` in the tracker's record and save it now (the failed tick saved the
+        memory before the daemon knew it failed): True when the store holds it. Not before the memory is read: a
+        leader that has not read it saves nothing."""
+        if not self.keeper.loaded:
+            return False
+        self._agent.conditions.carry(key, condition)
+        return self._save_conditions(now)
+
+    def keep_closed(self, key: Condition, now: datetime) -> None:
+        """Take the daemon's ``tick-failed`` out of the record once its end is told, and save that."""
+        self._agent.conditions.drop(key)
+        if self.keeper.loaded:
+            self._save_conditions(now)
+
+    def _save_conditions(self, now: datetime) -> bool:
+        self._agent.memory = with_conditions(self._agent.memory, self._agent.conditions)
+        if not self._leadership.is_leader(self._clock.now()):
+            return False
+        return self.keeper.after_tick(self._agent.memory, now) is None
 
     def _recall_short_slices(self, memory: PlannerMemory, now: datetime) -> None:
         """Hand the slices short of hosts its predecessor saved to the slice adapter, once: from now on the adapter's

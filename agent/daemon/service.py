@@ -56,7 +56,7 @@ from agent.daemon.ports import (
 )
 from agent.daemon.shadow_book import ShadowBook
 from agent.daemon.summary import DailySummary
-from agent.daemon.tick_failures import TickFailures
+from agent.daemon.tick_failures import KeepsTickFailures, TickFailures
 from agent.decision_events import decision_events
 from models import AlertEvent, AlertKind, Severity
 from models.clock import Clock
@@ -301,6 +301,8 @@ class Daemon:
         self._metrics.forget_latest_tick()
         self._watch(now)  # the loop forgets what only a leader holds: its next leader tick reloads it
         self._resume.set()
+        if self._failures.stand_by():
+            log.info("failed ticks as leader: their end is left to the leader, which reads them in the planner memory")
         self._failures_ended(now)  # a standby's ticks hold no pool
         reasons = []
         contact = self._contact_at
@@ -374,11 +376,19 @@ class Daemon:
         self.summary.add_tick(role, "failed")
         self.summary.add_error(exc)
         self._deliver(self._failures.failed(now, exc))
+        opened = self._failures.condition()
+        if role == "leader" and opened is not None and isinstance(self._loop, KeepsTickFailures):
+            try:  # saved with the open conditions, so that its end outlives this process
+                self._failures.saved = self._loop.keep_open(self._failures.key, opened, now)
+            except Exception as unsaved:  # noqa: BLE001 - its end is then told by this replica alone, as before
+                log.warning("tick-failed not kept in the planner memory: %s: %s", type(unsaved).__name__, unsaved)
 
     def _failures_ended(self, now: datetime) -> None:
         if (ended := self._failures.ended(now)) is not None:
             log.info("ticks no longer fail: %s", ended.summary)
             self._deliver(ended)
+            if isinstance(self._loop, KeepsTickFailures) and self._elector.is_leader(now):
+                self._loop.keep_closed(self._failures.key, now)
 
     def _alert(self, kind: AlertKind, severity: Severity, now: datetime, summary: str, detail: str) -> None:
         event = AlertEvent(kind, severity, now, f"replica/{self.identity}", summary, {"detail": detail})

@@ -18,7 +18,9 @@ How spend accrues:
 - A reading older than the pool's last entry adds nothing, which makes replays after a restart harmless. Where the
   wall clock stepped back, the meter charges such a reading the monotonic time since the pool's previous one onto
   the end of the pool's newest entry without moving that end (``agent.ledger.clock_steps``), so the time until the
-  wall clock catches up is charged all the same and the ledger never runs ahead of the wall clock.
+  wall clock catches up is charged all the same and the ledger never runs ahead of the wall clock. Where it stepped
+  forward, the meter moves the reading back to the pool's previous reading plus the monotonic time since it, so the
+  step is not charged as a gap and the ledger does not run ahead of the real time.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 class PoolReading:
     """Units billed in a pool at ``at`` (ready and provisioning units both bill) and the unit price then;
     ``monotonic_s``: the seconds on the reader's monotonic clock at the same instant (``None``: not known, a replay),
-    which measures the time since the pool's previous reading when the wall clock stepped back."""
+    which measures the time since the pool's previous reading when the wall clock stepped back or forward."""
 
     pool_id: str
     at: datetime

@@ -1,4 +1,5 @@
-"""Readings taken while the wall clock is behind the ledger: how accrual is to charge them, and the warning.
+"""Readings taken while the wall clock is behind the ledger, or stepped forward: how accrual is to charge them, and
+the warnings.
 
 A reading is stamped with the wall time, and accrual adds nothing for a reading older than the pool's newest entry
 (which makes replays harmless). After the wall clock steps back (NTP, a VM resumed), every reading is older than
@@ -20,6 +21,17 @@ they collide), and becomes the point the next one is measured from: once that en
 reading, the clock is this process's, and that reading is charged. Without a monotonic time the reading adds nothing
 either. A step is told once per pool, in one warning per write: when the pool's readings are first found behind
 their own, and again if they fall further behind.
+
+A step forward (a bad NTP answer, a clock set by hand) is measured the same way: a reading whose wall time is past
+the pool's own previous reading by more than the monotonic time since it plus ``STEP_TOLERANCE`` is placed at that
+reading's time plus the monotonic time (``Placed.ahead``: how far the wall clock is past it), and so charged the
+time that passed, at the units held, on the entries of the time it passed in. Charged by its wall time, one reading
+100 days ahead charged 100 days of an unwatched gap, and the ledger's end stood 100 days ahead, so that once the
+clock came back every real reading was charged on a piece at that end, in a future month. While the clock stays
+ahead, each reading is placed so; the first one whose wall time is within the tolerance of the monotonic time since
+the previous one is recorded where it was read again. A reading without a monotonic time (a replay, a simulation,
+whose clock never steps) or without a previous reading of this process is taken at its wall time, as before. The
+step is told once per pool, and again if the clock goes further ahead.
 """
 
 from __future__ import annotations
@@ -51,13 +63,16 @@ class Placed:
     when the wall clock was ``behind`` the pool's newest entry, ``charged`` the monotonic time it adds there
     (``None``: it adds nothing, the time not known); ``uncovered``: of a reading that finds the wall clock caught up,
     the monotonic time since the previous reading the wall time since the entry's end does not cover; ``quiet``:
-    behind another writer's entry, or one recorded before this process: no step of its clock to tell."""
+    behind another writer's entry, or one recorded before this process: no step of its clock to tell; ``ahead``: the
+    wall clock stepped forward, by this much past the time the reading is placed at (the pool's previous reading's
+    plus the monotonic time since)."""
 
     reading: PoolReading
     behind: timedelta | None = None
     charged: timedelta | None = None
     uncovered: timedelta | None = None
     quiet: bool = False
+    ahead: timedelta | None = None
 
     @property
     def step(self) -> timedelta | None:
@@ -77,6 +92,9 @@ def place(newest: LedgerEntry | None, reading: PoolReading, previous: Baseline |
     if own and previous is not None and reading.monotonic_s is not None and previous[1] is not None:
         elapsed = timedelta(seconds=max(0.0, reading.monotonic_s - previous[1]))
     if reading.at >= newest.end:
+        if elapsed is not None and previous is not None and reading.at - previous[0] > elapsed + STEP_TOLERANCE:
+            measured = previous[0] + elapsed  # own: the pool's previous reading is where its newest entry ends
+            return Placed(replace(reading, at=measured), ahead=reading.at - measured)
         if elapsed is None or previous is None or not previous[2]:
             return Placed(reading)
         return Placed(reading, uncovered=min(elapsed, max(timedelta(0), elapsed - (reading.at - newest.end))))
@@ -122,14 +140,17 @@ def baseline(newest: LedgerEntry | None, placed: Placed) -> Baseline:
 
 
 class ClockSteps:
-    """How far behind each pool's readings were last told to be; tells a step once per pool."""
+    """How far behind (or ahead) each pool's readings were last told to be; tells a step once per pool."""
 
     def __init__(self) -> None:
         self._told: dict[str, timedelta] = {}
+        self._told_ahead: dict[str, timedelta] = {}
 
     def tell(self, placed: Sequence[Placed]) -> None:
         """One warning for the pools of ``placed`` (in the order recorded) found behind, or further behind, than
-        last told; a pool whose reading is no longer behind is forgotten."""
+        last told; a pool whose reading is no longer behind is forgotten. The same, apart, for the wall clock found
+        ahead of the monotonic time since the pool's previous reading."""
+        self._tell_ahead(placed)
         news: dict[str, Placed] = {}
         for p in placed:
             pool = p.reading.pool_id
@@ -150,6 +171,36 @@ class ClockSteps:
                     "step_s": {k: p.step.total_seconds() for k, p in news.items() if p.step},
                 },
             )
+
+    def _tell_ahead(self, placed: Sequence[Placed]) -> None:
+        news: dict[str, Placed] = {}
+        for p in placed:
+            pool = p.reading.pool_id
+            if p.ahead is None:
+                if not p.quiet and p.behind is None and p.reading.monotonic_s is not None:
+                    self._told_ahead.pop(pool, None)
+                    news.pop(pool, None)
+            elif pool not in self._told_ahead or p.ahead > self._told_ahead[pool] + STEP_TOLERANCE:
+                self._told_ahead[pool] = p.ahead
+                news[pool] = p
+        if news:
+            log.warning(
+                "the wall clock stepped forward (check the time sync): %s",
+                "; ".join(_told_ahead(p) for _, p in sorted(news.items())),
+                extra={
+                    "pools": sorted(news),
+                    "step_s": {k: p.ahead.total_seconds() for k, p in news.items() if p.ahead},
+                },
+            )
+
+
+def _told_ahead(placed: Placed) -> str:
+    reading = placed.reading
+    return (
+        f"pool {reading.pool_id} read at {(reading.at + (placed.ahead or timedelta(0))).isoformat()}, {placed.ahead} "
+        "past its previous reading plus the time since it on the monotonic clock: charged that time only, recorded at "
+        f"{reading.at.isoformat()}; its readings are recorded so until the wall clock comes back"
+    )
 
 
 def _told(placed: Placed) -> str:

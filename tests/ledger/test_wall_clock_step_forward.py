@@ -1,0 +1,116 @@
+"""A wall clock stepped forward (a bad NTP answer, a clock set by hand) is charged the time that passed, where it
+passed.
+
+A reading is stamped with the wall time, and accrual charged the whole time since the pool's newest entry: one tick
+100 days ahead, while the monotonic clock moved 5 minutes, was charged as 100 days of an unwatched gap at the units
+held (192,006.67 USD for 8 units at 10 USD a unit-hour), and left the ledger's end 100 days ahead, so that once the
+clock came back every real reading was behind it and charged on a microsecond piece there, in a future month. The
+meter now charges such a reading the monotonic time since the pool's previous one and records it at that reading's
+time plus the monotonic time; once the clock is back, readings are recorded where they are read. A reading without a
+monotonic time (a replay, a simulation, whose clock never steps) is charged by its wall time as before."""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from agent.ledger import InMemoryLedger
+from agent.ledger.accrual import PoolReading
+from agent.ledger.base import Ledger
+from agent.ledger.meter import SpendMeter
+from agent.ledger.postgres import PostgresLedger
+from agent.ledger.sqlite import SqliteLedger
+from tests.postgres.fixtures import POSTGRES, Database
+
+START = datetime(2026, 12, 1, tzinfo=UTC)
+EVER = (datetime(2026, 1, 1, tzinfo=UTC), datetime(2028, 1, 1, tzinfo=UTC))
+TICK = timedelta(minutes=5)
+AHEAD = timedelta(days=100)
+
+
+def _ledger(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Ledger:
+    if kind == "memory":
+        return InMemoryLedger()
+    if kind == "sqlite":
+        return SqliteLedger(tmp_path / "ledger.sqlite")
+    database: Database = request.getfixturevalue("postgres_database")
+    return PostgresLedger(database.url, database.password)
+
+
+def _messages(caplog: pytest.LogCaptureFixture, part: str) -> list[str]:
+    return [r.getMessage() for r in caplog.records if part in r.getMessage()]
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", pytest.param("postgres", marks=POSTGRES)])
+def test_a_tick_100_days_ahead_is_charged_the_time_that_passed(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An hour of 8 units read every 5 minutes, one tick with the wall clock 100 days ahead, then 6 hours back on
+    the right clock at 64 units: 3,873.33 USD really spent, all of it in December up to the last reading (before:
+    195,873.33 USD in all, 560.00 of it in December up to the last reading, 23,073.33 in March 2027, where the 6
+    hours at 64 units were charged at the ledger's end)."""
+    ledger = _ledger(kind, request, tmp_path)
+    meter = SpendMeter(ledger, gap_after=TICK)
+    wall, mono = START, 0.0
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
+        for _ in range(12):
+            meter.observe([PoolReading("h100", wall, 8, 10.0, mono)])
+            wall, mono = wall + TICK, mono + 300
+        meter.observe([PoolReading("h100", wall + AHEAD, 8, 10.0, mono)])  # the tick ahead
+        wall, mono = wall + TICK, mono + 300
+        for _ in range(72):
+            meter.observe([PoolReading("h100", wall, 64, 10.0, mono)])
+            wall, mono = wall + TICK, mono + 300
+    last = wall - TICK
+    really = 8 * 10.0 * 65 / 60 + 64 * 10.0 * 71 * 5 / 60
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(really)
+    assert ledger.spent(["h100"], START, last) == pytest.approx(really)  # in December, up to the last reading
+    newest = ledger.last_entry("h100")
+    assert newest is not None and newest.end == last
+    assert not _messages(caplog, "not observed")
+    assert not _messages(caplog, "stepped back")
+    forward = _messages(caplog, "stepped forward")
+    assert len(forward) == 1, forward
+    assert "100 days, 0:00:00 past its previous reading" in forward[0]
+
+
+def test_readings_while_the_clock_stays_ahead_are_recorded_when_they_were_read(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The wall clock 2 hours ahead for half an hour of one-minute ticks, with a scale-up from 10 to 20 units
+    recorded right after one of them (same wall and monotonic time), then back: each minute is charged once, at the
+    units held then, on the entries of that minute, and the step is told once."""
+    ledger = InMemoryLedger()
+    meter = SpendMeter(ledger, gap_after=TICK)
+    minute = timedelta(minutes=1)
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
+        for i in range(91):
+            real = START + i * minute
+            wall = real + timedelta(hours=2) if 30 <= i < 60 else real
+            units = 10 if i <= 45 else 20
+            meter.observe([PoolReading("h100", wall, units, 60.0, i * 60.0)])  # 1 USD a unit-minute
+            if i == 45:
+                meter.observe([PoolReading("h100", wall, 20, 60.0, i * 60.0)])  # the agent's own scale-up
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(45 * 10 + 45 * 20)
+    assert ledger.spent(["h100"], START + 45 * minute, START + 90 * minute) == pytest.approx(45 * 20)
+    newest = ledger.last_entry("h100")
+    assert newest is not None and newest.end == START + 90 * minute
+    forward = _messages(caplog, "stepped forward")
+    assert len(forward) == 1, forward
+    assert "2:00:00 past its previous reading" in forward[0]
+    assert not _messages(caplog, "stepped back")
+
+
+def test_a_replay_without_monotonic_times_is_charged_by_its_wall_times() -> None:
+    """A replay or a simulation has no monotonic clock: its readings jump as its clock does (6 hours between two
+    readings), and the jump is charged as an unwatched gap at the larger of the units either side, as before."""
+    ledger = InMemoryLedger()
+    meter = SpendMeter(ledger, gap_after=TICK)
+    meter.observe([PoolReading("h100", START, 8, 10.0)])
+    meter.observe([PoolReading("h100", START + timedelta(hours=6), 16, 10.0)])
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(16 * 10.0 * 6)
+    newest = ledger.last_entry("h100")
+    assert newest is not None and newest.end == START + timedelta(hours=6)
