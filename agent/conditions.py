@@ -16,8 +16,10 @@ subject (whatever its severity: a warning that turns critical is the same condit
   ``actuator-failure`` of a pool whose changes keep failing (while the memory says it is failing, or blocked).
 
 Every other kind is a one-off event and is never resolved: a budget threshold crossed, a scale-up trimmed by a
-shared budget, a budget's ledger that began mid-period (told once per period), and the daemon's own alerts (a tick
-failed, leadership lost, the daily report).
+shared budget, a budget's ledger that began mid-period (told once per period), and the daemon's own alerts
+(leadership lost, the daily report). The daemon's ``tick-failed`` is resolved, by the daemon once no tick has failed
+for ``resolve_after``; this tracker only carries it in the planner memory (``carry``, ``drop``) so that the next
+leader ends it when the replica that raised it is gone.
 
 ``ConditionTracker.update`` is called at the end of each tick that ran to completion, which evaluated every
 condition; a tick that failed calls nothing, so a condition is never resolved for want of a tick. A condition
