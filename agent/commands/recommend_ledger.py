@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Protocol
 
 from agent.ledger.base import Ledger, Newest, RecordedSince
+from agent.ledger.billed import BilledCost, BilledIntervals
 from agent.ledger.memory import InMemoryLedger
 from agent.ledger.reservations import CountedTo, Holder, InProcessReservations, ReservationBook, Reservations
 from config.ledger import LedgerSettings
@@ -73,6 +74,14 @@ class ReadOnlyLedger(InProcessReservations):
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
         recorded = self.recorded.spent(pools, start, end) if self.recorded is not None else 0.0
         return recorded + self.charged.spent(pools, start, end)
+
+    def billed_intervals(self, pools: Sequence[str], start: datetime, end: datetime) -> list[BilledCost]:
+        """The billed pieces of ``pools`` overlapping [start, end) in the ledger read (none without one, or in one
+        that keeps no bills): the spend meter leaves them out of an unread pool's unrecorded spend, as the daemon's
+        does (``agent.ledger.billed.BilledIntervals``), since ``spent`` counts the bill for them."""
+        if isinstance(self.recorded, BilledIntervals):
+            return self.recorded.billed_intervals(pools, start, end)
+        return []
 
     def reserved_by_others(
         self,

@@ -7,6 +7,9 @@ are replaced by the bill. The unrecorded spend leaves out the same pieces, so th
 are those it has once read again. An h100 pool of 10 units at 10 USD per unit-hour (100 USD an hour), read from
 00:00 to 01:00, unread to 03:15; the bill for 00:00-03:00 is 120 USD an hour. The budget is in Asia/Kolkata, so its
 hour at 03:15 UTC is [02:30, 03:30) UTC, half of it billed. The example of docs/billing-reconciliation.md.
+
+``leadtime recommend`` reads the same SQLite file through its read-only ledger (``agent.commands.recommend_ledger``),
+which passes the billed intervals through: it read 585/135 USD there while the daemon read 385/85.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
+from agent.commands.recommend_ledger import ReadOnlyLedger, read_only
 from agent.ledger.accrual import PoolReading
 from agent.ledger.billed import BilledCost
 from agent.ledger.meter import SpendMeter
@@ -41,11 +45,18 @@ GAP_AFTER = timedelta(minutes=10)
 class Rig:
     ledger: SqliteLedger | PostgresLedger | LeaderWrittenLedger
     record_billed: Callable[[Sequence[BilledCost]], None]  # what ``ledger import-billing`` stores
+    read: SqliteLedger | PostgresLedger | LeaderWrittenLedger | ReadOnlyLedger  # what the spend is read through
 
 
-@pytest.fixture(params=["sqlite", "sqlite-shared-file", pytest.param("postgresql", marks=POSTGRES)])
+@pytest.fixture(
+    params=["sqlite", "sqlite-shared-file", "recommend-read-only", pytest.param("postgresql", marks=POSTGRES)]
+)
 def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
     path = tmp_path / "ledger.sqlite"
+    if request.param == "recommend-read-only":  # the daemon writes the file; ``leadtime recommend`` reads it
+        with SqliteLedger(path) as daemon, SqliteLedger(path, read_only=True) as recommend:
+            yield Rig(daemon, daemon.record_billed, read_only(recommend))
+        return
     if request.param == "sqlite-shared-file":  # the file the daemon's replicas share, opened by the one leading
         leading = [True]
         shared = LeaderWrittenLedger(path)
@@ -61,7 +72,7 @@ def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
             leading[0] = True
 
         with shared:
-            yield Rig(shared, import_while_not_leading)
+            yield Rig(shared, import_while_not_leading, shared)
         return
     opened: SqliteLedger | PostgresLedger
     if request.param == "sqlite":
@@ -70,7 +81,7 @@ def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
         database: Database = request.getfixturevalue("postgres_database")
         opened = PostgresLedger(database.url, database.password)
     with opened:
-        yield Rig(opened, opened.record_billed)
+        yield Rig(opened, opened.record_billed, opened)
 
 
 def hourly_bill(start: datetime, hours: int, pool: str = "h100", per_hour: float = BILL_PER_HOUR) -> list[BilledCost]:
@@ -79,6 +90,7 @@ def hourly_bill(start: datetime, hours: int, pool: str = "h100", per_hour: float
 
 def test_an_unread_pool_s_billed_hours_count_once(rig: Rig) -> None:
     meter = SpendMeter(rig.ledger, GAP_AFTER)
+    reader = meter if rig.read is rig.ledger else SpendMeter(rig.read, GAP_AFTER)
     at = T0
     while at <= T0 + HOUR:
         meter.observe([PoolReading("h100", at, UNITS, PRICE)])
@@ -86,7 +98,7 @@ def test_an_unread_pool_s_billed_hours_count_once(rig: Rig) -> None:
     assert BUDGET.hour(NOW) == Period(T0 + 2.5 * HOUR, T0 + 3.5 * HOUR)
 
     def unread() -> tuple[float, float]:
-        (spend,) = meter.budget_spend([BUDGET], NOW, unread=["h100"], prices={"h100": PRICE})
+        (spend,) = reader.budget_spend([BUDGET], NOW, unread=["h100"], prices={"h100": PRICE})
         assert spend.unread_since == {"h100": T0 + HOUR} and spend.last_units == {"h100": UNITS}
         return spend.spent_period_usd, spend.spent_hour_usd
 
@@ -100,14 +112,14 @@ def test_an_unread_pool_s_billed_hours_count_once(rig: Rig) -> None:
 
     # Read again at the same units: the stretch is recorded, its billed part replaced by the bill. The same figures.
     meter.observe([PoolReading("h100", NOW, UNITS, PRICE)])
-    (spend,) = meter.budget_spend([BUDGET], NOW)
+    (spend,) = reader.budget_spend([BUDGET], NOW)
     assert (spend.spent_period_usd, spend.spent_hour_usd) == pytest.approx((385.0, 85.0))
 
 
 def test_billed_intervals_are_those_overlapping_the_span(rig: Rig) -> None:
     """The stored pieces (15 minutes each) that overlap [start, end), found by their ends; other pools' left out."""
     rig.record_billed([*hourly_bill(T0, 3), *hourly_bill(T0, 1, "a100", 50.0)])
-    ledger = rig.ledger
+    ledger = rig.read
     found = ledger.billed_intervals(["h100"], T0 + 2 * HOUR + timedelta(minutes=50), NOW)
     quarter = timedelta(minutes=15)
     assert [(b.pool_id, b.start, b.end) for b in found] == [
