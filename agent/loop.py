@@ -35,7 +35,7 @@ from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unr
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.memory_clock import memory_within_clock
-from agent.model_refits import StagedRefit, refit_in_tick
+from agent.model_refits import RefitReadCut, StagedRefit, refit_in_tick
 from agent.notify.base import Notifier
 from agent.observation import with_group_series
 from agent.onprem_capacity import onprem_capacity_events, read_onprem
@@ -43,7 +43,7 @@ from agent.outlook import ONPREM_READ_SHARE, Outlook, observe_and_forecast
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
-from agent.sources.base import MetricSource, read_deadline
+from agent.sources.base import MetricSource, read_deadline, read_time_left
 from agent.sources.onprem_capacity import OnPremCapacitySource
 from agent.tick_alerts import conclude, deliver, tell_failed, with_conditions
 from config.schema import PlannerSettings, Settings
@@ -119,6 +119,8 @@ class Agent:
         self.tick = tick or settings.loop.tick_interval
         # how long a tick reads on-prem capacity and demand before it holds what is not read (``observe``)
         self.reads_within = settings.loop.read_deadline or self.tick / 2
+        # how long a refit beside the ticks reads its history (``stage_refit``): the next one is due after the interval
+        self.refit_reads_within = settings.forecast.refit_interval / 2
         self.step = step or settings.forecast.step
         self.planner = planner or settings.planner
         self.classes = settings.demand_class_models()
@@ -190,15 +192,41 @@ class Agent:
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
 
     def stage_refit(self, now: datetime) -> StagedRefit:
-        """Read the history window ending at ``now`` and copy the model to refit (the configured one while a
-        stand-in forecasts); fitting the copy changes nothing a tick reads. Call between ticks."""
-        history, _ = self._fetch(now - self.settings.forecast.history, now)
-        model = copy.deepcopy(self.configured_model_pending or self.parts.forecaster)
-        return StagedRefit(model, history, now, self.groups, self.step, self._install)
+        """Read the history window ending at ``now``, within ``refit_reads_within``, for a refit beside the ticks: it
+        reads the metric source only (the settings it reads are fixed), so a tick may run meanwhile. A read cut by
+        the deadline raises ``RefitReadCut``. The staged refit's ``take`` copies the model between two ticks."""
+        history_span = self.settings.forecast.history
+        with read_deadline(self.refit_reads_within):
+            history, unread = self._fetch(now - history_span, now)
+            left = read_time_left()
+        if unread and left is not None and left[0] <= 0:
+            raise RefitReadCut.of(history_span, self.refit_reads_within, sorted(unread), len(self.classes))
+        return StagedRefit(history, now, self.groups, self.step, self._take, self._install)
+
+    def _take(self) -> tuple[Forecaster, Forecaster | None]:
+        """Copies of the model to refit (the configured one while a stand-in forecasts) and of the stand-in in use,
+        refitted instead when the configured model's fit fails. Between ticks: a tick may fit the model in use."""
+        pending = self.configured_model_pending
+        model = copy.deepcopy(pending or self.parts.forecaster)
+        return model, (copy.deepcopy(self.parts.forecaster) if pending is not None else None)
 
     def _install(self, staged: StagedRefit) -> None:
-        self.parts.forecaster = staged.model
         self.last_refit = staged.now
+        if staged.failure is not None and staged.stand_in is not None:
+            self.parts.forecaster = staged.stand_in
+            log.info(
+                "refit model=%s rows=%d (the stand-in, refitted beside the ticks: the configured model %s is still "
+                "pending, its fit failed: %s: %s)",
+                staged.stand_in.name,
+                len(staged.history),
+                self.configured_model_pending.name if self.configured_model_pending is not None else "?",
+                type(staged.failure).__name__,
+                staged.failure,
+            )
+            return
+        if staged.model is None:
+            raise RuntimeError("StagedRefit.install before take: nothing was fitted")
+        self.parts.forecaster = staged.model
         self.configured_model_pending = None
         log.info("refit model=%s rows=%d (fitted beside the ticks)", staged.model.name, len(staged.history))
 

@@ -5,13 +5,18 @@ A refit in a tick that fails for a reason other than the forecaster's own refusa
 memory) keeps the models fitted before, and when none was, holds every class with the reason, instead of failing the
 tick (pools are still read, drains continued, budgets enforced).
 
-The daemon refits beside its ticks: ``stage_refit`` reads the history and copies the model, the copy is fitted
-(``StagedRefit.fit``) while ticks go on with the model they have, and ``install`` swaps it in between two ticks, so a
-tick never sees a model half fitted. Its ticks then refit only while no model has been fitted (``refit_in_ticks``
-off): the scheduled refit is the only one after that, so a tick never refits the live model while the scheduled
-refit fits its copy, and a refit that fails is survived by the refit job alone, not retried in every tick after it.
+The daemon refits beside its ticks: ``stage_refit`` reads the history while ticks go on (it reads the metric source
+only, within its own deadline: half of ``forecast.refit_interval``), ``StagedRefit.take`` copies the model between two
+ticks, the copy is fitted (``StagedRefit.fit``) while ticks go on with the model they have, and ``install`` swaps it
+in between two ticks, so a tick never sees a model half fitted. A history read cut by its deadline fails the refit
+(``RefitReadCut``): a model fitted without the classes not read would forecast none of them. The daemon's ticks
+refit only while no model has been fitted (``refit_in_ticks`` off): the scheduled refit is the only one after that,
+so a tick never refits the live model while the scheduled refit fits its copy, and a refit that fails is survived
+by the refit job alone, not retried in every tick after it.
 Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks forecast with it and need not wait
-for the configured model's first fit; the first staged refit swaps that in.
+for the configured model's first fit; the first staged refit swaps that in. While the configured model's fit fails,
+each staged refit refits a copy of the stand-in on the same history instead (it is cheap) and swaps that in, the
+configured model still pending, so the stand-in's calibration follows demand rather than staying the start-up one.
 """
 
 from __future__ import annotations
@@ -28,24 +33,68 @@ from agent.planning.groups import DemandGroup
 from agent.sources.base import read_deadline
 from forecasting.base import Forecaster
 from models import ForecastError, MetricsUnavailable
+from models.durations import format_duration
 
 log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
 
 
+class RefitReadCut(Exception):
+    """A refit's history read did not finish within its deadline: the models in use are kept."""
+
+    @classmethod
+    def of(cls, history: timedelta, deadline: timedelta, unread: Sequence[str], classes: int) -> RefitReadCut:
+        listed = ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else "")
+        return cls(
+            f"the refit's history read (forecast.history {format_duration(history)}) did not finish within "
+            f"{format_duration(deadline)}, half of forecast.refit_interval: {len(unread)} of {classes} classes not "
+            f"read ({listed}); the models in use are kept. Prometheus answers the range queries over forecast.history "
+            "too slowly: check its load, or shorten forecast.history"
+        )
+
+
 @dataclass
 class StagedRefit:
-    """A refit fitted apart from the model ticks use; ``fit`` may run beside ticks, ``install`` between them.
-    ``installer`` swaps the fitted ``model`` in (the loop's)."""
+    """A refit fitted apart from the model ticks use; ``take`` and ``install`` run between ticks, ``fit`` may run
+    beside them. ``taker`` copies the model to fit and, while the configured model is pending, the stand-in in use;
+    ``installer`` swaps what was fitted in (the loop's)."""
 
-    model: Forecaster
     history: pd.DataFrame
     now: datetime
     groups: Sequence[DemandGroup]
     step: timedelta
+    taker: Callable[[], tuple[Forecaster, Forecaster | None]]
     installer: Callable[[StagedRefit], None]
+    model: Forecaster | None = None
+    stand_in: Forecaster | None = None
+    # the configured model's fit failure, when the stand-in was refitted in its place
+    failure: Exception | None = None
+
+    @property
+    def fitted_at(self) -> datetime:
+        """The end of the history the model installed was fitted on."""
+        return self.now
+
+    @property
+    def pending(self) -> bool:
+        """Whether the stand-in forecasts in place of the configured model once this refit is installed."""
+        return self.failure is not None
+
+    def take(self) -> None:
+        self.model, self.stand_in = self.taker()
 
     def fit(self) -> None:
-        self.model.fit(with_group_series(self.history, self.groups), self.step)
+        """Fit the copy; when the configured model's fit fails and a stand-in forecasts in its place, refit a copy
+        of the stand-in on the same history (``failure`` then says why the configured model was not fitted)."""
+        if self.model is None:
+            raise RuntimeError("StagedRefit.fit before take: the model to fit was not copied")
+        history = with_group_series(self.history, self.groups)
+        try:
+            self.model.fit(history, self.step)
+        except Exception as exc:
+            if self.stand_in is None:
+                raise
+            self.stand_in.fit(history, self.step)
+            self.failure = exc
 
     def install(self) -> None:
         self.installer(self)

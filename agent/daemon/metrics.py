@@ -119,6 +119,18 @@ class DaemonMetrics:
             "leadtime_last_successful_tick_timestamp_seconds", "Unix time of the last successful tick.", registry=r
         )
         self.info = Gauge("leadtime_info", "Mode and identity of this replica.", ["mode", "identity"], registry=r)
+        self.model_fitted = Gauge(
+            "leadtime_model_fitted_timestamp_seconds",
+            "Unix time of the end of the history the model the ticks forecast with was fitted on, set when a refit "
+            "is swapped in; a failed refit leaves it.",
+            registry=r,
+        )
+        self.configured_model_pending = Gauge(
+            "leadtime_configured_model_pending",
+            "1 while a stand-in forecasts because the configured model has not been fitted (its fit failed), else 0; "
+            "set when a refit is swapped in.",
+            registry=r,
+        )
         self._demand_gauges = (self.forecast, self.observed_demand, self.group_forecast, self.group_observed_demand)
         self._labelled: dict[Gauge, set[tuple[str, ...]]] = {}  # label sets each gauge was last given
         self._tick_gauges = (
@@ -221,6 +233,10 @@ class DaemonMetrics:
 
     def record_success(self, now: datetime) -> None:
         self.last_success.set(now.timestamp())
+
+    def record_model(self, fitted_at: datetime, pending: bool) -> None:
+        self.model_fitted.set(fitted_at.timestamp())
+        self.configured_model_pending.set(1 if pending else 0)
 
     def set_identity(self, mode: str, identity: str) -> None:
         self.info.labels(mode, identity).set(1)

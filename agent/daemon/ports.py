@@ -55,7 +55,26 @@ class AgentLoop(Protocol):
 
 
 class StagedRefit(Protocol):
-    """A refit under way: the history is read and the model copied; the copy is fitted apart, then swapped in."""
+    """A refit under way: the history is read; the model is copied, the copy fitted apart, then swapped in."""
+
+    @property
+    def fitted_at(self) -> datetime:
+        """The end of the history the model installed was fitted on."""
+        ...
+
+    @property
+    def pending(self) -> bool:
+        """Whether a stand-in forecasts in place of the configured model once installed (its fit failed)."""
+        ...
+
+    @property
+    def failure(self) -> Exception | None:
+        """Why the configured model was not fitted, when a stand-in was refitted in its place."""
+        ...
+
+    def take(self) -> None:
+        """Copy the model to fit; call between ticks."""
+        ...
 
     def fit(self) -> None:
         """Fit the copy; touches nothing a tick reads, so ticks may run meanwhile."""
@@ -68,10 +87,10 @@ class StagedRefit(Protocol):
 
 @runtime_checkable
 class RefitsApart(Protocol):
-    """A loop whose refit can run beside its ticks: only reading the history and the swap hold ticks off."""
+    """A loop whose refit can run beside its ticks: only copying the model and the swap hold ticks off."""
 
     def stage_refit(self, now: datetime) -> StagedRefit:
-        """Read the history up to ``now`` and copy the model to refit; call between ticks."""
+        """Read the history up to ``now`` within the refit's own deadline; ticks may run meanwhile."""
         ...
 
 

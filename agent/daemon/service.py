@@ -23,10 +23,14 @@ what each job does, with time from the injected clock, so tests drive it directl
   ticks stop failing (``agent.daemon.tick_failures``). A leader tick that could read no class's demand or no pool
   (it holds every pool) is blind: counted apart and not a success, so readiness fails once no tick has succeeded
   for its bound.
-* A tick and a refit never overlap on the loop's models: a loop that refits apart fits a copy while ticks go on
-  and swaps it in between two ticks (so the first tick need not wait for the first fit); any other loop's refit
-  holds ticks off. On shutdown the tick in progress finishes (and a refit's history read or swap, which hold
-  ticks off); a fit beside the ticks is abandoned: it writes nothing, its model is never swapped in, and its thread
+* A tick and a refit never overlap on the loop's models: a loop that refits apart reads the history (within the
+  refit's own deadline) and fits a copy while ticks go on, and copies the model and swaps it in between two ticks
+  (so the first tick need not wait for the first fit, and no tick waits for a history read); any other loop's
+  refit holds ticks off. When the configured model's fit fails while a stand-in forecasts, the stand-in is
+  refitted instead; when the model in use was fitted, and whether the configured model is still pending, are
+  exported (``leadtime_model_fitted_timestamp_seconds``, ``leadtime_configured_model_pending``). On shutdown the
+  tick in progress finishes (and a refit's model copy or swap, which hold ticks off); a fit beside the ticks is
+  abandoned: it writes nothing, its model is never swapped in, and its thread
   does not keep the process alive, so the lease is handed over at once instead of after the fit. A tick that has
   not finished within the shutdown wait keeps the lease from being handed over: it lapses instead.
 """
@@ -168,8 +172,9 @@ class Daemon:
                 self._health.tick_ended()
 
     def refit(self) -> None:
-        """Refit the models. A loop that refits apart (``RefitsApart``) holds ticks off only while it reads the
-        history and while it swaps the fitted model in; ticks go on with the previous model while it fits."""
+        """Refit the models. A loop that refits apart (``RefitsApart``) holds ticks off only while it copies the
+        model and while it swaps the fitted model in; ticks go on with the previous model while it reads the history
+        and fits."""
         with self._refitting:
             if self._stopping.is_set():
                 return
@@ -190,10 +195,11 @@ class Daemon:
                 if not self._stopping.is_set():
                     self._loop.refit(now)
             return
+        staged = self._loop.stage_refit(now)  # reads the metric source only, within its deadline: ticks go on
         with self._work:
             if self._stopping.is_set():
                 return
-            staged = self._loop.stage_refit(now)
+            staged.take()
         if not self._fit_unless_stopped(staged):
             log.info("refit abandoned: the replica is stopping; its model is not swapped in")
             return
@@ -201,6 +207,16 @@ class Daemon:
             if self._stopping.is_set():  # stopped between the fit and the swap: nothing changes any more
                 return
             staged.install()
+        self._metrics.record_model(staged.fitted_at, staged.pending)
+        if (failure := staged.failure) is not None:  # the stand-in was refitted and forecasts on
+            log.error(
+                "refit: the configured model could not be fitted (%s: %s); the stand-in was refitted on the same "
+                "history and forecasts until it can",
+                type(failure).__name__,
+                failure,
+            )
+            self._metrics.record_error(failure)
+            self.summary.add_error(failure)
 
     def _fit_unless_stopped(self, staged: StagedRefit) -> bool:
         """Fit ``staged`` on a thread of its own, a daemon thread, and wait until it is fitted (True, or what the
@@ -246,7 +262,7 @@ class Daemon:
     # -- shutdown -----------------------------------------------------------------------------------------
     def stop_working(self, timeout: float | None = None) -> bool:
         """Start no new tick or refit, abandon a refit's fit beside the ticks (it writes nothing and is never
-        swapped in), and wait for the tick in progress to finish (or a refit's history read or swap, which hold
+        swapped in), and wait for the tick in progress to finish (or a refit's model copy or swap, which hold
         ticks off), while the election goes on renewing the lease: at most ``timeout`` seconds when given. False
         when one was still running then."""
         with self._fit_or_stop:
@@ -262,7 +278,7 @@ class Daemon:
         standby takes an empty lease at once, and a tick still running could have a cloud write on its way (the
         runtime leaves the lease to lapse then). A tick or refit still holding the loop keeps the lease: False."""
         if not self._work.acquire(blocking=False):
-            log.warning("the lease is not handed over: a tick (or a refit's read or swap) still runs; it lapses")
+            log.warning("the lease is not handed over: a tick (or a refit's model copy or swap) still runs; it lapses")
             return False
         try:
             released = self._elector.release(self._clock.now())
