@@ -8,6 +8,10 @@ class can move the same chips to another of its pools with room (an augmenting p
 demand that only one pool can serve is not crowded out by demand that could have gone elsewhere: each class gets
 as much as it can without taking anything from the classes served before it. Quantities are in accelerator
 chips.
+
+Capacity already at work comes before price (``held``): the chips a pool's busy units run are given to the demand
+they can serve before anything is placed cheapest first, because running work stays where it runs (a pod is not
+moved to a cheaper node that appears), so the same chips bought again in a cheaper pool would sit idle beside it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ def allocate(
     capacity_chips: Mapping[str, float],
     eligible: Mapping[str, Collection[str]] | None = None,
     priority: Mapping[str, float] | None = None,
+    held: Mapping[str, float] | None = None,
 ) -> dict[str, dict[str, float]]:
     """Assign each class's demand to pools with room, cheapest first.
 
@@ -35,28 +40,62 @@ def allocate(
     ``priority`` (a waiting cost per class; a class without one counts 0) orders the classes, highest first.
     Where a class's pools are full, chips of classes served before it move to their other pools with room to
     make way (``_reroute``); what each of those classes is given in all stays the same.
+
+    ``held`` (chips per pool, within its capacity) is what each pool's busy units already run: before the
+    cheapest-first pass, each pool, in fill order, gives them to the classes it may serve, in serving order, up to
+    what each still needs (``_hold``). Without it every chip is placed cheapest first.
     """
     room = {p.pool_id: float(capacity_chips.get(p.pool_id, 0.0)) for p in pools}
     assigned: dict[str, dict[str, float]] = {p.pool_id: {} for p in pools}
     options = _options(demand, pools, eligible)
+    order = serving_order(demand, priority)
+    remaining = {name: max(0.0, float(demand[name])) for name in order}
+    if held:
+        _hold(held, pools, options, order, assigned, room, remaining)
     closed: set[str] = set()  # full pools from which no move of demand reaches a pool with room
-    for name in serving_order(demand, priority):
-        remaining = max(0.0, float(demand[name]))
+    for name in order:
         for pool_id in options[name]:
-            if remaining <= 0.0:
+            if remaining[name] <= 0.0:
                 break
             if room[pool_id] <= 0.0:
                 continue
-            take = min(remaining, room[pool_id])
+            take = min(remaining[name], room[pool_id])
             assigned[pool_id][name] = assigned[pool_id].get(name, 0.0) + take
             room[pool_id] -= take
-            remaining -= take
-        while remaining > _EPS:
-            moved = _reroute(name, remaining, options, assigned, room, closed)
+            remaining[name] -= take
+        while remaining[name] > _EPS:
+            moved = _reroute(name, remaining[name], options, assigned, room, closed)
             if moved <= 0.0:
                 break
-            remaining -= moved
+            remaining[name] -= moved
     return assigned
+
+
+def _hold(
+    held: Mapping[str, float],
+    pools: Sequence[PoolSpec],
+    options: Mapping[str, Sequence[str]],
+    order: Sequence[str],
+    assigned: dict[str, dict[str, float]],
+    room: dict[str, float],
+    remaining: dict[str, float],
+) -> None:
+    """Give each pool's ``held`` chips (within its room), pools in fill order, to the classes that may use it, in
+    serving order, up to what each still needs; in place. Which class a busy unit runs is not known: a class
+    served first is taken to run on the cheapest of its pools with busy units."""
+    for pool in sorted(pools, key=lambda p: p.fill_key):
+        pool_id = pool.pool_id
+        left = min(max(0.0, float(held.get(pool_id, 0.0))), room[pool_id])
+        for name in order:
+            if left <= _EPS:
+                break
+            if pool_id not in options[name] or remaining[name] <= 0.0:
+                continue
+            take = min(remaining[name], left)
+            assigned[pool_id][name] = assigned[pool_id].get(name, 0.0) + take
+            room[pool_id] -= take
+            remaining[name] -= take
+            left -= take
 
 
 def _options(

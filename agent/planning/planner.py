@@ -29,6 +29,7 @@ resizes' reasons are rendered from it once the budget caps have had their say.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -66,7 +67,8 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
     # its own members lacking a figure)
     uncounted = frozenset(m for g in plan_groups(given) if g.name not in shares for m in g.members)
     for pool in sorted(given.pools, key=lambda p: p.pool_id):
-        action, decisions[pool.pool_id] = _decide(given, pool, sized[pool.pool_id], unknown, uncounted)
+        where = _placed_elsewhere(given, pool, sized)
+        action, decisions[pool.pool_id] = _decide(given, pool, sized[pool.pool_id], unknown, uncounted, where)
         if isinstance(action, Resize):
             resizes.append(action)
         elif isinstance(action, Skip):
@@ -103,7 +105,12 @@ def plan_capacity(given: PlanInput) -> CapacityPlan:
 
 
 def _decide(
-    given: PlanInput, pool: PoolSpec, sized: PoolDecision, unknown: Unknown, uncounted: frozenset[str]
+    given: PlanInput,
+    pool: PoolSpec,
+    sized: PoolDecision,
+    unknown: Unknown,
+    uncounted: frozenset[str],
+    elsewhere: str = "",
 ) -> tuple[Resize | Skip | None, PoolDecision]:
     """What to do with the pool this tick, and its record with the pacing, the holds and the target filled in (and
     the classes it serves that no figure counts, ``uncounted``: a scale-up is sized without them)."""
@@ -121,7 +128,18 @@ def _decide(
         return _hold(sized, SkipReason.PERMANENT_ERROR, given.memory.blocked[pid])
     if desired > current:
         return _scale_up(given, pool, state, sized)
-    return _scale_down(given, pool, state, sized, unknown)
+    return _scale_down(given, pool, state, sized, unknown, elsewhere)
+
+
+def _placed_elsewhere(given: PlanInput, pool: PoolSpec, sized: Mapping[str, PoolDecision]) -> str:
+    """Where the demand a pool may serve is placed in other pools, as 'spot (train: 40 chips)'; empty when none is."""
+    names = {g.name for g in plan_groups(given) if pool.pool_id in g.pools}
+    parts = [
+        f"{pid} ({', '.join(f'{s.demand}: {s.chips:g} chips' for s in d.demand if s.demand in names)})"
+        for pid, d in sorted(sized.items())
+        if pid != pool.pool_id and any(s.demand in names and s.chips > 0.0 for s in d.demand)
+    ]
+    return ", ".join(parts)
 
 
 def _hold(
@@ -161,7 +179,7 @@ def _scale_up(
 
 
 def _scale_down(
-    given: PlanInput, pool: PoolSpec, state: PoolState, sized: PoolDecision, unknown: Unknown
+    given: PlanInput, pool: PoolSpec, state: PoolState, sized: PoolDecision, unknown: Unknown, elsewhere: str = ""
 ) -> tuple[Resize | Skip, PoolDecision]:
     pid, current, desired = pool.pool_id, state.target_units, sized.bounded_units
     missing = missing_for(pool, unknown)
@@ -179,6 +197,8 @@ def _scale_down(
             detail = f"{state.idle_units} idle units, none idle for {format_duration(window)} yet"
             return _hold(sized, SkipReason.STABILIZING, detail, settled, window)
         detail = f"forecast allows {desired} units but no unit is idle"
+        if elsewhere:
+            detail += f"; the demand it may serve is placed on {elsewhere}: its units go as they fall idle"
         if pool.kind is PoolKind.TPU_QUEUED_RESOURCE:  # TPU VMs, not Kubernetes nodes: no drainer reads them
             detail = (
                 f"forecast allows {desired} units, but queued resources are released only by a budget's hard stop "

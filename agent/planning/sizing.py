@@ -45,16 +45,17 @@ def paced_shares(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[st
 
 
 def size_pools(given: PlanInput, shares: Mapping[str, DemandShare]) -> dict[str, PoolDecision]:
-    """Each pool's record up to its bounds: demand assigned cheapest first, whole units, headroom, spot reserve
-    (the part of it a pool cannot hold, over its ``max_units`` less its broken units or over its current size while it
-    cannot grow, is held by the next eligible pool with room, ``_carry_reserves``).
+    """Each pool's record up to its bounds: demand first to the chips each pool's busy units already run
+    (``_busy_chips``), the rest cheapest first; whole units, headroom, spot reserve (the part of it a pool cannot
+    hold, over its ``max_units`` less its broken units or over its current size while it cannot grow, is held by the
+    next eligible pool with room, ``_carry_reserves``).
     """
     room, tops = _rooms(given)
     groups = plan_groups(given)
     eligible = {g.name: g.pools for g in groups}
     priority = {g.name: max(given.waiting_costs.get(m, 0.0) for m in g.members) for g in groups}
     needs = {name: share.need for name, share in shares.items()}
-    assigned = allocate(needs, given.pools, room, eligible, priority)
+    assigned = allocate(needs, given.pools, room, eligible, priority, held=_busy_chips(given, room))
     unplaced_by_pool = _unplaced_by_pool(shares, unassigned(needs, assigned), eligible)
     sized: dict[str, PoolDecision] = {}
     for pool in given.pools:
@@ -129,6 +130,24 @@ def _rooms(given: PlanInput) -> tuple[dict[str, float], dict[str, int]]:
             units = tops[pool.pool_id]
         room[pool.pool_id] = float(units * pool.chips_per_unit)
     return room, tops
+
+
+def _busy_chips(given: PlanInput, room: Mapping[str, float]) -> dict[str, float]:
+    """The chips each read pool's busy units (ready, not idle) run. Running work stays where it runs: placed cheapest
+    first regardless, demand that busy units of a dearer pool serve was bought again in a cheaper one (backed off,
+    blocked or at its bound when the work started) and both were paid for until the work ended. A pool whose idle
+    units cannot be read has none idle: all its ready units count as busy. An on-prem pool, first in fill order,
+    counts all the units it can work with (its room): its idleness is not read, and its work is the demand the
+    cloud pools' busy units do not run (held first by a cloud pool, a class's demand left its own on-prem pool
+    unused and the next class's was bought on spot)."""
+    busy: dict[str, float] = {}
+    for pool in given.pools:
+        if pool.kind is PoolKind.ON_PREM:
+            busy[pool.pool_id] = room[pool.pool_id]
+        elif (state := given.states.get(pool.pool_id)) is not None:
+            units = max(0, state.ready_units - max(state.idle_units, len(state.idle_since)))
+            busy[pool.pool_id] = float(units * pool.chips_per_unit)
+    return busy
 
 
 def _last_units(given: PlanInput, pool_id: str) -> int:

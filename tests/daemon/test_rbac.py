@@ -160,7 +160,8 @@ def _live_scenario(
     rig.kube.put("pods", objs.pod("train", busy, namespace=CLASS, accelerators=8))
     rig.kube.put("pods", objs.pod("web", waits, labels={"app": "web"}, owner_kind="ReplicaSet"))
     rig.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, min_available=1), group="policy")
-    rig.prometheus.set_demand(CLASS, 8)
+    # 16 chips: the busy on-demand node runs 8 of them (not bought again), the spot pool grows for the other 8
+    rig.prometheus.set_demand(CLASS, 16)
     settings = rig.settings(election=True, mode=mode)
     links = [link_to(), link_to()]
     replicas = []
