@@ -31,7 +31,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agent.commands.arguments import parse_timestamp
-from config.install_example import refuse_example_in_enforce
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -88,8 +87,7 @@ def run(args: argparse.Namespace) -> int:
     webhook_problem = None
     if live:
         # Before anything connects, validate-config --for run's own check: every problem at once, exit 2.
-        check_for(settings, args.config, "run", os.environ)
-        refuse_example_in_enforce(settings, mode, args.config)  # the install manifests' example never acts
+        check_for(settings, args.config, "run", os.environ, mode)
         if in_a_pod_without_election(settings, os.environ):  # and declared the only replica, or refused above
             log.warning(
                 "leader election is off (%s=true): nothing stops a second replica from acting beside this one; keep "

@@ -2,8 +2,8 @@
 
 Without ``--for`` it checks what every command needs (the schema, its bounds and the cross-field rules).
 ``--for run`` adds what the daemon needs before it connects to anything (a ``prometheus`` section, a ``cloud``
-section for every pool that is not on-prem) and the Slack webhook URL's source, read from this process's
-environment as ``run`` reads it (``alerts.slack_webhook_url_file`` readable, or ``alerts.slack_webhook_url_env``
+section for every pool that is not on-prem, not the install manifests' example configuration in enforce mode) and
+the Slack webhook URL's source, read from this process's environment as ``run`` reads it (``alerts.slack_webhook_url_file`` readable, or ``alerts.slack_webhook_url_env``
 unset or an http(s) URL); ``--for recommend`` adds the ``prometheus`` section. ``leadtime run`` calls
 ``check_for(..., "run")`` itself before it connects, so a file that passes ``--for run`` is not rejected by ``run``
 for its content, and a file that fails is refused by both with the same lines, every problem at once. Outside a
@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from config import load_settings
+from config.install_example import refuse_example_in_enforce
 from config.schema import Settings
 from models import ConfigError, ConfigProblem
 
@@ -41,7 +42,15 @@ def register(sub: Any) -> None:
     parser.set_defaults(handler=run)
 
 
-def check_for(settings: Settings, source: str, purpose: str, environ: Mapping[str, str] = os.environ) -> None:
+def check_for(
+    settings: Settings,
+    source: str,
+    purpose: str,
+    environ: Mapping[str, str] = os.environ,
+    mode: str | None = None,
+) -> None:
+    """Raise ConfigError naming every problem ``purpose`` finds; ``mode`` is the run's (``--mode``), by default the
+    file's ``daemon.mode``."""
     if purpose == "run":
         # The daemon's own checks, not copies of them; every problem is reported at once.
         from agent.daemon.live_settings import check_live_settings
@@ -54,6 +63,10 @@ def check_for(settings: Settings, source: str, purpose: str, environ: Mapping[st
             problems.extend(exc.problems)
         try:
             webhook_url(settings.alerts, environ, source)  # a live run refuses it at start (a rehearsal warns)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+        try:  # the install manifests' example never acts
+            refuse_example_in_enforce(settings, mode or settings.daemon.mode, source)
         except ConfigError as exc:
             problems.extend(exc.problems)
         if problems:

@@ -65,3 +65,24 @@ def test_the_placeholder_is_no_google_cloud_project_id() -> None:
     """Project IDs are 6 to 30 lowercase letters, digits and hyphens, starting with a letter (Resource Manager's
     "Creating and managing projects"): no real project is refused."""
     assert re.fullmatch(r"[a-z][-a-z0-9]{4,28}[a-z0-9]", PLACEHOLDER_PROJECT) is None
+
+
+def test_validate_config_for_run_refuses_what_an_enforce_run_refuses(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """validate-config --for run says what run would: the example in enforce mode (the file's daemon.mode) is refused
+    with run's words; in dry-run it passes."""
+    raw: dict[str, Any] = yaml.safe_load(shipped_config("enforce"))
+    raw["daemon"]["mode"] = "enforce"
+    enforce = tmp_path / "enforce.yaml"
+    enforce.write_text(yaml.safe_dump(raw))
+    raw["daemon"]["mode"] = "dry-run"
+    dry_run = tmp_path / "dry-run.yaml"
+    dry_run.write_text(yaml.safe_dump(raw))
+
+    assert main(["validate-config", "--for", "run", str(enforce)]) == 2
+    err = capsys.readouterr().err
+    assert f"cloud.project: is '{PLACEHOLDER_PROJECT}', the placeholder of the example configuration" in err
+
+    assert main(["validate-config", "--for", "run", str(dry_run)]) == 0
+    assert "ok for run" in capsys.readouterr().out
