@@ -224,7 +224,10 @@ class CalibratedForecaster:
             residuals = self._state.residuals.get(uid)
             if residuals is None or residuals.count == 0:
                 return None
-            cached = self._from_each_base(peak_residuals(residuals.normalized()), horizon, levels)[0]
+            found = self._from_each_base(peak_residuals(residuals.normalized()), horizon, levels)[0]
+            # The peak over more steps is never below the peak over fewer: an offset fitted step by step (a tail
+            # extrapolated from each step's own highest residuals) may come out lower further ahead.
+            cached = np.maximum.accumulate(found, axis=-1)
             self._state.peak_offsets[key] = cached
         return cached
 
