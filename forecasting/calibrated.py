@@ -173,9 +173,12 @@ class CalibratedForecaster:
         span = max(len(s.y) for s in panel.values())
         held_out = min(window, span // 2)  # short histories: keep half for training
         cut = end - (held_out + self.horizon_steps(size)) * size if self.hold_out else end
-        self.model = self.make_model()
+        # Trained aside: should training raise, the model, its notes and its residuals stay as they were.
+        model = self.make_model()
         train = {uid: s.until(cut + size) for uid, s in panel.items()}
-        state.train_notes = self.model.train({uid: s for uid, s in train.items() if len(s.y)})
+        notes = model.train({uid: s for uid, s in train.items() if len(s.y)})
+        self.model = model
+        state.train_notes = notes
         state.trained_end_ns = end
         state.cut_ns = cut if self.hold_out else None
         state.residuals = {}
