@@ -2,9 +2,10 @@
 
 ``fit`` keeps the newest history per series, retrains the path model when its training is older than
 ``retrain_interval`` (training holds out the calibration window, or half of a shorter history, and no calibration
-origin is older than the newest sample trained on), and brings the residuals of the calibration
-window up to date; residuals already computed for the current training are kept, so an hourly refit only
-forecasts the origins that are new. ``predict`` forecasts from the newest origin of each series and adds the
+origin is older than the newest sample trained on; a series missing from that fit's history keeps the model
+that trained it before, its notes and its residuals), and brings the residuals of the calibration window up to
+date; residuals already computed for the current training are kept, so an hourly refit only forecasts the origins
+that are new. ``predict`` forecasts from the newest origin of each series and adds the
 conformal offsets; it also publishes the calibrated quantile of the peak over each prefix of the horizon (the
 highest base over those steps plus the conformal offset of the highest residual over them, ``peak_residuals``).
 A model trained at the asked quantiles may keep them as trained (``offset_bases=False``: no offset at its base
@@ -177,11 +178,10 @@ class CalibratedForecaster:
         model = self.make_model()
         train = {uid: s.until(cut + size) for uid, s in panel.items()}
         notes = model.train({uid: s for uid, s in train.items() if len(s.y)})
+        state.retrained(self.model, panel.keys(), notes)
         self.model = model
-        state.train_notes = notes
         state.trained_end_ns = end
         state.cut_ns = cut if self.hold_out else None
-        state.residuals = {}
 
     # -- predicting ----------------------------------------------------------------------------------------
 
@@ -263,7 +263,7 @@ class CalibratedForecaster:
         if horizon <= 0 or not uids:
             return block
         requests = [(windows[u], np.array([len(windows[u].y) - 1])) for u in uids]
-        paths = self.model.paths(requests, horizon)
+        paths = state.paths(self.model, list(zip(uids, requests, strict=True)), horizon)
         rescue: dict[int, str] = {}
         level_rescue: dict[int, dict[int, str]] = {}
         peak_rescue: dict[int, dict[int, str]] = {}

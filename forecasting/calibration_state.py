@@ -2,22 +2,24 @@
 
 Per series: the newest history kept (``tails``), its range and stray samples (``guards.stray_samples``), the floor
 of its local scale, and the calibration residuals of the current training, with the offsets worked out from them
-until the next fit. ``calibrate`` forecasts only the origins of the calibration window that have no residuals yet
-(an hourly refit forecasts the new ones), from the kept history with its stray samples taken as missing, and never
-from an origin whose outcomes the held-out training saw; ``rescale`` gives every residual its local scale.
+until the next fit. A training that is not given a series (its history was not read at that fit) leaves it the
+model that trained it before, with its notes and residuals (``retrained``, ``kept_models``), until one is.
+``calibrate`` forecasts only the origins of the calibration window that have no residuals yet (an hourly refit
+forecasts the new ones), from the kept history with its stray samples taken as missing, and never from an origin
+whose outcomes the held-out training saw; ``rescale`` gives every residual its local scale.
 ``forecasting.calibrated`` decides when to train and what the residuals are turned into.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from forecasting.calibration import Residuals, local_scales, scale_floor
 from forecasting.guards import history_range, stray_samples
-from forecasting.paths import PathModel
+from forecasting.paths import PathModel, PathRequest
 from forecasting.series import SeriesData, merge
 
 MAX_ORIGINS = 240  # calibration origins per series: enough for a 0.95 quantile, cheap to forecast
@@ -36,6 +38,29 @@ class CalibrationState:
     strays: dict[str, np.ndarray] = field(default_factory=dict)  # timestamps of the kept history's stray samples
     offsets: dict[tuple[str, int, tuple[float, ...]], tuple[np.ndarray, int]] = field(default_factory=dict)
     peak_offsets: dict[tuple[str, int, tuple[float, ...]], np.ndarray] = field(default_factory=dict)
+    # series the newest training was not given: the earlier model that trained each (the newest serves the rest)
+    kept_models: dict[str, PathModel] = field(default_factory=dict)
+
+    def retrained(self, previous: PathModel, trained: Collection[str], notes: dict[str, str]) -> None:
+        """A new model was trained on the series ``trained`` (with ``notes`` on those it could not learn): their
+        residuals are computed again. Every other series seen before keeps the model that trained it (``previous``,
+        or an earlier one kept for it), its notes and its residuals: a history not read at this fit leaves its
+        calibration as it was, until a training is given it."""
+        kept = {uid for uid in self.tails if uid not in trained}
+        self.kept_models = {uid: self.kept_models.get(uid, previous) for uid in kept}
+        self.train_notes = {**{uid: n for uid, n in self.train_notes.items() if uid in kept}, **notes}
+        self.residuals = {uid: r for uid, r in self.residuals.items() if uid in kept}
+
+    def paths(self, newest: PathModel, requests: Sequence[tuple[str, PathRequest]], horizon: int) -> list[np.ndarray]:
+        """Each request's paths, from the model of its series (``kept_models``, else ``newest``), in order."""
+        groups: dict[int, tuple[PathModel, list[int]]] = {}
+        for i, (uid, _) in enumerate(requests):
+            model = self.kept_models.get(uid, newest)
+            groups.setdefault(id(model), (model, []))[1].append(i)
+        found: dict[int, np.ndarray] = {}
+        for model, rows in groups.values():
+            found.update(zip(rows, model.paths([requests[i][1] for i in rows], horizon), strict=True))
+        return [found[i] for i in range(len(requests))]
 
     def remember(self, uid: str, series: SeriesData, keep: int) -> None:
         """Lay ``series`` over the kept history of ``uid`` (its newest ``keep`` steps), and note its range and
@@ -88,7 +113,7 @@ class CalibrationState:
                 new_origins.append((uid, stamps))
         if not requests:
             return
-        paths = model.paths(requests, horizon)
+        paths = self.paths(model, [(uid, r) for (uid, _), r in zip(new_origins, requests, strict=True)], horizon)
         for (series, origins), (uid, stamps), path in zip(requests, new_origins, paths, strict=True):
             target = origins[:, None] + np.arange(1, horizon + 1)[None, :]
             actual = series.y[target]
