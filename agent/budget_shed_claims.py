@@ -32,7 +32,9 @@ others' marks are (``carried``): never by more than the others' new marks pay fo
 left broken by the cut. The planner's record of a release names one budget, though the release may bring two back
 under their caps: of a pool in several budgets, every cap of the others must see as much newly marked too (a
 release ``team`` and ``lab`` both needed was cut whole by marks in ``team`` alone, and ``lab`` stayed over its cap a
-tick longer).
+tick longer). Only the budgets the release is needed for count so: one whose projection with the plan stays within
+its cap with the released units kept (``lab`` with room for the whole fleet, where nobody marks) would otherwise keep
+the whole release, and both agents shed for ``team`` (6 units where 3 were needed).
 """
 
 from __future__ import annotations
@@ -164,7 +166,7 @@ class ShedClaims:
         releases = [r for r in plan.resizes if not r.is_scale_up and self._current(now, r.pool_id)]
         if not releases:
             return plan
-        sheds = self._sheds(plan, releases)
+        sheds = self._sheds(now, plan, releases, states)
         keys = sorted({(b.name, k) for s in sheds for b, k in s.readings})
         seen = {key: self._seen[key][1] for key in keys if self._seen.get(key, (None,))[0] == now}
         by_name = {b.name: b for b in self.budgets}
@@ -224,10 +226,14 @@ class ShedClaims:
     def _current(self, now: datetime, pool_id: str) -> list[Cap]:
         return [cap for cap in self._caps(now, pool_id) if cap.current]
 
-    def _sheds(self, plan: CapacityPlan, releases: Sequence[Resize]) -> list[_Shed]:
+    def _sheds(
+        self, now: datetime, plan: CapacityPlan, releases: Sequence[Resize], states: Mapping[str, PoolState]
+    ) -> list[_Shed]:
         """The releases a broken cap of a shared budget asked for, on pools whose budgets all are shared: the hard
-        stops first (busy units: the dearest to lose), then by pool."""
+        stops first (busy units: the dearest to lose), then by pool. Of the pool's other shared budgets, those whose
+        caps the plan's releases keep (``_needs``) must each pay for a unit kept too."""
         shared = {b.name: b for b in self.budgets if b.remote_pools}
+        needs = {name: self._needs(now, plan, budget, releases, states) for name, budget in shared.items()}
         out = []
         for resize in releases:
             decision = plan.decisions.get(resize.pool_id)
@@ -238,9 +244,42 @@ class ShedClaims:
                 if budget is None or cut.units <= 0:
                     continue
                 kinds = (_STOP,) if cut.cap.startswith(_STOP) else _kinds(budget, stop=False)
-                also = tuple(b for b in shared.values() if resize.pool_id in b.pools and b.name != budget.name)
+                also = tuple(
+                    b for b in shared.values() if resize.pool_id in b.pools and b.name != budget.name and needs[b.name]
+                )
                 out.append(_Shed(resize, budget, min(cut.units, resize.from_units - resize.to_units), kinds, also))
         return sorted(out, key=lambda s: (not s.resize.forced, s.resize.pool_id))
+
+    def _needs(
+        self,
+        now: datetime,
+        plan: CapacityPlan,
+        budget: Budget,
+        releases: Sequence[Resize],
+        states: Mapping[str, PoolState],
+    ) -> bool:
+        """Whether ``budget``'s caps may need the units ``releases`` take off its pools' bill: unless its monthly
+        projection with this plan (the planner's snapshot, released units billing one more tick) stays within its cap
+        with all of them kept to the period's end, which holds its hard stop too. A budget with an hourly cap needs
+        them (no snapshot projects its next hour), and so does one without a snapshot or a cap over a pool."""
+        snapshot = next((s for s in plan.budgets if s.budget == budget.name), None)
+        if budget.hourly_cap_usd is not None or snapshot is None or snapshot.cap_usd is None:
+            return True
+        kept = 0.0
+        for resize in releases:
+            if resize.pool_id not in budget.pools:
+                continue
+            cap = next((c for c in self._current(now, resize.pool_id) if c.key == budget.name), None)
+            start, end = span_paid_for(cap.period, now, cap.horizon) if cap is not None else (now, now)
+            if cap is None or end <= start:
+                return True
+            state = states.get(resize.pool_id)
+            units = resize.from_units - resize.to_units
+            if state is not None:
+                units = max(units, state.billed_units - billed_after(state, resize.to_units))
+            billing = max(timedelta(0), cap.period.end - max(start, now + self.tick))  # once the ledger sees it gone
+            kept += units * cap.per_unit_usd * (billing / (end - start))
+        return snapshot.projected_usd + kept > snapshot.cap_usd + _EPS_USD
 
     def _per_unit(self, now: datetime, shed: _Shed, budget: Budget, kind: str) -> float:
         """What one unit of ``shed``'s pool marked now comes to in ``budget``'s reading of ``kind``, as the others'
