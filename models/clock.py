@@ -2,7 +2,10 @@
 
 ``now()`` is the wall time (tz-aware UTC): what is recorded, reported and planned with. ``monotonic()`` is seconds
 on a clock that only moves forward at a steady rate, for local timeouts and deadlines that a wall-clock step (NTP,
-a resumed VM) must not stretch or cut short.
+a resumed VM) must not stretch or cut short, and for the time the ledger charges across such a step. It counts the
+time the machine was suspended (``CLOCK_BOOTTIME`` on Linux): the accelerators an agent pays for bill on while its
+own VM is suspended, and ``time.monotonic`` stands still then, so a 2-hour suspend went uncharged and read as a step
+of the wall clock. Where there is no such clock, ``time.monotonic``.
 """
 
 from __future__ import annotations
@@ -10,6 +13,15 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
+
+# The steady clock that counts a suspend, where the platform has one (Linux).
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def steady_seconds() -> float:
+    """Seconds on a clock that never steps and counts the time the machine was suspended; ``time.monotonic`` where
+    the platform has none (it stands still while suspended)."""
+    return time.monotonic() if _BOOTTIME is None else time.clock_gettime(_BOOTTIME)
 
 
 class Clock(Protocol):
@@ -25,7 +37,7 @@ class SystemClock:
         return datetime.now(UTC)
 
     def monotonic(self) -> float:
-        return time.monotonic()
+        return steady_seconds()
 
 
 class SimulatedClock:

@@ -22,16 +22,23 @@ reading, the clock is this process's, and that reading is charged. Without a mon
 either. A step is told once per pool, in one warning per write: when the pool's readings are first found behind
 their own, and again if they fall further behind.
 
-A step forward (a bad NTP answer, a clock set by hand) is measured the same way: a reading whose wall time is past
-the pool's own previous reading by more than the monotonic time since it plus ``STEP_TOLERANCE`` is placed at that
-reading's time plus the monotonic time (``Placed.ahead``: how far the wall clock is past it), and so charged the
-time that passed, at the units held, on the entries of the time it passed in. Charged by its wall time, one reading
-100 days ahead charged 100 days of an unwatched gap, and the ledger's end stood 100 days ahead, so that once the
-clock came back every real reading was charged on a piece at that end, in a future month. While the clock stays
-ahead, each reading is placed so; the first one whose wall time is within the tolerance of the monotonic time since
-the previous one is recorded where it was read again. A reading without a monotonic time (a replay, a simulation,
-whose clock never steps) or without a previous reading of this process is taken at its wall time, as before. The
-step is told once per pool, and again if the clock goes further ahead.
+A step forward (a bad NTP answer, a clock set by hand, NTP setting a slow clock right) is measured the same way: a
+reading whose wall time is past the pool's previous reading's WALL time by more than the monotonic time since it plus
+``STEP_TOLERANCE`` is placed at where that reading was recorded plus the monotonic time (``Placed.ahead``: how far the
+wall clock is past it), and so charged the time that passed, at the units held, on the entries of the time it passed
+in. Charged by its wall time, one reading 100 days ahead (a bad answer, corrected at the next reading) charged 100
+days of an unwatched gap, and the ledger's end stood 100 days ahead, so that once the clock came back every real
+reading was charged on a piece at that end, in a future month. The next reading is compared with that reading's wall
+time, not where it was placed: one whose wall time is within the tolerance of the monotonic time since it says the
+wall clock holds its new time, and is recorded where it was read, the time from where the previous one was placed
+charged as any interval is: the ledger catches up with the wall clock at the next reading and stays with it.
+Compared with where the previous reading was placed instead, every later reading was found ahead by the step again,
+so a step forward the wall clock kept (NTP setting a slow clock right; a VM suspended, on a monotonic clock that
+stands still while suspended) was never charged and left the ledger behind the wall clock for good, its current-hour
+spend read as nothing. The monotonic time counts a suspend where the platform can (``models.clock.steady_seconds``),
+so a suspend is no step at all there. A reading without a monotonic time (a replay, a simulation, whose clock never
+steps) or without a previous reading of this process is taken at its wall time, as before. The step is told once per
+pool, and again if the clock goes further ahead.
 """
 
 from __future__ import annotations
@@ -53,8 +60,9 @@ STEP_TOLERANCE = timedelta(seconds=1)
 # short enough that a day of readings every second moves the ledger on by a tenth of a second.
 CATCH_UP_PIECE = timedelta(microseconds=1)
 
-# Where a pool's last reading was recorded, its monotonic seconds then, and whether it was charged behind the ledger.
-Baseline = tuple[datetime, float | None, bool]
+# Where a pool's last reading was recorded, its monotonic seconds then, whether it was charged behind the ledger, and
+# the wall time it was read at (a step forward is measured from it).
+Baseline = tuple[datetime, float | None, bool, datetime]
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,15 @@ class Placed:
     ahead: timedelta | None = None
 
     @property
+    def read_at(self) -> datetime:
+        """The wall time the reading was taken at, wherever it is placed."""
+        if self.ahead is not None:
+            return self.reading.at + self.ahead
+        if self.behind is not None and self.charged is not None:
+            return self.reading.at - CATCH_UP_PIECE - self.behind
+        return self.reading.at
+
+    @property
     def step(self) -> timedelta | None:
         """How far the wall clock is known to have stepped back: how far the reading is behind, and, charged, the
         time since the previous reading on top."""
@@ -92,7 +109,7 @@ def place(newest: LedgerEntry | None, reading: PoolReading, previous: Baseline |
     if own and previous is not None and reading.monotonic_s is not None and previous[1] is not None:
         elapsed = timedelta(seconds=max(0.0, reading.monotonic_s - previous[1]))
     if reading.at >= newest.end:
-        if elapsed is not None and previous is not None and reading.at - previous[0] > elapsed + STEP_TOLERANCE:
+        if elapsed is not None and previous is not None and reading.at - previous[3] > elapsed + STEP_TOLERANCE:
             measured = previous[0] + elapsed  # own: the pool's previous reading is where its newest entry ends
             return Placed(replace(reading, at=measured), ahead=reading.at - measured)
         if elapsed is None or previous is None or not previous[2]:
@@ -135,8 +152,8 @@ def baseline(newest: LedgerEntry | None, placed: Placed) -> Baseline:
     to the entry's end)."""
     mono = placed.reading.monotonic_s
     if placed.behind is not None and placed.charged is None and newest is not None:
-        return newest.end, mono, False
-    return placed.reading.at, mono, placed.charged is not None
+        return newest.end, mono, False, placed.read_at
+    return placed.reading.at, mono, placed.charged is not None, placed.read_at
 
 
 class ClockSteps:
@@ -199,7 +216,8 @@ def _told_ahead(placed: Placed) -> str:
     return (
         f"pool {reading.pool_id} read at {(reading.at + (placed.ahead or timedelta(0))).isoformat()}, {placed.ahead} "
         "past its previous reading plus the time since it on the monotonic clock: charged that time only, recorded at "
-        f"{reading.at.isoformat()}; its readings are recorded so until the wall clock comes back"
+        f"{reading.at.isoformat()}; if the next reading finds the wall clock kept this time, it is recorded where it "
+        "is read and the step charged then"
     )
 
 

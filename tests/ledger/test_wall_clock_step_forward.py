@@ -6,7 +6,8 @@ A reading is stamped with the wall time, and accrual charged the whole time sinc
 held (192,006.67 USD for 8 units at 10 USD a unit-hour), and left the ledger's end 100 days ahead, so that once the
 clock came back every real reading was behind it and charged on a microsecond piece there, in a future month. The
 meter now charges such a reading the monotonic time since the pool's previous one and records it at that reading's
-time plus the monotonic time; once the clock is back, readings are recorded where they are read. A reading without a
+time plus the monotonic time; the next reading, if the wall clock kept its new time, is recorded where it is read
+and the step charged then, and once the clock is back, readings are recorded where they are read. A reading without a
 monotonic time (a replay, a simulation, whose clock never steps) is charged by its wall time as before."""
 
 from __future__ import annotations
@@ -77,12 +78,18 @@ def test_a_tick_100_days_ahead_is_charged_the_time_that_passed(
     assert "100 days, 0:00:00 past its previous reading" in forward[0]
 
 
-def test_readings_while_the_clock_stays_ahead_are_recorded_when_they_were_read(
+def test_a_step_forward_the_clock_keeps_is_charged_once_at_the_next_reading(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The wall clock 2 hours ahead for half an hour of one-minute ticks, with a scale-up from 10 to 20 units
-    recorded right after one of them (same wall and monotonic time), then back: each minute is charged once, at the
-    units held then, on the entries of that minute, and the step is told once."""
+    recorded right after one of them (same wall and monotonic time), then back. The first reading ahead is charged
+    its minute; the next one, a minute past it on both clocks, says the wall clock kept its new time (as after NTP
+    set a slow clock right, or a suspend a monotonic clock did not count), and is recorded where it was read: the
+    2 hours are charged there, once, at the 10 units held (1,200 USD on top of the 1,350 the minutes cost), and the
+    ledger follows the wall clock from then on. Back on the earlier time, each minute is charged once at the end of
+    the ledger as after any step back. Before, every reading ahead was compared with where the previous one was
+    placed, found 2 hours ahead again and placed back, which kept the ledger behind a wall clock that stayed on
+    its new time for good (1,350 USD, where a kept step is charged 2,550)."""
     ledger = InMemoryLedger()
     meter = SpendMeter(ledger, gap_after=TICK)
     minute = timedelta(minutes=1)
@@ -94,14 +101,20 @@ def test_readings_while_the_clock_stays_ahead_are_recorded_when_they_were_read(
             meter.observe([PoolReading("h100", wall, units, 60.0, i * 60.0)])  # 1 USD a unit-minute
             if i == 45:
                 meter.observe([PoolReading("h100", wall, 20, 60.0, i * 60.0)])  # the agent's own scale-up
-    assert ledger.spent(["h100"], *EVER) == pytest.approx(45 * 10 + 45 * 20)
-    assert ledger.spent(["h100"], START + 45 * minute, START + 90 * minute) == pytest.approx(45 * 20)
+    step = 10 * 120
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(45 * 10 + 45 * 20 + step)
+    kept = START + timedelta(hours=2)  # where the ledger follows the wall clock (entries folded to 15 minutes)
+    assert ledger.spent(["h100"], START, START + 30 * minute) == pytest.approx(30 * 10)  # the minute ahead: once
+    assert ledger.spent(["h100"], START + 30 * minute, kept + 30 * minute) == pytest.approx(step)
+    assert ledger.spent(["h100"], kept + 30 * minute, kept + 45 * minute) == pytest.approx(15 * 10)
+    # from the scale-up on: 14 minutes ahead, and the 31 after the clock came back on pieces at the ledger's end
+    assert ledger.spent(["h100"], kept + 45 * minute, kept + 60 * minute) == pytest.approx(45 * 20)
     newest = ledger.last_entry("h100")
-    assert newest is not None and newest.end == START + 90 * minute
+    assert newest is not None and kept + 59 * minute < newest.end < kept + 60 * minute  # pieces of the step back
     forward = _messages(caplog, "stepped forward")
     assert len(forward) == 1, forward
     assert "2:00:00 past its previous reading" in forward[0]
-    assert not _messages(caplog, "stepped back")
+    assert len(_messages(caplog, "stepped back")) == 1
 
 
 def test_a_replay_without_monotonic_times_is_charged_by_its_wall_times() -> None:
