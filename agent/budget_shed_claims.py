@@ -14,11 +14,13 @@ replaces the claim with the marks of the releases carried out.
 
 A claim says a release is being carried out before it is: only a release the executor sends is claimed. An agent
 whose releases are only recorded (dry-run, ``sends`` false) reads the others' marks again and cuts its sheds by them,
-but claims nothing, as it marks nothing at its commit. A tick that fails once it claimed takes its claim back
-(``release``), so an agent whose ticks fail marks nothing and the others shed for its units; a claim lives one tick
-(not two, as a mark), so one a tick could neither replace nor take back (its process killed, the ledger lost) is not
-read by the next ticks of the others. A release the executor rejects still reads as claimed between the claim and
-the commit of the same tick.
+but claims nothing, as it marks nothing at its commit. Once the executor acted, the claims of the releases it did not
+carry out are taken back (``executed``), and a tick that fails takes back those it has not yet judged (``release``),
+so an agent whose ticks fail before it acts marks nothing and the others shed for its units. A release carried out
+keeps its claim through a failure later in the tick (writing its spend, its commit): its units are going, and
+the standing reservation that counts them as staying was not replaced, so taking it back had the others shed for
+them again (and the agent buy back what they shed). A claim lives one tick (not two, as a mark), so one a tick could
+neither replace nor take back (its process killed, the ledger lost) is not read by the next ticks of the others.
 
 The in-process ledgers (memory, SQLite) decide a claim under the process's lock: only one process writes them
 (``leadtime run`` refuses ``remote_pools`` on them), so no other agent's marks can come between. A ledger without
@@ -40,12 +42,12 @@ the whole release, and both agents shed for ``team`` (6 units where 3 were neede
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from agent.budget_reserve_caps import Cap, keyed, releasing_key, span_paid_for
+from agent.budget_shed_cuts import EPS_USD, STOP, ShedAsked, cap_kinds, cut_plan, kept_units, resize_key
 from agent.ledger.reservations import (
     Claims,
     CountedTo,
@@ -59,38 +61,17 @@ from agent.ledger.reservations import (
 from agent.planning.budget import Budget, CapKind, billed_after
 from models import (
     DRAIN_KEY_MARK,
+    ActionResult,
+    ActionStatus,
     CapacityPlan,
-    Drain,
-    Hold,
     LedgerUnavailable,
     PoolState,
     Resize,
-    Skip,
-    SkipReason,
 )
-from models.plan import drain_key
+
+__all__ = ["ShedClaims", "resize_key"]  # the planner's key format, as the reservations of scale-ups use it
 
 log = logging.getLogger(__name__)
-
-_EPS_USD = 1e-6
-_STOP = "hard stop"  # the reading of a hard stop: the monthly marks over its next two ticks
-
-
-@dataclass(frozen=True)
-class _Shed:
-    """A release of ``plan`` a broken cap of the shared ``budget`` asked for: ``units`` of it (the cut), and the
-    readings whose new marks must each pay for a unit it keeps: ``budget``'s as ``kinds``, and every reading of the
-    pool's other budgets (``also``), which the planner may have counted on the release too (its record names one)."""
-
-    resize: Resize
-    budget: Budget
-    units: int
-    kinds: tuple[str, ...]
-    also: tuple[Budget, ...] = ()
-
-    @property
-    def readings(self) -> tuple[tuple[Budget, str], ...]:
-        return (*((self.budget, k) for k in self.kinds), *((b, k) for b in self.also for k in _kinds(b)))
 
 
 class ShedClaims:
@@ -110,7 +91,9 @@ class ShedClaims:
         self.ledger, self.budgets, self.standing, self.tick = ledger, list(budgets), standing, tick
         self._caps, self._mine = caps, mine
         self._seen: dict[tuple[str, str], tuple[datetime, float]] = {}  # (budget, reading) -> what the plan counted
-        self._claimed: list[int] = []  # the claims the next commit replaces
+        self._claimed: dict[str, list[int]] = {}  # pool -> its release's claims not yet judged carried out
+        self._keys: dict[str, str] = {}  # pool -> the key of its release claimed (``executed`` judges it by)
+        self._sent: list[int] = []  # the claims of releases carried out: the next commit replaces them
         self.sends = True  # whether the executor sends the releases (dry-run: they are only recorded, never claimed)
 
     def releasing_elsewhere(self, now: datetime, hourly: bool = False) -> dict[str, float]:
@@ -133,31 +116,54 @@ class ShedClaims:
         two ticks beside the spend recorded (their spend since their last tick is not recorded yet)."""
         out = {}
         for budget in self.budgets:
-            going = self._read(budget, now, _STOP, span)
+            going = self._read(budget, now, STOP, span)
             if going is None:
                 continue
             period = budget.period(now)
             held = self.ledger.reserved_by_others(
                 [budget.name, keyed(budget.name, period)], now, self.standing, self._mine(), going.to
             )
-            out[budget.name] = max(0.0, held - self._count(budget, _STOP, now, going))
+            out[budget.name] = max(0.0, held - self._count(budget, STOP, now, going))
         return out
 
     def taken(self) -> list[int]:
         """The claims made since the last commit, which replaces them with its marks."""
-        out, self._claimed = self._claimed, []
+        out = [*self._sent, *(i for ids in self._claimed.values() for i in ids)]
+        self._claimed, self._keys, self._sent = {}, {}, []
         return out
 
+    def executed(self, results: Sequence[ActionResult]) -> None:
+        """Judge the releases claimed by what the executor did (``results``): the claims of those it carried out
+        (their size change, or a drain of theirs, accepted or started) stay for the commit to replace, and those of
+        the others are taken back now, their units staying."""
+        accepted = {r.key for r in results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)}
+        dropped: list[int] = []
+        for pool_id, ids in self._claimed.items():
+            key = self._keys.get(pool_id)
+            sent = key is not None and any(k == key or k.startswith(key + DRAIN_KEY_MARK) for k in accepted)
+            if sent:
+                self._sent += ids
+            else:
+                dropped += ids
+        self._claimed, self._keys = {}, {}
+        self._release(dropped, "claims of releases not carried out")
+
     def release(self) -> None:
-        """Take back the claims made since the last commit: the tick that made them ends without one (it failed), so
-        the releases they mark may not be carried out. A ledger that cannot be written leaves them to lapse (a tick)."""
-        claimed = self.taken()
+        """Take back the claims of the releases not judged carried out since the last commit: the tick that made
+        them ends without one (it failed before the executor acted, or while it acted), so they may not be carried
+        out. Those of releases carried out stay, for the next commit to replace (or to lapse in a tick)."""
+        claimed = [i for ids in self._claimed.values() for i in ids]
+        self._claimed, self._keys = {}, {}
+        self._release(claimed, "claims of releases not carried out")
+
+    def _release(self, claimed: Sequence[int], what: str) -> None:
+        """Take ``claimed`` back; a ledger that cannot be written leaves them to lapse (a tick)."""
         if not claimed:
             return
         try:
             self.ledger.release(claimed)
         except LedgerUnavailable as exc:
-            log.warning("claims of releases not carried out left to lapse at the next tick: %s", exc)
+            log.warning("%s left to lapse at the next tick: %s", what, exc)
 
     def claim(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState]) -> CapacityPlan:
         """Mark the units ``plan``'s releases take off the bill of pools in shared budgets, reading the others' marks
@@ -176,10 +182,14 @@ class ShedClaims:
 
         def cut(figures: Sequence[float]) -> dict[str, int]:
             new = {key: max(0.0, f - seen[key]) for key, f in zip(kept, figures, strict=True)}
-            return _cuts(sheds, new, lambda s, b, k: self._per_unit(now, s, b, k))
+            return kept_units(sheds, new, lambda s, b, k: self._per_unit(now, s, b, k))
+
+        owners: list[str] = []  # the pool of each request of the last choice: the one the ledger granted
 
         def choose(figures: Sequence[float]) -> list[ReservationRequest]:
-            return self._marks(now, releases, cut(figures), states)
+            marks = self._marks(now, releases, cut(figures), states)
+            owners[:] = [pool_id for pool_id, _ in marks]
+            return [mark for _, mark in marks]
 
         try:
             if not self.sends:  # only recorded: read without the lock, nothing written
@@ -193,10 +203,18 @@ class ShedClaims:
         except LedgerUnavailable as exc:  # a release saves money: it is not held for the ledger
             log.warning("releases not claimed in the ledger, carried out as planned: %s", exc)
             return plan
-        self._claimed += [g.reservation_id for g in grants if g.reservation_id is not None]
         cuts = cut(figures)
         new = {key: max(0.0, f - seen[key]) for key, f in zip(kept, figures, strict=True)}
-        return _cut_plan(now, plan, sheds, cuts, new)
+        out = cut_plan(now, plan, sheds, cuts, new)
+        sent_as = {r.pool_id: r.key for r in out.resizes if not r.is_scale_up}
+        if len(owners) != len(grants):  # one grant a request, in their order; else no release is judged sent
+            owners = [""] * len(grants)
+        for pool_id, grant in zip(owners, grants, strict=True):
+            if grant.reservation_id is not None:
+                self._claimed.setdefault(pool_id, []).append(grant.reservation_id)
+                if pool_id in sent_as:
+                    self._keys[pool_id] = sent_as[pool_id]
+        return out
 
     # -- internals ------------------------------------------------------------------------------------------
     def _read(self, budget: Budget, now: datetime, kind: str, span: timedelta | None = None) -> OthersRead | None:
@@ -209,11 +227,11 @@ class ShedClaims:
             hour = budget.hour(now)
             key, to = releasing_key(f"{budget.name}/{CapKind.HOUR}"), CountedTo(hour.end, hour.end)
         else:
-            if budget.monthly_cap_usd is None or (kind == _STOP and budget.commit_horizon is None):
+            if budget.monthly_cap_usd is None or (kind == STOP and budget.commit_horizon is None):
                 return None
             period = budget.period(now)
             own_end = span_paid_for(period, now, budget.commit_horizon)[1]
-            until = min(period.end, now + (span or 2 * self.tick)) if kind == _STOP else own_end
+            until = min(period.end, now + (span or 2 * self.tick)) if kind == STOP else own_end
             key, to = releasing_key(budget.name), CountedTo(until, own_end)
         return OthersRead((key,), self.standing, tuple(self._mine()), to)
 
@@ -228,7 +246,7 @@ class ShedClaims:
 
     def _sheds(
         self, now: datetime, plan: CapacityPlan, releases: Sequence[Resize], states: Mapping[str, PoolState]
-    ) -> list[_Shed]:
+    ) -> list[ShedAsked]:
         """The releases a broken cap of a shared budget asked for, on pools whose budgets all are shared: the hard
         stops first (busy units: the dearest to lose), then by pool. Of the pool's other shared budgets, those whose
         caps the plan's releases keep (``_needs``) must each pay for a unit kept too."""
@@ -243,11 +261,11 @@ class ShedClaims:
                 budget = shared.get(cut.budget)
                 if budget is None or cut.units <= 0:
                     continue
-                kinds = (_STOP,) if cut.cap.startswith(_STOP) else _kinds(budget, stop=False)
+                kinds = (STOP,) if cut.cap.startswith(STOP) else cap_kinds(budget, stop=False)
                 also = tuple(
                     b for b in shared.values() if resize.pool_id in b.pools and b.name != budget.name and needs[b.name]
                 )
-                out.append(_Shed(resize, budget, min(cut.units, resize.from_units - resize.to_units), kinds, also))
+                out.append(ShedAsked(resize, budget, min(cut.units, resize.from_units - resize.to_units), kinds, also))
         return sorted(out, key=lambda s: (not s.resize.forced, s.resize.pool_id))
 
     def _needs(
@@ -279,9 +297,9 @@ class ShedClaims:
                 units = max(units, state.billed_units - billed_after(state, resize.to_units))
             billing = max(timedelta(0), cap.period.end - max(start, now + self.tick))  # once the ledger sees it gone
             kept += units * cap.per_unit_usd * (billing / (end - start))
-        return snapshot.projected_usd + kept > snapshot.cap_usd + _EPS_USD
+        return snapshot.projected_usd + kept > snapshot.cap_usd + EPS_USD
 
-    def _per_unit(self, now: datetime, shed: _Shed, budget: Budget, kind: str) -> float:
+    def _per_unit(self, now: datetime, shed: ShedAsked, budget: Budget, kind: str) -> float:
         """What one unit of ``shed``'s pool marked now comes to in ``budget``'s reading of ``kind``, as the others'
         are."""
         read = self._read(budget, now, kind, 2 * self.tick)
@@ -294,10 +312,10 @@ class ShedClaims:
 
     def _marks(
         self, now: datetime, releases: Sequence[Resize], cuts: Mapping[str, int], states: Mapping[str, PoolState]
-    ) -> list[ReservationRequest]:
+    ) -> list[tuple[str, ReservationRequest]]:
         """The marks of the units ``releases`` take off the bill once ``cuts`` kept some (as ``releasing_units``
         counts a release accepted), in every current shared cap over their pools, each for one tick (a claim: the
-        commit replaces it within the tick)."""
+        commit replaces it within the tick), with the pool of each."""
         out = []
         for resize in releases:
             to_units = min(resize.from_units, resize.to_units + cuts.get(resize.pool_id, 0))
@@ -308,100 +326,8 @@ class ShedClaims:
             if going > 0:
                 holder = self.standing.label
                 out += [
-                    replace(mark, ttl=min(mark.ttl, self.tick))
+                    (resize.pool_id, replace(mark, ttl=min(mark.ttl, self.tick)))
                     for cap in self._current(now, resize.pool_id)
                     for mark in (cap.releasing(now, going, holder, self.tick),)
                 ]
         return out
-
-
-def _kinds(budget: Budget, stop: bool = True) -> tuple[str, ...]:
-    """The readings of ``budget``'s caps: monthly and hourly, and (``stop``) its hard stop where it has one."""
-    caps = ((CapKind.MONTH, budget.monthly_cap_usd), (CapKind.HOUR, budget.hourly_cap_usd))
-    kinds = tuple(k for k, c in caps if c is not None)
-    return (*kinds, _STOP) if stop and budget.monthly_cap_usd is not None and budget.commit_horizon else kinds
-
-
-def _cuts(
-    sheds: Sequence[_Shed],
-    new: Mapping[tuple[str, str], float],
-    per_unit: Callable[[_Shed, Budget, str], float],
-) -> dict[str, int]:
-    """The units each pool's shed keeps: what every one of its readings saw newly marked pays for, in units of the
-    pool, each reading's new marks taken once. A reading that saw nothing marked keeps none: a pool in two budgets
-    keeps a unit only where the marks of both pay for it."""
-    left = dict(new)
-    out: dict[str, int] = {}
-    for shed in sheds:
-        values = {(b.name, k): per_unit(shed, b, k) for b, k in shed.readings}
-        if not values or any(v <= 0.0 or key not in left for key, v in values.items()):
-            continue
-        n = min(shed.units, *(math.floor((left[key] + _EPS_USD) / v) for key, v in values.items()))
-        if n <= 0:
-            continue
-        out[shed.resize.pool_id] = out.get(shed.resize.pool_id, 0) + n
-        for key, v in values.items():
-            left[key] -= n * v
-    return out
-
-
-def _cut_plan(
-    now: datetime,
-    plan: CapacityPlan,
-    sheds: Sequence[_Shed],
-    cuts: Mapping[str, int],
-    new: Mapping[tuple[str, str], float],
-) -> CapacityPlan:
-    """``plan`` with each shed's release ``cuts`` units smaller (a release cut to nothing is dropped), its drains
-    chosen at plan time the longest idle of those it keeps, and its record and skip saying why."""
-    if not cuts:
-        return plan
-    resizes, drains, skips = [], list(plan.drains), list(plan.skips)
-    targets, decisions = dict(plan.targets), dict(plan.decisions)
-    by_pool = {s.resize.pool_id: s for s in sheds}
-    for resize in plan.resizes:
-        kept = cuts.get(resize.pool_id, 0)
-        if not kept or resize.is_scale_up:
-            resizes.append(resize)
-            continue
-        shed = by_pool[resize.pool_id]
-        marked = sum(usd for (name, _), usd in new.items() if name == shed.budget.name and usd > 0.0)
-        detail = (
-            f"budget {shed.budget.name!r} shared with other agents: {kept} of the units to release kept, as another "
-            f"agent marked units of its own as being released after this tick read the ledger (counted as shed "
-            f"already, up to {marked:,.2f} USD read in the readings of its caps)"
-        )
-        to_units = min(resize.from_units, resize.to_units + kept)
-        targets[resize.pool_id] = to_units
-        skips.append(Skip(resize.pool_id, SkipReason.BUDGET, detail))
-        ours = [d for d in drains if d.key.startswith(resize.key + DRAIN_KEY_MARK)]
-        drains = [d for d in drains if d not in ours]
-        key = resize_key(now, resize.pool_id, to_units)
-        decision = decisions.get(resize.pool_id)
-        if decision is not None:
-            budget_cuts = tuple(
-                replace(c, units=c.units - kept) if c.budget == shed.budget.name and c.units >= kept else c
-                for c in decision.budget_cuts
-            )
-            decision = replace(
-                decision,
-                budget_cuts=tuple(c for c in budget_cuts if c.units > 0),
-                holds=(*decision.holds, Hold(SkipReason.BUDGET, detail)),
-                target_units=to_units,
-                nodes=decision.nodes[: max(0, resize.from_units - to_units)],
-            )
-            decisions[resize.pool_id] = decision
-        if to_units >= resize.from_units:
-            continue
-        reason = decision.why() if decision is not None else f"{resize.reason}; {detail}"
-        resizes.append(replace(resize, to_units=to_units, key=key, reason=reason))
-        drains += [
-            Drain(d.pool_id, d.node, reason, drain_key(key, d.node)) for d in ours[: resize.from_units - to_units]
-        ]
-    return replace(plan, resizes=tuple(resizes), drains=tuple(drains), skips=tuple(skips), targets=targets,
-                   decisions=decisions)  # fmt: skip
-
-
-def resize_key(now: datetime, pool_id: str, to_units: int) -> str:
-    """The planner's idempotency key format: one key per pool, tick and target."""
-    return f"{pool_id}@{now.isoformat()}->{to_units}"

@@ -156,8 +156,15 @@ class BudgetWatch:
         if self.reserver is not None:  # a release only recorded is never claimed as being released
             self.reserver.sheds.sends = acts
 
+    def executed(self, results: Sequence[ActionResult]) -> None:
+        """Once the executor acted: take back the claims of the releases it did not carry out, and keep those of the
+        ones it did for the commit (``ShedClaims.executed``)."""
+        if self.reserver is not None:
+            self.reserver.sheds.executed(results)
+
     def unclaim(self) -> None:
-        """Take back the releases a tick claimed when it fails before its commit (``ShedClaims.release``)."""
+        """Take back the releases a tick claimed and did not carry out, when it fails before its commit
+        (``ShedClaims.release``): those carried out stay claimed, their units going."""
         if self.reserver is not None:
             self.reserver.sheds.release()
 

@@ -339,6 +339,7 @@ class Agent:
             for _, decision in sorted(plan.decisions.items()):  # one line per pool, rendered from its record
                 log.info("decision: %s", decision.why(), extra=decision.log_fields())
         execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
+        self.budget_watch.executed(execution.results)  # a failure from here on takes back no release carried out
         self.memory = execution.memory
         if (short := self.parts.short_slices) is not None:  # as this tick's reads left it, for the next save
             self.memory = replace(self._memory, slices_short_since=short.known())

@@ -9,6 +9,11 @@ read as shed: west's ticks failing from its first release at 12:10 renewed its c
 units at 12:10, 12:15 and 12:20, and east, ticking between west's claim and its commit, released 0 each time. A claim
 not taken back (its process killed before the commit) kept east from shedding for two ticks; it now lives one.
 
+A release carried out keeps its claim when the tick fails after the executor acted (the ledger unavailable while
+writing its spend or its commit): the take-back took every claim of the tick, so with west's tick failing so at
+12:10, its 8 -> 5 sent, east counted west's units as staying and released 3 more at 12:10, and west bought 3 back
+(5 -> 8) at 12:20: 3 units shed twice and bought again. Only the claims of releases not carried out are taken back.
+
 Run on two connections to one real PostgreSQL ledger, west ticking first at each instant."""
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from actuators import DryRunActuator, SimulatedCluster
 from agent.budget_reserve import Reserved
 from agent.loop import Agent, TickReport
 from models import ActionResult, CapacityPlan, LedgerEntry, PoolState
+from models.errors import LedgerUnavailable, TransientActuatorError
 from tests import shared_budget_rig as rig
 from tests.conftest import TraceWriter
 from tests.postgres.fixtures import POSTGRES, Database
@@ -52,6 +58,14 @@ class FailingResizes:
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         raise RuntimeError(f"resize of {pool_id} to {to_units} failed")
+
+
+class RefusedResizes(FailingResizes):
+    """West's actuator: the pools are read, and the cloud refuses every resize for now (a transient error the
+    executor records as a failed action, the tick going on)."""
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        raise TransientActuatorError(pool_id, f"resize to {to_units}: the cloud answered 503, try again later")
 
 
 def _config(own: str, other: str) -> dict[str, Any]:
@@ -168,3 +182,72 @@ def test_a_claim_never_committed_lapses_after_one_tick(
     assert east_released[SETTLED] == 0, east_released
     assert east_released[SETTLED + TICK] == NEEDED, east_released  # two ticks later (12:20) before
     assert sum(east_released.values()) == NEEDED, east_released
+
+
+def test_a_release_carried_out_keeps_its_claim_when_the_tick_fails_after_it(
+    write_trace: TraceWriter, postgres_database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """West releases 3 units at 12:10 and its tick then fails writing the ledger (once): east, ticking after it,
+    still reads the release as shed, and nobody buys anything back."""
+    west_resizes: dict[datetime, list[tuple[int, int]]] = {}
+    east_released: dict[datetime, int] = {}
+    failed: list[datetime] = []
+    with rig.postgres_ledgers(postgres_database) as ledgers:
+        west, east = _members(write_trace, ledgers)
+        watch = west.agent.budget_watch
+
+        def ledger_down_once(*args: object, acted: Callable[..., None] = watch.acted) -> None:
+            if args[0] == SETTLED and not failed:
+                failed.append(SETTLED)
+                raise LedgerUnavailable("the ledger could not be written: could not serialize access")
+            acted(*args)
+
+        monkeypatch.setattr(watch, "acted", ledger_down_once)
+        for i in range(5):
+            now = START + i * TICK
+            for one in (west, east):
+                one.cluster.serve(now, {"train": BUSY * 8.0})
+                one.clock.set(now)
+            with pytest.raises(LedgerUnavailable) if now == SETTLED else nullcontext():
+                report = west.agent.run_once(now)
+                west_resizes[now] = [(r.from_units, r.to_units) for r in report.plan.resizes]
+            east_released[now] = _released(east.agent.run_once(now))
+        west_units = west.cluster.list_pools()[0].target_units
+        east_units = east.cluster.list_pools()[0].target_units
+
+    assert failed == [SETTLED]
+    assert east_released[SETTLED] == 0, east_released  # 3 before: west's units counted as staying
+    assert sum(east_released.values()) == 0 and east_units == FLEET, east_released
+    assert west_units == FLEET - NEEDED, west_units  # sent before the tick failed (bought back to 8 before)
+    assert all(to <= was for resizes in west_resizes.values() for was, to in resizes), west_resizes  # 5 -> 8 before
+
+
+def test_a_release_the_executor_did_not_carry_out_is_taken_back_before_the_commit(
+    write_trace: TraceWriter, postgres_database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """West's release at 12:10 is refused by the cloud, and east ticks between west's executor and its commit: the
+    claim is taken back once the executor acted, so east sheds for both fleets at 12:10 (0 at every tick before: west
+    retries its release, claiming it again, at every tick)."""
+    east_released: dict[datetime, int] = {}
+    with rig.postgres_ledgers(postgres_database) as ledgers:
+        west, east = _members(write_trace, ledgers)
+        west = _with_actuator(west, RefusedResizes(west.cluster))
+        watch = west.agent.budget_watch
+
+        def east_ticks_before_west_commits(*args: Any, acted: Callable[..., None] = watch.acted) -> None:
+            now = args[0]
+            east.clock.set(now)
+            east_released[now] = _released(east.agent.run_once(now))
+            acted(*args)
+
+        monkeypatch.setattr(watch, "acted", east_ticks_before_west_commits)
+        for i in range(5):
+            now = START + i * TICK
+            for one in (west, east):
+                one.cluster.serve(now, {"train": BUSY * 8.0})
+            west.clock.set(now)
+            west.agent.run_once(now)
+        east_units = east.cluster.list_pools()[0].target_units
+
+    assert east_released[SETTLED] == NEEDED, east_released
+    assert sum(east_released.values()) == NEEDED and east_units == FLEET - NEEDED, east_released
