@@ -72,8 +72,25 @@ class ReadOnlyLedger(InProcessReservations):
         self.charged.record_many(derive({pool: self.last_entry(pool) for pool in pools}))
 
     def spent(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        """The ledger's spend and the dry run's charges, less those a bill in the ledger covers (``billed``)."""
         recorded = self.recorded.spent(pools, start, end) if self.recorded is not None else 0.0
-        return recorded + self.charged.spent(pools, start, end)
+        return recorded + self.charged.spent(pools, start, end) - self._billed(pools, start, end)
+
+    def _billed(self, pools: Sequence[str], start: datetime, end: datetime) -> float:
+        """The dry run's charges in [start, end) that start in a billed interval of their pool: the ledger's spend
+        counts the bill for those hours, as it would in place of the daemon's entries recorded there."""
+        if not isinstance(self.recorded, BilledIntervals):
+            return 0.0
+        wanted = set(pools)
+        mine = [e for e in self.charged.entries() if e.pool_id in wanted and start <= e.start < end]
+        if not mine:
+            return 0.0
+        bills = self.recorded.billed_intervals(
+            sorted({e.pool_id for e in mine}), min(e.start for e in mine), max(e.end for e in mine)
+        )
+        return sum(
+            e.cost_usd for e in mine if any(b.pool_id == e.pool_id and b.start <= e.start < b.end for b in bills)
+        )
 
     def billed_intervals(self, pools: Sequence[str], start: datetime, end: datetime) -> list[BilledCost]:
         """The billed pieces of ``pools`` overlapping [start, end) in the ledger read (none without one, or in one

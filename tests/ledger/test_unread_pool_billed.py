@@ -9,7 +9,8 @@ are those it has once read again. An h100 pool of 10 units at 10 USD per unit-ho
 hour at 03:15 UTC is [02:30, 03:30) UTC, half of it billed. The example of docs/billing-reconciliation.md.
 
 ``leadtime recommend`` reads the same SQLite file through its read-only ledger (``agent.commands.recommend_ledger``),
-which passes the billed intervals through: it read 585/135 USD there while the daemon read 385/85.
+which passes the billed intervals through and leaves out its own charges a bill covers: it read 585/135 USD there,
+while unread and once its dry-run tick read the pool, where the daemon reads 385/85.
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ def test_an_unread_pool_s_billed_hours_count_once(rig: Rig) -> None:
     assert unread() == pytest.approx((385.0, 85.0))
 
     # Read again at the same units: the stretch is recorded, its billed part replaced by the bill. The same figures.
-    meter.observe([PoolReading("h100", NOW, UNITS, PRICE)])
+    # (recommend: its dry-run tick reads the pool and charges the stretch beside the ledger, 585/135 before.)
+    reader.observe([PoolReading("h100", NOW, UNITS, PRICE)])
     (spend,) = reader.budget_spend([BUDGET], NOW)
     assert (spend.spent_period_usd, spend.spent_hour_usd) == pytest.approx((385.0, 85.0))
 
