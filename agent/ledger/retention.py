@@ -19,6 +19,15 @@ current month, another agent's too on a shared ledger, for good. The cutoff is m
 own (``due``'s ``now``) where the newest end is past it: the PostgreSQL server's clock, and for SQLite this process's
 wall time carried on its monotonic clock (``SteadyWall``). An end more than ``AHEAD_TOLERANCE`` past it is told in a
 warning, once until the ends are back within it.
+
+``SteadyWall`` started from the wall time read when the ledger was opened, so a writer that opened it with its clock
+ahead (an agent restarted on a node set 100 days ahead, a replica taking over a shared file) measured the cutoff by
+that clock all the same: one reading then removed every pool's history but its first entry (5,760 USD of three days
+down to 20), with no warning. Rows removed are gone for good, so the SQLite ledger's clock now starts from the
+newest end the file held when it was opened where that is earlier (``SteadyWall.hold_to``): a writer removes only
+what the file's own history put past the retention, plus the time it has run since on its monotonic clock, whatever
+its wall clock says, and tells an entry it records past that clock as above. Holding only one write to the newest
+end before it would not do: the next write finds the first one's entry, 100 days ahead, the newest.
 """
 
 from __future__ import annotations
@@ -92,13 +101,21 @@ class Pruning:
 
 
 class SteadyWall:
-    """The wall time carried on the monotonic clock from the time it was first read: a step forward of the wall
-    clock does not move it; a step back does (it is never later than the wall clock). A ledger without a clock of
-    its own (SQLite) measures its retention by it."""
+    """The wall time carried on the monotonic clock from the time it was first read, or from the ledger's newest end
+    when it was opened where that is earlier (``hold_to``): a step forward of the wall clock does not move it, nor
+    does a clock already ahead when the ledger is opened; a step back does (it is never later than the wall clock).
+    A ledger without a clock of its own (SQLite) measures its retention by it."""
 
     def __init__(self, clock: Clock | None = None) -> None:
         self._clock = clock or SystemClock()
         self._last = (self._clock.now(), self._clock.monotonic())
+
+    def hold_to(self, end: datetime | None) -> None:
+        """Start from ``end`` (the newest end the ledger held when it was opened; ``None``: none) where it is earlier
+        than the wall time read first: time carried from there runs on the monotonic clock. After the ledger was not
+        written for a while, its retention lags by that while, for this process: rows are kept that long more."""
+        if end is not None and end < self._last[0]:
+            self._last = (end, self._last[1])
 
     def now(self) -> datetime:
         wall, mono = self._clock.now(), self._clock.monotonic()

@@ -105,6 +105,8 @@ class SqliteLedger(InProcessReservations):
             raise LedgerUnavailable(f"cannot open the ledger file {self.path}: {exc}") from None
         try:
             self._prepare()
+            if self._steady is not None:  # a writer opening the file with its clock ahead carries the file's time
+                self._steady.hold_to(writes.newest_end(self._db))
         except sqlite3.Error as exc:
             self._db.close()
             self._release_writer()

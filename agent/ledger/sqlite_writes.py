@@ -16,7 +16,7 @@ from agent.ledger import sqlite_totals as totals
 from agent.ledger.accrual import is_mark, resolve
 from agent.ledger.folding import Folded
 from agent.ledger.retention import BATCH
-from agent.ledger.rows import COLUMNS, from_row, to_row, to_us
+from agent.ledger.rows import COLUMNS, from_row, from_us, to_row, to_us
 from models import LedgerEntry
 
 _CHARGED = (
@@ -34,12 +34,23 @@ _OLD_KEYS = """WITH RECURSIVE pools (id) AS (
     LIMIT :batch"""
 _PRUNE = "DELETE FROM {table} WHERE (pool_id, start_us) IN (" + _OLD_KEYS + ")"
 NEWEST = f"SELECT {COLUMNS} FROM entries WHERE pool_id = ? ORDER BY end_us DESC, start_us DESC LIMIT 1"
+# Each pool's newest end, the pools walked along the index (one probe each).
+_NEWEST_ENDS = """WITH RECURSIVE pools (id) AS (
+        SELECT min(pool_id) FROM entries
+        UNION ALL SELECT (SELECT min(pool_id) FROM entries WHERE pool_id > pools.id) FROM pools WHERE id IS NOT NULL)
+    SELECT id, (SELECT max(e.end_us) FROM entries AS e WHERE e.pool_id = pools.id) FROM pools WHERE id IS NOT NULL"""
 
 
 def newest(db: sqlite3.Connection, pool_id: str) -> LedgerEntry | None:
     """The pool's newest stored entry (``None``: it has none)."""
     row = db.execute(NEWEST, (pool_id,)).fetchone()
     return None if row is None else from_row(row)
+
+
+def newest_end(db: sqlite3.Connection) -> datetime | None:
+    """The newest end of any pool's entries (``None``: there are none)."""
+    ends = [from_us(int(end)) for _, end in db.execute(_NEWEST_ENDS) if end is not None]
+    return max(ends, default=None)
 
 
 def prune(db: sqlite3.Connection, cutoff: datetime) -> int:

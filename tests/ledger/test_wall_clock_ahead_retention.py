@@ -4,7 +4,9 @@ The retention removed the rows ending ``retention`` before the newest end just r
 stamped 100 days ahead (a node given a bad time by NTP, a pool first read there) removed all but the first entry of
 every pool, another agent's on a shared PostgreSQL ledger too, for good. The cutoff is now measured by the ledger's
 own clock where the newest end is past it: the PostgreSQL server's clock, and for SQLite the process's wall time
-carried on its monotonic clock, so a wall clock stepped forward after the ledger was opened does not move it."""
+carried on its monotonic clock, so a wall clock stepped forward after the ledger was opened does not move it; and
+for SQLite it starts from the newest end the file held when it was opened where that is earlier, so a writer that
+opens the ledger with its clock already ahead removes none of the history either."""
 
 from __future__ import annotations
 
@@ -94,3 +96,34 @@ def test_a_pool_first_read_with_the_clock_100_days_ahead_removes_no_other_pools_
     warned = [r.getMessage() for r in caplog.records if "ledger retention" in r.getMessage()]
     assert len(warned) == 1, warned  # told once, not at every write while the clock stays ahead
     assert "ahead" in warned[0] and "100 days" in warned[0]
+
+
+def test_a_writer_opening_the_ledger_100_days_ahead_removes_none_of_its_history(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SQLite ledger opened by a writer whose wall clock is 100 days ahead from the start (an agent restarted on a
+    node set wrong, a replica taking over the shared file), which records two readings of a new pool: the ledger's
+    clock starts from the newest end the file held (h100's last, 100 days before), not the writer's wall clock.
+    h100's three days (5,760 USD) stay whole, and the clock ahead is told once; before, all but h100's first entry
+    were removed (20 USD left), with no warning."""
+    path = tmp_path / "ledger.sqlite"
+    clock = _NodeClock(START)
+    with SqliteLedger(path, retention=MINIMUM, clock=clock) as store:
+        ours = SpendMeter(store, timedelta(minutes=30))
+        while clock.wall <= END:
+            ours.observe([PoolReading("h100", clock.wall, 8, 10.0, clock.seconds)])
+            clock.run(TICK)
+    ahead = _NodeClock(END + AHEAD)
+    with (
+        caplog.at_level(logging.WARNING, logger="agent.ledger.retention"),
+        SqliteLedger(path, retention=MINIMUM, clock=ahead) as store,
+    ):
+        theirs = SpendMeter(store, timedelta(minutes=30))
+        theirs.observe([PoolReading("a100", ahead.wall, 1, 1.0, ahead.seconds)])
+        ahead.run(TICK)
+        theirs.observe([PoolReading("a100", ahead.wall, 1, 1.0, ahead.seconds)])
+        assert store.spent(["h100"], START, END) == pytest.approx(8 * 10.0 * 72)
+        assert store.spent(["a100"], END + AHEAD, ahead.wall) == pytest.approx(0.25)
+    warned = [r.getMessage() for r in caplog.records if "ledger retention" in r.getMessage()]
+    assert len(warned) == 1, warned
+    assert "100 days, 0:00:00 past" in warned[0] and "clock is ahead" in warned[0]
