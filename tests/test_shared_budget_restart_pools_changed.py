@@ -6,7 +6,8 @@ holding its 8 units). The predecessor's standing reservation is named for the ol
 (``west (units held of west)``); the new agent's is ``west (units held of west, west-spot)``. The old one is still
 west's: the new agent neither counts it as another agent's (a projected overspend of 61,322.67 USD "reserved by the
 other agents", and no scale-up, for the hour it takes to expire) nor reserves beside it, but replaces it in its first
-tick and grants 7 units of the spot pool at 01:00, as it would have before other agents' reservations were projected.
+tick and grants the spot pool the 4 units that the demand's rise to 96 chips at 01:00 needs beyond what west's 8 busy
+units run, as it would have before other agents' reservations were projected.
 In memory (one ledger both agents write) and on PostgreSQL (a real server, each agent its own connection)."""
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ KEYS = ["team", "team@2024-02-01T00:00:00+00:00"]  # February's keys
 def _restart_with_a_pool_added(write_trace: TraceWriter, ledgers: rig.Ledgers, west_after: Ledger) -> None:
     """West and east tick an hour; west restarts on ``west_after`` with a spot pool added and ticks once with east."""
     history = (START - timedelta(hours=2)).isoformat()
-    west_trace = write_trace({"train": [64.0] * 36 + [96.0] * 60}, start=history, name="west.csv")
+    west_trace = write_trace({"train": [64.0] * 35 + [96.0] * 61}, start=history, name="west.csv")
     east_trace = write_trace({"train": [64.0] * 96}, start=history, name="east.csv")
     west_config = rig.shared_budget_config("west", "east", monthly_cap_usd=CAP)
     west = rig.member(west_config, "west", west_trace, ledgers[0], START, units=8)
@@ -57,7 +58,7 @@ def _restart_with_a_pool_added(write_trace: TraceWriter, ledgers: rig.Ledgers, w
 
     overspends = [a.summary for a in report.alerts if a.kind is AlertKind.PROJECTED_OVERSPEND]
     assert overspends == []
-    assert [(r.pool_id, r.from_units, r.to_units) for r in report.plan.resizes] == [("west-spot", 0, 7)]
+    assert [(r.pool_id, r.from_units, r.to_units) for r in report.plan.resizes] == [("west-spot", 0, 4)]
     # the predecessor's reservation was replaced: all of west's standing reservations are under the new name
     deployment = StandingHolder("west", ("west", "west-spot"))
     assert isinstance(west_after, Reservations)
