@@ -3,11 +3,12 @@
 Without ``--for`` it checks what every command needs (the schema, its bounds and the cross-field rules).
 ``--for run`` adds what the daemon needs before it connects to anything (a ``prometheus`` section, a ``cloud``
 section for every pool that is not on-prem, not the install manifests' example configuration in enforce mode) and
-the Slack webhook URL's source, read from this process's environment as ``run`` reads it (``alerts.slack_webhook_url_file`` readable, or ``alerts.slack_webhook_url_env``
-unset or an http(s) URL); ``--for recommend`` adds the ``prometheus`` section. ``leadtime run`` calls
-``check_for(..., "run")`` itself before it connects, so a file that passes ``--for run`` is not rejected by ``run``
-for its content, and a file that fails is refused by both with the same lines, every problem at once. Outside a
-pod, leader election off passes with a note on stderr: a pod refuses it unless it declares itself the only replica.
+the Slack webhook URL's source, read from this process's environment as ``run`` reads it
+(``alerts.slack_webhook_url_file`` readable, or ``alerts.slack_webhook_url_env`` unset or an http(s) URL);
+``--for recommend`` adds the ``prometheus`` section. ``leadtime run`` calls ``check_for(..., "run")`` itself before it
+connects, so a file that passes ``--for run`` is not rejected by ``run`` for its content, and a file that fails is
+refused by both with the same lines, every problem at once. Outside a pod, leader election off passes with a note on
+stderr: a pod refuses it unless it declares itself the only replica.
 """
 
 from __future__ import annotations
