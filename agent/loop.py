@@ -145,6 +145,9 @@ class Agent:
         self.last_read_units: dict[str, int] = {}
         # Off in the daemon, whose scheduled refit is the only one once a model is fitted (see the module's text).
         self.refit_in_ticks = True
+        # Told of each fit made by ``fit_on`` (a tick's refit included): the end of its history and whether the
+        # configured model is still pending. The daemon exports it (``leadtime_model_fitted_timestamp_seconds``).
+        self.on_fitted: Callable[[datetime, bool], None] | None = None
         self.waiting_costs = settings.waiting_costs()
         self._paced = any(b.pacing == "forecast" for b in settings.budgets)
         self._profiles = HourlyBurstProfile(
@@ -190,6 +193,8 @@ class Agent:
         self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
         self.last_refit = now
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
+        if self.on_fitted is not None:
+            self.on_fitted(now, self.configured_model_pending is not None)
 
     def stage_refit(self, now: datetime) -> StagedRefit:
         """Read the history window ending at ``now``, within ``refit_reads_within``, for a refit beside the ticks: it

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import platform
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
@@ -119,18 +120,22 @@ class DaemonMetrics:
             "leadtime_last_successful_tick_timestamp_seconds", "Unix time of the last successful tick.", registry=r
         )
         self.info = Gauge("leadtime_info", "Mode and identity of this replica.", ["mode", "identity"], registry=r)
+        # The two model gauges are registered at the first fit (``record_model``): before it they export no sample,
+        # not a fit at 0 (1970) that the model-age alert would read as decades old.
         self.model_fitted = Gauge(
             "leadtime_model_fitted_timestamp_seconds",
-            "Unix time of the end of the history the model the ticks forecast with was fitted on, set when a refit "
-            "is swapped in; a failed refit leaves it.",
-            registry=r,
+            "Unix time of the end of the history the model the ticks forecast with was fitted on, set at each fit "
+            "(a tick's first fit and each refit swapped in); a failed refit leaves it; absent before the first fit.",
+            registry=None,
         )
         self.configured_model_pending = Gauge(
             "leadtime_configured_model_pending",
             "1 while a stand-in forecasts because the configured model has not been fitted (its fit failed), else 0; "
-            "set when a refit is swapped in.",
-            registry=r,
+            "set at each fit; absent before the first fit.",
+            registry=None,
         )
+        self._model_registered = threading.Lock()
+        self._model_exported = False
         self._demand_gauges = (self.forecast, self.observed_demand, self.group_forecast, self.group_observed_demand)
         self._labelled: dict[Gauge, set[tuple[str, ...]]] = {}  # label sets each gauge was last given
         self._tick_gauges = (
@@ -235,8 +240,14 @@ class DaemonMetrics:
         self.last_success.set(now.timestamp())
 
     def record_model(self, fitted_at: datetime, pending: bool) -> None:
+        """A model was fitted on the history ending at ``fitted_at``: in a tick or by a refit swapped in."""
         self.model_fitted.set(fitted_at.timestamp())
         self.configured_model_pending.set(1 if pending else 0)
+        with self._model_registered:  # the first fit registers the gauges, set before they are scraped
+            if not self._model_exported:
+                self.registry.register(self.model_fitted)
+                self.registry.register(self.configured_model_pending)
+                self._model_exported = True
 
     def set_identity(self, mode: str, identity: str) -> None:
         self.info.labels(mode, identity).set(1)

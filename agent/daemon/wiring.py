@@ -166,6 +166,7 @@ def assemble(
     agent.budget_watch.adopts_in_flight = mode != "dry-run"  # in dry-run, units in flight are another's scale-ups
 
     metrics = DaemonMetrics(parts.registry)
+    agent.on_fitted = metrics.record_model  # a tick's fit too, not only a refit swapped in
     metrics.registry.register(BackoffCollector(lambda: agent.memory if elector.is_leader(clock.now()) else None, clock))
     metrics.registry.register(BudgetLedgerCollector(lambda: agent.budget_watch.coverage))
     metrics.registry.register(

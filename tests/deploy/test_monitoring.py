@@ -8,7 +8,7 @@ import json
 import re
 import shutil
 import subprocess
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +67,10 @@ def _exposed_names() -> set[str]:
     shadow = ShadowCollector(ShadowBook([], [], timedelta(hours=1)))
     backoffs = BackoffCollector(lambda: None, SystemClock())
     ledgers = BudgetLedgerCollector(lambda: [])
+    daemon = DaemonMetrics()
+    daemon.record_model(datetime(2026, 1, 1, tzinfo=UTC), pending=False)  # the model's gauges appear at its first fit
     collectors: list[Collector] = [
-        DaemonMetrics().registry,
+        daemon.registry,
         actuators,
         AlertQueueCollector(_Queue()),  # type: ignore[arg-type]
         shadow,
