@@ -31,7 +31,12 @@ days of an unwatched gap, and the ledger's end stood 100 days ahead, so that onc
 reading was charged on a piece at that end, in a future month. The next reading is compared with that reading's wall
 time, not where it was placed: one whose wall time is within the tolerance of the monotonic time since it says the
 wall clock holds its new time, and is recorded where it was read, the time from where the previous one was placed
-charged as any interval is: the ledger catches up with the wall clock at the next reading and stays with it.
+charged as any interval is: the ledger catches up with the wall clock at the next reading and stays with it. A reading
+at the same instant as a previous one placed back (less than ``STEP_TOLERANCE`` since it on the monotonic clock: the
+agent's own scale-up, recorded in the tick that read the pool) says nothing of whether the clock keeps its new time,
+and is placed with that one (its place plus the monotonic time since, the same step ahead); taken as the clock
+keeping its time, it was recorded where it was read, and a tick 100 days ahead that also scaled up charged the 100
+days as a gap at the new units and left the ledger's end 100 days ahead.
 Compared with where the previous reading was placed instead, every later reading was found ahead by the step again,
 so a step forward the wall clock kept (NTP setting a slow clock right; a VM suspended, on a monotonic clock that
 stands still while suspended) was never charged and left the ledger behind the wall clock for good, its current-hour
@@ -109,9 +114,13 @@ def place(newest: LedgerEntry | None, reading: PoolReading, previous: Baseline |
     if own and previous is not None and reading.monotonic_s is not None and previous[1] is not None:
         elapsed = timedelta(seconds=max(0.0, reading.monotonic_s - previous[1]))
     if reading.at >= newest.end:
-        if elapsed is not None and previous is not None and reading.at - previous[3] > elapsed + STEP_TOLERANCE:
+        if elapsed is not None and previous is not None:
             measured = previous[0] + elapsed  # own: the pool's previous reading is where its newest entry ends
-            return Placed(replace(reading, at=measured), ahead=reading.at - measured)
+            stepped = reading.at - previous[3] > elapsed + STEP_TOLERANCE
+            # a reading at the same instant as a previous one placed back (the tick's own scale-up): placed with it
+            with_previous = elapsed < STEP_TOLERANCE and previous[3] - previous[0] > STEP_TOLERANCE
+            if stepped or (with_previous and reading.at > measured):
+                return Placed(replace(reading, at=measured), ahead=reading.at - measured)
         if elapsed is None or previous is None or not previous[2]:
             return Placed(reading)
         return Placed(reading, uncovered=min(elapsed, max(timedelta(0), elapsed - (reading.at - newest.end))))

@@ -18,12 +18,15 @@ from pathlib import Path
 
 import pytest
 
+from agent.budget_watch import BudgetWatch
 from agent.ledger import InMemoryLedger
 from agent.ledger.accrual import PoolReading
 from agent.ledger.base import Ledger
 from agent.ledger.meter import SpendMeter
 from agent.ledger.postgres import PostgresLedger
 from agent.ledger.sqlite import SqliteLedger
+from config import settings_from_mapping
+from models import ActionResult, ActionStatus, CapacityPlan, PoolState, Resize
 from tests.postgres.fixtures import POSTGRES, Database
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
@@ -127,3 +130,85 @@ def test_a_replay_without_monotonic_times_is_charged_by_its_wall_times() -> None
     assert ledger.spent(["h100"], *EVER) == pytest.approx(16 * 10.0 * 6)
     newest = ledger.last_entry("h100")
     assert newest is not None and newest.end == START + timedelta(hours=6)
+
+
+@pytest.mark.parametrize("kind", ["memory", "sqlite", pytest.param("postgres", marks=POSTGRES)])
+def test_a_scale_up_in_the_tick_ahead_is_placed_with_that_tick(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An hour of 8 units read every 5 minutes, one tick with the wall clock 100 days ahead in which the agent also
+    scales the pool up to 16 units (a second reading at the same wall and monotonic time, as the budget watch
+    records a scale-up), then an hour at 16 units on the right clock: 240.00 USD, as on a clock that never stepped
+    (8 units for the first hour, 16 from the scale-up on), all in December, the ledger ending at the last reading.
+    Before, the scale-up reading was compared with the tick's wall time, taken as the clock keeping its new time and
+    recorded 100 days ahead: the 100 days were charged as a gap at 16 units (384,240.00 USD in all, 118,960.00 of it
+    in December), the ledger's end stood 100 days ahead and every later reading was told as a step back."""
+    ledger = _ledger(kind, request, tmp_path)
+    meter = SpendMeter(ledger, gap_after=TICK)
+    wall, mono = START, 0.0
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
+        for _ in range(12):
+            meter.observe([PoolReading("h100", wall, 8, 10.0, mono)])
+            wall, mono = wall + TICK, mono + 300
+        meter.observe([PoolReading("h100", wall + AHEAD, 8, 10.0, mono)])  # the tick ahead
+        meter.observe([PoolReading("h100", wall + AHEAD, 16, 10.0, mono)])  # its own scale-up, same stamps
+        wall, mono = wall + TICK, mono + 300
+        for _ in range(12):
+            meter.observe([PoolReading("h100", wall, 16, 10.0, mono)])
+            wall, mono = wall + TICK, mono + 300
+    last = wall - TICK
+    really = 8 * 10.0 * 60 / 60 + 16 * 10.0 * 60 / 60
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(really)
+    assert ledger.spent(["h100"], START, last) == pytest.approx(really)  # in December, up to the last reading
+    newest = ledger.last_entry("h100")
+    assert newest is not None and newest.end == last
+    assert not _messages(caplog, "not observed")
+    assert not _messages(caplog, "stepped back")
+    forward = _messages(caplog, "stepped forward")
+    assert len(forward) == 1, forward
+    assert "100 days, 0:00:00 past its previous reading" in forward[0]
+
+
+def test_the_budget_watch_places_its_scale_up_with_the_tick_ahead(caplog: pytest.LogCaptureFixture) -> None:
+    """The loop's ticks every 5 minutes on an 8-unit pool, the wall clock 100 days ahead for one tick in which the
+    agent scales the pool up to 16 (``BudgetWatch.acted`` records it at the tick's wall time and monotonic seconds),
+    then an hour of ticks on the right clock: 240.00 USD, in December, the ledger ending at the last tick (before:
+    384,240.00 USD, the ledger's end 100 days ahead)."""
+    settings = settings_from_mapping(
+        {
+            "demand_classes": [{"name": "a"}],
+            "pools": [
+                {
+                    "id": "h100",
+                    "kind": "gpu-node-pool",
+                    "chips_per_unit": 8,
+                    "max_units": 40,
+                    "lead_time": "10m",
+                    "price_per_unit_hour_usd": 10.0,
+                    "serves": ["a"],
+                },
+            ],
+        }
+    )
+    ledger = InMemoryLedger()
+    seconds = [0.0]  # the monotonic clock the watch is given: runs 300 s a tick, whatever the wall clock says
+    pools = {p.pool_id: p for p in settings.pool_specs()}
+    watch = BudgetWatch(settings, pools, ledger, tick=TICK, monotonic=lambda: seconds[0])
+    with caplog.at_level(logging.WARNING, logger="agent.ledger.meter"):
+        for i in range(25):
+            now = START + i * TICK + (AHEAD if i == 12 else timedelta(0))
+            units = 8 if i <= 12 else 16
+            watch.observe(now, {"h100": PoolState("h100", now, units, units)})
+            if i == 12:  # the agent's own scale-up, in the tick ahead
+                up = Resize("h100", 8, 16, "demand", "h100@up")
+                done = ActionResult(up.key, "h100", ActionStatus.DONE, now)
+                watch.acted(now, CapacityPlan(now, (up,)), [done], {"h100": PoolState("h100", now, 8, 8)})
+            seconds[0] += TICK.total_seconds()
+    last = START + 24 * TICK
+    really = 8 * 10.0 * 60 / 60 + 16 * 10.0 * 60 / 60
+    assert ledger.spent(["h100"], *EVER) == pytest.approx(really)
+    assert ledger.spent(["h100"], START, last) == pytest.approx(really)
+    newest = ledger.last_entry("h100")
+    assert newest is not None and newest.end == last
+    assert not _messages(caplog, "stepped back")
+    assert len(_messages(caplog, "stepped forward")) == 1
