@@ -3,9 +3,12 @@
 The client's ``leaderelection`` module is not used: when the connection itself fails its leader thread dies
 without ever reporting that it stopped leading, so a second replica takes over while the first still acts.
 
-The rules, all measured on this replica's own monotonic clock (``time.monotonic`` unless one is injected), as
-client-go does: a wall clock stepped back or forward (NTP, a VM resumed) changes neither deadline. The wall time
-(``now``, always passed in) is only written into the Lease (renew and acquire times) and reported as last contact.
+The rules, all measured on this replica's own monotonic clock, as client-go does: a wall clock stepped back or
+forward (NTP, a VM resumed) changes neither deadline. The daemon injects its clock's (``SystemClock.monotonic``:
+``models.clock.steady_seconds``, ``CLOCK_BOOTTIME`` on Linux), which counts the time the machine was suspended, so
+a leader whose VM was suspended past its renew deadline stops acting when it resumes; ``time.monotonic``, which
+stands still while suspended, is only the default for an elector built without one. The wall time (``now``, always
+passed in) is only written into the Lease (renew and acquire times) and reported as last contact.
 
 * The leader acts only while its monotonic clock is before the last successful renewal + renew_deadline. A
   renewal counts from the moment it was *sent*, so a slow or lost answer only shortens the window.
