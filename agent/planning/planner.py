@@ -37,7 +37,7 @@ from agent.planning.budgeting import apply_budgets
 from agent.planning.decisions import with_budgets
 from agent.planning.needs import Unknown, group_shares, missing_for
 from agent.planning.plan_input import PlanInput, plan_groups
-from agent.planning.sizing import paced_shares, size_pools
+from agent.planning.sizing import idle_window, paced_shares, size_pools
 from agent.planning.slice_release import slice_release
 from models import (
     CapacityPlan,
@@ -189,7 +189,7 @@ def _scale_down(
     # be needed again (with the idle hold first: on helios-earth-slices.yaml at equal service the forecast rule
     # after 10 minutes of idleness cost 1.069x the oracle at 0.5% unserved, after the hold 1.021x; at 0.1%
     # 1.338x and 1.345x, against 1.022x and 1.413x for the hold alone).
-    window = max(given.settings.scale_down_stabilization, pool.lead_time * given.settings.idle_hold_lead_times)
+    window = idle_window(given, pool)
     slice_rule = slice_release(given, pool)
     settled = sum(1 for since in state.idle_since if given.now - since >= window)
     if settled == 0:

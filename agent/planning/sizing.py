@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import timedelta
 
 from agent.planning.pacing import pace_needs
 from agent.planning.plan_input import PlanInput, plan_groups
@@ -132,21 +133,42 @@ def _rooms(given: PlanInput) -> tuple[dict[str, float], dict[str, int]]:
     return room, tops
 
 
+def idle_window(given: PlanInput, pool: PoolSpec) -> timedelta:
+    """How long a unit of the pool must be observed idle before it may be released (the scale-down rule)."""
+    return max(given.settings.scale_down_stabilization, pool.lead_time * given.settings.idle_hold_lead_times)
+
+
 def _busy_chips(given: PlanInput, room: Mapping[str, float]) -> dict[str, float]:
-    """The chips each read pool's busy units (ready, not idle) run. Running work stays where it runs: placed cheapest
-    first regardless, demand that busy units of a dearer pool serve was bought again in a cheaper one (backed off,
-    blocked or at its bound when the work started) and both were paid for until the work ended. A pool whose idle
-    units cannot be read has none idle: all its ready units count as busy. An on-prem pool, first in fill order,
-    counts all the units it can work with (its room): its idleness is not read, and its work is the demand the
-    cloud pools' busy units do not run (held first by a cloud pool, a class's demand left its own on-prem pool
-    unused and the next class's was bought on spot)."""
+    """The chips each read pool's busy units run, held for the demand they may serve before anything is placed
+    cheapest first. Running work stays where it runs: placed cheapest first regardless, demand that busy units of a
+    dearer pool serve was bought again in a cheaper one (backed off, blocked or at its bound when the work started)
+    and both were paid for until the work ended.
+
+    A unit counts as busy until it has been idle for the pool's idle window (``idle_window``, the one a release
+    waits for): a unit whose pod ended a moment ago is usually given the next pod, and freeing its chips at once
+    bought cheaper units that sat unused and went an hour later, at every such moment, while the dear unit was never
+    released. Idle units whose idle start is not known count as busy (no release takes them either).
+
+    A cloud pool holds only where which class its busy units run cannot change where the rest goes: every class it
+    serves has the same eligible pools. Otherwise (which class runs there is not read) its chips were credited to
+    the class served first, and a class with pending demand was sent to nothing it can run on; such a pool holds
+    nothing, its demand placed cheapest first (at worst bought again, never left unserved).
+
+    An on-prem pool, first in fill order, counts all the units it can work with (its room): its idleness is not
+    read, and its work is the demand the cloud pools' busy units do not run (held first by a cloud pool, a class's
+    demand left its own on-prem pool unused and the next class's was bought on spot)."""
+    eligible = [frozenset(g.pools) for g in plan_groups(given)]
     busy: dict[str, float] = {}
     for pool in given.pools:
         if pool.kind is PoolKind.ON_PREM:
             busy[pool.pool_id] = room[pool.pool_id]
-        elif (state := given.states.get(pool.pool_id)) is not None:
-            units = max(0, state.ready_units - max(state.idle_units, len(state.idle_since)))
-            busy[pool.pool_id] = float(units * pool.chips_per_unit)
+            continue
+        state = given.states.get(pool.pool_id)
+        if state is None or len({pools for pools in eligible if pool.pool_id in pools}) > 1:
+            continue
+        window = idle_window(given, pool)
+        settled = sum(1 for since in state.idle_since if given.now - since >= window)
+        busy[pool.pool_id] = float(max(0, state.ready_units - settled) * pool.chips_per_unit)
     return busy
 
 
