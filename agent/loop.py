@@ -35,7 +35,7 @@ from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unr
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.memory_clock import memory_within_clock
-from agent.model_refits import RefitReadCut, StagedRefit, refit_in_tick
+from agent.model_refits import RefitReadCut, StagedRefit, kept_unread, refit_in_tick
 from agent.notify.base import Notifier
 from agent.observation import with_group_series
 from agent.onprem_capacity import onprem_capacity_events, read_onprem
@@ -206,7 +206,8 @@ class Agent:
             left = read_time_left()
         if unread and left is not None and left[0] <= 0:
             raise RefitReadCut.of(history_span, self.refit_reads_within, sorted(unread), len(self.classes))
-        return StagedRefit(history, now, self.groups, self.step, self._take, self._install)
+        # one class's failed read does not fail the others' refit: each is logged, its model kept
+        return StagedRefit(history, now, self.groups, self.step, self._take, self._install, unread=kept_unread(unread))
 
     def _take(self) -> tuple[Forecaster, Forecaster | None]:
         """Copies of the model to refit (the configured one while a stand-in forecasts) and of the stand-in in use,

@@ -22,8 +22,8 @@ configured model still pending, so the stand-in's calibration follows demand rat
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 import pandas as pd
@@ -52,6 +52,19 @@ class RefitReadCut(Exception):
         )
 
 
+def kept_unread(unread: Mapping[str, MetricsUnavailable]) -> Mapping[str, MetricsUnavailable]:
+    """Log each class a refit's history read did not read though its deadline had not passed, and return them: the
+    refit goes on without them, and each keeps its model and calibration from the last fit."""
+    for name, why in sorted(unread.items()):
+        log.warning(
+            "refit: the history of class %s was not read (%s); its model and calibration are kept from the last fit "
+            "until a refit reads it",
+            name,
+            why.reason,
+        )
+    return unread
+
+
 @dataclass
 class StagedRefit:
     """A refit fitted apart from the model ticks use; ``take`` and ``install`` run between ticks, ``fit`` may run
@@ -68,6 +81,9 @@ class StagedRefit:
     stand_in: Forecaster | None = None
     # the configured model's fit failure, when the stand-in was refitted in its place
     failure: Exception | None = None
+    # the classes whose history read failed though the deadline had not passed: each keeps its model and calibration
+    # from the last fit (the daemon counts each in ``leadtime_errors_total``)
+    unread: Mapping[str, MetricsUnavailable] = field(default_factory=dict)
 
     @property
     def fitted_at(self) -> datetime:

@@ -6,7 +6,7 @@ The daemon owns scheduling, leadership, health and metrics; everything a tick de
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -70,6 +70,11 @@ class StagedRefit(Protocol):
     @property
     def failure(self) -> Exception | None:
         """Why the configured model was not fitted, when a stand-in was refitted in its place."""
+        ...
+
+    @property
+    def unread(self) -> Mapping[str, Exception]:
+        """The classes whose history was not read (the deadline not passed), and why: their models are kept."""
         ...
 
     def take(self) -> None:

@@ -196,6 +196,8 @@ class Daemon:
                     self._loop.refit(now)
             return
         staged = self._loop.stage_refit(now)  # reads the metric source only, within its deadline: ticks go on
+        for why in staged.unread.values():  # a class not read keeps its model; the loop logged which
+            self._metrics.record_error(why)
         with self._work:
             if self._stopping.is_set():
                 return
