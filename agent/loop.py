@@ -35,7 +35,7 @@ from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unr
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.memory_clock import memory_within_clock
-from agent.model_refits import RefitReadCut, StagedRefit, kept_unread, refit_in_tick
+from agent.model_refits import StagedRefit, kept_unread, refit_in_tick
 from agent.notify.base import Notifier
 from agent.observation import with_group_series
 from agent.onprem_capacity import onprem_capacity_events, read_onprem
@@ -57,6 +57,7 @@ from models import (
     MetricsUnavailable,
     PoolState,
 )
+from models.errors import RefitReadCut
 
 if TYPE_CHECKING:  # the slice adapter imports the cloud SDKs' errors, which only a live daemon loads
     from actuators.short_slices import ShortSlices

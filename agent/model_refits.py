@@ -33,23 +33,8 @@ from agent.planning.groups import DemandGroup
 from agent.sources.base import read_deadline
 from forecasting.base import Forecaster
 from models import ForecastError, MetricsUnavailable
-from models.durations import format_duration
 
 log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
-
-
-class RefitReadCut(Exception):
-    """A refit's history read did not finish within its deadline: the models in use are kept."""
-
-    @classmethod
-    def of(cls, history: timedelta, deadline: timedelta, unread: Sequence[str], classes: int) -> RefitReadCut:
-        listed = ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else "")
-        return cls(
-            f"the refit's history read (forecast.history {format_duration(history)}) did not finish within "
-            f"{format_duration(deadline)}, half of forecast.refit_interval: {len(unread)} of {classes} classes not "
-            f"read ({listed}); the models in use are kept. Prometheus answers the range queries over forecast.history "
-            "too slowly: check its load, or shorten forecast.history"
-        )
 
 
 def kept_unread(unread: Mapping[str, MetricsUnavailable]) -> Mapping[str, MetricsUnavailable]:

@@ -33,7 +33,11 @@ exception type.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
+
+from models.durations import format_duration
 
 
 class LeadtimeError(Exception):
@@ -99,6 +103,20 @@ class MetricSourceUnavailable(LeadtimeError):
 
 class ForecastError(LeadtimeError):
     """A forecaster could not produce a usable forecast for a series."""
+
+
+class RefitReadCut(Exception):
+    """A refit's history read did not finish within its deadline: the models in use are kept."""
+
+    @classmethod
+    def of(cls, history: timedelta, deadline: timedelta, unread: Sequence[str], classes: int) -> RefitReadCut:
+        listed = ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else "")
+        return cls(
+            f"the refit's history read (forecast.history {format_duration(history)}) did not finish within "
+            f"{format_duration(deadline)}, half of forecast.refit_interval: {len(unread)} of {classes} classes not "
+            f"read ({listed}); the models in use are kept. Prometheus answers the range queries over forecast.history "
+            "too slowly: check its load, or shorten forecast.history"
+        )
 
 
 class LedgerUnavailable(LeadtimeError):

@@ -31,7 +31,6 @@ import pytest
 from actuators import SimulatedCluster
 from agent.daemon.wiring import AssembledDaemon, DaemonParts, assemble
 from agent.ledger import InMemoryLedger
-from agent.model_refits import RefitReadCut
 from agent.notify import RecordingNotifier
 from agent.sources.prometheus import PrometheusSource
 from agent.sources.prometheus_queries import demand_queries
@@ -39,6 +38,7 @@ from config import settings_from_mapping
 from config.schema import Settings
 from forecasting import PersistenceForecaster
 from models.clock import SimulatedClock
+from models.errors import RefitReadCut
 from tests.fakes.http_server import serving
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
