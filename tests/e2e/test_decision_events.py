@@ -30,13 +30,18 @@ from tests.fakes import kube_objects as objs
 MINUTE = timedelta(minutes=1)
 ENVIRON = {"POD_NAME": "leadtime-0", "POD_NAMESPACE": "leadtime"}
 STATE = "leadtime-state"  # the agent's state ConfigMap: pool decisions are attached to it
-# Each resize says why, from its decision record: 24 chips of demand are 3 units of 8 chips, of which the hourly
-# cap allows 1; the on-demand pool has no demand left and releases its 2 units idle for the window.
+# Each resize says why, from its decision record: of 48 chips of demand the on-demand pool's 3 units hold 24 (one
+# busy, two idle for less than the window), and the other 24 are 3 spot units of 8 chips, of which the hourly cap
+# allows 1; once its two units have been idle for the window, the on-demand pool keeps the 8 chips of 16 that its
+# busy unit runs and releases them.
 TRIMMED_UP = (
-    "need 24 chips within lead time 10m (training: q0.9 peak 24, now 24) -> 3 units of 8 chips = 3 -> "
-    "budget 'spot-hourly' (hourly cap) -2: 1 -> target 1"
+    "need 24 chips within lead time 10m (training: q0.9 peak 48, now 48, 24 of 48 here) -> 3 units of 8 chips = 3 "
+    "-> budget 'spot-hourly' (hourly cap) -2: 1 -> target 1"
 )
-RELEASE = "no demand assigned -> 0 units of 8 chips = 0 -> 2 units idle for 10m: 1 -> target 1"
+RELEASE = (
+    "need 8 chips within lead time 10m (training: q0.9 peak 16, now 16, 8 of 16 here) -> 1 units of 8 chips = 1 "
+    "-> target 1"
+)
 
 
 def _scenario(rig: Rig, kube: k8s.ApiClient, mode: str) -> tuple[str, str]:
@@ -48,7 +53,7 @@ def _scenario(rig: Rig, kube: k8s.ApiClient, mode: str) -> tuple[str, str]:
     web["spec"]["terminationGracePeriodSeconds"] = 0  # stops at once: evicted, it is gone on the same tick
     rig.kube.put("pods", web)
     rig.kube.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, min_available=1), group="policy")
-    rig.prometheus.set_demand(CLASS, 24)
+    rig.prometheus.set_demand(CLASS, 48)
     document = rig.config_document(election=True, mode=mode)
     document["budgets"] = [{"name": "spot-hourly", "pools": [SPOT], "hourly_cap_usd": 20}]
     settings = settings_from_mapping(document, source="e2e config")
@@ -64,7 +69,7 @@ def _scenario(rig: Rig, kube: k8s.ApiClient, mode: str) -> tuple[str, str]:
     assembled.daemon.refit()
     tick(MINUTE)
     rig.settle()
-    rig.prometheus.set_demand(CLASS, 8)
+    rig.prometheus.set_demand(CLASS, 16)
     for _ in range(4):  # idle for the stabilization window, then drained; one drain waits on the budget
         tick(5 * MINUTE)
     rig.kube.delete("poddisruptionbudgets", "web", "default", group="policy")
@@ -282,13 +287,7 @@ def test_in_dry_run_the_same_decisions_are_events_marked_as_recommendations(
     assert drains == sorted((waits, idle))
     ups = {(e.message, e.count) for e in events if e.reason == "RecommendScaleUp"}
     would = f"dry-run: pool {SPOT}: would scale up from 0 to 1 units:"
-    # the trimmed first recommendation, then the same recommendation on every later tick (nothing moved): one
-    # Event with its count
-    assert ups == {
-        (f"{would} {TRIMMED_UP}", 1),
-        (
-            f"{would} need 8 chips within lead time 10m (training: q0.9 peak 8, now 8) -> 1 units of 8 chips = 1 "
-            "-> target 1",
-            5,
-        ),
-    }
+    # the trimmed first recommendation, then spot's 8 chips once the on-demand pool's two units have been idle for
+    # the window (with its scale-down): nothing moved, and a recommended drain starts their idle window again, so
+    # they hold their chips on the later ticks
+    assert ups == {(f"{would} {TRIMMED_UP}", 1), (f"{would} {RELEASE}", 1)}
