@@ -17,7 +17,8 @@ their pace on the monotonic clock instead (``agent.daemon.clock_watch``): a step
 VM) moves their next run times by the step, within one interval of now, and wakes the scheduler, so a step back does
 not hold them for its length (an hour back held every election, tick and refit for the hour: the lease lapsed
 without a word and no pool was planned) and a step forward does not run them early. The daily report stays at its
-wall-clock time: after a step back it is not sent again for the day it was sent for.
+wall-clock time: a step forward past it sends it at once, and once, however far past (a step over two report times
+sends one report, which covers both days), and after a step back it is not sent again for the day it was sent for.
 
 Stopping (SIGTERM or SIGINT): no new tick or refit starts; a model being fit beside the ticks is abandoned (it writes
 nothing and is never swapped in); the tick in progress finishes (or a refit's history read or model swap, which
@@ -156,7 +157,10 @@ class DaemonRuntime:
             self._daemon.daily_report,
             CronTrigger(hour=hour, minute=minute, timezone=UTC),
             id="daily-report",
-            misfire_grace_time=3600,
+            # however late: a step of the wall clock forward past its time must not drop the day's report; it is
+            # sent once, coalesced with any other report time the step passed
+            misfire_grace_time=None,
+            coalesce=True,
         )
         if self._checks:
             self._scheduler.add_job(self._run_checks, "date", run_date=now, id="checks", misfire_grace_time=None)
@@ -264,10 +268,11 @@ class DaemonRuntime:
                 moved.append(f"{job_id} at {due.isoformat(timespec='seconds')}")
         log.warning(
             "the wall clock was stepped %s by %s (NTP, a resumed VM: check the node's time sync); the election, tick "
-            "and refit keep their pace on the monotonic clock, next: %s; the daily report stays at %s UTC",
+            "and refit keep their pace on the monotonic clock, next: %s; the daily report stays at %s UTC, %s",
             "back" if step < timedelta(0) else "forward",
             abs(step),
             ", ".join(moved) or "none (stopping)",
             self._schedule.daily_report_at,
+            "not sent again for a day it was sent for" if step < timedelta(0) else "sent at once if the step passed it",
             extra={"step_s": step.total_seconds()},
         )
