@@ -15,12 +15,13 @@ replaces the claim with the marks of the releases carried out.
 A claim says a release is being carried out before it is: only a release the executor sends is claimed. An agent
 whose releases are only recorded (dry-run, ``sends`` false) reads the others' marks again and cuts its sheds by them,
 but claims nothing, as it marks nothing at its commit. Once the executor acted, the claims of the releases it did not
-carry out are taken back (``executed``), and a tick that fails takes back those it has not yet judged (``release``),
-so an agent whose ticks fail before it acts marks nothing and the others shed for its units. A release carried out
-keeps its claim through a failure later in the tick (writing its spend, its commit): its units are going, and
-the standing reservation that counts them as staying was not replaced, so taking it back had the others shed for
-them again (and the agent buy back what they shed). A claim lives one tick (not two, as a mark), so one a tick could
-neither replace nor take back (its process killed, the ledger lost) is not read by the next ticks of the others.
+carry out are taken back (``executed``; an executor that raises part-way is judged on what it did until then), and a
+tick that fails takes back those it has not yet judged (``release``), so an agent whose ticks fail before it acts
+marks nothing and the others shed for its units. A release carried out keeps its claim through a failure later in the
+tick (a later action raising, writing its spend, its commit): its units are going, and the standing reservation
+that counts them as staying was not replaced, so taking it back had the others shed for them again (and the agent buy
+back what they shed). A claim lives one tick (not two, as a mark), so one a tick could neither replace nor take back
+(its process killed, the ledger lost) is not read by the next ticks of the others.
 
 The in-process ledgers (memory, SQLite) decide a claim under the process's lock: only one process writes them
 (``leadtime run`` refuses ``remote_pools`` on them), so no other agent's marks can come between. A ledger without
@@ -150,8 +151,9 @@ class ShedClaims:
 
     def release(self) -> None:
         """Take back the claims of the releases not judged carried out since the last commit: the tick that made
-        them ends without one (it failed before the executor acted, or while it acted), so they may not be carried
-        out. Those of releases carried out stay, for the next commit to replace (or to lapse in a tick)."""
+        them ends without one (it failed before the executor acted; one raising part-way judged what it did first),
+        so they may not be carried out. Those of releases carried out stay, for the next commit to replace (or to
+        lapse in a tick)."""
         claimed = [i for ids in self._claimed.values() for i in ids]
         self._claimed, self._keys = {}, {}
         self._release(claimed, "claims of releases not carried out")

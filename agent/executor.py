@@ -112,8 +112,12 @@ def execute(
     memory: PlannerMemory,
     now: datetime,
     drains: NodeDrains | None = None,
+    results: list[ActionResult] | None = None,
 ) -> Execution:
-    results: list[ActionResult] = []
+    """Carry out ``plan`` (see the module's text). ``results``, where given, is the list each action's result is added
+    to as it is carried out: an error no adapter translates raised part-way fails the tick, and its caller still knows
+    what was sent before it (the claims of those releases stay: ``BudgetWatch.executed``)."""
+    results = [] if results is None else results
     alerts: list[AlertEvent] = []
     if drains is not None:
         memory = _absorb(drains.continue_pending(now), pools, memory, now, results, alerts)

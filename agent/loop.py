@@ -345,7 +345,12 @@ class Agent:
         if log.isEnabledFor(logging.INFO):  # rendering every record costs a tenth of a replayed tick: only when kept
             for _, decision in sorted(plan.decisions.items()):  # one line per pool, rendered from its record
                 log.info("decision: %s", decision.why(), extra=decision.log_fields())
-        execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains)
+        sent: list[ActionResult] = []  # added to as the executor acts: what it did before an error it raises
+        try:
+            execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains, sent)
+        except Exception:
+            self.budget_watch.executed(sent)  # the releases sent before it keep their claims, the others not
+            raise
         self.budget_watch.executed(execution.results)  # a failure from here on takes back no release carried out
         self.memory = execution.memory
         if (short := self.parts.short_slices) is not None:  # as this tick's reads left it, for the next save
