@@ -35,7 +35,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the kubernetes client is not imported with the rules (the CLI reads their words without it)
-    from kube.models import V1Node, V1Pod
+    from kube.models import V1Container, V1Node, V1Pod
 
 # Always accelerators; so is every extended resource a node advertises (a MIG profile such as
 # ``nvidia.com/mig-3g.40gb``, ``nvidia.com/gpu.shared``, ``amd.com/gpu``) and every resource a demand class names.
@@ -88,9 +88,9 @@ def extended_resources(node: V1Node) -> frozenset[str]:
 
 
 def needs_accelerator(pod: V1Pod, resources: frozenset[str]) -> bool:
-    """The pod asks for one of these accelerator resources, or for devices through Dynamic Resource Allocation
-    (``claims_devices``)."""
-    return claims_devices(pod) or any(amount not in ("0", "") for amount in _accelerator_amounts(pod, resources))
+    """The pod asks for one of these accelerator resources (in any container, an init container or a sidecar:
+    ``_reserved``), or for devices through Dynamic Resource Allocation (``claims_devices``)."""
+    return claims_devices(pod) or any(_reserved(pod, resources).values())
 
 
 def claims_devices(pod: V1Pod) -> bool:
@@ -112,30 +112,50 @@ def accelerator_work(pod: V1Pod, resources: frozenset[str]) -> bool:
 
 
 def accelerators(pod: V1Pod, resources: frozenset[str]) -> int:
-    """Accelerators the pod asks for; an amount that is not a whole number (extended resources are integers, so
-    only a malformed one) counts as one, and so does each resource claim (``claims_devices``: how many devices it
-    allocates is not in the pod)."""
-    total = len(pod.spec.resource_claims or [])
-    for amount in _accelerator_amounts(pod, resources):
-        if amount in ("0", ""):
-            continue
-        try:
-            total += max(0, int(amount))
-        except ValueError:
-            total += 1
-    return total
+    """Accelerators the pod asks for, as the scheduler reserves them (``_reserved``); an amount that is not a whole
+    number (extended resources are integers, so only a malformed one) counts as one, and so does each resource claim
+    (``claims_devices``: how many devices it allocates is not in the pod)."""
+    return len(pod.spec.resource_claims or []) + sum(_reserved(pod, resources).values())
 
 
-def _accelerator_amounts(pod: V1Pod, resources: frozenset[str]) -> list[str]:
-    """Per container and accelerator resource (of ``resources``), the amount requested (a limit stands for a missing
-    request)."""
-    amounts: list[str] = []
-    for container in pod.spec.containers or []:
-        requests = (container.resources.requests if container.resources else None) or {}
-        limits = (container.resources.limits if container.resources else None) or {}
-        merged = {**limits, **requests}
-        amounts.extend(str(merged.get(r, "0")) for r in sorted(resources))
-    return amounts
+def _reserved(pod: V1Pod, resources: frozenset[str]) -> dict[str, int]:
+    """Per accelerator resource (of ``resources``), what the scheduler reserves for the pod (``PodRequests`` in
+    kubernetes component-helpers ``resource/helpers.go``; "Init Containers" and "Sidecar Containers" in the
+    Kubernetes docs): init containers run one at a time before the app containers, and a sidecar (an init container
+    with ``restartPolicy: Always``) keeps running beside every container started after it, so the largest of the app
+    containers' sum plus every sidecar's and of each init container's request plus those of the sidecars listed
+    before it. A pod whose GPUs are in a sidecar (an inference server's), or one whose init container holds them,
+    keeps them busy, in its init phase too. The demand query (``pod_effective_requests``), which cannot read the
+    containers' order, counts sidecars' sum plus the larger of the app containers' sum and the biggest run-once init
+    request: the same wherever the sidecars come before the largest run-once container, as they usually do. A
+    container's amount is its request, or its limit where no request is given."""
+    spec = pod.spec
+    reserved = {}
+    for resource in resources:
+        app = sum(_amount(container, resource) for container in spec.containers or [])
+        sidecars, init = 0, 0
+        for container in spec.init_containers or []:
+            amount = _amount(container, resource)
+            if container.restart_policy == "Always":
+                sidecars += amount
+                init = max(init, sidecars)
+            else:
+                init = max(init, sidecars + amount)
+        reserved[resource] = max(app + sidecars, init)
+    return reserved
+
+
+def _amount(container: V1Container, resource: str) -> int:
+    """The container's request for ``resource`` (its limit stands for a missing request); a malformed amount is 1."""
+    requests = (container.resources.requests if container.resources else None) or {}
+    limits = (container.resources.limits if container.resources else None) or {}
+    amount = str({**limits, **requests}.get(resource, "0"))
+    if amount in ("0", ""):
+        return 0
+    try:
+        return max(0, int(amount))
+    except ValueError:
+        return 1
 
 
 def must_stay(pod: V1Pod) -> list[str]:
