@@ -111,6 +111,15 @@ def accelerator_work(pod: V1Pod, resources: frozenset[str]) -> bool:
     return counts(pod) and needs_accelerator(pod, resources)
 
 
+def keeps_busy(pod: V1Pod, resources: frozenset[str], now: datetime) -> bool:
+    """Accelerator work (``accelerator_work``) that keeps its node from being idle: not a pod terminating past its
+    grace period (``past_grace``). One still within it is busy (a training job checkpointing on SIGTERM); one past it
+    is left Terminating only by a kubelet that is gone, on a dead node, whose pods the API server keeps until PodGC
+    removes them (once the node is deleted or tainted out-of-service): counted, they would keep the dead node busy,
+    never drained and paid for, for good."""
+    return accelerator_work(pod, resources) and not past_grace(pod, now)
+
+
 def accelerators(pod: V1Pod, resources: frozenset[str]) -> int:
     """Accelerators the pod asks for, as the scheduler reserves them (``_reserved``); an amount that is not a whole
     number (extended resources are integers, so only a malformed one) counts as one, and so does each resource claim
