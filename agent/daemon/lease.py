@@ -18,8 +18,15 @@ passed in) is only written into the Lease (renew and acquire times) and reported
   no earlier than it can have been sent. Never from the timestamp written in the record, so clock skew between
   nodes does not matter.
 * A Lease that is gone (deleted by hand or by a prune) is created at once only by a replica that never saw it held
-  by another, or that held it itself; one that saw another holder waits that record's lease duration first, as
-  if the Lease were still there, since its holder may still be acting.
+  by another, or that held it itself less than a lease duration ago (nobody can have taken it since); one that saw
+  another holder waits that record's lease duration first, as if the Lease were still there, since its holder may
+  still be acting, and one whose own record is older (its rounds stalled: a frozen process, a paused VM) waits a
+  lease duration from when it found the Lease gone, since another may have taken it meanwhile and still act.
+* A term is the time one replica holds the Lease without another holder in between. A replica that led when its
+  rounds stopped (a frozen process, a paused VM) and finds the Lease held by another or by nobody when they resume
+  has missed its term's end: that round reports the loss, and the lease is taken, if free, at a later round, which
+  reports a new leader (so the daemon reloads what the other leader saved before its next leader tick). A renewal
+  of a record still its own continues the term, however late: nobody else led meanwhile.
 * Every write carries the resourceVersion that was read: of two replicas racing for the lease, the API server
   accepts one and answers 409 to the other.
 
@@ -101,6 +108,7 @@ class LeaseElector:
         self._observed: LeaseRecord | None = None
         self._read: V1Lease | None = None  # the Lease as last read, whose metadata a write keeps
         self._observed_at: float | None = None  # monotonic seconds when this record was first seen
+        self._gone_at: float | None = None  # monotonic seconds when the Lease was found gone after a stale own record
         self._was_leading = False
         self.last_error: str | None = None
         self.last_contact: datetime | None = None
@@ -189,6 +197,7 @@ class LeaseElector:
             if self._may_create(sent):
                 self._create(now, sent)
             return
+        self._gone_at = None
         record = _record_of(current)
         if record != self._observed:  # dated when the answer arrived, not when it was asked for
             self._observed, self._observed_at = record, self._monotonic()
@@ -198,7 +207,9 @@ class LeaseElector:
             return
         # Someone else holds it (we may have been replaced while cut off): whatever our clock says, stop now.
         self._renewed_at = None
-        if self._may_take(record, sent):
+        # A replica that led when its last round ended missed its term's end: this round reports the loss, and a
+        # later one takes the lease as a new term.
+        if not self._was_leading and self._may_take(record, sent):
             self._write(record, now, sent, transitions=record.transitions + 1)
 
     def _may_take(self, record: LeaseRecord, sent: float) -> bool:
@@ -212,10 +223,19 @@ class LeaseElector:
         by a prune) while its holder still acts, up to its renew deadline: wait its duration from when its record
         was last seen, as for a lease still held. Never seen one, or it was ours: create it at once."""
         seen = self._observed
-        if seen is None or not seen.holder or seen.holder == self.identity:
+        if seen is None or not seen.holder:
             return True
         assert self._observed_at is not None  # set with _observed
-        return sent - self._observed_at >= seen.duration.total_seconds()
+        duration = seen.duration.total_seconds()
+        if seen.holder != self.identity:
+            return sent - self._observed_at >= duration
+        if sent - self._observed_at < duration:  # ours, seen too recently for another to have taken it since
+            return True
+        # Ours, but seen so long ago (this replica's rounds stalled) that another may have taken the lease since and
+        # still act: wait a lease duration from when the Lease was found gone.
+        if self._gone_at is None:
+            self._gone_at = sent
+        return sent - self._gone_at >= duration
 
     def _deadline(self, renewed_at: float) -> float:
         return renewed_at + self._renew_deadline.total_seconds()
@@ -244,7 +264,7 @@ class LeaseElector:
 
     def _took(self, lease: V1Lease, sent: float) -> None:
         self._renewed_at = sent
-        self._observed, self._observed_at = _record_of(lease), sent
+        self._observed, self._observed_at, self._gone_at = _record_of(lease), sent, None
 
     def _lease(self, record: LeaseRecord, now: datetime, acquired: bool = False) -> V1Lease:
         spec = V1LeaseSpec(
