@@ -37,7 +37,9 @@ under their caps: of a pool in several budgets, every cap of the others must see
 release ``team`` and ``lab`` both needed was cut whole by marks in ``team`` alone, and ``lab`` stayed over its cap a
 tick longer). Only the budgets the release is needed for count so: one whose projection with the plan stays within
 its cap with the released units kept (``lab`` with room for the whole fleet, where nobody marks) would otherwise keep
-the whole release, and both agents shed for ``team`` (6 units where 3 were needed).
+the whole release, and both agents shed for ``team`` (6 units where 3 were needed). An hourly cap is held over the
+whole next hour too, which no snapshot projects: it counts there at the more of the units each of its pools this
+agent runs bills now and after the plan (with room for the whole fleet, it counted always, and the two agents shed 6).
 """
 
 from __future__ import annotations
@@ -278,28 +280,65 @@ class ShedClaims:
         releases: Sequence[Resize],
         states: Mapping[str, PoolState],
     ) -> bool:
-        """Whether ``budget``'s caps may need the units ``releases`` take off its pools' bill: unless its monthly
-        projection with this plan (the planner's snapshot, released units billing one more tick) stays within its cap
-        with all of them kept to the period's end, which holds its hard stop too. A budget with an hourly cap needs
-        them (no snapshot projects its next hour), and so does one without a snapshot or a cap over a pool."""
-        snapshot = next((s for s in plan.budgets if s.budget == budget.name), None)
-        if budget.hourly_cap_usd is not None or snapshot is None or snapshot.cap_usd is None:
-            return True
+        """Whether ``budget``'s caps may need the units ``releases`` take off its pools' bill: unless each cap's
+        projection with this plan (the planner's snapshot, released units billing one more tick) stays within it with
+        all of them kept to the period's end, which holds its hard stop too, and an hourly cap's next hour does as
+        well (``_next_hour_usd``: the planner holds the cap over it, and no snapshot projects it). A cap without a
+        snapshot, or whose caps over a pool or reads of one are not known, needs them."""
+        for kind, _, _ in budget.caps(now):
+            key = budget.name if kind is CapKind.MONTH else f"{budget.name}/{kind}"
+            snapshot = next((s for s in plan.budgets if s.budget == key), None)
+            kept = self._kept_usd(now, key, budget, releases, states)
+            if snapshot is None or snapshot.cap_usd is None or kept is None:
+                return True
+            if snapshot.projected_usd + kept > snapshot.cap_usd + EPS_USD:
+                return True
+            if kind is CapKind.HOUR:
+                next_hour = self._next_hour_usd(now, key, budget, plan, states)
+                if next_hour is None or next_hour > snapshot.cap_usd + EPS_USD:
+                    return True
+        return False
+
+    def _kept_usd(
+        self, now: datetime, key: str, budget: Budget, releases: Sequence[Resize], states: Mapping[str, PoolState]
+    ) -> float | None:
+        """What the units ``releases`` take off the bill of ``budget``'s pools would add to its cap ``key``'s
+        period, kept to its end from the tick after this one (when the ledger sees them gone); ``None`` where a pool's
+        cap is not known."""
         kept = 0.0
         for resize in releases:
             if resize.pool_id not in budget.pools:
                 continue
-            cap = next((c for c in self._current(now, resize.pool_id) if c.key == budget.name), None)
+            cap = next((c for c in self._current(now, resize.pool_id) if c.key == key), None)
             start, end = span_paid_for(cap.period, now, cap.horizon) if cap is not None else (now, now)
             if cap is None or end <= start:
-                return True
+                return None
             state = states.get(resize.pool_id)
             units = resize.from_units - resize.to_units
             if state is not None:
                 units = max(units, state.billed_units - billed_after(state, resize.to_units))
             billing = max(timedelta(0), cap.period.end - max(start, now + self.tick))  # once the ledger sees it gone
             kept += units * cap.per_unit_usd * (billing / (end - start))
-        return snapshot.projected_usd + kept > snapshot.cap_usd + EPS_USD
+        return kept
+
+    def _next_hour_usd(
+        self, now: datetime, key: str, budget: Budget, plan: CapacityPlan, states: Mapping[str, PoolState]
+    ) -> float | None:
+        """What the pools of ``budget`` this agent runs cost over the whole next hour, each at the more of the units
+        it bills now and after ``plan``: no less than the planner projects that hour at with the plan's releases kept
+        (it counts this agent's pools only). ``None`` where a pool was not read or its hourly cap ``key`` is not
+        known."""
+        after = {r.pool_id: r.to_units for r in plan.resizes}
+        total = 0.0
+        for pool_id in sorted(budget.pools - budget.remote_pools):
+            state = states.get(pool_id)
+            cap = next((c for c in self._current(now, pool_id) if c.key == key), None)
+            left = cap.period.remaining(now) if cap is not None else timedelta(0)
+            if state is None or cap is None or left <= timedelta(0):
+                return None
+            units = max(state.billed_units, billed_after(state, after.get(pool_id, state.target_units)))
+            total += units * cap.per_unit_usd * ((cap.period.end - cap.period.start) / left)
+        return total
 
     def _per_unit(self, now: datetime, shed: ShedAsked, budget: Budget, kind: str) -> float:
         """What one unit of ``shed``'s pool marked now comes to in ``budget``'s reading of ``kind``, as the others'
