@@ -1,7 +1,8 @@
 """``leadtime recommend``: what the agent would do now, and what it would cost or save, changing nothing.
 
 Reads demand history from the configured Prometheus, fits the configured forecaster, reads the pools' current state
-through the read side of the actuators wrapped in ``DryRunActuator`` (so no write can reach a pool, by construction):
+once (``PoolsReadOnce``: the document's rows and the tick's plan come from the same read) through the read side of
+the actuators wrapped in ``DryRunActuator`` (so no write can reach a pool, by construction):
 the adapters of the ``cloud`` and ``aws`` sections (``cloud_read_side``; a cloud pool none of them reads is refused as
 unread), or else a simulated cluster holding ``--current-units`` (each pool's ``min_units`` without it;
 ``pool_state_source`` says which). Then it runs one tick of the agent loop at ``--at`` and writes ``report.html``,
@@ -32,12 +33,13 @@ from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
 from agent.commands.recommend_budgets import budgets
 from agent.commands.recommend_document import backtest_entry, recommendation_document
-from agent.commands.recommend_drains import read_drains
+from agent.commands.recommend_drains import read_alerts, read_drains
 from agent.commands.recommend_ledger import open_read_only
 from agent.commands.recommend_warnings import (
     Check,
     assumed_units,
     failed_slices,
+    node_alerts,
     onprem_short,
     onprem_unobserved,
     start_up_warnings,
@@ -54,7 +56,7 @@ from config import load_settings
 from config.prometheus import PrometheusSettings
 from config.schema import Settings
 from forecasting.factory import build_forecaster
-from models import ConfigError, ConfigProblem, LeadtimeError, PoolKind
+from models import ActionResult, ActuatorError, ConfigError, ConfigProblem, LeadtimeError, PoolKind, PoolState
 from models.clock import SimulatedClock, SystemClock
 from models.redaction import redact_tree
 
@@ -207,7 +209,7 @@ def recommend(
     classes = settings.demand_class_models()
     source = source or PrometheusSource.from_settings(prometheus, demand_queries(classes, prometheus))
     source.probe()
-    dry_run = DryRunActuator(read_side, SimulatedClock(at))
+    dry_run = DryRunActuator(PoolsReadOnce(read_side), SimulatedClock(at))
     states = {s.pool_id: s for s in dry_run.list_pools()}
     unread: dict[str, object] = dict(unread_pools(dry_run))
     for spec in settings.pool_specs():  # a cloud pool the read side has no adapter for is not read either
@@ -239,9 +241,13 @@ def recommend(
         history, history_problem = _history(source, agent, at)
         warnings = unknown_resources(source, classes, prometheus, at, settings.forecast.history)
         agent.fit_on(history, at)  # the history window is read once, for the fit and the backtest alike
-        tick = agent.run_once(at)
+        outlook = agent.observe(at)
+        tick = agent.act(at, outlook)
         spends = agent.budget_watch.spend(at)  # what the tick planned on: nothing more is charged after it
-    document = recommendation_document(config_path, at, agent, tick, states, pool_state_source, prometheus.url)
+    told = read_alerts(read_side)
+    document = recommendation_document(
+        config_path, at, agent, tick, states, pool_state_source, prometheus.url, outlook.onprem, told
+    )
     document["ledger"] = month_to_date.as_json()
     document["budgets"] = budgets(agent, tick, spends, document["pools"], month_to_date, states)
     document["warnings"] = (
@@ -255,6 +261,7 @@ def recommend(
         + assumed_units(agent, pool_state_source)
         + onprem_unobserved(agent)
         + onprem_short(agent, tick)
+        + node_alerts(told)
         + start_up_warnings(checks)
     )
     document["backtest"] = backtest_entry(agent, history, at, history_problem)
@@ -270,6 +277,28 @@ def recommend(
 
     write_recommendation_reports(out, document, with_group_series(history, agent.groups), tick)
     return document
+
+
+class PoolsReadOnce:
+    """``inner``'s pools read once for the whole dry run: the document's rows, the tick's plan and its executor all
+    see that read. Read again, a pool resized in between (by its daemon running beside the dry run, a person, the
+    cloud's own autoscaler) would be shown at the units of one read and planned from those of another. Writes pass
+    through (``recommend`` wraps this in ``DryRunActuator``: none reaches a pool)."""
+
+    def __init__(self, inner: Actuator) -> None:
+        self._inner = inner
+        self._read: tuple[PoolState, ...] | None = None
+
+    def list_pools(self) -> Sequence[PoolState]:
+        if self._read is None:
+            self._read = tuple(self._inner.list_pools())
+        return self._read
+
+    def unread_pools(self) -> Mapping[str, ActuatorError]:
+        return unread_pools(self._inner)
+
+    def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
+        return self._inner.resize(pool_id, to_units, key)
 
 
 def dry_run_entries(recorded: Sequence[tuple[str, int, str]], tick: TickReport) -> list[dict[str, Any]]:

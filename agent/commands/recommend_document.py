@@ -7,7 +7,7 @@ the peak the planner sizes on; and the backtest of the configured forecaster ove
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -17,11 +17,13 @@ from agent.commands.recommend_warnings import onprem_held
 from agent.forecast_quality import backtest, quality_table
 from agent.loop import Agent, TickReport
 from agent.observation import with_group_series
+from agent.onprem_capacity import OnPremReading
 from agent.planning.budget import billed_after, draining_going
 from agent.planning.groups import DemandGroup
 from agent.planning.service_level import DEFAULT_SERVICE_LEVEL
 from forecasting.factory import build_forecaster
 from models import (
+    AlertEvent,
     DemandForecast,
     MetricsUnavailable,
     PoolDecision,
@@ -44,7 +46,13 @@ def recommendation_document(
     states: Mapping[str, PoolState],
     pool_state_source: str,
     url: str,
+    onprem: OnPremReading | None = None,
+    read_alerts: Sequence[AlertEvent] = (),
 ) -> dict[str, Any]:
+    """The document of one dry-run tick planned on ``states``. ``onprem``: what the on-prem pools' capacity queries
+    read for the tick; ``read_alerts``: what the daemon would alert on in the pools' nodes as they were read
+    (``agent.commands.recommend_drains``), which the tick's own alerts leave out."""
+    onprem = onprem or OnPremReading()
     resizes = {r.pool_id: r for r in tick.plan.resizes}
     skips = {s.pool_id: s for s in tick.plan.skips}
     pools: list[dict[str, Any]] = []
@@ -91,7 +99,7 @@ def recommendation_document(
                 "recommended_billed_units": billed_then,
                 "draining_units": draining,
                 "recommended_draining_units": draining_then,
-                "ready_units": state.ready_units if state is not None else None,
+                "ready_units": _ready_units(spec, state, onprem),
                 "failed_units": state.failed_units if state is not None else None,
                 "recommended_units": recommended,
                 "planned_target_units": tick.plan.targets.get(spec.pool_id),
@@ -126,8 +134,20 @@ def recommendation_document(
             ),
         },
         "problems": dict(sorted(tick.problems.items())),
-        "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in tick.alerts],
+        "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in (*read_alerts, *tick.alerts)],
     }
+
+
+def _ready_units(spec: PoolSpec, state: PoolState | None, onprem: OnPremReading) -> int | None:
+    """The units of the pool that can take work, as the tick planned on them. An on-prem pool with a capacity query
+    is planned on what the query read (``agent.onprem_capacity``), not on its state: its reading, and none when the
+    read failed (it is then planned on its ``max_units``, as the tick's alert says)."""
+    if spec.kind is PoolKind.ON_PREM:
+        if spec.pool_id in onprem.units:
+            return onprem.units[spec.pool_id]
+        if spec.pool_id in onprem.problems:
+            return None
+    return state.ready_units if state is not None else None
 
 
 def staying(billed: int | None, draining: int | None) -> int | None:

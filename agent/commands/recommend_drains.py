@@ -24,7 +24,7 @@ from agent.commands.recommend_cluster import kubeconfig_problem
 from agent.commands.recommend_warnings import Check
 from agent.drains import NodeDrains
 from config.schema import Settings
-from models import ActionResult, ActuatorError, PoolState
+from models import ActionResult, ActuatorError, AlertEvent, PoolState
 from models.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
@@ -62,17 +62,20 @@ class DrainsRead(DryRunDrainer):
 class DrainedStates:
     """``inner``'s pools as the planner sees them in the daemon: the drains in progress the cluster records taken
     over, their nodes out of the ready and target units and counted as being drained, the idle nodes observed
-    (``NodeDrains.observe``). Writes pass through (``recommend`` wraps this in ``DryRunActuator``)."""
+    (``NodeDrains.observe``). Writes pass through (``recommend`` wraps this in ``DryRunActuator``). What the daemon
+    alerts on as it observes them (an idle node a drain cannot empty, idle nodes that cannot be read) is kept from
+    the latest read (``alerts``), for the report to tell."""
 
     def __init__(self, inner: Actuator, drainers: Mapping[str, DrainsRead], window: timedelta, clock: Clock) -> None:
         self._inner = inner
         self._drainers = drainers
         self._drains = NodeDrains(drainers, window)
         self._clock = clock
+        self.alerts: tuple[AlertEvent, ...] = ()
 
     def list_pools(self) -> Sequence[PoolState]:
         read = self._inner.list_pools()
-        seen, _ = self._drains.observe({s.pool_id: s for s in read}, self._clock.now())
+        seen, self.alerts = self._drains.observe({s.pool_id: s for s in read}, self._clock.now())
         return [seen[s.pool_id] for s in read]
 
     def unread_pools(self) -> Mapping[str, ActuatorError]:
@@ -89,6 +92,12 @@ class DrainedStates:
             "counted as staying, in its units and in its budgets' projections to the period's end"
             for pool, exc in sorted(failed.items())
         ]
+
+
+def read_alerts(read_side: Actuator) -> tuple[AlertEvent, ...]:
+    """What the daemon would alert on in the pools' nodes as recommend's read observed them (``DrainedStates``):
+    none where no drainer read them."""
+    return read_side.alerts if isinstance(read_side, DrainedStates) else ()
 
 
 def read_drains(

@@ -1,7 +1,8 @@
 """What ``leadtime recommend`` warns of beside its plan (``agent.commands.recommend``), and the reason it gives an
 on-prem pool it counts whole: slices it cannot tell are running, units it assumed, on-prem pools planned on their
-``max_units``, and what the daemon's start-up checks find on the pools read (``Check``: the AWS groups' AZRebalance
-check, ``actuators.aws_wiring``). Each is a line for the report's warnings and stderr, saying what to do.
+``max_units``, idle nodes no drain can empty, and what the daemon's start-up checks find on the pools read
+(``Check``: the AWS groups' AZRebalance check, ``actuators.aws_wiring``). Each is a line for the report's warnings and
+stderr, saying what to do.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from agent.loop import Agent, TickReport
 from agent.sources.onprem_capacity import onprem_queries, unobserved_onprem_pools
-from models import AlertKind, PoolKind, PoolSpec, PoolState
+from models import AlertEvent, AlertKind, PoolKind, PoolSpec, PoolState
 
 Check = Callable[[], Sequence[str]]  # an advisory check of the daemon's start: the warnings it finds
 
@@ -44,6 +45,15 @@ def start_up_warnings(checks: Sequence[Check]) -> list[str]:
         except Exception as exc:  # noqa: BLE001 - advisory, as in the daemon (agent.daemon.runtime)
             found.append(f"a start-up check failed: {exc}")
     return found
+
+
+def node_alerts(alerts: Sequence[AlertEvent]) -> list[str]:
+    """What the daemon alerts on in the nodes of the pools it drains as it reads them (``agent.drains``), which the
+    dry-run tick does not raise itself (its pools are read with their drains, ``agent.commands.recommend_drains``):
+    each idle node a drain cannot empty, not released and still billed until a person frees it, and a pool whose
+    idle nodes cannot be read, held at its size. Each as the alert says it; one raised for an error says it after
+    the alert's subject (the pool), which its summary does not name."""
+    return [f"{a.subject}: {a.summary} ({a.details['error']})" if "error" in a.details else a.summary for a in alerts]
 
 
 def assumed_units(agent: Agent, pool_state_source: str) -> list[str]:
