@@ -9,10 +9,13 @@ The daemon refits beside its ticks: ``stage_refit`` reads the history while tick
 only, within its own deadline: half of ``forecast.refit_interval``), ``StagedRefit.take`` copies the model between two
 ticks, the copy is fitted (``StagedRefit.fit``) while ticks go on with the model they have, and ``install`` swaps it
 in between two ticks, so a tick never sees a model half fitted. A history read cut by its deadline fails the refit
-(``RefitReadCut``): a model fitted without the classes not read would forecast none of them. The daemon's ticks
-refit only while no model has been fitted (``refit_in_ticks`` off): the scheduled refit is the only one after that,
-so a tick never refits the live model while the scheduled refit fits its copy, and a refit that fails is survived
-by the refit job alone, not retried in every tick after it.
+(``RefitReadCut``, ``read_history``): a model fitted without the classes not read would forecast none of them. The
+daemon's ticks refit only while no model has been fitted (``refit_in_ticks`` off): the scheduled refit is the only one
+after that, so a tick never refits the live model while the scheduled refit fits its copy, and a refit that fails is
+survived by the refit job alone, not retried in every tick after it. A tick's refit reads within the same deadline
+as a refit beside the ticks: a Prometheus that answers a tick's short reads but not the range queries over
+``forecast.history`` held the daemon's first tick, and every tick behind it, for each class's timeouts and retries
+in turn; the read is now cut there and, with no model fitted yet, every class is held with the reason.
 Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks forecast with it and need not wait
 for the configured model's first fit; the first staged refit swaps that in. While the configured model's fit fails,
 each staged refit refits a copy of the stand-in on the same history instead (it is cheap) and swaps that in, the
@@ -30,11 +33,28 @@ import pandas as pd
 
 from agent.observation import with_group_series
 from agent.planning.groups import DemandGroup
-from agent.sources.base import read_deadline
+from agent.sources.base import read_deadline, read_time_left
 from forecasting.base import Forecaster
 from models import ForecastError, MetricsUnavailable
+from models.errors import RefitReadCut
 
 log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
+
+Fetch = Callable[[datetime, datetime], tuple[pd.DataFrame, Mapping[str, MetricsUnavailable]]]
+
+
+def read_history(
+    fetch: Fetch, now: datetime, span: timedelta, within: timedelta, classes: int
+) -> tuple[pd.DataFrame, Mapping[str, MetricsUnavailable]]:
+    """The history window of ``span`` (``forecast.history``) ending at ``now``, read within ``within`` (half of
+    ``forecast.refit_interval``), and why each class not read was not; ``RefitReadCut`` when the deadline cut the
+    read (of ``classes`` classes in all)."""
+    with read_deadline(within):
+        history, unread = fetch(now - span, now)
+        left = read_time_left()
+    if unread and left is not None and left[0] <= 0:
+        raise RefitReadCut.of(span, within, sorted(unread), classes)
+    return history, unread
 
 
 def kept_unread(unread: Mapping[str, MetricsUnavailable]) -> Mapping[str, MetricsUnavailable]:
@@ -108,13 +128,22 @@ def refit_in_tick(
     names: Sequence[str],
     problems: dict[str, str],
 ) -> bool:
-    """Refit within a tick, the history read whole (or the model would lack the classes a deadline cut off); whether
-    there is a model to forecast with (``fitted_at``: when the models in use were fitted, if any). A failure with no
-    model fitted holds every class of ``names`` with its reason, in ``problems``."""
+    """Refit within a tick; whether there is a model to forecast with (``fitted_at``: when the models in use were
+    fitted, if any). The tick's read deadline is lifted: ``refit`` (``Agent.refit``) reads the history within a
+    refit's own (``read_history``), as a refit beside the ticks does, since the tick's would cut classes off the
+    model. A failure with no model fitted holds every class of ``names`` with its reason, in ``problems``; a read cut
+    by its deadline (``RefitReadCut``) keeps the models fitted before, as it does beside the ticks."""
     try:
         with read_deadline(None):
             refit(now)
     except (ForecastError, MetricsUnavailable) as exc:
+        problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
+        return False
+    except RefitReadCut as exc:
+        if fitted_at is not None:
+            log.error("refit in the tick: %s (fitted at %s)", exc, fitted_at)
+            return True
+        log.error("refit in the tick: %s; no model has been fitted, so every class is held", exc)
         problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
         return False
     except Exception as exc:  # any failure of a fit: the tick goes on without a new model
