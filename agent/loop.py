@@ -35,7 +35,7 @@ from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unr
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.memory_clock import memory_within_clock
-from agent.model_refits import StagedRefit, kept_unread, read_history, refit_in_tick
+from agent.model_refits import StagedRefit, read_history, refit_in_tick, tell_unread
 from agent.notify.base import Notifier
 from agent.observation import with_group_series
 from agent.onprem_capacity import onprem_capacity_events, read_onprem
@@ -187,7 +187,7 @@ class Agent:
         ``refit_reads_within`` as ``stage_refit`` reads it (``RefitReadCut`` when cut: nothing is fitted)."""
         history, unread = self._read_history(now)
         self.fit_on(history, now)
-        kept_unread(unread)
+        tell_unread(unread, self.parts.forecaster, now)
 
     def fit_on(self, history: pd.DataFrame, now: datetime) -> None:
         """Fit the forecaster on ``history``, the configured history window ending at ``now`` that the caller has
@@ -203,8 +203,8 @@ class Agent:
         reads the metric source only (the settings it reads are fixed), so a tick may run meanwhile. A read cut by
         the deadline raises ``RefitReadCut``. The staged refit's ``take`` copies the model between two ticks."""
         history, unread = self._read_history(now)
-        # one class's failed read does not fail the others' refit: each is logged, its model kept
-        return StagedRefit(history, now, self.groups, self.step, self._take, self._install, unread=kept_unread(unread))
+        # one class's failed read does not fail the others' refit: each is logged once fitted, its model kept
+        return StagedRefit(history, now, self.groups, self.step, self._take, self._install, unread=unread)
 
     def _take(self) -> tuple[Forecaster, Forecaster | None]:
         """Copies of the model to refit (the configured one while a stand-in forecasts) and of the stand-in in use,

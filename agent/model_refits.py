@@ -16,6 +16,10 @@ survived by the refit job alone, not retried in every tick after it. A tick's re
 as a refit beside the ticks: a Prometheus that answers a tick's short reads but not the range queries over
 ``forecast.history`` held the daemon's first tick, and every tick behind it, for each class's timeouts and retries
 in turn; the read is now cut there and, with no model fitted yet, every class is held with the reason.
+A class whose history a refit did not read keeps the model and calibration of the last fit that read it, for at
+most ``forecast.history`` (the forecaster's ``keep_unread_for``): the log says how old they are, and the model age
+the daemon exports (``StagedRefit.fitted_at``) is that of the oldest model kept; past the bound the forecaster
+forgets them, and the class is forecast as a new one until a refit reads it.
 Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks forecast with it and need not wait
 for the configured model's first fit; the first staged refit swaps that in. While the configured model's fit fails,
 each staged refit refits a copy of the stand-in on the same history instead (it is cheap) and swaps that in, the
@@ -34,8 +38,9 @@ import pandas as pd
 from agent.observation import with_group_series
 from agent.planning.groups import DemandGroup
 from agent.sources.base import read_deadline, read_time_left
-from forecasting.base import Forecaster
+from forecasting.base import Forecaster, KeepsUnreadSeries
 from models import ForecastError, MetricsUnavailable
+from models.durations import format_duration
 from models.errors import RefitReadCut
 
 log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
@@ -57,17 +62,60 @@ def read_history(
     return history, unread
 
 
-def kept_unread(unread: Mapping[str, MetricsUnavailable]) -> Mapping[str, MetricsUnavailable]:
-    """Log each class a refit's history read did not read though its deadline had not passed, and return them: the
-    refit goes on without them, and each keeps its model and calibration from the last fit."""
+def tell_unread(
+    unread: Mapping[str, MetricsUnavailable],
+    model: Forecaster | None,
+    now: datetime,
+    before: Mapping[str, datetime] | None = None,
+) -> None:
+    """Log each class of ``unread`` once ``model`` was fitted at ``now`` without it: how old the model and
+    calibration it keeps of the class are, or that they were forgotten (``before``: what ``model`` kept before the
+    fit). None: the fit failed, and the models in use are kept whole."""
+    through = read_through(model)
+    newest = max(through.values()) if through else None
     for name, why in sorted(unread.items()):
-        log.warning(
-            "refit: the history of class %s was not read (%s); its model and calibration are kept from the last fit "
-            "until a refit reads it",
-            name,
-            why.reason,
-        )
-    return unread
+        head = f"refit: the history of class {name} was not read ({why.reason}); "
+        if through is None or newest is None or model is None:
+            log.warning(head + "its model and calibration are kept from the last fit until a refit reads it")
+        elif name in through:
+            age = newest - through[name]
+            log.warning(
+                head + "its model and calibration are kept from the last fit that read it, %s ago (the refit of "
+                "%s UTC), for at most forecast.history (%s) unless a refit reads it",
+                format_duration(age),
+                f"{now - age:%Y-%m-%d %H:%M}",
+                format_duration(_keeps_for(model)),
+            )
+        elif before is not None and name in before:
+            log.warning(
+                head + "its model and calibration, from the refit of %s UTC, are forgotten: no refit has read it for "
+                "longer than forecast.history (%s); it is forecast as a new class until a refit reads it",
+                f"{now - (newest - before[name]):%Y-%m-%d %H:%M}",
+                format_duration(_keeps_for(model)),
+            )
+        else:
+            log.warning(head + "no fit has read it yet: it is forecast as a new class until a refit reads it")
+
+
+def read_through(model: Forecaster | None) -> dict[str, datetime] | None:
+    """Per series ``model`` keeps a model for, the end of the history of the newest fit given it; None for a
+    forecaster that keeps nothing of a series between fits."""
+    if not isinstance(model, KeepsUnreadSeries):
+        return None
+    return dict(model.read_through())
+
+
+def oldest_fit(model: Forecaster, now: datetime) -> datetime:
+    """When the oldest model ``model`` forecasts a series with was fitted, ``model`` last fitted at ``now``: ``now``
+    unless it keeps a series' model from an earlier fit (that fit's time, on the forecaster's own record)."""
+    through = read_through(model)
+    if not through:
+        return now
+    return now - (max(through.values()) - min(through.values()))
+
+
+def _keeps_for(model: Forecaster) -> timedelta:
+    return model.keep_unread_for if isinstance(model, KeepsUnreadSeries) else timedelta(0)
 
 
 @dataclass
@@ -87,13 +135,20 @@ class StagedRefit:
     # the configured model's fit failure, when the stand-in was refitted in its place
     failure: Exception | None = None
     # the classes whose history read failed though the deadline had not passed: each keeps its model and calibration
-    # from the last fit (the daemon counts each in ``leadtime_errors_total``)
+    # from the last fit that read it, for at most forecast.history (the daemon counts each in
+    # ``leadtime_errors_total``; ``fit`` logs how old what it keeps is)
     unread: Mapping[str, MetricsUnavailable] = field(default_factory=dict)
+    # what the copies kept of each series before the fit (``read_through``): the model's, the stand-in's
+    _before: tuple[Mapping[str, datetime] | None, Mapping[str, datetime] | None] = field(
+        default=(None, None), init=False, repr=False
+    )
+    _oldest: datetime | None = field(default=None, init=False, repr=False)  # the oldest model fitted's time
 
     @property
     def fitted_at(self) -> datetime:
-        """The end of the history the model installed was fitted on."""
-        return self.now
+        """The end of the history the oldest model installed was fitted on: this refit's, unless it keeps a class's
+        model from an earlier refit (its history not read since), whose age the daemon exports then."""
+        return self.now if self._oldest is None else self._oldest
 
     @property
     def pending(self) -> bool:
@@ -102,20 +157,31 @@ class StagedRefit:
 
     def take(self) -> None:
         self.model, self.stand_in = self.taker()
+        self._before = (read_through(self.model), read_through(self.stand_in))
 
     def fit(self) -> None:
         """Fit the copy; when the configured model's fit fails and a stand-in forecasts in its place, refit a copy
-        of the stand-in on the same history (``failure`` then says why the configured model was not fitted)."""
+        of the stand-in on the same history (``failure`` then says why the configured model was not fitted). Each
+        class not read is logged with the age of the model it keeps."""
         if self.model is None:
             raise RuntimeError("StagedRefit.fit before take: the model to fit was not copied")
         history = with_group_series(self.history, self.groups)
         try:
-            self.model.fit(history, self.step)
-        except Exception as exc:
-            if self.stand_in is None:
-                raise
-            self.stand_in.fit(history, self.step)
-            self.failure = exc
+            try:
+                self.model.fit(history, self.step)
+            except Exception as exc:
+                if self.stand_in is None:
+                    raise
+                self.stand_in.fit(history, self.step)
+                self.failure = exc
+        except BaseException:
+            tell_unread(self.unread, None, self.now)  # nothing is swapped in: the models in use are kept whole
+            raise
+        fitted, before = self.model, self._before[0]
+        if self.failure is not None and self.stand_in is not None:
+            fitted, before = self.stand_in, self._before[1]
+        self._oldest = oldest_fit(fitted, self.now)
+        tell_unread(self.unread, fitted, self.now, before)
 
     def install(self) -> None:
         self.installer(self)
