@@ -104,6 +104,9 @@ class _Observed:
 
     @property
     def failed(self) -> int:
+        """Nodes asked for that cannot be launched, counted from the group's instances as the Auto Scaling adapter
+        counts them (``aws_group_view.group_members``: any the group lists in it, ready or not), so a removal of
+        failed nodes never lowers the desired size below the instances listed."""
         missing = self.scaling["desiredSize"] - len(self.group.instances) - self.group.replacing
         return max(0, missing) if self.failing else 0
 

@@ -1,8 +1,26 @@
 """One EC2 Auto Scaling group as the AWS adapters read it (``GroupView``): its size and bounds, its instances that
-count (``group_members``: launching or ready) and those leaving (``is_leaving``), and what its scaling activities
-say of its launches, from which it derives its failed units and its target; and why drained nodes whose instances
-are out of service in it, or run outside it, are not terminated. ``actuators.aws_groups`` reads and
-changes groups, and its notes say what the Auto Scaling API says, with the sources.
+count (``group_members``: launching, ready, or running in the group otherwise) and those leaving (``is_leaving``), and
+what its scaling activities say of its launches, from which it derives its failed units and its target; and why
+drained nodes whose instances are out of service in it (retained ones too), or run outside it, are not terminated.
+``actuators.aws_groups`` reads and changes groups, and its notes say what the Auto Scaling API says, with the sources.
+
+Each instance's ``LifecycleState`` (Auto Scaling API Reference, ``Instance``; botocore's ``autoscaling`` model lists
+every value, shape ``LifecycleState``) is read as one of:
+
+- counted: ``Pending*`` (launching), ``InService`` (ready), and ``ReplacingRootVolume``,
+  ``ReplacingRootVolume:Wait``/``:Proceed`` and ``RootVolumeReplaced`` (an instance refresh with the
+  ``ReplaceRootVolume`` strategy replaces the root volume of an instance that keeps running in the group, and
+  launches none in its place: running and in the group, not ready). So is any value this list does not know (the
+  API has gained values over the years, the retained and root-volume ones among them): an instance the group lists
+  is never taken for a launch that failed, so a desired capacity is never lowered below the instances listed;
+- leaving: ``Terminating``, ``Terminating:Wait``/``:Proceed``, ``Terminated``;
+- out of service, still there: ``EnteringStandby``, ``Standby``, ``Detaching``, ``Detached``, a warm pool's
+  ``Warmed:*``, and the retained ones (``RETAINED``): an instance whose termination lifecycle action was abandoned
+  under an instance lifecycle policy that retains it (``RetentionTriggers.TerminateHookAbandon`` ``retain``) is
+  ``Terminating:Retained`` (``Warmed:Terminating:Retained``, ``Warmed:Pending:Retained`` from a warm pool): it keeps
+  running, billed, is not counted (the group launches another in its place), and stays until someone calls
+  ``TerminateInstanceInAutoScalingGroup`` (API Reference, ``RetentionTriggers``; User Guide, "Manage retained
+  instances"). Neither leaving nor a replacement on its way.
 """
 
 from __future__ import annotations
@@ -16,14 +34,22 @@ from actuators.aws_activities import FAILED
 from actuators.aws_errors import quota_failure
 
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
-_LEAVING = "Terminating"  # Terminating, Terminating:Wait, Terminating:Proceed
+_READY = "InService"
+_LEAVING = ("Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated")
+RETAINED = ("Terminating:Retained", "Warmed:Terminating:Retained", "Warmed:Pending:Retained")
+_NOT_COUNTED = ("EnteringStandby", "Standby", "Detaching", "Detached", *RETAINED)
+_WARM_POOL = "Warmed:"  # Warmed:Pending, Warmed:Running, Warmed:Stopped, ...: a warm pool's, not counted
 
 
 @dataclass(frozen=True)
 class GroupInstance:
+    """An instance the group counts: ``ready`` (``InService``), ``launching`` (``Pending*``), or neither (running in
+    the group while it is not ready: its root volume replaced, or a state not known here)."""
+
     instance_id: str
     zone: str
     ready: bool
+    launching: bool = False
 
 
 @dataclass(frozen=True)
@@ -45,7 +71,8 @@ class GroupView:
     for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
     zone_failure: str = ""  # a recent launch failure of some zones only, others launching: not the pool's
     # (instance id, LifecycleState) of the instances listed that neither count nor leave: an operator's ``Standby``
-    # (``EnteringStandby``), ``Detaching`` (leaving the group but not EC2: it keeps running on its own)
+    # (``EnteringStandby``), ``Detaching`` (leaving the group but not EC2: it keeps running on its own), a retained
+    # one (``RETAINED``: running and billed until someone terminates it), a warm pool's
     out_of_service: tuple[tuple[str, str], ...] = ()
     leaving: tuple[str, ...] = ()  # the instances listed being terminated (``Terminating*``): already leaving
 
@@ -108,7 +135,7 @@ class GroupView:
     @property
     def room_above_min(self) -> int:
         """How many instances the group may lose without going below its minimum size: counted from the instances
-        that exist (launching or ready), never from a desired capacity that holds launches that failed."""
+        that exist (``group_members``), never from a desired capacity that holds launches that failed."""
         return max(0, min(self.desired, len(self.instances)) - self.min_size)
 
     @property
@@ -130,15 +157,21 @@ class GroupView:
 
 
 def group_members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:
-    """The group's instances that count: launching (``Pending*``) or ready (``InService``)."""
+    """The group's instances that count: launching (``Pending*``), ready (``InService``), and any other the group
+    lists that is neither leaving nor out of service (its root volume being replaced, or a state not known here:
+    see the module's notes)."""
     instances = []
     for inst in group.get("Instances", []):
         state = str(inst.get("LifecycleState", ""))
-        if state in _LAUNCHING or state == "InService":
-            instances.append(
-                GroupInstance(inst["InstanceId"], str(inst.get("AvailabilityZone", "")), state == "InService")
-            )
+        if _counted(state):
+            zone = str(inst.get("AvailabilityZone", ""))
+            instances.append(GroupInstance(inst["InstanceId"], zone, state == _READY, state in _LAUNCHING))
     return tuple(instances)
+
+
+def _counted(state: str) -> bool:
+    """Whether an instance in ``state`` counts toward the group's desired capacity (the module's notes)."""
+    return state not in _LEAVING and state not in _NOT_COUNTED and not state.startswith(_WARM_POOL)
 
 
 def counted_in_units(group: dict[str, Any]) -> str:
@@ -178,23 +211,47 @@ def out_of_service(group: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 def is_leaving(instance: dict[str, Any]) -> bool:
-    """Whether the instance is being terminated (``Terminating*``)."""
-    return str(instance.get("LifecycleState", "")).startswith(_LEAVING)
+    """Whether the instance is being terminated (``Terminating``, ``Terminating:Wait``/``:Proceed``, ``Terminated``);
+    not a retained one (``Terminating:Retained``), which stays."""
+    return str(instance.get("LifecycleState", "")) in _LEAVING
 
 
 def out_of_service_refusal(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> str:
-    """Why nodes of ``nodes`` whose instances the group lists out of service (``Standby``, ``Detaching``) are not
-    terminated: not gone, and still running; "" when there are none."""
+    """Why nodes of ``nodes`` whose instances the group lists out of service (``Standby``, ``Detaching``, retained:
+    ``retained_refusal``) are not terminated: not gone, and still running; "" when there are none."""
     states = dict(seen.out_of_service)
-    parked = [f"{n} ({ids[n]}, {states[ids[n]]})" for n in nodes if ids[n] in states]
-    if not parked:
-        return ""
+    listed = [n for n in nodes if ids[n] in states]
+    retained = [n for n in listed if states[ids[n]] in RETAINED]
+    parked = [f"{n} ({ids[n]}, {states[ids[n]]})" for n in listed if n not in retained]
+    told = []
+    if parked:
+        told.append(
+            f"nodes {', '.join(parked)} are in {seen.bounded_by} but out of service: still running, not leaving, and "
+            "not counted in its desired capacity, so the agent leaves them be. An instance in Standby is an "
+            "operator's: return it to service (aws autoscaling exit-standby --auto-scaling-group-name "
+            f"{seen.name} --instance-ids ...) so the drain removes it, or terminate it yourself; one Detaching keeps "
+            "running outside the group: terminate it once detached"
+        )
+    if retained:
+        named = [f"nodes {', '.join(f'{n} ({ids[n]}, {states[ids[n]]})' for n in retained)}"]
+        told.append(retained_refusal(seen, named, [ids[n] for n in retained]))
+    return "; ".join(told)
+
+
+def retained_refusal(seen: GroupView, named: Sequence[str], instance_ids: Sequence[str]) -> str:
+    """What ``named`` (the retained instances ``instance_ids``, or their nodes) are, why the agent leaves them be, and
+    the command that terminates each."""
+    commands = "; ".join(
+        f"aws autoscaling terminate-instance-in-auto-scaling-group --instance-id {i} "
+        "--no-should-decrement-desired-capacity"
+        for i in instance_ids
+    )
     return (
-        f"nodes {', '.join(parked)} are in {seen.bounded_by} but out of service: still running, not leaving, and "
-        "not counted in its desired capacity, so the agent leaves them be. An instance in Standby is an operator's: "
-        f"return it to service (aws autoscaling exit-standby --auto-scaling-group-name {seen.name} --instance-ids "
-        "...) so the drain removes it, or terminate it yourself; one Detaching keeps running outside the group: "
-        "terminate it once detached"
+        f"{', '.join(named)} retained by {seen.bounded_by}: a termination lifecycle action was abandoned and the "
+        "group's instance lifecycle policy keeps the instance instead of terminating it. It runs and is billed, is "
+        "not counted in the group's desired capacity (the group launches another in its place), and stays until "
+        "someone terminates it; the agent neither counts it as leaving nor terminates it. Once done with it, "
+        f"terminate it: {commands}"
     )
 
 

@@ -6,27 +6,31 @@ node group runs its nodes in one (``nodegroup.resources.autoScalingGroups``). Th
 read by ``actuators.aws_activities``. What the Auto Scaling API says:
 
 - ``DesiredCapacity`` is what was asked for; ``Instances`` with ``LifecycleState`` ``Pending*`` are launching,
-  ``InService`` ones are ready, ``Terminating*``/``Detaching``/``Standby``/``Warmed*`` ones are not counted.
+  ``InService`` ones are ready, and those whose root volume an instance refresh replaces (``ReplacingRootVolume*``,
+  ``RootVolumeReplaced``) run in the group and count, not ready; ``Terminating``, ``Terminating:Wait``/``:Proceed`` ones
+  are leaving; ``Detaching``/``Standby``/``Warmed*`` and retained (``Terminating:Retained``) ones are not counted. A
+  state not known here counts: an instance listed is never taken for a launch that failed
+  (``actuators.aws_group_view``).
 - ``DesiredCapacity``, ``MinSize`` and ``MaxSize`` count instances only in a group without instance weights: with a
   ``MixedInstancesPolicy`` whose overrides set ``WeightedCapacity``, or a ``DesiredCapacityType`` of ``vcpu`` or
   ``memory-mib``, they count the weights' units (16 at a weight of 8 is 2 instances). The adapters size pools in
   nodes, so such a group is refused (``PermanentActuatorError`` naming the setting to change) and its pool unread.
-- A launch that fails does not fail the call that asked for it: the group records a scaling activity
-  ("Launching a new EC2 instance...") with ``StatusCode`` ``Failed`` and the reason in ``StatusMessage``
-  (``InsufficientInstanceCapacity``, an unfulfillable Spot request), and keeps retrying, each retry a new activity
-  (for up to a day before it may suspend its launches). Activities stay listed for six weeks, so a failure is
-  current only while recent: the latest launch failed, ended less than ``CAPACITY_MEMORY`` ago, and no
-  other activity (a termination, whose instance the group replaces) started since. While one is current, the
-  instances asked for and not there are failed units, except those an instance still terminating (``Terminating*``)
-  leaves missing: Auto Scaling replaces an interrupted or unhealthy instance by terminating it first and launching
-  after, so that gap is a replacement on its way, not a failure. Not so an instance terminated with the desired
-  capacity lowered (the adapter's own terminations, remembered, or any whose termination activity's ``Cause`` says
-  "shrinking the capacity from N to N-1"), which a termination lifecycle hook may keep ``Terminating:Wait`` (EKS
-  managed node groups always have one): no replacement follows it. A failure for capacity (a stockout, a quota, a
-  capacity reservation used up: ``actuators.aws_errors``) that ended less than ``CAPACITY_MEMORY`` ago refuses a
-  scale-up without asking AWS again, whatever came since. Any other failure (a subnet out of free addresses, a
-  launch template gone) is no stockout: its units are failed units carrying AWS's message (``failed_messages``),
-  removed and, once they keep failing for the pool's lead time, told of and backed off as such by the executor.
+- A launch that fails does not fail the call that asked for it: the group records a scaling activity ("Launching a new
+  EC2 instance...") with ``StatusCode`` ``Failed`` and the reason in ``StatusMessage``
+  (``InsufficientInstanceCapacity``, an unfulfillable Spot request), and keeps retrying, each retry a new activity (for
+  up to a day before it may suspend its launches). Activities stay listed for six weeks, so a failure is current only
+  while recent: the latest launch failed, ended less than ``CAPACITY_MEMORY`` ago, and no other activity (a termination,
+  whose instance the group replaces) started since. While one is current, the instances asked for and not there are
+  failed units, except those an instance still terminating (``Terminating*``, not one retained) leaves missing: Auto
+  Scaling replaces an interrupted or unhealthy instance by terminating it first and launching after, so that gap is a
+  replacement on its way, not a failure. Not so an instance terminated with the desired capacity lowered (the adapter's
+  own terminations, remembered, or any whose termination activity's ``Cause`` says "shrinking the capacity from N to
+  N-1"), which a termination lifecycle hook may keep ``Terminating:Wait`` (EKS managed node groups always have one): no
+  replacement follows it. A failure for capacity (a stockout, a quota, a capacity reservation used up:
+  ``actuators.aws_errors``) that ended less than ``CAPACITY_MEMORY`` ago refuses a scale-up without asking AWS again,
+  whatever came since. Any other failure (a subnet out of free addresses, a launch template gone) is no stockout: its
+  units are failed units carrying AWS's message (``failed_messages``), removed and, once they keep failing for the
+  pool's lead time, told of and backed off as such by the executor.
 - A group may span several Availability Zones. When a launch fails in one, the group launches in another (its
   ``AvailabilityZoneDistribution.CapacityDistributionStrategy`` ``balanced-best-effort``, the default; with
   ``balanced-only`` it keeps trying the zone that failed). So while some zone of such a group has no recent
@@ -39,13 +43,16 @@ read by ``actuators.aws_activities``. What the Auto Scaling API says:
   terminate instances in other zones" (API Reference, ``TerminateInstanceInAutoScalingGroup``): it launches in the
   short zone and terminates an instance of its own choosing, a busy node included. Only the ``AZRebalance`` process
   suspended stops that; ``rebalance_warning`` says when a group spans zones without it (a check run at start).
-- An instance the group lists ``Standby`` (an operator took it out of service) or ``Detaching`` is not gone: it
-  runs (and is billed) though the group does not count it. A drained node whose instance is so is not terminated
-  (the drain is not started, or its removal is refused as transient, naming the state and what to do), never taken
-  for one already leaving the group. Nor is one the group no longer lists (``DetachInstances``, or a detach raced a
-  termination) while EC2 runs it (a state other than ``shutting-down``/``terminated``): it is billed and no longer
-  counted, so its drain is refused the same way, naming the instance and what to do (terminate it, or attach it
-  back). "Already leaving" is only an instance the group lists ``Terminating*`` or EC2 is terminating or terminated.
+- An instance the group lists ``Standby`` (an operator took it out of service), ``Detaching`` or retained
+  (``Terminating:Retained``: its termination lifecycle action abandoned, kept by the group's instance lifecycle policy
+  until someone terminates it) is not gone: it runs (and is billed) though the group does not count it. A drained node
+  whose instance is so is not terminated (the drain is not started, or its removal is refused as transient, naming the
+  state and what to do: for a retained one, the command that terminates it), never taken for one already leaving the
+  group; a retained instance is also logged once as a warning when first read. Nor is one the group no longer lists
+  (``DetachInstances``, or a detach raced a termination) while EC2 runs it (a state other than
+  ``shutting-down``/``terminated``): it is billed and no longer counted, so its drain is refused the same way, naming
+  the instance and what to do (terminate it, or attach it back). "Already leaving" is only an instance the group lists
+  ``Terminating``, ``Terminating:Wait``/``:Proceed`` or ``Terminated``, or EC2 is terminating or terminated.
 - An instance can leave the group between a read and a termination: EC2 takes a Spot instance back, Auto Scaling
   replaces an unhealthy one. AWS then refuses to terminate it (``ValidationError`` "Instance Id not found - No
   managed instance found for instance ID ..."); the group is read again, and an instance no longer in it is gone
@@ -85,6 +92,7 @@ hostnames, start with the instance id; ``instance_ids`` maps them through ``Desc
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -93,6 +101,7 @@ from typing import Any
 from actuators.aws_activities import LaunchRecord, read_activities, read_launches
 from actuators.aws_errors import AWS_ERRORS, from_aws, not_in_service
 from actuators.aws_group_view import (
+    RETAINED,
     GroupInstance,
     GroupView,
     counted_in_units,
@@ -101,11 +110,13 @@ from actuators.aws_group_view import (
     is_leaving,
     out_of_service,
     out_of_service_refusal,
+    retained_refusal,
 )
 from actuators.aws_replacements import health_replacements, recreating
 from actuators.write_window import write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
+log = logging.getLogger(__name__)
 # EC2 instance states (``InstanceState.Name``) of an instance terminated or being terminated.
 _GONE = ("shutting-down", "terminated")
 
@@ -128,6 +139,7 @@ class AutoScalingGroups:
         self._ec2 = ec2
         self._autoscaling_writes = writes or (lambda _timeout: autoscaling)
         self._decremented: dict[str, set[str]] = {}  # group -> instances this agent terminated, still listed
+        self._retained: dict[str, set[str]] = {}  # group -> retained instances listed, each warned of once
 
     def observe(self, pool_id: str, name: str, now: datetime) -> GroupView:
         group = self._group(pool_id, name)
@@ -143,7 +155,8 @@ class AutoScalingGroups:
         going = [str(i["InstanceId"]) for i in group.get("Instances", []) if is_leaving(i)]
         ours = self._decremented.get(name, set()) & set(going)
         self._decremented[name] = ours  # forget the instances gone from the listing
-        return GroupView(
+        parked = out_of_service(group)
+        seen = GroupView(
             name,
             int(group["DesiredCapacity"]),
             int(group["MinSize"]),
@@ -157,9 +170,21 @@ class AutoScalingGroups:
             changed_at=launches.changed_at,
             for_capacity=launches.for_capacity,
             zone_failure=launches.zone_failure,
-            out_of_service=out_of_service(group),
+            out_of_service=parked,
             leaving=tuple(going),
         )
+        self._warn_retained(pool_id, seen)
+        return seen
+
+    def _warn_retained(self, pool_id: str, seen: GroupView) -> None:
+        """Log, once per instance, the retained instances the group lists: billed, not counted, there until someone
+        terminates them (``actuators.aws_group_view.retained_refusal``)."""
+        retained = {(i, state) for i, state in seen.out_of_service if state in RETAINED}
+        new = sorted((i, state) for i, state in retained if i not in self._retained.get(seen.name, set()))
+        self._retained[seen.name] = {i for i, _ in retained}  # forget the instances gone from the listing
+        if new:
+            named = [f"instance {i} ({state})" for i, state in new]
+            log.warning("pool %s: %s", pool_id, retained_refusal(seen, named, [i for i, _ in new]))
 
     def rebalance_warning(self, pool_id: str, name: str, owner: str = "") -> str:
         """Why the group ``name`` may terminate instances of its own choosing after the agent terminates one: it
@@ -223,8 +248,9 @@ class AutoScalingGroups:
 
     def shrink(self, pool_id: str, seen: GroupView, to_units: int) -> Change:
         """Bring the pool down to ``to_units``, never below the minimum size: launches not yet started are cancelled
-        first (desired capacity lowered), then launching instances and then the newest ready ones are terminated by
-        id. What the minimum size keeps is said in the detail; ``acted`` is False when it kept everything."""
+        first (desired capacity lowered), then launching instances and then the newest others (ready, or running in
+        the group while not ready) are terminated by id. What the minimum size keeps is said in the detail; ``acted``
+        is False when it kept everything."""
         wanted = seen.target - to_units
         excess = min(wanted, max(0, seen.desired - seen.min_size))
         held = f"; {seen.held_at_min(wanted - excess)}" if wanted > excess else ""
@@ -233,8 +259,9 @@ class AutoScalingGroups:
         cancel = min(excess, seen.unlaunched - seen.failed)
         if cancel > 0:
             self.set_desired(pool_id, seen.name, seen.desired - cancel)
-        launching = [i for i in seen.instances if not i.ready]
-        victims = (launching + self.newest_first(pool_id, [i for i in seen.instances if i.ready]))[: excess - cancel]
+        launching = [i for i in seen.instances if i.launching]
+        running = self.newest_first(pool_id, [i for i in seen.instances if not i.launching])
+        victims = (launching + running)[: excess - cancel]
         left = self.terminate(pool_id, seen.name, [i.instance_id for i in victims])
         listed = ", ".join(i.instance_id for i in victims if i.instance_id not in left)
         gone = f"; {', '.join(left)} had already left the group" if left else ""

@@ -30,6 +30,10 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
 - a Spot interruption whose termination is still under way (``interrupt``): the instance is ``Terminating:Wait``
   (a termination lifecycle hook running) and the group records an ``InProgress`` "Terminating EC2 instance" activity,
   its desired capacity unchanged; the replacement is launched once the termination ends (``reclaim``);
+- an instance retained after its termination lifecycle action was abandoned (``retain``): listed
+  ``Terminating:Retained``, running, not counted, the group launching one in its place;
+- an instance whose root volume an instance refresh replaces (``replace_root_volume``), listed ``ReplacingRootVolume``
+  (or a later stage) and still counted; ``list_as`` lists one in any state (a value the API may add);
 - an instance EC2 takes back (``reclaim``, a Spot interruption): moto terminates it and its group launches a
   replacement; ``TerminateInstanceInAutoScalingGroup`` of an instance in no group then fails with ``ValidationError``
   "Instance Id not found - No managed instance found for instance ID ..." (moto answers 500).

@@ -1,6 +1,7 @@
 """The EC2 and Auto Scaling behaviours the proxy adds to moto: lead time, launches failing for capacity (at once or
 after the desired capacity was accepted), scaling activities and their pages, a group's bounds, Spot interruptions
-and reclaims, and a termination lifecycle hook holding terminated instances. Each fact's source is in
+and reclaims, a termination lifecycle hook holding terminated instances, instances retained after it was abandoned,
+and instances listed in states the group still counts (a root volume replaced). Each fact's source is in
 ``tests/fakes/REFERENCE.md``."""
 
 from __future__ import annotations
@@ -173,6 +174,84 @@ class AutoScalingBehaviours(ProxyBase):
         self._state.held.setdefault(group, []).append(held)
         self._state.activities.setdefault(group, []).insert(0, activity)
 
+    def retain(self, instance_id: str, shrunk: bool = False) -> None:
+        """The termination lifecycle action of ``instance_id`` was abandoned, and the group's instance lifecycle policy
+        retains it (``RetentionTriggers.TerminateHookAbandon`` ``retain``): the group lists it ``Terminating:Retained``,
+        EC2 keeps it running, and the group no longer counts it. A group whose desired capacity was not lowered with
+        the termination (a Spot interruption, a health check) launches an instance in its place, ``Pending`` until
+        ``settle`` (none under ``arm_late_stockout``: that launch fails at ``settle``); one ``shrunk`` (a scale-in, a
+        termination with the decrement) launches none. The hook's run is not modelled (the instance goes straight to
+        the retained state), nor are the group's activities changed. ``TerminateInstanceInAutoScalingGroup`` of it
+        without the decrement terminates it; with the decrement it is refused (not modelled)."""
+        with self._lock:
+            self._state.terminating.discard(instance_id)
+            (listed,) = self.direct.autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])[
+                "AutoScalingInstances"
+            ]
+            group = str(listed["AutoScalingGroupName"])
+            desired = int(self.group(group)["DesiredCapacity"]) + self._state.shortfall[group]
+            # moto detaches the instance from its group and keeps it running; the proxy lists it retained
+            self.direct.autoscaling.detach_instances(
+                AutoScalingGroupName=group, InstanceIds=[instance_id], ShouldDecrementDesiredCapacity=True
+            )
+            self._set_desired(group, desired - 1 if shrunk else desired)
+            retained = {"InstanceId": instance_id, "AvailabilityZone": str(listed["AvailabilityZone"])}
+            self._state.retained.setdefault(group, []).append(retained)
+
+    def replace_root_volume(self, instance_id: str, state: str = "ReplacingRootVolume") -> None:
+        """An instance refresh with the ``ReplaceRootVolume`` strategy replaces the root volume of ``instance_id``:
+        the group lists it in ``state`` (``ReplacingRootVolume``, ``ReplacingRootVolume:Wait``/``:Proceed``,
+        ``RootVolumeReplaced``; ``InService`` once done), and it keeps running in the group, counted in its desired
+        capacity: no instance is launched in its place."""
+        stages = (
+            "ReplacingRootVolume",
+            "ReplacingRootVolume:Wait",
+            "ReplacingRootVolume:Proceed",
+            "RootVolumeReplaced",
+        )
+        assert state in (*stages, "InService"), f"not a root volume replacement's state: {state}"
+        self.list_as(instance_id, state)
+
+    def list_as(self, instance_id: str, state: str) -> None:
+        """The group lists ``instance_id``, which it still counts (moto's ``InService``), in ``LifecycleState``
+        ``state``: a root volume replacement's (``replace_root_volume``), or a value the API may add (it has gained
+        some over the years, the retained and root volume ones among them); ``InService`` ends it."""
+        with self._lock:
+            if state == "InService":
+                self._state.listed_as.pop(instance_id, None)
+            else:
+                self._state.listed_as[instance_id] = state
+
+    def _retained_group(self, instance_id: str) -> str:
+        """The group that lists ``instance_id`` retained, or ""."""
+        return next(
+            (g for g, listed in self._state.retained.items() if instance_id in {i["InstanceId"] for i in listed}), ""
+        )
+
+    def _terminate_retained(self, form: dict[str, str]) -> tuple[int, dict[str, str], bytes]:
+        """``TerminateInstanceInAutoScalingGroup`` of a retained instance: without the decrement EC2 terminates it and
+        the group no longer lists it (it was not counted; a termination lifecycle hook's new run is not modelled); with
+        the decrement, not modelled."""
+        instance_id = form["InstanceId"]
+        if form.get("ShouldDecrementDesiredCapacity", "").lower() == "true":
+            fault = _Fault("InternalFailure", "the fake does not model the decrement for a retained instance", 500, 1)
+            return _error(fault, form.get("Version", ""))
+        with self._lock:
+            group = self._retained_group(instance_id)
+            self._state.retained[group] = [i for i in self._state.retained[group] if i["InstanceId"] != instance_id]
+            self.direct.ec2.terminate_instances(InstanceIds=[instance_id])
+        stamp = self.now.strftime("%Y-%m-%dT%H:%M:%S.000Z")
+        return _xml(
+            f'<TerminateInstanceInAutoScalingGroupResponse xmlns="{_ASG_NS}">'
+            f"<TerminateInstanceInAutoScalingGroupResult><Activity><ActivityId>{uuid.uuid4()}</ActivityId>"
+            f"<AutoScalingGroupName>{group}</AutoScalingGroupName>"
+            f"<Description>Terminating EC2 instance: {instance_id}</Description><Cause>At {stamp} instance "
+            f"{instance_id} was taken out of service in response to a user request.</Cause><StartTime>{stamp}"
+            "</StartTime><StatusCode>InProgress</StatusCode><Progress>0</Progress></Activity>"
+            "</TerminateInstanceInAutoScalingGroupResult><ResponseMetadata><RequestId>"
+            f"{uuid.uuid4()}</RequestId></ResponseMetadata></TerminateInstanceInAutoScalingGroupResponse>"
+        )
+
     def arm_late_stockout(self, message: str = ICE_MESSAGE) -> None:
         """From now on, instances asked for beyond those already there cannot be launched; the failed launches'
         StatusMessage is ``message``."""
@@ -228,11 +307,13 @@ class AutoScalingBehaviours(ProxyBase):
             if desired is not None and desired.text is not None:
                 desired.text = str(int(desired.text) + self._state.shortfall[name])
             instances = group.find("a:Instances", _N)
-            for held in self._state.held.get(name, []):
+            kept = [(i, "Terminating:Wait") for i in self._state.held.get(name, [])]
+            kept += [(i, "Terminating:Retained") for i in self._state.retained.get(name, [])]
+            for listed, lifecycle in kept:
                 if instances is None:
                     instances = ET.SubElement(group, f"{{{_ASG_NS}}}Instances")
                 member = ET.SubElement(instances, f"{{{_ASG_NS}}}member")
-                fields = {**held, "LifecycleState": "Terminating:Wait", "HealthStatus": "Healthy"}
+                fields = {**listed, "LifecycleState": lifecycle, "HealthStatus": "Healthy"}
                 for key, value in {**fields, "ProtectedFromScaleIn": "false"}.items():
                     ET.SubElement(member, f"{{{_ASG_NS}}}{key}").text = value
             for inst in group.iterfind("a:Instances/a:member", _N):
@@ -240,6 +321,8 @@ class AutoScalingBehaviours(ProxyBase):
                 instance_id = inst.findtext("a:InstanceId", "", _N)
                 if state is not None and instance_id in self._state.terminating:
                     state.text = "Terminating:Wait"
+                elif state is not None and instance_id in self._state.listed_as:
+                    state.text = self._state.listed_as[instance_id]
                 elif state is not None and instance_id not in self._state.ready:
                     state.text = "Pending"
         return bytes(ET.tostring(root, encoding="utf-8", xml_declaration=True))

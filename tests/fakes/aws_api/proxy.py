@@ -170,6 +170,8 @@ class FakeAwsApi(EksBehaviours):
             return self._eks(operation, eks[1], target, method, headers, body)
         if operation == "DescribeScalingActivities":
             return self._activities(form)
+        if operation == "TerminateInstanceInAutoScalingGroup" and self._retained_group(form["InstanceId"]):
+            return self._terminate_retained(form)
         if operation == "TerminateInstanceInAutoScalingGroup" and not self._managed(form["InstanceId"]):
             message = f"Instance Id not found - No managed instance found for instance ID {form['InstanceId']}"
             return _error(_Fault("ValidationError", message, 400, 1), form.get("Version", ""))

@@ -1,0 +1,71 @@
+"""An instance whose root volume an instance refresh replaces (``ReplacingRootVolume``, ``ReplacingRootVolume:Wait``
+/``:Proceed``, ``RootVolumeReplaced``) keeps running in its group and counts toward its desired capacity: it is an
+instance of the pool, not ready, never a launch that failed. So is one in a lifecycle state the adapters do not know.
+A failed scale-up's units are removed down to the instances listed, never below: lowering the desired capacity under
+them would have the group terminate a running node, busy or not, undrained. Both AWS adapters, boto3 against moto
+behind the proxy of ``tests.fakes.aws_api``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from models import ActionStatus, CapacityUnavailable
+from models.clock import SimulatedClock
+from tests.actuators.aws_adapters import asg_actuator, eks_actuator
+from tests.fakes.aws_api import FakeAwsApi
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+# The root volume replacement's states, and one the API does not have today (it has gained values over the years).
+STATES = ["ReplacingRootVolume", "ReplacingRootVolume:Wait", "ReplacingRootVolume:Proceed", "RootVolumeReplaced"]
+UNKNOWN = "Rebooting:Wait"
+
+
+def _listed(fake: FakeAwsApi, group: str) -> tuple[int, dict[str, str]]:
+    """The group's desired capacity and each instance's lifecycle state, as the adapters' clients read them."""
+    found = fake.clients().autoscaling.describe_auto_scaling_groups(AutoScalingGroupNames=[group])
+    (listed,) = found["AutoScalingGroups"]
+    return int(listed["DesiredCapacity"]), {i["InstanceId"]: i["LifecycleState"] for i in listed["Instances"]}
+
+
+def _root_volume_during_failed_scale_up(fake: FakeAwsApi, clock: SimulatedClock, state: str, eks: bool) -> str:
+    """Three nodes; a scale-up to 4 whose launch fails for capacity; a minute later, the oldest node's root volume
+    replaced by an instance refresh (listed ``state``). Returns the group's name."""
+    fake.now = clock.now()
+    group = fake.add_nodegroup("ml", "p5", nodes=3) if eks else fake.add_group("gpu-spot", nodes=3)
+    fake.arm_late_stockout()
+    actuator = eks_actuator(fake, clock) if eks else asg_actuator(fake, clock)
+    assert actuator.resize("od" if eks else "spot", 4, "up").status is ActionStatus.STARTED
+    clock.advance(timedelta(minutes=1))
+    fake.now = clock.now()
+    fake.settle()
+    victim = sorted(i["InstanceId"] for i in fake.group(group)["Instances"])[0]
+    if state in STATES:
+        fake.replace_root_volume(victim, state)
+    else:
+        fake.list_as(victim, state)
+    return group
+
+
+@pytest.mark.parametrize("eks", [False, True], ids=["auto-scaling-group", "eks-node-group"])
+@pytest.mark.parametrize("state", [*STATES, UNKNOWN])
+def test_a_node_in_the_group_but_not_ready_counts_and_is_never_dropped(
+    aws_api: FakeAwsApi, state: str, eks: bool
+) -> None:
+    clock = SimulatedClock(T0)
+    group = _root_volume_during_failed_scale_up(aws_api, clock, state, eks)
+    desired, before = _listed(aws_api, group)
+    assert desired == 4 and sorted(before.values()) == sorted(["InService", "InService", state])
+    actuator = eks_actuator(aws_api, clock) if eks else asg_actuator(aws_api, clock)
+    pool = "od" if eks else "spot"
+
+    (seen,) = actuator.list_pools()
+    assert (seen.ready_units, seen.target_units, seen.failed_units) == (2, 3, 1)  # the failed launch only
+    with pytest.raises(CapacityUnavailable, match=r"1 (instances|nodes) could not be launched"):
+        actuator.resize(pool, 4, "up-again")
+    aws_api.settle()
+
+    desired, after = _listed(aws_api, group)
+    assert desired == 3  # the failed unit went, and no more
+    assert after == before  # every node still there, none terminated by the group
