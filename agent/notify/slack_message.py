@@ -1,6 +1,7 @@
-"""How an alert reads in Slack: Block Kit blocks for people, and a plain-text fallback for notifications and
-clients that cannot show blocks. Pure; Slack's size limits are respected by truncation, and every text an alert
-carries is redacted (an error quoting a credential or a webhook path is sent without it)."""
+"""How an alert reads in Slack: Block Kit blocks for people, and a one-line fallback text for notifications and
+clients that cannot show blocks. Pure; Slack's size limits are respected by truncation (never splitting an escape),
+every text an alert carries is redacted (an error quoting a credential or a webhook path is sent without it), and
+every text Slack reads as mrkdwn, the fallback's included, has its control characters ``&``, ``<``, ``>`` escaped."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ _HEADER_MAX, _SECTION_MAX, _FIELD_MAX, _FIELDS_MAX, _TEXT_MAX = 150, 3000, 2000,
 
 def fallback_text(event: AlertEvent) -> str:
     """One line: what a phone notification or a text-only client shows, the agent it comes from first (its mode,
-    cluster and replica), so that it is read before a long summary is cut."""
+    cluster and replica), so that it is read before a long summary is cut. Slack reads it as mrkdwn, as the blocks:
+    escaped the same way (an error quoting ``<`` or ``<!here>`` is shown as written, never taken for a link or a
+    mention), then cut."""
     origin = f"({event.origin}) " if event.origin else ""
     line = f"[{_level(event).upper()}] {origin}{_title(event)}: {event.subject} - {event.summary}"
-    return _cut(redact(line), _TEXT_MAX)
+    return _cut(_escape(line), _TEXT_MAX)
 
 
 def blocks(event: AlertEvent) -> list[dict[str, Any]]:
@@ -80,4 +83,12 @@ def _escape(text: str) -> str:
 
 
 def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    """``text`` within ``limit`` characters, "…" ending it when cut; an escape (``&amp;``, ``&lt;``, ``&gt;``) the cut
+    would split goes whole."""
+    if len(text) <= limit:
+        return text
+    kept = text[: limit - 1]
+    split = kept.rfind("&", max(0, len(kept) - len("&amp;") + 1))
+    if split >= 0 and ";" not in kept[split:]:
+        kept = kept[:split]
+    return kept + "…"

@@ -55,12 +55,11 @@ def event(subject: str = "team-a", at: datetime = T0, kind: AlertKind = AlertKin
     )
 
 
-def test_an_alert_arrives_as_block_kit_with_a_plain_text_fallback(
-    receiver: SlackReceiver, clock: SimulatedClock
-) -> None:
+def test_an_alert_arrives_as_block_kit_with_a_fallback_text(receiver: SlackReceiver, clock: SimulatedClock) -> None:
     assert notifier(receiver.url, clock).notify(event())
     [message] = receiver.received
-    assert message["text"] == "[WARNING] Capacity stockout: team-a - no capacity <in zone> & retrying"
+    # Slack reads the fallback as mrkdwn too: escaped as the blocks are
+    assert message["text"] == "[WARNING] Capacity stockout: team-a - no capacity &lt;in zone&gt; &amp; retrying"
     kinds = [block["type"] for block in message["blocks"]]
     assert kinds == ["header", "section", "section", "context"]
     assert message["blocks"][0]["text"]["text"] == ":warning: Capacity stockout"
