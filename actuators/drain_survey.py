@@ -4,10 +4,10 @@ the reads of the pods on their nodes that the survey and each drain step share.
 Idle means the node is schedulable and no pod on it requests an accelerator resource (any extended resource the
 node advertises, such as a GPU, a MIG profile or a TPU, or a resource a demand class names; in an app container, an
 init container or a sidecar, as the scheduler reserves it) or claims devices through Dynamic Resource Allocation
-(``pod_rules.claims_devices``; DaemonSet pods, mirror pods of static pods, finished pods and pods terminating past
-their grace period, which only a dead node's kubelet leaves so, are ignored: ``pod_rules.keeps_busy``), continuously
-since the first time this drainer saw it so; after a restart that memory starts again, which only delays a
-scale-in.
+(``pod_rules.claims_devices``; DaemonSet pods, mirror pods of static pods, finished pods and pods a dead node's
+kubelet left terminating, a minute past their grace period on a node not Ready, are ignored:
+``pod_rules.keeps_busy``), continuously since the first time this drainer saw it so; after a restart that memory
+starts again, which only delays a scale-in.
 
 A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
 in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do
@@ -199,7 +199,7 @@ class KubernetesUnitSurvey:
             for node in nodes:
                 resources = self._accelerator_resources | extended_resources(node)
                 on_node = [p for p in pods[node.metadata.name] if counts(p)]
-                busy = [p for p in on_node if keeps_busy(p, resources, now)]
+                busy = [p for p in on_node if keeps_busy(p, resources, node, now)]
                 working += len(busy)
                 requested += sum(accelerators(p, resources) for p in busy)
                 on_unit.extend(on_node)

@@ -31,7 +31,7 @@ nothing.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the kubernetes client is not imported with the rules (the CLI reads their words without it)
@@ -48,6 +48,9 @@ _BLOCKING_ANNOTATIONS = {SAFE_TO_EVICT: "false", DO_NOT_DISRUPT: "true"}
 # held idle node picks its advice by them: ``agent.drain_records``).
 NO_CONTROLLER = "no controller recreates it"
 LOCAL_STORAGE = "local storage"
+# How long past its ``deletionTimestamp``, by this agent's clock, a pod terminating on a node that is not Ready is taken
+# as abandoned (``abandoned``): the API server stamps that time by its own clock, which the agent's may run ahead of.
+ABANDONED_AFTER = timedelta(minutes=1)
 
 
 def pod_name(pod: V1Pod) -> tuple[str, str]:
@@ -74,6 +77,24 @@ def past_grace(pod: V1Pod, now: datetime) -> bool:
     should have killed its containers)."""
     stamp = pod.metadata.deletion_timestamp
     return stamp is not None and now >= stamp
+
+
+def abandoned(pod: V1Pod, node: V1Node, now: datetime) -> bool:
+    """Terminating, ``ABANDONED_AFTER`` past its grace period (``past_grace``, by this agent's clock), on a node whose
+    ``Ready`` condition is not True (``node_ready``): left Terminating by a kubelet that is gone, which no longer
+    reports the node (the node lifecycle controller marks it ``Unknown`` after its ``node-monitor-grace-period``) and
+    never finishes the pod; the API server keeps such a pod until PodGC removes it, which it does only once the node
+    is deleted or tainted out-of-service. On a Ready node the kubelet is there to finish the pod: one still listed is
+    still shutting down (a checkpoint on SIGTERM), whatever this agent's clock says of its ``deletionTimestamp``,
+    which the API server's clock wrote."""
+    return not node_ready(node) and past_grace(pod, now - ABANDONED_AFTER)
+
+
+def node_ready(node: V1Node) -> bool:
+    """The node's ``Ready`` condition is True: its kubelet reports it healthy (False: it reports it not ready;
+    Unknown: it has not reported for the node lifecycle controller's ``node-monitor-grace-period``)."""
+    conditions = (node.status.conditions if node.status else None) or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
 
 
 def extended_resources(node: V1Node) -> frozenset[str]:
@@ -111,13 +132,12 @@ def accelerator_work(pod: V1Pod, resources: frozenset[str]) -> bool:
     return counts(pod) and needs_accelerator(pod, resources)
 
 
-def keeps_busy(pod: V1Pod, resources: frozenset[str], now: datetime) -> bool:
-    """Accelerator work (``accelerator_work``) that keeps its node from being idle: not a pod terminating past its
-    grace period (``past_grace``). One still within it is busy (a training job checkpointing on SIGTERM); one past it
-    is left Terminating only by a kubelet that is gone, on a dead node, whose pods the API server keeps until PodGC
-    removes them (once the node is deleted or tainted out-of-service): counted, they would keep the dead node busy,
-    never drained and paid for, for good."""
-    return accelerator_work(pod, resources) and not past_grace(pod, now)
+def keeps_busy(pod: V1Pod, resources: frozenset[str], node: V1Node, now: datetime) -> bool:
+    """Accelerator work (``accelerator_work``) on ``node`` that keeps it from being idle: not a pod its dead kubelet
+    left Terminating (``abandoned``). One within its grace period is busy (a training job checkpointing on SIGTERM),
+    and so is one past it by this agent's clock on a Ready node, whose kubelet is still shutting it down; counted,
+    an abandoned pod would keep its dead node busy, never drained and paid for, for good."""
+    return accelerator_work(pod, resources) and not abandoned(pod, node, now)
 
 
 def accelerators(pod: V1Pod, resources: frozenset[str]) -> int:

@@ -129,6 +129,6 @@ class KubernetesSliceDrainer(KubernetesUnitDrainer):
         busy, now = set(), self._clock.now()
         for node in nodes:
             resources = self._accelerator_resources | extended_resources(node)
-            if any(keeps_busy(p, resources, now) for p in pods[node.metadata.name]):
+            if any(keeps_busy(p, resources, node, now) for p in pods[node.metadata.name]):
                 busy.add((node.metadata.labels or {}).get(NODE_POOL_LABEL, ""))
         return busy & set(slices)

@@ -3,18 +3,21 @@
 When a GPU node dies, the node lifecycle controller's taint eviction deletes its pods gracefully, but no kubelet is
 left to finish them: they stay listed, Terminating, until PodGC removes them, which it does only once the node is
 deleted or tainted out-of-service. Counted as accelerator work, such a pod kept its node busy: never idle, never
-drained, paid for as long as no person removed it. A pod past its grace period is not work now, so the node reads
+drained, paid for as long as no person removed it. A pod a minute past its grace period on a node the node lifecycle
+controller marked Unknown (its kubelet silent for the node monitor's grace period) is not work now, so the node reads
 idle and its drain removes it at the drain's timeout (``test_kubernetes_drain_shutdown``); a pod still within its
-grace period (checkpointing) keeps its node busy. A broken TPU slice whose job's pod is stuck so is deleted as a
-failed slice. Against the fake Kubernetes and GKE APIs, with the real clients."""
+grace period (checkpointing), or within that minute, keeps its node busy (a Ready node's pods:
+``test_kubernetes_drain_clock_skew``). A broken TPU slice whose job's pod is stuck so is deleted as a failed slice.
+Against the fake Kubernetes and GKE APIs, with the real clients."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from actuators.pod_rules import ABANDONED_AFTER
 from models import ActionStatus
 from tests.actuators import kubernetes_drain_rig as rig
 from tests.actuators.kubernetes_drain_rig import JOB, Cluster, _pod
@@ -42,7 +45,12 @@ def test_a_dead_node_whose_gpu_pod_is_stuck_terminating_is_idle_once_its_grace_p
     assert c.drainer.idle_nodes("a", timedelta(0)) == c.nodes[:2]
     assert c.drainer.pool_nodes("a")[-1] == dead
 
-    c.clock.advance(GRACE / 2)  # past it: nothing runs there any more, though the pod is still listed
+    c.clock.advance(GRACE / 2)  # past it, by a clock that may run ahead of the API server's: still busy
+    ready = c.kube.get("nodes", dead)["status"]["conditions"]  # type: ignore[index]
+    assert [(r["type"], r["status"], r["reason"]) for r in ready] == [("Ready", "Unknown", "NodeStatusUnknown")]
+    assert c.drainer.idle_nodes("a", timedelta(0)) == c.nodes[:2]
+
+    c.clock.advance(ABANDONED_AFTER)  # a minute past it: nothing runs there any more, though the pod is still listed
     assert c.kube.get("pods", "train-0", "default") is not None
     assert c.drainer.idle_nodes("a", timedelta(0)) == c.nodes  # idle from now, as the others have been since before
     c.clock.advance(timedelta(minutes=10))
@@ -74,13 +82,13 @@ def test_an_error_slice_whose_job_pod_is_stuck_terminating_on_a_dead_host(
     deleted_at: str,
     broken: bool,
 ) -> None:
-    """The slice rig's clock reads 2024-05-01T00:00:00Z; the pod was deleted an hour ago, or is still checkpointing
-    for a minute."""
+    """The slice rig's clock reads 2024-05-01T00:00:00Z; the host's kubelet stopped an hour ago (its node is
+    Unknown); the pod was deleted an hour ago, or is still checkpointing for a minute."""
     slices = slice_rig
     host = slices.hosts("v5e-1")[-1]
     train = objs.pod(f"train-{host}", host, accelerators=4, resource=objs.TPU_RESOURCE, **JOB)
     slices.kube.put("pods", _stuck(train, deleted_at, GRACE))
-    slices.kube.stop_kubelet(host)
+    slices.kube.stop_kubelet(host, since=datetime(2024, 4, 30, 22, 59, tzinfo=UTC))
     _lose_hosts(slices, "v5e-1", keep=1)
     slices.gke.report_error("v5e-1", conditions=())
 

@@ -18,7 +18,8 @@ An accepted eviction deletes the pod gracefully, as the API server does: a pod o
 The fake's kubelets finish a terminating pod when ``clock()`` reaches its ``deletionTimestamp`` (``clock`` is wall
 time unless a test hands the fake its own, e.g. a ``SimulatedClock``'s ``now``); a grace period of 0, a pod on
 no node and a finished pod are deleted at once. ``finish_terminating`` ends terminations now, and
-``stop_kubelet(node)`` stands for a node whose kubelet is gone: its pods stay Terminating.
+``stop_kubelet(node)`` stands for a node whose kubelet is gone: its pods stay Terminating, and 50 s later (the node
+monitor's grace period) the node lifecycle controller marks the node's conditions, ``Ready`` among them, Unknown.
 
 Simplifications, on purpose: strategic-merge patches are applied as JSON merge patches (lists are replaced),
 a PDB counts running, non-deleted pods as healthy (no readiness), and its expected pod count is

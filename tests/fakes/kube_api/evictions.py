@@ -1,15 +1,20 @@
 """How pods leave in the fake Kubernetes API server: the kubelets that finish terminating pods (or, stopped, never
-do), and the Eviction subresource: graceful deletion and the PodDisruptionBudgets that refuse it."""
+do, and the node lifecycle controller marks their nodes Unknown), and the Eviction subresource: graceful deletion and
+the PodDisruptionBudgets that refuse it."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from tests.fakes.kube_api.selectors import selector_object_matches
 from tests.fakes.kube_api.store import ApiError, Obj, ObjectStore, _stamp_time, _time
 
 DEFAULT_TERMINATION_GRACE_SECONDS = 30  # the API server's default for spec.terminationGracePeriodSeconds
+# kube-controller-manager's --node-monitor-grace-period (default 50 s since Kubernetes 1.32, 40 s before): how long
+# the node lifecycle controller waits for a kubelet's status before it marks the node's conditions Unknown.
+NODE_MONITOR_GRACE_PERIOD = timedelta(seconds=50)
+NODE_STATUS_UNKNOWN = ("NodeStatusUnknown", "Kubelet stopped posting node status.")  # the controller's reason, message
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 # API priority and fairness' answer to a request it rejects (apiserver pkg/server/filters/priority-and-fairness.go,
 # tooManyRequests; responsewriters.TooManyRequests): 429, reason TooManyRequests, no cause, a Retry-After.
@@ -19,7 +24,7 @@ THROTTLED_MESSAGE = "Too many requests, please try again later."
 class Evictions(ObjectStore):
     """The kubelets and the Eviction subresource."""
 
-    _kubelets_down: set[str]
+    _kubelets_down: dict[str, datetime]  # node -> the last time its kubelet posted the node's status
 
     # -- the kubelets: how terminating pods end ---------------------------------------------------------------
     def finish_terminating(self, namespace: str | None = None, name: str | None = None) -> list[str]:
@@ -38,18 +43,48 @@ class Evictions(ObjectStore):
                 del self._objects[key]
             return [key[3] for key in done]
 
-    def stop_kubelet(self, node: str) -> None:
-        """The node's kubelet is gone: its terminating pods are never finished (until ``finish_terminating``)."""
+    def stop_kubelet(self, node: str, since: datetime | None = None) -> None:
+        """The node's kubelet is gone (since ``since``, else now, by ``clock``): its terminating pods are never
+        finished (until ``finish_terminating``), and once ``NODE_MONITOR_GRACE_PERIOD`` has passed without its status
+        the node lifecycle controller marks every condition of the node Unknown, ``Ready`` among them."""
         with self._lock:
-            self._kubelets_down.add(node)
+            self._kubelets_down[node] = self.clock() if since is None else since
 
     def _reap(self) -> None:
-        """Remove the terminating pods whose kubelet has finished them: it is up and their time has come."""
+        """Remove the terminating pods whose kubelet has finished them: it is up and their time has come. Mark the
+        nodes whose kubelet has been silent past the node monitor's grace period (``_mark_unknown``)."""
         now = self.clock()
         for key, pod in list(self._objects.items()):
             stamp = pod["metadata"].get("deletionTimestamp") if key[:2] == ("", "pods") else None
             if stamp and (pod.get("spec") or {}).get("nodeName") not in self._kubelets_down and now >= _time(stamp):
                 del self._objects[key]
+        for node, since in self._kubelets_down.items():
+            if now >= since + NODE_MONITOR_GRACE_PERIOD:
+                self._mark_unknown(node, since, now)
+
+    def _mark_unknown(self, name: str, since: datetime, now: datetime) -> None:
+        """As the node lifecycle controller does for a node whose kubelet stopped posting its status
+        (``tryUpdateNodeHealth``): each condition not already Unknown becomes Unknown, reason ``NodeStatusUnknown``,
+        its ``lastHeartbeatTime`` the kubelet's last and its ``lastTransitionTime`` now; a node that never had a
+        ``Ready`` condition gets one so. Its taints (``node.kubernetes.io/unreachable``) are not modelled."""
+        node = self._objects.get(("", "nodes", "", name))
+        if node is None:
+            return
+        conditions = node.setdefault("status", {}).setdefault("conditions", [])
+        if not any(c.get("type") == "Ready" for c in conditions):
+            conditions.append({"type": "Ready"})
+        changed = [c for c in conditions if c.get("status") != "Unknown"]
+        reason, message = NODE_STATUS_UNKNOWN
+        for condition in changed:
+            condition.update(
+                status="Unknown",
+                reason=reason,
+                message=message,
+                lastHeartbeatTime=_stamp_time(since),
+                lastTransitionTime=_stamp_time(now),
+            )
+        if changed:
+            self._stamp(node["metadata"], new=False)
 
     # -- answers before the eviction's own: admission, authorization, throttling --------------------------------
     def terminate_namespace(self, namespace: str) -> None:

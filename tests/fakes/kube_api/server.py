@@ -51,7 +51,7 @@ class FakeKubeApi(Evictions, LocalJsonServer):
         self._compacted = 0  # resourceVersions below this are compacted: continue tokens from them have expired
         self._compact_before_continued = 0
         self._faults: list[_Fault] = []
-        self._kubelets_down: set[str] = set()
+        self._kubelets_down: dict[str, datetime] = {}  # node -> when its kubelet stopped (``stop_kubelet``)
         self.requests: list[RequestRecord] = []
         # The cluster's time: when evictions are stamped and terminating pods finish. Wall time unless a test
         # sets its own (``kube_api.clock = simulated_clock.now``).
