@@ -13,7 +13,9 @@ every value, shape ``LifecycleState``) is read as one of:
   launches none in its place: running and in the group, not ready). So is any value this list does not know (the
   API has gained values over the years, the retained and root-volume ones among them): an instance the group lists
   is never taken for a launch that failed, so a desired capacity is never lowered below the instances listed;
-- leaving: ``Terminating``, ``Terminating:Wait``/``:Proceed``, ``Terminated``;
+- leaving: ``Terminating``, ``Terminating:Wait``/``:Proceed``, ``Terminated``. Only the first three are being
+  terminated (``is_terminating``), a replacement, when one follows, still to come; a ``Terminated`` one's is already
+  launched or tried (Auto Scaling launches it as the termination ends), so it is no replacement on its way;
 - out of service, still there: ``EnteringStandby``, ``Standby``, ``Detaching``, ``Detached``, a warm pool's
   ``Warmed:*``, and the retained ones (``RETAINED``): an instance whose termination lifecycle action was abandoned
   under an instance lifecycle policy that retains it (``RetentionTriggers.TerminateHookAbandon`` ``retain``) is
@@ -35,7 +37,8 @@ from actuators.aws_errors import quota_failure
 
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
 _READY = "InService"
-_LEAVING = ("Terminating", "Terminating:Wait", "Terminating:Proceed", "Terminated")
+_TERMINATING = ("Terminating", "Terminating:Wait", "Terminating:Proceed")  # its replacement, if any, still to come
+_LEAVING = (*_TERMINATING, "Terminated")
 RETAINED = ("Terminating:Retained", "Warmed:Terminating:Retained", "Warmed:Pending:Retained")
 _NOT_COUNTED = ("EnteringStandby", "Standby", "Detaching", "Detached", *RETAINED)
 _WARM_POOL = "Warmed:"  # Warmed:Pending, Warmed:Running, Warmed:Stopped, ...: a warm pool's, not counted
@@ -65,7 +68,8 @@ class GroupView:
     failure_at: datetime | None = None
     latest_launch: str = ""  # StatusCode of the newest launch activity, "" when none is listed
     owner: str = ""  # what sets the bounds when it is not the group itself (an EKS node group)
-    replacing: int = 0  # instances terminating (Terminating*) that the group replaces: not those shrinking it
+    # instances still being terminated (``is_terminating``) that the group replaces: not those shrinking it
+    replacing: int = 0
     recreating: int = 0  # units in flight that replace an instance failed by a health check (aws_replacements)
     changed_at: datetime | None = None  # when the newest activity other than a failed launch started
     for_capacity: bool = True  # the failure names a capacity shortage or a quota: a stockout, not failed units
@@ -74,7 +78,7 @@ class GroupView:
     # (``EnteringStandby``), ``Detaching`` (leaving the group but not EC2: it keeps running on its own), a retained
     # one (``RETAINED``: running and billed until someone terminates it), a warm pool's
     out_of_service: tuple[tuple[str, str], ...] = ()
-    leaving: tuple[str, ...] = ()  # the instances listed being terminated (``Terminating*``): already leaving
+    leaving: tuple[str, ...] = ()  # the instances listed leaving (``is_leaving``, ``Terminated`` too): already leaving
 
     @property
     def stockout(self) -> bool:
@@ -214,6 +218,13 @@ def is_leaving(instance: dict[str, Any]) -> bool:
     """Whether the instance is being terminated (``Terminating``, ``Terminating:Wait``/``:Proceed``, ``Terminated``);
     not a retained one (``Terminating:Retained``), which stays."""
     return str(instance.get("LifecycleState", "")) in _LEAVING
+
+
+def is_terminating(instance: dict[str, Any]) -> bool:
+    """Whether the instance is still being terminated (``Terminating``, ``Terminating:Wait``/``:Proceed``): a
+    replacement, when one follows, is still to come. Not a ``Terminated`` one, still listed a while: its replacement
+    was launched or tried as its termination ended, so it counts (listed) or is a failed unit (its launch failed)."""
+    return str(instance.get("LifecycleState", "")) in _TERMINATING
 
 
 def out_of_service_refusal(seen: GroupView, nodes: Sequence[str], ids: dict[str, str]) -> str:

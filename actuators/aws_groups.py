@@ -8,9 +8,9 @@ read by ``actuators.aws_activities``. What the Auto Scaling API says:
 - ``DesiredCapacity`` is what was asked for; ``Instances`` with ``LifecycleState`` ``Pending*`` are launching,
   ``InService`` ones are ready, and those whose root volume an instance refresh replaces (``ReplacingRootVolume*``,
   ``RootVolumeReplaced``) run in the group and count, not ready; ``Terminating``, ``Terminating:Wait``/``:Proceed`` ones
-  are leaving; ``Detaching``/``Standby``/``Warmed*`` and retained (``Terminating:Retained``) ones are not counted. A
-  state not known here counts: an instance listed is never taken for a launch that failed
-  (``actuators.aws_group_view``).
+  are leaving, and so are ``Terminated`` ones while still listed; ``Detaching``/``Standby``/``Warmed*`` and retained
+  (``Terminating:Retained``) ones are not counted. A state not known here counts: an instance listed is never taken for
+  a launch that failed (``actuators.aws_group_view``).
 - ``DesiredCapacity``, ``MinSize`` and ``MaxSize`` count instances only in a group without instance weights: with a
   ``MixedInstancesPolicy`` whose overrides set ``WeightedCapacity``, or a ``DesiredCapacityType`` of ``vcpu`` or
   ``memory-mib``, they count the weights' units (16 at a weight of 8 is 2 instances). The adapters size pools in
@@ -21,15 +21,16 @@ read by ``actuators.aws_activities``. What the Auto Scaling API says:
   up to a day before it may suspend its launches). Activities stay listed for six weeks, so a failure is current only
   while recent: the latest launch failed, ended less than ``CAPACITY_MEMORY`` ago, and no other activity (a termination,
   whose instance the group replaces) started since. While one is current, the instances asked for and not there are
-  failed units, except those an instance still terminating (``Terminating*``, not one retained) leaves missing: Auto
-  Scaling replaces an interrupted or unhealthy instance by terminating it first and launching after, so that gap is a
-  replacement on its way, not a failure. Not so an instance terminated with the desired capacity lowered (the adapter's
-  own terminations, remembered, or any whose termination activity's ``Cause`` says "shrinking the capacity from N to
-  N-1"), which a termination lifecycle hook may keep ``Terminating:Wait`` (EKS managed node groups always have one): no
-  replacement follows it. A failure for capacity (a stockout, a quota, a capacity reservation used up:
-  ``actuators.aws_errors``) that ended less than ``CAPACITY_MEMORY`` ago refuses a scale-up without asking AWS again,
-  whatever came since. Any other failure (a subnet out of free addresses, a launch template gone) is no stockout: its
-  units are failed units carrying AWS's message (``failed_messages``), removed and, once they keep failing for the
+  failed units, except those an instance still terminating (``Terminating``, ``Terminating:Wait``/``:Proceed``: not one
+  retained, nor one listed ``Terminated``, whose replacement was launched or tried as its termination ended) leaves
+  missing: Auto Scaling replaces an interrupted or unhealthy instance by terminating it first and launching after, so
+  that gap is a replacement on its way, not a failure. Not so an instance terminated with the desired capacity lowered
+  (the adapter's own terminations, remembered, or any whose termination activity's ``Cause`` says "shrinking the
+  capacity from N to N-1"), which a termination lifecycle hook may keep ``Terminating:Wait`` (EKS managed node groups
+  always have one): no replacement follows it. A failure for capacity (a stockout, a quota, a capacity reservation used
+  up: ``actuators.aws_errors``) that ended less than ``CAPACITY_MEMORY`` ago refuses a scale-up without asking AWS
+  again, whatever came since. Any other failure (a subnet out of free addresses, a launch template gone) is no stockout:
+  its units are failed units carrying AWS's message (``failed_messages``), removed and, once they keep failing for the
   pool's lead time, told of and backed off as such by the executor.
 - A group may span several Availability Zones. When a launch fails in one, the group launches in another (its
   ``AvailabilityZoneDistribution.CapacityDistributionStrategy`` ``balanced-best-effort``, the default; with
@@ -108,6 +109,7 @@ from actuators.aws_group_view import (
     detached_refusal,
     group_members,
     is_leaving,
+    is_terminating,
     out_of_service,
     out_of_service_refusal,
     retained_refusal,
@@ -153,6 +155,7 @@ class AutoScalingGroups:
             )
         launches = self._launch_failure(pool_id, group, now)
         going = [str(i["InstanceId"]) for i in group.get("Instances", []) if is_leaving(i)]
+        terminating = [str(i["InstanceId"]) for i in group.get("Instances", []) if is_terminating(i)]
         ours = self._decremented.get(name, set()) & set(going)
         self._decremented[name] = ours  # forget the instances gone from the listing
         parked = out_of_service(group)
@@ -165,7 +168,7 @@ class AutoScalingGroups:
             launches.failure,
             launches.failure_at,
             launches.latest,
-            replacing=len([i for i in going if i not in ours and i not in launches.shrinking]),
+            replacing=len([i for i in terminating if i not in ours and i not in launches.shrinking]),
             recreating=recreating(group, launches.replacements),
             changed_at=launches.changed_at,
             for_capacity=launches.for_capacity,

@@ -18,17 +18,18 @@ tell it apart from a scale-up (DescribeScalingActivities, ``Activity.Description
 
 Each health-check termination is paired, oldest first, with the next launch that names an instance and changed no
 desired capacity (``health_replacements``). A unit is being recreated while the instance replaced is still being
-terminated (``Terminating``, ``Terminating:Wait``/``:Proceed``, ``Terminated``) and no replacement is launched yet, or
-while its replacement is listed ``Pending*`` (``recreating``). An instance retained instead (``Terminating:Retained``:
-its termination lifecycle action abandoned, see ``actuators.aws_group_view``) is not being terminated: it stays, and the
-unit it leaves is one the group lacks, a failed unit while its launches fail. What this does not count, and is waited
-for as any unit in flight: a replacement whose launch failed (a failed launch activity names no instance; the group
-retries it as it retries any launch), the moment between the termination's end and the launch's start, and a termination
-older than the activities read (``aws_activities``: every one in progress and those of the last ten minutes, at least a
-page of 100). A launch that is a retry of a scale-up's failed launch also changes no desired capacity: taken for the
-replacement of an older health-check termination whose own launch is not listed, it would count a unit of the scale-up
-as recreated; a replacement is launched while its instance terminates, so that needs a termination whose replacement the
-group never launched.
+terminated (``Terminating``, ``Terminating:Wait``/``:Proceed``) and no replacement is launched yet, or while its
+replacement is listed ``Pending*`` (``recreating``). One listed ``Terminated`` is not: its replacement was launched or
+tried as its termination ended, so a unit it leaves with none listed is one whose launch failed. An instance retained
+instead (``Terminating:Retained``: its termination lifecycle action abandoned, see ``actuators.aws_group_view``) is not
+being terminated: it stays, and the unit it leaves is one the group lacks, a failed unit while its launches fail. What
+this does not count, and is waited for as any unit in flight: a replacement whose launch failed (a failed launch
+activity names no instance; the group retries it as it retries any launch), the moment between the termination's end and
+the launch's start, and a termination older than the activities read (``aws_activities``: every one in progress and
+those of the last ten minutes, at least a page of 100). A launch that is a retry of a scale-up's failed launch also
+changes no desired capacity: taken for the replacement of an older health-check termination whose own launch is not
+listed, it would count a unit of the scale-up as recreated; a replacement is launched while its instance terminates, so
+that needs a termination whose replacement the group never launched.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from actuators.aws_activities import FAILED
-from actuators.aws_group_view import is_leaving
+from actuators.aws_group_view import is_terminating
 
 # the Cause of a termination for a failed health check: EC2's ("an EC2 health check"), ELB's ("an ELB system health
 # check failure"), a custom one's ("a user health-check")
@@ -69,10 +70,11 @@ def health_replacements(activities: Sequence[dict[str, Any]]) -> tuple[tuple[str
 
 def recreating(group: dict[str, Any], replacements: Sequence[tuple[str, str]]) -> int:
     """How many of the group's units in flight are health-check replacements: per replacement, its new instance listed
-    ``Pending*``, or, none launched yet, its old one still being terminated (``is_leaving``: not one retained,
-    ``Terminating:Retained``, which stays and whose place the group fills as any unit it lacks)."""
+    ``Pending*``, or, none launched yet, its old one still being terminated (``is_terminating``: not one retained,
+    ``Terminating:Retained``, which stays and whose place the group fills as any unit it lacks, nor one listed
+    ``Terminated``, whose replacement was launched or tried already)."""
     states = {str(i["InstanceId"]): str(i.get("LifecycleState", "")) for i in group.get("Instances", [])}
-    leaving = {str(i["InstanceId"]) for i in group.get("Instances", []) if is_leaving(i)}
+    leaving = {str(i["InstanceId"]) for i in group.get("Instances", []) if is_terminating(i)}
     count = 0
     for old, new in replacements:
         if new:

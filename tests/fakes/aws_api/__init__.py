@@ -35,7 +35,8 @@ the boto3 clients under test talk to: it forwards every request to moto unchange
 - an instance whose root volume an instance refresh replaces (``replace_root_volume``), listed ``ReplacingRootVolume``
   (or a later stage) and still counted; ``list_as`` lists one in any state (a value the API may add);
 - an instance EC2 takes back (``reclaim``, a Spot interruption): moto terminates it and its group launches a
-  replacement; ``TerminateInstanceInAutoScalingGroup`` of an instance in no group then fails with ``ValidationError``
+  replacement (none under ``arm_late_stockout``: its launch fails), the group listing it ``Terminated`` meanwhile if
+  asked; ``TerminateInstanceInAutoScalingGroup`` of an instance in no group then fails with ``ValidationError``
   "Instance Id not found - No managed instance found for instance ID ..." (moto answers 500).
 
 Its parts: ``moto_server`` (moto's process and the boto3 clients), ``state`` (the proxy's state, AWS's error and

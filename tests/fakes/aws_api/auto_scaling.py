@@ -1,8 +1,8 @@
 """The EC2 and Auto Scaling behaviours the proxy adds to moto: lead time, launches failing for capacity (at once or
 after the desired capacity was accepted), scaling activities and their pages, a group's bounds, Spot interruptions
-and reclaims, a termination lifecycle hook holding terminated instances, instances retained after it was abandoned,
-and instances listed in states the group still counts (a root volume replaced). Each fact's source is in
-``tests/fakes/REFERENCE.md``."""
+and reclaims (a reclaimed instance still listed ``Terminated``), a termination lifecycle hook holding terminated
+instances, instances retained after it was abandoned, and instances listed in states the group still counts (a root
+volume replaced). Each fact's source is in ``tests/fakes/REFERENCE.md``."""
 
 from __future__ import annotations
 
@@ -81,16 +81,19 @@ class AutoScalingBehaviours(ProxyBase):
         with self._lock:
             self._state.activities.setdefault(group, []).insert(0, activity)
 
-    def reclaim(self, instance_id: str) -> None:
+    def reclaim(self, instance_id: str, listed_terminated: bool = False) -> None:
         """EC2 takes the instance back (a Spot interruption): it is terminated and leaves its group, which was not
         asked to shrink and launches a replacement (moto does both at once; the replacement is ``Pending`` until
-        ``settle``). After an ``interrupt`` of it, its termination activity ends (``Successful``) and the group records
-        the replacement's launch, ``InProgress`` until ``settle``: "Launching a new EC2 instance: i-new", its ``Cause``
-        naming no change of the desired capacity ("... an instance was started in response to a difference between
-        desired and actual capacity, increasing the capacity from 2 to 3.": Auto Scaling User Guide, "View the reason
-        for health check failures": "While the instance is terminating, another scaling activity launches a new
-        instance"; the activities as ``describe-scaling-activities`` lists a replacement, in the gist
-        watchamcb/fc686c70e8c2660ee7ef, "Auto Scaling replacement of instances terminated in EC2 console")."""
+        ``settle``; under ``arm_late_stockout`` it cannot be launched, and its launch fails at ``settle``). With
+        ``listed_terminated`` the group still lists the instance ``Terminated`` (the fake never drops it) while its
+        replacement is launched or fails. After an ``interrupt`` of it, its termination activity ends (``Successful``)
+        and the group records the replacement's launch, ``InProgress`` until ``settle``: "Launching a new EC2
+        instance: i-new", its ``Cause`` naming no change of the desired capacity ("... an instance was started in
+        response to a difference between desired and actual capacity, increasing the capacity from 2 to 3.": Auto
+        Scaling User Guide, "View the reason for health check failures": "While the instance is terminating, another
+        scaling activity launches a new instance"; the activities as ``describe-scaling-activities`` lists a
+        replacement, in the gist watchamcb/fc686c70e8c2660ee7ef, "Auto Scaling replacement of instances terminated in
+        EC2 console")."""
         with self._lock:
             self._state.terminating.discard(instance_id)
             found = self.direct.autoscaling.describe_auto_scaling_instances(InstanceIds=[instance_id])
@@ -98,7 +101,22 @@ class AutoScalingBehaviours(ProxyBase):
                 str(found["AutoScalingInstances"][0]["AutoScalingGroupName"]) if found["AutoScalingInstances"] else ""
             )
             before = {i["InstanceId"] for i in self.group(group)["Instances"]} if group else set()
+            desired = int(self.group(group)["DesiredCapacity"]) + self._state.shortfall[group] if group else 0
             self.direct.ec2.terminate_instances(InstanceIds=[instance_id])
+            if group and listed_terminated:
+                gone = {
+                    "InstanceId": instance_id,
+                    "AvailabilityZone": str(found["AutoScalingInstances"][0]["AvailabilityZone"]),
+                }
+                self._state.terminated.setdefault(group, []).append(gone)
+            if group and self._state.late_stockout:  # the replacement moto launched cannot be launched after all
+                unlaunched = sorted({i["InstanceId"] for i in self.group(group)["Instances"]} - before)
+                if unlaunched:
+                    self.direct.autoscaling.detach_instances(
+                        AutoScalingGroupName=group, InstanceIds=unlaunched, ShouldDecrementDesiredCapacity=True
+                    )
+                    self.direct.ec2.terminate_instances(InstanceIds=unlaunched)
+                    self._set_desired(group, desired)
             ended = [
                 a
                 for a in self._state.activities.get(group, [])
@@ -309,6 +327,7 @@ class AutoScalingBehaviours(ProxyBase):
             instances = group.find("a:Instances", _N)
             kept = [(i, "Terminating:Wait") for i in self._state.held.get(name, [])]
             kept += [(i, "Terminating:Retained") for i in self._state.retained.get(name, [])]
+            kept += [(i, "Terminated") for i in self._state.terminated.get(name, [])]
             for listed, lifecycle in kept:
                 if instances is None:
                     instances = ET.SubElement(group, f"{{{_ASG_NS}}}Instances")

@@ -79,6 +79,7 @@ class _State:
     hooked: bool = False  # a termination lifecycle hook holds the instances terminated with the decrement
     held: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # group -> instances the hook holds
     retained: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # group -> Terminating:Retained ones
+    terminated: dict[str, list[dict[str, str]]] = field(default_factory=dict)  # group -> Terminated ones listed
     listed_as: dict[str, str] = field(default_factory=dict)  # instance id -> state listed, the group counting it
     late_stockout: bool = False
     late_message: str = ICE_MESSAGE  # the failed launch's StatusMessage
