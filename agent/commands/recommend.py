@@ -33,7 +33,7 @@ from actuators.simulated import SimulatedCluster
 from agent.commands.arguments import parse_timestamp
 from agent.commands.recommend_budgets import budgets
 from agent.commands.recommend_document import backtest_entry, recommendation_document
-from agent.commands.recommend_drains import read_alerts, read_drains
+from agent.commands.recommend_drains import read_alerts, read_drains, unread_drains
 from agent.commands.recommend_ledger import open_read_only
 from agent.commands.recommend_warnings import (
     Check,
@@ -42,6 +42,7 @@ from agent.commands.recommend_warnings import (
     node_alerts,
     onprem_short,
     onprem_unobserved,
+    restated,
     start_up_warnings,
 )
 from agent.loop import Agent, AgentParts, TickReport
@@ -244,7 +245,7 @@ def recommend(
         outlook = agent.observe(at)
         tick = agent.act(at, outlook)
         spends = agent.budget_watch.spend(at)  # what the tick planned on: nothing more is charged after it
-    told = read_alerts(read_side)
+    told = restated(read_alerts(read_side))
     document = recommendation_document(
         config_path, at, agent, tick, states, pool_state_source, prometheus.url, outlook.onprem, told
     )
@@ -261,7 +262,7 @@ def recommend(
         + assumed_units(agent, pool_state_source)
         + onprem_unobserved(agent)
         + onprem_short(agent, tick)
-        + node_alerts(told)
+        + node_alerts(told, unread_drains(read_side))
         + start_up_warnings(checks)
     )
     document["backtest"] = backtest_entry(agent, history, at, history_problem)

@@ -33,6 +33,7 @@ from models import (
     SkipReason,
     ZoneState,
 )
+from models.redaction import redact_tree
 
 BACKTEST_SPAN = timedelta(days=1)
 BACKTEST_EVERY = timedelta(hours=1)
@@ -134,8 +135,17 @@ def recommendation_document(
             ),
         },
         "problems": dict(sorted(tick.problems.items())),
-        "alerts": [{"kind": str(a.kind), "summary": a.summary} for a in (*read_alerts, *tick.alerts)],
+        "alerts": [_alert_entry(a) for a in (*read_alerts, *tick.alerts)],
     }
+
+
+def _alert_entry(alert: AlertEvent) -> dict[str, Any]:
+    """An alert as the daemon would raise it: its subject names what it is about (a pool, a node, a budget), which
+    its summary may not (two pools whose idle nodes cannot be read raise the same summary), and its details say the
+    error and what to do. Redacted here already (``recommend`` redacts the whole document too): an error the
+    details quote may hold a credential."""
+    entry = {"kind": str(alert.kind), "subject": alert.subject, "summary": alert.summary, "details": alert.details}
+    return redact_tree(entry)
 
 
 def _ready_units(spec: PoolSpec, state: PoolState | None, onprem: OnPremReading) -> int | None:

@@ -64,7 +64,8 @@ class DrainedStates:
     over, their nodes out of the ready and target units and counted as being drained, the idle nodes observed
     (``NodeDrains.observe``). Writes pass through (``recommend`` wraps this in ``DryRunActuator``). What the daemon
     alerts on as it observes them (an idle node a drain cannot empty, idle nodes that cannot be read) is kept from
-    the latest read (``alerts``), for the report to tell."""
+    the latest read (``alerts``), as are the pools whose drains in progress could not be read (``unread_drains``),
+    for the report to tell."""
 
     def __init__(self, inner: Actuator, drainers: Mapping[str, DrainsRead], window: timedelta, clock: Clock) -> None:
         self._inner = inner
@@ -84,20 +85,21 @@ class DrainedStates:
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:
         return self._inner.resize(pool_id, to_units, key)
 
-    def warnings(self) -> list[str]:
-        """A pool whose drains in progress could not be read, and what that means for its figures."""
-        failed = {p: exc for d in self._drainers.values() for p, exc in d.failures.items()}
-        return [
-            f"pool {pool}: the drains in progress could not be read ({exc}): nodes leadtime is draining in it are "
-            "counted as staying, in its units and in its budgets' projections to the period's end"
-            for pool, exc in sorted(failed.items())
-        ]
+    def unread_drains(self) -> dict[str, ActuatorError]:
+        """Each pool whose drains in progress could not be read, and why."""
+        return {p: exc for d in self._drainers.values() for p, exc in d.failures.items()}
 
 
 def read_alerts(read_side: Actuator) -> tuple[AlertEvent, ...]:
     """What the daemon would alert on in the pools' nodes as recommend's read observed them (``DrainedStates``):
     none where no drainer read them."""
     return read_side.alerts if isinstance(read_side, DrainedStates) else ()
+
+
+def unread_drains(read_side: Actuator) -> dict[str, ActuatorError]:
+    """The pools whose drains in progress recommend's read could not read (``DrainedStates``), and why: their nodes
+    being drained are counted as staying (``agent.commands.recommend_warnings.node_alerts`` says so)."""
+    return read_side.unread_drains() if isinstance(read_side, DrainedStates) else {}
 
 
 def read_drains(
@@ -147,4 +149,4 @@ def read_drains(
     wrapped = {id(d): DrainsRead(d, clock) for d in inner.values()}
     drainers = {pool: wrapped[id(d)] for pool, d in inner.items()}
     states = DrainedStates(read, drainers, settings.planner.scale_down_stabilization, clock)
-    return states, [states.warnings, lambda: cluster]
+    return states, [lambda: cluster]

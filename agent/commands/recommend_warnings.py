@@ -1,13 +1,14 @@
 """What ``leadtime recommend`` warns of beside its plan (``agent.commands.recommend``), and the reason it gives an
 on-prem pool it counts whole: slices it cannot tell are running, units it assumed, on-prem pools planned on their
-``max_units``, idle nodes no drain can empty, and what the daemon's start-up checks find on the pools read
-(``Check``: the AWS groups' AZRebalance check, ``actuators.aws_wiring``). Each is a line for the report's warnings and
-stderr, saying what to do.
+``max_units``, idle nodes no drain can empty, pools whose nodes cannot be read, and what the daemon's start-up checks
+find on the pools read (``Check``: the AWS groups' AZRebalance check, ``actuators.aws_wiring``). Each is a line for the
+report's warnings and stderr, saying what to do.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from agent.loop import Agent, TickReport
 from agent.sources.onprem_capacity import onprem_queries, unobserved_onprem_pools
@@ -47,13 +48,72 @@ def start_up_warnings(checks: Sequence[Check]) -> list[str]:
     return found
 
 
-def node_alerts(alerts: Sequence[AlertEvent]) -> list[str]:
+# What happens to a pool whose idle nodes cannot be read (``agent.drains``: none of its units is known idle): the
+# planner releases none of them for idleness, and still plans its scale-ups (a budget's hard stop may still release
+# units). The daemon's alert said "holding the pool's size", which a report planning that pool's scale-up
+# contradicted; recommend says what the plan does.
+IDLE_UNREAD = (
+    "Idle nodes cannot be read: the pool is not shrunk for idleness (none of its units is known idle); it is still "
+    "scaled up when demand needs more"
+)
+_IDLE_SUBJECT = "idle nodes of "  # the subject of ``agent.drain_records.idle_nodes_alert``, before the pool's id
+_STAYING = (
+    "nodes leadtime is draining in it are counted as staying, in its units and in its budgets' projections to the "
+    "period's end"
+)
+
+
+def idle_unread_pool(alert: AlertEvent) -> str | None:
+    """The pool of an alert that its idle nodes cannot be read (``agent.drain_records.idle_nodes_alert``, the one
+    alert under that subject raised for an error), else None."""
+    if alert.subject.startswith(_IDLE_SUBJECT) and "error" in alert.details:
+        return alert.subject.removeprefix(_IDLE_SUBJECT)
+    return None
+
+
+def restated(alerts: Sequence[AlertEvent]) -> tuple[AlertEvent, ...]:
+    """The alerts the daemon would raise in the pools' nodes, each that a pool's idle nodes cannot be read saying
+    what the plan does with the pool (``IDLE_UNREAD``), not that its size is held."""
+    return tuple(replace(a, summary=IDLE_UNREAD) if idle_unread_pool(a) is not None else a for a in alerts)
+
+
+def node_alerts(alerts: Sequence[AlertEvent], drains_unread: Mapping[str, Exception] | None = None) -> list[str]:
     """What the daemon alerts on in the nodes of the pools it drains as it reads them (``agent.drains``), which the
     dry-run tick does not raise itself (its pools are read with their drains, ``agent.commands.recommend_drains``):
     each idle node a drain cannot empty, not released and still billed until a person frees it, and a pool whose
-    idle nodes cannot be read, held at its size. Each as the alert says it; one raised for an error says it after
-    the alert's subject (the pool), which its summary does not name."""
-    return [f"{a.subject}: {a.summary} ({a.details['error']})" if "error" in a.details else a.summary for a in alerts]
+    idle nodes cannot be read (``IDLE_UNREAD``). Each as the alert says it; one raised for an error says it after
+    the alert's subject (the pool), which its summary does not name. Then each pool whose drains in progress could
+    not be read (``drains_unread``): its nodes being drained are counted as staying. A pool whose idle nodes and
+    drains failed to read with the same error (listing its nodes refused) is told once, with both consequences."""
+    drains_unread = drains_unread or {}
+    both = {
+        pool: error
+        for a in alerts
+        if (pool := idle_unread_pool(a)) is not None
+        and pool in drains_unread
+        and (error := a.details["error"]) == str(drains_unread[pool])
+    }
+    out = []
+    for alert in alerts:
+        pool = idle_unread_pool(alert)
+        if pool in both:
+            out.append(
+                f"pool {pool}: the drains in progress could not be read, nor its idle nodes ({both[pool]}): "
+                f"{_STAYING}; it is not shrunk for idleness (none of its units is known idle), and still scaled up "
+                "when demand needs more"
+            )
+        elif pool is not None:
+            out.append(f"{alert.subject}: {IDLE_UNREAD} ({alert.details['error']})")
+        elif "error" in alert.details:
+            out.append(f"{alert.subject}: {alert.summary} ({alert.details['error']})")
+        else:
+            out.append(alert.summary)
+    out += [
+        f"pool {pool}: the drains in progress could not be read ({exc}): {_STAYING}"
+        for pool, exc in sorted(drains_unread.items())
+        if pool not in both
+    ]
+    return out
 
 
 def assumed_units(agent: Agent, pool_state_source: str) -> list[str]:
