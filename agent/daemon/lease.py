@@ -221,7 +221,9 @@ class LeaseElector:
     def _may_create(self, sent: float) -> bool:
         """Whether to create a Lease that is not there. A Lease someone else held may have been deleted (by hand,
         by a prune) while its holder still acts, up to its renew deadline: wait its duration from when its record
-        was last seen, as for a lease still held. Never seen one, or it was ours: create it at once."""
+        was last seen, as for a lease still held. Never seen one, seen held by nobody, or ours when last seen less
+        than its duration ago: create it at once. Ours but last seen longer ago (this replica's rounds stalled, and
+        another may have taken it since and still act): wait its duration from when it was found gone."""
         seen = self._observed
         if seen is None or not seen.holder:
             return True
