@@ -115,15 +115,23 @@ class BudgetReserver:
         self._covered: list[int] = []  # scale-ups' reservations the next standing reservations will cover
         self._standing: list[int] = []  # the units held now, reserved for the other agents to see (``commit``)
         # the others' marks as the plan counts them, and the claim of a tick's sheds against them
-        self.sheds = ShedClaims(ledger, self.budgets, self.standing, tick, self._caps, self._mine)
+        free = [p for p, spec in pools.items() if spec.price_per_unit_hour_usd <= 0.0]  # priced at nothing
+        self.sheds = ShedClaims(ledger, self.budgets, self.standing, tick, self._caps, self._mine, free)
 
-    def reserve(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState] | None = None) -> Reserved:
+    def reserve(
+        self,
+        now: datetime,
+        plan: CapacityPlan,
+        states: Mapping[str, PoolState] | None = None,
+        unread: Mapping[str, int] | None = None,
+    ) -> Reserved:
         """Reserve every scale-up of ``plan`` on a budgeted pool; trim or hold the ones not granted. ``states`` are
         the pools the plan was made on: a scale-up asks only for the units it adds to the bill (``billed_after``),
         as the planner counts them. The idle nodes being drained it takes back are billed already and reserved in
-        the pool's standing reservation (``commit``); a pool without a state counts every unit it adds as new."""
+        the pool's standing reservation (``commit``); a pool without a state counts every unit it adds as new.
+        ``unread``: the units the planner counts each pool not read at (``ShedClaims.claim``)."""
         states = states or {}
-        plan = self.sheds.claim(now, plan, states)  # the sheds decided again, and marked, under the writer lock
+        plan = self.sheds.claim(now, plan, states, unread)  # the sheds decided again, and marked, under the lock
         new = {r.key: _new_units(r, states.get(r.pool_id)) for r in plan.resizes if r.is_scale_up}
         ups = sorted(
             (r for r in plan.resizes if new.get(r.key, 0) > 0 and self._caps(now, r.pool_id)),
@@ -203,6 +211,7 @@ class BudgetReserver:
         reserved = {pool_id: min(n, units.get(pool_id, 0)) for pool_id, n in covers.items()}
         covering = replace(self.standing, covered=tuple(sorted(reserved.items())))
         grants = self.ledger.reserve_many(requests, now, replacing=replaced, replacing_holder=covering)
+        self.sheds.committed()  # a commit that fails leaves a release's claim to its tick's failure (``release``)
         self._standing = [g.reservation_id for g in grants if g.reservation_id is not None]
 
     def held_elsewhere(self, now: datetime, to_period_end: bool = False) -> dict[str, float]:

@@ -15,13 +15,18 @@ replaces the claim with the marks of the releases carried out.
 A claim says a release is being carried out before it is: only a release the executor sends is claimed. An agent
 whose releases are only recorded (dry-run, ``sends`` false) reads the others' marks again and cuts its sheds by them,
 but claims nothing, as it marks nothing at its commit. Once the executor acted, the claims of the releases it did not
-carry out are taken back (``executed``; an executor that raises part-way is judged on what it did until then), and a
-tick that fails takes back those it has not yet judged (``release``), so an agent whose ticks fail before it acts
-marks nothing and the others shed for its units. A release carried out keeps its claim through a failure later in the
-tick (a later action raising, writing its spend, its commit): its units are going, and the standing reservation
-that counts them as staying was not replaced, so taking it back had the others shed for them again (and the agent buy
-back what they shed). A claim lives one tick (not two, as a mark), so one a tick could neither replace nor take back
-(its process killed, the ledger lost) is not read by the next ticks of the others.
+carry out are taken back (``executed``; an executor that raises part-way is judged on what it did until then, a drain
+started before a later node's raised too), and a tick that fails takes back those it has not yet judged (``release``),
+so an agent whose ticks fail before it acts marks nothing and the others shed for its units. A release carried out
+keeps its claim through a failure later in the tick (a later action raising, writing its spend, its commit): its
+units are going, and the standing reservation that counts them as staying was not replaced, so taking it back had the
+others shed for them again (and the agent buy back what they shed). The failed tick replaces that claim with the
+release's marks, as its commit would have (two ticks): an agent ticking first at the next instant read no claim and
+shed for the same units. A release whose call failed with no clear answer (``ActionResult.unclear``: a timeout, no
+answer, an error raised once it was sent) counts as carried out, as the cloud may carry it out, until its pool's
+changes have kept failing for its lead time (``agent.executor_resizes.unclear_release``). A claim lives one tick (not
+two, as a mark), so one a tick could neither replace nor take back (its process killed, the ledger lost) is not read
+by the next ticks of the others.
 
 The in-process ledgers (memory, SQLite) decide a claim under the process's lock: only one process writes them
 (``leadtime run`` refuses ``remote_pools`` on them), so no other agent's marks can come between. A ledger without
@@ -39,13 +44,14 @@ tick longer). Only the budgets the release is needed for count so: one whose pro
 its cap with the released units kept (``lab`` with room for the whole fleet, where nobody marks) would otherwise keep
 the whole release, and both agents shed for ``team`` (6 units where 3 were needed). An hourly cap is held over the
 whole next hour too, which no snapshot projects: it counts there at the more of the units each of its pools this
-agent runs bills now and after the plan (with room for the whole fleet, it counted always, and the two agents shed 6).
+agent runs bills now and after the plan (with room for the whole fleet, it counted always, and the two agents shed 6),
+a pool not read this tick at the units the planner counts it at, one without a price at nothing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
@@ -77,6 +83,13 @@ __all__ = ["ShedClaims", "resize_key"]  # the planner's key format, as the reser
 log = logging.getLogger(__name__)
 
 
+def carried_out(result: ActionResult) -> bool:
+    """Whether ``result``'s action counts as carried out for the claims and marks of a release: accepted or
+    started, or failed with no clear answer (``ActionResult.unclear``: a timeout, no answer, an error after it was
+    sent), which the cloud may carry out; counting it as not, the other agents shed for its units too."""
+    return result.status in (ActionStatus.DONE, ActionStatus.STARTED) or result.unclear
+
+
 class ShedClaims:
     """The marks of the other agents sharing ``budgets`` in ``ledger``, as this agent (``standing``) reads them, and
     the claim of its sheds. ``caps`` gives the caps over a pool (``BudgetReserver._caps``), ``mine`` this replica's
@@ -90,13 +103,18 @@ class ShedClaims:
         tick: timedelta,
         caps: Callable[[datetime, str], list[Cap]],
         mine: Callable[[], list[int]],
+        free: Collection[str] = (),
     ) -> None:
         self.ledger, self.budgets, self.standing, self.tick = ledger, list(budgets), standing, tick
         self._caps, self._mine = caps, mine
+        self._free = frozenset(free)  # this agent's pools without a price: they cost nothing, whatever they hold
         self._seen: dict[tuple[str, str], tuple[datetime, float]] = {}  # (budget, reading) -> what the plan counted
         self._claimed: dict[str, list[int]] = {}  # pool -> its release's claims not yet judged carried out
         self._keys: dict[str, str] = {}  # pool -> the key of its release claimed (``executed`` judges it by)
         self._sent: list[int] = []  # the claims of releases carried out: the next commit replaces them
+        self._at: datetime | None = None  # the tick of the claims made since the last commit
+        self._released: dict[str, tuple[Resize, PoolState | None]] = {}  # pool -> its release claimed, and its state
+        self._going: dict[str, int] = {}  # pool -> the units its release carried out takes off the bill (``executed``)
         self.sends = True  # whether the executor sends the releases (dry-run: they are only recorded, never claimed)
 
     def releasing_elsewhere(self, now: datetime, hourly: bool = False) -> dict[str, float]:
@@ -130,35 +148,57 @@ class ShedClaims:
         return out
 
     def taken(self) -> list[int]:
-        """The claims made since the last commit, which replaces them with its marks."""
-        out = [*self._sent, *(i for ids in self._claimed.values() for i in ids)]
-        self._claimed, self._keys, self._sent = {}, {}, []
-        return out
+        """The claims made since the last commit, which replaces them with its marks (``committed`` once it did)."""
+        return [*self._sent, *(i for ids in self._claimed.values() for i in ids)]
+
+    def committed(self) -> None:
+        """The commit replaced the claims ``taken`` gave it."""
+        self._claimed, self._keys, self._sent, self._released, self._going = {}, {}, [], {}, {}
 
     def executed(self, results: Sequence[ActionResult]) -> None:
         """Judge the releases claimed by what the executor did (``results``): the claims of those it carried out
-        (their size change, or a drain of theirs, accepted or started) stay for the commit to replace, and those of
-        the others are taken back now, their units staying."""
-        accepted = {r.key for r in results if r.status in (ActionStatus.DONE, ActionStatus.STARTED)}
+        (their size change, or a drain of theirs, accepted or started, or failed with no clear answer: ``unclear``,
+        the cloud may carry it out) stay for the commit to replace, and those of the others are taken back now, their
+        units staying. What each release carried out takes off the bill is kept for ``release``."""
+        accepted = {r.key for r in results if carried_out(r)}
         dropped: list[int] = []
         for pool_id, ids in self._claimed.items():
             key = self._keys.get(pool_id)
             sent = key is not None and any(k == key or k.startswith(key + DRAIN_KEY_MARK) for k in accepted)
             if sent:
                 self._sent += ids
+                self._going[pool_id] = self._going_units(pool_id, accepted)
             else:
                 dropped += ids
         self._claimed, self._keys = {}, {}
         self._release(dropped, "claims of releases not carried out")
 
     def release(self) -> None:
-        """Take back the claims of the releases not judged carried out since the last commit: the tick that made
-        them ends without one (it failed before the executor acted; one raising part-way judged what it did first),
-        so they may not be carried out. Those of releases carried out stay, for the next commit to replace (or to
-        lapse in a tick)."""
+        """The tick that made the claims since the last commit ends without one. Take back those of the releases not
+        judged carried out (it failed before the executor acted; one raising part-way judged what it did first): they
+        may not be carried out. Those of releases carried out are replaced with their marks, as the commit marks them
+        (the units each takes off the bill, for two ticks; the next commit replaces them): a claim lives one tick, and
+        an agent ticking first at the next instant would otherwise shed for units already going. A ledger that cannot
+        be written leaves them to lapse."""
         claimed = [i for ids in self._claimed.values() for i in ids]
         self._claimed, self._keys = {}, {}
         self._release(claimed, "claims of releases not carried out")
+        sent, going, at = self._sent, self._going, self._at
+        self._released, self._going = {}, {}
+        if not sent or at is None:
+            return
+        marks = [
+            cap.releasing(at, units, self.standing.label, self.tick)
+            for pool_id, units in sorted(going.items())
+            if units > 0
+            for cap in self._current(at, pool_id)
+        ]
+        try:
+            grants = self.ledger.reserve_many(marks, at, replacing=sent)
+        except LedgerUnavailable as exc:
+            log.warning("marks of releases carried out not written, their claims left to lapse: %s", exc)
+            return
+        self._sent = [g.reservation_id for g in grants if g.reservation_id is not None]
 
     def _release(self, claimed: Sequence[int], what: str) -> None:
         """Take ``claimed`` back; a ledger that cannot be written leaves them to lapse (a tick)."""
@@ -169,14 +209,21 @@ class ShedClaims:
         except LedgerUnavailable as exc:
             log.warning("%s left to lapse at the next tick: %s", what, exc)
 
-    def claim(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState]) -> CapacityPlan:
+    def claim(
+        self,
+        now: datetime,
+        plan: CapacityPlan,
+        states: Mapping[str, PoolState],
+        unread: Mapping[str, int] | None = None,
+    ) -> CapacityPlan:
         """Mark the units ``plan``'s releases take off the bill of pools in shared budgets, reading the others' marks
         in the same transaction (``Claims``), and ``plan`` with its sheds cut by what the others marked since the
-        planner read them. Releases the executor does not send (``sends`` false) are cut as well, but not marked."""
+        planner read them. Releases the executor does not send (``sends`` false) are cut as well, but not marked.
+        ``unread``: the units the planner counts each pool not read this tick at (``BudgetWatch.observe``)."""
         releases = [r for r in plan.resizes if not r.is_scale_up and self._current(now, r.pool_id)]
         if not releases:
             return plan
-        sheds = self._sheds(now, plan, releases, states)
+        sheds = self._sheds(now, plan, releases, states, unread or {})
         keys = sorted({(b.name, k) for s in sheds for b, k in s.readings})
         seen = {key: self._seen[key][1] for key in keys if self._seen.get(key, (None,))[0] == now}
         by_name = {b.name: b for b in self.budgets}
@@ -210,14 +257,16 @@ class ShedClaims:
         cuts = cut(figures)
         new = {key: max(0.0, f - seen[key]) for key, f in zip(kept, figures, strict=True)}
         out = cut_plan(now, plan, sheds, cuts, new)
-        sent_as = {r.pool_id: r.key for r in out.resizes if not r.is_scale_up}
+        sent_as = {r.pool_id: r for r in out.resizes if not r.is_scale_up}
         if len(owners) != len(grants):  # one grant a request, in their order; else no release is judged sent
             owners = [""] * len(grants)
         for pool_id, grant in zip(owners, grants, strict=True):
             if grant.reservation_id is not None:
                 self._claimed.setdefault(pool_id, []).append(grant.reservation_id)
                 if pool_id in sent_as:
-                    self._keys[pool_id] = sent_as[pool_id]
+                    self._keys[pool_id] = sent_as[pool_id].key
+                    self._released[pool_id] = (sent_as[pool_id], states.get(pool_id))
+        self._at = now
         return out
 
     # -- internals ------------------------------------------------------------------------------------------
@@ -248,14 +297,31 @@ class ShedClaims:
     def _current(self, now: datetime, pool_id: str) -> list[Cap]:
         return [cap for cap in self._caps(now, pool_id) if cap.current]
 
+    def _going_units(self, pool_id: str, accepted: Collection[str]) -> int:
+        """The units ``pool_id``'s release claimed takes off the bill once carried out (``accepted``: the keys of
+        the executor's results carried out), as the commit marks them (``releasing_units``): all of them for its size
+        change, one a drain of it."""
+        resize, state = self._released[pool_id]
+        going = resize.from_units - resize.to_units
+        if state is not None:
+            going = max(0, state.billed_units - billed_after(state, resize.to_units))
+        if resize.key not in accepted:
+            going = min(going, sum(1 for key in accepted if key.startswith(resize.key + DRAIN_KEY_MARK)))
+        return going
+
     def _sheds(
-        self, now: datetime, plan: CapacityPlan, releases: Sequence[Resize], states: Mapping[str, PoolState]
+        self,
+        now: datetime,
+        plan: CapacityPlan,
+        releases: Sequence[Resize],
+        states: Mapping[str, PoolState],
+        unread: Mapping[str, int],
     ) -> list[ShedAsked]:
         """The releases a broken cap of a shared budget asked for, on pools whose budgets all are shared: the hard
         stops first (busy units: the dearest to lose), then by pool. Of the pool's other shared budgets, those whose
         caps the plan's releases keep (``_needs``) must each pay for a unit kept too."""
         shared = {b.name: b for b in self.budgets if b.remote_pools}
-        needs = {name: self._needs(now, plan, budget, releases, states) for name, budget in shared.items()}
+        needs = {name: self._needs(now, plan, budget, releases, states, unread) for name, budget in shared.items()}
         out = []
         for resize in releases:
             decision = plan.decisions.get(resize.pool_id)
@@ -279,6 +345,7 @@ class ShedClaims:
         budget: Budget,
         releases: Sequence[Resize],
         states: Mapping[str, PoolState],
+        unread: Mapping[str, int],
     ) -> bool:
         """Whether ``budget``'s caps may need the units ``releases`` take off its pools' bill: unless each cap's
         projection with this plan (the planner's snapshot, released units billing one more tick) stays within it with
@@ -294,7 +361,7 @@ class ShedClaims:
             if snapshot.projected_usd + kept > snapshot.cap_usd + EPS_USD:
                 return True
             if kind is CapKind.HOUR:
-                next_hour = self._next_hour_usd(now, key, budget, plan, states)
+                next_hour = self._next_hour_usd(now, key, budget, plan, states, unread)
                 if next_hour is None or next_hour > snapshot.cap_usd + EPS_USD:
                     return True
         return False
@@ -322,21 +389,30 @@ class ShedClaims:
         return kept
 
     def _next_hour_usd(
-        self, now: datetime, key: str, budget: Budget, plan: CapacityPlan, states: Mapping[str, PoolState]
+        self,
+        now: datetime,
+        key: str,
+        budget: Budget,
+        plan: CapacityPlan,
+        states: Mapping[str, PoolState],
+        unread: Mapping[str, int],
     ) -> float | None:
         """What the pools of ``budget`` this agent runs cost over the whole next hour, each at the more of the units
         it bills now and after ``plan``: no less than the planner projects that hour at with the plan's releases kept
-        (it counts this agent's pools only). ``None`` where a pool was not read or its hourly cap ``key`` is not
-        known."""
+        (it counts this agent's pools only). A pool not read counts at the units the planner counts it at
+        (``unread``), one without a price at nothing. ``None`` where a pool's units (not read, and known by no one)
+        or its hourly cap ``key`` are not known."""
         after = {r.pool_id: r.to_units for r in plan.resizes}
         total = 0.0
-        for pool_id in sorted(budget.pools - budget.remote_pools):
+        for pool_id in sorted(budget.pools - budget.remote_pools - self._free):
             state = states.get(pool_id)
+            units = unread.get(pool_id) if state is None else None
+            if state is not None:
+                units = max(state.billed_units, billed_after(state, after.get(pool_id, state.target_units)))
             cap = next((c for c in self._current(now, pool_id) if c.key == key), None)
             left = cap.period.remaining(now) if cap is not None else timedelta(0)
-            if state is None or cap is None or left <= timedelta(0):
+            if units is None or cap is None or left <= timedelta(0):
                 return None
-            units = max(state.billed_units, billed_after(state, after.get(pool_id, state.target_units)))
             total += units * cap.per_unit_usd * ((cap.period.end - cap.period.start) / left)
         return total
 

@@ -164,7 +164,7 @@ class BudgetWatch:
 
     def unclaim(self) -> None:
         """Take back the releases a tick claimed and did not carry out, when it fails before its commit
-        (``ShedClaims.release``): those carried out stay claimed, their units going."""
+        (``ShedClaims.release``): those carried out are marked as going, as the commit marks them."""
         if self.reserver is not None:
             self.reserver.sheds.release()
 
@@ -249,7 +249,7 @@ class BudgetWatch:
     def reserve(self, now: datetime, plan: CapacityPlan, states: Mapping[str, PoolState] | None = None) -> Reserved:
         """The plan with its scale-ups reserved against the budgets (trimmed or held where not granted), each for the
         units it adds to the bill of its pool as ``states`` (the planner's) has it."""
-        return Reserved(plan) if self.reserver is None else self.reserver.reserve(now, plan, states)
+        return Reserved(plan) if self.reserver is None else self.reserver.reserve(now, plan, states, self._unread)
 
     def acted(
         self,
@@ -289,7 +289,9 @@ class BudgetWatch:
                 covered[r.pool_id] = max(
                     covered.get(r.pool_id, 0), r.to_units if state is None else in_service(state, r.to_units)
                 )
-            self.reserver.commit(now, held, covered, releasing_units(plan, results, states))
+            # a release with no clear answer (``carried_out``) is marked as going, as it kept its claim
+            going = [replace(r, status=ActionStatus.STARTED) if r.unclear else r for r in results]
+            self.reserver.commit(now, held, covered, releasing_units(plan, going, states))
 
     def alerts(
         self,

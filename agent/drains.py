@@ -159,35 +159,44 @@ class NodeDrains:
         return out
 
     # -- acting (called by the executor only) ------------------------------------------------------------------
-    def continue_pending(self, now: datetime) -> DrainOutcome:
-        """Carry every drain in progress one step further, with its own key."""
-        outcome = DrainOutcome()
+    def continue_pending(self, now: datetime, into: DrainOutcome | None = None) -> DrainOutcome:
+        """Carry every drain in progress one step further, with its own key; each step's outcome is added to
+        ``into`` (a new one by default) as it is had."""
+        outcome = DrainOutcome() if into is None else into
         for pending in list(self._pending.values()):
-            outcome.extend(self._step(pending, now))
+            self._step_into(outcome, pending, now)
         return outcome
 
-    def scale_down(self, resize: Resize, now: datetime, nodes: Sequence[str] = ()) -> DrainOutcome:
+    def scale_down(
+        self, resize: Resize, now: datetime, nodes: Sequence[str] = (), into: DrainOutcome | None = None
+    ) -> DrainOutcome:
         """Release ``from_units - to_units`` units of the pool by draining as many nodes idle for the window.
 
         ``nodes`` are the nodes the plan chose: exactly those are drained, after checking that every one is still
         idle for the window and not already draining; if one is not, the release is refused as a whole (the next
         tick plans on fresh state). Without ``nodes`` (the plan could not name them), the longest idle are taken.
-        A forced release is never refused for busy nodes (``_forced_choice``).
+        A forced release is never refused for busy nodes (``_forced_choice``). Each drain's outcome is added to
+        ``into`` (a new one by default) as it is had: an error no drainer translates, raised by a later node's drain,
+        leaves there the drains started before it, and a failed result of the node whose drain raised, which may
+        have begun it (``ActionResult.unclear``: it stays in progress, continued next tick).
         """
+        outcome = DrainOutcome() if into is None else into
         pool_id = resize.pool_id
         wanted = resize.from_units - resize.to_units
         try:
             idle = self._drainers[pool_id].idle_nodes(pool_id, self._window)
             forced = self._forced_choice(pool_id, wanted, nodes, idle) if resize.forced else None
         except ActuatorError as exc:
-            return self._failed(resize.key, pool_id, now, exc)
+            outcome.extend(self._failed(resize.key, pool_id, now, exc))
+            return outcome
         if forced is not None:
             if 0 < len(forced[0]) < wanted:
                 log.warning(
                     "pool %s: forced release of %d nodes finds only %d to drain (the others are draining, held after "
                     "a failed drain or cordoned)", pool_id, wanted, len(forced[0]),
                 )  # fmt: skip
-            return self._start(resize, now, *forced)
+            self._start(outcome, resize, now, *forced)
+            return outcome
         if nodes:
             gone = [n for n in nodes if n not in idle or not self._choosable(n)]
             if gone:
@@ -195,8 +204,10 @@ class NodeDrains:
                     f"planned to drain {', '.join(nodes)} but {', '.join(gone)} of {pool_id} is no longer idle for "
                     f"{format_duration(self._window)} (or already draining); re-planning next tick"
                 )
-                return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
-        return self._start(resize, now, list(nodes) or [n for n in idle if self._choosable(n)][:wanted], set())
+                outcome.results.append(ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail))
+                return outcome
+        self._start(outcome, resize, now, list(nodes) or [n for n in idle if self._choosable(n)][:wanted], set())
+        return outcome
 
     def _forced_choice(
         self, pool_id: str, wanted: int, named: Sequence[str], idle: Sequence[str]
@@ -217,7 +228,9 @@ class NodeDrains:
         idle_now = set(drainer.idle_nodes(pool_id, timedelta(0)))  # idle, if not yet for the window
         return chosen, {n for n in chosen if n not in idle_now}
 
-    def _start(self, resize: Resize, now: datetime, chosen: Sequence[str], busy: set[str]) -> DrainOutcome:
+    def _start(
+        self, outcome: DrainOutcome, resize: Resize, now: datetime, chosen: Sequence[str], busy: set[str]
+    ) -> None:
         pool_id = resize.pool_id
         if not chosen:
             detail = (
@@ -225,8 +238,8 @@ class NodeDrains:
                 if resize.forced
                 else f"no node of {pool_id} is idle for {format_duration(self._window)} any more; re-planning"
             ) + " next tick"
-            return DrainOutcome([ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail)])
-        outcome = DrainOutcome()
+            outcome.results.append(ActionResult(resize.key, pool_id, ActionStatus.REJECTED, now, detail))
+            return
         for node in chosen:
             key = drain_key(resize.key, node)
             pending = PendingDrain(pool_id, node, key, idle=not resize.forced, started=now, forced=resize.forced)
@@ -235,10 +248,21 @@ class NodeDrains:
                 log.warning("draining busy node %s of pool %s: %s", node, pool_id, resize.reason)
             else:
                 log.info("pool %s: draining idle node %s (%s)", pool_id, node, resize.reason)
-            outcome.extend(self._step(pending, now))
+            self._step_into(outcome, pending, now)
             if pool_id in outcome.permanent:
                 break
-        return outcome
+
+    def _step_into(self, outcome: DrainOutcome, pending: PendingDrain, now: datetime) -> None:
+        """``_step``, its outcome added to ``outcome``; an error it raises (none a drainer translates) adds a failed
+        result of the drain first, whose outcome is not known (``unclear``): it may have begun, and goes on."""
+        try:
+            outcome.extend(self._step(pending, now))
+        except Exception as exc:
+            error = f"drain of {pending.node}: {str(exc) or type(exc).__name__}"
+            outcome.results.append(
+                ActionResult(pending.key, pending.pool_id, ActionStatus.FAILED, now, error=error, unclear=True)
+            )
+            raise
 
     def take_back(self, pool_id: str, count: int, now: datetime) -> list[str]:
         """End up to ``count`` drains of idle nodes of the pool (the latest started or taken over first) so they

@@ -42,6 +42,9 @@ units have kept failing for the pool's lead time (those asked for again failed a
 is read with no unit failed or in flight a lead time (at least ``MIN_BACKOFF``) after the last failed one or the end
 of its back-off: a single broken slice removed is never told.
 
+A resize whose call raises an error no adapter translates fails the tick, counted first as a failing change of its
+pool; what the executor did until then (results, alerts, the memory) stays with its caller (``Progress``).
+
 How both counts are kept, ended and told is in ``agent.executor_failures``; how one resize is sent against the
 cloud's target and its answer translated, in ``agent.executor_resizes``.
 """
@@ -69,7 +72,7 @@ from agent.executor_failures import (
     _zones_with_room,
     blocked_alert,
 )
-from agent.executor_resizes import ACCEPTED, Sent, send_resize
+from agent.executor_resizes import ACCEPTED, Sent, send_resize, unclear_release
 from agent.planning import PlannerMemory
 from agent.planning.memory import BackoffReason
 from models import (
@@ -82,6 +85,7 @@ from models import (
     PermanentActuatorError,
     PoolSpec,
     PoolState,
+    Resize,
     Severity,
     TransientActuatorError,
 )
@@ -89,6 +93,7 @@ from models import (
 __all__ = [
     "MIN_BACKOFF",
     "Execution",
+    "Progress",
     "blocked_pool_alerts",
     "clear_failed_units",
     "execute",
@@ -105,6 +110,18 @@ class Execution:
     alerts: tuple[AlertEvent, ...] = field(default_factory=tuple)
 
 
+@dataclass
+class Progress:
+    """What the executor did so far, kept as it acts: each action's result, its alerts and the planner memory they
+    left. An error no adapter translates, raised part-way, fails the tick; its caller still has what was done before
+    it (the claims of the releases sent stay: ``BudgetWatch.executed``; the pools changed, backed off or blocked stay
+    so in the memory, and the alerts are told)."""
+
+    memory: PlannerMemory
+    results: list[ActionResult] = field(default_factory=list)
+    alerts: list[AlertEvent] = field(default_factory=list)
+
+
 def execute(
     plan: CapacityPlan,
     actuator: Actuator,
@@ -112,22 +129,38 @@ def execute(
     memory: PlannerMemory,
     now: datetime,
     drains: NodeDrains | None = None,
-    results: list[ActionResult] | None = None,
+    progress: Progress | None = None,
 ) -> Execution:
-    """Carry out ``plan`` (see the module's text). ``results``, where given, is the list each action's result is added
-    to as it is carried out: an error no adapter translates raised part-way fails the tick, and its caller still knows
-    what was sent before it (the claims of those releases stay: ``BudgetWatch.executed``)."""
-    results = [] if results is None else results
-    alerts: list[AlertEvent] = []
+    """Carry out ``plan`` (see the module's text), from ``memory``. ``progress``, where given, is kept as the
+    executor acts (``Progress``): what it did until an error it raises."""
+    done = Progress(memory) if progress is None else progress
+    done.memory = memory
+    _carry_out(plan, actuator, pools, now, drains, done)
+    return Execution(tuple(done.results), _stopped_failing(done.memory, pools, now), tuple(done.alerts))
+
+
+def _carry_out(
+    plan: CapacityPlan,
+    actuator: Actuator,
+    pools: dict[str, PoolSpec],
+    now: datetime,
+    drains: NodeDrains | None,
+    done: Progress,
+) -> None:
+    results, alerts = done.results, done.alerts
     if drains is not None:
-        memory = _absorb(drains.continue_pending(now), pools, memory, now, results, alerts)
+        pending = DrainOutcome()
+        try:
+            drains.continue_pending(now, pending)
+        finally:  # the steps taken before an error it raises too
+            done.memory = _absorb(pending, pools, done.memory, now, results, alerts)
     if plan.is_empty:
-        return Execution(tuple(results), _stopped_failing(memory, pools, now), tuple(alerts))
+        return
     cloud = {state.pool_id: state for state in actuator.list_pools()}
     unread = unread_pools(actuator)
     fresh = drains.adjusted(cloud) if drains is not None else cloud
     for resize in plan.resizes:
-        if (why := memory.blocked.get(resize.pool_id)) is not None:
+        if (why := done.memory.blocked.get(resize.pool_id)) is not None:
             detail = (
                 f"{resize.pool_id} is blocked after a permanent error ({why}); nothing is sent to it until the cause "
                 "is fixed and the pool is unblocked"
@@ -146,10 +179,13 @@ def execute(
             continue
         if drains is not None and drains.serves(resize.pool_id) and not resize.is_scale_up:
             decision = plan.decisions.get(resize.pool_id)
-            outcome = drains.scale_down(resize, now, decision.nodes if decision is not None else ())
-            if any(r.status in ACCEPTED for r in outcome.results):
-                memory = memory.changed(resize.pool_id, now, -1)
-            memory = _absorb(outcome, pools, memory, now, results, alerts)
+            outcome = DrainOutcome()
+            try:  # each drain's result as it is had: those started before an error it raises count
+                drains.scale_down(resize, now, decision.nodes if decision is not None else (), outcome)
+            finally:
+                if any(r.status in ACCEPTED for r in outcome.results):
+                    done.memory = done.memory.changed(resize.pool_id, now, -1)
+                done.memory = _absorb(outcome, pools, done.memory, now, results, alerts)
         else:
             taken: list[str] = []
             if drains is not None and drains.serves(resize.pool_id) and resize.is_scale_up:
@@ -157,7 +193,11 @@ def execute(
             decision = plan.decisions.get(resize.pool_id)
             capped = decision is not None and bool(decision.budgets)
             sent = Sent(cloud[resize.pool_id], state, taken, capped)
-            memory = send_resize(resize, sent, actuator, pools, memory, now, results, alerts)
+            try:
+                done.memory = send_resize(resize, sent, actuator, pools, done.memory, now, results, alerts)
+            except Exception as exc:  # no adapter translated it, and the tick fails: counted as a failed change
+                _raised(resize, exc, pools, now, done)
+                raise
         log.info(
             "action pool=%s from=%d to=%d status=%s reason=%r",
             resize.pool_id,
@@ -166,7 +206,18 @@ def execute(
             results[-1].status,
             resize.reason,
         )
-    return Execution(tuple(results), _stopped_failing(memory, pools, now), tuple(alerts))
+
+
+def _raised(resize: Resize, exc: Exception, pools: dict[str, PoolSpec], now: datetime, done: Progress) -> None:
+    """Count a resize whose call raised an error no adapter translates as a failed change of its pool
+    (``_failing``), and record its failed result; a release's may have reached the cloud
+    (``unclear_release``)."""
+    error = str(exc) or type(exc).__name__
+    done.memory = _failing(resize.pool_id, error, now, now, pools, done.memory, done.alerts, resize.is_scale_up)
+    unclear = not resize.is_scale_up and unclear_release(resize.pool_id, pools.get(resize.pool_id), done.memory, now)
+    done.results.append(
+        ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=error, unclear=unclear)
+    )
 
 
 def clear_failed_units(

@@ -3,7 +3,8 @@ planned change applied to the cloud's own target (which still counts the nodes b
 scale-up took back not bought again, and of a pool in a budget no more than the plan counted as new
 (``held_for_take_back``), never above the pool's ``max_units`` (``_waiting_for_drains``); and the actuator's answer
 translated: a stockout backs the pool off (a quota used up told as such, with what to do: ``refused_alert``), a
-failure a retry may fix is counted (``agent.executor_failures``), a permanent error blocks the pool. The log lines keep
+failure a retry may fix is counted (``agent.executor_failures``; a release's may have been carried out:
+``unclear_release``), a permanent error blocks the pool. The log lines keep
 the executor's logger's name, as they did before this moved here.
 """
 
@@ -133,8 +134,11 @@ def _send(
         alerts.append(refused_alert(resize, exc, backoff, now))
         return memory.back_off(resize.pool_id, now + backoff, BackoffReason.STOCKOUT)
     except TransientActuatorError as exc:
-        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
-        return _failing(resize.pool_id, str(exc), now, now, pools, memory, alerts, scale_up=resize.is_scale_up)
+        memory = _failing(resize.pool_id, str(exc), now, now, pools, memory, alerts, scale_up=resize.is_scale_up)
+        unclear = not resize.is_scale_up and unclear_release(resize.pool_id, spec, memory, now)
+        failed = ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc), unclear=unclear)
+        results.append(failed)
+        return memory
     except PermanentActuatorError as exc:
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
         alerts.append(blocked_alert(resize.pool_id, now, str(exc)))
@@ -145,6 +149,18 @@ def _send(
     if result.status in ACCEPTED:
         return memory.not_failing(resize.pool_id).changed(resize.pool_id, now, +1 if resize.is_scale_up else -1)
     return memory
+
+
+def unclear_release(pool_id: str, spec: PoolSpec | None, memory: PlannerMemory, now: datetime) -> bool:
+    """Whether a release that failed with an error a retry may fix, or with one no adapter translates (raised once
+    the call was made), may still have been carried out: the adapters give a timeout or a lost answer (the cloud may
+    apply the request after the client gave up, ``actuators.write_window``) as such an error, like a refusal. It
+    counts as sent (``ActionResult.unclear``: its claim and mark stay, and the other agents sharing its budget do not
+    shed for its units too) until the pool's changes have kept failing for its lead time (the ``actuator-failure``
+    warning, counted in ``memory``): a release refused that long, tick after tick, was not carried out, and the others
+    shed for its units."""
+    first = memory.failing_since.get(pool_id, now)
+    return now - first < (spec.lead_time if spec is not None else MIN_BACKOFF)
 
 
 def refused_alert(resize: Resize, exc: CapacityUnavailable, backoff: timedelta, now: datetime) -> AlertEvent:

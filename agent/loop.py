@@ -31,7 +31,7 @@ from agent.burst_history import HourlyBurstProfile
 from agent.conditions import ConditionTracker, not_evaluated, still_holding
 from agent.demand_reads import fetch_demand
 from agent.drains import NodeDrains
-from agent.executor import blocked_pool_alerts, clear_failed_units, execute, unread_pool_alerts
+from agent.executor import Progress, blocked_pool_alerts, clear_failed_units, execute, unread_pool_alerts
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.memory_clock import memory_within_clock
@@ -341,11 +341,13 @@ class Agent:
         if log.isEnabledFor(logging.INFO):  # rendering every record costs a tenth of a replayed tick: only when kept
             for _, decision in sorted(plan.decisions.items()):  # one line per pool, rendered from its record
                 log.info("decision: %s", decision.why(), extra=decision.log_fields())
-        sent: list[ActionResult] = []  # added to as the executor acts: what it did before an error it raises
+        done = Progress(self.memory)  # kept as the executor acts: what it did before an error it raises
         try:
-            execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains, sent)
+            execution = execute(plan, self.parts.actuator, self.pool_by_id, self.memory, now, self.drains, done)
         except Exception:
-            self.budget_watch.executed(sent)  # the releases sent before it keep their claims, the others not
+            self.budget_watch.executed(done.results)  # the releases sent before it keep their claims, the others not
+            self.memory = done.memory  # the pools it changed, backed off or blocked, and its alerts, told
+            alerts.extend(done.alerts)
             raise
         self.budget_watch.executed(execution.results)  # a failure from here on takes back no release carried out
         self.memory = execution.memory

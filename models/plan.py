@@ -94,3 +94,5 @@ class ActionResult:
     detail: str = ""
     error: str | None = None
     taken_back: tuple[str, ...] = ()  # a scale-up's draining nodes whose drains it ended: they serve again
+    # a failed call whose answer was not had (a timeout, no answer, an error after sending): the cloud may carry it out
+    unclear: bool = False
