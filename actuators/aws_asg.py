@@ -89,6 +89,7 @@ class Ec2AutoScalingGroupActuator:
 
     def _state(self, pool_id: str, now: datetime) -> PoolState:
         seen = self._observe(pool_id)
+        recreating = min(seen.recreating, max(0, seen.target - seen.ready))
         return PoolState(
             pool_id,
             now,
@@ -98,7 +99,8 @@ class Ec2AutoScalingGroupActuator:
             failed_messages=seen.failed_messages,
             failed_for_capacity=seen.stockout,
             failed_for_quota=seen.for_quota,
-            recreating_units=min(seen.recreating, max(0, seen.target - seen.ready)),
+            recreating_units=recreating,
+            refreshing_units=min(seen.refreshing, max(0, seen.target - seen.ready - recreating)),
         )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:

@@ -169,6 +169,7 @@ class EksNodegroupActuator:
 
     def _state(self, pool_id: str, now: datetime) -> PoolState:
         seen = self._observe(pool_id)
+        recreating = min(seen.group.recreating, max(0, seen.target - seen.group.ready))
         return PoolState(
             pool_id,
             now,
@@ -179,7 +180,8 @@ class EksNodegroupActuator:
             failed_messages=seen.failed_messages,
             failed_for_capacity=seen.stockout,
             failed_for_quota=seen.for_quota,
-            recreating_units=min(seen.group.recreating, max(0, seen.target - seen.group.ready)),
+            recreating_units=recreating,
+            refreshing_units=min(seen.group.refreshing, max(0, seen.target - seen.group.ready - recreating)),
         )
 
     def resize(self, pool_id: str, to_units: int, key: str) -> ActionResult:

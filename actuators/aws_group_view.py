@@ -37,6 +37,8 @@ from actuators.aws_errors import quota_failure
 
 _LAUNCHING = ("Pending", "Pending:Wait", "Pending:Proceed")
 _READY = "InService"
+# an instance refresh replacing the root volume of an instance that keeps running in the group: not launching
+_ROOT_VOLUME = ("ReplacingRootVolume", "ReplacingRootVolume:Wait", "ReplacingRootVolume:Proceed", "RootVolumeReplaced")
 _TERMINATING = ("Terminating", "Terminating:Wait", "Terminating:Proceed")  # its replacement, if any, still to come
 _LEAVING = (*_TERMINATING, "Terminated")
 RETAINED = ("Terminating:Retained", "Warmed:Terminating:Retained", "Warmed:Pending:Retained")
@@ -47,12 +49,13 @@ _WARM_POOL = "Warmed:"  # Warmed:Pending, Warmed:Running, Warmed:Stopped, ...: a
 @dataclass(frozen=True)
 class GroupInstance:
     """An instance the group counts: ``ready`` (``InService``), ``launching`` (``Pending*``), or neither (running in
-    the group while it is not ready: its root volume replaced, or a state not known here)."""
+    the group while it is not ready: its root volume replaced, ``refreshing``, or a state not known here)."""
 
     instance_id: str
     zone: str
     ready: bool
     launching: bool = False
+    refreshing: bool = False
 
 
 @dataclass(frozen=True)
@@ -147,6 +150,12 @@ class GroupView:
         return sum(1 for i in self.instances if i.ready)
 
     @property
+    def refreshing(self) -> int:
+        """Instances whose root volume an instance refresh replaces: running, counted, not ready, and never a launch
+        (a scale-up's or a replacement's). One in a state not known here is not among them: it may be a launch's."""
+        return sum(1 for i in self.instances if i.refreshing)
+
+    @property
     def unlaunched(self) -> int:
         return max(0, self.desired - len(self.instances))
 
@@ -169,7 +178,9 @@ def group_members(group: dict[str, Any]) -> tuple[GroupInstance, ...]:
         state = str(inst.get("LifecycleState", ""))
         if _counted(state):
             zone = str(inst.get("AvailabilityZone", ""))
-            instances.append(GroupInstance(inst["InstanceId"], zone, state == _READY, state in _LAUNCHING))
+            instances.append(
+                GroupInstance(inst["InstanceId"], zone, state == _READY, state in _LAUNCHING, state in _ROOT_VOLUME)
+            )
     return tuple(instances)
 
 

@@ -29,14 +29,19 @@ __all__ = [
 
 def outstanding(pending: Iterable[PendingScaleUp], states: Mapping[str, PoolState]) -> list[PendingScaleUp]:
     """The scale-ups still waiting: their pool is not yet ready at the asked size and was not asked for less. The units
-    the pool reports being recreated (``PoolState.recreating_units``: a repair of a unit that ran) count as arrived: a
-    repair is not the scale-up's to wait for, and never holds its wait open."""
+    the pool reports being recreated (``PoolState.recreating_units``: a repair of a unit that ran) or refreshed in place
+    (``PoolState.refreshing_units``: an instance refresh replacing root volumes) count as arrived: neither is the
+    scale-up's to wait for, and neither holds its wait open."""
     out = []
     for scale_up in pending:
         state = states.get(scale_up.pool_id)
         if state is None:
             out.append(scale_up)  # unobserved: still owed
-        elif state.ready_units + state.recreating_units < scale_up.to_units <= state.target_units:
+        elif (
+            state.ready_units + state.recreating_units + state.refreshing_units
+            < scale_up.to_units
+            <= state.target_units
+        ):
             out.append(scale_up)
     return out
 

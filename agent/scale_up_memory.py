@@ -28,8 +28,10 @@ memory (the old leader died after asking and before its save, the ConfigMap writ
 someone else's resize. Later than they were asked, never earlier: a stall is told late at worst, never falsely, and is
 never lost. The units the pool itself reports being recreated (``PoolState.recreating_units``: a GKE node pool's or
 TPU slice's instances under RECREATING, an AWS group's health-check replacement: a repair of a unit that ran) are
-not a scale-up and are never waited for; an adapter that cannot tell them (Cloud TPU queued resources) reports none,
-and a unit it repairs is then waited for like any unit in flight. A memory that keeps no
+not a scale-up and are never waited for, nor are those it reports refreshed in place (``PoolState.refreshing_units``:
+an AWS instance whose root volume an instance refresh replaces, not ready for the refresh's run); an adapter that
+cannot tell them (Cloud TPU queued resources) reports none, and a unit it repairs is then waited for like any unit in
+flight. A memory that keeps no
 scale-ups (None: saved by an earlier release, or none saved) explains none.
 
 A dry-run agent adopts and restores none (``acts`` false): the units in flight are not its own but those of whatever
@@ -137,14 +139,14 @@ def unexplained(
     now: datetime, states: Mapping[str, PoolState], explained: Sequence[PendingScaleUp] = ()
 ) -> list[PendingScaleUp]:
     """The units in flight in ``states`` (the planner's: nodes being drained out of the targets) above the sizes
-    ``explained`` asks its pool for and the units it has (ready or being recreated: a repair is not waited for, as in
-    ``outstanding``), waited for from ``now``: one scale-up per pool."""
+    ``explained`` asks its pool for and the units it has (ready, being recreated or refreshed in place: neither is
+    waited for, as in ``outstanding``), waited for from ``now``: one scale-up per pool."""
     asked: dict[str, int] = {}
     for scale_up in explained:
         asked[scale_up.pool_id] = max(asked.get(scale_up.pool_id, 0), scale_up.to_units)
     found = []
     for pool_id, state in sorted(states.items()):
-        since = max(state.ready_units + state.recreating_units, asked.get(pool_id, 0))
+        since = max(state.ready_units + state.recreating_units + state.refreshing_units, asked.get(pool_id, 0))
         if since < state.target_units:
             found.append(PendingScaleUp(pool_id, now, since, state.target_units, inherited=True, judged_at=now))
     return found

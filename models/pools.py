@@ -115,7 +115,9 @@ class PoolState:
     billed, they cost nothing more when they serve again. ``recreating_units`` are those of the units in flight
     (in ``target_units``, not ready) that the provider is recreating, not creating: a repair of a unit that ran (a GKE
     node pool's or TPU slice's instances under RECREATING, an AWS group's health-check replacement), never a scale-up;
-    0 where the actuator cannot tell them apart (Cloud TPU queued resources).
+    0 where the actuator cannot tell them apart (Cloud TPU queued resources). ``refreshing_units`` are others of them
+    that run and are refreshed in place, neither created nor recreated (an AWS instance whose root volume an instance
+    refresh replaces), never a scale-up either; 0 where there are none.
     """
 
     pool_id: str
@@ -137,6 +139,7 @@ class PoolState:
     failed_for_capacity: bool = False
     failed_for_quota: bool = False
     recreating_units: int = 0
+    refreshing_units: int = 0
 
     @property
     def provisioning_units(self) -> int:
