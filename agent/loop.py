@@ -35,7 +35,7 @@ from agent.executor import Progress, blocked_pool_alerts, clear_failed_units, ex
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.memory_clock import memory_within_clock
-from agent.model_refits import StagedRefit, read_history, refit_in_tick, tell_unread
+from agent.model_refits import StagedRefit, kept_unread, refit_in_tick
 from agent.notify.base import Notifier
 from agent.observation import with_group_series
 from agent.onprem_capacity import onprem_capacity_events, read_onprem
@@ -43,7 +43,7 @@ from agent.outlook import ONPREM_READ_SHARE, Outlook, observe_and_forecast
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
-from agent.sources.base import MetricSource, read_deadline
+from agent.sources.base import MetricSource, read_deadline, read_time_left
 from agent.sources.onprem_capacity import OnPremCapacitySource
 from agent.tick_alerts import conclude, deliver, tell_failed, with_conditions
 from config.schema import PlannerSettings, Settings
@@ -57,6 +57,7 @@ from models import (
     MetricsUnavailable,
     PoolState,
 )
+from models.errors import RefitReadCut
 
 if TYPE_CHECKING:  # the slice adapter imports the cloud SDKs' errors, which only a live daemon loads
     from actuators.short_slices import ShortSlices
@@ -183,11 +184,9 @@ class Agent:
 
     # -- schedule-driven entry points -------------------------------------------------------------------------
     def refit(self, now: datetime) -> None:
-        """Fit the forecaster on the configured history window ending at ``now``, read within
-        ``refit_reads_within`` as ``stage_refit`` reads it (``RefitReadCut`` when cut: nothing is fitted)."""
-        history, unread = self._read_history(now)
+        """Fit the forecaster on the configured history window ending at ``now``."""
+        history, _ = self._fetch(now - self.settings.forecast.history, now)
         self.fit_on(history, now)
-        tell_unread(unread, self.parts.forecaster, now)
 
     def fit_on(self, history: pd.DataFrame, now: datetime) -> None:
         """Fit the forecaster on ``history``, the configured history window ending at ``now`` that the caller has
@@ -202,9 +201,14 @@ class Agent:
         """Read the history window ending at ``now``, within ``refit_reads_within``, for a refit beside the ticks: it
         reads the metric source only (the settings it reads are fixed), so a tick may run meanwhile. A read cut by
         the deadline raises ``RefitReadCut``. The staged refit's ``take`` copies the model between two ticks."""
-        history, unread = self._read_history(now)
-        # one class's failed read does not fail the others' refit: each is logged once fitted, its model kept
-        return StagedRefit(history, now, self.groups, self.step, self._take, self._install, unread=unread)
+        history_span = self.settings.forecast.history
+        with read_deadline(self.refit_reads_within):
+            history, unread = self._fetch(now - history_span, now)
+            left = read_time_left()
+        if unread and left is not None and left[0] <= 0:
+            raise RefitReadCut.of(history_span, self.refit_reads_within, sorted(unread), len(self.classes))
+        # one class's failed read does not fail the others' refit: each is logged, its model kept
+        return StagedRefit(history, now, self.groups, self.step, self._take, self._install, unread=kept_unread(unread))
 
     def _take(self) -> tuple[Forecaster, Forecaster | None]:
         """Copies of the model to refit (the configured one while a stand-in forecasts) and of the stand-in in use,
@@ -394,10 +398,6 @@ class Agent:
         if not self._paced:
             return None
         return self._profiles.at(now, self._fetch, self.parts.onprem, onprem_read)
-
-    def _read_history(self, now: datetime) -> tuple[pd.DataFrame, Mapping[str, MetricsUnavailable]]:
-        span, within = self.settings.forecast.history, self.refit_reads_within
-        return read_history(self._fetch, now, span, within, len(self.classes))
 
     def _fetch(self, start: datetime, end: datetime) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
         return fetch_demand(self.parts.source, self.classes, start, end, self.step)

@@ -13,9 +13,9 @@ quantile of the highest demand over steps 1 to ``h``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta
-from typing import Protocol, Self, runtime_checkable
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Protocol, Self
 
 import pandas as pd
 
@@ -41,16 +41,3 @@ class Forecaster(Protocol):
     def fit(self, history: pd.DataFrame, step: timedelta) -> Self: ...
 
     def predict(self, recent: pd.DataFrame, horizon: int, quantiles: Sequence[float]) -> pd.DataFrame: ...
-
-
-@runtime_checkable
-class KeepsUnreadSeries(Protocol):
-    """A forecaster that keeps, for a series a fit was not given (its history was not read), the model and
-    calibration of the last fit that was, for at most ``keep_unread_for``; then it forgets them
-    (``forecasting.calibrated``, ``forecasting.selection``)."""
-
-    keep_unread_for: timedelta
-
-    def read_through(self) -> Mapping[str, datetime]:
-        """Per series it keeps a model for: the end of the history of the newest fit given the series."""
-        ...

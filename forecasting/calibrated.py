@@ -3,10 +3,9 @@
 ``fit`` keeps the newest history per series, retrains the path model when its training is older than
 ``retrain_interval`` (training holds out the calibration window, or half of a shorter history, and no calibration
 origin is older than the newest sample trained on; a series missing from that fit's history keeps the model
-that trained it before, its notes and its residuals, for at most ``keep_unread_for``: a series no fit has been given
-for longer is forgotten, and forecast by the fallback with a note that says since when), and brings the residuals of
-the calibration window up to date; residuals already computed for the current training are kept, so an hourly refit
-only forecasts the origins that are new. ``predict`` forecasts from the newest origin of each series and adds the
+that trained it before, its notes and its residuals), and brings the residuals of the calibration window up to
+date; residuals already computed for the current training are kept, so an hourly refit only forecasts the origins
+that are new. ``predict`` forecasts from the newest origin of each series and adds the
 conformal offsets; it also publishes the calibrated quantile of the peak over each prefix of the horizon (the
 highest base over those steps plus the conformal offset of the highest residual over them, ``peak_residuals``).
 A model trained at the asked quantiles may keep them as trained (``offset_bases=False``: no offset at its base
@@ -28,7 +27,7 @@ a ``Block`` (``forecasting.block``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Self
 
 import numpy as np
@@ -50,7 +49,6 @@ from forecasting.guards import level_problems, row_problems
 from forecasting.output import forecast_frame
 from forecasting.paths import LastValuePaths, PathModel
 from forecasting.series import SeriesData, merge, step_ns, to_panel
-from models.durations import format_duration
 
 __all__ = ["CALIBRATION_HORIZON", "CalibratedForecaster", "last_value_forecaster"]
 
@@ -66,9 +64,6 @@ TAIL_PROBE = 0.999
 TAIL_LEVELS = 0.97
 # How far ahead residuals are kept unless the caller will ask further: the offsets of a step past them are not known
 CALIBRATION_HORIZON = timedelta(hours=1)
-# How long a series missing from the fits keeps its model and calibration, unless told otherwise: the default
-# ``forecast.history``, the span a fit reads (``forecasting.factory`` passes the configured one)
-KEEP_UNREAD_FOR = timedelta(days=7)
 
 
 class CalibratedForecaster:
@@ -89,7 +84,6 @@ class CalibratedForecaster:
         offset_bases: bool = True,
         hold_out: bool = True,
         tail_probe: float | None = TAIL_PROBE,
-        keep_unread_for: timedelta = KEEP_UNREAD_FOR,
     ) -> None:
         self.name = name
         self.make_model = make_model
@@ -104,7 +98,6 @@ class CalibratedForecaster:
         self.offset_bases = offset_bases
         self.hold_out = hold_out
         self.tail_probe = tail_probe
-        self.keep_unread_for = keep_unread_for
         self._state = CalibrationState()
 
     @property
@@ -150,11 +143,6 @@ class CalibratedForecaster:
         """Why the model could not learn this series at the last training (empty when it could)."""
         return self._state.train_notes.get(uid, "")
 
-    def read_through(self) -> dict[str, datetime]:
-        """Per series it forecasts from a fit's model and calibration: the end of the history of the newest fit
-        given the series (older than the newest fit's for a series whose history that fit was not given)."""
-        return {uid: _instant(ns) for uid, ns in self._state.read_ns.items()}
-
     # -- fitting -------------------------------------------------------------------------------------------
 
     def fit(self, history: pd.DataFrame, step: timedelta) -> Self:
@@ -175,8 +163,6 @@ class CalibratedForecaster:
         if not panel:
             return
         end = max(s.end_ns for s in panel.values())
-        state.read(panel.keys(), end)
-        state.drop_unread(end - round(self.keep_unread_for.total_seconds() * 1e9))
         if state.trained_end_ns is None or end - state.trained_end_ns >= self.retrain_interval.total_seconds() * 1e9:
             self._retrain(panel, end, window, size)
         state.calibrate(self.model, panel, window, horizon, self.scale_steps(size))
@@ -351,12 +337,6 @@ class CalibratedForecaster:
     def _reason_to_fall_back(self, uid: str, horizon: int, levels: tuple[float, ...]) -> str:
         found = self.offsets(uid, horizon, levels)
         size = self._state.step_ns
-        if found is None and (dropped := self._state.dropped_ns.get(uid)) is not None:
-            return (
-                f"its history has not been read by a fit since {_instant(dropped):%Y-%m-%d %H:%M} UTC, longer than "
-                f"the {format_duration(self.keep_unread_for)} its model and calibration are kept: forgotten until a "
-                "fit reads it"
-            )
         if found is None:
             needed = _duration((MIN_RESIDUALS + self.horizon_steps(size)) * size)
             return f"no calibration residuals for this series (new or too short: it takes {needed} of history)"
@@ -391,10 +371,6 @@ def _duration(nanoseconds: int) -> timedelta:
     return timedelta(microseconds=nanoseconds // 1000)
 
 
-def _instant(nanoseconds: int) -> datetime:
-    return datetime.fromtimestamp(nanoseconds / 1e9, tz=UTC)
-
-
 def _last_observed(series: SeriesData) -> float | None:
     observed = series.y[~np.isnan(series.y)]
     return float(observed[-1]) if len(observed) else None
@@ -406,26 +382,14 @@ def _staleness(series: SeriesData) -> int:
     return len(series.y) - 1 - int(observed[-1]) if len(observed) else len(series.y) + 10**9
 
 
-def last_value_forecaster(
-    calibration_horizon: timedelta = CALIBRATION_HORIZON, keep_unread_for: timedelta = KEEP_UNREAD_FOR
-) -> CalibratedForecaster:
+def last_value_forecaster(calibration_horizon: timedelta = CALIBRATION_HORIZON) -> CalibratedForecaster:
     """The calibrated last value: the bar, and every other model's fallback. Should its locally weighted band
     fail the guards (a rare jump in an otherwise still series can stretch it), the same model with one band
     for all hours (plain split conformal) answers instead. It learns nothing, so every residual is out of sample:
     it holds nothing out (``hold_out=False``) and keeps the whole calibration window however young the series."""
     plain = CalibratedForecaster(
-        "naive",
-        LastValuePaths,
-        scale_window=None,
-        calibration_horizon=calibration_horizon,
-        hold_out=False,
-        keep_unread_for=keep_unread_for,
+        "naive", LastValuePaths, scale_window=None, calibration_horizon=calibration_horizon, hold_out=False
     )
     return CalibratedForecaster(
-        "naive",
-        LastValuePaths,
-        fallback=plain,
-        calibration_horizon=calibration_horizon,
-        hold_out=False,
-        keep_unread_for=keep_unread_for,
+        "naive", LastValuePaths, fallback=plain, calibration_horizon=calibration_horizon, hold_out=False
     )

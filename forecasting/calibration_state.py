@@ -3,9 +3,7 @@
 Per series: the newest history kept (``tails``), its range and stray samples (``guards.stray_samples``), the floor
 of its local scale, and the calibration residuals of the current training, with the offsets worked out from them
 until the next fit. A training that is not given a series (its history was not read at that fit) leaves it the
-model that trained it before, with its notes and residuals (``retrained``, ``kept_models``), until one is; a series
-no fit has been given for longer than the forecaster keeps one (``drop_unread``) is forgotten whole, its model,
-calibration and history, and the end of its last fit's history noted (``dropped_ns``) so that its forecast says why.
+model that trained it before, with its notes and residuals (``retrained``, ``kept_models``), until one is.
 ``calibrate`` forecasts only the origins of the calibration window that have no residuals yet (an hourly refit
 forecasts the new ones), from the kept history with its stray samples taken as missing, and never from an origin
 whose outcomes the held-out training saw; ``rescale`` gives every residual its local scale.
@@ -42,35 +40,6 @@ class CalibrationState:
     peak_offsets: dict[tuple[str, int, tuple[float, ...]], np.ndarray] = field(default_factory=dict)
     # series the newest training was not given: the earlier model that trained each (the newest serves the rest)
     kept_models: dict[str, PathModel] = field(default_factory=dict)
-    # per series: the end of the history of the newest fit given it (``read``)
-    read_ns: dict[str, int] = field(default_factory=dict)
-    # series forgotten for going unread too long (``drop_unread``): the end of the history of their last fit
-    dropped_ns: dict[str, int] = field(default_factory=dict)
-
-    def read(self, uids: Collection[str], end_ns: int) -> None:
-        """A fit ending at ``end_ns`` was given the series ``uids``."""
-        for uid in uids:
-            self.read_ns[uid] = end_ns
-            self.dropped_ns.pop(uid, None)
-
-    def drop_unread(self, before_ns: int) -> list[str]:
-        """Forget every series no fit has been given since before ``before_ns``: its kept history, model, notes
-        and calibration. A model kept that long was fitted on demand a fit no longer reads; until a fit is given
-        the series again it is forecast as a new series is. The series forgotten, by name."""
-        gone = sorted(uid for uid, ns in self.read_ns.items() if ns < before_ns)
-        for uid in gone:
-            self.tails.pop(uid, None)
-            self.ranges.pop(uid, None)
-            self.floors.pop(uid, None)
-            self.strays.pop(uid, None)
-            self.residuals.pop(uid, None)
-            self.train_notes.pop(uid, None)
-            self.kept_models.pop(uid, None)
-            self.dropped_ns[uid] = self.read_ns.pop(uid)
-        if gone:
-            self.offsets = {k: v for k, v in self.offsets.items() if k[0] not in self.dropped_ns}
-            self.peak_offsets = {k: v for k, v in self.peak_offsets.items() if k[0] not in self.dropped_ns}
-        return gone
 
     def retrained(self, previous: PathModel, trained: Collection[str], notes: dict[str, str]) -> None:
         """A new model was trained on the series ``trained`` (with ``notes`` on those it could not learn): their

@@ -35,5 +35,4 @@ def stand_in_forecaster(settings: ForecastSettings, horizon: timedelta | None = 
     at least), since a forecast asked past its calibration is the bare last value, with no spread."""
     if FAMILIES.get(settings.model) == "baseline":
         return None
-    calibrated = CALIBRATION_HORIZON if horizon is None else max(horizon, CALIBRATION_HORIZON)
-    return last_value_forecaster(calibrated, keep_unread_for=settings.history)
+    return last_value_forecaster(CALIBRATION_HORIZON if horizon is None else max(horizon, CALIBRATION_HORIZON))

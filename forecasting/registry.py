@@ -13,7 +13,7 @@ from datetime import timedelta
 
 from forecasting.base import Forecaster
 from forecasting.boosting import MAX_ROWS, TRAIN_AHEAD_MINUTES, LightGbmPaths, ahead_minutes_within
-from forecasting.calibrated import CALIBRATION_HORIZON, KEEP_UNREAD_FOR, CalibratedForecaster, last_value_forecaster
+from forecasting.calibrated import CALIBRATION_HORIZON, CalibratedForecaster, last_value_forecaster
 from forecasting.last_value import LastValueForecaster, PersistenceForecaster
 from forecasting.paths import PathModel, SeasonalNaivePaths
 from forecasting.selection import AutoForecaster
@@ -46,7 +46,6 @@ def build_calibrated(
     retrain_interval: timedelta = timedelta(days=1),
     for_selection: bool = False,
     horizon: timedelta | None = None,
-    keep_unread_for: timedelta = KEEP_UNREAD_FOR,
 ) -> CalibratedForecaster:
     """One of the calibrated models (``naive``, ``seasonal_naive``, ``ets``, ``stl``, ``lightgbm``).
 
@@ -59,13 +58,12 @@ def build_calibrated(
     ``horizon``, when the caller knows how far ahead it will ever ask, spares the boosters of longer horizons and,
     when longer than ``CALIBRATION_HORIZON``, is how far ahead the model and its fallback keep residuals (a step
     past them has no offset of its own). A candidate of ``auto`` trains no booster past ``SELECTION_HORIZON``: it
-    is only judged that far. ``keep_unread_for``: how long a series missing from the fits keeps its model and
-    calibration (``forecast.history``: past it, a fit reads none of the demand they were fitted on).
+    is only judged that far.
     """
     calibrated = CALIBRATION_HORIZON if horizon is None else max(horizon, CALIBRATION_HORIZON)
     if name == "naive":
-        return last_value_forecaster(calibrated, keep_unread_for)
-    fallback = last_value_forecaster(calibrated, keep_unread_for)
+        return last_value_forecaster(calibrated)
+    fallback = last_value_forecaster(calibrated)
     judged = SELECTION_HORIZON if horizon is None else min(horizon, SELECTION_HORIZON)
     boosted = judged if for_selection else horizon
     ahead = TRAIN_AHEAD_MINUTES if boosted is None else ahead_minutes_within(boosted.total_seconds() / 60)
@@ -88,7 +86,6 @@ def build_calibrated(
             retrain_interval=retrain_interval,
             offset_bases=name != "lightgbm",  # trained at each asked level: its quantiles stand as they are
             hold_out=for_selection or name != "lightgbm",
-            keep_unread_for=keep_unread_for,
         )
     raise ValueError(f"{name!r} is not a calibrated model; known: {', '.join(FAMILIES)}")
 
@@ -112,9 +109,7 @@ def build(
         # trained on all history.
         judged = SELECTION_HORIZON if horizon is None else min(horizon, SELECTION_HORIZON)
         candidates = [
-            build_calibrated(
-                n, quantiles, retrain_interval, for_selection=True, horizon=horizon, keep_unread_for=lookback
-            )
+            build_calibrated(n, quantiles, retrain_interval, for_selection=True, horizon=horizon)
             for n in AUTO_CANDIDATES
         ]
         return AutoForecaster(
@@ -124,10 +119,6 @@ def build(
             combinations=AUTO_COMBINATIONS,
             reselect_interval=reselect_interval,
             pooled=AUTO_POOLED,
-            forecasters=[
-                build_calibrated(n, quantiles, retrain_interval, horizon=horizon, keep_unread_for=lookback)
-                for n in AUTO_POOLED
-            ],
-            keep_unread_for=lookback,
+            forecasters=[build_calibrated(n, quantiles, retrain_interval, horizon=horizon) for n in AUTO_POOLED],
         )
-    return build_calibrated(name, quantiles, retrain_interval, horizon=horizon, keep_unread_for=lookback)
+    return build_calibrated(name, quantiles, retrain_interval, horizon=horizon)

@@ -19,8 +19,7 @@ candidate passes both tests. Entering needs a 5% lead, leaving only a loss: the 
 from flapping. It is off unless asked for: with a 12-hour window on the Helios trace's last week it dropped the
 global model too often on noise (``auto`` on the tenants went from 0.917 / 0.937 / 0.956 of the calibrated last
 value to 0.971 / 0.975 / 0.972 at 15 / 30 / 60 minutes, the total from 1.004 to 1.011 at 60 minutes). Each
-candidate retrains on its own, slower schedule. A series no fit has been given for longer than ``keep_unread_for``
-loses its choice and scores, as each candidate forgets its model and calibration.
+candidate retrains on its own, slower schedule.
 
 Models named ``pooled`` (the global LightGBM model) are not chosen series by series but on all series at once,
 level by level (``forecasting.pooling``), and a ``forecasters`` namesake trained on all history may forecast in
@@ -31,15 +30,15 @@ place of the held-out candidate whose residuals are the evidence. The scores the
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
 from typing import Self
 
 import numpy as np
 import pandas as pd
 
 from forecasting.block import Block, ordered, with_anchors
-from forecasting.calibrated import KEEP_UNREAD_FOR, CalibratedForecaster
+from forecasting.calibrated import CalibratedForecaster
 from forecasting.output import forecast_frame
 from forecasting.pooling import PooledScore, pooled_scores, serves, won_levels
 from forecasting.selection_scores import JOIN, candidate_scores
@@ -64,7 +63,6 @@ class AutoForecaster:
         recent_window: timedelta | None = None,
         pooled: Sequence[str] = (),
         forecasters: Sequence[CalibratedForecaster] = (),
-        keep_unread_for: timedelta = KEEP_UNREAD_FOR,
     ) -> None:
         self.candidates = {c.name: c for c in candidates}
         # A forecaster named like a candidate forecasts in its place (say, the same model trained on all history),
@@ -98,9 +96,6 @@ class AutoForecaster:
         self._said: dict[tuple[str, tuple[float, ...]], tuple[list[str], str]] = {}  # plan and evidence, per fit
         self._step_ns = 0
         self._tails: dict[str, SeriesData] = {}
-        self.keep_unread_for = keep_unread_for
-        self._read_ns: dict[str, int] = {}  # per series: the end of the history of the newest fit given it
-        self._dropped_ns: dict[str, int] = {}  # series forgotten for going unread too long: their last fit's end
 
     @property
     def min_history_steps(self) -> int:
@@ -122,7 +117,6 @@ class AutoForecaster:
         if not panel:
             return self
         end = max(s.end_ns for s in panel.values())
-        self._forget_unread(panel.keys(), end)
         due = (
             self._selected_end_ns is None or end - self._selected_end_ns >= self.reselect_interval.total_seconds() * 1e9
         )
@@ -147,27 +141,6 @@ class AutoForecaster:
             self._selected_end_ns = end
             self._pool({uid: self.level_losses[uid] for uid in panel})
         return self
-
-    def read_through(self) -> dict[str, datetime]:
-        """Per series it forecasts from a fit's choice: the end of the history of the newest fit given the series
-        (``CalibratedForecaster.read_through``)."""
-        return {uid: datetime.fromtimestamp(ns / 1e9, tz=UTC) for uid, ns in self._read_ns.items()}
-
-    def _forget_unread(self, read: Iterable[str], end: int) -> None:
-        """Note that the fit ending at ``end`` was given ``read``, and forget the choice of every series no fit has
-        been given for longer than ``keep_unread_for`` (its candidates forget their models)."""
-        for uid in read:
-            self._read_ns[uid] = end
-            self._dropped_ns.pop(uid, None)
-        before = end - round(self.keep_unread_for.total_seconds() * 1e9)
-        for uid in [u for u, ns in self._read_ns.items() if ns < before]:
-            self._dropped_ns[uid] = self._read_ns.pop(uid)
-            self.choice.pop(uid, None)
-            self.dropped.pop(uid, None)
-            self.scores.pop(uid, None)
-            self.recent.pop(uid, None)
-            self.level_losses.pop(uid, None)
-            self._tails.pop(uid, None)
 
     def _pool(self, losses: Mapping[str, Mapping[str, np.ndarray]]) -> None:
         """Judge each pooled model on every series' losses at once (``forecasting.pooling``)."""
@@ -339,19 +312,11 @@ class AutoForecaster:
             shown = plans[uid][:asked]
             ran = {c: JOIN.join(runs[n].models[rows[n][uid]] for n in c.split(JOIN)) for c in dict.fromkeys(shown)}
             block.models[i] = _describe([ran[c] for c in shown], levels[:asked])
-            chosen = self._plan(uid, levels[:asked])[1] if uid in self.choice else self._unselected(uid)
+            chosen = "new series, not yet selected" if uid not in self.choice else self._plan(uid, levels[:asked])[1]
             used = dict.fromkeys(n for c in shown for n in c.split(JOIN))
             detail = "; ".join(runs[n].notes[rows[n][uid]] for n in used if runs[n].notes[rows[n][uid]])
             block.notes[i] = f"auto: {chosen}" + (f"; {detail}" if detail else "")
         return block.at_levels(asked)
-
-    def _unselected(self, uid: str) -> str:
-        """Why a series has no choice: new, or forgotten for going unread too long."""
-        dropped = self._dropped_ns.get(uid)
-        if dropped is None:
-            return "new series, not yet selected"
-        since = datetime.fromtimestamp(dropped / 1e9, tz=UTC)
-        return f"not selected: its history has not been read by a fit since {since:%Y-%m-%d %H:%M} UTC"
 
 
 def _describe(models: Sequence[str], levels: Sequence[float]) -> str:
