@@ -71,6 +71,15 @@ def left_cordoned_alert(now: datetime, left: PendingDrain) -> AlertEvent:
     return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, details)
 
 
+# What happens to a pool whose idle nodes cannot be read (``agent.drains``: none of its units is known idle): the
+# planner releases none of them for idleness, and still plans its scale-ups (a budget's hard stop may still release
+# units). "Holding the pool's size", as this said before, was contradicted by the scale-ups planned beside it.
+IDLE_UNREAD = (
+    "Idle nodes cannot be read: the pool is not shrunk for idleness (none of its units is known idle); it is still "
+    "scaled up when demand needs more"
+)
+
+
 def idle_nodes_alert(now: datetime, pool_id: str, summary: str, exc: Exception) -> AlertEvent:
     """A warning about the pool's nodes, under a subject of its own: it must not silence, nor be silenced by, the
     executor's alerts about the pool's changes."""

@@ -61,7 +61,14 @@ from datetime import datetime, timedelta
 
 from actuators.base import NodeDrainer, held_units, hold_rejected, unforced_drains
 from actuators.dry_run import sends_drains
-from agent.drain_records import DrainOutcome, PendingDrain, held_idle_alert, idle_nodes_alert, left_cordoned_alert
+from agent.drain_records import (
+    IDLE_UNREAD,
+    DrainOutcome,
+    PendingDrain,
+    held_idle_alert,
+    idle_nodes_alert,
+    left_cordoned_alert,
+)
 from models import (
     ActionResult,
     ActionStatus,
@@ -123,8 +130,8 @@ class NodeDrains:
                 idle = [n for n in drainer.idle_nodes(pool_id, timedelta(0)) if self._choosable(n)]
                 alerts.extend(self._held_back(pool_id, held_units(drainer, pool_id), now))
             except ActuatorError as exc:
-                log.warning("pool %s: idle nodes unknown, holding its size: %s", pool_id, exc)
-                alerts.append(idle_nodes_alert(now, pool_id, "Idle nodes cannot be read; holding the pool's size", exc))
+                log.warning("pool %s: idle nodes unknown, not shrunk for idleness: %s", pool_id, exc)
+                alerts.append(idle_nodes_alert(now, pool_id, IDLE_UNREAD, exc))
                 idle = []
             known = self._first_idle.get(pool_id, {})
             self._first_idle[pool_id] = {node: known.get(node, now) for node in idle}

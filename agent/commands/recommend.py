@@ -42,7 +42,6 @@ from agent.commands.recommend_warnings import (
     node_alerts,
     onprem_short,
     onprem_unobserved,
-    restated,
     start_up_warnings,
 )
 from agent.loop import Agent, AgentParts, TickReport
@@ -245,7 +244,7 @@ def recommend(
         outlook = agent.observe(at)
         tick = agent.act(at, outlook)
         spends = agent.budget_watch.spend(at)  # what the tick planned on: nothing more is charged after it
-    told = restated(read_alerts(read_side))
+    told = read_alerts(read_side)
     document = recommendation_document(
         config_path, at, agent, tick, states, pool_state_source, prometheus.url, outlook.onprem, told
     )

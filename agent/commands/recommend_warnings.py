@@ -8,8 +8,8 @@ report's warnings and stderr, saying what to do.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
 
+from agent.drain_records import IDLE_UNREAD
 from agent.loop import Agent, TickReport
 from agent.sources.onprem_capacity import onprem_queries, unobserved_onprem_pools
 from models import AlertEvent, AlertKind, PoolKind, PoolSpec, PoolState
@@ -48,14 +48,6 @@ def start_up_warnings(checks: Sequence[Check]) -> list[str]:
     return found
 
 
-# What happens to a pool whose idle nodes cannot be read (``agent.drains``: none of its units is known idle): the
-# planner releases none of them for idleness, and still plans its scale-ups (a budget's hard stop may still release
-# units). The daemon's alert said "holding the pool's size", which a report planning that pool's scale-up
-# contradicted; recommend says what the plan does.
-IDLE_UNREAD = (
-    "Idle nodes cannot be read: the pool is not shrunk for idleness (none of its units is known idle); it is still "
-    "scaled up when demand needs more"
-)
 _IDLE_SUBJECT = "idle nodes of "  # the subject of ``agent.drain_records.idle_nodes_alert``, before the pool's id
 _STAYING = (
     "nodes leadtime is draining in it are counted as staying, in its units and in its budgets' projections to the "
@@ -69,12 +61,6 @@ def idle_unread_pool(alert: AlertEvent) -> str | None:
     if alert.subject.startswith(_IDLE_SUBJECT) and "error" in alert.details:
         return alert.subject.removeprefix(_IDLE_SUBJECT)
     return None
-
-
-def restated(alerts: Sequence[AlertEvent]) -> tuple[AlertEvent, ...]:
-    """The alerts the daemon would raise in the pools' nodes, each that a pool's idle nodes cannot be read saying
-    what the plan does with the pool (``IDLE_UNREAD``), not that its size is held."""
-    return tuple(replace(a, summary=IDLE_UNREAD) if idle_unread_pool(a) is not None else a for a in alerts)
 
 
 def node_alerts(alerts: Sequence[AlertEvent], drains_unread: Mapping[str, Exception] | None = None) -> list[str]:
