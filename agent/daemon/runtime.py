@@ -18,7 +18,10 @@ VM) moves their next run times by the step, within one interval of now, and wake
 not hold them for its length (an hour back held every election, tick and refit for the hour: the lease lapsed
 without a word and no pool was planned) and a step forward does not run them early. The daily report stays at its
 wall-clock time: a step forward past it sends it at once, and once, however far past (a step over two report times
-sends one report, which covers both days), and after a step back it is not sent again for the day it was sent for.
+sends one report, which covers both days: its summary says the window's length); that report is the one of the day
+that was due. After a step back it is not sent again for that day, and it is sent on the next day's report time the
+clock reaches (a clock three days ahead corrected back: the report sent at the wrong time, then the next day's and
+the day after's, not three days without one).
 
 Stopping (SIGTERM or SIGINT): no new tick or refit starts; a model being fit beside the ticks is abandoned (it writes
 nothing and is never swapped in); the tick in progress finishes (or a refit's history read or model swap, which
@@ -30,12 +33,13 @@ acting at its renew deadline), and a standby takes over after the lease duration
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from types import FrameType
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES, JobEvent
@@ -118,6 +122,14 @@ class DaemonRuntime:
         }
         self._jobs_lock = threading.Lock()
         self._paused: set[str] = set()
+        # the daily report's times, the one it is due at next and the one it was last sent for (a report sent late,
+        # after a step forward, is the one of the time that was due), under their own lock: a step back reschedules
+        # it after the later of now and the time it was last sent for
+        hour, minute = (int(part) for part in schedule.daily_report_at.split(":"))
+        self._report_trigger = CronTrigger(hour=hour, minute=minute, timezone=UTC)
+        self._report_lock = threading.Lock()
+        self._report_due: datetime | None = None
+        self._report_sent_for: datetime | None = None
         self._clock_watch = WallClockWatch(
             self._clock, self._clock_stepped, every=min(1.0, schedule.election_interval.total_seconds() / 2)
         )
@@ -152,10 +164,11 @@ class DaemonRuntime:
             misfire_grace_time=grace,
             next_run_time=now,
         )
-        hour, minute = (int(part) for part in s.daily_report_at.split(":"))
+        with self._report_lock:
+            self._report_due = self._report_trigger.get_next_fire_time(None, now)
         self._scheduler.add_job(
-            self._daemon.daily_report,
-            CronTrigger(hour=hour, minute=minute, timezone=UTC),
+            self._send_daily_report,
+            self._report_trigger,
             id="daily-report",
             # however late: a step of the wall clock forward past its time must not drop the day's report; it is
             # sent once, coalesced with any other report time the step passed
@@ -246,6 +259,23 @@ class DaemonRuntime:
         if skipped:
             log.info("the overrunning tick finished; %d scheduled ticks were skipped meanwhile", skipped)
 
+    def _send_daily_report(self) -> None:
+        with self._report_lock:
+            self._report_sent_for = self._report_due
+            self._report_due = self._report_trigger.get_next_fire_time(
+                None, self._clock.now() + timedelta(microseconds=1)
+            )
+        self._daemon.daily_report()
+
+    def _report_after_step_back(self, now: datetime) -> datetime | None:
+        """The daily report's next time after a step back: the first report time after both now and the time it was
+        last sent for, so the day it was sent for is not sent again and the next one the clock reaches is."""
+        with self._report_lock:
+            sent_for = self._report_sent_for
+            after = now if sent_for is None else max(now, sent_for + timedelta(microseconds=1))
+            self._report_due = self._report_trigger.get_next_fire_time(None, after)
+            return self._report_due
+
     def _tick_now(self) -> None:
         if self._scheduler.running and self._scheduler.get_job("tick") is not None:
             self._scheduler.modify_job("tick", next_run_time=self._clock.now())
@@ -266,6 +296,14 @@ class DaemonRuntime:
                 except JobLookupError:  # gone meanwhile (a stop)
                     continue
                 moved.append(f"{job_id} at {due.isoformat(timespec='seconds')}")
+            report = "sent at once if the step passed it"
+            job = self._scheduler.get_job("daily-report")
+            if step < timedelta(0) and "daily-report" not in self._paused and job is not None:
+                next_report = self._report_after_step_back(now)
+                with contextlib.suppress(JobLookupError):  # gone meanwhile (a stop)
+                    self._scheduler.modify_job("daily-report", next_run_time=next_report)
+                when = next_report.isoformat(timespec="minutes") if next_report else "never"
+                report = f"not sent again for a day it was sent for, next at {when}"
         log.warning(
             "the wall clock was stepped %s by %s (NTP, a resumed VM: check the node's time sync); the election, tick "
             "and refit keep their pace on the monotonic clock, next: %s; the daily report stays at %s UTC, %s",
@@ -273,6 +311,6 @@ class DaemonRuntime:
             abs(step),
             ", ".join(moved) or "none (stopping)",
             self._schedule.daily_report_at,
-            "not sent again for a day it was sent for" if step < timedelta(0) else "sent at once if the step passed it",
+            report,
             extra={"step_s": step.total_seconds()},
         )

@@ -1,17 +1,23 @@
 """The daily report: what the agent did since the last one, as one readable message.
 
 Counts are kept in memory from each tick's report; the report is sent through the notifier and logged, then the
-counts start again. A replica that did not lead all day says so.
+counts start again. A replica that did not lead all day says so. The summary names the window's length when it is
+not a day (the first report after a start, one sent at once after a step of the wall clock forward: "in the last
+3d"), and its start when the wall clock has been stepped back behind that.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from agent.daemon.ports import TickReport
 from models import AlertEvent, AlertKind, BudgetSnapshot, Severity
+from models.durations import format_duration
+
+# A report this close to a day after the previous one covers "the last day"
+DAY_TOLERANCE = timedelta(minutes=1)
 
 
 class DailySummary:
@@ -71,12 +77,22 @@ class DailySummary:
             self._skips.clear()
             self._errors.clear()
             self._budgets.clear()
+        window = _window(since, now)
         summary = (
-            f"{acted} action(s), {errors} error(s) in the last day"
-            if led
-            else "this replica did not lead in the last day (standby)"
+            f"{acted} action(s), {errors} error(s) {window}" if led else f"this replica did not lead {window} (standby)"
         )
         return AlertEvent(AlertKind.DAILY_REPORT, Severity.INFO, now, f"daily/{identity}", summary, details)
+
+
+def _window(since: datetime, now: datetime) -> str:
+    """The report's window in words: "in the last day" for a day (to within ``DAY_TOLERANCE``, a report run late by
+    a busy scheduler), its length otherwise, or its start when the wall clock has been stepped back behind that."""
+    length = now - since
+    if length < timedelta(0):
+        return f"since {since:%Y-%m-%d %H:%M} UTC (the wall clock has been stepped back behind it since)"
+    if abs(length - timedelta(days=1)) <= DAY_TOLERANCE:
+        return "in the last day"
+    return f"in the last {format_duration(length)}"
 
 
 def _line(counts: Counter[str]) -> str:

@@ -189,7 +189,7 @@ def test_daily_report_summarises_the_day_and_starts_afresh(fleet: Fleet) -> None
     b.daemon.daily_report()
     report_a = next(e for e in a.notifier.events if e.kind is AlertKind.DAILY_REPORT)
     report_b = next(e for e in b.notifier.events if e.kind is AlertKind.DAILY_REPORT)
-    assert report_a.summary == "3 action(s), 0 error(s) in the last day"
+    assert report_a.summary == "3 action(s), 0 error(s) in the last 3m"  # its 3-minute window
     assert report_a.details["actions"] == "done: 3"
     assert "standby" in report_b.summary
     a.daemon.daily_report()
