@@ -2,8 +2,9 @@
 unit is drained, and each settled drain's result by its key (``KeyedResults``: a later call with the key answers it
 again). A drain ends in one of these ways, each settled by its key:
 
-- removed: the unit, empty (or left only with pods past their grace periods after the timeout), is deleted through
-  the pool's ``NodeRemover`` and its nodes unmarked; not at the step that cordoned it, nor when a fresh read finds a
+- removed: the unit, empty (or, after the timeout, left only with pods a dead kubelet abandoned:
+  ``pod_rules.abandoned``), is deleted through the pool's ``NodeRemover`` and its nodes unmarked; not at the step
+  that cordoned it, nor when a fresh read finds a
   pod bound to it since, which the drain's next step moves first. A removal the remover refuses for good, or that
   still fails after the timeout, uncordons the unit instead.
 - rejected: no retry can finish it (a pod that must not be disrupted, accelerator work found on the cordoned unit, a
@@ -133,7 +134,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
     def _remove(
         self, key: str, pool_id: str, unit: str, nodes: Sequence[str], leaving: list[tuple[str, str]], overdue: bool
     ) -> ActionResult:
-        """The empty unit (or one left only with pods past their grace periods) goes, through the pool's actuator."""
+        """The empty unit (or one left only with pods a dead kubelet abandoned) goes, through the pool's actuator."""
         noun = self._units.noun
         self._check_may_write(pool_id, unit)
         try:
@@ -152,8 +153,8 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._idle_since.pop(unit, None)
         if leaving:
             drained = (
-                f"{noun} {unit} removed with {leaving} still terminating after {self._timeout}, past their grace "
-                "periods (their kubelet does not finish them)"
+                f"{noun} {unit} removed with {leaving} still terminating after {self._timeout}, left by a kubelet that "
+                "is gone (its node's Ready condition Unknown) past their grace periods: nothing finishes them"
             )
             log.warning("pool %s: %s (key %s)", pool_id, drained, key)
         else:

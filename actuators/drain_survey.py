@@ -5,9 +5,11 @@ Idle means the node is schedulable and no pod on it requests an accelerator reso
 node advertises, such as a GPU, a MIG profile or a TPU, or a resource a demand class names; in an app container, an
 init container or a sidecar, as the scheduler reserves it) or claims devices through Dynamic Resource Allocation
 (``pod_rules.claims_devices``; DaemonSet pods, mirror pods of static pods, finished pods and pods a dead node's
-kubelet left terminating, a minute past their grace period on a node not Ready, are ignored:
-``pod_rules.keeps_busy``), continuously since the first time this drainer saw it so; after a restart that memory
-starts again, which only delays a scale-in.
+kubelet left terminating are ignored: ``_keeps_busy``), continuously since the first time this drainer saw it so;
+after a restart that memory starts again, which only delays a scale-in. A terminating pod is left so
+(``pod_rules.abandoned``) once this drainer has seen it terminating on a node whose kubelet is gone (``Ready``
+Unknown) for its grace period and a minute more, by its own clock: the pod's ``deletionTimestamp`` is the API
+server's clock's, which this agent's may run ahead of. That memory, too, starts again after a restart.
 
 A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
 in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do
@@ -53,11 +55,12 @@ from typing import TypeVar
 from actuators.drain_units import DrainUnits
 from actuators.pod_rules import (
     ACCELERATOR_RESOURCES,
+    abandoned,
     accelerator_work,
     accelerators,
     counts,
     extended_resources,
-    keeps_busy,
+    left_behind,
     must_stay,
     pod_name,
     terminating,
@@ -79,6 +82,8 @@ _PER_NODE_LISTS = 4
 # How the drainer's rejection of a drain that found accelerator work on its unit once cordoned begins
 # (``KubernetesUnitDrainer``): the pods it names are the unit's work, not pods that block a drain.
 _NO_LONGER_IDLE = "no longer idle:"
+# A pod seen left behind (``pod_rules.left_behind``) is forgotten once no read has seen it so for this long (seconds).
+_FORGET_LEFT_AFTER = 3600.0
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,8 @@ class KubernetesUnitSurvey:
         # pool of the daemon, so a survey prunes the holds of its own pool only.
         self._holds: dict[tuple[str, str], _Hold] = {}
         self._held: dict[str, dict[str, str]] = {}  # pool -> idle units its last survey kept back, and why
+        # pod uid -> (first, last) monotonic time this drainer saw it terminating on a node whose kubelet is gone
+        self._left_seen: dict[str, tuple[float, float]] = {}
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         """Units idle for ``idle_for`` that a drain could empty, longest idle first."""
@@ -163,6 +170,32 @@ class KubernetesUnitSurvey:
             self._holds[(pool_id, unit)] = _Hold(why, named)
 
     # -- internals -----------------------------------------------------------------------------------------
+    def _keeps_busy(self, pod: V1Pod, resources: frozenset[str], node: V1Node) -> bool:
+        """Accelerator work (``pod_rules.accelerator_work``) on ``node`` that keeps it from being idle: not a pod
+        its dead kubelet left Terminating (``_abandoned``). One within its grace period is busy (a training job
+        checkpointing on SIGTERM), and so is any on a node whose kubelet is alive, which is still shutting it down;
+        counted, an abandoned pod would keep its dead node busy, never drained and paid for, for good."""
+        return accelerator_work(pod, resources) and not self._abandoned(pod, node)
+
+    def _abandoned(self, pod: V1Pod, node: V1Node) -> bool:
+        """``pod_rules.abandoned``, timed from the first time this drainer saw the pod left behind on ``node``
+        (``pod_rules.left_behind``); a pod seen otherwise (its kubelet back) starts that time again."""
+        key = pod.metadata.uid or "/".join(pod_name(pod))
+        if not left_behind(pod, node):
+            self._left_seen.pop(key, None)
+            return False
+        now = self._clock.monotonic()
+        first = self._left_seen.get(key, (now, now))[0]
+        self._left_seen[key] = (first, now)
+        return abandoned(pod, node, timedelta(seconds=now - first))
+
+    def _forget_left(self) -> None:
+        """Forget the pods left behind that no read has seen for ``_FORGET_LEFT_AFTER`` (gone, or on nodes gone)."""
+        now = self._clock.monotonic()
+        for key, (_, last) in list(self._left_seen.items()):
+            if now - last >= _FORGET_LEFT_AFTER:
+                del self._left_seen[key]
+
     def _working(self, nodes: Sequence[V1Node], pods: Mapping[str, Sequence[V1Pod]]) -> list[str]:
         """The pods on these nodes that are accelerator work by the rule the unit was found idle by, except those
         already terminating (going anyway), as ``namespace/name``."""
@@ -182,6 +215,7 @@ class KubernetesUnitSurvey:
         idle ones are remembered idle from now on if they were not already, busy ones are forgotten. One read of the
         units and one read of their pods (``_pods_by_node``), however many nodes the pool has."""
         now = self._clock.now()
+        self._forget_left()
         units = self._call(pool_id, lambda: self._units.of_pool(pool_id))
         without_nodes = self._units.removed_without_nodes
         schedulable = {  # a unit with a cordoned node is being drained, or held by a person
@@ -199,7 +233,7 @@ class KubernetesUnitSurvey:
             for node in nodes:
                 resources = self._accelerator_resources | extended_resources(node)
                 on_node = [p for p in pods[node.metadata.name] if counts(p)]
-                busy = [p for p in on_node if keeps_busy(p, resources, node, now)]
+                busy = [p for p in on_node if self._keeps_busy(p, resources, node)]
                 working += len(busy)
                 requested += sum(accelerators(p, resources) for p in busy)
                 on_unit.extend(on_node)

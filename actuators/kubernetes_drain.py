@@ -15,8 +15,10 @@ refusal of pods/eviction uncordons the node and is raised as a permanent error; 
 transient until ``timeout``.
 After ``timeout`` (counted from the first step with the drain's key, so an earlier drain of the node that was
 dropped, e.g. a person uncordoned it, does not count) a drain that still has pods to evict (held by a budget, or
-their eviction failing) gives up and uncordons; one left only with pods still terminating past their grace period
-(their kubelet is gone and never finishes them) removes the node anyway and says so in its detail and a warning. When
+their eviction failing) gives up and uncordons; one left only with pods a dead kubelet abandoned (``Ready``
+Unknown, seen so by this drainer past their grace periods: ``pod_rules.abandoned``) removes the node anyway and says
+so in its detail and a warning. Pods terminating on a node whose kubelet is alive (``Ready`` True or False) are waited
+for past the timeout: their kubelet finishes them, whatever this agent's clock says of their ``deletionTimestamp``. When
 the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for
 good, or that still fails after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in
 service, not left cordoned, paid for and unusable. A node that leaves the cluster during its drain (deleted by a
@@ -62,7 +64,7 @@ read are in ``actuators.drain_survey``: the drainer is a ``KubernetesUnitSurvey`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
@@ -77,8 +79,9 @@ from actuators.drain_units import (
     NodeRemover,
     NodeUnits,
 )
-from actuators.pod_rules import counts, must_stay, past_grace, pod_name, terminating
+from actuators.pod_rules import counts, must_stay, pod_name, terminating
 from kube.api import KubernetesApi
+from kube.models import V1Node, V1Pod
 from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError
 from models.clock import Clock
 from models.errors import KubernetesApiError
@@ -221,14 +224,24 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         waiting = {pod_name(p): done.waiting.get(pod_name(p), "not evicted yet") for p in pods if not terminating(p)}
         if waiting and overdue:
             return self._fail(key, pool_id, unit, nodes, _waits(waiting, unit, self._timeout))
-        if waiting or (leaving and not (overdue and all(past_grace(p, now) for p in pods))):
+        abandoned = self._all_abandoned(pods, cordoned)
+        if waiting or (leaving and not (overdue and abandoned)):
+            after = f" (after {self._timeout}: waited for while a kubelet may still finish them)" if overdue else ""
             detail = "; ".join(
                 [_waits(waiting, unit)] * bool(waiting)
-                + [f"waiting for {leaving} on {unit} to finish terminating"] * bool(leaving)
+                + [f"waiting for {leaving} on {unit} to finish terminating{after}"] * bool(leaving)
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
         return self._remove_settled(key, pool_id, unit, nodes, leaving, overdue, started, read_again=bool(done.evicted))
+
+    def _all_abandoned(self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]) -> bool:
+        """Whether every terminating pod of ``pods`` was left behind by its node's dead kubelet (``_abandoned``, by
+        the rule the survey reads it with). Each step asks, so the time a pod has been seen so counts from the
+        drain's first step."""
+        node_of = {node.metadata.name: node for node in nodes}
+        left = [self._abandoned(p, node_of[p.spec.node_name]) for p in pods if terminating(p)]  # each one recorded
+        return all(left)
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked."""

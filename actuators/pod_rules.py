@@ -31,7 +31,7 @@ nothing.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the kubernetes client is not imported with the rules (the CLI reads their words without it)
@@ -48,8 +48,8 @@ _BLOCKING_ANNOTATIONS = {SAFE_TO_EVICT: "false", DO_NOT_DISRUPT: "true"}
 # held idle node picks its advice by them: ``agent.drain_records``).
 NO_CONTROLLER = "no controller recreates it"
 LOCAL_STORAGE = "local storage"
-# How long past its ``deletionTimestamp``, by this agent's clock, a pod terminating on a node that is not Ready is taken
-# as abandoned (``abandoned``): the API server stamps that time by its own clock, which the agent's may run ahead of.
+# How long past a terminating pod's grace period, counted by this agent's clock from when it first saw the pod left on a
+# node whose kubelet is gone, the pod is taken as abandoned (``abandoned``).
 ABANDONED_AFTER = timedelta(minutes=1)
 
 
@@ -72,29 +72,31 @@ def terminating(pod: V1Pod) -> bool:
     return pod.metadata.deletion_timestamp is not None
 
 
-def past_grace(pod: V1Pod, now: datetime) -> bool:
-    """Terminating and past its ``deletionTimestamp`` (the deletion's time plus the grace period: when the kubelet
-    should have killed its containers)."""
-    stamp = pod.metadata.deletion_timestamp
-    return stamp is not None and now >= stamp
+def left_behind(pod: V1Pod, node: V1Node) -> bool:
+    """Terminating on a node whose kubelet is gone (``kubelet_gone``): no one may be there to finish it."""
+    return terminating(pod) and kubelet_gone(node)
 
 
-def abandoned(pod: V1Pod, node: V1Node, now: datetime) -> bool:
-    """Terminating, ``ABANDONED_AFTER`` past its grace period (``past_grace``, by this agent's clock), on a node whose
-    ``Ready`` condition is not True (``node_ready``): left Terminating by a kubelet that is gone, which no longer
-    reports the node (the node lifecycle controller marks it ``Unknown`` after its ``node-monitor-grace-period``) and
-    never finishes the pod; the API server keeps such a pod until PodGC removes it, which it does only once the node
-    is deleted or tainted out-of-service. On a Ready node the kubelet is there to finish the pod: one still listed is
-    still shutting down (a checkpoint on SIGTERM), whatever this agent's clock says of its ``deletionTimestamp``,
-    which the API server's clock wrote."""
-    return not node_ready(node) and past_grace(pod, now - ABANDONED_AFTER)
+def abandoned(pod: V1Pod, node: V1Node, seen_for: timedelta) -> bool:
+    """Left behind (``left_behind``) and seen so, by this agent's clock, for longer than its grace period
+    (``metadata.deletionGracePeriodSeconds``) plus ``ABANDONED_AFTER``: left Terminating by a kubelet that is gone and
+    never finishes it; the API server keeps such a pod until PodGC removes it, which it does only once the node is
+    deleted or tainted out-of-service. The wait is counted from when the agent first saw the pod so (``seen_for``),
+    never from its ``deletionTimestamp``, which the API server's clock wrote: the pod was deleted before it was
+    seen terminating, so a kubelet merely cut off from the API server has finished it by then, however far the two
+    clocks are apart. A node whose kubelet is alive (``Ready`` True, or False: it reports the node not ready, a
+    container runtime, network plugin or GPU driver at fault) finishes its pods: one still listed is still shutting
+    down (a checkpoint on SIGTERM)."""
+    grace = timedelta(seconds=pod.metadata.deletion_grace_period_seconds or 0)
+    return left_behind(pod, node) and seen_for >= grace + ABANDONED_AFTER
 
 
-def node_ready(node: V1Node) -> bool:
-    """The node's ``Ready`` condition is True: its kubelet reports it healthy (False: it reports it not ready;
-    Unknown: it has not reported for the node lifecycle controller's ``node-monitor-grace-period``)."""
+def kubelet_gone(node: V1Node) -> bool:
+    """The node's kubelet does not report it: its ``Ready`` condition is Unknown (the node lifecycle controller's
+    mark once the kubelet has not posted the node's status for its ``node-monitor-grace-period``) or missing. A
+    kubelet that reports the node not ready (``Ready`` False) is alive, and finishes its pods."""
     conditions = (node.status.conditions if node.status else None) or []
-    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+    return all(c.status == "Unknown" for c in conditions if c.type == "Ready")
 
 
 def extended_resources(node: V1Node) -> frozenset[str]:
@@ -130,14 +132,6 @@ def accelerator_work(pod: V1Pod, resources: frozenset[str]) -> bool:
     """A pod that keeps its node from being idle: one a drain has to move (``counts``) that asks for one of these
     accelerator resources (``needs_accelerator``)."""
     return counts(pod) and needs_accelerator(pod, resources)
-
-
-def keeps_busy(pod: V1Pod, resources: frozenset[str], node: V1Node, now: datetime) -> bool:
-    """Accelerator work (``accelerator_work``) on ``node`` that keeps it from being idle: not a pod its dead kubelet
-    left Terminating (``abandoned``). One within its grace period is busy (a training job checkpointing on SIGTERM),
-    and so is one past it by this agent's clock on a Ready node, whose kubelet is still shutting it down; counted,
-    an abandoned pod would keep its dead node busy, never drained and paid for, for good."""
-    return accelerator_work(pod, resources) and not abandoned(pod, node, now)
 
 
 def accelerators(pod: V1Pod, resources: frozenset[str]) -> int:

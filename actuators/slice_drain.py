@@ -32,7 +32,7 @@ from typing import Protocol
 
 from actuators.gke_tpu_slices import SliceHosts
 from actuators.kubernetes_drain import NODE_POOL_LABEL, KubernetesUnitDrainer, NodeRemover
-from actuators.pod_rules import extended_resources, keeps_busy
+from actuators.pod_rules import extended_resources
 from kube.api import KubernetesApi, Nodes
 from kube.models import V1Node
 from models.clock import Clock
@@ -126,9 +126,9 @@ class KubernetesSliceDrainer(KubernetesUnitDrainer):
         selector = f"{NODE_POOL_LABEL} in ({','.join(slices)})"
         nodes = self._call(pool_id, lambda: self._nodes_api.with_label(selector))
         pods = self._pods_by_node(pool_id, [node.metadata.name for node in nodes])
-        busy, now = set(), self._clock.now()
+        busy = set()
         for node in nodes:
             resources = self._accelerator_resources | extended_resources(node)
-            if any(keeps_busy(p, resources, node, now) for p in pods[node.metadata.name]):
+            if any(self._keeps_busy(p, resources, node) for p in pods[node.metadata.name]):
                 busy.add((node.metadata.labels or {}).get(NODE_POOL_LABEL, ""))
         return busy & set(slices)

@@ -63,7 +63,7 @@ def test_pods_a_lost_kubelet_never_finishes_do_not_hold_the_node_past_the_timeou
     cluster: Cluster, caplog: pytest.LogCaptureFixture
 ) -> None:
     node = cluster.nodes[2]
-    cluster.kube.stop_kubelet(node)
+    cluster.kube.stop_kubelet(node, since=cluster.clock.now() - timedelta(minutes=1))  # its node Unknown already
     assert cluster.drainer.drain("a", node, "d").status is ActionStatus.STARTED
     cluster.clock.advance(timedelta(minutes=14))
     still = cluster.drainer.drain("a", node, "d")

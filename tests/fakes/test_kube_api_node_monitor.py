@@ -53,3 +53,33 @@ def test_a_kubelet_stopped_long_ago_leaves_its_node_unknown_at_once(kube_api: Fa
     node = kube_api.get("nodes", "lost")
     assert node is not None
     assert [(c["type"], c["status"]) for c in node["status"]["conditions"]] == [("Ready", "Unknown")]
+
+
+def test_a_kubelet_started_again_posts_ready_and_finishes_its_pods(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient
+) -> None:
+    core = k8s.CoreV1Api(kube_client)
+    clock = SimulatedClock(datetime(2024, 5, 1, tzinfo=UTC))
+    kube_api.clock = clock.now
+    node = objs.node("back", "a100")
+    node["status"]["conditions"].append({"type": "MemoryPressure", "status": "False"})
+    kube_api.put("nodes", node)
+    kube_api.put("pods", objs.pod("train", "back", accelerators=8, owner_kind="Job"))
+    kube_api.stop_kubelet("back")
+    core.create_namespaced_pod_eviction("train", "default", k8s.V1Eviction(metadata=k8s.V1ObjectMeta(name="train")))
+    clock.advance(timedelta(minutes=5))  # past the pod's 30 s grace period and the node monitor's 50 s
+    assert _ready(core, "back")[0] == "Unknown"
+    assert kube_api.get("pods", "train", "default") is not None  # no kubelet finishes it
+    version = core.read_node("back").metadata.resource_version
+
+    kube_api.start_kubelet("back")
+    read = core.read_node("back")
+    assert read.metadata.resource_version != version  # the kubelet's status update
+    assert [(c.type, c.status, c.reason) for c in read.status.conditions] == [
+        ("Ready", "True", "KubeletReady"),
+        ("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+    ]
+    assert all(c.last_heartbeat_time == c.last_transition_time == clock.now() for c in read.status.conditions)
+    assert kube_api.get("pods", "train", "default") is None  # finished at once: its time has long come
+    clock.advance(timedelta(hours=1))
+    assert _ready(core, "back")[0] == "True"  # not marked Unknown again

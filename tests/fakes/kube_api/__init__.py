@@ -19,7 +19,8 @@ The fake's kubelets finish a terminating pod when ``clock()`` reaches its ``dele
 time unless a test hands the fake its own, e.g. a ``SimulatedClock``'s ``now``); a grace period of 0, a pod on
 no node and a finished pod are deleted at once. ``finish_terminating`` ends terminations now, and
 ``stop_kubelet(node)`` stands for a node whose kubelet is gone: its pods stay Terminating, and 50 s later (the node
-monitor's grace period) the node lifecycle controller marks the node's conditions, ``Ready`` among them, Unknown.
+monitor's grace period) the node lifecycle controller marks the node's conditions, ``Ready`` among them, Unknown;
+``start_kubelet(node)`` brings it back: it posts ``Ready`` True and finishes its pods again.
 
 Simplifications, on purpose: strategic-merge patches are applied as JSON merge patches (lists are replaced),
 a PDB counts running, non-deleted pods as healthy (no readiness), and its expected pod count is

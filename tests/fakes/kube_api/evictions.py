@@ -1,6 +1,6 @@
 """How pods leave in the fake Kubernetes API server: the kubelets that finish terminating pods (or, stopped, never
-do, and the node lifecycle controller marks their nodes Unknown), and the Eviction subresource: graceful deletion and
-the PodDisruptionBudgets that refuse it."""
+do, and the node lifecycle controller marks their nodes Unknown, until they start again and post Ready), and the
+Eviction subresource: graceful deletion and the PodDisruptionBudgets that refuse it."""
 
 from __future__ import annotations
 
@@ -15,6 +15,14 @@ DEFAULT_TERMINATION_GRACE_SECONDS = 30  # the API server's default for spec.term
 # the node lifecycle controller waits for a kubelet's status before it marks the node's conditions Unknown.
 NODE_MONITOR_GRACE_PERIOD = timedelta(seconds=50)
 NODE_STATUS_UNKNOWN = ("NodeStatusUnknown", "Kubelet stopped posting node status.")  # the controller's reason, message
+# What a kubelet posts for each condition of a healthy node: status, reason, message (kubelet pkg/kubelet/nodestatus
+# setters.go: ReadyCondition, MemoryPressureCondition, DiskPressureCondition, PIDPressureCondition).
+KUBELET_CONDITIONS = {
+    "Ready": ("True", "KubeletReady", "kubelet is posting ready status"),
+    "MemoryPressure": ("False", "KubeletHasSufficientMemory", "kubelet has sufficient memory available"),
+    "DiskPressure": ("False", "KubeletHasNoDiskPressure", "kubelet has no disk pressure"),
+    "PIDPressure": ("False", "KubeletHasSufficientPID", "kubelet has sufficient PID available"),
+}
 MULTIPLE_PDBS = "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support."
 # API priority and fairness' answer to a request it rejects (apiserver pkg/server/filters/priority-and-fairness.go,
 # tooManyRequests; responsewriters.TooManyRequests): 429, reason TooManyRequests, no cause, a Retry-After.
@@ -49,6 +57,29 @@ class Evictions(ObjectStore):
         the node lifecycle controller marks every condition of the node Unknown, ``Ready`` among them."""
         with self._lock:
             self._kubelets_down[node] = self.clock() if since is None else since
+
+    def start_kubelet(self, node: str) -> None:
+        """The node's kubelet is back (after ``stop_kubelet``): it finishes its terminating pods again (those past
+        their time at the next read) and posts the node's status, each condition it owns as on a healthy node
+        (``KUBELET_CONDITIONS``: ``Ready`` True), its ``lastHeartbeatTime`` now and its ``lastTransitionTime`` now
+        where the status changed."""
+        with self._lock:
+            self._kubelets_down.pop(node, None)
+            found = self._objects.get(("", "nodes", "", node))
+            if found is None:
+                return
+            now = _stamp_time(self.clock())
+            conditions = found.setdefault("status", {}).setdefault("conditions", [])
+            if not any(c.get("type") == "Ready" for c in conditions):
+                conditions.append({"type": "Ready"})
+            for condition in conditions:
+                if (posted := KUBELET_CONDITIONS.get(condition.get("type", ""))) is None:
+                    continue
+                status, reason, message = posted
+                if condition.get("status") != status:
+                    condition["lastTransitionTime"] = now
+                condition.update(status=status, reason=reason, message=message, lastHeartbeatTime=now)
+            self._stamp(found["metadata"], new=False)
 
     def _reap(self) -> None:
         """Remove the terminating pods whose kubelet has finished them: it is up and their time has come. Mark the
