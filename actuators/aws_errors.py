@@ -11,6 +11,8 @@
     a size outside the group's bounds, the IRSA
     identity provider or its keys unreachable, a
     token expired                                       -> TransientActuatorError  retry on a later tick
+                                                           (5xx, a read timeout or a connection closed once the
+                                                           request was sent: ``maybe_applied``, it may be carried out)
     access denied, missing credentials, not found,
     invalid parameters                                  -> PermanentActuatorError  alert, stop touching this pool
 
@@ -44,8 +46,15 @@ mistake from a state that passes: the adapter reads the message, whatever code c
 from __future__ import annotations
 
 import re
+import socket
 
-from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError, PartialCredentialsError
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
 
 from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 
@@ -162,6 +171,13 @@ _TRANSIENT_CODES = frozenset(
 )
 
 
+# Of those, the server failing while it handled the request (500, 503): unlike a throttle or a change already under
+# way, which refuse it, the request may have been carried out (``TransientActuatorError.maybe_applied``).
+_SERVER_FAILED = frozenset(
+    {"ServiceUnavailable", "ServiceUnavailableException", "InternalFailure", "InternalError", "ServerException"}
+)
+
+
 def capacity_failure(message: str) -> str:
     """``message`` when it names a capacity shortage or a reached instance quota, else ""."""
     return message if _STOCKOUT.search(message) or _QUOTA.search(message) else ""
@@ -215,7 +231,8 @@ def from_aws(pool_id: str, exc: Exception) -> ActuatorError:
         if code in _IDENTITY_PASSES:
             return TransientActuatorError(pool_id, f"AWS {described} ({_IDENTITY_PASSES[code]})")
         if code in _TRANSIENT_CODES or status == 429 or status >= 500:
-            return TransientActuatorError(pool_id, f"AWS {described} (will retry)")
+            failed = code in _SERVER_FAILED or (status >= 500 and code not in _TRANSIENT_CODES)
+            return TransientActuatorError(pool_id, f"AWS {described} (will retry)", maybe_applied=failed)
         if code == "ClientException" and _NODEGROUP_BUSY.search(message):
             return TransientActuatorError(
                 pool_id, f"AWS {described} (the node group is busy with another update; will retry)"
@@ -231,8 +248,14 @@ def from_aws(pool_id: str, exc: Exception) -> ActuatorError:
             f"no AWS credentials ({exc}); give the agent's service account an IAM role (IRSA or EKS Pod Identity)",
         )
     if isinstance(exc, BotoCoreError):
-        return TransientActuatorError(pool_id, f"AWS API unavailable: {exc}")
-    return TransientActuatorError(pool_id, f"cannot reach the AWS API: {exc}")
+        # a read timed out or the connection closed once the request was sent (HTTPClientError): it may be carried
+        # out; no connection made (EndpointConnectionError, ConnectTimeoutError), credentials or parameters refused
+        # before sending: not
+        return TransientActuatorError(
+            pool_id, f"AWS API unavailable: {exc}", maybe_applied=isinstance(exc, HTTPClientError)
+        )
+    sent = not isinstance(exc, ConnectionRefusedError | socket.gaierror)
+    return TransientActuatorError(pool_id, f"cannot reach the AWS API: {exc}", maybe_applied=sent)
 
 
 # What the adapters catch around an AWS call: API errors and the transport errors beneath them.

@@ -6,7 +6,8 @@
     stockout or quota (any status code)        -> CapacityUnavailable     back off this pool, try the next one
                                                   (``quota`` set for a quota used up: have it raised)
     HTTP 429 (rate limit), 5xx, 409 conflict,
-    an operation already running, connection   -> TransientActuatorError  retry on a later tick
+    an operation already running, connection   -> TransientActuatorError  retry on a later tick (5xx, a timeout or
+                                                  a connection lost: ``maybe_applied``)
     HTTP 401/403, 404, 400 invalid argument    -> PermanentActuatorError  alert, stop touching this pool
     no access token: the metadata server or
     the token endpoint failed                  -> TransientActuatorError  retry on a later tick
@@ -20,6 +21,12 @@ so that Compute Engine's 403 "Rate Limit Exceeded" (whose reason, ``CONCURRENT_O
 quota) and its "Operation rate exceeded for resource '...'" (``RESOURCE_OPERATION_RATE_EXCEEDED``) are retried
 instead of blocking the pool or sending its demand elsewhere. The reasons an error carries (``errors[].reason``, the
 ``ErrorInfo`` detail) are read with its message.
+
+A transient error says whether the request may have reached Google and be carried out all the same
+(``TransientActuatorError.maybe_applied``): a server error (500 INTERNAL, 502, 503 UNAVAILABLE, which gRPC also
+gives for a connection lost, 504 DEADLINE_EXCEEDED), an operation that ended with one, no answer in time or a
+connection lost. A refusal is not: too many requests or operations, another operation running (409, 400
+FAILED_PRECONDITION), no access token (asked before any request is sent), a connection never made.
 
 A stockout can also come after an accepted call, recorded instead of raised: on a managed instance's
 ``lastAttempt.errors`` or on a finished operation's error ("Not all instances running in IGM ...
@@ -129,8 +136,10 @@ def from_status(pool_id: str, code: int, message: str) -> ActuatorError:
         return TransientActuatorError(pool_id, f"HTTP {code}: {message}")
     if is_capacity_message(message):
         return CapacityUnavailable(pool_id, message, quota=is_quota_message(message))
-    if code == 429 or code >= 500 or code == 409 or _BUSY.search(message):
+    if code in {429, 409} or _BUSY.search(message):  # refused: nothing applied
         return TransientActuatorError(pool_id, f"HTTP {code}: {message}")
+    if code >= 500:  # the server failed handling it, or gave up waiting: it may carry it out all the same
+        return TransientActuatorError(pool_id, f"HTTP {code}: {message}", maybe_applied=code != 501)
     return PermanentActuatorError(pool_id, f"HTTP {code}: {message}")
 
 
@@ -148,10 +157,21 @@ def from_google(pool_id: str, exc: Exception) -> ActuatorError:
         code = int(exc.code) if exc.code is not None else 500
         return from_status(pool_id, code, _with_reasons(exc.message or str(exc), exc))
     if isinstance(exc, google_exceptions.RetryError | google_exceptions.GoogleAPIError):
-        return TransientActuatorError(pool_id, f"Google API unavailable: {exc}")
+        return TransientActuatorError(pool_id, f"Google API unavailable: {exc}", maybe_applied=True)
     if isinstance(exc, auth_exceptions.GoogleAuthError):
         return _from_credentials(pool_id, exc)
-    return TransientActuatorError(pool_id, f"cannot reach the Google API: {exc}")
+    return TransientActuatorError(pool_id, f"cannot reach the Google API: {exc}", maybe_applied=_maybe_sent(exc))
+
+
+# Transport errors raised before a request leaves: no connection made (refused, a name not resolved, connecting timed
+# out: requests' ConnectTimeout, urllib3's NewConnectionError). Any other (a read timed out, the connection reset or
+# closed once the request was sent) may come after the request reached the server.
+_NOT_SENT = frozenset({"ConnectionRefusedError", "gaierror", "ConnectTimeout", "NewConnectionError"})
+
+
+def _maybe_sent(exc: BaseException) -> bool:
+    """Whether a transport error may have come once the request was sent (``_NOT_SENT``)."""
+    return not any(k.__name__ in _NOT_SENT for k in type(exc).__mro__)
 
 
 def _from_credentials(pool_id: str, exc: auth_exceptions.GoogleAuthError) -> ActuatorError:
@@ -177,8 +197,8 @@ def _with_reasons(message: str, exc: google_exceptions.GoogleAPICallError) -> st
 
 def from_kubernetes(pool_id: str, exc: KubernetesApiError) -> ActuatorError:
     """A failed Kubernetes API call (``kube.errors``) as the decision for this pool."""
-    if exc.status is None:
-        return TransientActuatorError(pool_id, f"cannot reach the Kubernetes API: {exc.reason}")
+    if exc.status is None:  # no answer: the request may have been sent
+        return TransientActuatorError(pool_id, f"cannot reach the Kubernetes API: {exc.reason}", maybe_applied=True)
     if exc.status == 410:  # Gone: a list's continue token expired; the next read lists anew
         return TransientActuatorError(pool_id, f"HTTP 410: {exc.reason}: {exc.detail}".strip())
     return from_status(pool_id, exc.status, f"{exc.reason}: {exc.detail}".strip())

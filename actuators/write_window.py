@@ -9,11 +9,17 @@ The leader-only guard (``agent.daemon.guard``) opens a window around each resize
 adapters ask it right before each write (``write_timeout``), after their reads: the write is sent only when the
 leadership left covers its whole time limit, and with that limit (a Google client's ``timeout=`` and ``retry=None``,
 an AWS client of one attempt bounded by it), so it has ended, answered or given up, before the renew deadline.
-Otherwise it is refused with a TransientActuatorError and not sent: the next tick, led by whichever replica leads
+Otherwise it is refused with a TransientActuatorError and not sent (its ``maybe_applied`` false, unless an earlier write
+of the same change was sent: ``writes_sent``): the next tick, led by whichever replica leads
 then, plans again from what it reads. A request the cloud received but applies after the client gave up is the
 cloud's: it still lands before any standby can take over if the cloud applies it within ``lease_duration -
 renew_deadline`` of the time limit. Outside a window (an adapter used on its own) every write still gets
 ``DEFAULT_WRITE_TIMEOUT``.
+
+A change may take several writes (a shrink deleting instances zone by zone, an Auto Scaling group's desired capacity
+lowered and then instances terminated): one refused after an earlier one was sent leaves that one carried out. The
+executor counts the writes each change asks for (``writes_sent``): a TransientActuatorError after the first may
+leave part of the change applied, whatever it says of its own request.
 """
 
 from __future__ import annotations
@@ -38,7 +44,9 @@ class WriteWindow:
     limit: timedelta
     lead_left: Callable[[], float | None]
 
-    def timeout(self, pool_id: str) -> float:
+    def timeout(self, pool_id: str, sent_before: bool = False) -> float:
+        """The time limit of the next write; refused when the leadership left does not cover it. ``sent_before``:
+        an earlier write of the same change was sent, which the refusal leaves applied (``maybe_applied``)."""
         limit = self.limit.total_seconds()
         left = self.lead_left()
         if left is not None and left < limit:
@@ -46,11 +54,13 @@ class WriteWindow:
                 pool_id,
                 f"this replica leads for {max(left, 0.0):.1f}s more, less than the {limit:g}s a write may take: "
                 "the write is not sent, the next tick plans again",
+                maybe_applied=sent_before,
             )
         return limit
 
 
 _current: ContextVar[WriteWindow | None] = ContextVar("write_window", default=None)
+_sent: ContextVar[list[str] | None] = ContextVar("writes_sent", default=None)
 
 
 @contextmanager
@@ -63,7 +73,21 @@ def write_window(window: WriteWindow) -> Iterator[None]:
         _current.reset(token)
 
 
+@contextmanager
+def writes_sent() -> Iterator[list[str]]:
+    """The pools of the writes the adapters called inside send (one entry a write let through ``write_timeout``)."""
+    sent: list[str] = []
+    token = _sent.set(sent)
+    try:
+        yield sent
+    finally:
+        _sent.reset(token)
+
+
 def write_timeout(pool_id: str) -> float:
     """Seconds the next write of ``pool_id`` may take; raises TransientActuatorError when it may not be sent."""
-    window = _current.get()
-    return DEFAULT_WRITE_TIMEOUT.total_seconds() if window is None else window.timeout(pool_id)
+    window, sent = _current.get(), _sent.get()
+    limit = DEFAULT_WRITE_TIMEOUT.total_seconds() if window is None else window.timeout(pool_id, bool(sent))
+    if sent is not None:
+        sent.append(pool_id)
+    return limit

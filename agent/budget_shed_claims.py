@@ -23,10 +23,10 @@ units are going, and the standing reservation that counts them as staying was no
 others shed for them again (and the agent buy back what they shed). The failed tick replaces that claim with the
 release's marks, as its commit would have (two ticks): an agent ticking first at the next instant read no claim and
 shed for the same units. A release whose call failed with no clear answer (``ActionResult.unclear``: a timeout, no
-answer, an error raised once it was sent) counts as carried out, as the cloud may carry it out, until its pool's
-changes have kept failing for its lead time (``agent.executor_resizes.unclear_release``). A claim lives one tick (not
-two, as a mark), so one a tick could neither replace nor take back (its process killed, the ledger lost) is not read
-by the next ticks of the others.
+answer, an error raised once it was sent; ``agent.executor_resizes.unclear_release``) counts as carried out, as the
+cloud may carry it out, until its pool's releases have had no clear answer for its lead time (``agent.budget_watch``);
+a release the cloud refused does not. A claim lives one tick (not two, as a mark), so one a tick could neither
+replace nor take back (its process killed, the ledger lost) is not read by the next ticks of the others.
 
 The in-process ledgers (memory, SQLite) decide a claim under the process's lock: only one process writes them
 (``leadtime run`` refuses ``remote_pools`` on them), so no other agent's marks can come between. A ledger without
@@ -112,6 +112,8 @@ class ShedClaims:
         self._claimed: dict[str, list[int]] = {}  # pool -> its release's claims not yet judged carried out
         self._keys: dict[str, str] = {}  # pool -> the key of its release claimed (``executed`` judges it by)
         self._sent: list[int] = []  # the claims of releases carried out: the next commit replaces them
+        # pool -> the marks failed ticks wrote for its releases carried out since (``release``): the commit's too
+        self._marked: dict[str, list[int]] = {}
         self._at: datetime | None = None  # the tick of the claims made since the last commit
         self._released: dict[str, tuple[Resize, PoolState | None]] = {}  # pool -> its release claimed, and its state
         self._going: dict[str, int] = {}  # pool -> the units its release carried out takes off the bill (``executed``)
@@ -149,19 +151,23 @@ class ShedClaims:
 
     def taken(self) -> list[int]:
         """The claims made since the last commit, which replaces them with its marks (``committed`` once it did)."""
-        return [*self._sent, *(i for ids in self._claimed.values() for i in ids)]
+        marked = (i for ids in self._marked.values() for i in ids)
+        return [*marked, *self._sent, *(i for ids in self._claimed.values() for i in ids)]
 
     def committed(self) -> None:
         """The commit replaced the claims ``taken`` gave it."""
         self._claimed, self._keys, self._sent, self._released, self._going = {}, {}, [], {}, {}
+        self._marked = {}
 
-    def executed(self, results: Sequence[ActionResult]) -> None:
+    def executed(self, results: Sequence[ActionResult], given_up: Collection[str] = ()) -> None:
         """Judge the releases claimed by what the executor did (``results``): the claims of those it carried out
         (their size change, or a drain of theirs, accepted or started, or failed with no clear answer: ``unclear``,
         the cloud may carry it out) stay for the commit to replace, and those of the others are taken back now, their
-        units staying. What each release carried out takes off the bill is kept for ``release``."""
+        units staying. What each release carried out takes off the bill is kept for ``release``. ``given_up``: the
+        pools whose releases with no clear answer are no longer counted as carried out (``agent.budget_watch``): the
+        marks failed ticks wrote for them are taken back too."""
         accepted = {r.key for r in results if carried_out(r)}
-        dropped: list[int] = []
+        dropped: list[int] = [i for pool_id in sorted(given_up) for i in self._marked.pop(pool_id, [])]
         for pool_id, ids in self._claimed.items():
             key = self._keys.get(pool_id)
             sent = key is not None and any(k == key or k.startswith(key + DRAIN_KEY_MARK) for k in accepted)
@@ -178,27 +184,32 @@ class ShedClaims:
         judged carried out (it failed before the executor acted; one raising part-way judged what it did first): they
         may not be carried out. Those of releases carried out are replaced with their marks, as the commit marks them
         (the units each takes off the bill, for two ticks; the next commit replaces them): a claim lives one tick, and
-        an agent ticking first at the next instant would otherwise shed for units already going. A ledger that cannot
-        be written leaves them to lapse."""
+        an agent ticking first at the next instant would otherwise shed for units already going. The marks an earlier
+        failed tick wrote stay (their units are still going, and no commit has counted them gone): a tick that failed
+        before judging any release replaced them with nothing, and the others shed for those units. A ledger that
+        cannot be written leaves the claims to lapse."""
         claimed = [i for ids in self._claimed.values() for i in ids]
         self._claimed, self._keys = {}, {}
         self._release(claimed, "claims of releases not carried out")
         sent, going, at = self._sent, self._going, self._at
         self._released, self._going = {}, {}
-        if not sent or at is None:
+        if not sent or at is None:  # nothing judged carried out since the last commit or failed tick
             return
         marks = [
-            cap.releasing(at, units, self.standing.label, self.tick)
+            (pool_id, cap.releasing(at, units, self.standing.label, self.tick))
             for pool_id, units in sorted(going.items())
             if units > 0
             for cap in self._current(at, pool_id)
         ]
         try:
-            grants = self.ledger.reserve_many(marks, at, replacing=sent)
+            grants = self.ledger.reserve_many([mark for _, mark in marks], at, replacing=sent)
         except LedgerUnavailable as exc:
             log.warning("marks of releases carried out not written, their claims left to lapse: %s", exc)
             return
-        self._sent = [g.reservation_id for g in grants if g.reservation_id is not None]
+        self._sent = []
+        for (pool_id, _), grant in zip(marks, grants, strict=False):
+            if grant.reservation_id is not None:
+                self._marked.setdefault(pool_id, []).append(grant.reservation_id)
 
     def _release(self, claimed: Sequence[int], what: str) -> None:
         """Take ``claimed`` back; a ledger that cannot be written leaves them to lapse (a tick)."""

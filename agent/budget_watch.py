@@ -120,6 +120,10 @@ class BudgetWatch:
         self._last_read: dict[str, int] = {}  # pool -> the units the agent last read it at (``observe``)
         self._monotonic = monotonic
         self._stamp: tuple[datetime, float] | None = None  # the tick's now, and the monotonic seconds read with it
+        # pool -> the first of its releases in a row whose calls gave no clear answer (``executed``), and the results
+        # of this tick's such calls no longer counted as carried out
+        self._unclear_since: dict[str, datetime] = {}
+        self._expired: frozenset[str] = frozenset()
 
     @property
     def scale_ups(self) -> tuple[tuple[datetime, Resize], ...]:
@@ -158,9 +162,22 @@ class BudgetWatch:
 
     def executed(self, results: Sequence[ActionResult]) -> None:
         """Once the executor acted: take back the claims of the releases it did not carry out, and keep those of the
-        ones it did for the commit (``ShedClaims.executed``)."""
+        ones it did for the commit (``ShedClaims.executed``). A release whose call gave no clear answer
+        (``ActionResult.unclear``) counts as carried out until its pool's releases have had no clear answer, tick
+        after tick, for its lead time, from the first of them: the cloud carrying out none of them, the others sharing
+        its budget would otherwise never shed for its units. A release that was refused, carried out, or not asked
+        for again starts that count anew, so refusals before a release the cloud carried out never cut its count."""
+        at = {r.pool_id: r.at for r in results if r.unclear}
+        self._unclear_since = {p: self._unclear_since.get(p, first) for p, first in at.items()}
+        expired = {r.key for r in results if r.unclear and r.at - self._unclear_since[r.pool_id] >= self._lead(r)}
+        self._expired = frozenset(expired)
+        judged = [replace(r, unclear=False) if r.key in expired else r for r in results]
         if self.reserver is not None:
-            self.reserver.sheds.executed(results)
+            self.reserver.sheds.executed(judged, {r.pool_id for r in results if r.key in expired})
+
+    def _lead(self, result: ActionResult) -> timedelta:
+        spec = self.pools.get(result.pool_id)
+        return spec.lead_time if spec is not None else self.tick
 
     def unclaim(self) -> None:
         """Take back the releases a tick claimed and did not carry out, when it fails before its commit
@@ -290,7 +307,8 @@ class BudgetWatch:
                     covered.get(r.pool_id, 0), r.to_units if state is None else in_service(state, r.to_units)
                 )
             # a release with no clear answer (``carried_out``) is marked as going, as it kept its claim
-            going = [replace(r, status=ActionStatus.STARTED) if r.unclear else r for r in results]
+            unclear = [r.unclear and r.key not in self._expired for r in results]  # as ``executed`` judged them
+            going = [replace(r, status=ActionStatus.STARTED) if u else r for r, u in zip(results, unclear, strict=True)]
             self.reserver.commit(now, held, covered, releasing_units(plan, going, states))
 
     def alerts(

@@ -72,7 +72,7 @@ from agent.executor_failures import (
     _zones_with_room,
     blocked_alert,
 )
-from agent.executor_resizes import ACCEPTED, Sent, send_resize, unclear_release
+from agent.executor_resizes import ACCEPTED, Sent, send_resize
 from agent.planning import PlannerMemory
 from agent.planning.memory import BackoffReason
 from models import (
@@ -210,11 +210,11 @@ def _carry_out(
 
 def _raised(resize: Resize, exc: Exception, pools: dict[str, PoolSpec], now: datetime, done: Progress) -> None:
     """Count a resize whose call raised an error no adapter translates as a failed change of its pool
-    (``_failing``), and record its failed result; a release's may have reached the cloud
-    (``unclear_release``)."""
+    (``_failing``), and record its failed result; a release's may have reached the cloud (``unclear``: nothing
+    says it did not, as ``agent.executor_resizes.unclear_release`` reads a translated one)."""
     error = str(exc) or type(exc).__name__
     done.memory = _failing(resize.pool_id, error, now, now, pools, done.memory, done.alerts, resize.is_scale_up)
-    unclear = not resize.is_scale_up and unclear_release(resize.pool_id, pools.get(resize.pool_id), done.memory, now)
+    unclear = not resize.is_scale_up
     done.results.append(
         ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=error, unclear=unclear)
     )

@@ -4,8 +4,8 @@ scale-up took back not bought again, and of a pool in a budget no more than the 
 (``held_for_take_back``), never above the pool's ``max_units`` (``_waiting_for_drains``); and the actuator's answer
 translated: a stockout backs the pool off (a quota used up told as such, with what to do: ``refused_alert``), a
 failure a retry may fix is counted (``agent.executor_failures``; a release's may have been carried out:
-``unclear_release``), a permanent error blocks the pool. The log lines keep
-the executor's logger's name, as they did before this moved here.
+``unclear_release``), a permanent error blocks the pool. The log lines keep the executor's logger's name, as they
+did before this moved here.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from actuators.base import Actuator
+from actuators.write_window import writes_sent
 from agent.executor_failures import MIN_BACKOFF, QUOTA_ADVICE, _failing, blocked_alert
 from agent.planning import PlannerMemory
 from agent.planning.memory import BackoffReason
@@ -127,7 +128,8 @@ def _send(
             resize.pool_id, draining, cloud.target_units, to_units, resize.from_units, resize.to_units,
         )  # fmt: skip
     try:
-        result = actuator.resize(resize.pool_id, to_units, resize.key)
+        with writes_sent() as writes:
+            result = actuator.resize(resize.pool_id, to_units, resize.key)
     except CapacityUnavailable as exc:
         backoff = max(MIN_BACKOFF, pools[resize.pool_id].lead_time)
         results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
@@ -135,7 +137,7 @@ def _send(
         return memory.back_off(resize.pool_id, now + backoff, BackoffReason.STOCKOUT)
     except TransientActuatorError as exc:
         memory = _failing(resize.pool_id, str(exc), now, now, pools, memory, alerts, scale_up=resize.is_scale_up)
-        unclear = not resize.is_scale_up and unclear_release(resize.pool_id, spec, memory, now)
+        unclear = not resize.is_scale_up and unclear_release(exc, len(writes))
         failed = ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc), unclear=unclear)
         results.append(failed)
         return memory
@@ -151,16 +153,15 @@ def _send(
     return memory
 
 
-def unclear_release(pool_id: str, spec: PoolSpec | None, memory: PlannerMemory, now: datetime) -> bool:
-    """Whether a release that failed with an error a retry may fix, or with one no adapter translates (raised once
-    the call was made), may still have been carried out: the adapters give a timeout or a lost answer (the cloud may
-    apply the request after the client gave up, ``actuators.write_window``) as such an error, like a refusal. It
-    counts as sent (``ActionResult.unclear``: its claim and mark stay, and the other agents sharing its budget do not
-    shed for its units too) until the pool's changes have kept failing for its lead time (the ``actuator-failure``
-    warning, counted in ``memory``): a release refused that long, tick after tick, was not carried out, and the others
-    shed for its units."""
-    first = memory.failing_since.get(pool_id, now)
-    return now - first < (spec.lead_time if spec is not None else MIN_BACKOFF)
+def unclear_release(exc: TransientActuatorError, writes: int) -> bool:
+    """Whether a release that failed with an error a retry may fix may still have been carried out, judged by its
+    own call: the adapter says its request may have reached the cloud (``maybe_applied``: no answer in time, the
+    connection lost once it was sent, the server failing while it handled it), or a write of the change was sent
+    before the one that failed (``writes``: the writes it asked for, ``actuators.write_window.writes_sent``). Such a
+    release counts as sent (``ActionResult.unclear``: its claim and mark stay, and the other agents sharing its budget
+    do not shed for its units too; ``agent.budget_watch`` bounds how long). A refusal (a rate limit, another operation
+    running, a write not sent) is not: its claim is taken back at once, and the others shed for its units."""
+    return exc.maybe_applied or writes > 1
 
 
 def refused_alert(resize: Resize, exc: CapacityUnavailable, backoff: timedelta, now: datetime) -> AlertEvent:

@@ -92,3 +92,59 @@ def test_a_release_sent_by_a_failed_tick_stays_marked_when_the_other_agent_ticks
     assert east_released[SETTLED + TICK] == 0, east_released  # 3 before: the claim lapsed, no mark replaced it
     assert sum(east_released.values()) == 0 and east_units == FLEET, east_released
     assert all(units == FLEET - NEEDED for at, units in west_units.items() if at >= SETTLED), west_units  # 8 at 12:20
+
+
+def test_a_second_failed_tick_in_a_row_leaves_the_first_ones_marks(
+    write_trace: TraceWriter, postgres_database: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """West's commit fails at 12:10, after its release was sent, and its next tick fails too, reading its pools, before
+    it claims anything. That tick replaced the marks of 12:10 with nothing: east, ticking after west at 12:15, read
+    west's units as staying and released 3 more (6 where 3 were needed), and west bought 3 back (5 -> 8) at 12:25. The
+    marks now stay until a commit replaces them, or they lapse."""
+    start = START - timedelta(hours=2)
+    batch = [0.0 if start + i * TICK < SETTLED - TICK else GROWN * 8.0 for i in range(80)]
+    trace = write_trace({"train": [BUSY * 8.0] * 80, "batch": batch}, start=start.isoformat())
+    west_units: dict[datetime, int] = {}
+    east_released: dict[datetime, int] = {}
+    failed: list[datetime] = []
+    with rig.postgres_ledgers(postgres_database) as ledgers:
+        ledgers[0].record(LedgerEntry("west", START - timedelta(hours=125), START, 1, SEEDED_USD))
+        west, east = (
+            _member(own, other, trace, ledger) for ledger, (own, other) in zip(ledgers, rig.PAIRS, strict=True)
+        )
+        actuator = west.agent.parts.actuator
+        assert isinstance(actuator, SpareResizeRaisesOnce)
+        actuator.raised.append("none")  # the spare pool's resize goes through
+        reserver = west.agent.budget_watch.reserver
+        assert reserver is not None
+
+        def commit_fails_once(now: datetime, *args: Any, _commit: Callable[..., None] = reserver.commit) -> None:
+            if now == SETTLED:
+                raise LedgerUnavailable("the ledger's connection was lost at the commit")
+            _commit(now, *args)
+
+        def pools_unreadable_once(_list_pools: Callable[[], Any] = actuator.list_pools) -> Any:
+            if west.clock.now() == SETTLED + TICK:
+                raise RuntimeError("the pools' listing could not be read")
+            return _list_pools()
+
+        monkeypatch.setattr(reserver, "commit", commit_fails_once)
+        monkeypatch.setattr(actuator, "list_pools", pools_unreadable_once)
+        for i in range(6):
+            now = START + i * TICK
+            batch_now = GROWN * 8.0 if now >= SETTLED - TICK else 0.0
+            for one, demand in ((west, {"train": BUSY * 8.0, "batch": batch_now}), (east, {"train": BUSY * 8.0})):
+                one.cluster.serve(now, demand)
+                one.clock.set(now)
+            try:
+                west.agent.run_once(now)
+            except (RuntimeError, LedgerUnavailable):
+                failed.append(now)
+            west_units[now] = west.cluster.list_pools()[0].target_units
+            east_released[now] = _released(east.agent.run_once(now).plan.resizes, "east")
+        east_units = east.cluster.list_pools()[0].target_units
+
+    assert failed == [SETTLED, SETTLED + TICK], failed
+    assert east_released[SETTLED + TICK] == 0, east_released  # 3 before: the marks of 12:10 wiped at 12:15
+    assert sum(east_released.values()) == 0 and east_units == FLEET, east_released
+    assert all(units == FLEET - NEEDED for at, units in west_units.items() if at >= SETTLED), west_units  # 8 at 12:25
