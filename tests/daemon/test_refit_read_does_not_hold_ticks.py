@@ -111,7 +111,8 @@ def _settings(url: str, tick: str, refit_interval: str) -> Settings:
         "forecast": {"model": "persistence", "history": "1d", "step": "5m", "refit_interval": refit_interval},
         "loop": {"tick_interval": tick},
         "ledger": {"backend": "memory"},
-        "daemon": {"leader_election": {"enabled": False}},
+        # a port of its own: the default 0.0.0.0:8080 collides with anything else on the machine using it
+        "daemon": {"leader_election": {"enabled": False}, "endpoints": {"bind_address": "127.0.0.1", "port": 0}},
         "prometheus": {"url": url, "timeout": "30s", "retries": 2, "retry_backoff_s": 0},
     }
     return settings_from_mapping(config, source="test config")

@@ -64,6 +64,8 @@ def _settings(prometheus: FakePrometheusApi, gke: FakeGkeApi, tmp_path: Path) ->
             ],
         },
         "ledger": {"path": str(tmp_path / "ledger.sqlite")},
+        # a port of its own: the default 0.0.0.0:8080 collides with anything else on the machine using it
+        "daemon": {"endpoints": {"bind_address": "127.0.0.1", "port": 0}},
     }
 
 
