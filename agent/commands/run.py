@@ -97,7 +97,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         from agent.sources.trace import read_trace
 
-        trace = read_trace(args.replay)  # before anything connects: a missing or broken trace is exit 2
+        # before anything connects: a missing or broken trace is exit 2; the configured classes' series alone set
+        # its step and grid, as in simulate
+        trace = read_trace(args.replay, series=[c.series_id for c in settings.demand_class_models()])
         webhook_problem = rehearsal_webhook_problem(settings.alerts, os.environ, args.config)
         window = rehearsal_window(settings, trace, args.replay_from)  # and so is a start outside it
         settings, mode = rehearsal_settings(settings, window, mode)

@@ -121,9 +121,9 @@ def run(args: argparse.Namespace) -> int:
     window = select_window(trace, settings.demand_class_models(), start, end)
     settings = _at_trace_step(settings, window)
     _check_static(window, args.policy)  # before the forecasting, which takes minutes
-    if (gaps := gap_warning(window)) is not None:
+    if (gaps := gap_warning(window)) is not None:  # collector outages included: a figure covers only the rest
         log.warning("%s", gaps, extra={"gap_steps": len(window.index) - int(window.observed.sum())})
-    if (outage := outage_note(window)) is not None:
+    elif (outage := outage_note(window)) is not None:
         log.info("%s", outage)
     compare = bool(args.equal_service) and {"forecast", "reactive"} <= set(args.policy)
     total = len(window.index) * len(set(args.policy) & set(AGENT_POLICIES))
@@ -211,7 +211,9 @@ def _demand(
             f"no --trace given, and the bundled trace {DEFAULT_TRACE} is not under the current directory: run from "
             "the repository's checkout, or give --trace FILE"
         )
-    return None, read_trace(args.trace or DEFAULT_TRACE), args.start, args.end
+    # Only the configured classes' series set the trace's step and grid: another series in the file is not read.
+    used = [c.series_id for c in settings.demand_class_models()]
+    return None, read_trace(args.trace or DEFAULT_TRACE, series=used), args.start, args.end
 
 
 def _at_trace_step(settings: Settings, window: SimulationWindow) -> Settings:

@@ -18,7 +18,8 @@ from models.allocation import allocate, units_for
 log = logging.getLogger(__name__)
 
 DEFAULT_HISTORY = timedelta(days=7)
-# Above this share of a window's steps in gaps, ``gap_warning`` speaks up: those steps count neither cost nor service.
+# Above this share of a window's steps in gaps of any kind, ``gap_warning`` speaks up: those steps count neither cost
+# nor service, so every figure covers less of the window than asked.
 GAP_WARNING_SHARE = 0.05
 
 
@@ -145,17 +146,17 @@ def _days(span: timedelta) -> str:
 
 
 def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> str | None:
-    """A sentence for when more than ``share`` of the window's steps are gaps made by some classes alone (a step
-    where any class has no value counts neither cost nor service): how many, and the classes whose missing values
-    make them, most first. Steps where no class has a value (a collector outage, ``outage_note``) are the trace's
-    own and no choice of classes or window avoids them: they are left out here. ``None`` when those gaps are at
-    most that share."""
+    """A sentence for when more than ``share`` of the window's steps are gaps of any kind (a step where any class
+    has no value counts neither cost nor service): how many, the share of the window every cost and service figure
+    covers, the classes whose missing values alone make some of them (how many each, most first) and the steps no
+    class has a value at (a collector outage, the trace's own: no choice of classes or window avoids those).
+    ``None`` when the gaps are at most that share: a few missed steps change no figure much."""
     steps = len(window.index)
-    outage = _outage(window)
-    partial = ~window.observed & ~outage
-    gaps = int(partial.sum())
+    gaps = steps - int(window.observed.sum())
     if steps == 0 or gaps <= share * steps:
         return None
+    outage = _outage(window)
+    partial = ~window.observed & ~outage
     counts = np.isnan(window.demand[partial]).sum(axis=0)
     ranked = sorted(
         ((int(n), name) for name, n in zip(window.classes, counts.tolist(), strict=True) if n), key=lambda c: -c[0]
@@ -164,10 +165,17 @@ def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> s
         f"{name!r} has no value at {n} step(s){_why_missing(window, window.classes.index(name))}" for n, name in ranked
     ]
     shown = "; ".join(causes[:3]) + (f"; and {len(causes) - 3} more class(es)" if len(causes) > 3 else "")
+    down = int(outage.sum())
+    parts = [f"some classes alone leave {int(partial.sum())} of them empty: {shown}"] if causes else []
+    if down:
+        parts.append(f"no class has a value at {down} ({_span(window.step * down)}; the trace's collector was down)")
+    advice = (
+        "; choose a window where every class has data, or leave such a class out of the configuration" if causes else ""
+    )
     return (
         f"{gaps} of the window's {steps} steps ({gaps / steps:.0%}) are gaps, which count neither cost nor service "
-        f"(a step is a gap when any class has no value): {shown}; choose a window where every class has data, or "
-        "leave such a class out of the configuration"
+        f"(a step is a gap when any class has no value): every cost and service figure covers the other "
+        f"{steps - gaps} steps, {(steps - gaps) / steps:.0%} of the window; {'; '.join(parts)}{advice}"
     )
 
 

@@ -4,16 +4,19 @@ MetricSource.
 Besides the demand ``y`` a row may carry ``running`` and ``pending`` (the parts of ``y`` running and queued:
 ``y = running + pending``) and ``capacity`` (the quota or cluster size it ran under). They are for reference and
 are not replayed, but they are checked as ``y`` is: numbers, never negative or infinite, and the parts adding up to
-the demand; an empty field is a gap. Timestamps are read and each series' order checked by
+the demand; an empty field is a gap. A column of any other name is not read (a note names it), unless its name
+looks like one of these misspelt. Timestamps are read and each series' order checked by
 ``agent.sources.trace_times``."""
 
 from __future__ import annotations
 
 import csv
+import difflib
 import gzip
 import io
+import logging
 import zlib
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +27,8 @@ import pandas as pd
 from agent.sources.trace_times import check_order, timestamps
 from models import DemandClass, MetricsUnavailable, TraceError
 from models.demand import MAX_DEMAND
+
+log = logging.getLogger(__name__)
 
 REQUIRED = ("unique_id", "ds", "y")
 OPTIONAL = ("running", "pending", "capacity")
@@ -77,8 +82,12 @@ class Trace:
         return int(self.index.searchsorted(pd.Timestamp(when)))
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read a long-format demand CSV (optionally gzipped) and check it; every problem is a ``TraceError``."""
+def read_trace(path: str | Path, series: Collection[str] | None = None) -> Trace:
+    """Read a long-format demand CSV (optionally gzipped) and check it; every problem is a ``TraceError``.
+
+    With ``series``, the trace holds those series only, each required in the file, and only they set its step and
+    grid: every row is checked, but a series the caller does not use (a probe's two rows a minute apart, say) must
+    neither shrink the step of the series it does use, leaving them a gap at most steps, nor be off their grid."""
     source = str(path)
     if Path(path).is_dir():
         raise TraceError(f"trace {source} is a directory; give the trace's CSV file (.csv or .csv.gz)")
@@ -98,7 +107,7 @@ def read_trace(path: str | Path) -> Trace:
     except (ValueError, OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
         raise TraceError(f"cannot read trace {source} as CSV (is it complete?): {exc}") from None
     frame = _numbered_rows(frame, lines, source)
-    _check_columns(frame, source)
+    frame = _check_columns(frame, source)
     _check_names(frame, source)
     written = frame["ds"]
     frame["ds"] = timestamps(written, source)
@@ -106,6 +115,8 @@ def read_trace(path: str | Path) -> Trace:
         frame[column] = _numbers(frame, column, source)
     _check_parts(frame, source)
     check_order(frame, written, source)
+    if series is not None:
+        frame = _only(frame, series, source)
     step = _step(frame, source)
     _check_grid(frame, step, source)
     wide = frame.pivot(index="ds", columns="unique_id", values="y")
@@ -219,7 +230,11 @@ def _layout(frame: pd.DataFrame, lines: _FileLines, source: str) -> tuple[np.nda
     return np.array(starts[1:], dtype=int), counts_array, counts_array == 0
 
 
-def _check_columns(frame: pd.DataFrame, source: str) -> None:
+def _check_columns(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+    """The frame with only the columns a trace has read. A column of another name is left out with a note naming
+    it (a file shared with other tools may carry more, request rates or token counts), unless its name looks like
+    one of those misspelt (another case, spaces around it, a letter or two off): that is refused, since a column
+    meant to be read would then be dropped unread."""
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
         found = [str(c) for c in frame.columns]
@@ -227,11 +242,43 @@ def _check_columns(frame: pd.DataFrame, source: str) -> None:
             f"trace {source} lacks column(s) {missing}; found: {found!r}; expected {list(REQUIRED)} "
             f"(+ {list(OPTIONAL)}){_header_hint(found)}"
         )
-    unknown = [c for c in frame.columns if c not in REQUIRED + OPTIONAL]
+    unknown = [str(c) for c in frame.columns if c not in REQUIRED + OPTIONAL]
+    misspelt = {c: known for c in unknown if (known := _meant(c)) is not None}
+    if misspelt:
+        shown = ", ".join(f"{c!r} (meant {known!r}?)" for c, known in misspelt.items())
+        raise TraceError(
+            f"trace {source} has column(s) {shown} that look like a misspelt column of a trace; rename or drop "
+            f"{'it' if len(misspelt) == 1 else 'them'} (a trace reads {list(REQUIRED + OPTIONAL)})"
+        )
     if unknown:
-        raise TraceError(f"trace {source} has unknown column(s) {unknown}; allowed: {list(REQUIRED + OPTIONAL)}")
+        log.warning(
+            "trace %s: column(s) %s are not read (a trace reads %s, and %s where given)",
+            source,
+            unknown,
+            ", ".join(REQUIRED),
+            ", ".join(OPTIONAL),
+            extra={"trace": source, "columns_not_read": unknown},
+        )
+        frame = frame.drop(columns=unknown)
     if frame.empty:
         raise TraceError(f"trace {source} has no rows")
+    return frame
+
+
+# How alike (``difflib``'s ratio) an unknown column's name must be to a known one to be taken for it misspelt:
+# 'runing' (0.92 to 'running') or 'capcity' (0.93) is, 'rate_rps' (0.25 at most) or 'mean_input_tokens' (0.33) is
+# not.
+_MISSPELT_RATIO = 0.8
+
+
+def _meant(name: str) -> str | None:
+    """The known column ``name`` looks like a misspelling of, or None."""
+    known = REQUIRED + OPTIONAL
+    plain = name.strip().lower()
+    if plain in known:
+        return plain
+    close = difflib.get_close_matches(plain, known, n=1, cutoff=_MISSPELT_RATIO)
+    return close[0] if close else None
 
 
 def _header_hint(found: list[str]) -> str:
@@ -309,6 +356,17 @@ def _check_parts(frame: pd.DataFrame, source: str) -> None:
         shown = ", ".join(f"{c} {given[row, i]:g}" for i, c in enumerate(parts))
         more = f" ({len(off)} such row(s))" if len(off) > 1 else ""
         raise TraceError(f"trace {source}: {rule}; row {frame.index[row]} has {shown} and y {y[row]:g}{more}")
+
+
+def _only(frame: pd.DataFrame, series: Collection[str], source: str) -> pd.DataFrame:
+    """The rows of ``series``, each of which the file must have."""
+    names = frame["unique_id"]
+    missing = sorted(set(series) - set(names.unique()))
+    if missing:
+        known = list(dict.fromkeys(names.tolist()))
+        more = f" and {len(known) - 20} more" if len(known) > 20 else ""
+        raise TraceError(f"trace {source} has no series {missing}; it has {known[:20]}{more}")
+    return frame.loc[names.isin(set(series)).to_numpy()]
 
 
 def _step(frame: pd.DataFrame, source: str) -> timedelta:

@@ -213,7 +213,7 @@ def write_yaml(path: Path, raw: dict[str, Any]) -> Path:
         ("missing-config", "no such file"),
         ("unknown-key", "pools[0].colour: unknown key"),
         ("negative-lead", "pools[0].lead_time: duration must not be negative"),
-        ("unknown-columns", "unknown column(s) ['colour']"),
+        ("misspelt-column", "column(s) 'runing' (meant 'running'?)"),
         ("empty-window", "empty window"),
         ("all-nan-window", "no observed demand in the window"),
         ("non-monotonic", "must increase strictly"),
@@ -237,8 +237,8 @@ def test_bad_input_gets_a_clear_error_and_exit_code_2(
     elif case == "negative-lead":
         raw["pools"][0]["lead_time"] = -60
         write_yaml(config, raw)
-    elif case == "unknown-columns":
-        trace.write_text("unique_id,ds,y,colour\na,2024-01-01T00:00:00,1,red\n")
+    elif case == "misspelt-column":
+        trace.write_text("unique_id,ds,y,runing\na,2024-01-01T00:00:00,1,1\n")
     elif case == "empty-window":
         extra = ["--start", "2024-01-02T00:00:00+00:00", "--end", "2024-01-02T00:00:00+00:00"]
     elif case == "all-nan-window":

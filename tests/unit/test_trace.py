@@ -37,7 +37,7 @@ def test_fetch_keeps_missing_steps_missing(write_trace: TraceWriter) -> None:
 @pytest.mark.parametrize(
     ("csv", "message"),
     [
-        ("unique_id,ds,y,colour\na,2024-01-01T00:00:00,1,red\n", r"unknown column\(s\) \['colour'\]"),
+        ("unique_id,ds,y,runing\na,2024-01-01T00:00:00,1,1\n", r"column\(s\) 'runing' \(meant 'running'\?\)"),
         ("unique_id,y\na,1\n", r"lacks column\(s\) \['ds'\]"),
         ("unique_id,ds,y\na,2024-01-01T00:10:00,1\na,2024-01-01T00:05:00,2\n", "must increase strictly; row 3"),
         ("unique_id,ds,y\na,2024-01-01T00:00:00,1\na,2024-01-01T00:00:00,2\n", "must increase strictly"),

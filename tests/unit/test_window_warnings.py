@@ -95,20 +95,27 @@ def test_a_window_wholly_outside_the_trace_is_still_refused(write_trace: TraceWr
         select_window(trace, CLASSES, after.to_pydatetime(), (after + trace.step * 10).to_pydatetime())
 
 
-def test_a_collector_outage_is_noted_not_warned_about(write_trace: TraceWriter) -> None:
+def test_a_collector_outage_is_warned_about_with_the_share_counted(write_trace: TraceWriter) -> None:
     """Steps where no class has a value are the trace's own (the bundled Helios trace loses a day): no choice of
-    classes or window avoids them, so they are a note, not a warning telling the user to choose another window."""
+    classes or window avoids them, so the warning does not tell the user to choose another window; but every figure
+    covers only the rest of the window, and above 5% of it that is said as for any gap."""
     a, b = [1.0] * 100, [2.0] * 100
     a[40:64] = b[40:64] = [math.nan] * 24  # two hours without any value
     trace = read_trace(write_trace({"a": a, "b": b}))
     window = select_window(trace, CLASSES, trace.index[0].to_pydatetime(), None)
-    assert gap_warning(window) is None
+    assert gap_warning(window) == (
+        "24 of the window's 100 steps (24%) are gaps, which count neither cost nor service (a step is a gap when "
+        "any class has no value): every cost and service figure covers the other 76 steps, 76% of the window; no "
+        "class has a value at 24 (2 h; the trace's collector was down)"
+    )
     assert outage_note(window) == (
         "24 of the window's 100 steps (2 h) have no value for any class (the trace's collector was down): they "
         "count neither cost nor service"
     )
-    b[80:100] = [math.nan] * 20  # and one class stops early: that still warns, counting only its own gaps
+    b[80:100] = [math.nan] * 20  # and one class stops early: named with its own gaps, and advised on
     trace = read_trace(write_trace({"a": a, "b": b}, name="late.csv"))
     window = select_window(trace, CLASSES, trace.index[0].to_pydatetime(), None)
     message = gap_warning(window)
-    assert message is not None and message.startswith("20 of the window's 100 steps (20%) are gaps")
+    assert message is not None and message.startswith("44 of the window's 100 steps (44%) are gaps")
+    assert "some classes alone leave 20 of them empty: 'b' has no value at 20 step(s)" in message
+    assert "no class has a value at 24 (2 h" in message and message.endswith("out of the configuration")
