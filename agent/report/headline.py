@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from agent.report.equal_service import ALREADY_MET, UNEQUAL_MARK
+from agent.simulation.headline import same_service
 
 
 def headline_section(document: Mapping[str, Any]) -> str:
@@ -27,7 +28,7 @@ def headline_section(document: Mapping[str, Any]) -> str:
     ]
     for row in head["against"]:
         percent = row["forecast_saves_percent"]
-        mark = (UNHELD_MARK if bound and _unheld(row) else "") + (UNEQUAL_MARK if _unequal(forecast, row) else "")
+        mark = (UNEQUAL_MARK if _unequal(forecast, row) else "") + (UNHELD_MARK if bound and _unheld(row) else "")
         rows.append(
             f"<tr data-policy='{html.escape(row['policy'])}'><td>{html.escape(row['policy'])}</td>"
             f"<td>{_basis(row)}</td>{_held(row, capped)}<td>{row['cost_usd']:,.0f}</td>"
@@ -43,10 +44,18 @@ def headline_section(document: Mapping[str, Any]) -> str:
         "actual as the cluster ran, with their own unserved share beside them."
     )
     if any(_unequal(forecast, row) for row in head["against"]):
+        target = head.get("target_unserved")
+        below = (
+            f"; where even the cheapest setting tried leaves less demand unserved than the {target:.1%} target, a "
+            "tuned figure is that run's, at its own unserved share (its basis says so)"
+            if target is not None
+            else ""
+        )
         note += (
-            f" {UNEQUAL_MARK.strip()} not at equal service: where even the cheapest setting tried leaves less demand "
-            f"unserved than the {head['target_unserved']:.1%} target, the figure is that run's, at its own unserved "
-            "share (its basis says so), so a saving marked so compares costs of different service."
+            f" {UNEQUAL_MARK.strip()} not at equal service: the run's unserved share is not that of leadtime's "
+            f"figure ({forecast['unserved_fraction']:.2%}): a run shown as it ran is at its own share{below}. A "
+            "saving marked so compares costs of different service (the run that leaves less unserved buys more "
+            "capacity for it)."
         )
     return (
         f"<section id='headline'><p class='lead'>{html.escape(lead)}</p>"
@@ -59,9 +68,10 @@ UNHELD_MARK = " †"  # a saving against a run not held to the caps, while a cap
 
 
 def _unequal(forecast: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
-    """Whether a saving against a tuned figure compares different service: the forecast's figure or the row's is
-    its cheapest setting's run, below the target (the others, as they ran, are said to be so)."""
-    return row["basis"] != "as run" and ALREADY_MET in (forecast.get("note"), row.get("note"))
+    """Whether a saving compares different service: the row left another share of demand unserved than the
+    forecast's figure (a run shown as it ran, static, the oracle or actual, or a figure at its cheapest setting's own
+    share, below the target, on either side)."""
+    return not same_service(float(row["unserved_fraction"]), float(forecast["unserved_fraction"]))
 
 
 def _unheld(row: Mapping[str, Any]) -> bool:
@@ -150,7 +160,15 @@ def _lead_sentence(head: Mapping[str, Any]) -> str:
             if row.get("note") == ALREADY_MET
             else ""
         )
-        parts.append(f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD{below}{unheld})")
+        other = (
+            f", which left {row['unserved_fraction']:.2%} unserved against leadtime's "
+            f"{forecast['unserved_fraction']:.2%}"
+            if _unequal(forecast, row) and not below
+            else ""
+        )
+        parts.append(
+            f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD{below}{unheld}){other}"
+        )
     basis = forecast["basis"]
     if basis == "as run":
         basis = f"as run, {forecast['unserved_fraction']:.2%} unserved"

@@ -6,7 +6,9 @@ Where an equal-service comparison was made, the forecast and reactive policies a
 (loosest) target, each tuned to leave the same share of demand unserved, save one whose cheapest setting tried
 already leaves less unserved than the target: its figure is that run's, at its own share, and its ``basis`` says
 so. Static, oracle and actual cannot be tuned and are shown as they ran, with their own unserved share. Without
-one, every policy is shown as it ran.
+one, every policy is shown as it ran. Each row says whether its unserved share is the forecast figure's
+(``same_service``): a saving against a row that left more or less demand unserved compares costs of different
+service, and the report marks it and gives the row's share.
 
 With budgets configured, the forecast and reactive runs are held to their caps and static and oracle are not: each
 figure says whether it was (``held_to_budgets``). Actual is neither: it is what the cluster did, under whatever
@@ -29,6 +31,14 @@ AS_RECORDED = "actual"  # replayed: held to whatever caps the cluster enforced, 
 # The alerts of a cap that held a run back: scale-ups stopped by a projected overspend, trimmed by a shared
 # budget's reservation, a hard stop put off.
 BINDING_ALERTS = ("projected-overspend", "budget-reservation-refused", "budget-hard-stop-deferred")
+# Two unserved shares closer than this (0.005 percentage points, half the last digit the report shows) are the same
+# service: two figures tuned to one target, both interpolated at it.
+SAME_SERVICE = 5e-5
+
+
+def same_service(unserved: float, other: float) -> bool:
+    """Whether two unserved shares (fractions of demand) are the same service."""
+    return abs(unserved - other) < SAME_SERVICE
 
 
 def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -53,6 +63,7 @@ def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
         saving = row["cost_usd"] - forecast["cost_usd"]
         row.update(
             policy=name,
+            same_service=same_service(row["unserved_fraction"], forecast["unserved_fraction"]),
             forecast_saves_usd=round(saving, 2),
             forecast_saves_percent=round(100.0 * saving / row["cost_usd"], 2) if row["cost_usd"] else None,
         )
