@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+import numpy as np
+
 from models import (
     ActionResult,
     ActionStatus,
@@ -57,7 +59,9 @@ class StepOutcome:
 class SimulatedCluster:
     """Pools in simulated time. ``stockouts`` maps a pool to windows in which it cannot get new units.
     ``waiting_costs`` (per class, USD per accelerator-hour) decide who a shared pool serves first when it cannot
-    serve every class, as a scheduler with priorities would; without them, classes are served in name order."""
+    serve every class, as a scheduler with priorities would; without them, classes are served in name order.
+    ``idle_pause_limit`` is the longest gap in the demand (a run of steps it is unknown at) through which the idle
+    clocks pause (``pause_idle``); a longer one clears them (None: every gap pauses them)."""
 
     def __init__(
         self,
@@ -67,8 +71,10 @@ class SimulatedCluster:
         stockouts: Mapping[str, Sequence[tuple[datetime, datetime]]] | None = None,
         seed: int = 0,
         waiting_costs: Mapping[str, float] | None = None,
+        idle_pause_limit: timedelta | None = None,
     ) -> None:
         self._clock = clock
+        self._idle_pause_limit = idle_pause_limit
         self._priority = dict(waiting_costs or {})
         initial = initial_units or {}
         self._pools = {p.pool_id: _Pool(p, p.clamp(initial.get(p.pool_id, p.min_units))) for p in pools}
@@ -238,10 +244,20 @@ class SimulatedCluster:
         by_pool = {pool_id: sum(chips.values()) for pool_id, chips in assigned.items()}
         return StepOutcome(served=served, unserved=left, used_units=used, served_by_pool=by_pool)
 
-    def forget_idle(self) -> None:
-        """Demand is unknown at this step (a trace gap): no unit counts as idle until it is observed again."""
+    def pause_idle(self, step: timedelta, gap: timedelta) -> None:
+        """Demand is unknown for this ``step``, in a gap (a run of such steps) ``gap`` long in all. Through a gap of
+        at most ``idle_pause_limit`` (demand reported less often than the trace's step, a missed scrape) the idle
+        clocks stop: a unit idle before it stays idle as long as it was (never longer: an unknown step is not read as
+        idle), and each step of demand known after it tells whether it still is. Clearing them at every such gap
+        started them again each time: a class with a value every other step left no unit idle for two steps, so none
+        was ever released. A longer gap (a collector outage) clears them from its first step: idleness seen before it
+        says nothing of the units through it, nor after it."""
+        limit = self._idle_pause_limit
         for pool in self._pools.values():
-            pool.idle.clear()
+            if limit is not None and gap > limit:
+                pool.idle.clear()
+            else:
+                pool.idle = [(since + step, uid) for since, uid in pool.idle]
 
     def paid_units(self) -> dict[str, int]:
         """Units being paid for: ready and in flight (billing starts when a unit is requested)."""
@@ -287,6 +303,21 @@ def _unit_id(node: str, prefix: str) -> int | None:
     """``i`` for a unit named ``<prefix><i>``, else None."""
     suffix = node.removeprefix(prefix)
     return int(suffix) if suffix != node and suffix.isdigit() else None
+
+
+def gap_lengths(known: Sequence[bool] | np.ndarray) -> np.ndarray:
+    """Per step, how many steps the gap it is in lasts (a run of steps whose demand is not ``known``; 0 at a known
+    step), for ``SimulatedCluster.pause_idle``."""
+    flags = np.asarray(known, dtype=bool)
+    lengths = np.zeros(len(flags), dtype=int)
+    t = 0
+    while t < len(flags):
+        end = t
+        while end < len(flags) and not flags[end]:
+            end += 1
+        lengths[t:end] = end - t
+        t = max(end, t + 1)
+    return lengths
 
 
 def cancel_in_flight(arrivals: list[tuple[datetime, int]], units: int) -> int:

@@ -290,7 +290,8 @@ def rehearsal_parts(
     from agent.state import InMemoryStateStore
 
     pools, priority = settings.pool_specs(), settings.waiting_costs()
-    cluster = SimulatedCluster(pools, clock, initial_units(window, pools, priority), waiting_costs=priority)
+    start, limit = initial_units(window, pools, priority), settings.forecast.max_staleness  # as simulate's cluster
+    cluster = SimulatedCluster(pools, clock, start, waiting_costs=priority, idle_pause_limit=limit)
     source = ShiftedTraceSource(trace, window.index[0].to_pydatetime(), clock.now())
     demand = ReplayedDemand(window.index, window.classes, window.demand, window.step, source.offset)
     return DaemonParts(

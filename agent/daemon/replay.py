@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from actuators import SimulatedCluster
+from actuators.simulated import gap_lengths
 from agent.sources.trace import Trace, TraceSource
 from models import ActionResult, DemandClass, PoolState
 from models.clock import Clock
@@ -67,6 +68,7 @@ class RehearsalCluster:
         self._clock = clock
         self._demand = demand
         self._next = 0  # the first replayed step not served yet
+        self._gaps = gap_lengths(~np.isnan(demand.values).any(axis=1)) if demand is not None else np.zeros(0, int)
 
     def list_pools(self) -> Sequence[PoolState]:
         now = self._clock.now()
@@ -100,7 +102,8 @@ class RehearsalCluster:
     def _serve(self, demand: ReplayedDemand, t: int, at: datetime) -> None:
         wanted = demand.at(t)
         if wanted is None:
-            self._cluster.forget_idle()  # unknown demand: no unit counts as idle until it is observed again
+            gap = demand.step * int(self._gaps[t])  # unknown demand: never read as idle, as in simulate
+            self._cluster.pause_idle(demand.step, gap)
             return
         outcome = self._cluster.serve(at, wanted)
         waiting = {name: chips for name, chips in outcome.unserved.items() if chips > 0}

@@ -31,7 +31,16 @@ def policy_cluster(
     start_units = (
         static_units(window, pools, priority) if policy == "static" else initial_units(window, pools, priority)
     )
-    cluster = SimulatedCluster(pools, clock, start_units, _stockouts(settings), waiting_costs=priority)
+    # a gap in the demand no longer than ``forecast.max_staleness`` (the agent plans on through it) pauses the idle
+    # clocks, a longer one clears them
+    cluster = SimulatedCluster(
+        pools,
+        clock,
+        start_units,
+        _stockouts(settings),
+        waiting_costs=priority,
+        idle_pause_limit=settings.forecast.max_staleness,
+    )
     return cluster, clock
 
 

@@ -17,7 +17,7 @@ from datetime import datetime, timedelta
 import numpy as np
 import pandas as pd
 
-from actuators.simulated import SimulatedCluster
+from actuators.simulated import SimulatedCluster, gap_lengths
 from agent.outlook import Outlook
 from agent.simulation.assembly import policy_agent, policy_cluster
 from agent.simulation.bands import BandRecorder, BandSpec, band_leads
@@ -340,6 +340,7 @@ def drive(
     run.served_by_pool = {p.pool_id: np.full(steps, np.nan) for p in pools}
     bands = BandRecorder(window, band_spec) if band_spec is not None else None
     times, totals = window.times, window.totals
+    gaps = gap_lengths(observed)
     for t in range(steps):
         now: datetime = times[t]
         clock.set(now)
@@ -360,7 +361,7 @@ def drive(
             run.paid_units[pool.pool_id][t] = paid[pool.pool_id]
             run.ready_units[pool.pool_id][t] = ready[pool.pool_id]
         if not observed[t]:
-            cluster.forget_idle()
+            cluster.pause_idle(window.step, window.step * int(gaps[t]))  # unknown demand: never read as idle
             continue
         outcome = cluster.serve(now, window.at(t))
         for pool in pools:
