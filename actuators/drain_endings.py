@@ -2,9 +2,9 @@
 unit is drained, and each settled drain's result by its key (``KeyedResults``: a later call with the key answers it
 again). A drain ends in one of these ways, each settled by its key:
 
-- removed: the unit, empty (or, after the timeout, left only with pods a dead kubelet abandoned:
-  ``pod_rules.abandoned``), is deleted through the pool's ``NodeRemover`` and its nodes unmarked; not at the step
-  that cordoned it, nor when a fresh read finds a
+- removed: the unit, empty (or, after the timeout, left only with pods a dead kubelet abandoned,
+  ``pod_rules.abandoned``, or stuck terminating past their grace periods, ``pod_rules.stuck``), is deleted through
+  the pool's ``NodeRemover`` and its nodes unmarked; not at the step that cordoned it, nor when a fresh read finds a
   pod bound to it since, which the drain's next step moves first. A removal the remover refuses for good, or that
   still fails after the timeout, uncordons the unit instead.
 - rejected: no retry can finish it (a pod that must not be disrupted, accelerator work found on the cordoned unit, a
@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesDrainMarks
 from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, KeepsUnits, NodeRemover
 from actuators.idempotency import KeyedResults
-from actuators.pod_rules import counts, terminating
+from actuators.pod_rules import STUCK_AFTER, counts, terminating
 from kube.api import KubernetesApi
 from kube.models import V1Node
 from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
@@ -62,7 +62,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         pool_id: str,
         unit: str,
         nodes: Sequence[str],
-        leaving: list[tuple[str, str]],
+        left: tuple[list[tuple[str, str]], list[tuple[str, str]]],
         overdue: bool,
         started: bool,
         read_again: bool,
@@ -71,9 +71,10 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         before the cordon without checking it (a volume to provision first delays that bind), so the pod would land on
         a unit being deleted. cluster-autoscaler waits ``--node-delete-delay-after-taint`` (5 s) and reads again; the
         drain's next step (a tick later) removes the unit if a fresh read of its pods (``read_again``: the step's own,
-        after its evictions) still finds none to move."""
+        after its evictions) still finds none to move. ``left``: the pods still terminating on it after the timeout,
+        those a dead kubelet abandoned and those stuck (``pod_rules.abandoned``, ``pod_rules.stuck``)."""
         if not nodes or (not started and (read_again or self._still_empty(pool_id, nodes))):
-            return self._remove(key, pool_id, unit, nodes, leaving, overdue)
+            return self._remove(key, pool_id, unit, nodes, left, overdue)
         noun = self._units.noun
         if started:
             detail = f"{noun} {unit} cordoned and empty; removed at the drain's next step if its pods are still none"
@@ -132,9 +133,16 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         return self._patch_node(pool_id, node, body)
 
     def _remove(
-        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], leaving: list[tuple[str, str]], overdue: bool
+        self,
+        key: str,
+        pool_id: str,
+        unit: str,
+        nodes: Sequence[str],
+        left: tuple[list[tuple[str, str]], list[tuple[str, str]]],
+        overdue: bool,
     ) -> ActionResult:
-        """The empty unit (or one left only with pods a dead kubelet abandoned) goes, through the pool's actuator."""
+        """The empty unit (or one left only with pods a dead kubelet abandoned, or stuck: ``left``) goes, through the
+        pool's actuator."""
         noun = self._units.noun
         self._check_may_write(pool_id, unit)
         try:
@@ -151,11 +159,16 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
             self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
         self._draining_since.pop(unit, None)
         self._idle_since.pop(unit, None)
-        if leaving:
-            drained = (
-                f"{noun} {unit} removed with {leaving} still terminating after {self._timeout}, left by a kubelet that "
-                "is gone (its node's Ready condition Unknown) past their grace periods: nothing finishes them"
-            )
+        abandoned, stuck = left
+        if abandoned or stuck:
+            both = bool(abandoned) and bool(stuck)  # each kind named
+            gone = "left by a kubelet that is gone (its node's Ready condition Unknown) past their grace periods: "
+            hung = "stuck terminating past their grace periods (seen terminating by this agent for longer than "
+            kinds = [f"{abandoned} " * both + gone + "nothing finishes them"] * bool(abandoned) + [
+                f"{stuck} " * both + hung + f"their grace period and {STUCK_AFTER}: their kubelet did not finish them)"
+            ] * bool(stuck)
+            drained = f"{noun} {unit} removed with {abandoned + stuck} still terminating after {self._timeout}, "
+            drained += "; ".join(kinds)
             log.warning("pool %s: %s (key %s)", pool_id, drained, key)
         else:
             drained = f"{noun} {unit} drained"

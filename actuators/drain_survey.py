@@ -9,7 +9,9 @@ kubelet left terminating are ignored: ``_keeps_busy``), continuously since the f
 after a restart that memory starts again, which only delays a scale-in. A terminating pod is left so
 (``pod_rules.abandoned``) once this drainer has seen it terminating on a node whose kubelet is gone (``Ready``
 Unknown) for its grace period and a minute more, by its own clock: the pod's ``deletionTimestamp`` is the API
-server's clock's, which this agent's may run ahead of. That memory, too, starts again after a restart.
+server's clock's, which this agent's may run ahead of. That memory, too, starts again after a restart. A drain step
+also remembers since when, by the same clock, it has seen each pod terminating on any node (``_stuck``): an overdue
+drain ends with a pod seen so past its grace period and ``pod_rules.STUCK_AFTER``, which no kubelet is finishing.
 
 A survey of the pool (``idle_nodes``, ``pool_nodes``) and a drain step read the pods of all the nodes they look at
 in one list when there are more than a few (``_PER_NODE_LISTS``; else one list per node), so the calls per tick do
@@ -63,6 +65,7 @@ from actuators.pod_rules import (
     left_behind,
     must_stay,
     pod_name,
+    stuck,
     terminating,
 )
 from actuators.vendor_errors import from_kubernetes
@@ -138,6 +141,8 @@ class KubernetesUnitSurvey:
         self._held: dict[str, dict[str, str]] = {}  # pool -> idle units its last survey kept back, and why
         # pod uid -> (first, last) monotonic time this drainer saw it terminating on a node whose kubelet is gone
         self._left_seen: dict[str, tuple[float, float]] = {}
+        # pod uid -> (first, last) monotonic time a drain step of this drainer saw it terminating, on any node
+        self._terminating_seen: dict[str, tuple[float, float]] = {}
 
     def idle_nodes(self, pool_id: str, idle_for: timedelta) -> Sequence[str]:
         """Units idle for ``idle_for`` that a drain could empty, longest idle first."""
@@ -180,21 +185,22 @@ class KubernetesUnitSurvey:
     def _abandoned(self, pod: V1Pod, node: V1Node) -> bool:
         """``pod_rules.abandoned``, timed from the first time this drainer saw the pod left behind on ``node``
         (``pod_rules.left_behind``); a pod seen otherwise (its kubelet back) starts that time again."""
-        key = pod.metadata.uid or "/".join(pod_name(pod))
-        if not left_behind(pod, node):
-            self._left_seen.pop(key, None)
-            return False
-        now = self._clock.monotonic()
-        first = self._left_seen.get(key, (now, now))[0]
-        self._left_seen[key] = (first, now)
-        return abandoned(pod, node, timedelta(seconds=now - first))
+        seen_for = _seen_for(self._left_seen, pod, left_behind(pod, node), self._clock.monotonic())
+        return seen_for is not None and abandoned(pod, node, seen_for)
+
+    def _stuck(self, pod: V1Pod) -> bool:
+        """``pod_rules.stuck``, timed from the first time this drainer saw the pod terminating, on any node."""
+        seen_for = _seen_for(self._terminating_seen, pod, terminating(pod), self._clock.monotonic())
+        return seen_for is not None and stuck(pod, seen_for)
 
     def _forget_left(self) -> None:
-        """Forget the pods left behind that no read has seen for ``_FORGET_LEFT_AFTER`` (gone, or on nodes gone)."""
+        """Forget the pods left behind, or terminating, that no read has seen so for ``_FORGET_LEFT_AFTER`` (gone, or
+        on nodes gone)."""
         now = self._clock.monotonic()
-        for key, (_, last) in list(self._left_seen.items()):
-            if now - last >= _FORGET_LEFT_AFTER:
-                del self._left_seen[key]
+        for seen in (self._left_seen, self._terminating_seen):
+            for key, (_, last) in list(seen.items()):
+                if now - last >= _FORGET_LEFT_AFTER:
+                    del seen[key]
 
     def _working(self, nodes: Sequence[V1Node], pods: Mapping[str, Sequence[V1Pod]]) -> list[str]:
         """The pods on these nodes that are accelerator work by the rule the unit was found idle by, except those
@@ -276,6 +282,18 @@ class KubernetesUnitSurvey:
             return request()
         except KubernetesApiError as exc:
             raise from_kubernetes(pool_id, exc) from exc
+
+
+def _seen_for(seen: dict[str, tuple[float, float]], pod: V1Pod, now_so: bool, now: float) -> timedelta | None:
+    """How long (monotonic ``now`` less the first time in ``seen``) the pod has been seen so, ``now_so`` telling
+    whether it is now (recorded in ``seen``); None, and forgotten there, when it is not."""
+    key = pod.metadata.uid or "/".join(pod_name(pod))
+    if not now_so:
+        seen.pop(key, None)
+        return None
+    first = seen.get(key, (now, now))[0]
+    seen[key] = (first, now)
+    return timedelta(seconds=now - first)
 
 
 def _named(pods: Iterable[V1Pod], why: str) -> frozenset[_PodId]:

@@ -18,7 +18,11 @@ dropped, e.g. a person uncordoned it, does not count) a drain that still has pod
 their eviction failing) gives up and uncordons; one left only with pods a dead kubelet abandoned (``Ready``
 Unknown, seen so by this drainer past their grace periods: ``pod_rules.abandoned``) removes the node anyway and says
 so in its detail and a warning. Pods terminating on a node whose kubelet is alive (``Ready`` True or False) are waited
-for past the timeout: their kubelet finishes them, whatever this agent's clock says of their ``deletionTimestamp``. When
+for past the timeout: their kubelet finishes them, whatever this agent's clock says of their ``deletionTimestamp``;
+but not for ever: one this drainer has seen terminating, by its own clock, for its grace period and
+``pod_rules.STUCK_AFTER`` more is stuck (``pod_rules.stuck``: its kubelet killed it at the grace period's end, or
+could not), and an overdue drain left only with such pods removes the node the same way, so a drain ends within
+its timeout, the longest grace period and ``STUCK_AFTER``. When
 the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for
 good, or that still fails after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in
 service, not left cordoned, paid for and unusable. A node that leaves the cluster during its drain (deleted by a
@@ -224,8 +228,8 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         waiting = {pod_name(p): done.waiting.get(pod_name(p), "not evicted yet") for p in pods if not terminating(p)}
         if waiting and overdue:
             return self._fail(key, pool_id, unit, nodes, _waits(waiting, unit, self._timeout))
-        abandoned = self._all_abandoned(pods, cordoned)
-        if waiting or (leaving and not (overdue and abandoned)):
+        left = self._left_for_good(pods, cordoned)  # (abandoned, stuck)
+        if waiting or (leaving and not (overdue and sum(map(len, left)) == len(leaving))):
             after = f" (after {self._timeout}: waited for while a kubelet may still finish them)" if overdue else ""
             detail = "; ".join(
                 [_waits(waiting, unit)] * bool(waiting)
@@ -233,15 +237,26 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
-        return self._remove_settled(key, pool_id, unit, nodes, leaving, overdue, started, read_again=bool(done.evicted))
+        return self._remove_settled(key, pool_id, unit, nodes, left, overdue, started, read_again=bool(done.evicted))
 
-    def _all_abandoned(self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]) -> bool:
-        """Whether every terminating pod of ``pods`` was left behind by its node's dead kubelet (``_abandoned``, by
-        the rule the survey reads it with). Each step asks, so the time a pod has been seen so counts from the
-        drain's first step."""
+    def _left_for_good(
+        self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """The terminating pods of ``pods`` no kubelet is finishing: those its node's dead kubelet left behind
+        (``_abandoned``, by the rule the survey reads it with), and of the others those stuck (``_stuck``: seen
+        terminating past their grace period and ``pod_rules.STUCK_AFTER``, on a node whose kubelet is alive too).
+        Each step asks of every one, so the time a pod has been seen so counts from the drain's first step."""
         node_of = {node.metadata.name: node for node in nodes}
-        left = [self._abandoned(p, node_of[p.spec.node_name]) for p in pods if terminating(p)]  # each one recorded
-        return all(left)
+        abandoned, stuck = [], []
+        for pod in pods:
+            if not terminating(pod):
+                continue
+            left, stuck_so = self._abandoned(pod, node_of[pod.spec.node_name]), self._stuck(pod)  # both recorded
+            if left:
+                abandoned.append(pod_name(pod))
+            elif stuck_so:
+                stuck.append(pod_name(pod))
+        return abandoned, stuck
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked."""

@@ -51,6 +51,10 @@ LOCAL_STORAGE = "local storage"
 # How long past a terminating pod's grace period, counted by this agent's clock from when it first saw the pod left on a
 # node whose kubelet is gone, the pod is taken as abandoned (``abandoned``).
 ABANDONED_AFTER = timedelta(minutes=1)
+# How long past a terminating pod's grace period, counted by this agent's clock from when it first saw the pod
+# terminating on any node, the pod is taken as stuck (``stuck``): its kubelet kills its containers at the grace
+# period's end and then deletes it, in seconds; one still listed this long after is not going to finish.
+STUCK_AFTER = timedelta(minutes=2)
 
 
 def pod_name(pod: V1Pod) -> tuple[str, str]:
@@ -89,6 +93,18 @@ def abandoned(pod: V1Pod, node: V1Node, seen_for: timedelta) -> bool:
     down (a checkpoint on SIGTERM)."""
     grace = timedelta(seconds=pod.metadata.deletion_grace_period_seconds or 0)
     return left_behind(pod, node) and seen_for >= grace + ABANDONED_AFTER
+
+
+def stuck(pod: V1Pod, seen_for: timedelta) -> bool:
+    """Terminating and seen so, by this agent's clock, for longer than its grace period
+    (``metadata.deletionGracePeriodSeconds``) plus ``STUCK_AFTER``, on any node: its kubelet, alive or not, has not
+    finished it (a container stuck in the kernel, in a GPU driver after an Xid error or on a hung NFS mount; a
+    container runtime that is down) and is not going to. The kubelet sends SIGKILL at the grace period's end, so a
+    pod past it by that much is not shutting down any more. Like ``abandoned``, the wait is counted from when the
+    agent first saw the pod terminating (``seen_for``), never from its ``deletionTimestamp``: the pod was deleted
+    before that, so the wait is at least as long by the API server's clock too, whatever the two clocks' skew."""
+    grace = timedelta(seconds=pod.metadata.deletion_grace_period_seconds or 0)
+    return terminating(pod) and seen_for >= grace + STUCK_AFTER
 
 
 def kubelet_gone(node: V1Node) -> bool:

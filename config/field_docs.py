@@ -301,7 +301,10 @@ FIELDS: dict[str, str] = {
     "CloudSettings.endpoint": "One API endpoint for every Google client (for a local test server; unset in "
     "production).",
     "CloudSettings.drain_timeout": "A drain still blocked by disruption budgets after this long gives up and "
-    "uncordons the node; a node whose evicted pods are past their grace periods by then is removed (duration).",
+    "uncordons the node; a node left only with evicted pods still terminating, seen so by the agent for their grace "
+    "periods and two minutes (stuck, whatever the node's state) or for their grace periods and a minute on a node "
+    "whose kubelet is gone (`Unknown`), is removed, so a drain ends by this plus the longest grace period and two "
+    "minutes (duration).",
     "CloudSettings.zone_backoff": "A zone of a node pool that ran out of capacity (a refused resize, or nodes that "
     "could not be created) is left out of that pool's scale-ups for this long; its share goes to the pool's other "
     "zones, and only when no zone can take a node is the pool refused and the demand sent to the next pool "
@@ -338,7 +341,10 @@ FIELDS: dict[str, str] = {
     "AwsSettings.auto_scaling_groups": "EC2 Auto Scaling groups of self-managed GPU nodes.",
     "AwsSettings.endpoint": "One API endpoint for every AWS client (for a local test server; unset in production).",
     "AwsSettings.drain_timeout": "A drain still blocked by disruption budgets after this long gives up and "
-    "uncordons the node; a node whose evicted pods are past their grace periods by then is removed (duration).",
+    "uncordons the node; a node left only with evicted pods still terminating, seen so by the agent for their grace "
+    "periods and two minutes (stuck, whatever the node's state) or for their grace periods and a minute on a node "
+    "whose kubelet is gone (`Unknown`), is removed, so a drain ends by this plus the longest grace period and two "
+    "minutes (duration).",
     "NodegroupMapping.pool": "The pool id this node group is.",
     "NodegroupMapping.nodegroup": "Name of the EKS managed node group.",
     "AutoScalingGroupMapping.pool": "The pool id this Auto Scaling group is.",

@@ -20,7 +20,9 @@ time unless a test hands the fake its own, e.g. a ``SimulatedClock``'s ``now``);
 no node and a finished pod are deleted at once. ``finish_terminating`` ends terminations now, and
 ``stop_kubelet(node)`` stands for a node whose kubelet is gone: its pods stay Terminating, and 50 s later (the node
 monitor's grace period) the node lifecycle controller marks the node's conditions, ``Ready`` among them, Unknown;
-``start_kubelet(node)`` brings it back: it posts ``Ready`` True and finishes its pods again.
+``start_kubelet(node)`` brings it back: it posts ``Ready`` True and finishes its pods again. ``hang_pods(node)``
+stands for a live kubelet that cannot finish its pods (a container stuck in the kernel, a runtime down): they stay
+Terminating, the node's conditions as they are.
 
 Simplifications, on purpose: strategic-merge patches are applied as JSON merge patches (lists are replaced),
 a PDB counts running, non-deleted pods as healthy (no readiness), and its expected pod count is

@@ -33,6 +33,7 @@ class Evictions(ObjectStore):
     """The kubelets and the Eviction subresource."""
 
     _kubelets_down: dict[str, datetime]  # node -> the last time its kubelet posted the node's status
+    _pods_hung: set[str]  # nodes whose kubelet, alive, cannot finish its terminating pods
 
     # -- the kubelets: how terminating pods end ---------------------------------------------------------------
     def finish_terminating(self, namespace: str | None = None, name: str | None = None) -> list[str]:
@@ -57,6 +58,14 @@ class Evictions(ObjectStore):
         the node lifecycle controller marks every condition of the node Unknown, ``Ready`` among them."""
         with self._lock:
             self._kubelets_down[node] = self.clock() if since is None else since
+
+    def hang_pods(self, node: str) -> None:
+        """The node's kubelet is alive (it posts the node's status: the node is never marked Unknown) but cannot
+        finish its terminating pods: a container stuck in the kernel (in a GPU driver after an Xid error, on a hung
+        NFS mount) that SIGKILL does not end, or a container runtime that is down. They stay Terminating (until
+        ``finish_terminating``)."""
+        with self._lock:
+            self._pods_hung.add(node)
 
     def start_kubelet(self, node: str) -> None:
         """The node's kubelet is back (after ``stop_kubelet``): it finishes its terminating pods again (those past
@@ -87,7 +96,8 @@ class Evictions(ObjectStore):
         now = self.clock()
         for key, pod in list(self._objects.items()):
             stamp = pod["metadata"].get("deletionTimestamp") if key[:2] == ("", "pods") else None
-            if stamp and (pod.get("spec") or {}).get("nodeName") not in self._kubelets_down and now >= _time(stamp):
+            host = (pod.get("spec") or {}).get("nodeName")
+            if stamp and host not in self._kubelets_down and host not in self._pods_hung and now >= _time(stamp):
                 del self._objects[key]
         for node, since in self._kubelets_down.items():
             if now >= since + NODE_MONITOR_GRACE_PERIOD:

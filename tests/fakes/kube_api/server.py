@@ -52,6 +52,7 @@ class FakeKubeApi(Evictions, LocalJsonServer):
         self._compact_before_continued = 0
         self._faults: list[_Fault] = []
         self._kubelets_down: dict[str, datetime] = {}  # node -> when its kubelet stopped (``stop_kubelet``)
+        self._pods_hung: set[str] = set()  # nodes whose live kubelet cannot finish its pods (``hang_pods``)
         self.requests: list[RequestRecord] = []
         # The cluster's time: when evictions are stamped and terminating pods finish. Wall time unless a test
         # sets its own (``kube_api.clock = simulated_clock.now``).
