@@ -244,15 +244,24 @@ class SimulatedCluster:
         by_pool = {pool_id: sum(chips.values()) for pool_id, chips in assigned.items()}
         return StepOutcome(served=served, unserved=left, used_units=used, served_by_pool=by_pool)
 
-    def pause_idle(self, step: timedelta, gap: timedelta) -> None:
+    def pause_idle(self, step: timedelta, gap: timedelta, known: Mapping[str, float] | None = None) -> None:
         """Demand is unknown for this ``step``, in a gap (a run of such steps) ``gap`` long in all. Through a gap of
         at most ``idle_pause_limit`` (demand reported less often than the trace's step, a missed scrape) the idle
         clocks stop: a unit idle before it stays idle as long as it was (never longer: an unknown step is not read as
         idle), and each step of demand known after it tells whether it still is. Clearing them at every such gap
         started them again each time: a class with a value every other step left no unit idle for two steps, so none
         was ever released. A longer gap (a collector outage) clears them from its first step: idleness seen before it
-        says nothing of the units through it, nor after it."""
+        says nothing of the units through it, nor after it. The demand of the classes ``known`` at the step (the others
+        have no value) is placed as ``serve`` places it, and the units it takes are busy, not idle: a unit busy on the
+        known classes through a gap kept the idle time it had before it, and was released early."""
         limit = self._idle_pause_limit
+        if known:
+            specs = [p.spec for p in self._pools.values()]
+            capacity = {pid: p.ready * p.spec.chips_per_unit for pid, p in self._pools.items()}
+            assigned = allocate(known, specs, capacity, priority=self._priority)
+            for pool_id, pool in self._pools.items():
+                busy = min(pool.ready, units_for(sum(assigned[pool_id].values()), pool.spec.chips_per_unit))
+                del pool.idle[max(0, pool.ready - busy) :]
         for pool in self._pools.values():
             if limit is not None and gap > limit:
                 pool.idle.clear()

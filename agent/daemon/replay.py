@@ -57,6 +57,10 @@ class ReplayedDemand:
             return None
         return {name: float(v) for name, v in zip(self.classes, row, strict=True)}
 
+    def known(self, t: int) -> dict[str, float]:
+        """Step ``t``'s demand of the classes that have a value there."""
+        return {name: float(v) for name, v in zip(self.classes, self.values[t], strict=True) if not np.isnan(v)}
+
 
 class RehearsalCluster:
     """The simulated cluster as a live actuator. At every read, each replayed step whose time has come is served
@@ -103,7 +107,7 @@ class RehearsalCluster:
         wanted = demand.at(t)
         if wanted is None:
             gap = demand.step * int(self._gaps[t])  # unknown demand: never read as idle, as in simulate
-            self._cluster.pause_idle(demand.step, gap)
+            self._cluster.pause_idle(demand.step, gap, demand.known(t))
             return
         outcome = self._cluster.serve(at, wanted)
         waiting = {name: chips for name, chips in outcome.unserved.items() if chips > 0}

@@ -361,7 +361,9 @@ def drive(
             run.paid_units[pool.pool_id][t] = paid[pool.pool_id]
             run.ready_units[pool.pool_id][t] = ready[pool.pool_id]
         if not observed[t]:
-            cluster.pause_idle(window.step, window.step * int(gaps[t]))  # unknown demand: never read as idle
+            # unknown demand: never read as idle; the classes with a value keep the units they take busy
+            known = {name: chips for name, chips in window.at(t).items() if not math.isnan(chips)}
+            cluster.pause_idle(window.step, window.step * int(gaps[t]), known)
             continue
         outcome = cluster.serve(now, window.at(t))
         for pool in pools:

@@ -109,3 +109,55 @@ def test_a_rehearsal_pauses_the_idle_clocks_on_unknown_steps_as_the_simulator_do
 
     assert state.idle_units == 1
     assert state.idle_since == (T0 + 2 * STEP,)  # idle from T0, the two unknown steps not counted
+
+
+def test_units_the_known_classes_take_through_a_gap_are_busy_not_idle() -> None:
+    """At a step where one class has no value the others' demand is known: the units it takes are busy. Paused
+    alike, a unit busy through the gap kept the idle time it had before it and was released early."""
+    clock = SimulatedClock(T0)
+    cluster = SimulatedCluster([POOL], clock, {"gpu": 2})
+    cluster.serve(T0, {"a": 3.0, "b": 0.0})  # one of the two 8-GPU units idle from T0
+    clock.set(T0 + STEP)
+    cluster.pause_idle(STEP, STEP, {"a": 12.0})  # b unknown; a takes both units
+    clock.set(T0 + 2 * STEP)
+    cluster.serve(clock.now(), {"a": 3.0, "b": 0.0})
+
+    (state,) = cluster.list_pools()
+
+    assert state.idle_units == 1
+    assert state.idle_since == (T0 + 2 * STEP,)  # busy at the gap's step: idle again only from the known step after
+
+
+def test_reactive_keeps_units_busy_on_known_demand_through_a_partial_gap(write_trace: TraceWriter) -> None:
+    a = [40.0] * 320 + [4.0] + [40.0] + [4.0] * 78  # idle a step at 320, all 10 units busy again at 321
+    settings = settings_from_mapping(two_class_config())
+
+    def paid(b: list[float]) -> np.ndarray:
+        trace = read_trace(write_trace({"a": a, "b": b}))
+        window = select_window(trace, settings.demand_class_models(), trace.index[288].to_pydatetime(), None)
+        return np.asarray(run_policy(settings, trace, window, "reactive").paid_units["gpu"])
+
+    reported = paid([0.0] * 400)
+    b = [0.0] * 400
+    b[321] = math.nan  # b unknown at the step a's demand takes every unit again
+    gap = paid(b)
+
+    # Released when idle for the 10 minutes reactive waits from step 34 (the window's), as when b is reported: the
+    # step a takes every unit is busy whether b is known there or not (released at 35, a step early, before).
+    assert int(np.argmax(reported <= 1)) == 36
+    assert int(np.argmax(gap <= 1)) == int(np.argmax(reported <= 1))
+
+
+def test_a_rehearsal_keeps_units_busy_on_known_demand_at_an_unknown_step() -> None:
+    clock = SimulatedClock(T0)
+    cluster = SimulatedCluster([POOL], clock, {"gpu": 2})
+    steps = pd.date_range(T0, periods=3, freq=STEP)
+    values = np.array([[3.0, 0.0], [12.0, math.nan], [3.0, 0.0]])
+    demand = ReplayedDemand(steps, ("a", "b"), values, STEP, timedelta(0))
+    rehearsal = RehearsalCluster(cluster, clock, demand)
+
+    clock.set(T0 + 2 * STEP)
+    (state,) = rehearsal.list_pools()
+
+    assert state.idle_units == 1
+    assert state.idle_since == (T0 + 2 * STEP,)  # both units busy at the step b has no value
