@@ -115,7 +115,7 @@ from actuators.aws_group_view import (
     retained_refusal,
 )
 from actuators.aws_replacements import health_replacements, recreating
-from actuators.write_window import write_timeout
+from actuators.write_window import write_raised, write_returned, write_timeout
 from models import PermanentActuatorError, TransientActuatorError
 
 log = logging.getLogger(__name__)
@@ -240,8 +240,10 @@ class AutoScalingGroups:
                 self._autoscaling_writes(write_timeout(pool_id)).terminate_instance_in_auto_scaling_group(
                     InstanceId=instance_id, ShouldDecrementDesiredCapacity=True
                 )
+                write_returned()
                 self._decremented.setdefault(group, set()).add(instance_id)
             except AWS_ERRORS as exc:
+                write_raised()
                 if not not_in_service(exc):
                     raise from_aws(pool_id, exc) from exc
                 if instance_id in {i.instance_id for i in group_members(self._group(pool_id, group))}:
@@ -297,12 +299,16 @@ class AutoScalingGroups:
             ([f"terminating {terminated}"] if terminated else [])
             + ([f"{gone} had already left the group"] if gone else [])
         )
+        # raised after terminating some: those are carried out (``maybe_applied``)
         if kept:
-            raise TransientActuatorError(pool_id, _at_min(seen, kept, "drained nodes") + (f" ({done})" if done else ""))
+            why = _at_min(seen, kept, "drained nodes") + (f" ({done})" if done else "")
+            raise TransientActuatorError(pool_id, why, maybe_applied=bool(terminated))
         if refused := "; ".join(
             filter(None, [out_of_service_refusal(seen, nodes, ids), detached_refusal(seen, outside)])
         ):
-            raise TransientActuatorError(pool_id, refused + (f" ({done})" if done else ""))
+            raise TransientActuatorError(
+                pool_id, refused + (f" ({done})" if done else ""), maybe_applied=bool(terminated)
+            )
         return done or f"nodes {', '.join(nodes)} are already leaving the group"
 
     def kept_at_min(self, pool_id: str, seen: GroupView, nodes: Sequence[str], draining: Sequence[str] = ()) -> str:
@@ -422,7 +428,16 @@ def _at_min(seen: GroupView, kept: Sequence[str], what: str, ahead: Sequence[str
 
 
 def call(pool_id: str, method: Any, **kwargs: Any) -> Any:
+    """Call an AWS client method; what it raises comes back as this pool's ``ActuatorError``. A write's call (its
+    client bounded by ``actuators.write_window.write_timeout``) that returns is counted accepted, one that raises is
+    not: its error says for its own request."""
     try:
-        return method(**kwargs)
+        answer = method(**kwargs)
     except AWS_ERRORS as exc:
+        write_raised()
         raise from_aws(pool_id, exc) from exc
+    except BaseException:
+        write_raised()
+        raise
+    write_returned()
+    return answer

@@ -360,8 +360,10 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         return self._results.remember(self._result(key, pool_id, status, f"{what} (operation {op.name})"))
 
     def _checked(self, pool_id: str, op: Any) -> Any:
-        """The new operation, looked at once: errors GKE finds at once surface now, the rest on later ticks."""
-        op = self._read(pool_id, True, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
+        """The new operation, looked at once: errors GKE finds at once surface now, the rest on later ticks. GKE
+        accepted the write that started it: a look that fails says the change may be carried out (``_for_change``)."""
+        name, sent = f"{self._location}/operations/{op.name}", f"operation {op.name} was started"
+        op = self._read(pool_id, True, self._gke.get_operation, sent=sent, name=name)
         if op.status.name == "DONE" and op.error and op.error.message:
             raise from_operation_error(pool_id, op.error.code, op.error.message)
         return op

@@ -135,20 +135,28 @@ class GkeNodePoolReads:
         )  # fmt: skip
         return None
 
-    def _read(self, pool_id: str, changing: bool, method: Any, **kwargs: Any) -> Any:
+    def _read(self, pool_id: str, changing: bool, method: Any, sent: str = "", **kwargs: Any) -> Any:
         """A read's answer. A read made for a change (``resize``, ``delete_nodes``, the look at the operation it
         started) that fails for good fails the change with a transient error: a read blocks nothing (a pool that
-        cannot be read is held), so it must not block the pool from inside a change either."""
+        cannot be read is held), so it must not block the pool from inside a change either. ``sent``: what the
+        change sent before this read, in words (see ``_for_change``)."""
         try:
             return call_google(pool_id, method, **kwargs)
         except ActuatorError as exc:
             if not changing:
                 raise
-            raise self._for_change(exc) from exc
+            raise self._for_change(exc, sent) from exc
 
     @staticmethod
-    def _for_change(exc: ActuatorError) -> ActuatorError:
-        """A read's error as the error of the change it was made for: a permanent one is transient there."""
+    def _for_change(exc: ActuatorError, sent: str = "") -> ActuatorError:
+        """A read's error as the error of the change it was made for: a permanent one is transient there. A read made
+        once a write of the change was accepted (``sent``, what went out, in words: "operation X started") fails
+        whatever it met (a rate limit, a token not had, 403, 404) with a transient error that says the change may be
+        carried out (``maybe_applied``): the cloud has it, and nothing read since says it refused it."""
+        if sent:
+            return TransientActuatorError(
+                exc.pool_id, f"{sent}, but it could not be read afterwards: {exc.reason}", maybe_applied=True
+            )
         if not isinstance(exc, PermanentActuatorError):
             return exc
         return TransientActuatorError(

@@ -20,8 +20,9 @@ from actuators.vendor_errors import (
     is_already_exists,
     is_not_found,
 )
-from actuators.write_window import write_timeout
+from actuators.write_window import write_raised, write_returned, write_timeout
 from config.cloud import TpuSliceGroupMapping
+from models import ActuatorError, TransientActuatorError
 
 log = logging.getLogger("actuators.gke_tpu_slices")  # the slice actuator's logger: its writes log as they did
 
@@ -57,10 +58,12 @@ class SliceWrites:
             request = {"parent": self._cluster, "node_pool": node_pool}
             op = self._gke.create_node_pool(request=request, timeout=write_timeout(pool_id), retry=None)
         except GOOGLE_ERRORS as exc:
+            write_raised()
             if is_already_exists(exc):
                 log.info("pool %s: slice %s already exists; not creating it again", pool_id, name)
                 return
             raise from_google(pool_id, exc) from exc
+        write_returned()
         self._look_once(pool_id, op)
 
     def delete(self, pool_id: str, name: str) -> None:
@@ -71,12 +74,20 @@ class SliceWrites:
             # limit again (``write_window``), so a DELETE could still be sent after the leadership ran out.
             op = self._gke.delete_node_pool(name=path, timeout=write_timeout(pool_id), retry=None)
         except GOOGLE_ERRORS as exc:
+            write_raised()
             if is_not_found(exc):
                 return
             raise from_google(pool_id, exc) from exc
+        write_returned()
         self._look_once(pool_id, op)
 
     def _look_once(self, pool_id: str, op: Any) -> None:
-        op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
+        """The operation a write started, looked at once. GKE accepted the write: a look that fails, whatever it met
+        (a rate limit, a token not had, 403, 404), says the change may be carried out (``maybe_applied``)."""
+        try:
+            op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
+        except ActuatorError as exc:
+            why = f"operation {op.name} was started, but it could not be read afterwards: {exc.reason}"
+            raise TransientActuatorError(pool_id, why, maybe_applied=True) from exc
         if op.status.name == "DONE" and op.error and op.error.message:
             raise from_operation_error(pool_id, op.error.code, op.error.message)

@@ -42,6 +42,7 @@ from typing import Any
 from google.api_core import exceptions as google_exceptions
 from google.auth import exceptions as auth_exceptions
 
+from actuators.write_window import write_raised, write_returned
 from models import ActuatorError, CapacityUnavailable, PermanentActuatorError, TransientActuatorError
 from models.errors import KubernetesApiError
 
@@ -164,14 +165,31 @@ def from_google(pool_id: str, exc: Exception) -> ActuatorError:
 
 
 # Transport errors raised before a request leaves: no connection made (refused, a name not resolved, connecting timed
-# out: requests' ConnectTimeout, urllib3's NewConnectionError). Any other (a read timed out, the connection reset or
-# closed once the request was sent) may come after the request reached the server.
-_NOT_SENT = frozenset({"ConnectionRefusedError", "gaierror", "ConnectTimeout", "NewConnectionError"})
+# out: requests' ConnectTimeout, urllib3's NewConnectionError, its NameResolutionError and ConnectTimeoutError). Any
+# other (a read timed out, the connection reset or closed once the request was sent) may come after the request
+# reached the server.
+_NOT_SENT = frozenset(
+    {"ConnectionRefusedError", "gaierror", "ConnectTimeout", "ConnectTimeoutError", "NewConnectionError"}
+)
 
 
 def _maybe_sent(exc: BaseException) -> bool:
-    """Whether a transport error may have come once the request was sent (``_NOT_SENT``)."""
-    return not any(k.__name__ in _NOT_SENT for k in type(exc).__mro__)
+    """Whether a transport error may have come once the request was sent (``_NOT_SENT``). The REST transport gives a
+    connection never made as requests' ``ConnectionError`` wrapping urllib3's ``MaxRetryError``, whose ``reason`` is
+    the ``NewConnectionError``: the error is read with what it wraps (its cause and context, the exceptions among its
+    arguments, a ``reason`` that is one)."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        one = todo.pop()
+        if id(one) in seen:
+            continue
+        seen.add(id(one))
+        if any(k.__name__ in _NOT_SENT for k in type(one).__mro__):
+            return False
+        inner = [one.__cause__, one.__context__, getattr(one, "reason", None), *one.args]
+        todo.extend(e for e in inner if isinstance(e, BaseException))
+    return True
 
 
 def _from_credentials(pool_id: str, exc: auth_exceptions.GoogleAuthError) -> ActuatorError:
@@ -222,8 +240,16 @@ GOOGLE_ERRORS: tuple[type[Exception], ...] = (
 
 
 def call_google(pool_id: str, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """Call a Google client method; what it raises comes back as this pool's ``ActuatorError``."""
+    """Call a Google client method; what it raises comes back as this pool's ``ActuatorError``. A write's call (its
+    time limit asked of ``actuators.write_window.write_timeout`` as its argument) that returns is counted accepted,
+    one that raises is not: its error says for its own request."""
     try:
-        return method(*args, **kwargs)
+        answer = method(*args, **kwargs)
     except GOOGLE_ERRORS as exc:
+        write_raised()
         raise from_google(pool_id, exc) from exc
+    except BaseException:
+        write_raised()
+        raise
+    write_returned()
+    return answer

@@ -10,16 +10,20 @@ adapters ask it right before each write (``write_timeout``), after their reads: 
 leadership left covers its whole time limit, and with that limit (a Google client's ``timeout=`` and ``retry=None``,
 an AWS client of one attempt bounded by it), so it has ended, answered or given up, before the renew deadline.
 Otherwise it is refused with a TransientActuatorError and not sent (its ``maybe_applied`` false, unless an earlier write
-of the same change was sent: ``writes_sent``): the next tick, led by whichever replica leads
+of the same change was accepted: ``writes_sent``): the next tick, led by whichever replica leads
 then, plans again from what it reads. A request the cloud received but applies after the client gave up is the
 cloud's: it still lands before any standby can take over if the cloud applies it within ``lease_duration -
 renew_deadline`` of the time limit. Outside a window (an adapter used on its own) every write still gets
 ``DEFAULT_WRITE_TIMEOUT``.
 
 A change may take several writes (a shrink deleting instances zone by zone, an Auto Scaling group's desired capacity
-lowered and then instances terminated): one refused after an earlier one was sent leaves that one carried out. The
-executor counts the writes each change asks for (``writes_sent``): a TransientActuatorError after the first may
-leave part of the change applied, whatever it says of its own request.
+lowered and then instances terminated), and reads after them (the GKE operation a write started, looked at once). A
+write is accepted once its call returned (``write_returned``; ``vendor_errors.call_google`` says so of every call it
+makes, an adapter calling a client itself says so after the call; a write asked after another one that never said
+counts the other as returned: the change went on past it). The executor and the drains count the writes of each change
+(``writes_sent``): an error raised after one was accepted, of whatever kind (a later write refused, the look at the
+operation rate limited or refused), leaves the change under way (``Writes.maybe_applied``); the error of the write call
+itself says for its own request (``TransientActuatorError.maybe_applied``).
 """
 
 from __future__ import annotations
@@ -27,10 +31,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
-from models import TransientActuatorError
+from models import ActuatorError, TransientActuatorError
 
 # The time limit of a write outside a window; the daemon's is ``LeaderElectionSettings.write_limit`` (5s by default).
 DEFAULT_WRITE_TIMEOUT = timedelta(seconds=5)
@@ -46,7 +50,7 @@ class WriteWindow:
 
     def timeout(self, pool_id: str, sent_before: bool = False) -> float:
         """The time limit of the next write; refused when the leadership left does not cover it. ``sent_before``:
-        an earlier write of the same change was sent, which the refusal leaves applied (``maybe_applied``)."""
+        an earlier write of the same change was accepted, which the refusal leaves applied (``maybe_applied``)."""
         limit = self.limit.total_seconds()
         left = self.lead_left()
         if left is not None and left < limit:
@@ -59,8 +63,25 @@ class WriteWindow:
         return limit
 
 
+@dataclass
+class Writes:
+    """The writes of one change (``writes_sent``): ``asked``, the pool of each write let through ``write_timeout``;
+    ``accepted``, of those whose call returned (the cloud took the request). ``pending``: the write asked last, whose
+    call has not said yet whether it returned (``write_returned``) or raised (``write_raised``)."""
+
+    asked: list[str] = field(default_factory=list)
+    accepted: list[str] = field(default_factory=list)
+    pending: str | None = None
+
+    def maybe_applied(self, exc: ActuatorError) -> bool:
+        """Whether the change, failing with ``exc``, may have been carried out, at least in part: a write of it was
+        accepted before ``exc`` was raised, whatever ``exc`` is, or ``exc`` says its own request may have reached the
+        cloud (``TransientActuatorError.maybe_applied``)."""
+        return bool(self.accepted) or (isinstance(exc, TransientActuatorError) and exc.maybe_applied)
+
+
 _current: ContextVar[WriteWindow | None] = ContextVar("write_window", default=None)
-_sent: ContextVar[list[str] | None] = ContextVar("writes_sent", default=None)
+_sent: ContextVar[Writes | None] = ContextVar("writes_sent", default=None)
 
 
 @contextmanager
@@ -74,9 +95,9 @@ def write_window(window: WriteWindow) -> Iterator[None]:
 
 
 @contextmanager
-def writes_sent() -> Iterator[list[str]]:
-    """The pools of the writes the adapters called inside send (one entry a write let through ``write_timeout``)."""
-    sent: list[str] = []
+def writes_sent() -> Iterator[Writes]:
+    """The writes the adapters called inside ask for and have accepted."""
+    sent = Writes()
     token = _sent.set(sent)
     try:
         yield sent
@@ -85,9 +106,30 @@ def writes_sent() -> Iterator[list[str]]:
 
 
 def write_timeout(pool_id: str) -> float:
-    """Seconds the next write of ``pool_id`` may take; raises TransientActuatorError when it may not be sent."""
+    """Seconds the next write of ``pool_id`` may take; raises TransientActuatorError when it may not be sent. A write
+    asked before still pending returned: the change went on past it."""
     window, sent = _current.get(), _sent.get()
-    limit = DEFAULT_WRITE_TIMEOUT.total_seconds() if window is None else window.timeout(pool_id, bool(sent))
+    if sent is not None and sent.pending is not None:
+        write_returned()
+    before = sent is not None and bool(sent.accepted)
+    limit = DEFAULT_WRITE_TIMEOUT.total_seconds() if window is None else window.timeout(pool_id, before)
     if sent is not None:
-        sent.append(pool_id)
+        sent.asked.append(pool_id)
+        sent.pending = pool_id
     return limit
+
+
+def write_returned() -> None:
+    """The call of the write asked last (``write_timeout``) returned: the cloud accepted it. Nothing when no write
+    is pending (a read's call)."""
+    sent = _sent.get()
+    if sent is not None and sent.pending is not None:
+        sent.accepted.append(sent.pending)
+        sent.pending = None
+
+
+def write_raised() -> None:
+    """The call of the write asked last raised: its error says for its own request, it is not counted accepted."""
+    sent = _sent.get()
+    if sent is not None:
+        sent.pending = None

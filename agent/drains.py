@@ -61,6 +61,7 @@ from datetime import datetime, timedelta
 
 from actuators.base import NodeDrainer, held_units, hold_rejected, unforced_drains
 from actuators.dry_run import sends_drains
+from actuators.write_window import writes_sent
 from agent.drain_records import (
     IDLE_UNREAD,
     DrainOutcome,
@@ -348,13 +349,19 @@ class NodeDrains:
             self._left[node] = PendingDrain(pool_id, node, key)
 
     def _step(self, pending: PendingDrain, now: datetime) -> DrainOutcome:
+        """One step of the drain. A step that fails may have gone out all the same (``unclear``, its release's claim
+        kept): a write of it was accepted before the error (the node's removal, ``Writes.maybe_applied``), or the
+        error says its own request may have reached the cloud or the cluster (``maybe_applied``: no answer)."""
         try:
-            result = self._drainers[pending.pool_id].drain(pending.pool_id, pending.node, pending.key, pending.forced)
+            with writes_sent() as writes:
+                result = self._drainers[pending.pool_id].drain(
+                    pending.pool_id, pending.node, pending.key, pending.forced
+                )
         except PermanentActuatorError as exc:
             self._pending.pop(pending.node, None)
-            return self._failed(pending.key, pending.pool_id, now, exc)
+            return self._failed(pending.key, pending.pool_id, now, exc, writes.maybe_applied(exc))
         except ActuatorError as exc:  # transient: the same key continues the drain next tick
-            return self._failed(pending.key, pending.pool_id, now, exc)
+            return self._failed(pending.key, pending.pool_id, now, exc, writes.maybe_applied(exc))
         if result.status in _SETTLED:
             self._pending.pop(pending.node, None)
             self._first_idle.get(pending.pool_id, {}).pop(pending.node, None)
@@ -379,8 +386,10 @@ class NodeDrains:
         return node not in self._pending and node not in self._held_until and node not in self._left
 
     @staticmethod
-    def _failed(key: str, pool_id: str, now: datetime, exc: ActuatorError) -> DrainOutcome:
-        result = ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc))
+    def _failed(key: str, pool_id: str, now: datetime, exc: ActuatorError, unclear: bool = False) -> DrainOutcome:
+        """The failed result of ``exc``; ``unclear``: what failed may have been carried out all the same (``_step``),
+        not so a read before anything was sent."""
+        result = ActionResult(key, pool_id, ActionStatus.FAILED, now, error=str(exc), unclear=unclear)
         if isinstance(exc, PermanentActuatorError):
             return DrainOutcome([result], {pool_id: str(exc)})
         return DrainOutcome([result], failing={pool_id: (now, str(exc))})

@@ -3,9 +3,9 @@ planned change applied to the cloud's own target (which still counts the nodes b
 scale-up took back not bought again, and of a pool in a budget no more than the plan counted as new
 (``held_for_take_back``), never above the pool's ``max_units`` (``_waiting_for_drains``); and the actuator's answer
 translated: a stockout backs the pool off (a quota used up told as such, with what to do: ``refused_alert``), a
-failure a retry may fix is counted (``agent.executor_failures``; a release's may have been carried out:
-``unclear_release``), a permanent error blocks the pool. The log lines keep the executor's logger's name, as they
-did before this moved here.
+failure a retry may fix is counted (``agent.executor_failures``), a permanent error blocks the pool; a release that
+failed may have been carried out all the same (``unclear_release``). The log lines keep the executor's logger's
+name, as they did before this moved here.
 """
 
 from __future__ import annotations
@@ -16,13 +16,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from actuators.base import Actuator
-from actuators.write_window import writes_sent
+from actuators.write_window import Writes, writes_sent
 from agent.executor_failures import MIN_BACKOFF, QUOTA_ADVICE, _failing, blocked_alert
 from agent.planning import PlannerMemory
 from agent.planning.memory import BackoffReason
 from models import (
     ActionResult,
     ActionStatus,
+    ActuatorError,
     AlertEvent,
     AlertKind,
     CapacityUnavailable,
@@ -132,17 +133,23 @@ def _send(
             result = actuator.resize(resize.pool_id, to_units, resize.key)
     except CapacityUnavailable as exc:
         backoff = max(MIN_BACKOFF, pools[resize.pool_id].lead_time)
-        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
+        unclear = unclear_release(resize, exc, writes)
+        results.append(
+            ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc), unclear=unclear)
+        )
         alerts.append(refused_alert(resize, exc, backoff, now))
         return memory.back_off(resize.pool_id, now + backoff, BackoffReason.STOCKOUT)
     except TransientActuatorError as exc:
         memory = _failing(resize.pool_id, str(exc), now, now, pools, memory, alerts, scale_up=resize.is_scale_up)
-        unclear = not resize.is_scale_up and unclear_release(exc, len(writes))
+        unclear = unclear_release(resize, exc, writes)
         failed = ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc), unclear=unclear)
         results.append(failed)
         return memory
     except PermanentActuatorError as exc:
-        results.append(ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc)))
+        unclear = unclear_release(resize, exc, writes)
+        results.append(
+            ActionResult(resize.key, resize.pool_id, ActionStatus.FAILED, now, error=str(exc), unclear=unclear)
+        )
         alerts.append(blocked_alert(resize.pool_id, now, str(exc)))
         return memory.block(resize.pool_id, str(exc))
     if notes:
@@ -153,15 +160,17 @@ def _send(
     return memory
 
 
-def unclear_release(exc: TransientActuatorError, writes: int) -> bool:
-    """Whether a release that failed with an error a retry may fix may still have been carried out, judged by its
-    own call: the adapter says its request may have reached the cloud (``maybe_applied``: no answer in time, the
-    connection lost once it was sent, the server failing while it handled it), or a write of the change was sent
-    before the one that failed (``writes``: the writes it asked for, ``actuators.write_window.writes_sent``). Such a
-    release counts as sent (``ActionResult.unclear``: its claim and mark stay, and the other agents sharing its budget
-    do not shed for its units too; ``agent.budget_watch`` bounds how long). A refusal (a rate limit, another operation
-    running, a write not sent) is not: its claim is taken back at once, and the others shed for its units."""
-    return exc.maybe_applied or writes > 1
+def unclear_release(resize: Resize, exc: ActuatorError, writes: Writes) -> bool:
+    """Whether a release that failed with ``exc`` may still have been carried out, judged by its own calls
+    (``Writes.maybe_applied``): a write of the change was accepted (its call returned) before ``exc`` was raised,
+    whatever ``exc`` is (a later write refused, the look at the operation the write started rate limited or refused),
+    or the adapter says the failed request itself may have reached the cloud (``maybe_applied``: no answer in time,
+    the connection lost once it was sent, the server failing while it handled it). Such a release counts as sent
+    (``ActionResult.unclear``: its claim and mark stay, and the other agents sharing its budget do not shed for its
+    units too; ``agent.budget_watch`` bounds how long). A refusal of its only write, or of its first (a rate limit,
+    another operation running, a write not sent), is not: its claim is taken back at once, and the others shed for
+    its units. Only a release is judged so."""
+    return not resize.is_scale_up and writes.maybe_applied(exc)
 
 
 def refused_alert(resize: Resize, exc: CapacityUnavailable, backoff: timedelta, now: datetime) -> AlertEvent:

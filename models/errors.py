@@ -153,7 +153,7 @@ class TransientActuatorError(ActuatorError):
     """Try again later; the same request may succeed (rate limits, server errors, PDB-blocked evictions).
     ``maybe_applied`` says the request may have reached the cloud and be carried out all the same: no answer came in
     time (a read timeout, 504 or DEADLINE_EXCEEDED), the connection was lost once it was sent, or the server failed
-    while handling it (500 or INTERNAL, 502, 503 or UNAVAILABLE); or an earlier write of the same change was sent.
+    while handling it (500 or INTERNAL, 502, 503 or UNAVAILABLE); or an earlier write of the same change was accepted.
     False for a refusal of the request, where nothing was applied (a rate limit, another operation running, a
     conflict, credentials not had before sending, a write not sent): a release refused so is not going."""
 

@@ -5,11 +5,14 @@ lead time before shedding for a refusal (``tests.test_shared_budget_claims_uncle
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from datetime import timedelta
 
 import botocore.exceptions as boto
 import pytest
+import requests
+import urllib3
 from google.api_core import exceptions as google
 from google.auth import exceptions as auth
 
@@ -17,6 +20,7 @@ from actuators import aws_errors, vendor_errors
 from actuators.write_window import WriteWindow, write_timeout, write_window, writes_sent
 from models import ActuatorError, TransientActuatorError
 from models.errors import KubernetesUnavailable
+from tests.fakes.fixtures import google_clients
 
 
 def _api(kind: Callable[..., Exception], message: str) -> Exception:
@@ -78,7 +82,49 @@ def test_a_write_the_window_refuses_was_not_sent_unless_an_earlier_write_of_the_
         assert write_timeout("p") == 5.0  # sent
         with pytest.raises(TransientActuatorError) as second:
             write_timeout("p")
-    assert sent == ["p"] and second.value.maybe_applied
+    assert sent.asked == sent.accepted == ["p"] and second.value.maybe_applied
     with write_window(window), writes_sent() as sent, pytest.raises(TransientActuatorError) as first:
         write_timeout("p")
-    assert sent == [] and not first.value.maybe_applied
+    assert sent.asked == sent.accepted == [] and not first.value.maybe_applied
+
+
+def _closed_port() -> int:
+    """A port of 127.0.0.1 nothing listens on (bound, then closed)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+def test_a_connection_refused_on_the_rest_transport_sent_nothing() -> None:
+    """The REST transport gives a refused connection as requests' ConnectionError wrapping urllib3's MaxRetryError,
+    whose reason is the NewConnectionError: read as possibly applied before (only the outer class was looked at)."""
+    url = f"http://127.0.0.1:{_closed_port()}"
+    with pytest.raises(requests.exceptions.ConnectionError) as refused:
+        requests.post(f"{url}/v1/nodePools:setAutoscaling", timeout=5)
+    error = vendor_errors.from_google("p", refused.value)
+    assert isinstance(error, TransientActuatorError) and not error.maybe_applied, error
+
+    gke = google_clients(url).gke  # the real client, as the adapters call it
+    with pytest.raises(TransientActuatorError) as raised:
+        vendor_errors.call_google(
+            "p", gke.set_node_pool_autoscaling, request={"name": "projects/p/locations/l/clusters/c/nodePools/n"},
+            timeout=5, retry=None,
+        )  # fmt: skip
+    assert not raised.value.maybe_applied, raised.value
+
+
+def test_a_name_not_resolved_on_the_rest_transport_sent_nothing() -> None:
+    """As requests wraps urllib3's NameResolutionError (a NewConnectionError)."""
+    host = "container.googleapis.com"
+    connection, pool = urllib3.connection.HTTPConnection(host), urllib3.HTTPConnectionPool(host)
+    resolving = urllib3.exceptions.NameResolutionError(host, connection, socket.gaierror(-2, "unknown"))
+    exc = requests.exceptions.ConnectionError(urllib3.exceptions.MaxRetryError(pool, "/v1", resolving))
+    error = vendor_errors.from_google("p", exc)
+    assert isinstance(error, TransientActuatorError) and not error.maybe_applied, error
+
+
+def test_a_connection_lost_once_the_request_was_sent_may_be_applied() -> None:
+    lost = urllib3.exceptions.ProtocolError("Connection aborted.", ConnectionResetError(104, "reset by peer"))
+    error = vendor_errors.from_google("p", requests.exceptions.ConnectionError(lost))
+    assert isinstance(error, TransientActuatorError) and error.maybe_applied, error
