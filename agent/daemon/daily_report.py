@@ -39,7 +39,7 @@ class DailyReport:
 
     def send(self) -> None:
         now = self._clock.now()
-        event = self._summary.close(now, self._identity, self._mode)
+        event = self._summary.close(now, self._identity, self._mode, self._clock.monotonic())
         log.info("daily report: %s %s", event.summary, event.details)
         self._deliver(event)
         if self._shadow is not None:

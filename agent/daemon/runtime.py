@@ -18,10 +18,12 @@ VM) moves their next run times by the step, within one interval of now, and wake
 not hold them for its length (an hour back held every election, tick and refit for the hour: the lease lapsed
 without a word and no pool was planned) and a step forward does not run them early. The daily report stays at its
 wall-clock time: a step forward past it sends it at once, and once, however far past (a step over two report times
-sends one report, which covers both days: its summary says the window's length); that report is the one of the day
-that was due. After a step back it is not sent again for that day, and it is sent on the next day's report time the
-clock reaches (a clock three days ahead corrected back: the report sent at the wrong time, then the next day's and
-the day after's, not three days without one).
+sends one report, which covers both days: its summary says the window's length). A report stands for the report
+time nearest to when it was really sent (on the monotonic clock, within half a day of it): after a step back it is
+not sent again for that day, and it is sent on the next day's report time the clock reaches. A clock three days
+ahead corrected back: the report sent at the wrong time, then each day's at its time from the next one on, not days
+without one; a report sent an hour after that day's time is that day's, and the next day's follows; a report a clock
+a minute ahead sent at its time is not sent again when the clock is set back over it.
 
 Stopping (SIGTERM or SIGINT): no new tick or refit starts; a model being fit beside the ticks is abandoned (it writes
 nothing and is never swapped in); the tick in progress finishes (or a refit's history read or model swap, which
@@ -122,14 +124,12 @@ class DaemonRuntime:
         }
         self._jobs_lock = threading.Lock()
         self._paused: set[str] = set()
-        # the daily report's times, the one it is due at next and the one it was last sent for (a report sent late,
-        # after a step forward, is the one of the time that was due), under their own lock: a step back reschedules
-        # it after the later of now and the time it was last sent for
+        # the daily report's times, and the monotonic time the last one was sent at (under its own lock): a step back
+        # of the wall clock reschedules it from when that was really sent, read on the corrected clock
         hour, minute = (int(part) for part in schedule.daily_report_at.split(":"))
         self._report_trigger = CronTrigger(hour=hour, minute=minute, timezone=UTC)
         self._report_lock = threading.Lock()
-        self._report_due: datetime | None = None
-        self._report_sent_for: datetime | None = None
+        self._report_sent_at: float | None = None
         self._clock_watch = WallClockWatch(
             self._clock, self._clock_stepped, every=min(1.0, schedule.election_interval.total_seconds() / 2)
         )
@@ -164,8 +164,6 @@ class DaemonRuntime:
             misfire_grace_time=grace,
             next_run_time=now,
         )
-        with self._report_lock:
-            self._report_due = self._report_trigger.get_next_fire_time(None, now)
         self._scheduler.add_job(
             self._send_daily_report,
             self._report_trigger,
@@ -261,20 +259,26 @@ class DaemonRuntime:
 
     def _send_daily_report(self) -> None:
         with self._report_lock:
-            self._report_sent_for = self._report_due
-            self._report_due = self._report_trigger.get_next_fire_time(
-                None, self._clock.now() + timedelta(microseconds=1)
-            )
+            self._report_sent_at = self._clock.monotonic()
         self._daemon.daily_report()
 
     def _report_after_step_back(self, now: datetime) -> datetime | None:
-        """The daily report's next time after a step back: the first report time after both now and the time it was
-        last sent for, so the day it was sent for is not sent again and the next one the clock reaches is."""
+        """The daily report's next time after a step back: the first report time after both now and the one the last
+        report stands for, the report time nearest to when it was really sent (its monotonic age counted back from
+        now, on the corrected clock). A report sent at once after a step forward, late for one day's time or early for
+        the next, is the nearer one's; one sent at its time by a clock a little ahead is not sent again."""
         with self._report_lock:
-            sent_for = self._report_sent_for
-            after = now if sent_for is None else max(now, sent_for + timedelta(microseconds=1))
-            self._report_due = self._report_trigger.get_next_fire_time(None, after)
-            return self._report_due
+            sent_at = self._report_sent_at
+        after = now
+        if sent_at is not None:
+            sent = now - timedelta(seconds=self._clock.monotonic() - sent_at)
+            following: datetime | None = self._report_trigger.get_next_fire_time(None, sent)
+            if following is not None:
+                previous = following - timedelta(days=1)  # a daily time in UTC
+                stands_for = following if following - sent < sent - previous else previous
+                after = max(now, stands_for + timedelta(microseconds=1))
+        due: datetime | None = self._report_trigger.get_next_fire_time(None, after)
+        return due
 
     def _tick_now(self) -> None:
         if self._scheduler.running and self._scheduler.get_job("tick") is not None:
@@ -303,7 +307,7 @@ class DaemonRuntime:
                 with contextlib.suppress(JobLookupError):  # gone meanwhile (a stop)
                     self._scheduler.modify_job("daily-report", next_run_time=next_report)
                 when = next_report.isoformat(timespec="minutes") if next_report else "never"
-                report = f"not sent again for a day it was sent for, next at {when}"
+                report = f"not sent again for the day its last report stands for, next at {when}"
         log.warning(
             "the wall clock was stepped %s by %s (NTP, a resumed VM: check the node's time sync); the election, tick "
             "and refit keep their pace on the monotonic clock, next: %s; the daily report stays at %s UTC, %s",

@@ -70,7 +70,7 @@ class Daemon:
         self._events = events
         self._on_became_leader = on_became_leader
         self._led = False  # whether the last election round ended leading (this replica's term goes on)
-        self.summary = DailySummary(clock.now())
+        self.summary = DailySummary(clock.now(), clock.monotonic())
         self._stop = OrderlyStop(elector, clock, metrics)
         self._ticks = TickJob(
             loop,

@@ -2,8 +2,11 @@
 
 Counts are kept in memory from each tick's report; the report is sent through the notifier and logged, then the
 counts start again. A replica that did not lead all day says so. The summary names the window's length when it is
-not a day (the first report after a start, one sent at once after a step of the wall clock forward: "in the last
-3d"), and its start when the wall clock has been stepped back behind that.
+not a day (the first report after a start: "in the last 3m"). The length is the one on the monotonic clock when the
+window's ends were read on it too: when the wall clock was stepped in between (a clock set days ahead and corrected
+back), the summary gives the real length and says by how much the wall clock was stepped ("in the last 23h (the wall
+clock was stepped back 3d meanwhile)"); without them, the wall clock's length, or the window's start when the wall
+clock has been stepped back behind that.
 """
 
 from __future__ import annotations
@@ -16,14 +19,19 @@ from agent.daemon.ports import TickReport
 from models import AlertEvent, AlertKind, BudgetSnapshot, Severity
 from models.durations import format_duration
 
-# A report this close to a day after the previous one covers "the last day"
+# A report this close to a day after the previous one covers "the last day"; a window whose wall-clock length is
+# further than this from its monotonic length had the wall clock stepped in it (NTP slewing moves it by 43 s a day at
+# most)
 DAY_TOLERANCE = timedelta(minutes=1)
 
 
 class DailySummary:
-    def __init__(self, since: datetime) -> None:
+    def __init__(self, since: datetime, since_monotonic: float | None = None) -> None:
+        """``since``: the window's start on the wall clock, and ``since_monotonic`` on the monotonic clock (its
+        length is then told from that clock when ``close`` is given the monotonic time too)."""
         self._lock = threading.Lock()
         self._since = since
+        self._since_monotonic = since_monotonic
         self._ticks: Counter[str] = Counter()
         self._actions: Counter[str] = Counter()
         self._skips: Counter[str] = Counter()
@@ -50,10 +58,14 @@ class DailySummary:
             for budget in report.budgets:
                 self._budgets[budget.budget] = budget
 
-    def close(self, now: datetime, identity: str, mode: str) -> AlertEvent:
-        """The report for [since, now), and a fresh start."""
+    def close(self, now: datetime, identity: str, mode: str, monotonic: float | None = None) -> AlertEvent:
+        """The report for [since, now), and a fresh start; ``monotonic``: now on the monotonic clock."""
         with self._lock:
             since = self._since
+            real = None
+            if monotonic is not None and self._since_monotonic is not None:
+                real = timedelta(seconds=monotonic - self._since_monotonic)
+            self._since_monotonic = monotonic
             details = {
                 "window": f"{since.isoformat()} .. {now.isoformat()}",
                 "replica": identity,
@@ -77,22 +89,32 @@ class DailySummary:
             self._skips.clear()
             self._errors.clear()
             self._budgets.clear()
-        window = _window(since, now)
+        window = _window(since, now, real)
         summary = (
             f"{acted} action(s), {errors} error(s) {window}" if led else f"this replica did not lead {window} (standby)"
         )
         return AlertEvent(AlertKind.DAILY_REPORT, Severity.INFO, now, f"daily/{identity}", summary, details)
 
 
-def _window(since: datetime, now: datetime) -> str:
+def _window(since: datetime, now: datetime, real: timedelta | None) -> str:
     """The report's window in words: "in the last day" for a day (to within ``DAY_TOLERANCE``, a report run late by
-    a busy scheduler), its length otherwise, or its start when the wall clock has been stepped back behind that."""
-    length = now - since
+    a busy scheduler), its length otherwise. ``real``: its length on the monotonic clock, when known; the words say
+    so when the wall clock was stepped in it. Without it, the window's start when the wall clock has been stepped
+    back behind that."""
+    wall = now - since
+    length = wall if real is None else real
     if length < timedelta(0):
         return f"since {since:%Y-%m-%d %H:%M} UTC (the wall clock has been stepped back behind it since)"
-    if abs(length - timedelta(days=1)) <= DAY_TOLERANCE:
-        return "in the last day"
-    return f"in the last {format_duration(length)}"
+    words = (
+        "in the last day"
+        if abs(length - timedelta(days=1)) <= DAY_TOLERANCE
+        else f"in the last {format_duration(length)}"
+    )
+    step = wall - length
+    if abs(step) > DAY_TOLERANCE:
+        direction = "back" if step < timedelta(0) else "forward"
+        words += f" (the wall clock was stepped {direction} {format_duration(abs(step))} meanwhile)"
+    return words
 
 
 def _line(counts: Counter[str]) -> str:
