@@ -31,14 +31,19 @@ AS_RECORDED = "actual"  # replayed: held to whatever caps the cluster enforced, 
 # The alerts of a cap that held a run back: scale-ups stopped by a projected overspend, trimmed by a shared
 # budget's reservation, a hard stop put off.
 BINDING_ALERTS = ("projected-overspend", "budget-reservation-refused", "budget-hard-stop-deferred")
-# Two unserved shares closer than this (0.005 percentage points, half the last digit the report shows) are the same
-# service: two figures tuned to one target, both interpolated at it.
-SAME_SERVICE = 5e-5
+# Two unserved shares that read the same at this many decimals of a percent, as the report shows them, are the same
+# service (two figures tuned to one target, both interpolated at it): a mark beside two equal shares would say the
+# service differs where the reader sees none (0.086% and 0.094%, both 0.09%, were marked).
+SHOWN_DECIMALS = 2
 
 
 def same_service(unserved: float, other: float) -> bool:
-    """Whether two unserved shares (fractions of demand) are the same service."""
-    return abs(unserved - other) < SAME_SERVICE
+    """Whether two unserved shares (fractions of demand) are the same service: the same as the report shows them."""
+    return _shown(unserved) == _shown(other)
+
+
+def _shown(share: float) -> str:
+    return f"{max(share, 0.0):.{SHOWN_DECIMALS}%}"  # never negative: a -0.00% from rounding noise is 0.00%
 
 
 def headline(document: Mapping[str, Any]) -> dict[str, Any] | None:
