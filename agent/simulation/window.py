@@ -149,7 +149,8 @@ def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> s
     """A sentence for when more than ``share`` of the window's steps are gaps of any kind (a step where any class
     has no value counts neither cost nor service): how many, the share of the window every cost and service figure
     covers, the classes whose missing values alone make some of them (how many each, most first) and the steps no
-    class has a value at (a collector outage, the trace's own: no choice of classes or window avoids those).
+    class has a value at (each collector outage with its start and length, the trace's own: no choice of classes or
+    window avoids those).
     ``None`` when the gaps are at most that share: a few missed steps change no figure much."""
     steps = len(window.index)
     gaps = steps - int(window.observed.sum())
@@ -168,7 +169,10 @@ def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> s
     down = int(outage.sum())
     parts = [f"some classes alone leave {int(partial.sum())} of them empty: {shown}"] if causes else []
     if down:
-        parts.append(f"no class has a value at {down} ({_span(window.step * down)}; the trace's collector was down)")
+        parts.append(
+            f"no class has a value at {down} step{'' if down == 1 else 's'} ({_outages(window, outage)}; the "
+            "trace's collector was down)"
+        )
     advice = (
         "; choose a window where every class has data, or leave such a class out of the configuration" if causes else ""
     )
@@ -180,15 +184,33 @@ def gap_warning(window: SimulationWindow, share: float = GAP_WARNING_SHARE) -> s
 
 
 def outage_note(window: SimulationWindow) -> str | None:
-    """A sentence for the steps where no class has a value (the trace's collector was down), or ``None``."""
+    """A sentence for the steps where no class has a value (the trace's collector was down, each outage with its
+    start and length), or ``None``."""
     outage = _outage(window)
     count = int(outage.sum())
     if count == 0:
         return None
     return (
-        f"{count} of the window's {len(window.index)} steps ({_span(window.step * count)}) have no value for any "
+        f"{count} of the window's {len(window.index)} steps ({_outages(window, outage)}) have no value for any "
         "class (the trace's collector was down): they count neither cost nor service"
     )
+
+
+# The outages a warning lists one by one; past these, how many more.
+SHOWN_OUTAGES = 3
+
+
+def _outages(window: SimulationWindow, outage: np.ndarray, shown: int = SHOWN_OUTAGES) -> str:
+    """Each run of steps in ``outage``, its length and first step ('24 h from 2020-05-09T16:00:00+00:00'), the
+    first ``shown`` of them and how many more: a total alone merged a day's outage and a 2-hour one into '26 h'."""
+    edges = np.diff(np.concatenate(([0], outage.astype(np.int8), [0])))
+    starts, ends = np.flatnonzero(edges == 1), np.flatnonzero(edges == -1)
+    runs = [
+        f"{_span(window.step * (end - start))} from {window.index[start].isoformat()}"
+        for start, end in zip(starts.tolist(), ends.tolist(), strict=True)
+    ]
+    more = f" and {len(runs) - shown} more" if len(runs) > shown else ""
+    return ", ".join(runs[:shown]) + more
 
 
 def _outage(window: SimulationWindow) -> np.ndarray:
@@ -216,11 +238,16 @@ def _why_missing(window: SimulationWindow, column: int) -> str:
 
 
 def _span(span: timedelta) -> str:
+    """'24 h', '1 h 40 min', '10 min', '90 s' ('6000 s' read '100 min')."""
     seconds = int(span.total_seconds())
-    for unit, size in (("h", 3600), ("min", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size} {unit}"
-    return f"{seconds} s"
+    hours, minutes = divmod(seconds, 3600)
+    minutes, rest = divmod(minutes, 60)
+    if rest and seconds < 3600:
+        return f"{seconds} s"
+    parts = [f"{hours} h"] if hours else []
+    parts += [f"{minutes} min"] if minutes else []
+    parts += [f"{rest} s"] if rest else []
+    return " ".join(parts) or "0 s"
 
 
 def _observed_span(trace: Trace, values: np.ndarray) -> str:

@@ -100,7 +100,10 @@ def test_simulate_warns_when_a_collector_outage_takes_more_than_5_percent_of_the
     assert "WARNING" in err  # at the default log level, on stderr
     assert "20 of the window's 112 steps (18%) are gaps" in err
     assert "every cost and service figure covers the other 92 steps, 82% of the window" in err
-    assert "no class has a value at 20 (100 min; the trace's collector was down)" in err
+    assert (
+        "no class has a value at 20 steps (1 h 40 min from 2024-01-02T02:40:00+00:00; the trace's collector was down)"
+        in err
+    )
     assert document["window"]["observed_steps"] == 92
 
 

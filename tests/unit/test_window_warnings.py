@@ -106,11 +106,11 @@ def test_a_collector_outage_is_warned_about_with_the_share_counted(write_trace: 
     assert gap_warning(window) == (
         "24 of the window's 100 steps (24%) are gaps, which count neither cost nor service (a step is a gap when "
         "any class has no value): every cost and service figure covers the other 76 steps, 76% of the window; no "
-        "class has a value at 24 (2 h; the trace's collector was down)"
+        "class has a value at 24 steps (2 h from 2024-01-01T03:20:00+00:00; the trace's collector was down)"
     )
     assert outage_note(window) == (
-        "24 of the window's 100 steps (2 h) have no value for any class (the trace's collector was down): they "
-        "count neither cost nor service"
+        "24 of the window's 100 steps (2 h from 2024-01-01T03:20:00+00:00) have no value for any class (the "
+        "trace's collector was down): they count neither cost nor service"
     )
     b[80:100] = [math.nan] * 20  # and one class stops early: named with its own gaps, and advised on
     trace = read_trace(write_trace({"a": a, "b": b}, name="late.csv"))
@@ -118,4 +118,26 @@ def test_a_collector_outage_is_warned_about_with_the_share_counted(write_trace: 
     message = gap_warning(window)
     assert message is not None and message.startswith("44 of the window's 100 steps (44%) are gaps")
     assert "some classes alone leave 20 of them empty: 'b' has no value at 20 step(s)" in message
-    assert "no class has a value at 24 (2 h" in message and message.endswith("out of the configuration")
+    assert "no class has a value at 24 steps (2 h from" in message and message.endswith("out of the configuration")
+
+
+def test_each_outage_is_listed_with_its_start_and_length(write_trace: TraceWriter) -> None:
+    """Two outages are two: a day's and a 2-hour one were said as one total ('no class has a value at 312 (26 h')
+    with no date. Each is listed with its first step and length, the first three, then how many more."""
+    a, b = [1.0] * 600, [2.0] * 600
+    for begin, length in ((20, 288), (340, 24), (400, 1), (450, 2), (500, 3)):
+        a[begin : begin + length] = b[begin : begin + length] = [math.nan] * length
+    trace = read_trace(write_trace({"a": a, "b": b}))
+    window = select_window(trace, CLASSES, trace.index[0].to_pydatetime(), None)
+
+    message = gap_warning(window)
+
+    assert message is not None and message.endswith(
+        "no class has a value at 318 steps (24 h from 2024-01-01T01:40:00+00:00, 2 h from 2024-01-02T04:20:00+00:00, "
+        "5 min from 2024-01-02T09:20:00+00:00 and 2 more; the trace's collector was down)"
+    )
+    two = select_window(trace, CLASSES, trace.index[0].to_pydatetime(), trace.index[380].to_pydatetime())
+    assert outage_note(two) == (
+        "312 of the window's 380 steps (24 h from 2024-01-01T01:40:00+00:00, 2 h from 2024-01-02T04:20:00+00:00) "
+        "have no value for any class (the trace's collector was down): they count neither cost nor service"
+    )
