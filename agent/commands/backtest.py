@@ -56,8 +56,11 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = _writable(Path(args.out))
-    # with --series, those series alone set the trace's step and grid: another one in the file is not read
-    trace = read_trace(args.trace, series=_split(args.series, "series") if args.series else None)
+    # with --series, those series alone set the trace's step and grid: another one in the file is not read; without
+    # it, a few series that would set a step most others are gaps at, or are off their grid, are refused, naming it
+    trace = read_trace(
+        args.trace, series=_split(args.series, "series") if args.series else None, series_option="--series"
+    )
     keep = _names(args.series, trace.series, "series") if args.series else list(trace.series)
     _once("series", [(name, name) for name in keep])
     columns = [trace.series.index(s) for s in keep]

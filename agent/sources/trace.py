@@ -15,7 +15,9 @@ import difflib
 import gzip
 import io
 import logging
+import re
 import zlib
+from collections import Counter
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -82,12 +84,15 @@ class Trace:
         return int(self.index.searchsorted(pd.Timestamp(when)))
 
 
-def read_trace(path: str | Path, series: Collection[str] | None = None) -> Trace:
+def read_trace(path: str | Path, series: Collection[str] | None = None, *, series_option: str | None = None) -> Trace:
     """Read a long-format demand CSV (optionally gzipped) and check it; every problem is a ``TraceError``.
 
     With ``series``, the trace holds those series only, each required in the file, and only they set its step and
     grid: every row is checked, but a series the caller does not use (a probe's two rows a minute apart, say) must
-    neither shrink the step of the series it does use, leaving them a gap at most steps, nor be off their grid."""
+    neither shrink the step of the series it does use, leaving them a gap at most steps, nor be off their grid.
+    Without it every series does; ``series_option`` is then the option by which the caller's user names the series
+    to read (backtest's ``--series``): a few series that would set a step at which most of the others are mostly
+    gaps, or that are off the grid most rows are on, are refused, naming them and that option."""
     source = str(path)
     if Path(path).is_dir():
         raise TraceError(f"trace {source} is a directory; give the trace's CSV file (.csv or .csv.gz)")
@@ -117,6 +122,8 @@ def read_trace(path: str | Path, series: Collection[str] | None = None) -> Trace
     check_order(frame, written, source)
     if series is not None:
         frame = _only(frame, series, source)
+    elif series_option is not None:
+        _check_odd_series(frame, source, series_option)
     step = _step(frame, source)
     _check_grid(frame, step, source)
     wide = frame.pivot(index="ds", columns="unique_id", values="y")
@@ -232,8 +239,8 @@ def _layout(frame: pd.DataFrame, lines: _FileLines, source: str) -> tuple[np.nda
 
 def _check_columns(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     """The frame with only the columns a trace has read. A column of another name is left out with a note naming
-    it (a file shared with other tools may carry more, request rates or token counts), unless its name looks like
-    one of those misspelt (another case, spaces around it, a letter or two off): that is refused, since a column
+    it (a file shared with other tools may carry more, request rates or token counts) and, where its name looks
+    like one of those, that one; a name that is one of those misspelt (``_lookalike``) is refused, since a column
     meant to be read would then be dropped unread."""
     missing = [c for c in REQUIRED if c not in frame.columns]
     if missing:
@@ -243,7 +250,8 @@ def _check_columns(frame: pd.DataFrame, source: str) -> pd.DataFrame:
             f"(+ {list(OPTIONAL)}){_header_hint(found)}"
         )
     unknown = [str(c) for c in frame.columns if c not in REQUIRED + OPTIONAL]
-    misspelt = {c: known for c in unknown if (known := _meant(c)) is not None}
+    alike = {c: like for c in unknown if (like := _lookalike(c)) is not None}
+    misspelt = {c: known for c, (known, is_misspelt) in alike.items() if is_misspelt}
     if misspelt:
         shown = ", ".join(f"{c!r} (meant {known!r}?)" for c, known in misspelt.items())
         raise TraceError(
@@ -251,12 +259,14 @@ def _check_columns(frame: pd.DataFrame, source: str) -> pd.DataFrame:
             f"{'it' if len(misspelt) == 1 else 'them'} (a trace reads {list(REQUIRED + OPTIONAL)})"
         )
     if unknown:
+        near = "".join(f"; {c!r} looks like {known!r}" for c, (known, _) in alike.items())
         log.warning(
-            "trace %s: column(s) %s are not read (a trace reads %s, and %s where given)",
+            "trace %s: column(s) %s are not read (a trace reads %s, and %s where given)%s",
             source,
             unknown,
             ", ".join(REQUIRED),
             ", ".join(OPTIONAL),
+            f"{near}: rename {'it' if len(alike) == 1 else 'them'} if meant to be read" if near else "",
             extra={"trace": source, "columns_not_read": unknown},
         )
         frame = frame.drop(columns=unknown)
@@ -265,20 +275,50 @@ def _check_columns(frame: pd.DataFrame, source: str) -> pd.DataFrame:
     return frame
 
 
-# How alike (``difflib``'s ratio) an unknown column's name must be to a known one to be taken for it misspelt:
-# 'runing' (0.92 to 'running') or 'capcity' (0.93) is, 'rate_rps' (0.25 at most) or 'mean_input_tokens' (0.33) is
-# not.
-_MISSPELT_RATIO = 0.8
+# How alike (``difflib``'s ratio) an unknown column's name must be to a known one for the note to name that one:
+# 'spending' (0.93 to 'pending') or 'capacity_gpu' (0.8 to 'capacity') is, 'rate_rps' (0.25 at most) or
+# 'mean_input_tokens' (0.33) is not.
+_ALIKE_RATIO = 0.8
+# Names shorter than this ('y', 'ds') are not taken for one another a letter off: 'dsl' or 'id' may well be columns
+# of their own.
+_MISSPELT_MIN_LENGTH = 5
 
 
-def _meant(name: str) -> str | None:
-    """The known column ``name`` looks like a misspelling of, or None."""
-    known = REQUIRED + OPTIONAL
-    plain = name.strip().lower()
-    if plain in known:
-        return plain
-    close = difflib.get_close_matches(plain, known, n=1, cutoff=_MISSPELT_RATIO)
-    return close[0] if close else None
+def _lookalike(name: str) -> tuple[str, bool] | None:
+    """The known column ``name`` looks like, and whether it is that column misspelt, or None. Misspelt (refused:
+    a column meant to be read would be dropped unread) is the name in another case, with spaces or underscores
+    around or inside it, or, for a name of five letters or more, one letter off inside it, the first and last kept
+    (one dropped, added, changed, or two swapped: 'runing', 'capcity'). A name that adds a letter at either end
+    ('spending', 'capacity2', 'unique_ids'), or merely looks alike ('opening', 'capacity_gpu'), is a column of its
+    own: only named in the note."""
+    plain = _compact(name)
+    for known in REQUIRED + OPTIONAL:
+        target = _compact(known)
+        if plain == target or (len(target) >= _MISSPELT_MIN_LENGTH and _one_letter_inside(plain, target)):
+            return known, True
+    close = difflib.get_close_matches(name.strip().lower(), REQUIRED + OPTIONAL, n=1, cutoff=_ALIKE_RATIO)
+    return (close[0], False) if close else None
+
+
+def _compact(name: str) -> str:
+    return re.sub(r"[\s_]+", "", name).lower()
+
+
+def _one_letter_inside(name: str, known: str) -> bool:
+    """Whether ``name`` is ``known`` with one letter dropped, added, changed, or two adjacent ones swapped, its
+    first and last letters kept."""
+    if not name or name[0] != known[0] or name[-1] != known[-1]:
+        return False
+    if len(name) == len(known):
+        off = [i for i, (a, b) in enumerate(zip(name, known, strict=True)) if a != b]
+        swapped = (
+            len(off) == 2 and off[1] == off[0] + 1 and name[off[0]] == known[off[1]] and name[off[1]] == known[off[0]]
+        )
+        return len(off) == 1 or swapped
+    longer, shorter = (name, known) if len(name) > len(known) else (known, name)
+    if len(longer) != len(shorter) + 1:
+        return False
+    return any(longer[:i] + longer[i + 1 :] == shorter for i in range(len(longer)))
 
 
 def _header_hint(found: list[str]) -> str:
@@ -379,6 +419,74 @@ def _step(frame: pd.DataFrame, source: str) -> timedelta:
     if step < MIN_STEP:
         raise TraceError(f"trace {source}: the step is {step.total_seconds():g} s; it must be at least 1 s")
     return step
+
+
+def _check_odd_series(frame: pd.DataFrame, source: str, option: str) -> None:
+    """Refuse the few series that would make the trace of every series one at which most of them are gaps or off
+    the grid: those whose spacing, finer than the others', would set the step while the series at another spacing
+    are most of them (by count or by rows), and those off the grid the most rows are on, while they are fewer rows
+    than the rest. Read with the others only, neither happens; without this, a probe's two rows a minute apart made
+    every 5-minute series a gap at 4 steps of 5, every score blank."""
+    stamps = {str(uid): s for uid, s in _series_stamps(frame)}
+    rows = {uid: len(s) for uid, s in stamps.items()}
+    spacing = {uid: _most_common_spacing(s) for uid, s in stamps.items() if len(s) >= 2}
+    if not spacing:
+        return
+    step = min(spacing.values())
+    setting = [uid for uid, ns in spacing.items() if ns == step]
+    others = [uid for uid, ns in spacing.items() if ns != step]
+    if others and (len(setting) < len(others) or _rows(setting, rows) < _rows(others, rows)):
+        spacings = " or ".join(_seconds(ns) for ns in sorted({spacing[u] for u in others}))
+        raise TraceError(
+            f"trace {source}: series {_few(setting)} ({_share(setting, rows)}) {_verb(setting, 'sets', 'set')} the "
+            f"trace's step to {_seconds(step)}, at which the other {len(others)} series, a row every {spacings}, "
+            f"would be mostly gaps or off the grid; {_leave_out(option, setting, others)}"
+        )
+    phases = {uid: frozenset((s % step).tolist()) for uid, s in stamps.items()}
+    on: Counter[int] = Counter()
+    for uid, phase in phases.items():
+        if len(phase) == 1:
+            on[next(iter(phase))] += rows[uid]
+    if not on:
+        return
+    grid = frozenset({on.most_common(1)[0][0]})
+    off = [uid for uid, phase in phases.items() if phase != grid]
+    kept = [uid for uid in rows if uid not in off]
+    if off and _rows(off, rows) < _rows(kept, rows):
+        first = pd.Timestamp(min(int(stamps[uid][0]) for uid in kept), tz="UTC")
+        raise TraceError(
+            f"trace {source}: series {_few(off)} ({_share(off, rows)}) {_verb(off, 'is', 'are')} off the grid of "
+            f"{_seconds(step)} the other series are on (from {first.isoformat()}); "
+            f"{_leave_out(option, off, kept)}, or align every series to the same grid"
+        )
+
+
+def _leave_out(option: str, odd: Sequence[str], others: Sequence[str]) -> str:
+    return (
+        f"give {option} with the series to read, leaving {'it' if len(odd) == 1 else 'them'} out (e.g. the other "
+        f"series: {_few(others)})"
+    )
+
+
+def _rows(names: Sequence[str], rows: dict[str, int]) -> int:
+    return sum(rows[n] for n in names)
+
+
+def _verb(names: Sequence[str], one: str, more: str) -> str:
+    return one if len(names) == 1 else more
+
+
+def _few(names: Sequence[str], shown: int = 3) -> str:
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(repr(n) for n in names[:shown]) + more
+
+
+def _share(names: Sequence[str], rows: dict[str, int]) -> str:
+    return f"{_rows(names, rows):,} of the trace's {sum(rows.values()):,} rows"
+
+
+def _seconds(ns: int) -> str:
+    return f"{ns / 1e9:g} s"
 
 
 def _most_common_spacing(stamps: np.ndarray) -> int:

@@ -36,13 +36,51 @@ def test_columns_it_does_not_read_are_left_out_with_one_note(tmp_path: Path, cap
 
 @pytest.mark.parametrize(
     ("column", "meant"),
-    [("runing", "running"), ("Capacity", "capacity"), (" pending", "pending"), ("capcity", "capacity")],
+    [
+        ("runing", "running"),
+        ("Capacity", "capacity"),
+        (" pending", "pending"),
+        ("capcity", "capacity"),
+        ("Unique ID", "unique_id"),
+        ("pendnig", "pending"),
+    ],
 )
 def test_a_column_that_looks_like_one_it_reads_misspelt_is_refused(tmp_path: Path, column: str, meant: str) -> None:
     path = tmp_path / "t.csv"
     path.write_text(f"unique_id,ds,y,{column}\na,2024-01-01T00:00:00Z,4,4\n")
     with pytest.raises(TraceError, match=rf"column\(s\) '{column}' \(meant '{meant}'\?\)"):
         read_trace(path)
+
+
+@pytest.mark.parametrize(
+    ("column", "like"),
+    [
+        ("spending", "pending"),
+        ("capacity_gpu", "capacity"),
+        ("opening", "pending"),
+        ("appending", "pending"),
+        ("ending", "pending"),
+        ("capacity2", "capacity"),
+        ("dsl", "ds"),
+        ("unique_ids", "unique_id"),
+    ],
+)
+def test_a_column_of_its_own_that_looks_like_one_it_reads_is_read_with_a_note(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, column: str, like: str
+) -> None:
+    """A letter added at either end, or a name merely alike, is a column of its own (a shared file's spending or GPU
+    capacity): read as the others with the note naming the column it looks like. They were refused as misspelt."""
+    path = tmp_path / "t.csv"
+    rows = "m,2024-01-01T00:00:00Z,280.1,212.8,355.4,292.5,1\nm,2024-01-01T00:10:00Z,232.5,,364.9,text,2\n"
+    path.write_text(SHARED.rstrip("\n") + f",{column}\n" + rows)
+
+    with caplog.at_level(logging.WARNING, logger="agent.sources.trace"):
+        trace = read_trace(path)
+
+    assert trace.column("m").tolist() == [280.1, 232.5]
+    (note,) = [r.getMessage() for r in caplog.records]
+    assert f"'mean_output_tokens', {column!r}] are not read" in note
+    assert note.endswith(f"; {column!r} looks like {like!r}: rename it if meant to be read")
 
 
 def test_backtest_reads_a_shared_file_with_more_columns_as_is(
