@@ -72,7 +72,7 @@ from actuators.idempotency import KeyedResults
 from actuators.node_pool_zones import Instance, Observed
 from actuators.plan_changes import changed_since_plan
 from actuators.vendor_errors import call_google, from_operation_error, is_capacity_message, is_quota_message
-from actuators.write_window import write_timeout
+from actuators.write_window import write_refused, write_timeout
 from actuators.zone_placement import shrink_order, spread
 from config.cloud import NodePoolMapping
 from models import (
@@ -287,6 +287,7 @@ class GkeNodePoolActuator(GkeNodePoolReads):
         )
         errors = op.error.errors if op.error else []
         if errors:
+            write_refused()  # Compute's answer to this zone's resize: the error says for it
             raise from_operation_error(pool_id, 8, "; ".join(f"{e.code}: {e.message}" for e in errors))
 
     def _back_off(self, pool_id: str, zone: str, now: datetime, reason: str) -> None:
@@ -361,10 +362,13 @@ class GkeNodePoolActuator(GkeNodePoolReads):
 
     def _checked(self, pool_id: str, op: Any) -> Any:
         """The new operation, looked at once: errors GKE finds at once surface now, the rest on later ticks. GKE
-        accepted the write that started it: a look that fails says the change may be carried out (``_for_change``)."""
+        accepted the write that started it: a look that fails says the change may be carried out (``_for_change``).
+        An operation read done with an error is GKE's answer to that write (409 aborted, 429 too many operations: the
+        bounds unchanged): the write is no longer counted accepted, the error says for it (``write_refused``)."""
         name, sent = f"{self._location}/operations/{op.name}", f"operation {op.name} was started"
         op = self._read(pool_id, True, self._gke.get_operation, sent=sent, name=name)
         if op.status.name == "DONE" and op.error and op.error.message:
+            write_refused()
             raise from_operation_error(pool_id, op.error.code, op.error.message)
         return op
 

@@ -20,7 +20,7 @@ from actuators.vendor_errors import (
     is_already_exists,
     is_not_found,
 )
-from actuators.write_window import write_raised, write_returned, write_timeout
+from actuators.write_window import write_raised, write_refused, write_returned, write_timeout
 from config.cloud import TpuSliceGroupMapping
 from models import ActuatorError, TransientActuatorError
 
@@ -83,11 +83,14 @@ class SliceWrites:
 
     def _look_once(self, pool_id: str, op: Any) -> None:
         """The operation a write started, looked at once. GKE accepted the write: a look that fails, whatever it met
-        (a rate limit, a token not had, 403, 404), says the change may be carried out (``maybe_applied``)."""
+        (a rate limit, a token not had, 403, 404), says the change may be carried out (``maybe_applied``). An
+        operation read done with an error is GKE's answer to the write, which is no longer counted accepted: the
+        error says for it (``write_refused``)."""
         try:
             op = call_google(pool_id, self._gke.get_operation, name=f"{self._location}/operations/{op.name}")
         except ActuatorError as exc:
             why = f"operation {op.name} was started, but it could not be read afterwards: {exc.reason}"
             raise TransientActuatorError(pool_id, why, maybe_applied=True) from exc
         if op.status.name == "DONE" and op.error and op.error.message:
+            write_refused()
             raise from_operation_error(pool_id, op.error.code, op.error.message)

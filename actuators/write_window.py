@@ -23,7 +23,10 @@ makes, an adapter calling a client itself says so after the call; a write asked 
 counts the other as returned: the change went on past it). The executor and the drains count the writes of each change
 (``writes_sent``): an error raised after one was accepted, of whatever kind (a later write refused, the look at the
 operation rate limited or refused), leaves the change under way (``Writes.maybe_applied``); the error of the write call
-itself says for its own request (``TransientActuatorError.maybe_applied``).
+itself says for its own request (``TransientActuatorError.maybe_applied``). So does an error read from the operation a
+write started (done at once with an error: GKE's 409 aborted or 429 too many operations, a Compute resize whose
+operation lists errors): it is the cloud's answer to that write, which is then no longer counted accepted
+(``write_refused``); only a look at the operation that fails leaves the write accepted.
 """
 
 from __future__ import annotations
@@ -66,8 +69,9 @@ class WriteWindow:
 @dataclass
 class Writes:
     """The writes of one change (``writes_sent``): ``asked``, the pool of each write let through ``write_timeout``;
-    ``accepted``, of those whose call returned (the cloud took the request). ``pending``: the write asked last, whose
-    call has not said yet whether it returned (``write_returned``) or raised (``write_raised``)."""
+    ``accepted``, of those whose call returned (the cloud took the request) and whose operation was not read done
+    with an error (``write_refused``). ``pending``: the write asked last, whose call has not said yet whether it
+    returned (``write_returned``) or raised (``write_raised``)."""
 
     asked: list[str] = field(default_factory=list)
     accepted: list[str] = field(default_factory=list)
@@ -126,6 +130,19 @@ def write_returned() -> None:
     if sent is not None and sent.pending is not None:
         sent.accepted.append(sent.pending)
         sent.pending = None
+
+
+def write_refused() -> None:
+    """The write accepted last was refused all the same: the operation it started was read done with an error, the
+    cloud's answer to it. It is no longer counted accepted (nor is a write still pending, the one asked last): the
+    error read says for it, as its call's own would have (``TransientActuatorError.maybe_applied``)."""
+    sent = _sent.get()
+    if sent is None:
+        return
+    if sent.pending is not None:
+        sent.pending = None
+    elif sent.accepted:
+        sent.accepted.pop()
 
 
 def write_raised() -> None:
