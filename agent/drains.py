@@ -61,7 +61,7 @@ from datetime import datetime, timedelta
 
 from actuators.base import NodeDrainer, held_units, hold_rejected, unforced_drains
 from actuators.dry_run import sends_drains
-from actuators.write_window import writes_sent
+from actuators.write_window import Writes, writes_sent
 from agent.drain_records import (
     IDLE_UNREAD,
     DrainOutcome,
@@ -350,8 +350,9 @@ class NodeDrains:
 
     def _step(self, pending: PendingDrain, now: datetime) -> DrainOutcome:
         """One step of the drain. A step that fails may have gone out all the same (``unclear``, its release's claim
-        kept): a write of it was accepted before the error (the node's removal, ``Writes.maybe_applied``), or the
-        error says its own request may have reached the cloud or the cluster (``maybe_applied``: no answer)."""
+        kept): a write of it was accepted before the error (the node's removal, ``Writes.maybe_applied``), or one was
+        asked and the error says its own request may have reached the cloud (``maybe_applied``: no answer). A step
+        that failed on a read before asking any write (the node pool's read answered 500) sent nothing."""
         try:
             with writes_sent() as writes:
                 result = self._drainers[pending.pool_id].drain(
@@ -359,9 +360,9 @@ class NodeDrains:
                 )
         except PermanentActuatorError as exc:
             self._pending.pop(pending.node, None)
-            return self._failed(pending.key, pending.pool_id, now, exc, writes.maybe_applied(exc))
+            return self._failed(pending.key, pending.pool_id, now, exc, _went_out(writes, exc))
         except ActuatorError as exc:  # transient: the same key continues the drain next tick
-            return self._failed(pending.key, pending.pool_id, now, exc, writes.maybe_applied(exc))
+            return self._failed(pending.key, pending.pool_id, now, exc, _went_out(writes, exc))
         if result.status in _SETTLED:
             self._pending.pop(pending.node, None)
             self._first_idle.get(pending.pool_id, {}).pop(pending.node, None)
@@ -393,6 +394,12 @@ class NodeDrains:
         if isinstance(exc, PermanentActuatorError):
             return DrainOutcome([result], {pool_id: str(exc)})
         return DrainOutcome([result], failing={pool_id: (now, str(exc))})
+
+
+def _went_out(writes: Writes, exc: ActuatorError) -> bool:
+    """Whether a drain step that failed with ``exc`` may have been carried out: only once a write of it was asked
+    (``_step``), a read's error saying nothing of a write."""
+    return bool(writes.accepted) or (bool(writes.asked) and writes.maybe_applied(exc))
 
 
 def _first(count: int, preferred: Sequence[str], others: Sequence[str], allowed: Callable[[str], bool]) -> list[str]:

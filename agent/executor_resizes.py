@@ -168,7 +168,8 @@ def unclear_release(resize: Resize, exc: ActuatorError, writes: Writes) -> bool:
     the connection lost once it was sent, the server failing while it handled it). Such a release counts as sent
     (``ActionResult.unclear``: its claim and mark stay, and the other agents sharing its budget do not shed for its
     units too; ``agent.budget_watch`` bounds how long). A refusal of its only write, or of its first (a rate limit,
-    another operation running, a write not sent), is not: its claim is taken back at once, and the others shed for
+    another operation running, a write not sent; its call's error or the one the operation it started was read done
+    with, ``actuators.write_window.write_refused``), is not: its claim is taken back at once, and the others shed for
     its units. Only a release is judged so."""
     return not resize.is_scale_up and writes.maybe_applied(exc)
 

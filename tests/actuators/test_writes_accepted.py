@@ -5,7 +5,8 @@ refused (a read rate limit, 403, 404) raised an error saying nothing of the writ
 403 or 404 "nothing sent"; the executor counted the writes asked and needed two, so the release read as refused while
 GKE shrank the pool to its new bounds. A TPU slice's delete and create looked at their operation the same way. A write
 now counts as accepted once its call returned, and the error of a look after it says the change may be carried out;
-a write refused itself (its own call answered 429) is not accepted, and its error keeps its own flag.
+a write refused itself (its own call answered 429) is not accepted, and its error keeps its own flag. A drain step that
+failed on a read before asking any write sent nothing, whatever the read's error says.
 
 The real adapters on the local GKE and Compute Engine server, and a real drain on the local Kubernetes API server."""
 
@@ -102,12 +103,9 @@ def test_a_slice_deleted_whose_operation_cannot_be_read_may_be_carried_out(gke_a
     assert raised.value.maybe_applied, raised.value  # False before (403 and 404 were permanent: the pool blocked)
 
 
-def test_a_drain_whose_node_was_deleted_before_its_step_failed_keeps_its_claim(
-    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
-) -> None:
-    """The drain's node is deleted at its second step (deleteInstances accepted), and then GKE refuses to move the
-    autoscaler bounds (429): the step fails with an error that says nothing was applied, and the drain's release lost
-    its claim (``unclear`` false) while its node went."""
+def _drain_started(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi) -> NodeDrains:
+    """The release of one node of a move-bounds pool of 3 (bounds 3-3) by a real drain: started (its node cordoned,
+    empty); its next step, a minute later, removes the node and moves the bounds."""
     gke_api.add_pool("a100", nodes=3, zones=ZONES, autoscaling={"enabled": True, "totalMinNodeCount": 3,
                                                                 "totalMaxNodeCount": 3})  # fmt: skip
     names = [i.name for m in gke_api.pools["a100"].migs for i in m.instances]
@@ -119,14 +117,58 @@ def test_a_drain_whose_node_was_deleted_before_its_step_failed_keeps_its_claim(
     drains = NodeDrains({"gpu": drainer}, timedelta(0))
     started = drains.scale_down(Resize("gpu", 3, 2, "idle", "release"), START, [names[0]])
     assert [r.status for r in started.results] == [ActionStatus.STARTED], started  # cordoned, empty
+    clock.set(START + timedelta(minutes=1))
+    return drains
+
+
+def test_a_drain_whose_node_was_deleted_before_its_step_failed_keeps_its_claim(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    """The drain's node is deleted at its second step (deleteInstances accepted), and then GKE refuses to move the
+    autoscaler bounds (429): the step fails with an error that says nothing was applied, and the drain's release lost
+    its claim (``unclear`` false) while its node went."""
+    drains = _drain_started(kube_api, kube_client, gke_api)
     gke_api.fail_next(
         1, 429, "Too many operations: cluster hits the concurrent operations quota", path=":setAutoscaling"
     )
 
-    clock.set(START + timedelta(minutes=1))
     outcome = drains.continue_pending(START + timedelta(minutes=1))  # its next step removes the node
 
     (result,) = outcome.results
     assert gke_api.calls("POST", "/deleteInstances") == 1  # the node is going
     assert result.status is ActionStatus.FAILED and "bounds are still 3-3" in (result.error or ""), result
     assert result.unclear and carried_out(result), result  # False before: its claim was taken back
+
+
+def test_a_drain_step_failing_on_a_read_before_any_write_sent_nothing(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    """The step's read of the node pool, before the node's removal is asked, answered 500: an error that says its own
+    request may have been carried out (``maybe_applied``), but a read carries nothing out. The step's result was
+    unclear, its release's claim kept while nothing went out; it is clear now."""
+    drains = _drain_started(kube_api, kube_client, gke_api)
+    gke_api.fail_next(1, 500, "backend error", path="/nodePools/a100", method="GET")
+
+    outcome = drains.continue_pending(START + timedelta(minutes=1))
+
+    (result,) = outcome.results
+    assert gke_api.calls("POST", "") == 0  # nothing written: no deleteInstances, no setAutoscaling
+    assert result.status is ActionStatus.FAILED and "HTTP 500" in (result.error or ""), result
+    assert not result.unclear and not carried_out(result), result  # unclear before
+    assert "gpu" in outcome.failing  # the same key continues the drain next tick
+
+
+def test_a_drain_step_whose_removal_got_no_clear_answer_may_have_gone_out(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    """The node's removal itself answered 500 (Compute failed while handling it): asked, not accepted, and its error
+    says it may have been carried out. The step's result stays unclear."""
+    drains = _drain_started(kube_api, kube_client, gke_api)
+    gke_api.fail_next(1, 500, "backend error", path="/deleteInstances")
+
+    outcome = drains.continue_pending(START + timedelta(minutes=1))
+
+    (result,) = outcome.results
+    assert gke_api.calls("POST", "/deleteInstances") == 1
+    assert result.status is ActionStatus.FAILED and "HTTP 500" in (result.error or ""), result
+    assert result.unclear and carried_out(result), result
