@@ -70,7 +70,8 @@ class GkeAutoscalerBounds:
         call or an earlier one with the same key; "its instance groups were resized to 6 nodes"), "" when nothing did.
         A failure is then transient whatever GKE said, with a warning: the change went out, a drain must not be given
         up (which would uncordon a node on its way out) nor the pool blocked; the same key, or the next resize to the
-        pool's size, moves the bounds."""
+        pool's size, moves the bounds. Without ``sent`` the bounds' write is the change's only one, and the error says
+        whether it may have reached GKE (``TransientActuatorError.maybe_applied``) as the write's own error did."""
         if not seen.autoscaling or seen.bounds == bounds_at(nodes):
             return ""
         low, high = seen.bounds
@@ -82,11 +83,15 @@ class GkeAutoscalerBounds:
                 f"GKE's autoscaler bounds are still {low}-{high}, not moved to the pool's {nodes} nodes "
                 f"({new_low}-{new_high}) ({exc.reason}); they are moved on the next try"
             )
+            # Whether the bounds' own write may have reached GKE (a timeout, a server error) is kept: a release that
+            # only moves the bounds is refused only when GKE refused that write.
+            maybe = bool(sent) or (isinstance(exc, TransientActuatorError) and exc.maybe_applied)
             if sent:
                 log.warning("pool %s: %s, but %s", pool_id, sent, why)
-                raise TransientActuatorError(pool_id, why) from exc
-            kind = PermanentActuatorError if isinstance(exc, PermanentActuatorError) else TransientActuatorError
-            raise kind(pool_id, why) from exc
+                raise TransientActuatorError(pool_id, why, maybe_applied=maybe) from exc
+            if isinstance(exc, PermanentActuatorError):
+                raise PermanentActuatorError(pool_id, why) from exc
+            raise TransientActuatorError(pool_id, why, maybe_applied=maybe) from exc
         return f"autoscaler bounds {low}-{high} -> {new_low}-{new_high} (operation {op.name})"
 
     def set(self, pool_id: str, nodes: int) -> Any:

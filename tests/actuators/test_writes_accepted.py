@@ -172,3 +172,29 @@ def test_a_drain_step_whose_removal_got_no_clear_answer_may_have_gone_out(
     assert gke_api.calls("POST", "/deleteInstances") == 1
     assert result.status is ActionStatus.FAILED and "HTTP 500" in (result.error or ""), result
     assert result.unclear and carried_out(result), result
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "maybe"),
+    [
+        (503, "The service is currently unavailable.", True),
+        (504, "Deadline exceeded", True),
+        (429, "Too many operations: cluster hits the concurrent operations quota", False),
+    ],
+)
+def test_moving_only_the_bounds_keeps_what_gke_s_answer_says_of_the_write(
+    gke_api: FakeGkeApi, status: int, message: str, maybe: bool
+) -> None:
+    """The pool's groups are already at the size asked and only GKE's autoscaler bounds are to move (left above it,
+    e.g. by a failed move): the bounds' write is this change's only write. A server error or a timeout may have
+    carried it out, a refusal did not; the error said "refused" for each (``maybe_applied`` false)."""
+    gke_api.add_pool("a100", nodes=5, zones=ZONES, autoscaling=BOUNDS)
+    actuator = _move_bounds(gke_api)
+    gke_api.fail_next(1, status, message, path=":setAutoscaling")
+
+    with pytest.raises(TransientActuatorError) as raised:
+        actuator.resize("gpu", 5, "bounds")
+
+    assert gke_api.calls("POST", ":setAutoscaling") == 1
+    assert raised.value.maybe_applied is maybe, raised.value
+    assert "bounds are still 0-12" in str(raised.value), raised.value
