@@ -18,12 +18,14 @@ VM) moves their next run times by the step, within one interval of now, and wake
 not hold them for its length (an hour back held every election, tick and refit for the hour: the lease lapsed
 without a word and no pool was planned) and a step forward does not run them early. The daily report stays at its
 wall-clock time: a step forward past it sends it at once, and once, however far past (a step over two report times
-sends one report, which covers both days: its summary says the window's length). A report stands for the report
-time nearest to when it was really sent (on the monotonic clock, within half a day of it): after a step back it is
-not sent again for that day, and it is sent on the next day's report time the clock reaches. A clock three days
-ahead corrected back: the report sent at the wrong time, then each day's at its time from the next one on, not days
-without one; a report sent an hour after that day's time is that day's, and the next day's follows; a report a clock
-a minute ahead sent at its time is not sent again when the clock is set back over it.
+sends one report, which covers both days: its summary says the window's length). A report stands for the last
+report time before it was really sent (on the monotonic clock), or for the next one when it was sent at most
+``EARLY_REPORT`` before it: after a step back it is not sent again for that day, and it is sent on the next day's
+report time the clock reaches. A clock three days ahead corrected back: the report sent at the wrong time, then each
+day's at its time from the next one on, not days without one; a report sent an hour after that day's time is that
+day's, and the next day's follows; a report a clock a minute ahead sent at its time is not sent again when the clock
+is set back over it; a report sent the evening before, by a clock stepped forward past the next morning's time and
+corrected back, is the previous day's, and the next morning's is sent at its time.
 
 Stopping (SIGTERM or SIGINT): no new tick or refit starts; a model being fit beside the ticks is abandoned (it writes
 nothing and is never swapped in); the tick in progress finishes (or a refit's history read or model swap, which
@@ -73,6 +75,12 @@ _scheduler_log.addFilter(_DropSkippedSlotWarnings())
 # Below the Deployment's terminationGracePeriodSeconds (120 s): after SIGTERM a replica whose tick finishes within
 # this hands its lease over, so the standby takes over at once rather than after the lease duration.
 SHUTDOWN_WAIT = timedelta(seconds=90)
+
+# A daily report sent at most this long before a report time (a clock a little ahead, or stepped forward shortly before
+# it) stands for it: that day's report is not sent again when the clock is corrected back. One sent earlier (the
+# evening before, by a clock stepped forward past the morning's time) stands for the report time before it, and the
+# next report time still sends its report: one a day, in real time, not a day without one.
+EARLY_REPORT = timedelta(hours=2)
 
 
 @dataclass(frozen=True)
@@ -264,18 +272,18 @@ class DaemonRuntime:
 
     def _report_after_step_back(self, now: datetime) -> datetime | None:
         """The daily report's next time after a step back: the first report time after both now and the one the last
-        report stands for, the report time nearest to when it was really sent (its monotonic age counted back from
-        now, on the corrected clock). A report sent at once after a step forward, late for one day's time or early for
-        the next, is the nearer one's; one sent at its time by a clock a little ahead is not sent again."""
+        report stands for, the last report time before it was really sent (its monotonic age counted back from now, on
+        the corrected clock), or the next one when it was sent at most ``EARLY_REPORT`` before it. A report sent at
+        once after a step forward is the day's it was late for, unless it was sent shortly before the next day's
+        time; one sent at its time by a clock a little ahead is not sent again."""
         with self._report_lock:
             sent_at = self._report_sent_at
         after = now
         if sent_at is not None:
             sent = now - timedelta(seconds=self._clock.monotonic() - sent_at)
-            following: datetime | None = self._report_trigger.get_next_fire_time(None, sent)
+            following: datetime | None = self._report_trigger.get_next_fire_time(None, sent + EARLY_REPORT)
             if following is not None:
-                previous = following - timedelta(days=1)  # a daily time in UTC
-                stands_for = following if following - sent < sent - previous else previous
+                stands_for = following - timedelta(days=1)  # a daily time in UTC: the last before sent + EARLY_REPORT
                 after = max(now, stands_for + timedelta(microseconds=1))
         due: datetime | None = self._report_trigger.get_next_fire_time(None, after)
         return due

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from tests.daemon.test_daily_report_across_clock_steps import REPORT_AT, _ticks_after, _until
 from tests.daemon.test_daily_report_after_a_step_back import _sent, _through_report_time
 from tests.daemon.test_scheduler_wall_clock_steps import OffsetClock, Replica, wall  # noqa: F401 - wall: a fixture
@@ -19,14 +17,6 @@ from tests.daemon.test_scheduler_wall_clock_steps import OffsetClock, Replica, w
 MARCH_1_10PM = datetime(2026, 3, 1, 22, 0, tzinfo=UTC)  # 14 hours after 1 March's report time, 10 before 2 March's
 
 
-# Strict: once the runtime counts an evening report for the day it was late for, this passes, fails as XPASS, and the
-# mark goes.
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="the runtime's daily report after a step back still stands for the report time nearest to when it was "
-    "sent, the next morning's for one sent the evening before",
-)
 def test_a_clock_stepped_forward_in_the_evening_and_corrected_back_sends_the_next_mornings_report(
     wall: OffsetClock,  # noqa: F811
 ) -> None:
