@@ -17,12 +17,13 @@ After ``timeout`` (counted from the first step with the drain's key, so an earli
 dropped, e.g. a person uncordoned it, does not count) a drain that still has pods to evict (held by a budget, or
 their eviction failing) gives up and uncordons; one left only with pods a dead kubelet abandoned (``Ready``
 Unknown, seen so by this drainer past their grace periods: ``pod_rules.abandoned``) removes the node anyway and says
-so in its detail and a warning. Pods terminating on a node whose kubelet is alive (``Ready`` True or False) are waited
-for past the timeout: their kubelet finishes them, whatever this agent's clock says of their ``deletionTimestamp``;
-but not for ever: one this drainer has seen terminating, by its own clock, for its grace period and
-``pod_rules.STUCK_AFTER`` more is stuck (``pod_rules.stuck``: its kubelet killed it at the grace period's end, or
-could not), and an overdue drain left only with such pods removes the node the same way, so a drain ends within
-its timeout, the longest grace period and ``STUCK_AFTER``. When
+so in its detail and a warning, and its result names those pods (``ActionResult.unfinished``), which the agent tells
+the operator once: their work may be lost. Pods terminating on a node whose kubelet is alive (``Ready`` True or
+False) are waited for past the timeout: their kubelet finishes them, whatever this agent's clock says of their
+``deletionTimestamp``; but not for ever: one this drainer has seen terminating, by its own clock, for its grace
+period and ``pod_rules.STUCK_AFTER`` more is stuck (``pod_rules.stuck``: its kubelet killed it at the grace period's
+end, or could not), and an overdue drain left only with such pods removes the node the same way (its result naming
+them too), so a drain ends within its timeout, the longest grace period and ``STUCK_AFTER``. When
 the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for
 good, or that still fails after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in
 service, not left cordoned, paid for and unusable. A node that leaves the cluster during its drain (deleted by a
@@ -69,6 +70,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
@@ -86,7 +88,7 @@ from actuators.drain_units import (
 from actuators.pod_rules import counts, must_stay, pod_name, terminating
 from kube.api import KubernetesApi
 from kube.models import V1Node, V1Pod
-from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError
+from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, UnfinishedPod
 from models.clock import Clock
 from models.errors import KubernetesApiError
 
@@ -237,7 +239,28 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
-        return self._remove_settled(key, pool_id, unit, nodes, left, overdue, started, read_again=bool(done.evicted))
+        return self._with_unfinished(
+            self._remove_settled(key, pool_id, unit, nodes, left, overdue, started, read_again=bool(done.evicted)),
+            pods,
+            left,
+        )
+
+    def _with_unfinished(
+        self, result: ActionResult, pods: Sequence[V1Pod], left: tuple[list[tuple[str, str]], list[tuple[str, str]]]
+    ) -> ActionResult:
+        """A removal (DONE) of a unit left with pods no kubelet finishes (``left``: abandoned, stuck) names each of
+        them with its node (``ActionResult.unfinished``), settled so under the drain's key; any other result as it
+        is."""
+        abandoned, stuck = left
+        if result.status is not ActionStatus.DONE or not (abandoned or stuck):
+            return result
+        node_of = {pod_name(p): str(p.spec.node_name) for p in pods}
+        unfinished = tuple(
+            UnfinishedPod(namespace, name, node_of[namespace, name], kubelet_gone)
+            for kubelet_gone, named in ((True, abandoned), (False, stuck))
+            for namespace, name in named
+        )
+        return self._results.remember(replace(result, unfinished=unfinished))
 
     def _left_for_good(
         self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]

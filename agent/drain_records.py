@@ -1,6 +1,7 @@
 """What the drains of ``agent.drains`` remember and report: a drain in progress (``PendingDrain``), the outcome of
 drain calls the executor acts on (``DrainOutcome``), and the warnings about a pool's nodes (a node a drain left
-cordoned that a dry run cannot continue, idle nodes that cannot be read, an idle node no drain can empty).
+cordoned that a dry run cannot continue, idle nodes that cannot be read, an idle node no drain can empty, a unit a
+drain removed with pods that never finished terminating).
 """
 
 from __future__ import annotations
@@ -8,8 +9,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from actuators.pod_rules import DO_NOT_DISRUPT, LOCAL_STORAGE, NO_CONTROLLER, SAFE_TO_EVICT, SAFE_TO_EVICT_LOCAL_VOLUMES
-from models import ActionResult, AlertEvent, AlertKind, Severity
+from actuators.pod_rules import (
+    DO_NOT_DISRUPT,
+    LOCAL_STORAGE,
+    NO_CONTROLLER,
+    SAFE_TO_EVICT,
+    SAFE_TO_EVICT_LOCAL_VOLUMES,
+    STUCK_AFTER,
+)
+from models import ActionResult, AlertEvent, AlertKind, Severity, UnfinishedPod
+from models.durations import format_duration
 
 # The Eviction API's words for a pod selected by several PodDisruptionBudgets, which a drain's rejection quotes.
 MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
@@ -33,16 +42,18 @@ class PendingDrain:
 class DrainOutcome:
     """Results of drain calls; ``permanent`` names pools whose drainer failed for good (stop touching them),
     ``failing`` pools where a drain failed in a way a later one may not (an error a retry may fix, or a drain given
-    up at the drain timeout), with since when and the error, and ``finished`` pools where a drain removed its
-    node."""
+    up at the drain timeout), with since when and the error, ``finished`` pools where a drain removed its
+    node, and ``alerts`` what the steps had to tell, each once (``unfinished_pods_alert``)."""
 
     results: list[ActionResult] = field(default_factory=list)
     permanent: dict[str, str] = field(default_factory=dict)
     failing: dict[str, tuple[datetime, str]] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
+    alerts: list[AlertEvent] = field(default_factory=list)
 
     def extend(self, other: DrainOutcome) -> None:
         self.results.extend(other.results)
+        self.alerts.extend(other.alerts)
         self.permanent.update(other.permanent)
         for pool_id, (since, error) in other.failing.items():
             if pool_id not in self.failing or since < self.failing[pool_id][0]:
@@ -69,6 +80,65 @@ def left_cordoned_alert(now: datetime, left: PendingDrain) -> AlertEvent:
     }
     subject = f"node {node} of {left.pool_id} left cordoned"
     return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, details)
+
+
+def unfinished_pods_alert(now: datetime, drained: PendingDrain, result: ActionResult) -> AlertEvent:
+    """A warning about a unit its drain removed after the drain's timeout with pods still terminating
+    (``result.unfinished``): pods a dead kubelet left behind, or stuck on a live kubelet that did not stop their
+    containers. Their work may be lost, and a kubelet that cannot stop containers points at a broken node or
+    container runtime. A one-off event, raised by the drain step that removed the unit and never again (the drain is
+    settled), so it is told once per removal and never resolved. A unit whose pods ran on nodes named otherwise is a
+    TPU slice (``actuators.slice_drain``): the only unit of several nodes."""
+    pods = result.unfinished
+    unit, pool_id = drained.node, drained.pool_id
+    nodes = sorted({pod.node for pod in pods})
+    noun = "node" if nodes == [unit] else "slice"
+    gone = [pod for pod in pods if pod.kubelet_gone]
+    stuck = [pod for pod in pods if not pod.kubelet_gone]
+    why = []
+    if gone:
+        why.append(
+            f"{_pods(gone)} {'was' if len(gone) == 1 else 'were'} left by a kubelet that stopped posting its node's "
+            "status (Ready Unknown): the node died, hung or lost its network"
+        )
+    if stuck:
+        why.append(
+            f"{_pods(stuck)} {'was' if len(stuck) == 1 else 'were'} stuck terminating on a live kubelet for longer "
+            f"than {'its' if len(stuck) == 1 else 'their'} grace period and {format_duration(STUCK_AFTER)}: the "
+            "kubelet could not stop the containers, which usually means a broken node or container runtime (a process "
+            "hung in the GPU driver after an Xid error or on an NFS mount, a container runtime that is down)"
+        )
+    summary = (
+        f"{noun.capitalize()} {unit} of pool {pool_id} was removed by its drain (key {drained.key}) with pods still "
+        f"terminating once cloud.drain_timeout had passed: {'; '.join(why)}. Work they had not saved (a "
+        "checkpoint on SIGTERM) may be lost: check the jobs that owned them. If it happens again in this pool, look "
+        "at its nodes' image, driver and hardware (details)."
+    )
+    details = {"drain key": drained.key}
+    if gone:
+        details["left by a dead kubelet"] = _pods(gone, on=True)
+        details["check the node"] = (
+            "why it stopped reporting: the instance's serial console and the cloud's logs of it (a kernel panic, a "
+            "GPU fault, the network)"
+        )
+    if stuck:
+        details["stuck on a live kubelet"] = _pods(stuck, on=True)
+        details["check the runtime"] = (
+            "the kubelet's and the container runtime's logs of the node, and its kernel log (dmesg: NVIDIA Xid "
+            "errors, processes in uninterruptible sleep), in the cloud's logging: the node itself is gone"
+        )
+    details["check the work"] = (
+        "the controllers of the pods (a Job's retries, a StatefulSet's replacement) and whether the work restarted "
+        "from its last checkpoint: kubectl get pod -n NAMESPACE NAME -o yaml while it is still listed"
+    )
+    details["drain"] = result.detail
+    subject = f"{noun} {unit} of {pool_id} removed with pods still terminating"
+    return AlertEvent(AlertKind.DRAIN_UNFINISHED_PODS, Severity.WARNING, now, subject, summary, details)
+
+
+def _pods(pods: list[UnfinishedPod], on: bool = False) -> str:
+    """The pods as namespace/name, each with its node when ``on``."""
+    return ", ".join(f"{p.namespace}/{p.name}" + f" on {p.node}" * on for p in pods)
 
 
 # What happens to a pool whose idle nodes cannot be read (``agent.drains``: none of its units is known idle): the

@@ -34,7 +34,10 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   node, the pods and why (``held_idle_alert``; the notifier sends it once per dedup window): an idle node that is
   still paid for, which only a person can free. A drain step that fails with an error a retry may fix, or a drain
   given up at the timeout (failing since it started), is reported in ``DrainOutcome.failing`` and a drain that
-  removed its node in ``finished``: the executor alerts on a pool whose drains keep failing for its lead time.
+  removed its node in ``finished``: the executor alerts on a pool whose drains keep failing for its lead time. A
+  drain that removed its node with pods still terminating (a dead kubelet's, or stuck on a live one: their work may
+  be lost) adds a warning to ``DrainOutcome.alerts`` (``unfinished_pods_alert``), which the executor tells: once,
+  from the step that removed the node.
 * **Forced releases** (``Resize.forced``, a budget's hard stop: the money left no longer pays for the units held)
   are never refused for busy nodes. They drain the named nodes that are still in the pool, then nodes idle for the
   window, then the pool's other nodes in the drainer's order, cheapest to lose first
@@ -69,6 +72,7 @@ from agent.drain_records import (
     held_idle_alert,
     idle_nodes_alert,
     left_cordoned_alert,
+    unfinished_pods_alert,
 )
 from models import (
     ActionResult,
@@ -381,6 +385,8 @@ class NodeDrains:
             outcome.failing[pending.pool_id] = (pending.started or now, error)
         elif result.status is ActionStatus.DONE:
             outcome.finished.add(pending.pool_id)
+            if result.unfinished:  # removed with pods no kubelet finished: told once, by the step that removed it
+                outcome.alerts.append(unfinished_pods_alert(now, pending, result))
         return outcome
 
     def _choosable(self, node: str) -> bool:

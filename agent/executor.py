@@ -311,6 +311,7 @@ def _absorb(
     alerts: list[AlertEvent],
 ) -> PlannerMemory:
     results.extend(outcome.results)
+    alerts.extend(outcome.alerts)  # a node removed with pods still terminating, told once
     for pool_id in sorted(outcome.finished):
         memory = memory.not_failing(pool_id)
     for pool_id, (since, error) in sorted(outcome.failing.items()):

@@ -38,6 +38,7 @@ from models.plan import (
     Drain,
     Resize,
     Skip,
+    UnfinishedPod,
     drain_key,
 )
 from models.pools import CapacityTier, PoolKind, PoolSpec, PoolState, ZoneState
@@ -87,6 +88,7 @@ __all__ = [
     "StateUnavailable",
     "TraceError",
     "TransientActuatorError",
+    "UnfinishedPod",
     "ZoneState",
     "drain_key",
 ]

@@ -21,6 +21,8 @@ class AlertKind(StrEnum):
     ONPREM_CAPACITY = "onprem-capacity"  # on-prem units down or cordoned, or their count unread
     BROKEN_UNIT = "broken-unit"  # a unit that cannot serve with work on it (PoolState.broken_units): a person decides
     SPOT_RESERVE_UNHELD = "spot-reserve-unheld"  # a spot pool's interruption reserve that no pool has room for
+    # a unit a drain removed with pods that never finished terminating (their work may be lost): told once, a one-off
+    DRAIN_UNFINISHED_PODS = "drain-unfinished-pods"
     TICK_FAILED = "tick-failed"
     LEADERSHIP_LOST = "leadership-lost"
     DAILY_REPORT = "daily-report"

@@ -84,6 +84,19 @@ class ActionStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class UnfinishedPod:
+    """A pod still terminating on a unit its drain removed after the drain's timeout (``ActionResult.unfinished``):
+    no kubelet was finishing it. ``kubelet_gone``: its node's kubelet stopped posting the node's status (``Ready``
+    Unknown), so nothing was left to stop its containers; else its kubelet was alive and did not stop them within
+    the pod's grace period and ``actuators.pod_rules.STUCK_AFTER`` (a stuck pod)."""
+
+    namespace: str
+    name: str
+    node: str
+    kubelet_gone: bool
+
+
+@dataclass(frozen=True)
 class ActionResult:
     """The outcome of one action."""
 
@@ -96,3 +109,5 @@ class ActionResult:
     taken_back: tuple[str, ...] = ()  # a scale-up's draining nodes whose drains it ended: they serve again
     # a failed call whose answer was not had (a timeout, no answer, an error after sending): the cloud may carry it out
     unclear: bool = False
+    # a drain that removed its unit with pods still terminating: their work may be lost (``agent.drain_records``)
+    unfinished: tuple[UnfinishedPod, ...] = ()
