@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TRACE = "data/helios-earth/demand_5min.csv.gz"
 DEFAULT_SPAN = timedelta(days=7)
+# Under the as-run table, where its rows left different shares of demand unserved: their costs are of different
+# service (the one that serves more buys more capacity for it), so they are not what leadtime saves.
+AS_RUN_LINE = "as-run costs are at different unserved shares: compare them on the 'same service' lines below"
+AS_RUN_ALONE = "as-run costs are at different unserved shares: not the same service"
 
 
 def register(sub: Any) -> None:
@@ -296,12 +300,23 @@ def _floor(when: datetime, step: timedelta) -> datetime:
 
 
 def _print_table(document: dict[str, Any]) -> None:
+    """The summary: the headline the report leads with (its lead sentence and what its marks mean), each policy as
+    run, then what the same service costs."""
+    from agent.report.headline import headline_lines
+
+    if lines := headline_lines(document):
+        # its marks (‡, †) are not ASCII: on a stdout that cannot write them, a "?" rather than an error, the
+        # results being written already
+        encoding = sys.stdout.encoding or "utf-8"
+        print("\n".join(lines).encode(encoding, "replace").decode(encoding), end="\n\n")
     print(f"{'policy':<10} {'cost USD':>12} {'accel-h':>10} {'unserved':>9} {'util':>6} {'actions':>8}")
     for name, row in document["policies"].items():
         print(
             f"{name:<10} {row['cost_usd']:>12,.0f} {row['accelerator_hours']:>10,.0f} "
             f"{row['unserved_fraction']:>9.4%} {row['utilization']:>6.1%} {row['scale_actions']:>8}"
         )
+    if len({f"{row['unserved_fraction']:.4%}" for row in document["policies"].values()}) > 1:
+        print(AS_RUN_LINE if document.get("equal_service") else AS_RUN_ALONE)
     steps = document.get("window", {}).get("steps")
     for name, row in document["policies"].items():
         if line := _held_line(name, row, steps):

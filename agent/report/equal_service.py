@@ -8,9 +8,14 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from agent.simulation.headline import same_service
+
 ALREADY_MET = "the cheapest setting already meets the target"
 POLICIES = ("forecast", "reactive", "oracle")
-UNEQUAL_MARK = " ‡"  # a ratio resting on a figure below the target, not at it
+# Not at equal service: the two figures compared (a saving in the headline, a ratio here) leave different shares of
+# demand unserved as the report shows them (``same_service``). One meaning wherever the mark stands: a figure below
+# the target, the oracle as it ran, static or actual, each at its own share.
+UNEQUAL_MARK = " ‡"
 
 
 def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any]]] | None) -> str:
@@ -24,10 +29,10 @@ def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any
     for target, row in comparison.items():
         costs = {name: row.get(name, {}).get("cost_usd") for name in POLICIES}
         cells = "".join(_cell(name, row.get(name, {}), float(target)) for name in POLICIES)
-        below = {name for name in POLICIES if row.get(name, {}).get("note") == ALREADY_MET}
-        marked |= bool(below)
+        unequal = {base for base in ("reactive", "oracle") if costs["forecast"] and costs[base] and _unequal(row, base)}
+        marked |= bool(unequal)
         ratios = "".join(
-            f"<td>{costs['forecast'] / costs[base]:.3f}x{UNEQUAL_MARK if below & {'forecast', base} else ''}</td>"
+            f"<td>{costs['forecast'] / costs[base]:.3f}x{UNEQUAL_MARK if base in unequal else ''}</td>"
             if costs["forecast"] and costs[base]
             else "<td></td>"
             for base in ("reactive", "oracle")
@@ -44,14 +49,22 @@ def equal_service_section(comparison: Mapping[str, Mapping[str, Mapping[str, Any
     )
     if marked:
         note += (
-            f"<p class='note'>{UNEQUAL_MARK.strip()} not at equal service: a figure the ratio rests on is below the "
-            "target, at its own unserved share (its cheapest setting tried already served more than the target), "
-            "so the ratio compares costs of different service.</p>"
+            f"<p class='note'>{UNEQUAL_MARK.strip()} not at equal service: the two figures the ratio compares leave "
+            "different shares of demand unserved (a figure below the target, its cheapest setting tried having "
+            "already served more than the target, is at its own share, and the oracle at the share it left as it "
+            "ran), so the ratio compares costs of different service.</p>"
         )
     return (
         f"<section id='equal-service'><h2>What the same service costs</h2>{note}"
         f"<table class='equal-service'>{head}{''.join(rows)}</table></section>"
     )
+
+
+def _unequal(row: Mapping[str, Mapping[str, Any]], base: str) -> bool:
+    """Whether the forecast figure and ``base``'s leave different shares of demand unserved, as shown (the headline's
+    rule for its savings): a ratio between them compares costs of different service."""
+    forecast, other = (row.get(name, {}).get("unserved_fraction") for name in ("forecast", base))
+    return forecast is not None and other is not None and not same_service(float(forecast), float(other))
 
 
 def _cell(policy: str, row: Mapping[str, Any], target: float) -> str:

@@ -1,6 +1,7 @@
 """The first screen of the simulation report: what the forecast policy's service costs against each other way of
 running the cluster (USD and %, unserved demand beside it), which runs were held to the budget caps and the budget
-alerts of those a cap held back, then energy and carbon per policy."""
+alerts of those a cap held back, then energy and carbon per policy. Its lead sentence, with the marks of its savings
+and what each means (``headline_lines``), is what ``leadtime simulate`` prints first."""
 
 from __future__ import annotations
 
@@ -18,7 +19,6 @@ def headline_section(document: Mapping[str, Any]) -> str:
         return ""
     forecast = head["forecast"]
     capped = any(row.get("held_to_budgets") for row in (forecast, *head["against"]))
-    bound = _bound(forecast)
     held = "<th>held to budget caps</th>" if capped else ""
     rows = [
         f"<tr><th>policy</th><th>basis</th>{held}<th>cost (USD)</th><th>unserved</th>"
@@ -28,7 +28,7 @@ def headline_section(document: Mapping[str, Any]) -> str:
     ]
     for row in head["against"]:
         percent = row["forecast_saves_percent"]
-        mark = (UNEQUAL_MARK if _unequal(forecast, row) else "") + (UNHELD_MARK if bound and _unheld(row) else "")
+        mark = _marks(forecast, row)
         rows.append(
             f"<tr data-policy='{html.escape(row['policy'])}'><td>{html.escape(row['policy'])}</td>"
             f"<td>{_basis(row)}</td>{_held(row, capped)}<td>{row['cost_usd']:,.0f}</td>"
@@ -36,27 +36,15 @@ def headline_section(document: Mapping[str, Any]) -> str:
             f"<td class='saving'>{row['forecast_saves_usd']:+,.0f}{mark}</td>"
             f"<td class='saving'>{'' if percent is None else f'{percent:+.1f}%'}{mark}</td></tr>"
         )
-    lead = _lead_sentence(head)
+    lead, _ = _lead_sentence(head)
     note = (
         "Positive savings: leadtime costs less. Forecast and reactive are tuned to leave the same share of demand "
         "unserved where an equal-service comparison was made (the runs each figure rests on are under "
         "<a href='#equal-service'>What the same service costs</a>); static and oracle are shown as they ran and "
         "actual as the cluster ran, with their own unserved share beside them."
     )
-    if any(_unequal(forecast, row) for row in head["against"]):
-        target = head.get("target_unserved")
-        below = (
-            f"; where even the cheapest setting tried leaves less demand unserved than the {target:.1%} target, a "
-            "tuned figure is that run's, at its own unserved share (its basis says so)"
-            if target is not None
-            else ""
-        )
-        note += (
-            f" {UNEQUAL_MARK.strip()} not at equal service: the run's unserved share is not that of leadtime's "
-            f"figure ({forecast['unserved_fraction']:.2%}): a run shown as it ran is at its own share{below}. A "
-            "saving marked so compares costs of different service (the run that leaves less unserved buys more "
-            "capacity for it)."
-        )
+    if (unequal := _unequal_note(head)) is not None:
+        note += f" {html.escape(unequal, quote=False)}"
     return (
         f"<section id='headline'><p class='lead'>{html.escape(lead)}</p>"
         f"<table class='headline'>{''.join(rows)}</table><p class='note'>{note}</p>"
@@ -65,6 +53,57 @@ def headline_section(document: Mapping[str, Any]) -> str:
 
 
 UNHELD_MARK = " †"  # a saving against a run not held to the caps, while a cap held the forecast run back
+
+
+def headline_lines(document: Mapping[str, Any]) -> list[str]:
+    """The headline in plain text, as the report leads with it: the lead sentence, with the marks of its savings,
+    then a line for each mark it uses, the report's own note of what that mark means. ``leadtime simulate`` prints
+    these; none without a headline (no forecast run)."""
+    head = document.get("headline")
+    if not head:
+        return []
+    lead, marks = _lead_sentence(head)
+    notes = ((UNEQUAL_MARK, _unequal_note(head)), (UNHELD_MARK, _unheld_note(head)))
+    return [lead, *(note for mark, note in notes if mark in marks and note is not None)]
+
+
+def _marks(forecast: Mapping[str, Any], row: Mapping[str, Any]) -> str:
+    """The marks of a saving against ``row``: another service than the forecast figure's (‡), a run not held to the
+    caps while a cap held the forecast run back (†)."""
+    unheld = _bound(forecast) and _unheld(row)
+    return (UNEQUAL_MARK if _unequal(forecast, row) else "") + (UNHELD_MARK if unheld else "")
+
+
+def _unequal_note(head: Mapping[str, Any]) -> str | None:
+    """What ‡ means in the headline, where a saving is so marked; None where none is."""
+    forecast = head["forecast"]
+    if not any(_unequal(forecast, row) for row in head["against"]):
+        return None
+    target = head.get("target_unserved")
+    below = (
+        f"; where even the cheapest setting tried leaves less demand unserved than the {target:.1%} target, a "
+        "tuned figure is that run's, at its own unserved share (its basis says so)"
+        if target is not None and any(row.get("note") == ALREADY_MET for row in (forecast, *head["against"]))
+        else ""
+    )
+    return (
+        f"{UNEQUAL_MARK.strip()} not at equal service: the run's unserved share is not that of leadtime's "
+        f"figure ({forecast['unserved_fraction']:.2%}): a run shown as it ran is at its own share{below}. A "
+        "saving marked so compares costs of different service (the run that leaves less unserved buys more "
+        "capacity for it)."
+    )
+
+
+def _unheld_note(head: Mapping[str, Any]) -> str | None:
+    """What † means in the headline, where a saving is so marked (a cap held the forecast run back and a run was
+    not held to the caps); None where none is."""
+    if not _bound(head["forecast"]) or not any(_unheld(row) for row in head["against"]):
+        return None
+    return (
+        "A cap held the forecast run back, so its savings against the runs not held to the caps "
+        f"({UNHELD_MARK.strip()}) are partly the cap's: it bought less capacity than it planned and left more "
+        "demand unserved than it would have without the cap."
+    )
 
 
 def _unequal(forecast: Mapping[str, Any], row: Mapping[str, Any]) -> bool:
@@ -115,12 +154,8 @@ def _budget_note(head: Mapping[str, Any]) -> str:
         if recorded
         else "."
     )
-    if _bound(forecast) and free:
-        text += (
-            " A cap held the forecast run back, so its savings against the runs not held to the caps "
-            f"({UNHELD_MARK.strip()}) are partly the cap's: it bought less capacity than it planned and left more "
-            "demand unserved than it would have without the cap."
-        )
+    if (unheld := _unheld_note(head)) is not None:
+        text += f" {unheld}"
     items = [
         f"<li><b>{html.escape(name)}</b>: {html.escape(alert['kind'])}, {html.escape(alert['subject'])}, "
         f"{alert['count']} time{'s' if alert['count'] != 1 else ''} from {html.escape(_when(alert['first_at']))}: "
@@ -145,10 +180,12 @@ def _when(stamp: str) -> str:
     return stamp.replace("T", " ").removesuffix(":00+00:00") + " UTC" if stamp.endswith("+00:00") else stamp
 
 
-def _lead_sentence(head: Mapping[str, Any]) -> str:
+def _lead_sentence(head: Mapping[str, Any]) -> tuple[str, str]:
+    """The lead sentence, each saving with its marks as in the table, and the marks it uses."""
     forecast = head["forecast"]
     bound = _bound(forecast)
     parts = []
+    marks = ""
     for row in head["against"]:
         percent = row["forecast_saves_percent"]
         if percent is None:
@@ -166,8 +203,10 @@ def _lead_sentence(head: Mapping[str, Any]) -> str:
             if _unequal(forecast, row) and not below
             else ""
         )
+        mark = _marks(forecast, row)
+        marks += mark
         parts.append(
-            f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD{below}{unheld}){other}"
+            f"{abs(percent):.1f}% {verb} than {row['policy']} ({row['cost_usd']:,.0f} USD{below}{unheld}){other}{mark}"
         )
     basis = forecast["basis"]
     if basis == "as run":
@@ -180,7 +219,7 @@ def _lead_sentence(head: Mapping[str, Any]) -> str:
     if bound:
         basis += "; held back by a budget cap"
     lead = f"leadtime: {forecast['cost_usd']:,.0f} USD ({basis})"
-    return f"{lead}, " + "; ".join(parts) + "." if parts else f"{lead}."
+    return (f"{lead}, " + "; ".join(parts) + "." if parts else f"{lead}."), marks
 
 
 def _basis(row: Mapping[str, Any]) -> str:
