@@ -76,7 +76,7 @@ def test_a_step_back_over_a_report_sent_after_a_step_forward_does_not_send_it_ag
         assert _until(lambda: bool(_reports(made)))
         wall.set_to(datetime(2026, 3, 2, 7, 59, 58, 500000, tzinfo=UTC))  # NTP corrects it back before 08:00
         stepped_back = time.monotonic()
-        assert _until(lambda: wall.now().time() > datetime(2026, 3, 2, 8, 0, 1).time())  # 08:00 passed again
+        assert _until(lambda: wall.now().time() > datetime(2026, 3, 2, 8, 0, 0, 500000).time())  # 08:00 passed again
         assert _ticks_after(made, 5)
         rounds, ticks = made.rounds_and_ticks_since(stepped_back)
     finally:
