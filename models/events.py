@@ -60,8 +60,10 @@ class AlertEvent:
         """Its own key and those of the same condition at a higher severity: a notifier that delivered one of them
         within its window treats this event as a repeat. A lower severity's never silences it: a warning about a
         pool never swallows the critical alert that follows it (a pool unreadable on a 503, then on a 403). A
-        condition's end is never a repeat: each is told once, by the tick that finds the condition gone."""
-        if self.resolved:
+        condition's end is never a repeat: each is told once, by the tick that finds the condition gone. Nor is a
+        daily report: each stands for its own day, and the runtime sends one a day (two may come less than a dedup
+        window apart after the wall clock is stepped and corrected, the second the real next day's)."""
+        if self.resolved or self.kind == AlertKind.DAILY_REPORT:
             return ()
         severities = list(Severity)
         return tuple(f"{self.kind}:{self.subject}:{s}" for s in severities[severities.index(self.severity) :])
