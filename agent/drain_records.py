@@ -110,7 +110,8 @@ def unfinished_pods_alert(now: datetime, drained: PendingDrain, result: ActionRe
         )
     summary = (
         f"{noun.capitalize()} {unit} of pool {pool_id} was removed by its drain (key {drained.key}) with pods still "
-        f"terminating once cloud.drain_timeout had passed: {'; '.join(why)}. Work they had not saved (a "
+        "terminating once its drain timeout (cloud.drain_timeout, aws.drain_timeout for an AWS group) had passed: "
+        f"{'; '.join(why)}. Work they had not saved (a "
         "checkpoint on SIGTERM) may be lost: check the jobs that owned them. If it happens again in this pool, look "
         "at its nodes' image, driver and hardware (details)."
     )

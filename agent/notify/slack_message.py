@@ -25,7 +25,7 @@ TITLES = {
     AlertKind.BUDGET_LEDGER_INCOMPLETE: "Budget spend incomplete: ledger began mid-period",
     AlertKind.BUDGET_HARD_STOP_DEFERRED: "Budget hard stop deferred: a pool cannot be read",
     AlertKind.TICK_FAILED: "Tick failed: pools held",
-    AlertKind.DRAIN_UNFINISHED_PODS: "Node removed with pods still terminating",
+    AlertKind.DRAIN_UNFINISHED_PODS: "Node or slice removed with pods still terminating",
 }
 _EMOJI = {Severity.INFO: ":information_source:", Severity.WARNING: ":warning:", Severity.CRITICAL: ":rotating_light:"}
 _RESOLVED_EMOJI = ":white_check_mark:"
