@@ -74,7 +74,12 @@ def test_the_summary_leads_with_the_reports_headline_and_says_the_as_run_costs_a
     assert printed[2] == "" and printed[3].startswith("policy ")
 
     shares = {row["unserved_fraction"] for row in document["policies"].values()}
+    shares_of_forecast = document["policies"]["forecast"]["unserved_fraction"]
     assert len(shares) > 1  # the runs as run left different shares of demand unserved
-    as_run = "as-run costs are at different unserved shares: compare them on the 'same service' lines below"
-    assert printed[4 + len(document["policies"])] == as_run  # right under the table
+    other = [name for name, row in document["policies"].items() if row["unserved_fraction"] != shares_of_forecast]
+    as_run = (
+        f"{' and '.join(other) if len(other) < 3 else ', '.join(other[:-1]) + ' and ' + other[-1]} left another share "
+        "of demand unserved than forecast as run: not the same service; compare costs on the 'same service' lines below"
+    )
+    assert other and printed[4 + len(document["policies"])] == as_run  # right under the table, naming the runs
     assert printed[5 + len(document["policies"])].startswith("same service (0.5% unserved): ")

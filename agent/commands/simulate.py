@@ -53,8 +53,8 @@ DEFAULT_TRACE = "data/helios-earth/demand_5min.csv.gz"
 DEFAULT_SPAN = timedelta(days=7)
 # Under the as-run table, where its rows left different shares of demand unserved: their costs are of different
 # service (the one that serves more buys more capacity for it), so they are not what leadtime saves.
-AS_RUN_LINE = "as-run costs are at different unserved shares: compare them on the 'same service' lines below"
-AS_RUN_ALONE = "as-run costs are at different unserved shares: not the same service"
+# Stand-ins for the report's marks on a stdout that cannot write them, told apart as the marks are.
+ASCII_MARKS = {"‡": "[*]", "†": "[+]"}
 
 
 def register(sub: Any) -> None:
@@ -307,16 +307,15 @@ def _print_table(document: dict[str, Any]) -> None:
     if lines := headline_lines(document):
         # its marks (‡, †) are not ASCII: on a stdout that cannot write them, a "?" rather than an error, the
         # results being written already
-        encoding = sys.stdout.encoding or "utf-8"
-        print("\n".join(lines).encode(encoding, "replace").decode(encoding), end="\n\n")
+        print(_writable("\n".join(lines)), end="\n\n")
     print(f"{'policy':<10} {'cost USD':>12} {'accel-h':>10} {'unserved':>9} {'util':>6} {'actions':>8}")
     for name, row in document["policies"].items():
         print(
             f"{name:<10} {row['cost_usd']:>12,.0f} {row['accelerator_hours']:>10,.0f} "
             f"{row['unserved_fraction']:>9.4%} {row['utilization']:>6.1%} {row['scale_actions']:>8}"
         )
-    if len({f"{row['unserved_fraction']:.4%}" for row in document["policies"].values()}) > 1:
-        print(AS_RUN_LINE if document.get("equal_service") else AS_RUN_ALONE)
+    if line := _as_run_line(document):
+        print(line)
     steps = document.get("window", {}).get("steps")
     for name, row in document["policies"].items():
         if line := _held_line(name, row, steps):
@@ -329,6 +328,33 @@ def _print_table(document: dict[str, Any]) -> None:
                 print(f"  {name} n/a: {_unreached(row)}")
             elif row.get("note"):
                 print(f"  {name}: {row['note']}")
+
+
+def _writable(text: str) -> str:
+    """``text`` as stdout can write it: the marks (‡, †) are not ASCII, and on a stdout that cannot write them each
+    has its own stand-in (``ASCII_MARKS``), anything else a "?", rather than an error once the results are written."""
+    encoding = sys.stdout.encoding or "utf-8"
+    for mark, stand_in in ASCII_MARKS.items():
+        try:
+            mark.encode(encoding)
+        except UnicodeEncodeError:
+            text = text.replace(mark, stand_in)
+    return text.encode(encoding, "replace").decode(encoding)
+
+
+def _as_run_line(document: dict[str, Any]) -> str | None:
+    """Under the as-run table, the runs that left another share of demand unserved than the forecast run (as shown):
+    their costs are not the same service as its. None when every run left the same share, or there is no forecast
+    run."""
+    shown = {name: f"{row['unserved_fraction']:.4%}" for name, row in document["policies"].items()}
+    if "forecast" not in shown:
+        return None
+    other = [name for name, share in shown.items() if share != shown["forecast"]]
+    if not other:
+        return None
+    names = " and ".join([", ".join(other[:-1]), other[-1]] if len(other) > 1 else other)
+    left = f"{names} left another share of demand unserved than forecast as run: not the same service"
+    return left + ("; compare costs on the 'same service' lines below" if document.get("equal_service") else "")
 
 
 def _figure(name: str, row: dict[str, Any], target: float) -> str:

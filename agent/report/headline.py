@@ -99,6 +99,13 @@ def _unheld_note(head: Mapping[str, Any]) -> str | None:
     not held to the caps); None where none is."""
     if not _bound(head["forecast"]) or not any(_unheld(row) for row in head["against"]):
         return None
+    if head["forecast"].get("budget_held_from") == "trials":
+        # tuned to the target: the runs it rests on were held back, its figure's share of demand unserved is the
+        # target's all the same
+        return (
+            "A cap held back runs the forecast figure rests on: it bought less capacity for the same service, so its "
+            f"savings against the runs not held to the caps ({UNHELD_MARK.strip()}) are partly the cap's."
+        )
     return (
         "A cap held the forecast run back, so its savings against the runs not held to the caps "
         f"({UNHELD_MARK.strip()}) are partly the cap's: it bought less capacity than it planned and left more "

@@ -133,7 +133,11 @@ def test_the_summary_prints_the_reports_lead_with_its_marks_and_what_each_means(
     assert unheld.startswith("A cap held the forecast run back, so its savings against the runs not held to the caps")
     assert "(†)" in unheld and unheld in _text(page)
     assert printed[3] == "" and printed[4].startswith("policy ")
-    assert printed[9] == "as-run costs are at different unserved shares: not the same service"  # nothing to point to
+    # reactive left the forecast run's share: only static and the oracle are named, and nothing to point to
+    assert (
+        printed[9]
+        == "static and oracle left another share of demand unserved than forecast as run: not the same service"
+    )
     assert "forecast: held back by a budget cap at 12 of 72 steps" in printed
 
 
@@ -152,7 +156,7 @@ def test_runs_at_one_share_print_no_as_run_line_and_an_unmarked_lead_no_note(
     assert len(printed) == 5  # the lead, a blank line, the table: no note, no as-run line
 
 
-def test_a_stdout_that_cannot_write_the_marks_gets_a_question_mark_not_an_error(
+def test_a_stdout_that_cannot_write_the_marks_gets_a_stand_in_for_each_not_an_error(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The results are written before the summary is printed: an ASCII-only stdout must not turn the run into a
@@ -162,5 +166,22 @@ def test_a_stdout_that_cannot_write_the_marks_gets_a_question_mark_not_an_error(
     _print_table(_capped_document())
     stream.flush()
     printed = stream.buffer.getvalue().decode("ascii").splitlines()
-    assert printed[0].endswith("which left 0.00% unserved against leadtime's 0.40% ? ?.")
-    assert printed[1].startswith("? not at equal service: ")
+    assert printed[0].endswith("which left 0.00% unserved against leadtime's 0.40% [*] [+].")  # told apart
+    assert printed[1].startswith("[*] not at equal service: ")
+    assert "runs not held to the caps ([+])" in printed[2]
+
+
+def test_a_figure_whose_trials_a_cap_held_back_is_not_said_to_leave_more_unserved(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Tuned to the target, the forecast figure is at the target's unserved share whether or not a cap held back the
+    trials it rests on: the note says they bought less capacity for the same service, not that they left more demand
+    unserved (which the forecast run as configured, held back itself, would have)."""
+    document = _capped_document()
+    document["headline"]["forecast"].update(budget_held_from="trials", basis="equal service at 0.5% unserved")
+    _print_table(document)
+    printed = capsys.readouterr().out.splitlines()
+    [note] = [line for line in printed if "(†)" in line]
+    assert note.startswith("A cap held back runs the forecast figure rests on: it bought less capacity for the same")
+    assert "left more demand unserved" not in note
+    assert note in _text(headline_section(document))
