@@ -31,7 +31,8 @@ are the drainer's, and each ends through one of these."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -39,7 +40,7 @@ from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesD
 from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, KeepsUnits, NodeRemover
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import STUCK_AFTER, counts, terminating
-from actuators.write_window import part_writes
+from actuators.write_window import Writes, _sent, writes_sent
 from kube.api import KubernetesApi
 from kube.models import V1Node
 from models import (
@@ -64,6 +65,22 @@ class Removal:
     unit: str
     unfinished: tuple[UnfinishedPod, ...]
     detail: str = ""
+
+
+@contextmanager
+def _removal_writes() -> Iterator[Writes]:
+    """The writes of a removal (``writes_sent``), counted in those of the drain's step too when the step counts
+    them (``agent.drains``: whether a failed step may have been carried out)."""
+    outer = _sent.get()
+    inner = Writes()
+    try:
+        with writes_sent() as inner:
+            yield inner
+    finally:
+        if outer is not None:
+            outer.asked += inner.asked
+            outer.accepted += inner.accepted
+            outer.pending = inner.pending or outer.pending
 
 
 class KubernetesDrainEndings(KubernetesDrainMarks):
@@ -196,7 +213,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._check_may_write(pool_id, unit)
         earlier = self._removing.get(key)
         try:
-            with part_writes() as writes:
+            with _removal_writes() as writes:
                 removed = self._remover.delete_nodes(pool_id, [unit], key)
         except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
             if earlier is not None or writes.accepted:  # it went out (now, or at an earlier step with the key)

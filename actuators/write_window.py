@@ -109,22 +109,6 @@ def writes_sent() -> Iterator[Writes]:
         _sent.reset(token)
 
 
-@contextmanager
-def part_writes() -> Iterator[Writes]:
-    """The writes of one part of a change (a drain step's removal), counted on their own and in those of the whole
-    change too when they are counted (``writes_sent``)."""
-    outer = _sent.get()
-    inner = Writes()
-    try:
-        with writes_sent() as inner:
-            yield inner
-    finally:
-        if outer is not None:
-            outer.asked += inner.asked
-            outer.accepted += inner.accepted
-            outer.pending = inner.pending or outer.pending
-
-
 def write_timeout(pool_id: str) -> float:
     """Seconds the next write of ``pool_id`` may take; raises TransientActuatorError when it may not be sent. A write
     asked before still pending returned: the change went on past it."""
