@@ -6,22 +6,13 @@ again). A drain ends in one of these ways, each settled by its key:
   ``pod_rules.abandoned``, or stuck terminating past their grace periods, ``pod_rules.stuck``), is deleted through
   the pool's ``NodeRemover`` and its nodes unmarked; not at the step that cordoned it, nor when a fresh read finds a
   pod bound to it since, which the drain's next step moves first. A removal the remover refuses for good, or that
-  still fails after the timeout, uncordons the unit instead, but only when nothing of it went out: once a write of
-  the removal was accepted (``actuators.write_window.writes_sent``: GKE took the deleteInstances, then its bounds'
-  move failed) or the remover returned, the drain remembers the removal under its key, with the pods still
-  terminating on the unit (``ActionResult.unfinished``), before anything else is written. A failure then, or at any
-  later step with the key, is raised as transient (``maybe_applied``) whatever it is and the timeout: the unit on its
-  way out is never uncordoned (nor its drain ended for a scale-up), the next step with the key goes straight to the
-  removal again (the remover finds it under way) and unmarks the nodes, or finds the unit gone, and settles DONE
-  with those pods, told once.
+  still fails after the timeout, uncordons the unit instead.
 - rejected: no retry can finish it (a pod that must not be disrupted, accelerator work found on the cordoned unit, a
   remover that keeps the unit: ``KeepsUnits``); its nodes are uncordoned and unmarked. A forced drain taken over whose
   last step is older than the timeout and that finds accelerator work leaves the cordon as it is (it may be a
   person's maintenance cordon) and takes only our marks off.
 - failed: still blocked or failing after the timeout; uncordoned.
-- gone: its nodes left the cluster during the drain, settled DONE with nothing removed; or, when the removal went
-  out at an earlier step of the drain (a write after it failed: the nodes' unmarking), settled DONE as removed by
-  this drain, with the pods it remembered.
+- gone: its nodes left the cluster during the drain, settled DONE with nothing removed.
 
 A node is cordoned and marked, or uncordoned and unmarked, here (``_cordon``), and a drain whose replica stopped
 leading stops before its next eviction or removal (``_check_may_write``). ``KubernetesDrainEndings`` is the
@@ -31,56 +22,19 @@ are the drainer's, and each ends through one of these."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesDrainMarks
 from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, KeepsUnits, NodeRemover
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import STUCK_AFTER, counts, terminating
-from actuators.write_window import Writes, _sent, writes_sent
 from kube.api import KubernetesApi
 from kube.models import V1Node
-from models import (
-    ActionResult,
-    ActionStatus,
-    ActuatorError,
-    PermanentActuatorError,
-    TransientActuatorError,
-    UnfinishedPod,
-)
+from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
 from models.clock import Clock
 
 log = logging.getLogger("actuators.kubernetes_drain")  # the drainer's logger: its drains' endings log as they did
-
-
-@dataclass(frozen=True)
-class Removal:
-    """A drain's removal that went out (``KubernetesDrainEndings._remove``): of ``unit``, with the pods still
-    terminating on it then (``unfinished``); ``detail``: what the remover answered, "" when it raised after a write
-    of the removal was accepted."""
-
-    unit: str
-    unfinished: tuple[UnfinishedPod, ...]
-    detail: str = ""
-
-
-@contextmanager
-def _removal_writes() -> Iterator[Writes]:
-    """The writes of a removal (``writes_sent``), counted in those of the drain's step too when the step counts
-    them (``agent.drains``: whether a failed step may have been carried out)."""
-    outer = _sent.get()
-    inner = Writes()
-    try:
-        with writes_sent() as inner:
-            yield inner
-    finally:
-        if outer is not None:
-            outer.asked += inner.asked
-            outer.accepted += inner.accepted
-            outer.pending = inner.pending or outer.pending
 
 
 class KubernetesDrainEndings(KubernetesDrainMarks):
@@ -101,7 +55,6 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._timeout = timeout
         self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
         self._results = KeyedResults(settled_only=True)
-        self._removing: dict[str, Removal] = {}  # drain key -> its removal that went out, until the key is settled
 
     def _remove_settled(
         self,
@@ -109,7 +62,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         pool_id: str,
         unit: str,
         nodes: Sequence[str],
-        unfinished: tuple[UnfinishedPod, ...],
+        left: tuple[list[tuple[str, str]], list[tuple[str, str]]],
         overdue: bool,
         started: bool,
         read_again: bool,
@@ -118,10 +71,10 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         before the cordon without checking it (a volume to provision first delays that bind), so the pod would land on
         a unit being deleted. cluster-autoscaler waits ``--node-delete-delay-after-taint`` (5 s) and reads again; the
         drain's next step (a tick later) removes the unit if a fresh read of its pods (``read_again``: the step's own,
-        after its evictions) still finds none to move. ``unfinished``: the pods still terminating on it after the
-        timeout, those a dead kubelet abandoned and those stuck (``pod_rules.abandoned``, ``pod_rules.stuck``)."""
+        after its evictions) still finds none to move. ``left``: the pods still terminating on it after the timeout,
+        those a dead kubelet abandoned and those stuck (``pod_rules.abandoned``, ``pod_rules.stuck``)."""
         if not nodes or (not started and (read_again or self._still_empty(pool_id, nodes))):
-            return self._remove(key, pool_id, unit, nodes, unfinished, overdue)
+            return self._remove(key, pool_id, unit, nodes, left, overdue)
         noun = self._units.noun
         if started:
             detail = f"{noun} {unit} cordoned and empty; removed at the drain's next step if its pods are still none"
@@ -179,46 +132,22 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         body = {"spec": {"unschedulable": True if drain_key else None}, "metadata": {"annotations": marks}}
         return self._patch_node(pool_id, node, body)
 
-    def _over_or_going(
-        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], overdue: bool
-    ) -> ActionResult | None:
-        """A step of a drain that has no more to drain on the unit (its ``nodes`` as found now): its nodes left the
-        cluster (``_gone``), or its removal went out at an earlier step, which is asked for again (the remover finds
-        it under way) and nothing evicted or given up (``_remove``); None for any other drain."""
-        if not nodes and not self._units.removed_without_nodes:
-            return self._gone(key, pool_id, unit)
-        if (removal := self._removing.get(key)) is not None:
-            return self._remove(key, pool_id, unit, nodes, removal.unfinished, overdue)
-        return None
-
-    def removal_went_out(self, key: str) -> Removal | None:
-        """The removal of the drain with this key, when it went out and the key is not settled yet: the drain's next
-        step goes straight to it (``_remove``), and the drain is never given up."""
-        return self._removing.get(key)
-
     def _remove(
         self,
         key: str,
         pool_id: str,
         unit: str,
         nodes: Sequence[str],
-        unfinished: tuple[UnfinishedPod, ...],
+        left: tuple[list[tuple[str, str]], list[tuple[str, str]]],
         overdue: bool,
     ) -> ActionResult:
-        """The empty unit (or one left only with pods a dead kubelet abandoned, or stuck: ``unfinished``) goes,
-        through the pool's actuator. Once a write of the removal was accepted, or the actuator returned, the removal
-        is remembered under the key (with ``unfinished`` as they were then) before anything else is written: a
-        failure from then on is raised as transient, never given up (``_went_out``)."""
+        """The empty unit (or one left only with pods a dead kubelet abandoned, or stuck: ``left``) goes, through the
+        pool's actuator."""
         noun = self._units.noun
         self._check_may_write(pool_id, unit)
-        earlier = self._removing.get(key)
         try:
-            with _removal_writes() as writes:
-                removed = self._remover.delete_nodes(pool_id, [unit], key)
+            removed = self._remover.delete_nodes(pool_id, [unit], key)
         except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
-            if earlier is not None or writes.accepted:  # it went out (now, or at an earlier step with the key)
-                self._removing.setdefault(key, Removal(unit, unfinished))
-                raise self._went_out(pool_id, unit, exc) from exc
             if isinstance(exc, PermanentActuatorError):
                 self._give_up(pool_id, unit, nodes, f"the {noun} cannot be removed: {exc}")
                 raise
@@ -226,35 +155,16 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
                 raise  # retried with the same key on the next tick
             why = f"removing the empty {noun} still fails after {self._timeout} ({exc})"
             return self._fail(key, pool_id, unit, nodes, why)
-        removal = Removal(unit, unfinished if earlier is None else earlier.unfinished, removed.detail)
-        self._removing[key] = removal  # before the writes below: a retry after their failure knows it went out
         for node in nodes:  # gone: unmarked too
             self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
-        return self._removed(key, pool_id, removal)
-
-    def _went_out(self, pool_id: str, unit: str, exc: ActuatorError) -> TransientActuatorError:
-        """The error of a removal that failed after it went out: transient and ``maybe_applied`` whatever ``exc`` is
-        (the unit is on its way out: not uncordoned), retried with the same key."""
-        if isinstance(exc, TransientActuatorError) and exc.maybe_applied:
-            return exc
-        noun = self._units.noun
-        why = f"{exc.reason}; the removal of {noun} {unit} went out, its drain goes on with the same key"
-        return TransientActuatorError(pool_id, why, maybe_applied=True)
-
-    def _removed(self, key: str, pool_id: str, removal: Removal, gone: bool = False) -> ActionResult:
-        """The drain settled DONE by its removal, its result naming the pods still terminating on the unit then
-        (``ActionResult.unfinished``); ``gone``: the unit left the cluster since the removal went out."""
-        unit, noun = removal.unit, self._units.noun
-        self._removing.pop(key, None)
         self._draining_since.pop(unit, None)
         self._idle_since.pop(unit, None)
-        abandoned = [(p.namespace, p.name) for p in removal.unfinished if p.kubelet_gone]
-        stuck = [(p.namespace, p.name) for p in removal.unfinished if not p.kubelet_gone]
+        abandoned, stuck = left
         if abandoned or stuck:
             both = bool(abandoned) and bool(stuck)  # each kind named
-            left = "left by a kubelet that is gone (its node's Ready condition Unknown) past their grace periods: "
+            gone = "left by a kubelet that is gone (its node's Ready condition Unknown) past their grace periods: "
             hung = "stuck terminating past their grace periods (seen terminating by this agent for longer than "
-            kinds = [f"{abandoned} " * both + left + "nothing finishes them"] * bool(abandoned) + [
+            kinds = [f"{abandoned} " * both + gone + "nothing finishes them"] * bool(abandoned) + [
                 f"{stuck} " * both + hung + f"their grace period and {STUCK_AFTER}: their kubelet did not finish them)"
             ] * bool(stuck)
             drained = f"{noun} {unit} removed with {abandoned + stuck} still terminating after {self._timeout}, "
@@ -263,21 +173,11 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         else:
             drained = f"{noun} {unit} drained"
             log.info("pool %s: %s %s drained and removed (key %s)", pool_id, noun, unit, key)
-        if gone:
-            told = f"its removal by this drain went out ({removal.detail or 'a write of it was accepted'}), and it "
-            told += "has left the cluster since"
-        else:
-            told = removal.detail
-        detail = f"{drained}; {told}"
-        result = ActionResult(key, pool_id, ActionStatus.DONE, self._clock.now(), detail, unfinished=removal.unfinished)
-        return self._results.remember(result)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, f"{drained}; {removed.detail}"))
 
     def _gone(self, key: str, pool_id: str, unit: str) -> ActionResult:
         """The unit left the cluster during its drain: the drain is over, settled DONE (it is out of the pool, which
-        is what the drain was for); nothing is removed through the pool's actuator. When the drain's removal went out
-        at an earlier step (``_remove``), the unit was removed by this drain: so settled, with the pods it named."""
-        if (removal := self._removing.get(key)) is not None:
-            return self._removed(key, pool_id, removal, gone=True)
+        is what the drain was for); nothing is removed through the pool's actuator."""
         self._draining_since.pop(unit, None)
         self._idle_since.pop(unit, None)
         noun = self._units.noun

@@ -26,12 +26,8 @@ end, or could not), and an overdue drain left only with such pods removes the no
 them too), so a drain ends within its timeout, the longest grace period and ``STUCK_AFTER``. When
 the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for
 good, or that still fails after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in
-service, not left cordoned, paid for and unusable; but a removal that went out (a write of it accepted: GKE took the
-deleteInstances and then refused its bounds' move; or the remover returned and the unmarking failed) is never given
-up, nor its drain ended for a scale-up: each failure after it is transient, and the drain's next step goes straight
-to the removal again (``actuators.drain_endings``). A node that leaves the cluster during its drain (deleted by a
-person, or its instance gone) ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault;
-one whose removal by the drain went out ends it DONE as removed, with the pods it left terminating named.
+service, not left cordoned, paid for and unusable. A node that leaves the cluster during its drain (deleted by a
+person, or its instance gone) ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
 timeout then counts from when that agent took it over. The mark says so only on a cordoned node: a person who ends a
@@ -74,6 +70,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
@@ -188,8 +185,8 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, f"not drained: {kept}"))
         cordoned = [found for name in members if (found := self._cordon(pool_id, name, key, forced)) is not None]
         nodes = [found.metadata.name for found in cordoned]
-        if (ended := self._over_or_going(key, pool_id, unit, nodes, overdue)) is not None:  # gone, or on its way out
-            return ended
+        if not nodes and not self._units.removed_without_nodes:
+            return self._gone(key, pool_id, unit)
         # A drain taken over from another agent is forced when that agent marked its nodes so, and a step of it ran
         # within the timeout: older marks may be those of a drain a person ended, left on a node cordoned since.
         taken_over_forced = not forced and any(
@@ -233,8 +230,8 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         waiting = {pod_name(p): done.waiting.get(pod_name(p), "not evicted yet") for p in pods if not terminating(p)}
         if waiting and overdue:
             return self._fail(key, pool_id, unit, nodes, _waits(waiting, unit, self._timeout))
-        left = self._left_for_good(pods, cordoned)  # abandoned, then stuck
-        if waiting or (leaving and not (overdue and len(left) == len(leaving))):
+        left = self._left_for_good(pods, cordoned)  # (abandoned, stuck)
+        if waiting or (leaving and not (overdue and sum(map(len, left)) == len(leaving))):
             after = f" (after {self._timeout}: waited for while a kubelet may still finish them)" if overdue else ""
             detail = "; ".join(
                 [_waits(waiting, unit)] * bool(waiting)
@@ -242,35 +239,52 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
-        return self._remove_settled(key, pool_id, unit, nodes, left, overdue, started, read_again=bool(done.evicted))
+        return self._with_unfinished(
+            self._remove_settled(key, pool_id, unit, nodes, left, overdue, started, read_again=bool(done.evicted)),
+            pods,
+            left,
+        )
 
-    def _left_for_good(self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]) -> tuple[UnfinishedPod, ...]:
-        """The terminating pods of ``pods`` no kubelet is finishing, each with its node, as the result of the unit's
-        removal names them (``ActionResult.unfinished``): those its node's dead kubelet left behind (``_abandoned``,
-        by the rule the survey reads it with), then of the others those stuck (``_stuck``: seen terminating past
-        their grace period and ``pod_rules.STUCK_AFTER``, on a node whose kubelet is alive too). Each step asks of
-        every one, so the time a pod has been seen so counts from the drain's first step."""
+    def _with_unfinished(
+        self, result: ActionResult, pods: Sequence[V1Pod], left: tuple[list[tuple[str, str]], list[tuple[str, str]]]
+    ) -> ActionResult:
+        """A removal (DONE) of a unit left with pods no kubelet finishes (``left``: abandoned, stuck) names each of
+        them with its node (``ActionResult.unfinished``), settled so under the drain's key; any other result as it
+        is."""
+        abandoned, stuck = left
+        if result.status is not ActionStatus.DONE or not (abandoned or stuck):
+            return result
+        node_of = {pod_name(p): str(p.spec.node_name) for p in pods}
+        unfinished = tuple(
+            UnfinishedPod(namespace, name, node_of[namespace, name], kubelet_gone)
+            for kubelet_gone, named in ((True, abandoned), (False, stuck))
+            for namespace, name in named
+        )
+        return self._results.remember(replace(result, unfinished=unfinished))
+
+    def _left_for_good(
+        self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]
+    ) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+        """The terminating pods of ``pods`` no kubelet is finishing: those its node's dead kubelet left behind
+        (``_abandoned``, by the rule the survey reads it with), and of the others those stuck (``_stuck``: seen
+        terminating past their grace period and ``pod_rules.STUCK_AFTER``, on a node whose kubelet is alive too).
+        Each step asks of every one, so the time a pod has been seen so counts from the drain's first step."""
         node_of = {node.metadata.name: node for node in nodes}
         abandoned, stuck = [], []
         for pod in pods:
             if not terminating(pod):
                 continue
-            name, node = pod_name(pod), str(pod.spec.node_name)
-            left, stuck_so = self._abandoned(pod, node_of[node]), self._stuck(pod)  # both recorded
+            left, stuck_so = self._abandoned(pod, node_of[pod.spec.node_name]), self._stuck(pod)  # both recorded
             if left:
-                abandoned.append(UnfinishedPod(*name, node, kubelet_gone=True))
+                abandoned.append(pod_name(pod))
             elif stuck_so:
-                stuck.append(UnfinishedPod(*name, node, kubelet_gone=False))
-        return (*abandoned, *stuck)
+                stuck.append(pod_name(pod))
+        return abandoned, stuck
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
-        """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked; not a drain
-        whose removal went out (``removal_went_out``), which goes on."""
+        """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked."""
         unit = node
         noun = self._units.noun
-        if self.removal_went_out(key) is not None:  # on its way out: it does not serve again
-            detail = f"the removal of {noun} {unit} went out; its drain goes on"
-            return self._result(key, pool_id, ActionStatus.REJECTED, detail)
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         self._check_may_write(pool_id, unit)
         back = [name for name in members if self._cordon(pool_id, name, None) is not None]
