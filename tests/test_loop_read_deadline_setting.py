@@ -3,8 +3,10 @@ tick, as before; an operator whose Prometheus answers slower than that sets it l
 plans on the demand it would have held. A deadline of a whole tick or more is refused at load, naming the key.
 
 A small local HTTP server stands in for Prometheus (as tests/test_onprem_read_deadline.py does): every demand
-query answers 8 after ``DELAY_S``, in the documented shapes (Prometheus HTTP API, "Instant vectors", "Range
-vectors"); the real prometheus-api-client and requests session talk to it."""
+query a tick reads within its deadline answers 8 after ``DELAY_S``, in the documented shapes (Prometheus HTTP API,
+"Instant vectors", "Range vectors"); the real prometheus-api-client and requests session talk to it. The first tick's
+refit reads the whole 6-hour history outside the deadline (``agent.model_refits.refit_in_tick``): that read is
+answered at once, as the deadline is not what it shows."""
 
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from tests.fakes.http_server import serving
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 DEMAND = "sum(demand_gpus)"
 DELAY_S = 2.0  # longer than half the 3-second tick, shorter than the 2.8 s deadline set
+RECENT_S = 15 * 60  # forecast.max_staleness: the span of the window a tick reads; the refit's read is longer
 
 
 class _SlowPrometheus(BaseHTTPRequestHandler):
@@ -42,7 +45,8 @@ class _SlowPrometheus(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         url = urlparse(self.path)
         args = {k: v[-1] for k, v in parse_qs(url.query).items()}
-        if args.get("query") == DEMAND:
+        refit = url.path == "/api/v1/query_range" and int(args["end"]) - int(args["start"]) > RECENT_S
+        if args.get("query") == DEMAND and not refit:
             time.sleep(DELAY_S)
         if url.path == "/api/v1/query":
             sample = {"metric": {}, "value": [float(args.get("time", time.time())), "8"]}
