@@ -7,6 +7,7 @@ import html
 import json
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -84,12 +85,52 @@ def _run(tmp_path: Path, server: PrometheusServer, at: datetime, units: int) -> 
     return document, read_side
 
 
-def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
-    prometheus: PrometheusServer, tmp_path: Path
-) -> None:
-    document, read_side = _run(tmp_path, prometheus, AT, units=10)
-    assert read_side.writes == []
+class CountingSource(PrometheusSource):
+    """The real Prometheus source, recording the length of every window it is asked for."""
+
+    windows: list[timedelta]
+
+    def fetch_each(
+        self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta
+    ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
+        self.windows.append(end - start)
+        return super().fetch_each(classes, start, end, step)
+
+
+@dataclass(frozen=True)
+class ScaleUp:
+    """A dry run at ``AT`` of the pool at 10 units: the document, the writes tried, the windows read, where."""
+
+    document: dict[str, Any]
+    writes: list[tuple[str, int]]
+    windows: list[timedelta]
+    out: Path
+    config: Path
+
+
+@pytest.fixture(scope="module")
+def scale_up(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory) -> ScaleUp:
+    """The dry run of an undersized pool, read through the source ``recommend`` builds (``CountingSource`` is it,
+    recording each window) and a read side that fails on any write: the tests of that run read this one."""
+    tmp_path = tmp_path_factory.mktemp("scale-up")
+    config = write_config(tmp_path, prometheus)
+    settings = load_settings(config)
+    assert settings.prometheus is not None
+    source = CountingSource.from_settings(
+        settings.prometheus, demand_queries(settings.demand_class_models(), settings.prometheus)
+    )
+    source.windows = []
+    read_side = WritesForbidden(
+        SimulatedCluster(settings.pool_specs(), SimulatedClock(AT), initial_units={"a100-on-demand": 10})
+    )
     out = tmp_path / "out"
+    document = recommend(settings, str(config), out, AT, read_side, pool_state_source="test", source=source)
+    return ScaleUp(document, read_side.writes, source.windows, out, config)
+
+
+def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(scale_up: ScaleUp) -> None:
+    document, out = scale_up.document, scale_up.out
+    assert scale_up.writes == []
     assert json.loads((out / "recommendation.json").read_text()) == document
     (pool,) = document["pools"]
     observed = sum(c["observed"] for c in document["classes"])
@@ -115,7 +156,7 @@ def test_recommend_scales_up_an_undersized_pool_and_writes_three_files(
     assert quality["earth/vc6YE"]["origins"] >= 20
     assert 0.0 <= quality["earth/vc6YE"]["coverage"] <= 1.0
     # the peak the planner provisions: over the 10-minute lead time and one tick, on the 5-minute grid
-    tick = load_settings(tmp_path / "leadtime.yaml").loop.tick_interval.total_seconds()
+    tick = load_settings(scale_up.config).loop.tick_interval.total_seconds()
     assert quality["earth/vc6YE"]["peak_steps"] == math.ceil((600 + tick) / 300)
     assert 0.0 <= quality["earth/vc6YE"]["peak_coverage"] <= 1.0
     page = (out / "report.html").read_text()
@@ -185,32 +226,11 @@ def test_a_resource_check_prometheus_cannot_answer_is_logged_not_raised(
     assert default_query_resources(classes, kueue) == {}
 
 
-class CountingSource(PrometheusSource):
-    """The real Prometheus source, recording the length of every window it is asked for."""
-
-    windows: list[timedelta]
-
-    def fetch_each(
-        self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta
-    ) -> tuple[pd.DataFrame, dict[str, MetricsUnavailable]]:
-        self.windows.append(end - start)
-        return super().fetch_each(classes, start, end, step)
-
-
-def test_recommend_reads_the_history_window_once(prometheus: PrometheusServer, tmp_path: Path) -> None:
-    config = write_config(tmp_path, prometheus)
-    settings = load_settings(config)
-    assert settings.prometheus is not None
-    source = CountingSource.from_settings(
-        settings.prometheus, demand_queries(settings.demand_class_models(), settings.prometheus)
-    )
-    source.windows = []
-    read_side = SimulatedCluster(settings.pool_specs(), SimulatedClock(AT), initial_units={"a100-on-demand": 10})
-    document = recommend(settings, str(config), tmp_path / "out", AT, read_side, "test", source=source)
-    assert document["pools"][0]["action"] == "scale-up"
-    history = settings.forecast.history
-    assert source.windows.count(history) == 1
-    assert all(window < history for window in source.windows if window != history)  # the tick's recent window
+def test_recommend_reads_the_history_window_once(scale_up: ScaleUp) -> None:
+    assert scale_up.document["pools"][0]["action"] == "scale-up"
+    history = load_settings(scale_up.config).forecast.history
+    assert scale_up.windows.count(history) == 1
+    assert all(window < history for window in scale_up.windows if window != history)  # the tick's recent window
 
 
 def test_recommend_never_shrinks_on_a_forecast_alone(prometheus: PrometheusServer, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -88,13 +89,29 @@ def _assert_planned_on_the_spend(document: dict[str, Any], spent: float) -> None
     assert budget["recommended_fraction_of_monthly_cap"] <= 1.0
 
 
+@dataclass(frozen=True)
+class Run:
+    """A dry run's document and the directory it wrote its files into."""
+
+    document: dict[str, Any]
+    out: Path
+
+
+@pytest.fixture(scope="module")
+def without_ledger_file(prometheus: PrometheusServer, tmp_path_factory: pytest.TempPathFactory) -> Run:
+    """The dry run configured with a ledger file there is none of yet: the tests of that run read this one."""
+    tmp_path = tmp_path_factory.mktemp("no-ledger")
+    missing = tmp_path / "none" / "ledger.sqlite"
+    out = tmp_path / "out"
+    document = _recommend(_config(tmp_path / "none", prometheus, {"path": str(missing)}), out)
+    assert not missing.exists()  # a missing ledger is not created
+    return Run(document, out)
+
+
 def test_recommend_plans_on_the_month_to_date_spend_of_the_sqlite_ledger_and_never_writes_it(
-    prometheus: PrometheusServer, tmp_path: Path
+    prometheus: PrometheusServer, tmp_path: Path, without_ledger_file: Run
 ) -> None:
-    unknown = _recommend(
-        _config(tmp_path / "none", prometheus, {"path": str(tmp_path / "none" / "ledger.sqlite")}), tmp_path / "o1"
-    )
-    assert not (tmp_path / "none" / "ledger.sqlite").exists()  # a missing ledger is not created
+    unknown = without_ledger_file.document
     path = tmp_path / "ledger.sqlite"
     config = _config(tmp_path, prometheus, {"path": str(path)})
     start = _period_start(config)
@@ -124,10 +141,10 @@ def test_recommend_plans_on_the_month_to_date_spend_of_the_sqlite_ledger_and_nev
     projected = pool["recommended_units"] * PRICE * _hours_left(budget)
     assert budget["recommended_projected_period_usd"] == pytest.approx(projected, abs=0.01)
     assert budget["recommended_fraction_of_monthly_cap"] == pytest.approx(projected / CAP, abs=1e-4)
-    markdown = (tmp_path / "o1" / "report.md").read_text(encoding="utf-8")
+    markdown = (without_ledger_file.out / "report.md").read_text(encoding="utf-8")
     assert "month-to-date spend unknown, assumed 0" in markdown
     assert "| research | unknown, assumed 0 |" in markdown
-    assert json.loads((tmp_path / "o1" / "recommendation.json").read_text())["ledger"] == unknown["ledger"]
+    assert json.loads((without_ledger_file.out / "recommendation.json").read_text())["ledger"] == unknown["ledger"]
 
 
 def test_recommend_reads_the_month_to_date_spend_of_a_postgresql_ledger_and_never_writes_it(
@@ -192,9 +209,8 @@ def test_recommend_marks_the_spend_partial_when_the_ledger_began_after_the_perio
     assert warning in markdown
 
 
-def test_the_report_shows_the_peak_the_planner_planned_on(prometheus: PrometheusServer, tmp_path: Path) -> None:
-    config = _config(tmp_path, prometheus, {"path": str(tmp_path / "no-ledger.sqlite")})
-    document = _recommend(config, tmp_path / "out")
+def test_the_report_shows_the_peak_the_planner_planned_on(without_ledger_file: Run) -> None:
+    document = without_ledger_file.document
     (pool,) = document["pools"]
     (group,) = document["groups"]  # the three tenants share the pool: planned on their summed demand
     assert group["members"] == sorted(TENANTS) and group["pools"] == [POOL]
@@ -208,7 +224,7 @@ def test_the_report_shows_the_peak_the_planner_planned_on(prometheus: Prometheus
         for q, peak in forecast["peak"].items():
             assert peak >= forecast["per_step_max"][q]
             assert forecast["per_step_max"][q] == max(forecast["quantiles"][q][: forecast["peak_steps"]])
-    markdown = (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
+    markdown = (without_ledger_file.out / "report.md").read_text(encoding="utf-8")
     together = markdown.split("## Demand classes planned together", 1)[1].split("\n## ", 1)[0]
     (row,) = [line for line in together.splitlines() if line.startswith(f"| {group['name']} |")]
     assert f"q{level}: {group['forecast']['peak'][level]:.1f}" in row
