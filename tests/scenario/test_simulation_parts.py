@@ -79,10 +79,13 @@ def window(settings: Settings, daily: Trace) -> SimulationWindow:
 
 @pytest.fixture(scope="module")
 def together(settings: Settings, daily: Trace, window: SimulationWindow) -> tuple[Simulation, list[tuple[int, int]]]:
-    """The forecast and reactive outlooks and the last value's, prepared in parts in two processes, and what the
-    preparation reported as progress (the calling thread, the ticks counted)."""
+    """The forecast and reactive outlooks (with the service levels the equal-service searches try) and the last
+    value's, prepared in parts in two processes, and what the preparation reported as progress (the calling thread,
+    the ticks counted). The runs and searches below replay these outlooks; the outlooks themselves are compared."""
     heard: list[tuple[int, int]] = []
-    session = Simulation(settings, daily, window, progress=lambda n: heard.append((threading.get_ident(), n)))
+    session = Simulation(
+        settings, daily, window, SERVICE_LEVELS, progress=lambda n: heard.append((threading.get_ident(), n))
+    )
     session.prepare(["forecast", "reactive"], compare_decisions=True)  # the last value's parts are not counted
     return session, heard
 
@@ -103,25 +106,25 @@ def test_outlooks_are_the_same_in_parts_in_two_processes_and_in_one(
 ) -> None:
     assert len(window.index) == HALF_DAY
     assert restart_tick(settings, window) == HALF_DAY // 2
-    whole = observe_window(settings, daily, window, "forecast")
+    whole = observe_window(settings, daily, window, "forecast", SERVICE_LEVELS)
     first, second = restart_parts(settings, window)
-    parts = observe_window(settings, daily, window, "forecast", ticks=first)
-    parts += observe_window(settings, daily, window, "forecast", ticks=second)
+    parts = observe_window(settings, daily, window, "forecast", SERVICE_LEVELS, ticks=first)
+    parts += observe_window(settings, daily, window, "forecast", SERVICE_LEVELS, ticks=second)
     assert _exactly(parts) == _exactly(whole)
     assert all(whole[t].forecasts for t in (0, HALF_DAY // 2 - 1, HALF_DAY // 2, HALF_DAY - 1)), "every part forecasts"
 
     session, _ = together  # the parts in two processes
     assert _exactly(session.outlooks("forecast")) == _exactly(whole)
-    assert _exactly(session.outlooks("reactive")) == _exactly(observe_window(settings, daily, window, "reactive"))
-    alone = Simulation(settings, daily, window, outlooks={"forecast": whole})  # the last value's here, in order
+    reactive = observe_window(settings, daily, window, "reactive", SERVICE_LEVELS)
+    assert _exactly(session.outlooks("reactive")) == _exactly(reactive)
+    alone = Simulation(settings, daily, window, SERVICE_LEVELS, outlooks={"forecast": whole})  # the last value's here
     assert session.decision_changes() == alone.decision_changes()
 
 
 def test_runs_and_equal_service_are_the_same_with_the_second_process(
-    settings: Settings, daily: Trace, window: SimulationWindow, monkeypatch: pytest.MonkeyPatch
+    together: tuple[Simulation, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    session = Simulation(settings, daily, window, SERVICE_LEVELS)
-    session.prepare(["forecast", "reactive"])
+    session, _ = together  # the outlooks prepared in two processes
     policies = ["forecast", "reactive", "static", "oracle"]
     runs, alone = run_and_compare(session, policies, (0.005, 0.001))  # a short window: all in this process
     monkeypatch.setattr(searches, "HELPED_MIN_STEPS", 1)  # the second process, however short the window
