@@ -55,4 +55,14 @@ class AwsSettings(_Section):
 
     @property
     def pools(self) -> frozenset[str]:
-        return frozenset([m.pool for m in self.nodegroups] + [m.pool for m in self.auto_scaling_groups])
+        return frozenset(self.mapped_in)
+
+    @property
+    def mapped_in(self) -> dict[str, str]:
+        """Each mapped pool with the key of the section that maps it (its first mapping)."""
+        sections = (("aws.nodegroups", self.nodegroups), ("aws.auto_scaling_groups", self.auto_scaling_groups))
+        found: dict[str, str] = {}
+        for key, mappings in sections:
+            for mapping in mappings:
+                found.setdefault(mapping.pool, key)
+        return found

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from config.cloud import (
     ZONE,
@@ -28,14 +28,16 @@ _KINDS = {
 
 
 def check_cloud(
-    cloud: CloudSettings | None, pools: Sequence[PoolSettings], elsewhere: frozenset[str] = frozenset()
+    cloud: CloudSettings | None, pools: Sequence[PoolSettings], elsewhere: Mapping[str, str] | None = None
 ) -> list[ConfigProblem]:
-    """``elsewhere``: pools mapped to another cloud's resources (the ``aws`` section), not expected here."""
-    return [] if cloud is None else list(_problems(cloud, pools, elsewhere))
+    """``elsewhere``: pools mapped to another cloud's resources, each with the key that maps it (``aws.nodegroups``,
+    ``aws.auto_scaling_groups``); not expected here. A pool mapped there and here would be resized through one cloud
+    and drained and read through the other: it is refused."""
+    return [] if cloud is None else list(_problems(cloud, pools, elsewhere or {}))
 
 
 def _problems(
-    cloud: CloudSettings, pools: Sequence[PoolSettings], elsewhere: frozenset[str]
+    cloud: CloudSettings, pools: Sequence[PoolSettings], elsewhere: Mapping[str, str]
 ) -> Iterator[ConfigProblem]:
     by_id = {p.id: p for p in pools}
     index = {p.id: i for i, p in enumerate(pools)}
@@ -49,6 +51,10 @@ def _problems(
             if pool is None:
                 yield ConfigProblem(f"{at}.pool", f"unknown pool {mapping.pool!r} (known: {', '.join(by_id)})")
                 continue
+            if pool.id in elsewhere:
+                yield ConfigProblem(
+                    f"{at}.pool", f"pool {pool.id!r} is already mapped in {elsewhere[pool.id]}; map each pool once"
+                )
             if pool.kind not in kinds:
                 yield ConfigProblem(
                     f"{at}.pool", f"pool {pool.id!r} is of kind {pool.kind}; cloud.{section} maps {kinds[0]} pools"

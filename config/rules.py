@@ -93,7 +93,7 @@ def _zero_fallback_warnings(settings: Settings) -> Iterator[ConfigProblem]:
 
 
 def _cloud_rules(settings: Settings) -> Iterable[ConfigProblem]:
-    return check_cloud(settings.cloud, settings.pools, settings.aws.pools if settings.aws else frozenset())
+    return check_cloud(settings.cloud, settings.pools, settings.aws.mapped_in if settings.aws else None)
 
 
 def _aws_rules(settings: Settings) -> Iterable[ConfigProblem]:
