@@ -66,6 +66,24 @@ def shared_ledger_problems(settings: Settings) -> list[ConfigProblem]:
     ]
 
 
+def memory_ledger_problems(settings: Settings) -> list[ConfigProblem]:
+    """A budget's month-to-date spend and its state (holds, commitments) are kept in the ledger: a memory ledger
+    loses them at every restart of the daemon, and the cap starts over at 0 USD. Checked for ``leadtime run`` (and
+    ``validate-config --for run``). Without budgets nothing acts on the spend a memory ledger loses (its record is
+    then only lost, and ``leadtime ledger`` and recommend read no memory ledger of another process anyway), so it is
+    accepted; a simulation or a rehearsal starts from nothing by design."""
+    if settings.ledger.backend != "memory" or not settings.budgets:
+        return []
+    names = ", ".join(budget.name for budget in settings.budgets)
+    return [
+        ConfigProblem(
+            "ledger.backend",
+            f"memory keeps no spend across restarts: a budget's cap would start over at every restart (budgets: "
+            f"{names}); use sqlite or postgresql. simulate and run --replay accept memory",
+        )
+    ]
+
+
 def _zero_fallback_warnings(settings: Settings) -> Iterator[ConfigProblem]:
     """A query with ``or vector(0)`` answers 0 when its exporter is down: the agent then reads no demand (or no
     on-prem nodes) where it would hold the pools and alert on a query that answers nothing."""

@@ -2,7 +2,8 @@
 
 Without ``--for`` it checks what every command needs (the schema, its bounds and the cross-field rules).
 ``--for run`` adds what the daemon needs before it connects to anything (a ``prometheus`` section, a ``cloud``
-section for every pool that is not on-prem, not the install manifests' example configuration in enforce mode) and
+section for every pool that is not on-prem, not the install manifests' example configuration in enforce mode, a
+ledger that keeps a budget's spend across restarts) and
 the Slack webhook URL's source, read from this process's environment as ``run`` reads it
 (``alerts.slack_webhook_url_file`` readable, or ``alerts.slack_webhook_url_env`` unset or an http(s) URL);
 ``--for recommend`` adds the ``prometheus`` section. ``leadtime run`` calls ``check_for(..., "run")`` itself before it
@@ -21,6 +22,7 @@ from typing import Any
 
 from config import load_settings
 from config.install_example import refuse_example_in_enforce
+from config.rules import memory_ledger_problems
 from config.schema import Settings
 from models import ConfigError, ConfigProblem
 
@@ -62,6 +64,7 @@ def check_for(
             check_live_settings(settings, source, environ)
         except ConfigError as exc:
             problems.extend(exc.problems)
+        problems.extend(memory_ledger_problems(settings))  # a budget's spend must outlive a restart
         try:
             webhook_url(settings.alerts, environ, source)  # a live run refuses it at start (a rehearsal warns)
         except ConfigError as exc:
