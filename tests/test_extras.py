@@ -58,7 +58,7 @@ def test_a_missing_module_of_the_extra_is_named_with_what_to_install() -> None:
 
 
 def test_simulate_backtest_and_validate_run_without_the_extra(tmp_path: Path, write_trace: TraceWriter) -> None:
-    steps = 288 + 144  # a day of history, then six hours before the rise at 10:00 and two after it
+    steps = 288 + 144  # a day of history, then the next morning up to noon, with a rise at 10:00
     demand = [4.0 + (i % 288 > 120) * 6.0 for i in range(steps)]
     trace = write_trace({"a": demand, "b": [2.0] * steps})
     config = two_class_config("10m")
@@ -67,9 +67,9 @@ def test_simulate_backtest_and_validate_run_without_the_extra(tmp_path: Path, wr
     path.write_text(yaml.safe_dump(config))
     checked = _without_extra("validate-config", str(path))
     assert checked.returncode == 0, checked.stderr
-    out = tmp_path / "sim"
+    out = tmp_path / "sim"  # the hour before the rise and the two after it, with the budget's ledger
     simulated = _without_extra(
-        "simulate", "--config", str(path), "--trace", str(trace), "--start", "2024-01-02T06:00:00+00:00",
+        "simulate", "--config", str(path), "--trace", str(trace), "--start", "2024-01-02T09:00:00+00:00",
         "--out", str(out), "--equal-service", "none", "--no-progress",
     )  # fmt: skip
     assert simulated.returncode == 0, simulated.stderr
