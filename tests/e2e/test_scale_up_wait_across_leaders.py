@@ -29,6 +29,7 @@ from tests.e2e.scale_up_wait_rig import (
 )
 
 replicas = scale_up_wait_rig.replicas  # agent processes started one after another on the same servers
+WATCHED = ALLOWANCE + 5 * MINUTE  # how long a replica that should wait for nothing is watched
 
 
 def test_a_scale_up_stalled_across_a_handover_is_told_an_allowance_after_it_was_asked(
@@ -64,13 +65,14 @@ def test_a_dry_run_agent_does_not_wait_for_cluster_autoscaler_s_scale_ups(rig: R
     rig.gke.autoscale(NODE_POOLS[SPOT], 3)  # cluster-autoscaler grew the pool; its nodes never join
     shadow, told = replicas.start("leadtime-0", mode="dry-run")
     started = rig.clock.now()
-    while rig.clock.now() < started + timedelta(hours=1):
+    while rig.clock.now() < started + WATCHED:  # past an allowance from its first read: a wait would be told stalled
         replicas.tick(shadow)
         assert _waiting(shadow) == {}
     assert _stalled(told) == []
 
     second, told_after = _handover(replicas, shadow, mode="dry-run")
-    while rig.clock.now() < started + timedelta(hours=2):
+    handed_over = rig.clock.now()
+    while rig.clock.now() < handed_over + WATCHED:  # and from the new one's
         replicas.tick(second)
         assert _waiting(second) == {}
     assert _stalled(told_after) == []
@@ -95,7 +97,7 @@ def test_units_that_arrive_within_their_lead_time_after_a_handover_raise_nothing
         rig.settle()
     assert waited == {SPOT: (ramp_started + timedelta(minutes=11)).timestamp()}  # from its ask, saved
     assert _spot_target(rig) == 4
-    for _ in range(3 * 10):
+    for _ in range(ALLOWANCE // MINUTE):  # an allowance past the ramp: any of its scale-ups still waited for is told
         replicas.tick(current)
     assert _waiting(current) == {}
     assert [_stalled(n) for n in told] == [[], []]

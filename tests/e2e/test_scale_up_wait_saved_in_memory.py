@@ -46,7 +46,7 @@ def test_a_handover_while_a_node_is_repaired_raises_no_stall(rig: Rig, replicas:
     _tick_until(replicas, first, 5)
 
     second, told = _handover(replicas, first)
-    _tick_until(replicas, second, 45)  # past two allowances: the repair is long
+    _tick_until(replicas, second, ALLOWANCE // MINUTE + 5)  # past an allowance from its first read: a long repair
     assert _spot_target(rig) == 3  # nobody asked for anything: the unit in flight is the repair
     assert _stalled(first_told) == [] and _stalled(told) == []
     assert _waiting(second) == {}
