@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -21,18 +22,27 @@ TICK = timedelta(minutes=1)
 START = datetime(2024, 3, 1, tzinfo=UTC)
 
 
+# The strategies are built once and drawn from again: a strategy built anew at each draw is checked anew by
+# hypothesis, which took about half the time a case took to draw. The cases drawn are the same.
+_integers = functools.cache(st.integers)
+_TIERS = st.sampled_from(list(CapacityTier))
+_CLOUD_KINDS = st.sampled_from([PoolKind.GPU_NODE_POOL, PoolKind.TPU_SLICE_GROUP])
+_PRICES = st.sampled_from([0.0, 1.5, 8.0, 29.36, 38.4])
+
+
 @st.composite
-def pool_specs(draw: st.DrawFn, pool_id: str) -> PoolSpec:
-    tier = draw(st.sampled_from(list(CapacityTier)))
-    kind = PoolKind.ON_PREM if tier is CapacityTier.ON_PREM else draw(
-        st.sampled_from([PoolKind.GPU_NODE_POOL, PoolKind.TPU_SLICE_GROUP])
-    )  # fmt: skip
-    lo = draw(st.integers(0, 3))
-    hi = lo if kind is PoolKind.ON_PREM else draw(st.integers(lo, lo + 12))
+def _pool_specs(draw: st.DrawFn, pool_id: str) -> PoolSpec:
+    tier = draw(_TIERS)
+    kind = PoolKind.ON_PREM if tier is CapacityTier.ON_PREM else draw(_CLOUD_KINDS)
+    lo = draw(_integers(0, 3))
+    hi = lo if kind is PoolKind.ON_PREM else draw(_integers(lo, lo + 12))
     chips = 32 if kind is PoolKind.TPU_SLICE_GROUP else 8
     family = AcceleratorFamily.TPU if kind is PoolKind.TPU_SLICE_GROUP else AcceleratorFamily.GPU
-    price = draw(st.sampled_from([0.0, 1.5, 8.0, 29.36, 38.4]))
+    price = draw(_PRICES)
     return PoolSpec(pool_id, kind, tier, family, chips, lo, hi, price, timedelta(minutes=10), ("c",))
+
+
+pool_specs = functools.cache(_pool_specs)
 
 
 @dataclass(frozen=True)
@@ -47,23 +57,35 @@ class Case:
     held: frozenset[str] = frozenset()  # pools no release may touch
 
 
+_MONTHLY_CAPS = st.none() | st.floats(1.0, 200_000.0)
+_HOURLY_CAPS = st.floats(1.0, 500.0)
+_HOURLY_CAPS_OR_NONE = st.none() | _HOURLY_CAPS
+_SPENT_IN_MONTH = st.floats(0.0, 150_000.0)
+_SPENT_IN_HOUR = st.floats(0.0, 400.0)
+
+
+@functools.cache
+def _members(ids: tuple[str, ...]) -> st.SearchStrategy[list[str]]:
+    return st.lists(st.sampled_from(ids), min_size=1, unique=True)
+
+
 @st.composite
 def cases(draw: st.DrawFn) -> Case:
-    ids = [f"p{i}" for i in range(draw(st.integers(1, 6)))]
+    ids = [f"p{i}" for i in range(draw(_integers(1, 6)))]
     pools = {p: draw(pool_specs(p)) for p in ids}
-    now = START + timedelta(minutes=draw(st.integers(0, 60 * 24 * 30)))
-    billed = {p: draw(st.integers(s.min_units, s.max_units)) for p, s in pools.items()}
-    proposed = {p: draw(st.integers(s.min_units, s.max_units)) for p, s in pools.items() if draw(st.booleans())}
-    idle = {p: draw(st.integers(0, billed[p])) for p in ids}
-    idle_now = {p: draw(st.integers(idle[p], billed[p])) for p in ids}
-    held = frozenset(p for p in ids if draw(st.integers(0, 3)) == 0)
+    now = START + timedelta(minutes=draw(_integers(0, 60 * 24 * 30)))
+    billed = {p: draw(_integers(s.min_units, s.max_units)) for p, s in pools.items()}
+    proposed = {p: draw(_integers(s.min_units, s.max_units)) for p, s in pools.items() if draw(st.booleans())}
+    idle = {p: draw(_integers(0, billed[p])) for p in ids}
+    idle_now = {p: draw(_integers(idle[p], billed[p])) for p in ids}
+    held = frozenset(p for p in ids if draw(_integers(0, 3)) == 0)
     spends = []
-    for i in range(draw(st.integers(1, 3))):
-        members = frozenset(draw(st.lists(st.sampled_from(ids), min_size=1, unique=True)))
-        monthly = draw(st.none() | st.floats(1.0, 200_000.0))
-        hourly = draw(st.floats(1.0, 500.0)) if monthly is None else draw(st.none() | st.floats(1.0, 500.0))
+    for i in range(draw(_integers(1, 3))):
+        members = frozenset(draw(_members(tuple(ids))))
+        monthly = draw(_MONTHLY_CAPS)
+        hourly = draw(_HOURLY_CAPS) if monthly is None else draw(_HOURLY_CAPS_OR_NONE)
         budget = Budget(f"b{i}", members, monthly, hourly)
-        spends.append(BudgetSpend(budget, now, draw(st.floats(0.0, 150_000.0)), draw(st.floats(0.0, 400.0))))
+        spends.append(BudgetSpend(budget, now, draw(_SPENT_IN_MONTH), draw(_SPENT_IN_HOUR)))
     return Case(now, pools, spends, billed, proposed, idle, idle_now, held)
 
 
