@@ -7,7 +7,9 @@ backend."""
 
 from __future__ import annotations
 
+import os
 import random
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -82,11 +84,11 @@ def ticks(hours: int, seed: int = 11) -> list[list[PoolReading]]:
     return out
 
 
-def open_store(kind: str, request: pytest.FixtureRequest, tmp_path: Path, name: str) -> Store:
+def open_store(kind: str, request: pytest.FixtureRequest, directory: Path, name: str) -> Store:
     if kind == "memory":
         return InMemoryLedger()
     if kind == "sqlite":
-        return SqliteLedger(tmp_path / f"{name}.sqlite")
+        return SqliteLedger(directory / f"{name}.sqlite")
     database: Database = request.getfixturevalue("postgres_database")
     return PostgresLedger(database.url, database.password)
 
@@ -97,10 +99,23 @@ def kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def pair(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Store, Store]]:
+def ledger_dir(tmp_path: Path) -> Iterator[Path]:
+    """Where the SQLite ledgers are kept: in memory-backed storage (tmpfs) where the machine has it, else the test's
+    own directory. The ledger syncs every commit to its file (``synchronous = FULL``), once per reading fed here: on a
+    disk those syncs were most of these tests' time, and nothing they check depends on the file's storage."""
+    shm = Path("/dev/shm")
+    if not (shm.is_dir() and os.access(shm, os.W_OK)):
+        yield tmp_path
+        return
+    with tempfile.TemporaryDirectory(dir=shm, prefix="leadtime-ledger-") as directory:
+        yield Path(directory)
+
+
+@pytest.fixture
+def pair(kind: str, request: pytest.FixtureRequest, ledger_dir: Path) -> Iterator[tuple[Store, Store]]:
     """A ledger and the reference (PostgreSQL: the reference's pools are renamed, in the same database)."""
-    folded = open_store(kind, request, tmp_path, "folded")
-    reference = folded if kind == "postgresql" else open_store(kind, request, tmp_path, "reference")
+    folded = open_store(kind, request, ledger_dir, "folded")
+    reference = folded if kind == "postgresql" else open_store(kind, request, ledger_dir, "reference")
     yield folded, reference
     for store in {id(folded): folded, id(reference): reference}.values():
         if not isinstance(store, InMemoryLedger):
