@@ -296,6 +296,19 @@ def _simulation_rules(settings: Settings) -> Iterator[ConfigProblem]:
                 yield ConfigProblem(f"{at}.end", f"must be after start ({window.start}); got {window.end}")
 
 
+def _billing_rules(settings: Settings) -> Iterator[ConfigProblem]:
+    """``ledger.billing`` matches billed rows to pools by pool id (``leadtime ledger import-billing``): an id of no
+    pool (this agent's, or a budget's remote pool) would match nothing, and a misspelt one leave that pool's bill
+    out."""
+    known = {p.id for p in settings.pools} | {p for b in settings.budgets for p in b.remote_pools}
+    listed = ", ".join(sorted(known)) or "none"
+    billing = settings.ledger.billing
+    for key, by_pool in (("pools", billing.pools), ("resource_prefixes", billing.resource_prefixes)):
+        for pool_id in by_pool:
+            if pool_id not in known:
+                yield ConfigProblem(f"ledger.billing.{key}.{pool_id}", f"unknown pool {pool_id!r} (known: {listed})")
+
+
 def _forecast_rules(settings: Settings) -> Iterator[ConfigProblem]:
     """The quantiles the forecasts publish (the planner's service levels are forecast besides, listed or not)."""
     yield from _repeated("forecast.quantiles", settings.forecast.quantiles, "quantile")
@@ -347,6 +360,7 @@ _RULES: tuple[tuple[Callable[[Settings], Iterable[ConfigProblem]], frozenset[str
     (_aws_rules, frozenset({"aws", "pools"})),
     (_prometheus_rules, frozenset({"prometheus", "demand_classes", "pools"})),
     (_energy_rules, frozenset({"energy", "pools"})),
+    (_billing_rules, frozenset({"ledger", "pools", "budgets"})),
     (_forecast_rules, frozenset({"forecast"})),
     (forecast_interval_rules, frozenset({"forecast", "loop"})),
     (alert_rules, frozenset({"alerts", "loop"})),
