@@ -206,10 +206,15 @@ def _rules_beside(raw: Mapping[str, Any], exc: ValidationError) -> list[ConfigPr
 
 
 def _problem(error: Mapping[str, Any]) -> ConfigProblem:
-    path = ""
-    for part in error.get("loc", ()):
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     kind = error.get("type", "")
+    loc = tuple(error.get("loc", ()))
+    boolean_key = kind in ("string_type", "invalid_key") and isinstance(error.get("input"), bool)
+    boolean_key = boolean_key and (kind == "invalid_key" or loc[-1:] == ("[key]",))
+    if boolean_key:  # a key read as a boolean: the mapping holding it (pydantic gives the key as 0 or 1)
+        loc = loc[:-1] if kind == "invalid_key" else loc[:-2]
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
     if kind == "extra_forbidden":
         message = "unknown key (check its spelling and the section it is in)"
     elif kind == "missing":
@@ -218,6 +223,12 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
         message = f"should be a list, e.g. {_list_example(error)}{_got(error)}"
     elif kind in ("model_type", "model_attributes_type", "dict_type"):
         message = f"should be a mapping, e.g. {_mapping_example(error)}{_got(error)}"
+    elif kind in ("string_type", "invalid_key") and isinstance(error.get("input"), bool):
+        message = ("a key " if boolean_key else "") + _boolean_read(bool(error["input"]))
+    elif _variable(error.get("input")):
+        message = _variable_message(error)
+    elif kind == "string_pattern_mismatch" and _is_url_pattern(error):
+        message = f"should be a URL, http(s)://host:port{_got(error)}"
     else:
         message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
         if "input" in error and kind not in ("model_type", "dict_type"):
@@ -228,6 +239,33 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
 
 
 _LIST_TYPES = ("tuple_type", "list_type", "set_type", "frozen_set_type")
+
+
+def _boolean_read(value: bool) -> str:
+    """Text that YAML read as a boolean: it takes an unquoted yes, no, on, off, true or false for one."""
+    words, example = ("yes, on or true", "yes") if value else ("no, off or false", "no")
+    return (
+        f"should be text, but YAML reads an unquoted {words} as the boolean {str(value).lower()}; quote it: '{example}'"
+    )
+
+
+def _variable(value: object) -> bool:
+    """Whether ``value`` looks like a reference to an environment variable (``$NAME``, ``${NAME}``)."""
+    return isinstance(value, str) and ("${" in value or re.match(r"\$[A-Za-z_]", value) is not None)
+
+
+def _variable_message(error: Mapping[str, Any]) -> str:
+    """An environment variable written as a value: the file is read as it is written, nothing expands it."""
+    shown = redact(repr(error.get("input")))
+    if _is_url_pattern(error):
+        need = "a literal http(s)://host:port URL is needed"
+    else:
+        need = f"write the value itself ({str(error.get('msg', 'invalid value')).removeprefix('Value error, ')})"
+    return f"environment variables are not expanded in the configuration file (got {shown}): {need}"
+
+
+def _is_url_pattern(error: Mapping[str, Any]) -> bool:
+    return str((error.get("ctx") or {}).get("pattern", "")).startswith("^https?://")
 
 
 def _got(error: Mapping[str, Any]) -> str:
