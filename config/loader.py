@@ -223,6 +223,8 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
         message = f"should be a list, e.g. {_list_example(error)}{_got(error)}"
     elif kind in ("model_type", "model_attributes_type", "dict_type"):
         message = f"should be a mapping, e.g. {_mapping_example(error)}{_got(error)}"
+    elif kind == "too_short" and not error.get("input") and (error.get("ctx") or {}).get("min_length") == 1:
+        message = f"at least one {_item_name(error)} is required"
     elif kind in ("string_type", "invalid_key") and isinstance(error.get("input"), bool):
         message = ("a key " if boolean_key else "") + _boolean_read(bool(error["input"]))
     elif _variable(error.get("input")):
@@ -239,6 +241,20 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
 
 
 _LIST_TYPES = ("tuple_type", "list_type", "set_type", "frozen_set_type")
+_ITEM_NAMES = {"serves": "demand class"}  # lists not named after their items
+
+
+def _item_name(error: Mapping[str, Any]) -> str:
+    """What one item of the list at the error's location is called: ``pools`` holds a pool, ``demand_classes`` a
+    demand class."""
+    names = [part for part in error.get("loc", ()) if isinstance(part, str)]
+    if not names:
+        return "item"
+    name = names[-1]
+    if name in _ITEM_NAMES:
+        return _ITEM_NAMES[name]
+    singular = name[:-2] if name.endswith("sses") else name[:-1] if name.endswith("s") else name
+    return singular.replace("_", " ")
 
 
 def _boolean_read(value: bool) -> str:
