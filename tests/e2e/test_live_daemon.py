@@ -57,10 +57,15 @@ def test_a_live_daemon_checks_the_resources_its_queries_count_and_logs_what_it_c
     parts = live_parts(settings, "e2e config", rig.clock, RecordingNotifier(), kube_client, CollectorRegistry())
     check, onprem = parts.checks  # the resources the queries count; on-prem pools without a capacity query
     assert list(onprem()) == []  # this configuration has no on-prem pool
+    # this Prometheus has no kube-state-metrics series: the resource was never offered nor requested, as a real
+    # one would answer
+    (problem,) = check()
+    assert problem.startswith(f"class(es) {CLASS}: no node offered and no pod requested the resource 'nvidia_com_gpu'")
+    rig.prometheus.stop()  # a check that cannot run is logged, not told as a problem
     with caplog.at_level(logging.WARNING):
-        assert list(check()) == []  # this Prometheus serves range queries only: the check cannot run
+        assert list(check()) == []
     (record,) = [r for r in caplog.records if "could not check the resource" in r.getMessage()]
-    assert CLASS in record.getMessage()
+    assert CLASS in record.getMessage() and "cannot connect to Prometheus" in record.getMessage()
 
 
 def test_enforce_mode_scales_up_then_drains_the_idle_nodes_away(rig: Rig, kube_client: k8s.ApiClient) -> None:

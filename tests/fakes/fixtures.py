@@ -71,7 +71,7 @@ def aws_api() -> FakeAwsApi:
 
 @pytest.fixture
 def prometheus_api() -> Iterator[FakePrometheusApi]:
-    """A running FakePrometheusApi answering range queries with the demand a test sets."""
+    """A running FakePrometheusApi answering range and instant queries with the demand a test sets."""
     fake = FakePrometheusApi().start()
     try:
         yield fake
