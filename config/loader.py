@@ -266,8 +266,9 @@ def _boolean_read(value: bool) -> str:
 
 
 def _variable(value: object) -> bool:
-    """Whether ``value`` looks like a reference to an environment variable (``$NAME``, ``${NAME}``)."""
-    return isinstance(value, str) and ("${" in value or re.match(r"\$[A-Za-z_]", value) is not None)
+    """Whether ``value`` holds a reference to an environment variable (``$NAME``, ``${NAME}``), e.g. as a URL's
+    host. Only asked of a value that failed its check: a price like ``$10`` is not one."""
+    return isinstance(value, str) and re.search(r"\$\{|\$[A-Za-z_]", value) is not None
 
 
 def _variable_message(error: Mapping[str, Any]) -> str:

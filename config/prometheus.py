@@ -81,7 +81,9 @@ _NO_LONGER_READ = ("activity_query", "node_selector")
 
 
 class PrometheusSettings(_Section):
-    url: str = Field(pattern=r"^https?://[^\s/]+(/\S*)?$")
+    # A host with "$", "{" or "}" is an environment variable written in the file (nothing expands it): refused at
+    # load rather than at the first connection.
+    url: str = Field(pattern=r"^https?://[^\s/${}]+(/\S*)?$")
     bearer_token_file: str | None = None
     ca_file: str | None = None
     # At least a second, as every other request timeout: 1ms failed every query before it connected, and a query of

@@ -41,7 +41,7 @@ def _config(class_name: str = "b", max_units: str = "10", tail: str = "") -> str
     return POOLS.format(class_name=class_name, max_units=max_units) + tail
 
 
-@pytest.mark.parametrize("url", ["${PROM_URL}", "$PROM_URL"])
+@pytest.mark.parametrize("url", ["${PROM_URL}", "$PROM_URL", "http://${PROM_HOST}:9090", "https://$PROM_HOST/prom"])
 def test_an_environment_variable_as_the_prometheus_url_is_said_to_be_not_expanded(
     url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
