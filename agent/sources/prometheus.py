@@ -139,7 +139,7 @@ class PrometheusSource:
             params["timeout"] = prometheus_duration(self._query_timeout)
         self._client.headers = bearer_headers(self._token_file, name, query)
         body = call(name, query, lambda: get_instant(self._client, params))
-        samples = vector(name, query, body, _numbers_only(name, query, checked_body(name, query, body)))
+        samples = vector(name, query, body, checked_body(name, query, body))
         return [(labels, value) for labels, _, value in samples]
 
     def fetch(self, classes: Sequence[DemandClass], start: datetime, end: datetime, step: timedelta) -> pd.DataFrame:
@@ -210,7 +210,7 @@ class PrometheusSource:
             params["timeout"] = prometheus_duration(self._query_timeout)
         self._client.headers = bearer_headers(self._token_file, name, query)
         body = call(name, query, lambda: get_instant(self._client, params))
-        samples = vector(name, query, body, _numbers_only(name, query, checked_body(name, query, body)))
+        samples = vector(name, query, body, checked_body(name, query, body))
         if not samples:
             hint = _empty_answer_hint(query)
             raise MetricsUnavailable(
@@ -358,9 +358,7 @@ class PrometheusSource:
         if self._query_timeout:
             params["timeout"] = prometheus_duration(self._query_timeout)
         self._client.headers = headers
-        return _numbers_only(
-            name, query, checked_body(name, query, call(name, query, lambda: get_range(self._client, params)))
-        )
+        return checked_body(name, query, call(name, query, lambda: get_range(self._client, params)))
 
     def _check_newest(self, name: str, query: str, values: pd.Series, newest_returned: int, end: datetime) -> None:
         if math.isnan(values.get(pd.Timestamp(newest_returned, unit="s", tz=UTC), math.nan)):
@@ -377,50 +375,6 @@ class PrometheusSource:
                 f"{pd.Timestamp(end).isoformat()} (max_staleness {age_text(pd.Timedelta(self._max_staleness))})",
                 query,
             )
-
-
-def _numbers_only(name: str, query: str, results: list[Any]) -> list[Any]:
-    """``results`` (a range or instant query's ``data.result``) as they are, once every sample value in them is a
-    number. Prometheus sends each value as a string holding a float literal, ``NaN``, ``+Inf`` or ``-Inf`` (HTTP API,
-    "Expression query result formats"); these keep their meaning (NaN is a gap, an infinity is not a demand). A
-    value that is none of them (``"abc"``, an empty string, ``null``) is a malformed answer, which makes the class
-    unavailable and is told as itself with its time and series: read as NaN, it was reported as "the newest value
-    is NaN", sending one to look for a NaN in the query. Results of another shape are left to ``matrix`` and
-    ``vector``, which refuse them."""
-    for result in results:
-        if not isinstance(result, dict):
-            continue
-        values = result.get("values")
-        for pair in values if isinstance(values, list) else [result.get("value")]:
-            if not isinstance(pair, list | tuple) or len(pair) != 2 or _is_number(pair[1]):
-                continue
-            shown = repr(pair[1]) if len(repr(pair[1])) <= 40 else repr(pair[1])[:37] + "..."
-            metric = result.get("metric")
-            series = f" of the series {label_set(metric)}" if isinstance(metric, dict) and metric else ""
-            raise MetricsUnavailable(
-                name,
-                f"malformed answer from Prometheus: value {shown} at {_when(pair[0])}{series} is not a number",
-                query,
-            )
-    return results
-
-
-def _is_number(value: object) -> bool:
-    if isinstance(value, bool):
-        return False
-    try:
-        float(str(value))
-    except ValueError:
-        return False
-    return True
-
-
-def _when(stamp: object) -> str:
-    """A sample's time as ISO 8601 (UTC), or as sent when it is not a Unix time."""
-    try:
-        return datetime.fromtimestamp(float(str(stamp)), UTC).isoformat()
-    except (ValueError, OverflowError, OSError):
-        return repr(stamp)
 
 
 def _cut(late: str, failure: PrometheusServerFailure) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,6 +18,7 @@ from prometheus_api_client import PrometheusConnect
 
 from agent.sources.base import read_time_left
 from agent.sources.prometheus_client import PrometheusErrorAnswer
+from agent.sources.prometheus_samples import label_set
 from models import MetricsUnavailable
 from models.errors import NotPrometheusJson
 
@@ -135,7 +137,7 @@ def matrix(name: str, query: str, results: list[Any]) -> list[tuple[dict[str, st
                     f"(got {pair!r:.80})",
                     query,
                 )
-            samples[stamp] = _number(pair[1])
+            samples[stamp] = _number(name, query, metric, stamp, pair[1])
         series.append(({str(k): str(v) for k, v in metric.items()}, samples))
     return series
 
@@ -164,7 +166,7 @@ def vector(name: str, query: str, body: Any, results: list[Any]) -> list[tuple[d
                 f"(got {result!r:.80})",
                 query,
             )
-        samples.append(({str(k): str(v) for k, v in metric.items()}, at, _number(pair[1])))
+        samples.append(({str(k): str(v) for k, v in metric.items()}, at, _number(name, query, metric, at, pair[1])))
     return samples
 
 
@@ -183,9 +185,20 @@ def _time(pair: object) -> float | None:
     return stamp if math.isfinite(stamp) else None
 
 
-def _number(text: object) -> float:
-    """A sample value; one that is not a number at all is missing (NaN), infinities are kept to be refused."""
-    try:
-        return float(str(text))
-    except ValueError:
-        return math.nan
+def _number(name: str, query: str, metric: dict[Any, Any], at: float, text: object) -> float:
+    """A sample value. Prometheus sends each as a string holding a float literal, ``NaN``, ``+Inf`` or ``-Inf``
+    (HTTP API, "Expression query result formats"); these keep their meaning (NaN is a gap, an infinity is refused as
+    not a demand). Any other value (``"abc"``, an empty string, ``null``, ``true``) is a malformed answer for this
+    class, told as itself with its time and series: read as NaN, it was reported as "the newest value is NaN",
+    sending one to look for a NaN in the query."""
+    if not isinstance(text, bool):
+        try:
+            return float(str(text))
+        except ValueError:
+            pass
+    shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
+    series = f" of the series {label_set({str(k): str(v) for k, v in metric.items()})}" if metric else ""
+    when = datetime.fromtimestamp(at, UTC).isoformat()
+    raise MetricsUnavailable(
+        name, f"malformed answer from Prometheus: value {shown} at {when}{series} is not a number", query
+    )
