@@ -17,25 +17,10 @@ import yaml
 
 from tests.conftest import TraceWriter
 from tests.scenario.test_simulate import run_cli
+from tests.test_cli_messages_simulate_caps import STEPS, WINDOW, _config
 
-STEPS = 288 + 72  # a day of 5-minute steps for the history, then the six hours simulated
-WINDOW = ["--start", "2024-01-02", "--end", "2024-01-02T06:00:00+00:00"]
-CONFIG: dict[str, Any] = {
-    "demand_classes": [{"name": "train-a100"}],
-    "pools": [
-        {
-            "id": "a100-spot",
-            "kind": "gpu-node-pool",
-            "tier": "spot",
-            "chips_per_unit": 8,
-            "max_units": 50,
-            "price_per_chip_hour_usd": 1.10,
-            "lead_time": "10m",
-            "serves": ["train-a100"],
-        }
-    ],
-    "forecast": {"history": "1d"},
-}
+# the capped-run tests' six hours after a day of history, without their budget: no cap holds anything back
+CONFIG: dict[str, Any] = {key: value for key, value in _config(0.0).items() if key != "budgets"}
 
 
 def _text(fragment: str) -> str:

@@ -1,5 +1,6 @@
 """Fixtures: one real Prometheus server per test session, loaded with the bundled trace (see ``server``), and one
-with no data of its own whose remote-read store is down, so that every answer carries warnings."""
+with no data of its own whose remote-read store is down, so that every answer carries warnings; and one with no
+data at all per module that asks for it (``empty_prometheus``)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,21 @@ def prometheus_partial(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pro
     data_dir.mkdir()
     dead = f"http://127.0.0.1:{free_port()}/api/v1/read"
     server = PrometheusServer(data_dir, work, extra_config=f"remote_read:\n  - url: {dead}\n    read_recent: true\n")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def empty_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
+    """A real Prometheus with no data, one per module: what it answers of a query over nothing (``vector(0) / 0``,
+    a selector matching no series) is Prometheus's own."""
+    assert prometheus_available(), "prometheus and promtool must be on PATH (Debian package `prometheus`)"
+    work = tmp_path_factory.mktemp("prometheus-empty")
+    (work / "data").mkdir()
+    server = PrometheusServer(work / "data", work)
     server.start()
     try:
         yield server

@@ -13,7 +13,6 @@ JSON parser's complaint or a bare 404.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import quote
@@ -24,7 +23,7 @@ from agent.sources.prometheus import PrometheusSource
 from config.prometheus import PrometheusSettings
 from models import MetricSourceUnavailable, MetricsUnavailable
 from tests.fakes.http_server import serving
-from tests.prometheus.server import PrometheusServer, prometheus_available
+from tests.prometheus.server import PrometheusServer
 
 pytestmark = pytest.mark.xdist_group("prometheus")
 AT = datetime(2026, 12, 7, 6, 0, tzinfo=UTC)
@@ -53,19 +52,6 @@ class _SignInIngress(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         return
-
-
-@pytest.fixture(scope="module")
-def empty_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    assert prometheus_available(), "prometheus and promtool must be on PATH (Debian package `prometheus`)"
-    work = tmp_path_factory.mktemp("prometheus-empty")
-    (work / "data").mkdir()
-    server = PrometheusServer(work / "data", work)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _source(url: str) -> PrometheusSource:

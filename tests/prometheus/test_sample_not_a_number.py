@@ -31,7 +31,7 @@ from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricsUnavailable
 from models.clock import SimulatedClock
 from tests.fakes.http_server import serving
-from tests.prometheus.server import PrometheusServer, prometheus_available
+from tests.prometheus.server import PrometheusServer
 from tests.prometheus.test_recommend import WritesForbidden
 
 pytestmark = pytest.mark.xdist_group("prometheus")
@@ -207,19 +207,6 @@ def test_the_command_line_names_the_value_not_nan(tmp_path: Path, capsys: pytest
         r"malformed answer from Prometheus: value 'abc' at \S+ of the series \{class='broken'\} is not a number",
         line,
     ), line
-
-
-@pytest.fixture(scope="module")
-def empty_prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusServer]:
-    assert prometheus_available(), "prometheus and promtool must be on PATH (Debian package `prometheus`)"
-    work = tmp_path_factory.mktemp("prometheus-nan")
-    (work / "data").mkdir()
-    server = PrometheusServer(work / "data", work)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_a_real_prometheus_nan_is_still_told_as_nan(empty_prometheus: PrometheusServer) -> None:
