@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Annotated, Any, Literal
 
@@ -31,6 +32,41 @@ _TENSORCORES_PER_CHIP = {"v2": 2, "v3": 2, "v4": 2, "v5p": 2, "v5litepod": 1, "v
 # A GKE TPU machine type ends in its chips per VM: ct5lp-hightpu-4t has 4, ct6e-standard-8t 8, ct6e-standard-1t 1
 # (cloud.google.com/tpu/docs/v5e and /tpu/docs/v6e, the machine type (GKE API) of each VM type and slice shape).
 _MACHINE_CHIPS = re.compile(r"[a-z0-9-]+-([1-9][0-9]*)t")
+
+
+@dataclass(frozen=True)
+class TpuGeneration:
+    """A TPU generation as GKE slices it: its name and the number of dimensions of its slice topologies."""
+
+    name: str
+    dimensions: int  # 2: AxB, 3: AxBxC
+    example: str  # a topology of that shape
+
+
+# The shape of the topologies GKE takes for a TPU slice node pool, by the prefix of the machine type (the text before
+# its first '-'). Only the number of dimensions is checked; a prefix not listed here (v3's, or a generation GKE adds
+# later) is not checked. Sources, each fact beside the page that states it:
+# - ct4p (v4), 3-D: "Deploy TPU Multislices in GKE" (cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice)
+#   names "a ct4p-hightpu-4t with a 2x2x1 topology"; "TPU types and topologies" (cloud.google.com/tpu/docs/
+#   types-topologies): "The representation of a v4 topology is AxBxC".
+# - ct5lp (v5e), 2-D: the same Multislice page names "a ct5lp-hightpu-4t with a 2x2 topology"; "TPU v5e"
+#   (cloud.google.com/tpu/docs/v5e): interconnect topology "2D torus", the topology is "a string in the format AxB",
+#   the slice shapes run from 1x1 to 16x16, and ct5lp-hightpu-1t, -4t and -8t are the machine types (GKE API) of
+#   v5litepod-1, -4 and -8.
+# - ct5p (v5p), 3-D: "TPU v5p" (cloud.google.com/tpu/docs/v5p): interconnect topology "3D torus", the slice shapes run
+#   from 2x2x1 to 16x16x24.
+# - ct6e (v6e), 2-D: "TPU v6e" (cloud.google.com/tpu/docs/v6e): interconnect topology "2D torus"; "Cloud TPU
+#   deployments overview" (cloud.google.com/cluster-toolkit/docs/deploy/gke/gke-tpu-overview): "Cloud TPU v6e chips
+#   are arranged in a 2D torus topology, such as 2x4".
+# ct5p-hightpu-4t as v5p's machine type and ct6e-standard-4t as v6e's are also those of Google's xpk
+# (github.com/AI-Hypercomputer/xpk, src/xpk/core/system_characteristics.py), whose topologies for each of the four
+# machine types have these dimension counts.
+_TPU_GENERATIONS = {
+    "ct4p": TpuGeneration("TPU v4", 3, "2x2x4"),
+    "ct5lp": TpuGeneration("TPU v5e", 2, "4x4"),
+    "ct5p": TpuGeneration("TPU v5p", 3, "2x2x4"),
+    "ct6e": TpuGeneration("TPU v6e", 2, "4x4"),
+}
 
 
 class _Section(NumbersOnly):
@@ -137,6 +173,12 @@ def machine_type_chips(machine_type: object) -> int | None:
     """TPU chips per VM of a GKE TPU machine type, from its ``-<N>t`` suffix (None without one)."""
     found = _MACHINE_CHIPS.fullmatch(machine_type) if isinstance(machine_type, str) else None
     return int(found[1]) if found else None
+
+
+def machine_type_generation(machine_type: str) -> TpuGeneration | None:
+    """The TPU generation of a GKE TPU machine type, from the prefix before its first '-' (None for a prefix not
+    known here: it is not checked)."""
+    return _TPU_GENERATIONS.get(machine_type.split("-", 1)[0])
 
 
 def accelerator_type_chips(accelerator_type: str) -> int | None:

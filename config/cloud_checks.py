@@ -16,6 +16,7 @@ from config.cloud import (
     TpuSliceGroupMapping,
     accelerator_type_chips,
     machine_type_chips,
+    machine_type_generation,
 )
 from config.schema import PoolSettings
 from models import CapacityTier, ConfigProblem, PoolKind
@@ -163,6 +164,8 @@ def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) 
         )
     if not re.fullmatch(r"[a-z0-9]+-[a-z0-9-]+", mapping.machine_type):
         yield ConfigProblem(f"{at}.machine_type", f"not a machine type: {mapping.machine_type!r}")
+    else:
+        yield from _topology_shape_problems(at, mapping)
     per_vm = machine_type_chips(mapping.machine_type)
     if per_vm is not None and mapping.chips_per_host != per_vm:
         yield ConfigProblem(
@@ -171,3 +174,20 @@ def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) 
             f"-{per_vm}t suffix): the slices would be created with the wrong number of hosts; leave chips_per_host "
             "unset to take it from the machine type",
         )
+
+
+def _topology_shape_problems(at: str, mapping: TpuSliceGroupMapping) -> Iterator[ConfigProblem]:
+    """A topology of another number of dimensions than the machine type's TPU generation takes (``2x2x4`` on v5e,
+    ``4x4`` on v5p): GKE refuses it at the first slice create, an actuator failure hours after the file loaded. A
+    generation not known here is not checked (one GKE adds later loads)."""
+    generation = machine_type_generation(mapping.machine_type)
+    dimensions = mapping.tpu_topology.count("x") + 1
+    if generation is None or dimensions == generation.dimensions:
+        return
+    shape = "AxB" if generation.dimensions == 2 else "AxBxC"
+    yield ConfigProblem(
+        f"{at}.tpu_topology",
+        f"{mapping.tpu_topology} is a {dimensions}-D topology but machine type {mapping.machine_type} is "
+        f"{generation.name}, which GKE slices in {generation.dimensions}-D topologies only ({shape}, e.g. "
+        f"{generation.example}): GKE would refuse the first slice the agent creates",
+    )

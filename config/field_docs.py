@@ -320,7 +320,9 @@ FIELDS: dict[str, str] = {
     "TpuSliceGroupMapping.pool": "The pool id this slice group is.",
     "TpuSliceGroupMapping.group": "Name prefix of the slices' node pools (`<group>-<n>`).",
     "TpuSliceGroupMapping.machine_type": "TPU machine type, e.g. `ct5lp-hightpu-4t`.",
-    "TpuSliceGroupMapping.tpu_topology": "Slice topology, e.g. `4x4`; its chips must equal the pool's chips_per_unit.",
+    "TpuSliceGroupMapping.tpu_topology": "Slice topology, e.g. `4x4`; its chips must equal the pool's chips_per_unit. "
+    "2-D (`AxB`) for v5e (`ct5lp-`) and v6e (`ct6e-`) machine types, 3-D (`AxBxC`) for v4 (`ct4p-`) and v5p "
+    "(`ct5p-`): GKE refuses another shape, and so does the loader (other machine types are not checked).",
     "TpuSliceGroupMapping.chips_per_host": (
         "TPU chips per host of the machine type; unset: the number in the machine type's `-<N>t` suffix (8 for "
         "`ct6e-standard-8t`), else 4. A value the suffix contradicts is refused."

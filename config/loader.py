@@ -150,7 +150,7 @@ def load_settings(path: str | Path) -> Settings:
         if size > MAX_CONFIG_BYTES:
             problem = f"the file is {size:,} bytes, above the limit of {MAX_CONFIG_BYTES:,} for a configuration"
             raise ConfigError(source, [ConfigProblem("", problem)])
-        raw = yaml.load(file.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)  # a SafeLoader: no arbitrary objects
+        raw, document = _read_yaml(file.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -160,14 +160,30 @@ def load_settings(path: str | Path) -> Settings:
         raise ConfigError(source, [ConfigProblem("", f"cannot read the file: {exc}")]) from None
     if not isinstance(raw, Mapping):
         raise ConfigError(source, [ConfigProblem("", "the file must contain a mapping of settings at top level")])
-    return settings_from_mapping(raw, source=source)
+    return _settings(raw, source, document)
+
+
+def _read_yaml(text: str) -> tuple[Any, yaml.Node | None]:
+    """The document in ``text`` (as ``yaml.load`` with a ``SafeLoader`` reads it: no arbitrary objects) and its node
+    tree, merge keys flattened, which tells how a value was written: which word YAML read as a boolean."""
+    loader = _UniqueKeyLoader(text)
+    try:
+        node = loader.get_single_node()
+        return (loader.construct_document(node) if node is not None else None), node
+    finally:
+        loader.dispose()
 
 
 def settings_from_mapping(raw: Mapping[str, Any], source: str = "<mapping>") -> Settings:
+    return _settings(raw, source, None)
+
+
+def _settings(raw: Mapping[str, Any], source: str, document: yaml.Node | None) -> Settings:
+    """``document``: the node tree ``raw`` was read from, None for a mapping given in code."""
     try:
         settings = Settings.model_validate(dict(raw))
     except ValidationError as exc:
-        own = [_problem(err) for err in _own_errors(exc.errors())]
+        own = [_problem(err, document) for err in _own_errors(exc.errors())]
         raise ConfigError(source, own + _rules_beside(raw, exc)) from None
     problems = check_rules(settings)
     if problems:
@@ -205,7 +221,7 @@ def _rules_beside(raw: Mapping[str, Any], exc: ValidationError) -> list[ConfigPr
     return check_rules(rest, invalid)
 
 
-def _problem(error: Mapping[str, Any]) -> ConfigProblem:
+def _problem(error: Mapping[str, Any], document: yaml.Node | None = None) -> ConfigProblem:
     kind = error.get("type", "")
     loc = tuple(error.get("loc", ()))
     boolean_key = kind in ("string_type", "invalid_key") and isinstance(error.get("input"), bool)
@@ -227,6 +243,9 @@ def _problem(error: Mapping[str, Any]) -> ConfigProblem:
         message = f"at least one {_item_name(error)} is required"
     elif kind in ("string_type", "invalid_key") and isinstance(error.get("input"), bool):
         message = ("a key " if boolean_key else "") + _boolean_read(bool(error["input"]))
+    elif kind in _CHOICE_TYPES and (word := _boolean_word(document, loc)) is not None:
+        choices = str(error.get("msg", "invalid value"))
+        message = f"{choices}; YAML reads {word} as {str(error.get('input')).lower()}: quote it ('{word}')"
     elif _variable(error.get("input")):
         message = _variable_message(error)
     elif kind == "string_pattern_mismatch" and _is_url_pattern(error):
@@ -263,6 +282,31 @@ def _boolean_read(value: bool) -> str:
     return (
         f"should be text, but YAML reads an unquoted {words} as the boolean {str(value).lower()}; quote it: '{example}'"
     )
+
+
+# Fixed choices: a ``Literal`` field (``mode``, ``gke_autoscaling``, ``sslmode``...) and an enum one (``kind``,
+# ``tier``, ``family``). None of their choices is a word YAML reads as a boolean, but ``mode: off`` was told only that
+# it is not one of them, with the boolean it was read as (``got False``).
+_CHOICE_TYPES = ("literal_error", "enum")
+_BOOL = "tag:yaml.org,2002:bool"
+_BOOLEAN_WORDS = frozenset({"yes", "no", "on", "off"})  # YAML 1.1's, beside true and false
+
+
+def _boolean_word(document: yaml.Node | None, loc: tuple[Any, ...]) -> str | None:
+    """The word written at ``loc`` where YAML read it as a boolean and it is yes, no, on or off (in any case), as
+    written; None otherwise: a true or false written so, a location the file does not hold as written (through a
+    union's branch), or no file (a mapping given in code)."""
+    node = document
+    for part in loc:
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            node = next((v for k, v in node.value if isinstance(k, yaml.ScalarNode) and k.value == part), None)
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+            node = node.value[part]
+        else:
+            return None
+    if isinstance(node, yaml.ScalarNode) and node.tag == _BOOL and str(node.value).lower() in _BOOLEAN_WORDS:
+        return str(node.value)
+    return None
 
 
 def _variable(value: object) -> bool:
