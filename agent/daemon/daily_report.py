@@ -1,10 +1,18 @@
 """The daemon's daily report: the day's summary, closed and sent as an alert, and the shadow report written beside
-it (when the daemon keeps a shadow account). The runtime schedules it once a day at the configured UTC time."""
+it (when the daemon keeps a shadow account). The runtime schedules it once a day at the configured UTC time, in every
+replica; only the leader at that time sends it, so the channel gets one report a day, not one per replica.
+
+A standby (and a leader past its renew deadline, which no longer acts) sends nothing and writes no shadow report: it
+logs at INFO that it skipped the report because it is not the leader, with what it would have said, and its counts
+start afresh, so that when it takes over later its first report covers the day since the report time it skipped,
+not its whole life. Nobody sends a report that was due while no replica led (the old leader stopped acting and the
+standby had not taken over yet), nor one due before a standby took over: the leader at the report time sends it."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import datetime
 
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.shadow_book import ShadowBook
@@ -27,8 +35,10 @@ class DailyReport:
         deliver: Callable[[AlertEvent], None],
         metrics: DaemonMetrics,
         shadow: ShadowBook | None,
+        leads: Callable[[datetime], bool],
     ) -> None:
-        """``deliver``: sends an alert, never raises."""
+        """``deliver``: sends an alert, never raises. ``leads``: whether this replica leads now (the elector's
+        ``is_leader``: holds the lease and is within its renew deadline)."""
         self._summary = summary
         self._clock = clock
         self._identity = identity
@@ -36,10 +46,23 @@ class DailyReport:
         self._deliver = deliver
         self._metrics = metrics
         self._shadow = shadow
+        self._leads = leads
 
-    def send(self) -> None:
+    def send(self) -> bool:
+        """Send the day's report when this replica leads, else skip it; either way the counts start afresh. True
+        when it was sent."""
         now = self._clock.now()
+        leads = self._leads(now)
         event = self._summary.close(now, self._identity, self._mode, self._clock.monotonic())
+        if not leads:
+            log.info(
+                "daily report not sent: this replica is not the leader (%s); the replica holding the lease sends it. "
+                "Its counts start afresh: %s %s",
+                self._identity,
+                event.summary,
+                event.details,
+            )
+            return False
         log.info("daily report: %s %s", event.summary, event.details)
         self._deliver(event)
         if self._shadow is not None:
@@ -51,3 +74,4 @@ class DailyReport:
             else:
                 if written is not None:
                     log.info("shadow report written to %s", written)
+        return True

@@ -10,7 +10,9 @@ Jobs (APScheduler 3, background thread, UTC):
   skipped slot;
 * ``refit`` every refit interval, first at start so models are warm before the replica may lead; it fits beside
   the ticks (the first ones forecast with a cheap stand-in), so the first tick, and readiness, need not wait;
-* ``daily-report`` once a day at the configured UTC time.
+* ``daily-report`` once a day at the configured UTC time, in every replica: the leader at that time sends the
+  report, a standby logs that it skipped it (``agent.daemon.daily_report``), and either way the report time is done
+  for this replica: a standby that takes over later does not send it late, nor after a step back over it.
 
 APScheduler 3 compares a job's next run time with the wall clock. The interval jobs (election, tick, refit) keep
 their pace on the monotonic clock instead (``agent.daemon.clock_watch``): a step of the wall clock (NTP, a resumed
@@ -132,8 +134,9 @@ class DaemonRuntime:
         }
         self._jobs_lock = threading.Lock()
         self._paused: set[str] = set()
-        # the daily report's times, and the monotonic time the last one was sent at (under its own lock): a step back
-        # of the wall clock reschedules it from when that was really sent, read on the corrected clock
+        # the daily report's times, and the monotonic time the last one was run at, sent or skipped by a standby
+        # (under its own lock): a step back of the wall clock reschedules it from when that really ran, read on the
+        # corrected clock
         hour, minute = (int(part) for part in schedule.daily_report_at.split(":"))
         self._report_trigger = CronTrigger(hour=hour, minute=minute, timezone=UTC)
         self._report_lock = threading.Lock()
@@ -266,6 +269,8 @@ class DaemonRuntime:
             log.info("the overrunning tick finished; %d scheduled ticks were skipped meanwhile", skipped)
 
     def _send_daily_report(self) -> None:
+        """Run at each report time in every replica; only the leader sends (``Daemon.daily_report``). A time a
+        standby skipped stands for that day's report as one sent does: the leader at that time sent it."""
         with self._report_lock:
             self._report_sent_at = self._clock.monotonic()
         self._daemon.daily_report()

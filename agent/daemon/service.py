@@ -97,6 +97,7 @@ class Daemon:
             deliver=self._deliver,
             metrics=metrics,
             shadow=shadow,
+            leads=elector.is_leader,
         )
         metrics.set_identity(mode, elector.identity)
         metrics.is_leader.set(0)
@@ -146,8 +147,10 @@ class Daemon:
         and fits."""
         self._refits.run()
 
-    def daily_report(self) -> None:
-        self._report.send()
+    def daily_report(self) -> bool:
+        """The daily report job, run in every replica at the report time: the leader sends the report, a standby
+        logs that it skipped it (``agent.daemon.daily_report``). True when it was sent."""
+        return self._report.send()
 
     # -- shutdown -----------------------------------------------------------------------------------------
     def stop_working(self, timeout: float | None = None) -> bool:
