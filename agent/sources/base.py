@@ -45,12 +45,20 @@ class PerClassMetricSource(Protocol):
 @runtime_checkable
 class InstantMetricSource(Protocol):
     """An optional ability: each class's demand at the instant ``at``, from the newest samples rather than the step
-    grid, with the time the value holds for; and why each other class has none (the caller keeps the grid's newest
-    value for those). Values come as read: NaN and implausible values are the caller's to judge."""
+    grid, with the time the value holds for; and why each other class has none (a ``MalformedAnswer`` when the
+    answer was nonsense rather than missing or failed). Values come as read: NaN and implausible values are the
+    caller's to judge."""
 
     def newest_each(
         self, classes: Sequence[DemandClass], at: datetime
     ) -> tuple[dict[str, tuple[datetime, float]], dict[str, MetricsUnavailable]]: ...
+
+
+class MalformedAnswer(MetricsUnavailable):
+    """The source answered, but with something that is not data: a sample value that is not a number, a result that
+    is not of the documented shape. Told apart from a read that failed (no connection, no answer in time, a server
+    error), which the next read may well get through: here the source did answer, and an older value of the class
+    is no stand-in for nonsense."""
 
 
 # The monotonic time by which reads should end and the budget it was given; None outside ``read_deadline``.

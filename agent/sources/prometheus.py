@@ -15,7 +15,9 @@ warnings is logged once and the class is unavailable for that fetch, since a sum
 observation of demand now: the grid's newest step can start up to a step earlier. Prometheus evaluates it on the
 newest sample of each series within its lookback delta (``--query.lookback-delta``, 5 minutes by default) that is
 not marked stale, and stamps it with the evaluation time; an empty answer is no value, never 0. Warnings, several
-series, a result that is not an instant vector and failed requests make that class's instant value unavailable.
+series, a result that is not an instant vector and failed requests make that class's instant value unavailable; a
+malformed answer (a sample value that is not a number, a result not of the documented shape) is a
+``MalformedAnswer``, told apart from a request that failed.
 
 Whatever makes an answer untrustworthy becomes ``MetricsUnavailable`` naming the demand class and the query:
 warnings, no series at all, a sample value that is not a number at all (Prometheus sends each value as a string, a

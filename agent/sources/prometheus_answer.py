@@ -1,7 +1,9 @@
 """Reading a Prometheus ``/api/v1/query_range`` or ``/api/v1/query`` answer whole: the request made through the
 client's own session (``custom_query_range`` and ``custom_query`` return ``data.result`` alone and so drop the
 answer's ``warnings``), the checks on the answer's envelope, and the documented matrix and vector shapes of its
-result. Used by ``agent.sources.prometheus``.
+result. An answer without a ``data.result`` list, a result not of those shapes and a sample value that is not a
+number are a ``MalformedAnswer``: Prometheus answered, with something that is not data. Used by
+``agent.sources.prometheus``.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from urllib.parse import urlsplit
 import requests
 from prometheus_api_client import PrometheusConnect
 
-from agent.sources.base import read_time_left
+from agent.sources.base import MalformedAnswer, read_time_left
 from agent.sources.prometheus_client import PrometheusErrorAnswer
 from agent.sources.prometheus_samples import label_set
 from models import MetricsUnavailable
@@ -84,9 +86,7 @@ def checked_body(name: str, query: str, body: Any) -> list[Any]:
     data = body.get("data") if isinstance(body, dict) else None
     result = data.get("result") if isinstance(data, dict) else None
     if not isinstance(result, list):
-        raise MetricsUnavailable(
-            name, f"malformed answer from Prometheus: no data.result list (got {body!r:.80})", query
-        )
+        raise MalformedAnswer(name, f"malformed answer from Prometheus: no data.result list (got {body!r:.80})", query)
     infos = _messages(body.get("infos"))
     if infos:
         log.info("prometheus infos class=%s infos=%r query=%r", name, infos, query)
@@ -121,7 +121,7 @@ def matrix(name: str, query: str, results: list[Any]) -> list[tuple[dict[str, st
         metric = (result.get("metric") or {}) if isinstance(result, dict) else None
         values = (result.get("values") or []) if isinstance(result, dict) else None
         if not isinstance(metric, dict) or not isinstance(values, list):
-            raise MetricsUnavailable(
+            raise MalformedAnswer(
                 name,
                 f"malformed answer from Prometheus: result[{i}] is not a series with 'metric' and 'values' "
                 f"(got {result!r:.80})",
@@ -131,7 +131,7 @@ def matrix(name: str, query: str, results: list[Any]) -> list[tuple[dict[str, st
         for j, pair in enumerate(values):
             stamp = _stamp(pair)
             if stamp is None:
-                raise MetricsUnavailable(
+                raise MalformedAnswer(
                     name,
                     f"malformed answer from Prometheus: result[{i}].values[{j}] is not [time, value] "
                     f"(got {pair!r:.80})",
@@ -160,7 +160,7 @@ def vector(name: str, query: str, body: Any, results: list[Any]) -> list[tuple[d
         pair = result.get("value") if isinstance(result, dict) else None
         at = _time(pair)
         if not isinstance(metric, dict) or at is None or not isinstance(pair, list | tuple):
-            raise MetricsUnavailable(
+            raise MalformedAnswer(
                 name,
                 f"malformed answer from Prometheus: result[{i}] is not a sample with 'metric' and 'value' "
                 f"(got {result!r:.80})",
@@ -199,6 +199,6 @@ def _number(name: str, query: str, metric: dict[Any, Any], at: float, text: obje
     shown = repr(text) if len(repr(text)) <= 40 else repr(text)[:37] + "..."
     series = f" of the series {label_set({str(k): str(v) for k, v in metric.items()})}" if metric else ""
     when = datetime.fromtimestamp(at, UTC).isoformat()
-    raise MetricsUnavailable(
+    raise MalformedAnswer(
         name, f"malformed answer from Prometheus: value {shown} at {when}{series} is not a number", query
     )

@@ -1,0 +1,166 @@
+"""A demand now that Prometheus answers with a value that is not a number is a ``MalformedAnswer``, as the same value
+in the range read is; a demand now that is not answered (a server error, a timeout) is a failed read, for which the
+tick lets the range's newest value stand in.
+
+The tick reads each class's range (``/api/v1/query_range``), then its value at the tick (``/api/v1/query``). A failed
+request is likely to get through at the next tick, and the range's newest value, judged for staleness as ever, is
+the class's demand meanwhile. An answer of ``"abc"`` is not a failed request: Prometheus answered, with nonsense, so
+the source tells it apart. A small local HTTP server answers every range query with 16 and the instant query of the
+class ``broken`` as the test says; the real prometheus-api-client talks to it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+import yaml
+
+from actuators.simulated import SimulatedCluster
+from agent.commands.recommend import recommend
+from agent.sources.base import MalformedAnswer
+from agent.sources.prometheus import PrometheusSource
+from config import load_settings
+from config.prometheus import PrometheusSettings
+from models import DemandClass, MetricsUnavailable
+from models.clock import SimulatedClock
+from models.errors import PrometheusServerFailure
+from tests.fakes.http_server import serving
+from tests.prometheus.test_recommend import WritesForbidden
+from tests.prometheus.test_sample_not_a_number import AT, QUERIES, STEP, _Answers, _config, _not_a_number
+
+pytestmark = pytest.mark.xdist_group("prometheus")
+CLASSES = [DemandClass(name="steady"), DemandClass(name="broken")]
+UNITS = {"a100-on-demand": 4, "h100-on-demand": 4}
+SLOW_S = 2.5  # the instant answer's delay in "timeout": above the client's wait (the query's timeout, 1 s, + 0.5 s)
+
+
+class _NowAnswers(BaseHTTPRequestHandler):
+    """Every range query answered with 16 at each step; every instant query (the probe's ``vector(1)`` too) with 16,
+    but the one naming the class ``broken``, answered as ``mode`` says: ``abc`` (a value that is not a number),
+    ``503`` (a server error) or ``timeout`` (no answer within the source's timeout)."""
+
+    protocol_version = "HTTP/1.1"
+    mode = "abc"
+
+    def do_GET(self) -> None:
+        parts = urlsplit(self.path)
+        args = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        broken = parts.path == "/api/v1/query" and '"broken"' in args.get("query", "")
+        if parts.path == "/api/v1/query_range":
+            start, end, step = float(args["start"]), float(args["end"]), int(args["step"])
+            values = [[t, "16"] for t in range(math.ceil(start), math.floor(end) + 1, step)]
+            data: dict[str, Any] = {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}
+        else:
+            at = float(args.get("time", AT.timestamp()))  # the probe asks without a time
+            value, metric = ("abc", {"class": "broken"}) if broken else ("16", {})
+            data = {"resultType": "vector", "result": [{"metric": metric, "value": [at, value]}]}
+        if broken and self.mode == "503":
+            self._send(503, {"status": "error", "errorType": "unavailable", "error": "overloaded"})
+            return
+        if broken and self.mode == "timeout":
+            time.sleep(SLOW_S)
+        self._send(200, {"status": "success", "data": data})
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        body = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except OSError:  # the client gave up waiting (``timeout``)
+            pass
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def _answering(mode: str) -> type[_NowAnswers]:
+    return type("_NowAnswersWith", (_NowAnswers,), {"mode": mode})
+
+
+@pytest.fixture(params=["abc", "503", "timeout"])
+def now_mode(request: pytest.FixtureRequest) -> Iterator[tuple[str, str]]:
+    mode = str(request.param)
+    with serving(_answering(mode)) as url:
+        yield mode, url
+
+
+def _source(url: str) -> PrometheusSource:
+    settings = PrometheusSettings.model_validate({"url": url, "retries": 0, "timeout": "1s"})
+    return PrometheusSource.from_settings(settings, QUERIES)
+
+
+def _told(reason: str) -> str:
+    """A class's problem as the range read tells it (``MetricsUnavailable``'s own words, with the query)."""
+    return str(MetricsUnavailable("broken", reason, QUERIES["broken"]))
+
+
+def test_the_range_is_fine_and_only_the_demand_now_is_not(now_mode: tuple[str, str]) -> None:
+    _, url = now_mode
+    frame, missing = _source(url).fetch_each(CLASSES, AT - timedelta(hours=1), AT, STEP)
+    assert missing == {}
+    assert set(frame["unique_id"]) == {"steady", "broken"} and (frame["y"] == 16).all()
+
+
+def test_only_a_demand_now_that_is_not_a_number_is_a_malformed_answer(now_mode: tuple[str, str]) -> None:
+    mode, url = now_mode
+    readings, missing = _source(url).newest_each(CLASSES, AT)
+
+    assert readings == {"steady": (AT, 16.0)}
+    assert list(missing) == ["broken"]
+    why = missing["broken"]
+    if mode == "abc":
+        assert isinstance(why, MalformedAnswer)
+        assert str(why) == _told(_not_a_number(AT))
+    else:  # a request that failed is the server's failure, not an answer that is nonsense
+        assert isinstance(why, PrometheusServerFailure) and not isinstance(why, MalformedAnswer)
+        assert ("HTTP 503" if mode == "503" else "did not answer within 1.5 s (read timeout)") in why.reason
+
+
+def test_a_range_value_that_is_not_a_number_is_a_malformed_answer_too() -> None:
+    with serving(_Answers) as url:  # every value of the class ``broken`` is "abc", in the range as at an instant
+        _, missing = _source(url).fetch_each(CLASSES, AT - timedelta(hours=1), AT, STEP)
+    assert isinstance(missing["broken"], MalformedAnswer)
+    assert str(missing["broken"]) == _told(_not_a_number(AT - timedelta(hours=1)))
+
+
+def _recommend(url: str, tmp_path: Path) -> dict[str, Any]:
+    config = _config(tmp_path, url)
+    raw = yaml.safe_load(config.read_text(encoding="utf-8"))
+    raw["prometheus"]["timeout"] = "1s"
+    config.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    settings = load_settings(config)
+    read_side = WritesForbidden(SimulatedCluster(settings.pool_specs(), SimulatedClock(AT), initial_units=UNITS))
+    document = recommend(settings, str(config), tmp_path / "out", AT, read_side, pool_state_source="test")
+    assert read_side.writes == []
+    return document
+
+
+def _rows(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], list[dict[str, Any]]]:
+    """The classes by name, the pool serving ``broken``, and the missing-data alerts of a recommendation."""
+    classes = {c["name"]: c for c in document["classes"]}
+    pool = {p["pool_id"]: p for p in document["pools"]}["h100-on-demand"]
+    return classes, pool, [a for a in document["alerts"] if a["kind"] == "missing-data"]
+
+
+@pytest.mark.parametrize("mode", ["503", "timeout"])
+def test_recommend_lets_the_range_stand_in_for_a_demand_now_that_failed(mode: str, tmp_path: Path) -> None:
+    with serving(_answering(mode)) as url:
+        document = _recommend(url, tmp_path)
+
+    classes, pool, missing_data = _rows(document)
+    assert classes["steady"]["observed"] == 16.0 and classes["steady"]["problem"] is None
+    assert classes["broken"]["observed"] == 16.0 and classes["broken"]["problem"] is None  # the range's newest
+    assert document["problems"] == {} and missing_data == []
+    assert "(broken: q0.9 peak 16, now 16)" in pool["why"]
