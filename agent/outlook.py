@@ -68,9 +68,10 @@ def observe_and_forecast(
         return {}, {}
     problems.update({name: str(exc) for name, exc in unavailable.items()})
     observable = [name for name in names if name not in unavailable]
-    observed, missing = latest_observations(
-        recent, observable, now, step, max_staleness, demand_now(source, classes, observable, now)
-    )
+    now_read, malformed = demand_now(source, classes, observable, now)
+    problems.update({name: str(exc) for name, exc in malformed.items()})
+    observable = [name for name in observable if name not in malformed]
+    observed, missing = latest_observations(recent, observable, now, step, max_staleness, now_read)
     problems.update(missing)
     forecasts: dict[str, DemandForecast] = {}
     if observed and refit_if_due(now, names, problems):

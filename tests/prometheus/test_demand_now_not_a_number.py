@@ -1,12 +1,12 @@
-"""A demand now that Prometheus answers with a value that is not a number is a ``MalformedAnswer``, as the same value
-in the range read is; a demand now that is not answered (a server error, a timeout) is a failed read, for which the
-tick lets the range's newest value stand in.
+"""A demand now that Prometheus answers with a value that is not a number holds the class, as the same value in the
+range read does; a demand now that is not answered (a server error, a timeout) lets the range's newest value stand in.
 
-The tick reads each class's range (``/api/v1/query_range``), then its value at the tick (``/api/v1/query``). A failed
-request is likely to get through at the next tick, and the range's newest value, judged for staleness as ever, is
-the class's demand meanwhile. An answer of ``"abc"`` is not a failed request: Prometheus answered, with nonsense, so
-the source tells it apart. A small local HTTP server answers every range query with 16 and the instant query of the
-class ``broken`` as the test says; the real prometheus-api-client talks to it.
+The tick reads each class's range (``/api/v1/query_range``), then its value at the tick (``/api/v1/query``). A range
+read that is fine and an instant answer of ``"abc"`` used to let the range's newest value stand in, with a warning in
+the log alone: the class was planned on an older value while Prometheus was answering nonsense for it. A failed
+request is another matter: the next tick's read is likely to get through, and the range's newest value, judged for
+staleness as ever, is the class's demand meanwhile. A small local HTTP server answers every range query with 16 and
+the instant query of the class ``broken`` as the test says; the real prometheus-api-client talks to it.
 """
 
 from __future__ import annotations
@@ -164,3 +164,20 @@ def test_recommend_lets_the_range_stand_in_for_a_demand_now_that_failed(mode: st
     assert classes["broken"]["observed"] == 16.0 and classes["broken"]["problem"] is None  # the range's newest
     assert document["problems"] == {} and missing_data == []
     assert "(broken: q0.9 peak 16, now 16)" in pool["why"]
+
+
+def test_recommend_holds_a_class_whose_demand_now_is_not_a_number(tmp_path: Path) -> None:
+    with serving(_answering("abc")) as url:
+        document = _recommend(url, tmp_path)
+
+    classes, pool, missing_data = _rows(document)
+    told = _told(_not_a_number(AT))  # word for word what a range read of the same value says
+    assert classes["steady"]["observed"] == 16.0 and classes["steady"]["problem"] is None
+    assert classes["broken"]["observed"] is None  # the range's newest value, 16, does not stand in
+    assert classes["broken"]["problem"] == told
+    assert document["problems"] == {"broken": told}
+    (alert,) = missing_data
+    assert alert["subject"] == "demand class broken"
+    assert alert["details"] == {"broken": told}
+    assert (pool["action"], pool["recommended_units"]) == ("hold", 4)  # the planner keeps its capacity
+    assert pool["reason"].startswith("missing-data")
