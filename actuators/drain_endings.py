@@ -6,7 +6,14 @@ again). A drain ends in one of these ways, each settled by its key:
   ``pod_rules.abandoned``, or stuck terminating past their grace periods, ``pod_rules.stuck``), is deleted through
   the pool's ``NodeRemover`` and its nodes unmarked; not at the step that cordoned it, nor when a fresh read finds a
   pod bound to it since, which the drain's next step moves first. A removal the remover refuses for good, or that
-  still fails after the timeout, uncordons the unit instead.
+  still fails after the timeout, uncordons the unit instead; but not one that failed past the timeout after it may
+  have gone out (``TransientActuatorError.maybe_applied``: GKE took the deleteInstances, then answered 503 to the
+  autoscaler bounds' move) when the remover tells what the cloud does with the unit (``TellsRemovals``) and the
+  cloud, asked at once, is deleting it: the removal is remembered with its time, and each later step of the drain
+  asks the cloud instead of draining. Being deleted, the unit stays cordoned and the step is STARTED; gone, the drain
+  is settled DONE as removed (with the pods it left terminating); not being deleted (the cloud did not carry the
+  deletion out), or still being deleted ``removal_wait`` after the removal was sent, the drain is given up as at the
+  timeout, the unit uncordoned.
 - rejected: no retry can finish it (a pod that must not be disrupted, accelerator work found on the cordoned unit, a
   remover that keeps the unit: ``KeepsUnits``); its nodes are uncordoned and unmarked. A forced drain taken over whose
   last step is older than the timeout and that finds accelerator work leaves the cordon as it is (it may be a
@@ -23,7 +30,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Literal, Protocol, runtime_checkable
 
 from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesDrainMarks
 from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, KeepsUnits, NodeRemover
@@ -31,10 +40,44 @@ from actuators.idempotency import KeyedResults
 from actuators.pod_rules import STUCK_AFTER, counts, terminating
 from kube.api import KubernetesApi
 from kube.models import V1Node
-from models import ActionResult, ActionStatus, ActuatorError, PermanentActuatorError, TransientActuatorError
+from models import (
+    ActionResult,
+    ActionStatus,
+    ActuatorError,
+    PermanentActuatorError,
+    TransientActuatorError,
+    UnfinishedPod,
+)
 from models.clock import Clock
 
 log = logging.getLogger("actuators.kubernetes_drain")  # the drainer's logger: its drains' endings log as they did
+
+# What the cloud does with a unit whose removal went out: deleting it, done with it (gone from the pool), or keeping
+# it (not being deleted: the deletion failed, or never reached it).
+RemovalState = Literal["deleting", "gone", "kept"]
+# The least a removal that went out is waited for (a VM's deletion takes minutes, its shutdown included); a drain
+# timeout longer than this is waited for instead.
+REMOVAL_WAIT = timedelta(minutes=15)
+
+
+@runtime_checkable
+class TellsRemovals(Protocol):
+    """A ``NodeRemover`` that can tell what the cloud does with a unit whose removal it may have sent; asked to
+    delete a unit it tells gone, it deletes nothing and finishes what follows a deletion (GKE's autoscaler bounds)."""
+
+    def removal_state(self, pool_id: str, unit: str) -> RemovalState: ...
+
+
+@dataclass(frozen=True)
+class _Removal:
+    """A removal of a drain's unit that failed past the timeout after it may have gone out: the drain's ``key`` and
+    pool, when (``since``), the pods it left terminating (``unfinished``) and the failure (``why``)."""
+
+    key: str
+    pool_id: str
+    since: datetime
+    unfinished: tuple[UnfinishedPod, ...]
+    why: str
 
 
 class KubernetesDrainEndings(KubernetesDrainMarks):
@@ -55,6 +98,8 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._timeout = timeout
         self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
         self._results = KeyedResults(settled_only=True)
+        self._removing: dict[str, _Removal] = {}  # unit -> its drain's removal that may have gone out
+        self._removal_wait = max(timeout, REMOVAL_WAIT)
 
     def _remove_settled(
         self,
@@ -62,7 +107,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         pool_id: str,
         unit: str,
         nodes: Sequence[str],
-        left: tuple[list[tuple[str, str]], list[tuple[str, str]]],
+        unfinished: tuple[UnfinishedPod, ...],
         overdue: bool,
         started: bool,
         read_again: bool,
@@ -71,10 +116,10 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         before the cordon without checking it (a volume to provision first delays that bind), so the pod would land on
         a unit being deleted. cluster-autoscaler waits ``--node-delete-delay-after-taint`` (5 s) and reads again; the
         drain's next step (a tick later) removes the unit if a fresh read of its pods (``read_again``: the step's own,
-        after its evictions) still finds none to move. ``left``: the pods still terminating on it after the timeout,
-        those a dead kubelet abandoned and those stuck (``pod_rules.abandoned``, ``pod_rules.stuck``)."""
+        after its evictions) still finds none to move. ``unfinished``: the pods still terminating on it after the
+        timeout, those a dead kubelet abandoned and those stuck (``pod_rules.abandoned``, ``pod_rules.stuck``)."""
         if not nodes or (not started and (read_again or self._still_empty(pool_id, nodes))):
-            return self._remove(key, pool_id, unit, nodes, left, overdue)
+            return self._remove(key, pool_id, unit, nodes, unfinished, overdue)
         noun = self._units.noun
         if started:
             detail = f"{noun} {unit} cordoned and empty; removed at the drain's next step if its pods are still none"
@@ -138,11 +183,11 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         pool_id: str,
         unit: str,
         nodes: Sequence[str],
-        left: tuple[list[tuple[str, str]], list[tuple[str, str]]],
+        unfinished: tuple[UnfinishedPod, ...],
         overdue: bool,
     ) -> ActionResult:
-        """The empty unit (or one left only with pods a dead kubelet abandoned, or stuck: ``left``) goes, through the
-        pool's actuator."""
+        """The empty unit (or one left only with pods a dead kubelet abandoned, or stuck: ``unfinished``) goes, through
+        the pool's actuator."""
         noun = self._units.noun
         self._check_may_write(pool_id, unit)
         try:
@@ -153,13 +198,56 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
                 raise
             if not overdue:
                 raise  # retried with the same key on the next tick
+            if self._may_be_going(exc, pool_id, unit):
+                # On its way out (GKE took the deleteInstances, then refused the bounds' move): uncordoned, it would
+                # take pods while the cloud deletes it. The cloud is asked again at the drain's next steps.
+                self._removing[unit] = _Removal(key, pool_id, self._clock.now(), unfinished, exc.reason)
+                log.warning(
+                    "pool %s: the removal of %s %s failed after it may have gone out (%s); it stays cordoned, and "
+                    "the drain's next steps ask the cloud whether it is being deleted (key %s)",
+                    pool_id, noun, unit, exc.reason, key,
+                )  # fmt: skip
+                raise
             why = f"removing the empty {noun} still fails after {self._timeout} ({exc})"
             return self._fail(key, pool_id, unit, nodes, why)
+        return self._removed(key, pool_id, unit, nodes, unfinished, removed.detail)
+
+    def _may_be_going(self, exc: ActuatorError, pool_id: str, unit: str) -> bool:
+        """Whether the unit whose removal failed with ``exc`` past the timeout may be on its way out: the error says
+        the removal may have been carried out (``maybe_applied``), the remover tells what the cloud does with the unit
+        (``TellsRemovals``), and the cloud, asked at once, is deleting it or done with it, or cannot say now. A unit
+        the cloud keeps (its deletion refused, e.g. deleteInstances itself answered 503) is not."""
+        if not (isinstance(exc, TransientActuatorError) and exc.maybe_applied):
+            return False
+        if not isinstance(self._remover, TellsRemovals):
+            return False
+        try:
+            return self._remover.removal_state(pool_id, unit) != "kept"
+        except ActuatorError as unread:  # asked again at the next steps
+            log.warning(
+                "pool %s: whether %s %s is being deleted is unknown: %s", pool_id, self._units.noun, unit, unread
+            )
+            return True
+
+    def _removed(
+        self,
+        key: str,
+        pool_id: str,
+        unit: str,
+        nodes: Sequence[str],
+        unfinished: tuple[UnfinishedPod, ...],
+        how: str,
+    ) -> ActionResult:
+        """The drain settled DONE by the removal of its unit (``how``, in words), its nodes unmarked; its result names
+        the pods left terminating on it (``ActionResult.unfinished``)."""
+        noun = self._units.noun
         for node in nodes:  # gone: unmarked too
             self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
         self._draining_since.pop(unit, None)
         self._idle_since.pop(unit, None)
-        abandoned, stuck = left
+        self._removing.pop(unit, None)
+        abandoned = [(p.namespace, p.name) for p in unfinished if p.kubelet_gone]
+        stuck = [(p.namespace, p.name) for p in unfinished if not p.kubelet_gone]
         if abandoned or stuck:
             both = bool(abandoned) and bool(stuck)  # each kind named
             gone = "left by a kubelet that is gone (its node's Ready condition Unknown) past their grace periods: "
@@ -173,12 +261,69 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         else:
             drained = f"{noun} {unit} drained"
             log.info("pool %s: %s %s drained and removed (key %s)", pool_id, noun, unit, key)
-        return self._results.remember(self._result(key, pool_id, ActionStatus.DONE, f"{drained}; {removed.detail}"))
+        result = ActionResult(
+            key, pool_id, ActionStatus.DONE, self._clock.now(), f"{drained}; {how}", unfinished=unfinished
+        )
+        return self._results.remember(result)
+
+    def _removal_step(self, key: str, pool_id: str, unit: str) -> ActionResult | None:
+        """A step of a drain whose removal may have gone out at an earlier step (``_remove``): nothing is drained, the
+        cloud's state of the unit decides. Being deleted: STARTED, the unit left cordoned; gone: DONE as removed;
+        kept (the deletion failed), or still being deleted ``removal_wait`` after the removal: given up as at the
+        timeout, the unit uncordoned. None when no removal of this drain is remembered."""
+        removal = self._removing.get(unit)
+        if removal is None or removal.key != key or not isinstance(self._remover, TellsRemovals):
+            self._removing.pop(unit, None)  # another drain's (the unit's drain ended since): not this one's
+            return None
+        noun = self._units.noun
+        waited = self._clock.now() - removal.since
+        late = waited >= self._removal_wait
+        went_out = f"its removal was sent at {removal.since:%H:%M:%S}Z and failed ({removal.why})"
+        unread = ""
+        try:
+            state: RemovalState | None = self._remover.removal_state(pool_id, unit)
+        except ActuatorError as exc:
+            if not late:
+                why = f"whether {noun} {unit} is being deleted could not be read ({exc.reason}); {went_out}"
+                raise TransientActuatorError(pool_id, why, maybe_applied=True) from exc
+            state, unread = None, f" (what the cloud does with it could not be read: {exc.reason})"
+        members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
+        if state == "gone":
+            self._check_may_write(pool_id, unit)
+            try:  # nothing left to delete: what follows a deletion (GKE's autoscaler bounds) is asked for again
+                then = self._remover.delete_nodes(pool_id, [unit], key).detail
+            except ActuatorError as exc:  # the unit is gone all the same; left to the pool's next change
+                then = f"what follows its deletion failed again ({exc.reason})"
+            how = f"{went_out}; the cloud deleted it since; {then}"
+            return self._removed(key, pool_id, unit, members, removal.unfinished, how)
+        if state == "kept":
+            why = f"{went_out}, but the cloud is not deleting {noun} {unit} (its deletion failed)"
+            return self._fail(key, pool_id, unit, members, why)
+        if late:
+            why = f"{noun} {unit} still being deleted {waited} after its removal was sent{unread}; {went_out}"
+            return self._fail(key, pool_id, unit, members, why)
+        detail = f"{noun} {unit} is being deleted by the cloud ({went_out}); it stays cordoned until it is gone"
+        log.info("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._result(key, pool_id, ActionStatus.STARTED, detail)
+
+    def _removal_under_way(self, pool_id: str, unit: str, key: str) -> str:
+        """Why the drain with this key cannot be ended now (``cancel``): its removal went out and the cloud is deleting
+        the unit, or is done with it; "" when it can (no such removal, or the cloud kept the unit: forgotten)."""
+        removal = self._removing.get(unit)
+        if removal is None or removal.key != key or not isinstance(self._remover, TellsRemovals):
+            return ""
+        state = self._remover.removal_state(pool_id, unit)
+        if state == "kept":
+            self._removing.pop(unit, None)
+            return ""
+        doing = "is deleting" if state == "deleting" else "deleted"
+        return f"the removal of {self._units.noun} {unit} went out and the cloud {doing} it; its drain goes on"
 
     def _gone(self, key: str, pool_id: str, unit: str) -> ActionResult:
         """The unit left the cluster during its drain: the drain is over, settled DONE (it is out of the pool, which
         is what the drain was for); nothing is removed through the pool's actuator."""
         self._draining_since.pop(unit, None)
+        self._removing.pop(unit, None)
         self._idle_since.pop(unit, None)
         noun = self._units.noun
         detail = f"{noun} {unit} is gone from the cluster (deleted outside this drain); nothing left to drain or remove"
@@ -207,6 +352,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         for node in nodes:
             self._cordon(pool_id, node, None)  # a node gone meanwhile needs no uncordoning
         self._draining_since.pop(unit, None)
+        self._removing.pop(unit, None)
         noun = self._units.noun
         log.warning("pool %s: drain of %s abandoned (%s); %s uncordoned", pool_id, unit, why, noun)
 

@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from actuators.gke_autoscaler_bounds import (
     GkeAutoscalerBounds,
@@ -184,6 +184,18 @@ class GkeNodePoolActuator(GkeNodePoolReads):
             return self._results.remember(self._result(key, pool_id, status, detail))
         check_bounds_can_move(pool_id, seen, seen.target - len(victims))
         return self._delete(pool_id, victims, key, note, follow=seen)
+
+    def removal_state(self, pool_id: str, unit: str) -> Literal["deleting", "gone", "kept"]:
+        """What Compute does with the node ``unit`` (GKE node name = instance name), asked by a drain whose removal
+        may have gone out and failed after it (``actuators.drain_endings.TellsRemovals``): "deleting" while its
+        instance is being deleted (or abandoned) by its group, "gone" once it is in none of the pool's groups, "kept"
+        while it is there and not being deleted (the deletion failed, or never reached it). One read of the pool; a
+        failed read is transient."""
+        seen = self._observe(pool_id, changing=True)
+        found = next((i for i in seen.instances if i.name == unit), None)
+        if found is None:
+            return "gone"
+        return "deleting" if found.deleting else "kept"
 
     def kept_units(self, pool_id: str, units: Sequence[str], draining: Sequence[str] = ()) -> str:
         """Asked before a drain starts (``actuators.drain_units.KeepsUnits``), with one read of the node pool: a pool

@@ -26,8 +26,14 @@ end, or could not), and an overdue drain left only with such pods removes the no
 them too), so a drain ends within its timeout, the longest grace period and ``STUCK_AFTER``. When
 the node is empty, the ``NodeRemover`` (the pool's actuator) deletes exactly that node; a removal it refuses for
 good, or that still fails after ``timeout`` (an AWS group at its minimum size), uncordons the empty node: back in
-service, not left cordoned, paid for and unusable. A node that leaves the cluster during its drain (deleted by a
-person, or its instance gone) ends the drain DONE: nothing is left to drain or remove, and the pool is not at fault.
+service, not left cordoned, paid for and unusable. A removal that fails after ``timeout`` once it may have gone out
+(GKE took the deleteInstances, then answered 503 to the autoscaler bounds' move) is not given up while the cloud
+deletes the node: each later step asks the cloud (``actuators.drain_endings``) and keeps the node cordoned while it
+is being deleted, ends the drain DONE once it is gone (with its pods left terminating, as above), and gives the drain
+up, uncordoned, when the cloud is not deleting it or still deletes it after a bounded wait; such a drain is listed in
+``draining_nodes`` after its node left the cluster, so the agent's next step settles it. A node that leaves the
+cluster during its drain otherwise (deleted by a person, or its instance gone) ends the drain DONE: nothing is left to
+drain or remove, and the pool is not at fault.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
 timeout then counts from when that agent took it over. The mark says so only on a cordoned node: a person who ends a
@@ -70,7 +76,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from datetime import timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
@@ -146,9 +151,11 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         """Units of the pool with a node cordoned and carrying our drain annotation, with the key of their drain;
         and, where a unit is removed without nodes (a slice), a unit of the pool whose nodes all left the cluster
         during this drainer's drain of it: nothing in the cluster records that drain any more, but the unit is still
-        there and paid for, and the drain's next step removes it. A unit whose nodes are all uncordoned or unmarked
-        is no longer being drained (a person uncordoned it): its drain is forgotten here too, so its nodes leaving
-        later does not remove it; and the marks that drain left are no drain of ours (``_drains_of``)."""
+        there and paid for, and the drain's next step removes it. So is a unit whose removal went out and then failed
+        (``drain_endings.TellsRemovals``) after its nodes left the cluster: the drain's next step settles it. A unit
+        whose nodes are all uncordoned or unmarked is no longer being drained (a person uncordoned it): its drain is
+        forgotten here too, so its nodes leaving later does not remove it; and the marks that drain left are no drain
+        of ours (``_drains_of``)."""
         draining = {}
         for unit, (key, nodes) in self._drains_of(pool_id).items():
             since = self._draining_since.get(unit)
@@ -156,8 +163,12 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
                 draining[unit] = key
             elif nodes:
                 self._draining_since.pop(unit, None)
+                self._removing.pop(unit, None)
             elif since is not None and self._units.removed_without_nodes:
                 draining[unit] = since[0]
+        for unit, removal in self._removing.items():
+            if removal.pool_id == pool_id:
+                draining.setdefault(unit, removal.key)
         return draining
 
     def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
@@ -165,7 +176,8 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         with this key as a forced drain's), a unit found running accelerator work is uncordoned and the drain
         rejected, nothing evicted."""
         unit = node
-        if (known := self._results.get(key)) is not None:
+        # Settled, or its removal went out at an earlier step: what the cloud does with the unit decides.
+        if (known := self._results.get(key) or self._removal_step(key, pool_id, unit)) is not None:
             return known
         now = self._clock.now()
         since = self._draining_since.get(unit)
@@ -239,28 +251,9 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             )
             log.info("pool %s: %s (key %s)", pool_id, detail, key)
             return self._result(key, pool_id, ActionStatus.STARTED, detail)
-        return self._with_unfinished(
-            self._remove_settled(key, pool_id, unit, nodes, left, overdue, started, read_again=bool(done.evicted)),
-            pods,
-            left,
+        return self._remove_settled(
+            key, pool_id, unit, nodes, _unfinished(pods, left), overdue, started, read_again=bool(done.evicted)
         )
-
-    def _with_unfinished(
-        self, result: ActionResult, pods: Sequence[V1Pod], left: tuple[list[tuple[str, str]], list[tuple[str, str]]]
-    ) -> ActionResult:
-        """A removal (DONE) of a unit left with pods no kubelet finishes (``left``: abandoned, stuck) names each of
-        them with its node (``ActionResult.unfinished``), settled so under the drain's key; any other result as it
-        is."""
-        abandoned, stuck = left
-        if result.status is not ActionStatus.DONE or not (abandoned or stuck):
-            return result
-        node_of = {pod_name(p): str(p.spec.node_name) for p in pods}
-        unfinished = tuple(
-            UnfinishedPod(namespace, name, node_of[namespace, name], kubelet_gone)
-            for kubelet_gone, named in ((True, abandoned), (False, stuck))
-            for namespace, name in named
-        )
-        return self._results.remember(replace(result, unfinished=unfinished))
 
     def _left_for_good(
         self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]
@@ -285,6 +278,9 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked."""
         unit = node
         noun = self._units.noun
+        if under_way := self._removal_under_way(pool_id, unit, key):  # on its way out: uncordoned, it would serve
+            log.info("pool %s: %s (key %s)", pool_id, under_way, key)
+            return self._result(key, pool_id, ActionStatus.REJECTED, under_way)
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         self._check_may_write(pool_id, unit)
         back = [name for name in members if self._cordon(pool_id, name, None) is not None]
@@ -295,6 +291,20 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         detail = f"drain of {noun} {unit} ended before it was removed: uncordoned, it serves again"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.DONE, detail)
+
+
+def _unfinished(
+    pods: Sequence[V1Pod], left: tuple[list[tuple[str, str]], list[tuple[str, str]]]
+) -> tuple[UnfinishedPod, ...]:
+    """The pods of ``pods`` no kubelet finishes (``left``: abandoned, stuck), each with its node: what a removal of
+    their unit names (``ActionResult.unfinished``)."""
+    node_of = {pod_name(p): str(p.spec.node_name) for p in pods}
+    abandoned, stuck = left
+    return tuple(
+        UnfinishedPod(namespace, name, node_of[namespace, name], kubelet_gone)
+        for kubelet_gone, named in ((True, abandoned), (False, stuck))
+        for namespace, name in named
+    )
 
 
 class KubernetesNodeDrainer(KubernetesUnitDrainer):
