@@ -2,11 +2,13 @@
 it (when the daemon keeps a shadow account). The runtime schedules it once a day at the configured UTC time, in every
 replica; only the leader at that time sends it, so the channel gets one report a day, not one per replica.
 
-A standby (and a leader past its renew deadline, which no longer acts) sends nothing and writes no shadow report: it
-logs at INFO that it skipped the report because it is not the leader, with what it would have said, and its counts
+The replica that holds the lease sends it, a leader whose renewal is late by a few seconds included (past its renew
+deadline it no longer acts, but within the lease duration nobody else can have taken the lease, and a slow API call
+at the report time must not cost the day its report). A standby sends nothing and writes no shadow report: it logs
+at INFO that it skipped the report because it does not hold the lease, with what it would have said, and its counts
 start afresh, so that when it takes over later its first report covers the day since the report time it skipped,
-not its whole life. Nobody sends a report that was due while no replica led (the old leader stopped acting and the
-standby had not taken over yet), nor one due before a standby took over: the leader at the report time sends it."""
+not its whole life. Nobody sends a report that was due while no replica held the lease (the old leader lost it and
+the standby had not taken it yet), nor one due before a standby took over: the holder at the report time sends it."""
 
 from __future__ import annotations
 
@@ -37,8 +39,8 @@ class DailyReport:
         shadow: ShadowBook | None,
         leads: Callable[[datetime], bool],
     ) -> None:
-        """``deliver``: sends an alert, never raises. ``leads``: whether this replica leads now (the elector's
-        ``is_leader``: holds the lease and is within its renew deadline)."""
+        """``deliver``: sends an alert, never raises. ``leads``: whether this replica holds the lease now (the
+        elector's ``holds_lease``: its last renewal is younger than the lease duration)."""
         self._summary = summary
         self._clock = clock
         self._identity = identity
@@ -56,7 +58,7 @@ class DailyReport:
         event = self._summary.close(now, self._identity, self._mode, self._clock.monotonic())
         if not leads:
             log.info(
-                "daily report not sent: this replica is not the leader (%s); the replica holding the lease sends it. "
+                "daily report not sent: this replica does not hold the lease (%s); the replica holding it sends it. "
                 "Its counts start afresh: %s %s",
                 self._identity,
                 event.summary,

@@ -20,6 +20,8 @@ class Elector(Protocol):
 
     def is_leader(self, now: datetime) -> bool: ...
 
+    def holds_lease(self, now: datetime) -> bool: ...
+
     def release(self, now: datetime) -> bool: ...
 
 
@@ -47,6 +49,9 @@ class SoleReplicaElector:
         return ElectionStep(leading=True, became_leader=became, holder=self.identity)
 
     def is_leader(self, now: datetime) -> bool:
+        return True
+
+    def holds_lease(self, now: datetime) -> bool:
         return True
 
     def release(self, now: datetime) -> bool:

@@ -119,6 +119,16 @@ class LeaseElector:
         clock. ``now`` (wall time) is accepted for the callers' ``Leadership`` protocol and never compared."""
         return self._renewed_at is not None and self._monotonic() < self._deadline(self._renewed_at)
 
+    def holds_lease(self, now: datetime | None = None) -> bool:
+        """True while the last successful renewal is younger than the lease duration on the monotonic clock: no
+        other replica can have taken the lease meanwhile (a standby takes it only once it has seen the same record
+        unchanged for a lease duration), though past the renew deadline this replica no longer acts. What sends
+        the one daily report: a renewal late by a few seconds at the report time must not cost the day its report.
+        ``now`` as for ``is_leader``."""
+        return (
+            self._renewed_at is not None and self._monotonic() < self._renewed_at + self._lease_duration.total_seconds()
+        )
+
     def lead_left(self) -> float:
         """Seconds of leadership left without another renewal, on the monotonic clock (0 when not leading): a
         write must end within them (``actuators.write_window``)."""

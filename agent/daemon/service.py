@@ -97,7 +97,7 @@ class Daemon:
             deliver=self._deliver,
             metrics=metrics,
             shadow=shadow,
-            leads=elector.is_leader,
+            leads=elector.holds_lease,
         )
         metrics.set_identity(mode, elector.identity)
         metrics.is_leader.set(0)

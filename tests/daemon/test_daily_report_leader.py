@@ -34,7 +34,7 @@ from tests.daemon.test_daily_report_across_clock_steps import _until
 from tests.daemon.test_scheduler_wall_clock_steps import INTERVAL, OffsetClock, TimedLoop, wall  # noqa: F401
 
 Make = Callable[[str], tuple[LeaseElector, CuttableLink]]
-SKIPPED = "daily report not sent: this replica is not the leader"
+SKIPPED = "daily report not sent: this replica does not hold the lease"
 
 
 @pytest.fixture
@@ -90,22 +90,36 @@ def test_a_standby_that_takes_over_reports_the_day_since_the_report_it_skipped(f
     assert report.details["actions"] != "none"  # what it did since it took over
 
 
-def test_a_leader_that_stopped_acting_just_before_the_report_time_sends_none(
+def test_a_leader_whose_renewal_is_late_at_the_report_time_still_sends_it(
     fleet: Fleet, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="agent.daemon.service")
     a, b = fleet.replicas
     fleet.run(timedelta(minutes=2))
-    a.link.cut()  # the leader can no longer renew: it stops acting at its renew deadline
+    a.link.cut()  # the API unreachable for a few seconds: the leader stops acting at its renew deadline
     fleet.run(DEADLINE + timedelta(seconds=2))
     now = fleet.clock.now()
-    assert DEADLINE + timedelta(seconds=2) < LEASE  # the standby has not taken over yet
+    assert DEADLINE + timedelta(seconds=2) < LEASE  # but it still holds the lease: nobody else can have taken it
     assert not a.elector.is_leader(now) and not b.elector.is_leader(now)
-    for replica in (a, b):
-        replica.daemon.daily_report()
-    assert _reports(a) == [] and _reports(b) == []  # nobody leads at the report time: no report that day
-    assert len(_skips(caplog)) == 2
-    # what the old leader would have reported is in its log, not lost without a word
+    sent = [replica.daemon.daily_report() for replica in (a, b)]
+    a.link.restore()
+    fleet.run(timedelta(seconds=10))
+    assert a.elector.is_leader(fleet.clock.now())  # the same term goes on
+    assert sent == [True, False]  # the day has its one report (nobody sent it when only is_leader was asked)
+    assert len(_reports(a)) == 1 and _reports(a)[0].details["actions"] != "none" and _reports(b) == []
+    assert len(_skips(caplog)) == 1
+
+
+def test_a_leader_cut_off_past_its_lease_sends_none(fleet: Fleet, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="agent.daemon.service")
+    a = fleet.replicas[0]
+    fleet.run(timedelta(minutes=2))
+    a.link.cut()
+    fleet.run(LEASE + timedelta(seconds=2))  # the standby may have taken the lease by now
+    assert not a.elector.holds_lease(fleet.clock.now())
+    assert not a.daemon.daily_report()
+    assert _reports(a) == []
+    # what it would have reported is in its log, not lost without a word
     assert any("replica-a" in r.getMessage() and "action(s)" in r.getMessage() for r in _skips(caplog))
 
 
@@ -126,6 +140,9 @@ class SwitchedElector(SoleReplicaElector):
         return ElectionStep(leading=leading, became_leader=became, holder="replica-b" if leading else "replica-a")
 
     def is_leader(self, now: datetime) -> bool:
+        return self.leading
+
+    def holds_lease(self, now: datetime) -> bool:
         return self.leading
 
 
