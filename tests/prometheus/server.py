@@ -124,12 +124,21 @@ def openmetrics(loaded: LoadedTrace, tenants: Sequence[str] = TENANTS) -> Iterat
         total = loaded.demand[tenant]
         parts[tenant] = {"running": total - np.minimum(pending, total), "pending": np.minimum(pending, total)}
 
+    stamps = np.array([str(s) for s in seconds.tolist()])
+
     def family(name: str, kind: str, series: Iterator[tuple[str, np.ndarray]]) -> Iterator[str]:
+        """One line per sample that is not NaN, a series per chunk (most pod series are NaN at most steps: only
+        what is kept is formatted)."""
         yield f"# TYPE {name} {kind}\n"
         for labels, values in series:
-            for stamp, value in zip(seconds, values, strict=True):
-                if not math.isnan(value):
-                    yield f"{name}{{{labels}}} {'+Inf' if value == math.inf else f'{value:g}'} {stamp}\n"
+            if len(values) != len(stamps):
+                raise ValueError(f"{name}{{{labels}}}: {len(values)} values for {len(stamps)} steps")
+            kept = ~np.isnan(values)
+            head = f"{name}{{{labels}}} "
+            yield "".join(
+                f"{head}{'+Inf' if value == math.inf else f'{value:g}'} {stamp}\n"
+                for stamp, value in zip(stamps[kept].tolist(), values[kept].tolist(), strict=True)
+            )
 
     def pods(phase: str, hours: int) -> Iterator[tuple[str, str, np.ndarray]]:
         generation = (seconds - seconds[0]) // (hours * 3600)
