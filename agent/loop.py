@@ -35,7 +35,7 @@ from agent.executor import Progress, blocked_pool_alerts, clear_failed_units, ex
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.memory_clock import memory_within_clock
-from agent.model_refits import StagedRefit, kept_unread, refit_in_tick
+from agent.model_refits import StagedRefit, held_unread, kept_unread, refit_in_tick, tick_read_cut
 from agent.notify.base import Notifier
 from agent.observation import with_group_series
 from agent.onprem_capacity import onprem_capacity_events, read_onprem
@@ -146,6 +146,8 @@ class Agent:
         self.last_read_units: dict[str, int] = {}
         # Off in the daemon, whose scheduled refit is the only one once a model is fitted (see the module's text).
         self.refit_in_ticks = True
+        # The classes the refit in the current tick fitted no model for (``_refit_in_tick``): held, forecasts dropped.
+        self._held_by_refit: frozenset[str] = frozenset()
         # Told of each fit made by ``fit_on`` (a tick's refit included): the end of its history and whether the
         # configured model is still pending. The daemon exports it (``leadtime_model_fitted_timestamp_seconds``).
         self.on_fitted: Callable[[datetime, bool], None] | None = None
@@ -266,6 +268,7 @@ class Agent:
         demand read nor a refit in the tick leaves it a request cut to nothing (planned on ``max_units`` with a
         warning that blamed Prometheus), and a slow capacity query leaves demand the rest."""
         problems: dict[str, str] = {}
+        self._held_by_refit = frozenset()
         with read_deadline(self.reads_within):
             with read_deadline(min(self.tick * ONPREM_READ_SHARE, self.reads_within)):
                 onprem = read_onprem(self.parts.onprem, self.pools, now)
@@ -282,6 +285,9 @@ class Agent:
                 max_staleness=self.settings.forecast.max_staleness,
                 refit_if_due=self._refit_if_due,
             )
+        if held := self._held_by_refit:  # no model fitted for them: their forecasts, and their groups', are dropped
+            held |= {g.name for g in self.groups if g.is_aggregate and held.intersection(g.members)}
+            forecasts = {name: f for name, f in forecasts.items() if name not in held}
         return Outlook(observed, forecasts, problems, onprem)
 
     def act(self, now: datetime, outlook: Outlook) -> TickReport:
@@ -379,7 +385,38 @@ class Agent:
         )
         if not due:
             return True
-        return refit_in_tick(self.refit, now, self.last_refit, names, problems)
+        return refit_in_tick(self._refit_in_tick, now, self.last_refit, names, problems)
+
+    def _refit_in_tick(self, now: datetime) -> dict[str, str]:
+        """Refit on the history window ending at ``now``, read within the tick's read deadline (``reads_within``)
+        again; the classes held, each with why (``agent.model_refits``). With no model fitted yet, the classes read
+        are fitted and each class not read is held, the fit not marked done (the next tick reads again); with models
+        fitted before, a read cut by the deadline raises ``RefitReadCut`` and a class otherwise not read keeps its
+        model."""
+        history_span = self.settings.forecast.history
+        with read_deadline(self.reads_within):
+            history, unread = self._fetch(now - history_span, now)
+            left = read_time_left()
+        if not unread:
+            self.fit_on(history, now)
+            return {}
+        if self.last_refit is not None:
+            if left is not None and left[0] <= 0:
+                raise tick_read_cut(history_span, self.reads_within, sorted(unread), len(self.classes))
+            kept_unread(unread)
+            self.fit_on(history, now)
+            return {}
+        held = held_unread(unread, self.reads_within)
+        if len(held) < len(self.classes):
+            self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
+            log.info(
+                "refit model=%s rows=%d (in the tick, without %d class(es) not read: held, read again next tick)",
+                self.parts.forecaster.name,
+                len(history),
+                len(held),
+            )
+        self._held_by_refit = frozenset(held)
+        return held
 
     def _with_idle_nodes(
         self, states: dict[str, PoolState], now: datetime, alerts: list[AlertEvent]

@@ -17,6 +17,19 @@ Given a ``stand_in`` (a cheap model, the calibrated last value), the first ticks
 for the configured model's first fit; the first staged refit swaps that in. While the configured model's fit fails,
 each staged refit refits a copy of the stand-in on the same history instead (it is cheap) and swaps that in, the
 configured model still pending, so the stand-in's calibration follows demand rather than staying the start-up one.
+
+A tick's refit (the daemon's first ticks, until a model is fitted) reads the history within a deadline of its own,
+the tick's read deadline (``loop.read_deadline``, half a tick unless set) again, after the tick's demand reads. With
+no deadline, a Prometheus that hangs on the history's range queries held the first tick for every class's timeouts
+and retries (91.5 s a class with the defaults), with no pool read, no budget enforced and no alert; seven classes
+outlast liveness's default bound, and the kubelet restarted the replica into the same first tick. A first tick now
+reads for about twice the read deadline (a tick with the defaults; as in any tick's reads, a request under way when
+a deadline passes may run out its own timeout), well under liveness's bound (ten ticks, at least 10m, unless set).
+Where no model has been fitted yet, the classes read are fitted and forecast, and each class whose history was not
+read is held for the tick, named with why (``held_unread``), as missing data; the fit is not marked done, so the
+next tick reads every class again. Where a model was fitted before, the refit follows the rule of the refit beside
+the ticks: a read cut by its deadline fails the refit (``RefitReadCut``; the models in use are kept and the next
+tick refits), and a class not read though the deadline had not passed keeps its model (``kept_unread``).
 """
 
 from __future__ import annotations
@@ -30,9 +43,10 @@ import pandas as pd
 
 from agent.observation import with_group_series
 from agent.planning.groups import DemandGroup
-from agent.sources.base import read_deadline
 from forecasting.base import Forecaster
 from models import ForecastError, MetricsUnavailable
+from models.durations import format_duration
+from models.errors import RefitReadCut
 
 log = logging.getLogger("agent.loop")  # the loop's logger, as before the split
 
@@ -101,22 +115,49 @@ class StagedRefit:
         self.installer(self)
 
 
+def held_unread(unread: Mapping[str, MetricsUnavailable], within: timedelta) -> dict[str, str]:
+    """Log each class a tick's first fit did without, its history not read, and return why each is held: no model
+    has been fitted for it, and one never fitted would forecast it as its bare last value, without spread."""
+    held = {}
+    for name, why in sorted(unread.items()):
+        log.warning(
+            "refit in the tick: the history of class %s was not read (%s); it is held until a tick reads it",
+            name,
+            why.reason,
+        )
+        held[name] = f"history not read within {format_duration(within)} (loop.read_deadline): {why.reason}"
+    return held
+
+
+def tick_read_cut(history: timedelta, within: timedelta, unread: Sequence[str], classes: int) -> RefitReadCut:
+    """A tick's refit whose history read its deadline cut, where models were fitted before: they are kept."""
+    listed = ", ".join(unread[:5]) + (", ..." if len(unread) > 5 else "")
+    return RefitReadCut(
+        f"the refit's history read in the tick (forecast.history {format_duration(history)}) did not finish within "
+        f"{format_duration(within)} (loop.read_deadline): {len(unread)} of {classes} classes not read ({listed}); "
+        "the models in use are kept and the next tick refits"
+    )
+
+
 def refit_in_tick(
-    refit: Callable[[datetime], None],
+    refit: Callable[[datetime], Mapping[str, str] | None],
     now: datetime,
     fitted_at: datetime | None,
     names: Sequence[str],
     problems: dict[str, str],
 ) -> bool:
-    """Refit within a tick, the history read whole (or the model would lack the classes a deadline cut off); whether
-    there is a model to forecast with (``fitted_at``: when the models in use were fitted, if any). A failure with no
-    model fitted holds every class of ``names`` with its reason, in ``problems``."""
+    """Refit within a tick; whether there is a model to forecast with (``fitted_at``: when the models in use were
+    fitted, if any). ``refit`` returns the classes it fitted no model for, each with why: they are held, in
+    ``problems`` (the loop's ``_refit_in_tick``, whose history read has a deadline). A failure with no model fitted
+    holds every class of ``names`` with its reason, in ``problems``."""
     try:
-        with read_deadline(None):
-            refit(now)
+        held = refit(now) or {}
     except (ForecastError, MetricsUnavailable) as exc:
         problems.update({name: f"forecast failed: {exc}" for name in names if name not in problems})
         return False
+    except RefitReadCut as exc:  # raised only with models fitted before: they forecast on
+        log.warning("refit in the tick: %s", exc)
+        return True
     except Exception as exc:  # any failure of a fit: the tick goes on without a new model
         if fitted_at is not None:
             log.exception("refit failed in the tick; forecasting with the models fitted at %s", fitted_at)
@@ -125,4 +166,5 @@ def refit_in_tick(
         why = f"forecast failed: the models could not be fitted ({type(exc).__name__}: {exc})"
         problems.update({name: why for name in names if name not in problems})
         return False
-    return True
+    problems.update({name: why for name, why in held.items() if name not in problems})
+    return not held or any(name not in held for name in names)

@@ -1,0 +1,261 @@
+"""The first tick's fit reads the history within the tick's read deadline.
+
+While no model has been fitted, a tick refits within itself, and that refit read each class's history with no
+deadline at all. Against a Prometheus that answers the tick's short reads but hangs on the history's range queries,
+each class took its client's timeout times its tries: ``(retries + 1) x (timeout + READ_TIMEOUT_MARGIN_S)``, 91.5 s
+a class with the defaults (30 s, 2 retries), so 274.5 s for three classes, seven classes past liveness's default
+bound of 10 minutes, and the kubelet restarted the replica into the same first tick. Here, with a 1-second timeout and
+2 retries, the three classes' first tick took 3 x 3 x 1.5 = 13.5 s (13.8 s measured), no pool read, no budget
+enforced, no alert, while /healthz failed from its 6-second bound on. The history read now ends within the tick's
+read deadline (``loop.read_deadline``, half of the 4-second tick here): the classes read are fitted and forecast, each
+class not read is held with the reason and alerted as missing data, and the next tick reads it again.
+
+A small local HTTP server stands in for Prometheus; the real prometheus-api-client and requests session talk to it.
+It answers an instant query (``/api/v1/query``) with a vector and a range query (``/api/v1/query_range``) with a
+matrix on the requested step grid, as the Prometheus HTTP API reference documents them ("Instant queries", "Range
+queries": ``{"status": "success", "data": {"resultType": "vector"|"matrix", "result": [...]}}``, each sample value a
+string). A range query over 12 hours or more (the history's: ``forecast.history`` is a day, a tick reads far less)
+of the classes the test names hangs, accepted and never answered, until the test lets it go.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from actuators import SimulatedCluster
+from agent.daemon.wiring import DaemonParts, assemble
+from agent.ledger import InMemoryLedger
+from agent.loop import Agent, AgentParts, TickReport
+from agent.notify import RecordingNotifier
+from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus_client import READ_TIMEOUT_MARGIN_S
+from agent.sources.prometheus_queries import demand_queries
+from config import settings_from_mapping
+from config.schema import Settings
+from forecasting import PersistenceForecaster
+from forecasting.calibrated import last_value_forecaster
+from models import AlertKind
+from models.clock import SimulatedClock, SystemClock
+from tests.fakes.http_server import serving
+
+NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+CLASSES = [f"team-{i}" for i in range(3)]
+LONG_RANGE_S = 12 * 3600
+HELD_AT_MOST_S = 60.0  # a hanging query answers after this at the latest, so a failing test ends
+TICK_S, TIMEOUT_S, RETRIES = 4.0, 1.0, 2
+READ_DEADLINE_S = TICK_S / 2  # loop.read_deadline unset: half a tick
+LIVE_BOUND_S = 6.0  # daemon.endpoints.live_max_tick_duration
+TRY_S = TIMEOUT_S + READ_TIMEOUT_MARGIN_S  # one request's wait for an answer
+# The first tick before: every class's history read through all its tries, one class after the other.
+BEFORE_S = len(CLASSES) * (RETRIES + 1) * TRY_S
+# The history read ends at its deadline, or once the request under way when it passed has run out its wait (the
+# source cuts a request's timeout to the time left when it sends it, not a retry's), and the tick's own reads,
+# planning and acting on a busy machine take the rest.
+SLACK_S = 1.5
+BOUND_S = READ_DEADLINE_S + TRY_S + SLACK_S  # 5 s: under BEFORE_S (13.5 s) and LIVE_BOUND_S (6 s)
+HELD = f"history not read within {READ_DEADLINE_S:g}s (loop.read_deadline): "
+
+
+@dataclass
+class Hanging:
+    """The classes whose history range queries hang until ``release`` is set."""
+
+    classes: set[str] = field(default_factory=set)
+    release: threading.Event = field(default_factory=threading.Event)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    state: Hanging
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        args = {k: v[-1] for k, v in parse_qs(url.query).items()}
+        if url.path == "/api/v1/query":
+            sample = {"metric": {}, "value": [float(args.get("time", time.time())), "4"]}
+            self._reply({"status": "success", "data": {"resultType": "vector", "result": [sample]}})
+            return
+        start, end, step = (int(float(args[k])) for k in ("start", "end", "step"))
+        hangs = any(f'namespace="{name}"' in args["query"] for name in self.state.classes)
+        if end - start >= LONG_RANGE_S and hangs and not self.state.release.is_set():
+            self.state.release.wait(HELD_AT_MOST_S)
+            return  # never answered
+        values = [[t, "4"] for t in range(start, end + 1, step)]
+        self._reply(
+            {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}}
+        )
+
+    def _reply(self, body: object) -> None:
+        payload = json.dumps(body).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:
+            return  # the client gave up waiting
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.fixture
+def prometheus() -> Iterator[tuple[str, Hanging]]:
+    state = Hanging()
+    try:
+        with serving(type("Handler", (_Handler,), {"state": state})) as url:
+            yield url, state
+            state.release.set()  # the queries still hanging end before the server stops
+    finally:
+        state.release.set()
+
+
+def _settings(url: str) -> Settings:
+    pool = {"id": "shared", "kind": "gpu-node-pool", "tier": "on-demand", "chips_per_unit": 8, "min_units": 0,
+            "max_units": 20, "price_per_chip_hour_usd": 1.0, "lead_time": "10m", "serves": CLASSES}  # fmt: skip
+    config: dict[str, Any] = {
+        "demand_classes": [{"name": name} for name in CLASSES],
+        "pools": [pool],
+        "forecast": {"model": "persistence", "history": "1d", "step": "5m", "refit_interval": "1h"},
+        "loop": {"tick_interval": f"{TICK_S:g}s"},
+        "ledger": {"backend": "memory"},
+        "daemon": {
+            "leader_election": {"enabled": False},
+            "endpoints": {"bind_address": "127.0.0.1", "port": 0, "live_max_tick_duration": f"{LIVE_BOUND_S:g}s"},
+        },
+        "prometheus": {"url": url, "timeout": f"{TIMEOUT_S:g}s", "retries": RETRIES, "retry_backoff_s": 0},
+    }
+    return settings_from_mapping(config, source="test config")
+
+
+def _source(settings: Settings) -> PrometheusSource:
+    assert settings.prometheus is not None
+    return PrometheusSource.from_settings(
+        settings.prometheus, demand_queries(settings.demand_class_models(), settings.prometheus)
+    )
+
+
+def _timed(run: Any) -> tuple[Any, float]:
+    started = time.monotonic()
+    result = run()
+    return result, time.monotonic() - started
+
+
+def test_a_first_tick_against_a_hanging_history_ends_within_the_read_deadline_alive_and_alerting(
+    prometheus: tuple[str, Hanging],
+) -> None:
+    url, hanging = prometheus
+    hanging.classes.update(CLASSES)
+    settings = _settings(url)
+    clock = SystemClock()  # liveness measures the running tick on the monotonic clock
+    notifier = RecordingNotifier()
+    parts = DaemonParts(
+        source=_source(settings),
+        actuator=SimulatedCluster(settings.pool_specs(), clock),
+        ledger=InMemoryLedger(),
+        notifier=notifier,
+        clock=clock,
+        forecaster=PersistenceForecaster(),
+        stand_in=last_value_forecaster(),
+    )
+    assembled = assemble(settings, "enforce", parts, {"POD_NAME": "replica-a", "POD_NAMESPACE": "leadtime"})
+    assembled.endpoints.stop()  # the jobs are driven directly; no socket needed
+    daemon, agent, health, metrics = assembled.daemon, assembled.loop.agent, assembled.health, assembled.metrics
+    daemon.elect()
+
+    started = time.monotonic()
+    tick = threading.Thread(target=daemon.tick, daemon=True)
+    tick.start()
+    dead: list[str] = []
+    while tick.is_alive() and time.monotonic() - started < BEFORE_S + 5:
+        if not (live := health.liveness(clock.now())).ready:
+            dead.append(live.detail)
+        tick.join(0.1)
+    took = time.monotonic() - started
+
+    assert took < BOUND_S, f"the first tick took {took:.1f} s (without the deadline: {BEFORE_S} s)"
+    assert dead == []
+    assert metrics.last_success._value.get() > 0  # it read the pools and planned: observed demand, pools held
+    assert agent.last_refit is None  # no model fitted for any class: the next tick refits
+    missing = {e.subject: e.details for e in notifier.events if e.kind is AlertKind.MISSING_DATA}
+    assert set(missing) == {f"demand class {name}" for name in CLASSES}
+    for name in CLASSES:
+        why = str(missing[f"demand class {name}"][name])
+        assert why.startswith(HELD) and "answers too slowly" in why, why
+
+    hanging.release.set()  # Prometheus answers the history now
+    daemon.tick()
+    assert agent.last_refit is not None
+
+
+def _agent(settings: Settings) -> Agent:
+    parts = AgentParts(
+        _source(settings),
+        last_value_forecaster(),  # the daemon's stand-in: a class never fitted is forecast without spread
+        SimulatedCluster(settings.pool_specs(), SimulatedClock(NOW)),
+        InMemoryLedger(),
+        RecordingNotifier(),
+    )
+    return Agent(settings, parts)
+
+
+def test_the_classes_read_are_fitted_and_forecast_the_one_not_read_held_and_fitted_at_the_next_tick(
+    prometheus: tuple[str, Hanging],
+) -> None:
+    url, hanging = prometheus
+    hanging.classes.add("team-2")  # read last: the classes before it are read in time
+    agent = _agent(_settings(url))
+
+    report, took = _timed(lambda: agent.run_once(NOW))
+    assert isinstance(report, TickReport)
+    assert took < BOUND_S, f"the first tick took {took:.1f} s"
+    assert set(report.observed) == set(CLASSES)
+    assert set(report.problems) == {"team-2"}
+    assert report.problems["team-2"].startswith(HELD), report.problems
+    assert "answers too slowly" in report.problems["team-2"]
+    # the classes read, fitted: calibrated, no fallback note; neither team-2 nor the three classes' group total
+    assert set(report.forecasts) == {"team-0", "team-1"}, sorted(report.forecasts)
+    assert [report.forecasts[n].note for n in ("team-0", "team-1")] == ["", ""]
+    assert [e.subject for e in report.alerts if e.kind is AlertKind.MISSING_DATA] == ["demand class team-2"]
+    assert agent.last_refit is None
+
+    hanging.release.set()
+    later = NOW + timedelta(seconds=TICK_S)
+    report = agent.run_once(later)
+    assert report.problems == {}
+    assert set(CLASSES) <= set(report.forecasts)
+    assert report.forecasts["team-2"].note == ""  # fitted now, no longer the bare last value
+    assert agent.last_refit == later
+
+
+def test_a_refit_in_a_tick_cut_by_the_deadline_keeps_the_models_fitted_before(
+    prometheus: tuple[str, Hanging], caplog: pytest.LogCaptureFixture
+) -> None:
+    url, hanging = prometheus
+    agent = _agent(_settings(url))  # refits in its ticks once the refit interval has passed, as outside the daemon
+    agent.run_once(NOW)
+    assert agent.last_refit == NOW
+
+    hanging.classes.update(CLASSES)
+    with caplog.at_level(logging.WARNING, logger="agent.loop"):
+        report, took = _timed(lambda: agent.run_once(NOW + timedelta(hours=1)))
+
+    assert took < BOUND_S, f"the tick took {took:.1f} s"
+    assert report.problems == {}
+    assert set(CLASSES) <= set(report.forecasts)  # the models fitted before forecast on
+    assert all(report.forecasts[n].note == "" for n in CLASSES)
+    assert agent.last_refit == NOW  # not marked done: the next tick refits
+    cut = [r.getMessage() for r in caplog.records if "did not finish within" in r.getMessage()]
+    assert len(cut) == 1 and "3 of 3 classes not read" in cut[0], cut
