@@ -23,8 +23,8 @@ from datetime import datetime, timedelta
 import pandas as pd
 
 from agent.planning.groups import DemandGroup
-from agent.sources.base import InstantMetricSource, MalformedAnswer, MetricSource, PerClassMetricSource
-from models import DemandClass, MetricsUnavailable
+from agent.sources.base import InstantMetricSource, MetricSource, PerClassMetricSource
+from models import DemandClass, MalformedAnswer, MetricsUnavailable
 
 log = logging.getLogger(__name__)
 

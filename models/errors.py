@@ -80,6 +80,13 @@ class MetricsUnavailable(LeadtimeError):
         super().__init__(f"metrics unavailable for demand class {demand_class!r}: {reason}{where}")
 
 
+class MalformedAnswer(MetricsUnavailable):
+    """The source answered, but with something that is not data: a sample value that is not a number, a result that
+    is not of the documented shape. Told apart from a read that failed (no connection, no answer in time, a server
+    error), which the next read may well get through: here the source did answer, and an older value of the class
+    is no stand-in for nonsense."""
+
+
 class PrometheusServerFailure(MetricsUnavailable):
     """A Prometheus request failed for a reason of the server's, not of the class's query: no connection, no answer
     in time, a server error (5xx) or 429 after the retries."""

@@ -54,13 +54,6 @@ class InstantMetricSource(Protocol):
     ) -> tuple[dict[str, tuple[datetime, float]], dict[str, MetricsUnavailable]]: ...
 
 
-class MalformedAnswer(MetricsUnavailable):
-    """The source answered, but with something that is not data: a sample value that is not a number, a result that
-    is not of the documented shape. Told apart from a read that failed (no connection, no answer in time, a server
-    error), which the next read may well get through: here the source did answer, and an older value of the class
-    is no stand-in for nonsense."""
-
-
 # The monotonic time by which reads should end and the budget it was given; None outside ``read_deadline``.
 _READ_BY: ContextVar[tuple[float, timedelta] | None] = ContextVar("read_by", default=None)
 

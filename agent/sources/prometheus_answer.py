@@ -18,10 +18,10 @@ from urllib.parse import urlsplit
 import requests
 from prometheus_api_client import PrometheusConnect
 
-from agent.sources.base import MalformedAnswer, read_time_left
+from agent.sources.base import read_time_left
 from agent.sources.prometheus_client import PrometheusErrorAnswer
 from agent.sources.prometheus_samples import label_set
-from models import MetricsUnavailable
+from models import MalformedAnswer, MetricsUnavailable
 from models.errors import NotPrometheusJson
 
 log = logging.getLogger("agent.sources.prometheus")

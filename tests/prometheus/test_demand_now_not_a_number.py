@@ -26,11 +26,10 @@ import yaml
 
 from actuators.simulated import SimulatedCluster
 from agent.commands.recommend import recommend
-from agent.sources.base import MalformedAnswer
 from agent.sources.prometheus import PrometheusSource
 from config import load_settings
 from config.prometheus import PrometheusSettings
-from models import DemandClass, MetricsUnavailable
+from models import DemandClass, MalformedAnswer, MetricsUnavailable
 from models.clock import SimulatedClock
 from models.errors import PrometheusServerFailure
 from tests.fakes.http_server import serving
