@@ -18,8 +18,7 @@ from urllib.parse import urlsplit
 import requests
 from prometheus_api_client import PrometheusConnect
 
-from agent.sources.base import read_time_left
-from agent.sources.prometheus_client import PrometheusErrorAnswer
+from agent.sources.prometheus_client import PrometheusErrorAnswer, request_timeout
 from agent.sources.prometheus_samples import label_set
 from models import MalformedAnswer, MetricsUnavailable
 from models.errors import NotPrometheusJson
@@ -40,12 +39,11 @@ def get_instant(client: PrometheusConnect, params: dict[str, Any]) -> Any:
 
 
 def _get(client: PrometheusConnect, path: str, params: dict[str, Any]) -> Any:
-    """Inside a read deadline, the request's timeout is cut to the time left (at least 10 ms)."""
+    """Inside a read deadline, the timeout of each try, the first and every retry, is cut to the time left (at least
+    10 ms; ``request_timeout``)."""
     session = client._session
     timeout = getattr(client, "_timeout", None)
-    left = read_time_left()
-    if left is not None:
-        timeout = max(0.01, left[0]) if timeout is None else max(0.01, min(float(timeout), left[0]))
+    timeout = request_timeout(None if timeout is None else float(timeout))
     response = session.request(
         method=getattr(client, "_method", "GET"),
         url=f"{client.url}{path}",

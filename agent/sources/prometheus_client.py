@@ -1,5 +1,6 @@
 """The HTTP side of reading Prometheus: the configured client (``connect``: CA file, timeout, retries with
-back-off that end at the read deadline), the bearer token read before each request, durations as Prometheus parses
+back-off that end at the read deadline), each request's timeout (``request_timeout``: inside a read deadline, every
+try's is cut to the time left), the bearer token read before each request, durations as Prometheus parses
 them, and ``call``, which turns every way a request can fail into ``MetricsUnavailable`` (or
 ``PrometheusServerFailure`` when the server rather than the query failed) saying why. The vendor exception types of
 prometheus-api-client and requests stay in this module (and in ``agent.sources.prometheus_answer``).
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -28,6 +30,7 @@ from urllib3.exceptions import (
 )
 from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
+from urllib3.util.timeout import Timeout
 
 from agent.sources.base import read_time_left
 from config.prometheus import PrometheusSettings
@@ -40,19 +43,24 @@ RETRY_ON_STATUS = (429, 502, 503, 504, 500)
 # The client waits this much longer than the timeout it sends Prometheus, so that a query Prometheus gives up on is
 # answered with Prometheus' reason (503 errorType timeout) rather than cut by the client first.
 READ_TIMEOUT_MARGIN_S = 0.5
+# Inside a read deadline: no retry is started with less time left than this (too short for an answer), and no try
+# waits less than the shortest timeout.
+MIN_TRY_S = 0.1
+MIN_TIMEOUT_S = 0.01
 _READ_TIMEOUT = re.compile(r"read timeout=([0-9.]+)")
 _URL = re.compile(r"https?://\S+|/api/v1/[^\s'\")]+")
 
 
 class _DeadlineRetry(Retry):
-    """Retries that end once the read deadline (``agent.sources.base.read_deadline``) has passed, and whose waits
-    (a server's ``Retry-After``, the back-off) stay within it: a wait that would reach the deadline ends the
-    retries at once, with the answer in hand. urllib3 sleeps the whole ``Retry-After`` otherwise: a query-frontend
-    asking for 20 s held a 3 s read for 20 s."""
+    """Retries that end once less than ``MIN_TRY_S`` is left before the read deadline
+    (``agent.sources.base.read_deadline``), and whose waits (a server's ``Retry-After``, the back-off) stay within
+    it: a wait that would leave less than that ends the retries at once, with the answer in hand. urllib3 sleeps the
+    whole ``Retry-After`` otherwise: a query-frontend asking for 20 s held a 3 s read for 20 s. Each retry's timeout
+    is cut to the time left by ``DeadlineTimeout``."""
 
     def is_exhausted(self) -> bool:
         left = read_time_left()
-        return super().is_exhausted() or (left is not None and left[0] <= 0)
+        return super().is_exhausted() or (left is not None and left[0] < MIN_TRY_S)
 
     def increment(
         self,
@@ -72,7 +80,7 @@ class _DeadlineRetry(Retry):
         except MaxRetryError as exc:
             raise GaveUp(_pool, url, exc.reason, tries) from exc.reason
         left = read_time_left()
-        if left is not None and retry._wait_s(response) >= left[0]:
+        if left is not None and retry._wait_s(response) > left[0] - MIN_TRY_S:
             reason = error or ResponseError("the wait before the next try would outlast the time left for reading")
             raise GaveUp(_pool, url, reason, tries) from reason
         return retry
@@ -91,6 +99,43 @@ class _DeadlineRetry(Retry):
             if after:
                 return after
         return Retry.get_backoff_time(self)
+
+
+class DeadlineTimeout(Timeout):
+    """The connect and read timeout of each try of a request made inside a read deadline: the request's own
+    (``timeout``, None for none), cut to the time left before the deadline (``by``, monotonic) when the try connects
+    and again when it waits for the answer; at least ``MIN_TIMEOUT_S``. urllib3 hands one timeout to the first try
+    and every retry (``Timeout.clone``): a number cut to the time left when the request was first sent let each retry
+    wait all of it past the deadline (a hanging server held a 2 s read 3 s with a 1.5 s timeout)."""
+
+    def __init__(self, timeout: float | None, by: float) -> None:
+        super().__init__(connect=timeout, read=timeout)
+        self._timeout, self._by = timeout, by
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(timeout={self._timeout!r}, left={self._left():.3f})"
+
+    def clone(self) -> DeadlineTimeout:
+        return DeadlineTimeout(self._timeout, self._by)
+
+    @property
+    def connect_timeout(self) -> float:
+        return self._left()
+
+    @property
+    def read_timeout(self) -> float:
+        return self._left()
+
+    def _left(self) -> float:
+        left = self._by - time.monotonic()
+        return max(MIN_TIMEOUT_S, left if self._timeout is None else min(self._timeout, left))
+
+
+def request_timeout(timeout: float | None) -> float | DeadlineTimeout | None:
+    """The timeout to send a request with: ``timeout`` (seconds, None for none) outside a read deadline; inside one,
+    a ``DeadlineTimeout`` that cuts each try's to the time left."""
+    left = read_time_left()
+    return timeout if left is None else DeadlineTimeout(timeout, time.monotonic() + left[0])
 
 
 class GaveUp(MaxRetryError):
