@@ -309,9 +309,17 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
     def _removal_under_way(self, pool_id: str, unit: str, key: str) -> str:
         """Why the drain with this key cannot be ended now (``cancel``): its removal went out and the cloud is deleting
         the unit, or is done with it; "" when it can (no such removal, or the cloud kept the unit: forgotten)."""
-        removal = self._removing.get(unit)
-        if removal is None or removal.key != key or not isinstance(self._remover, TellsRemovals):
+        if not isinstance(self._remover, TellsRemovals):
             return ""
+        removal = self._removing.get(unit)
+        if removal is None or removal.key != key:  # none remembered: a drain taken over after a restart or handover
+            try:
+                state = self._remover.removal_state(pool_id, unit)
+            except ActuatorError:  # unread: ended as any drain, as before removals were asked about
+                return ""
+            if state != "deleting":
+                return ""
+            return f"the cloud is deleting {self._units.noun} {unit} (its removal went out before); its drain goes on"
         state = self._remover.removal_state(pool_id, unit)
         if state == "kept":
             self._removing.pop(unit, None)

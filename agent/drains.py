@@ -102,6 +102,9 @@ class NodeDrains:
         self._unsure: set[str] = set()  # drains taken over not yet known to be forced or not
         self._left: dict[str, PendingDrain] = {}  # node -> drain the cluster records that a dry run cannot continue
         self._held: dict[str, tuple[str, str]] = {}  # idle node a drainer holds back -> (pool, why), as last logged
+        # keys of drains whose removal may have gone out (a write of it accepted, or no answer): the cloud's target and
+        # ready units already leave the node out, so ``adjusted`` takes it out no second time (that bought a node)
+        self._removal_sent: set[str] = set()
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
@@ -152,7 +155,10 @@ class NodeDrains:
         drains of idle nodes, ``take_back``) are counted in ``takeable_units`` too."""
         draining: dict[str, int] = {}
         idle: dict[str, int] = {}
+        self._removal_sent &= {pending.key for pending in self._pending.values()}
         for pending in self._pending.values():
+            if pending.key in self._removal_sent:
+                continue  # the cloud took its removal: its target and ready units no longer count the node
             draining[pending.pool_id] = draining.get(pending.pool_id, 0) + 1
             idle[pending.pool_id] = idle.get(pending.pool_id, 0) + pending.idle
         out = dict(states)
@@ -366,7 +372,9 @@ class NodeDrains:
             self._pending.pop(pending.node, None)
             return self._failed(pending.key, pending.pool_id, now, exc, _went_out(writes, exc))
         except ActuatorError as exc:  # transient: the same key continues the drain next tick
-            return self._failed(pending.key, pending.pool_id, now, exc, _went_out(writes, exc))
+            if went_out := _went_out(writes, exc):  # its removal may be under way: the cloud's target dropped it
+                self._removal_sent.add(pending.key)
+            return self._failed(pending.key, pending.pool_id, now, exc, went_out)
         if result.status in _SETTLED:
             self._pending.pop(pending.node, None)
             self._first_idle.get(pending.pool_id, {}).pop(pending.node, None)

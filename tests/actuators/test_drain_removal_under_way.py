@@ -202,3 +202,23 @@ def test_ending_the_drain_for_a_scale_up_is_refused_while_the_cloud_deletes_the_
     assert run.drains.take_back("gpu", 1, clock.now()) == [run.node]  # the deletion failed: it serves again
     assert not _cordoned(kube_api, run.node) and not _marked(kube_api, run.node)
     assert run.drains.pending == ()
+
+
+def test_a_drain_taken_over_while_the_cloud_deletes_its_node_is_not_ended_for_a_scale_up(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    clock = SimulatedClock(START)
+    run = _rig(kube_api, kube_client, gke_api, clock)
+    _removal_went_out(run, gke_api, clock)
+    assert _cordoned(kube_api, run.node) and _action(gke_api, run.node) == "DELETING"
+    # the process restarts (or another replica takes the lease): the same cluster, nothing remembered
+    mapping = NodePoolMapping(pool="gpu", node_pool="a100", gke_autoscaling="move-bounds")
+    clients = google_clients(gke_api.url)
+    gke = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [mapping], clock, drained=True)
+    drainer = KubernetesNodeDrainer(KubernetesApi(kube_client), clock, {"gpu": "a100"}, gke)
+    drains = NodeDrains({"gpu": drainer}, timedelta(0))
+    clock.advance(timedelta(minutes=1))
+    drains.observe({}, clock.now())
+    assert [p.node for p in drains.pending] == [run.node]  # taken over from the node's marks
+    assert drains.take_back("gpu", 1, clock.now()) == []  # it was uncordoned while its instance was being deleted
+    assert _cordoned(kube_api, run.node) and _action(gke_api, run.node) == "DELETING"
