@@ -35,7 +35,7 @@ from agent.executor import Progress, blocked_pool_alerts, clear_failed_units, ex
 from agent.ledger.base import Ledger
 from agent.ledger.shared_file import LeaderWrittenLedger
 from agent.memory_clock import memory_within_clock
-from agent.model_refits import StagedRefit, held_unread, kept_unread, refit_in_tick, tick_read_cut
+from agent.model_refits import StagedRefit, held_unread, joined_history, kept_unread, refit_in_tick, tick_read_cut
 from agent.notify.base import Notifier
 from agent.observation import with_group_series
 from agent.onprem_capacity import onprem_capacity_events, read_onprem
@@ -148,6 +148,9 @@ class Agent:
         self.refit_in_ticks = True
         # The classes the refit in the current tick fitted no model for (``_refit_in_tick``): held, forecasts dropped.
         self._held_by_refit: frozenset[str] = frozenset()
+        # Until a model is fitted: the history the ticks' refits have read so far and the classes it holds, so that
+        # each tick reads only the classes not read yet (``_refit_in_tick``); dropped once the fit is done.
+        self._first_history: tuple[pd.DataFrame, frozenset[str]] | None = None
         # Told of each fit made by ``fit_on`` (a tick's refit included): the end of its history and whether the
         # configured model is still pending. The daemon exports it (``leadtime_model_fitted_timestamp_seconds``).
         self.on_fitted: Callable[[datetime, bool], None] | None = None
@@ -195,6 +198,7 @@ class Agent:
         already read; the next tick does not refit until the refit interval has passed."""
         self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
         self.last_refit = now
+        self._first_history = None
         log.info("refit model=%s rows=%d", self.parts.forecaster.name, len(history))
         if self.on_fitted is not None:
             self.on_fitted(now, self.configured_model_pending is not None)
@@ -221,6 +225,7 @@ class Agent:
 
     def _install(self, staged: StagedRefit) -> None:
         self.last_refit = staged.now
+        self._first_history = None
         if staged.failure is not None and staged.stand_in is not None:
             self.parts.forecaster = staged.stand_in
             log.info(
@@ -389,24 +394,30 @@ class Agent:
 
     def _refit_in_tick(self, now: datetime) -> dict[str, str]:
         """Refit on the history window ending at ``now``, read within the tick's read deadline (``reads_within``)
-        again; the classes held, each with why (``agent.model_refits``). With no model fitted yet, the classes read
-        are fitted and each class not read is held, the fit not marked done (the next tick reads again); with models
-        fitted before, a read cut by the deadline raises ``RefitReadCut`` and a class otherwise not read keeps its
-        model."""
+        again; the classes held, each with why (``agent.model_refits``). With no model fitted yet, the history read by
+        the ticks before is kept and only the classes not read yet are read: if the deadline cut the read, the classes
+        read so far are fitted and each class not read is held, the fit not marked done (the next tick reads the
+        classes held, and only them); a class whose read failed though the deadline had not passed is left out of a
+        fit marked done, as a refit beside the ticks leaves it. With models fitted before, a read cut by the deadline
+        raises ``RefitReadCut`` and a class otherwise not read keeps its model."""
         history_span = self.settings.forecast.history
+        first = self.last_refit is None
+        kept, read_before = (self._first_history if first else None) or (None, frozenset[str]())
+        to_read = [c for c in self.classes if c.name not in read_before]
         with read_deadline(self.reads_within):
-            history, unread = self._fetch(now - history_span, now)
+            history, unread = fetch_demand(self.parts.source, to_read, now - history_span, now, self.step)
             left = read_time_left()
-        if not unread:
-            self.fit_on(history, now)
-            return {}
-        if self.last_refit is not None:
-            if left is not None and left[0] <= 0:
-                raise tick_read_cut(history_span, self.reads_within, sorted(unread), len(self.classes))
+        cut = bool(unread) and left is not None and left[0] <= 0
+        if kept is not None:
+            history = joined_history(kept, history)
+        if not first and cut:
+            raise tick_read_cut(history_span, self.reads_within, sorted(unread), len(self.classes))
+        if not cut:  # every class read, or the ones not read failed though the deadline had not passed
             kept_unread(unread)
             self.fit_on(history, now)
             return {}
         held = held_unread(unread, self.reads_within)
+        self._first_history = (history, frozenset(c.name for c in self.classes if c.name not in unread))
         if len(held) < len(self.classes):
             self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)
             log.info(

@@ -25,11 +25,19 @@ and retries (91.5 s a class with the defaults), with no pool read, no budget enf
 outlast liveness's default bound, and the kubelet restarted the replica into the same first tick. A first tick now
 reads for about twice the read deadline (a tick with the defaults; as in any tick's reads, a request under way when
 a deadline passes may run out its own timeout), well under liveness's bound (ten ticks, at least 10m, unless set).
-Where no model has been fitted yet, the classes read are fitted and forecast, and each class whose history was not
-read is held for the tick, named with why (``held_unread``), as missing data; the fit is not marked done, so the
-next tick reads every class again. Where a model was fitted before, the refit follows the rule of the refit beside
-the ticks: a read cut by its deadline fails the refit (``RefitReadCut``; the models in use are kept and the next
-tick refits), and a class not read though the deadline had not passed keeps its model (``kept_unread``).
+Where no model has been fitted yet and the deadline cut the read, the classes read are fitted and forecast, and each
+class whose history was not read is held for the tick, named with why (``held_unread``), as missing data; the fit is
+not marked done. The history read is kept until it is: the next tick reads only the classes not read yet, the ones
+held first, and fits on what all the ticks read (``joined_history``), so a history too slow to read whole within one
+deadline is read over a few ticks instead of the same classes being read, and the rest held, in every tick (four
+classes of 1.5 s each and a 2-second deadline: three of them were held in every tick, and the refit beside the
+ticks, cut at 5 s, never fitted; now every class is fitted by the fourth tick). The kept history is dropped once the
+fit is done. A class whose read failed though the deadline had not passed (an error answer) is not held: the fit
+goes on without it and is marked done, as before the deadline and as a refit beside the ticks does
+(``kept_unread``); it is forecast by the model it has, the stand-in's bare last value if never fitted. Where a model
+was fitted before, the refit follows the rule of the refit beside the ticks: a read cut by its deadline fails the
+refit (``RefitReadCut``; the models in use are kept and the next tick refits), and a class not read though the
+deadline had not passed keeps its model (``kept_unread``).
 """
 
 from __future__ import annotations
@@ -116,8 +124,9 @@ class StagedRefit:
 
 
 def held_unread(unread: Mapping[str, MetricsUnavailable], within: timedelta) -> dict[str, str]:
-    """Log each class a tick's first fit did without, its history not read, and return why each is held: no model
-    has been fitted for it, and one never fitted would forecast it as its bare last value, without spread."""
+    """Log each class a tick's first fit did without, its history not read before the deadline passed, and return
+    why each is held: no model has been fitted for it, and one never fitted would forecast it as its bare last
+    value, without spread."""
     held = {}
     for name, why in sorted(unread.items()):
         log.warning(
@@ -127,6 +136,15 @@ def held_unread(unread: Mapping[str, MetricsUnavailable], within: timedelta) -> 
         )
         held[name] = f"history not read within {format_duration(within)} (loop.read_deadline): {why.reason}"
     return held
+
+
+def joined_history(kept: pd.DataFrame, read: pd.DataFrame) -> pd.DataFrame:
+    """The history a tick's first fit kept from the ticks before, with the classes this tick read (an empty frame
+    left out, so the columns keep their types)."""
+    frames = [f for f in (kept, read) if not f.empty]
+    if len(frames) < 2:
+        return frames[0] if frames else kept
+    return pd.concat(frames, ignore_index=True)
 
 
 def tick_read_cut(history: timedelta, within: timedelta, unread: Sequence[str], classes: int) -> RefitReadCut:

@@ -15,7 +15,13 @@ It answers an instant query (``/api/v1/query``) with a vector and a range query 
 matrix on the requested step grid, as the Prometheus HTTP API reference documents them ("Instant queries", "Range
 queries": ``{"status": "success", "data": {"resultType": "vector"|"matrix", "result": [...]}}``, each sample value a
 string). A range query over 12 hours or more (the history's: ``forecast.history`` is a day, a tick reads far less)
-of the classes the test names hangs, accepted and never answered, until the test lets it go.
+of the classes the test names hangs, accepted and never answered, until the test lets it go; one of the classes
+named slow answers after ``SLOW_S``, and one of the classes named failing is answered at once with a 503 and an error
+body (``{"status": "error", "errorType": ..., "error": ...}``, the reference's format of an error).
+
+Until a model is fitted, the history read by a tick is kept and the next tick reads only the classes not read yet, so
+a history too slow to read whole within one deadline is read over a few ticks; a class whose read fails before the
+deadline has passed is not held: the fit goes on without it and is marked done, as before the deadline.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
+from itertools import pairwise
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -65,6 +72,8 @@ BEFORE_S = len(CLASSES) * (RETRIES + 1) * TRY_S
 SLACK_S = 1.5
 BOUND_S = READ_DEADLINE_S + TRY_S + SLACK_S  # 5 s: under BEFORE_S (13.5 s) and LIVE_BOUND_S (6 s)
 HELD = f"history not read within {READ_DEADLINE_S:g}s (loop.read_deadline): "
+# A slow history answers after this: one class's read fits in the read deadline, two do not.
+SLOW_S = 1.2
 
 
 @dataclass
@@ -73,6 +82,9 @@ class Hanging:
 
     classes: set[str] = field(default_factory=set)
     release: threading.Event = field(default_factory=threading.Event)
+    slow: set[str] = field(default_factory=set)  # their history answers, after SLOW_S
+    failing: set[str] = field(default_factory=set)  # their history is answered with a 503 at once
+    asked: list[str] = field(default_factory=list)  # the class of each history query, in order
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -87,7 +99,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply({"status": "success", "data": {"resultType": "vector", "result": [sample]}})
             return
         start, end, step = (int(float(args[k])) for k in ("start", "end", "step"))
-        hangs = any(f'namespace="{name}"' in args["query"] for name in self.state.classes)
+        named = [name for name in CLASSES if f'namespace="{name}"' in args["query"]]
+        if end - start >= LONG_RANGE_S:
+            self.state.asked.extend(named)
+            if self.state.failing.intersection(named):
+                self._reply({"status": "error", "errorType": "timeout", "error": "query timed out"}, 503)
+                return
+            if self.state.slow.intersection(named):
+                time.sleep(SLOW_S)
+        hangs = self.state.classes.intersection(named)
         if end - start >= LONG_RANGE_S and hangs and not self.state.release.is_set():
             self.state.release.wait(HELD_AT_MOST_S)
             return  # never answered
@@ -96,10 +116,10 @@ class _Handler(BaseHTTPRequestHandler):
             {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}}
         )
 
-    def _reply(self, body: object) -> None:
+    def _reply(self, body: object, status: int = 200) -> None:
         payload = json.dumps(body).encode()
         try:
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
@@ -259,3 +279,62 @@ def test_a_refit_in_a_tick_cut_by_the_deadline_keeps_the_models_fitted_before(
     assert agent.last_refit == NOW  # not marked done: the next tick refits
     cut = [r.getMessage() for r in caplog.records if "did not finish within" in r.getMessage()]
     assert len(cut) == 1 and "3 of 3 classes not read" in cut[0], cut
+
+
+def test_a_history_too_slow_for_one_deadline_is_read_over_ticks_each_class_once(
+    prometheus: tuple[str, Hanging],
+) -> None:
+    """Each class's history answers after 1.2 s, so a 2-second deadline reads one class a tick. The first version
+    read every class again from the first in each tick and kept nothing: team-0 was read and forecast in every tick,
+    the others held in every tick, and no fit was ever marked done. The classes read are kept until the fit is done:
+    each tick reads only the classes not read yet, fits on all read so far, and the third tick completes the fit."""
+    url, hanging = prometheus
+    hanging.slow.update(CLASSES)
+    agent = _agent(_settings(url))
+
+    forecast: list[set[str]] = []
+    held: list[set[str]] = []
+    for n in range(2 * len(CLASSES)):  # one class a tick; a read the machine slowed past its deadline gets a spare
+        now = NOW + n * timedelta(seconds=TICK_S)
+        report, took = _timed(lambda now=now: agent.run_once(now))
+        assert isinstance(report, TickReport)
+        assert took < BOUND_S, f"tick {n + 1} took {took:.1f} s"
+        forecast.append(set(report.forecasts) & set(CLASSES))
+        held.append(set(report.problems))
+        assert held[-1].isdisjoint(forecast[-1])
+        if agent.last_refit is not None:
+            break
+
+    assert agent.last_refit == now, (forecast, held, hanging.asked)
+    assert held[-1] == set() and forecast[-1] == set(CLASSES)
+    assert all(report.forecasts[name].note == "" for name in CLASSES)
+    # a class whose history was read is neither read again nor held again, and forecast in every tick after
+    assert hanging.asked.count("team-0") == 1, hanging.asked
+    for before, after in pairwise(forecast):
+        assert before <= after, forecast
+    assert len(forecast) <= len(CLASSES) + 1, (forecast, held)
+    assert agent._first_history is None  # the history kept until the fit was done is dropped
+
+
+def test_a_history_read_that_fails_before_the_deadline_leaves_the_class_out_of_a_fit_marked_done(
+    prometheus: tuple[str, Hanging], caplog: pytest.LogCaptureFixture
+) -> None:
+    """team-1's history is answered with a 503 at once, well before the read deadline. The first version held it,
+    blaming the deadline, and did not mark the fit done; as before the deadline (and as a refit beside the ticks),
+    the fit goes on without it and is marked done, and the class is forecast by the model it has."""
+    url, hanging = prometheus
+    hanging.failing.add("team-1")
+    agent = _agent(_settings(url))
+
+    with caplog.at_level(logging.WARNING, logger="agent.loop"):
+        report, took = _timed(lambda: agent.run_once(NOW))
+
+    assert isinstance(report, TickReport)
+    assert took < READ_DEADLINE_S, f"the first tick took {took:.1f} s"
+    assert report.problems == {}, report.problems
+    assert set(CLASSES) <= set(report.forecasts)
+    assert [e.subject for e in report.alerts if e.kind is AlertKind.MISSING_DATA] == []
+    assert agent.last_refit == NOW
+    kept = [r.getMessage() for r in caplog.records if "history of class team-1 was not read" in r.getMessage()]
+    assert len(kept) == 1 and "kept from the last fit" in kept[0], kept
+    assert not any("not read within" in r.getMessage() for r in caplog.records)
