@@ -11,6 +11,8 @@
 - Durability is switched off (``fsync``, ``synchronous_commit``, ``full_page_writes``): these servers hold nothing
   worth keeping and the tests stay fast. Sources: the PostgreSQL 15 manual, "initdb", "postgres" and "Write Ahead
   Log" settings.
+- The cluster lives in memory (``/dev/shm``) when there is room to spare there (``memory_dir``): each test's new
+  database writes some 300 files and 11 MB, which took 0.2 to 0.3 s a database on a disk and 0.05 s in memory.
 """
 
 from __future__ import annotations
@@ -42,6 +44,25 @@ def find_bindir() -> Path | None:
     return max(found, key=lambda d: int(d.parent.name) if d.parent.name.isdigit() else 0, default=None)
 
 
+SHM = Path("/dev/shm")
+MEMORY_ROOM_BYTES = 4 * 2**30  # free in the tmpfs and available memory: the suite's databases take about 1.5 GiB
+
+
+def memory_dir(path: Path = SHM, meminfo: Path = Path("/proc/meminfo")) -> Path | None:
+    """``path`` when it is a writable directory with ``MEMORY_ROOM_BYTES`` free and as much memory available, or
+    None (the default temporary directory is used). A container's 64 MB /dev/shm does not qualify."""
+    try:
+        fs = os.statvfs(path)
+        available = next(
+            int(line.split()[1]) * 1024 for line in meminfo.read_text().splitlines() if line.startswith("MemAvailable:")
+        )
+    except (OSError, StopIteration, ValueError):
+        return None
+    if not os.access(path, os.W_OK) or min(fs.f_bavail * fs.f_frsize, available) < MEMORY_ROOM_BYTES:
+        return None
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -55,7 +76,7 @@ class PostgresServer:
         self.bindir = bindir
         self.port = free_port()
         self.password = secrets.token_urlsafe(18)
-        self.work = Path(tempfile.mkdtemp(prefix="leadtime-postgres-"))
+        self.work = Path(tempfile.mkdtemp(prefix="leadtime-postgres-", dir=memory_dir()))
         self._process: subprocess.Popen[bytes] | None = None
         self._as: dict[str, Any] = {}
         if os.geteuid() == 0:
@@ -68,6 +89,15 @@ class PostgresServer:
         return f"postgresql://{USER}@127.0.0.1:{self.port}/{database}"
 
     def start(self, ready_within_s: float = 60.0) -> None:
+        """Starts the server; on any failure, nothing is left running and the cluster's files are removed (in memory,
+        they would stay until the machine restarts)."""
+        try:
+            self._start(ready_within_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, ready_within_s: float) -> None:
         data = self.work / "data"
         pwfile = self.work / "pwfile"
         pwfile.write_text(self.password + "\n", encoding="utf-8")
@@ -126,7 +156,6 @@ class PostgresServer:
                 return
             except psycopg.OperationalError:
                 time.sleep(0.05)
-        self.stop()
         raise RuntimeError("postgres did not accept connections in time")
 
     def new_database(self) -> str:
