@@ -82,9 +82,14 @@ def checked_body(name: str, query: str, body: Any) -> list[Any]:
     """``data.result`` of a range or instant query's answer; its ``warnings`` make the class unavailable, its
     ``infos`` are logged only. Shape: Prometheus HTTP API, "Format overview"."""
     data = body.get("data") if isinstance(body, dict) else None
-    result = data.get("result") if isinstance(data, dict) else None
+    if not isinstance(data, dict) or "result" not in data:  # not a query's answer (a proxy's JSON): a read that failed
+        raise MetricsUnavailable(name, f"malformed answer from Prometheus: no data.result (got {body!r:.80})", query)
+    # an empty result comes as null from some Go servers (GMP's frontend, Cortex's query-frontend): no value, as []
+    result = [] if data["result"] is None else data["result"]
     if not isinstance(result, list):
-        raise MalformedAnswer(name, f"malformed answer from Prometheus: no data.result list (got {body!r:.80})", query)
+        raise MalformedAnswer(
+            name, f"malformed answer from Prometheus: data.result is not a list (got {body!r:.80})", query
+        )
     infos = _messages(body.get("infos"))
     if infos:
         log.info("prometheus infos class=%s infos=%r query=%r", name, infos, query)

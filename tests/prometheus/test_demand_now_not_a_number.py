@@ -45,7 +45,8 @@ SLOW_S = 2.5  # the instant answer's delay in "timeout": above the client's wait
 class _NowAnswers(BaseHTTPRequestHandler):
     """Every range query answered with 16 at each step; every instant query (the probe's ``vector(1)`` too) with 16,
     but the one naming the class ``broken``, answered as ``mode`` says: ``abc`` (a value that is not a number),
-    ``503`` (a server error) or ``timeout`` (no answer within the source's timeout)."""
+    ``503`` (a server error), ``timeout`` (no answer within the source's timeout), ``null`` (no value, its empty
+    result sent as null) or ``proxy`` (a proxy's JSON at 200)."""
 
     protocol_version = "HTTP/1.1"
     mode = "abc"
@@ -64,6 +65,12 @@ class _NowAnswers(BaseHTTPRequestHandler):
             data = {"resultType": "vector", "result": [{"metric": metric, "value": [at, value]}]}
         if broken and self.mode == "503":
             self._send(503, {"status": "error", "errorType": "unavailable", "error": "overloaded"})
+            return
+        if broken and self.mode == "null":  # an empty vector as some Go servers encode it (GMP's frontend, Cortex's)
+            self._send(200, {"status": "success", "data": {"resultType": "vector", "result": None}})
+            return
+        if broken and self.mode == "proxy":  # JSON that is no query's answer, from a proxy in front of Prometheus
+            self._send(200, {"message": "upstream timed out"})
             return
         if broken and self.mode == "timeout":
             time.sleep(SLOW_S)
@@ -153,7 +160,7 @@ def _rows(document: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], lis
     return classes, pool, [a for a in document["alerts"] if a["kind"] == "missing-data"]
 
 
-@pytest.mark.parametrize("mode", ["503", "timeout"])
+@pytest.mark.parametrize("mode", ["503", "timeout", "null", "proxy"])
 def test_recommend_lets_the_range_stand_in_for_a_demand_now_that_failed(mode: str, tmp_path: Path) -> None:
     with serving(_answering(mode)) as url:
         document = _recommend(url, tmp_path)
