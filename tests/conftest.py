@@ -3,6 +3,7 @@ plugin) the fake cloud and Kubernetes API servers of ``tests/fakes``."""
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -28,6 +29,18 @@ def _restore_root_logger() -> Iterator[None]:
     for handler in [h for h in root.handlers if h not in handlers]:
         root.removeHandler(handler)
     root.setLevel(level)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _aws_models_read_once() -> Iterator[None]:
+    """botocore reads the service models it ships (JSON files) afresh for every boto3 session, 0.1 to 0.7 s a
+    client: the AWS actuators make one session per build, as they should, and the tests build them many times. In
+    the tests one loader per data path serves every session: the same files, read once per process."""
+    import botocore.session
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(botocore.session, "create_loader", functools.cache(botocore.session.create_loader))
+        yield
 
 
 @pytest.fixture(scope="session")
