@@ -92,7 +92,7 @@ def sts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Sts]:
     """A local STS, and the environment IRSA gives the agent's pod pointing boto3 at it."""
     state = _Sts()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     token = tmp_path / "token"
     token.write_text("eyJhbGciOiJSUzI1NiJ9.e30.c2ln")
