@@ -102,8 +102,9 @@ class NodeDrains:
         self._unsure: set[str] = set()  # drains taken over not yet known to be forced or not
         self._left: dict[str, PendingDrain] = {}  # node -> drain the cluster records that a dry run cannot continue
         self._held: dict[str, tuple[str, str]] = {}  # idle node a drainer holds back -> (pool, why), as last logged
-        # keys of drains whose removal may have gone out (a write of it accepted, or no answer): the cloud's target and
-        # ready units already leave the node out, so ``adjusted`` takes it out no second time (that bought a node)
+        # keys of drains whose removal the cloud took (a write of it accepted, a later one failing): the cloud's target
+        # and ready units already leave the node out, so ``adjusted`` takes it out no second time (that bought a node);
+        # a removal only maybe sent (no answer, a 503 to the delete itself) is taken out as any drain
         self._removal_sent: set[str] = set()
 
     def serves(self, pool_id: str) -> bool:
@@ -372,9 +373,9 @@ class NodeDrains:
             self._pending.pop(pending.node, None)
             return self._failed(pending.key, pending.pool_id, now, exc, _went_out(writes, exc))
         except ActuatorError as exc:  # transient: the same key continues the drain next tick
-            if went_out := _went_out(writes, exc):  # its removal may be under way: the cloud's target dropped it
+            if writes.accepted:  # the cloud took its removal (a later write failed): its target dropped the node
                 self._removal_sent.add(pending.key)
-            return self._failed(pending.key, pending.pool_id, now, exc, went_out)
+            return self._failed(pending.key, pending.pool_id, now, exc, _went_out(writes, exc))
         if result.status in _SETTLED:
             self._pending.pop(pending.node, None)
             self._first_idle.get(pending.pool_id, {}).pop(pending.node, None)

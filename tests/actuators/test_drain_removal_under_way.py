@@ -222,3 +222,36 @@ def test_a_drain_taken_over_while_the_cloud_deletes_its_node_is_not_ended_for_a_
     assert [p.node for p in drains.pending] == [run.node]  # taken over from the node's marks
     assert drains.take_back("gpu", 1, clock.now()) == []  # it was uncordoned while its instance was being deleted
     assert _cordoned(kube_api, run.node) and _action(gke_api, run.node) == "DELETING"
+
+
+def test_a_delete_refused_outright_leaves_the_node_counted_as_draining(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    """deleteInstances itself answered 503: nothing was deleted, the group's target keeps the node, so the drain's
+    node is still taken out of the pool's ready and target units and counted as draining (counted as removed, the
+    cordoned node would be read as serving for as long as the deletes fail)."""
+    clock = SimulatedClock(START)
+    gke_api.add_pool("a100", nodes=3, zones=("us-central1-a",))
+    names = [i.name for m in gke_api.pools["a100"].migs for i in m.instances]
+    for name in names:
+        kube_api.put("nodes", objs.node(name, "a100"))
+    kube_api.clock = clock.now
+    clients = google_clients(gke_api.url)
+    gke = GkeNodePoolActuator(
+        clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="gpu", node_pool="a100")], clock, drained=True
+    )
+    drainer = KubernetesNodeDrainer(KubernetesApi(kube_client), clock, {"gpu": "a100"}, gke)
+    drains = NodeDrains({"gpu": drainer}, timedelta(0))
+    drains.scale_down(Resize("gpu", 3, 2, "idle", "release"), clock.now(), [names[0]])
+    gke_api.fail_next(1000, 503, "The service is currently unavailable.", path="/deleteInstances")
+    seen_states = []
+    for _ in range(3):
+        clock.advance(timedelta(minutes=1))
+        cloud = {s.pool_id: s for s in gke.list_pools()}
+        seen, _ = drains.observe(cloud, clock.now())
+        seen_states.append(
+            (cloud["gpu"].target_units, seen["gpu"].ready_units, seen["gpu"].target_units, seen["gpu"].draining_units)
+        )
+        drains.continue_pending(clock.now())
+    assert gke_api.calls("POST", "/deleteInstances") >= 1  # the removal was asked, and refused
+    assert seen_states[1:] == [(3, 2, 2, 1), (3, 2, 2, 1)], seen_states
