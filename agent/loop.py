@@ -120,10 +120,6 @@ class Agent:
         self.tick = tick or settings.loop.tick_interval
         # how long a tick reads on-prem capacity and demand before it holds what is not read (``observe``)
         self.reads_within = settings.loop.read_deadline or self.tick / 2
-        # how long the first ticks' fit reads the history while no model is fitted (``_refit_in_tick``): half the
-        # liveness bound, so that a history read slow but answering is read whole in the first tick, as with no
-        # deadline, and one that hangs still ends (with the tick's own reads) before /healthz fails
-        self.first_fit_reads_within = settings.daemon.live_bound(self.tick) / 2
         # how long a refit beside the ticks reads its history (``stage_refit``): the next one is due after the interval
         self.refit_reads_within = settings.forecast.refit_interval / 2
         self.step = step or settings.forecast.step
@@ -398,19 +394,17 @@ class Agent:
 
     def _refit_in_tick(self, now: datetime) -> dict[str, str]:
         """Refit on the history window ending at ``now``, read within the tick's read deadline (``reads_within``)
-        again, or half the liveness bound while no model is fitted (``first_fit_reads_within``); the classes held,
-        each with why (``agent.model_refits``). With no model fitted yet, the history read by the ticks before is
-        kept and only the classes not read yet are read: if the deadline cut the read, the classes read so far are
-        fitted and each class not read is held, the fit not marked done (the next tick reads the classes held, and
-        only them); a class whose read failed though the deadline had not passed is left out of a fit marked done,
-        as a refit beside the ticks leaves it. With models fitted before, a read cut by the deadline raises
-        ``RefitReadCut`` and a class otherwise not read keeps its model."""
+        again; the classes held, each with why (``agent.model_refits``). With no model fitted yet, the history read by
+        the ticks before is kept and only the classes not read yet are read: if the deadline cut the read, the classes
+        read so far are fitted and each class not read is held, the fit not marked done (the next tick reads the
+        classes held, and only them); a class whose read failed though the deadline had not passed is left out of a
+        fit marked done, as a refit beside the ticks leaves it. With models fitted before, a read cut by the deadline
+        raises ``RefitReadCut`` and a class otherwise not read keeps its model."""
         history_span = self.settings.forecast.history
         first = self.last_refit is None
         kept, read_before = (self._first_history if first else None) or (None, frozenset[str]())
         to_read = [c for c in self.classes if c.name not in read_before]
-        within = self.first_fit_reads_within if first else self.reads_within
-        with read_deadline(within):
+        with read_deadline(self.reads_within):
             history, unread = fetch_demand(self.parts.source, to_read, now - history_span, now, self.step)
             left = read_time_left()
         cut = bool(unread) and left is not None and left[0] <= 0
@@ -422,7 +416,7 @@ class Agent:
             kept_unread(unread)
             self.fit_on(history, now)
             return {}
-        held = held_unread(unread, within)
+        held = held_unread(unread, self.reads_within)
         self._first_history = (history, frozenset(c.name for c in self.classes if c.name not in unread))
         if len(held) < len(self.classes):
             self.parts.forecaster.fit(with_group_series(history, self.groups), self.step)

@@ -19,14 +19,12 @@ each staged refit refits a copy of the stand-in on the same history instead (it 
 configured model still pending, so the stand-in's calibration follows demand rather than staying the start-up one.
 
 A tick's refit (the daemon's first ticks, until a model is fitted) reads the history within a deadline of its own,
-after the tick's demand reads: half of liveness's bound (``daemon.endpoints.live_max_tick_duration``, ten ticks and at
-least 10m unless set). With no deadline, a Prometheus that hangs on the history's range queries held the first tick
-for every class's timeouts and retries (91.5 s a class with the defaults), with no pool read, no budget enforced and
-no alert; seven classes outlast liveness's default bound, and the kubelet restarted the replica into the same first
-tick. Half the bound, not the tick's read deadline: a history slow but answering (a class or two above half a tick)
-is still read whole in the first tick, as with no deadline, and its classes are forecast from it; only one that
-hangs, or is slower than the bound allows, is cut (a request under way when the deadline passes may run out its
-own timeout).
+the tick's read deadline (``loop.read_deadline``, half a tick unless set) again, after the tick's demand reads. With
+no deadline, a Prometheus that hangs on the history's range queries held the first tick for every class's timeouts
+and retries (91.5 s a class with the defaults), with no pool read, no budget enforced and no alert; seven classes
+outlast liveness's default bound, and the kubelet restarted the replica into the same first tick. A first tick now
+reads for about twice the read deadline (a tick with the defaults; as in any tick's reads, a request under way when
+a deadline passes may run out its own timeout), well under liveness's bound (ten ticks, at least 10m, unless set).
 Where no model has been fitted yet and the deadline cut the read, the classes read are fitted and forecast, and each
 class whose history was not read is held for the tick, named with why (``held_unread``), as missing data; the fit is
 not marked done. The history read is kept until it is: the next tick reads only the classes not read yet, the ones
@@ -136,10 +134,7 @@ def held_unread(unread: Mapping[str, MetricsUnavailable], within: timedelta) -> 
             name,
             why.reason,
         )
-        held[name] = (
-            f"history not read within {format_duration(within)} (half of daemon.endpoints.live_max_tick_duration, "
-            f"while no model is fitted): {why.reason}"
-        )
+        held[name] = f"history not read within {format_duration(within)} (loop.read_deadline): {why.reason}"
     return held
 
 

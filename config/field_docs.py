@@ -263,7 +263,7 @@ FIELDS: dict[str, str] = {
     "EndpointSettings.live_max_tick_duration": "/healthz fails while one tick has been running longer than this, so "
     "the kubelet restarts a replica whose tick is stuck and the standby takes over (duration, longer than "
     "`loop.tick_interval`: a tick's demand reads alone may take `loop.read_deadline`, half a tick by default; unset: "
-    "ten tick intervals, at least 10m). Until a model is fitted, the first ticks read the history within half of it.",
+    "ten tick intervals, at least 10m).",
     "LeaderElectionSettings.enabled": "Elect a leader on a Lease, so that one replica plans and acts (turn off only "
     "for a single replica). A live `leadtime run` in a pod refuses it off unless the pod sets "
     "LEADTIME_SINGLE_REPLICA=true, as only the one replica of a Recreate Deployment may. A rehearsal (`leadtime run "
