@@ -45,22 +45,34 @@ class _Run:
     alerts: list[AlertEvent] = field(default_factory=list)
 
 
-def _rig(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi, clock: SimulatedClock) -> _Run:
-    """A move-bounds pool of three nodes (bounds 3-3); the first runs a web pod its kubelet cannot stop, and its drain
-    is started."""
-    autoscaling = {"enabled": True, "totalMinNodeCount": 3, "totalMaxNodeCount": 3}
+def _pool(kube_api: FakeKubeApi, gke_api: FakeGkeApi, clock: SimulatedClock, move_bounds: bool = True) -> list[str]:
+    """A pool of three nodes in one zone, under move-bounds (bounds 3-3) or without GKE autoscaling; its nodes."""
+    autoscaling = {"enabled": True, "totalMinNodeCount": 3, "totalMaxNodeCount": 3} if move_bounds else None
     gke_api.add_pool("a100", nodes=3, zones=("us-central1-a",), autoscaling=autoscaling)
     names = [i.name for m in gke_api.pools["a100"].migs for i in m.instances]
     for name in names:
         kube_api.put("nodes", objs.node(name, "a100"))
-    node = names[0]
-    kube_api.put("pods", objs.pod("web", node, labels={"app": "web"}, owner_kind="ReplicaSet"))
     kube_api.clock = clock.now
-    mapping = NodePoolMapping(pool="gpu", node_pool="a100", gke_autoscaling="move-bounds")
+    return names
+
+
+def _drains(
+    kube_client: k8s.ApiClient, gke_api: FakeGkeApi, clock: SimulatedClock, move_bounds: bool = True
+) -> tuple[GkeNodePoolActuator, KubernetesNodeDrainer, NodeDrains]:
+    """The agent's side, freshly built (as after a restart): the pool's actuator, its drainer and the drains."""
+    mapping = NodePoolMapping(pool="gpu", node_pool="a100", gke_autoscaling="move-bounds" if move_bounds else "refuse")
     clients = google_clients(gke_api.url)
     gke = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [mapping], clock, drained=True)
     drainer = KubernetesNodeDrainer(KubernetesApi(kube_client), clock, {"gpu": "a100"}, gke)
-    drains = NodeDrains({"gpu": drainer}, timedelta(0))
+    return gke, drainer, NodeDrains({"gpu": drainer}, timedelta(0))
+
+
+def _rig(kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi, clock: SimulatedClock) -> _Run:
+    """A move-bounds pool of three nodes (bounds 3-3); the first runs a web pod its kubelet cannot stop, and its drain
+    is started."""
+    node = _pool(kube_api, gke_api, clock)[0]
+    kube_api.put("pods", objs.pod("web", node, labels={"app": "web"}, owner_kind="ReplicaSet"))
+    _, drainer, drains = _drains(kube_client, gke_api, clock)
     kube_api.hang_pods(node)  # a live kubelet that cannot stop the container
     started = drains.scale_down(Resize("gpu", 3, 2, "idle", "release"), clock.now(), [node]).results
     return _Run(drains, drainer, node, started[0].key, list(started))
@@ -211,12 +223,7 @@ def test_a_drain_taken_over_while_the_cloud_deletes_its_node_is_not_ended_for_a_
     run = _rig(kube_api, kube_client, gke_api, clock)
     _removal_went_out(run, gke_api, clock)
     assert _cordoned(kube_api, run.node) and _action(gke_api, run.node) == "DELETING"
-    # the process restarts (or another replica takes the lease): the same cluster, nothing remembered
-    mapping = NodePoolMapping(pool="gpu", node_pool="a100", gke_autoscaling="move-bounds")
-    clients = google_clients(gke_api.url)
-    gke = GkeNodePoolActuator(clients.gke, clients.migs, CLUSTER, [mapping], clock, drained=True)
-    drainer = KubernetesNodeDrainer(KubernetesApi(kube_client), clock, {"gpu": "a100"}, gke)
-    drains = NodeDrains({"gpu": drainer}, timedelta(0))
+    _, _, drains = _drains(kube_client, gke_api, clock)  # restarted (or another replica leads): nothing remembered
     clock.advance(timedelta(minutes=1))
     drains.observe({}, clock.now())
     assert [p.node for p in drains.pending] == [run.node]  # taken over from the node's marks
@@ -231,17 +238,8 @@ def test_a_delete_refused_outright_leaves_the_node_counted_as_draining(
     node is still taken out of the pool's ready and target units and counted as draining (counted as removed, the
     cordoned node would be read as serving for as long as the deletes fail)."""
     clock = SimulatedClock(START)
-    gke_api.add_pool("a100", nodes=3, zones=("us-central1-a",))
-    names = [i.name for m in gke_api.pools["a100"].migs for i in m.instances]
-    for name in names:
-        kube_api.put("nodes", objs.node(name, "a100"))
-    kube_api.clock = clock.now
-    clients = google_clients(gke_api.url)
-    gke = GkeNodePoolActuator(
-        clients.gke, clients.migs, CLUSTER, [NodePoolMapping(pool="gpu", node_pool="a100")], clock, drained=True
-    )
-    drainer = KubernetesNodeDrainer(KubernetesApi(kube_client), clock, {"gpu": "a100"}, gke)
-    drains = NodeDrains({"gpu": drainer}, timedelta(0))
+    names = _pool(kube_api, gke_api, clock, move_bounds=False)
+    gke, _, drains = _drains(kube_client, gke_api, clock, move_bounds=False)
     drains.scale_down(Resize("gpu", 3, 2, "idle", "release"), clock.now(), [names[0]])
     gke_api.fail_next(1000, 503, "The service is currently unavailable.", path="/deleteInstances")
     seen_states = []
