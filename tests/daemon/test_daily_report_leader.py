@@ -17,21 +17,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from actuators import SimulatedCluster
-from agent.daemon.election import SoleReplicaElector
-from agent.daemon.endpoints import EndpointServer
-from agent.daemon.health import HealthState
 from agent.daemon.lease import ElectionStep, LeaseElector
-from agent.daemon.metrics import DaemonMetrics
-from agent.daemon.runtime import DaemonRuntime, Schedule
-from agent.daemon.service import Daemon
-from agent.notify import RecordingNotifier
 from models import AlertEvent, AlertKind
 from models.clock import SimulatedClock
 from tests.daemon.conftest import DEADLINE, LEASE
 from tests.daemon.links import CuttableLink
 from tests.daemon.replicas import POOL, Fleet, Replica, make_replica
 from tests.daemon.test_daily_report_across_clock_steps import _until
-from tests.daemon.test_scheduler_wall_clock_steps import INTERVAL, OffsetClock, TimedLoop, wall  # noqa: F401
+from tests.daemon.test_scheduler_wall_clock_steps import CountingElector, OffsetClock, wall  # noqa: F401
+from tests.daemon.test_scheduler_wall_clock_steps import Replica as RuntimeReplica
 
 Make = Callable[[str], tuple[LeaseElector, CuttableLink]]
 SKIPPED = "daily report not sent: this replica does not hold the lease"
@@ -123,14 +117,13 @@ def test_a_leader_cut_off_past_its_lease_sends_none(fleet: Fleet, caplog: pytest
     assert any("replica-a" in r.getMessage() and "action(s)" in r.getMessage() for r in _skips(caplog))
 
 
-class SwitchedElector(SoleReplicaElector):
+class SwitchedElector(CountingElector):
     """A replica's elector that leads only while ``leading`` is set (a standby until a test makes it the leader)."""
 
     def __init__(self) -> None:
         super().__init__("replica-b")
         self.leading = False
         self._led = False
-        self.rounds: list[float] = []
 
     def step(self, now: datetime) -> ElectionStep:
         self.rounds.append(time.monotonic())
@@ -146,28 +139,12 @@ class SwitchedElector(SoleReplicaElector):
         return self.leading
 
 
-class ScheduledReplica:
-    """One replica with the runtime's real scheduler, on the stepped wall clock."""
+class ScheduledReplica(RuntimeReplica):
+    """One replica with the runtime's real scheduler, on the stepped wall clock, a standby until it is switched."""
 
     def __init__(self, wall: OffsetClock) -> None:  # noqa: F811
-        self.elector = SwitchedElector()
-        self.loop = TimedLoop()
-        self.notifier = RecordingNotifier(dedup_window=timedelta(0))
-        metrics = DaemonMetrics()
-        health = HealthState(timedelta(seconds=10), monotonic=wall.monotonic)
-        daemon = Daemon(
-            self.loop,
-            self.elector,
-            clock=wall,
-            metrics=metrics,
-            health=health,
-            notifier=self.notifier,
-            mode="dry-run",
-            contact_bound=timedelta(seconds=10),
-        )
-        schedule = Schedule(INTERVAL, timedelta(hours=1), INTERVAL, timedelta(seconds=1), "08:00")
-        endpoints = EndpointServer("127.0.0.1", 0, health, metrics, wall)
-        self.runtime = DaemonRuntime(daemon, schedule, endpoints, clock=wall)
+        self.switched = SwitchedElector()
+        super().__init__(wall, elector=self.switched)
 
     def reports(self) -> list[AlertEvent]:
         return [e for e in self.notifier.events if e.kind is AlertKind.DAILY_REPORT]
@@ -197,7 +174,7 @@ def test_a_standby_skips_the_scheduled_report_and_does_not_send_it_late_after_ta
         assert made.rounds_after(2)
         _report_time_passes(wall, made, 2)  # the report time of 2 March, this replica a standby
         assert _until(lambda: bool(_skips(caplog)))
-        made.elector.leading = True  # it takes over after the report time
+        made.switched.leading = True  # it takes over after the report time
         assert made.rounds_after(3)
         wall.set_to(datetime(2026, 3, 2, 7, 59, 58, tzinfo=UTC))  # and its clock is stepped back over it
         assert _until(lambda: wall.now() > datetime(2026, 3, 2, 8, 0, 0, 500000, tzinfo=UTC))

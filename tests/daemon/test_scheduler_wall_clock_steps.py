@@ -68,8 +68,8 @@ def wall(monkeypatch: pytest.MonkeyPatch) -> OffsetClock:
 class CountingElector(SoleReplicaElector):
     """The elector of a replica that leads alone (election off), with the monotonic time of each round."""
 
-    def __init__(self) -> None:
-        super().__init__("replica-a")
+    def __init__(self, identity: str = "replica-a") -> None:
+        super().__init__(identity)
         self.rounds: list[float] = []
 
     def step(self, now: datetime) -> ElectionStep:
@@ -94,8 +94,10 @@ class TimedLoop:
 
 
 class Replica:
-    def __init__(self, wall: OffsetClock, daily_report_at: str = "08:00") -> None:
-        self.elector = CountingElector()
+    def __init__(
+        self, wall: OffsetClock, daily_report_at: str = "08:00", elector: CountingElector | None = None
+    ) -> None:
+        self.elector = elector or CountingElector()
         self.loop = TimedLoop()
         self.notifier = RecordingNotifier(dedup_window=timedelta(0))
         metrics = DaemonMetrics()
