@@ -12,8 +12,9 @@ again). A drain ends in one of these ways, each settled by its key:
   cloud, asked at once, is deleting it: the removal is remembered with its time, and each later step of the drain
   asks the cloud instead of draining. Being deleted, the unit stays cordoned and the step is STARTED; gone, the drain
   is settled DONE as removed (with the pods it left terminating); not being deleted (the cloud did not carry the
-  deletion out), or still being deleted ``removal_wait`` after the removal was sent, the drain is given up as at the
-  timeout, the unit uncordoned.
+  deletion out), the drain is given up as at the timeout, the unit uncordoned. Still being deleted ``removal_wait``
+  after the removal was sent, the drain ends too (settled FAILED, ``unclear``) but the unit stays cordoned, only the
+  drain's marks taken off: it is on its way out, and the agent tells a person (``drain-deletion-overdue``).
 - rejected: no retry can finish it (a pod that must not be disrupted, accelerator work found on the cordoned unit, a
   remover that keeps the unit: ``KeepsUnits``); its nodes are uncordoned and unmarked. A forced drain taken over whose
   last step is older than the timeout and that finds accelerator work leaves the cordon as it is (it may be a
@@ -269,8 +270,9 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
     def _removal_step(self, key: str, pool_id: str, unit: str) -> ActionResult | None:
         """A step of a drain whose removal may have gone out at an earlier step (``_remove``): nothing is drained, the
         cloud's state of the unit decides. Being deleted: STARTED, the unit left cordoned; gone: DONE as removed;
-        kept (the deletion failed), or still being deleted ``removal_wait`` after the removal: given up as at the
-        timeout, the unit uncordoned. None when no removal of this drain is remembered."""
+        kept (the deletion failed), or unread ``removal_wait`` after the removal: given up as at the timeout, the unit
+        uncordoned; still being deleted then: ended, the unit left cordoned (``_left_deleting``). None when no
+        removal of this drain is remembered."""
         removal = self._removing.get(unit)
         if removal is None or removal.key != key or not isinstance(self._remover, TellsRemovals):
             self._removing.pop(unit, None)  # another drain's (the unit's drain ended since): not this one's
@@ -299,12 +301,38 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         if state == "kept":
             why = f"{went_out}, but the cloud is not deleting {noun} {unit} (its deletion failed)"
             return self._fail(key, pool_id, unit, members, why)
+        if late and state == "deleting":
+            return self._left_deleting(key, pool_id, unit, members, removal, waited)
         if late:
             why = f"{noun} {unit} still being deleted {waited} after its removal was sent{unread}; {went_out}"
             return self._fail(key, pool_id, unit, members, why)
         detail = f"{noun} {unit} is being deleted by the cloud ({went_out}); it stays cordoned until it is gone"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.STARTED, detail)
+
+    def _left_deleting(
+        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], removal: _Removal, waited: timedelta
+    ) -> ActionResult:
+        """The cloud still deletes the unit ``removal_wait`` after its removal was sent: the drain ends, settled FAILED
+        and ``unclear`` (the cloud may still carry the removal out), naming the pods it left terminating. The unit
+        stays cordoned: uncordoned, the scheduler would place work on a machine on its way out. Only the drain's
+        marks come off, so no replica takes the ended drain over; the agent tells a person what to check."""
+        self._check_may_write(pool_id, unit)
+        for node in nodes:
+            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
+        self._draining_since.pop(unit, None)
+        self._removing.pop(unit, None)
+        noun = self._units.noun
+        detail = (
+            f"{noun} {unit} still being deleted {waited} after its removal was sent "
+            f"({removal.since:%H:%M:%S}Z, failed after it went out: {removal.why}), longer than the drain waits for "
+            f"it ({self._removal_wait}); {noun} {unit} left cordoned (it may go at any time), the drain's marks removed"
+        )
+        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+        result = ActionResult(
+            key, pool_id, ActionStatus.FAILED, self._clock.now(), detail, unclear=True, unfinished=removal.unfinished
+        )
+        return self._results.remember(result)
 
     def _removal_under_way(self, pool_id: str, unit: str, key: str) -> str:
         """Why the drain with this key cannot be ended now (``cancel``): its removal went out and the cloud is deleting

@@ -30,10 +30,11 @@ service, not left cordoned, paid for and unusable. A removal that fails after ``
 (GKE took the deleteInstances, then answered 503 to the autoscaler bounds' move) is not given up while the cloud
 deletes the node: each later step asks the cloud (``actuators.drain_endings``) and keeps the node cordoned while it
 is being deleted, ends the drain DONE once it is gone (with its pods left terminating, as above), and gives the drain
-up, uncordoned, when the cloud is not deleting it or still deletes it after a bounded wait; such a drain is listed in
-``draining_nodes`` after its node left the cluster, so the agent's next step settles it. A node that leaves the
-cluster during its drain otherwise (deleted by a person, or its instance gone) ends the drain DONE: nothing is left to
-drain or remove, and the pool is not at fault.
+up, uncordoned, when the cloud is not deleting it; a node the cloud still deletes after a bounded wait stays cordoned,
+its drain ended (FAILED, the removal ``unclear``) and its marks taken off, for a person to check. A drain waiting
+so is listed in ``draining_nodes`` after its node left the cluster, so the agent's next step settles it. A node that
+leaves the cluster during its drain otherwise (deleted by a person, or its instance gone) ends the drain DONE:
+nothing is left to drain or remove, and the pool is not at fault.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
 timeout then counts from when that agent took it over. The mark says so only on a cordoned node: a person who ends a

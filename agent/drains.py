@@ -37,7 +37,9 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   removed its node in ``finished``: the executor alerts on a pool whose drains keep failing for its lead time. A
   drain that removed its node with pods still terminating (a dead kubelet's, or stuck on a live one: their work may
   be lost) adds a warning to ``DrainOutcome.alerts`` (``unfinished_pods_alert``), which the executor tells: once,
-  from the step that removed the node.
+  from the step that removed the node. So does a drain that ended while the cloud still deleted its node (its
+  removal went out, and the deletion outlasted the drain's wait: a FAILED result that is ``unclear``), its node left
+  cordoned (``deletion_overdue_alert``).
 * **Forced releases** (``Resize.forced``, a budget's hard stop: the money left no longer pays for the units held)
   are never refused for busy nodes. They drain the named nodes that are still in the pool, then nodes idle for the
   window, then the pool's other nodes in the drainer's order, cheapest to lose first
@@ -79,9 +81,11 @@ from models import (
     ActionStatus,
     ActuatorError,
     AlertEvent,
+    AlertKind,
     PermanentActuatorError,
     PoolState,
     Resize,
+    Severity,
     drain_key,
 )
 from models.durations import format_duration
@@ -392,6 +396,8 @@ class NodeDrains:
         if result.status is ActionStatus.FAILED:  # given up at the drain timeout: it failed since it started
             error = f"drain of {pending.node}: {result.error or result.detail}"
             outcome.failing[pending.pool_id] = (pending.started or now, error)
+            if result.unclear:  # ended while the cloud still deletes the node, left cordoned: told once, from here
+                outcome.alerts.append(deletion_overdue_alert(now, pending, result))
         elif result.status is ActionStatus.DONE:
             outcome.finished.add(pending.pool_id)
             if result.unfinished:  # removed with pods no kubelet finished: told once, by the step that removed it
@@ -409,6 +415,37 @@ class NodeDrains:
         if isinstance(exc, PermanentActuatorError):
             return DrainOutcome([result], {pool_id: str(exc)})
         return DrainOutcome([result], failing={pool_id: (now, str(exc))})
+
+
+def deletion_overdue_alert(now: datetime, drained: PendingDrain, result: ActionResult) -> AlertEvent:
+    """A warning about a node whose drain ended (settled FAILED, ``unclear``) while the cloud still deleted it, longer
+    than the drain waits for a deletion (``actuators.drain_endings``): its removal went out (the cloud took the
+    delete, a later write failed). The node is left cordoned, its drain marks taken off: nothing continues the drain,
+    and only a person can tell a deletion that is slow from one that hangs or failed. A one-off event, raised by the
+    step that ended the drain and never again (the drain is settled), so it is told once and never resolved."""
+    node, pool_id = drained.node, drained.pool_id
+    summary = (
+        f"Node {node} of pool {pool_id} is still being deleted by the cloud, longer than its drain waits for a "
+        f"deletion (cloud.drain_timeout, and at least 15 minutes): the drain (key {drained.key}) removed it, the "
+        "cloud accepted the deletion and a later write failed. The drain has ended and the node is left cordoned, "
+        "so no work is scheduled on a machine on its way out, and it stays so until it leaves the cluster. Check "
+        "the instance in its instance group (details): once the cloud deletes it, its Node object goes; if the cloud "
+        f"no longer deletes it (running, no current action), delete the instance, or uncordon the node to use it "
+        f"again (kubectl uncordon {node})."
+    )
+    details = {
+        "drain key": drained.key,
+        "check the instance": (
+            "its current action and last errors in its managed instance group (gcloud compute instance-groups "
+            "managed list-instances GROUP --zone ZONE), and the zone's operations on it "
+            f"(gcloud compute operations list --filter='targetLink~{node}')"
+        ),
+    }
+    if result.unfinished:  # left terminating by the drain: their work is lost once the node goes
+        details["pods left terminating"] = ", ".join(f"{p.namespace}/{p.name} on {p.node}" for p in result.unfinished)
+    details["drain"] = result.detail
+    subject = f"node {node} of {pool_id} still being deleted"
+    return AlertEvent(AlertKind.DRAIN_DELETION_OVERDUE, Severity.WARNING, now, subject, summary, details)
 
 
 def _went_out(writes: Writes, exc: ActuatorError) -> bool:

@@ -23,6 +23,8 @@ class AlertKind(StrEnum):
     SPOT_RESERVE_UNHELD = "spot-reserve-unheld"  # a spot pool's interruption reserve that no pool has room for
     # a unit a drain removed with pods that never finished terminating (their work may be lost): told once, a one-off
     DRAIN_UNFINISHED_PODS = "drain-unfinished-pods"
+    # a node a drain left cordoned because the cloud still deletes it after the drain's wait: told once, a one-off
+    DRAIN_DELETION_OVERDUE = "drain-deletion-overdue"
     TICK_FAILED = "tick-failed"
     LEADERSHIP_LOST = "leadership-lost"
     DAILY_REPORT = "daily-report"

@@ -26,6 +26,7 @@ TITLES = {
     AlertKind.BUDGET_HARD_STOP_DEFERRED: "Budget hard stop deferred: a pool cannot be read",
     AlertKind.TICK_FAILED: "Tick failed: pools held",
     AlertKind.DRAIN_UNFINISHED_PODS: "Node or slice removed with pods still terminating",
+    AlertKind.DRAIN_DELETION_OVERDUE: "Node still being deleted after its drain: left cordoned",
 }
 _EMOJI = {Severity.INFO: ":information_source:", Severity.WARNING: ":warning:", Severity.CRITICAL: ":rotating_light:"}
 _RESOLVED_EMOJI = ":white_check_mark:"

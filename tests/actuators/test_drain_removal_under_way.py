@@ -194,7 +194,7 @@ def test_a_deletion_still_under_way_after_the_wait_is_given_up(
     assert clock.now() - went_out == timedelta(minutes=15)
     ended = run.results[-1]
     assert "still being deleted 0:15:00 after its removal was sent" in ended.detail
-    assert not _cordoned(kube_api, run.node) and not _marked(kube_api, run.node)
+    assert _cordoned(kube_api, run.node) and not _marked(kube_api, run.node)  # on its way out: left cordoned
 
 
 def test_ending_the_drain_for_a_scale_up_is_refused_while_the_cloud_deletes_the_node_only(
