@@ -36,36 +36,81 @@ _MACHINE_CHIPS = re.compile(r"[a-z0-9-]+-([1-9][0-9]*)t")
 
 @dataclass(frozen=True)
 class TpuGeneration:
-    """A TPU generation as GKE slices it: its name and the number of dimensions of its slice topologies."""
+    """A TPU generation as GKE slices it: its name, the number of dimensions of its slice topologies, and, where
+    Google's documentation states them, the slice shapes GKE offers and the rules its topologies follow."""
 
     name: str
     dimensions: int  # 2: AxB, 3: AxBxC
-    example: str  # a topology of that shape
+    example: str | None  # a topology of that shape named by the sources below (None: none is)
+    # The slice shapes offered, in the documentation's order; empty: no list found, only the dimensions are checked.
+    shapes: tuple[str, ...] = ()
+    # Chips per VM of the machine types offered for one-VM slices only: their one shape is the one of that many chips.
+    single_host_only: frozenset[int] = frozenset()
+    # Every dimension at most 4, or every dimension a multiple of 4.
+    small_or_multiples_of_4: bool = False
+
+    def shapes_for(self, chips_per_vm: int | None) -> tuple[str, ...]:
+        """The shapes offered on a machine type of ``chips_per_vm`` chips per VM (None: unknown, every shape): whole
+        VMs, and one VM only for a single-host-only machine type."""
+        if chips_per_vm is None:
+            return self.shapes
+        return tuple(
+            shape
+            for shape in self.shapes
+            if topology_chips(shape) % chips_per_vm == 0
+            and (chips_per_vm not in self.single_host_only or topology_chips(shape) == chips_per_vm)
+        )
 
 
-# The shape of the topologies GKE takes for a TPU slice node pool, by the prefix of the machine type (the text before
-# its first '-'). Only the number of dimensions is checked; a prefix not listed here (v3's, or a generation GKE adds
-# later) is not checked. Sources, each fact beside the page that states it:
-# - ct4p (v4), 3-D: "Deploy TPU Multislices in GKE" (cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice)
+# The topologies GKE takes for a TPU slice node pool, by the prefix of the machine type (the text before its first
+# '-'). A prefix not listed here (a generation GKE adds later) is not checked. Sources, each fact beside the page that
+# states it:
+# - ct3 and ct3p (v3), 2-D: "GKE release notes" (cloud.google.com/kubernetes-engine/docs/release-notes), October 31,
+#   2024: "Cloud TPU v3 ct3-hightpu-4t and ct3p-hightpu-4t machine types are generally available for supported GKE
+#   clusters"; "TPU v3" (cloud.google.com/tpu/docs/v3): "TPU v3 is supported using Google Kubernetes Engine and the
+#   Cloud TPU API", interconnect topology "2D torus". Neither page lists GKE's v3 topologies or names one: only the
+#   number of dimensions is checked.
+# - ct4p (v4), 3-D: "Deploy TPU Multislice in GKE" (cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice)
 #   names "a ct4p-hightpu-4t with a 2x2x1 topology"; "TPU types and topologies" (cloud.google.com/tpu/docs/
-#   types-topologies): "The representation of a v4 topology is AxBxC".
+#   types-topologies, the page GKE's API reference gives for PlacementPolicy.tpuTopology): "The representation of a
+#   v4 topology is AxBxC where A<=B<=C", and A, B and C are all at most 4 or all integer multiples of 4. The second
+#   rule is checked; the order is not, GKE's own 2x2x1 being out of it.
 # - ct5lp (v5e), 2-D: the same Multislice page names "a ct5lp-hightpu-4t with a 2x2 topology"; "TPU v5e"
 #   (cloud.google.com/tpu/docs/v5e): interconnect topology "2D torus", the topology is "a string in the format AxB",
-#   the slice shapes run from 1x1 to 16x16, and ct5lp-hightpu-1t, -4t and -8t are the machine types (GKE API) of
-#   v5litepod-1, -4 and -8.
+#   "v5e supports the following 2D slice shapes": 1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16 and 16x16, each TPU VM of a
+#   slice has 1, 4 or 8 chips, and ct5lp-hightpu-1t, -4t and -8t are the machine types (GKE API) of the single-host
+#   1x1, 2x2 and 2x4 (v5litepod-1, -4 and -8). "Configure compute resources for serverless training"
+#   (docs.cloud.google.com/gemini-enterprise-agent-platform/machine-learning/training/configure-compute, formerly
+#   Vertex AI's) lists the v5e machine types and topologies: ct5lp-hightpu-1t on 1x1 only, ct5lp-hightpu-8t on 2x4
+#   only (1 VM), ct5lp-hightpu-4t on 2x2 (1 VM), 2x4 (2 VMs) and each larger shape up to 16x16 (64 VMs).
 # - ct5p (v5p), 3-D: "TPU v5p" (cloud.google.com/tpu/docs/v5p): interconnect topology "3D torus", the slice shapes run
-#   from 2x2x1 to 16x16x24.
+#   from 2x2x1 to 16x16x24 (not listed one by one: only the number of dimensions is checked).
 # - ct6e (v6e), 2-D: "TPU v6e" (cloud.google.com/tpu/docs/v6e): interconnect topology "2D torus"; "Cloud TPU
 #   deployments overview" (cloud.google.com/cluster-toolkit/docs/deploy/gke/gke-tpu-overview): "Cloud TPU v6e chips
-#   are arranged in a 2D torus topology, such as 2x4".
+#   are arranged in a 2D torus topology, such as 2x4". The serverless training page above lists the same eight
+#   shapes for v6e: ct6e-standard-1t on 1x1 only, ct6e-standard-8t on 2x4 (1 VM), ct6e-standard-4t on 2x2 (1 VM),
+#   2x4 (2 VMs) and each larger shape up to 16x16 (64 VMs). Its 2x4-only for ct6e-standard-8t is not checked: a
+#   multi-host slice of 8-chip v6e hosts (a 4x8 of four) still loads.
+# - tpu7x (Ironwood), 3-D: "About Ironwood (TPU7x) in GKE" (cloud.google.com/kubernetes-engine/docs/concepts/
+#   tpu-ironwood): available in GKE Standard clusters from 1.34.0-gke.2201000 and Autopilot from 1.34.1-gke.3084001,
+#   "Each Ironwood (TPU7x) virtual machine (VM) contains four chips"; the deployments overview above: "Cloud TPU
+#   7x chips have a direct connection to the nearest neighboring chips in 3 dimensions, forming a 3D torus
+#   interconnect topology"; the serverless training page: machine type tpu7x-standard-4t, topologies 2x2x1 (1 VM) to
+#   8x8x16 (256 VMs), a list of that product's, not GKE's: only the number of dimensions is checked. The same GKE
+#   page: a multi-host Ironwood node pool is placed by a workload policy (--placement-policy), which "replaces the
+#   --tpu-topology flag used by other TPU versions".
 # ct5p-hightpu-4t as v5p's machine type and ct6e-standard-4t as v6e's are also those of Google's xpk
-# (github.com/AI-Hypercomputer/xpk, src/xpk/core/system_characteristics.py), whose topologies for each of the four
-# machine types have these dimension counts.
+# (github.com/AI-Hypercomputer/xpk, src/xpk/core/system_characteristics.py), whose topologies for the ct4p, ct5lp,
+# ct5p and ct6e machine types have these dimension counts.
+_TWO_D_SHAPES = ("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16")
 _TPU_GENERATIONS = {
-    "ct4p": TpuGeneration("TPU v4", 3, "2x2x4"),
-    "ct5lp": TpuGeneration("TPU v5e", 2, "4x4"),
+    "ct3": TpuGeneration("TPU v3", 2, None),
+    "ct3p": TpuGeneration("TPU v3", 2, None),
+    "ct4p": TpuGeneration("TPU v4", 3, "2x2x4", small_or_multiples_of_4=True),
+    "ct5lp": TpuGeneration("TPU v5e", 2, "4x4", _TWO_D_SHAPES, frozenset({1, 8})),
     "ct5p": TpuGeneration("TPU v5p", 3, "2x2x4"),
-    "ct6e": TpuGeneration("TPU v6e", 2, "4x4"),
+    "ct6e": TpuGeneration("TPU v6e", 2, "4x4", _TWO_D_SHAPES, frozenset({1})),
+    "tpu7x": TpuGeneration("TPU7x (Ironwood)", 3, "2x2x1"),
 }
 
 
@@ -110,7 +155,7 @@ class TpuSliceGroupMapping(_Section):
 
     @property
     def chips_per_slice(self) -> int:
-        return math.prod(int(d) for d in self.tpu_topology.split("x"))
+        return topology_chips(self.tpu_topology)
 
     @property
     def hosts_per_slice(self) -> int:
@@ -173,6 +218,11 @@ def machine_type_chips(machine_type: object) -> int | None:
     """TPU chips per VM of a GKE TPU machine type, from its ``-<N>t`` suffix (None without one)."""
     found = _MACHINE_CHIPS.fullmatch(machine_type) if isinstance(machine_type, str) else None
     return int(found[1]) if found else None
+
+
+def topology_chips(topology: str) -> int:
+    """Chips of a slice topology: the product of its dimensions (``4x8`` is 32)."""
+    return math.prod(int(d) for d in topology.split("x"))
 
 
 def machine_type_generation(machine_type: str) -> TpuGeneration | None:

@@ -177,17 +177,52 @@ def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) 
 
 
 def _topology_shape_problems(at: str, mapping: TpuSliceGroupMapping) -> Iterator[ConfigProblem]:
-    """A topology of another number of dimensions than the machine type's TPU generation takes (``2x2x4`` on v5e,
-    ``4x4`` on v5p): GKE refuses it at the first slice create, an actuator failure hours after the file loaded. A
+    """A topology GKE does not offer for the machine type (``config.cloud``, its sources beside each generation): GKE
+    refuses it at the first slice create, an actuator failure hours after the file loaded. Checked in turn: the
+    number of dimensions of the generation (``2x2x4`` on v5e, ``4x4`` on v5p), its dimensions rule (v4), the shapes
+    it offers (v5e, v6e), and those offered on the machine type (a single-host-only one takes its one shape). A
     generation not known here is not checked (one GKE adds later loads)."""
     generation = machine_type_generation(mapping.machine_type)
-    dimensions = mapping.tpu_topology.count("x") + 1
-    if generation is None or dimensions == generation.dimensions:
+    if generation is None:
         return
-    shape = "AxB" if generation.dimensions == 2 else "AxBxC"
-    yield ConfigProblem(
-        f"{at}.tpu_topology",
-        f"{mapping.tpu_topology} is a {dimensions}-D topology but machine type {mapping.machine_type} is "
-        f"{generation.name}, which GKE slices in {generation.dimensions}-D topologies only ({shape}, e.g. "
-        f"{generation.example}): GKE would refuse the first slice the agent creates",
-    )
+    topology, machine_type = mapping.tpu_topology, mapping.machine_type
+    sizes = [int(d) for d in topology.split("x")]
+    if len(sizes) != generation.dimensions:
+        shape = "AxB" if generation.dimensions == 2 else "AxBxC"
+        example = f", e.g. {generation.example}" if generation.example else ""
+        yield ConfigProblem(
+            f"{at}.tpu_topology",
+            f"{topology} is a {len(sizes)}-D topology but machine type {machine_type} is {generation.name}, which "
+            f"GKE slices in {generation.dimensions}-D topologies only ({shape}{example}): GKE would refuse the first "
+            "slice the agent creates",
+        )
+        return
+    if generation.small_or_multiples_of_4 and not (
+        all(size <= 4 for size in sizes) or all(size % 4 == 0 for size in sizes)
+    ):
+        yield ConfigProblem(
+            f"{at}.tpu_topology",
+            f"{topology} is not a {generation.name} topology (machine type {machine_type}): its dimensions are all "
+            "at most 4 or all multiples of 4 (2x2x1, 2x2x4, 4x4x8, 8x8x16): GKE would refuse the first slice the "
+            "agent creates",
+        )
+        return
+    if not generation.shapes:
+        return
+    offered = generation.shapes_for(machine_type_chips(machine_type))
+    if topology in offered:
+        return
+    takes = ", ".join(offered) if offered else f"none of {generation.name}'s ({', '.join(generation.shapes)})"
+    if topology not in generation.shapes:
+        yield ConfigProblem(
+            f"{at}.tpu_topology",
+            f"{topology} is not a slice shape GKE offers on machine type {machine_type} ({generation.name}), which "
+            f"takes {takes}: GKE would refuse the first slice the agent creates",
+        )
+    elif mapping.chips_per_slice % mapping.chips_per_host == 0:  # an uneven split is the chips_per_host problem
+        yield ConfigProblem(
+            f"{at}.tpu_topology",
+            f"{topology} is not a slice shape GKE offers on machine type {machine_type}, which takes {takes}; "
+            f"{generation.name} slices of {topology} are offered on another of its machine types: GKE would refuse "
+            "the first slice the agent creates",
+        )

@@ -1,0 +1,202 @@
+"""A TPU slice group is refused when the configuration is loaded if GKE does not offer its topology for its machine
+type, at ``cloud.tpu_slice_groups[i].tpu_topology``, naming the topology and the shapes the machine type takes: GKE
+refuses it at the first slice create, which came as an actuator failure hours after the file loaded. What is checked
+is what Google's documentation states (the sources are beside each generation in ``config.cloud``): the v5e and v6e
+slice shapes, the one shape of their single-host-only machine types, the v4 dimensions rule, and the number of
+dimensions of the v3 (``ct3-``, ``ct3p-``) and Ironwood (``tpu7x-``) topologies."""
+
+from __future__ import annotations
+
+import copy
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from agent.cli import main
+from config import settings_from_mapping
+from models import ConfigError
+
+BASE: dict[str, Any] = {
+    "demand_classes": [{"name": "tpu", "family": "tpu"}],
+    "pools": [
+        {"id": "slices", "kind": "tpu-slice-group", "family": "tpu", "chips_per_unit": 16, "max_units": 4,
+         "price_per_chip_hour_usd": 1.2, "lead_time": "30m", "serves": ["tpu"]},
+    ],
+    "cloud": {
+        "project": "p",
+        "location": "us-central1",
+        "cluster": "ml",
+        "tpu_slice_groups": [
+            {"pool": "slices", "group": "slices", "machine_type": "ct5lp-hightpu-4t", "tpu_topology": "4x4",
+             "zone": "us-central1-a", "service_account": "tpu-nodes@p.iam.gserviceaccount.com"},
+        ],
+    },
+}  # fmt: skip
+
+KEY = "cloud.tpu_slice_groups[0].tpu_topology"
+REFUSED = "GKE would refuse the first slice the agent creates"
+# The shapes GKE offers on the 4-chip v5e and v6e machine types: every documented one but 1x1.
+ON_FOUR_CHIPS = "2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
+
+
+def _slices(machine_type: str, topology: str) -> dict[str, Any]:
+    """The base configuration with one slice group of ``machine_type`` and ``topology``, the pool counting the
+    topology's chips (so that only the shape can be wrong)."""
+    config = copy.deepcopy(BASE)
+    config["cloud"]["tpu_slice_groups"][0].update(machine_type=machine_type, tpu_topology=topology)
+    config["pools"][0]["chips_per_unit"] = math.prod(int(d) for d in topology.split("x"))
+    return config
+
+
+def _problems(config: dict[str, Any]) -> list[str]:
+    with pytest.raises(ConfigError) as error:
+        settings_from_mapping(config)
+    return [str(p) for p in error.value.problems]
+
+
+def _loads(machine_type: str, topology: str) -> None:
+    settings = settings_from_mapping(_slices(machine_type, topology))
+    assert settings.cloud is not None
+    mapping = settings.cloud.tpu_slice_groups[0]
+    assert (mapping.machine_type, mapping.tpu_topology) == (machine_type, topology)
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "topology", "generation"),
+    [
+        ("ct5lp-hightpu-4t", "2x8", "TPU v5e"),
+        ("ct5lp-hightpu-4t", "4x2", "TPU v5e"),
+        ("ct5lp-hightpu-4t", "16x32", "TPU v5e"),
+        ("ct6e-standard-4t", "8x4", "TPU v6e"),
+        ("ct6e-standard-4t", "4x12", "TPU v6e"),
+    ],
+)
+def test_a_shape_gke_does_not_offer_is_refused_naming_the_shapes_the_machine_type_takes(
+    machine_type: str, topology: str, generation: str
+) -> None:
+    assert _problems(_slices(machine_type, topology)) == [
+        f"{KEY}: {topology} is not a slice shape GKE offers on machine type {machine_type} ({generation}), which "
+        f"takes {ON_FOUR_CHIPS}: {REFUSED}"
+    ]
+
+
+def test_a_shape_of_an_uneven_number_of_hosts_is_refused_at_both_keys() -> None:
+    """3x5 on v5e: 15 chips, no slice shape and no whole number of 4-chip hosts."""
+    assert _problems(_slices("ct5lp-hightpu-4t", "3x5")) == [
+        "cloud.tpu_slice_groups[0].chips_per_host: 15 chips do not split into hosts of 4",
+        f"{KEY}: 3x5 is not a slice shape GKE offers on machine type ct5lp-hightpu-4t (TPU v5e), which takes "
+        f"{ON_FOUR_CHIPS}: {REFUSED}",
+    ]
+
+
+@pytest.mark.parametrize("machine_type", ["ct5lp-hightpu-4t", "ct6e-standard-4t"])
+@pytest.mark.parametrize("topology", ON_FOUR_CHIPS.split(", "))
+def test_every_shape_gke_offers_on_the_four_chip_machine_types_loads(machine_type: str, topology: str) -> None:
+    _loads(machine_type, topology)
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "topology"),
+    [("ct5lp-hightpu-1t", "1x1"), ("ct6e-standard-1t", "1x1"), ("ct5lp-hightpu-8t", "2x4"),
+     ("ct6e-standard-8t", "2x4")],
+)  # fmt: skip
+def test_the_single_host_machine_types_load_in_their_shape(machine_type: str, topology: str) -> None:
+    _loads(machine_type, topology)
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "topology", "takes", "generation"),
+    [
+        ("ct5lp-hightpu-8t", "4x4", "2x4", "TPU v5e"),
+        ("ct5lp-hightpu-8t", "4x8", "2x4", "TPU v5e"),
+        ("ct5lp-hightpu-8t", "16x16", "2x4", "TPU v5e"),
+        ("ct5lp-hightpu-1t", "2x2", "1x1", "TPU v5e"),
+        ("ct5lp-hightpu-1t", "2x4", "1x1", "TPU v5e"),
+        ("ct6e-standard-1t", "2x2", "1x1", "TPU v6e"),
+        ("ct6e-standard-1t", "4x4", "1x1", "TPU v6e"),
+    ],
+)
+def test_a_single_host_machine_type_in_a_multi_host_shape_is_refused(
+    machine_type: str, topology: str, takes: str, generation: str
+) -> None:
+    """GKE offers the 1- and 8-chip v5e machine types, and the 1-chip v6e one, for one-VM slices only; the larger
+    shapes are slices of 4-chip VMs."""
+    assert _problems(_slices(machine_type, topology)) == [
+        f"{KEY}: {topology} is not a slice shape GKE offers on machine type {machine_type}, which takes {takes}; "
+        f"{generation} slices of {topology} are offered on another of its machine types: {REFUSED}"
+    ]
+
+
+def test_a_shape_of_fewer_chips_than_a_host_is_refused_once_at_chips_per_host() -> None:
+    assert _problems(_slices("ct5lp-hightpu-4t", "1x1")) == [
+        "cloud.tpu_slice_groups[0].chips_per_host: 1 chips do not split into hosts of 4"
+    ]
+
+
+def test_a_machine_type_whose_hosts_fit_no_shape_is_told_so() -> None:
+    problems = _problems(_slices("ct5lp-hightpu-3t", "2x8"))
+    assert (
+        f"{KEY}: 2x8 is not a slice shape GKE offers on machine type ct5lp-hightpu-3t (TPU v5e), which takes none "
+        f"of TPU v5e's (1x1, 2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16): {REFUSED}"
+    ) in problems
+
+
+@pytest.mark.parametrize("topology", ["2x4x8", "4x4x6", "2x8x8", "1x2x12"])
+def test_a_v4_topology_of_mixed_small_and_large_dimensions_is_refused(topology: str) -> None:
+    assert _problems(_slices("ct4p-hightpu-4t", topology)) == [
+        f"{KEY}: {topology} is not a TPU v4 topology (machine type ct4p-hightpu-4t): its dimensions are all at most "
+        f"4 or all multiples of 4 (2x2x1, 2x2x4, 4x4x8, 8x8x16): {REFUSED}"
+    ]
+
+
+@pytest.mark.parametrize(
+    "topology", ["2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8", "8x8x16", "16x16x16"]
+)
+def test_a_v4_topology_of_small_or_multiple_of_4_dimensions_loads(topology: str) -> None:
+    _loads("ct4p-hightpu-4t", topology)
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "topology", "generation", "takes"),
+    [
+        ("ct3p-hightpu-4t", "2x2x4", "TPU v3", "2-D topologies only (AxB)"),
+        ("ct3-hightpu-4t", "2x2x1", "TPU v3", "2-D topologies only (AxB)"),
+        ("tpu7x-standard-4t", "4x4", "TPU7x (Ironwood)", "3-D topologies only (AxBxC, e.g. 2x2x1)"),
+        ("tpu7x-standard-4t", "2x2", "TPU7x (Ironwood)", "3-D topologies only (AxBxC, e.g. 2x2x1)"),
+    ],
+)
+def test_v3_and_ironwood_topologies_of_the_wrong_number_of_dimensions_are_refused(
+    machine_type: str, topology: str, generation: str, takes: str
+) -> None:
+    dimensions = topology.count("x") + 1
+    assert _problems(_slices(machine_type, topology)) == [
+        f"{KEY}: {topology} is a {dimensions}-D topology but machine type {machine_type} is {generation}, which GKE "
+        f"slices in {takes}: {REFUSED}"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("machine_type", "topology"),
+    [("ct3-hightpu-4t", "2x2"), ("ct3p-hightpu-4t", "4x4"), ("ct3p-hightpu-4t", "8x16"),
+     ("tpu7x-standard-4t", "2x2x1"), ("tpu7x-standard-4t", "4x4x4"), ("tpu7x-standard-4t", "8x16x16")],
+)  # fmt: skip
+def test_v3_and_ironwood_topologies_of_their_number_of_dimensions_load(machine_type: str, topology: str) -> None:
+    """Only their number of dimensions is checked: no list of the shapes GKE offers for them is cited."""
+    _loads(machine_type, topology)
+
+
+def test_validate_config_prints_the_shape_not_offered(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "slices.yaml"
+    path.write_text(yaml.safe_dump(_slices("ct5lp-hightpu-8t", "4x8")))
+    capsys.readouterr()
+    assert main(["validate-config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"  - {KEY}: 4x8 is not a slice shape GKE offers on machine type ct5lp-hightpu-8t, which takes 2x4" in err
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).resolve().parents[1] / "config" / "examples").glob("*.yaml")))
+def test_the_shipped_examples_still_load(path: Path) -> None:
+    assert main(["validate-config", str(path)]) == 0
