@@ -1,26 +1,33 @@
 """The HTTP side of reading Prometheus: the configured client (``connect``: CA file, timeout, retries with
-back-off that end at the read deadline), each request's timeout (``request_timeout``: inside a read deadline, every
-try's is cut to the time left), the bearer token read before each request, durations as Prometheus parses
-them, and ``call``, which turns every way a request can fail into ``MetricsUnavailable`` (or
-``PrometheusServerFailure`` when the server rather than the query failed) saying why. The vendor exception types of
-prometheus-api-client and requests stay in this module (and in ``agent.sources.prometheus_answer``).
+back-off that end at the read deadline, each answer read within it however slowly it comes), each request's timeout
+(``request_timeout``: inside a read deadline, every try's is cut to the time left), the bearer token read before
+each request, durations as Prometheus parses them, and ``call``, which turns every way a request can fail into
+``MetricsUnavailable`` (or ``PrometheusServerFailure`` when the server rather than the query failed) saying why. The
+vendor exception types of prometheus-api-client and requests stay in this module (and in
+``agent.sources.prometheus_answer``).
 """
 
 from __future__ import annotations
 
+import http.client
+import io
 import json
 import re
+import socket
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import requests
 from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
-from urllib3.connectionpool import ConnectionPool
+from requests.adapters import DEFAULT_POOLBLOCK, HTTPAdapter
+from urllib3 import PoolManager, ProxyManager
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import ConnectionPool, HTTPConnectionPool, HTTPSConnectionPool
 from urllib3.exceptions import (
     ConnectTimeoutError,
     MaxRetryError,
@@ -138,6 +145,108 @@ def request_timeout(timeout: float | None) -> float | DeadlineTimeout | None:
     return timeout if left is None else DeadlineTimeout(timeout, time.monotonic() + left[0])
 
 
+class AnswerCutOff(TimeoutError):
+    """A read of Prometheus' answer that the read deadline ended: no socket read is started once it has passed, and
+    none waits past it. ``answering``: the answer's status line and headers had come (its body was coming in);
+    ``received``: the bytes of the answer read by then."""
+
+    def __init__(self, answering: bool, received: int) -> None:
+        super().__init__(f"the read deadline passed with {received} bytes of the answer read")
+        self.answering, self.received = answering, received
+
+
+class _DeadlineReads(io.RawIOBase):
+    """The socket reads of one answer made inside a read deadline (``by``, monotonic): each waits at most the try's
+    read timeout (``per_read``, None for none) and the time left, and none starts once the deadline has passed. The
+    read timeout alone bounds each socket read, not the answer: a server sending a byte every quarter of a second,
+    each read well within the timeout, held a read with a 2 s deadline 17 s, as long as it kept sending."""
+
+    def __init__(self, raw: io.RawIOBase, sock: socket.socket, by: float, per_read: float | None) -> None:
+        super().__init__()
+        self._raw, self._sock, self._by, self._per_read = raw, sock, by, per_read
+        self.answering = False
+        self.received = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int | None:
+        left = self._by - time.monotonic()
+        if left <= 0:
+            raise AnswerCutOff(self.answering, self.received)
+        self._sock.settimeout(left if self._per_read is None else min(self._per_read, left))
+        try:
+            count = self._raw.readinto(buffer)
+        except TimeoutError:
+            if self._by - time.monotonic() <= 0:
+                raise AnswerCutOff(self.answering, self.received) from None
+            raise
+        self.received += count or 0
+        return count
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """An answer read inside a read deadline ends by the deadline (``_DeadlineReads``), its status line, headers and
+    body alike; outside one it is read as http.client reads it."""
+
+    def __init__(
+        self, sock: socket.socket, debuglevel: int = 0, method: str | None = None, url: str | None = None
+    ) -> None:
+        super().__init__(sock, debuglevel, method, url)
+        left = read_time_left()
+        self._reads: _DeadlineReads | None = None
+        if left is not None:
+            raw = self.fp.detach()  # the socket's reader, nothing buffered yet
+            self._reads = _DeadlineReads(raw, sock, time.monotonic() + left[0], sock.gettimeout())
+            self.fp = io.BufferedReader(self._reads)
+
+    def begin(self) -> None:
+        super().begin()
+        if self._reads is not None:
+            self._reads.answering = True
+
+
+class _HTTPConnection(HTTPConnection):
+    response_class = _DeadlineResponse
+
+
+class _HTTPSConnection(HTTPSConnection):
+    response_class = _DeadlineResponse
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """requests' adapter whose connections read each answer within the read deadline (``_DeadlineResponse``), also
+    through an HTTP proxy (a SOCKS proxy's connections are its own)."""
+
+    _POOLS: ClassVar[dict[str, type[HTTPConnectionPool]]] = {"http": _HTTPPool, "https": _HTTPSPool}
+
+    def init_poolmanager(
+        self, connections: int, maxsize: int, block: bool = DEFAULT_POOLBLOCK, **pool_kwargs: Any
+    ) -> None:
+        super().init_poolmanager(connections, maxsize, block, **pool_kwargs)
+        self._bound(self.poolmanager)
+
+    def proxy_manager_for(self, proxy: str, **proxy_kwargs: Any) -> Any:
+        return self._bound(super().proxy_manager_for(proxy, **proxy_kwargs))
+
+    def _bound(self, manager: PoolManager) -> PoolManager:
+        if type(manager) in (PoolManager, ProxyManager):
+            manager.pool_classes_by_scheme = dict(self._POOLS)
+        return manager
+
+
 class GaveUp(MaxRetryError):
     """urllib3's ``MaxRetryError`` with the number of tries made (requests wraps it in its ``ConnectionError``)."""
 
@@ -219,12 +328,15 @@ def connect(settings: PrometheusSettings, retries: int | None = None) -> Prometh
         allowed_methods=frozenset({"GET", "POST"}),
         raise_on_status=False,
     )
-    return PrometheusConnect(
+    client = PrometheusConnect(
         url=settings.url.rstrip("/"),
         session=session,
         retry=retry,
         timeout=settings.timeout.total_seconds() + READ_TIMEOUT_MARGIN_S,
     )
+    # in place of the adapter the client mounted, with the same retries: each answer is read within the read deadline
+    session.mount(client.url, _DeadlineAdapter(max_retries=retry))
+    return client
 
 
 def prometheus_duration(duration: timedelta) -> str:
@@ -281,6 +393,13 @@ def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
     cause: object = gave_up.reason if gave_up is not None else (exc.args[0] if exc.args else exc)
     tries = gave_up.tries if isinstance(gave_up, GaveUp) else 1
     tried = f", tried {tries} times" if tries > 1 else ""
+    cut = _cut_off(exc)
+    left = read_time_left()
+    if cut is not None and cut.answering and left is not None:
+        return (
+            f"Prometheus' answer did not arrive in time: it had begun ({cut.received} bytes read) but was still "
+            f"coming in when the read deadline ({left[1].total_seconds():g} s) ended the read"
+        )
     if isinstance(cause, ReadTimeoutError) or isinstance(exc, requests.exceptions.ReadTimeout):
         timeout = _READ_TIMEOUT.search(str(cause))
         within = f"within {round(float(timeout.group(1)), 1):g} s" if timeout else "in time"
@@ -292,6 +411,21 @@ def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
     if isinstance(cause, ResponseError):
         return f"Prometheus kept failing after the configured retries: {cause}"
     return f"cannot connect to Prometheus: {_connection_reason(cause if isinstance(cause, Exception) else exc)}"
+
+
+def _cut_off(exc: BaseException) -> AnswerCutOff | None:
+    """The ``AnswerCutOff`` that ``exc`` wraps (urllib3 and requests wrap it in their timeouts), if any."""
+    seen: set[int] = set()
+    todo: list[object] = [exc]
+    while todo:
+        error = todo.pop()
+        if not isinstance(error, BaseException) or id(error) in seen:
+            continue
+        seen.add(id(error))
+        if isinstance(error, AnswerCutOff):
+            return error
+        todo.extend((error.__cause__, error.__context__, getattr(error, "reason", None), *error.args))
+    return None
 
 
 def _answer_reason(exc: PrometheusErrorAnswer) -> str:
