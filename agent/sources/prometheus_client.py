@@ -12,6 +12,7 @@ from __future__ import annotations
 import http.client
 import io
 import json
+import math
 import re
 import socket
 import time
@@ -20,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar, Self
+from urllib.parse import unquote
 
 import requests
 from prometheus_api_client import PrometheusConnect
@@ -55,6 +57,9 @@ READ_TIMEOUT_MARGIN_S = 0.5
 MIN_TRY_S = 0.1
 MIN_TIMEOUT_S = 0.01
 _READ_TIMEOUT = re.compile(r"read timeout=([0-9.]+)")
+_TIMEOUT_PARAM = re.compile(r"(?<=[?&])timeout=([^&#]*)")
+_UNIT_S = {"y": 365 * 86400.0, "w": 7 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
+_DURATION = re.compile(r"(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
 _URL = re.compile(r"https?://\S+|/api/v1/[^\s'\")]+")
 
 
@@ -221,9 +226,45 @@ class _HTTPSConnection(HTTPSConnection):
 class _HTTPPool(HTTPConnectionPool):
     ConnectionCls = _HTTPConnection
 
+    def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> BaseHTTPResponse:
+        return super().urlopen(method, query_timeout_within_deadline(url), *args, **kwargs)
+
 
 class _HTTPSPool(HTTPSConnectionPool):
     ConnectionCls = _HTTPSConnection
+
+    def urlopen(self, method: str, url: str, *args: Any, **kwargs: Any) -> BaseHTTPResponse:
+        return super().urlopen(method, query_timeout_within_deadline(url), *args, **kwargs)
+
+
+def query_timeout_within_deadline(url: str) -> str:
+    """``url`` with the query's timeout it sends Prometheus (its ``timeout`` parameter) cut to the time left before
+    the read deadline when less is left, in whole milliseconds rounded down (``prometheus_duration``'s form), at
+    least 1ms. urllib3 sends each try, the first and every retry, through here, so each is cut to the time left when
+    it is sent: sent whole, Prometheus evaluated a query the client had given up on for the rest of its timeout
+    (5000ms sent with 1.5 s left, and again to each retry)."""
+    left = read_time_left()
+    match = _TIMEOUT_PARAM.search(url) if left is not None else None
+    asked = _duration_s(unquote(match.group(1))) if match is not None else None
+    if left is None or match is None or asked is None:
+        return url
+    left_ms = max(1, math.floor(left[0] * 1000))
+    if left_ms >= asked * 1000:
+        return url
+    return f"{url[: match.start(1)]}{left_ms}ms{url[match.end(1) :]}"
+
+
+def _duration_s(text: str) -> float | None:
+    """Seconds of a duration as Prometheus parses its ``timeout`` parameter (a number of seconds, or units such as
+    ``1m30s`` or ``2500ms``); None for another text, which is sent as it is."""
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    match = _DURATION.fullmatch(text)
+    if match is None or not text:
+        return None
+    return sum(int(count) * _UNIT_S[unit] for count, unit in re.findall(r"(\d+)(ms|[ywdhms])", text))
 
 
 class _DeadlineAdapter(HTTPAdapter):
