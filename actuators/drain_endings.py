@@ -14,7 +14,9 @@ again). A drain ends in one of these ways, each settled by its key:
   is settled DONE as removed (with the pods it left terminating); not being deleted (the cloud did not carry the
   deletion out), the drain is given up as at the timeout, the unit uncordoned. Still being deleted ``removal_wait``
   after the removal was sent, the drain ends too (settled FAILED, ``unclear``) but the unit stays cordoned, only the
-  drain's marks taken off: it is on its way out, and the agent tells a person (``drain-deletion-overdue``).
+  drain's marks taken off: it is on its way out, and the agent tells a person (``drain-deletion-overdue``). A unit
+  removed whose nodes could not be unmarked is unmarked and settled at the drain's next step (``_unmark_step``), so
+  the pods it left terminating are told once even when its nodes left the cluster meanwhile.
 - rejected: no retry can finish it (a pod that must not be disrupted, accelerator work found on the cordoned unit, a
   remover that keeps the unit: ``KeepsUnits``); its nodes are uncordoned and unmarked. A forced drain taken over whose
   last step is older than the timeout and that finds accelerator work leaves the cordon as it is (it may be a
@@ -100,6 +102,8 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._draining_since: dict[str, tuple[str, datetime]] = {}  # unit -> (key, start) of its drain
         self._results = KeyedResults(settled_only=True)
         self._removing: dict[str, _Removal] = {}  # unit -> its drain's removal that may have gone out
+        # unit -> the result of its drain's removal, settled once the unit's nodes are unmarked (``_unmark_step``)
+        self._unmarking: dict[str, ActionResult] = {}
         self._removal_wait = max(timeout, REMOVAL_WAIT)
 
     def _remove_settled(
@@ -240,10 +244,11 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         how: str,
     ) -> ActionResult:
         """The drain settled DONE by the removal of its unit (``how``, in words), its nodes unmarked; its result names
-        the pods left terminating on it (``ActionResult.unfinished``)."""
+        the pods left terminating on it (``ActionResult.unfinished``). The unit is removed before its nodes are
+        unmarked: when that fails, the step fails (transient, after its removal went out) and the result waits for the
+        drain's next step (``_unmark_step``), which unmarks the nodes still there and settles it, so the pods it names
+        are told once, even when the node and its pods left the cluster meanwhile."""
         noun = self._units.noun
-        for node in nodes:  # gone: unmarked too
-            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
         self._draining_since.pop(unit, None)
         self._idle_since.pop(unit, None)
         self._removing.pop(unit, None)
@@ -265,6 +270,24 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         result = ActionResult(
             key, pool_id, ActionStatus.DONE, self._clock.now(), f"{drained}; {how}", unfinished=unfinished
         )
+        self._unmarking[unit] = result
+        return self._unmark_step(key, pool_id, unit, nodes) or result
+
+    def _unmark_step(
+        self, key: str, pool_id: str, unit: str, nodes: Sequence[str] | None = None
+    ) -> ActionResult | None:
+        """The drain of a unit removed (``_removed``) whose nodes are not unmarked yet: their marks are taken off (a
+        node gone needs none; ``nodes``: the unit's nodes, read when None) and its result settled. None when no such
+        removal of this drain is remembered."""
+        result = self._unmarking.get(unit)
+        if result is None or result.key != key:
+            return None
+        if nodes is None:
+            self._check_may_write(pool_id, unit)
+            nodes = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
+        for node in nodes:  # gone: unmarked too
+            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
+        del self._unmarking[unit]
         return self._results.remember(result)
 
     def _removal_step(self, key: str, pool_id: str, unit: str) -> ActionResult | None:
@@ -337,6 +360,8 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
     def _removal_under_way(self, pool_id: str, unit: str, key: str) -> str:
         """Why the drain with this key cannot be ended now (``cancel``): its removal went out and the cloud is deleting
         the unit, or is done with it; "" when it can (no such removal, or the cloud kept the unit: forgotten)."""
+        if (removed := self._unmarking.get(unit)) is not None and removed.key == key:
+            return f"{self._units.noun} {unit} was removed by its drain; the drain is settled at its next step"
         if not isinstance(self._remover, TellsRemovals):
             return ""
         removal = self._removing.get(unit)

@@ -153,7 +153,8 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         and, where a unit is removed without nodes (a slice), a unit of the pool whose nodes all left the cluster
         during this drainer's drain of it: nothing in the cluster records that drain any more, but the unit is still
         there and paid for, and the drain's next step removes it. So is a unit whose removal went out and then failed
-        (``drain_endings.TellsRemovals``) after its nodes left the cluster: the drain's next step settles it. A unit
+        (``drain_endings.TellsRemovals``), or that was removed and its nodes' unmarking failed, after its nodes left
+        the cluster: the drain's next step settles it. A unit
         whose nodes are all uncordoned or unmarked is no longer being drained (a person uncordoned it): its drain is
         forgotten here too, so its nodes leaving later does not remove it; and the marks that drain left are no drain
         of ours (``_drains_of``)."""
@@ -170,6 +171,9 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         for unit, removal in self._removing.items():
             if removal.pool_id == pool_id:
                 draining.setdefault(unit, removal.key)
+        for unit, removed in self._unmarking.items():  # removed, its nodes not unmarked yet: settled at its next step
+            if removed.pool_id == pool_id:
+                draining.setdefault(unit, removed.key)
         return draining
 
     def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
@@ -178,7 +182,11 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         rejected, nothing evicted."""
         unit = node
         # Settled, or its removal went out at an earlier step: what the cloud does with the unit decides.
-        if (known := self._results.get(key) or self._removal_step(key, pool_id, unit)) is not None:
+        if (
+            known := self._results.get(key)
+            or self._unmark_step(key, pool_id, unit)
+            or self._removal_step(key, pool_id, unit)
+        ) is not None:
             return known
         now = self._clock.now()
         since = self._draining_since.get(unit)
