@@ -17,6 +17,7 @@ import re
 import socket
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -60,6 +61,13 @@ _READ_TIMEOUT = re.compile(r"read timeout=([0-9.]+)")
 _TIMEOUT_PARAM = re.compile(r"(?<=[?&])timeout=([^&#]*)")
 _UNIT_S = {"y": 365 * 86400.0, "w": 7 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _DURATION = re.compile(r"(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
+# The query's timeout (milliseconds) the last try of the request made in this context sent Prometheus when the read
+# deadline cut it, else None (``query_timeout_within_deadline``): Prometheus' timeout answer to it is the deadline's.
+_TIMEOUT_CUT_TO: ContextVar[int | None] = ContextVar("prometheus_timeout_cut_to", default=None)
+# What a person raises when the read deadline, not a timeout, ended a read.
+_DEADLINE_NOT_TIMEOUT = (
+    "raise loop.read_deadline (the time a tick reads in, half of loop.tick_interval unless set), not prometheus.timeout"
+)
 _URL = re.compile(r"https?://\S+|/api/v1/[^\s'\")]+")
 
 
@@ -243,6 +251,7 @@ def query_timeout_within_deadline(url: str) -> str:
     least 1ms. urllib3 sends each try, the first and every retry, through here, so each is cut to the time left when
     it is sent: sent whole, Prometheus evaluated a query the client had given up on for the rest of its timeout
     (5000ms sent with 1.5 s left, and again to each retry)."""
+    _TIMEOUT_CUT_TO.set(None)
     left = read_time_left()
     match = _TIMEOUT_PARAM.search(url) if left is not None else None
     asked = _duration_s(unquote(match.group(1))) if match is not None else None
@@ -251,6 +260,7 @@ def query_timeout_within_deadline(url: str) -> str:
     left_ms = max(1, math.floor(left[0] * 1000))
     if left_ms >= asked * 1000:
         return url
+    _TIMEOUT_CUT_TO.set(left_ms)
     return f"{url[: match.start(1)]}{left_ms}ms{url[match.end(1) :]}"
 
 
@@ -403,6 +413,7 @@ def bearer_headers(token_file: str | None, name: str, query: str) -> dict[str, s
 def call(name: str, query: str, request: Callable[[], Any]) -> Any:
     """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why (never with the request's
     URL, which holds the whole query)."""
+    _TIMEOUT_CUT_TO.set(None)
     try:
         data = request()
     except PrometheusErrorAnswer as exc:
@@ -429,29 +440,49 @@ def call(name: str, query: str, request: Callable[[], Any]) -> Any:
 
 
 def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
-    """Why no answer came: no connection, or none within the read timeout, with the tries made."""
+    """Why no answer came: no connection, or none within the read timeout, with the tries made. A timeout once the
+    read deadline has passed is the deadline's: it cut the try's timeout to the time left (or ended an answer still
+    coming in), and the reason says so, with the deadline and the setting to raise."""
     gave_up = next((arg for arg in exc.args if isinstance(arg, MaxRetryError)), None)
     cause: object = gave_up.reason if gave_up is not None else (exc.args[0] if exc.args else exc)
     tries = gave_up.tries if isinstance(gave_up, GaveUp) else 1
     tried = f", tried {tries} times" if tries > 1 else ""
+    deadline = _passed_deadline_s()
     cut = _cut_off(exc)
-    left = read_time_left()
-    if cut is not None and cut.answering and left is not None:
+    if cut is not None and cut.received and deadline is not None:
+        coming = "its body was" if cut.answering else "its status line and headers were"
         return (
-            f"Prometheus' answer did not arrive in time: it had begun ({cut.received} bytes read) but was still "
-            f"coming in when the read deadline ({left[1].total_seconds():g} s) ended the read"
+            f"Prometheus' answer did not arrive in time: it had begun ({cut.received} bytes read) but {coming} still "
+            f"coming in when the read deadline ({deadline:g} s) ended the read; {_DEADLINE_NOT_TIMEOUT}"
         )
     if isinstance(cause, ReadTimeoutError) or isinstance(exc, requests.exceptions.ReadTimeout):
         timeout = _READ_TIMEOUT.search(str(cause))
         within = f"within {round(float(timeout.group(1)), 1):g} s" if timeout else "in time"
+        if deadline is not None:
+            sent = "the last try" if tries > 1 else "it"
+            return (
+                f"the read deadline ({deadline:g} s) ended the read: Prometheus did not answer {within} (read "
+                f"timeout{tried}), the time left when {sent} was sent; {_DEADLINE_NOT_TIMEOUT}"
+            )
         return f"Prometheus did not answer {within} (read timeout{tried})"
     if isinstance(cause, NewConnectionError):  # a ConnectTimeoutError to urllib3, but refused or unresolved
         return f"cannot connect to Prometheus: {_connection_reason(cause)}"
     if isinstance(cause, ConnectTimeoutError) or isinstance(exc, requests.exceptions.ConnectTimeout):
+        if deadline is not None:
+            return (
+                f"the read deadline ({deadline:g} s) ended the read: no connection to Prometheus within the time "
+                f"left{tried}; {_DEADLINE_NOT_TIMEOUT}"
+            )
         return f"cannot connect to Prometheus: no connection within the timeout{tried}"
     if isinstance(cause, ResponseError):
         return f"Prometheus kept failing after the configured retries: {cause}"
     return f"cannot connect to Prometheus: {_connection_reason(cause if isinstance(cause, Exception) else exc)}"
+
+
+def _passed_deadline_s() -> float | None:
+    """The read deadline (seconds given to the reads) once it has passed; None before it, or outside one."""
+    left = read_time_left()
+    return left[1].total_seconds() if left is not None and left[0] <= 0 else None
 
 
 def _cut_off(exc: BaseException) -> AnswerCutOff | None:
@@ -485,7 +516,16 @@ def _answer_reason(exc: PrometheusErrorAnswer) -> str:
             "next tick. If it lasts, raise Prometheus' --query.max-concurrency or lighten the other queries it runs "
             "(dashboards, rules)"
         )
-    if error is not None and (error[0] == "timeout" or _deadline_while_selecting(error)):
+    timed_out = error is not None and (error[0] == "timeout" or _deadline_while_selecting(error))
+    cut_to = _TIMEOUT_CUT_TO.get()
+    left = read_time_left()
+    if timed_out and cut_to is not None and left is not None:
+        return (
+            f"Prometheus could not finish the query within the {cut_to}ms left before the read deadline "
+            f"({left[1].total_seconds():g} s) (HTTP {code}){said}; the read deadline cut the query's timeout sent to "
+            f"Prometheus to the time left: {_DEADLINE_NOT_TIMEOUT}, or simplify the query"
+        )
+    if timed_out:
         return (
             f"Prometheus could not finish the query within its timeout (HTTP {code}){said}; not retried, as it "
             "would time out again: simplify the query (a shorter range, fewer series), or raise prometheus.timeout "

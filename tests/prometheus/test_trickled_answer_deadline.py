@@ -127,8 +127,8 @@ def test_a_body_trickling_in_after_its_headers_ends_at_the_deadline(trickling: T
 
     assert DEADLINE_S <= took <= DEADLINE_S + LATE_S, f"the read took {took:.2f} s against a {DEADLINE_S} s deadline"
     assert isinstance(reason, str), reason
-    assert reason.startswith("Prometheus' answer did not arrive in time: it had begun (")
-    assert reason.endswith("bytes read) but was still coming in when the read deadline (1 s) ended the read"), reason
+    assert reason.startswith("Prometheus' answer did not arrive in time: it had begun ("), reason
+    assert "bytes read) but its body was still coming in when the read deadline (1 s) ended the read" in reason
     assert trickling.requests == 1  # an answer that had begun is not asked again
 
 
@@ -137,7 +137,9 @@ def test_a_status_line_and_headers_trickling_in_end_at_the_deadline(trickling: T
     took, reason = _read(trickling.url, DEADLINE_S)
 
     assert DEADLINE_S <= took <= DEADLINE_S + LATE_S, f"the read took {took:.2f} s against a {DEADLINE_S} s deadline"
-    assert isinstance(reason, str) and reason.startswith("Prometheus did not answer"), reason
+    assert isinstance(reason, str), reason
+    assert reason.startswith("Prometheus' answer did not arrive in time: it had begun ("), reason
+    assert "its status line and headers were still coming in when the read deadline (1 s) ended the read" in reason
     assert trickling.requests == 1  # no retry with the time up
 
 

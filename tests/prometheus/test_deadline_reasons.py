@@ -1,0 +1,183 @@
+"""A read the read deadline ended says so, how long the deadline was, and that loop.read_deadline is the setting to
+raise, not prometheus.timeout. The deadline cuts each try's timeout to the time left (and the query's timeout sent
+to Prometheus): the reason quoted that cut timeout as if it were the query's own ("Prometheus did not answer within
+0.5 s (read timeout, tried 2 times)" for a read that waited 2 s; "no connection within the timeout"), and
+Prometheus' timeout answer to a timeout the deadline had cut said to raise prometheus.timeout. A try that waited its
+whole timeout, the deadline still ahead, is told as before. Local servers on 127.0.0.1 stand in for Prometheus: one
+that never answers, one that answers 503 errorType timeout (or 422 "expanding series: context deadline exceeded")
+when the timeout it was sent runs out, and one whose queue of connections is full, so that no connection is made;
+the real prometheus-api-client and requests session talk to them, nothing of the client is mocked."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+
+from agent.sources.base import read_deadline
+from agent.sources.prometheus import PrometheusSource
+from agent.sources.prometheus_answer import get_instant
+from agent.sources.prometheus_client import call, connect
+from config.prometheus import PrometheusSettings
+from models import MetricsUnavailable
+from tests.fakes.http_server import serving
+
+NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+QUERY = "sum(gpu_demand)"
+RAISE = (
+    "raise loop.read_deadline (the time a tick reads in, half of loop.tick_interval unless set), not prometheus.timeout"
+)
+EVALUATING = {"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}
+SELECTING = {"status": "error", "errorType": "execution", "error": "expanding series: context deadline exceeded"}
+
+
+def _settings(url: str, timeout: str = "1s", retries: int = 2) -> PrometheusSettings:
+    return PrometheusSettings.model_validate({"url": url, "timeout": timeout, "retries": retries, "retry_backoff_s": 0})
+
+
+def _reason(url: str, deadline_s: float, retries: int = 2) -> str:
+    """Why one instant read through ``call`` failed inside a read deadline of ``deadline_s``."""
+    client = connect(_settings(url, retries=retries))
+    with read_deadline(timedelta(seconds=deadline_s)), pytest.raises(MetricsUnavailable) as failed:
+        call("a", QUERY, lambda: get_instant(client, {"query": QUERY}))
+    return failed.value.reason
+
+
+@pytest.fixture
+def hanging() -> Iterator[str]:
+    """Accepts connections and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.02)
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                held.append(listener.accept()[0])
+            except TimeoutError:
+                continue
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def test_a_hang_the_deadline_ended_after_a_retry_says_the_deadline_ended_it(hanging: str) -> None:
+    # The client waits 1.5 s a try (the 1 s timeout sent and a margin): the retry had the 0.5 s left of 2 s.
+    reason = _reason(hanging, deadline_s=2.0)
+    assert re.fullmatch(
+        r"the read deadline \(2 s\) ended the read: Prometheus did not answer within 0\.\d s \(read timeout, tried 2 "
+        r"times\), the time left when the last try was sent; " + re.escape(RAISE),
+        reason,
+    ), reason
+
+
+def test_a_try_that_waited_its_whole_timeout_is_told_as_before(hanging: str) -> None:
+    reason = _reason(hanging, deadline_s=2.0, retries=0)  # 1.5 s waited, 0.5 s of the deadline left
+    assert reason == "Prometheus did not answer within 1.5 s (read timeout)"
+
+
+class _TimingOut(BaseHTTPRequestHandler):
+    """Answers as Prometheus does a query whose timeout ran out (``answer``), a little before the timeout it was
+    sent has passed, so that its answer and not the client's own timeout ends the read."""
+
+    answer: tuple[int, dict[str, str]]
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        timeout = parse_qs(urlparse(self.path).query)["timeout"][0]
+        assert timeout.endswith("ms"), timeout
+        time.sleep(max(0.0, int(timeout[:-2]) / 1000 - 0.05))
+        code, body = self.answer
+        payload = json.dumps(body).encode()
+        try:
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:
+            return
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+@pytest.mark.parametrize(
+    ("code", "body"), [(503, EVALUATING), (422, SELECTING)], ids=["while evaluating", "while selecting series"]
+)
+def test_prometheus_timing_out_on_the_time_left_names_the_deadline(code: int, body: dict[str, str]) -> None:
+    with serving(type("Handler", (_TimingOut,), {"answer": (code, body)})) as url:
+        source = PrometheusSource.from_settings(_settings(url, timeout="5s"), {})
+        started = time.monotonic()
+        with read_deadline(timedelta(seconds=1)), pytest.raises(MetricsUnavailable) as failed:
+            source.instant("a", QUERY, NOW)
+        took = time.monotonic() - started
+        reason = failed.value.reason
+
+    assert took <= 1.3, f"the read took {took:.2f} s against a 1 s deadline"  # not the 5 s prometheus.timeout
+    assert re.match(
+        r"Prometheus could not finish the query within the \d+ms left before the read deadline \(1 s\) ", reason
+    ), reason
+    assert f"(HTTP {code}): errorType {body['errorType']}" in reason
+    assert reason.endswith(
+        f"the read deadline cut the query's timeout sent to Prometheus to the time left: {RAISE}, or simplify the query"
+    ), reason
+    assert "raise prometheus.timeout" not in reason
+
+
+def test_prometheus_timing_out_on_its_own_timeout_still_names_prometheus_timeout() -> None:
+    with serving(type("Handler", (_TimingOut,), {"answer": (503, EVALUATING)})) as url:
+        source = PrometheusSource.from_settings(_settings(url, timeout="1s"), {})
+        with read_deadline(timedelta(seconds=2)), pytest.raises(MetricsUnavailable) as failed:
+            source.instant("a", QUERY, NOW)
+    assert failed.value.reason.startswith("Prometheus could not finish the query within its timeout (HTTP 503)")
+    assert "raise prometheus.timeout" in failed.value.reason and "loop.read_deadline" not in failed.value.reason
+
+
+@pytest.fixture
+def full_queue() -> Iterator[str]:
+    """A listener whose queue of connections not yet accepted is full: a new connection is never made (the
+    kernel drops its SYN)."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):  # connecting: the kernel completes it into the queue
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    time.sleep(0.1)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+def test_no_connection_before_the_deadline_says_the_deadline_ended_it(full_queue: str) -> None:
+    reason = _reason(full_queue, deadline_s=1.0)
+    assert (
+        reason == f"the read deadline (1 s) ended the read: no connection to Prometheus within the time left; {RAISE}"
+    )
