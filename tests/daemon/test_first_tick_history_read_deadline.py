@@ -312,7 +312,9 @@ def test_a_history_too_slow_for_one_deadline_is_read_over_ticks_each_class_once(
     assert held[-1] == set() and forecast[-1] == set(CLASSES)
     assert all(report.forecasts[name].note == "" for name in CLASSES)
     # a class whose history was read is neither read again nor held again, and forecast in every tick after
-    assert [n for n, names in enumerate(asked) if "team-0" in names] == [0], asked
+    for name in CLASSES:  # the machine may slow a read past its tries: then the class is read at a later tick
+        read_at = next(n for n, names in enumerate(forecast) if name in names)
+        assert all(name not in names for names in asked[read_at + 1 :]), (name, asked)
     for before, after in pairwise(forecast):
         assert before <= after, forecast
     assert len(forecast) <= len(CLASSES) + 1, (forecast, held)
