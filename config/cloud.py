@@ -48,6 +48,10 @@ class TpuGeneration:
     single_host_only: frozenset[int] = frozenset()
     # Every dimension at most 4, or every dimension a multiple of 4.
     small_or_multiples_of_4: bool = False
+    # The machine types GKE offers the shapes on, as the sources name them (to say which one offers a shape).
+    machine_types: tuple[str, ...] = ()
+    # Multi-host slices are placed by a workload policy, not by a TPU topology: only single-host slices are offered.
+    multi_host_by_workload_policy: bool = False
 
     def shapes_for(self, chips_per_vm: int | None) -> tuple[str, ...]:
         """The shapes offered on a machine type of ``chips_per_vm`` chips per VM (None: unknown, every shape): whole
@@ -96,9 +100,11 @@ class TpuGeneration:
 #   "Each Ironwood (TPU7x) virtual machine (VM) contains four chips"; the deployments overview above: "Cloud TPU
 #   7x chips have a direct connection to the nearest neighboring chips in 3 dimensions, forming a 3D torus
 #   interconnect topology"; the serverless training page: machine type tpu7x-standard-4t, topologies 2x2x1 (1 VM) to
-#   8x8x16 (256 VMs), a list of that product's, not GKE's: only the number of dimensions is checked. The same GKE
-#   page: a multi-host Ironwood node pool is placed by a workload policy (--placement-policy), which "replaces the
-#   --tpu-topology flag used by other TPU versions".
+#   8x8x16 (256 VMs), a list of that product's, not GKE's: its shapes are not listed here. The same GKE page: a
+#   multi-host Ironwood node pool is placed by a workload policy (--placement-policy), which "replaces the
+#   --tpu-topology flag used by other TPU versions". The agent creates each slice with a TPU topology (a COMPACT
+#   placement policy naming it, actuators/slice_writes.py) and creates no workload policy, so a topology of more
+#   than one host is refused: single-host Ironwood slices (2x2x1, one VM of four chips) only.
 # ct5p-hightpu-4t as v5p's machine type and ct6e-standard-4t as v6e's are also those of Google's xpk
 # (github.com/AI-Hypercomputer/xpk, src/xpk/core/system_characteristics.py), whose topologies for the ct4p, ct5lp,
 # ct5p and ct6e machine types have these dimension counts.
@@ -107,11 +113,40 @@ _TPU_GENERATIONS = {
     "ct3": TpuGeneration("TPU v3", 2, None),
     "ct3p": TpuGeneration("TPU v3", 2, None),
     "ct4p": TpuGeneration("TPU v4", 3, "2x2x4", small_or_multiples_of_4=True),
-    "ct5lp": TpuGeneration("TPU v5e", 2, "4x4", _TWO_D_SHAPES, frozenset({1, 8})),
+    "ct5lp": TpuGeneration(
+        "TPU v5e",
+        2,
+        "4x4",
+        _TWO_D_SHAPES,
+        frozenset({1, 8}),
+        machine_types=("ct5lp-hightpu-1t", "ct5lp-hightpu-4t", "ct5lp-hightpu-8t"),
+    ),
     "ct5p": TpuGeneration("TPU v5p", 3, "2x2x4"),
-    "ct6e": TpuGeneration("TPU v6e", 2, "4x4", _TWO_D_SHAPES, frozenset({1})),
-    "tpu7x": TpuGeneration("TPU7x (Ironwood)", 3, "2x2x1"),
+    "ct6e": TpuGeneration(
+        "TPU v6e",
+        2,
+        "4x4",
+        _TWO_D_SHAPES,
+        frozenset({1}),
+        machine_types=("ct6e-standard-1t", "ct6e-standard-4t", "ct6e-standard-8t"),
+    ),
+    "tpu7x": TpuGeneration("TPU7x (Ironwood)", 3, "2x2x1", multi_host_by_workload_policy=True),
 }
+# A slice topology as written: two or three whole numbers from 1, in ASCII digits without leading zeros, of at most
+# four digits each (the largest slice GKE documents, v5p's 16x16x24, has two), joined by 'x'. A number of thousands of
+# digits was not a config error but a ValueError from int(), and '04x4x1' or Arabic-Indic digits loaded.
+_TOPOLOGY = r"^[1-9][0-9]{0,3}(x[1-9][0-9]{0,3}){1,2}$"
+
+
+def _topology_form(value: Any) -> Any:
+    """A topology not of the form ``_TOPOLOGY`` is refused in words, not with the pattern (which the field keeps
+    for the JSON Schema); a value that is not text is left to the field's own check."""
+    if isinstance(value, str) and not re.fullmatch(_TOPOLOGY, value):
+        raise ValueError(
+            "should be a slice topology, AxB or AxBxC of whole numbers from 1 (at most 4 digits, no leading zeros), "
+            "e.g. 4x4 or 2x2x1"
+        )
+    return value
 
 
 class _Section(NumbersOnly):
@@ -134,7 +169,7 @@ class TpuSliceGroupMapping(_Section):
     pool: str
     group: str = Field(pattern=_NAME, max_length=36)
     machine_type: str = Field(min_length=1)
-    tpu_topology: str = Field(pattern=r"^\d+(x\d+){1,2}$")
+    tpu_topology: Annotated[str, BeforeValidator(_topology_form)] = Field(pattern=_TOPOLOGY)
     chips_per_host: int = Field(default=4, ge=1)
     zone: str | None = None
     spot: bool = False

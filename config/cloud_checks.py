@@ -179,9 +179,10 @@ def _slice_problems(at: str, mapping: TpuSliceGroupMapping, pool: PoolSettings) 
 def _topology_shape_problems(at: str, mapping: TpuSliceGroupMapping) -> Iterator[ConfigProblem]:
     """A topology GKE does not offer for the machine type (``config.cloud``, its sources beside each generation): GKE
     refuses it at the first slice create, an actuator failure hours after the file loaded. Checked in turn: the
-    number of dimensions of the generation (``2x2x4`` on v5e, ``4x4`` on v5p), its dimensions rule (v4), the shapes
-    it offers (v5e, v6e), and those offered on the machine type (a single-host-only one takes its one shape). A
-    generation not known here is not checked (one GKE adds later loads)."""
+    number of dimensions of the generation (``2x2x4`` on v5e, ``4x4`` on v5p), a multi-host slice of a generation
+    placed by a workload policy (Ironwood), its dimensions rule (v4), the shapes it offers (v5e, v6e), and those
+    offered on the machine type (a single-host-only one takes its one shape). A generation not known here is not
+    checked (one GKE adds later loads)."""
     generation = machine_type_generation(mapping.machine_type)
     if generation is None:
         return
@@ -197,14 +198,27 @@ def _topology_shape_problems(at: str, mapping: TpuSliceGroupMapping) -> Iterator
             "slice the agent creates",
         )
         return
+    per_host = machine_type_chips(machine_type) or mapping.chips_per_host
+    if generation.multi_host_by_workload_policy and mapping.chips_per_slice > per_host:
+        single = f"{generation.example}, " if generation.example else ""
+        yield ConfigProblem(
+            f"{at}.tpu_topology",
+            f"{topology} ({mapping.chips_per_slice} chips) is a multi-host slice of machine type {machine_type} "
+            f"({per_host} chips per host): GKE creates a multi-host {generation.name} slice with a workload policy, "
+            "which replaces the TPU topology other generations are created with, and the agent creates its slices "
+            "with a topology and no workload policy, so it cannot create these; use single-host slices "
+            f"({single}one host of {per_host} chips) for this group, or a machine type of another TPU generation "
+            "for multi-host slices",
+        )
+        return
     if generation.small_or_multiples_of_4 and not (
         all(size <= 4 for size in sizes) or all(size % 4 == 0 for size in sizes)
     ):
         yield ConfigProblem(
             f"{at}.tpu_topology",
-            f"{topology} is not a {generation.name} topology (machine type {machine_type}): its dimensions are all "
-            "at most 4 or all multiples of 4 (2x2x1, 2x2x4, 4x4x8, 8x8x16): GKE would refuse the first slice the "
-            "agent creates",
+            f"{topology} is not a {generation.name} topology (machine type {machine_type}): a {generation.name} "
+            "topology's dimensions must all be at most 4 or all be multiples of 4 (2x2x1, 2x2x4, 4x4x8, 8x8x16): "
+            "GKE would refuse the first slice the agent creates",
         )
         return
     if not generation.shapes:
@@ -220,9 +234,15 @@ def _topology_shape_problems(at: str, mapping: TpuSliceGroupMapping) -> Iterator
             f"takes {takes}: GKE would refuse the first slice the agent creates",
         )
     elif mapping.chips_per_slice % mapping.chips_per_host == 0:  # an uneven split is the chips_per_host problem
+        others = [
+            other
+            for other in generation.machine_types
+            if other != machine_type and topology in generation.shapes_for(machine_type_chips(other))
+        ]
+        on = " and ".join(others) if others else f"another {generation.name} machine type"
         yield ConfigProblem(
             f"{at}.tpu_topology",
             f"{topology} is not a slice shape GKE offers on machine type {machine_type}, which takes {takes}; "
-            f"{generation.name} slices of {topology} are offered on another of its machine types: GKE would refuse "
-            "the first slice the agent creates",
+            f"{generation.name} slices of {topology} are offered on {on}: GKE would refuse the first slice the agent "
+            "creates",
         )
