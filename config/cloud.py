@@ -93,8 +93,7 @@ class TpuGeneration:
 #   deployments overview" (cloud.google.com/cluster-toolkit/docs/deploy/gke/gke-tpu-overview): "Cloud TPU v6e chips
 #   are arranged in a 2D torus topology, such as 2x4". The serverless training page above lists the same eight
 #   shapes for v6e: ct6e-standard-1t on 1x1 only, ct6e-standard-8t on 2x4 (1 VM), ct6e-standard-4t on 2x2 (1 VM),
-#   2x4 (2 VMs) and each larger shape up to 16x16 (64 VMs). Its 2x4-only for ct6e-standard-8t is not checked: a
-#   multi-host slice of 8-chip v6e hosts (a 4x8 of four) still loads.
+#   2x4 (2 VMs) and each larger shape up to 16x16 (64 VMs): ct6e-standard-8t is held to 2x4 as ct5lp-hightpu-8t is.
 # - tpu7x (Ironwood), 3-D: "About Ironwood (TPU7x) in GKE" (cloud.google.com/kubernetes-engine/docs/concepts/
 #   tpu-ironwood): available in GKE Standard clusters from 1.34.0-gke.2201000 and Autopilot from 1.34.1-gke.3084001,
 #   "Each Ironwood (TPU7x) virtual machine (VM) contains four chips"; the deployments overview above: "Cloud TPU
@@ -127,7 +126,7 @@ _TPU_GENERATIONS = {
         2,
         "4x4",
         _TWO_D_SHAPES,
-        frozenset({1}),
+        frozenset({1, 8}),
         machine_types=("ct6e-standard-1t", "ct6e-standard-4t", "ct6e-standard-8t"),
     ),
     "tpu7x": TpuGeneration("TPU7x (Ironwood)", 3, "2x2x1", multi_host_by_workload_policy=True),

@@ -324,12 +324,12 @@ FIELDS: dict[str, str] = {
     "without leading zeros (at most 4 digits each); its chips must equal the pool's chips_per_unit. 2-D (`AxB`) for v3 "
     "(`ct3-`, `ct3p-`), v5e (`ct5lp-`) and v6e (`ct6e-`) machine types, 3-D (`AxBxC`) for v4 (`ct4p-`), v5p (`ct5p-`) "
     "and Ironwood (`tpu7x-`). v5e and v6e take the shapes GKE offers: `1x1`, `2x2`, `2x4`, `4x4`, `4x8`, `8x8`, `8x16` "
-    "and `16x16`, each on the machine types that offer it: the 1-chip ones take `1x1` only, `ct5lp-hightpu-8t` takes "
-    "`2x4` only, and none takes a shape of fewer chips than its host. The dimensions of a v4 topology must all be at "
-    "most 4 or all be multiples of 4. GKE refuses another topology, and so does the loader (other machine types are "
-    "not checked). Ironwood slices are single-host only (`2x2x1`, one host of 4 chips), and the loader refuses a "
-    "larger one: GKE creates a multi-host Ironwood slice with a workload policy in place of a topology, and leadtime "
-    "creates no workload policy; use another TPU generation for multi-host slices.",
+    "and `16x16`, each on the machine types that offer it: the 1-chip ones take `1x1` only, the 8-chip ones "
+    "(`ct5lp-hightpu-8t`, `ct6e-standard-8t`) `2x4` only, and none takes a shape of fewer chips than its host. The "
+    "dimensions of a v4 topology must all be at most 4 or all be multiples of 4. GKE refuses another topology, and so "
+    "does the loader (other machine types are not checked). Ironwood slices are single-host only (`2x2x1`, one host of "
+    "4 chips), and the loader refuses a larger one: GKE creates a multi-host Ironwood slice with a workload policy in "
+    "place of a topology, and leadtime creates no workload policy; use another TPU generation for multi-host slices.",
     "TpuSliceGroupMapping.chips_per_host": (
         "TPU chips per host of the machine type; unset: the number in the machine type's `-<N>t` suffix (8 for "
         "`ct6e-standard-8t`), else 4. A value the suffix contradicts is refused."

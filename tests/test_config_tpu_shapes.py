@@ -122,13 +122,17 @@ def test_the_single_host_machine_types_load_in_their_shape(machine_type: str, to
         ("ct5lp-hightpu-1t", "2x4", "1x1", "TPU v5e", "ct5lp-hightpu-4t and ct5lp-hightpu-8t"),
         ("ct6e-standard-1t", "2x2", "1x1", "TPU v6e", "ct6e-standard-4t"),
         ("ct6e-standard-1t", "2x4", "1x1", "TPU v6e", "ct6e-standard-4t and ct6e-standard-8t"),
+        ("ct6e-standard-1t", "4x4", "1x1", "TPU v6e", "ct6e-standard-4t"),
+        ("ct6e-standard-8t", "4x4", "2x4", "TPU v6e", "ct6e-standard-4t"),
+        ("ct6e-standard-8t", "4x8", "2x4", "TPU v6e", "ct6e-standard-4t"),
+        ("ct6e-standard-8t", "16x16", "2x4", "TPU v6e", "ct6e-standard-4t"),
     ],
 )
 def test_a_single_host_machine_type_in_a_multi_host_shape_is_refused_naming_where_it_is_offered(
     machine_type: str, topology: str, takes: str, generation: str, offered_on: str
 ) -> None:
-    """GKE offers the 1- and 8-chip v5e machine types, and the 1-chip v6e one, for one-VM slices only; the larger
-    shapes are slices of 4-chip VMs. The message names the machine types that take the shape."""
+    """GKE offers the 1- and 8-chip v5e and v6e machine types for one-VM slices only; the larger shapes are slices
+    of 4-chip VMs. The message names the machine types that take the shape."""
     assert _problems(_slices(machine_type, topology)) == [
         f"{KEY}: {topology} is not a slice shape GKE offers on machine type {machine_type}, which takes {takes}; "
         f"{generation} slices of {topology} are offered on {offered_on}: {REFUSED}"

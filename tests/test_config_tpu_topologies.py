@@ -78,7 +78,7 @@ def test_a_topology_of_the_wrong_shape_for_the_generation_is_refused_at_its_key(
     [
         ("ct5lp-hightpu-4t", "4x4"),
         ("ct5lp-hightpu-1t", "1x1"),
-        ("ct6e-standard-8t", "4x8"),
+        ("ct6e-standard-8t", "2x4"),
         ("ct6e-standard-4t", "2x2"),
         ("ct5p-hightpu-4t", "2x2x4"),
         ("ct5p-hightpu-4t", "2x2x1"),

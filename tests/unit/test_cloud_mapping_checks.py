@@ -191,7 +191,7 @@ def _slice_type(machine_type: str, topology: str, chips_per_host: int | None = N
 
 @pytest.mark.parametrize(
     ("machine_type", "topology", "chips_per_host", "hosts"),
-    [("ct6e-standard-8t", "2x4", 8, 1), ("ct6e-standard-8t", "4x8", 8, 4), ("ct6e-standard-4t", "4x4", 4, 4),
+    [("ct6e-standard-8t", "2x4", 8, 1), ("ct6e-standard-4t", "4x8", 4, 8), ("ct6e-standard-4t", "4x4", 4, 4),
      ("ct5lp-hightpu-4t", "4x4", 4, 4), ("ct5lp-hightpu-1t", "1x1", 1, 1), ("ct5p-hightpu-4t", "2x2x2", 4, 2),
      ("tpu-custom", "4x4", 4, 4)],
 )  # fmt: skip
@@ -207,7 +207,7 @@ def test_chips_per_host_unset_comes_from_the_machine_type(
 
 
 @pytest.mark.parametrize(
-    ("machine_type", "chips_per_host", "per_vm"), [("ct6e-standard-8t", 4, 8), ("ct5lp-hightpu-4t", 8, 4)]
+    ("machine_type", "chips_per_host", "per_vm"), [("ct6e-standard-4t", 2, 4), ("ct5lp-hightpu-4t", 8, 4)]
 )
 def test_an_explicit_chips_per_host_that_the_machine_type_contradicts_is_refused(
     machine_type: str, chips_per_host: int, per_vm: int
@@ -220,6 +220,6 @@ def test_an_explicit_chips_per_host_that_the_machine_type_contradicts_is_refused
 
 
 def test_an_explicit_chips_per_host_that_agrees_or_has_nothing_to_agree_with_loads() -> None:
-    for machine_type, chips_per_host in (("ct6e-standard-8t", 8), ("tpu-custom", 8), ("tpu-custom", 2)):
+    for machine_type, chips_per_host in (("ct6e-standard-4t", 4), ("tpu-custom", 8), ("tpu-custom", 2)):
         settings = settings_from_mapping(_slice_type(machine_type, "4x8", chips_per_host))
         assert settings.cloud is not None and settings.cloud.tpu_slice_groups[0].chips_per_host == chips_per_host
