@@ -13,14 +13,8 @@ Demand (accelerator units requested by running + queued work), one series per cl
   workloads only. The pending work counts only up to what the ClusterQueue could still admit (its quota and
   borrowing limit less its reservation, nothing while it is not active): Kueue admits against quota, so more
   nodes let none of the rest in (see ``kueue_demand_query``).
-- ``kube-state-metrics``: accelerator requests of pods that are Pending or Running and not being deleted; the
-  class's series name is the namespace by default. A pod deleted on a node that died stays Running (its kubelet,
-  which would report it stopped, is gone) until the Node object is deleted or the pod force-deleted, while its
-  controller's replacement (a Job's by default: its ``podReplacementPolicy`` TerminatingOrFailed, a ReplicaSet's)
-  is Pending: counting both read the work's demand twice. A pod is left out while kube-state-metrics reports its
-  deletion timestamp (``kube_pod_deletion_timestamp``, labels namespace, pod, uid, exported only while the
-  timestamp is set: kubernetes/kube-state-metrics docs/metrics/workload/pod-metrics.md, "Unix deletion timestamp",
-  and internal/store/pod.go); a pod without the series counts.
+- ``kube-state-metrics``: accelerator requests of pods that are Pending or Running; the class's series name is
+  the namespace by default.
 
 Every default is written so that "no data" stays empty (and so unavailable) rather than reading as zero: a
 sum over no pods is zero only while kube-state-metrics itself still reports the class's namespace (or, for a
@@ -32,9 +26,8 @@ is (where its telemetry is scraped): a part missing would otherwise add nothing 
 
 Several clusters in one Prometheus view (Google Managed Prometheus, Thanos, Mimir: series told apart by a
 ``cluster`` label or the like) need ``prometheus.cluster_selector``: its matchers go on every metric the default
-queries read, the pod phases they join, the pods' deletion timestamps and the namespace or node check that lets
-"no pods" read as 0, so that neither another cluster's demand nor another cluster's exporter can stand in for this
-one's.
+queries read, the pod phases they join and the namespace or node check that lets "no pods" read as 0, so that
+neither another cluster's demand nor another cluster's exporter can stand in for this one's.
 
 Both are written for exporters that run, or are scraped, more than once. Every replica of a highly available
 Kueue exports the ClusterQueue gauges (kubernetes-sigs/kueue#6772); recent releases label them ``replica_role``
@@ -162,19 +155,9 @@ def _with(selector: str, *matchers: str) -> str:
 
 
 def kube_state_metrics_demand_query(selector: str, resource: str, cluster: Sequence[str] = ()) -> str:
-    """Requests of the selected pods that are Pending or Running and not being deleted. ``cluster`` (matcher texts)
-    applies to every metric read: the requests, the pod phases they are joined with, the deletion timestamps that
-    leave pods out and the namespaces or nodes that let no pods read as 0.
-
-    A pod whose deletion timestamp kube-state-metrics reports (``kube_pod_deletion_timestamp``, from any replica)
-    is no demand: stuck Terminating on a node that died, it stays Running while its controller's replacement is
-    Pending, and the work needs its accelerators once. The deletion is matched on the pod object (``namespace,
-    pod, uid``), so a StatefulSet pod recreated under its name counts while a replica a scrape behind still
-    reports the old object's deletion; and it is read with ``unless``, so a pod without the series counts. Only
-    the selector's ``namespace`` and ``pod`` matchers narrow it (it has no ``container`` or ``resource``). A
-    controller that waits for the old pod to be gone before replacing it (a StatefulSet; a Job with
-    ``podReplacementPolicy: Failed``, the only policy a ``podFailurePolicy`` allows) has no replacement meanwhile:
-    its work reads nothing until the pod is gone, and then its replacement, Pending, counts.
+    """Requests of the selected pods that are Pending or Running. ``cluster`` (matcher texts) applies to every
+    metric read: the requests, the pod phases they are joined with and the namespaces or nodes that let no pods
+    read as 0.
 
     The answer is empty, so the class unavailable, while part of what the selector names is not reported: a
     namespace of a regex alternation (``namespace=~"research|research-batch"``) that kube-state-metrics does not
@@ -184,13 +167,10 @@ def kube_state_metrics_demand_query(selector: str, resource: str, cluster: Seque
     ``kube_state_metrics_shard_ordinal``, kubernetes/kube-state-metrics README "Kube-state-metrics self
     metrics"), and only where it is scraped: without it a shard down cannot be told from fewer pods."""
     phase = ", ".join(['phase=~"Pending|Running"', *cluster])
-    shared = [text for label, text in label_matchers(selector) or [] if label in {"namespace", "pod"}]
-    deleted = f"kube_pod_deletion_timestamp{_selector(*shared, *cluster) if shared or cluster else ''}"
-    waiting_or_running = f"kube_pod_status_phase{{{phase}}} == 1 unless on(namespace, pod, uid) {deleted}"
     demand = (
         f"sum({pod_effective_requests(selector, resource, cluster)}"
         " * on(namespace, pod) group_left()"
-        f" max by (namespace, pod) ({waiting_or_running}))"
+        f" max by (namespace, pod) (kube_pod_status_phase{{{phase}}} == 1))"
         f" or on() (0 * count({kube_state_metrics_known(selector, cluster)}))"
     )
     each_named = "".join(
