@@ -16,7 +16,10 @@ again). A drain ends in one of these ways, each settled by its key:
   after the removal was sent, the drain ends too (settled FAILED, ``unclear``) but the unit stays cordoned, only the
   drain's marks taken off: it is on its way out, and the agent tells a person (``drain-deletion-overdue``). A unit
   removed whose nodes could not be unmarked is unmarked and settled at the drain's next step (``_unmark_step``), so
-  the pods it left terminating are told once even when its nodes left the cluster meanwhile.
+  the pods it left terminating are told once even when its nodes left the cluster meanwhile. A drain taken over
+  (after a restart, or from another replica) knows nothing of a removal sent before: at its first step here the cloud
+  is asked (``_taken_over_step``), and a unit it is deleting or done with is remembered as a removal that went out,
+  with the pods terminating on it, and followed as above; nor is such a drain ended for a scale-up.
 - rejected: no retry can finish it (a pod that must not be disrupted, accelerator work found on the cordoned unit, a
   remover that keeps the unit: ``KeepsUnits``); its nodes are uncordoned and unmarked. A forced drain taken over whose
   last step is older than the timeout and that finds accelerator work leaves the cordon as it is (it may be a
@@ -40,7 +43,7 @@ from typing import Literal, Protocol, runtime_checkable
 from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesDrainMarks
 from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, KeepsUnits, NodeRemover
 from actuators.idempotency import KeyedResults
-from actuators.pod_rules import STUCK_AFTER, counts, terminating
+from actuators.pod_rules import STUCK_AFTER, counts, kubelet_gone, pod_name, terminating
 from kube.api import KubernetesApi
 from kube.models import V1Node
 from models import (
@@ -74,13 +77,28 @@ class TellsRemovals(Protocol):
 @dataclass(frozen=True)
 class _Removal:
     """A removal of a drain's unit that failed past the timeout after it may have gone out: the drain's ``key`` and
-    pool, when (``since``), the pods it left terminating (``unfinished``) and the failure (``why``)."""
+    pool, when (``since``), the pods it left terminating (``unfinished``) and the failure (``why``). ``taken_over``:
+    sent before this drainer took the drain over, and found under way then (``since``; ``why`` says what the cloud
+    was doing with the unit)."""
 
     key: str
     pool_id: str
     since: datetime
     unfinished: tuple[UnfinishedPod, ...]
     why: str
+    taken_over: bool = False
+
+    @property
+    def went_out(self) -> str:
+        """The removal, in words."""
+        if self.taken_over:
+            return f"its removal went out before its drain was taken over at {self.since:%H:%M:%S}Z ({self.why})"
+        return f"its removal was sent at {self.since:%H:%M:%S}Z and failed ({self.why})"
+
+    @property
+    def waited_from(self) -> str:
+        """What the wait for the unit's deletion counts from, in words."""
+        return "its drain was taken over" if self.taken_over else "its removal was sent"
 
 
 class KubernetesDrainEndings(KubernetesDrainMarks):
@@ -104,6 +122,9 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._removing: dict[str, _Removal] = {}  # unit -> its drain's removal that may have gone out
         # unit -> the result of its drain's removal, settled once the unit's nodes are unmarked (``_unmark_step``)
         self._unmarking: dict[str, ActionResult] = {}
+        # unit -> (pool, key, nodes as listed) of a drain in the cluster's record that this drainer did not start: at
+        # its first step here the cloud is asked whether the unit's removal went out before (``_taken_over_step``)
+        self._taken_over: dict[str, tuple[str, str, Sequence[V1Node]]] = {}
         self._removal_wait = max(timeout, REMOVAL_WAIT)
 
     def _remove_settled(
@@ -303,7 +324,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         noun = self._units.noun
         waited = self._clock.now() - removal.since
         late = waited >= self._removal_wait
-        went_out = f"its removal was sent at {removal.since:%H:%M:%S}Z and failed ({removal.why})"
+        went_out = removal.went_out
         unread = ""
         try:
             state: RemovalState | None = self._remover.removal_state(pool_id, unit)
@@ -319,7 +340,8 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
                 then = self._remover.delete_nodes(pool_id, [unit], key).detail
             except ActuatorError as exc:  # the unit is gone all the same; left to the pool's next change
                 then = f"what follows its deletion failed again ({exc.reason})"
-            how = f"{went_out}; the cloud deleted it since; {then}"
+            deleted = "the cloud has deleted it" if removal.taken_over else "the cloud deleted it since"
+            how = f"{went_out}; {deleted}; {then}"
             return self._removed(key, pool_id, unit, members, removal.unfinished, how)
         if state == "kept":
             why = f"{went_out}, but the cloud is not deleting {noun} {unit} (its deletion failed)"
@@ -327,11 +349,63 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         if late and state == "deleting":
             return self._left_deleting(key, pool_id, unit, members, removal, waited)
         if late:
-            why = f"{noun} {unit} still being deleted {waited} after its removal was sent{unread}; {went_out}"
+            why = f"{noun} {unit} still being deleted {waited} after {removal.waited_from}{unread}; {went_out}"
             return self._fail(key, pool_id, unit, members, why)
         detail = f"{noun} {unit} is being deleted by the cloud ({went_out}); it stays cordoned until it is gone"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.STARTED, detail)
+
+    def _removal_known(self, unit: str, key: str) -> bool:
+        """Whether a removal of the unit by the drain with this key is remembered: one that may have gone out
+        (``_removing``), or one done whose nodes are not unmarked yet (``_unmarking``)."""
+        removal, removed = self._removing.get(unit), self._unmarking.get(unit)
+        return (removal is not None and removal.key == key) or (removed is not None and removed.key == key)
+
+    def _taken_over_step(self, key: str, pool_id: str, unit: str) -> ActionResult | None:
+        """The first step here of a drain taken over (``_taken_over``: after a restart, or from another replica), whose
+        removal may have gone out before: nothing of it is remembered here. When the remover tells removals and the
+        cloud is deleting the unit or done with it, the removal is remembered as one that went out (as the replica
+        that sent it remembered it), with the pods terminating on its nodes, and the drain follows it
+        (``_removal_step``): the unit stays cordoned, is listed after its nodes leave the cluster, and its removal's
+        result names those pods, told once. None when the drain goes on as any drain: none taken over with this key,
+        a remover that cannot tell, a unit the cloud keeps, or one it is done with and that has no pod terminating
+        (nothing to wait for or tell: its removal answers it gone); or the cloud could not be asked (asked again at
+        the drain's next step)."""
+        taken = self._taken_over.get(unit)
+        if taken is None or taken[1] != key or not isinstance(self._remover, TellsRemovals):
+            self._taken_over.pop(unit, None)
+            return None
+        noun = self._units.noun
+        try:
+            state = self._remover.removal_state(pool_id, unit)
+        except ActuatorError as exc:  # drained as any drain meanwhile
+            log.warning(
+                "pool %s: whether %s %s, whose drain was taken over, is being deleted is unknown: %s; asked again at "
+                "the drain's next step (key %s)", pool_id, noun, unit, exc, key,
+            )  # fmt: skip
+            return None
+        if state == "kept":
+            del self._taken_over[unit]
+            return None
+        nodes = taken[2]
+        on_nodes = self._pods_by_node(pool_id, [node.metadata.name for node in nodes], fresh=True)
+        unfinished = tuple(
+            UnfinishedPod(*pod_name(pod), node.metadata.name, kubelet_gone(node))
+            for node in nodes
+            for pod in on_nodes[node.metadata.name]
+            if counts(pod) and terminating(pod)
+        )
+        if state == "gone" and not unfinished:  # nothing to wait for or tell: its removal answers the unit gone
+            del self._taken_over[unit]
+            return None
+        doing = "deleting it" if state == "deleting" else "done with it"
+        self._removing[unit] = _Removal(key, pool_id, self._clock.now(), unfinished, f"the cloud was {doing}", True)
+        del self._taken_over[unit]
+        log.warning(
+            "pool %s: the drain of %s %s was taken over while the cloud was %s (its removal went out before); it "
+            "stays cordoned, and the drain's next steps ask the cloud (key %s)", pool_id, noun, unit, doing, key,
+        )  # fmt: skip
+        return self._removal_step(key, pool_id, unit)
 
     def _left_deleting(
         self, key: str, pool_id: str, unit: str, nodes: Sequence[str], removal: _Removal, waited: timedelta
@@ -346,10 +420,15 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._draining_since.pop(unit, None)
         self._removing.pop(unit, None)
         noun = self._units.noun
+        sent = (
+            f"({removal.went_out})"
+            if removal.taken_over
+            else f"({removal.since:%H:%M:%S}Z, failed after it went out: {removal.why})"
+        )
         detail = (
-            f"{noun} {unit} still being deleted {waited} after its removal was sent "
-            f"({removal.since:%H:%M:%S}Z, failed after it went out: {removal.why}), longer than the drain waits for "
-            f"it ({self._removal_wait}); {noun} {unit} left cordoned (it may go at any time), the drain's marks removed"
+            f"{noun} {unit} still being deleted {waited} after {removal.waited_from} {sent}, longer than the drain "
+            f"waits for it ({self._removal_wait}); {noun} {unit} left cordoned (it may go at any time), the drain's "
+            "marks removed"
         )
         log.warning("pool %s: %s (key %s)", pool_id, detail, key)
         result = ActionResult(
@@ -359,20 +438,25 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
 
     def _removal_under_way(self, pool_id: str, unit: str, key: str) -> str:
         """Why the drain with this key cannot be ended now (``cancel``): its removal went out and the cloud is deleting
-        the unit, or is done with it; "" when it can (no such removal, or the cloud kept the unit: forgotten)."""
+        the unit, or is done with it; "" when it can (no such removal, or the cloud kept the unit: forgotten). A drain
+        taken over, of which nothing is remembered here, is ended only once the cloud says it keeps the unit: a unit it
+        is deleting or done with (a Node object that outlives its instance) is on its way out, and one whose state
+        cannot be read may be."""
         if (removed := self._unmarking.get(unit)) is not None and removed.key == key:
             return f"{self._units.noun} {unit} was removed by its drain; the drain is settled at its next step"
         if not isinstance(self._remover, TellsRemovals):
             return ""
         removal = self._removing.get(unit)
         if removal is None or removal.key != key:  # none remembered: a drain taken over after a restart or handover
+            noun = self._units.noun
             try:
                 state = self._remover.removal_state(pool_id, unit)
-            except ActuatorError:  # unread: ended as any drain, as before removals were asked about
+            except ActuatorError as exc:  # it may be on its way out: ended once the cloud says it keeps it
+                return f"whether the cloud deletes {noun} {unit} could not be read ({exc.reason}); its drain goes on"
+            if state == "kept":
                 return ""
-            if state != "deleting":
-                return ""
-            return f"the cloud is deleting {self._units.noun} {unit} (its removal went out before); its drain goes on"
+            doing = "is deleting" if state == "deleting" else "deleted"
+            return f"the cloud {doing} {noun} {unit} (its removal went out before); its drain goes on"
         state = self._remover.removal_state(pool_id, unit)
         if state == "kept":
             self._removing.pop(unit, None)

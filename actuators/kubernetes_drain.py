@@ -157,12 +157,20 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         the cluster: the drain's next step settles it. A unit
         whose nodes are all uncordoned or unmarked is no longer being drained (a person uncordoned it): its drain is
         forgotten here too, so its nodes leaving later does not remove it; and the marks that drain left are no drain
-        of ours (``_drains_of``)."""
+        of ours (``_drains_of``). A drain listed that this drainer is not carrying on under its key is taken over:
+        its first step here asks the cloud whether its removal went out before (``_taken_over_step``)."""
         draining = {}
-        for unit, (key, nodes) in self._drains_of(pool_id).items():
+        drains = self._drains_of(pool_id)
+        asking = {unit: taken[1] for unit, taken in self._taken_over.items() if taken[0] == pool_id}
+        for unit in asking:  # listed again below, with the nodes read now, while the drain is still there
+            del self._taken_over[unit]
+        for unit, (key, nodes) in drains.items():
             since = self._draining_since.get(unit)
             if key is not None:
                 draining[unit] = key
+                mine = (since is not None and since[0] == key) or self._removal_known(unit, key)
+                if not mine or asking.get(unit) == key:  # taken over, or its first step here could not ask yet
+                    self._taken_over[unit] = (pool_id, key, nodes)
             elif nodes:
                 self._draining_since.pop(unit, None)
                 self._removing.pop(unit, None)
@@ -181,11 +189,13 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         with this key as a forced drain's), a unit found running accelerator work is uncordoned and the drain
         rejected, nothing evicted."""
         unit = node
-        # Settled, or its removal went out at an earlier step: what the cloud does with the unit decides.
+        # Settled, or its removal went out at an earlier step (or before it was taken over): what the cloud does with
+        # the unit decides.
         if (
             known := self._results.get(key)
             or self._unmark_step(key, pool_id, unit)
             or self._removal_step(key, pool_id, unit)
+            or self._taken_over_step(key, pool_id, unit)
         ) is not None:
             return known
         now = self._clock.now()
