@@ -77,6 +77,12 @@ SLOW_READ_RETRY = timedelta(minutes=10)
 DemandHistoryRead = Callable[[datetime, datetime], tuple[pd.DataFrame, Mapping[str, MetricsUnavailable]]]
 
 
+def _within_tick(what: str, share: float) -> str:
+    """The setting a history read the deadline ended names to raise: the deadline is a share of the tick, not
+    loop.read_deadline."""
+    return f"loop.tick_interval (the burst profile's {what} history is read within {share:.0%} of a tick)"
+
+
 def burst_profile(
     history: pd.DataFrame,
     groups: Sequence[DemandGroup],
@@ -260,7 +266,9 @@ class HourlyBurstProfile:
         start = now - self._history
         self._refresh = None
         try:
-            with read_deadline(self._tick * DEMAND_HISTORY_READ_SHARE):
+            with read_deadline(
+                self._tick * DEMAND_HISTORY_READ_SHARE, _within_tick("demand", DEMAND_HISTORY_READ_SHARE)
+            ):
                 history, unread = read_demand(start, now)
         except MetricsUnavailable as exc:
             log.warning("burst profile unavailable: %s", exc)
@@ -295,7 +303,9 @@ class HourlyBurstProfile:
             return False
         asked = [p for p in self._onprem if p.pool_id in pool_ids]
         asked_ids = [p.pool_id for p in asked]
-        with read_deadline(self._tick * CAPACITY_HISTORY_READ_SHARE):
+        with read_deadline(
+            self._tick * CAPACITY_HISTORY_READ_SHARE, _within_tick("on-prem capacity", CAPACITY_HISTORY_READ_SHARE)
+        ):
             units, problems = capacity.units_between(asked, now - self._history, now, self._step)
             left = read_time_left()
         ran_out = left is not None and left[0] <= 0

@@ -43,7 +43,7 @@ from agent.outlook import ONPREM_READ_SHARE, Outlook, observe_and_forecast
 from agent.planning import PlanInput, PlannerMemory, plan_capacity, resolve_service_levels
 from agent.planning.groups import demand_groups
 from agent.planning.pacing import BurstProfile
-from agent.sources.base import MetricSource, read_deadline, read_time_left
+from agent.sources.base import READ_DEADLINE_SETTING, MetricSource, read_deadline, read_time_left
 from agent.sources.onprem_capacity import OnPremCapacitySource
 from agent.tick_alerts import conclude, deliver, tell_failed, with_conditions
 from config.schema import PlannerSettings, Settings
@@ -274,8 +274,13 @@ class Agent:
         warning that blamed Prometheus), and a slow capacity query leaves demand the rest."""
         problems: dict[str, str] = {}
         self._held_by_refit = frozenset()
+        # a read the on-prem deadline ends names the setting it comes from: the tick, or loop.read_deadline when shorter
+        share = self.tick * ONPREM_READ_SHARE
+        onprem_by = f"loop.tick_interval (on-prem capacity is read within {ONPREM_READ_SHARE:.0%} of a tick)"
         with read_deadline(self.reads_within):
-            with read_deadline(min(self.tick * ONPREM_READ_SHARE, self.reads_within)):
+            with read_deadline(
+                min(share, self.reads_within), onprem_by if share < self.reads_within else READ_DEADLINE_SETTING
+            ):
                 onprem = read_onprem(self.parts.onprem, self.pools, now)
             observed, forecasts = observe_and_forecast(
                 now,

@@ -54,15 +54,23 @@ class InstantMetricSource(Protocol):
     ) -> tuple[dict[str, tuple[datetime, float]], dict[str, MetricsUnavailable]]: ...
 
 
-# The monotonic time by which reads should end and the budget it was given; None outside ``read_deadline``.
-_READ_BY: ContextVar[tuple[float, timedelta] | None] = ContextVar("read_by", default=None)
+# The setting a read the deadline ended names for a person to raise, unless the deadline was given another: a tick's
+# reads are bounded by loop.read_deadline.
+READ_DEADLINE_SETTING = "loop.read_deadline (the time a tick reads in, half of loop.tick_interval unless set)"
+
+# The monotonic time by which reads should end, the budget it was given and the setting that set it; None outside
+# ``read_deadline``.
+_READ_BY: ContextVar[tuple[float, timedelta, str] | None] = ContextVar("read_by", default=None)
 
 
 @contextmanager
-def read_deadline(budget: timedelta | None) -> Iterator[None]:
+def read_deadline(budget: timedelta | None, setting: str = READ_DEADLINE_SETTING) -> Iterator[None]:
     """Reads made inside the block (in this thread) should end within ``budget``; None lifts an outer deadline
-    (a refit's history read inside a tick's observation)."""
-    token = _READ_BY.set(None if budget is None else (time.monotonic() + budget.total_seconds(), budget))
+    (a refit's history read inside a tick's observation). ``setting`` names the setting the budget comes from, with
+    how, for a read the deadline ends to name (``read_deadline_setting``): a deadline that is a share of the tick
+    names loop.tick_interval, not loop.read_deadline."""
+    by = None if budget is None else (time.monotonic() + budget.total_seconds(), budget, setting)
+    token = _READ_BY.set(by)
     try:
         yield
     finally:
@@ -74,3 +82,10 @@ def read_time_left() -> tuple[float, timedelta] | None:
     when reads are not bounded."""
     deadline = _READ_BY.get()
     return None if deadline is None else (deadline[0] - time.monotonic(), deadline[1])
+
+
+def read_deadline_setting() -> str | None:
+    """The setting the current read deadline comes from (``read_deadline``'s ``setting``), the one to raise when it
+    ends a read; None when reads are not bounded."""
+    deadline = _READ_BY.get()
+    return None if deadline is None else deadline[2]

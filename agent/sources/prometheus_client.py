@@ -42,7 +42,7 @@ from urllib3.response import BaseHTTPResponse
 from urllib3.util.retry import Retry
 from urllib3.util.timeout import Timeout
 
-from agent.sources.base import read_time_left
+from agent.sources.base import READ_DEADLINE_SETTING, read_deadline_setting, read_time_left
 from config.prometheus import PrometheusSettings
 from models import MetricsUnavailable
 from models.errors import NotPrometheusJson, PrometheusServerFailure
@@ -64,10 +64,10 @@ _DURATION = re.compile(r"(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
 # The query's timeout (milliseconds) the last try of the request made in this context sent Prometheus when the read
 # deadline cut it, else None (``query_timeout_within_deadline``): Prometheus' timeout answer to it is the deadline's.
 _TIMEOUT_CUT_TO: ContextVar[int | None] = ContextVar("prometheus_timeout_cut_to", default=None)
-# What a person raises when the read deadline, not a timeout, ended a read.
-_DEADLINE_NOT_TIMEOUT = (
-    "raise loop.read_deadline (the time a tick reads in, half of loop.tick_interval unless set), not prometheus.timeout"
-)
+# The tries of the request made in this context, before its last, whose read timed out with the read deadline still
+# ahead (each waited its whole timeout, prometheus.timeout and the margin), and that timeout (seconds, None if not
+# known); None when none did (``_DeadlineRetry.increment``). prometheus.timeout, not the deadline, failed those tries.
+_WAITED_WHOLE: ContextVar[tuple[int, float | None] | None] = ContextVar("prometheus_waited_whole", default=None)
 _URL = re.compile(r"https?://\S+|/api/v1/[^\s'\")]+")
 
 
@@ -103,6 +103,8 @@ class _DeadlineRetry(Retry):
         if left is not None and retry._wait_s(response) > left[0] - MIN_TRY_S:
             reason = error or ResponseError("the wait before the next try would outlast the time left for reading")
             raise GaveUp(_pool, url, reason, tries) from reason
+        if left is not None and left[0] > 0 and isinstance(error, ReadTimeoutError):
+            _waited_whole_timeout(error)
         return retry
 
     def get_retry_after(self, response: BaseHTTPResponse) -> float | None:
@@ -119,6 +121,16 @@ class _DeadlineRetry(Retry):
             if after:
                 return after
         return Retry.get_backoff_time(self)
+
+
+def _waited_whole_timeout(error: ReadTimeoutError) -> None:
+    """Count a try whose read timed out with the read deadline still ahead, another try to follow: it waited its
+    whole timeout (the deadline cuts a try's to the time left, and one cut so times out at the deadline, with no
+    time for another), so it was prometheus.timeout that ended it, and a longer deadline would not have read it."""
+    timeout = _READ_TIMEOUT.search(str(error))
+    waited = float(timeout.group(1)) if timeout else None
+    count, before = _WAITED_WHOLE.get() or (0, None)
+    _WAITED_WHOLE.set((count + 1, max((w for w in (waited, before) if w is not None), default=None)))
 
 
 class DeadlineTimeout(Timeout):
@@ -414,6 +426,7 @@ def call(name: str, query: str, request: Callable[[], Any]) -> Any:
     """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why (never with the request's
     URL, which holds the whole query)."""
     _TIMEOUT_CUT_TO.set(None)
+    _WAITED_WHOLE.set(None)
     try:
         data = request()
     except PrometheusErrorAnswer as exc:
@@ -442,7 +455,7 @@ def call(name: str, query: str, request: Callable[[], Any]) -> Any:
 def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
     """Why no answer came: no connection, or none within the read timeout, with the tries made. A timeout once the
     read deadline has passed is the deadline's: it cut the try's timeout to the time left (or ended an answer still
-    coming in), and the reason says so, with the deadline and the setting to raise."""
+    coming in), and the reason says so, with the deadline and the setting to raise (``_deadline_advice``)."""
     gave_up = next((arg for arg in exc.args if isinstance(arg, MaxRetryError)), None)
     cause: object = gave_up.reason if gave_up is not None else (exc.args[0] if exc.args else exc)
     tries = gave_up.tries if isinstance(gave_up, GaveUp) else 1
@@ -453,7 +466,7 @@ def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
         coming = "its body was" if cut.answering else "its status line and headers were"
         return (
             f"Prometheus' answer did not arrive in time: it had begun ({cut.received} bytes read) but {coming} still "
-            f"coming in when the read deadline ({deadline:g} s) ended the read; {_DEADLINE_NOT_TIMEOUT}"
+            f"coming in when the read deadline ({deadline:g} s) ended the read; {_deadline_advice()}"
         )
     if isinstance(cause, ReadTimeoutError) or isinstance(exc, requests.exceptions.ReadTimeout):
         timeout = _READ_TIMEOUT.search(str(cause))
@@ -462,7 +475,7 @@ def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
             sent = "the last try" if tries > 1 else "it"
             return (
                 f"the read deadline ({deadline:g} s) ended the read: Prometheus did not answer {within} (read "
-                f"timeout{tried}), the time left when {sent} was sent; {_DEADLINE_NOT_TIMEOUT}"
+                f"timeout{tried}), the time left when {sent} was sent; {_deadline_advice()}"
             )
         return f"Prometheus did not answer {within} (read timeout{tried})"
     if isinstance(cause, NewConnectionError):  # a ConnectTimeoutError to urllib3, but refused or unresolved
@@ -471,12 +484,30 @@ def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
         if deadline is not None:
             return (
                 f"the read deadline ({deadline:g} s) ended the read: no connection to Prometheus within the time "
-                f"left{tried}; {_DEADLINE_NOT_TIMEOUT}"
+                f"left{tried}; {_deadline_advice()}"
             )
         return f"cannot connect to Prometheus: no connection within the timeout{tried}"
     if isinstance(cause, ResponseError):
         return f"Prometheus kept failing after the configured retries: {cause}"
     return f"cannot connect to Prometheus: {_connection_reason(cause if isinstance(cause, Exception) else exc)}"
+
+
+def _deadline_advice() -> str:
+    """What a person raises when the read deadline ended a read: the setting the deadline comes from
+    (``read_deadline_setting``: loop.read_deadline for a tick's reads, loop.tick_interval for a read within a share
+    of the tick), not prometheus.timeout; but prometheus.timeout when an earlier try waited all of it with the
+    deadline still ahead, as each try of a server slower than it does (a longer deadline only makes room for more
+    tries that time out)."""
+    waited = _WAITED_WHOLE.get()
+    if waited is None:
+        return f"raise {read_deadline_setting() or READ_DEADLINE_SETTING}, not prometheus.timeout"
+    count, timeout_s = waited
+    tries = "an earlier try waited its" if count == 1 else f"{count} earlier tries each waited their"
+    how_long = "" if timeout_s is None else f"{timeout_s:g} s: "
+    return (
+        f"{tries} whole timeout ({how_long}prometheus.timeout and {READ_TIMEOUT_MARGIN_S:g} s more) with the read "
+        "deadline still ahead: raise prometheus.timeout"
+    )
 
 
 def _passed_deadline_s() -> float | None:
@@ -523,7 +554,7 @@ def _answer_reason(exc: PrometheusErrorAnswer) -> str:
         return (
             f"Prometheus could not finish the query within the {cut_to}ms left before the read deadline "
             f"({left[1].total_seconds():g} s) (HTTP {code}){said}; the read deadline cut the query's timeout sent to "
-            f"Prometheus to the time left: {_DEADLINE_NOT_TIMEOUT}, or simplify the query"
+            f"Prometheus to the time left: {_deadline_advice()}, or simplify the query"
         )
     if timed_out:
         return (

@@ -1,12 +1,15 @@
-"""A read the read deadline ended says so, how long the deadline was, and that loop.read_deadline is the setting to
-raise, not prometheus.timeout. The deadline cuts each try's timeout to the time left (and the query's timeout sent
-to Prometheus): the reason quoted that cut timeout as if it were the query's own ("Prometheus did not answer within
+"""A read the read deadline ended says so, how long the deadline was, and the setting to raise: the one the deadline
+comes from (loop.read_deadline for a tick's reads, loop.tick_interval for a read within a share of the tick), not
+prometheus.timeout. The deadline cuts each try's timeout to the time left (and the query's timeout sent to
+Prometheus): the reason quoted that cut timeout as if it were the query's own ("Prometheus did not answer within
 0.5 s (read timeout, tried 2 times)" for a read that waited 2 s; "no connection within the timeout"), and
 Prometheus' timeout answer to a timeout the deadline had cut said to raise prometheus.timeout. A try that waited its
-whole timeout, the deadline still ahead, is told as before. Local servers on 127.0.0.1 stand in for Prometheus: one
-that never answers, one that answers 503 errorType timeout (or 422 "expanding series: context deadline exceeded")
-when the timeout it was sent runs out, and one whose queue of connections is full, so that no connection is made;
-the real prometheus-api-client and requests session talk to them, nothing of the client is mocked."""
+whole timeout, the deadline still ahead, is told as before; one before the last that did makes prometheus.timeout
+the setting to raise (a server answering each query in 1.6 s fails every try of 1.5 s, however long the deadline).
+Local servers on 127.0.0.1 stand in for Prometheus: one that never answers, one that answers each query late, one
+that answers 503 errorType timeout (or 422 "expanding series: context deadline exceeded") when the timeout it was
+sent runs out, and one whose queue of connections is full, so that no connection is made; the real
+prometheus-api-client and requests session talk to them, nothing of the client is mocked."""
 
 from __future__ import annotations
 
@@ -36,6 +39,9 @@ QUERY = "sum(gpu_demand)"
 RAISE = (
     "raise loop.read_deadline (the time a tick reads in, half of loop.tick_interval unless set), not prometheus.timeout"
 )
+SHARE = "loop.tick_interval (these reads are read within 25% of a tick)"
+RAISE_TIMEOUT = "raise prometheus.timeout"
+WAITED = "an earlier try waited its whole timeout (1.5 s: prometheus.timeout and 0.5 s more) with the read deadline"
 EVALUATING = {"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}
 SELECTING = {"status": "error", "errorType": "execution", "error": "expanding series: context deadline exceeded"}
 
@@ -44,10 +50,13 @@ def _settings(url: str, timeout: str = "1s", retries: int = 2) -> PrometheusSett
     return PrometheusSettings.model_validate({"url": url, "timeout": timeout, "retries": retries, "retry_backoff_s": 0})
 
 
-def _reason(url: str, deadline_s: float, retries: int = 2) -> str:
-    """Why one instant read through ``call`` failed inside a read deadline of ``deadline_s``."""
+def _reason(url: str, deadline_s: float, retries: int = 2, setting: str | None = None) -> str:
+    """Why one instant read through ``call`` failed inside a read deadline of ``deadline_s`` (that ``setting`` sets,
+    if given)."""
     client = connect(_settings(url, retries=retries))
-    with read_deadline(timedelta(seconds=deadline_s)), pytest.raises(MetricsUnavailable) as failed:
+    within = timedelta(seconds=deadline_s)
+    deadline = read_deadline(within) if setting is None else read_deadline(within, setting)
+    with deadline, pytest.raises(MetricsUnavailable) as failed:
         call("a", QUERY, lambda: get_instant(client, {"query": QUERY}))
     return failed.value.reason
 
@@ -80,13 +89,69 @@ def hanging() -> Iterator[str]:
 
 
 def test_a_hang_the_deadline_ended_after_a_retry_says_the_deadline_ended_it(hanging: str) -> None:
-    # The client waits 1.5 s a try (the 1 s timeout sent and a margin): the retry had the 0.5 s left of 2 s.
+    # The client waits 1.5 s a try (the 1 s timeout sent and a margin): the retry had the 0.5 s left of 2 s. The
+    # first try waited all of prometheus.timeout: that, not the deadline, is the setting a longer wait takes.
     reason = _reason(hanging, deadline_s=2.0)
     assert re.fullmatch(
         r"the read deadline \(2 s\) ended the read: Prometheus did not answer within 0\.\d s \(read timeout, tried 2 "
-        r"times\), the time left when the last try was sent; " + re.escape(RAISE),
+        r"times\), the time left when the last try was sent; " + re.escape(f"{WAITED} still ahead: {RAISE_TIMEOUT}"),
         reason,
     ), reason
+
+
+@pytest.mark.parametrize(("setting", "named"), [(None, RAISE), (SHARE, f"raise {SHARE}, not prometheus.timeout")])
+def test_a_hang_the_deadline_ended_names_the_setting_the_deadline_comes_from(
+    hanging: str, setting: str | None, named: str
+) -> None:
+    # The deadline cut the only try (0.5 s of its 1.5 s): no try waited prometheus.timeout.
+    reason = _reason(hanging, deadline_s=0.5, setting=setting)
+    assert re.fullmatch(
+        r"the read deadline \(0\.5 s\) ended the read: Prometheus did not answer within 0\.\d s \(read timeout\), the "
+        r"time left when it was sent; " + re.escape(named),
+        reason,
+    ), reason
+
+
+class _Late(BaseHTTPRequestHandler):
+    """Answers every query, after ``LATE_S``: later than a try of prometheus.timeout 1s waits (1.5 s)."""
+
+    LATE_S = 1.6
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        time.sleep(self.LATE_S)
+        sample = {"metric": {}, "value": [NOW.timestamp(), "7"]}
+        payload = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [sample]}}).encode()
+        try:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+        except OSError:
+            return
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_try_before_the_last_that_waited_prometheus_timeout_says_to_raise_it() -> None:
+    """The first try waits its whole 1.5 s with the 2 s deadline ahead; the retry, sent with 0.5 s left, is cut. A
+    longer deadline would only make room for more tries of 1.5 s: the setting to raise is prometheus.timeout, and
+    raised (2s: a try waits up to 2.5 s, here the 2 s deadline) the answer is read."""
+    with serving(_Late) as url:
+        reason = _reason(url, deadline_s=2.0, retries=1)
+        client = connect(_settings(url, timeout="2s", retries=1))
+        with read_deadline(timedelta(seconds=2)):
+            answer = call("a", QUERY, lambda: get_instant(client, {"query": QUERY}))
+
+    assert re.fullmatch(
+        r"the read deadline \(2 s\) ended the read: Prometheus did not answer within 0\.\d s \(read timeout, tried 2 "
+        r"times\), the time left when the last try was sent; " + re.escape(f"{WAITED} still ahead: {RAISE_TIMEOUT}"),
+        reason,
+    ), reason
+    assert "loop.read_deadline" not in reason
+    assert answer["data"]["result"][0]["value"][1] == "7"
 
 
 def test_a_try_that_waited_its_whole_timeout_is_told_as_before(hanging: str) -> None:
