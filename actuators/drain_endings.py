@@ -127,6 +127,14 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._taken_over: dict[str, tuple[str, str, Sequence[V1Node]]] = {}
         self._removal_wait = max(timeout, REMOVAL_WAIT)
 
+    def removal_state(self, pool_id: str, unit: str) -> RemovalState | None:
+        """What the cloud does with ``unit`` (``TellsRemovals``): deleting it, done with it, or keeping it; None when
+        the pool's remover cannot tell. A failed read raises (``ActuatorError``). What an agent taking the unit's drain
+        over asks: the cloud's counts of the pool leave out a unit it is deleting or has deleted."""
+        if not isinstance(self._remover, TellsRemovals):
+            return None
+        return self._remover.removal_state(pool_id, unit)
+
     def _remove_settled(
         self,
         key: str,

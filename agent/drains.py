@@ -49,7 +49,11 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   must not be disrupted still rejects the drain) and their work goes back to the queue.
 
 The cluster's record of drains in progress (``NodeDrainer.draining_nodes``) is read every tick and wins over this
-memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned.
+memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned. A
+drain whose removal the cloud took is not taken out of its pool's units again (the cloud's target and ready units
+leave its node out already): known from the failed step that sent it, or, for a drain taken over, from the drainer
+(``TellsRemovalStates``: the cloud is deleting its node, or has deleted it), asked once when it is taken over (again
+at the next ticks while it cannot say).
 A drainer that sends nothing (dry-run mode, ``actuators.dry_run.sends_drains``) cannot continue them, nor end one at
 the drain timeout: the drains an agent in enforce mode left behind (the Deployment switched back to dry-run while a
 disruption budget held one up) are left alone, their nodes counted as the cloud reads them (cordoned, not gone:
@@ -63,6 +67,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
+from typing import Literal, Protocol, runtime_checkable
 
 from actuators.base import NodeDrainer, held_units, hold_rejected, unforced_drains
 from actuators.dry_run import sends_drains
@@ -94,6 +99,22 @@ log = logging.getLogger(__name__)
 _SETTLED = (ActionStatus.DONE, ActionStatus.FAILED, ActionStatus.REJECTED, ActionStatus.RECORDED)
 
 
+@runtime_checkable
+class TellsRemovalStates(Protocol):
+    """A drainer that tells what the cloud does with a unit whose removal may have gone out
+    (``actuators.kubernetes_drain.KubernetesUnitDrainer``, over a remover that can tell it, such as GKE's)."""
+
+    def removal_state(self, pool_id: str, unit: str) -> Literal["deleting", "gone", "kept"] | None:
+        """The cloud is deleting the unit, is done with it (gone from the pool), or keeps it; None when the drainer
+        cannot tell. A failed read raises ``ActuatorError``."""
+        ...
+
+
+def removal_state(drainer: NodeDrainer, pool_id: str, unit: str) -> Literal["deleting", "gone", "kept"] | None:
+    """``TellsRemovalStates.removal_state`` of a drainer that tells it; None for one that does not."""
+    return drainer.removal_state(pool_id, unit) if isinstance(drainer, TellsRemovalStates) else None
+
+
 class NodeDrains:
     """``drainers`` maps each pool that shrinks through drains to its drainer."""
 
@@ -106,10 +127,12 @@ class NodeDrains:
         self._unsure: set[str] = set()  # drains taken over not yet known to be forced or not
         self._left: dict[str, PendingDrain] = {}  # node -> drain the cluster records that a dry run cannot continue
         self._held: dict[str, tuple[str, str]] = {}  # idle node a drainer holds back -> (pool, why), as last logged
-        # keys of drains whose removal the cloud took (a write of it accepted, a later one failing): the cloud's target
-        # and ready units already leave the node out, so ``adjusted`` takes it out no second time (that bought a node);
-        # a removal only maybe sent (no answer, a 503 to the delete itself) is taken out as any drain
+        # keys of drains whose removal the cloud took (a write of it accepted, a later one failing; for a drain taken
+        # over, its node being deleted or gone when asked): the cloud's target and ready units already leave the node
+        # out, so ``adjusted`` takes it out no second time (that bought a node); a removal only maybe sent (no answer, a
+        # 503 to the delete itself) is taken out as any drain
         self._removal_sent: set[str] = set()
+        self._unasked: set[str] = set()  # drains taken over whose node the cloud was not asked about yet
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
@@ -330,10 +353,13 @@ class NodeDrains:
                 log.info("pool %s: taking over the drain of %s (key %s)", pool_id, node, key)
                 self._pending[node] = PendingDrain(pool_id, node, key)
                 self._unsure.add(node)
+                self._unasked.add(node)
         for node, pending in list(self._pending.items()):
             if pending.pool_id == pool_id and node not in draining:
                 del self._pending[node]
         self._unsure.intersection_update(self._pending)
+        self._unasked.intersection_update(self._pending)
+        self._ask_removals(pool_id)
         asking = sorted(n for n in self._unsure if self._pending[n].pool_id == pool_id)
         if not asking:
             return
@@ -346,6 +372,31 @@ class NodeDrains:
         for node in asking:
             if node in unforced:
                 self._pending[node] = replace(self._pending[node], idle=True)
+
+    def _ask_removals(self, pool_id: str) -> None:
+        """Whether the cloud took the removal of the nodes of the pool's drains taken over (``_unasked``): the node
+        of one taken over while the cloud deletes it, or after it deleted it (its removal went out before, a later
+        write failed), is already left out of the cloud's target and ready units (``_removal_sent``). A drainer that
+        cannot tell is asked nothing more; a read that fails leaves the pool's drains to ask at the next tick, each
+        counted as draining meanwhile."""
+        drainer = self._drainers[pool_id]
+        for node in sorted(n for n in self._unasked if self._pending[n].pool_id == pool_id):
+            try:
+                state = removal_state(drainer, pool_id, node)
+            except ActuatorError as exc:
+                log.warning(
+                    "pool %s: whether the cloud is deleting %s, whose drain was taken over, is unknown: %s; it is "
+                    "counted as draining, and asked again at the next tick", pool_id, node, exc,
+                )  # fmt: skip
+                return
+            self._unasked.discard(node)
+            if state in ("deleting", "gone"):
+                doing = "is deleting" if state == "deleting" else "has deleted"
+                log.info(
+                    "pool %s: the cloud %s node %s, whose drain was taken over: the pool's units read from the cloud "
+                    "leave it out already", pool_id, doing, node,
+                )  # fmt: skip
+                self._removal_sent.add(self._pending[node].key)
 
     def _leave(self, pool_id: str, draining: Mapping[str, str]) -> None:
         """With a drainer that sends nothing: the drains the cluster records are another agent's, which this one
