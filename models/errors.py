@@ -92,6 +92,16 @@ class PrometheusServerFailure(MetricsUnavailable):
     in time, a server error (5xx) or 429 after the retries."""
 
 
+class AnswerCutOff(TimeoutError):
+    """A read of Prometheus' answer that the read deadline ended: no socket read is started once it has passed, and
+    none waits past it. ``answering``: the answer's status line and headers had come (its body was coming in);
+    ``received``: the bytes of the answer read by then."""
+
+    def __init__(self, answering: bool, received: int) -> None:
+        super().__init__(f"the read deadline passed with {received} bytes of the answer read")
+        self.answering, self.received = answering, received
+
+
 class NotPrometheusJson(ValueError):
     """A 200 answer whose body is not JSON: not Prometheus' HTTP API but, most often, the sign-in page of a proxy in
     front of it (oauth2-proxy redirects a request without credentials to one) or a page at a wrong base URL. Carries

@@ -45,7 +45,7 @@ from urllib3.util.timeout import Timeout
 from agent.sources.base import READ_DEADLINE_SETTING, read_deadline_setting, read_time_left
 from config.prometheus import PrometheusSettings
 from models import MetricsUnavailable
-from models.errors import NotPrometheusJson, PrometheusServerFailure
+from models.errors import AnswerCutOff, NotPrometheusJson, PrometheusServerFailure
 
 _STATUS = re.compile(r"HTTP Status Code (\d{3})")
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
@@ -168,16 +168,6 @@ def request_timeout(timeout: float | None) -> float | DeadlineTimeout | None:
     a ``DeadlineTimeout`` that cuts each try's to the time left."""
     left = read_time_left()
     return timeout if left is None else DeadlineTimeout(timeout, time.monotonic() + left[0])
-
-
-class AnswerCutOff(TimeoutError):
-    """A read of Prometheus' answer that the read deadline ended: no socket read is started once it has passed, and
-    none waits past it. ``answering``: the answer's status line and headers had come (its body was coming in);
-    ``received``: the bytes of the answer read by then."""
-
-    def __init__(self, answering: bool, received: int) -> None:
-        super().__init__(f"the read deadline passed with {received} bytes of the answer read")
-        self.answering, self.received = answering, received
 
 
 class _DeadlineReads(io.RawIOBase):
