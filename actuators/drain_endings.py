@@ -421,7 +421,9 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         """The cloud still deletes the unit ``removal_wait`` after its removal was sent: the drain ends, settled FAILED
         and ``unclear`` (the cloud may still carry the removal out), naming the pods it left terminating. The unit
         stays cordoned: uncordoned, the scheduler would place work on a machine on its way out. Only the drain's
-        marks come off, so no replica takes the ended drain over; the agent tells a person what to check."""
+        marks come off, so no replica takes the ended drain over; the agent tells a person what to check, and asks
+        the cloud about the unit at its next steps: one the cloud keeps is uncordoned then (``cancel``, which ends a
+        drain taken over, as this one is to it, once the cloud says it keeps the unit)."""
         self._check_may_write(pool_id, unit)
         for node in nodes:
             self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})

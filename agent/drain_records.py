@@ -1,7 +1,8 @@
 """What the drains of ``agent.drains`` remember and report: a drain in progress (``PendingDrain``), the outcome of
 drain calls the executor acts on (``DrainOutcome``), and the warnings about a pool's nodes (a node a drain left
 cordoned that a dry run cannot continue, idle nodes that cannot be read, an idle node no drain can empty, a unit a
-drain removed with pods that never finished terminating).
+drain removed with pods that never finished terminating, and the end of the warning about a node left cordoned while
+the cloud deleted it, once the cloud stopped deleting it).
 """
 
 from __future__ import annotations
@@ -135,6 +136,31 @@ def unfinished_pods_alert(now: datetime, drained: PendingDrain, result: ActionRe
     details["drain"] = result.detail
     subject = f"{noun} {unit} of {pool_id} removed with pods still terminating"
     return AlertEvent(AlertKind.DRAIN_UNFINISHED_PODS, Severity.WARNING, now, subject, summary, details)
+
+
+def deletion_stopped_alert(now: datetime, drained: PendingDrain, uncordoned: str) -> AlertEvent:
+    """The end of the ``drain-deletion-overdue`` warning about a node (``agent.drains.deletion_overdue_alert``: same
+    kind and subject): the cloud no longer deletes the node its drain left cordoned (its instance runs again, not
+    being deleted), and the agent uncordoned it (``uncordoned``: what the drainer did). The deletion the drain sent
+    was not carried out, which a person may want to know the cause of."""
+    node, pool_id = drained.node, drained.pool_id
+    summary = (
+        f"The cloud no longer deletes node {node} of pool {pool_id}: its instance runs again, not being deleted, so "
+        f"the deletion its drain (key {drained.key}) sent was not carried out. The node, left cordoned when the drain "
+        "ended, is uncordoned: it serves again, and is released again when it is idle. The instance's last errors in "
+        "its instance group say why the deletion failed."
+    )
+    details = {
+        "drain key": drained.key,
+        "check the instance": (
+            "its last errors in its managed instance group (gcloud compute instance-groups managed list-instances "
+            "GROUP --zone ZONE), and the zone's operations on it (gcloud compute operations list "
+            f"--filter='targetLink~{node}')"
+        ),
+        "uncordoned": uncordoned,
+    }
+    subject = f"node {node} of {pool_id} still being deleted"
+    return AlertEvent(AlertKind.DRAIN_DELETION_OVERDUE, Severity.INFO, now, subject, summary, details, resolved=True)
 
 
 def _pods(pods: list[UnfinishedPod], on: bool = False) -> str:

@@ -39,7 +39,11 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   be lost) adds a warning to ``DrainOutcome.alerts`` (``unfinished_pods_alert``), which the executor tells: once,
   from the step that removed the node. So does a drain that ended while the cloud still deleted its node (its
   removal went out, and the deletion outlasted the drain's wait: a FAILED result that is ``unclear``), its node left
-  cordoned (``deletion_overdue_alert``).
+  cordoned (``deletion_overdue_alert``). Such a node is remembered (``_left_deleting``) and the drainer asked, at
+  each step, what the cloud does with it (``TellsRemovalStates``; one node per pool per step): gone, it is forgotten;
+  kept (the cloud stopped deleting it, its instance runs again), its drain is ended (``NodeDrainer.cancel``: the node
+  uncordoned, it serves again), logged, and the warning resolved (``deletion_stopped_alert``). Left cordoned, it
+  would be paid for, counted as ready and never found idle.
 * **Forced releases** (``Resize.forced``, a budget's hard stop: the money left no longer pays for the units held)
   are never refused for busy nodes. They drain the named nodes that are still in the pool, then nodes idle for the
   window, then the pool's other nodes in the drainer's order, cheapest to lose first
@@ -76,6 +80,7 @@ from agent.drain_records import (
     IDLE_UNREAD,
     DrainOutcome,
     PendingDrain,
+    deletion_stopped_alert,
     held_idle_alert,
     idle_nodes_alert,
     left_cordoned_alert,
@@ -133,6 +138,9 @@ class NodeDrains:
         # 503 to the delete itself) is taken out as any drain
         self._removal_sent: set[str] = set()
         self._unasked: set[str] = set()  # drains taken over whose node the cloud was not asked about yet
+        # node -> the drain that ended leaving it cordoned while the cloud still deleted it, in the order asked about
+        # (``_left_deleting_step``): kept by the cloud since, it is uncordoned
+        self._left_deleting: dict[str, PendingDrain] = {}
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
@@ -207,10 +215,12 @@ class NodeDrains:
     # -- acting (called by the executor only) ------------------------------------------------------------------
     def continue_pending(self, now: datetime, into: DrainOutcome | None = None) -> DrainOutcome:
         """Carry every drain in progress one step further, with its own key; each step's outcome is added to
-        ``into`` (a new one by default) as it is had."""
+        ``into`` (a new one by default) as it is had. Then the nodes left cordoned by drains that ended while the
+        cloud still deleted them are asked about (``_left_deleting_step``)."""
         outcome = DrainOutcome() if into is None else into
         for pending in list(self._pending.values()):
             self._step_into(outcome, pending, now)
+        self._left_deleting_step(outcome, now)
         return outcome
 
     def scale_down(
@@ -398,6 +408,55 @@ class NodeDrains:
                 )  # fmt: skip
                 self._removal_sent.add(self._pending[node].key)
 
+    def _left_deleting_step(self, outcome: DrainOutcome, now: datetime) -> None:
+        """Ask the drainer what the cloud does with the nodes left cordoned by drains that ended while it still
+        deleted them (``_left_deleting``): one node per pool per step (the one asked longest ago: a read of the pool
+        each), so the reads stay bounded however many are left so."""
+        asked: set[str] = set()
+        for node, left in list(self._left_deleting.items()):
+            if left.pool_id in asked:
+                continue
+            asked.add(left.pool_id)
+            del self._left_deleting[node]
+            if self._still_left_deleting(outcome, left, now):
+                self._left_deleting[node] = left  # asked again after the pool's others
+
+    def _still_left_deleting(self, outcome: DrainOutcome, left: PendingDrain, now: datetime) -> bool:
+        """Whether the node left cordoned by the drain ``left`` is still to be asked about: while the cloud deletes
+        it, or cannot be asked. Gone, it is forgotten. Kept (the cloud stopped deleting it: its instance runs
+        again), the drain is ended (``NodeDrainer.cancel``: the node uncordoned, it serves again), a warning is
+        logged and the drain-deletion-overdue warning resolved, in ``outcome.alerts``."""
+        pool_id, node = left.pool_id, left.node
+        drainer = self._drainers[pool_id]
+        try:
+            state = removal_state(drainer, pool_id, node)
+        except ActuatorError as exc:
+            log.warning("pool %s: whether the cloud still deletes node %s is unknown: %s", pool_id, node, exc)
+            return True
+        if state == "deleting":
+            return True
+        if state != "kept":  # gone: its Node object goes with it
+            log.info("pool %s: node %s, left cordoned while the cloud deleted it, is gone", pool_id, node)
+            return False
+        try:
+            ended = drainer.cancel(pool_id, node, left.key)
+        except ActuatorError as exc:  # asked again at the next step
+            log.warning(
+                "pool %s: the cloud no longer deletes node %s, left cordoned when its drain ended, but it could not "
+                "be uncordoned: %s", pool_id, node, exc,
+            )  # fmt: skip
+            return True
+        if ended.status is not ActionStatus.DONE:  # its Node object is gone, or the cloud deletes it again
+            why = ended.detail
+            log.info("pool %s: node %s, left cordoned when its drain ended, is not uncordoned: %s", pool_id, node, why)
+            return False
+        log.warning(
+            "pool %s: the cloud no longer deletes node %s, left cordoned when its drain (key %s) ended while it was "
+            "being deleted; uncordoned, it serves again", pool_id, node, left.key,
+        )  # fmt: skip
+        outcome.alerts.append(deletion_stopped_alert(now, left, ended.detail))
+        return False
+
     def _leave(self, pool_id: str, draining: Mapping[str, str]) -> None:
         """With a drainer that sends nothing: the drains the cluster records are another agent's, which this one
         cannot continue. They are not taken over (their nodes stay in the pool's units, never chosen for a drain) and
@@ -448,7 +507,10 @@ class NodeDrains:
             error = f"drain of {pending.node}: {result.error or result.detail}"
             outcome.failing[pending.pool_id] = (pending.started or now, error)
             if result.unclear:  # ended while the cloud still deletes the node, left cordoned: told once, from here
-                outcome.alerts.append(deletion_overdue_alert(now, pending, result))
+                watched = isinstance(self._drainers[pending.pool_id], TellsRemovalStates)
+                if watched:  # uncordoned if the cloud stops deleting it
+                    self._left_deleting[pending.node] = pending
+                outcome.alerts.append(deletion_overdue_alert(now, pending, result, watched))
         elif result.status is ActionStatus.DONE:
             outcome.finished.add(pending.pool_id)
             if result.unfinished:  # removed with pods no kubelet finished: told once, by the step that removed it
@@ -468,21 +530,32 @@ class NodeDrains:
         return DrainOutcome([result], failing={pool_id: (now, str(exc))})
 
 
-def deletion_overdue_alert(now: datetime, drained: PendingDrain, result: ActionResult) -> AlertEvent:
+def deletion_overdue_alert(
+    now: datetime, drained: PendingDrain, result: ActionResult, watched: bool = False
+) -> AlertEvent:
     """A warning about a node whose drain ended (settled FAILED, ``unclear``) while the cloud still deleted it, longer
     than the drain waits for a deletion (``actuators.drain_endings``): its removal went out (the cloud took the
     delete, a later write failed). The node is left cordoned, its drain marks taken off: nothing continues the drain,
-    and only a person can tell a deletion that is slow from one that hangs or failed. A one-off event, raised by the
-    step that ended the drain and never again (the drain is settled), so it is told once and never resolved."""
+    and only a person can tell a deletion that is slow from one that hangs or failed. ``watched``: this agent asks the
+    cloud about the node at each step, and uncordons it if the cloud stops deleting it (``NodeDrains``, resolving
+    this warning then). A one-off event, raised by the step that ended the drain and never again (the drain is
+    settled), so it is told once."""
     node, pool_id = drained.node, drained.pool_id
+    until = (
+        "While this agent's replica leads, it asks the cloud about the instance at each tick, and uncordons the node "
+        "and says so if the cloud no longer deletes it; otherwise the node stays cordoned until it leaves the cluster "
+        "or a person uncordons it (another leader does not know of it)."
+        if watched
+        else "It stays cordoned until it leaves the cluster or a person uncordons it: the agent does not look at it "
+        "again."
+    )
     summary = (
         f"Node {node} of pool {pool_id} is still being deleted by the cloud, longer than its drain waits for a "
         f"deletion (cloud.drain_timeout, and at least 15 minutes): the drain (key {drained.key}) removed it, the "
         "cloud accepted the deletion and a later write failed. The drain has ended and the node is left cordoned, "
-        "so no work is scheduled on a machine on its way out, and it stays so until it leaves the cluster. Check "
-        "the instance in its instance group (details): once the cloud deletes it, its Node object goes; if the cloud "
-        f"no longer deletes it (running, no current action), delete the instance, or uncordon the node to use it "
-        f"again (kubectl uncordon {node})."
+        f"so no work is scheduled on a machine on its way out. {until} Check the instance in its instance group "
+        "(details): once the cloud deletes it, its Node object goes; if the cloud no longer deletes it (running, no "
+        f"current action), delete the instance, or uncordon the node to use it again (kubectl uncordon {node})."
     )
     details = {
         "drain key": drained.key,

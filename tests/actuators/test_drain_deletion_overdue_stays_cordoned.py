@@ -6,7 +6,10 @@ while the instance is DELETING. Here the instance is still DELETING when the wai
 the drain ends (nothing waits for ever), settled FAILED with the removal possibly still carried out (``unclear``),
 and the node stays cordoned, since uncordoned the scheduler would place work on a machine on its way out; its drain
 marks come off, so no replica takes the drain over again. One ``drain-deletion-overdue`` warning names the node, the
-pool, the wait and what to check. Real drainer, GKE actuator and clients, on the fake GKE and Kubernetes APIs."""
+pool, the wait and what to check. The agent asks the cloud about the node at each tick afterwards (one read of the
+pool per tick, however many nodes are left so): once the instance is gone it is forgotten; if the cloud stops
+deleting it (the instance runs again), the node is uncordoned and the warning resolved. Real drainer, GKE actuator
+and clients, on the fake GKE and Kubernetes APIs."""
 
 from __future__ import annotations
 
@@ -14,21 +17,28 @@ from datetime import datetime, timedelta
 
 from kubernetes import client as k8s
 
-from models import ActionResult, ActionStatus, AlertEvent, AlertKind, Severity
+from models import ActionResult, ActionStatus, AlertEvent, AlertKind, Resize, Severity
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import (
+    BOUNDS,
     MINUTE,
     START,
+    UNAVAILABLE,
     _action,
     _cordoned,
     _drains,
+    _fails_again,
     _marked,
+    _pool,
     _removal_went_out,
     _rig,
     _Run,
 )
+from tests.fakes import kube_objects as objs
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
+
+READS = "/listManagedInstances"  # one per zone (one here) each time the pool's instances are read
 
 
 def _tick(run: _Run, clock: SimulatedClock) -> tuple[list[ActionResult], list[AlertEvent]]:
@@ -81,6 +91,8 @@ def test_a_node_still_being_deleted_after_the_wait_stays_cordoned_and_the_drain_
     assert "longer than its drain waits" in alert.summary
     assert "left cordoned" in alert.summary
     assert "kubectl uncordon" in alert.summary and "list-instances" in alert.details["check the instance"]
+    assert "stays so until it leaves the cluster" not in alert.summary  # untrue: the cloud may stop deleting it
+    assert "uncordons the node and says so if the cloud no longer deletes it" in alert.summary
     assert alert.details["drain key"] == run.key
     assert alert.details["drain"] == ended.detail
     assert alert.details["pods left terminating"] == f"default/web on {run.node}"
@@ -110,3 +122,104 @@ def test_the_warning_is_not_raised_when_the_cloud_finishes_the_deletion_within_t
     statuses, raised = _until_ended(run, clock)
     assert statuses == [ActionStatus.DONE], statuses
     assert [a.kind for a in alerts + raised] == [AlertKind.DRAIN_UNFINISHED_PODS]
+
+
+def _ended_left_deleting(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi, clock: SimulatedClock
+) -> _Run:
+    """The drain of the rig's node, ended 15 minutes after its removal with the node left cordoned, told once."""
+    run = _rig(kube_api, kube_client, gke_api, clock)
+    _removal_went_out(run, gke_api, clock)
+    statuses, alerts = _until_ended(run, clock)
+    assert statuses[-1] is ActionStatus.FAILED and run.drains.pending == ()
+    assert [a.kind for a in alerts].count(AlertKind.DRAIN_DELETION_OVERDUE) == 1
+    assert _cordoned(kube_api, run.node) and _action(gke_api, run.node) == "DELETING"
+    return run
+
+
+def test_a_node_left_cordoned_that_the_cloud_stops_deleting_is_uncordoned_and_the_warning_resolved(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    clock = SimulatedClock(START)
+    run = _ended_left_deleting(kube_api, kube_client, gke_api, clock)
+    for _ in range(3):  # still being deleted: left as it is
+        assert _tick(run, clock) == ([], [])
+        assert _cordoned(kube_api, run.node)
+
+    _fails_again(gke_api, run.node)  # the cloud does not carry the deletion out after all: the instance runs again
+    results, alerts = _tick(run, clock)
+
+    assert results == []
+    assert not _cordoned(kube_api, run.node)  # was cordoned for good: paid for, counted ready, never idle
+    [resolved] = alerts
+    assert (resolved.kind, resolved.resolved, resolved.severity) == (
+        AlertKind.DRAIN_DELETION_OVERDUE,
+        True,
+        Severity.INFO,
+    )
+    assert resolved.subject == f"node {run.node} of gpu still being deleted"  # the warning's condition
+    assert f"The cloud no longer deletes node {run.node} of pool gpu" in resolved.summary
+    assert "uncordoned" in resolved.summary
+    assert resolved.details["drain key"] == run.key
+    assert "uncordoned" in resolved.details["uncordoned"]
+    reads = gke_api.calls("POST", READS)
+    for _ in range(3):  # told once, and not asked about any more
+        assert _tick(run, clock) == ([], [])
+    assert gke_api.calls("POST", READS) == reads
+    assert not _cordoned(kube_api, run.node)
+    assert run.drainer.idle_nodes("gpu", timedelta(0)).count(run.node) == 1  # found idle again
+
+
+def test_a_node_left_cordoned_whose_instance_is_gone_is_forgotten(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    clock = SimulatedClock(START)
+    run = _ended_left_deleting(kube_api, kube_client, gke_api, clock)
+    gke_api.advance()  # the instance is deleted; its Node object outlives it a while
+    reads = gke_api.calls("POST", READS)
+    assert _tick(run, clock) == ([], [])
+    assert gke_api.calls("POST", READS) == reads + 1  # asked about once more: gone
+    reads += 1
+    for _ in range(3):
+        assert _tick(run, clock) == ([], [])
+    assert gke_api.calls("POST", READS) == reads  # forgotten: asked about no more
+    assert _cordoned(kube_api, run.node)  # nothing is uncordoned on its way out
+    assert gke_api.calls("POST", "/deleteInstances") == 1
+
+
+def test_the_nodes_left_cordoned_cost_one_read_of_their_pool_per_tick(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    """Two drains of one pool end with their nodes left cordoned: each tick reads the pool once, asking about the
+    node asked about longest ago, so either is uncordoned within two ticks of the cloud keeping it."""
+    clock = SimulatedClock(START)
+    nodes = _pool(kube_api, gke_api, clock)[:2]
+    for i, node in enumerate(nodes):
+        kube_api.put("pods", objs.pod(f"web-{i}", node, labels={"app": "web"}, owner_kind="ReplicaSet"))
+        kube_api.hang_pods(node)
+    _, drainer, drains = _drains(kube_client, gke_api, clock)
+    started = drains.scale_down(Resize("gpu", 3, 1, "idle", "release"), clock.now(), nodes).results
+    run = _Run(drains, drainer, nodes[0], started[0].key, list(started))
+    gke_api.fail_next(2, 503, UNAVAILABLE, path=BOUNDS)
+    alerts: list[AlertEvent] = []
+    for _ in range(60):
+        alerts += _tick(run, clock)[1]
+        if not drains.pending:
+            break
+    assert gke_api.calls("POST", "/deleteInstances") == 2
+    assert [a.kind for a in alerts].count(AlertKind.DRAIN_DELETION_OVERDUE) == 2
+    assert all(_cordoned(kube_api, n) and _action(gke_api, n) == "DELETING" for n in nodes)
+
+    per_tick = []
+    for _ in range(4):
+        before = gke_api.calls("POST", READS)
+        assert _tick(run, clock) == ([], [])
+        per_tick.append(gke_api.calls("POST", READS) - before)
+    assert per_tick == [1, 1, 1, 1]  # not one per node
+
+    _fails_again(gke_api, nodes[1])
+    resolved: list[AlertEvent] = []
+    for _ in range(2):
+        resolved += _tick(run, clock)[1]
+    assert [a.subject for a in resolved] == [f"node {nodes[1]} of gpu still being deleted"]
+    assert not _cordoned(kube_api, nodes[1]) and _cordoned(kube_api, nodes[0])
