@@ -13,8 +13,9 @@ again). A drain ends in one of these ways, each settled by its key:
   asks the cloud instead of draining. Being deleted, the unit stays cordoned and the step is STARTED; gone, the drain
   is settled DONE as removed (with the pods it left terminating); not being deleted (the cloud did not carry the
   deletion out), the drain is given up as at the timeout, the unit uncordoned. Still being deleted ``removal_wait``
-  after the removal was sent, the drain ends too (settled FAILED, ``unclear``) but the unit stays cordoned, only the
-  drain's marks taken off: it is on its way out, and the agent tells a person (``drain-deletion-overdue``). A unit
+  after the removal was sent (or unread then: as far as was read, it is going), the drain ends too (settled FAILED,
+  ``unclear``) but the unit stays cordoned, only the drain's marks taken off: it is on its way out, and the agent
+  tells a person (``drain-deletion-overdue``). A unit
   removed whose nodes could not be unmarked is unmarked and settled at the drain's next step (``_unmark_step``), so
   the pods it left terminating are told once even when its nodes left the cluster meanwhile. A drain taken over
   (after a restart, or from another replica) knows nothing of a removal sent before: at its first step here the cloud
@@ -321,10 +322,11 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
 
     def _removal_step(self, key: str, pool_id: str, unit: str) -> ActionResult | None:
         """A step of a drain whose removal may have gone out at an earlier step (``_remove``): nothing is drained, the
-        cloud's state of the unit decides. Being deleted: STARTED, the unit left cordoned; gone: DONE as removed;
-        kept (the deletion failed), or unread ``removal_wait`` after the removal: given up as at the timeout, the unit
-        uncordoned; still being deleted then: ended, the unit left cordoned (``_left_deleting``). None when no
-        removal of this drain is remembered."""
+        cloud's state of the unit decides. Being deleted: STARTED, the unit left cordoned (unread: the step fails,
+        transient, and the next one asks again); gone: DONE as removed; kept (the deletion failed): given up as at the
+        timeout, the unit uncordoned; still being deleted ``removal_wait`` after the removal, or unread then: ended,
+        the unit left cordoned (``_left_deleting``; a single failed read does not uncordon a unit the cloud may be
+        deleting). None when no removal of this drain is remembered."""
         removal = self._removing.get(unit)
         if removal is None or removal.key != key or not isinstance(self._remover, TellsRemovals):
             self._removing.pop(unit, None)  # another drain's (the unit's drain ended since): not this one's
@@ -340,7 +342,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
             if not late:
                 why = f"whether {noun} {unit} is being deleted could not be read ({exc.reason}); {went_out}"
                 raise TransientActuatorError(pool_id, why, maybe_applied=True) from exc
-            state, unread = None, f" (what the cloud does with it could not be read: {exc.reason})"
+            state, unread = None, exc.reason
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         if state == "gone":
             self._check_may_write(pool_id, unit)
@@ -354,11 +356,8 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         if state == "kept":
             why = f"{went_out}, but the cloud is not deleting {noun} {unit} (its deletion failed)"
             return self._fail(key, pool_id, unit, members, why)
-        if late and state == "deleting":
-            return self._left_deleting(key, pool_id, unit, members, removal, waited)
-        if late:
-            why = f"{noun} {unit} still being deleted {waited} after {removal.waited_from}{unread}; {went_out}"
-            return self._fail(key, pool_id, unit, members, why)
+        if late:  # still being deleted, or unread: on its way out as far as was read
+            return self._left_deleting(key, pool_id, unit, members, removal, waited, unread)
         detail = f"{noun} {unit} is being deleted by the cloud ({went_out}); it stays cordoned until it is gone"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.STARTED, detail)
@@ -416,10 +415,19 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         return self._removal_step(key, pool_id, unit)
 
     def _left_deleting(
-        self, key: str, pool_id: str, unit: str, nodes: Sequence[str], removal: _Removal, waited: timedelta
+        self,
+        key: str,
+        pool_id: str,
+        unit: str,
+        nodes: Sequence[str],
+        removal: _Removal,
+        waited: timedelta,
+        unread: str = "",
     ) -> ActionResult:
-        """The cloud still deletes the unit ``removal_wait`` after its removal was sent: the drain ends, settled FAILED
-        and ``unclear`` (the cloud may still carry the removal out), naming the pods it left terminating. The unit
+        """The cloud still deletes the unit ``removal_wait`` after its removal was sent, or what it does with it could
+        not be read then (``unread``: why; the detail says so, and that it is taken as still being deleted): the
+        drain ends, settled FAILED and ``unclear`` (the cloud may still carry the removal out), naming the pods it
+        left terminating. The unit
         stays cordoned: uncordoned, the scheduler would place work on a machine on its way out. Only the drain's
         marks come off, so no replica takes the ended drain over; the agent tells a person what to check, and asks
         the cloud about the unit at its next steps: one the cloud keeps is uncordoned then (``cancel``, which ends a
@@ -435,11 +443,18 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
             if removal.taken_over
             else f"({removal.since:%H:%M:%S}Z, failed after it went out: {removal.why})"
         )
-        detail = (
-            f"{noun} {unit} still being deleted {waited} after {removal.waited_from} {sent}, longer than the drain "
-            f"waits for it ({self._removal_wait}); {noun} {unit} left cordoned (it may go at any time), the drain's "
-            "marks removed"
-        )
+        if unread:
+            seen = (
+                f"what the cloud does with {noun} {unit} could not be read {waited} after {removal.waited_from} "
+                f"{sent}, when the drain's wait for its deletion ({self._removal_wait}) ended ({unread}); taken as "
+                "still being deleted, as its removal went out"
+            )
+        else:
+            seen = (
+                f"{noun} {unit} still being deleted {waited} after {removal.waited_from} {sent}, longer than the drain "
+                f"waits for it ({self._removal_wait})"
+            )
+        detail = f"{seen}; {noun} {unit} left cordoned (it may go at any time), the drain's marks removed"
         log.warning("pool %s: %s (key %s)", pool_id, detail, key)
         result = ActionResult(
             key, pool_id, ActionStatus.FAILED, self._clock.now(), detail, unclear=True, unfinished=removal.unfinished

@@ -534,12 +534,13 @@ def deletion_overdue_alert(
     now: datetime, drained: PendingDrain, result: ActionResult, watched: bool = False
 ) -> AlertEvent:
     """A warning about a node whose drain ended (settled FAILED, ``unclear``) while the cloud still deleted it, longer
-    than the drain waits for a deletion (``actuators.drain_endings``): its removal went out (the cloud took the
-    delete, a later write failed). The node is left cordoned, its drain marks taken off: nothing continues the drain,
-    and only a person can tell a deletion that is slow from one that hangs or failed. ``watched``: this agent asks the
-    cloud about the node at each step, and uncordons it if the cloud stops deleting it (``NodeDrains``, resolving
-    this warning then). A one-off event, raised by the step that ended the drain and never again (the drain is
-    settled), so it is told once."""
+    than the drain waits for a deletion, or while what the cloud did with it could not be read then (the result's
+    detail says which: ``actuators.drain_endings``): its removal went out (the cloud took the delete, a later write
+    failed). The node is left cordoned, its drain marks taken off: nothing continues the drain, and only a person can
+    tell a deletion that is slow from one that hangs or failed. ``watched``: this agent asks the cloud about the node
+    at each step, and uncordons it if the cloud stops deleting it (``NodeDrains``, resolving this warning then). A
+    one-off event, raised by the step that ended the drain and never again (the drain is settled), so it is told
+    once."""
     node, pool_id = drained.node, drained.pool_id
     until = (
         "While this agent's replica leads, it asks the cloud about the instance at each tick, and uncordons the node "
@@ -550,9 +551,10 @@ def deletion_overdue_alert(
         "again."
     )
     summary = (
-        f"Node {node} of pool {pool_id} is still being deleted by the cloud, longer than its drain waits for a "
-        f"deletion (cloud.drain_timeout, and at least 15 minutes): the drain (key {drained.key}) removed it, the "
-        "cloud accepted the deletion and a later write failed. The drain has ended and the node is left cordoned, "
+        f"Node {node} of pool {pool_id} is not gone, longer than its drain waits for a deletion (cloud.drain_timeout, "
+        f"and at least 15 minutes): the drain (key {drained.key}) removed it, the cloud accepted the deletion and a "
+        "later write failed, and at the wait's end the cloud was still deleting the instance, or what it does with "
+        "it could not be read (the drain's detail says which). The drain has ended and the node is left cordoned, "
         f"so no work is scheduled on a machine on its way out. {until} Check the instance in its instance group "
         "(details): once the cloud deletes it, its Node object goes; if the cloud no longer deletes it (running, no "
         f"current action), delete the instance, or uncordon the node to use it again (kubectl uncordon {node})."

@@ -223,3 +223,41 @@ def test_the_nodes_left_cordoned_cost_one_read_of_their_pool_per_tick(
         resolved += _tick(run, clock)[1]
     assert [a.subject for a in resolved] == [f"node {nodes[1]} of gpu still being deleted"]
     assert not _cordoned(kube_api, nodes[1]) and _cordoned(kube_api, nodes[0])
+
+
+def test_a_node_whose_state_cannot_be_read_at_the_end_of_the_wait_stays_cordoned_and_is_told(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    """One failed read of the instance list (a 503) at the wait's end: the node, which the cloud is still deleting,
+    was uncordoned, with nothing told, and the detail said it was still being deleted though nothing was read. It is
+    now taken as still being deleted (its removal went out): left cordoned and told, the detail saying the state was
+    not read; the next ticks ask the cloud again, and uncordon it once the cloud keeps it."""
+    clock = SimulatedClock(START)
+    run = _rig(kube_api, kube_client, gke_api, clock)
+    _removal_went_out(run, gke_api, clock)
+    went_out = clock.now()
+    while clock.now() - went_out < timedelta(minutes=14):
+        assert [r.status for r in _tick(run, clock)[0]] == [ActionStatus.STARTED]
+    gke_api.fail_next(1, 503, UNAVAILABLE, path="listManagedInstances")
+    [ended], alerts = _tick(run, clock)
+
+    assert clock.now() - went_out == timedelta(minutes=15)
+    assert _cordoned(kube_api, run.node) and _action(gke_api, run.node) == "DELETING"  # was uncordoned
+    assert not _marked(kube_api, run.node)
+    assert ended.status is ActionStatus.FAILED and ended.unclear, ended
+    assert f"what the cloud does with node {run.node} could not be read 0:15:00 after" in ended.detail
+    assert "503" in ended.detail and "taken as still being deleted" in ended.detail
+    assert "still being deleted 0:15:00" not in ended.detail  # not read: not claimed
+    assert "left cordoned" in ended.detail and "uncordoned" not in ended.detail
+    [alert] = alerts  # was none
+    assert alert.kind is AlertKind.DRAIN_DELETION_OVERDUE and not alert.resolved
+    assert "or what it does with it could not be read" in alert.summary
+    assert alert.details["drain"] == ended.detail
+    assert run.drains.pending == ()
+
+    assert _tick(run, clock) == ([], [])  # read again: still being deleted
+    assert _cordoned(kube_api, run.node)
+    _fails_again(gke_api, run.node)
+    _, resolved = _tick(run, clock)
+    assert [(a.kind, a.resolved) for a in resolved] == [(AlertKind.DRAIN_DELETION_OVERDUE, True)]
+    assert not _cordoned(kube_api, run.node)

@@ -6,8 +6,8 @@ drain's timeout; GKE takes the deleteInstances and answers 503 to the bounds' mo
 stays cordoned while its instance is being deleted (pods scheduled on it would be lost), and the drain ends DONE,
 naming the stuck pod, once the instance is gone. When the cloud does not carry the deletion out (the instance runs
 again, not being deleted), the drain is given up at its next step, the node uncordoned; a deletion still under way
-after the wait is given up too, and ending the drain for a scale-up is refused only while the cloud deletes the
-node. Real drainer, GKE actuator and clients, on the fake GKE and Kubernetes APIs."""
+after the wait ends the drain too, the node left cordoned, and ending the drain for a scale-up is refused while the
+cloud deletes the node. Real drainer, GKE actuator and clients, on the fake GKE and Kubernetes APIs."""
 
 from __future__ import annotations
 
