@@ -18,7 +18,8 @@ subject (whatever its severity: a warning that turns critical is the same condit
 Every other kind is a one-off event and is never resolved: a budget threshold crossed, a scale-up trimmed by a
 shared budget, a budget's ledger that began mid-period (told once per period), a drain that removed its node or slice
 with pods still terminating (``drain-unfinished-pods``), a drain that ended with its node left cordoned while the
-cloud still deletes it (``drain-deletion-overdue``), and the daemon's own alerts
+cloud still deletes it (``drain-deletion-overdue``: not tracked here; the replica that told it resolves it itself
+when the cloud stops deleting the node and it is uncordoned, ``agent.drains``), and the daemon's own alerts
 (leadership lost, the daily report). The daemon's ``tick-failed`` is resolved, by the daemon once no tick has failed
 for ``resolve_after``; this tracker only carries it in the planner memory (``carry``, ``drop``) so that the next
 leader ends it when the replica that raised it is gone.

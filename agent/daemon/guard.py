@@ -14,12 +14,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence, Set
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from actuators import Actuator, NodeDrainer
 from actuators.base import held_units, hold_rejected, unforced_drains, unread_pools
 from actuators.dry_run import sends_drains
 from actuators.write_window import DEFAULT_WRITE_TIMEOUT, WriteWindow, write_window
+from agent.drains import removal_state
 from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
 from models.clock import Clock
 
@@ -113,3 +114,8 @@ class LeaderOnlyDrainer:
             raise TransientActuatorError(pool_id, f"this replica no longer leads; node {node} is left to the leader")
         with write_window(self._window):
             return self._inner.cancel(pool_id, node, key)
+
+    def removal_state(self, pool_id: str, unit: str) -> Literal["deleting", "gone", "kept"] | None:
+        """What the cloud does with a unit whose drain was taken over or left it cordoned (a read: no write to
+        guard); None when the drainer inside cannot tell."""
+        return removal_state(self._inner, pool_id, unit)

@@ -10,11 +10,12 @@ APIs."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from kubernetes import client as k8s
 
 from actuators.gke_node_pool import GkeNodePoolActuator
+from agent.daemon.guard import LeaderOnlyDrainer
 from agent.drains import NodeDrains
 from models import Resize
 from models.clock import SimulatedClock
@@ -87,3 +88,24 @@ def test_a_drain_taken_over_whose_node_the_cloud_keeps_is_counted_as_draining(
     _, _, taken_over = _drains(kube_client, gke_api, clock, move_bounds=False)
     assert _counts(taken_over, gke, clock) == ((3, 3), (2, 2, 1))
     assert [p.node for p in taken_over.pending] == [node]
+
+
+class _Leading:
+    def is_leader(self, now: datetime) -> bool:
+        return True
+
+
+def test_the_daemons_leader_only_drainer_tells_the_cloud_s_removals_through(
+    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+) -> None:
+    """The daemon hands ``NodeDrains`` each drainer wrapped in ``LeaderOnlyDrainer``: a drain taken over while the
+    cloud deletes its node is counted as the cloud counts it through the wrapper too (it read (1, 1, 1) while the
+    wrapper did not pass the drainer's removal_state through)."""
+    clock = SimulatedClock(START)
+    run = _bounds_rig(kube_api, kube_client, gke_api, clock)
+    _removal_went_out(run, gke_api, clock)
+    gke, drainer, _ = _drains(kube_client, gke_api, clock)
+    clock.advance(MINUTE)
+
+    taken_over = NodeDrains({"gpu": LeaderOnlyDrainer(drainer, _Leading(), clock)}, timedelta(0))
+    assert _counts(taken_over, gke, clock) == ((2, 2), (2, 2, 0))
