@@ -21,7 +21,7 @@ from contextvars import ContextVar
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, NamedTuple, Self
 from urllib.parse import unquote
 
 import requests
@@ -58,16 +58,31 @@ READ_TIMEOUT_MARGIN_S = 0.5
 MIN_TRY_S = 0.1
 MIN_TIMEOUT_S = 0.01
 _READ_TIMEOUT = re.compile(r"read timeout=([0-9.]+)")
+_CONNECT_TIMEOUT = re.compile(r"connect timeout=([0-9.]+)")
 _TIMEOUT_PARAM = re.compile(r"(?<=[?&])timeout=([^&#]*)")
 _UNIT_S = {"y": 365 * 86400.0, "w": 7 * 86400.0, "d": 86400.0, "h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
 _DURATION = re.compile(r"(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?")
 # The query's timeout (milliseconds) the last try of the request made in this context sent Prometheus when the read
 # deadline cut it, else None (``query_timeout_within_deadline``): Prometheus' timeout answer to it is the deadline's.
 _TIMEOUT_CUT_TO: ContextVar[int | None] = ContextVar("prometheus_timeout_cut_to", default=None)
-# The tries of the request made in this context, before its last, whose read timed out with the read deadline still
-# ahead (each waited its whole timeout, prometheus.timeout and the margin), and that timeout (seconds, None if not
-# known); None when none did (``_DeadlineRetry.increment``). prometheus.timeout, not the deadline, failed those tries.
-_WAITED_WHOLE: ContextVar[tuple[int, float | None] | None] = ContextVar("prometheus_waited_whole", default=None)
+
+
+class _Tries(NamedTuple):
+    """What the tries of the request made in this context met inside a read deadline. ``unanswered`` and
+    ``unconnected``: the tries before the last that waited their whole timeout (prometheus.timeout and the margin)
+    with the deadline still ahead (``_DeadlineRetry.increment``), for an answer or for a connection, each with the
+    longest such timeout (seconds, None if not known): prometheus.timeout or the network, not the deadline, failed
+    them. ``received``: the bytes of an answer all tries read (``_DeadlineReads``); none means Prometheus answered
+    no try."""
+
+    unanswered: int = 0
+    unanswered_s: float | None = None
+    unconnected: int = 0
+    unconnected_s: float | None = None
+    received: int = 0
+
+
+_TRIES: ContextVar[_Tries | None] = ContextVar("prometheus_tries", default=None)
 _URL = re.compile(r"https?://\S+|/api/v1/[^\s'\")]+")
 
 
@@ -103,7 +118,7 @@ class _DeadlineRetry(Retry):
         if left is not None and retry._wait_s(response) > left[0] - MIN_TRY_S:
             reason = error or ResponseError("the wait before the next try would outlast the time left for reading")
             raise GaveUp(_pool, url, reason, tries) from reason
-        if left is not None and left[0] > 0 and isinstance(error, ReadTimeoutError):
+        if left is not None:  # at least MIN_TRY_S is left here, or the wait check above gave up
             _waited_whole_timeout(error)
         return retry
 
@@ -123,14 +138,24 @@ class _DeadlineRetry(Retry):
         return Retry.get_backoff_time(self)
 
 
-def _waited_whole_timeout(error: ReadTimeoutError) -> None:
-    """Count a try whose read timed out with the read deadline still ahead, another try to follow: it waited its
-    whole timeout (the deadline cuts a try's to the time left, and one cut so times out at the deadline, with no
-    time for another), so it was prometheus.timeout that ended it, and a longer deadline would not have read it."""
-    timeout = _READ_TIMEOUT.search(str(error))
+def _waited_whole_timeout(error: Exception | None) -> None:
+    """Count a try that timed out, reading or connecting, with the read deadline still ahead, another try to follow:
+    it waited its whole timeout (the deadline cuts a try's to the time left, and one cut so times out at the
+    deadline, with no time for another), so a longer deadline would not have read it. A refused or unresolved
+    connection (``NewConnectionError``, a ``ConnectTimeoutError`` to urllib3) waited nothing."""
+    tries = _TRIES.get() or _Tries()
+    if isinstance(error, ReadTimeoutError):
+        waited = _longest(_READ_TIMEOUT.search(str(error)), tries.unanswered_s)
+        _TRIES.set(tries._replace(unanswered=tries.unanswered + 1, unanswered_s=waited))
+    elif isinstance(error, ConnectTimeoutError) and not isinstance(error, NewConnectionError):
+        waited = _longest(_CONNECT_TIMEOUT.search(str(error)), tries.unconnected_s)
+        _TRIES.set(tries._replace(unconnected=tries.unconnected + 1, unconnected_s=waited))
+
+
+def _longest(timeout: re.Match[str] | None, before: float | None) -> float | None:
+    """The longer of a try's timeout (found in its error, if there) and the longest before it (None if none)."""
     waited = float(timeout.group(1)) if timeout else None
-    count, before = _WAITED_WHOLE.get() or (0, None)
-    _WAITED_WHOLE.set((count + 1, max((w for w in (waited, before) if w is not None), default=None)))
+    return max((w for w in (waited, before) if w is not None), default=None)
 
 
 class DeadlineTimeout(Timeout):
@@ -196,7 +221,10 @@ class _DeadlineReads(io.RawIOBase):
             if self._by - time.monotonic() <= 0:
                 raise AnswerCutOff(self.answering, self.received) from None
             raise
-        self.received += count or 0
+        if count:
+            self.received += count
+            tries = _TRIES.get() or _Tries()
+            _TRIES.set(tries._replace(received=tries.received + count))
         return count
 
     def close(self) -> None:
@@ -416,7 +444,7 @@ def call(name: str, query: str, request: Callable[[], Any]) -> Any:
     """Runs one request; every way it can fail becomes ``MetricsUnavailable`` saying why (never with the request's
     URL, which holds the whole query)."""
     _TIMEOUT_CUT_TO.set(None)
-    _WAITED_WHOLE.set(None)
+    _TRIES.set(_Tries())
     try:
         data = request()
     except PrometheusErrorAnswer as exc:
@@ -465,7 +493,7 @@ def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
             sent = "the last try" if tries > 1 else "it"
             return (
                 f"the read deadline ({deadline:g} s) ended the read: Prometheus did not answer {within} (read "
-                f"timeout{tried}), the time left when {sent} was sent; {_deadline_advice()}"
+                f"timeout{tried}), the time left when {sent} was sent; {_deadline_advice(tries, connected=True)}"
             )
         return f"Prometheus did not answer {within} (read timeout{tried})"
     if isinstance(cause, NewConnectionError):  # a ConnectTimeoutError to urllib3, but refused or unresolved
@@ -474,7 +502,7 @@ def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
         if deadline is not None:
             return (
                 f"the read deadline ({deadline:g} s) ended the read: no connection to Prometheus within the time "
-                f"left{tried}; {_deadline_advice()}"
+                f"left{tried}; {_deadline_advice(tries, connected=False)}"
             )
         return f"cannot connect to Prometheus: no connection within the timeout{tried}"
     if isinstance(cause, ResponseError):
@@ -482,22 +510,47 @@ def _unanswered_reason(exc: requests.exceptions.RequestException) -> str:
     return f"cannot connect to Prometheus: {_connection_reason(cause if isinstance(cause, Exception) else exc)}"
 
 
-def _deadline_advice() -> str:
-    """What a person raises when the read deadline ended a read: the setting the deadline comes from
-    (``read_deadline_setting``: loop.read_deadline for a tick's reads, loop.tick_interval for a read within a share
-    of the tick), not prometheus.timeout; but prometheus.timeout when an earlier try waited all of it with the
-    deadline still ahead, as each try of a server slower than it does (a longer deadline only makes room for more
-    tries that time out)."""
-    waited = _WAITED_WHOLE.get()
-    if waited is None:
-        return f"raise {read_deadline_setting() or READ_DEADLINE_SETTING}, not prometheus.timeout"
-    count, timeout_s = waited
-    tries = "an earlier try waited its" if count == 1 else f"{count} earlier tries each waited their"
-    how_long = "" if timeout_s is None else f"{timeout_s:g} s: "
-    return (
-        f"{tries} whole timeout ({how_long}prometheus.timeout and {READ_TIMEOUT_MARGIN_S:g} s more) with the read "
-        "deadline still ahead: raise prometheus.timeout"
-    )
+def _deadline_advice(tries: int = 1, connected: bool = True) -> str:
+    """What a person does when the read deadline ended a read of ``tries`` tries, the last of which had
+    (``connected``) or had not a connection: raise the setting the deadline comes from (``read_deadline_setting``:
+    loop.read_deadline for a tick's reads, loop.tick_interval for a read within a share of the tick), not
+    prometheus.timeout; but prometheus.timeout when an earlier try waited all of it with the deadline still ahead, as
+    each try of a server slower than it does (a longer deadline only makes room for more tries that time out).
+
+    Unless Prometheus sent a byte of an answer to some try, neither setting is sure to help: a server that never
+    answers fails every try however long each waits, so the reason says first that Prometheus answered none, and
+    what to check. When no try connected, and some waited their whole timeout for a connection with the deadline
+    still ahead, Prometheus is unreachable (its packets dropped), and no setting helps."""
+    met = _TRIES.get() or _Tries()
+    setting = read_deadline_setting() or READ_DEADLINE_SETTING
+    if met.received:
+        whole = _waited_whole_text(met.unanswered, met.unanswered_s, "waited")
+        return f"{whole}: raise prometheus.timeout" if met.unanswered else f"raise {setting}, not prometheus.timeout"
+    if connected or met.unanswered:
+        whole = _waited_whole_text(met.unanswered, met.unanswered_s, "waited", margin=False)
+        slow = f"raise prometheus.timeout: {whole}" if met.unanswered else f"raise {setting}"
+        none = (
+            "Prometheus sent no byte of an answer" if tries == 1 else f"Prometheus answered none of the {tries} tries"
+        )
+        return (
+            f"{none}: it may be hung or overloaded (check its /-/ready and its query log); if it is only slow, {slow}"
+        )
+    if met.unconnected:
+        unconnected = _waited_whole_text(met.unconnected, met.unconnected_s, "found no connection within", margin=False)
+        return (
+            f"{unconnected}: Prometheus is unreachable from the agent (check the address, NetworkPolicies); a longer "
+            "deadline will not help"
+        )
+    return f"raise {setting}, not prometheus.timeout"
+
+
+def _waited_whole_text(count: int, timeout_s: float | None, what: str, margin: bool = True) -> str:
+    """``count`` earlier tries that ``what`` their whole timeout (``timeout_s``: prometheus.timeout and the margin)
+    with the read deadline still ahead."""
+    tries = f"an earlier try {what} its" if count == 1 else f"{count} earlier tries each {what} their"
+    made_of = f": prometheus.timeout and {READ_TIMEOUT_MARGIN_S:g} s more" if margin else ""
+    how_long = "" if timeout_s is None else f" ({timeout_s:g} s{made_of})"
+    return f"{tries} whole timeout{how_long} with the read deadline still ahead"
 
 
 def _passed_deadline_s() -> float | None:

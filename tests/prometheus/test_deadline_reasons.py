@@ -6,10 +6,19 @@ Prometheus): the reason quoted that cut timeout as if it were the query's own ("
 Prometheus' timeout answer to a timeout the deadline had cut said to raise prometheus.timeout. A try that waited its
 whole timeout, the deadline still ahead, is told as before; one before the last that did makes prometheus.timeout
 the setting to raise (a server answering each query in 1.6 s fails every try of 1.5 s, however long the deadline).
+
+No setting helps a server that never answers: when Prometheus sent no byte of an answer to any try, the reason says
+so first (it may be hung or overloaded, and what to check), and names the setting only "if it is only slow"; it
+named one outright ("raise prometheus.timeout" with a 1 s timeout and a 2 s deadline, "raise loop.read_deadline
+(...), not prometheus.timeout" with a 2 s timeout), and following it never read a hanging server. Earlier tries
+that found no connection within their whole timeout, the deadline still ahead, say that Prometheus is unreachable:
+they said to raise loop.read_deadline, which only made room for more tries that found none.
+
 Local servers on 127.0.0.1 stand in for Prometheus: one that never answers, one that answers each query late, one
 that answers 503 errorType timeout (or 422 "expanding series: context deadline exceeded") when the timeout it was
-sent runs out, and one whose queue of connections is full, so that no connection is made; the real
-prometheus-api-client and requests session talk to them, nothing of the client is mocked."""
+sent runs out, one that answers 503 once and then never, and one whose queue of connections is full, so that no
+connection is made; the real prometheus-api-client and requests session talk to them, nothing of the client is
+mocked."""
 
 from __future__ import annotations
 
@@ -22,6 +31,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
+from typing import ClassVar
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -36,12 +46,15 @@ from tests.fakes.http_server import serving
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUERY = "sum(gpu_demand)"
-RAISE = (
-    "raise loop.read_deadline (the time a tick reads in, half of loop.tick_interval unless set), not prometheus.timeout"
-)
+TICK_READS = "loop.read_deadline (the time a tick reads in, half of loop.tick_interval unless set)"
+RAISE = f"raise {TICK_READS}, not prometheus.timeout"
 SHARE = "loop.tick_interval (these reads are read within 25% of a tick)"
 RAISE_TIMEOUT = "raise prometheus.timeout"
-WAITED = "an earlier try waited its whole timeout (1.5 s: prometheus.timeout and 0.5 s more) with the read deadline"
+WAITED = "an earlier try waited its whole timeout (1.5 s) with the read deadline still ahead"
+CHECK = "it may be hung or overloaded (check its /-/ready and its query log); if it is only slow"
+UNREACHABLE = (
+    "Prometheus is unreachable from the agent (check the address, NetworkPolicies); a longer deadline will not help"
+)
 EVALUATING = {"status": "error", "errorType": "timeout", "error": "query timed out in expression evaluation"}
 SELECTING = {"status": "error", "errorType": "execution", "error": "expanding series: context deadline exceeded"}
 
@@ -50,10 +63,10 @@ def _settings(url: str, timeout: str = "1s", retries: int = 2) -> PrometheusSett
     return PrometheusSettings.model_validate({"url": url, "timeout": timeout, "retries": retries, "retry_backoff_s": 0})
 
 
-def _reason(url: str, deadline_s: float, retries: int = 2, setting: str | None = None) -> str:
+def _reason(url: str, deadline_s: float, retries: int = 2, setting: str | None = None, timeout: str = "1s") -> str:
     """Why one instant read through ``call`` failed inside a read deadline of ``deadline_s`` (that ``setting`` sets,
     if given)."""
-    client = connect(_settings(url, retries=retries))
+    client = connect(_settings(url, timeout=timeout, retries=retries))
     within = timedelta(seconds=deadline_s)
     deadline = read_deadline(within) if setting is None else read_deadline(within, setting)
     with deadline, pytest.raises(MetricsUnavailable) as failed:
@@ -88,28 +101,49 @@ def hanging() -> Iterator[str]:
             conn.close()
 
 
-def test_a_hang_the_deadline_ended_after_a_retry_says_the_deadline_ended_it(hanging: str) -> None:
-    # The client waits 1.5 s a try (the 1 s timeout sent and a margin): the retry had the 0.5 s left of 2 s. The
-    # first try waited all of prometheus.timeout: that, not the deadline, is the setting a longer wait takes.
+def test_a_hang_the_deadline_ended_after_a_retry_says_prometheus_answered_no_try(hanging: str) -> None:
+    # The client waits 1.5 s a try (the 1 s timeout sent and a margin): the retry had the 0.5 s left of 2 s. No try
+    # had a byte of an answer: the server may be hung, which no setting mends; were it only slow, the first try
+    # waited all of prometheus.timeout: that, not the deadline, is the setting a longer wait takes.
     reason = _reason(hanging, deadline_s=2.0)
     assert re.fullmatch(
         r"the read deadline \(2 s\) ended the read: Prometheus did not answer within 0\.\d s \(read timeout, tried 2 "
-        r"times\), the time left when the last try was sent; " + re.escape(f"{WAITED} still ahead: {RAISE_TIMEOUT}"),
+        r"times\), the time left when the last try was sent; "
+        + re.escape(f"Prometheus answered none of the 2 tries: {CHECK}, {RAISE_TIMEOUT}: {WAITED}"),
         reason,
     ), reason
 
 
-@pytest.mark.parametrize(("setting", "named"), [(None, RAISE), (SHARE, f"raise {SHARE}, not prometheus.timeout")])
+def test_a_hang_with_two_earlier_tries_that_waited_their_whole_timeout_counts_both(hanging: str) -> None:
+    # Tries of 1.5 s within 3.5 s: two whole, the third cut to the 0.5 s left.
+    reason = _reason(hanging, deadline_s=3.5)
+    waited = "2 earlier tries each waited their whole timeout (1.5 s) with the read deadline still ahead"
+    assert reason.endswith(f"; Prometheus answered none of the 3 tries: {CHECK}, {RAISE_TIMEOUT}: {waited}"), reason
+    assert "tried 3 times" in reason
+
+
+@pytest.mark.parametrize(("setting", "named"), [(None, TICK_READS), (SHARE, SHARE)])
 def test_a_hang_the_deadline_ended_names_the_setting_the_deadline_comes_from(
     hanging: str, setting: str | None, named: str
 ) -> None:
-    # The deadline cut the only try (0.5 s of its 1.5 s): no try waited prometheus.timeout.
+    # The deadline cut the only try (0.5 s of its 1.5 s): no try waited prometheus.timeout. Nor did Prometheus send a
+    # byte: the setting is named for a server that is only slow, never as the cure ("not prometheus.timeout").
     reason = _reason(hanging, deadline_s=0.5, setting=setting)
     assert re.fullmatch(
         r"the read deadline \(0\.5 s\) ended the read: Prometheus did not answer within 0\.\d s \(read timeout\), the "
-        r"time left when it was sent; " + re.escape(named),
+        r"time left when it was sent; " + re.escape(f"Prometheus sent no byte of an answer: {CHECK}, raise {named}"),
         reason,
     ), reason
+    assert "not prometheus.timeout" not in reason
+
+
+def test_a_hang_says_prometheus_answered_no_try_whichever_timeout_is_longer(hanging: str) -> None:
+    """prometheus.timeout 1s or 2s, the deadline 2 s: either way the reason first says Prometheus answered no try;
+    the setting named for a slow server follows from which one ended the tries."""
+    shorter = _reason(hanging, deadline_s=2.0, timeout="1s")
+    longer = _reason(hanging, deadline_s=2.0, timeout="2s")
+    assert f"; Prometheus answered none of the 2 tries: {CHECK}, {RAISE_TIMEOUT}: " in shorter, shorter
+    assert longer.endswith(f"; Prometheus sent no byte of an answer: {CHECK}, raise {TICK_READS}"), longer
 
 
 class _Late(BaseHTTPRequestHandler):
@@ -137,8 +171,9 @@ class _Late(BaseHTTPRequestHandler):
 
 def test_a_try_before_the_last_that_waited_prometheus_timeout_says_to_raise_it() -> None:
     """The first try waits its whole 1.5 s with the 2 s deadline ahead; the retry, sent with 0.5 s left, is cut. A
-    longer deadline would only make room for more tries of 1.5 s: the setting to raise is prometheus.timeout, and
-    raised (2s: a try waits up to 2.5 s, here the 2 s deadline) the answer is read."""
+    longer deadline would only make room for more tries of 1.5 s: the setting to raise, if the server is only slow,
+    is prometheus.timeout, and raised (2s: a try waits up to 2.5 s, here the 2 s deadline) the answer is read. No byte
+    came before the answer's time, so the reason cannot tell this server from a hung one, and says both."""
     with serving(_Late) as url:
         reason = _reason(url, deadline_s=2.0, retries=1)
         client = connect(_settings(url, timeout="2s", retries=1))
@@ -147,7 +182,8 @@ def test_a_try_before_the_last_that_waited_prometheus_timeout_says_to_raise_it()
 
     assert re.fullmatch(
         r"the read deadline \(2 s\) ended the read: Prometheus did not answer within 0\.\d s \(read timeout, tried 2 "
-        r"times\), the time left when the last try was sent; " + re.escape(f"{WAITED} still ahead: {RAISE_TIMEOUT}"),
+        r"times\), the time left when the last try was sent; "
+        + re.escape(f"Prometheus answered none of the 2 tries: {CHECK}, {RAISE_TIMEOUT}: {WAITED}"),
         reason,
     ), reason
     assert "loop.read_deadline" not in reason
@@ -246,3 +282,63 @@ def test_no_connection_before_the_deadline_says_the_deadline_ended_it(full_queue
     assert (
         reason == f"the read deadline (1 s) ended the read: no connection to Prometheus within the time left; {RAISE}"
     )
+
+
+def test_earlier_tries_that_found_no_connection_say_prometheus_is_unreachable(full_queue: str) -> None:
+    """The first try waits its whole 1.5 s for a connection with the 2 s deadline ahead; the retry, sent with 0.5 s
+    left, finds none either. A longer deadline only makes room for more such tries: the reason says Prometheus is
+    unreachable, and names no setting to raise."""
+    reason = _reason(full_queue, deadline_s=2.0)
+    unconnected = (
+        "an earlier try found no connection within its whole timeout (1.5 s) with the read deadline still ahead"
+    )
+    assert reason == (
+        "the read deadline (2 s) ended the read: no connection to Prometheus within the time left, tried 2 times; "
+        f"{unconnected}: {UNREACHABLE}"
+    ), reason
+    assert "loop.read_deadline" not in reason and "raise" not in reason
+
+
+class _AnswersOnceThenHangs(BaseHTTPRequestHandler):
+    """Answers the first query 503 (a server error urllib3 retries), then holds every other query unanswered until
+    ``release`` is set."""
+
+    protocol_version = "HTTP/1.1"
+    queries: ClassVar[list[str]]
+    release: ClassVar[threading.Event]
+
+    def do_GET(self) -> None:
+        self.queries.append(self.path)
+        if len(self.queries) > 1:
+            self.release.wait(10)
+            return
+        payload = json.dumps({"status": "error", "errorType": "unavailable", "error": "starting"}).encode()
+        self.send_response(503)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: object) -> None:
+        return
+
+
+def test_a_hang_after_prometheus_answered_a_try_is_not_told_as_unanswered() -> None:
+    """Prometheus answered the first try (503), and the retry it never answered: it answers, so the reason is that
+    the deadline ended the read, with the setting it comes from to raise, not that it answered no try."""
+
+    class Handler(_AnswersOnceThenHangs):
+        queries: ClassVar[list[str]] = []
+        release: ClassVar[threading.Event] = threading.Event()
+
+    with serving(Handler) as url:
+        try:
+            reason = _reason(url, deadline_s=1.0)
+        finally:
+            Handler.release.set()
+    assert len(Handler.queries) == 2, Handler.queries
+    assert re.fullmatch(
+        r"the read deadline \(1 s\) ended the read: Prometheus did not answer within [01](\.\d)? s \(read timeout, "
+        r"tried 2 times\), the time left when the last try was sent; " + re.escape(RAISE),
+        reason,
+    ), reason
