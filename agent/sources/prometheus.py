@@ -319,7 +319,7 @@ class PrometheusSource:
         log.warning("prometheus reads out of time, the remaining %s queries are not sent url=%s", what, self.url)
         return (
             f"not queried: the time for reading {what} ({left[1].total_seconds():g} s) ran out; Prometheus at "
-            f"{self.url} answers too slowly"
+            f"{self.url} answers too slowly or not at all"
         )
 
     def _server_down(self, failure: PrometheusServerFailure, what: str) -> str | None:
