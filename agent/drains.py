@@ -425,7 +425,10 @@ class NodeDrains:
         """Whether the node left cordoned by the drain ``left`` is still to be asked about: while the cloud deletes
         it, or cannot be asked. Gone, it is forgotten. Kept (the cloud stopped deleting it: its instance runs
         again), the drain is ended (``NodeDrainer.cancel``: the node uncordoned, it serves again), a warning is
-        logged and the drain-deletion-overdue warning resolved, in ``outcome.alerts``."""
+        logged and the drain-deletion-overdue warning resolved, in ``outcome.alerts``. An end the drainer refuses
+        (its own read of the cloud failed, or says the cloud deletes the node again or is done with it; or the
+        node's Node object is gone) keeps the node to ask about at the next step, whose read decides: forgotten
+        once gone, left while deleted, uncordoned once kept and its Node object there."""
         pool_id, node = left.pool_id, left.node
         drainer = self._drainers[pool_id]
         try:
@@ -446,10 +449,13 @@ class NodeDrains:
                 "be uncordoned: %s", pool_id, node, exc,
             )  # fmt: skip
             return True
-        if ended.status is not ActionStatus.DONE:  # its Node object is gone, or the cloud deletes it again
-            why = ended.detail
-            log.info("pool %s: node %s, left cordoned when its drain ended, is not uncordoned: %s", pool_id, node, why)
-            return False
+        if ended.status is not ActionStatus.DONE:  # the cloud deletes it again, is done with it, or was not read
+            why = ended.detail  # or its Node object is gone: once one comes back, it is uncordoned and told then
+            log.info(
+                "pool %s: node %s, left cordoned when its drain ended, is not uncordoned now: %s; asked about again "
+                "at the next step", pool_id, node, why,
+            )  # fmt: skip
+            return True
         log.warning(
             "pool %s: the cloud no longer deletes node %s, left cordoned when its drain (key %s) ended while it was "
             "being deleted; uncordoned, it serves again", pool_id, node, left.key,
