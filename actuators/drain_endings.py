@@ -126,6 +126,10 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         # unit -> (pool, key, nodes as listed) of a drain in the cluster's record that this drainer did not start: at
         # its first step here the cloud is asked whether the unit's removal went out before (``_taken_over_step``)
         self._taken_over: dict[str, tuple[str, str, Sequence[V1Node]]] = {}
+        # unit -> the key of the drain of it this drainer started (not one taken over), and of the drain whose removal
+        # it asked for: a drain started here whose removal was never asked may be ended while the cloud cannot be read
+        self._started_here: dict[str, str] = {}
+        self._removal_asked: dict[str, str] = {}
         self._removal_wait = max(timeout, REMOVAL_WAIT)
 
     def removal_state(self, pool_id: str, unit: str) -> RemovalState | None:
@@ -225,6 +229,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         the pool's actuator."""
         noun = self._units.noun
         self._check_may_write(pool_id, unit)
+        self._removal_asked[unit] = key  # from here on it may go out, whatever the answer
         try:
             removed = self._remover.delete_nodes(pool_id, [unit], key)
         except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
@@ -466,7 +471,9 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         the unit, or is done with it; "" when it can (no such removal, or the cloud kept the unit: forgotten). A drain
         taken over, of which nothing is remembered here, is ended only once the cloud says it keeps the unit: a unit it
         is deleting or done with (a Node object that outlives its instance) is on its way out, and one whose state
-        cannot be read may be."""
+        cannot be read may be. A drain this drainer started and whose removal it never asked for (``_removal_asked``)
+        is not on its way out by this agent's doing: when the cloud cannot be read, it is ended all the same (a read
+        that failed once would otherwise buy a node while an idle one is drained)."""
         if (removed := self._unmarking.get(unit)) is not None and removed.key == key:
             return f"{self._units.noun} {unit} was removed by its drain; the drain is settled at its next step"
         if not isinstance(self._remover, TellsRemovals):
@@ -477,6 +484,12 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
             try:
                 state = self._remover.removal_state(pool_id, unit)
             except ActuatorError as exc:  # it may be on its way out: ended once the cloud says it keeps it
+                if self._started_here.get(unit) == key and self._removal_asked.get(unit) != key:
+                    log.info(
+                        "pool %s: whether the cloud deletes %s %s could not be read (%s); its drain, started here, "
+                        "never asked for its removal: it may be ended (key %s)", pool_id, noun, unit, exc.reason, key,
+                    )  # fmt: skip
+                    return ""
                 return f"whether the cloud deletes {noun} {unit} could not be read ({exc.reason}); its drain goes on"
             if state == "kept":
                 return ""

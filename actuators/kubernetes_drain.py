@@ -78,7 +78,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
 from actuators.drain_evictions import evict_pods
@@ -190,6 +190,7 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         with this key as a forced drain's), a unit found running accelerator work is uncordoned and the drain
         rejected, nothing evicted."""
         unit = node
+        taken_over = (taken := self._taken_over.get(unit)) is not None and taken[1] == key
         # Settled, or its removal went out at an earlier step (or before it was taken over): what the cloud does with
         # the unit decides.
         if (
@@ -199,12 +200,7 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             or self._taken_over_step(key, pool_id, unit)
         ) is not None:
             return known
-        now = self._clock.now()
-        since = self._draining_since.get(unit)
-        started = since is None or since[0] != key  # this drainer's first step of the drain
-        if since is None or started:  # a new drain, after one dropped (a person uncordoned it), or one taken over
-            since = self._draining_since[unit] = (key, now)
-        overdue = now - since[1] >= self._timeout
+        now, started, overdue = self._step_start(unit, key, taken_over)
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         if (
             started
@@ -274,6 +270,20 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         return self._remove_settled(
             key, pool_id, unit, nodes, _unfinished(pods, left), overdue, started, read_again=bool(done.evicted)
         )
+
+    def _step_start(self, unit: str, key: str, taken_over: bool) -> tuple[datetime, bool, bool]:
+        """The time of a step of the drain with this key, whether it is this drainer's first step of the drain (a new
+        drain, one after a drain dropped: a person uncordoned it, or one taken over), and whether the drain is past its
+        timeout. A drain started here, not ``taken_over``, is remembered so (``_started_here``): its removal, if any,
+        is this drainer's to ask for."""
+        now = self._clock.now()
+        since = self._draining_since.get(unit)
+        if since is not None and since[0] == key:
+            return now, False, now - since[1] >= self._timeout
+        self._draining_since[unit] = (key, now)
+        if not taken_over:
+            self._started_here[unit] = key
+        return now, True, self._timeout <= timedelta(0)
 
     def _left_for_good(
         self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]
