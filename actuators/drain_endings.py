@@ -130,15 +130,52 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         # it asked for: a drain started here whose removal was never asked may be ended while the cloud cannot be read
         self._started_here: dict[str, str] = {}
         self._removal_asked: dict[str, str] = {}
+        # What the cloud was found doing in this tick (since the pool's drains were last listed, ``draining_nodes``):
+        # unit -> (pool, the answer) the agent had for a drain taken over (``removal_state``), which the drain's first
+        # step here uses instead of reading the pool again; pool -> (a read of it that failed, the units that met it):
+        # no other unit of the pool is read before the next tick (``_read_state``)
+        self._answered: dict[str, tuple[str, RemovalState]] = {}
+        self._unread: dict[str, tuple[ActuatorError, set[str]]] = {}
         self._removal_wait = max(timeout, REMOVAL_WAIT)
 
     def removal_state(self, pool_id: str, unit: str) -> RemovalState | None:
         """What the cloud does with ``unit`` (``TellsRemovals``): deleting it, done with it, or keeping it; None when
         the pool's remover cannot tell. A failed read raises (``ActuatorError``). What an agent taking the unit's drain
-        over asks: the cloud's counts of the pool leave out a unit it is deleting or has deleted."""
+        over asks: the cloud's counts of the pool leave out a unit it is deleting or has deleted. The answer about a
+        drain taken over is kept for the drain's first step here, in the same tick (``_taken_over_step``)."""
         if not isinstance(self._remover, TellsRemovals):
             return None
-        return self._remover.removal_state(pool_id, unit)
+        state = self._read_state(self._remover, pool_id, unit, by_agent=True)
+        if (taken := self._taken_over.get(unit)) is not None and taken[0] == pool_id:
+            self._answered[unit] = (pool_id, state)
+        return state
+
+    def _read_state(self, remover: TellsRemovals, pool_id: str, unit: str, by_agent: bool = False) -> RemovalState:
+        """What the cloud does with ``unit``: one read of the pool. Once a read of the pool failed in this tick (the
+        cloud throttling the project answers every one so), the other units of the pool are not read before the next
+        tick (``forget_reads``): asking about one raises that failure again, once, as a failed read of it would; each
+        unit of the pool that met it is read again at its next step. A failure read for the agent (``by_agent``: at
+        the tick's observation) is met by the unit's own first step too, which reads the pool no second time."""
+        unread = self._unread.get(pool_id)
+        if unread is not None and unit not in unread[1]:
+            unread[1].add(unit)
+            error = unread[0]
+            why = f"{error.reason} (a read of the pool that failed in this tick; it is not read again before the next)"
+            raise TransientActuatorError(pool_id, why)
+        try:
+            state = remover.removal_state(pool_id, unit)
+        except ActuatorError as exc:
+            self._unread[pool_id] = (exc, set() if by_agent else {unit})
+            raise
+        self._unread.pop(pool_id, None)
+        return state
+
+    def forget_reads(self, pool_id: str) -> None:
+        """A new tick for the pool (its drains listed, ``draining_nodes``): what the cloud was found doing in the last
+        one is not used any more."""
+        self._unread.pop(pool_id, None)
+        for unit in [u for u, (pool, _) in self._answered.items() if pool == pool_id]:
+            del self._answered[unit]
 
     def _remove_settled(
         self,
@@ -230,6 +267,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         noun = self._units.noun
         self._check_may_write(pool_id, unit)
         self._removal_asked[unit] = key  # from here on it may go out, whatever the answer
+        self._answered.pop(unit, None)  # what the cloud did with it before is no answer any more
         try:
             removed = self._remover.delete_nodes(pool_id, [unit], key)
         except ActuatorError as exc:  # e.g. a group at its minimum size, or a cloud API that keeps failing
@@ -262,7 +300,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         if not isinstance(self._remover, TellsRemovals):
             return False
         try:
-            return self._remover.removal_state(pool_id, unit) != "kept"
+            return self._read_state(self._remover, pool_id, unit) != "kept"
         except ActuatorError as unread:  # asked again at the next steps
             log.warning(
                 "pool %s: whether %s %s is being deleted is unknown: %s", pool_id, self._units.noun, unit, unread
@@ -325,13 +363,16 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         del self._unmarking[unit]
         return self._results.remember(result)
 
-    def _removal_step(self, key: str, pool_id: str, unit: str) -> ActionResult | None:
+    def _removal_step(
+        self, key: str, pool_id: str, unit: str, known: RemovalState | None = None
+    ) -> ActionResult | None:
         """A step of a drain whose removal may have gone out at an earlier step (``_remove``): nothing is drained, the
         cloud's state of the unit decides. Being deleted: STARTED, the unit left cordoned (unread: the step fails,
         transient, and the next one asks again); gone: DONE as removed; kept (the deletion failed): given up as at the
         timeout, the unit uncordoned; still being deleted ``removal_wait`` after the removal, or unread then: ended,
         the unit left cordoned (``_left_deleting``; a single failed read does not uncordon a unit the cloud may be
-        deleting). None when no removal of this drain is remembered."""
+        deleting). ``known``: the state the step read already (``_taken_over_step``), not read again. None when no
+        removal of this drain is remembered."""
         removal = self._removing.get(unit)
         if removal is None or removal.key != key or not isinstance(self._remover, TellsRemovals):
             self._removing.pop(unit, None)  # another drain's (the unit's drain ended since): not this one's
@@ -342,7 +383,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         went_out = removal.went_out
         unread = ""
         try:
-            state: RemovalState | None = self._remover.removal_state(pool_id, unit)
+            state: RemovalState | None = known or self._read_state(self._remover, pool_id, unit)
         except ActuatorError as exc:
             if not late:
                 why = f"whether {noun} {unit} is being deleted could not be read ({exc.reason}); {went_out}"
@@ -388,8 +429,12 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
             self._taken_over.pop(unit, None)
             return None
         noun = self._units.noun
+        answered = self._answered.pop(unit, None)  # the agent's, read in this tick for this drain
         try:
-            state = self._remover.removal_state(pool_id, unit)
+            if answered is not None and answered[0] == pool_id:
+                state = answered[1]
+            else:
+                state = self._read_state(self._remover, pool_id, unit)
         except ActuatorError as exc:  # drained as any drain meanwhile
             log.warning(
                 "pool %s: whether %s %s, whose drain was taken over, is being deleted is unknown: %s; asked again at "
@@ -417,7 +462,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
             "pool %s: the drain of %s %s was taken over while the cloud was %s (its removal went out before); it "
             "stays cordoned, and the drain's next steps ask the cloud (key %s)", pool_id, noun, unit, doing, key,
         )  # fmt: skip
-        return self._removal_step(key, pool_id, unit)
+        return self._removal_step(key, pool_id, unit, state)
 
     def _left_deleting(
         self,
@@ -482,7 +527,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         if removal is None or removal.key != key:  # none remembered: a drain taken over after a restart or handover
             noun = self._units.noun
             try:
-                state = self._remover.removal_state(pool_id, unit)
+                state = self._read_state(self._remover, pool_id, unit)
             except ActuatorError as exc:  # it may be on its way out: ended once the cloud says it keeps it
                 if self._started_here.get(unit) == key and self._removal_asked.get(unit) != key:
                     log.info(
@@ -495,7 +540,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
                 return ""
             doing = "is deleting" if state == "deleting" else "deleted"
             return f"the cloud {doing} {noun} {unit} (its removal went out before); its drain goes on"
-        state = self._remover.removal_state(pool_id, unit)
+        state = self._read_state(self._remover, pool_id, unit)
         if state == "kept":
             self._removing.pop(unit, None)
             return ""

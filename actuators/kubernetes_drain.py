@@ -161,6 +161,7 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         of ours (``_drains_of``). A drain listed that this drainer is not carrying on under its key is taken over:
         its first step here asks the cloud whether its removal went out before (``_taken_over_step``)."""
         draining = {}
+        self.forget_reads(pool_id)  # a new tick: the cloud is asked afresh
         drains = self._drains_of(pool_id)
         asking = {unit: taken[1] for unit, taken in self._taken_over.items() if taken[0] == pool_id}
         for unit in asking:  # listed again below, with the nodes read now, while the drain is still there
