@@ -11,15 +11,12 @@ clients, on the fake GKE and Kubernetes APIs."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from types import SimpleNamespace
 from typing import cast
 
 from kubernetes import client as k8s
 
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
-from agent.daemon.guard import LeaderOnlyDrainer
-from agent.drains import NodeDrains
 from agent.loop import Agent
 from agent.state import InMemoryStateStore
 from models import ActionStatus, AlertEvent, AlertKind
@@ -116,20 +113,3 @@ def test_a_drain_still_under_way_is_taken_over_again_by_a_replica_leading_again(
     assert statuses == [ActionStatus.STARTED, ActionStatus.STARTED, ActionStatus.DONE]
     assert [e.kind for e in told] == [AlertKind.DRAIN_UNFINISHED_PODS]
     assert a.drains.pending == ()
-
-
-def test_the_daemons_leader_only_drainer_forgets_the_drainers_memory_too(
-    kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
-) -> None:
-    """The daemon hands the drains each drainer wrapped in ``LeaderOnlyDrainer``: forgetting through the wrapper
-    forgets the drainer's memory too (its removal that went out was still listed from memory once the node had left
-    the cluster, and a replica leading again settled it and told its warning a second time)."""
-    clock = SimulatedClock(START)
-    a = _rig(kube_api, kube_client, gke_api, clock)
-    _removal_went_out(a, gke_api, clock)
-    gke_api.advance()  # the instance is deleted, its Node object with it
-    kube_api.delete("nodes", a.node)
-    assert a.node in a.drainer.draining_nodes("gpu")  # listed from the removal it remembers
-
-    NodeDrains({"gpu": LeaderOnlyDrainer(a.drainer, _Leading(), clock)}, timedelta(0)).forget()
-    assert a.node not in a.drainer.draining_nodes("gpu")
