@@ -138,20 +138,6 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._unread: dict[str, tuple[ActuatorError, set[str]]] = {}
         self._removal_wait = max(timeout, REMOVAL_WAIT)
 
-    def forget(self) -> None:
-        """Forget what this drainer did with its drains while its replica led (``agent.drains.ForgetsDrains``): the
-        removals that went out, those whose nodes are not unmarked yet, the drains it started or took over and the
-        removals it asked for. The drains are taken over again from their nodes' marks, as after a restart (the
-        cloud asked about each): another replica may have led since, and settled them."""
-        self._draining_since.clear()
-        self._removing.clear()
-        self._unmarking.clear()
-        self._taken_over.clear()
-        self._started_here.clear()
-        self._removal_asked.clear()
-        self._answered.clear()
-        self._unread.clear()
-
     def removal_state(self, pool_id: str, unit: str) -> RemovalState | None:
         """What the cloud does with ``unit`` (``TellsRemovals``): deleting it, done with it, or keeping it; None when
         the pool's remover cannot tell. A failed read raises (``ActuatorError``). What an agent taking the unit's drain

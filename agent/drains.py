@@ -120,15 +120,6 @@ def removal_state(drainer: NodeDrainer, pool_id: str, unit: str) -> Literal["del
     return drainer.removal_state(pool_id, unit) if isinstance(drainer, TellsRemovalStates) else None
 
 
-@runtime_checkable
-class ForgetsDrains(Protocol):
-    """A drainer that remembers what a leader did with its drains (``actuators.kubernetes_drain``: a removal that
-    went out, one whose nodes are not unmarked yet, the drains it started), which a replica that stops leading
-    forgets (``NodeDrains.forget``)."""
-
-    def forget(self) -> None: ...
-
-
 class NodeDrains:
     """``drainers`` maps each pool that shrinks through drains to its drainer."""
 
@@ -153,23 +144,6 @@ class NodeDrains:
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
-
-    def forget(self) -> None:
-        """Forget what this replica did with drains while it led (called by the daemon's standby ticks, which forget
-        the other memory only a leader holds: another replica may lead meanwhile): the drains in progress, the removals
-        the cloud took, the nodes left cordoned while the cloud deleted them, and each drainer's own memory of them
-        (``ForgetsDrains``). Leading again, the replica takes the drains over from the cluster's record and asks the
-        cloud, as after a restart: a drain another replica settled meanwhile (its pods told) is neither settled nor
-        told again here."""
-        self._pending.clear()
-        self._removal_sent.clear()
-        self._unasked.clear()
-        self._unsure.clear()
-        self._left.clear()
-        self._left_deleting.clear()
-        for drainer in {id(d): d for d in self._drainers.values()}.values():
-            if isinstance(drainer, ForgetsDrains):
-                drainer.forget()
 
     @property
     def pending(self) -> tuple[PendingDrain, ...]:
@@ -577,7 +551,7 @@ def deletion_overdue_alert(
     until = (
         "While this agent's replica leads, it asks the cloud about the instance at each tick, and uncordons the node "
         "and says so if the cloud no longer deletes it; otherwise the node stays cordoned until it leaves the cluster "
-        "or a person uncordons it (another leader, or this replica once it stopped leading, does not know of it)."
+        "or a person uncordons it (another leader does not know of it)."
         if watched
         else "It stays cordoned until it leaves the cluster or a person uncordons it: the agent does not look at it "
         "again."

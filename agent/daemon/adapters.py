@@ -279,8 +279,6 @@ class AgentLoopAdapter:
         return None
 
     def watch(self, now: datetime) -> None:
-        if self._agent.drains is not None:  # a standby forgets the drains it carried on as leader, as its conditions:
-            self._agent.drains.forget()  # leading again, it takes those still under way over from the cluster's marks
         self._agent.watch(now)
 
     def refit(self, now: datetime) -> None:
