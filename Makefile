@@ -67,7 +67,7 @@ chromium:
 	@chromium --version 2>/dev/null | head -1
 
 test: $(DEV_STAMP) prometheus postgresql chromium
-	$(BIN)/python -m pytest -n 3 --dist loadgroup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup
 
 lint: $(DEV_STAMP)
 	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/mypy && $(BIN)/lint-imports
