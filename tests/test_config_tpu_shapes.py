@@ -11,7 +11,6 @@ each) is refused in words, for every machine type."""
 from __future__ import annotations
 
 import copy
-import math
 from pathlib import Path
 from typing import Any
 
@@ -23,37 +22,11 @@ from agent.cli import main
 from config import settings_from_mapping
 from config.reference import json_schema
 from models import ConfigError
+from tests.test_config_tpu_topologies import BASE, KEY, _slices
 
-BASE: dict[str, Any] = {
-    "demand_classes": [{"name": "tpu", "family": "tpu"}],
-    "pools": [
-        {"id": "slices", "kind": "tpu-slice-group", "family": "tpu", "chips_per_unit": 16, "max_units": 4,
-         "price_per_chip_hour_usd": 1.2, "lead_time": "30m", "serves": ["tpu"]},
-    ],
-    "cloud": {
-        "project": "p",
-        "location": "us-central1",
-        "cluster": "ml",
-        "tpu_slice_groups": [
-            {"pool": "slices", "group": "slices", "machine_type": "ct5lp-hightpu-4t", "tpu_topology": "4x4",
-             "zone": "us-central1-a", "service_account": "tpu-nodes@p.iam.gserviceaccount.com"},
-        ],
-    },
-}  # fmt: skip
-
-KEY = "cloud.tpu_slice_groups[0].tpu_topology"
 REFUSED = "GKE would refuse the first slice the agent creates"
 # The shapes GKE offers on the 4-chip v5e and v6e machine types: every documented one but 1x1.
 ON_FOUR_CHIPS = "2x2, 2x4, 4x4, 4x8, 8x8, 8x16, 16x16"
-
-
-def _slices(machine_type: str, topology: str) -> dict[str, Any]:
-    """The base configuration with one slice group of ``machine_type`` and ``topology``, the pool counting the
-    topology's chips (so that only the shape can be wrong)."""
-    config = copy.deepcopy(BASE)
-    config["cloud"]["tpu_slice_groups"][0].update(machine_type=machine_type, tpu_topology=topology)
-    config["pools"][0]["chips_per_unit"] = math.prod(int(d) for d in topology.split("x"))
-    return config
 
 
 def _problems(config: dict[str, Any]) -> list[str]:
