@@ -154,3 +154,17 @@ def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def reply_json(handler: BaseHTTPRequestHandler, code: int, body: object) -> None:
+    """Answer ``handler``'s request with ``code`` and ``body`` as JSON; a client that went away meanwhile is left be
+    (a test's client gives up on purpose)."""
+    payload = json.dumps(body).encode()
+    try:
+        handler.send_response(code)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+    except OSError:
+        return

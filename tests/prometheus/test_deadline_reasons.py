@@ -42,7 +42,7 @@ from agent.sources.prometheus_answer import get_instant
 from agent.sources.prometheus_client import call, connect
 from config.prometheus import PrometheusSettings
 from models import MetricsUnavailable
-from tests.fakes.http_server import serving
+from tests.fakes.http_server import reply_json, serving
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUERY = "sum(gpu_demand)"
@@ -155,15 +155,7 @@ class _Late(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         time.sleep(self.LATE_S)
         sample = {"metric": {}, "value": [NOW.timestamp(), "7"]}
-        payload = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [sample]}}).encode()
-        try:
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except OSError:
-            return
+        reply_json(self, 200, {"status": "success", "data": {"resultType": "vector", "result": [sample]}})
 
     def log_message(self, format: str, *args: object) -> None:
         return
@@ -206,16 +198,7 @@ class _TimingOut(BaseHTTPRequestHandler):
         timeout = parse_qs(urlparse(self.path).query)["timeout"][0]
         assert timeout.endswith("ms"), timeout
         time.sleep(max(0.0, int(timeout[:-2]) / 1000 - 0.05))
-        code, body = self.answer
-        payload = json.dumps(body).encode()
-        try:
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except OSError:
-            return
+        reply_json(self, *self.answer)
 
     def log_message(self, format: str, *args: object) -> None:
         return

@@ -7,7 +7,6 @@ to it, nothing of the client is mocked."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ from agent.sources.prometheus import PROBE_QUERY, PrometheusSource
 from agent.sources.prometheus_client import query_timeout_within_deadline
 from config.prometheus import PrometheusSettings
 from models import DemandClass, MetricsUnavailable
-from tests.fakes.http_server import serving
+from tests.fakes.http_server import reply_json, serving
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUERY = "sum(gpu_demand)"
@@ -69,15 +68,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, {"status": "success", "data": {"resultType": "matrix", "result": result}})
 
     def _reply(self, code: int, body: object) -> None:
-        payload = json.dumps(body).encode()
-        try:
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except OSError:
-            return
+        reply_json(self, code, body)
 
     def log_message(self, format: str, *args: object) -> None:
         return
