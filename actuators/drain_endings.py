@@ -138,6 +138,21 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         self._unread: dict[str, tuple[ActuatorError, set[str]]] = {}
         self._removal_wait = max(timeout, REMOVAL_WAIT)
 
+    def forget(self) -> None:
+        """Forget what this drainer did with its drains (``agent.drains.ForgetsDrains``), as a fresh drainer knows
+        nothing of them: the removals that went out, those whose nodes are not unmarked yet, the drains it started
+        or took over, the removals it asked for and the cloud's answers of the tick. Its replica leads again after
+        another may have led, which may have settled these drains or sent their removals: the drains still marked
+        on their nodes are taken over again, the cloud asked about each, as after a restart."""
+        self._draining_since.clear()
+        self._removing.clear()
+        self._unmarking.clear()
+        self._taken_over.clear()
+        self._started_here.clear()
+        self._removal_asked.clear()
+        self._answered.clear()
+        self._unread.clear()
+
     def removal_state(self, pool_id: str, unit: str) -> RemovalState | None:
         """What the cloud does with ``unit`` (``TellsRemovals``): deleting it, done with it, or keeping it; None when
         the pool's remover cannot tell. A failed read raises (``ActuatorError``). What an agent taking the unit's drain

@@ -120,6 +120,15 @@ def removal_state(drainer: NodeDrainer, pool_id: str, unit: str) -> Literal["del
     return drainer.removal_state(pool_id, unit) if isinstance(drainer, TellsRemovalStates) else None
 
 
+@runtime_checkable
+class ForgetsDrains(Protocol):
+    """A drainer that remembers what a leader did with its drains (``actuators.drain_endings``: a removal that went
+    out, one whose nodes are not unmarked yet, the drains it started), which a replica forgets when it leads again
+    after another replica may have led (``NodeDrains.forget``)."""
+
+    def forget(self) -> None: ...
+
+
 class NodeDrains:
     """``drainers`` maps each pool that shrinks through drains to its drainer."""
 
@@ -144,6 +153,25 @@ class NodeDrains:
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
+
+    def forget(self) -> None:
+        """Forget what this replica did with drains while it led, as a fresh replica has nothing of it: called when it
+        leads again in a new term, after which another replica may have led (the daemon's resume; never for a late
+        renewal of its own lease, after which its memory is still the truth). Forgotten: the drains in progress, the
+        removals the cloud took, the nodes left cordoned while the cloud deleted them, and each drainer's own memory
+        of them (``ForgetsDrains``). The drains still in the cluster's record are taken over from their nodes' marks
+        at the next observation, the cloud asked about each, as after a restart: a drain another leader settled
+        meanwhile (its pods told, the autoscaler bounds moved) is neither settled nor told again here, and one whose
+        removal another leader sent is not ended for a scale-up while the cloud may be deleting its node."""
+        self._pending.clear()
+        self._removal_sent.clear()
+        self._unasked.clear()
+        self._unsure.clear()
+        self._left.clear()
+        self._left_deleting.clear()
+        for drainer in {id(d): d for d in self._drainers.values()}.values():
+            if isinstance(drainer, ForgetsDrains):
+                drainer.forget()
 
     @property
     def pending(self) -> tuple[PendingDrain, ...]:
@@ -551,7 +579,7 @@ def deletion_overdue_alert(
     until = (
         "While this agent's replica leads, it asks the cloud about the instance at each tick, and uncordons the node "
         "and says so if the cloud no longer deletes it; otherwise the node stays cordoned until it leaves the cluster "
-        "or a person uncordons it (another leader does not know of it)."
+        "or a person uncordons it (another leader does not know of it, nor does this replica once another led)."
         if watched
         else "It stays cordoned until it leaves the cluster or a person uncordons it: the agent does not look at it "
         "again."

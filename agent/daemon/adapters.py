@@ -8,7 +8,9 @@ by the loop's tracker once, at the first load after this replica becomes the lea
 says which conditions are open (the store deleted or written back stale neither drops one nor brings an ended one
 back). The slices short of hosts it carries are handed to the TPU slice adapter at that load only, the same way, and
 so are the scale-ups its predecessor waited for to the budget watch (``BudgetWatch.restore``), whose own go into the
-memory after each tick (``BudgetWatch.waited``), saved with it.
+memory after each tick (``BudgetWatch.waited``), saved with it. A term after which another replica may have led
+(``resume``'s ``another_led``) forgets the drains' memory too (``NodeDrains.forget``): that leader may have settled
+them; the drains still marked on their nodes are taken over again.
 
 A leader that has not read the planner memory since it became the leader (the store answered an error) plans and
 acts on nothing: its own copy lacks the blocks, back-offs and recent changes its predecessor saved (a pool blocked
@@ -123,7 +125,15 @@ class AgentLoopAdapter:
     def agent(self) -> Agent:
         return self._agent
 
-    def resume(self) -> None:
+    def resume(self, another_led: bool = False) -> None:
+        """A new term starts (``Resumable.resume``). ``another_led``: the drains' memory is forgotten too
+        (``NodeDrains.forget``), as a fresh replica has none, and the drains still in the cluster's record are taken
+        over from their nodes' marks, the cloud asked about each: another leader may have settled one this replica
+        remembers (its pods told, the autoscaler bounds moved), or sent the removal of one it started. A term continued
+        by a late renewal of this replica's own lease keeps it: nobody else led, and its removals under way, the nodes
+        it left cordoned while the cloud deleted them and its drains' timeouts are its own to carry on."""
+        if another_led and self._agent.drains is not None:
+            self._agent.drains.forget()
         self.keeper.resume()
         # a new term: what it waited for before is not its to judge (another may have led since, without a standby
         # tick of this replica in between); it waits for the units in flight at its first tick that acts instead

@@ -1,6 +1,7 @@
 """What the daemon elects a leader with: the ``Elector`` interface (``agent.daemon.lease.LeaseElector`` is the one on a
-Kubernetes Lease), ``SoleReplicaElector`` for a replica that leads alone (election switched off), and the ``Probe`` a
-standby runs to check that it could read its demand as leader.
+Kubernetes Lease), ``CountsTerms`` for an elector after whose terms another replica may have led,
+``SoleReplicaElector`` for a replica that leads alone (election switched off), and the ``Probe`` a standby runs to
+check that it could read its demand as leader.
 """
 
 from __future__ import annotations
@@ -23,6 +24,16 @@ class Elector(Protocol):
     def holds_lease(self, now: datetime) -> bool: ...
 
     def release(self, now: datetime) -> bool: ...
+
+
+@runtime_checkable
+class CountsTerms(Protocol):
+    """An elector whose replica may lead again after another replica led (``LeaseElector``): how many such new terms
+    it has taken, each counted before the replica leads in it. A change of the count between two of the daemon's
+    resumes says another replica may have led in between; a sole replica's elector counts none."""
+
+    @property
+    def terms(self) -> int: ...
 
 
 @runtime_checkable

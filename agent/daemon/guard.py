@@ -20,7 +20,7 @@ from actuators import Actuator, NodeDrainer
 from actuators.base import held_units, hold_rejected, unforced_drains, unread_pools
 from actuators.dry_run import sends_drains
 from actuators.write_window import DEFAULT_WRITE_TIMEOUT, WriteWindow, write_window
-from agent.drains import removal_state
+from agent.drains import ForgetsDrains, removal_state
 from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
 from models.clock import Clock
 
@@ -119,3 +119,9 @@ class LeaderOnlyDrainer:
         """What the cloud does with a unit whose drain was taken over or left it cordoned (a read: no write to
         guard); None when the drainer inside cannot tell."""
         return removal_state(self._inner, pool_id, unit)
+
+    def forget(self) -> None:
+        """Forget what the drainer inside did with its drains (its memory: no write to guard), for a replica that
+        leads again after another may have led (``NodeDrains.forget``)."""
+        if isinstance(self._inner, ForgetsDrains):
+            self._inner.forget()

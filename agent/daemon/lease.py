@@ -26,7 +26,12 @@ passed in) is only written into the Lease (renew and acquire times) and reported
   rounds stopped (a frozen process, a paused VM) and finds the Lease held by another or by nobody when they resume
   has missed its term's end: that round reports the loss, and the lease is taken, if free, at a later round, which
   reports a new leader (so the daemon reloads what the other leader saved before its next leader tick). A renewal
-  of a record still its own continues the term, however late: nobody else led meanwhile.
+  of a record still its own continues the term, however late: nobody else led meanwhile. A term this replica takes
+  from a record that does not name it (another holder's, or one a release emptied), or by creating the Lease unless
+  its own record was seen less than a lease duration ago (nobody can have taken it since), is a new term after which
+  another replica may have led: it is counted (``terms``) before this replica acts in it, so the daemon's first
+  leader tick of the term, even one that starts before the round that took it ends, forgets what only the leader of
+  the term before could know to be current (its drains: another leader may have carried them on and settled them).
 * Every write carries the resourceVersion that was read: of two replicas racing for the lease, the API server
   accepts one and answers 409 to the other.
 
@@ -79,6 +84,7 @@ class ElectionStep:
     lost_leadership: bool = False
     holder: str = ""
     error: str | None = None
+    new_term: bool = False  # this round took the lease as a new term: another replica may have led since (``terms``)
 
 
 class LeaseElector:
@@ -110,6 +116,7 @@ class LeaseElector:
         self._observed_at: float | None = None  # monotonic seconds when this record was first seen
         self._gone_at: float | None = None  # monotonic seconds when the Lease was found gone after a stale own record
         self._was_leading = False
+        self._terms = 0  # the new terms taken (``terms``)
         self.last_error: str | None = None
         self.last_contact: datetime | None = None
 
@@ -146,12 +153,21 @@ class LeaseElector:
     def holder(self) -> str:
         return self._observed.holder if self._observed else ""
 
+    @property
+    def terms(self) -> int:
+        """How many new terms this replica has taken, after each of which another replica may have led since it last
+        did: the Lease taken from a record naming another holder or none (a release), or created, unless this
+        replica's own record was seen less than a lease duration before (nobody can have taken it since). Counted
+        before the replica leads in the term (``is_leader``); a renewal of its own record, however late, is none."""
+        return self._terms
+
     # -- the loop body ------------------------------------------------------------------------------------
     def step(self, now: datetime) -> ElectionStep:
         """Read the Lease; renew it if ours, take it if free or expired; otherwise watch it. Never raises for
         an API or connection failure: that is reported in the result and simply means no renewal this round.
         ``now`` is the wall time written into the Lease."""
         error: str | None = None
+        terms = self._terms
         try:
             self._attempt(now, self._monotonic())
         except KubernetesApiError as exc:
@@ -170,6 +186,7 @@ class LeaseElector:
             lost_leadership=self._was_leading and not leading,
             holder=self.holder,
             error=error,
+            new_term=self._terms != terms,
         )
         self._was_leading = leading
         if step.became_leader:
@@ -205,7 +222,7 @@ class LeaseElector:
             current = self._leases.read(self.name, self.namespace)
         except KubernetesNotFound:
             if self._may_create(sent):
-                self._create(now, sent)
+                self._create(now, sent, new_term=not self._own_seen_lately(sent))
             return
         self._gone_at = None
         record = _record_of(current)
@@ -241,7 +258,7 @@ class LeaseElector:
         duration = seen.duration.total_seconds()
         if seen.holder != self.identity:
             return sent - self._observed_at >= duration
-        if sent - self._observed_at < duration:  # ours, seen too recently for another to have taken it since
+        if self._own_seen_lately(sent):  # ours, seen too recently for another to have taken it since
             return True
         # Ours, but seen so long ago (this replica's rounds stalled) that another may have taken the lease since and
         # still act: wait a lease duration from when the Lease was found gone.
@@ -249,10 +266,18 @@ class LeaseElector:
             self._gone_at = sent
         return sent - self._gone_at >= duration
 
+    def _own_seen_lately(self, sent: float) -> bool:
+        """Whether the record last seen is this replica's own, seen less than its lease duration before ``sent``:
+        no other replica can have taken the lease since."""
+        seen = self._observed
+        if seen is None or seen.holder != self.identity or self._observed_at is None:
+            return False
+        return sent - self._observed_at < seen.duration.total_seconds()
+
     def _deadline(self, renewed_at: float) -> float:
         return renewed_at + self._renew_deadline.total_seconds()
 
-    def _create(self, now: datetime, sent: float) -> None:
+    def _create(self, now: datetime, sent: float, new_term: bool) -> None:
         record = LeaseRecord(self.identity, self._lease_duration, 0, None)
         try:
             created = self._leases.create(self.namespace, self._lease(record, now, acquired=True))
@@ -260,7 +285,7 @@ class LeaseElector:
             # Another replica created it first: it leads, whatever our clock says.
             self._renewed_at = None
             raise
-        self._took(created, sent)
+        self._took(created, sent, new_term)
 
     def _write(self, seen: LeaseRecord, now: datetime, sent: float, transitions: int) -> None:
         taking = seen.holder != self.identity
@@ -272,9 +297,11 @@ class LeaseElector:
             # Someone else wrote the lease since we read it: whatever our clock says, we no longer lead.
             self._renewed_at = None
             raise
-        self._took(written, sent)
+        self._took(written, sent, new_term=taking)
 
-    def _took(self, lease: V1Lease, sent: float) -> None:
+    def _took(self, lease: V1Lease, sent: float, new_term: bool) -> None:
+        if new_term:  # counted before ``is_leader`` says so: a tick that starts as leader finds the term counted
+            self._terms += 1
         self._renewed_at = sent
         self._observed, self._observed_at, self._gone_at = _record_of(lease), sent, None
 

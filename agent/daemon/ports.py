@@ -103,8 +103,10 @@ class RefitsApart(Protocol):
 class Resumable(Protocol):
     """A loop with state that outlives a leader: it reloads it when this replica becomes the leader."""
 
-    def resume(self) -> None:
-        """Leadership starts: read the saved state before the next tick plans."""
+    def resume(self, another_led: bool = False) -> None:
+        """Leadership starts: read the saved state before the next tick plans. ``another_led``: another replica may
+        have led since this one last did (a new term of the election, ``CountsTerms``), so what only a leader knows
+        of its own doings (its drains) may have been carried on and settled by that one: forget it."""
         ...
 
 

@@ -8,7 +8,11 @@ over; either one's outcome goes to readiness, the metrics and the day's summary.
   logged once, when it starts or changes). When the loop can, it also watches read-only (reads the pools and
   charges its own ledger, so its ledger has no hole when it leads).
 * A leader tick asks the loop to resume (reload the state the previous leader saved) when the election, or a
-  standby tick, has asked for it since (``resume_at_next_leader_tick``): the first leader tick of each term.
+  standby tick, has asked for it since (``resume_at_next_leader_tick``): the first leader tick of each term. It tells
+  the loop whether another replica may have led since the last resume: the elector counted a new term in between
+  (``CountsTerms``: the lease taken from another holder's or an emptied record, or created), read at the resume, so a
+  tick that starts before the round that took the lease ends knows it too. A renewal of this replica's own record,
+  however late, is no such term.
 * A tick that fails is counted by error class and survived; the next one starts afresh. A failed leader tick is
   alerted as ``tick-failed`` on ``replica/<pod>`` whatever the error's class, and its end is told once the ticks
   stop failing (``agent.daemon.tick_failures``). A leader tick that could read no class's demand or no pool (it
@@ -23,7 +27,7 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from agent.daemon.election import Elector, Probe
+from agent.daemon.election import CountsTerms, Elector, Probe
 from agent.daemon.health import HealthState
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.orderly_stop import OrderlyStop
@@ -76,6 +80,7 @@ class TickJob:
         self._timer = timer
         self._unready: str | None = None  # why the last standby probe failed, as logged
         self._resume = threading.Event()  # set by the election thread, consumed by the next leader tick
+        self._terms_resumed = 0  # the elector's count of new terms at the last resume (``CountsTerms``)
         # The monotonic reading when the last election round that reached the Kubernetes API was sent: a standby's
         # contact is aged on it, so a wall clock stepped back does not keep a standby cut off from the API ready.
         self._contact_at: float | None = None
@@ -110,7 +115,9 @@ class TickJob:
         started = self._timer()
         if self._resume.is_set() and isinstance(self._loop, Resumable):
             self._resume.clear()
-            self._loop.resume()
+            terms = self._elector.terms if isinstance(self._elector, CountsTerms) else 0
+            self._loop.resume(another_led=terms != self._terms_resumed)
+            self._terms_resumed = terms
         try:
             report = self._loop.run_once(now)
         except Exception as exc:  # noqa: BLE001 - the daemon survives any failed tick and retries next time

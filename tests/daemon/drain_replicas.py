@@ -1,0 +1,153 @@
+"""Two daemons draining one GKE node pool: each a real ``Daemon`` with its elector on the fake Kubernetes API (the
+Lease), whose loop is the daemon's ``AgentLoopAdapter`` (its ``resume`` is the real one) with a tick that runs the
+drains only, through the real drainer (wrapped in the daemon's ``LeaderOnlyDrainer``), GKE actuator and clients on the
+fake GKE and Kubernetes APIs. One simulated clock; the test plays the scheduler, a minute at a time."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import cast
+
+from kubernetes import client as k8s
+
+from actuators.gke_node_pool import GkeNodePoolActuator
+from actuators.kubernetes_drain import KubernetesNodeDrainer
+from agent.daemon.adapters import AgentLoopAdapter, DaemonTickReport, PoolStateRecorder
+from agent.daemon.guard import LeaderOnlyDrainer
+from agent.daemon.health import HealthState
+from agent.daemon.lease import ElectionStep, LeaseElector
+from agent.daemon.metrics import DaemonMetrics
+from agent.daemon.service import Daemon
+from agent.drains import NodeDrains
+from agent.loop import Agent
+from agent.notify import RecordingNotifier
+from agent.state import InMemoryStateStore
+from models import ActionResult, AlertEvent
+from models.clock import SimulatedClock
+from tests.actuators.test_drain_removal_under_way import MINUTE, _drains
+from tests.daemon.conftest import DEADLINE, RETRY
+from tests.daemon.links import CuttableLink
+from tests.fakes.gke_api import FakeGkeApi
+
+# Something the test has a leader's tick do after its drains' steps (start a drain, take drains back for a
+# scale-up), as the executor would: its results.
+Act = Callable[[NodeDrains, datetime], Sequence[ActionResult]]
+
+
+class DrainsLoop(AgentLoopAdapter):
+    """The daemon's adapter around an agent that has drains only: a leader tick observes the drains in progress
+    (the cluster's record of them), steps each, then does what the test asked for (``acts``). A standby tick watches
+    nothing."""
+
+    def __init__(self, drains: NodeDrains, name: str, elector: LeaseElector, clock: SimulatedClock) -> None:
+        agent = SimpleNamespace(
+            drains=drains, watch=lambda now: None, pool_by_id={}, budget_watch=SimpleNamespace(stand_by=lambda: None)
+        )
+        super().__init__(cast(Agent, agent), cast(PoolStateRecorder, None), InMemoryStateStore(name), elector, clock)
+        self.drains = drains
+        self.acts: list[Act] = []
+        self.results: list[ActionResult] = []
+        self.told: list[AlertEvent] = []
+
+    def run_once(self, now: datetime) -> DaemonTickReport:
+        self.drains.observe({}, now)
+        out = self.drains.continue_pending(now)
+        self.results += out.results
+        self.told += out.alerts
+        while self.acts:
+            self.results += self.acts.pop(0)(self.drains, now)
+        return DaemonTickReport(forecasts=(), pools=(), plan=None, results=(), budgets=(), errors=())
+
+
+@dataclass
+class DrainReplica:
+    name: str
+    daemon: Daemon
+    elector: LeaseElector
+    link: CuttableLink
+    loop: DrainsLoop
+    drainer: KubernetesNodeDrainer
+    gke: GkeNodePoolActuator
+
+    @property
+    def drains(self) -> NodeDrains:
+        return self.loop.drains
+
+
+def drain_replica(
+    name: str,
+    made: tuple[LeaseElector, CuttableLink],
+    kube_client: k8s.ApiClient,
+    gke_api: FakeGkeApi,
+    clock: SimulatedClock,
+) -> DrainReplica:
+    """A replica of its own (drainer and GKE actuator with their own memory) on the shared fake APIs."""
+    elector, link = made
+    gke, drainer, _ = _drains(kube_client, gke_api, clock)
+    drains = NodeDrains({"gpu": LeaderOnlyDrainer(drainer, elector, clock)}, timedelta(0))
+    loop = DrainsLoop(drains, name, elector, clock)
+    daemon = Daemon(
+        loop,
+        elector,
+        clock=clock,
+        metrics=DaemonMetrics(),
+        health=HealthState(max_tick_age=3 * MINUTE, max_tick_duration=10 * MINUTE),
+        notifier=RecordingNotifier(dedup_window=timedelta(0)),
+        mode="enforce",
+        contact_bound=DEADLINE,
+    )
+    return DrainReplica(name, daemon, elector, link, loop, drainer, gke)
+
+
+def minute(clock: SimulatedClock, leader: DrainReplica, *others: DrainReplica, standby_tick: bool = False) -> None:
+    """A minute later, each replica's election round, the leader's first (its renewal, later than its renew deadline:
+    the Lease still names it, nobody else led), then each one's tick. ``standby_tick``: the leader's tick runs once
+    before its round too, as a standby's (its renewal had not got through yet)."""
+    clock.advance(MINUTE)
+    if standby_tick:
+        leader.daemon.tick()
+    for replica in (leader, *others):
+        replica.daemon.elect()
+    assert leader.elector.is_leader(clock.now())
+    for replica in (leader, *others):
+        replica.daemon.tick()
+
+
+def hand_over(
+    clock: SimulatedClock, old: DrainReplica, new: DrainReplica, released: bool = False, tick_in_round: bool = False
+) -> None:
+    """``new`` takes the lease from ``old`` and ticks as the leader. ``released``: ``old`` stops (a rolling update)
+    and hands the lease over; else its Lease API stops answering, ``new`` takes the lease once it has seen ``old``'s
+    record unchanged for the lease duration, and ``old``, its API back, ticks as a standby. ``tick_in_round``: the
+    tick thread starts ``new``'s first tick as leader once the round has taken the lease, before the round ends."""
+    if released:
+        assert old.daemon.stop_working(1.0) and old.daemon.release()
+    else:
+        old.link.cut()
+    real_step = new.elector.step
+
+    def step_then_tick(now: datetime) -> ElectionStep:
+        taken = real_step(now)
+        if taken.leading:
+            new.daemon.tick()
+        return taken
+
+    if tick_in_round:
+        new.elector.step = step_then_tick  # type: ignore[method-assign]
+    for _ in range(20):
+        clock.advance(RETRY)
+        if not released:
+            old.daemon.elect()
+        step = new.daemon.elect()
+        if step.leading:
+            break
+    new.elector.step = real_step  # type: ignore[method-assign]
+    assert step.became_leader and step.new_term, step
+    new.daemon.tick()
+    if not released:
+        old.link.restore()
+        assert not old.daemon.elect().leading
+        old.daemon.tick()
