@@ -51,7 +51,7 @@ from typing import Any, Self
 import pandas as pd
 from prometheus_api_client import PrometheusConnect
 
-from agent.sources.base import read_time_left
+from agent.sources.base import READ_DEADLINE_SETTING, read_deadline_setting, read_time_left
 from agent.sources.node_label_hints import node_labels_hint
 from agent.sources.prometheus_answer import checked_body, get_instant, get_range, matrix, vector
 from agent.sources.prometheus_client import bearer_headers, call, connect, prometheus_duration
@@ -319,7 +319,8 @@ class PrometheusSource:
         log.warning("prometheus reads out of time, the remaining %s queries are not sent url=%s", what, self.url)
         return (
             f"not queried: the time for reading {what} ({left[1].total_seconds():g} s) ran out; Prometheus at "
-            f"{self.url} answers too slowly or not at all"
+            f"{self.url} answers too slowly or not at all. That time is set by "
+            f"{read_deadline_setting() or READ_DEADLINE_SETTING}"
         )
 
     def _server_down(self, failure: PrometheusServerFailure, what: str) -> str | None:
