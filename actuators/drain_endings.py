@@ -41,7 +41,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, runtime_checkable
 
-from actuators.drain_marks import DRAIN_MARKS, FORCED_AT_ANNOTATION, KubernetesDrainMarks
+from actuators.drain_marks import (
+    DRAIN_MARKS,
+    FORCED_AT_ANNOTATION,
+    STARTED_AT_ANNOTATION,
+    KubernetesDrainMarks,
+    started_mark,
+)
 from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, KeepsUnits, NodeRemover
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import STUCK_AFTER, counts, kubelet_gone, pod_name, terminating
@@ -257,14 +263,18 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         log.warning("pool %s: %s (key %s)", pool_id, detail, key)
         return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
 
-    def _cordon(self, pool_id: str, node: str, drain_key: str | None, forced: bool = False) -> V1Node | None:
-        """Cordon and mark the node with the drain's key (and, ``forced``, as a forced drain's; a mark already there
-        is left as it is), or (``None``) uncordon it and remove the marks; the node as patched, None when it is
-        gone."""
+    def _cordon(
+        self, pool_id: str, node: str, drain_key: str | None, forced: bool = False, since: datetime | None = None
+    ) -> V1Node | None:
+        """Cordon and mark the node with the drain's key (and, ``forced``, as a forced drain's; ``since``, with the
+        time the drain's timeout counts from, ``STARTED_AT_ANNOTATION``; a mark already there is left as it is), or
+        (``None``) uncordon it and remove the marks; the node as patched, None when it is gone."""
         marks: dict[str, str | None] = {DRAIN_ANNOTATION: drain_key}
         if forced or not drain_key:
             stamp = self._clock.now().isoformat() if drain_key else None
             marks |= {FORCED_ANNOTATION: drain_key, FORCED_AT_ANNOTATION: stamp}
+        if not drain_key or since is not None:
+            marks[STARTED_AT_ANNOTATION] = started_mark(drain_key, since) if drain_key and since else None
         body = {"spec": {"unschedulable": True if drain_key else None}, "metadata": {"annotations": marks}}
         return self._patch_node(pool_id, node, body)
 

@@ -1,6 +1,7 @@
 """The marks our drains leave on their nodes, as a drainer reads them: which drain is in progress on each unit of a
-pool, which are forced, and the marks of drains that ended while they were still on a node (a person's
-``kubectl uncordon`` patches ``spec.unschedulable`` alone), which are taken off, never read as a drain of ours.
+pool, which are forced, when each started (``drain_started``: a drain taken over counts its timeout from there), and
+the marks of drains that ended while they were still on a node (a person's ``kubectl uncordon`` patches
+``spec.unschedulable`` alone), which are taken off, never read as a drain of ours.
 ``KubernetesDrainMarks`` is the ``KubernetesUnitSurvey`` a ``KubernetesUnitDrainer`` (``actuators.kubernetes_drain``)
 builds on; the marks themselves are defined in ``actuators.drain_units``. A dry run's drainer makes this one write
 and no other (``write_only_ended_marks``): the marks an ended drain left on a schedulable node are taken off, so a
@@ -25,7 +26,34 @@ log = logging.getLogger(__name__)
 # Set with FORCED_ANNOTATION at each step of a forced drain (value: the step's UTC time, ISO 8601): a drain taken over
 # is continued as forced only if a step of it ran within the drain timeout (``KubernetesUnitDrainer.drain``).
 FORCED_AT_ANNOTATION = "leadtime.io/drain-forced-at"
-DRAIN_MARKS = (DRAIN_ANNOTATION, FORCED_ANNOTATION, FORCED_AT_ANNOTATION)
+# Set with DRAIN_ANNOTATION at a drain's first step by the drainer that carries it on (value: the time its timeout
+# counts from, ISO 8601, a space, and the drain's key): a drain taken over (after a restart, or by a new leader) counts
+# its timeout from there, not from its take-over (``drain_started``).
+STARTED_AT_ANNOTATION = "leadtime.io/drain-started-at"
+DRAIN_MARKS = (DRAIN_ANNOTATION, FORCED_ANNOTATION, FORCED_AT_ANNOTATION, STARTED_AT_ANNOTATION)
+
+
+def started_mark(key: str, at: datetime) -> str:
+    """The value of ``STARTED_AT_ANNOTATION`` for the drain with ``key`` whose timeout counts from ``at``."""
+    return f"{at.isoformat()} {key}"
+
+
+def drain_started(nodes: Sequence[V1Node], key: str, now: datetime) -> datetime | None:
+    """When the drain with ``key`` of ``nodes`` started, as marked (``STARTED_AT_ANNOTATION``): the earliest mark of
+    that drain on them, and never later than ``now`` (a clock ahead of this one's wrote it); None when none of them
+    carries a mark of that drain that can be read (an earlier release writes none, or another drain's is left)."""
+    starts = []
+    for node in nodes:
+        at, _, marked_key = ((node.metadata.annotations or {}).get(STARTED_AT_ANNOTATION) or "").partition(" ")
+        if marked_key != key:
+            continue
+        try:
+            start = datetime.fromisoformat(at)
+        except ValueError:
+            continue
+        if start.tzinfo is not None:
+            starts.append(min(start, now))
+    return min(starts, default=None)
 
 
 def forced_lately(nodes: Sequence[V1Node], now: datetime, within: timedelta) -> bool:
@@ -113,7 +141,7 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
         except ActuatorError as exc:  # remembered as ended meanwhile; read and cleared again next time
             log.warning(
                 "pool %s: the marks of ended drains on %s could not be removed: %s; remove them by hand with "
-                "kubectl annotate node NODE %s- %s- %s- (a dry-run agent's read-only role may not patch nodes)",
+                "kubectl annotate node NODE %s- %s- %s- %s- (a dry-run agent's read-only role may not patch nodes)",
                 pool_id,
                 nodes,
                 exc,

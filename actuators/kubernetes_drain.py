@@ -38,7 +38,9 @@ leaves the cluster during its drain otherwise (deleted by a person, or its insta
 nothing is left to drain or remove, and the pool is not at fault.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
-timeout then counts from when that agent took it over. The mark says so only on a cordoned node: a person who ends a
+timeout then counts from the drain's start as its first step marked it (``leadtime.io/drain-started-at``, with the
+drain's key), or, for a drain an earlier release marked without it, from when that agent took it over (marked so
+from then on). The mark says so only on a cordoned node: a person who ends a
 drain with ``kubectl uncordon`` leaves the marks, which are taken off when the node is read so, and a later cordon of
 the node by anyone else is never taken over as the ended drain.
 
@@ -82,7 +84,7 @@ from datetime import datetime, timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
 from actuators.drain_evictions import evict_pods
-from actuators.drain_marks import FORCED_AT_ANNOTATION, forced_lately
+from actuators.drain_marks import FORCED_AT_ANNOTATION, drain_started, forced_lately
 from actuators.drain_units import (
     DRAIN_ANNOTATION,
     FORCED_ANNOTATION,
@@ -201,7 +203,8 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             or self._taken_over_step(key, pool_id, unit)
         ) is not None:
             return known
-        now, started, overdue = self._step_start(unit, key, taken_over)
+        marked = drain_started(taken[2], key, self._clock.now()) if taken is not None and taken_over else None
+        now, started, overdue = self._step_start(unit, key, taken_over, marked)
         members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
         if (
             started
@@ -212,7 +215,8 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             # taken over (its nodes cordoned already) is ended the same way, its nodes uncordoned.
             self._give_up(pool_id, unit, members, kept)
             return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, f"not drained: {kept}"))
-        cordoned = [found for name in members if (found := self._cordon(pool_id, name, key, forced)) is not None]
+        since = self._draining_since[unit][1] if started else None  # marked at the first step here
+        cordoned = [found for name in members if (found := self._cordon(pool_id, name, key, forced, since)) is not None]
         nodes = [found.metadata.name for found in cordoned]
         if not nodes and not self._units.removed_without_nodes:
             return self._gone(key, pool_id, unit)
@@ -272,19 +276,23 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             key, pool_id, unit, nodes, _unfinished(pods, left), overdue, started, read_again=bool(done.evicted)
         )
 
-    def _step_start(self, unit: str, key: str, taken_over: bool) -> tuple[datetime, bool, bool]:
+    def _step_start(
+        self, unit: str, key: str, taken_over: bool, marked: datetime | None = None
+    ) -> tuple[datetime, bool, bool]:
         """The time of a step of the drain with this key, whether it is this drainer's first step of the drain (a new
         drain, one after a drain dropped: a person uncordoned it, or one taken over), and whether the drain is past its
-        timeout. A drain started here, not ``taken_over``, is remembered so (``_started_here``): its removal, if any,
-        is this drainer's to ask for."""
+        timeout, counted from its first step here, or from ``marked`` (the start its nodes' marks say, for a drain
+        ``taken_over``). A drain started here, not ``taken_over``, is remembered so (``_started_here``): its removal,
+        if any, is this drainer's to ask for."""
         now = self._clock.now()
         since = self._draining_since.get(unit)
         if since is not None and since[0] == key:
             return now, False, now - since[1] >= self._timeout
-        self._draining_since[unit] = (key, now)
+        start = now if marked is None else min(marked, now)
+        self._draining_since[unit] = (key, start)
         if not taken_over:
             self._started_here[unit] = key
-        return now, True, self._timeout <= timedelta(0)
+        return now, True, now - start >= self._timeout
 
     def _left_for_good(
         self, pods: Sequence[V1Pod], nodes: Sequence[V1Node]
