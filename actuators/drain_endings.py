@@ -14,8 +14,9 @@ again). A drain ends in one of these ways, each settled by its key:
   is settled DONE as removed (with the pods it left terminating); not being deleted (the cloud did not carry the
   deletion out), the drain is given up as at the timeout, the unit uncordoned. Still being deleted ``removal_wait``
   after the removal was sent (or unread then: as far as was read, it is going), the drain ends too (settled FAILED,
-  ``unclear``) but the unit stays cordoned, only the drain's marks taken off: it is on its way out, and the agent
-  tells a person (``drain-deletion-overdue``). A unit
+  ``unclear``) but the unit stays cordoned, the drain's marks replaced by one saying so
+  (``drain_marks.LEFT_DELETING_ANNOTATION``, which whichever replica leads reads to watch it): it is on its way out,
+  and the agent tells a person (``drain-deletion-overdue``). A unit
   removed whose nodes could not be unmarked is unmarked and settled at the drain's next step (``_unmark_step``), so
   the pods it left terminating are told once even when its nodes left the cluster meanwhile. A drain taken over
   (after a restart, or from another replica) knows nothing of a removal sent before: at its first step here the cloud
@@ -44,6 +45,7 @@ from typing import Literal, Protocol, runtime_checkable
 from actuators.drain_marks import (
     DRAIN_MARKS,
     FORCED_AT_ANNOTATION,
+    LEFT_DELETING_ANNOTATION,
     STARTED_AT_ANNOTATION,
     KubernetesDrainMarks,
     started_mark,
@@ -270,11 +272,12 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         time the drain's timeout counts from, ``STARTED_AT_ANNOTATION``; a mark already there is left as it is), or
         (``None``) uncordon it and remove the marks; the node as patched, None when it is gone."""
         marks: dict[str, str | None] = {DRAIN_ANNOTATION: drain_key}
-        if forced or not drain_key:
-            stamp = self._clock.now().isoformat() if drain_key else None
-            marks |= {FORCED_ANNOTATION: drain_key, FORCED_AT_ANNOTATION: stamp}
-        if not drain_key or since is not None:
-            marks[STARTED_AT_ANNOTATION] = started_mark(drain_key, since) if drain_key and since else None
+        if not drain_key:
+            marks = dict.fromkeys(DRAIN_MARKS)
+        if drain_key and forced:
+            marks |= {FORCED_ANNOTATION: drain_key, FORCED_AT_ANNOTATION: self._clock.now().isoformat()}
+        if drain_key and since is not None:
+            marks[STARTED_AT_ANNOTATION] = started_mark(drain_key, since)
         body = {"spec": {"unschedulable": True if drain_key else None}, "metadata": {"annotations": marks}}
         return self._patch_node(pool_id, node, body)
 
@@ -503,13 +506,16 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         not be read then (``unread``: why; the detail says so, and that it is taken as still being deleted): the
         drain ends, settled FAILED and ``unclear`` (the cloud may still carry the removal out), naming the pods it
         left terminating. The unit
-        stays cordoned: uncordoned, the scheduler would place work on a machine on its way out. Only the drain's
-        marks come off, so no replica takes the ended drain over; the agent tells a person what to check, and asks
-        the cloud about the unit at its next steps: one the cloud keeps is uncordoned then (``cancel``, which ends a
-        drain taken over, as this one is to it, once the cloud says it keeps the unit)."""
+        stays cordoned: uncordoned, the scheduler would place work on a machine on its way out. The drain's marks
+        come off, so no replica takes the ended drain over, and the unit is marked as left so
+        (``LEFT_DELETING_ANNOTATION``: ``left_deleting`` lists it to whichever replica leads); the agent tells a person
+        what to check, and asks the cloud about the unit at its next steps: one the cloud keeps is uncordoned then
+        (``cancel``, which ends a drain taken over, as this one is to it, once the cloud says it keeps the unit, and
+        takes the mark off)."""
         self._check_may_write(pool_id, unit)
+        left = dict.fromkeys(DRAIN_MARKS) | {LEFT_DELETING_ANNOTATION: key}  # whichever replica leads watches it
         for node in nodes:
-            self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
+            self._patch_node(pool_id, node, {"metadata": {"annotations": left}})
         self._draining_since.pop(unit, None)
         self._removing.pop(unit, None)
         noun = self._units.noun
@@ -529,7 +535,10 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
                 f"{noun} {unit} still being deleted {waited} after {removal.waited_from} {sent}, longer than the drain "
                 f"waits for it ({self._removal_wait})"
             )
-        detail = f"{seen}; {noun} {unit} left cordoned (it may go at any time), the drain's marks removed"
+        detail = (
+            f"{seen}; {noun} {unit} left cordoned (it may go at any time), the drain's marks replaced by "
+            f"{LEFT_DELETING_ANNOTATION} (the leader asks the cloud about it at each tick)"
+        )
         log.warning("pool %s: %s (key %s)", pool_id, detail, key)
         result = ActionResult(
             key, pool_id, ActionStatus.FAILED, self._clock.now(), detail, unclear=True, unfinished=removal.unfinished

@@ -30,7 +30,17 @@ FORCED_AT_ANNOTATION = "leadtime.io/drain-forced-at"
 # counts from, ISO 8601, a space, and the drain's key): a drain taken over (after a restart, or by a new leader) counts
 # its timeout from there, not from its take-over (``drain_started``).
 STARTED_AT_ANNOTATION = "leadtime.io/drain-started-at"
-DRAIN_MARKS = (DRAIN_ANNOTATION, FORCED_ANNOTATION, FORCED_AT_ANNOTATION, STARTED_AT_ANNOTATION)
+# Set, in place of the drain's other marks, on the nodes of a unit its drain left cordoned because the cloud still
+# deleted it when the drain ended (value: the drain's key): whichever agent leads asks the cloud about it at each tick
+# and uncordons it if the cloud keeps it (``left_deleting``).
+LEFT_DELETING_ANNOTATION = "leadtime.io/drain-left-deleting"
+DRAIN_MARKS = (
+    DRAIN_ANNOTATION,
+    FORCED_ANNOTATION,
+    FORCED_AT_ANNOTATION,
+    STARTED_AT_ANNOTATION,
+    LEFT_DELETING_ANNOTATION,
+)
 
 
 def started_mark(key: str, at: datetime) -> str:
@@ -80,6 +90,7 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
         self._ended: dict[str, set[str]] = {}  # unit -> keys of ended drains whose marks are still on its nodes
         self._may_write: Callable[[], bool] = lambda: True
         self._ended_marks_only = False
+        self._left_marked: dict[str, dict[str, str]] = {}  # pool -> unit left deleting -> its drain's key, as last read
 
     def write_only_ended_marks(self) -> None:
         """Make this drainer's one write (a dry run's) the removal of our drain marks (the annotations only) from a
@@ -107,6 +118,13 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
             if key is not None and not any(drain_marks(n).get(FORCED_ANNOTATION) == key for n in nodes)
         }
 
+    def left_deleting(self, pool_id: str) -> Mapping[str, str]:
+        """Units of the pool left cordoned by a drain that ended while the cloud still deleted them
+        (``LEFT_DELETING_ANNOTATION`` on a cordoned node), with that drain's key, as the pool's units were last read
+        (``draining_nodes``, at each tick): no read of its own. Such a mark on a node a person uncordoned is taken
+        off when the node is read so."""
+        return dict(self._left_marked.get(pool_id, {}))
+
     def _drains_of(self, pool_id: str) -> dict[str, tuple[str | None, Sequence[V1Node]]]:
         """Every unit of the pool (one read), with the key of our drain in progress on it (None: none) and its nodes.
         A drain whose marks are left on a node a person uncordoned has ended (``drain_units.ended_drains``): its
@@ -114,19 +132,24 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
         someone else's now), and until they are gone (this replica may not write, or the patch failed) the drain's
         key is remembered as ended, so a later cordon of the node by anyone else is not taken over as ours."""
         drains: dict[str, tuple[str | None, Sequence[V1Node]]] = {}
+        left: dict[str, str] = {}
         for unit, nodes in self._call(pool_id, lambda: self._units.of_pool(pool_id)).items():
             marked = {key for node in nodes for key in drain_marks(node).values()}
             ended = (self._ended.pop(unit, set()) | ended_drains(nodes)) & marked
             live = (drain_marks(n).get(DRAIN_ANNOTATION) for n in nodes if cordoned(n))
             key = next((k for k in live if k and k not in ended), None)
+            if left_key := next((k for n in nodes if cordoned(n) and (k := _left_mark(n))), None):
+                left[unit] = left_key
             stale = [
                 node
                 for node in nodes
-                if (marks := drain_marks(node)) and (not cordoned(node) or marks.get(DRAIN_ANNOTATION) in ended)
+                if ((marks := drain_marks(node)) and (not cordoned(node) or marks.get(DRAIN_ANNOTATION) in ended))
+                or (_left_mark(node) and not cordoned(node))
             ]
             if stale and not self._unmark(pool_id, stale):
                 self._ended[unit] = ended
             drains[unit] = (key, nodes)
+        self._left_marked[pool_id] = left
         return drains
 
     def _unmark(self, pool_id: str, stale: Sequence[V1Node]) -> bool:
@@ -141,7 +164,7 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
         except ActuatorError as exc:  # remembered as ended meanwhile; read and cleared again next time
             log.warning(
                 "pool %s: the marks of ended drains on %s could not be removed: %s; remove them by hand with "
-                "kubectl annotate node NODE %s- %s- %s- %s- (a dry-run agent's read-only role may not patch nodes)",
+                "kubectl annotate node NODE %s- %s- %s- %s- %s- (a dry-run agent's read-only role may not patch nodes)",
                 pool_id,
                 nodes,
                 exc,
@@ -163,3 +186,8 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
             return None
         except KubernetesApiError as exc:
             raise from_kubernetes(pool_id, exc) from exc
+
+
+def _left_mark(node: V1Node) -> str:
+    """The key of the drain that left the node cordoned while the cloud deleted it (``LEFT_DELETING_ANNOTATION``)."""
+    return (node.metadata.annotations or {}).get(LEFT_DELETING_ANNOTATION) or ""

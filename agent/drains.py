@@ -39,7 +39,8 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   be lost) adds a warning to ``DrainOutcome.alerts`` (``unfinished_pods_alert``), which the executor tells: once,
   from the step that removed the node. So does a drain that ended while the cloud still deleted its node (its
   removal went out, and the deletion outlasted the drain's wait: a FAILED result that is ``unclear``), its node left
-  cordoned (``deletion_overdue_alert``). Such a node is remembered (``_left_deleting``) and the drainer asked, at
+  cordoned (``deletion_overdue_alert``). Such a node is marked so by the drainer, which lists it to whichever
+  replica leads (``TellsLeftDeleting``), and remembered (``_left_deleting``) and the drainer asked, at
   each step, what the cloud does with it (``TellsRemovalStates``; one node per pool per step): gone, it is forgotten;
   kept (the cloud stopped deleting it, its instance runs again), its drain is ended (``NodeDrainer.cancel``: the node
   uncordoned, it serves again), logged, and the warning resolved (``deletion_stopped_alert``). Left cordoned, it
@@ -121,6 +122,22 @@ def removal_state(drainer: NodeDrainer, pool_id: str, unit: str) -> Literal["del
 
 
 @runtime_checkable
+class TellsLeftDeleting(Protocol):
+    """A drainer that marks the units its drains left cordoned while the cloud still deleted them, and lists them
+    (``actuators.drain_marks``), so whichever replica leads asks the cloud about them."""
+
+    def left_deleting(self, pool_id: str) -> Mapping[str, str] | None:
+        """The pool's units so marked, each with the key of the drain that left it, as its drains were last listed
+        (``NodeDrainer.draining_nodes``); None when the drainer cannot tell (a wrapper's, around one that does not)."""
+        ...
+
+
+def left_deleting(drainer: NodeDrainer, pool_id: str) -> Mapping[str, str] | None:
+    """``TellsLeftDeleting.left_deleting`` of a drainer that tells it; None for one that does not."""
+    return drainer.left_deleting(pool_id) if isinstance(drainer, TellsLeftDeleting) else None
+
+
+@runtime_checkable
 class ForgetsDrains(Protocol):
     """A drainer that remembers what a leader did with its drains (``actuators.drain_endings``: a removal that went
     out, one whose nodes are not unmarked yet, the drains it started), which a replica forgets when it leads again
@@ -150,6 +167,9 @@ class NodeDrains:
         # node -> the drain that ended leaving it cordoned while the cloud still deleted it, in the order asked about
         # (``_left_deleting_step``): kept by the cloud since, it is uncordoned
         self._left_deleting: dict[str, PendingDrain] = {}
+        # node -> pool of those the cloud was found done with while their marks still list them (a Node object that
+        # outlives its instance): not asked about again
+        self._left_gone: dict[str, str] = {}
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
@@ -169,6 +189,7 @@ class NodeDrains:
         self._unsure.clear()
         self._left.clear()
         self._left_deleting.clear()
+        self._left_gone.clear()
         for drainer in {id(d): d for d in self._drainers.values()}.values():
             if isinstance(drainer, ForgetsDrains):
                 drainer.forget()
@@ -188,6 +209,7 @@ class NodeDrains:
             try:
                 if sends_drains(drainer):
                     self._reconcile(pool_id, drainer.draining_nodes(pool_id))
+                    self._watch_left(pool_id, left_deleting(drainer, pool_id))
                 else:
                     self._leave(pool_id, drainer.draining_nodes(pool_id))
             except ActuatorError as exc:  # drains in progress stay as remembered; continuing them will tell
@@ -411,6 +433,23 @@ class NodeDrains:
             if node in unforced:
                 self._pending[node] = replace(self._pending[node], idle=True)
 
+    def _watch_left(self, pool_id: str, marked: Mapping[str, str] | None) -> None:
+        """The pool's nodes left cordoned while the cloud deleted them, as their marks list them (``marked``,
+        ``TellsLeftDeleting``; None: the drainer cannot tell): one another replica left, or this one before a restart
+        or before another led, is asked about here too (``_left_deleting``), unless the cloud was found done with it
+        (a Node object that outlives its instance). Those remembered stay until the cloud is done with them or keeps
+        them, as before: a node whose Node object went while its instance is still deleted is no longer marked."""
+        if marked is None:
+            return
+        self._left_gone = {n: p for n, p in self._left_gone.items() if p != pool_id or n in marked}
+        for node, key in sorted(marked.items()):
+            if node not in self._left_deleting and node not in self._left_gone:
+                log.info(
+                    "pool %s: node %s was left cordoned while the cloud deleted it (drain key %s); the cloud is asked "
+                    "about it at each tick", pool_id, node, key,
+                )  # fmt: skip
+                self._left_deleting[node] = PendingDrain(pool_id, node, key)
+
     def _ask_removals(self, pool_id: str) -> None:
         """Whether the cloud took the removal of the nodes of the pool's drains taken over (``_unasked``): the node
         of one taken over while the cloud deletes it, or after it deleted it (its removal went out before, a later
@@ -468,6 +507,7 @@ class NodeDrains:
             return True
         if state != "kept":  # gone: its Node object goes with it
             log.info("pool %s: node %s, left cordoned while the cloud deleted it, is gone", pool_id, node)
+            self._left_gone[node] = pool_id
             return False
         try:
             ended = drainer.cancel(pool_id, node, left.key)
@@ -577,9 +617,9 @@ def deletion_overdue_alert(
     once."""
     node, pool_id = drained.node, drained.pool_id
     until = (
-        "While this agent's replica leads, it asks the cloud about the instance at each tick, and uncordons the node "
-        "and says so if the cloud no longer deletes it; otherwise the node stays cordoned until it leaves the cluster "
-        "or a person uncordons it (another leader does not know of it, nor does this replica once another led)."
+        "The agent's leader, whichever replica leads (the node is marked leadtime.io/drain-left-deleting), asks the "
+        "cloud about the instance at each tick, and uncordons the node and says so if the cloud no longer deletes it; "
+        "otherwise the node stays cordoned until it leaves the cluster or a person uncordons it."
         if watched
         else "It stays cordoned until it leaves the cluster or a person uncordons it: the agent does not look at it "
         "again."

@@ -20,7 +20,7 @@ from actuators import Actuator, NodeDrainer
 from actuators.base import held_units, hold_rejected, unforced_drains, unread_pools
 from actuators.dry_run import sends_drains
 from actuators.write_window import DEFAULT_WRITE_TIMEOUT, WriteWindow, write_window
-from agent.drains import ForgetsDrains, removal_state
+from agent.drains import ForgetsDrains, left_deleting, removal_state
 from models import ActionResult, ActuatorError, PoolState, TransientActuatorError
 from models.clock import Clock
 
@@ -119,6 +119,11 @@ class LeaderOnlyDrainer:
         """What the cloud does with a unit whose drain was taken over or left it cordoned (a read: no write to
         guard); None when the drainer inside cannot tell."""
         return removal_state(self._inner, pool_id, unit)
+
+    def left_deleting(self, pool_id: str) -> Mapping[str, str] | None:
+        """The units the drainer inside marks as left cordoned while the cloud deleted them (a read: no write to
+        guard); None when it cannot tell."""
+        return left_deleting(self._inner, pool_id)
 
     def forget(self) -> None:
         """Forget what the drainer inside did with its drains (its memory: no write to guard), for a replica that

@@ -25,13 +25,16 @@ from agent.drains import NodeDrains
 from agent.loop import Agent
 from agent.notify import RecordingNotifier
 from agent.state import InMemoryStateStore
-from models import ActionResult, AlertEvent
+from models import ActionResult, AlertEvent, Resize
 from models.clock import SimulatedClock
-from tests.actuators.test_drain_removal_under_way import MINUTE, _drains
+from tests.actuators.test_drain_removal_under_way import BOUNDS, MINUTE, UNAVAILABLE, _drains, _pool
 from tests.daemon.conftest import DEADLINE, RETRY
 from tests.daemon.links import CuttableLink
+from tests.fakes import kube_objects as objs
 from tests.fakes.gke_api import FakeGkeApi
+from tests.fakes.kube_api import FakeKubeApi
 
+DELETES = "/deleteInstances"
 # Something the test has a leader's tick do after its drains' steps (start a drain, take drains back for a
 # scale-up), as the executor would: its results.
 Act = Callable[[NodeDrains, datetime], Sequence[ActionResult]]
@@ -151,3 +154,55 @@ def hand_over(
         old.link.restore()
         assert not old.daemon.elect().leading
         old.daemon.tick()
+
+
+def drain_pair(
+    clock: SimulatedClock,
+    elector_for: Callable[[str], tuple[LeaseElector, CuttableLink]],
+    kube_api: FakeKubeApi,
+    kube_client: k8s.ApiClient,
+    gke_api: FakeGkeApi,
+) -> tuple[DrainReplica, DrainReplica, str]:
+    """Replicas A (leading, its first tick run) and B (standby) and the node A is to drain: the first of a move-bounds
+    pool of three (bounds 3-3), running a web pod its live kubelet cannot stop."""
+    node = _pool(kube_api, gke_api, clock)[0]
+    kube_api.put("pods", objs.pod("web", node, labels={"app": "web"}, owner_kind="ReplicaSet"))
+    kube_api.hang_pods(node)
+    a = drain_replica("replica-a", elector_for("replica-a"), kube_client, gke_api, clock)
+    b = drain_replica("replica-b", elector_for("replica-b"), kube_client, gke_api, clock)
+    assert a.daemon.elect().leading and not b.daemon.elect().leading
+    a.daemon.tick()
+    b.daemon.tick()
+    return a, b, node
+
+
+def drain(node: str) -> Act:
+    """A release of ``node``, as the executor carries out a planned scale-down from 3 to 2."""
+    return lambda drains, now: drains.scale_down(Resize("gpu", 3, 2, "idle", "release"), now, [node]).results
+
+
+def until_removal_went_out(
+    clock: SimulatedClock, gke_api: FakeGkeApi, leader: DrainReplica, *others: DrainReplica
+) -> None:
+    """Minutes until the leader's drain removes its node past the timeout: GKE takes the deleteInstances and answers
+    503 to the bounds' move, and the cloud deletes the instance."""
+    gke_api.fail_next(1, 503, UNAVAILABLE, path=BOUNDS)
+    for _ in range(40):
+        minute(clock, leader, *others)
+        if gke_api.calls("POST", DELETES):
+            break
+    assert gke_api.calls("POST", DELETES) == 1
+    assert leader.loop.results[-1].unclear, leader.loop.results[-1]  # it went out, the bounds' move failed
+
+
+def gone(gke_api: FakeGkeApi, kube_api: FakeKubeApi, node: str) -> None:
+    """The instance is deleted, and its Node object and pod go with it."""
+    gke_api.advance()
+    kube_api.delete("nodes", node)
+    kube_api.delete("pods", "web", namespace="default")
+
+
+def bounds(gke_api: FakeGkeApi) -> tuple[int, int]:
+    """GKE's autoscaler bounds of the pool: its total minimum and maximum node counts."""
+    autoscaling = gke_api.pools["a100"].spec["autoscaling"]
+    return autoscaling["totalMinNodeCount"], autoscaling["totalMaxNodeCount"]

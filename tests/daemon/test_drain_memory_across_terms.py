@@ -25,7 +25,7 @@ from kubernetes import client as k8s
 
 from agent.daemon.lease import LeaseElector
 from agent.drains import NodeDrains
-from models import ActionResult, ActionStatus, AlertKind, Resize
+from models import ActionResult, ActionStatus, AlertKind
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import (
     BOUNDS,
@@ -33,9 +33,17 @@ from tests.actuators.test_drain_removal_under_way import (
     _action,
     _cordoned,
     _fails_again,
-    _pool,
 )
-from tests.daemon.drain_replicas import DrainReplica, drain_replica, hand_over, minute
+from tests.daemon.drain_replicas import (
+    DrainReplica,
+    bounds,
+    drain,
+    drain_pair,
+    gone,
+    hand_over,
+    minute,
+    until_removal_went_out,
+)
 from tests.daemon.links import CuttableLink
 from tests.fakes import kube_objects as objs
 from tests.fakes.gke_api import FakeGkeApi
@@ -49,47 +57,7 @@ DELETES = "/deleteInstances"
 def pair(
     clock: SimulatedClock, elector_for: Make, kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
 ) -> tuple[DrainReplica, DrainReplica, str]:
-    """Replicas A (leading, its first tick run) and B (standby) and the node A is to drain: the first of a move-bounds
-    pool of three (bounds 3-3), running a web pod its live kubelet cannot stop."""
-    node = _pool(kube_api, gke_api, clock)[0]
-    kube_api.put("pods", objs.pod("web", node, labels={"app": "web"}, owner_kind="ReplicaSet"))
-    kube_api.hang_pods(node)
-    a = drain_replica("replica-a", elector_for("replica-a"), kube_client, gke_api, clock)
-    b = drain_replica("replica-b", elector_for("replica-b"), kube_client, gke_api, clock)
-    assert a.daemon.elect().leading and not b.daemon.elect().leading
-    a.daemon.tick()
-    b.daemon.tick()
-    return a, b, node
-
-
-def _drain(node: str) -> Callable[[NodeDrains, datetime], Sequence[ActionResult]]:
-    return lambda drains, now: drains.scale_down(Resize("gpu", 3, 2, "idle", "release"), now, [node]).results
-
-
-def _until_removal_went_out(
-    clock: SimulatedClock, gke_api: FakeGkeApi, leader: DrainReplica, *others: DrainReplica
-) -> None:
-    """Minutes until the leader's drain removes its node past the timeout: GKE takes the deleteInstances and answers
-    503 to the bounds' move, and the cloud deletes the instance."""
-    gke_api.fail_next(1, 503, UNAVAILABLE, path=BOUNDS)
-    for _ in range(40):
-        minute(clock, leader, *others)
-        if gke_api.calls("POST", DELETES):
-            break
-    assert gke_api.calls("POST", DELETES) == 1
-    assert leader.loop.results[-1].unclear, leader.loop.results[-1]  # it went out, the bounds' move failed
-
-
-def _gone(gke_api: FakeGkeApi, kube_api: FakeKubeApi, node: str) -> None:
-    """The instance is deleted, and its Node object and pod go with it."""
-    gke_api.advance()
-    kube_api.delete("nodes", node)
-    kube_api.delete("pods", "web", namespace="default")
-
-
-def _bounds(gke_api: FakeGkeApi) -> tuple[int, int]:
-    bounds = gke_api.pools["a100"].spec["autoscaling"]
-    return bounds["totalMinNodeCount"], bounds["totalMaxNodeCount"]
+    return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)
 
 
 # -- another replica led in between ------------------------------------------------------------------------------
@@ -109,17 +77,17 @@ def test_a_removal_another_leader_settled_is_not_settled_and_told_again(
     """``tick_in_round``: A's first tick as leader starts once its round has taken the lease back, before the round
     ends (the tick and election threads), and forgets all the same: the term is counted before A leads in it."""
     a, b, node = pair
-    a.loop.acts.append(_drain(node))
-    _until_removal_went_out(clock, gke_api, a, b)
+    a.loop.acts.append(drain(node))
+    until_removal_went_out(clock, gke_api, a, b)
 
     hand_over(clock, a, b)  # B takes the drain over and follows the removal A sent
     for m in range(4):
         if m == 2:
-            _gone(gke_api, kube_api, node)
+            gone(gke_api, kube_api, node)
         minute(clock, b, a)
     assert b.loop.results[-1].status is ActionStatus.DONE, b.loop.results[-1]
     assert [e.kind for e in b.loop.told] == [AlertKind.DRAIN_UNFINISHED_PODS]
-    assert _bounds(gke_api) == (2, 2)
+    assert bounds(gke_api) == (2, 2)
     bounds_moves = gke_api.calls("POST", BOUNDS)
 
     hand_over(clock, b, a, released=released, tick_in_round=tick_in_round)  # A leads again
@@ -146,14 +114,14 @@ def test_a_drain_whose_removal_another_leader_sent_is_not_ended_when_a_read_fail
     was deleting."""
     a, b, node = pair
     kube_api.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, max_unavailable=0), group="policy")
-    a.loop.acts.append(_drain(node))
+    a.loop.acts.append(drain(node))
     minute(clock, a, b)
     assert a.loop.results[-1].status is ActionStatus.STARTED  # waiting for the disruption budget
     assert "disruption budget" in a.loop.results[-1].detail
 
     hand_over(clock, a, b)
     kube_api.delete("poddisruptionbudgets", "web", "default", group="policy")
-    _until_removal_went_out(clock, gke_api, b, a)
+    until_removal_went_out(clock, gke_api, b, a)
     assert _action(gke_api, node) == "DELETING"
 
     hand_over(clock, b, a, released=True)  # A leads again: its first tick took the drain over
@@ -188,17 +156,17 @@ def test_a_removal_under_way_is_settled_after_a_late_renewal(
     cluster records it any more), settles the drain once the cloud says the node is gone, tells its stuck pod and
     moves the bounds."""
     a, b, node = pair
-    a.loop.acts.append(_drain(node))
-    _until_removal_went_out(clock, gke_api, a, b)
-    assert _bounds(gke_api) == (3, 3)
+    a.loop.acts.append(drain(node))
+    until_removal_went_out(clock, gke_api, a, b)
+    assert bounds(gke_api) == (3, 3)
 
-    _gone(gke_api, kube_api, node)
+    gone(gke_api, kube_api, node)
     minute(clock, a, b, standby_tick=True)  # a tick as standby, then its own record renewed
     minute(clock, a, b)
 
     assert [r.status for r in a.loop.results][-1] is ActionStatus.DONE
     assert [e.kind for e in a.loop.told] == [AlertKind.DRAIN_UNFINISHED_PODS]  # was never told
-    assert _bounds(gke_api) == (2, 2)  # was left at 3 on a 2-node pool
+    assert bounds(gke_api) == (2, 2)  # was left at 3 on a 2-node pool
     assert b.loop.results == []
 
 
@@ -209,8 +177,8 @@ def test_a_node_left_cordoned_while_deleted_is_uncordoned_after_a_late_renewal_o
     pair: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
     a, b, node = pair
-    a.loop.acts.append(_drain(node))
-    _until_removal_went_out(clock, gke_api, a, b)
+    a.loop.acts.append(drain(node))
+    until_removal_went_out(clock, gke_api, a, b)
     for _ in range(30):  # the cloud still deletes it once the drain's wait for it ends: left cordoned
         minute(clock, a, b)
         if a.loop.results[-1].status is ActionStatus.FAILED:
@@ -235,7 +203,7 @@ def test_a_blocked_drains_timeout_is_not_started_again_by_a_late_renewal(
     """The drain waits for its stuck pod; its timeout counts from its first step, a late renewal of A's own lease in
     between: the node is removed 15 minutes after the drain's first step, not 15 minutes after the renewal."""
     a, b, node = pair
-    a.loop.acts.append(_drain(node))
+    a.loop.acts.append(drain(node))
     minute(clock, a, b)
     started = clock.now()
     for m in range(40):
