@@ -32,6 +32,9 @@ passed in) is only written into the Lease (renew and acquire times) and reported
   another replica may have led: it is counted (``terms``) before this replica acts in it, so the daemon's first
   leader tick of the term, even one that starts before the round that took it ends, forgets what only the leader of
   the term before could know to be current (its drains: another leader may have carried them on and settled them).
+  A take whose answer is lost (a read timeout after the API server applied it) is counted by the round that finds
+  the record naming this replica and renews it; one that finds another holder knows the take did not land (or another
+  replica took the lease since, before this one led in it) and counts nothing.
 * Every write carries the resourceVersion that was read: of two replicas racing for the lease, the API server
   accepts one and answers 409 to the other.
 
@@ -117,6 +120,9 @@ class LeaseElector:
         self._gone_at: float | None = None  # monotonic seconds when the Lease was found gone after a stale own record
         self._was_leading = False
         self._terms = 0  # the new terms taken (``terms``)
+        # A take of the lease as a new term was sent and its answer not had (a read timeout after the API server
+        # applied it): the next round that finds the record naming this replica counts the term (``_took``)
+        self._take_sent = False
         self.last_error: str | None = None
         self.last_contact: datetime | None = None
 
@@ -234,6 +240,7 @@ class LeaseElector:
             return
         # Someone else holds it (we may have been replaced while cut off): whatever our clock says, stop now.
         self._renewed_at = None
+        self._take_sent = False  # a take whose answer was lost did not land, or another took the lease since
         # A replica that led when its last round ended missed its term's end: this round reports the loss, and a
         # later one takes the lease as a new term.
         if not self._was_leading and self._may_take(record, sent):
@@ -279,6 +286,7 @@ class LeaseElector:
 
     def _create(self, now: datetime, sent: float, new_term: bool) -> None:
         record = LeaseRecord(self.identity, self._lease_duration, 0, None)
+        self._take_sent = self._take_sent or new_term  # counted at the round that finds it written if unanswered
         try:
             created = self._leases.create(self.namespace, self._lease(record, now, acquired=True))
         except KubernetesConflict:
@@ -291,6 +299,7 @@ class LeaseElector:
         taking = seen.holder != self.identity
         acquired = None if taking else seen.acquired
         record = LeaseRecord(self.identity, self._lease_duration, transitions, seen.resource_version, acquired)
+        self._take_sent = self._take_sent or taking  # counted at the round that finds it written if unanswered
         try:
             written = self._leases.replace(self.name, self.namespace, self._lease(record, now, acquired=taking))
         except KubernetesConflict:
@@ -300,8 +309,11 @@ class LeaseElector:
         self._took(written, sent, new_term=taking)
 
     def _took(self, lease: V1Lease, sent: float, new_term: bool) -> None:
-        if new_term:  # counted before ``is_leader`` says so: a tick that starts as leader finds the term counted
+        """The lease written (``new_term``: taken as a new term). A renewal of a record naming this replica after
+        a take whose answer was lost (``_take_sent``: the API server applied it) is that take's term, counted here."""
+        if new_term or self._take_sent:  # counted before ``is_leader`` says so: a tick that starts as leader finds it
             self._terms += 1
+        self._take_sent = False
         self._renewed_at = sent
         self._observed, self._observed_at, self._gone_at = _record_of(lease), sent, None
 

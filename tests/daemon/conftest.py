@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from typing import Protocol
 
 import pytest
 from kubernetes import client as k8s
@@ -12,6 +13,7 @@ from agent.daemon.lease import LeaseElector
 from config.daemon import KubernetesApiSettings
 from kube import Leases, kubernetes_api_client
 from models.clock import SimulatedClock
+from tests.daemon.elector_hooks import ElectorHooks
 from tests.daemon.links import CuttableLink
 from tests.fakes.kube_api import FakeKubeApi
 
@@ -56,23 +58,31 @@ def api_client_for() -> Iterator[Callable[[str], k8s.ApiClient]]:
         api_client.close()
 
 
+class MakeElector(Protocol):
+    """``elector_for``: a replica's elector and its link; ``hooks``, what the test does to its elector."""
+
+    def __call__(self, identity: str, hooks: ElectorHooks | None = None) -> tuple[LeaseElector, CuttableLink]: ...
+
+
 @pytest.fixture
 def elector_for(
     clock: SimulatedClock, link_to: Callable[[], CuttableLink], api_client_for: Callable[[str], k8s.ApiClient]
-) -> Callable[[str], tuple[LeaseElector, CuttableLink]]:
+) -> MakeElector:
     """A replica's elector, talking to the fake API through its own link; short request timeout for speed. Its
     monotonic clock is the simulated clock's; a test plays a wall-clock step by passing its own ``now``."""
 
-    def make(identity: str) -> tuple[LeaseElector, CuttableLink]:
+    def make(identity: str, hooks: ElectorHooks | None = None) -> tuple[LeaseElector, CuttableLink]:
         link = link_to()
+        timeout = timedelta(seconds=0.3)
+        api_client = api_client_for(link.url)
         elector = LeaseElector(
-            Leases(api_client_for(link.url), timedelta(seconds=0.3)),
+            Leases(api_client, timeout) if hooks is None else hooks.leases(api_client, timeout),
             name=LEASE_NAME,
             namespace=NAMESPACE,
             identity=identity,
             lease_duration=LEASE,
             renew_deadline=DEADLINE,
-            monotonic=clock.monotonic,
+            monotonic=clock.monotonic if hooks is None else hooks.monotonic,
         )
         return elector, link
 

@@ -18,7 +18,7 @@ from actuators.kubernetes_drain import KubernetesNodeDrainer
 from agent.daemon.adapters import AgentLoopAdapter, DaemonTickReport, PoolStateRecorder
 from agent.daemon.guard import LeaderOnlyDrainer
 from agent.daemon.health import HealthState
-from agent.daemon.lease import ElectionStep, LeaseElector
+from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.service import Daemon
 from agent.drains import NodeDrains
@@ -28,7 +28,8 @@ from agent.state import InMemoryStateStore
 from models import ActionResult, AlertEvent, Resize
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import BOUNDS, MINUTE, UNAVAILABLE, _drains, _pool
-from tests.daemon.conftest import DEADLINE, RETRY
+from tests.daemon.conftest import DEADLINE, RETRY, MakeElector
+from tests.daemon.elector_hooks import ElectorHooks
 from tests.daemon.links import CuttableLink
 from tests.fakes import kube_objects as objs
 from tests.fakes.gke_api import FakeGkeApi
@@ -74,6 +75,7 @@ class DrainReplica:
     loop: DrainsLoop
     drainer: KubernetesNodeDrainer
     gke: GkeNodePoolActuator
+    hooks: ElectorHooks
 
     @property
     def drains(self) -> NodeDrains:
@@ -82,13 +84,14 @@ class DrainReplica:
 
 def drain_replica(
     name: str,
-    made: tuple[LeaseElector, CuttableLink],
+    elector_for: MakeElector,
     kube_client: k8s.ApiClient,
     gke_api: FakeGkeApi,
     clock: SimulatedClock,
 ) -> DrainReplica:
     """A replica of its own (drainer and GKE actuator with their own memory) on the shared fake APIs."""
-    elector, link = made
+    hooks = ElectorHooks(clock)
+    elector, link = elector_for(name, hooks)
     gke, drainer, _ = _drains(kube_client, gke_api, clock)
     drains = NodeDrains({"gpu": LeaderOnlyDrainer(drainer, elector, clock)}, timedelta(0))
     loop = DrainsLoop(drains, name, elector, clock)
@@ -102,7 +105,7 @@ def drain_replica(
         mode="enforce",
         contact_bound=DEADLINE,
     )
-    return DrainReplica(name, daemon, elector, link, loop, drainer, gke)
+    return DrainReplica(name, daemon, elector, link, loop, drainer, gke, hooks)
 
 
 def minute(clock: SimulatedClock, leader: DrainReplica, *others: DrainReplica, standby_tick: bool = False) -> None:
@@ -120,37 +123,42 @@ def minute(clock: SimulatedClock, leader: DrainReplica, *others: DrainReplica, s
 
 
 def hand_over(
-    clock: SimulatedClock, old: DrainReplica, new: DrainReplica, released: bool = False, tick_in_round: bool = False
+    clock: SimulatedClock,
+    old: DrainReplica,
+    new: DrainReplica,
+    released: bool = False,
+    tick_in_round: bool = False,
+    answer_lost: bool = False,
+    frozen: bool = False,
 ) -> None:
     """``new`` takes the lease from ``old`` and ticks as the leader. ``released``: ``old`` stops (a rolling update)
-    and hands the lease over; else its Lease API stops answering, ``new`` takes the lease once it has seen ``old``'s
-    record unchanged for the lease duration, and ``old``, its API back, ticks as a standby. ``tick_in_round``: the
-    tick thread starts ``new``'s first tick as leader once the round has taken the lease, before the round ends."""
+    and hands the lease over; ``frozen``: ``old``'s process stalls (a paused VM), no round or tick of it runs until
+    the test runs them again; else its Lease API stops answering, and ``old``, its API back, ticks as a standby. Not
+    released, ``new`` takes the lease once it has seen ``old``'s record unchanged for the lease duration.
+    ``tick_in_round``: the tick thread starts ``new``'s first tick as leader inside the round that took the lease,
+    once the round has the answer of its write (``is_leader`` true), before the round returns (``ElectorHooks``).
+    ``answer_lost``: the API server applies ``new``'s take and its answer is lost (a read timeout); the next round
+    finds the record naming ``new`` and renews it."""
     if released:
         assert old.daemon.stop_working(1.0) and old.daemon.release()
-    else:
+    elif not frozen:
         old.link.cut()
-    real_step = new.elector.step
-
-    def step_then_tick(now: datetime) -> ElectionStep:
-        taken = real_step(now)
-        if taken.leading:
-            new.daemon.tick()
-        return taken
-
+    if answer_lost:
+        new.hooks.answers_lost = 1
     if tick_in_round:
-        new.elector.step = step_then_tick  # type: ignore[method-assign]
+        new.hooks.in_round = new.daemon.tick
     for _ in range(20):
         clock.advance(RETRY)
-        if not released:
+        if not (released or frozen):
             old.daemon.elect()
         step = new.daemon.elect()
         if step.leading:
             break
-    new.elector.step = real_step  # type: ignore[method-assign]
     assert step.became_leader and step.new_term, step
-    new.daemon.tick()
-    if not released:
+    assert new.hooks.in_round is None and new.hooks.answers_lost == 0  # the tick ran inside the round; answer lost
+    if not tick_in_round:
+        new.daemon.tick()
+    if not (released or frozen):
         old.link.restore()
         assert not old.daemon.elect().leading
         old.daemon.tick()
@@ -158,7 +166,7 @@ def hand_over(
 
 def drain_pair(
     clock: SimulatedClock,
-    elector_for: Callable[[str], tuple[LeaseElector, CuttableLink]],
+    elector_for: MakeElector,
     kube_api: FakeKubeApi,
     kube_client: k8s.ApiClient,
     gke_api: FakeGkeApi,
@@ -168,8 +176,8 @@ def drain_pair(
     node = _pool(kube_api, gke_api, clock)[0]
     kube_api.put("pods", objs.pod("web", node, labels={"app": "web"}, owner_kind="ReplicaSet"))
     kube_api.hang_pods(node)
-    a = drain_replica("replica-a", elector_for("replica-a"), kube_client, gke_api, clock)
-    b = drain_replica("replica-b", elector_for("replica-b"), kube_client, gke_api, clock)
+    a = drain_replica("replica-a", elector_for, kube_client, gke_api, clock)
+    b = drain_replica("replica-b", elector_for, kube_client, gke_api, clock)
     assert a.daemon.elect().leading and not b.daemon.elect().leading
     a.daemon.tick()
     b.daemon.tick()

@@ -10,28 +10,28 @@ leader reads the marks at each tick. Whole daemons on the fake Kubernetes and GK
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import pytest
 from kubernetes import client as k8s
 
 from actuators.drain_marks import LEFT_DELETING_ANNOTATION
-from agent.daemon.lease import LeaseElector
 from models import ActionStatus, AlertKind
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import _cordoned, _fails_again
+from tests.daemon.conftest import MakeElector
 from tests.daemon.drain_replicas import DrainReplica, drain, drain_pair, hand_over, minute, until_removal_went_out
-from tests.daemon.links import CuttableLink
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
 
-Make = Callable[[str], tuple[LeaseElector, CuttableLink]]
 READS = "/listManagedInstances"
 
 
 @pytest.fixture
 def pair(
-    clock: SimulatedClock, elector_for: Make, kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+    clock: SimulatedClock,
+    elector_for: MakeElector,
+    kube_api: FakeKubeApi,
+    kube_client: k8s.ApiClient,
+    gke_api: FakeGkeApi,
 ) -> tuple[DrainReplica, DrainReplica, str]:
     return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)
 

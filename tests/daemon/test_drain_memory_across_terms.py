@@ -17,13 +17,12 @@ again. Whole daemons (election, tick job, adapter) on the fake Kubernetes and GK
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import pytest
 from kubernetes import client as k8s
 
-from agent.daemon.lease import LeaseElector
 from agent.drains import NodeDrains
 from models import ActionResult, ActionStatus, AlertKind
 from models.clock import SimulatedClock
@@ -34,6 +33,7 @@ from tests.actuators.test_drain_removal_under_way import (
     _cordoned,
     _fails_again,
 )
+from tests.daemon.conftest import MakeElector
 from tests.daemon.drain_replicas import (
     DrainReplica,
     bounds,
@@ -44,27 +44,29 @@ from tests.daemon.drain_replicas import (
     minute,
     until_removal_went_out,
 )
-from tests.daemon.links import CuttableLink
 from tests.fakes import kube_objects as objs
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
 
-Make = Callable[[str], tuple[LeaseElector, CuttableLink]]
 DELETES = "/deleteInstances"
 
 
 @pytest.fixture
 def pair(
-    clock: SimulatedClock, elector_for: Make, kube_api: FakeKubeApi, kube_client: k8s.ApiClient, gke_api: FakeGkeApi
+    clock: SimulatedClock,
+    elector_for: MakeElector,
+    kube_api: FakeKubeApi,
+    kube_client: k8s.ApiClient,
+    gke_api: FakeGkeApi,
 ) -> tuple[DrainReplica, DrainReplica, str]:
     return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)
 
 
 # -- another replica led in between ------------------------------------------------------------------------------
 @pytest.mark.parametrize(
-    ("released", "tick_in_round"),
-    [(True, False), (False, False), (True, True)],
-    ids=["handed-back", "lapsed-back", "handed-back-tick-inside-the-round"],
+    ("released", "tick_in_round", "answer_lost"),
+    [(True, False, False), (False, False, False), (True, True, False), (True, False, True)],
+    ids=["handed-back", "lapsed-back", "handed-back-tick-inside-the-round", "handed-back-answer-lost"],
 )
 def test_a_removal_another_leader_settled_is_not_settled_and_told_again(
     clock: SimulatedClock,
@@ -73,24 +75,29 @@ def test_a_removal_another_leader_settled_is_not_settled_and_told_again(
     pair: tuple[DrainReplica, DrainReplica, str],
     released: bool,
     tick_in_round: bool,
+    answer_lost: bool,
 ) -> None:
-    """``tick_in_round``: A's first tick as leader starts once its round has taken the lease back, before the round
-    ends (the tick and election threads), and forgets all the same: the term is counted before A leads in it."""
+    """``tick_in_round``: A's process stalls while B leads (no round or tick of A's runs: A's last tick was a leader
+    tick), and A's first tick as leader starts inside the round that takes the lease back, once the round has the
+    answer of its write, before it returns (the tick and election threads): it forgets all the same, as the round
+    asks for the resume before it takes the lease and the term is counted before A leads in it. ``answer_lost``: the
+    API server applies A's take, whose answer is lost (a read timeout): A's next round finds the record naming A and
+    renews it, and that is the new term the take began."""
     a, b, node = pair
     a.loop.acts.append(drain(node))
     until_removal_went_out(clock, gke_api, a, b)
 
-    hand_over(clock, a, b)  # B takes the drain over and follows the removal A sent
+    hand_over(clock, a, b, frozen=tick_in_round)  # B takes the drain over and follows the removal A sent
     for m in range(4):
         if m == 2:
             gone(gke_api, kube_api, node)
-        minute(clock, b, a)
+        minute(clock, b, *([] if tick_in_round else [a]))
     assert b.loop.results[-1].status is ActionStatus.DONE, b.loop.results[-1]
     assert [e.kind for e in b.loop.told] == [AlertKind.DRAIN_UNFINISHED_PODS]
     assert bounds(gke_api) == (2, 2)
     bounds_moves = gke_api.calls("POST", BOUNDS)
 
-    hand_over(clock, b, a, released=released, tick_in_round=tick_in_round)  # A leads again
+    hand_over(clock, b, a, released=released, tick_in_round=tick_in_round, answer_lost=answer_lost)  # A leads again
     settled = len(a.loop.results)
     for _ in range(3):
         minute(clock, a, *([] if released else [b]))

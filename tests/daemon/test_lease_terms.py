@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from agent.daemon.lease import ElectionStep, LeaseElector
 from models.clock import SimulatedClock
-from tests.daemon.conftest import DEADLINE, LEASE, LEASE_NAME, NAMESPACE, RETRY
+from tests.daemon.conftest import DEADLINE, LEASE, LEASE_NAME, NAMESPACE, RETRY, MakeElector
+from tests.daemon.elector_hooks import ElectorHooks
 from tests.daemon.links import CuttableLink
 from tests.fakes.kube_api import FakeKubeApi
 
@@ -80,3 +83,52 @@ def test_a_lease_created_again_after_the_holders_rounds_stalled_is_a_new_term(
     _delete_lease(kube_api)
     created = _until_leading(clock, a)  # after a lease duration from when it found it gone: another may have led
     assert created.new_term and a.terms == 2
+
+
+@pytest.mark.parametrize("created", [False, True], ids=["taken-from-a-release", "created"])
+def test_a_take_whose_answer_was_lost_is_counted_at_the_round_that_finds_it_written(
+    clock: SimulatedClock, elector_for: MakeElector, created: bool
+) -> None:
+    """The API server applies the take (or the create) and its answer is lost (a read timeout): the next round reads
+    a record naming this replica and renews it, and that is the new term the take began."""
+    hooks = ElectorHooks(clock)
+    a, _ = elector_for("replica-a", hooks)
+    if not created:  # else a's first round creates the Lease
+        b, _ = elector_for("replica-b")
+        b.step(clock.now())
+        a.step(clock.now())
+        assert b.release(clock.now())
+        clock.advance(RETRY)
+    hooks.answers_lost = 1
+    lost = a.step(clock.now())
+    assert lost.error is not None and not lost.leading and a.terms == 0
+    clock.advance(RETRY)
+    renewed = a.step(clock.now())
+    assert renewed.became_leader and renewed.new_term and a.terms == 1  # was a renewal: no new term
+    clock.advance(RETRY)
+    assert not a.step(clock.now()).new_term and a.terms == 1
+
+
+def test_a_take_that_did_not_land_counts_nothing_once_another_holds_the_lease(
+    clock: SimulatedClock, elector_for: MakeElector
+) -> None:
+    """A take whose answer was lost, and another replica's record read at the next round: that replica took the lease
+    (the take did not land, or was taken over before this replica led in it). Taking it from that one later is one
+    new term, and a renewal after it none."""
+    hooks = ElectorHooks(clock)
+    a, link_a = elector_for("replica-a", hooks)
+    b, _ = elector_for("replica-b")
+    b.step(clock.now())
+    a.step(clock.now())
+    assert b.release(clock.now())
+    link_a.cut()  # the take is never answered
+    clock.advance(RETRY)
+    assert a.step(clock.now()).error is not None
+    link_a.restore()
+    assert b.step(clock.now()).leading  # B takes the emptied record back
+    clock.advance(RETRY)
+    assert not a.step(clock.now()).leading and a.terms == 0
+    taken = _until_leading(clock, a)
+    assert taken.new_term and a.terms == 1
+    clock.advance(RETRY)
+    assert not a.step(clock.now()).new_term and a.terms == 1
