@@ -1,5 +1,6 @@
-"""Shared fixtures: paths to the bundled data and example configurations, small synthetic traces, and (as a
-plugin) the fake cloud and Kubernetes API servers of ``tests/fakes``."""
+"""Shared fixtures: paths to the bundled data and example configurations, small synthetic traces, and (as plugins)
+the fake cloud and Kubernetes API servers of ``tests/fakes``, the PostgreSQL server of ``tests/postgres`` and the
+background mypy run of ``tests/static_mypy.py``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest_plugins = ("tests.fakes.fixtures", "tests.postgres.fixtures")
+pytest_plugins = ("tests.fakes.fixtures", "tests.postgres.fixtures", "tests.static_mypy")
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"
