@@ -176,6 +176,11 @@ class HungRead:
     probes: int
 
 
+# The tests of the hung read: in one xdist group, so that one worker reads it once for them all (each worker that
+# ran one of them read it again, 6 s).
+HUNG_READ = pytest.mark.xdist_group("failing-server-hung-read")
+
+
 @pytest.fixture(scope="module")
 def hung_read() -> Iterator[HungRead]:
     """Every class read once from a hanging server with the shortest timeout accepted (1 s): it waits out 3 tries and
@@ -204,6 +209,7 @@ def test_an_overloaded_server_costs_one_class_retries_and_one_probe(stub: tuple[
     assert state.asked(PROBE_QUERY) == 1
 
 
+@HUNG_READ
 def test_a_hanging_server_costs_one_class_timeouts_and_one_probe(hung_read: HungRead) -> None:
     # The client waits half a second longer than the timeout it sends Prometheus.
     reason = "Prometheus did not answer within 1.5 s (read timeout, tried 3 times)"
@@ -331,7 +337,10 @@ def test_the_client_waits_past_the_timeout_it_sends_for_prometheus_own_answer(st
     assert missing[CLASSES[3]].startswith(OWN_TIMEOUT)  # not "did not answer within 1 s"
 
 
-@pytest.mark.parametrize(("mode", "timeout"), [("hang", "1s"), ("overloaded", "5s"), ("heavy", "5s"), ("bad", "5s")])
+@pytest.mark.parametrize(
+    ("mode", "timeout"),
+    [pytest.param("hang", "1s", marks=HUNG_READ), ("overloaded", "5s"), ("heavy", "5s"), ("bad", "5s")],
+)
 def test_no_reason_carries_the_request_url(request: pytest.FixtureRequest, mode: str, timeout: str) -> None:
     missing: dict[str, str]
     if mode == "hang":  # the hanging server's read with its 1 s timeout, which the test above reads too
