@@ -47,17 +47,26 @@ def _run_dir(config: pytest.Config) -> Path:
     return Path(shared) / "static-mypy"
 
 
-def _start(run_dir: Path) -> _Started:
-    output = (run_dir / "output").open("wb")
-    process = subprocess.Popen([str(MYPY)], cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
-    output.close()
-    (run_dir / "pid.tmp").write_text(str(process.pid))
-    (run_dir / "pid.tmp").rename(run_dir / "pid")  # whole or absent for a reader
+def _write(path: Path, text: str) -> None:
+    """Whole or absent for a reader."""
+    path.with_suffix(".tmp").write_text(text)
+    path.with_suffix(".tmp").rename(path)
+
+
+def _start(run_dir: Path) -> _Started | None:
+    """mypy started, or None if it could not be (its test fails with the reason)."""
+    try:
+        with (run_dir / "output").open("wb") as output:
+            process = subprocess.Popen([str(MYPY)], cwd=ROOT, stdout=output, stderr=subprocess.STDOUT)
+    except OSError as error:
+        (run_dir / "output").write_text(f"mypy could not be started: {error}")
+        _write(run_dir / "pid", str(os.getpid()))
+        _write(run_dir / "returncode", "127")
+        return None
+    _write(run_dir / "pid", str(process.pid))
 
     def wait() -> None:
-        code = process.wait()
-        (run_dir / "returncode.tmp").write_text(str(code))
-        (run_dir / "returncode.tmp").rename(run_dir / "returncode")  # whole or absent for a reader
+        _write(run_dir / "returncode", str(process.wait()))
 
     waiter = threading.Thread(target=wait, name="static-mypy", daemon=True)
     waiter.start()
@@ -72,7 +81,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         run_dir.mkdir()
     except FileExistsError:
         return  # another worker of the session started it
-    session.config.stash[_STARTED] = _start(run_dir)
+    started = _start(run_dir)
+    if started is not None:
+        session.config.stash[_STARTED] = started
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
