@@ -37,7 +37,7 @@ are the drainer's, and each ends through one of these."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Set
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, runtime_checkable
@@ -148,18 +148,27 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
 
     def forget(self) -> None:
         """Forget what this drainer did with its drains (``agent.drains.ForgetsDrains``), as a fresh drainer knows
-        nothing of them: the removals that went out, those whose nodes are not unmarked yet, the drains it started
-        or took over, the removals it asked for and the cloud's answers of the tick. Its replica leads again after
-        another may have led, which may have settled these drains or sent their removals: the drains still marked
-        on their nodes are taken over again, the cloud asked about each, as after a restart."""
+        nothing of them: the drains it started or took over, the removals it asked for and the cloud's answers of the
+        tick. Its replica leads again after another may have led, which may have settled these drains or sent their
+        removals: the drains still marked on their nodes are taken over again, the cloud asked about each, as after a
+        restart. Kept: the removals that went out (``_removing``) and those whose nodes are not unmarked yet
+        (``_unmarking``), which are listed (``draining_nodes``) and settled at their drains' next steps even when
+        their nodes left the cluster before the other leader saw their drains (nothing in the cluster records them
+        then); those the other leader settled are forgotten once the planner memory says so (``forget_settled``)."""
         self._draining_since.clear()
-        self._removing.clear()
-        self._unmarking.clear()
         self._taken_over.clear()
         self._started_here.clear()
         self._removal_asked.clear()
         self._answered.clear()
         self._unread.clear()
+
+    def forget_settled(self, keys: Set[str]) -> None:
+        """Forget the removals of the drains with these keys (``agent.drains.ForgetsDrains``): another leader settled
+        them (the unit removed and its pods told, or the drain ended otherwise), so they are not settled again here."""
+        for unit in [u for u, removal in self._removing.items() if removal.key in keys]:
+            del self._removing[unit]
+        for unit in [u for u, removed in self._unmarking.items() if removed.key in keys]:
+            del self._unmarking[unit]
 
     def removal_state(self, pool_id: str, unit: str) -> RemovalState | None:
         """What the cloud does with ``unit`` (``TellsRemovals``): deleting it, done with it, or keeping it; None when

@@ -1,5 +1,6 @@
-"""What the drains of ``agent.drains`` remember and report: a drain in progress (``PendingDrain``), the outcome of
-drain calls the executor acts on (``DrainOutcome``), and the warnings about a pool's nodes (a node a drain left
+"""What the drains of ``agent.drains`` remember and report: a drain in progress (``PendingDrain``), the drains a leader
+settled, which the planner memory carries to the next leader (``SettledDrains``), the outcome of drain calls the
+executor acts on (``DrainOutcome``), and the warnings about a pool's nodes (a node a drain left
 cordoned that a dry run cannot continue, idle nodes that cannot be read, an idle node no drain can empty, a unit a
 drain removed with pods that never finished terminating, and the end of the warning about a node left cordoned while
 the cloud deleted it, once the cloud stopped deleting it).
@@ -7,8 +8,9 @@ the cloud deleted it, once the cloud stopped deleting it).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from actuators.pod_rules import (
     DO_NOT_DISRUPT,
@@ -23,6 +25,10 @@ from models.durations import format_duration
 
 # The Eviction API's words for a pod selected by several PodDisruptionBudgets, which a drain's rejection quotes.
 MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
+# How long, and how many per pool at most, the drains a leader settled are kept in the planner memory: a replica that
+# leads again after another led drops the removals it remembers whose drains that one settled (``SettledDrains``).
+SETTLED_KEPT_FOR = timedelta(days=1)
+SETTLED_KEPT_PER_POOL = 500
 
 
 @dataclass(frozen=True)
@@ -37,6 +43,43 @@ class PendingDrain:
     # A forced release's drain, which may evict accelerator work. A drain taken over says so on its nodes, where
     # the drainer reads it.
     forced: bool = field(default=False, compare=False)
+
+
+class SettledDrains:
+    """The keys of the drains settled (done, failed or rejected) by a leader's steps, per pool, each with when: what
+    the planner memory carries (``PlannerMemory.drains_settled``), so that a replica that leads again after another
+    led knows which of the removals it remembers that one settled (``NodeDrains.recall_settled``). Kept for
+    ``SETTLED_KEPT_FOR`` and at most ``SETTLED_KEPT_PER_POOL`` per pool, the latest: a removal this replica remembers
+    is followed for the drain's wait for its deletion (at least 15 minutes), a day is far beyond it."""
+
+    def __init__(self) -> None:
+        self._by_pool: dict[str, dict[str, datetime]] = {}
+
+    def add(self, pool_id: str, key: str, at: datetime) -> None:
+        self._by_pool.setdefault(pool_id, {})[key] = at
+
+    def recall(self, record: Mapping[str, Mapping[str, datetime]]) -> None:
+        """Add what the planner memory says was settled (by this replica or another), the later time where both
+        know a key."""
+        for pool_id, keys in record.items():
+            mine = self._by_pool.setdefault(pool_id, {})
+            for key, at in keys.items():
+                mine[key] = max(at, mine.get(key, at))
+
+    def keys(self) -> set[str]:
+        return {key for keys in self._by_pool.values() for key in keys}
+
+    def record(self, now: datetime) -> dict[str, dict[str, datetime]]:
+        """What the planner memory keeps: the drains settled within ``SETTLED_KEPT_FOR`` of ``now``, at most
+        ``SETTLED_KEPT_PER_POOL`` per pool, the latest; the older ones are dropped here too."""
+        since = now - SETTLED_KEPT_FOR
+        kept: dict[str, dict[str, datetime]] = {}
+        for pool_id, keys in self._by_pool.items():
+            latest = sorted(((at, key) for key, at in keys.items() if at >= since), reverse=True)
+            if latest:
+                kept[pool_id] = {key: at for at, key in sorted(latest[:SETTLED_KEPT_PER_POOL])}
+        self._by_pool = {pool_id: dict(keys) for pool_id, keys in kept.items()}
+        return kept
 
 
 @dataclass

@@ -69,7 +69,7 @@ records the drain, says to let the drain finish in enforce mode or to uncordon t
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence, Set
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, runtime_checkable
@@ -81,6 +81,7 @@ from agent.drain_records import (
     IDLE_UNREAD,
     DrainOutcome,
     PendingDrain,
+    SettledDrains,
     deletion_stopped_alert,
     held_idle_alert,
     idle_nodes_alert,
@@ -141,9 +142,16 @@ def left_deleting(drainer: NodeDrainer, pool_id: str) -> Mapping[str, str] | Non
 class ForgetsDrains(Protocol):
     """A drainer that remembers what a leader did with its drains (``actuators.drain_endings``: a removal that went
     out, one whose nodes are not unmarked yet, the drains it started), which a replica forgets when it leads again
-    after another replica may have led (``NodeDrains.forget``)."""
+    after another replica may have led (``NodeDrains.forget``), all but its removals: those it forgets only once the
+    other leader is known to have settled their drains (``forget_settled``)."""
 
-    def forget(self) -> None: ...
+    def forget(self) -> None:
+        """Forget all but the removals that went out and those whose nodes are not unmarked yet."""
+        ...
+
+    def forget_settled(self, keys: Set[str]) -> None:
+        """Forget the removals of the drains with these keys (settled by another leader)."""
+        ...
 
 
 class NodeDrains:
@@ -170,6 +178,10 @@ class NodeDrains:
         # node -> pool of those the cloud was found done with while their marks still list them (a Node object that
         # outlives its instance): not asked about again
         self._left_gone: dict[str, str] = {}
+        # the drains this replica's steps settled, and those the planner memory says a leader settled (``settled``)
+        self._settled = SettledDrains()
+        # forgotten (``forget``) and the planner memory not recalled since: the drainers still remember their removals
+        self._recall_pending = False
 
     def serves(self, pool_id: str) -> bool:
         return pool_id in self._drainers
@@ -179,10 +191,15 @@ class NodeDrains:
         leads again in a new term, after which another replica may have led (the daemon's resume; never for a late
         renewal of its own lease, after which its memory is still the truth). Forgotten: the drains in progress, the
         removals the cloud took, the nodes left cordoned while the cloud deleted them, and each drainer's own memory
-        of them (``ForgetsDrains``). The drains still in the cluster's record are taken over from their nodes' marks
-        at the next observation, the cloud asked about each, as after a restart: a drain another leader settled
-        meanwhile (its pods told, the autoscaler bounds moved) is neither settled nor told again here, and one whose
-        removal another leader sent is not ended for a scale-up while the cloud may be deleting its node."""
+        of them (``ForgetsDrains``) but its removals that went out (and those whose nodes are not unmarked yet). The
+        drains still in the cluster's record are taken over from their nodes' marks at the next observation, the cloud
+        asked about each, as after a restart: a drain another leader settled meanwhile (its pods told, the autoscaler
+        bounds moved) is neither settled nor told again here, and one whose removal another leader sent is not ended
+        for a scale-up while the cloud may be deleting its node. A removal this replica sent is listed by its drainer,
+        and so settled here, even when its node left the cluster before another leader saw its drain (the warning
+        about its pods and the autoscaler bounds' move would be lost), unless the planner memory, once recalled
+        (``recall_settled``, before this replica's drains take a step), says another leader settled it."""
+        self._recall_pending = True
         self._pending.clear()
         self._removal_sent.clear()
         self._unasked.clear()
@@ -193,6 +210,25 @@ class NodeDrains:
         for drainer in {id(d): d for d in self._drainers.values()}.values():
             if isinstance(drainer, ForgetsDrains):
                 drainer.forget()
+
+    def settled(self, now: datetime) -> dict[str, dict[str, datetime]]:
+        """The drains settled within the last day (``drain_records.SettledDrains``), per pool, each key with when:
+        what the planner memory carries to the next leader (``PlannerMemory.drains_settled``)."""
+        return self._settled.record(now)
+
+    def recall_settled(self, record: Mapping[str, Mapping[str, datetime]]) -> None:
+        """The drains a leader settled, as the planner memory says at this replica's first read of it in a term
+        (``PlannerMemory.drains_settled``), are known settled here too (and carried on with this replica's own). After
+        a ``forget``, each drainer forgets the removals of those drains (``ForgetsDrains.forget_settled``): another
+        leader settled them, whose warning and autoscaler bounds' move are not to be told and asked for again."""
+        self._settled.recall(record)
+        if not self._recall_pending:
+            return
+        self._recall_pending = False
+        keys = self._settled.keys()
+        for drainer in {id(d): d for d in self._drainers.values()}.values():
+            if isinstance(drainer, ForgetsDrains):
+                drainer.forget_settled(keys)
 
     @property
     def pending(self) -> tuple[PendingDrain, ...]:
@@ -567,6 +603,7 @@ class NodeDrains:
         if result.status in _SETTLED:
             self._pending.pop(pending.node, None)
             self._first_idle.get(pending.pool_id, {}).pop(pending.node, None)
+            self._settled.add(pending.pool_id, pending.key, now)
         if result.status in (ActionStatus.FAILED, ActionStatus.REJECTED):
             self._held_until[pending.node] = now + max(self._window, timedelta(minutes=1))
         if result.status is ActionStatus.REJECTED:

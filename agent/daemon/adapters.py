@@ -10,7 +10,10 @@ back). The slices short of hosts it carries are handed to the TPU slice adapter 
 so are the scale-ups its predecessor waited for to the budget watch (``BudgetWatch.restore``), whose own go into the
 memory after each tick (``BudgetWatch.waited``), saved with it. A term after which another replica may have led
 (``resume``'s ``another_led``) forgets the drains' memory too (``NodeDrains.forget``): that leader may have settled
-them; the drains still marked on their nodes are taken over again.
+them; the drains still marked on their nodes are taken over again. The removals this replica sent are kept until the
+memory is read, whose drains settled (``drains_settled``, which the drains put in the memory after each tick:
+``NodeDrains.settled``) are handed to the drains at that first load (``NodeDrains.recall_settled``): those another
+leader settled are forgotten then, before any drain takes a step, and the others followed to their end.
 
 A leader that has not read the planner memory since it became the leader (the store answered an error) plans and
 acts on nothing: its own copy lacks the blocks, back-offs and recent changes its predecessor saved (a pool blocked
@@ -131,7 +134,9 @@ class AgentLoopAdapter:
         over from their nodes' marks, the cloud asked about each: another leader may have settled one this replica
         remembers (its pods told, the autoscaler bounds moved), or sent the removal of one it started. A term continued
         by a late renewal of this replica's own lease keeps it: nobody else led, and its removals under way, the nodes
-        it left cordoned while the cloud deleted them and its drains' timeouts are its own to carry on."""
+        it left cordoned while the cloud deleted them and its drains' timeouts are its own to carry on. The removals
+        it sent are forgotten only once the planner memory says another leader settled their drains (at its first
+        load: ``NodeDrains.recall_settled``)."""
         if another_led and self._agent.drains is not None:
             self._agent.drains.forget()
         self.keeper.resume()
@@ -152,12 +157,16 @@ class AgentLoopAdapter:
             self._agent.conditions.adopt(memory.open_conditions, memory.conditions_ended, now)
             self._recall_short_slices(memory, now)
             self._agent.budget_watch.restore(memory.scale_ups_waited)  # and its budget watch the scale-ups
+            if self._agent.drains is not None:  # and its drains the drains settled: after a forget, another's
+                self._agent.drains.recall_settled(memory.drains_settled)
         self._unread_since = None
         try:
             report = self._agent.run_once(now)
         finally:  # what was acted on is saved even when the tick failed afterwards; only ever by the leader
             waited = self._agent.budget_watch.waited
             self._agent.memory = replace(self._agent.memory, scale_ups_waited=waited)
+            if self._agent.drains is not None:
+                self._agent.memory = replace(self._agent.memory, drains_settled=self._agent.drains.settled(now))
             save_error = (
                 self.keeper.after_tick(self._agent.memory, now)
                 if self._leadership.is_leader(self._clock.now())

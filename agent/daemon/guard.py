@@ -130,3 +130,9 @@ class LeaderOnlyDrainer:
         leads again after another may have led (``NodeDrains.forget``)."""
         if isinstance(self._inner, ForgetsDrains):
             self._inner.forget()
+
+    def forget_settled(self, keys: Set[str]) -> None:
+        """Forget the removals of the drains with these keys, which another leader settled (the drainer's memory: no
+        write to guard; ``NodeDrains.recall_settled``)."""
+        if isinstance(self._inner, ForgetsDrains):
+            self._inner.forget_settled(keys)

@@ -21,6 +21,11 @@ every unit in flight for a scale-up of its own from its first read (a node being
 kept (a memory saved by an earlier release, or none saved), and the new leader falls back to waiting for every unit in
 flight from its first read; ``()``: kept, and none waited for.
 
+It carries too the drains the leader settled in the last day (``drains_settled``: per pool, each drain's key with
+when: ``agent.drains.NodeDrains.settled``), which the planner never reads: a replica that leads again after another
+led forgets the removals it remembers whose drains that leader settled (``NodeDrains.recall_settled``), and follows
+the others to their end, so a removal's warning is told once and never lost.
+
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 
 Its times are wall times, written by the tick that set them: a tick that ran while the wall clock was ahead (a VM
@@ -117,6 +122,8 @@ class PlannerMemory:
     )
     # the scale-ups the leader waits for, in the order it asked for them (None: not kept, see the module docstring)
     scale_ups_waited: tuple[PendingScaleUp, ...] | None = None
+    # pool -> drain key -> when a leader settled that drain, within the last day (see the module docstring)
+    drains_settled: dict[str, dict[str, datetime]] = field(default_factory=dict)
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
@@ -240,6 +247,7 @@ class PlannerMemory:
             | self.units_failed_last.keys()
             | self.slices_short_since.keys()
             | {p.pool_id for p in self.scale_ups_waited or ()}
+            | self.drains_settled.keys()
         )
 
     def only(self, pool_ids: Collection[str]) -> PlannerMemory:
@@ -264,6 +272,7 @@ class PlannerMemory:
                 if self.scale_ups_waited is None
                 else tuple(p for p in self.scale_ups_waited if p.pool_id in pool_ids)
             ),
+            drains_settled=_only(self.drains_settled, pool_ids),
         )
 
 

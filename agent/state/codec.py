@@ -17,7 +17,8 @@ Version 1::
      "conditions_ended": [{"kind": "missing-data", "subject": "demand class x", "at": "..."}],
      "slices_short_since": {"pool": {"slice": {"since": "...", "seen": "...", "hosts": ["<instance id>"]}}},
      "scale_ups_waited": [{"pool": "pool", "asked_at": "...", "from_units": 0, "to_units": 3,
-                           "found_in_flight": true, "judged_at": "..."}]}
+                           "found_in_flight": true, "judged_at": "..."}],
+     "drains_settled": {"pool": {"<drain key>": "..."}}}
 
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
@@ -51,11 +52,15 @@ release that does not know it, which reads the rest and saves without it (a roll
 list, empty too, is what the leader waited for. Adding it needs no new version: an older release of version 1 ignores
 a key it does not know. An entry this release cannot read (a malformed time, units not whole numbers with ``from_units
 < to_units``) is left out, never the document: at worst that scale-up is not waited for, so its stall is not told;
-never one judged from a time earlier than it was asked. A document this code cannot read (no or an older unknown
-version, malformed) raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the next save
-replaces it. A document of a newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a replica of an
-older release that leads during a rolling upgrade or a rollback must not write over the back-offs and blocks a newer
-one saved.
+never one judged from a time earlier than it was asked. ``drains_settled`` (per pool, the keys of the drains the
+leader settled in the last day, each with when: ``agent.drains.NodeDrains.settled``) may be absent too: a release that
+does not know it reads the rest and saves without it, and a replica leading again after another then settles and tells
+again a removal it remembers that the other settled, as before it was kept (the lesser harm: never one lost). An
+entry this release cannot read (a malformed time) is left out the same way. A document this code cannot read (no or
+an older unknown version, malformed) raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the
+next save replaces it. A document of a newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a
+replica of an older release that leads during a rolling upgrade or a rollback must not write over the back-offs and
+blocks a newer one saved.
 """
 
 from __future__ import annotations
@@ -101,6 +106,10 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
             for pool, slices in sorted(memory.slices_short_since.items())
         },
     }
+    document["drains_settled"] = {
+        pool: {key: _time(at) for key, at in sorted(keys.items())}
+        for pool, keys in sorted(memory.drains_settled.items())
+    }
     if memory.scale_ups_waited is not None:  # None: not kept, as a release before wrote it
         document["scale_ups_waited"] = [_scale_up(p) for p in memory.scale_ups_waited]
     return json.dumps(document, indent=1, sort_keys=False)
@@ -144,6 +153,7 @@ def decode(text: str) -> PlannerMemory:
             conditions_ended=dict(_conditions(document.get("conditions_ended"), lambda e: _parse(e["at"]))),
             slices_short_since=_short_since(document.get("slices_short_since")),
             scale_ups_waited=_scale_ups(document.get("scale_ups_waited")),
+            drains_settled=_settled(document.get("drains_settled")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None
@@ -283,3 +293,16 @@ def _units(value: Any) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise TypeError(f"units {value!r} is not a whole number of units")
     return value
+
+
+def _settled(pools: Any) -> dict[str, dict[str, datetime]]:
+    """The readable entries of ``drains_settled``; any other is left out (that drain's removal, remembered by a replica
+    leading again, is settled and told again there)."""
+    out: dict[str, dict[str, datetime]] = {}
+    for pool, keys in pools.items() if isinstance(pools, dict) else ():
+        for key, at in keys.items() if isinstance(keys, dict) else ():
+            try:
+                out.setdefault(str(pool), {})[str(key)] = _parse(at)
+            except (TypeError, ValueError):
+                continue
+    return out

@@ -23,7 +23,9 @@
   when nothing is stored, or a release that kept none saved it: the new leader then waits for the units in flight
   from its first read), whatever this replica held before it led (it forgot its own scale-ups as a standby: another
   leader may have resized since), unless it leads again with the store as it left it and has not stood by (above);
-  afterwards its budget watch says which are waited for.
+  afterwards its budget watch says which are waited for. So are the drains settled (``drains_settled``): at the first
+  load, the stored ones and those this replica held (a drain settled stays so, whoever says it), handed to its
+  drains, which say from then on which were settled (``agent.drains.NodeDrains.recall_settled``).
 * ``after_tick(memory, now)`` saves the memory when it differs from what the store holds. A failed save is
   logged and retried on the next tick; the tick itself is never held up or failed by the store.
 * Until a load has succeeded, nothing is saved: a new leader that cannot read the store must not overwrite
@@ -98,6 +100,7 @@ class MemoryKeeper:
                 conditions_ended=memory.conditions_ended,
                 slices_short_since=memory.slices_short_since,
                 scale_ups_waited=memory.scale_ups_waited,
+                drains_settled=memory.drains_settled,
             )
         elif not (unchanged and self._ticked is not None and _held(memory) == _held(self._ticked)):
             if unchanged and stored is not None:  # it stood by since its last tick as leader: it forgot its own
@@ -177,7 +180,8 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
     changed, our block stays and the later time wins (a back-off, a recent change). A back-off's reason is the one
     of the side whose back-off was kept. Open alert conditions merge per condition the same way, ours kept where
     both changed (the leader saw it last), the slices short of hosts per slice group, and the scale-ups waited for
-    as a whole (``MemoryKeeper.before_tick`` sets them itself)."""
+    as a whole (``MemoryKeeper.before_tick`` sets them itself). The drains settled are both sides', each drain both
+    name at its later time: a drain settled stays so, whoever says it."""
     backoff_until = _three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max)
     return PlannerMemory(
         last_change=_three_way(base.last_change, ours.last_change, theirs.last_change, max),
@@ -203,7 +207,19 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
         scale_ups_waited=ours.scale_ups_waited
         if ours.scale_ups_waited != base.scale_ups_waited
         else theirs.scale_ups_waited,
+        # both sides' (a drain settled stays so): a replica's own from before it led are not stale
+        drains_settled={
+            pool: _each_latest(ours.drains_settled.get(pool, {}), theirs.drains_settled.get(pool, {}))
+            for pool in sorted(ours.drains_settled.keys() | theirs.drains_settled.keys())
+        },
     )
+
+
+def _each_latest(ours: Mapping[str, datetime], theirs: Mapping[str, datetime]) -> dict[str, datetime]:
+    """The drains both sides say were settled, each at the later time either gives."""
+    return {
+        key: max(at for at in (ours.get(key), theirs.get(key)) if at is not None) for key in ours.keys() | theirs.keys()
+    }
 
 
 def _three_way(

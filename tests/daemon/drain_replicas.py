@@ -1,7 +1,9 @@
 """Two daemons draining one GKE node pool: each a real ``Daemon`` with its elector on the fake Kubernetes API (the
-Lease), whose loop is the daemon's ``AgentLoopAdapter`` (its ``resume`` is the real one) with a tick that runs the
-drains only, through the real drainer (wrapped in the daemon's ``LeaderOnlyDrainer``), GKE actuator and clients on the
-fake GKE and Kubernetes APIs. One simulated clock; the test plays the scheduler, a minute at a time."""
+Lease), whose loop is the daemon's ``AgentLoopAdapter`` (its ``resume`` and ``run_once`` the real ones: the planner
+memory, shared by the replicas, loaded at the first leader tick of a term and saved after each) around an agent whose
+tick runs the drains only, through the real drainer (wrapped in the daemon's ``LeaderOnlyDrainer``), GKE actuator
+and clients on the fake GKE and Kubernetes APIs. One simulated clock; the test plays the scheduler, a minute at a
+time."""
 
 from __future__ import annotations
 
@@ -15,17 +17,18 @@ from kubernetes import client as k8s
 
 from actuators.gke_node_pool import GkeNodePoolActuator
 from actuators.kubernetes_drain import KubernetesNodeDrainer
-from agent.daemon.adapters import AgentLoopAdapter, DaemonTickReport, PoolStateRecorder
+from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
 from agent.daemon.guard import LeaderOnlyDrainer
 from agent.daemon.health import HealthState
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
 from agent.daemon.service import Daemon
 from agent.drains import NodeDrains
-from agent.loop import Agent
+from agent.loop import Agent, TickReport
 from agent.notify import RecordingNotifier
+from agent.planning import PlannerMemory
 from agent.state import InMemoryStateStore
-from models import ActionResult, AlertEvent, Resize
+from models import ActionResult, AlertEvent, CapacityPlan, Resize
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import BOUNDS, MINUTE, UNAVAILABLE, _drains, _pool
 from tests.daemon.conftest import DEADLINE, RETRY, MakeElector
@@ -41,29 +44,65 @@ DELETES = "/deleteInstances"
 Act = Callable[[NodeDrains, datetime], Sequence[ActionResult]]
 
 
-class DrainsLoop(AgentLoopAdapter):
-    """The daemon's adapter around an agent that has drains only: a leader tick observes the drains in progress
-    (the cluster's record of them), steps each, then does what the test asked for (``acts``). A standby tick watches
+class DrainsAgent:
+    """An agent that has drains only, as the daemon's adapter drives it (the planner memory loaded at the first tick
+    of a term and saved after each, the drains settled carried in it): its tick observes the drains in progress (the
+    cluster's record of them), steps each, then does what the test asked for (``acts``). A standby tick watches
     nothing."""
 
-    def __init__(self, drains: NodeDrains, name: str, elector: LeaseElector, clock: SimulatedClock) -> None:
-        agent = SimpleNamespace(
-            drains=drains, watch=lambda now: None, pool_by_id={}, budget_watch=SimpleNamespace(stand_by=lambda: None)
-        )
-        super().__init__(cast(Agent, agent), cast(PoolStateRecorder, None), InMemoryStateStore(name), elector, clock)
+    def __init__(self, drains: NodeDrains) -> None:
         self.drains = drains
+        self.memory = PlannerMemory()
+        self.pool_by_id: dict[str, object] = {}
+        self.classes: list[object] = []
+        self.conditions = SimpleNamespace(adopt=lambda *_: None)
+        self.parts = SimpleNamespace(short_slices=None)
+        self.budget_watch = SimpleNamespace(stand_by=lambda: None, restore=lambda _: None, waited=())
         self.acts: list[Act] = []
         self.results: list[ActionResult] = []
         self.told: list[AlertEvent] = []
 
-    def run_once(self, now: datetime) -> DaemonTickReport:
+    def watch(self, now: datetime, *, leading: bool = False) -> None:
+        return None
+
+    def run_once(self, now: datetime) -> TickReport:
         self.drains.observe({}, now)
         out = self.drains.continue_pending(now)
         self.results += out.results
         self.told += out.alerts
         while self.acts:
             self.results += self.acts.pop(0)(self.drains, now)
-        return DaemonTickReport(forecasts=(), pools=(), plan=None, results=(), budgets=(), errors=())
+        return TickReport(now, {}, {}, {}, CapacityPlan(now), ())
+
+
+class DrainsLoop(AgentLoopAdapter):
+    """The daemon's adapter (its ``resume`` and ``run_once`` the real ones) around a ``DrainsAgent``; ``store``: the
+    planner memory's store, shared by the replicas."""
+
+    def __init__(
+        self,
+        drains: NodeDrains,
+        store: InMemoryStateStore,
+        elector: LeaseElector,
+        gke: GkeNodePoolActuator,
+        clock: SimulatedClock,
+    ) -> None:
+        self.drains_agent = DrainsAgent(drains)
+        super().__init__(cast(Agent, self.drains_agent), PoolStateRecorder(gke), store, elector, clock)
+        self.drains = drains
+        self.store = store
+
+    @property
+    def acts(self) -> list[Act]:
+        return self.drains_agent.acts
+
+    @property
+    def results(self) -> list[ActionResult]:
+        return self.drains_agent.results
+
+    @property
+    def told(self) -> list[AlertEvent]:
+        return self.drains_agent.told
 
 
 @dataclass
@@ -84,17 +123,19 @@ class DrainReplica:
 
 def drain_replica(
     name: str,
+    store: InMemoryStateStore,
     elector_for: MakeElector,
     kube_client: k8s.ApiClient,
     gke_api: FakeGkeApi,
     clock: SimulatedClock,
 ) -> DrainReplica:
-    """A replica of its own (drainer and GKE actuator with their own memory) on the shared fake APIs."""
+    """A replica of its own (drainer and GKE actuator with their own memory) on the shared fake APIs; ``store``: its
+    view of the planner memory the replicas share."""
     hooks = ElectorHooks(clock)
     elector, link = elector_for(name, hooks)
     gke, drainer, _ = _drains(kube_client, gke_api, clock)
     drains = NodeDrains({"gpu": LeaderOnlyDrainer(drainer, elector, clock)}, timedelta(0))
-    loop = DrainsLoop(drains, name, elector, clock)
+    loop = DrainsLoop(drains, store, elector, gke, clock)
     daemon = Daemon(
         loop,
         elector,
@@ -176,8 +217,9 @@ def drain_pair(
     node = _pool(kube_api, gke_api, clock)[0]
     kube_api.put("pods", objs.pod("web", node, labels={"app": "web"}, owner_kind="ReplicaSet"))
     kube_api.hang_pods(node)
-    a = drain_replica("replica-a", elector_for, kube_client, gke_api, clock)
-    b = drain_replica("replica-b", elector_for, kube_client, gke_api, clock)
+    store = InMemoryStateStore("replica-a")
+    a = drain_replica("replica-a", store, elector_for, kube_client, gke_api, clock)
+    b = drain_replica("replica-b", store.replica("replica-b"), elector_for, kube_client, gke_api, clock)
     assert a.daemon.elect().leading and not b.daemon.elect().leading
     a.daemon.tick()
     b.daemon.tick()

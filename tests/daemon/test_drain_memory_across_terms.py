@@ -108,6 +108,41 @@ def test_a_removal_another_leader_settled_is_not_settled_and_told_again(
     assert a.drains.pending == ()
 
 
+@pytest.mark.parametrize("memory", ["read", "unreadable"])
+def test_a_removal_under_way_whose_node_went_before_the_other_leaders_first_tick_is_settled_when_a_leads_again(
+    clock: SimulatedClock,
+    kube_api: FakeKubeApi,
+    gke_api: FakeGkeApi,
+    pair: tuple[DrainReplica, DrainReplica, str],
+    memory: str,
+) -> None:
+    """A sent the removal (GKE took the deleteInstances, the bounds' move answered 503) and is cut off; the instance
+    and its Node object go before B's first tick as leader, so nothing in the cluster records the drain and B never
+    sees it. A leads again after B: the removal it remembers is its to settle (the stuck pod told, the bounds moved),
+    the planner memory B saved naming no such drain settled. Forgotten with the rest of A's drains' memory, it was
+    never settled: the warning lost and GKE's autoscaler bounds left 3-3 on a 2-node pool. ``unreadable``: the planner
+    memory A loads cannot be read (treated as none saved): the removal is settled all the same."""
+    a, b, node = pair
+    a.loop.acts.append(drain(node))
+    until_removal_went_out(clock, gke_api, a, b)
+    gone(gke_api, kube_api, node)
+
+    hand_over(clock, a, b)
+    for _ in range(3):
+        minute(clock, b, a)
+    assert b.loop.results == [] and b.drains.pending == ()  # B never saw the drain
+
+    if memory == "unreadable":
+        a.loop.store.document = "{not json"
+    hand_over(clock, b, a, released=True)  # A leads again: its first tick settles the removal
+    minute(clock, a)
+
+    assert [e.kind for e in a.loop.told + b.loop.told] == [AlertKind.DRAIN_UNFINISHED_PODS]  # was never told
+    assert bounds(gke_api) == (2, 2)  # was left at 3-3
+    assert [r.status for r in a.loop.results if r.key.endswith(node)][-1] is ActionStatus.DONE
+    assert a.drains.pending == ()
+
+
 def test_a_drain_whose_removal_another_leader_sent_is_not_ended_when_a_read_fails_at_a_take_back(
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
