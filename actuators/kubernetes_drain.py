@@ -31,10 +31,11 @@ service, not left cordoned, paid for and unusable. A removal that fails after ``
 deletes the node: each later step asks the cloud (``actuators.drain_endings``) and keeps the node cordoned while it
 is being deleted, ends the drain DONE once it is gone (with its pods left terminating, as above), and gives the drain
 up, uncordoned, when the cloud is not deleting it; a node the cloud still deletes after a bounded wait stays cordoned,
-its drain ended (FAILED, the removal ``unclear``) and its marks taken off, for a person to check (the agent asks the
-cloud about it afterwards: ``agent.drains``, uncordoning it through ``cancel`` if the cloud keeps it). A drain waiting
-so is listed in ``draining_nodes`` after its node left the cluster, so the agent's next step settles it. A node that
-leaves the cluster during its drain otherwise (deleted by a person, or its instance gone) ends the drain DONE:
+its drain ended (FAILED, the removal ``unclear``) and its drain marks replaced by ``leadtime.io/drain-left-deleting``
+(the drain's key), for a person to check (whichever replica leads reads that mark and asks the cloud about the node
+afterwards: ``agent.drains``, uncordoning it through ``cancel``, the mark taken off, if the cloud keeps it). A drain
+waiting so is listed in ``draining_nodes`` after its node left the cluster, so the agent's next step settles it. A node
+that leaves the cluster during its drain otherwise (deleted by a person, or its instance gone) ends the drain DONE:
 nothing is left to drain or remove, and the pool is not at fault.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the

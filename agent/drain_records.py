@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from actuators.drain_marks import DRAIN_MARKS
 from actuators.pod_rules import (
     DO_NOT_DISRUPT,
     LOCAL_STORAGE,
@@ -119,8 +120,8 @@ def left_cordoned_alert(now: datetime, left: PendingDrain) -> AlertEvent:
         "drain key": key,
         "find its nodes": "kubectl get nodes -o custom-columns='NAME:.metadata.name,"
         f"DRAIN:.metadata.annotations.leadtime\\.io/drain-key' | grep -F '{key}'",
-        "uncordon each": "kubectl uncordon NAME && kubectl annotate node NAME leadtime.io/drain-key- "
-        "leadtime.io/drain-forced-",
+        "uncordon each": "kubectl uncordon NAME && kubectl annotate node NAME "
+        + " ".join(f"{mark}-" for mark in DRAIN_MARKS),
     }
     subject = f"node {node} of {left.pool_id} left cordoned"
     return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, details)

@@ -647,9 +647,10 @@ def deletion_overdue_alert(
     """A warning about a node whose drain ended (settled FAILED, ``unclear``) while the cloud still deleted it, longer
     than the drain waits for a deletion, or while what the cloud did with it could not be read then (the result's
     detail says which: ``actuators.drain_endings``): its removal went out (the cloud took the delete, a later write
-    failed). The node is left cordoned, its drain marks taken off: nothing continues the drain, and only a person can
-    tell a deletion that is slow from one that hangs or failed. ``watched``: this agent asks the cloud about the node
-    at each step, and uncordons it if the cloud stops deleting it (``NodeDrains``, resolving this warning then). A
+    failed). The node is left cordoned, its drain marks replaced by ``leadtime.io/drain-left-deleting``: nothing
+    continues the drain, and only a person can tell a deletion that is slow from one that hangs or failed.
+    ``watched``: the leader, whichever replica leads (it reads the mark), asks the cloud about the node at each step,
+    and uncordons it if the cloud stops deleting it (``NodeDrains``, resolving this warning then). A
     one-off event, raised by the step that ended the drain and never again (the drain is settled), so it is told
     once."""
     node, pool_id = drained.node, drained.pool_id

@@ -82,7 +82,10 @@ def test_a_dry_run_agent_counts_the_cordoned_node_sends_nothing_and_says_what_to
     )
     assert "Switch back to enforce mode until the drain finishes, or uncordon its nodes" in alert.summary
     assert alert.details["find its nodes"].endswith(f"| grep -F 'a@t0->2/drain/{node}'")
-    assert alert.details["uncordon each"].startswith("kubectl uncordon NAME && kubectl annotate node NAME")
+    assert alert.details["uncordon each"] == (
+        "kubectl uncordon NAME && kubectl annotate node NAME leadtime.io/drain-key- leadtime.io/drain-forced- "
+        "leadtime.io/drain-forced-at- leadtime.io/drain-started-at- leadtime.io/drain-left-deleting-"
+    )  # every mark the drainer writes (two of them before)
     assert len([r for r in cluster.kube.requests if r.verb in ("patch", "create", "delete")]) == writes_before
     assert _cordoned(cluster, node)  # only a person (or an enforce agent) can end it
     assert cluster.gke.calls("POST", "deleteInstances") == 0
