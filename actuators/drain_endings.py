@@ -279,8 +279,11 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
     ) -> V1Node | None:
         """Cordon and mark the node with the drain's key (and, ``forced``, as a forced drain's; ``since``, with the
         time the drain's timeout counts from, ``STARTED_AT_ANNOTATION``; a mark already there is left as it is), or
-        (``None``) uncordon it and remove the marks; the node as patched, None when it is gone."""
-        marks: dict[str, str | None] = {DRAIN_ANNOTATION: drain_key}
+        (``None``) uncordon it and remove the marks; the node as patched, None when it is gone. The mark of an earlier
+        drain that left the node cordoned while the cloud deleted it (``LEFT_DELETING_ANNOTATION``, still there when
+        its take-off failed after a person uncordoned the node) comes off in the same patch: the node is this drain's
+        now, and the leader watching that mark would end this drain with the earlier one's key."""
+        marks: dict[str, str | None] = {DRAIN_ANNOTATION: drain_key, LEFT_DELETING_ANNOTATION: None}
         if not drain_key:
             marks = dict.fromkeys(DRAIN_MARKS)
         if drain_key and forced:

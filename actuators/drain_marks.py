@@ -122,7 +122,9 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
         """Units of the pool left cordoned by a drain that ended while the cloud still deleted them
         (``LEFT_DELETING_ANNOTATION`` on a cordoned node), with that drain's key, as the pool's units were last read
         (``draining_nodes``, at each tick): no read of its own. Such a mark on a node a person uncordoned is taken
-        off when the node is read so."""
+        off when the node is read so; a unit with a drain of ours in progress (its key on a cordoned node) is never
+        listed, whatever mark an earlier drain left on it: ended with that drain's key, the drain in progress would be
+        undone."""
         return dict(self._left_marked.get(pool_id, {}))
 
     def _drains_of(self, pool_id: str) -> dict[str, tuple[str | None, Sequence[V1Node]]]:
@@ -138,7 +140,8 @@ class KubernetesDrainMarks(KubernetesUnitSurvey):
             ended = (self._ended.pop(unit, set()) | ended_drains(nodes)) & marked
             live = (drain_marks(n).get(DRAIN_ANNOTATION) for n in nodes if cordoned(n))
             key = next((k for k in live if k and k not in ended), None)
-            if left_key := next((k for n in nodes if cordoned(n) and (k := _left_mark(n))), None):
+            # a unit with a drain of ours in progress is that drain's: an earlier drain's mark left on it is no watch
+            if key is None and (left_key := next((k for n in nodes if cordoned(n) and (k := _left_mark(n))), None)):
                 left[unit] = left_key
             stale = [
                 node

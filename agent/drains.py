@@ -44,7 +44,8 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   each step, what the cloud does with it (``TellsRemovalStates``; one node per pool per step): gone, it is forgotten;
   kept (the cloud stopped deleting it, its instance runs again), its drain is ended (``NodeDrainer.cancel``: the node
   uncordoned, it serves again), logged, and the warning resolved (``deletion_stopped_alert``). Left cordoned, it
-  would be paid for, counted as ready and never found idle.
+  would be paid for, counted as ready and never found idle. One a later drain of ours takes (a person uncordoned it)
+  is that drain's: it is no longer asked about, nor listed by the drainer, whose cordon takes the mark off.
 * **Forced releases** (``Resize.forced``, a budget's hard stop: the money left no longer pays for the units held)
   are never refused for busy nodes. They drain the named nodes that are still in the pool, then nodes idle for the
   window, then the pool's other nodes in the drainer's order, cheapest to lose first
@@ -473,13 +474,14 @@ class NodeDrains:
         """The pool's nodes left cordoned while the cloud deleted them, as their marks list them (``marked``,
         ``TellsLeftDeleting``; None: the drainer cannot tell): one another replica left, or this one before a restart
         or before another led, is asked about here too (``_left_deleting``), unless the cloud was found done with it
-        (a Node object that outlives its instance). Those remembered stay until the cloud is done with them or keeps
-        them, as before: a node whose Node object went while its instance is still deleted is no longer marked."""
+        (a Node object that outlives its instance), or a drain of ours is in progress on it (``_left_deleting_step``).
+        Those remembered stay until the cloud is done with them or keeps them, as before: a node whose Node object
+        went while its instance is still deleted is no longer marked."""
         if marked is None:
             return
         self._left_gone = {n: p for n, p in self._left_gone.items() if p != pool_id or n in marked}
         for node, key in sorted(marked.items()):
-            if node not in self._left_deleting and node not in self._left_gone:
+            if node not in self._left_deleting and node not in self._left_gone and node not in self._pending:
                 log.info(
                     "pool %s: node %s was left cordoned while the cloud deleted it (drain key %s); the cloud is asked "
                     "about it at each tick", pool_id, node, key,
@@ -514,9 +516,20 @@ class NodeDrains:
     def _left_deleting_step(self, outcome: DrainOutcome, now: datetime) -> None:
         """Ask the drainer what the cloud does with the nodes left cordoned by drains that ended while it still
         deleted them (``_left_deleting``): one node per pool per step (the one asked longest ago: a read of the pool
-        each), so the reads stay bounded however many are left so."""
+        each), so the reads stay bounded however many are left so. A node a drain of ours is in progress on (a person
+        uncordoned it, and a later release took it) is that drain's: forgotten here, never asked about, since ending
+        the earlier drain (``NodeDrainer.cancel``, once the cloud keeps the node) would uncordon it and take the later
+        drain's marks off, dropping it with no result."""
         asked: set[str] = set()
         for node, left in list(self._left_deleting.items()):
+            if (later := self._pending.get(node)) is not None:
+                log.info(
+                    "pool %s: node %s, left cordoned while the cloud deleted it (drain key %s), is being drained again "
+                    "(key %s): the later drain owns it, and it is no longer asked about", left.pool_id, node, left.key,
+                    later.key,
+                )  # fmt: skip
+                del self._left_deleting[node]
+                continue
             if left.pool_id in asked:
                 continue
             asked.add(left.pool_id)
