@@ -1,6 +1,6 @@
 """Shared fixtures: paths to the bundled data and example configurations, small synthetic traces, and (as plugins)
 the fake cloud and Kubernetes API servers of ``tests/fakes``, the PostgreSQL server of ``tests/postgres`` and the
-background mypy run of ``tests/static_mypy.py``."""
+commands started in the background of ``tests/background_runs.py``."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest_plugins = ("tests.fakes.fixtures", "tests.postgres.fixtures", "tests.static_mypy")
+pytest_plugins = ("tests.fakes.fixtures", "tests.postgres.fixtures", "tests.background_runs")
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLED_TRACE = ROOT / "data" / "helios-earth" / "demand_5min.csv.gz"

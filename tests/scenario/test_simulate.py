@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import math
 import re
@@ -23,6 +21,7 @@ from agent.simulation.equal_service import SERVICE_LEVELS, run_and_compare
 from agent.simulation.runner import Simulation
 from agent.sources.trace import read_trace
 from config import load_settings, settings_from_mapping
+from tests.background_runs import Background, ended, register
 from tests.conftest import TraceWriter
 
 # one worker computes the module's simulation once, for every test that reads it
@@ -33,26 +32,37 @@ pytestmark = pytest.mark.xdist_group("simulate-pooled")
 WINDOW = ["--start", "2020-05-12T12:00:00+08:00", "--end", "2020-05-13T00:00:00+08:00"]
 
 
+ROOT = Path(__file__).resolve().parents[2]
+# The command line, as the console script runs it (``leadtime = agent.cli:main``).
+CLI = "import sys; from agent.cli import main; sys.exit(main(sys.argv[1:]))"
+# Started in the background once the tests are collected (20 s of CPU, while the workers wait on other tests).
+POOLED = register(
+    Background(
+        "simulate-pooled",
+        lambda out: [
+            sys.executable,
+            "-c",
+            CLI,
+            "simulate",
+            "--config",
+            str(ROOT / "config/examples/helios-earth.yaml"),
+            "--trace",
+            str(ROOT / "data/helios-earth/demand_5min.csv.gz"),
+            *WINDOW,
+            "--out",
+            str(out),
+        ],
+        fixture="pooled_results",
+    )
+)
+
+
 @pytest.fixture(scope="module")
-def pooled_results(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], Path]:
-    out = tmp_path_factory.mktemp("pooled")
-    root = Path(__file__).resolve().parents[2]
-    with contextlib.redirect_stderr(io.StringIO()) as progress:  # the progress bars, for the test that reads them
-        code = main(
-            [
-                "simulate",
-                "--config",
-                str(root / "config/examples/helios-earth.yaml"),
-                "--trace",
-                str(root / "data/helios-earth/demand_5min.csv.gz"),
-                *WINDOW,
-                "--out",
-                str(out),
-            ]
-        )
-    assert code == 0
-    (out / "progress.txt").write_text(progress.getvalue())
-    return json.loads((out / "results.json").read_text()), out
+def pooled_results(request: pytest.FixtureRequest) -> tuple[dict[str, Any], Path]:
+    run = ended(request.config, POOLED)
+    assert run.returncode == 0, run.stderr
+    (run.directory / "progress.txt").write_text(run.stderr)  # the progress bars, for the test that reads them
+    return json.loads((run.directory / "results.json").read_text()), run.directory
 
 
 def test_the_progress_bar_says_the_models_are_fitting_until_the_first_ticks(
