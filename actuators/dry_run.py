@@ -2,10 +2,11 @@
 
 A dry-run drainer sends nothing, so it cannot continue a drain the cluster records (one an agent in enforce mode
 started before the switch back to dry-run): it says so (``SendsDrains``), and the agent leaves such drains alone
-instead of taking them over (``agent.drains``). Its one write is taking the marks of a drain a person ended
-(``kubectl uncordon``) off a node that is schedulable (``KubernetesDrainMarks.write_only_ended_marks``): left there
-through a dry-run term, they would read as that drain, forced perhaps, once anyone cordons the node again and the
-agent is switched back to enforce mode.
+instead of taking them over (``agent.drains``), as it leaves the nodes such an agent's drains left cordoned while the
+cloud deleted them, which it lists (``DryRunDrainer.left_deleting``) for the agent to warn about. Its one write is
+taking the marks of a drain a person ended (``kubectl uncordon``) off a node that is schedulable
+(``KubernetesDrainMarks.write_only_ended_marks``): left there through a dry-run term, they would read as that drain,
+forced perhaps, once anyone cordons the node again and the agent is switched back to enforce mode.
 """
 
 from __future__ import annotations
@@ -93,6 +94,13 @@ class DryRunDrainer:
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         return self._inner.draining_nodes(pool_id)
+
+    def left_deleting(self, pool_id: str) -> Mapping[str, str] | None:
+        """The units the wrapped drainer lists as left cordoned by a drain that ended while the cloud deleted them
+        (``KubernetesDrainMarks.left_deleting``: a read, of the marks ``draining_nodes`` read), which a dry run warns
+        about and leaves as they are; None when it cannot tell."""
+        listed = getattr(self._inner, "left_deleting", None)
+        return listed(pool_id) if callable(listed) else None
 
     def held_units(self, pool_id: str) -> Mapping[str, str]:  # a read: a dry run tells the idle nodes it leaves too
         return held_units(self._inner, pool_id)

@@ -1,7 +1,8 @@
 """What the drains of ``agent.drains`` remember and report: a drain in progress (``PendingDrain``), the drains a leader
 settled, which the planner memory carries to the next leader (``SettledDrains``), the outcome of drain calls the
 executor acts on (``DrainOutcome``), and the warnings about a pool's nodes (a node a drain left
-cordoned that a dry run cannot continue, idle nodes that cannot be read, an idle node no drain can empty, a unit a
+cordoned that a dry run cannot continue, or left cordoned while the cloud deleted it, which a dry run does not
+uncordon, idle nodes that cannot be read, an idle node no drain can empty, a unit a
 drain removed with pods that never finished terminating, and the end of the warning about a node left cordoned while
 the cloud deleted it, once the cloud stopped deleting it).
 """
@@ -12,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from actuators.drain_marks import DRAIN_MARKS
+from actuators.drain_marks import DRAIN_MARKS, LEFT_DELETING_ANNOTATION
 from actuators.pod_rules import (
     DO_NOT_DISRUPT,
     LOCAL_STORAGE,
@@ -124,6 +125,33 @@ def left_cordoned_alert(now: datetime, left: PendingDrain) -> AlertEvent:
         + " ".join(f"{mark}-" for mark in DRAIN_MARKS),
     }
     subject = f"node {node} of {left.pool_id} left cordoned"
+    return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, details)
+
+
+def left_deleting_alert(now: datetime, left: PendingDrain) -> AlertEvent:
+    """A warning about a node an agent in enforce mode left cordoned when its drain ended while the cloud still
+    deleted it (``LEFT_DELETING_ANNOTATION``, the drain's key), which this agent, in dry-run mode, neither asks the
+    cloud about nor uncordons: one condition per node, raised every tick while the node is so marked and cordoned, so
+    it ends once the node is uncordoned or leaves the cluster."""
+    node, key = left.node, left.key
+    summary = (
+        f"Node {node} of pool {left.pool_id} is cordoned after a drain (key {key}) that ended while the cloud was "
+        f"deleting its instance (marked {LEFT_DELETING_ANNOTATION}). In dry-run mode the agent does not ask the cloud "
+        "about it or uncordon it: if the cloud no longer deletes the instance, the node stays unschedulable and "
+        "billed. Check the instance in its instance group (details): once the cloud deletes it, its Node object "
+        "goes; if the cloud no longer deletes it (running, no current action), uncordon the node and remove the mark "
+        "(details), or delete the instance; in enforce mode the leader uncordons it itself."
+    )
+    details = {
+        "drain key": key,
+        "check the instance": (
+            "its current action and last errors in its managed instance group (gcloud compute instance-groups "
+            f"managed list-instances GROUP --zone ZONE), and the zone's operations on it (gcloud compute operations "
+            f"list --filter='targetLink~{node}')"
+        ),
+        "uncordon it": f"kubectl uncordon {node} && kubectl annotate node {node} {LEFT_DELETING_ANNOTATION}-",
+    }
+    subject = f"node {node} of {left.pool_id} left cordoned while deleted"
     return AlertEvent(AlertKind.ACTUATOR_FAILURE, Severity.WARNING, now, subject, summary, details)
 
 

@@ -65,6 +65,9 @@ the drain timeout: the drains an agent in enforce mode left behind (the Deployme
 disruption budget held one up) are left alone, their nodes counted as the cloud reads them (cordoned, not gone:
 nothing will remove them), never chosen for a drain, and a warning per node, raised every tick while the cluster
 records the drain, says to let the drain finish in enforce mode or to uncordon the node and remove its drain marks.
+Nor does it watch the nodes such an agent left cordoned while the cloud deleted them (``TellsLeftDeleting``: it asks
+the cloud nothing and uncordons none): a warning per node so marked, raised every tick while it stays cordoned
+(``left_deleting_alert``), says to uncordon it and remove the mark if the cloud no longer deletes it.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ from agent.drain_records import (
     held_idle_alert,
     idle_nodes_alert,
     left_cordoned_alert,
+    left_deleting_alert,
     unfinished_pods_alert,
 )
 from models import (
@@ -166,6 +170,9 @@ class NodeDrains:
         self._held_until: dict[str, datetime] = {}  # node -> not chosen again before this time
         self._unsure: set[str] = set()  # drains taken over not yet known to be forced or not
         self._left: dict[str, PendingDrain] = {}  # node -> drain the cluster records that a dry run cannot continue
+        # node -> the drain that left it cordoned while the cloud deleted it, as its mark says, which a dry run warns
+        # about and leaves as it is (``_leave_left_deleting``)
+        self._left_unwatched: dict[str, PendingDrain] = {}
         self._held: dict[str, tuple[str, str]] = {}  # idle node a drainer holds back -> (pool, why), as last logged
         # keys of drains whose removal the cloud took (a write of it accepted, a later one failing; for a drain taken
         # over, its node being deleted or gone when asked): the cloud's target and ready units already leave the node
@@ -206,6 +213,7 @@ class NodeDrains:
         self._unasked.clear()
         self._unsure.clear()
         self._left.clear()
+        self._left_unwatched.clear()
         self._left_deleting.clear()
         self._left_gone.clear()
         for drainer in {id(d): d for d in self._drainers.values()}.values():
@@ -249,9 +257,11 @@ class NodeDrains:
                     self._watch_left(pool_id, left_deleting(drainer, pool_id))
                 else:
                     self._leave(pool_id, drainer.draining_nodes(pool_id))
+                    self._leave_left_deleting(pool_id, left_deleting(drainer, pool_id))
             except ActuatorError as exc:  # drains in progress stay as remembered; continuing them will tell
                 log.warning("pool %s: drains in progress unknown: %s", pool_id, exc)
         alerts.extend(left_cordoned_alert(now, left) for _, left in sorted(self._left.items()))
+        alerts.extend(left_deleting_alert(now, left) for _, left in sorted(self._left_unwatched.items()))
         seen = self.adjusted(states)
         for pool_id, drainer in self._drainers.items():
             state = seen.get(pool_id)
@@ -596,6 +606,25 @@ class NodeDrains:
                 )  # fmt: skip
             self._left[node] = PendingDrain(pool_id, node, key)
 
+    def _leave_left_deleting(self, pool_id: str, marked: Mapping[str, str] | None) -> None:
+        """With a drainer that sends nothing: the pool's nodes an agent in enforce mode left cordoned when their drains
+        ended while the cloud still deleted them, as their marks list them (``marked``, ``TellsLeftDeleting``; None:
+        the drainer cannot tell). This agent neither asks the cloud about them nor uncordons them: they are told about
+        (``left_deleting_alert``) until they are uncordoned or leave the cluster."""
+        if marked is None:
+            return
+        for node, left in list(self._left_unwatched.items()):
+            if left.pool_id == pool_id and node not in marked:
+                log.info("pool %s: node %s is no longer cordoned after a drain whose node was deleted", pool_id, node)
+                del self._left_unwatched[node]
+        for node, key in sorted(marked.items()):
+            if node not in self._left_unwatched:
+                log.warning(
+                    "pool %s: node %s is cordoned after a drain (key %s) that ended while the cloud deleted it; this "
+                    "dry run does not uncordon it if the cloud keeps it: a person does", pool_id, node, key,
+                )  # fmt: skip
+            self._left_unwatched[node] = PendingDrain(pool_id, node, key)
+
     def _step(self, pending: PendingDrain, now: datetime) -> DrainOutcome:
         """One step of the drain. A step that fails may have gone out all the same (``unclear``, its release's claim
         kept): a write of it was accepted before the error (the node's removal, ``Writes.maybe_applied``), or one was
@@ -670,7 +699,8 @@ def deletion_overdue_alert(
     until = (
         "The agent's leader, whichever replica leads (the node is marked leadtime.io/drain-left-deleting), asks the "
         "cloud about the instance at each tick, and uncordons the node and says so if the cloud no longer deletes it; "
-        "otherwise the node stays cordoned until it leaves the cluster or a person uncordons it."
+        "otherwise the node stays cordoned until it leaves the cluster or a person uncordons it. After a switch to "
+        "dry-run mode the leader only warns about the node at each tick."
         if watched
         else "It stays cordoned until it leaves the cluster or a person uncordons it: the agent does not look at it "
         "again."
