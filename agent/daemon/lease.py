@@ -33,8 +33,9 @@ passed in) is only written into the Lease (renew and acquire times) and reported
   leader tick of the term, even one that starts before the round that took it ends, forgets what only the leader of
   the term before could know to be current (its drains: another leader may have carried them on and settled them).
   A take whose answer is lost (a read timeout after the API server applied it) is counted by the round that finds
-  the record naming this replica and renews it; one that finds another holder knows the take did not land (or another
-  replica took the lease since, before this one led in it) and counts nothing.
+  the record naming this replica and renews it. A round that finds another holder instead counts nothing (the take
+  did not land, or another replica took the lease since, before this one led in it): this replica leads again only
+  through a take of that holder's record, or a create, which counts its term once whatever was noted before.
 * Every write carries the resourceVersion that was read: of two replicas racing for the lease, the API server
   accepts one and answers 409 to the other.
 
@@ -121,7 +122,8 @@ class LeaseElector:
         self._was_leading = False
         self._terms = 0  # the new terms taken (``terms``)
         # A take of the lease as a new term was sent and its answer not had (a read timeout after the API server
-        # applied it): the next round that finds the record naming this replica counts the term (``_took``)
+        # applied it): the next round that finds the record naming this replica counts the term; any write answered
+        # clears it, counted once with it (``_took``)
         self._take_sent = False
         self.last_error: str | None = None
         self.last_contact: datetime | None = None
@@ -240,7 +242,6 @@ class LeaseElector:
             return
         # Someone else holds it (we may have been replaced while cut off): whatever our clock says, stop now.
         self._renewed_at = None
-        self._take_sent = False  # a take whose answer was lost did not land, or another took the lease since
         # A replica that led when its last round ended missed its term's end: this round reports the loss, and a
         # later one takes the lease as a new term.
         if not self._was_leading and self._may_take(record, sent):

@@ -109,25 +109,29 @@ def test_a_take_whose_answer_was_lost_is_counted_at_the_round_that_finds_it_writ
     assert not a.step(clock.now()).new_term and a.terms == 1
 
 
-def test_a_take_that_did_not_land_counts_nothing_once_another_holds_the_lease(
+def test_a_take_whose_answer_was_lost_then_taken_by_another_counts_one_term_once_taken_back(
     clock: SimulatedClock, elector_for: MakeElector
 ) -> None:
-    """A take whose answer was lost, and another replica's record read at the next round: that replica took the lease
-    (the take did not land, or was taken over before this replica led in it). Taking it from that one later is one
-    new term, and a renewal after it none."""
+    """A's take of a released record lands and its answer is lost; A's renewals then stop getting through and B takes
+    the lease from A after its duration, before A led in the term its take began. A's round that finds B's record
+    counts nothing, and taking the lease back from B later is one new term (not two: the take noted as unanswered
+    is not counted beside it), a renewal after it none."""
     hooks = ElectorHooks(clock)
     a, link_a = elector_for("replica-a", hooks)
     b, _ = elector_for("replica-b")
     b.step(clock.now())
     a.step(clock.now())
     assert b.release(clock.now())
-    link_a.cut()  # the take is never answered
     clock.advance(RETRY)
-    assert a.step(clock.now()).error is not None
+    hooks.answers_lost = 1
+    lost = a.step(clock.now())  # the take lands, its answer lost
+    assert lost.error is not None and not lost.leading and a.terms == 0
+    link_a.cut()
+    assert _until_leading(clock, b).new_term  # B sees A's record unchanged for the lease duration
     link_a.restore()
-    assert b.step(clock.now()).leading  # B takes the emptied record back
     clock.advance(RETRY)
-    assert not a.step(clock.now()).leading and a.terms == 0
+    found = a.step(clock.now())
+    assert not found.leading and not found.new_term and found.holder == "replica-b" and a.terms == 0
     taken = _until_leading(clock, a)
     assert taken.new_term and a.terms == 1
     clock.advance(RETRY)
