@@ -562,9 +562,11 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         the unit, or is done with it; "" when it can (no such removal, or the cloud kept the unit: forgotten). A drain
         taken over, of which nothing is remembered here, is ended only once the cloud says it keeps the unit: a unit it
         is deleting or done with (a Node object that outlives its instance) is on its way out, and one whose state
-        cannot be read may be. A drain this drainer started and whose removal it never asked for (``_removal_asked``)
-        is not on its way out by this agent's doing: when the cloud cannot be read, it is ended all the same (a read
-        that failed once would otherwise buy a node while an idle one is drained)."""
+        cannot be read may be. A drain this drainer started, of a unit whose removal no drain of this drainer ever asked
+        for (``_removal_asked``), is not on its way out by this agent's doing: when the cloud cannot be read, it is
+        ended all the same (a read that failed once would otherwise buy a node while an idle one is drained). A unit
+        whose removal an earlier drain asked for (one that ended leaving it cordoned while the cloud deleted it, and
+        that a person uncordoned since) may still be going: its later drain goes on."""
         if (removed := self._unmarking.get(unit)) is not None and removed.key == key:
             return f"{self._units.noun} {unit} was removed by its drain; the drain is settled at its next step"
         if not isinstance(self._remover, TellsRemovals):
@@ -575,10 +577,11 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
             try:
                 state = self._read_state(self._remover, pool_id, unit)
             except ActuatorError as exc:  # it may be on its way out: ended once the cloud says it keeps it
-                if self._started_here.get(unit) == key and self._removal_asked.get(unit) != key:
+                if self._started_here.get(unit) == key and unit not in self._removal_asked:
                     log.info(
                         "pool %s: whether the cloud deletes %s %s could not be read (%s); its drain, started here, "
-                        "never asked for its removal: it may be ended (key %s)", pool_id, noun, unit, exc.reason, key,
+                        "and no drain here ever asked for its removal: it may be ended (key %s)",
+                        pool_id, noun, unit, exc.reason, key,
                     )  # fmt: skip
                     return ""
                 return f"whether the cloud deletes {noun} {unit} could not be read ({exc.reason}); its drain goes on"

@@ -1,0 +1,87 @@
+"""A scale-up never takes back a node whose removal this replica once asked the cloud for, when the cloud cannot be
+read: the instance may still be going.
+
+A drain left the node cordoned while GKE deleted it (``leadtime.io/drain-left-deleting``); a person uncordoned it
+while the instance was still being deleted, and a later idle drain of this replica took it. A scale-up then takes
+that later drain back, and the one read of the instance group answers 503. The later drain was started here and
+never asked for the node's removal, so it was ended all the same: the node uncordoned and counted as capacity
+regained, while GKE was still deleting it (one node fewer bought, pods scheduled on a VM going away). Any removal
+this drainer asked for the node, under whichever drain, now keeps the drain going until the cloud says it keeps the
+node. With the read answered, the take-back is refused either way (the cloud says it deletes the node). Whole
+daemons on the fake Kubernetes and GKE APIs, one simulated clock."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+from kubernetes import client as k8s
+
+from actuators.drain_marks import LEFT_DELETING_ANNOTATION
+from actuators.drain_units import DRAIN_ANNOTATION
+from agent.drains import NodeDrains
+from models import ActionResult, ActionStatus, Resize
+from models.clock import SimulatedClock
+from tests.actuators.test_drain_removal_under_way import UNAVAILABLE, _cordoned
+from tests.daemon.conftest import MakeElector
+from tests.daemon.drain_replicas import DrainReplica, drain, drain_pair, minute, until_removal_went_out
+from tests.daemon.test_drain_left_deleting_then_drained_again import _annotations, _uncordon
+from tests.fakes.gke_api import FakeGkeApi
+from tests.fakes.kube_api import FakeKubeApi
+
+
+@pytest.fixture
+def pair(
+    clock: SimulatedClock,
+    elector_for: MakeElector,
+    kube_api: FakeKubeApi,
+    kube_client: k8s.ApiClient,
+    gke_api: FakeGkeApi,
+) -> tuple[DrainReplica, DrainReplica, str]:
+    return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)
+
+
+def _action(gke_api: FakeGkeApi, node: str) -> str:
+    """The current action of ``node``'s instance in its managed instance group."""
+    instances = [i for mig in gke_api.pools["a100"].migs for i in mig.instances if i.name == node]
+    assert len(instances) == 1, instances
+    return instances[0].action
+
+
+@pytest.mark.parametrize("read_fails", [False, True], ids=["group read", "group read answers 503"])
+def test_a_later_drain_of_a_node_the_cloud_still_deletes_is_not_taken_back(
+    clock: SimulatedClock,
+    kube_api: FakeKubeApi,
+    gke_api: FakeGkeApi,
+    pair: tuple[DrainReplica, DrainReplica, str],
+    read_fails: bool,
+) -> None:
+    a, b, node = pair
+    a.loop.acts.append(drain(node))
+    until_removal_went_out(clock, gke_api, a, b)
+    for _ in range(30):  # the drain's wait ends with the instance still being deleted
+        minute(clock, a, b)
+        if a.loop.results[-1].status is ActionStatus.FAILED:
+            break
+    assert _annotations(kube_api, node).get(LEFT_DELETING_ANNOTATION)
+    _uncordon(kube_api, node)  # a person uncordons it while the cloud still deletes it
+    release = Resize("gpu", 3, 2, "idle", "release3")
+    a.loop.acts.append(lambda drains, now: drains.scale_down(release, now, [node]).results)
+    minute(clock, a, b)
+    assert _annotations(kube_api, node).get(DRAIN_ANNOTATION) == f"release3/drain/{node}"
+    minute(clock, a, b)
+    taken: list[str] = []
+
+    def take_back(drains: NodeDrains, now: datetime) -> list[ActionResult]:
+        if read_fails:
+            gke_api.fail_next(1, 503, UNAVAILABLE, path="listManagedInstances")
+        taken.extend(drains.take_back("gpu", 1, now))
+        return []
+
+    a.loop.acts.append(take_back)
+    minute(clock, a, b)
+
+    assert _action(gke_api, node) == "DELETING"
+    assert taken == []
+    assert _cordoned(kube_api, node)
+    assert [p.key for p in a.drains.pending] == [f"release3/drain/{node}"]
