@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from actuators.drain_marks import DRAIN_MARKS, LEFT_DELETING_ANNOTATION
 from actuators.pod_rules import (
@@ -27,10 +27,11 @@ from models.durations import format_duration
 
 # The Eviction API's words for a pod selected by several PodDisruptionBudgets, which a drain's rejection quotes.
 MULTIPLE_BUDGETS = "more than one PodDisruptionBudget"
-# How long, and how many per pool at most, the drains a leader settled are kept in the planner memory: a replica that
-# leads again after another led drops the removals it remembers whose drains that one settled (``SettledDrains``).
-SETTLED_KEPT_FOR = timedelta(days=1)
-SETTLED_KEPT_PER_POOL = 500
+# How many drains settled the planner memory keeps, all pools together, the latest (``SettledDrains``): a replica that
+# leads again after another led drops the removals it remembers whose drains that one settled. Bounded by count, not
+# by age: a replica standing by keeps its removals for as long as another leads. About 135 bytes each in the document
+# with GKE's node names, so about 270 KB at most, well under the 1 MiB a ConfigMap's data may hold.
+SETTLED_KEPT = 2000
 
 
 @dataclass(frozen=True)
@@ -48,11 +49,14 @@ class PendingDrain:
 
 
 class SettledDrains:
-    """The keys of the drains settled (done, failed or rejected) by a leader's steps, per pool, each with when: what
-    the planner memory carries (``PlannerMemory.drains_settled``), so that a replica that leads again after another
-    led knows which of the removals it remembers that one settled (``NodeDrains.recall_settled``). Kept for
-    ``SETTLED_KEPT_FOR`` and at most ``SETTLED_KEPT_PER_POOL`` per pool, the latest: a removal this replica remembers
-    is followed for the drain's wait for its deletion (at least 15 minutes), a day is far beyond it."""
+    """The keys of the drains a leader settled (done, failed or rejected) that another replica may remember as its
+    removals, per pool, each with when: what the planner memory carries (``PlannerMemory.drains_settled``), so that a
+    replica that leads again after another led knows which of the removals it remembers that one settled
+    (``NodeDrains.recall_settled``). Only drains taken over are added (``NodeDrains`` says which): another replica
+    remembers a removal only of a drain it stepped, and a drain this replica started and settled without another
+    leading in between (a dry run's would-be drains among them) was stepped by no other. At most ``SETTLED_KEPT``
+    are kept over all pools, the latest, the oldest dropped first; never dropped for their age, as the removals a
+    replica standing by remembers are kept for as long as another leads."""
 
     def __init__(self) -> None:
         self._by_pool: dict[str, dict[str, datetime]] = {}
@@ -71,15 +75,13 @@ class SettledDrains:
     def keys(self) -> set[str]:
         return {key for keys in self._by_pool.values() for key in keys}
 
-    def record(self, now: datetime) -> dict[str, dict[str, datetime]]:
-        """What the planner memory keeps: the drains settled within ``SETTLED_KEPT_FOR`` of ``now``, at most
-        ``SETTLED_KEPT_PER_POOL`` per pool, the latest; the older ones are dropped here too."""
-        since = now - SETTLED_KEPT_FOR
+    def record(self) -> dict[str, dict[str, datetime]]:
+        """What the planner memory keeps: the latest ``SETTLED_KEPT`` drains settled, all pools together (by when,
+        then pool and key); the older ones are dropped here too."""
+        entries = sorted((at, pool_id, key) for pool_id, keys in self._by_pool.items() for key, at in keys.items())
         kept: dict[str, dict[str, datetime]] = {}
-        for pool_id, keys in self._by_pool.items():
-            latest = sorted(((at, key) for key, at in keys.items() if at >= since), reverse=True)
-            if latest:
-                kept[pool_id] = {key: at for at, key in sorted(latest[:SETTLED_KEPT_PER_POOL])}
+        for at, pool_id, key in entries[-SETTLED_KEPT:]:
+            kept.setdefault(pool_id, {})[key] = at
         self._by_pool = {pool_id: dict(keys) for pool_id, keys in kept.items()}
         return kept
 

@@ -186,7 +186,8 @@ class NodeDrains:
         # node -> pool of those the cloud was found done with while their marks still list them (a Node object that
         # outlives its instance): not asked about again
         self._left_gone: dict[str, str] = {}
-        # the drains this replica's steps settled, and those the planner memory says a leader settled (``settled``)
+        # the drains taken over that this replica's steps settled, and those the planner memory says a leader settled
+        # (``settled``)
         self._settled = SettledDrains()
         # forgotten (``forget``) and the planner memory not recalled since: the drainers still remember their removals
         self._recall_pending = False
@@ -221,9 +222,11 @@ class NodeDrains:
                 drainer.forget()
 
     def settled(self, now: datetime) -> dict[str, dict[str, datetime]]:
-        """The drains settled within the last day (``drain_records.SettledDrains``), per pool, each key with when:
-        what the planner memory carries to the next leader (``PlannerMemory.drains_settled``)."""
-        return self._settled.record(now)
+        """The drains taken over that were settled, the latest ``drain_records.SETTLED_KEPT`` (``SettledDrains``), per
+        pool, each key with when: what the planner memory carries to the next leader
+        (``PlannerMemory.drains_settled``). ``now``, when the memory is saved, bounds nothing: the record is bounded
+        by count, never by age."""
+        return self._settled.record()
 
     def recall_settled(self, record: Mapping[str, Mapping[str, datetime]]) -> None:
         """The drains a leader settled, as the planner memory says at this replica's first read of it in a term
@@ -645,7 +648,8 @@ class NodeDrains:
         if result.status in _SETTLED:
             self._pending.pop(pending.node, None)
             self._first_idle.get(pending.pool_id, {}).pop(pending.node, None)
-            self._settled.add(pending.pool_id, pending.key, now)
+            if pending.started is None:  # taken over: another replica may remember its removal (``SettledDrains``)
+                self._settled.add(pending.pool_id, pending.key, now)
         if result.status in (ActionStatus.FAILED, ActionStatus.REJECTED):
             self._held_until[pending.node] = now + max(self._window, timedelta(minutes=1))
         if result.status is ActionStatus.REJECTED:

@@ -21,10 +21,11 @@ every unit in flight for a scale-up of its own from its first read (a node being
 kept (a memory saved by an earlier release, or none saved), and the new leader falls back to waiting for every unit in
 flight from its first read; ``()``: kept, and none waited for.
 
-It carries too the drains the leader settled in the last day (``drains_settled``: per pool, each drain's key with
-when: ``agent.drains.NodeDrains.settled``), which the planner never reads: a replica that leads again after another
-led forgets the removals it remembers whose drains that leader settled (``NodeDrains.recall_settled``), and follows
-the others to their end, so a removal's warning is told once and never lost.
+It carries too the drains taken over that a leader settled, the latest 2,000 over all pools (``drains_settled``:
+per pool, each drain's key with when: ``agent.drains.NodeDrains.settled``), which the planner never reads: a replica
+that leads again after another led forgets the removals it remembers whose drains that leader settled
+(``NodeDrains.recall_settled``), and follows the others to their end, so a removal's warning is told once and never
+lost.
 
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 
@@ -122,7 +123,7 @@ class PlannerMemory:
     )
     # the scale-ups the leader waits for, in the order it asked for them (None: not kept, see the module docstring)
     scale_ups_waited: tuple[PendingScaleUp, ...] | None = None
-    # pool -> drain key -> when a leader settled that drain, within the last day (see the module docstring)
+    # pool -> drain key -> when a leader settled that drain, taken over; the latest 2,000 (see the module docstring)
     drains_settled: dict[str, dict[str, datetime]] = field(default_factory=dict)
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:

@@ -52,8 +52,9 @@ release that does not know it, which reads the rest and saves without it (a roll
 list, empty too, is what the leader waited for. Adding it needs no new version: an older release of version 1 ignores
 a key it does not know. An entry this release cannot read (a malformed time, units not whole numbers with ``from_units
 < to_units``) is left out, never the document: at worst that scale-up is not waited for, so its stall is not told;
-never one judged from a time earlier than it was asked. ``drains_settled`` (per pool, the keys of the drains the
-leader settled in the last day, each with when: ``agent.drains.NodeDrains.settled``) may be absent too: a release that
+never one judged from a time earlier than it was asked. ``drains_settled`` (per pool, the keys of the drains taken
+over that a leader settled, each with when, the latest ``agent.drain_records.SETTLED_KEPT`` over all pools, about 270
+KB at most: ``agent.drains.NodeDrains.settled``) may be absent too: a release that
 does not know it reads the rest and saves without it, and a replica leading again after another then settles and tells
 again a removal it remembers that the other settled, as before it was kept (the lesser harm: never one lost). An
 entry this release cannot read (a malformed time) is left out the same way. A document this code cannot read (no or

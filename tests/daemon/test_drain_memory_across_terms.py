@@ -108,6 +108,41 @@ def test_a_removal_another_leader_settled_is_not_settled_and_told_again(
     assert a.drains.pending == ()
 
 
+def test_a_removal_another_leader_settled_is_not_told_again_after_that_leader_led_for_a_day(
+    clock: SimulatedClock,
+    kube_api: FakeKubeApi,
+    gke_api: FakeGkeApi,
+    pair: tuple[DrainReplica, DrainReplica, str],
+) -> None:
+    """B settles the removal A sent (told once), then leads for a day (the clock a day later, one tick of B's, A
+    standing by, which steps no drain and keeps its removal) and hands the lease back. The planner memory B saved at
+    that tick still names the drain: A forgets its removal and tells nothing. The memory kept the drains settled for
+    a day at most: B's tick dropped the drain, and A settled it and told the warning a second time."""
+    a, b, node = pair
+    a.loop.acts.append(drain(node))
+    until_removal_went_out(clock, gke_api, a, b)
+
+    hand_over(clock, a, b)
+    for m in range(4):
+        if m == 2:
+            gone(gke_api, kube_api, node)
+        minute(clock, b, a)
+    assert [e.kind for e in b.loop.told] == [AlertKind.DRAIN_UNFINISHED_PODS]
+    bounds_moves = gke_api.calls("POST", BOUNDS)
+    clock.advance(timedelta(days=1))  # B leads for a day
+    minute(clock, b, a)
+
+    settled = len(a.loop.results)
+    hand_over(clock, b, a, released=True)  # A leads again
+    for _ in range(3):
+        minute(clock, a)
+
+    assert a.loop.results[settled:] == []  # was the drain settled DONE again, at A's first tick
+    assert [e.kind for e in a.loop.told + b.loop.told] == [AlertKind.DRAIN_UNFINISHED_PODS]  # was told twice
+    assert gke_api.calls("POST", BOUNDS) == bounds_moves  # the bounds' move asked for again
+    assert a.drains.pending == ()
+
+
 @pytest.mark.parametrize("memory", ["read", "unreadable"])
 def test_a_removal_under_way_whose_node_went_before_the_other_leaders_first_tick_is_settled_when_a_leads_again(
     clock: SimulatedClock,

@@ -2,7 +2,8 @@
 exactly; absent from a document of the release before (none kept), which an older release of the same version reads
 by ignoring the key; an entry that cannot be read is left out, never the document; a pool no longer configured loses
 its entries; the keeper merges a replica's own with the stored ones at its first load and keeps the leader's own
-afterwards; and the drains keep those of the last day, at most so many a pool (``SettledDrains``)."""
+afterwards; and the drains keep the latest so many over all pools, however old (``SettledDrains``), whose document
+stays far below the 1 MiB a ConfigMap's data may hold with many pools."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from agent.drain_records import SETTLED_KEPT_FOR, SETTLED_KEPT_PER_POOL, SettledDrains
+from agent.drain_records import SETTLED_KEPT, SettledDrains
 from agent.planning import PlannerMemory
 from agent.state import InMemoryStateStore, MemoryKeeper
 from agent.state.codec import decode, encode
@@ -78,14 +79,36 @@ def test_the_first_load_adds_the_stored_drains_settled_to_this_replicas_own_then
     assert keeper.before_tick(mine)[0].drains_settled == {"v5e": {OTHER: later}}
 
 
-def test_the_drains_keep_the_drains_settled_in_the_last_day_at_most_so_many_a_pool() -> None:
+def test_the_drains_keep_the_latest_drains_settled_over_all_pools_however_old() -> None:
     settled = SettledDrains()
-    settled.add("a100", "old", T0 - SETTLED_KEPT_FOR - timedelta(seconds=1))
-    for n in range(SETTLED_KEPT_PER_POOL + 2):
-        settled.add("a100", f"k{n}", T0 - timedelta(seconds=SETTLED_KEPT_PER_POOL + 2 - n))
-    settled.recall({"v5e": {OTHER: T0 - timedelta(hours=23)}})
-    record = settled.record(T0)
-    assert "old" not in record["a100"] and len(record["a100"]) == SETTLED_KEPT_PER_POOL
-    assert {"k0", "k1"}.isdisjoint(record["a100"]) and f"k{SETTLED_KEPT_PER_POOL + 1}" in record["a100"]
-    assert record["v5e"] == {OTHER: T0 - timedelta(hours=23)}
-    assert settled.keys() == set(record["a100"]) | {OTHER}  # the dropped ones are forgotten here too
+    settled.add("a100", "weeks-old", T0 - timedelta(weeks=3))  # the latest, however old, are kept
+    for n in range(SETTLED_KEPT + 1):
+        settled.add(f"pool-{n % 3}", f"k{n}", T0 + timedelta(seconds=n))
+    settled.recall({"v5e": {OTHER: T0 + timedelta(days=2)}})
+    record = settled.record()
+    assert sum(len(keys) for keys in record.values()) == SETTLED_KEPT  # over all pools, not per pool
+    assert record["v5e"] == {OTHER: T0 + timedelta(days=2)}
+    assert {"weeks-old", "k0", "k1"}.isdisjoint(settled.keys())  # the oldest dropped first, here too
+    assert f"k{SETTLED_KEPT}" in record[f"pool-{SETTLED_KEPT % 3}"]
+
+    few = SettledDrains()
+    few.add("a100", "weeks-old", T0 - timedelta(weeks=3))
+    assert few.record() == {"a100": {"weeks-old": T0 - timedelta(weeks=3)}}  # never dropped for its age
+
+
+def test_the_document_of_many_pools_full_of_drains_settled_stays_far_below_a_configmaps_limit() -> None:
+    """Sixteen GKE pools, each with 500 drains settled under realistic keys (a release's key, then the node's name):
+    only the latest ``SETTLED_KEPT`` are written, about 270 KB. Kept 500 a pool, they made 1.03 MiB, over the 1 MiB a
+    ConfigMap's data may hold: every save of the planner memory failed."""
+    settled = SettledDrains()
+    for p in range(16):
+        pool = f"a100-spot-ew4-{p:02d}"
+        for n in range(500):
+            at = T0 + timedelta(minutes=n, seconds=p)
+            node = f"gke-ml-prod-{pool}-{n % 97 + 0x1A2B3C00:08x}-{n:04x}"
+            settled.add(pool, f"{pool}@{at.isoformat()}->{n % 7}/drain/{node}", at)
+    memory = PlannerMemory(drains_settled=settled.record())
+    size = len(encode(memory, T0, "leadtime-0").encode())
+    assert sum(len(keys) for keys in memory.drains_settled.values()) == SETTLED_KEPT
+    assert size < 300 * 1024, size  # 1 MiB is 1024 * 1024
+    assert decode(encode(memory, T0, "leadtime-0")) == memory
