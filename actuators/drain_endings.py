@@ -42,15 +42,16 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, runtime_checkable
 
-from actuators.drain_marks import (
+from actuators.drain_mark_names import (
+    DRAIN_ANNOTATION,
     DRAIN_MARKS,
+    FORCED_ANNOTATION,
     FORCED_AT_ANNOTATION,
     LEFT_DELETING_ANNOTATION,
     STARTED_AT_ANNOTATION,
-    KubernetesDrainMarks,
-    started_mark,
 )
-from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, KeepsUnits, NodeRemover
+from actuators.drain_marks import KubernetesDrainMarks, started_mark
+from actuators.drain_units import DrainUnits, KeepsUnits, NodeRemover
 from actuators.idempotency import KeyedResults
 from actuators.pod_rules import STUCK_AFTER, counts, kubelet_gone, pod_name, terminating
 from kube.api import KubernetesApi

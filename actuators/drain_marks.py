@@ -13,8 +13,16 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from datetime import datetime, timedelta
 
+from actuators.drain_mark_names import (
+    DRAIN_ANNOTATION,
+    DRAIN_MARKS,
+    FORCED_ANNOTATION,
+    FORCED_AT_ANNOTATION,
+    LEFT_DELETING_ANNOTATION,
+    STARTED_AT_ANNOTATION,
+)
 from actuators.drain_survey import KubernetesUnitSurvey
-from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION, DrainUnits, cordoned, drain_marks, ended_drains
+from actuators.drain_units import DrainUnits, cordoned, drain_marks, ended_drains
 from actuators.vendor_errors import from_kubernetes
 from kube.api import KubernetesApi
 from kube.models import V1Node
@@ -23,24 +31,6 @@ from models.clock import Clock
 from models.errors import KubernetesApiError, KubernetesNotFound
 
 log = logging.getLogger(__name__)
-# Set with FORCED_ANNOTATION at each step of a forced drain (value: the step's UTC time, ISO 8601): a drain taken over
-# is continued as forced only if a step of it ran within the drain timeout (``KubernetesUnitDrainer.drain``).
-FORCED_AT_ANNOTATION = "leadtime.io/drain-forced-at"
-# Set with DRAIN_ANNOTATION at a drain's first step by the drainer that carries it on (value: the time its timeout
-# counts from, ISO 8601, a space, and the drain's key): a drain taken over (after a restart, or by a new leader) counts
-# its timeout from there, not from its take-over (``drain_started``).
-STARTED_AT_ANNOTATION = "leadtime.io/drain-started-at"
-# Set, in place of the drain's other marks, on the nodes of a unit its drain left cordoned because the cloud still
-# deleted it when the drain ended (value: the drain's key): whichever agent leads asks the cloud about it at each tick
-# and uncordons it if the cloud keeps it (``left_deleting``).
-LEFT_DELETING_ANNOTATION = "leadtime.io/drain-left-deleting"
-DRAIN_MARKS = (
-    DRAIN_ANNOTATION,
-    FORCED_ANNOTATION,
-    FORCED_AT_ANNOTATION,
-    STARTED_AT_ANNOTATION,
-    LEFT_DELETING_ANNOTATION,
-)
 
 
 def started_mark(key: str, at: datetime) -> str:

@@ -18,16 +18,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
+from actuators.drain_mark_names import DRAIN_ANNOTATION, FORCED_ANNOTATION
 from kube.api import Nodes
 from kube.models import V1Node
 from models import ActionResult, PermanentActuatorError
 
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
-# Set on a node while a drain of ours is in progress (value: the drain's key); removed when the drain gives up.
-DRAIN_ANNOTATION = "leadtime.io/drain-key"
-# Set with it on the nodes of a forced drain (value: the drain's key, so a mark an earlier drain left on a node a
-# person uncordoned does not force a later drain), which may evict accelerator work; removed with it.
-FORCED_ANNOTATION = "leadtime.io/drain-forced"
 
 
 def cordoned(node: V1Node) -> bool:

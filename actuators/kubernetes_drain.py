@@ -85,10 +85,9 @@ from datetime import datetime, timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
 from actuators.drain_evictions import evict_pods
-from actuators.drain_marks import FORCED_AT_ANNOTATION, drain_started, forced_lately
+from actuators.drain_mark_names import DRAIN_ANNOTATION, FORCED_ANNOTATION, FORCED_AT_ANNOTATION
+from actuators.drain_marks import drain_started, forced_lately
 from actuators.drain_units import (
-    DRAIN_ANNOTATION,
-    FORCED_ANNOTATION,
     NODE_POOL_LABEL,
     DrainUnits,
     KeepsUnits,

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from actuators.drain_marks import DRAIN_MARKS, LEFT_DELETING_ANNOTATION
+from actuators.drain_mark_names import DRAIN_MARKS, LEFT_DELETING_ANNOTATION
 from actuators.pod_rules import (
     DO_NOT_DISRUPT,
     LOCAL_STORAGE,

@@ -6,8 +6,7 @@ cordon left it before it took the mark off), the later drain was undone with it.
 
 from __future__ import annotations
 
-from actuators.drain_marks import LEFT_DELETING_ANNOTATION
-from actuators.drain_units import DRAIN_ANNOTATION
+from actuators.drain_mark_names import DRAIN_ANNOTATION, LEFT_DELETING_ANNOTATION
 from models import ActionStatus
 from tests.actuators import kubernetes_drain_rig
 from tests.actuators.kubernetes_drain_rig import Cluster, _cordoned

@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from kubernetes import client as k8s
 
-from actuators.drain_marks import STARTED_AT_ANNOTATION
+from actuators.drain_mark_names import STARTED_AT_ANNOTATION
 from agent.drains import NodeDrains
 from models import ActionResult, ActionStatus, Resize
 from models.clock import SimulatedClock

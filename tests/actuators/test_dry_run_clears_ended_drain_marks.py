@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from actuators import DryRunDrainer
-from actuators.drain_units import DRAIN_ANNOTATION
+from actuators.drain_mark_names import DRAIN_ANNOTATION
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from agent.daemon.guard import LeaderOnlyDrainer
 from agent.drains import NodeDrains

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from actuators import DryRunDrainer
-from actuators.drain_units import DRAIN_ANNOTATION
+from actuators.drain_mark_names import DRAIN_ANNOTATION
 from actuators.dry_run import sends_drains
 from agent.conditions import ConditionTracker
 from agent.daemon.guard import LeaderOnlyDrainer

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from actuators import DryRunDrainer
-from actuators.drain_marks import LEFT_DELETING_ANNOTATION
+from actuators.drain_mark_names import LEFT_DELETING_ANNOTATION
 from agent.conditions import ConditionTracker
 from agent.daemon.guard import LeaderOnlyDrainer
 from agent.drains import NodeDrains

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION
+from actuators.drain_mark_names import DRAIN_ANNOTATION, FORCED_ANNOTATION
 from actuators.kubernetes_drain import KubernetesNodeDrainer
 from agent.drains import NodeDrains
 from models import ActionStatus

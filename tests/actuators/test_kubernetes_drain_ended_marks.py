@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION
+from actuators.drain_mark_names import DRAIN_ANNOTATION, FORCED_ANNOTATION
 from agent.drains import NodeDrains
 from models import ActionStatus, PoolState
 from tests.actuators import kubernetes_drain_rig

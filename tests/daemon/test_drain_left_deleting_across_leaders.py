@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
-from actuators.drain_marks import LEFT_DELETING_ANNOTATION
+from actuators.drain_mark_names import LEFT_DELETING_ANNOTATION
 from models import ActionStatus, AlertKind
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import _cordoned, _fails_again

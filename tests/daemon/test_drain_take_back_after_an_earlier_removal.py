@@ -17,8 +17,7 @@ from datetime import datetime
 import pytest
 from kubernetes import client as k8s
 
-from actuators.drain_marks import LEFT_DELETING_ANNOTATION
-from actuators.drain_units import DRAIN_ANNOTATION
+from actuators.drain_mark_names import DRAIN_ANNOTATION, LEFT_DELETING_ANNOTATION
 from agent.drains import NodeDrains
 from models import ActionResult, ActionStatus, Resize
 from models.clock import SimulatedClock

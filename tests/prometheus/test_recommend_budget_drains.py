@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from actuators.drain_units import DRAIN_ANNOTATION, FORCED_ANNOTATION
+from actuators.drain_mark_names import DRAIN_ANNOTATION, FORCED_ANNOTATION
 from agent.cli import main
 from agent.ledger.sqlite import SqliteLedger
 from models import LedgerEntry

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from actuators.drain_units import DRAIN_ANNOTATION
+from actuators.drain_mark_names import DRAIN_ANNOTATION
 from tests.fakes import kube_objects as objs
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
