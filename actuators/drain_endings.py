@@ -402,6 +402,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
         for node in nodes:  # gone: unmarked too
             self._patch_node(pool_id, node, {"metadata": {"annotations": dict.fromkeys(DRAIN_MARKS)}})
         del self._unmarking[unit]
+        self._removal_asked.pop(unit, None)  # removed: a unit of that name is not this drainer's to doubt again
         return self._results.remember(result)
 
     def _removal_step(
@@ -631,6 +632,7 @@ class KubernetesDrainEndings(KubernetesDrainMarks):
             self._cordon(pool_id, node, None)  # a node gone meanwhile needs no uncordoning
         self._draining_since.pop(unit, None)
         self._removing.pop(unit, None)
+        self._removal_asked.pop(unit, None)  # uncordoned to serve: the cloud keeps it, no removal of it is under way
         noun = self._units.noun
         log.warning("pool %s: drain of %s abandoned (%s); %s uncordoned", pool_id, unit, why, noun)
 
