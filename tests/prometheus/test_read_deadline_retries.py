@@ -34,8 +34,9 @@ NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 QUERY = "sum(gpu_demand)"
 # The client waits the 1 s timeout it sends Prometheus and READ_TIMEOUT_MARGIN_S more.
 TRY_S = 1.0 + READ_TIMEOUT_MARGIN_S
-# How far past its deadline a read may end: the time to give up and tell why, on a busy machine.
-LATE_S = 0.3
+# How far past its deadline a read may end: the time to give up and tell why, on a busy machine (reads ended up to
+# 0.42 s late with both cores loaded several times over; what these tests catch is seconds late, or a try too many).
+LATE_S = 0.6
 
 
 @dataclass
