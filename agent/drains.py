@@ -466,6 +466,11 @@ class NodeDrains:
                 self._unasked.add(node)
         for node, pending in list(self._pending.items()):
             if pending.pool_id == pool_id and node not in draining:
+                log.info(
+                    "pool %s: the drain of %s is no longer in the cluster's record (its node uncordoned or its marks "
+                    "taken off by someone else, or the node gone): forgotten without a result (key %s)",
+                    pool_id, node, pending.key,
+                )  # fmt: skip
                 del self._pending[node]
         self._unsure.intersection_update(self._pending)
         self._unasked.intersection_update(self._pending)
