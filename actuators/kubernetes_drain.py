@@ -327,6 +327,7 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             detail = f"{noun} {unit} has no node in the cluster any more; its drain goes on"
             return self._result(key, pool_id, ActionStatus.REJECTED, detail)
         self._draining_since.pop(unit, None)
+        self._removal_asked.pop(unit, None)  # given back to serve: the cloud keeps it, no removal of it is under way
         detail = f"drain of {noun} {unit} ended before it was removed: uncordoned, it serves again"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.DONE, detail)
