@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import pytest
 from kubernetes import client as k8s
@@ -15,7 +15,11 @@ from kube import Leases, kubernetes_api_client
 from models.clock import SimulatedClock
 from tests.daemon.elector_hooks import ElectorHooks
 from tests.daemon.links import CuttableLink
+from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
+
+if TYPE_CHECKING:
+    from tests.daemon.drain_replicas import DrainReplica
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 LEASE = timedelta(seconds=15)
@@ -87,3 +91,18 @@ def elector_for(
         return elector, link
 
     return make
+
+
+@pytest.fixture
+def drain_replicas(
+    clock: SimulatedClock,
+    elector_for: MakeElector,
+    kube_api: FakeKubeApi,
+    kube_client: k8s.ApiClient,
+    gke_api: FakeGkeApi,
+) -> tuple[DrainReplica, DrainReplica, str]:
+    """Two whole daemons draining one GKE pool (``tests.daemon.drain_replicas.drain_pair``), A leading, and the node
+    their drains take."""
+    from tests.daemon.drain_replicas import drain_pair  # the rig imports this module
+
+    return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)

@@ -28,7 +28,7 @@ from agent.loop import Agent, TickReport
 from agent.notify import RecordingNotifier
 from agent.planning import PlannerMemory
 from agent.state import InMemoryStateStore
-from models import ActionResult, AlertEvent, CapacityPlan, Resize
+from models import ActionResult, ActionStatus, AlertEvent, CapacityPlan, Resize
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import BOUNDS, MINUTE, UNAVAILABLE, _drains, _pool
 from tests.daemon.conftest import DEADLINE, RETRY, MakeElector
@@ -243,6 +243,19 @@ def until_removal_went_out(
             break
     assert gke_api.calls("POST", DELETES) == 1
     assert leader.loop.results[-1].unclear, leader.loop.results[-1]  # it went out, the bounds' move failed
+
+
+def until_left_deleting(
+    clock: SimulatedClock, gke_api: FakeGkeApi, leader: DrainReplica, *others: DrainReplica
+) -> None:
+    """Minutes from the leader's drain until it ends with its node left cordoned: its removal goes out
+    (``until_removal_went_out``) and the cloud still deletes the instance when the drain's wait for it ends."""
+    until_removal_went_out(clock, gke_api, leader, *others)
+    for _ in range(30):
+        minute(clock, leader, *others)
+        if leader.loop.results[-1].status is ActionStatus.FAILED:
+            return
+    raise AssertionError(f"the drain did not end in 30 minutes: {leader.loop.results[-1]}")
 
 
 def gone(gke_api: FakeGkeApi, kube_api: FakeKubeApi, node: str) -> None:

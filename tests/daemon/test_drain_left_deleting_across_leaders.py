@@ -11,38 +11,27 @@ leader reads the marks at each tick. Whole daemons on the fake Kubernetes and GK
 from __future__ import annotations
 
 import pytest
-from kubernetes import client as k8s
 
 from actuators.drain_mark_names import LEFT_DELETING_ANNOTATION
-from models import ActionStatus, AlertKind
+from models import AlertKind
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import _cordoned, _fails_again
-from tests.daemon.conftest import MakeElector
-from tests.daemon.drain_replicas import DrainReplica, drain, drain_pair, hand_over, minute, until_removal_went_out
+from tests.daemon.drain_replicas import (
+    DrainReplica,
+    drain,
+    hand_over,
+    minute,
+    until_left_deleting,
+)
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
 
 READS = "/listManagedInstances"
 
 
-@pytest.fixture
-def pair(
-    clock: SimulatedClock,
-    elector_for: MakeElector,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    gke_api: FakeGkeApi,
-) -> tuple[DrainReplica, DrainReplica, str]:
-    return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)
-
-
 def _left_cordoned(clock: SimulatedClock, gke_api: FakeGkeApi, a: DrainReplica, b: DrainReplica) -> None:
     """A's drain ends while the cloud still deletes its node: left cordoned, the warning told."""
-    until_removal_went_out(clock, gke_api, a, b)
-    for _ in range(30):
-        minute(clock, a, b)
-        if a.loop.results[-1].status is ActionStatus.FAILED:
-            break
+    until_left_deleting(clock, gke_api, a, b)
     assert [e.kind for e in a.loop.told] == [AlertKind.DRAIN_DELETION_OVERDUE]
 
 
@@ -57,10 +46,10 @@ def test_a_node_left_cordoned_while_deleted_is_uncordoned_by_the_leader_once_the
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
     a_again: bool,
 ) -> None:
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
     _left_cordoned(clock, gke_api, a, b)
     assert _left_mark(kube_api, node) == f"release/drain/{node}"
@@ -84,9 +73,9 @@ def test_a_node_the_cloud_deleted_is_not_asked_about_again_while_its_node_object
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
     _left_cordoned(clock, gke_api, a, b)
     hand_over(clock, a, b)
@@ -104,9 +93,9 @@ def test_the_mark_of_a_node_a_person_uncordoned_is_taken_off(
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
     _left_cordoned(clock, gke_api, a, b)
     found = kube_api.get("nodes", node)

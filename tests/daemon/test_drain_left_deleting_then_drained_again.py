@@ -12,30 +12,22 @@ deleting. Whole daemons on the fake Kubernetes and GKE APIs, one simulated clock
 
 from __future__ import annotations
 
-import pytest
-from kubernetes import client as k8s
-
 from actuators.drain_mark_names import DRAIN_ANNOTATION, FORCED_ANNOTATION, LEFT_DELETING_ANNOTATION
 from models import ActionStatus, AlertKind, Resize
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import _cordoned, _fails_again
-from tests.daemon.conftest import MakeElector
-from tests.daemon.drain_replicas import Act, DrainReplica, drain, drain_pair, hand_over, minute, until_removal_went_out
+from tests.daemon.drain_replicas import (
+    Act,
+    DrainReplica,
+    drain,
+    hand_over,
+    minute,
+    until_left_deleting,
+)
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
 
 FORCED_KEY = "release2"
-
-
-@pytest.fixture
-def pair(
-    clock: SimulatedClock,
-    elector_for: MakeElector,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    gke_api: FakeGkeApi,
-) -> tuple[DrainReplica, DrainReplica, str]:
-    return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)
 
 
 def _annotations(kube_api: FakeKubeApi, node: str) -> dict[str, str]:
@@ -62,16 +54,12 @@ def test_a_forced_drain_of_a_node_once_left_deleting_is_not_ended_by_the_old_dra
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
-    a, b, node = pair
+    a, b, node = drain_replicas
     old_key, new_key = f"release/drain/{node}", f"{FORCED_KEY}/drain/{node}"
     a.loop.acts.append(drain(node))
-    until_removal_went_out(clock, gke_api, a, b)
-    for _ in range(30):
-        minute(clock, a, b)
-        if a.loop.results[-1].status is ActionStatus.FAILED:
-            break
+    until_left_deleting(clock, gke_api, a, b)
     assert _annotations(kube_api, node).get(LEFT_DELETING_ANNOTATION) == old_key  # left cordoned while deleted
 
     _fails_again(gke_api, node)  # the cloud keeps the instance
@@ -101,16 +89,12 @@ def test_a_drain_of_a_node_the_leader_remembers_as_left_deleting_is_not_ended_by
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
-    a, b, node = pair
+    a, b, node = drain_replicas
     new_key = f"{FORCED_KEY}/drain/{node}"
     a.loop.acts.append(drain(node))
-    until_removal_went_out(clock, gke_api, a, b)
-    for _ in range(30):
-        minute(clock, a, b)
-        if a.loop.results[-1].status is ActionStatus.FAILED:
-            break
+    until_left_deleting(clock, gke_api, a, b)
     _uncordon(kube_api, node)  # a person uncordons it while the cloud still deletes it
     a.loop.acts.append(_forced(node))  # and the same leader's hard stop picks it
     minute(clock, a, b)

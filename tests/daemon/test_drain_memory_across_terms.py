@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 import pytest
-from kubernetes import client as k8s
 
 from agent.drains import NodeDrains
 from models import ActionResult, ActionStatus, AlertKind
@@ -33,15 +32,14 @@ from tests.actuators.test_drain_removal_under_way import (
     _cordoned,
     _fails_again,
 )
-from tests.daemon.conftest import MakeElector
 from tests.daemon.drain_replicas import (
     DrainReplica,
     bounds,
     drain,
-    drain_pair,
     gone,
     hand_over,
     minute,
+    until_left_deleting,
     until_removal_went_out,
 )
 from tests.fakes import kube_objects as objs
@@ -49,17 +47,6 @@ from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
 
 DELETES = "/deleteInstances"
-
-
-@pytest.fixture
-def pair(
-    clock: SimulatedClock,
-    elector_for: MakeElector,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    gke_api: FakeGkeApi,
-) -> tuple[DrainReplica, DrainReplica, str]:
-    return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)
 
 
 # -- another replica led in between ------------------------------------------------------------------------------
@@ -72,7 +59,7 @@ def test_a_removal_another_leader_settled_is_not_settled_and_told_again(
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
     released: bool,
     tick_in_round: bool,
     answer_lost: bool,
@@ -83,7 +70,7 @@ def test_a_removal_another_leader_settled_is_not_settled_and_told_again(
     asks for the resume before it takes the lease and the term is counted before A leads in it. ``answer_lost``: the
     API server applies A's take, whose answer is lost (a read timeout): A's next round finds the record naming A and
     renews it, and that is the new term the take began."""
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
     until_removal_went_out(clock, gke_api, a, b)
 
@@ -112,13 +99,13 @@ def test_a_removal_another_leader_settled_is_not_told_again_after_that_leader_le
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
     """B settles the removal A sent (told once), then leads for a day (the clock a day later, one tick of B's, A
     standing by, which steps no drain and keeps its removal) and hands the lease back. The planner memory B saved at
     that tick still names the drain: A forgets its removal and tells nothing. The memory kept the drains settled for
     a day at most: B's tick dropped the drain, and A settled it and told the warning a second time."""
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
     until_removal_went_out(clock, gke_api, a, b)
 
@@ -148,7 +135,7 @@ def test_a_removal_under_way_whose_node_went_before_the_other_leaders_first_tick
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
     memory: str,
 ) -> None:
     """A sent the removal (GKE took the deleteInstances, the bounds' move answered 503) and is cut off; the instance
@@ -157,7 +144,7 @@ def test_a_removal_under_way_whose_node_went_before_the_other_leaders_first_tick
     the planner memory B saved naming no such drain settled. Forgotten with the rest of A's drains' memory, it was
     never settled: the warning lost and GKE's autoscaler bounds left 3-3 on a 2-node pool. ``unreadable``: the planner
     memory A loads cannot be read (treated as none saved): the removal is settled all the same."""
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
     until_removal_went_out(clock, gke_api, a, b)
     gone(gke_api, kube_api, node)
@@ -182,14 +169,14 @@ def test_a_drain_whose_removal_another_leader_sent_is_not_ended_when_a_read_fail
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
     """A started the drain, a disruption budget holding its pod; B took it over, evicted the pod once the budget
     allowed it and removed the node past its own timeout, the pod stuck terminating (GKE took the deleteInstances,
     the bounds' move answered 503). A leads again; a scale-up takes back the drains of idle nodes, and one read of
     the pool answers 503: A ended its own drain, whose removal it never asked for, and uncordoned a node the cloud
     was deleting."""
-    a, b, node = pair
+    a, b, node = drain_replicas
     kube_api.put("poddisruptionbudgets", objs.pdb("web", {"app": "web"}, max_unavailable=0), group="policy")
     a.loop.acts.append(drain(node))
     minute(clock, a, b)
@@ -227,12 +214,12 @@ def test_a_removal_under_way_is_settled_after_a_late_renewal(
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
     """The instance and its Node object go while A's renewal is late: A remembers the removal it sent (nothing in the
     cluster records it any more), settles the drain once the cloud says the node is gone, tells its stuck pod and
     moves the bounds."""
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
     until_removal_went_out(clock, gke_api, a, b)
     assert bounds(gke_api) == (3, 3)
@@ -251,15 +238,11 @@ def test_a_node_left_cordoned_while_deleted_is_uncordoned_after_a_late_renewal_o
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
-    until_removal_went_out(clock, gke_api, a, b)
-    for _ in range(30):  # the cloud still deletes it once the drain's wait for it ends: left cordoned
-        minute(clock, a, b)
-        if a.loop.results[-1].status is ActionStatus.FAILED:
-            break
+    until_left_deleting(clock, gke_api, a, b)
     assert [e.kind for e in a.loop.told] == [AlertKind.DRAIN_DELETION_OVERDUE]
     assert _cordoned(kube_api, node)
 
@@ -275,11 +258,11 @@ def test_a_blocked_drains_timeout_is_not_started_again_by_a_late_renewal(
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
     """The drain waits for its stuck pod; its timeout counts from its first step, a late renewal of A's own lease in
     between: the node is removed 15 minutes after the drain's first step, not 15 minutes after the renewal."""
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
     minute(clock, a, b)
     started = clock.now()

@@ -17,29 +17,21 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from kubernetes import client as k8s
 
 from actuators.drain_mark_names import DRAIN_ANNOTATION, LEFT_DELETING_ANNOTATION
 from agent.drains import NodeDrains
-from models import ActionResult, ActionStatus, Resize
+from models import ActionResult, Resize
 from models.clock import SimulatedClock
 from tests.actuators.test_drain_removal_under_way import UNAVAILABLE, _cordoned, _fails_again
-from tests.daemon.conftest import MakeElector
-from tests.daemon.drain_replicas import DrainReplica, drain, drain_pair, minute, until_removal_went_out
+from tests.daemon.drain_replicas import (
+    DrainReplica,
+    drain,
+    minute,
+    until_left_deleting,
+)
 from tests.daemon.test_drain_left_deleting_then_drained_again import _annotations, _uncordon
 from tests.fakes.gke_api import FakeGkeApi
 from tests.fakes.kube_api import FakeKubeApi
-
-
-@pytest.fixture
-def pair(
-    clock: SimulatedClock,
-    elector_for: MakeElector,
-    kube_api: FakeKubeApi,
-    kube_client: k8s.ApiClient,
-    gke_api: FakeGkeApi,
-) -> tuple[DrainReplica, DrainReplica, str]:
-    return drain_pair(clock, elector_for, kube_api, kube_client, gke_api)
 
 
 def _action(gke_api: FakeGkeApi, node: str) -> str:
@@ -54,16 +46,12 @@ def test_a_later_drain_of_a_node_the_cloud_still_deletes_is_not_taken_back(
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
     read_fails: bool,
 ) -> None:
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
-    until_removal_went_out(clock, gke_api, a, b)
-    for _ in range(30):  # the drain's wait ends with the instance still being deleted
-        minute(clock, a, b)
-        if a.loop.results[-1].status is ActionStatus.FAILED:
-            break
+    until_left_deleting(clock, gke_api, a, b)
     assert _annotations(kube_api, node).get(LEFT_DELETING_ANNOTATION)
     _uncordon(kube_api, node)  # a person uncordons it while the cloud still deletes it
     release = Resize("gpu", 3, 2, "idle", "release3")
@@ -92,15 +80,11 @@ def test_a_node_the_cloud_kept_after_all_is_taken_back_while_the_group_cannot_be
     clock: SimulatedClock,
     kube_api: FakeKubeApi,
     gke_api: FakeGkeApi,
-    pair: tuple[DrainReplica, DrainReplica, str],
+    drain_replicas: tuple[DrainReplica, DrainReplica, str],
 ) -> None:
-    a, b, node = pair
+    a, b, node = drain_replicas
     a.loop.acts.append(drain(node))
-    until_removal_went_out(clock, gke_api, a, b)
-    for _ in range(30):  # the drain's wait ends with the instance still being deleted
-        minute(clock, a, b)
-        if a.loop.results[-1].status is ActionStatus.FAILED:
-            break
+    until_left_deleting(clock, gke_api, a, b)
     assert _annotations(kube_api, node).get(LEFT_DELETING_ANNOTATION)
     _fails_again(gke_api, node)  # the cloud keeps the instance after all
     minute(clock, a, b)  # the leader's watch gives the node back
