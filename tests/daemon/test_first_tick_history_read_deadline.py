@@ -26,7 +26,6 @@ deadline has passed is not held: the fit goes on without it and is marked done, 
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -54,7 +53,7 @@ from forecasting import PersistenceForecaster
 from forecasting.calibrated import last_value_forecaster
 from models import AlertKind
 from models.clock import SimulatedClock, SystemClock
-from tests.fakes.http_server import serving
+from tests.fakes.http_server import reply_json, serving
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 CLASSES = [f"team-{i}" for i in range(3)]
@@ -96,14 +95,14 @@ class _Handler(BaseHTTPRequestHandler):
         args = {k: v[-1] for k, v in parse_qs(url.query).items()}
         if url.path == "/api/v1/query":
             sample = {"metric": {}, "value": [float(args.get("time", time.time())), "4"]}
-            self._reply({"status": "success", "data": {"resultType": "vector", "result": [sample]}})
+            reply_json(self, 200, {"status": "success", "data": {"resultType": "vector", "result": [sample]}})
             return
         start, end, step = (int(float(args[k])) for k in ("start", "end", "step"))
         named = [name for name in CLASSES if f'namespace="{name}"' in args["query"]]
         if end - start >= LONG_RANGE_S:
             self.state.asked.extend(named)
             if self.state.failing.intersection(named):
-                self._reply({"status": "error", "errorType": "timeout", "error": "query timed out"}, 503)
+                reply_json(self, 503, {"status": "error", "errorType": "timeout", "error": "query timed out"})
                 return
             if self.state.slow.intersection(named):
                 time.sleep(SLOW_S)
@@ -112,20 +111,11 @@ class _Handler(BaseHTTPRequestHandler):
             self.state.release.wait(HELD_AT_MOST_S)
             return  # never answered
         values = [[t, "4"] for t in range(start, end + 1, step)]
-        self._reply(
-            {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}}
+        reply_json(
+            self,
+            200,
+            {"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}},
         )
-
-    def _reply(self, body: object, status: int = 200) -> None:
-        payload = json.dumps(body).encode()
-        try:
-            self.send_response(status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
-        except OSError:
-            return  # the client gave up waiting
 
     def log_message(self, format: str, *args: object) -> None:
         return
