@@ -36,7 +36,9 @@ its drain ended (FAILED, the removal ``unclear``) and its drain marks replaced b
 afterwards: ``agent.drains``, uncordoning it through ``cancel``, the mark taken off, if the cloud keeps it). A drain
 waiting so is listed in ``draining_nodes`` after its node left the cluster, so the agent's next step settles it. A node
 that leaves the cluster during its drain otherwise (deleted by a person, or its instance gone) ends the drain DONE:
-nothing is left to drain or remove, and the pool is not at fault.
+nothing is left to drain or remove, and the pool is not at fault. ``cancel`` ends a drain by its own key only: a unit
+a cordoned node of which carries the mark of another drain (a later drain of the unit, by another replica perhaps, or
+the ``leadtime.io/drain-left-deleting`` of another) is not ended, and the refusal names that drain.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
 timeout then counts from the drain's start as its first step marked it (``leadtime.io/drain-started-at``, with the
@@ -85,7 +87,12 @@ from datetime import datetime, timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
 from actuators.drain_evictions import evict_pods
-from actuators.drain_mark_names import DRAIN_ANNOTATION, FORCED_ANNOTATION, FORCED_AT_ANNOTATION
+from actuators.drain_mark_names import (
+    DRAIN_ANNOTATION,
+    FORCED_ANNOTATION,
+    FORCED_AT_ANNOTATION,
+    LEFT_DELETING_ANNOTATION,
+)
 from actuators.drain_marks import drain_started, forced_lately
 from actuators.drain_units import (
     NODE_POOL_LABEL,
@@ -93,6 +100,7 @@ from actuators.drain_units import (
     KeepsUnits,
     NodeRemover,
     NodeUnits,
+    cordoned,
 )
 from actuators.pod_rules import counts, must_stay, pod_name, terminating
 from kube.api import KubernetesApi
@@ -314,9 +322,14 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         return abandoned, stuck
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
-        """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked."""
+        """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked. Refused when a
+        node of the unit carries the mark of another drain (``_held_by_another``): a caller holding the key of a drain
+        that ended since (and a new drain of the unit started, by another replica perhaps) would end that one."""
         unit = node
         noun = self._units.noun
+        if held := self._held_by_another(pool_id, unit, key):
+            log.warning("pool %s: %s (key %s)", pool_id, held, key)
+            return self._result(key, pool_id, ActionStatus.REJECTED, held)
         if under_way := self._removal_under_way(pool_id, unit, key):  # on its way out: uncordoned, it would serve
             log.info("pool %s: %s (key %s)", pool_id, under_way, key)
             return self._result(key, pool_id, ActionStatus.REJECTED, under_way)
@@ -331,6 +344,28 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         detail = f"drain of {noun} {unit} ended before it was removed: uncordoned, it serves again"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.DONE, detail)
+
+    def _held_by_another(self, pool_id: str, unit: str, key: str) -> str:
+        """Why the drain with ``key`` of ``unit`` is not to be ended: a cordoned node of the unit carries the mark of
+        another drain (``DRAIN_ANNOTATION``, a drain in progress; on a node without it, ``LEFT_DELETING_ANNOTATION``,
+        a drain that left it cordoned while the cloud deleted it) with another key; "" when none does. The unit's
+        nodes are read as ``draining_nodes`` reads them (``DrainUnits.of_pool``, one read of the pool); a unit not
+        listed (its nodes gone), a node without a mark, or a schedulable one (the marks of a drain a person ended, taken
+        off when read) holds no other drain: ended as before."""
+        others: dict[str, list[str]] = {}
+        for found in self._call(pool_id, lambda: self._units.of_pool(pool_id)).get(unit, ()):
+            annotations = found.metadata.annotations or {}
+            mark = DRAIN_ANNOTATION if annotations.get(DRAIN_ANNOTATION) else LEFT_DELETING_ANNOTATION
+            if cordoned(found) and (other := annotations.get(mark)) and other != key:
+                others.setdefault(f"{mark}={other}", []).append(found.metadata.name)
+        if not others:
+            return ""
+        marks = "; ".join(f"{mark} on {', '.join(names)}" for mark, names in others.items())
+        nodes = " ".join(sorted({name for names in others.values() for name in names}))
+        return (
+            f"not ended: {self._units.noun} {unit} carries the mark of another drain ({marks}), not of the drain with "
+            f"key {key}, which no longer holds it; that drain goes on (to end it by hand: kubectl uncordon {nodes})"
+        )
 
 
 def _unfinished(
