@@ -55,7 +55,9 @@ pods would be killed without regard to disruption budgets. For a pool served by 
   must not be disrupted still rejects the drain) and their work goes back to the queue.
 
 The cluster's record of drains in progress (``NodeDrainer.draining_nodes``) is read every tick and wins over this
-memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned. A
+memory: a restarted or newly elected agent takes over drains another one started, so no node is left cordoned; a
+drain remembered under another key than the one the record shows for its node (it ended elsewhere, and another drain
+of the node started since) is forgotten and the record's drain taken over, never stepped or ended under the old key. A
 drain whose removal the cloud took is not taken out of its pool's units again (the cloud's target and ready units
 leave its node out already): known from the failed step that sent it, or, for a drain taken over, from the drainer
 (``TellsRemovalStates``: the cloud is deleting its node, or has deleted it), asked once when it is taken over (again
@@ -457,8 +459,14 @@ class NodeDrains:
     def _reconcile(self, pool_id: str, draining: Mapping[str, str]) -> None:
         """The cluster's record of drains in progress wins: take over the ones another agent (or this one before
         a restart) started, forget the ones that ended elsewhere (a person uncordoned the node, it is gone). A drain
-        taken over whose nodes carry no mark of a forced drain is a release of idle nodes: it may be taken back."""
+        taken over whose nodes carry no mark of a forced drain is a release of idle nodes: it may be taken back. A
+        drain remembered here whose node the record shows under another key ended elsewhere, and another drain of the
+        node started since (by another replica, while this one did not lead or could not read the pool's drains):
+        that one is taken over as any other (``_replaced``), never continued, ended or asked about under the old key,
+        whose steps would mark the node with it again, with the old drain's forced or idle state."""
         for node, key in draining.items():
+            if (known := self._pending.get(node)) is not None and known.key != key:
+                self._replaced(pool_id, known, key)
             if node not in self._pending:
                 log.info("pool %s: taking over the drain of %s (key %s)", pool_id, node, key)
                 self._pending[node] = PendingDrain(pool_id, node, key)
@@ -488,17 +496,43 @@ class NodeDrains:
             if node in unforced:
                 self._pending[node] = replace(self._pending[node], idle=True)
 
+    def _replaced(self, pool_id: str, old: PendingDrain, key: str) -> None:
+        """Forget the drain ``old``, whose node the cluster's record shows drained under ``key`` now, and what is
+        remembered of it alone: its place among the drains in progress, whether it was forced or of idle nodes (the
+        take-over asks again), and whether the cloud took its removal (asked again of the new drain). Nothing else
+        here is the old drain's: a node is held (``_held_until``) after a drain of it settled, never while one is in
+        progress; the nodes first seen idle leave out those being drained; the nodes a drainer holds back are its
+        own; and a mark an earlier drain left on the node (``_left_deleting``) is forgotten once a drain of ours
+        owns the node."""
+        log.info(
+            "pool %s: node %s is drained under key %s in the cluster's record, no longer under key %s as remembered "
+            "here: that drain ended elsewhere; the new one is taken over", pool_id, old.node, key, old.key,
+        )  # fmt: skip
+        del self._pending[old.node]
+        self._removal_sent.discard(old.key)
+        self._unsure.discard(old.node)
+        self._unasked.discard(old.node)
+
     def _watch_left(self, pool_id: str, marked: Mapping[str, str] | None) -> None:
         """The pool's nodes left cordoned while the cloud deleted them, as their marks list them (``marked``,
         ``TellsLeftDeleting``; None: the drainer cannot tell): one another replica left, or this one before a restart
         or before another led, is asked about here too (``_left_deleting``), unless the cloud was found done with it
         (a Node object that outlives its instance), or a drain of ours is in progress on it (``_left_deleting_step``).
         Those remembered stay until the cloud is done with them or keeps them, as before: a node whose Node object
-        went while its instance is still deleted is no longer marked."""
+        went while its instance is still deleted is no longer marked. One remembered under another key than its mark
+        names now (a later drain of it, another replica's, ended so too) is asked about under the mark's key: the
+        drainer refuses to end a drain whose key the node's mark does not name, and the node would stay cordoned."""
         if marked is None:
             return
         self._left_gone = {n: p for n, p in self._left_gone.items() if p != pool_id or n in marked}
         for node, key in sorted(marked.items()):
+            if (known := self._left_deleting.get(node)) is not None and known.key != key:
+                log.info(
+                    "pool %s: node %s is marked as left cordoned while the cloud deleted it by the drain with key %s, "
+                    "no longer by the one with key %s as remembered here: asked about for the later drain",
+                    pool_id, node, key, known.key,
+                )  # fmt: skip
+                del self._left_deleting[node]
             if node not in self._left_deleting and node not in self._left_gone and node not in self._pending:
                 log.info(
                     "pool %s: node %s was left cordoned while the cloud deleted it (drain key %s); the cloud is asked "
