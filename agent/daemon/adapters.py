@@ -24,6 +24,11 @@ unread for the readiness bound, on the monotonic clock. A memory saved by a newe
 after a rollback or while a rolling upgrade runs) is held the same way, on purpose: this release cannot read the
 blocks and back-offs in it, so it does not act without them; its readiness reason and alert name the newer document
 and the two ways out (roll forward to a release that reads it, or delete the state ConfigMap to start afresh).
+The loop keeps the daily report's counts in the planner memory too (``agent.daemon.day_counts.SharesDayCounts``,
+handed to the daemon's summary in each tick's report as ``day_share``): what the term's first read of the memory found
+(a new term starts at ``resume``), and the leader's counts after each tick, put in the memory and saved when due
+(another window or leader, an action counted since, or ``DAY_COUNTS_REFRESH`` since they last went in: the skips and
+errors of a tick that did nothing else do not write the ConfigMap every tick).
 ``PoolStateRecorder`` wraps the actuator the loop reads, keeping the newest pool states for the metrics (an
 instrumentation wrapper, the loop is not changed for it).
 """
@@ -37,13 +42,14 @@ from datetime import datetime, timedelta
 
 from actuators import Actuator
 from actuators.base import unread_pools
+from agent.daemon.day_counts import DAY_COUNTS_REFRESH, DayRead, SharesDayCounts
 from agent.daemon.demand_recorder import DemandRecorder
 from agent.daemon.guard import Leadership
 from agent.daemon.shadow_book import ShadowBook
 from agent.loop import Agent, TickReport
 from agent.model_refits import StagedRefit
 from agent.planning import PlannerMemory
-from agent.planning.memory import Condition, OpenCondition
+from agent.planning.memory import Condition, DayCounts, OpenCondition
 from agent.state import MemoryKeeper, StateStore
 from agent.tick_alerts import with_conditions
 from models import (
@@ -103,6 +109,7 @@ class DaemonTickReport:
     budgets: Sequence[BudgetSnapshot]
     errors: Sequence[Exception]
     blind: str | None = None
+    day_share: SharesDayCounts | None = None  # where the daily report's counts are kept for the next leader
 
 
 class AgentLoopAdapter:
@@ -123,6 +130,9 @@ class AgentLoopAdapter:
         self._leadership = leadership
         self._clock = clock
         self._unread_since: float | None = None  # monotonic: since when this leader has not read its memory
+        self._day_term = 0  # the terms started (``resume``), for the daily report's counts
+        self._day: DayRead | None = None  # what the current term read of them
+        self._day_kept: float | None = None  # monotonic: when they last went in the memory
 
     @property
     def agent(self) -> Agent:
@@ -145,12 +155,16 @@ class AgentLoopAdapter:
         self._agent.budget_watch.stand_by()
         self._unread_since = None
         self._reload_shadow = self._shadow is not None  # read back before the next tick accounts (never raises)
+        self._day_term, self._day = self._day_term + 1, None
 
     def run_once(self, now: datetime) -> DaemonTickReport:
         errors: list[Exception] = []
         first = not self.keeper.loaded
         memory, load_error = self.keeper.before_tick(self._agent.memory)
         self._agent.memory = memory
+        if self._day is None or not self._day.read:  # the term's first tick, or its first read of the memory
+            loaded, at = self.keeper.loaded, now if self._day is None else self._day.at
+            self._day = DayRead(self._day_term, at, loaded, memory.day_counts if loaded else None)
         if not self.keeper.loaded:
             return self._memory_unread(now, load_error)
         if first:  # the open conditions its predecessor saved; from now on this replica's tracker holds them
@@ -194,7 +208,34 @@ class AgentLoopAdapter:
             budgets=report.plan.budgets,
             errors=errors,
             blind=self._blind(report),
+            day_share=self,
         )
+
+    def day_read(self) -> DayRead:
+        """What this term read of the daily report's counts kept (``SharesDayCounts``)."""
+        return self._day or DayRead(self._day_term, self._clock.now(), False, None)
+
+    def keep_day(self, counts: DayCounts) -> bool:
+        """Put the daily report's counts in the memory and save it, when due (``SharesDayCounts``): True when the
+        store holds them or they wait for their next turn. Not before the memory is read, nor by a standby, nor
+        while the store fails (the memory's save is retried at the next tick, not twice a tick)."""
+        if not self.keeper.loaded:
+            return False
+        held, monotonic = self._agent.memory.day_counts, self._clock.monotonic()
+        due = (
+            held is None
+            or (held.since, held.led) != (counts.since, counts.led)
+            or {n: c.actions for n, c in held.replicas.items()} != {n: c.actions for n, c in counts.replicas.items()}
+            or self._day_kept is None
+            or monotonic - self._day_kept >= DAY_COUNTS_REFRESH.total_seconds()
+        )
+        if not due:
+            return True
+        self._agent.memory = replace(self._agent.memory, day_counts=counts)
+        self._day_kept = monotonic
+        if self.keeper.failing or not self._leadership.is_leader(self._clock.now()):
+            return False  # saved with the memory when its save is retried, at the next tick
+        return self.keeper.after_tick(self._agent.memory, self._clock.now()) is None
 
     def keep_open(self, key: Condition, condition: OpenCondition, now: datetime) -> bool:
         """Carry the daemon's open ``tick-failed`` in the tracker's record and save it now (the failed tick saved the
@@ -250,7 +291,14 @@ class AgentLoopAdapter:
         if unread_for >= bound:
             self._alert_unread(now, unread_for, load_error)
         return DaemonTickReport(
-            forecasts=(), pools=self._pools.last, plan=None, results=(), budgets=(), errors=errors, blind=why
+            forecasts=(),
+            pools=self._pools.last,
+            plan=None,
+            results=(),
+            budgets=(),
+            errors=errors,
+            blind=why,
+            day_share=self,
         )
 
     def _alert_unread(self, now: datetime, unread_for: timedelta, error: StateUnavailable | None) -> None:

@@ -8,7 +8,12 @@ at the report time must not cost the day its report). A standby sends nothing an
 at INFO that it skipped the report because it does not hold the lease, with what it would have said, and its counts
 start afresh, so that when it takes over later its first report covers the day since the report time it skipped,
 not its whole life. Nobody sends a report that was due while no replica held the lease (the old leader lost it and
-the standby had not taken it yet), nor one due before a standby took over: the holder at the report time sends it."""
+the standby had not taken it yet), nor one due before a standby took over: the holder at the report time sends it.
+
+The report covers the day when the lead changed hands during it: the leaders keep their counts in the planner memory
+and the one at the report time took over those of its predecessors of the day (``agent.daemon.summary``, naming who
+led when); its next tick keeps the new window's counts there, and a replica taking over never takes over those of a
+day already reported (``agent.daemon.day_counts.same_window``)."""
 
 from __future__ import annotations
 
@@ -42,6 +47,7 @@ class DailyReport:
         """``deliver``: sends an alert, never raises. ``leads``: whether this replica holds the lease now (the
         elector's ``holds_lease``: its last renewal is younger than the lease duration)."""
         self._summary = summary
+        summary.named(identity)
         self._clock = clock
         self._identity = identity
         self._mode = mode

@@ -7,6 +7,13 @@ window's ends were read on it too: when the wall clock was stepped in between (a
 back), the summary gives the real length and says by how much the wall clock was stepped ("in the last 23h (the wall
 clock was stepped back 3d meanwhile)"); without them, the wall clock's length, or the window's start when the wall
 clock has been stepped back behind that.
+
+The report covers the window whoever led it: a loop that keeps the counts in the planner memory the replicas share
+(``agent.daemon.day_counts.SharesDayCounts``, handed over in each leader tick's report as ``day_share``) is given the
+leader's counts after each tick, and a replica that starts leading takes over those of the same window, so its report
+counts the actions, skips and errors of its predecessors of the day too, each once, and says who led the window and
+when the lead changed hands ("led by"). When the memory could not be read since it took over, its report has its own
+counts and says that the day before that is not in it.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ import threading
 from collections import Counter
 from datetime import datetime, timedelta
 
+from agent.daemon.day_counts import LED_KEPT, DayRead, SharesDayCounts, kept, led_line, most, same_window
 from agent.daemon.ports import TickReport
+from agent.planning.memory import DayCounts, ReplicaCounts
 from models import AlertEvent, AlertKind, BudgetSnapshot, Severity
 from models.durations import format_duration
 
@@ -37,6 +46,19 @@ class DailySummary:
         self._skips: Counter[str] = Counter()
         self._errors: Counter[str] = Counter()
         self._budgets: dict[str, BudgetSnapshot] = {}
+        self._identity: str | None = None  # this replica's name: its counts are kept under it
+        self._closed = False  # whether ``_since`` is a report time (else the replica's start)
+        self._term: int | None = None  # the loop's term whose read of the kept counts was last handled
+        self._taken = False  # whether that term's read has been taken over
+        self._unread_at: datetime | None = None  # this replica took over then, the kept counts not read since
+        self._others: dict[str, ReplicaCounts] = {}  # the other replicas' counts of the window, taken over
+        self._led: list[tuple[str, datetime]] = []  # who led the window, each since when
+        self._led_before = 0  # takeovers before those in ``_led``
+
+    def named(self, identity: str) -> None:
+        """This replica's name, under which its counts are kept for the next leader."""
+        with self._lock:
+            self._identity = identity
 
     def add_tick(self, role: str, outcome: str) -> None:
         with self._lock:
@@ -47,6 +69,9 @@ class DailySummary:
             self._errors[type(error).__name__] += 1
 
     def add_report(self, report: TickReport) -> None:
+        """Count a leader tick's report; a loop that keeps the counts for the next leader (``day_share``) is given
+        them (saved outside the lock: a ConfigMap write)."""
+        keep: tuple[SharesDayCounts, DayCounts] | None = None
         with self._lock:
             for result in report.results:
                 self._actions[str(result.status)] += 1
@@ -57,6 +82,44 @@ class DailySummary:
                 self._errors[type(error).__name__] += 1
             for budget in report.budgets:
                 self._budgets[budget.budget] = budget
+            share = getattr(report, "day_share", None)
+            if isinstance(share, SharesDayCounts) and self._identity is not None:
+                self._hand_over(share.day_read(), self._identity)
+                if self._taken:
+                    keep = share, self._kept(self._identity)
+        if keep is not None:
+            keep[0].keep_day(keep[1])
+
+    def _hand_over(self, read: DayRead, identity: str) -> None:
+        """Take over the counts kept of this window when the loop's term has read them for the first time."""
+        if read.term == self._term and (self._taken or not read.read):
+            return
+        self._term, self._taken = read.term, read.read
+        if not read.read:  # the memory not read yet: its own counts alone, until it is
+            self._unread_at = read.at
+            return
+        self._unread_at = None
+        stored = read.counts
+        if stored is not None and same_window(stored.since, self._since, self._closed):
+            for name, counts in stored.replicas.items():
+                if name != identity:  # its own: as it holds them (the stored ones may miss its last ticks)
+                    self._others[name] = most(self._others.get(name), counts)
+            if len(stored.led) + stored.led_before >= len(self._led) + self._led_before:
+                self._led, self._led_before = list(stored.led), stored.led_before
+            if stored.since < self._since:  # a replica started since the report time: the window is the day's
+                self._since, self._since_monotonic = stored.since, None
+        if not self._led or self._led[-1][0] != identity:
+            self._led.append((identity, read.at))
+        if len(self._led) > LED_KEPT:
+            self._led_before += len(self._led) - LED_KEPT
+            del self._led[: len(self._led) - LED_KEPT]
+
+    def _kept(self, identity: str) -> DayCounts:
+        if not self._led:  # leading since the window's start
+            self._led.append((identity, self._since))
+        own = ReplicaCounts(dict(self._actions), dict(self._skips), dict(self._errors))
+        replicas = {**kept(self._others, self._led), identity: own}
+        return DayCounts(self._since, tuple(self._led), replicas, self._led_before)
 
     def close(self, now: datetime, identity: str, mode: str, monotonic: float | None = None) -> AlertEvent:
         """The report for [since, now), and a fresh start; ``monotonic``: now on the monotonic clock."""
@@ -66,33 +129,52 @@ class DailySummary:
             if monotonic is not None and self._since_monotonic is not None:
                 real = timedelta(seconds=monotonic - self._since_monotonic)
             self._since_monotonic = monotonic
+            actions, skips, errors = Counter(self._actions), Counter(self._skips), Counter(self._errors)
+            for counts in self._others.values():
+                actions.update(counts.actions)
+                skips.update(counts.skips)
+                errors.update(counts.errors)
             details = {
                 "window": f"{since.isoformat()} .. {now.isoformat()}",
                 "replica": identity,
                 "mode": mode,
                 "ticks": _line(self._ticks),
-                "actions": _line(self._actions),
-                "skips": _line(self._skips),
-                "errors": _line(self._errors),
+                "actions": _line(actions),
+                "skips": _line(skips),
+                "errors": _line(errors),
             }
+            if self._led:
+                details["led by"] = led_line(tuple(self._led), self._led_before)
+            unread = self._unread_at
+            if unread is not None:
+                details["not in it"] = (
+                    f"what other replicas counted before {unread:%H:%M} UTC, when this replica took over: the "
+                    "planner memory they keep it in could not be read since"
+                )
             for name, budget in sorted(self._budgets.items()):
                 cap = f" of {budget.cap_usd:,.0f}" if budget.cap_usd is not None else ""
                 spent, projected = budget.spent_usd, budget.projected_usd
                 elsewhere = budget.reserved_elsewhere_usd
                 theirs = f", of which {elsewhere:,.2f} reserved by the other agents sharing it" if elsewhere else ""
                 details[f"budget {name}"] = f"spent {spent:,.2f}{cap} USD, projected {projected:,.2f}{theirs}"
-            acted, errors = sum(self._actions.values()), sum(self._errors.values())
+            acted, failed = sum(actions.values()), sum(errors.values())
             led = any(key.startswith("leader") for key in self._ticks)
-            self._since = now
+            self._since, self._closed = now, True
             self._ticks.clear()
             self._actions.clear()
             self._skips.clear()
             self._errors.clear()
             self._budgets.clear()
+            self._others.clear()
+            self._led.clear()
+            self._led_before = 0
+            self._unread_at = None
         window = _window(since, now, real)
         summary = (
-            f"{acted} action(s), {errors} error(s) {window}" if led else f"this replica did not lead {window} (standby)"
+            f"{acted} action(s), {failed} error(s) {window}" if led else f"this replica did not lead {window} (standby)"
         )
+        if led and unread is not None:
+            summary += f"; the day before {unread:%H:%M} UTC is not in it (the planner memory could not be read)"
         return AlertEvent(AlertKind.DAILY_REPORT, Severity.INFO, now, f"daily/{identity}", summary, details)
 
 

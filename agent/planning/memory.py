@@ -27,6 +27,11 @@ that leads again after another led forgets the removals it remembers whose drain
 (``NodeDrains.recall_settled``), and follows the others to their end, so a removal's warning is told once and never
 lost.
 
+It carries too the counts of the daily report's window (``day_counts``: ``agent.daemon.summary.DailySummary``), which
+the planner never reads: a replica that starts leading takes over what the leaders before it counted since the last
+report, so the report of the day covers the day, not only the part this replica led. None: none kept (a memory saved
+by an earlier release, or before any leader counted).
+
 The memory is an immutable value: the loop passes it in and stores the updated copy it gets back.
 
 Its times are wall times, written by the tick that set them: a tick that ran while the wall clock was ahead (a VM
@@ -99,6 +104,28 @@ class OpenCondition:
 
 
 @dataclass(frozen=True)
+class ReplicaCounts:
+    """What one replica counted in a daily report's window: its actions by status, skips by reason, errors by type."""
+
+    actions: dict[str, int] = field(default_factory=dict)
+    skips: dict[str, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class DayCounts:
+    """The counts of a daily report's window as its leaders kept them: the window's start (``since``), who led it in
+    order, each with when it took over (``led``, the latest ``agent.daemon.day_counts.LED_KEPT``; ``led_before`` counts
+    those left out before them), and each replica's own counts (``replicas``, by identity: each counted once, by
+    whoever it is)."""
+
+    since: datetime
+    led: tuple[tuple[str, datetime], ...] = ()
+    replicas: dict[str, ReplicaCounts] = field(default_factory=dict)
+    led_before: int = 0
+
+
+@dataclass(frozen=True)
 class PlannerMemory:
     last_change: dict[str, tuple[datetime, int]] = field(default_factory=dict)  # pool -> (when, +1 up / -1 down)
     backoff_until: dict[str, datetime] = field(default_factory=dict)  # pool -> no scale-up before this time
@@ -125,6 +152,8 @@ class PlannerMemory:
     scale_ups_waited: tuple[PendingScaleUp, ...] | None = None
     # pool -> drain key -> when a leader settled that drain, taken over; the latest 2,000 (see the module docstring)
     drains_settled: dict[str, dict[str, datetime]] = field(default_factory=dict)
+    # the counts of the daily report's window, kept across leaders (None: none kept, see the module docstring)
+    day_counts: DayCounts | None = None
 
     def changed(self, pool_id: str, at: datetime, direction: int) -> PlannerMemory:
         return replace(self, last_change={**self.last_change, pool_id: (at, direction)})
@@ -274,6 +303,7 @@ class PlannerMemory:
                 else tuple(p for p in self.scale_ups_waited if p.pool_id in pool_ids)
             ),
             drains_settled=_only(self.drains_settled, pool_ids),
+            day_counts=self.day_counts,
         )
 
 

@@ -18,7 +18,10 @@ Version 1::
      "slices_short_since": {"pool": {"slice": {"since": "...", "seen": "...", "hosts": ["<instance id>"]}}},
      "scale_ups_waited": [{"pool": "pool", "asked_at": "...", "from_units": 0, "to_units": 3,
                            "found_in_flight": true, "judged_at": "..."}],
-     "drains_settled": {"pool": {"<drain key>": "..."}}}
+     "drains_settled": {"pool": {"<drain key>": "..."}},
+     "day_counts": {"since": "...", "led": [["leadtime-0", "..."]], "led_before": 0,
+                    "replicas": {"leadtime-0": {"actions": {"succeeded": 3}, "skips": {"cooldown": 40},
+                                                "errors": {"MetricsUnavailable": 1}}}}}
 
 Times are ISO 8601 in UTC. ``failing_since`` (since when a pool's changes keep failing) and ``last_failure`` (when
 one of them last failed) may be absent: a release that does not know them reads the rest and saves without them;
@@ -57,11 +60,16 @@ over that a leader settled, each with when, the latest ``agent.drain_records.SET
 KB at most: ``agent.drains.NodeDrains.settled``) may be absent too: a release that
 does not know it reads the rest and saves without it, and a replica leading again after another then settles and tells
 again a removal it remembers that the other settled, as before it was kept (the lesser harm: never one lost). An
-entry this release cannot read (a malformed time) is left out the same way. A document this code cannot read (no or
-an older unknown version, malformed) raises ``StateDocumentUnreadable``; the stores treat it as nothing saved, so the
-next save replaces it. A document of a newer version raises ``StateDocumentTooNew`` (a ``StateUnavailable``): a
-replica of an older release that leads during a rolling upgrade or a rollback must not write over the back-offs and
-blocks a newer one saved.
+entry this release cannot read (a malformed time) is left out the same way. ``day_counts`` (the counts of the daily
+report's window since its start, who led it and each replica's own counts: ``agent.daemon.day_counts``; a few keys a
+replica, 16 replicas at most, a few KB) may be absent too: a release that does not know it reads the rest and saves
+without it, and its new leader's report then covers only the part of the day it led, as before they were kept; a
+memory without it, or with one this release cannot read whole (a malformed time, a count not a whole number), decodes
+with none kept (``None``). Adding it needs no new version, as for ``scale_ups_waited``. A document this code cannot
+read (no or an older unknown version, malformed) raises ``StateDocumentUnreadable``; the stores treat it as nothing
+saved, so the next save replaces it. A document of a newer version raises ``StateDocumentTooNew`` (a
+``StateUnavailable``): a replica of an older release that leads during a rolling upgrade or a rollback must not write
+over the back-offs and blocks a newer one saved.
 """
 
 from __future__ import annotations
@@ -72,7 +80,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from agent.planning import PlannerMemory
-from agent.planning.memory import BackoffReason, Condition, OpenCondition, PendingScaleUp
+from agent.planning.memory import BackoffReason, Condition, DayCounts, OpenCondition, PendingScaleUp, ReplicaCounts
 from models import AlertKind, Severity, StateDocumentTooNew, StateDocumentUnreadable
 
 V = TypeVar("V")
@@ -113,6 +121,8 @@ def encode(memory: PlannerMemory, now: datetime, saved_by: str) -> str:
     }
     if memory.scale_ups_waited is not None:  # None: not kept, as a release before wrote it
         document["scale_ups_waited"] = [_scale_up(p) for p in memory.scale_ups_waited]
+    if memory.day_counts is not None:  # None: none kept, as a release before wrote it
+        document["day_counts"] = _day(memory.day_counts)
     return json.dumps(document, indent=1, sort_keys=False)
 
 
@@ -155,6 +165,7 @@ def decode(text: str) -> PlannerMemory:
             slices_short_since=_short_since(document.get("slices_short_since")),
             scale_ups_waited=_scale_ups(document.get("scale_ups_waited")),
             drains_settled=_settled(document.get("drains_settled")),
+            day_counts=_read_day(document.get("day_counts")),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise StateDocumentUnreadable(f"malformed planner memory: {type(exc).__name__}: {exc}") from None
@@ -307,3 +318,53 @@ def _settled(pools: Any) -> dict[str, dict[str, datetime]]:
             except (TypeError, ValueError):
                 continue
     return out
+
+
+_COUNTS = ("actions", "skips", "errors")
+
+
+def _day(day: DayCounts) -> dict[str, Any]:
+    entry: dict[str, Any] = {
+        "since": _time(day.since),
+        "led": [[identity, _time(at)] for identity, at in day.led],
+        "replicas": {
+            identity: {name: dict(sorted(getattr(counts, name).items())) for name in _COUNTS}
+            for identity, counts in sorted(day.replicas.items())
+        },
+    }
+    if day.led_before:
+        entry["led_before"] = day.led_before
+    return entry
+
+
+def _read_day(entry: Any) -> DayCounts | None:
+    """The daily report's counts; None when absent or not readable whole (a new leader then counts its own alone)."""
+    if not isinstance(entry, dict):
+        return None
+    try:
+        led = tuple((_identity(by), _parse(at)) for by, at in entry.get("led", []))
+        replicas = {
+            _identity(identity): ReplicaCounts(*(_counts(counts.get(name, {})) for name in _COUNTS))
+            for identity, counts in entry.get("replicas", {}).items()
+        }
+        return DayCounts(_parse(entry["since"]), led, replicas, _count(entry.get("led_before", 0)))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def _identity(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"replica {value!r} is not a name")
+    return value
+
+
+def _counts(counts: Any) -> dict[str, int]:
+    if not isinstance(counts, dict):
+        raise TypeError(f"counts {counts!r} are not an object")
+    return {str(key): _count(n) for key, n in counts.items()}
+
+
+def _count(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise TypeError(f"count {value!r} is not a whole number")
+    return value

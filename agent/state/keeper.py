@@ -70,6 +70,11 @@ class MemoryKeeper:
     def loaded(self) -> bool:
         return self._loaded
 
+    @property
+    def failing(self) -> bool:
+        """Whether the store's last load or save failed (retried at the next tick)."""
+        return self._failing is not None
+
     def resume(self) -> None:
         """Leadership starts (again): read the store before the next tick plans."""
         self._loaded = False
@@ -181,7 +186,8 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
     of the side whose back-off was kept. Open alert conditions merge per condition the same way, ours kept where
     both changed (the leader saw it last), the slices short of hosts per slice group, and the scale-ups waited for
     as a whole (``MemoryKeeper.before_tick`` sets them itself). The drains settled are both sides', each drain both
-    name at its later time: a drain settled stays so, whoever says it."""
+    name at its later time: a drain settled stays so, whoever says it. The daily report's counts are taken whole, as
+    the scale-ups waited for."""
     backoff_until = _three_way(base.backoff_until, ours.backoff_until, theirs.backoff_until, max)
     return PlannerMemory(
         last_change=_three_way(base.last_change, ours.last_change, theirs.last_change, max),
@@ -207,6 +213,8 @@ def merge(base: PlannerMemory, ours: PlannerMemory, theirs: PlannerMemory) -> Pl
         scale_ups_waited=ours.scale_ups_waited
         if ours.scale_ups_waited != base.scale_ups_waited
         else theirs.scale_ups_waited,
+        # whole, ours where we changed it (the leader's daily summary keeps them: ``agent.daemon.summary``)
+        day_counts=ours.day_counts if ours.day_counts != base.day_counts else theirs.day_counts,
         # both sides' (a drain settled stays so): a replica's own from before it led are not stale
         drains_settled={
             pool: _each_latest(ours.drains_settled.get(pool, {}), theirs.drains_settled.get(pool, {}))

@@ -1,0 +1,305 @@
+"""The daily report after a change of leader covers the day: the leader keeps its window's counts in the planner memory
+the replicas share, and a replica that starts leading takes over those of the same window, each replica's counted once,
+never those of a window already reported; the report says who led when.
+
+Two real ``Daemon``s with their electors on the fake Kubernetes API (``elector_for``), each driving the daemon's real
+``AgentLoopAdapter`` (the planner memory loaded at the first leader tick of a term, saved after each) around an agent
+whose every tick as leader does one action and skips one pool; the memory in one ``InMemoryStateStore`` both replicas
+view. One simulated clock; the test plays the scheduler, a minute at a time, and the report time."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from types import SimpleNamespace
+from typing import cast
+
+import pytest
+
+from actuators import SimulatedCluster
+from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
+from agent.daemon.health import HealthState
+from agent.daemon.lease import LeaseElector
+from agent.daemon.metrics import DaemonMetrics
+from agent.daemon.service import Daemon
+from agent.loop import Agent, TickReport
+from agent.notify import RecordingNotifier
+from agent.planning import PlannerMemory
+from agent.planning.memory import DayCounts, ReplicaCounts
+from agent.state import InMemoryStateStore, StateStore
+from agent.state.codec import decode, encode
+from models import (
+    ActionResult,
+    ActionStatus,
+    AlertEvent,
+    AlertKind,
+    CapacityPlan,
+    Skip,
+    SkipReason,
+    StateUnavailable,
+)
+from models.clock import SimulatedClock
+from tests.daemon.conftest import DEADLINE, RETRY, T0, MakeElector
+from tests.daemon.links import CuttableLink
+from tests.daemon.replicas import POOL
+
+MINUTE = timedelta(minutes=1)
+
+
+class CountingAgent:
+    """An agent as the daemon's adapter drives it, whose every tick does one action (a resize done) and skips another
+    pool (cooldown); ``acted``: when it acted."""
+
+    def __init__(self) -> None:
+        self.memory = PlannerMemory()
+        self.pool_by_id: dict[str, object] = {}
+        self.classes: list[object] = []
+        self.drains = None
+        self.conditions = SimpleNamespace(adopt=lambda *_: None)
+        self.parts = SimpleNamespace(short_slices=None)
+        self.budget_watch = SimpleNamespace(stand_by=lambda: None, restore=lambda _: None, waited=())
+        # a leader that has not read its memory alerts once it has gone unread for the readiness bound: not here
+        self.settings = SimpleNamespace(
+            daemon=SimpleNamespace(ready_bound=lambda _: timedelta(days=1)), loop=SimpleNamespace(tick_interval=MINUTE)
+        )
+        self.acted: list[datetime] = []
+
+    def watch(self, now: datetime, *, leading: bool = False) -> None:
+        return None
+
+    def run_once(self, now: datetime) -> TickReport:
+        self.acted.append(now)
+        done = ActionResult(f"{POOL.pool_id}@{now.isoformat()}", POOL.pool_id, ActionStatus.DONE, now)
+        plan = CapacityPlan(now, skips=(Skip("other", SkipReason.COOLDOWN, "changed lately"),))
+        return TickReport(now, {}, {}, {}, plan, (done,))
+
+
+@dataclass
+class Replica:
+    name: str
+    daemon: Daemon
+    elector: LeaseElector
+    link: CuttableLink
+    agent: CountingAgent
+    notifier: RecordingNotifier
+
+    def reports(self) -> list[AlertEvent]:
+        return [e for e in self.notifier.events if e.kind is AlertKind.DAILY_REPORT]
+
+
+@dataclass
+class Unreadable:
+    """A replica's view of the memory whose reads fail while ``broken`` (the API answers 503 to its gets)."""
+
+    inner: InMemoryStateStore
+    broken: bool = True
+
+    def load(self) -> PlannerMemory | None:
+        if self.broken:
+            raise StateUnavailable("ConfigMap leadtime/leadtime-state: get answered 503 Service Unavailable")
+        return self.inner.load()
+
+    def save(self, memory: PlannerMemory, now: datetime) -> None:
+        self.inner.save(memory, now)
+
+
+def _replica(name: str, store: StateStore, elector_for: MakeElector, clock: SimulatedClock) -> Replica:
+    elector, link = elector_for(name)
+    agent = CountingAgent()
+    cluster = SimulatedCluster([POOL], clock, initial_units={POOL.pool_id: 1})
+    loop = AgentLoopAdapter(cast(Agent, agent), PoolStateRecorder(cluster), store, elector, clock)
+    notifier = RecordingNotifier(dedup_window=timedelta(0))
+    daemon = Daemon(
+        loop,
+        elector,
+        clock=clock,
+        metrics=DaemonMetrics(),
+        health=HealthState(max_tick_age=3 * MINUTE, max_tick_duration=10 * MINUTE),
+        notifier=notifier,
+        mode="enforce",
+        contact_bound=DEADLINE,
+    )
+    return Replica(name, daemon, elector, link, agent, notifier)
+
+
+@pytest.fixture
+def pair(clock: SimulatedClock, elector_for: MakeElector) -> tuple[Replica, Replica, InMemoryStateStore]:
+    """Replicas A (leading, its first tick run) and B (standby), and the store of the memory they share."""
+    store = InMemoryStateStore("replica-a")
+    a = _replica("replica-a", store, elector_for, clock)
+    b = _replica("replica-b", store.replica("replica-b"), elector_for, clock)
+    assert a.daemon.elect().leading and not b.daemon.elect().leading
+    a.daemon.tick()
+    b.daemon.tick()
+    return a, b, store
+
+
+def _minutes(clock: SimulatedClock, n: int, leader: Replica, other: Replica, step: timedelta = MINUTE) -> None:
+    """``n`` times ``step`` later, each replica's election round, the leader's first, then each one's tick."""
+    for _ in range(n):
+        clock.advance(step)
+        for replica in (leader, other):
+            replica.daemon.elect()
+        assert leader.elector.is_leader(clock.now())
+        for replica in (leader, other):
+            replica.daemon.tick()
+
+
+def _hand_over(clock: SimulatedClock, old: Replica, new: Replica) -> datetime:
+    """``new`` takes the lease from ``old``, whose Lease API stops answering, and ticks as the leader; ``old``, its API
+    back, ticks as a standby. When ``new`` took over."""
+    old.link.cut()
+    for _ in range(20):
+        clock.advance(RETRY)
+        old.daemon.elect()
+        if (step := new.daemon.elect()).leading:
+            break
+    assert step.became_leader and step.new_term, step
+    took = clock.now()
+    new.daemon.tick()
+    old.link.restore()
+    assert not old.daemon.elect().leading
+    old.daemon.tick()
+    return took
+
+
+def _report_time(a: Replica, b: Replica) -> AlertEvent:
+    """Every replica runs the report job; the one report sent."""
+    sent = [replica.daemon.daily_report() for replica in (a, b)]
+    assert sent.count(True) == 1
+    return (a if sent[0] else b).notifier.events[-1]
+
+
+def test_a_new_leader_reports_the_actions_its_predecessor_did_that_day_once(
+    clock: SimulatedClock, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    a, b, _ = pair
+    _minutes(clock, 5, a, b)
+    took = _hand_over(clock, a, b)  # a rollout restarts the leader mid-day
+    _minutes(clock, 3, b, a)
+    report = _report_time(a, b)
+    assert b.reports() == [report]
+    acted = len(a.agent.acted) + len(b.agent.acted)
+    assert len(a.agent.acted) == 6 and len(b.agent.acted) == 4
+    assert report.summary.startswith(f"{acted} action(s), 0 error(s)")
+    assert report.details["actions"] == f"done: {acted}"
+    assert report.details["skips"] == f"cooldown: {acted}"
+    assert report.details["led by"] == f"replica-a until {took:%H:%M}, replica-b since"
+
+
+def test_a_pod_started_by_a_rollout_reports_the_day_since_the_last_report_time(
+    clock: SimulatedClock, elector_for: MakeElector, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    a, b, store = pair
+    _minutes(clock, 3, a, b, step=timedelta(hours=1))
+    new = _replica("replica-c", store.replica("replica-c"), elector_for, clock)  # the new release's pod
+    assert not new.daemon.elect().leading
+    assert a.daemon.stop_working(1.0) and a.daemon.release()  # the old leader stops and hands the lease over
+    clock.advance(RETRY)
+    assert new.daemon.elect().became_leader
+    took = clock.now()
+    new.daemon.tick()
+    _minutes(clock, 2, new, b)
+    report = _report_time(new, b)
+    assert new.reports() == [report]
+    assert report.details["window"].startswith(T0.isoformat())  # the day's, not since this pod started
+    assert report.summary.startswith(
+        f"{len(a.agent.acted) + len(new.agent.acted)} action(s), 0 error(s) in the last 3h"
+    )
+    assert (len(a.agent.acted), len(new.agent.acted)) == (4, 3)
+    assert report.details["led by"] == f"replica-a until {took:%H:%M}, replica-c since"
+
+
+def test_a_replica_leading_again_counts_the_others_actions_and_its_own_once(
+    clock: SimulatedClock, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    a, b, _ = pair
+    _minutes(clock, 4, a, b)
+    to_b = _hand_over(clock, a, b)
+    _minutes(clock, 3, b, a)
+    to_a = _hand_over(clock, b, a)  # A leads again: it holds its own counts of the day, and B's are in the memory
+    _minutes(clock, 2, a, b)
+    to_b_again = _hand_over(clock, a, b)
+    _minutes(clock, 1, b, a)
+    to_a_again = _hand_over(clock, b, a)
+    _minutes(clock, 2, a, b)
+    report = _report_time(a, b)
+    assert a.reports() == [report]
+    acted = len(a.agent.acted) + len(b.agent.acted)
+    assert (len(a.agent.acted), len(b.agent.acted)) == (11, 6)
+    assert report.summary.startswith(f"{acted} action(s), 0 error(s)")
+    assert report.details["actions"] == f"done: {acted}"
+    assert report.details["led by"] == (
+        f"replica-a until {to_b:%H:%M}, replica-b until {to_a:%H:%M}, replica-a until {to_b_again:%H:%M}, "
+        f"replica-b until {to_a_again:%H:%M}, replica-a since"
+    )
+
+
+def test_the_counts_of_a_window_already_reported_are_not_taken_over(
+    clock: SimulatedClock, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    a, b, store = pair
+    _minutes(clock, 3, a, b, step=timedelta(hours=1))
+    first = _report_time(a, b)  # A reports its day; its next tick would keep its new window's start in the memory
+    assert a.reports() == [first] and first.summary.startswith("4 action(s)")
+    window = json.loads(store.document or "{}")["day_counts"]
+    assert window["since"] == T0.isoformat()  # the record of the day just reported
+    reported_at = clock.now()
+    took = _hand_over(clock, a, b)  # and it stops right after it: the memory still holds the day it reported
+    _minutes(clock, 2, b, a)
+    second = _report_time(a, b)
+    assert b.reports() == [second]
+    assert second.details["window"].startswith(reported_at.isoformat())
+    assert second.summary.startswith(f"{len(b.agent.acted)} action(s), 0 error(s)")  # its own: A's were reported
+    assert len(b.agent.acted) == 3
+    assert second.details["led by"] == "replica-b"
+    assert took > reported_at
+
+
+@pytest.mark.parametrize("read_again", [False, True])
+def test_a_new_leader_that_cannot_read_the_memory_reports_its_own_counts_and_says_the_rest_is_missing(
+    clock: SimulatedClock, elector_for: MakeElector, read_again: bool
+) -> None:
+    store = InMemoryStateStore("replica-a")
+    a = _replica("replica-a", store, elector_for, clock)
+    view = Unreadable(store.replica("replica-b"))
+    b = _replica("replica-b", view, elector_for, clock)
+    assert a.daemon.elect().leading and not b.daemon.elect().leading
+    _minutes(clock, 4, a, b)
+    took = _hand_over(clock, a, b)
+    _minutes(clock, 2, b, a)
+    view.broken = not read_again  # the API answers again: the next tick reads the memory and takes the day over
+    _minutes(clock, 2, b, a)
+    report = _report_time(a, b)
+    assert b.reports() == [report]
+    if read_again:
+        assert report.summary.startswith(f"{len(a.agent.acted) + len(b.agent.acted)} action(s)")
+        assert len(b.agent.acted) == 2 and "not in it" not in report.details
+        assert report.details["led by"] == f"replica-a until {took:%H:%M}, replica-b since"
+        return
+    assert b.agent.acted == []  # a leader that has not read the memory acts on nothing (its errors are counted)
+    assert report.summary.startswith("0 action(s), 5 error(s)")
+    assert report.summary.endswith(
+        f"; the day before {took:%H:%M} UTC is not in it (the planner memory could not be read)"
+    )
+    assert report.details["not in it"].startswith(f"what other replicas counted before {took:%H:%M} UTC")
+
+
+def test_the_counts_go_round_the_codec_and_a_memory_without_them_reads_as_none_kept() -> None:
+    counts = DayCounts(
+        T0,
+        (("replica-a", T0), ("replica-b", T0 + MINUTE)),
+        {
+            "replica-a": ReplicaCounts({"done": 3}, {"cooldown": 40}, {"MetricsUnavailable": 1}),
+            "replica-b": ReplicaCounts(),
+        },
+    )
+    memory = PlannerMemory(blocked={"a100": "403"}, day_counts=counts)
+    assert decode(encode(memory, T0, "replica-a")) == memory
+    older = json.loads(encode(memory, T0, "replica-a"))
+    del older["day_counts"]  # saved by a release that does not keep them: same version
+    assert decode(json.dumps(older)) == PlannerMemory(blocked={"a100": "403"})
+    broken = json.loads(encode(memory, T0, "replica-a"))
+    broken["day_counts"]["replicas"]["replica-a"]["actions"]["done"] = -3
+    assert decode(json.dumps(broken)) == PlannerMemory(blocked={"a100": "403"})  # none kept, the rest read
