@@ -18,6 +18,7 @@ counts and says that the day before that is not in it.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from datetime import datetime, timedelta
@@ -27,6 +28,8 @@ from agent.daemon.ports import TickReport
 from agent.planning.memory import DayCounts, ReplicaCounts
 from models import AlertEvent, AlertKind, BudgetSnapshot, Severity
 from models.durations import format_duration
+
+log = logging.getLogger(__name__)
 
 # A report this close to a day after the previous one covers "the last day"; a window whose wall-clock length is
 # further than this from its monotonic length had the wall clock stepped in it (NTP slewing moves it by 43 s a day at
@@ -88,7 +91,10 @@ class DailySummary:
                 if self._taken:
                     keep = share, self._kept(self._identity)
         if keep is not None:
-            keep[0].keep_day(keep[1])
+            try:
+                keep[0].keep_day(keep[1])
+            except Exception as exc:  # noqa: BLE001 - the next leader's report lacks them; the tick has succeeded
+                log.warning("daily report counts not kept for the next leader: %s: %s", type(exc).__name__, exc)
 
     def _hand_over(self, read: DayRead, identity: str) -> None:
         """Take over the counts kept of this window when the loop's term has read them for the first time."""

@@ -83,6 +83,7 @@ class Replica:
     link: CuttableLink
     agent: CountingAgent
     notifier: RecordingNotifier
+    loop: AgentLoopAdapter
 
     def reports(self) -> list[AlertEvent]:
         return [e for e in self.notifier.events if e.kind is AlertKind.DAILY_REPORT]
@@ -120,7 +121,7 @@ def _replica(name: str, store: StateStore, elector_for: MakeElector, clock: Simu
         mode="enforce",
         contact_bound=DEADLINE,
     )
-    return Replica(name, daemon, elector, link, agent, notifier)
+    return Replica(name, daemon, elector, link, agent, notifier, loop)
 
 
 @pytest.fixture
@@ -255,6 +256,20 @@ def test_the_counts_of_a_window_already_reported_are_not_taken_over(
     assert len(b.agent.acted) == 3
     assert second.details["led by"] == "replica-b"
     assert took > reported_at
+
+
+def test_counts_that_cannot_be_kept_fail_no_tick(
+    clock: SimulatedClock, pair: tuple[Replica, Replica, InMemoryStateStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, _ = pair
+
+    def refused(counts: DayCounts) -> bool:
+        raise RuntimeError("not encodable")
+
+    monkeypatch.setattr(a.loop, "keep_day", refused)
+    _minutes(clock, 2, a, b)
+    assert a.daemon.daily_report()
+    assert a.reports()[0].summary.startswith("3 action(s), 0 error(s)")  # its ticks went on; its own report counts
 
 
 @pytest.mark.parametrize("read_again", [False, True])
