@@ -6,6 +6,11 @@ nodes. Once a unit is drained, its pool's actuator deletes it as a whole (``Node
 drain that it would not remove the unit now (an AWS group at its minimum size) says so (``KeepsUnits``), and the drain
 is not started.
 
+A drain's key is checked against the marks its unit's nodes carry before the drain is ended or stepped
+(``actuators.drain_holders``), on the unit's Node objects read from Kubernetes alone (``read_unit_nodes``): never
+through ``of_pool``, which for a slice asks the cloud first which slices are ready, so a cloud that cannot be read does
+not keep a drain from being ended.
+
 While a drain is in progress its nodes carry ``DRAIN_ANNOTATION`` (the drain's key), and those of a forced drain
 ``FORCED_ANNOTATION`` too, so an agent that continues the drain knows it is one of ours, and whether it is forced
 (``actuators.kubernetes_drain``). The marks say a drain is in progress only on a cordoned node: a person who ends a
@@ -22,6 +27,7 @@ from actuators.drain_mark_names import DRAIN_ANNOTATION, FORCED_ANNOTATION
 from kube.api import Nodes
 from kube.models import V1Node
 from models import ActionResult, PermanentActuatorError
+from models.errors import KubernetesNotFound
 
 NODE_POOL_LABEL = "cloud.google.com/gke-nodepool"
 
@@ -77,6 +83,24 @@ class DrainUnits(Protocol):
         ...
 
 
+@runtime_checkable
+class ReadsUnitNodes(Protocol):
+    """``DrainUnits`` that read a unit's Node objects, as they are now, from Kubernetes alone."""
+
+    def read_nodes(self, pool_id: str, unit: str) -> Sequence[V1Node]:
+        """The unit's nodes now; a node gone is left out. Reads may raise ``KubernetesApiError``."""
+        ...
+
+
+def read_unit_nodes(units: DrainUnits, nodes: Nodes, pool_id: str, unit: str) -> Sequence[V1Node]:
+    """The unit's Node objects now, read from Kubernetes alone (never the cloud): ``ReadsUnitNodes.read_nodes``, or
+    for units without it (a slice's, ``actuators.slice_drain.SliceUnits``) the nodes labelled with the unit's name as
+    their node pool: the one list ``SliceUnits.nodes`` reads for their names."""
+    if isinstance(units, ReadsUnitNodes):
+        return units.read_nodes(pool_id, unit)
+    return nodes.with_label(f"{NODE_POOL_LABEL}={unit}")
+
+
 class NodeUnits:
     """Each node labelled ``<pool_label>=<value>`` is a unit of its pool; ``node_pools`` maps our pool ids to the
     values."""
@@ -97,3 +121,11 @@ class NodeUnits:
 
     def nodes(self, pool_id: str, unit: str) -> Sequence[str]:
         return [unit]  # not read: a node gone shows as a 404 when it is cordoned
+
+    def read_nodes(self, pool_id: str, unit: str) -> Sequence[V1Node]:
+        """The node ``unit`` as it is now, in one request: a patch that changes nothing answers the node as it is (a
+        drainer may list and patch nodes, not get one: docs/kubernetes-rbac.md); none when it is gone (404)."""
+        try:
+            return [self._nodes.patch(unit, {})]
+        except KubernetesNotFound:
+            return []

@@ -38,7 +38,9 @@ waiting so is listed in ``draining_nodes`` after its node left the cluster, so t
 that leaves the cluster during its drain otherwise (deleted by a person, or its instance gone) ends the drain DONE:
 nothing is left to drain or remove, and the pool is not at fault. ``cancel`` ends a drain by its own key only: a unit
 a cordoned node of which carries the mark of another drain (a later drain of the unit, by another replica perhaps, or
-the ``leadtime.io/drain-left-deleting`` of another) is not ended, and the refusal names that drain.
+the ``leadtime.io/drain-left-deleting`` of another) is not ended, and the refusal names that drain
+(``actuators.drain_holders``). It reads the unit's Node objects from Kubernetes alone, never the cloud: a slice's hosts
+in the list that names them anyway, a node in one request.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
 timeout then counts from the drain's start as its first step marked it (``leadtime.io/drain-started-at``, with the
@@ -87,11 +89,11 @@ from datetime import datetime, timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
 from actuators.drain_evictions import evict_pods
+from actuators.drain_holders import not_ended, other_drains
 from actuators.drain_mark_names import (
     DRAIN_ANNOTATION,
     FORCED_ANNOTATION,
     FORCED_AT_ANNOTATION,
-    LEFT_DELETING_ANNOTATION,
 )
 from actuators.drain_marks import drain_started, forced_lately
 from actuators.drain_units import (
@@ -100,7 +102,7 @@ from actuators.drain_units import (
     KeepsUnits,
     NodeRemover,
     NodeUnits,
-    cordoned,
+    read_unit_nodes,
 )
 from actuators.pod_rules import counts, must_stay, pod_name, terminating
 from kube.api import KubernetesApi
@@ -323,17 +325,22 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked. Refused when a
-        node of the unit carries the mark of another drain (``_held_by_another``): a caller holding the key of a drain
-        that ended since (and a new drain of the unit started, by another replica perhaps) would end that one."""
+        cordoned node of the unit carries the mark of another drain (``drain_holders``): a caller holding the key of a
+        drain that ended since (and a new drain of the unit started, by another replica perhaps) would end that one.
+        The unit's nodes are read from Kubernetes alone (``read_unit_nodes``: a slice's hosts in the one list that
+        names them, a node in one request), never the cloud: a cloud that cannot be read does not keep a drain
+        started here, whose removal was never asked for, from being ended (``_removal_under_way``)."""
         unit = node
         noun = self._units.noun
-        if held := self._held_by_another(pool_id, unit, key):
+        found = self._call(pool_id, lambda: read_unit_nodes(self._units, self._nodes_api, pool_id, unit))
+        if others := other_drains(found, key):
+            held = not_ended(noun, unit, key, others)
             log.warning("pool %s: %s (key %s)", pool_id, held, key)
             return self._result(key, pool_id, ActionStatus.REJECTED, held)
         if under_way := self._removal_under_way(pool_id, unit, key):  # on its way out: uncordoned, it would serve
             log.info("pool %s: %s (key %s)", pool_id, under_way, key)
             return self._result(key, pool_id, ActionStatus.REJECTED, under_way)
-        members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
+        members = [found_node.metadata.name for found_node in found]
         self._check_may_write(pool_id, unit)
         back = [name for name in members if self._cordon(pool_id, name, None) is not None]
         if not back:  # its drain goes on: it ends the drain of a node gone, or removes a slice left without nodes
@@ -344,28 +351,6 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         detail = f"drain of {noun} {unit} ended before it was removed: uncordoned, it serves again"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.DONE, detail)
-
-    def _held_by_another(self, pool_id: str, unit: str, key: str) -> str:
-        """Why the drain with ``key`` of ``unit`` is not to be ended: a cordoned node of the unit carries the mark of
-        another drain (``DRAIN_ANNOTATION``, a drain in progress; on a node without it, ``LEFT_DELETING_ANNOTATION``,
-        a drain that left it cordoned while the cloud deleted it) with another key; "" when none does. The unit's
-        nodes are read as ``draining_nodes`` reads them (``DrainUnits.of_pool``, one read of the pool); a unit not
-        listed (its nodes gone), a node without a mark, or a schedulable one (the marks of a drain a person ended, taken
-        off when read) holds no other drain: ended as before."""
-        others: dict[str, list[str]] = {}
-        for found in self._call(pool_id, lambda: self._units.of_pool(pool_id)).get(unit, ()):
-            annotations = found.metadata.annotations or {}
-            mark = DRAIN_ANNOTATION if annotations.get(DRAIN_ANNOTATION) else LEFT_DELETING_ANNOTATION
-            if cordoned(found) and (other := annotations.get(mark)) and other != key:
-                others.setdefault(f"{mark}={other}", []).append(found.metadata.name)
-        if not others:
-            return ""
-        marks = "; ".join(f"{mark} on {', '.join(names)}" for mark, names in others.items())
-        nodes = " ".join(sorted({name for names in others.values() for name in names}))
-        return (
-            f"not ended: {self._units.noun} {unit} carries the mark of another drain ({marks}), not of the drain with "
-            f"key {key}, which no longer holds it; that drain goes on (to end it by hand: kubectl uncordon {nodes})"
-        )
 
 
 def _unfinished(
