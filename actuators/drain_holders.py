@@ -1,13 +1,13 @@
 """Which drain holds a unit: the marks of another drain than the one with a given key on the unit's nodes, and why a
-drain is therefore not ended (``cancel``) under that key.
+drain is therefore not ended (``cancel``) or not stepped (``drain``) under that key.
 
 A drain in progress marks the nodes of its unit with its key (``DRAIN_ANNOTATION``); one that ended leaving the unit
 cordoned while the cloud deleted it marks them with ``LEFT_DELETING_ANNOTATION`` instead. A cordoned node carrying
 either mark with another key belongs to that other drain: a caller holding the key of a drain that ended since (a
-person uncordoned its node, and another drain of it started, by another replica perhaps) would end that drain. A
-node without a mark (cordoned by a person, or by nobody) or a schedulable one (the marks of a drain a person ended,
-taken off when read) holds no other drain. Checked on the unit's Node objects as Kubernetes has them
-(``drain_units.read_unit_nodes``), never on a read of the cloud.
+person uncordoned its node, and another drain of it started, by another replica perhaps) would end that drain, or
+write its own key, forced flag and start over that drain's marks. A node without a mark (cordoned by a person, or by
+nobody) or a schedulable one (the marks of a drain a person ended, taken off when read) holds no other drain. Checked
+on the unit's Node objects as Kubernetes has them (``drain_units.read_unit_nodes``), never on a read of the cloud.
 """
 
 from __future__ import annotations
@@ -36,6 +36,16 @@ def not_ended(noun: str, unit: str, key: str, others: dict[str, list[str]]) -> s
     return (
         f"not ended: {noun} {unit} carries the mark of another drain ({_marks(others)}), not of the drain with key "
         f"{key}, which no longer holds it; that drain goes on (to end it by hand: kubectl uncordon {_nodes(others)})"
+    )
+
+
+def not_stepped(noun: str, unit: str, key: str, others: dict[str, list[str]]) -> str:
+    """Why no step of the drain with ``key`` of ``unit`` is taken: the marks of the ``others`` on its nodes."""
+    return (
+        f"not drained under key {key}: {noun} {unit} carries the mark of another drain ({_marks(others)}); the drain "
+        f"with key {key} ended (the {noun} was drained again since, by another replica perhaps), and nothing was "
+        f"written: the other drain goes on, continued by whichever replica leads (to end it by hand: kubectl "
+        f"uncordon {_nodes(others)})"
     )
 
 

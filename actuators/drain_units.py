@@ -101,6 +101,12 @@ def read_unit_nodes(units: DrainUnits, nodes: Nodes, pool_id: str, unit: str) ->
     return nodes.with_label(f"{NODE_POOL_LABEL}={unit}")
 
 
+def named_unread(units: DrainUnits) -> bool:
+    """Whether ``units`` name a unit's nodes without reading them (a node is named by itself: ``NodeUnits.nodes``),
+    so that reading them (``read_unit_nodes``) is one request more; a slice's nodes are listed either way."""
+    return isinstance(units, NodeUnits)
+
+
 class NodeUnits:
     """Each node labelled ``<pool_label>=<value>`` is a unit of its pool; ``node_pools`` maps our pool ids to the
     values."""

@@ -40,7 +40,10 @@ nothing is left to drain or remove, and the pool is not at fault. ``cancel`` end
 a cordoned node of which carries the mark of another drain (a later drain of the unit, by another replica perhaps, or
 the ``leadtime.io/drain-left-deleting`` of another) is not ended, and the refusal names that drain
 (``actuators.drain_holders``). It reads the unit's Node objects from Kubernetes alone, never the cloud: a slice's hosts
-in the list that names them anyway, a node in one request.
+in the list that names them anyway, a node in one request. Nor is such a unit drained: a step that reads the unit's
+nodes (a slice's, at every step; a node's, while the pool's drains could not be read at the tick's listing, when the
+agent keeps stepping the drains it remembers) and finds the mark of another drain writes nothing and is REJECTED, so a
+remembered drain whose node was drained again since never marks that drain's node with its own key and forced flag.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
 timeout then counts from the drain's start as its first step marked it (``leadtime.io/drain-started-at``, with the
@@ -89,7 +92,7 @@ from datetime import datetime, timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
 from actuators.drain_evictions import evict_pods
-from actuators.drain_holders import not_ended, other_drains
+from actuators.drain_holders import not_ended, not_stepped, other_drains
 from actuators.drain_mark_names import (
     DRAIN_ANNOTATION,
     FORCED_ANNOTATION,
@@ -102,6 +105,7 @@ from actuators.drain_units import (
     KeepsUnits,
     NodeRemover,
     NodeUnits,
+    named_unread,
     read_unit_nodes,
 )
 from actuators.pod_rules import counts, must_stay, pod_name, terminating
@@ -160,6 +164,9 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
     ) -> None:
         super().__init__(api, clock, units, remover, timeout, accelerator_resources)
         self._not_before: dict[str, float] = {}  # unit -> monotonic time before which no eviction is sent (429)
+        # Pools whose drains could not be listed at the last try (``draining_nodes``): a step of a drain there reads
+        # its unit's nodes even where naming them reads nothing (``_step_members``)
+        self._drains_unread: set[str] = set()
 
     def draining_nodes(self, pool_id: str) -> Mapping[str, str]:
         """Units of the pool with a node cordoned and carrying our drain annotation, with the key of their drain;
@@ -174,7 +181,9 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         its first step here asks the cloud whether its removal went out before (``_taken_over_step``)."""
         draining = {}
         self.forget_reads(pool_id)  # a new tick: the cloud is asked afresh
+        self._drains_unread.add(pool_id)  # until the read below answers
         drains = self._drains_of(pool_id)
+        self._drains_unread.discard(pool_id)
         asking = {unit: taken[1] for unit, taken in self._taken_over.items() if taken[0] == pool_id}
         for unit in asking:  # listed again below, with the nodes read now, while the drain is still there
             del self._taken_over[unit]
@@ -201,7 +210,8 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
     def drain(self, pool_id: str, node: str, key: str, forced: bool = False) -> ActionResult:
         """Drain the unit ``node`` (a node, or a slice: every node of it). Unless ``forced`` (or its nodes are marked
         with this key as a forced drain's), a unit found running accelerator work is uncordoned and the drain
-        rejected, nothing evicted."""
+        rejected, nothing evicted. A unit whose nodes, where the step reads them (``_step_members``), carry the mark
+        of another drain is not drained under this key (``_not_stepped``)."""
         unit = node
         taken_over = (taken := self._taken_over.get(unit)) is not None and taken[1] == key
         # Settled, or its removal went out at an earlier step (or before it was taken over): what the cloud does with
@@ -215,7 +225,9 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
             return known
         marked = drain_started(taken[2], key, self._clock.now()) if taken is not None and taken_over else None
         now, started, overdue = self._step_start(unit, key, taken_over, marked)
-        members = self._call(pool_id, lambda: self._units.nodes(pool_id, unit))
+        members, found = self._step_members(pool_id, unit)
+        if found is not None and (others := other_drains(found, key)):
+            return self._not_stepped(key, pool_id, unit, others)
         if (
             started
             and isinstance(self._remover, KeepsUnits)
@@ -351,6 +363,32 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         detail = f"drain of {noun} {unit} ended before it was removed: uncordoned, it serves again"
         log.info("pool %s: %s (key %s)", pool_id, detail, key)
         return self._result(key, pool_id, ActionStatus.DONE, detail)
+
+    def _step_members(self, pool_id: str, unit: str) -> tuple[Sequence[str], Sequence[V1Node] | None]:
+        """The names of the unit's nodes for a drain step, and the nodes as read (None: not read). Read from
+        Kubernetes (``read_unit_nodes``) where naming them reads them anyway (a slice's hosts, one list); a node,
+        named without a read, is read (one request more) only while its pool's drains could not be listed at the last
+        try (``draining_nodes``): the agent then steps the drains it remembers without knowing whether another drain
+        of their nodes started since, which a listing tells it (it takes that drain over, ``agent.drains``)."""
+        if named_unread(self._units) and pool_id not in self._drains_unread:
+            return self._call(pool_id, lambda: self._units.nodes(pool_id, unit)), None
+        found = self._call(pool_id, lambda: read_unit_nodes(self._units, self._nodes_api, pool_id, unit))
+        return [node.metadata.name for node in found], found
+
+    def _not_stepped(self, key: str, pool_id: str, unit: str, others: dict[str, list[str]]) -> ActionResult:
+        """The unit's nodes carry the marks of ``others`` (``drain_holders.other_drains``), another drain of it: the
+        drain with ``key`` ended, and a step of it would write its key (and forced flag, and start) over that drain's
+        marks. Nothing is written; the drain is settled REJECTED, told as a warning, and what this drainer remembers
+        of it alone (its start, that it started here, a take-over of it) is forgotten."""
+        if (since := self._draining_since.get(unit)) is not None and since[0] == key:
+            del self._draining_since[unit]
+        if self._started_here.get(unit) == key:
+            del self._started_here[unit]
+        if (taken := self._taken_over.get(unit)) is not None and taken[1] == key:
+            del self._taken_over[unit]
+        detail = not_stepped(self._units.noun, unit, key, others)
+        log.warning("pool %s: %s (key %s)", pool_id, detail, key)
+        return self._results.remember(self._result(key, pool_id, ActionStatus.REJECTED, detail))
 
 
 def _unfinished(
