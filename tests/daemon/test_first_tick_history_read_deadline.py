@@ -30,6 +30,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
@@ -55,6 +56,9 @@ from models import AlertKind
 from models.clock import SimulatedClock, SystemClock
 from tests.fakes.http_server import reply_json, serving
 
+# One worker runs the module: the ticks over a slow history (6 s, ``slow_history_ticks``) go on while the other tests
+# run.
+pytestmark = pytest.mark.xdist_group("first-tick-history-read-deadline")
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 CLASSES = [f"team-{i}" for i in range(3)]
 LONG_RANGE_S = 12 * 3600
@@ -267,48 +271,10 @@ def test_a_refit_in_a_tick_cut_by_the_deadline_keeps_the_models_fitted_before(
     assert set(CLASSES) <= set(report.forecasts)  # the models fitted before forecast on
     assert all(report.forecasts[n].note == "" for n in CLASSES)
     assert agent.last_refit == NOW  # not marked done: the next tick refits
-    cut = [r.getMessage() for r in caplog.records if "did not finish within" in r.getMessage()]
+    # this tick's records: the ticks of ``slow_history_ticks`` log from their own thread meanwhile
+    mine = [r.getMessage() for r in caplog.records if r.thread == threading.get_ident()]
+    cut = [message for message in mine if "did not finish within" in message]
     assert len(cut) == 1 and "3 of 3 classes not read" in cut[0], cut
-
-
-def test_a_history_too_slow_for_one_deadline_is_read_over_ticks_each_class_once(
-    prometheus: tuple[str, Hanging],
-) -> None:
-    """Each class's history answers after 1.2 s, so a 2-second deadline reads one class a tick. The first version
-    read every class again from the first in each tick and kept nothing: team-0 was read and forecast in every tick,
-    the others held in every tick, and no fit was ever marked done. The classes read are kept until the fit is done:
-    each tick reads only the classes not read yet, fits on all read so far, and the third tick completes the fit."""
-    url, hanging = prometheus
-    hanging.slow.update(CLASSES)
-    agent = _agent(_settings(url))
-
-    forecast: list[set[str]] = []
-    held: list[set[str]] = []
-    asked: list[list[str]] = []  # the classes whose history each tick asked for (a retry within a read asks again)
-    for n in range(2 * len(CLASSES)):  # one class a tick; a read the machine slowed past its deadline gets a spare
-        now = NOW + n * timedelta(seconds=TICK_S)
-        first = len(hanging.asked)
-        report, took = _timed(lambda now=now: agent.run_once(now))
-        asked.append(hanging.asked[first:])
-        assert isinstance(report, TickReport)
-        assert took < BOUND_S, f"tick {n + 1} took {took:.1f} s"
-        forecast.append(set(report.forecasts) & set(CLASSES))
-        held.append(set(report.problems))
-        assert held[-1].isdisjoint(forecast[-1])
-        if agent.last_refit is not None:
-            break
-
-    assert agent.last_refit == now, (forecast, held, hanging.asked)
-    assert held[-1] == set() and forecast[-1] == set(CLASSES)
-    assert all(report.forecasts[name].note == "" for name in CLASSES)
-    # a class whose history was read is neither read again nor held again, and forecast in every tick after
-    for name in CLASSES:  # the machine may slow a read past its tries: then the class is read at a later tick
-        read_at = next(n for n, names in enumerate(forecast) if name in names)
-        assert all(name not in names for names in asked[read_at + 1 :]), (name, asked)
-    for before, after in pairwise(forecast):
-        assert before <= after, forecast
-    assert len(forecast) <= len(CLASSES) + 1, (forecast, held)
-    assert agent._first_history is None  # the history kept until the fit was done is dropped
 
 
 def test_a_history_read_that_fails_before_the_deadline_leaves_the_class_out_of_a_fit_marked_done(
@@ -330,6 +296,83 @@ def test_a_history_read_that_fails_before_the_deadline_leaves_the_class_out_of_a
     assert set(CLASSES) <= set(report.forecasts)
     assert [e.subject for e in report.alerts if e.kind is AlertKind.MISSING_DATA] == []
     assert agent.last_refit == NOW
-    kept = [r.getMessage() for r in caplog.records if "history of class team-1 was not read" in r.getMessage()]
+    # this tick's records: the ticks of ``slow_history_ticks`` log from their own thread meanwhile
+    mine = [r.getMessage() for r in caplog.records if r.thread == threading.get_ident()]
+    kept = [message for message in mine if "history of class team-1 was not read" in message]
     assert len(kept) == 1 and "kept from the last fit" in kept[0], kept
-    assert not any("not read within" in r.getMessage() for r in caplog.records)
+    assert not any("not read within" in message for message in mine)
+
+
+@dataclass
+class SlowTicks:
+    """The ticks of an agent whose classes' history each answers after SLOW_S: per tick, the classes forecast and held,
+    those whose history it asked for (a retry within a read asks again), the seconds it took and its report."""
+
+    agent: Agent
+    now: datetime
+    forecast: list[set[str]] = field(default_factory=list)
+    held: list[set[str]] = field(default_factory=list)
+    asked: list[list[str]] = field(default_factory=list)
+    took: list[float] = field(default_factory=list)
+    reports: list[object] = field(default_factory=list)
+
+
+def _tick_over_a_slow_history(url: str, hanging: Hanging) -> SlowTicks:
+    agent = _agent(_settings(url))
+    ticks = SlowTicks(agent, NOW)
+    for n in range(2 * len(CLASSES)):  # one class a tick; a read the machine slowed past its deadline gets a spare
+        ticks.now = NOW + n * timedelta(seconds=TICK_S)
+        first = len(hanging.asked)
+        report, took = _timed(lambda now=ticks.now: agent.run_once(now))
+        ticks.asked.append(hanging.asked[first:])
+        ticks.reports.append(report)
+        ticks.took.append(took)
+        ticks.forecast.append(set(report.forecasts) & set(CLASSES))
+        ticks.held.append(set(report.problems))
+        if agent.last_refit is not None:
+            break
+    return ticks
+
+
+@pytest.fixture(scope="module", autouse=True)
+def slow_history_ticks() -> Iterator[Future[SlowTicks]]:
+    """The ticks of ``test_a_history_too_slow_for_one_deadline_is_read_over_ticks_each_class_once``, in a thread of
+    their own (agent, Prometheus stand-in and clock their own) from the module's first test on, while the other
+    tests run; they have ended before their server stops."""
+    hanging = Hanging()
+    hanging.slow.update(CLASSES)
+    with (
+        serving(type("Handler", (_Handler,), {"state": hanging})) as url,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="slow-history-ticks") as pool,
+    ):
+        yield pool.submit(_tick_over_a_slow_history, url, hanging)
+
+
+# Last in the module: its ticks go on meanwhile (``slow_history_ticks``).
+def test_a_history_too_slow_for_one_deadline_is_read_over_ticks_each_class_once(
+    slow_history_ticks: Future[SlowTicks],
+) -> None:
+    """Each class's history answers after 1.2 s, so a 2-second deadline reads one class a tick. The first version
+    read every class again from the first in each tick and kept nothing: team-0 was read and forecast in every tick,
+    the others held in every tick, and no fit was ever marked done. The classes read are kept until the fit is done:
+    each tick reads only the classes not read yet, fits on all read so far, and the third tick completes the fit."""
+    ticks = slow_history_ticks.result()
+    agent, forecast, held, asked = ticks.agent, ticks.forecast, ticks.held, ticks.asked
+    for n, (report, took) in enumerate(zip(ticks.reports, ticks.took, strict=True)):
+        assert isinstance(report, TickReport)
+        assert took < BOUND_S, f"tick {n + 1} took {took:.1f} s"
+        assert held[n].isdisjoint(forecast[n])
+    report = ticks.reports[-1]
+    assert isinstance(report, TickReport)
+
+    assert agent.last_refit == ticks.now, (forecast, held, asked)
+    assert held[-1] == set() and forecast[-1] == set(CLASSES)
+    assert all(report.forecasts[name].note == "" for name in CLASSES)
+    # a class whose history was read is neither read again nor held again, and forecast in every tick after
+    for name in CLASSES:  # the machine may slow a read past its tries: then the class is read at a later tick
+        read_at = next(n for n, names in enumerate(forecast) if name in names)
+        assert all(name not in names for names in asked[read_at + 1 :]), (name, asked)
+    for before, after in pairwise(forecast):
+        assert before <= after, forecast
+    assert len(forecast) <= len(CLASSES) + 1, (forecast, held)
+    assert agent._first_history is None  # the history kept until the fit was done is dropped
