@@ -17,6 +17,7 @@ import json
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler
@@ -38,6 +39,9 @@ from forecasting.factory import build_forecaster
 from models.clock import SimulatedClock
 from tests.fakes.http_server import serving
 
+# One worker runs the module: the read of a hung Prometheus (4.5 s, ``hung_capacity_read``) goes on while the other
+# tests run.
+pytestmark = pytest.mark.xdist_group("profile-read-hung-prometheus")
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 DEMAND = "sum(demand_gpus)"
 POOLS = [f"onprem-{i}" for i in range(4)]
@@ -152,29 +156,6 @@ def _act(agent: Agent) -> float:
     return time.monotonic() - started
 
 
-def test_a_hung_prometheus_costs_the_capacity_history_one_pools_retries_and_one_probe(
-    stub: tuple[str, Stub],
-) -> None:
-    url, state = stub
-    settings = _settings(url)
-    assert settings.prometheus is not None
-    pools = settings.pool_specs()
-    reader = PrometheusOnPremCapacity.from_settings(settings.prometheus, pools)
-
-    started = time.monotonic()
-    units, problems = reader.units_between(pools, NOW - settings.forecast.history, NOW, settings.forecast.step)
-    took = time.monotonic() - started
-
-    assert units == {} and sorted(problems) == POOLS
-    assert state.asked(CAPACITY["onprem-0"]) == RETRIES + 1 and state.asked(PROBE_QUERY) == 1
-    assert [state.asked(CAPACITY[pool]) for pool in POOLS[1:]] == [0, 0, 0]
-    for pool in POOLS[1:]:
-        assert problems[pool].startswith(f"not queried: Prometheus at {url} is failing"), problems[pool]
-    # two attempts and a probe, each waiting out the 1 s timeout plus the client's 0.5 s margin (4.5 s); each of 4
-    # pools' two attempts would take 12 s
-    assert took < 6.0
-
-
 def test_the_capacity_history_is_not_read_after_the_demand_history_read_met_a_hung_prometheus(
     stub: tuple[str, Stub], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -209,3 +190,58 @@ def test_the_capacity_history_is_read_within_its_share_of_the_tick(
     assert "not answered: the time for reading on-prem capacity history (1 s) ran out" in caplog.text
     for pool in POOLS[1:]:
         assert f"on-prem capacity of {pool} not read over the history (not queried: the time" in caplog.text
+
+
+@dataclass(frozen=True)
+class HungCapacityRead:
+    """The on-prem capacity history read once from a Prometheus that answers nothing: what it returned, how long it
+    took, and the queries the server was sent."""
+
+    url: str
+    units: dict[str, Any]
+    problems: dict[str, str]
+    took: float
+    stub: Stub
+
+
+def _read_capacity_history(url: str, state: Stub) -> HungCapacityRead:
+    settings = _settings(url)
+    assert settings.prometheus is not None
+    pools = settings.pool_specs()
+    reader = PrometheusOnPremCapacity.from_settings(settings.prometheus, pools)
+
+    started = time.monotonic()
+    units, problems = reader.units_between(pools, NOW - settings.forecast.history, NOW, settings.forecast.step)
+    took = time.monotonic() - started
+    return HungCapacityRead(url, dict(units), dict(problems), took, state)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def hung_capacity_read() -> Iterator[Future[HungCapacityRead]]:
+    """The read of ``test_a_hung_prometheus_costs_the_capacity_history_one_pools_retries_and_one_probe``, in a thread
+    of its own (its server and reader its own) from the module's first test on, while the other tests run; it has
+    ended before its server stops."""
+    state = Stub()
+    with serving(type("Handler", (_Handler,), {"stub": state})) as url:
+        try:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="hung-capacity-read") as pool:
+                yield pool.submit(_read_capacity_history, url, state)
+        finally:
+            state.released.set()
+
+
+# Last in the module: its read goes on meanwhile (``hung_capacity_read``).
+def test_a_hung_prometheus_costs_the_capacity_history_one_pools_retries_and_one_probe(
+    hung_capacity_read: Future[HungCapacityRead],
+) -> None:
+    read = hung_capacity_read.result()
+    url, state, units, problems, took = read.url, read.stub, read.units, read.problems, read.took
+
+    assert units == {} and sorted(problems) == POOLS
+    assert state.asked(CAPACITY["onprem-0"]) == RETRIES + 1 and state.asked(PROBE_QUERY) == 1
+    assert [state.asked(CAPACITY[pool]) for pool in POOLS[1:]] == [0, 0, 0]
+    for pool in POOLS[1:]:
+        assert problems[pool].startswith(f"not queried: Prometheus at {url} is failing"), problems[pool]
+    # two attempts and a probe, each waiting out the 1 s timeout plus the client's 0.5 s margin (4.5 s); each of 4
+    # pools' two attempts would take 12 s
+    assert took < 6.0
