@@ -3,19 +3,23 @@ planner memory the replicas share (``PlannerMemory.day_counts``), how they add u
 names who led the window.
 
 Every replica closes its summary at the same scheduled report time, the leader sending the report; the leader keeps
-its window's counts in the planner memory (``SharesDayCounts``: the daemon's loop, ``agent.daemon.adapters``), each
-replica's under its name, with who led the window and since when. A replica that starts leading (a new term of the
-loop) takes over those of the same window: every other replica's counts as stored, its own as it holds them (it counted
-them itself, the stored ones may miss its last ticks), so each is counted once however often the lead changes hands.
-The same window: for a replica that has closed a window, one that starts no earlier than ``WINDOW_SLACK`` before its
-own start (the other replica closed at the same report time, seconds apart; a window a day earlier was reported
-already); for a replica that has not (it started since the last report time), one that started more than
-``WINDOW_SLACK`` less than a day before it did (report times are a day apart, and the leader keeps its new window's
-start at its first tick after the report). What this cannot tell apart: a window begun at a replica's start rather
-than at a report time (the deployment's first day) whose leader sent its report and stopped before its next tick, taken
-over by a replica started within a day of that start (or by any, when that start was within ``WINDOW_SLACK`` of the
-report time): its counts are then reported twice. Past ``REPLICAS_KEPT`` leaders in a window, the counts of those that
-led longest ago are kept added up, and one of them leading again is counted twice.
+its window's counts in the planner memory (``SharesDayCounts``: the daemon's loop, ``agent.daemon.adapters``) after
+each of its ticks, a failed one too, each run of a replica's under its own name (``incarnation``: its identity and its
+start, so a container restarted in the same pod is another run), with who led the window (by identity) and since when.
+A replica that starts leading (a new term of the loop) takes over those of the same window: every other run's counts
+as stored, an earlier run of its own pod's included, its own as it holds them (it counted them itself, the stored ones
+may miss its last ticks), so each is counted once however often the lead changes hands.
+The same window: one that starts no earlier than ``WINDOW_SLACK`` before the report time the replica last closed a
+window at (the other replica closed at the same report time, seconds apart; a window a day earlier was reported
+already); until its first report, before the last scheduled report time at or before its start, as if it had closed
+a window there (the daemon tells its summary the configured time). A summary not told the report time matches a
+window that started more than ``WINDOW_SLACK`` less than a day before its own start (report times are a day apart, and
+the leader keeps its new window's start at its first tick after the report). What this cannot tell apart: a window
+begun at a replica's start rather than at a report time (the deployment's first day), less than ``WINDOW_SLACK``
+before a report time, whose leader sent its report and stopped before its next tick: a replica started since takes it
+over and its counts are reported twice (not told the report time: one started within a day of that start). Past
+``REPLICAS_KEPT`` runs in a window, the counts of those whose replicas led longest ago are kept added up, and one of
+them leading again is counted twice.
 """
 
 from __future__ import annotations
@@ -67,10 +71,22 @@ class SharesDayCounts(Protocol):
 
 def same_window(stored: datetime, since: datetime, closed: bool) -> bool:
     """Whether a window saved as starting at ``stored`` is the one this replica counts since ``since``: ``closed``,
-    whether ``since`` is a report time (this replica closed a window there) rather than the replica's start."""
+    whether ``since`` is a report time (this replica closed a window there, or the last one scheduled before its
+    start) rather than the replica's start."""
     if closed:
         return stored >= since - WINDOW_SLACK
     return since - stored < timedelta(days=1) - WINDOW_SLACK
+
+
+def incarnation(identity: str, started: datetime) -> str:
+    """The name a run of a replica keeps its counts under: its identity and its start, as a container restarted in the
+    same pod (the same identity) is another run, whose counts of the window are not those of the run before it."""
+    return f"{identity}@{started.isoformat()}"
+
+
+def _identity(name: str) -> str:
+    """The identity of the replica whose run's counts are kept under ``name`` (a release before kept them under it)."""
+    return name.partition("@")[0]
 
 
 def most(a: ReplicaCounts | None, b: ReplicaCounts) -> ReplicaCounts:
@@ -90,7 +106,7 @@ def kept(others: Mapping[str, ReplicaCounts], led: Iterable[tuple[str, datetime]
     if len(others) < REPLICAS_KEPT:
         return dict(others)
     order = {identity: i for i, (identity, _) in enumerate(led)}
-    names = sorted((n for n in others if n != EARLIER), key=lambda n: order.get(n, -1), reverse=True)
+    names = sorted((n for n in others if n != EARLIER), key=lambda n: order.get(_identity(n), -1), reverse=True)
     out = {n: others[n] for n in names[: REPLICAS_KEPT - 2]}
     folded = [others[n] for n in others if n not in out]
     out[EARLIER] = ReplicaCounts(*(_sum(getattr(c, n) for c in folded) for n in ("actions", "skips", "errors")))

@@ -12,7 +12,8 @@ Jobs (APScheduler 3, background thread, UTC):
   the ticks (the first ones forecast with a cheap stand-in), so the first tick, and readiness, need not wait;
 * ``daily-report`` once a day at the configured UTC time, in every replica: the leader at that time sends the
   report, a standby logs that it skipped it (``agent.daemon.daily_report``), and either way the report time is done
-  for this replica: a standby that takes over later does not send it late, nor after a step back over it.
+  for this replica: a standby that takes over later does not send it late, nor after a step back over it. The day's
+  summary is told the time, so that a replica started between two report times takes over the day's counts kept.
 
 APScheduler 3 compares a job's next run time with the wall clock. The interval jobs (election, tick, refit) keep
 their pace on the monotonic clock instead (``agent.daemon.clock_watch``): a step of the wall clock (NTP, a resumed
@@ -45,7 +46,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from types import FrameType
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MAX_INSTANCES, JobEvent
@@ -139,6 +140,7 @@ class DaemonRuntime:
         # corrected clock
         hour, minute = (int(part) for part in schedule.daily_report_at.split(":"))
         self._report_trigger = CronTrigger(hour=hour, minute=minute, timezone=UTC)
+        daemon.summary.scheduled(time(hour, minute))  # its first window is matched from the last report time
         self._report_lock = threading.Lock()
         self._report_sent_at: float | None = None
         self._clock_watch = WallClockWatch(

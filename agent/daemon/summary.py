@@ -9,10 +9,13 @@ clock was stepped back 3d meanwhile)"); without them, the wall clock's length, o
 clock has been stepped back behind that.
 
 The report covers the window whoever led it: a loop that keeps the counts in the planner memory the replicas share
-(``agent.daemon.day_counts.SharesDayCounts``, handed over in each leader tick's report as ``day_share``) is given the
-leader's counts after each tick, and a replica that starts leading takes over those of the same window, so its report
-counts the actions, skips and errors of its predecessors of the day too, each once, and says who led the window and
-when the lead changed hands ("led by"). When the memory could not be read since it took over, its report has its own
+(``agent.daemon.day_counts.SharesDayCounts``, handed over in each leader tick's report as ``day_share``, or to
+``keep`` after a failed leader tick) is given the leader's counts after each tick, under the name of this run of the
+replica (a container restarted in the same pod is another run), and a replica that starts leading takes over those of
+the same window, so its report counts the actions, skips and errors of its predecessors of the day too (an earlier
+run of its own pod's included), each once, and says who led the window and when the lead changed hands ("led by").
+Told the configured report time (``scheduled``), a replica started since the last report time matches the window kept
+as one begun at that report time. When the memory could not be read since it took over, its report has its own
 counts and says that the day before that is not in it.
 """
 
@@ -21,9 +24,18 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 
-from agent.daemon.day_counts import LED_KEPT, DayRead, SharesDayCounts, kept, led_line, most, same_window
+from agent.daemon.day_counts import (
+    LED_KEPT,
+    DayRead,
+    SharesDayCounts,
+    incarnation,
+    kept,
+    led_line,
+    most,
+    same_window,
+)
 from agent.daemon.ports import TickReport
 from agent.planning.memory import DayCounts, ReplicaCounts
 from models import AlertEvent, AlertKind, BudgetSnapshot, Severity
@@ -49,8 +61,10 @@ class DailySummary:
         self._skips: Counter[str] = Counter()
         self._errors: Counter[str] = Counter()
         self._budgets: dict[str, BudgetSnapshot] = {}
-        self._identity: str | None = None  # this replica's name: its counts are kept under it
+        self._identity: str | None = None  # this replica's name: "led by" names it
+        self._started = since  # this run's start: its counts are kept under its name and this (``incarnation``)
         self._closed = False  # whether ``_since`` is a report time (else the replica's start)
+        self._report_at: datetime | None = None  # the last scheduled report time at or before the start, when told
         self._term: int | None = None  # the loop's term whose read of the kept counts was last handled
         self._taken = False  # whether that term's read has been taken over
         self._unread_at: datetime | None = None  # this replica took over then, the kept counts not read since
@@ -63,6 +77,14 @@ class DailySummary:
         with self._lock:
             self._identity = identity
 
+    def scheduled(self, at: time) -> None:
+        """The configured daily report time (UTC): until its first report this summary's window is matched with the
+        counts kept as if it had closed one at the last report time at or before its start."""
+        with self._lock:
+            start = self._started.astimezone(UTC)
+            last = datetime.combine(start.date(), at, tzinfo=UTC)
+            self._report_at = last if last <= start else last - timedelta(days=1)
+
     def add_tick(self, role: str, outcome: str) -> None:
         with self._lock:
             self._ticks[f"{role} {outcome}"] += 1
@@ -74,7 +96,6 @@ class DailySummary:
     def add_report(self, report: TickReport) -> None:
         """Count a leader tick's report; a loop that keeps the counts for the next leader (``day_share``) is given
         them (saved outside the lock: a ConfigMap write)."""
-        keep: tuple[SharesDayCounts, DayCounts] | None = None
         with self._lock:
             for result in report.results:
                 self._actions[str(result.status)] += 1
@@ -85,16 +106,31 @@ class DailySummary:
                 self._errors[type(error).__name__] += 1
             for budget in report.budgets:
                 self._budgets[budget.budget] = budget
-            share = getattr(report, "day_share", None)
-            if isinstance(share, SharesDayCounts) and self._identity is not None:
-                self._hand_over(share.day_read(), self._identity)
-                if self._taken:
-                    keep = share, self._kept(self._identity)
-        if keep is not None:
-            try:
-                keep[0].keep_day(keep[1])
-            except Exception as exc:  # noqa: BLE001 - the next leader's report lacks them; the tick has succeeded
-                log.warning("daily report counts not kept for the next leader: %s: %s", type(exc).__name__, exc)
+            keep = self._to_keep(getattr(report, "day_share", None))
+        self._keep(keep)
+
+    def keep(self, share: object) -> None:
+        """Give a loop that keeps the counts for the next leader (``SharesDayCounts``) this replica's counts after a
+        leader tick that failed (its error counted with ``add_error``), as ``add_report`` does after one that did not:
+        a leader whose ticks fail leaves its errors to the next one too."""
+        with self._lock:
+            keep = self._to_keep(share)
+        self._keep(keep)
+
+    def _to_keep(self, share: object) -> tuple[SharesDayCounts, DayCounts] | None:
+        if not isinstance(share, SharesDayCounts) or self._identity is None:
+            return None
+        self._hand_over(share.day_read(), self._identity)
+        return (share, self._kept(self._identity)) if self._taken else None
+
+    @staticmethod
+    def _keep(keep: tuple[SharesDayCounts, DayCounts] | None) -> None:
+        if keep is None:
+            return
+        try:
+            keep[0].keep_day(keep[1])
+        except Exception as exc:  # noqa: BLE001 - the next leader's report lacks them; the tick is over
+            log.warning("daily report counts not kept for the next leader: %s: %s", type(exc).__name__, exc)
 
     def _hand_over(self, read: DayRead, identity: str) -> None:
         """Take over the counts kept of this window when the loop's term has read them for the first time."""
@@ -106,9 +142,13 @@ class DailySummary:
             return
         self._unread_at = None
         stored = read.counts
-        if stored is not None and same_window(stored.since, self._since, self._closed):
+        closed, since = self._closed, self._since
+        if not closed and self._report_at is not None:
+            closed, since = True, self._report_at
+        own = incarnation(identity, self._started)
+        if stored is not None and same_window(stored.since, since, closed):
             for name, counts in stored.replicas.items():
-                if name != identity:  # its own: as it holds them (the stored ones may miss its last ticks)
+                if name != own:  # its own: as it holds them (the stored ones may miss its last ticks)
                     self._others[name] = most(self._others.get(name), counts)
             if len(stored.led) + stored.led_before >= len(self._led) + self._led_before:
                 self._led, self._led_before = list(stored.led), stored.led_before
@@ -124,7 +164,7 @@ class DailySummary:
         if not self._led:  # leading since the window's start
             self._led.append((identity, self._since))
         own = ReplicaCounts(dict(self._actions), dict(self._skips), dict(self._errors))
-        replicas = {**kept(self._others, self._led), identity: own}
+        replicas = {**kept(self._others, self._led), incarnation(identity, self._started): own}
         return DayCounts(self._since, tuple(self._led), replicas, self._led_before)
 
     def close(self, now: datetime, identity: str, mode: str, monotonic: float | None = None) -> AlertEvent:

@@ -13,7 +13,8 @@ over; either one's outcome goes to readiness, the metrics and the day's summary.
   (``CountsTerms``: the lease taken from another holder's or an emptied record, or created), read at the resume, so a
   tick that starts before the round that took the lease ends knows it too. A renewal of this replica's own record,
   however late, is no such term.
-* A tick that fails is counted by error class and survived; the next one starts afresh. A failed leader tick is
+* A tick that fails is counted by error class and survived; the next one starts afresh. A failed leader tick hands
+  the day's counts to a loop that keeps them for the next leader, as any leader tick does. A failed leader tick is
   alerted as ``tick-failed`` on ``replica/<pod>`` whatever the error's class, and its end is told once the ticks
   stop failing (``agent.daemon.tick_failures``). A leader tick that could read no class's demand or no pool (it
   holds every pool) is blind: counted apart and not a success, so readiness fails once no tick has succeeded for
@@ -215,6 +216,8 @@ class TickJob:
         self._metrics.ticks.labels(role, "failed").inc()
         self._summary.add_tick(role, "failed")
         self._summary.add_error(exc)
+        if role == "leader":  # its counts go to the next leader as after any leader tick (never raises)
+            self._summary.keep(self._loop)
         self._deliver(self._failures.failed(now, exc))
         opened = self._failures.condition()
         if role == "leader" and opened is not None and isinstance(self._loop, KeepsTickFailures):

@@ -10,8 +10,9 @@ view. One simulated clock; the test plays the scheduler, a minute at a time, and
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, time, timedelta
 from types import SimpleNamespace
 from typing import cast
 
@@ -19,6 +20,7 @@ import pytest
 
 from actuators import SimulatedCluster
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
+from agent.daemon.day_counts import REPLICAS_KEPT
 from agent.daemon.health import HealthState
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
@@ -45,11 +47,13 @@ from tests.daemon.links import CuttableLink
 from tests.daemon.replicas import POOL
 
 MINUTE = timedelta(minutes=1)
+REPORT_AT = T0.time()  # the daily report time the replicas' summaries are told, unless a test says otherwise
 
 
 class CountingAgent:
     """An agent as the daemon's adapter drives it, whose every tick does one action (a resize done) and skips another
-    pool (cooldown); ``acted``: when it acted."""
+    pool (cooldown); ``acted``: when it acted. While ``failing``, its ticks raise it instead; ``during``: run inside
+    each tick, before it acts (what happens meanwhile: another writer, the lease lost)."""
 
     def __init__(self) -> None:
         self.memory = PlannerMemory()
@@ -64,11 +68,16 @@ class CountingAgent:
             daemon=SimpleNamespace(ready_bound=lambda _: timedelta(days=1)), loop=SimpleNamespace(tick_interval=MINUTE)
         )
         self.acted: list[datetime] = []
+        self.failing: Exception | None = None
+        self.during: Callable[[], None] = lambda: None
 
     def watch(self, now: datetime, *, leading: bool = False) -> None:
         return None
 
     def run_once(self, now: datetime) -> TickReport:
+        self.during()
+        if self.failing is not None:
+            raise self.failing
         self.acted.append(now)
         done = ActionResult(f"{POOL.pool_id}@{now.isoformat()}", POOL.pool_id, ActionStatus.DONE, now)
         plan = CapacityPlan(now, skips=(Skip("other", SkipReason.COOLDOWN, "changed lately"),))
@@ -105,7 +114,10 @@ class Unreadable:
         self.inner.save(memory, now)
 
 
-def _replica(name: str, store: StateStore, elector_for: MakeElector, clock: SimulatedClock) -> Replica:
+def _replica(
+    name: str, store: StateStore, elector_for: MakeElector, clock: SimulatedClock, report_at: time | None = REPORT_AT
+) -> Replica:
+    """A replica whose summary is told the daily report time ``report_at`` as the runtime tells it (None: not told)."""
     elector, link = elector_for(name)
     agent = CountingAgent()
     cluster = SimulatedCluster([POOL], clock, initial_units={POOL.pool_id: 1})
@@ -121,6 +133,8 @@ def _replica(name: str, store: StateStore, elector_for: MakeElector, clock: Simu
         mode="enforce",
         contact_bound=DEADLINE,
     )
+    if report_at is not None:
+        daemon.summary.scheduled(report_at)
     return Replica(name, daemon, elector, link, agent, notifier, loop)
 
 
@@ -318,3 +332,127 @@ def test_the_counts_go_round_the_codec_and_a_memory_without_them_reads_as_none_k
     broken = json.loads(encode(memory, T0, "replica-a"))
     broken["day_counts"]["replicas"]["replica-a"]["actions"]["done"] = -3
     assert decode(json.dumps(broken)) == PlannerMemory(blocked={"a100": "403"})  # none kept, the rest read
+
+
+def test_a_leader_whose_ticks_fail_leaves_its_errors_to_the_next_leader(
+    clock: SimulatedClock, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    a, b, store = pair
+    _minutes(clock, 2, a, b)
+    a.agent.failing = RuntimeError("cloud API refused")  # every tick as leader fails from now on, for an hour
+    _minutes(clock, 60, a, b)
+    stored = store.load()
+    assert stored is not None and stored.day_counts is not None
+    (kept,) = (c for name, c in stored.day_counts.replicas.items() if name.startswith("replica-a@"))
+    assert kept.errors == {"RuntimeError": 60}  # kept at its 15th, 30th, 45th and 60th failed tick
+    _hand_over(clock, a, b)
+    _minutes(clock, 2, b, a)
+    report = _report_time(a, b)
+    assert b.reports() == [report]
+    assert report.summary.startswith(f"{len(a.agent.acted) + len(b.agent.acted)} action(s), 60 error(s)")
+    assert report.details["errors"] == "RuntimeError: 60"
+    assert len(a.agent.acted) == 3
+
+
+def _restart(old: Replica, store: StateStore, elector_for: MakeElector, clock: SimulatedClock) -> Replica:
+    """``old``'s container stops (handing the lease over) and starts again in the same pod: the same identity."""
+    assert old.daemon.stop_working(1.0) and old.daemon.release()
+    new = _replica(old.name, store, elector_for, clock)
+    clock.advance(RETRY)
+    assert new.daemon.elect().became_leader
+    new.daemon.tick()
+    return new
+
+
+def test_a_leader_restarted_in_the_same_pod_reports_what_its_earlier_runs_did(
+    clock: SimulatedClock, elector_for: MakeElector, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    a, b, store = pair
+    runs = [a]
+    _minutes(clock, 5, a, b)
+    for _ in range(REPLICAS_KEPT + 2):  # more runs than the record keeps apart: the earliest are added up
+        runs.append(_restart(runs[-1], store, elector_for, clock))
+        _minutes(clock, 2, runs[-1], b)
+    report = _report_time(runs[-1], b)
+    assert runs[-1].reports() == [report]
+    acted = sum(len(run.agent.acted) for run in runs)
+    assert acted == 6 + 3 * (REPLICAS_KEPT + 2)
+    assert report.summary.startswith(f"{acted} action(s), 0 error(s)")
+    assert report.details["actions"] == f"done: {acted}"
+    assert report.details["led by"] == "replica-a"
+    stored = store.load()
+    assert stored is not None and stored.day_counts is not None
+    assert len(stored.day_counts.replicas) <= REPLICAS_KEPT
+
+
+def test_a_pod_started_in_the_hour_before_the_report_time_takes_over_the_day(
+    clock: SimulatedClock, elector_for: MakeElector
+) -> None:
+    report_at = (T0 + timedelta(hours=2)).time()
+    store = InMemoryStateStore("replica-a")
+    a = _replica("replica-a", store, elector_for, clock, report_at)
+    b = _replica("replica-b", store.replica("replica-b"), elector_for, clock, report_at)
+    assert a.daemon.elect().leading and not b.daemon.elect().leading
+    _minutes(clock, 2, a, b, step=timedelta(hours=1))
+    _report_time(a, b)
+    reported_at = clock.now()
+    _minutes(clock, 23, a, b, step=timedelta(hours=1))
+    _minutes(clock, 10, a, b)  # 50 minutes before the next report time, a rollout starts the new release's pod
+    new = _replica("replica-c", store.replica("replica-c"), elector_for, clock, report_at)
+    assert not new.daemon.elect().leading
+    assert a.daemon.stop_working(1.0) and a.daemon.release()
+    clock.advance(RETRY)
+    assert new.daemon.elect().became_leader
+    took = clock.now()
+    new.daemon.tick()
+    _minutes(clock, 49, new, b)
+    report = _report_time(new, b)
+    assert new.reports() == [report]
+    acted = len([at for at in a.agent.acted if at > reported_at]) + len(new.agent.acted)
+    assert (acted, len(new.agent.acted)) == (33 + 50, 50)
+    assert report.details["window"].startswith(reported_at.isoformat())
+    assert report.summary.startswith(f"{acted} action(s), 0 error(s) in the last day")
+    assert report.details["led by"] == f"replica-a until {took:%H:%M}, replica-c since"
+
+
+def _hours(clock: SimulatedClock, n: int, replica: Replica) -> None:
+    for _ in range(n):
+        clock.advance(timedelta(hours=1))
+        assert replica.daemon.elect().leading
+        replica.daemon.tick()
+
+
+@pytest.mark.parametrize(("told", "first_day"), [(True, True), (True, False), (False, False)])
+def test_a_pod_started_after_a_report_time_takes_over_no_day_already_reported(
+    clock: SimulatedClock, elector_for: MakeElector, told: bool, first_day: bool
+) -> None:
+    """The leader reports its window and stops before its next tick: the memory still holds the window reported
+    (since the leader's start on the deployment's first day, else since the report time before). A pod started since
+    takes none of it over, told the report time (as the runtime tells it) or not (it then takes over a window only
+    when it began less than a day before its own start, less ``WINDOW_SLACK``)."""
+    report_at = (T0 + 3 * timedelta(hours=1)).time()
+    store = InMemoryStateStore("replica-a")
+    a = _replica("replica-a", store, elector_for, clock, report_at if told else None)
+    assert a.daemon.elect().leading
+    a.daemon.tick()
+    if not first_day:  # the first day reported; the next one's window is kept
+        _hours(clock, 3, a)
+        assert a.daemon.daily_report()
+        _hours(clock, 21, a)
+    _hours(clock, 3, a)
+    assert a.daemon.daily_report()
+    day = a.reports()[-1]
+    assert day.summary.startswith(("4" if first_day else "24") + " action(s)")
+    assert a.daemon.stop_working(1.0) and a.daemon.release()  # before its next tick keeps the new window's start
+    kept = store.load()
+    assert kept is not None and kept.day_counts is not None
+    assert day.details["window"].startswith(kept.day_counts.since.isoformat())
+    clock.advance(timedelta(hours=2))
+    new = _replica("replica-c", store.replica("replica-c"), elector_for, clock, report_at if told else None)
+    assert new.daemon.elect().became_leader
+    new.daemon.tick()
+    _hours(clock, 2, new)
+    assert new.daemon.daily_report()
+    report = new.reports()[-1]
+    assert report.summary.startswith("3 action(s), 0 error(s) in the last 2h")  # its own alone
+    assert report.details["led by"] == "replica-c"
