@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, time, timedelta
 from types import SimpleNamespace
 from typing import cast
@@ -21,9 +21,11 @@ import pytest
 from actuators import SimulatedCluster
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
 from agent.daemon.day_counts import REPLICAS_KEPT
+from agent.daemon.endpoints import EndpointServer
 from agent.daemon.health import HealthState
 from agent.daemon.lease import LeaseElector
 from agent.daemon.metrics import DaemonMetrics
+from agent.daemon.runtime import DaemonRuntime, Schedule
 from agent.daemon.service import Daemon
 from agent.loop import Agent, TickReport
 from agent.notify import RecordingNotifier
@@ -31,6 +33,7 @@ from agent.planning import PlannerMemory
 from agent.planning.memory import DayCounts, ReplicaCounts
 from agent.state import InMemoryStateStore, StateStore
 from agent.state.codec import decode, encode
+from agent.state.keeper import merge
 from models import (
     ActionResult,
     ActionStatus,
@@ -385,8 +388,9 @@ def test_a_leader_restarted_in_the_same_pod_reports_what_its_earlier_runs_did(
     assert len(stored.day_counts.replicas) <= REPLICAS_KEPT
 
 
+@pytest.mark.parametrize("by_runtime", [False, True])
 def test_a_pod_started_in_the_hour_before_the_report_time_takes_over_the_day(
-    clock: SimulatedClock, elector_for: MakeElector
+    clock: SimulatedClock, elector_for: MakeElector, by_runtime: bool
 ) -> None:
     report_at = (T0 + timedelta(hours=2)).time()
     store = InMemoryStateStore("replica-a")
@@ -398,7 +402,13 @@ def test_a_pod_started_in_the_hour_before_the_report_time_takes_over_the_day(
     reported_at = clock.now()
     _minutes(clock, 23, a, b, step=timedelta(hours=1))
     _minutes(clock, 10, a, b)  # 50 minutes before the next report time, a rollout starts the new release's pod
-    new = _replica("replica-c", store.replica("replica-c"), elector_for, clock, report_at)
+    new = _replica("replica-c", store.replica("replica-c"), elector_for, clock, None if by_runtime else report_at)
+    if by_runtime:  # the daemon's runtime tells the summary the configured report time (it is not started here)
+        at = f"{report_at:%H:%M}"
+        schedule = Schedule(MINUTE, timedelta(hours=1), RETRY, timedelta(seconds=1), at)
+        endpoints = EndpointServer("127.0.0.1", 0, HealthState(max_tick_age=MINUTE), DaemonMetrics(), clock)
+        DaemonRuntime(new.daemon, schedule, endpoints, clock=clock)
+        endpoints.stop()
     assert not new.daemon.elect().leading
     assert a.daemon.stop_working(1.0) and a.daemon.release()
     clock.advance(RETRY)
@@ -456,3 +466,74 @@ def test_a_pod_started_after_a_report_time_takes_over_no_day_already_reported(
     report = new.reports()[-1]
     assert report.summary.startswith("3 action(s), 0 error(s) in the last 2h")  # its own alone
     assert report.details["led by"] == "replica-c"
+
+
+def _once(action: Callable[[], None]) -> Callable[[], None]:
+    """``action`` at the next tick only."""
+    done = False
+
+    def during() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            action()
+
+    return during
+
+
+def test_counts_are_not_saved_over_a_memory_another_wrote_in_the_tick(
+    clock: SimulatedClock, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    """The tick's save of what it changed answers 409 (an operator edited the memory meanwhile): the counts wait for
+    the next tick's save, which merges the edit first, rather than being saved over it."""
+    a, _, store = pair
+
+    def operator_blocks() -> None:
+        operator = store.replica("operator")
+        stored = operator.load()
+        assert stored is not None
+        operator.save(replace(stored, blocked={"other": "blocked by hand"}), clock.now())
+        a.agent.memory = replace(a.agent.memory, last_change={POOL.pool_id: (clock.now(), 1)})  # what the tick did
+
+    a.agent.during = _once(operator_blocks)
+    clock.advance(MINUTE)
+    assert a.daemon.elect().leading
+    saves = store.saves
+    a.daemon.tick()  # its save conflicts: the store keeps the operator's memory
+    assert a.loop.keeper.failing and store.saves == saves + 1  # the operator's alone
+    saved = decode(store.document or "")
+    assert saved.blocked == {"other": "blocked by hand"} and saved.last_change == {}
+    assert saved.day_counts is not None
+    (before,) = saved.day_counts.replicas.values()
+    assert before.actions == {"done": 1}  # the pair's first tick's: not this one's
+    clock.advance(MINUTE)
+    assert a.daemon.elect().leading
+    a.daemon.tick()  # the edit merged, then saved with the counts
+    saved = decode(store.document or "")
+    assert saved.blocked == {"other": "blocked by hand"} and set(saved.last_change) == {POOL.pool_id}
+    assert saved.day_counts is not None
+    (after,) = saved.day_counts.replicas.values()
+    assert after.actions == {"done": 3} and len(a.agent.acted) == 3
+
+
+def test_a_leader_that_lost_the_lease_in_the_tick_saves_no_counts(
+    clock: SimulatedClock, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    a, _, store = pair
+    clock.advance(MINUTE)
+    assert a.daemon.elect().leading
+    saves = store.saves
+    a.agent.during = _once(lambda: clock.advance(DEADLINE))  # a tick slow past its renew deadline: it no longer leads
+    a.daemon.tick()
+    assert len(a.agent.acted) == 2 and not a.elector.is_leader(clock.now())
+    assert store.saves == saves  # neither the tick's memory nor its counts: another replica may lead now
+
+
+def test_the_counts_kept_merge_as_the_side_that_changed_them() -> None:
+    """Another replica saved counts since this one last read the memory: they are kept when this one's are as read,
+    this one's are kept when it changed them (``agent.state.keeper.merge``)."""
+    read = PlannerMemory(day_counts=DayCounts(T0, (("replica-a", T0),), {"replica-a@x": ReplicaCounts({"done": 1})}))
+    theirs = PlannerMemory(day_counts=DayCounts(T0, (("replica-b", T0),), {"replica-b@y": ReplicaCounts({"done": 2})}))
+    ours = PlannerMemory(day_counts=DayCounts(T0, (("replica-a", T0),), {"replica-a@x": ReplicaCounts({"done": 3})}))
+    assert merge(read, read, theirs).day_counts == theirs.day_counts
+    assert merge(read, ours, theirs).day_counts == ours.day_counts
