@@ -15,7 +15,8 @@ import json
 import math
 import time
 from collections.abc import Iterator
-from datetime import timedelta
+from concurrent.futures import Future, ThreadPoolExecutor
+from datetime import datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from tests.fakes.http_server import serving
 from tests.prometheus.test_recommend import WritesForbidden
 from tests.prometheus.test_sample_not_a_number import AT, QUERIES, STEP, _Answers, _config, _not_a_number
 
-pytestmark = pytest.mark.xdist_group("prometheus")
+pytestmark = pytest.mark.xdist_group("prometheus")  # one worker runs the module: see ``unanswered_now_read``
 CLASSES = [DemandClass(name="steady"), DemandClass(name="broken")]
 UNITS = {"a100-on-demand": 4, "h100-on-demand": 4}
 SLOW_S = 2.5  # the instant answer's delay in "timeout": above the client's wait (the query's timeout, 1 s, + 0.5 s)
@@ -119,21 +120,6 @@ def test_the_range_is_fine_and_only_the_demand_now_is_not(now_mode: tuple[str, s
     assert set(frame["unique_id"]) == {"steady", "broken"} and (frame["y"] == 16).all()
 
 
-def test_only_a_demand_now_that_is_not_a_number_is_a_malformed_answer(now_mode: tuple[str, str]) -> None:
-    mode, url = now_mode
-    readings, missing = _source(url).newest_each(CLASSES, AT)
-
-    assert readings == {"steady": (AT, 16.0)}
-    assert list(missing) == ["broken"]
-    why = missing["broken"]
-    if mode == "abc":
-        assert isinstance(why, MalformedAnswer)
-        assert str(why) == _told(_not_a_number(AT))
-    else:  # a request that failed is the server's failure, not an answer that is nonsense
-        assert isinstance(why, PrometheusServerFailure) and not isinstance(why, MalformedAnswer)
-        assert ("HTTP 503" if mode == "503" else "did not answer within 1.5 s (read timeout)") in why.reason
-
-
 def test_a_range_value_that_is_not_a_number_is_a_malformed_answer_too() -> None:
     with serving(_Answers) as url:  # every value of the class ``broken`` is "abc", in the range as at an instant
         _, missing = _source(url).fetch_each(CLASSES, AT - timedelta(hours=1), AT, STEP)
@@ -187,3 +173,40 @@ def test_recommend_holds_a_class_whose_demand_now_is_not_a_number(tmp_path: Path
     assert alert["details"] == {"broken": told}
     assert (pool["action"], pool["recommended_units"]) == ("hold", 4)  # the planner keeps its capacity
     assert pool["reason"].startswith("missing-data")
+
+
+NowRead = tuple[dict[str, tuple[datetime, float]], dict[str, MetricsUnavailable]]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def unanswered_now_read() -> Iterator[Future[NowRead]]:
+    """The demand now read from a server whose instant answer for ``broken`` comes after the client's wait (mode
+    ``timeout``: 1.5 s waited), in a thread of its own (its server and source its own) from the module's first test
+    on, while the other tests run; it has ended before its server stops."""
+    with (
+        serving(_answering("timeout")) as url,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="unanswered-now-read") as pool,
+    ):
+        yield pool.submit(lambda: _source(url).newest_each(CLASSES, AT))
+
+
+# Last in the module: the read of mode ``timeout`` goes on meanwhile (``unanswered_now_read``).
+@pytest.mark.parametrize("mode", ["abc", "503", "timeout"])
+def test_only_a_demand_now_that_is_not_a_number_is_a_malformed_answer(
+    mode: str, unanswered_now_read: Future[NowRead]
+) -> None:
+    if mode == "timeout":
+        readings, missing = unanswered_now_read.result()
+    else:
+        with serving(_answering(mode)) as url:
+            readings, missing = _source(url).newest_each(CLASSES, AT)
+
+    assert readings == {"steady": (AT, 16.0)}
+    assert list(missing) == ["broken"]
+    why = missing["broken"]
+    if mode == "abc":
+        assert isinstance(why, MalformedAnswer)
+        assert str(why) == _told(_not_a_number(AT))
+    else:  # a request that failed is the server's failure, not an answer that is nonsense
+        assert isinstance(why, PrometheusServerFailure) and not isinstance(why, MalformedAnswer)
+        assert ("HTTP 503" if mode == "503" else "did not answer within 1.5 s (read timeout)") in why.reason
