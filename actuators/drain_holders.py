@@ -8,6 +8,12 @@ person uncordoned its node, and another drain of it started, by another replica 
 write its own key, forced flag and start over that drain's marks. A node without a mark (cordoned by a person, or by
 nobody) or a schedulable one (the marks of a drain a person ended, taken off when read) holds no other drain. Checked
 on the unit's Node objects as Kubernetes has them (``drain_units.read_unit_nodes``), never on a read of the cloud.
+
+A unit holds the drain with a key as long as one of its cordoned nodes carries that key (``held_against``): a slice
+whose hosts carry two keys (a step of a leader that lost its lease midway, a release that wrote its key over part of
+the slice) is listed under the first key met, and refusing that drain for the other key's marks would leave the slice
+cordoned and paid for with no drain going on; the drain with that key continues it (its next step marks every node
+with its key) or ends it (every node uncordoned).
 """
 
 from __future__ import annotations
@@ -29,6 +35,17 @@ def other_drains(nodes: Sequence[V1Node], key: str) -> dict[str, list[str]]:
         if cordoned(node) and (other := annotations.get(mark)) and other != key:
             others.setdefault(f"{mark}={other}", []).append(node.metadata.name)
     return others
+
+
+def held_against(nodes: Sequence[V1Node] | None, key: str) -> dict[str, list[str]]:
+    """The marks of the other drains (``other_drains``) that keep the drain with ``key`` from being stepped or ended
+    on the unit's ``nodes`` (None: not read, nothing is known to hold it): empty when a cordoned node of them carries
+    ``key`` as its drain mark, the drain with ``key`` still holding the unit."""
+    if nodes is None or any(
+        cordoned(node) and (node.metadata.annotations or {}).get(DRAIN_ANNOTATION) == key for node in nodes
+    ):
+        return {}
+    return other_drains(nodes, key)
 
 
 def not_ended(noun: str, unit: str, key: str, others: dict[str, list[str]]) -> str:

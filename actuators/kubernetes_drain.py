@@ -37,13 +37,16 @@ afterwards: ``agent.drains``, uncordoning it through ``cancel``, the mark taken 
 waiting so is listed in ``draining_nodes`` after its node left the cluster, so the agent's next step settles it. A node
 that leaves the cluster during its drain otherwise (deleted by a person, or its instance gone) ends the drain DONE:
 nothing is left to drain or remove, and the pool is not at fault. ``cancel`` ends a drain by its own key only: a unit
-a cordoned node of which carries the mark of another drain (a later drain of the unit, by another replica perhaps, or
-the ``leadtime.io/drain-left-deleting`` of another) is not ended, and the refusal names that drain
-(``actuators.drain_holders``). It reads the unit's Node objects from Kubernetes alone, never the cloud: a slice's hosts
+no cordoned node of which carries its key, and a cordoned node of which carries the mark of another drain (a later
+drain of the unit, by another replica perhaps, or the ``leadtime.io/drain-left-deleting`` of another) is not ended,
+and the refusal names that drain (``actuators.drain_holders``); a slice whose hosts carry two keys is ended under
+either. It reads the unit's Node objects from Kubernetes alone, never the cloud: a slice's hosts
 in the list that names them anyway, a node in one request. Nor is such a unit drained: a step that reads the unit's
 nodes (a slice's, at every step; a node's, while the pool's drains could not be read at the tick's listing, when the
-agent keeps stepping the drains it remembers) and finds the mark of another drain writes nothing and is REJECTED, so a
-remembered drain whose node was drained again since never marks that drain's node with its own key and forced flag.
+agent keeps stepping the drains it remembers) and finds the mark of another drain, and its own key on no cordoned
+node, writes nothing and is REJECTED, so a remembered drain whose node was drained again since never marks that
+drain's node with its own key and forced flag; a slice whose cordoned hosts carry its key and another's is drained
+under its key (every host marked with it), not left cordoned with no drain going on.
 While a drain is in progress the node carries the annotation ``leadtime.io/drain-key`` (the drain's key), so
 ``draining_nodes`` lets a restarted or newly elected agent continue it instead of leaving the node cordoned; the
 timeout then counts from the drain's start as its first step marked it (``leadtime.io/drain-started-at``, with the
@@ -92,7 +95,7 @@ from datetime import datetime, timedelta
 
 from actuators.drain_endings import KubernetesDrainEndings
 from actuators.drain_evictions import evict_pods
-from actuators.drain_holders import not_ended, not_stepped, other_drains
+from actuators.drain_holders import held_against, not_ended, not_stepped
 from actuators.drain_mark_names import (
     DRAIN_ANNOTATION,
     FORCED_ANNOTATION,
@@ -211,7 +214,7 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         """Drain the unit ``node`` (a node, or a slice: every node of it). Unless ``forced`` (or its nodes are marked
         with this key as a forced drain's), a unit found running accelerator work is uncordoned and the drain
         rejected, nothing evicted. A unit whose nodes, where the step reads them (``_step_members``), carry the mark
-        of another drain is not drained under this key (``_not_stepped``)."""
+        of another drain and this key on no cordoned node is not drained under this key (``_not_stepped``)."""
         unit = node
         taken_over = (taken := self._taken_over.get(unit)) is not None and taken[1] == key
         # Settled, or its removal went out at an earlier step (or before it was taken over): what the cloud does with
@@ -226,7 +229,7 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         marked = drain_started(taken[2], key, self._clock.now()) if taken is not None and taken_over else None
         now, started, overdue = self._step_start(unit, key, taken_over, marked)
         members, found = self._step_members(pool_id, unit)
-        if found is not None and (others := other_drains(found, key)):
+        if others := held_against(found, key):
             return self._not_stepped(key, pool_id, unit, others)
         if (
             started
@@ -337,15 +340,16 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
 
     def cancel(self, pool_id: str, node: str, key: str) -> ActionResult:
         """End the drain of the unit ``node`` with this key: every node of it uncordoned and unmarked. Refused when a
-        cordoned node of the unit carries the mark of another drain (``drain_holders``): a caller holding the key of a
-        drain that ended since (and a new drain of the unit started, by another replica perhaps) would end that one.
+        cordoned node of the unit carries the mark of another drain and none this key (``drain_holders``): a caller
+        holding the key of a drain that ended since (and a new drain of the unit started, by another replica perhaps)
+        would end that one.
         The unit's nodes are read from Kubernetes alone (``read_unit_nodes``: a slice's hosts in the one list that
         names them, a node in one request), never the cloud: a cloud that cannot be read does not keep a drain
         started here, whose removal was never asked for, from being ended (``_removal_under_way``)."""
         unit = node
         noun = self._units.noun
         found = self._call(pool_id, lambda: read_unit_nodes(self._units, self._nodes_api, pool_id, unit))
-        if others := other_drains(found, key):
+        if others := held_against(found, key):
             held = not_ended(noun, unit, key, others)
             log.warning("pool %s: %s (key %s)", pool_id, held, key)
             return self._result(key, pool_id, ActionStatus.REJECTED, held)
@@ -376,7 +380,7 @@ class KubernetesUnitDrainer(KubernetesDrainEndings):
         return [node.metadata.name for node in found], found
 
     def _not_stepped(self, key: str, pool_id: str, unit: str, others: dict[str, list[str]]) -> ActionResult:
-        """The unit's nodes carry the marks of ``others`` (``drain_holders.other_drains``), another drain of it: the
+        """The unit's nodes carry the marks of ``others`` (``drain_holders.held_against``), another drain of it: the
         drain with ``key`` ended, and a step of it would write its key (and forced flag, and start) over that drain's
         marks. Nothing is written; the drain is settled REJECTED, told as a warning, and what this drainer remembers
         of it alone (its start, that it started here, a take-over of it) is forgotten."""
