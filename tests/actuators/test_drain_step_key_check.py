@@ -28,7 +28,8 @@ from tests.actuators import kubernetes_drain_rig, test_slice_drain
 from tests.actuators.kubernetes_drain_rig import Cluster, _cordoned
 from tests.actuators.test_drain_cancel_key import _held_by_a_budget as _budget_holds
 from tests.actuators.test_drain_key_check_reads import SLICE, _held_by_a_budget, _keys
-from tests.actuators.test_slice_drain import POOL, Slices
+from tests.actuators.test_drain_removal_under_way import UNAVAILABLE
+from tests.actuators.test_slice_drain import POOL, Slices, _remove_hosts
 
 cluster = kubernetes_drain_rig.cluster  # the fake Kubernetes and GKE APIs, a pool "a" of three nodes
 slices = test_slice_drain.slices  # three 4-host slices of group v5e on the same fakes
@@ -146,8 +147,55 @@ def test_a_slice_drain_is_not_stepped_over_a_drain_another_replica_started_since
     assert refused.detail == not_stepped("slice", SLICE, OLD, {f"{DRAIN_ANNOTATION}={NEW}": hosts})
     assert _keys(rig) == {NEW} and all(rig.cordoned(host) for host in hosts)
     assert rig.kube.calls("patch", "nodes") == patches
+    rig.clock.advance(MINUTE)  # a step taken again would answer with a later time
     assert rig.drainer.drain(POOL, SLICE, OLD) == refused  # settled under its key
     assert other.drain(POOL, SLICE, NEW).status is ActionStatus.STARTED  # the other drain goes on
+
+
+def test_a_refused_slice_drain_is_not_listed_once_the_slices_nodes_leave(slices: Slices) -> None:
+    """The refused drain's start is forgotten: the slice's hosts leaving the cluster later (the other drain's removal
+    under way, a repair) do not make this drainer list the slice under the refused key, as a drain of its own whose
+    slice lost its nodes."""
+    rig = slices
+    _held_by_a_budget(rig)
+    assert rig.drainer.drain(POOL, SLICE, OLD).status is ActionStatus.STARTED
+    for host in rig.hosts(SLICE):  # a person ends that drain (kubectl uncordon)
+        rig.api.nodes.patch(host, {"spec": {"unschedulable": False}})
+    other = rig.new_drainer()
+    assert other.drain(POOL, SLICE, NEW).status is ActionStatus.STARTED
+    refused = rig.drainer.drain(POOL, SLICE, OLD)
+    assert refused.status is ActionStatus.REJECTED, refused
+    _remove_hosts(rig, SLICE)
+    rig.clock.advance(MINUTE)
+
+    assert SLICE not in rig.drainer.draining_nodes(POOL)
+    assert rig.drainer.drain(POOL, SLICE, OLD) == refused
+    assert rig.gke.calls("DELETE", "/nodePools/") == 0
+    assert rig.statuses()[SLICE] == "RUNNING"
+
+
+def test_a_refused_take_over_is_forgotten_when_the_cloud_could_not_be_asked(cluster: Cluster) -> None:
+    """A node drain taken over from the cluster's record, whose step here (the pool's drains unlisted) could not ask
+    the cloud whether its removal went out (the instance groups answering 503), and whose node another drain marked
+    since, is settled without being remembered as taken over."""
+    c = cluster
+    node = c.nodes[1]
+    _budget_holds(c)
+    assert _other_replica(c).drain("a", node, OLD).status is ActionStatus.STARTED
+    assert c.drainer.draining_nodes("a") == {node: OLD}  # taken over
+    c.api.nodes.patch(node, {"spec": {"unschedulable": False}})  # a person ends it (kubectl uncordon)
+    assert _other_replica(c).drain("a", node, NEW).status is ActionStatus.STARTED  # drained again elsewhere
+    c.clock.advance(MINUTE)
+    c.kube.fail_next(1, 503, verb="list", resource="nodes")
+    with pytest.raises(ActuatorError):
+        c.drainer.draining_nodes("a")
+    c.gke.fail_next(1000, 503, UNAVAILABLE, path="listManagedInstances")
+
+    refused = c.drainer.drain("a", node, OLD)
+
+    assert refused.status is ActionStatus.REJECTED, refused
+    assert _annotations(c, node)[DRAIN_ANNOTATION] == NEW and _cordoned(c, node)
+    assert node not in c.drainer._taken_over
 
 
 def test_a_slice_left_deleting_by_another_drain_is_not_stepped(slices: Slices) -> None:
