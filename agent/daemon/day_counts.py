@@ -18,8 +18,9 @@ the leader keeps its new window's start at its first tick after the report). Wha
 begun at a replica's start rather than at a report time (the deployment's first day), less than ``WINDOW_SLACK``
 before a report time, whose leader sent its report and stopped before its next tick: a replica started since takes it
 over and its counts are reported twice (not told the report time: one started within a day of that start). Past
-``REPLICAS_KEPT`` runs in a window, the counts of those whose replicas led longest ago are kept added up, and one of
-them leading again is counted twice.
+``REPLICAS_KEPT`` runs in a window, the counts of the runs a later run of the same pod superseded are kept added up
+first (a pod restarting in a crash loop), then those of the replicas that led longest ago: only past
+``REPLICAS_KEPT`` - 2 replicas in a window is a replica's newest run added up, and counted twice if it leads again.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from itertools import pairwise
+from math import inf
 from typing import Protocol, runtime_checkable
 
 from agent.planning.memory import DayCounts, ReplicaCounts
@@ -41,7 +43,7 @@ WINDOW_SLACK = timedelta(hours=1)
 # errors, never its actions, and the state ConfigMap is not written every tick for a skip.
 DAY_COUNTS_REFRESH = timedelta(minutes=15)
 LED_KEPT = 10  # who led the window: the latest this many takeovers (those before them only counted)
-REPLICAS_KEPT = 16  # whose counts are kept apart; those of the replicas that led longest ago are added up as one
+REPLICAS_KEPT = 16  # runs whose counts are kept apart; superseded runs, then those that led longest ago, added up
 EARLIER = "(earlier leaders)"  # the name those are kept under
 
 
@@ -89,6 +91,14 @@ def _identity(name: str) -> str:
     return name.partition("@")[0]
 
 
+def _started(name: str) -> float:
+    """The start of the run whose counts are kept under ``name``, as a POSIX time (-inf: none in it, or unreadable)."""
+    try:
+        return datetime.fromisoformat(name.partition("@")[2]).timestamp()
+    except ValueError:
+        return -inf
+
+
 def most(a: ReplicaCounts | None, b: ReplicaCounts) -> ReplicaCounts:
     """One replica's counts as the fuller of two views gives them: each count only grows within a window."""
     if a is None:
@@ -101,12 +111,23 @@ def _most(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
 
 
 def kept(others: Mapping[str, ReplicaCounts], led: Iterable[tuple[str, datetime]]) -> dict[str, ReplicaCounts]:
-    """``others`` bounded to ``REPLICAS_KEPT`` - 1 names: the counts of those that led longest ago (or not at all)
-    added up under ``EARLIER``."""
+    """``others`` bounded to ``REPLICAS_KEPT`` - 1 names, the rest added up under ``EARLIER``: first the runs a later
+    run of the same pod superseded (they never lead again: a pod restarting in a crash loop leaves many), then the
+    newest runs of the replicas that led longest ago (or not at all); a replica's newest run is kept apart before any
+    superseded one, so that a replica alive all along that leads again finds its counts kept apart, not added up."""
     if len(others) < REPLICAS_KEPT:
         return dict(others)
     order = {identity: i for i, (identity, _) in enumerate(led)}
-    names = sorted((n for n in others if n != EARLIER), key=lambda n: order.get(_identity(n), -1), reverse=True)
+    names = [n for n in others if n != EARLIER]
+    newest: dict[str, float] = {}
+    for name in names:
+        newest[_identity(name)] = max(newest.get(_identity(name), -inf), _started(name))
+
+    def rank(name: str) -> tuple[bool, int, float]:
+        identity = _identity(name)
+        return _started(name) == newest[identity], order.get(identity, -1), _started(name)
+
+    names.sort(key=rank, reverse=True)
     out = {n: others[n] for n in names[: REPLICAS_KEPT - 2]}
     folded = [others[n] for n in others if n not in out]
     out[EARLIER] = ReplicaCounts(*(_sum(getattr(c, n) for c in folded) for n in ("actions", "skips", "errors")))

@@ -13,7 +13,9 @@ Jobs (APScheduler 3, background thread, UTC):
 * ``daily-report`` once a day at the configured UTC time, in every replica: the leader at that time sends the
   report, a standby logs that it skipped it (``agent.daemon.daily_report``), and either way the report time is done
   for this replica: a standby that takes over later does not send it late, nor after a step back over it. The day's
-  summary is told the time, so that a replica started between two report times takes over the day's counts kept.
+  summary is told the time when the job is added, and the last report time at or before then, so that a replica
+  started between two report times takes over the day's counts kept, and one whose job was added just after a report
+  time (its first run the next day's) takes over none of the day just reported.
 
 APScheduler 3 compares a job's next run time with the wall clock. The interval jobs (election, tick, refit) keep
 their pace on the monotonic clock instead (``agent.daemon.clock_watch``): a step of the wall clock (NTP, a resumed
@@ -139,8 +141,8 @@ class DaemonRuntime:
         # (under its own lock): a step back of the wall clock reschedules it from when that really ran, read on the
         # corrected clock
         hour, minute = (int(part) for part in schedule.daily_report_at.split(":"))
+        self._report_at = time(hour, minute)
         self._report_trigger = CronTrigger(hour=hour, minute=minute, timezone=UTC)
-        daemon.summary.scheduled(time(hour, minute))  # its first window is matched from the last report time
         self._report_lock = threading.Lock()
         self._report_sent_at: float | None = None
         self._clock_watch = WallClockWatch(
@@ -177,6 +179,9 @@ class DaemonRuntime:
             misfire_grace_time=grace,
             next_run_time=now,
         )
+        # its first window is matched from the last report time at or before now, when the job is added: its first
+        # run is the next report time after now (the summary was begun earlier, before the endpoints and the election)
+        self._daemon.summary.scheduled(self._report_at, now)
         self._scheduler.add_job(
             self._send_daily_report,
             self._report_trigger,

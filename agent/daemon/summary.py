@@ -14,9 +14,9 @@ The report covers the window whoever led it: a loop that keeps the counts in the
 replica (a container restarted in the same pod is another run), and a replica that starts leading takes over those of
 the same window, so its report counts the actions, skips and errors of its predecessors of the day too (an earlier
 run of its own pod's included), each once, and says who led the window and when the lead changed hands ("led by").
-Told the configured report time (``scheduled``), a replica started since the last report time matches the window kept
-as one begun at that report time. When the memory could not be read since it took over, its report has its own
-counts and says that the day before that is not in it.
+Told the configured report time (``scheduled``, by the runtime when it adds the report job), a replica started since
+the last report time before then matches the window kept as one begun at that report time. When the memory could not
+be read since it took over, its report has its own counts and says that the day before that is not in it.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from collections import Counter
 from datetime import UTC, datetime, time, timedelta
 
 from agent.daemon.day_counts import (
+    EARLIER,
     LED_KEPT,
     DayRead,
     SharesDayCounts,
@@ -77,11 +78,12 @@ class DailySummary:
         with self._lock:
             self._identity = identity
 
-    def scheduled(self, at: time) -> None:
+    def scheduled(self, at: time, now: datetime | None = None) -> None:
         """The configured daily report time (UTC): until its first report this summary's window is matched with the
-        counts kept as if it had closed one at the last report time at or before its start."""
+        counts kept as if it had closed one at the last report time at or before ``now``, when the report job was
+        added (its first run is the next one after it), or else at or before the summary's start."""
         with self._lock:
-            start = self._started.astimezone(UTC)
+            start = (self._started if now is None else now).astimezone(UTC)
             last = datetime.combine(start.date(), at, tzinfo=UTC)
             self._report_at = last if last <= start else last - timedelta(days=1)
 
@@ -112,9 +114,14 @@ class DailySummary:
     def keep(self, share: object) -> None:
         """Give a loop that keeps the counts for the next leader (``SharesDayCounts``) this replica's counts after a
         leader tick that failed (its error counted with ``add_error``), as ``add_report`` does after one that did not:
-        a leader whose ticks fail leaves its errors to the next one too."""
-        with self._lock:
-            keep = self._to_keep(share)
+        a leader whose ticks fail leaves its errors to the next one too. Never raises: counts that cannot be read,
+        taken over or saved are logged, and the failed tick goes on (its alert is sent)."""
+        try:
+            with self._lock:
+                keep = self._to_keep(share)
+        except Exception as exc:  # noqa: BLE001 - as a failed save: the next leader's report lacks them
+            log.warning("daily report counts not kept for the next leader: %s: %s", type(exc).__name__, exc)
+            return
         self._keep(keep)
 
     def _to_keep(self, share: object) -> tuple[SharesDayCounts, DayCounts] | None:
@@ -147,6 +154,9 @@ class DailySummary:
             closed, since = True, self._report_at
         own = incarnation(identity, self._started)
         if stored is not None and same_window(stored.since, since, closed):
+            if EARLIER in stored.replicas:  # those it took over before and no longer kept apart are added up there
+                for name in [n for n in self._others if n not in stored.replicas]:
+                    del self._others[name]
             for name, counts in stored.replicas.items():
                 if name != own:  # its own: as it holds them (the stored ones may miss its last ticks)
                     self._others[name] = most(self._others.get(name), counts)

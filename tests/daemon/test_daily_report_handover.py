@@ -17,10 +17,12 @@ from types import SimpleNamespace
 from typing import cast
 
 import pytest
+from apscheduler.schedulers.background import BackgroundScheduler
 
 from actuators import SimulatedCluster
 from agent.daemon.adapters import AgentLoopAdapter, PoolStateRecorder
-from agent.daemon.day_counts import REPLICAS_KEPT
+from agent.daemon.clock_watch import WallClockWatch
+from agent.daemon.day_counts import REPLICAS_KEPT, DayRead
 from agent.daemon.endpoints import EndpointServer
 from agent.daemon.health import HealthState
 from agent.daemon.lease import LeaseElector
@@ -289,6 +291,25 @@ def test_counts_that_cannot_be_kept_fail_no_tick(
     assert a.reports()[0].summary.startswith("3 action(s), 0 error(s)")  # its ticks went on; its own report counts
 
 
+def test_a_failed_tick_whose_counts_cannot_be_handed_over_still_alerts(
+    clock: SimulatedClock, pair: tuple[Replica, Replica, InMemoryStateStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, _, _ = pair
+
+    def unreadable() -> DayRead:
+        raise RuntimeError("the term's read of the memory is gone")
+
+    monkeypatch.setattr(a.loop, "day_read", unreadable)
+    a.agent.failing = RuntimeError("cloud API refused")
+    clock.advance(MINUTE)
+    assert a.daemon.elect().leading
+    a.daemon.tick()  # the counts are not kept; the failed tick is counted and alerted on all the same
+    (failed,) = [e for e in a.notifier.events if e.kind is AlertKind.TICK_FAILED]
+    assert "cloud API refused" in failed.summary + str(failed.details)
+    assert a.daemon.daily_report()
+    assert a.reports()[0].summary.startswith("1 action(s), 1 error(s)")
+
+
 @pytest.mark.parametrize("read_again", [False, True])
 def test_a_new_leader_that_cannot_read_the_memory_reports_its_own_counts_and_says_the_rest_is_missing(
     clock: SimulatedClock, elector_for: MakeElector, read_again: bool
@@ -388,9 +409,28 @@ def test_a_leader_restarted_in_the_same_pod_reports_what_its_earlier_runs_did(
     assert len(stored.day_counts.replicas) <= REPLICAS_KEPT
 
 
+def _runtime(replica: Replica, clock: SimulatedClock, report_at: time) -> tuple[DaemonRuntime, EndpointServer]:
+    """The daemon's runtime around ``replica``'s daemon, its daily report at ``report_at``, and its endpoints."""
+    schedule = Schedule(MINUTE, timedelta(hours=1), RETRY, timedelta(seconds=1), f"{report_at:%H:%M}")
+    endpoints = EndpointServer("127.0.0.1", 0, HealthState(max_tick_age=MINUTE), DaemonMetrics(), clock)
+    return DaemonRuntime(replica.daemon, schedule, endpoints, clock=clock), endpoints
+
+
+def _start(made: tuple[DaemonRuntime, EndpointServer], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The runtime's start (its endpoints, an election round, its jobs added), its scheduler and wall-clock watch
+    kept from running (the test plays the scheduler on the simulated clock); its endpoints stopped after it."""
+    runtime, endpoints = made
+    monkeypatch.setattr(BackgroundScheduler, "start", lambda self, paused=False: None)
+    monkeypatch.setattr(WallClockWatch, "start", lambda self: None)
+    try:
+        runtime.start()
+    finally:
+        endpoints.stop()
+
+
 @pytest.mark.parametrize("by_runtime", [False, True])
 def test_a_pod_started_in_the_hour_before_the_report_time_takes_over_the_day(
-    clock: SimulatedClock, elector_for: MakeElector, by_runtime: bool
+    clock: SimulatedClock, elector_for: MakeElector, by_runtime: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     report_at = (T0 + timedelta(hours=2)).time()
     store = InMemoryStateStore("replica-a")
@@ -403,12 +443,8 @@ def test_a_pod_started_in_the_hour_before_the_report_time_takes_over_the_day(
     _minutes(clock, 23, a, b, step=timedelta(hours=1))
     _minutes(clock, 10, a, b)  # 50 minutes before the next report time, a rollout starts the new release's pod
     new = _replica("replica-c", store.replica("replica-c"), elector_for, clock, None if by_runtime else report_at)
-    if by_runtime:  # the daemon's runtime tells the summary the configured report time (it is not started here)
-        at = f"{report_at:%H:%M}"
-        schedule = Schedule(MINUTE, timedelta(hours=1), RETRY, timedelta(seconds=1), at)
-        endpoints = EndpointServer("127.0.0.1", 0, HealthState(max_tick_age=MINUTE), DaemonMetrics(), clock)
-        DaemonRuntime(new.daemon, schedule, endpoints, clock=clock)
-        endpoints.stop()
+    if by_runtime:  # the daemon's runtime tells the summary the configured report time when it starts
+        _start(_runtime(new, clock, report_at), monkeypatch)
     assert not new.daemon.elect().leading
     assert a.daemon.stop_working(1.0) and a.daemon.release()
     clock.advance(RETRY)
@@ -430,6 +466,77 @@ def _hours(clock: SimulatedClock, n: int, replica: Replica) -> None:
         clock.advance(timedelta(hours=1))
         assert replica.daemon.elect().leading
         replica.daemon.tick()
+
+
+def _renewing(clock: SimulatedClock, minutes: int, replica: Replica) -> None:
+    """``minutes`` minutes of the leader's election rounds, without a tick."""
+    for _ in range(minutes):
+        clock.advance(MINUTE)
+        assert replica.daemon.elect().leading
+
+
+def test_a_pod_whose_runtime_starts_just_after_the_report_time_takes_over_no_day_already_reported(
+    clock: SimulatedClock, elector_for: MakeElector, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new pod's daemon (its summary) is built half a second before the report time, its runtime started (the
+    endpoints served, an election round, the jobs added) a second after it: its report job first runs the next day,
+    so the day the leader reported at that time is not its own to report again."""
+    store = InMemoryStateStore("replica-a")
+    a = _replica("replica-a", store, elector_for, clock)
+    assert a.daemon.elect().leading
+    a.daemon.tick()
+    _hours(clock, 23, a)
+    _renewing(clock, 59, a)
+    clock.advance(timedelta(seconds=59.5))
+    new = _replica("replica-c", store.replica("replica-c"), elector_for, clock, None)  # told by its runtime
+    runtime = _runtime(new, clock, REPORT_AT)
+    clock.advance(timedelta(seconds=0.5))
+    assert a.daemon.elect().leading
+    assert a.daemon.daily_report()  # the old leader reports the day at the report time and stops
+    assert a.reports()[-1].summary.startswith("24 action(s), 0 error(s) in the last day")
+    assert a.daemon.stop_working(1.0) and a.daemon.release()
+    clock.advance(timedelta(seconds=1))
+    _start(runtime, monkeypatch)  # its election round takes the lease the old leader handed over
+    assert new.elector.is_leader(clock.now())
+    new.daemon.tick()
+    _hours(clock, 23, new)
+    _renewing(clock, 59, new)
+    clock.advance(timedelta(seconds=59))  # the next report time: its report job's first run
+    assert new.daemon.elect().leading
+    assert new.daemon.daily_report()
+    report = new.reports()[-1]
+    assert len(new.agent.acted) == 24
+    assert report.summary.startswith("24 action(s), 0 error(s) in the last day")  # its own alone
+    assert report.details["actions"] == "done: 24"
+    assert report.details["led by"] == "replica-c"
+
+
+def test_a_crash_looping_leader_does_not_make_a_replica_that_leads_again_count_its_own_twice(
+    clock: SimulatedClock, elector_for: MakeElector, pair: tuple[Replica, Replica, InMemoryStateStore]
+) -> None:
+    """B, alive all along, leads after A; then the pod of B's successor restarts every minute while leading, more runs
+    than the record keeps apart, and B leads again: its run is kept apart, the superseded runs added up."""
+    a, b, store = pair
+    _minutes(clock, 2, a, b)
+    _hand_over(clock, a, b)
+    _minutes(clock, 2, b, a)
+    _hand_over(clock, b, a)  # A takes over, then restarts in a crash loop
+    runs = [a]
+    for _ in range(REPLICAS_KEPT + 4):
+        runs.append(_restart(runs[-1], store, elector_for, clock))
+        _minutes(clock, 1, runs[-1], b)
+    stored = store.load()
+    assert stored is not None and stored.day_counts is not None
+    assert len(stored.day_counts.replicas) == REPLICAS_KEPT  # some of A's runs added up
+    _hand_over(clock, runs[-1], b)  # B leads again
+    _minutes(clock, 2, b, runs[-1])
+    report = _report_time(runs[-1], b)
+    assert b.reports() == [report]
+    acted = sum(len(run.agent.acted) for run in runs) + len(b.agent.acted)
+    assert len(b.agent.acted) == 3 + 3
+    assert report.summary.startswith(f"{acted} action(s), 0 error(s)")
+    assert report.details["actions"] == f"done: {acted}"
+    assert report.details["skips"] == f"cooldown: {acted}"
 
 
 @pytest.mark.parametrize(("told", "first_day"), [(True, True), (True, False), (False, False)])
